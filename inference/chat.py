@@ -1,0 +1,76 @@
+"""A multi-turn conversation on top of the engine: chat template, system prompt, prefix reuse."""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from .engine import Engine
+from .events import Event, Finished
+from .settings import GenerationSettings
+
+
+class ChatSession:
+    """Messages of one conversation, rendered with the target's chat template (openvino-genai Tokenizer).
+
+    Each ``send`` renders the whole history and hands it to ``Engine.generate``, which reuses the KV cache
+    of the previous turns, so a follow-up only prefills its new tokens.
+
+    Args:
+        engine: the engine that generates replies.
+        system_prompt: text of the system message ("" = none; the template may add its own default).
+        messages: earlier messages as ``{"role": "user"|"assistant", "content": str}`` dicts.
+    """
+
+    def __init__(self, engine: Engine, system_prompt: str = "", messages: list[dict] | None = None):
+        self.engine = engine
+        self.system_prompt = system_prompt
+        self.messages: list[dict] = list(messages or [])
+
+    def _conversation(self) -> list[dict]:
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + self.messages
+
+    def prompt_ids(self) -> list[int]:
+        """Token ids of the rendered conversation, ending with the assistant turn's opening."""
+        tokenizer = self.engine.target.tokenizer
+        text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True)
+        return self.engine.target.encode(text)
+
+    def system_prompt_tokens(self) -> int:
+        """Tokens of the rendered system message (what ``n_keep="auto"`` pins), 0 without one."""
+        if not self.system_prompt:
+            return 0
+        tokenizer = self.engine.target.tokenizer
+        system = [{"role": "system", "content": self.system_prompt}]
+        return len(self.engine.target.encode(tokenizer.apply_chat_template(system, add_generation_prompt=False)))
+
+    def send(
+        self,
+        user_text: str,
+        settings: GenerationSettings,
+        drafter: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Add a user message and stream the assistant's reply; the reply (partial if cancelled) is appended.
+
+        Raises:
+            ValueError: the message is empty or only whitespace, or a setting is out of range.
+        """
+        if not user_text.strip():
+            raise ValueError("the message is empty: type something before sending")
+        self.messages.append({"role": "user", "content": user_text})
+        yield from self.reply(settings, drafter, cancel)
+
+    def reply(
+        self,
+        settings: GenerationSettings,
+        drafter: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Stream an assistant reply to the history as it is (used by ``send`` and to regenerate)."""
+        ids = self.prompt_ids()
+        for event in self.engine.generate(ids, settings, drafter, self.system_prompt_tokens(), cancel):
+            if isinstance(event, Finished):
+                self.messages.append({"role": "assistant", "content": event.stats.text})
+            yield event

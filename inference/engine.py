@@ -1,0 +1,359 @@
+"""The decoding engine: prefill, autoregressive and speculative decode, rolling context, streaming events.
+
+One ``Engine`` owns the target model's KV cache (and the draft model's). ``generate`` takes the token ids of
+the whole conversation, reuses the longest cached prefix (a follow-up turn only prefills its new tokens),
+and yields ``events`` while it decodes.
+
+Speculative decoding follows Leviathan et al. (arXiv 2211.17192) and Chen et al. (arXiv 2302.01318): each
+step the drafter proposes K tokens, one target pass scores the pending token and the K drafts, and
+``sampling.accept_greedy`` / ``sampling.accept_sampled`` keep the longest acceptable prefix plus one target
+token. Greedy output is token-for-token that of autoregressive decoding, up to floating-point near-ties
+between a one-token and a multi-token pass.
+
+The rolling context follows StreamingLLM (Xiao et al., arXiv 2309.17453): whenever a token is to be cached
+while the cache holds n_ctx tokens, the cache is rolled first (``KVCache.roll``). Speculative steps clip K so
+that they never cross n_ctx, hence both modes roll at exactly the same cache lengths and see the same tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from .adaptive_k import AdaptiveK
+from .detokenizer import IncrementalDetokenizer
+from .drafting import ModelDrafter, PromptLookupDrafter
+from .events import ContextRolled, Event, Finished, GenerationStats, StepStats, TextDelta
+from .kv_cache import KVCache
+from .model import LoadedModel, check_same_tokenizer, load_model
+from .rope import RopeUnsupportedError
+from .sampling import accept_greedy, accept_sampled, next_token, warp
+from .settings import GenerationSettings, SamplingSettings
+from .stop_strings import StopStringFilter
+
+PREFILL_CHUNK = 512
+KV_SLACK = 64
+DRAFTERS = ("model", "lookup")
+
+
+class Engine:
+    """Generates replies from a target model, optionally speculating with a draft model or prompt lookup.
+
+    Args:
+        target: the loaded target model.
+        draft: an optional loaded draft model (same tokenizer as the target).
+
+    Raises:
+        TokenizerMismatchError: the draft's tokenizer differs from the target's.
+    """
+
+    def __init__(self, target: LoadedModel, draft: LoadedModel | None = None):
+        if draft is not None:
+            check_same_tokenizer(target, draft)
+        self.target = target
+        self.draft = draft
+        self._cache = KVCache(target.compiled, target.rope, KV_SLACK)
+        self._model_drafter = ModelDrafter(draft, KV_SLACK) if draft is not None else None
+        self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
+        self._rolled = False
+        self._lock = threading.Lock()
+        self.last_logits: np.ndarray | None = None  # float32 [vocab]: the target logits of the last chosen token
+
+    @classmethod
+    def load(
+        cls,
+        target_dir: str | Path,
+        device: str = "CPU",
+        draft_dir: str | Path | None = None,
+        draft_device: str | None = None,
+        kv_cache_precision: str | None = None,
+        num_threads: int | None = None,
+    ) -> "Engine":
+        """Load a target (and optional draft) model folder and build an engine; see ``model.load_model``."""
+        target = load_model(target_dir, device, kv_cache_precision, num_threads)
+        draft = None
+        if draft_dir is not None:
+            draft = load_model(draft_dir, draft_device or device, kv_cache_precision, num_threads)
+        return cls(target, draft)
+
+    @property
+    def cache_length(self) -> int:
+        """Logical tokens in the target KV cache."""
+        return len(self._cache)
+
+    @property
+    def cache_physical_length(self) -> int:
+        """Slots held by the target KV cache state tensors, masked ones included."""
+        return self._cache.physical_length
+
+    def reset(self) -> None:
+        """Drop both KV caches (the next prompt is prefilled from scratch)."""
+        self._cache.reset()
+        if self._model_drafter is not None:
+            self._model_drafter.reset()
+        self._seen = []
+        self._rolled = False
+
+    def layer_keys(self, layer: int = 0) -> np.ndarray:
+        """Cached keys of one target layer, float32 ``[1, kv_heads, cache_length, head_dim]``."""
+        return self._cache.layer_keys(layer)
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        settings: GenerationSettings,
+        drafter: str | None = None,
+        n_keep_auto: int = 4,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Generate a reply to ``prompt_ids``, yielding events as it goes.
+
+        Args:
+            prompt_ids: token ids of the whole conversation (chat template applied), ending where the reply
+                starts. Its longest prefix already in the KV cache is not recomputed.
+            settings: validated here; ``settings.mode`` is ``ar`` or ``spec``.
+            drafter: for ``spec``: ``model`` (the draft model) or ``lookup`` (prompt lookup); None picks
+                ``model`` when a draft model is loaded, else ``lookup``.
+            n_keep_auto: what ``n_keep="auto"`` resolves to (the caller's system-prompt length); at least 4.
+            cancel: set it from any thread to stop; the partial reply is returned in ``Finished``.
+
+        Yields:
+            ``ContextRolled`` (during prefill or decode), ``TextDelta`` per token, ``StepStats`` per decode
+            step, and ``Finished`` last.
+
+        Raises:
+            ValueError: empty prompt, a setting out of range (the message names it), ``model`` drafter
+                without a draft model, or a system prompt too long for n_keep="auto".
+            RopeUnsupportedError: a roll is needed but the model's RoPE cannot be shifted.
+            RuntimeError: another generation is running on this engine.
+        """
+        if len(prompt_ids) == 0:
+            raise ValueError("the prompt is empty: type a message before sending")
+        settings.validate(self.target.max_position_embeddings)
+        drafter = self._choose_drafter(settings, drafter)
+        n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("a generation is already running on this engine; stop it first")
+        try:
+            yield from self._generate(list(map(int, prompt_ids)), settings, drafter, n_keep, n_discard, cancel)
+        finally:
+            self._lock.release()
+
+    def _choose_drafter(self, settings: GenerationSettings, drafter: str | None) -> str | None:
+        if settings.mode == "ar":
+            return None
+        drafter = drafter or ("model" if self._model_drafter is not None else "lookup")
+        if drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
+        if drafter == "model" and self._model_drafter is None:
+            raise ValueError("speculative decoding with a draft model needs a draft model: load one, or use prompt lookup")
+        return drafter
+
+    def _resolve_context(self, settings: GenerationSettings, n_keep_auto: int) -> tuple[int, int]:
+        ctx = settings.context
+        if ctx.n_keep != "auto":
+            return int(ctx.n_keep), ctx.resolve_n_discard(int(ctx.n_keep))
+        n_keep = max(4, n_keep_auto)
+        if n_keep >= ctx.n_ctx - 1:
+            raise ValueError(
+                f"n_keep='auto' pins the {n_keep}-token system prompt, which leaves no room in n_ctx={ctx.n_ctx}: "
+                "raise n_ctx, shorten the system prompt, or set n_keep to a number"
+            )
+        return n_keep, ctx.resolve_n_discard(n_keep)
+
+    def _reuse_prefix(self, prompt_ids: list[int], n_ctx: int) -> int:
+        """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill."""
+        seen = self._seen
+        common = 0
+        limit = min(len(seen), len(prompt_ids))
+        while common < limit and seen[common] == prompt_ids[common]:
+            common += 1
+        common = min(common, len(prompt_ids) - 1)  # the last prompt token is fed again to get its logits
+        if len(self._cache) > n_ctx or (common < len(seen) and self._rolled):
+            self.reset()
+            return 0
+        self._cache.truncate(common)
+        del seen[common:]
+        return common
+
+    def _roll(self, n_keep: int, n_discard: int, with_draft: bool) -> ContextRolled:
+        before = list(self._cache.tokens) if with_draft else []
+        dropped = self._cache.roll(n_keep, n_discard)
+        if with_draft:
+            self._model_drafter.roll(n_keep, n_discard, before)
+        self._rolled = True
+        return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
+
+    def _check_can_roll(self, with_draft: bool) -> None:
+        for model in [self.target] + ([self.draft] if with_draft else []):
+            if model.rope is None:
+                raise RopeUnsupportedError(
+                    f"the conversation needs more than n_ctx tokens, but {model.folder.name} cannot be rolled: "
+                    f"{model.rope_error}"
+                )
+
+    def _prefill(self, tokens: list[int], n_ctx: int, n_keep: int, n_discard: int, with_draft: bool):
+        """Feed prompt tokens in chunks, rolling when full; yields ContextRolled; returns the last logits."""
+        logits = None
+        done = 0
+        while done < len(tokens):
+            if len(self._cache) >= n_ctx:
+                self._check_can_roll(with_draft)
+                yield self._roll(n_keep, n_discard, with_draft)
+            chunk = tokens[done : done + min(PREFILL_CHUNK, n_ctx - len(self._cache))]
+            logits = self._cache.forward(chunk, n_ctx, last_only=True)[-1]
+            if with_draft:
+                self._model_drafter.feed(self._cache.tokens, n_ctx)
+            self._seen.extend(chunk)
+            done += len(chunk)
+        return logits
+
+    def _generate(self, prompt_ids, settings, drafter, n_keep, n_discard, cancel) -> Iterator[Event]:
+        sampling, ctx, n_ctx = settings.sampling, settings.context, settings.context.n_ctx
+        start = time.perf_counter()
+        with_draft = drafter == "model"
+        reused = self._reuse_prefix(prompt_ids, n_ctx)
+        stats = GenerationStats(
+            mode=settings.mode, drafter=drafter, prompt_tokens=len(prompt_ids), prefilled_tokens=len(prompt_ids) - reused
+        )
+        for_rolls = {"n_ctx": n_ctx, "n_keep": n_keep, "n_discard": n_discard, "with_draft": with_draft}
+        logits = yield from self._counted(self._prefill(prompt_ids[reused:], **for_rolls), stats)
+        rng = np.random.default_rng(sampling.seed)
+        lookup = PromptLookupDrafter(settings.speculative.lookup_max_ngram) if drafter == "lookup" else None
+        adaptive = AdaptiveK(settings.speculative.k, settings.speculative.adaptive and drafter is not None)
+        reply = _ReplyStream(self.target, sampling, cancel)
+        pending = next_token(logits, sampling, rng)
+        self.last_logits = logits
+        first_token_at = time.perf_counter()
+        stats.ttft_ms = (first_token_at - start) * 1e3
+        yield from reply.emit([pending], from_draft=False)
+        history = np.asarray(self._seen + [pending], dtype=np.int64) if lookup else None
+        while reply.stop_reason is None:
+            if cancel is not None and cancel.is_set():
+                reply.stop_reason = "cancelled"
+                break
+            if len(self._cache) + 1 > n_ctx:
+                self._check_can_roll(with_draft)
+                yield from self._counted(iter([self._roll(n_keep, n_discard, with_draft)]), stats)
+            step_start = time.perf_counter()
+            remaining = sampling.max_new_tokens - len(reply.tokens)
+            k = min(adaptive.next_k(), n_ctx - len(self._cache) - 1, remaining - 1) if drafter else 0
+            drafts, draft_probs = [], None
+            if k > 0 and lookup is not None:
+                drafts = lookup.propose(history, k)
+            elif k > 0:
+                drafts, draft_probs = self._model_drafter.propose(self._cache.tokens + [pending], k, n_ctx, sampling, rng)
+            draft_end = time.perf_counter()
+            cached_before = len(self._cache)
+            logits = self._cache.forward([pending] + drafts, n_ctx)
+            verify_end = time.perf_counter()
+            if not drafts:
+                accepted, correction = 0, next_token(logits[-1], sampling, rng)
+            elif sampling.greedy:
+                accepted, correction = accept_greedy(logits, drafts)
+            else:
+                accepted, correction = accept_sampled(warp(logits, sampling), draft_probs, drafts, rng)
+            self.last_logits = logits[accepted]
+            emitted_before = len(reply.tokens)
+            yield from reply.emit(drafts[:accepted], from_draft=True)
+            yield from reply.emit([correction], from_draft=False)
+            emitted = len(reply.tokens) - emitted_before
+            # the cache keeps the old pending token and the accepted drafts that precede the new pending one
+            fed = 1 + min(accepted, emitted)
+            self._cache.truncate(cached_before + fed)
+            self._seen.extend(([pending] + drafts)[:fed])
+            pending = correction
+            if lookup is not None:
+                history = np.concatenate([history, np.asarray(drafts[:accepted] + [correction], dtype=np.int64)])
+            stats.drafted += len(drafts)
+            stats.accepted += accepted
+            step_end = time.perf_counter()
+            adaptive.update(len(drafts), accepted, emitted, step_end - step_start)
+            yield StepStats(
+                drafted=len(drafts),
+                accepted=accepted,
+                emitted=emitted,
+                draft_ms=(draft_end - step_start) * 1e3,
+                verify_ms=(verify_end - draft_end) * 1e3,
+                k=k,
+                cache_len=len(self._cache),
+                n_ctx=n_ctx,
+                elapsed_s=step_end - start,
+                generated=len(reply.tokens),
+            )
+        last_token_at = time.perf_counter()
+        yield from reply.flush()
+        stats.new_tokens = len(reply.tokens)
+        if stats.new_tokens > 1 and last_token_at > first_token_at:
+            stats.decode_tokens_per_s = (stats.new_tokens - 1) / (last_token_at - first_token_at)
+            stats.tpot_ms = 1e3 / stats.decode_tokens_per_s
+        stats.fallback_tokens = adaptive.fallback_tokens
+        stats.final_k = adaptive.k if drafter else 0
+        stats.stop_reason = reply.stop_reason
+        stats.text = reply.text
+        stats.token_ids = list(reply.tokens)
+        yield Finished(stats)
+
+    @staticmethod
+    def _counted(events, stats: GenerationStats):
+        """Pass events through, adding ContextRolled ones to the statistics; return the generator's value."""
+        try:
+            while True:
+                event = next(events)
+                if isinstance(event, ContextRolled):
+                    stats.rolls += 1
+                    stats.discarded_tokens += event.discarded_tokens
+                yield event
+        except StopIteration as done:
+            return done.value
+
+    def generate_text(self, prompt_ids: Sequence[int], settings: GenerationSettings, **kwargs) -> GenerationStats:
+        """Run ``generate`` to the end and return its final statistics (text and token ids included)."""
+        for event in self.generate(prompt_ids, settings, **kwargs):
+            if isinstance(event, Finished):
+                return event.stats
+        raise AssertionError("generate ended without a Finished event")
+
+
+class _ReplyStream:
+    """Turns generated token ids into TextDelta events and decides when the reply ends."""
+
+    def __init__(self, model: LoadedModel, sampling: SamplingSettings, cancel: threading.Event | None):
+        self._eos = model.eos_token_ids
+        self._max = sampling.max_new_tokens
+        self._detokenizer = IncrementalDetokenizer(model.tokenizer)
+        self._stops = StopStringFilter(sampling.stop_strings)
+        self._cancel = cancel
+        self.tokens: list[int] = []
+        self.text = ""
+        self.stop_reason: str | None = None
+
+    def emit(self, token_ids: list[int], from_draft: bool) -> Iterator[TextDelta]:
+        """Yield a TextDelta per token until the reply ends (EOS, stop string, max_new_tokens, cancel)."""
+        for token in token_ids:
+            if self.stop_reason is not None:
+                return
+            if token in self._eos:
+                self.stop_reason = "eos"
+                return
+            self.tokens.append(token)
+            text = self._stops.push(self._detokenizer.push(token))
+            self.text += text
+            yield TextDelta(text=text, token_id=token, from_draft=from_draft)
+            if self._stops.stopped:
+                self.stop_reason = "stop_string"
+            elif len(self.tokens) >= self._max:
+                self.stop_reason = "max_new_tokens"
+            elif self._cancel is not None and self._cancel.is_set():
+                self.stop_reason = "cancelled"
+
+    def flush(self) -> Iterator[TextDelta]:
+        """Yield the text held back by the stop-string filter, if any."""
+        text = self._stops.flush()
+        if text:
+            self.text += text
+            yield TextDelta(text=text, token_id=-1, from_draft=False)

@@ -1,0 +1,118 @@
+"""Events that ``Engine.generate`` yields, in order, for a GUI or CLI to consume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New reply text.
+
+    Attributes:
+        text: the characters this token completed (may be "" while a UTF-8 character is incomplete).
+        token_id: the generated token id.
+        from_draft: True when the token was proposed by the drafter and accepted by the target ("free").
+    """
+
+    text: str
+    token_id: int
+    from_draft: bool
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """One decode step.
+
+    Attributes:
+        drafted: draft tokens proposed (0 for an autoregressive step).
+        accepted: of those, accepted by the target.
+        emitted: tokens this step produced (accepted + 1, or fewer at the end of the reply).
+        draft_ms: wall time of drafting, milliseconds.
+        verify_ms: wall time of the target pass (verification, or the decode step), milliseconds.
+        k: draft length used this step (after adaptive-K and context-limit clipping).
+        cache_len: logical tokens in the target KV cache after the step.
+        n_ctx: the rolling-context size.
+        elapsed_s: seconds since generation started, at the end of the step.
+        generated: tokens generated so far.
+    """
+
+    drafted: int
+    accepted: int
+    emitted: int
+    draft_ms: float
+    verify_ms: float
+    k: int
+    cache_len: int
+    n_ctx: int
+    elapsed_s: float
+    generated: int
+
+
+@dataclass(frozen=True)
+class ContextRolled:
+    """The KV cache reached n_ctx and was rolled (attention sinks kept, shift-RoPE applied).
+
+    Attributes:
+        discarded_tokens: tokens dropped from the cache by this roll.
+        n_keep: tokens kept at the start.
+        cache_len: logical tokens in the target cache after the roll.
+    """
+
+    discarded_tokens: int
+    n_keep: int
+    cache_len: int
+
+
+@dataclass
+class GenerationStats:
+    """Summary of one reply.
+
+    Attributes:
+        mode: ``ar`` or ``spec``; drafter: ``model``, ``lookup`` or None.
+        prompt_tokens: tokens of the whole rendered prompt; prefilled_tokens: those actually computed (the
+            rest came from the cached prefix of earlier turns).
+        new_tokens: tokens generated.
+        ttft_ms: time to first token (prefill + first sample), milliseconds.
+        decode_tokens_per_s: (new_tokens - 1) / time from the first to the last token.
+        tpot_ms: mean time per output token after the first, milliseconds.
+        drafted / accepted: draft tokens proposed / accepted; acceptance_rate = accepted / drafted (None in AR).
+        discarded_tokens / rolls: tokens dropped by the rolling context, and how many rolls.
+        fallback_tokens: tokens adaptive K produced by plain decoding because speculation measured slower.
+        final_k: draft length at the end (adaptive K changes it).
+        stop_reason: ``eos``, ``stop_string``, ``max_new_tokens`` or ``cancelled``.
+        text: the reply text; token_ids: the generated ids.
+    """
+
+    mode: str
+    drafter: str | None = None
+    prompt_tokens: int = 0
+    prefilled_tokens: int = 0
+    new_tokens: int = 0
+    ttft_ms: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    tpot_ms: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    discarded_tokens: int = 0
+    rolls: int = 0
+    fallback_tokens: int = 0
+    final_k: int = 0
+    stop_reason: str = ""
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """accepted / drafted, or None when nothing was drafted."""
+        return self.accepted / self.drafted if self.drafted else None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of a reply."""
+
+    stats: GenerationStats
+
+
+Event = TextDelta | StepStats | ContextRolled | Finished

