@@ -1,0 +1,1 @@
+"""SpecChat application: the `specchat` command line and the desktop GUI."""

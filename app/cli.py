@@ -1,0 +1,234 @@
+"""The ``specchat`` command: headless generation, terminal chat, model management (no Qt imported here)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+from inference import model_store
+from inference.chat import ChatSession
+from inference.engine import Engine
+from inference.events import Finished, GenerationStats, TextDelta
+from inference.model import ModelLoadError, available_devices
+from inference.rope import RopeUnsupportedError
+from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+
+USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, model_store.ModelFetchError)
+
+
+def _n_keep(value: str) -> int | str:
+    return value if value == "auto" else int(value)
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", type=Path, help="target model folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--bits", type=int, choices=model_store.SUPPORTED_BITS, default=4, help="bit-width of the default model")
+    parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
+    parser.add_argument("--draft", default="lookup", help="draft model folder, or 'lookup' for prompt-lookup drafting")
+    parser.add_argument("--k", type=int, default=4, help="draft tokens per step (1..16)")
+    parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
+    parser.add_argument("--n-ctx", type=int, default=4096, help="KV-cache size in tokens; older tokens roll out past it")
+    parser.add_argument("--n-keep", type=_n_keep, default=4, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
+    parser.add_argument("--n-discard", type=int, default=-1, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
+    parser.add_argument("--device", default="CPU", help=f"target device ({', '.join(available_devices())})")
+    parser.add_argument("--draft-device", default=None, help="draft device (default: same as --device)")
+    parser.add_argument("--kv-cache-precision", choices=("u8", "f16", "f32"), default=None, help="KV-cache precision (device default if unset)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0, help="0 = disabled")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=512)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument("--system", default="", help="system prompt")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``specchat`` command."""
+    parser = argparse.ArgumentParser(prog="specchat", description="Chat with local LLMs on OpenVINO, fast.")
+    commands = parser.add_subparsers(dest="command")
+    generate = commands.add_parser("generate", help="stream one reply to stdout, statistics to stderr")
+    generate.add_argument("prompt")
+    generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    _add_engine_options(generate)
+    chat = commands.add_parser("chat", help="multi-turn chat in the terminal (/reset, /exit)")
+    _add_engine_options(chat)
+    models = commands.add_parser("models", help="manage models")
+    models_commands = models.add_subparsers(dest="models_command", required=True)
+    models_commands.add_parser("list", help="installed models")
+    fetch = models_commands.add_parser("fetch-default", help="fetch and convert the embedded default model")
+    fetch.add_argument("--bits", type=int, choices=model_store.SUPPORTED_BITS, nargs="*", default=[4])
+    return parser
+
+
+def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
+    settings = GenerationSettings(
+        mode=mode,
+        sampling=SamplingSettings(
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            max_new_tokens=args.max_new_tokens,
+            stop_strings=tuple(args.stop),
+        ),
+        context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
+        speculative=SpeculativeSettings(k=args.k, adaptive=args.adaptive_k),
+    )
+    settings.validate()
+    return settings
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    target = args.model or model_store.ensure_default_model(args.bits, progress=_progress)
+    draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
+    return Engine.load(target, args.device, draft, args.draft_device, args.kv_cache_precision, args.threads)
+
+
+def _drafter(args: argparse.Namespace) -> str:
+    return "lookup" if args.draft == "lookup" else "model"
+
+
+@contextmanager
+def _ctrl_c_cancels(cancel: threading.Event):
+    """While generating, Ctrl+C stops the reply (keeping what was generated) instead of killing the program."""
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stream(events, out) -> GenerationStats:
+    stats = None
+    for event in events:
+        if isinstance(event, TextDelta) and out is not None:
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, Finished):
+            stats = event.stats
+    if out is not None:
+        out.write("\n")
+    return stats
+
+
+def describe(stats: GenerationStats) -> str:
+    """One line of statistics for humans."""
+    mode = stats.mode if stats.drafter is None else f"{stats.mode}/{stats.drafter}"
+    line = f"[{mode}] {stats.new_tokens} tokens, TTFT {stats.ttft_ms:.1f} ms, {stats.decode_tokens_per_s:.1f} tokens/s"
+    if stats.acceptance_rate is not None:
+        line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted}), K {stats.final_k}"
+    if stats.fallback_tokens:
+        line += f", {stats.fallback_tokens} tokens by fallback to plain decoding"
+    line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}, discarded {stats.discarded_tokens} ({stats.rolls} rolls), stop: {stats.stop_reason}"
+    return line
+
+
+def summary(stats: GenerationStats) -> dict:
+    """The JSON object of one mode."""
+    return {
+        "mode": stats.mode,
+        "text": stats.text,
+        "new_tokens": stats.new_tokens,
+        "ttft_ms": round(stats.ttft_ms, 3),
+        "tokens_per_s": round(stats.decode_tokens_per_s, 3),
+        "acceptance_rate": stats.acceptance_rate,
+        "discarded_tokens": stats.discarded_tokens,
+    }
+
+
+def _generate(args: argparse.Namespace) -> int:
+    modes = ["ar", "spec"] if args.mode == "compare" else [args.mode]
+    settings = {mode: _settings(args, mode) for mode in modes}
+    engine = _engine(args)
+    cancel = threading.Event()
+    results = {}
+    for mode in modes:
+        engine.reset()
+        session = ChatSession(engine, args.system)
+        if args.mode == "compare" and not args.json:
+            print(f"--- {'autoregressive' if mode == 'ar' else 'speculative'}", file=sys.stderr)
+        with _ctrl_c_cancels(cancel):
+            events = session.send(args.prompt, settings[mode], _drafter(args) if mode == "spec" else None, cancel)
+            results[mode] = _stream(events, None if args.json else sys.stdout)
+        if not args.json:
+            print(describe(results[mode]), file=sys.stderr)
+    if args.mode == "compare":
+        ar, spec = results["ar"], results["spec"]
+        speedup = spec.decode_tokens_per_s / ar.decode_tokens_per_s if ar.decode_tokens_per_s else 0.0
+        identical = ar.token_ids == spec.token_ids
+        if args.json:
+            print(json.dumps({"autoregressive": summary(ar), "speculative": summary(spec), "speedup": round(speedup, 3), "identical": identical}))
+        else:
+            print(f"speedup {speedup:.2f}x, identical: {identical}", file=sys.stderr)
+    elif args.json:
+        print(json.dumps(summary(results[args.mode])))
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    mode = "spec" if args.mode == "spec" else "ar"
+    settings = _settings(args, mode)
+    session = ChatSession(_engine(args), args.system)
+    print("SpecChat terminal chat. /reset clears the conversation, /exit quits, Ctrl+C stops a reply.", file=sys.stderr)
+    while True:
+        try:
+            text = input("> ")
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            return 0
+        if text.strip() == "/exit":
+            return 0
+        if text.strip() == "/reset":
+            session.messages.clear()
+            continue
+        cancel = threading.Event()
+        try:
+            with _ctrl_c_cancels(cancel):
+                stats = _stream(session.send(text, settings, _drafter(args) if mode == "spec" else None, cancel), sys.stdout)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            continue
+        print(describe(stats), file=sys.stderr)
+
+
+def _models(args: argparse.Namespace) -> int:
+    if args.models_command == "fetch-default":
+        for bits in args.bits:
+            print(model_store.ensure_default_model(bits, progress=_progress))
+        return 0
+    manifests = model_store.list_models()
+    if not manifests:
+        print("no models installed; run `specchat models fetch-default`", file=sys.stderr)
+    for manifest in manifests:
+        size = manifest.get("size_bytes", 0) / 2**20
+        print(f"{manifest.get('name', '?')}\t{manifest.get('bits', '?')}-bit\t{size:.0f} MiB\t{manifest.get('path', '')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``specchat`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    handlers = {"generate": _generate, "chat": _chat, "models": _models}
+    try:
+        return handlers[args.command](args)
+    except USER_ERRORS as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

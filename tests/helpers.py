@@ -1,0 +1,30 @@
+"""Helpers shared by the engine tests."""
+
+from __future__ import annotations
+
+from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+
+PROMPTS = [
+    "Rewrite this paragraph in simpler words: The committee convened to deliberate on the proposal, "
+    "and after extensive discussion, it was resolved that the matter would be postponed until further notice.",
+    "Write a short story about a robot who learns to paint.",
+    "Write a Python function that checks whether a number is prime, and explain it.",
+    "List five tips for staying productive when working from home.",
+    "Why is the sky blue? Explain it to a ten-year-old.",
+]
+
+
+def chat_ids(model, text: str, system: str = "") -> list[int]:
+    """Token ids of a one-message chat rendered with the model's template."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    return model.encode(model.tokenizer.apply_chat_template(messages, add_generation_prompt=True))
+
+
+def settings(mode: str = "ar", max_new_tokens: int = 128, k: int = 4, n_ctx: int = 4096, n_keep=4, n_discard: int = -1, adaptive: bool = False, **sampling) -> GenerationSettings:
+    """GenerationSettings with the given overrides."""
+    return GenerationSettings(
+        mode=mode,
+        sampling=SamplingSettings(max_new_tokens=max_new_tokens, **sampling),
+        context=ContextSettings(n_ctx=n_ctx, n_keep=n_keep, n_discard=n_discard),
+        speculative=SpeculativeSettings(k=k, adaptive=adaptive),
+    )

@@ -1,0 +1,142 @@
+"""The engine on the default model: rolls, prefix reuse, cancellation, stop strings, sampling, adaptive K."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from helpers import PROMPTS, chat_ids, settings
+from inference.chat import ChatSession
+from inference.engine import Engine
+from inference.events import ContextRolled, Finished, StepStats, TextDelta
+from inference.model import load_model
+
+KEY_TOLERANCE = 0.02  # absolute, on layer-0 keys of magnitude ~10, f32 KV cache
+
+
+@pytest.fixture(scope="module")
+def engine(target):
+    return Engine(target)
+
+
+@pytest.fixture(scope="module")
+def f32_engine(int4_dir):
+    return Engine(load_model(int4_dir, "CPU", kv_cache_precision="f32"))
+
+
+def test_roll_keys_equal_a_fresh_prefill_of_the_kept_tokens(f32_engine, int4_dir):
+    model = f32_engine.target
+    ids = chat_ids(model, PROMPTS[0])
+    f32_engine.reset()
+    events = list(f32_engine.generate(ids, settings("ar", max_new_tokens=40, n_ctx=64, n_keep=4, n_discard=20)))
+    rolls = [e for e in events if isinstance(e, ContextRolled)]
+    assert rolls and all(r.discarded_tokens == 20 for r in rolls)
+    rolled_keys = f32_engine.layer_keys(0)
+    kept_tokens = list(f32_engine._cache.tokens)
+    fresh = Engine(load_model(int4_dir, "CPU", kv_cache_precision="f32"))
+    fresh._cache.forward(kept_tokens)
+    fresh_keys = fresh.layer_keys(0)
+    assert rolled_keys.shape == fresh_keys.shape == (1, 3, len(kept_tokens), 64)
+    assert np.abs(fresh_keys).max() > 5  # real keys, not zeros
+    np.testing.assert_allclose(rolled_keys, fresh_keys, atol=KEY_TOLERANCE)
+
+
+def test_unrotated_shift_would_be_wrong(f32_engine):
+    """Control for the test above: the keys after the sinks really were moved (rotation matters)."""
+    keys = f32_engine.layer_keys(0)
+    rope = f32_engine.target.rope
+    assert np.abs(rope.shift_keys(keys[:, :, 4:], 20) - keys[:, :, 4:]).max() > 1.0
+
+
+@pytest.mark.parametrize("mode,drafter", [("ar", None), ("spec", "lookup")])
+def test_generation_of_three_windows_keeps_the_cache_bounded(engine, target, mode, drafter):
+    n_ctx = 96
+    engine.reset()
+    lengths, physical = [], []
+    for event in engine.generate(chat_ids(target, PROMPTS[1]), settings(mode, max_new_tokens=3 * n_ctx, n_ctx=n_ctx), drafter=drafter):
+        if isinstance(event, StepStats):
+            lengths.append(event.cache_len)
+            physical.append(engine.cache_physical_length)
+        if isinstance(event, Finished):
+            stats = event.stats
+    if stats.stop_reason == "eos":
+        pytest.skip("the model ended its reply before 3 x n_ctx tokens")
+    assert stats.new_tokens == 3 * n_ctx
+    assert max(lengths) <= n_ctx
+    assert max(physical) <= n_ctx + 64
+    assert stats.rolls >= 3
+
+
+def test_prompt_longer_than_n_ctx_is_rolled_not_refused(engine, target):
+    ids = chat_ids(target, " ".join(PROMPTS * 3))
+    assert len(ids) > 200
+    engine.reset()
+    stats = engine.generate_text(ids, settings("ar", max_new_tokens=8, n_ctx=64))
+    assert stats.rolls >= 3 and stats.new_tokens >= 1
+    assert engine.cache_length <= 64
+
+
+def test_follow_up_turn_prefills_only_its_new_tokens_and_matches_a_fresh_run(engine, target):
+    engine.reset()
+    session = ChatSession(engine, system_prompt="You are a concise assistant.")
+    first = [e for e in session.send("Name three colours.", settings("ar", max_new_tokens=24)) if isinstance(e, Finished)][0]
+    second = [e for e in session.send("Now name three animals.", settings("ar", max_new_tokens=24)) if isinstance(e, Finished)][0]
+    full_prompt = session.prompt_ids()
+    assert first.stats.prefilled_tokens == first.stats.prompt_tokens
+    assert second.stats.prefilled_tokens < second.stats.prompt_tokens // 2
+    replay = Engine(target)
+    history = ChatSession(replay, session.system_prompt, session.messages[:3])
+    fresh = replay.generate_text(history.prompt_ids(), settings("ar", max_new_tokens=24))
+    assert fresh.token_ids == second.stats.token_ids
+    assert len(full_prompt) > second.stats.prompt_tokens
+
+
+def test_cancel_from_another_thread_returns_the_partial_reply(engine, target):
+    engine.reset()
+    cancel = threading.Event()
+    texts = []
+    for event in engine.generate(chat_ids(target, PROMPTS[1]), settings("ar", max_new_tokens=500), cancel=cancel):
+        if isinstance(event, TextDelta):
+            texts.append(event.text)
+            if len(texts) == 10:
+                threading.Thread(target=cancel.set).start()
+        if isinstance(event, Finished):
+            stats = event.stats
+    assert stats.stop_reason == "cancelled"
+    assert 10 <= stats.new_tokens < 500
+    assert stats.text == "".join(texts)
+
+
+def test_stop_string_cuts_the_reply_before_it(engine, target):
+    engine.reset()
+    free = engine.generate_text(chat_ids(target, PROMPTS[3]), settings("ar", max_new_tokens=60))
+    stop = free.text[20:26]
+    engine.reset()
+    stopped = engine.generate_text(chat_ids(target, PROMPTS[3]), settings("ar", max_new_tokens=60, stop_strings=(stop,)))
+    assert stopped.stop_reason == "stop_string"
+    assert stopped.text == free.text[: free.text.find(stop)]
+
+
+def test_sampling_is_reproducible_with_a_seed_and_varies_without(engine, target):
+    ids = chat_ids(target, PROMPTS[1])
+    runs = []
+    for seed in (7, 7, 8):
+        engine.reset()
+        runs.append(engine.generate_text(ids, settings("ar", max_new_tokens=32, temperature=0.9, top_p=0.95, seed=seed)).token_ids)
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+    engine.reset()
+    spec = engine.generate_text(ids, settings("spec", max_new_tokens=32, temperature=0.9, seed=7), drafter="lookup").token_ids
+    engine.reset()
+    assert spec == engine.generate_text(ids, settings("spec", max_new_tokens=32, temperature=0.9, seed=7), drafter="lookup").token_ids
+
+
+def test_adaptive_k_reports_and_stays_lossless(engine, target):
+    ids = chat_ids(target, PROMPTS[0])
+    engine.reset()
+    reference = engine.generate_text(ids, settings("ar", max_new_tokens=64))
+    engine.reset()
+    stats = engine.generate_text(ids, settings("spec", max_new_tokens=64, k=2, adaptive=True), drafter="lookup")
+    assert stats.token_ids == reference.token_ids
+    assert 1 <= stats.final_k <= 16
+    assert stats.drafted > 0
