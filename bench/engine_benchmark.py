@@ -41,7 +41,7 @@ PARAGRAPH = (
     "through the dark water. When the town finally replaced the lamp with an automatic beacon, the keeper stayed "
     "on anyway, because he could not imagine a night without the climb."
 )
-REWRITE_PROMPT = f"Rewrite the following paragraph, keeping every sentence but fixing the punctuation:\n\n{PARAGRAPH}"
+REWRITE_PROMPT = f"Copy-edit this paragraph. Return the full corrected paragraph only.\n\n{PARAGRAPH}"
 AR_PROMPTS = [
     "Write a short story about a robot who learns to paint.",
     "Explain how a bicycle gear system works.",

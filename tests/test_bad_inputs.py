@@ -1,0 +1,108 @@
+"""Bad input gets its own clear error, never a crash or a hang."""
+
+import shutil
+
+import pytest
+
+from helpers import chat_ids, settings
+from inference.chat import ChatSession
+from inference.detokenizer import IncrementalDetokenizer
+from inference.engine import Engine
+from inference.model import ModelLoadError, TokenizerMismatchError, load_model
+from tiny_models import default_gguf, write_tiny_llama
+
+
+@pytest.fixture(scope="module")
+def engine(target):
+    return Engine(target)
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory, data_dir):
+    """Two tiny random models: one with the default tokenizer, one with two token strings swapped."""
+    root = tmp_path_factory.mktemp("tiny")
+    source = default_gguf(root / "source")
+    same = write_tiny_llama(source, root / "same-tokenizer")
+    other = write_tiny_llama(source, root / "other-tokenizer", swap_tokens=(28, 30))  # ',' <-> '.'
+    return same, other
+
+
+def test_empty_prompt_and_empty_message(engine):
+    with pytest.raises(ValueError, match="prompt is empty"):
+        next(engine.generate([], settings("ar")))
+    with pytest.raises(ValueError, match="message is empty"):
+        next(ChatSession(engine).send("   \n", settings("ar")))
+
+
+@pytest.mark.parametrize(
+    "bad,name",
+    [
+        (dict(mode="spec", k=0), "K"),
+        (dict(n_ctx=64, n_keep=64), "n_keep"),
+        (dict(n_ctx=64, n_keep=4, n_discard=60), "n_discard"),
+        (dict(n_ctx=10_000), "n_ctx"),
+        (dict(temperature=-0.5), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+    ],
+)
+def test_each_invalid_setting_is_refused_before_any_work(engine, target, bad, name):
+    mode = bad.pop("mode", "ar")
+    with pytest.raises(ValueError, match=name):
+        next(engine.generate(chat_ids(target, "Hi"), settings(mode, **bad), drafter="lookup"))
+    assert engine.generate_text(chat_ids(target, "Hi"), settings("ar", max_new_tokens=2)).new_tokens >= 1  # still usable
+
+
+def test_auto_n_keep_with_a_system_prompt_larger_than_n_ctx(engine):
+    session = ChatSession(engine, system_prompt="Be brief. " * 40)
+    with pytest.raises(ValueError, match="n_keep='auto'"):
+        next(session.send("Hi", settings("ar", n_ctx=64, n_keep="auto")))
+
+
+def test_spec_with_a_draft_model_but_none_loaded(engine, target):
+    with pytest.raises(ValueError, match="draft model"):
+        next(engine.generate(chat_ids(target, "Hi"), settings("spec"), drafter="model"))
+
+
+def test_draft_with_another_tokenizer_is_refused(target, tiny_dirs):
+    same, other = tiny_dirs
+    Engine(target, load_model(same))  # same tokenizer, different model: accepted
+    with pytest.raises(TokenizerMismatchError, match="another tokenizer"):
+        Engine(target, load_model(other))
+
+
+def test_missing_model_folder_and_missing_file(tmp_path, int4_dir):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_model(tmp_path / "nowhere")
+    broken = tmp_path / "broken"
+    shutil.copytree(int4_dir, broken)
+    (broken / "openvino_tokenizer.xml").unlink()
+    with pytest.raises(ModelLoadError, match="missing openvino_tokenizer.xml"):
+        load_model(broken)
+
+
+@pytest.mark.parametrize("name", ["openvino_model.bin", "openvino_model.xml"])
+def test_truncated_model_file(tmp_path, int4_dir, name):
+    broken = tmp_path / "truncated"
+    shutil.copytree(int4_dir, broken)
+    data = (broken / name).read_bytes()
+    (broken / name).write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelLoadError, match="truncated or corrupt"):
+        load_model(broken)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Emoji: 🙂👍🏽🇫🇷 family 👨‍👩‍👧",
+        "中文和日本語のテキスト、한국어도。",
+        "def f(x):\n\treturn {'a': [x ** 2, \"\\n\"]}  # ok\n",
+        "Ünïcödé ñ ß ø å — “quotes” …",
+    ],
+)
+def test_incremental_detokenization_round_trips(target, text):
+    ids = target.encode(text)
+    detokenizer = IncrementalDetokenizer(target.tokenizer)
+    pieces = [detokenizer.push(token) for token in ids]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in piece for piece in pieces)
