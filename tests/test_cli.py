@@ -1,0 +1,63 @@
+"""The specchat command line, run as a user would (a subprocess), on the default model."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from inference.model_store import default_model_dir
+
+
+def _specchat(*args, data_dir, timeout=300):
+    env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir)}
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_generate_json_one_mode(int4_dir, data_dir):
+    result = _specchat("generate", "What is the capital of France?", "--json", "--max-new-tokens", "24", data_dir=data_dir)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert set(out) == {"mode", "text", "new_tokens", "ttft_ms", "tokens_per_s", "acceptance_rate", "discarded_tokens"}
+    assert out["mode"] == "ar" and "Paris" in out["text"]
+    assert 1 <= out["new_tokens"] <= 24 and out["ttft_ms"] > 0 and out["acceptance_rate"] is None
+
+
+def test_generate_compare_greedy_is_identical(int4_dir, data_dir):
+    result = _specchat(
+        "generate", "Repeat exactly: the quick brown fox jumps over the lazy dog, the quick brown fox.",
+        "--mode", "compare", "--draft", "lookup", "--k", "3", "--json", "--max-new-tokens", "32", data_dir=data_dir,
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["identical"] is True
+    assert out["autoregressive"]["text"] == out["speculative"]["text"]
+    assert out["speculative"]["acceptance_rate"] > 0 and out["speedup"] > 0
+
+
+def test_streaming_output_and_statistics_on_stderr(int4_dir, data_dir):
+    result = _specchat("generate", "Say hello.", "--max-new-tokens", "8", "--n-ctx", "32", "--n-keep", "4", data_dir=data_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+    assert "tokens/s" in result.stderr and "TTFT" in result.stderr and "rolls" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--k", "0", "--mode", "spec"], "K (draft tokens per step) must be in [1, 16]"),
+        (["--n-ctx", "64", "--n-keep", "64"], "n_keep must be"),
+        (["--model", "/nonexistent/model"], "does not exist"),
+    ],
+)
+def test_bad_settings_exit_2_with_a_clear_message(int4_dir, data_dir, args, message):
+    result = _specchat("generate", "Hi", *args, data_dir=data_dir)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_models_list_shows_the_default_model(int4_dir, data_dir):
+    result = _specchat("models", "list", data_dir=data_dir)
+    assert result.returncode == 0
+    assert str(default_model_dir(4)) in result.stdout and "4-bit" in result.stdout
