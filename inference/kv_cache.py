@@ -42,6 +42,7 @@ class KVCache:
         self._slack = slack
         input_names = {name for port in compiled_model.inputs for name in port.get_names()}
         self._has_beam_idx = "beam_idx" in input_names
+        self._has_logits_to_keep = "logits_to_keep" in input_names
         self.tokens: list[int] = []
         self._slots: list[int] = []
         self._alive = np.zeros(0, dtype=np.int64)
@@ -68,7 +69,7 @@ class KVCache:
             token_ids: ids to append (at least one).
             n_ctx: when given, dead slots are squeezed out first if the physical length would pass
                 ``n_ctx + slack``. The caller must have rolled so that ``len(self) + len(token_ids) <= n_ctx``.
-            last_only: return only the last row (saves copying a prefill's logits).
+            last_only: compute and return only the last row (a prefill needs nothing else).
 
         Returns:
             float32 ``[len(token_ids), vocab]`` logits (``[1, vocab]`` with last_only), a copy; row i predicts
@@ -86,6 +87,8 @@ class KVCache:
         request.set_tensor("position_ids", ov.Tensor(np.arange(start, start + count, dtype=np.int64)[None, :]))
         if self._has_beam_idx:
             request.set_tensor("beam_idx", ov.Tensor(np.zeros(1, dtype=np.int32)))
+        if self._has_logits_to_keep:
+            request.set_tensor("logits_to_keep", ov.Tensor(np.array([1 if last_only else count], dtype=np.int64)))
         request.infer()
         self._alive = mask[0]
         self.tokens.extend(int(t) for t in token_ids)

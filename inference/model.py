@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import openvino as ov
+import openvino.opset13 as ops
 import openvino_genai
 
 from .rope import RopeParameters, RopeUnsupportedError
@@ -131,7 +133,9 @@ def load_model(
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
     try:
-        compiled = core().compile_model(core().read_model(folder / "openvino_model.xml"), device, properties)
+        model = core().read_model(folder / "openvino_model.xml")
+        _compute_only_last_logits(model)
+        compiled = core().compile_model(model, device, properties)
         tokenizer = openvino_genai.Tokenizer(str(folder))
     except RuntimeError as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -147,6 +151,43 @@ def load_model(
     except RopeUnsupportedError as error:
         rope, rope_error = None, str(error)
     return LoadedModel(folder, device, compiled, tokenizer, config, rope, rope_error)
+
+
+LOGITS_TO_KEEP = "logits_to_keep"
+
+
+def _compute_only_last_logits(model: ov.Model) -> None:
+    """Add an input ``logits_to_keep`` (int64 ``[1]``) so the LM head runs on the last N positions only.
+
+    A prefill needs the logits of its last token, a verification pass those of its last K+1 tokens; the LM head
+    (vocabulary x hidden, e.g. 49152 x 576) on every prompt position would be ~20% of a prefill's work and a
+    ``[S, vocab]`` float32 output. The hidden states entering the LM head's MatMul are sliced to ``[:, -N:, :]``
+    (openvino-genai applies the same idea to its own pipelines). Models without a MatMul before ``logits``
+    are left unchanged.
+    """
+    results = [r for r in model.get_results() if "logits" in r.input_value(0).get_names()]
+    if not results or any(LOGITS_TO_KEEP in p.get_output_tensor(0).get_names() for p in model.get_parameters()):
+        return
+    node = results[0].input_value(0).get_node()
+    for _ in range(4):  # the LM head MatMul, possibly behind a Convert or a logit scaling
+        if node.get_type_name() == "MatMul":
+            break
+        node = node.input_value(0).get_node()
+    else:
+        return
+    count = ops.parameter([1], ov.Type.i64, name=LOGITS_TO_KEEP)
+    count.output(0).get_tensor().set_names({LOGITS_TO_KEEP})
+    hidden = node.input_value(0)
+    last = ops.slice(
+        hidden,
+        ops.negative(count),
+        ops.constant(np.array([np.iinfo(np.int64).max], dtype=np.int64)),
+        ops.constant(np.array([1], dtype=np.int64)),
+        ops.constant(np.array([1], dtype=np.int64)),
+    )
+    node.input(0).replace_source_output(last.output(0))
+    model.add_parameters([count])
+    model.validate_nodes_and_infer_types()
 
 
 def _read_config(folder: Path) -> dict:
