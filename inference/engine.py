@@ -279,6 +279,7 @@ class Engine:
                 emitted=emitted,
                 draft_ms=(draft_end - step_start) * 1e3,
                 verify_ms=(verify_end - draft_end) * 1e3,
+                step_ms=(step_end - step_start) * 1e3,
                 k=k,
                 cache_len=len(self._cache),
                 n_ctx=n_ctx,

@@ -30,6 +30,8 @@ class StepStats:
         emitted: tokens this step produced (accepted + 1, or fewer at the end of the reply).
         draft_ms: wall time of drafting, milliseconds.
         verify_ms: wall time of the target pass (verification, or the decode step), milliseconds.
+        step_ms: wall time of the whole step (drafting, verification, acceptance, rollback, detokenization),
+            milliseconds; ``step_ms - draft_ms - verify_ms`` is the engine's own overhead.
         k: draft length used this step (after adaptive-K and context-limit clipping).
         cache_len: logical tokens in the target KV cache after the step.
         n_ctx: the rolling-context size.
@@ -42,6 +44,7 @@ class StepStats:
     emitted: int
     draft_ms: float
     verify_ms: float
+    step_ms: float
     k: int
     cache_len: int
     n_ctx: int
