@@ -89,9 +89,19 @@ class LoadedModel:
         return self.tokenizer.decode(list(range(self.vocab_size)), skip_special_tokens=False)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        """Token ids of ``text`` (a list of int)."""
-        encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
-        return [int(t) for t in encoded.input_ids.data[0]]
+        """Token ids of ``text`` (a list of int), however long the text.
+
+        openvino-genai's tokenizer IR truncates its output to the model's maximum length (8192 tokens for the
+        default model), even with ``truncation=False``; a long chat would silently lose its newest messages. Texts
+        longer than ENCODE_CHUNK_CHARS are therefore encoded in pieces cut just before a space that follows a
+        non-space character, a boundary where byte-level BPE pre-tokenizers split anyway.
+        """
+        pieces = _split_for_encoding(text, ENCODE_CHUNK_CHARS)
+        ids: list[int] = []
+        for index, piece in enumerate(pieces):
+            encoded = self.tokenizer.encode(piece, add_special_tokens=add_special_tokens and index == 0)
+            ids.extend(int(t) for t in encoded.input_ids.data[0])
+        return ids
 
 
 def load_model(
@@ -151,6 +161,23 @@ def load_model(
     except RopeUnsupportedError as error:
         rope, rope_error = None, str(error)
     return LoadedModel(folder, device, compiled, tokenizer, config, rope, rope_error)
+
+
+ENCODE_CHUNK_CHARS = 2048  # <= 8192 tokens even at 4 tokens per character
+
+
+def _split_for_encoding(text: str, limit: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ~``limit`` characters, each cut right before a space preceded by a
+    non-space character (or at ``limit`` if there is none)."""
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind(" ", 1, limit)
+        while cut > 0 and text[cut - 1].isspace():
+            cut = text.rfind(" ", 1, cut)
+        cut = cut if cut > 0 else limit
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return pieces + [text]
 
 
 LOGITS_TO_KEEP = "logits_to_keep"

@@ -106,3 +106,14 @@ def test_incremental_detokenization_round_trips(target, text):
     pieces = [detokenizer.push(token) for token in ids]
     assert "".join(pieces) == text
     assert all("\ufffd" not in piece for piece in pieces)
+
+
+def test_texts_longer_than_the_tokenizer_limit_are_encoded_whole(target):
+    """openvino-genai's tokenizer IR cuts at 8192 tokens; LoadedModel.encode must not lose the tail."""
+    text = open(__import__("pathlib").Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt", encoding="utf-8").read()
+    ids = target.encode(text)
+    assert len(ids) > 30_000
+    assert target.tokenizer.decode(ids[-40:]).endswith("he was put in a coffin in Egypt.\n")
+    middle = text[:6000]
+    whole = [int(t) for t in target.tokenizer.encode(middle, add_special_tokens=False).input_ids.data[0]]
+    assert target.encode(middle) == whole  # pieces give the same ids as one call
