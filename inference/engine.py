@@ -32,7 +32,7 @@ from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .rope import RopeUnsupportedError
 from .sampling import accept_greedy, accept_sampled, next_token, warp
-from .settings import GenerationSettings, SamplingSettings
+from .settings import ContextSettings, GenerationSettings, SamplingSettings
 from .stop_strings import StopStringFilter
 
 PREFILL_CHUNK = 512
@@ -312,6 +312,48 @@ class Engine:
         except StopIteration as done:
             return done.value
 
+    def score(self, token_ids: Sequence[int], context: ContextSettings, chunk: int = PREFILL_CHUNK) -> np.ndarray:
+        """Log-probability of each token given the ones before it, under the rolling-context policy.
+
+        Tokens are fed in chunks; the cache rolls exactly where autoregressive decoding would (when it holds
+        n_ctx tokens), so every token sees the same context as it would in a chat. Used for perplexity and the
+        StreamingLLM experiment (Xiao et al., arXiv 2309.17453, section 4.1). The KV cache is reset before and
+        after.
+
+        Args:
+            token_ids: the text's ids, length N >= 2.
+            context: n_ctx / n_keep (an int here) / n_discard.
+            chunk: most tokens per forward pass.
+
+        Returns:
+            float64 ``[N - 1]``: ``log p(token[i + 1] | tokens[.. i])`` in nats.
+
+        Raises:
+            ValueError: fewer than 2 tokens, or an invalid context setting.
+        """
+        if len(token_ids) < 2:
+            raise ValueError("scoring needs at least 2 tokens")
+        context.validate(self.target.max_position_embeddings)
+        n_keep = int(context.n_keep) if context.n_keep != "auto" else 4
+        n_discard = context.resolve_n_discard(n_keep)
+        tokens = list(map(int, token_ids))
+        self.reset()
+        scores = np.empty(len(tokens) - 1)
+        done = 0
+        while done < len(tokens) - 1:
+            if len(self._cache) >= context.n_ctx:
+                self._check_can_roll(False)
+                self._cache.roll(n_keep, n_discard)
+            part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
+            logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
+            peak = logits.max(axis=-1, keepdims=True)
+            log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=-1))
+            targets = tokens[done + 1 : done + 1 + len(part)]
+            scores[done : done + len(part)] = logits[np.arange(len(part)), targets] - log_norm
+            done += len(part)
+        self.reset()
+        return scores
+
     def generate_text(self, prompt_ids: Sequence[int], settings: GenerationSettings, **kwargs) -> GenerationStats:
         """Run ``generate`` to the end and return its final statistics (text and token ids included)."""
         for event in self.generate(prompt_ids, settings, **kwargs):
@@ -324,7 +366,7 @@ class _ReplyStream:
     """Turns generated token ids into TextDelta events and decides when the reply ends."""
 
     def __init__(self, model: LoadedModel, sampling: SamplingSettings, cancel: threading.Event | None):
-        self._eos = model.eos_token_ids
+        self._eos = set() if sampling.ignore_eos else model.eos_token_ids
         self._max = sampling.max_new_tokens
         self._detokenizer = IncrementalDetokenizer(model.tokenizer)
         self._stops = StopStringFilter(sampling.stop_strings)

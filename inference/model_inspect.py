@@ -1,0 +1,318 @@
+"""Looking inside a model folder without compiling it: layout, weight bit-width, tokenizer, RoPE, pairing.
+
+Everything here reads files only (``ov.Core.read_model`` memory-maps the weights, and the tokenizer IRs
+are small), so it takes about a second for a small model and a few seconds for a 7B one: cheap enough to
+run on import and when the user picks a draft.
+
+Two folder layouts are recognised (both hold ``openvino_model.xml``/``.bin``):
+
+- ``openvino-genai``: the tokenizer and detokenizer IRs (``openvino_tokenizer.xml``/``openvino_detokenizer.xml``)
+  are present; ``config.json`` may be missing (a GGUF converted by openvino-genai has none).
+- ``optimum-intel``: ``config.json`` plus the Hugging Face tokenizer files (``tokenizer.json``...), with or
+  without the tokenizer IRs; missing IRs can be created with the conversion extra
+  (:func:`inference.convert.create_tokenizer_irs`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .model import TOKENIZER_PROBE, TokenizerMismatchError
+from .model_store import ModelFetchError
+
+MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
+TOKENIZER_IR_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
+#: Hugging Face tokenizer files from which the tokenizer IRs can be created (any one of them suffices).
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+#: OpenVINO element type of the weight constants -> bit-width reported in manifests.
+_ELEMENT_BITS = {"u4": 4, "i4": 4, "nf4": 4, "f4e2m1": 4, "u8": 8, "i8": 8, "f8e4m3": 8, "f8e5m2": 8, "f16": 16, "bf16": 16, "f32": 32}
+
+
+class ModelImportError(ModelFetchError):
+    """A model cannot be imported, downloaded or converted; the message says why and what to do."""
+
+
+class PairMismatchError(TokenizerMismatchError):
+    """A draft model's tokenizer differs from its target's; the message names the difference."""
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """What identifies a model's tokenizer.
+
+    Attributes:
+        fingerprint: SHA-256 (hex) of the vocabulary size, the special token ids and the decoded text of
+            every token id; equal fingerprints mean interchangeable tokens.
+        vocab_size: width of the model's logits (``config.json`` ``vocab_size`` if the IR is unreadable).
+        bos_token_id, eos_token_id, pad_token_id: special token ids (-1 when the tokenizer has none).
+        probe_ids: token ids of :data:`inference.model.TOKENIZER_PROBE` (no special tokens added).
+    """
+
+    fingerprint: str
+    vocab_size: int
+    bos_token_id: int
+    eos_token_id: int
+    pad_token_id: int
+    probe_ids: tuple[int, ...]
+
+    def special_tokens(self) -> dict[str, int]:
+        """``{"bos": id, "eos": id, "pad": id}``."""
+        return {"bos": self.bos_token_id, "eos": self.eos_token_id, "pad": self.pad_token_id}
+
+
+def folder_layout(folder: Path | str) -> str:
+    """Name the layout of an IR folder: ``"openvino-genai"`` or ``"optimum-intel"`` (see the module doc).
+
+    Raises:
+        ModelImportError: not a folder, ``openvino_model.xml``/``.bin`` missing, or neither the tokenizer
+            IRs nor Hugging Face tokenizer files are there.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelImportError(f"{folder} is not a folder; pass an OpenVINO IR folder or a .gguf file")
+    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ModelImportError(
+            f"{folder} is not a complete OpenVINO IR folder: missing {', '.join(missing)}. Export the model "
+            "again (e.g. `optimum-cli export openvino`), or use `specchat models convert` on the original checkpoint."
+        )
+    if all((folder / name).is_file() for name in TOKENIZER_IR_FILES):
+        return "openvino-genai"
+    if any((folder / name).is_file() for name in HF_TOKENIZER_FILES):
+        return "optimum-intel"
+    present = [name for name in TOKENIZER_IR_FILES if (folder / name).is_file()]
+    absent = [name for name in TOKENIZER_IR_FILES if name not in present]
+    raise ModelImportError(
+        f"{folder} has no usable tokenizer: missing {', '.join(absent)} and no Hugging Face tokenizer file "
+        f"({', '.join(HF_TOKENIZER_FILES)}) to create them from. Copy the tokenizer files next to the model."
+    )
+
+
+def has_tokenizer_irs(folder: Path | str) -> bool:
+    """Whether all four tokenizer/detokenizer IR files are in ``folder``."""
+    return all((Path(folder) / name).is_file() for name in TOKENIZER_IR_FILES)
+
+
+def read_ir(folder: Path | str):
+    """Read (not compile) ``openvino_model.xml``; returns the ``ov.Model``.
+
+    Raises:
+        ModelImportError: the XML or the weights file is unreadable or truncated.
+    """
+    import openvino as ov
+
+    from .model import core
+
+    path = Path(folder) / "openvino_model.xml"
+    try:
+        model = core().read_model(path)
+    except RuntimeError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelImportError(
+            f"OpenVINO cannot read {path} ({first}); the file or openvino_model.bin is truncated or corrupt: "
+            "copy or download it again."
+        ) from error
+    names = {name for port in model.outputs for name in port.get_names()}
+    if "logits" not in names:
+        raise ModelImportError(f"{path} has no 'logits' output: it is not a causal language model export")
+    del ov
+    return model
+
+
+def logits_width(model) -> int | None:
+    """Vocabulary size of a read ``ov.Model`` (static last dimension of ``logits``), or None if dynamic."""
+    shape = model.output("logits").get_partial_shape()
+    last = shape[shape.rank.get_length() - 1]
+    return int(last.get_length()) if last.is_static else None
+
+
+def weight_bits(model, vocab_size: int | None = None) -> tuple[int | None, dict[str, int]]:
+    """Bit-width of a model's weights: the element type holding most weight elements.
+
+    Args:
+        model: an ``ov.Model`` (see :func:`read_ir`).
+        vocab_size: if given, constants with a dimension of this size (the embedding and LM head, which
+            low-bit exports usually keep at 8 bits) are left out of the choice, though still counted.
+
+    Returns:
+        ``(bits, histogram)``: 4, 8, 16 or 32 (None if no weight constant was found), and the number of
+        elements per element type among Constants of two or more dimensions (e.g. ``{"u4": 1_000_000, "u8": 50_000}``).
+    """
+    counts: Counter[str] = Counter()
+    body: Counter[str] = Counter()
+    for op in model.get_ops():
+        if op.get_type_name() != "Constant":
+            continue
+        shape = op.get_output_partial_shape(0)
+        if shape.rank.get_length() < 2 or not shape.is_static:
+            continue
+        dims = [int(d) for d in shape.to_shape()]
+        size = 1
+        for dim in dims:
+            size *= dim
+        kind = op.get_element_type().get_type_name()
+        counts[kind] += size
+        if not (vocab_size and vocab_size in dims):
+            body[kind] += size
+    weights = {name: n for name, n in (body or counts).items() if name in _ELEMENT_BITS}
+    if not weights:
+        return None, dict(counts)
+    dominant = max(weights, key=weights.get)
+    return _ELEMENT_BITS[dominant], dict(counts)
+
+
+def tokenizer_info(folder: Path | str, vocab_size: int | None = None) -> TokenizerInfo:
+    """Load the tokenizer IRs of ``folder`` (about 0.3 s) and fingerprint them.
+
+    Args:
+        folder: holds ``openvino_tokenizer.xml``/``openvino_detokenizer.xml``.
+        vocab_size: logits width if already known; otherwise read from the IR (or ``config.json``).
+
+    Raises:
+        ModelImportError: the tokenizer IRs are missing or unreadable.
+    """
+    import openvino_genai
+
+    folder = Path(folder)
+    if not has_tokenizer_irs(folder):
+        raise ModelImportError(f"{folder} has no tokenizer IRs (openvino_tokenizer.xml, openvino_detokenizer.xml)")
+    try:
+        tokenizer = openvino_genai.Tokenizer(str(folder))
+    except RuntimeError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelImportError(f"cannot load the tokenizer in {folder} ({first}); its tokenizer IRs are corrupt") from error
+    if vocab_size is None:
+        vocab_size = _vocab_size(folder)
+    specials = (int(tokenizer.get_bos_token_id()), int(tokenizer.get_eos_token_id()), int(tokenizer.get_pad_token_id()))
+    probe = tuple(int(t) for t in tokenizer.encode(TOKENIZER_PROBE, add_special_tokens=False).input_ids.data[0])
+    vocabulary = tokenizer.decode(list(range(vocab_size)), skip_special_tokens=False)
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"vocab_size": vocab_size, "special": specials}).encode())
+    digest.update(vocabulary.encode("utf-8", errors="surrogatepass"))
+    return TokenizerInfo(digest.hexdigest(), vocab_size, *specials, probe)
+
+
+def _vocab_size(folder: Path) -> int:
+    try:
+        width = logits_width(read_ir(folder))
+    except ModelImportError:
+        width = None
+    if width:
+        return width
+    config = read_config(folder)
+    if config.get("vocab_size"):
+        return int(config["vocab_size"])
+    raise ModelImportError(f"cannot tell the vocabulary size of {folder}: its logits output is dynamic and it has no config.json")
+
+
+def read_config(folder: Path | str) -> dict[str, Any]:
+    """``config.json`` of a folder as a dict ({} if missing or unreadable)."""
+    path = Path(folder) / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def rope_support(folder: Path | str) -> tuple[bool, str]:
+    """Whether the rolling context can shift this model's KV cache.
+
+    Returns:
+        ``(True, "")``, or ``(False, reason)`` with :class:`inference.rope.RopeUnsupportedError`'s message
+        (no config.json, no RoPE, or a length-dependent RoPE scaling).
+    """
+    from .rope import RopeParameters, RopeUnsupportedError
+
+    try:
+        RopeParameters.from_model_dir(Path(folder))
+    except RopeUnsupportedError as error:
+        return False, str(error)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return False, f"config.json is unreadable ({error})"
+    return True, ""
+
+
+def describe_folder(folder: Path | str) -> dict[str, Any]:
+    """Manifest fields that describe a finished IR folder (see :func:`inference.model_manager.write_manifest`).
+
+    Returns:
+        ``{"layout", "bits", "weight_types", "vocab_size", "tokenizer_fingerprint", "special_tokens",
+        "rope_supported", "rope_note", "architecture"}``.
+
+    Raises:
+        ModelImportError: the IR or the tokenizer IRs are missing or unreadable.
+    """
+    folder = Path(folder)
+    layout = folder_layout(folder)
+    model = read_ir(folder)
+    width = logits_width(model)
+    bits, histogram = weight_bits(model, width)
+    del model
+    tokenizer = tokenizer_info(folder, vocab_size=width)
+    rope_ok, rope_note = rope_support(folder)
+    config = read_config(folder)
+    architectures = config.get("architectures") or []
+    return {
+        "layout": layout,
+        "bits": bits,
+        "weight_types": histogram,
+        "vocab_size": tokenizer.vocab_size,
+        "tokenizer_fingerprint": tokenizer.fingerprint,
+        "special_tokens": tokenizer.special_tokens(),
+        "rope_supported": rope_ok,
+        "rope_note": rope_note,
+        "architecture": architectures[0] if architectures else config.get("model_type", "unknown"),
+    }
+
+
+def check_pair(target: Path | str, draft: Path | str) -> TokenizerInfo:
+    """Refuse a draft whose tokens would not mean the same to the target (reads tokenizers only).
+
+    Compares, in this order: vocabulary size (logits width), special token ids (BOS, EOS, PAD), the token ids
+    of a probe text with ASCII, accents, CJK, emoji and code, and the decoded text of every token id. Same
+    comparisons as :func:`inference.model.check_same_tokenizer`, without compiling either model.
+
+    Args:
+        target, draft: model folders.
+
+    Returns:
+        The shared tokenizer's :class:`TokenizerInfo`.
+
+    Raises:
+        PairMismatchError: with the first difference, e.g. ``vocabulary size differs (49152 vs 32000)``.
+        ModelImportError: a folder has no readable IR or tokenizer.
+    """
+    target, draft = Path(target), Path(draft)
+    if target.resolve() == draft.resolve():
+        raise PairMismatchError("the draft is the target itself: choose a smaller model from the same family")
+    ours, theirs = tokenizer_info(target), tokenizer_info(draft)
+    checks = [
+        ("vocabulary size", ours.vocab_size, theirs.vocab_size),
+        ("BOS token id", ours.bos_token_id, theirs.bos_token_id),
+        ("EOS token id", ours.eos_token_id, theirs.eos_token_id),
+        ("PAD token id", ours.pad_token_id, theirs.pad_token_id),
+        ("token ids of a probe text", ours.probe_ids, theirs.probe_ids),
+        ("text of the vocabulary", ours.fingerprint, theirs.fingerprint),
+    ]
+    for what, mine, other in checks:
+        if mine != other:
+            detail = f" ({mine} vs {other})" if what != "text of the vocabulary" and len(str(mine)) < 80 else ""
+            raise PairMismatchError(
+                f"{draft.name} cannot draft for {target.name}: their tokenizers differ ({what} differs{detail}). "
+                "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup."
+            )
+    return ours
+
+
+def tokenizer_info_dict(info: TokenizerInfo) -> dict[str, Any]:
+    """:class:`TokenizerInfo` as a JSON-ready dict."""
+    data = asdict(info)
+    data["probe_ids"] = list(info.probe_ids)
+    return data
