@@ -155,7 +155,17 @@ class KVCache:
 
 
 def _is_key_state(name: str) -> bool:
-    return name.endswith("key")
+    """Whether a state variable holds keys (not values).
+
+    Variable ids join the input and output names: optimum-intel writes ``past_key_values.3.keypresent.3.key`` /
+    ``...valuepresent.3.value``, but openvino-genai's GGUF reader writes ``past_key_values.3.valuepresent.3.key``
+    for *values*. So the first of "key"/"value" after the ``past_key_values`` prefix decides.
+    """
+    rest = name.replace("past_key_values", "")
+    key, value = rest.find("key"), rest.find("value")
+    if key < 0 and value < 0:
+        raise RopeUnsupportedError(f"cannot tell keys from values in KV-cache state '{name}'; this model cannot roll")
+    return value < 0 or 0 <= key < value
 
 
 def _layer_index(name: str) -> int:

@@ -179,3 +179,53 @@ def test_scoring_in_chunks_equals_one_pass_and_rolls_keep_perplexity_finite(f32_
     assert rolled.shape == one_pass.shape and np.isfinite(rolled).all()
     shuffled = engine.score(list(np.random.default_rng(0).permutation(ids)), ContextSettings(n_ctx=512))
     assert np.exp(-shuffled.mean()) > 3 * np.exp(-one_pass.mean())
+
+
+def test_a_shift_rope_roll_equals_masking_the_dropped_tokens_at_every_layer(f32_engine, target):
+    """Attention depends on relative positions only. A roll drops tokens and moves the tail back by n_discard,
+    so the sinks end up n_discard positions closer to the tail. The same attention is obtained by keeping every
+    cached key where it was, masking the dropped tokens out, and moving the *sinks* forward by n_discard. The
+    reference below does that with its own RoPE code and its own key/value classification, and the two must
+    give the same log-probabilities through all 30 layers (this caught value states being rotated as keys)."""
+    import re
+
+    import openvino as ov
+
+    from inference.kv_cache import KVCache
+    from inference.settings import ContextSettings
+
+    text = open(__import__("pathlib").Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt", encoding="utf-8").read()
+    ids = target.encode(text)[:160]
+    n_ctx, n_keep, n_discard = 64, 4, 30
+    rolled = f32_engine.score(ids, ContextSettings(n_ctx=n_ctx, n_keep=n_keep, n_discard=n_discard), chunk=16)
+
+    inv_freq = 1.0 / 100000.0 ** (np.arange(0, 64, 2) / 64)
+
+    def rotate(keys, delta):  # rotate-half RoPE by delta positions
+        angle = delta * inv_freq
+        cos, sin = np.cos(angle), np.sin(angle)
+        x1, x2 = keys[..., :32], keys[..., 32:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(np.float32)
+
+    masked = KVCache(f32_engine.target.compiled, None)
+    live: list[int] = []  # physical slots still attended to
+    scores = []
+    done = 0
+    while done < len(ids) - 1:
+        if len(live) >= n_ctx:
+            for slot in live[n_keep : n_keep + n_discard]:
+                masked._alive[slot] = 0
+            for state in masked._request.query_state():
+                if re.match(r"past_key_values\.\d+\.key", state.name):
+                    data = state.state.data.copy()
+                    data[:, :, live[:n_keep]] = rotate(data[:, :, live[:n_keep]], n_discard)
+                    state.state = ov.Tensor(data)
+            live = live[:n_keep] + live[n_keep + n_discard :]
+        part = ids[done : done + min(16, n_ctx - len(live), len(ids) - 1 - done)]
+        live += list(range(masked.physical_length, masked.physical_length + len(part)))
+        logits = masked.forward(part).astype(np.float64)
+        log_norm = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+        scores.extend(logits[np.arange(len(part)), ids[done + 1 : done + 1 + len(part)]] - log_norm)
+        done += len(part)
+    np.testing.assert_allclose(rolled, scores, atol=5e-3)
+    assert np.abs(rolled[n_ctx:] - f32_engine.score(ids, ContextSettings(n_ctx=512), chunk=16)[n_ctx:]).max() > 0.1  # rolls mattered

@@ -1,0 +1,204 @@
+"""Quality half of the benchmark: perplexity by bit-width, the StreamingLLM experiment, greedy losslessness.
+
+Run alone: ``.venv/bin/python bench/quality.py [--full] [--out bench/results]``; ``bench/run.py`` calls it too.
+
+* Perplexity of the default model at 4, 8 and 16 bits on ``bench/data/kjv_genesis.txt`` (King James Version,
+  Genesis: public domain), scored with ``Engine.score`` under the attention-sink policy.
+* StreamingLLM (Xiao et al., arXiv 2309.17453, section 4.1, Figure 3): perplexity with n_ctx 256 and 512 for
+  (a) attention sinks (n_keep=4) with shift-RoPE rolls, (b) the same rolling window without sinks (n_keep=0),
+  (c) a sliding window with re-computation (each block of n_ctx/2 tokens is scored after re-prefilling the
+  n_ctx/2 tokens before it, so every token sees n_ctx/2 .. n_ctx-1 previous tokens, like (a) and (b)).
+* Greedy speculative vs autoregressive: the fraction of identical outputs over 50+ prompts, and for the others
+  the top-2 logit gap of the target at the first difference (a near-tie explains a flip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from inference.engine import Engine  # noqa: E402
+from inference.model_store import ensure_default_model  # noqa: E402
+from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
+
+TEXT = Path(__file__).resolve().parent / "data" / "kjv_genesis.txt"
+TOPICS = [
+    "photosynthesis", "the French Revolution", "black holes", "compound interest", "the water cycle",
+    "vaccines", "the Roman Empire", "machine learning", "volcanoes", "the stock market", "DNA",
+    "climate change", "the printing press", "electric cars", "honeybees", "the internet", "earthquakes",
+    "the moon landing", "recycling", "the human heart", "chess", "coffee", "the Great Wall of China",
+    "solar panels", "jazz music",
+]
+TEMPLATES = ["Explain {} in three sentences.", "Write a short paragraph about {} for a child."]
+NEAR_TIE = 0.1
+
+
+def _chat_ids(engine: Engine, text: str) -> list[int]:
+    rendered = engine.target.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+    return engine.target.encode(rendered)
+
+
+def perplexity_by_bits(tokens: list[int], n_ctx: int) -> dict:
+    """Perplexity (exp of mean negative log-likelihood) at 4, 8, 16 bits with sinks (n_keep=4)."""
+    out = {}
+    for bits in (4, 8, 16):
+        engine = Engine.load(ensure_default_model(bits), "CPU")
+        start = time.perf_counter()
+        scores = engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=4))
+        out[str(bits)] = {"perplexity": float(np.exp(-scores.mean())), "seconds": time.perf_counter() - start}
+    return out
+
+
+def sliding_window_recompute(engine: Engine, tokens: list[int], n_ctx: int) -> np.ndarray:
+    """Log-probabilities with a re-computed sliding window of n_ctx tokens, stride n_ctx // 2 (policy (c))."""
+    stride = n_ctx // 2
+    scores = np.empty(len(tokens) - 1)
+    for start in range(0, len(tokens) - 1, stride):
+        first = max(0, start - (n_ctx - stride))
+        window = tokens[first : min(len(tokens), start + stride + 1)]
+        window_scores = engine.score(window, ContextSettings(n_ctx=max(n_ctx, len(window))))
+        # window_scores[i] predicts window[i + 1] = tokens[first + i + 1]; keep predictions of tokens start+1 ..
+        take = window_scores[start - first :]
+        scores[start : start + len(take)] = take
+    return scores
+
+
+def streaming_llm(tokens: list[int], windows: tuple[int, ...]) -> dict:
+    """Perplexity per window size for sinks, no sinks and re-computation, plus per-position curves."""
+    engine = Engine.load(ensure_default_model(4), "CPU")
+    out = {}
+    for n_ctx in windows:
+        policies = {
+            "sinks (n_keep=4, shift-RoPE)": engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=4)),
+            "no sinks (n_keep=0, shift-RoPE)": engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=0)),
+            "sliding window, re-computed": sliding_window_recompute(engine, tokens, n_ctx),
+        }
+        out[str(n_ctx)] = {
+            name: {"perplexity": float(np.exp(-s.mean())), "nll_curve": _curve(s)} for name, s in policies.items()
+        }
+    return out
+
+
+def _curve(scores: np.ndarray, bucket: int = 256) -> list[float]:
+    """Mean negative log-likelihood per bucket of tokens (for the plot)."""
+    return [float(-scores[i : i + bucket].mean()) for i in range(0, len(scores), bucket)]
+
+
+def greedy_identity(prompts: int, new_tokens: int, k: int) -> dict:
+    """Fraction of prompts whose greedy speculative output equals the autoregressive one, per drafter."""
+    engine = Engine.load(ensure_default_model(4), "CPU", ensure_default_model(8))
+    texts = [template.format(topic) for template in TEMPLATES for topic in TOPICS][:prompts]
+
+    def settings(mode: str, max_new: int = new_tokens) -> GenerationSettings:
+        return GenerationSettings(mode=mode, sampling=SamplingSettings(max_new_tokens=max_new), speculative=SpeculativeSettings(k=k))
+
+    out = {}
+    for drafter in ("lookup", "model"):
+        identical, flips = 0, []
+        for text in texts:
+            ids = _chat_ids(engine, text)
+            engine.reset()
+            ar = engine.generate_text(ids, settings("ar")).token_ids
+            engine.reset()
+            spec = engine.generate_text(ids, settings("spec"), drafter=drafter).token_ids
+            if ar == spec:
+                identical += 1
+                continue
+            first = next((i for i, (a, b) in enumerate(zip(ar, spec)) if a != b), min(len(ar), len(spec)))
+            engine.reset()
+            engine.generate_text(ids, settings("ar", first + 1))
+            top = np.sort(engine.last_logits)[-2:]
+            flips.append({"prompt": text, "first_difference": first, "top2_logit_gap": float(top[1] - top[0])})
+        out[drafter] = {
+            "prompts": len(texts),
+            "identical": identical,
+            "fraction_identical": identical / len(texts),
+            "divergences": flips,
+            "all_divergences_at_near_ties": all(f["top2_logit_gap"] < NEAR_TIE for f in flips),
+        }
+    return out
+
+
+def run_quality(full: bool, out_dir: Path) -> dict:
+    """Run all quality measurements; write ``quality.json`` and plots into ``out_dir``; return the results."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    engine = Engine.load(ensure_default_model(4), "CPU")
+    all_tokens = engine.target.encode(TEXT.read_text(encoding="utf-8"))
+    count = 20_000 if full else 4_000
+    tokens = all_tokens[:count]
+    results = {
+        "text": {"file": str(TEXT.relative_to(TEXT.parent.parent.parent)), "tokens": len(tokens)},
+        "perplexity_by_bits": perplexity_by_bits(tokens, n_ctx=1024),
+        "streaming_llm": streaming_llm(tokens, (256, 512)),
+        "greedy_identity": greedy_identity(50, 64 if full else 32, 4),
+    }
+    (out_dir / "quality.json").write_text(json.dumps(results, indent=2))
+    _plot_streaming(results["streaming_llm"], out_dir / "streaming_llm.png")
+    return results
+
+
+def _plot_streaming(streaming: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(streaming), figsize=(6 * len(streaming), 4), squeeze=False)
+    for ax, (n_ctx, policies) in zip(axes[0], streaming.items()):
+        for name, data in policies.items():
+            curve = data["nll_curve"]
+            ax.plot(np.arange(len(curve)) * 256, np.exp(curve), label=f"{name}: {data['perplexity']:.2f}")
+        ax.set_title(f"n_ctx = {n_ctx}")
+        ax.set_xlabel("token position")
+        ax.set_ylabel("perplexity per 256 tokens")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def quality_markdown(results: dict) -> str:
+    """The quality section of REPORT.md."""
+    lines = [
+        "## Quality",
+        "",
+        f"Text: `{results['text']['file']}` (King James Version, Genesis; public domain), first {results['text']['tokens']:,} tokens.",
+        "",
+        "### Perplexity by bit-width (attention sinks, n_ctx 1024, n_keep 4)",
+        "",
+        "| bits | perplexity |",
+        "| --- | --- |",
+    ]
+    for bits, row in results["perplexity_by_bits"].items():
+        lines.append(f"| {bits} | {row['perplexity']:.3f} |")
+    lines += ["", "The 8- and 16-bit models are re-encodings of the 4-bit weights, so they can only remove rounding, not restore the original model.", ""]
+    lines += ["### StreamingLLM experiment", "", "| n_ctx | " + " | ".join(next(iter(results["streaming_llm"].values()))) + " |"]
+    lines.append("| --- |" + " --- |" * len(next(iter(results["streaming_llm"].values()))))
+    for n_ctx, policies in results["streaming_llm"].items():
+        lines.append(f"| {n_ctx} | " + " | ".join(f"{p['perplexity']:.3f}" for p in policies.values()) + " |")
+    lines += ["", "![StreamingLLM](streaming_llm.png)", "", "### Greedy speculative vs autoregressive", "", "| drafter | prompts | identical | divergences all at near-ties (top-2 gap < 0.1) |", "| --- | --- | --- | --- |"]
+    for drafter, row in results["greedy_identity"].items():
+        lines.append(f"| {drafter} | {row['prompts']} | {row['identical']} ({row['fraction_identical']:.0%}) | {row['all_divergences_at_near_ties']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="20,000 tokens and 64-token replies (default: 4,000 and 32)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+    results = run_quality(args.full, args.out)
+    print(quality_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
