@@ -138,9 +138,13 @@ class Engine:
         n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
+        finished = False
         try:
             yield from self._generate(list(map(int, prompt_ids)), settings, drafter, n_keep, n_discard, cancel)
+            finished = True
         finally:
+            if not finished:  # an exception, or the consumer dropped the generator mid-step: caches may disagree
+                self.reset()
             self._lock.release()
 
     def _choose_drafter(self, settings: GenerationSettings, drafter: str | None) -> str | None:
@@ -180,12 +184,16 @@ class Engine:
         del seen[common:]
         return common
 
-    def _roll(self, n_keep: int, n_discard: int, with_draft: bool) -> ContextRolled:
+    def _roll(self, n_keep: int, n_discard: int, with_draft: bool, stats: GenerationStats) -> ContextRolled:
+        """Roll the target cache (and the draft's), count it in ``stats``, return the event."""
+        self._check_can_roll(with_draft)
         before = list(self._cache.tokens) if with_draft else []
         dropped = self._cache.roll(n_keep, n_discard)
         if with_draft:
             self._model_drafter.roll(n_keep, n_discard, before)
         self._rolled = True
+        stats.rolls += 1
+        stats.discarded_tokens += dropped
         return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
 
     def _check_can_roll(self, with_draft: bool) -> None:
@@ -196,14 +204,13 @@ class Engine:
                     f"{model.rope_error}"
                 )
 
-    def _prefill(self, tokens: list[int], n_ctx: int, n_keep: int, n_discard: int, with_draft: bool):
+    def _prefill(self, tokens: list[int], n_ctx: int, n_keep: int, n_discard: int, with_draft: bool, stats: GenerationStats):
         """Feed prompt tokens in chunks, rolling when full; yields ContextRolled; returns the last logits."""
         logits = None
         done = 0
         while done < len(tokens):
             if len(self._cache) >= n_ctx:
-                self._check_can_roll(with_draft)
-                yield self._roll(n_keep, n_discard, with_draft)
+                yield self._roll(n_keep, n_discard, with_draft, stats)
             chunk = tokens[done : done + min(PREFILL_CHUNK, n_ctx - len(self._cache))]
             logits = self._cache.forward(chunk, n_ctx, last_only=True)[-1]
             if with_draft:
@@ -213,15 +220,14 @@ class Engine:
         return logits
 
     def _generate(self, prompt_ids, settings, drafter, n_keep, n_discard, cancel) -> Iterator[Event]:
-        sampling, ctx, n_ctx = settings.sampling, settings.context, settings.context.n_ctx
+        sampling, n_ctx = settings.sampling, settings.context.n_ctx
         start = time.perf_counter()
         with_draft = drafter == "model"
         reused = self._reuse_prefix(prompt_ids, n_ctx)
         stats = GenerationStats(
             mode=settings.mode, drafter=drafter, prompt_tokens=len(prompt_ids), prefilled_tokens=len(prompt_ids) - reused
         )
-        for_rolls = {"n_ctx": n_ctx, "n_keep": n_keep, "n_discard": n_discard, "with_draft": with_draft}
-        logits = yield from self._counted(self._prefill(prompt_ids[reused:], **for_rolls), stats)
+        logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, with_draft, stats)
         rng = np.random.default_rng(sampling.seed)
         lookup = PromptLookupDrafter(settings.speculative.lookup_max_ngram) if drafter == "lookup" else None
         adaptive = AdaptiveK(settings.speculative.k, settings.speculative.adaptive and drafter is not None)
@@ -237,8 +243,7 @@ class Engine:
                 reply.stop_reason = "cancelled"
                 break
             if len(self._cache) + 1 > n_ctx:
-                self._check_can_roll(with_draft)
-                yield from self._counted(iter([self._roll(n_keep, n_discard, with_draft)]), stats)
+                yield self._roll(n_keep, n_discard, with_draft, stats)
             step_start = time.perf_counter()
             remaining = sampling.max_new_tokens - len(reply.tokens)
             k = min(adaptive.next_k(), n_ctx - len(self._cache) - 1, remaining - 1) if drafter else 0
@@ -298,19 +303,6 @@ class Engine:
         stats.text = reply.text
         stats.token_ids = list(reply.tokens)
         yield Finished(stats)
-
-    @staticmethod
-    def _counted(events, stats: GenerationStats):
-        """Pass events through, adding ContextRolled ones to the statistics; return the generator's value."""
-        try:
-            while True:
-                event = next(events)
-                if isinstance(event, ContextRolled):
-                    stats.rolls += 1
-                    stats.discarded_tokens += event.discarded_tokens
-                yield event
-        except StopIteration as done:
-            return done.value
 
     def score(self, token_ids: Sequence[int], context: ContextSettings, chunk: int = PREFILL_CHUNK) -> np.ndarray:
         """Log-probability of each token given the ones before it, under the rolling-context policy.

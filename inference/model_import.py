@@ -108,8 +108,11 @@ def import_ir_folder(
         from .convert import require_conversion_extra
 
         require_conversion_extra("create the tokenizer IRs (openvino_tokenizer.xml) this folder lacks")
-    files = [p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith(".") and p.name != model_store.MANIFEST_NAME]
-    name = name or name_from(folder.name)
+    files = [
+        p for p in sorted(folder.iterdir())
+        if p.is_file() and not p.name.startswith(".") and p.name != model_store.MANIFEST_NAME and p.suffix.lower() != ".gguf"
+    ]  # fmt: skip
+    name = name_from(folder.name) if name is None else name
     model_store.models_dir().mkdir(parents=True, exist_ok=True)
     require_space(model_store.models_dir(), sum(p.stat().st_size for p in files), f"importing {folder.name}")
     with build_model(name, f"ir:{folder}", "ir-import", replace=replace, progress=say, extra={"original_layout": layout}) as build:
@@ -220,7 +223,7 @@ def import_gguf(
     say = progress or (lambda event: None)
     say(ProgressEvent(f"Checking {path.name}...", stage="check"))
     info = inspect_gguf(path)
-    name = name or name_from(path.name)
+    name = name_from(path.name) if name is None else name
     size = path.stat().st_size
     model_store.models_dir().mkdir(parents=True, exist_ok=True)
     # The GGUF copy, the IR (about the GGUF's size) and the tokenizer IRs coexist for a moment.

@@ -290,6 +290,10 @@ def _build(work: Path, bits: int, say: Progress) -> None:
         "size_bytes": sum(p.stat().st_size for p in work.rglob("*") if p.is_file()),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    from .model_inspect import describe_folder  # deferred: it imports this module
+
+    described = describe_folder(work)  # tokenizer fingerprint, RoPE support... (as for imported models)
+    manifest.update({key: value for key, value in described.items() if key != "bits"})
     _write_json(work / MANIFEST_NAME, manifest)
 
 

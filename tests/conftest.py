@@ -54,3 +54,18 @@ def draft(int8_dir):
     from inference.model import load_model
 
     return load_model(int8_dir, "CPU")
+
+
+@pytest.fixture(scope="session")
+def tiny_ir(tmp_path_factory, data_dir) -> dict:
+    """Model-manager sources, built once: the default GGUF (``gguf``) and two tiny random IR folders with the
+    default tokenizer (``same``) and with two token strings swapped (``other``). Treat them as read-only."""
+    from tiny_models import default_gguf, write_tiny_llama
+
+    root = tmp_path_factory.mktemp("tiny-ir")
+    gguf = default_gguf(root / "gguf")
+    return {
+        "gguf": gguf,
+        "same": write_tiny_llama(gguf, root / "tiny-same"),
+        "other": write_tiny_llama(gguf, root / "tiny-other", swap_tokens=(28, 30)),
+    }

@@ -229,3 +229,15 @@ def test_a_shift_rope_roll_equals_masking_the_dropped_tokens_at_every_layer(f32_
         done += len(part)
     np.testing.assert_allclose(rolled, scores, atol=5e-3)
     assert np.abs(rolled[n_ctx:] - f32_engine.score(ids, ContextSettings(n_ctx=512), chunk=16)[n_ctx:]).max() > 0.1  # rolls mattered
+
+
+def test_a_dropped_generator_leaves_the_engine_consistent(engine, target):
+    ids = chat_ids(target, PROMPTS[0])
+    engine.reset()
+    reference = engine.generate_text(ids, settings("spec", max_new_tokens=24), drafter="lookup")
+    events = engine.generate(ids, settings("spec", max_new_tokens=24), drafter="lookup")
+    for _, _ in zip(range(5), events):
+        pass
+    events.close()  # e.g. the GUI went away mid-step
+    again = engine.generate_text(ids, settings("spec", max_new_tokens=24), drafter="lookup")
+    assert again.token_ids == reference.token_ids

@@ -1,0 +1,85 @@
+"""One entry point for the benchmark report: speed against peers, quality, and the engine's own ratios.
+
+    bench/setup.sh                      # once: peers (llama-cpp-python compiles ~8 min), matplotlib, psutil
+    .venv/bin/python bench/run.py       # quick run (< 10 minutes on 2 cores)
+    .venv/bin/python bench/run.py --full
+
+Writes ``bench/results/REPORT.md`` with the PNG plots and raw JSON beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+
+def machine_description() -> str:
+    """CPU model, cores, memory, OS and library versions: absolute numbers mean nothing without it."""
+    import openvino
+    import openvino_genai
+
+    cpu = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        flags = next((line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), "")
+        isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_tile") if f" {f}" in flags]
+        cpu = f"{names[0] if names else cpu}, {len(names)} cores ({', '.join(isa) or 'no AVX2'})"
+    memory = ""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        total_kb = int(meminfo.read_text().split()[1])
+        memory = f", {total_kb / 2**20:.0f} GiB RAM"
+    return (
+        f"{cpu}{memory}; {platform.system()} {platform.release()}; Python {platform.python_version()}; "
+        f"openvino {openvino.__version__}; openvino-genai {openvino_genai.__version__}"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="long runs: 20,000-token text and long run, more repetitions")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each speed measurement (medians reported)")
+    parser.add_argument("--skip-speed", action="store_true", help="quality only")
+    parser.add_argument("--skip-quality", action="store_true", help="speed only")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    sections = []
+    if not args.skip_speed:
+        from speed import run_speed, speed_markdown
+
+        sections.append(speed_markdown(run_speed(quick=not args.full, reps=args.reps, out_dir=args.out)))
+    if not args.skip_quality:
+        from quality import quality_markdown, run_quality
+
+        sections.append(quality_markdown(run_quality(full=args.full, out_dir=args.out)))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    header = [
+        "# SpecChat benchmark report",
+        "",
+        f"- Machine: {machine_description()}",
+        f"- Commit: {commit or 'unknown'}; mode: {'full' if args.full else 'quick'}; took {(time.time() - started) / 60:.1f} min",
+        "- Ratios compare runs interleaved in the same process run; absolute numbers hold only for this machine.",
+        "- Reproduce: `bench/setup.sh` then `.venv/bin/python bench/run.py" + (" --full" if args.full else "") + "`.",
+        "",
+    ]
+    report = "\n".join(header) + "\n" + "\n".join(sections)
+    (args.out / "REPORT.md").write_text(report, encoding="utf-8")
+    (args.out / "run.json").write_text(json.dumps({"machine": machine_description(), "commit": commit, "full": args.full}, indent=2))
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

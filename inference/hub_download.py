@@ -1,0 +1,449 @@
+"""Bringing a model from a Hugging Face repository into the store.
+
+Three kinds of repository are recognised from their file list (:func:`inspect_repo`):
+
+- ``openvino``: pre-converted (``openvino_model.xml`` at the top): downloaded as-is and imported like a local
+  IR folder (tokenizer IRs created with the conversion extra if the repository lacks them);
+- ``transformers``: a plain checkpoint (``config.json`` + ``*.safetensors``): downloaded, then converted at 4,
+  8 or 16 bits by :func:`inference.convert.convert_checkpoint` (needs the conversion extra, checked before
+  anything is downloaded);
+- ``gguf``: one or more ``.gguf`` files: the chosen one is downloaded and imported by
+  :func:`inference.model_import.import_gguf`.
+
+Downloads use huggingface_hub for the repository metadata (``HfApi.model_info`` with file sizes, LFS SHA-256
+and git blob ids), URLs, authentication headers (``HF_TOKEN``) and its HTTP session; the bytes are streamed by
+this module into ``data_dir()/downloads/hub/<org>--<name>@<commit>/<file>.part`` because huggingface_hub 1.x
+discards a partial file when a download is interrupted. So:
+
+- progress is reported in bytes over all files;
+- ``cancel`` stops within one chunk (1 MiB) and deletes the staging folder: nothing is left behind;
+- an interrupted download (network error, killed process) keeps its ``.part`` files, and the next call for the
+  same repository and commit resumes each with an HTTP ``Range`` request;
+- before the first byte, the free disk space (or ``$SPECCHAT_DISK_QUOTA_BYTES``) is checked against what is
+  left to download plus the installed copy;
+- each file is verified against the metadata: its size, and its SHA-256 (LFS files) or git blob SHA-1 (small
+  files). A mismatch deletes the file and refuses the model.
+
+The endpoint is the ``endpoint`` argument, else ``$HF_ENDPOINT``, else https://huggingface.co.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import model_store
+from .model_inspect import ModelImportError
+from .model_manager import (
+    OperationCancelled,
+    ProgressCallback,
+    ProgressEvent,
+    build_model,
+    check_cancel,
+    copy_files,
+    name_from,
+    require_space,
+)
+
+_CHUNK = 1 << 20
+_SUFFIX = {4: "int4", 8: "int8", 16: "fp16"}
+#: Files never downloaded (documentation, images, git attributes).
+_SKIP_PATTERNS = ("*.md", ".gitattributes", "*.png", "*.jpg", "*.jpeg", "*.gif", "*.svg", "*.pdf", "LICENSE*", "NOTICE*")
+#: Files of a transformers checkpoint worth downloading for a conversion.
+_CHECKPOINT_PATTERNS = (
+    "config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer*",
+    "special_tokens_map.json", "vocab.json", "merges.txt", "*.model", "*.tiktoken", "chat_template*", "added_tokens.json",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of a repository: ``path`` (relative), ``size`` (bytes), ``sha256`` (LFS files) or ``blob_id``
+    (git blob SHA-1 of small files)."""
+
+    path: str
+    size: int
+    sha256: str | None = None
+    blob_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HubRepo:
+    """A repository at one commit.
+
+    Attributes:
+        repo_id: ``org/name``.
+        revision: the commit SHA the files belong to (downloads pin it, so a push mid-download cannot mix files).
+        files: every file with its size and hashes.
+        kind: ``"openvino"``, ``"transformers"``, ``"gguf"`` or ``"unknown"``.
+        endpoint: the hub's address used.
+    """
+
+    repo_id: str
+    revision: str
+    files: tuple[HubFile, ...]
+    kind: str
+    endpoint: str
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def gguf_files(self) -> list[str]:
+        return [f.path for f in self.files if f.path.lower().endswith(".gguf")]
+
+
+def _endpoint(endpoint: str | None) -> str:
+    from huggingface_hub import constants
+
+    return (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def _classify(paths: list[str]) -> str:
+    top = {p for p in paths if "/" not in p}
+    if "openvino_model.xml" in top:
+        return "openvino"
+    if "config.json" in top and any(p.endswith(".safetensors") or fnmatch.fnmatch(p, "pytorch_model*.bin") for p in top):
+        return "transformers"
+    if any(p.lower().endswith(".gguf") for p in paths):
+        return "gguf"
+    return "unknown"
+
+
+def inspect_repo(repo_id: str, revision: str = "main", *, endpoint: str | None = None, token: str | None = None) -> HubRepo:
+    """Fetch a repository's file list with sizes and hashes (one HTTP request).
+
+    Raises:
+        ModelImportError: the repository or revision does not exist, is gated or private without a token, or
+            the hub is unreachable (the message says which and what to do).
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise ModelImportError(f"{repo_id!r} is not a Hugging Face repository id; expected 'organisation/name'")
+    base = _endpoint(endpoint)
+    try:
+        info = HfApi(endpoint=base, token=token).model_info(repo_id, revision=revision, files_metadata=True)
+    except GatedRepoError as error:
+        raise ModelImportError(
+            f"{repo_id} is gated: accept its licence on its page at {base}/{repo_id}, then set HF_TOKEN to an access token"
+        ) from error
+    except RepositoryNotFoundError as error:
+        raise ModelImportError(f"no repository {repo_id} at {base} (or it is private: set HF_TOKEN); check the id") from error
+    except RevisionNotFoundError as error:
+        raise ModelImportError(f"{repo_id} has no revision {revision!r}") from error
+    except HfHubHTTPError as error:
+        raise ModelImportError(f"the hub at {base} refused the request for {repo_id}: {_first_line(error)}") from error
+    except (OSError, ValueError) as error:
+        raise ModelImportError(_unreachable(base, error)) from error
+    except Exception as error:  # httpx transport errors
+        if type(error).__module__.startswith("httpx"):
+            raise ModelImportError(_unreachable(base, error)) from error
+        raise
+    files = []
+    for sibling in info.siblings or []:
+        lfs = sibling.lfs
+        size = sibling.size if sibling.size is not None else (lfs.size if lfs else 0)
+        files.append(HubFile(sibling.rfilename, int(size or 0), lfs.sha256 if lfs else None, sibling.blob_id))
+    if not info.sha:
+        raise ModelImportError(f"the hub at {base} did not say which commit {repo_id}@{revision} is")
+    return HubRepo(repo_id, info.sha, tuple(files), _classify([f.path for f in files]), base)
+
+
+def _unreachable(base: str, error: BaseException) -> str:
+    return (
+        f"cannot reach the model hub at {base} ({_first_line(error)}); check the internet connection, or set "
+        "HF_ENDPOINT to a reachable mirror"
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def select_files(repo: HubRepo, gguf_file: str | None = None) -> list[HubFile]:
+    """The files worth downloading for the repository's kind (top-level files only).
+
+    Raises:
+        ModelImportError: an unknown kind, or a GGUF repository with several files and no ``gguf_file``.
+    """
+    top = [f for f in repo.files if "/" not in f.path and not any(fnmatch.fnmatch(f.path, p) for p in _SKIP_PATTERNS)]
+    if repo.kind == "openvino":
+        return top
+    if repo.kind == "transformers":
+        chosen = [f for f in top if any(fnmatch.fnmatch(f.path, p) for p in _CHECKPOINT_PATTERNS)]
+        if not any(f.path.endswith(".safetensors") for f in chosen):
+            chosen += [f for f in top if fnmatch.fnmatch(f.path, "pytorch_model*.bin") or f.path == "pytorch_model.bin.index.json"]
+        return chosen
+    if repo.kind == "gguf":
+        ggufs = repo.gguf_files()
+        if gguf_file is None and len(ggufs) == 1:
+            gguf_file = ggufs[0]
+        if gguf_file not in ggufs:
+            raise ModelImportError(
+                f"{repo.repo_id} holds several GGUF files; choose one with --file: {', '.join(ggufs)}"
+                if gguf_file is None
+                else f"{repo.repo_id} has no file {gguf_file!r}; its GGUF files: {', '.join(ggufs)}"
+            )
+        return [f for f in repo.files if f.path == gguf_file]
+    raise ModelImportError(
+        f"{repo.repo_id} is neither an OpenVINO model (openvino_model.xml), a transformers checkpoint "
+        "(config.json + *.safetensors) nor a GGUF repository; SpecChat cannot use it"
+    )
+
+
+def staging_dir(repo: HubRepo) -> Path:
+    """Where a repository's files are downloaded before installation (kept for resuming)."""
+    return model_store.data_dir() / "downloads" / "hub" / f"{repo.repo_id.replace('/', '--')}@{repo.revision}"
+
+
+def download_files(
+    repo: HubRepo,
+    files: list[HubFile],
+    dest: Path,
+    *,
+    token: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    extra_space: int = 0,
+) -> None:
+    """Download and verify ``files`` into ``dest``, resuming ``.part`` files left by an earlier attempt.
+
+    Args:
+        repo, files: from :func:`inspect_repo` and :func:`select_files`.
+        dest: the staging folder (created).
+        token: Hugging Face access token (default: huggingface_hub's, e.g. ``$HF_TOKEN``).
+        progress: receives byte counts over all files (``stage="download"``).
+        cancel: set it to stop; the caller deletes ``dest``.
+        extra_space: bytes needed after the download (e.g. the installed copy), added to the disk check.
+
+    Raises:
+        ModelImportError: not enough disk space (before any byte is fetched), a network error (the partial
+            files are kept: call again to resume), an HTTP error, or a file that fails verification (deleted).
+        OperationCancelled: ``cancel`` was set.
+    """
+    say = progress or (lambda event: None)
+    dest.mkdir(parents=True, exist_ok=True)
+    total = sum(f.size for f in files)
+    have = {f.path: _present_bytes(dest, f) for f in files}
+    remaining = total - sum(have.values())
+    require_space(dest, remaining + extra_space, f"downloading {repo.repo_id} ({total / 2**20:.0f} MB)")
+    done = sum(have.values())
+    if done:
+        say(ProgressEvent(f"Resuming: {done / 2**20:.1f} MB of {total / 2**20:.1f} MB already downloaded", done, total, "download"))
+    for file in files:
+        check_cancel(cancel)
+        final = dest / file.path
+        if final.is_file() and final.stat().st_size == file.size:
+            continue
+        base = done - have[file.path]
+
+        def report(n: int, name: str = file.path, base: int = base) -> None:
+            say(ProgressEvent(f"Downloading {name}...", base + n, total, "download"))
+
+        _fetch(repo, file, dest, token, report, cancel)
+        done = base + file.size
+        say(ProgressEvent(f"Verifying {file.path}...", done, total, "verify"))
+        _verify(repo, file, dest)
+    say(ProgressEvent(f"Downloaded and verified {len(files)} files", total, total, "download"))
+
+
+def _present_bytes(dest: Path, file: HubFile) -> int:
+    final = dest / file.path
+    if final.is_file() and final.stat().st_size == file.size:
+        return file.size
+    part = dest / f"{file.path}.part"
+    if part.is_file():
+        size = part.stat().st_size
+        if size <= file.size:
+            return size
+        part.unlink()
+    return 0
+
+
+def _fetch(repo: HubRepo, file: HubFile, dest: Path, token: str | None, report, cancel: threading.Event | None) -> None:
+    """Stream one file into ``dest/<path>.part`` (resuming), then verify and rename it."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    part = dest / f"{file.path}.part"
+    part.parent.mkdir(parents=True, exist_ok=True)
+    start = part.stat().st_size if part.is_file() else 0
+    url = hf_hub_url(repo.repo_id, file.path, revision=repo.revision, endpoint=repo.endpoint)
+    headers = build_hf_headers(token=token, library_name="specchat")
+    headers["Accept-Encoding"] = "identity"
+    if start >= file.size > 0:
+        os.replace(part, dest / file.path)
+        return
+    if start:
+        headers["Range"] = f"bytes={start}-"
+    report(start)
+    try:
+        with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=60) as response:
+            if response.status_code == 416:  # the part file is complete already
+                start = file.size
+            else:
+                hf_raise_for_status(response)
+                mode = "ab"
+                if start and response.status_code != 206:  # the server ignored Range: start over
+                    start, mode = 0, "wb"
+                with open(part, mode) as out:
+                    written = start
+                    for chunk in response.iter_bytes():  # as received: an interruption loses nothing
+                        if cancel is not None and cancel.is_set():
+                            raise OperationCancelled("download cancelled; nothing was added to the model store")
+                        out.write(chunk)
+                        written += len(chunk)
+                        report(written)
+                        if written > file.size:
+                            break
+    except OperationCancelled:
+        raise
+    except Exception as error:
+        kept = part.stat().st_size if part.is_file() else 0
+        if type(error).__module__.startswith(("httpx", "huggingface_hub")) or isinstance(error, OSError):
+            raise ModelImportError(
+                f"downloading {file.path} from {repo.repo_id} was interrupted ({_first_line(error)}). "
+                f"{kept / 2**20:.1f} MB of it are kept: run the same download again to resume."
+            ) from error
+        raise
+    os.replace(part, dest / file.path)
+
+
+def _verify(repo: HubRepo, file: HubFile, dest: Path) -> None:
+    """Check a downloaded file's size and hash against the repository metadata; delete it if wrong."""
+    path = dest / file.path
+    size = path.stat().st_size
+    problem = None
+    if size != file.size:
+        problem = f"it has {size} bytes instead of {file.size}"
+    elif file.sha256:
+        digest = _hash_file(path, hashlib.sha256())
+        if digest != file.sha256:
+            problem = f"its SHA-256 is {digest}, the repository says {file.sha256}"
+    elif file.blob_id:
+        digest = _hash_file(path, hashlib.sha1(f"blob {size}\0".encode()))  # noqa: S324 - git's blob id
+        if digest != file.blob_id:
+            problem = f"its git blob id is {digest}, the repository says {file.blob_id}"
+    if problem:
+        path.unlink(missing_ok=True)
+        raise ModelImportError(
+            f"{file.path} from {repo.repo_id} is corrupted ({problem}); it was deleted and the model refused. "
+            "Try again; if it fails again, the server or a proxy is serving a damaged file."
+        )
+
+
+def _hash_file(path: Path, digest) -> str:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def install_from_hub(
+    repo_id: str,
+    *,
+    bits: int | None = None,
+    name: str | None = None,
+    revision: str = "main",
+    gguf_file: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> Path:
+    """Download (and, for a transformers checkpoint, convert) a repository into the store.
+
+    Args:
+        repo_id: ``org/name``.
+        bits: for a transformers checkpoint, 4, 8 or 16 (default 4); pre-converted OpenVINO and GGUF
+            repositories keep their own bit-width (a differing request is reported, not applied).
+        name: model name (default: the repository's name, plus ``-int4``... for conversions).
+        revision: branch, tag or commit.
+        gguf_file: which ``.gguf`` file of a GGUF repository (needed when it has several).
+        endpoint: the hub's address (default ``$HF_ENDPOINT`` or huggingface.co).
+        token: access token for gated or private repositories (default: huggingface_hub's).
+        replace: replace an installed model of the same name.
+        progress, cancel: see :func:`download_files`; a cancelled call leaves nothing behind.
+
+    Returns:
+        The installed model folder.
+
+    Raises:
+        ModelImportError: see :func:`inspect_repo`, :func:`download_files`, :mod:`inference.model_import`.
+        ConversionExtraMissing: a transformers checkpoint without the conversion extra (before downloading).
+        OperationCancelled: ``cancel`` was set.
+    """
+    from . import convert, model_import
+
+    say = progress or (lambda event: None)
+    say(ProgressEvent(f"Looking up {repo_id}...", stage="check"))
+    repo = inspect_repo(repo_id, revision, endpoint=endpoint, token=token)
+    files = select_files(repo, gguf_file)
+    base_name = name_from(repo_id)
+    source = f"hf:{repo_id}@{repo.revision}"
+    stage = staging_dir(repo)
+    extra_space = sum(f.size for f in files)  # the installed copy (or the converted model, see below)
+    if repo.kind == "transformers":
+        convert.require_conversion_extra(f"convert {repo_id} (a transformers checkpoint)")
+        bits = 4 if bits is None else bits
+        if bits not in convert.SUPPORTED_BITS:
+            raise ValueError(f"bits must be one of 4, 8, 16 (got {bits!r})")
+        params_bytes = sum(f.size for f in files if f.path.endswith((".safetensors", ".bin")))
+        extra_space = params_bytes + params_bytes * bits // 16
+    elif bits is not None:
+        say(ProgressEvent(f"{repo_id} is a pre-converted {repo.kind} repository: it is installed at its own bit-width, not {bits}", stage="check"))
+    try:
+        download_files(repo, files, stage, token=token, progress=say, cancel=cancel, extra_space=extra_space)
+        check_cancel(cancel)
+        if repo.kind == "transformers":
+            folder = convert.convert_checkpoint(
+                stage, bits, name or f"{base_name}-{_SUFFIX[bits]}",
+                source=source, replace=replace, progress=say, cancel=cancel,
+                extra_manifest={"kind": "hub-convert", "repo_id": repo_id, "revision": repo.revision},
+            )  # fmt: skip
+        elif repo.kind == "gguf":
+            folder = model_import.import_gguf(stage / files[0].path, name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel)
+            _annotate(folder, source=source, kind="hub-download", repo_id=repo_id, revision=repo.revision)
+        else:
+            folder = _install_openvino(repo, files, stage, name or base_name, source, replace, say, cancel)
+    except OperationCancelled:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    shutil.rmtree(stage, ignore_errors=True)
+    return folder
+
+
+def _install_openvino(repo: HubRepo, files: list[HubFile], stage: Path, name: str, source: str, replace: bool, say, cancel) -> Path:
+    from .model_inspect import folder_layout, has_tokenizer_irs, read_ir
+
+    folder_layout(stage)
+    read_ir(stage)
+    needs_tokenizer = not has_tokenizer_irs(stage)
+    if needs_tokenizer:
+        from .convert import require_conversion_extra
+
+        require_conversion_extra(f"create the tokenizer IRs that {repo.repo_id} lacks")
+    extra = {"repo_id": repo.repo_id, "revision": repo.revision}
+    with build_model(name, source, "hub-download", replace=replace, progress=say, extra=extra) as build:
+        copy_files([stage / f.path for f in files], build.folder, say, cancel)
+        if needs_tokenizer:
+            from .convert import create_tokenizer_irs
+
+            create_tokenizer_irs(build.folder, progress=say, cancel=cancel)
+        check_cancel(cancel)
+    return build.final
+
+
+def _annotate(folder: Path, **fields) -> None:
+    manifest = model_store.read_manifest(folder)
+    manifest.update(fields)
+    model_store._write_json(folder / model_store.MANIFEST_NAME, manifest)

@@ -1,0 +1,74 @@
+"""Fixtures of the GUI tests: offscreen Qt, the asyncio loop on top of it, a shared inference worker, windows.
+
+The Qt platform is ``offscreen`` (set before Qt is imported). Windows share one ``InferenceWorker`` so the
+default model is loaded once per session; each window gets its own history database and settings file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+from app.qt_compat import protect_singletons  # noqa: E402
+from app.settings_store import AppSettings, SettingsStore  # noqa: E402
+
+protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt_compat.py)
+
+#: Settings of most GUI tests: greedy, short replies (the machine may be slow).
+FAST = AppSettings(max_new_tokens=24)
+
+
+@pytest.fixture(scope="session")
+def qasync_loop(qapp):
+    """The asyncio loop running on Qt's event loop (qtbot's waits drive both)."""
+    import qasync
+
+    from app.gui import create_application
+
+    create_application()  # style sheet and icon on pytest-qt's QApplication
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(loop)
+    yield loop
+
+
+@pytest.fixture(scope="session")
+def shared_worker(int4_dir, int8_dir):
+    """One inference thread for the session (the default model stays loaded between tests)."""
+    from app.inference_worker import InferenceWorker
+
+    worker = InferenceWorker()
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def make_window(qtbot, qasync_loop, shared_worker, tmp_path):
+    """Factory: a shown MainWindow on a fresh history and settings file (``settings`` saved first)."""
+    from app.gui import create_main_window
+
+    windows = []
+
+    def make(settings: AppSettings | None = FAST, history=None, start: bool = True, worker=shared_worker, wait_model: bool = True):
+        settings_path = tmp_path / "config" / "settings.json"
+        if settings is not None:
+            SettingsStore(settings_path).save(settings)
+        window = create_main_window(history or tmp_path / "history.sqlite3", settings_path, worker=worker)
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        if start:
+            window.start()
+            if wait_model:
+                qtbot.waitUntil(lambda: window.model_state in ("ready", "error"), timeout=120_000)
+                assert window.model_state == "ready", window.model_error
+        return window
+
+    yield make
+    for window in windows:
+        window.close()
+        window.db.close()
+

@@ -1,0 +1,367 @@
+"""Every control of the window, used the way a user would (clicks, keys), on the default model.
+
+The tests share one window and run in order; the last one checks that every button of the window was clicked
+and every menu action triggered at least once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
+
+from app.settings_store import AppSettings, SettingsStore
+from conftest import FAST
+from gui_helpers import ControlTracker, accept_file_dialog, activate, click, find_dialog
+
+TIMEOUT = 120_000
+
+
+@pytest.fixture(scope="module")
+def env(qapp, qasync_loop, shared_worker, tmp_path_factory):
+    """One window for the whole module, with its tracker."""
+    from pytestqt.qtbot import QtBot
+
+    from app.gui import create_main_window
+
+    folder = tmp_path_factory.mktemp("controls")
+    SettingsStore(folder / "settings.json").save(FAST)
+    window = create_main_window(folder / "history.sqlite3", folder / "settings.json", worker=shared_worker)
+    window.show()
+    window.activateWindow()
+    tracker = ControlTracker(window)
+    qtbot = QtBot(None)
+    window.start()
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    yield {"window": window, "tracker": tracker, "folder": folder}
+    tracker.remove()
+    window.close()
+    window.db.close()
+
+
+def _reply(qtbot, window, action):
+    """Run ``action`` (which starts a reply) and wait for the reply; returns the final message."""
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+        action()
+    return finished.args[0]
+
+
+def _dialog(qtbot, window, name):
+    qtbot.waitUntil(lambda: find_dialog(window, name) is not None, timeout=5000)
+    return find_dialog(window, name)
+
+
+def _answer(qtbot, window, name, button):
+    box = _dialog(qtbot, window, name)
+    click(qtbot, box.button(button))
+    qtbot.waitUntil(lambda: find_dialog(window, name) is None, timeout=5000)
+
+
+def test_composer_enter_shift_enter_and_send(qtbot, env):
+    window = env["window"]
+    edit = window.composer.edit
+    edit.setFocus()
+    qtbot.keyClick(edit, Qt.Key.Key_Return)
+    assert window.composer.error_text == "Type a message first."
+    qtbot.keyClicks(edit, "First line")
+    assert window.composer.error_text == ""  # typing clears the message
+    qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(edit, "second line: say hello")
+    assert window.composer.text() == "First line\nsecond line: say hello" and window.active is None
+    final = _reply(qtbot, window, lambda: click(qtbot, window.composer.send_button))
+    messages = window.db.messages(final.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[0].content == "First line\nsecond line: say hello" and messages[1].content == final.content
+    assert final.content and final.state == "complete"
+
+
+def test_typing_is_possible_while_a_reply_streams_and_send_is_refused(qtbot, env):
+    window = env["window"]
+    window.composer.set_text("Count from one to twenty.")
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
+        window.composer.submit()
+        assert window.active is not None and not window.composer.send_button.isEnabled()
+        assert window.composer.stop_button.isEnabled()
+        qtbot.keyClicks(window.composer.edit, "next question")
+        qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+        assert "A reply is being generated" in window.composer.error_text
+    assert window.composer.text() == "next question"  # kept for later
+    assert window.composer.send_button.isEnabled() and not window.composer.stop_button.isEnabled()
+    window.composer.clear()
+
+
+def test_message_copy_edit_cancel_resend_and_regenerate(qtbot, env):
+    window = env["window"]
+    conversation = window.chat_view.conversation_id
+    user, reply = window.chat_view.message_widgets()[-2:]
+    click(qtbot, user.copy_button)
+    assert QGuiApplication.clipboard().text() == user.message.content
+    click(qtbot, reply.copy_button)
+    assert QGuiApplication.clipboard().text() == reply.message.content
+    # Edit, then Cancel: nothing changes
+    click(qtbot, user.edit_button)
+    assert user.editing and user.editor.toPlainText() == "Count from one to twenty."
+    click(qtbot, user.cancel_edit_button)
+    assert not user.editing and window.db.messages(conversation)[-2].content == "Count from one to twenty."
+    # Edit and resend: the message changes, the old reply is replaced
+    old_reply_id = reply.message.id
+    click(qtbot, user.edit_button)
+    user.editor.selectAll()
+    qtbot.keyClicks(user.editor, "Say the word yes.")
+    final = _reply(qtbot, window, lambda: click(qtbot, user.resend_button))
+    messages = window.db.messages(conversation)
+    assert messages[-2].content == "Say the word yes." and messages[-1].id == final.id != old_reply_id
+    assert old_reply_id not in [m.id for m in messages] and len(messages) == 4
+    # Regenerate the last reply
+    last = window.chat_view.message_widgets()[-1]
+    assert last.regenerate_button.isVisible() and not window.chat_view.message_widgets()[1].regenerate_button.isVisible()
+    again = _reply(qtbot, window, lambda: click(qtbot, last.regenerate_button))
+    messages = window.db.messages(conversation)
+    assert len(messages) == 4 and messages[-1].id == again.id != final.id and again.content
+    # the same through the menu / keyboard: Ctrl+R, then Copy last reply (Ctrl+Shift+C)
+    third = _reply(qtbot, window, window.regenerate_action.trigger)
+    assert window.db.messages(conversation)[-1].id == third.id != again.id
+    QGuiApplication.clipboard().clear()
+    window.copy_action.trigger()
+    assert QGuiApplication.clipboard().text() == third.content
+
+
+def test_stop_button_and_escape_keep_the_partial_reply(qtbot, env, tmp_path):
+    window = env["window"]
+    window.settings_pane.max_new_tokens.setValue(400)
+    for stop in ("button", "escape"):
+        window.composer.set_text("Write a long story about a lighthouse keeper.")
+        texts = []
+        window.reply_updated.connect(texts.append)
+        with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+            window.composer.submit()
+            qtbot.waitUntil(lambda: len("".join(texts[-1:])) > 20, timeout=TIMEOUT)
+            if stop == "button":
+                click(qtbot, window.composer.stop_button)
+            else:
+                activate(qtbot, window)
+                qtbot.keyClick(window.composer.edit, Qt.Key.Key_Escape)
+        window.reply_updated.disconnect(texts.append)
+        final = finished.args[0]
+        assert final.state == "stopped" and final.stats["stop_reason"] == "cancelled"
+        assert 20 < len(final.content) and final.stats["new_tokens"] < 400
+        assert window.db.message(final.id).content == final.content
+        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Autoregressive")
+    window.settings_pane.max_new_tokens.setValue(24)
+
+
+def test_compare_runs_both_modes_side_by_side(qtbot, env):
+    window = env["window"]
+    window.composer.set_text("Repeat: red green blue. red green blue.")
+    final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
+    compare = final.stats["compare"]
+    ar, spec = compare["ar"], compare["spec"]
+    assert (ar["mode"], spec["mode"], spec["drafter"]) == ("ar", "spec", "lookup")
+    assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
+    assert ar["text"] and final.content == spec["text"]
+    assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
+    assert compare["identical"] == (ar["text"] == spec["text"])  # greedy: normally identical
+    widget = window.chat_view.message_widgets()[-1]
+    assert widget.is_compare and widget.compare_box.isVisible() and not widget.body.isVisible()
+    assert widget.ar_column.view.markdown == ar["text"] and widget.spec_column.view.markdown == spec["text"]
+    assert "TTFT" in widget.ar_column.metrics.text() and "tokens/s" in widget.spec_column.metrics.text()
+    assert widget.footer.text().startswith(f"Speedup {compare['speedup']:.2f}×")
+    assert ("texts identical" if compare["identical"] else "texts differ") in widget.footer.text()
+    assert [s.key for s in window.live_graph.series] == ["ar", "spec"]
+    assert all(s.rate for s in window.live_graph.series)
+    # the comparison through the menu action (Ctrl+Shift+Enter)
+    window.composer.set_text("Say OK.")
+    again = _reply(qtbot, window, window.compare_action.trigger)
+    assert "compare" in again.stats
+
+
+def test_conversation_list_new_search_select_rename_delete(qtbot, env):
+    window = env["window"]
+    listing = window.conversation_list
+    first = window.chat_view.conversation_id
+    click(qtbot, listing.new_button)
+    assert window.chat_view.conversation_id is None and window.chat_view.title_label.text() == "New chat"
+    assert window.chat_view.empty_label.isVisible()
+    _reply(qtbot, window, lambda: window.send("Tell me about bananas."))
+    second = window.chat_view.conversation_id
+    assert second != first and listing.ids()[0] == second
+    window.new_action.trigger()  # Ctrl+N
+    assert window.chat_view.conversation_id is None
+    # search by text in messages
+    qtbot.keyClicks(listing.search, "bananas")
+    qtbot.waitUntil(lambda: listing.ids() == [second], timeout=3000)
+    listing.search.clear()
+    qtbot.waitUntil(lambda: len(listing.ids()) == 2, timeout=3000)
+    activate(qtbot, window)
+    window.search_action.trigger()  # Ctrl+F
+    assert listing.search.hasFocus()
+    # select with a click
+    item = listing.item_for(first)
+    rect = listing.list.visualItemRect(item)
+    qtbot.mouseClick(listing.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert window.chat_view.conversation_id == first
+    # rename in place with the button, then with F2
+    click(qtbot, listing.rename_button)
+    qtbot.waitUntil(lambda: listing.list.findChild(QLineEdit) is not None and listing.list.findChild(QLineEdit).isVisible(), timeout=3000)
+    editor = [e for e in listing.list.findChildren(QLineEdit) if e.isVisible()][0]
+    editor.selectAll()
+    qtbot.keyClicks(editor, "Renamed chat")
+    qtbot.keyClick(editor, Qt.Key.Key_Return)  # the item view commits on its next event-loop turn
+    qtbot.waitUntil(lambda: window.db.conversation(first).title == "Renamed chat", timeout=3000)
+    assert window.chat_view.title_label.text() == "Renamed chat"
+    window.rename_action.trigger()
+    qtbot.waitUntil(lambda: any(e.isVisible() for e in listing.list.findChildren(QLineEdit)), timeout=3000)
+    editor = [e for e in listing.list.findChildren(QLineEdit) if e.isVisible()][0]
+    editor.selectAll()
+    qtbot.keyClick(editor, Qt.Key.Key_Backspace)
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not any(e.isVisible() for e in listing.list.findChildren(QLineEdit)), timeout=3000)
+    qtbot.wait(50)
+    assert window.db.conversation(first).title == "Renamed chat"  # an empty title is refused
+    assert listing.item_for(first).text() == "Renamed chat"
+    # delete asks first: Cancel keeps it, Yes deletes it
+    listing.select(second)
+    click(qtbot, listing.delete_button)
+    _answer(qtbot, window, "confirmDelete", QMessageBox.StandardButton.Cancel)
+    assert window.db.conversation(second) is not None
+    click(qtbot, listing.delete_button)
+    box = _dialog(qtbot, window, "confirmDelete")
+    assert "Tell me about bananas." in box.text() and "cannot be undone" in box.informativeText()
+    click(qtbot, box.button(QMessageBox.StandardButton.Yes))
+    qtbot.waitUntil(lambda: window.db.conversation(second) is None, timeout=5000)
+    assert window.chat_view.conversation_id == first and listing.ids() == [first]
+    # the Delete action (Del key in the list), answered with Cancel
+    window.delete_action.trigger()
+    _answer(qtbot, window, "confirmDelete", QMessageBox.StandardButton.Cancel)
+    assert window.db.conversation(first) is not None
+
+
+def test_header_highlight_and_system_prompt(qtbot, env):
+    window = env["window"]
+    view = window.chat_view
+    click(qtbot, view.highlight_box)
+    assert not view.highlight_box.isChecked() and not window.highlight_action.isChecked()
+    qtbot.waitUntil(lambda: SettingsStore(env["folder"] / "settings.json").load().highlight_draft is False, timeout=3000)
+    window.highlight_action.trigger()
+    assert view.highlight_box.isChecked() and window.settings.highlight_draft
+    # system prompt: shown, typed, saved with the conversation, used by the next reply
+    click(qtbot, view.system_button)
+    assert view.system_edit.isVisible()
+    qtbot.keyClicks(view.system_edit, "You are a pirate. Always answer in one sentence.")
+    qtbot.waitUntil(
+        lambda: window.db.conversation(view.conversation_id).system_prompt.startswith("You are a pirate"), timeout=3000
+    )
+    before = window.db.messages(view.conversation_id)
+    final = _reply(qtbot, window, lambda: window.send("Who are you?"))
+    assert final.stats["prompt_tokens"] > 0
+    assert len(window.db.messages(view.conversation_id)) == len(before) + 2
+    click(qtbot, view.system_button)
+    assert not view.system_edit.isVisible() and view.system_button.text() == "System prompt ✓"
+    # the side panel can be hidden and shown
+    window.side_panel_action.trigger()
+    assert not window.right_splitter.isVisible()
+    window.side_panel_action.trigger()
+    assert window.right_splitter.isVisible()
+
+
+def test_export_markdown_json_and_import(qtbot, env, tmp_path):
+    window = env["window"]
+    conversation = window.chat_view.conversation_id
+    for action, suffix in ((window.export_markdown_action, ".md"), (window.export_json_action, ".json")):
+        action.trigger()
+        dialog = _dialog(qtbot, window, "fileDialog")
+        assert isinstance(dialog, QFileDialog) and dialog.acceptMode() == QFileDialog.AcceptMode.AcceptSave
+        accept_file_dialog(dialog, str(tmp_path / f"chat{suffix}"))
+        qtbot.waitUntil(lambda s=suffix: (tmp_path / f"chat{s}").exists(), timeout=5000)
+    markdown = (tmp_path / "chat.md").read_text()
+    assert markdown.startswith("# Renamed chat") and "You are a pirate." in markdown and "## Assistant" in markdown
+    data = json.loads((tmp_path / "chat.json").read_text())
+    assert data["format"] == "specchat-conversation" and len(data["messages"]) == len(window.db.messages(conversation))
+    # import it back through the dialog
+    window.import_action.trigger()
+    dialog = _dialog(qtbot, window, "fileDialog")
+    accept_file_dialog(dialog, str(tmp_path / "chat.json"))
+    qtbot.waitUntil(lambda: window.chat_view.conversation_id not in (None, conversation), timeout=5000)
+    imported = window.chat_view.conversation_id
+    assert [m.content for m in window.db.messages(imported)] == [m["content"] for m in data["messages"]]
+    assert window.db.conversation(imported).system_prompt == data["system_prompt"]
+    # a file that is not an export: a dialog says what is wrong, nothing is added
+    (tmp_path / "bad.json").write_text('{"hello": 1}')
+    count = len(window.db.conversations())
+    window.import_action.trigger()
+    dialog = _dialog(qtbot, window, "fileDialog")
+    accept_file_dialog(dialog, str(tmp_path / "bad.json"))
+    box = _dialog(qtbot, window, "importError")
+    assert "not a SpecChat conversation export" in box.informativeText()
+    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+    assert len(window.db.conversations()) == count
+
+
+def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(qtbot, env, int8_dir):
+    window = env["window"]
+    pane = window.settings_pane
+    # decoding mode and K apply to the next reply without a reload
+    pane.decoding.setFocus()
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
+    pane.k.setValue(3)
+    final = _reply(qtbot, window, lambda: window.send("Repeat: cat dog cat dog cat dog."))
+    assert (final.stats["mode"], final.stats["drafter"], final.stats["k"]) == ("spec", "lookup", 3)
+    click(qtbot, pane.adaptive_k)
+    assert window.settings.adaptive_k and window.settings.generation_settings().speculative.adaptive
+    click(qtbot, pane.adaptive_k)
+    assert not window.settings.adaptive_k
+    # bit-width: the 8-bit model is loaded in the background, with the busy indicator
+    pane.bits.setCurrentIndex(pane.bits.findData(8))
+    qtbot.waitUntil(lambda: window.model_state == "loading", timeout=5000)
+    assert window.busy_bar.isVisible()
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    assert not window.busy_bar.isVisible() and "int8 on CPU" in window.model_label.text()
+    final = _reply(qtbot, window, lambda: window.send("Say hi."))
+    assert "int8" in final.stats["model"]
+    # a draft model chosen with Browse…: reload with the draft, speculative replies use it
+    pane.bits.setCurrentIndex(pane.bits.findData(4))
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
+    assert "needs a draft model" in pane.error_labels["draft_model"].text()
+    assert not window.composer.send_button.isEnabled()  # invalid settings never reach the engine
+    click(qtbot, pane.browse_button)
+    dialog = _dialog(qtbot, window, "fileDialog")
+    accept_file_dialog(dialog, str(int8_dir))
+    qtbot.waitUntil(lambda: pane.current().draft_model == str(int8_dir), timeout=5000)
+    assert window.composer.send_button.isEnabled()
+    qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" in window.model_label.text(), timeout=TIMEOUT)
+    assert "int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU" in window.model_label.text()
+    final = _reply(qtbot, window, lambda: window.send("Say yes."))
+    assert (final.stats["mode"], final.stats["drafter"]) == ("spec", "model") and final.stats["drafted"] > 0
+    # settings persisted
+    stored = SettingsStore(env["folder"] / "settings.json").load()
+    assert (stored.decoding, stored.draft_model, stored.k, stored.bits) == ("spec_model", str(int8_dir), 3, 4)
+    # Reset to defaults
+    click(qtbot, pane.reset_button)
+    assert replace(pane.current(), highlight_draft=True) == AppSettings()
+    pane.max_new_tokens.setValue(24)
+    qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" not in window.model_label.text(), timeout=TIMEOUT)
+
+
+def test_help_dialogs(qtbot, env):
+    window = env["window"]
+    window.shortcuts_action.trigger()
+    box = _dialog(qtbot, window, "shortcuts")
+    assert "Shift+Enter: new line" in box.text() and "Esc: stop" in box.text()
+    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+    window.about_action.trigger()
+    box = _dialog(qtbot, window, "about")
+    assert "OpenVINO" in box.text()
+    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+
+
+def test_every_control_was_used_and_quit_closes(qtbot, env):
+    window = env["window"]
+    tracker = env["tracker"]
+    window.quit_action.trigger()
+    assert not window.isVisible()
+    assert tracker.unclicked() == set(), "buttons never clicked by these tests"
+    assert tracker.untriggered() == set(), "menu actions never triggered by these tests"

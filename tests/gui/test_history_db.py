@@ -1,0 +1,188 @@
+"""The history database: WAL, migrations, never losing a file, export and import."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import pytest
+
+from app.history_db import SCHEMA_VERSION, HistoryDB, HistoryTooNewError, HistoryUnreadableError, open_history
+
+
+def test_new_database_is_wal_and_current(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    assert db.journal_mode == "wal"
+    assert db.schema_version == SCHEMA_VERSION == 2
+    db.close()
+
+
+def test_version_1_database_is_migrated_keeping_its_messages(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    raw = sqlite3.connect(path)
+    raw.executescript(
+        """
+        CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL,
+            system_prompt TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL, updated_at REAL NOT NULL);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL, role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content TEXT NOT NULL, created_at REAL NOT NULL, UNIQUE (conversation_id, position));
+        INSERT INTO conversations VALUES (1, 'Old chat', 'Be brief.', 1.0, 2.0);
+        INSERT INTO messages VALUES (1, 1, 0, 'user', 'Hi', 1.0);
+        INSERT INTO messages VALUES (2, 1, 1, 'assistant', 'Hello!', 1.5);
+        PRAGMA user_version = 1;
+        """
+    )
+    raw.close()
+    db = HistoryDB(path)
+    assert db.schema_version == 2
+    [conversation] = db.conversations()
+    assert (conversation.title, conversation.system_prompt, conversation.message_count) == ("Old chat", "Be brief.", 2)
+    messages = db.messages(1)
+    assert [(m.role, m.content, m.state, m.stats, m.draft_spans) for m in messages] == [
+        ("user", "Hi", "complete", {}, []),
+        ("assistant", "Hello!", "complete", {}, []),
+    ]
+    db.close()
+
+
+def test_newer_schema_is_refused_and_left_untouched(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    HistoryDB(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 99")
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(HistoryTooNewError, match="newer SpecChat"):
+        HistoryDB(path)
+    db, notice = open_history(path)
+    assert "newer SpecChat" in notice and "memory only" in notice
+    assert db.path == ":memory:"
+    assert path.read_bytes() == before
+    db.close()
+
+
+def test_corrupt_database_is_moved_aside_never_overwritten(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    garbage = b"this is not a database " * 100
+    path.write_bytes(garbage)
+    with pytest.raises(HistoryUnreadableError):
+        HistoryDB(path)
+    db, notice = open_history(path)
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("history.sqlite3.unreadable-")]
+    assert len(moved) == 1 and moved[0].read_bytes() == garbage
+    assert str(moved[0]) in notice and "could not be read" in notice
+    assert db.journal_mode == "wal" and db.conversations() == []
+    db.add_message(db.create_conversation("fresh"), "user", "works")
+    db.close()
+
+
+def test_damaged_pages_fail_the_integrity_check_and_are_moved_aside(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    db = HistoryDB(path)
+    conversation = db.create_conversation("x")
+    for i in range(200):
+        db.add_message(conversation, "user", f"message {i} " * 50)
+    db.close()
+    data = bytearray(path.read_bytes())
+    for offset in range(4096 * 2, len(data), 4096):  # scribble over every page but the first two
+        data[offset + 100 : offset + 400] = os.urandom(300)
+    path.write_bytes(bytes(data))
+    db, notice = open_history(path)
+    assert notice is not None and "moved to" in notice
+    assert db.conversations() == []
+    db.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_unreadable_file_is_moved_aside(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    HistoryDB(path).close()
+    path.chmod(0)
+    db, notice = open_history(path)
+    assert notice is not None
+    db.close()
+
+
+def test_conversations_search_rename_delete(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    a = db.create_conversation("Python questions")
+    b = db.create_conversation("Cooking")
+    db.add_message(b, "user", "How long do I boil an EGG?")
+    db.add_message(a, "user", "What is a 100% list comprehension?")
+    assert [c.id for c in db.conversations()] == [a, b]  # most recently updated first
+    assert [c.id for c in db.conversations("egg")] == [b]  # case-insensitive, in message text
+    assert [c.id for c in db.conversations("python")] == [a]  # in titles
+    assert [c.id for c in db.conversations("100%")] == [a]  # LIKE wildcards are literal
+    assert db.conversations("nothing like this") == []
+    db.rename_conversation(a, "  Renamed  ")
+    assert db.conversation(a).title == "Renamed"
+    with pytest.raises(ValueError, match="empty"):
+        db.rename_conversation(a, "   ")
+    db.delete_conversation(b)
+    assert db.conversation(b) is None and db.messages(b) == []
+    db.close()
+
+
+def test_streaming_reply_updates_and_truncation(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("t")
+    db.add_message(c, "user", "one")
+    reply = db.add_message(c, "assistant", "", state="streaming")
+    db.update_message(reply, content="partial", draft_spans=[[0, 3]])
+    other = HistoryDB(tmp_path / "h.sqlite3")  # another connection sees the committed partial reply at once
+    [_, seen] = other.messages(c)
+    assert (seen.content, seen.state, seen.draft_spans) == ("partial", "streaming", [[0, 3]])
+    db.update_message(reply, content="partial reply", state="complete", stats={"mode": "ar", "tokens_per_s": 12.5})
+    db.add_message(c, "user", "two")
+    assert db.delete_messages_from(c, 1) == 2
+    assert [m.content for m in db.messages(c)] == ["one"]
+    with pytest.raises(ValueError, match="state"):
+        db.update_message(reply, state="weird")
+    other.close()
+    db.close()
+
+
+def test_export_markdown_and_json_and_import_back(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("Export me", "You are terse.")
+    db.add_message(c, "user", "Show code")
+    stats = {"mode": "spec", "drafter": "lookup", "k": 4, "ttft_ms": 41.0, "tokens_per_s": 63.2,
+             "acceptance_rate": 0.52, "discarded_tokens": 0, "rolls": 0, "new_tokens": 30}  # fmt: skip
+    db.add_message(c, "assistant", "```python\nprint(1)\n```", stats=stats, draft_spans=[[0, 3]])
+    markdown = db.export_markdown(c)
+    assert markdown.startswith("# Export me\n")
+    assert "> You are terse." in markdown
+    assert "## User\n\nShow code" in markdown and "## Assistant\n\n```python\nprint(1)\n```" in markdown
+    assert "Speculative (prompt lookup, K 4) · TTFT 41 ms · 63.2 tokens/s · acceptance 52%" in markdown
+    data = db.export_json(c)
+    text = json.dumps(data)
+    copy = db.import_json(json.loads(text))
+    assert copy != c
+    original, imported = db.export_json(c), db.export_json(copy)
+    assert imported["title"] == "Export me" and imported["system_prompt"] == "You are terse."
+    assert [(m["role"], m["content"], m["stats"], m["draft_spans"]) for m in imported["messages"]] == [
+        (m["role"], m["content"], m["stats"], m["draft_spans"]) for m in original["messages"]
+    ]
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        ([], "not a SpecChat conversation export"),
+        ({"format": "other"}, "not a SpecChat conversation export"),
+        ({"format": "specchat-conversation", "version": 7, "messages": []}, "unsupported export version 7"),
+        ({"format": "specchat-conversation", "version": 1}, '"messages" list'),
+        ({"format": "specchat-conversation", "version": 1, "messages": [{"role": "robot", "content": "x"}]}, "message 1"),
+        ({"format": "specchat-conversation", "version": 1, "messages": [], "system_prompt": 5}, "system_prompt"),
+    ],
+)
+def test_import_refuses_bad_data_with_a_reason(tmp_path, data, message):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    with pytest.raises(ValueError, match=message):
+        db.import_json(data)
+    assert db.conversations() == []
+    db.close()

@@ -1,0 +1,165 @@
+"""The Models dialog (offscreen): import, download with progress and cancel, remove with confirmation,
+pair check, catalogue; long work never blocks the event loop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QMessageBox
+
+from app.models_dialog import ModelsDialog, classify_source
+from hub_server import HubServer
+from inference import model_store
+
+
+@pytest.fixture(scope="module")
+def tiny_sources(tiny_ir):
+    return tiny_ir
+
+
+@pytest.fixture
+def dialog(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("SPECCHAT_DISK_QUOTA_BYTES", raising=False)
+    widget = ModelsDialog()
+    qtbot.addWidget(widget)
+    widget.show()
+    yield widget
+    if widget.job is not None:
+        widget.cancel_job()
+        qtbot.waitUntil(lambda: widget.job is None, timeout=30_000)
+
+
+class _Heartbeat:
+    """Counts event-loop turns with a 20 ms timer; ``max_gap`` is the longest time the loop was blocked."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.max_gap = 0.0
+        self.timer = QTimer()
+        self.timer.timeout.connect(self._tick)
+        self.timer.start(20)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self.max_gap = max(self.max_gap, now - self.last)
+        self.last = now
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+
+def _names(dialog: ModelsDialog) -> list[str]:
+    return [dialog.table.item(row, 0).text() for row in range(dialog.table.rowCount())]
+
+
+def test_classify_source(tiny_sources, tmp_path):
+    assert classify_source(str(tiny_sources["gguf"])) == "gguf"
+    assert classify_source(str(tiny_sources["same"])) == "ir"
+    assert classify_source(str(tmp_path)) == "checkpoint"
+    assert classify_source("OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov") == "repo"
+    assert classify_source("") == classify_source("/no/such/path/x") == ""
+
+
+def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
+    assert _names(dialog) == [] and dialog.tabs.count() == 3
+    # Import two IR folders, off the GUI thread.
+    heartbeat = _Heartbeat()
+    for source, name in ((tiny_sources["same"], "tiny-same"), (tiny_sources["other"], "tiny-other")):
+        dialog.source_edit.setText(str(source))
+        dialog.name_edit.setText(name)
+        assert dialog.add_button.text() == "Import" and dialog.add_button.isEnabled()
+        with qtbot.waitSignal(dialog.models_changed, timeout=60_000):
+            dialog.add_button.click()
+            assert dialog.busy() and not dialog.add_button.isEnabled()
+    heartbeat.stop()
+    assert heartbeat.max_gap < 0.5, f"the event loop was blocked for {heartbeat.max_gap:.2f} s"
+    assert sorted(_names(dialog)) == ["tiny-other", "tiny-same"]
+    assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
+
+    # Pair check: another tokenizer is refused with the reason.
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findText("tiny-same"))
+    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findText("tiny-other"))
+    dialog.pair_button.click()
+    qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
+    assert dialog.pair_result.text().startswith("✘ Refused") and "tokenizers differ" in dialog.pair_result.text()
+
+    # Remove with confirmation: Cancel keeps it, Yes removes it.
+    row = _names(dialog).index("tiny-other")
+    dialog.table.selectRow(row)
+    dialog.remove_button.click()
+    box = dialog.findChild(QMessageBox, "confirm-remove")
+    assert box is not None and box.isVisible()
+    box.button(QMessageBox.Cancel).click()
+    qtbot.wait(50)
+    assert "tiny-other" in _names(dialog)
+    dialog.table.selectRow(_names(dialog).index("tiny-other"))
+    dialog.remove_button.click()
+    qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is not None, timeout=5_000)
+    with qtbot.waitSignal(dialog.models_changed, timeout=30_000):
+        dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Yes).click()
+    assert _names(dialog) == ["tiny-same"]
+    assert not (model_store.models_dir() / "tiny-other").exists()
+
+
+def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_sources):
+    with HubServer({"test-org/tiny-ov": tiny_sources["same"]}) as hub:
+        hub.throttle_s = 0.02
+        fractions: list[float] = []
+
+        original = dialog._download_work
+
+        def via_local_hub(repo_id, bits, name, replace):
+            from inference.hub_download import install_from_hub
+
+            return lambda report, cancel: install_from_hub(repo_id, bits=bits, name=name, replace=replace, endpoint=hub.url, progress=report, cancel=cancel)
+
+        dialog._download_work = via_local_hub
+        dialog.source_edit.setText("test-org/tiny-ov")
+        assert dialog.add_button.text() == "Download"
+        heartbeat = _Heartbeat()
+        dialog.add_button.click()
+        qtbot.waitUntil(lambda: dialog.progress_bar.maximum() == 1000 and dialog.progress_bar.value() > 0, timeout=30_000)
+        fractions.append(dialog.progress_bar.value())
+        assert dialog.cancel_button.isEnabled()
+        dialog.cancel_button.click()
+        qtbot.waitUntil(lambda: not dialog.busy(), timeout=30_000)
+        heartbeat.stop()
+        assert "cancelled" in dialog.status.text()
+        assert heartbeat.max_gap < 0.5
+        assert _names(dialog) == []
+        root = model_store.models_dir()
+        assert not root.exists() or not [p for p in root.iterdir() if p.name.startswith(".partial-")]
+
+        # The same download, not cancelled, installs the model.
+        hub.throttle_s = 0.0
+        with qtbot.waitSignal(dialog.models_changed, timeout=60_000):
+            dialog.add_button.click()
+        assert _names(dialog) == ["tiny-ov"]
+        dialog._download_work = original
+
+
+def test_catalogue_lists_pairs_with_repository_ids(dialog):
+    table = dialog.catalogue_table
+    assert table.rowCount() >= 4
+    targets = [table.item(row, 1).text() for row in range(table.rowCount())]
+    drafts = [table.item(row, 2).text() for row in range(table.rowCount())]
+    assert "Qwen/Qwen2.5-1.5B-Instruct" in targets and "Qwen/Qwen2.5-0.5B-Instruct" in drafts
+    assert "meta-llama/Llama-3.2-1B-Instruct" in drafts
+    assert any("FastDraft" in d for d in drafts)
+    assert all(table.item(row, 4).text() for row in range(table.rowCount()))
+    table.selectRow(0)
+    assert "vocabulary" in dialog.catalogue_note.text()
+
+
+def test_failure_is_shown_not_raised(qtbot, dialog, tmp_path):
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("not a gguf")
+    dialog.source_edit.setText(str(fake))
+    dialog.add_button.click()
+    qtbot.waitUntil(lambda: not dialog.busy(), timeout=30_000)
+    assert "failed" in dialog.status.text() and "not a GGUF file" in dialog.status.text()
+    assert Path(fake).exists() and _names(dialog) == []

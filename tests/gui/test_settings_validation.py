@@ -1,0 +1,189 @@
+"""Settings validation: each invalid value is flagged next to its field with its range; nothing invalid is emitted;
+settings persist."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from app.settings_pane import SettingsPane
+from app.settings_store import AppSettings, SettingsStore
+
+
+@pytest.mark.parametrize(
+    "changes,field,fragments",
+    [
+        ({"k": 0}, "k", ["K", "[1, 16]"]),
+        ({"k": 17}, "k", ["K", "[1, 16]"]),
+        ({"n_ctx": 8}, "n_ctx", ["n_ctx", "[16, 8192]"]),
+        ({"n_ctx": 9000}, "n_ctx", ["n_ctx", "[16, 8192]"]),
+        ({"n_ctx": 512, "n_keep": 512}, "n_keep", ["n_keep", "[0, 511]"]),
+        ({"n_ctx": 512, "n_keep": 4, "n_discard": 508}, "n_discard", ["n_discard", "[1, 507]", "n_keep + n_discard < n_ctx"]),
+        ({"n_ctx": 512, "n_discard": 0}, "n_discard", ["n_discard"]),
+        ({"temperature": 101.0}, "temperature", ["temperature", "[0, 100]"]),
+        ({"top_p": 0.0}, "top_p", ["top_p", "(0, 1]"]),
+        ({"top_p": 1.5}, "top_p", ["top_p", "(0, 1]"]),
+        ({"max_new_tokens": 0}, "max_new_tokens", ["max_new_tokens", ">= 1"]),
+        ({"seed": -1}, "seed", ["seed", "[0, 2^63)"]),
+        ({"decoding": "spec_model", "draft_model": ""}, "draft_model", ["draft model", "prompt lookup"]),
+        ({"decoding": "spec_model", "draft_model": "/no/such/folder"}, "draft_model", ["does not exist"]),
+        ({"target_device": "NPU.7"}, "target_device", ["device must be one of CPU, AUTO"]),
+        ({"bits": 3}, "bits", ["4, 8, 16"]),
+    ],
+)
+def test_field_errors_name_the_setting_and_its_range(changes, field, fragments):
+    errors = replace(AppSettings(), **changes).field_errors(max_position_embeddings=8192, devices=["CPU", "AUTO"])
+    assert field in errors, errors
+    for fragment in fragments:
+        assert fragment in errors[field]
+
+
+def test_defaults_and_several_errors_at_once():
+    assert AppSettings().field_errors(8192, ["CPU"]) == {}
+    errors = replace(AppSettings(), k=0, top_p=0.0, n_ctx=4).field_errors(8192)
+    assert set(errors) == {"k", "top_p", "n_ctx"}
+    assert replace(AppSettings(), n_keep="auto", n_ctx=64).field_errors() == {}
+
+
+def test_generation_settings_carry_every_field():
+    settings = replace(AppSettings(), decoding="spec_lookup", k=6, adaptive_k=True, n_ctx=1024, n_keep="auto",
+                       n_discard=100, temperature=0.7, top_p=0.9, top_k=40, seed=7, max_new_tokens=99)  # fmt: skip
+    generation = settings.generation_settings()
+    assert (generation.mode, settings.drafter) == ("spec", "lookup")
+    assert (generation.speculative.k, generation.speculative.adaptive) == (6, True)
+    assert (generation.context.n_ctx, generation.context.n_keep, generation.context.n_discard) == (1024, "auto", 100)
+    sampling = generation.sampling
+    assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.seed, sampling.max_new_tokens) == (0.7, 0.9, 40, 7, 99)
+    assert settings.generation_settings(mode="ar", seed=3).mode == "ar"
+    assert settings.generation_settings(mode="ar", seed=3).sampling.seed == 3
+    generation.validate(8192)
+
+
+def test_model_key_changes_only_for_reload_fields():
+    base = AppSettings()
+    assert replace(base, temperature=1.0, k=8, n_ctx=512).model_key() == base.model_key()
+    assert replace(base, target_device="AUTO").model_key() != base.model_key()
+    assert replace(base, bits=8).model_key() != base.model_key()
+    assert replace(base, decoding="spec_lookup").model_key() == base.model_key()  # no draft model needed
+    assert replace(base, decoding="spec_model", draft_model="/x").model_key() != base.model_key()
+
+
+def test_store_round_trip_and_atomic_file(tmp_path):
+    store = SettingsStore(tmp_path / "cfg" / "settings.json")
+    assert store.load() == AppSettings()
+    settings = replace(AppSettings(), bits=8, decoding="spec_lookup", k=7, n_keep="auto", seed=42, temperature=0.5)
+    store.save(settings)
+    data = json.loads(store.path.read_text())
+    assert data["version"] == 1 and data["settings"]["k"] == 7 and data["settings"]["n_keep"] == "auto"
+    assert SettingsStore(store.path).load() == settings
+    assert [p.name for p in store.path.parent.iterdir()] == ["settings.json"]  # no temporary file left
+
+
+def test_store_survives_a_bad_file(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{not json")
+    store = SettingsStore(path)
+    assert store.load() == AppSettings()
+    assert "unreadable" in store.warnings[0]
+    path.write_text(json.dumps({"version": 1, "settings": {"k": "seven", "top_p": True, "n_keep": "sometimes", "seed": None, "n_ctx": 2048}}))
+    loaded = store.load()
+    assert loaded == replace(AppSettings(), n_ctx=2048)
+    assert len(store.warnings) == 3 and any("k has an invalid value 'seven'" in w for w in store.warnings)
+
+
+@pytest.fixture
+def pane(qtbot):
+    from app.gui import create_application
+
+    create_application()
+    pane = SettingsPane(AppSettings(), ["CPU", "AUTO"])
+    pane.set_max_position_embeddings(8192)
+    qtbot.addWidget(pane)
+    pane.show()
+    emitted = []
+    summaries = []
+    pane.settings_changed.connect(emitted.append)
+    pane.validity_changed.connect(summaries.append)
+    return pane, emitted, summaries
+
+
+def _shown_error(pane, field):
+    label = pane.error_labels[field]
+    return label.text() if label.isVisibleTo(pane) else ""
+
+
+def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
+    pane, emitted, summaries = pane
+    pane.k.setValue(17)
+    assert "K (draft tokens per step) must be in [1, 16], got 17" == _shown_error(pane, "k")
+    assert pane.fields["k"].property("invalid") is True
+    assert emitted == [] and summaries[-1].startswith("Fix the settings first: K")
+    pane.k.setValue(6)
+    assert _shown_error(pane, "k") == "" and pane.fields["k"].property("invalid") is False
+    assert emitted[-1].k == 6 and summaries[-1] == ""
+
+    pane.n_ctx.setValue(512)
+    pane.n_keep.setValue(600)
+    assert "n_keep must be 'auto' or in [0, 511]" in _shown_error(pane, "n_keep")
+    pane.n_keep.setValue(4)
+    pane.n_discard.setValue(600)
+    assert "n_discard must be -1 or in [1, 507] (n_keep + n_discard < n_ctx), got 600" == _shown_error(pane, "n_discard")
+    pane.n_discard.setValue(-1)
+    assert pane.n_discard.text() == "auto (half)"
+    pane.n_keep.setValue(-1)
+    assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].n_keep == "auto"
+
+    pane.n_ctx.setValue(10000)
+    assert "n_ctx must be in [16, 8192], got 10000" == _shown_error(pane, "n_ctx")
+    pane.n_ctx.setValue(2048)
+
+    pane.top_p.setValue(0.0)
+    assert "top_p must be in (0, 1], got 0.0" == _shown_error(pane, "top_p")
+    pane.top_p.setValue(0.9)
+    pane.temperature.setValue(150)
+    assert "temperature must be in [0, 100]" in _shown_error(pane, "temperature")
+    pane.temperature.setValue(0.7)
+    pane.max_new_tokens.setValue(0)
+    assert "max_new_tokens must be >= 1" in _shown_error(pane, "max_new_tokens")
+    pane.max_new_tokens.setValue(64)
+    pane.seed.setText("abc")
+    assert "seed must be a whole number in [0, 2^63)" in _shown_error(pane, "seed")
+    pane.seed.setText("123")
+    pane.top_k.setValue(50)
+    pane.adaptive_k.setChecked(True)
+
+    assert pane.errors() == {}
+    final = emitted[-1]
+    assert (final.k, final.n_ctx, final.n_keep, final.n_discard, final.top_p, final.temperature, final.max_new_tokens,
+            final.seed, final.top_k, final.adaptive_k) == (6, 2048, "auto", -1, 0.9, 0.7, 64, 123, 50, True)  # fmt: skip
+    assert all(not errors for errors in [s.field_errors(8192) for s in emitted])
+
+
+def test_pane_draft_model_rules(pane, tmp_path):
+    pane, emitted, summaries = pane
+    assert not pane.draft_model.isEnabled() and not pane.browse_button.isEnabled()
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
+    assert pane.draft_model.isEnabled() and pane.draft_device.isEnabled() and pane.browse_button.isEnabled()
+    assert "needs a draft model" in _shown_error(pane, "draft_model")
+    pane.set_models([{"name": "Tiny", "bits": 8, "path": str(tmp_path)}])
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tmp_path)))
+    assert _shown_error(pane, "draft_model") == ""
+    assert emitted[-1].decoding == "spec_model" and emitted[-1].draft_model == str(tmp_path)
+    pane.flag("draft_model", "the draft model X has another tokenizer than the target Y")
+    assert "another tokenizer" in _shown_error(pane, "draft_model") and pane.errors()
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))  # any edit clears what the engine refused
+    assert _shown_error(pane, "draft_model") == "" and emitted[-1].decoding == "spec_lookup"
+
+
+def test_pane_shows_stored_invalid_settings_flagged(qtbot):
+    from app.gui import create_application
+
+    create_application()
+    pane = SettingsPane(replace(AppSettings(), k=40, target_device="GPU.9"), ["CPU"])
+    qtbot.addWidget(pane)
+    assert set(pane.errors()) == {"k", "target_device"}
+    assert pane.k.value() == 40 and pane.target_device.currentText() == "GPU.9"
+    pane.reset_button.click()
+    assert pane.errors() == {} and pane.current() == AppSettings()

@@ -1,0 +1,156 @@
+"""Downloads from a Hugging Face style hub served on 127.0.0.1 (tests/hub_server.py): full, interrupted and
+resumed, cancelled, corrupted, and refused for lack of disk space."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from hub_server import HubServer
+from inference import convert, hub_download, model_store
+from inference.hub_download import inspect_repo, install_from_hub
+from inference.model_inspect import ModelImportError, describe_folder
+from inference.model_manager import OperationCancelled, ProgressEvent
+
+REPO = "test-org/tiny-ov"
+BIN = "openvino_model.bin"
+
+
+@pytest.fixture(scope="module")
+def ov_repo(tmp_path_factory, tiny_ir) -> Path:
+    """A pre-converted OpenVINO repository (openvino-genai layout) of a tiny random model, with a README."""
+    folder = tmp_path_factory.mktemp("hub") / "repo"
+    shutil.copytree(tiny_ir["same"], folder)
+    (folder / "README.md").write_text("# tiny\n")
+    return folder
+
+
+@pytest.fixture
+def hub(ov_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("SPECCHAT_DISK_QUOTA_BYTES", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    with HubServer({REPO: ov_repo}) as server:
+        yield server
+
+
+def _store_is_clean() -> bool:
+    root = model_store.models_dir()
+    return not root.is_dir() or not [p for p in root.iterdir() if p.name.startswith(".partial-")]
+
+
+def _resolves(hub: HubServer, name: str | None = None) -> list[tuple[str, str, str | None]]:
+    return [r for r in hub.requests if "/resolve/" in r[1] and (name is None or r[1].endswith("/" + name))]
+
+
+def test_inspect_repo_lists_files_with_hashes(hub, ov_repo):
+    repo = inspect_repo(REPO, endpoint=hub.url)
+    assert repo.kind == "openvino" and repo.revision == hub.commit
+    files = {f.path: f for f in repo.files}
+    assert files[BIN].size == (ov_repo / BIN).stat().st_size and files[BIN].sha256
+    assert files["config.json"].blob_id and files["config.json"].sha256 is None
+    assert [f.path for f in hub_download.select_files(repo)].count("README.md") == 0
+
+
+def test_full_download(hub, ov_repo):
+    events: list[ProgressEvent] = []
+    folder = install_from_hub(REPO, endpoint=hub.url, progress=events.append)
+    assert folder == model_store.models_dir() / "tiny-ov"
+    manifest = model_store.read_manifest(folder)
+    assert manifest["kind"] == "hub-download"
+    assert manifest["source"] == f"hf:{REPO}@{hub.commit}"
+    assert manifest["revision"] == hub.commit
+    assert manifest["tokenizer_fingerprint"] == describe_folder(ov_repo)["tokenizer_fingerprint"]
+    for name in ("openvino_model.xml", BIN, "openvino_tokenizer.xml", "openvino_detokenizer.bin", "config.json"):
+        assert (folder / name).read_bytes() == (ov_repo / name).read_bytes()
+    assert not (folder / "README.md").exists()
+    fractions = [e.fraction for e in events if e.stage == "download" and e.fraction is not None]
+    assert fractions[-1] == 1.0 and fractions == sorted(fractions)
+    assert not (model_store.data_dir() / "downloads" / "hub").exists() or not any((model_store.data_dir() / "downloads" / "hub").iterdir())
+    assert _store_is_clean()
+    from inference.model import load_model
+
+    assert load_model(folder).vocab_size == 49152
+
+
+def test_interrupted_download_resumes(hub, ov_repo):
+    size = (ov_repo / BIN).stat().st_size
+    cut = size // 3
+    hub.cut[BIN] = cut
+    with pytest.raises(ModelImportError, match="interrupted.*run the same download again to resume"):
+        install_from_hub(REPO, endpoint=hub.url)
+    assert not (model_store.models_dir() / "tiny-ov").exists() and _store_is_clean()
+    parts = list((model_store.data_dir() / "downloads" / "hub").rglob(f"{BIN}.part"))
+    assert len(parts) == 1 and parts[0].stat().st_size == cut
+    first_round = len(_resolves(hub, BIN))
+
+    events: list[ProgressEvent] = []
+    folder = install_from_hub(REPO, endpoint=hub.url, progress=events.append)
+    resumed = _resolves(hub, BIN)[first_round:]
+    assert [r[2] for r in resumed if r[0] == "GET"] == [f"bytes={cut}-"]
+    assert hub.bytes_sent[BIN] == size, "only the missing bytes were fetched again"
+    assert any("Resuming" in e.message for e in events)
+    assert (folder / BIN).read_bytes() == (ov_repo / BIN).read_bytes()
+    assert not parts[0].exists()
+
+
+def test_cancelled_download_leaves_nothing(hub):
+    hub.throttle_s = 0.01
+    cancel = threading.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.stage == "download" and event.message.startswith(f"Downloading {BIN}") and event.done:
+            cancel.set()
+
+    with pytest.raises(OperationCancelled):
+        install_from_hub(REPO, endpoint=hub.url, progress=on_progress, cancel=cancel)
+    assert model_store.list_models() == []
+    assert not (model_store.models_dir() / "tiny-ov").exists() and _store_is_clean()
+    hub_dir = model_store.data_dir() / "downloads" / "hub"
+    assert not hub_dir.exists() or not any(hub_dir.iterdir()), "the partial download is deleted"
+
+
+def test_corrupted_file_is_refused(hub):
+    hub.corrupt.add(BIN)
+    with pytest.raises(ModelImportError, match=f"{BIN} from {REPO} is corrupted.*SHA-256"):
+        install_from_hub(REPO, endpoint=hub.url)
+    assert model_store.list_models() == [] and _store_is_clean()
+    assert not list((model_store.data_dir() / "downloads" / "hub").rglob(BIN)), "the corrupted file is deleted"
+    # A small (non-LFS) file is checked against its git blob id (start afresh: the verified files are kept).
+    shutil.rmtree(model_store.data_dir() / "downloads" / "hub")
+    hub.corrupt = {"config.json"}
+    with pytest.raises(ModelImportError, match="config.json from .* is corrupted.*git blob id"):
+        install_from_hub(REPO, endpoint=hub.url)
+    assert model_store.list_models() == []
+
+
+def test_full_disk_is_refused_before_starting(hub, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DISK_QUOTA_BYTES", str(1_000_000))
+    with pytest.raises(ModelImportError, match="not enough disk space.*SPECCHAT_DATA_DIR"):
+        install_from_hub(REPO, endpoint=hub.url)
+    assert _resolves(hub) == [], "no file was requested"
+    assert model_store.list_models() == [] and _store_is_clean()
+
+
+def test_unknown_repository_and_unreachable_hub(hub):
+    with pytest.raises(ModelImportError, match="no repository test-org/missing"):
+        install_from_hub("test-org/missing", endpoint=hub.url)
+    with pytest.raises(ModelImportError, match="not a Hugging Face repository id"):
+        install_from_hub("no-slash", endpoint=hub.url)
+    with pytest.raises(ModelImportError, match="cannot reach the model hub"):
+        install_from_hub(REPO, endpoint="http://127.0.0.1:9")
+
+
+def test_checkpoint_without_the_conversion_extra_is_refused_before_downloading(tmp_path, monkeypatch, hub):
+    from tiny_checkpoints import write_tiny_checkpoint
+
+    checkpoint = write_tiny_checkpoint(tmp_path / "ckpt")
+    with HubServer({"test-org/tiny-llama": checkpoint}) as plain:
+        monkeypatch.setattr(convert, "missing_extra_modules", lambda: ["torch", "optimum-intel"])
+        with pytest.raises(convert.ConversionExtraMissing, match=r"pip install 'specchat\[convert\]'"):
+            install_from_hub("test-org/tiny-llama", endpoint=plain.url, bits=4)
+        assert _resolves(plain) == []
+    assert model_store.list_models() == []

@@ -1,0 +1,189 @@
+"""Importing local models (GGUF, IR folders), pairing checks, removal, and the refusals (offline)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inference import model_store
+from inference.model_import import SUPPORTED_GGUF_TYPES, import_gguf, import_ir_folder, import_model, inspect_gguf
+from inference.model_inspect import ModelImportError, PairMismatchError, check_pair, describe_folder
+from inference.model_manager import OperationCancelled, ProgressEvent, find_model, remove_model
+
+
+@pytest.fixture(scope="module")
+def sources(tiny_ir):
+    """The default GGUF and two tiny IR folders (default tokenizer / two token strings swapped)."""
+    return tiny_ir
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> Path:
+    """An empty data folder for one test."""
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def _no_partials() -> bool:
+    root = model_store.models_dir()
+    return not root.is_dir() or not [p for p in root.iterdir() if p.name.startswith(".partial-")]
+
+
+def test_import_default_gguf_pairs_with_the_default_model(sources, store, int4_dir):
+    events: list[ProgressEvent] = []
+    folder = import_model(sources["gguf"], progress=events.append)
+    assert folder == model_store.models_dir() / "SmolLM2-135M-Instruct.Q4_1"
+    manifest = model_store.read_manifest(folder)
+    assert manifest["kind"] == "gguf-import"
+    assert manifest["source"] == f"gguf:{sources['gguf'].resolve()}"
+    assert manifest["bits"] == 4
+    assert manifest["vocab_size"] == 49152
+    assert manifest["rope_supported"] is True
+    assert manifest["special_tokens"] == {"bos": 1, "eos": 2, "pad": 2}
+    assert manifest["size_bytes"] == sum(p.stat().st_size for p in folder.iterdir() if p.name != model_store.MANIFEST_NAME)
+    assert manifest["created"].endswith("+00:00")
+    assert not list(folder.glob("*.gguf")), "the GGUF copy is dropped once converted"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["rope_theta"] == 100000.0 and config["model_type"] == "llama"
+    # Same tokenizer as the default model built by model_store: same fingerprint, and they pair.
+    assert manifest["tokenizer_fingerprint"] == describe_folder(int4_dir)["tokenizer_fingerprint"]
+    check_pair(int4_dir, folder)
+    assert [m["name"] for m in model_store.list_models()] == ["SmolLM2-135M-Instruct.Q4_1"]
+    assert any(e.stage == "convert" for e in events) and events[-1].stage == "done"
+    assert _no_partials()
+
+
+def test_import_ir_folder_then_remove(sources, store, int4_dir):
+    folder = import_ir_folder(sources["same"], "tiny-draft")
+    manifest = model_store.read_manifest(folder)
+    assert manifest["kind"] == "ir-import" and manifest["layout"] == "openvino-genai"
+    assert manifest["bits"] == 16
+    assert manifest["rope_supported"] is True
+    check_pair(int4_dir, folder)  # a draft with the default tokenizer is accepted
+    assert find_model("tiny-draft") == folder
+    # The name is taken now.
+    with pytest.raises(ModelImportError, match="already installed"):
+        import_ir_folder(sources["same"], "tiny-draft")
+    replaced = import_ir_folder(sources["same"], "tiny-draft", replace=True)
+    assert replaced == folder and folder.is_dir()
+    remove_model("tiny-draft")
+    assert not folder.exists()
+    assert model_store.list_models() == []
+    with pytest.raises(ModelImportError, match="no installed model"):
+        remove_model("tiny-draft")
+    with pytest.raises(ModelImportError, match="not in the model store"):
+        remove_model(sources["same"])
+    assert sources["same"].is_dir()
+    assert _no_partials()
+
+
+def test_draft_with_another_tokenizer_is_refused(sources, store, int4_dir):
+    other = import_ir_folder(sources["other"], "tiny-other")
+    with pytest.raises(PairMismatchError, match="tokenizers differ") as caught:
+        check_pair(int4_dir, other)
+    assert "token ids of a probe text" in str(caught.value) or "text of the vocabulary" in str(caught.value)
+    with pytest.raises(PairMismatchError, match="the target itself"):
+        check_pair(int4_dir, int4_dir)
+
+
+def test_folder_with_a_missing_file_is_refused(sources, store, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(sources["same"], broken)
+    (broken / "openvino_model.bin").unlink()
+    with pytest.raises(ModelImportError, match="missing openvino_model.bin"):
+        import_model(broken)
+    no_tokenizer = tmp_path / "no-tokenizer"
+    shutil.copytree(sources["same"], no_tokenizer)
+    (no_tokenizer / "openvino_detokenizer.xml").unlink()
+    with pytest.raises(ModelImportError, match="missing openvino_detokenizer.xml and no Hugging Face tokenizer file"):
+        import_model(no_tokenizer)
+    truncated = tmp_path / "truncated"
+    shutil.copytree(sources["same"], truncated)
+    data = (truncated / "openvino_model.bin").read_bytes()
+    (truncated / "openvino_model.bin").write_bytes(data[: len(data) // 3])
+    with pytest.raises(ModelImportError, match="truncated or corrupt"):
+        import_model(truncated)
+    with pytest.raises(ModelImportError, match="does not exist"):
+        import_model(tmp_path / "nowhere")
+    assert model_store.list_models() == [] and _no_partials()
+
+
+def test_gguf_that_is_not_a_gguf_is_refused(store, tmp_path):
+    fake = tmp_path / "model.gguf"
+    fake.write_text("this is not a model\n" * 100)
+    with pytest.raises(ModelImportError, match="not a GGUF file"):
+        import_model(fake)
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + b"\x05\x00")
+    with pytest.raises(ModelImportError, match="truncated or corrupt"):
+        import_model(truncated)
+    assert model_store.list_models() == [] and _no_partials()
+
+
+def _gguf_with_type(path: Path, type_name: str) -> Path:
+    """A tiny llama GGUF whose attention matrix is of ``type_name`` (raw random bytes)."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
+
+    qtype = GGMLQuantizationType[type_name]
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_context_length(256)
+    writer.add_embedding_length(256)
+    writer.add_feed_forward_length(256)
+    writer.add_head_count(4)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(8)
+    block, size = GGML_QUANT_SIZES[qtype]
+    raw = np.random.default_rng(0).integers(0, 255, (256, 256 // block * size), dtype=np.uint8)
+    writer.add_tensor("blk.0.attn_q.weight", raw, raw_dtype=qtype)
+    writer.add_tensor("blk.0.attn_norm.weight", np.ones(256, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("type_name", ["Q5_0", "Q2_K", "BF16"])
+def test_gguf_with_an_unreadable_quantization_names_the_types_that_work(store, tmp_path, type_name):
+    path = _gguf_with_type(tmp_path / f"{type_name}.gguf", type_name)
+    with pytest.raises(ModelImportError) as caught:
+        import_gguf(path)
+    message = str(caught.value)
+    assert type_name in message and "openvino-genai cannot read" in message
+    for good in SUPPORTED_GGUF_TYPES:
+        assert good in message
+    assert model_store.list_models() == [] and _no_partials()
+
+
+def test_inspect_gguf_of_the_default_model(sources):
+    info = inspect_gguf(sources["gguf"])
+    assert info["architecture"] == "llama"
+    assert info["bits"] == 4
+    assert set(info["tensor_types"]) <= {"F32", "Q4_1", "Q8_0"}
+    assert info["config"]["hidden_size"] == 576
+
+
+def test_cancelled_import_leaves_nothing(sources, store):
+    import threading
+
+    cancel = threading.Event()
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.stage == "copy":
+            cancel.set()
+
+    with pytest.raises(OperationCancelled):
+        import_ir_folder(sources["same"], "cancelled", progress=on_progress, cancel=cancel)
+    assert model_store.list_models() == [] and _no_partials()
+    assert not (model_store.models_dir() / "cancelled").exists()
+
+
+def test_bad_names_are_refused(sources, store):
+    for bad in ("", "../escape", ".hidden", "a/b", "x" * 101):
+        with pytest.raises(ValueError, match="invalid model name"):
+            import_ir_folder(sources["same"], bad)

@@ -1,0 +1,90 @@
+"""``specchat models list|import|download|convert|remove|pair|catalogue`` (in-process, offline)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+from hub_server import HubServer
+from inference import convert, model_store
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_ir):
+    return tiny_ir
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_import_list_pair_remove(tiny, store, capsys):
+    assert main(["models", "import", str(tiny["same"]), "--name", "a"]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == str(model_store.models_dir() / "a")
+    assert "a: 16-bit" in out.err and "RoPE supported" in out.err
+    assert main(["models", "import", str(tiny["other"]), "--name", "b"]) == 0
+    capsys.readouterr()
+
+    assert main(["models", "list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH"]
+    assert [line.split()[0] for line in table[1:]] == ["a", "b"]
+    assert main(["models", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {m["name"] for m in listed} == {"a", "b"} and all("tokenizer_fingerprint" in m for m in listed)
+
+    assert main(["models", "pair", "a", "b"]) == 2
+    assert "tokenizers differ" in capsys.readouterr().err
+    assert main(["models", "import", str(tiny["same"]), "--name", "c"]) == 0
+    capsys.readouterr()
+    assert main(["models", "pair", "a", "c"]) == 0
+    assert capsys.readouterr().out.startswith("ok: same tokenizer")
+
+    assert main(["models", "import", str(tiny["same"]), "--name", "a"]) == 2
+    assert "already installed" in capsys.readouterr().err
+    assert main(["models", "remove", "b", "--yes"]) == 0
+    assert main(["models", "remove", "b", "--yes"]) == 2
+    assert "no installed model" in capsys.readouterr().err
+    assert [m["name"] for m in model_store.list_models()] == ["a", "c"]
+
+
+def test_download_from_a_local_hub(tiny, store, capsys):
+    with HubServer({"test-org/tiny": tiny["same"]}) as hub:
+        assert main(["models", "download", "test-org/tiny", "--endpoint", hub.url]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == str(model_store.models_dir() / "tiny")
+    assert "Downloaded and verified" in out.err
+    assert model_store.read_manifest(model_store.models_dir() / "tiny")["source"].startswith("hf:test-org/tiny@")
+
+
+def test_convert_without_the_extra_says_how_to_install(store, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(convert, "missing_extra_modules", lambda: ["torch"])
+    assert main(["models", "convert", str(tmp_path), "--bits", "8"]) == 2
+    assert "pip install 'specchat[convert]'" in capsys.readouterr().err
+
+
+def test_bad_inputs_exit_2(store, tmp_path, capsys):
+    fake = tmp_path / "x.gguf"
+    fake.write_text("nope")
+    assert main(["models", "import", str(fake)]) == 2
+    assert "not a GGUF file" in capsys.readouterr().err
+    assert main(["models", "download", "not-a-repo-id"]) == 2
+    assert "not a Hugging Face repository id" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["models", "convert", str(tmp_path), "--bits", "3"])
+
+
+def test_catalogue(capsys):
+    assert main(["models", "catalogue", "--json"]) == 0
+    pairs = json.loads(capsys.readouterr().out)
+    assert len(pairs) >= 4
+    for pair in pairs:
+        assert "/" in pair["target"]["repo_id"] and "/" in pair["draft"]["repo_id"]
+        assert pair["target"]["licence"] and pair["target"]["size_mb"] > 0
+    assert main(["models", "catalogue"]) == 0
+    assert "specchat models download" in capsys.readouterr().out
