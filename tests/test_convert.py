@@ -74,9 +74,11 @@ def test_not_a_checkpoint_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory, data_dir):
+def converted(tmp_path_factory, data_dir, int4_dir):
     """A data folder for this module with the tiny checkpoint converted at 4 and 16 bits, and at 8 bits
-    through the hub (a transformers repository served on 127.0.0.1)."""
+    through the hub (a transformers repository served on 127.0.0.1).
+
+    (``int4_dir`` first, so the default model is built in the session's data folder, not in this module's.)"""
     if not convert.conversion_available():
         pytest.skip("needs the conversion extra: pip install 'specchat[convert]'")
     root = tmp_path_factory.mktemp("convert")

@@ -154,3 +154,19 @@ def test_checkpoint_without_the_conversion_extra_is_refused_before_downloading(t
             install_from_hub("test-org/tiny-llama", endpoint=plain.url, bits=4)
         assert _resolves(plain) == []
     assert model_store.list_models() == []
+
+
+def test_gguf_repository_downloads_one_file_and_imports_it(tiny_ir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    repo = tmp_path / "gguf-repo"
+    repo.mkdir()
+    (repo / tiny_ir["gguf"].name).symlink_to(tiny_ir["gguf"])
+    (repo / "README.md").write_text("# SmolLM2 GGUF\n")
+    with HubServer({"test-org/smol-gguf": repo}) as hub:
+        assert inspect_repo("test-org/smol-gguf", endpoint=hub.url).kind == "gguf"
+        folder = install_from_hub("test-org/smol-gguf", endpoint=hub.url)
+    manifest = model_store.read_manifest(folder)
+    assert folder.name == "SmolLM2-135M-Instruct.Q4_1"
+    assert manifest["kind"] == "hub-download" and manifest["source"].startswith("hf:test-org/smol-gguf@")
+    assert manifest["bits"] == 4 and manifest["rope_supported"] is True
+    assert not list(folder.glob("*.gguf"))

@@ -33,6 +33,10 @@ def write_tiny_checkpoint(
     The defaults give 4-bit layers with input channels 192 and 384, which the usual group size 128 does not
     divide (like SmolLM2's 576).
     """
+    import pytest
+
+    pytest.importorskip("safetensors", reason="comes with the conversion extra: pip install 'specchat[convert]'")
+    pytest.importorskip("tokenizers", reason="comes with the conversion extra: pip install 'specchat[convert]'")
     from safetensors.numpy import save_file
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 

@@ -1,0 +1,282 @@
+"""``specchat models ...``: list, import, download, convert, remove, pair, catalogue (no Qt imported here).
+
+Wired into :mod:`app.cli` by :func:`add_models_subcommands` (parsers) and :func:`run_models_command` (dispatch).
+Long operations print progress on stderr; Ctrl+C cancels them cleanly (nothing is left in the store) and
+exits with status 130. Errors print ``error: ...`` and exit with status 2 (see ``app.cli.main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from inference import model_store
+from inference.model_manager import OperationCancelled, ProgressEvent
+
+BITS = (4, 8, 16)
+
+
+def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
+    """Add ``list``, ``import``, ``download``, ``convert``, ``remove``, ``pair`` and ``catalogue`` to the
+    ``models`` sub-parsers (``fetch-default`` stays in app.cli)."""
+    listing = models_commands.add_parser("list", help="installed models with their manifests")
+    listing.add_argument("--json", action="store_true", help="print the manifests as a JSON array")
+
+    imp = models_commands.add_parser("import", help="import an OpenVINO IR folder or a GGUF file")
+    imp.add_argument("path", type=Path, help="IR folder (optimum-intel or openvino-genai layout) or .gguf file")
+    _naming(imp)
+
+    download = models_commands.add_parser(
+        "download", help="download a Hugging Face repository (pre-converted OpenVINO, GGUF, or a checkpoint to convert)"
+    )
+    download.add_argument("repo_id", help="e.g. OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov or HuggingFaceTB/SmolLM2-360M-Instruct")
+    download.add_argument("--bits", type=int, choices=BITS, default=None, help="bit-width when converting a transformers checkpoint (default 4)")
+    download.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
+    download.add_argument("--file", dest="gguf_file", default=None, help="which .gguf file of a GGUF repository")
+    download.add_argument("--endpoint", default=None, help="hub address (default $HF_ENDPOINT or https://huggingface.co)")
+    _naming(download)
+
+    conv = models_commands.add_parser("convert", help="convert a transformers checkpoint (folder or repository id) to OpenVINO IR")
+    conv.add_argument("source", help="local checkpoint folder, or a Hugging Face repository id")
+    conv.add_argument("--bits", type=int, choices=BITS, default=4, help="weight bit-width (default 4)")
+    conv.add_argument("--group-size", type=int, default=None, help="4-bit group size (default: the largest of 128/64/32/16 that fits)")
+    conv.add_argument("--revision", default="main", help="for a repository id")
+    conv.add_argument("--endpoint", default=None, help="for a repository id")
+    _naming(conv)
+
+    remove = models_commands.add_parser("remove", help="delete an installed model")
+    remove.add_argument("name", help="model name (see `specchat models list`)")
+    remove.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    pair = models_commands.add_parser("pair", help="check that a draft model can draft for a target (same tokenizer)")
+    pair.add_argument("target", help="model name or folder")
+    pair.add_argument("draft", help="model name or folder")
+
+    catalogue = models_commands.add_parser("catalogue", help="recommended target/draft pairs")
+    catalogue.add_argument("--json", action="store_true")
+
+
+def _naming(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default=None, help="model name in the store (default: derived from the source)")
+    parser.add_argument("--replace", action="store_true", help="replace an installed model of the same name")
+
+
+def run_models_command(args: argparse.Namespace) -> int | None:
+    """Run the models sub-command in ``args.models_command``; returns the exit status, or None if it is not
+    one of the commands added by :func:`add_models_subcommands`."""
+    handlers = {
+        "list": _list,
+        "import": _import,
+        "download": _download,
+        "convert": _convert,
+        "remove": _remove,
+        "pair": _pair,
+        "catalogue": _catalogue,
+    }
+    handler = handlers.get(args.models_command)
+    if handler is None:
+        return None
+    try:
+        return handler(args)
+    except OperationCancelled as error:
+        print(f"\n{error}", file=sys.stderr)
+        return 130
+
+
+# --- progress and Ctrl+C ---------------------------------------------------------------------------
+
+
+class _Printer:
+    """Prints progress events on stderr: each new message on its own line, byte counts at most twice a second."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.last_message = ""
+        self.last_time = 0.0
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.pending = False
+
+    def __call__(self, event: ProgressEvent) -> None:
+        now = time.monotonic()
+        fraction = event.fraction
+        if event.message != self.last_message:
+            self._end_line()
+            self.last_message = event.message
+            self.last_time = now
+            self.stream.write(event.message + self._suffix(event) + "\n")
+        elif fraction is not None and (now - self.last_time > 0.5 or fraction >= 1.0):
+            self.last_time = now
+            if self.tty:
+                self.stream.write("\r  " + self._suffix(event).strip())
+                self.pending = True
+            else:
+                self.stream.write("  " + self._suffix(event).strip() + "\n")
+        self.stream.flush()
+
+    @staticmethod
+    def _suffix(event: ProgressEvent) -> str:
+        if event.fraction is None:
+            return ""
+        if event.stage in ("download", "copy", "verify") and event.total:
+            return f" {event.fraction:6.1%} ({event.done / 2**20:.1f} / {event.total / 2**20:.1f} MB)"
+        return f" [{event.done}/{event.total}]"
+
+    def _end_line(self) -> None:
+        if self.pending:
+            self.stream.write("\n")
+            self.pending = False
+
+
+@contextmanager
+def _ctrl_c_cancels():
+    """Yield an Event that Ctrl+C sets (so the operation cleans up) instead of killing the process."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+
+    def handler(*_: object) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        print("\nCancelling (Ctrl+C again to force)...", file=sys.stderr)
+        cancel.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield cancel
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    manifests = model_store.list_models()
+    if getattr(args, "json", False):
+        print(json.dumps(manifests, indent=2))
+        return 0
+    if not manifests:
+        print("no models installed; run `specchat models fetch-default`, or `specchat models import|download`", file=sys.stderr)
+        return 0
+    rows = [("NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH")]
+    for m in manifests:
+        rope = m.get("rope_supported")
+        rows.append(
+            (
+                str(m.get("name") or Path(m["path"]).name),
+                f"{m.get('bits', '?')}-bit",
+                f"{m.get('size_bytes', 0) / 2**20:.0f} MiB",
+                "yes" if rope else ("no" if rope is False else "?"),
+                str(m.get("tokenizer_fingerprint", "?"))[:12],
+                str(m.get("path", "")),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
+
+
+def _done(folder: Path) -> int:
+    manifest = model_store.read_manifest(folder)
+    extra = f", group size {manifest['group_size']}" if manifest.get("group_size") else ""
+    print(f"{manifest['name']}: {manifest.get('bits', '?')}-bit{extra}, {manifest['size_bytes'] / 2**20:.0f} MiB, "
+          f"RoPE {'supported' if manifest.get('rope_supported') else 'unsupported'}", file=sys.stderr)  # fmt: skip
+    print(folder)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from inference.model_import import import_model
+
+    with _ctrl_c_cancels() as cancel:
+        folder = import_model(args.path, args.name, replace=args.replace, progress=_Printer(), cancel=cancel)
+    return _done(folder)
+
+
+def _download(args: argparse.Namespace) -> int:
+    from inference.hub_download import install_from_hub
+
+    with _ctrl_c_cancels() as cancel:
+        folder = install_from_hub(
+            args.repo_id, bits=args.bits, name=args.name, revision=args.revision, gguf_file=args.gguf_file,
+            endpoint=args.endpoint, replace=args.replace, progress=_Printer(), cancel=cancel,
+        )  # fmt: skip
+    return _done(folder)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from inference.convert import convert_checkpoint, require_conversion_extra
+
+    require_conversion_extra()
+    source = Path(args.source).expanduser()
+    with _ctrl_c_cancels() as cancel:
+        if source.is_dir():
+            folder = convert_checkpoint(
+                source, args.bits, args.name, group_size=args.group_size, replace=args.replace, progress=_Printer(), cancel=cancel
+            )
+        else:
+            from inference.hub_download import inspect_repo, install_from_hub
+
+            repo = inspect_repo(args.source, args.revision, endpoint=args.endpoint)
+            if repo.kind != "transformers":
+                raise ValueError(
+                    f"{args.source} is a {repo.kind} repository, not a transformers checkpoint; use `specchat models download`"
+                )
+            if args.group_size is not None:
+                raise ValueError("--group-size applies to a local checkpoint folder; for a repository the group size is chosen automatically")
+            folder = install_from_hub(
+                args.source, bits=args.bits, name=args.name, revision=args.revision, endpoint=args.endpoint,
+                replace=args.replace, progress=_Printer(), cancel=cancel,
+            )  # fmt: skip
+    return _done(folder)
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from inference.model_manager import find_model, remove_model
+
+    folder = find_model(args.name)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ValueError(f"refusing to remove {folder} without confirmation; pass --yes")
+        answer = input(f"Remove {folder}? This deletes its files. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("kept", file=sys.stderr)
+            return 1
+    remove_model(folder)
+    print(f"removed {folder}", file=sys.stderr)
+    return 0
+
+
+def _pair(args: argparse.Namespace) -> int:
+    from inference.model_inspect import check_pair
+    from inference.model_manager import find_model
+
+    info = check_pair(find_model(args.target), find_model(args.draft))
+    print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
+    return 0
+
+
+def _catalogue(args: argparse.Namespace) -> int:
+    from inference.catalogue import pairs
+
+    entries = pairs()
+    if args.json:
+        print(json.dumps([p.as_dict() for p in entries], indent=2))
+        return 0
+    for pair in entries:
+        print(pair.title)
+        for role, model in (("target", pair.target), ("draft", pair.draft)):
+            kind = "OpenVINO IR" if model.openvino else "convert at --bits"
+            gated = ", gated" if model.gated else ""
+            print(f"  {role:6} {model.repo_id}  ~{model.size_mb} MB, {model.licence}{gated}, {kind}")
+        print(f"  {pair.note}")
+        print(f"  specchat models download {pair.target.repo_id} && specchat models download {pair.draft.repo_id}")
+    return 0

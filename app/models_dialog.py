@@ -1,0 +1,499 @@
+"""The Models dialog: installed models, adding one (import, download, convert), removing, pairing, catalogue.
+
+``ModelsDialog(parent=None)`` is self-contained; it emits ``models_changed`` after a model was added or removed.
+All long work (copying, converting, downloading, reading tokenizers for a pair check) runs in a Python worker
+thread; the worker reports through Qt signals, which Qt queues to the GUI thread, so the event loop never
+blocks. One operation runs at a time; Cancel stops it and nothing is left in the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inference import model_store
+
+INSTALLED_COLUMNS = ("Name", "Bits", "Size", "RoPE", "Tokenizer", "Source", "Added")
+CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
+
+
+class _Job(QObject):
+    """Runs one function in a worker thread; its signals arrive in the GUI thread (queued connections)."""
+
+    progress = Signal(str, float)  # message, fraction in [0, 1] or -1 when unknown
+    succeeded = Signal(object)
+    failed = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, title: str, work: Callable[[Callable, threading.Event], Any]) -> None:
+        super().__init__()
+        self.title = title
+        self.work = work
+        self.cancel = threading.Event()
+        self._last_emit = 0.0
+        self._last_message = ""
+        self.thread = threading.Thread(target=self._run, name=f"models-dialog: {title}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _report(self, event) -> None:
+        now = time.monotonic()
+        fraction = event.fraction if event.fraction is not None else -1.0
+        if event.message == self._last_message and now - self._last_emit < 0.05 and fraction < 1.0:
+            return  # at most ~20 updates a second for byte counts
+        self._last_emit, self._last_message = now, event.message
+        self.progress.emit(event.message, fraction)
+
+    def _run(self) -> None:
+        from inference.model_manager import OperationCancelled
+
+        try:
+            result = self.work(self._report, self.cancel)
+        except OperationCancelled:
+            self.cancelled.emit()
+        except Exception as error:  # shown to the user; the message says what to do
+            self.failed.emit(f"{error}" if str(error) else type(error).__name__)
+        else:
+            self.succeeded.emit(result)
+
+
+def classify_source(text: str) -> str:
+    """What the "Add" field holds: ``"gguf"``, ``"ir"``, ``"checkpoint"``, ``"repo"`` or ``""`` (nothing usable)."""
+    text = text.strip()
+    if not text:
+        return ""
+    path = Path(text).expanduser()
+    if path.is_file():
+        return "gguf"
+    if path.is_dir():
+        if (path / "openvino_model.xml").is_file():
+            return "ir"
+        return "checkpoint"
+    if text.count("/") == 1 and not text.startswith(("/", ".", "~")):
+        return "repo"
+    return ""
+
+
+class ModelsDialog(QDialog):
+    """Manage the model store (see the module doc).
+
+    Signals:
+        models_changed: a model was added or removed (the main window refreshes its model choices).
+    """
+
+    models_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Models")
+        self.resize(900, 560)
+        self.job: _Job | None = None
+        self._manifests: list[dict] = []
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._installed_tab(), "Installed")
+        self.tabs.addTab(self._add_tab(), "Add a model")
+        self.tabs.addTab(self._catalogue_tab(), "Recommended pairs")
+
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.cancel_job)
+        progress_row = QHBoxLayout()
+        progress_row.addWidget(self.progress_bar, 1)
+        progress_row.addWidget(self.cancel_button)
+        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons.rejected.connect(self.reject)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addLayout(progress_row)
+        layout.addWidget(self.status)
+        layout.addWidget(buttons)
+        self.refresh()
+
+    # --- tabs ----------------------------------------------------------------------------------------
+
+    def _installed_tab(self) -> QWidget:
+        page = QWidget()
+        self.table = QTableWidget(0, len(INSTALLED_COLUMNS))
+        self.table.setHorizontalHeaderLabels(INSTALLED_COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.clicked.connect(self.refresh)
+        self.remove_button = QPushButton("Remove…")
+        self.remove_button.clicked.connect(self.ask_remove)
+        row = QHBoxLayout()
+        row.addWidget(self.refresh_button)
+        row.addStretch(1)
+        row.addWidget(self.remove_button)
+
+        self.target_combo = QComboBox()
+        self.draft_combo = QComboBox()
+        self.pair_button = QPushButton("Check pair")
+        self.pair_button.clicked.connect(self.check_pair)
+        self.pair_result = QLabel("Choose a target and a draft: they must share a tokenizer.")
+        self.pair_result.setWordWrap(True)
+        pair_row = QHBoxLayout()
+        pair_row.addWidget(QLabel("Target"))
+        pair_row.addWidget(self.target_combo, 1)
+        pair_row.addWidget(QLabel("Draft"))
+        pair_row.addWidget(self.draft_combo, 1)
+        pair_row.addWidget(self.pair_button)
+
+        layout = QVBoxLayout(page)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(row)
+        layout.addLayout(pair_row)
+        layout.addWidget(self.pair_result)
+        return page
+
+    def _add_tab(self) -> QWidget:
+        page = QWidget()
+        self.source_edit = QLineEdit()
+        self.source_edit.setPlaceholderText("a .gguf file, an OpenVINO IR folder, a transformers checkpoint folder, or org/repository")
+        self.source_edit.textChanged.connect(self._update_add_button)
+        browse_folder = QPushButton("Folder…")
+        browse_folder.clicked.connect(lambda: self._browse(folder=True))
+        browse_file = QPushButton("GGUF file…")
+        browse_file.clicked.connect(lambda: self._browse(folder=False))
+        source_row = QHBoxLayout()
+        source_row.addWidget(self.source_edit, 1)
+        source_row.addWidget(browse_folder)
+        source_row.addWidget(browse_file)
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("(derived from the source)")
+        self.bits_combo = QComboBox()
+        for bits, label in ((4, "4-bit (INT4, smallest and fastest)"), (8, "8-bit (INT8)"), (16, "16-bit (FP16)")):
+            self.bits_combo.addItem(label, bits)
+        self.replace_box = QComboBox()
+        self.replace_box.addItems(["Refuse if the name is taken", "Replace a model of the same name"])
+        self.add_button = QPushButton("Add")
+        self.add_button.clicked.connect(self.add_model)
+        self.add_hint = QLabel("")
+        self.add_hint.setWordWrap(True)
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(500)
+
+        form = QFormLayout()
+        form.addRow("Source", source_row)
+        form.addRow("Name", self.name_edit)
+        form.addRow("Bit-width when converting", self.bits_combo)
+        form.addRow("If installed", self.replace_box)
+        layout = QVBoxLayout(page)
+        layout.addLayout(form)
+        layout.addWidget(self.add_hint)
+        layout.addWidget(self.add_button, 0, Qt.AlignRight)
+        layout.addWidget(self.log, 1)
+        self._update_add_button()
+        return page
+
+    def _catalogue_tab(self) -> QWidget:
+        from inference.catalogue import pairs
+
+        page = QWidget()
+        self.catalogue = pairs()
+        self.catalogue_table = QTableWidget(len(self.catalogue), len(CATALOGUE_COLUMNS))
+        self.catalogue_table.setHorizontalHeaderLabels(CATALOGUE_COLUMNS)
+        self.catalogue_table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.catalogue_table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.catalogue_table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        for row, pair in enumerate(self.catalogue):
+            licence = pair.target.licence if pair.target.licence == pair.draft.licence else f"{pair.target.licence} / {pair.draft.licence}"
+            cells = (pair.title, pair.target.repo_id, pair.draft.repo_id, f"{pair.target.size_mb} + {pair.draft.size_mb}", licence)
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(pair.note)
+                self.catalogue_table.setItem(row, column, item)
+        self.catalogue_table.resizeColumnsToContents()
+        self.catalogue_note = QLabel("Select a pair to see why it fits. Pre-converted OpenVINO models download as they are; "
+                                     "the others are converted at the bit-width chosen on the 'Add a model' tab (needs the "
+                                     "conversion extra: pip install 'specchat[convert]').")  # fmt: skip
+        self.catalogue_note.setWordWrap(True)
+        self.catalogue_table.itemSelectionChanged.connect(self._show_pair_note)
+        self.download_pair_button = QPushButton("Download this pair")
+        self.download_pair_button.clicked.connect(self.download_pair)
+        layout = QVBoxLayout(page)
+        layout.addWidget(self.catalogue_table, 1)
+        layout.addWidget(self.catalogue_note)
+        layout.addWidget(self.download_pair_button, 0, Qt.AlignRight)
+        return page
+
+    # --- installed models ----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read the manifests of the store (fast: JSON files only)."""
+        self._manifests = model_store.list_models()
+        self.table.setRowCount(len(self._manifests))
+        for row, manifest in enumerate(self._manifests):
+            rope = manifest.get("rope_supported")
+            cells = (
+                str(manifest.get("name") or Path(manifest["path"]).name),
+                f"{manifest.get('bits', '?')}",
+                f"{manifest.get('size_bytes', 0) / 2**20:.0f} MiB",
+                "yes" if rope else ("no" if rope is False else "?"),
+                str(manifest.get("tokenizer_fingerprint", "?"))[:12],
+                str(manifest.get("source", "?")),
+                str(manifest.get("created", "?"))[:19].replace("T", " "),
+            )
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.UserRole, manifest["path"])
+                if column == 3 and rope is False:
+                    item.setToolTip(manifest.get("rope_note", ""))
+                self.table.setItem(row, column, item)
+        for combo in (self.target_combo, self.draft_combo):
+            current = combo.currentData()
+            combo.clear()
+            for manifest in self._manifests:
+                combo.addItem(str(manifest.get("name") or Path(manifest["path"]).name), manifest["path"])
+            index = combo.findData(current)
+            if index >= 0:
+                combo.setCurrentIndex(index)
+        if self.draft_combo.count() > 1 and self.draft_combo.currentIndex() == self.target_combo.currentIndex():
+            self.draft_combo.setCurrentIndex(1)
+        self._update_buttons()
+
+    def selected_path(self) -> str | None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return None
+        return self.table.item(rows[0].row(), 0).data(Qt.UserRole)
+
+    def ask_remove(self) -> None:
+        """Ask for confirmation (a window-modal message box, not a nested event loop), then remove."""
+        path = self.selected_path()
+        if path is None:
+            self._set_status("Select a model to remove.")
+            return
+        box = QMessageBox(QMessageBox.Warning, "Remove model", f"Remove {Path(path).name}?\n\nThis deletes {path} and its files.",
+                          QMessageBox.Yes | QMessageBox.Cancel, self)  # fmt: skip
+        box.setDefaultButton(QMessageBox.Cancel)
+        box.setObjectName("confirm-remove")
+        box.finished.connect(lambda result: self._remove_confirmed(path) if result == QMessageBox.Yes else None)
+        box.finished.connect(box.deleteLater)
+        box.open()
+
+    def _remove_confirmed(self, path: str) -> None:
+        from inference.model_manager import remove_model
+
+        self._start(f"Removing {Path(path).name}", lambda report, cancel: remove_model(path, report), changes_models=True)
+
+    def check_pair(self) -> None:
+        target, draft = self.target_combo.currentData(), self.draft_combo.currentData()
+        if not target or not draft:
+            self.pair_result.setText("Install at least two models to check a pair.")
+            return
+        from inference.model_inspect import check_pair
+
+        self.pair_result.setText("Checking…")
+        self._start("Checking the pair", lambda report, cancel: check_pair(target, draft), on_success=self._pair_ok, on_failure=self._pair_refused)
+
+    def _pair_ok(self, info) -> None:
+        self.pair_result.setText(f"✔ {self.draft_combo.currentText()} can draft for {self.target_combo.currentText()}: same tokenizer "
+                                 f"(vocabulary {info.vocab_size}).")  # fmt: skip
+
+    def _pair_refused(self, message: str) -> None:
+        self.pair_result.setText(f"✘ Refused: {message}")
+
+    # --- adding ------------------------------------------------------------------------------------
+
+    def _browse(self, folder: bool) -> None:
+        dialog = QFileDialog(self, "Choose a model folder" if folder else "Choose a GGUF file")
+        if folder:
+            dialog.setFileMode(QFileDialog.Directory)
+            dialog.setOption(QFileDialog.ShowDirsOnly, True)
+        else:
+            dialog.setFileMode(QFileDialog.ExistingFile)
+            dialog.setNameFilter("GGUF models (*.gguf);;All files (*)")
+        dialog.fileSelected.connect(self.source_edit.setText)
+        dialog.open()
+
+    def _update_add_button(self) -> None:
+        kind = classify_source(self.source_edit.text())
+        hints = {
+            "": "Enter a path or a Hugging Face repository id (organisation/name).",
+            "gguf": "A GGUF file: converted to OpenVINO IR by openvino-genai (F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K weights).",
+            "ir": "An OpenVINO IR folder: validated and copied into the store.",
+            "checkpoint": "A transformers checkpoint folder: converted at the chosen bit-width (needs the conversion extra).",
+            "repo": "A Hugging Face repository: pre-converted OpenVINO and GGUF repositories are downloaded as they are; "
+            "transformers checkpoints are downloaded and converted at the chosen bit-width.",
+        }
+        self.add_hint.setText(hints[kind])
+        self.add_button.setText({"": "Add", "gguf": "Import", "ir": "Import", "checkpoint": "Convert", "repo": "Download"}[kind])
+        self._update_buttons()
+
+    def add_model(self) -> None:
+        """Import, download or convert what the Source field names, in a worker thread."""
+        text = self.source_edit.text().strip()
+        kind = classify_source(text)
+        if not kind:
+            self._set_status("Nothing to add: enter an existing path or an organisation/name repository id.")
+            return
+        name = self.name_edit.text().strip() or None
+        bits = int(self.bits_combo.currentData())
+        replace = self.replace_box.currentIndex() == 1
+        self.log.clear()
+        if kind in ("gguf", "ir"):
+            from inference.model_import import import_model
+
+            def work(report, cancel):
+                return import_model(text, name, replace=replace, progress=report, cancel=cancel)
+
+        elif kind == "checkpoint":
+            from inference.convert import convert_checkpoint
+
+            def work(report, cancel):
+                return convert_checkpoint(text, bits, name, replace=replace, progress=report, cancel=cancel)
+
+        else:
+            work = self._download_work(text, bits, name, replace)
+        self._start(f"Adding {text}", work, changes_models=True)
+
+    @staticmethod
+    def _download_work(repo_id: str, bits: int, name: str | None, replace: bool):
+        from inference.hub_download import install_from_hub
+
+        def work(report, cancel):
+            return install_from_hub(repo_id, bits=bits, name=name, replace=replace, progress=report, cancel=cancel)
+
+        return work
+
+    def _show_pair_note(self) -> None:
+        rows = self.catalogue_table.selectionModel().selectedRows()
+        if rows:
+            pair = self.catalogue[rows[0].row()]
+            self.catalogue_note.setText(f"{pair.title}: {pair.note} (vocabulary {pair.vocab_size})")
+
+    def download_pair(self) -> None:
+        rows = self.catalogue_table.selectionModel().selectedRows()
+        if not rows:
+            self._set_status("Select a pair first.")
+            return
+        pair = self.catalogue[rows[0].row()]
+        bits = int(self.bits_combo.currentData())
+        from inference.hub_download import install_from_hub
+
+        def work(report, cancel):
+            target = install_from_hub(pair.target.repo_id, bits=None if pair.target.openvino else bits, progress=report, cancel=cancel)
+            draft = install_from_hub(pair.draft.repo_id, bits=None if pair.draft.openvino else bits, progress=report, cancel=cancel)
+            from inference.model_inspect import check_pair
+
+            check_pair(target, draft)
+            return target
+
+        self._start(f"Downloading {pair.title}", work, changes_models=True)
+
+    # --- jobs ------------------------------------------------------------------------------------
+
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def _start(self, title: str, work, *, changes_models: bool = False, on_success=None, on_failure=None) -> None:
+        if self.job is not None:
+            self._set_status("Another operation is running; wait for it or cancel it.")
+            return
+        job = _Job(title, work)
+        job.progress.connect(self._on_progress)
+        job.succeeded.connect(lambda result: self._finish(job, f"{title}: done", changes_models, on_success, result))
+        job.failed.connect(lambda message: self._finish(job, f"{title} failed: {message}", changes_models, on_failure, message, failed=True))
+        job.cancelled.connect(lambda: self._finish(job, f"{title}: cancelled; nothing was added", changes_models, None, None, failed=True))
+        self.job = job
+        self.progress_bar.setVisible(True)
+        self.progress_bar.setRange(0, 0)  # busy until the first fraction arrives
+        self.cancel_button.setVisible(True)
+        self.cancel_button.setEnabled(True)
+        self._set_status(f"{title}…")
+        self._update_buttons()
+        job.start()
+
+    def _on_progress(self, message: str, fraction: float) -> None:
+        if fraction >= 0:
+            self.progress_bar.setRange(0, 1000)
+            self.progress_bar.setValue(int(fraction * 1000))
+        else:
+            self.progress_bar.setRange(0, 0)
+        self._set_status(message)
+        last = self.log.document().lastBlock().text()
+        if message != last:
+            self.log.appendPlainText(message)
+
+    def _finish(self, job: _Job, message: str, changes_models: bool, callback, value, failed: bool = False) -> None:
+        if job is not self.job:
+            return
+        job.thread.join(timeout=5)
+        self.job = None
+        self.progress_bar.setVisible(False)
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.setVisible(False)
+        self._set_status(message)
+        self.log.appendPlainText(message)
+        if changes_models:
+            self.refresh()
+            if not failed:
+                self.models_changed.emit()
+        if callback is not None:
+            callback(value)
+        self._update_buttons()
+
+    def cancel_job(self) -> None:
+        """Ask the running operation to stop (it cleans up and reports 'cancelled')."""
+        if self.job is not None:
+            self.job.cancel.set()
+            self.cancel_button.setEnabled(False)
+            self._set_status("Cancelling…")
+
+    def _update_buttons(self) -> None:
+        idle = self.job is None
+        for attribute in ("remove_button", "pair_button", "refresh_button", "download_pair_button"):
+            if hasattr(self, attribute):  # the tabs are being built
+                getattr(self, attribute).setEnabled(idle)
+        if hasattr(self, "add_button"):
+            self.add_button.setEnabled(idle and bool(classify_source(self.source_edit.text())))
+
+    def _set_status(self, text: str) -> None:
+        self.status.setText(text)
+
+    def reject(self) -> None:
+        """Closing the dialog cancels a running operation (it cleans up in its thread)."""
+        if self.job is not None:
+            self.job.cancel.set()
+        super().reject()
