@@ -1,6 +1,6 @@
 """Quality half of the benchmark: perplexity by bit-width, the StreamingLLM experiment, greedy losslessness.
 
-Run alone: ``.venv/bin/python bench/quality.py [--full] [--out bench/results]``; ``bench/run.py`` calls it too.
+Run alone: ``bench/.venv/bin/python bench/quality.py [--full] [--out bench/results]``; ``bench/run.py`` calls it too.
 
 * Perplexity of the default model at 4, 8 and 16 bits on ``bench/data/kjv_genesis.txt`` (King James Version,
   Genesis: public domain), scored with ``Engine.score`` under the attention-sink policy.

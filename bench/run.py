@@ -1,8 +1,8 @@
 """One entry point for the benchmark report: speed against peers, quality, and the engine's own ratios.
 
     bench/setup.sh                      # once: peers (llama-cpp-python compiles ~8 min), matplotlib, psutil
-    .venv/bin/python bench/run.py       # quick run (< 10 minutes on 2 cores)
-    .venv/bin/python bench/run.py --full
+    bench/.venv/bin/python bench/run.py       # quick run (< 10 minutes on a quiet 2-core machine)
+    bench/.venv/bin/python bench/run.py --full
 
 Writes ``bench/results/REPORT.md`` with the PNG plots and raw JSON beside it.
 """
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         f"- Machine: {machine_description()}",
         f"- Commit: {commit or 'unknown'}; mode: {'full' if args.full else 'quick'}; took {(time.time() - started) / 60:.1f} min",
         "- Ratios compare runs interleaved in the same process run; absolute numbers hold only for this machine.",
-        "- Reproduce: `bench/setup.sh` then `.venv/bin/python bench/run.py" + (" --full" if args.full else "") + "`.",
+        "- Reproduce: `bench/setup.sh` then `bench/.venv/bin/python bench/run.py" + (" --full" if args.full else "") + "`.",
         "",
     ]
     report = "\n".join(header) + "\n" + "\n".join(sections)
