@@ -58,9 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_options(generate)
     chat = commands.add_parser("chat", help="multi-turn chat in the terminal (/reset, /exit)")
     _add_engine_options(chat)
-    models = commands.add_parser("models", help="manage models")
+    models = commands.add_parser("models", help="manage models: list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
-    models_commands.add_parser("list", help="installed models")
+    from app.models_cli import add_models_subcommands
+
+    add_models_subcommands(models_commands)
     fetch = models_commands.add_parser("fetch-default", help="fetch and convert the embedded default model")
     fetch.add_argument("--bits", type=int, choices=model_store.SUPPORTED_BITS, nargs="*", default=[4])
     return parser
@@ -206,13 +208,9 @@ def _models(args: argparse.Namespace) -> int:
         for bits in args.bits:
             print(model_store.ensure_default_model(bits, progress=_progress))
         return 0
-    manifests = model_store.list_models()
-    if not manifests:
-        print("no models installed; run `specchat models fetch-default`", file=sys.stderr)
-    for manifest in manifests:
-        size = manifest.get("size_bytes", 0) / 2**20
-        print(f"{manifest.get('name', '?')}\t{manifest.get('bits', '?')}-bit\t{size:.0f} MiB\t{manifest.get('path', '')}")
-    return 0
+    from app.models_cli import run_models_command
+
+    return run_models_command(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
+        from app.gui import run  # lazily: the command line stays Qt-free
+
+        return run()
     handlers = {"generate": _generate, "chat": _chat, "models": _models}
     try:
         return handlers[args.command](args)

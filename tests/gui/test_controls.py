@@ -204,6 +204,15 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     rect = listing.list.visualItemRect(item)
     qtbot.mouseClick(listing.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert window.chat_view.conversation_id == first
+    # a long conversation opens on its last messages; the earlier ones come with the button (or scrolling up)
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded, timeout=5000)
+    total = len(window.db.messages(first))
+    assert total > 8 and len(view.message_widgets()) == 8 and view.earlier_count == total - 8
+    click(qtbot, view.earlier_button)
+    qtbot.waitUntil(lambda: view.fully_loaded, timeout=5000)
+    assert len(view.message_widgets()) == min(total, 16)
+    assert [w.message.position for w in view.message_widgets()] == list(range(total - len(view.message_widgets()), total))
     # rename in place with the button, then with F2
     click(qtbot, listing.rename_button)
     qtbot.waitUntil(lambda: listing.list.findChild(QLineEdit) is not None and listing.list.findChild(QLineEdit).isVisible(), timeout=3000)

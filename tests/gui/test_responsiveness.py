@@ -27,23 +27,27 @@ def _long_conversation(db, title: str, messages: int) -> int:
 
 
 def test_no_stall_while_a_reply_streams_and_the_user_works(qtbot, make_window):
-    window = make_window(replace(FAST, max_new_tokens=64))
+    window = make_window(replace(FAST, max_new_tokens=1000))
     other = _long_conversation(window.db, "A long earlier chat", 40)
     window._refresh_list()
     probe = StallProbe()
     steps: list[str] = []
-    # user actions, one per timer tick, interleaved with the streaming reply
+    # user actions, one per timer tick, interleaved with the streaming reply; then Stop
     actions = []
     actions += [("type", ch) for ch in "typing while it streams"]
     actions += [("scroll", v) for v in (0, 400, 0, 10_000)]
     actions += [("resize", size) for size in ((1200, 800), (1000, 700), (1440, 900))]
-    actions += [("switch", other), ("scroll", 0), ("scroll", 10_000), ("switch", None)]
+    actions += [("switch", other), ("scroll", 0), ("earlier", None), ("scroll", 10_000), ("switch", None)]
+    actions += [("stop", None)]
+    streaming_conversation = []
+    timeline: list[str] = []
 
     def act() -> None:
         if not actions or window.active is None:
             return
         kind, value = actions.pop(0)
         steps.append(kind)
+        timeline.append(f"{kind} at {time.perf_counter() - probe.started_at:.2f} s")
         if kind == "type":
             qtbot.keyClick(window.composer.edit, value)
         elif kind == "scroll":
@@ -52,27 +56,30 @@ def test_no_stall_while_a_reply_streams_and_the_user_works(qtbot, make_window):
             window.resize(*value)
         elif kind == "switch":
             window.conversation_list.select(value if value is not None else streaming_conversation[0])
+        elif kind == "earlier":
+            window.chat_view.earlier_button.click()
+        elif kind == "stop":
+            window.composer.stop_button.click()
 
-    streaming_conversation = []
     timer = QTimer()
     timer.setInterval(40)
     timer.timeout.connect(act)
-    window.composer.set_text("Explain how a bicycle works, step by step.")
+    window.composer.set_text("Write a very long essay about how bicycles work, with many sections.")
     probe.start()
-    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+    with qtbot.waitSignal(window.generation_finished, timeout=300_000) as finished:
         window.composer.submit()
         streaming_conversation.append(window.chat_view.conversation_id)
         timer.start()
     timer.stop()
     probe.stop()
     final = finished.args[0]
-    assert final.state == "complete" and final.content
-    assert {"type", "scroll", "resize", "switch"} <= set(steps), steps  # the user really did all that meanwhile
-    assert probe.ticks > 50
-    assert probe.max_stall_ms < MAX_STALL_MS, f"longest stall {probe.max_stall_ms:.0f} ms; stalls > 20 ms: {probe.stalls}"
+    assert final.content and final.state in ("stopped", "complete")
+    assert steps == ["type"] * 23 + ["scroll"] * 4 + ["resize"] * 3 + ["switch", "scroll", "earlier", "scroll", "switch", "stop"], steps
+    assert probe.ticks > 100
+    assert probe.max_stall_ms < MAX_STALL_MS, probe.summary() + "\nactions: " + ", ".join(timeline)
     # switching away and back kept the streamed reply whole
-    window.conversation_list.select(final.conversation_id)
     qtbot.waitUntil(lambda: window.chat_view.fully_loaded, timeout=5000)
+    assert window.chat_view.conversation_id == final.conversation_id
     assert window.chat_view.message_widgets()[-1].body.markdown == final.content
 
 
@@ -84,35 +91,62 @@ def test_opening_a_long_conversation_never_stalls(qtbot, make_window):
     probe.start()
     window.conversation_list.select(long_chat)
     qtbot.waitUntil(lambda: window.chat_view.fully_loaded, timeout=30_000)
+    view = window.chat_view
+    bar = view.scroll_area.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=5000)  # the newest message is in view
+    page = 8
+    assert [w.message.position for w in view.message_widgets()] == list(range(120 - page, 120))
+    assert view.earlier_count == 120 - page and view.earlier_button.text() == f"Show {120 - page} earlier messages"
+    # scrolling to the top brings the previous page, keeping the messages on screen where they were
+    was_top = view.message_widgets()[0]
+    on_screen_before = was_top.y()  # where it shows once scrolled to the top (value 0)
+    bar.setValue(0)
+    qtbot.waitUntil(lambda: view.fully_loaded and view.earlier_count == 120 - 2 * page, timeout=10_000)
     qtbot.wait(50)
+    assert [w.message.position for w in view.message_widgets()][:2] == [120 - 2 * page, 120 - 2 * page + 1]
+    assert bar.value() > 0 and abs((was_top.y() - bar.value()) - on_screen_before) <= 2  # nothing moved on screen
+    while view.earlier_count:
+        view.earlier_button.click()
+        qtbot.waitUntil(lambda: view.fully_loaded, timeout=10_000)
+    assert [w.message.position for w in view.message_widgets()] == list(range(120))
+    assert not view.earlier_button.isVisible()
     probe.stop()
-    assert len(window.chat_view.message_widgets()) == 120
-    assert [w.message.position for w in window.chat_view.message_widgets()] == list(range(120))
-    bar = window.chat_view.scroll_area.verticalScrollBar()
-    assert bar.value() == bar.maximum()  # the newest message is in view
-    assert probe.max_stall_ms < MAX_STALL_MS, f"longest stall {probe.max_stall_ms:.0f} ms; stalls > 20 ms: {probe.stalls}"
+    assert probe.max_stall_ms < MAX_STALL_MS, probe.summary()
+
+
+#: Engine calls that hold the GIL for 100-400 ms while a model loads (measured; see the GUI report): while one
+#: runs, no Python code can run in the GUI thread, whatever the GUI does.
+GIL_HOLDING_ENGINE_CALLS = (("openvino_genai", "Tokenizer"), ("openvino", "Model.validate_nodes_and_infer_types"))
 
 
 def test_model_loads_off_the_gui_thread_with_a_busy_indicator(qtbot, make_window, monkeypatch, int4_dir):
-    import openvino_genai
+    import importlib
 
     from app.inference_worker import InferenceWorker
 
-    # note when openvino-genai's Tokenizer constructor runs: it holds the GIL (see the last assertion)
-    real_tokenizer = openvino_genai.Tokenizer
-    tokenizer_calls: list[tuple[float, float]] = []
+    calls: dict[str, list[tuple[float, float]]] = {}
 
-    def timed_tokenizer(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return real_tokenizer(*args, **kwargs)
-        finally:
-            tokenizer_calls.append((start, time.perf_counter()))
+    def timed(name, function):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                calls.setdefault(name, []).append((start, time.perf_counter()))
 
-    monkeypatch.setattr(openvino_genai, "Tokenizer", timed_tokenizer)
+        return wrapper
+
+    for module_name, attribute in GIL_HOLDING_ENGINE_CALLS:
+        owner = importlib.import_module(module_name)
+        *path, name = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        monkeypatch.setattr(owner, name, timed(attribute, getattr(owner, name)))
     worker = InferenceWorker()  # a fresh worker: nothing loaded yet
     try:
         window = make_window(FAST, worker=worker, start=False)
+        qtbot.waitExposed(window)
+        qtbot.wait(300)  # the window's first paint is not part of the load
         probe = StallProbe()
         busy_seen = []
         watcher = QTimer()
@@ -127,20 +161,23 @@ def test_model_loads_off_the_gui_thread_with_a_busy_indicator(qtbot, make_window
         assert window.model_state == "ready", window.model_error
         assert any(busy_seen) and not window.busy_bar.isVisible()
         assert time.perf_counter() - start > 0.2 and probe.ticks > 20  # the loop kept running during the load
-        # stalls outside openvino_genai.Tokenizer(): the GUI's own work and the load off the GUI thread
-        base = probe._start
+        assert set(calls) == {attribute for _, attribute in GIL_HOLDING_ENGINE_CALLS}, calls
+        base = probe.started_at
 
-        def inside_tokenizer(at: float, stall_ms: float) -> bool:
-            begin, end = base + at - stall_ms / 1e3, base + at
-            return any(begin < b + 0.01 and a - 0.01 < end for a, b in tokenizer_calls)
+        def during_engine_call(stall) -> bool:
+            # the stall overlaps the call, or ends within 100 ms of it (the loop catching up on what piled up)
+            begin, end = base + stall.at_s - stall.stall_ms / 1e3, base + stall.at_s
+            return any(begin < b + 0.1 and a - 0.01 < end for spans in calls.values() for a, b in spans)
 
-        outside = [stall for at, stall in probe.stalls if not inside_tokenizer(at, stall)]
-        assert max(outside, default=0.0) < MAX_STALL_MS, f"stalls > 20 ms outside the tokenizer: {probe.stalls}"
-        assert tokenizer_calls, "the model load constructs a tokenizer"
+        # the GUI's own work, and everything the load does off the GUI thread, never stalls the loop
+        outside = [stall for stall in probe.stalls if not during_engine_call(stall)]
+        assert max((s.stall_ms for s in outside), default=0.0) < MAX_STALL_MS, (
+            "stalls outside the engine's GIL-holding calls: " + "; ".join(map(str, outside))
+        )
         if probe.max_stall_ms >= MAX_STALL_MS:
+            spans = "; ".join(f"{name}: {', '.join(f'{(b - a) * 1e3:.0f} ms' for a, b in s)}" for name, s in calls.items())
             pytest.xfail(
-                f"longest stall {probe.max_stall_ms:.0f} ms, inside openvino_genai.Tokenizer() "
-                f"({', '.join(f'{(b - a) * 1e3:.0f} ms' for a, b in tokenizer_calls)}), which holds the GIL: "
+                f"longest stall {probe.max_stall_ms:.0f} ms, during engine calls that hold the GIL ({spans}): "
                 "an engine change is needed (see the GUI report)"
             )
     finally:

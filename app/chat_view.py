@@ -1,0 +1,378 @@
+"""The conversation shown in the middle of the window: its title, system prompt and messages.
+
+A streaming reply is updated in place; the view follows it to the bottom unless the user scrolled up.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .elided_label import ElidedLabel
+from .history_db import Conversation, Message
+from .message_widget import MessageWidget
+
+FOLLOW_MARGIN_PX = 48
+POPULATE_SLICE_S = 0.004  # about one bubble per event-loop turn (creating one costs ~5 ms, laying it out ~8 ms)
+RETIRE_PER_TURN = 2
+PAGE_SIZE = 8  # messages shown when a conversation opens (more than fill the view); older ones come a page at a time
+SYSTEM_PROMPT_DEBOUNCE_MS = 400
+
+
+class ChatView(QWidget):
+    """Title bar, system prompt editor and the scrolling list of messages of one conversation.
+
+    Signals:
+        edit_submitted(message_id, text), regenerate_requested(message_id): from a message's actions.
+        system_prompt_changed(conversation_id, text): the system prompt was edited (debounced).
+        highlight_toggled(bool): the "Highlight draft tokens" box was toggled.
+    """
+
+    edit_submitted = Signal(int, str)
+    regenerate_requested = Signal(int)
+    system_prompt_changed = Signal(int, str)
+    highlight_toggled = Signal(bool)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.conversation: Conversation | None = None
+        self._widgets: dict[int, MessageWidget] = {}
+        self._pending: list[Message] = []
+        self._older: list[Message] = []
+        self._population = 0
+        self._keep_from_bottom: int | None = None
+        self._highlight = True
+        self._busy = False
+        self._follow = True
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+
+        header = QFrame()
+        header.setObjectName("chatHeader")
+        header_layout = QVBoxLayout(header)
+        header_layout.setContentsMargins(16, 8, 16, 8)
+        top = QHBoxLayout()
+        self.title_label = ElidedLabel("New chat")
+        self.title_label.setObjectName("chatTitle")
+        top.addWidget(self.title_label, 1)
+        self.highlight_box = QCheckBox("Highlight draft tokens")
+        self.highlight_box.setToolTip(
+            "Colour the text that came from accepted draft tokens: where speculative decoding paid off"
+        )
+        self.highlight_box.setChecked(True)
+        self.highlight_box.toggled.connect(self._on_highlight)
+        top.addWidget(self.highlight_box)
+        self.system_button = QToolButton()
+        self.system_button.setObjectName("systemPromptButton")
+        self.system_button.setText("System prompt")
+        self.system_button.setCheckable(True)
+        self.system_button.setToolTip("Show or edit this conversation's system prompt (applies to the next reply)")
+        self.system_button.toggled.connect(self._toggle_system_prompt)
+        top.addWidget(self.system_button)
+        header_layout.addLayout(top)
+        self.system_edit = QPlainTextEdit()
+        self.system_edit.setPlaceholderText(
+            "No system prompt. Type instructions for the assistant in this conversation (applies to the next reply)."
+        )
+        self.system_edit.setMaximumHeight(90)
+        self.system_edit.setVisible(False)
+        self.system_edit.textChanged.connect(self._system_prompt_edited)
+        header_layout.addWidget(self.system_edit)
+        layout.addWidget(header)
+
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.empty_label = QLabel(
+            "<h3>Start a conversation</h3><p>Type a message below. <b>Enter</b> sends, <b>Shift+Enter</b> adds a "
+            "line, <b>Esc</b> stops a reply, <b>Ctrl+N</b> starts a new chat.</p><p><b>Compare</b> runs your message "
+            "autoregressively, then speculatively, and shows both replies side by side.</p>"
+        )
+        self.empty_label.setObjectName("emptyLabel")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.earlier_button = QPushButton("Show earlier messages")
+        self.earlier_button.setObjectName("earlierButton")
+        self.earlier_button.setToolTip("Older messages are added as you scroll up, or with this button")
+        self.earlier_button.clicked.connect(self.show_earlier)
+        self.earlier_button.setVisible(False)
+        self._content, self._list = self._new_content()
+        self.scroll_area.setWidget(self._content)
+        layout.addWidget(self.scroll_area, 1)
+
+        bar = self.scroll_area.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range_changed)
+
+        self._retired: list[MessageWidget] = []
+        self._retire_timer = QTimer(self)
+        self._retire_timer.setInterval(0)
+        self._retire_timer.timeout.connect(self._destroy_retired)
+
+        self._system_timer = QTimer(self)
+        self._system_timer.setSingleShot(True)
+        self._system_timer.timeout.connect(self._emit_system_prompt)
+        self._loading_system = False
+
+    # --- conversation -----------------------------------------------------------------------------
+
+    @property
+    def conversation_id(self) -> int | None:
+        """Id of the conversation shown (None for a new, unsaved chat)."""
+        return self.conversation.id if self.conversation else None
+
+    def show_conversation(self, conversation: Conversation | None, messages: list[Message]) -> None:
+        """Replace the view's content by a conversation (None: an empty new chat)."""
+        self._flush_system_prompt()
+        self.conversation = conversation
+        self.title_label.setText(conversation.title if conversation else "New chat")
+        self._loading_system = True
+        self.system_edit.setPlainText(conversation.system_prompt if conversation else "")
+        self._loading_system = False
+        if conversation and conversation.system_prompt and not self.system_button.isChecked():
+            self.system_button.setText("System prompt ✓")
+        else:
+            self.system_button.setText("System prompt")
+        self._older = list(messages[:-PAGE_SIZE]) if len(messages) > PAGE_SIZE else []
+        self._pending = list(messages[-PAGE_SIZE:])
+        self._population += 1
+        self._follow = True
+        self._keep_from_bottom = None
+        self._widgets.clear()
+        self._retire_content()
+        self.empty_label.setVisible(not messages)
+        self._update_earlier_button()
+        population = self._population
+        QTimer.singleShot(0, lambda: self._populate(population))  # the swap above was this turn's work
+
+    @property
+    def fully_loaded(self) -> bool:
+        """False while bubbles of the page being opened are still being added (see ``_populate``)."""
+        return not self._pending
+
+    @property
+    def earlier_count(self) -> int:
+        """Older messages of the conversation not shown yet (see :meth:`show_earlier`)."""
+        return len(self._older)
+
+    def show_earlier(self) -> None:
+        """Add the previous page of older messages above the ones shown, keeping what is on screen in place."""
+        if self._pending or not self._older:
+            return
+        page, self._older = self._older[-PAGE_SIZE:], self._older[:-PAGE_SIZE]
+        bar = self.scroll_area.verticalScrollBar()
+        self._follow = False
+        self._keep_from_bottom = bar.maximum() - bar.value()
+        self._pending = page
+        self._population += 1
+        self._update_earlier_button()
+        self._populate(self._population)
+
+    def _update_earlier_button(self) -> None:
+        count = len(self._older)
+        self.earlier_button.setText(f"Show {count} earlier message{'s' if count != 1 else ''}")
+        self.earlier_button.setVisible(count > 0)
+
+    def _populate(self, population: int) -> None:
+        """Add pending bubbles newest first, for at most POPULATE_SLICE_S per event-loop turn, so that opening a
+        long conversation never freezes the window; the rest follows on the next turns."""
+        if population != self._population:
+            return  # another conversation was opened meanwhile
+        start = time.perf_counter()
+        while self._pending and (time.perf_counter() - start < POPULATE_SLICE_S):
+            self._add_widget(self._pending.pop(), top=True)
+        self._refresh_actions()
+        if self._pending:
+            QTimer.singleShot(0, lambda: self._populate(population))
+        elif self._follow:
+            self.scroll_to_bottom()
+        else:
+            QTimer.singleShot(0, self._release_anchor)
+
+    def _new_content(self) -> tuple[QWidget, QVBoxLayout]:
+        """A fresh widget for the bubbles of one conversation (with the empty-chat label and the earlier button)."""
+        content = QWidget()
+        content.setObjectName("chatContent")
+        layout = QVBoxLayout(content)
+        layout.setContentsMargins(16, 12, 16, 12)
+        layout.setSpacing(10)
+        layout.addWidget(self.empty_label)
+        layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(1)
+        return content, layout
+
+    def _retire_content(self) -> None:
+        """Swap in an empty content widget; the old one is hidden at once and its bubbles destroyed a few per
+        event-loop turn (re-parenting or destroying a conversation's bubbles at once would stall the window)."""
+        old = self.scroll_area.takeWidget()
+        self._content, self._list = self._new_content()
+        self.scroll_area.setWidget(self._content)
+        if old is not None:
+            old.hide()
+            bubbles = old.findChildren(MessageWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+            self._retired.extend(bubbles)
+            self._retired.append(old)  # destroyed last, once its bubbles are gone
+            if not self._retire_timer.isActive():
+                self._retire_timer.start()
+
+    def _retire(self, widgets: list[MessageWidget]) -> None:
+        """Take bubbles out of the view now and destroy them a few per event-loop turn (destroying a long
+        conversation's bubbles at once would stall the window as much as creating them)."""
+        for widget in widgets:
+            self._list.removeWidget(widget)
+            widget.setParent(None)  # hidden at once, no longer laid out
+            self._retired.append(widget)
+        if self._retired and not self._retire_timer.isActive():
+            self._retire_timer.start()
+
+    def _destroy_retired(self) -> None:
+        for widget in self._retired[:RETIRE_PER_TURN]:
+            widget.deleteLater()
+        del self._retired[:RETIRE_PER_TURN]
+        if not self._retired:
+            self._retire_timer.stop()
+
+    def _release_anchor(self) -> None:
+        if not self._pending:
+            self._keep_from_bottom = None
+
+    def set_title(self, title: str) -> None:
+        """Show a new title for the current conversation."""
+        if self.conversation:
+            self.conversation.title = title
+        self.title_label.setText(title)
+
+    def system_prompt(self) -> str:
+        """The system prompt in the editor."""
+        return self.system_edit.toPlainText()
+
+    # --- messages ---------------------------------------------------------------------------------
+
+    def widget(self, message_id: int) -> MessageWidget | None:
+        """The bubble of a message shown, if any."""
+        return self._widgets.get(message_id)
+
+    def message_widgets(self) -> list[MessageWidget]:
+        """The bubbles in display order."""
+        widgets = (self._list.itemAt(i).widget() for i in range(self._list.count()))
+        return [w for w in widgets if isinstance(w, MessageWidget)]
+
+    def append_message(self, message: Message, live: bool = False) -> MessageWidget:
+        """Add a message at the bottom."""
+        widget = self._add_widget(message)
+        if live:
+            widget.set_message(message, live=True)
+        self._refresh_actions()
+        return widget
+
+    def update_message(self, message: Message, live: bool = False) -> None:
+        """Show new content of a message (a streaming reply passes ``live=True``)."""
+        widget = self._widgets.get(message.id)
+        if widget is None:
+            return
+        widget.set_message(message, live=live)
+        if not live:
+            self._refresh_actions()
+
+    def remove_message(self, message_id: int) -> None:
+        """Remove a message's bubble."""
+        widget = self._widgets.pop(message_id, None)
+        if widget is not None:
+            self._retire([widget])
+        self._refresh_actions()
+
+    def set_busy(self, busy: bool) -> None:
+        """While a reply streams, Edit and Regenerate are disabled."""
+        self._busy = busy
+        self._refresh_actions()
+
+    def set_highlight(self, highlight: bool) -> None:
+        """Turn the highlighting of accepted draft tokens on or off for every message."""
+        self._highlight = highlight
+        if self.highlight_box.isChecked() != highlight:
+            self.highlight_box.blockSignals(True)
+            self.highlight_box.setChecked(highlight)
+            self.highlight_box.blockSignals(False)
+        for widget in self._widgets.values():
+            widget.set_highlight(highlight)
+
+    def scroll_to_bottom(self) -> None:
+        """Scroll to the newest message."""
+        bar = self.scroll_area.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _add_widget(self, message: Message, top: bool = False) -> MessageWidget:
+        widget = MessageWidget(message, self._highlight)
+        widget.edit_submitted.connect(self.edit_submitted)
+        widget.regenerate_requested.connect(self.regenerate_requested)
+        self._widgets[message.id] = widget
+        self._list.insertWidget(2 if top else self._list.count() - 1, widget)  # after the label and the button
+        self.empty_label.setVisible(False)
+        return widget
+
+    def _refresh_actions(self) -> None:
+        widgets = self.message_widgets()
+        for index, widget in enumerate(widgets):
+            widget.set_actions(self._busy, index == len(widgets) - 1)
+        self.empty_label.setVisible(not widgets)
+
+    # --- scrolling --------------------------------------------------------------------------------
+
+    def _on_scrolled(self, value: int) -> None:
+        bar = self.scroll_area.verticalScrollBar()
+        if self._keep_from_bottom is None:
+            self._follow = value >= bar.maximum() - FOLLOW_MARGIN_PX
+        if value == 0 and bar.maximum() > 0 and self._older and not self._pending:
+            self.show_earlier()  # scrolled to the top: bring the previous page
+
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        bar = self.scroll_area.verticalScrollBar()
+        if self._keep_from_bottom is not None:
+            bar.setValue(max(0, maximum - self._keep_from_bottom))
+        elif self._follow:
+            bar.setValue(maximum)
+
+    # --- header -----------------------------------------------------------------------------------
+
+    def _on_highlight(self, checked: bool) -> None:
+        self.set_highlight(checked)
+        self.highlight_toggled.emit(checked)
+
+    def _toggle_system_prompt(self, checked: bool) -> None:
+        self.system_edit.setVisible(checked)
+        if checked:
+            self.system_button.setText("System prompt")
+            self.system_edit.setFocus()
+        else:
+            self._flush_system_prompt()
+            self.system_button.setText("System prompt ✓" if self.system_prompt().strip() else "System prompt")
+
+    def _system_prompt_edited(self) -> None:
+        if not self._loading_system:
+            self._system_timer.start(SYSTEM_PROMPT_DEBOUNCE_MS)
+
+    def _flush_system_prompt(self) -> None:
+        if self._system_timer.isActive():
+            self._system_timer.stop()
+            self._emit_system_prompt()
+
+    def _emit_system_prompt(self) -> None:
+        if self.conversation is not None:
+            self.conversation.system_prompt = self.system_prompt()
+        self.system_prompt_changed.emit(self.conversation_id or -1, self.system_prompt())

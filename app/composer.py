@@ -1,0 +1,158 @@
+"""The message box under the chat: Enter sends, Shift+Enter adds a line; Send, Compare and Stop buttons."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
+
+
+class ComposerEdit(QPlainTextEdit):
+    """A text box where Enter submits and Shift+Enter inserts a new line."""
+
+    submitted = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Enter (without Shift) submits; everything else edits."""
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
+            event.modifiers() & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
+        ):
+            self.submitted.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class Composer(QFrame):
+    """Where the user writes.
+
+    Signals:
+        send_requested(text), compare_requested(text): the user asked to send the text (normally, or as an
+            autoregressive vs speculative comparison).
+        stop_requested(): the Stop button.
+    """
+
+    send_requested = Signal(str)
+    compare_requested = Signal(str)
+    stop_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("composer")
+        self._generating = False
+        self._blocked: str | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(16, 8, 16, 10)
+        layout.setSpacing(6)
+        self.error_label = QLabel()
+        self.error_label.setObjectName("composerError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.setVisible(False)
+        layout.addWidget(self.error_label)
+        row = QHBoxLayout()
+        row.setSpacing(8)
+        self.edit = ComposerEdit()
+        self.edit.setPlaceholderText("Message SpecChat (Enter sends, Shift+Enter for a new line)")
+        self.edit.setFixedHeight(84)
+        self.edit.submitted.connect(self.submit)
+        self.edit.textChanged.connect(self._text_changed)
+        row.addWidget(self.edit, 1)
+        buttons = QVBoxLayout()
+        buttons.setSpacing(4)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.setToolTip("Send the message (Enter)")
+        self.send_button.clicked.connect(self.submit)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip(
+            "Run this message autoregressively, then speculatively, with the same settings and seed, "
+            "and show both replies side by side (Ctrl+Shift+Enter)"
+        )
+        self.compare_button.clicked.connect(self.submit_compare)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the reply, keeping what was generated (Esc)")
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.stop_button.setEnabled(False)
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.compare_button)
+        buttons.addWidget(self.stop_button)
+        row.addLayout(buttons)
+        layout.addLayout(row)
+        self._update_buttons()
+
+    def text(self) -> str:
+        """The text typed so far."""
+        return self.edit.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        """Replace the text."""
+        self.edit.setPlainText(text)
+
+    def clear(self) -> None:
+        """Empty the box (after sending)."""
+        self.edit.clear()
+
+    def submit(self) -> None:
+        """Send the text if allowed; otherwise say why in place."""
+        if self._check():
+            self.send_requested.emit(self.text())
+
+    def submit_compare(self) -> None:
+        """Send the text as a comparison if allowed."""
+        if self._check():
+            self.compare_requested.emit(self.text())
+
+    def _check(self) -> bool:
+        if self._generating:
+            self.show_error("A reply is being generated: wait for it, or press Stop (Esc).")
+            return False
+        if self._blocked:
+            self.show_error(self._blocked)
+            return False
+        if not self.text().strip():
+            self.show_error("Type a message first.")
+            return False
+        return True
+
+    def set_generating(self, generating: bool) -> None:
+        """While a reply streams, Send and Compare are off and Stop is on; typing stays possible."""
+        self._generating = generating
+        self._update_buttons()
+
+    def set_blocked(self, reason: str | None) -> None:
+        """Disable sending with a reason shown in place (e.g. invalid settings), or re-enable it (None)."""
+        self._blocked = reason
+        if reason:
+            self.show_error(reason)
+        elif self.error_label.property("kind") == "blocked":
+            self.clear_error()
+        if reason:
+            self.error_label.setProperty("kind", "blocked")
+        self._update_buttons()
+
+    def show_error(self, text: str) -> None:
+        """Show a message above the text box (cleared when the user types or sends again)."""
+        self.error_label.setText(text)
+        self.error_label.setProperty("kind", "error")
+        self.error_label.setVisible(True)
+
+    def clear_error(self) -> None:
+        """Hide the message above the text box."""
+        self.error_label.clear()
+        self.error_label.setProperty("kind", None)
+        self.error_label.setVisible(False)
+
+    @property
+    def error_text(self) -> str:
+        """The message shown above the text box ("" if none)."""
+        return self.error_label.text() if self.error_label.isVisibleTo(self) else ""
+
+    def _text_changed(self) -> None:
+        if self.error_label.isVisibleTo(self) and not self._blocked and not self._generating:
+            self.clear_error()
+
+    def _update_buttons(self) -> None:
+        can_send = not self._generating and not self._blocked
+        self.send_button.setEnabled(can_send)
+        self.compare_button.setEnabled(can_send)
+        self.stop_button.setEnabled(self._generating)

@@ -1,0 +1,185 @@
+"""The conversation list on the left: search by text, new, rename (in place) and delete."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .history_db import Conversation
+
+SEARCH_DEBOUNCE_MS = 200
+ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+def _when(timestamp: float) -> str:
+    now = time.localtime()
+    then = time.localtime(timestamp)
+    if then[:3] == now[:3]:
+        return time.strftime("%H:%M", then)
+    if then.tm_year == now.tm_year:
+        return time.strftime("%d %b", then)
+    return time.strftime("%d %b %Y", then)
+
+
+class ConversationList(QWidget):
+    """Conversations, newest first, with a search box and New / Rename / Delete buttons.
+
+    Signals:
+        selected(conversation_id): the user picked a conversation.
+        new_requested(): the New chat button.
+        renamed(conversation_id, title): a title was edited in place.
+        delete_requested(conversation_id): the Delete button (the window asks for confirmation).
+        search_changed(text): the search text changed (debounced).
+    """
+
+    selected = Signal(int)
+    new_requested = Signal()
+    renamed = Signal(int, str)
+    delete_requested = Signal(int)
+    search_changed = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("conversationList")
+        self._titles: dict[int, str] = {}
+        self._filling = False
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.setSpacing(6)
+        self.new_button = QPushButton("+  New chat")
+        self.new_button.setObjectName("newChatButton")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_requested)
+        layout.addWidget(self.new_button)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search chats (titles and messages)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(lambda _: self._search_timer.start(SEARCH_DEBOUNCE_MS))
+        layout.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setObjectName("conversations")
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.list.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.list.setWordWrap(True)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setUniformItemSizes(False)
+        self.list.itemSelectionChanged.connect(self._on_selection)
+        self.list.itemChanged.connect(self._on_item_changed)
+        layout.addWidget(self.list, 1)
+        self.empty_label = QLabel("No chats yet")
+        self.empty_label.setObjectName("hint")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.empty_label)
+        buttons = QHBoxLayout()
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.setToolTip("Rename the selected chat (F2)")
+        self.rename_button.clicked.connect(self.rename_current)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete the selected chat (asks first)")
+        self.delete_button.clicked.connect(self._request_delete)
+        buttons.addWidget(self.rename_button)
+        buttons.addWidget(self.delete_button)
+        layout.addLayout(buttons)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.search.text()))
+        self._update_buttons()
+
+    def set_conversations(self, conversations: list[Conversation], current_id: int | None) -> None:
+        """Fill the list, selecting ``current_id`` if present (without emitting ``selected``)."""
+        self._filling = True
+        try:
+            self.list.clear()
+            self._titles = {}
+            for conversation in conversations:
+                item = QListWidgetItem(conversation.title)
+                item.setData(ID_ROLE, conversation.id)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                count = conversation.message_count
+                item.setToolTip(
+                    f"{conversation.title}\n{count} message{'s' if count != 1 else ''} · {_when(conversation.updated_at)}"
+                )
+                self._titles[conversation.id] = conversation.title
+                self.list.addItem(item)
+                if conversation.id == current_id:
+                    item.setSelected(True)
+                    self.list.setCurrentItem(item)
+            searching = bool(self.search.text().strip())
+            self.empty_label.setText("No chat matches the search" if searching else "No chats yet")
+            self.empty_label.setVisible(not conversations)
+        finally:
+            self._filling = False
+        self._update_buttons()
+
+    def current_id(self) -> int | None:
+        """Id of the selected conversation, or None."""
+        items = self.list.selectedItems()
+        return int(items[0].data(ID_ROLE)) if items else None
+
+    def ids(self) -> list[int]:
+        """Ids of the listed conversations, in order."""
+        return [int(self.list.item(i).data(ID_ROLE)) for i in range(self.list.count())]
+
+    def item_for(self, conversation_id: int) -> QListWidgetItem | None:
+        """The list item of a conversation, if listed."""
+        for i in range(self.list.count()):
+            if int(self.list.item(i).data(ID_ROLE)) == conversation_id:
+                return self.list.item(i)
+        return None
+
+    def select(self, conversation_id: int) -> None:
+        """Select a conversation as if clicked."""
+        item = self.item_for(conversation_id)
+        if item is not None:
+            self.list.setCurrentItem(item)
+
+    def rename_current(self) -> None:
+        """Start editing the selected conversation's title in place."""
+        items = self.list.selectedItems()
+        if items:
+            self.list.editItem(items[0])
+
+    def _request_delete(self) -> None:
+        current = self.current_id()
+        if current is not None:
+            self.delete_requested.emit(current)
+
+    def _on_selection(self) -> None:
+        self._update_buttons()
+        if not self._filling:
+            current = self.current_id()
+            if current is not None:
+                self.selected.emit(current)
+
+    def _on_item_changed(self, item: QListWidgetItem) -> None:
+        if self._filling:
+            return
+        conversation_id = int(item.data(ID_ROLE))
+        title = item.text().strip()
+        old = self._titles.get(conversation_id, "")
+        if not title:
+            self._filling = True
+            item.setText(old)  # an empty title is refused: keep the old one
+            self._filling = False
+            return
+        if title != old:
+            self._titles[conversation_id] = title
+            self.renamed.emit(conversation_id, title)
+
+    def _update_buttons(self) -> None:
+        has_selection = bool(self.list.selectedItems())
+        self.rename_button.setEnabled(has_selection)
+        self.delete_button.setEnabled(has_selection)

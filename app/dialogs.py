@@ -1,0 +1,106 @@
+"""Dialogs that never block the event loop: they are opened (window-modal) and awaited.
+
+A nested ``exec()`` would run a second event loop inside an asyncio callback, so every dialog here is shown with
+``open()`` and its answer awaited through an asyncio future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressDialog, QWidget
+
+
+async def message_box(
+    parent: QWidget,
+    icon: QMessageBox.Icon,
+    title: str,
+    text: str,
+    buttons: QMessageBox.StandardButton = QMessageBox.StandardButton.Ok,
+    default: QMessageBox.StandardButton = QMessageBox.StandardButton.NoButton,
+    informative: str = "",
+    object_name: str = "",
+) -> QMessageBox.StandardButton:
+    """Show a message box and return the button the user chose (Escape gives the escape button)."""
+    box = QMessageBox(icon, title, text, buttons, parent)
+    box.setObjectName(object_name or "messageBox")
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    if informative:
+        box.setInformativeText(informative)
+    if default != QMessageBox.StandardButton.NoButton:
+        box.setDefaultButton(default)
+    box.setWindowModality(Qt.WindowModality.WindowModal)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    future: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def done(_result: int) -> None:
+        clicked = box.clickedButton()
+        answer = box.standardButton(clicked) if clicked is not None else QMessageBox.StandardButton.NoButton
+        if not future.done():
+            future.set_result(answer)
+
+    box.finished.connect(done)
+    box.open()
+    return await future
+
+
+async def choose_file(
+    parent: QWidget,
+    title: str,
+    save: bool = False,
+    name_filter: str = "",
+    directory: bool = False,
+    suggested: str = "",
+) -> str | None:
+    """Ask for a file (or folder) path; None if cancelled. Qt's own dialog, so it looks the same everywhere."""
+    dialog = QFileDialog(parent, title)
+    dialog.setObjectName("fileDialog")
+    dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+    dialog.setWindowModality(Qt.WindowModality.WindowModal)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    if directory:
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+    elif save:
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setFileMode(QFileDialog.FileMode.AnyFile)
+    else:
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+    if name_filter:
+        dialog.setNameFilter(name_filter)
+    if suggested:
+        dialog.selectFile(suggested)
+    future: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def done(result: int) -> None:
+        files = dialog.selectedFiles()
+        if not future.done():
+            future.set_result(files[0] if result == QFileDialog.DialogCode.Accepted and files else None)
+
+    dialog.finished.connect(done)
+    dialog.open()
+    return await future
+
+
+class ModelProgressDialog(QProgressDialog):
+    """Busy dialog shown while the default model is fetched and converted (first start, or a new bit-width)."""
+
+    def __init__(self, parent: QWidget, title: str):
+        super().__init__(parent)
+        self.setObjectName("modelProgress")
+        self.setWindowTitle(title)
+        self.setLabelText("Preparing the model…")
+        self.setRange(0, 0)  # indeterminate
+        self.setCancelButton(None)
+        self.setMinimumDuration(0)
+        self.setMinimumWidth(520)
+        self.setAutoClose(False)
+        self.setAutoReset(False)
+        self.setWindowModality(Qt.WindowModality.WindowModal)
+        self.lines: list[str] = []
+
+    def add_line(self, line: str) -> None:
+        """Show a progress line from the model store."""
+        self.lines.append(line)
+        self.setLabelText(line)

@@ -1,0 +1,114 @@
+"""Starting the desktop application: ``run()`` is what ``specchat`` with no arguments calls.
+
+The Qt event loop runs asyncio through qasync; the history database and the settings are opened, the main
+window shown, and the model prepared in the background (with a progress dialog if it must be fetched first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+APP_NAME = "SpecChat"
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    """The QApplication (created once), with SpecChat's name, style and icon."""
+    from .qt_compat import protect_singletons
+    from .theme import STYLE_SHEET, make_icon
+
+    protect_singletons()
+    app = QApplication.instance()
+    if app is None:
+        QApplication.setApplicationName("specchat")
+        QApplication.setApplicationDisplayName(APP_NAME)
+        QApplication.setOrganizationName("specchat")
+        app = QApplication(list(argv) if argv else [sys.argv[0] if sys.argv else "specchat"])
+    app.setStyle("Fusion")
+    app.setStyleSheet(STYLE_SHEET)
+    app.setWindowIcon(make_icon())
+    return app
+
+
+def create_main_window(
+    history_path: str | Path | None = None,
+    settings_path: str | Path | None = None,
+    worker=None,
+):
+    """Open the history and the settings and build the main window (not shown yet).
+
+    Args:
+        history_path: the SQLite file (default: ``history.sqlite3`` in the data folder).
+        settings_path: the settings file (default: ``settings.json`` in the config folder).
+        worker: an existing ``InferenceWorker`` to share (the window then does not shut it down).
+    """
+    from inference.model import available_devices
+
+    from .history_db import open_history
+    from .inference_worker import InferenceWorker
+    from .main_window import MainWindow
+    from .settings_store import SettingsStore
+
+    db, notice = open_history(history_path)
+    store = SettingsStore(settings_path)
+    owns_worker = worker is None
+    worker = worker or InferenceWorker()
+    try:
+        devices = available_devices()
+    except RuntimeError as error:  # OpenVINO could not enumerate devices: offer the CPU
+        logging.getLogger(__name__).warning("cannot list OpenVINO devices: %s", error)
+        devices = ["CPU"]
+    return MainWindow(db, store, worker, devices, history_notice=notice, owns_worker=owns_worker)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="specchat", description="SpecChat desktop application")
+    parser.add_argument("--data-dir", type=Path, help="data folder: models and chat history (default: the platform's)")
+    parser.add_argument("--config-dir", type=Path, help="config folder: settings.json (default: the platform's)")
+    return parser.parse_args(argv)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Open the SpecChat window and run until it is closed; returns the exit status."""
+    import qasync
+
+    args = _parse(argv if argv is not None else [])
+    if args.data_dir:
+        os.environ["SPECCHAT_DATA_DIR"] = str(args.data_dir)
+    if args.config_dir:
+        os.environ["SPECCHAT_CONFIG_DIR"] = str(args.config_dir)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app = create_application()
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    window = create_main_window()
+    from .main_window import freeze_startup_objects
+
+    # Ctrl+C and SIGTERM close the window properly (saving a streaming reply); a timer lets Python see signals.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: QTimer.singleShot(0, window.close))
+    heartbeat = QTimer()
+    heartbeat.start(250)
+    heartbeat.timeout.connect(lambda: None)
+    window.show()
+    freeze_startup_objects()
+    window.start()
+    try:
+        with loop:
+            loop.run_forever()
+    finally:
+        window.shutdown()
+        window.db.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

@@ -1,0 +1,507 @@
+"""Chat history in SQLite: conversations and messages, WAL mode, versioned schema with migrations.
+
+The database lives in ``inference.model_store.data_dir() / "history.sqlite3"`` (the platformdirs user data
+folder, or ``$SPECCHAT_DATA_DIR``). Every write commits at once, so a killed process loses nothing that was
+written; the GUI writes a user message before generation starts and a streaming reply at least every second.
+
+A database that cannot be read (not SQLite, corrupt, failing ``PRAGMA quick_check``) is renamed to
+``history.sqlite3.unreadable-<time>`` (with its ``-wal``/``-shm`` files) and a fresh one is started: it is
+never overwritten. A database written by a newer SpecChat (schema version above ours) is left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DB_NAME = "history.sqlite3"
+EXPORT_FORMAT = "specchat-conversation"
+EXPORT_VERSION = 1
+ROLES = ("user", "assistant")
+#: Message states: a finished reply, one still streaming (or interrupted by a crash), stopped by the user, failed.
+STATES = ("complete", "streaming", "stopped", "error")
+
+
+#: MIGRATIONS[i] brings a database from schema version i to i + 1 (``PRAGMA user_version``); each runs in one
+#: transaction together with the version bump, so a crash mid-migration leaves the previous version intact.
+MIGRATIONS: list[tuple[str, ...]] = [
+    # 1: conversations and their messages
+    (
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            title TEXT NOT NULL,
+            system_prompt TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )""",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (conversation_id, position)
+        )""",
+    ),
+    # 2: streaming state of a reply, its statistics (JSON), spans of accepted draft tokens (JSON)
+    (
+        "ALTER TABLE messages ADD COLUMN state TEXT NOT NULL DEFAULT 'complete'",
+        "ALTER TABLE messages ADD COLUMN stats TEXT",
+        "ALTER TABLE messages ADD COLUMN draft_spans TEXT",
+        "CREATE INDEX conversations_by_update ON conversations(updated_at)",
+    ),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class HistoryUnreadableError(RuntimeError):
+    """The database file is not a readable SpecChat history (corrupt, not SQLite, or failing its check)."""
+
+
+class HistoryTooNewError(RuntimeError):
+    """The database was written by a newer SpecChat whose schema this version does not know."""
+
+
+@dataclass
+class Conversation:
+    """One conversation (without its messages)."""
+
+    id: int
+    title: str
+    system_prompt: str
+    created_at: float
+    updated_at: float
+    message_count: int = 0
+
+
+@dataclass
+class Message:
+    """One message.
+
+    Attributes:
+        state: ``complete``; ``streaming`` while generated (still so after a crash: shown as interrupted);
+            ``stopped`` by the user; ``error`` when generation failed (the text so far is kept).
+        stats: reply statistics (see ``app.reply_recorder``), {} for user messages.
+        draft_spans: ``[start, end)`` character ranges of the content that came from accepted draft tokens.
+    """
+
+    id: int
+    conversation_id: int
+    position: int
+    role: str
+    content: str
+    created_at: float
+    state: str = "complete"
+    stats: dict = field(default_factory=dict)
+    draft_spans: list[list[int]] = field(default_factory=list)
+
+
+def history_path() -> Path:
+    """Where the history database lives: ``data_dir() / "history.sqlite3"`` (honours ``$SPECCHAT_DATA_DIR``)."""
+    from inference.model_store import data_dir
+
+    return data_dir() / DB_NAME
+
+
+class HistoryDB:
+    """The chat history database (one connection, used from the GUI thread only).
+
+    Args:
+        path: the database file (created with its folder if missing), or ``":memory:"``.
+
+    Raises:
+        HistoryUnreadableError: the file exists but is not a readable SpecChat history.
+        HistoryTooNewError: its schema version is newer than this SpecChat's.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = path if path == ":memory:" else Path(path)
+        if self.path != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise HistoryUnreadableError(f"cannot open {self.path}: {error}") from error
+        try:
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA busy_timeout = 5000")
+            check = self._db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise HistoryUnreadableError(f"{self.path} failed its integrity check: {check}")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise HistoryTooNewError(
+                    f"{self.path} was written by a newer SpecChat (history schema version {version}; this version "
+                    f"understands up to {SCHEMA_VERSION}). Update SpecChat to open it; it was left untouched."
+                )
+            if self.path != ":memory:":
+                mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise HistoryUnreadableError(f"{self.path}: cannot switch to WAL mode (got {mode})")
+            # WAL + NORMAL: a commit survives a crash of the process (not necessarily a power cut) and costs no fsync.
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate(version)
+        except sqlite3.DatabaseError as error:
+            self._db.close()
+            raise HistoryUnreadableError(f"{self.path} is not a readable SQLite database: {error}") from error
+        except BaseException:
+            self._db.close()
+            raise
+
+    @property
+    def schema_version(self) -> int:
+        """``PRAGMA user_version`` of the open database."""
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    @property
+    def journal_mode(self) -> str:
+        """SQLite journal mode (``wal`` for a file database)."""
+        return self._db.execute("PRAGMA journal_mode").fetchone()[0]
+
+    def _migrate(self, version: int) -> None:
+        for target in range(version, SCHEMA_VERSION):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in MIGRATIONS[target]:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {target + 1}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the WAL)."""
+        self._db.close()
+
+    # --- conversations ---------------------------------------------------------------------------
+
+    def create_conversation(self, title: str = "New chat", system_prompt: str = "") -> int:
+        """Add an empty conversation; return its id."""
+        now = time.time()
+        cursor = self._db.execute(
+            "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (title, system_prompt, now, now),
+        )
+        return int(cursor.lastrowid)
+
+    def conversation(self, conversation_id: int) -> Conversation | None:
+        """The conversation with this id, or None."""
+        row = self._db.execute(
+            "SELECT c.*, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count "
+            "FROM conversations c WHERE c.id = ?",
+            (conversation_id,),
+        ).fetchone()
+        return _conversation(row) if row else None
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """All conversations, most recently updated first; with ``search``, those whose title or any message
+        contains it (case-insensitive for ASCII letters)."""
+        query = (
+            "SELECT c.*, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count "
+            "FROM conversations c"
+        )
+        params: tuple = ()
+        if search.strip():
+            pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            query += (
+                " WHERE c.title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id"
+                " AND m.content LIKE ? ESCAPE '\\')"
+            )
+            params = (pattern, pattern)
+        query += " ORDER BY c.updated_at DESC, c.id DESC"
+        return [_conversation(row) for row in self._db.execute(query, params)]
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        """Set a conversation's title (stripped; an empty title is refused with ValueError)."""
+        title = title.strip()
+        if not title:
+            raise ValueError("a conversation title cannot be empty")
+        self._db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
+        """Set the system prompt used for the conversation's next replies."""
+        self._db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete a conversation and its messages."""
+        self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def _touch(self, conversation_id: int) -> None:
+        self._db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation_id))
+
+    # --- messages --------------------------------------------------------------------------------
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        """The conversation's messages in order."""
+        rows = self._db.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position", (conversation_id,)
+        ).fetchall()
+        return [_message(row) for row in rows]
+
+    def message(self, message_id: int) -> Message | None:
+        """The message with this id, or None."""
+        row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return _message(row) if row else None
+
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        state: str = "complete",
+        stats: dict | None = None,
+        draft_spans: list | None = None,
+        created_at: float | None = None,
+    ) -> int:
+        """Append a message to a conversation (committed at once); return its id."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        if state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            position = self._db.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()[0]
+            cursor = self._db.execute(
+                "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    position,
+                    role,
+                    content,
+                    created_at if created_at is not None else time.time(),
+                    state,
+                    json.dumps(stats) if stats else None,
+                    json.dumps(draft_spans) if draft_spans else None,
+                ),
+            )
+            self._touch(conversation_id)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return int(cursor.lastrowid)
+
+    def update_message(
+        self,
+        message_id: int,
+        content: str | None = None,
+        state: str | None = None,
+        stats: dict | None = None,
+        draft_spans: list | None = None,
+    ) -> None:
+        """Change some fields of a message (committed at once); None leaves a field as it is."""
+        sets, params = [], []
+        for column, value in (("content", content), ("state", state)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(value)
+        for column, value in (("stats", stats), ("draft_spans", draft_spans)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(json.dumps(value))
+        if state is not None and state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        if sets:
+            self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*params, message_id))
+
+    def delete_messages_from(self, conversation_id: int, position: int) -> int:
+        """Delete the messages at ``position`` and after (to regenerate or resend); return how many."""
+        cursor = self._db.execute(
+            "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, position)
+        )
+        return cursor.rowcount
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete one message (used for a reply that failed before producing any text)."""
+        self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+
+    # --- export / import -------------------------------------------------------------------------
+
+    def export_json(self, conversation_id: int) -> dict[str, Any]:
+        """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1)."""
+        conversation = self.conversation(conversation_id)
+        if conversation is None:
+            raise ValueError(f"no conversation with id {conversation_id}")
+        return {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "title": conversation.title,
+            "system_prompt": conversation.system_prompt,
+            "created_at": conversation.created_at,
+            "messages": [
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "created_at": m.created_at,
+                    "state": m.state,
+                    "stats": m.stats,
+                    "draft_spans": m.draft_spans,
+                }
+                for m in self.messages(conversation_id)
+            ],
+        }
+
+    def export_markdown(self, conversation_id: int) -> str:
+        """A conversation as a Markdown document (title, system prompt, then each message under a heading)."""
+        from .reply_format import footer_text
+
+        data = self.export_json(conversation_id)
+        lines = [f"# {data['title']}", ""]
+        if data["system_prompt"]:
+            lines += ["**System prompt:**", "", *(f"> {line}" for line in data["system_prompt"].splitlines()), ""]
+        for message in data["messages"]:
+            lines += [f"## {'User' if message['role'] == 'user' else 'Assistant'}", "", message["content"], ""]
+            if message["role"] == "assistant" and (message["stats"] or message["state"] != "complete"):
+                lines += [f"*{footer_text(message['stats'], message['state'])}*", ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def import_json(self, data: Any) -> int:
+        """Add a conversation exported by :meth:`export_json`; return the new conversation's id.
+
+        Raises:
+            ValueError: the data is not a SpecChat conversation export (the message says what is wrong).
+        """
+        if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+            raise ValueError(f"not a SpecChat conversation export (expected \"format\": \"{EXPORT_FORMAT}\")")
+        if not isinstance(data.get("version"), int) or data["version"] > EXPORT_VERSION:
+            raise ValueError(f"unsupported export version {data.get('version')!r} (this SpecChat reads version {EXPORT_VERSION})")
+        messages = data.get("messages")
+        if not isinstance(messages, list):
+            raise ValueError('the export has no "messages" list')
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict) or message.get("role") not in ROLES or not isinstance(message.get("content"), str):
+                raise ValueError(f'message {index + 1} needs "role" (user or assistant) and "content" (text)')
+        title = data.get("title")
+        system_prompt = data.get("system_prompt", "")
+        if not isinstance(title, str) or not title.strip():
+            title = "Imported chat"
+        if not isinstance(system_prompt, str):
+            raise ValueError('"system_prompt" must be text')
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()
+            created = data.get("created_at") if isinstance(data.get("created_at"), (int, float)) else now
+            cursor = self._db.execute(
+                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
+                (title.strip(), system_prompt, created, now),
+            )
+            conversation_id = int(cursor.lastrowid)
+            for position, message in enumerate(messages):
+                state = message.get("state") if message.get("state") in STATES else "complete"
+                stats = message.get("stats") if isinstance(message.get("stats"), dict) else {}
+                spans = message.get("draft_spans") if isinstance(message.get("draft_spans"), list) else []
+                created_at = message.get("created_at") if isinstance(message.get("created_at"), (int, float)) else now
+                self._db.execute(
+                    "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        conversation_id,
+                        position,
+                        message["role"],
+                        message["content"],
+                        created_at,
+                        state,
+                        json.dumps(stats) if stats else None,
+                        json.dumps(spans) if spans else None,
+                    ),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return conversation_id
+
+
+def _conversation(row: sqlite3.Row) -> Conversation:
+    return Conversation(
+        id=row["id"],
+        title=row["title"],
+        system_prompt=row["system_prompt"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        message_count=row["message_count"],
+    )
+
+
+def _json_or(value: str | None, default):
+    if not value:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError:
+        return default
+
+
+def _message(row: sqlite3.Row) -> Message:
+    return Message(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        position=row["position"],
+        role=row["role"],
+        content=row["content"],
+        created_at=row["created_at"],
+        state=row["state"],
+        stats=_json_or(row["stats"], {}),
+        draft_spans=_json_or(row["draft_spans"], []),
+    )
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a database file (and its ``-wal`` / ``-shm`` files) to ``<name>.unreadable-<time>``; return the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.unreadable-{stamp}")
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = path.with_name(f"{path.name}.unreadable-{stamp}-{counter}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm"):
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            os.replace(companion, target.with_name(target.name + suffix))
+    return target
+
+
+def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]:
+    """Open the history database, recovering from an unreadable one.
+
+    Returns:
+        ``(db, notice)``: ``notice`` is None when all went well; otherwise a message for the user saying what
+        happened and where the old file is. An unreadable file is moved aside and a new database started; a file
+        from a newer SpecChat, or one that cannot be moved, is left alone and the history is kept in memory for
+        this session.
+    """
+    path = Path(path) if path is not None else history_path()
+    try:
+        return HistoryDB(path), None
+    except HistoryTooNewError as error:
+        return HistoryDB(":memory:"), f"{error}\n\nChats of this session are kept in memory only and are lost when you quit."
+    except HistoryUnreadableError as error:
+        reason = str(error)
+    try:
+        moved = move_aside(path)
+    except OSError as error:
+        return HistoryDB(":memory:"), (
+            f"Your chat history could not be read ({reason}), and it could not be moved aside ({error}). "
+            f"It was left untouched at {path}. Chats of this session are kept in memory only and are lost when you "
+            "quit: check the file's permissions, or move it away yourself, then restart SpecChat."
+        )
+    try:
+        db = HistoryDB(path)
+    except (HistoryUnreadableError, HistoryTooNewError) as error:
+        return HistoryDB(":memory:"), f"Could not start a new history at {path} ({error}); chats are kept in memory only."
+    return db, (
+        f"Your chat history could not be read ({reason}).\n\nIt was moved to {moved} (nothing was deleted; "
+        "`sqlite3 <file> .recover` may rescue its contents), and a new, empty history was started."
+    )

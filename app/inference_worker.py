@@ -1,0 +1,308 @@
+"""The inference thread and the asyncio bridge that brings its results to the Qt event loop.
+
+Every model operation (fetching the default model, loading, generating) runs, one at a time, in a single
+thread owned by :class:`InferenceWorker`; OpenVINO releases the GIL while it computes, so the GUI thread keeps
+running. Results travel back through the asyncio loop that qasync runs on top of the Qt event loop: the
+thread hands each item to ``loop.call_soon_threadsafe``, which puts it on an ``asyncio.Queue`` that a coroutine
+in the GUI thread consumes. No widget is ever touched from the inference thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from inference.chat import ChatSession
+from inference.engine import Engine
+from inference.events import Event
+from inference.model import LoadedModel, load_model
+from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+
+_END = object()
+#: Nice value of the inference thread: the GUI thread wins the CPU when both want it (see lower_thread_priority).
+INFERENCE_NICE = 5
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which models to load, and where.
+
+    Attributes:
+        target_dir: the target model folder; target_device: its OpenVINO device.
+        draft_dir: the draft model folder, or None (autoregressive or prompt lookup only).
+        draft_device: the draft's device.
+    """
+
+    target_dir: Path
+    target_device: str = "CPU"
+    draft_dir: Path | None = None
+    draft_device: str = "CPU"
+
+    def describe(self) -> str:
+        """``SmolLM2-135M-Instruct-int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU``."""
+        text = f"{Path(self.target_dir).name} on {self.target_device}"
+        if self.draft_dir is not None:
+            text += f", draft {Path(self.draft_dir).name} on {self.draft_device}"
+        return text
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What :meth:`InferenceWorker.load` loaded.
+
+    Attributes:
+        spec: the request; max_position_embeddings: upper bound of n_ctx (None if unknown);
+        load_seconds: wall time of the load (0 when the models were already loaded);
+        warm_up_seconds: wall time of :func:`warm_up`.
+    """
+
+    spec: ModelSpec
+    max_position_embeddings: int | None
+    load_seconds: float
+    warm_up_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One reply to generate.
+
+    Attributes:
+        messages: the conversation so far (``{"role", "content"}`` dicts), ending with the user message.
+        system_prompt: the conversation's system prompt ("" = none).
+        settings: engine settings (already validated by the settings pane; the engine checks them again).
+        drafter: ``model``, ``lookup`` or None.
+        fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
+    """
+
+    messages: list[dict]
+    system_prompt: str
+    settings: GenerationSettings
+    drafter: str | None = None
+    fresh_cache: bool = False
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+@dataclass
+class _ModelCache:
+    """Loaded models by (folder, device), least recently used first; reloading one is skipped."""
+
+    capacity: int = 3
+    models: OrderedDict = field(default_factory=OrderedDict)
+
+    def get(self, folder: Path, device: str) -> tuple[LoadedModel, bool]:
+        key = (str(Path(folder).resolve()), device)
+        if key in self.models:
+            self.models.move_to_end(key)
+            return self.models[key], False
+        model = load_model(folder, device)
+        self.models[key] = model
+        while len(self.models) > self.capacity:
+            self.models.popitem(last=False)
+        return model, True
+
+
+class InferenceWorker:
+    """Owns the inference thread, the engine and the loaded models.
+
+    Jobs run in submission order, so a reload requested while a reply streams happens after it, and a reply
+    requested while a model loads waits for it. Use the coroutines from the thread that runs the asyncio loop.
+
+    Args:
+        model_cache_size: loaded models kept for quick switching (e.g. turning the draft model on and off).
+        nice: CPU priority of the inference thread and of the OpenVINO threads it starts (see
+            :func:`lower_thread_priority`).
+    """
+
+    def __init__(self, model_cache_size: int = 3, nice: int = INFERENCE_NICE):
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="specchat-inference", initializer=lower_thread_priority, initargs=(nice,)
+        )
+        self._cache = _ModelCache(model_cache_size)
+        self._engine: Engine | None = None
+        self._spec: ModelSpec | None = None
+        self._cancels: set[threading.Event] = set()
+        self._closed = False
+
+    @property
+    def spec(self) -> ModelSpec | None:
+        """The models of the current engine (None before the first successful load)."""
+        return self._spec
+
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run ``function(*args)`` in the inference thread and return its result (or raise its exception)."""
+        if self._closed:
+            raise RuntimeError("the inference worker is shut down")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def fetch_default_model(self, bits: int, progress: Callable[[str], None]) -> Path:
+        """``inference.model_store.ensure_default_model(bits)`` in the inference thread.
+
+        ``progress`` is called in the GUI thread with each progress line (only when something has to be done).
+
+        Raises:
+            ModelFetchError: with a message that says what to do.
+        """
+        from inference.model_store import ensure_default_model
+
+        loop = asyncio.get_running_loop()
+
+        def report(message: str) -> None:
+            _call_soon(loop, progress, message)
+
+        return await self.run(lambda: ensure_default_model(bits, progress=report))
+
+    async def load(self, spec: ModelSpec) -> ModelInfo:
+        """Load the models of ``spec`` (reusing loaded ones) and build a new engine.
+
+        Raises:
+            ModelLoadError: a model folder is missing or unreadable (the message says what to do).
+            ValueError: unknown device, or the draft's tokenizer differs from the target's
+                (``TokenizerMismatchError``).
+        """
+
+        def job() -> ModelInfo:
+            start = time.perf_counter()
+            if self._spec == spec and self._engine is not None:
+                return ModelInfo(spec, self._engine.target.max_position_embeddings, 0.0)
+            target, _ = self._cache.get(spec.target_dir, spec.target_device)
+            draft = None
+            if spec.draft_dir is not None:
+                draft, _ = self._cache.get(spec.draft_dir, spec.draft_device)
+            engine = Engine(target, draft)
+            loaded = time.perf_counter()
+            warm_up(engine)
+            self._engine, self._spec = engine, spec
+            return ModelInfo(spec, target.max_position_embeddings, loaded - start, time.perf_counter() - loaded)
+
+        return await self.run(job)
+
+    async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
+        """Stream the events of one reply, in batches (all events that arrived since the last batch).
+
+        Set ``cancel`` to stop: the reply ends with a ``Finished`` event whose stop reason is ``cancelled``.
+        Leaving the ``async for`` early also cancels the generation.
+
+        Raises:
+            ValueError: a setting is out of range, the prompt is empty, no model is loaded...
+            RuntimeError / RopeUnsupportedError: as raised by the engine.
+        """
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        self._cancels.add(cancel)
+
+        def put(item: Any) -> None:
+            _call_soon(loop, queue.put_nowait, item)
+
+        def job() -> None:
+            try:
+                if cancel.is_set():
+                    put(_END)
+                    return
+                if self._engine is None:
+                    raise ValueError("no model is loaded: wait for the model to load, or fix the error shown")
+                if request.fresh_cache:
+                    self._engine.reset()
+                session = ChatSession(self._engine, request.system_prompt, request.messages)
+                for event in session.reply(request.settings, request.drafter, cancel):
+                    put(event)
+                put(_END)
+            except BaseException as error:  # noqa: BLE001 - handed to the GUI thread
+                put(_Failure(error))
+
+        try:
+            self._executor.submit(job)
+        except RuntimeError as error:  # the executor is shut down: the app is quitting
+            self._cancels.discard(cancel)
+            raise RuntimeError("the inference worker is shut down") from error
+        ended = False
+        try:
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                end = next((i for i, item in enumerate(batch) if item is _END or isinstance(item, _Failure)), None)
+                events = batch if end is None else batch[:end]
+                if end is not None:
+                    ended = True
+                if events:
+                    yield events
+                if end is not None:
+                    if isinstance(batch[end], _Failure):
+                        raise batch[end].error
+                    return
+        finally:
+            if not ended:
+                cancel.set()  # the consumer left early: stop the thread's generation
+            self._cancels.discard(cancel)
+
+    def cancel_all(self) -> None:
+        """Stop every running or queued generation."""
+        for cancel in list(self._cancels):
+            cancel.set()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Cancel generations, drop queued jobs and (with ``wait``) wait for the running job to end."""
+        self._closed = True
+        self.cancel_all()
+        self._executor.shutdown(wait=wait, cancel_futures=True)
+        if wait:
+            self._engine = None
+            self._cache.models.clear()
+
+
+def lower_thread_priority(nice: int) -> None:
+    """Give the calling thread (and the threads it creates, such as OpenVINO's) a lower CPU priority.
+
+    On a machine with few cores, OpenVINO keeps every core busy while generating; at equal priority the GUI
+    thread then gets only its fair share of a core, and 30 ms of layout work takes 70 ms. With a higher nice
+    value the scheduler serves the GUI first; generation still gets every cycle the GUI does not use. Linux only
+    (elsewhere thread priorities are set differently; nothing is changed).
+    """
+    if not sys.platform.startswith("linux") or nice <= 0:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError:
+        pass
+
+
+def warm_up(engine: Engine) -> None:
+    """Run tiny generations so that OpenVINO's one-time work is not billed to the first reply.
+
+    The first decode step after loading costs about a second on a CPU (measured: TTFT 1.5 s and a 1.2 s first
+    step, against 0.3 s and 0.06 s afterwards), which would also make the first comparison favour whichever mode
+    runs second. One short autoregressive run, one speculative run with prompt lookup (multi-token verification
+    passes) and, with a draft model, one with the draft, then the cache is dropped.
+    """
+    prompt = engine.target.encode("one two three, one two three, one two three, one two three")
+    runs = [("ar", None), ("spec", "lookup")] + ([("spec", "model")] if engine.draft is not None else [])
+    for mode, drafter in runs:
+        settings = GenerationSettings(
+            mode=mode,
+            sampling=SamplingSettings(max_new_tokens=6),
+            context=ContextSettings(n_ctx=256),
+            speculative=SpeculativeSettings(k=3),
+        )
+        for _ in engine.generate(prompt, settings, drafter):
+            pass
+    engine.reset()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable, *args: Any) -> None:
+    """``loop.call_soon_threadsafe`` that ignores a closed loop (the application is quitting)."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        pass

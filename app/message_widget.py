@@ -1,0 +1,299 @@
+"""One message of the chat: a bubble with the text (Markdown), a statistics footer and its actions.
+
+User messages offer Copy and Edit (edit the text and resend it); assistant replies offer Copy and, on the last
+reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .elided_label import ElidedLabel
+from .history_db import Message
+from .markdown_view import MarkdownView
+from .reply_format import compare_summary, footer_text, metrics_text, mode_text
+
+RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most this often
+
+
+class _Column(QWidget):
+    """One side of a comparison: a heading, the text, its metrics."""
+
+    def __init__(self, title: str, parent=None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.title = QLabel(title)
+        self.title.setObjectName("columnTitle")
+        self.view = MarkdownView()
+        self.metrics = QLabel()
+        self.metrics.setObjectName("footer")
+        self.metrics.setWordWrap(True)
+        layout.addWidget(self.title)
+        layout.addWidget(self.view)
+        layout.addWidget(self.metrics)
+        layout.addStretch(1)
+
+
+class MessageWidget(QFrame):
+    """A chat bubble for one :class:`~app.history_db.Message`.
+
+    Signals:
+        edit_submitted(message_id, text): the user edited their message and wants it resent.
+        regenerate_requested(message_id): the user wants this reply generated again.
+    """
+
+    edit_submitted = Signal(int, str)
+    regenerate_requested = Signal(int)
+
+    def __init__(self, message: Message, highlight: bool = True, parent=None):
+        super().__init__(parent)
+        self.message = message
+        self._highlight = highlight
+        self._live = False
+        self._render_pending = False
+        self._busy = False
+        self._last = False
+        self.setObjectName("userBubble" if message.role == "user" else "assistantBubble")
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(4)
+
+        header = QHBoxLayout()
+        header.setSpacing(4)
+        self.role_label = QLabel("You" if message.role == "user" else "Assistant")
+        self.role_label.setObjectName("roleLabel")
+        header.addWidget(self.role_label)
+        header.addStretch(1)
+        self.copy_button = self._tool_button("Copy", "Copy this message's text (Markdown) to the clipboard")
+        self.copy_button.clicked.connect(self.copy_text)
+        header.addWidget(self.copy_button)
+        self._header = header
+        self._edit_button: QToolButton | None = None
+        self._regenerate_button: QToolButton | None = None
+        layout.addLayout(header)
+
+        self.body = MarkdownView()
+        layout.addWidget(self.body)
+
+        self._layout = layout
+        self.compare_box: QWidget | None = None  # built on first use (most messages never need it)
+        self.editor: QPlainTextEdit | None = None
+        self.edit_bar: QWidget | None = None
+
+        self.footer = ElidedLabel()  # one line: a word-wrapped label would cost each bubble a second layout pass
+        self.footer.setObjectName("footer")
+        layout.addWidget(self.footer)
+
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.timeout.connect(self._render)
+        self._render()
+
+    def _ensure_compare(self) -> None:
+        if self.compare_box is not None:
+            return
+        self.compare_box = QWidget()
+        compare_layout = QHBoxLayout(self.compare_box)
+        compare_layout.setContentsMargins(0, 0, 0, 0)
+        compare_layout.setSpacing(12)
+        self.ar_column = _Column("Autoregressive")
+        self.spec_column = _Column("Speculative")
+        separator = QFrame()
+        separator.setFrameShape(QFrame.Shape.VLine)
+        separator.setObjectName("separator")
+        compare_layout.addWidget(self.ar_column, 1)
+        compare_layout.addWidget(separator)
+        compare_layout.addWidget(self.spec_column, 1)
+        self._layout.insertWidget(self._layout.indexOf(self.body) + 1, self.compare_box)
+
+    def _ensure_editor(self) -> None:
+        if self.editor is not None:
+            return
+        self.editor = QPlainTextEdit()
+        self.editor.setMinimumHeight(60)
+        self.editor.setMaximumHeight(200)
+        self.edit_bar = QWidget()
+        edit_bar = QHBoxLayout(self.edit_bar)
+        edit_bar.setContentsMargins(0, 0, 0, 0)
+        edit_bar.addStretch(1)
+        self.cancel_edit_button = QPushButton("Cancel")
+        self.cancel_edit_button.clicked.connect(self.stop_editing)
+        self.resend_button = QPushButton("Save && resend")
+        self.resend_button.setDefault(True)
+        self.resend_button.clicked.connect(self._submit_edit)
+        edit_bar.addWidget(self.cancel_edit_button)
+        edit_bar.addWidget(self.resend_button)
+        index = self._layout.indexOf(self.footer)
+        self._layout.insertWidget(index, self.editor)
+        self._layout.insertWidget(index + 1, self.edit_bar)
+        self.resend_button.setEnabled(not self._busy)
+
+    @property
+    def edit_button(self) -> QToolButton:
+        """Edit (user messages); created on first use, like Regenerate: most bubbles never need them."""
+        if self._edit_button is None:
+            self._edit_button = self._tool_button("Edit", "Edit this message and resend it (later messages are replaced)")
+            self._edit_button.clicked.connect(self.start_editing)
+            self._header.addWidget(self._edit_button)
+            self._edit_button.setVisible(self.message.role == "user")
+        return self._edit_button
+
+    @property
+    def regenerate_button(self) -> QToolButton:
+        """Regenerate (the last reply)."""
+        if self._regenerate_button is None:
+            self._regenerate_button = self._tool_button("Regenerate", "Generate this reply again")
+            self._regenerate_button.clicked.connect(lambda: self.regenerate_requested.emit(self.message.id))
+            self._header.addWidget(self._regenerate_button)
+            self._regenerate_button.setVisible(False)  # set_actions shows it on the last reply
+        return self._regenerate_button
+
+    @staticmethod
+    def _tool_button(text: str, tip: str) -> QToolButton:
+        button = QToolButton()
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setAutoRaise(True)
+        button.setCursor(Qt.CursorShape.PointingHandCursor)
+        return button
+
+    # --- state ------------------------------------------------------------------------------------
+
+    def set_message(self, message: Message, live: bool = False) -> None:
+        """Show new content; a ``live`` (streaming) update is rendered at most every 60 ms."""
+        self.message = message
+        self._live = live
+        if live:
+            if not self._render_timer.isActive():
+                self._render_timer.start(RENDER_INTERVAL_MS)
+        else:
+            self._render_timer.stop()
+            self._render()
+
+    def flush(self) -> None:
+        """Render a pending live update now."""
+        if self._render_timer.isActive():
+            self._render_timer.stop()
+            self._render()
+
+    def set_highlight(self, highlight: bool) -> None:
+        """Turn the highlighting of accepted draft tokens on or off."""
+        self._highlight = highlight
+        self.body.set_highlight(highlight)
+        if self.compare_box is not None:
+            self.spec_column.view.set_highlight(highlight)
+
+    def set_actions(self, busy: bool, last: bool) -> None:
+        """Enable actions: Edit and Regenerate are off while a reply streams; Regenerate is on the last reply only."""
+        self._busy, self._last = busy, last
+        if self.message.role == "user":
+            self.edit_button.setEnabled(not busy and not self.editing)
+        can_regenerate = self.message.role == "assistant" and last and not self._live
+        if can_regenerate or self._regenerate_button is not None:
+            self.regenerate_button.setVisible(can_regenerate)
+            self.regenerate_button.setEnabled(not busy)
+        if self.editor is not None:
+            self.resend_button.setEnabled(not busy)
+
+    @property
+    def is_compare(self) -> bool:
+        """True for a comparison reply (two texts side by side)."""
+        return "compare" in (self.message.stats or {})
+
+    def text(self) -> str:
+        """The message's Markdown text."""
+        return self.message.content
+
+    def copy_text(self) -> None:
+        """Copy the message text to the clipboard."""
+        QGuiApplication.clipboard().setText(self.message.content)
+
+    # --- editing ----------------------------------------------------------------------------------
+
+    def start_editing(self) -> None:
+        """Replace the text by an editor (user messages)."""
+        if self.message.role != "user":
+            return
+        self._ensure_editor()
+        self.editor.setPlainText(self.message.content)
+        self.body.setVisible(False)
+        self.editor.setVisible(True)
+        self.edit_bar.setVisible(True)
+        self.edit_button.setEnabled(False)
+        self.editor.setFocus()
+
+    def stop_editing(self) -> None:
+        """Leave the editor without changes."""
+        if self.editor is None:
+            return
+        self.editor.setVisible(False)
+        self.edit_bar.setVisible(False)
+        self.body.setVisible(True)
+        self.edit_button.setEnabled(not self._busy)
+
+    @property
+    def editing(self) -> bool:
+        """True while the editor is shown."""
+        return self.edit_bar is not None and self.edit_bar.isVisibleTo(self)
+
+    def _submit_edit(self) -> None:
+        text = self.editor.toPlainText()
+        if not text.strip():
+            self.editor.setPlaceholderText("A message cannot be empty")
+            return
+        self.stop_editing()
+        self.edit_submitted.emit(self.message.id, text)
+
+    # --- rendering --------------------------------------------------------------------------------
+
+    def _render(self) -> None:
+        message = self.message
+        stats = message.stats or {}
+        if "compare" in stats:
+            compare = stats["compare"]
+            self._ensure_compare()
+            self.body.setVisible(False)
+            self.compare_box.setVisible(True)
+            ar = compare.get("ar") or {}
+            spec = compare.get("spec") or {}
+            self.ar_column.view.set_markdown(ar.get("text", ""))
+            self.ar_column.metrics.setText(metrics_text(ar) if "tokens_per_s" in ar else ar.get("live", ""))
+            self.spec_column.title.setText(mode_text(spec) if spec.get("mode") else "Speculative")
+            self.spec_column.view.set_markdown(message.content, message.draft_spans, self._highlight)
+            self.spec_column.metrics.setText(metrics_text(spec) if "tokens_per_s" in spec else spec.get("live", ""))
+        else:
+            if self.compare_box is not None:
+                self.compare_box.setVisible(False)
+            if not self.editing:
+                self.body.setVisible(True)
+            self.body.set_markdown(message.content, message.draft_spans, self._highlight and message.role == "assistant")
+        if message.role == "assistant":
+            if self._live:
+                live = stats.get("live", "")
+                if "compare" in stats and stats["compare"].get("speedup") is None:
+                    live = live or "Comparing…"
+                self.footer.setText(live or "Generating…")
+            elif "compare" in stats and message.state == "complete":
+                self.footer.setText(compare_summary(stats["compare"]))
+            else:
+                self.footer.setText(footer_text(stats, message.state))
+            self.footer.setVisible(True)
+        else:
+            self.footer.setVisible(False)
+        self.set_actions(self._busy, self._last)

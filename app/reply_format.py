@@ -1,0 +1,86 @@
+"""Reply statistics as stored with a message (a JSON dict) and as shown in its footer."""
+
+from __future__ import annotations
+
+from inference.events import GenerationStats
+
+MODE_NAMES = {"ar": "Autoregressive", "spec": "Speculative"}
+DRAFTER_NAMES = {"model": "draft model", "lookup": "prompt lookup"}
+
+
+def stats_dict(stats: GenerationStats, **extra) -> dict:
+    """The JSON-serialisable statistics of one reply (``extra`` adds keys such as k, model, device, seed)."""
+    return {
+        "mode": stats.mode,
+        "drafter": stats.drafter,
+        "ttft_ms": round(stats.ttft_ms, 2),
+        "tokens_per_s": round(stats.decode_tokens_per_s, 2),
+        "acceptance_rate": None if stats.acceptance_rate is None else round(stats.acceptance_rate, 4),
+        "drafted": stats.drafted,
+        "accepted": stats.accepted,
+        "new_tokens": stats.new_tokens,
+        "prompt_tokens": stats.prompt_tokens,
+        "prefilled_tokens": stats.prefilled_tokens,
+        "discarded_tokens": stats.discarded_tokens,
+        "rolls": stats.rolls,
+        "final_k": stats.final_k,
+        "fallback_tokens": stats.fallback_tokens,
+        "stop_reason": stats.stop_reason,
+        **extra,
+    }
+
+
+def mode_text(stats: dict) -> str:
+    """``Autoregressive``, or ``Speculative (prompt lookup, K 4)``."""
+    mode = MODE_NAMES.get(stats.get("mode"), stats.get("mode") or "?")
+    if stats.get("mode") == "spec":
+        parts = [DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")]
+        if stats.get("k"):
+            parts.append(f"K {stats['k']}")
+        mode += f" ({', '.join(parts)})"
+    return mode
+
+
+def metrics_text(stats: dict) -> str:
+    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 0 tokens discarded · 32 tokens``."""
+    parts = []
+    if "ttft_ms" in stats:
+        parts.append(f"TTFT {stats['ttft_ms']:.0f} ms")
+    if "tokens_per_s" in stats:
+        parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
+    if stats.get("acceptance_rate") is not None:
+        parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
+    elif stats.get("mode") == "spec":
+        parts.append("acceptance n/a")
+    if "discarded_tokens" in stats:
+        discarded = stats["discarded_tokens"]
+        rolls = stats.get("rolls", 0)
+        parts.append(f"{discarded} tokens discarded" + (f" ({rolls} roll{'s' if rolls != 1 else ''})" if rolls else ""))
+    if "new_tokens" in stats:
+        parts.append(f"{stats['new_tokens']} tokens")
+    return " · ".join(parts)
+
+
+def footer_text(stats: dict | None, state: str = "complete") -> str:
+    """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens."""
+    stats = stats or {}
+    if state == "streaming":
+        return "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
+    prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
+    if "compare" in stats:
+        compare = stats["compare"]
+        return prefix + compare_summary(compare)
+    if not stats.get("mode"):
+        return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
+    line = f"{prefix}{mode_text(stats)} · {metrics_text(stats)}"
+    if stats.get("error"):
+        line += f" · {stats['error']}"
+    return line
+
+
+def compare_summary(compare: dict) -> str:
+    """``Speedup 1.42× · texts identical`` for a comparison {"ar": stats, "spec": stats, "speedup", "identical"}."""
+    if compare.get("speedup") is None:
+        return "Comparison incomplete"
+    identical = "texts identical" if compare.get("identical") else "texts differ"
+    return f"Speedup {compare['speedup']:.2f}× (speculative vs autoregressive tokens/s) · {identical}"

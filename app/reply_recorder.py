@@ -1,0 +1,183 @@
+"""One assistant reply while it streams: its text, accepted-draft spans and statistics, saved as it grows.
+
+The reply's database row is created (empty, state ``streaming``) before generation starts and rewritten at
+least every ``save_interval_s`` (0.5 s) while text arrives, so a killed process loses at most the last half
+second of the reply. A comparison records both runs: the autoregressive one first, then the speculative one,
+whose text becomes the message content (the conversation continues from it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from inference.events import ContextRolled, Finished, StepStats, TextDelta
+
+from .history_db import HistoryDB, Message
+from .reply_format import stats_dict
+
+SAVE_INTERVAL_S = 0.5
+
+
+class ReplyRecorder:
+    """Accumulates the events of one reply and keeps its message row up to date.
+
+    Args:
+        db: the history database.
+        message: the (empty, ``streaming``) assistant message created for the reply.
+        compare: record an autoregressive run followed by a speculative one.
+        extra: statistics stored with each run (model, device, seed...).
+        save_interval_s: longest time between two saves while text arrives.
+        clock: monotonic clock (for tests).
+    """
+
+    def __init__(
+        self,
+        db: HistoryDB,
+        message: Message,
+        compare: bool = False,
+        extra: dict | None = None,
+        save_interval_s: float = SAVE_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.db = db
+        self.message = message
+        self.compare = compare
+        self.extra = dict(extra or {})
+        self.save_interval_s = save_interval_s
+        self._clock = clock
+        self.text = ""
+        self.draft_spans: list[list[int]] = []
+        self.state = "streaming"
+        self.stats: dict = {}
+        self.phase: str | None = None
+        self._phase_extra: dict = {}
+        self._ar_text = ""
+        self._ar_token_ids: list[int] | None = None
+        self.compare_data: dict = {"ar": {}, "spec": {}, "speedup": None, "identical": None} if compare else {}
+        self.last_step: StepStats | None = None
+        self.rolls = 0
+        self.saves = 0
+        self._last_save = clock()
+        self._dirty = False
+
+    @property
+    def message_id(self) -> int:
+        """Id of the reply's row."""
+        return self.message.id
+
+    @property
+    def has_text(self) -> bool:
+        """True once any text (of either run) arrived."""
+        return bool(self.text or self._ar_text)
+
+    def begin_phase(self, mode: str, **extra) -> None:
+        """Start a run (``ar`` or ``spec``); ``extra`` (drafter, K...) is stored with its statistics."""
+        self.phase = mode
+        self._phase_extra = extra
+        self.last_step = None
+        if self.compare:
+            self.compare_data[mode] = {"mode": mode, **extra, "text": ""}
+
+    def add(self, events) -> None:
+        """Record engine events; saves the row when ``save_interval_s`` has passed since the last save."""
+        for event in events:
+            if isinstance(event, TextDelta):
+                if not event.text:
+                    continue
+                if self.compare and self.phase == "ar":
+                    self._ar_text += event.text
+                    self.compare_data["ar"]["text"] = self._ar_text
+                else:
+                    start = len(self.text)
+                    self.text += event.text
+                    if event.from_draft:
+                        if self.draft_spans and self.draft_spans[-1][1] == start:
+                            self.draft_spans[-1][1] = len(self.text)
+                        else:
+                            self.draft_spans.append([start, len(self.text)])
+                self._dirty = True
+            elif isinstance(event, StepStats):
+                self.last_step = event
+            elif isinstance(event, ContextRolled):
+                self.rolls += 1
+            elif isinstance(event, Finished):
+                self._finished(event)
+        if self._dirty and self._clock() - self._last_save >= self.save_interval_s:
+            self.save()
+
+    def _finished(self, event: Finished) -> None:
+        stats = stats_dict(event.stats, **self.extra, **self._phase_extra)
+        if not self.compare:
+            self.stats = stats
+            return
+        phase = self.phase or event.stats.mode
+        text = self._ar_text if phase == "ar" else self.text
+        self.compare_data[phase] = {**stats, "text": text}
+        if phase == "ar":
+            self._ar_token_ids = list(event.stats.token_ids)
+        else:
+            ar = self.compare_data["ar"]
+            if ar.get("tokens_per_s"):
+                self.compare_data["speedup"] = round(stats["tokens_per_s"] / ar["tokens_per_s"], 3)
+            self.compare_data["identical"] = self._ar_token_ids == list(event.stats.token_ids)
+        self._dirty = True
+
+    def live_text(self) -> str:
+        """Progress line for the footer while streaming: tokens so far, tokens/s, acceptance rate."""
+        step = self.last_step
+        if step is None:
+            return "Generating…" if self.phase is None or not self.compare else f"{_PHASES.get(self.phase, '')}: starting…"
+        rate = step.generated / step.elapsed_s if step.elapsed_s > 0 else 0.0
+        parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]
+        if self.phase == "spec" and step.drafted:
+            parts.append(f"K {step.k}")
+        prefix = f"{_PHASES.get(self.phase, '')}: " if self.compare else "Generating · "
+        return prefix + " · ".join(parts)
+
+    def _stats_for_storage(self) -> dict:
+        if not self.compare:
+            stats = dict(self.stats)
+            if self.state == "streaming":
+                stats["live"] = self.live_text()
+            return stats
+        compare = {key: (dict(value) if isinstance(value, dict) else value) for key, value in self.compare_data.items()}
+        if self.state == "streaming" and self.phase in ("ar", "spec"):
+            compare[self.phase]["live"] = self.live_text()
+        return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {})}
+
+    def snapshot(self) -> Message:
+        """The reply as it stands, as a Message (for the chat view)."""
+        return Message(
+            id=self.message.id,
+            conversation_id=self.message.conversation_id,
+            position=self.message.position,
+            role="assistant",
+            content=self.text,
+            created_at=self.message.created_at,
+            state=self.state,
+            stats=self._stats_for_storage(),
+            draft_spans=[list(span) for span in self.draft_spans],
+        )
+
+    def save(self) -> None:
+        """Write the reply's current text, state and statistics to its row (one commit)."""
+        stats = self._stats_for_storage()
+        stats.pop("live", None)
+        self.db.update_message(
+            self.message.id, content=self.text, state=self.state, stats=stats, draft_spans=self.draft_spans
+        )
+        self.saves += 1
+        self._last_save = self._clock()
+        self._dirty = False
+
+    def finish(self, state: str, error: str | None = None) -> Message:
+        """The reply ended (``complete``, ``stopped`` or ``error``): save it one last time and return it."""
+        self.state = state
+        if error:
+            self.stats["error"] = error
+        self.save()
+        return self.snapshot()
+
+
+_PHASES = {"ar": "Autoregressive", "spec": "Speculative"}

@@ -1,0 +1,374 @@
+"""The settings pane: devices, decoding mode, draft model, K, rolling context, bit-width and sampling.
+
+Every edit is checked at once with the engine's validation (``AppSettings.field_errors``); an invalid value is
+flagged next to its field with the allowed range, and the settings stay invalid (sending is blocked) until it is
+fixed, so bad settings never reach the engine. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inference.model import REQUIRED_FILES
+
+from .dialogs import choose_file
+from .settings_store import DECODING_MODES, AppSettings
+
+BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
+BIG = 1_000_000
+#: Fields whose change needs a model reload.
+RELOAD_FIELDS = ("target_device", "bits", "decoding", "draft_model", "draft_device")
+SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
+
+
+class SettingsPane(QScrollArea):
+    """Form for :class:`~app.settings_store.AppSettings` with in-place validation.
+
+    Signals:
+        settings_changed(AppSettings): the settings changed and are all valid.
+        validity_changed(str): "" when every field is valid, else a one-line summary of the first error.
+
+    Attributes:
+        fields: field name -> input widget; error_labels: field name -> its error label.
+    """
+
+    settings_changed = Signal(object)
+    validity_changed = Signal(str)
+
+    def __init__(self, settings: AppSettings, devices: list[str], parent=None):
+        super().__init__(parent)
+        self.setObjectName("settingsPane")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._devices = list(devices) or ["CPU"]
+        self._max_position_embeddings: int | None = None
+        self._external_errors: dict[str, str] = {}
+        self._advisories: dict[str, str] = {}
+        self._errors: dict[str, str] = {}
+        self._loading = False
+        self._last_emitted: AppSettings | None = None
+        self.fields: dict[str, QWidget] = {}
+        self.error_labels: dict[str, QLabel] = {}
+
+        content = QWidget()
+        layout = QVBoxLayout(content)
+        layout.setContentsMargins(10, 10, 10, 10)
+        layout.setSpacing(10)
+
+        model = self._group(layout, "Model")
+        self.bits = QComboBox()
+        for bits, label in BIT_WIDTHS.items():
+            self.bits.addItem(label, bits)
+        self._row(model, "bits", "Bit-width", self.bits, "Weights of the default model (a new bit-width is fetched and converted once)")
+        self.target_device = QComboBox()
+        self._row(model, "target_device", "Device", self.target_device, "OpenVINO device of the target model")
+        self.decoding = QComboBox()
+        for key, label in DECODING_MODES.items():
+            self.decoding.addItem(label, key)
+        self._row(model, "decoding", "Decoding", self.decoding, "Autoregressive, or speculative with a draft model or prompt lookup")
+        draft_row = QWidget()
+        draft_layout = QHBoxLayout(draft_row)
+        draft_layout.setContentsMargins(0, 0, 0, 0)
+        self.draft_model = QComboBox()
+        self.draft_model.setMinimumContentsLength(12)
+        self.draft_model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.browse_button = QPushButton("Browse…")
+        self.browse_button.setToolTip("Choose a draft model folder (OpenVINO IR with the same tokenizer as the target)")
+        self.browse_button.clicked.connect(lambda: asyncio.ensure_future(self.browse_draft_model()))
+        draft_layout.addWidget(self.draft_model, 1)
+        draft_layout.addWidget(self.browse_button)
+        self._row(model, "draft_model", "Draft model", draft_row, "Proposes K tokens per step; must share the target's tokenizer", self.draft_model)
+        self.draft_device = QComboBox()
+        self._row(model, "draft_device", "Draft device", self.draft_device, "OpenVINO device of the draft model")
+
+        spec = self._group(layout, "Speculative decoding")
+        self.k = QSpinBox()
+        self.k.setRange(0, 64)
+        self._row(spec, "k", "K", self.k, "Draft tokens proposed per step, 1 to 16")
+        self.adaptive_k = QCheckBox("Adaptive K")
+        self.adaptive_k.setToolTip("Tune K from the acceptance rate; fall back to plain decoding when speculation is slower")
+        self._row(spec, "adaptive_k", "", self.adaptive_k, "")
+
+        context = self._group(layout, "Rolling context")
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setRange(0, BIG)
+        self.n_ctx.setSingleStep(256)
+        self._row(context, "n_ctx", "n_ctx", self.n_ctx, "KV-cache size in tokens; older tokens roll out past it")
+        self.n_keep = QSpinBox()
+        self.n_keep.setRange(-1, BIG)
+        self.n_keep.setSpecialValueText("auto (system prompt)")
+        self._row(context, "n_keep", "n_keep", self.n_keep, "Tokens kept at the start forever (attention sinks)")
+        self.n_discard = QSpinBox()
+        self.n_discard.setRange(-1, BIG)
+        self.n_discard.setSpecialValueText("auto (half)")
+        self._row(context, "n_discard", "n_discard", self.n_discard, "Tokens dropped per roll (auto: half of n_ctx - n_keep)")
+
+        sampling = self._group(layout, "Sampling")
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 1000.0)
+        self.temperature.setDecimals(2)
+        self.temperature.setSingleStep(0.1)
+        self._row(sampling, "temperature", "Temperature", self.temperature, "0 = greedy (always the most likely token)")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.0, 10.0)
+        self.top_p.setDecimals(2)
+        self.top_p.setSingleStep(0.05)
+        self._row(sampling, "top_p", "Top-p", self.top_p, "Nucleus sampling, in (0, 1]; 1 = off")
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, BIG)
+        self.top_k.setSpecialValueText("off")
+        self._row(sampling, "top_k", "Top-k", self.top_k, "Keep the k most likely tokens; 0 = off")
+        self.seed = QLineEdit()
+        self.seed.setPlaceholderText("random")
+        self._row(sampling, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty = random")
+        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens.setRange(0, BIG)
+        self.max_new_tokens.setSingleStep(64)
+        self._row(sampling, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
+
+        self.general_error = QLabel()
+        self.general_error.setObjectName("fieldError")
+        self.general_error.setWordWrap(True)
+        self.general_error.setVisible(False)
+        layout.addWidget(self.general_error)
+        self.error_labels["general"] = self.general_error
+        self.reset_button = QPushButton("Reset to defaults")
+        self.reset_button.clicked.connect(lambda: self.set_settings(replace(AppSettings(), highlight_draft=self._highlight)))
+        layout.addWidget(self.reset_button)
+        layout.addStretch(1)
+        self.setWidget(content)
+
+        self._highlight = settings.highlight_draft
+        self.set_devices(self._devices)
+        self.set_models([])
+        self.set_settings(settings)
+        for widget in (self.bits, self.target_device, self.decoding, self.draft_model, self.draft_device):
+            widget.currentIndexChanged.connect(self._edited)
+        for widget in (self.k, self.n_ctx, self.n_keep, self.n_discard, self.top_k, self.max_new_tokens):
+            widget.valueChanged.connect(self._edited)
+        for widget in (self.temperature, self.top_p):
+            widget.valueChanged.connect(self._edited)
+        self.adaptive_k.toggled.connect(self._edited)
+        self.seed.textChanged.connect(self._edited)
+
+    # --- building ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _group(layout: QVBoxLayout, title: str) -> QFormLayout:
+        box = QGroupBox(title)
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        form.setVerticalSpacing(6)
+        layout.addWidget(box)
+        return form
+
+    def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str, field: QWidget | None = None) -> None:
+        field = field or widget
+        field.setObjectName(f"setting_{name}")
+        if tip:
+            widget.setToolTip(tip)
+            field.setToolTip(tip)
+        cell = QWidget()
+        cell_layout = QVBoxLayout(cell)
+        cell_layout.setContentsMargins(0, 0, 0, 0)
+        cell_layout.setSpacing(2)
+        cell_layout.addWidget(widget)
+        error = QLabel()
+        error.setObjectName("fieldError")
+        error.setWordWrap(True)
+        error.setVisible(False)
+        cell_layout.addWidget(error)
+        form.addRow(label, cell)
+        self.fields[name] = field
+        self.error_labels[name] = error
+
+    # --- data -------------------------------------------------------------------------------------
+
+    def set_devices(self, devices: list[str]) -> None:
+        """Offer these OpenVINO devices for the target and the draft."""
+        self._devices = list(devices) or ["CPU"]
+        for combo in (self.target_device, self.draft_device):
+            current = combo.currentText()
+            combo.blockSignals(True)
+            combo.clear()
+            combo.addItems(self._devices)
+            if current in self._devices:
+                combo.setCurrentText(current)
+            combo.blockSignals(False)
+
+    def set_models(self, models: list[dict]) -> None:
+        """Offer installed models (``inference.model_store.list_models()``) as draft models."""
+        current = self.draft_model.currentData()
+        self.draft_model.blockSignals(True)
+        self.draft_model.clear()
+        self.draft_model.addItem("(none)", "")
+        for manifest in models:
+            label = f"{manifest.get('name', Path(manifest['path']).name)} {manifest.get('bits', '?')}-bit"
+            self.draft_model.addItem(label, manifest["path"])
+        if current:
+            self._select_draft(current)
+        self.draft_model.blockSignals(False)
+
+    def _select_draft(self, path: str) -> None:
+        index = self.draft_model.findData(path)
+        if index < 0 and path:
+            self.draft_model.addItem(Path(path).name, path)
+            index = self.draft_model.count() - 1
+        self.draft_model.setCurrentIndex(max(index, 0))
+
+    def set_max_position_embeddings(self, value: int | None) -> None:
+        """The loaded target's longest position: the upper bound of n_ctx (re-validates)."""
+        self._max_position_embeddings = value
+        self._validate(emit=True)
+
+    def set_settings(self, settings: AppSettings) -> None:
+        """Show these settings (flagging any invalid value)."""
+        self._loading = True
+        try:
+            self._highlight = settings.highlight_draft
+            self.bits.setCurrentIndex(max(self.bits.findData(settings.bits), 0))
+            if settings.target_device not in self._devices:
+                self.target_device.addItem(settings.target_device)
+            self.target_device.setCurrentText(settings.target_device)
+            if settings.draft_device not in self._devices:
+                self.draft_device.addItem(settings.draft_device)
+            self.draft_device.setCurrentText(settings.draft_device)
+            self.decoding.setCurrentIndex(max(self.decoding.findData(settings.decoding), 0))
+            self._select_draft(settings.draft_model)
+            self.k.setValue(settings.k)
+            self.adaptive_k.setChecked(settings.adaptive_k)
+            self.n_ctx.setValue(settings.n_ctx)
+            self.n_keep.setValue(-1 if settings.n_keep == "auto" else int(settings.n_keep))
+            self.n_discard.setValue(settings.n_discard)
+            self.temperature.setValue(settings.temperature)
+            self.top_p.setValue(settings.top_p)
+            self.top_k.setValue(settings.top_k)
+            self.seed.setText("" if settings.seed is None else str(settings.seed))
+            self.max_new_tokens.setValue(settings.max_new_tokens)
+        finally:
+            self._loading = False
+        self._edited()
+
+    def set_highlight(self, highlight: bool) -> None:
+        """Record the chat view's highlight toggle (it is stored with the settings)."""
+        self._highlight = highlight
+        if not self._loading:
+            self._validate(emit=True)
+
+    def _seed_value(self) -> tuple[int | None, str | None]:
+        text = self.seed.text().strip()
+        if not text:
+            return None, None
+        try:
+            return int(text), None
+        except ValueError:
+            return None, SEED_ERROR
+
+    def current(self) -> AppSettings:
+        """The settings as shown (possibly invalid: see :meth:`errors`)."""
+        seed, _ = self._seed_value()
+        return AppSettings(
+            target_device=self.target_device.currentText(),
+            draft_device=self.draft_device.currentText(),
+            bits=int(self.bits.currentData()),
+            decoding=str(self.decoding.currentData()),
+            draft_model=str(self.draft_model.currentData() or ""),
+            k=self.k.value(),
+            adaptive_k=self.adaptive_k.isChecked(),
+            n_ctx=self.n_ctx.value(),
+            n_keep="auto" if self.n_keep.value() == -1 else self.n_keep.value(),
+            n_discard=self.n_discard.value(),
+            temperature=round(self.temperature.value(), 4),
+            top_p=round(self.top_p.value(), 4),
+            top_k=self.top_k.value(),
+            seed=seed,
+            max_new_tokens=self.max_new_tokens.value(),
+            highlight_draft=self._highlight,
+        )
+
+    def errors(self) -> dict[str, str]:
+        """Current errors by field name (empty when valid)."""
+        return dict(self._errors)
+
+    def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
+        """Show (or clear, with None) an error found outside the pane next to its field.
+
+        Args:
+            blocking: the settings stay invalid until an edit (e.g. a draft whose tokenizer differs); otherwise
+                the message is only shown (e.g. the engine refused one reply: it checks again next time).
+        """
+        for errors in (self._external_errors, self._advisories):
+            errors.pop(name, None)
+        if message:
+            (self._external_errors if blocking else self._advisories)[name] = message
+        self._validate(emit=False)
+
+    # --- validation -------------------------------------------------------------------------------
+
+    def _edited(self, *_args) -> None:
+        if self._loading:
+            return
+        self._external_errors = {}  # an edit may have fixed what the engine refused
+        self._advisories = {}
+        self._validate(emit=True)
+
+    def _validate(self, emit: bool) -> None:
+        settings = self.current()
+        errors = settings.field_errors(self._max_position_embeddings, self._devices)
+        _, seed_error = self._seed_value()
+        if seed_error:
+            errors["seed"] = seed_error
+            errors.pop("general", None)
+        errors.update(self._external_errors)
+        self._errors = errors
+        for name, label in self.error_labels.items():
+            message = errors.get(name) or self._advisories.get(name, "")
+            label.setText(message)
+            label.setVisible(bool(message))
+            widget = self.fields.get(name)
+            if widget is not None:
+                widget.setProperty("invalid", bool(message))
+                widget.style().unpolish(widget)
+                widget.style().polish(widget)
+        uses_draft = settings.uses_draft_model
+        for widget in (self.draft_model, self.browse_button, self.draft_device):
+            widget.setEnabled(uses_draft)
+        self.adaptive_k.setEnabled(settings.decoding != "ar")
+        summary = ""
+        if errors:
+            name, message = next(iter(errors.items()))
+            summary = f"Fix the settings first: {message}"
+        self.validity_changed.emit(summary)
+        if emit and not errors and settings != self._last_emitted:
+            self._last_emitted = settings
+            self.settings_changed.emit(settings)
+
+    async def browse_draft_model(self) -> None:
+        """Ask for a draft model folder and select it (flagged if it is not a model folder)."""
+        folder = await choose_file(self, "Choose a draft model folder", directory=True)
+        if not folder:
+            return
+        missing = [name for name in REQUIRED_FILES if not (Path(folder) / name).is_file()]
+        self._select_draft(folder)
+        if missing:
+            self.flag("draft_model", f"{folder} is not a model folder: missing {', '.join(missing)}")

@@ -1,0 +1,64 @@
+"""SpecChat's look: the Qt style sheet and the window icon (drawn, so no image files are needed)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPainterPath, QPixmap
+
+ACCENT = "#1f6feb"
+
+STYLE_SHEET = f"""
+QMainWindow, #chatContent {{ background: #f6f7f9; }}
+#conversationList {{ background: #eef0f3; }}
+#conversations {{ background: transparent; border: none; font-size: 13px; }}
+#conversations::item {{ padding: 7px 6px; border-radius: 6px; margin: 1px 0; }}
+#conversations::item:selected {{ background: #d6e4ff; color: #111; }}
+#conversations::item:hover:!selected {{ background: #e2e6eb; }}
+#newChatButton {{ padding: 7px; font-weight: 600; }}
+#chatHeader {{ background: #ffffff; border-bottom: 1px solid #e3e6ea; }}
+#chatTitle {{ font-size: 16px; font-weight: 600; color: #1b1f24; }}
+#userBubble {{ background: #e7f0ff; border: 1px solid #cfe0ff; border-radius: 10px; }}
+#assistantBubble {{ background: #ffffff; border: 1px solid #e3e6ea; border-radius: 10px; }}
+#roleLabel {{ font-weight: 600; color: #3d4550; }}
+#columnTitle {{ font-weight: 600; color: #3d4550; padding-bottom: 2px; }}
+#footer {{ color: #6a737d; font-size: 11px; }}
+#separator {{ color: #e3e6ea; }}
+#emptyLabel {{ color: #6a737d; padding: 40px; }}
+#hint {{ color: #6a737d; }}
+#composer {{ background: #ffffff; border-top: 1px solid #e3e6ea; }}
+#composerError {{ color: #b42318; }}
+#fieldError {{ color: #b42318; font-size: 11px; }}
+#sendButton {{ background: {ACCENT}; color: white; border: none; border-radius: 5px; padding: 6px 14px; font-weight: 600; }}
+#sendButton:disabled {{ background: #9db8e8; }}
+*[invalid="true"] {{ border: 1px solid #d92d20; border-radius: 3px; background: #fff5f5; }}
+#graphSummary {{ color: #3d4550; font-size: 11px; }}
+QGroupBox {{ font-weight: 600; border: 1px solid #e3e6ea; border-radius: 6px; margin-top: 10px; padding-top: 6px; background: #ffffff; }}
+QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
+#settingsPane {{ background: #f6f7f9; border: none; }}
+"""
+
+
+def make_icon() -> QIcon:
+    """The application icon: a speech bubble with two chevrons (speculation running ahead)."""
+    icon = QIcon()
+    for size in (16, 32, 64, 128, 256):
+        pixmap = QPixmap(size, size)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        scale = size / 64.0
+        path = QPainterPath()
+        path.addRoundedRect(QRectF(4 * scale, 6 * scale, 56 * scale, 42 * scale), 10 * scale, 10 * scale)
+        tail = QPainterPath()
+        tail.moveTo(16 * scale, 46 * scale)
+        tail.lineTo(12 * scale, 60 * scale)
+        tail.lineTo(28 * scale, 46 * scale)
+        painter.fillPath(path.united(tail), QBrush(QColor(ACCENT)))
+        painter.setPen(QColor("white"))
+        font = QFont("DejaVu Sans", max(1, int(22 * scale)))
+        font.setBold(True)
+        painter.setFont(font)
+        painter.drawText(QRectF(4 * scale, 6 * scale, 56 * scale, 42 * scale), Qt.AlignmentFlag.AlignCenter, "»")
+        painter.end()
+        icon.addPixmap(pixmap)
+    return icon

