@@ -49,21 +49,24 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="long runs: 20,000-token text and long run, more repetitions")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each speed measurement (medians reported)")
-    parser.add_argument("--skip-speed", action="store_true", help="quality only")
-    parser.add_argument("--skip-quality", action="store_true", help="speed only")
+    parser.add_argument("--skip-speed", action="store_true", help="do not measure speed (reuse speed.json if present)")
+    parser.add_argument("--skip-quality", action="store_true", help="do not measure quality (reuse quality.json if present)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    from quality import quality_markdown, run_quality
+    from speed import run_speed, speed_markdown
+
     sections = []
     if not args.skip_speed:
-        from speed import run_speed, speed_markdown
-
         sections.append(speed_markdown(run_speed(quick=not args.full, reps=args.reps, out_dir=args.out)))
+    elif (args.out / "speed.json").exists():
+        sections.append(speed_markdown(json.loads((args.out / "speed.json").read_text())))
     if not args.skip_quality:
-        from quality import quality_markdown, run_quality
-
         sections.append(quality_markdown(run_quality(full=args.full, out_dir=args.out)))
+    elif (args.out / "quality.json").exists():
+        sections.append(quality_markdown(json.loads((args.out / "quality.json").read_text())))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     header = [
         "# SpecChat benchmark report",
