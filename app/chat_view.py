@@ -53,7 +53,7 @@ class ChatView(QWidget):
         self._pending: list[Message] = []
         self._older: list[Message] = []
         self._population = 0
-        self._keep_from_bottom: int | None = None
+        self._anchor: tuple[MessageWidget, int] | None = None  # a bubble kept at its place on screen, and where
         self._highlight = True
         self._busy = False
         self._follow = True
@@ -119,6 +119,7 @@ class ChatView(QWidget):
         bar = self.scroll_area.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
         bar.rangeChanged.connect(self._on_range_changed)
+        bar.actionTriggered.connect(self._user_scrolled)
 
         self._retired: list[MessageWidget] = []
         self._retire_timer = QTimer(self)
@@ -153,7 +154,7 @@ class ChatView(QWidget):
         self._pending = list(messages[-PAGE_SIZE:])
         self._population += 1
         self._follow = True
-        self._keep_from_bottom = None
+        self._anchor = None
         self._widgets.clear()
         self._retire_content()
         self.empty_label.setVisible(not messages)
@@ -178,7 +179,8 @@ class ChatView(QWidget):
         page, self._older = self._older[-PAGE_SIZE:], self._older[:-PAGE_SIZE]
         bar = self.scroll_area.verticalScrollBar()
         self._follow = False
-        self._keep_from_bottom = bar.maximum() - bar.value()
+        top = next((w for w in self.message_widgets() if w.y() + w.height() > bar.value()), None)
+        self._anchor = (top, top.y() - bar.value()) if top is not None else None
         self._pending = page
         self._population += 1
         self._update_earlier_button()
@@ -202,8 +204,6 @@ class ChatView(QWidget):
             QTimer.singleShot(0, lambda: self._populate(population))
         elif self._follow:
             self.scroll_to_bottom()
-        else:
-            QTimer.singleShot(0, self._release_anchor)
 
     def _new_content(self) -> tuple[QWidget, QVBoxLayout]:
         """A fresh widget for the bubbles of one conversation (with the empty-chat label and the earlier button)."""
@@ -247,10 +247,6 @@ class ChatView(QWidget):
         del self._retired[:RETIRE_PER_TURN]
         if not self._retired:
             self._retire_timer.stop()
-
-    def _release_anchor(self) -> None:
-        if not self._pending:
-            self._keep_from_bottom = None
 
     def set_title(self, title: str) -> None:
         """Show a new title for the current conversation."""
@@ -336,15 +332,20 @@ class ChatView(QWidget):
 
     def _on_scrolled(self, value: int) -> None:
         bar = self.scroll_area.verticalScrollBar()
-        if self._keep_from_bottom is None:
+        if self._anchor is None:
             self._follow = value >= bar.maximum() - FOLLOW_MARGIN_PX
         if value == 0 and bar.maximum() > 0 and self._older and not self._pending:
             self.show_earlier()  # scrolled to the top: bring the previous page
 
+    def _user_scrolled(self, _action: int) -> None:
+        """The user moved the scroll bar (wheel, drag, keys): stop holding the view in place."""
+        self._anchor = None
+
     def _on_range_changed(self, _minimum: int, maximum: int) -> None:
         bar = self.scroll_area.verticalScrollBar()
-        if self._keep_from_bottom is not None:
-            bar.setValue(max(0, maximum - self._keep_from_bottom))
+        if self._anchor is not None:
+            widget, offset = self._anchor
+            bar.setValue(max(0, widget.y() - offset))  # older bubbles were added above: keep it in place
         elif self._follow:
             bar.setValue(maximum)
 

@@ -28,7 +28,7 @@ from .chat_view import ChatView
 from .composer import Composer
 from .conversation_list import ConversationList
 from .dialogs import ModelProgressDialog, choose_file, message_box
-from .history_db import HistoryDB, Message
+from .history_db import HistoryDB
 from .inference_worker import GenerationRequest, InferenceWorker, ModelInfo, ModelSpec
 from .live_graph import LiveGraph
 from .reply_recorder import ReplyRecorder
@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         self._tasks: set[asyncio.Task] = set()
         self._shut_down = False
         self.progress_dialog: ModelProgressDialog | None = None
+        self.models_dialog = None
 
         self.setWindowTitle("SpecChat")
         self.resize(1440, 900)
@@ -230,10 +231,15 @@ class MainWindow(QMainWindow):
             "Save this conversation as JSON (can be imported back)",
         )  # fmt: skip
         file_menu.addSeparator()
+        self.models_action = self._action(
+            file_menu, "&Models…", self.show_models, "Ctrl+M", "Installed models: import, download, convert, remove"
+        )
+        file_menu.addSeparator()
         self.quit_action = self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
 
         chat_menu = menu.addMenu("&Chat")
         self.stop_action = self._action(chat_menu, "&Stop reply", self.stop, "Esc", "Stop the reply, keeping its text")
+        self.stop_action.setEnabled(False)  # only while a reply streams: otherwise Esc belongs to the focused widget
         self.regenerate_action = self._action(
             chat_menu, "&Regenerate last reply", self.regenerate_last, "Ctrl+R", "Generate the last reply again"
         )
@@ -249,6 +255,7 @@ class MainWindow(QMainWindow):
             QKeySequence.StandardKey.Delete,
         )  # fmt: skip
         self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.removeAction(self.delete_action)  # Del deletes a chat only in the conversation list
         self.conversation_list.list.addAction(self.delete_action)
 
         view_menu = menu.addMenu("&View")
@@ -446,9 +453,14 @@ class MainWindow(QMainWindow):
             self.db.conversations(self.conversation_list.search.text()), self.chat_view.conversation_id
         )
 
+    def _update_window_title(self) -> None:
+        conversation = self.chat_view.conversation
+        self.setWindowTitle(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
+
     def new_chat(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""
         self.chat_view.show_conversation(None, [])
+        self._update_window_title()
         self.conversation_list.list.clearSelection()
         self.composer.edit.setFocus()
 
@@ -460,6 +472,7 @@ class MainWindow(QMainWindow):
             return
         if self.chat_view.conversation_id != conversation_id:
             self.chat_view.show_conversation(conversation, self.db.messages(conversation_id))
+            self._update_window_title()
         if self.active and self.active.conversation_id == conversation_id:
             self.chat_view.update_message(self.active.recorder.snapshot(), live=True)
         self.chat_view.set_busy(self.active is not None)
@@ -475,6 +488,7 @@ class MainWindow(QMainWindow):
             return
         if self.chat_view.conversation_id == conversation_id:
             self.chat_view.set_title(title.strip())
+            self._update_window_title()
         self._refresh_list()
 
     async def delete_conversation(self, conversation_id: int | None) -> bool:
@@ -565,6 +579,7 @@ class MainWindow(QMainWindow):
         if conversation_id is None or self.db.conversation(conversation_id) is None:
             conversation_id = self.db.create_conversation(title_from(text), self.chat_view.system_prompt())
             self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
+            self._update_window_title()
         message_id = self.db.add_message(conversation_id, "user", text)  # saved before generation starts
         self.composer.clear()
         self.composer.clear_error()
@@ -627,6 +642,7 @@ class MainWindow(QMainWindow):
         if self.chat_view.conversation_id == conversation_id:
             self.chat_view.append_message(recorder.snapshot(), live=True)
         self.composer.set_generating(True)
+        self.stop_action.setEnabled(True)
         self.chat_view.set_busy(True)
         self.generation_started.emit(conversation_id)
         self.active.task = self._spawn(self._generate(self.active, settings, seed))
@@ -715,6 +731,7 @@ class MainWindow(QMainWindow):
                 if widget is not None:
                     widget.flush()
         self.composer.set_generating(False)
+        self.stop_action.setEnabled(False)
         self.chat_view.set_busy(False)
         self._refresh_list()
         self.generation_finished.emit(final)
@@ -797,6 +814,17 @@ class MainWindow(QMainWindow):
             return
         self.statusBar().showMessage(f"Imported {path}", 5000)
 
+    def show_models(self) -> None:
+        """Open the Models dialog (not modal); the draft-model choices follow what it adds or removes."""
+        from .models_dialog import ModelsDialog
+
+        if self.models_dialog is None:
+            self.models_dialog = ModelsDialog(self)
+            self.models_dialog.models_changed.connect(lambda: self.settings_pane.set_models(_installed_models()))
+        self.models_dialog.show()
+        self.models_dialog.raise_()
+        self.models_dialog.activateWindow()
+
     # --- help -------------------------------------------------------------------------------------
 
     async def show_shortcuts(self) -> None:
@@ -808,7 +836,7 @@ class MainWindow(QMainWindow):
             "Enter: send · Shift+Enter: new line · Esc: stop the reply\n"
             "Ctrl+N: new chat · Ctrl+Shift+Enter: compare · Ctrl+R: regenerate · Ctrl+Shift+C: copy the last reply\n"
             "F2: rename chat · Del: delete chat · Ctrl+F: find chat · Ctrl+H: highlight draft tokens\n"
-            "Ctrl+O: import · Ctrl+Shift+M / Ctrl+Shift+J: export as Markdown / JSON · Ctrl+Q: quit",
+            "Ctrl+O: import · Ctrl+Shift+M / Ctrl+Shift+J: export as Markdown / JSON · Ctrl+M: models · Ctrl+Q: quit",
             object_name="shortcuts",
         )
 
@@ -836,6 +864,8 @@ class MainWindow(QMainWindow):
         if self._shut_down:
             return
         self._shut_down = True
+        ui_state = self._ui_state()
+        self.hide()  # quitting looks instant even if the worker must finish loading a model first
         self.chat_view._flush_system_prompt()
         if self.active is not None:
             active, self.active = self.active, None
@@ -843,7 +873,7 @@ class MainWindow(QMainWindow):
             active.cancel.set()
             active.recorder.finish("stopped")
         try:
-            self.store.save_ui_state(self.settings, self._ui_state())
+            self.store.save_ui_state(self.settings, ui_state)
         except OSError as error:
             logger.warning("could not save the settings: %s", error)
         self._close_progress()

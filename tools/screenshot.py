@@ -7,7 +7,7 @@ server with the xcb platform plugin, as on a desktop. It uses a temporary histor
 not touched) and the models of the usual data folder (``$SPECCHAT_DATA_DIR`` or the platform's); the default
 model is fetched first if missing. The PNG is not meant to be committed.
 
-Needs Xvfb: ``apt-get install -y xvfb`` (Debian/Ubuntu).
+Needs Xvfb and the libraries of Qt's xcb plugin: ``apt-get install -y xvfb xauth libxcb-cursor0`` (Debian/Ubuntu).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _relaunch_under_xvfb(argv: list[str]) -> int:
             server.wait(timeout=10)
     print(
         "Xvfb is missing: this script draws the window on a virtual X server. Install it (Debian/Ubuntu: "
-        "`sudo apt-get install -y xvfb`), then run this script again.",
+        "`sudo apt-get install -y xvfb xauth libxcb-cursor0`), then run this script again.",
         file=sys.stderr,
     )
     return 2

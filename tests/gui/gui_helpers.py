@@ -50,7 +50,7 @@ class ControlTracker:
         from PySide6.QtWidgets import QApplication
 
         QApplication.instance().installEventFilter(self._filter)
-        for action in window.actions():
+        for action in self.actions():
             action.triggered.connect(lambda *_, a=action: self.triggered.add(a.text()))
 
     def key(self, button) -> str:
@@ -68,7 +68,11 @@ class ControlTracker:
         return self.controls() - self.clicked
 
     def untriggered(self) -> set[str]:
-        return {a.text() for a in self.window.actions()} - self.triggered
+        return {a.text() for a in self.actions()} - self.triggered
+
+    def actions(self) -> list:
+        """The window's actions, and the conversation list's (Delete lives there)."""
+        return self.window.actions() + self.window.conversation_list.list.actions()
 
     def remove(self) -> None:
         from PySide6.QtWidgets import QApplication

@@ -84,3 +84,24 @@ def test_speculative_reply_records_acceptance_and_highlights_drafts(qtbot, make_
     series = window.live_graph.series[-1]
     assert series.key == "spec" and series.drafted == stats["drafted"] and series.accepted == stats["accepted"]
     assert window.live_graph.acceptance_plot.listDataItems()
+
+
+def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window):
+    import pyqtgraph as pg
+
+    # a small n_ctx: the reply outgrows the KV cache, which rolls (attention sinks kept)
+    window = make_window(replace(FAST, n_ctx=64, n_keep=4, n_discard=24, max_new_tokens=120))
+    window.composer.set_text("Write a long story about a cat who travels the world.")
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        window.composer.submit()
+    stats = finished.args[0].stats
+    assert stats["rolls"] >= 1 and stats["discarded_tokens"] == 24 * stats["rolls"]
+    footer = window.chat_view.message_widgets()[-1].footer.text()
+    assert f"{stats['discarded_tokens']} tokens discarded ({stats['rolls']} roll" in footer
+    series = window.live_graph.series[-1]
+    assert len(series.rolls) == stats["rolls"]
+    assert all(0 < fill <= 100 for _, fill in series.fill)
+    assert max(fill for _, fill in series.fill) > 90  # the cache filled up before each roll
+    lines = [item for item in window.live_graph.fill_plot.items if isinstance(item, pg.InfiniteLine)]
+    assert len(lines) == stats["rolls"]
+    assert f"{stats['rolls']} roll" in window.live_graph.summary_text()

@@ -139,7 +139,7 @@ def test_stop_button_and_escape_keep_the_partial_reply(qtbot, env, tmp_path):
         window.reply_updated.connect(texts.append)
         with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
             window.composer.submit()
-            qtbot.waitUntil(lambda: len("".join(texts[-1:])) > 20, timeout=TIMEOUT)
+            qtbot.waitUntil(lambda texts=texts: len("".join(texts[-1:])) > 20, timeout=TIMEOUT)
             if stop == "button":
                 click(qtbot, window.composer.stop_button)
             else:
@@ -231,6 +231,7 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     qtbot.waitUntil(lambda: not any(e.isVisible() for e in listing.list.findChildren(QLineEdit)), timeout=3000)
     qtbot.wait(50)
     assert window.db.conversation(first).title == "Renamed chat"  # an empty title is refused
+    assert window.windowTitle() == "Renamed chat — SpecChat"
     assert listing.item_for(first).text() == "Renamed chat"
     # delete asks first: Cancel keeps it, Yes deletes it
     listing.select(second)
@@ -353,6 +354,22 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     assert replace(pane.current(), highlight_draft=True) == AppSettings()
     pane.max_new_tokens.setValue(24)
     qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" not in window.model_label.text(), timeout=TIMEOUT)
+
+
+def test_models_dialog_opens_and_its_changes_reach_the_settings(qtbot, env, monkeypatch):
+    window = env["window"]
+    window.models_action.trigger()
+    dialog = window.models_dialog
+    assert dialog is not None and dialog.isVisible() and dialog.windowTitle() == "Models"
+    from app import main_window
+
+    monkeypatch.setattr(main_window, "_installed_models", lambda: [{"name": "Extra", "bits": 8, "path": "/models/extra"}])
+    dialog.models_changed.emit()  # as after an import
+    assert window.settings_pane.draft_model.findData("/models/extra") >= 0
+    dialog.close()
+    window.models_action.trigger()  # the same dialog again
+    assert window.models_dialog is dialog and dialog.isVisible()
+    dialog.close()
 
 
 def test_help_dialogs(qtbot, env):
