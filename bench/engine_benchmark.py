@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import openvino as ov  # noqa: E402
 import openvino_genai  # noqa: E402
 
+from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.events import StepStats  # noqa: E402
 from inference.model_store import ensure_default_model  # noqa: E402
@@ -59,8 +60,7 @@ def _settings(mode: str, max_new_tokens: int, k: int = 4, n_ctx: int = 4096) -> 
 
 
 def _chat_ids(engine: Engine, text: str) -> list[int]:
-    template = engine.target.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-    return engine.target.encode(template)
+    return ChatSession(engine, messages=[{"role": "user", "content": text}]).prompt_ids()
 
 
 def _ours(engine: Engine, ids, settings, drafter=None):

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.model_store import ensure_default_model  # noqa: E402
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
@@ -41,8 +42,7 @@ NEAR_TIE = 0.1
 
 
 def _chat_ids(engine: Engine, text: str) -> list[int]:
-    rendered = engine.target.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-    return engine.target.encode(rendered)
+    return ChatSession(engine, messages=[{"role": "user", "content": text}]).prompt_ids()
 
 
 def perplexity_by_bits(tokens: list[int], n_ctx: int) -> dict:
