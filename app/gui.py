@@ -69,6 +69,32 @@ def create_main_window(
     return MainWindow(db, store, worker, devices, history_notice=notice, owns_worker=owns_worker)
 
 
+def build_tokenizers_before_event_loop(settings) -> None:
+    """Build the tokenizers of the models ``settings`` ask for, before the Qt event loop starts.
+
+    openvino-genai's Tokenizer constructor holds Python's GIL for 0.15-0.5 s (see
+    ``inference.model.shared_tokenizer``); built on the inference thread it would freeze the window for that
+    long. Built here, before the window shows, it only delays the first paint, and the background model load
+    finds it in the process-wide cache. Models not installed yet, and tokenizers that fail to build, are left
+    to the background load, which reports errors properly.
+
+    Args:
+        settings: the ``AppSettings`` the window starts with.
+    """
+    from inference.model import shared_tokenizer
+    from inference.model_store import default_model_dir
+
+    folders = [default_model_dir(settings.bits)]
+    if settings.uses_draft_model and settings.draft_model:
+        folders.append(Path(settings.draft_model))
+    for folder in folders:
+        if (folder / "openvino_tokenizer.xml").is_file():
+            try:
+                shared_tokenizer(folder)
+            except (RuntimeError, OSError) as error:
+                logging.getLogger(__name__).warning("tokenizer of %s not built ahead: %s", folder, error)
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="specchat", description="SpecChat desktop application")
     parser.add_argument("--data-dir", type=Path, help="data folder: models and chat history (default: the platform's)")
@@ -98,6 +124,7 @@ def run(argv: list[str] | None = None) -> int:
     heartbeat = QTimer()
     heartbeat.start(250)
     heartbeat.timeout.connect(lambda: None)
+    build_tokenizers_before_event_loop(window.settings)
     window.show()
     freeze_startup_objects()
     window.start()

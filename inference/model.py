@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +41,54 @@ def core() -> ov.Core:
     return _core
 
 
+TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
+TOKENIZER_CACHE_SIZE = 8
+_tokenizers: OrderedDict[str, openvino_genai.Tokenizer] = OrderedDict()
+_tokenizers_lock = threading.Lock()
+
+
+def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
+    """The ``openvino_genai.Tokenizer`` of a model folder, built once per process for each distinct tokenizer.
+
+    openvino-genai's Tokenizer constructor compiles the tokenizer and detokenizer IRs and holds Python's GIL the
+    whole time (0.15-0.5 s measured on 2 cores; ``ov.Core.compile_model`` releases it, the Tokenizer binding does
+    not), so every Python thread, the GUI's included, stops meanwhile. Tokenizers are therefore cached by the
+    sha256 of their IR files (the 4/8/16-bit variants of a model and a same-family draft share one), least
+    recently used first out beyond TOKENIZER_CACHE_SIZE; the app builds its model's tokenizer before its event
+    loop starts (``app.gui``), so later loads find it here.
+
+    Args:
+        folder: a model folder with ``openvino_tokenizer.xml/.bin`` and ``openvino_detokenizer.xml/.bin``.
+
+    Raises:
+        OSError: a tokenizer file cannot be read.
+        RuntimeError: openvino-genai cannot build the tokenizer (corrupt IR).
+    """
+    key = _tokenizer_digest(Path(folder))
+    with _tokenizers_lock:
+        if key in _tokenizers:
+            _tokenizers.move_to_end(key)
+            return _tokenizers[key]
+        tokenizer = openvino_genai.Tokenizer(str(folder))
+        _tokenizers[key] = tokenizer
+        while len(_tokenizers) > TOKENIZER_CACHE_SIZE:
+            _tokenizers.popitem(last=False)
+        return tokenizer
+
+
+def _tokenizer_digest(folder: Path) -> str:
+    """sha256 of a folder's tokenizer IR files, blind to the numbered node names OpenVINO generates on each
+    export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest."""
+    digest = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        path = folder / name
+        data = path.read_bytes() if path.is_file() else b"<absent>"
+        if name.endswith(".xml"):
+            data = re.sub(rb'name="([^"]*?)_\d+"', rb'name="\1"', data)
+        digest.update(name.encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
 def available_devices() -> list[str]:
     """OpenVINO devices of this machine, e.g. ``['CPU', 'GPU']``, plus ``AUTO``."""
     return [*core().available_devices, "AUTO"]
@@ -55,6 +107,10 @@ class LoadedModel:
         config: parsed ``config.json`` ({} if absent).
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
         rope_error: why ``rope`` is None (shown when a roll is needed).
+        ir_model: the ``ov.Model`` it was compiled from. Not used after compiling, but kept: destroying its
+            ~6,000-node graph takes 30-50 ms of C++ that holds Python's GIL (measured), which would freeze the
+            GUI at the end of every load; kept, it goes with the LoadedModel (its memory is shared with
+            ``compiled``: keeping it measured +0 MB resident).
     """
 
     folder: Path
@@ -64,6 +120,7 @@ class LoadedModel:
     config: dict
     rope: RopeParameters | None
     rope_error: str
+    ir_model: ov.Model | None = field(default=None, repr=False)
 
     @property
     def max_position_embeddings(self) -> int | None:
@@ -146,8 +203,8 @@ def load_model(
         model = core().read_model(folder / "openvino_model.xml")
         _compute_only_last_logits(model)
         compiled = core().compile_model(model, device, properties)
-        tokenizer = openvino_genai.Tokenizer(str(folder))
-    except RuntimeError as error:
+        tokenizer = shared_tokenizer(folder)
+    except (RuntimeError, OSError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(
             f"cannot load the model in {folder} on {device}: {first_line}. The files may be truncated or corrupt: "
@@ -160,7 +217,7 @@ def load_model(
         rope, rope_error = RopeParameters.from_model_dir(folder), ""
     except RopeUnsupportedError as error:
         rope, rope_error = None, str(error)
-    return LoadedModel(folder, device, compiled, tokenizer, config, rope, rope_error)
+    return LoadedModel(folder, device, compiled, tokenizer, config, rope, rope_error, ir_model=model)
 
 
 ENCODE_CHUNK_CHARS = 2048  # <= 8192 tokens even at 4 tokens per character
@@ -214,7 +271,6 @@ def _compute_only_last_logits(model: ov.Model) -> None:
     )
     node.input(0).replace_source_output(last.output(0))
     model.add_parameters([count])
-    model.validate_nodes_and_infer_types()
 
 
 def _read_config(folder: Path) -> dict:

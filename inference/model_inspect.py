@@ -177,14 +177,14 @@ def tokenizer_info(folder: Path | str, vocab_size: int | None = None) -> Tokeniz
     Raises:
         ModelImportError: the tokenizer IRs are missing or unreadable.
     """
-    import openvino_genai
+    from .model import shared_tokenizer
 
     folder = Path(folder)
     if not has_tokenizer_irs(folder):
         raise ModelImportError(f"{folder} has no tokenizer IRs (openvino_tokenizer.xml, openvino_detokenizer.xml)")
     try:
-        tokenizer = openvino_genai.Tokenizer(str(folder))
-    except RuntimeError as error:
+        tokenizer = shared_tokenizer(folder)
+    except (RuntimeError, OSError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelImportError(f"cannot load the tokenizer in {folder} ({first}); its tokenizer IRs are corrupt") from error
     if vocab_size is None:

@@ -22,8 +22,8 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-#: Engine calls that hold the GIL for 100-400 ms while a model loads (measured): while one runs, no Python code
-#: can run in the GUI thread, whatever the GUI does.
+#: Engine calls that hold the GIL for 100-500 ms (measured): while one runs, no Python code can run in the GUI
+#: thread, whatever the GUI does. The app makes them before its event loop starts, never during a model load.
 GIL_HOLDING_ENGINE_CALLS = (("openvino_genai", "Tokenizer"), ("openvino", "Model.validate_nodes_and_infer_types"))
 
 
@@ -200,7 +200,7 @@ SCENARIOS = {"streaming": streaming, "long_conversation": long_conversation_scen
 def main() -> int:
     import qasync
 
-    from app.gui import create_application, create_main_window
+    from app.gui import build_tokenizers_before_event_loop, create_application, create_main_window
     from app.main_window import freeze_startup_objects
 
     scenario, workdir = sys.argv[1], Path(sys.argv[2])
@@ -210,8 +210,9 @@ def main() -> int:
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     window = create_main_window(workdir / "history.sqlite3", workdir / "settings.json")
+    build_tokenizers_before_event_loop(window.settings)  # as gui.run() does
     window.show()
-    freeze_startup_objects()  # as gui.run() does
+    freeze_startup_objects()
 
     async def run() -> dict:
         if scenario != "model_load":

@@ -66,23 +66,12 @@ def test_model_loads_off_the_gui_thread_with_a_busy_indicator(tmp_path, data_dir
     assert result["state"] == "ready", result["error"]
     assert result["busy_seen"] and not result["busy_after"]
     assert result["seconds"] > 0.2 and result["ticks"] > 20  # the event loop kept running during the load
+    # the engine calls that hold the GIL (openvino-genai's Tokenizer constructor) ran before the event loop
+    # started, none while the model loaded (times are seconds from the start of the load)
     calls = result["engine_calls"]
-    assert set(calls) == {"Tokenizer", "Model.validate_nodes_and_infer_types"}, calls
-
-    def during_engine_call(at_s: float, stall_ms: float) -> bool:
-        # the stall overlaps one of those calls, or ends within 100 ms of it (the loop catching up)
-        begin, end = at_s - stall_ms / 1e3, at_s
-        return any(begin < b + 0.1 and a - 0.01 < end for spans in calls.values() for a, b in spans)
-
-    outside = [stall for at_s, stall in result["stalls"] if not during_engine_call(at_s, stall)]
-    # the GUI's own work, and everything the load does off the GUI thread, never stalls the event loop
-    assert max(outside, default=0.0) < MAX_STALL_MS, result["summary"]
-    if result["max_stall_ms"] >= MAX_STALL_MS:
-        spans = "; ".join(f"{name}: {', '.join(f'{(b - a) * 1e3:.0f} ms' for a, b in s)}" for name, s in calls.items())
-        pytest.xfail(
-            f"longest stall {result['max_stall_ms']:.0f} ms, during engine calls that hold the GIL ({spans}): "
-            "an engine change is needed (see the GUI report)"
-        )
+    assert len(calls.get("Tokenizer", [])) == 1, calls
+    assert all(end < 0 for spans in calls.values() for _, end in spans), calls
+    assert result["max_stall_ms"] < MAX_STALL_MS, result["summary"]
 
 
 def test_typing_keys_reach_the_composer_while_streaming(qtbot, make_window):
