@@ -52,7 +52,7 @@ if find "$BUNDLE" -ipath '*torch*' | grep -q .; then
 fi
 
 # --- the .deb -------------------------------------------------------------------------------------------
-VERSION=$("$VENV/bin/python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+VERSION=$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("specchat"))')
 DEB=dist/specchat_${VERSION}_amd64.deb
 STAGE=build/deb/specchat_${VERSION}_amd64
 say "Building $DEB"

@@ -26,7 +26,7 @@ iconutil -c icns build/macos/specchat.iconset -o build/macos/specchat.icns
 # Smoke check: the bundled command runs and finds its pip.
 dist/SpecChat.app/Contents/MacOS/specchat --internal-pip --version
 
-VERSION=$("$VENV/bin/python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+VERSION=$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("specchat"))')
 DMG=dist/SpecChat-$VERSION-$(uname -m).dmg
 STAGE=build/macos/dmg
 rm -rf "$STAGE" "$DMG"

@@ -30,7 +30,7 @@ Invoke-Checked "$venv\Scripts\pyinstaller.exe" @(
 # Smoke check: the bundled command runs and finds its pip.
 Invoke-Checked "dist\specchat\specchat.exe" @("--internal-pip", "--version")
 
-$version = & $vpython -c "import tomllib; print(tomllib.load(open('pyproject.toml', 'rb'))['project']['version'])"
+$version = & $vpython -c "from importlib.metadata import version; print(version('specchat'))"
 $iscc = (Get-Command iscc.exe -ErrorAction SilentlyContinue).Source
 if (-not $iscc) { $iscc = "${env:ProgramFiles(x86)}\Inno Setup 6\ISCC.exe" }
 if (-not (Test-Path $iscc)) { throw "Inno Setup 6 is not installed (iscc.exe not found): winget install JRSoftware.InnoSetup" }

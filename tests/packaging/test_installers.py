@@ -18,8 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
+import re
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "dist" / "specchat"
-VERSION = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
 DEB = REPO / "dist" / f"specchat_{VERSION}_amd64.deb"
 ARCHIVE_VIEWER = REPO / "build" / "packaging-venv" / "bin" / "pyi-archive_viewer"  # PyInstaller's, in the build environment
 SOURCES = ("app", "inference", "packaging", "pyproject.toml")
