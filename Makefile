@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench clean
+.PHONY: run test bench installer installer-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,15 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/engine_benchmark.py $(ARGS)
+
+# Standalone installers (see the README's "Building installers"): dist/specchat/ and dist/specchat_<version>_amd64.deb,
+# built in their own environment (build/packaging-venv) that never holds the conversion extra.
+installer:
+	bash packaging/build_linux.sh
+
+# Builds the installers unless dist/ is newer than the sources, then smoke-tests the bundle and the .deb (root for dpkg).
+installer-test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m installer tests/packaging $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

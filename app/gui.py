@@ -18,6 +18,8 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 APP_NAME = "SpecChat"
+#: Set to 1 to make the app report its start-up on stdout and quit once the model is ready (see ``run``).
+SMOKE_TEST_ENV = "SPECCHAT_SMOKE_TEST"
 
 
 def create_application(argv: list[str] | None = None) -> QApplication:
@@ -32,6 +34,7 @@ def create_application(argv: list[str] | None = None) -> QApplication:
         QApplication.setApplicationDisplayName(APP_NAME)
         QApplication.setOrganizationName("specchat")
         app = QApplication(list(argv) if argv else [sys.argv[0] if sys.argv else "specchat"])
+    app.setDesktopFileName("specchat")  # matches specchat.desktop, so desktops show the right icon
     app.setStyle("Fusion")
     app.setStyleSheet(STYLE_SHEET)
     app.setWindowIcon(make_icon())
@@ -102,8 +105,35 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _quit_when_ready(window) -> list[int]:
+    """Smoke-test mode: print ``main window shown`` once the window is up, then quit when the model is ready.
+
+    Prints ``model ready: <model>`` and closes the window, or prints ``model failed: <why>`` on stderr and closes
+    it with exit status 1. Returns a one-element list holding the exit status, set when the model settles.
+    """
+    status = [0]
+
+    def ready(description: str) -> None:
+        print(f"model ready: {description}", flush=True)
+        window.close()
+
+    def failed(message: str) -> None:
+        print(f"model failed: {message}", file=sys.stderr, flush=True)
+        status[0] = 1
+        window.close()
+
+    window.model_ready.connect(ready)
+    window.model_failed.connect(failed)
+    QTimer.singleShot(0, lambda: print("main window shown", flush=True))
+    return status
+
+
 def run(argv: list[str] | None = None) -> int:
-    """Open the SpecChat window and run until it is closed; returns the exit status."""
+    """Open the SpecChat window and run until it is closed; returns the exit status.
+
+    With ``SPECCHAT_SMOKE_TEST=1`` in the environment it quits by itself once the model is ready (installer
+    smoke tests; see ``_quit_when_ready``).
+    """
     import qasync
 
     args = _parse(argv if argv is not None else [])
@@ -126,6 +156,7 @@ def run(argv: list[str] | None = None) -> int:
     heartbeat.timeout.connect(lambda: None)
     build_tokenizers_before_event_loop(window.settings)
     window.show()
+    status = _quit_when_ready(window) if os.environ.get(SMOKE_TEST_ENV) == "1" else [0]
     freeze_startup_objects()
     window.start()
     try:
@@ -134,7 +165,7 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         window.shutdown()
         window.db.close()
-    return 0
+    return status[0]
 
 
 if __name__ == "__main__":

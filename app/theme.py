@@ -1,9 +1,15 @@
-"""SpecChat's look: the Qt style sheet and the window icon (drawn, so no image files are needed)."""
+"""SpecChat's look: the Qt style sheet and the window icon (``app/resources/specchat.svg``)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPainterPath, QPixmap
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QIcon, QPainter, QPixmap
+from PySide6.QtSvg import QSvgRenderer
+
+#: The icon's single source: the window icon and every installer's icon are rendered from it.
+ICON_PATH = Path(__file__).resolve().parent / "resources" / "specchat.svg"
 
 ACCENT = "#1f6feb"
 
@@ -39,26 +45,14 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
 
 
 def make_icon() -> QIcon:
-    """The application icon: a speech bubble with two chevrons (speculation running ahead)."""
+    """The application icon, rendered from :data:`ICON_PATH` at the usual sizes (16 to 256 pixels)."""
+    renderer = QSvgRenderer(str(ICON_PATH))
     icon = QIcon()
-    for size in (16, 32, 64, 128, 256):
+    for size in (16, 32, 48, 64, 128, 256):
         pixmap = QPixmap(size, size)
         pixmap.fill(Qt.GlobalColor.transparent)
         painter = QPainter(pixmap)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        scale = size / 64.0
-        path = QPainterPath()
-        path.addRoundedRect(QRectF(4 * scale, 6 * scale, 56 * scale, 42 * scale), 10 * scale, 10 * scale)
-        tail = QPainterPath()
-        tail.moveTo(16 * scale, 46 * scale)
-        tail.lineTo(12 * scale, 60 * scale)
-        tail.lineTo(28 * scale, 46 * scale)
-        painter.fillPath(path.united(tail), QBrush(QColor(ACCENT)))
-        painter.setPen(QColor("white"))
-        font = QFont("DejaVu Sans", max(1, int(22 * scale)))
-        font.setBold(True)
-        painter.setFont(font)
-        painter.drawText(QRectF(4 * scale, 6 * scale, 56 * scale, 42 * scale), Qt.AlignmentFlag.AlignCenter, "»")
+        renderer.render(painter)
         painter.end()
         icon.addPixmap(pixmap)
     return icon

