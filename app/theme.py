@@ -1,4 +1,4 @@
-"""SpecChat's look: the Qt style sheet and the window icon (``app/resources/specchat.svg``)."""
+"""SpecChat's look: the Qt style sheet and the window icon (``resources/specchat.svg``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,21 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QIcon, QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 
+
+
+def resource_path(name: str) -> Path:
+    """A file of the repository's ``resources/`` folder, wherever the app runs from.
+
+    Wheels and application bundles carry ``resources/`` as ``app/resources`` (pyproject's package-dir,
+    packaging/specchat.spec); a source checkout or an editable install reads it at the repository's top level.
+    """
+    here = Path(__file__).resolve().parent
+    installed = here / "resources" / name
+    return installed if installed.exists() else here.parent / "resources" / name
+
+
 #: The icon's single source: the window icon and every installer's icon are rendered from it.
-ICON_PATH = Path(__file__).resolve().parent / "resources" / "specchat.svg"
+ICON_PATH = resource_path("specchat.svg")
 
 ACCENT = "#1f6feb"
 

@@ -1,4 +1,4 @@
-"""Render the installers' icons from app/resources/specchat.svg, their single source (needs PySide6 only).
+"""Render the installers' icons from resources/specchat.svg, their single source (needs PySide6 only).
 
     python packaging/make_icons.py hicolor DIR   DIR/<n>x<n>/apps/specchat.png and DIR/scalable/apps/specchat.svg
     python packaging/make_icons.py ico FILE      a Windows icon (PNG-compressed images, 16 to 256 pixels)
@@ -20,7 +20,7 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt  # noqa: E402 - af
 from PySide6.QtGui import QGuiApplication, QImage, QPainter  # noqa: E402
 from PySide6.QtSvg import QSvgRenderer  # noqa: E402
 
-SVG = Path(__file__).resolve().parent.parent / "app" / "resources" / "specchat.svg"
+SVG = Path(__file__).resolve().parent.parent / "resources" / "specchat.svg"
 HICOLOR_SIZES = (16, 24, 32, 48, 64, 128, 256)
 ICO_SIZES = (16, 24, 32, 48, 64, 128, 256)
 #: macOS iconset file names and their pixel sizes.

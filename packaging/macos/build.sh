@@ -17,7 +17,7 @@ VENV=build/packaging-venv-macos
 "$VENV/bin/python" -m pip install --quiet --no-deps --force-reinstall .
 "$VENV/bin/python" -c "import importlib.util, sys; sys.exit('error: torch is installed in $VENV' if importlib.util.find_spec('torch') else 0)"
 
-# The icon, rendered from app/resources/specchat.svg; the spec reads build/macos/specchat.icns.
+# The icon, rendered from resources/specchat.svg; the spec reads build/macos/specchat.icns.
 rm -rf build/macos/specchat.iconset
 "$VENV/bin/python" packaging/make_icons.py iconset build/macos/specchat.iconset
 iconutil -c icns build/macos/specchat.iconset -o build/macos/specchat.icns

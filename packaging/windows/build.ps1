@@ -21,7 +21,7 @@ Invoke-Checked $vpython @("-m", "pip", "install", "--quiet", ".")
 Invoke-Checked $vpython @("-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", ".")
 Invoke-Checked $vpython @("-c", "import importlib.util, sys; sys.exit(1 if importlib.util.find_spec('torch') else 0)")
 
-# The icon, rendered from app\resources\specchat.svg (the spec and specchat.iss read build\windows\specchat.ico).
+# The icon, rendered from resources\specchat.svg (the spec and specchat.iss read build\windows\specchat.ico).
 Invoke-Checked $vpython @("packaging\make_icons.py", "ico", "build\windows\specchat.ico")
 
 Invoke-Checked "$venv\Scripts\pyinstaller.exe" @(

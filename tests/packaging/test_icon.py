@@ -1,4 +1,4 @@
-"""The application icon is rendered from app/resources/specchat.svg, the single source of every icon size."""
+"""The application icon is rendered from resources/specchat.svg, the single source of every icon size."""
 
 from __future__ import annotations
 
