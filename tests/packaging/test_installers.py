@@ -34,7 +34,7 @@ BUNDLE = REPO / "dist" / "specchat"
 VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
 DEB = REPO / "dist" / f"specchat_{VERSION}_amd64.deb"
 ARCHIVE_VIEWER = REPO / "build" / "packaging-venv" / "bin" / "pyi-archive_viewer"  # PyInstaller's, in the build environment
-SOURCES = ("app", "inference", "packaging", "pyproject.toml")
+SOURCES = ("app", "inference", "packaging", "resources", "pyproject.toml")
 INSTALLED = (Path("/opt/specchat"), Path("/usr/bin/specchat"), Path("/usr/share/applications/specchat.desktop"))
 PROMPT = ["generate", "Say hello", "--json", "--max-new-tokens", "8"]
 
