@@ -45,41 +45,61 @@ def machine_description() -> str:
     )
 
 
+def _provenance(results: dict, path: Path) -> str:
+    """How a section's results were made: command, commit, duration (or the file's time if not recorded)."""
+    stamp = results.get("provenance")
+    if stamp:
+        return f"`{stamp['command']}` at commit {stamp['commit']}, finished {stamp['finished']} after {stamp['minutes']} min"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
+    return f"`{path.name}` written {when} (by a run that did not record its command)"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="long runs: 20,000-token text and long run, more repetitions")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each speed measurement (medians reported)")
     parser.add_argument("--skip-speed", action="store_true", help="do not measure speed (reuse speed.json if present)")
     parser.add_argument("--skip-quality", action="store_true", help="do not measure quality (reuse quality.json if present)")
+    parser.add_argument("--long-tokens", type=int, help="speed long-run length (default: 20,000 with --full, else 2,000)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
     from quality import quality_markdown, run_quality
     from speed import run_speed, speed_markdown
 
-    sections = []
-    if not args.skip_speed:
-        sections.append(speed_markdown(run_speed(quick=not args.full, reps=args.reps, out_dir=args.out)))
-    elif (args.out / "speed.json").exists():
-        sections.append(speed_markdown(json.loads((args.out / "speed.json").read_text())))
-    if not args.skip_quality:
-        sections.append(quality_markdown(run_quality(full=args.full, out_dir=args.out)))
-    elif (args.out / "quality.json").exists():
-        sections.append(quality_markdown(json.loads((args.out / "quality.json").read_text())))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    command = "bench/.venv/bin/python " + " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])])
+    sections, provenance = [], []
+    for name, skip in (("speed", args.skip_speed), ("quality", args.skip_quality)):
+        path = args.out / f"{name}.json"
+        if not skip:
+            section_started = time.time()
+            if name == "speed":
+                results = run_speed(quick=not args.full, reps=args.reps, out_dir=args.out, long_tokens=args.long_tokens)
+            else:
+                results = run_quality(full=args.full, out_dir=args.out)
+            results["provenance"] = {
+                "commit": commit, "command": command, "minutes": round((time.time() - section_started) / 60, 1),
+                "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            }
+            path.write_text(json.dumps(results, indent=2))
+        elif not path.exists():
+            continue
+        results = json.loads(path.read_text())
+        sections.append((speed_markdown if name == "speed" else quality_markdown)(results))
+        provenance.append(f"- {name.capitalize()}: {_provenance(results, path)}")
     header = [
         "# SpecChat benchmark report",
         "",
         f"- Machine: {machine_description()}",
-        f"- Commit: {commit or 'unknown'}; mode: {'full' if args.full else 'quick'}; took {(time.time() - started) / 60:.1f} min",
+        *provenance,
         "- Ratios compare runs interleaved in the same process run; absolute numbers hold only for this machine.",
-        "- Reproduce: `bench/setup.sh` then `bench/.venv/bin/python bench/run.py" + (" --full" if args.full else "") + "`.",
+        "- Reproduce: `bench/setup.sh` then `bench/.venv/bin/python bench/run.py [--full]`.",
         "",
     ]
     report = "\n".join(header) + "\n" + "\n".join(sections)
     (args.out / "REPORT.md").write_text(report, encoding="utf-8")
-    (args.out / "run.json").write_text(json.dumps({"machine": machine_description(), "commit": commit, "full": args.full}, indent=2))
+    (args.out / "run.json").write_text(json.dumps({"machine": machine_description(), "commit": commit, "command": command}, indent=2))
     print(report)
     return 0
 
