@@ -269,7 +269,7 @@ def _build(work: Path, bits: int, say: Progress) -> None:
     else:
         fmt = _WEIGHT_FORMAT[bits]
         gguf_path = work / f"{DEFAULT_MODEL_NAME}.{fmt}.gguf"
-        say(f"Re-encoding the 4-bit weights as {fmt}...")
+        say(f"Re-encoding the 4-bit weights as {fmt} (derived from the 4-bit weights)...")
         requantize_gguf(source_gguf, gguf_path, bits)
     shutil.rmtree(source_dir)
 
