@@ -1,7 +1,7 @@
 """One entry point for the benchmark report: speed against peers, quality, and the engine's own ratios.
 
     bench/setup.sh                      # once: peers (llama-cpp-python compiles ~8 min), matplotlib, psutil
-    bench/.venv/bin/python bench/run.py       # quick run (< 10 minutes on a quiet 2-core machine)
+    bench/.venv/bin/python bench/run.py       # quick run (speed alone: 13 minutes on a quiet 2-core AMD EPYC)
     bench/.venv/bin/python bench/run.py --full
 
 Writes ``bench/results/REPORT.md`` with the PNG plots and raw JSON beside it.

@@ -8,7 +8,7 @@ ratios.
 
 Run (after ``bash bench/setup.sh``)::
 
-    bench/.venv/bin/python bench/speed.py --quick            # < 6 min on 2 cores
+    bench/.venv/bin/python bench/speed.py --quick            # about 15 min on a quiet 2-core AMD EPYC
     bench/.venv/bin/python bench/speed.py --reps 3           # full: all workloads x modes, 20,000-token long run
 
 Writes ``OUT/speed.json`` (raw), ``OUT/speed_*.png`` and prints the markdown section (``speed_markdown``).
@@ -887,7 +887,7 @@ def plot(results: dict, out_dir: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="speculative modes on fewer workloads, "
-                        "2,000-token long run (< 6 min on 2 cores)")
+                        "2,000-token long run (about 15 min on 2 cores)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     parser.add_argument("--engines", nargs="+", choices=ENGINES, help="default: all")
