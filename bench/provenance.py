@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,11 @@ def current_commit() -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "inference", "bench/*.py"], capture_output=True, text=True, cwd=HERE.parent).stdout.strip()
     return f"{commit}+changes" if commit and dirty else commit
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """How a benchmark script was invoked, e.g. ``bench/.venv/bin/python bench/run.py --full``."""
+    return " ".join(["bench/.venv/bin/python", f"bench/{script}", *(argv if argv is not None else sys.argv[1:])])
 
 
 def stamp(results: dict, command: str, started: float) -> dict:

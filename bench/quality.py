@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from inference.chat import ChatSession  # noqa: E402
-from provenance import stamp  # noqa: E402
+from provenance import command_line, stamp  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.model_store import ensure_default_model  # noqa: E402
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
@@ -241,8 +241,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     started = time.time()
     results = run_quality(args.full, args.out, tuple(args.parts))
-    command = "bench/.venv/bin/python " + " ".join(["bench/quality.py", *(argv if argv is not None else sys.argv[1:])])
-    (args.out / "quality.json").write_text(json.dumps(stamp(results, command, started), indent=2))
+    (args.out / "quality.json").write_text(json.dumps(stamp(results, command_line("quality.py", argv), started), indent=2))
     print(quality_markdown(results))
     return 0
 

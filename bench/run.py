@@ -54,11 +54,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    from provenance import current_commit, describe, stamp
+    from provenance import command_line, current_commit, describe, stamp
     from quality import quality_markdown, run_quality
     from speed import run_speed, speed_markdown
 
-    command = "bench/.venv/bin/python " + " ".join(["bench/run.py", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line("run.py", argv)
     sections, provenance = [], []
     for name, skip in (("speed", args.skip_speed), ("quality", args.skip_quality)):
         path = args.out / f"{name}.json"
