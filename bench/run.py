@@ -1,8 +1,8 @@
-"""One entry point for the benchmark report: speed against peers, quality, and the engine's own ratios.
+"""One entry point for the benchmark report: speed against peers, and quality.
 
     bench/setup.sh                      # once: peers (llama-cpp-python compiles ~8 min), matplotlib, psutil
-    bench/.venv/bin/python bench/run.py       # quick run (speed alone: 13 minutes on a quiet 2-core AMD EPYC)
-    bench/.venv/bin/python bench/run.py --full
+    bench/.venv/bin/python bench/run.py          # quick: 8 minutes on a quiet 2-core AMD EPYC (AVX2)
+    bench/.venv/bin/python bench/run.py --full   # the report's sizes: every workload in every mode, 20,000 tokens
 
 Writes ``bench/results/REPORT.md`` with the PNG plots and raw JSON beside it.
 """
@@ -46,11 +46,11 @@ def machine_description() -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="long runs: 20,000-token text and long run, more repetitions")
+    parser.add_argument("--full", action="store_true", help="the report's sizes: every engine x mode x workload, optimum-intel included, fresh workers per repetition, 20,000-token long run and text, 50 greedy prompts (default: the quick run)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each speed measurement (medians reported)")
     parser.add_argument("--skip-speed", action="store_true", help="do not measure speed (reuse speed.json if present)")
     parser.add_argument("--skip-quality", action="store_true", help="do not measure quality (reuse quality.json if present)")
-    parser.add_argument("--long-tokens", type=int, help="speed long-run length (default: 20,000 with --full, else 2,000)")
+    parser.add_argument("--long-tokens", type=int, help="speed long-run length (default: 20,000 with --full, else 1,000)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         "",
         f"- Machine: {machine_description()}",
         *provenance,
-        "- Ratios compare runs interleaved in the same process run; absolute numbers hold only for this machine.",
+        "- Ratios compare runs made within the same benchmark run (see each section); absolute numbers hold only for this machine.",
         "- Reproduce: `bench/setup.sh` then `bench/.venv/bin/python bench/run.py [--full]`.",
         "",
     ]

@@ -2,14 +2,15 @@
 
 Same model (SmolLM2-135M-Instruct; the Q4_1 GGUF for llama.cpp, its OpenVINO IR for the others), same prompt
 token ids, greedy, batch 1, exact output lengths (every engine ignores EOS). Each engine x mode runs in its own
-worker subprocess (isolated peak memory), and the engines are interleaved within each repetition, so every
-ratio SpecChat / peer compares runs made minutes apart at most. Headline numbers are medians of per-repetition
-ratios.
+worker subprocess (isolated peak memory). The full run launches fresh workers for every repetition, with the
+engines interleaved in a shuffled order, so every ratio SpecChat / peer compares runs made minutes apart at most;
+the quick run (QUICK_PLAN) loads each engine x mode once and runs its repetitions back to back. Headline numbers
+are medians of per-repetition ratios.
 
 Run (after ``bash bench/setup.sh``)::
 
-    bench/.venv/bin/python bench/speed.py --quick            # about 15 min on a quiet 2-core AMD EPYC
-    bench/.venv/bin/python bench/speed.py --reps 3           # full: all workloads x modes, 20,000-token long run
+    bench/.venv/bin/python bench/speed.py --quick   # QUICK_PLAN, 1,000-token long run: ~5 min here
+    bench/.venv/bin/python bench/speed.py           # every engine x mode x workload, 20,000-token long run
 
 Writes ``OUT/speed.json`` (raw), ``OUT/speed_*.png`` and prints the markdown section (``speed_markdown``).
 """
@@ -55,6 +56,15 @@ MODES = {  # engine -> modes it runs; "lookup" = prompt lookup, "draft" = the 8-
     "llamacpp": ["ar", "lookup"],  # llama-cpp-python has no draft-model class (only LlamaPromptLookupDecoding)
     "optimum": ["ar", "lookup", "draft"],
 }
+# quick run (the default of bench/run.py): what each mode measures, and without optimum-intel (15 s to load
+# per worker; its speculative modes fail in the pinned versions). --full runs every engine x mode x workload.
+QUICK_ENGINES = ["specchat", "genai", "llamacpp"]
+QUICK_PLAN = {
+    "ar": ["in32_out32", "in32_out256", "in1024_out32"],  # in32_out32: the draft's baseline; TTFT of 1,024 tokens
+    "lookup": ["in32_out256"],
+    "draft": ["in32_out32"],
+}
+QUICK_LONG_TOKENS, FULL_LONG_TOKENS = 1_000, 20_000
 LABELS = {"specchat": "SpecChat", "genai": "openvino-genai", "llamacpp": "llama.cpp (llama-cpp-python)",
           "optimum": "optimum-intel"}
 
@@ -126,7 +136,7 @@ def _model_paths() -> dict:
     return {"target": str(target), "draft": str(draft), "gguf": str(gguf)}
 
 
-def build_prompts(target_dir: str, quick: bool) -> list[dict]:
+def build_prompts(target_dir: str) -> list[dict]:
     """Workloads: exact prompt lengths (token ids of a ChatML prompt) and output lengths."""
     import openvino_genai as og
 
@@ -483,7 +493,7 @@ def run_speed(quick: bool, reps: int, out_dir: Path, engines: list[str] | None =
     tmp = CACHE / "speed-work"
     tmp.mkdir(parents=True, exist_ok=True)
     paths = _model_paths()
-    workloads = build_prompts(paths["target"], quick)
+    workloads = build_prompts(paths["target"])
     if smoke:  # plumbing check only: 4 new tokens per workload
         for w in workloads:
             w["output"] = 4
@@ -493,22 +503,43 @@ def run_speed(quick: bool, reps: int, out_dir: Path, engines: list[str] | None =
     warmup_ids = [int(t) for t in tok.encode(
         f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{WARMUP_TEXT}<|im_end|>\n<|im_start|>assistant\n",
         add_special_tokens=False).input_ids.data[0]]
-    engines = engines or ENGINES
-    # quick: prompt lookup on the two 256-token outputs, the draft model on in32_out256 only
+    engines = engines or (QUICK_ENGINES if quick else ENGINES)
     plan = []
     for engine in engines:
         for mode in MODES[engine]:
-            chosen = [w for w in workloads if not quick or mode == "ar" or w["name"] == "in32_out256"
-                      or (mode == "lookup" and w["name"] == "in1024_out256")]
-            plan.append((engine, mode, chosen))
+            wanted = QUICK_PLAN[mode] if quick else [w["name"] for w in workloads]
+            plan.append((engine, mode, [w for w in workloads if w["name"] in wanted]))
+    used = {w["name"] for _, _, chosen in plan for w in chosen}
     results: dict[str, Any] = {
         "config": {"quick": quick, "smoke": smoke, "reps": reps, "k": K, "max_ngram": MAX_NGRAM, "engines": engines,
-                   "workloads": [{k: v for k, v in w.items() if k != "ids"} for w in workloads],
+                   "workloads": [{k: v for k, v in w.items() if k != "ids"} for w in workloads if w["name"] in used],
                    "draft_model": "SmolLM2-135M-Instruct Q8_0 re-encoding (same tokenizer)",
                    "target_model": "SmolLM2-135M-Instruct Q4_1 (GGUF) / its OpenVINO IR"},
         "machine": _machine(), "reps": [],
     }
     started = time.perf_counter()
+    if quick:
+        _run_quick_matrix(plan, reps, paths, warmup_ids, tmp, results, started)
+    else:
+        _run_interleaved_matrix(plan, reps, paths, warmup_ids, tmp, results, started, out_dir)
+    _write(results, out_dir)
+    long_n = long_tokens or (QUICK_LONG_TOKENS if quick else FULL_LONG_TOKENS)
+    print(f"long run: {long_n} tokens ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    results["long_run"] = _launch_long(paths, long_n, tmp)
+    results["summary"] = summarize(results)
+    results["wall_s"] = time.perf_counter() - started
+    _write(results, out_dir)
+    try:
+        plot(results, out_dir)
+    except Exception as error:  # noqa: BLE001
+        results["plot_error"] = f"{type(error).__name__}: {error}"
+        _write(results, out_dir)
+    return results
+
+
+def _run_interleaved_matrix(plan, reps, paths, warmup_ids, tmp, results, started, out_dir) -> None:
+    """Full run: every repetition launches every engine x mode in a fresh worker, in a shuffled order, so
+    each ratio compares runs made minutes apart at most (drift of the machine cancels out)."""
     rng = random.Random(0)
     broken: dict[tuple[str, str], str] = {}
     for rep in range(reps):
@@ -528,18 +559,33 @@ def run_speed(quick: bool, reps: int, out_dir: Path, engines: list[str] | None =
                 broken[engine, mode] = next(iter(merged["runs"].values()))["error"][:300]
         results["reps"].append(rep_result)
         _write(results, out_dir)
-    long_n = long_tokens or (2_000 if quick else 20_000)
-    print(f"long run: {long_n} tokens ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    results["long_run"] = _launch_long(paths, long_n, tmp)
-    results["summary"] = summarize(results)
-    results["wall_s"] = time.perf_counter() - started
-    _write(results, out_dir)
-    try:
-        plot(results, out_dir)
-    except Exception as error:  # noqa: BLE001
-        results["plot_error"] = f"{type(error).__name__}: {error}"
-        _write(results, out_dir)
-    return results
+
+
+def _run_quick_matrix(plan, reps, paths, warmup_ids, tmp, results, started) -> None:
+    """Quick run: one worker per engine x mode runs all repetitions back to back (each model loads once,
+    which is most of the saving); results are filed per repetition like the full run's."""
+    results["reps"] = [{} for _ in range(reps)]
+    for engine, mode, chosen in plan:
+        print(f"{engine} {mode} x {reps} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        repeated = [dict(w, name=repeated_name(w["name"], rep)) for rep in range(reps) for w in chosen]
+        merged = _launch(engine, mode, repeated, paths, warmup_ids, tmp, 900)
+        for rep, runs in enumerate(split_repetitions(merged["runs"], reps)):
+            results["reps"][rep].setdefault(engine, {})[mode] = {
+                "engine": engine, "mode": mode, "workers": merged["workers"] if rep == 0 else [], "runs": runs}
+
+
+def repeated_name(name: str, rep: int) -> str:
+    """The name under which a quick run's worker records repetition ``rep`` of workload ``name``."""
+    return f"{name}@rep{rep}"
+
+
+def split_repetitions(runs: dict[str, dict], reps: int) -> list[dict[str, dict]]:
+    """Invert ``repeated_name``: ``{"w@rep1": run}`` -> ``[{}, {"w": run}, ...]`` (``reps`` dicts)."""
+    out: list[dict[str, dict]] = [{} for _ in range(reps)]
+    for key, run in runs.items():
+        name, _, rep = key.rpartition("@rep")
+        out[int(rep)][name] = run
+    return out
 
 
 def _write(results: dict, out_dir: Path) -> None:
@@ -578,7 +624,7 @@ def long_worker(policy: str, tokens: int, result_path: Path) -> int:
 
     paths = json.loads(os.environ["SPECCHAT_BENCH_PATHS"])
     engine = Engine.load(paths["target"], "CPU")
-    prompt = build_prompts(paths["target"], True)[1]["ids"]  # the 32-token story prompt
+    prompt = build_prompts(paths["target"])[1]["ids"]  # the 32-token story prompt
     samples = [{"generated": 0, "elapsed_s": 0.0, "rss_mb": _rss_mb(), "cache_len": 0}]
     generated, rolls, reprefills, t0 = 0, 0, 0, time.perf_counter()
     history = list(prompt)
@@ -616,12 +662,18 @@ def long_worker(policy: str, tokens: int, result_path: Path) -> int:
     result = {"policy": policy, "tokens": generated, "n_ctx": LONG_N_CTX, "n_keep": LONG_N_KEEP, "rolls": rolls,
               "reprefills": reprefills, "samples": samples, "wall_s": time.perf_counter() - t0,
               "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "error": error}
-    result.update(_long_window_stats(samples))
+    result.update(_long_window_stats(samples, long_window(tokens)))
     result_path.write_text(json.dumps(result))
     return 0
 
 
-def _long_window_stats(samples: list[dict], window: int = 1000) -> dict:
+def long_window(tokens: int) -> int:
+    """Tokens in the first / last window compared by the long run: 1,000, or for a short (quick) run the
+    largest multiple of the 250-token sampling interval that fits in half of it (500 of 1,000)."""
+    return max(LONG_EVERY, min(1000, tokens // 2) // LONG_EVERY * LONG_EVERY)
+
+
+def _long_window_stats(samples: list[dict], window: int) -> dict:
     """tokens/s and RSS over the first and the last ``window`` tokens (from the 250-token samples)."""
     if len(samples) < 3:
         return {}
@@ -629,7 +681,7 @@ def _long_window_stats(samples: list[dict], window: int = 1000) -> dict:
     last = samples[-1]
     first_a, first_b = samples[1], by_gen.get(samples[1]["generated"] + window)  # from the first sample: no prefill
     last_a = by_gen.get(last["generated"] - window)
-    out = {}
+    out: dict[str, float] = {"window": window}
     if first_b:
         out["first_tokens_per_s"] = window / (first_b["elapsed_s"] - first_a["elapsed_s"])
         out["first_rss_mb"] = first_b["rss_mb"]
@@ -755,9 +807,14 @@ def speed_markdown(results: dict) -> str:
     lines.append(
         f"Model: {cfg['target_model']}; draft model: {cfg['draft_model']}. Greedy, batch 1, EOS ignored (exact "
         f"output lengths), K = {cfg['k']} draft tokens per step, prompt lookup with n-grams up to {cfg['max_ngram']}. "
-        f"{cfg['reps']} repetitions{' (quick run: prompt lookup on the 256-token outputs, draft model on in32_out256 only)' if cfg['quick'] else ''}; "
-        "each engine x mode in its own worker process, engines interleaved in a shuffled order within each "
-        "repetition; every number is a median. TTFT = time to the first streamed token (prefill included); "
+        f"{cfg['reps']} repetitions; " + (
+            "quick run (`bench/run.py` without `--full`): " + "; ".join(f"{m} on {', '.join(w)}" for m, w in QUICK_PLAN.items())
+            + ", one worker process per engine x mode running the repetitions back to back; `--full` measures every "
+            "workload in every mode of every engine, each repetition in fresh workers, "
+            if cfg["quick"] else
+            "each engine x mode in its own worker process, engines interleaved in a shuffled order within each "
+            "repetition; ")
+        + "every number is a median. TTFT = time to the first streamed token (prefill included); "
         "TPOT = (last token time - first token time) / (tokens - 1); tokens/s = 1000 / TPOT (decode rate). "
         "Peak RSS: the largest resident set sampled every 5 ms during the call (model loaded).")
     if s.get("optimum_ir_source"):
@@ -814,10 +871,11 @@ def speed_markdown(results: dict) -> str:
             lines.append(f"- {LABELS[engine]}: " + ", ".join(f"{k} {v}" for k, v in cells.items()))
     long_run = results.get("long_run") or {}
     if long_run:
+        window = next((r["window"] for r in long_run.values() if "window" in r), 1000)
         lines += ["", "### Long run: SpecChat, n_ctx 512, autoregressive, EOS ignored", "",
                   "sink = attention-sink rolling context (n_keep 4, half the cache dropped per roll, shift-RoPE); "
                   "reprefill = no rolling: when the cache is full, reset and prefill the last 256 tokens.", "",
-                  "| policy | tokens | rolls / re-prefills | tokens/s first 1,000 | tokens/s last 1,000 | last/first | RSS MB first | RSS MB last | error |",
+                  f"| policy | tokens | rolls / re-prefills | tokens/s first {window:,} | tokens/s last {window:,} | last/first | RSS MB first | RSS MB last | error |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for policy, r in long_run.items():
             lines.append(
@@ -886,12 +944,12 @@ def plot(results: dict, out_dir: Path) -> None:
 # ------------------------------------------------------------------------------------------------------ CLI
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="speculative modes on fewer workloads, "
-                        "2,000-token long run (about 15 min on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="QUICK_PLAN without optimum-intel, repetitions back to "
+                        "back in one worker, 1,000-token long run (~5 min on 2 cores)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=BENCH / "results")
-    parser.add_argument("--engines", nargs="+", choices=ENGINES, help="default: all")
-    parser.add_argument("--long-tokens", type=int, help="long-run length (default 20,000; quick 2,000)")
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, help="default: all (quick: all but optimum)")
+    parser.add_argument("--long-tokens", type=int, help="long-run length (default 20,000; quick 1,000)")
     parser.add_argument("--smoke", action="store_true", help="plumbing check: 4 new tokens per workload")
     parser.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--long-worker", nargs=3, help=argparse.SUPPRESS)
