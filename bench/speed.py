@@ -10,7 +10,7 @@ are medians of per-repetition ratios.
 Run (after ``bash bench/setup.sh``)::
 
     bench/.venv/bin/python bench/speed.py --quick   # QUICK_PLAN, 1,000-token long run: ~5 min here
-    bench/.venv/bin/python bench/speed.py           # every engine x mode x workload, 20,000-token long run
+    bench/.venv/bin/python bench/speed.py           # every engine x mode x workload, 20,000-token long run: 40 min
 
 Writes ``OUT/speed.json`` (raw), ``OUT/speed_*.png`` and prints the markdown section (``speed_markdown``).
 """
