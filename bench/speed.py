@@ -808,7 +808,7 @@ def speed_markdown(results: dict) -> str:
         f"Model: {cfg['target_model']}; draft model: {cfg['draft_model']}. Greedy, batch 1, EOS ignored (exact "
         f"output lengths), K = {cfg['k']} draft tokens per step, prompt lookup with n-grams up to {cfg['max_ngram']}. "
         f"{cfg['reps']} repetitions; " + (
-            "quick run (`bench/run.py` without `--full`): " + "; ".join(f"{m} on {', '.join(w)}" for m, w in QUICK_PLAN.items())
+            f"quick run (`bench/run.py` without `--full`) of {', '.join(LABELS[e] for e in cfg['engines'])}: " + "; ".join(f"{m} on {', '.join(w)}" for m, w in QUICK_PLAN.items())
             + ", one worker process per engine x mode running the repetitions back to back; `--full` measures every "
             "workload in every mode of every engine, each repetition in fresh workers, "
             if cfg["quick"] else

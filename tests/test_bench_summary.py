@@ -91,6 +91,7 @@ def test_summarize_medians_ratios_speedups_and_agreement():
 
 def test_quick_report_states_its_plan():
     markdown = speed_markdown(_results())
+    assert "quick run (`bench/run.py` without `--full`) of SpecChat, openvino-genai: " in markdown
     for mode, workloads in QUICK_PLAN.items():
         assert f"{mode} on {', '.join(workloads)}" in markdown
     assert "| openvino-genai | ar | 1.00x tok/s, 2.00x TTFT |" in markdown
