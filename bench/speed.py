@@ -789,6 +789,14 @@ def summarize(results: dict) -> dict:
             "worker_peak_rss_mb": peak, "errors": errors, "optimum_ir_source": optimum_source}
 
 
+def _measured_plan(table: dict, names: list[str]) -> dict[str, list[str]]:
+    """Mode -> the workloads some engine measured in it (in ``names`` order), read from the summary table."""
+    modes = [m for modes in MODES.values() for m in modes]
+    plan = {mode: [n for n in names if any(n in table.get(e, {}).get(mode, {}) for e in table)]
+            for mode in dict.fromkeys(modes)}
+    return {mode: workloads for mode, workloads in plan.items() if workloads}
+
+
 def _f(value, fmt="{:.1f}"):
     return "—" if value is None else fmt.format(value)
 
@@ -798,6 +806,7 @@ def speed_markdown(results: dict) -> str:
     s = results.get("summary") or summarize(results)
     m = results["machine"]
     cfg = results["config"]
+    names = [w["name"] for w in cfg["workloads"]]
     lines = ["## Speed, side by side", ""]
     lines.append(
         f"Machine: {m.get('cpu', '?')}, {m['cpu_count']} cores ({', '.join(m.get('isa', []))}), {m['memory_gb']} GB, "
@@ -808,7 +817,8 @@ def speed_markdown(results: dict) -> str:
         f"Model: {cfg['target_model']}; draft model: {cfg['draft_model']}. Greedy, batch 1, EOS ignored (exact "
         f"output lengths), K = {cfg['k']} draft tokens per step, prompt lookup with n-grams up to {cfg['max_ngram']}. "
         f"{cfg['reps']} repetitions; " + (
-            f"quick run (`bench/run.py` without `--full`) of {', '.join(LABELS[e] for e in cfg['engines'])}: " + "; ".join(f"{m} on {', '.join(w)}" for m, w in QUICK_PLAN.items())
+            f"quick run (`bench/run.py` without `--full`) of {', '.join(LABELS[e] for e in cfg['engines'])}: "
+            + "; ".join(f"{m} on {', '.join(w)}" for m, w in _measured_plan(s["table"], names).items())
             + ", one worker process per engine x mode running the repetitions back to back; `--full` measures every "
             "workload in every mode of every engine, each repetition in fresh workers, "
             if cfg["quick"] else
@@ -819,7 +829,6 @@ def speed_markdown(results: dict) -> str:
         "Peak RSS: the largest resident set sampled every 5 ms during the call (model loaded).")
     if s.get("optimum_ir_source"):
         lines += ["", f"optimum-intel model: {s['optimum_ir_source']}."]
-    names = [w["name"] for w in cfg["workloads"]]
     lines += ["", "### Headline: SpecChat / peer (same mode, same workload; medians of per-repetition ratios)", "",
               "tokens/s ratio > 1: SpecChat decodes faster; TTFT ratio < 1: SpecChat answers sooner.", "",
               "| peer | mode | " + " | ".join(names) + " |", "| --- | --- |" + " --- |" * len(names)]

@@ -9,7 +9,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from speed import (  # noqa: E402
-    QUICK_PLAN,
     _long_window_stats,
     long_window,
     repeated_name,
@@ -91,8 +90,7 @@ def test_summarize_medians_ratios_speedups_and_agreement():
 
 def test_quick_report_states_its_plan():
     markdown = speed_markdown(_results())
-    assert "quick run (`bench/run.py` without `--full`) of SpecChat, openvino-genai: " in markdown
-    for mode, workloads in QUICK_PLAN.items():
-        assert f"{mode} on {', '.join(workloads)}" in markdown
+    # the plan is read from what was measured (openvino-genai's failed lookup still names its workload)
+    assert "quick run (`bench/run.py` without `--full`) of SpecChat, openvino-genai: ar on w; lookup on w, " in markdown
     assert "| openvino-genai | ar | 1.00x tok/s, 2.00x TTFT |" in markdown
     assert "| SpecChat | lookup | 2.00x (same 2) |" in markdown
