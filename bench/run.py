@@ -74,10 +74,11 @@ def main(argv=None) -> int:
         results = json.loads(path.read_text())
         sections.append((speed_markdown if name == "speed" else quality_markdown)(results))
         provenance.append(f"- {name.capitalize()}: {describe(results, path)}")
+    machine = machine_description()
     header = [
         "# SpecChat benchmark report",
         "",
-        f"- Machine: {machine_description()}",
+        f"- Machine: {machine}",
         *provenance,
         "- Ratios compare runs made within the same benchmark run (see each section); absolute numbers hold only for this machine.",
         "- Reproduce: `bench/setup.sh` then `bench/.venv/bin/python bench/run.py [--full]`.",
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
     ]
     report = "\n".join(header) + "\n" + "\n".join(sections)
     (args.out / "REPORT.md").write_text(report, encoding="utf-8")
-    (args.out / "run.json").write_text(json.dumps({"machine": machine_description(), "commit": current_commit(), "command": command}, indent=2))
+    (args.out / "run.json").write_text(json.dumps({"machine": machine, "commit": current_commit(), "command": command}, indent=2))
     print(report)
     return 0
 
