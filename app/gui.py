@@ -136,6 +136,8 @@ def run(argv: list[str] | None = None) -> int:
     """
     import qasync
 
+    from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
+
     args = _parse(argv if argv is not None else [])
     if args.data_dir:
         os.environ["SPECCHAT_DATA_DIR"] = str(args.data_dir)
@@ -145,8 +147,8 @@ def run(argv: list[str] | None = None) -> int:
     app = create_application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
+    garbage_collector = collect_on_gui_thread()  # cycles are freed on this thread only (see app.gc_policy)
     window = create_main_window()
-    from .main_window import freeze_startup_objects
 
     # Ctrl+C and SIGTERM close the window properly (saving a streaming reply); a timer lets Python see signals.
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -165,6 +167,7 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         window.shutdown()
         window.db.close()
+        restore_automatic_collection(garbage_collector)
     return status[0]
 
 

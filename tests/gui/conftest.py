@@ -22,6 +22,17 @@ protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt
 FAST = AppSettings(max_new_tokens=24)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def garbage_collected_on_gui_thread(qapp):
+    """As in the app, cyclic garbage is collected on the GUI thread only (``app.gc_policy``); each module ends
+    with CPython's automatic collection back on, so the tests outside tests/gui run with it."""
+    from app.gc_policy import collect_on_gui_thread, restore_automatic_collection
+
+    collector = collect_on_gui_thread()
+    yield collector
+    restore_automatic_collection(collector)
+
+
 @pytest.fixture(scope="session")
 def qasync_loop(qapp):
     """The asyncio loop running on Qt's event loop (qtbot's waits drive both)."""

@@ -22,12 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def main() -> int:
     import qasync
 
+    from app.gc_policy import collect_on_gui_thread
     from app.gui import create_application, create_main_window
 
     history, settings, prompt = sys.argv[1], sys.argv[2], sys.argv[3]
     app = create_application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
+    garbage_collector = collect_on_gui_thread()  # noqa: F841 - as gui.run() does; alive until the process is killed
     window = create_main_window(history, settings)
     window.show()
 

@@ -200,8 +200,8 @@ SCENARIOS = {"streaming": streaming, "long_conversation": long_conversation_scen
 def main() -> int:
     import qasync
 
+    from app.gc_policy import collect_on_gui_thread, freeze_startup_objects
     from app.gui import build_tokenizers_before_event_loop, create_application, create_main_window
-    from app.main_window import freeze_startup_objects
 
     scenario, workdir = sys.argv[1], Path(sys.argv[2])
     if scenario == "model_load":
@@ -209,6 +209,7 @@ def main() -> int:
     app = create_application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
+    garbage_collector = collect_on_gui_thread()  # as gui.run() does
     window = create_main_window(workdir / "history.sqlite3", workdir / "settings.json")
     build_tokenizers_before_event_loop(window.settings)  # as gui.run() does
     window.show()
@@ -222,6 +223,7 @@ def main() -> int:
     with loop:
         result = loop.run_until_complete(run())
     window.shutdown()
+    garbage_collector.timer.stop()
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
