@@ -9,7 +9,7 @@ them (Qt docs, "Threads and QObjects"). The test suite once crashed that way: a 
 
 :func:`collect_on_gui_thread` turns automatic collection off and collects from a timer on the GUI thread
 instead (pyqtgraph's ``GarbageCollector``; the pattern of calibre and pyqtgraph). Reference counting still frees
-everything that is not in a cycle at once, in any thread; only cycles wait for the next tick.
+everything that is not in a cycle at once, in any thread; only cycles wait for a collection on the GUI thread.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import gc
 from pyqtgraph.util.garbage_collector import GarbageCollector
 
 #: How often the GUI thread checks the collector's counters (seconds). Each tick collects the generations whose
-#: thresholds (``gc.get_threshold()``) were crossed, as CPython would have, so cycles live at most this long longer.
+#: counters are above their thresholds (``gc.get_threshold()``) at that moment; a threshold crossed only briefly
+#: between two ticks (objects allocated and freed again) collects nothing, where CPython would have collected.
 COLLECT_INTERVAL_S = 0.5
 
 

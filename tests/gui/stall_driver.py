@@ -200,7 +200,7 @@ SCENARIOS = {"streaming": streaming, "long_conversation": long_conversation_scen
 def main() -> int:
     import qasync
 
-    from app.gc_policy import collect_on_gui_thread, freeze_startup_objects
+    from app.gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
     from app.gui import build_tokenizers_before_event_loop, create_application, create_main_window
 
     scenario, workdir = sys.argv[1], Path(sys.argv[2])
@@ -223,7 +223,7 @@ def main() -> int:
     with loop:
         result = loop.run_until_complete(run())
     window.shutdown()
-    garbage_collector.timer.stop()
+    restore_automatic_collection(garbage_collector)
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
