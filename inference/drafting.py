@@ -31,7 +31,7 @@ class ModelDrafter:
 
     def __init__(self, model: LoadedModel, slack: int = 64):
         self.model = model
-        self.cache = KVCache(model.compiled, model.rope, slack)
+        self.cache = KVCache(model.compiled, model.rope, slack, model.sliding_window)
         self._synced = 0  # tokens known to agree with the target's cache
 
     def reset(self) -> None:

@@ -30,6 +30,7 @@ from .drafting import ModelDrafter, PromptLookupDrafter
 from .events import ContextRolled, Event, Finished, GenerationStats, StepStats, TextDelta
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
+from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_greedy, accept_sampled, next_token, warp
 from .settings import ContextSettings, GenerationSettings, SamplingSettings
@@ -62,7 +63,7 @@ class Engine:
             check_same_tokenizer(target, draft)
         self.target = target
         self.draft = draft
-        self._cache = KVCache(target.compiled, target.rope, KV_SLACK)
+        self._cache = KVCache(target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled)
         self._model_drafter = ModelDrafter(draft, KV_SLACK) if draft is not None else None
         self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
         self._rolled = False
@@ -76,14 +77,18 @@ class Engine:
         device: str = "CPU",
         draft_dir: str | Path | None = None,
         draft_device: str | None = None,
-        kv_cache_precision: str | None = None,
+        precision: PrecisionSettings = PrecisionSettings(),
         num_threads: int | None = None,
     ) -> "Engine":
-        """Load a target (and optional draft) model folder and build an engine; see ``model.load_model``."""
-        target = load_model(target_dir, device, kv_cache_precision, num_threads)
+        """Load a target (and optional draft) model folder and build an engine; see ``model.load_model``.
+
+        The target is compiled with ``precision`` (exact by default); the draft with its device's defaults, since
+        its rounding changes only which tokens are proposed, never the output.
+        """
+        target = load_model(target_dir, device, precision, num_threads)
         draft = None
         if draft_dir is not None:
-            draft = load_model(draft_dir, draft_device or device, kv_cache_precision, num_threads)
+            draft = load_model(draft_dir, draft_device or device, None, num_threads)
         return cls(target, draft)
 
     @property
@@ -141,6 +146,7 @@ class Engine:
             raise ValueError("the prompt is empty: type a message before sending")
         settings.validate(self.target.max_position_embeddings)
         drafter = self._choose_drafter(settings, drafter)
+        self._check_window(settings.context.n_ctx, drafter == "model")
         n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
@@ -152,6 +158,17 @@ class Engine:
             if not finished:  # an exception, or the consumer dropped the generator mid-step: caches may disagree
                 self.reset()
             self._lock.release()
+
+    def _check_window(self, n_ctx: int, with_draft: bool) -> None:
+        """Refuse an n_ctx larger than a sliding attention window (the cache must stay inside it)."""
+        models = [self.target] + ([self.draft] if with_draft and self.draft is not None else [])
+        for model in models:
+            window = model.sliding_window
+            if window is not None and n_ctx > window:
+                raise ValueError(
+                    f"n_ctx must be in [16, {window}] for {model.folder.name}: it attends to a sliding window of "
+                    f"{window} tokens, and the KV cache must stay inside it; lower n_ctx"
+                )
 
     def _choose_drafter(self, settings: GenerationSettings, drafter: str | None) -> str | None:
         if settings.mode == "ar":
@@ -218,7 +235,7 @@ class Engine:
             if len(self._cache) >= n_ctx:
                 yield self._roll(n_keep, n_discard, with_draft, stats)
             chunk = tokens[done : done + min(PREFILL_CHUNK, n_ctx - len(self._cache))]
-            logits = self._cache.forward(chunk, n_ctx, last_only=True)[-1]
+            logits = self._cache.prefill(chunk, n_ctx)[-1]
             if with_draft:
                 self._model_drafter.feed(self._cache.tokens, n_ctx)
             self._seen.extend(chunk)
@@ -231,9 +248,15 @@ class Engine:
         with_draft = drafter == "model"
         reused = self._reuse_prefix(prompt_ids, n_ctx)
         stats = GenerationStats(
-            mode=settings.mode, drafter=drafter, prompt_tokens=len(prompt_ids), prefilled_tokens=len(prompt_ids) - reused
+            mode=settings.mode,
+            drafter=drafter,
+            prompt_tokens=len(prompt_ids),
+            prefilled_tokens=len(prompt_ids) - reused,
+            precision=self.target.precision.describe(),
         )
+        fast_before = self._cache.fast_prefilled
         logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, with_draft, stats)
+        stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
         rng = np.random.default_rng(sampling.seed)
         lookup = PromptLookupDrafter(settings.speculative.lookup_max_ngram) if drafter == "lookup" else None
         adaptive = AdaptiveK(settings.speculative.k, settings.speculative.adaptive and drafter is not None)
@@ -332,6 +355,7 @@ class Engine:
         if len(token_ids) < 2:
             raise ValueError("scoring needs at least 2 tokens")
         context.validate(self.target.max_position_embeddings)
+        self._check_window(context.n_ctx, False)
         n_keep = int(context.n_keep) if context.n_keep != "auto" else 4
         n_discard = context.resolve_n_discard(n_keep)
         tokens = list(map(int, token_ids))
@@ -351,6 +375,68 @@ class Engine:
             done += len(part)
         self.reset()
         return scores
+
+    def pass_shape_logits(
+        self,
+        prompt_ids: Sequence[int],
+        reply_ids: Sequence[int],
+        context: ContextSettings,
+        width: int,
+        n_keep_auto: int = 4,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The target logits that predict the last reply tokens, computed one token per pass (as autoregressive
+        decoding does) and in one multi-token pass (as a speculative verification does), in the context that
+        autoregressive decoding had there (prefix, rolls and all). Their difference is the numerical noise
+        between the two pass shapes; ``exactness.first_difference`` compares a top-2 gap with it.
+
+        The caches are reset before and after (a diagnostic, not a generation step).
+
+        Args:
+            prompt_ids: the prompt as given to ``generate``.
+            reply_ids: reply tokens ``r[0..i-1]``; the rows returned predict ``r[i-w+1..i]``.
+            context: the rolling-context settings of the generation.
+            width: most tokens in the multi-token pass (w = min(width, i, room left before a roll)).
+            n_keep_auto: as for ``generate``.
+
+        Returns:
+            ``(one_token, multi_token)``: float32 ``[w, vocab]`` each; with no reply tokens ``[1, vocab]`` twice,
+            the prefill's logits (both modes share the prefill).
+
+        Raises:
+            ValueError: empty prompt or invalid context settings; RopeUnsupportedError as for ``generate``.
+        """
+        if len(prompt_ids) == 0:
+            raise ValueError("the prompt is empty")
+        settings = GenerationSettings(context=context)
+        settings.validate(self.target.max_position_embeddings)
+        n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
+        n_ctx, reply = context.n_ctx, [int(t) for t in reply_ids]
+        self.reset()
+        try:
+            stats = GenerationStats(mode="ar")
+            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, False, stats)
+            try:
+                while True:
+                    next(prefill)
+            except StopIteration as done:
+                logits = done.value[None, :]
+            fed = 0
+            while True:
+                if len(self._cache) + 1 > n_ctx:
+                    self._roll(n_keep, n_discard, False, stats)
+                if len(reply) - fed <= min(width, n_ctx - len(self._cache)):
+                    break
+                self._cache.forward([reply[fed]], n_ctx)
+                fed += 1
+            if fed == len(reply):
+                return logits, logits.copy()
+            before = len(self._cache)
+            one_token = np.concatenate([self._cache.forward([token], n_ctx) for token in reply[fed:]])
+            self._cache.truncate(before)
+            multi_token = self._cache.forward(reply[fed:], n_ctx)
+            return one_token, multi_token
+        finally:
+            self.reset()
 
     def generate_text(self, prompt_ids: Sequence[int], settings: GenerationSettings, **kwargs) -> GenerationStats:
         """Run ``generate`` to the end and return its final statistics (text and token ids included)."""

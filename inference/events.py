@@ -85,6 +85,9 @@ class GenerationStats:
         final_k: draft length at the end (adaptive K changes it).
         stop_reason: ``eos``, ``stop_string``, ``max_new_tokens`` or ``cancelled``.
         text: the reply text; token_ids: the generated ids.
+        precision: the target's numeric precision (``NumericPrecision.describe()``), e.g.
+            ``f32, KV cache f32, no dynamic quantization (exact)``.
+        fast_prefilled_tokens: prompt tokens computed by the fast (bf16) prefill copy and handed over.
     """
 
     mode: str
@@ -104,6 +107,8 @@ class GenerationStats:
     stop_reason: str = ""
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
+    precision: str = ""
+    fast_prefilled_tokens: int = 0
 
     @property
     def acceptance_rate(self) -> float | None:

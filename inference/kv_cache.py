@@ -13,6 +13,14 @@ with the cache (see shared NOTES), too much to do after every rejected draft. So
 * **A roll** (StreamingLLM, arXiv 2309.17453, section 3.2) keeps the first ``n_keep`` tokens, drops the next
   ``n_discard``, and re-rotates the keys of the remaining tokens by ``-n_discard`` positions (shift-RoPE), so
   positions stay contiguous and nothing is recomputed.
+* **Sliding-window attention counts slots.** In an exported IR a sliding window (Mistral, Phi-3, Gemma 2/3)
+  spans physical slots, dead ones included, so dead slots would push live tokens out of it (measured on a tiny
+  Mistral with a 16-token window: logits off by up to 3.8). The physical length is therefore kept inside the
+  window: dead slots are squeezed out before a pass would cross it.
+* **Fast prefill hands states over.** Given a second, faster compiled copy of the model (bf16; see
+  ``precision``), a long prompt is computed by that copy and its states are copied into this request. Both
+  copies see the same slots, mask and positions, so the bookkeeping is unchanged; a copy costs ~0.23 ms per
+  cached token (1,024 tokens: 233 ms against 2.5 s saved, Xeon with AMX).
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ import numpy as np
 import openvino as ov
 
 from .rope import RopeParameters, RopeUnsupportedError
+
+# Shortest chunk the fast prefill copy computes: below it the hand-over costs about what it saves.
+FAST_PREFILL_MIN_TOKENS = 64
 
 
 class KVCache:
@@ -34,19 +45,30 @@ class KVCache:
             and output logits ``[1, S, vocab]``.
         rope: RoPE parameters for rolls, or None when the model cannot roll (``roll`` then raises).
         slack: how many dead slots may accumulate beyond ``n_ctx`` before they are squeezed out.
+        window: the model's sliding-window size in tokens, or None; the physical length never exceeds it.
+        prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, or None.
     """
 
-    def __init__(self, compiled_model: ov.CompiledModel, rope: RopeParameters | None, slack: int = 64):
+    def __init__(
+        self,
+        compiled_model: ov.CompiledModel,
+        rope: RopeParameters | None,
+        slack: int = 64,
+        window: int | None = None,
+        prefill_model: ov.CompiledModel | None = None,
+    ):
         self._request = compiled_model.create_infer_request()
+        self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
         self._rope = rope
         self._slack = slack
+        self._window = window
         input_names = {name for port in compiled_model.inputs for name in port.get_names()}
         self._has_beam_idx = "beam_idx" in input_names
         self._has_logits_to_keep = "logits_to_keep" in input_names
         self.tokens: list[int] = []
         self._slots: list[int] = []
         self._alive = np.zeros(0, dtype=np.int64)
-        self.compactions = 0
+        self.fast_prefilled = 0  # tokens computed by the prefill copy since the cache was created
 
     @property
     def physical_length(self) -> int:
@@ -59,6 +81,8 @@ class KVCache:
     def reset(self) -> None:
         """Empty the cache."""
         self._request.reset_state()
+        if self._prefill_request is not None:
+            self._prefill_request.reset_state()
         self.tokens, self._slots = [], []
         self._alive = np.zeros(0, dtype=np.int64)
 
@@ -75,13 +99,45 @@ class KVCache:
             float32 ``[len(token_ids), vocab]`` logits (``[1, vocab]`` with last_only), a copy; row i predicts
             the token after token_ids[i].
         """
+        self._make_room(len(token_ids), n_ctx)
+        return self._infer(self._request, token_ids, last_only)
+
+    def prefill(self, token_ids: list[int], n_ctx: int | None = None) -> np.ndarray:
+        """Like ``forward(token_ids, n_ctx, last_only=True)``, computed by the fast prefill copy when it pays.
+
+        It pays when the chunk is at least FAST_PREFILL_MIN_TOKENS long and large against the states to copy
+        (two copies of the cache against the compute saved per token; see the module docstring).
+
+        Returns:
+            float32 ``[1, vocab]``: the logits after the last token (from the copy that computed it).
+        """
         count = len(token_ids)
-        if n_ctx is not None and self.physical_length + count > n_ctx + self._slack:
+        self._make_room(count, n_ctx)
+        request = self._prefill_request
+        if request is None or count < FAST_PREFILL_MIN_TOKENS or count * 8 < self.physical_length:
+            return self._infer(self._request, token_ids, last_only=True)
+        if self.physical_length:
+            _copy_states(self._request, request)
+        else:
+            request.reset_state()
+        logits = self._infer(request, token_ids, last_only=True)
+        _copy_states(request, self._request)
+        self.fast_prefilled += count
+        return logits
+
+    def _make_room(self, count: int, n_ctx: int | None) -> None:
+        """Squeeze dead slots out if feeding ``count`` tokens would pass n_ctx + slack or the sliding window."""
+        limit = n_ctx + self._slack if n_ctx is not None else None
+        if self._window is not None:
+            limit = min(limit, self._window) if limit is not None else self._window
+        if limit is not None and self.physical_length + count > limit:
             self.compact()
+
+    def _infer(self, request: ov.InferRequest, token_ids: list[int], last_only: bool) -> np.ndarray:
+        count = len(token_ids)
         start = len(self.tokens)
         first_slot = self.physical_length
         mask = np.concatenate([self._alive, np.ones(count, dtype=np.int64)])[None, :]
-        request = self._request
         request.set_tensor("input_ids", ov.Tensor(np.asarray([token_ids], dtype=np.int64)))
         request.set_tensor("attention_mask", ov.Tensor(mask))
         request.set_tensor("position_ids", ov.Tensor(np.arange(start, start + count, dtype=np.int64)[None, :]))
@@ -145,13 +201,20 @@ class KVCache:
             state.state = ov.Tensor(new)
         self._slots = list(range(len(slots)))
         self._alive = np.ones(len(slots), dtype=np.int64)
-        self.compactions += 1
 
     def layer_keys(self, layer: int = 0) -> np.ndarray:
         """float32 ``[batch, kv_heads, len(self), head_dim]`` cached keys of one layer, live slots only."""
         keys = [s for s in self._request.query_state() if _is_key_state(s.name)]
         keys.sort(key=lambda s: _layer_index(s.name))
         return keys[layer].state.data[:, :, self._slots, :].copy()
+
+
+def _copy_states(source: ov.InferRequest, destination: ov.InferRequest) -> None:
+    """Copy every state variable of ``source`` into the same-named variable of ``destination`` (two requests of
+    the same IR, possibly compiled at different precisions; states are read and written as f32)."""
+    targets = {state.name: state for state in destination.query_state()}
+    for state in source.query_state():
+        targets[state.name].state = ov.Tensor(np.ascontiguousarray(state.state.data))
 
 
 def _is_key_state(name: str) -> bool:

@@ -15,10 +15,10 @@ import openvino as ov
 import openvino.opset13 as ops
 import openvino_genai
 
+from .precision import NumericPrecision, PrecisionSettings, fast_prefill_properties
 from .rope import RopeParameters, RopeUnsupportedError
 
 REQUIRED_FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
-KV_CACHE_PRECISIONS = ("u8", "f16", "f32")
 TOKENIZER_PROBE = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
 
 
@@ -107,6 +107,9 @@ class LoadedModel:
         config: parsed ``config.json`` ({} if absent).
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
         rope_error: why ``rope`` is None (shown when a roll is needed).
+        precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
+        prefill_compiled: a faster copy of the model (bf16) that prefills long prompts, or None
+            (``precision.PrecisionSettings.fast_prefill``).
         ir_model: the ``ov.Model`` it was compiled from. Not used after compiling, but kept: destroying its
             ~6,000-node graph takes 30-50 ms of C++ that holds Python's GIL (measured), which would freeze the
             GUI at the end of every load; kept, it goes with the LoadedModel (its memory is shared with
@@ -120,6 +123,8 @@ class LoadedModel:
     config: dict
     rope: RopeParameters | None
     rope_error: str
+    precision: NumericPrecision = field(default_factory=lambda: NumericPrecision("", "", -1))
+    prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
     ir_model: ov.Model | None = field(default=None, repr=False)
 
     @property
@@ -127,6 +132,23 @@ class LoadedModel:
         """Longest position the model was trained for (upper bound of n_ctx), if config.json says."""
         value = self.config.get("max_position_embeddings")
         return int(value) if value else None
+
+    @property
+    def sliding_window(self) -> int | None:
+        """Tokens a layer attends to with sliding-window attention (Mistral, Phi-3, Gemma 2/3), or None.
+
+        The window of an exported IR counts physical KV slots, dead (masked) ones included, so the engine keeps
+        the physical cache inside it (``max_context``)."""
+        if self.config.get("use_sliding_window") is False:  # Qwen2 writes a window it does not use
+            return None
+        value = self.config.get("sliding_window")
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    @property
+    def max_context(self) -> int | None:
+        """Upper bound of n_ctx: the trained length, or the sliding window if smaller (None if unknown)."""
+        bounds = [b for b in (self.max_position_embeddings, self.sliding_window) if b]
+        return min(bounds) if bounds else None
 
     @property
     def eos_token_ids(self) -> set[int]:
@@ -164,7 +186,7 @@ class LoadedModel:
 def load_model(
     folder: str | Path,
     device: str = "CPU",
-    kv_cache_precision: str | None = None,
+    precision: PrecisionSettings | None = None,
     num_threads: int | None = None,
 ) -> LoadedModel:
     """Read and compile a model folder.
@@ -173,12 +195,13 @@ def load_model(
         folder: folder with ``openvino_model.xml/.bin``, ``openvino_tokenizer.xml``, ``openvino_detokenizer.xml``
             and (for the rolling context) ``config.json``.
         device: an entry of ``available_devices()``.
-        kv_cache_precision: ``u8``, ``f16`` or ``f32`` (CPU property KV_CACHE_PRECISION); None = device default.
+        precision: compute / KV-cache precision, dynamic quantization and fast prefill
+            (``precision.PrecisionSettings``); None = the device's own defaults (what a draft model uses).
         num_threads: CPU inference threads (INFERENCE_NUM_THREADS); None = all cores.
 
     Raises:
         ModelLoadError: the folder or a required file is missing, or OpenVINO cannot read or compile it.
-        ValueError: unknown device or KV-cache precision.
+        ValueError: unknown device; ``PrecisionError`` (a ValueError): a precision the device cannot compute.
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -192,17 +215,18 @@ def load_model(
     devices = available_devices()
     if device not in devices and not device.startswith(("AUTO", "HETERO", "MULTI", "GPU.")):
         raise ValueError(f"device must be one of {', '.join(devices)}, got {device!r}")
-    if kv_cache_precision is not None and kv_cache_precision not in KV_CACHE_PRECISIONS:
-        raise ValueError(f"kv_cache_precision must be one of {', '.join(KV_CACHE_PRECISIONS)}, got {kv_cache_precision!r}")
     properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
-    if kv_cache_precision:
-        properties["KV_CACHE_PRECISION"] = kv_cache_precision
+    if precision is not None:
+        properties.update(precision.compile_properties(device))
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
+    prefill_compiled = None
     try:
         model = core().read_model(folder / "openvino_model.xml")
         _compute_only_last_logits(model)
         compiled = core().compile_model(model, device, properties)
+        if precision is not None and precision.wants_fast_prefill(device):
+            prefill_compiled = core().compile_model(model, device, {**properties, **fast_prefill_properties(device)})
         tokenizer = shared_tokenizer(folder)
     except (RuntimeError, OSError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -217,7 +241,10 @@ def load_model(
         rope, rope_error = RopeParameters.from_model_dir(folder), ""
     except RopeUnsupportedError as error:
         rope, rope_error = None, str(error)
-    return LoadedModel(folder, device, compiled, tokenizer, config, rope, rope_error, ir_model=model)
+    return LoadedModel(
+        folder, device, compiled, tokenizer, config, rope, rope_error,
+        precision=NumericPrecision.read(compiled, prefill_compiled), prefill_compiled=prefill_compiled, ir_model=model,
+    )
 
 
 ENCODE_CHUNK_CHARS = 2048  # <= 8192 tokens even at 4 tokens per character

@@ -42,10 +42,19 @@ def int8_dir(data_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def target(int4_dir):
-    """The 4-bit default model loaded on CPU."""
+    """The 4-bit default model loaded on CPU at the app's default precision (exact: f32, f32 KV cache)."""
     from inference.model import load_model
+    from inference.precision import PrecisionSettings
 
-    return load_model(int4_dir, "CPU")
+    return load_model(int4_dir, "CPU", PrecisionSettings())
+
+
+def require_native(precision: str) -> None:
+    """Skip the test unless this CPU computes ``precision`` natively (bf16 needs AVX512_BF16 or AMX)."""
+    from inference.precision import device_computes, native_precisions
+
+    if not device_computes("CPU", precision):
+        pytest.skip(f"this CPU computes {', '.join(native_precisions('CPU'))} natively, not {precision} (needs AVX512_BF16/AMX)")
 
 
 @pytest.fixture(scope="session")

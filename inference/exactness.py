@@ -1,0 +1,114 @@
+"""Why two greedy replies differ: a measured near-tie, or a bug.
+
+Greedy speculative decoding picks the argmax of logits computed by a multi-token verification pass; greedy
+autoregressive decoding, by one-token passes. Where the two pass shapes round differently (a u8 KV cache, bf16
+compute, dynamic activation quantization; see ``precision``), the argmax can flip where the target's two best
+logits are nearly equal, and from there the two texts go their own ways. Any other difference is a bug.
+
+``first_difference`` decides which one it is from measurements, not from a fixed tolerance: at the first
+differing token it takes the target's top-2 logit gap (one-token pass, as autoregressive decoding saw it) and
+measures how far the logits of the tokens just before it move between a one-token and a multi-token pass in the
+very same context (``Engine.pass_shape_logits``). A gap moves by at most twice the largest change of any logit,
+and that measurement is one sample of noise that varies from position to position, so the noise bound is
+NOISE_FACTOR times the largest change measured. With exact settings (f32 compute and KV cache, no dynamic
+quantization) the bound is ~1e-4 logits and any real difference is flagged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .engine import Engine
+from .settings import ContextSettings, MAX_K
+
+# Largest logit change between pass shapes, times: 2 (a top-2 gap moves by at most twice the largest change of a
+# single logit) x 2 (one measured window stands for the noise at other offsets and after other passes).
+NOISE_FACTOR = 4.0
+# Tokens in the multi-token pass that measures the noise: the longest verification pass of the usual K.
+NOISE_WIDTH = 8
+
+
+@dataclass(frozen=True)
+class FirstDifference:
+    """Where two greedy replies first differ, and whether measured numerical noise explains it.
+
+    Attributes:
+        token: index in the reply of the first differing token (0 = the first generated token).
+        top2_gap: the target's top-2 logit gap there, in the one-token pass (logit units, >= 0).
+        noise_bound: NOISE_FACTOR x the largest logit difference measured between a one-token and a
+            multi-token pass in that context (logit units).
+        near_tie: ``top2_gap <= noise_bound``: the flip is numerical noise; otherwise it is a bug.
+    """
+
+    token: int
+    top2_gap: float
+    noise_bound: float
+    near_tie: bool
+
+    def as_dict(self) -> dict:
+        """JSON-ready: ``{"token": 57, "top2_gap": 0.02, "noise_bound": 0.12, "near_tie": true}``."""
+        values = asdict(self)
+        values["top2_gap"] = round(self.top2_gap, 5)
+        values["noise_bound"] = round(self.noise_bound, 5)
+        return values
+
+    def describe(self) -> str:
+        """One line for people, e.g. ``first difference at token 57: top-2 gap 0.020 <= noise 0.120 (near-tie)``."""
+        relation = "<=" if self.near_tie else ">"
+        verdict = "a numerical near-tie" if self.near_tie else "not a near-tie: a bug, please report it"
+        return (
+            f"first difference at token {self.token}: the target's top-2 logit gap {self.top2_gap:.4f} "
+            f"{relation} measured noise bound {self.noise_bound:.4f} ({verdict})"
+        )
+
+
+def first_index(reference: Sequence[int], candidate: Sequence[int]) -> int | None:
+    """Index of the first differing token; where one reply is a prefix of the other, the length of the shorter
+    (that one ended there); None when they are equal."""
+    if list(reference) == list(candidate):
+        return None
+    for index, (a, b) in enumerate(zip(reference, candidate)):
+        if a != b:
+            return index
+    return min(len(reference), len(candidate))
+
+
+def first_difference(
+    engine: Engine,
+    prompt_ids: Sequence[int],
+    reference: Sequence[int],
+    candidate: Sequence[int],
+    context: ContextSettings = ContextSettings(),
+    n_keep_auto: int = 4,
+    width: int = NOISE_WIDTH,
+) -> FirstDifference | None:
+    """Explain where a greedy reply differs from the greedy autoregressive reply to the same prompt.
+
+    Args:
+        engine: the engine that generated both (its caches are reset before and after).
+        prompt_ids: the prompt both replies answered.
+        reference: the autoregressive reply's token ids.
+        candidate: the other reply's token ids (speculative).
+        context: the rolling-context settings both ran with.
+        n_keep_auto: as for ``Engine.generate``.
+        width: tokens of the multi-token pass that measures the noise (1..MAX_K + 1).
+
+    Returns:
+        None when the replies are equal, else a ``FirstDifference``.
+
+    Raises:
+        ValueError: bad width or context settings, or an empty prompt.
+    """
+    if not 1 <= width <= MAX_K + 1:
+        raise ValueError(f"width must be in [1, {MAX_K + 1}], got {width}")
+    index = first_index(reference, candidate)
+    if index is None:
+        return None
+    one_token, multi_token = engine.pass_shape_logits(prompt_ids, list(reference[:index]), context, width, n_keep_auto)
+    top = np.sort(one_token[-1])[-2:]
+    gap = float(top[1] - top[0])
+    bound = NOISE_FACTOR * float(np.abs(one_token.astype(np.float64) - multi_token).max())
+    return FirstDifference(token=index, top2_gap=gap, noise_bound=bound, near_tie=gap <= bound)

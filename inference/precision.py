@@ -1,0 +1,213 @@
+"""Numeric precision of a compiled model: what OpenVINO computes in, how it stores the KV cache, whether it
+quantizes activations on the fly, and whether a faster copy of the model prefills long prompts.
+
+Design rules, from measurements on the default model (SmolLM2-135M, INT4) on both kinds of CPU we ship on:
+
+* **Exact by default.** OpenVINO's CPU plugin picks its own precision per CPU: bf16 compute where the CPU has
+  AVX512_BF16 or AMX (Xeon 4th gen and later, AMD Zen 4 and later), f32 elsewhere; a u8 KV cache everywhere;
+  dynamic quantization of activations in groups of 32. Each of these makes a one-token decode pass and a K-token
+  verification pass round the same logits differently (measured median differences of 0.13-0.52 logits), so the
+  greedy output of speculative decoding would depend on the CPU. ``auto`` therefore computes in f32, keeps the KV
+  cache in f32 and turns dynamic quantization off: the two pass shapes then agree within 1.3e-4 logits on either
+  CPU (so greedy speculative output equals autoregressive output), and a rolled key equals a fresh prefill's
+  within 5e-5.
+* **That costs no decode speed**: a decode step reads the weights, not the activations (AMD EPYC, AVX2: 31.7
+  tokens/s exact and default; Intel Xeon, AMX: about equal). It costs prefill time where bf16 hardware exists:
+  1,024 prompt tokens took 3.5 s in f32 against 1.0 s in bf16 on the Xeon.
+* **Fast prefill, exact decode.** Where the device computes bf16 natively, ``auto`` also compiles a bf16 copy of
+  the model. Long prompts are prefilled by that copy and its KV states handed to the exact one (1,024 tokens:
+  1.0 s + 0.23 s hand-over, 2.8x sooner than an exact prefill; next-token logits within 0.17 of an exact
+  prefill's, same argmax). Autoregressive and speculative decoding share that prefill, so greedy identity is
+  untouched; see ``KVCache.prefill``.
+* **Report what the device really does.** A hint the device cannot honour is ignored silently by OpenVINO (bf16
+  on an AVX2 CPU computes f32), so the engine refuses such a request with a message, and what it reports is read
+  back from the compiled model, never assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import openvino as ov
+
+INFERENCE_PRECISIONS = ("auto", "f32", "bf16", "f16")
+KV_CACHE_PRECISIONS = ("auto", "u8", "f16", "f32")
+SWITCHES = ("auto", "on", "off")
+# OPTIMIZATION_CAPABILITIES entry that says a device computes a precision natively.
+_CAPABILITY = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}
+FAST_PREFILL_PRECISION = "bf16"
+
+
+class PrecisionError(ValueError):
+    """A precision the device cannot compute in was requested; the message names the setting and what to use."""
+
+
+@dataclass(frozen=True)
+class PrecisionSettings:
+    """What a target model is compiled with (the draft model runs at the device's own defaults: its rounding
+    only changes which tokens are proposed, never the output).
+
+    Attributes:
+        inference: compute precision (OpenVINO's INFERENCE_PRECISION_HINT): ``f32``, ``bf16`` or ``f16``
+            where the device computes it natively, or ``auto`` = ``f32`` (exact) on CPUs and the device's own
+            choice elsewhere (GPUs compute f16).
+        kv_cache: KV-cache storage (KV_CACHE_PRECISION): ``u8``, ``f16``, ``f32``, or ``auto`` = ``f32`` when
+            computing in f32, else the device default (``u8`` on CPUs).
+        dynamic_quantization: quantize activations on the fly (DYNAMIC_QUANTIZATION_GROUP_SIZE): ``on``
+            (device default, 32 on CPUs), ``off``, or ``auto`` = ``off`` when computing in f32, else ``on``.
+        fast_prefill: prefill long prompts with a bf16 copy of the model and hand its KV states over: ``on``,
+            ``off``, or ``auto`` = on where the device computes bf16 natively and the decode precision is f32.
+            ``on`` where the device has no bf16 still compiles the copy (at f32): it only tests the hand-over.
+    """
+
+    inference: str = "auto"
+    kv_cache: str = "auto"
+    dynamic_quantization: str = "auto"
+    fast_prefill: str = "auto"
+
+    def validate(self) -> None:
+        """Raise ``PrecisionError`` (a ValueError) naming the first setting outside its allowed values."""
+        for name, allowed in (
+            ("inference", INFERENCE_PRECISIONS),
+            ("kv_cache", KV_CACHE_PRECISIONS),
+            ("dynamic_quantization", SWITCHES),
+            ("fast_prefill", SWITCHES),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise PrecisionError(f"{name} precision must be one of {', '.join(allowed)}, got {value!r}")
+
+    def compile_properties(self, device: str) -> dict:
+        """OpenVINO properties for ``compile_model`` on ``device``.
+
+        Raises:
+            PrecisionError: a setting is invalid, or the device does not compute the requested precision.
+        """
+        self.validate()
+        inference = self.inference if self.inference != "auto" else ("f32" if is_cpu(device) else None)
+        if inference and not device_computes(device, inference):
+            raise PrecisionError(
+                f"inference precision {inference} is not native on {device} "
+                f"({device_name(device)} computes {', '.join(native_precisions(device))}): choose auto or f32"
+            )
+        properties: dict = {"INFERENCE_PRECISION_HINT": inference} if inference else {}
+        exact_compute = inference == "f32"
+        kv = self.kv_cache if self.kv_cache != "auto" else ("f32" if exact_compute else None)
+        if kv:
+            properties["KV_CACHE_PRECISION"] = kv
+        quantize = self.dynamic_quantization if self.dynamic_quantization != "auto" else ("off" if exact_compute else "on")
+        if quantize == "off":
+            properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
+        return properties
+
+    def wants_fast_prefill(self, device: str) -> bool:
+        """Whether a bf16 prefill copy is compiled beside the model (see the ``fast_prefill`` attribute)."""
+        if self.fast_prefill == "off" or not is_cpu(device):
+            return False
+        if self.fast_prefill == "on":
+            return True
+        decode_f32 = self.inference in ("auto", "f32")
+        return decode_f32 and device_computes(device, FAST_PREFILL_PRECISION)
+
+
+def fast_prefill_properties(device: str) -> dict:
+    """Properties of the prefill copy: bf16 where native (f32 otherwise), and an f32 KV cache so that the states
+    it hands over lose nothing."""
+    precision = FAST_PREFILL_PRECISION if device_computes(device, FAST_PREFILL_PRECISION) else "f32"
+    return {"INFERENCE_PRECISION_HINT": precision, "KV_CACHE_PRECISION": "f32"}
+
+
+def is_cpu(device: str) -> bool:
+    """True for ``CPU`` (the only device whose precisions SpecChat chooses itself)."""
+    return device.split(".")[0] == "CPU"
+
+
+def native_precisions(device: str) -> list[str]:
+    """Compute precisions the device runs natively, e.g. ``['f32']`` on AVX2, ``['f32', 'bf16']`` with AMX;
+    [] where the device does not say (AUTO, HETERO, an unknown device)."""
+    from .model import core
+
+    try:
+        capabilities = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
+    except RuntimeError:
+        return []
+    return [name for name, capability in _CAPABILITY.items() if capability in capabilities]
+
+
+def device_computes(device: str, precision: str) -> bool:
+    """Whether ``device`` computes ``precision`` natively; devices that do not report capabilities are trusted."""
+    natives = native_precisions(device)
+    return not natives or precision in natives
+
+
+def device_name(device: str) -> str:
+    """``FULL_DEVICE_NAME`` of a device (e.g. the CPU model), or the device string itself."""
+    from .model import core
+
+    try:
+        return str(core().get_property(device, "FULL_DEVICE_NAME"))
+    except RuntimeError:
+        return device
+
+
+@dataclass(frozen=True)
+class NumericPrecision:
+    """The precision a compiled model actually uses, read back from OpenVINO.
+
+    Attributes:
+        inference: compute precision, e.g. ``f32`` or ``bf16`` ("" if the device does not say).
+        kv_cache: KV-cache storage, e.g. ``f32`` or ``u8`` ("" if the device does not say).
+        dynamic_quantization_group_size: activations quantized in groups of this many values; 0 = off,
+            -1 = the device does not say.
+        prefill: compute precision of the fast-prefill copy, or "" when prompts are prefilled by the model itself.
+    """
+
+    inference: str
+    kv_cache: str
+    dynamic_quantization_group_size: int
+    prefill: str = ""
+
+    @classmethod
+    def read(cls, compiled: ov.CompiledModel, prefill: ov.CompiledModel | None = None) -> "NumericPrecision":
+        """What ``compiled`` (and the prefill copy, if any) report."""
+        group = _property(compiled, "DYNAMIC_QUANTIZATION_GROUP_SIZE")
+        return cls(
+            inference=_type_name(_property(compiled, "INFERENCE_PRECISION_HINT")),
+            kv_cache=_type_name(_property(compiled, "KV_CACHE_PRECISION")),
+            dynamic_quantization_group_size=int(group) if group is not None else -1,
+            prefill=_type_name(_property(prefill, "INFERENCE_PRECISION_HINT")) if prefill is not None else "",
+        )
+
+    @property
+    def exact(self) -> bool:
+        """True when a one-token and a multi-token pass compute the same logits up to f32 summation order."""
+        return self.inference == "f32" and self.kv_cache == "f32" and self.dynamic_quantization_group_size == 0
+
+    def describe(self) -> str:
+        """``f32, KV cache f32, no dynamic quantization (exact); prefill bf16`` and the like."""
+        parts = [self.inference or "device default", f"KV cache {self.kv_cache or 'device default'}"]
+        if self.dynamic_quantization_group_size == 0:
+            parts.append("no dynamic quantization")
+        elif self.dynamic_quantization_group_size > 0:
+            parts.append(f"dynamic quantization {self.dynamic_quantization_group_size}")
+        text = ", ".join(parts) + (" (exact)" if self.exact else "")
+        return text + (f"; prefill {self.prefill}" if self.prefill else "")
+
+    def as_dict(self) -> dict:
+        """JSON-ready fields plus ``exact``."""
+        return {**asdict(self), "exact": self.exact}
+
+
+def _property(compiled: ov.CompiledModel | None, name: str):
+    if compiled is None:
+        return None
+    try:
+        return compiled.get_property(name)
+    except RuntimeError:
+        return None
+
+
+def _type_name(value) -> str:
+    if value is None:
+        return ""
+    return value.get_type_name() if isinstance(value, ov.Type) else str(value)

@@ -1,0 +1,168 @@
+"""Numeric precision: chosen explicitly, read back, refused where the CPU cannot compute it, and measured.
+
+The noise between a one-token and a multi-token pass is what decides whether greedy speculative output can
+differ from autoregressive output. These tests measure it per precision on the CPU at hand: exact settings must
+make it negligible, and the settings known to add noise (a u8 KV cache; bf16 compute where the CPU has it) must
+measure larger, or the near-tie checks built on the measurement could not tell a bug from noise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import require_native
+from helpers import PROMPTS, chat_ids, settings
+from inference.chat import ChatSession
+from inference.engine import Engine
+from inference.exactness import NOISE_FACTOR, first_difference, first_index
+from inference.model import load_model
+from inference.precision import PrecisionError, PrecisionSettings, device_computes, native_precisions
+from inference.settings import ContextSettings
+
+EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
+U8_KV = PrecisionSettings(inference="f32", kv_cache="u8", dynamic_quantization="off", fast_prefill="off")
+BF16 = PrecisionSettings(inference="bf16", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
+# Largest |logit| difference between pass shapes with exact settings: measured 1.3e-4 (AVX2) and "within 1e-4"
+# (AMX); f32 summation order only.
+EXACT_NOISE = 1e-3
+# A u8 KV cache: measured 0.26 (AVX2). Anything above 20x the exact bound is unmistakably that noise.
+U8_NOISE_FLOOR = 20 * EXACT_NOISE
+
+
+@pytest.fixture(scope="module")
+def reply(target):
+    """A prompt and 48 greedy reply tokens of the exact default model."""
+    ids = chat_ids(target, PROMPTS[1])
+    engine = Engine(target)
+    return ids, engine.generate_text(ids, settings("ar", max_new_tokens=48, ignore_eos=True)).token_ids
+
+
+def _noise(engine: Engine, ids, reply_ids, context=ContextSettings()) -> float:
+    one, multi = engine.pass_shape_logits(ids, reply_ids, context, width=8)
+    assert one.shape == multi.shape == (8, engine.target.vocab_size)
+    return float(np.abs(one - multi).max())
+
+
+def test_the_default_is_exact_and_read_back_from_openvino(target):
+    precision = target.precision
+    assert (precision.inference, precision.kv_cache, precision.dynamic_quantization_group_size) == ("f32", "f32", 0)
+    assert precision.exact and "(exact)" in precision.describe()
+    # a bf16 prefill copy exactly where the CPU computes bf16 natively
+    assert precision.prefill == ("bf16" if device_computes("CPU", "bf16") else "")
+    assert precision.as_dict()["exact"] is True
+
+
+def test_device_defaults_are_what_openvino_chooses(int4_dir):
+    """Without settings (what a draft model gets) the device decides; on CPUs that is a u8 KV cache."""
+    model = load_model(int4_dir, "CPU")
+    assert model.precision.kv_cache == "u8" and not model.precision.exact
+    assert model.precision.inference == ("bf16" if "bf16" in native_precisions("CPU") else "f32")
+    assert model.prefill_compiled is None
+
+
+def test_exact_settings_make_the_two_pass_shapes_agree(target, reply):
+    ids, reply_ids = reply
+    assert _noise(Engine(target), ids, reply_ids) < EXACT_NOISE
+
+
+def test_exact_settings_agree_after_rolls_too(target, reply):
+    ids, reply_ids = reply
+    rolling = ContextSettings(n_ctx=48, n_keep=4)  # prompt + reply ~ 80 tokens: rolled before the window
+    engine = Engine(target)
+    assert _noise(engine, ids, reply_ids, rolling) < EXACT_NOISE
+
+
+def test_a_u8_kv_cache_adds_noise_the_measurement_sees(int4_dir, reply):
+    ids, reply_ids = reply
+    noise = _noise(Engine(load_model(int4_dir, "CPU", U8_KV)), ids, reply_ids)
+    assert U8_NOISE_FLOOR < noise < 2.0, noise
+
+
+def test_bf16_compute_where_the_cpu_has_it(int4_dir, reply):
+    require_native("bf16")
+    model = load_model(int4_dir, "CPU", BF16)
+    assert model.precision.inference == "bf16" and not model.precision.exact
+    ids, reply_ids = reply
+    noise = _noise(Engine(model), ids, reply_ids)
+    assert EXACT_NOISE < noise < 4.0, noise  # measured median 0.375 on a Xeon with AMX
+
+
+def test_a_precision_the_cpu_cannot_compute_is_refused(int4_dir):
+    missing = [p for p in ("bf16", "f16") if not device_computes("CPU", p)]
+    if not missing:
+        pytest.skip("this CPU computes bf16 and f16 natively")
+    with pytest.raises(PrecisionError, match=f"inference precision {missing[0]} is not native on CPU.*choose auto or f32"):
+        load_model(int4_dir, "CPU", PrecisionSettings(inference=missing[0]))
+
+
+@pytest.mark.parametrize(
+    "field,value", [("inference", "fp8"), ("kv_cache", "int4"), ("dynamic_quantization", "yes"), ("fast_prefill", "1")]
+)
+def test_unknown_precision_values_are_refused_with_the_allowed_ones(field, value):
+    with pytest.raises(ValueError, match=f"{field} precision must be one of .*got '{value}'"):
+        PrecisionSettings(**{field: value}).validate()
+
+
+def test_exact_properties_are_what_the_engine_asks_openvino_for():
+    assert PrecisionSettings().compile_properties("CPU") == {
+        "INFERENCE_PRECISION_HINT": "f32",
+        "KV_CACHE_PRECISION": "f32",
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0,
+    }
+    # explicit choices win over auto; "on" leaves the device's dynamic quantization alone
+    assert PrecisionSettings(kv_cache="u8", dynamic_quantization="on").compile_properties("CPU") == {
+        "INFERENCE_PRECISION_HINT": "f32",
+        "KV_CACHE_PRECISION": "u8",
+    }
+
+
+def test_fast_prefill_hands_the_kv_states_over(int4_dir, target):
+    """The prefill copy (bf16 where native, else f32, which tests only the hand-over) computes the prompt and its
+    states are copied into the exact request; a follow-up turn copies both ways. Autoregressive and speculative
+    decoding share the handed-over prompt, so greedy identity holds as before."""
+    fast = Engine(load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="on")))
+    assert fast.target.prefill_compiled is not None and fast.target.precision.prefill in ("f32", "bf16")
+    ids = chat_ids(target, PROMPTS[0] + " " + PROMPTS[2])
+    assert len(ids) >= 64
+    direct = Engine(target)
+    reference = list(direct.generate(ids, settings("ar", max_new_tokens=1)))
+    direct_logits = direct.last_logits
+    events = list(fast.generate(ids, settings("ar", max_new_tokens=1)))
+    stats = events[-1].stats
+    assert stats.fast_prefilled_tokens == len(ids) and reference[-1].stats.fast_prefilled_tokens == 0
+    tolerance = EXACT_NOISE if fast.target.precision.prefill == "f32" else 0.5  # bf16 hand-over: measured 0.167
+    np.testing.assert_allclose(fast.last_logits, direct_logits, atol=tolerance)
+
+    fast.reset()
+    ar = fast.generate_text(ids, settings("ar", max_new_tokens=40))
+    fast.reset()
+    spec = fast.generate_text(ids, settings("spec", max_new_tokens=40), drafter="lookup")
+    difference = first_difference(fast, ids, ar.token_ids, spec.token_ids)
+    assert difference is None or difference.near_tie, difference.describe()
+
+    session = ChatSession(fast, "You are a helpful assistant.")
+    list(session.send("Hi!", settings("ar", max_new_tokens=8)))
+    second = [e for e in session.send(" ".join(PROMPTS[:4]), settings("ar", max_new_tokens=16))][-1].stats
+    assert second.fast_prefilled_tokens == second.prefilled_tokens >= 64
+    replay = Engine(target)
+    fresh = replay.generate_text(ChatSession(replay, session.system_prompt, session.messages[:3]).prompt_ids(), settings("ar", max_new_tokens=16))
+    if fast.target.precision.prefill == "f32":
+        assert fresh.token_ids == second.token_ids
+
+
+def test_first_difference_finds_a_real_bug_and_forgives_noise(target, int4_dir, reply):
+    """A reply with one token swapped is not a near-tie under exact settings (the gap is real); under a u8 KV cache
+    the noise bound grows to what the measurement sees there."""
+    ids, reply_ids = reply
+    assert first_difference(Engine(target), ids, reply_ids, list(reply_ids)) is None
+    tampered = list(reply_ids)
+    tampered[20] = (tampered[20] + 1) % target.vocab_size
+    difference = first_difference(Engine(target), ids, reply_ids, tampered)
+    assert difference.token == 20 and difference.top2_gap > 0
+    assert difference.noise_bound < NOISE_FACTOR * EXACT_NOISE
+    assert not difference.near_tie
+    assert difference.as_dict().keys() == {"token", "top2_gap", "noise_bound", "near_tie"}
+    noisy = first_difference(Engine(load_model(int4_dir, "CPU", U8_KV)), ids, reply_ids, tampered)
+    assert noisy.noise_bound > NOISE_FACTOR * U8_NOISE_FLOOR
+    assert first_index([1, 2, 3], [1, 2]) == 2 and first_index([1, 2], [1, 2]) is None and first_index([5], [6]) == 0
