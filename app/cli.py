@@ -14,7 +14,9 @@ from inference import model_store
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, TextDelta
+from inference.exactness import first_difference
 from inference.model import ModelLoadError, available_devices
+from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.rope import RopeUnsupportedError
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
 
@@ -37,7 +39,13 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-discard", type=int, default=-1, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
     parser.add_argument("--device", default="CPU", help=f"target device ({', '.join(available_devices())})")
     parser.add_argument("--draft-device", default=None, help="draft device (default: same as --device)")
-    parser.add_argument("--kv-cache-precision", choices=("u8", "f16", "f32"), default=None, help="KV-cache precision (device default if unset)")
+    parser.add_argument(
+        "--precision", choices=INFERENCE_PRECISIONS, default="auto",
+        help="compute precision of the target; auto = f32 (exact greedy speculation), with a bf16 prefill on CPUs with bf16",
+    )
+    parser.add_argument("--kv-cache-precision", choices=KV_CACHE_PRECISIONS, default="auto", help="KV-cache storage; auto = f32 with f32 compute, else the device's (u8)")
+    parser.add_argument("--dynamic-quantization", choices=SWITCHES, default="auto", help="quantize activations on the fly; auto = off with f32 compute")
+    parser.add_argument("--fast-prefill", choices=SWITCHES, default="auto", help="prefill long prompts with a bf16 copy of the model; auto = where the CPU has bf16")
     parser.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -93,7 +101,8 @@ def _progress(message: str) -> None:
 def _engine(args: argparse.Namespace) -> Engine:
     target = args.model or model_store.ensure_default_model(args.bits, progress=_progress)
     draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
-    return Engine.load(target, args.device, draft, args.draft_device, args.kv_cache_precision, args.threads)
+    precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
+    return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
 
 
 def _drafter(args: argparse.Namespace) -> str:
@@ -131,7 +140,10 @@ def describe(stats: GenerationStats) -> str:
         line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted}), K {stats.final_k}"
     if stats.fallback_tokens:
         line += f", {stats.fallback_tokens} tokens by fallback to plain decoding"
-    line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}, discarded {stats.discarded_tokens} ({stats.rolls} rolls), stop: {stats.stop_reason}"
+    line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}"
+    if stats.fast_prefilled_tokens:
+        line += f" ({stats.fast_prefilled_tokens} by the fast prefill)"
+    line += f", discarded {stats.discarded_tokens} ({stats.rolls} rolls), stop: {stats.stop_reason}, precision: {stats.precision}"
     return line
 
 
@@ -145,6 +157,7 @@ def summary(stats: GenerationStats) -> dict:
         "tokens_per_s": round(stats.decode_tokens_per_s, 3),
         "acceptance_rate": stats.acceptance_rate,
         "discarded_tokens": stats.discarded_tokens,
+        "fast_prefilled_tokens": stats.fast_prefilled_tokens,
     }
 
 
@@ -154,6 +167,7 @@ def _generate(args: argparse.Namespace) -> int:
     engine = _engine(args)
     cancel = threading.Event()
     results = {}
+    precision = engine.target.precision.as_dict()
     for mode in modes:
         engine.reset()
         session = ChatSession(engine, args.system)
@@ -168,13 +182,36 @@ def _generate(args: argparse.Namespace) -> int:
         ar, spec = results["ar"], results["spec"]
         speedup = spec.decode_tokens_per_s / ar.decode_tokens_per_s if ar.decode_tokens_per_s else 0.0
         identical = ar.token_ids == spec.token_ids
+        difference = _explain_difference(engine, args, settings["ar"], ar, spec)
         if args.json:
-            print(json.dumps({"autoregressive": summary(ar), "speculative": summary(spec), "speedup": round(speedup, 3), "identical": identical}))
+            print(json.dumps({
+                "autoregressive": summary(ar),
+                "speculative": summary(spec),
+                "speedup": round(speedup, 3),
+                "identical": identical,
+                "first_difference": difference.as_dict() if difference else None,
+                "precision": precision,
+            }))
         else:
             print(f"speedup {speedup:.2f}x, identical: {identical}", file=sys.stderr)
+            if difference:
+                print(difference.describe(), file=sys.stderr)
+            elif not identical:
+                print("the texts differ by design: sampling draws different random numbers in each mode", file=sys.stderr)
     elif args.json:
-        print(json.dumps(summary(results[args.mode])))
+        print(json.dumps({**summary(results[args.mode]), "precision": precision}))
     return 0
+
+
+def _explain_difference(engine: Engine, args: argparse.Namespace, settings: GenerationSettings, ar: GenerationStats, spec: GenerationStats):
+    """For greedy replies that differ: where, and whether measured noise explains it (None otherwise)."""
+    if not settings.sampling.greedy or ar.token_ids == spec.token_ids:
+        return None
+    session = ChatSession(engine, args.system, [{"role": "user", "content": args.prompt}])
+    return first_difference(
+        engine, session.prompt_ids(), ar.token_ids, spec.token_ids, settings.context, settings.speculative.k,
+        session.system_prompt_tokens(),
+    )
 
 
 def _chat(args: argparse.Namespace) -> int:

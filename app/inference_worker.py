@@ -23,7 +23,9 @@ from typing import Any, AsyncIterator, Callable
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Event
+from inference.exactness import FirstDifference, first_difference
 from inference.model import LoadedModel, load_model
+from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 _END = object()
@@ -39,12 +41,14 @@ class ModelSpec:
         target_dir: the target model folder; target_device: its OpenVINO device.
         draft_dir: the draft model folder, or None (autoregressive or prompt lookup only).
         draft_device: the draft's device.
+        precision: the target's numeric precision (the draft runs at its device's defaults).
     """
 
     target_dir: Path
     target_device: str = "CPU"
     draft_dir: Path | None = None
     draft_device: str = "CPU"
+    precision: PrecisionSettings = PrecisionSettings()
 
     def describe(self) -> str:
         """``SmolLM2-135M-Instruct-int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU``."""
@@ -59,14 +63,17 @@ class ModelInfo:
     """What :meth:`InferenceWorker.load` loaded.
 
     Attributes:
-        spec: the request; max_position_embeddings: upper bound of n_ctx (None if unknown);
+        spec: the request; max_position_embeddings: upper bound of n_ctx, the model's trained length or its
+        sliding attention window if smaller (None if unknown);
         load_seconds: wall time of the load (0 when the models were already loaded);
+        precision: the target's precision as OpenVINO reports it;
         warm_up_seconds: wall time of :func:`warm_up`.
     """
 
     spec: ModelSpec
     max_position_embeddings: int | None
     load_seconds: float
+    precision: NumericPrecision
     warm_up_seconds: float = 0.0
 
 
@@ -96,17 +103,17 @@ class _Failure:
 
 @dataclass
 class _ModelCache:
-    """Loaded models by (folder, device), least recently used first; reloading one is skipped."""
+    """Loaded models by (folder, device, precision), least recently used first; reloading one is skipped."""
 
     capacity: int = 3
     models: OrderedDict = field(default_factory=OrderedDict)
 
-    def get(self, folder: Path, device: str) -> tuple[LoadedModel, bool]:
-        key = (str(Path(folder).resolve()), device)
+    def get(self, folder: Path, device: str, precision: PrecisionSettings | None) -> tuple[LoadedModel, bool]:
+        key = (str(Path(folder).resolve()), device, precision)
         if key in self.models:
             self.models.move_to_end(key)
             return self.models[key], False
-        model = load_model(folder, device)
+        model = load_model(folder, device, precision)
         self.models[key] = model
         while len(self.models) > self.capacity:
             self.models.popitem(last=False)
@@ -175,16 +182,17 @@ class InferenceWorker:
         def job() -> ModelInfo:
             start = time.perf_counter()
             if self._spec == spec and self._engine is not None:
-                return ModelInfo(spec, self._engine.target.max_position_embeddings, 0.0)
-            target, _ = self._cache.get(spec.target_dir, spec.target_device)
+                target = self._engine.target
+                return ModelInfo(spec, target.max_context, 0.0, target.precision)
+            target, _ = self._cache.get(spec.target_dir, spec.target_device, spec.precision)
             draft = None
             if spec.draft_dir is not None:
-                draft, _ = self._cache.get(spec.draft_dir, spec.draft_device)
+                draft, _ = self._cache.get(spec.draft_dir, spec.draft_device, None)
             engine = Engine(target, draft)
             loaded = time.perf_counter()
             warm_up(engine)
             self._engine, self._spec = engine, spec
-            return ModelInfo(spec, target.max_position_embeddings, loaded - start, time.perf_counter() - loaded)
+            return ModelInfo(spec, target.max_context, loaded - start, target.precision, time.perf_counter() - loaded)
 
         return await self.run(job)
 
@@ -246,6 +254,28 @@ class InferenceWorker:
             if not ended:
                 cancel.set()  # the consumer left early: stop the thread's generation
             self._cancels.discard(cancel)
+
+    async def explain_difference(
+        self, request: GenerationRequest, reference: list[int], candidate: list[int]
+    ) -> FirstDifference | None:
+        """``exactness.first_difference`` of two greedy replies to ``request`` (in the inference thread; it
+        drops the KV cache, so the next reply prefills from scratch).
+
+        Raises:
+            ValueError: no model is loaded, or the request's settings are invalid.
+        """
+
+        def job() -> FirstDifference | None:
+            if self._engine is None:
+                raise ValueError("no model is loaded")
+            session = ChatSession(self._engine, request.system_prompt, request.messages)
+            settings = request.settings
+            return first_difference(
+                self._engine, session.prompt_ids(), reference, candidate, settings.context, settings.speculative.k,
+                session.system_prompt_tokens(),
+            )
+
+        return await self.run(job)
 
     def cancel_all(self) -> None:
         """Stop every running or queued generation."""

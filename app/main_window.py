@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QS
 
 from inference.model import ModelLoadError, TokenizerMismatchError
 from inference.model_store import ModelFetchError, list_models
+from inference.precision import PrecisionError
 from inference.rope import RopeUnsupportedError
 
 from .chat_view import ChatView
@@ -345,7 +346,7 @@ class MainWindow(QMainWindow):
         if self._wanted_key == self._loaded_key and self.model_info is not None and self.model_state != "ready":
             # back to the models still loaded (e.g. after a refused draft): nothing to load
             self.model_error = None
-            self._set_model_state("ready", self.model_info.spec.describe())
+            self._set_model_state("ready", f"{self.model_info.spec.describe()} · {self.model_info.precision.describe()}")
         self._model_settled.set()
 
     async def wait_for_model(self) -> None:
@@ -389,12 +390,16 @@ class MainWindow(QMainWindow):
             target_device=settings.target_device,
             draft_dir=Path(settings.draft_model) if settings.uses_draft_model else None,
             draft_device=settings.draft_device,
+            precision=settings.precision_settings(),
         )
         self._set_model_state("loading", f"Loading {spec.describe()}…")
         try:
             info = await self.worker.load(spec)
         except TokenizerMismatchError as error:
             self.settings_pane.flag("draft_model", str(error))
+            return self._model_refused(str(error))
+        except PrecisionError as error:
+            self.settings_pane.flag("precision", str(error))
             return self._model_refused(str(error))
         except ValueError as error:
             field = "draft_device" if settings.uses_draft_model and settings.draft_device in str(error) else "target_device"
@@ -406,8 +411,9 @@ class MainWindow(QMainWindow):
         self._loaded_key = key
         freeze_startup_objects()
         self.settings_pane.set_max_position_embeddings(info.max_position_embeddings)
+        self.settings_pane.set_precision_in_use(info.precision.describe())
         seconds = f" (loaded in {info.load_seconds + info.warm_up_seconds:.1f} s)" if info.load_seconds else ""
-        self._set_model_state("ready", f"{spec.describe()}{seconds}")
+        self._set_model_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
         self.model_ready.emit(spec.describe())
         return True
 
@@ -691,6 +697,8 @@ class MainWindow(QMainWindow):
                         self._update_live(active)
                 finally:
                     self.live_graph.finish_run()
+            if active.compare and not active.cancel.is_set():
+                await self._explain_compare(active, request, settings)
             if active.cancel.is_set():
                 state = "stopped"
         except GENERATION_ERRORS as error:
@@ -703,6 +711,18 @@ class MainWindow(QMainWindow):
         finally:
             if not active.closed:
                 self._reply_ended(active, state, error_text)
+
+    async def _explain_compare(self, active: ActiveReply, request: GenerationRequest, settings: AppSettings) -> None:
+        """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie."""
+        recorder = active.recorder
+        if recorder.compare_data.get("identical") is not False:
+            return
+        if settings.temperature > 0:
+            recorder.set_difference(None, sampled=True)
+            return
+        self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
+        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)
+        recorder.set_difference(difference.as_dict() if difference else None, sampled=False)
 
     def _update_live(self, active: ActiveReply, note: str | None = None) -> None:
         snapshot = active.recorder.snapshot()

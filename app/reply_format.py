@@ -26,6 +26,7 @@ def stats_dict(stats: GenerationStats, **extra) -> dict:
         "final_k": stats.final_k,
         "fallback_tokens": stats.fallback_tokens,
         "stop_reason": stats.stop_reason,
+        "precision": stats.precision,
         **extra,
     }
 
@@ -82,5 +83,29 @@ def compare_summary(compare: dict) -> str:
     """``Speedup 1.42× · texts identical`` for a comparison {"ar": stats, "spec": stats, "speedup", "identical"}."""
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    identical = "texts identical" if compare.get("identical") else "texts differ"
-    return f"Speedup {compare['speedup']:.2f}× (speculative vs autoregressive tokens/s) · {identical}"
+    return f"Speedup {compare['speedup']:.2f}× (speculative vs autoregressive tokens/s) · {identity_text(compare)}"
+
+
+def identity_text(compare: dict) -> str:
+    """Whether a comparison's texts are identical, and if not, why (see ``inference.exactness``)."""
+    if compare.get("identical"):
+        return "texts identical"
+    if compare.get("sampled"):
+        return "texts differ by design (sampling draws other random numbers in each mode)"
+    difference = compare.get("first_difference")
+    if not isinstance(difference, dict):
+        return "texts differ"
+    try:
+        gap, bound = float(difference["top2_gap"]), float(difference["noise_bound"])
+        token = int(difference["token"])
+    except (KeyError, TypeError, ValueError):
+        return "texts differ"
+    if difference.get("near_tie"):
+        return (
+            f"texts differ from token {token}: a near-tie (the target's top-2 logit gap {gap:.3f} is within the "
+            f"measured numerical noise {bound:.3f})"
+        )
+    return (
+        f"texts differ from token {token}: NOT a near-tie (top-2 logit gap {gap:.3f} > measured noise {bound:.3f}); "
+        "this is a bug, please report it"
+    )

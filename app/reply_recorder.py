@@ -53,7 +53,8 @@ class ReplyRecorder:
         self.phase: str | None = None
         self._phase_extra: dict = {}
         self._ar_text = ""
-        self._ar_token_ids: list[int] | None = None
+        self.ar_token_ids: list[int] = []
+        self.spec_token_ids: list[int] = []
         self.compare_data: dict = {"ar": {}, "spec": {}, "speedup": None, "identical": None} if compare else {}
         self.last_step: StepStats | None = None
         self.rolls = 0
@@ -115,12 +116,20 @@ class ReplyRecorder:
         text = self._ar_text if phase == "ar" else self.text
         self.compare_data[phase] = {**stats, "text": text}
         if phase == "ar":
-            self._ar_token_ids = list(event.stats.token_ids)
+            self.ar_token_ids = list(event.stats.token_ids)
         else:
+            self.spec_token_ids = list(event.stats.token_ids)
             ar = self.compare_data["ar"]
             if ar.get("tokens_per_s"):
                 self.compare_data["speedup"] = round(stats["tokens_per_s"] / ar["tokens_per_s"], 3)
-            self.compare_data["identical"] = self._ar_token_ids == list(event.stats.token_ids)
+            self.compare_data["identical"] = self.ar_token_ids == self.spec_token_ids
+        self._dirty = True
+
+    def set_difference(self, first_difference: dict | None, sampled: bool) -> None:
+        """Record why a comparison's texts differ: ``sampled`` (by design), or the greedy ``first_difference``
+        (``FirstDifference.as_dict()``: token, top2_gap, noise_bound, near_tie)."""
+        self.compare_data["sampled"] = sampled
+        self.compare_data["first_difference"] = first_difference
         self._dirty = True
 
     def live_text(self) -> str:

@@ -36,7 +36,14 @@ from .settings_store import DECODING_MODES, AppSettings
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
 BIG = 1_000_000
 #: Fields whose change needs a model reload.
-RELOAD_FIELDS = ("target_device", "bits", "decoding", "draft_model", "draft_device")
+RELOAD_FIELDS = ("target_device", "bits", "precision", "kv_cache_precision", "decoding", "draft_model", "draft_device")
+PRECISIONS = {
+    "auto": "Auto (exact f32 decode)",
+    "f32": "f32 (exact)",
+    "bf16": "bf16 (fast prefill, not exact)",
+    "f16": "f16",
+}
+KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
 
 
@@ -81,6 +88,26 @@ class SettingsPane(QScrollArea):
         self._row(model, "bits", "Bit-width", self.bits, "Weights of the default model (a new bit-width is fetched and converted once)")
         self.target_device = QComboBox()
         self._row(model, "target_device", "Device", self.target_device, "OpenVINO device of the target model")
+        self.precision = QComboBox()
+        for key, label in PRECISIONS.items():
+            self.precision.addItem(label, key)
+        self._row(
+            model, "precision", "Precision", self.precision,
+            "Compute precision of the target. Auto and f32 make greedy speculative output equal autoregressive output; "
+            "bf16 (CPUs with AMX or AVX512_BF16) prefills faster but rounds the two differently",
+        )
+        self.kv_cache_precision = QComboBox()
+        for key, label in KV_PRECISIONS.items():
+            self.kv_cache_precision.addItem(label, key)
+        self._row(
+            model, "kv_cache_precision", "KV cache", self.kv_cache_precision,
+            "Storage of the KV cache. Auto = f32 with f32 compute; u8 takes a quarter of the memory but is not exact",
+        )
+        self.precision_in_use = QLabel()
+        self.precision_in_use.setObjectName("hint")
+        self.precision_in_use.setWordWrap(True)
+        self.precision_in_use.setToolTip("What OpenVINO reports for the loaded target model")
+        model.addRow("In use", self.precision_in_use)
         self.decoding = QComboBox()
         for key, label in DECODING_MODES.items():
             self.decoding.addItem(label, key)
@@ -161,7 +188,7 @@ class SettingsPane(QScrollArea):
         self.set_devices(self._devices)
         self.set_models([])
         self.set_settings(settings)
-        for widget in (self.bits, self.target_device, self.decoding, self.draft_model, self.draft_device):
+        for widget in (self.bits, self.target_device, self.precision, self.kv_cache_precision, self.decoding, self.draft_model, self.draft_device):
             widget.currentIndexChanged.connect(self._edited)
         for widget in (self.k, self.n_ctx, self.n_keep, self.n_discard, self.top_k, self.max_new_tokens):
             widget.valueChanged.connect(self._edited)
@@ -236,6 +263,10 @@ class SettingsPane(QScrollArea):
             index = self.draft_model.count() - 1
         self.draft_model.setCurrentIndex(max(index, 0))
 
+    def set_precision_in_use(self, text: str) -> None:
+        """Show the loaded target's precision as OpenVINO reports it ("" while none is loaded)."""
+        self.precision_in_use.setText(text or "no model loaded")
+
     def set_max_position_embeddings(self, value: int | None) -> None:
         """The loaded target's longest position: the upper bound of n_ctx (re-validates)."""
         self._max_position_embeddings = value
@@ -247,6 +278,8 @@ class SettingsPane(QScrollArea):
         try:
             self._highlight = settings.highlight_draft
             self.bits.setCurrentIndex(max(self.bits.findData(settings.bits), 0))
+            self.precision.setCurrentIndex(max(self.precision.findData(settings.precision), 0))
+            self.kv_cache_precision.setCurrentIndex(max(self.kv_cache_precision.findData(settings.kv_cache_precision), 0))
             if settings.target_device not in self._devices:
                 self.target_device.addItem(settings.target_device)
             self.target_device.setCurrentText(settings.target_device)
@@ -291,6 +324,8 @@ class SettingsPane(QScrollArea):
             target_device=self.target_device.currentText(),
             draft_device=self.draft_device.currentText(),
             bits=int(self.bits.currentData()),
+            precision=str(self.precision.currentData()),
+            kv_cache_precision=str(self.kv_cache_precision.currentData()),
             decoding=str(self.decoding.currentData()),
             draft_model=str(self.draft_model.currentData() or ""),
             k=self.k.value(),

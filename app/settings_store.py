@@ -19,6 +19,7 @@ from typing import Any
 import platformdirs
 
 from inference.model_store import SUPPORTED_BITS
+from inference.precision import PrecisionSettings
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 logger = logging.getLogger(__name__)
@@ -45,12 +46,16 @@ def config_dir() -> Path:
 class AppSettings:
     """Everything the settings pane controls.
 
-    Model settings (``target_device``, ``bits``, ``decoding`` when it involves a draft model, ``draft_model``,
-    ``draft_device``) need a model reload; the others apply to the next reply.
+    Model settings (``target_device``, ``bits``, ``precision``, ``kv_cache_precision``, ``decoding`` when it
+    involves a draft model, ``draft_model``, ``draft_device``) need a model reload; the others apply to the next
+    reply.
 
     Attributes:
         target_device / draft_device: OpenVINO devices (``available_devices()``).
         bits: weight bit-width of the default target model, 4, 8 or 16.
+        precision: compute precision of the target, ``auto`` (f32, exact; bf16 prefill where the CPU has bf16),
+            ``f32``, ``bf16`` or ``f16`` where the device computes it (``inference.precision``).
+        kv_cache_precision: ``auto`` (f32 with f32 compute, else the device's u8), ``u8``, ``f16`` or ``f32``.
         decoding: ``ar``, ``spec_model`` (draft model) or ``spec_lookup`` (prompt lookup).
         draft_model: folder of the draft model ("" = none chosen).
         k: draft tokens per step (K); adaptive_k: tune K from the acceptance rate.
@@ -62,6 +67,8 @@ class AppSettings:
     target_device: str = "CPU"
     draft_device: str = "CPU"
     bits: int = 4
+    precision: str = "auto"
+    kv_cache_precision: str = "auto"
     decoding: str = "ar"
     draft_model: str = ""
     k: int = 4
@@ -106,10 +113,14 @@ class AppSettings:
             speculative=SpeculativeSettings(k=int(self.k), adaptive=bool(self.adaptive_k)),
         )
 
+    def precision_settings(self) -> PrecisionSettings:
+        """The target's numeric precision (dynamic quantization and fast prefill follow ``auto``)."""
+        return PrecisionSettings(inference=self.precision, kv_cache=self.kv_cache_precision)
+
     def model_key(self) -> tuple:
         """What the loaded models depend on: a change of it needs a reload."""
         draft = (self.draft_model, self.draft_device) if self.uses_draft_model else (None, None)
-        return (self.target_device, self.bits, *draft)
+        return (self.target_device, self.bits, self.precision, self.kv_cache_precision, *draft)
 
     def field_errors(
         self,
@@ -149,6 +160,10 @@ class AppSettings:
             errors["bits"] = f"bit-width must be one of {', '.join(map(str, SUPPORTED_BITS))}, got {self.bits}"
         if self.decoding not in DECODING_MODES:
             errors["decoding"] = f"decoding mode must be one of {', '.join(DECODING_MODES)}, got {self.decoding!r}"
+        check("precision", lambda: PrecisionSettings(inference=self.precision).validate())
+        check("kv_cache_precision", lambda: PrecisionSettings(kv_cache=self.kv_cache_precision).validate())
+        if devices and self.target_device in devices and "precision" not in errors:
+            check("precision", lambda: self.precision_settings().compile_properties(self.target_device))
         if devices:
             if self.target_device not in devices:
                 errors["target_device"] = f"device must be one of {', '.join(devices)}, got {self.target_device!r}"
@@ -172,6 +187,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "target_device": (str,),
     "draft_device": (str,),
     "bits": (int,),
+    "precision": (str,),
+    "kv_cache_precision": (str,),
     "decoding": (str,),
     "draft_model": (str,),
     "k": (int,),

@@ -1,4 +1,5 @@
-"""Which command, at which commit, made a benchmark result: stamped into speed.json / quality.json."""
+"""Which command, at which commit, on which CPU and precision, made a benchmark result: stamped into speed.json /
+quality.json and the report header."""
 
 from __future__ import annotations
 
@@ -15,6 +16,35 @@ def current_commit() -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "inference", "bench/*.py"], capture_output=True, text=True, cwd=HERE.parent).stdout.strip()
     return f"{commit}+changes" if commit and dirty else commit
+
+
+# CPU features that decide OpenVINO's kernels and default precision (bf16 where avx512_bf16 or AMX is present).
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> list[str]:
+    """The ISA_FLAGS this CPU has (from /proc/cpuinfo; [] elsewhere)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return []
+    return [flag for flag in ISA_FLAGS if flag in flags]
+
+
+def precisions() -> dict:
+    """What the engine computes in by default, what OpenVINO's CPU plugin would choose by itself, and what the CPU
+    computes natively, as read back from OpenVINO (the default model is compiled both ways)."""
+    sys.path.insert(0, str(HERE.parent))
+    from inference.model import load_model
+    from inference.model_store import ensure_default_model
+    from inference.precision import PrecisionSettings, native_precisions
+
+    folder = ensure_default_model(4)
+    return {
+        "specchat_default": load_model(folder, "CPU", PrecisionSettings()).precision.describe(),
+        "openvino_cpu_default": load_model(folder, "CPU").precision.describe(),
+        "native": native_precisions("CPU"),
+    }
 
 
 def command_line(script: str, argv: list[str] | None) -> str:

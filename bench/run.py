@@ -26,13 +26,13 @@ def machine_description() -> str:
     import openvino
     import openvino_genai
 
+    from provenance import cpu_flags
+
     cpu = "unknown CPU"
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
-        flags = next((line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), "")
-        isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_tile") if f" {f}" in flags]
-        cpu = f"{names[0] if names else cpu}, {len(names)} cores ({', '.join(isa) or 'no AVX2'})"
+        cpu = f"{names[0] if names else cpu}, {len(names)} cores ({', '.join(cpu_flags()) or 'no AVX2'})"
     memory = ""
     meminfo = Path("/proc/meminfo")
     if meminfo.exists():
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    from provenance import command_line, current_commit, describe, stamp
+    from provenance import command_line, current_commit, describe, precisions, stamp
     from quality import quality_markdown, run_quality
     from speed import run_speed, speed_markdown
 
@@ -75,10 +75,13 @@ def main(argv=None) -> int:
         sections.append((speed_markdown if name == "speed" else quality_markdown)(results))
         provenance.append(f"- {name.capitalize()}: {describe(results, path)}")
     machine = machine_description()
+    precision = precisions()
     header = [
         "# SpecChat benchmark report",
         "",
         f"- Machine: {machine}",
+        f"- Precision: SpecChat computes {precision['specchat_default']}; OpenVINO's CPU plugin by itself would "
+        f"choose {precision['openvino_cpu_default']}; this CPU computes {', '.join(precision['native'])} natively.",
         *provenance,
         "- Ratios compare runs made within the same benchmark run (see each section); absolute numbers hold only for this machine.",
         "- Reproduce: `bench/setup.sh` then `bench/.venv/bin/python bench/run.py [--full]`.",
@@ -86,7 +89,9 @@ def main(argv=None) -> int:
     ]
     report = "\n".join(header) + "\n" + "\n".join(sections)
     (args.out / "REPORT.md").write_text(report, encoding="utf-8")
-    (args.out / "run.json").write_text(json.dumps({"machine": machine, "commit": current_commit(), "command": command}, indent=2))
+    (args.out / "run.json").write_text(
+        json.dumps({"machine": machine, "precision": precision, "commit": current_commit(), "command": command}, indent=2)
+    )
     print(report)
     return 0
 

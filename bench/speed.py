@@ -36,6 +36,9 @@ from typing import Any, Callable
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+from provenance import cpu_flags, precisions  # noqa: E402
 
 CACHE = BENCH / ".cache"
 K = 4  # draft tokens per step, every engine
@@ -468,9 +471,9 @@ def _machine() -> dict:
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
         model = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
-        flags = next(line for line in cpuinfo.splitlines() if line.startswith("flags")).split()
         info["cpu"] = model
-        info["isa"] = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile") if f in flags]
+        info["isa"] = cpu_flags()
+        info["precision"] = precisions()
     except (OSError, StopIteration):
         pass
     import importlib.metadata as md
@@ -811,7 +814,9 @@ def speed_markdown(results: dict) -> str:
     lines.append(
         f"Machine: {m.get('cpu', '?')}, {m['cpu_count']} cores ({', '.join(m.get('isa', []))}), {m['memory_gb']} GB, "
         f"{m['platform']}, Python {m['python']}. Versions: "
-        + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v) + ".")
+        + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v) + "."
+        + (f" SpecChat's precision: {m['precision']['specchat_default']}; OpenVINO's CPU plugin left to itself "
+           f"chooses {m['precision']['openvino_cpu_default']}." if "precision" in m else ""))
     lines.append("")
     lines.append(
         f"Model: {cfg['target_model']}; draft model: {cfg['draft_model']}. Greedy, batch 1, EOS ignored (exact "

@@ -376,41 +376,49 @@ class Engine:
         self.reset()
         return scores
 
-    def pass_shape_logits(
+    def pass_shape_noise(
         self,
         prompt_ids: Sequence[int],
         reply_ids: Sequence[int],
         context: ContextSettings,
-        width: int,
+        k: int,
         n_keep_auto: int = 4,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The target logits that predict the last reply tokens, computed one token per pass (as autoregressive
-        decoding does) and in one multi-token pass (as a speculative verification does), in the context that
-        autoregressive decoding had there (prefix, rolls and all). Their difference is the numerical noise
-        between the two pass shapes; ``exactness.first_difference`` compares a top-2 gap with it.
+    ) -> tuple[float, np.ndarray]:
+        """How far the target's logits move when the same reply is decoded as speculative decoding computes it
+        instead of as autoregressive decoding does: the numerical noise between the two modes, measured.
 
-        The caches are reset before and after (a diagnostic, not a generation step).
+        The reply is replayed twice in lockstep, on this engine's cache and on a second request of the same
+        compiled model, rolling where both modes roll: (a) one token per pass, as autoregressive decoding; (b) in
+        verification passes of 1 .. k+1 reply tokens (cycling), each padded to k+1 tokens with filler that is
+        then rolled back (masked), as rejected drafts are. (b) exercises what differs between the modes: pass
+        shapes, KV entries written by multi-token passes, quantization groups shared with rejected tokens, dead
+        slots. ``exactness.first_difference`` compares a top-2 gap with this noise. Both caches are reset after.
 
         Args:
             prompt_ids: the prompt as given to ``generate``.
-            reply_ids: reply tokens ``r[0..i-1]``; the rows returned predict ``r[i-w+1..i]``.
+            reply_ids: the reply tokens before the position of interest.
             context: the rolling-context settings of the generation.
-            width: most tokens in the multi-token pass (w = min(width, i, room left before a roll)).
+            k: draft tokens per step of the speculative run (verification passes of up to k+1 tokens).
             n_keep_auto: as for ``generate``.
 
         Returns:
-            ``(one_token, multi_token)``: float32 ``[w, vocab]`` each; with no reply tokens ``[1, vocab]`` twice,
-            the prefill's logits (both modes share the prefill).
+            ``(noise, logits)``: the largest absolute logit difference between (a) and (b) over every position
+            and vocabulary entry (0.0 without reply tokens: both modes share the prefill), and the float32
+            ``[vocab]`` logits of (a) after the last reply token, which autoregressive decoding chose from.
 
         Raises:
-            ValueError: empty prompt or invalid context settings; RopeUnsupportedError as for ``generate``.
+            ValueError: empty prompt, k < 1 or invalid context settings; RopeUnsupportedError as for ``generate``.
         """
         if len(prompt_ids) == 0:
             raise ValueError("the prompt is empty")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
         settings = GenerationSettings(context=context)
         settings.validate(self.target.max_position_embeddings)
         n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
         n_ctx, reply = context.n_ctx, [int(t) for t in reply_ids]
+        single = self._cache
+        chunked = KVCache(self.target.compiled, self.target.rope, KV_SLACK, self.target.sliding_window, self.target.prefill_compiled)
         self.reset()
         try:
             stats = GenerationStats(mode="ar")
@@ -419,23 +427,28 @@ class Engine:
                 while True:
                     next(prefill)
             except StopIteration as done:
-                logits = done.value[None, :]
-            fed = 0
-            while True:
-                if len(self._cache) + 1 > n_ctx:
-                    self._roll(n_keep, n_discard, False, stats)
-                if len(reply) - fed <= min(width, n_ctx - len(self._cache)):
-                    break
-                self._cache.forward([reply[fed]], n_ctx)
-                fed += 1
-            if fed == len(reply):
-                return logits, logits.copy()
-            before = len(self._cache)
-            one_token = np.concatenate([self._cache.forward([token], n_ctx) for token in reply[fed:]])
-            self._cache.truncate(before)
-            multi_token = self._cache.forward(reply[fed:], n_ctx)
-            return one_token, multi_token
+                logits = done.value
+            chunked.copy_from(single)  # both modes share the prefill
+            noise, position, accepted = 0.0, 0, k + 1
+            while position < len(reply):
+                if len(single) + 1 > n_ctx:
+                    self._check_can_roll(False)
+                    single.roll(n_keep, n_discard)
+                    chunked.roll(n_keep, n_discard)
+                room = n_ctx - len(single)
+                count = min(accepted, len(reply) - position, room)
+                tokens = reply[position : position + count]
+                filler = (reply[position + count + 1 :] + reply[:1] * (k + 1))[: min(k + 1, room) - count]
+                rows = chunked.forward(tokens + filler, n_ctx)[:count]
+                chunked.truncate(len(chunked) - len(filler))
+                for token, row in zip(tokens, rows):
+                    logits = single.forward([token], n_ctx)[-1]
+                    noise = max(noise, float(np.abs(logits - row).max()))
+                position += count
+                accepted = accepted - 1 if accepted > 1 else k + 1
+            return noise, logits
         finally:
+            chunked.reset()
             self.reset()
 
     def generate_text(self, prompt_ids: Sequence[int], settings: GenerationSettings, **kwargs) -> GenerationStats:

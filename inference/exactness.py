@@ -7,11 +7,15 @@ logits are nearly equal, and from there the two texts go their own ways. Any oth
 
 ``first_difference`` decides which one it is from measurements, not from a fixed tolerance: at the first
 differing token it takes the target's top-2 logit gap (one-token pass, as autoregressive decoding saw it) and
-measures how far the logits of the tokens just before it move between a one-token and a multi-token pass in the
-very same context (``Engine.pass_shape_logits``). A gap moves by at most twice the largest change of any logit,
-and that measurement is one sample of noise that varies from position to position, so the noise bound is
-NOISE_FACTOR times the largest change measured. With exact settings (f32 compute and KV cache, no dynamic
-quantization) the bound is ~1e-4 logits and any real difference is flagged.
+measures how far the target's logits move along the reply up to there when the same tokens are decoded the way
+speculative decoding computes them: verification passes of up to K+1 tokens, rejected tails rolled back
+(``Engine.pass_shape_noise``). Replaying only the last few tokens is not enough: verification passes also write
+the KV cache that later steps read, and with a u8 KV cache a rejected draft shares quantization groups with the
+tokens before it, so the differences accumulate along the reply (measured: an 8-token window saw 0.0003 where the
+replies parted at a gap of 0.02). A gap moves by at most twice the largest change of any logit, and one replay
+stands for runs whose drafts were accepted in other patterns, so the noise bound is NOISE_FACTOR times the
+largest change measured. With exact settings (f32 compute and KV cache, no dynamic quantization) the bound is
+~1e-3 logits and any real difference is flagged.
 """
 
 from __future__ import annotations
@@ -22,13 +26,11 @@ from typing import Sequence
 import numpy as np
 
 from .engine import Engine
-from .settings import ContextSettings, MAX_K
+from .settings import ContextSettings
 
 # Largest logit change between pass shapes, times: 2 (a top-2 gap moves by at most twice the largest change of a
 # single logit) x 2 (one measured window stands for the noise at other offsets and after other passes).
 NOISE_FACTOR = 4.0
-# Tokens in the multi-token pass that measures the noise: the longest verification pass of the usual K.
-NOISE_WIDTH = 8
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class FirstDifference:
     Attributes:
         token: index in the reply of the first differing token (0 = the first generated token).
         top2_gap: the target's top-2 logit gap there, in the one-token pass (logit units, >= 0).
-        noise_bound: NOISE_FACTOR x the largest logit difference measured between a one-token and a
-            multi-token pass in that context (logit units).
+        noise_bound: NOISE_FACTOR x the largest logit difference measured between decoding the reply up to
+            there one token per pass and in verification passes (``Engine.pass_shape_noise``), logit units.
         near_tie: ``top2_gap <= noise_bound``: the flip is numerical noise; otherwise it is a bug.
     """
 
@@ -82,8 +84,8 @@ def first_difference(
     reference: Sequence[int],
     candidate: Sequence[int],
     context: ContextSettings = ContextSettings(),
+    k: int = 4,
     n_keep_auto: int = 4,
-    width: int = NOISE_WIDTH,
 ) -> FirstDifference | None:
     """Explain where a greedy reply differs from the greedy autoregressive reply to the same prompt.
 
@@ -93,22 +95,20 @@ def first_difference(
         reference: the autoregressive reply's token ids.
         candidate: the other reply's token ids (speculative).
         context: the rolling-context settings both ran with.
+        k: the speculative run's draft tokens per step (K).
         n_keep_auto: as for ``Engine.generate``.
-        width: tokens of the multi-token pass that measures the noise (1..MAX_K + 1).
 
     Returns:
         None when the replies are equal, else a ``FirstDifference``.
 
     Raises:
-        ValueError: bad width or context settings, or an empty prompt.
+        ValueError: k < 1, bad context settings, or an empty prompt.
     """
-    if not 1 <= width <= MAX_K + 1:
-        raise ValueError(f"width must be in [1, {MAX_K + 1}], got {width}")
     index = first_index(reference, candidate)
     if index is None:
         return None
-    one_token, multi_token = engine.pass_shape_logits(prompt_ids, list(reference[:index]), context, width, n_keep_auto)
-    top = np.sort(one_token[-1])[-2:]
+    noise, logits = engine.pass_shape_noise(prompt_ids, list(reference[:index]), context, k, n_keep_auto)
+    top = np.sort(logits)[-2:]
     gap = float(top[1] - top[0])
-    bound = NOISE_FACTOR * float(np.abs(one_token.astype(np.float64) - multi_token).max())
+    bound = NOISE_FACTOR * noise
     return FirstDifference(token=index, top2_gap=gap, noise_bound=bound, near_tie=gap <= bound)

@@ -202,6 +202,12 @@ class KVCache:
         self._slots = list(range(len(slots)))
         self._alive = np.ones(len(slots), dtype=np.int64)
 
+    def copy_from(self, other: "KVCache") -> None:
+        """Make this cache a copy of ``other`` (a cache of the same compiled IR): states, tokens, slots, mask."""
+        _copy_states(other._request, self._request)
+        self.tokens, self._slots = list(other.tokens), list(other._slots)
+        self._alive = other._alive.copy()
+
     def layer_keys(self, layer: int = 0) -> np.ndarray:
         """float32 ``[batch, kv_heads, len(self), head_dim]`` cached keys of one layer, live slots only."""
         keys = [s for s in self._request.query_state() if _is_key_state(s.name)]

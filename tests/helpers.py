@@ -31,9 +31,9 @@ def settings(mode: str = "ar", max_new_tokens: int = 128, k: int = 4, n_ctx: int
     )
 
 
-def assert_same_or_near_tie(engine, ids, reference, candidate, context: dict, label: str) -> None:
+def assert_same_or_near_tie(engine, ids, reference, candidate, context: dict, label: str, k: int = 4) -> None:
     """Assert two greedy outputs are equal, or first differ where the target's top-2 logit gap is within the
-    numerical noise measured there between a one-token and a multi-token pass (``exactness.first_difference``).
-    With exact precision that noise is ~1e-4 logits, so any real difference fails."""
-    difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, settings("ar", **context).context)
+    numerical noise measured there between autoregressive and speculative (K = ``k``) decoding of the same tokens
+    (``exactness.first_difference``). With exact precision that noise is ~1e-4 logits, so any real difference fails."""
+    difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, settings("ar", **context).context, k)
     assert difference is None or difference.near_tie, f"{label}: {difference.describe()}"

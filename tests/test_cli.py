@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from inference.model_store import default_model_dir
+from inference.precision import device_computes
 
 
 def _specchat(*args, data_dir, timeout=300):
@@ -19,7 +20,8 @@ def test_generate_json_one_mode(int4_dir, data_dir):
     result = _specchat("generate", "What is the capital of France?", "--json", "--max-new-tokens", "24", data_dir=data_dir)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) == {"mode", "text", "new_tokens", "ttft_ms", "tokens_per_s", "acceptance_rate", "discarded_tokens"}
+    assert set(out) == {"mode", "text", "new_tokens", "ttft_ms", "tokens_per_s", "acceptance_rate", "discarded_tokens", "fast_prefilled_tokens", "precision"}
+    assert out["precision"]["exact"] is True and out["precision"]["inference"] == "f32"
     assert out["mode"] == "ar" and "Paris" in out["text"]
     assert 1 <= out["new_tokens"] <= 24 and out["ttft_ms"] > 0 and out["acceptance_rate"] is None
 
@@ -31,7 +33,7 @@ def test_generate_compare_greedy_is_identical(int4_dir, data_dir):
     )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert out["identical"] is True
+    assert out["identical"] is True and out["first_difference"] is None
     assert out["autoregressive"]["text"] == out["speculative"]["text"]
     assert out["speculative"]["acceptance_rate"] > 0 and out["speedup"] > 0
 
@@ -41,6 +43,25 @@ def test_streaming_output_and_statistics_on_stderr(int4_dir, data_dir):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
     assert "tokens/s" in result.stderr and "TTFT" in result.stderr and "rolls" in result.stderr
+    assert "precision: f32, KV cache f32, no dynamic quantization (exact)" in result.stderr
+
+
+def test_compare_explains_a_greedy_difference(int4_dir, data_dir):
+    """With the device's own u8 KV cache the two pass shapes round differently; wherever the texts then differ,
+    the first difference comes with the gap and the noise bound measured there, and it must be a near-tie."""
+    result = _specchat(
+        "generate", "Tell me a story about a dragon.", "--mode", "compare", "--draft", "lookup", "--json",
+        "--kv-cache-precision", "u8", "--max-new-tokens", "96", data_dir=data_dir,
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["precision"]["kv_cache"] == "u8" and out["precision"]["exact"] is False
+    if out["identical"]:
+        assert out["first_difference"] is None
+    else:
+        difference = out["first_difference"]
+        assert set(difference) == {"token", "top2_gap", "noise_bound", "near_tie"}
+        assert difference["near_tie"] is True and 0 <= difference["top2_gap"] <= difference["noise_bound"]
 
 
 @pytest.mark.parametrize(
@@ -55,6 +76,15 @@ def test_bad_settings_exit_2_with_a_clear_message(int4_dir, data_dir, args, mess
     result = _specchat("generate", "Hi", *args, data_dir=data_dir)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_precision_the_cpu_lacks_exits_2_and_names_it(int4_dir, data_dir):
+    missing = [p for p in ("bf16", "f16") if not device_computes("CPU", p)]
+    if not missing:
+        pytest.skip("this CPU computes bf16 and f16 natively")
+    result = _specchat("generate", "Hi", "--precision", missing[0], data_dir=data_dir)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"inference precision {missing[0]} is not native on CPU" in result.stderr and "choose auto or f32" in result.stderr
 
 
 def test_models_list_shows_the_default_model(int4_dir, data_dir):

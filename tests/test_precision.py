@@ -1,6 +1,6 @@
 """Numeric precision: chosen explicitly, read back, refused where the CPU cannot compute it, and measured.
 
-The noise between a one-token and a multi-token pass is what decides whether greedy speculative output can
+The noise between decoding the same tokens one per pass and in verification passes is what decides whether greedy speculative output can
 differ from autoregressive output. These tests measure it per precision on the CPU at hand: exact settings must
 make it negligible, and the settings known to add noise (a u8 KV cache; bf16 compute where the CPU has it) must
 measure larger, or the near-tie checks built on the measurement could not tell a bug from noise.
@@ -23,8 +23,8 @@ from inference.settings import ContextSettings
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
 U8_KV = PrecisionSettings(inference="f32", kv_cache="u8", dynamic_quantization="off", fast_prefill="off")
 BF16 = PrecisionSettings(inference="bf16", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
-# Largest |logit| difference between pass shapes with exact settings: measured 1.3e-4 (AVX2) and "within 1e-4"
-# (AMX); f32 summation order only.
+# Largest |logit| difference between the two modes' passes with exact settings: measured 1.3e-4 (AVX2) and
+# "within 1e-4" (AMX); f32 summation order only.
 EXACT_NOISE = 1e-3
 # A u8 KV cache: measured 0.26 (AVX2). Anything above 20x the exact bound is unmistakably that noise.
 U8_NOISE_FLOOR = 20 * EXACT_NOISE
@@ -39,9 +39,9 @@ def reply(target):
 
 
 def _noise(engine: Engine, ids, reply_ids, context=ContextSettings()) -> float:
-    one, multi = engine.pass_shape_logits(ids, reply_ids, context, width=8)
-    assert one.shape == multi.shape == (8, engine.target.vocab_size)
-    return float(np.abs(one - multi).max())
+    noise, logits = engine.pass_shape_noise(ids, reply_ids, context, k=4)
+    assert logits.shape == (engine.target.vocab_size,)
+    return noise
 
 
 def test_the_default_is_exact_and_read_back_from_openvino(target):
@@ -76,7 +76,7 @@ def test_exact_settings_agree_after_rolls_too(target, reply):
 def test_a_u8_kv_cache_adds_noise_the_measurement_sees(int4_dir, reply):
     ids, reply_ids = reply
     noise = _noise(Engine(load_model(int4_dir, "CPU", U8_KV)), ids, reply_ids)
-    assert U8_NOISE_FLOOR < noise < 2.0, noise
+    assert U8_NOISE_FLOOR < noise < 5.0, noise  # measured 0.21-1.14 (AVX2), a bug gives more
 
 
 def test_bf16_compute_where_the_cpu_has_it(int4_dir, reply):
@@ -85,7 +85,7 @@ def test_bf16_compute_where_the_cpu_has_it(int4_dir, reply):
     assert model.precision.inference == "bf16" and not model.precision.exact
     ids, reply_ids = reply
     noise = _noise(Engine(model), ids, reply_ids)
-    assert EXACT_NOISE < noise < 4.0, noise  # measured median 0.375 on a Xeon with AMX
+    assert EXACT_NOISE < noise < 10.0, noise  # one pass: median 0.375 on a Xeon with AMX; it accumulates
 
 
 def test_a_precision_the_cpu_cannot_compute_is_refused(int4_dir):

@@ -122,3 +122,31 @@ def test_recorder_compare_measures_speedup_and_identity(tmp_path):
     assert final.content == "Same text" and final.draft_spans == [[4, 9]]
     assert footer_text(final.stats, "complete").startswith("Speedup 1.50×")
     db.close()
+
+
+@pytest.mark.parametrize(
+    "difference,sampled,expected",
+    [
+        (None, True, "texts differ by design (sampling"),
+        ({"token": 57, "top2_gap": 0.02, "noise_bound": 0.12, "near_tie": True}, False,
+         "texts differ from token 57: a near-tie (the target's top-2 logit gap 0.020 is within the measured numerical noise 0.120)"),
+        ({"token": 3, "top2_gap": 2.5, "noise_bound": 0.0004, "near_tie": False}, False,
+         "texts differ from token 3: NOT a near-tie (top-2 logit gap 2.500 > measured noise 0.000); this is a bug"),
+        ({"token": "x"}, False, "texts differ"),  # a hand-edited history: shown, never a crash
+    ],
+)
+def test_a_compare_whose_texts_differ_says_why(tmp_path, difference, sampled, expected):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("t")
+    message = db.message(db.add_message(c, "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message, compare=True)
+    recorder.begin_phase("ar")
+    recorder.add([TextDelta("A", 1, False), Finished(_stats("ar", "A", [1], 40.0))])
+    recorder.begin_phase("spec", drafter="lookup", k=4)
+    recorder.add([TextDelta("B", 2, False), Finished(_stats("spec", "B", [2], 60.0))])
+    assert recorder.compare_data["identical"] is False and (recorder.ar_token_ids, recorder.spec_token_ids) == ([1], [2])
+    recorder.set_difference(difference, sampled=sampled)
+    final = recorder.finish("complete")
+    assert db.message(message.id).stats["compare"]["first_difference"] == difference
+    assert expected in footer_text(final.stats, "complete")
+    db.close()

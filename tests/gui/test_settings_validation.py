@@ -31,6 +31,8 @@ from app.settings_store import AppSettings, SettingsStore
         ({"decoding": "spec_model", "draft_model": "/no/such/folder"}, "draft_model", ["does not exist"]),
         ({"target_device": "NPU.7"}, "target_device", ["device must be one of CPU, AUTO"]),
         ({"bits": 3}, "bits", ["4, 8, 16"]),
+        ({"precision": "fp8"}, "precision", ["inference precision must be one of auto, f32, bf16, f16"]),
+        ({"kv_cache_precision": "int4"}, "kv_cache_precision", ["kv_cache precision must be one of auto, u8, f16, f32"]),
     ],
 )
 def test_field_errors_name_the_setting_and_its_range(changes, field, fragments):
@@ -38,6 +40,16 @@ def test_field_errors_name_the_setting_and_its_range(changes, field, fragments):
     assert field in errors, errors
     for fragment in fragments:
         assert fragment in errors[field]
+
+
+def test_a_precision_the_cpu_lacks_is_flagged_next_to_its_field():
+    from inference.precision import device_computes
+
+    missing = [p for p in ("bf16", "f16") if not device_computes("CPU", p)]
+    if not missing:
+        pytest.skip("this CPU computes bf16 and f16 natively")
+    errors = replace(AppSettings(), precision=missing[0]).field_errors(8192, ["CPU"])
+    assert set(errors) == {"precision"} and "choose auto or f32" in errors["precision"]
 
 
 def test_defaults_and_several_errors_at_once():
@@ -66,6 +78,8 @@ def test_model_key_changes_only_for_reload_fields():
     assert replace(base, temperature=1.0, k=8, n_ctx=512).model_key() == base.model_key()
     assert replace(base, target_device="AUTO").model_key() != base.model_key()
     assert replace(base, bits=8).model_key() != base.model_key()
+    assert replace(base, precision="f32").model_key() != base.model_key()
+    assert replace(base, kv_cache_precision="u8").model_key() != base.model_key()
     assert replace(base, decoding="spec_lookup").model_key() == base.model_key()  # no draft model needed
     assert replace(base, decoding="spec_model", draft_model="/x").model_key() != base.model_key()
 
