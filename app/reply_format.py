@@ -83,7 +83,7 @@ def compare_summary(compare: dict) -> str:
     """``Speedup 1.42× · texts identical`` for a comparison {"ar": stats, "spec": stats, "speedup", "identical"}."""
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    return f"Speedup {compare['speedup']:.2f}× (speculative vs autoregressive tokens/s) · {identity_text(compare)}"
+    return f"Speedup {compare['speedup']:.2f}× (speculative / autoregressive tokens/s) · {identity_text(compare)}"
 
 
 def identity_text(compare: dict) -> str:
@@ -91,7 +91,7 @@ def identity_text(compare: dict) -> str:
     if compare.get("identical"):
         return "texts identical"
     if compare.get("sampled"):
-        return "texts differ by design (sampling draws other random numbers in each mode)"
+        return "texts differ by design (sampling)"
     difference = compare.get("first_difference")
     if not isinstance(difference, dict):
         return "texts differ"
@@ -101,11 +101,5 @@ def identity_text(compare: dict) -> str:
     except (KeyError, TypeError, ValueError):
         return "texts differ"
     if difference.get("near_tie"):
-        return (
-            f"texts differ from token {token}: a near-tie (the target's top-2 logit gap {gap:.3f} is within the "
-            f"measured numerical noise {bound:.3f})"
-        )
-    return (
-        f"texts differ from token {token}: NOT a near-tie (top-2 logit gap {gap:.3f} > measured noise {bound:.3f}); "
-        "this is a bug, please report it"
-    )
+        return f"texts differ from token {token}: a near-tie (top-2 logit gap {gap:.3f} ≤ noise {bound:.3f})"
+    return f"texts differ from token {token}: NOT a near-tie (gap {gap:.3f} > noise {bound:.3f}), a bug: please report it"

@@ -38,6 +38,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_lookup",
                         help="speculative side of the comparison (spec_model uses the 8-bit default as draft)")  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--precision", default="auto", help="compute precision of the target (auto, f32, bf16, f16)")
+    parser.add_argument("--kv-cache-precision", default="auto", help="KV-cache precision (auto, u8, f16, f32)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
     return parser.parse_args(argv)
 
@@ -81,7 +83,10 @@ def _take(args: argparse.Namespace) -> int:
     draft = ""
     if args.decoding == "spec_model":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
-    settings = AppSettings(decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7)
+    settings = AppSettings(
+        decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
+        precision=args.precision, kv_cache_precision=args.kv_cache_precision,
+    )
     SettingsStore(workdir / "settings.json").save(settings)
     app = create_application()
     loop = qasync.QEventLoop(app)
@@ -139,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get(INSIDE) != "1":
         return _relaunch_under_xvfb([*argv[:0], "--output", str(args.output), "--prompt", args.prompt,
                                      "--decoding", args.decoding, "--max-new-tokens", str(args.max_new_tokens),
+                                     "--precision", args.precision, "--kv-cache-precision", args.kv_cache_precision,
                                      "--timeout", str(args.timeout)])  # fmt: skip
     return _take(args)
 

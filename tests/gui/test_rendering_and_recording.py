@@ -127,11 +127,11 @@ def test_recorder_compare_measures_speedup_and_identity(tmp_path):
 @pytest.mark.parametrize(
     "difference,sampled,expected",
     [
-        (None, True, "texts differ by design (sampling"),
+        (None, True, "texts differ by design (sampling)"),
         ({"token": 57, "top2_gap": 0.02, "noise_bound": 0.12, "near_tie": True}, False,
-         "texts differ from token 57: a near-tie (the target's top-2 logit gap 0.020 is within the measured numerical noise 0.120)"),
+         "texts differ from token 57: a near-tie (top-2 logit gap 0.020 ≤ noise 0.120)"),
         ({"token": 3, "top2_gap": 2.5, "noise_bound": 0.0004, "near_tie": False}, False,
-         "texts differ from token 3: NOT a near-tie (top-2 logit gap 2.500 > measured noise 0.000); this is a bug"),
+         "texts differ from token 3: NOT a near-tie (gap 2.500 > noise 0.000), a bug: please report it"),
         ({"token": "x"}, False, "texts differ"),  # a hand-edited history: shown, never a crash
     ],
 )
