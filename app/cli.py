@@ -15,7 +15,8 @@ from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, TextDelta
 from inference.exactness import first_difference
-from inference.model import ModelLoadError, available_devices
+from inference.devices import available_devices
+from inference.model import ModelLoadError
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.rope import RopeUnsupportedError
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings

@@ -53,7 +53,7 @@ def create_main_window(
         settings_path: the settings file (default: ``settings.json`` in the config folder).
         worker: an existing ``InferenceWorker`` to share (the window then does not shut it down).
     """
-    from inference.model import available_devices
+    from inference.devices import available_devices
 
     from .history_db import open_history
     from .inference_worker import InferenceWorker

@@ -68,7 +68,7 @@ class MainWindow(QMainWindow):
 
     Args:
         db: the chat history; store: the settings file; worker: the inference thread.
-        devices: OpenVINO devices to offer (``inference.model.available_devices()``).
+        devices: OpenVINO devices to offer (``inference.devices.available_devices()``).
         history_notice: a message about the history database to show at start (it was unreadable...).
         owns_worker: shut the worker down when the window closes.
 

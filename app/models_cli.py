@@ -168,12 +168,13 @@ def _list(args: argparse.Namespace) -> int:
     rows = [("NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH")]
     for m in manifests:
         rope = m.get("rope_supported")
+        window = f" (n_ctx <= {m['sliding_window']}: sliding window)" if m.get("sliding_window") else ""
         rows.append(
             (
                 str(m.get("name") or Path(m["path"]).name),
                 f"{m.get('bits', '?')}-bit",
                 f"{m.get('size_bytes', 0) / 2**20:.0f} MiB",
-                "yes" if rope else ("no" if rope is False else "?"),
+                ("yes" if rope else ("no" if rope is False else "?")) + window,
                 str(m.get("tokenizer_fingerprint", "?"))[:12],
                 str(m.get("path", "")),
             )

@@ -37,7 +37,8 @@ def precisions() -> dict:
     sys.path.insert(0, str(HERE.parent))
     from inference.model import load_model
     from inference.model_store import ensure_default_model
-    from inference.precision import PrecisionSettings, native_precisions
+    from inference.devices import native_precisions
+    from inference.precision import PrecisionSettings
 
     folder = ensure_default_model(4)
     return {

@@ -32,7 +32,8 @@ from inference.engine import Engine  # noqa: E402
 from inference.exactness import first_difference  # noqa: E402
 from inference.model import load_model  # noqa: E402
 from inference.model_store import ensure_default_model  # noqa: E402
-from inference.precision import PrecisionSettings, device_computes  # noqa: E402
+from inference.devices import device_computes  # noqa: E402
+from inference.precision import PrecisionSettings  # noqa: E402
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 
 TEXT = Path(__file__).resolve().parent / "data" / "kjv_genesis.txt"

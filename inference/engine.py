@@ -418,7 +418,7 @@ class Engine:
         n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
         n_ctx, reply = context.n_ctx, [int(t) for t in reply_ids]
         single = self._cache
-        chunked = KVCache(self.target.compiled, self.target.rope, KV_SLACK, self.target.sliding_window, self.target.prefill_compiled)
+        chunked = KVCache(self.target.compiled, self.target.rope, KV_SLACK, self.target.sliding_window)
         self.reset()
         try:
             stats = GenerationStats(mode="ar")

@@ -15,6 +15,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import openvino_genai
 
+from .devices import available_devices, core
 from .precision import NumericPrecision, PrecisionSettings, fast_prefill_properties
 from .rope import RopeParameters, RopeUnsupportedError
 
@@ -28,17 +29,6 @@ class ModelLoadError(RuntimeError):
 
 class TokenizerMismatchError(ValueError):
     """The draft model's tokenizer differs from the target's, so its tokens cannot be verified."""
-
-
-_core: ov.Core | None = None
-
-
-def core() -> ov.Core:
-    """The process-wide ``ov.Core`` (creating one is slow; devices and caches are shared)."""
-    global _core
-    if _core is None:
-        _core = ov.Core()
-    return _core
 
 
 TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
@@ -89,11 +79,6 @@ def _tokenizer_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def available_devices() -> list[str]:
-    """OpenVINO devices of this machine, e.g. ``['CPU', 'GPU']``, plus ``AUTO``."""
-    return [*core().available_devices, "AUTO"]
-
-
 @dataclass
 class LoadedModel:
     """A compiled stateful causal LM with its tokenizer.
@@ -135,14 +120,8 @@ class LoadedModel:
 
     @property
     def sliding_window(self) -> int | None:
-        """Tokens a layer attends to with sliding-window attention (Mistral, Phi-3, Gemma 2/3), or None.
-
-        The window of an exported IR counts physical KV slots, dead (masked) ones included, so the engine keeps
-        the physical cache inside it (``max_context``)."""
-        if self.config.get("use_sliding_window") is False:  # Qwen2 writes a window it does not use
-            return None
-        value = self.config.get("sliding_window")
-        return int(value) if isinstance(value, int) and value > 0 else None
+        """Tokens a layer attends to with sliding-window attention, or None (see ``sliding_window_of``)."""
+        return sliding_window_of(self.config)
 
     @property
     def max_context(self) -> int | None:
@@ -181,6 +160,17 @@ class LoadedModel:
             encoded = self.tokenizer.encode(piece, add_special_tokens=add_special_tokens and index == 0)
             ids.extend(int(t) for t in encoded.input_ids.data[0])
         return ids
+
+
+def sliding_window_of(config: dict) -> int | None:
+    """The sliding attention window in tokens that a ``config.json`` declares (Mistral, Phi-3, Gemma 2/3), or None.
+
+    The window of an exported IR counts physical KV slots, dead (masked) ones included, so the engine keeps the
+    physical cache inside it (``LoadedModel.max_context``)."""
+    if config.get("use_sliding_window") is False:  # Qwen2 writes a window it does not use
+        return None
+    value = config.get("sliding_window")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def load_model(

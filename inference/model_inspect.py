@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .model import TOKENIZER_PROBE, TokenizerMismatchError
+from .model import TOKENIZER_PROBE, TokenizerMismatchError, sliding_window_of
 from .model_store import ModelFetchError
 
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
@@ -107,7 +107,7 @@ def read_ir(folder: Path | str):
     """
     import openvino as ov
 
-    from .model import core
+    from .devices import core
 
     path = Path(folder) / "openvino_model.xml"
     try:
@@ -244,7 +244,7 @@ def describe_folder(folder: Path | str) -> dict[str, Any]:
 
     Returns:
         ``{"layout", "bits", "weight_types", "vocab_size", "tokenizer_fingerprint", "special_tokens",
-        "rope_supported", "rope_note", "architecture"}``.
+        "rope_supported", "rope_note", "architecture", "sliding_window"}`` (``sliding_window``: tokens, or None).
 
     Raises:
         ModelImportError: the IR or the tokenizer IRs are missing or unreadable.
@@ -269,6 +269,7 @@ def describe_folder(folder: Path | str) -> dict[str, Any]:
         "rope_supported": rope_ok,
         "rope_note": rope_note,
         "architecture": architectures[0] if architectures else config.get("model_type", "unknown"),
+        "sliding_window": sliding_window_of(config),
     }
 
 

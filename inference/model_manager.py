@@ -18,6 +18,7 @@ Manifest (``specchat_manifest.json``) of a user model::
     bits (4, 8, 16 or 32: the dominant weight type), weight_types ({element type: element count}),
     size_bytes (files of the folder, manifest excluded), tokenizer_fingerprint (SHA-256 hex), vocab_size,
     special_tokens ({"bos", "eos", "pad"}), rope_supported (bool), rope_note (why not), architecture,
+    sliding_window (tokens, or null),
     layout, created (ISO 8601 UTC), plus what the way in adds (e.g. group_size, revision).
 """
 

@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass
 
 import openvino as ov
 
+from .devices import device_computes, device_name, is_cpu, native_precisions
+
 INFERENCE_PRECISIONS = ("auto", "f32", "bf16", "f16")
 KV_CACHE_PRECISIONS = ("auto", "u8", "f16", "f32")
 SWITCHES = ("auto", "on", "off")
-# OPTIMIZATION_CAPABILITIES entry that says a device computes a precision natively.
-_CAPABILITY = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}
 FAST_PREFILL_PRECISION = "bf16"
 
 
@@ -115,39 +115,6 @@ def fast_prefill_properties(device: str) -> dict:
     it hands over lose nothing."""
     precision = FAST_PREFILL_PRECISION if device_computes(device, FAST_PREFILL_PRECISION) else "f32"
     return {"INFERENCE_PRECISION_HINT": precision, "KV_CACHE_PRECISION": "f32"}
-
-
-def is_cpu(device: str) -> bool:
-    """True for ``CPU`` (the only device whose precisions SpecChat chooses itself)."""
-    return device.split(".")[0] == "CPU"
-
-
-def native_precisions(device: str) -> list[str]:
-    """Compute precisions the device runs natively, e.g. ``['f32']`` on AVX2, ``['f32', 'bf16']`` with AMX;
-    [] where the device does not say (AUTO, HETERO, an unknown device)."""
-    from .model import core
-
-    try:
-        capabilities = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
-    except RuntimeError:
-        return []
-    return [name for name, capability in _CAPABILITY.items() if capability in capabilities]
-
-
-def device_computes(device: str, precision: str) -> bool:
-    """Whether ``device`` computes ``precision`` natively; devices that do not report capabilities are trusted."""
-    natives = native_precisions(device)
-    return not natives or precision in natives
-
-
-def device_name(device: str) -> str:
-    """``FULL_DEVICE_NAME`` of a device (e.g. the CPU model), or the device string itself."""
-    from .model import core
-
-    try:
-        return str(core().get_property(device, "FULL_DEVICE_NAME"))
-    except RuntimeError:
-        return device
 
 
 @dataclass(frozen=True)

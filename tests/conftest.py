@@ -51,7 +51,7 @@ def target(int4_dir):
 
 def require_native(precision: str) -> None:
     """Skip the test unless this CPU computes ``precision`` natively (bf16 needs AVX512_BF16 or AMX)."""
-    from inference.precision import device_computes, native_precisions
+    from inference.devices import device_computes, native_precisions
 
     if not device_computes("CPU", precision):
         pytest.skip(f"this CPU computes {', '.join(native_precisions('CPU'))} natively, not {precision} (needs AVX512_BF16/AMX)")

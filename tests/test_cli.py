@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from inference.model_store import default_model_dir
-from inference.precision import device_computes
+from inference.devices import device_computes
 
 
 def _specchat(*args, data_dir, timeout=300):

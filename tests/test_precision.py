@@ -17,7 +17,8 @@ from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.exactness import NOISE_FACTOR, first_difference, first_index
 from inference.model import load_model
-from inference.precision import PrecisionError, PrecisionSettings, device_computes, native_precisions
+from inference.devices import device_computes, native_precisions
+from inference.precision import PrecisionError, PrecisionSettings
 from inference.settings import ContextSettings
 
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")

@@ -68,8 +68,11 @@ def _dead_slots_then_more(model, window):
     return logits, fresh, cache.physical_length
 
 
-def test_the_window_is_read_from_the_config(mistral):
+def test_the_window_is_read_from_the_config_and_listed(mistral):
+    from inference import model_store
+
     assert mistral.sliding_window == WINDOW and mistral.max_context == WINDOW
+    assert model_store.read_manifest(mistral.folder)["sliding_window"] == WINDOW
 
 
 def test_dead_slots_inside_the_window_change_the_logits_and_compaction_restores_them(mistral):

@@ -43,7 +43,7 @@ def test_field_errors_name_the_setting_and_its_range(changes, field, fragments):
 
 
 def test_a_precision_the_cpu_lacks_is_flagged_next_to_its_field():
-    from inference.precision import device_computes
+    from inference.devices import device_computes
 
     missing = [p for p in ("bf16", "f16") if not device_computes("CPU", p)]
     if not missing:
