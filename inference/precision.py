@@ -56,7 +56,9 @@ class PrecisionSettings:
         dynamic_quantization: quantize activations on the fly (DYNAMIC_QUANTIZATION_GROUP_SIZE): ``on``
             (device default, 32 on CPUs), ``off``, or ``auto`` = ``off`` when computing in f32, else ``on``.
         fast_prefill: prefill long prompts with a bf16 copy of the model and hand its KV states over: ``on``,
-            ``off``, or ``auto`` = on where the device computes bf16 natively and the decode precision is f32.
+            ``off``, or ``auto`` = on where the device computes bf16 natively and ``inference`` is ``auto``
+            (an explicit ``f32`` computes everything in f32: a reply then never depends on how its prompt was
+            split into prefill passes).
             ``on`` where the device has no bf16 still compiles the copy (at f32): it only tests the hand-over.
     """
 
@@ -106,8 +108,7 @@ class PrecisionSettings:
             return False
         if self.fast_prefill == "on":
             return True
-        decode_f32 = self.inference in ("auto", "f32")
-        return decode_f32 and device_computes(device, FAST_PREFILL_PRECISION)
+        return self.inference == "auto" and device_computes(device, FAST_PREFILL_PRECISION)
 
 
 def fast_prefill_properties(device: str) -> dict:
