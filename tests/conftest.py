@@ -49,13 +49,6 @@ def target(int4_dir):
     return load_model(int4_dir, "CPU", PrecisionSettings())
 
 
-def require_native(precision: str) -> None:
-    """Skip the test unless this CPU computes ``precision`` natively (bf16 needs AVX512_BF16 or AMX)."""
-    from inference.devices import device_computes, native_precisions
-
-    if not device_computes("CPU", precision):
-        pytest.skip(f"this CPU computes {', '.join(native_precisions('CPU'))} natively, not {precision} (needs AVX512_BF16/AMX)")
-
 
 @pytest.fixture(scope="session")
 def draft(int8_dir):

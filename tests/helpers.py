@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from inference.devices import device_computes, native_precisions
 from inference.exactness import first_difference
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
 
@@ -37,3 +40,9 @@ def assert_same_or_near_tie(engine, ids, reference, candidate, context: dict, la
     (``exactness.first_difference``). With exact precision that noise is ~1e-4 logits, so any real difference fails."""
     difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, settings("ar", **context).context, k)
     assert difference is None or difference.near_tie, f"{label}: {difference.describe()}"
+
+
+def require_native(precision: str) -> None:
+    """Skip the test unless this CPU computes ``precision`` natively (bf16 needs AVX512_BF16 or AMX)."""
+    if not device_computes("CPU", precision):
+        pytest.skip(f"this CPU computes {', '.join(native_precisions('CPU'))} natively, not {precision} (needs AVX512_BF16/AMX)")

@@ -5,8 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import require_native
-from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
+from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, require_native, settings
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import ContextRolled, Finished, StepStats, TextDelta

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import require_native
-from helpers import PROMPTS, chat_ids, settings
+from helpers import PROMPTS, chat_ids, require_native, settings
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.exactness import NOISE_FACTOR, first_difference, first_index
