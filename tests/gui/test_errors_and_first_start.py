@@ -89,6 +89,26 @@ def test_draft_with_another_tokenizer_is_flagged_in_place(qtbot, make_window, ti
     assert window.composer.send_button.isEnabled()
 
 
+def test_a_settings_file_with_a_precision_this_cpu_lacks_is_flagged_not_fatal(qtbot, make_window):
+    """A settings.json copied from a machine with bf16 (or f16): the window starts, says what to choose, and loads
+    once the user picks Auto."""
+    from inference.devices import device_computes
+
+    missing = [p for p in ("bf16", "f16") if not device_computes("CPU", p)]
+    if not missing:
+        pytest.skip("this CPU computes bf16 and f16 natively")
+    window = make_window(replace(FAST, precision=missing[0]), wait_model=False)
+    pane = window.settings_pane
+    qtbot.waitUntil(lambda: bool(pane.error_labels["precision"].text()), timeout=TIMEOUT)
+    assert f"inference precision {missing[0]} is not native on CPU" in pane.error_labels["precision"].text()
+    assert "choose auto or f32" in pane.error_labels["precision"].text()
+    assert not window.composer.send_button.isEnabled()
+    assert find_dialog(window, "modelError") is None  # a settings problem: no dialog
+    pane.precision.setCurrentIndex(pane.precision.findData("auto"))
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    assert window.composer.send_button.isEnabled() and "(exact)" in pane.precision_in_use.text()
+
+
 def test_corrupt_history_is_moved_aside_with_a_notice(qtbot, make_window, tmp_path):
     history = tmp_path / "history.sqlite3"
     history.write_bytes(b"garbage" * 1000)
