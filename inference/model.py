@@ -16,7 +16,7 @@ import openvino.opset13 as ops
 import openvino_genai
 
 from .devices import available_devices, core
-from .precision import NumericPrecision, PrecisionSettings, fast_prefill_properties
+from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionSettings
 from .rope import RopeParameters, RopeUnsupportedError
 
 REQUIRED_FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
@@ -210,13 +210,14 @@ def load_model(
         properties.update(precision.compile_properties(device))
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
+    fast_prefill = precision is not None and precision.wants_fast_prefill(device)
     prefill_compiled = None
     try:
         model = core().read_model(folder / "openvino_model.xml")
         _compute_only_last_logits(model)
         compiled = core().compile_model(model, device, properties)
-        if precision is not None and precision.wants_fast_prefill(device):
-            prefill_compiled = core().compile_model(model, device, {**properties, **fast_prefill_properties(device)})
+        if fast_prefill:
+            prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
         tokenizer = shared_tokenizer(folder)
     except (RuntimeError, OSError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

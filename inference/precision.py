@@ -58,8 +58,8 @@ class PrecisionSettings:
         fast_prefill: prefill long prompts with a bf16 copy of the model and hand its KV states over: ``on``,
             ``off``, or ``auto`` = on where the device computes bf16 natively and ``inference`` is ``auto``
             (an explicit ``f32`` computes everything in f32: a reply then never depends on how its prompt was
-            split into prefill passes).
-            ``on`` where the device has no bf16 still compiles the copy (at f32): it only tests the hand-over.
+            split into prefill passes). ``on`` where the device has no native bf16 is refused (the copy would
+            cost memory and load time and prefill no faster).
     """
 
     inference: str = "auto"
@@ -103,19 +103,22 @@ class PrecisionSettings:
         return properties
 
     def wants_fast_prefill(self, device: str) -> bool:
-        """Whether a bf16 prefill copy is compiled beside the model (see the ``fast_prefill`` attribute)."""
-        if self.fast_prefill == "off" or not is_cpu(device):
-            return False
-        if self.fast_prefill == "on":
-            return True
-        return self.inference == "auto" and device_computes(device, FAST_PREFILL_PRECISION)
+        """Whether a bf16 prefill copy is compiled beside the model (see the ``fast_prefill`` attribute).
+
+        Raises:
+            PrecisionError: ``fast_prefill="on"`` where the device is no CPU or has no native bf16.
+        """
+        native = is_cpu(device) and device_computes(device, FAST_PREFILL_PRECISION)
+        if self.fast_prefill == "on" and not native:
+            raise PrecisionError(
+                f"fast prefill needs a CPU that computes bf16 natively (AVX512_BF16 or AMX); {device_name(device)} "
+                f"computes {', '.join(native_precisions(device)) or 'its default only'}: choose auto or off"
+            )
+        return self.fast_prefill == "on" or (self.fast_prefill == "auto" and self.inference == "auto" and native)
 
 
-def fast_prefill_properties(device: str) -> dict:
-    """Properties of the prefill copy: bf16 where native (f32 otherwise), and an f32 KV cache so that the states
-    it hands over lose nothing."""
-    precision = FAST_PREFILL_PRECISION if device_computes(device, FAST_PREFILL_PRECISION) else "f32"
-    return {"INFERENCE_PRECISION_HINT": precision, "KV_CACHE_PRECISION": "f32"}
+#: Properties of the fast prefill copy: bf16, and an f32 KV cache so that the states it hands over lose nothing.
+FAST_PREFILL_PROPERTIES = {"INFERENCE_PRECISION_HINT": FAST_PREFILL_PRECISION, "KV_CACHE_PRECISION": "f32"}
 
 
 @dataclass(frozen=True)

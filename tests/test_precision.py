@@ -8,6 +8,8 @@ measure larger, or the near-tie checks built on the measurement could not tell a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,8 +18,8 @@ from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.exactness import NOISE_FACTOR, first_difference, first_index
 from inference.model import load_model
-from inference.devices import device_computes, native_precisions
-from inference.precision import PrecisionError, PrecisionSettings
+from inference.devices import core, device_computes, native_precisions
+from inference.precision import NumericPrecision, PrecisionError, PrecisionSettings
 from inference.settings import ContextSettings
 
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
@@ -117,11 +119,28 @@ def test_exact_properties_are_what_the_engine_asks_openvino_for():
     }
 
 
+def _with_prefill_copy(int4_dir):
+    """The exact target with a prefill copy: the product's bf16 copy where the CPU has bf16, else an f32 copy
+    compiled here, which goes through the very same hand-over."""
+    if device_computes("CPU", "bf16"):
+        return load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="on"))
+    model = load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="off"))
+    copy = core().compile_model(model.ir_model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **EXACT.compile_properties("CPU")})
+    return dataclasses.replace(model, prefill_compiled=copy, precision=NumericPrecision.read(model.compiled, copy))
+
+
+def test_fast_prefill_on_is_refused_without_native_bf16(int4_dir):
+    if device_computes("CPU", "bf16"):
+        pytest.skip("this CPU computes bf16 natively")
+    with pytest.raises(PrecisionError, match="fast prefill needs a CPU that computes bf16 natively.*choose auto or off"):
+        load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="on"))
+
+
 def test_fast_prefill_hands_the_kv_states_over(int4_dir, target):
-    """The prefill copy (bf16 where native, else f32, which tests only the hand-over) computes the prompt and its
-    states are copied into the exact request; a follow-up turn copies both ways. Autoregressive and speculative
-    decoding share the handed-over prompt, so greedy identity holds as before."""
-    fast = Engine(load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="on")))
+    """The prefill copy computes the prompt and its states are copied into the exact request; a follow-up turn
+    copies both ways. Autoregressive and speculative decoding share the handed-over prompt, so greedy identity
+    holds as before."""
+    fast = Engine(_with_prefill_copy(int4_dir))
     assert fast.target.prefill_compiled is not None and fast.target.precision.prefill in ("f32", "bf16")
     ids = chat_ids(target, PROMPTS[0] + " " + PROMPTS[2])
     assert len(ids) >= 64
