@@ -14,7 +14,6 @@ from inference import model_store
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, TextDelta
-from inference.exactness import first_difference
 from inference.devices import available_devices
 from inference.model import ModelLoadError
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
@@ -209,10 +208,7 @@ def _explain_difference(engine: Engine, args: argparse.Namespace, settings: Gene
     if not settings.sampling.greedy or ar.token_ids == spec.token_ids:
         return None
     session = ChatSession(engine, args.system, [{"role": "user", "content": args.prompt}])
-    return first_difference(
-        engine, session.prompt_ids(), ar.token_ids, spec.token_ids, settings.context, settings.speculative.k,
-        session.system_prompt_tokens(),
-    )
+    return session.first_difference(ar.token_ids, spec.token_ids, settings)
 
 
 def _chat(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Callable
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Event
-from inference.exactness import FirstDifference, first_difference
+from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
@@ -269,11 +269,7 @@ class InferenceWorker:
             if self._engine is None:
                 raise ValueError("no model is loaded")
             session = ChatSession(self._engine, request.system_prompt, request.messages)
-            settings = request.settings
-            return first_difference(
-                self._engine, session.prompt_ids(), reference, candidate, settings.context, settings.speculative.k,
-                session.system_prompt_tokens(),
-            )
+            return session.first_difference(reference, candidate, request.settings)
 
         return await self.run(job)
 

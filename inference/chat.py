@@ -7,6 +7,7 @@ from typing import Iterator
 
 from .engine import Engine
 from .events import Event, Finished
+from .exactness import FirstDifference, first_difference
 from .settings import GenerationSettings
 
 
@@ -74,3 +75,18 @@ class ChatSession:
             if isinstance(event, Finished):
                 self.messages.append({"role": "assistant", "content": event.stats.text})
             yield event
+
+    def first_difference(
+        self, reference: list[int], candidate: list[int], settings: GenerationSettings
+    ) -> FirstDifference | None:
+        """Where two greedy replies to the conversation as it stands (ending with the user message) first differ,
+        and whether the noise measured there explains it (``exactness.first_difference``, with the context and K
+        of ``settings``). Resets the engine's caches.
+
+        Raises:
+            ValueError: invalid context settings.
+        """
+        return first_difference(
+            self.engine, self.prompt_ids(), reference, candidate, settings.context, settings.speculative.k,
+            self.system_prompt_tokens(),
+        )

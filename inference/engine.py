@@ -33,7 +33,7 @@ from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_greedy, accept_sampled, next_token, warp
-from .settings import ContextSettings, GenerationSettings, SamplingSettings
+from .settings import MIN_N_CTX, ContextSettings, GenerationSettings, SamplingSettings
 from .stop_strings import StopStringFilter
 
 # Most prompt tokens per prefill pass. One pass is much cheaper than several: a pass over tokens that follow
@@ -166,7 +166,7 @@ class Engine:
             window = model.sliding_window
             if window is not None and n_ctx > window:
                 raise ValueError(
-                    f"n_ctx must be in [16, {window}] for {model.folder.name}: it attends to a sliding window of "
+                    f"n_ctx must be in [{MIN_N_CTX}, {window}] for {model.folder.name}: it attends to a sliding window of "
                     f"{window} tokens, and the KV cache must stay inside it; lower n_ctx"
                 )
 
