@@ -1,1 +1,3 @@
-"""SpecChat application: the `specchat` command line and the desktop GUI."""
+"""SpecChat application: the `specchat` command line (``app.cli``) and the desktop GUI (``app.gui``)."""
+
+__version__ = "0.1.0"

@@ -33,8 +33,13 @@ import openvino_genai  # noqa: E402
 from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.events import StepStats  # noqa: E402
-from inference.model_store import ensure_default_model  # noqa: E402
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
+from inference.models.store import ensure_default_model  # noqa: E402
+from inference.settings import (  # noqa: E402
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 PARAGRAPH = (
     "The old lighthouse stood at the edge of the cliff, its white paint peeling after decades of salt and wind. "

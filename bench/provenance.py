@@ -35,9 +35,9 @@ def precisions() -> dict:
     """What the engine computes in by default, what OpenVINO's CPU plugin would choose by itself, and what the CPU
     computes natively, as read back from OpenVINO (the default model is compiled both ways)."""
     sys.path.insert(0, str(HERE.parent))
-    from inference.model import load_model
-    from inference.model_store import ensure_default_model
     from inference.devices import native_precisions
+    from inference.model import load_model
+    from inference.models.store import ensure_default_model
     from inference.precision import PrecisionSettings
 
     folder = ensure_default_model(4)

@@ -26,15 +26,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inference.chat import ChatSession  # noqa: E402
 from provenance import command_line, stamp  # noqa: E402
+
+from inference.chat import ChatSession  # noqa: E402
+from inference.devices import device_computes  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.exactness import first_difference  # noqa: E402
 from inference.model import load_model  # noqa: E402
-from inference.model_store import ensure_default_model  # noqa: E402
-from inference.devices import device_computes  # noqa: E402
+from inference.models.store import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
+from inference.settings import (  # noqa: E402
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 TEXT = Path(__file__).resolve().parent / "data" / "kjv_genesis.txt"
 TOPICS = [

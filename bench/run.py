@@ -25,7 +25,6 @@ def machine_description() -> str:
     """CPU model, cores, memory, OS and library versions: absolute numbers mean nothing without it."""
     import openvino
     import openvino_genai
-
     from provenance import cpu_flags
 
     cpu = "unknown CPU"

@@ -127,7 +127,7 @@ class TokenClock:
 
 
 def _model_paths() -> dict:
-    from inference.model_store import _verified_gguf, ensure_default_model
+    from inference.models.store import _verified_gguf, ensure_default_model
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     target, draft = ensure_default_model(4, progress=say), ensure_default_model(8, progress=say)
@@ -176,8 +176,13 @@ class Runner:
 class SpecChatRunner(Runner):
     def __init__(self, paths, mode):
         from inference.engine import Engine
-        from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
         from inference.events import StepStats, TextDelta
+        from inference.settings import (
+            ContextSettings,
+            GenerationSettings,
+            SamplingSettings,
+            SpeculativeSettings,
+        )
 
         self.engine = Engine.load(paths["target"], "CPU", paths["draft"] if mode == "draft" else None)
         self.mode, self.TextDelta, self.StepStats = mode, TextDelta, StepStats

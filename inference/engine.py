@@ -27,7 +27,14 @@ import numpy as np
 from .adaptive_k import AdaptiveK
 from .detokenizer import IncrementalDetokenizer
 from .drafting import ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, Event, Finished, GenerationStats, StepStats, TextDelta
+from .events import (
+    ContextRolled,
+    Event,
+    Finished,
+    GenerationStats,
+    StepStats,
+    TextDelta,
+)
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings

@@ -45,7 +45,7 @@ def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
     not), so every Python thread, the GUI's included, stops meanwhile. Tokenizers are therefore cached by the
     sha256 of their IR files (the 4/8/16-bit variants of a model and a same-family draft share one), least
     recently used first out beyond TOKENIZER_CACHE_SIZE; the app builds its model's tokenizer before its event
-    loop starts (``app.gui``), so later loads find it here.
+    loop starts (``app.gui.application``), so later loads find it here.
 
     Args:
         folder: a model folder with ``openvino_tokenizer.xml/.bin`` and ``openvino_detokenizer.xml/.bin``.

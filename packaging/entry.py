@@ -1,19 +1,19 @@
 """Entry point of the bundled SpecChat application (the script PyInstaller freezes).
 
-A frozen app has no Python interpreter to run ``python -m pip``, so ``inference.model_store`` runs the
+A frozen app has no Python interpreter to run ``python -m pip``, so ``inference.models.store`` runs the
 bundled pip as ``specchat --internal-pip ARGS...`` to fetch the default model. That hidden first argument
 is handled here, before anything else is imported; everything else goes to the ``specchat`` command.
 """
 
 import sys
 
-INTERNAL_PIP_FLAG = "--internal-pip"  # must match inference.model_store.INTERNAL_PIP_FLAG
+INTERNAL_PIP_FLAG = "--internal-pip"  # must match inference.models.store.INTERNAL_PIP_FLAG
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == INTERNAL_PIP_FLAG:
         from pip._internal.cli.main import main as pip_main
 
         sys.exit(pip_main(sys.argv[2:]))
-    from app.cli import main
+    from app.main import main
 
     sys.exit(main())

@@ -6,7 +6,12 @@ import pytest
 
 from inference.devices import device_computes, native_precisions
 from inference.exactness import first_difference
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 PROMPTS = [
     "Rewrite this paragraph in simpler words: The committee convened to deliberate on the proposal, "

@@ -3,13 +3,13 @@
 import shutil
 
 import pytest
-
 from helpers import chat_ids, settings
+from tiny_models import default_gguf, write_tiny_llama
+
 from inference.chat import ChatSession
 from inference.detokenizer import IncrementalDetokenizer
 from inference.engine import Engine
 from inference.model import ModelLoadError, TokenizerMismatchError, load_model
-from tiny_models import default_gguf, write_tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from inference.model_store import default_model_dir
 from inference.devices import device_computes
+from inference.models.store import default_model_dir
 
 
 def _specchat(*args, data_dir, timeout=300):
     env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_generate_json_one_mode(int4_dir, data_dir):

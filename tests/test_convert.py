@@ -13,14 +13,24 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from helpers import settings
 from hub_server import HubServer
-from inference import convert, model_store
-from inference.convert import ConversionExtraMissing, choose_group_size, convert_checkpoint
-from inference.model_inspect import ModelImportError, PairMismatchError, check_pair, describe_folder
-from inference.model_manager import OperationCancelled, ProgressEvent
 from tiny_checkpoints import write_tiny_checkpoint
+
+from inference.models import convert
+from inference.models import store as model_store
+from inference.models.convert import (
+    ConversionExtraMissing,
+    choose_group_size,
+    convert_checkpoint,
+)
+from inference.models.inspect import (
+    ModelImportError,
+    PairMismatchError,
+    check_pair,
+    describe_folder,
+)
+from inference.models.manager import OperationCancelled, ProgressEvent
 
 needs_extra = pytest.mark.skipif(not convert.conversion_available(), reason="needs the conversion extra: pip install 'specchat[convert]'")
 
@@ -91,7 +101,7 @@ def converted(tmp_path_factory, data_dir, int4_dir):
             4: convert_checkpoint(checkpoint, 4, progress=events[4].append),
             16: convert_checkpoint(checkpoint, 16, progress=events[16].append),
         }
-        from inference.hub_download import install_from_hub
+        from inference.models.hub import install_from_hub
 
         with HubServer({"test-org/tiny-llama": checkpoint}) as hub:
             folders[8] = install_from_hub("test-org/tiny-llama", bits=8, endpoint=hub.url, progress=events[8].append)
@@ -141,7 +151,7 @@ def test_converted_models_pair_with_each_other_not_with_the_default(converted, i
 
 @pytest.mark.slow
 def test_import_of_an_optimum_folder_without_tokenizer_irs_creates_them(converted, tmp_path, monkeypatch):
-    from inference.model_import import import_ir_folder
+    from inference.models.importing import import_ir_folder
 
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(converted["root"] / "data"))
     source = converted["folders"][16]

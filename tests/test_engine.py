@@ -4,8 +4,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, require_native, settings
+
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import ContextRolled, Finished, StepStats, TextDelta

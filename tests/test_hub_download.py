@@ -8,12 +8,14 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from hub_server import HubServer
-from inference import convert, hub_download, model_store
-from inference.hub_download import inspect_repo, install_from_hub
-from inference.model_inspect import ModelImportError, describe_folder
-from inference.model_manager import OperationCancelled, ProgressEvent
+
+from inference.models import convert
+from inference.models import hub as hub_download
+from inference.models import store as model_store
+from inference.models.hub import inspect_repo, install_from_hub
+from inference.models.inspect import ModelImportError, describe_folder
+from inference.models.manager import OperationCancelled, ProgressEvent
 
 REPO = "test-org/tiny-ov"
 BIN = "openvino_model.bin"

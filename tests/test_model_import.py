@@ -9,10 +9,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference import model_store
-from inference.model_import import SUPPORTED_GGUF_TYPES, import_gguf, import_ir_folder, import_model, inspect_gguf
-from inference.model_inspect import ModelImportError, PairMismatchError, check_pair, describe_folder
-from inference.model_manager import OperationCancelled, ProgressEvent, find_model, remove_model
+from inference.models import store as model_store
+from inference.models.importing import (
+    SUPPORTED_GGUF_TYPES,
+    import_gguf,
+    import_ir_folder,
+    import_model,
+    inspect_gguf,
+)
+from inference.models.inspect import (
+    ModelImportError,
+    PairMismatchError,
+    check_pair,
+    describe_folder,
+)
+from inference.models.manager import (
+    OperationCancelled,
+    ProgressEvent,
+    find_model,
+    remove_model,
+)
 
 
 @pytest.fixture(scope="module")

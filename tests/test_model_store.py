@@ -25,9 +25,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from inference import model_store
-from inference.gguf_requant import requantize_gguf
-from inference.model_store import (
+from inference.models import store as model_store
+from inference.models.gguf import requantize_gguf
+from inference.models.store import (
     DEFAULT_MODEL_NAME,
     GGUF_SHA256,
     ModelFetchError,
@@ -246,7 +246,7 @@ def test_interrupted_build_leaves_no_half_model(
     crash = textwrap.dedent(
         """
         import os
-        from inference import model_store
+        from inference.models import store as model_store
         model_store._export_ir = lambda gguf_path: os._exit(3)
         model_store.ensure_default_model(4)
         """

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from app.cli import main
 from hub_server import HubServer
-from inference import convert, model_store
+
+from app.main import main
+from inference.models import convert
+from inference.models import store as model_store
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from helpers import PROMPTS, chat_ids, require_native, settings
+
 from inference.chat import ChatSession
+from inference.devices import core, device_computes, native_precisions
 from inference.engine import Engine
 from inference.exactness import NOISE_FACTOR, first_difference, first_index
 from inference.model import load_model
-from inference.devices import core, device_computes, native_precisions
 from inference.precision import NumericPrecision, PrecisionError, PrecisionSettings
 from inference.settings import ContextSettings
 

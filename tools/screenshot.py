@@ -75,9 +75,9 @@ def _take(args: argparse.Namespace) -> int:
     import qasync
     from PySide6.QtGui import QGuiApplication
 
-    from app.gui import create_application, create_main_window
-    from app.settings_store import AppSettings, SettingsStore
-    from inference.model_store import default_model_dir, ensure_default_model
+    from app.gui.application import create_application, create_main_window
+    from app.gui.settings_store import AppSettings, SettingsStore
+    from inference.models.store import default_model_dir, ensure_default_model
 
     workdir = Path(tempfile.mkdtemp(prefix="specchat-screenshot-"))
     draft = ""

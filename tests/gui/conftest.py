@@ -13,8 +13,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 
-from app.qt_compat import protect_singletons  # noqa: E402
-from app.settings_store import AppSettings, SettingsStore  # noqa: E402
+from app.gui.qt_compat import protect_singletons  # noqa: E402
+from app.gui.settings_store import AppSettings, SettingsStore  # noqa: E402
 
 protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt_compat.py)
 
@@ -24,9 +24,9 @@ FAST = AppSettings(max_new_tokens=24)
 
 @pytest.fixture(scope="module", autouse=True)
 def garbage_collected_on_gui_thread(qapp):
-    """As in the app, cyclic garbage is collected on the GUI thread only (``app.gc_policy``); each module ends
+    """As in the app, cyclic garbage is collected on the GUI thread only (``app.gui.application.gc_policy``); each module ends
     with CPython's automatic collection back on, so the tests outside tests/gui run with it."""
-    from app.gc_policy import collect_on_gui_thread, restore_automatic_collection
+    from app.gui.gc_policy import collect_on_gui_thread, restore_automatic_collection
 
     collector = collect_on_gui_thread()
     yield collector
@@ -38,7 +38,7 @@ def qasync_loop(qapp):
     """The asyncio loop running on Qt's event loop (qtbot's waits drive both)."""
     import qasync
 
-    from app.gui import create_application
+    from app.gui.application import create_application
 
     create_application()  # style sheet and icon on pytest-qt's QApplication
     loop = qasync.QEventLoop(qapp, already_running=True)
@@ -49,7 +49,7 @@ def qasync_loop(qapp):
 @pytest.fixture(scope="session")
 def shared_worker(int4_dir, int8_dir):
     """One inference thread for the session (the default model stays loaded between tests)."""
-    from app.inference_worker import InferenceWorker
+    from app.gui.inference_worker import InferenceWorker
 
     worker = InferenceWorker()
     yield worker
@@ -59,7 +59,7 @@ def shared_worker(int4_dir, int8_dir):
 @pytest.fixture
 def make_window(qtbot, qasync_loop, shared_worker, tmp_path):
     """Factory: a shown MainWindow on a fresh history and settings file (``settings`` saved first)."""
-    from app.gui import create_main_window
+    from app.gui.application import create_main_window
 
     windows = []
 

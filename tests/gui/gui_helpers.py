@@ -82,9 +82,7 @@ class ControlTracker:
 
 def click(qtbot, widget) -> None:
     """A real left click in the middle of a widget."""
-    from PySide6.QtCore import Qt
-
-    from PySide6.QtCore import QPoint
+    from PySide6.QtCore import QPoint, Qt
     from PySide6.QtWidgets import QCheckBox
 
     assert widget.isVisible() and widget.isEnabled(), f"{widget} ({getattr(widget, 'text', lambda: '')()}) is not clickable"

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def main() -> int:
     import qasync
 
-    from app.gc_policy import collect_on_gui_thread
-    from app.gui import create_application, create_main_window
+    from app.gui.application import create_application, create_main_window
+    from app.gui.gc_policy import collect_on_gui_thread
 
     history, settings, prompt = sys.argv[1], sys.argv[2], sys.argv[3]
     app = create_application()

@@ -46,7 +46,7 @@ def stalls(probe) -> dict:
 async def streaming(window, app) -> dict:
     from PySide6.QtTest import QTest
 
-    from app.stall_probe import StallProbe
+    from app.gui.stall_probe import StallProbe
 
     await window.wait_for_model()
     other = long_conversation(window.db, "A long earlier chat", 40)
@@ -98,7 +98,7 @@ async def streaming(window, app) -> dict:
 
 
 async def long_conversation_scenario(window, app) -> dict:
-    from app.stall_probe import StallProbe
+    from app.gui.stall_probe import StallProbe
 
     await window.wait_for_model()  # loading is measured by its own scenario
     chat = long_conversation(window.db, "Very long chat", 120)
@@ -143,7 +143,7 @@ async def long_conversation_scenario(window, app) -> dict:
 async def model_load(window, app) -> dict:
     from PySide6.QtCore import QTimer
 
-    from app.stall_probe import StallProbe
+    from app.gui.stall_probe import StallProbe
 
     await asyncio.sleep(0.3)  # the window's first paint is not part of the load
     probe = StallProbe()
@@ -200,8 +200,16 @@ SCENARIOS = {"streaming": streaming, "long_conversation": long_conversation_scen
 def main() -> int:
     import qasync
 
-    from app.gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
-    from app.gui import build_tokenizers_before_event_loop, create_application, create_main_window
+    from app.gui.application import (
+        build_tokenizers_before_event_loop,
+        create_application,
+        create_main_window,
+    )
+    from app.gui.gc_policy import (
+        collect_on_gui_thread,
+        freeze_startup_objects,
+        restore_automatic_collection,
+    )
 
     scenario, workdir = sys.argv[1], Path(sys.argv[2])
     if scenario == "model_load":

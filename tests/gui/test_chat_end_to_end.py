@@ -5,9 +5,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import replace
 
-from PySide6.QtCore import Qt
-
 from conftest import FAST
+from PySide6.QtCore import Qt
 
 
 def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_path):

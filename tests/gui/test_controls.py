@@ -10,13 +10,13 @@ import json
 from dataclasses import replace
 
 import pytest
+from conftest import FAST
+from gui_helpers import ControlTracker, accept_file_dialog, activate, click, find_dialog
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
-from app.settings_store import AppSettings, SettingsStore
-from conftest import FAST
-from gui_helpers import ControlTracker, accept_file_dialog, activate, click, find_dialog
+from app.gui.settings_store import AppSettings, SettingsStore
 
 TIMEOUT = 120_000
 
@@ -26,7 +26,7 @@ def env(qapp, qasync_loop, shared_worker, tmp_path_factory):
     """One window for the whole module, with its tracker."""
     from pytestqt.qtbot import QtBot
 
-    from app.gui import create_main_window
+    from app.gui.application import create_main_window
 
     folder = tmp_path_factory.mktemp("controls")
     SettingsStore(folder / "settings.json").save(FAST)
@@ -365,7 +365,7 @@ def test_models_dialog_opens_and_its_changes_reach_the_settings(qtbot, env, monk
     window.models_action.trigger()
     dialog = window.models_dialog
     assert dialog is not None and dialog.isVisible() and dialog.windowTitle() == "Models"
-    from app import main_window
+    from app.gui import main_window
 
     monkeypatch.setattr(main_window, "_installed_models", lambda: [{"name": "Extra", "bits": 8, "path": "/models/extra"}])
     dialog.models_changed.emit()  # as after an import

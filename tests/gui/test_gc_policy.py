@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from app.gc_policy import collect_on_gui_thread, restore_automatic_collection
+from app.gui.gc_policy import collect_on_gui_thread, restore_automatic_collection
 
 WORKER_ALLOCATIONS = 100_000  # containers: far above the generation-0 threshold (700)
 #: 20,000 garbage containers: generation 0 stays far above its threshold even if an earlier test's objects (whose

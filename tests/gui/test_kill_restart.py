@@ -10,9 +10,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from app.history_db import HistoryDB
-from app.settings_store import SettingsStore
 from conftest import FAST
+
+from app.gui.history_db import HistoryDB
+from app.gui.settings_store import SettingsStore
 
 DRIVER = Path(__file__).with_name("kill_driver.py")
 PROMPT = "Write a long story about a dragon who learns to cook, with many details."

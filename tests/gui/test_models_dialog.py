@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hub_server import HubServer
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from app.models_dialog import ModelsDialog, classify_source
-from hub_server import HubServer
-from inference import model_store
+from app.gui.widgets.models_dialog import ModelsDialog, classify_source
+from inference.models import store as model_store
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_s
         original = dialog._download_work
 
         def via_local_hub(repo_id, bits, name, replace):
-            from inference.hub_download import install_from_hub
+            from inference.models.hub import install_from_hub
 
             return lambda report, cancel: install_from_hub(repo_id, bits=bits, name=name, replace=replace, endpoint=hub.url, progress=report, cancel=cancel)
 

@@ -5,16 +5,22 @@ from __future__ import annotations
 import pytest
 from PySide6.QtGui import QTextFormat
 
-from app.history_db import HistoryDB
-from app.markdown_view import CODE_BACKGROUND, MarkdownView, draft_ranges
-from app.reply_format import footer_text
-from app.reply_recorder import ReplyRecorder
-from inference.events import ContextRolled, Finished, GenerationStats, StepStats, TextDelta
+from app.gui.history_db import HistoryDB
+from app.gui.reply_format import footer_text
+from app.gui.reply_recorder import ReplyRecorder
+from app.gui.widgets.markdown_view import CODE_BACKGROUND, MarkdownView, draft_ranges
+from inference.events import (
+    ContextRolled,
+    Finished,
+    GenerationStats,
+    StepStats,
+    TextDelta,
+)
 
 
 @pytest.fixture
 def view(qtbot):
-    from app.gui import create_application
+    from app.gui.application import create_application
 
     create_application()
     view = MarkdownView()

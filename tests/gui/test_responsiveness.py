@@ -17,10 +17,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-from app.settings_store import SettingsStore
 from conftest import FAST
+
+from app.gui.settings_store import SettingsStore
 
 DRIVER = Path(__file__).with_name("stall_driver.py")
 MAX_STALL_MS = 50.0

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from app.settings_pane import SettingsPane
-from app.settings_store import AppSettings, SettingsStore
+from app.gui.settings_store import AppSettings, SettingsStore
+from app.gui.widgets.settings_pane import SettingsPane
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_store_survives_a_bad_file(tmp_path):
 
 @pytest.fixture
 def pane(qtbot):
-    from app.gui import create_application
+    from app.gui.application import create_application
 
     create_application()
     pane = SettingsPane(AppSettings(), ["CPU", "AUTO"])
@@ -192,7 +192,7 @@ def test_pane_draft_model_rules(pane, tmp_path):
 
 
 def test_pane_shows_stored_invalid_settings_flagged(qtbot):
-    from app.gui import create_application
+    from app.gui.application import create_application
 
     create_application()
     pane = SettingsPane(replace(AppSettings(), k=40, target_device="GPU.9"), ["CPU"])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inference import convert, model_store
+from inference.models import convert
+from inference.models import store as model_store
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "packaging" / "entry.py"

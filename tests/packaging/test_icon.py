@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.theme import ACCENT, ICON_PATH, make_icon
+from app.gui.theme import ACCENT, ICON_PATH, make_icon
 
 
 def test_icon_is_rendered_from_the_svg(qapp) -> None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import re
 import time
 from pathlib import Path
 
@@ -31,7 +31,7 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "dist" / "specchat"
-VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
+VERSION = re.search(r'^__version__ = "(.+)"$', (REPO / "app" / "__init__.py").read_text(encoding="utf-8"), re.MULTILINE).group(1)
 DEB = REPO / "dist" / f"specchat_{VERSION}_amd64.deb"
 ARCHIVE_VIEWER = REPO / "build" / "packaging-venv" / "bin" / "pyi-archive_viewer"  # PyInstaller's, in the build environment
 SOURCES = ("app", "inference", "packaging", "resources", "pyproject.toml")

@@ -18,9 +18,14 @@ from typing import Any
 
 import platformdirs
 
-from inference.model_store import SUPPORTED_BITS
+from inference.models.store import SUPPORTED_BITS
 from inference.precision import PrecisionSettings
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 logger = logging.getLogger(__name__)
 

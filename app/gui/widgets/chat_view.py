@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..history_db import Conversation, Message
 from .elided_label import ElidedLabel
-from .history_db import Conversation, Message
 from .message_widget import MessageWidget
 
 FOLLOW_MARGIN_PX = 48

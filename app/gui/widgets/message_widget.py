@@ -20,10 +20,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..history_db import Message
+from ..reply_format import compare_summary, footer_text, metrics_text, mode_text
 from .elided_label import ElidedLabel
-from .history_db import Message
 from .markdown_view import MarkdownView
-from .reply_format import compare_summary, footer_text, metrics_text, mode_text
 
 RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most this often
 

@@ -26,7 +26,12 @@ from inference.events import Event
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.precision import NumericPrecision, PrecisionSettings
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 _END = object()
 #: Nice value of the inference thread: the GUI thread wins the CPU when both want it (see lower_thread_priority).
@@ -154,14 +159,14 @@ class InferenceWorker:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def fetch_default_model(self, bits: int, progress: Callable[[str], None]) -> Path:
-        """``inference.model_store.ensure_default_model(bits)`` in the inference thread.
+        """``inference.models.store.ensure_default_model(bits)`` in the inference thread.
 
         ``progress`` is called in the GUI thread with each progress line (only when something has to be done).
 
         Raises:
             ModelFetchError: with a message that says what to do.
         """
-        from inference.model_store import ensure_default_model
+        from inference.models.store import ensure_default_model
 
         loop = asyncio.get_running_loop()
 

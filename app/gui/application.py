@@ -1,4 +1,4 @@
-"""Starting the desktop application: ``run()`` is what ``specchat`` with no arguments calls.
+"""Starting the desktop application: ``run()`` is what ``specchat`` without a subcommand calls (``app.main``).
 
 The Qt event loop runs asyncio through qasync; the history database and the settings are opened, the main
 window shown, and the model prepared in the background (with a progress dialog if it must be fetched first).
@@ -6,7 +6,6 @@ window shown, and the model prepared in the background (with a progress dialog i
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -85,7 +84,7 @@ def build_tokenizers_before_event_loop(settings) -> None:
         settings: the ``AppSettings`` the window starts with.
     """
     from inference.model import shared_tokenizer
-    from inference.model_store import default_model_dir
+    from inference.models.store import default_model_dir
 
     folders = [default_model_dir(settings.bits)]
     if settings.uses_draft_model and settings.draft_model:
@@ -96,13 +95,6 @@ def build_tokenizers_before_event_loop(settings) -> None:
                 shared_tokenizer(folder)
             except (RuntimeError, OSError) as error:
                 logging.getLogger(__name__).warning("tokenizer of %s not built ahead: %s", folder, error)
-
-
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="specchat", description="SpecChat desktop application")
-    parser.add_argument("--data-dir", type=Path, help="data folder: models and chat history (default: the platform's)")
-    parser.add_argument("--config-dir", type=Path, help="config folder: settings.json (default: the platform's)")
-    return parser.parse_args(argv)
 
 
 def _quit_when_ready(window) -> list[int]:
@@ -128,21 +120,20 @@ def _quit_when_ready(window) -> list[int]:
     return status
 
 
-def run(argv: list[str] | None = None) -> int:
-    """Open the SpecChat window and run until it is closed; returns the exit status.
+def run() -> int:
+    """Open the SpecChat window and run until it is closed; returns the exit status (``app.main`` calls it).
 
     With ``SPECCHAT_SMOKE_TEST=1`` in the environment it quits by itself once the model is ready (installer
     smoke tests; see ``_quit_when_ready``).
     """
     import qasync
 
-    from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
+    from .gc_policy import (
+        collect_on_gui_thread,
+        freeze_startup_objects,
+        restore_automatic_collection,
+    )
 
-    args = _parse(argv if argv is not None else [])
-    if args.data_dir:
-        os.environ["SPECCHAT_DATA_DIR"] = str(args.data_dir)
-    if args.config_dir:
-        os.environ["SPECCHAT_CONFIG_DIR"] = str(args.config_dir)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app = create_application()
     loop = qasync.QEventLoop(app)
@@ -170,6 +161,3 @@ def run(argv: list[str] | None = None) -> int:
         restore_automatic_collection(garbage_collector)
     return status[0]
 
-
-if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))

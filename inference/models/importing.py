@@ -1,9 +1,9 @@
 """Importing a local model into the store: an OpenVINO IR folder or a GGUF file.
 
-- An IR folder (optimum-intel or openvino-genai layout, see :mod:`inference.model_inspect`) is validated
+- An IR folder (optimum-intel or openvino-genai layout, see :mod:`inference.models.inspect`) is validated
   (model files present and readable, tokenizer IRs present or creatable), copied (hard-linked where the file
   system allows) and described in a manifest. Missing tokenizer IRs are created from the Hugging Face
-  tokenizer files with the conversion extra (:func:`inference.convert.create_tokenizer_irs`).
+  tokenizer files with the conversion extra (:func:`inference.models.convert.create_tokenizer_irs`).
 - A GGUF file is checked first (magic, architecture, tensor types), then converted to IR by openvino-genai
   (``LLMPipeline(gguf, "CPU", enable_save_ov_model=True)``, the same path as the default model), with a
   ``config.json`` derived from its metadata so the rolling context knows its RoPE.
@@ -19,9 +19,15 @@ import struct
 import threading
 from pathlib import Path
 
-from . import model_store
-from .model_inspect import HF_TOKENIZER_FILES, ModelImportError, folder_layout, has_tokenizer_irs, read_ir
-from .model_manager import (
+from . import store
+from .inspect import (
+    HF_TOKENIZER_FILES,
+    ModelImportError,
+    folder_layout,
+    has_tokenizer_irs,
+    read_ir,
+)
+from .manager import (
     ModelBuild,
     ProgressCallback,
     ProgressEvent,
@@ -86,7 +92,7 @@ def import_ir_folder(
         folder: holds ``openvino_model.xml``/``.bin`` and the tokenizer IRs or Hugging Face tokenizer files.
         name: model name in the store (default: the folder's name).
         replace: replace an installed model of the same name.
-        progress: receives :class:`inference.model_manager.ProgressEvent` s (bytes copied).
+        progress: receives :class:`inference.models.manager.ProgressEvent` s (bytes copied).
         cancel: set it to stop; the partial copy is deleted.
 
     Returns:
@@ -110,11 +116,11 @@ def import_ir_folder(
         require_conversion_extra("create the tokenizer IRs (openvino_tokenizer.xml) this folder lacks")
     files = [
         p for p in sorted(folder.iterdir())
-        if p.is_file() and not p.name.startswith(".") and p.name != model_store.MANIFEST_NAME and p.suffix.lower() != ".gguf"
+        if p.is_file() and not p.name.startswith(".") and p.name != store.MANIFEST_NAME and p.suffix.lower() != ".gguf"
     ]  # fmt: skip
     name = name_from(folder.name) if name is None else name
-    model_store.models_dir().mkdir(parents=True, exist_ok=True)
-    require_space(model_store.models_dir(), sum(p.stat().st_size for p in files), f"importing {folder.name}")
+    store.models_dir().mkdir(parents=True, exist_ok=True)
+    require_space(store.models_dir(), sum(p.stat().st_size for p in files), f"importing {folder.name}")
     with build_model(name, f"ir:{folder}", "ir-import", replace=replace, progress=say, extra={"original_layout": layout}) as build:
         copy_files(files, build.folder, say, cancel)
         if needs_tokenizer:
@@ -149,16 +155,16 @@ def inspect_gguf(path: str | Path) -> dict:
             "or an OpenVINO IR folder"
         )
     try:
-        scalars, _, tensors = model_store.read_gguf_header(path)
+        scalars, _, tensors = store.read_gguf_header(path)
     except (struct.error, UnicodeDecodeError, OverflowError, ValueError, MemoryError) as error:
         raise ModelImportError(f"{path.name} is not a valid GGUF file: its header is truncated or corrupt ({error})") from error
-    except model_store.ModelFetchError as error:
+    except store.ModelFetchError as error:
         raise ModelImportError(str(error)) from error
     arch = scalars.get("general.architecture")
-    if arch not in model_store.GGUF_ARCHITECTURES:
+    if arch not in store.GGUF_ARCHITECTURES:
         raise ModelImportError(
             f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: "
-            f"{', '.join(model_store.GGUF_ARCHITECTURES)}"
+            f"{', '.join(store.GGUF_ARCHITECTURES)}"
         )
     counts: dict[str, int] = {}
     bad: set[str] = set()
@@ -183,8 +189,8 @@ def inspect_gguf(path: str | Path) -> dict:
     layer_types = [t for t in matrix_types if t in _TYPE_BITS]
     bits = min((_TYPE_BITS[t] for t in layer_types), default=None)
     try:
-        config = model_store._hf_config_from_gguf(path)
-    except (model_store.ModelFetchError, KeyError, TypeError, ValueError) as error:
+        config = store._hf_config_from_gguf(path)
+    except (store.ModelFetchError, KeyError, TypeError, ValueError) as error:
         raise ModelImportError(f"{path.name}: incomplete metadata ({error})") from error
     return {
         "architecture": arch,
@@ -225,9 +231,9 @@ def import_gguf(
     info = inspect_gguf(path)
     name = name_from(path.name) if name is None else name
     size = path.stat().st_size
-    model_store.models_dir().mkdir(parents=True, exist_ok=True)
+    store.models_dir().mkdir(parents=True, exist_ok=True)
     # The GGUF copy, the IR (about the GGUF's size) and the tokenizer IRs coexist for a moment.
-    require_space(model_store.models_dir(), 2 * size, f"importing {path.name}")
+    require_space(store.models_dir(), 2 * size, f"importing {path.name}")
     extra = {"bits": info["bits"], "gguf_file_type": info["file_type"], "gguf_tensor_types": info["tensor_types"]}
     with build_model(name, f"gguf:{path}", "gguf-import", replace=replace, progress=say, extra=extra) as build:
         _convert_gguf_into(path, build, info["config"], say, cancel)
@@ -240,13 +246,13 @@ def _convert_gguf_into(path: Path, build: ModelBuild, config: dict, say: Progres
     check_cancel(cancel)
     say(ProgressEvent(f"Converting {path.name} to OpenVINO IR (openvino-genai)...", stage="convert"))
     try:
-        model_store._export_ir(gguf_copy)
+        store._export_ir(gguf_copy)
     except (RuntimeError, IndexError) as error:
         first = str(error).strip().splitlines()
         detail = next((line for line in reversed(first) if line.strip()), type(error).__name__) if first else type(error).__name__
         raise ModelImportError(
             f"openvino-genai could not convert {path.name}: {detail}. GGUF files of architectures "
-            f"{', '.join(model_store.GGUF_ARCHITECTURES)} with weights in {', '.join(SUPPORTED_GGUF_TYPES)} work."
+            f"{', '.join(store.GGUF_ARCHITECTURES)} with weights in {', '.join(SUPPORTED_GGUF_TYPES)} work."
         ) from error
     os.unlink(gguf_copy)
     missing = [n for n in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml") if not (build.folder / n).is_file()]
@@ -255,7 +261,7 @@ def _convert_gguf_into(path: Path, build: ModelBuild, config: dict, say: Progres
             f"openvino-genai did not write {', '.join(missing)} for {path.name}; check that openvino-genai and "
             "openvino-tokenizers are installed at matching versions"
         )
-    model_store._write_json(build.folder / model_store.CONFIG_NAME, config)
+    store._write_json(build.folder / store.CONFIG_NAME, config)
     check_cancel(cancel)
 
 

@@ -1,8 +1,8 @@
 """``specchat models ...``: list, import, download, convert, remove, pair, catalogue (no Qt imported here).
 
-Wired into :mod:`app.cli` by :func:`add_models_subcommands` (parsers) and :func:`run_models_command` (dispatch).
+Wired into :mod:`app.cli.commands` by :func:`add_models_subcommands` (parsers) and :func:`run_models_command` (dispatch).
 Long operations print progress on stderr; Ctrl+C cancels them cleanly (nothing is left in the store) and
-exits with status 130. Errors print ``error: ...`` and exit with status 2 (see ``app.cli.main``).
+exits with status 130. Errors print ``error: ...`` and exit with status 2 (see ``app.cli.commands.main``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from inference import model_store
-from inference.model_manager import OperationCancelled, ProgressEvent
+from inference.models import store
+from inference.models.manager import OperationCancelled, ProgressEvent
 
 BITS = (4, 8, 16)
 
@@ -158,7 +158,7 @@ def _ctrl_c_cancels():
 
 
 def _list(args: argparse.Namespace) -> int:
-    manifests = model_store.list_models()
+    manifests = store.list_models()
     if getattr(args, "json", False):
         print(json.dumps(manifests, indent=2))
         return 0
@@ -186,7 +186,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _done(folder: Path) -> int:
-    manifest = model_store.read_manifest(folder)
+    manifest = store.read_manifest(folder)
     extra = f", group size {manifest['group_size']}" if manifest.get("group_size") else ""
     print(f"{manifest['name']}: {manifest.get('bits', '?')}-bit{extra}, {manifest['size_bytes'] / 2**20:.0f} MiB, "
           f"RoPE {'supported' if manifest.get('rope_supported') else 'unsupported'}", file=sys.stderr)  # fmt: skip
@@ -195,7 +195,7 @@ def _done(folder: Path) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from inference.model_import import import_model
+    from inference.models.importing import import_model
 
     with _ctrl_c_cancels() as cancel:
         folder = import_model(args.path, args.name, replace=args.replace, progress=_Printer(), cancel=cancel)
@@ -203,7 +203,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from inference.hub_download import install_from_hub
+    from inference.models.hub import install_from_hub
 
     with _ctrl_c_cancels() as cancel:
         folder = install_from_hub(
@@ -214,7 +214,7 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from inference.convert import convert_checkpoint, require_conversion_extra
+    from inference.models.convert import convert_checkpoint, require_conversion_extra
 
     require_conversion_extra()
     source = Path(args.source).expanduser()
@@ -224,7 +224,7 @@ def _convert(args: argparse.Namespace) -> int:
                 source, args.bits, args.name, group_size=args.group_size, replace=args.replace, progress=_Printer(), cancel=cancel
             )
         else:
-            from inference.hub_download import inspect_repo, install_from_hub
+            from inference.models.hub import inspect_repo, install_from_hub
 
             repo = inspect_repo(args.source, args.revision, endpoint=args.endpoint)
             if repo.kind != "transformers":
@@ -241,7 +241,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from inference.model_manager import find_model, remove_model
+    from inference.models.manager import find_model, remove_model
 
     folder = find_model(args.name)
     if not args.yes:
@@ -257,8 +257,8 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from inference.model_inspect import check_pair
-    from inference.model_manager import find_model
+    from inference.models.inspect import check_pair
+    from inference.models.manager import find_model
 
     info = check_pair(find_model(args.target), find_model(args.draft))
     print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
@@ -266,7 +266,7 @@ def _pair(args: argparse.Namespace) -> int:
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from inference.catalogue import pairs
+    from inference.models.catalogue import pairs
 
     entries = pairs()
     if args.json:

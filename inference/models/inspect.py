@@ -10,7 +10,7 @@ Two folder layouts are recognised (both hold ``openvino_model.xml``/``.bin``):
   are present; ``config.json`` may be missing (a GGUF converted by openvino-genai has none).
 - ``optimum-intel``: ``config.json`` plus the Hugging Face tokenizer files (``tokenizer.json``...), with or
   without the tokenizer IRs; missing IRs can be created with the conversion extra
-  (:func:`inference.convert.create_tokenizer_irs`).
+  (:func:`inference.models.convert.create_tokenizer_irs`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .model import TOKENIZER_PROBE, TokenizerMismatchError, sliding_window_of
-from .model_store import ModelFetchError
+from ..model import TOKENIZER_PROBE, TokenizerMismatchError, sliding_window_of
+from .store import ModelFetchError
 
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
 TOKENIZER_IR_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
@@ -107,7 +107,7 @@ def read_ir(folder: Path | str):
     """
     import openvino as ov
 
-    from .devices import core
+    from ..devices import core
 
     path = Path(folder) / "openvino_model.xml"
     try:
@@ -177,7 +177,7 @@ def tokenizer_info(folder: Path | str, vocab_size: int | None = None) -> Tokeniz
     Raises:
         ModelImportError: the tokenizer IRs are missing or unreadable.
     """
-    from .model import shared_tokenizer
+    from ..model import shared_tokenizer
 
     folder = Path(folder)
     if not has_tokenizer_irs(folder):
@@ -228,7 +228,7 @@ def rope_support(folder: Path | str) -> tuple[bool, str]:
         ``(True, "")``, or ``(False, reason)`` with :class:`inference.rope.RopeUnsupportedError`'s message
         (no config.json, no RoPE, or a length-dependent RoPE scaling).
     """
-    from .rope import RopeParameters, RopeUnsupportedError
+    from ..rope import RopeParameters, RopeUnsupportedError
 
     try:
         RopeParameters.from_model_dir(Path(folder))
@@ -240,7 +240,7 @@ def rope_support(folder: Path | str) -> tuple[bool, str]:
 
 
 def describe_folder(folder: Path | str) -> dict[str, Any]:
-    """Manifest fields that describe a finished IR folder (see :func:`inference.model_manager.write_manifest`).
+    """Manifest fields that describe a finished IR folder (see :func:`inference.models.manager.write_manifest`).
 
     Returns:
         ``{"layout", "bits", "weight_types", "vocab_size", "tokenizer_fingerprint", "special_tokens",

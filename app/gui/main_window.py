@@ -17,24 +17,32 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from inference.model import ModelLoadError, TokenizerMismatchError
-from inference.model_store import ModelFetchError, list_models
+from inference.models.store import ModelFetchError, list_models
 from inference.precision import PrecisionError
 from inference.rope import RopeUnsupportedError
 
-from .chat_view import ChatView
-from .composer import Composer
-from .conversation_list import ConversationList
-from .dialogs import ModelProgressDialog, choose_file, message_box
 from .gc_policy import freeze_startup_objects
 from .history_db import HistoryDB
 from .inference_worker import GenerationRequest, InferenceWorker, ModelInfo, ModelSpec
-from .live_graph import LiveGraph
 from .reply_recorder import ReplyRecorder
-from .settings_pane import SettingsPane
 from .settings_store import AppSettings, SettingsStore
+from .widgets.chat_view import ChatView
+from .widgets.composer import Composer
+from .widgets.conversation_list import ConversationList
+from .widgets.dialogs import ModelProgressDialog, choose_file, message_box
+from .widgets.live_graph import LiveGraph
+from .widgets.settings_pane import SettingsPane
 
 logger = logging.getLogger(__name__)
 
@@ -836,7 +844,7 @@ class MainWindow(QMainWindow):
 
     def show_models(self) -> None:
         """Open the Models dialog (not modal); the draft-model choices follow what it adds or removes."""
-        from .models_dialog import ModelsDialog
+        from .widgets.models_dialog import ModelsDialog
 
         if self.models_dialog is None:
             self.models_dialog = ModelsDialog(self)

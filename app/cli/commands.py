@@ -1,4 +1,4 @@
-"""The ``specchat`` command: headless generation, terminal chat, model management (no Qt imported here)."""
+"""The ``specchat`` subcommands: headless generation, terminal chat, model management (no Qt imported here)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,28 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from inference import model_store
+from app import __version__
 from inference.chat import ChatSession
+from inference.devices import available_devices
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, TextDelta
-from inference.devices import available_devices
 from inference.model import ModelLoadError
-from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
+from inference.models import store
+from inference.precision import (
+    INFERENCE_PRECISIONS,
+    KV_CACHE_PRECISIONS,
+    SWITCHES,
+    PrecisionSettings,
+)
 from inference.rope import RopeUnsupportedError
-from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
-USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, model_store.ModelFetchError)
+USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, store.ModelFetchError)
 
 
 def _n_keep(value: str) -> int | str:
@@ -29,7 +40,7 @@ def _n_keep(value: str) -> int | str:
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, help="target model folder (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--bits", type=int, choices=model_store.SUPPORTED_BITS, default=4, help="bit-width of the default model")
+    parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=4, help="bit-width of the default model")
     parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
     parser.add_argument("--draft", default="lookup", help="draft model folder, or 'lookup' for prompt-lookup drafting")
     parser.add_argument("--k", type=int, default=4, help="draft tokens per step (1..16)")
@@ -59,6 +70,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``specchat`` command."""
     parser = argparse.ArgumentParser(prog="specchat", description="Chat with local LLMs on OpenVINO, fast.")
+    parser.add_argument("--version", action="version", version=f"specchat {__version__}")
+    parser.add_argument("--data-dir", type=Path, help="data folder: models and chat history (default: the platform's)")
+    parser.add_argument("--config-dir", type=Path, help="config folder: settings.json (default: the platform's)")
     commands = parser.add_subparsers(dest="command")
     generate = commands.add_parser("generate", help="stream one reply to stdout, statistics to stderr")
     generate.add_argument("prompt")
@@ -68,11 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_options(chat)
     models = commands.add_parser("models", help="manage models: list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
-    from app.models_cli import add_models_subcommands
+    from app.cli.models import add_models_subcommands
 
     add_models_subcommands(models_commands)
     fetch = models_commands.add_parser("fetch-default", help="fetch and convert the embedded default model")
-    fetch.add_argument("--bits", type=int, choices=model_store.SUPPORTED_BITS, nargs="*", default=[4])
+    fetch.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, nargs="*", default=[4])
     return parser
 
 
@@ -99,7 +113,7 @@ def _progress(message: str) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    target = args.model or model_store.ensure_default_model(args.bits, progress=_progress)
+    target = args.model or store.ensure_default_model(args.bits, progress=_progress)
     draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
@@ -240,28 +254,21 @@ def _chat(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     if args.models_command == "fetch-default":
         for bits in args.bits:
-            print(model_store.ensure_default_model(bits, progress=_progress))
+            print(store.ensure_default_model(bits, progress=_progress))
         return 0
-    from app.models_cli import run_models_command
+    from app.cli.models import run_models_command
 
     return run_models_command(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``specchat`` console script; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        from app.gui import run  # lazily: the command line stays Qt-free
+def run_command(args: argparse.Namespace) -> int:
+    """Run the subcommand ``args.command`` (``generate``, ``chat`` or ``models``); returns the exit status.
 
-        return run()
+    Errors a user can fix (bad settings, a model that cannot be fetched or loaded) print one line and give 2.
+    """
     handlers = {"generate": _generate, "chat": _chat, "models": _models}
     try:
         return handlers[args.command](args)
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

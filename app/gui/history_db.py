@@ -1,6 +1,6 @@
 """Chat history in SQLite: conversations and messages, WAL mode, versioned schema with migrations.
 
-The database lives in ``inference.model_store.data_dir() / "history.sqlite3"`` (the platformdirs user data
+The database lives in ``inference.models.store.data_dir() / "history.sqlite3"`` (the platformdirs user data
 folder, or ``$SPECCHAT_DATA_DIR``). Every write commits at once, so a killed process loses nothing that was
 written; the GUI writes a user message before generation starts and a streaming reply at least every second.
 
@@ -87,7 +87,7 @@ class Message:
     Attributes:
         state: ``complete``; ``streaming`` while generated (still so after a crash: shown as interrupted);
             ``stopped`` by the user; ``error`` when generation failed (the text so far is kept).
-        stats: reply statistics (see ``app.reply_recorder``), {} for user messages.
+        stats: reply statistics (see ``app.gui.application.reply_recorder``), {} for user messages.
         draft_spans: ``[start, end)`` character ranges of the content that came from accepted draft tokens.
     """
 
@@ -104,7 +104,7 @@ class Message:
 
 def history_path() -> Path:
     """Where the history database lives: ``data_dir() / "history.sqlite3"`` (honours ``$SPECCHAT_DATA_DIR``)."""
-    from inference.model_store import data_dir
+    from inference.models.store import data_dir
 
     return data_dir() / DB_NAME
 

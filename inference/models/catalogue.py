@@ -5,7 +5,7 @@ downloaded as it is; a transformers repository is converted at the bit-width the
 needs the conversion extra. Sizes are approximate download sizes in MB (for transformers repositories: of the 4-bit
 result). Gated repositories (Llama) need the licence accepted on the hub and ``HF_TOKEN`` set.
 
-Pairing is still checked on the real files (:func:`inference.model_inspect.check_pair`) once both are installed:
+Pairing is still checked on the real files (:func:`inference.models.inspect.check_pair`) once both are installed:
 the logits width must be equal too. That is why Qwen2.5-7B (152,064 logits) is not paired with Qwen2.5-0.5B
 (151,936 logits) here, though their tokenizers agree.
 """

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inference import model_store
+from inference.models import store
 
 INSTALLED_COLUMNS = ("Name", "Bits", "Size", "RoPE", "Tokenizer", "Source", "Added")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
@@ -72,7 +72,7 @@ class _Job(QObject):
         self.progress.emit(event.message, fraction)
 
     def _run(self) -> None:
-        from inference.model_manager import OperationCancelled
+        from inference.models.manager import OperationCancelled
 
         try:
             result = self.work(self._report, self.cancel)
@@ -227,7 +227,7 @@ class ModelsDialog(QDialog):
         return page
 
     def _catalogue_tab(self) -> QWidget:
-        from inference.catalogue import pairs
+        from inference.models.catalogue import pairs
 
         page = QWidget()
         self.catalogue = pairs()
@@ -261,7 +261,7 @@ class ModelsDialog(QDialog):
 
     def refresh(self) -> None:
         """Re-read the manifests of the store (fast: JSON files only)."""
-        self._manifests = model_store.list_models()
+        self._manifests = store.list_models()
         self.table.setRowCount(len(self._manifests))
         for row, manifest in enumerate(self._manifests):
             rope = manifest.get("rope_supported")
@@ -313,7 +313,7 @@ class ModelsDialog(QDialog):
         box.open()
 
     def _remove_confirmed(self, path: str) -> None:
-        from inference.model_manager import remove_model
+        from inference.models.manager import remove_model
 
         self._start(f"Removing {Path(path).name}", lambda report, cancel: remove_model(path, report), changes_models=True)
 
@@ -322,7 +322,7 @@ class ModelsDialog(QDialog):
         if not target or not draft:
             self.pair_result.setText("Install at least two models to check a pair.")
             return
-        from inference.model_inspect import check_pair
+        from inference.models.inspect import check_pair
 
         self.pair_result.setText("Checking…")
         self._start("Checking the pair", lambda report, cancel: check_pair(target, draft), on_success=self._pair_ok, on_failure=self._pair_refused)
@@ -373,13 +373,13 @@ class ModelsDialog(QDialog):
         replace = self.replace_box.currentIndex() == 1
         self.log.clear()
         if kind in ("gguf", "ir"):
-            from inference.model_import import import_model
+            from inference.models.importing import import_model
 
             def work(report, cancel):
                 return import_model(text, name, replace=replace, progress=report, cancel=cancel)
 
         elif kind == "checkpoint":
-            from inference.convert import convert_checkpoint
+            from inference.models.convert import convert_checkpoint
 
             def work(report, cancel):
                 return convert_checkpoint(text, bits, name, replace=replace, progress=report, cancel=cancel)
@@ -390,7 +390,7 @@ class ModelsDialog(QDialog):
 
     @staticmethod
     def _download_work(repo_id: str, bits: int, name: str | None, replace: bool):
-        from inference.hub_download import install_from_hub
+        from inference.models.hub import install_from_hub
 
         def work(report, cancel):
             return install_from_hub(repo_id, bits=bits, name=name, replace=replace, progress=report, cancel=cancel)
@@ -410,12 +410,12 @@ class ModelsDialog(QDialog):
             return
         pair = self.catalogue[rows[0].row()]
         bits = int(self.bits_combo.currentData())
-        from inference.hub_download import install_from_hub
+        from inference.models.hub import install_from_hub
 
         def work(report, cancel):
             target = install_from_hub(pair.target.repo_id, bits=None if pair.target.openvino else bits, progress=report, cancel=cancel)
             draft = install_from_hub(pair.draft.repo_id, bits=None if pair.draft.openvino else bits, progress=report, cancel=cancel)
-            from inference.model_inspect import check_pair
+            from inference.models.inspect import check_pair
 
             check_pair(target, draft)
             return target

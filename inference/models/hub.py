@@ -5,10 +5,10 @@ Three kinds of repository are recognised from their file list (:func:`inspect_re
 - ``openvino``: pre-converted (``openvino_model.xml`` at the top): downloaded as-is and imported like a local
   IR folder (tokenizer IRs created with the conversion extra if the repository lacks them);
 - ``transformers``: a plain checkpoint (``config.json`` + ``*.safetensors``): downloaded, then converted at 4,
-  8 or 16 bits by :func:`inference.convert.convert_checkpoint` (needs the conversion extra, checked before
+  8 or 16 bits by :func:`inference.models.convert.convert_checkpoint` (needs the conversion extra, checked before
   anything is downloaded);
 - ``gguf``: one or more ``.gguf`` files: the chosen one is downloaded and imported by
-  :func:`inference.model_import.import_gguf`.
+  :func:`inference.models.importing.import_gguf`.
 
 Downloads use huggingface_hub for the repository metadata (``HfApi.model_info`` with file sizes, LFS SHA-256
 and git blob ids), URLs, authentication headers (``HF_TOKEN``) and its HTTP session; the bytes are streamed by
@@ -37,9 +37,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import model_store
-from .model_inspect import ModelImportError
-from .model_manager import (
+from . import store
+from .inspect import ModelImportError
+from .manager import (
     OperationCancelled,
     ProgressCallback,
     ProgressEvent,
@@ -123,7 +123,12 @@ def inspect_repo(repo_id: str, revision: str = "main", *, endpoint: str | None =
             the hub is unreachable (the message says which and what to do).
     """
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise ModelImportError(f"{repo_id!r} is not a Hugging Face repository id; expected 'organisation/name'")
@@ -201,7 +206,7 @@ def select_files(repo: HubRepo, gguf_file: str | None = None) -> list[HubFile]:
 
 def staging_dir(repo: HubRepo) -> Path:
     """Where a repository's files are downloaded before installation (kept for resuming)."""
-    return model_store.data_dir() / "downloads" / "hub" / f"{repo.repo_id.replace('/', '--')}@{repo.revision}"
+    return store.data_dir() / "downloads" / "hub" / f"{repo.repo_id.replace('/', '--')}@{repo.revision}"
 
 
 def download_files(
@@ -378,11 +383,11 @@ def install_from_hub(
         The installed model folder.
 
     Raises:
-        ModelImportError: see :func:`inspect_repo`, :func:`download_files`, :mod:`inference.model_import`.
+        ModelImportError: see :func:`inspect_repo`, :func:`download_files`, :mod:`inference.models.importing`.
         ConversionExtraMissing: a transformers checkpoint without the conversion extra (before downloading).
         OperationCancelled: ``cancel`` was set.
     """
-    from . import convert, model_import
+    from . import convert, importing
 
     say = progress or (lambda event: None)
     say(ProgressEvent(f"Looking up {repo_id}...", stage="check"))
@@ -411,7 +416,7 @@ def install_from_hub(
                 extra_manifest={"kind": "hub-convert", "repo_id": repo_id, "revision": repo.revision},
             )  # fmt: skip
         elif repo.kind == "gguf":
-            folder = model_import.import_gguf(stage / files[0].path, name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel)
+            folder = importing.import_gguf(stage / files[0].path, name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel)
             _annotate(folder, source=source, kind="hub-download", repo_id=repo_id, revision=repo.revision)
         else:
             folder = _install_openvino(repo, files, stage, name or base_name, source, replace, say, cancel)
@@ -423,7 +428,7 @@ def install_from_hub(
 
 
 def _install_openvino(repo: HubRepo, files: list[HubFile], stage: Path, name: str, source: str, replace: bool, say, cancel) -> Path:
-    from .model_inspect import folder_layout, has_tokenizer_irs, read_ir
+    from .inspect import folder_layout, has_tokenizer_irs, read_ir
 
     folder_layout(stage)
     read_ir(stage)
@@ -444,6 +449,6 @@ def _install_openvino(repo: HubRepo, files: list[HubFile], stage: Path, name: st
 
 
 def _annotate(folder: Path, **fields) -> None:
-    manifest = model_store.read_manifest(folder)
+    manifest = store.read_manifest(folder)
     manifest.update(fields)
-    model_store._write_json(folder / model_store.MANIFEST_NAME, manifest)
+    store._write_json(folder / store.MANIFEST_NAME, manifest)

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 
 from inference.model import REQUIRED_FILES
 
+from ..settings_store import DECODING_MODES, AppSettings
 from .dialogs import choose_file
-from .settings_store import DECODING_MODES, AppSettings
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
 BIG = 1_000_000
@@ -245,7 +245,7 @@ class SettingsPane(QScrollArea):
             combo.blockSignals(False)
 
     def set_models(self, models: list[dict]) -> None:
-        """Offer installed models (``inference.model_store.list_models()``) as draft models."""
+        """Offer installed models (``inference.models.store.list_models()``) as draft models."""
         current = self.draft_model.currentData()
         self.draft_model.blockSignals(True)
         self.draft_model.clear()
