@@ -21,7 +21,8 @@ def tiny_sources(tiny_ir):
 
 
 @pytest.fixture
-def dialog(qtbot, tmp_path, monkeypatch):
+def dialog(qtbot, qasync_loop, tmp_path, monkeypatch):
+    """The dialog on the asyncio loop that runs on Qt's (its operations are coroutines there, as in the app)."""
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("SPECCHAT_DISK_QUOTA_BYTES", raising=False)
     widget = ModelsDialog()

@@ -1,20 +1,23 @@
 """The Models dialog: installed models, adding one (import, download, convert), removing, pairing, catalogue.
 
 ``ModelsDialog(parent=None)`` is self-contained; it emits ``models_changed`` after a model was added or removed.
-All long work (copying, converting, downloading, reading tokenizers for a pair check) runs in a Python worker
-thread; the worker reports through Qt signals, which Qt queues to the GUI thread, so the event loop never
-blocks. One operation runs at a time; Cancel stops it and nothing is left in the store.
+All long work (copying, converting, downloading, reading tokenizers for a pair check) runs off the GUI thread
+the way ``app.gui.background`` prescribes: a coroutine on the GUI loop awaits it in a daemon thread, and its
+progress reaches the GUI thread through ``loop.call_soon_threadsafe``, so the event loop never blocks. One
+operation runs at a time; Cancel stops it (a ``threading.Event`` it polls) and nothing is left in the store.
+Quitting does not wait for an operation still running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -39,49 +42,54 @@ from PySide6.QtWidgets import (
 
 from inference.models import store
 
+from ..background import DaemonThreadExecutor, run_in, threadsafe
+
 INSTALLED_COLUMNS = ("Name", "Bits", "Size", "RoPE", "Tokenizer", "Source", "Added")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 
 
-class _Job(QObject):
-    """Runs one function in a worker thread; its signals arrive in the GUI thread (queued connections)."""
+#: Shortest time between two progress updates that only change a byte count (at most ~20 a second).
+PROGRESS_INTERVAL_S = 0.05
 
-    progress = Signal(str, float)  # message, fraction in [0, 1] or -1 when unknown
-    succeeded = Signal(object)
-    failed = Signal(str)
-    cancelled = Signal()
 
-    def __init__(self, title: str, work: Callable[[Callable, threading.Event], Any]) -> None:
-        super().__init__()
-        self.title = title
-        self.work = work
-        self.cancel = threading.Event()
+@dataclass
+class Operation:
+    """The operation running (at most one).
+
+    Attributes:
+        title: what it does ("Adding org/name"); cancel: set to make it stop (it cleans up and reports
+        cancelled); task: the coroutine on the GUI loop that awaits it.
+    """
+
+    title: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    task: asyncio.Task | None = None
+
+
+class ProgressThrottle:
+    """The progress callback handed to a store operation: passes ``(message, fraction)`` on, at most every
+    PROGRESS_INTERVAL_S for repeats of the same message (byte counts), always for a new message or completion.
+
+    Args:
+        deliver: called with ``(message, fraction in [0, 1] or -1 when unknown)``; may be called from any thread
+            (give it a :func:`~app.gui.background.threadsafe` callback).
+        clock: monotonic clock in seconds.
+    """
+
+    def __init__(self, deliver: Callable[[str, float], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self._deliver = deliver
+        self._clock = clock
         self._last_emit = 0.0
         self._last_message = ""
-        self.thread = threading.Thread(target=self._run, name=f"models-dialog: {title}", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
-
-    def _report(self, event) -> None:
-        now = time.monotonic()
+    def __call__(self, event) -> None:
+        """Report an ``inference.models.progress`` event (``.message``, ``.fraction`` or None)."""
+        now = self._clock()
         fraction = event.fraction if event.fraction is not None else -1.0
-        if event.message == self._last_message and now - self._last_emit < 0.05 and fraction < 1.0:
-            return  # at most ~20 updates a second for byte counts
+        if event.message == self._last_message and now - self._last_emit < PROGRESS_INTERVAL_S and fraction < 1.0:
+            return
         self._last_emit, self._last_message = now, event.message
-        self.progress.emit(event.message, fraction)
-
-    def _run(self) -> None:
-        from inference.models.manager import OperationCancelled
-
-        try:
-            result = self.work(self._report, self.cancel)
-        except OperationCancelled:
-            self.cancelled.emit()
-        except Exception as error:  # shown to the user; the message says what to do
-            self.failed.emit(f"{error}" if str(error) else type(error).__name__)
-        else:
-            self.succeeded.emit(result)
+        self._deliver(event.message, fraction)
 
 
 def classify_source(text: str) -> str:
@@ -114,7 +122,8 @@ class ModelsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.resize(900, 560)
-        self.job: _Job | None = None
+        self.job: Operation | None = None
+        self._executor = DaemonThreadExecutor("models-dialog")
         self._manifests: list[dict] = []
 
         self.tabs = QTabWidget()
@@ -425,17 +434,15 @@ class ModelsDialog(QDialog):
     # --- jobs ------------------------------------------------------------------------------------
 
     def busy(self) -> bool:
+        """True while an operation runs."""
         return self.job is not None
 
     def _start(self, title: str, work, *, changes_models: bool = False, on_success=None, on_failure=None) -> None:
+        """Run ``work(report, cancel)`` off the GUI thread (see the module doc); one operation at a time."""
         if self.job is not None:
             self._set_status("Another operation is running; wait for it or cancel it.")
             return
-        job = _Job(title, work)
-        job.progress.connect(self._on_progress)
-        job.succeeded.connect(lambda result: self._finish(job, f"{title}: done", changes_models, on_success, result))
-        job.failed.connect(lambda message: self._finish(job, f"{title} failed: {message}", changes_models, on_failure, message, failed=True))
-        job.cancelled.connect(lambda: self._finish(job, f"{title}: cancelled; nothing was added", changes_models, None, None, failed=True))
+        job = Operation(title)
         self.job = job
         self.progress_bar.setVisible(True)
         self.progress_bar.setRange(0, 0)  # busy until the first fraction arrives
@@ -443,7 +450,22 @@ class ModelsDialog(QDialog):
         self.cancel_button.setEnabled(True)
         self._set_status(f"{title}…")
         self._update_buttons()
-        job.start()
+        job.task = asyncio.ensure_future(self._run(job, work, changes_models, on_success, on_failure))
+
+    async def _run(self, job: Operation, work, changes_models: bool, on_success, on_failure) -> None:
+        from inference.models.manager import OperationCancelled
+
+        title = job.title
+        report = ProgressThrottle(threadsafe(self._on_progress))
+        try:
+            result = await run_in(self._executor, work, report, job.cancel)
+        except OperationCancelled:
+            self._finish(job, f"{title}: cancelled; nothing was added", changes_models, None, None, failed=True)
+        except Exception as error:  # shown to the user; the message says what to do
+            message = f"{error}" if str(error) else type(error).__name__
+            self._finish(job, f"{title} failed: {message}", changes_models, on_failure, message, failed=True)
+        else:
+            self._finish(job, f"{title}: done", changes_models, on_success, result)
 
     def _on_progress(self, message: str, fraction: float) -> None:
         if fraction >= 0:
@@ -456,10 +478,9 @@ class ModelsDialog(QDialog):
         if message != last:
             self.log.appendPlainText(message)
 
-    def _finish(self, job: _Job, message: str, changes_models: bool, callback, value, failed: bool = False) -> None:
+    def _finish(self, job: Operation, message: str, changes_models: bool, callback, value, failed: bool = False) -> None:
         if job is not self.job:
             return
-        job.thread.join(timeout=5)
         self.job = None
         self.progress_bar.setVisible(False)
         self.cancel_button.setEnabled(False)
