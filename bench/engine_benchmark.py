@@ -36,6 +36,7 @@ from inference.events import StepStats  # noqa: E402
 from inference.models.store import ensure_default_model  # noqa: E402
 from inference.settings import (  # noqa: E402
     ContextSettings,
+    Decoding,
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
@@ -55,9 +56,9 @@ AR_PROMPTS = [
 ]
 
 
-def _settings(mode: str, max_new_tokens: int, k: int = 4, n_ctx: int = 4096) -> GenerationSettings:
+def _settings(decoding: str, max_new_tokens: int, k: int = 4, n_ctx: int = 4096) -> GenerationSettings:
     return GenerationSettings(
-        mode=mode,
+        decoding=Decoding(decoding),
         sampling=SamplingSettings(max_new_tokens=max_new_tokens),
         context=ContextSettings(n_ctx=n_ctx),
         speculative=SpeculativeSettings(k=k),
@@ -68,9 +69,9 @@ def _chat_ids(engine: Engine, text: str) -> list[int]:
     return ChatSession(engine, messages=[{"role": "user", "content": text}]).prompt_ids()
 
 
-def _ours(engine: Engine, ids, settings, drafter=None):
+def _ours(engine: Engine, ids, settings):
     engine.reset()
-    return engine.generate_text(ids, settings, drafter=drafter)
+    return engine.generate_text(ids, settings)
 
 
 def bench_ar_vs_genai(engine: Engine, folder: Path, reps: int, new_tokens: int) -> dict:
@@ -115,7 +116,8 @@ def bench_speculative(engine: Engine, reps: int, new_tokens: int, k: int) -> dic
     for _ in range(reps):
         ar = _ours(engine, ids, _settings("ar", new_tokens))
         for drafter in drafters:
-            spec = _ours(engine, ids, _settings("spec", new_tokens, k=k), drafter)
+            decoding = Decoding.DRAFT_MODEL if drafter == "model" else Decoding.PROMPT_LOOKUP
+            spec = _ours(engine, ids, _settings(decoding, new_tokens, k=k))
             speedups[drafter].append(spec.decode_tokens_per_s / ar.decode_tokens_per_s)
             acceptance[drafter].append(spec.acceptance_rate or 0.0)
             if drafter not in divergences:
@@ -164,7 +166,7 @@ def bench_step_overhead(target_dir: Path, reps: int, k: int) -> dict:
         overheads = []
         for _ in range(reps):
             engine.reset()
-            for event in engine.generate(ids, _settings("spec", 64, k=k), drafter="model"):
+            for event in engine.generate(ids, _settings(Decoding.DRAFT_MODEL, 64, k=k)):
                 if isinstance(event, StepStats) and event.drafted == event.accepted == k:
                     overheads.append(event.step_ms - event.draft_ms - event.verify_ms)
         out[f"cached_tokens_{cached}"] = len(ids)

@@ -37,6 +37,7 @@ from inference.models.store import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
 from inference.settings import (  # noqa: E402
     ContextSettings,
+    Decoding,
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
@@ -123,18 +124,19 @@ def greedy_identity(prompts: int, new_tokens: int, k: int, precision: PrecisionS
     engine = Engine(target, load_model(ensure_default_model(8), "CPU"))
     texts = [template.format(topic) for template in TEMPLATES for topic in TOPICS][:prompts]
 
-    def settings(mode: str) -> GenerationSettings:
-        return GenerationSettings(mode=mode, sampling=SamplingSettings(max_new_tokens=new_tokens), speculative=SpeculativeSettings(k=k))
+    def settings(decoding: Decoding) -> GenerationSettings:
+        return GenerationSettings(decoding, sampling=SamplingSettings(max_new_tokens=new_tokens), speculative=SpeculativeSettings(k=k))
 
     identical = dict.fromkeys(drafters, 0)
     flips: dict[str, list] = {drafter: [] for drafter in drafters}
     for text in texts:
         ids = _chat_ids(engine, text)
         engine.reset()
-        ar = engine.generate_text(ids, settings("ar")).token_ids
+        ar = engine.generate_text(ids, settings(Decoding.AUTOREGRESSIVE)).token_ids
         for drafter in drafters:
             engine.reset()
-            spec = engine.generate_text(ids, settings("spec"), drafter=drafter).token_ids
+            decoding = Decoding.DRAFT_MODEL if drafter == "model" else Decoding.PROMPT_LOOKUP
+            spec = engine.generate_text(ids, settings(decoding)).token_ids
             difference = first_difference(engine, ids, ar, spec, k=k)
             if difference is None:
                 identical[drafter] += 1

@@ -179,6 +179,7 @@ class SpecChatRunner(Runner):
         from inference.events import StepStats, TextDelta
         from inference.settings import (
             ContextSettings,
+            Decoding,
             GenerationSettings,
             SamplingSettings,
             SpeculativeSettings,
@@ -187,7 +188,7 @@ class SpecChatRunner(Runner):
         self.engine = Engine.load(paths["target"], "CPU", paths["draft"] if mode == "draft" else None)
         self.mode, self.TextDelta, self.StepStats = mode, TextDelta, StepStats
         self.settings = lambda n: GenerationSettings(  # noqa: E731
-            mode="ar" if mode == "ar" else "spec",
+            decoding={"ar": Decoding.AUTOREGRESSIVE, "lookup": Decoding.PROMPT_LOOKUP, "draft": Decoding.DRAFT_MODEL}[mode],
             sampling=SamplingSettings(max_new_tokens=n, ignore_eos=True),
             context=ContextSettings(n_ctx=4096),
             speculative=SpeculativeSettings(k=K, lookup_max_ngram=MAX_NGRAM),
@@ -195,10 +196,9 @@ class SpecChatRunner(Runner):
 
     def run(self, ids, new_tokens):
         self.engine.reset()
-        drafter = {"ar": None, "lookup": "lookup", "draft": "model"}[self.mode]
         drafted = accepted = 0
         clock = TokenClock()
-        for event in self.engine.generate(ids, self.settings(new_tokens), drafter=drafter):
+        for event in self.engine.generate(ids, self.settings(new_tokens)):
             if isinstance(event, self.TextDelta):
                 clock.add([event.token_id])
             elif isinstance(event, self.StepStats):
@@ -650,7 +650,7 @@ def long_worker(policy: str, tokens: int, result_path: Path) -> int:
                     reprefills += 1
                 n = min(tokens - generated, LONG_N_CTX - len(ids))
             settings = GenerationSettings(
-                mode="ar", sampling=SamplingSettings(max_new_tokens=n, ignore_eos=True),
+                sampling=SamplingSettings(max_new_tokens=n, ignore_eos=True),
                 context=ContextSettings(n_ctx=LONG_N_CTX, n_keep=LONG_N_KEEP))
             base = generated
             for event in engine.generate(ids, settings):

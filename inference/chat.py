@@ -50,7 +50,6 @@ class ChatSession:
         self,
         user_text: str,
         settings: GenerationSettings,
-        drafter: str | None = None,
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
         """Add a user message and stream the assistant's reply; the reply (partial if cancelled) is appended.
@@ -61,17 +60,16 @@ class ChatSession:
         if not user_text.strip():
             raise ValueError("the message is empty: type something before sending")
         self.messages.append({"role": "user", "content": user_text})
-        yield from self.reply(settings, drafter, cancel)
+        yield from self.reply(settings, cancel)
 
     def reply(
         self,
         settings: GenerationSettings,
-        drafter: str | None = None,
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
         """Stream an assistant reply to the history as it is (used by ``send`` and to regenerate)."""
         ids = self.prompt_ids()
-        for event in self.engine.generate(ids, settings, drafter, self.system_prompt_tokens(), cancel):
+        for event in self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel):
             if isinstance(event, Finished):
                 self.messages.append({"role": "assistant", "content": event.stats.text})
             yield event

@@ -40,7 +40,14 @@ from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_greedy, accept_sampled, next_token, warp
-from .settings import MIN_N_CTX, ContextSettings, GenerationSettings, SamplingSettings
+from .settings import (
+    MIN_N_CTX,
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+)
 from .stop_strings import StopStringFilter
 
 # Most prompt tokens per prefill pass. One pass is much cheaper than several: a pass over tokens that follow
@@ -51,7 +58,6 @@ PREFILL_CHUNK = 2048
 # Most tokens per scoring pass (``Engine.score`` needs the logits of every position: [chunk, vocab] float32).
 SCORE_CHUNK = 512
 KV_SLACK = 64
-DRAFTERS = ("model", "lookup")
 
 
 class Engine:
@@ -124,8 +130,7 @@ class Engine:
         self,
         prompt_ids: Sequence[int],
         settings: GenerationSettings,
-        drafter: str | None = None,
-        n_keep_auto: int = 4,
+        system_prompt_tokens: int = 0,
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
         """Generate a reply to ``prompt_ids``, yielding events as it goes.
@@ -133,10 +138,10 @@ class Engine:
         Args:
             prompt_ids: token ids of the whole conversation (chat template applied), ending where the reply
                 starts. Its longest prefix already in the KV cache is not recomputed.
-            settings: validated here; ``settings.mode`` is ``ar`` or ``spec``.
-            drafter: for ``spec``: ``model`` (the draft model) or ``lookup`` (prompt lookup); None picks
-                ``model`` when a draft model is loaded, else ``lookup``.
-            n_keep_auto: what ``n_keep="auto"`` resolves to (the caller's system-prompt length); at least 4.
+            settings: validated here; ``settings.decoding`` chooses autoregressive decoding or speculative
+                decoding with the draft model or with prompt lookup.
+            system_prompt_tokens: tokens of the rendered system message, which ``n_keep="auto"`` pins
+                (``ContextSettings.resolve``).
             cancel: set it from any thread to stop; the partial reply is returned in ``Finished``.
 
         Yields:
@@ -144,17 +149,21 @@ class Engine:
             step, and ``Finished`` last.
 
         Raises:
-            ValueError: empty prompt, a setting out of range (the message names it), ``model`` drafter
-                without a draft model, or a system prompt too long for n_keep="auto".
+            ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
+                it), draft-model decoding without a draft model, or a system prompt too long for n_keep="auto".
             RopeUnsupportedError: a roll is needed but the model's RoPE cannot be shifted.
             RuntimeError: another generation is running on this engine.
         """
         if len(prompt_ids) == 0:
             raise ValueError("the prompt is empty: type a message before sending")
         settings.validate(self.target.max_position_embeddings)
-        drafter = self._choose_drafter(settings, drafter)
+        if settings.decoding is Decoding.DRAFT_MODEL and self._model_drafter is None:
+            raise SettingError(
+                "decoding", "speculative decoding with a draft model needs a draft model: load one, or use prompt lookup"
+            )
+        drafter = settings.decoding.drafter
         self._check_window(settings.context.n_ctx, drafter == "model")
-        n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
+        n_keep, n_discard = settings.context.resolve(system_prompt_tokens)
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
@@ -176,28 +185,6 @@ class Engine:
                     f"n_ctx must be in [{MIN_N_CTX}, {window}] for {model.folder.name}: it attends to a sliding window of "
                     f"{window} tokens, and the KV cache must stay inside it; lower n_ctx"
                 )
-
-    def _choose_drafter(self, settings: GenerationSettings, drafter: str | None) -> str | None:
-        if settings.mode == "ar":
-            return None
-        drafter = drafter or ("model" if self._model_drafter is not None else "lookup")
-        if drafter not in DRAFTERS:
-            raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
-        if drafter == "model" and self._model_drafter is None:
-            raise ValueError("speculative decoding with a draft model needs a draft model: load one, or use prompt lookup")
-        return drafter
-
-    def _resolve_context(self, settings: GenerationSettings, n_keep_auto: int) -> tuple[int, int]:
-        ctx = settings.context
-        if ctx.n_keep != "auto":
-            return int(ctx.n_keep), ctx.resolve_n_discard(int(ctx.n_keep))
-        n_keep = max(4, n_keep_auto)
-        if n_keep >= ctx.n_ctx - 1:
-            raise ValueError(
-                f"n_keep='auto' pins the {n_keep}-token system prompt, which leaves no room in n_ctx={ctx.n_ctx}: "
-                "raise n_ctx, shorten the system prompt, or set n_keep to a number"
-            )
-        return n_keep, ctx.resolve_n_discard(n_keep)
 
     def _reuse_prefix(self, prompt_ids: list[int], n_ctx: int) -> int:
         """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill."""
@@ -255,7 +242,7 @@ class Engine:
         with_draft = drafter == "model"
         reused = self._reuse_prefix(prompt_ids, n_ctx)
         stats = GenerationStats(
-            mode=settings.mode,
+            mode=settings.decoding.mode,
             drafter=drafter,
             prompt_tokens=len(prompt_ids),
             prefilled_tokens=len(prompt_ids) - reused,
@@ -350,7 +337,7 @@ class Engine:
 
         Args:
             token_ids: the text's ids, length N >= 2.
-            context: n_ctx / n_keep (an int here) / n_discard.
+            context: n_ctx / n_keep / n_discard (``"auto"`` keeps the minimum, there being no system prompt).
             chunk: most tokens per forward pass.
 
         Returns:
@@ -363,8 +350,7 @@ class Engine:
             raise ValueError("scoring needs at least 2 tokens")
         context.validate(self.target.max_position_embeddings)
         self._check_window(context.n_ctx, False)
-        n_keep = int(context.n_keep) if context.n_keep != "auto" else 4
-        n_discard = context.resolve_n_discard(n_keep)
+        n_keep, n_discard = context.resolve()
         tokens = list(map(int, token_ids))
         self.reset()
         scores = np.empty(len(tokens) - 1)
@@ -389,7 +375,7 @@ class Engine:
         reply_ids: Sequence[int],
         context: ContextSettings,
         k: int,
-        n_keep_auto: int = 4,
+        system_prompt_tokens: int = 0,
     ) -> tuple[float, np.ndarray]:
         """How far the target's logits move when the same reply is decoded as speculative decoding computes it
         instead of as autoregressive decoding does: the numerical noise between the two modes, measured.
@@ -406,7 +392,7 @@ class Engine:
             reply_ids: the reply tokens before the position of interest.
             context: the rolling-context settings of the generation.
             k: draft tokens per step of the speculative run (verification passes of up to k+1 tokens).
-            n_keep_auto: as for ``generate``.
+            system_prompt_tokens: as for ``generate``.
 
         Returns:
             ``(noise, logits)``: the largest absolute logit difference between (a) and (b) over every position
@@ -420,15 +406,14 @@ class Engine:
             raise ValueError("the prompt is empty")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        settings = GenerationSettings(context=context)
-        settings.validate(self.target.max_position_embeddings)
-        n_keep, n_discard = self._resolve_context(settings, n_keep_auto)
+        context.validate(self.target.max_position_embeddings)
+        n_keep, n_discard = context.resolve(system_prompt_tokens)
         n_ctx, reply = context.n_ctx, [int(t) for t in reply_ids]
         single = self._cache
         chunked = KVCache(self.target.compiled, self.target.rope, KV_SLACK, self.target.sliding_window)
         self.reset()
         try:
-            stats = GenerationStats(mode="ar")
+            stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
             prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, False, stats)
             try:
                 while True:

@@ -85,7 +85,7 @@ def first_difference(
     candidate: Sequence[int],
     context: ContextSettings = ContextSettings(),
     k: int = 4,
-    n_keep_auto: int = 4,
+    system_prompt_tokens: int = 0,
 ) -> FirstDifference | None:
     """Explain where a greedy reply differs from the greedy autoregressive reply to the same prompt.
 
@@ -96,7 +96,7 @@ def first_difference(
         candidate: the other reply's token ids (speculative).
         context: the rolling-context settings both ran with.
         k: the speculative run's draft tokens per step (K).
-        n_keep_auto: as for ``Engine.generate``.
+        system_prompt_tokens: as for ``Engine.generate``.
 
     Returns:
         None when the replies are equal, else a ``FirstDifference``.
@@ -107,7 +107,7 @@ def first_difference(
     index = first_index(reference, candidate)
     if index is None:
         return None
-    noise, logits = engine.pass_shape_noise(prompt_ids, list(reference[:index]), context, k, n_keep_auto)
+    noise, logits = engine.pass_shape_noise(prompt_ids, list(reference[:index]), context, k, system_prompt_tokens)
     top = np.sort(logits)[-2:]
     gap = float(top[1] - top[0])
     bound = NOISE_FACTOR * noise

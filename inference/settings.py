@@ -1,15 +1,76 @@
-"""Validated generation settings: sampling, speculative decoding and the rolling context.
+"""Validated generation settings: the decoding choice, sampling, speculative decoding and the rolling context.
 
-Every check raises ``ValueError`` whose message names the setting and its allowed range, so a GUI can show
-it next to the field and a CLI can print it as is.
+Design rules:
+
+* **One source of truth.** Every generation setting's default and allowed range is defined here, once; the
+  command line (argparse defaults), the window (field ranges, ``AppSettings``) and the engine read them from here.
+* **Errors name their field.** Every check raises ``SettingError`` (a ``ValueError``) whose ``field`` is the
+  setting's flat name (``"temperature"``, ``"n_ctx"``, ``"k"``...) and whose message states the allowed range, so a
+  GUI can flag the field without parsing the text and a CLI can print the message as is.
+* **One rule for n_keep="auto"**: ``ContextSettings.resolve`` turns it (and n_discard = -1) into numbers, for
+  validation, generation and scoring alike.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field, replace
 
 MAX_K = 16
 MIN_N_CTX = 16
+MAX_TEMPERATURE = 100.0
+MAX_LOOKUP_NGRAM = 8
+#: The fewest tokens ``n_keep="auto"`` pins (the attention sinks of StreamingLLM, arXiv 2309.17453, section 3.2).
+AUTO_N_KEEP_MIN = 4
+#: Largest context accepted when the model states no trained length.
+MAX_N_CTX = 1 << 31
+
+
+class SettingError(ValueError):
+    """A generation setting outside its allowed range.
+
+    Attributes:
+        field: the setting's flat name (``"temperature"``, ``"top_p"``, ``"n_ctx"``, ``"n_keep"``, ``"k"``, ...).
+    """
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class Decoding(str, enum.Enum):
+    """How a reply is decoded. The values are the keys settings files store."""
+
+    AUTOREGRESSIVE = "ar"
+    DRAFT_MODEL = "spec_model"  # speculative decoding, a draft model proposes
+    PROMPT_LOOKUP = "spec_lookup"  # speculative decoding, n-gram matches in the conversation propose
+
+    @property
+    def speculative(self) -> bool:
+        """True for both speculative choices."""
+        return self is not Decoding.AUTOREGRESSIVE
+
+    @property
+    def mode(self) -> str:
+        """``"ar"`` or ``"spec"``, as statistics and the command line's ``--mode`` name it."""
+        return "spec" if self.speculative else "ar"
+
+    @property
+    def drafter(self) -> str | None:
+        """``"model"``, ``"lookup"`` or None, as statistics name what proposed the drafts."""
+        return {Decoding.DRAFT_MODEL: "model", Decoding.PROMPT_LOOKUP: "lookup"}.get(self)
+
+    @property
+    def label(self) -> str:
+        """A human name ("Speculative, prompt lookup")."""
+        return _DECODING_LABELS[self]
+
+
+_DECODING_LABELS = {
+    Decoding.AUTOREGRESSIVE: "Autoregressive",
+    Decoding.DRAFT_MODEL: "Speculative, draft model",
+    Decoding.PROMPT_LOOKUP: "Speculative, prompt lookup",
+}
 
 
 @dataclass(frozen=True)
@@ -21,8 +82,9 @@ class SamplingSettings:
         top_k: keep the k most likely tokens; 0 disables. Range >= 0.
         top_p: nucleus sampling, keep the smallest set of tokens whose probability mass >= top_p. Range (0, 1].
         seed: seed of the random generator; the same seed and settings give the same reply. None = random.
+            Range [0, 2^63).
         max_new_tokens: stop after this many generated tokens. Range >= 1.
-        stop_strings: generation stops before the first occurrence of any of these strings.
+        stop_strings: generation stops before the first occurrence of any of these strings (none empty).
         ignore_eos: keep generating past end-of-sequence tokens (benchmarks that need exact lengths).
     """
 
@@ -40,19 +102,21 @@ class SamplingSettings:
         return self.temperature == 0.0
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting outside its range."""
-        if not 0.0 <= self.temperature <= 100.0:
-            raise ValueError(f"temperature must be in [0, 100] (0 = greedy), got {self.temperature}")
+        """Raise SettingError naming the first setting outside its range."""
+        if not 0.0 <= self.temperature <= MAX_TEMPERATURE:
+            raise SettingError(
+                "temperature", f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy), got {self.temperature}"
+            )
         if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 = disabled), got {self.top_k}")
+            raise SettingError("top_k", f"top_k must be >= 0 (0 = disabled), got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise SettingError("top_p", f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise SettingError("max_new_tokens", f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.seed is not None and not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed must be in [0, 2^63), got {self.seed}")
+            raise SettingError("seed", f"seed must be in [0, 2^63), got {self.seed}")
         if any(not s for s in self.stop_strings):
-            raise ValueError("stop_strings must not contain an empty string")
+            raise SettingError("stop_strings", "stop_strings must not contain an empty string")
 
 
 @dataclass(frozen=True)
@@ -72,25 +136,48 @@ class ContextSettings:
     n_discard: int = -1
 
     def validate(self, max_position_embeddings: int | None = None) -> None:
-        """Raise ValueError naming the first setting outside its range."""
-        upper = max_position_embeddings or 1 << 31
+        """Raise SettingError naming the first setting outside its range (``"auto"`` counts as its minimum, 4)."""
+        upper = max_position_embeddings or MAX_N_CTX
         if not MIN_N_CTX <= self.n_ctx <= upper:
-            raise ValueError(f"n_ctx must be in [{MIN_N_CTX}, {upper}], got {self.n_ctx}")
-        if self.n_keep != "auto":
-            if not isinstance(self.n_keep, int) or not 0 <= self.n_keep < self.n_ctx:
-                raise ValueError(f"n_keep must be 'auto' or in [0, {self.n_ctx - 1}] (below n_ctx), got {self.n_keep}")
-            self.resolve_n_discard(self.n_keep)
-        elif self.n_discard != -1 and not 1 <= self.n_discard < self.n_ctx - 4:
-            raise ValueError(f"n_discard must be -1 or in [1, {self.n_ctx - 5}], got {self.n_discard}")
+            raise SettingError("n_ctx", f"n_ctx must be in [{MIN_N_CTX}, {upper}], got {self.n_ctx}")
+        self.resolve()
 
-    def resolve_n_discard(self, n_keep: int) -> int:
-        """Number of tokens one roll drops, given the resolved n_keep; raises ValueError if out of range."""
+    def resolve(self, system_prompt_tokens: int = 0) -> tuple[int, int]:
+        """The numbers a roll uses: ``(n_keep, n_discard)``.
+
+        ``n_keep="auto"`` pins the rendered system prompt, at least ``AUTO_N_KEEP_MIN`` tokens; ``n_discard=-1``
+        drops half of what follows the kept tokens.
+
+        Args:
+            system_prompt_tokens: tokens of the rendered system message (0 without one).
+
+        Raises:
+            SettingError: n_keep leaves no room below n_ctx, or n_discard is outside [1, n_ctx - n_keep).
+        """
+        if self.n_keep == "auto":
+            n_keep = max(AUTO_N_KEEP_MIN, system_prompt_tokens)
+            if n_keep >= self.n_ctx - 1:
+                raise SettingError(
+                    "n_keep",
+                    f"n_keep='auto' pins the {n_keep}-token system prompt, which leaves no room in n_ctx={self.n_ctx}: "
+                    "raise n_ctx, shorten the system prompt, or set n_keep to a number",
+                )
+        elif isinstance(self.n_keep, int) and not isinstance(self.n_keep, bool) and 0 <= self.n_keep < self.n_ctx:
+            n_keep = self.n_keep
+        else:
+            raise SettingError(
+                "n_keep", f"n_keep must be 'auto' or in [0, {self.n_ctx - 1}] (below n_ctx), got {self.n_keep}"
+            )
+        return n_keep, self._n_discard(n_keep)
+
+    def _n_discard(self, n_keep: int) -> int:
         room = self.n_ctx - n_keep
         if self.n_discard == -1:
             return max(1, room // 2)
         if not 1 <= self.n_discard < room:
-            raise ValueError(
-                f"n_discard must be -1 or in [1, {room - 1}] (n_keep + n_discard < n_ctx), got {self.n_discard}"
+            raise SettingError(
+                "n_discard",
+                f"n_discard must be -1 or in [1, {room - 1}] (n_keep + n_discard < n_ctx), got {self.n_discard}",
             )
         return self.n_discard
 
@@ -100,8 +187,8 @@ class SpeculativeSettings:
     """Speculative decoding (Leviathan et al., arXiv 2211.17192; Chen et al., arXiv 2302.01318).
 
     Attributes:
-        k: draft tokens proposed per step. Range [1, 16].
-        adaptive: adjust k from the running acceptance rate, and fall back to plain decoding while
+        k: draft tokens proposed per step (K). Range [1, 16].
+        adaptive: adjust K from the running acceptance rate, and fall back to plain decoding while
             speculation measures slower than autoregressive decoding.
         lookup_max_ngram: for prompt-lookup drafting, the longest n-gram matched against the context.
             Range [1, 8].
@@ -112,30 +199,47 @@ class SpeculativeSettings:
     lookup_max_ngram: int = 3
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting outside its range."""
+        """Raise SettingError naming the first setting outside its range."""
         if not 1 <= self.k <= MAX_K:
-            raise ValueError(f"K (draft tokens per step) must be in [1, {MAX_K}], got {self.k}")
-        if not 1 <= self.lookup_max_ngram <= 8:
-            raise ValueError(f"lookup_max_ngram must be in [1, 8], got {self.lookup_max_ngram}")
+            raise SettingError("k", f"K (draft tokens per step) must be in [1, {MAX_K}], got {self.k}")
+        if not 1 <= self.lookup_max_ngram <= MAX_LOOKUP_NGRAM:
+            raise SettingError(
+                "lookup_max_ngram", f"lookup_max_ngram must be in [1, {MAX_LOOKUP_NGRAM}], got {self.lookup_max_ngram}"
+            )
 
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """Everything one reply is generated with. ``mode`` is ``"ar"`` (autoregressive) or ``"spec"``."""
+    """Everything one reply is generated with.
 
-    mode: str = "ar"
+    Attributes:
+        decoding: autoregressive, or speculative with a draft model or with prompt lookup (a ``Decoding`` or its
+            value; ``validate`` refuses anything else).
+        sampling / context / speculative: see their classes; ``speculative`` is used by speculative decoding only.
+    """
+
+    decoding: Decoding = Decoding.AUTOREGRESSIVE
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     speculative: SpeculativeSettings = field(default_factory=SpeculativeSettings)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.decoding, Decoding) and self.decoding in _DECODING_VALUES:
+            object.__setattr__(self, "decoding", Decoding(self.decoding))
+
     def validate(self, max_position_embeddings: int | None = None) -> None:
-        """Validate all parts; raise ValueError naming the first bad setting."""
-        if self.mode not in ("ar", "spec"):
-            raise ValueError(f"mode must be 'ar' or 'spec', got {self.mode!r}")
+        """Validate what this decoding uses; raise SettingError naming the first bad setting."""
+        if not isinstance(self.decoding, Decoding):
+            choices = ", ".join(repr(d.value) for d in Decoding)
+            raise SettingError("decoding", f"decoding must be one of {choices}, got {self.decoding!r}")
         self.sampling.validate()
         self.context.validate(max_position_embeddings)
-        self.speculative.validate()
+        if self.decoding.speculative:
+            self.speculative.validate()
 
-    def with_mode(self, mode: str) -> "GenerationSettings":
-        """A copy with another decoding mode."""
-        return replace(self, mode=mode)
+    def with_decoding(self, decoding: Decoding) -> "GenerationSettings":
+        """A copy with another decoding choice."""
+        return replace(self, decoding=decoding)
+
+
+_DECODING_VALUES = {d.value for d in Decoding}

@@ -8,6 +8,7 @@ from inference.devices import device_computes, native_precisions
 from inference.exactness import first_difference
 from inference.settings import (
     ContextSettings,
+    Decoding,
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
@@ -29,10 +30,11 @@ def chat_ids(model, text: str, system: str = "") -> list[int]:
     return model.encode(model.tokenizer.apply_chat_template(messages, add_generation_prompt=True))
 
 
-def settings(mode: str = "ar", max_new_tokens: int = 128, k: int = 4, n_ctx: int = 4096, n_keep=4, n_discard: int = -1, adaptive: bool = False, **sampling) -> GenerationSettings:
-    """GenerationSettings with the given overrides."""
+def settings(decoding: str = "ar", max_new_tokens: int = 128, k: int = 4, n_ctx: int = 4096, n_keep=4, n_discard: int = -1, adaptive: bool = False, **sampling) -> GenerationSettings:
+    """GenerationSettings with the given overrides; ``decoding`` is a ``Decoding`` value ("ar", "spec_model",
+    "spec_lookup")."""
     return GenerationSettings(
-        mode=mode,
+        decoding=Decoding(decoding),
         sampling=SamplingSettings(max_new_tokens=max_new_tokens, **sampling),
         context=ContextSettings(n_ctx=n_ctx, n_keep=n_keep, n_discard=n_discard),
         speculative=SpeculativeSettings(k=k, adaptive=adaptive),

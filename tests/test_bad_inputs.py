@@ -10,6 +10,7 @@ from inference.chat import ChatSession
 from inference.detokenizer import IncrementalDetokenizer
 from inference.engine import Engine
 from inference.model import ModelLoadError, TokenizerMismatchError, load_model
+from inference.settings import SettingError
 
 
 @pytest.fixture(scope="module")
@@ -35,21 +36,22 @@ def test_empty_prompt_and_empty_message(engine):
 
 
 @pytest.mark.parametrize(
-    "bad,name",
+    "bad,name,field",
     [
-        (dict(mode="spec", k=0), "K"),
-        (dict(n_ctx=64, n_keep=64), "n_keep"),
-        (dict(n_ctx=64, n_keep=4, n_discard=60), "n_discard"),
-        (dict(n_ctx=10_000), "n_ctx"),
-        (dict(temperature=-0.5), "temperature"),
-        (dict(top_p=0.0), "top_p"),
-        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(decoding="spec_lookup", k=0), "K", "k"),
+        (dict(n_ctx=64, n_keep=64), "n_keep", "n_keep"),
+        (dict(n_ctx=64, n_keep=4, n_discard=60), "n_discard", "n_discard"),
+        (dict(n_ctx=10_000), "n_ctx", "n_ctx"),
+        (dict(temperature=-0.5), "temperature", "temperature"),
+        (dict(top_p=0.0), "top_p", "top_p"),
+        (dict(max_new_tokens=0), "max_new_tokens", "max_new_tokens"),
     ],
 )
-def test_each_invalid_setting_is_refused_before_any_work(engine, target, bad, name):
-    mode = bad.pop("mode", "ar")
-    with pytest.raises(ValueError, match=name):
-        next(engine.generate(chat_ids(target, "Hi"), settings(mode, **bad), drafter="lookup"))
+def test_each_invalid_setting_is_refused_before_any_work(engine, target, bad, name, field):
+    decoding = bad.pop("decoding", "ar")
+    with pytest.raises(SettingError, match=name) as error:
+        next(engine.generate(chat_ids(target, "Hi"), settings(decoding, **bad)))
+    assert error.value.field == field
     assert engine.generate_text(chat_ids(target, "Hi"), settings("ar", max_new_tokens=2)).new_tokens >= 1  # still usable
 
 
@@ -61,7 +63,7 @@ def test_auto_n_keep_with_a_system_prompt_larger_than_n_ctx(engine):
 
 def test_spec_with_a_draft_model_but_none_loaded(engine, target):
     with pytest.raises(ValueError, match="draft model"):
-        next(engine.generate(chat_ids(target, "Hi"), settings("spec"), drafter="model"))
+        next(engine.generate(chat_ids(target, "Hi"), settings("spec_model")))
 
 
 def test_draft_with_another_tokenizer_is_refused(target, tiny_dirs):

@@ -66,12 +66,12 @@ def test_unrotated_shift_would_be_wrong(f32_engine):
     assert np.abs(rope.shift_keys(keys[:, :, 4:], 20) - keys[:, :, 4:]).max() > 1.0
 
 
-@pytest.mark.parametrize("mode,drafter", [("ar", None), ("spec", "lookup")])
-def test_generation_of_three_windows_keeps_the_cache_bounded(engine, target, mode, drafter):
+@pytest.mark.parametrize("decoding", ["ar", "spec_lookup"])
+def test_generation_of_three_windows_keeps_the_cache_bounded(engine, target, decoding):
     n_ctx = 96
     engine.reset()
     lengths, physical = [], []
-    for event in engine.generate(chat_ids(target, PROMPTS[1]), settings(mode, max_new_tokens=3 * n_ctx, n_ctx=n_ctx, ignore_eos=True), drafter=drafter):
+    for event in engine.generate(chat_ids(target, PROMPTS[1]), settings(decoding, max_new_tokens=3 * n_ctx, n_ctx=n_ctx, ignore_eos=True)):
         if isinstance(event, StepStats):
             lengths.append(event.cache_len)
             physical.append(engine.cache_physical_length)
@@ -145,9 +145,9 @@ def test_sampling_is_reproducible_with_a_seed_and_varies_without(engine, target)
     assert runs[0] == runs[1]
     assert runs[0] != runs[2]
     engine.reset()
-    spec = engine.generate_text(ids, settings("spec", max_new_tokens=32, temperature=0.9, seed=7), drafter="lookup").token_ids
+    spec = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=32, temperature=0.9, seed=7)).token_ids
     engine.reset()
-    assert spec == engine.generate_text(ids, settings("spec", max_new_tokens=32, temperature=0.9, seed=7), drafter="lookup").token_ids
+    assert spec == engine.generate_text(ids, settings("spec_lookup", max_new_tokens=32, temperature=0.9, seed=7)).token_ids
 
 
 def test_adaptive_k_reports_and_stays_lossless(engine, target):
@@ -155,7 +155,7 @@ def test_adaptive_k_reports_and_stays_lossless(engine, target):
     engine.reset()
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=64))
     engine.reset()
-    stats = engine.generate_text(ids, settings("spec", max_new_tokens=64, k=2, adaptive=True), drafter="lookup")
+    stats = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=64, k=2, adaptive=True))
     assert_same_or_near_tie(engine, ids, reference, stats, {}, "adaptive K")
     assert 1 <= stats.final_k <= 16
     assert stats.drafted > 0
@@ -167,19 +167,21 @@ def test_adaptive_k_falls_back_to_plain_decoding_when_the_draft_does_not_pay(tar
     ids = chat_ids(target, PROMPTS[1])
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=96))
     engine.reset()
-    stats = engine.generate_text(ids, settings("spec", max_new_tokens=96, k=4, adaptive=True), drafter="model")
+    stats = engine.generate_text(ids, settings("spec_model", max_new_tokens=96, k=4, adaptive=True))
     assert stats.fallback_tokens > 0
     assert_same_or_near_tie(engine, ids, reference, stats, {}, "adaptive K with fallback")
 
 
-def test_engine_imports_neither_qt_nor_torch():
+def test_engine_imports_neither_qt_nor_torch_nor_the_model_store():
     import subprocess
     import sys
 
     code = (
-        "import sys, inference.engine, inference.chat, inference.model_store, app.cli; "
+        "import sys, inference.engine, inference.chat, inference.exactness; "
+        "store = [m for m in sys.modules if m.startswith('inference.models')]; "
+        "import inference.models.store, app.main; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'PySide6', 'optimum', 'transformers', 'nncf')]; "
-        "print(bad); sys.exit(1 if bad else 0)"
+        "print(store, bad); sys.exit(1 if store or bad else 0)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -256,10 +258,10 @@ def test_a_shift_rope_roll_equals_masking_the_dropped_tokens_at_every_layer(f32_
 def test_a_dropped_generator_leaves_the_engine_consistent(engine, target):
     ids = chat_ids(target, PROMPTS[0])
     engine.reset()
-    reference = engine.generate_text(ids, settings("spec", max_new_tokens=24), drafter="lookup")
-    events = engine.generate(ids, settings("spec", max_new_tokens=24), drafter="lookup")
+    reference = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=24))
+    events = engine.generate(ids, settings("spec_lookup", max_new_tokens=24))
     for _, _ in zip(range(5), events):
         pass
     events.close()  # e.g. the GUI went away mid-step
-    again = engine.generate_text(ids, settings("spec", max_new_tokens=24), drafter="lookup")
+    again = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=24))
     assert again.token_ids == reference.token_ids

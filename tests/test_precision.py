@@ -156,7 +156,7 @@ def test_fast_prefill_hands_the_kv_states_over(int4_dir, target):
     fast.reset()
     ar = fast.generate_text(ids, settings("ar", max_new_tokens=40))
     fast.reset()
-    spec = fast.generate_text(ids, settings("spec", max_new_tokens=40), drafter="lookup")
+    spec = fast.generate_text(ids, settings("spec_lookup", max_new_tokens=40))
     difference = first_difference(fast, ids, ar.token_ids, spec.token_ids)
     assert difference is None or difference.near_tie, difference.describe()
 

@@ -41,12 +41,12 @@ def test_n_ctx_above_the_models_trained_length_is_refused():
         ContextSettings(n_ctx=9000).validate(max_position_embeddings=8192)
 
 
-def test_mode_is_checked_and_defaults_are_valid():
+def test_decoding_is_checked_and_defaults_are_valid():
     GenerationSettings().validate(8192)
-    with pytest.raises(ValueError, match="mode"):
-        GenerationSettings(mode="beam").validate()
+    with pytest.raises(ValueError, match="decoding"):
+        GenerationSettings(decoding="beam").validate()
 
 
 def test_n_discard_default_is_half_of_the_rest():
-    assert ContextSettings(n_ctx=512, n_keep=4).resolve_n_discard(4) == 254
-    assert ContextSettings(n_ctx=512, n_keep=4, n_discard=100).resolve_n_discard(4) == 100
+    assert ContextSettings(n_ctx=512, n_keep=4).resolve() == (4, 254)
+    assert ContextSettings(n_ctx=512, n_keep=4, n_discard=100).resolve() == (4, 100)

@@ -99,7 +99,7 @@ def test_speculative_output_equals_autoregressive_with_rolls_inside_the_window(m
     for k in (2, 4):
         engine.reset()
         physical, stats = [], None
-        for event in engine.generate(prompt, settings("spec", max_new_tokens=60, k=k, **context), drafter="model"):
+        for event in engine.generate(prompt, settings("spec_model", max_new_tokens=60, k=k, **context)):
             if isinstance(event, StepStats):
                 physical.append(engine.cache_physical_length)
             elif isinstance(event, Finished):

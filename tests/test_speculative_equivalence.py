@@ -35,12 +35,12 @@ def test_greedy_speculative_equals_autoregressive(engine, target, prompt, contex
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=NEW_TOKENS, **context))
     if context:
         assert reference.rolls >= 3, reference.rolls
-    for drafter in ("model", "lookup"):
+    for decoding in ("spec_model", "spec_lookup"):
         for k in (1, 3, 8):
             engine.reset()
-            candidate = engine.generate_text(ids, settings("spec", max_new_tokens=NEW_TOKENS, k=k, **context), drafter=drafter)
+            candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=NEW_TOKENS, k=k, **context))
             if context and candidate.token_ids == reference.token_ids:
                 assert candidate.rolls == reference.rolls
                 assert candidate.discarded_tokens == reference.discarded_tokens
-            label = f"{engine.target.precision.describe()}, {drafter} K={k}"
+            label = f"{engine.target.precision.describe()}, {decoding} K={k}"
             assert_same_or_near_tie(engine, ids, reference, candidate, context, label, k)

@@ -25,11 +25,15 @@ from inference.precision import (
 )
 from inference.rope import RopeUnsupportedError
 from inference.settings import (
+    MAX_K,
     ContextSettings,
+    Decoding,
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
 )
+
+SAMPLING, CONTEXT, SPECULATIVE = SamplingSettings(), ContextSettings(), SpeculativeSettings()  # the defaults
 
 USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, store.ModelFetchError)
 
@@ -43,11 +47,11 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=4, help="bit-width of the default model")
     parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
     parser.add_argument("--draft", default="lookup", help="draft model folder, or 'lookup' for prompt-lookup drafting")
-    parser.add_argument("--k", type=int, default=4, help="draft tokens per step (1..16)")
+    parser.add_argument("--k", type=int, default=SPECULATIVE.k, help=f"draft tokens per step (1..{MAX_K})")
     parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
-    parser.add_argument("--n-ctx", type=int, default=4096, help="KV-cache size in tokens; older tokens roll out past it")
-    parser.add_argument("--n-keep", type=_n_keep, default=4, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
-    parser.add_argument("--n-discard", type=int, default=-1, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
+    parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
+    parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
+    parser.add_argument("--n-discard", type=int, default=CONTEXT.n_discard, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
     parser.add_argument("--device", default="CPU", help=f"target device ({', '.join(available_devices())})")
     parser.add_argument("--draft-device", default=None, help="draft device (default: same as --device)")
     parser.add_argument(
@@ -58,11 +62,11 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dynamic-quantization", choices=SWITCHES, default="auto", help="quantize activations on the fly; auto = off with f32 compute")
     parser.add_argument("--fast-prefill", choices=SWITCHES, default="auto", help="prefill long prompts with a bf16 copy of the model; auto = where the CPU has bf16")
     parser.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=0, help="0 = disabled")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--max-new-tokens", type=int, default=512)
+    parser.add_argument("--temperature", type=float, default=SAMPLING.temperature, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
+    parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
+    parser.add_argument("--seed", type=int, default=SAMPLING.seed)
+    parser.add_argument("--max-new-tokens", type=int, default=SAMPLING.max_new_tokens)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument("--system", default="", help="system prompt")
 
@@ -90,9 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _decoding(args: argparse.Namespace, mode: str) -> Decoding:
+    """``--mode ar|spec`` and ``--draft lookup|PATH`` as one decoding choice."""
+    if mode == "ar":
+        return Decoding.AUTOREGRESSIVE
+    return Decoding.PROMPT_LOOKUP if args.draft == "lookup" else Decoding.DRAFT_MODEL
+
+
 def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
     settings = GenerationSettings(
-        mode=mode,
+        decoding=_decoding(args, mode),
         sampling=SamplingSettings(
             temperature=args.temperature,
             top_k=args.top_k,
@@ -117,10 +128,6 @@ def _engine(args: argparse.Namespace) -> Engine:
     draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
-
-
-def _drafter(args: argparse.Namespace) -> str:
-    return "lookup" if args.draft == "lookup" else "model"
 
 
 @contextmanager
@@ -188,7 +195,7 @@ def _generate(args: argparse.Namespace) -> int:
         if args.mode == "compare" and not args.json:
             print(f"--- {'autoregressive' if mode == 'ar' else 'speculative'}", file=sys.stderr)
         with _ctrl_c_cancels(cancel):
-            events = session.send(args.prompt, settings[mode], _drafter(args) if mode == "spec" else None, cancel)
+            events = session.send(args.prompt, settings[mode], cancel)
             results[mode] = _stream(events, None if args.json else sys.stdout)
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
@@ -244,7 +251,7 @@ def _chat(args: argparse.Namespace) -> int:
         cancel = threading.Event()
         try:
             with _ctrl_c_cancels(cancel):
-                stats = _stream(session.send(text, settings, _drafter(args) if mode == "spec" else None, cancel), sys.stdout)
+                stats = _stream(session.send(text, settings, cancel), sys.stdout)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             continue

@@ -28,6 +28,7 @@ from inference.model import LoadedModel, load_model
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import (
     ContextSettings,
+    Decoding,
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
@@ -89,15 +90,14 @@ class GenerationRequest:
     Attributes:
         messages: the conversation so far (``{"role", "content"}`` dicts), ending with the user message.
         system_prompt: the conversation's system prompt ("" = none).
-        settings: engine settings (already validated by the settings pane; the engine checks them again).
-        drafter: ``model``, ``lookup`` or None.
+        settings: engine settings, the decoding choice included (already validated by the settings pane; the
+            engine checks them again).
         fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
     """
 
     messages: list[dict]
     system_prompt: str
     settings: GenerationSettings
-    drafter: str | None = None
     fresh_cache: bool = False
 
 
@@ -228,7 +228,7 @@ class InferenceWorker:
                 if request.fresh_cache:
                     self._engine.reset()
                 session = ChatSession(self._engine, request.system_prompt, request.messages)
-                for event in session.reply(request.settings, request.drafter, cancel):
+                for event in session.reply(request.settings, cancel):
                     put(event)
                 put(_END)
             except BaseException as error:  # noqa: BLE001 - handed to the GUI thread
@@ -318,15 +318,15 @@ def warm_up(engine: Engine) -> None:
     passes) and, with a draft model, one with the draft, then the cache is dropped.
     """
     prompt = engine.target.encode("one two three, one two three, one two three, one two three")
-    runs = [("ar", None), ("spec", "lookup")] + ([("spec", "model")] if engine.draft is not None else [])
-    for mode, drafter in runs:
+    runs = [Decoding.AUTOREGRESSIVE, Decoding.PROMPT_LOOKUP] + ([Decoding.DRAFT_MODEL] if engine.draft is not None else [])
+    for decoding in runs:
         settings = GenerationSettings(
-            mode=mode,
+            decoding=decoding,
             sampling=SamplingSettings(max_new_tokens=6),
             context=ContextSettings(n_ctx=256),
             speculative=SpeculativeSettings(k=3),
         )
-        for _ in engine.generate(prompt, settings, drafter):
+        for _ in engine.generate(prompt, settings):
             pass
     engine.reset()
 

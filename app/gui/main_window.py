@@ -31,6 +31,7 @@ from inference.model import ModelLoadError, TokenizerMismatchError
 from inference.models.store import ModelFetchError, list_models
 from inference.precision import PrecisionError
 from inference.rope import RopeUnsupportedError
+from inference.settings import Decoding
 
 from .gc_policy import freeze_startup_objects
 from .history_db import HistoryDB
@@ -674,26 +675,24 @@ class MainWindow(QMainWindow):
         conversation = self.db.conversation(active.conversation_id)
         history = self._history(active.conversation_id, recorder.message_id)
         if active.compare:
-            drafter = "model" if settings.uses_draft_model else "lookup"
-            runs = [("ar", None), ("spec", drafter)]
+            runs = [Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL if settings.uses_draft_model else Decoding.PROMPT_LOOKUP]
         else:
-            runs = [(settings.mode, settings.drafter)]
+            runs = [Decoding(settings.decoding)]
         state, error_text = "complete", None
         try:
             if self.model_state != "ready" or self._loaded_key != settings.model_key():
                 self._update_live(active, "Waiting for the model to load…")
             await self.wait_for_model()
-            for index, (mode, drafter) in enumerate(runs):
+            for index, decoding in enumerate(runs):
                 if active.cancel.is_set():
                     break
-                phase_extra = {"drafter": drafter, "k": settings.k} if mode == "spec" else {}
-                recorder.begin_phase(mode, **phase_extra)
-                self.live_graph.start_run(mode, keep_previous=index > 0)
+                phase_extra = {"drafter": decoding.drafter, "k": settings.k} if decoding.speculative else {}
+                recorder.begin_phase(decoding.mode, **phase_extra)
+                self.live_graph.start_run(decoding.mode, keep_previous=index > 0)
                 request = GenerationRequest(
                     messages=history,
                     system_prompt=conversation.system_prompt if conversation else "",
-                    settings=settings.generation_settings(mode=mode, seed=seed),
-                    drafter=drafter,
+                    settings=settings.generation_settings(decoding, seed=seed),
                     fresh_cache=active.compare,
                 )
                 try:

@@ -22,6 +22,7 @@ from inference.models.store import SUPPORTED_BITS
 from inference.precision import PrecisionSettings
 from inference.settings import (
     ContextSettings,
+    Decoding,
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
@@ -89,24 +90,14 @@ class AppSettings:
     highlight_draft: bool = True
 
     @property
-    def mode(self) -> str:
-        """Engine mode: ``ar`` or ``spec``."""
-        return "ar" if self.decoding == "ar" else "spec"
-
-    @property
-    def drafter(self) -> str | None:
-        """Engine drafter: ``model``, ``lookup`` or None (autoregressive)."""
-        return {"spec_model": "model", "spec_lookup": "lookup"}.get(self.decoding)
-
-    @property
     def uses_draft_model(self) -> bool:
         """True when replies need the draft model loaded."""
         return self.decoding == "spec_model"
 
-    def generation_settings(self, mode: str | None = None, seed: int | None = None) -> GenerationSettings:
-        """The engine settings for the next reply (``mode`` and ``seed`` override ours)."""
+    def generation_settings(self, decoding: Decoding | None = None, seed: int | None = None) -> GenerationSettings:
+        """The engine settings for the next reply (``decoding`` and ``seed`` override ours)."""
         return GenerationSettings(
-            mode=mode or self.mode,
+            decoding=decoding or self.decoding,
             sampling=SamplingSettings(
                 temperature=float(self.temperature),
                 top_k=int(self.top_k),

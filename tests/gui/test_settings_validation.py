@@ -10,6 +10,7 @@ import pytest
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import SettingsPane
+from inference.settings import Decoding
 
 
 @pytest.mark.parametrize(
@@ -63,13 +64,13 @@ def test_generation_settings_carry_every_field():
     settings = replace(AppSettings(), decoding="spec_lookup", k=6, adaptive_k=True, n_ctx=1024, n_keep="auto",
                        n_discard=100, temperature=0.7, top_p=0.9, top_k=40, seed=7, max_new_tokens=99)  # fmt: skip
     generation = settings.generation_settings()
-    assert (generation.mode, settings.drafter) == ("spec", "lookup")
+    assert (generation.decoding.mode, generation.decoding.drafter) == ("spec", "lookup")
     assert (generation.speculative.k, generation.speculative.adaptive) == (6, True)
     assert (generation.context.n_ctx, generation.context.n_keep, generation.context.n_discard) == (1024, "auto", 100)
     sampling = generation.sampling
     assert (sampling.temperature, sampling.top_p, sampling.top_k, sampling.seed, sampling.max_new_tokens) == (0.7, 0.9, 40, 7, 99)
-    assert settings.generation_settings(mode="ar", seed=3).mode == "ar"
-    assert settings.generation_settings(mode="ar", seed=3).sampling.seed == 3
+    assert settings.generation_settings(Decoding.AUTOREGRESSIVE, seed=3).decoding.mode == "ar"
+    assert settings.generation_settings(Decoding.AUTOREGRESSIVE, seed=3).sampling.seed == 3
     generation.validate(8192)
 
 
