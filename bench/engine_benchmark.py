@@ -33,7 +33,7 @@ import openvino_genai  # noqa: E402
 from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.events import StepStats  # noqa: E402
-from inference.models.store import ensure_default_model  # noqa: E402
+from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.settings import (  # noqa: E402
     ContextSettings,
     Decoding,

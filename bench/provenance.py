@@ -37,7 +37,7 @@ def precisions() -> dict:
     sys.path.insert(0, str(HERE.parent))
     from inference.devices import native_precisions
     from inference.model import load_model
-    from inference.models.store import ensure_default_model
+    from inference.models.default_model import ensure_default_model
     from inference.precision import PrecisionSettings
 
     folder = ensure_default_model(4)

@@ -33,7 +33,7 @@ from inference.devices import device_computes  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.exactness import first_difference  # noqa: E402
 from inference.model import load_model  # noqa: E402
-from inference.models.store import ensure_default_model  # noqa: E402
+from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
 from inference.settings import (  # noqa: E402
     ContextSettings,

@@ -127,7 +127,7 @@ class TokenClock:
 
 
 def _model_paths() -> dict:
-    from inference.models.store import _verified_gguf, ensure_default_model
+    from inference.models.default_model import ensure_default_model, verified_gguf
 
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     target, draft = ensure_default_model(4, progress=say), ensure_default_model(8, progress=say)
@@ -135,7 +135,7 @@ def _model_paths() -> dict:
     gguf = gguf_dir / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.exists():
         gguf_dir.mkdir(parents=True, exist_ok=True)
-        gguf = _verified_gguf(gguf_dir, say)
+        gguf = verified_gguf(gguf_dir, say)
     return {"target": str(target), "draft": str(draft), "gguf": str(gguf)}
 
 

@@ -19,7 +19,12 @@ from .devices import available_devices, core
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionSettings
 from .rope import RopeParameters, RopeUnsupportedError
 
-REQUIRED_FILES = ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml")
+#: The model as OpenVINO IR: graph and weights.
+MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
+#: The tokenizer and detokenizer IRs (graph, weights) that ``openvino_genai.Tokenizer`` reads.
+TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
+#: What :func:`load_model` needs in a folder (the model IR and both tokenizer graphs).
+REQUIRED_FILES = (*MODEL_FILES, *(name for name in TOKENIZER_FILES if name.endswith(".xml")))
 TOKENIZER_PROBE = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
 
 
@@ -31,7 +36,6 @@ class TokenizerMismatchError(ValueError):
     """The draft model's tokenizer differs from the target's, so its tokens cannot be verified."""
 
 
-TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
 TOKENIZER_CACHE_SIZE = 8
 _tokenizers: OrderedDict[str, openvino_genai.Tokenizer] = OrderedDict()
 _tokenizers_lock = threading.Lock()

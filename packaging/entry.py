@@ -1,13 +1,13 @@
 """Entry point of the bundled SpecChat application (the script PyInstaller freezes).
 
-A frozen app has no Python interpreter to run ``python -m pip``, so ``inference.models.store`` runs the
+A frozen app has no Python interpreter to run ``python -m pip``, so ``inference.models.default_model`` runs the
 bundled pip as ``specchat --internal-pip ARGS...`` to fetch the default model. That hidden first argument
 is handled here, before anything else is imported; everything else goes to the ``specchat`` command.
 """
 
 import sys
 
-INTERNAL_PIP_FLAG = "--internal-pip"  # must match inference.models.store.INTERNAL_PIP_FLAG
+INTERNAL_PIP_FLAG = "--internal-pip"  # must match inference.models.default_model.INTERNAL_PIP_FLAG
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == INTERNAL_PIP_FLAG:

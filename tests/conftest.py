@@ -27,7 +27,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def int4_dir(data_dir) -> Path:
     """The default model, 4-bit (its own Q4_1 weights)."""
-    from inference.models.store import ensure_default_model
+    from inference.models.default_model import ensure_default_model
 
     return ensure_default_model(4)
 
@@ -35,7 +35,7 @@ def int4_dir(data_dir) -> Path:
 @pytest.fixture(scope="session")
 def int8_dir(data_dir) -> Path:
     """The default model re-encoded at 8 bits: a draft that differs from the 4-bit target."""
-    from inference.models.store import ensure_default_model
+    from inference.models.default_model import ensure_default_model
 
     return ensure_default_model(8)
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from inference.devices import device_computes
-from inference.models.store import default_model_dir
+from inference.models.default_model import default_model_dir
 
 
 def _specchat(*args, data_dir, timeout=300):

@@ -24,13 +24,13 @@ from inference.models.convert import (
     choose_group_size,
     convert_checkpoint,
 )
+from inference.models.errors import ModelImportError, OperationCancelled
 from inference.models.inspect import (
-    ModelImportError,
     PairMismatchError,
     check_pair,
     describe_folder,
 )
-from inference.models.manager import OperationCancelled, ProgressEvent
+from inference.models.progress import ProgressEvent
 
 needs_extra = pytest.mark.skipif(not convert.conversion_available(), reason="needs the conversion extra: pip install 'specchat[convert]'")
 
@@ -117,7 +117,7 @@ def test_converted_model_loads_and_generates(converted, bits):
     from inference.model import load_model
 
     folder = converted["folders"][bits]
-    manifest = model_store.read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["bits"] == bits
     assert manifest["rope_supported"] is True
     assert manifest["vocab_size"] == json.loads((converted["checkpoint"] / "config.json").read_text())["vocab_size"]
@@ -159,7 +159,7 @@ def test_import_of_an_optimum_folder_without_tokenizer_irs_creates_them(converte
     shutil.copytree(source, bare, ignore=shutil.ignore_patterns("openvino_*tokenizer.*", model_store.MANIFEST_NAME))
     assert (bare / "tokenizer.json").is_file() and not (bare / "openvino_tokenizer.xml").exists()
     folder = import_ir_folder(bare, "re-tokenized")
-    manifest = model_store.read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["original_layout"] == "optimum-intel"
     assert manifest["tokenizer_fingerprint"] == describe_folder(source)["tokenizer_fingerprint"]
 

@@ -13,9 +13,10 @@ from hub_server import HubServer
 from inference.models import convert
 from inference.models import hub as hub_download
 from inference.models import store as model_store
+from inference.models.errors import ModelImportError, OperationCancelled
 from inference.models.hub import inspect_repo, install_from_hub
-from inference.models.inspect import ModelImportError, describe_folder
-from inference.models.manager import OperationCancelled, ProgressEvent
+from inference.models.inspect import describe_folder
+from inference.models.progress import ProgressEvent
 
 REPO = "test-org/tiny-ov"
 BIN = "openvino_model.bin"
@@ -61,7 +62,7 @@ def test_full_download(hub, ov_repo):
     events: list[ProgressEvent] = []
     folder = install_from_hub(REPO, endpoint=hub.url, progress=events.append)
     assert folder == model_store.models_dir() / "tiny-ov"
-    manifest = model_store.read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["kind"] == "hub-download"
     assert manifest["source"] == f"hf:{REPO}@{hub.commit}"
     assert manifest["revision"] == hub.commit
@@ -167,7 +168,7 @@ def test_gguf_repository_downloads_one_file_and_imports_it(tiny_ir, tmp_path, mo
     with HubServer({"test-org/smol-gguf": repo}) as hub:
         assert inspect_repo("test-org/smol-gguf", endpoint=hub.url).kind == "gguf"
         folder = install_from_hub("test-org/smol-gguf", endpoint=hub.url)
-    manifest = model_store.read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert folder.name == "SmolLM2-135M-Instruct.Q4_1"
     assert manifest["kind"] == "hub-download" and manifest["source"].startswith("hf:test-org/smol-gguf@")
     assert manifest["bits"] == 4 and manifest["rope_supported"] is True

@@ -10,25 +10,21 @@ import numpy as np
 import pytest
 
 from inference.models import store as model_store
+from inference.models.errors import ModelImportError, OperationCancelled
+from inference.models.gguf import SUPPORTED_GGUF_TYPES
 from inference.models.importing import (
-    SUPPORTED_GGUF_TYPES,
     import_gguf,
     import_ir_folder,
     import_model,
     inspect_gguf,
 )
 from inference.models.inspect import (
-    ModelImportError,
     PairMismatchError,
     check_pair,
     describe_folder,
 )
-from inference.models.manager import (
-    OperationCancelled,
-    ProgressEvent,
-    find_model,
-    remove_model,
-)
+from inference.models.progress import ProgressEvent
+from inference.models.store import find_model, remove_model
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +49,7 @@ def test_import_default_gguf_pairs_with_the_default_model(sources, store, int4_d
     events: list[ProgressEvent] = []
     folder = import_model(sources["gguf"], progress=events.append)
     assert folder == model_store.models_dir() / "SmolLM2-135M-Instruct.Q4_1"
-    manifest = model_store.read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["kind"] == "gguf-import"
     assert manifest["source"] == f"gguf:{sources['gguf'].resolve()}"
     assert manifest["bits"] == 4
@@ -75,7 +71,7 @@ def test_import_default_gguf_pairs_with_the_default_model(sources, store, int4_d
 
 def test_import_ir_folder_then_remove(sources, store, int4_dir):
     folder = import_ir_folder(sources["same"], "tiny-draft")
-    manifest = model_store.read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["kind"] == "ir-import" and manifest["layout"] == "openvino-genai"
     assert manifest["bits"] == 16
     assert manifest["rope_supported"] is True

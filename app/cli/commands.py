@@ -16,7 +16,8 @@ from inference.devices import available_devices
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, TextDelta
 from inference.model import ModelLoadError
-from inference.models import store
+from inference.models import default_model, store
+from inference.models.errors import ModelFetchError
 from inference.precision import (
     INFERENCE_PRECISIONS,
     KV_CACHE_PRECISIONS,
@@ -35,7 +36,7 @@ from inference.settings import (
 
 SAMPLING, CONTEXT, SPECULATIVE = SamplingSettings(), ContextSettings(), SpeculativeSettings()  # the defaults
 
-USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, store.ModelFetchError)
+USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError)
 
 
 def _n_keep(value: str) -> int | str:
@@ -124,7 +125,7 @@ def _progress(message: str) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    target = args.model or store.ensure_default_model(args.bits, progress=_progress)
+    target = args.model or default_model.ensure_default_model(args.bits, progress=_progress)
     draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
@@ -261,7 +262,7 @@ def _chat(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     if args.models_command == "fetch-default":
         for bits in args.bits:
-            print(store.ensure_default_model(bits, progress=_progress))
+            print(default_model.ensure_default_model(bits, progress=_progress))
         return 0
     from app.cli.models import run_models_command
 

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from inference.models import store
-from inference.models.manager import OperationCancelled, ProgressEvent
-
-BITS = (4, 8, 16)
+from inference.models.errors import OperationCancelled
+from inference.models.progress import ProgressEvent
 
 
 def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
@@ -36,7 +35,7 @@ def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
         "download", help="download a Hugging Face repository (pre-converted OpenVINO, GGUF, or a checkpoint to convert)"
     )
     download.add_argument("repo_id", help="e.g. OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov or HuggingFaceTB/SmolLM2-360M-Instruct")
-    download.add_argument("--bits", type=int, choices=BITS, default=None, help="bit-width when converting a transformers checkpoint (default 4)")
+    download.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width when converting a transformers checkpoint (default 4)")
     download.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
     download.add_argument("--file", dest="gguf_file", default=None, help="which .gguf file of a GGUF repository")
     download.add_argument("--endpoint", default=None, help="hub address (default $HF_ENDPOINT or https://huggingface.co)")
@@ -44,7 +43,7 @@ def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
 
     conv = models_commands.add_parser("convert", help="convert a transformers checkpoint (folder or repository id) to OpenVINO IR")
     conv.add_argument("source", help="local checkpoint folder, or a Hugging Face repository id")
-    conv.add_argument("--bits", type=int, choices=BITS, default=4, help="weight bit-width (default 4)")
+    conv.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=4, help="weight bit-width (default 4)")
     conv.add_argument("--group-size", type=int, default=None, help="4-bit group size (default: the largest of 128/64/32/16 that fits)")
     conv.add_argument("--revision", default="main", help="for a repository id")
     conv.add_argument("--endpoint", default=None, help="for a repository id")
@@ -158,25 +157,25 @@ def _ctrl_c_cancels():
 
 
 def _list(args: argparse.Namespace) -> int:
-    manifests = store.list_models()
     if getattr(args, "json", False):
-        print(json.dumps(manifests, indent=2))
+        print(json.dumps(store.list_models(), indent=2))
         return 0
+    manifests = store.installed_models()
     if not manifests:
         print("no models installed; run `specchat models fetch-default`, or `specchat models import|download`", file=sys.stderr)
         return 0
     rows = [("NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH")]
     for m in manifests:
-        rope = m.get("rope_supported")
-        window = f" (n_ctx <= {m['sliding_window']}: sliding window)" if m.get("sliding_window") else ""
+        rope = m.rope_supported
+        window = f" (n_ctx <= {m.sliding_window}: sliding window)" if m.sliding_window else ""
         rows.append(
             (
-                str(m.get("name") or Path(m["path"]).name),
-                f"{m.get('bits', '?')}-bit",
-                f"{m.get('size_bytes', 0) / 2**20:.0f} MiB",
+                m.display_name,
+                f"{m.bits if m.bits is not None else '?'}-bit",
+                f"{m.size_bytes / 2**20:.0f} MiB",
                 ("yes" if rope else ("no" if rope is False else "?")) + window,
-                str(m.get("tokenizer_fingerprint", "?"))[:12],
-                str(m.get("path", "")),
+                (m.tokenizer_fingerprint or "?")[:12],
+                str(m.path),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -187,9 +186,10 @@ def _list(args: argparse.Namespace) -> int:
 
 def _done(folder: Path) -> int:
     manifest = store.read_manifest(folder)
-    extra = f", group size {manifest['group_size']}" if manifest.get("group_size") else ""
-    print(f"{manifest['name']}: {manifest.get('bits', '?')}-bit{extra}, {manifest['size_bytes'] / 2**20:.0f} MiB, "
-          f"RoPE {'supported' if manifest.get('rope_supported') else 'unsupported'}", file=sys.stderr)  # fmt: skip
+    group_size = manifest.details.get("group_size")
+    extra = f", group size {group_size}" if group_size else ""
+    print(f"{manifest.name}: {manifest.bits if manifest.bits is not None else '?'}-bit{extra}, {manifest.size_bytes / 2**20:.0f} MiB, "
+          f"RoPE {'supported' if manifest.rope_supported else 'unsupported'}", file=sys.stderr)  # fmt: skip
     print(folder)
     return 0
 
@@ -241,9 +241,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from inference.models.manager import find_model, remove_model
-
-    folder = find_model(args.name)
+    folder = store.find_model(args.name)
     if not args.yes:
         if not sys.stdin.isatty():
             raise ValueError(f"refusing to remove {folder} without confirmation; pass --yes")
@@ -251,16 +249,15 @@ def _remove(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("kept", file=sys.stderr)
             return 1
-    remove_model(folder)
+    store.remove_model(folder)
     print(f"removed {folder}", file=sys.stderr)
     return 0
 
 
 def _pair(args: argparse.Namespace) -> int:
     from inference.models.inspect import check_pair
-    from inference.models.manager import find_model
 
-    info = check_pair(find_model(args.target), find_model(args.draft))
+    info = check_pair(store.find_model(args.target), store.find_model(args.draft))
     print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
     return 0
 

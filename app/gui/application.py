@@ -84,7 +84,7 @@ def build_tokenizers_before_event_loop(settings) -> None:
         settings: the ``AppSettings`` the window starts with.
     """
     from inference.model import shared_tokenizer
-    from inference.models.store import default_model_dir
+    from inference.models.default_model import default_model_dir
 
     folders = [default_model_dir(settings.bits)]
     if settings.uses_draft_model and settings.draft_model:

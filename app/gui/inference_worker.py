@@ -159,14 +159,14 @@ class InferenceWorker:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def fetch_default_model(self, bits: int, progress: Callable[[str], None]) -> Path:
-        """``inference.models.store.ensure_default_model(bits)`` in the inference thread.
+        """``inference.models.default_model.ensure_default_model(bits)`` in the inference thread.
 
         ``progress`` is called in the GUI thread with each progress line (only when something has to be done).
 
         Raises:
             ModelFetchError: with a message that says what to do.
         """
-        from inference.models.store import ensure_default_model
+        from inference.models.default_model import ensure_default_model
 
         loop = asyncio.get_running_loop()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import platformdirs
 
-from inference.models.store import SUPPORTED_BITS
+from inference.models.store import SUPPORTED_BITS, user_dir
 from inference.precision import PrecisionSettings
 from inference.settings import (
     ContextSettings,
@@ -42,10 +42,7 @@ DECODING_MODES = {
 
 def config_dir() -> Path:
     """SpecChat's config folder: ``$SPECCHAT_CONFIG_DIR`` if set, else ``platformdirs.user_config_dir("specchat")``."""
-    override = os.environ.get("SPECCHAT_CONFIG_DIR")
-    if override:
-        return Path(override).expanduser()
-    return Path(platformdirs.user_config_dir("specchat"))
+    return user_dir("SPECCHAT_CONFIG_DIR", platformdirs.user_config_dir)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Without it, :func:`convert_checkpoint` and :func:`create_tokenizer_irs` raise
 :class:`ConversionExtraMissing` before doing anything.
 
 Steps (the worker prints one progress line per step; the parent turns them into
-:class:`inference.models.manager.ProgressEvent` s):
+:class:`inference.models.progress.ProgressEvent` s):
 
 1. export with optimum-intel (``main_export``, task ``text-generation-with-past``, stateful, weights kept as
    FP16, tokenizer and detokenizer IRs converted by openvino-tokenizers);
@@ -40,14 +40,17 @@ import time
 from collections import deque
 from pathlib import Path
 
-from .inspect import ModelImportError
+from ..model import MODEL_FILES, REQUIRED_FILES
+from . import store
+from .errors import ModelImportError, OperationCancelled
+from .inspect import CONFIG_NAME, HF_TOKENIZER_FILES, missing_files
+from .progress import ProgressEvent, check_cancel, reporter
 
 CONVERT_EXTRA_INSTALL = "pip install 'specchat[convert]'"
 #: Modules of the conversion extra, with the pip requirement that provides each.
 EXTRA_MODULES = {"torch": "torch", "transformers": "transformers", "optimum.intel": "optimum-intel", "nncf": "nncf"}
 #: Group sizes tried for 4-bit weights, best first; -1 (one scale per output channel) is the fallback.
 GROUP_SIZES = (128, 64, 32, 16)
-SUPPORTED_BITS = (4, 8, 16)
 _PROGRESS_PREFIX = "@@specchat-progress "
 #: Files of a checkpoint folder that are weights (not copied into the model; the IR replaces them).
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
@@ -136,7 +139,7 @@ def compressed_input_channels(checkpoint: Path) -> dict[str, int]:
         channels[name] = int(shape[1])
     if channels:
         return channels
-    config = json.loads((Path(checkpoint) / "config.json").read_text(encoding="utf-8"))
+    config = json.loads((Path(checkpoint) / CONFIG_NAME).read_text(encoding="utf-8"))
     hidden = int(config.get("hidden_size") or config.get("n_embd") or config.get("d_model"))
     heads = int(config.get("num_attention_heads") or config.get("n_head") or 1)
     head_dim = int(config.get("head_dim") or hidden // heads)
@@ -195,7 +198,7 @@ def validate_checkpoint(checkpoint: Path) -> dict:
         ModelImportError: no config.json, no weights, or no tokenizer files (the message names them).
     """
     checkpoint = Path(checkpoint)
-    config_path = checkpoint / "config.json"
+    config_path = checkpoint / CONFIG_NAME
     if not config_path.is_file():
         raise ModelImportError(f"{checkpoint} has no config.json: it is not a transformers checkpoint")
     try:
@@ -204,8 +207,6 @@ def validate_checkpoint(checkpoint: Path) -> dict:
         raise ModelImportError(f"{config_path} is not valid JSON ({error})") from error
     if not any(p.suffix in _WEIGHT_SUFFIXES for p in checkpoint.iterdir()):
         raise ModelImportError(f"{checkpoint} has no weight files (*.safetensors or pytorch_model*.bin)")
-    from .inspect import HF_TOKENIZER_FILES
-
     if not any((checkpoint / name).is_file() for name in HF_TOKENIZER_FILES):
         raise ModelImportError(f"{checkpoint} has no tokenizer files ({', '.join(HF_TOKENIZER_FILES)}); SpecChat needs the tokenizer")
     return config
@@ -235,7 +236,7 @@ def convert_checkpoint(
         group_size: 4-bit group size; None = :func:`choose_group_size` (its choice is reported).
         source: what the manifest records as the source (default ``checkpoint:<path>``).
         replace: replace an installed model of the same name.
-        progress: receives :class:`inference.models.manager.ProgressEvent` s.
+        progress: receives :class:`inference.models.progress.ProgressEvent` s.
         cancel: set it to kill the conversion; nothing is left in the store.
         extra_manifest: more manifest fields.
 
@@ -250,20 +251,10 @@ def convert_checkpoint(
         ConversionError: the conversion process failed (its last lines are quoted).
         OperationCancelled: ``cancel`` was set.
     """
-    from . import store
-    from .manager import (
-        ProgressEvent,
-        build_model,
-        check_cancel,
-        name_from,
-        require_space,
-    )
-
-    if bits not in SUPPORTED_BITS:
-        raise ValueError(f"bits must be one of {', '.join(map(str, SUPPORTED_BITS))} (got {bits!r})")
+    store.check_bits(bits)
     require_conversion_extra()
     checkpoint = Path(checkpoint).expanduser().resolve()
-    say = progress or (lambda event: None)
+    say = reporter(progress)
     validate_checkpoint(checkpoint)
     reason = ""
     if bits == 4:
@@ -276,15 +267,14 @@ def convert_checkpoint(
                 raise ValueError(f"group size {group_size} does not divide {width}, the input channels of {layer}; omit --group-size to choose one automatically")
             reason = f"group size {group_size} (as requested)"
         say(ProgressEvent(f"4-bit weights with {reason}", stage="check"))
-    suffix = {4: "int4", 8: "int8", 16: "fp16"}[bits]
-    name = f"{name_from(checkpoint.name)}-{suffix}" if name is None else name
+    name = f"{store.name_from(checkpoint.name)}-{store.BITS_SUFFIX[bits]}" if name is None else name
     peak, _ = estimate_sizes(checkpoint, bits)
     store.models_dir().mkdir(parents=True, exist_ok=True)
-    require_space(store.models_dir(), peak, f"converting {checkpoint.name}")
+    store.require_space(store.models_dir(), peak, f"converting {checkpoint.name}")
     extra = {"bits": bits, "weight_format": {4: "INT4_ASYM", 8: "INT8_ASYM", 16: "FP16"}[bits], **(extra_manifest or {})}
     if bits == 4:
         extra.update(group_size=group_size, group_size_reason=reason)
-    with build_model(name, source or f"checkpoint:{checkpoint}", "convert", replace=replace, progress=say, extra=extra) as build:
+    with store.build_model(name, source or f"checkpoint:{checkpoint}", "convert", replace=replace, progress=say, extra=extra) as build:
         command = ["export", "--source", str(checkpoint), "--output", str(build.folder), "--bits", str(bits)]
         if bits == 4:
             command += ["--group-size", str(group_size)]
@@ -311,9 +301,7 @@ def run_worker(arguments: list[str], progress=None, cancel: threading.Event | No
         ConversionError: it exited with a non-zero status (the message quotes the last lines of its output).
         OperationCancelled: ``cancel`` was set (the process is killed).
     """
-    from .manager import OperationCancelled, ProgressEvent
-
-    say = progress or (lambda event: None)
+    say = reporter(progress)
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -424,22 +412,22 @@ def _worker_export(source: Path, output: Path, bits: int, group_size: int | None
         label = "INT8 per channel" if bits == 8 else f"INT4, group size {group_size}"
         _report(f"Compressing the weights ({label})...", "convert", 2, steps)
         core = ov.Core()
-        model = core.read_model(export_dir / "openvino_model.xml")
+        model = core.read_model(export_dir / MODEL_FILES[0])
         kwargs = {"mode": mode}
         if bits == 4:
             kwargs.update(group_size=group_size, ratio=1.0)
         compressed = nncf.compress_weights(model, **kwargs)
-        ov.save_model(compressed, output / "openvino_model.xml", compress_to_fp16=False)
+        ov.save_model(compressed, output / MODEL_FILES[0], compress_to_fp16=False)
         del model, compressed
         for item in export_dir.iterdir():
-            if item.name in ("openvino_model.xml", "openvino_model.bin"):
+            if item.name in MODEL_FILES:
                 continue
             shutil.move(str(item), output / item.name)
         shutil.rmtree(export_dir)
     _report("Checking the exported files...", "convert", steps - 1, steps)
-    for required in ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml"):
-        if not (output / required).is_file():
-            raise SystemExit(f"error: the export did not write {required} (the tokenizer may be of a kind openvino-tokenizers cannot convert)")
+    missing = missing_files(output, REQUIRED_FILES)
+    if missing:
+        raise SystemExit(f"error: the export did not write {missing[0]} (the tokenizer may be of a kind openvino-tokenizers cannot convert)")
     _report("Conversion finished", "convert", steps, steps)
 
 
@@ -460,12 +448,12 @@ def _worker_tokenizer(folder: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the conversion process (``python -m inference.models.convert``); see the module doc."""
-    parser = argparse.ArgumentParser(prog="python -m inference.convert", description="SpecChat's conversion worker")
+    parser = argparse.ArgumentParser(prog="python -m inference.models.convert", description="SpecChat's conversion worker")
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="transformers checkpoint -> OpenVINO IR folder")
     export.add_argument("--source", type=Path, required=True)
     export.add_argument("--output", type=Path, required=True)
-    export.add_argument("--bits", type=int, choices=SUPPORTED_BITS, required=True)
+    export.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, required=True)
     export.add_argument("--group-size", type=int, default=None)
     tokenizer = commands.add_parser("tokenizer", help="write tokenizer IRs from Hugging Face tokenizer files")
     tokenizer.add_argument("--folder", type=Path, required=True)

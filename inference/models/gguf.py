@@ -1,8 +1,15 @@
-"""Re-encode a GGUF checkpoint at another weight bit-width, without torch.
+"""GGUF files: reading their header, deriving a Hugging Face config, converting to IR, re-encoding.
+
+- :func:`read_gguf_header` reads the metadata and tensor list without the ``gguf`` package's full parse
+  (milliseconds instead of seconds), :func:`hf_config_from_gguf` derives ``config.json`` from it (the rolling
+  context needs the RoPE parameters), and the tables :data:`GGUF_ARCHITECTURES`, :data:`GGML_TYPE_NAMES`,
+  :data:`SUPPORTED_GGUF_TYPES` and :data:`GGML_TYPE_BITS` say what openvino-genai can build.
+- :func:`export_ir` converts a GGUF to OpenVINO IR with openvino-genai (the default model and GGUF imports).
+- :func:`requantize_gguf` re-encodes a checkpoint at another weight bit-width, without torch.
 
 The default model ships only as a 4-bit (Q4_1) GGUF. openvino-genai converts a
 GGUF to OpenVINO IR keeping its weight format, so an 8- or 16-bit IR needs an
-8- or 16-bit GGUF first. This module makes one with the pure-numpy ``gguf``
+8- or 16-bit GGUF first. :func:`requantize_gguf` makes one with the pure-numpy ``gguf``
 package: every tensor is dequantized to float32 and written again as F16 or
 Q8_0.
 
@@ -18,8 +25,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from gguf import (
@@ -34,7 +43,168 @@ from gguf import (
 )
 from gguf.quants import dequantize, quantize
 
+from .errors import ModelFetchError
+
 logger = logging.getLogger(__name__)
+
+#: GGUF ``general.architecture`` values openvino-genai's GGUF reader builds, with their transformers class.
+GGUF_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+#: GGUF tensor types openvino-genai 2026.4 reads (measured on tiny models: F32, BF16, Q5_0, Q5_1, Q2_K,
+#: Q3_K, Q5_K and IQ types fail). 1-D tensors (norms) may also be F32.
+SUPPORTED_GGUF_TYPES = ("F16", "Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K")
+#: ``ggml_type`` values of a GGUF tensor info (``gguf.GGMLQuantizationType``) -> type name.
+GGML_TYPE_NAMES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K",
+    12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
+    20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
+    29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
+}  # fmt: skip
+#: Bits per weight of each :data:`SUPPORTED_GGUF_TYPES` entry, as manifests report them.
+GGML_TYPE_BITS = {"F16": 16, "Q4_0": 4, "Q4_1": 4, "Q8_0": 8, "Q4_K": 4, "Q6_K": 6}
+
+# GGUF value type -> struct format (GGUFValueType: 0..12; 8 = string, 9 = array).
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+#: One tensor of a GGUF header: ``(name, dims, ggml_type)``, ``dims`` innermost first.
+TensorInfo = tuple[str, tuple[int, ...], int]
+
+
+def read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
+    """Read a little-endian GGUF (v2/v3) header: scalar metadata, array lengths and tensor infos.
+
+    ``gguf.GGUFReader`` parses every element of the token and merge arrays (about 4 s for SmolLM2's
+    49,152 tokens); this skips arrays, taking a few milliseconds.
+
+    Returns:
+        ``(scalars, array_lengths, tensors)``: scalar keys to values (str, int, float, bool),
+        array keys to element counts, and ``(name, dims, ggml_type)`` per tensor in file order
+        (``dims`` in GGUF order, innermost first; ``ggml_type`` a ``gguf.GGMLQuantizationType`` value).
+
+    Raises:
+        ModelFetchError: not a GGUF file of version 2 or 3.
+        struct.error, UnicodeDecodeError, OverflowError, ValueError, MemoryError: a truncated or corrupt header.
+    """
+    with open(path, "rb") as fh:
+
+        def unpack(fmt: str) -> Any:
+            size = struct.calcsize("<" + fmt)
+            return struct.unpack("<" + fmt, fh.read(size))[0]
+
+        def read_string() -> str:
+            return fh.read(unpack("Q")).decode("utf-8", errors="replace")
+
+        def skip(value_type: int, count: int) -> None:
+            if value_type in _GGUF_SCALARS:
+                fh.seek(count * struct.calcsize("<" + _GGUF_SCALARS[value_type]), os.SEEK_CUR)
+            elif value_type == _GGUF_STRING:
+                for _ in range(count):
+                    fh.seek(unpack("Q"), os.SEEK_CUR)
+            else:  # nested arrays
+                for _ in range(count):
+                    sub_type, sub_count = unpack("I"), unpack("Q")
+                    skip(sub_type, sub_count)
+
+        if fh.read(4) != b"GGUF" or unpack("I") not in (2, 3):
+            raise ModelFetchError(f"{path.name} is not a GGUF file of version 2 or 3")
+        n_tensors, n_keys = unpack("Q"), unpack("Q")
+        scalars: dict[str, Any] = {}
+        array_lengths: dict[str, int] = {}
+        for _ in range(n_keys):
+            name, value_type = read_string(), unpack("I")
+            if value_type == _GGUF_STRING:
+                scalars[name] = read_string()
+            elif value_type == _GGUF_ARRAY:
+                element_type, count = unpack("I"), unpack("Q")
+                array_lengths[name] = count
+                skip(element_type, count)
+            else:
+                scalars[name] = unpack(_GGUF_SCALARS[value_type])
+        tensors = []
+        for _ in range(n_tensors):
+            name = read_string()
+            n_dims = unpack("I")
+            dims = tuple(unpack("Q") for _ in range(n_dims))
+            ggml_type = unpack("I")
+            fh.seek(8, os.SEEK_CUR)  # offset (u64)
+            tensors.append((name, dims, ggml_type))
+    return scalars, array_lengths, tensors
+
+
+def hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
+    """Derive a Hugging Face style ``config.json`` dict from a GGUF's metadata (llama, qwen2, qwen3).
+
+    ``head_dim`` comes from ``<arch>.attention.key_length``, else ``<arch>.rope.dimension_count``,
+    else ``hidden_size // num_attention_heads``; ``partial_rotary_factor`` is the rotated share of
+    it (1.0 for SmolLM2). ``rope_scaling`` is null unless the GGUF names a scaling type.
+
+    Raises:
+        ModelFetchError: not a GGUF, or its architecture is not one of :data:`GGUF_ARCHITECTURES`.
+        KeyError, TypeError, ValueError: a required metadata key is missing or malformed.
+    """
+    meta, array_lengths, tensors = read_gguf_header(gguf_path)
+    arch = meta.get("general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ModelFetchError(
+            f"{gguf_path.name}: architecture {arch!r} is not supported; GGUF files of these architectures "
+            f"work: {', '.join(GGUF_ARCHITECTURES)}"
+        )
+
+    def key(name: str, default: Any = None) -> Any:
+        return meta.get(f"{arch}.{name}", default)
+
+    hidden = int(key("embedding_length"))
+    heads = int(key("attention.head_count"))
+    rope_dims = key("rope.dimension_count")
+    head_dim = int(key("attention.key_length") or rope_dims or hidden // heads)
+    scaling_type = key("rope.scaling.type")
+    rope_scaling = None
+    if scaling_type and scaling_type != "none":
+        rope_scaling = {"rope_type": scaling_type, "factor": _f32(key("rope.scaling.factor", 1.0))}
+        if key("rope.scaling.original_context_length"):
+            rope_scaling["original_max_position_embeddings"] = int(key("rope.scaling.original_context_length"))
+    return {
+        "model_type": arch,
+        "architectures": [GGUF_ARCHITECTURES[arch]],
+        "hidden_size": hidden,
+        "intermediate_size": int(key("feed_forward_length")),
+        "num_hidden_layers": int(key("block_count")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(key("attention.head_count_kv", heads)),
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "rope_theta": _f32(key("rope.freq_base", 10000.0)),
+        "partial_rotary_factor": (int(rope_dims) / head_dim) if rope_dims else 1.0,
+        "rope_scaling": rope_scaling,
+        "max_position_embeddings": int(key("context_length")),
+        "vocab_size": int(key("vocab_size") or array_lengths["tokenizer.ggml.tokens"]),
+        "rms_norm_eps": _f32(key("attention.layer_norm_rms_epsilon", 1e-6)),
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+        "tie_word_embeddings": "output.weight" not in {name for name, _, _ in tensors},
+    }
+
+
+def _f32(value: float) -> float:
+    """Shortest decimal that rounds to the same float32 (GGUF stores 1e-5 as 9.99999974e-06)."""
+    return float(str(np.float32(value)))
+
+
+def export_ir(gguf_path: Path) -> None:
+    """Convert a GGUF to OpenVINO IR files written beside it (:data:`inference.model.MODEL_FILES` and
+    :data:`inference.model.TOKENIZER_FILES`), with ``openvino_genai.LLMPipeline(gguf, "CPU",
+    enable_save_ov_model=True)``.
+
+    Takes about 3-10 s for SmolLM2-135M on 2 CPU cores.
+
+    Raises:
+        RuntimeError, IndexError: openvino-genai cannot build the GGUF (openvino also reports write failures,
+            e.g. a full disk, as RuntimeError).
+    """
+    import openvino_genai  # deferred: a heavy import, not needed to list models
+
+    pipeline = openvino_genai.LLMPipeline(str(gguf_path), "CPU", enable_save_ov_model=True)
+    del pipeline
 
 #: Bit-widths :func:`requantize_gguf` can write, with the GGML type used for matrices
 #: and the matching ``general.file_type`` value.

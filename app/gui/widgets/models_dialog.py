@@ -322,7 +322,7 @@ class ModelsDialog(QDialog):
         box.open()
 
     def _remove_confirmed(self, path: str) -> None:
-        from inference.models.manager import remove_model
+        from inference.models.store import remove_model
 
         self._start(f"Removing {Path(path).name}", lambda report, cancel: remove_model(path, report), changes_models=True)
 
@@ -453,7 +453,7 @@ class ModelsDialog(QDialog):
         job.task = asyncio.ensure_future(self._run(job, work, changes_models, on_success, on_failure))
 
     async def _run(self, job: Operation, work, changes_models: bool, on_success, on_failure) -> None:
-        from inference.models.manager import OperationCancelled
+        from inference.models.errors import OperationCancelled
 
         title = job.title
         report = ProgressThrottle(threadsafe(self._on_progress))
