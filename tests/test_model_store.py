@@ -346,6 +346,75 @@ def test_default_model_dirs_and_data_dir_override(fresh_data_dir: Path) -> None:
     assert list_models() == []
 
 
+# --- the cross-process lock ----------------------------------------------------------------------
+
+
+def _hold_lock_in_another_process(path: Path) -> subprocess.Popen:
+    """Start a Python process that holds the lock file ``path`` until its stdin closes."""
+    code = (
+        "import sys; from pathlib import Path; from inference.models.locking import exclusive_lock\n"
+        f"with exclusive_lock(Path({str(path)!r})):\n"
+        "    print('locked', flush=True); sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def _release(holder: subprocess.Popen) -> None:
+    assert holder.stdin is not None
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
+
+
+def test_store_lock_waits_for_another_process_and_says_so(fresh_data_dir: Path) -> None:
+    from inference.models.locking import WAITING_MESSAGE
+
+    root = model_store.models_dir()
+    root.mkdir(parents=True)
+    holder = _hold_lock_in_another_process(root / model_store.STORE_LOCK_NAME)
+    threading.Timer(1.0, _release, (holder,)).start()
+    messages: list[str] = []
+    start = time.perf_counter()
+    with model_store.store_lock(messages.append):
+        waited = time.perf_counter() - start
+    assert waited > 0.8 and messages == [WAITING_MESSAGE]
+    messages.clear()
+    with model_store.store_lock(messages.append):  # free now: no wait, no message
+        pass
+    assert messages == []
+
+
+def test_clean_up_removes_dead_builders_folders_and_keeps_live_ones(fresh_data_dir: Path) -> None:
+    root = model_store.models_dir()
+    live, dead, bare = root / ".partial-live-1", root / ".partial-dead-2", root / ".partial-bare-3"
+    for folder in (live, dead, bare):
+        folder.mkdir(parents=True)
+    (dead / model_store.BUILDING_LOCK_NAME).touch()  # its builder died: nobody holds the lock file
+    holder = _hold_lock_in_another_process(live / model_store.BUILDING_LOCK_NAME)
+    try:
+        removed: list[str] = []
+        with model_store.store_lock():
+            model_store.remove_stale_builds(removed.append)
+        assert live.is_dir() and not dead.exists() and not bare.exists()
+        assert sorted(removed) == [f"Removing {name}, left over by an interrupted build" for name in (bare.name, dead.name)]
+    finally:
+        _release(holder)
+    with model_store.store_lock():
+        model_store.remove_stale_builds(removed.append)
+    assert not live.exists()
+
+
+def test_a_build_in_this_process_is_live_to_the_clean_up(fresh_data_dir: Path) -> None:
+    with pytest.raises(RuntimeError, match="stop here"):
+        with model_store.build_model("half", "test:", "test") as build:
+            with model_store.store_lock():
+                model_store.remove_stale_builds(lambda message: None)
+            assert build.folder.is_dir(), "a live build must survive another caller's clean-up"
+            raise RuntimeError("stop here")
+    assert _partial_builds() == [] and not (model_store.models_dir() / "half").exists()
+
+
 # --- requantize_gguf on a small synthetic GGUF -------------------------------------------------------
 
 
