@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -131,6 +132,20 @@ def read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[T
     return scalars, array_lengths, tensors
 
 
+def gguf_architecture(scalars: Mapping[str, Any], path: Path) -> str:
+    """The ``general.architecture`` of a GGUF header's ``scalars`` (see :func:`read_gguf_header`), e.g. ``"llama"``.
+
+    Raises:
+        ModelFetchError: it is not one of :data:`GGUF_ARCHITECTURES` (the message names those).
+    """
+    arch = scalars.get("general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ModelFetchError(
+            f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: {', '.join(GGUF_ARCHITECTURES)}"
+        )
+    return arch
+
+
 def hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
     """Derive a Hugging Face style ``config.json`` dict from a GGUF's metadata (llama, qwen2, qwen3).
 
@@ -143,12 +158,7 @@ def hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
         KeyError, TypeError, ValueError: a required metadata key is missing or malformed.
     """
     meta, array_lengths, tensors = read_gguf_header(gguf_path)
-    arch = meta.get("general.architecture")
-    if arch not in GGUF_ARCHITECTURES:
-        raise ModelFetchError(
-            f"{gguf_path.name}: architecture {arch!r} is not supported; GGUF files of these architectures "
-            f"work: {', '.join(GGUF_ARCHITECTURES)}"
-        )
+    arch = gguf_architecture(meta, gguf_path)
 
     def key(name: str, default: Any = None) -> Any:
         return meta.get(f"{arch}.{name}", default)

@@ -30,6 +30,7 @@ from .gguf import (
     GGUF_ARCHITECTURES,
     SUPPORTED_GGUF_TYPES,
     export_ir,
+    gguf_architecture,
     hf_config_from_gguf,
     read_gguf_header,
 )
@@ -200,16 +201,11 @@ def inspect_gguf(path: str | Path) -> dict:
         )
     try:
         scalars, _, tensors = read_gguf_header(path)
+        arch = gguf_architecture(scalars, path)
     except (struct.error, UnicodeDecodeError, OverflowError, ValueError, MemoryError) as error:
         raise ModelImportError(f"{path.name} is not a valid GGUF file: its header is truncated or corrupt ({error})") from error
     except ModelFetchError as error:
         raise ModelImportError(str(error)) from error
-    arch = scalars.get("general.architecture")
-    if arch not in GGUF_ARCHITECTURES:
-        raise ModelImportError(
-            f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: "
-            f"{', '.join(GGUF_ARCHITECTURES)}"
-        )
     counts: dict[str, int] = {}
     bad: set[str] = set()
     for tensor_name, dims, ggml_type in tensors:

@@ -41,9 +41,7 @@ def exclusive_lock(path: Path, on_wait: Callable[[str], None] | None = None) -> 
         OSError: the lock file cannot be created or opened.
     """
     lock = FileLock(path, thread_local=False)
-    try:
-        lock.acquire(blocking=False)
-    except Timeout:
+    if not _acquired_at_once(lock):
         if on_wait is not None:
             on_wait(WAITING_MESSAGE)
         lock.acquire()
@@ -62,10 +60,18 @@ def held_by_another(path: Path) -> bool:
         return False
     lock = FileLock(path, thread_local=False)
     try:
-        lock.acquire(blocking=False)
-    except Timeout:
-        return True
+        if not _acquired_at_once(lock):
+            return True
     except OSError:
         return False
     lock.release()
     return False
+
+
+def _acquired_at_once(lock: FileLock) -> bool:
+    """Take ``lock`` if nobody holds it (True), else return False at once."""
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        return False
+    return True
