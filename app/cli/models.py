@@ -166,18 +166,8 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     rows = [("NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH")]
     for m in manifests:
-        rope = m.rope_supported
         window = f" (n_ctx <= {m.sliding_window}: sliding window)" if m.sliding_window else ""
-        rows.append(
-            (
-                m.display_name,
-                f"{m.bits if m.bits is not None else '?'}-bit",
-                f"{m.size_bytes / 2**20:.0f} MiB",
-                ("yes" if rope else ("no" if rope is False else "?")) + window,
-                (m.tokenizer_fingerprint or "?")[:12],
-                str(m.path),
-            )
-        )
+        rows.append((m.display_name, m.bits_label, m.size_label, m.rope_label + window, m.tokenizer_label, str(m.path)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -188,7 +178,7 @@ def _done(folder: Path) -> int:
     manifest = store.read_manifest(folder)
     group_size = manifest.details.get("group_size")
     extra = f", group size {group_size}" if group_size else ""
-    print(f"{manifest.name}: {manifest.bits if manifest.bits is not None else '?'}-bit{extra}, {manifest.size_bytes / 2**20:.0f} MiB, "
+    print(f"{manifest.name}: {manifest.bits_label}{extra}, {manifest.size_label}, "
           f"RoPE {'supported' if manifest.rope_supported else 'unsupported'}", file=sys.stderr)  # fmt: skip
     print(folder)
     return 0

@@ -212,6 +212,26 @@ class ModelManifest:
         """``name``, else the folder's name."""
         return self.name or (self.path.name if self.path else "?")
 
+    @property
+    def bits_label(self) -> str:
+        """``"4-bit"``, or ``"?-bit"`` when unknown (model lists of the CLI and the window)."""
+        return f"{self.bits if self.bits is not None else '?'}-bit"
+
+    @property
+    def size_label(self) -> str:
+        """The folder's size in MiB, e.g. ``"93 MiB"``."""
+        return f"{self.size_bytes / 2**20:.0f} MiB"
+
+    @property
+    def rope_label(self) -> str:
+        """Whether the rolling context can shift this model's keys: ``"yes"``, ``"no"`` or ``"?"``."""
+        return "yes" if self.rope_supported else ("no" if self.rope_supported is False else "?")
+
+    @property
+    def tokenizer_label(self) -> str:
+        """The first 12 hex digits of the tokenizer fingerprint (enough to tell tokenizers apart), or ``"?"``."""
+        return self.tokenizer_fingerprint[:12] or "?"
+
 
 def _stored_fields() -> tuple[str, ...]:
     return tuple(f.name for f in fields(ModelManifest) if f.name not in ("details", "path"))

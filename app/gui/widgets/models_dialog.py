@@ -124,7 +124,7 @@ class ModelsDialog(QDialog):
         self.resize(900, 560)
         self.job: Operation | None = None
         self._executor = DaemonThreadExecutor("models-dialog")
-        self._manifests: list[dict] = []
+        self._manifests: list[store.ModelManifest] = []
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self._installed_tab(), "Installed")
@@ -270,30 +270,29 @@ class ModelsDialog(QDialog):
 
     def refresh(self) -> None:
         """Re-read the manifests of the store (fast: JSON files only)."""
-        self._manifests = store.list_models()
+        self._manifests = store.installed_models()
         self.table.setRowCount(len(self._manifests))
         for row, manifest in enumerate(self._manifests):
-            rope = manifest.get("rope_supported")
             cells = (
-                str(manifest.get("name") or Path(manifest["path"]).name),
-                f"{manifest.get('bits', '?')}",
-                f"{manifest.get('size_bytes', 0) / 2**20:.0f} MiB",
-                "yes" if rope else ("no" if rope is False else "?"),
-                str(manifest.get("tokenizer_fingerprint", "?"))[:12],
-                str(manifest.get("source", "?")),
-                str(manifest.get("created", "?"))[:19].replace("T", " "),
+                manifest.display_name,
+                manifest.bits_label,
+                manifest.size_label,
+                manifest.rope_label,
+                manifest.tokenizer_label,
+                manifest.source or "?",
+                manifest.created[:19].replace("T", " ") or "?",
             )
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setData(Qt.UserRole, manifest["path"])
-                if column == 3 and rope is False:
-                    item.setToolTip(manifest.get("rope_note", ""))
+                item.setData(Qt.UserRole, str(manifest.path))
+                if column == 3 and manifest.rope_supported is False:
+                    item.setToolTip(manifest.rope_note)
                 self.table.setItem(row, column, item)
         for combo in (self.target_combo, self.draft_combo):
             current = combo.currentData()
             combo.clear()
             for manifest in self._manifests:
-                combo.addItem(str(manifest.get("name") or Path(manifest["path"]).name), manifest["path"])
+                combo.addItem(manifest.display_name, str(manifest.path))
             index = combo.findData(current)
             if index >= 0:
                 combo.setCurrentIndex(index)
