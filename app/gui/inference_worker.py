@@ -2,20 +2,20 @@
 
 Every model operation (fetching the default model, loading, generating) runs, one at a time, in a single
 thread owned by :class:`InferenceWorker`; OpenVINO releases the GIL while it computes, so the GUI thread keeps
-running. Results travel back through the asyncio loop that qasync runs on top of the Qt event loop: the
-thread hands each item to ``loop.call_soon_threadsafe``, which puts it on an ``asyncio.Queue`` that a coroutine
-in the GUI thread consumes. No widget is ever touched from the inference thread.
+running. Results travel back as ``app.gui.background`` prescribes: coroutines on the GUI thread await the jobs,
+and whatever a job reports while it runs (progress lines, generation events) reaches the GUI thread through
+``loop.call_soon_threadsafe``. No widget is ever touched from the inference thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import sys
 import threading
 import time
 from collections import OrderedDict
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
@@ -34,7 +34,8 @@ from inference.settings import (
     SpeculativeSettings,
 )
 
-_END = object()
+from .background import run_in, stream_in, threadsafe
+
 #: Nice value of the inference thread: the GUI thread wins the CPU when both want it (see lower_thread_priority).
 INFERENCE_NICE = 5
 
@@ -102,11 +103,6 @@ class GenerationRequest:
 
 
 @dataclass
-class _Failure:
-    error: BaseException
-
-
-@dataclass
 class _ModelCache:
     """Loaded models by (folder, device, precision), least recently used first; reloading one is skipped."""
 
@@ -154,9 +150,12 @@ class InferenceWorker:
 
     async def run(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run ``function(*args)`` in the inference thread and return its result (or raise its exception)."""
+        self._check_open()
+        return await run_in(self._executor, function, *args)
+
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the inference worker is shut down")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def fetch_default_model(self, bits: int, progress: Callable[[str], None]) -> Path:
         """``inference.models.default_model.ensure_default_model(bits)`` in the inference thread.
@@ -168,11 +167,7 @@ class InferenceWorker:
         """
         from inference.models.default_model import ensure_default_model
 
-        loop = asyncio.get_running_loop()
-
-        def report(message: str) -> None:
-            _call_soon(loop, progress, message)
-
+        report = threadsafe(progress)
         return await self.run(lambda: ensure_default_model(bits, progress=report))
 
     async def load(self, spec: ModelSpec) -> ModelInfo:
@@ -211,53 +206,25 @@ class InferenceWorker:
             ValueError: a setting is out of range, the prompt is empty, no model is loaded...
             RuntimeError / RopeUnsupportedError: as raised by the engine.
         """
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
+        self._check_open()
+
+        def produce(put: Callable[[Event], None]) -> None:
+            if cancel.is_set():
+                return
+            if self._engine is None:
+                raise ValueError("no model is loaded: wait for the model to load, or fix the error shown")
+            if request.fresh_cache:
+                self._engine.reset()
+            session = ChatSession(self._engine, request.system_prompt, request.messages)
+            for event in session.reply(request.settings, cancel):
+                put(event)
+
         self._cancels.add(cancel)
-
-        def put(item: Any) -> None:
-            _call_soon(loop, queue.put_nowait, item)
-
-        def job() -> None:
-            try:
-                if cancel.is_set():
-                    put(_END)
-                    return
-                if self._engine is None:
-                    raise ValueError("no model is loaded: wait for the model to load, or fix the error shown")
-                if request.fresh_cache:
-                    self._engine.reset()
-                session = ChatSession(self._engine, request.system_prompt, request.messages)
-                for event in session.reply(request.settings, cancel):
-                    put(event)
-                put(_END)
-            except BaseException as error:  # noqa: BLE001 - handed to the GUI thread
-                put(_Failure(error))
-
         try:
-            self._executor.submit(job)
-        except RuntimeError as error:  # the executor is shut down: the app is quitting
-            self._cancels.discard(cancel)
-            raise RuntimeError("the inference worker is shut down") from error
-        ended = False
-        try:
-            while True:
-                batch = [await queue.get()]
-                while not queue.empty():
-                    batch.append(queue.get_nowait())
-                end = next((i for i, item in enumerate(batch) if item is _END or isinstance(item, _Failure)), None)
-                events = batch if end is None else batch[:end]
-                if end is not None:
-                    ended = True
-                if events:
+            async with aclosing(stream_in(self._executor, produce, cancel)) as batches:
+                async for events in batches:
                     yield events
-                if end is not None:
-                    if isinstance(batch[end], _Failure):
-                        raise batch[end].error
-                    return
         finally:
-            if not ended:
-                cancel.set()  # the consumer left early: stop the thread's generation
             self._cancels.discard(cancel)
 
     async def explain_difference(
@@ -330,10 +297,3 @@ def warm_up(engine: Engine) -> None:
             pass
     engine.reset()
 
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable, *args: Any) -> None:
-    """``loop.call_soon_threadsafe`` that ignores a closed loop (the application is quitting)."""
-    try:
-        loop.call_soon_threadsafe(callback, *args)
-    except RuntimeError:
-        pass
