@@ -1,18 +1,19 @@
 """The main window: conversations on the left, the chat in the middle, settings and the live graph on the right.
 
-It ties the widgets to the history database and to the inference worker: it saves each user message before
-generating, streams the reply into the view, the graph and the database, prepares and reloads models in the
-background, and turns every error into something shown in place or in a dialog that says what to do.
+Rules:
+- The window builds the layout, the actions and menus, and wires signals; it owns the widgets and nothing else
+  decides what they show.
+- Loading models is :class:`~app.gui.model_loader.ModelLoader`'s state machine; generating replies (send,
+  regenerate, re-send an edited message, compare, stop) is :class:`~app.gui.reply_controller.ReplyController`'s.
+  The window follows their signals: it streams the reply into the view and the graph, shows the model's state,
+  and turns every error into something shown in place or in a dialog that says what to do.
+- Coroutines run in one :class:`~app.gui.background.TaskSet`; every dialog is awaited, never ``exec()``-ed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import random
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
@@ -27,16 +28,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inference.model import ModelLoadError, TokenizerMismatchError
-from inference.models.store import ModelFetchError, list_models
-from inference.precision import PrecisionError
-from inference.rope import RopeUnsupportedError
-from inference.settings import Decoding
+from inference.models.store import list_models
 
-from .gc_policy import freeze_startup_objects
-from .history_db import HistoryDB
-from .inference_worker import GenerationRequest, InferenceWorker, ModelInfo, ModelSpec
-from .reply_recorder import ReplyRecorder
+from .background import TaskSet
+from .history_db import HistoryDB, Message
+from .inference_worker import InferenceWorker, ModelInfo
+from .model_loader import ModelLoader
+from .reply_controller import ActiveReply, ReplyController
 from .settings_store import AppSettings, SettingsStore
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
@@ -47,29 +45,7 @@ from .widgets.settings_pane import SettingsPane
 
 logger = logging.getLogger(__name__)
 
-TITLE_LENGTH = 48
-MODEL_RELOAD_DELAY_MS = 400
 SETTINGS_SAVE_DELAY_MS = 300
-#: Errors of one reply that are shown in place (the conversation stays as it was saved).
-GENERATION_ERRORS = (ValueError, RuntimeError, RopeUnsupportedError, ModelLoadError)
-
-
-def title_from(text: str) -> str:
-    """A conversation title from the first user message: its first line, shortened."""
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "New chat")
-    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
-
-
-@dataclass
-class ActiveReply:
-    """The reply being generated (at most one at a time)."""
-
-    conversation_id: int
-    recorder: ReplyRecorder
-    compare: bool
-    cancel: threading.Event = field(default_factory=threading.Event)
-    task: asyncio.Task | None = None
-    closed: bool = False
 
 
 class MainWindow(QMainWindow):
@@ -80,6 +56,9 @@ class MainWindow(QMainWindow):
         devices: OpenVINO devices to offer (``inference.devices.available_devices()``).
         history_notice: a message about the history database to show at start (it was unreadable...).
         owns_worker: shut the worker down when the window closes.
+
+    Attributes:
+        models: the model-loading state machine; replies: the reply controller.
 
     Signals:
         generation_started(conversation_id), reply_updated(text so far), generation_finished(Message),
@@ -109,16 +88,10 @@ class MainWindow(QMainWindow):
         self.owns_worker = owns_worker
         self._history_notice = history_notice
         self.settings: AppSettings = store.load()
-        self.active: ActiveReply | None = None
-        self.model_info: ModelInfo | None = None
-        self.model_error: str | None = None
-        self.model_state = "idle"  # idle, loading, ready, error
-        self._loaded_key: tuple | None = None
-        self._wanted_key: tuple | None = None
-        self._model_task: asyncio.Task | None = None
-        self._model_settled = asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
         self._shut_down = False
+        self.tasks = TaskSet(self._unexpected_error)
+        self.models = ModelLoader(worker, self.tasks, lambda: self.settings, self._ask_retry, parent=self)
+        self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)
         self.progress_dialog: ModelProgressDialog | None = None
         self.models_dialog = None
 
@@ -126,8 +99,10 @@ class MainWindow(QMainWindow):
         self.resize(1440, 900)
         self._build_ui()
         self._build_actions()
+        self._connect_models()
+        self._connect_replies()
         self._restore_ui_state()
-        self._refresh_list()
+        self.refresh_list()
         conversations = self.db.conversations()
         if conversations:
             self.open_conversation(conversations[0].id)
@@ -137,11 +112,23 @@ class MainWindow(QMainWindow):
         self._settings_timer = QTimer(self)
         self._settings_timer.setSingleShot(True)
         self._settings_timer.timeout.connect(self._save_settings)
-        self._reload_timer = QTimer(self)
-        self._reload_timer.setSingleShot(True)
-        self._reload_timer.timeout.connect(self._schedule_model_load)
         for warning in store.warnings:
             self.statusBar().showMessage(warning, 10000)
+
+    @property
+    def active(self) -> ActiveReply | None:
+        """The reply being generated, or None."""
+        return self.replies.active
+
+    @property
+    def model_state(self) -> str:
+        """``idle``, ``loading``, ``ready`` or ``error`` (:class:`~app.gui.model_loader.ModelLoader`)."""
+        return self.models.state
+
+    @property
+    def model_error(self) -> str | None:
+        """Why the models could not be loaded (None when they were, or while loading)."""
+        return self.models.error
 
     # --- building ---------------------------------------------------------------------------------
 
@@ -150,8 +137,8 @@ class MainWindow(QMainWindow):
         self.conversation_list.selected.connect(self.open_conversation)
         self.conversation_list.new_requested.connect(self.new_chat)
         self.conversation_list.renamed.connect(self.rename_conversation)
-        self.conversation_list.delete_requested.connect(lambda cid: self._spawn(self.delete_conversation(cid)))
-        self.conversation_list.search_changed.connect(lambda _: self._refresh_list())
+        self.conversation_list.delete_requested.connect(lambda cid: self.tasks.spawn(self.delete_conversation(cid)))
+        self.conversation_list.search_changed.connect(lambda _: self.refresh_list())
 
         self.chat_view = ChatView()
         self.chat_view.set_highlight(self.settings.highlight_draft)
@@ -229,15 +216,15 @@ class MainWindow(QMainWindow):
         self.new_action = self._action(file_menu, "&New chat", self.new_chat, QKeySequence.StandardKey.New, "Start a new conversation")
         file_menu.addSeparator()
         self.import_action = self._action(
-            file_menu, "&Import conversation (JSON)…", lambda: self._spawn(self.import_dialog()), "Ctrl+O",
+            file_menu, "&Import conversation (JSON)…", lambda: self.tasks.spawn(self.import_dialog()), "Ctrl+O",
             "Add a conversation exported as JSON",
         )  # fmt: skip
         self.export_markdown_action = self._action(
-            file_menu, "Export as &Markdown…", lambda: self._spawn(self.export_dialog("md")), "Ctrl+Shift+M",
+            file_menu, "Export as &Markdown…", lambda: self.tasks.spawn(self.export_dialog("md")), "Ctrl+Shift+M",
             "Save this conversation as a Markdown document",
         )  # fmt: skip
         self.export_json_action = self._action(
-            file_menu, "Export as &JSON…", lambda: self._spawn(self.export_dialog("json")), "Ctrl+Shift+J",
+            file_menu, "Export as &JSON…", lambda: self.tasks.spawn(self.export_dialog("json")), "Ctrl+Shift+J",
             "Save this conversation as JSON (can be imported back)",
         )  # fmt: skip
         file_menu.addSeparator()
@@ -261,7 +248,7 @@ class MainWindow(QMainWindow):
         chat_menu.addSeparator()
         self.rename_action = self._action(chat_menu, "Re&name chat", self.conversation_list.rename_current, "F2")
         self.delete_action = self._action(
-            chat_menu, "&Delete chat…", lambda: self._spawn(self.delete_conversation(self.chat_view.conversation_id)),
+            chat_menu, "&Delete chat…", lambda: self.tasks.spawn(self.delete_conversation(self.chat_view.conversation_id)),
             QKeySequence.StandardKey.Delete,
         )  # fmt: skip
         self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -282,8 +269,8 @@ class MainWindow(QMainWindow):
         self.search_action = self._action(view_menu, "&Find chat", self._focus_search, QKeySequence.StandardKey.Find)
 
         help_menu = menu.addMenu("&Help")
-        self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", lambda: self._spawn(self.show_shortcuts()))
-        self.about_action = self._action(help_menu, "&About SpecChat", lambda: self._spawn(self.show_about()))
+        self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", lambda: self.tasks.spawn(self.show_shortcuts()))
+        self.about_action = self._action(help_menu, "&About SpecChat", lambda: self.tasks.spawn(self.show_about()))
 
     def _restore_ui_state(self) -> None:
         ui = self.store.ui_state
@@ -303,60 +290,45 @@ class MainWindow(QMainWindow):
             "right_splitter": bytes(self.right_splitter.saveState().toBase64()).decode("ascii"),
         }
 
+    # --- wiring -----------------------------------------------------------------------------------
+
+    def _connect_models(self) -> None:
+        models = self.models
+        models.state_changed.connect(self._show_model_state)
+        models.loaded.connect(self._model_loaded)
+        models.ready.connect(self.model_ready)
+        models.failed.connect(self.model_failed)
+        models.setting_refused.connect(self.settings_pane.flag)
+        models.fetch_progress.connect(self._fetch_progress)
+        models.fetch_finished.connect(self._close_progress)
+        models.models_installed.connect(lambda: self.settings_pane.set_models(_installed_models()))
+
+    def _connect_replies(self) -> None:
+        replies = self.replies
+        replies.started.connect(self._reply_started)
+        replies.updated.connect(self._reply_updated)
+        replies.run_started.connect(lambda mode, keep_previous: self.live_graph.start_run(mode, keep_previous=keep_previous))
+        replies.events.connect(self.live_graph.add_events)
+        replies.run_finished.connect(self.live_graph.finish_run)
+        replies.failed.connect(self._reply_failed)
+        replies.finished.connect(self._reply_finished)
+
     # --- tasks ------------------------------------------------------------------------------------
 
-    def _spawn(self, coroutine) -> asyncio.Task:
-        """Run a coroutine on the Qt/asyncio loop; unexpected errors are logged and shown in the status bar."""
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-
-        def done(finished: asyncio.Task) -> None:
-            self._tasks.discard(finished)
-            if not finished.cancelled() and finished.exception() is not None:
-                error = finished.exception()
-                logger.error("unexpected error", exc_info=error)
-                if not self._shut_down:
-                    self.statusBar().showMessage(f"Unexpected error: {error}", 15000)
-
-        task.add_done_callback(done)
-        return task
+    def _unexpected_error(self, error: BaseException) -> None:
+        if not self._shut_down:
+            self.statusBar().showMessage(f"Unexpected error: {error}", 15000)
 
     def start(self) -> None:
         """Show any startup notice and start preparing the model in the background."""
         if self._history_notice:
             notice, self._history_notice = self._history_notice, None
-            self._spawn(
+            self.tasks.spawn(
                 message_box(self, QMessageBox.Icon.Warning, "SpecChat: chat history", notice, object_name="historyNotice")
             )
-        self._schedule_model_load()
+        self.models.load()
 
     # --- model ------------------------------------------------------------------------------------
-
-    def _set_model_state(self, state: str, text: str) -> None:
-        self.model_state = state
-        self.busy_bar.setVisible(state == "loading")
-        self.model_label.setText(text)
-        self.model_label.setToolTip(text)
-
-    def _schedule_model_load(self) -> None:
-        """Load the models the settings ask for, in the background (after the reply streaming now, if any)."""
-        self._wanted_key = self.settings.model_key()
-        if self._wanted_key != self._loaded_key:
-            self._model_settled.clear()
-        if self._model_task is None or self._model_task.done():
-            self._model_task = self._spawn(self._model_loop())
-
-    async def _model_loop(self) -> None:
-        while self._wanted_key != self._loaded_key:
-            key = self._wanted_key
-            ok = await self._load_models(self.settings)
-            if not ok and key == self._wanted_key:
-                break
-        if self._wanted_key == self._loaded_key and self.model_info is not None and self.model_state != "ready":
-            # back to the models still loaded (e.g. after a refused draft): nothing to load
-            self.model_error = None
-            self._set_model_state("ready", f"{self.model_info.spec.describe()} · {self.model_info.precision.describe()}")
-        self._model_settled.set()
 
     async def wait_for_model(self) -> None:
         """Wait until the models the settings ask for are loaded.
@@ -364,74 +336,23 @@ class MainWindow(QMainWindow):
         Raises:
             ValueError: they could not be loaded (the message says why).
         """
-        await self._model_settled.wait()
-        if self._loaded_key != self.settings.model_key() or self.model_info is None:
-            raise ValueError(f"no model is loaded: {self.model_error or 'the model could not be loaded'}")
+        await self.models.wait()
 
-    def retry_model(self) -> None:
-        """Try loading the models again (after an error)."""
-        self._loaded_key = None
-        self._schedule_model_load()
+    def _show_model_state(self, state: str, text: str) -> None:
+        self.busy_bar.setVisible(state == "loading")
+        self.model_label.setText(text)
+        self.model_label.setToolTip(text)
 
-    async def _load_models(self, settings: AppSettings) -> bool:
-        key = settings.model_key()
-        self.model_error = None
-        self._set_model_state("loading", f"Preparing the {settings.bits}-bit model…")
-
-        def on_progress(line: str) -> None:
-            if self.progress_dialog is None:
-                self.progress_dialog = ModelProgressDialog(self, "SpecChat: preparing the model")
-                self.progress_dialog.show()
-            self.progress_dialog.add_line(line)
-            self.statusBar().showMessage(line, 5000)
-
-        try:
-            target_dir = await self.worker.fetch_default_model(settings.bits, on_progress)
-        except Exception as error:  # noqa: BLE001 - ModelFetchError says what to do; anything else is shown too
-            self._close_progress()
-            return await self._model_error_dialog(settings, error, fetching=True)
-        self._close_progress()
-        self.settings_pane.set_models(_installed_models())
-        if settings.model_key() != self.settings.model_key():
-            return False  # the settings changed meanwhile: the loop loads the new ones
-        spec = ModelSpec(
-            target_dir=target_dir,
-            target_device=settings.target_device,
-            draft_dir=Path(settings.draft_model) if settings.uses_draft_model else None,
-            draft_device=settings.draft_device,
-            precision=settings.precision_settings(),
-        )
-        self._set_model_state("loading", f"Loading {spec.describe()}…")
-        try:
-            info = await self.worker.load(spec)
-        except TokenizerMismatchError as error:
-            self.settings_pane.flag("draft_model", str(error))
-            return self._model_refused(str(error))
-        except PrecisionError as error:
-            self.settings_pane.flag("precision", str(error))
-            return self._model_refused(str(error))
-        except ValueError as error:
-            field = "draft_device" if settings.uses_draft_model and settings.draft_device in str(error) else "target_device"
-            self.settings_pane.flag(field, str(error))
-            return self._model_refused(str(error))
-        except Exception as error:  # noqa: BLE001 - ModelLoadError and the unexpected
-            return await self._model_error_dialog(settings, error, fetching=False)
-        self.model_info = info
-        self._loaded_key = key
-        freeze_startup_objects()
+    def _model_loaded(self, info: ModelInfo) -> None:
         self.settings_pane.set_max_position_embeddings(info.max_position_embeddings)
         self.settings_pane.set_precision_in_use(info.precision.describe())
-        seconds = f" (loaded in {info.load_seconds + info.warm_up_seconds:.1f} s)" if info.load_seconds else ""
-        self._set_model_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
-        self.model_ready.emit(spec.describe())
-        return True
 
-    def _model_refused(self, message: str) -> bool:
-        self.model_error = message
-        loaded = f"; still using {self.worker.spec.describe()}" if self.worker.spec else ""
-        self._set_model_state("error", f"Model not changed: see the settings{loaded}")
-        self.model_failed.emit(message)
-        return False
+    def _fetch_progress(self, line: str) -> None:
+        if self.progress_dialog is None:
+            self.progress_dialog = ModelProgressDialog(self, "SpecChat: preparing the model")
+            self.progress_dialog.show()
+        self.progress_dialog.add_line(line)
+        self.statusBar().showMessage(line, 5000)
 
     def _close_progress(self) -> None:
         if self.progress_dialog is not None:
@@ -439,13 +360,8 @@ class MainWindow(QMainWindow):
             self.progress_dialog.deleteLater()
             self.progress_dialog = None
 
-    async def _model_error_dialog(self, settings: AppSettings, error: Exception, fetching: bool) -> bool:
-        self.model_error = str(error)
-        known = isinstance(error, (ModelFetchError, ModelLoadError))
-        what = "fetch and prepare its default model" if fetching else "load the model"
-        self._set_model_state("error", "No model loaded: " + ("fetching failed" if fetching else "loading failed"))
-        self.model_failed.emit(str(error))
-        details = str(error) if known else f"{type(error).__name__}: {error}"
+    async def _ask_retry(self, what: str, details: str) -> bool:
+        """The dialog after a failure to fetch or load the model; True if the user chose Retry."""
         answer = await message_box(
             self,
             QMessageBox.Icon.Critical,
@@ -457,13 +373,12 @@ class MainWindow(QMainWindow):
             "Fix the problem, then choose Retry (or change the model settings).",
             object_name="modelError",
         )
-        if answer == QMessageBox.StandardButton.Retry and not self._shut_down:
-            return await self._load_models(self.settings)
-        return False
+        return answer == QMessageBox.StandardButton.Retry
 
     # --- conversations ----------------------------------------------------------------------------
 
-    def _refresh_list(self) -> None:
+    def refresh_list(self) -> None:
+        """Show the conversations matching the search box, the one shown selected."""
         self.conversation_list.set_conversations(
             self.db.conversations(self.conversation_list.search.text()), self.chat_view.conversation_id
         )
@@ -483,7 +398,7 @@ class MainWindow(QMainWindow):
         """Show a conversation (a reply streaming in it keeps streaming into the view)."""
         conversation = self.db.conversation(conversation_id)
         if conversation is None:
-            self._refresh_list()
+            self.refresh_list()
             return
         if self.chat_view.conversation_id != conversation_id:
             self.chat_view.show_conversation(conversation, self.db.messages(conversation_id))
@@ -504,7 +419,7 @@ class MainWindow(QMainWindow):
         if self.chat_view.conversation_id == conversation_id:
             self.chat_view.set_title(title.strip())
             self._update_window_title()
-        self._refresh_list()
+        self.refresh_list()
 
     async def delete_conversation(self, conversation_id: int | None) -> bool:
         """Ask, then delete a conversation (stopping its reply first); returns True if deleted."""
@@ -525,10 +440,7 @@ class MainWindow(QMainWindow):
         )
         if answer != QMessageBox.StandardButton.Yes:
             return False
-        if self.active and self.active.conversation_id == conversation_id:
-            self.active.cancel.set()
-            if self.active.task is not None:
-                await asyncio.wait([self.active.task])
+        await self.replies.stop_in(conversation_id)
         self.db.delete_conversation(conversation_id)
         if self.chat_view.conversation_id == conversation_id:
             remaining = self.db.conversations()
@@ -537,7 +449,7 @@ class MainWindow(QMainWindow):
                 self.open_conversation(remaining[0].id)
             else:
                 self.new_chat()
-        self._refresh_list()
+        self.refresh_list()
         self.statusBar().showMessage(f"Deleted “{conversation.title}”", 5000)
         return True
 
@@ -557,9 +469,7 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._settings_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
-            if settings.model_key() != self._loaded_key:
-                self._model_settled.clear()
-            self._reload_timer.start(MODEL_RELOAD_DELAY_MS)
+            self.models.load_later(settings)
             self.statusBar().showMessage("The model will be reloaded in the background", 3000)
 
     def _save_settings(self) -> None:
@@ -580,37 +490,32 @@ class MainWindow(QMainWindow):
         Nothing is sent (and the reason shown in place) while a reply streams, with invalid settings, or with
         an empty message.
         """
-        if self.active is not None:
-            self.composer.show_error("A reply is being generated: wait for it, or press Stop (Esc).")
-            return None
-        if not text.strip():
-            self.composer.show_error("Type a message first.")
-            return None
         errors = self.settings_pane.errors()
-        if errors:
-            self.composer.show_error(f"Fix the settings first: {next(iter(errors.values()))}")
+        refusal = self.replies.refusal(text) or (f"Fix the settings first: {next(iter(errors.values()))}" if errors else None)
+        if refusal:
+            self.composer.show_error(refusal)
             return None
         conversation_id = self.chat_view.conversation_id
         if conversation_id is None or self.db.conversation(conversation_id) is None:
-            conversation_id = self.db.create_conversation(title_from(text), self.chat_view.system_prompt())
+            conversation_id = self.replies.new_conversation(text, self.chat_view.system_prompt())
             self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
             self._update_window_title()
-        message_id = self.db.add_message(conversation_id, "user", text)  # saved before generation starts
+        message = self.replies.add_user_message(conversation_id, text)  # saved before generation starts
         self.composer.clear()
         self.composer.clear_error()
-        self.chat_view.append_message(self.db.message(message_id))
-        self._refresh_list()
-        self._start_reply(conversation_id, compare)
+        self.chat_view.append_message(message)
+        self.refresh_list()
+        self.replies.start_reply(conversation_id, compare)
         return conversation_id
 
     def regenerate(self, message_id: int) -> None:
         """Replace a reply (the last one) by a new one."""
-        message = self.db.message(message_id)
-        if message is None or self.active is not None:
+        discarded = self.replies.discard_reply(message_id)
+        if discarded is None:
             return
-        self.db.delete_messages_from(message.conversation_id, message.position)
+        conversation_id, compare = discarded
         self.chat_view.remove_message(message_id)
-        self._start_reply(message.conversation_id, compare="compare" in message.stats)
+        self.replies.start_reply(conversation_id, compare)
 
     def regenerate_last(self) -> None:
         """Regenerate the last reply of the conversation shown."""
@@ -620,16 +525,12 @@ class MainWindow(QMainWindow):
 
     def resend_edited(self, message_id: int, text: str) -> None:
         """Replace a user message's text, drop the messages after it, and generate a new reply."""
-        message = self.db.message(message_id)
-        if message is None or self.active is not None:
+        conversation_id = self.replies.rewrite(message_id, text)
+        if conversation_id is None:
             return
-        self.db.update_message(message_id, content=text)
-        self.db.delete_messages_from(message.conversation_id, message.position + 1)
-        self.open_conversation(message.conversation_id)
-        self.chat_view.show_conversation(
-            self.db.conversation(message.conversation_id), self.db.messages(message.conversation_id)
-        )
-        self._start_reply(message.conversation_id, compare=False)
+        self.open_conversation(conversation_id)
+        self.chat_view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
+        self.replies.start_reply(conversation_id)
 
     def copy_last_reply(self) -> None:
         """Copy the last reply of the conversation shown to the clipboard."""
@@ -641,118 +542,33 @@ class MainWindow(QMainWindow):
 
     def stop(self) -> None:
         """Stop the reply being generated (its text so far is kept)."""
-        if self.active is not None:
-            self.active.cancel.set()
+        if self.replies.stop():
             self.statusBar().showMessage("Stopping…", 2000)
 
-    def _start_reply(self, conversation_id: int, compare: bool) -> None:
-        settings = self.settings
-        seed = settings.seed
-        if compare and seed is None:
-            seed = random.randrange(2**31)  # both runs use the same seed
-        extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
-        message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming")
-        recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
-        self.active = ActiveReply(conversation_id, recorder, compare)
-        if self.chat_view.conversation_id == conversation_id:
-            self.chat_view.append_message(recorder.snapshot(), live=True)
+    def _reply_started(self, reply: Message) -> None:
+        if self.chat_view.conversation_id == reply.conversation_id:
+            self.chat_view.append_message(reply, live=True)
         self.composer.set_generating(True)
         self.stop_action.setEnabled(True)
         self.chat_view.set_busy(True)
-        self.generation_started.emit(conversation_id)
-        self.active.task = self._spawn(self._generate(self.active, settings, seed))
+        self.generation_started.emit(reply.conversation_id)
 
-    def _history(self, conversation_id: int, exclude: int) -> list[dict]:
-        """Messages to send to the model: everything before the new reply, minus empty replies."""
-        return [
-            {"role": m.role, "content": m.content}
-            for m in self.db.messages(conversation_id)
-            if m.id != exclude and (m.role == "user" or m.content)
-        ]
+    def _reply_updated(self, reply: Message, text: str) -> None:
+        if self.chat_view.conversation_id == reply.conversation_id:
+            self.chat_view.update_message(reply, live=True)
+        self.reply_updated.emit(text)
 
-    async def _generate(self, active: ActiveReply, settings: AppSettings, seed: int | None) -> None:
-        recorder = active.recorder
-        conversation = self.db.conversation(active.conversation_id)
-        history = self._history(active.conversation_id, recorder.message_id)
-        if active.compare:
-            runs = [Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL if settings.uses_draft_model else Decoding.PROMPT_LOOKUP]
-        else:
-            runs = [Decoding(settings.decoding)]
-        state, error_text = "complete", None
-        try:
-            if self.model_state != "ready" or self._loaded_key != settings.model_key():
-                self._update_live(active, "Waiting for the model to load…")
-            await self.wait_for_model()
-            for index, decoding in enumerate(runs):
-                if active.cancel.is_set():
-                    break
-                phase_extra = {"drafter": decoding.drafter, "k": settings.k} if decoding.speculative else {}
-                recorder.begin_phase(decoding.mode, **phase_extra)
-                self.live_graph.start_run(decoding.mode, keep_previous=index > 0)
-                request = GenerationRequest(
-                    messages=history,
-                    system_prompt=conversation.system_prompt if conversation else "",
-                    settings=settings.generation_settings(decoding, seed=seed),
-                    fresh_cache=active.compare,
-                )
-                try:
-                    async for events in self.worker.generate(request, active.cancel):
-                        if active.closed:
-                            return
-                        recorder.add(events)
-                        self.live_graph.add_events(events)
-                        self._update_live(active)
-                finally:
-                    self.live_graph.finish_run()
-            if active.compare and not active.cancel.is_set():
-                await self._explain_compare(active, request, settings)
-            if active.cancel.is_set():
-                state = "stopped"
-        except GENERATION_ERRORS as error:
-            state, error_text = "error", str(error)
-        except asyncio.CancelledError:
-            state = "stopped"
-        except Exception as error:  # noqa: BLE001 - a bug must not lose the reply or the window
-            logger.exception("reply failed")
-            state, error_text = "error", f"internal error: {type(error).__name__}: {error}"
-        finally:
-            if not active.closed:
-                self._reply_ended(active, state, error_text)
+    def _reply_failed(self, message_id: int, error: str, field: str) -> None:
+        self.chat_view.remove_message(message_id)
+        self.composer.show_error(f"Could not generate a reply: {error}")
+        if field:
+            self.settings_pane.flag(field, error, blocking=False)
 
-    async def _explain_compare(self, active: ActiveReply, request: GenerationRequest, settings: AppSettings) -> None:
-        """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie."""
-        recorder = active.recorder
-        if recorder.compare_data.get("identical") is not False:
-            return
-        if settings.temperature > 0:
-            recorder.set_difference(None, sampled=True)
-            return
-        self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
-        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)
-        recorder.set_difference(difference.as_dict() if difference else None, sampled=False)
-
-    def _update_live(self, active: ActiveReply, note: str | None = None) -> None:
-        snapshot = active.recorder.snapshot()
-        if note:
-            snapshot.stats = {**snapshot.stats, "live": note}
-        if self.chat_view.conversation_id == active.conversation_id:
-            self.chat_view.update_message(snapshot, live=True)
-        self.reply_updated.emit(active.recorder.text or active.recorder.compare_data.get("ar", {}).get("text", ""))
-
-    def _reply_ended(self, active: ActiveReply, state: str, error: str | None) -> None:
-        recorder = active.recorder
-        self.active = None
-        if state == "error" and not recorder.has_text:
-            self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
-            self.chat_view.remove_message(recorder.message_id)
-            self.composer.show_error(f"Could not generate a reply: {error}")
-            self._flag_setting_error(error or "")
-            final = None
-        else:
-            final = recorder.finish(state, error)
-            if state == "error":
-                self.composer.show_error(f"The reply stopped with an error: {error}")
-            if self.chat_view.conversation_id == active.conversation_id:
+    def _reply_finished(self, final: Message | None) -> None:
+        if final is not None:
+            if final.state == "error":
+                self.composer.show_error(f"The reply stopped with an error: {final.stats.get('error')}")
+            if self.chat_view.conversation_id == final.conversation_id:
                 self.chat_view.update_message(final)
                 widget = self.chat_view.widget(final.id)
                 if widget is not None:
@@ -760,16 +576,8 @@ class MainWindow(QMainWindow):
         self.composer.set_generating(False)
         self.stop_action.setEnabled(False)
         self.chat_view.set_busy(False)
-        self._refresh_list()
+        self.refresh_list()
         self.generation_finished.emit(final)
-
-    def _flag_setting_error(self, error: str) -> None:
-        for name in ("n_ctx", "n_keep", "n_discard", "temperature", "top_p", "top_k", "seed", "max_new_tokens"):
-            if error.startswith(name):
-                self.settings_pane.flag(name, error, blocking=False)
-                return
-        if error.startswith("K "):
-            self.settings_pane.flag("k", error, blocking=False)
 
     # --- export / import --------------------------------------------------------------------------
 
@@ -799,7 +607,7 @@ class MainWindow(QMainWindow):
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON: {error}") from error
         conversation_id = self.db.import_json(data)
-        self._refresh_list()
+        self.refresh_list()
         self.open_conversation(conversation_id)
         return conversation_id
 
@@ -894,18 +702,14 @@ class MainWindow(QMainWindow):
         ui_state = self._ui_state()
         self.hide()  # quitting looks instant even if the worker must finish loading a model first
         self.chat_view._flush_system_prompt()
-        if self.active is not None:
-            active, self.active = self.active, None
-            active.closed = True
-            active.cancel.set()
-            active.recorder.finish("stopped")
+        self.replies.close()
+        self.models.close()
         try:
             self.store.save_ui_state(self.settings, ui_state)
         except OSError as error:
             logger.warning("could not save the settings: %s", error)
         self._close_progress()
-        for task in list(self._tasks):
-            task.cancel()
+        self.tasks.cancel_all()
         if self.owns_worker:
             self.worker.shutdown(wait=True)
 
@@ -915,4 +719,3 @@ def _installed_models() -> list[dict]:
         return list_models()
     except OSError:
         return []
-

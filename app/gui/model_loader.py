@@ -1,0 +1,201 @@
+"""The model-loading state machine of the window: which models the settings ask for, loading them in the
+background, and what went wrong.
+
+Rules:
+- States: ``idle`` (nothing asked yet), ``loading``, ``ready``, ``error``. Every change is announced with
+  ``state_changed(state, text)``; the window shows the text and a busy indicator, nothing else decides it.
+- One load loop at a time: settings that change while models load are loaded after it (the loop runs until the
+  models loaded are the ones wanted); a reply waits with :meth:`ModelLoader.wait`.
+- A refusal caused by a setting (a draft with another tokenizer, a precision the device lacks, an unknown
+  device) is flagged next to that setting (``setting_refused``) without a dialog, and the models loaded stay in
+  use; a failure to fetch or load asks the user (``ask_retry``) whether to try again.
+- The first start fetches the default model; its progress lines arrive through ``fetch_progress`` and
+  ``fetch_finished`` says the fetch is over (the window shows and closes a progress dialog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from inference.model import ModelLoadError, TokenizerMismatchError
+from inference.models.errors import ModelFetchError
+from inference.precision import PrecisionError
+
+from .background import TaskSet
+from .gc_policy import freeze_startup_objects
+from .inference_worker import InferenceWorker, ModelInfo, ModelSpec
+from .settings_store import AppSettings
+
+#: Pause after the last model-setting edit before reloading (several quick edits load once).
+MODEL_RELOAD_DELAY_MS = 400
+
+
+class ModelLoader(QObject):
+    """Loads the models the settings ask for, in the inference worker, one load loop at a time.
+
+    Args:
+        worker: the inference thread; tasks: where its coroutines run.
+        settings: returns the window's current settings (read at each step of the loop).
+        ask_retry: ``await ask_retry(what, details)`` asks whether to try again after a failure to fetch or load
+            (``what``: "fetch and prepare its default model" or "load the model"); True means retry.
+
+    Signals:
+        state_changed(state, text): the new state and the text that describes it.
+        loaded(ModelInfo): models were loaded (the window shows their limits and precision).
+        ready(description): the models asked for are loaded (``ModelSpec.describe()``).
+        failed(message): fetching or loading failed, or a setting was refused.
+        setting_refused(field, message): the load was refused because of this setting.
+        fetch_progress(line): a progress line of the first-start fetch; fetch_finished(): the fetch is over.
+        models_installed(): the fetch may have installed a model (the window refreshes its model choices).
+    """
+
+    state_changed = Signal(str, str)
+    loaded = Signal(object)
+    ready = Signal(str)
+    failed = Signal(str)
+    setting_refused = Signal(str, str)
+    fetch_progress = Signal(str)
+    fetch_finished = Signal()
+    models_installed = Signal()
+
+    def __init__(
+        self,
+        worker: InferenceWorker,
+        tasks: TaskSet,
+        settings: Callable[[], AppSettings],
+        ask_retry: Callable[[str, str], Awaitable[bool]],
+        parent: QObject | None = None,
+    ):
+        super().__init__(parent)
+        self.worker = worker
+        self._tasks = tasks
+        self._settings = settings
+        self._ask_retry = ask_retry
+        self.state = "idle"
+        self.info: ModelInfo | None = None
+        self.error: str | None = None
+        self._loaded_key: tuple | None = None
+        self._wanted_key: tuple | None = None
+        self._task: asyncio.Task | None = None
+        self._settled = asyncio.Event()
+        self._closed = False
+        self._reload_timer = QTimer(self)
+        self._reload_timer.setSingleShot(True)
+        self._reload_timer.timeout.connect(self.load)
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the models the settings ask for, in the background (after the reply streaming now, if any)."""
+        self._wanted_key = self._settings().model_key()
+        if self._wanted_key != self._loaded_key:
+            self._settled.clear()
+        if self._task is None or self._task.done():
+            self._task = self._tasks.spawn(self._loop())
+
+    def load_later(self, settings: AppSettings) -> None:
+        """The model settings changed to ``settings``: load them after MODEL_RELOAD_DELAY_MS (replies wait)."""
+        if settings.model_key() != self._loaded_key:
+            self._settled.clear()
+        self._reload_timer.start(MODEL_RELOAD_DELAY_MS)
+
+    def is_ready_for(self, settings: AppSettings) -> bool:
+        """True when the models ``settings`` ask for are loaded."""
+        return self.state == "ready" and self._loaded_key == settings.model_key()
+
+    async def wait(self) -> None:
+        """Wait until the models the settings ask for are loaded.
+
+        Raises:
+            ValueError: they could not be loaded (the message says why).
+        """
+        await self._settled.wait()
+        if self._loaded_key != self._settings().model_key() or self.info is None:
+            raise ValueError(f"no model is loaded: {self.error or 'the model could not be loaded'}")
+
+    def close(self) -> None:
+        """The window closes: stop reloading, never ask again."""
+        self._closed = True
+        self._reload_timer.stop()
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    def _set_state(self, state: str, text: str) -> None:
+        self.state = state
+        self.state_changed.emit(state, text)
+
+    async def _loop(self) -> None:
+        while self._wanted_key != self._loaded_key:
+            key = self._wanted_key
+            ok = await self._load_models(self._settings())
+            if not ok and key == self._wanted_key:
+                break
+        if self._wanted_key == self._loaded_key and self.info is not None and self.state != "ready":
+            # back to the models still loaded (e.g. after a refused draft): nothing to load
+            self.error = None
+            self._set_state("ready", f"{self.info.spec.describe()} · {self.info.precision.describe()}")
+        self._settled.set()
+
+    async def _load_models(self, settings: AppSettings) -> bool:
+        key = settings.model_key()
+        self.error = None
+        self._set_state("loading", f"Preparing the {settings.bits}-bit model…")
+        try:
+            target_dir = await self.worker.fetch_default_model(settings.bits, self.fetch_progress.emit)
+        except Exception as error:  # noqa: BLE001 - ModelFetchError says what to do; anything else is shown too
+            self.fetch_finished.emit()
+            return await self._failed(error, fetching=True)
+        self.fetch_finished.emit()
+        self.models_installed.emit()
+        if settings.model_key() != self._settings().model_key():
+            return False  # the settings changed meanwhile: the loop loads the new ones
+        spec = ModelSpec(
+            target_dir=target_dir,
+            target_device=settings.target_device,
+            draft_dir=Path(settings.draft_model) if settings.uses_draft_model else None,
+            draft_device=settings.draft_device,
+            precision=settings.precision_settings(),
+        )
+        self._set_state("loading", f"Loading {spec.describe()}…")
+        try:
+            info = await self.worker.load(spec)
+        except TokenizerMismatchError as error:
+            return self._refused("draft_model", str(error))
+        except PrecisionError as error:
+            return self._refused("precision", str(error))
+        except ValueError as error:
+            field = "draft_device" if settings.uses_draft_model and settings.draft_device in str(error) else "target_device"
+            return self._refused(field, str(error))
+        except Exception as error:  # noqa: BLE001 - ModelLoadError and the unexpected
+            return await self._failed(error, fetching=False)
+        self.info = info
+        self._loaded_key = key
+        freeze_startup_objects()
+        self.loaded.emit(info)
+        seconds = f" (loaded in {info.load_seconds + info.warm_up_seconds:.1f} s)" if info.load_seconds else ""
+        self._set_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
+        self.ready.emit(spec.describe())
+        return True
+
+    def _refused(self, field: str, message: str) -> bool:
+        self.setting_refused.emit(field, message)
+        self.error = message
+        loaded = f"; still using {self.worker.spec.describe()}" if self.worker.spec else ""
+        self._set_state("error", f"Model not changed: see the settings{loaded}")
+        self.failed.emit(message)
+        return False
+
+    async def _failed(self, error: Exception, fetching: bool) -> bool:
+        self.error = str(error)
+        known = isinstance(error, (ModelFetchError, ModelLoadError))
+        what = "fetch and prepare its default model" if fetching else "load the model"
+        self._set_state("error", "No model loaded: " + ("fetching failed" if fetching else "loading failed"))
+        self.failed.emit(str(error))
+        details = str(error) if known else f"{type(error).__name__}: {error}"
+        if await self._ask_retry(what, details) and not self._closed:
+            return await self._load_models(self._settings())
+        return False

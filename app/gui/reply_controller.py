@@ -1,0 +1,281 @@
+"""Replies of the window: sending, regenerating, re-sending an edited message, comparing, stopping.
+
+Rules:
+- At most one reply is generated at a time (:attr:`ReplyController.active`); a request while one streams is
+  refused with a reason (:meth:`ReplyController.refusal`).
+- The user message is saved before generation starts, and the reply's row is created (empty, ``streaming``)
+  before the first token and kept up to date by a :class:`~app.gui.reply_recorder.ReplyRecorder`, so a crash
+  loses at most half a second of it.
+- A comparison generates the reply twice with the same seed, autoregressive then speculative (prompt lookup
+  unless a draft model is loaded), each from an empty KV cache, and says why greedy texts differ.
+- The controller owns the data (history rows, the recorder, the worker's stream); the window owns the widgets
+  and follows the signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Signal
+
+from inference.model import ModelLoadError
+from inference.rope import RopeUnsupportedError
+from inference.settings import Decoding
+
+from .background import TaskSet
+from .history_db import HistoryDB, Message
+from .inference_worker import GenerationRequest, InferenceWorker
+from .model_loader import ModelLoader
+from .reply_recorder import ReplyRecorder
+from .settings_store import AppSettings
+
+logger = logging.getLogger(__name__)
+
+TITLE_LENGTH = 48
+#: Errors of one reply that are shown in place (the conversation stays as it was saved).
+GENERATION_ERRORS = (ValueError, RuntimeError, RopeUnsupportedError, ModelLoadError)
+
+
+def title_from(text: str) -> str:
+    """A conversation title from the first user message: its first line, shortened to TITLE_LENGTH characters."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "New chat")
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+@dataclass
+class ActiveReply:
+    """The reply being generated (at most one at a time).
+
+    Attributes:
+        conversation_id: its conversation; recorder: its text and statistics; compare: two runs;
+        cancel: set to stop it; task: the coroutine generating it; closed: the window closed (nothing more is
+        shown or recorded).
+    """
+
+    conversation_id: int
+    recorder: ReplyRecorder
+    compare: bool
+    cancel: threading.Event = field(default_factory=threading.Event)
+    task: asyncio.Task | None = None
+    closed: bool = False
+
+
+class ReplyController(QObject):
+    """Generates replies into the history (see the module doc).
+
+    Args:
+        db: the chat history; worker: the inference thread; models: the window's model loader;
+        tasks: where its coroutines run; settings: returns the window's current settings.
+
+    Signals:
+        started(Message): a reply started (its empty, streaming row).
+        updated(Message, text): the reply as it stands (``stats["live"]`` says what happens now) and its text so
+            far (the autoregressive run's during a comparison's first run).
+        run_started(mode, keep_previous): one run of the reply begins (``ar`` or ``spec``; a comparison's second
+            run keeps the first one's graph); events(list[Event]): a batch of its engine events; run_finished().
+        failed(message_id, error, field): nothing was generated; the reply's row was deleted. ``field`` is the
+            setting the error concerns ("" if none).
+        finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
+    """
+
+    started = Signal(object)
+    updated = Signal(object, str)
+    run_started = Signal(str, bool)
+    events = Signal(object)
+    run_finished = Signal()
+    failed = Signal(int, str, str)
+    finished = Signal(object)
+
+    def __init__(
+        self,
+        db: HistoryDB,
+        worker: InferenceWorker,
+        models: ModelLoader,
+        tasks: TaskSet,
+        settings: Callable[[], AppSettings],
+        parent: QObject | None = None,
+    ):
+        super().__init__(parent)
+        self.db = db
+        self.worker = worker
+        self.models = models
+        self._tasks = tasks
+        self._settings = settings
+        self.active: ActiveReply | None = None
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    def refusal(self, text: str) -> str | None:
+        """Why a message ``text`` cannot be sent now (a reply streams, it is empty), or None."""
+        if self.active is not None:
+            return "A reply is being generated: wait for it, or press Stop (Esc)."
+        if not text.strip():
+            return "Type a message first."
+        return None
+
+    def new_conversation(self, text: str, system_prompt: str) -> int:
+        """Create the conversation a first message ``text`` starts (titled after it); returns its id."""
+        return self.db.create_conversation(title_from(text), system_prompt)
+
+    def add_user_message(self, conversation_id: int, text: str) -> Message:
+        """Save a user message (before its reply is generated); returns it."""
+        return self.db.message(self.db.add_message(conversation_id, "user", text))
+
+    def discard_reply(self, message_id: int) -> tuple[int, bool] | None:
+        """Delete a reply (the last one) to generate it again; returns its conversation id and whether it was a
+        comparison, or None when nothing was deleted (no such message, or a reply streams)."""
+        message = self.db.message(message_id)
+        if message is None or self.active is not None:
+            return None
+        self.db.delete_messages_from(message.conversation_id, message.position)
+        return message.conversation_id, "compare" in message.stats
+
+    def rewrite(self, message_id: int, text: str) -> int | None:
+        """Replace a user message's text and drop the messages after it; returns its conversation id, or None
+        when nothing was changed (no such message, or a reply streams)."""
+        message = self.db.message(message_id)
+        if message is None or self.active is not None:
+            return None
+        self.db.update_message(message_id, content=text)
+        self.db.delete_messages_from(message.conversation_id, message.position + 1)
+        return message.conversation_id
+
+    def start_reply(self, conversation_id: int, compare: bool = False) -> None:
+        """Generate a reply to the conversation as it is saved (``compare``: autoregressive, then speculative)."""
+        settings = self._settings()
+        seed = settings.seed
+        if compare and seed is None:
+            seed = random.randrange(2**31)  # both runs use the same seed
+        extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
+        message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming")
+        recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
+        self.active = ActiveReply(conversation_id, recorder, compare)
+        self.started.emit(recorder.snapshot())
+        self.active.task = self._tasks.spawn(self._generate(self.active, settings, seed))
+
+    def stop(self) -> bool:
+        """Stop the reply being generated (its text so far is kept); False if none streams."""
+        if self.active is None:
+            return False
+        self.active.cancel.set()
+        return True
+
+    async def stop_in(self, conversation_id: int) -> None:
+        """Stop the reply streaming in this conversation, if any, and wait until it has ended."""
+        active = self.active
+        if active and active.conversation_id == conversation_id:
+            active.cancel.set()
+            if active.task is not None:
+                await asyncio.wait([active.task])
+
+    def close(self) -> None:
+        """The window closes: save the streaming reply as stopped; nothing more is shown or emitted for it."""
+        if self.active is not None:
+            active, self.active = self.active, None
+            active.closed = True
+            active.cancel.set()
+            active.recorder.finish("stopped")
+
+    # --- generating -------------------------------------------------------------------------------
+
+    def _history(self, conversation_id: int, exclude: int) -> list[dict]:
+        """Messages to send to the model: everything before the new reply, minus empty replies."""
+        return [
+            {"role": m.role, "content": m.content}
+            for m in self.db.messages(conversation_id)
+            if m.id != exclude and (m.role == "user" or m.content)
+        ]
+
+    async def _generate(self, active: ActiveReply, settings: AppSettings, seed: int | None) -> None:
+        recorder = active.recorder
+        conversation = self.db.conversation(active.conversation_id)
+        history = self._history(active.conversation_id, recorder.message_id)
+        if active.compare:
+            runs = [Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL if settings.uses_draft_model else Decoding.PROMPT_LOOKUP]
+        else:
+            runs = [Decoding(settings.decoding)]
+        state, error_text = "complete", None
+        try:
+            if not self.models.is_ready_for(settings):
+                self._update_live(active, "Waiting for the model to load…")
+            await self.models.wait()
+            for index, decoding in enumerate(runs):
+                if active.cancel.is_set():
+                    break
+                phase_extra = {"drafter": decoding.drafter, "k": settings.k} if decoding.speculative else {}
+                recorder.begin_phase(decoding.mode, **phase_extra)
+                self.run_started.emit(decoding.mode, index > 0)
+                request = GenerationRequest(
+                    messages=history,
+                    system_prompt=conversation.system_prompt if conversation else "",
+                    settings=settings.generation_settings(decoding, seed=seed),
+                    fresh_cache=active.compare,
+                )
+                try:
+                    async for events in self.worker.generate(request, active.cancel):
+                        if active.closed:
+                            return
+                        recorder.add(events)
+                        self.events.emit(events)
+                        self._update_live(active)
+                finally:
+                    self.run_finished.emit()
+            if active.compare and not active.cancel.is_set():
+                await self._explain_compare(active, request, settings)
+            if active.cancel.is_set():
+                state = "stopped"
+        except GENERATION_ERRORS as error:
+            state, error_text = "error", str(error)
+        except asyncio.CancelledError:
+            state = "stopped"
+        except Exception as error:  # noqa: BLE001 - a bug must not lose the reply or the window
+            logger.exception("reply failed")
+            state, error_text = "error", f"internal error: {type(error).__name__}: {error}"
+        finally:
+            if not active.closed:
+                self._ended(active, state, error_text)
+
+    async def _explain_compare(self, active: ActiveReply, request: GenerationRequest, settings: AppSettings) -> None:
+        """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie."""
+        recorder = active.recorder
+        if recorder.compare_data.get("identical") is not False:
+            return
+        if settings.temperature > 0:
+            recorder.set_difference(None, sampled=True)
+            return
+        self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
+        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)
+        recorder.set_difference(difference.as_dict() if difference else None, sampled=False)
+
+    def _update_live(self, active: ActiveReply, note: str | None = None) -> None:
+        recorder = active.recorder
+        snapshot = recorder.snapshot()
+        if note:
+            snapshot.stats = {**snapshot.stats, "live": note}
+        self.updated.emit(snapshot, recorder.text or recorder.compare_data.get("ar", {}).get("text", ""))
+
+    def _ended(self, active: ActiveReply, state: str, error: str | None) -> None:
+        recorder = active.recorder
+        self.active = None
+        if state == "error" and not recorder.has_text:
+            self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
+            self.failed.emit(recorder.message_id, error or "", _setting_of(error or ""))
+            final = None
+        else:
+            final = recorder.finish(state, error)
+        self.finished.emit(final)
+
+
+def _setting_of(error: str) -> str:
+    """The setting an engine error message names ("" if none)."""
+    for name in ("n_ctx", "n_keep", "n_discard", "temperature", "top_p", "top_k", "seed", "max_new_tokens"):
+        if error.startswith(name):
+            return name
+    if error.startswith("K "):
+        return "k"
+    return ""
