@@ -20,7 +20,8 @@ class AdaptiveK:
     """Chooses K for each step.
 
     Args:
-        k: starting draft length (1..16).
+        k: starting draft length, 1 to ``MAX_K`` (which adaptive K never passes); 0 never drafts (autoregressive
+            decoding).
         enabled: when False, ``next_k`` always returns ``k`` (fixed K).
     """
 

@@ -1,11 +1,25 @@
 """Drafters: what proposes the K tokens that the target verifies in one pass.
 
+Design rules:
+
+* **One interface.** Every drafter implements ``Drafter`` (``reset``, ``feed``, ``roll``, ``propose``); the engine
+  picks one object per reply from ``GenerationSettings.decoding`` and calls only these four methods, so it never
+  asks which kind of drafter it holds.
+* **The target's cache is the truth.** A drafter is told every change of the target's KV cache that it must
+  follow: ``feed`` after a prefill chunk, ``roll`` before the target's roll is applied to it, ``reset`` when the
+  target's cache was emptied, and ``propose`` receives the target's cached tokens themselves. Rejected drafts are
+  never fed: the next ``propose`` shows what the target kept.
+
+Drafters:
+
 * ``ModelDrafter``: a small draft model with its own KV cache (Leviathan et al., arXiv 2211.17192, section 3).
 * ``PromptLookupDrafter``: no model; copies the continuation of the latest earlier occurrence of the last
-  n-gram of the context (Saxena, "Prompt Lookup Decoding", 2023; llama.cpp's ``lookup`` example).
+  n-gram of the conversation (Saxena, "Prompt Lookup Decoding", 2023; llama.cpp's ``lookup`` example).
 """
 
 from __future__ import annotations
+
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -15,22 +29,65 @@ from .sampling import sample, warp
 from .settings import SamplingSettings
 
 
+class Drafter(Protocol):
+    """What the engine needs from a drafter (one protocol, several classes)."""
+
+    def reset(self) -> None:
+        """Forget everything: the target's KV cache was emptied."""
+
+    def feed(self, target_tokens: list[int], n_ctx: int) -> None:
+        """Catch up with the target's cached tokens ``target_tokens`` (called after each prefill chunk)."""
+
+    def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
+        """Follow the target's attention-sink roll (StreamingLLM, arXiv 2309.17453, section 3.2).
+
+        Args:
+            n_keep: tokens the target keeps at the start.
+            n_discard: tokens the target actually dropped after them (``KVCache.roll``'s return value).
+            target_tokens_before: the target's cached tokens before its roll.
+        """
+
+    def propose(
+        self, context: list[int], k: int, n_ctx: int, sampling: SamplingSettings, rng: np.random.Generator
+    ) -> tuple[list[int], np.ndarray | None]:
+        """Draft up to ``k`` tokens after ``context``.
+
+        Args:
+            context: the target's cached tokens followed by the pending token (chosen, not yet cached).
+            k: most tokens to draft (>= 1).
+            n_ctx: rolling-context size (the caller guarantees ``len(context) + k - 1 <= n_ctx``).
+            sampling: the reply's sampling settings.
+            rng: random generator shared with the acceptance test.
+
+        Returns:
+            ``(tokens, probs)``: at most k token ids (possibly none), and the float64 ``[len(tokens), vocab]``
+            distributions they were sampled from, or None when the drafts are deterministic (greedy, or a lookup:
+            ``sampling.accept_sampled`` then treats each draft as certain).
+        """
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``, given that their first ``start`` items agree."""
+    common = min(start, len(a), len(b))
+    limit = min(len(a), len(b))
+    while common < limit and a[common] == b[common]:
+        common += 1
+    return common
+
+
 class ModelDrafter:
     """Proposes tokens with a draft model that shares the target's tokenizer.
 
     The draft KV cache always holds a prefix of the target's cached tokens plus the drafts of the last step;
-    ``propose`` first rolls it back to what the target kept (a mask, see ``KVCache.truncate``) and feeds the
-    tokens it has not seen yet.
+    each call first rolls it back to its longest prefix in common with the target's (a mask, see
+    ``KVCache.truncate``) and feeds the tokens it has not seen yet.
 
     Args:
         model: the loaded draft model.
         slack: dead KV slots tolerated past n_ctx before they are squeezed out.
     """
 
-    kind = "model"
-
     def __init__(self, model: LoadedModel, slack: int = 64):
-        self.model = model
         self.cache = KVCache(model.compiled, model.rope, slack, model.sliding_window)
         self._synced = 0  # tokens known to agree with the target's cache
 
@@ -39,54 +96,25 @@ class ModelDrafter:
         self.cache.reset()
         self._synced = 0
 
-    def sync(self, target_tokens: list[int]) -> None:
-        """Roll the draft cache back to its longest prefix in common with ``target_tokens``."""
-        tokens = self.cache.tokens
-        common = min(self._synced, len(tokens), len(target_tokens))
-        limit = min(len(tokens), len(target_tokens))
-        while common < limit and tokens[common] == target_tokens[common]:
-            common += 1
-        self.cache.truncate(common)
-        self._synced = common
-
-    def feed(self, target_tokens: list[int], n_ctx: int) -> np.ndarray | None:
-        """Bring the draft cache up to ``target_tokens``; return the last logits row, or None if nothing was fed."""
-        self.sync(target_tokens)
-        missing = target_tokens[len(self.cache) :]
-        if not missing:
-            return None
-        logits = self.cache.forward(missing, n_ctx)
-        self._synced = len(self.cache)
-        return logits[-1]
+    def feed(self, target_tokens: list[int], n_ctx: int) -> None:
+        """Bring the draft cache up to ``target_tokens`` (one pass over the tokens it lacks)."""
+        self._feed(target_tokens, n_ctx)
 
     def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
         """Apply the target's roll to the draft cache (same tokens dropped, keys shifted the same way)."""
-        self.sync(target_tokens_before)
+        self._sync(target_tokens_before)
         self.cache.roll(n_keep, n_discard)
         self._synced = 0
 
     def propose(
-        self,
-        context: list[int],
-        k: int,
-        n_ctx: int,
-        sampling: SamplingSettings,
-        rng: np.random.Generator,
+        self, context: list[int], k: int, n_ctx: int, sampling: SamplingSettings, rng: np.random.Generator
     ) -> tuple[list[int], np.ndarray | None]:
-        """Draft up to ``k`` tokens after ``context``.
+        """Draft exactly ``k`` tokens after ``context``, one draft-model pass each (see ``Drafter.propose``).
 
-        Args:
-            context: the target's cached tokens followed by the pending token (not yet in the target cache).
-            k: tokens to draft (>= 1).
-            n_ctx: rolling-context size (the caller guarantees ``len(context) + k - 1 <= n_ctx``).
-            sampling: greedy drafts the argmax; otherwise drafts are sampled from the warped draft distribution.
-            rng: random generator shared with the acceptance test.
-
-        Returns:
-            ``(tokens, probs)``: k token ids and, when sampling, float64 ``[k, vocab]`` warped draft
-            distributions they were drawn from (None when greedy).
+        Greedy sampling drafts the argmax; otherwise each draft is sampled from the warped draft distribution,
+        returned as float64 ``[k, vocab]`` (None when greedy).
         """
-        logits = self.feed(context, n_ctx)
+        logits = self._feed(context, n_ctx)
         if logits is None:  # context already cached: recompute the last position
             self.cache.truncate(len(context) - 1)
             logits = self.cache.forward(context[-1:], n_ctx)[-1]
@@ -105,32 +133,85 @@ class ModelDrafter:
         self._synced = len(context)
         return tokens, (np.stack(probs) if probs else None)
 
+    def _sync(self, target_tokens: list[int]) -> None:
+        """Roll the draft cache back to its longest prefix in common with ``target_tokens``."""
+        common = _common_prefix(self.cache.tokens, target_tokens, self._synced)
+        self.cache.truncate(common)
+        self._synced = common
+
+    def _feed(self, target_tokens: list[int], n_ctx: int) -> np.ndarray | None:
+        """Sync, then feed the missing tokens; float32 ``[vocab]`` logits of the last one, or None if none."""
+        self._sync(target_tokens)
+        missing = target_tokens[len(self.cache) :]
+        if not missing:
+            return None
+        logits = self.cache.forward(missing, n_ctx)
+        self._synced = len(self.cache)
+        return logits[-1]
+
 
 class PromptLookupDrafter:
-    """Proposes the tokens that followed the latest earlier occurrence of the context's last n-gram.
+    """Proposes the tokens that followed the latest earlier occurrence of the conversation's last n-gram.
+
+    It searches the whole conversation since the target's last reset, tokens rolled out of the target's cache
+    included: its history is ``history`` (given at construction) followed by every token the target cached
+    since, as ``feed``, ``roll`` and ``propose`` show them. It lives for one reply, during which the target's
+    cache only grows past what it held at the previous call (rejected drafts are rolled back before the next
+    ``propose``), so catching up appends the new tail.
 
     Args:
-        max_ngram: longest n-gram tried first; shorter ones down to ``min_ngram`` are tried next.
+        max_ngram: longest n-gram tried first (``SpeculativeSettings.lookup_max_ngram``, 1 to
+            ``MAX_LOOKUP_NGRAM``); shorter ones down to ``min_ngram`` are tried next.
         min_ngram: shortest n-gram matched. The default 2 skips single-token matches ("the", ","), whose
             continuations are mostly wrong and cost verification time (measured on the rewrite benchmark:
             1.54x vs 1.34x speedup at K=4).
+        history: the tokens the target has cached since its last reset, rolled-out ones included.
+        cached: how many tokens the target's cache holds now (what it caches after them extends ``history``).
     """
 
-    kind = "lookup"
-
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 2):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 2, history: Sequence[int] = (), cached: int = 0):
         self.max_ngram = max_ngram
         self.min_ngram = min(min_ngram, max_ngram)
+        self._history = np.asarray(history, dtype=np.int64)
+        self._cached = cached  # tokens of the target's cache already in the history
 
-    def propose(self, context: np.ndarray, k: int) -> list[int]:
-        """Up to ``k`` token ids continuing the last n-gram of ``context`` (int64 ``[n]``); [] if no match."""
-        size = context.shape[0]
+    def reset(self) -> None:
+        """Forget the history (the target's cache was reset)."""
+        self._history = np.zeros(0, dtype=np.int64)
+        self._cached = 0
+
+    def feed(self, target_tokens: list[int], n_ctx: int) -> None:
+        """Append the tokens the target cached since the last call to the history."""
+        self._catch_up(target_tokens)
+
+    def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
+        """Keep the rolled-out tokens in the history; only the count of the target's cached tokens shrinks."""
+        self._catch_up(target_tokens_before)
+        self._cached -= n_discard
+
+    def propose(
+        self, context: list[int], k: int, n_ctx: int, sampling: SamplingSettings, rng: np.random.Generator
+    ) -> tuple[list[int], None]:
+        """Up to ``k`` tokens continuing the last n-gram of the history and the pending token ``context[-1]``
+        ([] without a match); deterministic whatever ``sampling`` says, so no distributions (``Drafter.propose``)."""
+        self._catch_up(context[:-1])
+        return self.lookup(np.append(self._history, context[-1]), k), None
+
+    def lookup(self, tokens: np.ndarray, k: int) -> list[int]:
+        """Up to ``k`` token ids continuing the last n-gram of ``tokens`` (int64 ``[n]``); [] if no match."""
+        size = tokens.shape[0]
         for n in range(min(self.max_ngram, size - 1), self.min_ngram - 1, -1):
-            pattern = context[size - n :]
+            pattern = tokens[size - n :]
             # windows starting at 0 .. size-n-1: every earlier occurrence with at least one token after it
-            windows = np.lib.stride_tricks.sliding_window_view(context[: size - 1], n)
+            windows = np.lib.stride_tricks.sliding_window_view(tokens[: size - 1], n)
             hits = np.flatnonzero((windows == pattern).all(axis=1))
             if hits.size:
                 start = int(hits[-1]) + n
-                return [int(t) for t in context[start : start + k]]
+                return [int(t) for t in tokens[start : start + k]]
         return []
+
+    def _catch_up(self, target_tokens: list[int]) -> None:
+        new = target_tokens[self._cached :]
+        if new:
+            self._history = np.concatenate([self._history, np.asarray(new, dtype=np.int64)])
+        self._cached = len(target_tokens)

@@ -5,10 +5,14 @@ the whole conversation, reuses the longest cached prefix (a follow-up turn only 
 and yields ``events`` while it decodes.
 
 Speculative decoding follows Leviathan et al. (arXiv 2211.17192) and Chen et al. (arXiv 2302.01318): each
-step the drafter proposes K tokens, one target pass scores the pending token and the K drafts, and
-``sampling.accept_greedy`` / ``sampling.accept_sampled`` keep the longest acceptable prefix plus one target
-token. Greedy output is token-for-token that of autoregressive decoding, up to floating-point near-ties
-between a one-token and a multi-token pass.
+step (``Engine._speculative_step``, shaped like gpt-fast's ``speculative_decode``) the drafter proposes K tokens,
+one target pass scores the pending token and the K drafts, and ``sampling.accept_drafts`` keeps the longest
+acceptable prefix plus one target token. Autoregressive decoding is the same step without a drafter (K = 0),
+so both modes run one code path. Greedy output is token-for-token that of autoregressive decoding, up to
+floating-point near-ties between a one-token and a multi-token pass.
+
+The drafter (``drafting.Drafter``: the draft model, a prompt-lookup drafter, or none) is chosen once per reply
+from ``GenerationSettings.decoding``; the engine tells it every change of the target's cache.
 
 The rolling context follows StreamingLLM (Xiao et al., arXiv 2309.17453): whenever a token is to be cached
 while the cache holds n_ctx tokens, the cache is rolled first (``KVCache.roll``). Speculative steps clip K so
@@ -19,14 +23,15 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
 from .adaptive_k import AdaptiveK
 from .detokenizer import IncrementalDetokenizer
-from .drafting import ModelDrafter, PromptLookupDrafter
+from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
 from .events import (
     ContextRolled,
     Event,
@@ -39,7 +44,7 @@ from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
-from .sampling import accept_greedy, accept_sampled, next_token, warp
+from .sampling import accept_drafts, next_token
 from .settings import (
     MIN_N_CTX,
     ContextSettings,
@@ -161,23 +166,39 @@ class Engine:
             raise SettingError(
                 "decoding", "speculative decoding with a draft model needs a draft model: load one, or use prompt lookup"
             )
-        drafter = settings.decoding.drafter
-        self._check_window(settings.context.n_ctx, drafter == "model")
+        models = self._models(settings.decoding)
+        self._check_window(settings.context.n_ctx, models)
         n_keep, n_discard = settings.context.resolve(system_prompt_tokens)
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
         try:
-            yield from self._generate(list(map(int, prompt_ids)), settings, drafter, n_keep, n_discard, cancel)
+            yield from self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, cancel)
             finished = True
         finally:
             if not finished:  # an exception, or the consumer dropped the generator mid-step: caches may disagree
                 self.reset()
             self._lock.release()
 
-    def _check_window(self, n_ctx: int, with_draft: bool) -> None:
+    def _models(self, decoding: Decoding) -> list[LoadedModel]:
+        """The models a decoding runs: the target, and the draft model when it drafts."""
+        return [self.target, self.draft] if decoding is Decoding.DRAFT_MODEL else [self.target]
+
+    def _drafter(self, settings: GenerationSettings) -> Drafter | None:
+        """The drafter of one reply (None for autoregressive decoding), picked from ``settings.decoding``.
+
+        The prompt-lookup drafter starts from every token cached since the last reset (``_seen``), so it also
+        matches what rolled out of the cache.
+        """
+        if settings.decoding is Decoding.DRAFT_MODEL:
+            return self._model_drafter
+        if settings.decoding is Decoding.PROMPT_LOOKUP:
+            max_ngram = settings.speculative.lookup_max_ngram
+            return PromptLookupDrafter(max_ngram, history=self._seen, cached=len(self._cache))
+        return None
+
+    def _check_window(self, n_ctx: int, models: list[LoadedModel]) -> None:
         """Refuse an n_ctx larger than a sliding attention window (the cache must stay inside it)."""
-        models = [self.target] + ([self.draft] if with_draft and self.draft is not None else [])
         for model in models:
             window = model.sliding_window
             if window is not None and n_ctx > window:
@@ -201,131 +222,167 @@ class Engine:
         del seen[common:]
         return common
 
-    def _roll(self, n_keep: int, n_discard: int, with_draft: bool, stats: GenerationStats) -> ContextRolled:
-        """Roll the target cache (and the draft's), count it in ``stats``, return the event."""
-        self._check_can_roll(with_draft)
-        before = list(self._cache.tokens) if with_draft else []
+    def _roll(
+        self, n_keep: int, n_discard: int, drafter: Drafter | None, models: list[LoadedModel], stats: GenerationStats
+    ) -> ContextRolled:
+        """Roll the target cache (and the drafter), count it in ``stats``, return the event.
+
+        Raises:
+            RopeUnsupportedError: one of ``models`` cannot shift its keys.
+        """
+        self._check_can_roll(models)
+        before = list(self._cache.tokens) if drafter is not None else []
         dropped = self._cache.roll(n_keep, n_discard)
-        if with_draft:
-            self._model_drafter.roll(n_keep, n_discard, before)
+        if drafter is not None:
+            drafter.roll(n_keep, dropped, before)
         self._rolled = True
         stats.rolls += 1
         stats.discarded_tokens += dropped
         return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
 
-    def _check_can_roll(self, with_draft: bool) -> None:
-        for model in [self.target] + ([self.draft] if with_draft else []):
+    def _check_can_roll(self, models: list[LoadedModel]) -> None:
+        for model in models:
             if model.rope is None:
                 raise RopeUnsupportedError(
                     f"the conversation needs more than n_ctx tokens, but {model.folder.name} cannot be rolled: "
                     f"{model.rope_error}"
                 )
 
-    def _prefill(self, tokens: list[int], n_ctx: int, n_keep: int, n_discard: int, with_draft: bool, stats: GenerationStats):
-        """Feed prompt tokens in chunks, rolling when full; yields ContextRolled; returns the last logits."""
+    def _prefill(
+        self,
+        tokens: list[int],
+        n_ctx: int,
+        n_keep: int,
+        n_discard: int,
+        drafter: Drafter | None,
+        models: list[LoadedModel],
+        stats: GenerationStats,
+    ) -> Generator[ContextRolled, None, np.ndarray]:
+        """Feed prompt tokens (at least one) in chunks, rolling when full, the drafter told after each chunk;
+        yields ContextRolled; returns the float32 ``[vocab]`` logits after the last token."""
         logits = None
         done = 0
         while done < len(tokens):
             if len(self._cache) >= n_ctx:
-                yield self._roll(n_keep, n_discard, with_draft, stats)
+                yield self._roll(n_keep, n_discard, drafter, models, stats)
             chunk = tokens[done : done + min(PREFILL_CHUNK, n_ctx - len(self._cache))]
             logits = self._cache.prefill(chunk, n_ctx)[-1]
-            if with_draft:
-                self._model_drafter.feed(self._cache.tokens, n_ctx)
+            if drafter is not None:
+                drafter.feed(self._cache.tokens, n_ctx)
             self._seen.extend(chunk)
             done += len(chunk)
         return logits
 
-    def _generate(self, prompt_ids, settings, drafter, n_keep, n_discard, cancel) -> Iterator[Event]:
+    def _generate(
+        self,
+        prompt_ids: list[int],
+        settings: GenerationSettings,
+        models: list[LoadedModel],
+        n_keep: int,
+        n_discard: int,
+        cancel: threading.Event | None,
+    ) -> Iterator[Event]:
+        """Prefill, choose the first token, then one ``_speculative_step`` per step until the reply ends."""
         sampling, n_ctx = settings.sampling, settings.context.n_ctx
         start = time.perf_counter()
-        with_draft = drafter == "model"
         reused = self._reuse_prefix(prompt_ids, n_ctx)
+        drafter = self._drafter(settings)
         stats = GenerationStats(
             mode=settings.decoding.mode,
-            drafter=drafter,
+            drafter=settings.decoding.drafter,
             prompt_tokens=len(prompt_ids),
             prefilled_tokens=len(prompt_ids) - reused,
             precision=self.target.precision.describe(),
         )
         fast_before = self._cache.fast_prefilled
-        logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, with_draft, stats)
+        logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, drafter, models, stats)
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
         rng = np.random.default_rng(sampling.seed)
-        lookup = PromptLookupDrafter(settings.speculative.lookup_max_ngram) if drafter == "lookup" else None
-        adaptive = AdaptiveK(settings.speculative.k, settings.speculative.adaptive and drafter is not None)
-        reply = _ReplyStream(self.target, sampling, cancel)
-        pending = next_token(logits, sampling, rng)
+        speculative = settings.speculative
+        decode = _Decode(
+            drafter=drafter,
+            adaptive=AdaptiveK(speculative.k, speculative.adaptive) if drafter is not None else AdaptiveK(0, False),
+            reply=_ReplyStream(self.target, sampling, cancel),
+            sampling=sampling,
+            n_ctx=n_ctx,
+            rng=rng,
+            stats=stats,
+            start=start,
+            pending=next_token(logits, sampling, rng),
+        )
         self.last_logits = logits
         first_token_at = time.perf_counter()
         stats.ttft_ms = (first_token_at - start) * 1e3
-        yield from reply.emit([pending], from_draft=False)
-        history = np.asarray(self._seen + [pending], dtype=np.int64) if lookup else None
+        reply = decode.reply
+        yield from reply.emit([decode.pending], from_draft=False)
         while reply.stop_reason is None:
             if cancel is not None and cancel.is_set():
                 reply.stop_reason = "cancelled"
                 break
             if len(self._cache) + 1 > n_ctx:
-                yield self._roll(n_keep, n_discard, with_draft, stats)
-            step_start = time.perf_counter()
-            remaining = sampling.max_new_tokens - len(reply.tokens)
-            k = min(adaptive.next_k(), n_ctx - len(self._cache) - 1, remaining - 1) if drafter else 0
-            drafts, draft_probs = [], None
-            if k > 0 and lookup is not None:
-                drafts = lookup.propose(history, k)
-            elif k > 0:
-                drafts, draft_probs = self._model_drafter.propose(self._cache.tokens + [pending], k, n_ctx, sampling, rng)
-            draft_end = time.perf_counter()
-            cached_before = len(self._cache)
-            logits = self._cache.forward([pending] + drafts, n_ctx)
-            verify_end = time.perf_counter()
-            if not drafts:
-                accepted, correction = 0, next_token(logits[-1], sampling, rng)
-            elif sampling.greedy:
-                accepted, correction = accept_greedy(logits, drafts)
-            else:
-                accepted, correction = accept_sampled(warp(logits, sampling), draft_probs, drafts, rng)
-            self.last_logits = logits[accepted]
-            emitted_before = len(reply.tokens)
-            yield from reply.emit(drafts[:accepted], from_draft=True)
-            yield from reply.emit([correction], from_draft=False)
-            emitted = len(reply.tokens) - emitted_before
-            # the cache keeps the old pending token and the accepted drafts that precede the new pending one
-            fed = 1 + min(accepted, emitted)
-            self._cache.truncate(cached_before + fed)
-            self._seen.extend(([pending] + drafts)[:fed])
-            pending = correction
-            if lookup is not None:
-                history = np.concatenate([history, np.asarray(drafts[:accepted] + [correction], dtype=np.int64)])
-            stats.drafted += len(drafts)
-            stats.accepted += accepted
-            step_end = time.perf_counter()
-            adaptive.update(len(drafts), accepted, emitted, step_end - step_start)
-            yield StepStats(
-                drafted=len(drafts),
-                accepted=accepted,
-                emitted=emitted,
-                draft_ms=(draft_end - step_start) * 1e3,
-                verify_ms=(verify_end - draft_end) * 1e3,
-                step_ms=(step_end - step_start) * 1e3,
-                k=k,
-                cache_len=len(self._cache),
-                n_ctx=n_ctx,
-                elapsed_s=step_end - start,
-                generated=len(reply.tokens),
-            )
+                yield self._roll(n_keep, n_discard, drafter, models, stats)
+            yield from self._speculative_step(decode)
         last_token_at = time.perf_counter()
         yield from reply.flush()
         stats.new_tokens = len(reply.tokens)
         if stats.new_tokens > 1 and last_token_at > first_token_at:
             stats.decode_tokens_per_s = (stats.new_tokens - 1) / (last_token_at - first_token_at)
             stats.tpot_ms = 1e3 / stats.decode_tokens_per_s
-        stats.fallback_tokens = adaptive.fallback_tokens
-        stats.final_k = adaptive.k if drafter else 0
+        stats.fallback_tokens = decode.adaptive.fallback_tokens
+        stats.final_k = decode.adaptive.k
         stats.stop_reason = reply.stop_reason
         stats.text = reply.text
         stats.token_ids = list(reply.tokens)
         yield Finished(stats)
+
+    def _speculative_step(self, decode: _Decode) -> Iterator[Event]:
+        """One decode step: draft, verify in one target pass, accept, emit, keep what was accepted.
+
+        K is adaptive K's choice clipped so that the pass stays within n_ctx (the caller rolled first, so the
+        pending token fits) and drafts no more than the reply may still emit; K = 0 (no drafter, adaptive K's
+        fallback, or no room) makes it a plain autoregressive step: one pass over the pending token. The target
+        cache then keeps the old pending token and the accepted drafts that precede the new pending one (the
+        rest is masked, ``KVCache.truncate``); acceptance, the adaptive-K update and the counts in
+        ``decode.stats`` follow. Yields a TextDelta per emitted token, then one StepStats.
+        """
+        step_start = time.perf_counter()
+        reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
+        remaining = sampling.max_new_tokens - len(reply.tokens)
+        k = min(decode.adaptive.next_k(), n_ctx - len(self._cache) - 1, remaining - 1)
+        drafts, draft_probs = [], None
+        if k > 0:  # adaptive K is 0 without a drafter
+            drafts, draft_probs = decode.drafter.propose(self._cache.tokens + [pending], k, n_ctx, sampling, decode.rng)
+        draft_end = time.perf_counter()
+        cached_before = len(self._cache)
+        logits = self._cache.forward([pending] + drafts, n_ctx)
+        verify_end = time.perf_counter()
+        accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
+        self.last_logits = logits[accepted]
+        emitted_before = len(reply.tokens)
+        yield from reply.emit(drafts[:accepted], from_draft=True)
+        yield from reply.emit([correction], from_draft=False)
+        emitted = len(reply.tokens) - emitted_before
+        fed = 1 + min(accepted, emitted)
+        self._cache.truncate(cached_before + fed)
+        self._seen.extend(([pending] + drafts)[:fed])
+        decode.pending = correction
+        decode.stats.drafted += len(drafts)
+        decode.stats.accepted += accepted
+        step_end = time.perf_counter()
+        decode.adaptive.update(len(drafts), accepted, emitted, step_end - step_start)
+        yield StepStats(
+            drafted=len(drafts),
+            accepted=accepted,
+            emitted=emitted,
+            draft_ms=(draft_end - step_start) * 1e3,
+            verify_ms=(verify_end - draft_end) * 1e3,
+            step_ms=(step_end - step_start) * 1e3,
+            k=k,
+            cache_len=len(self._cache),
+            n_ctx=n_ctx,
+            elapsed_s=step_end - decode.start,
+            generated=len(reply.tokens),
+        )
 
     def score(self, token_ids: Sequence[int], context: ContextSettings, chunk: int = SCORE_CHUNK) -> np.ndarray:
         """Log-probability of each token given the ones before it, under the rolling-context policy.
@@ -349,7 +406,7 @@ class Engine:
         if len(token_ids) < 2:
             raise ValueError("scoring needs at least 2 tokens")
         context.validate(self.target.max_position_embeddings)
-        self._check_window(context.n_ctx, False)
+        self._check_window(context.n_ctx, [self.target])
         n_keep, n_discard = context.resolve()
         tokens = list(map(int, token_ids))
         self.reset()
@@ -357,7 +414,7 @@ class Engine:
         done = 0
         while done < len(tokens) - 1:
             if len(self._cache) >= context.n_ctx:
-                self._check_can_roll(False)
+                self._check_can_roll([self.target])
                 self._cache.roll(n_keep, n_discard)
             part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
             logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
@@ -414,7 +471,7 @@ class Engine:
         self.reset()
         try:
             stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
-            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, False, stats)
+            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, None, [self.target], stats)
             try:
                 while True:
                     next(prefill)
@@ -424,7 +481,7 @@ class Engine:
             noise, position, accepted = 0.0, 0, k + 1
             while position < len(reply):
                 if len(single) + 1 > n_ctx:
-                    self._check_can_roll(False)
+                    self._check_can_roll([self.target])
                     single.roll(n_keep, n_discard)
                     chunked.roll(n_keep, n_discard)
                 room = n_ctx - len(single)
@@ -449,6 +506,21 @@ class Engine:
             if isinstance(event, Finished):
                 return event.stats
         raise AssertionError("generate ended without a Finished event")
+
+
+@dataclass
+class _Decode:
+    """The decode state of one reply, shared by its steps."""
+
+    drafter: Drafter | None  # None: autoregressive decoding
+    adaptive: AdaptiveK  # chooses K (always 0 without a drafter)
+    reply: _ReplyStream
+    sampling: SamplingSettings
+    n_ctx: int
+    rng: np.random.Generator  # shared by sampling, drafting and acceptance
+    stats: GenerationStats  # drafted / accepted accumulate here
+    start: float  # time.perf_counter() when generate started (StepStats.elapsed_s counts from it)
+    pending: int  # the last chosen token, emitted but not yet in the target cache
 
 
 class _ReplyStream:

@@ -133,3 +133,34 @@ def accept_sampled(
         total = residual.sum()
         return i, sample(residual / total if total > 0 else p, rng)
     return len(draft_tokens), sample(target_probs[len(draft_tokens)], rng)
+
+
+def accept_drafts(
+    target_logits: np.ndarray,
+    draft_tokens: Sequence[int],
+    draft_probs: np.ndarray | None,
+    settings: SamplingSettings,
+    rng: np.random.Generator,
+) -> tuple[int, int]:
+    """One verification: how many drafts the target accepts, and the token it chooses after them.
+
+    Without drafts this is a plain decode step (``next_token``); greedy settings use ``accept_greedy``, others
+    ``accept_sampled`` on the warped target distributions.
+
+    Args:
+        target_logits: float32 ``[len(draft_tokens) + 1, vocab]``, the target pass over the pending token and the
+            drafts; row i scores the token after draft i-1.
+        draft_tokens: the proposed ids (possibly none).
+        draft_probs: float64 ``[len(draft_tokens), vocab]`` draft distributions the drafts were sampled from, or
+            None for deterministic drafts (greedy drafting, prompt lookup).
+        settings: the reply's sampling settings.
+        rng: random generator shared with the drafter.
+
+    Returns:
+        ``(n_accepted, next_token)`` as ``accept_greedy`` / ``accept_sampled`` define them.
+    """
+    if not draft_tokens:
+        return 0, next_token(target_logits[-1], settings, rng)
+    if settings.greedy:
+        return accept_greedy(target_logits, draft_tokens)
+    return accept_sampled(warp(target_logits, settings), draft_probs, draft_tokens, rng)
