@@ -375,7 +375,7 @@ def _export_from_gguf(export_dir: Path, weight_format: str) -> None:
         model.save_pretrained(hf_dir)
         AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(hf_dir)
     bits = 4 if weight_format == "int4" else 8
-    # group size 64: the default 128 does not divide SmolLM2's hidden size 576 (NOTES)
+    # group size 64: the default 128 does not divide SmolLM2's hidden size 576 (nncf raises InvalidGroupSizeError)
     quant = OVWeightQuantizationConfig(bits=bits, group_size=64 if bits == 4 else -1, sym=False)
     main_export(str(hf_dir), output=str(export_dir), task="text-generation-with-past",
                 ov_config=_OVConfig(quant))
