@@ -83,7 +83,7 @@ def _take(args: argparse.Namespace) -> int:
     draft = ""
     if args.decoding == "spec_model":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
-    settings = AppSettings(
+    settings = AppSettings().with_values(
         decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
         precision=args.precision, kv_cache_precision=args.kv_cache_precision,
     )

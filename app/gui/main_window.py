@@ -558,11 +558,11 @@ class MainWindow(QMainWindow):
             self.chat_view.update_message(reply, live=True)
         self.reply_updated.emit(text)
 
-    def _reply_failed(self, message_id: int, error: str, field: str) -> None:
+    def _reply_failed(self, message_id: int, error: str, setting: str) -> None:
         self.chat_view.remove_message(message_id)
         self.composer.show_error(f"Could not generate a reply: {error}")
-        if field:
-            self.settings_pane.flag(field, error, blocking=False)
+        if setting:
+            self.settings_pane.flag(setting, error, blocking=False)
 
     def _reply_finished(self, final: Message | None) -> None:
         if final is not None:

@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, Signal
 
 from inference.model import ModelLoadError
 from inference.rope import RopeUnsupportedError
-from inference.settings import Decoding
+from inference.settings import Decoding, SettingError
 
 from .background import TaskSet
 from .history_db import HistoryDB, Message
@@ -78,8 +78,8 @@ class ReplyController(QObject):
             far (the autoregressive run's during a comparison's first run).
         run_started(mode, keep_previous): one run of the reply begins (``ar`` or ``spec``; a comparison's second
             run keeps the first one's graph); events(list[Event]): a batch of its engine events; run_finished().
-        failed(message_id, error, field): nothing was generated; the reply's row was deleted. ``field`` is the
-            setting the error concerns ("" if none).
+        failed(message_id, error, setting): nothing was generated; the reply's row was deleted. ``setting`` is
+            the flat name of the setting the error concerns (``SettingError.field``; "" if none).
         finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
     """
 
@@ -148,7 +148,7 @@ class ReplyController(QObject):
     def start_reply(self, conversation_id: int, compare: bool = False) -> None:
         """Generate a reply to the conversation as it is saved (``compare``: autoregressive, then speculative)."""
         settings = self._settings()
-        seed = settings.seed
+        seed = settings.generation.sampling.seed
         if compare and seed is None:
             seed = random.randrange(2**31)  # both runs use the same seed
         extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
@@ -198,8 +198,8 @@ class ReplyController(QObject):
         if active.compare:
             runs = [Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL if settings.uses_draft_model else Decoding.PROMPT_LOOKUP]
         else:
-            runs = [Decoding(settings.decoding)]
-        state, error_text = "complete", None
+            runs = [settings.generation.decoding]
+        state, error_text, setting = "complete", None, ""
         try:
             if not self.models.is_ready_for(settings):
                 self._update_live(active, "Waiting for the model to load…")
@@ -207,7 +207,8 @@ class ReplyController(QObject):
             for index, decoding in enumerate(runs):
                 if active.cancel.is_set():
                     break
-                phase_extra = {"drafter": decoding.drafter, "k": settings.k} if decoding.speculative else {}
+                k = settings.generation.speculative.k
+                phase_extra = {"drafter": decoding.drafter, "k": k} if decoding.speculative else {}
                 recorder.begin_phase(decoding.mode, **phase_extra)
                 self.run_started.emit(decoding.mode, index > 0)
                 request = GenerationRequest(
@@ -231,6 +232,7 @@ class ReplyController(QObject):
                 state = "stopped"
         except GENERATION_ERRORS as error:
             state, error_text = "error", str(error)
+            setting = error.field if isinstance(error, SettingError) else ""
         except asyncio.CancelledError:
             state = "stopped"
         except Exception as error:  # noqa: BLE001 - a bug must not lose the reply or the window
@@ -238,14 +240,14 @@ class ReplyController(QObject):
             state, error_text = "error", f"internal error: {type(error).__name__}: {error}"
         finally:
             if not active.closed:
-                self._ended(active, state, error_text)
+                self._ended(active, state, error_text, setting)
 
     async def _explain_compare(self, active: ActiveReply, request: GenerationRequest, settings: AppSettings) -> None:
         """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie."""
         recorder = active.recorder
         if recorder.compare_data.get("identical") is not False:
             return
-        if settings.temperature > 0:
+        if settings.generation.sampling.temperature > 0:
             recorder.set_difference(None, sampled=True)
             return
         self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
@@ -259,23 +261,14 @@ class ReplyController(QObject):
             snapshot.stats = {**snapshot.stats, "live": note}
         self.updated.emit(snapshot, recorder.text or recorder.compare_data.get("ar", {}).get("text", ""))
 
-    def _ended(self, active: ActiveReply, state: str, error: str | None) -> None:
+    def _ended(self, active: ActiveReply, state: str, error: str | None, setting: str) -> None:
         recorder = active.recorder
         self.active = None
         if state == "error" and not recorder.has_text:
             self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
-            self.failed.emit(recorder.message_id, error or "", _setting_of(error or ""))
+            self.failed.emit(recorder.message_id, error or "", setting)
             final = None
         else:
             final = recorder.finish(state, error)
         self.finished.emit(final)
 
-
-def _setting_of(error: str) -> str:
-    """The setting an engine error message names ("" if none)."""
-    for name in ("n_ctx", "n_keep", "n_discard", "temperature", "top_p", "top_k", "seed", "max_new_tokens"):
-        if error.startswith(name):
-            return name
-    if error.startswith("K "):
-        return "k"
-    return ""

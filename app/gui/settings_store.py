@@ -1,8 +1,17 @@
 """The application's settings: what the settings pane edits, how they are checked, and where they persist.
 
-Settings live in ``settings.json`` in the platformdirs user config folder (``$SPECCHAT_CONFIG_DIR`` overrides
-it). Checks reuse the engine's own validation (``inference.settings``), field by field, so the pane can show
-each error, with its allowed range, next to the field it concerns; settings with errors never reach the engine.
+Rules:
+- One source of truth: the generation settings are an embedded ``inference.settings.GenerationSettings``, whose
+  defaults and ranges are defined there once; this module adds what only the window has (devices, bit-width,
+  precision, the draft model, highlighting).
+- One flat naming: the settings file, the settings pane and ``SettingError.field`` name a generation setting by
+  one flat name ("temperature", "n_ctx", "k", "adaptive_k"...); :data:`GENERATION_KEYS` maps each name to where it
+  lives in ``GenerationSettings``, and every translation goes through it (:meth:`AppSettings.flat`,
+  :meth:`AppSettings.with_values`).
+- Checks are the engine's own validation; each error is reported at the field its ``SettingError`` names, with
+  its allowed range, several at once; settings with errors never reach the engine.
+- Settings live in ``settings.json`` in the platformdirs user config folder (``$SPECCHAT_CONFIG_DIR`` overrides
+  it), as one flat object (format version 1, unchanged since the first release).
 """
 
 from __future__ import annotations
@@ -12,7 +21,8 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +30,26 @@ import platformdirs
 
 from inference.models.store import SUPPORTED_BITS, user_dir
 from inference.precision import PrecisionSettings
-from inference.settings import (
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import Decoding, GenerationSettings, SettingError
 
 logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "settings.json"
 SETTINGS_VERSION = 1
-#: Decoding modes of the settings pane: key -> label.
-DECODING_MODES = {
-    "ar": "Autoregressive",
-    "spec_model": "Speculative, draft model",
-    "spec_lookup": "Speculative, prompt lookup",
+#: Flat name of each generation setting -> where it lives in GenerationSettings: (part, attribute); part "" is
+#: GenerationSettings itself. The names are those of settings files, of the settings pane and of SettingError.field.
+GENERATION_KEYS: dict[str, tuple[str, str]] = {
+    "decoding": ("", "decoding"),
+    "k": ("speculative", "k"),
+    "adaptive_k": ("speculative", "adaptive"),
+    "n_ctx": ("context", "n_ctx"),
+    "n_keep": ("context", "n_keep"),
+    "n_discard": ("context", "n_discard"),
+    "temperature": ("sampling", "temperature"),
+    "top_p": ("sampling", "top_p"),
+    "top_k": ("sampling", "top_k"),
+    "seed": ("sampling", "seed"),
+    "max_new_tokens": ("sampling", "max_new_tokens"),
 }
 
 
@@ -49,7 +62,7 @@ def config_dir() -> Path:
 class AppSettings:
     """Everything the settings pane controls.
 
-    Model settings (``target_device``, ``bits``, ``precision``, ``kv_cache_precision``, ``decoding`` when it
+    Model settings (``target_device``, ``bits``, ``precision``, ``kv_cache_precision``, the decoding when it
     involves a draft model, ``draft_model``, ``draft_device``) need a model reload; the others apply to the next
     reply.
 
@@ -59,11 +72,9 @@ class AppSettings:
         precision: compute precision of the target, ``auto`` (f32, exact; bf16 prefill where the CPU has bf16),
             ``f32``, ``bf16`` or ``f16`` where the device computes it (``inference.precision``).
         kv_cache_precision: ``auto`` (f32 with f32 compute, else the device's u8), ``u8``, ``f16`` or ``f32``.
-        decoding: ``ar``, ``spec_model`` (draft model) or ``spec_lookup`` (prompt lookup).
         draft_model: folder of the draft model ("" = none chosen).
-        k: draft tokens per step (K); adaptive_k: tune K from the acceptance rate.
-        n_ctx / n_keep / n_discard: the rolling context (n_keep may be ``"auto"``, n_discard -1 = half).
-        temperature / top_p / top_k / seed / max_new_tokens: sampling (seed None = random).
+        generation: decoding, sampling, rolling context and K of the next reply (``inference.settings``; its
+            seed None = random).
         highlight_draft: colour the text that came from accepted draft tokens.
     """
 
@@ -72,39 +83,60 @@ class AppSettings:
     bits: int = 4
     precision: str = "auto"
     kv_cache_precision: str = "auto"
-    decoding: str = "ar"
     draft_model: str = ""
-    k: int = 4
-    adaptive_k: bool = False
-    n_ctx: int = 4096
-    n_keep: int | str = 4
-    n_discard: int = -1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-    max_new_tokens: int = 512
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
     highlight_draft: bool = True
 
     @property
     def uses_draft_model(self) -> bool:
         """True when replies need the draft model loaded."""
-        return self.decoding == "spec_model"
+        return self.generation.decoding == Decoding.DRAFT_MODEL
+
+    def value(self, name: str) -> Any:
+        """The value of a field or of a generation setting by its flat name (``GENERATION_KEYS``).
+
+        Raises:
+            KeyError: no setting has that name.
+        """
+        if name in GENERATION_KEYS:
+            part, attribute = GENERATION_KEYS[name]
+            return getattr(getattr(self.generation, part) if part else self.generation, attribute)
+        if name == "generation" or name not in _FIELD_NAMES:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its flat name, as a settings file stores it (``decoding`` as its string value)."""
+        values = {name: self.value(name) for name in _FLAT_NAMES}
+        if isinstance(values["decoding"], Decoding):
+            values["decoding"] = values["decoding"].value
+        return values
+
+    def with_values(self, **values: Any) -> AppSettings:
+        """A copy with these values: fields of AppSettings or generation settings by their flat names.
+
+        Raises:
+            KeyError: a name is neither (``generation`` itself included: set its parts by name).
+        """
+        unknown = [name for name in values if name not in _FLAT_NAMES]
+        if unknown:
+            raise KeyError(", ".join(unknown))
+        generation = self.generation
+        for name, value in values.items():
+            if name in GENERATION_KEYS:
+                part, attribute = GENERATION_KEYS[name]
+                if part:
+                    value = replace(getattr(generation, part), **{attribute: value})
+                generation = replace(generation, **{part or attribute: value})
+        own = {name: value for name, value in values.items() if name not in GENERATION_KEYS}
+        return replace(self, generation=generation, **own)
 
     def generation_settings(self, decoding: Decoding | None = None, seed: int | None = None) -> GenerationSettings:
-        """The engine settings for the next reply (``decoding`` and ``seed`` override ours)."""
-        return GenerationSettings(
-            decoding=decoding or self.decoding,
-            sampling=SamplingSettings(
-                temperature=float(self.temperature),
-                top_k=int(self.top_k),
-                top_p=float(self.top_p),
-                seed=self.seed if seed is None else seed,
-                max_new_tokens=int(self.max_new_tokens),
-            ),
-            context=ContextSettings(n_ctx=int(self.n_ctx), n_keep=self.n_keep, n_discard=int(self.n_discard)),
-            speculative=SpeculativeSettings(k=int(self.k), adaptive=bool(self.adaptive_k)),
-        )
+        """The engine settings for the next reply: ``generation``, with ``decoding`` and ``seed`` overriding its own."""
+        generation = self.generation if decoding is None else replace(self.generation, decoding=decoding)
+        if seed is not None:
+            generation = replace(generation, sampling=replace(generation.sampling, seed=seed))
+        return generation
 
     def precision_settings(self) -> PrecisionSettings:
         """The target's numeric precision (dynamic quantization and fast prefill follow ``auto``)."""
@@ -120,39 +152,27 @@ class AppSettings:
         max_position_embeddings: int | None = None,
         devices: list[str] | None = None,
     ) -> dict[str, str]:
-        """Errors per field name (empty when everything is valid).
+        """Errors per flat field name (empty when everything is valid).
 
-        Each field is checked on its own with the engine's validation, so several errors show at once and each
-        message names the setting and its allowed range; n_keep and n_discard are checked against n_ctx.
+        Each part of the generation settings is validated by ``inference.settings`` and every ``SettingError``
+        reported at its ``field``, with its allowed range. Independent settings (sampling, K) are checked until
+        each has shown its error, so several show at once; in the rolling context only the first error shows
+        (n_keep is checked against n_ctx, n_discard against both). K is checked whatever the decoding.
         """
+        generation = self.generation
         errors: dict[str, str] = {}
+        errors.update(_setting_errors(generation.sampling, lambda sampling: sampling.validate()))
+        errors.update(_setting_errors(generation.context, lambda c: c.validate(max_position_embeddings), every=False))
+        errors.update(_setting_errors(generation.speculative, lambda speculative: speculative.validate()))
 
-        def check(name: str, validate) -> None:
+        def check(name: str, validate: Callable[[], Any]) -> None:
             try:
                 validate()
             except ValueError as error:
                 errors[name] = str(error)
-            except TypeError as error:  # a hand-edited settings file with a wrong type
-                errors[name] = f"{name} has an invalid value ({error})"
 
-        check("temperature", lambda: SamplingSettings(temperature=self.temperature).validate())
-        check("top_p", lambda: SamplingSettings(top_p=self.top_p).validate())
-        check("top_k", lambda: SamplingSettings(top_k=self.top_k).validate())
-        check("seed", lambda: SamplingSettings(seed=self.seed).validate())
-        check("max_new_tokens", lambda: SamplingSettings(max_new_tokens=self.max_new_tokens).validate())
-        check("n_ctx", lambda: ContextSettings(n_ctx=self.n_ctx).validate(max_position_embeddings))
-        if "n_ctx" not in errors:
-            check("n_keep", lambda: ContextSettings(n_ctx=self.n_ctx, n_keep=self.n_keep).validate())
-            if "n_keep" not in errors:
-                check(
-                    "n_discard",
-                    lambda: ContextSettings(n_ctx=self.n_ctx, n_keep=self.n_keep, n_discard=self.n_discard).validate(),
-                )
-        check("k", lambda: SpeculativeSettings(k=self.k).validate())
         if self.bits not in SUPPORTED_BITS:
             errors["bits"] = f"bit-width must be one of {', '.join(map(str, SUPPORTED_BITS))}, got {self.bits}"
-        if self.decoding not in DECODING_MODES:
-            errors["decoding"] = f"decoding mode must be one of {', '.join(DECODING_MODES)}, got {self.decoding!r}"
         check("precision", lambda: PrecisionSettings(inference=self.precision).validate())
         check("kv_cache_precision", lambda: PrecisionSettings(kv_cache=self.kv_cache_precision).validate())
         if devices and self.target_device in devices and "precision" not in errors:
@@ -170,12 +190,44 @@ class AppSettings:
                 )
             elif not Path(self.draft_model).is_dir():
                 errors["draft_model"] = f"draft model folder {self.draft_model} does not exist"
-        if not errors:
-            check("general", lambda: self.generation_settings().validate(max_position_embeddings))
+        if not errors:  # the decoding, and whatever involves several parts
+            errors.update(_setting_errors(generation, lambda g: g.validate(max_position_embeddings), every=False))
         return errors
 
 
-#: Fields of AppSettings and the types a settings file may give them.
+_FIELD_NAMES = tuple(f.name for f in fields(AppSettings))
+#: Every setting by its flat name, in the order of the settings file.
+_FLAT_NAMES = tuple(
+    name for f in _FIELD_NAMES for name in ((*GENERATION_KEYS,) if f == "generation" else (f,))
+)
+_DECODINGS = {decoding.value for decoding in Decoding}
+
+
+def _setting_errors(part: Any, validate: Callable[[Any], None], every: bool = True) -> dict[str, str]:
+    """The ``SettingError`` messages ``validate(part)`` raises, by field.
+
+    With ``every``, each field found in error is set back to its default and the part validated again, until it
+    passes, so every independent error is found; otherwise only the first one.
+    """
+    errors: dict[str, str] = {}
+    defaults = type(part)()
+    while True:
+        try:
+            validate(part)
+        except SettingError as error:
+            errors[error.field] = str(error)
+            default = getattr(defaults, error.field, None)
+            if not every or not hasattr(defaults, error.field) or getattr(part, error.field) == default:
+                return errors
+            part = replace(part, **{error.field: default})
+        except TypeError as error:  # a value of the wrong type (the store and the pane never make one)
+            errors["general"] = f"a setting has an invalid value ({error})"
+            return errors
+        else:
+            return errors
+
+
+#: Every setting by its flat name and the JSON types a settings file may give it.
 _TYPES: dict[str, tuple[type, ...]] = {
     "target_device": (str,),
     "draft_device": (str,),
@@ -201,7 +253,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 class SettingsStore:
     """Reads and writes ``settings.json`` (atomically: a crash mid-write keeps the previous file).
 
-    The file holds ``{"version": 1, "settings": {...AppSettings...}, "ui": {...window state...}}``.
+    The file holds ``{"version": 1, "settings": {...AppSettings.flat()...}, "ui": {...window state...}}``.
 
     Args:
         path: the settings file; default ``config_dir() / "settings.json"``.
@@ -228,25 +280,27 @@ class SettingsStore:
         self._ui = raw.get("ui") if isinstance(raw.get("ui"), dict) else {}
         stored = raw.get("settings") if isinstance(raw.get("settings"), dict) else {}
         values = {}
-        for f in fields(AppSettings):
-            if f.name not in stored:
+        for name in _FLAT_NAMES:
+            if name not in stored:
                 continue
-            value = stored[f.name]
-            allowed = _TYPES[f.name]
+            value = stored[name]
+            allowed = _TYPES[name]
             if isinstance(value, bool) and bool not in allowed:
                 value = object()  # JSON true/false is not a number here
-            if not isinstance(value, allowed):
-                self.warnings.append(f"setting {f.name} has an invalid value {stored[f.name]!r}; using the default")
+            if not isinstance(value, allowed) or (name == "decoding" and value not in _DECODINGS):
+                self.warnings.append(f"setting {name} has an invalid value {stored[name]!r}; using the default")
                 continue
-            values[f.name] = value
+            values[name] = float(value) if name in ("temperature", "top_p") else value
         if isinstance(values.get("n_keep"), str) and values["n_keep"] != "auto":
             self.warnings.append(f"setting n_keep has an invalid value {values['n_keep']!r}; using the default")
             del values["n_keep"]
-        return replace(AppSettings(), **values)
+        if "decoding" in values:
+            values["decoding"] = Decoding(values["decoding"])
+        return AppSettings().with_values(**values)
 
     def save(self, settings: AppSettings) -> None:
         """Write the settings (and the last UI state) to the file."""
-        self._write({"version": SETTINGS_VERSION, "settings": asdict(settings), "ui": self._ui})
+        self._write({"version": SETTINGS_VERSION, "settings": settings.flat(), "ui": self._ui})
 
     @property
     def ui_state(self) -> dict[str, Any]:

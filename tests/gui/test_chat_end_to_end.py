@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import replace
 
 from conftest import FAST
 from PySide6.QtCore import Qt
 
 
 def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_path):
-    window = make_window(replace(FAST, max_new_tokens=40))
+    window = make_window(FAST.with_values(max_new_tokens=40))
     db_path = tmp_path / "history.sqlite3"
     observed = []  # (text in the signal, text in the bubble, rows in the database) while streaming
 
@@ -66,7 +65,7 @@ def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_pa
 
 
 def test_speculative_reply_records_acceptance_and_highlights_drafts(qtbot, make_window):
-    window = make_window(replace(FAST, decoding="spec_lookup", k=4, max_new_tokens=48))
+    window = make_window(FAST.with_values(decoding="spec_lookup", k=4, max_new_tokens=48))
     window.composer.set_text("Repeat exactly: one two three four five. one two three four five. one two three four five.")
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.composer.submit()
@@ -89,7 +88,7 @@ def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window
     import pyqtgraph as pg
 
     # a small n_ctx: the reply outgrows the KV cache, which rolls (attention sinks kept)
-    window = make_window(replace(FAST, n_ctx=64, n_keep=4, n_discard=24, max_new_tokens=120))
+    window = make_window(FAST.with_values(n_ctx=64, n_keep=4, n_discard=24, max_new_tokens=120))
     window.composer.set_text("Write a long story about a cat who travels the world.")
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.composer.submit()

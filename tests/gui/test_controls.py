@@ -325,9 +325,9 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     final = _reply(qtbot, window, lambda: window.send("Repeat: cat dog cat dog cat dog."))
     assert (final.stats["mode"], final.stats["drafter"], final.stats["k"]) == ("spec", "lookup", 3)
     click(qtbot, pane.adaptive_k)
-    assert window.settings.adaptive_k and window.settings.generation_settings().speculative.adaptive
+    assert window.settings.value("adaptive_k") and window.settings.generation_settings().speculative.adaptive
     click(qtbot, pane.adaptive_k)
-    assert not window.settings.adaptive_k
+    assert not window.settings.generation.speculative.adaptive
     # bit-width: the 8-bit model is loaded in the background, with the busy indicator
     pane.bits.setCurrentIndex(pane.bits.findData(8))
     qtbot.waitUntil(lambda: window.model_state == "loading", timeout=5000)
@@ -352,7 +352,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     assert (final.stats["mode"], final.stats["drafter"]) == ("spec", "model") and final.stats["drafted"] > 0
     # settings persisted
     stored = SettingsStore(env["folder"] / "settings.json").load()
-    assert (stored.decoding, stored.draft_model, stored.k, stored.bits) == ("spec_model", str(int8_dir), 3, 4)
+    assert (stored.value("decoding"), stored.draft_model, stored.value("k"), stored.bits) == ("spec_model", str(int8_dir), 3, 4)
     # Reset to defaults
     click(qtbot, pane.reset_button)
     assert replace(pane.current(), highlight_draft=True) == AppSettings()

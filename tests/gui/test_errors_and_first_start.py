@@ -22,7 +22,7 @@ def _dialog(qtbot, window, name, timeout=TIMEOUT):
 def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_window):
     # n_keep="auto" pins the whole system prompt: valid on its own, refused by the engine when the prompt
     # does not fit in n_ctx (only the engine knows the prompt's length in tokens)
-    window = make_window(replace(FAST, n_ctx=64, n_keep="auto"))
+    window = make_window(FAST.with_values(n_ctx=64, n_keep="auto"))
     assert window.settings_pane.errors() == {}
     click(qtbot, window.chat_view.system_button)
     qtbot.keyClicks(window.chat_view.system_edit, "x")  # the conversation does not exist yet: kept for it
@@ -49,7 +49,7 @@ def test_incomplete_draft_folder_gets_a_dialog_that_says_what_to_do(qtbot, make_
     broken = tmp_path / "broken-draft"
     broken.mkdir()
     (broken / "openvino_model.xml").write_text("<net/>")
-    window = make_window(replace(FAST, decoding="spec_model", draft_model=str(broken)), wait_model=False)
+    window = make_window(FAST.with_values(decoding="spec_model", draft_model=str(broken)), wait_model=False)
     box = _dialog(qtbot, window, "modelError")
     assert box.text() == "SpecChat could not load the model."
     informative = box.informativeText()

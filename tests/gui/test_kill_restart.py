@@ -30,7 +30,7 @@ def _read_line(process, deadline: float) -> str:
 def test_killed_mid_reply_the_conversation_is_intact_on_restart(tmp_path, make_window, data_dir, int4_dir):
     history = tmp_path / "history.sqlite3"
     settings = tmp_path / "settings.json"
-    SettingsStore(settings).save(replace(FAST, max_new_tokens=600))
+    SettingsStore(settings).save(FAST.with_values(max_new_tokens=600))
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "SPECCHAT_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, str(DRIVER), str(history), str(settings), PROMPT],

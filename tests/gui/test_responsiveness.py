@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from conftest import FAST
@@ -37,7 +36,7 @@ def run_scenario(name: str, tmp_path: Path, data_dir: Path, settings=FAST, env_e
 
 
 def test_no_stall_while_a_reply_streams_and_the_user_works(tmp_path, data_dir, int4_dir):
-    result = run_scenario("streaming", tmp_path, data_dir, replace(FAST, max_new_tokens=1000))
+    result = run_scenario("streaming", tmp_path, data_dir, FAST.with_values(max_new_tokens=1000))
     # the user really did all that while the reply streamed, and it all took effect
     assert result["steps"] == ["type"] * 23 + ["scroll"] * 4 + ["resize"] * 3 + [
         "switch", "scroll", "earlier", "scroll", "switch", "stop"
@@ -76,7 +75,7 @@ def test_model_loads_off_the_gui_thread_with_a_busy_indicator(tmp_path, data_dir
 def test_typing_keys_reach_the_composer_while_streaming(qtbot, make_window):
     from PySide6.QtCore import Qt
 
-    window = make_window(replace(FAST, max_new_tokens=48))
+    window = make_window(FAST.with_values(max_new_tokens=48))
     window.composer.set_text("List ten animals.")
     with qtbot.waitSignal(window.generation_finished, timeout=120_000):
         window.composer.submit()

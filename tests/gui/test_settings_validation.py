@@ -10,7 +10,13 @@ import pytest
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import SettingsPane
-from inference.settings import Decoding
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 
 @pytest.mark.parametrize(
@@ -37,7 +43,7 @@ from inference.settings import Decoding
     ],
 )
 def test_field_errors_name_the_setting_and_its_range(changes, field, fragments):
-    errors = replace(AppSettings(), **changes).field_errors(max_position_embeddings=8192, devices=["CPU", "AUTO"])
+    errors = AppSettings().with_values(**changes).field_errors(max_position_embeddings=8192, devices=["CPU", "AUTO"])
     assert field in errors, errors
     for fragment in fragments:
         assert fragment in errors[field]
@@ -55,13 +61,13 @@ def test_a_precision_the_cpu_lacks_is_flagged_next_to_its_field():
 
 def test_defaults_and_several_errors_at_once():
     assert AppSettings().field_errors(8192, ["CPU"]) == {}
-    errors = replace(AppSettings(), k=0, top_p=0.0, n_ctx=4).field_errors(8192)
+    errors = AppSettings().with_values(k=0, top_p=0.0, n_ctx=4).field_errors(8192)
     assert set(errors) == {"k", "top_p", "n_ctx"}
-    assert replace(AppSettings(), n_keep="auto", n_ctx=64).field_errors() == {}
+    assert AppSettings().with_values(n_keep="auto", n_ctx=64).field_errors() == {}
 
 
 def test_generation_settings_carry_every_field():
-    settings = replace(AppSettings(), decoding="spec_lookup", k=6, adaptive_k=True, n_ctx=1024, n_keep="auto",
+    settings = AppSettings().with_values(decoding="spec_lookup", k=6, adaptive_k=True, n_ctx=1024, n_keep="auto",
                        n_discard=100, temperature=0.7, top_p=0.9, top_k=40, seed=7, max_new_tokens=99)  # fmt: skip
     generation = settings.generation_settings()
     assert (generation.decoding.mode, generation.decoding.drafter) == ("spec", "lookup")
@@ -76,24 +82,56 @@ def test_generation_settings_carry_every_field():
 
 def test_model_key_changes_only_for_reload_fields():
     base = AppSettings()
-    assert replace(base, temperature=1.0, k=8, n_ctx=512).model_key() == base.model_key()
+    assert base.with_values(temperature=1.0, k=8, n_ctx=512).model_key() == base.model_key()
     assert replace(base, target_device="AUTO").model_key() != base.model_key()
     assert replace(base, bits=8).model_key() != base.model_key()
     assert replace(base, precision="f32").model_key() != base.model_key()
     assert replace(base, kv_cache_precision="u8").model_key() != base.model_key()
-    assert replace(base, decoding="spec_lookup").model_key() == base.model_key()  # no draft model needed
-    assert replace(base, decoding="spec_model", draft_model="/x").model_key() != base.model_key()
+    assert base.with_values(decoding="spec_lookup").model_key() == base.model_key()  # no draft model needed
+    assert base.with_values(decoding="spec_model", draft_model="/x").model_key() != base.model_key()
 
 
 def test_store_round_trip_and_atomic_file(tmp_path):
     store = SettingsStore(tmp_path / "cfg" / "settings.json")
     assert store.load() == AppSettings()
-    settings = replace(AppSettings(), bits=8, decoding="spec_lookup", k=7, n_keep="auto", seed=42, temperature=0.5)
+    settings = AppSettings().with_values(bits=8, decoding="spec_lookup", k=7, n_keep="auto", seed=42, temperature=0.5)
     store.save(settings)
     data = json.loads(store.path.read_text())
     assert data["version"] == 1 and data["settings"]["k"] == 7 and data["settings"]["n_keep"] == "auto"
     assert SettingsStore(store.path).load() == settings
     assert [p.name for p in store.path.parent.iterdir()] == ["settings.json"]  # no temporary file left
+
+
+#: settings.json as the version before AppSettings embedded GenerationSettings wrote it (its flat fields).
+VERSION_1_FILE = {
+    "version": 1,
+    "settings": {
+        "target_device": "CPU", "draft_device": "AUTO", "bits": 8, "precision": "f32", "kv_cache_precision": "u8",
+        "decoding": "spec_lookup", "draft_model": "/models/draft", "k": 7, "adaptive_k": True, "n_ctx": 2048,
+        "n_keep": "auto", "n_discard": 100, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "seed": 42,
+        "max_new_tokens": 99, "highlight_draft": False,
+    },
+    "ui": {"geometry": "AAAA"},
+}  # fmt: skip
+
+
+def test_store_reads_and_writes_the_version_1_file(tmp_path):
+    """A file of the previous version loads with the same values, and what is saved reads back in that version."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(VERSION_1_FILE))
+    store = SettingsStore(path)
+    loaded = store.load()
+    assert store.warnings == [] and store.ui_state == {"geometry": "AAAA"}
+    assert (loaded.target_device, loaded.draft_device, loaded.bits, loaded.precision, loaded.kv_cache_precision,
+            loaded.draft_model, loaded.highlight_draft) == ("CPU", "AUTO", 8, "f32", "u8", "/models/draft", False)  # fmt: skip
+    assert loaded.generation == GenerationSettings(
+        decoding=Decoding.PROMPT_LOOKUP,
+        sampling=SamplingSettings(temperature=0.5, top_k=40, top_p=0.9, seed=42, max_new_tokens=99),
+        context=ContextSettings(n_ctx=2048, n_keep="auto", n_discard=100),
+        speculative=SpeculativeSettings(k=7, adaptive=True),
+    )
+    store.save(loaded)
+    assert json.loads(path.read_text()) == VERSION_1_FILE  # the same flat keys and values
 
 
 def test_store_survives_a_bad_file(tmp_path):
@@ -104,7 +142,7 @@ def test_store_survives_a_bad_file(tmp_path):
     assert "unreadable" in store.warnings[0]
     path.write_text(json.dumps({"version": 1, "settings": {"k": "seven", "top_p": True, "n_keep": "sometimes", "seed": None, "n_ctx": 2048}}))
     loaded = store.load()
-    assert loaded == replace(AppSettings(), n_ctx=2048)
+    assert loaded == AppSettings().with_values(n_ctx=2048)
     assert len(store.warnings) == 3 and any("k has an invalid value 'seven'" in w for w in store.warnings)
 
 
@@ -137,7 +175,7 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     assert emitted == [] and summaries[-1].startswith("Fix the settings first: K")
     pane.k.setValue(6)
     assert _shown_error(pane, "k") == "" and pane.fields["k"].property("invalid") is False
-    assert emitted[-1].k == 6 and summaries[-1] == ""
+    assert emitted[-1].generation.speculative.k == 6 and summaries[-1] == ""
 
     pane.n_ctx.setValue(512)
     pane.n_keep.setValue(600)
@@ -148,7 +186,7 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.n_discard.setValue(-1)
     assert pane.n_discard.text() == "auto (half)"
     pane.n_keep.setValue(-1)
-    assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].n_keep == "auto"
+    assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].generation.context.n_keep == "auto"
 
     pane.n_ctx.setValue(10000)
     assert "n_ctx must be in [16, 8192], got 10000" == _shown_error(pane, "n_ctx")
@@ -171,8 +209,8 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
 
     assert pane.errors() == {}
     final = emitted[-1]
-    assert (final.k, final.n_ctx, final.n_keep, final.n_discard, final.top_p, final.temperature, final.max_new_tokens,
-            final.seed, final.top_k, final.adaptive_k) == (6, 2048, "auto", -1, 0.9, 0.7, 64, 123, 50, True)  # fmt: skip
+    names = ("k", "n_ctx", "n_keep", "n_discard", "top_p", "temperature", "max_new_tokens", "seed", "top_k", "adaptive_k")
+    assert tuple(final.value(name) for name in names) == (6, 2048, "auto", -1, 0.9, 0.7, 64, 123, 50, True)
     assert all(not errors for errors in [s.field_errors(8192) for s in emitted])
 
 
@@ -185,18 +223,18 @@ def test_pane_draft_model_rules(pane, tmp_path):
     pane.set_models([{"name": "Tiny", "bits": 8, "path": str(tmp_path)}])
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tmp_path)))
     assert _shown_error(pane, "draft_model") == ""
-    assert emitted[-1].decoding == "spec_model" and emitted[-1].draft_model == str(tmp_path)
+    assert emitted[-1].generation.decoding == "spec_model" and emitted[-1].draft_model == str(tmp_path)
     pane.flag("draft_model", "the draft model X has another tokenizer than the target Y")
     assert "another tokenizer" in _shown_error(pane, "draft_model") and pane.errors()
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))  # any edit clears what the engine refused
-    assert _shown_error(pane, "draft_model") == "" and emitted[-1].decoding == "spec_lookup"
+    assert _shown_error(pane, "draft_model") == "" and emitted[-1].generation.decoding == "spec_lookup"
 
 
 def test_pane_shows_stored_invalid_settings_flagged(qtbot):
     from app.gui.application import create_application
 
     create_application()
-    pane = SettingsPane(replace(AppSettings(), k=40, target_device="GPU.9"), ["CPU"])
+    pane = SettingsPane(AppSettings().with_values(k=40, target_device="GPU.9"), ["CPU"])
     qtbot.addWidget(pane)
     assert set(pane.errors()) == {"k", "target_device"}
     assert pane.k.value() == 40 and pane.target_device.currentText() == "GPU.9"

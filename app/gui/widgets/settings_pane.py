@@ -29,11 +29,13 @@ from PySide6.QtWidgets import (
 )
 
 from inference.model import REQUIRED_FILES
+from inference.settings import MAX_K, MAX_TEMPERATURE, MIN_N_CTX, Decoding
 
-from ..settings_store import DECODING_MODES, AppSettings
+from ..settings_store import AppSettings
 from .dialogs import choose_file
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
+#: Upper end of the spin boxes without a stated maximum (token counts).
 BIG = 1_000_000
 #: Fields whose change needs a model reload.
 RELOAD_FIELDS = ("target_device", "bits", "precision", "kv_cache_precision", "decoding", "draft_model", "draft_device")
@@ -48,7 +50,7 @@ SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random se
 
 
 class SettingsPane(QScrollArea):
-    """Form for :class:`~app.settings_store.AppSettings` with in-place validation.
+    """Form for :class:`~app.gui.settings_store.AppSettings` with in-place validation.
 
     Signals:
         settings_changed(AppSettings): the settings changed and are all valid.
@@ -110,8 +112,8 @@ class SettingsPane(QScrollArea):
         self.precision_in_use.setToolTip("What OpenVINO reports for the loaded target model")
         model.addRow("In use", self.precision_in_use)
         self.decoding = QComboBox()
-        for key, label in DECODING_MODES.items():
-            self.decoding.addItem(label, key)
+        for decoding in Decoding:
+            self.decoding.addItem(decoding.label, decoding.value)
         self._row(model, "decoding", "Decoding", self.decoding, "Autoregressive, or speculative with a draft model or prompt lookup")
         draft_row = QWidget()
         draft_layout = QHBoxLayout(draft_row)
@@ -130,8 +132,8 @@ class SettingsPane(QScrollArea):
 
         spec = self._group(layout, "Speculative decoding")
         self.k = QSpinBox()
-        self.k.setRange(0, 64)
-        self._row(spec, "k", "K", self.k, "Draft tokens proposed per step, 1 to 16")
+        self.k.setRange(0, 4 * MAX_K)  # spin boxes reach past the valid range: a value out of it is flagged, not clamped
+        self._row(spec, "k", "K", self.k, f"Draft tokens proposed per step, 1 to {MAX_K}")
         self.adaptive_k = QCheckBox("Adaptive K")
         self.adaptive_k.setToolTip("Tune K from the acceptance rate; fall back to plain decoding when speculation is slower")
         self._row(spec, "adaptive_k", "", self.adaptive_k, "")
@@ -140,7 +142,7 @@ class SettingsPane(QScrollArea):
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(0, BIG)
         self.n_ctx.setSingleStep(256)
-        self._row(context, "n_ctx", "n_ctx", self.n_ctx, "KV-cache size in tokens; older tokens roll out past it")
+        self._row(context, "n_ctx", "n_ctx", self.n_ctx, f"KV-cache size in tokens, at least {MIN_N_CTX}; older tokens roll out past it")
         self.n_keep = QSpinBox()
         self.n_keep.setRange(-1, BIG)
         self.n_keep.setSpecialValueText("auto (system prompt)")
@@ -152,7 +154,7 @@ class SettingsPane(QScrollArea):
 
         sampling = self._group(layout, "Sampling")
         self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 1000.0)
+        self.temperature.setRange(0.0, 10 * MAX_TEMPERATURE)
         self.temperature.setDecimals(2)
         self.temperature.setSingleStep(0.1)
         self._row(sampling, "temperature", "Temperature", self.temperature, "0 = greedy (always the most likely token)")
@@ -287,18 +289,20 @@ class SettingsPane(QScrollArea):
             if settings.draft_device not in self._devices:
                 self.draft_device.addItem(settings.draft_device)
             self.draft_device.setCurrentText(settings.draft_device)
-            self.decoding.setCurrentIndex(max(self.decoding.findData(settings.decoding), 0))
+            self.decoding.setCurrentIndex(max(self.decoding.findData(Decoding(settings.value("decoding")).value), 0))
             self._select_draft(settings.draft_model)
-            self.k.setValue(settings.k)
-            self.adaptive_k.setChecked(settings.adaptive_k)
-            self.n_ctx.setValue(settings.n_ctx)
-            self.n_keep.setValue(-1 if settings.n_keep == "auto" else int(settings.n_keep))
-            self.n_discard.setValue(settings.n_discard)
-            self.temperature.setValue(settings.temperature)
-            self.top_p.setValue(settings.top_p)
-            self.top_k.setValue(settings.top_k)
-            self.seed.setText("" if settings.seed is None else str(settings.seed))
-            self.max_new_tokens.setValue(settings.max_new_tokens)
+            self.k.setValue(settings.value("k"))
+            self.adaptive_k.setChecked(settings.value("adaptive_k"))
+            self.n_ctx.setValue(settings.value("n_ctx"))
+            n_keep = settings.value("n_keep")
+            self.n_keep.setValue(-1 if n_keep == "auto" else int(n_keep))
+            self.n_discard.setValue(settings.value("n_discard"))
+            self.temperature.setValue(settings.value("temperature"))
+            self.top_p.setValue(settings.value("top_p"))
+            self.top_k.setValue(settings.value("top_k"))
+            seed = settings.value("seed")
+            self.seed.setText("" if seed is None else str(seed))
+            self.max_new_tokens.setValue(settings.value("max_new_tokens"))
         finally:
             self._loading = False
         self._edited()
@@ -327,8 +331,10 @@ class SettingsPane(QScrollArea):
             bits=int(self.bits.currentData()),
             precision=str(self.precision.currentData()),
             kv_cache_precision=str(self.kv_cache_precision.currentData()),
-            decoding=str(self.decoding.currentData()),
             draft_model=str(self.draft_model.currentData() or ""),
+            highlight_draft=self._highlight,
+        ).with_values(
+            decoding=Decoding(self.decoding.currentData()),
             k=self.k.value(),
             adaptive_k=self.adaptive_k.isChecked(),
             n_ctx=self.n_ctx.value(),
@@ -339,7 +345,6 @@ class SettingsPane(QScrollArea):
             top_k=self.top_k.value(),
             seed=seed,
             max_new_tokens=self.max_new_tokens.value(),
-            highlight_draft=self._highlight,
         )
 
     def errors(self) -> dict[str, str]:
@@ -389,7 +394,7 @@ class SettingsPane(QScrollArea):
         uses_draft = settings.uses_draft_model
         for widget in (self.draft_model, self.browse_button, self.draft_device):
             widget.setEnabled(uses_draft)
-        self.adaptive_k.setEnabled(settings.decoding != "ar")
+        self.adaptive_k.setEnabled(settings.generation.decoding.speculative)
         summary = ""
         if errors:
             name, message = next(iter(errors.items()))
