@@ -701,7 +701,7 @@ class MainWindow(QMainWindow):
         self._shut_down = True
         ui_state = self._ui_state()
         self.hide()  # quitting looks instant even if the worker must finish loading a model first
-        self.chat_view._flush_system_prompt()
+        self.chat_view.flush_system_prompt()
         self.replies.close()
         self.models.close()
         try:

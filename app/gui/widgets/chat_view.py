@@ -140,7 +140,7 @@ class ChatView(QWidget):
 
     def show_conversation(self, conversation: Conversation | None, messages: list[Message]) -> None:
         """Replace the view's content by a conversation (None: an empty new chat)."""
-        self._flush_system_prompt()
+        self.flush_system_prompt()
         self.conversation = conversation
         self.title_label.setText(conversation.title if conversation else "New chat")
         self._loading_system = True
@@ -361,14 +361,15 @@ class ChatView(QWidget):
             self.system_button.setText("System prompt")
             self.system_edit.setFocus()
         else:
-            self._flush_system_prompt()
+            self.flush_system_prompt()
             self.system_button.setText("System prompt ✓" if self.system_prompt().strip() else "System prompt")
 
     def _system_prompt_edited(self) -> None:
         if not self._loading_system:
             self._system_timer.start(SYSTEM_PROMPT_DEBOUNCE_MS)
 
-    def _flush_system_prompt(self) -> None:
+    def flush_system_prompt(self) -> None:
+        """Emit ``system_prompt_changed`` now for an edit still waiting for its debounce timer (before quitting)."""
         if self._system_timer.isActive():
             self._system_timer.stop()
             self._emit_system_prompt()
