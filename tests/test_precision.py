@@ -144,7 +144,7 @@ def test_fast_prefill_hands_the_kv_states_over(int4_dir, target):
     assert fast.target.prefill_compiled is not None and fast.target.precision.prefill in ("f32", "bf16")
     ids = chat_ids(target, PROMPTS[0] + " " + PROMPTS[2])
     assert len(ids) >= 64
-    direct = Engine(target)
+    direct = Engine(load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="off")))  # the exact request alone
     reference = list(direct.generate(ids, settings("ar", max_new_tokens=1)))
     direct_logits = direct.last_logits
     events = list(fast.generate(ids, settings("ar", max_new_tokens=1)))
