@@ -34,13 +34,7 @@ from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.events import StepStats  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
-from inference.settings import (  # noqa: E402
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 
 PARAGRAPH = (
     "The old lighthouse stood at the edge of the cliff, its white paint peeling after decades of salt and wind. "

@@ -35,13 +35,7 @@ from inference.exactness import first_difference  # noqa: E402
 from inference.model import load_model  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
-from inference.settings import (  # noqa: E402
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 
 TEXT = Path(__file__).resolve().parent / "data" / "kjv_genesis.txt"
 TOPICS = [

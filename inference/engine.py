@@ -32,27 +32,13 @@ import numpy as np
 from .adaptive_k import AdaptiveK
 from .detokenizer import IncrementalDetokenizer
 from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
-from .events import (
-    ContextRolled,
-    Event,
-    Finished,
-    GenerationStats,
-    StepStats,
-    TextDelta,
-)
+from .events import ContextRolled, Event, Finished, GenerationStats, StepStats, TextDelta
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_drafts, next_token
-from .settings import (
-    MIN_N_CTX,
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SettingError,
-)
+from .settings import MIN_N_CTX, ContextSettings, Decoding, GenerationSettings, SamplingSettings, SettingError
 from .stop_strings import StopStringFilter
 
 # Most prompt tokens per prefill pass. One pass is much cheaper than several: a pass over tokens that follow

@@ -6,13 +6,7 @@ import pytest
 
 from inference.devices import device_computes, native_precisions
 from inference.exactness import first_difference
-from inference.settings import (
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 PROMPTS = [
     "Rewrite this paragraph in simpler words: The committee convened to deliberate on the proposal, "

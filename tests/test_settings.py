@@ -2,12 +2,7 @@
 
 import pytest
 
-from inference.settings import (
-    ContextSettings,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import ContextSettings, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 
 @pytest.mark.parametrize(
