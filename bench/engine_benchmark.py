@@ -32,6 +32,7 @@ import openvino_genai  # noqa: E402
 
 from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
+from inference.kv_cache import KVCache  # noqa: E402
 from inference.events import StepStats  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
@@ -126,21 +127,25 @@ def bench_speculative(engine: Engine, reps: int, new_tokens: int, k: int) -> dic
 
 
 def bench_roll(engine: Engine, reps: int, cached: int = 1024, n_keep: int = 4) -> dict:
+    """One attention-sink roll vs re-prefilling the kept tokens, on a KV cache of the engine's target model."""
     rng = np.random.default_rng(0)
     n_discard = (cached - n_keep) // 2
+    target = engine.target
+    cache = KVCache(target.compiled, target.rope, window=target.sliding_window)
     roll_ms, prefill_ms = [], []
     for _ in range(reps):
         tokens = [int(t) for t in rng.integers(100, 40000, cached)]
-        engine.reset()
-        engine._cache.forward(tokens)
+        cache.reset()
+        cache.forward(tokens)
         start = time.perf_counter()
-        engine._cache.roll(n_keep, n_discard)
+        cache.roll(n_keep, n_discard)
         roll_ms.append((time.perf_counter() - start) * 1e3)
-        kept = list(engine._cache.tokens)
-        engine.reset()
+        kept = list(cache.tokens)
+        cache.reset()
         start = time.perf_counter()
-        engine._cache.forward(kept, last_only=True)
+        cache.forward(kept, last_only=True)
         prefill_ms.append((time.perf_counter() - start) * 1e3)
+    cache.reset()
     roll, prefill = statistics.median(roll_ms), statistics.median(prefill_ms)
     return {"cached_tokens": cached, "kept_tokens": cached - n_discard, "roll_ms": roll, "reprefill_ms": prefill, "ratio": prefill / roll}
 
