@@ -32,8 +32,8 @@ import openvino_genai  # noqa: E402
 
 from inference.chat import ChatSession  # noqa: E402
 from inference.engine import Engine  # noqa: E402
-from inference.kv_cache import KVCache  # noqa: E402
 from inference.events import StepStats  # noqa: E402
+from inference.kv_cache import KVCache  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 

@@ -8,14 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from speed import (  # noqa: E402
-    _long_window_stats,
-    long_window,
-    repeated_name,
-    speed_markdown,
-    split_repetitions,
-    summarize,
-)
+from speed import _long_window_stats, long_window, repeated_name, speed_markdown, split_repetitions, summarize  # noqa: E402
 
 
 def test_split_repetitions_inverts_repeated_name():

@@ -19,17 +19,9 @@ from tiny_checkpoints import write_tiny_checkpoint
 
 from inference.models import convert
 from inference.models import store as model_store
-from inference.models.convert import (
-    ConversionExtraMissing,
-    choose_group_size,
-    convert_checkpoint,
-)
+from inference.models.convert import ConversionExtraMissing, choose_group_size, convert_checkpoint
 from inference.models.errors import ModelImportError, OperationCancelled
-from inference.models.inspect import (
-    PairMismatchError,
-    check_pair,
-    describe_folder,
-)
+from inference.models.inspect import PairMismatchError, check_pair, describe_folder
 from inference.models.progress import ProgressEvent
 
 needs_extra = pytest.mark.skipif(not convert.conversion_available(), reason="needs the conversion extra: pip install 'specchat[convert]'")

@@ -12,17 +12,8 @@ import pytest
 from inference.models import store as model_store
 from inference.models.errors import ModelImportError, OperationCancelled
 from inference.models.gguf import SUPPORTED_GGUF_TYPES
-from inference.models.importing import (
-    import_gguf,
-    import_ir_folder,
-    import_model,
-    inspect_gguf,
-)
-from inference.models.inspect import (
-    PairMismatchError,
-    check_pair,
-    describe_folder,
-)
+from inference.models.importing import import_gguf, import_ir_folder, import_model, inspect_gguf
+from inference.models.inspect import PairMismatchError, check_pair, describe_folder
 from inference.models.progress import ProgressEvent
 from inference.models.store import find_model, remove_model
 

@@ -27,12 +27,7 @@ import pytest
 
 from inference.models import default_model
 from inference.models import store as model_store
-from inference.models.default_model import (
-    DEFAULT_MODEL_NAME,
-    GGUF_SHA256,
-    default_model_dir,
-    ensure_default_model,
-)
+from inference.models.default_model import DEFAULT_MODEL_NAME, GGUF_SHA256, default_model_dir, ensure_default_model
 from inference.models.errors import ModelFetchError
 from inference.models.gguf import requantize_gguf
 from inference.models.store import list_models

@@ -10,13 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from gguf import (
-    GGMLQuantizationType,
-    GGUFReader,
-    GGUFValueType,
-    GGUFWriter,
-    LlamaFileType,
-)
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 
 HIDDEN, HEADS, KV_HEADS, FFN = 64, 4, 2, 128
 

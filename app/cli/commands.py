@@ -18,12 +18,7 @@ from inference.events import Finished, GenerationStats, TextDelta
 from inference.model import ModelLoadError
 from inference.models import default_model, store
 from inference.models.errors import ModelFetchError
-from inference.precision import (
-    INFERENCE_PRECISIONS,
-    KV_CACHE_PRECISIONS,
-    SWITCHES,
-    PrecisionSettings,
-)
+from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.rope import RopeUnsupportedError
 from inference.settings import (
     MAX_K,

@@ -128,11 +128,7 @@ def run() -> int:
     """
     import qasync
 
-    from .gc_policy import (
-        collect_on_gui_thread,
-        freeze_startup_objects,
-        restore_automatic_collection,
-    )
+    from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app = create_application()

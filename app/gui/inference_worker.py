@@ -26,13 +26,7 @@ from inference.events import Event
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.precision import NumericPrecision, PrecisionSettings
-from inference.settings import (
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 from .background import run_in, stream_in, threadsafe
 

@@ -114,12 +114,7 @@ def inspect_repo(repo_id: str, revision: str = "main", *, endpoint: str | None =
             the hub is unreachable (the message says which and what to do).
     """
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import (
-        GatedRepoError,
-        HfHubHTTPError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise ModelImportError(f"{repo_id!r} is not a Hugging Face repository id; expected 'organisation/name'")

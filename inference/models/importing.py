@@ -34,13 +34,7 @@ from .gguf import (
     hf_config_from_gguf,
     read_gguf_header,
 )
-from .inspect import (
-    CONFIG_NAME,
-    folder_layout,
-    has_tokenizer_irs,
-    missing_files,
-    read_ir,
-)
+from .inspect import CONFIG_NAME, folder_layout, has_tokenizer_irs, missing_files, read_ir
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 from .store import ModelBuild, build_model, copy_files, name_from, require_space
 

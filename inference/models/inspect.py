@@ -23,13 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import (
-    MODEL_FILES,
-    TOKENIZER_FILES,
-    TOKENIZER_PROBE,
-    TokenizerMismatchError,
-    sliding_window_of,
-)
+from ..model import MODEL_FILES, TOKENIZER_FILES, TOKENIZER_PROBE, TokenizerMismatchError, sliding_window_of
 from .errors import ModelImportError
 
 #: The Hugging Face style config of a model folder (architecture, RoPE parameters, special tokens...).

@@ -270,9 +270,7 @@ def write_manifest(folder: Path, **fields: Any) -> ModelManifest:
     Raises:
         ModelImportError: the folder's IR or tokenizer is missing or unreadable.
     """
-    from .inspect import (
-        describe_folder,  # deferred: reading IRs needs openvino, listing models does not
-    )
+    from .inspect import describe_folder  # deferred: reading IRs needs openvino, listing models does not
 
     data = {**describe_folder(folder), **fields}
     data["size_bytes"] = folder_size(folder)

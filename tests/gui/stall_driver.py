@@ -200,16 +200,8 @@ SCENARIOS = {"streaming": streaming, "long_conversation": long_conversation_scen
 def main() -> int:
     import qasync
 
-    from app.gui.application import (
-        build_tokenizers_before_event_loop,
-        create_application,
-        create_main_window,
-    )
-    from app.gui.gc_policy import (
-        collect_on_gui_thread,
-        freeze_startup_objects,
-        restore_automatic_collection,
-    )
+    from app.gui.application import build_tokenizers_before_event_loop, create_application, create_main_window
+    from app.gui.gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
 
     scenario, workdir = sys.argv[1], Path(sys.argv[2])
     if scenario == "model_load":

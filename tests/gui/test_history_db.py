@@ -8,13 +8,7 @@ import sqlite3
 
 import pytest
 
-from app.gui.history_db import (
-    SCHEMA_VERSION,
-    HistoryDB,
-    HistoryTooNewError,
-    HistoryUnreadableError,
-    open_history,
-)
+from app.gui.history_db import SCHEMA_VERSION, HistoryDB, HistoryTooNewError, HistoryUnreadableError, open_history
 
 
 def test_new_database_is_wal_and_current(tmp_path):

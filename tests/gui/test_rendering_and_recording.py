@@ -9,13 +9,7 @@ from app.gui.history_db import HistoryDB
 from app.gui.reply_format import footer_text
 from app.gui.reply_recorder import ReplyRecorder
 from app.gui.widgets.markdown_view import CODE_BACKGROUND, MarkdownView, draft_ranges
-from inference.events import (
-    ContextRolled,
-    Finished,
-    GenerationStats,
-    StepStats,
-    TextDelta,
-)
+from inference.events import ContextRolled, Finished, GenerationStats, StepStats, TextDelta
 
 
 @pytest.fixture

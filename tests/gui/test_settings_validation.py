@@ -10,13 +10,7 @@ import pytest
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import SettingsPane
-from inference.settings import (
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SpeculativeSettings,
-)
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 
 @pytest.mark.parametrize(

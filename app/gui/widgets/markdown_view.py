@@ -11,15 +11,7 @@ import math
 import re
 
 from PySide6.QtCore import QSize, Qt, QUrl, Signal
-from PySide6.QtGui import (
-    QColor,
-    QDesktopServices,
-    QPalette,
-    QTextCharFormat,
-    QTextCursor,
-    QTextDocument,
-    QTextFormat,
-)
+from PySide6.QtGui import QColor, QDesktopServices, QPalette, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
