@@ -91,3 +91,22 @@ def test_models_list_shows_the_default_model(int4_dir, data_dir):
     result = _specchat("models", "list", data_dir=data_dir)
     assert result.returncode == 0
     assert str(default_model_dir(4)) in result.stdout and "4-bit" in result.stdout
+
+
+def test_version_and_the_folder_options_work_before_any_subcommand(tmp_path):
+    """``--version``, ``--data-dir`` and ``--config-dir`` are options of the one entry point (the window's and the
+    command line's alike); the data folder ``--data-dir`` names wins over ``SPECCHAT_DATA_DIR``."""
+    from app import __version__
+
+    version = subprocess.run([sys.executable, "-m", "app", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip() == f"specchat {__version__}"
+    chosen, environment = tmp_path / "chosen", tmp_path / "environment"
+    (chosen / "models" / "probe").mkdir(parents=True)
+    (chosen / "models" / "probe" / "specchat_manifest.json").write_text(json.dumps({"name": "probe", "bits": 4}))
+    options = ("--data-dir", str(chosen), "--config-dir", str(tmp_path / "config"))
+    listed = _specchat(*options, "models", "list", "--json", data_dir=environment)
+    assert listed.returncode == 0, listed.stderr
+    assert [model["name"] for model in json.loads(listed.stdout)] == ["probe"]
+    assert json.loads(_specchat("models", "list", "--json", data_dir=environment).stdout) == []
+    removed = _specchat(*options, "models", "remove", "nothing-here", data_dir=environment)
+    assert removed.returncode == 2 and "nothing-here" in removed.stderr and "Traceback" not in removed.stderr
