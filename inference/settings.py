@@ -215,7 +215,8 @@ class GenerationSettings:
     Attributes:
         decoding: autoregressive, or speculative with a draft model or with prompt lookup (a ``Decoding`` or its
             value; ``validate`` refuses anything else).
-        sampling / context / speculative: see their classes; ``speculative`` is used by speculative decoding only.
+        sampling / context / speculative: see their classes (``speculative`` is validated in every mode, though
+            only speculative decoding uses it).
     """
 
     decoding: Decoding = Decoding.AUTOREGRESSIVE
@@ -228,14 +229,13 @@ class GenerationSettings:
             object.__setattr__(self, "decoding", Decoding(self.decoding))
 
     def validate(self, max_position_embeddings: int | None = None) -> None:
-        """Validate what this decoding uses; raise SettingError naming the first bad setting."""
+        """Validate all parts; raise SettingError naming the first bad setting."""
         if not isinstance(self.decoding, Decoding):
             choices = ", ".join(repr(d.value) for d in Decoding)
             raise SettingError("decoding", f"decoding must be one of {choices}, got {self.decoding!r}")
         self.sampling.validate()
         self.context.validate(max_position_embeddings)
-        if self.decoding.speculative:
-            self.speculative.validate()
+        self.speculative.validate()
 
     def with_decoding(self, decoding: Decoding) -> "GenerationSettings":
         """A copy with another decoding choice."""

@@ -108,5 +108,7 @@ def test_version_and_the_folder_options_work_before_any_subcommand(tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert [model["name"] for model in json.loads(listed.stdout)] == ["probe"]
     assert json.loads(_specchat("models", "list", "--json", data_dir=environment).stdout) == []
+    after = _specchat("models", "list", "--json", "--data-dir", str(chosen), data_dir=environment)  # after the subcommand
+    assert [model["name"] for model in json.loads(after.stdout)] == ["probe"]
     removed = _specchat(*options, "models", "remove", "nothing-here", data_dir=environment)
     assert removed.returncode == 2 and "nothing-here" in removed.stderr and "Traceback" not in removed.stderr

@@ -35,7 +35,12 @@ USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError
 
 
 def _n_keep(value: str) -> int | str:
-    return value if value == "auto" else int(value)
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"n_keep must be 'auto' or a whole number of tokens, got {value!r}") from None
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -67,25 +72,36 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", default="", help="system prompt")
 
 
+def _folder_options(parser: argparse.ArgumentParser, default) -> argparse.ArgumentParser:
+    parser.add_argument("--data-dir", type=Path, default=default, help="data folder: models and chat history (default: the platform's)")
+    parser.add_argument("--config-dir", type=Path, default=default, help="config folder: settings.json (default: the platform's)")
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``specchat`` command."""
+    """The argument parser of the ``specchat`` command.
+
+    ``--data-dir`` and ``--config-dir`` are accepted before the subcommand and after it (``specchat --data-dir D
+    generate ...`` and ``specchat generate --data-dir D ...``): each subcommand's copy defaults to "not given", so it
+    never overrides the value given before it.
+    """
     parser = argparse.ArgumentParser(prog="specchat", description="Chat with local LLMs on OpenVINO, fast.")
     parser.add_argument("--version", action="version", version=f"specchat {__version__}")
-    parser.add_argument("--data-dir", type=Path, help="data folder: models and chat history (default: the platform's)")
-    parser.add_argument("--config-dir", type=Path, help="config folder: settings.json (default: the platform's)")
+    _folder_options(parser, None)
+    folders = [_folder_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)]
     commands = parser.add_subparsers(dest="command")
-    generate = commands.add_parser("generate", help="stream one reply to stdout, statistics to stderr")
+    generate = commands.add_parser("generate", parents=folders, help="stream one reply to stdout, statistics to stderr")
     generate.add_argument("prompt")
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     _add_engine_options(generate)
-    chat = commands.add_parser("chat", help="multi-turn chat in the terminal (/reset, /exit)")
+    chat = commands.add_parser("chat", parents=folders, help="multi-turn chat in the terminal (/reset, /exit)")
     _add_engine_options(chat)
-    models = commands.add_parser("models", help="manage models: list, import, download, convert, remove, pair, catalogue")
+    models = commands.add_parser("models", parents=folders, help="manage models: list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
     from app.cli.models import add_models_subcommands
 
-    add_models_subcommands(models_commands)
-    fetch = models_commands.add_parser("fetch-default", help="fetch and convert the embedded default model")
+    add_models_subcommands(models_commands, folders)
+    fetch = models_commands.add_parser("fetch-default", parents=folders, help="fetch and convert the embedded default model")
     fetch.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, nargs="*", default=[4])
     return parser
 

@@ -21,18 +21,18 @@ from inference.models.errors import OperationCancelled
 from inference.models.progress import ProgressEvent
 
 
-def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
+def add_models_subcommands(models_commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``import``, ``download``, ``convert``, ``remove``, ``pair`` and ``catalogue`` to the
-    ``models`` sub-parsers (``fetch-default`` stays in app.cli)."""
-    listing = models_commands.add_parser("list", help="installed models with their manifests")
+    ``models`` sub-parsers (``fetch-default`` stays in app.cli.commands); each takes the options of ``parents``."""
+    listing = models_commands.add_parser("list", parents=parents, help="installed models with their manifests")
     listing.add_argument("--json", action="store_true", help="print the manifests as a JSON array")
 
-    imp = models_commands.add_parser("import", help="import an OpenVINO IR folder or a GGUF file")
+    imp = models_commands.add_parser("import", parents=parents, help="import an OpenVINO IR folder or a GGUF file")
     imp.add_argument("path", type=Path, help="IR folder (optimum-intel or openvino-genai layout) or .gguf file")
     _naming(imp)
 
     download = models_commands.add_parser(
-        "download", help="download a Hugging Face repository (pre-converted OpenVINO, GGUF, or a checkpoint to convert)"
+        "download", parents=parents, help="download a Hugging Face repository (pre-converted OpenVINO, GGUF, or a checkpoint to convert)"
     )
     download.add_argument("repo_id", help="e.g. OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov or HuggingFaceTB/SmolLM2-360M-Instruct")
     download.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width when converting a transformers checkpoint (default 4)")
@@ -41,7 +41,7 @@ def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
     download.add_argument("--endpoint", default=None, help="hub address (default $HF_ENDPOINT or https://huggingface.co)")
     _naming(download)
 
-    conv = models_commands.add_parser("convert", help="convert a transformers checkpoint (folder or repository id) to OpenVINO IR")
+    conv = models_commands.add_parser("convert", parents=parents, help="convert a transformers checkpoint (folder or repository id) to OpenVINO IR")
     conv.add_argument("source", help="local checkpoint folder, or a Hugging Face repository id")
     conv.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=4, help="weight bit-width (default 4)")
     conv.add_argument("--group-size", type=int, default=None, help="4-bit group size (default: the largest of 128/64/32/16 that fits)")
@@ -49,15 +49,15 @@ def add_models_subcommands(models_commands: argparse._SubParsersAction) -> None:
     conv.add_argument("--endpoint", default=None, help="for a repository id")
     _naming(conv)
 
-    remove = models_commands.add_parser("remove", help="delete an installed model")
+    remove = models_commands.add_parser("remove", parents=parents, help="delete an installed model")
     remove.add_argument("name", help="model name (see `specchat models list`)")
     remove.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
-    pair = models_commands.add_parser("pair", help="check that a draft model can draft for a target (same tokenizer)")
+    pair = models_commands.add_parser("pair", parents=parents, help="check that a draft model can draft for a target (same tokenizer)")
     pair.add_argument("target", help="model name or folder")
     pair.add_argument("draft", help="model name or folder")
 
-    catalogue = models_commands.add_parser("catalogue", help="recommended target/draft pairs")
+    catalogue = models_commands.add_parser("catalogue", parents=parents, help="recommended target/draft pairs")
     catalogue.add_argument("--json", action="store_true")
 
 
