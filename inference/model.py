@@ -16,7 +16,7 @@ import openvino.opset13 as ops
 import openvino_genai
 
 from .devices import available_devices, core
-from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionSettings
+from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .rope import RopeParameters, RopeUnsupportedError
 
 #: The model as OpenVINO IR: graph and weights.
@@ -194,8 +194,10 @@ def load_model(
         num_threads: CPU inference threads (INFERENCE_NUM_THREADS); None = all cores.
 
     Raises:
-        ModelLoadError: the folder or a required file is missing, or OpenVINO cannot read or compile it.
-        ValueError: unknown device; ``PrecisionError`` (a ValueError): a precision the device cannot compute.
+        ModelLoadError: the folder or a required file is missing, OpenVINO cannot read it (the message suggests
+            re-importing), or cannot compile it with these properties (e.g. a thread count it refuses).
+        ValueError: unknown device; ``PrecisionError`` (a ValueError): a precision the device cannot compute, or
+            one it lists as native but fails to compile with (seen: f16 on a Xeon with AVX512_FP16).
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -219,15 +221,26 @@ def load_model(
     try:
         model = core().read_model(folder / "openvino_model.xml")
         _compute_only_last_logits(model)
+        tokenizer = shared_tokenizer(folder)
+    except (RuntimeError, OSError) as error:
+        raise ModelLoadError(
+            f"cannot load the model in {folder} on {device}: {openvino_message(error)}. The files may be truncated or "
+            "corrupt: re-import or re-download the model."
+        ) from error
+    try:
         compiled = core().compile_model(model, device, properties)
         if fast_prefill:
             prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
-        tokenizer = shared_tokenizer(folder)
     except (RuntimeError, OSError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        hint = properties.get("INFERENCE_PRECISION_HINT")
+        if hint not in (None, "f32"):
+            raise PrecisionError(
+                f"inference precision {hint} is listed as native on {device}, but OpenVINO cannot compile "
+                f"{folder.name} with it ({openvino_message(error)}): choose auto or f32"
+            ) from error
         raise ModelLoadError(
-            f"cannot load the model in {folder} on {device}: {first_line}. The files may be truncated or corrupt: "
-            "re-import or re-download the model."
+            f"OpenVINO cannot compile {folder.name} for {device} with {properties}: {openvino_message(error)}. "
+            "Check the thread count and the precision settings, or use their defaults."
         ) from error
     if "logits" not in {name for port in compiled.outputs for name in port.get_names()}:
         raise ModelLoadError(f"{folder}/openvino_model.xml has no 'logits' output: it is not a causal LM export")
@@ -257,6 +270,15 @@ def _split_for_encoding(text: str, limit: int) -> list[str]:
         pieces.append(text[:cut])
         text = text[cut:]
     return pieces + [text]
+
+
+def openvino_message(error: BaseException) -> str:
+    """The line of an OpenVINO exception that says what went wrong: the first that names no source location
+    (``Exception from src/...cpp:117:``, ``Check 'x' failed at src/...cpp:58:`` come before it); the exception's type
+    name if it says nothing."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = [line for line in lines if not line.endswith(":") or " src/" not in line]
+    return (telling or lines or [type(error).__name__])[0].rstrip(".")
 
 
 LOGITS_TO_KEEP = "logits_to_keep"

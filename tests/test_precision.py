@@ -18,7 +18,7 @@ from inference.chat import ChatSession
 from inference.devices import core, device_computes, native_precisions
 from inference.engine import Engine
 from inference.exactness import NOISE_FACTOR, first_difference, first_index
-from inference.model import load_model
+from inference.model import ModelLoadError, load_model
 from inference.precision import NumericPrecision, PrecisionError, PrecisionSettings
 from inference.settings import ContextSettings
 
@@ -96,6 +96,25 @@ def test_a_precision_the_cpu_cannot_compute_is_refused(int4_dir):
         pytest.skip("this CPU computes bf16 and f16 natively")
     with pytest.raises(PrecisionError, match=f"inference precision {missing[0]} is not native on CPU.*choose auto or f32"):
         load_model(int4_dir, "CPU", PrecisionSettings(inference=missing[0]))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "f16"])
+def test_a_precision_listed_as_native_compiles_or_is_refused_as_a_precision(int4_dir, precision):
+    """OpenVINO may list a precision as native and still fail to compile with it (f16 on a Xeon with AVX512_FP16:
+    "object is not initialized"): that is a precision to refuse, never reported as corrupt model files."""
+    require_native(precision)
+    try:
+        model = load_model(int4_dir, "CPU", PrecisionSettings(inference=precision))
+    except PrecisionError as error:
+        assert f"inference precision {precision}" in str(error) and "choose auto or f32" in str(error)
+    else:
+        assert model.precision.inference == precision
+
+
+def test_a_thread_count_openvino_refuses_is_not_reported_as_corrupt_files(int4_dir):
+    with pytest.raises(ModelLoadError) as error:
+        load_model(int4_dir, "CPU", PrecisionSettings(), num_threads=-3)
+    assert "INFERENCE_NUM_THREADS" in str(error.value) and "corrupt" not in str(error.value)
 
 
 @pytest.mark.parametrize(
