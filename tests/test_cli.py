@@ -112,3 +112,11 @@ def test_version_and_the_folder_options_work_before_any_subcommand(tmp_path):
     assert [model["name"] for model in json.loads(after.stdout)] == ["probe"]
     removed = _specchat(*options, "models", "remove", "nothing-here", data_dir=environment)
     assert removed.returncode == 2 and "nothing-here" in removed.stderr and "Traceback" not in removed.stderr
+
+
+def test_a_data_folder_that_cannot_be_created_is_one_line_not_a_traceback(tmp_path):
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    result = _specchat("--data-dir", str(not_a_folder), "generate", "hi", data_dir=tmp_path / "unused")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: Not a directory") and "--data-dir" in result.stderr

@@ -283,11 +283,16 @@ def _models(args: argparse.Namespace) -> int:
 def run_command(args: argparse.Namespace) -> int:
     """Run the subcommand ``args.command`` (``generate``, ``chat`` or ``models``); returns the exit status.
 
-    Errors a user can fix (bad settings, a model that cannot be fetched or loaded) print one line and give 2.
+    Errors a user can fix (bad settings, a model that cannot be fetched or loaded, a data folder that cannot be
+    written) print one line and give 2.
     """
     handlers = {"generate": _generate, "chat": _chat, "models": _models}
     try:
         return handlers[args.command](args)
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a data folder that cannot be created or written, a full disk...
+        where = f" ({error.filename})" if error.filename else ""
+        print(f"error: {error.strerror or error}{where}: choose another folder with --data-dir", file=sys.stderr)
         return 2
