@@ -66,6 +66,9 @@ class Decoding(str, enum.Enum):
         return _DECODING_LABELS[self]
 
 
+#: The values a settings file may store for the decoding choice.
+DECODING_VALUES = frozenset(d.value for d in Decoding)
+
 _DECODING_LABELS = {
     Decoding.AUTOREGRESSIVE: "Autoregressive",
     Decoding.DRAFT_MODEL: "Speculative, draft model",
@@ -225,7 +228,7 @@ class GenerationSettings:
     speculative: SpeculativeSettings = field(default_factory=SpeculativeSettings)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.decoding, Decoding) and self.decoding in _DECODING_VALUES:
+        if not isinstance(self.decoding, Decoding) and self.decoding in DECODING_VALUES:
             object.__setattr__(self, "decoding", Decoding(self.decoding))
 
     def validate(self, max_position_embeddings: int | None = None) -> None:
@@ -241,5 +244,3 @@ class GenerationSettings:
         """A copy with another decoding choice."""
         return replace(self, decoding=decoding)
 
-
-_DECODING_VALUES = {d.value for d in Decoding}

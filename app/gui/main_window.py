@@ -20,7 +20,7 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QVBoxLayout, QWidget
 
-from inference.models.store import list_models
+from inference.models.store import ModelManifest, installed_models
 
 from .background import TaskSet
 from .history_db import HistoryDB, Message
@@ -706,8 +706,8 @@ class MainWindow(QMainWindow):
             self.worker.shutdown(wait=True)
 
 
-def _installed_models() -> list[dict]:
+def _installed_models() -> list[ModelManifest]:
     try:
-        return list_models()
+        return installed_models()
     except OSError:
         return []

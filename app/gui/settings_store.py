@@ -30,7 +30,7 @@ import platformdirs
 
 from inference.models.store import SUPPORTED_BITS, user_dir
 from inference.precision import PrecisionSettings
-from inference.settings import Decoding, GenerationSettings, SettingError
+from inference.settings import DECODING_VALUES, Decoding, GenerationSettings, SettingError
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,6 @@ _FIELD_NAMES = tuple(f.name for f in fields(AppSettings))
 _FLAT_NAMES = tuple(
     name for f in _FIELD_NAMES for name in ((*GENERATION_KEYS,) if f == "generation" else (f,))
 )
-_DECODINGS = {decoding.value for decoding in Decoding}
 
 
 def _setting_errors(part: Any, validate: Callable[[Any], None], every: bool = True) -> dict[str, str]:
@@ -287,7 +286,7 @@ class SettingsStore:
             allowed = _TYPES[name]
             if isinstance(value, bool) and bool not in allowed:
                 value = object()  # JSON true/false is not a number here
-            if not isinstance(value, allowed) or (name == "decoding" and value not in _DECODINGS):
+            if not isinstance(value, allowed) or (name == "decoding" and value not in DECODING_VALUES):
                 self.warnings.append(f"setting {name} has an invalid value {stored[name]!r}; using the default")
                 continue
             values[name] = float(value) if name in ("temperature", "top_p") else value

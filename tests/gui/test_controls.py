@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import FAST
@@ -17,6 +18,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
 from app.gui.settings_store import AppSettings, SettingsStore
+from inference.models.store import ModelManifest
 
 TIMEOUT = 120_000
 
@@ -367,7 +369,7 @@ def test_models_dialog_opens_and_its_changes_reach_the_settings(qtbot, env, monk
     assert dialog is not None and dialog.isVisible() and dialog.windowTitle() == "Models"
     from app.gui import main_window
 
-    monkeypatch.setattr(main_window, "_installed_models", lambda: [{"name": "Extra", "bits": 8, "path": "/models/extra"}])
+    monkeypatch.setattr(main_window, "_installed_models", lambda: [ModelManifest(name="Extra", bits=8, path=Path("/models/extra"))])
     dialog.models_changed.emit()  # as after an import
     assert window.settings_pane.draft_model.findData("/models/extra") >= 0
     dialog.close()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import FAST
 from gui_helpers import click, find_dialog
 from PySide6.QtWidgets import QMessageBox
+
+from inference.models.store import ModelManifest
 
 TIMEOUT = 180_000
 
@@ -74,7 +77,7 @@ def test_incomplete_draft_folder_gets_a_dialog_that_says_what_to_do(qtbot, make_
 def test_draft_with_another_tokenizer_is_flagged_in_place(qtbot, make_window, tiny_ir):
     window = make_window(FAST)
     pane = window.settings_pane
-    pane.set_models([{"name": "tiny-other", "bits": 16, "path": str(tiny_ir["other"])}])
+    pane.set_models([ModelManifest(name="tiny-other", bits=16, path=Path(tiny_ir["other"]))])
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tiny_ir["other"])))
     qtbot.waitUntil(lambda: bool(pane.error_labels["draft_model"].text()), timeout=TIMEOUT)

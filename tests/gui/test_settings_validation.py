@@ -10,6 +10,7 @@ import pytest
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import SettingsPane
+from inference.models.store import ModelManifest
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 
@@ -214,7 +215,7 @@ def test_pane_draft_model_rules(pane, tmp_path):
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
     assert pane.draft_model.isEnabled() and pane.draft_device.isEnabled() and pane.browse_button.isEnabled()
     assert "needs a draft model" in _shown_error(pane, "draft_model")
-    pane.set_models([{"name": "Tiny", "bits": 8, "path": str(tmp_path)}])
+    pane.set_models([ModelManifest(name="Tiny", bits=8, path=tmp_path)])
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tmp_path)))
     assert _shown_error(pane, "draft_model") == ""
     assert emitted[-1].generation.decoding == "spec_model" and emitted[-1].draft_model == str(tmp_path)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from inference.model import REQUIRED_FILES
+from inference.models.store import ModelManifest
 from inference.settings import MAX_K, MAX_TEMPERATURE, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings
@@ -246,15 +247,14 @@ class SettingsPane(QScrollArea):
                 combo.setCurrentText(current)
             combo.blockSignals(False)
 
-    def set_models(self, models: list[dict]) -> None:
-        """Offer installed models (``inference.models.store.list_models()``) as draft models."""
+    def set_models(self, models: list[ModelManifest]) -> None:
+        """Offer installed models (``inference.models.store.installed_models()``) as draft models."""
         current = self.draft_model.currentData()
         self.draft_model.blockSignals(True)
         self.draft_model.clear()
         self.draft_model.addItem("(none)", "")
         for manifest in models:
-            label = f"{manifest.get('name', Path(manifest['path']).name)} {manifest.get('bits', '?')}-bit"
-            self.draft_model.addItem(label, manifest["path"])
+            self.draft_model.addItem(f"{manifest.display_name} {manifest.bits_label}", str(manifest.path))
         if current:
             self._select_draft(current)
         self.draft_model.blockSignals(False)
