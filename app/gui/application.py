@@ -16,6 +16,8 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+logger = logging.getLogger(__name__)
+
 APP_NAME = "SpecChat"
 #: Set to 1 to make the app report its start-up on stdout and quit once the model is ready (see ``run``).
 SMOKE_TEST_ENV = "SPECCHAT_SMOKE_TEST"
@@ -66,7 +68,7 @@ def create_main_window(
     try:
         devices = available_devices()
     except RuntimeError as error:  # OpenVINO could not enumerate devices: offer the CPU
-        logging.getLogger(__name__).warning("cannot list OpenVINO devices: %s", error)
+        logger.warning("cannot list OpenVINO devices: %s", error)
         devices = ["CPU"]
     return MainWindow(db, store, worker, devices, history_notice=notice, owns_worker=owns_worker)
 
@@ -94,7 +96,7 @@ def build_tokenizers_before_event_loop(settings) -> None:
             try:
                 shared_tokenizer(folder)
             except (RuntimeError, OSError) as error:
-                logging.getLogger(__name__).warning("tokenizer of %s not built ahead: %s", folder, error)
+                logger.warning("tokenizer of %s not built ahead: %s", folder, error)
 
 
 def _quit_when_ready(window) -> list[int]:
@@ -124,13 +126,12 @@ def run() -> int:
     """Open the SpecChat window and run until it is closed; returns the exit status (``app.main`` calls it).
 
     With ``SPECCHAT_SMOKE_TEST=1`` in the environment it quits by itself once the model is ready (installer
-    smoke tests; see ``_quit_when_ready``).
+    smoke tests; see ``_quit_when_ready``). Logging is set up by ``app.main`` (``app.logging_setup``).
     """
     import qasync
 
     from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app = create_application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
