@@ -71,7 +71,8 @@ fi
 # Depends: the Debian packages of the libraries the bundle links to but does not carry (libc, GL/EGL, xcb, Wayland),
 # found like dpkg-shlibdeps does: ldd on every binary, with the bundle's own folders searched first; libc6 at least
 # the newest glibc symbol version any binary uses; and fontconfig-config, the configuration (and through it the
-# fonts) that the bundled libfontconfig reads.
+# fonts) that the bundled libfontconfig reads. Qt's X11 plugin's libraries (app.gui.display_check.XCB_LIBRARIES, the
+# list the window checks before it starts) are added by name: ldd drops a library missing on the build machine.
 binaries() { find "$BUNDLE" -type f \( -name '*.so*' -o -path "$BUNDLE/specchat" \) -print0; }
 library_dirs=$(find "$BUNDLE" -name '*.so*' -printf '%h\n' | sort -u | paste -sd:)
 system_libraries=$(binaries | LD_LIBRARY_PATH=$library_dirs xargs -0 ldd 2>/dev/null \
@@ -83,6 +84,7 @@ for library in $system_libraries; do
     || { echo "error: no Debian package provides $library, which the bundle links to" >&2; exit 1; }
   packages="$packages ${owner%%:*}"
 done
+packages="$packages $("$VENV/bin/python" -c 'from app.gui.display_check import xcb_packages; print(*xcb_packages())')"
 DEPENDS=$(printf '%s\n' $packages fontconfig-config | sort -u | sed "s/^libc6\$/libc6 (>= $glibc)/" | paste -sd, | sed 's/,/, /g')
 
 INSTALLED_KB=$(du -sk --apparent-size --exclude=DEBIAN "$STAGE" | cut -f1)

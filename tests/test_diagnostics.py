@@ -1,4 +1,4 @@
-"""Diagnosability: the log files (folder, rotation, crash tracebacks)."""
+"""Diagnosability: the log files (folder, rotation, crash tracebacks) and the checks before Qt starts on Linux."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import textwrap
 from pathlib import Path
 
 import platformdirs
+import pytest
 
+from app.gui.display_check import XCB_LIBRARIES, display_problem, missing_xcb_libraries, xcb_packages
 from app.logging_setup import BACKUP_COUNT, LOG_DIR_ENV, log_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -104,3 +106,90 @@ def test_version_still_prints() -> None:
 
     result = subprocess.run([sys.executable, "-m", "app", "--version"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout.strip()) == (0, f"specchat {__version__}")
+
+
+# --- before Qt starts: a display, and the X11 plugin's libraries ----------------------------------------------
+
+
+def _loader(missing: set[str]):
+    """A stand-in for ctypes.CDLL that cannot open the libraries named in ``missing`` (or paths ending so)."""
+    opened = []
+
+    def load(name: str) -> None:
+        opened.append(name)
+        if any(name.endswith(gone) for gone in missing):
+            raise OSError(f"{Path(name).name}: cannot open shared object file: No such file or directory")
+
+    load.opened = opened
+    return load
+
+
+def test_missing_xcb_libraries_give_the_apt_line_that_installs_them(tmp_path: Path) -> None:
+    plugin = tmp_path / "libqxcb.so"
+    plugin.write_bytes(b"")
+    load = _loader({"libqxcb.so", "libxcb-cursor.so.0", "libxcb-icccm.so.4"})
+    problem = display_problem({"DISPLAY": ":0"}, "linux", load, plugin)
+    assert problem == (
+        "error: the window needs X11 libraries that are not installed (libxcb-cursor.so.0, libxcb-icccm.so.4); "
+        "install them with: sudo apt-get install libxcb-cursor0 libxcb-icccm4"
+    )
+    assert missing_xcb_libraries(load) == ["libxcb-cursor.so.0", "libxcb-icccm.so.4"]
+
+
+def test_an_xcb_plugin_that_loads_needs_nothing_more(tmp_path: Path) -> None:
+    plugin = tmp_path / "libqxcb.so"
+    plugin.write_bytes(b"")
+    load = _loader(set())
+    assert display_problem({"DISPLAY": ":0", "QT_QPA_PLATFORM": "xcb"}, "linux", load, plugin) is None
+    assert load.opened == [str(plugin)]  # the sonames are tried only to explain a failure
+
+
+def test_plugin_failing_for_another_library_names_the_loaders_reason(tmp_path: Path) -> None:
+    plugin = tmp_path / "libqxcb.so"
+    plugin.write_bytes(b"")
+    problem = display_problem({"DISPLAY": ":0"}, "linux", _loader({"libqxcb.so"}), plugin)
+    assert problem == "error: Qt's X11 platform plugin cannot be loaded: libqxcb.so: cannot open shared object file: No such file or directory"
+
+
+@pytest.mark.parametrize(
+    "environ, platform",
+    [
+        ({"QT_QPA_PLATFORM": "offscreen"}, "linux"),
+        ({"WAYLAND_DISPLAY": "wayland-0"}, "linux"),
+        ({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"}, "linux"),
+        ({"QT_QPA_PLATFORM": "wayland"}, "linux"),
+        ({}, "win32"),
+        ({}, "darwin"),
+    ],
+)
+def test_other_platforms_are_left_to_qt(environ: dict, platform: str, tmp_path: Path) -> None:
+    load = _loader({"libqxcb.so", *XCB_LIBRARIES})
+    assert display_problem(environ, platform, load, tmp_path / "libqxcb.so") is None
+    assert load.opened == []
+
+
+@pytest.mark.parametrize("environ", [{}, {"QT_QPA_PLATFORM": "xcb"}, {"DISPLAY": ""}])
+def test_no_display_is_said_plainly(environ: dict) -> None:
+    problem = display_problem(environ, "linux", _loader(set()))
+    assert problem.startswith("error: no display (")
+    assert "run SpecChat in a desktop session, or set QT_QPA_PLATFORM=offscreen" in problem
+
+
+def test_window_without_a_display_exits_2_with_one_clear_line(tmp_path: Path) -> None:
+    env = _child_env(tmp_path)
+    for variable in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        env.pop(variable, None)
+    result = subprocess.run([sys.executable, "-m", "app"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: no display (neither DISPLAY nor WAYLAND_DISPLAY is set): run SpecChat in a desktop session, or set "
+        "QT_QPA_PLATFORM=offscreen to run it without one (the command line, `specchat generate|chat|models`, needs no display)"
+    ]
+    assert "no display" in (tmp_path / "data" / "logs" / "window.log").read_text(encoding="utf-8")
+    assert not (tmp_path / "data" / "history.sqlite3").exists()  # it stopped before opening anything
+
+
+def test_readme_and_deb_name_every_xcb_package() -> None:
+    line = "sudo apt-get install " + " ".join(xcb_packages())
+    assert line in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "from app.gui.display_check import xcb_packages" in (REPO / "packaging" / "build_linux.sh").read_text()

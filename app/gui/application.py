@@ -127,7 +127,18 @@ def run() -> int:
 
     With ``SPECCHAT_SMOKE_TEST=1`` in the environment it quits by itself once the model is ready (installer
     smoke tests; see ``_quit_when_ready``). Logging is set up by ``app.main`` (``app.logging_setup``).
+
+    Exits with status 2 before Qt starts when there is no display or Qt's X11 libraries are missing
+    (``app.gui.display_check``).
     """
+    from .display_check import display_problem
+
+    problem = display_problem()
+    if problem:
+        logger.info("cannot open a window: %s", problem)
+        print(problem, file=sys.stderr)
+        return 2
+
     import qasync
 
     from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
