@@ -21,11 +21,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["SPECCHAT_DATA_DIR"] = str(args.data_dir)
     if args.config_dir:
         os.environ["SPECCHAT_CONFIG_DIR"] = str(args.config_dir)
-    setup_logging("window" if args.command is None else "cli")
+    log_file = setup_logging("window" if args.command is None else "cli")
     if args.command is None:
         from app.gui.application import run
 
-        return run()
+        return run(log_file)
     return run_command(args)
 
 

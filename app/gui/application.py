@@ -122,14 +122,18 @@ def _quit_when_ready(window) -> list[int]:
     return status
 
 
-def run() -> int:
+def run(log_file: Path | None = None) -> int:
     """Open the SpecChat window and run until it is closed; returns the exit status (``app.main`` calls it).
 
     With ``SPECCHAT_SMOKE_TEST=1`` in the environment it quits by itself once the model is ready (installer
     smoke tests; see ``_quit_when_ready``). Logging is set up by ``app.main`` (``app.logging_setup``).
 
     Exits with status 2 before Qt starts when there is no display or Qt's X11 libraries are missing
-    (``app.gui.display_check``).
+    (``app.gui.display_check``). Uncaught exceptions are logged and shown in a dialog (``app.gui.error_dialog``).
+
+    Args:
+        log_file: the log file unexpected errors are written to (``app.logging_setup.setup_logging``), to name
+            it in the error dialog.
     """
     from .display_check import display_problem
 
@@ -141,9 +145,12 @@ def run() -> int:
 
     import qasync
 
+    from .error_dialog import ErrorReporter
     from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
 
     app = create_application()
+    reporter = ErrorReporter(log_file)
+    reporter.install()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     garbage_collector = collect_on_gui_thread()  # cycles are freed on this thread only (see app.gc_policy)
@@ -167,5 +174,6 @@ def run() -> int:
         window.shutdown()
         window.db.close()
         restore_automatic_collection(garbage_collector)
+        reporter.uninstall()
     return status[0]
 
