@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QApplication
 logger = logging.getLogger(__name__)
 
 APP_NAME = "SpecChat"
-#: Set to 1 to make the app report its start-up on stdout and quit once the model is ready (see ``run``).
+#: ``1``: report the start-up on stdout and quit once the model is ready; ``window``: no model (see ``run``).
 SMOKE_TEST_ENV = "SPECCHAT_SMOKE_TEST"
 
 
@@ -118,18 +118,45 @@ def _quit_when_ready(window) -> list[int]:
 
     window.model_ready.connect(ready)
     window.model_failed.connect(failed)
-    QTimer.singleShot(0, lambda: print("main window shown", flush=True))
+    _say_when_shown()
     return status
+
+
+def _say_when_shown() -> None:
+    QTimer.singleShot(0, lambda: print("main window shown", flush=True))
+
+
+def _claim_data_folder(instance) -> int | None:
+    """Take the data folder for this window (``app.gui.single_instance``); the exit status if another has it."""
+    from .single_instance import Claim
+
+    claim = instance.claim()
+    if claim is Claim.WINDOW:
+        return None
+    if claim is Claim.FORWARDED:
+        logger.info("another window runs on %s: it was asked to come forward", instance.data_folder)
+        print(f"SpecChat is already running on {instance.data_folder}: its window was brought forward", file=sys.stderr)
+        return 0
+    print(
+        f"error: SpecChat is already running on {instance.data_folder} but did not answer: close it (or wait until "
+        "it responds), or start this one with another --data-dir",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def run(log_file: Path | None = None) -> int:
     """Open the SpecChat window and run until it is closed; returns the exit status (``app.main`` calls it).
 
-    With ``SPECCHAT_SMOKE_TEST=1`` in the environment it quits by itself once the model is ready (installer
-    smoke tests; see ``_quit_when_ready``). Logging is set up by ``app.main`` (``app.logging_setup``).
+    Logging is set up by ``app.main`` (``app.logging_setup``). Exits with status 2 before Qt starts when there is
+    no display or Qt's X11 libraries are missing (``app.gui.display_check``), and with 0 when a window already runs
+    on this data folder: that window is brought forward instead (``app.gui.single_instance``; 1 if it does not
+    answer). Uncaught exceptions are logged and shown in a dialog (``app.gui.error_dialog``).
 
-    Exits with status 2 before Qt starts when there is no display or Qt's X11 libraries are missing
-    (``app.gui.display_check``). Uncaught exceptions are logged and shown in a dialog (``app.gui.error_dialog``).
+    ``SPECCHAT_SMOKE_TEST`` in the environment: ``1`` makes the app quit by itself once the model is ready
+    (installer smoke tests; see ``_quit_when_ready``); ``window`` opens the window and its history without
+    preparing any model (no download, no model load) and prints ``main window shown``; it then runs until
+    closed (tests of the window's start and of two starts at once).
 
     Args:
         log_file: the log file unexpected errors are written to (``app.logging_setup.setup_logging``), to name
@@ -145,16 +172,25 @@ def run(log_file: Path | None = None) -> int:
 
     import qasync
 
+    from inference.models.store import data_dir
+
     from .error_dialog import ErrorReporter
     from .gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
+    from .single_instance import SingleInstance, bring_forward
 
     app = create_application()
     reporter = ErrorReporter(log_file)
     reporter.install()
+    instance = SingleInstance(data_dir())
+    refused = _claim_data_folder(instance)
+    if refused is not None:
+        return refused
+    smoke_test = os.environ.get(SMOKE_TEST_ENV, "")
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     garbage_collector = collect_on_gui_thread()  # cycles are freed on this thread only (see app.gc_policy)
     window = create_main_window()
+    instance.activation_requested.connect(lambda: bring_forward(window))  # requests are read by the event loop
 
     # Ctrl+C and SIGTERM close the window properly (saving a streaming reply); a timer lets Python see signals.
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -162,18 +198,22 @@ def run(log_file: Path | None = None) -> int:
     heartbeat = QTimer()
     heartbeat.start(250)
     heartbeat.timeout.connect(lambda: None)
-    build_tokenizers_before_event_loop(window.settings)
+    if smoke_test != "window":
+        build_tokenizers_before_event_loop(window.settings)
     window.show()
-    status = _quit_when_ready(window) if os.environ.get(SMOKE_TEST_ENV) == "1" else [0]
+    status = _quit_when_ready(window) if smoke_test == "1" else [0]
     freeze_startup_objects()
-    window.start()
+    if smoke_test == "window":
+        _say_when_shown()
+    else:
+        window.start()
     try:
         with loop:
             loop.run_forever()
     finally:
         window.shutdown()
         window.db.close()
+        instance.release()
         restore_automatic_collection(garbage_collector)
         reporter.uninstall()
     return status[0]
-

@@ -46,7 +46,7 @@ XCB_LIBRARIES = {
 
 
 def xcb_packages() -> list[str]:
-    """The Debian packages of :data:`XCB_LIBRARIES`, sorted (``packaging/build_linux.sh`` makes the .deb depend on them)."""
+    """The Debian packages of :data:`XCB_LIBRARIES`, sorted (the .deb of ``packaging/build_linux.sh`` needs them)."""
     return sorted(set(XCB_LIBRARIES.values()))
 
 
