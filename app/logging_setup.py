@@ -4,8 +4,9 @@ The windowed builds on Windows and macOS have no stderr, so what goes wrong must
 :func:`setup_logging` (called by ``app.main`` before anything else runs) sends the process's log records to
 ``window.log`` or ``cli.log`` in :func:`log_dir`, rotated at :data:`MAX_BYTES` with :data:`BACKUP_COUNT` old
 files kept, and points :mod:`faulthandler` at the same file, so a hard crash (a segfault in a native library, a
-fatal error) leaves the Python traceback of every thread there. Warnings and errors also go to stderr, where
-there is one, as before.
+fatal error) leaves the Python traceback of every thread there, unless faulthandler was already on (``python -X
+faulthandler``, ``PYTHONFAULTHANDLER``, pytest): then it keeps writing where it was asked to. Warnings and errors
+also go to stderr, where there is one, as before.
 
 The window and the command line write separate files because a file rotated by one process while another
 writes it cannot be renamed on Windows; a rotation that fails for that reason is retried at the next record.
@@ -59,7 +60,9 @@ def log_path(kind: str) -> Path:
 
 
 class _RotatingLog(logging.handlers.RotatingFileHandler):
-    """A rotating log file that :mod:`faulthandler` writes into too, before and after each rotation."""
+    """A rotating log file; :mod:`faulthandler` writes into it too when ``crashes``, also after each rotation."""
+
+    crashes = False
 
     def doRollover(self) -> None:  # noqa: N802 - logging's name
         try:
@@ -67,15 +70,16 @@ class _RotatingLog(logging.handlers.RotatingFileHandler):
         except OSError:  # another process holds a file open (Windows): keep this one, try again next record
             if self.stream is None:
                 self.stream = self._open()
-        faulthandler.enable(self.stream, all_threads=True)
+        if self.crashes:
+            faulthandler.enable(self.stream, all_threads=True)
 
 
 def setup_logging(kind: str) -> Path | None:
     """Send this process's log records to its log file (INFO and up) and to stderr (WARNING and up).
 
-    Also points :mod:`faulthandler` at the log file (all threads; the handler keeps the file object open for as
-    long as the process lives) and writes one line saying which SpecChat started. Calling it again (the tests
-    run ``app.main.main`` in one process many times) replaces the handlers it added before.
+    Also points :mod:`faulthandler` at the log file, unless it is on already (all threads; the handler keeps the
+    file object open for as long as the process lives), and writes one line saying which SpecChat started.
+    Calling it again (the tests run ``app.main.main`` in one process many times) replaces the handlers it added.
 
     Args:
         kind: ``"window"`` or ``"cli"``: names the file (:func:`log_path`) and the stderr format.
@@ -91,7 +95,7 @@ def setup_logging(kind: str) -> Path | None:
         raise ValueError(f"kind must be one of {', '.join(STDERR_FORMATS)} (got {kind!r})")
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, (_RotatingLog, _Stderr))]:
-        if isinstance(handler, _RotatingLog):
+        if isinstance(handler, _RotatingLog) and handler.crashes:
             faulthandler.disable()  # it writes to this file's descriptor, about to be closed
         root.removeHandler(handler)
         handler.close()
@@ -110,7 +114,9 @@ def setup_logging(kind: str) -> Path | None:
     log_file.setLevel(logging.INFO)
     log_file.setFormatter(logging.Formatter(FILE_FORMAT))
     root.addHandler(log_file)
-    faulthandler.enable(log_file.stream, all_threads=True)
+    if not faulthandler.is_enabled():
+        faulthandler.enable(log_file.stream, all_threads=True)
+        log_file.crashes = True
     logger.info("SpecChat %s (%s) started: Python %s on %s", __version__, kind, sys.version.split()[0], sys.platform)
     return path
 

@@ -89,6 +89,17 @@ def test_a_crash_leaves_its_traceback_in_the_log_also_after_a_rotation(tmp_path:
     assert "crashing_function" in log  # the Python traceback, not just the signal
 
 
+def test_a_faulthandler_already_on_keeps_writing_where_it_was_asked(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", "import faulthandler, app.logging_setup as s; "
+         "s.setup_logging('cli'); faulthandler._sigsegv()"],
+        cwd=REPO, env=_child_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == -signal.SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in result.stderr
+    assert "Fatal Python error" not in (tmp_path / "data" / "logs" / "cli.log").read_text(encoding="utf-8")
+
+
 def test_unwritable_log_folder_leaves_the_command_line_quiet(tmp_path: Path) -> None:
     (tmp_path / "data").write_text("a file where the data folder should be")
     result = _run_python(
