@@ -314,11 +314,20 @@ def test_sha256_mismatch_is_refused(fresh_data_dir: Path, tmp_path: Path, monkey
     finally:
         server.shutdown()
         server.server_close()
-    assert GGUF_SHA256 in str(caught.value)
-    assert any("cached wheel was corrupt" in m for m in messages), "the corrupt cache should be retried once"
+    assert default_model.WHEEL_SHA256 in str(caught.value)
+    assert any("was corrupt" in m for m in messages), "the corrupt cache is deleted, then downloaded again"
     assert not list(downloads.glob("*.whl")), "a wheel that failed verification must not stay cached"
     assert not default_model_dir(4).exists()
     assert _partial_builds() == []
+
+
+def test_cached_wheel_matches_the_pinned_hash(int4_model: SimpleNamespace) -> None:
+    """The pinned wheel hash is the one of the wheel the registry served (whose GGUF has GGUF_SHA256)."""
+    import hashlib
+
+    wheel = model_store.downloads_dir() / WHEEL_NAME
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == default_model.WHEEL_SHA256
+    assert wheel.stat().st_size == default_model.WHEEL_SIZE
 
 
 def test_bad_bits_are_rejected(tmp_path: Path) -> None:
