@@ -419,6 +419,41 @@ def test_a_build_in_this_process_is_live_to_the_clean_up(fresh_data_dir: Path) -
     assert _partial_builds() == [] and not (model_store.models_dir() / "half").exists()
 
 
+def test_a_new_build_folder_is_claimed_before_the_store_lock_is_released(
+    fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean-up that takes the store lock the moment a builder releases it leaves the new folder alone."""
+    real_building = model_store.building
+
+    def slow_building(folder: Path):
+        time.sleep(0.5)  # widen the window between creating the folder and claiming it
+        return real_building(folder)
+
+    monkeypatch.setattr(model_store, "building", slow_building)
+    stop = threading.Event()
+    removed: list[str] = []
+
+    def clean_up_again_and_again() -> None:
+        while not stop.is_set():
+            with model_store.store_lock():
+                model_store.remove_stale_builds(removed.append)
+            time.sleep(0.01)
+
+    cleaner = threading.Thread(target=clean_up_again_and_again)
+    cleaner.start()
+    try:
+        with pytest.raises(RuntimeError, match="stop here"):
+            with model_store.build_model("raced", "test:", "test") as build:
+                time.sleep(0.3)
+                assert build.folder.is_dir(), "the clean-up took a live build's folder"
+                raise RuntimeError("stop here")
+    finally:
+        stop.set()
+        cleaner.join(timeout=30)
+    assert removed == []
+    assert _partial_builds() == [] and not (model_store.models_dir() / "raced").exists()
+
+
 # --- requantize_gguf on a small synthetic GGUF -------------------------------------------------------
 
 
