@@ -71,3 +71,19 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
         assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Still here?"]
     finally:
         worker.shutdown()
+
+
+def test_quitting_during_the_download_stops_it(qtbot, make_window, slow_index):
+    from app.gui.inference_worker import InferenceWorker
+
+    worker = InferenceWorker()
+    window = make_window(FAST, worker=worker, wait_model=False)
+    qtbot.waitUntil(lambda: find_dialog(window, "modelProgress") is not None, timeout=30_000)
+    dialog = find_dialog(window, "modelProgress")
+    qtbot.waitUntil(lambda: dialog.bar.value() > 0, timeout=30_000)
+    start = time.monotonic()
+    window.close()
+    worker.shutdown(wait=True)  # returns once the fetch job has ended
+    seconds = time.monotonic() - start
+    assert seconds < 3, seconds
+    assert not any((slow_index / "downloads").iterdir()), "pip was stopped and its partial download removed"
