@@ -175,3 +175,17 @@ def test_a_disk_that_fills_up_during_a_download_leaves_the_store_clean(data, ov_
         folder = install_from_hub(REPO, endpoint=hub.url, progress=events.append)
     assert any("Resuming" in e.message for e in events)
     assert (folder / BIN).read_bytes() == (ov_repo / BIN).read_bytes()
+
+
+def test_a_disk_that_fills_up_while_installing_leaves_no_half_model(data, ov_repo, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with HubServer({REPO: ov_repo}) as hub:
+        monkeypatch.setattr(model_store, "write_manifest", full_disk)  # the last write of a build
+        with pytest.raises(ModelImportError, match=r"the disk is full \(installing test-org/tiny-ov"):
+            install_from_hub(REPO, endpoint=hub.url)
+    assert model_store.list_models() == [] and not (model_store.models_dir() / "tiny-ov").exists()
+    assert _store_is_clean()
+    kept = list(model_store.downloads_dir().rglob(BIN))
+    assert len(kept) == 1 and kept[0].read_bytes() == (ov_repo / BIN).read_bytes(), "the verified download is kept"
