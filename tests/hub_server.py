@@ -7,6 +7,10 @@ Serves repositories from local folders in the hub's HTTP layout, as huggingface_
 - ``HEAD``/``GET /{org}/{name}/resolve/{rev}/{path}``: the file, with ``ETag``, ``X-Repo-Commit``,
   ``Content-Length``, ``Accept-Ranges`` and ``Range`` support (206 + ``Content-Range``).
 
+A hostile hub for tests: ``server.commit`` may be any string (e.g. ``"0/../../victim"``), and
+``server.aliases[name] = path`` lists the file ``path`` under the name ``name`` as well (e.g. ``"../../x.gguf"``,
+``"..\\x.json"``), and serves it under that name.
+
 Faults for tests: ``server.cut[path] = n`` sends the first ``n`` bytes of the next GET of ``path`` (after its
 Range start) and then closes the connection; ``server.corrupt.add(path)`` flips one byte of that file in every
 response; ``server.throttle_s`` sleeps between 64 kB chunks. ``server.requests`` records ``(method, path,
@@ -33,6 +37,7 @@ class HubServer:
     def __init__(self, repos: dict[str, Path], commit: str = "0123456789abcdef0123456789abcdef01234567") -> None:
         self.repos = {repo: Path(folder) for repo, folder in repos.items()}
         self.commit = commit
+        self.aliases: dict[str, str] = {}
         self.cut: dict[str, int] = {}
         self.corrupt: set[str] = set()
         self.throttle_s = 0.0
@@ -75,7 +80,8 @@ class HubServer:
 
     def files(self, repo: str) -> dict[str, Path]:
         root = self.repos[repo]
-        return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+        files = {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+        return {**files, **{alias: files[real] for alias, real in self.aliases.items() if real in files}}
 
     def content(self, repo: str, path: str) -> bytes:
         data = bytearray(self.files(repo)[path].read_bytes())
@@ -107,10 +113,12 @@ class HubServer:
                 return self._send(handler, 404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"}, body)
             info = {"id": repo, "modelId": repo, "sha": self.commit, "siblings": self.siblings(repo), "private": False}
             return self._send(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
-        match = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
-        if not match or match.group(1) not in self.repos or match.group(3) not in self.files(match.group(1)):
+        match = re.fullmatch(r"/([^/]+/[^/]+)/resolve/(.+)", path)
+        # the revision may hold slashes (a hostile commit id): the file is the longest known name the path ends with
+        names = [n for n in self.files(match.group(1)) if match.group(2).endswith("/" + n)] if match and match.group(1) in self.repos else []
+        if not names:
             return self._send(handler, 404, b"not found", {"X-Error-Code": "EntryNotFound"}, body)
-        repo, _, rel = match.groups()
+        repo, rel = match.group(1), max(names, key=len)
         data = self.content(repo, rel)
         original = self.files(repo)[rel].read_bytes()
         etag = hashlib.sha256(original).hexdigest() if len(original) >= LFS_THRESHOLD else _git_blob_id(original)

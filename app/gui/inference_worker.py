@@ -25,6 +25,7 @@ from inference.engine import Engine
 from inference.events import Event
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
+from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
@@ -151,18 +152,30 @@ class InferenceWorker:
         if self._closed:
             raise RuntimeError("the inference worker is shut down")
 
-    async def fetch_default_model(self, bits: int, progress: Callable[[str], None]) -> Path:
+    async def fetch_default_model(
+        self,
+        bits: int,
+        progress: Callable[[ProgressEvent], None],
+        cancel: threading.Event | None = None,
+    ) -> Path:
         """``inference.models.default_model.ensure_default_model(bits)`` in the inference thread.
 
-        ``progress`` is called in the GUI thread with each progress line (only when something has to be done).
+        ``progress`` is called in the GUI thread with each step (a :class:`ProgressEvent` with only a message)
+        and, while the wheel downloads, with its bytes so far (``done``, ``total``; ``stage="download"``); only
+        when something has to be done.
 
         Raises:
             ModelFetchError: with a message that says what to do.
+            OperationCancelled: ``cancel`` was set (the download is killed; nothing is left in the store).
         """
         from inference.models.default_model import ensure_default_model
 
         report = threadsafe(progress)
-        return await self.run(lambda: ensure_default_model(bits, progress=report))
+        return await self.run(
+            lambda: ensure_default_model(
+                bits, progress=lambda line: report(ProgressEvent(line)), cancel=cancel, download_progress=report
+            )
+        )
 
     async def load(self, spec: ModelSpec) -> ModelInfo:
         """Load the models of ``spec`` (reusing loaded ones) and build a new engine.

@@ -20,6 +20,7 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QVBoxLayout, QWidget
 
+from inference.models.progress import ProgressEvent
 from inference.models.store import ModelManifest, installed_models
 
 from .background import TaskSet
@@ -339,15 +340,17 @@ class MainWindow(QMainWindow):
         self.settings_pane.set_max_position_embeddings(info.max_position_embeddings)
         self.settings_pane.set_precision_in_use(info.precision.describe())
 
-    def _fetch_progress(self, line: str) -> None:
+    def _fetch_progress(self, event: ProgressEvent) -> None:
         if self.progress_dialog is None:
             self.progress_dialog = ModelProgressDialog(self, "SpecChat: preparing the model")
+            self.progress_dialog.canceled.connect(self.models.cancel_fetch)
             self.progress_dialog.show()
-        self.progress_dialog.add_line(line)
-        self.statusBar().showMessage(line, 5000)
+        self.progress_dialog.show_event(event)
+        self.statusBar().showMessage(event.message, 5000)
 
     def _close_progress(self) -> None:
         if self.progress_dialog is not None:
+            self.progress_dialog.blockSignals(True)  # closing is not cancelling
             self.progress_dialog.close()
             self.progress_dialog.deleteLater()
             self.progress_dialog = None

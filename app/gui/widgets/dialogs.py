@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressBar, QProgressDialog, QWidget
+
+from inference.models.progress import ProgressEvent
 
 
 async def message_box(
@@ -84,15 +86,21 @@ async def choose_file(
 
 
 class ModelProgressDialog(QProgressDialog):
-    """Busy dialog shown while the default model is fetched and converted (first start, or a new bit-width)."""
+    """Progress of fetching and converting the default model (first start, or a new bit-width), with Cancel.
+
+    Steps show as a busy bar with their line; the download as a determinate bar with its percentage and bytes.
+    Cancel (the button, Escape or closing the dialog) emits ``canceled``.
+    """
 
     def __init__(self, parent: QWidget, title: str):
         super().__init__(parent)
         self.setObjectName("modelProgress")
         self.setWindowTitle(title)
         self.setLabelText("Preparing the model…")
-        self.setRange(0, 0)  # indeterminate
-        self.setCancelButton(None)
+        self.bar = QProgressBar(self)
+        self.setBar(self.bar)  # updated directly: QProgressDialog.setValue runs a nested event loop when modal
+        self.bar.setRange(0, 0)  # indeterminate
+        self.setCancelButtonText("Cancel")
         self.setMinimumDuration(0)
         self.setMinimumWidth(520)
         self.setAutoClose(False)
@@ -100,7 +108,14 @@ class ModelProgressDialog(QProgressDialog):
         self.setWindowModality(Qt.WindowModality.WindowModal)
         self.lines: list[str] = []
 
-    def add_line(self, line: str) -> None:
-        """Show a progress line from the model store."""
-        self.lines.append(line)
-        self.setLabelText(line)
+    def show_event(self, event: ProgressEvent) -> None:
+        """Show a step of the model store (its line, a busy bar) or a download's bytes (percentage and MB)."""
+        if not self.lines or self.lines[-1] != event.message:
+            self.lines.append(event.message)
+        if event.fraction is None:
+            self.bar.setRange(0, 0)
+            self.setLabelText(event.message)
+            return
+        self.bar.setRange(0, 1000)
+        self.bar.setValue(round(event.fraction * 1000))
+        self.setLabelText(f"{event.message}\n{event.done / 2**20:.1f} MB of {event.total / 2**20:.1f} MB")
