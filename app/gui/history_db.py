@@ -98,6 +98,23 @@ def is_corruption(error: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+def write_error_text(error: sqlite3.Error) -> str:
+    """What a failed history write means and what to do, in one line (a full disk, a database held by another
+    program past the busy timeout, a read-only file, a failing disk), from ``sqlite_errorcode`` or the message."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if code is not None else None
+    text = str(error).lower()
+    if primary == sqlite3.SQLITE_FULL or "full" in text:
+        advice = "the disk is full: free some space, then try again"
+    elif primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in text or "busy" in text:
+        advice = "another program holds the history database (another SpecChat?): close it, then try again"
+    elif primary == sqlite3.SQLITE_READONLY or "readonly" in text or "read-only" in text:
+        advice = "the history file cannot be written: check its permissions, then try again"
+    else:
+        advice = "check the disk, then try again"
+    return f"{error} — {advice}"
+
+
 class UndecodableText(bytes):
     """A TEXT value that is not valid UTF-8 (its raw bytes): read as such instead of failing the whole query."""
 
