@@ -34,6 +34,8 @@ EXPORT_VERSION = 1
 ROLES = ("user", "assistant")
 #: Message states: a finished reply, one still streaming (or interrupted by a crash), stopped by the user, failed.
 STATES = ("complete", "streaming", "stopped", "error")
+#: How long a write waits for another connection's lock before failing with "database is locked".
+BUSY_TIMEOUT_MS = 5000
 #: Largest JSON export :func:`read_export` reads (a conversation of 10,000 long messages is about 50 MB).
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 #: Deepest nesting of lists and objects an import accepts (an export nests 5 deep).
@@ -194,7 +196,7 @@ class HistoryDB:
         try:
             self._db.row_factory = sqlite3.Row
             self._db.text_factory = _decode_text
-            self._db.execute("PRAGMA busy_timeout = 5000")
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             damage = [row[0] for row in self._db.execute("PRAGMA quick_check") if row[0] != "ok"]
             damage = [line for line in damage if not ROW_PROBLEM.match(line)]
             if damage:

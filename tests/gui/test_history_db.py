@@ -97,12 +97,27 @@ def test_damaged_pages_fail_the_integrity_check_and_are_moved_aside(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
-def test_unreadable_file_is_moved_aside(tmp_path):
+def test_a_file_without_read_permission_is_left_untouched(tmp_path):
     path = tmp_path / "history.sqlite3"
     HistoryDB(path).close()
     path.chmod(0)
     db, notice = open_history(path)
-    assert notice is not None
+    assert "could not be opened" in notice and "left untouched" in notice and db.in_memory
+    assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
+    db.close()
+
+
+def test_a_database_locked_past_the_busy_timeout_is_left_untouched(tmp_path, monkeypatch):
+    path = tmp_path / "history.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another program holds the (new, empty) database
+    holder.execute("CREATE TABLE other (x)")
+    monkeypatch.setattr("app.gui.history_db.BUSY_TIMEOUT_MS", 100)
+    db, notice = open_history(path)
+    assert "database is locked" in notice and "left untouched" in notice and db.in_memory
+    assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
+    holder.execute("ROLLBACK")
+    holder.close()
     db.close()
 
 
