@@ -413,7 +413,8 @@ class HistoryDB:
     # --- export / import -------------------------------------------------------------------------
 
     def export_json(self, conversation_id: int) -> dict[str, Any]:
-        """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1)."""
+        """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1), as the app reads
+        it: an unreadable message's ``content`` is null, statistics or spans it cannot use are ``{}`` / ``[]``."""
         conversation = self.conversation(conversation_id)
         if conversation is None:
             raise ValueError(f"no conversation with id {conversation_id}")
@@ -440,14 +441,15 @@ class HistoryDB:
         """A conversation as a Markdown document (title, system prompt, then each message under a heading)."""
         from .reply_format import footer_text
 
-        data = self.export_json(conversation_id)
-        lines = [f"# {data['title']}", ""]
-        if data["system_prompt"]:
-            lines += ["**System prompt:**", "", *(f"> {line}" for line in data["system_prompt"].splitlines()), ""]
+        conversation = self.conversation(conversation_id)
+        if conversation is None:
+            raise ValueError(f"no conversation with id {conversation_id}")
+        lines = [f"# {conversation.title}", ""]
+        if conversation.system_prompt:
+            lines += ["**System prompt:**", "", *(f"> {line}" for line in conversation.system_prompt.splitlines()), ""]
         for message in self.messages(conversation_id):
-            heading = {"user": "User", "assistant": "Assistant"}.get(message.role, "Unknown role")
             text = f"*(unreadable message: {message.unreadable})*" if message.unreadable else message.content
-            lines += [f"## {heading}", "", text, ""]
+            lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", "", text, ""]
             if message.role == "assistant" and (message.stats or message.state != "complete"):
                 lines += [f"*{footer_text(message.stats, message.state)}*", ""]
         return "\n".join(lines).rstrip() + "\n"
