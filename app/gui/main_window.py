@@ -320,7 +320,7 @@ class MainWindow(QMainWindow):
         replies.failed.connect(self._reply_failed)
         replies.finished.connect(self._reply_finished)
         replies.save_failed.connect(self._show_history_error)
-        replies.saved_again.connect(lambda: self.statusBar().showMessage("The reply was saved to the history", 5000))
+        replies.saved_again.connect(self._saved_again)
 
     # --- tasks ------------------------------------------------------------------------------------
 
@@ -332,6 +332,11 @@ class MainWindow(QMainWindow):
         """Say that the history refused a write (in the composer, and in the status bar while it is covered)."""
         self.composer.show_error(text)
         self.statusBar().showMessage(text, 15000)
+
+    def _saved_again(self) -> None:
+        if self.composer.error_text.startswith("The reply could not be saved"):
+            self.composer.clear_error()
+        self.statusBar().showMessage("The reply was saved to the history", 5000)
 
     def _write_failed(self, what: str, error: sqlite3.Error) -> None:
         logger.warning("history write failed (%s): %s", what, error)

@@ -140,6 +140,7 @@ def test_a_full_disk_while_a_reply_streams_keeps_the_reply_and_saves_it_later(qt
     window.db._db.execute("PRAGMA max_page_count = 1073741823")  # space again: the next send saves it first
     with qtbot.waitSignal(window.replies.saved_again, timeout=5000):
         window.send("Thanks")
+    assert window.composer.error_text == "" and "The reply was saved" in window.statusBar().currentMessage()
     stored = window.db.message(final.id)
     assert (stored.content, stored.state, stored.stats["new_tokens"]) == (final.content, "complete", final.stats["new_tokens"])
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
