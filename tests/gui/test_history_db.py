@@ -8,7 +8,15 @@ import sqlite3
 
 import pytest
 
-from app.gui.history_db import SCHEMA_VERSION, HistoryDB, HistoryTooNewError, HistoryUnreadableError, open_history
+from app.gui.history_db import (
+    SCHEMA_VERSION,
+    HistoryDB,
+    HistoryTooNewError,
+    HistoryUnreadableError,
+    is_corruption,
+    open_history,
+    write_error_text,
+)
 
 
 def test_new_database_is_wal_and_current(tmp_path):
@@ -201,3 +209,18 @@ def test_import_refuses_bad_data_with_a_reason(tmp_path, data, message):
         db.import_json(data)
     assert db.conversations() == []
     db.close()
+
+
+def test_only_corrupt_or_not_a_database_errors_count_as_corruption(tmp_path):
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"not a database " * 100)
+    with pytest.raises(sqlite3.DatabaseError) as raised:
+        sqlite3.connect(garbage).execute("SELECT * FROM sqlite_master").fetchall()
+    assert raised.value.sqlite_errorcode == sqlite3.SQLITE_NOTADB and is_corruption(raised.value)
+    # Pythons before 3.11 have no sqlite_errorcode: the message decides
+    assert is_corruption(sqlite3.DatabaseError("database disk image is malformed"))
+    assert not is_corruption(sqlite3.OperationalError("database is locked"))
+    assert not is_corruption(sqlite3.OperationalError("table conversations already exists"))
+    assert write_error_text(sqlite3.OperationalError("database or disk is full")).endswith("free some space, then try again")
+    assert "another program holds" in write_error_text(sqlite3.OperationalError("database is locked"))
+    assert "permissions" in write_error_text(sqlite3.OperationalError("attempt to write a readonly database"))
