@@ -142,10 +142,13 @@ class ReplyController(QObject):
     def retry_unsaved(self) -> bool:
         """Save again the replies that ended while the database refused them; True when none is left unsaved."""
         self.unsaved = [recorder for recorder in self.unsaved if not recorder.save()]
+        self._say_if_saved_again()
+        return not self.unsaved
+
+    def _say_if_saved_again(self) -> None:
         if not self.unsaved and self._reported_save_error is not None and self.active is None:
             self._reported_save_error = None
             self.saved_again.emit()
-        return not self.unsaved
 
     def _check_saved(self, recorder: ReplyRecorder) -> None:
         """Say once per distinct error that a reply could not be saved (and when all are saved again)."""
@@ -311,9 +314,7 @@ class ReplyController(QObject):
                 if recorder.unsaved:
                     self.unsaved.append(recorder)
                 self._check_saved(recorder)
-                if not self.unsaved and self._reported_save_error is not None:
-                    self._reported_save_error = None
-                    self.saved_again.emit()
+                self._say_if_saved_again()
         finally:
             self.finished.emit(final)
 
