@@ -4,20 +4,29 @@ The database lives in ``inference.models.store.data_dir() / "history.sqlite3"`` 
 folder, or ``$SPECCHAT_DATA_DIR``). Every write commits at once, so a killed process loses nothing that was
 written; the GUI writes a user message before generation starts and a streaming reply at least every second.
 
-A database that cannot be read (not SQLite, corrupt, failing ``PRAGMA quick_check``) is renamed to
-``history.sqlite3.unreadable-<time>`` (with its ``-wal``/``-shm`` files) and a fresh one is started: it is
-never overwritten. A database written by a newer SpecChat (schema version above ours) is left untouched.
+A database SQLite calls corrupt or not a database (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``, or damage found by
+``PRAGMA quick_check``) is renamed to ``history.sqlite3.unreadable-<time>`` (with its ``-wal``/``-shm`` files) and a
+fresh one is started: it is never overwritten. Anything else is left untouched: a database written by a newer
+SpecChat (schema version above ours), one that cannot be opened now (locked, no permission), and a healthy file
+with bad rows (a NULL or binary message text, statistics that are not the JSON SpecChat writes), whose good rows
+are shown and whose bad messages are shown as "unreadable message" placeholders (:attr:`Message.unreadable`),
+never rewritten.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .message_fields import depth_exceeds, spans_problem, stats_problem
 
 DB_NAME = "history.sqlite3"
 EXPORT_FORMAT = "specchat-conversation"
@@ -25,6 +34,15 @@ EXPORT_VERSION = 1
 ROLES = ("user", "assistant")
 #: Message states: a finished reply, one still streaming (or interrupted by a crash), stopped by the user, failed.
 STATES = ("complete", "streaming", "stopped", "error")
+#: How long a write waits for another connection's lock before failing with "database is locked".
+BUSY_TIMEOUT_MS = 5000
+#: Largest JSON export :func:`read_export` reads (a conversation of 10,000 long messages is about 50 MB).
+MAX_IMPORT_BYTES = 50 * 1024 * 1024
+#: Deepest nesting of lists and objects an import accepts (an export nests 5 deep).
+MAX_IMPORT_DEPTH = 16
+#: ``PRAGMA quick_check`` lines about one row breaking a constraint (a NULL or CHECK failure, a STRICT type):
+#: the file itself is sound, so it is opened and the row shown as unreadable.
+ROW_PROBLEM = re.compile(r"^(NULL value in \S+|CHECK constraint failed in \S+|non-\w+ value in \S+)$")
 
 
 #: MIGRATIONS[i] brings a database from schema version i to i + 1 (``PRAGMA user_version``); each runs in one
@@ -68,6 +86,48 @@ class HistoryTooNewError(RuntimeError):
     """The database was written by a newer SpecChat whose schema this version does not know."""
 
 
+class HistoryUnavailableError(RuntimeError):
+    """The database cannot be opened now (locked by another program, no permission...); the file may be fine."""
+
+
+def is_corruption(error: sqlite3.Error) -> bool:
+    """True when SQLite says the file is damaged or not a database (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``; from
+    the message on Pythons before 3.11, which have no ``sqlite_errorcode``)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def write_error_text(error: sqlite3.Error) -> str:
+    """What a failed history write means and what to do, in one line (a full disk, a database held by another
+    program past the busy timeout, a read-only file, a failing disk), from ``sqlite_errorcode`` or the message."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if code is not None else None
+    text = str(error).lower()
+    if primary == sqlite3.SQLITE_FULL or "full" in text:
+        advice = "the disk is full: free some space, then try again"
+    elif primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in text or "busy" in text:
+        advice = "another program holds the history database (another SpecChat?): close it, then try again"
+    elif primary == sqlite3.SQLITE_READONLY or "readonly" in text or "read-only" in text:
+        advice = "the history file cannot be written: check its permissions, then try again"
+    else:
+        advice = "check the disk, then try again"
+    return f"{error} — {advice}"
+
+
+class UndecodableText(bytes):
+    """A TEXT value that is not valid UTF-8 (its raw bytes): read as such instead of failing the whole query."""
+
+
+def _decode_text(raw: bytes) -> str | UndecodableText:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return UndecodableText(raw)
+
+
 @dataclass
 class Conversation:
     """One conversation (without its messages)."""
@@ -89,6 +149,9 @@ class Message:
             ``stopped`` by the user; ``error`` when generation failed (the text so far is kept).
         stats: reply statistics (see ``app.gui.application.reply_recorder``), {} for user messages.
         draft_spans: ``[start, end)`` character ranges of the content that came from accepted draft tokens.
+        unreadable: why the row cannot be shown ("" when it can): its text is NULL, binary or not UTF-8, or its
+            role unknown. ``content`` is then "" and the chat view shows a placeholder; the row is never rewritten.
+            Statistics or spans that are not what SpecChat writes are read as ``{}`` / ``[]`` (drawn without them).
     """
 
     id: int
@@ -100,6 +163,7 @@ class Message:
     state: str = "complete"
     stats: dict = field(default_factory=dict)
     draft_spans: list[list[int]] = field(default_factory=list)
+    unreadable: str = ""
 
 
 def history_path() -> Path:
@@ -116,8 +180,9 @@ class HistoryDB:
         path: the database file (created with its folder if missing), or ``":memory:"``.
 
     Raises:
-        HistoryUnreadableError: the file exists but is not a readable SpecChat history.
+        HistoryUnreadableError: SQLite says the file is corrupt or not a database (move it aside).
         HistoryTooNewError: its schema version is newer than this SpecChat's.
+        HistoryUnavailableError: it cannot be opened now (locked, no permission, a failing disk...): leave it.
     """
 
     def __init__(self, path: str | Path):
@@ -127,13 +192,15 @@ class HistoryDB:
         try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         except sqlite3.Error as error:
-            raise HistoryUnreadableError(f"cannot open {self.path}: {error}") from error
+            raise HistoryUnavailableError(f"cannot open {self.path}: {error}") from error
         try:
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA busy_timeout = 5000")
-            check = self._db.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise HistoryUnreadableError(f"{self.path} failed its integrity check: {check}")
+            self._db.text_factory = _decode_text
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            damage = [row[0] for row in self._db.execute("PRAGMA quick_check") if row[0] != "ok"]
+            damage = [line for line in damage if not ROW_PROBLEM.match(line)]
+            if damage:
+                raise HistoryUnreadableError(f"{self.path} failed its integrity check: {damage[0]}")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise HistoryTooNewError(
@@ -148,9 +215,11 @@ class HistoryDB:
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate(version)
-        except sqlite3.DatabaseError as error:
+        except sqlite3.Error as error:
             self._db.close()
-            raise HistoryUnreadableError(f"{self.path} is not a readable SQLite database: {error}") from error
+            if is_corruption(error):
+                raise HistoryUnreadableError(f"{self.path} is not a readable SQLite database: {error}") from error
+            raise HistoryUnavailableError(f"cannot open {self.path}: {error}") from error
         except BaseException:
             self._db.close()
             raise
@@ -165,17 +234,37 @@ class HistoryDB:
         """SQLite journal mode (``wal`` for a file database)."""
         return self._db.execute("PRAGMA journal_mode").fetchone()[0]
 
-    def _migrate(self, version: int) -> None:
-        for target in range(version, SCHEMA_VERSION):
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in MIGRATIONS[target]:
-                    self._db.execute(statement)
-                self._db.execute(f"PRAGMA user_version = {target + 1}")
-                self._db.execute("COMMIT")
-            except BaseException:
+    @property
+    def in_memory(self) -> bool:
+        """True for a history kept in memory only (lost when the process ends)."""
+        return self.path == ":memory:"
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Run the block's statements as one write transaction (``BEGIN IMMEDIATE``: the write lock is taken at
+        once, waiting up to the busy timeout); committed at the end, rolled back if the block raises."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:  # a failed COMMIT (disk full) may already have rolled back
                 self._db.execute("ROLLBACK")
-                raise
+            raise
+
+    def _migrate(self, version: int) -> None:
+        """Bring the schema from ``version`` to SCHEMA_VERSION, one step per transaction. The version is read again
+        under the write lock: another SpecChat starting at the same moment may have migrated in the meantime."""
+        if version >= SCHEMA_VERSION:
+            return
+        while True:
+            with self.transaction():
+                current = self._db.execute("PRAGMA user_version").fetchone()[0]
+                if current >= SCHEMA_VERSION:
+                    return
+                for statement in MIGRATIONS[current]:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {current + 1}")
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""
@@ -266,8 +355,7 @@ class HistoryDB:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         if state not in STATES:
             raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
             position = self._db.execute(
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
             ).fetchone()[0]
@@ -286,10 +374,6 @@ class HistoryDB:
                 ),
             )
             self._touch(conversation_id)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         return int(cursor.lastrowid)
 
     def update_message(
@@ -329,7 +413,8 @@ class HistoryDB:
     # --- export / import -------------------------------------------------------------------------
 
     def export_json(self, conversation_id: int) -> dict[str, Any]:
-        """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1)."""
+        """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1), as the app reads
+        it: an unreadable message's ``content`` is null, statistics or spans it cannot use are ``{}`` / ``[]``."""
         conversation = self.conversation(conversation_id)
         if conversation is None:
             raise ValueError(f"no conversation with id {conversation_id}")
@@ -342,7 +427,7 @@ class HistoryDB:
             "messages": [
                 {
                     "role": m.role,
-                    "content": m.content,
+                    "content": None if m.unreadable else m.content,
                     "created_at": m.created_at,
                     "state": m.state,
                     "stats": m.stats,
@@ -356,52 +441,44 @@ class HistoryDB:
         """A conversation as a Markdown document (title, system prompt, then each message under a heading)."""
         from .reply_format import footer_text
 
-        data = self.export_json(conversation_id)
-        lines = [f"# {data['title']}", ""]
-        if data["system_prompt"]:
-            lines += ["**System prompt:**", "", *(f"> {line}" for line in data["system_prompt"].splitlines()), ""]
-        for message in data["messages"]:
-            lines += [f"## {'User' if message['role'] == 'user' else 'Assistant'}", "", message["content"], ""]
-            if message["role"] == "assistant" and (message["stats"] or message["state"] != "complete"):
-                lines += [f"*{footer_text(message['stats'], message['state'])}*", ""]
+        conversation = self.conversation(conversation_id)
+        if conversation is None:
+            raise ValueError(f"no conversation with id {conversation_id}")
+        lines = [f"# {conversation.title}", ""]
+        if conversation.system_prompt:
+            lines += ["**System prompt:**", "", *(f"> {line}" for line in conversation.system_prompt.splitlines()), ""]
+        for message in self.messages(conversation_id):
+            text = f"*(unreadable message: {message.unreadable})*" if message.unreadable else message.content
+            lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", "", text, ""]
+            if message.role == "assistant" and (message.stats or message.state != "complete"):
+                lines += [f"*{footer_text(message.stats, message.state)}*", ""]
         return "\n".join(lines).rstrip() + "\n"
 
     def import_json(self, data: Any) -> int:
         """Add a conversation exported by :meth:`export_json`; return the new conversation's id.
 
+        The whole structure is checked before anything is written. A message whose ``content`` is null (exported
+        from an unreadable row) is imported as an unreadable placeholder again (an empty BLOB: the column cannot
+        hold NULL), so export, import and export give the same JSON.
+
         Raises:
-            ValueError: the data is not a SpecChat conversation export (the message says what is wrong).
+            ValueError: the data is not a SpecChat conversation export (the message names the field at fault).
         """
-        if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-            raise ValueError(f"not a SpecChat conversation export (expected \"format\": \"{EXPORT_FORMAT}\")")
-        if not isinstance(data.get("version"), int) or data["version"] > EXPORT_VERSION:
-            raise ValueError(f"unsupported export version {data.get('version')!r} (this SpecChat reads version {EXPORT_VERSION})")
-        messages = data.get("messages")
-        if not isinstance(messages, list):
-            raise ValueError('the export has no "messages" list')
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict) or message.get("role") not in ROLES or not isinstance(message.get("content"), str):
-                raise ValueError(f'message {index + 1} needs "role" (user or assistant) and "content" (text)')
+        messages = _checked_export(data)
         title = data.get("title")
-        system_prompt = data.get("system_prompt", "")
         if not isinstance(title, str) or not title.strip():
             title = "Imported chat"
-        if not isinstance(system_prompt, str):
-            raise ValueError('"system_prompt" must be text')
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            now = time.time()
-            created = data.get("created_at") if isinstance(data.get("created_at"), (int, float)) else now
+        now = time.time()
+        with self.transaction():
+            created = data["created_at"] if _is_time(data.get("created_at")) else now
             cursor = self._db.execute(
                 "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                (title.strip(), system_prompt, created, now),
+                (title.strip(), data.get("system_prompt", ""), created, now),
             )
             conversation_id = int(cursor.lastrowid)
             for position, message in enumerate(messages):
-                state = message.get("state") if message.get("state") in STATES else "complete"
-                stats = message.get("stats") if isinstance(message.get("stats"), dict) else {}
-                spans = message.get("draft_spans") if isinstance(message.get("draft_spans"), list) else []
-                created_at = message.get("created_at") if isinstance(message.get("created_at"), (int, float)) else now
+                stats, spans = message.get("stats") or {}, message.get("draft_spans") or []
+                content = message["content"]
                 self._db.execute(
                     "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -409,51 +486,130 @@ class HistoryDB:
                         conversation_id,
                         position,
                         message["role"],
-                        message["content"],
-                        created_at,
-                        state,
+                        b"" if content is None else content,
+                        message["created_at"] if _is_time(message.get("created_at")) else now,
+                        message.get("state") if message.get("state") in STATES else "complete",
                         json.dumps(stats) if stats else None,
                         json.dumps(spans) if spans else None,
                     ),
                 )
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         return conversation_id
 
 
+def read_export(path: str | Path) -> Any:
+    """Read a JSON export file (as written by File > Export as JSON) for :meth:`HistoryDB.import_json`.
+
+    Raises:
+        ValueError: the file is larger than MAX_IMPORT_BYTES, not UTF-8 text, not JSON, or nested deeper than
+            MAX_IMPORT_DEPTH (the message says which).
+        OSError: the file cannot be read.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_IMPORT_BYTES:
+        raise ValueError(
+            f"{path} is {size / 1e6:.0f} MB; a conversation export is at most {MAX_IMPORT_BYTES // (1024 * 1024)} MB"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not a text file: {error}") from error
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    except RecursionError as error:
+        raise ValueError(f"{path} nests lists or objects too deeply to be a conversation export") from error
+    if depth_exceeds(data, MAX_IMPORT_DEPTH):
+        raise ValueError(f"{path} nests lists or objects more than {MAX_IMPORT_DEPTH} deep: not a conversation export")
+    return data
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _checked_export(data: Any) -> list[dict]:
+    """The messages of an export after checking every field import_json writes; ValueError names the first wrong one."""
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"not a SpecChat conversation export (expected \"format\": \"{EXPORT_FORMAT}\")")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > EXPORT_VERSION:
+        raise ValueError(f"unsupported export version {version!r} (this SpecChat reads version {EXPORT_VERSION})")
+    if depth_exceeds(data, MAX_IMPORT_DEPTH):
+        raise ValueError(f"the export nests lists or objects more than {MAX_IMPORT_DEPTH} deep")
+    if not isinstance(data.get("system_prompt", ""), str):
+        raise ValueError('"system_prompt" must be text')
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        raise ValueError('the export has no "messages" list')
+    for index, message in enumerate(messages, 1):
+        if not isinstance(message, dict) or message.get("role") not in ROLES or "content" not in message:
+            raise ValueError(f'message {index} needs "role" (user or assistant) and "content" (text)')
+        content = message["content"]
+        if content is not None and not isinstance(content, str):
+            raise ValueError(f'message {index}: "content" must be text (or null for an unreadable message)')
+        if message.get("state", "complete") not in STATES:
+            raise ValueError(f'message {index}: "state" must be one of {", ".join(STATES)}')
+        stats = message.get("stats") or {}
+        problem = stats_problem(stats) or spans_problem(message.get("draft_spans") or [], len(content or ""))
+        if problem:
+            raise ValueError(f"message {index}: {problem}")
+    return messages
+
+
 def _conversation(row: sqlite3.Row) -> Conversation:
+    """A conversation row; a title or system prompt that is not text (hand-edited) reads as a placeholder / ""."""
+    title, system_prompt = row["title"], row["system_prompt"]
     return Conversation(
         id=row["id"],
-        title=row["title"],
-        system_prompt=row["system_prompt"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+        title=title if isinstance(title, str) and title else "Untitled (unreadable title)",
+        system_prompt=system_prompt if isinstance(system_prompt, str) else "",
+        created_at=row["created_at"] if _is_time(row["created_at"]) else 0.0,
+        updated_at=row["updated_at"] if _is_time(row["updated_at"]) else 0.0,
         message_count=row["message_count"],
     )
 
 
-def _json_or(value: str | None, default):
-    if not value:
+def _json_or(value: Any, default):
+    if not isinstance(value, str) or not value:
         return default
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return default
 
 
+def _unreadable_reason(role: Any, content: Any) -> str:
+    if role not in ROLES:
+        return f"its role {role!r} is neither user nor assistant"
+    if content is None:
+        return "its text is missing (NULL)"
+    if isinstance(content, UndecodableText):
+        return f"its text is not valid UTF-8 ({len(content)} bytes)"
+    if isinstance(content, bytes):
+        return f"its text is stored as binary data ({len(content)} bytes)" if content else "it was unreadable when exported"
+    if not isinstance(content, str):
+        return f"its text is a {type(content).__name__}, not text"
+    return ""
+
+
 def _message(row: sqlite3.Row) -> Message:
+    """A message row as the app shows it: see :class:`Message` for rows that cannot be (``unreadable``)."""
+    role, content = row["role"], row["content"]
+    unreadable = _unreadable_reason(role, content)
+    content = "" if unreadable else content
+    stats = _json_or(row["stats"], {})
+    spans = _json_or(row["draft_spans"], [])
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
         position=row["position"],
-        role=row["role"],
-        content=row["content"],
-        created_at=row["created_at"],
-        state=row["state"],
-        stats=_json_or(row["stats"], {}),
-        draft_spans=_json_or(row["draft_spans"], []),
+        role=role if role in ROLES else "assistant",
+        content=content,
+        created_at=row["created_at"] if _is_time(row["created_at"]) else 0.0,
+        state=row["state"] if row["state"] in STATES else "complete",
+        stats={} if stats_problem(stats) else stats,
+        draft_spans=[] if spans_problem(spans, len(content)) else spans,
+        unreadable=unreadable,
     )
 
 
@@ -478,15 +634,21 @@ def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]
 
     Returns:
         ``(db, notice)``: ``notice`` is None when all went well; otherwise a message for the user saying what
-        happened and where the old file is. An unreadable file is moved aside and a new database started; a file
-        from a newer SpecChat, or one that cannot be moved, is left alone and the history is kept in memory for
-        this session.
+        happened and where the old file is. A file SQLite calls corrupt or not a database is moved aside and a new
+        database started; a file from a newer SpecChat, one that cannot be opened now (locked, no permission) or
+        cannot be moved, is left alone and the history is kept in memory for this session (``db.in_memory``).
     """
     path = Path(path) if path is not None else history_path()
     try:
         return HistoryDB(path), None
     except HistoryTooNewError as error:
         return HistoryDB(":memory:"), f"{error}\n\nChats of this session are kept in memory only and are lost when you quit."
+    except HistoryUnavailableError as error:
+        return HistoryDB(":memory:"), (
+            f"Your chat history could not be opened ({error}). It was left untouched. Chats of this session are kept "
+            "in memory only and are lost when you quit: close any other program using it (another SpecChat?), check "
+            "its permissions and the disk, then restart SpecChat."
+        )
     except HistoryUnreadableError as error:
         reason = str(error)
     try:
@@ -499,7 +661,7 @@ def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]
         )
     try:
         db = HistoryDB(path)
-    except (HistoryUnreadableError, HistoryTooNewError) as error:
+    except (HistoryUnreadableError, HistoryTooNewError, HistoryUnavailableError) as error:
         return HistoryDB(":memory:"), f"Could not start a new history at {path} ({error}); chats are kept in memory only."
     return db, (
         f"Your chat history could not be read ({reason}).\n\nIt was moved to {moved} (nothing was deleted; "

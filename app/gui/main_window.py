@@ -8,12 +8,18 @@ Rules:
   The window follows their signals: it streams the reply into the view and the graph, shows the model's state,
   and turns every error into something shown in place or in a dialog that says what to do.
 - Coroutines run in one :class:`~app.gui.background.TaskSet`; every dialog is awaited, never ``exec()``-ed.
+- A history write the database refuses (``sqlite3.Error``: full disk, locked past the busy timeout) is said in
+  the composer (what happened, what to do); unsaved text stays where it was typed, and the Send button and the
+  rest of the reply UI are reset in ``finally``.
+- A history kept in memory only (newer schema, unopenable file) shows a banner all session, and quitting with
+  chats in it asks first.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
@@ -24,7 +30,7 @@ from inference.models.progress import ProgressEvent
 from inference.models.store import ModelManifest, installed_models
 
 from .background import TaskSet
-from .history_db import HistoryDB, Message
+from .history_db import HistoryDB, Message, read_export, write_error_text
 from .inference_worker import InferenceWorker, ModelInfo
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
@@ -147,6 +153,15 @@ class MainWindow(QMainWindow):
         middle_layout = QVBoxLayout(middle)
         middle_layout.setContentsMargins(0, 0, 0, 0)
         middle_layout.setSpacing(0)
+        self.history_banner = QLabel(
+            "This session's chats are kept in memory only and are lost when you quit (the chat history on disk "
+            "could not be used: see the notice at start). Export a chat (File > Export as JSON) to keep it."
+        )
+        self.history_banner.setObjectName("historyBanner")
+        self.history_banner.setWordWrap(True)
+        self.history_banner.setStyleSheet("background: #fff3cd; color: #664d03; padding: 6px 12px;")
+        self.history_banner.setVisible(self.db.in_memory)
+        middle_layout.addWidget(self.history_banner)
         middle_layout.addWidget(self.chat_view, 1)
         middle_layout.addWidget(self.composer)
 
@@ -225,7 +240,7 @@ class MainWindow(QMainWindow):
             file_menu, "&Models…", self.show_models, "Ctrl+M", "Installed models: import, download, convert, remove"
         )
         file_menu.addSeparator()
-        self.quit_action = self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self.quit_action = self._action(file_menu, "&Quit", self.request_quit, QKeySequence.StandardKey.Quit)
 
         chat_menu = menu.addMenu("&Chat")
         self.stop_action = self._action(chat_menu, "&Stop reply", self.stop, "Esc", "Stop the reply, keeping its text")
@@ -305,12 +320,35 @@ class MainWindow(QMainWindow):
         replies.run_finished.connect(self.live_graph.finish_run)
         replies.failed.connect(self._reply_failed)
         replies.finished.connect(self._reply_finished)
+        replies.save_failed.connect(self._show_history_error)
+        replies.saved_again.connect(self._saved_again)
 
     # --- tasks ------------------------------------------------------------------------------------
 
     def _unexpected_error(self, error: BaseException) -> None:
         if not self._shut_down:
             self.statusBar().showMessage(f"Unexpected error: {error}", 15000)
+
+    def _show_history_error(self, text: str) -> None:
+        """Say that the history refused a write (in the composer, and in the status bar while it is covered)."""
+        self.composer.show_error(text)
+        self.statusBar().showMessage(text, 15000)
+
+    def _saved_again(self) -> None:
+        if self.composer.error_text.startswith("The reply could not be saved"):
+            self.composer.clear_error()
+        self.statusBar().showMessage("The reply was saved to the history", 5000)
+
+    def _write_failed(self, what: str, error: sqlite3.Error) -> None:
+        logger.warning("history write failed (%s): %s", what, error)
+        self._show_history_error(f"Could not save {what}: {write_error_text(error)}")
+
+    def _reset_reply_ui(self) -> None:
+        """Send, Stop and the messages' actions as they are when no reply streams (after a failed start)."""
+        if self.active is None:
+            self.composer.set_generating(False)
+            self.stop_action.setEnabled(False)
+            self.chat_view.set_busy(False)
 
     def start(self) -> None:
         """Show any startup notice and start preparing the model in the background."""
@@ -411,6 +449,10 @@ class MainWindow(QMainWindow):
         except ValueError as error:
             self.statusBar().showMessage(str(error), 5000)
             return
+        except sqlite3.Error as error:
+            self._write_failed("the new title", error)
+            self.refresh_list()  # the list shows the title that is saved
+            return
         if self.chat_view.conversation_id == conversation_id:
             self.chat_view.set_title(title.strip())
             self._update_window_title()
@@ -436,7 +478,11 @@ class MainWindow(QMainWindow):
         if answer != QMessageBox.StandardButton.Yes:
             return False
         await self.replies.stop_in(conversation_id)
-        self.db.delete_conversation(conversation_id)
+        try:
+            self.db.delete_conversation(conversation_id)
+        except sqlite3.Error as error:
+            self._write_failed(f"the deletion of “{conversation.title}” (it was kept)", error)
+            return False
         if self.chat_view.conversation_id == conversation_id:
             remaining = self.db.conversations()
             if remaining:
@@ -450,7 +496,11 @@ class MainWindow(QMainWindow):
 
     def _system_prompt_changed(self, conversation_id: int, text: str) -> None:
         if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
-            self.db.set_system_prompt(conversation_id, text)
+            try:
+                self.db.set_system_prompt(conversation_id, text)
+            except sqlite3.Error as error:
+                self._write_failed("the system prompt (it stays in its box: edit it again to retry)", error)
+                return
             self.statusBar().showMessage("System prompt saved: it applies to the next reply", 4000)
 
     def _focus_search(self) -> None:
@@ -490,27 +540,44 @@ class MainWindow(QMainWindow):
         if refusal:
             self.composer.show_error(refusal)
             return None
-        conversation_id = self.chat_view.conversation_id
-        if conversation_id is None or self.db.conversation(conversation_id) is None:
-            conversation_id = self.replies.new_conversation(text, self.chat_view.system_prompt())
-            self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
-            self._update_window_title()
-        message = self.replies.add_user_message(conversation_id, text)  # saved before generation starts
-        self.composer.clear()
-        self.composer.clear_error()
-        self.chat_view.append_message(message)
-        self.refresh_list()
-        self.replies.start_reply(conversation_id, compare)
+        self.replies.retry_unsaved()
+        message = None
+        try:
+            conversation_id = self.chat_view.conversation_id
+            if conversation_id is None or self.db.conversation(conversation_id) is None:
+                conversation_id = self.replies.new_conversation(text, self.chat_view.system_prompt())
+                self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
+                self._update_window_title()
+            message = self.replies.add_user_message(conversation_id, text)  # saved before generation starts
+            self.composer.clear()
+            self.composer.clear_error()
+            self.chat_view.append_message(message)
+            self.refresh_list()
+            self.replies.start_reply(conversation_id, compare)
+        except sqlite3.Error as error:
+            if message is None:
+                self._write_failed("your message (it is still in the box below: send it again)", error)
+            else:
+                self._write_failed("the reply (your message was saved: Edit it and Resend to try again)", error)
+            return None
+        finally:
+            self._reset_reply_ui()
         return conversation_id
 
     def regenerate(self, message_id: int) -> None:
         """Replace a reply (the last one) by a new one."""
-        discarded = self.replies.discard_reply(message_id)
-        if discarded is None:
-            return
-        conversation_id, compare = discarded
-        self.chat_view.remove_message(message_id)
-        self.replies.start_reply(conversation_id, compare)
+        try:
+            discarded = self.replies.discard_reply(message_id)
+            if discarded is None:
+                return
+            conversation_id, compare = discarded
+            self.chat_view.remove_message(message_id)
+            self.replies.start_reply(conversation_id, compare)
+        except sqlite3.Error as error:
+            self._write_failed("the new reply (press Regenerate to try again)", error)
+            self.chat_view.show_conversation(self.chat_view.conversation, self.db.messages(self.chat_view.conversation_id))
+        finally:
+            self._reset_reply_ui()
 
     def regenerate_last(self) -> None:
         """Regenerate the last reply of the conversation shown."""
@@ -520,12 +587,21 @@ class MainWindow(QMainWindow):
 
     def resend_edited(self, message_id: int, text: str) -> None:
         """Replace a user message's text, drop the messages after it, and generate a new reply."""
-        conversation_id = self.replies.rewrite(message_id, text)
-        if conversation_id is None:
-            return
-        self.open_conversation(conversation_id)
-        self.chat_view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
-        self.replies.start_reply(conversation_id)
+        try:
+            conversation_id = self.replies.rewrite(message_id, text)
+            if conversation_id is None:
+                return
+            self.open_conversation(conversation_id)
+            self.chat_view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
+            self.replies.start_reply(conversation_id)
+        except sqlite3.Error as error:
+            self._write_failed("the edited message (the conversation is as it was; copy your text before leaving)", error)
+            widget = self.chat_view.widget(message_id)
+            if widget is not None:  # the edited text goes back into its editor
+                widget.start_editing()
+                widget.editor.setPlainText(text)
+        finally:
+            self._reset_reply_ui()
 
     def copy_last_reply(self) -> None:
         """Copy the last reply of the conversation shown to the clipboard."""
@@ -592,16 +668,11 @@ class MainWindow(QMainWindow):
         """Add a conversation from a JSON export and show it; returns its id.
 
         Raises:
-            ValueError: the file is not a SpecChat conversation export (or not JSON).
-            OSError: the file cannot be read.
+            ValueError: the file is not a SpecChat conversation export (not JSON, too large or deep, a field of the
+                wrong type: ``history_db.read_export``, ``HistoryDB.import_json``).
+            OSError: the file cannot be read. sqlite3.Error: the history refused the write (nothing was written).
         """
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{path} is not a text file: {error}") from error
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON: {error}") from error
-        conversation_id = self.db.import_json(data)
+        conversation_id = self.db.import_json(read_export(path))
         self.refresh_list()
         self.open_conversation(conversation_id)
         return conversation_id
@@ -636,6 +707,9 @@ class MainWindow(QMainWindow):
             return
         try:
             self.import_conversation(path)
+        except sqlite3.Error as error:
+            self._write_failed(f"the conversation imported from {path}", error)
+            return
         except (OSError, ValueError) as error:
             await message_box(
                 self, QMessageBox.Icon.Warning, "Import failed", f"Could not import {path}.",
@@ -684,8 +758,42 @@ class MainWindow(QMainWindow):
 
     # --- closing ----------------------------------------------------------------------------------
 
+    def chats_would_be_lost(self) -> bool:
+        """True when the history is kept in memory only and holds a chat (quitting loses it)."""
+        return self.db.in_memory and bool(self.db.conversations())
+
+    def request_quit(self) -> None:
+        """Quit (File > Quit, the window's close button); with chats in an in-memory history, ask first."""
+        if self.chats_would_be_lost():
+            self.tasks.spawn(self.confirm_quit())
+        else:
+            self.close()
+
+    async def confirm_quit(self) -> bool:
+        """Ask whether to quit and lose the in-memory history's chats; closes the window and returns True if so."""
+        answer = await message_box(
+            self,
+            QMessageBox.Icon.Warning,
+            "Quit SpecChat",
+            "Quit and lose this session's chats?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+            informative="The chat history on disk could not be used, so this session's chats are kept in memory "
+            "only. Export the ones you want to keep first (File > Export as JSON).",
+            object_name="confirmQuitInMemory",
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        self.close()
+        return True
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        """Save the window state and any streaming reply, stop the worker, close."""
+        """Save the window state and any streaming reply, stop the worker, close. Closing it by the window's own
+        button with chats in an in-memory history asks first (a close by the program, SIGTERM, does not)."""
+        if event.spontaneous() and not self._shut_down and self.chats_would_be_lost():
+            event.ignore()
+            self.tasks.spawn(self.confirm_quit())
+            return
         self.shutdown()
         event.accept()
 

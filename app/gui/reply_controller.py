@@ -10,6 +10,9 @@ Rules:
   unless a draft model is loaded), each from an empty KV cache, and says why greedy texts differ.
 - The controller owns the data (history rows, the recorder, the worker's stream); the window owns the widgets
   and follows the signals.
+- A reply the database refuses to save (full disk, locked) keeps streaming and is shown whole; ``save_failed``
+  says why, and it is saved again at each later save and by :meth:`ReplyController.retry_unsaved` once it ended.
+  Requests that write (start a reply, regenerate, rewrite) raise ``sqlite3.Error`` before changing anything shown.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +32,7 @@ from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
 from .background import TaskSet
-from .history_db import HistoryDB, Message
+from .history_db import HistoryDB, Message, write_error_text
 from .inference_worker import GenerationRequest, InferenceWorker
 from .model_loader import ModelLoader
 from .reply_recorder import ReplyRecorder
@@ -81,6 +85,11 @@ class ReplyController(QObject):
         failed(message_id, error, setting): nothing was generated; the reply's row was deleted. ``setting`` is
             the flat name of the setting the error concerns (``SettingError.field``; "" if none).
         finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
+        save_failed(text): a reply could not be saved (``write_error_text``: what happened, what to do); it is kept
+            on screen and saved again later. saved_again(): every reply that had failed to save is now saved.
+
+    Attributes:
+        unsaved: recorders of replies that ended while the database refused them (retried by ``retry_unsaved``).
     """
 
     started = Signal(object)
@@ -90,6 +99,8 @@ class ReplyController(QObject):
     run_finished = Signal()
     failed = Signal(int, str, str)
     finished = Signal(object)
+    save_failed = Signal(str)
+    saved_again = Signal()
 
     def __init__(
         self,
@@ -107,6 +118,8 @@ class ReplyController(QObject):
         self._tasks = tasks
         self._settings = settings
         self.active: ActiveReply | None = None
+        self.unsaved: list[ReplyRecorder] = []
+        self._reported_save_error: str | None = None
 
     # --- requests ---------------------------------------------------------------------------------
 
@@ -126,6 +139,27 @@ class ReplyController(QObject):
         """Save a user message (before its reply is generated); returns it."""
         return self.db.message(self.db.add_message(conversation_id, "user", text))
 
+    def retry_unsaved(self) -> bool:
+        """Save again the replies that ended while the database refused them; True when none is left unsaved."""
+        self.unsaved = [recorder for recorder in self.unsaved if not recorder.save()]
+        self._say_if_saved_again()
+        return not self.unsaved
+
+    def _say_if_saved_again(self) -> None:
+        if not self.unsaved and self._reported_save_error is not None and self.active is None:
+            self._reported_save_error = None
+            self.saved_again.emit()
+
+    def _check_saved(self, recorder: ReplyRecorder) -> None:
+        """Say once per distinct error that a reply could not be saved (and when all are saved again)."""
+        error = recorder.save_error or next((r.save_error for r in self.unsaved if r.save_error), None)
+        if error is not None and str(error) != self._reported_save_error:
+            self._reported_save_error = str(error)
+            self.save_failed.emit(
+                f"The reply could not be saved ({write_error_text(error)}). It is kept on screen, and saved as soon "
+                "as the database accepts it."
+            )
+
     def discard_reply(self, message_id: int) -> tuple[int, bool] | None:
         """Delete a reply (the last one) to generate it again; returns its conversation id and whether it was a
         comparison, or None when nothing was deleted (no such message, or a reply streams)."""
@@ -141,8 +175,9 @@ class ReplyController(QObject):
         message = self.db.message(message_id)
         if message is None or self.active is not None:
             return None
-        self.db.update_message(message_id, content=text)
-        self.db.delete_messages_from(message.conversation_id, message.position + 1)
+        with self.db.transaction():  # both or neither: a failed write leaves the conversation as it was
+            self.db.update_message(message_id, content=text)
+            self.db.delete_messages_from(message.conversation_id, message.position + 1)
         return message.conversation_id
 
     def start_reply(self, conversation_id: int, compare: bool = False) -> None:
@@ -180,15 +215,16 @@ class ReplyController(QObject):
             active.closed = True
             active.cancel.set()
             active.recorder.finish("stopped")
+        self.retry_unsaved()
 
     # --- generating -------------------------------------------------------------------------------
 
     def _history(self, conversation_id: int, exclude: int) -> list[dict]:
-        """Messages to send to the model: everything before the new reply, minus empty replies."""
+        """Messages to send to the model: everything before the new reply, minus empty and unreadable ones."""
         return [
             {"role": m.role, "content": m.content}
             for m in self.db.messages(conversation_id)
-            if m.id != exclude and (m.role == "user" or m.content)
+            if m.id != exclude and not m.unreadable and (m.role == "user" or m.content)
         ]
 
     async def _generate(self, active: ActiveReply, settings: AppSettings, seed: int | None) -> None:
@@ -222,6 +258,7 @@ class ReplyController(QObject):
                         if active.closed:
                             return
                         recorder.add(events)
+                        self._check_saved(recorder)
                         self.events.emit(events)
                         self._update_live(active)
                 finally:
@@ -264,11 +301,20 @@ class ReplyController(QObject):
     def _ended(self, active: ActiveReply, state: str, error: str | None, setting: str) -> None:
         recorder = active.recorder
         self.active = None
-        if state == "error" and not recorder.has_text:
-            self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
-            self.failed.emit(recorder.message_id, error or "", setting)
-            final = None
-        else:
-            final = recorder.finish(state, error)
-        self.finished.emit(final)
+        final = None
+        try:
+            if state == "error" and not recorder.has_text:
+                try:
+                    self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
+                except sqlite3.Error as delete_error:  # the empty row stays: shown as an empty failed reply
+                    logger.warning("could not delete the failed reply %s: %s", recorder.message_id, delete_error)
+                self.failed.emit(recorder.message_id, error or "", setting)
+            else:
+                final = recorder.finish(state, error)
+                if recorder.unsaved:
+                    self.unsaved.append(recorder)
+                self._check_saved(recorder)
+                self._say_if_saved_again()
+        finally:
+            self.finished.emit(final)
 

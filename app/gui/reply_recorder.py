@@ -4,10 +4,16 @@ The reply's database row is created (empty, state ``streaming``) before generati
 least every ``save_interval_s`` (0.5 s) while text arrives, so a killed process loses at most the last half
 second of the reply. A comparison records both runs: the autoregressive one first, then the speculative one,
 whose text becomes the message content (the conversation continues from it).
+
+A save that fails (``sqlite3.Error``: the disk is full, another program holds the database past the busy timeout)
+loses nothing: the reply stays in memory and on screen, :attr:`ReplyRecorder.save_error` says why, and the next
+save (at the next interval, at the end, or :meth:`ReplyRecorder.save` called again later) writes it whole.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import time
 from typing import Callable
 
@@ -15,6 +21,8 @@ from inference.events import ContextRolled, Finished, StepStats, TextDelta
 
 from .history_db import HistoryDB, Message
 from .reply_format import stats_dict
+
+logger = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 0.5
 
@@ -61,11 +69,17 @@ class ReplyRecorder:
         self.saves = 0
         self._last_save = clock()
         self._dirty = False
+        self.save_error: sqlite3.Error | None = None
 
     @property
     def message_id(self) -> int:
         """Id of the reply's row."""
         return self.message.id
+
+    @property
+    def unsaved(self) -> bool:
+        """True while the database lacks part of the reply (the last save failed, or text arrived since)."""
+        return self._dirty or self.save_error is not None
 
     @property
     def has_text(self) -> bool:
@@ -169,19 +183,28 @@ class ReplyRecorder:
             draft_spans=[list(span) for span in self.draft_spans],
         )
 
-    def save(self) -> None:
-        """Write the reply's current text, state and statistics to its row (one commit)."""
+    def save(self) -> bool:
+        """Write the reply's current text, state and statistics to its row (one commit); returns False when the
+        database refused the write (``save_error`` says why; the reply is kept here for the next save)."""
         stats = self._stats_for_storage()
         stats.pop("live", None)
-        self.db.update_message(
-            self.message.id, content=self.text, state=self.state, stats=stats, draft_spans=self.draft_spans
-        )
-        self.saves += 1
         self._last_save = self._clock()
+        try:
+            self.db.update_message(
+                self.message.id, content=self.text, state=self.state, stats=stats, draft_spans=self.draft_spans
+            )
+        except sqlite3.Error as error:
+            logger.warning("could not save reply %s: %s", self.message.id, error)
+            self.save_error = error
+            return False
+        self.saves += 1
         self._dirty = False
+        self.save_error = None
+        return True
 
     def finish(self, state: str, error: str | None = None) -> Message:
-        """The reply ended (``complete``, ``stopped`` or ``error``): save it one last time and return it."""
+        """The reply ended (``complete``, ``stopped`` or ``error``): save it one last time and return it (even when
+        that save failed: see ``save_error``)."""
         self.state = state
         if error:
             self.stats["error"] = error

@@ -8,7 +8,15 @@ import sqlite3
 
 import pytest
 
-from app.gui.history_db import SCHEMA_VERSION, HistoryDB, HistoryTooNewError, HistoryUnreadableError, open_history
+from app.gui.history_db import (
+    SCHEMA_VERSION,
+    HistoryDB,
+    HistoryTooNewError,
+    HistoryUnreadableError,
+    is_corruption,
+    open_history,
+    write_error_text,
+)
 
 
 def test_new_database_is_wal_and_current(tmp_path):
@@ -97,12 +105,27 @@ def test_damaged_pages_fail_the_integrity_check_and_are_moved_aside(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
-def test_unreadable_file_is_moved_aside(tmp_path):
+def test_a_file_without_read_permission_is_left_untouched(tmp_path):
     path = tmp_path / "history.sqlite3"
     HistoryDB(path).close()
     path.chmod(0)
     db, notice = open_history(path)
-    assert notice is not None
+    assert "could not be opened" in notice and "left untouched" in notice and db.in_memory
+    assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
+    db.close()
+
+
+def test_a_database_locked_past_the_busy_timeout_is_left_untouched(tmp_path, monkeypatch):
+    path = tmp_path / "history.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another program holds the (new, empty) database
+    holder.execute("CREATE TABLE other (x)")
+    monkeypatch.setattr("app.gui.history_db.BUSY_TIMEOUT_MS", 100)
+    db, notice = open_history(path)
+    assert "database is locked" in notice and "left untouched" in notice and db.in_memory
+    assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
+    holder.execute("ROLLBACK")
+    holder.close()
     db.close()
 
 
@@ -186,3 +209,18 @@ def test_import_refuses_bad_data_with_a_reason(tmp_path, data, message):
         db.import_json(data)
     assert db.conversations() == []
     db.close()
+
+
+def test_only_corrupt_or_not_a_database_errors_count_as_corruption(tmp_path):
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"not a database " * 100)
+    with pytest.raises(sqlite3.DatabaseError) as raised:
+        sqlite3.connect(garbage).execute("SELECT * FROM sqlite_master").fetchall()
+    assert raised.value.sqlite_errorcode == sqlite3.SQLITE_NOTADB and is_corruption(raised.value)
+    # Pythons before 3.11 have no sqlite_errorcode: the message decides
+    assert is_corruption(sqlite3.DatabaseError("database disk image is malformed"))
+    assert not is_corruption(sqlite3.OperationalError("database is locked"))
+    assert not is_corruption(sqlite3.OperationalError("table conversations already exists"))
+    assert write_error_text(sqlite3.OperationalError("database or disk is full")).endswith("free some space, then try again")
+    assert "another program holds" in write_error_text(sqlite3.OperationalError("database is locked"))
+    assert "permissions" in write_error_text(sqlite3.OperationalError("attempt to write a readonly database"))

@@ -2,6 +2,8 @@
 
 User messages offer Copy and Edit (edit the text and resend it); assistant replies offer Copy and, on the last
 reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
+A message whose row cannot be read (``Message.unreadable``) shows a placeholder saying why; statistics that are
+not what SpecChat writes (``message_fields.stats_problem``) are drawn as none.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..history_db import Message
+from ..message_fields import spans_problem, stats_problem
 from ..reply_format import compare_summary, footer_text, metrics_text, mode_text
 from .elided_label import ElidedLabel
 from .markdown_view import MarkdownView
@@ -265,6 +268,19 @@ class MessageWidget(QFrame):
     def _render(self) -> None:
         message = self.message
         stats = message.stats or {}
+        if stats_problem(stats):
+            stats = {}
+        spans = [] if spans_problem(message.draft_spans, len(message.content)) else message.draft_spans
+        if message.unreadable:
+            if self.compare_box is not None:
+                self.compare_box.setVisible(False)
+            self.body.setVisible(True)
+            self.body.set_markdown(
+                f"*Unreadable message: {message.unreadable}. It is kept in the history file as it is.*"
+            )
+            self.footer.setVisible(False)
+            self.set_actions(self._busy, self._last)
+            return
         if "compare" in stats:
             compare = stats["compare"]
             self._ensure_compare()
@@ -275,14 +291,14 @@ class MessageWidget(QFrame):
             self.ar_column.view.set_markdown(ar.get("text", ""))
             self.ar_column.metrics.setText(metrics_text(ar) if "tokens_per_s" in ar else ar.get("live", ""))
             self.spec_column.title.setText(mode_text(spec) if spec.get("mode") else "Speculative")
-            self.spec_column.view.set_markdown(message.content, message.draft_spans, self._highlight)
+            self.spec_column.view.set_markdown(message.content, spans, self._highlight)
             self.spec_column.metrics.setText(metrics_text(spec) if "tokens_per_s" in spec else spec.get("live", ""))
         else:
             if self.compare_box is not None:
                 self.compare_box.setVisible(False)
             if not self.editing:
                 self.body.setVisible(True)
-            self.body.set_markdown(message.content, message.draft_spans, self._highlight and message.role == "assistant")
+            self.body.set_markdown(message.content, spans, self._highlight and message.role == "assistant")
         if message.role == "assistant":
             if self._live:
                 live = stats.get("live", "")
