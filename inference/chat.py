@@ -52,7 +52,9 @@ class ChatSession:
         settings: GenerationSettings,
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
-        """Add a user message and stream the assistant's reply; the reply (partial if cancelled) is appended.
+        """Add a user message and stream the assistant's reply; the reply (partial if cancelled) is appended. A
+        reply cancelled before its first token (during the prefill) leaves the history as it was, so that a long
+        message stopped there is not prefilled again with the next one.
 
         Raises:
             ValueError: the message is empty or only whitespace, or a setting is out of range.
@@ -60,7 +62,10 @@ class ChatSession:
         if not user_text.strip():
             raise ValueError("the message is empty: type something before sending")
         self.messages.append({"role": "user", "content": user_text})
-        yield from self.reply(settings, cancel)
+        for event in self.reply(settings, cancel):
+            if isinstance(event, Finished) and event.stats.stop_reason == "cancelled" and not event.stats.token_ids:
+                del self.messages[-2:]
+            yield event
 
     def reply(
         self,
