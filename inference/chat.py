@@ -11,6 +11,18 @@ from .exactness import FirstDifference, first_difference
 from .settings import GenerationSettings
 
 
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: a surrogate pair held as two code points becomes the character it encodes, and a
+    lone surrogate becomes U+FFFD (the replacement character).
+
+    A Python string can hold lone surrogates, which no UTF-8 text contains and the tokenizer's chat template
+    refuses (``RuntimeError ... surrogate``): a command-line argument with invalid UTF-8 bytes arrives so
+    (``surrogateescape``), and so may text pasted or decoded carelessly elsewhere. Every message passes here on its
+    way to the template, whichever front end sent it.
+    """
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 class ChatSession:
     """Messages of one conversation, rendered with the target's chat template (openvino-genai Tokenizer).
 
@@ -29,8 +41,9 @@ class ChatSession:
         self.messages: list[dict] = list(messages or [])
 
     def _conversation(self) -> list[dict]:
+        """The messages the chat template renders, their text made valid Unicode (``valid_text``)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + self.messages
+        return [{**message, "content": valid_text(message["content"])} for message in system + self.messages]
 
     def prompt_ids(self) -> list[int]:
         """Token ids of the rendered conversation, ending with the assistant turn's opening."""
@@ -43,7 +56,7 @@ class ChatSession:
         if not self.system_prompt:
             return 0
         tokenizer = self.engine.target.tokenizer
-        system = [{"role": "system", "content": self.system_prompt}]
+        system = [{"role": "system", "content": valid_text(self.system_prompt)}]
         return len(self.engine.target.encode(tokenizer.apply_chat_template(system, add_generation_prompt=False)))
 
     def send(

@@ -32,13 +32,21 @@ import numpy as np
 from .adaptive_k import AdaptiveK
 from .detokenizer import IncrementalDetokenizer
 from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, Event, Finished, GenerationStats, StepStats, TextDelta
+from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_drafts, next_token
-from .settings import MIN_N_CTX, ContextSettings, Decoding, GenerationSettings, SamplingSettings, SettingError
+from .settings import (
+    MIN_N_CTX,
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    check_threads,
+)
 from .stop_strings import StopStringFilter
 
 # Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
@@ -99,7 +107,12 @@ class Engine:
 
         The target is compiled with ``precision`` (exact by default); the draft with its device's defaults, since
         its rounding changes only which tokens are proposed, never the output.
+
+        Raises:
+            SettingError: ``num_threads`` outside [1, logical CPUs] (``settings.check_threads``); and as
+                ``model.load_model`` raises.
         """
+        check_threads(num_threads)
         target = load_model(target_dir, device, precision, num_threads)
         draft = None
         if draft_dir is not None:
@@ -149,8 +162,8 @@ class Engine:
                 prefill stopped so keeps the passes done in the cache, and ``Finished`` comes without any text.
 
         Yields:
-            ``ContextRolled`` (during prefill or decode), ``TextDelta`` per token, ``StepStats`` per decode
-            step, and ``Finished`` last.
+            ``PromptOverflow`` first when the prompt does not fit in n_ctx, ``ContextRolled`` (during prefill or
+            decode), ``TextDelta`` per token, ``StepStats`` per decode step, and ``Finished`` last.
 
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
@@ -300,6 +313,9 @@ class Engine:
             prefilled_tokens=len(prompt_ids) - reused,
             precision=self.target.precision.describe(),
         )
+        discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)
+        if discarded:
+            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=discarded)
         fast_before = self._cache.fast_prefilled
         logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, drafter, models, stats, cancel)
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
@@ -517,6 +533,17 @@ class Engine:
             if isinstance(event, Finished):
                 return event.stats
         raise AssertionError("generate ended without a Finished event")
+
+
+def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discard: int) -> int:
+    """Tokens the rolls of a prefill will discard: ``tokens`` prompt tokens fed after ``cached`` ones (at most
+    n_ctx), rolling as ``Engine._prefill`` does: whenever the cache holds n_ctx tokens and more are to come, the
+    n_discard after the first n_keep go (``KVCache.roll``), the same number each time. 0 when the prompt fits."""
+    overflow = tokens - (n_ctx - cached)
+    if overflow <= 0:
+        return 0
+    per_roll = min(n_discard, n_ctx - n_keep)
+    return -(-overflow // per_roll) * per_roll
 
 
 def prefill_pass_size(cached: int, fast: bool) -> int:
