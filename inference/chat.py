@@ -11,6 +11,18 @@ from .exactness import FirstDifference, first_difference
 from .settings import GenerationSettings
 
 
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: a surrogate pair held as two code points becomes the character it encodes, and a
+    lone surrogate becomes U+FFFD (the replacement character).
+
+    A Python string can hold lone surrogates, which no UTF-8 text contains and the tokenizer's chat template
+    refuses (``RuntimeError ... surrogate``): a command-line argument with invalid UTF-8 bytes arrives so
+    (``surrogateescape``), and so may text pasted or decoded carelessly elsewhere. Every message passes here on its
+    way to the template, whichever front end sent it.
+    """
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 class ChatSession:
     """Messages of one conversation, rendered with the target's chat template (openvino-genai Tokenizer).
 
@@ -29,8 +41,9 @@ class ChatSession:
         self.messages: list[dict] = list(messages or [])
 
     def _conversation(self) -> list[dict]:
+        """The messages the chat template renders, their text made valid Unicode (``valid_text``)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + self.messages
+        return [{**message, "content": valid_text(message["content"])} for message in system + self.messages]
 
     def prompt_ids(self) -> list[int]:
         """Token ids of the rendered conversation, ending with the assistant turn's opening."""
@@ -43,7 +56,7 @@ class ChatSession:
         if not self.system_prompt:
             return 0
         tokenizer = self.engine.target.tokenizer
-        system = [{"role": "system", "content": self.system_prompt}]
+        system = [{"role": "system", "content": valid_text(self.system_prompt)}]
         return len(self.engine.target.encode(tokenizer.apply_chat_template(system, add_generation_prompt=False)))
 
     def send(
@@ -52,7 +65,9 @@ class ChatSession:
         settings: GenerationSettings,
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
-        """Add a user message and stream the assistant's reply; the reply (partial if cancelled) is appended.
+        """Add a user message and stream the assistant's reply; the reply (partial if cancelled) is appended. A
+        reply cancelled before its first token (during the prefill) leaves the history as it was, so that a long
+        message stopped there is not prefilled again with the next one.
 
         Raises:
             ValueError: the message is empty or only whitespace, or a setting is out of range.
@@ -60,7 +75,10 @@ class ChatSession:
         if not user_text.strip():
             raise ValueError("the message is empty: type something before sending")
         self.messages.append({"role": "user", "content": user_text})
-        yield from self.reply(settings, cancel)
+        for event in self.reply(settings, cancel):
+            if isinstance(event, Finished) and event.stats.stop_reason == "cancelled" and not event.stats.token_ids:
+                del self.messages[-2:]
+            yield event
 
     def reply(
         self,

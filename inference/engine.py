@@ -32,20 +32,39 @@ import numpy as np
 from .adaptive_k import AdaptiveK
 from .detokenizer import IncrementalDetokenizer
 from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, Event, Finished, GenerationStats, StepStats, TextDelta
+from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_drafts, next_token
-from .settings import MIN_N_CTX, ContextSettings, Decoding, GenerationSettings, SamplingSettings, SettingError
+from .settings import (
+    MIN_N_CTX,
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    check_threads,
+)
 from .stop_strings import StopStringFilter
 
-# Most prompt tokens per prefill pass. One pass is much cheaper than several: a pass over tokens that follow
-# cached ones costs ~1.7x per token what a first pass does (measured on 2 cores: 1,024 tokens in one pass 4.6 s,
-# in two passes of 512 7.9 s; 2,048 in one 13.6 s, in two of 1,024 22.6 s, f32 KV cache; u8 alike). Peak memory
-# grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048, +790 MB for 4,096.
+# Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
+# +790 MB for 4,096.
 PREFILL_CHUNK = 2048
+# Prefill passes are sized so that each takes about a second on 2 cores with the default model: cancel is checked
+# between passes (an OpenVINO pass cannot be stopped midway: InferRequest.cancel() leaves the compiled model unable
+# to run again, measured with 2026.4), so Stop answers within about one pass. The sizes are a fixed function of the
+# cached tokens, never of timings, so a prompt is always split the same way (the two modes of a comparison share
+# their prefill bit for bit). Measured on the default model, 2 cores of a Xeon with AMX, seconds per pass:
+#   first pass (empty cache), f32: 128 tokens 0.24, 256 0.55, 512 1.22, 1,024 3.14; bf16 copy: 512 ~0.6, 1,024 ~1.0.
+#   a pass after cached tokens costs ~2 ms + 5 us per cached token, per token (f32 and bf16 alike): 128 tokens after
+#   1,024 cached 1.1-1.3 s, 64 after 2,048 1.5-1.9 s, 32-64 after 3,900 1.2 s.
+FIRST_PREFILL_PASS = 512  # exact (f32): ~1.2 s, the pass that costs least per token
+FIRST_FAST_PREFILL_PASS = 1024  # the bf16 prefill copy: ~1.0 s
+PREFILL_PASS_TOKENS = 400  # tokens per pass after cached ones, divided by 1 + cached / PREFILL_DEPTH_SCALE
+PREFILL_DEPTH_SCALE = 400
+MIN_PREFILL_PASS = 16
 # Most tokens per scoring pass (``Engine.score`` needs the logits of every position: [chunk, vocab] float32).
 SCORE_CHUNK = 512
 KV_SLACK = 64
@@ -88,7 +107,12 @@ class Engine:
 
         The target is compiled with ``precision`` (exact by default); the draft with its device's defaults, since
         its rounding changes only which tokens are proposed, never the output.
+
+        Raises:
+            SettingError: ``num_threads`` outside [1, logical CPUs] (``settings.check_threads``); and as
+                ``model.load_model`` raises.
         """
+        check_threads(num_threads)
         target = load_model(target_dir, device, precision, num_threads)
         draft = None
         if draft_dir is not None:
@@ -133,11 +157,13 @@ class Engine:
                 decoding with the draft model or with prompt lookup.
             system_prompt_tokens: tokens of the rendered system message, which ``n_keep="auto"`` pins
                 (``ContextSettings.resolve``).
-            cancel: set it from any thread to stop; the partial reply is returned in ``Finished``.
+            cancel: set it from any thread to stop; the partial reply is returned in ``Finished``. It is checked
+                before each prefill pass (about a second each, see ``prefill_pass_size``) and each decode step; a
+                prefill stopped so keeps the passes done in the cache, and ``Finished`` comes without any text.
 
         Yields:
-            ``ContextRolled`` (during prefill or decode), ``TextDelta`` per token, ``StepStats`` per decode
-            step, and ``Finished`` last.
+            ``PromptOverflow`` first when the prompt does not fit in n_ctx, ``ContextRolled`` (during prefill or
+            decode), ``TextDelta`` per token, ``StepStats`` per decode step, and ``Finished`` last.
 
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
@@ -159,8 +185,9 @@ class Engine:
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
         try:
-            yield from self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, cancel)
-            finished = True
+            for event in self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, cancel):
+                finished = isinstance(event, Finished)  # a consumer may stop reading once it has the last event
+                yield event
         finally:
             if not finished:  # an exception, or the consumer dropped the generator mid-step: caches may disagree
                 self.reset()
@@ -243,16 +270,22 @@ class Engine:
         drafter: Drafter | None,
         models: list[LoadedModel],
         stats: GenerationStats,
-    ) -> Generator[ContextRolled, None, np.ndarray]:
-        """Feed prompt tokens (at least one) in chunks, rolling when full, the drafter told after each chunk;
-        yields ContextRolled; returns the float32 ``[vocab]`` logits after the last token."""
+        cancel: threading.Event | None = None,
+    ) -> Generator[ContextRolled, None, np.ndarray | None]:
+        """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full, the
+        drafter told after each pass; yields ContextRolled; returns the float32 ``[vocab]`` logits after the last
+        token, or None when ``cancel`` was set (checked before each pass; the cache then holds the passes done)."""
         logits = None
         done = 0
         while done < len(tokens):
+            if cancel is not None and cancel.is_set():
+                return None
             if len(self._cache) >= n_ctx:
                 yield self._roll(n_keep, n_discard, drafter, models, stats)
-            chunk = tokens[done : done + min(PREFILL_CHUNK, n_ctx - len(self._cache))]
-            logits = self._cache.prefill(chunk, n_ctx)[-1]
+            upcoming = len(tokens) - done
+            size = prefill_pass_size(self._cache.physical_length, self._cache.prefills_in_copy(upcoming))
+            chunk = tokens[done : done + min(size, n_ctx - len(self._cache))]
+            logits = self._cache.prefill(chunk, n_ctx, upcoming)[-1]
             if drafter is not None:
                 drafter.feed(self._cache.tokens, n_ctx)
             self._seen.extend(chunk)
@@ -280,9 +313,17 @@ class Engine:
             prefilled_tokens=len(prompt_ids) - reused,
             precision=self.target.precision.describe(),
         )
+        discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)
+        if discarded:
+            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=discarded)
         fast_before = self._cache.fast_prefilled
-        logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, drafter, models, stats)
+        logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, drafter, models, stats, cancel)
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
+        if logits is None:  # cancelled during the prefill: no reply
+            stats.prefilled_tokens = len(self._seen) - reused
+            stats.stop_reason = "cancelled"
+            yield Finished(stats)
+            return
         rng = np.random.default_rng(sampling.seed)
         speculative = settings.speculative
         decode = _Decode(
@@ -492,6 +533,26 @@ class Engine:
             if isinstance(event, Finished):
                 return event.stats
         raise AssertionError("generate ended without a Finished event")
+
+
+def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discard: int) -> int:
+    """Tokens the rolls of a prefill will discard: ``tokens`` prompt tokens fed after ``cached`` ones (at most
+    n_ctx), rolling as ``Engine._prefill`` does: whenever the cache holds n_ctx tokens and more are to come, the
+    n_discard after the first n_keep go (``KVCache.roll``), the same number each time. 0 when the prompt fits."""
+    overflow = tokens - (n_ctx - cached)
+    if overflow <= 0:
+        return 0
+    per_roll = min(n_discard, n_ctx - n_keep)
+    return -(-overflow // per_roll) * per_roll
+
+
+def prefill_pass_size(cached: int, fast: bool) -> int:
+    """Prompt tokens of the next prefill pass after ``cached`` KV slots (masked ones count: they are attended to),
+    sized so that it takes about a second on 2 cores with the default model (see PREFILL_PASS_TOKENS); ``fast``:
+    the bf16 prefill copy computes it."""
+    if cached == 0:
+        return FIRST_FAST_PREFILL_PASS if fast else FIRST_PREFILL_PASS
+    return max(MIN_PREFILL_PASS, min(PREFILL_CHUNK, int(PREFILL_PASS_TOKENS / (1 + cached / PREFILL_DEPTH_SCALE))))
 
 
 @dataclass

@@ -67,6 +67,22 @@ class ContextRolled:
     cache_len: int
 
 
+@dataclass(frozen=True)
+class PromptOverflow:
+    """The prompt does not fit in n_ctx: rolls during its prefill will discard some of it before the reply begins.
+    Yielded before the prefill starts, so that a front end can say so at once.
+
+    Attributes:
+        prompt_tokens: tokens of the whole prompt.
+        n_ctx: the rolling-context size.
+        discarded_tokens: prompt tokens the prefill's rolls will drop (the oldest after the first n_keep).
+    """
+
+    prompt_tokens: int
+    n_ctx: int
+    discarded_tokens: int
+
+
 @dataclass
 class GenerationStats:
     """Summary of one reply.
@@ -123,4 +139,4 @@ class Finished:
     stats: GenerationStats
 
 
-Event = TextDelta | StepStats | ContextRolled | Finished
+Event = PromptOverflow | TextDelta | StepStats | ContextRolled | Finished

@@ -21,7 +21,10 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
 * **Fast prefill hands states over.** Given a second, faster compiled copy of the model (bf16; see
   ``precision``), a long prompt is computed by that copy and its states are copied into this request. Both
   copies see the same slots, mask and positions, so the bookkeeping is unchanged; a copy costs ~0.23 ms per
-  cached token (1,024 tokens: 233 ms against 2.5 s saved, Xeon with AMX).
+  cached token (1,024 tokens: 233 ms against 2.5 s saved, Xeon with AMX). A prompt prefilled in several passes
+  (the engine keeps each pass short so that Stop answers quickly) stays in the copy from pass to pass: the
+  states are copied in before its first pass and back only when this request needs them (the next decode pass,
+  a roll, a compaction), not twice per pass.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class KVCache:
         self._slots: list[int] = []
         self._alive = np.zeros(0, dtype=np.int64)
         self.fast_prefilled = 0  # tokens computed by the prefill copy since the cache was created
+        self._states_in_copy = False  # the prefill copy holds the current states (this request's are stale)
 
     @property
     def physical_length(self) -> int:
@@ -84,6 +88,7 @@ class KVCache:
         self._request.reset_state()
         if self._prefill_request is not None:
             self._prefill_request.reset_state()
+        self._states_in_copy = False
         self.tokens, self._slots = [], []
         self._alive = np.zeros(0, dtype=np.int64)
 
@@ -101,30 +106,54 @@ class KVCache:
             the token after token_ids[i].
         """
         self._make_room(len(token_ids), n_ctx)
+        self._take_states_back()
         return self._infer(self._request, token_ids, last_only)
 
-    def prefill(self, token_ids: list[int], n_ctx: int | None = None) -> np.ndarray:
+    def prefill(self, token_ids: list[int], n_ctx: int | None = None, upcoming: int = 0) -> np.ndarray:
         """Like ``forward(token_ids, n_ctx, last_only=True)``, computed by the fast prefill copy when it pays.
 
-        It pays when the chunk is at least FAST_PREFILL_MIN_TOKENS long and large against the states to copy
-        (two copies of the cache against the compute saved per token; see the module docstring).
+        It pays when the prompt still to prefill (``upcoming``, this pass included) is at least
+        FAST_PREFILL_MIN_TOKENS long and large against the states to copy (two copies of the cache against the
+        compute saved per token; see the module docstring). Once the copy holds the states, the following passes
+        of the prompt stay there.
+
+        Args:
+            token_ids: ids to append (at least one).
+            n_ctx: as for ``forward``.
+            upcoming: prompt tokens still to prefill, ``token_ids`` included (fewer counts as ``len(token_ids)``).
 
         Returns:
             float32 ``[1, vocab]``: the logits after the last token (from the copy that computed it).
         """
         count = len(token_ids)
+        upcoming = max(upcoming, count)
         self._make_room(count, n_ctx)
         request = self._prefill_request
-        if request is None or count < FAST_PREFILL_MIN_TOKENS or count * 8 < self.physical_length:
+        if not self.prefills_in_copy(upcoming):
+            self._take_states_back()
             return self._infer(self._request, token_ids, last_only=True)
-        if self.physical_length:
-            _copy_states(self._request, request)
-        else:
-            request.reset_state()
+        if not self._states_in_copy:
+            if self.physical_length:
+                _copy_states(self._request, request)
+            else:
+                request.reset_state()
+            self._states_in_copy = True
         logits = self._infer(request, token_ids, last_only=True)
-        _copy_states(request, self._request)
         self.fast_prefilled += count
         return logits
+
+    def prefills_in_copy(self, upcoming: int) -> bool:
+        """Whether ``prefill`` would compute its next pass with the fast prefill copy, ``upcoming`` prompt tokens
+        being left to prefill."""
+        if self._prefill_request is None:
+            return False
+        return self._states_in_copy or (upcoming >= FAST_PREFILL_MIN_TOKENS and upcoming * 8 >= self.physical_length)
+
+    def _take_states_back(self) -> None:
+        """Copy the states from the prefill copy into this request if the copy holds the current ones."""
+        if self._states_in_copy:
+            _copy_states(self._prefill_request, self._request)
+            self._states_in_copy = False
 
     def _make_room(self, count: int, n_ctx: int | None) -> None:
         """Squeeze dead slots out if feeding ``count`` tokens would pass n_ctx + slack or the sliding window."""
@@ -194,6 +223,7 @@ class KVCache:
 
     def _rewrite(self, slots: np.ndarray, shift_from: int, delta: int) -> None:
         """Replace every state by its ``slots`` entries; rotate keys from index ``shift_from`` by ``delta``."""
+        self._take_states_back()
         for state in self._request.query_state():
             data = state.state.data
             new = np.ascontiguousarray(data[:, :, slots, :])
@@ -205,12 +235,15 @@ class KVCache:
 
     def copy_from(self, other: "KVCache") -> None:
         """Make this cache a copy of ``other`` (a cache of the same compiled IR): states, tokens, slots, mask."""
+        other._take_states_back()
         _copy_states(other._request, self._request)
+        self._states_in_copy = False
         self.tokens, self._slots = list(other.tokens), list(other._slots)
         self._alive = other._alive.copy()
 
     def layer_keys(self, layer: int = 0) -> np.ndarray:
         """float32 ``[batch, kv_heads, len(self), head_dim]`` cached keys of one layer, live slots only."""
+        self._take_states_back()
         keys = [s for s in self._request.query_state() if _is_key_state(s.name)]
         keys.sort(key=lambda s: _layer_index(s.name))
         return keys[layer].state.data[:, :, self._slots, :].copy()

@@ -14,6 +14,7 @@ Design rules:
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, field, replace
 
 MAX_K = 16
@@ -244,3 +245,18 @@ class GenerationSettings:
         """A copy with another decoding choice."""
         return replace(self, decoding=decoding)
 
+
+def check_threads(threads: int | None) -> None:
+    """Refuse a CPU inference thread count (OpenVINO's INFERENCE_NUM_THREADS) outside [1, logical CPUs].
+
+    Args:
+        threads: the count, or None for all cores.
+
+    Raises:
+        SettingError: ``field`` ``"threads"``; the message names the range.
+    """
+    cpus = os.cpu_count() or 1
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cpus):
+        raise SettingError(
+            "threads", f"threads must be in [1, {cpus}] (this machine's logical CPUs), or left out for all of them; got {threads}"
+        )

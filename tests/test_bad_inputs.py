@@ -3,12 +3,13 @@
 import shutil
 
 import pytest
-from helpers import chat_ids, settings
+from helpers import PROMPTS, chat_ids, settings
 from tiny_models import default_gguf, write_tiny_llama
 
-from inference.chat import ChatSession
+from inference.chat import ChatSession, valid_text
 from inference.detokenizer import IncrementalDetokenizer
 from inference.engine import Engine
+from inference.events import ContextRolled, PromptOverflow, TextDelta
 from inference.model import ModelLoadError, TokenizerMismatchError, load_model
 from inference.settings import SettingError
 
@@ -119,3 +120,38 @@ def test_texts_longer_than_the_tokenizer_limit_are_encoded_whole(target):
     middle = text[:6000]
     whole = [int(t) for t in target.tokenizer.encode(middle, add_special_tokens=False).input_ids.data[0]]
     assert target.encode(middle) == whole  # pieces give the same ids as one call
+
+
+def test_lone_surrogates_are_replaced_before_the_chat_template(engine, target):
+    """A command-line argument with invalid UTF-8 arrives with lone surrogates (surrogateescape), which the chat
+    template refuses; every message is made valid Unicode on its way there (U+FFFD), whichever front end sent it."""
+    bad = "Hello \udcff\udcfe world"
+    with pytest.raises((RuntimeError, UnicodeError)):
+        target.tokenizer.apply_chat_template([{"role": "user", "content": bad}], add_generation_prompt=True)
+    session = ChatSession(engine, system_prompt="Be brief \udcff.")
+    events = list(session.send(bad, settings("ar", max_new_tokens=4)))
+    assert events[-1].stats.new_tokens >= 1
+    rendered = target.tokenizer.decode(session.prompt_ids(), skip_special_tokens=False)
+    assert "Hello \ufffd\ufffd world" in rendered and "Be brief \ufffd." in rendered
+    assert session.messages[0]["content"] == bad  # the history keeps what was sent; only the template sees U+FFFD
+    assert valid_text("pair \ud83d\ude00, lone \ud83d") == "pair \U0001f600, lone \ufffd"
+
+
+def test_a_prompt_longer_than_n_ctx_is_announced_before_its_prefill(engine, target):
+    ids = chat_ids(target, " ".join(PROMPTS * 3))
+    engine.reset()
+    events = list(engine.generate(ids, settings("ar", max_new_tokens=4, n_ctx=64, n_discard=20)))
+    assert isinstance(events[0], PromptOverflow)
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    rolled = sum(e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled))
+    assert events[0] == PromptOverflow(prompt_tokens=len(ids), n_ctx=64, discarded_tokens=rolled) and rolled >= 3 * 20
+    engine.reset()
+    fits = list(engine.generate(ids[:60], settings("ar", max_new_tokens=2, n_ctx=64)))
+    assert not [e for e in fits if isinstance(e, PromptOverflow)]
+
+
+@pytest.mark.parametrize("threads", [-1, 0, 10_000])
+def test_a_thread_count_out_of_range_is_a_setting_error_not_a_corrupt_model(int4_dir, threads):
+    with pytest.raises(SettingError, match=r"threads must be in \[1, \d+\]") as error:
+        Engine.load(int4_dir, num_threads=threads)
+    assert error.value.field == "threads"

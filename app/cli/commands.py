@@ -9,12 +9,13 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 from app import __version__
 from inference.chat import ChatSession
 from inference.devices import available_devices
 from inference.engine import Engine
-from inference.events import Finished, GenerationStats, TextDelta
+from inference.events import Finished, GenerationStats, PromptOverflow, TextDelta
 from inference.model import ModelLoadError
 from inference.models import default_model, store
 from inference.models.errors import ModelFetchError
@@ -27,9 +28,13 @@ from inference.settings import (
     GenerationSettings,
     SamplingSettings,
     SpeculativeSettings,
+    check_threads,
 )
 
 SAMPLING, CONTEXT, SPECULATIVE = SamplingSettings(), ContextSettings(), SpeculativeSettings()  # the defaults
+DEFAULT_BITS = 4
+#: Starts and ends a message of several lines in ``specchat chat`` (as in ollama's terminal chat).
+MULTILINE = '"""'
 
 USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError)
 
@@ -45,10 +50,10 @@ def _n_keep(value: str) -> int | str:
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, help="target model folder (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=4, help="bit-width of the default model")
+    parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
     parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
-    parser.add_argument("--draft", default="lookup", help="draft model folder, or 'lookup' for prompt-lookup drafting")
-    parser.add_argument("--k", type=int, default=SPECULATIVE.k, help=f"draft tokens per step (1..{MAX_K})")
+    parser.add_argument("--draft", default=None, help="with --mode spec or compare: draft model folder, or 'lookup' for prompt-lookup drafting (default)")
+    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {SPECULATIVE.k})")
     parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
     parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
     parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
@@ -62,7 +67,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv-cache-precision", choices=KV_CACHE_PRECISIONS, default="auto", help="KV-cache storage; auto = f32 with f32 compute, else the device's (u8)")
     parser.add_argument("--dynamic-quantization", choices=SWITCHES, default="auto", help="quantize activations on the fly; auto = off with f32 compute")
     parser.add_argument("--fast-prefill", choices=SWITCHES, default="auto", help="prefill long prompts with a bf16 copy of the model; auto = where the CPU has bf16")
-    parser.add_argument("--threads", type=int, default=None, help="CPU inference threads (default: all cores)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU inference threads, 1 to the machine's logical CPUs (default: all)")
     parser.add_argument("--temperature", type=float, default=SAMPLING.temperature, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
     parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
@@ -91,10 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     folders = [_folder_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)]
     commands = parser.add_subparsers(dest="command")
     generate = commands.add_parser("generate", parents=folders, help="stream one reply to stdout, statistics to stderr")
-    generate.add_argument("prompt")
+    generate.add_argument("prompt", nargs="?", help="the message (or give it with -f)")
+    generate.add_argument(
+        "-f", "--file", metavar="FILE", help="read the message from FILE (UTF-8), or from stdin with '-' (for long prompts)"
+    )
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     _add_engine_options(generate)
-    chat = commands.add_parser("chat", parents=folders, help="multi-turn chat in the terminal (/reset, /exit)")
+    chat = commands.add_parser(
+        "chat", parents=folders, help=f"multi-turn chat in the terminal (/reset, /exit; {MULTILINE} starts and ends a multi-line message)",
+        description=f"Multi-turn chat in the terminal. Each line is a message; a message of several lines (pasted text) "
+        f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /reset clears the conversation, /exit quits "
+        "(or Ctrl+D), Ctrl+C stops a reply.",
+    )
     _add_engine_options(chat)
     models = commands.add_parser("models", parents=folders, help="manage models: list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
@@ -110,7 +123,85 @@ def _decoding(args: argparse.Namespace, mode: str) -> Decoding:
     """``--mode ar|spec`` and ``--draft lookup|PATH`` as one decoding choice."""
     if mode == "ar":
         return Decoding.AUTOREGRESSIVE
-    return Decoding.PROMPT_LOOKUP if args.draft == "lookup" else Decoding.DRAFT_MODEL
+    return Decoding.PROMPT_LOOKUP if args.draft in (None, "lookup") else Decoding.DRAFT_MODEL
+
+
+def _draft_model(args: argparse.Namespace) -> Path | None:
+    """The draft model folder the run uses: ``--draft PATH`` with a speculative mode, else None."""
+    return Path(args.draft) if args.mode != "ar" and args.draft not in (None, "lookup") else None
+
+
+def unused_options(args: argparse.Namespace) -> list[str]:
+    """One note per option given that the run will not use (so that nothing is ignored silently)."""
+    notes = []
+    if args.mode == "ar":
+        given = [("--draft", args.draft), ("--draft-device", args.draft_device), ("--k", args.k), ("--adaptive-k", args.adaptive_k or None)]
+        notes += [
+            f"{option} is unused with --mode ar (autoregressive decoding drafts nothing); add --mode spec to use it"
+            for option, value in given
+            if value is not None
+        ]
+    elif args.draft_device is not None and _draft_model(args) is None:
+        notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
+    if args.bits is not None and args.model is not None:
+        notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
+    return notes
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    """The message of ``specchat generate``: its argument, or the text of ``-f FILE`` (``-``: stdin).
+
+    A file is read as UTF-8, invalid bytes becoming U+FFFD, without its final line break.
+
+    Raises:
+        ValueError: both or neither given, or the file cannot be read (the message names it).
+    """
+    if (args.prompt is None) == (args.file is None):
+        both = args.prompt is not None
+        raise ValueError(
+            f"give the message {'either ' if both else ''}as an argument or with -f FILE ('-f -' reads stdin)"
+            + (", not both" if both else "")
+        )
+    if args.file is None:
+        return args.prompt
+    if args.file == "-":
+        stdin = getattr(sys.stdin, "buffer", None)
+        text = stdin.read().decode("utf-8", errors="replace") if stdin is not None else sys.stdin.read()
+    else:
+        try:
+            text = Path(args.file).expanduser().read_bytes().decode("utf-8", errors="replace")
+        except OSError as error:
+            raise ValueError(f"cannot read the prompt file {args.file}: {error.strerror or error}") from None
+    return text.rstrip("\r\n")
+
+
+def read_message(read_line: Callable[[str], str] = input) -> str:
+    """One message of ``specchat chat``: a line, or the lines from one that starts with MULTILINE to one that ends
+    with it (ollama's convention for pasted text; ``\"\"\"one line\"\"\"`` works too).
+
+    Args:
+        read_line: shows a prompt and returns the next line without its line break (``input``).
+
+    Raises:
+        EOFError: the input ended before a message began (a multi-line message that input ends is returned).
+    """
+    line = read_line("> ")
+    opened = line.lstrip()
+    if not opened.startswith(MULTILINE):
+        return line
+    first = opened[len(MULTILINE) :]
+    if first.rstrip().endswith(MULTILINE):
+        return first.rstrip()[: -len(MULTILINE)]
+    lines = [first] if first else []
+    while True:
+        try:
+            line = read_line("... ")
+        except EOFError:
+            return "\n".join(lines)
+        if line.rstrip().endswith(MULTILINE):
+            last = line.rstrip()[: -len(MULTILINE)]
+            return "\n".join(lines + ([last] if last else []))
+        lines.append(line)
 
 
 def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
@@ -125,9 +216,10 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
             stop_strings=tuple(args.stop),
         ),
         context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
-        speculative=SpeculativeSettings(k=args.k, adaptive=args.adaptive_k),
+        speculative=SpeculativeSettings(k=SPECULATIVE.k if args.k is None else args.k, adaptive=args.adaptive_k),
     )
     settings.validate()
+    check_threads(args.threads)
     return settings
 
 
@@ -136,8 +228,10 @@ def _progress(message: str) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    target = args.model or default_model.ensure_default_model(args.bits, progress=_progress)
-    draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
+    for note in unused_options(args):
+        print(f"note: {note}", file=sys.stderr)
+    target = args.model or default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
+    draft = _draft_model(args)
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
 
@@ -155,7 +249,9 @@ def _ctrl_c_cancels(cancel: threading.Event):
 def _stream(events, out) -> GenerationStats:
     stats = None
     for event in events:
-        if isinstance(event, TextDelta) and out is not None:
+        if isinstance(event, PromptOverflow):
+            print(f"note: {overflow_notice(event)}", file=sys.stderr, flush=True)
+        elif isinstance(event, TextDelta) and out is not None:
             out.write(event.text)
             out.flush()
         elif isinstance(event, Finished):
@@ -163,6 +259,14 @@ def _stream(events, out) -> GenerationStats:
     if out is not None:
         out.write("\n")
     return stats
+
+
+def overflow_notice(event: PromptOverflow) -> str:
+    """What a prompt longer than n_ctx loses, said before its prefill starts."""
+    return (
+        f"the prompt is {event.prompt_tokens} tokens, more than n_ctx {event.n_ctx}: the rolling context discards "
+        f"{event.discarded_tokens} of them (the oldest after the first n_keep) before the reply; raise --n-ctx to keep them"
+    )
 
 
 def describe(stats: GenerationStats) -> str:
@@ -195,6 +299,7 @@ def summary(stats: GenerationStats) -> dict:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    prompt = read_prompt(args)
     modes = ["ar", "spec"] if args.mode == "compare" else [args.mode]
     settings = {mode: _settings(args, mode) for mode in modes}
     engine = _engine(args)
@@ -207,7 +312,7 @@ def _generate(args: argparse.Namespace) -> int:
         if args.mode == "compare" and not args.json:
             print(f"--- {'autoregressive' if mode == 'ar' else 'speculative'}", file=sys.stderr)
         with _ctrl_c_cancels(cancel):
-            events = session.send(args.prompt, settings[mode], cancel)
+            events = session.send(prompt, settings[mode], cancel)
             results[mode] = _stream(events, None if args.json else sys.stdout)
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
@@ -215,7 +320,7 @@ def _generate(args: argparse.Namespace) -> int:
         ar, spec = results["ar"], results["spec"]
         speedup = spec.decode_tokens_per_s / ar.decode_tokens_per_s if ar.decode_tokens_per_s else 0.0
         identical = ar.token_ids == spec.token_ids
-        difference = _explain_difference(engine, args, settings["ar"], ar, spec)
+        difference = _explain_difference(engine, args.system, prompt, settings["ar"], ar, spec)
         if args.json:
             print(json.dumps({
                 "autoregressive": summary(ar),
@@ -236,22 +341,31 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explain_difference(engine: Engine, args: argparse.Namespace, settings: GenerationSettings, ar: GenerationStats, spec: GenerationStats):
+def _explain_difference(
+    engine: Engine, system: str, prompt: str, settings: GenerationSettings, ar: GenerationStats, spec: GenerationStats
+):
     """For greedy replies that differ: where, and whether measured noise explains it (None otherwise)."""
     if not settings.sampling.greedy or ar.token_ids == spec.token_ids:
         return None
-    session = ChatSession(engine, args.system, [{"role": "user", "content": args.prompt}])
+    session = ChatSession(engine, system, [{"role": "user", "content": prompt}])
     return session.first_difference(ar.token_ids, spec.token_ids, settings)
 
 
 def _chat(args: argparse.Namespace) -> int:
-    mode = "spec" if args.mode == "spec" else "ar"
-    settings = _settings(args, mode)
+    if args.mode == "compare":
+        raise ValueError("--mode compare runs one message twice: use it with `specchat generate`; chat takes --mode ar or spec")
+    settings = _settings(args, args.mode)
     session = ChatSession(_engine(args), args.system)
-    print("SpecChat terminal chat. /reset clears the conversation, /exit quits, Ctrl+C stops a reply.", file=sys.stderr)
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")  # invalid UTF-8 typed or piped in becomes U+FFFD, not a crash
+    print(
+        f"SpecChat terminal chat. {MULTILINE} starts and ends a message of several lines; /reset clears the conversation, "
+        "/exit quits, Ctrl+C stops a reply.",
+        file=sys.stderr,
+    )
     while True:
         try:
-            text = input("> ")
+            text = read_message(input)
         except (EOFError, KeyboardInterrupt):
             print(file=sys.stderr)
             return 0
@@ -268,6 +382,8 @@ def _chat(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             continue
         print(describe(stats), file=sys.stderr)
+        if stats.stop_reason == "cancelled" and not stats.token_ids:
+            print("stopped before the reply began: the message was not kept", file=sys.stderr)
 
 
 def _models(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import sqlite3
 import time
 from typing import Callable
 
-from inference.events import ContextRolled, Finished, StepStats, TextDelta
+from inference.events import ContextRolled, Finished, PromptOverflow, StepStats, TextDelta
 
 from .history_db import HistoryDB, Message
 from .reply_format import stats_dict
@@ -65,6 +65,7 @@ class ReplyRecorder:
         self.spec_token_ids: list[int] = []
         self.compare_data: dict = {"ar": {}, "spec": {}, "speedup": None, "identical": None} if compare else {}
         self.last_step: StepStats | None = None
+        self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
         self.rolls = 0
         self.saves = 0
         self._last_save = clock()
@@ -91,6 +92,7 @@ class ReplyRecorder:
         self.phase = mode
         self._phase_extra = extra
         self.last_step = None
+        self.overflow = None
         if self.compare:
             self.compare_data[mode] = {"mode": mode, **extra, "text": ""}
 
@@ -116,6 +118,8 @@ class ReplyRecorder:
                 self.last_step = event
             elif isinstance(event, ContextRolled):
                 self.rolls += 1
+            elif isinstance(event, PromptOverflow):
+                self.overflow = event
             elif isinstance(event, Finished):
                 self._finished(event)
         if self._dirty and self._clock() - self._last_save >= self.save_interval_s:
@@ -150,7 +154,13 @@ class ReplyRecorder:
         """Progress line for the footer while streaming: tokens so far, tokens/s, acceptance rate."""
         step = self.last_step
         if step is None:
-            return "Generating…" if self.phase is None or not self.compare else f"{_PHASES.get(self.phase, '')}: starting…"
+            text = "Generating…" if self.phase is None or not self.compare else f"{_PHASES.get(self.phase, '')}: starting…"
+            if self.overflow is not None:
+                text += (
+                    f" · the prompt ({self.overflow.prompt_tokens} tokens) is longer than n_ctx {self.overflow.n_ctx}: "
+                    f"{self.overflow.discarded_tokens} of its oldest tokens are discarded"
+                )
+            return text
         rate = step.generated / step.elapsed_s if step.elapsed_s > 0 else 0.0
         parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]
         if self.phase == "spec" and step.drafted:

@@ -1,0 +1,35 @@
+"""A long message in the window: the footer says what the rolling context discards before the reply starts, and
+Stop ends the reply during the prefill, within seconds."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from conftest import FAST
+from gui_helpers import click
+
+GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
+# A prefill pass takes about a second on 2 quiet cores; the inference thread runs at a lower priority (nice 5), so
+# on a busy machine a pass takes several. The whole prefill below takes tens of seconds.
+STOP_WITHIN_S = 10.0
+
+
+def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window):
+    window = make_window(FAST.with_values(n_ctx=1024))
+    updates = []
+    window.replies.updated.connect(lambda reply, text: updates.append((reply.stats.get("live") or "", text)))
+    window.composer.set_text(GENESIS.read_text(encoding="utf-8")[:14_000])  # ~3,500 tokens: a prefill of many passes
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        window.composer.submit()
+        qtbot.waitUntil(lambda: any("longer than n_ctx 1024" in live for live, _ in updates), timeout=30_000)
+        qtbot.wait(1500)
+        click(qtbot, window.composer.stop_button)
+        stopped_at = time.perf_counter()
+    stop_took = time.perf_counter() - stopped_at
+    final = finished.args[0]
+    assert stop_took < STOP_WITHIN_S, f"the reply ended {stop_took:.1f} s after Stop"
+    # No text at all: the prefill itself was stopped (after it, the first token comes before cancel is checked).
+    assert final.state == "stopped" and final.content == "" and final.stats["stop_reason"] == "cancelled"
+    notice = next(i for i, (live, _) in enumerate(updates) if "longer than n_ctx 1024" in live)
+    assert all(text == "" for _, text in updates[: notice + 1])  # said before any reply text

@@ -1,0 +1,186 @@
+"""How the command line takes its input: long prompts from a file or stdin, multi-line chat messages, invalid
+UTF-8, unused or invalid options, Ctrl+C during a long prefill, and a read-only data folder."""
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.cli.commands import build_parser, read_message, read_prompt, unused_options
+
+BIG_PROMPT_BYTES = 140 * 1024  # more than one argument may hold (Linux: 128 KiB)
+
+
+def _env(data_dir):
+    return {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir)}
+
+
+def _specchat(*args, data_dir, stdin=None, timeout=300):
+    command = [sys.executable, "-m", "app", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, env=_env(data_dir), timeout=timeout)
+
+
+def _lines(text_of_read_line):
+    lines = iter(text_of_read_line)
+
+    def read_line(prompt):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    return read_line
+
+
+def test_read_message_takes_triple_quoted_lines_as_one_message():
+    assert read_message(_lines(["hello"])) == "hello"
+    assert read_message(_lines(['"""', "first line", "", "  second", '"""'])) == "first line\n\n  second"
+    assert read_message(_lines(['"""first', 'last"""'])) == "first\nlast"
+    assert read_message(_lines(['"""one line"""'])) == "one line"
+    assert read_message(_lines(['"""', "cut by the end of input"])) == "cut by the end of input"
+    with pytest.raises(EOFError):
+        read_message(_lines([]))
+
+
+def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
+    parser = build_parser()
+    assert read_prompt(parser.parse_args(["generate", "Hi"])) == "Hi"
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(b"line one\nline \xff two\n")
+    assert read_prompt(parser.parse_args(["generate", "-f", str(path)])) == "line one\nline \ufffd two"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("from stdin\n"))
+    assert read_prompt(parser.parse_args(["generate", "-f", "-"])) == "from stdin"
+    with pytest.raises(ValueError, match="as an argument or with -f FILE"):
+        read_prompt(parser.parse_args(["generate"]))
+    with pytest.raises(ValueError, match="not both"):
+        read_prompt(parser.parse_args(["generate", "Hi", "-f", str(path)]))
+    with pytest.raises(ValueError, match="cannot read the prompt file .*missing.txt: No such file"):
+        read_prompt(parser.parse_args(["generate", "-f", str(tmp_path / "missing.txt")]))
+
+
+@pytest.mark.parametrize(
+    "args,unused",
+    [
+        (["--draft", "/some/draft"], ["--draft"]),
+        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--draft-device", "--k", "--adaptive-k"]),
+        (["--mode", "spec", "--draft-device", "CPU"], ["--draft-device"]),
+        (["--model", "/some/model", "--bits", "8"], ["--bits"]),
+        (["--mode", "spec", "--draft", "/some/draft", "--k", "3", "--draft-device", "CPU"], []),
+    ],
+)
+def test_options_the_run_would_ignore_are_named(args, unused):
+    notes = unused_options(build_parser().parse_args(["generate", "Hi", *args]))
+    assert [note.split()[0] for note in notes] == unused
+
+
+def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_its_prefill(int4_dir, data_dir, tmp_path):
+    """140 KiB of text (~35k tokens, minutes of prefill on 2 cores): the overflow is announced before the prefill,
+    and SIGINT (Ctrl+C) a few seconds in ends the run within seconds, keeping the exit status 0."""
+    genesis = (os.path.dirname(__file__) + "/../bench/data/kjv_genesis.txt")
+    text = open(genesis, encoding="utf-8").read()
+    path = tmp_path / "long.txt"
+    path.write_text((text * (BIG_PROMPT_BYTES // len(text) + 1))[:BIG_PROMPT_BYTES], encoding="utf-8")
+    command = [sys.executable, "-m", "app", "generate", "-f", str(path), "--max-new-tokens", "8"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(data_dir), text=True)
+    try:
+        note = process.stderr.readline()
+        while note and not note.startswith("note: the prompt is"):
+            note = process.stderr.readline()
+        assert "more than n_ctx 4096" in note and "raise --n-ctx" in note
+        assert int(note.split("the prompt is ")[1].split()[0]) > 30_000
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        sent = time.perf_counter()
+        stdout, stderr = process.communicate(timeout=60)
+        stopped_after = time.perf_counter() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert stopped_after < 5, f"the run ended {stopped_after:.1f} s after Ctrl+C"
+    assert "0 tokens" in stderr and "stop: cancelled" in stderr and "Traceback" not in stderr
+
+
+def test_generate_reads_stdin_and_takes_invalid_utf8_arguments(int4_dir, data_dir):
+    piped = _specchat("generate", "-f", "-", "--max-new-tokens", "6", "--json", data_dir=data_dir, stdin=b"What is the capital of France?\n")
+    assert piped.returncode == 0, piped.stderr
+    assert b'"new_tokens"' in piped.stdout
+    raw = _specchat("generate", b"Hello \xff\xfe world", "--max-new-tokens", "4", data_dir=data_dir)
+    assert raw.returncode == 0 and b"Traceback" not in raw.stderr, raw.stderr.decode(errors="replace")
+    assert b"stop: " in raw.stderr
+
+
+def test_chat_sends_a_triple_quoted_paste_as_one_message(int4_dir, data_dir):
+    session = b'"""\nFirst line of a pasted text.\n\nIts second paragraph.\n"""\n\xff bad byte\n/exit\n'
+    result = _specchat("chat", "--max-new-tokens", "4", data_dir=data_dir, stdin=session)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0 and "Traceback" not in stderr, stderr
+    assert stderr.count("[ar] ") == 2  # two messages: the paste, then the line with the invalid byte
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--threads", "-1"], "threads must be in [1, "),
+        (["--threads", "0"], "threads must be in [1, "),
+    ],
+)
+def test_an_invalid_thread_count_is_a_setting_error(int4_dir, data_dir, args, message):
+    result = _specchat("generate", "Hi", *args, data_dir=data_dir)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and message in stderr and "Traceback" not in stderr
+    assert "corrupt" not in stderr
+
+
+def test_unused_options_are_said_on_stderr(int4_dir, data_dir):
+    result = _specchat("generate", "Hi", "--draft", "/nowhere/draft", "--max-new-tokens", "2", data_dir=data_dir)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    assert "note: --draft is unused with --mode ar" in stderr
+
+
+def test_chat_refuses_compare_mode(data_dir):
+    result = _specchat("chat", "--mode", "compare", data_dir=data_dir, stdin=b"")
+    assert result.returncode == 2 and b"--mode compare" in result.stderr and b"Traceback" not in result.stderr
+
+
+def _read_only_runner(folder):
+    """A command prefix that runs a command with ``folder`` read-only: chmod 555 for a normal user; for root, whom
+    permissions do not stop, a read-only bind mount in a private mount namespace (``unshare -m``). None if neither
+    works here."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return []
+    if shutil.which("unshare") is None:
+        return None
+    script = f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}" && exec "$@"'
+    runner = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"]
+    probe = subprocess.run([*runner, "touch", str(folder / "probe")], capture_output=True, text=True)
+    return runner if "Read-only file system" in probe.stderr else None
+
+
+@pytest.mark.parametrize("args", [["generate", "Hi"], ["chat"], ["models", "fetch-default"], ["models", "list"]])
+def test_a_read_only_data_folder_is_one_line_not_a_traceback(tmp_path, args):
+    """An empty data folder nothing can be written to: what needs the default model says so in one line (exit 2);
+    listing models needs no writing."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    runner = _read_only_runner(folder)
+    if runner is None:
+        pytest.skip("cannot make a folder read-only here (root without mount namespaces)")
+    command = [*runner, sys.executable, "-m", "app", "--data-dir", str(folder), "--config-dir", str(tmp_path / "config"), *args]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    finally:
+        folder.chmod(0o755)
+    assert "Traceback" not in result.stderr, result.stderr
+    if args == ["models", "list"]:
+        assert result.returncode == 0 and "no models installed" in result.stderr
+        return
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and last.startswith("error: ") and "--data-dir" in last
+    assert "Read-only file system" in last or "Permission denied" in last
