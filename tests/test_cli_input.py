@@ -101,7 +101,8 @@ def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_it
     finally:
         process.kill()
     assert process.returncode == 0, stderr
-    assert stopped_after < 5, f"the run ended {stopped_after:.1f} s after Ctrl+C"
+    # About a second per pass on 2 quiet cores, several on a busy machine; the whole prefill takes many minutes.
+    assert stopped_after < 15, f"the run ended {stopped_after:.1f} s after Ctrl+C"
     assert "0 tokens" in stderr and "stop: cancelled" in stderr and "Traceback" not in stderr
 
 

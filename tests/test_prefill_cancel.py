@@ -8,14 +8,15 @@ import pytest
 from helpers import PROMPTS, chat_ids, require_native, settings
 
 from inference.chat import ChatSession
-from inference.engine import Engine
+from inference.engine import Engine, prefill_pass_size
 from inference.events import Finished, TextDelta
 from inference.model import load_model
 from inference.precision import PrecisionSettings
 
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
 GENESIS = __import__("pathlib").Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt"
-# Generous: a pass takes about a second on 2 cores; a full prefill of the prompt below takes tens of seconds.
+# Generous: a pass takes about a second on 2 quiet cores (several on a busy machine: the bound grows with the
+# time of a first pass measured just before); a full prefill of the prompt below takes tens of passes.
 STOP_WITHIN_S = 5.0
 
 
@@ -27,6 +28,14 @@ def exact_model(int4_dir):
 @pytest.fixture(scope="module")
 def long_text():
     return GENESIS.read_text(encoding="utf-8")[:14_000]  # ~3,500 tokens: 30+ s of f32 prefill on 2 cores
+
+
+def _stop_bound(model, ids):
+    """STOP_WITHIN_S, or three times the time the longest pass (the first) takes now if the machine is that busy."""
+    size = prefill_pass_size(0, model.prefill_compiled is not None)
+    start = time.perf_counter()
+    Engine(model).generate_text(ids[:size], settings("ar", max_new_tokens=1))
+    return max(STOP_WITHIN_S, 3 * (time.perf_counter() - start))
 
 
 def _generate_and_cancel_after(engine, ids, delay_s):
@@ -51,8 +60,9 @@ def test_cancel_during_a_long_prefill_stops_within_seconds_and_keeps_the_cache_c
     engine = Engine(model)
     ids = chat_ids(model, long_text)
     assert len(ids) > 3000
+    bound = _stop_bound(model, ids)
     events, after_cancel = _generate_and_cancel_after(engine, ids, 1.0)
-    assert after_cancel < STOP_WITHIN_S, f"generate returned {after_cancel:.1f} s after the cancel"
+    assert after_cancel < bound, f"generate returned {after_cancel:.1f} s after the cancel"
     assert not [e for e in events if isinstance(e, TextDelta)]
     stats = events[-1].stats
     assert isinstance(events[-1], Finished) and stats.stop_reason == "cancelled" and stats.new_tokens == 0

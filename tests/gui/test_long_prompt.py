@@ -12,7 +12,7 @@ from gui_helpers import click
 GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
 # A prefill pass takes about a second on 2 quiet cores; the inference thread runs at a lower priority (nice 5), so
 # on a busy machine a pass takes several. The whole prefill below takes tens of seconds.
-STOP_WITHIN_S = 10.0
+STOP_WITHIN_S = 15.0
 
 
 def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window):
