@@ -78,7 +78,7 @@ def test_cancel_during_a_long_prefill_stops_within_seconds_and_keeps_the_cache_c
 def test_a_cancelled_prefill_continues_where_it_stopped(exact_model, long_text):
     """Sent again, the cancelled prompt reuses the passes already in the cache, and its reply equals a fresh run's."""
     engine = Engine(exact_model)
-    ids = chat_ids(exact_model, long_text[:4000])  # ~1,000 tokens: a few passes
+    ids = chat_ids(exact_model, long_text[:8000])  # ~2,000 tokens: a first pass of 1,024, then shorter ones
     events, _ = _generate_and_cancel_after(engine, ids, 0.5)
     done = events[-1].stats.prefilled_tokens
     assert events[-1].stats.stop_reason == "cancelled" and 0 < done < len(ids)
