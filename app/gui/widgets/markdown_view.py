@@ -1,12 +1,15 @@
 """Safe Markdown rendering of one message, growing to fit its text, with optional draft-token highlighting.
 
-Model output is rendered with Qt's own Markdown support (GitHub dialect, raw HTML shown as text). Nothing it
-names is ever loaded: :meth:`MarkdownView.loadResource` refuses every image or other resource, and links open
-in the browser only when the user clicks them.
+Model output is rendered with Qt's own Markdown support (GitHub dialect, raw HTML shown as text), with each single
+newline kept as a line break as chat apps do (a haiku keeps its three lines; code blocks are unchanged). User
+messages are shown as plain text, exactly as typed. Nothing a message names is ever loaded:
+:meth:`MarkdownView.loadResource` refuses every image or other resource, and links open in the browser only when
+the user clicks them.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 
@@ -22,6 +25,43 @@ DRAFT_BACKGROUND = QColor("#c8f2d0")
 _WORD = re.compile(r"\S+")
 _MARKUP = "*_`#>~|"
 _SEARCH_SLACK = 24  # rendered text may skip this many characters of markup between two words
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+HARD_BREAK = "  "  # two trailing spaces: CommonMark's hard line break (a backslash would show inside inline code)
+
+
+def hard_line_breaks(markdown: str) -> tuple[str, list[int]]:
+    """Turn each single newline of ``markdown`` into a hard line break, as chat apps render replies.
+
+    Outside fenced code blocks, a line followed by a non-blank line gets two trailing spaces (a blank line still
+    separates paragraphs; where a break means nothing, at the end of a list item, heading or table row, CommonMark
+    ignores it). Fenced code is left as it is.
+
+    Returns:
+        The converted text, and the offsets in ``markdown`` where the spaces were inserted (ascending), to map
+        offsets of the original text (draft spans) to the converted one with :func:`shift_spans`.
+    """
+    lines = markdown.split("\n")
+    inserted: list[int] = []
+    fence = ""
+    offset = 0
+    for index, line in enumerate(lines[:-1]):
+        marker = _FENCE.match(line)
+        if marker and (not fence or marker.group(1) == fence):
+            fence = "" if fence else marker.group(1)
+        elif not fence and line.strip() and lines[index + 1].strip() and not line.endswith((HARD_BREAK, "\\")):
+            inserted.append(offset + len(line))
+            lines[index] = line + HARD_BREAK
+        offset += len(line) + 1  # the line as given, and its newline
+    return "\n".join(lines), inserted
+
+
+def shift_spans(spans: list[list[int]], inserted: list[int]) -> list[list[int]]:
+    """``[start, end)`` offsets of the text given to :func:`hard_line_breaks`, as offsets of its result."""
+
+    def shifted(position: int) -> int:
+        return position + len(HARD_BREAK) * bisect.bisect_left(inserted, position)
+
+    return [[shifted(start), shifted(end)] for start, end in spans]
 
 
 def draft_ranges(raw: str, spans: list[list[int]], rendered: str) -> list[tuple[int, int]]:
@@ -70,7 +110,7 @@ def _span_of(spans: list[list[int]], position: int):
 
 
 class MarkdownView(QTextBrowser):
-    """A read-only Markdown view whose height follows its content (it never scrolls by itself).
+    """A read-only Markdown (or plain text) view whose height follows its content (it never scrolls by itself).
 
     Attributes:
         blocked_resources: URLs the content asked for and that were refused (images, style sheets...).
@@ -84,6 +124,7 @@ class MarkdownView(QTextBrowser):
         self._markdown = ""
         self._spans: list[list[int]] = []
         self._highlight = False
+        self._plain = False
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._open_link)
@@ -119,31 +160,42 @@ class MarkdownView(QTextBrowser):
 
     @property
     def markdown(self) -> str:
-        """The Markdown source shown."""
+        """The Markdown source shown (the plain text, for :meth:`set_plain_text`)."""
         return self._markdown
 
     def set_markdown(self, text: str, draft_spans: list[list[int]] | None = None, highlight: bool = False) -> None:
-        """Render ``text``; with ``highlight``, colour the characters of ``draft_spans`` (accepted draft tokens)."""
-        spans = [list(span) for span in draft_spans or []]
-        if (text, spans, highlight) == (self._markdown, self._spans, self._highlight) and self._rendered:
+        """Render ``text`` with single newlines kept as line breaks; with ``highlight``, colour the characters of
+        ``draft_spans`` (``[start, end)`` offsets of ``text``: accepted draft tokens)."""
+        self._show(text, [list(span) for span in draft_spans or []], highlight, plain=False)
+
+    def set_plain_text(self, text: str) -> None:
+        """Show ``text`` as typed: no Markdown, every line break kept (user messages)."""
+        self._show(text, [], False, plain=True)
+
+    def _show(self, text: str, spans: list[list[int]], highlight: bool, plain: bool) -> None:
+        if (text, spans, highlight, plain) == (self._markdown, self._spans, self._highlight, self._plain) and self._rendered:
             return
-        self._markdown, self._spans, self._highlight = text, spans, highlight
+        self._markdown, self._spans, self._highlight, self._plain = text, spans, highlight, plain
         self._rendered = True
         document = self.document()
         self._fitting = False  # one height update at the end, not one per format change
-        document.setMarkdown(text, MARKDOWN_FEATURES)
-        cursor = QTextCursor(document)
-        cursor.beginEditBlock()
-        self._style_code(document, cursor)
-        if highlight and self._spans:
-            self._apply_highlight(document, cursor)
-        cursor.endEditBlock()
+        if plain:
+            document.setPlainText(text)
+        else:
+            markdown, inserted = hard_line_breaks(text)
+            document.setMarkdown(markdown, MARKDOWN_FEATURES)
+            cursor = QTextCursor(document)
+            cursor.beginEditBlock()
+            self._style_code(document, cursor)
+            if highlight and self._spans:
+                self._apply_highlight(document, cursor, markdown, shift_spans(self._spans, inserted))
+            cursor.endEditBlock()
         self._fitting = True
         self._fit_height()
 
     def set_highlight(self, highlight: bool) -> None:
-        """Turn draft-token highlighting on or off (re-renders)."""
-        if highlight != self._highlight:
+        """Turn draft-token highlighting on or off (re-renders; plain text is never highlighted)."""
+        if highlight != self._highlight and not self._plain:
             self.set_markdown(self._markdown, self._spans, highlight)
 
     def highlighted_text(self) -> list[str]:
@@ -184,10 +236,11 @@ class MarkdownView(QTextBrowser):
                     iterator += 1
             block = block.next()
 
-    def _apply_highlight(self, document: QTextDocument, cursor: QTextCursor) -> None:
+    @staticmethod
+    def _apply_highlight(document: QTextDocument, cursor: QTextCursor, markdown: str, spans: list[list[int]]) -> None:
         fmt = QTextCharFormat()
         fmt.setBackground(DRAFT_BACKGROUND)
-        for start, end in draft_ranges(self._markdown, self._spans, document.toPlainText()):
+        for start, end in draft_ranges(markdown, spans, document.toPlainText()):
             cursor.setPosition(start)
             cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(fmt)
