@@ -34,6 +34,7 @@ from inference.settings import MAX_K, MAX_TEMPERATURE, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings
 from .dialogs import choose_file
+from .wheel_guard import guard_wheel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
 #: Upper end of the spin boxes without a stated maximum (token counts).
@@ -200,6 +201,12 @@ class SettingsPane(QScrollArea):
             widget.valueChanged.connect(self._edited)
         self.adaptive_k.toggled.connect(self._edited)
         self.seed.textChanged.connect(self._edited)
+        guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Guard the fields added after construction (by the sampling group, say) against the wheel too."""
+        guard_wheel(self)
+        super().showEvent(event)
 
     # --- building ---------------------------------------------------------------------------------
 
