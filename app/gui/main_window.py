@@ -485,7 +485,7 @@ class MainWindow(QMainWindow):
         Nothing is sent (and the reason shown in place) while a reply streams, with invalid settings, or with
         an empty message.
         """
-        errors = self.settings_pane.errors()
+        errors = self.settings_pane.errors(compare=compare)
         refusal = self.replies.refusal(text) or (f"Fix the settings first: {next(iter(errors.values()))}" if errors else None)
         if refusal:
             self.composer.show_error(refusal)

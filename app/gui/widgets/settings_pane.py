@@ -2,7 +2,8 @@
 
 Every edit is checked at once with the engine's validation (``AppSettings.field_errors``); an invalid value is
 flagged next to its field with the allowed range, and the settings stay invalid (sending is blocked) until it is
-fixed, so bad settings never reach the engine. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
+fixed, so bad settings never reach the engine. Only what the chosen decoding uses blocks Send: an invalid K in
+autoregressive mode is flagged and blocks Compare only. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class SettingsPane(QScrollArea):
         self._external_errors: dict[str, str] = {}
         self._advisories: dict[str, str] = {}
         self._errors: dict[str, str] = {}
+        self._compare_errors: dict[str, str] = {}
         self._loading = False
         self._last_emitted: AppSettings | None = None
         self.fields: dict[str, QWidget] = {}
@@ -354,9 +356,10 @@ class SettingsPane(QScrollArea):
             max_new_tokens=self.max_new_tokens.value(),
         )
 
-    def errors(self) -> dict[str, str]:
-        """Current errors by field name (empty when valid)."""
-        return dict(self._errors)
+    def errors(self, compare: bool = False) -> dict[str, str]:
+        """Current errors by field name (empty when valid): of what the chosen decoding uses, and with ``compare``
+        of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid)."""
+        return {**self._compare_errors, **self._errors} if compare else dict(self._errors)
 
     def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
         """Show (or clear, with None) an error found outside the pane next to its field.
@@ -389,8 +392,12 @@ class SettingsPane(QScrollArea):
             errors.pop("general", None)
         errors.update(self._external_errors)
         self._errors = errors
+        # what the chosen decoding does not use (K in autoregressive mode) is flagged without blocking Send
+        unused = settings.field_errors(self._max_position_embeddings, self._devices, speculative=True)
+        self._compare_errors = {name: message for name, message in unused.items() if name not in errors}
+        notes = {name: f"{text} (only speculative decoding and Compare use it)" for name, text in self._compare_errors.items()}
         for name, label in self.error_labels.items():
-            message = errors.get(name) or self._advisories.get(name, "")
+            message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             label.setText(message)
             label.setVisible(bool(message))
             widget = self.fields.get(name)
