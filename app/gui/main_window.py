@@ -300,7 +300,11 @@ class MainWindow(QMainWindow):
         replies = self.replies
         replies.started.connect(self._reply_started)
         replies.updated.connect(self._reply_updated)
-        replies.run_started.connect(lambda mode, keep_previous: self.live_graph.start_run(mode, keep_previous=keep_previous))
+        replies.run_started.connect(
+            lambda mode, keep_previous: self.live_graph.start_run(
+                mode, keep_previous=keep_previous, conversation_id=self.active.conversation_id if self.active else None
+            )
+        )
         replies.events.connect(self.live_graph.add_events)
         replies.run_finished.connect(self.live_graph.finish_run)
         replies.failed.connect(self._reply_failed)
@@ -379,8 +383,12 @@ class MainWindow(QMainWindow):
         )
 
     def _update_window_title(self) -> None:
+        """Called whenever the conversation shown changes: the title, and the live graph, follow it."""
         conversation = self.chat_view.conversation
         self.setWindowTitle(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
+        conversation_id = self.chat_view.conversation_id
+        replies = [m for m in self.db.messages(conversation_id) if m.role == "assistant"] if conversation_id else []
+        self.live_graph.show_conversation(conversation_id, replies[-1].stats if replies else None)
 
     def new_chat(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""
