@@ -35,6 +35,7 @@ from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import ModelProgressDialog, choose_file, message_box
 from .widgets.live_graph import LiveGraph
 from .widgets.settings_pane import SettingsPane
+from .window_geometry import default_size, fit_to_screen
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class MainWindow(QMainWindow):
         self.models_dialog = None
 
         self.setWindowTitle("SpecChat")
-        self.resize(1440, 900)
+        self.resize(default_size(self.screen().availableGeometry()))
         self._build_ui()
         self._build_actions()
         self._connect_models()
@@ -162,7 +163,7 @@ class MainWindow(QMainWindow):
         self.right_splitter.addWidget(self.settings_pane)
         self.right_splitter.setStretchFactor(0, 0)
         self.right_splitter.setStretchFactor(1, 1)
-        self.right_splitter.setSizes([430, 470])
+        self.right_splitter.setSizes([430, 470])  # fitted to the screen when first shown (showEvent)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.conversation_list)
@@ -267,6 +268,7 @@ class MainWindow(QMainWindow):
 
     def _restore_ui_state(self) -> None:
         ui = self.store.ui_state
+        self._fit_right_column = not isinstance(ui.get("right_splitter"), str)
         for key, widget in (("geometry", self), ("splitter", self.splitter), ("right_splitter", self.right_splitter)):
             value = ui.get(key)
             if isinstance(value, str):
@@ -275,6 +277,17 @@ class MainWindow(QMainWindow):
                     widget.restoreGeometry(data) if key == "geometry" else widget.restoreState(data)
                 except (ValueError, TypeError):
                     pass
+        fit_to_screen(self)  # saved on a larger screen, or on one no longer attached
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """On the first show without a saved layout, give the settings the height of their content where the
+        screen allows it (no scroll bar on a 1366x768 screen) and the graph the rest, up to 430 px."""
+        super().showEvent(event)
+        if self._fit_right_column:
+            self._fit_right_column = False
+            column = sum(self.right_splitter.sizes())
+            graph = min(430, max(self.live_graph.minimumSizeHint().height(), column - self.settings_pane.content_height()))
+            self.right_splitter.setSizes([graph, column - graph])
 
     def _ui_state(self) -> dict:
         return {
