@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.gui.history_db import Message
-from app.gui.widgets.markdown_view import MarkdownView, hard_line_breaks, shift_spans
+from app.gui.widgets.markdown_view import LINE_SEPARATOR, MarkdownView, hard_line_breaks
 from app.gui.widgets.message_widget import MessageWidget
 
 HAIKU = "An old silent pond\nA frog jumps into the pond\nSplash! Silence again"
@@ -31,7 +31,11 @@ def _lines(view: MarkdownView) -> list[str]:
 def test_a_haiku_reply_keeps_its_three_lines(qtbot):
     widget = MessageWidget(_message("assistant", HAIKU))
     qtbot.addWidget(widget)
+    widget.resize(500, 200)
+    widget.show()
     assert _lines(widget.body) == HAIKU.split("\n")
+    document = widget.body.document()
+    assert document.blockCount() == 1 and document.begin().layout().lineCount() == 3  # one stanza, three lines
     assert widget.body.markdown == HAIKU  # the source shown (and copied) is the reply as generated
 
 
@@ -45,10 +49,10 @@ def test_a_shift_enter_user_message_is_shown_as_typed(qtbot):
 def test_markdown_still_renders_and_code_blocks_are_unchanged(qtbot):
     view = MarkdownView()
     qtbot.addWidget(view)
-    view.set_markdown("**Bold** line\nnext line\n\n```\ncode  a\ncode b\n```\n\n- one\n- two")
-    assert _lines(view) == ["Bold line", "next line", "code  a", "code b", "one", "two"]
-    converted, inserted = hard_line_breaks("a\nb\n\n```\nc\nd\n```\ne")
-    assert converted == "a  \nb\n\n```\nc\nd\n```\ne" and inserted == [1]
+    view.set_markdown("**Bold** line\nnext line\n\n```\ncode  a\ncode b\n```\n\n- one\n- two\n# Title\ntext")
+    assert _lines(view) == ["Bold line", "next line", "code  a", "code b", "one", "two", "Title", "text"]
+    L = LINE_SEPARATOR
+    assert hard_line_breaks("a\nb\n\n```\nc\nd\n```\ne\n- f\n  g\n# H\ni") == f"a{L}b\n\n```\nc\nd\n```\ne\n- f{L}  g\n# H\ni"
 
 
 def test_draft_highlighting_follows_the_inserted_breaks(qtbot):
@@ -56,6 +60,5 @@ def test_draft_highlighting_follows_the_inserted_breaks(qtbot):
     qtbot.addWidget(view)
     text = "Roses are red\nviolets are blue"
     spans = [[14, 21]]  # "violets"
-    assert shift_spans(spans, hard_line_breaks(text)[1]) == [[16, 23]]
     view.set_markdown(text, spans, highlight=True)
     assert view.highlighted_text() == ["violets"]

@@ -9,7 +9,6 @@ the user clicks them.
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 
@@ -26,42 +25,44 @@ _WORD = re.compile(r"\S+")
 _MARKUP = "*_`#>~|"
 _SEARCH_SLACK = 24  # rendered text may skip this many characters of markup between two words
 _FENCE = re.compile(r" {0,3}(```|~~~)")
-HARD_BREAK = "  "  # two trailing spaces: CommonMark's hard line break (a backslash would show inside inline code)
+#: A line that starts a block of its own (list item, heading, quote, fence, rule or setext underline, HTML, table).
+_BLOCK_START = re.compile(r" {0,3}([-+*]( |$)|\d{1,9}[.)]( |$)|#{1,6}( |$)|>|```|~~~|<|([-*_=])( *\5){2,} *$|=+ *$|-+ *$)")
+_ENDS_ITSELF = re.compile(r" {0,3}#{1,6}( |$)")  # an ATX heading ends at its line
+LINE_SEPARATOR = "\u2028"  # a line break inside a paragraph (Qt lays it out as one; toPlainText gives "\n")
 
 
-def hard_line_breaks(markdown: str) -> tuple[str, list[int]]:
-    """Turn each single newline of ``markdown`` into a hard line break, as chat apps render replies.
+def hard_line_breaks(markdown: str) -> str:
+    """Keep each single newline of a paragraph as a line break, as chat apps render replies (a haiku keeps its
+    three lines; Markdown would join them with spaces).
 
-    Outside fenced code blocks, a line followed by a non-blank line gets two trailing spaces (a blank line still
-    separates paragraphs; where a break means nothing, at the end of a list item, heading or table row, CommonMark
-    ignores it). Fenced code is left as it is.
-
-    Returns:
-        The converted text, and the offsets in ``markdown`` where the spaces were inserted (ascending), to map
-        offsets of the original text (draft spans) to the converted one with :func:`shift_spans`.
+    A newline between two lines of one paragraph becomes U+2028 LINE SEPARATOR, which Qt shows as a line break
+    within the paragraph. Newlines that end a block (before a list item, heading, quote, rule, table row...) and
+    everything in code (fenced, or indented by 4 spaces) stay as they are. The result has the length of
+    ``markdown``, so offsets into it (draft spans) hold for both.
     """
     lines = markdown.split("\n")
-    inserted: list[int] = []
+    joined = []
     fence = ""
-    offset = 0
     for index, line in enumerate(lines[:-1]):
+        following = lines[index + 1]
         marker = _FENCE.match(line)
         if marker and (not fence or marker.group(1) == fence):
             fence = "" if fence else marker.group(1)
-        elif not fence and line.strip() and lines[index + 1].strip() and not line.endswith((HARD_BREAK, "\\")):
-            inserted.append(offset + len(line))
-            lines[index] = line + HARD_BREAK
-        offset += len(line) + 1  # the line as given, and its newline
-    return "\n".join(lines), inserted
-
-
-def shift_spans(spans: list[list[int]], inserted: list[int]) -> list[list[int]]:
-    """``[start, end)`` offsets of the text given to :func:`hard_line_breaks`, as offsets of its result."""
-
-    def shifted(position: int) -> int:
-        return position + len(HARD_BREAK) * bisect.bisect_left(inserted, position)
-
-    return [[shifted(start), shifted(end)] for start, end in spans]
+        joined.append(
+            not fence
+            and not marker
+            and bool(line.strip())
+            and bool(following.strip())
+            and not _ENDS_ITSELF.match(line)
+            and not _BLOCK_START.match(following)
+            and "|" not in line + following
+            and not line.startswith(("    ", "\t"))
+            and not following.startswith(("    ", "\t"))
+        )
+    pieces = []
+    for line, join in zip(lines, joined + [False]):
+        pieces.append(line + (LINE_SEPARATOR if join else "\n"))
+    return "".join(pieces)[: len(markdown)]
 
 
 def draft_ranges(raw: str, spans: list[list[int]], rendered: str) -> list[tuple[int, int]]:
@@ -182,13 +183,13 @@ class MarkdownView(QTextBrowser):
         if plain:
             document.setPlainText(text)
         else:
-            markdown, inserted = hard_line_breaks(text)
+            markdown = hard_line_breaks(text)
             document.setMarkdown(markdown, MARKDOWN_FEATURES)
             cursor = QTextCursor(document)
             cursor.beginEditBlock()
             self._style_code(document, cursor)
             if highlight and self._spans:
-                self._apply_highlight(document, cursor, markdown, shift_spans(self._spans, inserted))
+                self._apply_highlight(document, cursor, markdown, self._spans)
             cursor.endEditBlock()
         self._fitting = True
         self._fit_height()
