@@ -185,6 +185,7 @@ class LiveGraph(QWidget):
         plot.hideButtons()
         plot.disableAutoRange()
         plot.getAxis("left").setWidth(38)
+        plot.getAxis("left").setStyle(textFillLimits=[(0, 0.5), (2, 0.3)])  # fewer labels on a short plot
         for axis in ("left", "bottom"):
             plot.getAxis(axis).setPen("#999")
             plot.getAxis(axis).setTextPen("#555")
