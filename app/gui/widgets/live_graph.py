@@ -153,6 +153,7 @@ class LiveGraph(QWidget):
         )  # fmt: skip
         for plot in (self.acceptance_plot, self.fill_plot):
             plot.setYRange(0, 100, padding=0.02)
+            plot.getAxis("left").setTickSpacing(50, 25)  # three labels: a plot may be 40 px tall
         self.acceptance_plot.setXLink(self.rate_plot)
         self.fill_plot.setXLink(self.rate_plot)
         for plot in (self.rate_plot, self.acceptance_plot):
@@ -185,7 +186,6 @@ class LiveGraph(QWidget):
         plot.hideButtons()
         plot.disableAutoRange()
         plot.getAxis("left").setWidth(38)
-        plot.getAxis("left").setStyle(textFillLimits=[(0, 0.5), (2, 0.3)])  # fewer labels on a short plot
         for axis in ("left", "bottom"):
             plot.getAxis(axis).setPen("#999")
             plot.getAxis(axis).setTextPen("#555")
@@ -201,6 +201,7 @@ class LiveGraph(QWidget):
 
     def _set_rate_max(self, value: float) -> None:
         self._rate_max = value
+        self.rate_plot.getAxis("left").setTickSpacing(value / 2, value / 4)
         self.rate_plot.setYRange(0, value, padding=0.02)
 
     # --- runs -------------------------------------------------------------------------------------
