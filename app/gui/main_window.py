@@ -283,9 +283,9 @@ class MainWindow(QMainWindow):
         """On the first show without a saved layout, give the settings the height of their content where the
         screen allows it (no scroll bar on a 1366x768 screen) and the graph the rest, up to 430 px."""
         super().showEvent(event)
-        if self._fit_right_column:
+        column = sum(self.right_splitter.sizes())
+        if self._fit_right_column and column > 0:  # (0 while the side panel is hidden)
             self._fit_right_column = False
-            column = sum(self.right_splitter.sizes())
             graph = min(430, max(self.live_graph.minimumSizeHint().height(), column - self.settings_pane.content_height()))
             self.right_splitter.setSizes([graph, column - graph])
 
