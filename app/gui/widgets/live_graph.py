@@ -201,7 +201,7 @@ class LiveGraph(QWidget):
 
     def _set_rate_max(self, value: float) -> None:
         self._rate_max = value
-        self.rate_plot.getAxis("left").setTickSpacing(value / 2, value / 4)
+        self.rate_plot.getAxis("left").setTickSpacing(value / 2, value / 10)  # value is 1, 2 or 5 x 10^n
         self.rate_plot.setYRange(0, value, padding=0.02)
 
     # --- runs -------------------------------------------------------------------------------------
