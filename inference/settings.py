@@ -219,8 +219,8 @@ class GenerationSettings:
     Attributes:
         decoding: autoregressive, or speculative with a draft model or with prompt lookup (a ``Decoding`` or its
             value; ``validate`` refuses anything else).
-        sampling / context / speculative: see their classes (``speculative`` is validated in every mode, though
-            only speculative decoding uses it).
+        sampling / context / speculative: see their classes (``speculative`` is validated only when the decoding
+            is speculative: an autoregressive reply does not use it).
     """
 
     decoding: Decoding = Decoding.AUTOREGRESSIVE
@@ -233,13 +233,14 @@ class GenerationSettings:
             object.__setattr__(self, "decoding", Decoding(self.decoding))
 
     def validate(self, max_position_embeddings: int | None = None) -> None:
-        """Validate all parts; raise SettingError naming the first bad setting."""
+        """Validate the parts the decoding uses; raise SettingError naming the first bad setting."""
         if not isinstance(self.decoding, Decoding):
             choices = ", ".join(repr(d.value) for d in Decoding)
             raise SettingError("decoding", f"decoding must be one of {choices}, got {self.decoding!r}")
         self.sampling.validate()
         self.context.validate(max_position_embeddings)
-        self.speculative.validate()
+        if self.decoding.speculative:
+            self.speculative.validate()
 
     def with_decoding(self, decoding: Decoding) -> "GenerationSettings":
         """A copy with another decoding choice."""

@@ -1,11 +1,18 @@
-"""Screenshot of SpecChat running one autoregressive vs speculative comparison, taken under Xvfb.
+"""Screenshots of SpecChat, taken under Xvfb: a comparison, the settings pane, a chat with a haiku reply.
 
-    python tools/screenshot.py [--output specchat.png] [--prompt TEXT] [--decoding spec_lookup|spec_model]
+    python tools/screenshot.py [--scene compare|settings|haiku] [--output specchat.png] [--size 1366x768]
+                               [--prompt TEXT] [--decoding spec_lookup|spec_model]
+
+``compare`` (the default) runs one autoregressive vs speculative comparison on the default model. ``settings``
+shows the window without generating anything (the settings pane as a 1366x768 laptop screen shows it);
+``haiku`` shows a stored conversation whose user message and reply have several lines (line breaks as rendered).
+Neither of the last two loads a model.
 
 The script re-runs itself under ``xvfb-run`` (or a private ``Xvfb`` server) so the window is drawn by a real X
-server with the xcb platform plugin, as on a desktop. It uses a temporary history and settings (your chats are
-not touched) and the models of the usual data folder (``$SPECCHAT_DATA_DIR`` or the platform's); the default
-model is fetched first if missing. The PNG is not meant to be committed.
+server with the xcb platform plugin, as on a desktop; the screen is as large as ``--size``, so the window's default
+size follows it. It uses a temporary history and settings (your chats are not touched) and the models of the
+usual data folder (``$SPECCHAT_DATA_DIR`` or the platform's); the compare scene fetches the default model first
+if missing. The PNG is not meant to be committed.
 
 Needs Xvfb and the libraries of Qt's xcb plugin: ``apt-get install -y xvfb xauth libxcb-cursor0`` (Debian/Ubuntu).
 """
@@ -27,12 +34,15 @@ DEFAULT_PROMPT = (
     "Rewrite this paragraph in simpler words: The committee convened to deliberate on the proposal, and after "
     "extensive discussion, it was resolved that the matter would be postponed until further notice."
 )
-SCREEN = "1600x1000x24"
 INSIDE = "SPECCHAT_SCREENSHOT_INSIDE_XVFB"
+HAIKU_PROMPT = "Write a haiku about autumn.\nThree lines, please."
+HAIKU_REPLY = "Crimson leaves drift down\nwhispering to the cold earth\nsummer says goodbye"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scene", choices=("compare", "settings", "haiku"), default="compare", help="what to show")
+    parser.add_argument("--size", default="1440x900", help="screen size WIDTHxHEIGHT (the window fits it)")
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
     parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_lookup",
@@ -44,15 +54,16 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _relaunch_under_xvfb(argv: list[str]) -> int:
-    """Run this script again inside a virtual X server; returns its exit status."""
+def _relaunch_under_xvfb(argv: list[str], size: str) -> int:
+    """Run this script again inside a virtual X server of ``size`` (``WIDTHxHEIGHT``); returns its exit status."""
     env = {**os.environ, INSIDE: "1", "QT_QPA_PLATFORM": "xcb"}
     command = [sys.executable, str(Path(__file__).resolve()), *argv]
+    screen = f"{size}x24"
     if shutil.which("xvfb-run"):
-        return subprocess.call(["xvfb-run", "-a", "-s", f"-screen 0 {SCREEN} -nolisten tcp", *command], env=env)
+        return subprocess.call(["xvfb-run", "-a", "-s", f"-screen 0 {screen} -nolisten tcp", *command], env=env)
     if shutil.which("Xvfb"):
         display = ":87"
-        server = subprocess.Popen(["Xvfb", display, "-screen", "0", SCREEN, "-nolisten", "tcp"])
+        server = subprocess.Popen(["Xvfb", display, "-screen", "0", screen, "-nolisten", "tcp"])
         try:
             time.sleep(1.0)
             if server.poll() is not None:
@@ -76,28 +87,31 @@ def _take(args: argparse.Namespace) -> int:
     from PySide6.QtGui import QGuiApplication
 
     from app.gui.application import create_application, create_main_window
+    from app.gui.history_db import HistoryDB
     from app.gui.settings_store import AppSettings, SettingsStore
     from inference.models.default_model import default_model_dir, ensure_default_model
 
     workdir = Path(tempfile.mkdtemp(prefix="specchat-screenshot-"))
     draft = ""
-    if args.decoding == "spec_model":
+    if args.scene == "compare" and args.decoding == "spec_model":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
     settings = AppSettings().with_values(
         decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
         precision=args.precision, kv_cache_precision=args.kv_cache_precision,
-    )
+    )  # fmt: skip
     SettingsStore(workdir / "settings.json").save(settings)
+    if args.scene == "haiku":
+        _store_haiku_chat(HistoryDB(workdir / "history.sqlite3"))
     app = create_application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     window = create_main_window(workdir / "history.sqlite3", workdir / "settings.json")
-    window.resize(1440, 900)
     window.move(0, 0)
     window.show()
-    print(f"platform {QGuiApplication.platformName()}, model folder {default_model_dir(4)}", file=sys.stderr)
+    print(f"platform {QGuiApplication.platformName()}, screen {window.screen().availableGeometry().size().toTuple()}, "
+          f"window {window.size().toTuple()}, model folder {default_model_dir(4)}", file=sys.stderr)  # fmt: skip
 
-    async def run() -> int:
+    async def compare() -> int:
         window.start()
         await window.wait_for_model()
         window.composer.set_text(args.prompt)
@@ -115,6 +129,17 @@ def _take(args: argparse.Namespace) -> int:
             f"tokens/s, speedup {compare['speedup']:.2f}x, identical: {compare['identical']}",
             file=sys.stderr,
         )
+        return 0
+
+    async def run() -> int:
+        status = await compare() if args.scene == "compare" else 0
+        await asyncio.sleep(0.5)  # layout and paint
+        pane = window.settings_pane
+        bar = pane.verticalScrollBar()
+        print(f"settings pane: viewport {pane.viewport().height()} px, content {pane.widget().sizeHint().height()} px, "
+              f"scroll bar {'shown' if bar.isVisible() else 'hidden'} (range {bar.maximum()})", file=sys.stderr)  # fmt: skip
+        if status:
+            return status
         screen = window.screen()
         picture = screen.grabWindow(0, 0, 0, window.frameGeometry().width(), window.frameGeometry().height())
         if picture.isNull():
@@ -136,16 +161,27 @@ def _take(args: argparse.Namespace) -> int:
     return status
 
 
+def _store_haiku_chat(db) -> None:
+    """A conversation with a two-line user message and a three-line reply, as a real one is stored."""
+    conversation = db.create_conversation("Autumn haiku")
+    db.add_message(conversation, "user", HAIKU_PROMPT)
+    stats = {"mode": "ar", "drafter": None, "ttft_ms": 21.4, "tokens_per_s": 118.2, "acceptance_rate": None,
+             "new_tokens": 17, "discarded_tokens": 0, "rolls": 0, "stop_reason": "eos", "seed": 7}  # fmt: skip
+    db.add_message(conversation, "assistant", HAIKU_REPLY, stats=stats)
+    db.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: relaunch under Xvfb, or (inside it) take the screenshot."""
     argv = sys.argv[1:] if argv is None else argv
     args = _parse(argv)
     args.output = args.output.resolve()
     if os.environ.get(INSIDE) != "1":
-        return _relaunch_under_xvfb([*argv[:0], "--output", str(args.output), "--prompt", args.prompt,
-                                     "--decoding", args.decoding, "--max-new-tokens", str(args.max_new_tokens),
-                                     "--precision", args.precision, "--kv-cache-precision", args.kv_cache_precision,
-                                     "--timeout", str(args.timeout)])  # fmt: skip
+        return _relaunch_under_xvfb(["--scene", args.scene, "--size", args.size, "--output", str(args.output),
+                                     "--prompt", args.prompt, "--decoding", args.decoding,
+                                     "--max-new-tokens", str(args.max_new_tokens), "--precision", args.precision,
+                                     "--kv-cache-precision", args.kv_cache_precision, "--timeout", str(args.timeout)],
+                                    args.size)  # fmt: skip
     return _take(args)
 
 

@@ -143,6 +143,11 @@ class InferenceWorker:
         """The models of the current engine (None before the first successful load)."""
         return self._spec
 
+    @property
+    def generating(self) -> bool:
+        """True while a reply is generated (or queued) in the inference thread: other jobs wait for it."""
+        return bool(self._cancels)
+
     async def run(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run ``function(*args)`` in the inference thread and return its result (or raise its exception)."""
         self._check_open()

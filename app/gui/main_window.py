@@ -41,6 +41,7 @@ from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import ModelProgressDialog, choose_file, message_box
 from .widgets.live_graph import LiveGraph
 from .widgets.settings_pane import SettingsPane
+from .window_geometry import default_size, fit_to_screen
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class MainWindow(QMainWindow):
         self.models_dialog = None
 
         self.setWindowTitle("SpecChat")
-        self.resize(1440, 900)
+        self.resize(default_size(self.screen().availableGeometry()))
         self._build_ui()
         self._build_actions()
         self._connect_models()
@@ -177,7 +178,7 @@ class MainWindow(QMainWindow):
         self.right_splitter.addWidget(self.settings_pane)
         self.right_splitter.setStretchFactor(0, 0)
         self.right_splitter.setStretchFactor(1, 1)
-        self.right_splitter.setSizes([430, 470])
+        self.right_splitter.setSizes([430, 470])  # fitted to the screen when first shown (showEvent)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.conversation_list)
@@ -282,6 +283,7 @@ class MainWindow(QMainWindow):
 
     def _restore_ui_state(self) -> None:
         ui = self.store.ui_state
+        self._fit_right_column = not isinstance(ui.get("right_splitter"), str)
         for key, widget in (("geometry", self), ("splitter", self.splitter), ("right_splitter", self.right_splitter)):
             value = ui.get(key)
             if isinstance(value, str):
@@ -290,6 +292,17 @@ class MainWindow(QMainWindow):
                     widget.restoreGeometry(data) if key == "geometry" else widget.restoreState(data)
                 except (ValueError, TypeError):
                     pass
+        fit_to_screen(self)  # saved on a larger screen, or on one no longer attached
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """On the first show without a saved layout, give the settings the height of their content where the
+        screen allows it (no scroll bar on a 1366x768 screen) and the graph the rest, up to 430 px."""
+        super().showEvent(event)
+        column = sum(self.right_splitter.sizes())
+        if self._fit_right_column and column > 0:  # (0 while the side panel is hidden)
+            self._fit_right_column = False
+            graph = min(430, max(self.live_graph.minimumSizeHint().height(), column - self.settings_pane.content_height()))
+            self.right_splitter.setSizes([graph, column - graph])
 
     def _ui_state(self) -> dict:
         return {
@@ -315,7 +328,11 @@ class MainWindow(QMainWindow):
         replies = self.replies
         replies.started.connect(self._reply_started)
         replies.updated.connect(self._reply_updated)
-        replies.run_started.connect(lambda mode, keep_previous: self.live_graph.start_run(mode, keep_previous=keep_previous))
+        replies.run_started.connect(
+            lambda mode, keep_previous: self.live_graph.start_run(
+                mode, keep_previous=keep_previous, conversation_id=self.active.conversation_id if self.active else None
+            )
+        )
         replies.events.connect(self.live_graph.add_events)
         replies.run_finished.connect(self.live_graph.finish_run)
         replies.failed.connect(self._reply_failed)
@@ -417,8 +434,12 @@ class MainWindow(QMainWindow):
         )
 
     def _update_window_title(self) -> None:
+        """Called whenever the conversation shown changes: the title, and the live graph, follow it."""
         conversation = self.chat_view.conversation
         self.setWindowTitle(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
+        conversation_id = self.chat_view.conversation_id
+        replies = [m for m in self.db.messages(conversation_id) if m.role == "assistant"] if conversation_id else []
+        self.live_graph.show_conversation(conversation_id, replies[-1].stats if replies else None)
 
     def new_chat(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""
@@ -535,7 +556,7 @@ class MainWindow(QMainWindow):
         Nothing is sent (and the reason shown in place) while a reply streams, with invalid settings, or with
         an empty message.
         """
-        errors = self.settings_pane.errors()
+        errors = self.settings_pane.errors(compare=compare)
         refusal = self.replies.refusal(text) or (f"Fix the settings first: {next(iter(errors.values()))}" if errors else None)
         if refusal:
             self.composer.show_error(refusal)

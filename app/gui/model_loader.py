@@ -2,8 +2,9 @@
 background, and what went wrong.
 
 Rules:
-- States: ``idle`` (nothing asked yet), ``loading``, ``ready``, ``error``. Every change is announced with
-  ``state_changed(state, text)``; the window shows the text and a busy indicator, nothing else decides it.
+- States: ``idle`` (nothing asked yet), ``queued`` (a reload waits for the reply being generated), ``loading``,
+  ``ready``, ``error``. Every change is announced with ``state_changed(state, text)``; the window shows the text
+  and, while loading, a busy indicator; nothing else decides it.
 - One load loop at a time: settings that change while models load are loaded after it (the loop runs until the
   models loaded are the ones wanted); a reply waits with :meth:`ModelLoader.wait`.
 - A refusal caused by a setting (a draft with another tokenizer, a precision the device lacks, an unknown
@@ -156,6 +157,9 @@ class ModelLoader(QObject):
     async def _load_models(self, settings: AppSettings) -> bool:
         key = settings.model_key()
         self.error = None
+        if self.worker.generating:  # the worker runs one job at a time: the reload starts after the reply
+            self._set_state("queued", "The model will reload after this reply")
+            await self.worker.run(lambda: None)
         self._set_state("loading", f"Preparing the {settings.bits}-bit model…")
         self._fetch_cancel = cancel = threading.Event()
         try:

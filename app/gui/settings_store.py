@@ -151,19 +151,27 @@ class AppSettings:
         self,
         max_position_embeddings: int | None = None,
         devices: list[str] | None = None,
+        speculative: bool | None = None,
     ) -> dict[str, str]:
         """Errors per flat field name (empty when everything is valid).
 
         Each part of the generation settings is validated by ``inference.settings`` and every ``SettingError``
         reported at its ``field``, with its allowed range. Independent settings (sampling, K) are checked until
         each has shown its error, so several show at once; in the rolling context only the first error shows
-        (n_keep is checked against n_ctx, n_discard against both). K is checked whatever the decoding.
+        (n_keep is checked against n_ctx, n_discard against both).
+
+        Args:
+            speculative: also check what only speculative decoding uses (K); None: when
+                the chosen decoding is speculative (a Compare runs speculative decoding in every mode: pass True).
         """
         generation = self.generation
+        if speculative is None:
+            speculative = generation.decoding.speculative
         errors: dict[str, str] = {}
         errors.update(_setting_errors(generation.sampling, lambda sampling: sampling.validate()))
         errors.update(_setting_errors(generation.context, lambda c: c.validate(max_position_embeddings), every=False))
-        errors.update(_setting_errors(generation.speculative, lambda speculative: speculative.validate()))
+        if speculative:
+            errors.update(_setting_errors(generation.speculative, lambda speculative: speculative.validate()))
 
         def check(name: str, validate: Callable[[], Any]) -> None:
             try:

@@ -50,7 +50,8 @@ QMainWindow, #chatContent {{ background: #f6f7f9; }}
 #sendButton:disabled {{ background: #9db8e8; }}
 *[invalid="true"] {{ border: 1px solid #d92d20; border-radius: 3px; background: #fff5f5; }}
 #graphSummary {{ color: #3d4550; font-size: 11px; }}
-QGroupBox {{ font-weight: 600; border: 1px solid #e3e6ea; border-radius: 6px; margin-top: 10px; padding-top: 6px; background: #ffffff; }}
+QGroupBox {{ font-weight: 600; border: 1px solid #e3e6ea; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: #ffffff; }}
+#advancedToggle {{ color: #3d4550; padding: 0; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
 #settingsPane {{ background: #f6f7f9; border: none; }}
 """

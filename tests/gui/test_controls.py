@@ -390,6 +390,19 @@ def test_help_dialogs(qtbot, env):
     click(qtbot, box.button(QMessageBox.StandardButton.Ok))
 
 
+def test_the_precision_fields_fold_away_and_unfold(qtbot, env):
+    pane = env["window"].settings_pane
+    pane.show_advanced(False)
+    assert not pane.precision.isVisibleTo(pane) and not pane.draft_device.isVisibleTo(pane)
+    click(qtbot, pane.advanced_button)
+    assert pane.precision.isVisibleTo(pane) and pane.kv_cache_precision.isVisibleTo(pane) and pane.draft_device.isVisibleTo(pane)
+    click(qtbot, pane.advanced_button)
+    assert not pane.precision.isVisibleTo(pane)
+    pane.flag("precision", "inference precision bf16 is not native on CPU")  # a flagged field is never hidden
+    assert pane.precision.isVisibleTo(pane)
+    pane.flag("precision", None)
+
+
 def test_every_control_was_used_and_quit_closes(qtbot, env):
     window = env["window"]
     tracker = env["tracker"]

@@ -17,8 +17,8 @@ from inference.settings import ContextSettings, Decoding, GenerationSettings, Sa
 @pytest.mark.parametrize(
     "changes,field,fragments",
     [
-        ({"k": 0}, "k", ["K", "[1, 16]"]),
-        ({"k": 17}, "k", ["K", "[1, 16]"]),
+        ({"decoding": "spec_lookup", "k": 0}, "k", ["K", "[1, 16]"]),
+        ({"decoding": "spec_model", "draft_model": "/", "k": 17}, "k", ["K", "[1, 16]"]),
         ({"n_ctx": 8}, "n_ctx", ["n_ctx", "[16, 8192]"]),
         ({"n_ctx": 9000}, "n_ctx", ["n_ctx", "[16, 8192]"]),
         ({"n_ctx": 512, "n_keep": 512}, "n_keep", ["n_keep", "[0, 511]"]),
@@ -56,7 +56,7 @@ def test_a_precision_the_cpu_lacks_is_flagged_next_to_its_field():
 
 def test_defaults_and_several_errors_at_once():
     assert AppSettings().field_errors(8192, ["CPU"]) == {}
-    errors = AppSettings().with_values(k=0, top_p=0.0, n_ctx=4).field_errors(8192)
+    errors = AppSettings().with_values(decoding="spec_lookup", k=0, top_p=0.0, n_ctx=4).field_errors(8192)
     assert set(errors) == {"k", "top_p", "n_ctx"}
     assert AppSettings().with_values(n_keep="auto", n_ctx=64).field_errors() == {}
 
@@ -164,6 +164,8 @@ def _shown_error(pane, field):
 
 def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane, emitted, summaries = pane
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))  # K counts in speculative decoding
+    emitted.clear()
     pane.k.setValue(17)
     assert "K (draft tokens per step) must be in [1, 16], got 17" == _shown_error(pane, "k")
     assert pane.fields["k"].property("invalid") is True
@@ -229,7 +231,7 @@ def test_pane_shows_stored_invalid_settings_flagged(qtbot):
     from app.gui.application import create_application
 
     create_application()
-    pane = SettingsPane(AppSettings().with_values(k=40, target_device="GPU.9"), ["CPU"])
+    pane = SettingsPane(AppSettings().with_values(decoding="spec_lookup", k=40, target_device="GPU.9"), ["CPU"])
     qtbot.addWidget(pane)
     assert set(pane.errors()) == {"k", "target_device"}
     assert pane.k.value() == 40 and pane.target_device.currentText() == "GPU.9"

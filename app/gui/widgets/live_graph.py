@@ -2,12 +2,18 @@
 
 Points are collected from the engine's ``StepStats`` / ``ContextRolled`` events as they arrive and drawn by a
 timer five times a second. A comparison draws its autoregressive and speculative runs in different colours.
+
+The graph follows the conversation on screen: it draws the last reply generated in that conversation during this
+session (its points are kept in memory, for the last ``KEPT_CONVERSATIONS`` conversations), and for a reply of an
+earlier session, whose points were not stored, only its summary. The time axis fits the reply: it grows in small
+steps while the reply streams and ends fitted to its length.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import pyqtgraph as pg
@@ -16,10 +22,18 @@ from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
 from inference.events import ContextRolled, StepStats
 
+from ..reply_format import compare_summary, metrics_text
+
 REFRESH_MS = 200  # 5 updates a second
 RATE_WINDOW_S = 0.5  # tokens/s is measured over the last half second
 COLOURS = {"ar": "#1f6feb", "spec": "#e8590c"}
 LABELS = {"ar": "Autoregressive", "spec": "Speculative"}
+MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
+X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
+KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
+PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
+AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
+TITLE_HEIGHT = 16  # pixels of each plot's title
 
 
 @dataclass
@@ -85,11 +99,13 @@ def nice_ceiling(value: float, steps: tuple[float, ...] = (1, 2, 5)) -> float:
 class LiveGraph(QWidget):
     """Three stacked plots sharing the time axis (seconds since the reply started).
 
-    Axis ranges grow in 1/2/5 steps instead of following every point, so most redraws only repaint the curves
-    (re-laying out the axes costs far more than drawing a few hundred points).
+    While a reply streams, axis ranges grow in steps instead of following every point, so most redraws only repaint
+    the curves (re-laying out the axes costs far more than drawing a few hundred points); when it ends, the time
+    axis is fitted to it.
 
     Attributes:
-        series: the runs drawn, in order; refresh_times: ``time.perf_counter()`` of each redraw while running.
+        series: the runs drawn (those of the conversation on screen), in order; refresh_times:
+        ``time.perf_counter()`` of each redraw while running.
     """
 
     def __init__(self, parent=None):
@@ -97,6 +113,10 @@ class LiveGraph(QWidget):
         self.setObjectName("liveGraph")
         self.series: list[Series] = []
         self.refresh_times: list[float] = []
+        self._runs: OrderedDict[int | None, list[Series]] = OrderedDict()  # conversation -> its last reply's runs
+        self._shown: int | None = None  # the conversation on screen
+        self._live: Series | None = None  # the run receiving events
+        self._live_conversation: int | None = None
         self._running = False
         self._dirty = False
         self._roll_lines: list = []
@@ -106,7 +126,7 @@ class LiveGraph(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
-        self.summary = QLabel("Send a message to see decode speed, acceptance rate and context fill live.")
+        self.summary = QLabel(PLACEHOLDER)
         self.summary.setObjectName("graphSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -119,19 +139,27 @@ class LiveGraph(QWidget):
         pg.setConfigOptions(antialias=False)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
-        self.canvas.setMinimumHeight(260)
+        self.canvas.setMinimumHeight(165)  # three readable plots; small screens give the settings the rest
         layout.addWidget(self.canvas, 1)
-        self.rate_plot = self._plot(0, "Decode tokens/s")
-        self.acceptance_plot = self._plot(1, "Acceptance rate (%)")
-        self.fill_plot = self._plot(2, "Context fill: cached tokens / n_ctx (%); rolls dashed")
+        self.rate_plot = self._plot(0, "Decode tokens/s", "Tokens generated per second, over the last half second")
+        self.acceptance_plot = self._plot(
+            1, "Acceptance rate (%)",
+            "Share of the drafted tokens that the target model accepted so far (speculative decoding only)",
+        )  # fmt: skip
+        self.fill_plot = self._plot(
+            2, "Context fill (% of n_ctx); rolls dashed; seconds",
+            "How full the context (n_ctx tokens) is; a dashed line marks each roll, where old tokens were dropped. "
+            "The time axis counts seconds since the reply started",
+        )  # fmt: skip
         for plot in (self.acceptance_plot, self.fill_plot):
             plot.setYRange(0, 100, padding=0.02)
+            plot.getAxis("left").setTickSpacing(50, 25)  # three labels: a plot may be 40 px tall
         self.acceptance_plot.setXLink(self.rate_plot)
         self.fill_plot.setXLink(self.rate_plot)
         for plot in (self.rate_plot, self.acceptance_plot):
-            plot.getAxis("bottom").setStyle(showValues=False)  # one time axis, at the bottom
-        self.fill_plot.setLabel("bottom", "seconds since the reply started", color="#555")
-        self._set_x_max(5.0)
+            plot.hideAxis("bottom")  # one time axis, at the bottom
+        self.fill_plot.getAxis("bottom").enableAutoSIPrefix(False)  # seconds, never "x0.001"
+        self._set_x_max(MIN_X_RANGE_S)
         self._set_rate_max(10.0)
         self._curves = {
             key: tuple(plot.plot([], [], pen=pg.mkPen(colour, width=2)) for plot in self._plots)
@@ -146,9 +174,12 @@ class LiveGraph(QWidget):
     def _plots(self):
         return (self.rate_plot, self.acceptance_plot, self.fill_plot)
 
-    def _plot(self, row: int, title: str):
+    def _plot(self, row: int, title: str, tip: str):
         plot = self.canvas.addPlot(row=row, col=0)
-        plot.setTitle(title, color="#333", size="9pt")
+        plot.setTitle(title, color="#333", size="8pt")
+        plot.titleLabel.setMaximumHeight(TITLE_HEIGHT)  # pyqtgraph reserves 30 px
+        plot.layout.setRowFixedHeight(0, TITLE_HEIGHT)
+        plot.setToolTip(tip)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(x=False, y=False)
@@ -170,12 +201,13 @@ class LiveGraph(QWidget):
 
     def _set_rate_max(self, value: float) -> None:
         self._rate_max = value
+        self.rate_plot.getAxis("left").setTickSpacing(value / 2, value / 10)  # value is 1, 2 or 5 x 10^n
         self.rate_plot.setYRange(0, value, padding=0.02)
 
     # --- runs -------------------------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Remove every series."""
+        """Draw nothing (the runs kept for each conversation stay)."""
         self.series = []
         for curves in self._curves.values():
             for curve in curves:
@@ -183,34 +215,61 @@ class LiveGraph(QWidget):
         for line in self._roll_lines:
             self.fill_plot.removeItem(line)
         self._roll_lines = []
-        self._set_x_max(5.0)
+        self._set_x_max(MIN_X_RANGE_S)
         self._set_rate_max(10.0)
         self.summary.setText("")
 
-    def start_run(self, key: str, label: str | None = None, keep_previous: bool = False) -> Series:
-        """Start drawing a run (``key`` ``ar`` or ``spec`` picks the colour); clears earlier runs unless kept."""
-        if not keep_previous:
-            self.clear()
+    def show_conversation(self, conversation_id: int | None, last_reply_stats: dict | None = None) -> None:
+        """Follow the conversation now on screen: draw its last reply of this session, or, for a reply of an
+        earlier session (``last_reply_stats``: its stored statistics), say what it measured."""
+        self._shown = conversation_id
+        self.clear()
+        runs = self._runs.get(conversation_id)
+        if runs:
+            self.series = list(runs)
+            self._dirty = True
+            self.refresh()
+        elif last_reply_stats and ("tokens_per_s" in last_reply_stats or "compare" in last_reply_stats):
+            compare = last_reply_stats.get("compare")
+            measured = compare_summary(compare) if compare else metrics_text(last_reply_stats)
+            self.summary.setText(f"Last reply: {measured}. Its plots are drawn only while a reply is generated.")
+        else:
+            self.summary.setText(PLACEHOLDER)
+
+    def start_run(
+        self, key: str, label: str | None = None, keep_previous: bool = False, conversation_id: int | None = None
+    ) -> Series:
+        """Start recording a run of a reply in ``conversation_id`` (``key`` ``ar`` or ``spec`` picks the colour);
+        it replaces that conversation's earlier runs unless kept, and is drawn while that conversation is shown."""
         series = Series(key, label or LABELS.get(key, key), COLOURS.get(key, "#2b8a3e"))
-        self.series = [s for s in self.series if s.key != key] + [series]
+        previous = self._runs.pop(conversation_id, [])  # re-inserted last: the most recent conversation
+        runs = [s for s in previous if keep_previous and s.key != key] + [series]
+        self._runs[conversation_id] = runs
+        while len(self._runs) > KEPT_CONVERSATIONS:
+            self._runs.popitem(last=False)
+        self._live, self._live_conversation = series, conversation_id
+        if conversation_id == self._shown:
+            if not keep_previous:
+                self.clear()
+            self.series = list(runs)
+            self._dirty = True
         self._running = True
-        self._dirty = True
         if not self._timer.isActive():
             self._timer.start()
         return series
 
     def add_events(self, events) -> None:
-        """Feed engine events of the current run (drawn at the next refresh)."""
-        if not self.series:
-            self.start_run("ar")
-        series = self.series[-1]
+        """Feed engine events of the current run (drawn at the next refresh if its conversation is shown)."""
+        if self._live is None:
+            self.start_run("ar", conversation_id=self._shown)
         for event in events:
-            series.add(event)
-        self._dirty = True
+            self._live.add(event)
+        self._dirty = self._dirty or self._live_conversation == self._shown
 
     def finish_run(self) -> None:
-        """The current run ended: draw it one last time and stop the timer."""
+        """The current run ended: draw it one last time, its time axis fitted, and stop the timer."""
         self._running = False
+        self._dirty = True
         self.refresh()
         self._timer.stop()
 
@@ -230,8 +289,14 @@ class LiveGraph(QWidget):
         self._dirty = False
         x_max = max((s.rate[-1][0] for s in self.series if s.rate), default=0.0)
         x_max = max(x_max, max((s.fill[-1][0] for s in self.series if s.fill), default=0.0))
-        if x_max > self._x_max:
-            self._set_x_max(nice_ceiling(x_max * 1.05))
+        streaming = self._running and any(s is self._live for s in self.series)
+        if streaming:
+            if x_max > self._x_max:
+                self._set_x_max(nice_ceiling(x_max * 1.05, AXIS_STEPS))
+        else:
+            fitted = max(MIN_X_RANGE_S, x_max * (1 + X_MARGIN))
+            if fitted != self._x_max:
+                self._set_x_max(fitted)
         rate_max = max((max(r for _, r in s.rate) for s in self.series if s.rate), default=0.0)
         if rate_max > self._rate_max:
             self._set_rate_max(nice_ceiling(rate_max * 1.1))
@@ -246,7 +311,14 @@ class LiveGraph(QWidget):
             line = pg.InfiniteLine(pos=t, angle=90, pen=pg.mkPen(colour, width=1, style=Qt.PenStyle.DashLine))
             self.fill_plot.addItem(line)
             self._roll_lines.append(line)
-        self.summary.setText(self.summary_html())
+        if self.series:  # else the summary says why nothing is drawn
+            self.summary.setText(self.summary_html())
+
+    @property
+    def x_range(self) -> tuple[float, float]:
+        """The time axis shown, in seconds (start, end)."""
+        start, end = self.rate_plot.viewRange()[0]
+        return float(start), float(end)
 
     def summary_text(self) -> str:
         """One line: latest tokens/s per run, acceptance rate, context fill and rolls (plain text)."""
@@ -264,7 +336,7 @@ class LiveGraph(QWidget):
             rate = series.latest_rate
             text = name(series, f"■ {series.label}") + (f": {rate:.1f} tokens/s" if rate is not None else ": …")
             if series.drafted:
-                text += f", acceptance {100.0 * series.accepted / series.drafted:.0f}%"
+                text += f", acceptance rate {100.0 * series.accepted / series.drafted:.0f}%"
             parts.append(text)
         last = self.series[-1]
         if last.n_ctx:

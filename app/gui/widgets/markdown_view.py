@@ -1,8 +1,10 @@
 """Safe Markdown rendering of one message, growing to fit its text, with optional draft-token highlighting.
 
-Model output is rendered with Qt's own Markdown support (GitHub dialect, raw HTML shown as text). Nothing it
-names is ever loaded: :meth:`MarkdownView.loadResource` refuses every image or other resource, and links open
-in the browser only when the user clicks them.
+Model output is rendered with Qt's own Markdown support (GitHub dialect, raw HTML shown as text), with each single
+newline kept as a line break as chat apps do (a haiku keeps its three lines; code blocks are unchanged). User
+messages are shown as plain text, exactly as typed. Nothing a message names is ever loaded:
+:meth:`MarkdownView.loadResource` refuses every image or other resource, and links open in the browser only when
+the user clicks them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,45 @@ DRAFT_BACKGROUND = QColor("#c8f2d0")
 _WORD = re.compile(r"\S+")
 _MARKUP = "*_`#>~|"
 _SEARCH_SLACK = 24  # rendered text may skip this many characters of markup between two words
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+#: A line that starts a block of its own (list item, heading, quote, fence, rule or setext underline, HTML, table).
+_BLOCK_START = re.compile(r" {0,3}([-+*]( |$)|\d{1,9}[.)]( |$)|#{1,6}( |$)|>|```|~~~|<|([-*_=])( *\5){2,} *$|=+ *$|-+ *$)")
+_ENDS_ITSELF = re.compile(r" {0,3}#{1,6}( |$)")  # an ATX heading ends at its line
+LINE_SEPARATOR = "\u2028"  # a line break inside a paragraph (Qt lays it out as one; toPlainText gives "\n")
+
+
+def hard_line_breaks(markdown: str) -> str:
+    """Keep each single newline of a paragraph as a line break, as chat apps render replies (a haiku keeps its
+    three lines; Markdown would join them with spaces).
+
+    A newline between two lines of one paragraph becomes U+2028 LINE SEPARATOR, which Qt shows as a line break
+    within the paragraph. Newlines that end a block (before a list item, heading, quote, rule, table row...) and
+    everything in code (fenced, or indented by 4 spaces) stay as they are. The result has the length of
+    ``markdown``, so offsets into it (draft spans) hold for both.
+    """
+    lines = markdown.split("\n")
+    joined = []
+    fence = ""
+    for index, line in enumerate(lines[:-1]):
+        following = lines[index + 1]
+        marker = _FENCE.match(line)
+        if marker and (not fence or marker.group(1) == fence):
+            fence = "" if fence else marker.group(1)
+        joined.append(
+            not fence
+            and not marker
+            and bool(line.strip())
+            and bool(following.strip())
+            and not _ENDS_ITSELF.match(line)
+            and not _BLOCK_START.match(following)
+            and "|" not in line + following
+            and not line.startswith(("    ", "\t"))
+            and not following.startswith(("    ", "\t"))
+        )
+    pieces = []
+    for line, join in zip(lines, joined + [False]):
+        pieces.append(line + (LINE_SEPARATOR if join else "\n"))
+    return "".join(pieces)[: len(markdown)]
 
 
 def draft_ranges(raw: str, spans: list[list[int]], rendered: str) -> list[tuple[int, int]]:
@@ -70,7 +111,7 @@ def _span_of(spans: list[list[int]], position: int):
 
 
 class MarkdownView(QTextBrowser):
-    """A read-only Markdown view whose height follows its content (it never scrolls by itself).
+    """A read-only Markdown (or plain text) view whose height follows its content (it never scrolls by itself).
 
     Attributes:
         blocked_resources: URLs the content asked for and that were refused (images, style sheets...).
@@ -84,6 +125,7 @@ class MarkdownView(QTextBrowser):
         self._markdown = ""
         self._spans: list[list[int]] = []
         self._highlight = False
+        self._plain = False
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._open_link)
@@ -119,31 +161,42 @@ class MarkdownView(QTextBrowser):
 
     @property
     def markdown(self) -> str:
-        """The Markdown source shown."""
+        """The Markdown source shown (the plain text, for :meth:`set_plain_text`)."""
         return self._markdown
 
     def set_markdown(self, text: str, draft_spans: list[list[int]] | None = None, highlight: bool = False) -> None:
-        """Render ``text``; with ``highlight``, colour the characters of ``draft_spans`` (accepted draft tokens)."""
-        spans = [list(span) for span in draft_spans or []]
-        if (text, spans, highlight) == (self._markdown, self._spans, self._highlight) and self._rendered:
+        """Render ``text`` with single newlines kept as line breaks; with ``highlight``, colour the characters of
+        ``draft_spans`` (``[start, end)`` offsets of ``text``: accepted draft tokens)."""
+        self._show(text, [list(span) for span in draft_spans or []], highlight, plain=False)
+
+    def set_plain_text(self, text: str) -> None:
+        """Show ``text`` as typed: no Markdown, every line break kept (user messages)."""
+        self._show(text, [], False, plain=True)
+
+    def _show(self, text: str, spans: list[list[int]], highlight: bool, plain: bool) -> None:
+        if (text, spans, highlight, plain) == (self._markdown, self._spans, self._highlight, self._plain) and self._rendered:
             return
-        self._markdown, self._spans, self._highlight = text, spans, highlight
+        self._markdown, self._spans, self._highlight, self._plain = text, spans, highlight, plain
         self._rendered = True
         document = self.document()
         self._fitting = False  # one height update at the end, not one per format change
-        document.setMarkdown(text, MARKDOWN_FEATURES)
-        cursor = QTextCursor(document)
-        cursor.beginEditBlock()
-        self._style_code(document, cursor)
-        if highlight and self._spans:
-            self._apply_highlight(document, cursor)
-        cursor.endEditBlock()
+        if plain:
+            document.setPlainText(text)
+        else:
+            markdown = hard_line_breaks(text)
+            document.setMarkdown(markdown, MARKDOWN_FEATURES)
+            cursor = QTextCursor(document)
+            cursor.beginEditBlock()
+            self._style_code(document, cursor)
+            if highlight and self._spans:
+                self._apply_highlight(document, cursor, markdown, self._spans)
+            cursor.endEditBlock()
         self._fitting = True
         self._fit_height()
 
     def set_highlight(self, highlight: bool) -> None:
-        """Turn draft-token highlighting on or off (re-renders)."""
-        if highlight != self._highlight:
+        """Turn draft-token highlighting on or off (re-renders; plain text is never highlighted)."""
+        if highlight != self._highlight and not self._plain:
             self.set_markdown(self._markdown, self._spans, highlight)
 
     def highlighted_text(self) -> list[str]:
@@ -184,10 +237,11 @@ class MarkdownView(QTextBrowser):
                     iterator += 1
             block = block.next()
 
-    def _apply_highlight(self, document: QTextDocument, cursor: QTextCursor) -> None:
+    @staticmethod
+    def _apply_highlight(document: QTextDocument, cursor: QTextCursor, markdown: str, spans: list[list[int]]) -> None:
         fmt = QTextCharFormat()
         fmt.setBackground(DRAFT_BACKGROUND)
-        for start, end in draft_ranges(self._markdown, self._spans, document.toPlainText()):
+        for start, end in draft_ranges(markdown, spans, document.toPlainText()):
             cursor.setPosition(start)
             cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(fmt)

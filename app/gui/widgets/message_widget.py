@@ -1,4 +1,5 @@
-"""One message of the chat: a bubble with the text (Markdown), a statistics footer and its actions.
+"""One message of the chat: a bubble with the text (replies in Markdown, user messages as typed), a statistics
+footer and its actions.
 
 User messages offer Copy and Edit (edit the text and resend it); assistant replies offer Copy and, on the last
 reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
@@ -298,7 +299,10 @@ class MessageWidget(QFrame):
                 self.compare_box.setVisible(False)
             if not self.editing:
                 self.body.setVisible(True)
-            self.body.set_markdown(message.content, spans, self._highlight and message.role == "assistant")
+            if message.role == "user":
+                self.body.set_plain_text(message.content)  # as typed: no Markdown, line breaks kept
+            else:
+                self.body.set_markdown(message.content, spans, self._highlight)
         if message.role == "assistant":
             if self._live:
                 live = stats.get("live", "")

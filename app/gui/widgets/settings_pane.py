@@ -1,8 +1,12 @@
 """The settings pane: devices, decoding mode, draft model, K, rolling context, bit-width and sampling.
 
+It fits a 1366x768 screen under the live graph without scrolling: the number fields are no wider than their
+numbers, and the precision and draft-device fields, which few change, are folded away.
+
 Every edit is checked at once with the engine's validation (``AppSettings.field_errors``); an invalid value is
 flagged next to its field with the allowed range, and the settings stay invalid (sending is blocked) until it is
-fixed, so bad settings never reach the engine. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
+fixed, so bad settings never reach the engine. Only what the chosen decoding uses blocks Send: an invalid K in
+autoregressive mode is flagged and blocks Compare only. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -24,6 +29,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -34,6 +40,7 @@ from inference.settings import MAX_K, MAX_TEMPERATURE, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings
 from .dialogs import choose_file
+from .wheel_guard import guard_wheel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
 #: Upper end of the spin boxes without a stated maximum (token counts).
@@ -47,6 +54,11 @@ PRECISIONS = {
     "f16": "f16",
 }
 KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
+#: Fields folded under "Precision and draft device".
+ADVANCED_FIELDS = ("precision", "kv_cache_precision", "draft_device")
+#: Widest a number field grows (its special texts, "auto (system prompt)", fit), and the width of K's field.
+FIELD_WIDTH = 170
+SHORT_FIELD_WIDTH = 64
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
 
 
@@ -74,6 +86,7 @@ class SettingsPane(QScrollArea):
         self._external_errors: dict[str, str] = {}
         self._advisories: dict[str, str] = {}
         self._errors: dict[str, str] = {}
+        self._compare_errors: dict[str, str] = {}
         self._loading = False
         self._last_emitted: AppSettings | None = None
         self.fields: dict[str, QWidget] = {}
@@ -81,37 +94,16 @@ class SettingsPane(QScrollArea):
 
         content = QWidget()
         layout = QVBoxLayout(content)
-        layout.setContentsMargins(10, 10, 10, 10)
-        layout.setSpacing(10)
+        layout.setContentsMargins(8, 2, 8, 4)
+        layout.setSpacing(4)
 
-        model = self._group(layout, "Model")
+        model = self._group(layout, "Model and decoding")
         self.bits = QComboBox()
         for bits, label in BIT_WIDTHS.items():
             self.bits.addItem(label, bits)
         self._row(model, "bits", "Bit-width", self.bits, "Weights of the default model (a new bit-width is fetched and converted once)")
         self.target_device = QComboBox()
         self._row(model, "target_device", "Device", self.target_device, "OpenVINO device of the target model")
-        self.precision = QComboBox()
-        for key, label in PRECISIONS.items():
-            self.precision.addItem(label, key)
-        self._row(
-            model, "precision", "Precision", self.precision,
-            "Compute precision of the target. Auto and f32 make greedy speculative output equal autoregressive output. "
-            "On CPUs with AMX or AVX512_BF16, Auto prefills long prompts in bf16 (about 3x sooner); f32 also prefills "
-            "in f32, so a reply never depends on how its prompt was prefilled; bf16 rounds the two modes differently",
-        )
-        self.kv_cache_precision = QComboBox()
-        for key, label in KV_PRECISIONS.items():
-            self.kv_cache_precision.addItem(label, key)
-        self._row(
-            model, "kv_cache_precision", "KV cache", self.kv_cache_precision,
-            "Storage of the KV cache. Auto = f32 with f32 compute; u8 takes a quarter of the memory but is not exact",
-        )
-        self.precision_in_use = QLabel()
-        self.precision_in_use.setObjectName("hint")
-        self.precision_in_use.setWordWrap(True)
-        self.precision_in_use.setToolTip("What OpenVINO reports for the loaded target model")
-        model.addRow("In use", self.precision_in_use)
         self.decoding = QComboBox()
         for decoding in Decoding:
             self.decoding.addItem(decoding.label, decoding.value)
@@ -120,7 +112,7 @@ class SettingsPane(QScrollArea):
         draft_layout = QHBoxLayout(draft_row)
         draft_layout.setContentsMargins(0, 0, 0, 0)
         self.draft_model = QComboBox()
-        self.draft_model.setMinimumContentsLength(12)
+        self.draft_model.setMinimumContentsLength(8)
         self.draft_model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.browse_button = QPushButton("Browse…")
         self.browse_button.setToolTip("Choose a draft model folder (OpenVINO IR with the same tokenizer as the target)")
@@ -128,30 +120,97 @@ class SettingsPane(QScrollArea):
         draft_layout.addWidget(self.draft_model, 1)
         draft_layout.addWidget(self.browse_button)
         self._row(model, "draft_model", "Draft model", draft_row, "Proposes K tokens per step; must share the target's tokenizer", self.draft_model)
-        self.draft_device = QComboBox()
-        self._row(model, "draft_device", "Draft device", self.draft_device, "OpenVINO device of the draft model")
-
-        spec = self._group(layout, "Speculative decoding")
         self.k = QSpinBox()
         self.k.setRange(0, 4 * MAX_K)  # spin boxes reach past the valid range: a value out of it is flagged, not clamped
-        self._row(spec, "k", "K", self.k, f"Draft tokens proposed per step, 1 to {MAX_K}")
+        self.k.setMaximumWidth(SHORT_FIELD_WIDTH)
         self.adaptive_k = QCheckBox("Adaptive K")
-        self.adaptive_k.setToolTip("Tune K from the acceptance rate; fall back to plain decoding when speculation is slower")
-        self._row(spec, "adaptive_k", "", self.adaptive_k, "")
+        self.adaptive_k.setObjectName("setting_adaptive_k")
+        self.adaptive_k.setToolTip(
+            "Tune K from the acceptance rate (the share of drafted tokens the target model accepts); fall back to "
+            "plain decoding when speculation is slower"
+        )
+        k_row = QWidget()
+        k_layout = QHBoxLayout(k_row)
+        k_layout.setContentsMargins(0, 0, 0, 0)
+        k_layout.addWidget(self.k)
+        k_layout.addSpacing(12)
+        k_layout.addWidget(self.adaptive_k)
+        k_layout.addStretch(1)
+        self._row(
+            model, "k", "Draft tokens per step (K)", k_row,
+            f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the target model checks them all in "
+            "one pass and keeps the ones it agrees with (the acceptance rate)",
+            self.k,
+        )  # fmt: skip
+        self.fields["adaptive_k"] = self.adaptive_k
+
+        # what few change is folded away (it unfolds by itself when one of its fields is flagged)
+        self.advanced_button = QToolButton()
+        self.advanced_button.setObjectName("advancedToggle")
+        self.advanced_button.setText("Precision and draft device")
+        self.advanced_button.setToolTip("Compute and KV-cache precision of the target, device of the draft model")
+        self.advanced_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.advanced_button.setArrowType(Qt.ArrowType.RightArrow)
+        self.advanced_button.setAutoRaise(True)
+        self.advanced_button.setCheckable(True)
+        self.advanced_button.toggled.connect(self.show_advanced)
+        model.addRow(self.advanced_button)
+        self.advanced_box = QWidget()
+        advanced = QFormLayout(self.advanced_box)
+        advanced.setContentsMargins(0, 0, 0, 0)
+        advanced.setVerticalSpacing(2)
+        advanced.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.precision = QComboBox()
+        for key, label in PRECISIONS.items():
+            self.precision.addItem(label, key)
+        self._row(
+            advanced, "precision", "Precision", self.precision,
+            "Compute precision of the target. Auto and f32 make greedy speculative output equal autoregressive output. "
+            "On CPUs with AMX or AVX512_BF16, Auto prefills long prompts in bf16 (about 3x sooner); f32 also prefills "
+            "in f32, so a reply never depends on how its prompt was prefilled; bf16 rounds the two modes differently",
+        )
+        self.kv_cache_precision = QComboBox()
+        for key, label in KV_PRECISIONS.items():
+            self.kv_cache_precision.addItem(label, key)
+        self._row(
+            advanced, "kv_cache_precision", "KV cache", self.kv_cache_precision,
+            "Storage of the KV cache. Auto = f32 with f32 compute; u8 takes a quarter of the memory but is not exact",
+        )
+        self.precision_in_use = QLabel()
+        self.precision_in_use.setObjectName("hint")
+        self.precision_in_use.setWordWrap(True)
+        self.precision_in_use.setToolTip("What OpenVINO reports for the loaded target model")
+        advanced.addRow("In use", self.precision_in_use)
+        self.draft_device = QComboBox()
+        self._row(advanced, "draft_device", "Draft device", self.draft_device, "OpenVINO device of the draft model")
+        model.addRow(self.advanced_box)
+        self.advanced_box.setVisible(False)
 
         context = self._group(layout, "Rolling context")
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(0, BIG)
         self.n_ctx.setSingleStep(256)
-        self._row(context, "n_ctx", "n_ctx", self.n_ctx, f"KV-cache size in tokens, at least {MIN_N_CTX}; older tokens roll out past it")
+        self._row(
+            context, "n_ctx", "Context length (n_ctx)", self.n_ctx,
+            f"n_ctx: how many tokens the model keeps in memory (the KV cache), at least {MIN_N_CTX}; past it, older "
+            "tokens roll out (see n_discard)",
+        )  # fmt: skip
         self.n_keep = QSpinBox()
         self.n_keep.setRange(-1, BIG)
         self.n_keep.setSpecialValueText("auto (system prompt)")
-        self._row(context, "n_keep", "n_keep", self.n_keep, "Tokens kept at the start forever (attention sinks)")
+        self._row(
+            context, "n_keep", "Kept at start (n_keep)", self.n_keep,
+            "n_keep: tokens at the start of the conversation that never roll out (the attention sinks); auto keeps "
+            "the system prompt",
+        )  # fmt: skip
         self.n_discard = QSpinBox()
         self.n_discard.setRange(-1, BIG)
         self.n_discard.setSpecialValueText("auto (half)")
-        self._row(context, "n_discard", "n_discard", self.n_discard, "Tokens dropped per roll (auto: half of n_ctx - n_keep)")
+        self._row(
+            context, "n_discard", "Dropped per roll (n_discard)", self.n_discard,
+            "n_discard: tokens dropped from the oldest end each time the context is full; auto drops half of "
+            "n_ctx - n_keep",
+        )  # fmt: skip
 
         sampling = self._group(layout, "Sampling")
         self.temperature = QDoubleSpinBox()
@@ -200,6 +259,12 @@ class SettingsPane(QScrollArea):
             widget.valueChanged.connect(self._edited)
         self.adaptive_k.toggled.connect(self._edited)
         self.seed.textChanged.connect(self._edited)
+        guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Guard the fields added after construction (by the sampling group, say) against the wheel too."""
+        guard_wheel(self)
+        super().showEvent(event)
 
     # --- building ---------------------------------------------------------------------------------
 
@@ -209,13 +274,20 @@ class SettingsPane(QScrollArea):
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        form.setVerticalSpacing(6)
+        form.setContentsMargins(8, 4, 8, 6)
+        form.setVerticalSpacing(2)
         layout.addWidget(box)
         return form
 
     def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str, field: QWidget | None = None) -> None:
         field = field or widget
         field.setObjectName(f"setting_{name}")
+        if isinstance(field, (QAbstractSpinBox, QLineEdit)) and field.maximumWidth() > FIELD_WIDTH:
+            field.setMaximumWidth(FIELD_WIDTH)  # a number needs no more: the rest of the row stays empty
+        if isinstance(field, QComboBox) and field.sizeAdjustPolicy() == QComboBox.SizeAdjustPolicy.AdjustToContentsOnFirstShow:
+            # long choices are elided rather than widening the pane past the window (the tooltip has them all)
+            field.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            field.setMinimumContentsLength(8)
         if tip:
             widget.setToolTip(tip)
             field.setToolTip(tip)
@@ -232,6 +304,17 @@ class SettingsPane(QScrollArea):
         form.addRow(label, cell)
         self.fields[name] = field
         self.error_labels[name] = error
+
+    def show_advanced(self, shown: bool = True) -> None:
+        """Unfold (or fold) the precision and draft-device fields."""
+        self.advanced_button.setChecked(shown)
+        self.advanced_button.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.advanced_box.setVisible(shown)
+
+    def content_height(self) -> int:
+        """The height, in pixels, that shows every field without a scroll bar."""
+        self.ensurePolished()  # the style sheet's margins count
+        return self.widget().sizeHint().height() + 2 * self.frameWidth()
 
     # --- data -------------------------------------------------------------------------------------
 
@@ -347,9 +430,10 @@ class SettingsPane(QScrollArea):
             max_new_tokens=self.max_new_tokens.value(),
         )
 
-    def errors(self) -> dict[str, str]:
-        """Current errors by field name (empty when valid)."""
-        return dict(self._errors)
+    def errors(self, compare: bool = False) -> dict[str, str]:
+        """Current errors by field name (empty when valid): of what the chosen decoding uses, and with ``compare``
+        of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid)."""
+        return {**self._compare_errors, **self._errors} if compare else dict(self._errors)
 
     def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
         """Show (or clear, with None) an error found outside the pane next to its field.
@@ -382,8 +466,12 @@ class SettingsPane(QScrollArea):
             errors.pop("general", None)
         errors.update(self._external_errors)
         self._errors = errors
+        # what the chosen decoding does not use (K in autoregressive mode) is flagged without blocking Send
+        unused = settings.field_errors(self._max_position_embeddings, self._devices, speculative=True)
+        self._compare_errors = {name: message for name, message in unused.items() if name not in errors}
+        notes = {name: f"{text} (only speculative decoding and Compare use it)" for name, text in self._compare_errors.items()}
         for name, label in self.error_labels.items():
-            message = errors.get(name) or self._advisories.get(name, "")
+            message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             label.setText(message)
             label.setVisible(bool(message))
             widget = self.fields.get(name)
@@ -391,6 +479,8 @@ class SettingsPane(QScrollArea):
                 widget.setProperty("invalid", bool(message))
                 widget.style().unpolish(widget)
                 widget.style().polish(widget)
+        if any(name in errors or name in self._advisories for name in ADVANCED_FIELDS):
+            self.show_advanced()  # a flagged field is never hidden
         uses_draft = settings.uses_draft_model
         for widget in (self.draft_model, self.browse_button, self.draft_device):
             widget.setEnabled(uses_draft)

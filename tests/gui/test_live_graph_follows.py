@@ -1,0 +1,90 @@
+"""The live graph follows the conversation on screen and fits its time axis to the reply."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.gui.widgets.live_graph import MIN_X_RANGE_S, PLACEHOLDER, LiveGraph
+from inference.events import StepStats
+
+
+def _steps(seconds: float, count: int = 20, drafted: int = 0):
+    return [
+        StepStats(drafted=drafted, accepted=drafted // 2, emitted=drafted // 2 + 1, draft_ms=0.1, verify_ms=9.0,
+                  step_ms=10.0, k=4, cache_len=40 + i, n_ctx=512, elapsed_s=seconds * (i + 1) / count, generated=i + 1)
+        for i in range(count)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def graph(qtbot):
+    from app.gui.application import create_application
+
+    create_application()
+    graph = LiveGraph()
+    graph.resize(390, 320)
+    qtbot.addWidget(graph)
+    graph.show()
+    return graph
+
+
+def _drawn_points(graph: LiveGraph) -> int:
+    return sum(len(item.xData if item.xData is not None else []) for item in graph.rate_plot.listDataItems())
+
+
+def test_a_short_reply_fills_the_time_axis(graph):
+    graph.show_conversation(1)
+    graph.start_run("ar", conversation_id=1)
+    graph.add_events(_steps(1.2))
+    graph.refresh()
+    start, end = graph.x_range
+    assert start == pytest.approx(0.0, abs=1e-6) and 1.2 <= end <= 1.5  # while streaming: the next small step
+    graph.finish_run()
+    start, end = graph.x_range
+    assert 1.2 <= end <= 1.25  # fitted to the reply with a small margin, not a fixed 5 s
+    graph.start_run("ar", conversation_id=1)
+    graph.add_events(_steps(0.05, count=3))
+    graph.finish_run()
+    assert graph.x_range[1] == pytest.approx(MIN_X_RANGE_S)  # a very short reply: the shortest axis
+
+
+def test_the_graph_shows_the_last_reply_of_the_conversation_on_screen(graph):
+    graph.show_conversation(1)
+    graph.start_run("spec", conversation_id=1)
+    graph.add_events(_steps(2.0, drafted=4))
+    graph.finish_run()
+    assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
+    graph.show_conversation(2, {"mode": "ar", "ttft_ms": 20.0, "tokens_per_s": 118.2, "new_tokens": 17})
+    assert graph.series == [] and _drawn_points(graph) == 0
+    assert graph.summary.text().startswith("Last reply: TTFT 20 ms · 118.2 tokens/s")
+    # a reply streaming in conversation 2 while conversation 3 is shown is not drawn there
+    graph.start_run("ar", conversation_id=2)
+    graph.show_conversation(3)
+    graph.add_events(_steps(1.0))
+    graph.refresh()
+    assert graph.series == [] and _drawn_points(graph) == 0 and graph.summary.text() == PLACEHOLDER
+    graph.finish_run()
+    graph.show_conversation(1)  # back: conversation 1's reply is drawn again, axis fitted to it
+    assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
+    assert 2.0 <= graph.x_range[1] <= 2.1 and "acceptance rate 50%" in graph.summary_text()
+    graph.show_conversation(2)
+    assert [s.key for s in graph.series] == ["ar"] and graph.series[0].steps
+
+
+def test_the_window_graph_follows_the_conversation_shown(make_window):
+    window = make_window(start=False)
+    db = window.db
+    older = db.create_conversation("older")
+    db.add_message(older, "user", "Hi")
+    db.add_message(older, "assistant", "Hello!", stats={"mode": "ar", "ttft_ms": 30.0, "tokens_per_s": 99.5})
+    newer = db.create_conversation("newer")
+    window.refresh_list()
+    window.open_conversation(newer)
+    window.live_graph.start_run("ar", conversation_id=newer)
+    window.live_graph.add_events(_steps(1.0))
+    window.live_graph.finish_run()
+    assert window.live_graph.series
+    window.open_conversation(older)
+    assert window.live_graph.series == [] and "99.5 tokens/s" in window.live_graph.summary.text()
+    window.open_conversation(newer)
+    assert [s.key for s in window.live_graph.series] == ["ar"]

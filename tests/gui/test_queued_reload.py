@@ -1,0 +1,32 @@
+"""A reload asked for while a reply is generated waits for it, and says so, without the busy indicator."""
+
+from __future__ import annotations
+
+from conftest import FAST
+
+TIMEOUT = 240_000
+
+
+def test_a_reload_during_a_reply_says_it_waits_for_the_reply(qtbot, make_window):
+    window = make_window(FAST.with_values(max_new_tokens=150))
+    states = []
+    window.models.state_changed.connect(lambda state, text: states.append((state, text, window.busy_bar.isVisible())))
+    window.composer.set_text("Tell me a long story about a dragon who learns to bake bread, in many paragraphs.")
+    window.composer.submit()
+    qtbot.waitUntil(lambda: bool(window.worker.generating and window.live_graph.series and window.live_graph.series[-1].steps),
+                    timeout=TIMEOUT)  # fmt: skip
+    pane = window.settings_pane
+    pane.bits.setCurrentIndex(pane.bits.findData(8))  # a model setting: the window asks for a reload
+    window.models.load()  # now, not after the reload delay: the reply is surely still streaming
+    qtbot.waitUntil(lambda: window.model_state == "queued", timeout=5000)
+    assert window.model_label.text() == "The model will reload after this reply"
+    assert not window.busy_bar.isVisible()
+    assert window.active is not None  # the reply still streams
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
+        pass
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    assert "int8" in window.model_label.text()
+    queued = [index for index, (state, _, _) in enumerate(states) if state == "queued"]
+    loading = [index for index, (state, _, _) in enumerate(states) if state == "loading"]
+    assert queued and loading and queued[0] < loading[0]
+    assert all(not busy for state, _, busy in states if state == "queued")

@@ -1,0 +1,64 @@
+"""Only what the chosen decoding uses blocks Send: an invalid K does not block autoregressive replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.gui.settings_store import AppSettings
+from app.gui.widgets.composer import Composer
+from app.gui.widgets.settings_pane import SettingsPane
+from inference.settings import GenerationSettings, SettingError, SpeculativeSettings
+
+
+@pytest.fixture
+def pane_and_composer(qtbot):
+    from app.gui.application import create_application
+
+    create_application()
+    pane = SettingsPane(AppSettings(), ["CPU"])
+    composer = Composer()
+    pane.validity_changed.connect(lambda summary: composer.set_blocked(summary or None))
+    for widget in (pane, composer):
+        qtbot.addWidget(widget)
+        widget.show()
+    return pane, composer
+
+
+def test_an_invalid_k_blocks_only_speculative_decoding(pane_and_composer):
+    pane, composer = pane_and_composer
+    emitted = []
+    pane.settings_changed.connect(emitted.append)
+    pane.decoding.setCurrentIndex(pane.decoding.findData("ar"))
+    pane.k.setValue(0)
+    assert pane.errors() == {} and composer.send_button.isEnabled()
+    assert emitted[-1].value("k") == 0  # autoregressive settings are valid, so they are saved
+    label = pane.error_labels["k"]
+    assert label.isVisibleTo(pane) and "K (draft tokens per step) must be in [1, 16]" in label.text()
+    assert "only speculative decoding and Compare use it" in label.text()
+    assert set(pane.errors(compare=True)) == {"k"}  # a Compare runs speculative decoding: refused
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
+    assert set(pane.errors()) == {"k"} and not composer.send_button.isEnabled()
+    composer.set_text("Hi")
+    composer.submit()
+    assert composer.error_text.startswith("Fix the settings first: K (draft tokens per step) must be in [1, 16]")
+    pane.k.setValue(4)
+    assert pane.errors(compare=True) == {} and composer.send_button.isEnabled()
+
+
+def test_field_errors_and_the_engine_check_only_what_the_decoding_uses():
+    ar = AppSettings().with_values(decoding="ar", k=0)
+    assert ar.field_errors(8192, ["CPU"]) == {}
+    assert set(ar.field_errors(8192, ["CPU"], speculative=True)) == {"k"}
+    assert set(ar.with_values(decoding="spec_lookup").field_errors(8192, ["CPU"])) == {"k"}
+    GenerationSettings(speculative=SpeculativeSettings(k=0)).validate(8192)  # autoregressive: K unused
+    with pytest.raises(SettingError) as error:
+        GenerationSettings(decoding="spec_lookup", speculative=SpeculativeSettings(k=0)).validate(8192)
+    assert error.value.field == "k"
+
+
+def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_window):
+    window = make_window(AppSettings().with_values(k=0), start=False)
+    window.composer.set_text("Hi")
+    assert window.send("Hi", compare=True) is None
+    assert "K (draft tokens per step) must be in [1, 16]" in window.composer.error_text
+    assert window.composer.send_button.isEnabled()  # a plain autoregressive Send is not blocked
