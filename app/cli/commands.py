@@ -44,10 +44,10 @@ def _n_keep(value: str) -> int | str:
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", type=Path, help="target model folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--model", help="target model: an installed model's name (`specchat models list`) or a folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=4, help="bit-width of the default model")
     parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
-    parser.add_argument("--draft", default="lookup", help="draft model folder, or 'lookup' for prompt-lookup drafting")
+    parser.add_argument("--draft", default="lookup", help="draft model: an installed model's name or a folder, or 'lookup' for prompt-lookup drafting")
     parser.add_argument("--k", type=int, default=SPECULATIVE.k, help=f"draft tokens per step (1..{MAX_K})")
     parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
     parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
@@ -136,8 +136,8 @@ def _progress(message: str) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    target = args.model or default_model.ensure_default_model(args.bits, progress=_progress)
-    draft = None if args.draft == "lookup" or args.mode == "ar" else Path(args.draft)
+    target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits, progress=_progress)
+    draft = None if args.draft == "lookup" or args.mode == "ar" else store.find_model(args.draft)
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
 
