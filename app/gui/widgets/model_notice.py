@@ -16,7 +16,7 @@ class ModelNotice(QFrame):
 
     Attributes:
         kind: what the notice shown is about (the caller's key, e.g. ``"conversation"``), or "" when hidden.
-        text: its label; action: its action button (hidden when the notice has none).
+        text: its label; action: its action button (hidden when the notice has none); close_button: dismisses it.
     """
 
     def __init__(self, parent: QWidget | None = None):
@@ -33,16 +33,16 @@ class ModelNotice(QFrame):
         self.action = QPushButton()
         self.action.setObjectName("noticeAction")
         self.action.clicked.connect(self._act)
-        close = QToolButton()
-        close.setText("✕")
-        close.setToolTip("Dismiss")
-        close.setAutoRaise(True)
-        close.clicked.connect(self.dismiss)
+        self.close_button = QToolButton()
+        self.close_button.setText("✕")
+        self.close_button.setToolTip("Dismiss")
+        self.close_button.setAutoRaise(True)
+        self.close_button.clicked.connect(lambda: self.dismiss())
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 4, 6, 4)
         layout.addWidget(self.text, 1)
         layout.addWidget(self.action)
-        layout.addWidget(close)
+        layout.addWidget(self.close_button)
         self.setVisible(False)
 
     def show_notice(self, kind: str, text: str, action: str = "", callback: Callable[[], None] | None = None) -> None:
