@@ -42,9 +42,9 @@ def test_the_default_models_copies_read_differently_and_pair_by_tokenizer(defaul
     assert int4.display_name == int8.display_name == "SmolLM2-135M-Instruct"  # what every list showed
     assert [m.store_name for m in (int4, int8, other)] == ["SmolLM2-135M-Instruct-int4", "SmolLM2-135M-Instruct-int8", "other"]
     labels = model_store.model_labels([int4, int8, other])
-    assert labels[str(int4.path)] == "SmolLM2-135M-Instruct · 4-bit · 88 MB"
-    assert labels[str(int8.path)] == "SmolLM2-135M-Instruct · 8-bit · 144 MB"
-    assert labels[str(other.path)] == "Other-1B · 4-bit · 600 MB"
+    assert labels[str(int4.path)] == "SmolLM2-135M-Instruct · 4-bit · 88 MiB"
+    assert labels[str(int8.path)] == "SmolLM2-135M-Instruct · 8-bit · 144 MiB"
+    assert labels[str(other.path)] == "Other-1B · 4-bit · 600 MiB"
     assert model_store.compatible_drafts(int4, [int4, int8, other]) == [int8]
     assert model_store.compatible_drafts(other, [int4, int8, other]) == []
     assert model_store.compatible_drafts(None, [int4, int8]) == []
@@ -54,7 +54,7 @@ def test_labels_that_would_read_the_same_get_their_folder_name(store):
     _fake_model("a", "Same", 4, "aaaa")
     _fake_model("b", "Same", 4, "aaaa")
     labels = model_store.model_labels(model_store.installed_models())
-    assert sorted(labels.values()) == ["Same · 4-bit · 90 MB (a)", "Same · 4-bit · 90 MB (b)"]
+    assert sorted(labels.values()) == ["Same · 4-bit · 90 MiB (a)", "Same · 4-bit · 90 MiB (b)"]
 
 
 def test_find_model_takes_store_names_and_unique_manifest_names(default_copies):

@@ -1,6 +1,11 @@
-"""Screenshot of SpecChat running one autoregressive vs speculative comparison, taken under Xvfb.
+"""Screenshot of SpecChat running one autoregressive vs speculative comparison (or another scene), taken under Xvfb.
 
     python tools/screenshot.py [--output specchat.png] [--prompt TEXT] [--decoding spec_lookup|spec_model]
+                               [--scene compare|chat|picker] [--model NAME]
+
+Scenes: ``compare`` (the default) sends the prompt with Compare; ``chat`` sends it as a message and waits for the
+reply; ``picker`` opens the model picker's list. ``--model`` chats with an installed model (a name of
+``specchat models list``) instead of the default model.
 
 The script re-runs itself under ``xvfb-run`` (or a private ``Xvfb`` server) so the window is drawn by a real X
 server with the xcb platform plugin, as on a desktop. It uses a temporary history and settings (your chats are
@@ -41,6 +46,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precision", default="auto", help="compute precision of the target (auto, f32, bf16, f16)")
     parser.add_argument("--kv-cache-precision", default="auto", help="KV-cache precision (auto, u8, f16, f32)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
+    parser.add_argument("--scene", choices=("compare", "chat", "picker"), default="compare",
+                        help="what to show: a comparison, a reply, or the model picker open")  # fmt: skip
+    parser.add_argument("--model", default="", help="target model: an installed model's name (default: the default model)")
+    parser.add_argument("--n-ctx", type=int, default=None, help="rolling-context size (a small model may need less)")
+    parser.add_argument("--switch-to", default="", help="after the reply, choose this installed model (the chat's notice shows)")
     return parser.parse_args(argv)
 
 
@@ -83,9 +93,10 @@ def _take(args: argparse.Namespace) -> int:
     draft = ""
     if args.decoding == "spec_model":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
-    settings = AppSettings().with_values(
+    settings = AppSettings(target_model=args.model).with_values(
         decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
         precision=args.precision, kv_cache_precision=args.kv_cache_precision,
+        **({"n_ctx": args.n_ctx} if args.n_ctx else {}),
     )
     SettingsStore(workdir / "settings.json").save(settings)
     app = create_application()
@@ -100,21 +111,17 @@ def _take(args: argparse.Namespace) -> int:
     async def run() -> int:
         window.start()
         await window.wait_for_model()
-        window.composer.set_text(args.prompt)
-        finished = asyncio.get_running_loop().create_future()
-        window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
-        window.composer.compare_button.click()
-        message = await asyncio.wait_for(finished, args.timeout)
-        await asyncio.sleep(0.8)  # the last graph refresh and repaint
-        if message is None:
-            print(f"the comparison failed: {window.composer.error_text}", file=sys.stderr)
-            return 1
-        compare = message.stats["compare"]
-        print(
-            f"autoregressive {compare['ar']['tokens_per_s']:.1f} tokens/s, speculative {compare['spec']['tokens_per_s']:.1f} "
-            f"tokens/s, speedup {compare['speedup']:.2f}x, identical: {compare['identical']}",
-            file=sys.stderr,
-        )
+        if args.scene == "picker":
+            window.focus_model_picker()
+            await asyncio.sleep(0.8)  # the list opens and paints
+        else:
+            status = await _reply(window, args)
+            if status:
+                return status
+            if args.switch_to:
+                window.choose_target(*window.choice_for(args.switch_to))
+                await window.wait_for_model()
+                await asyncio.sleep(0.8)
         screen = window.screen()
         picture = screen.grabWindow(0, 0, 0, window.frameGeometry().width(), window.frameGeometry().height())
         if picture.isNull():
@@ -136,6 +143,29 @@ def _take(args: argparse.Namespace) -> int:
     return status
 
 
+async def _reply(window, args: argparse.Namespace) -> int:
+    """Send the prompt (with Compare in the ``compare`` scene) and wait for the reply; 1 if it failed."""
+    window.composer.set_text(args.prompt)
+    finished = asyncio.get_running_loop().create_future()
+    window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
+    (window.composer.compare_button if args.scene == "compare" else window.composer.send_button).click()
+    message = await asyncio.wait_for(finished, args.timeout)
+    await asyncio.sleep(0.8)  # the last graph refresh and repaint
+    if message is None or message.state == "error":
+        print(f"the reply failed: {window.composer.error_text}", file=sys.stderr)
+        return 1
+    if args.scene == "compare":
+        compare = message.stats["compare"]
+        print(
+            f"autoregressive {compare['ar']['tokens_per_s']:.1f} tokens/s, speculative {compare['spec']['tokens_per_s']:.1f} "
+            f"tokens/s, speedup {compare['speedup']:.2f}x, identical: {compare['identical']}",
+            file=sys.stderr,
+        )
+    else:
+        print(f"{message.stats.get('target_model')}: {message.stats.get('tokens_per_s')} tokens/s", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: relaunch under Xvfb, or (inside it) take the screenshot."""
     argv = sys.argv[1:] if argv is None else argv
@@ -145,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         return _relaunch_under_xvfb([*argv[:0], "--output", str(args.output), "--prompt", args.prompt,
                                      "--decoding", args.decoding, "--max-new-tokens", str(args.max_new_tokens),
                                      "--precision", args.precision, "--kv-cache-precision", args.kv_cache_precision,
-                                     "--timeout", str(args.timeout)])  # fmt: skip
+                                     "--timeout", str(args.timeout), "--scene", args.scene, "--model", args.model,
+                                     "--switch-to", args.switch_to,
+                                     *(["--n-ctx", str(args.n_ctx)] if args.n_ctx else [])])  # fmt: skip
     return _take(args)
 
 

@@ -419,7 +419,7 @@ class MainWindow(QMainWindow):
         self.settings_pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
         self._settings_applied(previous)
 
-    def _choice_for(self, name: str) -> tuple[str, int] | None:
+    def choice_for(self, name: str) -> tuple[str, int] | None:
         """The picker's choice ``(target_model, bits)`` for a model's store name; None if it is not installed."""
         for bits in SUPPORTED_BITS:
             if name == default_model_dir(bits).name:
@@ -437,7 +437,7 @@ class MainWindow(QMainWindow):
         if not last or last == current:
             self.model_notice.dismiss("conversation")
             return
-        choice = self._choice_for(last)
+        choice = self.choice_for(last)
         now = self.model_picker.label(self.settings.target_model, self.settings.bits)
         if choice is None:
             text = f"This chat was answered with {last}, which is no longer installed; the model now chosen is {now}."

@@ -221,8 +221,8 @@ class ModelManifest:
 
     @property
     def label(self) -> str:
-        """A readable one-line name for model lists: ``"SmolLM2-135M-Instruct · 4-bit · 88 MB"``."""
-        return f"{self.display_name} · {self.bits_label} · {self.size_bytes / 2**20:.0f} MB"
+        """A readable one-line name for model lists: ``"SmolLM2-135M-Instruct · 4-bit · 93 MiB"``."""
+        return f"{self.display_name} · {self.bits_label} · {self.size_label}"
 
     @property
     def bits_label(self) -> str:

@@ -50,8 +50,8 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     assert picker.objectName() == "modelPicker" and window.choose_model_action.shortcut().toString() == "Ctrl+L"
     texts = _texts(picker)
     assert len(texts) == 6 and len(set(texts)) == 6, texts  # the default model at 4/8/16 bits, three tiny models
-    assert texts[0].startswith("SmolLM2-135M-Instruct · 4-bit") and "not built yet" in texts[0]
-    assert any(text.startswith("tiny-other · ") and " MB" in text for text in texts)
+    assert texts[0].startswith("SmolLM2-135M-Instruct · 4-bit") and texts[0].endswith("not built yet")
+    assert any(text.startswith("tiny-other · ") and " MiB" in text for text in texts)
     assert picker.currentText().startswith("tiny-same · ") and window.model_picker.device.text() == "on CPU"
     assert _loaded_target(window) == "tiny-same" and window.worker.spec.draft_dir.name == "tiny-same-b"
     drafts = window.settings_pane.draft_model

@@ -42,7 +42,7 @@ class ModelPicker(QWidget):
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.combo.setToolTip("The model that answers (Ctrl+L). Models > Manage models… adds more")
         self.combo.activated.connect(self._activated)
-        label = QLabel("&Model")
+        label = QLabel("M&odel")
         label.setBuddy(self.combo)
         self.device = QLabel()
         self.device.setObjectName("hint")
@@ -55,6 +55,7 @@ class ModelPicker(QWidget):
         layout.addWidget(self.combo)
         layout.addWidget(self.device)
         layout.addWidget(self.error, 1)
+        layout.addStretch(0)  # the row stays left-aligned while the error label is hidden
 
     def set_models(self, models: list[ModelManifest], target_model: str, bits: int) -> None:
         """List ``models`` (``installed_models()``) and select the entry of ``(target_model, bits)``."""
@@ -70,7 +71,9 @@ class ModelPicker(QWidget):
             if manifest is not None:
                 self._add(labels[str(manifest.path)], ("", b), manifest)
             else:
-                self.combo.addItem(f"{DEFAULT_MODEL_NAME} · {b}-bit · not built yet (prepared when chosen)", choice_key("", b))
+                self.combo.addItem(f"{DEFAULT_MODEL_NAME} · {b}-bit · not built yet", choice_key("", b))
+                tip = f"Built from the default model's download when chosen (a minute or two), then kept in {default_model_dir(b)}"
+                self.combo.setItemData(self.combo.count() - 1, tip, 3)  # Qt.ToolTipRole
         for manifest in models:
             if manifest.store_name not in defaults:
                 self._add(labels[str(manifest.path)], (manifest.store_name, 0), manifest)
