@@ -168,4 +168,23 @@ def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_wi
     assert "selected in the window" in dialog.status.text()
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-target-ov" and window.worker.spec.draft_dir.name == "tiny-draft-ov"
+
+    # The pair again, with another target chosen meanwhile: the installed models are used, nothing is downloaded.
+    _pick(window, "tiny-same")
+    with qtbot.waitSignal(dialog.pair_installed, timeout=30_000):
+        dialog.download_pair_button.click()  # the hub server is gone: a download would fail
+    assert "test-org/tiny-draft-ov is installed already, as tiny-draft-ov" in dialog.log.toPlainText()
+    assert window.settings.target_model == "tiny-target-ov"
     dialog.close()
+
+
+def test_a_chosen_model_that_is_no_longer_installed_is_said_at_the_picker(qtbot, make_window, tiny_store):
+    window = make_window(TINY.with_values(target_model="removed-meanwhile"), wait_model=False)
+    qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
+    error = window.model_picker.error
+    assert error.isVisible() and "no installed model or folder named 'removed-meanwhile'" in error.text()
+    assert "choose another model in the model picker" in error.text()
+    assert window.model_picker.combo.currentText() == "removed-meanwhile (not installed)"
+    _pick(window, "tiny-same")
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert not error.isVisible() and _loaded_target(window) == "tiny-same"

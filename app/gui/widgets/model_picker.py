@@ -87,11 +87,13 @@ class ModelPicker(QWidget):
         self.combo.setItemData(self.combo.count() - 1, tip, 3)  # Qt.ToolTipRole
 
     def select(self, target_model: str, bits: int) -> None:
-        """Show ``(target_model, bits)`` as the current entry (a folder outside the store is added by its name)."""
+        """Show ``(target_model, bits)`` as the current entry (a folder outside the store, or a model no longer
+        installed, is added by its name)."""
         self._bits = bits
         index = self.combo.findData(choice_key(target_model, bits))
         if index < 0 and target_model:
-            self.combo.addItem(f"{Path(target_model).name} (folder)", choice_key(target_model, bits))
+            what = "folder" if Path(target_model).is_dir() else "not installed"
+            self.combo.addItem(f"{Path(target_model).name} ({what})", choice_key(target_model, bits))
             index = self.combo.count() - 1
         self.combo.blockSignals(True)
         self.combo.setCurrentIndex(max(index, 0))

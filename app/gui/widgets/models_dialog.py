@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from inference.models import store
+from inference.models.progress import ProgressEvent
 
 from ..background import DaemonThreadExecutor, run_in, threadsafe
 
@@ -426,9 +427,17 @@ class ModelsDialog(QDialog):
         bits = int(self.bits_combo.currentData())
         from inference.models.hub import install_from_hub
 
+        def install(model, report, cancel) -> Path:
+            wanted = None if model.openvino else bits
+            for manifest in store.installed_models():  # a model of the pair installed before is used as it is
+                if manifest.details.get("repo_id") == model.repo_id and (wanted is None or manifest.bits == wanted):
+                    report(ProgressEvent(f"{model.repo_id} is installed already, as {manifest.store_name}"))
+                    return manifest.path
+            return install_from_hub(model.repo_id, bits=wanted, progress=report, cancel=cancel)
+
         def work(report, cancel):
-            target = install_from_hub(pair.target.repo_id, bits=None if pair.target.openvino else bits, progress=report, cancel=cancel)
-            draft = install_from_hub(pair.draft.repo_id, bits=None if pair.draft.openvino else bits, progress=report, cancel=cancel)
+            target = install(pair.target, report, cancel)
+            draft = install(pair.draft, report, cancel)
             from inference.models.inspect import check_pair
 
             check_pair(target, draft)
