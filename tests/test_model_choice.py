@@ -40,7 +40,11 @@ def default_copies(store):
 def test_the_default_models_copies_read_differently_and_pair_by_tokenizer(default_copies):
     int4, int8, other = model_store.installed_models()
     assert int4.display_name == int8.display_name == "SmolLM2-135M-Instruct"  # what every list showed
-    assert [m.store_name for m in (int4, int8, other)] == ["SmolLM2-135M-Instruct-int4", "SmolLM2-135M-Instruct-int8", "other"]
+    assert [m.store_name for m in (int4, int8, other)] == [
+        "SmolLM2-135M-Instruct-int4",
+        "SmolLM2-135M-Instruct-int8",
+        "other",
+    ]
     labels = model_store.model_labels([int4, int8, other])
     assert labels[str(int4.path)] == "SmolLM2-135M-Instruct · 4-bit · 88 MiB"
     assert labels[str(int8.path)] == "SmolLM2-135M-Instruct · 8-bit · 144 MiB"
@@ -64,6 +68,8 @@ def test_find_model_takes_store_names_and_unique_manifest_names(default_copies):
         model_store.find_model("SmolLM2-135M-Instruct")
     with pytest.raises(ModelImportError, match="no installed model or folder named 'nope'.*SmolLM2-135M-Instruct-int4"):
         model_store.find_model("nope")
+    with pytest.raises(ModelImportError, match="model folder /no/such/folder does not exist"):
+        model_store.find_model("/no/such/folder")
 
 
 def test_models_list_shows_names_that_models_remove_takes(default_copies, capsys):
@@ -77,7 +83,11 @@ def test_models_list_shows_names_that_models_remove_takes(default_copies, capsys
 
 
 def test_generate_takes_installed_model_names_for_the_target_and_the_draft(tiny_ir, store, capsys):
-    for source, name in ((tiny_ir["same"], "tiny-target"), (tiny_ir["same"], "tiny-draft"), (tiny_ir["other"], "tiny-other")):
+    for source, name in (
+        (tiny_ir["same"], "tiny-target"),
+        (tiny_ir["same"], "tiny-draft"),
+        (tiny_ir["other"], "tiny-other"),
+    ):
         assert main(["models", "import", str(source), "--name", name]) == 0
     capsys.readouterr()
     common = ["--max-new-tokens", "4", "--n-ctx", "256", "--json"]
@@ -105,13 +115,19 @@ def test_target_model_setting_persists_and_version_1_files_still_load(tmp_path):
     assert (chosen.target_model, chosen.target_name, chosen.bits) == ("tiny-target", "tiny-target", 8)
     # The bit-width chooses among the default model's copies only.
     assert AppSettings(target_model="x", bits=4).model_key() == AppSettings(target_model="x", bits=8).model_key()
-    assert AppSettings(bits=4).model_key() != AppSettings(bits=8).model_key() != AppSettings(target_model="x", bits=8).model_key()
+    assert (
+        AppSettings(bits=4).model_key()
+        != AppSettings(bits=8).model_key()
+        != AppSettings(target_model="x", bits=8).model_key()
+    )
     path.write_text(json.dumps({"version": 1, "settings": {"target_model": 3}}))
     assert SettingsStore(path).load().target_model == ""
 
 
 def _step(drafted: int, emitted: int, step_ms: float) -> StepStats:
-    return StepStats(drafted, max(0, emitted - 1) if drafted else 0, emitted, 0.0, 0.0, step_ms, drafted, 10, 256, 0.0, 0)
+    return StepStats(
+        drafted, max(0, emitted - 1) if drafted else 0, emitted, 0.0, 0.0, step_ms, drafted, 10, 256, 0.0, 0
+    )
 
 
 def test_draft_speed_from_a_comparison_and_from_adaptive_k_steps():

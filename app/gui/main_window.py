@@ -271,11 +271,11 @@ class MainWindow(QMainWindow):
             models_menu, "&Choose the model", self.focus_model_picker, "Ctrl+L", "Open the model picker at the top"
         )
         self.models_action = self._action(
-            models_menu, "&Manage models…", self.show_models, "Ctrl+M", "Installed models: import, download, convert, remove"
-        )
+            models_menu, "&Manage models…", self.show_models, "Ctrl+M", "Installed models: import, download, convert, remove",
+        )  # fmt: skip
         self.refresh_models_action = self._action(
-            models_menu, "&Refresh", self.refresh_models, "F5", "Re-read the model store (models added from the command line)"
-        )
+            models_menu, "&Refresh", self.refresh_models, "F5", "Re-read the model store (models added from the command line)",
+        )  # fmt: skip
 
         view_menu = menu.addMenu("&View")
         self.highlight_action = self._action(
@@ -397,7 +397,8 @@ class MainWindow(QMainWindow):
         """The chosen target's manifest (for the default model not built yet at ``bits``: one of its copies)."""
         manifest = self.model_picker.manifest(self.settings.target_model, self.settings.bits)
         if manifest is None and not self.settings.target_model:
-            manifest = next((self.model_picker.manifest("", b) for b in SUPPORTED_BITS if self.model_picker.manifest("", b)), None)
+            copies = (self.model_picker.manifest("", bits) for bits in SUPPORTED_BITS)
+            manifest = next((copy for copy in copies if copy is not None), None)
         return manifest
 
     def focus_model_picker(self) -> None:
@@ -432,7 +433,8 @@ class MainWindow(QMainWindow):
         """Say so when the conversation shown was last answered with another model than the one chosen."""
         conversation_id = self.chat_view.conversation_id
         messages = self.db.messages(conversation_id) if conversation_id is not None else []
-        last = next((answered_with(m.stats) for m in reversed(messages) if m.role == "assistant" and answered_with(m.stats)), "")
+        answered = (answered_with(m.stats) for m in reversed(messages) if m.role == "assistant")
+        last = next((name for name in answered if name), "")
         current = self.settings.target_name
         if not last or last == current:
             self.model_notice.dismiss("conversation")
@@ -445,7 +447,8 @@ class MainWindow(QMainWindow):
             return
         then = self.model_picker.label(*choice)
         text = f"This chat was answered with {then}; the model now chosen is {now}."
-        self.model_notice.show_notice("conversation", text, f"Switch to {then.split(' · ')[0]}", lambda: self.choose_target(*choice))
+        switch = f"Switch to {then.split(' · ')[0]}"
+        self.model_notice.show_notice("conversation", text, switch, lambda: self.choose_target(*choice))
 
     def _check_draft_speed(self, final: Message) -> None:
         """After a reply or a comparison that measured the draft model slower than plain decoding, say so (once
@@ -457,7 +460,8 @@ class MainWindow(QMainWindow):
         self._slow_pairs_told.add(pair)
         text = (
             f"The draft model made this reply {ratio:.1f}x as fast as plain decoding ({Path(pair[1]).name} drafting "
-            f"for {pair[0]}): it costs more than it saves here. Try Speculative (prompt lookup), or autoregressive decoding."
+            f"for {pair[0]}): it costs more than it saves here. Try Speculative (prompt lookup), or autoregressive "
+            "decoding."
         )
         self.model_notice.show_notice("slow_draft", text, "Use prompt lookup", self._use_prompt_lookup)
 

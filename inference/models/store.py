@@ -350,8 +350,13 @@ def find_model(name_or_path: str | Path) -> Path:
     """
     text = str(name_or_path)
     candidate = Path(text).expanduser()
-    if candidate.is_dir() and (os.sep in text or "/" in text or text.startswith(".")):
+    looks_like_a_path = os.sep in text or "/" in text or text.startswith((".", "~"))
+    if candidate.is_dir() and looks_like_a_path:
         return candidate
+    if looks_like_a_path:
+        raise ModelImportError(
+            f"model folder {candidate} does not exist; give a model folder or an installed model's name (see `specchat models list`)"
+        )
     if _NAME_RE.match(text) and (models_dir() / text).is_dir():
         return models_dir() / text
     if candidate.is_dir():

@@ -22,7 +22,11 @@ TINY = AppSettings(target_model="tiny-same").with_values(max_new_tokens=8, n_ctx
 def tiny_store(tiny_ir, shared_worker, tmp_path, monkeypatch):
     """A model store with three tiny models: two with the default tokenizer, one with another tokenizer."""
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
-    for source, name in ((tiny_ir["same"], "tiny-same"), (tiny_ir["same"], "tiny-same-b"), (tiny_ir["other"], "tiny-other")):
+    for source, name in (
+        (tiny_ir["same"], "tiny-same"),
+        (tiny_ir["same"], "tiny-same-b"),
+        (tiny_ir["other"], "tiny-other"),
+    ):
         import_model(source, name)
     return model_store.models_dir()
 
@@ -87,7 +91,9 @@ def test_a_model_added_while_the_app_runs_appears_after_refresh(qtbot, make_wind
     assert window.settings.draft_model == str(tiny_store / "tiny-same-b")  # the draft chosen stays chosen
 
 
-def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_another_says_so(qtbot, make_window, tiny_store):
+def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_another_says_so(
+    qtbot, make_window, tiny_store
+):
     window = make_window(TINY)
     # A real reply records the model that wrote it, and its footer shows it.
     window.composer.edit.setPlainText("Hello")
@@ -105,7 +111,10 @@ def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_
     window.open_conversation(other)
     notice = window.model_notice
     assert notice.isVisible() and notice.kind == "conversation"
-    assert "answered with tiny-other · " in notice.text.text() and "the model now chosen is tiny-same · " in notice.text.text()
+    assert (
+        "answered with tiny-other · " in notice.text.text()
+        and "the model now chosen is tiny-same · " in notice.text.text()
+    )
     assert _loaded_target(window) == "tiny-same"  # nothing switched silently
     assert notice.action.isVisible() and notice.action.text() == "Switch to tiny-other"
     notice.action.click()
@@ -136,7 +145,9 @@ def test_a_draft_model_that_made_a_reply_slower_is_flagged_once_per_pair(qtbot, 
     notice.dismiss()
     window._reply_finished(window.db.message(message_id))
     assert not notice.isVisible()  # once per pair
-    fast = window.db.add_message(conversation, "assistant", "y", stats={**stats, "compare": {**stats["compare"], "speedup": 1.3}})
+    fast = window.db.add_message(
+        conversation, "assistant", "y", stats={**stats, "compare": {**stats["compare"], "speedup": 1.3}}
+    )
     window._reply_finished(window.db.message(fast))
     assert not notice.isVisible()
     window._slow_pairs_told.clear()

@@ -124,7 +124,7 @@ class ModelPicker(QWidget):
         """The ``(target_model, bits)`` of the entry at ``index``."""
         key = str(self.combo.itemData(index))
         if key.startswith(_DEFAULT_KEY):
-            return "", int(key[len(_DEFAULT_KEY):])
+            return "", int(key[len(_DEFAULT_KEY) :])
         return key, self._bits
 
     def _activated(self, index: int) -> None:
