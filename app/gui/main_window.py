@@ -394,11 +394,13 @@ class MainWindow(QMainWindow):
                 self._choose_settings(replace(settings, draft_model=paths[0]))
 
     def _target_manifest(self, models: list[ModelManifest]) -> ModelManifest | None:
-        """The chosen target's manifest (for the default model not built yet at ``bits``: one of its copies)."""
+        """The chosen target's manifest (for the default model not built yet at ``bits``: another copy's, moved to
+        the folder it will have, so that the copy itself can draft for it)."""
         manifest = self.model_picker.manifest(self.settings.target_model, self.settings.bits)
         if manifest is None and not self.settings.target_model:
             copies = (self.model_picker.manifest("", bits) for bits in SUPPORTED_BITS)
-            manifest = next((copy for copy in copies if copy is not None), None)
+            copy = next((copy for copy in copies if copy is not None), None)
+            manifest = replace(copy, path=default_model_dir(self.settings.bits)) if copy is not None else None
         return manifest
 
     def focus_model_picker(self) -> None:

@@ -199,3 +199,23 @@ def test_a_chosen_model_that_is_no_longer_installed_is_said_at_the_picker(qtbot,
     _pick(window, "tiny-same")
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert not error.isVisible() and _loaded_target(window) == "tiny-same"
+
+
+def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
+    make_window, tmp_path, monkeypatch, shared_worker
+):
+    import json
+
+    from inference.models.default_model import default_model_dir
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    int8 = default_model_dir(8)
+    int8.mkdir(parents=True)  # only its manifest: the window lists and pairs models from manifests
+    manifest = {"name": "SmolLM2-135M-Instruct", "bits": 8, "size_bytes": 2**27, "tokenizer_fingerprint": "ab" * 32}
+    (int8 / model_store.MANIFEST_NAME).write_text(json.dumps(manifest))
+    settings = AppSettings(bits=4).with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(int8))
+    window = make_window(settings, start=False)  # the 4-bit copy is not built: starting would fetch it
+    drafts = window.settings_pane.draft_model
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8)]
+    assert drafts.currentData() == str(int8) and "draft_model" not in window.settings_pane.errors()
+    assert window.model_picker.combo.currentText() == "SmolLM2-135M-Instruct · 4-bit · not built yet"
