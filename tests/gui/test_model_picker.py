@@ -219,3 +219,17 @@ def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
     assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8)]
     assert drafts.currentData() == str(int8) and "draft_model" not in window.settings_pane.errors()
     assert window.model_picker.combo.currentText() == "SmolLM2-135M-Instruct · 4-bit · not built yet"
+
+
+def test_a_single_reply_is_judged_from_its_plain_and_speculative_steps(make_window, tiny_store):
+    from inference.events import StepStats
+
+    window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
+    window.replies.run_started.emit("spec", False)
+    plain = StepStats(0, 0, 1, 0.0, 5.0, 10.0, 0, 10, 256, 0.0, 0)  # 100 tokens/s
+    drafted = StepStats(4, 1, 2, 30.0, 15.0, 50.0, 4, 12, 256, 0.0, 0)  # 40 tokens/s
+    window.replies.events.emit([plain] * 3 + [drafted] * 6)  # as adaptive K's warm-up, then speculative steps
+    conversation = window.db.create_conversation("Slow draft")
+    message_id = window.db.add_message(conversation, "assistant", "x", stats={"mode": "spec", "drafter": "model"})
+    window._reply_finished(window.db.message(message_id))
+    assert window.model_notice.kind == "slow_draft" and "0.4x as fast" in window.model_notice.text.text()
