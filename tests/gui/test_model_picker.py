@@ -233,3 +233,19 @@ def test_a_single_reply_is_judged_from_its_plain_and_speculative_steps(make_wind
     message_id = window.db.add_message(conversation, "assistant", "x", stats={"mode": "spec", "drafter": "model"})
     window._reply_finished(window.db.message(message_id))
     assert window.model_notice.kind == "slow_draft" and "0.4x as fast" in window.model_notice.text.text()
+
+
+def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):
+    from pathlib import Path
+
+    from gui_helpers import accept_file_dialog, find_dialog
+
+    window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
+    window.settings_pane.browse_button.click()
+    qtbot.waitUntil(lambda: find_dialog(window, "fileDialog") is not None, timeout=5_000)
+    dialog = find_dialog(window, "fileDialog")
+    assert Path(dialog.directory().absolutePath()) == tiny_store
+    accept_file_dialog(dialog, tiny_store / "tiny-same")
+    qtbot.waitUntil(
+        lambda: window.settings_pane.draft_model.currentData() == str(tiny_store / "tiny-same"), timeout=5_000
+    )
