@@ -1,20 +1,14 @@
-"""Screenshots of SpecChat, taken under Xvfb: a comparison, the settings pane, a chat with a haiku reply.
+"""Screenshots of SpecChat, taken under Xvfb: a comparison, a reply, the model picker, the settings pane, a haiku.
 
-    python tools/screenshot.py [--scene compare|settings|haiku] [--output specchat.png] [--size 1366x768]
-                               [--prompt TEXT] [--decoding spec_lookup|spec_model]
+    python tools/screenshot.py [--scene compare|chat|picker|settings|haiku] [--output specchat.png]
+                               [--size 1366x768] [--prompt TEXT] [--decoding spec_lookup|spec_model]
+                               [--model NAME] [--switch-to NAME] [--n-ctx N]
 
-``compare`` (the default) runs one autoregressive vs speculative comparison on the default model. ``settings``
-shows the window without generating anything (the settings pane as a 1366x768 laptop screen shows it);
-``haiku`` shows a stored conversation whose user message and reply have several lines (line breaks as rendered).
-Neither of the last two loads a model.
-
-The script re-runs itself under ``xvfb-run`` (or a private ``Xvfb`` server) so the window is drawn by a real X
-server with the xcb platform plugin, as on a desktop; the screen is as large as ``--size``, so the window's default
-size follows it. It uses a temporary history and settings (your chats are not touched) and the models of the
-usual data folder (``$SPECCHAT_DATA_DIR`` or the platform's); the compare scene fetches the default model first
-if missing. The PNG is not meant to be committed.
-
-Needs Xvfb and the libraries of Qt's xcb plugin: ``apt-get install -y xvfb xauth libxcb-cursor0`` (Debian/Ubuntu).
+``compare`` (the default) runs one autoregressive vs speculative comparison; ``chat`` sends the prompt as a message
+and waits for the reply; ``picker`` opens the model picker's list. ``--model`` chats with an installed model (a
+name of ``specchat models list``) instead of the default model. ``settings`` shows the window without generating
+anything (the settings pane as a 1366x768 laptop screen shows it); ``haiku`` shows a stored conversation whose user
+message and reply have several lines (line breaks as rendered). Neither of the last two loads a model.
 """
 
 from __future__ import annotations
@@ -41,7 +35,8 @@ HAIKU_REPLY = "Crimson leaves drift down\nwhispering to the cold earth\nsummer s
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scene", choices=("compare", "settings", "haiku"), default="compare", help="what to show")
+    parser.add_argument("--scene", choices=("compare", "chat", "picker", "settings", "haiku"), default="compare",
+                        help="what to show: a comparison, a reply, the model picker open, the settings, a haiku chat")  # fmt: skip
     parser.add_argument("--size", default="1440x900", help="screen size WIDTHxHEIGHT (the window fits it)")
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
@@ -51,6 +46,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precision", default="auto", help="compute precision of the target (auto, f32, bf16, f16)")
     parser.add_argument("--kv-cache-precision", default="auto", help="KV-cache precision (auto, u8, f16, f32)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before giving up")
+    parser.add_argument("--model", default="", help="target model: an installed model's name (default: the default model)")
+    parser.add_argument("--n-ctx", type=int, default=None, help="rolling-context size (a small model may need less)")
+    parser.add_argument("--switch-to", default="", help="after the reply, choose this installed model (the chat's notice shows)")
     return parser.parse_args(argv)
 
 
@@ -93,11 +91,12 @@ def _take(args: argparse.Namespace) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="specchat-screenshot-"))
     draft = ""
-    if args.scene == "compare" and args.decoding == "spec_model":
+    if args.scene in ("compare", "chat") and args.decoding == "spec_model":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
-    settings = AppSettings().with_values(
+    settings = AppSettings(target_model=args.model).with_values(
         decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
         precision=args.precision, kv_cache_precision=args.kv_cache_precision,
+        **({"n_ctx": args.n_ctx} if args.n_ctx else {}),
     )  # fmt: skip
     SettingsStore(workdir / "settings.json").save(settings)
     if args.scene == "haiku":
@@ -111,28 +110,24 @@ def _take(args: argparse.Namespace) -> int:
     print(f"platform {QGuiApplication.platformName()}, screen {window.screen().availableGeometry().size().toTuple()}, "
           f"window {window.size().toTuple()}, model folder {default_model_dir(4)}", file=sys.stderr)  # fmt: skip
 
-    async def compare() -> int:
+    async def scene() -> int:
+        if args.scene in ("settings", "haiku"):
+            return 0
         window.start()
         await window.wait_for_model()
-        window.composer.set_text(args.prompt)
-        finished = asyncio.get_running_loop().create_future()
-        window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
-        window.composer.compare_button.click()
-        message = await asyncio.wait_for(finished, args.timeout)
-        await asyncio.sleep(0.8)  # the last graph refresh and repaint
-        if message is None:
-            print(f"the comparison failed: {window.composer.error_text}", file=sys.stderr)
-            return 1
-        compare = message.stats["compare"]
-        print(
-            f"autoregressive {compare['ar']['tokens_per_s']:.1f} tokens/s, speculative {compare['spec']['tokens_per_s']:.1f} "
-            f"tokens/s, speedup {compare['speedup']:.2f}x, identical: {compare['identical']}",
-            file=sys.stderr,
-        )
-        return 0
+        if args.scene == "picker":
+            window.focus_model_picker()
+            await asyncio.sleep(0.8)  # the list opens and paints
+            return 0
+        status = await _reply(window, args)
+        if status == 0 and args.switch_to:
+            window.choose_target(*window.choice_for(args.switch_to))
+            await window.wait_for_model()
+            await asyncio.sleep(0.8)
+        return status
 
     async def run() -> int:
-        status = await compare() if args.scene == "compare" else 0
+        status = await scene()
         await asyncio.sleep(0.5)  # layout and paint
         pane = window.settings_pane
         bar = pane.verticalScrollBar()
@@ -161,6 +156,29 @@ def _take(args: argparse.Namespace) -> int:
     return status
 
 
+async def _reply(window, args: argparse.Namespace) -> int:
+    """Send the prompt (with Compare in the ``compare`` scene) and wait for the reply; 1 if it failed."""
+    window.composer.set_text(args.prompt)
+    finished = asyncio.get_running_loop().create_future()
+    window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
+    (window.composer.compare_button if args.scene == "compare" else window.composer.send_button).click()
+    message = await asyncio.wait_for(finished, args.timeout)
+    await asyncio.sleep(0.8)  # the last graph refresh and repaint
+    if message is None or message.state == "error":
+        print(f"the reply failed: {window.composer.error_text}", file=sys.stderr)
+        return 1
+    if args.scene == "compare":
+        compare = message.stats["compare"]
+        print(
+            f"autoregressive {compare['ar']['tokens_per_s']:.1f} tokens/s, speculative {compare['spec']['tokens_per_s']:.1f} "
+            f"tokens/s, speedup {compare['speedup']:.2f}x, identical: {compare['identical']}",
+            file=sys.stderr,
+        )
+    else:
+        print(f"{message.stats.get('target_model')}: {message.stats.get('tokens_per_s')} tokens/s", file=sys.stderr)
+    return 0
+
+
 def _store_haiku_chat(db) -> None:
     """A conversation with a two-line user message and a three-line reply, as a real one is stored."""
     conversation = db.create_conversation("Autumn haiku")
@@ -180,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         return _relaunch_under_xvfb(["--scene", args.scene, "--size", args.size, "--output", str(args.output),
                                      "--prompt", args.prompt, "--decoding", args.decoding,
                                      "--max-new-tokens", str(args.max_new_tokens), "--precision", args.precision,
-                                     "--kv-cache-precision", args.kv_cache_precision, "--timeout", str(args.timeout)],
-                                    args.size)  # fmt: skip
+                                     "--kv-cache-precision", args.kv_cache_precision, "--timeout", str(args.timeout),
+                                     "--model", args.model, "--switch-to", args.switch_to,
+                                     *(["--n-ctx", str(args.n_ctx)] if args.n_ctx else [])], args.size)  # fmt: skip
     return _take(args)
 
 

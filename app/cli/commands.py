@@ -49,10 +49,10 @@ def _n_keep(value: str) -> int | str:
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", type=Path, help="target model folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--model", help="target model: an installed model's name (`specchat models list`) or a folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
     parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
-    parser.add_argument("--draft", default=None, help="with --mode spec or compare: draft model folder, or 'lookup' for prompt-lookup drafting (default)")
+    parser.add_argument("--draft", default=None, help="with --mode spec or compare: draft model, an installed model's name or a folder, or 'lookup' for prompt-lookup drafting (default)")
     parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {SPECULATIVE.k})")
     parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
     parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
@@ -126,9 +126,9 @@ def _decoding(args: argparse.Namespace, mode: str) -> Decoding:
     return Decoding.PROMPT_LOOKUP if args.draft in (None, "lookup") else Decoding.DRAFT_MODEL
 
 
-def _draft_model(args: argparse.Namespace) -> Path | None:
-    """The draft model folder the run uses: ``--draft PATH`` with a speculative mode, else None."""
-    return Path(args.draft) if args.mode != "ar" and args.draft not in (None, "lookup") else None
+def _draft_name(args: argparse.Namespace) -> str | None:
+    """The draft model the run uses (``--draft NAME|FOLDER`` with a speculative mode), else None."""
+    return args.draft if args.mode != "ar" and args.draft not in (None, "lookup") else None
 
 
 def unused_options(args: argparse.Namespace) -> list[str]:
@@ -141,7 +141,7 @@ def unused_options(args: argparse.Namespace) -> list[str]:
             for option, value in given
             if value is not None
         ]
-    elif args.draft_device is not None and _draft_model(args) is None:
+    elif args.draft_device is not None and _draft_name(args) is None:
         notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
     if args.bits is not None and args.model is not None:
         notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
@@ -230,8 +230,9 @@ def _progress(message: str) -> None:
 def _engine(args: argparse.Namespace) -> Engine:
     for note in unused_options(args):
         print(f"note: {note}", file=sys.stderr)
-    target = args.model or default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
-    draft = _draft_model(args)
+    target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
+    draft = _draft_name(args)
+    draft = store.find_model(draft) if draft else None
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
 

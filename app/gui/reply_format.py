@@ -62,18 +62,29 @@ def metrics_text(stats: dict) -> str:
     return " · ".join(parts)
 
 
+def answered_with(stats: dict | None) -> str:
+    """The store name of the target model that wrote a reply (``stats["target_model"]``, or that of a comparison's
+    runs), or "" for replies recorded before SpecChat stored it."""
+    stats = stats or {}
+    compare = stats.get("compare")
+    runs = [compare.get("spec") or {}, compare.get("ar") or {}] if isinstance(compare, dict) else [stats]
+    return next((str(run["target_model"]) for run in runs if isinstance(run, dict) and run.get("target_model")), "")
+
+
 def footer_text(stats: dict | None, state: str = "complete") -> str:
-    """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens."""
+    """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
+    model that wrote it."""
     stats = stats or {}
     if state == "streaming":
         return "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
+    model = f" · {answered_with(stats)}" if answered_with(stats) else ""
     if "compare" in stats:
         compare = stats["compare"]
-        return prefix + compare_summary(compare)
+        return prefix + compare_summary(compare) + model
     if not stats.get("mode"):
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
-    line = f"{prefix}{mode_text(stats)} · {metrics_text(stats)}"
+    line = f"{prefix}{mode_text(stats)} · {metrics_text(stats)}{model}"
     if stats.get("error"):
         line += f" · {stats['error']}"
     return line

@@ -11,7 +11,8 @@ Rules:
 - Checks are the engine's own validation; each error is reported at the field its ``SettingError`` names, with
   its allowed range, several at once; settings with errors never reach the engine.
 - Settings live in ``settings.json`` in the platformdirs user config folder (``$SPECCHAT_CONFIG_DIR`` overrides
-  it), as one flat object (format version 1, unchanged since the first release).
+  it), as one flat object (format version 1 since the first release: settings added later, such as
+  ``target_model``, take their defaults when a file lacks them, and earlier versions ignore them).
 """
 
 from __future__ import annotations
@@ -62,13 +63,15 @@ def config_dir() -> Path:
 class AppSettings:
     """Everything the settings pane controls.
 
-    Model settings (``target_device``, ``bits``, ``precision``, ``kv_cache_precision``, the decoding when it
+    Model settings (``target_model``, ``target_device``, ``bits``, ``precision``, ``kv_cache_precision``, the decoding when it
     involves a draft model, ``draft_model``, ``draft_device``) need a model reload; the others apply to the next
     reply.
 
     Attributes:
         target_device / draft_device: OpenVINO devices (``available_devices()``).
-        bits: weight bit-width of the default target model, 4, 8 or 16.
+        target_model: the target model, an installed model's name or a folder ("" = the embedded default model
+            at ``bits``; :meth:`target_name`).
+        bits: weight bit-width of the default target model, 4, 8 or 16 (used when ``target_model`` is "").
         precision: compute precision of the target, ``auto`` (f32, exact; bf16 prefill where the CPU has bf16),
             ``f32``, ``bf16`` or ``f16`` where the device computes it (``inference.precision``).
         kv_cache_precision: ``auto`` (f32 with f32 compute, else the device's u8), ``u8``, ``f16`` or ``f32``.
@@ -80,6 +83,7 @@ class AppSettings:
 
     target_device: str = "CPU"
     draft_device: str = "CPU"
+    target_model: str = ""
     bits: int = 4
     precision: str = "auto"
     kv_cache_precision: str = "auto"
@@ -91,6 +95,16 @@ class AppSettings:
     def uses_draft_model(self) -> bool:
         """True when replies need the draft model loaded."""
         return self.generation.decoding == Decoding.DRAFT_MODEL
+
+    @property
+    def target_name(self) -> str:
+        """The target's name in the model store: ``target_model``, or the default model's folder at ``bits``
+        (e.g. ``SmolLM2-135M-Instruct-int4``); what replies record and ``find_model`` resolves."""
+        if self.target_model:
+            return self.target_model
+        from inference.models.default_model import default_model_dir  # deferred: it imports openvino
+
+        return default_model_dir(self.bits).name
 
     def value(self, name: str) -> Any:
         """The value of a field or of a generation setting by its flat name (``GENERATION_KEYS``).
@@ -145,7 +159,8 @@ class AppSettings:
     def model_key(self) -> tuple:
         """What the loaded models depend on: a change of it needs a reload."""
         draft = (self.draft_model, self.draft_device) if self.uses_draft_model else (None, None)
-        return (self.target_device, self.bits, self.precision, self.kv_cache_precision, *draft)
+        bits = None if self.target_model else self.bits  # the bit-width only chooses among the default model's copies
+        return (self.target_model, bits, self.target_device, self.precision, self.kv_cache_precision, *draft)
 
     def field_errors(
         self,
@@ -238,6 +253,7 @@ def _setting_errors(part: Any, validate: Callable[[Any], None], every: bool = Tr
 _TYPES: dict[str, tuple[type, ...]] = {
     "target_device": (str,),
     "draft_device": (str,),
+    "target_model": (str,),
     "bits": (int,),
     "precision": (str,),
     "kv_cache_precision": (str,),

@@ -214,6 +214,17 @@ class ModelManifest:
         return self.name or (self.path.name if self.path else "?")
 
     @property
+    def store_name(self) -> str:
+        """The name to use with :func:`find_model` and the CLI: the folder's name (unique in the store; the 4-, 8-
+        and 16-bit copies of the default model share ``name`` but not their folders), else ``name``."""
+        return self.path.name if self.path else self.name or "?"
+
+    @property
+    def label(self) -> str:
+        """A readable one-line name for model lists: ``"SmolLM2-135M-Instruct · 4-bit · 93 MiB"``."""
+        return f"{self.display_name} · {self.bits_label} · {self.size_label}"
+
+    @property
     def bits_label(self) -> str:
         """``"4-bit"``, or ``"?-bit"`` when unknown (model lists of the CLI and the window)."""
         return f"{self.bits if self.bits is not None else '?'}-bit"
@@ -307,22 +318,58 @@ def list_models() -> list[dict[str, Any]]:
     return [{**manifest.to_json(), "path": str(manifest.path)} for manifest in installed_models()]
 
 
+def model_labels(models: list[ModelManifest]) -> dict[str, str]:
+    """Distinct readable names of ``models`` (:attr:`ModelManifest.label`, with the folder name added to the
+    labels that would otherwise read the same), by folder path (``str(manifest.path)``)."""
+    counts: dict[str, int] = {}
+    for manifest in models:
+        counts[manifest.label] = counts.get(manifest.label, 0) + 1
+    return {
+        str(m.path): m.label if counts[m.label] == 1 else f"{m.label} ({m.store_name})" for m in models
+    }
+
+
+def compatible_drafts(target: ModelManifest | None, models: list[ModelManifest]) -> list[ModelManifest]:
+    """The models of ``models`` that can draft for ``target``: the same tokenizer fingerprint (the pairing check
+    of :func:`inference.models.inspect.check_pair`, read from the manifests without loading anything), other
+    than the target itself. Empty when the target is None or its fingerprint unknown."""
+    if target is None or not target.tokenizer_fingerprint:
+        return []
+    return [
+        m for m in models if m.tokenizer_fingerprint == target.tokenizer_fingerprint and m.store_name != target.store_name
+    ]
+
+
 def find_model(name_or_path: str | Path) -> Path:
-    """Resolve an installed model's name, or a folder path, to its folder.
+    """Resolve an installed model's name (its folder name, or a manifest name only one installed model has), or a
+    folder path, to its folder.
 
     Raises:
-        ModelImportError: no such installed model or folder.
+        ModelImportError: no such installed model or folder, or a manifest name several models share (the
+            message lists their folder names).
     """
     text = str(name_or_path)
     candidate = Path(text).expanduser()
-    if candidate.is_dir() and (os.sep in text or "/" in text or text.startswith(".")):
+    looks_like_a_path = os.sep in text or "/" in text or text.startswith((".", "~"))
+    if candidate.is_dir() and looks_like_a_path:
         return candidate
+    if looks_like_a_path:
+        raise ModelImportError(
+            f"model folder {candidate} does not exist; give a model folder or an installed model's name (see `specchat models list`)"
+        )
     if _NAME_RE.match(text) and (models_dir() / text).is_dir():
         return models_dir() / text
     if candidate.is_dir():
         return candidate
-    installed = ", ".join(m.display_name for m in installed_models()) or "none"
-    raise ModelImportError(f"no installed model or folder named {text!r} (installed: {installed}); see `specchat models list`")
+    installed = installed_models()
+    named = [m for m in installed if m.name == text]
+    if len(named) == 1 and named[0].path is not None:
+        return named[0].path
+    if named:
+        choices = ", ".join(m.store_name for m in named)
+        raise ModelImportError(f"several installed models are named {text!r}: use one of {choices} (see `specchat models list`)")
+    names = ", ".join(m.store_name for m in installed) or "none"
+    raise ModelImportError(f"no installed model or folder named {text!r} (installed: {names}); see `specchat models list`")
 
 
 def folder_size(folder: Path) -> int:

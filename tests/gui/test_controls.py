@@ -18,7 +18,8 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
 from app.gui.settings_store import AppSettings, SettingsStore
-from inference.models.store import ModelManifest
+from inference.models.default_model import default_model_dir
+from inference.models.store import ModelManifest, read_manifest
 
 TIMEOUT = 120_000
 
@@ -369,9 +370,13 @@ def test_models_dialog_opens_and_its_changes_reach_the_settings(qtbot, env, monk
     assert dialog is not None and dialog.isVisible() and dialog.windowTitle() == "Models"
     from app.gui import main_window
 
-    monkeypatch.setattr(main_window, "_installed_models", lambda: [ModelManifest(name="Extra", bits=8, path=Path("/models/extra"))])
+    target = read_manifest(default_model_dir(window.settings.bits))
+    extra = replace(target, name="Extra", bits=8, path=Path("/models/extra"))  # the target's tokenizer: a draft
+    other = ModelManifest(name="Other", bits=8, tokenizer_fingerprint="0" * 64, path=Path("/models/other"))
+    monkeypatch.setattr(main_window, "_installed_models", lambda: [target, extra, other])
     dialog.models_changed.emit()  # as after an import
     assert window.settings_pane.draft_model.findData("/models/extra") >= 0
+    assert window.settings_pane.draft_model.findData("/models/other") < 0  # another tokenizer cannot draft
     dialog.close()
     window.models_action.trigger()  # the same dialog again
     assert window.models_dialog is dialog and dialog.isVisible()
@@ -401,6 +406,30 @@ def test_the_precision_fields_fold_away_and_unfold(qtbot, env):
     pane.flag("precision", "inference precision bf16 is not native on CPU")  # a flagged field is never hidden
     assert pane.precision.isVisibleTo(pane)
     pane.flag("precision", None)
+
+
+def test_model_picker_refresh_and_the_model_notice(qtbot, env):
+    window = env["window"]
+    window.choose_model_action.trigger()
+    picker = window.model_picker.combo
+    assert picker.view().isVisible()
+    picker.hidePopup()
+    assert window.focusWidget() is picker
+    window.refresh_models_action.trigger()
+    assert picker.currentText().startswith(f"SmolLM2-135M-Instruct · {window.settings.bits}-bit · ")
+    # A chat answered with the 8-bit copy: said above the chat, with a button that switches to it.
+    chat = window.db.create_conversation("Answered at 8 bits")
+    window.db.add_message(chat, "assistant", "Hi", stats={"mode": "ar", "target_model": default_model_dir(8).name})
+    window.open_conversation(chat)
+    notice = window.model_notice
+    assert notice.isVisible() and "8-bit" in notice.text.text()
+    click(qtbot, notice.close_button)
+    assert not notice.isVisible()
+    window.new_chat()
+    window.open_conversation(chat)
+    click(qtbot, notice.action)
+    assert (window.settings.target_model, window.settings.bits) == ("", 8)
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=TIMEOUT)
 
 
 def test_every_control_was_used_and_quit_closes(qtbot, env):

@@ -82,8 +82,9 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
 
     # Pair check: another tokenizer is refused with the reason.
-    dialog.target_combo.setCurrentIndex(dialog.target_combo.findText("tiny-same"))
-    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findText("tiny-other"))
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(model_store.models_dir() / "tiny-same")))
+    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findData(str(model_store.models_dir() / "tiny-other")))
+    assert dialog.target_combo.currentText().startswith("tiny-same · 16-bit · ") and dialog.target_combo.currentText().endswith(" MiB")
     dialog.pair_button.click()
     qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
     assert dialog.pair_result.text().startswith("✘ Refused") and "tokenizers differ" in dialog.pair_result.text()

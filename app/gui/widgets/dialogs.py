@@ -7,6 +7,7 @@ A nested ``exec()`` would run a second event loop inside an asyncio callback, so
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressBar, QProgressDialog, QWidget
@@ -54,8 +55,12 @@ async def choose_file(
     name_filter: str = "",
     directory: bool = False,
     suggested: str = "",
+    start_dir: str = "",
 ) -> str | None:
-    """Ask for a file (or folder) path; None if cancelled. Qt's own dialog, so it looks the same everywhere."""
+    """Ask for a file (or folder) path; None if cancelled. Qt's own dialog, so it looks the same everywhere.
+
+    ``start_dir``: the folder it opens in, when it exists (else Qt's default, the working folder).
+    """
     dialog = QFileDialog(parent, title)
     dialog.setObjectName("fileDialog")
     dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
@@ -73,6 +78,8 @@ async def choose_file(
         dialog.setNameFilter(name_filter)
     if suggested:
         dialog.selectFile(suggested)
+    if start_dir and Path(start_dir).is_dir():
+        dialog.setDirectory(start_dir)
     future: asyncio.Future = asyncio.get_running_loop().create_future()
 
     def done(result: int) -> None:

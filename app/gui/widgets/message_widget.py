@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from ..history_db import Message
 from ..message_fields import spans_problem, stats_problem
-from ..reply_format import compare_summary, footer_text, metrics_text, mode_text
+from ..reply_format import footer_text, metrics_text, mode_text
 from .elided_label import ElidedLabel
 from .markdown_view import MarkdownView
 
@@ -309,8 +309,6 @@ class MessageWidget(QFrame):
                 if "compare" in stats and stats["compare"].get("speedup") is None:
                     live = live or "Comparing…"
                 self.footer.setText(live or "Generating…")
-            elif "compare" in stats and message.state == "complete":
-                self.footer.setText(compare_summary(stats["compare"]))
             else:
                 self.footer.setText(footer_text(stats, message.state))
             self.footer.setVisible(True)

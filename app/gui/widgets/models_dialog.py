@@ -1,6 +1,9 @@
 """The Models dialog: installed models, adding one (import, download, convert), removing, pairing, catalogue.
 
-``ModelsDialog(parent=None)`` is self-contained; it emits ``models_changed`` after a model was added or removed.
+``ModelsDialog(parent=None)`` is self-contained; it emits ``models_changed`` after a model was added or removed,
+and ``pair_installed`` when "Download this pair" has installed a recommended pair (the window selects it). Models
+are named by their store names (folder names: unique, and the names ``specchat`` commands take) and readable
+labels (``inference.models.store.model_labels``), so the 4- and 8-bit copies of a model read differently.
 All long work (copying, converting, downloading, reading tokenizers for a pair check) runs off the GUI thread
 the way ``app.gui.background`` prescribes: a coroutine on the GUI loop awaits it in a daemon thread, and its
 progress reaches the GUI thread through ``loop.call_soon_threadsafe``, so the event loop never blocks. One
@@ -41,6 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from inference.models import store
+from inference.models.progress import ProgressEvent
 
 from ..background import DaemonThreadExecutor, run_in, threadsafe
 
@@ -114,9 +118,12 @@ class ModelsDialog(QDialog):
 
     Signals:
         models_changed: a model was added or removed (the main window refreshes its model choices).
+        pair_installed(target_folder, draft_folder): a recommended pair was downloaded and its tokenizers match
+            (emitted after ``models_changed``).
     """
 
     models_changed = Signal()
+    pair_installed = Signal(str, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -272,9 +279,10 @@ class ModelsDialog(QDialog):
         """Re-read the manifests of the store (fast: JSON files only)."""
         self._manifests = store.installed_models()
         self.table.setRowCount(len(self._manifests))
+        labels = store.model_labels(self._manifests)
         for row, manifest in enumerate(self._manifests):
             cells = (
-                manifest.display_name,
+                manifest.store_name,
                 manifest.bits_label,
                 manifest.size_label,
                 manifest.rope_label,
@@ -285,14 +293,13 @@ class ModelsDialog(QDialog):
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, str(manifest.path))
-                if column == 3 and manifest.rope_supported is False:
-                    item.setToolTip(manifest.rope_note)
+                item.setToolTip(manifest.rope_note if column == 3 and manifest.rope_supported is False else labels[str(manifest.path)])
                 self.table.setItem(row, column, item)
         for combo in (self.target_combo, self.draft_combo):
             current = combo.currentData()
             combo.clear()
             for manifest in self._manifests:
-                combo.addItem(manifest.display_name, str(manifest.path))
+                combo.addItem(labels[str(manifest.path)], str(manifest.path))
             index = combo.findData(current)
             if index >= 0:
                 combo.setCurrentIndex(index)
@@ -420,15 +427,29 @@ class ModelsDialog(QDialog):
         bits = int(self.bits_combo.currentData())
         from inference.models.hub import install_from_hub
 
+        def install(model, report, cancel) -> Path:
+            wanted = None if model.openvino else bits
+            for manifest in store.installed_models():  # a model of the pair installed before is used as it is
+                if manifest.details.get("repo_id") == model.repo_id and (wanted is None or manifest.bits == wanted):
+                    report(ProgressEvent(f"{model.repo_id} is installed already, as {manifest.store_name}"))
+                    return manifest.path
+            return install_from_hub(model.repo_id, bits=wanted, progress=report, cancel=cancel)
+
         def work(report, cancel):
-            target = install_from_hub(pair.target.repo_id, bits=None if pair.target.openvino else bits, progress=report, cancel=cancel)
-            draft = install_from_hub(pair.draft.repo_id, bits=None if pair.draft.openvino else bits, progress=report, cancel=cancel)
+            target = install(pair.target, report, cancel)
+            draft = install(pair.draft, report, cancel)
             from inference.models.inspect import check_pair
 
             check_pair(target, draft)
-            return target
+            return target, draft
 
-        self._start(f"Downloading {pair.title}", work, changes_models=True)
+        self._start(f"Downloading {pair.title}", work, changes_models=True, on_success=self._pair_downloaded)
+
+    def _pair_downloaded(self, folders: tuple[Path, Path]) -> None:
+        target, draft = folders
+        self._set_status(f"{target.name} and {draft.name} are installed and selected in the window: ready to chat "
+                         "(speculative decoding with the draft model).")  # fmt: skip
+        self.pair_installed.emit(str(target), str(draft))
 
     # --- jobs ------------------------------------------------------------------------------------
 

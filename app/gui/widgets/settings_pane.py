@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from inference.model import REQUIRED_FILES
-from inference.models.store import ModelManifest
+from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.settings import MAX_K, MAX_TEMPERATURE, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings
@@ -331,16 +331,26 @@ class SettingsPane(QScrollArea):
             combo.blockSignals(False)
 
     def set_models(self, models: list[ModelManifest]) -> None:
-        """Offer installed models (``inference.models.store.installed_models()``) as draft models."""
+        """Offer these installed models as draft models (the window passes those whose tokenizer matches the
+        target's: ``inference.models.store.compatible_drafts``), by distinct readable names.
+
+        The draft chosen stays chosen if it is offered, or if it is a folder outside the model store (chosen
+        with Browse…); an installed model no longer offered (another tokenizer) is unselected, and the settings
+        re-checked: a draft-model decoding without a draft is flagged until one is chosen.
+        """
         current = self.draft_model.currentData()
+        labels = model_labels(models)
         self.draft_model.blockSignals(True)
         self.draft_model.clear()
-        self.draft_model.addItem("(none)", "")
+        self.draft_model.addItem("(none)" if models else "(none with this tokenizer: use prompt lookup)", "")
         for manifest in models:
-            self.draft_model.addItem(f"{manifest.display_name} {manifest.bits_label}", str(manifest.path))
-        if current:
+            self.draft_model.addItem(labels[str(manifest.path)], str(manifest.path))
+        in_store = bool(current) and Path(current).parent == models_dir()
+        if current and (self.draft_model.findData(current) >= 0 or not in_store):
             self._select_draft(current)
         self.draft_model.blockSignals(False)
+        if current and self.draft_model.currentData() != current:
+            self._edited()
 
     def _select_draft(self, path: str) -> None:
         index = self.draft_model.findData(path)
@@ -496,7 +506,7 @@ class SettingsPane(QScrollArea):
 
     async def browse_draft_model(self) -> None:
         """Ask for a draft model folder and select it (flagged if it is not a model folder)."""
-        folder = await choose_file(self, "Choose a draft model folder", directory=True)
+        folder = await choose_file(self, "Choose a draft model folder", directory=True, start_dir=str(models_dir()))
         if not folder:
             return
         missing = [name for name in REQUIRED_FILES if not (Path(folder) / name).is_file()]

@@ -1,0 +1,140 @@
+"""The target model picker at the top of the window: every installed model by a readable name, and the default
+model at each bit-width SpecChat builds it at.
+
+An entry is a choice ``(target_model, bits)`` as :class:`~app.gui.settings_store.AppSettings` holds it: the
+default model's copies are ``("", bits)`` (a copy not built yet is listed too, and prepared when chosen, as the
+bit-width setting does), any other model ``(its store name, bits unchanged)``. Choosing an entry emits
+:attr:`ModelPicker.chosen`; showing the current settings (:meth:`ModelPicker.select`) emits nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
+
+from inference.models.default_model import DEFAULT_MODEL_NAME, default_model_dir
+from inference.models.store import SUPPORTED_BITS, ModelManifest, model_labels
+
+from .elided_label import ElidedLabel
+
+
+class ModelPicker(QWidget):
+    """A labelled combo box of target models, with the device they run on.
+
+    Signals:
+        chosen(target_model, bits): the user chose an entry (``target_model`` "" = the default model at ``bits``).
+
+    Attributes:
+        combo: the combo box (object name ``modelPicker``); each item's data is its key (:func:`choice_key`).
+    """
+
+    chosen = Signal(str, int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._manifests: dict[tuple[str, int], ModelManifest] = {}
+        self._bits = 4
+        self.combo = QComboBox()
+        self.combo.setObjectName("modelPicker")
+        self.combo.setMinimumContentsLength(34)
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.combo.setToolTip("The model that answers (Ctrl+L). Models > Manage models… adds more")
+        self.combo.activated.connect(self._activated)
+        label = QLabel("M&odel")
+        label.setBuddy(self.combo)
+        self.device = QLabel()
+        self.device.setObjectName("hint")
+        self.error = ElidedLabel()
+        self.error.setObjectName("fieldError")
+        self.error.setVisible(False)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.addWidget(label)
+        layout.addWidget(self.combo)
+        layout.addWidget(self.device)
+        layout.addWidget(self.error, 1)
+        layout.addStretch(0)  # the row stays left-aligned while the error label is hidden
+
+    def set_models(self, models: list[ModelManifest], target_model: str, bits: int) -> None:
+        """List ``models`` (``installed_models()``) and select the entry of ``(target_model, bits)``."""
+        self._bits = bits
+        labels = model_labels(models)
+        defaults = {default_model_dir(b).name: b for b in SUPPORTED_BITS}
+        self._manifests = {}
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        installed_defaults = {defaults[m.store_name]: m for m in models if m.store_name in defaults}
+        for b in SUPPORTED_BITS:
+            manifest = installed_defaults.get(b)
+            if manifest is not None:
+                self._add(labels[str(manifest.path)], ("", b), manifest)
+            else:
+                self.combo.addItem(f"{DEFAULT_MODEL_NAME} · {b}-bit · not built yet", choice_key("", b))
+                tip = f"Built from the default model's download when chosen (a minute or two), then kept in {default_model_dir(b)}"
+                self.combo.setItemData(self.combo.count() - 1, tip, 3)  # Qt.ToolTipRole
+        for manifest in models:
+            if manifest.store_name not in defaults:
+                self._add(labels[str(manifest.path)], (manifest.store_name, 0), manifest)
+        self.combo.blockSignals(False)
+        self.select(target_model, bits)
+
+    def _add(self, text: str, choice: tuple[str, int], manifest: ModelManifest) -> None:
+        self._manifests[choice] = manifest
+        self.combo.addItem(text, choice_key(*choice))
+        tip = f"{manifest.path}\ntokenizer {manifest.tokenizer_label} · {manifest.source or 'source unknown'}"
+        self.combo.setItemData(self.combo.count() - 1, tip, 3)  # Qt.ToolTipRole
+
+    def select(self, target_model: str, bits: int) -> None:
+        """Show ``(target_model, bits)`` as the current entry (a folder outside the store, or a model no longer
+        installed, is added by its name)."""
+        self._bits = bits
+        index = self.combo.findData(choice_key(target_model, bits))
+        if index < 0 and target_model:
+            what = "folder" if Path(target_model).is_dir() else "not installed"
+            self.combo.addItem(f"{Path(target_model).name} ({what})", choice_key(target_model, bits))
+            index = self.combo.count() - 1
+        self.combo.blockSignals(True)
+        self.combo.setCurrentIndex(max(index, 0))
+        self.combo.blockSignals(False)
+        self.flag(None)
+
+    def manifest(self, target_model: str, bits: int) -> ModelManifest | None:
+        """The manifest of that entry (None for a default copy not built yet, or a folder outside the store)."""
+        return self._manifests.get(("", bits) if not target_model else (target_model, 0))
+
+    def label(self, target_model: str, bits: int) -> str:
+        """The readable name of that entry as the picker shows it (its store name if it is not listed)."""
+        index = self.combo.findData(choice_key(target_model, bits))
+        if index >= 0:
+            return self.combo.itemText(index)
+        return target_model or f"{DEFAULT_MODEL_NAME} · {bits}-bit"
+
+    def set_device(self, device: str) -> None:
+        """Show the device the target runs on (the settings pane chooses it)."""
+        self.device.setText(f"on {device}")
+
+    def flag(self, message: str | None) -> None:
+        """Show (or clear, with None) why the chosen model could not be loaded."""
+        self.error.setText(message or "")
+        self.error.setVisible(bool(message))
+
+    def choice(self, index: int) -> tuple[str, int]:
+        """The ``(target_model, bits)`` of the entry at ``index``."""
+        key = str(self.combo.itemData(index))
+        if key.startswith(_DEFAULT_KEY):
+            return "", int(key[len(_DEFAULT_KEY) :])
+        return key, self._bits
+
+    def _activated(self, index: int) -> None:
+        self.chosen.emit(*self.choice(index))
+
+
+_DEFAULT_KEY = "default-model:"
+
+
+def choice_key(target_model: str, bits: int) -> str:
+    """The item data of a choice: ``target_model`` (a store name or a folder), or ``"default-model:<bits>"`` for
+    the default model (a store name never holds a colon)."""
+    return target_model or f"{_DEFAULT_KEY}{bits}"

@@ -1,0 +1,251 @@
+"""The models in the window (offscreen): the target picker, the draft list that follows its tokenizer, Refresh,
+each conversation's model, the slow-draft notice and the recommended-pairs flow, on tiny models in a temporary
+store (each loads in about a second)."""
+
+from __future__ import annotations
+
+import pytest
+from hub_server import HubServer
+
+from app.gui.reply_format import footer_text
+from app.gui.settings_store import AppSettings, SettingsStore
+from inference.models import store as model_store
+from inference.models.catalogue import CatalogueModel, CataloguePair
+from inference.models.importing import import_model
+from inference.settings import Decoding
+
+#: Greedy, short replies, and a context the tiny models hold (their trained length is 2048).
+TINY = AppSettings(target_model="tiny-same").with_values(max_new_tokens=8, n_ctx=256)
+
+
+@pytest.fixture
+def tiny_store(tiny_ir, shared_worker, tmp_path, monkeypatch):
+    """A model store with three tiny models: two with the default tokenizer, one with another tokenizer."""
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    for source, name in (
+        (tiny_ir["same"], "tiny-same"),
+        (tiny_ir["same"], "tiny-same-b"),
+        (tiny_ir["other"], "tiny-other"),
+    ):
+        import_model(source, name)
+    return model_store.models_dir()
+
+
+def _texts(combo) -> list[str]:
+    return [combo.itemText(i) for i in range(combo.count())]
+
+
+def _pick(window, name: str) -> None:
+    """Choose a model in the picker as a user does (activating an entry)."""
+    combo = window.model_picker.combo
+    index = next(i for i in range(combo.count()) if window.model_picker.choice(i)[0] == name)
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+
+
+def _loaded_target(window) -> str:
+    return window.worker.spec.target_dir.name if window.worker.spec else ""
+
+
+def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbot, make_window, tiny_store):
+    settings = TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b"))
+    window = make_window(settings)
+    picker = window.model_picker.combo
+    assert picker.objectName() == "modelPicker" and window.choose_model_action.shortcut().toString() == "Ctrl+L"
+    texts = _texts(picker)
+    assert len(texts) == 6 and len(set(texts)) == 6, texts  # the default model at 4/8/16 bits, three tiny models
+    assert texts[0].startswith("SmolLM2-135M-Instruct · 4-bit") and texts[0].endswith("not built yet")
+    assert any(text.startswith("tiny-other · ") and " MiB" in text for text in texts)
+    assert picker.currentText().startswith("tiny-same · ") and window.model_picker.device.text() == "on CPU"
+    assert _loaded_target(window) == "tiny-same" and window.worker.spec.draft_dir.name == "tiny-same-b"
+    drafts = window.settings_pane.draft_model
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(tiny_store / "tiny-same-b")]
+
+    # Another tokenizer: no installed model can draft for it; the draft-model decoding says what to do.
+    _pick(window, "tiny-other")
+    assert window.settings.target_model == "tiny-other"
+    assert _texts(drafts) == ["(none with this tokenizer: use prompt lookup)"]
+    assert "draft_model" in window.settings_pane.errors()
+    window.settings_pane.decoding.setCurrentIndex(window.settings_pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert _loaded_target(window) == "tiny-other" and window.worker.spec.draft_dir is None
+
+    # Back to the first target: its compatible drafts again, both other models with its tokenizer.
+    _pick(window, "tiny-same")
+    assert sorted(drafts.itemData(i) for i in range(1, drafts.count())) == [str(tiny_store / "tiny-same-b")]
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert _loaded_target(window) == "tiny-same"
+    qtbot.wait(400)  # the settings are saved after a short pause
+    assert SettingsStore(window.store.path).load().target_model == "tiny-same"
+
+
+def test_a_model_added_while_the_app_runs_appears_after_refresh(qtbot, make_window, tiny_store, tiny_ir):
+    window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
+    before = _texts(window.model_picker.combo)
+    import_model(tiny_ir["same"], "late-arrival")  # as `specchat models import` in another process
+    assert _texts(window.model_picker.combo) == before
+    window.refresh_models_action.trigger()
+    assert any(text.startswith("late-arrival · ") for text in _texts(window.model_picker.combo))
+    drafts = window.settings_pane.draft_model
+    assert str(tiny_store / "late-arrival") in [drafts.itemData(i) for i in range(drafts.count())]
+    assert window.settings.draft_model == str(tiny_store / "tiny-same-b")  # the draft chosen stays chosen
+
+
+def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_another_says_so(
+    qtbot, make_window, tiny_store
+):
+    window = make_window(TINY)
+    # A real reply records the model that wrote it, and its footer shows it.
+    window.composer.edit.setPlainText("Hello")
+    with qtbot.waitSignal(window.generation_finished, timeout=60_000) as finished:
+        window.composer.send_button.click()
+    reply = finished.args[0]
+    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same")
+    first = reply.conversation_id
+    assert not window.model_notice.isVisible()
+
+    other = window.db.create_conversation("Old chat")
+    window.db.add_message(other, "user", "Hi")
+    window.db.add_message(other, "assistant", "Hello!", stats={"mode": "ar", "target_model": "tiny-other"})
+    window.refresh_list()
+    window.open_conversation(other)
+    notice = window.model_notice
+    assert notice.isVisible() and notice.kind == "conversation"
+    assert (
+        "answered with tiny-other · " in notice.text.text()
+        and "the model now chosen is tiny-same · " in notice.text.text()
+    )
+    assert _loaded_target(window) == "tiny-same"  # nothing switched silently
+    assert notice.action.isVisible() and notice.action.text() == "Switch to tiny-other"
+    notice.action.click()
+    assert window.settings.target_model == "tiny-other" and not notice.isVisible()
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert _loaded_target(window) == "tiny-other"
+    window.open_conversation(first)  # answered with tiny-same
+    assert notice.isVisible() and "Switch to tiny-same" == notice.action.text()
+    window.new_chat()
+    assert not notice.isVisible()
+
+    # A model no longer installed: said, with nothing to switch to.
+    gone = window.db.create_conversation("Gone")
+    window.db.add_message(gone, "assistant", "x", stats={"mode": "ar", "target_model": "removed-model"})
+    window.open_conversation(gone)
+    assert "removed-model, which is no longer installed" in notice.text.text() and not notice.action.isVisible()
+
+
+def test_a_draft_model_that_made_a_reply_slower_is_flagged_once_per_pair(qtbot, make_window, tiny_store):
+    window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
+    conversation = window.db.create_conversation("Compare")
+    stats = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": 0.4}}
+    message_id = window.db.add_message(conversation, "assistant", "x", stats=stats)
+    window._reply_finished(window.db.message(message_id))
+    notice = window.model_notice
+    assert notice.isVisible() and notice.kind == "slow_draft"
+    assert "made this reply 0.4x as fast as plain decoding (tiny-same-b drafting for tiny-same)" in notice.text.text()
+    notice.dismiss()
+    window._reply_finished(window.db.message(message_id))
+    assert not notice.isVisible()  # once per pair
+    fast = window.db.add_message(
+        conversation, "assistant", "y", stats={**stats, "compare": {**stats["compare"], "speedup": 1.3}}
+    )
+    window._reply_finished(window.db.message(fast))
+    assert not notice.isVisible()
+    window._slow_pairs_told.clear()
+    window._reply_finished(window.db.message(message_id))
+    notice.action.click()  # "Use prompt lookup"
+    assert window.settings.generation.decoding == Decoding.PROMPT_LOOKUP
+
+
+def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_window, tiny_store, tiny_ir, monkeypatch):
+    window = make_window(TINY)
+    pair = CataloguePair(
+        "Tiny pair", CatalogueModel("test-org/tiny-target-ov", 6, "Apache-2.0", openvino=True),
+        CatalogueModel("test-org/tiny-draft-ov", 6, "Apache-2.0", openvino=True), 49152, "two tiny models, one tokenizer",
+    )  # fmt: skip
+    with HubServer({"test-org/tiny-target-ov": tiny_ir["same"], "test-org/tiny-draft-ov": tiny_ir["same"]}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window.show_models()
+        dialog = window.models_dialog
+        dialog.catalogue[0] = pair
+        dialog.tabs.setCurrentIndex(2)
+        dialog.catalogue_table.selectRow(0)
+        with qtbot.waitSignal(dialog.pair_installed, timeout=120_000):
+            dialog.download_pair_button.click()
+    assert window.settings.target_model == "tiny-target-ov"
+    assert window.settings.draft_model == str(tiny_store / "tiny-draft-ov")
+    assert window.settings.generation.decoding == Decoding.DRAFT_MODEL
+    assert window.model_picker.combo.currentText().startswith("tiny-target-ov · ")
+    assert window.settings_pane.draft_model.currentData() == str(tiny_store / "tiny-draft-ov")
+    assert "selected in the window" in dialog.status.text()
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert _loaded_target(window) == "tiny-target-ov" and window.worker.spec.draft_dir.name == "tiny-draft-ov"
+
+    # The pair again, with another target chosen meanwhile: the installed models are used, nothing is downloaded.
+    _pick(window, "tiny-same")
+    with qtbot.waitSignal(dialog.pair_installed, timeout=30_000):
+        dialog.download_pair_button.click()  # the hub server is gone: a download would fail
+    assert "test-org/tiny-draft-ov is installed already, as tiny-draft-ov" in dialog.log.toPlainText()
+    assert window.settings.target_model == "tiny-target-ov"
+    dialog.close()
+
+
+def test_a_chosen_model_that_is_no_longer_installed_is_said_at_the_picker(qtbot, make_window, tiny_store):
+    window = make_window(TINY.with_values(target_model="removed-meanwhile"), wait_model=False)
+    qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
+    error = window.model_picker.error
+    assert error.isVisible() and "no installed model or folder named 'removed-meanwhile'" in error.text()
+    assert "choose another model in the model picker" in error.text()
+    assert window.model_picker.combo.currentText() == "removed-meanwhile (not installed)"
+    _pick(window, "tiny-same")
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert not error.isVisible() and _loaded_target(window) == "tiny-same"
+
+
+def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
+    make_window, tmp_path, monkeypatch, shared_worker
+):
+    import json
+
+    from inference.models.default_model import default_model_dir
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    int8 = default_model_dir(8)
+    int8.mkdir(parents=True)  # only its manifest: the window lists and pairs models from manifests
+    manifest = {"name": "SmolLM2-135M-Instruct", "bits": 8, "size_bytes": 2**27, "tokenizer_fingerprint": "ab" * 32}
+    (int8 / model_store.MANIFEST_NAME).write_text(json.dumps(manifest))
+    settings = AppSettings(bits=4).with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(int8))
+    window = make_window(settings, start=False)  # the 4-bit copy is not built: starting would fetch it
+    drafts = window.settings_pane.draft_model
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8)]
+    assert drafts.currentData() == str(int8) and "draft_model" not in window.settings_pane.errors()
+    assert window.model_picker.combo.currentText() == "SmolLM2-135M-Instruct · 4-bit · not built yet"
+
+
+def test_a_single_reply_is_judged_from_its_plain_and_speculative_steps(make_window, tiny_store):
+    from inference.events import StepStats
+
+    window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
+    window.replies.run_started.emit("spec", False)
+    plain = StepStats(0, 0, 1, 0.0, 5.0, 10.0, 0, 10, 256, 0.0, 0)  # 100 tokens/s
+    drafted = StepStats(4, 1, 2, 30.0, 15.0, 50.0, 4, 12, 256, 0.0, 0)  # 40 tokens/s
+    window.replies.events.emit([plain] * 3 + [drafted] * 6)  # as adaptive K's warm-up, then speculative steps
+    conversation = window.db.create_conversation("Slow draft")
+    message_id = window.db.add_message(conversation, "assistant", "x", stats={"mode": "spec", "drafter": "model"})
+    window._reply_finished(window.db.message(message_id))
+    assert window.model_notice.kind == "slow_draft" and "0.4x as fast" in window.model_notice.text.text()
+
+
+def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):
+    from pathlib import Path
+
+    from gui_helpers import accept_file_dialog, find_dialog
+
+    window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
+    window.settings_pane.browse_button.click()
+    qtbot.waitUntil(lambda: find_dialog(window, "fileDialog") is not None, timeout=5_000)
+    dialog = find_dialog(window, "fileDialog")
+    assert Path(dialog.directory().absolutePath()) == tiny_store
+    accept_file_dialog(dialog, tiny_store / "tiny-same")
+    qtbot.waitUntil(
+        lambda: window.settings_pane.draft_model.currentData() == str(tiny_store / "tiny-same"), timeout=5_000
+    )

@@ -1,0 +1,149 @@
+"""Choosing models by name: distinct names and labels in the store, drafts with the target's tokenizer, the CLI's
+``--model NAME --draft NAME``, the ``target_model`` setting, and judging a draft model's speed (no Qt, no GUI)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.gui.draft_speed import StepRates, draft_speed_ratio, is_slow
+from app.gui.settings_store import AppSettings, SettingsStore
+from app.main import main
+from inference.events import StepStats
+from inference.models import store as model_store
+from inference.models.errors import ModelImportError
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    return model_store.models_dir()
+
+
+def _fake_model(folder_name: str, name: str, bits: int, tokenizer: str, size_mb: int = 90) -> None:
+    """A store entry with only its manifest (enough for listing, naming and pairing; not loadable)."""
+    folder = model_store.models_dir() / folder_name
+    folder.mkdir(parents=True)
+    manifest = {"name": name, "bits": bits, "size_bytes": size_mb * 2**20, "tokenizer_fingerprint": tokenizer}
+    (folder / model_store.MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
+@pytest.fixture
+def default_copies(store):
+    _fake_model("SmolLM2-135M-Instruct-int4", "SmolLM2-135M-Instruct", 4, "aaaa", 88)
+    _fake_model("SmolLM2-135M-Instruct-int8", "SmolLM2-135M-Instruct", 8, "aaaa", 144)
+    _fake_model("other", "Other-1B", 4, "bbbb", 600)
+    return store
+
+
+def test_the_default_models_copies_read_differently_and_pair_by_tokenizer(default_copies):
+    int4, int8, other = model_store.installed_models()
+    assert int4.display_name == int8.display_name == "SmolLM2-135M-Instruct"  # what every list showed
+    assert [m.store_name for m in (int4, int8, other)] == [
+        "SmolLM2-135M-Instruct-int4",
+        "SmolLM2-135M-Instruct-int8",
+        "other",
+    ]
+    labels = model_store.model_labels([int4, int8, other])
+    assert labels[str(int4.path)] == "SmolLM2-135M-Instruct · 4-bit · 88 MiB"
+    assert labels[str(int8.path)] == "SmolLM2-135M-Instruct · 8-bit · 144 MiB"
+    assert labels[str(other.path)] == "Other-1B · 4-bit · 600 MiB"
+    assert model_store.compatible_drafts(int4, [int4, int8, other]) == [int8]
+    assert model_store.compatible_drafts(other, [int4, int8, other]) == []
+    assert model_store.compatible_drafts(None, [int4, int8]) == []
+
+
+def test_labels_that_would_read_the_same_get_their_folder_name(store):
+    _fake_model("a", "Same", 4, "aaaa")
+    _fake_model("b", "Same", 4, "aaaa")
+    labels = model_store.model_labels(model_store.installed_models())
+    assert sorted(labels.values()) == ["Same · 4-bit · 90 MiB (a)", "Same · 4-bit · 90 MiB (b)"]
+
+
+def test_find_model_takes_store_names_and_unique_manifest_names(default_copies):
+    assert model_store.find_model("SmolLM2-135M-Instruct-int8") == default_copies / "SmolLM2-135M-Instruct-int8"
+    assert model_store.find_model("Other-1B") == default_copies / "other"
+    with pytest.raises(ModelImportError, match="several installed models are named 'SmolLM2-135M-Instruct'.*-int4, "):
+        model_store.find_model("SmolLM2-135M-Instruct")
+    with pytest.raises(ModelImportError, match="no installed model or folder named 'nope'.*SmolLM2-135M-Instruct-int4"):
+        model_store.find_model("nope")
+    with pytest.raises(ModelImportError, match="model folder /no/such/folder does not exist"):
+        model_store.find_model("/no/such/folder")
+
+
+def test_models_list_shows_names_that_models_remove_takes(default_copies, capsys):
+    assert main(["models", "list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert names == ["SmolLM2-135M-Instruct-int4", "SmolLM2-135M-Instruct-int8", "other"]
+    assert main(["models", "remove", "SmolLM2-135M-Instruct-int8", "--yes"]) == 0
+    assert [m.store_name for m in model_store.installed_models()] == ["SmolLM2-135M-Instruct-int4", "other"]
+    assert main(["models", "remove", "Other-1B", "--yes"]) == 0
+    assert [m.store_name for m in model_store.installed_models()] == ["SmolLM2-135M-Instruct-int4"]
+
+
+def test_generate_takes_installed_model_names_for_the_target_and_the_draft(tiny_ir, store, capsys):
+    for source, name in (
+        (tiny_ir["same"], "tiny-target"),
+        (tiny_ir["same"], "tiny-draft"),
+        (tiny_ir["other"], "tiny-other"),
+    ):
+        assert main(["models", "import", str(source), "--name", name]) == 0
+    capsys.readouterr()
+    common = ["--max-new-tokens", "4", "--n-ctx", "256", "--json"]
+    assert main(["generate", "Hi", "--model", "tiny-target", "--mode", "spec", "--draft", "tiny-draft", *common]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["mode"] == "spec" and result["new_tokens"] > 0, result
+    assert main(["generate", "Hi", "--model", "tiny-target", "--mode", "spec", "--draft", "lookup", *common]) == 0
+    assert json.loads(capsys.readouterr().out)["mode"] == "spec"
+    assert main(["generate", "Hi", "--model", "no-such-model", *common]) == 2
+    assert "no installed model or folder named 'no-such-model'" in capsys.readouterr().err
+    assert main(["generate", "Hi", "--model", "tiny-target", "--mode", "spec", "--draft", "tiny-other", *common]) == 2
+    assert "tokenizer" in capsys.readouterr().err
+
+
+def test_target_model_setting_persists_and_version_1_files_still_load(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 1, "settings": {"bits": 8, "n_ctx": 2048}}))  # a file of an earlier release
+    store = SettingsStore(path)
+    loaded = store.load()
+    assert (loaded.target_model, loaded.bits, loaded.value("n_ctx"), store.warnings) == ("", 8, 2048, [])
+    assert loaded.target_name == "SmolLM2-135M-Instruct-int8"
+    store.save(AppSettings(target_model="tiny-target", bits=8))
+    assert json.loads(path.read_text())["version"] == 1
+    chosen = SettingsStore(path).load()
+    assert (chosen.target_model, chosen.target_name, chosen.bits) == ("tiny-target", "tiny-target", 8)
+    # The bit-width chooses among the default model's copies only.
+    assert AppSettings(target_model="x", bits=4).model_key() == AppSettings(target_model="x", bits=8).model_key()
+    assert (
+        AppSettings(bits=4).model_key()
+        != AppSettings(bits=8).model_key()
+        != AppSettings(target_model="x", bits=8).model_key()
+    )
+    path.write_text(json.dumps({"version": 1, "settings": {"target_model": 3}}))
+    assert SettingsStore(path).load().target_model == ""
+
+
+def _step(drafted: int, emitted: int, step_ms: float) -> StepStats:
+    return StepStats(
+        drafted, max(0, emitted - 1) if drafted else 0, emitted, 0.0, 0.0, step_ms, drafted, 10, 256, 0.0, 0
+    )
+
+
+def test_draft_speed_from_a_comparison_and_from_adaptive_k_steps():
+    slow_compare = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": 0.4}}
+    assert draft_speed_ratio(slow_compare) == 0.4 and is_slow(0.4)
+    lookup_compare = {"compare": {"ar": {}, "spec": {"drafter": "lookup"}, "speedup": 0.4}}
+    assert draft_speed_ratio(lookup_compare) is None  # prompt lookup has no draft model to blame
+
+    rates = StepRates()
+    rates.add([_step(0, 1, 10.0)] * 3 + [_step(4, 2, 50.0)] * 5)  # plain 100 tokens/s, speculative 40 tokens/s
+    assert rates.ratio() is None  # too few speculative steps to judge, as adaptive K
+    rates.add([_step(4, 2, 50.0), object()])
+    assert rates.ratio() == pytest.approx(0.4)
+    assert draft_speed_ratio({"mode": "spec", "drafter": "model"}, rates) == pytest.approx(0.4)
+    assert draft_speed_ratio({"mode": "spec", "drafter": "lookup"}, rates) is None
+    assert draft_speed_ratio({"mode": "ar"}, rates) is None
+    fast = StepRates()
+    fast.add([_step(0, 1, 10.0)] * 3 + [_step(4, 5, 20.0)] * 6)
+    assert fast.ratio() == pytest.approx(2.5) and not is_slow(fast.ratio()) and not is_slow(None)
