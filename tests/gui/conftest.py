@@ -19,7 +19,7 @@ from app.gui.settings_store import AppSettings, SettingsStore  # noqa: E402
 protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt_compat.py)
 
 #: Settings of most GUI tests: greedy, short replies (the machine may be slow).
-FAST = AppSettings().with_values(max_new_tokens=24)
+FAST = AppSettings().with_values(max_new_tokens=24, temperature=0.0, top_p=1.0, sampling_preset="Precise")  # greedy
 
 
 @pytest.fixture(scope="module", autouse=True)
