@@ -111,3 +111,19 @@ def test_the_model_default_follows_the_loaded_model(make_pane, tmp_path):
     pane.sampling.choose_preset("Creative")
     pane.sampling.set_model_defaults(model_default(None))  # another model: a chosen preset stays
     assert pane.current().value("temperature") == 1.0
+
+
+def test_the_compare_summary_says_what_it_compares():
+    from app.gui.reply_format import compare_summary
+
+    greedy = {"ar": {"seed": 5}, "speedup": 1.42, "identical": True}
+    assert compare_summary(greedy) == (
+        "Speedup 1.42× (speculative / autoregressive tokens/s) · speed and identity: texts identical"
+    )
+    sampled = {**greedy, "sampled": True}  # identical by chance or not: with sampling only the speed is compared
+    assert compare_summary(sampled) == (
+        "Speedup 1.42× (speculative / autoregressive tokens/s) · speed only: same seed 5, texts differ by design (sampling)"
+    )
+    differ = {**greedy, "identical": False, "first_difference": {"token": 9, "top2_gap": 0.01, "noise_bound": 0.1,
+                                                                  "near_tie": True}}
+    assert "speed and identity: texts differ from token 9: a near-tie" in compare_summary(differ)
