@@ -388,6 +388,7 @@ class MainWindow(QMainWindow):
         """Show an empty new chat (saved when its first message is sent)."""
         self.chat_view.show_conversation(None, [])
         self._update_window_title()
+        self.settings_pane.sampling.set_conversation(None)
         self.conversation_list.list.clearSelection()
         self.composer.edit.setFocus()
 
