@@ -125,8 +125,8 @@ def test_sampling_with_penalties_speculative_matches_autoregressive_distribution
         counts[tuple(stats.token_ids)] = counts.get(tuple(stats.token_ids), 0) + 1
         drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
     assert set(counts) <= set(expected), "a reply autoregressive decoding cannot produce"
-    if decoding != "ar":
-        assert drafted >= PENALTY_TRIALS, f"too few drafts to test anything: {drafted}"
+    if decoding != "ar":  # the 1-gram lookup drafts in about 30% of the replies, the model draft in all
+        assert drafted >= PENALTY_TRIALS // 5, f"too few drafts to test anything: {drafted}"
     if decoding == "spec_model":
         assert accepted == drafted, "an identical draft penalized like the target is always accepted"
     replies = sorted(expected, key=expected.get, reverse=True)
@@ -158,8 +158,9 @@ def test_greedy_with_penalties_speculative_equals_autoregressive_on_a_tiny_model
 
 @pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
 def test_greedy_with_penalties_speculative_equals_autoregressive_on_the_default_model(engine, target, decoding):
-    ids = chat_ids(target, PROMPTS[1])
-    penalties = {"repetition_penalty": 1.3, "presence_penalty": 0.4, "frequency_penalty": 0.2}
+    ids = chat_ids(target, PROMPTS[0])  # a rewrite: prompt lookup finds the prompt's phrases ...
+    # ... if the repetition window does not reach back into the prompt
+    penalties = {"repetition_penalty": 1.3, "repeat_last_n": 8, "presence_penalty": 0.2, "frequency_penalty": 0.1}
     engine.reset()
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=64, **penalties))
     plain = engine.generate_text(ids, settings("ar", max_new_tokens=64))
