@@ -231,7 +231,8 @@ class SamplingGroup(QGroupBox):
         """The loaded model's ``MODEL_DEFAULT`` values (``sampling_presets.model_default``); shown at once while
         that preset is chosen."""
         self._model_default = dict(values)
-        if self._preset == MODEL_DEFAULT:
+        shown = {name: round(getattr(self, name).value(), 4) for name in PRESET_KEYS}
+        if self._preset == MODEL_DEFAULT and shown != self._model_default:  # an unchanged value is not an edit
             self.choose_preset(MODEL_DEFAULT, remember=False)
 
     def set_conversation(self, conversation_id: int | None) -> None:
