@@ -2,8 +2,9 @@
 
 A reply loops when some n-gram of its tokens (8 by default) occurs at least 4 times. Each prompt is answered once
 per setting (sampled settings with a fixed seed per prompt, so a run is reproducible). Measured on the default
-model (4-bit), 200 tokens, 2026-12-01: Precise (greedy) 9/10 replies loop, Balanced (t 0.7, top-p 0.9, repetition
-penalty 1.1) 0/10.
+model (4-bit), 200 tokens, 2026-12-01: Precise (greedy) 9/10 replies loop, temperature 0.7 and top-p 0.9 without a
+penalty 2/10, Creative (1.0, top-p 0.95) 1/10, Balanced (0.7, top-p 0.9, repetition penalty 1.1, also the window's
+default for this model) 0/10.
 
     python bench/loop_check.py                       # default model, 10 open-ended prompts, 200 tokens
     python bench/loop_check.py --model DIR --tokens 400 --json

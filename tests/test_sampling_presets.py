@@ -40,7 +40,7 @@ def test_shipped_presets():
 def test_new_settings_sample_like_a_chat_under_the_model_default():
     settings = AppSettings()
     assert settings.sampling_preset == MODEL_DEFAULT
-    assert (settings.value("temperature"), settings.value("top_p")) == (0.7, 0.9)
+    assert (settings.value("temperature"), settings.value("top_p"), settings.value("repetition_penalty")) == (0.7, 0.9, 1.1)
 
 
 def test_presets_and_new_settings_round_trip_through_the_settings_file(tmp_path):

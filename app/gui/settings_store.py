@@ -268,6 +268,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
 _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
+_NO_PENALTIES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
 def _preset_of_a_file_without_presets(values: dict[str, Any]) -> str:
     """The preset of settings saved before presets existed: ``MODEL_DEFAULT`` where the sampling values are that
     version's untouched defaults (greedy, no top-p or top-k), else "" (custom), so that what a user chose stays."""
@@ -331,6 +334,8 @@ class SettingsStore:
             values["decoding"] = Decoding(values["decoding"])
         if "sampling_preset" not in stored and "temperature" in stored:
             values["sampling_preset"] = _preset_of_a_file_without_presets(values)
+            if not values["sampling_preset"]:  # what that version sampled with had no penalties
+                values = {**_NO_PENALTIES, **values}
         self._settings = AppSettings().with_values(**values)
         return self._settings
 

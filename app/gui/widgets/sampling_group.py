@@ -80,7 +80,8 @@ class SamplingGroup(QGroupBox):
         self.preset = QComboBox()
         self.preset.setObjectName("setting_sampling_preset")
         self.preset.setToolTip(
-            f"{MODEL_DEFAULT}: what the model recommends (its generation_config.json), else temperature 0.7, top-p 0.9. "
+            f"{MODEL_DEFAULT}: what the model recommends (its generation_config.json), the rest temperature 0.7, "
+            "top-p 0.9, repetition penalty 1.1. "
             "Precise: greedy. Balanced: 0.7, top-p 0.9, repetition penalty 1.1. Creative: 1.0, top-p 0.95"
         )
         self.save_button = QPushButton("Save as…")
