@@ -104,5 +104,5 @@ class ChatSession:
         """
         return first_difference(
             self.engine, self.prompt_ids(), reference, candidate, settings.context, settings.speculative.k,
-            self.system_prompt_tokens(),
+            self.system_prompt_tokens(), settings.sampling,
         )

@@ -25,6 +25,7 @@ import numpy as np
 
 from .kv_cache import KVCache
 from .model import LoadedModel
+from .penalties import ReplyPenalties
 from .sampling import sample, warp
 from .settings import SamplingSettings
 
@@ -48,7 +49,13 @@ class Drafter(Protocol):
         """
 
     def propose(
-        self, context: list[int], k: int, n_ctx: int, sampling: SamplingSettings, rng: np.random.Generator
+        self,
+        context: list[int],
+        k: int,
+        n_ctx: int,
+        sampling: SamplingSettings,
+        rng: np.random.Generator,
+        penalties: ReplyPenalties,
     ) -> tuple[list[int], np.ndarray | None]:
         """Draft up to ``k`` tokens after ``context``.
 
@@ -58,6 +65,8 @@ class Drafter(Protocol):
             n_ctx: rolling-context size (the caller guarantees ``len(context) + k - 1 <= n_ctx``).
             sampling: the reply's sampling settings.
             rng: random generator shared with the acceptance test.
+            penalties: the reply's penalties; draft i is chosen from logits penalized with the drafts before it,
+                as the target's verification row i is.
 
         Returns:
             ``(tokens, probs)``: at most k token ids (possibly none), and the float64 ``[len(tokens), vocab]``
@@ -107,12 +116,18 @@ class ModelDrafter:
         self._synced = 0
 
     def propose(
-        self, context: list[int], k: int, n_ctx: int, sampling: SamplingSettings, rng: np.random.Generator
+        self,
+        context: list[int],
+        k: int,
+        n_ctx: int,
+        sampling: SamplingSettings,
+        rng: np.random.Generator,
+        penalties: ReplyPenalties,
     ) -> tuple[list[int], np.ndarray | None]:
         """Draft exactly ``k`` tokens after ``context``, one draft-model pass each (see ``Drafter.propose``).
 
-        Greedy sampling drafts the argmax; otherwise each draft is sampled from the warped draft distribution,
-        returned as float64 ``[k, vocab]`` (None when greedy).
+        Greedy sampling drafts the argmax of the penalized logits; otherwise each draft is sampled from the warped
+        penalized draft distribution, returned as float64 ``[k, vocab]`` (None when greedy).
         """
         logits = self._feed(context, n_ctx)
         if logits is None:  # context already cached: recompute the last position
@@ -121,6 +136,7 @@ class ModelDrafter:
         tokens: list[int] = []
         probs: list[np.ndarray] = []
         for i in range(k):
+            logits = penalties.apply(logits, tokens)
             if sampling.greedy:
                 token = int(np.argmax(logits))
             else:
@@ -190,7 +206,13 @@ class PromptLookupDrafter:
         self._cached -= n_discard
 
     def propose(
-        self, context: list[int], k: int, n_ctx: int, sampling: SamplingSettings, rng: np.random.Generator
+        self,
+        context: list[int],
+        k: int,
+        n_ctx: int,
+        sampling: SamplingSettings,
+        rng: np.random.Generator,
+        penalties: ReplyPenalties,
     ) -> tuple[list[int], None]:
         """Up to ``k`` tokens continuing the last n-gram of the history and the pending token ``context[-1]``
         ([] without a match); deterministic whatever ``sampling`` says, so no distributions (``Drafter.propose``)."""

@@ -35,6 +35,7 @@ from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
+from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_drafts, next_token
@@ -94,7 +95,7 @@ class Engine:
         self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
         self._rolled = False
         self._lock = threading.Lock()
-        self.last_logits: np.ndarray | None = None  # float32 [vocab]: the target logits of the last chosen token
+        self.last_logits: np.ndarray | None = None  # float32 [vocab]: logits the last token was chosen from (penalized)
 
     @classmethod
     def load(
@@ -329,11 +330,15 @@ class Engine:
             return
         rng = np.random.default_rng(sampling.seed)
         speculative = settings.speculative
+        reply = _ReplyStream(self.target, sampling, cancel)
+        penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens)
+        logits = penalties.apply(logits)
         decode = _Decode(
             drafter=drafter,
             adaptive=AdaptiveK(speculative.k, speculative.adaptive) if drafter is not None else AdaptiveK(0, False),
-            reply=_ReplyStream(self.target, sampling, cancel),
+            reply=reply,
             sampling=sampling,
+            penalties=penalties,
             n_ctx=n_ctx,
             rng=rng,
             stats=stats,
@@ -343,7 +348,6 @@ class Engine:
         self.last_logits = logits
         first_token_at = time.perf_counter()
         stats.ttft_ms = (first_token_at - start) * 1e3
-        reply = decode.reply
         yield from reply.emit([decode.pending], from_draft=False)
         while reply.stop_reason is None:
             if cancel is not None and cancel.is_set():
@@ -374,6 +378,9 @@ class Engine:
         cache then keeps the old pending token and the accepted drafts that precede the new pending one (the
         rest is masked, ``KVCache.truncate``); acceptance, the adaptive-K update and the counts in
         ``decode.stats`` follow. Yields a TextDelta per emitted token, then one StepStats.
+
+        Penalties (``ReplyPenalties``) see the reply as emitted so far, which ends with the pending token: target
+        row i and draft i are penalized with it and the drafts before i, as autoregressive decoding would be there.
         """
         step_start = time.perf_counter()
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
@@ -381,10 +388,11 @@ class Engine:
         k = min(decode.adaptive.next_k(), n_ctx - len(self._cache) - 1, remaining - 1)
         drafts, draft_probs = [], None
         if k > 0:  # adaptive K is 0 without a drafter
-            drafts, draft_probs = decode.drafter.propose(self._cache.tokens + [pending], k, n_ctx, sampling, decode.rng)
+            context = self._cache.tokens + [pending]
+            drafts, draft_probs = decode.drafter.propose(context, k, n_ctx, sampling, decode.rng, decode.penalties)
         draft_end = time.perf_counter()
         cached_before = len(self._cache)
-        logits = self._cache.forward([pending] + drafts, n_ctx)
+        logits = decode.penalties.rows(self._cache.forward([pending] + drafts, n_ctx), drafts)
         verify_end = time.perf_counter()
         accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
         self.last_logits = logits[accepted]
@@ -566,6 +574,7 @@ class _Decode:
     adaptive: AdaptiveK  # chooses K (always 0 without a drafter)
     reply: _ReplyStream
     sampling: SamplingSettings
+    penalties: ReplyPenalties  # follows reply.tokens; applied to target and draft logits alike
     n_ctx: int
     rng: np.random.Generator  # shared by sampling, drafting and acceptance
     stats: GenerationStats  # drafted / accepted accumulate here

@@ -26,7 +26,8 @@ from typing import Sequence
 import numpy as np
 
 from .engine import Engine
-from .settings import ContextSettings
+from .penalties import ReplyPenalties
+from .settings import ContextSettings, SamplingSettings
 
 # Largest logit change between pass shapes, times: 2 (a top-2 gap moves by at most twice the largest change of a
 # single logit) x 2 (one measured window stands for the noise at other offsets and after other passes).
@@ -86,6 +87,7 @@ def first_difference(
     context: ContextSettings = ContextSettings(),
     k: int = 4,
     system_prompt_tokens: int = 0,
+    sampling: SamplingSettings = SamplingSettings(),
 ) -> FirstDifference | None:
     """Explain where a greedy reply differs from the greedy autoregressive reply to the same prompt.
 
@@ -97,6 +99,8 @@ def first_difference(
         context: the rolling-context settings both ran with.
         k: the speculative run's draft tokens per step (K).
         system_prompt_tokens: as for ``Engine.generate``.
+        sampling: the replies' sampling settings; their penalties apply to the logits the gap is taken from, as
+            they did when the token was chosen.
 
     Returns:
         None when the replies are equal, else a ``FirstDifference``.
@@ -108,7 +112,7 @@ def first_difference(
     if index is None:
         return None
     noise, logits = engine.pass_shape_noise(prompt_ids, list(reference[:index]), context, k, system_prompt_tokens)
-    top = np.sort(logits)[-2:]
+    top = np.sort(ReplyPenalties(sampling, prompt_ids, list(reference[:index])).apply(logits))[-2:]
     gap = float(top[1] - top[0])
     bound = NOISE_FACTOR * noise
     return FirstDifference(token=index, top2_gap=gap, noise_bound=bound, near_tie=gap <= bound)

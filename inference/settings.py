@@ -21,6 +21,10 @@ MAX_K = 16
 MIN_N_CTX = 16
 MAX_TEMPERATURE = 100.0
 MAX_LOOKUP_NGRAM = 8
+#: Largest repetition penalty accepted (1 = off; llama.cpp and transformers accept any positive value).
+MAX_REPETITION_PENALTY = 10.0
+#: Presence and frequency penalties range over [-2, 2], as in the OpenAI API.
+MAX_PRESENCE_FREQUENCY_PENALTY = 2.0
 #: The fewest tokens ``n_keep="auto"`` pins (the attention sinks of StreamingLLM, arXiv 2309.17453, section 3.2).
 AUTO_N_KEEP_MIN = 4
 #: Largest context accepted when the model states no trained length.
@@ -90,6 +94,15 @@ class SamplingSettings:
         max_new_tokens: stop after this many generated tokens. Range >= 1.
         stop_strings: generation stops before the first occurrence of any of these strings (none empty).
         ignore_eos: keep generating past end-of-sequence tokens (benchmarks that need exact lengths).
+        repetition_penalty: CTRL's repetition penalty over the latest ``repeat_last_n`` tokens of the conversation,
+            prompt included (``inference.penalties``); 1 = off. Range (0, 10].
+        repeat_last_n: how many of the latest tokens the repetition penalty looks at (llama.cpp's default 64).
+            Range >= 1.
+        presence_penalty: subtracted from the logit of every token the reply has used (OpenAI API). Range [-2, 2].
+        frequency_penalty: subtracted once per use of a token in the reply (OpenAI API). Range [-2, 2].
+
+    The defaults are plain greedy decoding without penalties: what the engine and the command line do unless told
+    otherwise (the window starts from chat defaults instead, ``app.gui.sampling_presets``).
     """
 
     temperature: float = 0.0
@@ -99,11 +112,20 @@ class SamplingSettings:
     max_new_tokens: int = 512
     stop_strings: tuple[str, ...] = ()
     ignore_eos: bool = False
+    repetition_penalty: float = 1.0
+    repeat_last_n: int = 64
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
     @property
     def greedy(self) -> bool:
         """True when the next token is the argmax of the logits."""
         return self.temperature == 0.0
+
+    @property
+    def penalized(self) -> bool:
+        """True when a repetition, presence or frequency penalty changes the logits."""
+        return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
     def validate(self) -> None:
         """Raise SettingError naming the first setting outside its range."""
@@ -121,6 +143,18 @@ class SamplingSettings:
             raise SettingError("seed", f"seed must be in [0, 2^63), got {self.seed}")
         if any(not s for s in self.stop_strings):
             raise SettingError("stop_strings", "stop_strings must not contain an empty string")
+        if not 0.0 < self.repetition_penalty <= MAX_REPETITION_PENALTY:
+            raise SettingError(
+                "repetition_penalty",
+                f"repetition_penalty must be in (0, {MAX_REPETITION_PENALTY:g}] (1 = off), got {self.repetition_penalty}",
+            )
+        if self.repeat_last_n < 1:
+            raise SettingError("repeat_last_n", f"repeat_last_n must be >= 1 token, got {self.repeat_last_n}")
+        bound = MAX_PRESENCE_FREQUENCY_PENALTY
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if not -bound <= value <= bound:
+                raise SettingError(name, f"{name} must be in [-{bound:g}, {bound:g}] (0 = off), got {value}")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
-"""The speculative accept/resample step reproduces the target distribution (chi-square), warping is exact."""
+"""The speculative accept/resample step reproduces the target distribution (chi-square), warping and the
+repetition/presence/frequency penalties are exact."""
 
 import numpy as np
 import pytest
 from scipy.stats import chisquare
 
+from inference.penalties import ReplyPenalties, penalize
 from inference.sampling import accept_greedy, accept_sampled, next_token, warp
-from inference.settings import SamplingSettings
+from inference.settings import SamplingSettings, SettingError
 
 VOCAB = 8
 TRIALS = 40_000
@@ -91,3 +93,72 @@ def test_greedy_acceptance_and_seeded_sampling():
     settings = SamplingSettings(temperature=1.0, seed=3)
     draws = [next_token(logits[0], settings, np.random.default_rng(3)) for _ in range(3)]
     assert draws[0] == draws[1] == draws[2]
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits_of_recent_tokens():
+    logits = np.array([2.0, -1.0, 0.5, 3.0, -2.0], dtype=np.float32)
+    settings = SamplingSettings(repetition_penalty=2.0)
+    out = penalize(logits, settings, recent=[0, 1, 1, 4], generated=[])
+    np.testing.assert_allclose(out, [1.0, -2.0, 0.5, 3.0, -4.0])  # once per distinct token, however often it occurs
+    np.testing.assert_array_equal(logits, [2.0, -1.0, 0.5, 3.0, -2.0])  # the input is not modified
+
+
+def test_presence_and_frequency_penalties_follow_the_openai_definition():
+    logits = np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32)
+    settings = SamplingSettings(presence_penalty=0.5, frequency_penalty=0.25)
+    out = penalize(logits, settings, recent=[3, 3], generated=[0, 2, 2, 2])
+    # mu[j] - c[j] * frequency - (c[j] > 0) * presence; token 3 is only in the prompt window: not counted
+    np.testing.assert_allclose(out, [1.0 - 0.25 - 0.5, 1.0, 1.0 - 0.75 - 0.5, 1.0])
+
+
+def test_repetition_penalty_is_applied_before_the_subtraction():
+    logits = np.array([3.0, -3.0], dtype=np.float32)
+    settings = SamplingSettings(repetition_penalty=1.5, presence_penalty=1.0, frequency_penalty=1.0)
+    out = penalize(logits, settings, recent=[0, 1], generated=[0, 1, 1])
+    np.testing.assert_allclose(out, [3.0 / 1.5 - 1.0 - 1.0, -3.0 * 1.5 - 2.0 - 1.0])
+
+
+def test_reply_penalties_window_spans_prompt_reply_and_earlier_drafts():
+    settings = SamplingSettings(repetition_penalty=2.0, repeat_last_n=4, presence_penalty=1.0)
+    reply = [5]
+    penalties = ReplyPenalties(settings, prompt_ids=[1, 2, 3, 4], reply=reply)
+    logits = np.full(8, 4.0, dtype=np.float32)
+    # window: the last 4 of prompt [1, 2, 3, 4] + reply [5]: tokens 2..5; presence counts the reply only (5)
+    np.testing.assert_allclose(penalties.apply(logits), [4, 4, 2, 2, 2, 2 - 1, 4, 4])
+    reply.append(6)  # the list is followed, not copied
+    rows = penalties.rows(np.stack([logits] * 3), drafts=[7, 1])
+    np.testing.assert_allclose(rows[0], [4, 4, 4, 2, 2, 1, 1, 4])  # window 3, 4, 5, 6
+    np.testing.assert_allclose(rows[1], [4, 4, 4, 4, 2, 1, 1, 1])  # after draft 7: window 4, 5, 6, 7
+    np.testing.assert_allclose(rows[2], [4, 1, 4, 4, 4, 1, 1, 1])  # after drafts 7, 1: window 5, 6, 7, 1
+
+
+def test_without_penalties_logits_pass_through_unchanged():
+    logits = np.array([0.3, 0.1], dtype=np.float32)
+    penalties = ReplyPenalties(SamplingSettings(), prompt_ids=[0, 1], reply=[1])
+    assert penalties.apply(logits) is logits
+    rows = logits[None]
+    assert penalties.rows(rows, []) is rows
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [("repetition_penalty", 0.0), ("repetition_penalty", 10.5), ("repeat_last_n", 0), ("presence_penalty", -2.5),
+     ("frequency_penalty", 2.01)],
+)
+def test_penalty_settings_out_of_range_name_their_field(name, value):
+    with pytest.raises(SettingError) as error:
+        SamplingSettings(**{name: value}).validate()
+    assert error.value.field == name
+
+
+def test_speculative_sampling_with_penalised_rows_matches_the_penalised_target():
+    """Accept/resample on penalized rows reproduces the penalized target distribution, not the raw one."""
+    settings = SamplingSettings(temperature=1.0, repetition_penalty=1.8, presence_penalty=0.7, frequency_penalty=0.4)
+    raw = _synthetic_logits(8, 3)
+    penalties = ReplyPenalties(settings, prompt_ids=[0, 1], reply=[2, 2, 5])
+    target = warp(penalties.rows(raw, [5, 2]), settings)
+    draft = warp(penalties.rows(_synthetic_logits(9, 2), [5]), settings)
+    counts = _first_token_counts(target, draft, 2, np.random.default_rng(13))
+    assert chisquare(counts, TRIALS * target[0]).pvalue > 1e-3
+    unpenalized = warp(raw, settings)[0]
+    assert chisquare(counts, TRIALS * unpenalized).pvalue < 1e-6  # the penalties matter at this size

@@ -7,13 +7,24 @@ two best logits are that close. At the device's defaults (a u8 KV cache everywhe
 AVX512_BF16/AMX) the argmax can flip where the two best logits are nearly equal. Either way a divergence is
 accepted only where ``exactness.first_difference`` finds the top-2 gap within the noise it measures there
 between the two modes' ways of computing the same tokens. Only the first divergence can be checked: after it the texts have different contexts.
+
+With repetition, presence and frequency penalties the same holds (greedy), and sampled speculative replies follow
+the autoregressive distribution exactly (chi-square against the distribution enumerated from the target).
 """
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
+from scipy.stats import chisquare
 
 from inference.engine import Engine
+from inference.exactness import first_difference
 from inference.model import load_model
+from inference.penalties import ReplyPenalties
+from inference.sampling import warp
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 NEW_TOKENS = 128
 ROLLING = {"n_ctx": 32, "n_keep": 4}  # each roll drops 14 tokens: prompts of 40-70 tokens + replies roll >= 3 times
@@ -44,3 +55,119 @@ def test_greedy_speculative_equals_autoregressive(engine, target, prompt, contex
                 assert candidate.discarded_tokens == reference.discarded_tokens
             label = f"{engine.target.precision.describe()}, {decoding} K={k}"
             assert_same_or_near_tie(engine, ids, reference, candidate, context, label, k)
+
+
+# --- penalties: speculative decoding still samples the autoregressive distribution ------------------------------
+
+PENALTIES = {"repetition_penalty": 1.6, "presence_penalty": 0.6, "frequency_penalty": 0.4}
+PENALTY_TRIALS = 1000
+PENALTY_TOKENS = 4  # the first step after the first token drafts K = 2 and emits tokens 2..4 (drafts, then bonus)
+
+
+@pytest.fixture(scope="module")
+def tiny_engines(tiny_ir, tmp_path_factory):
+    """Engines on a tiny random target (tied embeddings: it likes to repeat its last token, so penalties matter):
+    one drafting with an identical copy of it (every draft should be accepted), one with prompt lookup."""
+    from tiny_models import write_tiny_llama
+
+    from inference.precision import PrecisionSettings
+
+    copy = write_tiny_llama(tiny_ir["gguf"], tmp_path_factory.mktemp("tiny-draft") / "copy", seed=0)
+    target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
+    return {"model": Engine(target, load_model(copy, "CPU", PrecisionSettings())), "lookup": Engine(target)}
+
+
+def _penalty_settings(decoding: str, seed: int | None, temperature: float = 1.0, **overrides) -> GenerationSettings:
+    sampling = {"temperature": temperature, "top_k": 3, "seed": seed, "max_new_tokens": PENALTY_TOKENS,
+                "ignore_eos": True, **PENALTIES, **overrides}
+    return GenerationSettings(
+        decoding=Decoding(decoding),
+        sampling=SamplingSettings(**sampling),
+        context=ContextSettings(n_ctx=512),
+        # 1-gram lookup: the pending token matching any earlier token proposes what followed it
+        speculative=SpeculativeSettings(k=3, lookup_max_ngram=1),
+    )
+
+
+def _autoregressive_distribution(engine: Engine, prompt: list[int], settings: SamplingSettings) -> dict:
+    """The exact probability of every reply of PENALTY_TOKENS tokens under autoregressive decoding with
+    penalties: the target's raw logits after each prefix (a greedy one-token reply without penalties leaves them
+    in ``last_logits``), penalized as ``ReplyPenalties`` defines it, warped, multiplied along the reply."""
+    plain = _penalty_settings("ar", None, temperature=0.0, max_new_tokens=1, repetition_penalty=1.0,
+                              presence_penalty=0.0, frequency_penalty=0.0)
+    distribution, frontier = {}, {(): 1.0}
+    for _ in range(PENALTY_TOKENS):
+        grown = {}
+        for prefix, mass in frontier.items():
+            engine.generate_text(prompt + list(prefix), plain)
+            logits = ReplyPenalties(settings, prompt, list(prefix)).apply(engine.last_logits)
+            probs = warp(logits, settings)
+            for token in np.flatnonzero(probs):
+                grown[prefix + (int(token),)] = mass * probs[token]
+        frontier = grown
+    distribution.update(frontier)
+    return distribution
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup"])
+def test_sampling_with_penalties_speculative_matches_autoregressive_distribution(tiny_engines, decoding):
+    """Chi-square of the first PENALTY_TOKENS tokens against the exact autoregressive distribution with
+    repetition, presence and frequency penalties (a target row penalized without the drafts before it, or drafts
+    penalized differently from the target, fails it)."""
+    engine = tiny_engines["lookup" if decoding == "spec_lookup" else "model"]
+    prompt = engine.target.encode("the cat sat on the mat and the cat sat on the hat so the cat")
+    expected = _autoregressive_distribution(engine, prompt, _penalty_settings("ar", None).sampling)
+    counts: dict[tuple, int] = {}
+    drafted = accepted = 0
+    for seed in range(PENALTY_TRIALS):
+        stats = engine.generate_text(prompt, _penalty_settings(decoding, seed))
+        counts[tuple(stats.token_ids)] = counts.get(tuple(stats.token_ids), 0) + 1
+        drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
+    assert set(counts) <= set(expected), "a reply autoregressive decoding cannot produce"
+    if decoding != "ar":  # the 1-gram lookup drafts in about 30% of the replies, the model draft in all
+        assert drafted >= PENALTY_TRIALS // 5, f"too few drafts to test anything: {drafted}"
+    if decoding == "spec_model":
+        assert accepted == drafted, "an identical draft penalized like the target is always accepted"
+    replies = sorted(expected, key=expected.get, reverse=True)
+    frequent = [r for r in replies if expected[r] * PENALTY_TRIALS >= 5]
+    observed = [counts.get(r, 0) for r in frequent] + [PENALTY_TRIALS - sum(counts.get(r, 0) for r in frequent)]
+    wanted = [expected[r] * PENALTY_TRIALS for r in frequent]
+    wanted.append(PENALTY_TRIALS - sum(wanted))
+    assert chisquare(observed, wanted).pvalue > 1e-3, list(zip(observed, np.round(wanted, 1)))
+
+
+@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_greedy_with_penalties_speculative_equals_autoregressive_on_a_tiny_model(tiny_engines, decoding, k):
+    engine = tiny_engines["lookup" if decoding == "spec_lookup" else "model"]
+    prompt = engine.target.encode("the cat sat on the mat and the cat sat on the hat so the cat")
+    # a short repetition window lets tokens come back, so that prompt lookup finds matches; presence and frequency
+    # penalties (which never forget) are tested on the default model below
+    greedy = {"temperature": 0.0, "top_k": 0, "max_new_tokens": 48, "repetition_penalty": 3.0, "repeat_last_n": 6,
+              "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    reference = engine.generate_text(prompt, _penalty_settings("ar", None, **greedy))
+    unpenalized = engine.generate_text(prompt, _penalty_settings("ar", None, **{**greedy, "repetition_penalty": 1.0}))
+    assert len(set(unpenalized.token_ids)) == 1, "without penalties the tiny model repeats one token"
+    assert len(set(reference.token_ids)) > 3, "the penalty breaks the loop"
+    settings = _penalty_settings(decoding, None, **greedy)
+    candidate = engine.generate_text(prompt, replace(settings, speculative=replace(settings.speculative, k=k)))
+    assert candidate.drafted > 0
+    assert candidate.token_ids == reference.token_ids
+
+
+@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
+def test_greedy_with_penalties_speculative_equals_autoregressive_on_the_default_model(engine, target, decoding):
+    ids = chat_ids(target, PROMPTS[0])  # a rewrite: prompt lookup finds the prompt's phrases ...
+    # ... if the repetition window does not reach back into the prompt
+    penalties = {"repetition_penalty": 1.3, "repeat_last_n": 8, "presence_penalty": 0.2, "frequency_penalty": 0.1}
+    engine.reset()
+    reference = engine.generate_text(ids, settings("ar", max_new_tokens=64, **penalties))
+    plain = engine.generate_text(ids, settings("ar", max_new_tokens=64))
+    assert plain.token_ids != reference.token_ids, "the penalties change the reply"
+    engine.reset()
+    candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=64, k=4, **penalties))
+    assert candidate.drafted > 0
+    sampling = settings("ar", **penalties).sampling
+    difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, k=4, sampling=sampling)
+    assert difference is None or difference.near_tie, difference.describe()

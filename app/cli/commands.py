@@ -74,6 +74,13 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=SAMPLING.seed)
     parser.add_argument("--max-new-tokens", type=int, default=SAMPLING.max_new_tokens)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument(
+        "--repeat-penalty", type=float, default=SAMPLING.repetition_penalty,
+        help="repetition penalty over the last --repeat-last-n tokens, prompt included (1 = off; 1.1 is common)",
+    )
+    parser.add_argument("--repeat-last-n", type=int, default=SAMPLING.repeat_last_n, help="tokens the repetition penalty looks back at")
+    parser.add_argument("--presence-penalty", type=float, default=SAMPLING.presence_penalty, help="OpenAI's presence penalty over the reply's tokens, -2..2 (0 = off)")
+    parser.add_argument("--frequency-penalty", type=float, default=SAMPLING.frequency_penalty, help="OpenAI's frequency penalty over the reply's tokens, -2..2 (0 = off)")
     parser.add_argument("--system", default="", help="system prompt")
 
 
@@ -212,6 +219,10 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
             seed=args.seed,
             max_new_tokens=args.max_new_tokens,
             stop_strings=tuple(args.stop),
+            repetition_penalty=args.repeat_penalty,
+            repeat_last_n=args.repeat_last_n,
+            presence_penalty=args.presence_penalty,
+            frequency_penalty=args.frequency_penalty,
         ),
         context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
         speculative=SpeculativeSettings(k=SPECULATIVE.k if args.k is None else args.k, adaptive=args.adaptive_k),

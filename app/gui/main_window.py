@@ -44,6 +44,7 @@ from .inference_worker import InferenceWorker, ModelInfo
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
 from .reply_format import answered_with
+from .sampling_presets import model_default
 from .settings_store import AppSettings, SettingsStore
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
@@ -182,7 +183,7 @@ class MainWindow(QMainWindow):
         middle_layout.addWidget(self.chat_view, 1)
         middle_layout.addWidget(self.composer)
 
-        self.settings_pane = SettingsPane(self.settings, self.devices)
+        self.settings_pane = SettingsPane(self.settings, self.devices, store=self.store)
         self.settings_pane.settings_changed.connect(self._settings_changed)
         self.settings_pane.validity_changed.connect(lambda summary: self.composer.set_blocked(summary or None))
         self.live_graph = LiveGraph()
@@ -423,6 +424,7 @@ class MainWindow(QMainWindow):
         self.model_label.setToolTip(text)
 
     def _model_loaded(self, info: ModelInfo) -> None:
+        self.settings_pane.sampling.set_model_defaults(model_default(info.spec.target_dir))
         self.settings_pane.set_max_position_embeddings(info.max_position_embeddings)
         self.settings_pane.set_precision_in_use(info.precision.describe())
 
@@ -576,6 +578,7 @@ class MainWindow(QMainWindow):
         self.chat_view.show_conversation(None, [])
         self._update_window_title()
         self.model_notice.dismiss("conversation")
+        self.settings_pane.sampling.set_conversation(None)
         self.conversation_list.list.clearSelection()
         self.composer.edit.setFocus()
 
@@ -589,6 +592,7 @@ class MainWindow(QMainWindow):
             self.chat_view.show_conversation(conversation, self.db.messages(conversation_id))
             self._update_window_title()
             self._check_conversation_model()
+            self.settings_pane.sampling.set_conversation(conversation_id)
         if self.active and self.active.conversation_id == conversation_id:
             self.chat_view.update_message(self.active.recorder.snapshot(), live=True)
         self.chat_view.set_busy(self.active is not None)

@@ -283,10 +283,10 @@ class ReplyController(QObject):
     async def _explain_compare(self, active: ActiveReply, request: GenerationRequest, settings: AppSettings) -> None:
         """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie."""
         recorder = active.recorder
-        if recorder.compare_data.get("identical") is not False:
-            return
-        if settings.generation.sampling.temperature > 0:
+        if settings.generation.sampling.temperature > 0:  # the compare measures speed only, identical texts or not
             recorder.set_difference(None, sampled=True)
+            return
+        if recorder.compare_data.get("identical") is not False:
             return
         self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
         difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)

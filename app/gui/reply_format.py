@@ -91,10 +91,18 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
 
 
 def compare_summary(compare: dict) -> str:
-    """``Speedup 1.42× · texts identical`` for a comparison {"ar": stats, "spec": stats, "speedup", "identical"}."""
+    """What a comparison {"ar": stats, "spec": stats, "speedup", "identical", "sampled"} measured, e.g.
+    ``Speedup 1.42× (...) · speed and identity: texts identical`` (greedy), or ``Speedup 1.42× (...) · speed only:
+    same seed 5, texts differ by design (sampling)``: sampled replies differ even with the same seed, because the
+    two modes draw their random numbers at different points."""
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    return f"Speedup {compare['speedup']:.2f}× (speculative / autoregressive tokens/s) · {identity_text(compare)}"
+    speedup = f"Speedup {compare['speedup']:.2f}× (speculative / autoregressive tokens/s)"
+    if compare.get("sampled"):
+        seed = (compare.get("ar") or {}).get("seed")
+        same_seed = "same seed" + (f" {seed}" if isinstance(seed, int) else "")
+        return f"{speedup} · speed only: {same_seed}, texts differ by design (sampling)"
+    return f"{speedup} · speed and identity: {identity_text(compare)}"
 
 
 def identity_text(compare: dict) -> str:

@@ -33,6 +33,8 @@ from inference.models.store import SUPPORTED_BITS, user_dir
 from inference.precision import PrecisionSettings
 from inference.settings import DECODING_VALUES, Decoding, GenerationSettings, SettingError
 
+from .sampling_presets import CHAT_DEFAULTS, MODEL_DEFAULT, PRESET_KEYS, preset_values
+
 logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "settings.json"
@@ -51,7 +53,13 @@ GENERATION_KEYS: dict[str, tuple[str, str]] = {
     "top_k": ("sampling", "top_k"),
     "seed": ("sampling", "seed"),
     "max_new_tokens": ("sampling", "max_new_tokens"),
+    "repetition_penalty": ("sampling", "repetition_penalty"),
+    "presence_penalty": ("sampling", "presence_penalty"),
+    "frequency_penalty": ("sampling", "frequency_penalty"),
+    "stop_strings": ("sampling", "stop_strings"),
 }
+#: UI-state key of the preset chosen per conversation: ``{str(conversation_id): preset name}``.
+CONVERSATION_PRESETS = "conversation_presets"
 
 
 def config_dir() -> Path:
@@ -79,6 +87,10 @@ class AppSettings:
         generation: decoding, sampling, rolling context and K of the next reply (``inference.settings``; its
             seed None = random).
         highlight_draft: colour the text that came from accepted draft tokens.
+        sampling_preset: the sampling preset the sampling values come from (``app.gui.sampling_presets``;
+            ``MODEL_DEFAULT`` follows the loaded model), "" once they were edited by hand.
+
+    New settings sample like a chat (``CHAT_DEFAULTS``, under ``MODEL_DEFAULT``), unlike the engine's greedy default.
     """
 
     target_device: str = "CPU"
@@ -88,8 +100,9 @@ class AppSettings:
     precision: str = "auto"
     kv_cache_precision: str = "auto"
     draft_model: str = ""
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    generation: GenerationSettings = field(default_factory=lambda: GenerationSettings(sampling=CHAT_DEFAULTS))
     highlight_draft: bool = True
+    sampling_preset: str = MODEL_DEFAULT
 
     @property
     def uses_draft_model(self) -> bool:
@@ -270,13 +283,30 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "seed": (int, type(None)),
     "max_new_tokens": (int,),
     "highlight_draft": (bool,),
+    "repetition_penalty": (int, float),
+    "presence_penalty": (int, float),
+    "frequency_penalty": (int, float),
+    "stop_strings": (list,),
+    "sampling_preset": (str,),
 }
+_FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
+
+
+_NO_PENALTIES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
+def _preset_of_a_file_without_presets(values: dict[str, Any]) -> str:
+    """The preset of settings saved before presets existed: ``MODEL_DEFAULT`` where the sampling values are that
+    version's untouched defaults (greedy, no top-p or top-k), else "" (custom), so that what a user chose stays."""
+    untouched = {"temperature": 0.0, "top_p": 1.0, "top_k": 0}
+    return MODEL_DEFAULT if all(values.get(name, default) == default for name, default in untouched.items()) else ""
 
 
 class SettingsStore:
     """Reads and writes ``settings.json`` (atomically: a crash mid-write keeps the previous file).
 
-    The file holds ``{"version": 1, "settings": {...AppSettings.flat()...}, "ui": {...window state...}}``.
+    The file holds ``{"version": 1, "settings": {...AppSettings.flat()...}, "ui": {...window state...},
+    "presets": {name: {...PRESET_KEYS...}}}`` (the user's sampling presets; the shipped ones are not stored).
 
     Args:
         path: the settings file; default ``config_dir() / "settings.json"``.
@@ -286,6 +316,8 @@ class SettingsStore:
         self.path = Path(path) if path is not None else config_dir() / SETTINGS_NAME
         self.warnings: list[str] = []
         self._ui: dict[str, Any] = {}
+        self._presets: dict[str, dict[str, Any]] = {}
+        self._settings = AppSettings()  # the last loaded or saved, written again with presets and UI state
 
     def load(self) -> AppSettings:
         """The stored settings; missing, unknown or mistyped entries fall back to defaults (see ``warnings``)."""
@@ -301,6 +333,7 @@ class SettingsStore:
             self.warnings.append(f"{self.path} does not hold a JSON object; using default settings")
             return AppSettings()
         self._ui = raw.get("ui") if isinstance(raw.get("ui"), dict) else {}
+        self._presets = self._load_presets(raw.get("presets"))
         stored = raw.get("settings") if isinstance(raw.get("settings"), dict) else {}
         values = {}
         for name in _FLAT_NAMES:
@@ -310,20 +343,74 @@ class SettingsStore:
             allowed = _TYPES[name]
             if isinstance(value, bool) and bool not in allowed:
                 value = object()  # JSON true/false is not a number here
-            if not isinstance(value, allowed) or (name == "decoding" and value not in DECODING_VALUES):
+            if (
+                not isinstance(value, allowed)
+                or (name == "decoding" and value not in DECODING_VALUES)
+                or (name == "stop_strings" and not all(isinstance(item, str) for item in value))
+            ):
                 self.warnings.append(f"setting {name} has an invalid value {stored[name]!r}; using the default")
                 continue
-            values[name] = float(value) if name in ("temperature", "top_p") else value
+            values[name] = float(value) if name in _FLOATS else tuple(value) if name == "stop_strings" else value
         if isinstance(values.get("n_keep"), str) and values["n_keep"] != "auto":
             self.warnings.append(f"setting n_keep has an invalid value {values['n_keep']!r}; using the default")
             del values["n_keep"]
         if "decoding" in values:
             values["decoding"] = Decoding(values["decoding"])
-        return AppSettings().with_values(**values)
+        if "sampling_preset" not in stored and "temperature" in stored:
+            values["sampling_preset"] = _preset_of_a_file_without_presets(values)
+            if not values["sampling_preset"]:  # what that version sampled with had no penalties
+                values = {**_NO_PENALTIES, **values}
+        self._settings = AppSettings().with_values(**values)
+        return self._settings
 
     def save(self, settings: AppSettings) -> None:
-        """Write the settings (and the last UI state) to the file."""
-        self._write({"version": SETTINGS_VERSION, "settings": settings.flat(), "ui": self._ui})
+        """Write the settings (and the last UI state and presets) to the file."""
+        self._settings = settings
+        self._write({"version": SETTINGS_VERSION, "settings": settings.flat(), "ui": self._ui, "presets": self._presets})
+
+    @property
+    def presets(self) -> dict[str, dict[str, Any]]:
+        """The user's sampling presets by name, each complete over ``PRESET_KEYS`` (after :meth:`load`)."""
+        return {name: dict(values) for name, values in self._presets.items()}
+
+    def save_preset(self, name: str, values: dict[str, Any]) -> None:
+        """Store (or replace) a user preset and write the file with the last settings."""
+        self._presets[name] = preset_values(values)
+        self.save(self._settings)
+
+    def delete_preset(self, name: str) -> None:
+        """Remove a user preset (and every conversation's choice of it) and write the file."""
+        self._presets.pop(name, None)
+        chosen = self._ui.get(CONVERSATION_PRESETS)
+        if isinstance(chosen, dict):
+            self._ui[CONVERSATION_PRESETS] = {cid: preset for cid, preset in chosen.items() if preset != name}
+        self.save(self._settings)
+
+    def conversation_preset(self, conversation_id: int) -> str | None:
+        """The preset last chosen in a conversation, or None."""
+        chosen = self._ui.get(CONVERSATION_PRESETS)
+        name = chosen.get(str(conversation_id)) if isinstance(chosen, dict) else None
+        return name if isinstance(name, str) else None
+
+    def set_conversation_preset(self, conversation_id: int, name: str) -> None:
+        """Remember the preset chosen in a conversation (UI state) and write the file."""
+        chosen = self._ui.get(CONVERSATION_PRESETS)
+        self._ui[CONVERSATION_PRESETS] = {**(chosen if isinstance(chosen, dict) else {}), str(conversation_id): name}
+        self.save(self._settings)
+
+    def _load_presets(self, raw: Any) -> dict[str, dict[str, Any]]:
+        """Presets from the file: entries that are not a name with numbers for ``PRESET_KEYS`` are dropped (warned)."""
+        presets: dict[str, dict[str, Any]] = {}
+        for name, values in (raw if isinstance(raw, dict) else {}).items():
+            valid = isinstance(values, dict) and all(
+                isinstance(values.get(key), _TYPES[key]) and not isinstance(values.get(key), bool)
+                for key in PRESET_KEYS if key in values
+            )
+            if not valid or not name.strip():
+                self.warnings.append(f"sampling preset {name!r} is invalid; it was dropped")
+                continue
+            presets[name] = preset_values({key: float(v) if key in _FLOATS else v for key, v in values.items()})
+        return presets
 
     @property
     def ui_state(self) -> dict[str, Any]:
@@ -331,8 +418,11 @@ class SettingsStore:
         return dict(self._ui)
 
     def save_ui_state(self, settings: AppSettings, ui: dict[str, Any]) -> None:
-        """Store the window state together with the settings."""
+        """Store the window state together with the settings (the conversations' presets are kept)."""
+        chosen = self._ui.get(CONVERSATION_PRESETS)
         self._ui = dict(ui)
+        if chosen is not None:
+            self._ui.setdefault(CONVERSATION_PRESETS, chosen)
         self.save(settings)
 
     def _write(self, data: dict) -> None:

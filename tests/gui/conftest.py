@@ -14,12 +14,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 from app.gui.qt_compat import protect_singletons  # noqa: E402
+from app.gui.sampling_presets import BUILTIN_PRESETS  # noqa: E402
 from app.gui.settings_store import AppSettings, SettingsStore  # noqa: E402
 
 protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt_compat.py)
 
 #: Settings of most GUI tests: greedy, short replies (the machine may be slow).
-FAST = AppSettings().with_values(max_new_tokens=24)
+FAST = AppSettings().with_values(max_new_tokens=24, sampling_preset="Precise", **BUILTIN_PRESETS["Precise"])  # greedy
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -432,6 +432,34 @@ def test_model_picker_refresh_and_the_model_notice(qtbot, env):
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=TIMEOUT)
 
 
+def test_sampling_greedy_toggle_presets_and_a_sampled_compare(qtbot, env):
+    window = env["window"]
+    pane = window.settings_pane
+    group = pane.sampling
+    group.choose_preset("Model default")  # the default model has no generation_config.json: the chat defaults
+    assert not group.greedy.isChecked() and pane.current().value("temperature") == 0.7
+    click(qtbot, group.greedy)
+    assert pane.current().generation.sampling.greedy and group.preset.currentText() == "Custom"
+    click(qtbot, group.greedy)
+    assert pane.current().value("temperature") == 0.7 and not pane.current().generation.sampling.greedy
+    group.seed.setText("")
+    window.composer.set_text("Name three colours.")
+    final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
+    compare = final.stats["compare"]
+    assert compare["ar"]["seed"] == compare["spec"]["seed"] is not None  # one seed drawn for both runs
+    assert compare["sampled"] is True
+    widget = window.chat_view.message_widgets()[-1]
+    assert f"speed only: same seed {compare['ar']['seed']}, texts differ by design" in widget.footer.text()
+    click(qtbot, group.save_button)
+    dialog = _dialog(qtbot, window, "presetNameDialog")
+    dialog.setTextValue("Warm")
+    dialog.accept()
+    qtbot.waitUntil(lambda: group.preset.currentText() == "Warm", timeout=5000)
+    assert json.loads((env["folder"] / "settings.json").read_text())["presets"]["Warm"]["temperature"] == 0.7
+    click(qtbot, group.delete_button)
+    assert group.preset.currentText() == "Custom" and not group.delete_button.isEnabled()
+
+
 def test_every_control_was_used_and_quit_closes(qtbot, env):
     window = env["window"]
     tracker = env["tracker"]

@@ -125,10 +125,12 @@ def test_store_reads_and_writes_the_version_1_file(tmp_path):
         context=ContextSettings(n_ctx=2048, n_keep="auto", n_discard=100),
         speculative=SpeculativeSettings(k=7, adaptive=True),
     )
+    assert loaded.sampling_preset == ""  # sampling values the user chose stay (not replaced by the model's)
     store.save(loaded)
     saved = json.loads(path.read_text())
-    assert saved["settings"].pop("target_model") == ""  # added since (the default model), read as absent by v1 readers
-    assert saved == VERSION_1_FILE  # the same flat keys and values
+    assert saved["settings"]["target_model"] == ""  # added since (the default model), read as absent by v1 readers
+    assert {**saved["settings"], **VERSION_1_FILE["settings"]} == saved["settings"]  # the same flat keys and values
+    assert saved["version"] == 1 and saved["ui"] == VERSION_1_FILE["ui"]
 
 
 def test_store_survives_a_bad_file(tmp_path):

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -36,10 +35,11 @@ from PySide6.QtWidgets import (
 
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
-from inference.settings import MAX_K, MAX_TEMPERATURE, MIN_N_CTX, Decoding
+from inference.settings import MAX_K, MIN_N_CTX, Decoding
 
-from ..settings_store import AppSettings
+from ..settings_store import AppSettings, SettingsStore
 from .dialogs import choose_file
+from .sampling_group import SamplingGroup
 from .wheel_guard import guard_wheel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
@@ -76,7 +76,7 @@ class SettingsPane(QScrollArea):
     settings_changed = Signal(object)
     validity_changed = Signal(str)
 
-    def __init__(self, settings: AppSettings, devices: list[str], parent=None):
+    def __init__(self, settings: AppSettings, devices: list[str], parent=None, store: SettingsStore | None = None):
         super().__init__(parent)
         self.setObjectName("settingsPane")
         self.setWidgetResizable(True)
@@ -212,28 +212,13 @@ class SettingsPane(QScrollArea):
             "n_ctx - n_keep",
         )  # fmt: skip
 
-        sampling = self._group(layout, "Sampling")
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 10 * MAX_TEMPERATURE)
-        self.temperature.setDecimals(2)
-        self.temperature.setSingleStep(0.1)
-        self._row(sampling, "temperature", "Temperature", self.temperature, "0 = greedy (always the most likely token)")
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.0, 10.0)
-        self.top_p.setDecimals(2)
-        self.top_p.setSingleStep(0.05)
-        self._row(sampling, "top_p", "Top-p", self.top_p, "Nucleus sampling, in (0, 1]; 1 = off")
-        self.top_k = QSpinBox()
-        self.top_k.setRange(0, BIG)
-        self.top_k.setSpecialValueText("off")
-        self._row(sampling, "top_k", "Top-k", self.top_k, "Keep the k most likely tokens; 0 = off")
-        self.seed = QLineEdit()
-        self.seed.setPlaceholderText("random")
-        self._row(sampling, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty = random")
-        self.max_new_tokens = QSpinBox()
-        self.max_new_tokens.setRange(0, BIG)
-        self.max_new_tokens.setSingleStep(64)
-        self._row(sampling, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
+        self.sampling = SamplingGroup(store)
+        layout.addWidget(self.sampling)
+        self.fields.update(self.sampling.fields)
+        self.error_labels.update(self.sampling.error_labels)
+        group = self.sampling  # its fields, as the pane's own
+        self.temperature, self.top_p, self.top_k, self.seed = group.temperature, group.top_p, group.top_k, group.seed
+        self.max_new_tokens = group.max_new_tokens
 
         self.general_error = QLabel()
         self.general_error.setObjectName("fieldError")
@@ -253,12 +238,10 @@ class SettingsPane(QScrollArea):
         self.set_settings(settings)
         for widget in (self.bits, self.target_device, self.precision, self.kv_cache_precision, self.decoding, self.draft_model, self.draft_device):
             widget.currentIndexChanged.connect(self._edited)
-        for widget in (self.k, self.n_ctx, self.n_keep, self.n_discard, self.top_k, self.max_new_tokens):
-            widget.valueChanged.connect(self._edited)
-        for widget in (self.temperature, self.top_p):
+        for widget in (self.k, self.n_ctx, self.n_keep, self.n_discard):
             widget.valueChanged.connect(self._edited)
         self.adaptive_k.toggled.connect(self._edited)
-        self.seed.textChanged.connect(self._edited)
+        self.sampling.edited.connect(self._edited)
         guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -390,12 +373,7 @@ class SettingsPane(QScrollArea):
             n_keep = settings.value("n_keep")
             self.n_keep.setValue(-1 if n_keep == "auto" else int(n_keep))
             self.n_discard.setValue(settings.value("n_discard"))
-            self.temperature.setValue(settings.value("temperature"))
-            self.top_p.setValue(settings.value("top_p"))
-            self.top_k.setValue(settings.value("top_k"))
-            seed = settings.value("seed")
-            self.seed.setText("" if seed is None else str(seed))
-            self.max_new_tokens.setValue(settings.value("max_new_tokens"))
+            self.sampling.show_settings(settings)
         finally:
             self._loading = False
         self._edited()
@@ -433,11 +411,8 @@ class SettingsPane(QScrollArea):
             n_ctx=self.n_ctx.value(),
             n_keep="auto" if self.n_keep.value() == -1 else self.n_keep.value(),
             n_discard=self.n_discard.value(),
-            temperature=round(self.temperature.value(), 4),
-            top_p=round(self.top_p.value(), 4),
-            top_k=self.top_k.value(),
             seed=seed,
-            max_new_tokens=self.max_new_tokens.value(),
+            **self.sampling.values(),
         )
 
     def errors(self, compare: bool = False) -> dict[str, str]:

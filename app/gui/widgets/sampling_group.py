@@ -1,0 +1,351 @@
+"""The sampling controls of the settings pane: preset, greedy toggle, temperature, top-p, top-k, penalties, seed,
+stop strings and reply length.
+
+A preset (``app.gui.sampling_presets``) fills the values it holds; editing one of them by hand makes the preset
+"Custom". ``MODEL_DEFAULT`` follows the loaded model (``set_model_defaults``). With a settings store, the user's
+presets are saved there (Save as..., Delete) and each conversation remembers the preset last chosen in it
+(``set_conversation``). The group does not validate: the settings pane does, for every field by its flat name
+(``fields``, ``error_labels``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PENALTY, MAX_TEMPERATURE
+
+from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
+from ..settings_store import AppSettings, SettingsStore
+
+#: Upper end of the token-count spin boxes.
+BIG = 1_000_000
+#: The preset combo's entry while the values match no preset.
+CUSTOM = "Custom"
+#: Temperature the Greedy toggle restores when it is switched off and no other was shown before.
+SAMPLED_TEMPERATURE = 0.7
+
+
+class SamplingGroup(QGroupBox):
+    """The "Sampling" group box.
+
+    Args:
+        store: where user presets and each conversation's preset persist; None keeps only the shipped presets.
+
+    Signals:
+        edited(): a value or the preset changed (the pane re-reads :meth:`values`).
+
+    Attributes:
+        fields / error_labels: flat setting name -> input widget / its error label (merged into the pane's).
+    """
+
+    edited = Signal()
+
+    def __init__(self, store: SettingsStore | None = None, parent=None):
+        super().__init__("Sampling", parent)
+        self._store = store
+        self._model_default = model_default(None)
+        self._preset = MODEL_DEFAULT
+        self._conversation: int | None = None
+        self._loading = False
+        self._sampled_temperature = SAMPLED_TEMPERATURE
+        self.fields: dict[str, QWidget] = {}
+        self.error_labels: dict[str, QLabel] = {}
+        form = QFormLayout(self)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        form.setVerticalSpacing(6)
+
+        preset_row = QWidget()
+        preset_layout = QHBoxLayout(preset_row)
+        preset_layout.setContentsMargins(0, 0, 0, 0)
+        self.preset = QComboBox()
+        self.preset.setObjectName("setting_sampling_preset")
+        self.preset.setToolTip(
+            f"{MODEL_DEFAULT}: what the model recommends (its generation_config.json), the rest temperature 0.7, "
+            "top-p 0.9, repetition penalty 1.1. "
+            "Precise: greedy. Balanced: 0.7, top-p 0.9, repetition penalty 1.1. Creative: 1.0, top-p 0.95"
+        )
+        self.save_button = QPushButton("Save as…")
+        self.save_button.setToolTip("Save the values shown as a new preset")
+        self.save_button.clicked.connect(lambda: asyncio.ensure_future(self.ask_preset_name()))
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete this preset (the shipped ones stay)")
+        self.delete_button.clicked.connect(lambda: self.delete_preset(self._preset))
+        preset_layout.addWidget(self.preset, 1)
+        preset_layout.addWidget(self.save_button)
+        preset_layout.addWidget(self.delete_button)
+        form.addRow("Preset", preset_row)
+        self.preset_note = QLabel()
+        self.preset_note.setObjectName("fieldError")
+        self.preset_note.setWordWrap(True)
+        self.preset_note.setVisible(False)
+        form.addRow("", self.preset_note)
+        self.greedy = QCheckBox("Greedy (always the most likely token)")
+        self.greedy.setObjectName("setting_greedy")
+        self.greedy.setToolTip("Temperature 0: the same reply every time, and the Compare button checks identity")
+        form.addRow("", self.greedy)
+
+        self.temperature = self._double(form, "temperature", "Temperature", 10 * MAX_TEMPERATURE, 0.1,
+                                        "Randomness: 0 = greedy; 0.7 is a common chat value")
+        self.top_p = self._double(form, "top_p", "Top-p", 10.0, 0.05,
+                                  "Nucleus sampling: only the most likely tokens that make up this share, in (0, 1]; 1 = off")
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, BIG)
+        self.top_k.setSpecialValueText("off")
+        self._row(form, "top_k", "Top-k", self.top_k, "Only the k most likely tokens; 0 = off")
+        self.repetition_penalty = self._double(
+            form, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
+            "Lowers tokens seen in the last 64 tokens (prompt included), as llama.cpp does; 1 = off, 1.1 is common",
+        )
+        bound = MAX_PRESENCE_FREQUENCY_PENALTY
+        self.presence_penalty = self._double(
+            form, "presence_penalty", "Presence penalty", 10 * bound, 0.1,
+            f"Lowers every token the reply already used, once (OpenAI's definition); -{bound:g} to {bound:g}, 0 = off",
+            minimum=-10 * bound,
+        )
+        self.frequency_penalty = self._double(
+            form, "frequency_penalty", "Frequency penalty", 10 * bound, 0.1,
+            f"Lowers a token once per use in the reply (OpenAI's definition); -{bound:g} to {bound:g}, 0 = off",
+            minimum=-10 * bound,
+        )
+        self.seed = QLineEdit()
+        self.seed.setPlaceholderText("random")
+        self._row(form, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty = random")
+        self.stop_strings = QPlainTextEdit()
+        self.stop_strings.setPlaceholderText("one per line")
+        self.stop_strings.setTabChangesFocus(True)
+        self.stop_strings.setFixedHeight(self.stop_strings.fontMetrics().lineSpacing() * 3 + 12)
+        self._row(form, "stop_strings", "Stop strings", self.stop_strings,
+                  "The reply ends before the first of these texts, one per line")
+        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens.setRange(0, BIG)
+        self.max_new_tokens.setSingleStep(64)
+        self._row(form, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
+
+        self._fill_presets()
+        self.preset.activated.connect(lambda index: self.choose_preset(self.preset.itemData(index)))
+        self.greedy.toggled.connect(self._greedy_toggled)
+        for name in PRESET_KEYS:
+            widget = getattr(self, name)
+            widget.valueChanged.connect(self._value_edited)
+        self.seed.textChanged.connect(self._changed)
+        self.stop_strings.textChanged.connect(self._changed)
+        self.max_new_tokens.valueChanged.connect(self._changed)
+
+    # --- building ---------------------------------------------------------------------------------
+
+    def _double(self, form: QFormLayout, name: str, label: str, maximum: float, step: float, tip: str,
+                minimum: float = 0.0) -> QDoubleSpinBox:
+        box = QDoubleSpinBox()
+        box.setRange(minimum, maximum)  # past the valid range: a value out of it is flagged, not clamped
+        box.setDecimals(2)
+        box.setSingleStep(step)
+        self._row(form, name, label, box, tip)
+        return box
+
+    def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str) -> None:
+        widget.setObjectName(f"setting_{name}")
+        widget.setToolTip(tip)
+        cell = QWidget()
+        layout = QVBoxLayout(cell)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(widget)
+        error = QLabel()
+        error.setObjectName("fieldError")
+        error.setWordWrap(True)
+        error.setVisible(False)
+        layout.addWidget(error)
+        form.addRow(label, cell)
+        self.fields[name] = widget
+        self.error_labels[name] = error
+
+    def _presets(self) -> dict[str, dict[str, Any]]:
+        """Every preset by name: the model's, the shipped ones, the user's."""
+        user = self._store.presets if self._store is not None else {}
+        return {MODEL_DEFAULT: self._model_default, **BUILTIN_PRESETS, **user}
+
+    def _fill_presets(self) -> None:
+        self.preset.blockSignals(True)
+        self.preset.clear()
+        for name in self._presets():
+            self.preset.addItem(name, name)
+        if not self._preset:
+            self.preset.addItem(CUSTOM, "")
+        self.preset.setCurrentIndex(max(self.preset.findData(self._preset), 0))
+        self.preset.blockSignals(False)
+        self.delete_button.setEnabled(self._store is not None and self._preset in self._store.presets)
+
+    # --- data -------------------------------------------------------------------------------------
+
+    @property
+    def preset_name(self) -> str:
+        """The preset the values come from, "" when edited by hand."""
+        return self._preset
+
+    def show_settings(self, settings: AppSettings) -> None:
+        """Show these settings; under ``MODEL_DEFAULT`` the values are the loaded model's recommendation."""
+        preset = settings.sampling_preset if settings.sampling_preset in self._presets() else ""
+        values = self._presets()[preset] if preset == MODEL_DEFAULT else {k: settings.value(k) for k in PRESET_KEYS}
+        self._loading = True
+        try:
+            self._preset = preset
+            self._set_values(values)
+            seed = settings.value("seed")
+            self.seed.setText("" if seed is None else str(seed))
+            self.stop_strings.setPlainText("\n".join(settings.value("stop_strings")))
+            self.max_new_tokens.setValue(settings.value("max_new_tokens"))
+        finally:
+            self._loading = False
+        self._fill_presets()
+
+    def values(self) -> dict[str, Any]:
+        """The values shown by flat setting name (seed excluded: the pane parses and checks it)."""
+        values = {name: round(getattr(self, name).value(), 4) for name in PRESET_KEYS}
+        values["top_k"] = int(values["top_k"])
+        lines = self.stop_strings.toPlainText().split("\n")
+        values["stop_strings"] = tuple(line for line in lines if line)
+        values["max_new_tokens"] = self.max_new_tokens.value()
+        values["sampling_preset"] = self._preset
+        return values
+
+    def set_model_defaults(self, values: dict[str, Any]) -> None:
+        """The loaded model's ``MODEL_DEFAULT`` values (``sampling_presets.model_default``); shown at once while
+        that preset is chosen."""
+        self._model_default = dict(values)
+        shown = {name: round(getattr(self, name).value(), 4) for name in PRESET_KEYS}
+        if self._preset == MODEL_DEFAULT and shown != self._model_default:  # an unchanged value is not an edit
+            self.choose_preset(MODEL_DEFAULT, remember=False)
+
+    def set_conversation(self, conversation_id: int | None) -> None:
+        """The conversation on screen: its remembered preset (if any, and still existing) is chosen."""
+        self._conversation = conversation_id
+        name = self._store.conversation_preset(conversation_id) if self._store and conversation_id is not None else None
+        if name is not None and name in self._presets() and name != self._preset:
+            self.choose_preset(name, remember=False)
+
+    def choose_preset(self, name: str, remember: bool = True) -> None:
+        """Show a preset's values (an unknown name, or "", changes nothing); with ``remember``, the conversation
+        on screen keeps this choice."""
+        presets = self._presets()
+        if name not in presets:
+            return
+        self._loading = True
+        try:
+            self._preset = name
+            self._set_values(presets[name])
+        finally:
+            self._loading = False
+        self._fill_presets()
+        if remember and self._store is not None and self._conversation is not None:
+            self._persist(lambda: self._store.set_conversation_preset(self._conversation, name))
+        self.edited.emit()
+
+    def save_preset(self, name: str) -> str | None:
+        """Save the values shown as a user preset and choose it; returns an error message instead when the name
+        is empty or taken by a shipped preset."""
+        name = name.strip()
+        if not name:
+            return "a preset needs a name"
+        if name in BUILTIN_PRESETS or name in (MODEL_DEFAULT, CUSTOM):
+            return f"{name!r} is a shipped preset: choose another name"
+        if self._store is None:
+            return "presets cannot be saved here"
+        error = self._persist(lambda: self._store.save_preset(name, {k: self.values()[k] for k in PRESET_KEYS}))
+        if error is None:
+            self.choose_preset(name)
+        return error
+
+    def delete_preset(self, name: str) -> None:
+        """Delete a user preset (shipped ones stay); the values shown stay, as "Custom"."""
+        if self._store is None or name not in self._store.presets:
+            return
+        if self._persist(lambda: self._store.delete_preset(name)) is not None:
+            return
+        if self._preset == name:
+            self._preset = ""
+        self._fill_presets()
+        self.edited.emit()
+
+    async def ask_preset_name(self) -> None:
+        """Ask for a name and save the values shown under it (the answer is awaited: no nested event loop)."""
+        dialog = QInputDialog(self)
+        dialog.setObjectName("presetNameDialog")
+        dialog.setWindowTitle("Save sampling preset")
+        dialog.setLabelText("Name of the new preset:")
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        dialog.finished.connect(lambda result: future.done() or future.set_result((result, dialog.textValue())))
+        dialog.open()
+        result, text = await future
+        if result:
+            error = self.save_preset(text)
+            self._note(f"Preset not saved: {error}" if error else "")
+
+    def _persist(self, write) -> str | None:
+        """Run a store write; on failure show why (the values shown stay) and return the message."""
+        try:
+            write()
+        except OSError as error:
+            message = f"could not write {self._store.path}: {error}"
+            self._note(message)
+            return message
+        self._note("")
+        return None
+
+    def _note(self, text: str) -> None:
+        self.preset_note.setText(text)
+        self.preset_note.setVisible(bool(text))
+
+    # --- editing ----------------------------------------------------------------------------------
+
+    def _set_values(self, values: dict[str, Any]) -> None:
+        for name in PRESET_KEYS:
+            getattr(self, name).setValue(values[name])
+        self.greedy.setChecked(values["temperature"] == 0)
+
+    def _value_edited(self, *_args) -> None:
+        if self._loading:
+            return
+        if self.temperature.value() > 0:
+            self._sampled_temperature = self.temperature.value()
+        self._loading = True
+        self.greedy.setChecked(self.temperature.value() == 0)
+        self._loading = False
+        if self._preset:
+            self._preset = ""
+            self._fill_presets()
+        self.edited.emit()
+
+    def _greedy_toggled(self, checked: bool) -> None:
+        if self._loading:
+            return
+        if not checked and self.temperature.value() > 0:
+            return
+        if checked and self.temperature.value() > 0:
+            self._sampled_temperature = self.temperature.value()
+        self.temperature.setValue(0.0 if checked else self._sampled_temperature)
+
+    def _changed(self, *_args) -> None:
+        if not self._loading:
+            self.edited.emit()

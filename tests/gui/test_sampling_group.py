@@ -1,0 +1,129 @@
+"""The sampling group of the settings pane: presets (shipped, saved, per conversation, the model's default), the
+Greedy toggle, penalties and stop strings reaching the settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.gui.sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, model_default
+from app.gui.settings_store import AppSettings, SettingsStore
+from app.gui.widgets.settings_pane import SettingsPane
+
+
+@pytest.fixture
+def make_pane(qtbot, tmp_path):
+    from app.gui.application import create_application
+
+    create_application()
+
+    def make(settings: AppSettings = AppSettings()):
+        store = SettingsStore(tmp_path / "settings.json")
+        store.load()
+        pane = SettingsPane(settings, ["CPU"], store=store)
+        pane.set_max_position_embeddings(8192)
+        qtbot.addWidget(pane)
+        emitted = []
+        pane.settings_changed.connect(emitted.append)
+        return pane, store, emitted
+
+    return make
+
+
+def test_shipped_presets_fill_the_values_and_editing_makes_them_custom(make_pane):
+    pane, _, emitted = make_pane()
+    group = pane.sampling
+    assert [group.preset.itemText(i) for i in range(group.preset.count())] == [MODEL_DEFAULT, *BUILTIN_PRESETS]
+    group.choose_preset("Balanced")
+    current = pane.current()
+    assert (current.value("temperature"), current.value("top_p"), current.value("repetition_penalty")) == (0.7, 0.9, 1.1)
+    assert current.sampling_preset == "Balanced" and emitted[-1] == current
+    group.presence_penalty.setValue(0.5)
+    assert pane.current().sampling_preset == "" and group.preset.currentText() == "Custom"
+    assert pane.current().value("presence_penalty") == 0.5
+    group.choose_preset("Precise")
+    assert pane.current().generation.sampling.greedy and group.greedy.isChecked()
+
+
+def test_greedy_is_one_click_away_and_back(make_pane):
+    pane, _, _ = make_pane()
+    group = pane.sampling
+    group.choose_preset("Creative")
+    group.greedy.click()
+    assert pane.current().value("temperature") == 0.0 and pane.current().generation.sampling.greedy
+    group.greedy.click()
+    assert pane.current().value("temperature") == 1.0  # the temperature shown before comes back
+    group.temperature.setValue(0.0)
+    assert group.greedy.isChecked()
+
+
+def test_penalties_and_stop_strings_are_settings_and_flagged_when_out_of_range(make_pane):
+    pane, _, _ = make_pane()
+    group = pane.sampling
+    group.stop_strings.setPlainText("END\n\nUser:")
+    group.frequency_penalty.setValue(3.0)
+    assert pane.current().value("stop_strings") == ("END", "User:")
+    assert "frequency_penalty must be in [-2, 2]" in pane.error_labels["frequency_penalty"].text()
+    assert "frequency_penalty" in pane.errors()
+    group.frequency_penalty.setValue(0.2)
+    assert pane.errors() == {}
+    assert pane.current().generation.sampling.frequency_penalty == 0.2
+
+
+def test_a_saved_preset_round_trips_and_each_conversation_keeps_its_choice(make_pane, tmp_path):
+    pane, store, _ = make_pane()
+    group = pane.sampling
+    group.set_conversation(1)
+    group.choose_preset("Creative")
+    group.repetition_penalty.setValue(1.25)
+    assert group.save_preset("Precise") is not None  # a shipped name is refused
+    assert group.save_preset("  ") is not None
+    assert group.save_preset("Story") is None
+    assert group.preset.currentText() == "Story" and group.delete_button.isEnabled()
+    group.set_conversation(2)
+    group.choose_preset("Precise")
+    # a new window (the store read again from the file) offers the preset and remembers each conversation's choice
+    pane.deleteLater()
+    again, _, _ = make_pane()
+    assert "Story" in [again.sampling.preset.itemText(i) for i in range(again.sampling.preset.count())]
+    again.sampling.set_conversation(1)
+    current = again.current()
+    assert current.sampling_preset == "Story"
+    assert (current.value("temperature"), current.value("repetition_penalty")) == (1.0, 1.25)
+    again.sampling.set_conversation(2)
+    assert again.current().sampling_preset == "Precise" and again.current().generation.sampling.greedy
+    again.sampling.choose_preset("Story")
+    again.sampling.delete_preset("Story")
+    assert again.current().sampling_preset == "" and again.current().value("repetition_penalty") == 1.25
+    assert "Story" not in json.loads((tmp_path / "settings.json").read_text())["presets"]
+
+
+def test_the_model_default_follows_the_loaded_model(make_pane, tmp_path):
+    pane, _, emitted = make_pane()
+    assert pane.current().sampling_preset == MODEL_DEFAULT and pane.current().value("temperature") == 0.7
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "generation_config.json").write_text(json.dumps({"do_sample": True, "temperature": 0.6, "top_k": 20}))
+    pane.sampling.set_model_defaults(model_default(folder))
+    assert (pane.current().value("temperature"), pane.current().value("top_k")) == (0.6, 20)
+    assert emitted[-1] == pane.current()
+    pane.sampling.choose_preset("Creative")
+    pane.sampling.set_model_defaults(model_default(None))  # another model: a chosen preset stays
+    assert pane.current().value("temperature") == 1.0
+
+
+def test_the_compare_summary_says_what_it_compares():
+    from app.gui.reply_format import compare_summary
+
+    greedy = {"ar": {"seed": 5}, "speedup": 1.42, "identical": True}
+    assert compare_summary(greedy) == (
+        "Speedup 1.42× (speculative / autoregressive tokens/s) · speed and identity: texts identical"
+    )
+    sampled = {**greedy, "sampled": True}  # identical by chance or not: with sampling only the speed is compared
+    assert compare_summary(sampled) == (
+        "Speedup 1.42× (speculative / autoregressive tokens/s) · speed only: same seed 5, texts differ by design (sampling)"
+    )
+    differ = {**greedy, "identical": False, "first_difference": {"token": 9, "top2_gap": 0.01, "noise_bound": 0.1,
+                                                                  "near_tie": True}}
+    assert "speed and identity: texts differ from token 9: a near-tie" in compare_summary(differ)
