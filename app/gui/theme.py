@@ -24,6 +24,8 @@ def resource_path(name: str) -> Path:
 ICON_PATH = resource_path("specchat.svg")
 
 ACCENT = "#1f6feb"
+#: Widest a number field of the settings grows (its special texts, "auto (system prompt)", fit), in pixels.
+FIELD_WIDTH = 170
 
 STYLE_SHEET = f"""
 QMainWindow, #chatContent {{ background: #f6f7f9; }}

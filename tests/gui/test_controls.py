@@ -442,6 +442,8 @@ def test_sampling_greedy_toggle_presets_and_a_sampled_compare(qtbot, env):
     assert pane.current().generation.sampling.greedy and group.preset.currentText() == "Custom"
     click(qtbot, group.greedy)
     assert pane.current().value("temperature") == 0.7 and not pane.current().generation.sampling.greedy
+    click(qtbot, group.more_button)
+    assert group.seed.isVisibleTo(pane) and group.stop_strings.isVisibleTo(pane)
     group.seed.setText("")
     window.composer.set_text("Name three colours.")
     final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))

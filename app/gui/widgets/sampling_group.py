@@ -15,6 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -25,8 +26,8 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QPushButton,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -35,9 +36,12 @@ from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PE
 
 from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
 from ..settings_store import AppSettings, SettingsStore
+from ..theme import FIELD_WIDTH
 
 #: Upper end of the token-count spin boxes.
 BIG = 1_000_000
+#: The fields folded under "Penalties, top-k, seed, stop strings" (:meth:`SamplingGroup.show_more`).
+MORE_FIELDS = ("top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop_strings")
 #: The preset combo's entry while the values match no preset.
 CUSTOM = "Custom"
 #: Temperature the Greedy toggle restores when it is switched off and no other was shown before.
@@ -72,22 +76,27 @@ class SamplingGroup(QGroupBox):
         form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        form.setVerticalSpacing(6)
+        form.setContentsMargins(8, 4, 8, 6)  # spacing and margins as the pane's other groups
+        form.setVerticalSpacing(2)
 
         preset_row = QWidget()
         preset_layout = QHBoxLayout(preset_row)
         preset_layout.setContentsMargins(0, 0, 0, 0)
         self.preset = QComboBox()
+        self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.preset.setMinimumContentsLength(6)  # long preset names are elided, not widening the pane
         self.preset.setObjectName("setting_sampling_preset")
         self.preset.setToolTip(
             f"{MODEL_DEFAULT}: what the model recommends (its generation_config.json), the rest temperature 0.7, "
             "top-p 0.9, repetition penalty 1.1. "
             "Precise: greedy. Balanced: 0.7, top-p 0.9, repetition penalty 1.1. Creative: 1.0, top-p 0.95"
         )
-        self.save_button = QPushButton("Save as…")
+        self.save_button = QToolButton()  # compact: the row fits the pane's narrowest width
+        self.save_button.setText("Save as…")
         self.save_button.setToolTip("Save the values shown as a new preset")
         self.save_button.clicked.connect(lambda: asyncio.ensure_future(self.ask_preset_name()))
-        self.delete_button = QPushButton("Delete")
+        self.delete_button = QToolButton()
+        self.delete_button.setText("Delete")
         self.delete_button.setToolTip("Delete this preset (the shipped ones stay)")
         self.delete_button.clicked.connect(lambda: self.delete_preset(self._preset))
         preset_layout.addWidget(self.preset, 1)
@@ -98,48 +107,67 @@ class SamplingGroup(QGroupBox):
         self.preset_note.setObjectName("fieldError")
         self.preset_note.setWordWrap(True)
         self.preset_note.setVisible(False)
-        form.addRow("", self.preset_note)
+        form.addRow(self.preset_note)  # no label cell: the hidden note takes no room
         self.greedy = QCheckBox("Greedy (always the most likely token)")
         self.greedy.setObjectName("setting_greedy")
         self.greedy.setToolTip("Temperature 0: the same reply every time, and the Compare button checks identity")
-        form.addRow("", self.greedy)
+        form.addRow(self.greedy)
 
         self.temperature = self._double(form, "temperature", "Temperature", 10 * MAX_TEMPERATURE, 0.1,
                                         "Randomness: 0 = greedy; 0.7 is a common chat value")
         self.top_p = self._double(form, "top_p", "Top-p", 10.0, 0.05,
                                   "Nucleus sampling: only the most likely tokens that make up this share, in (0, 1]; 1 = off")
+        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens.setRange(0, BIG)
+        self.max_new_tokens.setSingleStep(64)
+        self._row(form, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
+
+        # Folded by default, so that the pane fits a 1366x768 screen; a flagged field unfolds them (SettingsPane).
+        self.more_button = QToolButton()
+        self.more_button.setObjectName("moreSampling")
+        self.more_button.setText("Penalties, top-k, seed, stop strings")
+        self.more_button.setToolTip("Repetition, presence and frequency penalties, top-k, the seed and stop strings")
+        self.more_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more_button.setArrowType(Qt.ArrowType.RightArrow)
+        self.more_button.setAutoRaise(True)
+        self.more_button.setCheckable(True)
+        self.more_button.toggled.connect(self.show_more)
+        form.addRow(self.more_button)
+        self.more_box = QWidget()
+        more = QFormLayout(self.more_box)
+        more.setContentsMargins(0, 0, 0, 0)
+        more.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        more.setVerticalSpacing(2)
         self.top_k = QSpinBox()
         self.top_k.setRange(0, BIG)
         self.top_k.setSpecialValueText("off")
-        self._row(form, "top_k", "Top-k", self.top_k, "Only the k most likely tokens; 0 = off")
+        self._row(more, "top_k", "Top-k", self.top_k, "Only the k most likely tokens; 0 = off")
         self.repetition_penalty = self._double(
-            form, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
+            more, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
             "Lowers tokens seen in the last 64 tokens (prompt included), as llama.cpp does; 1 = off, 1.1 is common",
         )
         bound = MAX_PRESENCE_FREQUENCY_PENALTY
         self.presence_penalty = self._double(
-            form, "presence_penalty", "Presence penalty", 10 * bound, 0.1,
+            more, "presence_penalty", "Presence penalty", 10 * bound, 0.1,
             f"Lowers every token the reply already used, once (OpenAI's definition); -{bound:g} to {bound:g}, 0 = off",
             minimum=-10 * bound,
         )
         self.frequency_penalty = self._double(
-            form, "frequency_penalty", "Frequency penalty", 10 * bound, 0.1,
+            more, "frequency_penalty", "Frequency penalty", 10 * bound, 0.1,
             f"Lowers a token once per use in the reply (OpenAI's definition); -{bound:g} to {bound:g}, 0 = off",
             minimum=-10 * bound,
         )
         self.seed = QLineEdit()
         self.seed.setPlaceholderText("random")
-        self._row(form, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty = random")
+        self._row(more, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty = random")
         self.stop_strings = QPlainTextEdit()
         self.stop_strings.setPlaceholderText("one per line")
         self.stop_strings.setTabChangesFocus(True)
         self.stop_strings.setFixedHeight(self.stop_strings.fontMetrics().lineSpacing() * 3 + 12)
-        self._row(form, "stop_strings", "Stop strings", self.stop_strings,
+        self._row(more, "stop_strings", "Stop strings", self.stop_strings,
                   "The reply ends before the first of these texts, one per line")
-        self.max_new_tokens = QSpinBox()
-        self.max_new_tokens.setRange(0, BIG)
-        self.max_new_tokens.setSingleStep(64)
-        self._row(form, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
+        form.addRow(self.more_box)
+        self.more_box.setVisible(False)
 
         self._fill_presets()
         self.preset.activated.connect(lambda index: self.choose_preset(self.preset.itemData(index)))
@@ -150,6 +178,12 @@ class SamplingGroup(QGroupBox):
         self.seed.textChanged.connect(self._changed)
         self.stop_strings.textChanged.connect(self._changed)
         self.max_new_tokens.valueChanged.connect(self._changed)
+
+    def show_more(self, shown: bool = True) -> None:
+        """Unfold (or fold) the rows of :data:`MORE_FIELDS`."""
+        self.more_button.setChecked(shown)
+        self.more_button.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.more_box.setVisible(shown)
 
     # --- building ---------------------------------------------------------------------------------
 
@@ -165,6 +199,8 @@ class SamplingGroup(QGroupBox):
     def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str) -> None:
         widget.setObjectName(f"setting_{name}")
         widget.setToolTip(tip)
+        if isinstance(widget, (QAbstractSpinBox, QLineEdit)):
+            widget.setMaximumWidth(FIELD_WIDTH)  # a number needs no more: the rest of the row stays empty
         cell = QWidget()
         layout = QVBoxLayout(cell)
         layout.setContentsMargins(0, 0, 0, 0)

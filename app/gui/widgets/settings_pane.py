@@ -38,8 +38,9 @@ from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.settings import MAX_K, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings, SettingsStore
+from ..theme import FIELD_WIDTH
 from .dialogs import choose_file
-from .sampling_group import SamplingGroup
+from .sampling_group import MORE_FIELDS, SamplingGroup
 from .wheel_guard import guard_wheel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
@@ -56,8 +57,7 @@ PRECISIONS = {
 KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
 #: Fields folded under "Precision and draft device".
 ADVANCED_FIELDS = ("precision", "kv_cache_precision", "draft_device")
-#: Widest a number field grows (its special texts, "auto (system prompt)", fit), and the width of K's field.
-FIELD_WIDTH = 170
+#: The width of K's field (a number field grows to theme.FIELD_WIDTH at most).
 SHORT_FIELD_WIDTH = 64
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
 
@@ -466,6 +466,8 @@ class SettingsPane(QScrollArea):
                 widget.style().polish(widget)
         if any(name in errors or name in self._advisories for name in ADVANCED_FIELDS):
             self.show_advanced()  # a flagged field is never hidden
+        if any(name in errors or name in self._advisories for name in MORE_FIELDS):
+            self.sampling.show_more()
         uses_draft = settings.uses_draft_model
         for widget in (self.draft_model, self.browse_button, self.draft_device):
             widget.setEnabled(uses_draft)
