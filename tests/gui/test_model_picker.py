@@ -9,6 +9,7 @@ from hub_server import HubServer
 
 from app.gui.reply_format import footer_text
 from app.gui.settings_store import AppSettings, SettingsStore
+from app.gui.widgets.settings_pane import LOOKUP_DRAFT
 from inference.models import store as model_store
 from inference.models.catalogue import CatalogueModel, CataloguePair
 from inference.models.importing import import_model
@@ -59,20 +60,22 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     assert picker.currentText().startswith("tiny-same · ") and window.model_picker.device.text() == "on CPU"
     assert _loaded_target(window) == "tiny-same" and window.worker.spec.draft_dir.name == "tiny-same-b"
     drafts = window.settings_pane.draft_model
-    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(tiny_store / "tiny-same-b")]
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT]
 
     # Another tokenizer: no installed model can draft for it; the draft-model decoding says what to do.
     _pick(window, "tiny-other")
     assert window.settings.target_model == "tiny-other"
-    assert _texts(drafts) == ["(none with this tokenizer: use prompt lookup)"]
+    assert _texts(drafts) == ["(none with this tokenizer: use prompt lookup)", "Prompt lookup (no draft model)"]
     assert "draft_model" in window.settings_pane.errors()
-    window.settings_pane.decoding.setCurrentIndex(window.settings_pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
+    drafts.setCurrentIndex(drafts.findData(LOOKUP_DRAFT))  # prompt lookup, chosen in the draft list
+    assert window.settings_pane.decoding.currentData() == Decoding.PROMPT_LOOKUP.value
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-other" and window.worker.spec.draft_dir is None
 
     # Back to the first target: its compatible drafts again, both other models with its tokenizer.
     _pick(window, "tiny-same")
-    assert sorted(drafts.itemData(i) for i in range(1, drafts.count())) == [str(tiny_store / "tiny-same-b")]
+    assert [drafts.itemData(i) for i in range(1, drafts.count())] == [str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT]
+    assert drafts.currentData() == LOOKUP_DRAFT  # the decoding chosen, prompt lookup, shows in the draft list
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-same"
     qtbot.wait(400)  # the settings are saved after a short pause
@@ -216,7 +219,7 @@ def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
     settings = AppSettings(bits=4).with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(int8))
     window = make_window(settings, start=False)  # the 4-bit copy is not built: starting would fetch it
     drafts = window.settings_pane.draft_model
-    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8)]
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8), LOOKUP_DRAFT]
     assert drafts.currentData() == str(int8) and "draft_model" not in window.settings_pane.errors()
     assert window.model_picker.combo.currentText() == "SmolLM2-135M-Instruct · 4-bit · not built yet"
 

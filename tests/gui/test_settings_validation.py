@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from app.gui.settings_store import AppSettings, SettingsStore
-from app.gui.widgets.settings_pane import SettingsPane
+from app.gui.widgets.settings_pane import LOOKUP_DRAFT, SettingsPane
 from inference.models.store import ModelManifest
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
@@ -225,6 +225,11 @@ def test_pane_draft_model_rules(pane, tmp_path):
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tmp_path)))
     assert _shown_error(pane, "draft_model") == ""
     assert emitted[-1].generation.decoding == "spec_model" and emitted[-1].draft_model == str(tmp_path)
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(LOOKUP_DRAFT))  # prompt lookup, from the draft list
+    assert pane.decoding.currentData() == "spec_lookup" and pane.draft_model.isEnabled() and not pane.browse_button.isEnabled()
+    assert emitted[-1].generation.decoding == "spec_lookup" and emitted[-1].draft_model == str(tmp_path)  # kept
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
+    assert pane.draft_model.currentData() == str(tmp_path)  # the model chosen before comes back
     pane.flag("draft_model", "the draft model X has another tokenizer than the target Y")
     assert "another tokenizer" in _shown_error(pane, "draft_model") and pane.errors()
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))  # any edit clears what the engine refused

@@ -57,6 +57,8 @@ PRECISIONS = {
 KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
 #: Fields folded under "Precision and draft device".
 ADVANCED_FIELDS = ("precision", "kv_cache_precision", "draft_device")
+#: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
+LOOKUP_DRAFT = "<prompt lookup>"
 #: The width of K's field (a number field grows to theme.FIELD_WIDTH at most).
 SHORT_FIELD_WIDTH = 64
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
@@ -112,6 +114,7 @@ class SettingsPane(QScrollArea):
         draft_layout = QHBoxLayout(draft_row)
         draft_layout.setContentsMargins(0, 0, 0, 0)
         self.draft_model = QComboBox()
+        self._model_draft = ""  # the draft model chosen ("" = none), kept while prompt lookup is shown
         self.draft_model.setMinimumContentsLength(8)
         self.draft_model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.browse_button = QPushButton("Browse…")
@@ -236,7 +239,9 @@ class SettingsPane(QScrollArea):
         self.set_devices(self._devices)
         self.set_models([])
         self.set_settings(settings)
-        for widget in (self.bits, self.target_device, self.precision, self.kv_cache_precision, self.decoding, self.draft_model, self.draft_device):
+        self.decoding.currentIndexChanged.connect(self._decoding_chosen)  # before _edited: the list follows first
+        self.draft_model.currentIndexChanged.connect(self._draft_chosen)
+        for widget in (self.bits, self.target_device, self.precision, self.kv_cache_precision, self.decoding, self.draft_device):
             widget.currentIndexChanged.connect(self._edited)
         for widget in (self.k, self.n_ctx, self.n_keep, self.n_discard):
             widget.valueChanged.connect(self._edited)
@@ -321,26 +326,59 @@ class SettingsPane(QScrollArea):
         with Browse…); an installed model no longer offered (another tokenizer) is unselected, and the settings
         re-checked: a draft-model decoding without a draft is flagged until one is chosen.
         """
-        current = self.draft_model.currentData()
+        current = self._model_draft
         labels = model_labels(models)
         self.draft_model.blockSignals(True)
         self.draft_model.clear()
         self.draft_model.addItem("(none)" if models else "(none with this tokenizer: use prompt lookup)", "")
         for manifest in models:
             self.draft_model.addItem(labels[str(manifest.path)], str(manifest.path))
+        self.draft_model.addItem("Prompt lookup (no draft model)", LOOKUP_DRAFT)
         in_store = bool(current) and Path(current).parent == models_dir()
         if current and (self.draft_model.findData(current) >= 0 or not in_store):
             self._select_draft(current)
+        else:
+            self._model_draft = ""
+        self._show_decoding_in_draft_list()
         self.draft_model.blockSignals(False)
-        if current and self.draft_model.currentData() != current:
+        if current and self._model_draft != current:
             self._edited()
 
     def _select_draft(self, path: str) -> None:
+        """Show the draft model ``path`` ("" = none) in the draft list and remember it as the model draft."""
+        self._model_draft = path
         index = self.draft_model.findData(path)
         if index < 0 and path:
-            self.draft_model.addItem(Path(path).name, path)
-            index = self.draft_model.count() - 1
+            self.draft_model.insertItem(self.draft_model.count() - 1, Path(path).name, path)  # before prompt lookup
+            index = self.draft_model.count() - 2
         self.draft_model.setCurrentIndex(max(index, 0))
+
+    def _show_decoding_in_draft_list(self) -> None:
+        """The draft list follows the decoding: prompt lookup shows its entry, a draft model the model chosen."""
+        lookup = self.decoding.currentData() == Decoding.PROMPT_LOOKUP.value
+        blocked = self.draft_model.blockSignals(True)  # a sync, not a choice (see _draft_chosen)
+        if lookup and self.draft_model.currentData() != LOOKUP_DRAFT:
+            self.draft_model.setCurrentIndex(self.draft_model.findData(LOOKUP_DRAFT))
+        elif not lookup and self.draft_model.currentData() == LOOKUP_DRAFT:
+            self._select_draft(self._model_draft)
+        self.draft_model.blockSignals(blocked)
+
+    def _draft_chosen(self, index: int) -> None:
+        """A choice in the draft list: prompt lookup, or a model (then speculative decoding with a draft model)."""
+        if self._loading:  # set_settings shows a draft: the decoding shown is already the one to keep
+            return
+        data = self.draft_model.itemData(index)
+        if data == LOOKUP_DRAFT:
+            decoding = Decoding.PROMPT_LOOKUP
+        else:
+            self._model_draft = str(data or "")
+            lookup = self.decoding.currentData() == Decoding.PROMPT_LOOKUP.value
+            decoding = Decoding.DRAFT_MODEL if lookup else Decoding(self.decoding.currentData())
+        self.decoding.setCurrentIndex(self.decoding.findData(decoding.value))
+        self._edited()
+
+    def _decoding_chosen(self, _index: int) -> None:
+        self._show_decoding_in_draft_list()
 
     def set_precision_in_use(self, text: str) -> None:
         """Show the loaded target's precision as OpenVINO reports it ("" while none is loaded)."""
@@ -367,6 +405,7 @@ class SettingsPane(QScrollArea):
             self.draft_device.setCurrentText(settings.draft_device)
             self.decoding.setCurrentIndex(max(self.decoding.findData(Decoding(settings.value("decoding")).value), 0))
             self._select_draft(settings.draft_model)
+            self._show_decoding_in_draft_list()
             self.k.setValue(settings.value("k"))
             self.adaptive_k.setChecked(settings.value("adaptive_k"))
             self.n_ctx.setValue(settings.value("n_ctx"))
@@ -402,7 +441,7 @@ class SettingsPane(QScrollArea):
             bits=int(self.bits.currentData()),
             precision=str(self.precision.currentData()),
             kv_cache_precision=str(self.kv_cache_precision.currentData()),
-            draft_model=str(self.draft_model.currentData() or ""),
+            draft_model=self._model_draft,
             highlight_draft=self._highlight,
         ).with_values(
             decoding=Decoding(self.decoding.currentData()),
@@ -469,8 +508,9 @@ class SettingsPane(QScrollArea):
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
             self.sampling.show_more()
         uses_draft = settings.uses_draft_model
-        for widget in (self.draft_model, self.browse_button, self.draft_device):
+        for widget in (self.browse_button, self.draft_device):
             widget.setEnabled(uses_draft)
+        self.draft_model.setEnabled(settings.generation.decoding.speculative)
         self.adaptive_k.setEnabled(settings.generation.decoding.speculative)
         summary = ""
         if errors:
