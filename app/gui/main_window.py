@@ -712,6 +712,7 @@ class MainWindow(QMainWindow):
             conversation_id = self.chat_view.conversation_id
             if conversation_id is None or self.db.conversation(conversation_id) is None:
                 conversation_id = self.replies.new_conversation(text, self.chat_view.system_prompt())
+                self.settings_pane.sampling.adopt_conversation(conversation_id)
                 self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
                 self._update_window_title()
             message = self.replies.add_user_message(conversation_id, text)  # saved before generation starts

@@ -101,6 +101,19 @@ def test_a_saved_preset_round_trips_and_each_conversation_keeps_its_choice(make_
     assert "Story" not in json.loads((tmp_path / "settings.json").read_text())["presets"]
 
 
+def test_a_preset_chosen_in_a_new_chat_is_kept_once_the_chat_is_saved(make_pane):
+    pane, _, _ = make_pane()
+    group = pane.sampling
+    group.set_conversation(None)  # a new chat: no conversation id until its first message is saved
+    group.choose_preset("Creative")
+    group.adopt_conversation(7)
+    group.set_conversation(None)
+    group.choose_preset("Precise")
+    again, _, _ = make_pane()
+    again.sampling.set_conversation(7)
+    assert again.current().sampling_preset == "Creative"
+
+
 def test_the_model_default_follows_the_loaded_model(make_pane, tmp_path):
     pane, _, emitted = make_pane()
     assert pane.current().sampling_preset == MODEL_DEFAULT and pane.current().value("temperature") == 0.7

@@ -279,6 +279,12 @@ class SamplingGroup(QGroupBox):
         if name is not None and name in self._presets() and name != self._preset:
             self.choose_preset(name, remember=False)
 
+    def adopt_conversation(self, conversation_id: int) -> None:
+        """A new chat was just saved as ``conversation_id``: it keeps the preset chosen while it had no id yet."""
+        self._conversation = conversation_id
+        if self._preset and self._store is not None:
+            self._persist(lambda: self._store.set_conversation_preset(conversation_id, self._preset))
+
     def choose_preset(self, name: str, remember: bool = True) -> None:
         """Show a preset's values (an unknown name, or "", changes nothing); with ``remember``, the conversation
         on screen keeps this choice."""
