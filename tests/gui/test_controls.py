@@ -397,11 +397,11 @@ def test_help_dialogs(qtbot, env):
 
 def test_the_precision_fields_fold_away_and_unfold(qtbot, env):
     pane = env["window"].settings_pane
-    pane.show_advanced(False)
+    pane.advanced.show(False)
     assert not pane.precision.isVisibleTo(pane) and not pane.draft_device.isVisibleTo(pane)
-    click(qtbot, pane.advanced_button)
+    click(qtbot, pane.advanced.button)
     assert pane.precision.isVisibleTo(pane) and pane.kv_cache_precision.isVisibleTo(pane) and pane.draft_device.isVisibleTo(pane)
-    click(qtbot, pane.advanced_button)
+    click(qtbot, pane.advanced.button)
     assert not pane.precision.isVisibleTo(pane)
     pane.flag("precision", "inference precision bf16 is not native on CPU")  # a flagged field is never hidden
     assert pane.precision.isVisibleTo(pane)
@@ -442,7 +442,7 @@ def test_sampling_greedy_toggle_presets_and_a_sampled_compare(qtbot, env):
     assert pane.current().generation.sampling.greedy and group.preset.currentText() == "Custom"
     click(qtbot, group.greedy)
     assert pane.current().value("temperature") == 0.7 and not pane.current().generation.sampling.greedy
-    click(qtbot, group.more_button)
+    click(qtbot, group.more.button)
     assert group.seed.isVisibleTo(pane) and group.stop_strings.isVisibleTo(pane)
     group.seed.setText("")
     window.composer.set_text("Name three colours.")

@@ -61,10 +61,10 @@ def test_greedy_is_one_click_away_and_back(make_pane):
 def test_penalties_and_stop_strings_are_settings_and_flagged_when_out_of_range(make_pane):
     pane, _, _ = make_pane()
     group = pane.sampling
-    assert not group.more_box.isVisibleTo(pane)  # folded, so that the pane fits a small screen
+    assert not group.more.box.isVisibleTo(pane)  # folded, so that the pane fits a small screen
     group.stop_strings.setPlainText("END\n\nUser:")
     group.frequency_penalty.setValue(3.0)
-    assert group.more_box.isVisibleTo(pane)  # a flagged field is never hidden
+    assert group.more.box.isVisibleTo(pane)  # a flagged field is never hidden
     assert pane.current().value("stop_strings") == ("END", "User:")
     assert "frequency_penalty must be in [-2, 2]" in pane.error_labels["frequency_penalty"].text()
     assert "frequency_penalty" in pane.errors()

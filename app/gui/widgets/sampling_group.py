@@ -37,10 +37,11 @@ from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PE
 from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
 from ..settings_store import AppSettings, SettingsStore
 from ..theme import FIELD_WIDTH
+from .fold import Fold
 
 #: Upper end of the token-count spin boxes.
 BIG = 1_000_000
-#: The fields folded under "Penalties, top-k, seed, stop strings" (:meth:`SamplingGroup.show_more`).
+#: The fields folded under "Penalties, top-k, seed, stop strings" (``SamplingGroup.more``).
 MORE_FIELDS = ("top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop_strings")
 #: The preset combo's entry while the values match no preset.
 CUSTOM = "Custom"
@@ -123,21 +124,12 @@ class SamplingGroup(QGroupBox):
         self._row(form, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
 
         # Folded by default, so that the pane fits a 1366x768 screen; a flagged field unfolds them (SettingsPane).
-        self.more_button = QToolButton()
-        self.more_button.setObjectName("moreSampling")
-        self.more_button.setText("Penalties, top-k, seed, stop strings")
-        self.more_button.setToolTip("Repetition, presence and frequency penalties, top-k, the seed and stop strings")
-        self.more_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.more_button.setArrowType(Qt.ArrowType.RightArrow)
-        self.more_button.setAutoRaise(True)
-        self.more_button.setCheckable(True)
-        self.more_button.toggled.connect(self.show_more)
-        form.addRow(self.more_button)
-        self.more_box = QWidget()
-        more = QFormLayout(self.more_box)
-        more.setContentsMargins(0, 0, 0, 0)
-        more.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        more.setVerticalSpacing(2)
+        self.more = Fold(
+            "moreSampling", "Penalties, top-k, seed, stop strings",
+            "Repetition, presence and frequency penalties, top-k, the seed and stop strings",
+        )  # fmt: skip
+        self.more.add_to(form)
+        more = self.more.form
         self.top_k = QSpinBox()
         self.top_k.setRange(0, BIG)
         self.top_k.setSpecialValueText("off")
@@ -166,8 +158,6 @@ class SamplingGroup(QGroupBox):
         self.stop_strings.setFixedHeight(self.stop_strings.fontMetrics().lineSpacing() * 3 + 12)
         self._row(more, "stop_strings", "Stop strings", self.stop_strings,
                   "The reply ends before the first of these texts, one per line")
-        form.addRow(self.more_box)
-        self.more_box.setVisible(False)
 
         self._fill_presets()
         self.preset.activated.connect(lambda index: self.choose_preset(self.preset.itemData(index)))
@@ -178,12 +168,6 @@ class SamplingGroup(QGroupBox):
         self.seed.textChanged.connect(self._changed)
         self.stop_strings.textChanged.connect(self._changed)
         self.max_new_tokens.valueChanged.connect(self._changed)
-
-    def show_more(self, shown: bool = True) -> None:
-        """Unfold (or fold) the rows of :data:`MORE_FIELDS`."""
-        self.more_button.setChecked(shown)
-        self.more_button.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
-        self.more_box.setVisible(shown)
 
     # --- building ---------------------------------------------------------------------------------
 

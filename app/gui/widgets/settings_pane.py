@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSpinBox,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -40,6 +39,7 @@ from inference.settings import MAX_K, MIN_N_CTX, Decoding
 from ..settings_store import AppSettings, SettingsStore
 from ..theme import FIELD_WIDTH
 from .dialogs import choose_file
+from .fold import Fold
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .wheel_guard import guard_wheel
 
@@ -148,21 +148,12 @@ class SettingsPane(QScrollArea):
         self.fields["adaptive_k"] = self.adaptive_k
 
         # what few change is folded away (it unfolds by itself when one of its fields is flagged)
-        self.advanced_button = QToolButton()
-        self.advanced_button.setObjectName("advancedToggle")
-        self.advanced_button.setText("Precision and draft device")
-        self.advanced_button.setToolTip("Compute and KV-cache precision of the target, device of the draft model")
-        self.advanced_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.advanced_button.setArrowType(Qt.ArrowType.RightArrow)
-        self.advanced_button.setAutoRaise(True)
-        self.advanced_button.setCheckable(True)
-        self.advanced_button.toggled.connect(self.show_advanced)
-        model.addRow(self.advanced_button)
-        self.advanced_box = QWidget()
-        advanced = QFormLayout(self.advanced_box)
-        advanced.setContentsMargins(0, 0, 0, 0)
-        advanced.setVerticalSpacing(2)
-        advanced.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.advanced = Fold(
+            "advancedToggle", "Precision and draft device",
+            "Compute and KV-cache precision of the target, device of the draft model",
+        )  # fmt: skip
+        self.advanced.add_to(model)
+        advanced = self.advanced.form
         self.precision = QComboBox()
         for key, label in PRECISIONS.items():
             self.precision.addItem(label, key)
@@ -186,8 +177,6 @@ class SettingsPane(QScrollArea):
         advanced.addRow("In use", self.precision_in_use)
         self.draft_device = QComboBox()
         self._row(advanced, "draft_device", "Draft device", self.draft_device, "OpenVINO device of the draft model")
-        model.addRow(self.advanced_box)
-        self.advanced_box.setVisible(False)
 
         context = self._group(layout, "Rolling context")
         self.n_ctx = QSpinBox()
@@ -292,12 +281,6 @@ class SettingsPane(QScrollArea):
         form.addRow(label, cell)
         self.fields[name] = field
         self.error_labels[name] = error
-
-    def show_advanced(self, shown: bool = True) -> None:
-        """Unfold (or fold) the precision and draft-device fields."""
-        self.advanced_button.setChecked(shown)
-        self.advanced_button.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
-        self.advanced_box.setVisible(shown)
 
     def content_height(self) -> int:
         """The height, in pixels, that shows every field without a scroll bar."""
@@ -504,9 +487,9 @@ class SettingsPane(QScrollArea):
                 widget.style().unpolish(widget)
                 widget.style().polish(widget)
         if any(name in errors or name in self._advisories for name in ADVANCED_FIELDS):
-            self.show_advanced()  # a flagged field is never hidden
+            self.advanced.show()  # a flagged field is never hidden
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
-            self.sampling.show_more()
+            self.sampling.more.show()
         uses_draft = settings.uses_draft_model
         for widget in (self.browse_button, self.draft_device):
             widget.setEnabled(uses_draft)
