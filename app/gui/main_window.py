@@ -8,7 +8,7 @@ Rules:
   regenerate, re-send an edited message, compare, stop) is :class:`~app.gui.reply_controller.ReplyController`'s.
   The window follows their signals: it streams the reply into the view and the graph, shows the model's state,
   and turns every error into something shown in place or in a dialog that says what to do.
-- Coroutines run in one :class:`~app.gui.background.TaskSet`; every dialog is awaited, never ``exec()``-ed.
+- Coroutines run in one :class:`~app.background.TaskSet`; every dialog is awaited, never ``exec()``-ed.
 - A history write the database refuses (``sqlite3.Error``: full disk, locked past the busy timeout) is said in
   the composer (what happened, what to do); unsaved text stays where it was typed, and the Send button and the
   rest of the reply UI are reset in ``finally``.
@@ -37,10 +37,10 @@ from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
 from inference.settings import Decoding
 
-from .background import TaskSet
+from ..background import TaskSet
+from ..inference_worker import InferenceWorker, ModelInfo
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
-from .inference_worker import InferenceWorker, ModelInfo
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
 from .reply_format import answered_with

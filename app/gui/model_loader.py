@@ -32,9 +32,9 @@ from inference.models.errors import ModelFetchError, ModelImportError, Operation
 from inference.models.store import find_model
 from inference.precision import PrecisionError
 
-from .background import TaskSet
+from ..background import TaskSet
+from ..inference_worker import InferenceWorker, ModelInfo, ModelSpec
 from .gc_policy import freeze_startup_objects
-from .inference_worker import InferenceWorker, ModelInfo, ModelSpec
 from .settings_store import AppSettings
 
 #: Pause after the last model-setting edit before reloading (several quick edits load once).

@@ -31,9 +31,9 @@ from inference.model import ModelLoadError
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
-from .background import TaskSet
+from ..background import TaskSet
+from ..inference_worker import GenerationRequest, InferenceWorker
 from .history_db import HistoryDB, Message, write_error_text
-from .inference_worker import GenerationRequest, InferenceWorker
 from .model_loader import ModelLoader
 from .reply_recorder import ReplyRecorder
 from .settings_store import AppSettings

@@ -5,7 +5,7 @@ and ``pair_installed`` when "Download this pair" has installed a recommended pai
 are named by their store names (folder names: unique, and the names ``specchat`` commands take) and readable
 labels (``inference.models.store.model_labels``), so the 4- and 8-bit copies of a model read differently.
 All long work (copying, converting, downloading, reading tokenizers for a pair check) runs off the GUI thread
-the way ``app.gui.background`` prescribes: a coroutine on the GUI loop awaits it in a daemon thread, and its
+the way ``app.background`` prescribes: a coroutine on the GUI loop awaits it in a daemon thread, and its
 progress reaches the GUI thread through ``loop.call_soon_threadsafe``, so the event loop never blocks. One
 operation runs at a time; Cancel stops it (a ``threading.Event`` it polls) and nothing is left in the store.
 Quitting does not wait for an operation still running.
@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
 from inference.models import store
 from inference.models.progress import ProgressEvent
 
-from ..background import DaemonThreadExecutor, run_in, threadsafe
+from ...background import DaemonThreadExecutor, run_in, threadsafe
 
 INSTALLED_COLUMNS = ("Name", "Bits", "Size", "RoPE", "Tokenizer", "Source", "Added")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
@@ -76,7 +76,7 @@ class ProgressThrottle:
 
     Args:
         deliver: called with ``(message, fraction in [0, 1] or -1 when unknown)``; may be called from any thread
-            (give it a :func:`~app.gui.background.threadsafe` callback).
+            (give it a :func:`~app.background.threadsafe` callback).
         clock: monotonic clock in seconds.
     """
 

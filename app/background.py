@@ -1,4 +1,5 @@
-"""Background work in the GUI, one way: a coroutine on the qasync loop awaits blocking work run in an executor.
+"""Background work, one way: a coroutine on the asyncio loop (the GUI's qasync loop, or a server's) awaits blocking
+work run in an executor.
 
 Rules:
 - Blocking work (model loads, generation, copying, converting, downloading) never runs on the GUI thread: it is
@@ -7,7 +8,7 @@ Rules:
 - What the work reports while it runs (progress lines, fractions, streamed events) reaches the GUI thread only
   through ``loop.call_soon_threadsafe`` (:func:`threadsafe`, :func:`call_soon`): a worker thread never touches a
   widget, emits a Qt signal or creates a Qt object, so no Qt object is ever finalized outside the GUI thread
-  (see ``app.gui.gc_policy``).
+  (see ``app.gui.gc_policy``; a server has no Qt objects).
 - Cancellation is a ``threading.Event`` the work polls; the coroutine only sets it.
 - Coroutines the GUI starts are kept in a :class:`TaskSet`, which reports their unexpected errors and cancels
   them all when the window closes.

@@ -1,8 +1,9 @@
-"""The inference thread and the asyncio bridge that brings its results to the Qt event loop.
+"""The inference thread and the asyncio bridge that brings its results to an asyncio loop (the window's qasync loop,
+or the server's).
 
 Every model operation (fetching the default model, loading, generating) runs, one at a time, in a single
 thread owned by :class:`InferenceWorker`; OpenVINO releases the GIL while it computes, so the GUI thread keeps
-running. Results travel back as ``app.gui.background`` prescribes: coroutines on the GUI thread await the jobs,
+running. Results travel back as ``app.background`` prescribes: coroutines on the GUI thread await the jobs,
 and whatever a job reports while it runs (progress lines, generation events) reaches the GUI thread through
 ``loop.call_soon_threadsafe``. No widget is ever touched from the inference thread.
 """
