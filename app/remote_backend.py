@@ -1,0 +1,463 @@
+"""Replies from a remote OpenAI-compatible server (OpenVINO Model Server, vLLM, llama-server, Ollama, SpecChat's own
+``specchat serve``), with the contract of :meth:`app.inference_worker.InferenceWorker.generate`.
+
+Rules:
+- The base URL is taken as given (``http://host:8000/v1``; OpenVINO Model Server's ends in ``/v3``): the routes
+  ``/models`` and ``/chat/completions`` are appended to it.
+- Replies stream (server-sent events, ``stream_options.include_usage``); every streamed delta becomes a
+  :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
+  :class:`~inference.events.StepStats` timed on this side, so that the live graph shows client-side tokens/s. The
+  final :class:`~inference.events.Finished` carries TTFT and decode tokens/s measured here, token counts from
+  ``usage`` when the server sends it, and, from a SpecChat server, its ``specchat`` extension (drafted, accepted,
+  discarded tokens, rolls, mode), so that the acceptance graph works too.
+- Stop works at all times: the cancel event is polled every :data:`CANCEL_POLL_S` while waiting for the server,
+  also while it sends nothing.
+- Every failure is a :class:`RemoteError` whose one-line message says what happened and what to do. One raised after
+  text arrived follows a ``Finished`` event (stop reason ``interrupted``), so that the partial reply is recorded.
+
+Sources: the OpenAI API reference (chat completions, streaming, ``stream_options``; ``GET /models``); OpenVINO Model
+Server's OpenAI API (``/v3/chat/completions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
+from inference.settings import Decoding
+
+from .inference_worker import GenerationRequest
+
+#: Seconds to wait for the TCP (and TLS) connection.
+CONNECT_TIMEOUT_S = 10.0
+#: Seconds the server may stay silent (before the first token: the prefill of a long prompt) before the reply is
+#: given up with a read-timeout error.
+READ_TIMEOUT_S = 120.0
+#: How often a wait on the server checks the cancel event, seconds.
+CANCEL_POLL_S = 0.05
+#: OpenAI finish reasons -> the engine's stop reasons.
+_FINISH_REASONS = {"stop": "eos", "length": "max_new_tokens"}
+
+T = TypeVar("T")
+
+
+class RemoteError(RuntimeError):
+    """A remote server could not give (all of) a reply; the message says what to do.
+
+    Attributes:
+        status: the HTTP status (None for connection, TLS and stream errors).
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class _Cancelled(Exception):
+    """The cancel event was set while waiting for the server."""
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """Where remote replies come from.
+
+    Attributes:
+        base_url: the API's base, e.g. ``http://host:8000/v1`` (taken as given; a trailing ``/`` is dropped).
+        model: the model id, one of those ``GET {base_url}/models`` lists.
+        api_key: sent as ``Authorization: Bearer`` ("" = none).
+    """
+
+    base_url: str
+    model: str = ""
+    api_key: str = ""
+
+    @property
+    def root(self) -> str:
+        """``base_url`` without a trailing slash."""
+        return self.base_url.strip().rstrip("/")
+
+    @property
+    def host(self) -> str:
+        """``host:port`` of the URL (what footers and the picker show)."""
+        return urlsplit(self.root).netloc or self.root
+
+    def describe(self) -> str:
+        """``Qwen2.5-7B on gpu-box:8000 (remote)``."""
+        return f"{self.model} on {self.host} (remote)"
+
+
+@dataclass(frozen=True)
+class RemoteModel:
+    """One entry of ``GET /models``.
+
+    Attributes:
+        id: the model id to request; specchat: the server is SpecChat's (it offers autoregressive and speculative
+            decoding, chosen per request with the ``specchat`` extension field).
+    """
+
+    id: str
+    specchat: bool = False
+
+
+def check_base_url(url: str) -> str:
+    """``url`` stripped, if it is an ``http(s)://host...`` URL.
+
+    Raises:
+        RemoteError: it is not (the message says what a base URL looks like).
+    """
+    url = url.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise RemoteError(
+            f"{url or 'the base URL'} is not a server address: enter one like http://HOST:8000/v1 "
+            "(OpenVINO Model Server: http://HOST:8000/v3)"
+        )
+    return url
+
+
+class RemoteBackend:
+    """Talks to one OpenAI-compatible server (see the module doc).
+
+    Args:
+        target: the server, model and key.
+        connect_timeout_s / read_timeout_s: time-outs of the connection and of each read (seconds).
+        specchat: the server is SpecChat's (send the ``specchat`` extension with the decoding mode and K); None:
+            as the last :meth:`list_models` found (False before).
+    """
+
+    def __init__(
+        self,
+        target: RemoteTarget,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        specchat: bool | None = None,
+    ):
+        self.target = target
+        self.read_timeout_s = read_timeout_s
+        self.timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=connect_timeout_s)
+        self.specchat = bool(specchat)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.target.api_key:
+            headers["Authorization"] = f"Bearer {self.target.api_key}"
+        return headers
+
+    async def list_models(self, cancel: threading.Event | None = None) -> list[RemoteModel]:
+        """The models of ``GET {base_url}/models``; also sets :attr:`specchat` (any entry, or the answer, carries a
+        ``specchat`` field, or an entry is ``owned_by`` specchat).
+
+        Raises:
+            RemoteError: the server cannot be reached, refuses the key, or answers something else than a model list.
+        """
+        url = check_base_url(self.target.base_url) + "/models"
+        cancel = cancel or threading.Event()
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                response = await _or_cancel(client.get(url, headers=self._headers()), cancel)
+                if response.status_code != 200:
+                    raise _status_error(response.status_code, response.text, response.headers, self.target, url)
+                try:
+                    body = response.json()
+                    entries = body["data"]
+                    models = [RemoteModel(str(e["id"]), _is_specchat(e, body)) for e in entries]
+                except (ValueError, KeyError, TypeError):
+                    raise RemoteError(
+                        f"{url} did not answer with a model list: check that the base URL is the API's "
+                        "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
+                    ) from None
+        except httpx.HTTPError as error:
+            raise _transport_error(error, self.target, url, self.read_timeout_s, partial=False) from None
+        except _Cancelled:
+            return []
+        self.specchat = any(model.specchat for model in models)
+        return models
+
+    def request_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage; the ``specchat`` extension
+        with the decoding mode, K and the rolling context only for a SpecChat server)."""
+        settings = request.settings
+        sampling = settings.sampling
+        messages = ([{"role": "system", "content": request.system_prompt}] if request.system_prompt else []) + [
+            {"role": m["role"], "content": m["content"]} for m in request.messages
+        ]
+        body: dict[str, Any] = {
+            "model": self.target.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+        }
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.stop_strings:
+            body["stop"] = list(sampling.stop_strings)
+        if sampling.presence_penalty:
+            body["presence_penalty"] = sampling.presence_penalty
+        if sampling.frequency_penalty:
+            body["frequency_penalty"] = sampling.frequency_penalty
+        if self.specchat:
+            body["specchat"] = {"mode": settings.decoding.value, "k": settings.speculative.k}
+        return body
+
+    async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
+        """Stream the events of one reply, in batches (one per server-sent event), like
+        :meth:`InferenceWorker.generate`: set ``cancel`` to stop (the reply ends with a ``Finished`` event whose stop
+        reason is ``cancelled``, within ~:data:`CANCEL_POLL_S` even while the server sends nothing).
+
+        Raises:
+            RemoteError: the server cannot be reached, refuses the request (401, 404, 429, 5xx...), closes the stream
+                mid-reply or stays silent for ``read_timeout_s``; raised after a ``Finished`` event when text had
+                arrived (stop reason ``interrupted``).
+        """
+        url = check_base_url(self.target.base_url) + "/chat/completions"
+        clock = _ReplyClock(request.settings.context.n_ctx)
+        extension: dict = {}
+        usage: dict = {}
+        finish_reason = None
+        done = False
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                send = client.send(client.build_request("POST", url, json=self.request_body(request), headers=self._headers()), stream=True)
+                response = await _or_cancel(send, cancel)
+                try:
+                    if response.status_code != 200:
+                        text = (await _or_cancel(response.aread(), cancel)).decode("utf-8", "replace")
+                        raise _status_error(response.status_code, text, response.headers, self.target, url)
+                    lines = response.aiter_lines()
+                    while True:
+                        try:
+                            line = await _or_cancel(anext(lines), cancel)
+                        except StopAsyncIteration:
+                            break
+                        if not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            done = True
+                            break
+                        chunk = _parse_chunk(data, url)
+                        if isinstance(chunk.get("error"), dict | str):
+                            raise RemoteError(f"The server stopped the reply with an error: {_error_text(chunk['error'])}")
+                        usage = chunk.get("usage") or usage
+                        extension = chunk.get("specchat") or extension
+                        for choice in chunk.get("choices") or []:
+                            text = (choice.get("delta") or {}).get("content") or ""
+                            finish_reason = choice.get("finish_reason") or finish_reason
+                            if text:
+                                yield clock.delta(text)
+                finally:
+                    await response.aclose()
+        except _Cancelled:
+            yield [Finished(clock.stats(request, extension, usage, "cancelled"))]
+            return
+        except (httpx.HTTPError, RemoteError) as error:
+            if isinstance(error, httpx.HTTPError):
+                error = _transport_error(error, self.target, url, self.read_timeout_s, partial=clock.generated > 0)
+            if clock.generated:
+                yield [Finished(clock.stats(request, extension, usage, "interrupted"))]
+            raise error from None
+        if not done and finish_reason is None:  # the body ended cleanly, but not the reply
+            cut = RemoteError(_CUT_TEXT)
+            if clock.generated:
+                yield [Finished(clock.stats(request, extension, usage, "interrupted"))]
+            raise cut
+        yield [Finished(clock.stats(request, extension, usage, _FINISH_REASONS.get(finish_reason or "", "eos")))]
+
+
+_CUT_TEXT = "The server closed the stream before the reply ended (the partial reply was kept): Regenerate to try again"
+
+
+class _ReplyClock:
+    """Client-side timing of one streamed reply: StepStats per delta, and the final GenerationStats."""
+
+    def __init__(self, n_ctx: int):
+        self.n_ctx = n_ctx
+        self.start = time.perf_counter()
+        self.first: float | None = None
+        self.last = self.start
+        self.generated = 0
+        self.text = ""
+
+    def delta(self, text: str) -> list[Event]:
+        now = time.perf_counter()
+        self.first = now if self.first is None else self.first
+        step_ms = (now - self.last) * 1000.0
+        self.last = now
+        self.generated += 1
+        self.text += text
+        step = StepStats(
+            drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=step_ms, step_ms=step_ms, k=0,
+            cache_len=0, n_ctx=self.n_ctx, elapsed_s=now - self.start, generated=self.generated,
+        )  # fmt: skip
+        return [TextDelta(text, -1, False), step]
+
+    def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
+        decoding = request.settings.decoding
+        mode = str(extension.get("mode") or "ar")
+        if mode in {d.value for d in Decoding}:  # the extension may name the request's mode value
+            mode = Decoding(mode).mode
+        new_tokens = _int(usage.get("completion_tokens"), self.generated)
+        span = (self.last - self.first) if self.first is not None else 0.0
+        rate = (new_tokens - 1) / span if new_tokens > 1 and span > 0 else 0.0
+        return GenerationStats(
+            mode=mode,
+            drafter=extension.get("drafter") or (decoding.drafter if mode == "spec" else None),
+            prompt_tokens=_int(usage.get("prompt_tokens"), 0),
+            prefilled_tokens=_int(extension.get("prefilled_tokens"), _int(usage.get("prompt_tokens"), 0)),
+            new_tokens=new_tokens,
+            ttft_ms=((self.first - self.start) * 1000.0) if self.first is not None else 0.0,
+            decode_tokens_per_s=rate,
+            tpot_ms=1000.0 / rate if rate else 0.0,
+            drafted=_int(extension.get("drafted"), 0),
+            accepted=_int(extension.get("accepted"), 0),
+            discarded_tokens=_int(extension.get("discarded_tokens"), 0),
+            rolls=_int(extension.get("rolls"), 0),
+            stop_reason=stop_reason,
+            text=self.text,
+        )
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _is_specchat(entry: Any, body: Any) -> bool:
+    return (isinstance(entry, dict) and ("specchat" in entry or entry.get("owned_by") == "specchat")) or (
+        isinstance(body, dict) and "specchat" in body
+    )
+
+
+async def _or_cancel(awaitable: Awaitable[T], cancel: threading.Event) -> T:
+    """Await ``awaitable``, checking ``cancel`` every CANCEL_POLL_S.
+
+    Raises:
+        _Cancelled: ``cancel`` was set first (the awaitable is cancelled).
+    """
+    task = asyncio.ensure_future(awaitable)
+    while not task.done():
+        if cancel.is_set():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise _Cancelled
+        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    return task.result()
+
+
+def _parse_chunk(data: str, url: str) -> dict:
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        chunk = None
+    if not isinstance(chunk, dict):
+        raise RemoteError(f"{url} sent something that is not an OpenAI stream ({data[:60]!r}): check the base URL")
+    return chunk
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("detail") or json.dumps(error)[:200])
+    return str(error)[:200]
+
+
+def _server_message(text: str) -> str:
+    """The ``error.message`` (or ``detail``) of an error body, else its first 200 characters."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:200]
+    if isinstance(body, dict):
+        return _error_text(body.get("error") if body.get("error") is not None else body)
+    return str(body)[:200]
+
+
+def _status_error(status: int, text: str, headers: httpx.Headers, target: RemoteTarget, url: str) -> RemoteError:
+    """The RemoteError of an HTTP status other than 200."""
+    said = _server_message(text)
+    said = f" (the server said: {said})" if said else ""
+    if status in (401, 403):
+        message = (
+            f"{target.host} refused the API key ({status}){said}: enter the right key in Models > Remote server"
+        )
+    elif status == 404:
+        message = (
+            f"{target.host} has no model {target.model!r} or no such API route ({status} for {url}){said}: choose a model "
+            "with Fetch models in Models > Remote server, and check the base URL (usually …/v1; OpenVINO Model "
+            "Server: …/v3)"
+        )
+    elif status == 429:
+        after = headers.get("retry-after", "").strip()
+        when = f"in {after} s" if after.isdigit() else (f"after {after}" if after else "in a moment")
+        message = f"{target.host} is busy (429: too many requests){said}: retry {when}"
+    elif status >= 500:
+        message = f"{target.host} failed ({status}){said}: retry, or check the server's log"
+    else:
+        message = f"{target.host} refused the request ({status}){said}"
+    return RemoteError(message, status)
+
+
+def _transport_error(error: httpx.HTTPError, target: RemoteTarget, url: str, read_timeout_s: float, partial: bool) -> RemoteError:
+    """The RemoteError of a connection, TLS, time-out or stream failure (``partial``: text had arrived)."""
+    kept = " (the partial reply was kept)" if partial else ""
+    causes = _causes(error)
+    if isinstance(error, httpx.ReadTimeout):
+        return RemoteError(
+            f"{target.host} sent nothing for {read_timeout_s:g} s{kept}: check that the server still runs, then "
+            "Regenerate"
+        )
+    if isinstance(error, httpx.TimeoutException):
+        return RemoteError(f"{target.host} did not answer in time ({type(error).__name__}): check the address and the network")
+    if any(isinstance(c, ssl.SSLError) for c in causes) or "SSL" in str(error) or "certificate" in str(error).lower():
+        return RemoteError(
+            f"TLS error with {target.host} ({_first_line(error)}): check the server's certificate, or use http:// if "
+            "it does not serve https"
+        )
+    if isinstance(error, httpx.ConnectError):
+        text = str(error).lower()
+        if any(isinstance(c, socket.gaierror) for c in causes) or any(
+            word in text for word in ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo")
+        ):
+            host = urlsplit(target.root).hostname or target.host
+            return RemoteError(f"The server name {host} was not found (DNS lookup failed): check the base URL")
+        if any(isinstance(c, ConnectionRefusedError) for c in causes) or "refused" in text or _errno(causes) == errno.ECONNREFUSED:
+            return RemoteError(
+                f"{target.host} refused the connection: check that the server is running and the port is right"
+            )
+        return RemoteError(f"Could not connect to {target.host} ({_first_line(error)}): check the address and the network")
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return RemoteError(_CUT_TEXT if partial else f"{target.host} closed the connection without an answer: check the server's log, then retry")
+    return RemoteError(f"The request to {url} failed ({type(error).__name__}: {_first_line(error)}){kept}")
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def _errno(causes: list[BaseException]) -> int | None:
+    return next((c.errno for c in causes if isinstance(c, OSError) and c.errno), None)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,148 @@
+"""A small OpenAI-compatible server on 127.0.0.1 for the remote-backend tests, with one base URL per behaviour.
+
+``with RemoteStub() as stub: stub.url("ok")`` is ``http://127.0.0.1:PORT/ok/v1``. Every base serves
+``GET …/models`` (one model, :data:`MODEL`) and ``POST …/chat/completions``, streaming :data:`REPLY_PIECES` as
+server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and ``[DONE]``; a model other than
+:data:`MODEL` gets 404. The behaviours:
+
+- ``ok``: as above; ``specchat``: as above, its models and last chunk carry the ``specchat`` extension
+  (:data:`SPECCHAT_STATS`), as ``specchat serve`` does;
+- ``auth``: 401 unless ``Authorization: Bearer`` :data:`API_KEY`;
+- ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
+- ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
+- ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes.
+
+``stub.requests`` records ``(path, JSON body or None, Authorization header)``.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+MODEL = "stub-model"
+API_KEY = "stub-key"
+REPLY_PIECES = ["Hello", " from", " the", " stub", ":", " one", " two", " three", "."]
+REPLY = "".join(REPLY_PIECES)
+CUT_AFTER = 4
+PIECE_DELAY_S = 0.01
+SPECCHAT_STATS = {
+    "ttft_ms": 12.5, "tokens_per_s": 99.0, "acceptance_rate": 0.75, "drafted": 8, "accepted": 6,
+    "discarded_tokens": 3, "rolls": 1, "prefilled_tokens": 5, "mode": "spec", "drafter": "lookup",
+}  # fmt: skip
+BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent")
+
+
+class RemoteStub:
+    """Context manager: the stub server in a thread (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict | None, str | None]] = []
+        self._closing = threading.Event()
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    def url(self, behaviour: str) -> str:
+        """The base URL of one behaviour."""
+        assert behaviour in BEHAVIOURS, behaviour
+        return f"http://127.0.0.1:{self._server.server_address[1]}/{behaviour}/v1"
+
+    def __enter__(self) -> RemoteStub:
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _route(self) -> tuple[str, str]:
+                parts = self.path.strip("/").split("/", 2)
+                if len(parts) != 3 or parts[0] not in BEHAVIOURS or parts[1] != "v1":
+                    return "", ""
+                return parts[0], parts[2]
+
+            def _json(self, status: int, body: dict, headers: dict | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _refusal(self, behaviour: str) -> bool:
+                if behaviour == "auth" and self.headers.get("Authorization") != f"Bearer {API_KEY}":
+                    self._json(401, {"error": {"message": "Invalid API key", "type": "invalid_request_error"}})
+                elif behaviour == "busy":
+                    self._json(429, {"error": {"message": "queue full"}}, {"Retry-After": "7"})
+                elif behaviour == "broken":
+                    self._json(500, {"error": {"message": "engine crashed", "type": "server_error"}})
+                else:
+                    return False
+                return True
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                behaviour, route = self._route()
+                stub.requests.append((self.path, None, self.headers.get("Authorization")))
+                if route != "models":
+                    return self._json(404, {"error": {"message": f"no route {self.path}"}})
+                if self._refusal(behaviour):
+                    return
+                entry = {"id": MODEL, "object": "model", "owned_by": "stub"}
+                if behaviour == "specchat":
+                    entry = {**entry, "owned_by": "specchat", "specchat": {"modes": ["ar", "spec_lookup"]}}
+                self._json(200, {"object": "list", "data": [entry]})
+
+            def do_POST(self) -> None:  # noqa: N802
+                behaviour, route = self._route()
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
+                stub.requests.append((self.path, body, self.headers.get("Authorization")))
+                if route != "chat/completions":
+                    return self._json(404, {"error": {"message": f"no route {self.path}"}})
+                if self._refusal(behaviour):
+                    return
+                if body.get("model") != MODEL:
+                    return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                pieces = REPLY_PIECES[:CUT_AFTER] if behaviour in ("cut", "silent") else REPLY_PIECES
+                for piece in pieces:
+                    self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    time.sleep(PIECE_DELAY_S)
+                if behaviour == "cut":
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return  # no terminating chunk: the body is incomplete
+                if behaviour == "silent":
+                    stub._closing.wait(60)
+                    self.close_connection = True
+                    return
+                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                last = {"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces)}}
+                if behaviour == "specchat":
+                    last["specchat"] = SPECCHAT_STATS
+                self._event(last)
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
+
+            def _event(self, chunk: dict) -> None:
+                self._chunk(f"data: {json.dumps({'object': 'chat.completion.chunk', **chunk})}\n\n".encode())
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
