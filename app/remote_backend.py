@@ -10,6 +10,8 @@ Rules:
   final :class:`~inference.events.Finished` carries TTFT and decode tokens/s measured here, token counts from
   ``usage`` when the server sends it, and, from a SpecChat server, its ``specchat`` extension (drafted, accepted,
   discarded tokens, rolls, mode), so that the acceptance graph works too.
+- From SpecChat's server, a ``specchat`` object in a chunk may also say ``from_draft`` (its delta came from accepted
+  drafts: the draft highlighting) and running ``drafted`` / ``accepted`` counts (a StepStats carries the increase).
 - Stop works at all times: the cancel event is polled every :data:`CANCEL_POLL_S` while waiting for the server,
   also while it sends nothing.
 - Every failure is a :class:`RemoteError` whose one-line message says what happened and what to do. One raised after
@@ -255,12 +257,15 @@ class RemoteBackend:
                         if isinstance(chunk.get("error"), dict | str):
                             raise RemoteError(f"The server stopped the reply with an error: {_error_text(chunk['error'])}")
                         usage = chunk.get("usage") or usage
-                        extension = chunk.get("specchat") or extension
+                        chunk_extension = chunk.get("specchat") if isinstance(chunk.get("specchat"), dict) else {}
+                        extension = {**extension, **chunk_extension}
                         for choice in chunk.get("choices") or []:
                             text = (choice.get("delta") or {}).get("content") or ""
                             finish_reason = choice.get("finish_reason") or finish_reason
                             if text:
-                                yield clock.delta(text)
+                                yield clock.delta(text, chunk_extension.get("from_draft") is True)
+                        if chunk_extension:
+                            yield clock.drafts(chunk_extension)
                 finally:
                     await response.aclose()
         except _Cancelled:
@@ -293,8 +298,10 @@ class _ReplyClock:
         self.last = self.start
         self.generated = 0
         self.text = ""
+        self.drafted = self.accepted = 0
 
-    def delta(self, text: str) -> list[Event]:
+    def delta(self, text: str, from_draft: bool = False) -> list[Event]:
+        """The events of one streamed delta (``from_draft``: the server says its tokens came from accepted drafts)."""
         now = time.perf_counter()
         self.first = now if self.first is None else self.first
         step_ms = (now - self.last) * 1000.0
@@ -305,7 +312,21 @@ class _ReplyClock:
             drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=step_ms, step_ms=step_ms, k=0,
             cache_len=0, n_ctx=self.n_ctx, elapsed_s=now - self.start, generated=self.generated,
         )  # fmt: skip
-        return [TextDelta(text, -1, False), step]
+        return [TextDelta(text, -1, from_draft), step]
+
+    def drafts(self, extension: dict) -> list[Event]:
+        """A StepStats with the drafted and accepted tokens the ``specchat`` extension counts beyond those already
+        reported (none when it counts no more), so that the live graph's acceptance curve follows the server's."""
+        drafted, accepted = _int(extension.get("drafted"), self.drafted), _int(extension.get("accepted"), self.accepted)
+        if drafted <= self.drafted:
+            return []
+        step = StepStats(
+            drafted=drafted - self.drafted, accepted=accepted - self.accepted, emitted=0, draft_ms=0.0, verify_ms=0.0,
+            step_ms=0.0, k=_int(extension.get("k"), 0), cache_len=0, n_ctx=self.n_ctx,
+            elapsed_s=self.last - self.start, generated=self.generated,
+        )  # fmt: skip
+        self.drafted, self.accepted = drafted, accepted
+        return [step]
 
     def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
         decoding = request.settings.decoding

@@ -5,8 +5,9 @@
 server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and ``[DONE]``; a model other than
 :data:`MODEL` gets 404. The behaviours:
 
-- ``ok``: as above; ``specchat``: as above, its models and last chunk carry the ``specchat`` extension
-  (:data:`SPECCHAT_STATS`), as ``specchat serve`` does;
+- ``ok``: as above; ``specchat``: as above, each piece says ``from_draft`` (the odd ones), and its models and
+  last chunk carry the ``specchat`` extension
+  (:data:`SPECCHAT_STATS`, or with :data:`AR_STATS` when the request's extension asks for mode ``ar``);
 - ``auth``: 401 unless ``Authorization: Bearer`` :data:`API_KEY`;
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
@@ -32,6 +33,8 @@ SPECCHAT_STATS = {
     "ttft_ms": 12.5, "tokens_per_s": 99.0, "acceptance_rate": 0.75, "drafted": 8, "accepted": 6,
     "discarded_tokens": 3, "rolls": 1, "prefilled_tokens": 5, "mode": "spec", "drafter": "lookup",
 }  # fmt: skip
+#: What the ``specchat`` extension says instead when the request asked for autoregressive decoding.
+AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
 BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent")
 
 
@@ -111,8 +114,11 @@ class RemoteStub:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 pieces = REPLY_PIECES[:CUT_AFTER] if behaviour in ("cut", "silent") else REPLY_PIECES
-                for piece in pieces:
-                    self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                for index, piece in enumerate(pieces):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    if behaviour == "specchat":  # odd pieces "came from accepted drafts"
+                        chunk["specchat"] = {"from_draft": index % 2 == 1}
+                    self._event(chunk)
                     time.sleep(PIECE_DELAY_S)
                 if behaviour == "cut":
                     self.wfile.flush()
@@ -125,7 +131,8 @@ class RemoteStub:
                 self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 last = {"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces)}}
                 if behaviour == "specchat":
-                    last["specchat"] = SPECCHAT_STATS
+                    mode = (body.get("specchat") or {}).get("mode", "ar")
+                    last["specchat"] = SPECCHAT_STATS if mode != "ar" else {**SPECCHAT_STATS, **AR_STATS}
                 self._event(last)
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")

@@ -97,6 +97,10 @@ def test_models_are_listed_and_a_specchat_server_is_recognised(stub):
 def test_a_specchat_server_gets_the_mode_and_fills_the_acceptance_statistics(stub):
     events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("specchat"), MODEL), specchat=True))
     assert error is None and text_of(events) == REPLY
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert [d.from_draft for d in deltas] == [i % 2 == 1 for i in range(len(REPLY_PIECES))]  # the draft highlighting
+    drafting = [(s.drafted, s.accepted, s.emitted) for s in events if isinstance(s, StepStats) and s.drafted]
+    assert drafting == [(8, 6, 0)]  # the acceptance graph's point
     stats = finished(events)
     assert (stats.mode, stats.drafter, stats.drafted, stats.accepted) == ("spec", "lookup", 8, 6)
     assert stats.acceptance_rate == SPECCHAT_STATS["acceptance_rate"]
