@@ -89,6 +89,10 @@ class AppSettings:
         highlight_draft: colour the text that came from accepted draft tokens.
         sampling_preset: the sampling preset the sampling values come from (``app.gui.sampling_presets``;
             ``MODEL_DEFAULT`` follows the loaded model), "" once they were edited by hand.
+        remote_url / remote_model: the remote OpenAI-compatible server last chosen (base URL taken as given, e.g.
+            ``http://host:8000/v1``) and its model id; its API key is kept by ``app.remote_keys``, never here.
+        use_remote: replies come from that server (``app.remote_backend``) instead of the local target; the local
+            model settings stay as they were, for switching back.
 
     New settings sample like a chat (``CHAT_DEFAULTS``, under ``MODEL_DEFAULT``), unlike the engine's greedy default.
     """
@@ -103,6 +107,9 @@ class AppSettings:
     generation: GenerationSettings = field(default_factory=lambda: GenerationSettings(sampling=CHAT_DEFAULTS))
     highlight_draft: bool = True
     sampling_preset: str = MODEL_DEFAULT
+    remote_url: str = ""
+    remote_model: str = ""
+    use_remote: bool = False
 
     @property
     def uses_draft_model(self) -> bool:
@@ -112,12 +119,21 @@ class AppSettings:
     @property
     def target_name(self) -> str:
         """The target's name in the model store: ``target_model``, or the default model's folder at ``bits``
-        (e.g. ``SmolLM2-135M-Instruct-int4``); what replies record and ``find_model`` resolves."""
+        (e.g. ``SmolLM2-135M-Instruct-int4``); what replies record and ``find_model`` resolves. With
+        ``use_remote``, the remote model's label (``model on host:port (remote)``)."""
+        if self.use_remote:
+            return self.remote_target().describe()
         if self.target_model:
             return self.target_model
         from inference.models.default_model import default_model_dir  # deferred: it imports openvino
 
         return default_model_dir(self.bits).name
+
+    def remote_target(self, api_key: str = ""):
+        """The chosen remote server as an ``app.remote_backend.RemoteTarget`` (with ``api_key``)."""
+        from app.remote_backend import RemoteTarget  # deferred: it imports httpx
+
+        return RemoteTarget(self.remote_url, self.remote_model, api_key)
 
     def value(self, name: str) -> Any:
         """The value of a field or of a generation setting by its flat name (``GENERATION_KEYS``).
@@ -288,6 +304,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "frequency_penalty": (int, float),
     "stop_strings": (list,),
     "sampling_preset": (str,),
+    "remote_url": (str,),
+    "remote_model": (str,),
+    "use_remote": (bool,),
 }
 _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
