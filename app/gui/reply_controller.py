@@ -10,6 +10,11 @@ Rules:
   unless a draft model is loaded), each from an empty KV cache, and says why greedy texts differ.
 - The controller owns the data (history rows, the recorder, the worker's stream); the window owns the widgets
   and follows the signals.
+- With a remote target (``AppSettings.use_remote``) replies stream from that server through
+  :class:`~app.remote_backend.RemoteBackend` instead of the inference worker, into the same rows; a
+  :class:`~app.remote_backend.RemoteError` after text arrived (a stream cut mid-reply, a server that stops sending)
+  keeps the partial reply, saved as ``stopped`` with the error in its statistics. A comparison on a remote server
+  compares texts (the API sends no token ids) and cannot explain where they part.
 - A reply the database refuses to save (full disk, locked) keeps streaming and is shown whole; ``save_failed``
   says why, and it is saved again at each later save and by :meth:`ReplyController.retry_unsaved` once it ended.
   Requests that write (start a reply, regenerate, rewrite) raise ``sqlite3.Error`` before changing anything shown.
@@ -33,6 +38,8 @@ from inference.settings import Decoding, SettingError
 
 from ..background import TaskSet
 from ..inference_worker import GenerationRequest, InferenceWorker
+from ..remote_backend import READ_TIMEOUT_S, RemoteBackend, RemoteError
+from ..remote_keys import load_api_key
 from .history_db import HistoryDB, Message, write_error_text
 from .model_loader import ModelLoader
 from .reply_recorder import ReplyRecorder
@@ -90,6 +97,9 @@ class ReplyController(QObject):
 
     Attributes:
         unsaved: recorders of replies that ended while the database refused them (retried by ``retry_unsaved``).
+        remote_specchat: per remote base URL, whether it is a SpecChat server (found by the window with
+            ``RemoteBackend.list_models``): its replies then request the decoding mode and report acceptance.
+        remote_read_timeout_s: how long a remote server may stay silent before its reply is given up.
     """
 
     started = Signal(object)
@@ -119,6 +129,8 @@ class ReplyController(QObject):
         self._settings = settings
         self.active: ActiveReply | None = None
         self.unsaved: list[ReplyRecorder] = []
+        self.remote_specchat: dict[str, bool] = {}
+        self.remote_read_timeout_s = READ_TIMEOUT_S
         self._reported_save_error: str | None = None
 
     # --- requests ---------------------------------------------------------------------------------
@@ -186,7 +198,10 @@ class ReplyController(QObject):
         seed = settings.generation.sampling.seed
         if compare and seed is None:
             seed = random.randrange(2**31)  # both runs use the same seed
-        extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
+        if settings.use_remote:
+            extra = {"model": settings.remote_target().describe(), "seed": seed}
+        else:
+            extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
         extra["target_model"] = settings.target_name  # the store name: each conversation remembers its model
         message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming")
         recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
@@ -220,6 +235,15 @@ class ReplyController(QObject):
 
     # --- generating -------------------------------------------------------------------------------
 
+    def remote_backend(self, settings: AppSettings) -> RemoteBackend | None:
+        """The backend of the remote target ``settings`` choose (its key from ``app.remote_keys``), or None for the
+        local model."""
+        if not settings.use_remote:
+            return None
+        target = settings.remote_target(load_api_key(settings.remote_url))
+        specchat = self.remote_specchat.get(target.root, False)
+        return RemoteBackend(target, read_timeout_s=self.remote_read_timeout_s, specchat=specchat)
+
     def _history(self, conversation_id: int, exclude: int) -> list[dict]:
         """Messages to send to the model: everything before the new reply, minus empty and unreadable ones."""
         return [
@@ -237,10 +261,12 @@ class ReplyController(QObject):
         else:
             runs = [settings.generation.decoding]
         state, error_text, setting = "complete", None, ""
+        remote = self.remote_backend(settings)
         try:
-            if not self.models.is_ready_for(settings):
+            if remote is None and not self.models.is_ready_for(settings):
                 self._update_live(active, "Waiting for the model to load…")
-            await self.models.wait()
+            if remote is None:
+                await self.models.wait()
             for index, decoding in enumerate(runs):
                 if active.cancel.is_set():
                     break
@@ -255,7 +281,7 @@ class ReplyController(QObject):
                     fresh_cache=active.compare,
                 )
                 try:
-                    async for events in self.worker.generate(request, active.cancel):
+                    async for events in (remote or self.worker).generate(request, active.cancel):
                         if active.closed:
                             return
                         recorder.add(events)
@@ -265,9 +291,11 @@ class ReplyController(QObject):
                 finally:
                     self.run_finished.emit()
             if active.compare and not active.cancel.is_set():
-                await self._explain_compare(active, request, settings)
+                await self._explain_compare(active, request, settings, remote is not None)
             if active.cancel.is_set():
                 state = "stopped"
+        except RemoteError as error:  # after text arrived, the partial reply is kept like a stopped one
+            state, error_text = ("stopped" if recorder.has_text else "error"), str(error)
         except GENERATION_ERRORS as error:
             state, error_text = "error", str(error)
             setting = error.field if isinstance(error, SettingError) else ""
@@ -280,13 +308,19 @@ class ReplyController(QObject):
             if not active.closed:
                 self._ended(active, state, error_text, setting)
 
-    async def _explain_compare(self, active: ActiveReply, request: GenerationRequest, settings: AppSettings) -> None:
-        """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie."""
+    async def _explain_compare(
+        self, active: ActiveReply, request: GenerationRequest, settings: AppSettings, remote: bool
+    ) -> None:
+        """Say why a comparison's texts differ: by design when sampling, else where and whether it is a near-tie
+        (not on a remote server: that needs the model here)."""
         recorder = active.recorder
         if settings.generation.sampling.temperature > 0:  # the compare measures speed only, identical texts or not
             recorder.set_difference(None, sampled=True)
             return
         if recorder.compare_data.get("identical") is not False:
+            return
+        if remote:
+            recorder.set_difference(None, sampled=False)
             return
         self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
         difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)

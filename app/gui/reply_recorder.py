@@ -140,7 +140,10 @@ class ReplyRecorder:
             ar = self.compare_data["ar"]
             if ar.get("tokens_per_s"):
                 self.compare_data["speedup"] = round(stats["tokens_per_s"] / ar["tokens_per_s"], 3)
-            self.compare_data["identical"] = self.ar_token_ids == self.spec_token_ids
+            if self.ar_token_ids or self.spec_token_ids:
+                self.compare_data["identical"] = self.ar_token_ids == self.spec_token_ids
+            else:  # a remote server sends text, not token ids
+                self.compare_data["identical"] = self._ar_text == self.text
         self._dirty = True
 
     def set_difference(self, first_difference: dict | None, sampled: bool) -> None:
