@@ -22,6 +22,12 @@ class ComposerEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
+COMPARE_TIP = (
+    "Run this message autoregressively, then speculatively, with the same settings and seed, "
+    "and show both replies side by side (Ctrl+Shift+Enter)"
+)
+
+
 class Composer(QFrame):
     """Where the user writes.
 
@@ -40,6 +46,7 @@ class Composer(QFrame):
         self.setObjectName("composer")
         self._generating = False
         self._blocked: str | None = None
+        self._compare_off: str | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 8, 16, 10)
         layout.setSpacing(6)
@@ -64,10 +71,7 @@ class Composer(QFrame):
         self.send_button.setToolTip("Send the message (Enter)")
         self.send_button.clicked.connect(self.submit)
         self.compare_button = QPushButton("Compare")
-        self.compare_button.setToolTip(
-            "Run this message autoregressively, then speculatively, with the same settings and seed, "
-            "and show both replies side by side (Ctrl+Shift+Enter)"
-        )
+        self.compare_button.setToolTip(COMPARE_TIP)
         self.compare_button.clicked.connect(self.submit_compare)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the reply, keeping what was generated (Esc)")
@@ -99,8 +103,16 @@ class Composer(QFrame):
 
     def submit_compare(self) -> None:
         """Send the text as a comparison if allowed."""
-        if self._check():
+        if self._compare_off:
+            self.show_error(self._compare_off)
+        elif self._check():
             self.compare_requested.emit(self.text())
+
+    def set_compare_unavailable(self, reason: str | None) -> None:
+        """Turn Compare off, saying why in its tooltip (e.g. a remote server that offers one mode), or on (None)."""
+        self._compare_off = reason
+        self.compare_button.setToolTip(reason or COMPARE_TIP)
+        self._update_buttons()
 
     def _check(self) -> bool:
         if self._generating:
@@ -154,5 +166,5 @@ class Composer(QFrame):
     def _update_buttons(self) -> None:
         can_send = not self._generating and not self._blocked
         self.send_button.setEnabled(can_send)
-        self.compare_button.setEnabled(can_send)
+        self.compare_button.setEnabled(can_send and not self._compare_off)
         self.stop_button.setEnabled(self._generating)
