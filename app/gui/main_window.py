@@ -18,6 +18,10 @@ Rules:
   model's copies); the draft list offers the installed models with the target's tokenizer; both follow the
   store (Models > Refresh, the Models dialog, a fetch). A conversation last answered with another model, and a
   draft model that made a reply slower than plain decoding, are said in a notice above the chat.
+- A remote OpenAI-compatible server is a target too (the picker's "Remote server (OpenAI-compatible)…" opens
+  :mod:`~app.gui.widgets.remote_dialog`; ``AppSettings.use_remote``): replies stream from it, the local model stays
+  loaded for switching back, and Compare is off (the button says why) unless the server is SpecChat's, which
+  offers both modes.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from inference.settings import Decoding
 
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
+from ..remote_backend import RemoteError
+from ..remote_keys import load_api_key, save_api_key
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
 from .model_loader import ModelLoader
@@ -208,6 +214,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
         self.model_picker = ModelPicker()
         self.model_picker.chosen.connect(self.choose_target)
+        self.model_picker.remote_chosen.connect(self.choose_remote)
+        self.model_picker.remote_requested.connect(lambda: self.tasks.spawn(self.remote_dialog()))
         toolbar = self.addToolBar("Model")
         toolbar.setObjectName("modelToolbar")
         toolbar.setMovable(False)
@@ -407,6 +415,9 @@ class MainWindow(QMainWindow):
                 message_box(self, QMessageBox.Icon.Warning, "SpecChat: chat history", notice, object_name="historyNotice")
             )
         self.models.load()
+        if self.settings.use_remote:
+            self._update_compare()
+            self.tasks.spawn(self.detect_remote())
 
     # --- model ------------------------------------------------------------------------------------
 
@@ -441,6 +452,8 @@ class MainWindow(QMainWindow):
         target's tokenizer (a draft-model decoding whose draft no longer fits gets the first that does)."""
         models = _installed_models()
         settings = self.settings
+        remote = settings.remote_target().describe() if settings.remote_model else None
+        self.model_picker.set_remote(remote, settings.use_remote)
         self.model_picker.set_models(models, settings.target_model, settings.bits)
         self.model_picker.set_device(settings.target_device)
         drafts = compatible_drafts(self._target_manifest(models), models)
@@ -468,7 +481,63 @@ class MainWindow(QMainWindow):
     def choose_target(self, target_model: str, bits: int) -> None:
         """Chat with this target from the next reply on (loaded in the background; ``target_model`` "" = the
         default model at ``bits``)."""
-        self._choose_settings(replace(self.settings, target_model=target_model, bits=bits))
+        self._choose_settings(replace(self.settings, target_model=target_model, bits=bits, use_remote=False))
+
+    def choose_remote(self) -> None:
+        """Chat with the remote server configured (``remote_url``, ``remote_model``) from the next reply on."""
+        if self.settings.remote_model:
+            self._choose_settings(replace(self.settings, use_remote=True))
+            self.tasks.spawn(self.detect_remote())
+
+    async def remote_dialog(self) -> bool:
+        """Ask for a remote server (base URL, API key, model) and chat with it; True when one was chosen (its key
+        is stored by ``app.remote_keys``, never in the settings file)."""
+        from .widgets.remote_dialog import ask_remote_server
+
+        settings = self.settings
+        key = load_api_key(settings.remote_url) if settings.remote_url else ""
+        choice = await ask_remote_server(self, self.tasks.spawn, settings.remote_url, settings.remote_model, key)
+        if choice is None:
+            self.model_picker.select(self.settings.target_model, self.settings.bits)
+            return False
+        try:
+            save_api_key(choice.base_url, choice.api_key)
+        except OSError as error:
+            self.statusBar().showMessage(f"Could not store the API key ({error}): it is used this session only", 15000)
+        if choice.specchat is not None:
+            self.replies.remote_specchat[choice.base_url] = choice.specchat
+        self._choose_settings(replace(settings, remote_url=choice.base_url, remote_model=choice.model, use_remote=True))
+        self.refresh_models()
+        self._update_compare()
+        if choice.specchat is None:
+            self.tasks.spawn(self.detect_remote())
+        self.statusBar().showMessage(f"Replies now come from {self.settings.target_name}", 10000)
+        return True
+
+    async def detect_remote(self) -> None:
+        """Ask the remote server chosen for its models, to learn whether it is SpecChat's (Compare follows)."""
+        backend = self.replies.remote_backend(self.settings)
+        if backend is None:
+            return
+        try:
+            await backend.list_models()
+        except RemoteError as error:
+            self.statusBar().showMessage(f"Remote server: {error}", 15000)
+            return
+        self.replies.remote_specchat[backend.target.root] = backend.specchat
+        self._update_compare()
+
+    def _update_compare(self) -> None:
+        """Compare is off on a remote server that does not offer both decoding modes (the button says why)."""
+        settings = self.settings
+        reason = None
+        if settings.use_remote and not self.replies.remote_specchat.get(settings.remote_target().root, False):
+            reason = (
+                f"Compare needs a server that offers autoregressive and speculative decoding (SpecChat's does); "
+                f"{settings.remote_target().host} does not say it does"
+            )
+        self.composer.set_compare_unavailable(reason)
+        self.compare_action.setEnabled(reason is None)
 
     def _choose_settings(self, settings: AppSettings) -> None:
         """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
@@ -670,7 +739,14 @@ class MainWindow(QMainWindow):
         """The settings pane's settings changed; the target model is the picker's (a new bit-width in the pane
         chooses the default model at that bit-width)."""
         previous = self.settings
-        self.settings = replace(settings, target_model="" if settings.bits != previous.bits else previous.target_model)
+        new_bits = settings.bits != previous.bits
+        self.settings = replace(
+            settings,
+            target_model="" if new_bits else previous.target_model,
+            remote_url=previous.remote_url,
+            remote_model=previous.remote_model,
+            use_remote=previous.use_remote and not new_bits,
+        )
         self._settings_applied(previous)
 
     def _settings_applied(self, previous: AppSettings) -> None:
@@ -682,6 +758,8 @@ class MainWindow(QMainWindow):
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
             self.refresh_models()
             self._check_conversation_model()
+        if settings.use_remote != previous.use_remote:
+            self._update_compare()
 
     def _save_settings(self) -> None:
         try:
@@ -804,7 +882,7 @@ class MainWindow(QMainWindow):
 
     def _reply_finished(self, final: Message | None) -> None:
         if final is not None:
-            if final.state == "error":
+            if final.state == "error" or final.stats.get("error"):  # (a remote reply cut mid-way is kept, stopped)
                 self.composer.show_error(f"The reply stopped with an error: {final.stats.get('error')}")
             if self.chat_view.conversation_id == final.conversation_id:
                 self.chat_view.update_message(final)

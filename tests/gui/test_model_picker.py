@@ -54,6 +54,8 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     picker = window.model_picker.combo
     assert picker.objectName() == "modelPicker" and window.choose_model_action.shortcut().toString() == "Ctrl+L"
     texts = _texts(picker)
+    assert texts[-1] == "Remote server (OpenAI-compatible)…"  # opens the remote-server dialog
+    texts = texts[:-1]
     assert len(texts) == 6 and len(set(texts)) == 6, texts  # the default model at 4/8/16 bits, three tiny models
     assert texts[0].startswith("SmolLM2-135M-Instruct · 4-bit") and texts[0].endswith("not built yet")
     assert any(text.startswith("tiny-other · ") and " MiB" in text for text in texts)

@@ -5,6 +5,10 @@ An entry is a choice ``(target_model, bits)`` as :class:`~app.gui.settings_store
 default model's copies are ``("", bits)`` (a copy not built yet is listed too, and prepared when chosen, as the
 bit-width setting does), any other model ``(its store name, bits unchanged)``. Choosing an entry emits
 :attr:`ModelPicker.chosen`; showing the current settings (:meth:`ModelPicker.select`) emits nothing.
+
+Last come the remote server last configured (choosing it emits ``remote_chosen``) and "Remote server
+(OpenAI-compatible)…", which emits ``remote_requested`` (the window opens its dialog) and leaves the current entry
+shown.
 """
 
 from __future__ import annotations
@@ -25,17 +29,23 @@ class ModelPicker(QWidget):
 
     Signals:
         chosen(target_model, bits): the user chose an entry (``target_model`` "" = the default model at ``bits``).
+        remote_chosen(): the user chose the remote server configured; remote_requested(): the user asked for the
+            remote-server dialog.
 
     Attributes:
         combo: the combo box (object name ``modelPicker``); each item's data is its key (:func:`choice_key`).
     """
 
     chosen = Signal(str, int)
+    remote_chosen = Signal()
+    remote_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._manifests: dict[tuple[str, int], ModelManifest] = {}
         self._bits = 4
+        self._remote_label: str | None = None
+        self._remote_active = False
         self.combo = QComboBox()
         self.combo.setObjectName("modelPicker")
         self.combo.setMinimumContentsLength(34)
@@ -77,8 +87,31 @@ class ModelPicker(QWidget):
         for manifest in models:
             if manifest.store_name not in defaults:
                 self._add(labels[str(manifest.path)], (manifest.store_name, 0), manifest)
+        self._add_remote_items()
         self.combo.blockSignals(False)
         self.select(target_model, bits)
+
+    def set_remote(self, label: str | None, active: bool) -> None:
+        """Offer the remote server configured (``label``, e.g. ``model on host:8000 (remote)``; None = none) and
+        show it as the current entry when ``active``."""
+        self._remote_label, self._remote_active = label, active and bool(label)
+        self.combo.blockSignals(True)
+        for key in (REMOTE_KEY, REMOTE_DIALOG_KEY):
+            index = self.combo.findData(key)
+            if index >= 0:
+                self.combo.removeItem(index)
+        self._add_remote_items()
+        self.combo.blockSignals(False)
+        if self._remote_active:
+            self.combo.setCurrentIndex(self.combo.findData(REMOTE_KEY))
+
+    def _add_remote_items(self) -> None:
+        if self._remote_label:
+            self.combo.addItem(self._remote_label, REMOTE_KEY)
+            self.combo.setItemData(self.combo.count() - 1, "Replies come from this OpenAI-compatible server", 3)
+        self.combo.addItem("Remote server (OpenAI-compatible)…", REMOTE_DIALOG_KEY)
+        tip = "Chat with a model served elsewhere: OpenVINO Model Server, vLLM, llama-server, Ollama, specchat serve"
+        self.combo.setItemData(self.combo.count() - 1, tip, 3)  # Qt.ToolTipRole
 
     def _add(self, text: str, choice: tuple[str, int], manifest: ModelManifest) -> None:
         self._manifests[choice] = manifest
@@ -88,13 +121,19 @@ class ModelPicker(QWidget):
 
     def select(self, target_model: str, bits: int) -> None:
         """Show ``(target_model, bits)`` as the current entry (a folder outside the store, or a model no longer
-        installed, is added by its name)."""
+        installed, is added by its name; while the remote server is the target, its entry stays shown)."""
         self._bits = bits
+        if self._remote_active:
+            self.combo.blockSignals(True)
+            self.combo.setCurrentIndex(self.combo.findData(REMOTE_KEY))
+            self.combo.blockSignals(False)
+            self.flag(None)
+            return
         index = self.combo.findData(choice_key(target_model, bits))
         if index < 0 and target_model:
             what = "folder" if Path(target_model).is_dir() else "not installed"
-            self.combo.addItem(f"{Path(target_model).name} ({what})", choice_key(target_model, bits))
-            index = self.combo.count() - 1
+            index = self.combo.findData(REMOTE_KEY if self._remote_label else REMOTE_DIALOG_KEY)
+            self.combo.insertItem(index, f"{Path(target_model).name} ({what})", choice_key(target_model, bits))
         self.combo.blockSignals(True)
         self.combo.setCurrentIndex(max(index, 0))
         self.combo.blockSignals(False)
@@ -128,10 +167,22 @@ class ModelPicker(QWidget):
         return key, self._bits
 
     def _activated(self, index: int) -> None:
-        self.chosen.emit(*self.choice(index))
+        key = self.combo.itemData(index)
+        if key == REMOTE_DIALOG_KEY:
+            if self._remote_active:  # the entry shown stays the current choice until the dialog chose
+                self.combo.setCurrentIndex(self.combo.findData(REMOTE_KEY))
+            self.remote_requested.emit()
+        elif key == REMOTE_KEY:
+            self.remote_chosen.emit()
+        else:
+            self.chosen.emit(*self.choice(index))
 
 
 _DEFAULT_KEY = "default-model:"
+#: Item data of the remote server configured, and of the entry that opens the remote-server dialog (no store name or
+#: default-model key is either: store names hold no colon).
+REMOTE_KEY = "remote:server"
+REMOTE_DIALOG_KEY = "remote:dialog"
 
 
 def choice_key(target_model: str, bits: int) -> str:

@@ -1,0 +1,169 @@
+"""The "Remote server (OpenAI-compatible)" dialog of the model picker: base URL, API key, and a model chosen from the
+server's ``/models`` list (Fetch models), every error shown in the dialog.
+
+Opened window-modal and awaited (:func:`ask_remote_server`), as ``widgets.dialogs`` does it: no nested event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...remote_backend import RemoteBackend, RemoteError, RemoteTarget, check_base_url
+
+
+@dataclass(frozen=True)
+class RemoteChoice:
+    """What the dialog chose.
+
+    Attributes:
+        base_url: checked by ``check_base_url``; model: the model id; api_key: "" = none;
+        specchat: the server is SpecChat's (None when the models were not fetched).
+    """
+
+    base_url: str
+    model: str
+    api_key: str
+    specchat: bool | None
+
+
+class RemoteServerDialog(QDialog):
+    """Base URL, API key, model; OK is refused (with a message) until the URL and a model are given.
+
+    Args:
+        spawn: runs a coroutine (the window's ``TaskSet.spawn``); url / model / api_key: shown at first.
+
+    Attributes:
+        url, api_key: the line edits; models: the editable model combo box; fetch_button; error: the message line
+        (object name ``remoteError``); specchat: what the last fetch found.
+    """
+
+    def __init__(self, parent: QWidget, spawn: Callable, url: str = "", model: str = "", api_key: str = ""):
+        super().__init__(parent)
+        self.setObjectName("remoteServerDialog")
+        self.setWindowTitle("Remote server (OpenAI-compatible)")
+        self._spawn = spawn
+        self.specchat: bool | None = None
+        self.url = QLineEdit(url)
+        self.url.setPlaceholderText("http://HOST:8000/v1  (OpenVINO Model Server: http://HOST:8000/v3)")
+        self.api_key = QLineEdit(api_key)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("none")
+        self.api_key.setToolTip("Kept in the system keyring, or where there is none in a file only you can read")
+        self.models = QComboBox()
+        self.models.setEditable(True)
+        self.models.setMinimumContentsLength(28)
+        if model:
+            self.models.addItem(model)
+        self.fetch_button = QPushButton("&Fetch models")
+        self.fetch_button.clicked.connect(self._fetch_clicked)
+        row = QHBoxLayout()
+        row.addWidget(self.models, 1)
+        row.addWidget(self.fetch_button)
+        form = QFormLayout()
+        form.addRow("Base &URL", self.url)
+        form.addRow("API &key", self.api_key)
+        form.addRow("&Model", row)
+        self.error = QLabel()
+        self.error.setObjectName("remoteError")
+        self.error.setWordWrap(True)
+        self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error.setVisible(False)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.error)
+        layout.addWidget(self.buttons)
+
+    def _say(self, text: str | None) -> None:
+        self.error.setText(text or "")
+        self.error.setVisible(bool(text))
+
+    def _fetch_clicked(self) -> None:
+        self._busy(True)  # at once: a second click waits for this fetch
+        self._spawn(self.fetch_models())
+
+    def _busy(self, busy: bool) -> None:
+        self.fetch_button.setEnabled(not busy)
+        self.fetch_button.setText("Fetching…" if busy else "&Fetch models")
+
+    async def fetch_models(self) -> bool:
+        """List the server's models in the combo box (the one typed stays chosen if listed); False on an error,
+        which is shown in the dialog."""
+        self._say(None)
+        self._busy(True)
+        try:
+            url = check_base_url(self.url.text())
+            backend = RemoteBackend(RemoteTarget(url, "", self.api_key.text().strip()))
+            models = await backend.list_models()
+        except RemoteError as error:
+            self._say(str(error))
+            return False
+        finally:
+            self._busy(False)
+        if not models:
+            self._say(f"{url} lists no models: load one on the server, then Fetch models again")
+            return False
+        typed = self.models.currentText()
+        self.models.clear()
+        self.models.addItems([model.id for model in models])
+        self.models.setCurrentIndex(max(0, self.models.findText(typed)))
+        self.specchat = backend.specchat
+        return True
+
+    def choice(self) -> RemoteChoice:
+        """The values as entered.
+
+        Raises:
+            RemoteError: the base URL is not an http(s) URL.
+            ValueError: no model is chosen.
+        """
+        url = check_base_url(self.url.text())
+        model = self.models.currentText().strip()
+        if not model:
+            raise ValueError("Choose a model: press Fetch models to list the server's")
+        return RemoteChoice(url, model, self.api_key.text().strip(), self.specchat)
+
+    def _accept(self) -> None:
+        try:
+            self.choice()
+        except ValueError as error:  # RemoteError is a RuntimeError: caught below
+            self._say(str(error))
+            return
+        except RemoteError as error:
+            self._say(str(error))
+            return
+        self.accept()
+
+
+async def ask_remote_server(parent: QWidget, spawn: Callable, url: str, model: str, api_key: str) -> RemoteChoice | None:
+    """Open the dialog (window-modal) and return what was chosen, or None when it was cancelled."""
+    dialog = RemoteServerDialog(parent, spawn, url, model, api_key)
+    dialog.setWindowModality(Qt.WindowModality.WindowModal)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    future: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def done(result: int) -> None:
+        if not future.done():
+            future.set_result(dialog.choice() if result == QDialog.DialogCode.Accepted else None)
+
+    dialog.finished.connect(done)
+    dialog.open()
+    return await future

@@ -1,0 +1,158 @@
+"""A remote OpenAI-compatible server as the target, in the window: chosen through the picker's dialog (the key kept
+out of settings.json), replies streamed into the chat view, the history and the live graph, errors said and partial
+replies kept, Stop during a silent stream, Compare only on a SpecChat server, and back to the local model."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from dataclasses import replace
+
+import keyring
+import keyring.backends.fail
+import pytest
+from gui_helpers import send_and_wait
+from PySide6.QtWidgets import QDialogButtonBox
+from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteStub
+
+from app.gui.reply_format import footer_text
+from app.gui.widgets.model_picker import REMOTE_DIALOG_KEY, REMOTE_KEY
+from app.gui.widgets.remote_dialog import RemoteServerDialog
+from app.remote_keys import keys_file
+
+PARTIAL = "".join(REPLY_PIECES[:CUT_AFTER])
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with RemoteStub() as server:
+        yield server
+
+
+@pytest.fixture
+def no_user_keyring(tmp_path, monkeypatch):
+    """Keys go to the fallback file in this test's config folder, never to the user's keyring."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path / "config"))
+    previous = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    yield
+    keyring.set_keyring(previous)
+
+
+def open_dialog(qtbot, window) -> RemoteServerDialog:
+    combo = window.model_picker.combo
+    index = combo.findData(REMOTE_DIALOG_KEY)
+    assert combo.itemText(index) == "Remote server (OpenAI-compatible)…"
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+    qtbot.waitUntil(lambda: any(d.isVisible() for d in window.findChildren(RemoteServerDialog)), timeout=5000)
+    return next(d for d in window.findChildren(RemoteServerDialog) if d.isVisible())
+
+
+def fetch(qtbot, dialog) -> None:
+    dialog.fetch_button.click()
+    qtbot.waitUntil(lambda: dialog.fetch_button.isEnabled(), timeout=10_000)
+
+
+def choose_remote(window, url: str) -> None:
+    window._choose_settings(replace(window.settings, remote_url=url, remote_model=MODEL, use_remote=True))
+
+
+def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(qtbot, make_window, stub, no_user_keyring):
+    window = make_window()
+    local_name = window.settings.target_name
+    dialog = open_dialog(qtbot, window)
+    dialog.url.setText(stub.url("auth"))
+    dialog.api_key.setText("wrong-key")
+    fetch(qtbot, dialog)
+    assert dialog.error.isVisible() and "refused the API key (401)" in dialog.error.text()
+    dialog.api_key.setText(API_KEY)
+    fetch(qtbot, dialog)
+    assert not dialog.error.isVisible()
+    assert [dialog.models.itemText(i) for i in range(dialog.models.count())] == [MODEL]
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: window.settings.use_remote, timeout=5000)
+    assert (window.settings.remote_url, window.settings.remote_model) == (stub.url("auth"), MODEL)
+    host = stub.url("ok").split("/")[2]
+    label = f"{MODEL} on {host} (remote)"
+    assert window.model_picker.combo.currentText() == label and window.model_picker.combo.currentData() == REMOTE_KEY
+
+    # the key: in the fallback file, mode 600, never in settings.json
+    qtbot.waitUntil(lambda: window.store.path.exists(), timeout=5000)
+    assert json.loads(keys_file().read_text()) == {stub.url("auth"): API_KEY}
+    assert stat.S_IMODE(keys_file().stat().st_mode) == 0o600
+    assert API_KEY not in window.store.path.read_text()
+
+    # a plain OpenAI server offers one mode: Compare is off, and says why
+    assert not window.composer.compare_button.isEnabled()
+    assert window.composer.compare_button.toolTip().startswith("Compare needs a server that offers autoregressive")
+
+    final = send_and_wait(qtbot, window, "Say hello")
+    assert (final.content, final.state) == (REPLY, "complete")
+    assert final.stats["target_model"] == label and final.stats["model"] == label
+    assert final.stats["new_tokens"] == len(REPLY_PIECES) and final.stats["tokens_per_s"] > 0
+    assert footer_text(final.stats, final.state).endswith(f"{len(REPLY_PIECES)} tokens · {label}")
+    assert stub.requests[-1][2] == f"Bearer {API_KEY}"
+    saved = window.db.messages(final.conversation_id)
+    assert [(m.role, m.content, m.state) for m in saved] == [("user", "Say hello", "complete"), ("assistant", REPLY, "complete")]
+    assert window.chat_view.widget(final.id).message.content == REPLY
+    series = window.live_graph.series[-1]
+    assert len(series.steps) == len(REPLY_PIECES) and series.rate and series.rate[-1][1] > 0  # client-side tokens/s
+
+    # back to the local model: it answers again, and the footer names it
+    window.choose_target("", window.settings.bits)
+    assert not window.settings.use_remote and window.composer.compare_button.isEnabled()
+    final = send_and_wait(qtbot, window, "Say hello again")
+    assert final.state == "complete" and final.content and final.stats["target_model"] == local_name
+
+
+def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_window, stub, no_user_keyring):
+    window = make_window()
+    choose_remote(window, stub.url("cut"))
+    final = send_and_wait(qtbot, window, "Tell me")
+    cut = "The server closed the stream before the reply ended (the partial reply was kept): Regenerate to try again"
+    assert (final.content, final.state, final.stats["error"]) == (PARTIAL, "stopped", cut)
+    assert window.composer.error_text == f"The reply stopped with an error: {cut}"
+    saved = window.db.messages(final.conversation_id)[-1]
+    assert (saved.content, saved.state, saved.stats["stop_reason"]) == (PARTIAL, "stopped", "interrupted")
+    assert footer_text(saved.stats, saved.state).startswith("Stopped · ")
+
+    # refused before any text: the user message stays saved, no empty reply is left
+    choose_remote(window, stub.url("busy"))
+    conversation = final.conversation_id
+    assert send_and_wait(qtbot, window, "Again?") is None
+    host = stub.url("ok").split("/")[2]
+    assert window.composer.error_text == (
+        f"Could not generate a reply: {host} is busy (429: too many requests) (the server said: queue full): retry in 7 s"
+    )
+    assert [(m.role, m.content) for m in window.db.messages(conversation)][-1] == ("user", "Again?")
+
+
+def test_stop_during_a_silent_remote_stream_ends_the_reply_at_once(qtbot, make_window, stub, no_user_keyring):
+    window = make_window()
+    choose_remote(window, stub.url("silent"))
+    window.composer.set_text("Wait for it")
+    window.composer.submit()
+    qtbot.waitUntil(lambda: window.active is not None and window.active.recorder.text == PARTIAL, timeout=10_000)
+    with qtbot.waitSignal(window.generation_finished, timeout=5000) as blocker:
+        started = time.perf_counter()
+        window.stop()
+    assert time.perf_counter() - started < 1.0
+    final = blocker.args[0]
+    assert (final.content, final.state, final.stats["stop_reason"]) == (PARTIAL, "stopped", "cancelled")
+
+
+def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, stub, no_user_keyring):
+    window = make_window()
+    choose_remote(window, stub.url("specchat"))
+    window.choose_remote()  # asks the server for its models: it is SpecChat's
+    qtbot.waitUntil(lambda: window.composer.compare_button.isEnabled(), timeout=10_000)
+    final = send_and_wait(qtbot, window, "Compare this", compare=True)
+    compare = final.stats["compare"]
+    assert final.state == "complete" and final.content == REPLY
+    assert (compare["ar"]["mode"], compare["spec"]["mode"], compare["spec"]["acceptance_rate"]) == ("ar", "spec", 0.75)
+    assert compare["identical"] is True and compare["speedup"] is not None
+    modes = [body["specchat"]["mode"] for _, body, _ in stub.requests[-2:]]
+    assert modes == ["ar", "spec_lookup"]
+    assert final.draft_spans  # the SpecChat server's from_draft pieces are highlighted
