@@ -10,8 +10,9 @@ Rules:
   final :class:`~inference.events.Finished` carries TTFT and decode tokens/s measured here, token counts from
   ``usage`` when the server sends it, and, from a SpecChat server, its ``specchat`` extension (drafted, accepted,
   discarded tokens, rolls, mode), so that the acceptance graph works too.
-- From SpecChat's server, a ``specchat`` object in a chunk may also say ``from_draft`` (its delta came from accepted
-  drafts: the draft highlighting) and running ``drafted`` / ``accepted`` counts (a StepStats carries the increase).
+- From SpecChat's server, a ``specchat`` object in a content chunk says ``from_draft`` (its delta came from accepted
+  drafts: the draft highlighting) and lists the decode ``steps`` that ended there (each a StepStats with its drafted
+  and accepted tokens: the acceptance curve).
 - Stop works at all times: the cancel event is polled every :data:`CANCEL_POLL_S` while waiting for the server,
   also while it sends nothing.
 - Every failure is a :class:`RemoteError` whose one-line message says what happened and what to do. One raised after
@@ -282,7 +283,10 @@ class RemoteBackend:
             if clock.generated:
                 yield [Finished(clock.stats(request, extension, usage, "interrupted"))]
             raise cut
-        yield [Finished(clock.stats(request, extension, usage, _FINISH_REASONS.get(finish_reason or "", "eos")))]
+        stop_reason = extension.get("stop_reason")  # a SpecChat server's own (stop_string, eos...)
+        if not isinstance(stop_reason, str) or not stop_reason:
+            stop_reason = _FINISH_REASONS.get(finish_reason or "", "eos")
+        yield [Finished(clock.stats(request, extension, usage, stop_reason))]
 
 
 _CUT_TEXT = "The server closed the stream before the reply ended (the partial reply was kept): Regenerate to try again"
@@ -315,18 +319,27 @@ class _ReplyClock:
         return [TextDelta(text, -1, from_draft), step]
 
     def drafts(self, extension: dict) -> list[Event]:
-        """A StepStats with the drafted and accepted tokens the ``specchat`` extension counts beyond those already
-        reported (none when it counts no more), so that the live graph's acceptance curve follows the server's."""
-        drafted, accepted = _int(extension.get("drafted"), self.drafted), _int(extension.get("accepted"), self.accepted)
-        if drafted <= self.drafted:
-            return []
-        step = StepStats(
-            drafted=drafted - self.drafted, accepted=accepted - self.accepted, emitted=0, draft_ms=0.0, verify_ms=0.0,
-            step_ms=0.0, k=_int(extension.get("k"), 0), cache_len=0, n_ctx=self.n_ctx,
-            elapsed_s=self.last - self.start, generated=self.generated,
-        )  # fmt: skip
-        self.drafted, self.accepted = drafted, accepted
-        return [step]
+        """StepStats for the drafting a chunk's ``specchat`` extension reports, so that the live graph's acceptance
+        curve follows the server's: one per entry of its ``steps`` (``{drafted, accepted, emitted, k}``, as
+        ``specchat serve`` sends them), else one with the increase of its running ``drafted`` / ``accepted`` totals
+        beyond those already reported (none when there is no increase)."""
+        steps = extension.get("steps")
+        if isinstance(steps, list):
+            counts = [(_int(s.get("drafted"), 0), _int(s.get("accepted"), 0), _int(s.get("k"), 0)) for s in steps if isinstance(s, dict)]
+        else:
+            drafted = _int(extension.get("drafted"), self.drafted) - self.drafted
+            counts = [(drafted, _int(extension.get("accepted"), self.accepted) - self.accepted, _int(extension.get("k"), 0))]
+        events: list[Event] = []
+        for drafted, accepted, k in counts:
+            if drafted <= 0:
+                continue
+            events.append(StepStats(
+                drafted=drafted, accepted=accepted, emitted=0, draft_ms=0.0, verify_ms=0.0, step_ms=0.0, k=k,
+                cache_len=0, n_ctx=self.n_ctx, elapsed_s=self.last - self.start, generated=self.generated,
+            ))  # fmt: skip
+            self.drafted += drafted
+            self.accepted += accepted
+        return events
 
     def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
         decoding = request.settings.decoding

@@ -5,9 +5,10 @@
 server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and ``[DONE]``; a model other than
 :data:`MODEL` gets 404. The behaviours:
 
-- ``ok``: as above; ``specchat``: as above, each piece says ``from_draft`` (the odd ones), and its models and
-  last chunk carry the ``specchat`` extension
-  (:data:`SPECCHAT_STATS`, or with :data:`AR_STATS` when the request's extension asks for mode ``ar``);
+- ``ok``: as above; ``specchat``: as above, its models and last chunk carry the ``specchat`` extension
+  (:data:`SPECCHAT_STATS`, or with :data:`AR_STATS` when the request asks for mode ``ar``), and for a speculative
+  mode each piece says ``from_draft`` (the odd ones) and pieces 3 and 7 end a decode step of 4 drafts, 3 accepted
+  (as ``specchat serve`` streams);
 - ``auth``: 401 unless ``Authorization: Bearer`` :data:`API_KEY`;
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
@@ -116,8 +117,11 @@ class RemoteStub:
                 pieces = REPLY_PIECES[:CUT_AFTER] if behaviour in ("cut", "silent") else REPLY_PIECES
                 for index, piece in enumerate(pieces):
                     chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-                    if behaviour == "specchat":  # odd pieces "came from accepted drafts"
+                    spec = behaviour == "specchat" and (body.get("specchat") or {}).get("mode", "ar") != "ar"
+                    if spec:  # odd pieces "came from accepted drafts"; a step of 4 drafts ends at pieces 3 and 7
                         chunk["specchat"] = {"from_draft": index % 2 == 1}
+                        if index in (3, 7):
+                            chunk["specchat"]["steps"] = [{"drafted": 4, "accepted": 3, "emitted": 4, "k": 4}]
                     self._event(chunk)
                     time.sleep(PIECE_DELAY_S)
                 if behaviour == "cut":

@@ -99,8 +99,8 @@ def test_a_specchat_server_gets_the_mode_and_fills_the_acceptance_statistics(stu
     assert error is None and text_of(events) == REPLY
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert [d.from_draft for d in deltas] == [i % 2 == 1 for i in range(len(REPLY_PIECES))]  # the draft highlighting
-    drafting = [(s.drafted, s.accepted, s.emitted) for s in events if isinstance(s, StepStats) and s.drafted]
-    assert drafting == [(8, 6, 0)]  # the acceptance graph's point
+    drafting = [(s.drafted, s.accepted, s.k, s.generated) for s in events if isinstance(s, StepStats) and s.drafted]
+    assert drafting == [(4, 3, 4, 4), (4, 3, 4, 8)]  # the acceptance graph's points; the totals (8, 6) add none
     stats = finished(events)
     assert (stats.mode, stats.drafter, stats.drafted, stats.accepted) == ("spec", "lookup", 8, 6)
     assert stats.acceptance_rate == SPECCHAT_STATS["acceptance_rate"]
