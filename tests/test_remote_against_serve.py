@@ -1,0 +1,88 @@
+"""The remote backend against SpecChat's own server, ``specchat serve`` in a subprocess on 127.0.0.1 with the default
+model: it is recognised as SpecChat's, both modes answer with their statistics, and a wrong key is said."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from app.inference_worker import GenerationRequest
+from app.remote_backend import RemoteBackend, RemoteError, RemoteTarget
+from inference.events import Finished, StepStats, TextDelta
+from inference.settings import Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("app.cli.serve") is None, reason="specchat serve is not on this branch yet (issue 15)"
+)
+KEY = "remote-test-key"
+PROMPT = [{"role": "user", "content": "Repeat exactly: the cat sat on the mat, the cat sat on the mat."}]
+
+
+@pytest.fixture(scope="module")
+def server(int4_dir):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "app", "serve", "--port", str(port), "--api-key", KEY]
+    process = subprocess.Popen(command, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail(f"specchat serve did not start: {process.communicate()[0][-2000:]}")
+    yield f"{url}/v1"
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def reply(backend: RemoteBackend, decoding: Decoding) -> list:
+    settings = GenerationSettings(
+        decoding=decoding, sampling=SamplingSettings(max_new_tokens=24), speculative=SpeculativeSettings(k=4)
+    )
+    events: list = []
+
+    async def run():
+        async for batch in backend.generate(GenerationRequest(PROMPT, "", settings), threading.Event()):
+            events.extend(batch)
+
+    asyncio.run(run())
+    return events
+
+
+def test_the_backend_talks_to_specchat_serve_in_both_modes(server):
+    backend = RemoteBackend(RemoteTarget(server, api_key=KEY))
+    models = asyncio.run(backend.list_models())
+    assert models and backend.specchat is True
+    backend = RemoteBackend(RemoteTarget(server, models[0].id, KEY), specchat=True)
+    for decoding, mode in ((Decoding.AUTOREGRESSIVE, "ar"), (Decoding.PROMPT_LOOKUP, "spec")):
+        events = reply(backend, decoding)
+        stats = events[-1].stats
+        assert isinstance(events[-1], Finished) and stats.mode == mode
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert text and text == stats.text and 0 < stats.new_tokens <= 24
+        assert stats.ttft_ms > 0 and stats.prompt_tokens > 0
+        drafted = sum(e.drafted for e in events if isinstance(e, StepStats))
+        assert drafted == stats.drafted and stats.accepted <= stats.drafted  # the acceptance curve sums to the totals
+        if mode == "ar":
+            assert stats.drafted == 0 and not any(e.from_draft for e in events if isinstance(e, TextDelta))
+
+
+def test_a_wrong_key_is_said(server):
+    with pytest.raises(RemoteError, match=r"refused the API key \(401\)") as error:
+        asyncio.run(RemoteBackend(RemoteTarget(server, api_key="wrong")).list_models())
+    assert error.value.status == 401
