@@ -150,7 +150,9 @@ class RemoteBackend:
     ):
         self.target = target
         self.read_timeout_s = read_timeout_s
-        self.timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=connect_timeout_s)
+        self.timeout = httpx.Timeout(
+            connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=connect_timeout_s
+        )
         self.specchat = bool(specchat)
 
     def _headers(self) -> dict[str, str]:
@@ -236,7 +238,10 @@ class RemoteBackend:
         done = False
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
-                send = client.send(client.build_request("POST", url, json=self.request_body(request), headers=self._headers()), stream=True)
+                send = client.send(
+                    client.build_request("POST", url, json=self.request_body(request), headers=self._headers()),
+                    stream=True,
+                )
                 response = await _or_cancel(send, cancel)
                 try:
                     if response.status_code != 200:
@@ -256,7 +261,9 @@ class RemoteBackend:
                             break
                         chunk = _parse_chunk(data, url)
                         if isinstance(chunk.get("error"), dict | str):
-                            raise RemoteError(f"The server stopped the reply with an error: {_error_text(chunk['error'])}")
+                            raise RemoteError(
+                                f"The server stopped the reply with an error: {_error_text(chunk['error'])}"
+                            )
                         usage = chunk.get("usage") or usage
                         chunk_extension = chunk.get("specchat") if isinstance(chunk.get("specchat"), dict) else {}
                         extension = {**extension, **chunk_extension}
@@ -325,10 +332,16 @@ class _ReplyClock:
         beyond those already reported (none when there is no increase)."""
         steps = extension.get("steps")
         if isinstance(steps, list):
-            counts = [(_int(s.get("drafted"), 0), _int(s.get("accepted"), 0), _int(s.get("k"), 0)) for s in steps if isinstance(s, dict)]
+            counts = [
+                (_int(s.get("drafted"), 0), _int(s.get("accepted"), 0), _int(s.get("k"), 0))
+                for s in steps
+                if isinstance(s, dict)
+            ]
         else:
             drafted = _int(extension.get("drafted"), self.drafted) - self.drafted
-            counts = [(drafted, _int(extension.get("accepted"), self.accepted) - self.accepted, _int(extension.get("k"), 0))]
+            counts = [
+                (drafted, _int(extension.get("accepted"), self.accepted) - self.accepted, _int(extension.get("k"), 0))
+            ]
         events: list[Event] = []
         for drafted, accepted, k in counts:
             if drafted <= 0:
@@ -427,13 +440,14 @@ def _status_error(status: int, text: str, headers: httpx.Headers, target: Remote
     said = f" (the server said: {said})" if said else ""
     if status in (401, 403):
         message = (
-            f"{target.host} refused the API key ({status}){said}: enter the right key in Models > Remote server"
+            f"{target.host} refused the API key ({status}){said}: enter the right key under the model picker's "
+            "Remote server… (Ctrl+L)"
         )
     elif status == 404:
         message = (
-            f"{target.host} has no model {target.model!r} or no such API route ({status} for {url}){said}: choose a model "
-            "with Fetch models in Models > Remote server, and check the base URL (usually …/v1; OpenVINO Model "
-            "Server: …/v3)"
+            f"{target.host} has no model {target.model!r} or no such API route ({status} for {url}){said}: "
+            "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L), and check the base "
+            "URL (usually …/v1; OpenVINO Model Server: …/v3)"
         )
     elif status == 429:
         after = headers.get("retry-after", "").strip()
@@ -446,7 +460,9 @@ def _status_error(status: int, text: str, headers: httpx.Headers, target: Remote
     return RemoteError(message, status)
 
 
-def _transport_error(error: httpx.HTTPError, target: RemoteTarget, url: str, read_timeout_s: float, partial: bool) -> RemoteError:
+def _transport_error(
+    error: httpx.HTTPError, target: RemoteTarget, url: str, read_timeout_s: float, partial: bool
+) -> RemoteError:
     """The RemoteError of a connection, TLS, time-out or stream failure (``partial``: text had arrived)."""
     kept = " (the partial reply was kept)" if partial else ""
     causes = _causes(error)
@@ -456,7 +472,9 @@ def _transport_error(error: httpx.HTTPError, target: RemoteTarget, url: str, rea
             "Regenerate"
         )
     if isinstance(error, httpx.TimeoutException):
-        return RemoteError(f"{target.host} did not answer in time ({type(error).__name__}): check the address and the network")
+        return RemoteError(
+            f"{target.host} did not answer in time ({type(error).__name__}): check the address and the network"
+        )
     if any(isinstance(c, ssl.SSLError) for c in causes) or "SSL" in str(error) or "certificate" in str(error).lower():
         return RemoteError(
             f"TLS error with {target.host} ({_first_line(error)}): check the server's certificate, or use http:// if "
@@ -465,17 +483,28 @@ def _transport_error(error: httpx.HTTPError, target: RemoteTarget, url: str, rea
     if isinstance(error, httpx.ConnectError):
         text = str(error).lower()
         if any(isinstance(c, socket.gaierror) for c in causes) or any(
-            word in text for word in ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo")
+            word in text
+            for word in ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo")
         ):
             host = urlsplit(target.root).hostname or target.host
             return RemoteError(f"The server name {host} was not found (DNS lookup failed): check the base URL")
-        if any(isinstance(c, ConnectionRefusedError) for c in causes) or "refused" in text or _errno(causes) == errno.ECONNREFUSED:
+        if (
+            any(isinstance(c, ConnectionRefusedError) for c in causes)
+            or "refused" in text
+            or _errno(causes) == errno.ECONNREFUSED
+        ):
             return RemoteError(
                 f"{target.host} refused the connection: check that the server is running and the port is right"
             )
-        return RemoteError(f"Could not connect to {target.host} ({_first_line(error)}): check the address and the network")
+        return RemoteError(
+            f"Could not connect to {target.host} ({_first_line(error)}): check the address and the network"
+        )
     if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return RemoteError(_CUT_TEXT if partial else f"{target.host} closed the connection without an answer: check the server's log, then retry")
+        return RemoteError(
+            _CUT_TEXT
+            if partial
+            else f"{target.host} closed the connection without an answer: check the server's log, then retry"
+        )
     return RemoteError(f"The request to {url} failed ({type(error).__name__}: {_first_line(error)}){kept}")
 
 

@@ -38,7 +38,9 @@ def collect(backend: RemoteBackend, cancel: threading.Event | None = None, cance
     async def run():
         nonlocal error
         if cancel_after_s is not None:
-            asyncio.get_running_loop().call_later(cancel_after_s, lambda: (stopped.setdefault("at", time.perf_counter()), cancel.set()))
+            asyncio.get_running_loop().call_later(
+                cancel_after_s, lambda: (stopped.setdefault("at", time.perf_counter()), cancel.set())
+            )
         try:
             async for batch in backend.generate(REQUEST, cancel):
                 events.extend(batch)
@@ -76,14 +78,24 @@ def test_a_reply_streams_with_client_side_timing_and_the_servers_usage(stub):
     assert all(b.elapsed_s > a.elapsed_s for a, b in zip(steps, steps[1:]))
     stats = finished(events)
     assert (stats.mode, stats.stop_reason, stats.text) == ("ar", "eos", REPLY)
-    assert (stats.new_tokens, stats.prompt_tokens, stats.drafted, stats.acceptance_rate) == (len(REPLY_PIECES), 21, 0, None)
+    assert (stats.new_tokens, stats.prompt_tokens, stats.drafted, stats.acceptance_rate) == (
+        len(REPLY_PIECES),
+        21,
+        0,
+        None,
+    )
     assert 0 < stats.ttft_ms < 5000
     # the stub sleeps 10 ms after each piece: 8 intervals after the first token take at least 80 ms
     assert 0 < stats.decode_tokens_per_s <= (len(REPLY_PIECES) - 1) / 0.08
     path, body, auth = stub.requests[-1]
     assert path == "/ok/v1/chat/completions" and auth is None
     assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello"}]
-    assert (body["stream"], body["stream_options"], body["max_tokens"], body["seed"]) == (True, {"include_usage": True}, 32, 3)
+    assert (body["stream"], body["stream_options"], body["max_tokens"], body["seed"]) == (
+        True,
+        {"include_usage": True},
+        32,
+        3,
+    )
     assert "specchat" not in body  # only a SpecChat server gets the extension
 
 
@@ -116,8 +128,8 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_said(stub):
     events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("auth"), MODEL, "wrong")))
     assert events == [] and error.status == 401
     assert str(error) == (
-        f"{host} refused the API key (401) (the server said: Invalid API key): enter the right key in "
-        "Models > Remote server"
+        f"{host} refused the API key (401) (the server said: Invalid API key): enter the right key under "
+        "the model picker's Remote server… (Ctrl+L)"
     )
     with pytest.raises(RemoteError, match="refused the API key"):
         asyncio.run(RemoteBackend(RemoteTarget(stub.url("auth"))).list_models())
@@ -136,7 +148,7 @@ def test_refusals_are_said_with_what_to_do(stub, behaviour, model, status, text)
     assert events == [] and error.status == status
     assert text in str(error) and "\n" not in str(error)
     if status == 404:
-        assert "choose a model with Fetch models in Models > Remote server" in str(error)
+        assert "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L)" in str(error)
 
 
 def test_a_stream_cut_mid_reply_keeps_the_partial_reply_then_says_so(stub):
@@ -161,7 +173,9 @@ def test_a_server_that_stops_sending_times_out_keeping_the_partial_reply(stub):
 
 
 def test_stop_during_a_silent_stream_returns_at_once(stub):
-    events, error, stop_s = collect(RemoteBackend(RemoteTarget(stub.url("silent"), MODEL), read_timeout_s=60), cancel_after_s=0.5)
+    events, error, stop_s = collect(
+        RemoteBackend(RemoteTarget(stub.url("silent"), MODEL), read_timeout_s=60), cancel_after_s=0.5
+    )
     assert error is None and stop_s < 1.0, stop_s
     assert text_of(events) == PARTIAL
     assert finished(events).stop_reason == "cancelled"
@@ -170,7 +184,9 @@ def test_stop_during_a_silent_stream_returns_at_once(stub):
 def test_connection_refused_dns_failure_and_tls_error_are_said(stub):
     port = free_port()
     _, error, _ = collect(RemoteBackend(RemoteTarget(f"http://127.0.0.1:{port}/v1", MODEL)))
-    assert str(error) == f"127.0.0.1:{port} refused the connection: check that the server is running and the port is right"
+    assert (
+        str(error) == f"127.0.0.1:{port} refused the connection: check that the server is running and the port is right"
+    )
     _, error, _ = collect(RemoteBackend(RemoteTarget("http://specchat-test.invalid:8000/v1", MODEL)))
     assert str(error) == "The server name specchat-test.invalid was not found (DNS lookup failed): check the base URL"
     https = stub.url("ok").replace("http://", "https://")  # TLS to a plain-HTTP port
@@ -180,5 +196,7 @@ def test_connection_refused_dns_failure_and_tls_error_are_said(stub):
 
 def test_a_base_url_is_checked_and_taken_as_given():
     assert check_base_url(" http://host:8000/v3/ ") == "http://host:8000/v3"
-    with pytest.raises(RemoteError, match=r"^localhost:8000 is not a server address: enter one like http://HOST:8000/v1"):
+    with pytest.raises(
+        RemoteError, match=r"^localhost:8000 is not a server address: enter one like http://HOST:8000/v1"
+    ):
         check_base_url("localhost:8000")
