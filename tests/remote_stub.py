@@ -133,7 +133,10 @@ class RemoteStub:
                     self.close_connection = True
                     return
                 self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                last = {"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces)}}
+                last = {
+                    "choices": [],
+                    "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces)},
+                }
                 if behaviour == "specchat":
                     mode = (body.get("specchat") or {}).get("mode", "ar")
                     last["specchat"] = SPECCHAT_STATS if mode != "ar" else {**SPECCHAT_STATS, **AR_STATS}

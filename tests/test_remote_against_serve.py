@@ -33,7 +33,9 @@ def server(int4_dir):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     command = [sys.executable, "-m", "app", "serve", "--port", str(port), "--api-key", KEY]
-    process = subprocess.Popen(command, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and process.poll() is None:

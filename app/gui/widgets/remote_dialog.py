@@ -153,7 +153,9 @@ class RemoteServerDialog(QDialog):
         self.accept()
 
 
-async def ask_remote_server(parent: QWidget, spawn: Callable, url: str, model: str, api_key: str) -> RemoteChoice | None:
+async def ask_remote_server(
+    parent: QWidget, spawn: Callable, url: str, model: str, api_key: str
+) -> RemoteChoice | None:
     """Open the dialog (window-modal) and return what was chosen, or None when it was cancelled."""
     dialog = RemoteServerDialog(parent, spawn, url, model, api_key)
     dialog.setWindowModality(Qt.WindowModality.WindowModal)
