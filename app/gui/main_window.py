@@ -568,7 +568,12 @@ class MainWindow(QMainWindow):
             self.model_notice.dismiss("conversation")
             return
         choice = self.choice_for(last)
-        now = self.model_picker.label(self.settings.target_model, self.settings.bits)
+        settings = self.settings
+        now = settings.target_name if settings.use_remote else self.model_picker.label(settings.target_model, settings.bits)
+        if choice is None and settings.remote_model and last == settings.remote_target().describe():
+            text = f"This chat was answered by {last}; the model now chosen is {now}."
+            self.model_notice.show_notice("conversation", text, "Switch to the remote server", self.choose_remote)
+            return
         if choice is None:
             text = f"This chat was answered with {last}, which is no longer installed; the model now chosen is {now}."
             self.model_notice.show_notice("conversation", text)

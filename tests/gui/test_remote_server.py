@@ -59,7 +59,9 @@ def choose_remote(window, url: str) -> None:
     window._choose_settings(replace(window.settings, remote_url=url, remote_model=MODEL, use_remote=True))
 
 
-def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(qtbot, make_window, stub, no_user_keyring):
+def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
+    qtbot, make_window, stub, no_user_keyring
+):
     window = make_window()
     local_name = window.settings.target_name
     dialog = open_dialog(qtbot, window)
@@ -95,14 +97,24 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
     assert footer_text(final.stats, final.state).endswith(f"{len(REPLY_PIECES)} tokens · {label}")
     assert stub.requests[-1][2] == f"Bearer {API_KEY}"
     saved = window.db.messages(final.conversation_id)
-    assert [(m.role, m.content, m.state) for m in saved] == [("user", "Say hello", "complete"), ("assistant", REPLY, "complete")]
+    assert [(m.role, m.content, m.state) for m in saved] == [
+        ("user", "Say hello", "complete"),
+        ("assistant", REPLY, "complete"),
+    ]
     assert window.chat_view.widget(final.id).message.content == REPLY
     series = window.live_graph.series[-1]
     assert len(series.steps) == len(REPLY_PIECES) and series.rate and series.rate[-1][1] > 0  # client-side tokens/s
 
-    # back to the local model: it answers again, and the footer names it
+    # back to the local model: the notice offers the remote server again; the local model answers, and the footer
+    # names it
     window.choose_target("", window.settings.bits)
     assert not window.settings.use_remote and window.composer.compare_button.isEnabled()
+    notice = window.model_notice
+    assert notice.isVisible() and notice.text.text().startswith(f"This chat was answered by {label}; the model now")
+    assert notice.action.text() == "Switch to the remote server"
+    notice.action.click()
+    assert window.settings.use_remote and window.model_picker.combo.currentData() == REMOTE_KEY
+    window.choose_target("", window.settings.bits)
     final = send_and_wait(qtbot, window, "Say hello again")
     assert final.state == "complete" and final.content and final.stats["target_model"] == local_name
 
