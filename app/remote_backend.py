@@ -394,16 +394,19 @@ async def _or_cancel(awaitable: Awaitable[T], cancel: threading.Event) -> T:
     """Await ``awaitable``, checking ``cancel`` every CANCEL_POLL_S.
 
     Raises:
-        _Cancelled: ``cancel`` was set first (the awaitable is cancelled).
+        _Cancelled: ``cancel`` was set first (the awaitable is cancelled, as it is when the caller's task is).
     """
     task = asyncio.ensure_future(awaitable)
-    while not task.done():
-        if cancel.is_set():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            raise _Cancelled
-        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    try:
+        while not task.done():
+            if cancel.is_set():
+                raise _Cancelled
+            await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    except BaseException:  # _Cancelled, or the caller was cancelled (the window closes): no read is left behind
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
     return task.result()
 
 

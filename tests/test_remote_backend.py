@@ -181,6 +181,28 @@ def test_stop_during_a_silent_stream_returns_at_once(stub):
     assert finished(events).stop_reason == "cancelled"
 
 
+def test_cancelling_the_consumer_during_a_silent_stream_leaves_no_task_behind(stub):
+    backend = RemoteBackend(RemoteTarget(stub.url("silent"), MODEL), read_timeout_s=60)
+    texts = []
+
+    async def consume():
+        async for batch in backend.generate(REQUEST, threading.Event()):
+            texts.extend(e.text for e in batch if isinstance(e, TextDelta))
+
+    async def run():
+        task = asyncio.ensure_future(consume())
+        while "".join(texts) != PARTIAL:
+            await asyncio.sleep(0.02)
+        started = time.perf_counter()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.perf_counter() - started, asyncio.all_tasks() - {asyncio.current_task()}
+
+    seconds, left = asyncio.run(run())
+    assert seconds < 1.0 and left == set()
+
+
 def test_connection_refused_dns_failure_and_tls_error_are_said(stub):
     port = free_port()
     _, error, _ = collect(RemoteBackend(RemoteTarget(f"http://127.0.0.1:{port}/v1", MODEL)))
