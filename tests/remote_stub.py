@@ -12,7 +12,7 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``auth``: 401 unless ``Authorization: Bearer`` :data:`API_KEY`;
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
-- ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes.
+- ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing).
 
 ``stub.requests`` records ``(path, JSON body or None, Authorization header)``.
 """
@@ -94,6 +94,9 @@ class RemoteStub:
                 if route != "models":
                     return self._json(404, {"error": {"message": f"no route {self.path}"}})
                 if self._refusal(behaviour):
+                    return
+                if behaviour == "silent":  # no answer until the server closes
+                    stub._closing.wait(60)
                     return
                 entry = {"id": MODEL, "object": "model", "owned_by": "stub"}
                 if behaviour == "specchat":

@@ -119,6 +119,22 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
     assert final.state == "complete" and final.content and final.stats["target_model"] == local_name
 
 
+def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
+    window = make_window()
+    dialog = open_dialog(qtbot, window)
+    dialog.url.setText(stub.url("silent"))  # its model list never comes
+    asked = len(stub.requests)
+    dialog.fetch_button.click()
+    qtbot.waitUntil(lambda: any(path == "/silent/v1/models" for path, _, _ in stub.requests[asked:]), timeout=5000)
+    fetching = set(window.tasks._tasks)  # the fetch waits for the server now
+    started = time.perf_counter()
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
+    qtbot.waitUntil(lambda: all(task.done() for task in fetching), timeout=2000)
+    assert time.perf_counter() - started < 1.0
+    assert all(task.exception() is None for task in fetching)  # it touched no deleted widget
+    assert not window.settings.use_remote and window.model_picker.combo.currentData() != REMOTE_DIALOG_KEY
+
+
 def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     choose_remote(window, stub.url("cut"))

@@ -7,6 +7,7 @@ Opened window-modal and awaited (:func:`ask_remote_server`), as ``widgets.dialog
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from ...remote_backend import RemoteBackend, RemoteError, RemoteTarget, check_base_url
+
+#: Seconds Fetch models waits for a silent server (a reply may take longer: READ_TIMEOUT_S).
+FETCH_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class RemoteServerDialog(QDialog):
         self.setObjectName("remoteServerDialog")
         self.setWindowTitle("Remote server (OpenAI-compatible)")
         self._spawn = spawn
+        self._closed = threading.Event()  # a fetch still running when the dialog closes stops, touching nothing
+        self.finished.connect(lambda _result: self._closed.set())
         self.specchat: bool | None = None
         self.url = QLineEdit(url)
         self.url.setPlaceholderText("http://HOST:8000/v1  (OpenVINO Model Server: http://HOST:8000/v3)")
@@ -107,17 +113,24 @@ class RemoteServerDialog(QDialog):
     async def fetch_models(self) -> bool:
         """List the server's models in the combo box (the one typed stays chosen if listed); False on an error,
         which is shown in the dialog."""
+        if self._closed.is_set():  # closed before this coroutine began
+            return False
         self._say(None)
         self._busy(True)
         try:
             url = check_base_url(self.url.text())
-            backend = RemoteBackend(RemoteTarget(url, "", self.api_key.text().strip()))
-            models = await backend.list_models()
+            target = RemoteTarget(url, "", self.api_key.text().strip())
+            backend = RemoteBackend(target, connect_timeout_s=FETCH_TIMEOUT_S, read_timeout_s=FETCH_TIMEOUT_S)
+            models = await backend.list_models(self._closed)
         except RemoteError as error:
-            self._say(str(error))
+            if not self._closed.is_set():
+                self._say(str(error))
             return False
         finally:
-            self._busy(False)
+            if not self._closed.is_set():
+                self._busy(False)
+        if self._closed.is_set():
+            return False
         if not models:
             self._say(f"{url} lists no models: load one on the server, then Fetch models again")
             return False
