@@ -1,6 +1,6 @@
 """A small OpenAI-compatible server on 127.0.0.1 for the remote-backend tests, with one base URL per behaviour.
 
-``with RemoteStub() as stub: stub.url("ok")`` is ``http://127.0.0.1:PORT/ok/v1``. Every base serves
+``with RemoteStub() as stub: stub.url("ok")`` is ``http://127.0.0.1:PORT/ok/v1`` (``/v3`` is served too). Every base serves
 ``GET …/models`` (one model, :data:`MODEL`) and ``POST …/chat/completions``, streaming :data:`REPLY_PIECES` as
 server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and ``[DONE]``; a model other than
 :data:`MODEL` gets 404. The behaviours:
@@ -47,10 +47,10 @@ class RemoteStub:
         self._closing = threading.Event()
         self._server: http.server.ThreadingHTTPServer | None = None
 
-    def url(self, behaviour: str) -> str:
-        """The base URL of one behaviour."""
+    def url(self, behaviour: str, version: str = "v1") -> str:
+        """The base URL of one behaviour (``version`` v3: as OpenVINO Model Server names its API)."""
         assert behaviour in BEHAVIOURS, behaviour
-        return f"http://127.0.0.1:{self._server.server_address[1]}/{behaviour}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/{behaviour}/{version}"
 
     def __enter__(self) -> RemoteStub:
         stub = self
@@ -63,7 +63,7 @@ class RemoteStub:
 
             def _route(self) -> tuple[str, str]:
                 parts = self.path.strip("/").split("/", 2)
-                if len(parts) != 3 or parts[0] not in BEHAVIOURS or parts[1] != "v1":
+                if len(parts) != 3 or parts[0] not in BEHAVIOURS or parts[1] not in ("v1", "v3"):
                     return "", ""
                 return parts[0], parts[2]
 

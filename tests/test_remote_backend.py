@@ -216,6 +216,12 @@ def test_connection_refused_dns_failure_and_tls_error_are_said(stub):
         asyncio.run(RemoteBackend(RemoteTarget(https, MODEL)).list_models())
 
 
+def test_a_v3_base_url_is_used_as_given(stub):
+    events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("ok", "v3"), MODEL)))
+    assert error is None and text_of(events) == REPLY
+    assert stub.requests[-1][0] == "/ok/v3/chat/completions"
+
+
 def test_a_base_url_is_checked_and_taken_as_given():
     assert check_base_url(" http://host:8000/v3/ ") == "http://host:8000/v3"
     with pytest.raises(
