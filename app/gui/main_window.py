@@ -495,15 +495,18 @@ class MainWindow(QMainWindow):
         from .widgets.remote_dialog import ask_remote_server
 
         settings = self.settings
-        key = load_api_key(settings.remote_url) if settings.remote_url else ""
+        url = settings.remote_target().root
+        key = self.replies.remote_keys.get(url, load_api_key(url) if url else "")
         choice = await ask_remote_server(self, self.tasks.spawn, settings.remote_url, settings.remote_model, key)
         if choice is None:
             self.model_picker.select(self.settings.target_model, self.settings.bits)
             return False
+        self.replies.remote_keys[choice.base_url] = choice.api_key
+        unsaved = ""
         try:
             save_api_key(choice.base_url, choice.api_key)
         except OSError as error:
-            self.statusBar().showMessage(f"Could not store the API key ({error}): it is used this session only", 15000)
+            unsaved = f"Could not store the API key ({error}): it is used this session only. "
         if choice.specchat is not None:
             self.replies.remote_specchat[choice.base_url] = choice.specchat
         self._choose_settings(replace(settings, remote_url=choice.base_url, remote_model=choice.model, use_remote=True))
@@ -511,7 +514,7 @@ class MainWindow(QMainWindow):
         self._update_compare()
         if choice.specchat is None:
             self.tasks.spawn(self.detect_remote())
-        self.statusBar().showMessage(f"Replies now come from {self.settings.target_name}", 10000)
+        self.statusBar().showMessage(f"{unsaved}Replies now come from {self.settings.target_name}", 15000)
         return True
 
     async def detect_remote(self) -> None:

@@ -100,6 +100,8 @@ class ReplyController(QObject):
         remote_specchat: per remote base URL, whether it is a SpecChat server (found by the window with
             ``RemoteBackend.list_models``): its replies then request the decoding mode and report acceptance.
         remote_read_timeout_s: how long a remote server may stay silent before its reply is given up.
+        remote_keys: API keys entered this session, per base URL (used before ``app.remote_keys``' stored ones, so
+            that a key the keyring or the file refused still works until SpecChat quits).
     """
 
     started = Signal(object)
@@ -130,6 +132,7 @@ class ReplyController(QObject):
         self.active: ActiveReply | None = None
         self.unsaved: list[ReplyRecorder] = []
         self.remote_specchat: dict[str, bool] = {}
+        self.remote_keys: dict[str, str] = {}
         self.remote_read_timeout_s = READ_TIMEOUT_S
         self._reported_save_error: str | None = None
 
@@ -236,11 +239,12 @@ class ReplyController(QObject):
     # --- generating -------------------------------------------------------------------------------
 
     def remote_backend(self, settings: AppSettings) -> RemoteBackend | None:
-        """The backend of the remote target ``settings`` choose (its key from ``app.remote_keys``), or None for the
-        local model."""
+        """The backend of the remote target ``settings`` choose (its key from :attr:`remote_keys`, else from
+        ``app.remote_keys``), or None for the local model."""
         if not settings.use_remote:
             return None
-        target = settings.remote_target(load_api_key(settings.remote_url))
+        url = settings.remote_target().root
+        target = settings.remote_target(self.remote_keys[url] if url in self.remote_keys else load_api_key(url))
         specchat = self.remote_specchat.get(target.root, False)
         return RemoteBackend(target, read_timeout_s=self.remote_read_timeout_s, specchat=specchat)
 

@@ -119,6 +119,20 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
     assert final.state == "complete" and final.content and final.stats["target_model"] == local_name
 
 
+def test_a_key_that_cannot_be_stored_still_works_this_session(qtbot, make_window, stub, no_user_keyring):
+    keys_file().mkdir(parents=True)  # a folder where the key file should be: writing it fails
+    window = make_window()
+    dialog = open_dialog(qtbot, window)
+    dialog.url.setText(stub.url("auth"))
+    dialog.api_key.setText(API_KEY)
+    dialog.models.setEditText(MODEL)  # typed by hand, without Fetch models
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: window.settings.use_remote, timeout=5000)
+    assert window.statusBar().currentMessage().startswith("Could not store the API key (")
+    final = send_and_wait(qtbot, window, "Say hello")
+    assert (final.content, final.state) == (REPLY, "complete") and stub.requests[-1][2] == f"Bearer {API_KEY}"
+
+
 def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     dialog = open_dialog(qtbot, window)
