@@ -286,3 +286,16 @@ def test_a_non_loopback_bind_without_a_key_is_refused(host, tmp_path):
     )
     assert result.returncode == 2
     assert f"--host {host}" in result.stderr and "--api-key" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "serve", "--port", str(port)], cwd=REPO,
+            capture_output=True, text=True, timeout=120,
+        )
+    assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "models").exists()
