@@ -85,9 +85,13 @@ def listen(host: str, port: int) -> socket.socket:
         raise ValueError(f"--port must be in [0, 65535], got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host.strip("[]"), port), family=family)
+        sock = socket.create_server((host.strip("[]"), port), family=family)
     except OSError as error:
         raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}; choose another --port or --host") from None
+    # No Nagle delay: a stream's first chunk follows its headers at once instead of waiting for the client's
+    # delayed ACK (measured: +40 ms TTFT without it). Accepted connections inherit the option (Linux, macOS).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def url_of(sock: socket.socket) -> str:
@@ -125,7 +129,7 @@ async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_q
     from app.inference_worker import InferenceWorker
     from app.server import create_app
 
-    worker = InferenceWorker()
+    worker = InferenceWorker(nice=0)  # no window to keep responsive: the inference thread runs at normal priority
     try:
         print(f"loading {spec.describe()}...", file=sys.stderr, flush=True)
         info = await worker.load(spec)
