@@ -299,3 +299,19 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
         )
     assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--threads", "0"], "threads must be in"),
+    (["--n-ctx", "8"], "n_ctx must be in"),
+    (["--max-queue", "-1"], "--max-queue must be >= 0"),
+    (["--port", "70000"], "--port must be in [0, 65535]"),
+    (["--api-key", " "], "the API key is empty"),
+])
+def test_bad_serve_flags_are_one_line_exit_2(flags, message, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "serve", *flags], cwd=REPO,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "models").exists()
