@@ -24,9 +24,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 have() { "$PY" -c "$1" >/dev/null 2>&1; }
 
 # 1. The engine's own dependencies (the repo root is put on sys.path by bench/speed.py; no PySide6 needed).
-have "import openvino_genai, openvino_tokenizers, gguf, platformdirs" || \
+have "import openvino_genai, openvino_tokenizers, gguf, platformdirs, filelock" || \
   "${PIP[@]}" "openvino==2026.4.*" "openvino-genai==2026.4.*" "openvino-tokenizers==2026.4.*" \
-              "numpy>=1.24" "gguf>=0.17" "platformdirs>=4"
+              "numpy>=1.24" "gguf>=0.17" "platformdirs>=4" "filelock>=3.12"
 
 # 2. Measuring and plotting.
 have "import matplotlib, psutil" || "${PIP[@]}" matplotlib psutil
@@ -43,11 +43,30 @@ if ! have "import optimum.intel, transformers, nncf, accelerate; from optimum.in
 fi
 "$PY" -m pip uninstall --quiet --yes torchvision >/dev/null 2>&1 || true
 
-# 5. llama-cpp-python, compiled from source for this CPU (no CUDA, no prebuilt wheel): ~8 min on 2 cores.
-if ! have "import llama_cpp"; then
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF -DMTMD_BUILD=OFF}" \
-  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-    "${PIP[@]}" --no-binary llama-cpp-python --no-cache-dir "llama-cpp-python==0.3.*"
+# 5. llama-cpp-python, compiled from source for this CPU (no CUDA, no prebuilt wheel): ~8 min on 2 cores. The
+#    [server] extra brings llama-server (python -m llama_cpp.server) for the server benchmark.
+#    A native build may not run here: llama.cpp 0.3.x's AMX kernels segfault in the first decode on Xeons with
+#    AMX. bench/llama_smoke.py runs a 16-token completion in a child process; when it fails, llama.cpp is rebuilt
+#    with the CPU's AVX/AVX2/AVX-512 kernels named one by one and AMX off, and checked again.
+LLAMA_COMMON="-DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF -DMTMD_BUILD=OFF"
+build_llama() {
+  CMAKE_ARGS="$1 $LLAMA_COMMON" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+    "${PIP[@]}" --force-reinstall --no-binary llama-cpp-python --no-cache-dir "llama-cpp-python[server]==0.3.*"
+}
+without_amx() {
+  local flags; flags="$(grep -m1 '^flags' /proc/cpuinfo || true)"
+  local args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF"
+  case "$flags" in *avx512f*) args="$args -DGGML_AVX512=ON" ;; esac
+  case "$flags" in *avx512_vnni*) args="$args -DGGML_AVX512_VNNI=ON" ;; esac
+  echo "$args"
+}
+if ! have "import llama_cpp, llama_cpp.server"; then
+  build_llama "${CMAKE_ARGS:--DGGML_NATIVE=ON}"
+fi
+if ! "$PY" "$HERE/llama_smoke.py"; then
+  echo "bench/setup.sh: rebuilding llama.cpp without its AMX kernels" >&2
+  build_llama "$(without_amx)"
+  "$PY" "$HERE/llama_smoke.py" || { echo "bench/setup.sh: llama.cpp does not run on this CPU even without AMX" >&2; exit 1; }
 fi
 
 "$PY" - <<'PY'
