@@ -6,9 +6,10 @@ time waiting for a CPU and time blocked (see app/stall_probe.py).
 
 The numbers assume an otherwise idle machine, like any timing measurement: other processes keeping every core
 busy show up as "waiting for a CPU" in the failure message. On the 2-core CI virtual machines the same scenario's
-longest stall varies from run to run (measured 24-71 ms over ten runs of one commit, on a quiet machine, with or
-without the live graph), so a scenario that stalls runs again, up to ``ATTEMPTS`` times in all, and the best run
-must stay under ``MAX_STALL_MS``: noise rarely strikes every run, a freeze the window causes shows in each of them.
+longest stall varies from run to run (measured 24-71 ms over ten runs of one commit on a quiet machine, with or
+without the live graph; 53-128 ms while other jobs ran), so a scenario that stalls runs again, up to ``ATTEMPTS``
+times in all, and the best run must stay under ``MAX_STALL_MS``: noise rarely strikes every run, a freeze the
+window causes shows in each of them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from app.gui.settings_store import SettingsStore
 
 DRIVER = Path(__file__).with_name("stall_driver.py")
 MAX_STALL_MS = 50.0
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 def run_scenario(name: str, tmp_path: Path, data_dir: Path, settings=FAST, env_extra=None) -> dict:
