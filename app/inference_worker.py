@@ -45,6 +45,7 @@ class ModelSpec:
         draft_dir: the draft model folder, or None (autoregressive or prompt lookup only).
         draft_device: the draft's device.
         precision: the target's numeric precision (the draft runs at its device's defaults).
+        threads: CPU inference threads of both models (OpenVINO's INFERENCE_NUM_THREADS); None = all cores.
     """
 
     target_dir: Path
@@ -52,6 +53,7 @@ class ModelSpec:
     draft_dir: Path | None = None
     draft_device: str = "CPU"
     precision: PrecisionSettings = PrecisionSettings()
+    threads: int | None = None
 
     def describe(self) -> str:
         """``SmolLM2-135M-Instruct-int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU``."""
@@ -90,12 +92,15 @@ class GenerationRequest:
         settings: engine settings, the decoding choice included (already validated by the settings pane; the
             engine checks them again).
         fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
+        prompt: raw text to continue without the chat template (a server's ``/v1/completions``); when given,
+            ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
     """
 
     messages: list[dict]
     system_prompt: str
     settings: GenerationSettings
     fresh_cache: bool = False
+    prompt: str | None = None
 
 
 @dataclass
@@ -105,12 +110,14 @@ class _ModelCache:
     capacity: int = 3
     models: OrderedDict = field(default_factory=OrderedDict)
 
-    def get(self, folder: Path, device: str, precision: PrecisionSettings | None) -> tuple[LoadedModel, bool]:
-        key = (str(Path(folder).resolve()), device, precision)
+    def get(
+        self, folder: Path, device: str, precision: PrecisionSettings | None, threads: int | None = None
+    ) -> tuple[LoadedModel, bool]:
+        key = (str(Path(folder).resolve()), device, precision, threads)
         if key in self.models:
             self.models.move_to_end(key)
             return self.models[key], False
-        model = load_model(folder, device, precision)
+        model = load_model(folder, device, precision, threads)
         self.models[key] = model
         while len(self.models) > self.capacity:
             self.models.popitem(last=False)
@@ -197,10 +204,10 @@ class InferenceWorker:
             if self._spec == spec and self._engine is not None:
                 target = self._engine.target
                 return ModelInfo(spec, target.max_context, 0.0, target.precision)
-            target, _ = self._cache.get(spec.target_dir, spec.target_device, spec.precision)
+            target, _ = self._cache.get(spec.target_dir, spec.target_device, spec.precision, spec.threads)
             draft = None
             if spec.draft_dir is not None:
-                draft, _ = self._cache.get(spec.draft_dir, spec.draft_device, None)
+                draft, _ = self._cache.get(spec.draft_dir, spec.draft_device, None, spec.threads)
             engine = Engine(target, draft)
             loaded = time.perf_counter()
             warm_up(engine)
@@ -228,8 +235,11 @@ class InferenceWorker:
                 raise ValueError("no model is loaded: wait for the model to load, or fix the error shown")
             if request.fresh_cache:
                 self._engine.reset()
-            session = ChatSession(self._engine, request.system_prompt, request.messages)
-            for event in session.reply(request.settings, cancel):
+            if request.prompt is not None:
+                events = self._engine.generate(self._engine.target.encode(request.prompt), request.settings, 0, cancel)
+            else:
+                events = ChatSession(self._engine, request.system_prompt, request.messages).reply(request.settings, cancel)
+            for event in events:
                 put(event)
 
         self._cancels.add(cancel)
