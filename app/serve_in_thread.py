@@ -15,6 +15,8 @@ must be used from that loop. A server started from the window therefore runs els
   and hands each batch back with ``call_soon_threadsafe`` onto an ``asyncio.Queue`` of the server's loop (no
   polling). The worker runs jobs in order, so the window's replies and the server's requests take turns on the
   one inference thread, and a model the window reloads serves the next request.
+* **An app that can be replaced.** :class:`SwitchableApp` passes each connection to its ``current`` app, so the
+  app built for the model loaded now (its model id, its limits) replaces the previous one without a restart.
 * **Cancellation both ways.** A server task that is cancelled or leaves the stream early (a client that
   disconnects) sets ``cancel`` and cancels the coroutine on the worker's loop; a generation the window cancels
   (``InferenceWorker.cancel_all``, closing) ends the stream with its ``Finished`` event as usual.
@@ -56,18 +58,11 @@ class WorkerOnLoop:
 
     Args:
         worker: the inference worker; loop: the loop its coroutines must run on (the window's GUI loop).
-        model_id: returns the name of the model loaded now (read at every request: it follows reloads).
     """
 
-    def __init__(self, worker: InferenceWorker, loop: asyncio.AbstractEventLoop, model_id: Callable[[], str]):
+    def __init__(self, worker: InferenceWorker, loop: asyncio.AbstractEventLoop):
         self.worker = worker
         self.loop = loop
-        self._model_id = model_id
-
-    @property
-    def model_id(self) -> str:
-        """The name of the model the next request is served with."""
-        return self._model_id()
 
     async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
         """Stream the events of one reply, in batches, as :meth:`InferenceWorker.generate` does (call it on any
@@ -113,6 +108,21 @@ class WorkerOnLoop:
             if not ended:  # cancelled, or the consumer left early: stop the work on the worker's loop too
                 cancel.set()
                 future.cancel()
+
+
+class SwitchableApp:
+    """An ASGI app that hands each connection (and the lifespan) to ``current``, which may be replaced at any time:
+    a request in progress ends on the app it began on, the next one goes to the new app.
+
+    Args:
+        current: the ASGI app to start with.
+    """
+
+    def __init__(self, current: Any):
+        self.current = current
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        await self.current(scope, receive, send)
 
 
 class ServerThread:

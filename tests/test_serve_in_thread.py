@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.serve_in_thread import ServerStartError, ServerThread, WorkerOnLoop, bind_socket
+from app.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop, bind_socket
 
 
 class FakeWorker:
@@ -58,7 +58,7 @@ def worker_loop():
     loop.close()
 
 
-def tiny_app(backend: WorkerOnLoop) -> FastAPI:
+def tiny_app(backend: WorkerOnLoop, model: str = "m1") -> FastAPI:
     """``GET /generate`` streams each batch as a JSON line; a ValueError is a 400 before the stream starts."""
     app = FastAPI()
 
@@ -68,7 +68,7 @@ def tiny_app(backend: WorkerOnLoop) -> FastAPI:
         try:
             first = await anext(batches)
         except ValueError as error:
-            return JSONResponse({"error": str(error), "model": backend.model_id}, status_code=400)
+            return JSONResponse({"error": str(error), "model": model}, status_code=400)
         except StopAsyncIteration:
             first = None
 
@@ -84,7 +84,7 @@ def tiny_app(backend: WorkerOnLoop) -> FastAPI:
 
 
 def serve(worker, loop, model="m1"):
-    server = ServerThread(tiny_app(WorkerOnLoop(worker, loop, lambda: model)), "127.0.0.1", 0)
+    server = ServerThread(tiny_app(WorkerOnLoop(worker, loop), model), "127.0.0.1", 0)
     server.start()
     return server
 
@@ -158,7 +158,7 @@ def test_stopping_with_a_stream_open_ends_it_and_cancels_the_generation(worker_l
 
 
 def test_a_server_on_the_worker_loop_itself_is_refused(worker_loop):
-    backend = WorkerOnLoop(FakeWorker([["a"]]), worker_loop, lambda: "m")
+    backend = WorkerOnLoop(FakeWorker([["a"]]), worker_loop)
 
     async def on_worker_loop():
         async for _ in backend.generate(None, threading.Event()):
@@ -166,3 +166,17 @@ def test_a_server_on_the_worker_loop_itself_is_refused(worker_loop):
 
     with pytest.raises(RuntimeError, match="another loop"):
         asyncio.run_coroutine_threadsafe(on_worker_loop(), worker_loop).result(5)
+
+
+def test_a_switchable_app_serves_its_replacement_from_the_next_request_on(worker_loop):
+    backend = WorkerOnLoop(FakeWorker(["fail"]), worker_loop)
+    app = SwitchableApp(tiny_app(backend, "int4"))
+    server = ServerThread(app, "127.0.0.1", 0)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/generate"
+        assert httpx.get(url, timeout=10).json()["model"] == "int4"
+        app.current = tiny_app(backend, "int8")
+        assert httpx.get(url, timeout=10).json()["model"] == "int8"
+    finally:
+        server.stop()
