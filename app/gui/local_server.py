@@ -10,8 +10,9 @@ Rules:
   requests that leave them out (their sampling defaults are OpenAI's).
 - States: ``stopped``, ``starting``, ``serving``, ``stopping``, ``failed`` (the text says why: a port in use, a
   missing API key...). Every change is announced with ``state_changed(state, text)``.
-- Starting (binding, uvicorn's startup) and stopping (joining the server's thread) run in a daemon thread that a
-  coroutine on the GUI loop awaits (``app.background``): the GUI thread never waits for them.
+- Building the first app (the first import of ``app.server`` takes ~0.4 s), starting (binding, uvicorn's startup) and
+  stopping (joining the server's thread) run in a daemon thread that a coroutine on the GUI loop awaits
+  (``app.background``): the GUI thread never waits for them.
 - Binds 127.0.0.1; "allow other computers" binds 0.0.0.0 and, as ``specchat serve``, needs an API key.
 """
 
@@ -136,9 +137,11 @@ class LocalServer(QObject):
         return self.state == "serving"
 
     def model_changed(self) -> None:
-        """The window loaded another model (or changed the defaults): serve it from the next request on.
+        """The window loaded another model: serve it from the next request on.
 
-        A failure to build the app for it is said (state ``failed``) and the server stops.
+        The app for it is built here, on the GUI thread, so that no request is answered under the previous name
+        (~2 ms: ``app.server`` was imported, and a first app built, by :meth:`start` in the background). A failure
+        to build it is said (state ``failed``) and the server stops.
         """
         if self._app is None or self._backend is None:
             return
@@ -177,10 +180,16 @@ class LocalServer(QObject):
         host = "0.0.0.0" if allow_other_computers else "127.0.0.1"
         self._set_state("starting", f"Starting on port {port}…")
         backend = WorkerOnLoop(self.worker, asyncio.get_running_loop())
-        try:
-            app = SwitchableApp(self._app_factory(backend, api_key, self._model()))
+        model = self._model()
+
+        def build_and_start() -> tuple[SwitchableApp, ServerThread]:
+            app = SwitchableApp(self._app_factory(backend, api_key, model))
             server = ServerThread(app, host, port)
-            await run_in(self._control, server.start)
+            server.start()
+            return app, server
+
+        try:
+            app, server = await run_in(self._control, build_and_start)
         except ServerStartError as error:
             self._set_state("failed", f"Not serving: {error}")
             return
