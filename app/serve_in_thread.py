@@ -172,7 +172,8 @@ class ServerThread:
             raise ServerStartError(f"the server on port {self.port} did not start within {timeout:.0f} s")
         if not self._server.started:
             self.stop()
-            raise ServerStartError(f"the server on port {self.port} failed to start: {self._failure or 'unknown error'}")
+            reason = self._failure or "unknown error"
+            raise ServerStartError(f"the server on port {self.port} failed to start: {reason}")
 
     def stop(self, timeout: float = GRACEFUL_SHUTDOWN_SECONDS + 10.0) -> None:
         """Stop serving and free the port; returns when the server's thread has ended (or after ``timeout``

@@ -13,7 +13,8 @@ def test_a_file_without_a_server_section_loads_with_the_server_off_on_port_8000(
     path.write_text(json.dumps({"version": 1, "settings": {"k": 7}, "ui": {"geometry": "AAAA"}}))
     store = SettingsStore(path)
     assert store.load() == AppSettings().with_values(k=7)
-    assert store.warnings == [] and store.server == ServerSettings(enabled=False, port=8000, allow_other_computers=False)
+    assert store.warnings == []
+    assert store.server == ServerSettings(enabled=False, port=8000, allow_other_computers=False)
 
 
 def test_server_settings_round_trip_and_survive_other_saves(tmp_path):

@@ -307,8 +307,9 @@ class MainWindow(QMainWindow):
 
         server_menu = menu.addMenu("&Server")
         self.local_server_action = self._action(
-            server_menu, "&Local server…", self.show_local_server, tip="Serve the loaded model to other programs (OpenAI API)"
-        )
+            server_menu, "&Local server…", self.show_local_server,
+            tip="Serve the loaded model to other programs (OpenAI API)",
+        )  # fmt: skip
 
         view_menu = menu.addMenu("&View")
         self.highlight_action = self._action(
