@@ -47,6 +47,7 @@ class LocalServerDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("localServerDialog")
         self.setWindowTitle("Local server")
+        self.setMinimumWidth(480)  # the key's hint and a network URL fit
         self.server = server
         self._settings = settings
 
