@@ -201,3 +201,35 @@ def _port_is_free(port: int) -> bool:
     except Exception:  # noqa: BLE001 - still in use
         return False
     return True
+
+
+def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    url, model = f"http://127.0.0.1:{port}/v1", default_model_dir(4).name
+    client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=60)
+    messages = [{"role": "user", "content": PROMPT}]
+    max_tokens = FAST.value("max_new_tokens")
+
+    def streamed() -> str:
+        stream = client.chat.completions.create(
+            model=model, messages=messages, temperature=0, max_tokens=max_tokens, stream=True
+        )
+        return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+
+    assert in_thread(qtbot, streamed) == in_thread(qtbot, lambda: chat(url, model))
+
+    def leave_after_the_first_chunk() -> bool:
+        stream = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Count from 1 to 500."}], max_tokens=2000, stream=True
+        )
+        next(iter(stream))
+        generating = window.worker.generating  # (a set's truth, read from this thread)
+        stream.close()
+        return generating
+
+    assert in_thread(qtbot, leave_after_the_first_chunk)  # it was generating when the client left
+    qtbot.waitUntil(lambda: not window.worker.generating, timeout=5000)  # cancelled, not 2000 tokens later
+    assert send_and_wait(qtbot, window, PROMPT).state == "complete"  # the window's turn comes at once
+    switch_off(qtbot, window, dialog)
