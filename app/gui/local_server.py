@@ -5,7 +5,7 @@ Rules:
 - One engine: the server's backend is :class:`~app.serve_in_thread.WorkerOnLoop` over the window's
   :class:`~app.inference_worker.InferenceWorker`, whose jobs run in order, so the window's replies and the server's
   requests take turns. A model the window loads serves the next request: :meth:`LocalServer.model_changed`
-  builds the app again for it (:class:`~app.serve_in_thread.SwitchableApp`), with its name as the model id, its
+  builds the app again for it (and for new defaults) (:class:`~app.serve_in_thread.SwitchableApp`), with its name as the model id, its
   trained length as the bound of ``n_ctx``, and the window's decoding, rolling context and K as the defaults of
   requests that leave them out (their sampling defaults are OpenAI's).
 - States: ``stopped``, ``starting``, ``serving``, ``stopping``, ``failed`` (the text says why: a port in use, a
@@ -124,6 +124,7 @@ class LocalServer(QObject):
         self._app: SwitchableApp | None = None
         self._backend: WorkerOnLoop | None = None
         self._api_key: str | None = None
+        self._served: ServedModel | None = None
         self._control = DaemonThreadExecutor("specchat-server-control")
         self._busy: asyncio.Task | None = None
         self.state = "stopped"
@@ -137,16 +138,19 @@ class LocalServer(QObject):
         return self.state == "serving"
 
     def model_changed(self) -> None:
-        """The window loaded another model: serve it from the next request on.
+        """The window loaded another model, or changed the defaults (:class:`ServedModel`): serve them from the next
+        request on (nothing when they are what is served).
 
         The app for it is built here, on the GUI thread, so that no request is answered under the previous name
         (~2 ms: ``app.server`` was imported, and a first app built, by :meth:`start` in the background). A failure
         to build it is said (state ``failed``) and the server stops.
         """
-        if self._app is None or self._backend is None:
+        model = self._model()
+        if self._app is None or self._backend is None or model == self._served:
             return
         try:
-            self._app.current = self._app_factory(self._backend, self._api_key, self._model())
+            self._app.current = self._app_factory(self._backend, self._api_key, model)
+            self._served = model
         except Exception as error:  # noqa: BLE001 - said, and the server stops rather than serve the wrong model
             logger.exception("the local server could not follow the model")
             self._busy = self._tasks.spawn(self._stop(self._busy, f"Stopped: {type(error).__name__}: {error}"))
@@ -197,7 +201,7 @@ class LocalServer(QObject):
             logger.exception("the local server could not start")
             self._set_state("failed", f"Not serving: {type(error).__name__}: {error}")
             return
-        self._server, self._app, self._backend, self._api_key = server, app, backend, api_key
+        self._server, self._app, self._backend, self._api_key, self._served = server, app, backend, api_key, model
         self.port = server.port
         self.url = base_url(server.port, allow_other_computers)
         where = "this computer and the network" if allow_other_computers else "this computer only"

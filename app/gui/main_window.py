@@ -841,6 +841,7 @@ class MainWindow(QMainWindow):
     def _connect_local_server(self) -> None:
         self.local_server.state_changed.connect(self._server_state_changed)
         self.models.ready.connect(self.local_server.model_changed)
+        self.settings_pane.settings_changed.connect(self._served_settings_changed)  # after _settings_changed
         if self.store.server.enabled:  # it was on at the last close: on again once the model is loaded
             self.models.ready.connect(self._start_saved_server)
 
@@ -852,6 +853,10 @@ class MainWindow(QMainWindow):
             return ServedModel()
         defaults = replace(self.settings.generation, sampling=SamplingSettings())
         return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
+
+    def _served_settings_changed(self, _settings: AppSettings) -> None:
+        if self.models.is_ready_for(self.settings):  # (else the reload's ``ready`` updates the server)
+            self.local_server.model_changed()
 
     def _start_saved_server(self) -> None:
         self.models.ready.disconnect(self._start_saved_server)

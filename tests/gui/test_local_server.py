@@ -233,3 +233,22 @@ def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(
     qtbot.waitUntil(lambda: not window.worker.generating, timeout=5000)  # cancelled, not 2000 tokens later
     assert send_and_wait(qtbot, window, PROMPT).state == "complete"  # the window's turn comes at once
     switch_off(qtbot, window, dialog)
+
+
+def test_requests_get_the_windows_decoding_as_it_changes(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    body = {"model": "any", "messages": [{"role": "user", "content": PROMPT}], "temperature": 0, "max_tokens": 8}
+
+    def served_stats() -> dict:
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["specchat"]
+
+    assert in_thread(qtbot, served_stats)["mode"] == "ar"
+    window.settings_pane.set_settings(window.settings.with_values(decoding="spec_lookup", k=3))  # as if chosen there
+    assert window.settings.generation.decoding.value == "spec_lookup"
+    stats = in_thread(qtbot, served_stats)
+    assert (stats["mode"], stats["drafter"]) == ("spec", "lookup")
+    switch_off(qtbot, window, dialog)
