@@ -8,10 +8,12 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from app import __version__
+from app.inference_worker import ModelSpec
 from inference.chat import ChatSession
 from inference.devices import available_devices
 from inference.engine import Engine
@@ -49,9 +51,16 @@ def _n_keep(value: str) -> int | str:
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    add_model_options(parser)
+    _add_sampling_options(parser)
+
+
+def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("ar", "spec", "compare")) -> None:
+    """The options that choose and load the models, the decoding mode and the rolling context (``generate``,
+    ``chat`` and ``serve`` share them; ``modes``: the choices of ``--mode``)."""
     parser.add_argument("--model", help="target model: an installed model's name (`specchat models list`) or a folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
-    parser.add_argument("--mode", choices=("ar", "spec", "compare"), default="ar", help="autoregressive, speculative, or both side by side")
+    parser.add_argument("--mode", choices=modes, default="ar", help="autoregressive, speculative" + (", or both side by side" if "compare" in modes else ""))
     parser.add_argument("--draft", default=None, help="with --mode spec or compare: draft model, an installed model's name or a folder, or 'lookup' for prompt-lookup drafting (default)")
     parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {SPECULATIVE.k})")
     parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
@@ -68,6 +77,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dynamic-quantization", choices=SWITCHES, default="auto", help="quantize activations on the fly; auto = off with f32 compute")
     parser.add_argument("--fast-prefill", choices=SWITCHES, default="auto", help="prefill long prompts with a bf16 copy of the model; auto = where the CPU has bf16")
     parser.add_argument("--threads", type=int, default=None, help="CPU inference threads, 1 to the machine's logical CPUs (default: all)")
+
+
+def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=SAMPLING.temperature, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
     parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
@@ -121,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.models import add_models_subcommands
 
     add_models_subcommands(models_commands, folders)
+    from app.cli.serve import add_serve_parser
+
+    add_serve_parser(commands, folders)
     return parser
 
 
@@ -210,8 +225,8 @@ def read_message(read_line: Callable[[str], str] = input) -> str:
 
 
 def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
-    settings = GenerationSettings(
-        decoding=_decoding(args, mode),
+    settings = replace(
+        decoding_settings(args, mode),
         sampling=SamplingSettings(
             temperature=args.temperature,
             top_k=args.top_k,
@@ -224,6 +239,20 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
             presence_penalty=args.presence_penalty,
             frequency_penalty=args.frequency_penalty,
         ),
+    )
+    settings.validate()
+    return settings
+
+
+def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
+    """The decoding choice, rolling context and K of the model options (``add_model_options``), default sampling;
+    validated, ``--threads`` too.
+
+    Raises:
+        SettingError: a setting out of range (the message names it).
+    """
+    settings = GenerationSettings(
+        decoding=_decoding(args, mode),
         context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
         speculative=SpeculativeSettings(k=SPECULATIVE.k if args.k is None else args.k, adaptive=args.adaptive_k),
     )
@@ -237,13 +266,25 @@ def _progress(message: str) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
+    models = model_folders(args)
+    return Engine.load(models.target_dir, models.target_device, models.draft_dir, models.draft_device, models.precision,
+                       models.threads)
+
+
+def model_folders(args: argparse.Namespace) -> ModelSpec:
+    """The models the model options name: their folders (the default model fetched if needed, progress on
+    stderr), devices, precision and threads; notes on unused options are printed first.
+
+    Raises:
+        ModelFetchError / ValueError: a model that cannot be found or fetched (the message says what to do).
+    """
     for note in unused_options(args):
         print(f"note: {note}", file=sys.stderr)
     target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
     draft = _draft_name(args)
     draft = store.find_model(draft) if draft else None
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
-    return Engine.load(target, args.device, draft, args.draft_device, precision, args.threads)
+    return ModelSpec(target, args.device, draft, args.draft_device or args.device, precision, args.threads)
 
 
 @contextmanager
@@ -396,6 +437,12 @@ def _chat(args: argparse.Namespace) -> int:
             print("stopped before the reply began: the message was not kept", file=sys.stderr)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from app.cli.serve import run_serve
+
+    return run_serve(args)
+
+
 def _models(args: argparse.Namespace) -> int:
     from app.cli.models import run_models_command
 
@@ -403,12 +450,12 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run the subcommand ``args.command`` (``generate``, ``chat`` or ``models``); returns the exit status.
+    """Run the subcommand ``args.command`` (``generate``, ``chat``, ``serve`` or ``models``); returns the exit status.
 
     Errors a user can fix (bad settings, a model that cannot be fetched or loaded, a data folder that cannot be
     written) print one line and give 2.
     """
-    handlers = {"generate": _generate, "chat": _chat, "models": _models}
+    handlers = {"generate": _generate, "chat": _chat, "serve": _serve, "models": _models}
     try:
         return handlers[args.command](args)
     except USER_ERRORS as error:

@@ -1,0 +1,154 @@
+"""``specchat serve``: the OpenAI-compatible server (``app.server``) on a model loaded by an ``InferenceWorker``,
+served by uvicorn on the same asyncio loop.
+
+It binds 127.0.0.1 unless told otherwise, and refuses any other address without an API key (``--api-key`` or
+``SPECCHAT_API_KEY``): a server reachable from other machines must not run their prompts for anyone. The listening
+socket is opened before the model loads, so that a port in use fails at once; Ctrl+C cancels the replies in
+progress, closes the connections and ends with status 130, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import socket
+import sys
+from pathlib import Path
+
+from app.cli.commands import add_model_options, decoding_settings, model_folders
+
+#: The environment variable that holds the API key when ``--api-key`` is not given.
+API_KEY_VARIABLE = "SPECCHAT_API_KEY"
+#: Seconds Ctrl+C waits for open connections to close after their replies are cancelled.
+SHUTDOWN_TIMEOUT_S = 5
+
+
+def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
+    """Add the ``serve`` subcommand to ``commands`` (the ``specchat`` subparsers)."""
+    serve = commands.add_parser(
+        "serve", parents=folders, help="serve a model over an OpenAI-compatible HTTP API (/v1/chat/completions...)",
+        description="Serve a model over OpenAI's HTTP API: /v1/chat/completions, /v1/completions, /v1/models, "
+        "/health. One reply is generated at a time; further requests wait (up to --max-queue, then 429). "
+        "The model options set the defaults of every request; a request's `specchat` field overrides them.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; any other needs --api-key)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 = a free port, printed)")
+    serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
+    serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
+    add_model_options(serve, modes=("ar", "spec"))
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); False for any other address or name."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key_of(args: argparse.Namespace) -> str | None:
+    """``--api-key``, else ``$SPECCHAT_API_KEY``, else None.
+
+    Raises:
+        ValueError: the key is given but empty.
+    """
+    key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VARIABLE)
+    if key is not None and not key.strip():
+        raise ValueError(f"the API key is empty: give a key with --api-key KEY (or ${API_KEY_VARIABLE}), or leave both unset")
+    return key
+
+
+def check_binding(host: str, api_key: str | None) -> None:
+    """Refuse to listen beyond this machine without an API key.
+
+    Raises:
+        ValueError: ``host`` is not a loopback address and there is no key (the message says what to do).
+    """
+    if not is_loopback(host) and api_key is None:
+        raise ValueError(
+            f"--host {host} lets other machines reach the server: give --api-key KEY (or set ${API_KEY_VARIABLE}) so "
+            "that only clients with the key can use it, or leave --host out to serve this machine only"
+        )
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free one).
+
+    Raises:
+        ValueError: the port is out of range, in use, or the address is not this machine's (the message says so).
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be in [0, 65535], got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as error:
+        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}; choose another --port or --host") from None
+
+
+def url_of(sock: socket.socket) -> str:
+    """The base URL clients use: ``http://HOST:PORT/v1``."""
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run ``specchat serve``; returns the exit status (130 after Ctrl+C).
+
+    Raises:
+        ValueError, ModelLoadError, ModelFetchError: as ``run_command`` reports them (status 2).
+    """
+    api_key = api_key_of(args)
+    check_binding(args.host, api_key)
+    if args.max_queue < 0:
+        raise ValueError(f"--max-queue must be >= 0, got {args.max_queue}")
+    defaults = decoding_settings(args, args.mode)
+    spec = model_folders(args)
+    sock = listen(args.host, args.port)
+    try:
+        asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue))
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 130
+    finally:
+        sock.close()
+    return 0
+
+
+async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int) -> None:
+    import uvicorn
+
+    from app.inference_worker import InferenceWorker
+    from app.server import create_app
+
+    worker = InferenceWorker()
+    try:
+        print(f"loading {spec.describe()}...", file=sys.stderr, flush=True)
+        info = await worker.load(spec)
+        model_id = Path(spec.target_dir).name
+        app = create_app(worker, model_id=model_id, api_key=api_key, max_queue=max_queue, defaults=defaults,
+                         max_context=info.max_position_embeddings)
+        config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,
+                                timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
+        server = _cancelling_server(uvicorn.Server, worker)(config)
+        key_note = "API key required" if api_key else "no API key"
+        print(f"serving {model_id} at {url_of(sock)} (OpenAI-compatible, {key_note}; Ctrl+C stops)", flush=True)
+        await server.serve(sockets=[sock])
+    finally:
+        worker.shutdown(wait=True)
+
+
+def _cancelling_server(base: type, worker) -> type:
+    """uvicorn's ``Server`` class (``base``, imported only when serving) whose shutdown first cancels the replies
+    in progress, so that open streams end at once instead of running to their end."""
+
+    class CancellingServer(base):
+        async def shutdown(self, sockets=None) -> None:
+            worker.cancel_all()
+            await super().shutdown(sockets)
+
+    return CancellingServer
