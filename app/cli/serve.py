@@ -107,9 +107,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.max_queue < 0:
         raise ValueError(f"--max-queue must be >= 0, got {args.max_queue}")
     defaults = decoding_settings(args, args.mode)
-    spec = model_folders(args)
     sock = listen(args.host, args.port)
     try:
+        spec = model_folders(args)
         asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue))
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)

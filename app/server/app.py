@@ -124,7 +124,8 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok"}
+        """No key needed: ``status`` ok, ``busy`` (a reply is generating), ``waiting`` (requests queued)."""
+        return {"status": "ok", "busy": gate.busy, "waiting": gate.waiting}
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict:

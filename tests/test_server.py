@@ -1,0 +1,301 @@
+"""``specchat serve`` end to end: the official ``openai`` client (and raw HTTP for bad input) against the server in a
+subprocess on 127.0.0.1, on the default 4-bit model; replies compared with the engine's in-process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from server_process import REPO, ServerProcess
+
+from inference.chat import ChatSession
+from inference.engine import Engine
+from inference.settings import Decoding, GenerationSettings, SamplingSettings
+
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+REWRITE = (
+    "Rewrite this sentence with the same words, in the same order: the quick brown fox jumps over the lazy dog "
+    "while the quick brown cat sleeps under the old wooden table in the kitchen."
+)
+
+
+@pytest.fixture(scope="module")
+def server(data_dir, int4_dir):
+    with ServerProcess() as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def engine(target):
+    return Engine(target)
+
+
+def in_process(engine: Engine, messages: list[dict], max_tokens: int, decoding=Decoding.AUTOREGRESSIVE, **sampling):
+    """The engine's greedy reply to ``messages`` in this process (from an empty cache)."""
+    engine.reset()
+    settings = GenerationSettings(decoding=decoding, sampling=SamplingSettings(max_new_tokens=max_tokens, **sampling))
+    session = ChatSession(engine, "", messages[:-1])
+    return engine_stats(session.send(messages[-1]["content"], settings))
+
+
+def engine_stats(events):
+    return [event for event in events if hasattr(event, "stats")][-1].stats
+
+
+def test_greedy_chat_reply_is_the_engines(client, engine):
+    reply = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=24)
+    expected = in_process(engine, QUESTION, 24, temperature=0.0)
+    assert reply.choices[0].message.content == expected.text
+    assert reply.choices[0].message.role == "assistant"
+    assert reply.object == "chat.completion" and reply.id.startswith("chatcmpl-")
+    assert reply.model == "SmolLM2-135M-Instruct-int4"
+    assert reply.choices[0].finish_reason == ("length" if expected.stop_reason == "max_new_tokens" else "stop")
+    assert reply.usage.prompt_tokens == expected.prompt_tokens
+    assert reply.usage.completion_tokens == expected.new_tokens
+    assert reply.usage.total_tokens == expected.prompt_tokens + expected.new_tokens
+    stats = reply.model_extra["specchat"]
+    assert stats["mode"] == "ar" and stats["drafted"] == 0 and stats["ttft_ms"] > 0 and stats["tokens_per_s"] > 0
+
+
+def test_streamed_chat_reply_and_usage_chunk(client, engine):
+    stream = client.chat.completions.create(
+        model="any", messages=QUESTION, temperature=0, max_tokens=24, stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    expected = in_process(engine, QUESTION, 24, temperature=0.0)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == expected.text
+    assert chunks[0].choices[0].delta.role == "assistant"
+    finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finish) == 1 and finish[0].model_extra["specchat"]["prefilled_tokens"] > 0
+    usage = chunks[-1]
+    assert usage.choices == [] and usage.usage.completion_tokens == expected.new_tokens
+    assert usage.usage.prompt_tokens == expected.prompt_tokens
+    assert usage.model_extra["specchat"]["mode"] == "ar"
+
+
+def test_text_completion_continues_the_raw_prompt(client, engine):
+    prompt = "The days of the week are Monday, Tuesday,"
+    reply = client.completions.create(model="any", prompt=prompt, temperature=0, max_tokens=12)
+    engine.reset()
+    settings = GenerationSettings(sampling=SamplingSettings(max_new_tokens=12))
+    expected = engine.generate_text(engine.target.encode(prompt), settings)
+    assert reply.object == "text_completion" and reply.choices[0].text == expected.text
+    assert reply.usage.prompt_tokens == len(engine.target.encode(prompt))
+    streamed = client.completions.create(model="any", prompt=prompt, temperature=0, max_tokens=12, stream=True)
+    assert "".join(c.choices[0].text for c in streamed) == expected.text
+
+
+def test_stop_strings_end_the_reply_before_them(client):
+    free = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=24)
+    text = free.choices[0].message.content
+    word = text.split()[2]
+    stopped = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=24, stop=[word, "zzz"])
+    assert stopped.choices[0].finish_reason == "stop"
+    assert stopped.choices[0].message.content == text[: text.index(word)]
+    single = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=24, stop=word)
+    assert single.choices[0].message.content == stopped.choices[0].message.content
+
+
+def test_seed_reproduces_a_sampled_reply(client):
+    def sample(seed):
+        reply = client.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Tell me a story."}], temperature=0.7, seed=seed,
+            max_tokens=20,
+        )
+        return reply.choices[0].message.content
+
+    first = sample(1234)
+    assert sample(1234) == first
+    assert any(sample(seed) != first for seed in (1, 2, 3))
+
+
+def test_speculative_extension_drafts_and_matches_greedy(client, engine):
+    messages = [{"role": "user", "content": REWRITE}]
+    spec = client.chat.completions.create(
+        model="any", messages=messages, temperature=0, max_tokens=40, extra_body={"specchat": {"mode": "spec_lookup", "k": 4}}
+    )
+    stats = spec.model_extra["specchat"]
+    assert stats["mode"] == "spec" and stats["drafter"] == "lookup"
+    assert stats["drafted"] > 0 and 0 < stats["accepted"] <= stats["drafted"]
+    assert stats["acceptance_rate"] == pytest.approx(stats["accepted"] / stats["drafted"])
+    assert spec.choices[0].message.content == in_process(engine, messages, 40, temperature=0.0).text
+
+
+def test_follow_up_turn_prefills_only_its_new_tokens(client):
+    first = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=16)
+    answer = first.choices[0].message.content
+    follow = QUESTION + [{"role": "assistant", "content": answer}, {"role": "user", "content": "And of Italy?"}]
+    second = client.chat.completions.create(model="any", messages=follow, temperature=0, max_tokens=16)
+    new_tokens = second.usage.prompt_tokens - first.usage.prompt_tokens - first.usage.completion_tokens
+    stats = second.model_extra["specchat"]
+    assert stats["prefilled_tokens"] <= new_tokens + 2  # the new turn (and the end of the previous reply's turn)
+    assert second.usage.prompt_tokens_details.cached_tokens == second.usage.prompt_tokens - stats["prefilled_tokens"]
+    assert second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens
+
+
+def test_two_concurrent_clients_take_turns(client):
+    times, texts = {}, {}
+    first_chunk = threading.Event()
+
+    def run(name):
+        stream = client.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": f"Write a poem about {name}."}], temperature=0,
+            max_tokens=30, stream=True,
+        )
+        parts = []
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                times.setdefault(f"{name} first", time.monotonic())
+                first_chunk.set()
+                parts.append(chunk.choices[0].delta.content)
+        times[f"{name} done"] = time.monotonic()
+        texts[name] = "".join(parts)
+
+    a = threading.Thread(target=run, args=("rain",))
+    a.start()
+    assert first_chunk.wait(60)
+    b = threading.Thread(target=run, args=("snow",))
+    b.start()
+    a.join(120)
+    b.join(120)
+    assert texts["rain"] and texts["snow"]
+    assert times["snow first"] >= times["rain done"] - 0.05  # the second waited for the first to finish
+
+
+def test_a_disconnect_cancels_the_generation(client, server):
+    with httpx.stream("POST", f"{server.url}/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}],
+        "max_tokens": 2000, "stream": True, "temperature": 0,
+    }) as response:
+        lines = response.iter_lines()
+        assert sum(1 for _, line in zip(range(6), lines) if line.startswith("data:")) >= 3
+        assert httpx.get(f"{server.base}/health").json()["busy"] is True
+    started = time.monotonic()
+    while httpx.get(f"{server.base}/health").json()["busy"]:
+        assert time.monotonic() - started < 5, "the cancelled generation still runs"
+        time.sleep(0.05)
+    reply = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=4)
+    assert reply.choices[0].message.content and time.monotonic() - started < 10
+
+
+def test_models_and_health(client, server):
+    assert [m.id for m in client.models.list()] == ["SmolLM2-135M-Instruct-int4"]
+    assert client.models.retrieve("SmolLM2-135M-Instruct-int4").owned_by == "specchat"
+    assert httpx.get(f"{server.base}/health").json() == {"status": "ok", "busy": False, "waiting": 0}
+    assert httpx.get(f"{server.base}/nowhere").json()["error"]["type"] == "not_found_error"
+    assert "access-control-allow-origin" not in httpx.options(
+        f"{server.url}/chat/completions", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
+    ).headers
+
+
+def _chat(**fields):
+    return {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, **fields}
+
+
+BAD_REQUESTS = [
+    (b'{"messages": [', None),
+    (b"[1, 2]", None),
+    (_chat(messages=[]), "messages"),
+    (_chat(messages=[{"role": "tool", "content": "x"}]), "messages[0].role"),
+    (_chat(messages=[{"role": "user"}]), "messages[0].content"),
+    (_chat(messages=[{"role": "user", "content": 5}]), "messages[0].content"),
+    (_chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]),
+     "messages[0].content[0].type"),
+    (_chat(temperature="hot"), "temperature"),
+    (_chat(temperature=-1), "temperature"),
+    (_chat(top_p=0), "top_p"),
+    (_chat(max_tokens=0), "max_tokens"),
+    (_chat(max_completion_tokens=0), "max_completion_tokens"),
+    (_chat(stop=[""]), "stop"),
+    (_chat(seed=-5), "seed"),
+    (_chat(presence_penalty=3), "presence_penalty"),
+    (_chat(frequency_penalty=-3), "frequency_penalty"),
+    (_chat(n=2), "n"),
+    (_chat(stream="yes"), "stream"),
+    (_chat(tools=[{"type": "function", "function": {"name": "f"}}]), "tools"),
+    (_chat(tool_choice="auto"), "tool_choice"),
+    (_chat(specchat={"mode": "fast"}), "specchat.mode"),
+    (_chat(specchat={"k": 99, "mode": "spec_lookup"}), "specchat.k"),
+    (_chat(specchat={"n_ctx": 8}), "specchat.n_ctx"),
+    (_chat(specchat={"n_ctx": 1 << 20}), "specchat.n_ctx"),
+    (_chat(specchat={"n_ctx": 64, "n_keep": 64}), "specchat.n_keep"),
+    (_chat(specchat={"n_ctx": 64, "n_discard": 100}), "specchat.n_discard"),
+    (_chat(specchat={"mode": "spec_model"}), "specchat.mode"),  # no draft model loaded: the engine refuses it
+    (_chat(specchat={"typo": 1}), "specchat.typo"),
+]
+
+
+@pytest.mark.parametrize("body, param", BAD_REQUESTS)
+@pytest.mark.parametrize("stream", [False, True])
+def test_bad_input_is_a_400_naming_the_field(server, body, param, stream):
+    if isinstance(body, dict):
+        body = json.dumps({**body, "stream": body.get("stream", stream)}).encode()
+    response = httpx.post(f"{server.url}/chat/completions", content=body, timeout=60)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"]
+    assert error["param"] == param
+
+
+def test_bad_completion_requests_and_an_oversized_body(server):
+    for body, param in [({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": "a", "echo": True}, "echo"),
+                        ({"prompt": 3}, "prompt"), ({}, "prompt")]:
+        response = httpx.post(f"{server.url}/completions", json=body, timeout=60)
+        assert response.status_code == 400 and response.json()["error"]["param"] == param, response.text
+    huge = json.dumps(_chat(messages=[{"role": "user", "content": "x" * (5 << 20)}]))
+    response = httpx.post(f"{server.url}/chat/completions", content=huge, timeout=60)
+    assert response.status_code == 413 and "4194304 bytes" in response.json()["error"]["message"]
+    assert httpx.get(f"{server.base}/health").json()["status"] == "ok"  # still serving
+
+
+def test_the_api_key_guards_every_endpoint_but_health(data_dir, int4_dir):
+    with ServerProcess(["--api-key", "s3cret"]) as keyed:
+        for key in (None, "wrong"):
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            for method, path in [("GET", "/models"), ("POST", "/chat/completions"), ("POST", "/completions")]:
+                response = httpx.request(method, f"{keyed.url}{path}", headers=headers, json=_chat())
+                assert response.status_code == 401, (key, path)
+                assert response.json()["error"]["type"] == "authentication_error"
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=keyed.url, api_key="wrong", max_retries=0).models.list()
+        good = openai.OpenAI(base_url=keyed.url, api_key="s3cret", max_retries=0)
+        assert good.chat.completions.create(model="any", messages=QUESTION, max_tokens=2).choices[0].message.content
+        assert httpx.get(f"{keyed.base}/health").status_code == 200
+        status = keyed.stop()
+    assert status in (0, 130) and not any("Traceback" in line for line in keyed.stderr_lines)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com"])
+def test_a_non_loopback_bind_without_a_key_is_refused(host, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "serve", "--host", host], cwd=REPO,
+        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 2
+    assert f"--host {host}" in result.stderr and "--api-key" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "serve", "--port", str(port)], cwd=REPO,
+            capture_output=True, text=True, timeout=120,
+        )
+    assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "models").exists()
