@@ -274,8 +274,16 @@ def test_the_api_key_guards_every_endpoint_but_health(data_dir, int4_dir):
         good = openai.OpenAI(base_url=keyed.url, api_key="s3cret", max_retries=0)
         assert good.chat.completions.create(model="any", messages=QUESTION, max_tokens=2).choices[0].message.content
         assert httpx.get(f"{keyed.base}/health").status_code == 200
-        status = keyed.stop()
-    assert status in (0, 130) and not any("Traceback" in line for line in keyed.stderr_lines)
+        long = good.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Count from 1 to 1000."}], max_tokens=2000, stream=True
+        )
+        next(iter(long))
+        started = time.monotonic()
+        status = keyed.stop()  # Ctrl+C while a reply streams: it is cancelled, the server ends at once
+        stopped_s = time.monotonic() - started
+        long.close()
+    assert status in (0, 130) and stopped_s < 10
+    assert not any("Traceback" in line for line in keyed.stderr_lines), "".join(keyed.stderr_lines)
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com"])
@@ -299,3 +307,19 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
         )
     assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--threads", "0"], "threads must be in"),
+    (["--n-ctx", "8"], "n_ctx must be in"),
+    (["--max-queue", "-1"], "--max-queue must be >= 0"),
+    (["--port", "70000"], "--port must be in [0, 65535]"),
+    (["--api-key", " "], "the API key is empty"),
+])
+def test_bad_serve_flags_are_one_line_exit_2(flags, message, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--data-dir", str(tmp_path), "serve", *flags], cwd=REPO,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "models").exists()

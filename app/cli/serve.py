@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import os
 import socket
 import sys
 from pathlib import Path
 
 from app.cli.commands import add_model_options, decoding_settings, model_folders
+from app.server.binding import API_KEY_VARIABLE, check_binding, listen, url_of
 
-#: The environment variable that holds the API key when ``--api-key`` is not given.
-API_KEY_VARIABLE = "SPECCHAT_API_KEY"
 #: Seconds Ctrl+C waits for open connections to close after their replies are cancelled.
 SHUTDOWN_TIMEOUT_S = 5
 
@@ -40,16 +38,6 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     add_model_options(serve, modes=("ar", "spec"))
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); False for any other address or name."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def api_key_of(args: argparse.Namespace) -> str | None:
     """``--api-key``, else ``$SPECCHAT_API_KEY``, else None.
 
@@ -60,40 +48,6 @@ def api_key_of(args: argparse.Namespace) -> str | None:
     if key is not None and not key.strip():
         raise ValueError(f"the API key is empty: give a key with --api-key KEY (or ${API_KEY_VARIABLE}), or leave both unset")
     return key
-
-
-def check_binding(host: str, api_key: str | None) -> None:
-    """Refuse to listen beyond this machine without an API key.
-
-    Raises:
-        ValueError: ``host`` is not a loopback address and there is no key (the message says what to do).
-    """
-    if not is_loopback(host) and api_key is None:
-        raise ValueError(
-            f"--host {host} lets other machines reach the server: give --api-key KEY (or set ${API_KEY_VARIABLE}) so "
-            "that only clients with the key can use it, or leave --host out to serve this machine only"
-        )
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: a free one).
-
-    Raises:
-        ValueError: the port is out of range, in use, or the address is not this machine's (the message says so).
-    """
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--port must be in [0, 65535], got {port}")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        return socket.create_server((host.strip("[]"), port), family=family)
-    except OSError as error:
-        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}; choose another --port or --host") from None
-
-
-def url_of(sock: socket.socket) -> str:
-    """The base URL clients use: ``http://HOST:PORT/v1``."""
-    host, port = sock.getsockname()[:2]
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -125,7 +79,7 @@ async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_q
     from app.inference_worker import InferenceWorker
     from app.server import create_app
 
-    worker = InferenceWorker()
+    worker = InferenceWorker(nice=0)  # no window to keep responsive: the inference thread runs at normal priority
     try:
         print(f"loading {spec.describe()}...", file=sys.stderr, flush=True)
         info = await worker.load(spec)

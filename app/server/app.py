@@ -292,13 +292,12 @@ async def _stream(reply: Reply, run: _Generation, first: list[Event], include_us
     """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
     decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
     asked, ``[DONE]``. An engine error mid-stream is sent as an ``{"error": ...}`` event and ends the stream."""
-    if reply.chat:
-        yield sse(reply.chunk("", role=True, include_usage=include_usage))
+    opening = sse(reply.chunk("", role=True, include_usage=include_usage)) if reply.chat else b""
     batch, steps = first, []
     try:
         while True:
-            for data in _chunks(reply, batch, include_usage, steps):
-                yield sse(data)
+            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps))  # one write
+            opening = b""
             if any(isinstance(event, Finished) for event in batch):
                 break
             try:

@@ -1,0 +1,58 @@
+"""Where the server listens: loopback unless a key guards it, and a socket without Nagle's delay (for
+``specchat serve`` and the window's local server alike)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+#: The environment variable that holds the API key when ``--api-key`` is not given.
+API_KEY_VARIABLE = "SPECCHAT_API_KEY"
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); False for any other address or name."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, api_key: str | None) -> None:
+    """Refuse to listen beyond this machine without an API key.
+
+    Raises:
+        ValueError: ``host`` is not a loopback address and there is no key (the message says what to do).
+    """
+    if not is_loopback(host) and api_key is None:
+        raise ValueError(
+            f"--host {host} lets other machines reach the server: give --api-key KEY (or set ${API_KEY_VARIABLE}) so "
+            "that only clients with the key can use it, or leave --host out to serve this machine only"
+        )
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free one).
+
+    Raises:
+        ValueError: the port is out of range, in use, or the address is not this machine's (the message says so).
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be in [0, 65535], got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host.strip("[]"), port), family=family)
+    except OSError as error:
+        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}; choose another --port or --host") from None
+    # No Nagle delay: a stream's first chunk follows its headers at once instead of waiting for the client's
+    # delayed ACK (measured: +40 ms TTFT without it). Accepted connections inherit the option (Linux, macOS).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """The base URL clients use: ``http://HOST:PORT/v1``."""
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
