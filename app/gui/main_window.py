@@ -22,6 +22,9 @@ Rules:
   :mod:`~app.gui.widgets.remote_dialog`; ``AppSettings.use_remote``): replies stream from it, the local model stays
   loaded for switching back, and Compare is off (the button says why) unless the server is SpecChat's, which
   offers both modes.
+- The local server (Server > Local server…) is :class:`~app.gui.local_server.LocalServer`'s: it serves the
+  model the window has loaded, through the window's inference worker; the window starts it again with the model
+  when it was on at the last close, and keeps its settings (``SettingsStore.server``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QS
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
-from inference.settings import Decoding
+from inference.settings import Decoding, SamplingSettings
 
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
@@ -47,6 +50,7 @@ from ..remote_backend import RemoteError
 from ..remote_keys import load_api_key, save_api_key
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
+from .local_server import LocalServer, ServedModel
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
 from .reply_format import answered_with
@@ -111,6 +115,8 @@ class MainWindow(QMainWindow):
         self.tasks = TaskSet(self._unexpected_error)
         self.models = ModelLoader(worker, self.tasks, lambda: self.settings, self._ask_retry, parent=self)
         self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)
+        self.local_server = LocalServer(worker, self.tasks, self._served_model, parent=self)
+        self.server_dialog = None
         self.progress_dialog: ModelProgressDialog | None = None
         self.models_dialog = None
         self._step_rates = StepRates()
@@ -125,6 +131,7 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._connect_models()
         self._connect_replies()
+        self._connect_local_server()
         self._restore_ui_state()
         self.refresh_list()
         conversations = self.db.conversations()
@@ -231,6 +238,10 @@ class MainWindow(QMainWindow):
         self.busy_bar.setVisible(False)
         self.model_label = QLabel("No model loaded")
         self.model_label.setObjectName("modelLabel")
+        self.server_label = QLabel()
+        self.server_label.setObjectName("serverLabel")
+        self.server_label.setVisible(False)
+        status.addPermanentWidget(self.server_label)
         status.addPermanentWidget(self.busy_bar)
         status.addPermanentWidget(self.model_label)
         errors = self.settings_pane.errors()
@@ -300,6 +311,12 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         self.refresh_models_action = self._action(
             models_menu, "&Refresh", self.refresh_models, "F5", "Re-read the model store (models added from the command line)",
+        )  # fmt: skip
+
+        server_menu = menu.addMenu("&Server")
+        self.local_server_action = self._action(
+            server_menu, "&Local server…", self.show_local_server,
+            tip="Serve the loaded model to other programs (OpenAI API)",
         )  # fmt: skip
 
         view_menu = menu.addMenu("&View")
@@ -905,6 +922,61 @@ class MainWindow(QMainWindow):
             self._check_draft_speed(final)
         self.generation_finished.emit(final)
 
+    # --- local server -----------------------------------------------------------------------------
+
+    def _connect_local_server(self) -> None:
+        self.local_server.state_changed.connect(self._server_state_changed)
+        self.models.ready.connect(self.local_server.model_changed)
+        self.settings_pane.settings_changed.connect(self._served_settings_changed)  # after _settings_changed
+        if self.store.server.enabled:  # it was on at the last close: on again once the model is loaded
+            self.models.ready.connect(self._start_saved_server)
+
+    def _served_model(self) -> ServedModel:
+        """The model loaded now, as the local server serves it: the window's decoding, rolling context and K are the
+        defaults of requests that leave them out (sampling: the engine's, under OpenAI's temperature and top_p)."""
+        info = self.models.info
+        if info is None:
+            return ServedModel()
+        defaults = replace(self.settings.generation, sampling=SamplingSettings())
+        return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
+
+    def _served_settings_changed(self, _settings: AppSettings) -> None:
+        if self.models.is_ready_for(self.settings):  # (else the reload's ``ready`` updates the server)
+            self.local_server.model_changed()
+
+    def _start_saved_server(self) -> None:
+        self.models.ready.disconnect(self._start_saved_server)
+        server = self.store.server
+        self.local_server.start(server.port, "", server.allow_other_computers)
+
+    def show_local_server(self) -> None:
+        """Open the Local server dialog (not modal)."""
+        from .widgets.server_dialog import LocalServerDialog
+
+        if self.server_dialog is None:
+            self.server_dialog = LocalServerDialog(self.local_server, self.store.server, self)
+            self.server_dialog.settings_changed.connect(
+                lambda chosen: self._save_server(port=chosen.port, allow_other_computers=chosen.allow_other_computers)
+            )
+        self.server_dialog.show()
+        self.server_dialog.raise_()
+        self.server_dialog.activateWindow()
+
+    def _server_state_changed(self, state: str, text: str) -> None:
+        self.server_label.setText(f"Serving on port {self.local_server.port}")
+        self.server_label.setToolTip(text)
+        self.server_label.setVisible(state == "serving")
+        if state == "failed":
+            self.statusBar().showMessage(f"Local server: {text}", 10000)
+        if state in ("serving", "stopped") and self.store.server.enabled != (state == "serving"):
+            self._save_server(enabled=state == "serving")  # a failed start leaves the choice as it was
+
+    def _save_server(self, **changes) -> None:
+        try:
+            self.store.save_server(replace(self.store.server, **changes))
+        except OSError as error:
+            logger.warning("could not save the local server's settings: %s", error)
+
     # --- export / import --------------------------------------------------------------------------
 
     def export_conversation(self, path: str | Path, fmt: str) -> Path:
@@ -1071,6 +1143,7 @@ class MainWindow(QMainWindow):
         self.chat_view.flush_system_prompt()
         self.replies.close()
         self.models.close()
+        self.local_server.close()
         try:
             self.store.save_ui_state(self.settings, ui_state)
         except OSError as error:

@@ -13,6 +13,8 @@ Rules:
 - Settings live in ``settings.json`` in the platformdirs user config folder (``$SPECCHAT_CONFIG_DIR`` overrides
   it), as one flat object (format version 1 since the first release: settings added later, such as
   ``target_model``, take their defaults when a file lacks them, and earlier versions ignore them).
+- The window's local server keeps its own section of the file (:class:`ServerSettings`, ``"server"``): it is no
+  setting of the replies, and a file without it loads with the server off on port 8000.
 """
 
 from __future__ import annotations
@@ -311,6 +313,47 @@ _TYPES: dict[str, tuple[type, ...]] = {
 _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """The window's local server (``app.gui.local_server``), as the settings file keeps it.
+
+    Attributes:
+        enabled: the switch was on when the window last closed (the server starts again with the model).
+        port: TCP port, 1-65535 (8000, as ``specchat serve``).
+        allow_other_computers: bind every interface (``0.0.0.0``) instead of ``127.0.0.1``; needs an API key.
+
+    The API key is not kept here (it is asked again after a restart).
+    """
+
+    enabled: bool = False
+    port: int = 8000
+    allow_other_computers: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's ``"server"`` object."""
+        return {"enabled": self.enabled, "port": self.port, "allow_other_computers": self.allow_other_computers}
+
+    @classmethod
+    def from_json(cls, raw: Any, warnings: list[str]) -> ServerSettings:
+        """Settings from the file's ``"server"`` object; a missing or invalid entry takes its default (an invalid
+        one is appended to ``warnings``)."""
+        if raw is not None and not isinstance(raw, dict):
+            warnings.append(f"server settings {raw!r} are not a JSON object; using the defaults")
+        values: dict[str, Any] = {}
+        for name, default in cls().to_json().items():
+            if not isinstance(raw, dict) or name not in raw:
+                continue
+            value = raw[name]
+            valid = isinstance(value, bool) if isinstance(default, bool) else (
+                isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+            )
+            if valid:
+                values[name] = value
+            else:
+                warnings.append(f"server setting {name} has an invalid value {value!r}; using the default")
+        return cls(**values)
+
+
 _NO_PENALTIES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
@@ -325,7 +368,8 @@ class SettingsStore:
     """Reads and writes ``settings.json`` (atomically: a crash mid-write keeps the previous file).
 
     The file holds ``{"version": 1, "settings": {...AppSettings.flat()...}, "ui": {...window state...},
-    "presets": {name: {...PRESET_KEYS...}}}`` (the user's sampling presets; the shipped ones are not stored).
+    "presets": {name: {...PRESET_KEYS...}}, "server": {...ServerSettings...}}`` (the user's sampling presets; the
+    shipped ones are not stored).
 
     Args:
         path: the settings file; default ``config_dir() / "settings.json"``.
@@ -336,6 +380,7 @@ class SettingsStore:
         self.warnings: list[str] = []
         self._ui: dict[str, Any] = {}
         self._presets: dict[str, dict[str, Any]] = {}
+        self._server = ServerSettings()
         self._settings = AppSettings()  # the last loaded or saved, written again with presets and UI state
 
     def load(self) -> AppSettings:
@@ -353,6 +398,7 @@ class SettingsStore:
             return AppSettings()
         self._ui = raw.get("ui") if isinstance(raw.get("ui"), dict) else {}
         self._presets = self._load_presets(raw.get("presets"))
+        self._server = ServerSettings.from_json(raw.get("server"), self.warnings)
         stored = raw.get("settings") if isinstance(raw.get("settings"), dict) else {}
         values = {}
         for name in _FLAT_NAMES:
@@ -385,7 +431,10 @@ class SettingsStore:
     def save(self, settings: AppSettings) -> None:
         """Write the settings (and the last UI state and presets) to the file."""
         self._settings = settings
-        self._write({"version": SETTINGS_VERSION, "settings": settings.flat(), "ui": self._ui, "presets": self._presets})
+        self._write({
+            "version": SETTINGS_VERSION, "settings": settings.flat(), "ui": self._ui, "presets": self._presets,
+            "server": self._server.to_json(),
+        })  # fmt: skip
 
     @property
     def presets(self) -> dict[str, dict[str, Any]]:
@@ -430,6 +479,16 @@ class SettingsStore:
                 continue
             presets[name] = preset_values({key: float(v) if key in _FLOATS else v for key, v in values.items()})
         return presets
+
+    @property
+    def server(self) -> ServerSettings:
+        """The local server's settings (after :meth:`load`)."""
+        return self._server
+
+    def save_server(self, server: ServerSettings) -> None:
+        """Store the local server's settings and write the file with the last settings."""
+        self._server = server
+        self.save(self._settings)
 
     @property
     def ui_state(self) -> dict[str, Any]:

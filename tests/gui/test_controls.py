@@ -395,6 +395,16 @@ def test_help_dialogs(qtbot, env):
     click(qtbot, box.button(QMessageBox.StandardButton.Ok))
 
 
+def test_local_server_dialog_opens_stopped(qtbot, env):
+    """Server > Local server… (its switch is tested in test_local_server.py)."""
+    window = env["window"]
+    window.local_server_action.trigger()
+    dialog = window.server_dialog
+    assert dialog.isVisible() and not dialog.switch.isChecked() and dialog.status.text() == "Stopped"
+    assert dialog.port.value() == 8000 and not dialog.allow_other_computers.isChecked()
+    dialog.close()
+
+
 def test_the_precision_fields_fold_away_and_unfold(qtbot, env):
     pane = env["window"].settings_pane
     pane.advanced.show(False)

@@ -1,0 +1,223 @@
+"""The window's local server: the model the window has loaded, served over the OpenAI API (``app.server``) while
+the window keeps chatting with it.
+
+Rules:
+- One engine: the server's backend is :class:`~app.serve_in_thread.WorkerOnLoop` over the window's
+  :class:`~app.inference_worker.InferenceWorker`, whose jobs run in order, so the window's replies and the server's
+  requests take turns. A model the window loads serves the next request: :meth:`LocalServer.model_changed`
+  builds the app again for it (and for new defaults) (:class:`~app.serve_in_thread.SwitchableApp`), with its name as the model id, its
+  trained length as the bound of ``n_ctx``, and the window's decoding, rolling context and K as the defaults of
+  requests that leave them out (their sampling defaults are OpenAI's).
+- States: ``stopped``, ``starting``, ``serving``, ``stopping``, ``failed`` (the text says why: a port in use, a
+  missing API key...). Every change is announced with ``state_changed(state, text)``.
+- Building the first app (the first import of ``app.server`` takes ~0.4 s), starting (binding, uvicorn's startup) and
+  stopping (joining the server's thread) run in a daemon thread that a coroutine on the GUI loop awaits
+  (``app.background``): the GUI thread never waits for them.
+- Binds 127.0.0.1; "allow other computers" binds 0.0.0.0 and, as ``specchat serve``, needs an API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from inference.settings import GenerationSettings
+
+from ..background import DaemonThreadExecutor, TaskSet, run_in
+from ..inference_worker import InferenceWorker
+from ..serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
+
+logger = logging.getLogger(__name__)
+
+#: The model id served before any model is loaded.
+NO_MODEL_ID = "specchat"
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What the server says about the model the window has loaded.
+
+    Attributes:
+        model_id: its store name (``SmolLM2-135M-Instruct-int4``), or ``NO_MODEL_ID`` before a model is loaded.
+        max_context: its largest n_ctx (``ModelInfo.max_position_embeddings``; None = unknown).
+        defaults: the settings of a request's omitted fields (``app.server.create_app``'s ``defaults``).
+    """
+
+    model_id: str = NO_MODEL_ID
+    max_context: int | None = None
+    defaults: GenerationSettings = GenerationSettings()
+
+
+def no_key_refusal(allow_other_computers: bool, api_key: str) -> str | None:
+    """Why these choices cannot be served (None when they can): other computers need an API key."""
+    if allow_other_computers and not api_key.strip():
+        return "Allowing other computers needs an API key: enter one (clients send it as a Bearer token)"
+    return None
+
+
+def lan_address() -> str:
+    """This computer's address on its local network (the interface of its default route), or its host name when
+    it has none (no packet is sent: connecting a UDP socket only chooses the route)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1 (RFC 5737): never routed anywhere
+            return probe.getsockname()[0]
+        except OSError:
+            return socket.gethostname()
+
+
+def base_url(port: int, allow_other_computers: bool) -> str:
+    """The base URL OpenAI clients take: ``http://127.0.0.1:PORT/v1``, or with other computers allowed this
+    computer's network address (which works from this computer too)."""
+    host = lan_address() if allow_other_computers else "127.0.0.1"
+    return f"http://{host}:{port}/v1"
+
+
+def default_app_factory(backend: WorkerOnLoop, api_key: str | None, model: ServedModel) -> Any:
+    """The OpenAI-compatible app of ``specchat serve`` over ``backend``, for ``model``."""
+    from ..server import create_app
+
+    return create_app(
+        backend, model_id=model.model_id, api_key=api_key, defaults=model.defaults, max_context=model.max_context
+    )
+
+
+class LocalServer(QObject):
+    """Starts and stops the server of the window's model.
+
+    Args:
+        worker: the window's inference worker; tasks: where the coroutines run (the GUI loop).
+        model: returns the :class:`ServedModel` of the model loaded now (read at start and at each
+            :meth:`model_changed`).
+        app_factory: ``app_factory(backend, api_key, served_model)`` returns the ASGI app to serve (default:
+            ``app.server``'s).
+
+    Attributes:
+        state, text: the state and what it says; url, port: the base URL and port while serving ("", None otherwise).
+
+    Signals:
+        state_changed(state, text).
+    """
+
+    state_changed = Signal(str, str)
+
+    def __init__(
+        self,
+        worker: InferenceWorker,
+        tasks: TaskSet,
+        model: Callable[[], ServedModel] = ServedModel,
+        app_factory: Callable[[WorkerOnLoop, str | None, ServedModel], Any] = default_app_factory,
+        parent: QObject | None = None,
+    ):
+        super().__init__(parent)
+        self.worker = worker
+        self._tasks = tasks
+        self._model = model
+        self._app_factory = app_factory
+        self._server: ServerThread | None = None
+        self._app: SwitchableApp | None = None
+        self._backend: WorkerOnLoop | None = None
+        self._api_key: str | None = None
+        self._served: ServedModel | None = None
+        self._control = DaemonThreadExecutor("specchat-server-control")
+        self._busy: asyncio.Task | None = None
+        self.state = "stopped"
+        self.text = "Stopped"
+        self.url = ""
+        self.port: int | None = None
+
+    @property
+    def serving(self) -> bool:
+        """True while the server accepts requests."""
+        return self.state == "serving"
+
+    def model_changed(self) -> None:
+        """The window loaded another model, or changed the defaults (:class:`ServedModel`): serve them from the next
+        request on (nothing when they are what is served).
+
+        The app for it is built here, on the GUI thread, so that no request is answered under the previous name
+        (~2 ms: ``app.server`` was imported, and a first app built, by :meth:`start` in the background). A failure
+        to build it is said (state ``failed``) and the server stops.
+        """
+        model = self._model()
+        if self._app is None or self._backend is None or model == self._served:
+            return
+        try:
+            self._app.current = self._app_factory(self._backend, self._api_key, model)
+            self._served = model
+        except Exception as error:  # noqa: BLE001 - said, and the server stops rather than serve the wrong model
+            logger.exception("the local server could not follow the model")
+            self._busy = self._tasks.spawn(self._stop(self._busy, f"Stopped: {type(error).__name__}: {error}"))
+
+    def start(self, port: int, api_key: str = "", allow_other_computers: bool = False) -> asyncio.Task | None:
+        """Start serving on ``port`` in the background (nothing while starting or stopping, or already serving);
+        returns the task. A refusal or failure ends in state ``failed`` with its reason."""
+        if self.state in ("starting", "stopping", "serving"):
+            return None
+        refusal = no_key_refusal(allow_other_computers, api_key)
+        if refusal:
+            self._set_state("failed", refusal)
+            return None
+        self._busy = self._tasks.spawn(self._start(port, api_key.strip() or None, allow_other_computers))
+        return self._busy
+
+    def stop(self) -> asyncio.Task | None:
+        """Stop serving in the background (after a start in progress); returns the task."""
+        if self.state in ("stopped", "failed", "stopping") and self._server is None:
+            return None
+        self._busy = self._tasks.spawn(self._stop(self._busy))
+        return self._busy
+
+    def close(self) -> None:
+        """The window closes: stop the server without waiting (its thread is a daemon)."""
+        server, self._server, self._app, self._backend = self._server, None, None, None
+        if server is not None:
+            self._control.submit(server.stop)
+
+    async def _start(self, port: int, api_key: str | None, allow_other_computers: bool) -> None:
+        host = "0.0.0.0" if allow_other_computers else "127.0.0.1"
+        self._set_state("starting", f"Starting on port {port}…")
+        backend = WorkerOnLoop(self.worker, asyncio.get_running_loop())
+        model = self._model()
+
+        def build_and_start() -> tuple[SwitchableApp, ServerThread]:
+            app = SwitchableApp(self._app_factory(backend, api_key, model))
+            server = ServerThread(app, host, port)
+            server.start()
+            return app, server
+
+        try:
+            app, server = await run_in(self._control, build_and_start)
+        except ServerStartError as error:
+            self._set_state("failed", f"Not serving: {error}")
+            return
+        except Exception as error:  # noqa: BLE001 - the app could not be built: said, never a crash
+            logger.exception("the local server could not start")
+            self._set_state("failed", f"Not serving: {type(error).__name__}: {error}")
+            return
+        self._server, self._app, self._backend, self._api_key, self._served = server, app, backend, api_key, model
+        self.port = server.port
+        self.url = base_url(server.port, allow_other_computers)
+        where = "this computer and the network" if allow_other_computers else "this computer only"
+        self._set_state("serving", f"Serving the loaded model at {self.url} ({where})")
+
+    async def _stop(self, previous: asyncio.Task | None, reason: str = "") -> None:
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])  # a start (or stop) in progress finishes first
+        server, self._server, self._app, self._backend = self._server, None, None, None
+        if server is None:
+            return
+        self._set_state("stopping", "Stopping…")
+        await run_in(self._control, server.stop)
+        self.url, self.port = "", None
+        self._set_state("failed" if reason else "stopped", reason or "Stopped")
+
+    def _set_state(self, state: str, text: str) -> None:
+        self.state, self.text = state, text
+        self.state_changed.emit(state, text)

@@ -1,0 +1,254 @@
+"""The window's local server (Server > Local server…) on the default model: the official ``openai`` client gets the
+window's greedy text, a window reply and a server request take turns, switching off frees the port, a port in use
+is said, other computers need a key, the server follows a reload and comes back on at start."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import openai
+import pytest
+from conftest import FAST
+from gui_helpers import click, send_and_wait
+from PySide6.QtGui import QGuiApplication
+
+from app.gui.local_server import lan_address
+from app.gui.settings_store import ServerSettings, SettingsStore
+from app.serve_in_thread import bind_socket
+from inference.models.default_model import default_model_dir
+
+TIMEOUT = 120_000
+PROMPT = "Name three colours."
+
+
+def free_port() -> int:
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def open_dialog(window, port: int):
+    window.local_server_action.trigger()
+    dialog = window.server_dialog
+    assert dialog is not None and dialog.isVisible()
+    dialog.port.setValue(port)
+    return dialog
+
+
+def switch_on(qtbot, window, dialog, state: str = "serving"):
+    click(qtbot, dialog.switch)
+    qtbot.waitUntil(lambda: window.local_server.state == state, timeout=30_000)
+
+
+def switch_off(qtbot, window, dialog):
+    click(qtbot, dialog.switch)
+    qtbot.waitUntil(lambda: window.local_server.state == "stopped", timeout=30_000)
+
+
+def in_thread(qtbot, function):
+    """``function()`` in a worker thread while the GUI loop keeps running; returns its result (or raises)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # noqa: BLE001 - raised below, on the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    qtbot.waitUntil(lambda: not thread.is_alive(), timeout=TIMEOUT)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def chat(url: str, model: str, api_key: str = "none") -> str:
+    client = openai.OpenAI(base_url=url, api_key=api_key, max_retries=0, timeout=60)
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": PROMPT}],
+        temperature=0,
+        max_tokens=FAST.value("max_new_tokens"),
+    )
+    return reply.choices[0].message.content
+
+
+@pytest.fixture
+def window(make_window):
+    return make_window(FAST)
+
+
+def test_the_server_gives_the_windows_greedy_text_and_switching_off_frees_the_port(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    url = f"http://127.0.0.1:{port}/v1"
+    assert window.local_server.url == url and dialog.url.text() == url
+    assert dialog.status.text() == f"Serving the loaded model at {url} (this computer only)"
+    assert window.server_label.isVisible() and window.server_label.text() == f"Serving on port {port}"
+    assert not dialog.port.isEnabled() and not dialog.api_key.isEnabled()
+    click(qtbot, dialog.copy_button)
+    assert QGuiApplication.clipboard().text() == url
+
+    model = default_model_dir(4).name
+    client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+    assert [m.id for m in in_thread(qtbot, lambda: client.models.list()).data] == [model]
+    served = in_thread(qtbot, lambda: chat(url, model))
+    in_window = send_and_wait(qtbot, window, PROMPT)
+    assert in_window.state == "complete" and served == in_window.content and served
+
+    saved = SettingsStore(window.store.path)
+    saved.load()
+    assert saved.server == ServerSettings(enabled=True, port=port)
+    switch_off(qtbot, window, dialog)
+    assert dialog.url.text() == "" and not dialog.copy_button.isEnabled() and not window.server_label.isVisible()
+    assert dialog.port.isEnabled() and dialog.status.text() == "Stopped"
+    bind_socket("127.0.0.1", port).close()  # the port is free again
+    saved.load()
+    assert saved.server == ServerSettings(enabled=False, port=port)
+
+
+def test_a_window_reply_and_a_server_request_issued_together_both_complete(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    url = f"http://127.0.0.1:{port}/v1"
+    reference = send_and_wait(qtbot, window, PROMPT).content
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(text=chat(url, default_model_dir(4).name)), daemon=True)
+    window.new_chat()  # the same first turn again
+    with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+        window.composer.set_text(PROMPT)
+        window.composer.submit()
+        assert window.active is not None
+        thread.start()  # while the window's reply generates: it waits its turn
+    qtbot.waitUntil(lambda: not thread.is_alive(), timeout=TIMEOUT)
+    assert finished.args[0].state == "complete" and finished.args[0].content == reference
+    assert result["text"] == reference
+    switch_off(qtbot, window, dialog)
+
+
+def test_a_port_in_use_is_said_and_the_switch_goes_off(qtbot, window):
+    taken = bind_socket("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    try:
+        dialog = open_dialog(window, port)
+        switch_on(qtbot, window, dialog, state="failed")
+        text = f"Not serving: port {port} is in use by another program: choose another port, or stop that program"
+        assert dialog.status.text() == text
+        assert window.statusBar().currentMessage() == f"Local server: {text}"
+        assert not dialog.switch.isChecked() and dialog.port.isEnabled() and dialog.url.text() == ""
+        assert not window.server_label.isVisible()
+    finally:
+        taken.close()
+    switch_on(qtbot, window, dialog)  # the same port, once freed
+    assert window.model_state == "ready" and window.local_server.url == f"http://127.0.0.1:{port}/v1"
+    switch_off(qtbot, window, dialog)
+
+
+def test_other_computers_need_an_api_key_and_then_get_the_network_url(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    click(qtbot, dialog.allow_other_computers)
+    switch_on(qtbot, window, dialog, state="failed")
+    assert dialog.status.text().startswith("Allowing other computers needs an API key")
+    assert not dialog.switch.isChecked()
+    dialog.api_key.setText("s3cret")
+    switch_on(qtbot, window, dialog)
+    assert dialog.url.text() == f"http://{lan_address()}:{port}/v1"
+    local = f"http://127.0.0.1:{port}/v1"
+    assert httpx.get(f"{local}/models", timeout=10).status_code == 401
+    models = httpx.get(f"{local}/models", headers={"Authorization": "Bearer s3cret"}, timeout=10)
+    assert models.status_code == 200 and models.json()["data"][0]["id"] == default_model_dir(4).name
+    switch_off(qtbot, window, dialog)
+
+
+def test_a_reload_in_the_window_serves_the_new_model_from_the_next_request(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    models_url = f"http://127.0.0.1:{port}/v1/models"
+    assert httpx.get(models_url, timeout=10).json()["data"][0]["id"] == default_model_dir(4).name
+    with qtbot.waitSignal(window.model_ready, timeout=TIMEOUT):
+        window.choose_target("", 8)
+    assert httpx.get(models_url, timeout=10).json()["data"][0]["id"] == default_model_dir(8).name
+    text = in_thread(qtbot, lambda: chat(f"http://127.0.0.1:{port}/v1", default_model_dir(8).name))
+    window.new_chat()
+    assert text == send_and_wait(qtbot, window, PROMPT).content
+    switch_off(qtbot, window, dialog)
+    with qtbot.waitSignal(window.model_ready, timeout=TIMEOUT):
+        window.choose_target("", 4)  # the shared worker goes back to the default model
+
+
+def test_a_server_that_was_on_comes_back_with_the_model(qtbot, make_window, tmp_path):
+    port = free_port()
+    store = SettingsStore(tmp_path / "config" / "settings.json")
+    store.save(FAST)
+    store.save_server(ServerSettings(enabled=True, port=port))
+    window = make_window(settings=None)
+    qtbot.waitUntil(lambda: window.local_server.state == "serving", timeout=30_000)
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"
+    window.close()  # closing stops it
+    qtbot.waitUntil(lambda: _port_is_free(port), timeout=30_000)
+
+
+def _port_is_free(port: int) -> bool:
+    try:
+        bind_socket("127.0.0.1", port).close()
+    except Exception:  # noqa: BLE001 - still in use
+        return False
+    return True
+
+
+def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    url, model = f"http://127.0.0.1:{port}/v1", default_model_dir(4).name
+    client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=60)
+    messages = [{"role": "user", "content": PROMPT}]
+    max_tokens = FAST.value("max_new_tokens")
+
+    def streamed() -> str:
+        stream = client.chat.completions.create(
+            model=model, messages=messages, temperature=0, max_tokens=max_tokens, stream=True
+        )
+        return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+
+    assert in_thread(qtbot, streamed) == in_thread(qtbot, lambda: chat(url, model))
+
+    def leave_after_the_first_chunk() -> bool:
+        stream = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Count from 1 to 500."}], max_tokens=2000, stream=True
+        )
+        next(iter(stream))
+        generating = window.worker.generating  # (a set's truth, read from this thread)
+        stream.close()
+        return generating
+
+    assert in_thread(qtbot, leave_after_the_first_chunk)  # it was generating when the client left
+    qtbot.waitUntil(lambda: not window.worker.generating, timeout=5000)  # cancelled, not 2000 tokens later
+    assert send_and_wait(qtbot, window, PROMPT).state == "complete"  # the window's turn comes at once
+    switch_off(qtbot, window, dialog)
+
+
+def test_requests_get_the_windows_decoding_as_it_changes(qtbot, window):
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    body = {"model": "any", "messages": [{"role": "user", "content": PROMPT}], "temperature": 0, "max_tokens": 8}
+
+    def served_stats() -> dict:
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["specchat"]
+
+    assert in_thread(qtbot, served_stats)["mode"] == "ar"
+    window.settings_pane.set_settings(window.settings.with_values(decoding="spec_lookup", k=3))  # as if chosen there
+    assert window.settings.generation.decoding.value == "spec_lookup"
+    stats = in_thread(qtbot, served_stats)
+    assert (stats["mode"], stats["drafter"]) == ("spec", "lookup")
+    switch_off(qtbot, window, dialog)
