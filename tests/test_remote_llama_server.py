@@ -50,7 +50,10 @@ def llama_server(data_dir, tmp_path_factory):
         port = sock.getsockname()[1]
     command = [PYTHON, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # its output goes to a file: llama.cpp prints ~200 KB while loading, which would fill a pipe nobody reads and
+    # block the server before it listens
+    log = tmp_path_factory.mktemp("llama-server") / "output.log"
+    process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and process.poll() is None:
@@ -61,7 +64,8 @@ def llama_server(data_dir, tmp_path_factory):
             time.sleep(0.5)
     else:
         process.kill()
-        pytest.fail(f"llama_cpp.server did not start: {process.communicate()[0][-2000:]}")
+        process.wait(timeout=30)
+        pytest.fail(f"llama_cpp.server did not start: {log.read_text(errors='replace')[-2000:]}")
     yield url
     process.terminate()
     process.wait(timeout=30)
