@@ -216,6 +216,10 @@ class RemoteBackend:
             body["presence_penalty"] = sampling.presence_penalty
         if sampling.frequency_penalty:
             body["frequency_penalty"] = sampling.frequency_penalty
+        if sampling.repetition_penalty != 1.0:  # not in OpenAI's API: sent under both names servers read
+            body["repetition_penalty"] = sampling.repetition_penalty  # vLLM, OpenVINO Model Server, SpecChat
+            body["repeat_penalty"] = sampling.repetition_penalty  # llama-server, Ollama
+            body["repeat_last_n"] = sampling.repeat_last_n
         if self.specchat:
             body["specchat"] = {"mode": settings.decoding.value, "k": settings.speculative.k}
         return body

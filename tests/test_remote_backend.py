@@ -30,7 +30,9 @@ def stub():
         yield server
 
 
-def collect(backend: RemoteBackend, cancel: threading.Event | None = None, cancel_after_s: float | None = None):
+def collect(
+    backend: RemoteBackend, cancel: threading.Event | None = None, cancel_after_s: float | None = None, request=None
+):
     """Run one reply; returns (events, the RemoteError raised or None, seconds from cancel to the end or None)."""
     cancel = cancel or threading.Event()
     events, error, stopped = [], None, {}
@@ -42,7 +44,7 @@ def collect(backend: RemoteBackend, cancel: threading.Event | None = None, cance
                 cancel_after_s, lambda: (stopped.setdefault("at", time.perf_counter()), cancel.set())
             )
         try:
-            async for batch in backend.generate(REQUEST, cancel):
+            async for batch in backend.generate(request or REQUEST, cancel):
                 events.extend(batch)
         except RemoteError as raised:
             error = raised
@@ -97,6 +99,22 @@ def test_a_reply_streams_with_client_side_timing_and_the_servers_usage(stub):
         3,
     )
     assert "specchat" not in body  # only a SpecChat server gets the extension
+
+
+def test_the_repetition_penalty_is_sent_under_the_names_servers_read(stub):
+    from dataclasses import replace
+
+    assert "repetition_penalty" not in stub_body(stub, REQUEST)  # 1.0: off, nothing sent
+    sampling = replace(REQUEST.settings.sampling, repetition_penalty=1.1, repeat_last_n=48)
+    body = stub_body(stub, replace(REQUEST, settings=replace(REQUEST.settings, sampling=sampling)))
+    assert (body["repetition_penalty"], body["repeat_penalty"], body["repeat_last_n"]) == (1.1, 1.1, 48)
+
+
+def stub_body(stub, request) -> dict:
+    """The JSON body the backend sent to the stub for ``request``."""
+    events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("ok"), MODEL)), request=request)
+    assert error is None and text_of(events) == REPLY
+    return stub.requests[-1][1]
 
 
 def test_models_are_listed_and_a_specchat_server_is_recognised(stub):

@@ -73,6 +73,14 @@ def test_request_fields_and_the_extension_map_to_engine_settings():
     assert chat(stop=["a", "b"]).settings.sampling.stop_strings == ("a", "b")
 
 
+def test_the_repetition_penalty_is_read_under_vllms_and_llama_cpps_names():
+    assert chat().settings.sampling.repetition_penalty == 1.0  # the server's defaults: off
+    vllm = chat(repetition_penalty=1.1, repeat_last_n=32).settings.sampling
+    assert (vllm.repetition_penalty, vllm.repeat_last_n) == (1.1, 32)
+    assert chat(repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.2
+    assert chat(repetition_penalty=1.3, repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.3
+
+
 def test_a_completion_is_the_raw_prompt():
     request = completion_request(parse(CompletionRequest, b'{"prompt": ["Once upon"], "max_tokens": 3}'), DEFAULTS, None)
     assert request.prompt == "Once upon" and request.messages == [] and request.settings.sampling.max_new_tokens == 3

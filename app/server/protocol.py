@@ -125,6 +125,9 @@ class _GenerationFields(_Strict):
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    repetition_penalty: float | None = None  # vLLM's and OpenVINO Model Server's name for CTRL's penalty
+    repeat_penalty: float | None = None  # llama.cpp's (llama-server, Ollama) name for it
+    repeat_last_n: int | None = None  # llama.cpp's window of the repetition penalty, in tokens
     n: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -295,6 +298,8 @@ def _settings(
             ("max_new_tokens", max_tokens),
             ("presence_penalty", body.presence_penalty),
             ("frequency_penalty", body.frequency_penalty),
+            ("repetition_penalty", body.repetition_penalty if body.repetition_penalty is not None else body.repeat_penalty),
+            ("repeat_last_n", body.repeat_last_n),
         ) if value is not None},
     )
     options = body.specchat or SpecChatOptions()
