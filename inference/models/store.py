@@ -172,8 +172,8 @@ class ModelManifest:
         rope_supported: whether the rolling context can shift this model's KV cache; ``rope_note`` says why not.
         architecture: transformers class or model type, e.g. ``LlamaForCausalLM``.
         sliding_window: the attention window in tokens, or None.
-        details: what the way in adds, e.g. ``gguf_sha256``, ``weight_format``, ``derived_from_4bit`` (default
-            model), ``original_layout``, ``gguf_file_type``, ``gguf_tensor_types``, ``group_size``,
+        details: what the way in adds, e.g. ``gguf_sha256``, ``weight_format``, ``derived_from_4bit``, ``ir_format``
+            (default model), ``original_layout``, ``gguf_file_type``, ``gguf_tensor_types``, ``group_size``,
             ``group_size_reason``, ``repo_id``, ``revision``; and any key this version does not know.
         path: the folder it was read from or written to (not stored in the file).
     """
