@@ -47,3 +47,16 @@ def require_native(precision: str) -> None:
     """Skip the test unless this CPU computes ``precision`` natively (bf16 needs AVX512_BF16 or AMX)."""
     if not device_computes("CPU", precision):
         pytest.skip(f"this CPU computes {', '.join(native_precisions('CPU'))} natively, not {precision} (needs AVX512_BF16/AMX)")
+
+
+def run_coroutine(coroutine):
+    """``asyncio.run(coroutine)`` in a thread of its own, returning its result or raising its exception.
+
+    The GUI tests leave their qasync loop marked as running on the main thread for the whole session, where
+    ``asyncio.run`` then refuses to start ("cannot be called from a running event loop").
+    """
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="test-asyncio") as executor:
+        return executor.submit(asyncio.run, coroutine).result()

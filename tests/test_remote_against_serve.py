@@ -3,7 +3,6 @@ model: it is recognised as SpecChat's, both modes answer with their statistics, 
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import socket
@@ -14,6 +13,7 @@ import time
 
 import httpx
 import pytest
+from helpers import run_coroutine
 
 from app.inference_worker import GenerationRequest
 from app.remote_backend import RemoteBackend, RemoteError, RemoteTarget
@@ -62,13 +62,13 @@ def reply(backend: RemoteBackend, decoding: Decoding) -> list:
         async for batch in backend.generate(GenerationRequest(PROMPT, "", settings), threading.Event()):
             events.extend(batch)
 
-    asyncio.run(run())
+    run_coroutine(run())
     return events
 
 
 def test_the_backend_talks_to_specchat_serve_in_both_modes(server):
     backend = RemoteBackend(RemoteTarget(server, api_key=KEY))
-    models = asyncio.run(backend.list_models())
+    models = run_coroutine(backend.list_models())
     assert models and backend.specchat is True
     backend = RemoteBackend(RemoteTarget(server, models[0].id, KEY), specchat=True)
     for decoding, mode in ((Decoding.AUTOREGRESSIVE, "ar"), (Decoding.PROMPT_LOOKUP, "spec")):
@@ -86,5 +86,5 @@ def test_the_backend_talks_to_specchat_serve_in_both_modes(server):
 
 def test_a_wrong_key_is_said(server):
     with pytest.raises(RemoteError, match=r"refused the API key \(401\)") as error:
-        asyncio.run(RemoteBackend(RemoteTarget(server, api_key="wrong")).list_models())
+        run_coroutine(RemoteBackend(RemoteTarget(server, api_key="wrong")).list_models())
     assert error.value.status == 401

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from helpers import run_coroutine
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, SPECCHAT_STATS, RemoteStub
 
 from app.inference_worker import GenerationRequest
@@ -49,7 +50,7 @@ def collect(
         except RemoteError as raised:
             error = raised
 
-    asyncio.run(run())
+    run_coroutine(run())
     return events, error, (time.perf_counter() - stopped["at"]) if "at" in stopped else None
 
 
@@ -119,9 +120,9 @@ def stub_body(stub, request) -> dict:
 
 def test_models_are_listed_and_a_specchat_server_is_recognised(stub):
     plain = RemoteBackend(RemoteTarget(stub.url("ok") + "/"))
-    assert asyncio.run(plain.list_models()) == [RemoteModel(MODEL, False)] and plain.specchat is False
+    assert run_coroutine(plain.list_models()) == [RemoteModel(MODEL, False)] and plain.specchat is False
     spec = RemoteBackend(RemoteTarget(stub.url("specchat"), MODEL))
-    assert asyncio.run(spec.list_models()) == [RemoteModel(MODEL, True)] and spec.specchat is True
+    assert run_coroutine(spec.list_models()) == [RemoteModel(MODEL, True)] and spec.specchat is True
 
 
 def test_a_specchat_server_gets_the_mode_and_fills_the_acceptance_statistics(stub):
@@ -150,7 +151,7 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_said(stub):
         "the model picker's Remote server… (Ctrl+L)"
     )
     with pytest.raises(RemoteError, match="refused the API key"):
-        asyncio.run(RemoteBackend(RemoteTarget(stub.url("auth"))).list_models())
+        run_coroutine(RemoteBackend(RemoteTarget(stub.url("auth"))).list_models())
 
 
 @pytest.mark.parametrize(
@@ -217,7 +218,7 @@ def test_cancelling_the_consumer_during_a_silent_stream_leaves_no_task_behind(st
             await task
         return time.perf_counter() - started, asyncio.all_tasks() - {asyncio.current_task()}
 
-    seconds, left = asyncio.run(run())
+    seconds, left = run_coroutine(run())
     assert seconds < 1.0 and left == set()
 
 
@@ -231,7 +232,7 @@ def test_connection_refused_dns_failure_and_tls_error_are_said(stub):
     assert str(error) == "The server name specchat-test.invalid was not found (DNS lookup failed): check the base URL"
     https = stub.url("ok").replace("http://", "https://")  # TLS to a plain-HTTP port
     with pytest.raises(RemoteError, match=r"^TLS error with 127\.0\.0\.1:\d+ \(.+\): check the server's certificate"):
-        asyncio.run(RemoteBackend(RemoteTarget(https, MODEL)).list_models())
+        run_coroutine(RemoteBackend(RemoteTarget(https, MODEL)).list_models())
 
 
 def test_a_v3_base_url_is_used_as_given(stub):

@@ -4,7 +4,6 @@ model's GGUF, in a subprocess on 127.0.0.1. Runs where that package is installed
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import run_coroutine
 
 from app.inference_worker import GenerationRequest
 from app.remote_backend import RemoteBackend, RemoteModel, RemoteTarget
@@ -73,7 +73,7 @@ def llama_server(data_dir, tmp_path_factory):
 
 def test_the_backend_streams_a_reply_from_llama_server(llama_server):
     backend = RemoteBackend(RemoteTarget(llama_server))
-    assert asyncio.run(backend.list_models()) == [RemoteModel(ALIAS, False)] and backend.specchat is False
+    assert run_coroutine(backend.list_models()) == [RemoteModel(ALIAS, False)] and backend.specchat is False
     backend = RemoteBackend(RemoteTarget(llama_server, ALIAS))
     settings = GenerationSettings(sampling=SamplingSettings(max_new_tokens=16, temperature=0.0))
     request = GenerationRequest([{"role": "user", "content": "What is the capital of France?"}], "", settings)
@@ -83,7 +83,7 @@ def test_the_backend_streams_a_reply_from_llama_server(llama_server):
         async for batch in backend.generate(request, threading.Event()):
             events.extend(batch)
 
-    asyncio.run(run())
+    run_coroutine(run())
     stats = events[-1].stats
     assert isinstance(events[-1], Finished) and stats.mode == "ar" and stats.stop_reason in ("eos", "max_new_tokens")
     text = "".join(e.text for e in events if isinstance(e, TextDelta))

@@ -8,6 +8,7 @@ import json
 
 import httpx
 import pytest
+from helpers import run_coroutine
 
 from app.inference_worker import InferenceWorker, ModelSpec
 from app.server import create_app
@@ -105,7 +106,7 @@ def test_refusals_name_the_field(fields, param):
 @pytest.fixture(scope="module")
 def worker(int4_dir):
     worker = InferenceWorker()
-    asyncio.run(worker.load(ModelSpec(int4_dir)))
+    run_coroutine(worker.load(ModelSpec(int4_dir)))
     yield worker
     worker.shutdown()
 
@@ -126,7 +127,7 @@ def test_a_full_queue_answers_429_with_retry_after(worker):
             health = (await client.get("/health")).json()
             return refused, health, await running, await waiting
 
-    refused, health, running, waiting = asyncio.run(scenario())
+    refused, health, running, waiting = run_coroutine(scenario())
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert refused.json()["error"]["type"] == "rate_limit_error"
     assert health == {"status": "ok", "busy": True, "waiting": 1}
