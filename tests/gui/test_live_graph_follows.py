@@ -88,3 +88,16 @@ def test_the_window_graph_follows_the_conversation_shown(make_window):
     assert window.live_graph.series == [] and "99.5 tokens/s" in window.live_graph.summary.text()
     window.open_conversation(newer)
     assert [s.key for s in window.live_graph.series] == ["ar"]
+
+
+def test_the_plots_take_a_new_size_once_a_resize_has_settled(graph, qtbot):
+    from app.gui.widgets.live_graph import RESIZE_SETTLE_MS
+
+    qtbot.waitUntil(lambda: graph.canvas.size() == graph.canvas_frame.size())
+    before = graph.canvas.size()
+    for width in (420, 450, 480):  # a drag of the window's edge: the plots are not laid out again on each step
+        graph.resize(width, 320)
+        qtbot.wait(RESIZE_SETTLE_MS // 5)
+        assert graph.canvas.size() == before and graph.canvas_frame.width() > before.width()
+    qtbot.waitUntil(lambda: graph.canvas.size() == graph.canvas_frame.size(), timeout=RESIZE_SETTLE_MS * 10)
+    assert graph.canvas.width() > before.width()

@@ -6,8 +6,9 @@ time waiting for a CPU and time blocked (see app/stall_probe.py).
 
 The numbers assume an otherwise idle machine, like any timing measurement: other processes keeping every core
 busy show up as "waiting for a CPU" in the failure message. On the 2-core CI virtual machines the same scenario's
-longest stall varies from run to run (measured 24-71 ms over ten runs of one commit on a quiet machine, with or
-without the live graph; 53-128 ms while other jobs ran), so a scenario that stalls runs again, up to ``ATTEMPTS``
+longest stall varies from run to run (streaming: 35-49 ms over ten runs of one commit on a quiet machine; 50-74 ms
+before opening another conversation stopped re-parenting the old one's bubbles and the live graph stopped laying
+out its plots on every step of a resize), so a scenario that stalls runs again, up to ``ATTEMPTS``
 times in all, and the best run must stay under ``MAX_STALL_MS``: noise rarely strikes every run, a freeze the
 window causes shows in each of them.
 """

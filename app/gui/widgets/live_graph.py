@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
 from inference.events import ContextRolled, StepStats
@@ -34,6 +35,7 @@ KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to r
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
 TITLE_HEIGHT = 16  # pixels of each plot's title
+RESIZE_SETTLE_MS = 150  # the plots are laid out again this long after the graph's last change of size
 
 
 @dataclass
@@ -137,10 +139,11 @@ class LiveGraph(QWidget):
         layout.addWidget(self.summary)
 
         pg.setConfigOptions(antialias=False)
-        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas_frame = _SettlingFrame()
+        self.canvas_frame.setMinimumHeight(165)  # three readable plots; small screens give the settings the rest
+        self.canvas = pg.GraphicsLayoutWidget(self.canvas_frame)
         self.canvas.setBackground("w")
-        self.canvas.setMinimumHeight(165)  # three readable plots; small screens give the settings the rest
-        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.canvas_frame, 1)
         self.rate_plot = self._plot(0, "Decode tokens/s", "Tokens generated per second, over the last half second")
         self.acceptance_plot = self._plot(
             1, "Acceptance rate (%)",
@@ -345,6 +348,39 @@ class LiveGraph(QWidget):
         if rolls:
             parts.append(f"{rolls} roll{'s' if rolls != 1 else ''}")
         return " · ".join(parts)
+
+
+class _SettlingFrame(QWidget):
+    """Holds the plots' canvas and gives it its own size once a resize has settled.
+
+    Laying out and repainting three plots for a new size costs ~20 ms on a 2-core machine; while the user drags
+    the window's edge (a resize every few milliseconds) that work would repeat on every step and freeze the
+    window. In between, the canvas keeps its size: cut off, or with a white margin, for a moment.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.setAutoFillBackground(True)
+        palette = self.palette()
+        palette.setColor(QPalette.ColorRole.Window, QColor("white"))
+        self.setPalette(palette)
+        self._settle = QTimer(self)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(RESIZE_SETTLE_MS)
+        self._settle.timeout.connect(self.fit_canvas)
+
+    def fit_canvas(self) -> None:
+        """Give the canvas the frame's whole area now."""
+        for child in self.children():
+            if isinstance(child, QWidget):
+                child.setGeometry(self.rect())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.oldSize().isValid() and not event.oldSize().isEmpty():
+            self._settle.start()
+        else:
+            self.fit_canvas()  # first shown: no earlier size to keep
 
 
 def _xy(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
