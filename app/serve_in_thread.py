@@ -25,9 +25,7 @@ must be used from that loop. A server started from the window therefore runs els
 from __future__ import annotations
 
 import asyncio
-import errno
 import socket
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -39,6 +37,7 @@ from inference.events import Event
 
 from .background import call_soon
 from .inference_worker import GenerationRequest, InferenceWorker
+from .server.binding import ListenError, listen
 
 #: Seconds open connections get to finish when the server stops, before their tasks are cancelled.
 GRACEFUL_SHUTDOWN_SECONDS = 2.0
@@ -163,7 +162,7 @@ class ServerThread:
         """
         if self._thread is not None:
             raise RuntimeError("a ServerThread starts once: make a new one")
-        self._socket = bind_socket(self.host, self.port)
+        self._socket = listen_for_window(self.host, self.port)
         self.port = self._socket.getsockname()[1]
         self._thread = threading.Thread(target=self._run, name=f"specchat-server-{self.port}", daemon=True)
         self._thread.start()
@@ -207,38 +206,20 @@ class _Server(uvicorn.Server):
             self.startup_over.set()
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening (IPv4, or IPv6 for an address with ``:``).
-
-    Address reuse (``SO_REUSEADDR``) is on where it only skips TIME_WAIT (not on Windows, where it would let two
-    servers share a port), so a port freed by a stopped server binds again at once. ``TCP_NODELAY`` is on. (Unlike
-    ``app.server.binding.listen``, whose messages name ``specchat serve``'s flags, each error says what to do in the
-    window.)
+def listen_for_window(host: str, port: int) -> socket.socket:
+    """``app.server.binding.listen``, its failure worded for the window (which has no command-line flags).
 
     Raises:
-        ServerStartError: the port is in use, the address is not this computer's, or binding failed otherwise.
+        ServerStartError: the port is in use, the address is not this computer's, or listening failed otherwise.
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        if sys.platform != "win32":
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as error:
-        sock.close()
-        if error.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", None)):
-            raise ServerStartError(
-                f"port {port} is in use by another program: choose another port, or stop that program"
-            ) from error
-        if error.errno in (errno.EACCES, getattr(errno, "WSAEACCES", None)):
-            raise ServerStartError(f"port {port} needs administrator rights here: choose a port above 1024") from error
-        if error.errno == errno.EADDRNOTAVAIL:
-            raise ServerStartError(f"{host} is not an address of this computer: use 127.0.0.1 or 0.0.0.0") from error
-        raise ServerStartError(f"could not listen on {host}:{port}: {error.strerror or error}") from error
-    # No Nagle delay (as app.server.binding.listen): a stream's first chunk follows its headers at once instead of
-    # waiting for the client's delayed ACK (h15-serve measured +40 ms TTFT without it); accepted sockets inherit it.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setblocking(False)
-    return sock
+        return listen(host, port)
+    except ListenError as error:
+        message = {
+            "port_range": f"port {port} is not a port number: choose one from 1024 to 65535",
+            "in_use": f"port {port} is in use by another program: choose another port, or stop that program",
+            "privileged": f"port {port} needs administrator rights here: choose a port above 1024",
+            "not_local": f"{host} is not an address of this computer: use 127.0.0.1 or 0.0.0.0",
+        }.get(error.cause, f"could not listen on {host}:{port}: {error.detail}")
+        raise ServerStartError(message) from None
 

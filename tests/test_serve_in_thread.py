@@ -15,7 +15,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop, bind_socket
+from app.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
+from app.server.binding import listen
 
 
 class FakeWorker:
@@ -135,7 +136,7 @@ def test_stopping_frees_the_port_and_a_port_in_use_says_so(worker_loop):
         ServerThread(FastAPI(), "127.0.0.1", port).start()
     assert httpx.get(f"http://127.0.0.1:{port}/generate", timeout=10).status_code == 200  # the first still serves
     server.stop()
-    bind_socket("127.0.0.1", port).close()  # free again
+    listen("127.0.0.1", port).close()  # free again
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/generate", timeout=2)
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from app.cli.commands import add_model_options, decoding_settings, model_folders
-from app.server.binding import API_KEY_VARIABLE, check_binding, listen, url_of
+from app.server.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
 
 #: Seconds Ctrl+C waits for open connections to close after their replies are cancelled.
 SHUTDOWN_TIMEOUT_S = 5
@@ -61,7 +61,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.max_queue < 0:
         raise ValueError(f"--max-queue must be >= 0, got {args.max_queue}")
     defaults = decoding_settings(args, args.mode)
-    sock = listen(args.host, args.port)
+    sock = _listen(args.host, args.port)
     try:
         spec = model_folders(args)
         asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue))
@@ -71,6 +71,25 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """``listen``, its failure worded for the command line.
+
+    Raises:
+        ValueError: listening failed (the message names the flag to change).
+    """
+    try:
+        return listen(host, port)
+    except ListenError as error:
+        if error.cause == "port_range":
+            raise ValueError(f"--port must be in [0, 65535], got {port}") from None
+        advice = {
+            "in_use": "the port is in use by another program; choose another --port, or stop that program",
+            "privileged": "ports below 1024 need administrator rights; choose a --port above 1024",
+            "not_local": f"{host} is not an address of this machine; use --host 127.0.0.1, or 0.0.0.0 with --api-key",
+        }.get(error.cause, f"{error.detail}; choose another --port or --host")
+        raise ValueError(f"cannot listen on {host}:{port}: {advice}") from None
 
 
 async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int) -> None:

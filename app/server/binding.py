@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 
@@ -33,19 +34,49 @@ def check_binding(host: str, api_key: str | None) -> None:
         )
 
 
+class ListenError(Exception):
+    """Listening on ``host:port`` failed; each front end says what to do in its own terms.
+
+    Attributes:
+        host, port: what was asked for.
+        cause: ``"port_range"`` (not in [0, 65535]), ``"in_use"`` (another program has the port),
+            ``"privileged"`` (a port below 1024 without the rights), ``"not_local"`` (the address is not one of
+            this machine's) or ``"other"``.
+        detail: the operating system's words (empty for ``port_range``).
+    """
+
+    def __init__(self, host: str, port: int, cause: str, detail: str = ""):
+        super().__init__(f"cannot listen on {host}:{port}: {detail or cause}")
+        self.host, self.port, self.cause, self.detail = host, port, cause, detail
+
+
+_CAUSES = {
+    errno.EADDRINUSE: "in_use",
+    getattr(errno, "WSAEADDRINUSE", errno.EADDRINUSE): "in_use",
+    errno.EACCES: "privileged",
+    getattr(errno, "WSAEACCES", errno.EACCES): "privileged",
+    errno.EADDRNOTAVAIL: "not_local",
+    getattr(errno, "WSAEADDRNOTAVAIL", errno.EADDRNOTAVAIL): "not_local",
+}
+
+
 def listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: a free one).
+    """A listening TCP socket on ``host:port`` (port 0: a free one; IPv6 for an address with ``:``), for
+    ``specchat serve`` and the window's local server alike.
+
+    Address reuse is on where it only skips TIME_WAIT (``socket.create_server``: not on Windows, where it would
+    let two servers share a port), so the port of a server just stopped binds again at once. ``TCP_NODELAY`` is on.
 
     Raises:
-        ValueError: the port is out of range, in use, or the address is not this machine's (the message says so).
+        ListenError: the port is out of range, in use or privileged, or the address is not this machine's.
     """
     if not 0 <= port <= 65535:
-        raise ValueError(f"--port must be in [0, 65535], got {port}")
+        raise ListenError(host, port, "port_range")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.create_server((host.strip("[]"), port), family=family)
     except OSError as error:
-        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}; choose another --port or --host") from None
+        raise ListenError(host, port, _CAUSES.get(error.errno, "other"), error.strerror or str(error)) from None
     # No Nagle delay: a stream's first chunk follows its headers at once instead of waiting for the client's
     # delayed ACK (measured: +40 ms TTFT without it). Accepted connections inherit the option (Linux, macOS).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -15,7 +15,7 @@ from PySide6.QtGui import QGuiApplication
 
 from app.gui.local_server import lan_address
 from app.gui.settings_store import ServerSettings, SettingsStore
-from app.serve_in_thread import bind_socket
+from app.server.binding import listen
 from inference.models.default_model import default_model_dir
 
 TIMEOUT = 120_000
@@ -23,7 +23,7 @@ PROMPT = "Name three colours."
 
 
 def free_port() -> int:
-    sock = bind_socket("127.0.0.1", 0)
+    sock = listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
     sock.close()
     return port
@@ -106,7 +106,7 @@ def test_the_server_gives_the_windows_greedy_text_and_switching_off_frees_the_po
     switch_off(qtbot, window, dialog)
     assert dialog.url.text() == "" and not dialog.copy_button.isEnabled() and not window.server_label.isVisible()
     assert dialog.port.isEnabled() and dialog.status.text() == "Stopped"
-    bind_socket("127.0.0.1", port).close()  # the port is free again
+    listen("127.0.0.1", port).close()  # the port is free again
     saved.load()
     assert saved.server == ServerSettings(enabled=False, port=port)
 
@@ -132,7 +132,7 @@ def test_a_window_reply_and_a_server_request_issued_together_both_complete(qtbot
 
 
 def test_a_port_in_use_is_said_and_the_switch_goes_off(qtbot, window):
-    taken = bind_socket("127.0.0.1", 0)
+    taken = listen("127.0.0.1", 0)
     port = taken.getsockname()[1]
     try:
         dialog = open_dialog(window, port)
@@ -197,7 +197,7 @@ def test_a_server_that_was_on_comes_back_with_the_model(qtbot, make_window, tmp_
 
 def _port_is_free(port: int) -> bool:
     try:
-        bind_socket("127.0.0.1", port).close()
+        listen("127.0.0.1", port).close()
     except Exception:  # noqa: BLE001 - still in use
         return False
     return True
