@@ -3,53 +3,25 @@ model: it is recognised as SpecChat's, both modes answer with their statistics, 
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
-import subprocess
-import sys
 import threading
-import time
 
-import httpx
 import pytest
 from helpers import run_coroutine
+from server_process import ServerProcess
 
 from app.inference_worker import GenerationRequest
 from app.remote_backend import RemoteBackend, RemoteError, RemoteTarget
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("app.cli.serve") is None, reason="specchat serve is not on this branch yet (issue 15)"
-)
 KEY = "remote-test-key"
 PROMPT = [{"role": "user", "content": "Repeat exactly: the cat sat on the mat, the cat sat on the mat."}]
 
 
 @pytest.fixture(scope="module")
 def server(int4_dir):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "app", "serve", "--port", str(port), "--api-key", KEY]
-    process = subprocess.Popen(
-        command, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail(f"specchat serve did not start: {process.communicate()[0][-2000:]}")
-    yield f"{url}/v1"
-    process.terminate()
-    process.wait(timeout=30)
+    with ServerProcess(["--api-key", KEY]) as process:
+        yield process.url
 
 
 def reply(backend: RemoteBackend, decoding: Decoding) -> list:
