@@ -1,8 +1,9 @@
-"""API keys of remote servers: in the system keyring where there is a usable one, else in a file only the user can
-read; never in ``settings.json``.
+"""API keys of remote servers, and of the window's own local server: in the system keyring where there is a usable
+one, else in a file only the user can read; never in ``settings.json``.
 
 Rules:
-- Keys are stored per base URL (service :data:`KEYRING_SERVICE`, user name the base URL).
+- Keys are stored per base URL (service :data:`KEYRING_SERVICE`, user name the base URL); the key the window's
+  local server asks of its clients under the name :data:`LOCAL_SERVER`.
 - A keyring is usable when ``keyring``'s chosen backend has a priority above 0 (the ``fail`` backend of a machine
   without Secret Service, KWallet or the macOS/Windows store has 0) and accepts the write.
 - Otherwise the key goes to ``remote_keys.json`` in the config folder (``$SPECCHAT_CONFIG_DIR`` overrides it), created
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "specchat-remote-server"
 KEYS_FILE = "remote_keys.json"
+LOCAL_SERVER = "local-server"  # the name the window's local server keeps its key under (never a base URL)
 
 
 def keys_file() -> Path:

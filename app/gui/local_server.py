@@ -100,6 +100,7 @@ class LocalServer(QObject):
 
     Attributes:
         state, text: the state and what it says; url, port: the base URL and port while serving ("", None otherwise).
+        api_key: the key clients must send while serving (None: none asked).
 
     Signals:
         state_changed(state, text).
@@ -131,6 +132,11 @@ class LocalServer(QObject):
         self.text = "Stopped"
         self.url = ""
         self.port: int | None = None
+
+    @property
+    def api_key(self) -> str | None:
+        """The key the server asks of its clients (None: no key, or not serving)."""
+        return self._api_key if self._server is not None else None
 
     @property
     def serving(self) -> bool:

@@ -47,7 +47,7 @@ from inference.settings import Decoding, SamplingSettings
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
 from ..remote_backend import RemoteError
-from ..remote_keys import load_api_key, save_api_key
+from ..remote_keys import LOCAL_SERVER, load_api_key, save_api_key
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
 from .local_server import LocalServer, ServedModel
@@ -947,14 +947,15 @@ class MainWindow(QMainWindow):
     def _start_saved_server(self) -> None:
         self.models.ready.disconnect(self._start_saved_server)
         server = self.store.server
-        self.local_server.start(server.port, "", server.allow_other_computers)
+        self.local_server.start(server.port, load_api_key(LOCAL_SERVER), server.allow_other_computers)
 
     def show_local_server(self) -> None:
         """Open the Local server dialog (not modal)."""
         from .widgets.server_dialog import LocalServerDialog
 
         if self.server_dialog is None:
-            self.server_dialog = LocalServerDialog(self.local_server, self.store.server, self)
+            key = load_api_key(LOCAL_SERVER)
+            self.server_dialog = LocalServerDialog(self.local_server, self.store.server, key, self)
             self.server_dialog.settings_changed.connect(
                 lambda chosen: self._save_server(port=chosen.port, allow_other_computers=chosen.allow_other_computers)
             )
@@ -970,6 +971,12 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Local server: {text}", 10000)
         if state in ("serving", "stopped") and self.store.server.enabled != (state == "serving"):
             self._save_server(enabled=state == "serving")  # a failed start leaves the choice as it was
+        if state == "serving":  # the key it serves with is the one it starts with next time
+            try:
+                save_api_key(LOCAL_SERVER, self.local_server.api_key or "")
+            except OSError as error:
+                self.statusBar().showMessage(f"Local server: could not store its API key ({error}): enter it again "
+                                             "after a restart", 15000)  # fmt: skip
 
     def _save_server(self, **changes) -> None:
         try:

@@ -322,7 +322,7 @@ class ServerSettings:
         port: TCP port, 1-65535 (8000, as ``specchat serve``).
         allow_other_computers: bind every interface (``0.0.0.0``) instead of ``127.0.0.1``; needs an API key.
 
-    The API key is not kept here (it is asked again after a restart).
+    Its API key is not kept here: ``app.remote_keys`` keeps it (name ``LOCAL_SERVER``).
     """
 
     enabled: bool = False

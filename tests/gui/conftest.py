@@ -1,7 +1,9 @@
 """Fixtures of the GUI tests: offscreen Qt, the asyncio loop on top of it, a shared inference worker, windows.
 
 The Qt platform is ``offscreen`` (set before Qt is imported). Windows share one ``InferenceWorker`` so the
-default model is loaded once per session; each window gets its own history database and settings file.
+default model is loaded once per session; each window gets its own history database and settings file, and API
+keys (of remote servers, of the local server) go to a file in the test's own config folder, never to the user's
+keyring.
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt
 
 #: Settings of most GUI tests: greedy, short replies (the machine may be slow).
 FAST = AppSettings().with_values(max_new_tokens=24, sampling_preset="Precise", **BUILTIN_PRESETS["Precise"])  # greedy
+
+
+@pytest.fixture(autouse=True)
+def no_user_keyring(tmp_path, monkeypatch):
+    """Keys go to the fallback file in this test's config folder, never to the user's keyring."""
+    import keyring
+    import keyring.backends.fail
+
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path / "config"))
+    previous = keyring.get_keyring()
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    yield
+    keyring.set_keyring(previous)
 
 
 @pytest.fixture(scope="module", autouse=True)

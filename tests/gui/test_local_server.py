@@ -183,15 +183,25 @@ def test_a_reload_in_the_window_serves_the_new_model_from_the_next_request(qtbot
         window.choose_target("", 4)  # the shared worker goes back to the default model
 
 
-def test_a_server_that_was_on_comes_back_with_the_model(qtbot, make_window, tmp_path):
+def test_a_server_that_was_on_comes_back_with_the_model_and_its_key(qtbot, make_window, tmp_path):
     port = free_port()
-    store = SettingsStore(tmp_path / "config" / "settings.json")
-    store.save(FAST)
-    store.save_server(ServerSettings(enabled=True, port=port))
+    SettingsStore(tmp_path / "config" / "settings.json").save(FAST)
+    first = make_window(settings=None)
+    dialog = open_dialog(first, port)
+    dialog.api_key.setText("s3cret")
+    switch_on(qtbot, first, dialog)
+    first.close()  # closing stops it; it was on, so it starts again with the next window
+    qtbot.waitUntil(lambda: _port_is_free(port), timeout=30_000)
+    assert "s3cret" not in (tmp_path / "config" / "settings.json").read_text()  # the key is kept elsewhere
     window = make_window(settings=None)
     qtbot.waitUntil(lambda: window.local_server.state == "serving", timeout=30_000)
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"
-    window.close()  # closing stops it
+    models = f"http://127.0.0.1:{port}/v1/models"
+    assert httpx.get(models, timeout=10).status_code == 401  # the key came back with it
+    assert httpx.get(models, headers={"Authorization": "Bearer s3cret"}, timeout=10).status_code == 200
+    window.local_server_action.trigger()
+    assert window.server_dialog.api_key.text() == "s3cret"  # and shows in the dialog
+    window.close()
     qtbot.waitUntil(lambda: _port_is_free(port), timeout=30_000)
 
 

@@ -9,8 +9,6 @@ import stat
 import time
 from dataclasses import replace
 
-import keyring
-import keyring.backends.fail
 import pytest
 from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QDialogButtonBox
@@ -28,16 +26,6 @@ PARTIAL = "".join(REPLY_PIECES[:CUT_AFTER])
 def stub():
     with RemoteStub() as server:
         yield server
-
-
-@pytest.fixture
-def no_user_keyring(tmp_path, monkeypatch):
-    """Keys go to the fallback file in this test's config folder, never to the user's keyring."""
-    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path / "config"))
-    previous = keyring.get_keyring()
-    keyring.set_keyring(keyring.backends.fail.Keyring())
-    yield
-    keyring.set_keyring(previous)
 
 
 def open_dialog(qtbot, window) -> RemoteServerDialog:

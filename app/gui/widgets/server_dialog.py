@@ -1,11 +1,11 @@
 """The Local server dialog (Server > Local server…): the switch, port, API key, "allow other computers", the URL to
 copy and a status line.
 
-``LocalServerDialog(server, settings, parent)`` drives a :class:`~app.gui.local_server.LocalServer` and follows its
+``LocalServerDialog(server, settings, api_key, parent)`` drives a :class:`~app.gui.local_server.LocalServer` and follows its
 state: the switch shows whether it serves, the port, key and network choice are editable only while it does not,
 the URL (with its Copy button) is there while it serves, and the status line says what happens or went wrong.
 ``settings_changed(ServerSettings)`` is emitted when the port or the network choice changes (the window saves it;
-whether the server runs is the window's to keep). Not modal.
+whether the server runs, and the key it was started with, are the window's to keep). Not modal.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class LocalServerDialog(QDialog):
 
     settings_changed = Signal(object)
 
-    def __init__(self, server: LocalServer, settings: ServerSettings, parent: QWidget | None = None):
+    def __init__(self, server: LocalServer, settings: ServerSettings, api_key: str = "", parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("localServerDialog")
         self.setWindowTitle("Local server")
@@ -59,7 +59,10 @@ class LocalServerDialog(QDialog):
         self.api_key = QLineEdit()
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.api_key.setPlaceholderText("optional on this computer; clients send it as a Bearer token")
-        self.api_key.setToolTip("Not saved: enter it again after a restart.")
+        self.api_key.setText(api_key)
+        self.api_key.setToolTip(
+            "Kept in the system keyring (or a file only you can read), never in the settings file; empty: no key"
+        )
         self.allow_other_computers = QCheckBox("Allow other computers (needs an API key)")
         self.allow_other_computers.setChecked(settings.allow_other_computers)
         self.url = QLineEdit()
