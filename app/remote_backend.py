@@ -235,7 +235,7 @@ class RemoteBackend:
                 arrived (stop reason ``interrupted``).
         """
         url = check_base_url(self.target.base_url) + "/chat/completions"
-        clock = _ReplyClock(request.settings.context.n_ctx)
+        clock = _ReplyClock()
         extension: dict = {}
         usage: dict = {}
         finish_reason = None
@@ -304,10 +304,10 @@ _CUT_TEXT = "The server closed the stream before the reply ended (the partial re
 
 
 class _ReplyClock:
-    """Client-side timing of one streamed reply: StepStats per delta, and the final GenerationStats."""
+    """Client-side timing of one streamed reply: StepStats per delta, and the final GenerationStats. The server's
+    context is its own: StepStats say ``n_ctx`` 0 (unknown), so no context fill is drawn for a remote reply."""
 
-    def __init__(self, n_ctx: int):
-        self.n_ctx = n_ctx
+    def __init__(self):
         self.start = time.perf_counter()
         self.first: float | None = None
         self.last = self.start
@@ -325,7 +325,7 @@ class _ReplyClock:
         self.text += text
         step = StepStats(
             drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=step_ms, step_ms=step_ms, k=0,
-            cache_len=0, n_ctx=self.n_ctx, elapsed_s=now - self.start, generated=self.generated,
+            cache_len=0, n_ctx=0, elapsed_s=now - self.start, generated=self.generated,
         )  # fmt: skip
         return [TextDelta(text, -1, from_draft), step]
 
@@ -352,7 +352,7 @@ class _ReplyClock:
                 continue
             events.append(StepStats(
                 drafted=drafted, accepted=accepted, emitted=0, draft_ms=0.0, verify_ms=0.0, step_ms=0.0, k=k,
-                cache_len=0, n_ctx=self.n_ctx, elapsed_s=self.last - self.start, generated=self.generated,
+                cache_len=0, n_ctx=0, elapsed_s=self.last - self.start, generated=self.generated,
             ))  # fmt: skip
             self.drafted += drafted
             self.accepted += accepted

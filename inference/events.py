@@ -34,7 +34,7 @@ class StepStats:
             milliseconds; ``step_ms - draft_ms - verify_ms`` is the engine's own overhead.
         k: draft length used this step (after adaptive-K and context-limit clipping).
         cache_len: logical tokens in the target KV cache after the step.
-        n_ctx: the rolling-context size.
+        n_ctx: the rolling-context size (0: unknown, as for a reply a remote server generates).
         elapsed_s: seconds since generation started, at the end of the step.
         generated: tokens generated so far.
     """
@@ -74,7 +74,7 @@ class PromptOverflow:
 
     Attributes:
         prompt_tokens: tokens of the whole prompt.
-        n_ctx: the rolling-context size.
+        n_ctx: the rolling-context size (0: unknown, as for a reply a remote server generates).
         discarded_tokens: prompt tokens the prefill's rolls will drop (the oldest after the first n_keep).
     """
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.gui.widgets.live_graph import MIN_X_RANGE_S, PLACEHOLDER, LiveGraph
@@ -101,3 +103,12 @@ def test_the_plots_take_a_new_size_once_a_resize_has_settled(graph, qtbot):
         assert graph.canvas.size() == before and graph.canvas_frame.width() > before.width()
     qtbot.waitUntil(lambda: graph.canvas.size() == graph.canvas_frame.size(), timeout=RESIZE_SETTLE_MS * 10)
     assert graph.canvas.width() > before.width()
+
+
+def test_a_reply_of_unknown_context_draws_no_context_fill(graph):
+    graph.show_conversation(1)
+    graph.start_run("ar", conversation_id=1)
+    graph.add_events([replace(step, cache_len=0, n_ctx=0) for step in _steps(1.0)])  # as a remote server's reply
+    graph.refresh()
+    assert graph.series[0].fill == [] and len(graph.series[0].rate) > 10
+    assert "tokens/s" in graph.summary_text() and "context" not in graph.summary_text()

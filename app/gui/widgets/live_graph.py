@@ -73,7 +73,8 @@ class Series:
             if self.drafted:
                 self.acceptance.append((t, 100.0 * self.accepted / self.drafted))
             self.cache_len, self.n_ctx = event.cache_len, event.n_ctx
-            self.fill.append((t, 100.0 * event.cache_len / event.n_ctx))
+            if event.n_ctx:  # (0: unknown, a remote server's context)
+                self.fill.append((t, 100.0 * event.cache_len / event.n_ctx))
         elif isinstance(event, ContextRolled):
             t = self.steps[-1][0] if self.steps else 0.0
             self.rolls.append(t)
