@@ -332,6 +332,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     click(qtbot, pane.adaptive_k)
     assert not window.settings.generation.speculative.adaptive
     # bit-width: the 8-bit model is loaded in the background, with the busy indicator
+    assert pane.bits.isVisibleTo(pane)  # (shown while the default model is the target)
     pane.bits.setCurrentIndex(pane.bits.findData(8))
     qtbot.waitUntil(lambda: window.model_state == "loading", timeout=5000)
     assert window.busy_bar.isVisible()

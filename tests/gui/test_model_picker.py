@@ -63,6 +63,8 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     assert _loaded_target(window) == "tiny-same" and window.worker.spec.draft_dir.name == "tiny-same-b"
     drafts = window.settings_pane.draft_model
     assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT]
+    pane = window.settings_pane
+    assert not pane.bits.isVisibleTo(pane)  # the default model's bit-width row: not this model's
 
     # Another tokenizer: no installed model can draft for it; the draft-model decoding says what to do.
     _pick(window, "tiny-other")

@@ -104,6 +104,7 @@ class SettingsPane(QScrollArea):
         for bits, label in BIT_WIDTHS.items():
             self.bits.addItem(label, bits)
         self._row(model, "bits", "Bit-width", self.bits, "Weights of the default model (a new bit-width is fetched and converted once)")
+        self._model_form = model  # the bit-width row shows while the default model is the target (set_settings)
         self.target_device = QComboBox()
         self._row(model, "target_device", "Device", self.target_device, "OpenVINO device of the target model")
         self.decoding = QComboBox()
@@ -378,6 +379,8 @@ class SettingsPane(QScrollArea):
         try:
             self._highlight = settings.highlight_draft
             self.bits.setCurrentIndex(max(self.bits.findData(settings.bits), 0))
+            # another model's bit-width is its own (the model picker lists each copy): the row would misstate it
+            self._model_form.setRowVisible(self.bits.parentWidget(), not settings.target_model and not settings.use_remote)
             self.precision.setCurrentIndex(max(self.precision.findData(settings.precision), 0))
             self.kv_cache_precision.setCurrentIndex(max(self.kv_cache_precision.findData(settings.kv_cache_precision), 0))
             if settings.target_device not in self._devices:
