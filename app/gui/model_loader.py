@@ -7,6 +7,9 @@ Rules:
   and, while loading, a busy indicator; nothing else decides it.
 - One load loop at a time: settings that change while models load are loaded after it (the loop runs until the
   models loaded are the ones wanted); a reply waits with :meth:`ModelLoader.wait`.
+- A reply holds the models it started with (:meth:`ModelLoader.in_use`) for all of its runs: a comparison's two
+  runs, and the explanation of where their texts part, use one model; a reload waits (``queued``) until no reply
+  holds them and the worker has finished what it runs (a request of the local server, say).
 - A refusal caused by a setting (a target model no longer installed, a draft with another tokenizer, a precision
   the device lacks, an unknown device) is flagged next to that setting (``setting_refused``) without a dialog,
   and the models loaded stay in use; a failure to fetch or load asks the user (``ask_retry``) whether to try again.
@@ -21,8 +24,9 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -90,6 +94,9 @@ class ModelLoader(QObject):
         self._wanted_key: tuple | None = None
         self._task: asyncio.Task | None = None
         self._settled = asyncio.Event()
+        self._holders = 0
+        self._unheld = asyncio.Event()
+        self._unheld.set()
         self._closed = False
         self._fetch_cancel: threading.Event | None = None
         self._reload_timer = QTimer(self)
@@ -126,6 +133,19 @@ class ModelLoader(QObject):
         if self._loaded_key != self._settings().model_key() or self.info is None:
             raise ValueError(f"no model is loaded: {self.error or 'the model could not be loaded'}")
 
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Keep the models loaded now while the block runs (a reply's runs): a reload asked for meanwhile starts
+        after it."""
+        self._holders += 1
+        self._unheld.clear()
+        try:
+            yield
+        finally:
+            self._holders -= 1
+            if not self._holders:
+                self._unheld.set()
+
     def cancel_fetch(self) -> None:
         """Stop the fetch of the default model now in progress (nothing when none is)."""
         if self._fetch_cancel is not None and not self._fetch_cancel.is_set():
@@ -160,9 +180,10 @@ class ModelLoader(QObject):
     async def _load_models(self, settings: AppSettings) -> bool:
         key = settings.model_key()
         self.error = None
-        if self.worker.generating:  # the worker runs one job at a time: the reload starts after the reply
+        if self._holders or self.worker.generating:  # the reload starts after the reply
             self._set_state("queued", "The model will reload after this reply")
-            await self.worker.run(lambda: None)
+            await self._unheld.wait()
+            await self.worker.run(lambda: None)  # the worker runs one job at a time: after the one it runs
         if settings.target_model:
             try:
                 target_dir = find_model(settings.target_model)

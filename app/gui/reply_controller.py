@@ -23,6 +23,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import sqlite3
@@ -271,31 +272,32 @@ class ReplyController(QObject):
                 self._update_live(active, "Waiting for the model to load…")
             if remote is None:
                 await self.models.wait()
-            for index, decoding in enumerate(runs):
-                if active.cancel.is_set():
-                    break
-                k = settings.generation.speculative.k
-                phase_extra = {"drafter": decoding.drafter, "k": k} if decoding.speculative else {}
-                recorder.begin_phase(decoding.mode, **phase_extra)
-                self.run_started.emit(decoding.mode, index > 0)
-                request = GenerationRequest(
-                    messages=history,
-                    system_prompt=conversation.system_prompt if conversation else "",
-                    settings=settings.generation_settings(decoding, seed=seed),
-                    fresh_cache=active.compare,
-                )
-                try:
-                    async for events in (remote or self.worker).generate(request, active.cancel):
-                        if active.closed:
-                            return
-                        recorder.add(events)
-                        self._check_saved(recorder)
-                        self.events.emit(events)
-                        self._update_live(active)
-                finally:
-                    self.run_finished.emit()
-            if active.compare and not active.cancel.is_set():
-                await self._explain_compare(active, request, settings, remote is not None)
+            with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
+                for index, decoding in enumerate(runs):
+                    if active.cancel.is_set():
+                        break
+                    k = settings.generation.speculative.k
+                    phase_extra = {"drafter": decoding.drafter, "k": k} if decoding.speculative else {}
+                    recorder.begin_phase(decoding.mode, **phase_extra)
+                    self.run_started.emit(decoding.mode, index > 0)
+                    request = GenerationRequest(
+                        messages=history,
+                        system_prompt=conversation.system_prompt if conversation else "",
+                        settings=settings.generation_settings(decoding, seed=seed),
+                        fresh_cache=active.compare,
+                    )
+                    try:
+                        async for events in (remote or self.worker).generate(request, active.cancel):
+                            if active.closed:
+                                return
+                            recorder.add(events)
+                            self._check_saved(recorder)
+                            self.events.emit(events)
+                            self._update_live(active)
+                    finally:
+                        self.run_finished.emit()
+                if active.compare and not active.cancel.is_set():
+                    await self._explain_compare(active, request, settings, remote is not None)
             if active.cancel.is_set():
                 state = "stopped"
         except RemoteError as error:  # after text arrived, the partial reply is kept like a stopped one

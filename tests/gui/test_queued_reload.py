@@ -30,3 +30,19 @@ def test_a_reload_during_a_reply_says_it_waits_for_the_reply(qtbot, make_window)
     loading = [index for index, (state, _, _) in enumerate(states) if state == "loading"]
     assert queued and loading and queued[0] < loading[0]
     assert all(not busy for state, _, busy in states if state == "queued")
+
+
+
+def test_a_reload_waits_while_a_reply_holds_the_model_even_between_its_runs(qtbot, make_window):
+    """Between a comparison's two runs (and before the explanation of where their texts part) the worker is idle,
+    but the reply still holds its model: a reload asked for then must wait, or the runs would compare two models."""
+    window = make_window(FAST)
+    pane = window.settings_pane
+    with window.models.in_use():  # as a reply does for all its runs
+        pane.bits.setCurrentIndex(pane.bits.findData(8))
+        window.models.load()
+        qtbot.waitUntil(lambda: window.model_state == "queued", timeout=5000)
+        qtbot.wait(1500)  # the worker is idle all this time
+        assert window.model_state == "queued" and "int4" in window.worker.spec.target_dir.name
+    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+    assert "int8" in window.worker.spec.target_dir.name
