@@ -21,7 +21,6 @@ def test_pip_command_runs_this_pythons_pip_from_source(monkeypatch: pytest.Monke
 
 def test_pip_command_runs_the_bundled_pip_when_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.delenv("PIP_TIMEOUT", raising=False)  # (a user's own would be passed instead of 15)
     monkeypatch.setattr(sys, "executable", "/opt/specchat/specchat")
     assert default_model.pip_command("download", "x") == ["/opt/specchat/specchat", "--internal-pip", "download", "x"]
 
@@ -75,7 +74,6 @@ def test_bundle_entry_passes_pips_exit_status() -> None:
 
 def test_conversion_in_a_bundle_points_to_a_python_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    monkeypatch.delenv("PIP_TIMEOUT", raising=False)  # (a user's own would be passed instead of 15)
     monkeypatch.setattr(convert, "missing_extra_modules", lambda: ["torch"])
     with pytest.raises(convert.ConversionExtraMissing, match="installed application does not include"):
         convert.require_conversion_extra()
