@@ -272,6 +272,7 @@ class ReplyController(QObject):
                 self._update_live(active, "Waiting for the model to load…")
             if remote is None:
                 await self.models.wait()
+                recorder.extra["model"] = self.worker.spec.describe()  # (a reload asked for before may have run)
             with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
                 for index, decoding in enumerate(runs):
                     if active.cancel.is_set():

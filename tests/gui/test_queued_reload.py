@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conftest import FAST
+from gui_helpers import send_and_wait
 
 TIMEOUT = 240_000
 
@@ -46,3 +47,13 @@ def test_a_reload_waits_while_a_reply_holds_the_model_even_between_its_runs(qtbo
         assert window.model_state == "queued" and "int4" in window.worker.spec.target_dir.name
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
     assert "int8" in window.worker.spec.target_dir.name
+
+
+def test_a_reply_sent_as_the_model_changes_names_the_model_that_wrote_it(qtbot, make_window):
+    window = make_window(FAST)
+    assert "int4" in window.worker.spec.describe()
+    pane = window.settings_pane
+    pane.bits.setCurrentIndex(pane.bits.findData(8))  # the reload starts after a short delay...
+    final = send_and_wait(qtbot, window, "Say hi.", timeout_ms=TIMEOUT)  # ...and the reply waits for it
+    assert final.state == "complete" and "int8" in window.worker.spec.describe()
+    assert final.stats["model"] == window.worker.spec.describe()  # the model that wrote it, not the one before
