@@ -33,7 +33,7 @@ import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -139,6 +139,10 @@ class RemoteBackend:
         connect_timeout_s / read_timeout_s: time-outs of the connection and of each read (seconds).
         specchat: the server is SpecChat's (send the ``specchat`` extension with the decoding mode and K); None:
             as the last :meth:`list_models` found (False before).
+
+    Attributes:
+        answered_by: the model the server says wrote the last reply (its chunks' ``model``; servers such as
+            llama-server answer any name with the model they serve), None until a chunk names one.
     """
 
     def __init__(
@@ -154,6 +158,11 @@ class RemoteBackend:
             connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=connect_timeout_s
         )
         self.specchat = bool(specchat)
+        self.answered_by: str | None = None
+
+    def describe_answer(self) -> str:
+        """Who wrote the reply: ``MODEL on HOST (remote)``, the model as the server named it where it did."""
+        return replace(self.target, model=self.answered_by).describe() if self.answered_by else self.target.describe()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -264,6 +273,8 @@ class RemoteBackend:
                             done = True
                             break
                         chunk = _parse_chunk(data, url)
+                        if isinstance(chunk.get("model"), str) and chunk["model"]:
+                            self.answered_by = chunk["model"]
                         if isinstance(chunk.get("error"), dict | str):
                             raise RemoteError(
                                 f"The server stopped the reply with an error: {_error_text(chunk['error'])}"

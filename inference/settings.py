@@ -177,7 +177,8 @@ class ContextSettings:
         """Raise SettingError naming the first setting outside its range (``"auto"`` counts as its minimum, 4)."""
         upper = max_position_embeddings or MAX_N_CTX
         if not MIN_N_CTX <= self.n_ctx <= upper:
-            raise SettingError("n_ctx", f"n_ctx must be in [{MIN_N_CTX}, {upper}], got {self.n_ctx}")
+            bounds = f"in [{MIN_N_CTX}, {upper}]" if max_position_embeddings else f">= {MIN_N_CTX} (and at most the model's length)"
+            raise SettingError("n_ctx", f"n_ctx must be {bounds}, got {self.n_ctx}")
         self.resolve()
 
     def resolve(self, system_prompt_tokens: int = 0) -> tuple[int, int]:

@@ -12,7 +12,8 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``auth``: 401 unless ``Authorization: Bearer`` :data:`API_KEY`;
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
-- ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing).
+- ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing);
+- ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does).
 
 ``stub.requests`` records ``(path, JSON body or None, Authorization header)``.
 """
@@ -25,6 +26,7 @@ import threading
 import time
 
 MODEL = "stub-model"
+SERVED_MODEL = "stub-served-model"
 API_KEY = "stub-key"
 REPLY_PIECES = ["Hello", " from", " the", " stub", ":", " one", " two", " three", "."]
 REPLY = "".join(REPLY_PIECES)
@@ -36,7 +38,7 @@ SPECCHAT_STATS = {
 }  # fmt: skip
 #: What the ``specchat`` extension says instead when the request asked for autoregressive decoding.
 AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
-BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent")
+BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent", "any-name")
 
 
 class RemoteStub:
@@ -111,7 +113,7 @@ class RemoteStub:
                     return self._json(404, {"error": {"message": f"no route {self.path}"}})
                 if self._refusal(behaviour):
                     return
-                if body.get("model") != MODEL:
+                if body.get("model") != MODEL and behaviour != "any-name":
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -148,7 +150,8 @@ class RemoteStub:
                 self._chunk(b"")
 
             def _event(self, chunk: dict) -> None:
-                self._chunk(f"data: {json.dumps({'object': 'chat.completion.chunk', **chunk})}\n\n".encode())
+                named = {"model": SERVED_MODEL} if self._route()[0] == "any-name" else {}
+                self._chunk(f"data: {json.dumps({'object': 'chat.completion.chunk', **named, **chunk})}\n\n".encode())
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

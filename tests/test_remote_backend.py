@@ -10,7 +10,7 @@ import time
 
 import pytest
 from helpers import run_coroutine
-from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, SPECCHAT_STATS, RemoteStub
+from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, SERVED_MODEL, SPECCHAT_STATS, RemoteStub
 
 from app.inference_worker import GenerationRequest
 from app.remote_backend import RemoteBackend, RemoteError, RemoteModel, RemoteTarget, check_base_url
@@ -101,6 +101,18 @@ def test_a_reply_streams_with_client_side_timing_and_the_servers_usage(stub):
         3,
     )
     assert "specchat" not in body  # only a SpecChat server gets the extension
+
+
+def test_the_reply_is_credited_to_the_model_the_server_says_answered(stub):
+    """A server that answers any model name (llama-server, specchat serve) says in its chunks which model did."""
+    ok = RemoteBackend(RemoteTarget(stub.url("ok"), MODEL))
+    collect(ok)
+    assert ok.answered_by is None and ok.describe_answer() == f"{MODEL} on {ok.target.host} (remote)"
+    typed = RemoteBackend(RemoteTarget(stub.url("any-name"), "gpt-4"))  # a name typed by hand
+    events, error, _ = collect(typed)
+    assert error is None and text_of(events) == REPLY
+    assert typed.answered_by == SERVED_MODEL
+    assert typed.describe_answer() == f"{SERVED_MODEL} on {typed.target.host} (remote)"
 
 
 def test_the_repetition_penalty_is_sent_under_the_names_servers_read(stub):

@@ -4,6 +4,7 @@ subprocess on 127.0.0.1, on the default 4-bit model; replies compared with the e
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -226,7 +227,9 @@ BAD_REQUESTS = [
     (_chat(n=2), "n"),
     (_chat(stream="yes"), "stream"),
     (_chat(tools=[{"type": "function", "function": {"name": "f"}}]), "tools"),
-    (_chat(tool_choice="auto"), "tool_choice"),
+    (_chat(tool_choice="required"), "tool_choice"),
+    (_chat(response_format={"type": "json_object"}), "response_format"),
+    (_chat(top_logprobs=2), "top_logprobs"),
     (_chat(specchat={"mode": "fast"}), "specchat.mode"),
     (_chat(specchat={"k": 99, "mode": "spec_lookup"}), "specchat.k"),
     (_chat(specchat={"n_ctx": 8}), "specchat.n_ctx"),
@@ -248,6 +251,45 @@ def test_bad_input_is_a_400_naming_the_field(server, body, param, stream):
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["message"]
     assert error["param"] == param
+
+
+def test_values_that_ask_for_nothing_are_accepted(client):
+    """Clients such as editors' plugins always send these; they ask for no tool, no format, no log-probabilities."""
+    reply = client.chat.completions.create(
+        model="any", messages=QUESTION, temperature=0, max_tokens=4, tools=[], tool_choice="none",
+        response_format={"type": "text"}, top_logprobs=0, parallel_tool_calls=True, logprobs=False,
+    )
+    assert reply.choices[0].message.content
+
+
+def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
+    """Ctrl+C (or SIGTERM) while a reply streams: the stream ends with an error event, never a finish chunk and
+    [DONE] that would make the cut reply look whole; a non-streamed request gets a 503."""
+    with ServerProcess() as server:
+        events = []
+        with httpx.stream("POST", f"{server.url}/chat/completions", timeout=60, json={
+            "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}],
+            "max_tokens": 2000, "stream": True, "temperature": 0,
+        }) as response:
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    events.append(line[5:].strip())
+                if len(events) == 5:
+                    server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(timeout=30) == 130
+    assert len(events) > 5 and "[DONE]" not in events
+    chunks = [json.loads(event) for event in events]
+    assert all(choice["finish_reason"] is None for chunk in chunks[:-1] for choice in chunk["choices"])
+    assert chunks[-1]["error"]["code"] == "server_stopped" and "incomplete" in chunks[-1]["error"]["message"]
+
+
+def test_an_n_ctx_past_the_models_length_is_refused_at_start(data_dir, int4_dir):
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--port", "0", "--n-ctx", "100000"], cwd=REPO,
+        capture_output=True, text=True, timeout=240,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "error: --n-ctx: n_ctx must be in [16, 8192], got 100000"
 
 
 def test_bad_completion_requests_and_an_oversized_body(server):
@@ -310,8 +352,8 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--threads", "0"], "threads must be in"),
-    (["--n-ctx", "8"], "n_ctx must be in"),
+    (["--threads", "0"], "--threads: threads must be in"),
+    (["--n-ctx", "8"], "--n-ctx: n_ctx must be >= 16"),
     (["--max-queue", "-1"], "--max-queue must be >= 0"),
     (["--port", "70000"], "--port must be in [0, 65535]"),
     (["--api-key", " "], "the API key is empty"),

@@ -29,6 +29,7 @@ from inference.settings import (
     Decoding,
     GenerationSettings,
     SamplingSettings,
+    SettingError,
     SpeculativeSettings,
     check_threads,
 )
@@ -449,6 +450,15 @@ def _models(args: argparse.Namespace) -> int:
     return run_models_command(args)
 
 
+#: Setting names (``SettingError.field``) whose flag is not ``--`` + the name with dashes.
+_FLAGS = {"repetition_penalty": "--repeat-penalty", "stop_strings": "--stop", "decoding": "--mode", "adaptive": "--adaptive-k"}
+
+
+def flag_error(error: SettingError) -> str:
+    """A setting's error as the command line says it: the flag first (``--n-ctx: n_ctx must be in ...``)."""
+    return f"{_FLAGS.get(error.field, '--' + error.field.replace('_', '-'))}: {error}"
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the subcommand ``args.command`` (``generate``, ``chat``, ``serve`` or ``models``); returns the exit status.
 
@@ -458,6 +468,9 @@ def run_command(args: argparse.Namespace) -> int:
     handlers = {"generate": _generate, "chat": _chat, "serve": _serve, "models": _models}
     try:
         return handlers[args.command](args)
+    except SettingError as error:
+        print(f"error: {flag_error(error)}", file=sys.stderr)
+        return 2
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

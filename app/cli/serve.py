@@ -102,6 +102,7 @@ async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_q
     try:
         print(f"loading {spec.describe()}...", file=sys.stderr, flush=True)
         info = await worker.load(spec)
+        defaults.validate(info.max_position_embeddings)  # an --n-ctx past the model's length: said now, not per request
         model_id = Path(spec.target_dir).name
         app = create_app(worker, model_id=model_id, api_key=api_key, max_queue=max_queue, defaults=defaults,
                          max_context=info.max_position_embeddings)

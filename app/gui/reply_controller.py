@@ -291,6 +291,8 @@ class ReplyController(QObject):
                         async for events in (remote or self.worker).generate(request, active.cancel):
                             if active.closed:
                                 return
+                            if remote is not None:
+                                recorder.extra["model"] = remote.describe_answer()  # the server's word for it
                             recorder.add(events)
                             self._check_saved(recorder)
                             self.events.emit(events)

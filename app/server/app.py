@@ -70,8 +70,8 @@ def create_app(
     Args:
         backend: generates replies (an ``InferenceWorker`` with its model loaded, or an adapter with the same
             ``generate(request, cancel)`` method).
-        model_id: the model's name in ``/v1/models`` and in responses (requests may name any model; the loaded one
-            answers).
+        model_id: the model's name in ``/v1/models`` and in responses. A request may name any model (clients often
+            send a fixed name): this one answers, and the response's ``model`` says so, as llama-server does.
         api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` (compared
             in constant time); None = no key.
         max_queue: requests allowed to wait while one generates; beyond, 429 with ``Retry-After``.
@@ -132,12 +132,15 @@ def create_app(
         authorize(request)
         return {"object": "list", "data": [model_object()]}
 
+    def not_served(name: str) -> APIError:
+        return APIError(404, f"model {name!r} is not served here: use {model_id!r} (GET /v1/models lists it)",
+                        type="not_found_error", param="model", code="model_not_found")
+
     @app.get("/v1/models/{name:path}")
     async def model(request: Request, name: str) -> dict:
         authorize(request)
         if name != model_id:
-            raise APIError(404, f"model {name!r} is not served here; GET /v1/models lists {model_id!r}",
-                           type="not_found_error", param="model", code="model_not_found")
+            raise not_served(name)
         return model_object()
 
     async def generation(request: Request, chat: bool) -> Response:
@@ -156,7 +159,11 @@ def create_app(
                 stats = await _unless_disconnected(request, run.cancel, run.to_end())
             finally:
                 await run.close()
-            return JSONResponse(reply.response(stats)) if stats is not None else Response(status_code=499)
+            if stats is None:
+                return Response(status_code=499)  # the client left: nobody reads this
+            if stats.stop_reason == "cancelled":
+                raise SERVER_STOPPED
+            return JSONResponse(reply.response(stats))
         try:
             first = await _unless_disconnected(request, run.cancel, run.start())
         except BaseException:
@@ -288,17 +295,35 @@ class _Generation:
             self._gate.release()
 
 
+#: A reply the server cut because it is stopping (Ctrl+C, SIGTERM, the window closing): a 503, or in a stream an
+#: ``{"error": ...}`` event in place of the finish chunk and ``[DONE]``, so that no client takes it for whole.
+SERVER_STOPPED = APIError(
+    503,
+    "the server stopped before the reply ended (it is shutting down): the reply is incomplete; send the request again "
+    "once the server runs",
+    type="server_error",
+    code="server_stopped",
+)
+
+
 async def _stream(reply: Reply, run: _Generation, first: list[Event], include_usage: bool) -> AsyncIterator[bytes]:
     """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
     decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
-    asked, ``[DONE]``. An engine error mid-stream is sent as an ``{"error": ...}`` event and ends the stream."""
+    asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:data:`SERVER_STOPPED`), is sent as an
+    ``{"error": ...}`` event and ends the stream."""
     opening = sse(reply.chunk("", role=True, include_usage=include_usage)) if reply.chat else b""
     batch, steps = first, []
     try:
         while True:
+            finished = next((event for event in batch if isinstance(event, Finished)), None)
+            if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
+                content = [event for event in batch if not isinstance(event, Finished)]
+                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps))
+                yield sse(SERVER_STOPPED.body())  # no finish chunk and no [DONE]: the reply is cut, say so
+                return
             yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps))  # one write
             opening = b""
-            if any(isinstance(event, Finished) for event in batch):
+            if finished is not None:
                 break
             try:
                 batch = await run.next()

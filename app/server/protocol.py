@@ -197,10 +197,24 @@ def _location(loc: tuple) -> str:
     return path
 
 
+def asks_for_nothing(name: str, value: Any) -> bool:
+    """True when an unsupported field's value asks for nothing, as many clients always send it: left out, false,
+    empty, ``tool_choice`` "none" or "auto" (no tools), ``response_format`` ``{"type": "text"}``,
+    ``top_logprobs`` 0, ``parallel_tool_calls`` either way (no tools)."""
+    if value is None or value is False or (isinstance(value, list | dict) and not value):
+        return True
+    if name == "tool_choice":
+        return value in ("none", "auto")
+    if name == "response_format":
+        return value == {"type": "text"}
+    if name == "top_logprobs":
+        return value == 0 and not isinstance(value, bool)
+    return name == "parallel_tool_calls" and isinstance(value, bool)
+
+
 def _unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
     for name in fields:
-        value = getattr(request, name)
-        if value is not None and value is not False:
+        if not asks_for_nothing(name, getattr(request, name)):
             raise APIError(400, f"{name} is not supported by SpecChat's server: leave it out", param=name, code="unsupported")
 
 
