@@ -263,8 +263,8 @@ def test_values_that_ask_for_nothing_are_accepted(client):
 
 
 def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
-    """Ctrl+C (or SIGTERM) while a reply streams: the stream ends with an error event, never a finish chunk and
-    [DONE] that would make the cut reply look whole; a non-streamed request gets a 503."""
+    """Ctrl+C while a reply streams: the stream ends with an error event, never a finish chunk and [DONE] that
+    would make the cut reply look whole; a non-streamed request gets a 503."""
     with ServerProcess() as server:
         events = []
         with httpx.stream("POST", f"{server.url}/chat/completions", timeout=60, json={
@@ -281,6 +281,39 @@ def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
     chunks = [json.loads(event) for event in events]
     assert all(choice["finish_reason"] is None for chunk in chunks[:-1] for choice in chunk["choices"])
     assert chunks[-1]["error"]["code"] == "server_stopped" and "incomplete" in chunks[-1]["error"]["message"]
+
+    with ServerProcess() as server:
+        answer = {}
+        request = threading.Thread(target=lambda: answer.setdefault("response", httpx.post(
+            f"{server.url}/chat/completions", timeout=60, json={
+                "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}],
+                "max_tokens": 2000, "temperature": 0,
+            })))  # fmt: skip
+        request.start()
+        deadline = time.monotonic() + 60
+        while not httpx.get(f"{server.base}/health").json()["busy"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGINT)
+        request.join(timeout=60)
+    assert answer["response"].status_code == 503 and answer["response"].json()["error"]["code"] == "server_stopped"
+
+
+def test_a_keyless_server_answers_this_computer_only_and_no_web_page(client, server):
+    """Without a key the server is this computer's: a request naming another host (DNS rebinding) or sent by a
+    web page elsewhere (a form-like POST needs no CORS preflight) gets a 403; local programs and pages are served."""
+    body = json.dumps({"messages": QUESTION, "max_tokens": 2, "temperature": 0})
+    url = f"{server.url}/chat/completions"
+    plain = {"Content-Type": "text/plain"}  # what a page's fetch() may send without a preflight
+    for headers in ({"Host": "evil.example.com"}, {"Host": f"attacker.example:{server.base.rsplit(':', 1)[1]}"},
+                    {**plain, "Origin": "http://evil.example.com"}, {**plain, "Origin": "null"}):
+        response = httpx.post(url, content=body, headers=headers, timeout=60)
+        assert response.status_code == 403, (headers, response.text)
+        assert response.json()["error"]["type"] == "permission_error"
+    for headers in ({}, {"Host": "localhost"}, {"Origin": "http://localhost:3000"}, {"Origin": "http://127.0.0.1"}):
+        assert httpx.post(url, content=body, headers=headers, timeout=60).status_code == 200, headers
+    assert httpx.get(f"{server.base}/health", headers={"Host": "evil.example.com"}).status_code == 403
 
 
 def test_an_n_ctx_past_the_models_length_is_refused_at_start(data_dir, int4_dir):
@@ -316,6 +349,8 @@ def test_the_api_key_guards_every_endpoint_but_health(data_dir, int4_dir):
         good = openai.OpenAI(base_url=keyed.url, api_key="s3cret", max_retries=0)
         assert good.chat.completions.create(model="any", messages=QUESTION, max_tokens=2).choices[0].message.content
         assert httpx.get(f"{keyed.base}/health").status_code == 200
+        named = {"Authorization": "Bearer s3cret", "Host": "gpu-box.lan:8000", "Origin": "http://gpu-box.lan"}
+        assert httpx.get(f"{keyed.url}/models", headers=named).status_code == 200  # reached by name: the key guards it
         long = good.chat.completions.create(
             model="any", messages=[{"role": "user", "content": "Count from 1 to 1000."}], max_tokens=2000, stream=True
         )

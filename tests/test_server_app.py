@@ -116,7 +116,7 @@ def test_a_full_queue_answers_429_with_retry_after(worker):
     long = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 40, "temperature": 0}
 
     async def scenario():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://server", timeout=120) as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=120) as client:
             running = asyncio.ensure_future(client.post("/v1/chat/completions", json=long))
             while not app.state.gate.busy:
                 await asyncio.sleep(0.01)

@@ -9,7 +9,7 @@ import pytest
 
 from app.cli.serve import _listen
 from app.serve_in_thread import ServerStartError, listen_for_window
-from app.server.binding import ListenError, check_binding, is_loopback, listen, url_of
+from app.server.binding import ListenError, check_binding, host_of, is_loopback, listen, url_of
 
 
 def test_listen_gives_a_listening_socket_without_nagle_delay():
@@ -71,3 +71,10 @@ def test_only_loopback_addresses_serve_without_a_key(host, loopback):
     else:
         with pytest.raises(ValueError, match=f"--host {host} lets other machines reach the server: give --api-key"):
             check_binding(host, None)
+
+
+@pytest.mark.parametrize("authority, host", [("127.0.0.1:8000", "127.0.0.1"), ("localhost", "localhost"),
+                                             ("[::1]:8000", "::1"), ("[::1]", "::1"), ("Evil.Example:80", "evil.example"),
+                                             ("gpu-box", "gpu-box")])  # fmt: skip
+def test_host_of_drops_the_port(authority, host):
+    assert host_of(authority) == host

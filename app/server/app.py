@@ -25,6 +25,7 @@ from app.inference_worker import GenerationRequest
 from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
 from inference.settings import GenerationSettings, SettingError
 
+from .binding import host_of, is_loopback
 from .gate import GenerationGate, QueueFull
 from .protocol import (
     APIError,
@@ -73,7 +74,11 @@ def create_app(
         model_id: the model's name in ``/v1/models`` and in responses. A request may name any model (clients often
             send a fixed name): this one answers, and the response's ``model`` says so, as llama-server does.
         api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` (compared
-            in constant time); None = no key.
+            in constant time). None = no key: then the server is this computer's only (it listens on loopback),
+            and it answers only requests that name this computer in ``Host`` and come from no web page (no
+            ``Origin``, or a loopback one); others get a 403. A web page on another origin could otherwise start
+            generations with a form-like POST that needs no CORS preflight, and read the replies through DNS
+            rebinding (a name of the attacker's that resolves to 127.0.0.1).
         max_queue: requests allowed to wait while one generates; beyond, 429 with ``Retry-After``.
         max_body_bytes: largest request body; beyond, 413.
         defaults: the settings a request's omitted fields take: decoding, context, K (``specchat serve``'s flags);
@@ -90,6 +95,9 @@ def create_app(
     gate = GenerationGate(max_queue)
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
+
+    if api_key is None:
+        app.add_middleware(_ThisComputerOnly)
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, error: APIError) -> JSONResponse:
@@ -186,6 +194,35 @@ def create_app(
 
     app.state.gate = gate
     return app
+
+
+class _ThisComputerOnly:
+    """ASGI middleware of a keyless server: a request that :func:`_not_from_this_computer` refuses gets a 403 in
+    OpenAI's error JSON (pure ASGI, so streaming and disconnects pass through untouched)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            headers = {name.lower(): value.decode("latin-1") for name, value in scope["headers"]}
+            refusal = _not_from_this_computer(headers.get(b"host", ""), headers.get(b"origin"))
+            if refusal is not None:
+                body = APIError(403, refusal, type="permission_error", code="forbidden").body()
+                await JSONResponse(body, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _not_from_this_computer(host: str, origin: str | None) -> str | None:
+    """Why a keyless server refuses a request (None: it does not): its ``Host`` header names another machine
+    (DNS rebinding), or its ``Origin`` says a web page elsewhere sent it."""
+    if not is_loopback(host_of(host)):
+        return (f"this server answers requests to this computer only (Host {host!r}): use http://127.0.0.1 or "
+                "http://localhost, or start it with an API key")
+    if origin is not None and not (origin.startswith(("http://", "https://")) and is_loopback(host_of(origin.split("//", 1)[1]))):
+        return f"requests from web pages are refused (Origin {origin!r}): call the API from a program, not a browser page"
+    return None
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

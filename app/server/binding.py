@@ -21,6 +21,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_of(authority: str) -> str:
+    """The host of a ``Host`` header or of an origin's authority, without its port: ``127.0.0.1:8000`` ->
+    ``127.0.0.1``, ``[::1]:8000`` -> ``::1``, ``localhost`` -> ``localhost``."""
+    authority = authority.strip().lower()
+    if authority.startswith("["):
+        return authority[1:].partition("]")[0]
+    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
+
+
 def check_binding(host: str, api_key: str | None) -> None:
     """Refuse to listen beyond this machine without an API key.
 
