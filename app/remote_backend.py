@@ -183,7 +183,8 @@ class RemoteBackend:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 response = await _or_cancel(client.get(url, headers=self._headers()), cancel)
                 if response.status_code != 200:
-                    raise _status_error(response.status_code, response.text, response.headers, self.target, url)
+                    raise _status_error(response.status_code, response.text, response.headers, self.target, url,
+                                        listing=True)
                 try:
                     body = response.json()
                     entries = body["data"]
@@ -194,7 +195,7 @@ class RemoteBackend:
                         "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
                     ) from None
         except httpx.HTTPError as error:
-            raise _transport_error(error, self.target, url, self.read_timeout_s, partial=False) from None
+            raise _transport_error(error, self.target, url, self.read_timeout_s, partial=False, listing=True) from None
         except _Cancelled:
             return []
         self.specchat = any(model.specchat for model in models)
@@ -452,14 +453,20 @@ def _server_message(text: str) -> str:
     return str(body)[:200]
 
 
-def _status_error(status: int, text: str, headers: httpx.Headers, target: RemoteTarget, url: str) -> RemoteError:
-    """The RemoteError of an HTTP status other than 200."""
+def _status_error(
+    status: int, text: str, headers: httpx.Headers, target: RemoteTarget, url: str, listing: bool = False
+) -> RemoteError:
+    """The RemoteError of an HTTP status other than 200 (``listing``: of ``GET /models``, asked from the remote
+    server dialog, whose fields the advice then names, instead of a reply's)."""
     said = _server_message(text)
     said = f" (the server said: {said})" if said else ""
     if status in (401, 403):
+        where = "in the API key field" if listing else "under the model picker's Remote server… (Ctrl+L)"
+        message = f"{target.host} refused the API key ({status}){said}: enter the right key {where}"
+    elif status == 404 and listing:
         message = (
-            f"{target.host} refused the API key ({status}){said}: enter the right key under the model picker's "
-            "Remote server… (Ctrl+L)"
+            f"{target.host} has no model list at {url} ({status}){said}: check the base URL (usually …/v1; "
+            "OpenVINO Model Server: …/v3)"
         )
     elif status == 404:
         message = (
@@ -479,15 +486,16 @@ def _status_error(status: int, text: str, headers: httpx.Headers, target: Remote
 
 
 def _transport_error(
-    error: httpx.HTTPError, target: RemoteTarget, url: str, read_timeout_s: float, partial: bool
+    error: httpx.HTTPError, target: RemoteTarget, url: str, read_timeout_s: float, partial: bool, listing: bool = False
 ) -> RemoteError:
-    """The RemoteError of a connection, TLS, time-out or stream failure (``partial``: text had arrived)."""
+    """The RemoteError of a connection, TLS, time-out or stream failure (``partial``: text had arrived;
+    ``listing``: of ``GET /models``, from the remote server dialog)."""
     kept = " (the partial reply was kept)" if partial else ""
     causes = _causes(error)
     if isinstance(error, httpx.ReadTimeout):
+        again = "Fetch models again" if listing else "Regenerate"
         return RemoteError(
-            f"{target.host} sent nothing for {read_timeout_s:g} s{kept}: check that the server still runs, then "
-            "Regenerate"
+            f"{target.host} sent nothing for {read_timeout_s:g} s{kept}: check that the server still runs, then {again}"
         )
     if isinstance(error, httpx.TimeoutException):
         return RemoteError(

@@ -163,8 +163,14 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_said(stub):
         f"{host} refused the API key (401) (the server said: Invalid API key): enter the right key under "
         "the model picker's Remote server… (Ctrl+L)"
     )
-    with pytest.raises(RemoteError, match="refused the API key"):
+    with pytest.raises(RemoteError) as listing:  # asked from the remote server dialog: its field is named
         run_coroutine(RemoteBackend(RemoteTarget(stub.url("auth"))).list_models())
+    assert str(listing.value).endswith("refused the API key (401) (the server said: Invalid API key): enter the right "
+                                       "key in the API key field")
+    with pytest.raises(RemoteError) as no_list:  # a base URL without /v1
+        run_coroutine(RemoteBackend(RemoteTarget(stub.url("ok").removesuffix("/v1") + "/v2")).list_models())
+    assert "has no model list at" in str(no_list.value) and "check the base URL (usually …/v1" in str(no_list.value)
+    assert "Ctrl+L" not in str(no_list.value) and "model ''" not in str(no_list.value)
 
 
 @pytest.mark.parametrize(

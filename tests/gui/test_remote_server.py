@@ -121,6 +121,35 @@ def test_a_key_that_cannot_be_stored_still_works_this_session(qtbot, make_window
     assert (final.content, final.state) == (REPLY, "complete") and stub.requests[-1][2] == f"Bearer {API_KEY}"
 
 
+def test_ok_checks_the_server_and_stays_open_when_it_does_not_answer(qtbot, make_window, stub, no_user_keyring):
+    from PySide6.QtWidgets import QLabel
+
+    from app.server.binding import listen
+
+    window = make_window()
+    dialog = open_dialog(qtbot, window)
+    label = next(w for w in dialog.findChildren(QLabel) if w.text() == "&Model")
+    assert label.buddy() is dialog.models  # Alt+M reaches the model field (the label showed a literal "&Model")
+    with listen("127.0.0.1", 0) as sock:
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # a port freed below: nothing listens there
+    dialog.url.setText(dead)
+    dialog.models.setEditText(MODEL)
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    ok.click()
+    qtbot.waitUntil(lambda: dialog.error.isVisible() and ok.isEnabled(), timeout=10_000)
+    assert "refused the connection" in dialog.error.text() and dialog.isVisible()
+    assert not window.settings.use_remote  # nothing was chosen
+    dialog.url.setText(stub.url("auth"))
+    dialog.api_key.setText("wrong")
+    ok.click()
+    qtbot.waitUntil(lambda: "refused the API key" in dialog.error.text() and ok.isEnabled(), timeout=10_000)
+    assert dialog.error.text().endswith("enter the right key in the API key field") and dialog.isVisible()
+    dialog.api_key.setText(API_KEY)
+    ok.click()  # the server answers with this key: chosen, the model typed by hand kept
+    qtbot.waitUntil(lambda: window.settings.use_remote, timeout=10_000)
+    assert (window.settings.remote_url, window.settings.remote_model) == (stub.url("auth"), MODEL)
+
+
 def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     dialog = open_dialog(qtbot, window)

@@ -65,6 +65,7 @@ class RemoteServerDialog(QDialog):
         self._closed = threading.Event()  # a fetch still running when the dialog closes stops, touching nothing
         self.finished.connect(lambda _result: self._closed.set())
         self.specchat: bool | None = None
+        self._reached: tuple[str, str] | None = None  # (base URL, key) of the last server that listed its models
         self.url = QLineEdit(url)
         self.url.setPlaceholderText("http://HOST:8000/v1  (OpenVINO Model Server: http://HOST:8000/v3)")
         self.api_key = QLineEdit(api_key)
@@ -84,7 +85,9 @@ class RemoteServerDialog(QDialog):
         form = QFormLayout()
         form.addRow("Base &URL", self.url)
         form.addRow("API &key", self.api_key)
-        form.addRow("&Model", row)
+        model_label = QLabel("&Model")
+        model_label.setBuddy(self.models)  # (a row of a layout gets no buddy: the label showed "&Model")
+        form.addRow(model_label, row)
         self.error = QLabel()
         self.error.setObjectName("remoteError")
         self.error.setWordWrap(True)
@@ -110,17 +113,19 @@ class RemoteServerDialog(QDialog):
         self.fetch_button.setEnabled(not busy)
         self.fetch_button.setText("Fetching…" if busy else "&Fetch models")
 
-    async def fetch_models(self) -> bool:
-        """List the server's models in the combo box (the one typed stays chosen if listed); False on an error,
-        which is shown in the dialog."""
+    async def fetch_models(self, list_them: bool = True) -> bool:
+        """Ask the server for its models and list them in the combo box (the one typed stays chosen if listed;
+        ``list_them`` False: only check that the server answers and takes the key); False on an error, which is
+        shown in the dialog."""
         if self._closed.is_set():  # closed before this coroutine began
             return False
         self._say(None)
         self._busy(True)
         try:
             url = check_base_url(self.url.text())
-            target = RemoteTarget(url, "", self.api_key.text().strip())
-            backend = RemoteBackend(target, connect_timeout_s=FETCH_TIMEOUT_S, read_timeout_s=FETCH_TIMEOUT_S)
+            key = self.api_key.text().strip()
+            backend = RemoteBackend(RemoteTarget(url, "", key), connect_timeout_s=FETCH_TIMEOUT_S,
+                                    read_timeout_s=FETCH_TIMEOUT_S)  # fmt: skip
             models = await backend.list_models(self._closed)
         except RemoteError as error:
             if not self._closed.is_set():
@@ -131,6 +136,10 @@ class RemoteServerDialog(QDialog):
                 self._busy(False)
         if self._closed.is_set():
             return False
+        self._reached = (url, key)
+        self.specchat = backend.specchat
+        if not list_them:
+            return True  # (a server may list no models and still answer a name typed by hand)
         if not models:
             self._say(f"{url} lists no models: load one on the server, then Fetch models again")
             return False
@@ -138,7 +147,6 @@ class RemoteServerDialog(QDialog):
         self.models.clear()
         self.models.addItems([model.id for model in models])
         self.models.setCurrentIndex(max(0, self.models.findText(typed)))
-        self.specchat = backend.specchat
         return True
 
     def choice(self) -> RemoteChoice:
@@ -155,15 +163,30 @@ class RemoteServerDialog(QDialog):
         return RemoteChoice(url, model, self.api_key.text().strip(), self.specchat)
 
     def _accept(self) -> None:
+        """OK: the values must make a choice, and the server must answer with this key (checked now unless the
+        last fetch did); a failure is said in the dialog, which stays open."""
         try:
-            self.choice()
+            choice = self.choice()
         except ValueError as error:  # RemoteError is a RuntimeError: caught below
             self._say(str(error))
             return
         except RemoteError as error:
             self._say(str(error))
             return
-        self.accept()
+        if self._reached == (choice.base_url, choice.api_key):
+            self.accept()
+            return
+        self._spawn(self._check_then_accept())
+
+    async def _check_then_accept(self) -> None:
+        self.buttons.setEnabled(False)
+        try:
+            reached = await self.fetch_models(list_them=False)
+        finally:
+            if not self._closed.is_set():
+                self.buttons.setEnabled(True)
+        if reached and not self._closed.is_set():
+            self.accept()
 
 
 async def ask_remote_server(
