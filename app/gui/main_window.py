@@ -472,7 +472,7 @@ class MainWindow(QMainWindow):
         remote = settings.remote_target().describe() if settings.remote_model else None
         self.model_picker.set_remote(remote, settings.use_remote)
         self.model_picker.set_models(models, settings.target_model, settings.bits)
-        self.model_picker.set_device(settings.target_device)
+        self.model_picker.set_device(None if settings.use_remote else settings.target_device)
         drafts = compatible_drafts(self._target_manifest(models), models)
         self.settings_pane.set_models(drafts)
         paths = [str(m.path) for m in drafts]
@@ -593,6 +593,10 @@ class MainWindow(QMainWindow):
         if choice is None and settings.remote_model and last == settings.remote_target().describe():
             text = f"This chat was answered by {last}; the model now chosen is {now}."
             self.model_notice.show_notice("conversation", text, "Switch to the remote server", self.choose_remote)
+            return
+        if choice is None and last.endswith(" (remote)"):  # a server chosen before (the picker keeps one)
+            text = f"This chat was answered by {last}, a server no longer chosen; the model now chosen is {now}."
+            self.model_notice.show_notice("conversation", text)
             return
         if choice is None:
             text = f"This chat was answered with {last}, which is no longer installed; the model now chosen is {now}."
@@ -920,6 +924,8 @@ class MainWindow(QMainWindow):
         self.refresh_list()
         if final is not None and final.state == "complete":
             self._check_draft_speed(final)
+        if final is not None and self.chat_view.conversation_id == final.conversation_id:
+            self._check_conversation_model()  # answered by the model chosen now: an earlier notice is past
         self.generation_finished.emit(final)
 
     # --- local server -----------------------------------------------------------------------------

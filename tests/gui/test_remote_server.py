@@ -150,6 +150,22 @@ def test_ok_checks_the_server_and_stays_open_when_it_does_not_answer(qtbot, make
     assert (window.settings.remote_url, window.settings.remote_model) == (stub.url("auth"), MODEL)
 
 
+def test_the_model_row_and_notice_follow_where_replies_come_from(qtbot, make_window, stub, no_user_keyring):
+    window = make_window()
+    assert send_and_wait(qtbot, window, "Say hi").state == "complete"  # answered by the local model
+    picker, notice = window.model_picker, window.model_notice
+    assert picker.device.isVisibleTo(window) and picker.device.text() == "on CPU"
+    choose_remote(window, stub.url("ok"))
+    assert not picker.device.isVisibleTo(window)  # no "… (remote) on CPU"
+    assert notice.isVisible() and notice.text.text().startswith("This chat was answered with SmolLM2")
+    assert send_and_wait(qtbot, window, "Say hello").content == REPLY
+    assert not notice.isVisible()  # answered by the server chosen now: the notice is past
+    window._choose_settings(replace(window.settings, remote_url=stub.url("any-name"), remote_model="other-model"))
+    assert notice.isVisible() and "(remote), a server no longer chosen; the model now chosen is other-model" in (
+        notice.text.text()
+    )
+
+
 def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     dialog = open_dialog(qtbot, window)

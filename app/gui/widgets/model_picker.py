@@ -150,9 +150,11 @@ class ModelPicker(QWidget):
             return self.combo.itemText(index)
         return target_model or f"{DEFAULT_MODEL_NAME} · {bits}-bit"
 
-    def set_device(self, device: str) -> None:
-        """Show the device the target runs on (the settings pane chooses it)."""
-        self.device.setText(f"on {device}")
+    def set_device(self, device: str | None) -> None:
+        """Show the device the target runs on (the settings pane chooses it); None: no local device (a remote
+        server's replies: its name says where they come from)."""
+        self.device.setText(f"on {device}" if device else "")
+        self.device.setVisible(bool(device))
 
     def flag(self, message: str | None) -> None:
         """Show (or clear, with None) why the chosen model could not be loaded."""
