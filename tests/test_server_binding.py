@@ -78,3 +78,10 @@ def test_only_loopback_addresses_serve_without_a_key(host, loopback):
                                              ("gpu-box", "gpu-box")])  # fmt: skip
 def test_host_of_drops_the_port(authority, host):
     assert host_of(authority) == host
+
+
+def test_the_url_of_a_socket_on_every_interface_is_this_computers_network_address():
+    from app.server.binding import lan_address
+
+    with listen("0.0.0.0", 0) as sock:
+        assert url_of(sock) == f"http://{lan_address()}:{sock.getsockname()[1]}/v1"  # never http://0.0.0.0:…

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from inference.settings import GenerationSettings
 from ..background import DaemonThreadExecutor, TaskSet, run_in
 from ..inference_worker import InferenceWorker
 from ..serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
+from ..server.binding import lan_address
 
 logger = logging.getLogger(__name__)
 
@@ -59,17 +59,6 @@ def no_key_refusal(allow_other_computers: bool, api_key: str) -> str | None:
     if allow_other_computers and not api_key.strip():
         return "Allowing other computers needs an API key: enter one (clients send it as a Bearer token)"
     return None
-
-
-def lan_address() -> str:
-    """This computer's address on its local network (the interface of its default route), or its host name when
-    it has none (no packet is sent: connecting a UDP socket only chooses the route)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))  # TEST-NET-1 (RFC 5737): never routed anywhere
-            return probe.getsockname()[0]
-        except OSError:
-            return socket.gethostname()
 
 
 def base_url(port: int, allow_other_computers: bool) -> str:

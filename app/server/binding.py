@@ -92,7 +92,21 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def lan_address() -> str:
+    """This computer's address on its local network (the interface of its default route), or its host name when
+    it has none (no packet is sent: connecting a UDP socket only chooses the route)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1 (RFC 5737): never routed anywhere
+            return probe.getsockname()[0]
+        except OSError:
+            return socket.gethostname()
+
+
 def url_of(sock: socket.socket) -> str:
-    """The base URL clients use: ``http://HOST:PORT/v1``."""
+    """The base URL clients use: ``http://HOST:PORT/v1``; for a socket on every interface (``0.0.0.0``, ``::``),
+    this computer's network address (:func:`lan_address`), which no client could use as ``0.0.0.0``."""
     host, port = sock.getsockname()[:2]
+    if host in ("0.0.0.0", "::"):
+        host = lan_address()
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"

@@ -13,9 +13,8 @@ from conftest import FAST
 from gui_helpers import click, send_and_wait
 from PySide6.QtGui import QGuiApplication
 
-from app.gui.local_server import lan_address
 from app.gui.settings_store import ServerSettings, SettingsStore
-from app.server.binding import listen
+from app.server.binding import lan_address, listen
 from inference.models.default_model import default_model_dir
 
 TIMEOUT = 120_000
