@@ -42,6 +42,14 @@ class SettingError(ValueError):
         super().__init__(message)
         self.field = field
 
+    def renamed(self, name: str) -> str:
+        """The message with the setting called ``name``, as a front end names it (a request field ``max_tokens``,
+        a flag ``--n-ctx``): the field's name leading the message is replaced, else ``name`` is put first."""
+        message = str(self)
+        if message.startswith(self.field + " "):
+            return name + message[len(self.field):]
+        return f"{name}: {message}"
+
 
 class Decoding(str, enum.Enum):
     """How a reply is decoded. The values are the keys settings files store."""

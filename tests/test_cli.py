@@ -67,8 +67,8 @@ def test_compare_explains_a_greedy_difference(int4_dir, data_dir):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--k", "0", "--mode", "spec"], "K (draft tokens per step) must be in [1, 16]"),
-        (["--n-ctx", "64", "--n-keep", "64"], "n_keep must be"),
+        (["--k", "0", "--mode", "spec"], "--k: K (draft tokens per step) must be in [1, 16]"),
+        (["--n-ctx", "64", "--n-keep", "64"], "error: --n-keep must be"),
         (["--model", "/nonexistent/model"], "does not exist"),
     ],
 )
@@ -120,3 +120,13 @@ def test_a_data_folder_that_cannot_be_created_is_one_line_not_a_traceback(tmp_pa
     result = _specchat("--data-dir", str(not_a_folder), "generate", "hi", data_dir=tmp_path / "unused")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: Not a directory") and "--data-dir" in result.stderr
+
+
+@pytest.mark.parametrize("args, line", [
+    (["serve", "--port", "abc"], "specchat serve: error: argument --port: invalid int value: 'abc' (see specchat serve --help)"),
+    (["generate", "--bits", "3", "Hi"], "specchat generate: error: argument --bits: invalid choice: 3 (choose from 4, 8, 16) "
+                                         "(see specchat generate --help)"),
+])  # fmt: skip
+def test_a_malformed_command_line_is_one_line_too(args, line):
+    result = subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.splitlines() == [line]  # no 20-line usage block first

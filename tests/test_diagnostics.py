@@ -194,7 +194,7 @@ def test_window_without_a_display_exits_2_with_one_clear_line(tmp_path: Path) ->
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
         "error: no display (neither DISPLAY nor WAYLAND_DISPLAY is set): run SpecChat in a desktop session, or set "
-        "QT_QPA_PLATFORM=offscreen to run it without one (the command line, `specchat generate|chat|models`, needs no display)"
+        "QT_QPA_PLATFORM=offscreen to run it without one (the command line, `specchat generate|chat|serve|models`, needs no display)"
     ]
     assert "no display" in (tmp_path / "data" / "logs" / "window.log").read_text(encoding="utf-8")
     assert not (tmp_path / "data" / "history.sqlite3").exists()  # it stopped before opening anything

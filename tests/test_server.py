@@ -322,7 +322,7 @@ def test_an_n_ctx_past_the_models_length_is_refused_at_start(data_dir, int4_dir)
         capture_output=True, text=True, timeout=240,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == "error: --n-ctx: n_ctx must be in [16, 8192], got 100000"
+    assert result.stderr.strip().splitlines()[-1] == "error: --n-ctx must be in [16, 8192], got 100000"
 
 
 def test_bad_completion_requests_and_an_oversized_body(server):
@@ -387,8 +387,8 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--threads", "0"], "--threads: threads must be in"),
-    (["--n-ctx", "8"], "--n-ctx: n_ctx must be >= 16"),
+    (["--threads", "0"], "--threads must be in"),
+    (["--n-ctx", "8"], "--n-ctx must be >= 16"),
     (["--max-queue", "-1"], "--max-queue must be >= 0"),
     (["--port", "70000"], "--port must be in [0, 65535]"),
     (["--api-key", " "], "the API key is empty"),

@@ -103,6 +103,28 @@ def test_refusals_name_the_field(fields, param):
     assert refused.value.body()["error"]["param"] == param
 
 
+@pytest.mark.parametrize("fields, message", [
+    ({"max_tokens": -5}, "max_tokens must be >= 1, got -5"),
+    ({"max_completion_tokens": 0}, "max_completion_tokens must be >= 1, got 0"),
+    ({"stop": [""]}, "stop must not contain an empty string"),
+    ({"specchat": {"n_ctx": 8}}, "specchat.n_ctx must be in [16, 8192], got 8"),
+    ({"specchat": {"mode": "spec_lookup", "k": 99}}, "specchat.k: K (draft tokens per step) must be in [1, 16], got 99"),
+])
+def test_refusals_say_the_fields_name_not_the_engines(fields, message):
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    assert refused.value.message == message
+
+
+def test_values_that_ask_for_nothing_are_no_refusal():
+    request = chat(tools=[], tool_choice="none", response_format={"type": "text"}, top_logprobs=0,
+                   parallel_tool_calls=False, functions=[], logit_bias={})
+    assert request.messages
+    for fields in ({"tool_choice": "required"}, {"top_logprobs": True}, {"parallel_tool_calls": "yes"}):
+        with pytest.raises(APIError):
+            chat(**fields)
+
+
 @pytest.fixture(scope="module")
 def worker(int4_dir):
     worker = InferenceWorker()

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate ...`` and ``specchat generate --data-dir D ...``): each subcommand's copy defaults to "not given", so it
     never overrides the value given before it.
     """
-    parser = argparse.ArgumentParser(prog="specchat", description="Chat with local LLMs on OpenVINO, fast.")
+    parser = _Parser(prog="specchat", description="Chat with local LLMs on OpenVINO, fast.")
     parser.add_argument("--version", action="version", version=f"specchat {__version__}")
     _folder_options(parser, None)
     folders = [_folder_options(argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)]
@@ -138,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(commands, folders)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, as every other error of the command line (argparse prints its
+    whole usage first); its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _decoding(args: argparse.Namespace, mode: str) -> Decoding:
@@ -455,8 +463,8 @@ _FLAGS = {"repetition_penalty": "--repeat-penalty", "stop_strings": "--stop", "d
 
 
 def flag_error(error: SettingError) -> str:
-    """A setting's error as the command line says it: the flag first (``--n-ctx: n_ctx must be in ...``)."""
-    return f"{_FLAGS.get(error.field, '--' + error.field.replace('_', '-'))}: {error}"
+    """A setting's error as the command line says it, naming the flag (``--n-ctx must be in [16, 8192], got 9``)."""
+    return error.renamed(_FLAGS.get(error.field, "--" + error.field.replace("_", "-")))
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -79,7 +79,7 @@ def display_problem(
         why = "QT_QPA_PLATFORM=xcb but DISPLAY is not set" if chosen else "neither DISPLAY nor WAYLAND_DISPLAY is set"
         return (
             f"error: no display ({why}): run SpecChat in a desktop session, or set QT_QPA_PLATFORM=offscreen to run "
-            "it without one (the command line, `specchat generate|chat|models`, needs no display)"
+            "it without one (the command line, `specchat generate|chat|serve|models`, needs no display)"
         )
     return _xcb_problem(load, plugin or _xcb_plugin())
 

@@ -337,9 +337,10 @@ def _settings(
 
 
 def setting_error(error: SettingError, max_param: str = "max_tokens") -> APIError:
-    """A ``SettingError`` as a 400 naming the request field (``max_tokens``, ``stop``, ``specchat.n_ctx``...)."""
+    """A ``SettingError`` as a 400 naming the request field (``max_tokens``, ``stop``, ``specchat.n_ctx``...), in
+    the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."."""
     param = max_param if error.field == "max_new_tokens" else _PARAMS.get(error.field, error.field)
-    return APIError(400, f"{param}: {error}", param=param, code="invalid_value")
+    return APIError(400, error.renamed(param), param=param, code="invalid_value")
 
 
 @dataclass(frozen=True)
