@@ -170,7 +170,7 @@ def create_app(
             if stats is None:
                 return Response(status_code=499)  # the client left: nobody reads this
             if stats.stop_reason == "cancelled":
-                raise SERVER_STOPPED
+                raise server_stopped()
             return JSONResponse(reply.response(stats))
         try:
             first = await _unless_disconnected(request, run.cancel, run.start())
@@ -332,21 +332,22 @@ class _Generation:
             self._gate.release()
 
 
-#: A reply the server cut because it is stopping (Ctrl+C, SIGTERM, the window closing): a 503, or in a stream an
-#: ``{"error": ...}`` event in place of the finish chunk and ``[DONE]``, so that no client takes it for whole.
-SERVER_STOPPED = APIError(
-    503,
-    "the server stopped before the reply ended (it is shutting down): the reply is incomplete; send the request again "
-    "once the server runs",
-    type="server_error",
-    code="server_stopped",
-)
+def server_stopped() -> APIError:
+    """A reply the server cut because it is stopping (Ctrl+C, SIGTERM, the window closing): a 503, or in a stream
+    an ``{"error": ...}`` event in place of the finish chunk and ``[DONE]``, so that no client takes it for whole."""
+    return APIError(
+        503,
+        "the server stopped before the reply ended (it is shutting down): the reply is incomplete; send the request "
+        "again once the server runs",
+        type="server_error",
+        code="server_stopped",
+    )
 
 
 async def _stream(reply: Reply, run: _Generation, first: list[Event], include_usage: bool) -> AsyncIterator[bytes]:
     """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
     decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
-    asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:data:`SERVER_STOPPED`), is sent as an
+    asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:func:`server_stopped`), is sent as an
     ``{"error": ...}`` event and ends the stream."""
     opening = sse(reply.chunk("", role=True, include_usage=include_usage)) if reply.chat else b""
     batch, steps = first, []
@@ -356,7 +357,7 @@ async def _stream(reply: Reply, run: _Generation, first: list[Event], include_us
             if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
                 content = [event for event in batch if not isinstance(event, Finished)]
                 yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps))
-                yield sse(SERVER_STOPPED.body())  # no finish chunk and no [DONE]: the reply is cut, say so
+                yield sse(server_stopped().body())  # no finish chunk and no [DONE]: the reply is cut, say so
                 return
             yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps))  # one write
             opening = b""
