@@ -74,7 +74,7 @@ class PromptOverflow:
 
     Attributes:
         prompt_tokens: tokens of the whole prompt.
-        n_ctx: the rolling-context size (0: unknown, as for a reply a remote server generates).
+        n_ctx: the rolling-context size.
         discarded_tokens: prompt tokens the prefill's rolls will drop (the oldest after the first n_keep).
     """
 

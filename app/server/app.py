@@ -140,15 +140,12 @@ def create_app(
         authorize(request)
         return {"object": "list", "data": [model_object()]}
 
-    def not_served(name: str) -> APIError:
-        return APIError(404, f"model {name!r} is not served here: use {model_id!r} (GET /v1/models lists it)",
-                        type="not_found_error", param="model", code="model_not_found")
-
     @app.get("/v1/models/{name:path}")
     async def model(request: Request, name: str) -> dict:
         authorize(request)
         if name != model_id:
-            raise not_served(name)
+            raise APIError(404, f"model {name!r} is not served here; GET /v1/models lists {model_id!r}",
+                           type="not_found_error", param="model", code="model_not_found")
         return model_object()
 
     async def generation(request: Request, chat: bool) -> Response:
@@ -220,8 +217,11 @@ def _not_from_this_computer(host: str, origin: str | None) -> str | None:
     if not is_loopback(host_of(host)):
         return (f"this server answers requests to this computer only (Host {host!r}): use http://127.0.0.1 or "
                 "http://localhost, or start it with an API key")
-    if origin is not None and not (origin.startswith(("http://", "https://")) and is_loopback(host_of(origin.split("//", 1)[1]))):
-        return f"requests from web pages are refused (Origin {origin!r}): call the API from a program, not a browser page"
+    if origin is not None:
+        scheme, _, authority = origin.partition("://")
+        if scheme not in ("http", "https") or not is_loopback(host_of(authority)):
+            return (f"requests from web pages are refused (Origin {origin!r}): call the API from a program, not a "
+                    "browser page")
     return None
 
 

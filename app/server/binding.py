@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+from urllib.parse import urlsplit
 
 #: The environment variable that holds the API key when ``--api-key`` is not given.
 API_KEY_VARIABLE = "SPECCHAT_API_KEY"
@@ -22,12 +23,12 @@ def is_loopback(host: str) -> bool:
 
 
 def host_of(authority: str) -> str:
-    """The host of a ``Host`` header or of an origin's authority, without its port: ``127.0.0.1:8000`` ->
-    ``127.0.0.1``, ``[::1]:8000`` -> ``::1``, ``localhost`` -> ``localhost``."""
-    authority = authority.strip().lower()
-    if authority.startswith("["):
-        return authority[1:].partition("]")[0]
-    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
+    """The host of a ``Host`` header, without its port, lower-case (urllib's parsing): ``127.0.0.1:8000`` ->
+    ``127.0.0.1``, ``[::1]:8000`` -> ``::1``, ``localhost`` -> ``localhost``; "" for one that cannot be parsed."""
+    try:
+        return urlsplit("//" + authority.strip()).hostname or ""
+    except ValueError:  # e.g. an unclosed "[::1"
+        return ""
 
 
 def check_binding(host: str, api_key: str | None) -> None:
