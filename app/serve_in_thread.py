@@ -37,7 +37,7 @@ from inference.events import Event
 
 from .background import call_soon
 from .inference_worker import GenerationRequest, InferenceWorker
-from .server.binding import ListenError, listen
+from .server.binding import ListenError, listen, url_of
 
 #: Seconds open connections get to finish when the server stops, before their tasks are cancelled.
 GRACEFUL_SHUTDOWN_SECONDS = 2.0
@@ -131,11 +131,16 @@ class ServerThread:
         app: the ASGI application (e.g. ``app.server.create_app(...)``).
         host: the address to bind (``127.0.0.1``: this computer only; ``0.0.0.0``: every interface).
         port: the TCP port (0: any free port; :attr:`port` then says which).
+
+    Attributes:
+        port: the port served on; url: the base URL clients use once started (``app.server.binding.url_of``:
+            this computer's network address for ``0.0.0.0``), "" before.
     """
 
     def __init__(self, app: Any, host: str, port: int):
         self.host = host
         self.port = port
+        self.url = ""
         self._config = uvicorn.Config(
             app,
             log_config=None,  # the application's logging stays as it is
@@ -164,6 +169,7 @@ class ServerThread:
             raise RuntimeError("a ServerThread starts once: make a new one")
         self._socket = listen_for_window(self.host, self.port)
         self.port = self._socket.getsockname()[1]
+        self.url = url_of(self._socket)
         self._thread = threading.Thread(target=self._run, name=f"specchat-server-{self.port}", daemon=True)
         self._thread.start()
         if not self._server.startup_over.wait(timeout):

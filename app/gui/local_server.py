@@ -31,7 +31,6 @@ from inference.settings import GenerationSettings
 from ..background import DaemonThreadExecutor, TaskSet, run_in
 from ..inference_worker import InferenceWorker
 from ..serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
-from ..server.binding import lan_address
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +58,6 @@ def no_key_refusal(allow_other_computers: bool, api_key: str) -> str | None:
     if allow_other_computers and not api_key.strip():
         return "Allowing other computers needs an API key: enter one (clients send it as a Bearer token)"
     return None
-
-
-def base_url(port: int, allow_other_computers: bool) -> str:
-    """The base URL OpenAI clients take: ``http://127.0.0.1:PORT/v1``, or with other computers allowed this
-    computer's network address (which works from this computer too)."""
-    host = lan_address() if allow_other_computers else "127.0.0.1"
-    return f"http://{host}:{port}/v1"
 
 
 def default_app_factory(backend: WorkerOnLoop, api_key: str | None, model: ServedModel) -> Any:
@@ -198,7 +190,7 @@ class LocalServer(QObject):
             return
         self._server, self._app, self._backend, self._api_key, self._served = server, app, backend, api_key, model
         self.port = server.port
-        self.url = base_url(server.port, allow_other_computers)
+        self.url = server.url
         where = "this computer and the network" if allow_other_computers else "this computer only"
         self._set_state("serving", f"Serving the loaded model at {self.url} ({where})")
 
