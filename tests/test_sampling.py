@@ -43,6 +43,74 @@ def test_speculative_sampling_matches_target_distribution(temperature, top_p, to
     assert result.pvalue > 1e-3, (counts, TRIALS * target[0])
 
 
+def _per_position_counts(target_probs, draft_probs, rng, accept=accept_sampled, trials=TRIALS):
+    """Counts of the token each step emits at every position (accepted drafts, then the resampled or bonus token),
+    ``[k + 1, VOCAB]``: with rows independent of the tokens before them, position i of an emitted sequence that
+    reaches i is distributed as ``target_probs[i]`` (the single-step argument of Leviathan et al., Theorem 1,
+    applies at i given that every earlier draft was accepted)."""
+    k = draft_probs.shape[0]
+    counts = np.zeros((k + 1, VOCAB))
+    for _ in range(trials):
+        drafts = [int(rng.choice(VOCAB, p=draft_probs[i])) for i in range(k)]
+        accepted, token = accept(target_probs, draft_probs, drafts, rng)
+        for position, emitted in enumerate(drafts[:accepted] + [token]):
+            counts[position, emitted] += 1
+    return counts
+
+
+def _per_position_pvalues(counts, target_probs):
+    pvalues = []
+    for position in range(counts.shape[0]):
+        total = counts[position].sum()
+        support = target_probs[position] > 0
+        assert counts[position, ~support].sum() == 0, f"position {position} emitted a token the target cannot"
+        pvalues.append(chisquare(counts[position, support], total * target_probs[position, support]).pvalue)
+    return pvalues
+
+
+def _pruned_draft(target_logits: np.ndarray, seed: int, settings: SamplingSettings, kept: int) -> np.ndarray:
+    """Draft distributions near the target's (its logits plus noise) and 0 outside the first ``kept`` tokens, as a
+    draft head's are outside its vocabulary."""
+    logits = target_logits + np.random.default_rng(seed).normal(0.0, 0.6, size=target_logits.shape).astype(np.float32)
+    logits[:, kept:] = -np.inf
+    return warp(logits, settings)
+
+
+@pytest.mark.parametrize("kept", [VOCAB, 5])
+def test_speculative_sampling_is_exact_at_every_position_resample_and_bonus_included(kept):
+    """Every position of a step, not only the first: accepted drafts at i > 0, the resampled token after a rejection
+    at i > 0, and the bonus token after k acceptances all follow the target (drafts that differ from it; ``kept=5``:
+    a draft with probability 0 on some tokens, as the draft head's pruned vocabulary has)."""
+    settings = SamplingSettings(temperature=0.9, top_p=0.95)
+    k = 3
+    target_logits = _synthetic_logits(21, k + 1)
+    target = warp(target_logits, settings)
+    draft = _pruned_draft(target_logits[:k], 22, settings, kept)
+    counts = _per_position_counts(target, draft, np.random.default_rng(23))
+    assert counts[k].sum() >= 2000, "too few steps reached the bonus token to test it"
+    assert counts[1:k].sum() > 0 and counts[1:].sum() < k * TRIALS, "rejections must happen at positions > 0 too"
+    pvalues = _per_position_pvalues(counts, target)
+    assert min(pvalues) > 1e-3, pvalues
+
+
+def test_the_per_position_test_catches_an_acceptance_that_reads_the_wrong_draft_row():
+    """Negative control: accepting every position against draft row 0 (a plausible indexing bug) passes the
+    first-token test but fails at a later position."""
+    settings = SamplingSettings(temperature=0.9, top_p=0.95)
+    k = 3
+    target_logits = _synthetic_logits(21, k + 1)
+    target = warp(target_logits, settings)
+    draft = _pruned_draft(target_logits[:k], 22, settings, VOCAB)
+
+    def row_zero_bug(target_probs, draft_probs, drafts, rng):
+        return accept_sampled(target_probs, np.repeat(draft_probs[:1], len(drafts), axis=0), drafts, rng)
+
+    counts = _per_position_counts(target, draft, np.random.default_rng(23), accept=row_zero_bug)
+    pvalues = _per_position_pvalues(counts, target)
+    assert pvalues[0] > 1e-3, "position 0 is right even with the bug"
+    assert min(pvalues[1:]) < 1e-6, pvalues
+
+
 @pytest.mark.parametrize("draft_token", [0, 3])
 def test_deterministic_draft_prompt_lookup_is_lossless(draft_token):
     settings = SamplingSettings(temperature=0.8, top_p=0.95)
