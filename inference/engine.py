@@ -31,10 +31,11 @@ import numpy as np
 
 from .adaptive_k import AdaptiveK
 from .detokenizer import IncrementalDetokenizer
-from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
+from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
+from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
 from .kv_cache import KVCache
-from .model import LoadedModel, check_same_tokenizer, load_model
+from .model import HIDDEN_STATES, LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
@@ -79,19 +80,30 @@ class Engine:
 
     Args:
         target: the loaded target model.
-        draft: an optional loaded draft model (same tokenizer as the target).
+        draft: an optional draft: a loaded draft model (same tokenizer as the target), or a draft head trained for
+            the target (``draft_head``); ``Decoding.DRAFT_MODEL`` drafts with either.
 
     Raises:
-        TokenizerMismatchError: the draft's tokenizer differs from the target's.
+        TokenizerMismatchError: the draft's tokenizer differs from the target's, or the head does not fit it.
     """
 
-    def __init__(self, target: LoadedModel, draft: LoadedModel | None = None):
-        if draft is not None:
+    def __init__(self, target: LoadedModel, draft: LoadedModel | LoadedHead | None = None):
+        head = isinstance(draft, LoadedHead)
+        if head:
+            check_head_fits(target, draft)
+        elif draft is not None:
             check_same_tokenizer(target, draft)
         self.target = target
         self.draft = draft
-        self._cache = KVCache(target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled)
-        self._model_drafter = ModelDrafter(draft, KV_SLACK) if draft is not None else None
+        self._cache = KVCache(
+            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled,
+            kept_output=HIDDEN_STATES if head else None,
+        )
+        self._model_drafter: Drafter | None = None
+        if head:
+            self._model_drafter = HeadDrafter(draft, self._cache, target.vocab_size, KV_SLACK)
+        elif draft is not None:
+            self._model_drafter = ModelDrafter(draft, KV_SLACK)
         self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
         self._rolled = False
         self._lock = threading.Lock()
@@ -110,7 +122,8 @@ class Engine:
         """Load a target (and optional draft) model folder and build an engine; see ``model.load_model``.
 
         The target is compiled with ``precision`` (exact by default); the draft with its device's defaults, since
-        its rounding changes only which tokens are proposed, never the output.
+        its rounding changes only which tokens are proposed, never the output. A ``draft_dir`` holding a draft
+        head (``draft_head.is_head_folder``) is loaded as one.
 
         Raises:
             SettingError: ``num_threads`` outside [1, logical CPUs] (``settings.check_threads``); and as
@@ -119,7 +132,9 @@ class Engine:
         check_threads(num_threads)
         target = load_model(target_dir, device, precision, num_threads)
         draft = None
-        if draft_dir is not None:
+        if draft_dir is not None and is_head_folder(draft_dir):
+            draft = load_head(draft_dir, draft_device or device, num_threads)
+        elif draft_dir is not None:
             draft = load_model(draft_dir, draft_device or device, None, num_threads)
         return cls(target, draft)
 
@@ -312,7 +327,7 @@ class Engine:
         drafter = self._drafter(settings)
         stats = GenerationStats(
             mode=settings.decoding.mode,
-            drafter=settings.decoding.drafter,
+            drafter="head" if isinstance(drafter, HeadDrafter) else settings.decoding.drafter,
             prompt_tokens=len(prompt_ids),
             prefilled_tokens=len(prompt_ids) - reused,
             precision=self.target.precision.describe(),

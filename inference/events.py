@@ -88,7 +88,7 @@ class GenerationStats:
     """Summary of one reply.
 
     Attributes:
-        mode: ``ar`` or ``spec``; drafter: ``model``, ``lookup`` or None.
+        mode: ``ar`` or ``spec``; drafter: ``model``, ``head`` (a draft head), ``lookup`` or None.
         prompt_tokens: tokens of the whole rendered prompt; prefilled_tokens: those actually computed (the
             rest came from the cached prefix of earlier turns).
         new_tokens: tokens generated.
