@@ -50,6 +50,7 @@ class Shards:
     def __init__(self, folder: Path, held_out: bool, max_reply_tokens: int | None = None):
         manifest = json.loads((folder / "manifest.json").read_text())
         self.sequences: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.greedy: list[bool] = []  # whether conversation i's reply was greedy (else at the chat defaults)
         self.reply_tokens = 0
         self.shards: list[int] = []
         for entry in manifest["shards"]:
@@ -65,6 +66,7 @@ class Shards:
                 if e - s - int(prompt_length) < 3:
                     continue
                 self.sequences.append((tokens[s:e], int(prompt_length), hidden[s:e], lse[s:e], argmax[s:e]))
+                self.greedy.append(bool(data["greedy"][i]))
                 self.reply_tokens += e - s - int(prompt_length)
             self.shards.append(entry["index"])
 
@@ -161,47 +163,50 @@ def warp(logits: torch.Tensor, temperature: float, top_p: float, head: int = 512
 
 @torch.no_grad()
 def evaluate(head: DraftHead, data: Shards, vocab: torch.Tensor, full_table: torch.Tensor, to_draft: np.ndarray,
-             device: str, max_positions: int = 16000) -> dict:
-    """Acceptance on held-out conversations (see the module docstring); ``full_table`` float32
-    ``[target vocab, hidden]`` is the target's whole embedding (for its full distribution)."""
+             device: str, conversations: int = 150) -> dict:
+    """Acceptance on held-out conversations (see the module docstring), on ``conversations`` evenly spaced greedy
+    replies and as many sampled ones; ``full_table`` float32 ``[target vocab, hidden]`` is the target's whole
+    embedding (for its full distribution).
+
+    Returns:
+        ``greedy_accept_1``: on greedy replies, how often the first draft is the target's argmax;
+        ``greedy_accept_2_given_1``: how often the second draft is, where the first was;
+        ``sampled_accept_1`` / ``sampled_accept_2``: on sampled replies, the expected acceptance of speculative
+        sampling at temperature 0.7, top-p 0.9 (``sum min(p, q)``) of the first and of the second draft step;
+        ``positions``: reply positions scored.
+    """
     head.eval()
-    hits1 = hits2 = both = positions = 0
-    sampled1 = sampled2 = 0.0
-    for indices in batches(data.sequences, 8192, None):
-        batch = collate(data.sequences, indices, to_draft, device)
-        g, g2 = head(batch["h"], batch["ids"], batch["positions"], second_step=True)
-        mask = batch["mask"]
-        target_top = batch["argmax_next"][mask]
-        first = vocab[head.logits(g[mask]).argmax(-1)] == target_top
-        # step 2 at position j drafts x_{j+2} after step 1 drafted x_{j+1} at position j - 1: count it only when
-        # that first draft was right (a chain of two accepted drafts)
-        second = vocab[head.logits(g2[mask]).argmax(-1)] == target_top
-        previous_first = torch.zeros_like(mask)
-        full_first = torch.zeros(mask.shape, dtype=torch.bool, device=device)
-        full_first[mask] = first
-        previous_first[:, 1:] = full_first[:, :-1]
-        chained = second & previous_first[mask] & mask.roll(1, dims=1)[mask]
-        hits1 += int(first.sum())
-        hits2 += int(chained.sum())
-        both += int((previous_first[mask] & mask.roll(1, dims=1)[mask]).sum())
-        target_p = warp(batch["h_next"][mask] @ full_table.T, 0.7, 0.9)
-        for store, feature in ((0, g), (1, g2)):
-            q_sub = warp(head.logits(feature[mask]), 0.7, 0.9)
-            overlap = torch.minimum(target_p[:, vocab], q_sub).sum(-1)
-            if store == 0:
-                sampled1 += float(overlap.sum())
+    totals = {"greedy_1": 0.0, "greedy_2": 0.0, "greedy_2_of": 0, "greedy_n": 0, "sampled_1": 0.0, "sampled_2": 0.0,
+              "sampled_n": 0}
+    for kind in ("greedy", "sampled"):
+        chosen = [i for i, greedy in enumerate(data.greedy) if greedy == (kind == "greedy")]
+        chosen = chosen[:: max(1, len(chosen) // conversations)][:conversations]
+        for indices in batches([data.sequences[i] for i in chosen], 8192, None):
+            batch = collate([data.sequences[i] for i in chosen], indices, to_draft, device)
+            g, g2 = head(batch["h"], batch["ids"], batch["positions"], second_step=True)
+            mask = batch["mask"]
+            totals[f"{kind}_n"] += int(mask.sum())
+            if kind == "greedy":
+                target_top = batch["argmax_next"]
+                first = (vocab[head.logits(g).argmax(-1)] == target_top) & mask
+                second = (vocab[head.logits(g2).argmax(-1)] == target_top) & mask
+                # step 2 at position j drafts after step 1 at j - 1 drafted the token there: a chain of two
+                after_first = torch.zeros_like(first)
+                after_first[:, 1:] = first[:, :-1]
+                totals["greedy_1"] += int(first.sum())
+                totals["greedy_2"] += int((second & after_first).sum())
+                totals["greedy_2_of"] += int(after_first.sum())
             else:
-                sampled2 += float(overlap.sum())
-        positions += int(mask.sum())
-        if positions >= max_positions:
-            break
+                target_p = warp(batch["h_next"][mask] @ full_table.T, 0.7, 0.9)[:, vocab]
+                totals["sampled_1"] += float(torch.minimum(target_p, warp(head.logits(g[mask]), 0.7, 0.9)).sum())
+                totals["sampled_2"] += float(torch.minimum(target_p, warp(head.logits(g2[mask]), 0.7, 0.9)).sum())
     head.train()
     return {
-        "positions": positions,
-        "greedy_accept_1": hits1 / positions,
-        "greedy_accept_2_given_1": hits2 / max(both, 1),
-        "sampled_accept_1": sampled1 / positions,
-        "sampled_accept_2_feature": sampled2 / positions,
+        "positions": totals["greedy_n"] + totals["sampled_n"],
+        "greedy_accept_1": totals["greedy_1"] / max(1, totals["greedy_n"]),
+        "greedy_accept_2_given_1": totals["greedy_2"] / max(1, totals["greedy_2_of"]),
+        "sampled_accept_1": totals["sampled_1"] / max(1, totals["sampled_n"]),
+        "sampled_accept_2": totals["sampled_2"] / max(1, totals["sampled_n"]),
     }
 
 
@@ -251,9 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--train-tokens", type=int, help="reply tokens to train on (default: all training shards)")
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--min-steps", type=int, default=0,
+                        help="train more epochs than --epochs if needed to take at least this many optimizer steps "
+                             "(small data sets need more passes)")
     parser.add_argument("--vocab", type=int, default=8192, help="draft vocabulary size")
-    parser.add_argument("--batch-tokens", type=int, default=8192)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--batch-tokens", type=int, default=2048)
+    parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -283,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab_t = torch.from_numpy(vocab).to(args.device)
     optimizer = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
     groups = batches(train.sequences, args.batch_tokens, None)
+    args.epochs = max(args.epochs, -(-args.min_steps // len(groups)))
     total_steps = args.epochs * len(groups)
     warmup = min(200, total_steps // 10)
 
@@ -323,10 +332,14 @@ def main(argv: list[str] | None = None) -> int:
                 recent = running[-200:]
                 print(f"epoch {epoch} step {step}/{len(groups)}: ce1 {np.mean([r['step1'] for r in recent]):.3f} "
                       f"ce2 {np.mean([r['step2'] for r in recent]):.3f} ({time.time() - epoch_start:.0f} s)", flush=True)
-        with autocast:
-            metrics = evaluate(head, held_out, vocab_t, full_table, to_draft, args.device)
+        final = epoch == args.epochs - 1
+        metrics = {}
+        if final or (epoch + 1) % max(1, args.epochs // 4) == 0:  # about four evaluations per run
+            with autocast:
+                metrics = evaluate(head, held_out, vocab_t, full_table, to_draft, args.device)
         metrics.update(epoch=epoch, train_reply_tokens=train.reply_tokens, seconds=round(time.time() - epoch_start),
-                       train_ce1=float(np.mean([r["step1"] for r in running[-500:]])))
+                       train_ce1=float(np.mean([r["step1"] for r in running[-500:]])), final=final,
+                       steps=(epoch + 1) * len(groups))
         history.append(metrics)
         print(json.dumps(metrics), flush=True)
         state = {
