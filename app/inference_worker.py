@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from inference.chat import ChatSession
+from inference.draft_head import LoadedHead, is_head_folder, load_head
 from inference.engine import Engine
 from inference.events import Event
 from inference.exactness import FirstDifference
@@ -112,12 +113,12 @@ class _ModelCache:
 
     def get(
         self, folder: Path, device: str, precision: PrecisionSettings | None, threads: int | None = None
-    ) -> tuple[LoadedModel, bool]:
+    ) -> tuple[LoadedModel | LoadedHead, bool]:
         key = (str(Path(folder).resolve()), device, precision, threads)
         if key in self.models:
             self.models.move_to_end(key)
             return self.models[key], False
-        model = load_model(folder, device, precision, threads)
+        model = load_head(folder, device, threads) if is_head_folder(folder) else load_model(folder, device, precision, threads)
         self.models[key] = model
         while len(self.models) > self.capacity:
             self.models.popitem(last=False)

@@ -36,6 +36,9 @@ HEAD_FORMAT = 1
 HIDDEN_INPUT = "hidden_states"
 #: The head's output: its predicted next hidden state, for drafting the token after.
 DRAFT_HIDDEN = "draft_hidden"
+#: Draft tokens per step a head drafts unless told otherwise: each draft costs a head pass, and verifying two tokens
+#: costs about one; the free-chat benchmark (``bench/free_chat.py``) measures K = 1 and 2.
+HEAD_K = 2
 
 
 def is_head_folder(folder: str | Path) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from inference.events import GenerationStats
 
 MODE_NAMES = {"ar": "Autoregressive", "spec": "Speculative"}
-DRAFTER_NAMES = {"model": "draft model", "lookup": "prompt lookup"}
+DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup"}
 
 
 def stats_dict(stats: GenerationStats, **extra) -> dict:
