@@ -30,6 +30,7 @@ from typing import Generator, Iterator, Sequence
 import numpy as np
 
 from .adaptive_k import AdaptiveK
+from .constraints import GrammarMask
 from .detokenizer import IncrementalDetokenizer
 from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
@@ -38,7 +39,7 @@ from .model import LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
-from .sampling import accept_drafts, next_token
+from .sampling import accept_drafts, logprobs, next_token
 from .settings import (
     MIN_N_CTX,
     ContextSettings,
@@ -172,6 +173,7 @@ class Engine:
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
                 it), draft-model decoding without a draft model, or a system prompt too long for n_keep="auto".
+            GrammarError (a ValueError): ``settings.output.grammar`` does not compile for this model's tokenizer.
             RopeUnsupportedError: a roll is needed but the model's RoPE cannot be shifted.
             RuntimeError: another generation is running on this engine.
         """
@@ -185,11 +187,12 @@ class Engine:
         models = self._models(settings.decoding)
         self._check_window(settings.context.n_ctx, models)
         n_keep, n_discard = settings.context.resolve(system_prompt_tokens)
+        grammar = GrammarMask(self.target, settings.output.grammar) if settings.output.grammar is not None else None
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
         try:
-            for event in self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, cancel):
+            for event in self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, grammar, cancel):
                 finished = isinstance(event, Finished)  # a consumer may stop reading once it has the last event
                 yield event
         finally:
@@ -303,6 +306,7 @@ class Engine:
         models: list[LoadedModel],
         n_keep: int,
         n_discard: int,
+        grammar: GrammarMask | None,
         cancel: threading.Event | None,
     ) -> Iterator[Event]:
         """Prefill, choose the first token, then one ``_speculative_step`` per step until the reply ends."""
@@ -330,8 +334,8 @@ class Engine:
             return
         rng = np.random.default_rng(sampling.seed)
         speculative = settings.speculative
-        reply = _ReplyStream(self.target, sampling, cancel)
-        penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens)
+        reply = _ReplyStream(self.target, sampling, settings.output.logprobs, cancel)
+        penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
         decode = _Decode(
             drafter=drafter,
@@ -348,7 +352,7 @@ class Engine:
         self.last_logits = logits
         first_token_at = time.perf_counter()
         stats.ttft_ms = (first_token_at - start) * 1e3
-        yield from reply.emit([decode.pending], from_draft=False)
+        yield from reply.emit([decode.pending], from_draft=False, logits=logits[None])
         while reply.stop_reason is None:
             if cancel is not None and cancel.is_set():
                 reply.stop_reason = "cancelled"
@@ -381,6 +385,8 @@ class Engine:
 
         Penalties (``ReplyPenalties``) see the reply as emitted so far, which ends with the pending token: target
         row i and draft i are penalized with it and the drafts before i, as autoregressive decoding would be there.
+        A grammar masks the same rows the same way, and the drafts it forbids are dropped before the pass (from the
+        first forbidden one on: the target would reject it).
         """
         step_start = time.perf_counter()
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
@@ -390,6 +396,9 @@ class Engine:
         if k > 0:  # adaptive K is 0 without a drafter
             context = self._cache.tokens + [pending]
             drafts, draft_probs = decode.drafter.propose(context, k, n_ctx, sampling, decode.rng, decode.penalties)
+            allowed = decode.penalties.allowed_drafts(drafts)
+            if allowed < len(drafts):
+                drafts, draft_probs = drafts[:allowed], None if draft_probs is None else draft_probs[:allowed]
         draft_end = time.perf_counter()
         cached_before = len(self._cache)
         logits = decode.penalties.rows(self._cache.forward([pending] + drafts, n_ctx), drafts)
@@ -397,8 +406,8 @@ class Engine:
         accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
         self.last_logits = logits[accepted]
         emitted_before = len(reply.tokens)
-        yield from reply.emit(drafts[:accepted], from_draft=True)
-        yield from reply.emit([correction], from_draft=False)
+        yield from reply.emit(drafts[:accepted], from_draft=True, logits=logits[:accepted])
+        yield from reply.emit([correction], from_draft=False, logits=logits[accepted : accepted + 1])
         emitted = len(reply.tokens) - emitted_before
         fed = 1 + min(accepted, emitted)
         self._cache.truncate(cached_before + fed)
@@ -583,9 +592,13 @@ class _Decode:
 
 
 class _ReplyStream:
-    """Turns generated token ids into TextDelta events and decides when the reply ends."""
+    """Turns generated token ids into TextDelta events (with their log-probabilities when ``top_logprobs`` is not
+    None) and decides when the reply ends."""
 
-    def __init__(self, model: LoadedModel, sampling: SamplingSettings, cancel: threading.Event | None):
+    def __init__(
+        self, model: LoadedModel, sampling: SamplingSettings, top_logprobs: int | None, cancel: threading.Event | None
+    ):
+        self._sampling, self._top_logprobs = sampling, top_logprobs
         self._eos = set() if sampling.ignore_eos else model.eos_token_ids
         self._max = sampling.max_new_tokens
         self._detokenizer = IncrementalDetokenizer(model.tokenizer)
@@ -595,9 +608,13 @@ class _ReplyStream:
         self.text = ""
         self.stop_reason: str | None = None
 
-    def emit(self, token_ids: list[int], from_draft: bool) -> Iterator[TextDelta]:
-        """Yield a TextDelta per token until the reply ends (EOS, stop string, max_new_tokens, cancel)."""
-        for token in token_ids:
+    def emit(self, token_ids: list[int], from_draft: bool, logits: np.ndarray) -> Iterator[TextDelta]:
+        """Yield a TextDelta per token until the reply ends (EOS, stop string, max_new_tokens, cancel); ``logits``
+        (float32 ``[len(token_ids), vocab]``, penalized) are those each token was chosen from."""
+        scores = [(None, ())] * len(token_ids)
+        if self._top_logprobs is not None:
+            scores = logprobs(logits, token_ids, self._sampling, self._top_logprobs)
+        for token, (logprob, top) in zip(token_ids, scores):
             if self.stop_reason is not None:
                 return
             if token in self._eos:
@@ -606,7 +623,7 @@ class _ReplyStream:
             self.tokens.append(token)
             text = self._stops.push(self._detokenizer.push(token))
             self.text += text
-            yield TextDelta(text=text, token_id=token, from_draft=from_draft)
+            yield TextDelta(text=text, token_id=token, from_draft=from_draft, logprob=logprob, top_logprobs=top)
             if self._stops.stopped:
                 self.stop_reason = "stop_string"
             elif len(self.tokens) >= self._max:

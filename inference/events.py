@@ -13,11 +13,18 @@ class TextDelta:
         text: the characters this token completed (may be "" while a UTF-8 character is incomplete).
         token_id: the generated token id.
         from_draft: True when the token was proposed by the drafter and accepted by the target ("free").
+        logprob: the token's log-probability (natural log) under the target's distribution it was chosen from, after
+            penalties, grammar and temperature (temperature 1 when greedy), before top-k/top-p/min-p; None unless
+            ``OutputSettings.logprobs`` asked for it (``sampling.logprobs``).
+        top_logprobs: the most likely tokens there and their log-probabilities, ``((token_id, logprob), ...)``,
+            most likely first (``OutputSettings.logprobs`` of them).
     """
 
     text: str
     token_id: int
     from_draft: bool
+    logprob: float | None = None
+    top_logprobs: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
