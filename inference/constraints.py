@@ -17,10 +17,8 @@ Design rules:
   speculative decoding (Leviathan et al., arXiv 2211.17192) accepts against the masked target distribution, which
   is the constrained autoregressive one. Drafts the grammar forbids are cut off before verification
   (``ReplyPenalties.allowed_drafts``): the target would reject them anyway, so this saves work and changes nothing.
-* **The tokenizer's own bytes.** llguidance needs every token's bytes. They come from the model's detokenizer IR
-  itself (``token_bytes``): every id decoded after an anchor token, before the detokenizer's UTF-8 clean-up, so
-  byte-level BPE pieces of a multi-byte character and SentencePiece word-start spaces come out exact, whatever
-  the model family, without a ``tokenizer.json`` (GGUF-built folders have none).
+* **The tokenizer's own bytes.** llguidance needs every token's bytes: ``inference.vocabulary`` reads them from the
+  model's detokenizer IR, so any model folder works, without a ``tokenizer.json`` (GGUF-built folders have none).
 """
 
 from __future__ import annotations
@@ -30,6 +28,8 @@ from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
+
+from .vocabulary import vocabulary
 
 #: How the JSON grammars lay out whitespace: ``{"a": 1, "b": [2, 3]}`` (Python's ``json.dumps``), nothing else. A
 #: grammar that allows any whitespace lets a small model pad its JSON with newlines until max_tokens (llama.cpp caps
@@ -211,8 +211,8 @@ _tokenizers_lock = threading.Lock()
 
 
 def grammar_tokenizer(model) -> Any:
-    """llguidance's ``LLTokenizer`` of a loaded model, built once per process for each distinct tokenizer (about
-    0.5 s for 49k tokens: the detokenizer IR runs once over the vocabulary)."""
+    """llguidance's ``LLTokenizer`` of a loaded model, built once per process for each distinct tokenizer (from
+    ``vocabulary.vocabulary``: about 0.5 s for 49k tokens the first time)."""
     from .model import tokenizer_digest
 
     key = tokenizer_digest(model.folder)
@@ -228,12 +228,10 @@ def grammar_tokenizer(model) -> Any:
 def _build_tokenizer(model) -> Any:
     import llguidance
 
-    tokens = token_bytes(model.folder, model.tokenizer, model.vocab_size)
-    names = model.tokenizer.decode([[i] for i in range(len(tokens))], skip_special_tokens=False)
-    special = [i for i, piece in enumerate(tokens) if piece is None and names[i]]
+    words = vocabulary(model)
     # llguidance marks special tokens with a leading 0xFF byte (never in UTF-8 text), as its own loaders do; an id
     # without any text (padding past the vocabulary) is b"", which no grammar matches
-    pieces = [piece if piece is not None else b"\xff" + names[i].encode() if names[i] else b"" for i, piece in enumerate(tokens)]
+    pieces = [b"\xff" + piece if i in words.special else piece for i, piece in enumerate(words.pieces)]
     eos = sorted(model.eos_token_ids)
     bos = model.tokenizer.get_bos_token_id()
 
@@ -242,7 +240,7 @@ def _build_tokenizer(model) -> Any:
 
         eos_token_id = eos[0] if eos else None
         bos_token_id = bos if bos >= 0 else None
-        special_token_ids = special
+        special_token_ids = sorted(words.special)
 
         def __init__(self):
             self.tokens = pieces
@@ -253,44 +251,3 @@ def _build_tokenizer(model) -> Any:
             return model.encode(text)
 
     return llguidance.LLTokenizer(llguidance.TokenizerWrapper(Vocabulary()), n_vocab=model.vocab_size, eos_token=eos)
-
-
-def token_bytes(folder, tokenizer, vocab_size: int) -> list[bytes | None]:
-    """The bytes of every token id below ``vocab_size`` as the model's detokenizer writes them; None for the tokens
-    it writes nothing for: the special tokens it skips, and ids past its vocabulary (logits rows some models pad).
-
-    The detokenizer IR (``openvino_detokenizer.xml``) is run up to, not including, its UTF-8 validation, on rows
-    ``[anchor, id]`` for every id; the anchor (the token of ``"a"``) keeps SentencePiece's word-start space, which a
-    detokenizer drops at the start of a text.
-
-    Raises:
-        GrammarError: the detokenizer has no ``UTF8Validate`` step or no single-token ``"a"`` (an unknown layout).
-    """
-    import openvino as ov
-    import openvino.opset13 as ops
-    import openvino_tokenizers  # noqa: F401  (Cores created after this import read the tokenizer operations)
-
-    from .model import openvino_message
-
-    core = ov.Core()
-    try:
-        detokenizer = core.read_model(str(folder / "openvino_detokenizer.xml"))
-    except RuntimeError as error:
-        raise GrammarError(f"cannot read the detokenizer of {folder.name}: {openvino_message(error)}") from None
-    validations = [op for op in detokenizer.get_ordered_ops() if op.get_type_name() == "UTF8Validate"]
-    anchor = [int(t) for t in tokenizer.encode("a", add_special_tokens=False).input_ids.data[0]]
-    if len(validations) != 1 or len(anchor) != 1:
-        raise GrammarError(f"structured output does not know the detokenizer of {folder.name}")
-    raw = ov.Model([ops.result(validations[0].input_value(i)) for i in range(3)], detokenizer.get_parameters())
-    compiled = core.compile_model(raw, "CPU")
-    rows = np.stack([np.full(vocab_size, anchor[0]), np.arange(vocab_size)], axis=1).astype(np.int64)
-    begins, ends, chars = (compiled({0: rows})[i] for i in range(3))
-    alone = compiled({0: np.array([anchor], dtype=np.int64)})
-    prefix = bytes(alone[2][alone[0][0] : alone[1][0]])
-    data = chars.tobytes()
-    pieces: list[bytes | None] = []
-    for begin, end in zip(begins.tolist(), ends.tolist()):
-        piece = data[begin:end]
-        pieces.append(piece[len(prefix) :] if len(piece) > len(prefix) else None)
-    return pieces
-

@@ -33,7 +33,7 @@ from .adaptive_k import AdaptiveK
 from .constraints import GrammarMask
 from .detokenizer import IncrementalDetokenizer
 from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
+from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta, TokenLogprob
 from .kv_cache import KVCache
 from .model import LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties
@@ -50,6 +50,7 @@ from .settings import (
     check_threads,
 )
 from .stop_strings import StopStringFilter
+from .vocabulary import vocabulary
 
 # Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
 # +790 MB for 4,096.
@@ -452,26 +453,63 @@ class Engine:
         """
         if len(token_ids) < 2:
             raise ValueError("scoring needs at least 2 tokens")
+        tokens = list(map(int, token_ids))
+        scores = np.empty(len(tokens) - 1)
+        for done, log_probs in self._scored_passes(tokens, context, chunk):
+            targets = tokens[done + 1 : done + 1 + len(log_probs)]
+            scores[done : done + len(log_probs)] = log_probs[np.arange(len(log_probs)), targets]
+        return scores
+
+    def prompt_logprobs(
+        self, token_ids: Sequence[int], context: ContextSettings, top: int, chunk: int = SCORE_CHUNK
+    ) -> list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]:
+        """Each token's log-probability given the ones before it, and the ``top`` most likely tokens there (an
+        OpenAI completion's ``echo`` with ``logprobs``): the model's own distribution, without penalties or
+        temperature, under the rolling context as ``score`` computes it. The KV cache is reset before and after.
+
+        Args:
+            token_ids: the prompt's ids; context: as for ``score``; top: alternatives per token (0-20).
+
+        Returns:
+            For tokens 1 .. N-1 (none for a one-token prompt): ``(the token's TokenLogprob, its alternatives, most
+            likely first)``.
+
+        Raises:
+            ValueError: an invalid context setting; VocabularyError: an unknown detokenizer.
+        """
+        tokens = list(map(int, token_ids))
+        pieces = vocabulary(self.target).pieces
+        out = []
+        for done, log_probs in self._scored_passes(tokens, context, chunk):
+            for row, token in zip(log_probs, tokens[done + 1 : done + 1 + len(log_probs)]):
+                head = np.argpartition(-row, top - 1)[:top] if top else np.zeros(0, dtype=np.int64)
+                head = head[np.lexsort((head, -row[head]))]
+                alternatives = tuple(TokenLogprob(int(i), pieces[i], float(row[i])) for i in head)
+                out.append((TokenLogprob(token, pieces[token], float(row[token])), alternatives))
+        return out
+
+    def _scored_passes(
+        self, tokens: list[int], context: ContextSettings, chunk: int
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Feed ``tokens`` but the last in passes of at most ``chunk``, rolling as autoregressive decoding would;
+        yields ``(start, log_probs)``: float64 ``[n, vocab]`` log-softmax rows scoring tokens ``start + 1 ..``."""
         context.validate(self.target.max_position_embeddings)
         self._check_window(context.n_ctx, [self.target])
         n_keep, n_discard = context.resolve()
-        tokens = list(map(int, token_ids))
         self.reset()
-        scores = np.empty(len(tokens) - 1)
-        done = 0
-        while done < len(tokens) - 1:
-            if len(self._cache) >= context.n_ctx:
-                self._check_can_roll([self.target])
-                self._cache.roll(n_keep, n_discard)
-            part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
-            logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
-            peak = logits.max(axis=-1, keepdims=True)
-            log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=-1))
-            targets = tokens[done + 1 : done + 1 + len(part)]
-            scores[done : done + len(part)] = logits[np.arange(len(part)), targets] - log_norm
-            done += len(part)
-        self.reset()
-        return scores
+        try:
+            done = 0
+            while done < len(tokens) - 1:
+                if len(self._cache) >= context.n_ctx:
+                    self._check_can_roll([self.target])
+                    self._cache.roll(n_keep, n_discard)
+                part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
+                logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
+                peak = logits.max(axis=-1, keepdims=True)
+                yield done, logits - (peak + np.log(np.exp(logits - peak).sum(axis=-1, keepdims=True)))
+                done += len(part)
+        finally:
+            self.reset()
 
     def pass_shape_noise(
         self,
@@ -599,6 +637,7 @@ class _ReplyStream:
         self, model: LoadedModel, sampling: SamplingSettings, top_logprobs: int | None, cancel: threading.Event | None
     ):
         self._sampling, self._top_logprobs = sampling, top_logprobs
+        self._pieces = vocabulary(model).pieces if top_logprobs is not None else []
         self._eos = set() if sampling.ignore_eos else model.eos_token_ids
         self._max = sampling.max_new_tokens
         self._detokenizer = IncrementalDetokenizer(model.tokenizer)
@@ -613,7 +652,10 @@ class _ReplyStream:
         (float32 ``[len(token_ids), vocab]``, penalized) are those each token was chosen from."""
         scores = [(None, ())] * len(token_ids)
         if self._top_logprobs is not None:
-            scores = logprobs(logits, token_ids, self._sampling, self._top_logprobs)
+            scores = [
+                (self._scored(token, logprob), tuple(self._scored(i, value) for i, value in top))
+                for token, (logprob, top) in zip(token_ids, logprobs(logits, token_ids, self._sampling, self._top_logprobs))
+            ]
         for token, (logprob, top) in zip(token_ids, scores):
             if self.stop_reason is not None:
                 return
@@ -630,6 +672,9 @@ class _ReplyStream:
                 self.stop_reason = "max_new_tokens"
             elif self._cancel is not None and self._cancel.is_set():
                 self.stop_reason = "cancelled"
+
+    def _scored(self, token: int, logprob: float) -> TokenLogprob:
+        return TokenLogprob(int(token), self._pieces[token], logprob)
 
     def flush(self) -> Iterator[TextDelta]:
         """Yield the text held back by the stop-string filter, if any."""

@@ -6,6 +6,20 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A token and its log-probability (natural log).
+
+    Attributes:
+        token_id: the token's id; piece: its bytes (a special token's name, e.g. ``b"<|im_end|>"``), which may be
+        part of a multi-byte character; logprob: its log-probability, <= 0 (-inf where a grammar forbids it).
+    """
+
+    token_id: int
+    piece: bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
 class TextDelta:
     """New reply text.
 
@@ -13,18 +27,17 @@ class TextDelta:
         text: the characters this token completed (may be "" while a UTF-8 character is incomplete).
         token_id: the generated token id.
         from_draft: True when the token was proposed by the drafter and accepted by the target ("free").
-        logprob: the token's log-probability (natural log) under the target's distribution it was chosen from, after
-            penalties, grammar and temperature (temperature 1 when greedy), before top-k/top-p/min-p; None unless
-            ``OutputSettings.logprobs`` asked for it (``sampling.logprobs``).
-        top_logprobs: the most likely tokens there and their log-probabilities, ``((token_id, logprob), ...)``,
-            most likely first (``OutputSettings.logprobs`` of them).
+        logprob: the token's log-probability under the target's distribution it was chosen from, after penalties,
+            grammar and temperature (temperature 1 when greedy), before top-k/top-p/min-p (``sampling.logprobs``);
+            None unless ``OutputSettings.logprobs`` asked for it.
+        top_logprobs: the ``OutputSettings.logprobs`` most likely tokens there, most likely first.
     """
 
     text: str
     token_id: int
     from_draft: bool
-    logprob: float | None = None
-    top_logprobs: tuple[tuple[int, float], ...] = ()
+    logprob: TokenLogprob | None = None
+    top_logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,13 @@ match their schema on the default model in every decoding mode, greedy constrain
 constrained autoregressive decoding, and log-probabilities are the target's, whichever drafter proposed a token."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from helpers import chat_ids
 
-from inference.constraints import GrammarError, GrammarMask, json_object_grammar, json_schema_grammar, token_bytes
+from inference.constraints import GrammarError, GrammarMask, json_object_grammar, json_schema_grammar
 from inference.engine import Engine
 from inference.events import TextDelta
 from inference.penalties import ReplyPenalties
@@ -21,6 +22,7 @@ from inference.settings import (
     SettingError,
     SpeculativeSettings,
 )
+from inference.vocabulary import token_bytes, vocabulary
 
 PERSON = {
     "type": "object",
@@ -68,6 +70,8 @@ def _settings(decoding: str, grammar: str | None, temperature: float = 0.0, seed
 
 def test_token_bytes_are_the_detokenizers_and_spell_every_text(target):
     pieces = token_bytes(target.folder, target.tokenizer, target.vocab_size)
+    words = vocabulary(target)
+    assert words.pieces[2] == b"<|im_end|>" and words.special == frozenset(range(17))
     assert len(pieces) == target.vocab_size
     text = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
     assert b"".join(pieces[t] for t in target.encode(text)) == text.encode()
@@ -150,15 +154,17 @@ def test_log_probabilities_are_the_targets_whichever_drafter_proposed(engine, ta
     reference, candidate = runs["ar"], runs[decoding]
     assert [d.token_id for d in candidate] == [d.token_id for d in reference]
     assert any(d.from_draft for d in candidate)
-    np.testing.assert_allclose([d.logprob for d in candidate], [d.logprob for d in reference], atol=2e-3)
+    np.testing.assert_allclose([d.logprob.logprob for d in candidate], [d.logprob.logprob for d in reference], atol=2e-3)
+    pieces = vocabulary(target).pieces
     for delta in reference:
-        values = [lp for _, lp in delta.top_logprobs]
+        values = [alternative.logprob for alternative in delta.top_logprobs]
         assert len(values) == 3 and values == sorted(values, reverse=True) and values[0] <= 0.0
-        assert delta.top_logprobs[0] == (delta.token_id, pytest.approx(delta.logprob)), "greedy: the argmax"
+        assert delta.top_logprobs[0] == delta.logprob, "greedy: the argmax"
+        assert delta.logprob.piece == pieces[delta.token_id] and delta.logprob.token_id == delta.token_id
     if grammar is not None:
-        forced = [d for d in reference if d.logprob > -1e-6]
+        forced = [d for d in reference if d.logprob.logprob > -1e-6]
         assert forced, "the grammar forces some tokens (the schema's keys): probability 1 after the mask"
-        assert all(alternative == -np.inf for d in forced for _, alternative in d.top_logprobs[1:])
+        assert all(alternative.logprob == -np.inf for d in forced for alternative in d.top_logprobs[1:])
 
 
 def test_log_probabilities_are_off_by_default_and_bounded(engine, target):
@@ -169,3 +175,22 @@ def test_log_probabilities_are_off_by_default_and_bounded(engine, target):
     with pytest.raises(SettingError) as error:
         OutputSettings(logprobs=21).validate()
     assert error.value.field == "logprobs"
+
+
+def test_prompt_log_probabilities_score_each_prompt_token_with_its_alternatives(engine, target):
+    """``echo``'s numbers: each prompt token's log-probability (``score``'s) and the most likely tokens there; the
+    first reply token's log-probability (greedy, no penalty) is what scoring the prompt followed by it gives."""
+    ids = target.encode("The capital of France is Paris. The capital of Italy is")
+    context = ContextSettings(n_ctx=512)
+    scored = engine.prompt_logprobs(ids, context, top=2)
+    assert [token.token_id for token, _ in scored] == ids[1:]
+    np.testing.assert_allclose([token.logprob for token, _ in scored], engine.score(ids, context), atol=1e-9)
+    for token, alternatives in scored:
+        assert len(alternatives) == 2 and alternatives[0].logprob >= alternatives[1].logprob >= -np.inf
+        assert alternatives[0].logprob >= token.logprob
+    assert scored[-1][0].piece == b" is"
+    plain = replace(_settings("ar", None, logprobs=1, max_new_tokens=1), sampling=SamplingSettings(max_new_tokens=1))
+    first = next(e for e in engine.generate(ids, plain) if isinstance(e, TextDelta))
+    after = engine.prompt_logprobs(ids + [first.token_id], context, top=0)
+    assert after[-1][0].logprob == pytest.approx(first.logprob.logprob, abs=1e-3) and after[-1][1] == ()
+    assert engine.prompt_logprobs(ids[:1], context, top=2) == []
