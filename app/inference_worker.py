@@ -23,12 +23,13 @@ from typing import Any, AsyncIterator, Callable
 
 from inference.chat import ChatSession
 from inference.engine import Engine
-from inference.events import Event
+from inference.events import Event, PromptScored
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.vocabulary import vocabulary
 
 from .background import run_in, stream_in, threadsafe
 
@@ -94,6 +95,8 @@ class GenerationRequest:
         fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
         prompt: raw text to continue without the chat template (a server's ``/v1/completions``); when given,
             ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
+        echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
+            event before the reply's; it costs a pass over the prompt and empties the KV cache).
     """
 
     messages: list[dict]
@@ -101,6 +104,7 @@ class GenerationRequest:
     settings: GenerationSettings
     fresh_cache: bool = False
     prompt: str | None = None
+    echo: bool = False
 
 
 @dataclass
@@ -236,7 +240,12 @@ class InferenceWorker:
             if request.fresh_cache:
                 self._engine.reset()
             if request.prompt is not None:
-                events = self._engine.generate(self._engine.target.encode(request.prompt), request.settings, 0, cancel)
+                ids = self._engine.target.encode(request.prompt)
+                top = request.settings.output.logprobs
+                if request.echo and top is not None and ids:
+                    scored = self._engine.prompt_logprobs(ids, request.settings.context, top)
+                    put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
+                events = self._engine.generate(ids, request.settings, 0, cancel)
             else:
                 events = ChatSession(self._engine, request.system_prompt, request.messages).reply(request.settings, cancel)
             for event in events:

@@ -153,10 +153,24 @@ class GenerationStats:
 
 
 @dataclass(frozen=True)
+class PromptScored:
+    """The prompt's tokens with their log-probabilities (an OpenAI completion's ``echo`` with ``logprobs``), yielded
+    before the reply's events by a front end that asked for them (``Engine.prompt_logprobs``).
+
+    Attributes:
+        first: the first prompt token's bytes (nothing before it scores it).
+        tokens: for every later prompt token, ``(its TokenLogprob, the most likely tokens there)``.
+    """
+
+    first: bytes
+    tokens: tuple[tuple[TokenLogprob, tuple[TokenLogprob, ...]], ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     """The last event of a reply."""
 
     stats: GenerationStats
 
 
-Event = PromptOverflow | TextDelta | StepStats | ContextRolled | Finished
+Event = PromptOverflow | PromptScored | TextDelta | StepStats | ContextRolled | Finished

@@ -39,10 +39,11 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QVBoxLayout, QWidget
 
+from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
-from inference.settings import Decoding, SamplingSettings
+from inference.settings import Decoding
 
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
@@ -939,11 +940,12 @@ class MainWindow(QMainWindow):
 
     def _served_model(self) -> ServedModel:
         """The model loaded now, as the local server serves it: the window's decoding, rolling context and K are the
-        defaults of requests that leave them out (sampling: the engine's, under OpenAI's temperature and top_p)."""
+        defaults of requests that leave them out, and so is the model's recommended sampling (as ``specchat serve``
+        without sampling flags)."""
         info = self.models.info
         if info is None:
             return ServedModel()
-        defaults = replace(self.settings.generation, sampling=SamplingSettings())
+        defaults = replace(self.settings.generation, sampling=recommended_sampling(info.spec.target_dir))
         return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
 
     def _served_settings_changed(self, _settings: AppSettings) -> None:

@@ -10,6 +10,11 @@ Shapes follow OpenAI's API reference (https://platform.openai.com/docs/api-refer
   stream's chunk that carries ``finish_reason`` (and in the usage chunk, when asked for). Streamed content chunks
   carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that ended there).
 
+A request's omitted sampling fields take the server's defaults (``defaults.sampling``): the model's recommended
+sampling (its ``generation_config.json`` over ``inference.generation_config.CHAT_DEFAULTS``), or what ``specchat
+serve``'s flags say, as Ollama, llama-server and LM Studio apply their own, never OpenAI's cloud defaults
+(temperature 1, top_p 1), with which a small local model writes gibberish.
+
 Everything a client can get wrong is refused here as an :class:`APIError` (HTTP 400, ``param`` naming the
 field), never passed on to the engine as something it would fail on.
 """
@@ -25,12 +30,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.inference_worker import GenerationRequest
-from inference.events import GenerationStats, StepStats
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SettingError, SpeculativeSettings
-
-#: Sampling defaults of a request that leaves them out: OpenAI's (temperature 1, top_p 1), not the engine's greedy.
-OPENAI_TEMPERATURE = 1.0
-OPENAI_TOP_P = 1.0
+from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
+from inference.events import GenerationStats, StepStats, TokenLogprob
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    OutputSettings,
+    SettingError,
+    SpeculativeSettings,
+)
 
 #: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
 SYSTEM_ROLES = ("system", "developer")
@@ -121,6 +130,8 @@ class _GenerationFields(_Strict):
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None  # llama-server's and vLLM's extension (0 or -1 = off)
+    min_p: float | None = None  # llama-server's and vLLM's extension
     stop: str | list[str] | None = None
     seed: int | None = None
     presence_penalty: float | None = None
@@ -132,7 +143,6 @@ class _GenerationFields(_Strict):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
-    logprobs: Any = None
     logit_bias: Any = None
     specchat: SpecChatOptions | None = None
 
@@ -142,7 +152,8 @@ class ChatCompletionRequest(_GenerationFields):
 
     messages: list[Message]
     max_completion_tokens: int | None = None
-    top_logprobs: Any = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
     tools: Any = None
     tool_choice: Any = None
     functions: Any = None
@@ -155,6 +166,7 @@ class CompletionRequest(_GenerationFields):
     """``POST /v1/completions``."""
 
     prompt: str | list[str]
+    logprobs: int | None = None
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = None
@@ -199,16 +211,11 @@ def _location(loc: tuple) -> str:
 
 def asks_for_nothing(name: str, value: Any) -> bool:
     """True when an unsupported field's value asks for nothing, as many clients always send it: left out, false,
-    empty, ``tool_choice`` "none" or "auto" (no tools), ``response_format`` ``{"type": "text"}``,
-    ``top_logprobs`` 0, ``parallel_tool_calls`` either way (no tools)."""
+    empty, ``tool_choice`` "none" or "auto" (no tools), ``parallel_tool_calls`` either way (no tools)."""
     if value is None or value is False or (isinstance(value, list | dict) and not value):
         return True
     if name == "tool_choice":
         return value in ("none", "auto")
-    if name == "response_format":
-        return value == {"type": "text"}
-    if name == "top_logprobs":
-        return value == 0 and not isinstance(value, bool)
     return name == "parallel_tool_calls" and isinstance(value, bool)
 
 
@@ -247,8 +254,7 @@ def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, tools, ``n`` other
             than 1, a setting out of range.
     """
-    _unsupported(body, ("tools", "tool_choice", "functions", "function_call", "response_format", "parallel_tool_calls",
-                        "logprobs", "top_logprobs", "logit_bias"))
+    _unsupported(body, ("tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logit_bias"))
     if not body.messages:
         raise APIError(400, "messages is empty: send at least one message", param="messages")
     system, messages = [], []
@@ -269,8 +275,47 @@ def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_
             messages.append({"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text})
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-    settings = _settings(body, max_tokens, max_param, defaults, max_context)
+    if body.top_logprobs and not body.logprobs:
+        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    top = (body.top_logprobs or 0) if body.logprobs else None
+    output = OutputSettings(grammar=response_format_grammar(body.response_format), logprobs=top)
+    settings = _settings(body, max_tokens, max_param, defaults, max_context, output, "top_logprobs")
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings)
+
+
+def response_format_grammar(value: Any) -> str | None:
+    """The grammar of a chat request's ``response_format``: None for ``{"type": "text"}`` or none;
+    ``{"type": "json_object"}`` (with llama-server's optional ``"schema"``) and ``{"type": "json_schema",
+    "json_schema": {"name", "schema", "strict", "description"}}`` constrain the reply (``inference.constraints``).
+
+    Raises:
+        APIError: 400 naming the part at fault: an unknown type, a missing or invalid schema.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise APIError(400, "response_format must be an object with a type: text, json_object or json_schema",
+                       param="response_format")
+    kind = value["type"]
+    if kind == "text":
+        return None
+    if kind == "json_object" and "schema" not in value:
+        return json_object_grammar()
+    if kind == "json_object":
+        schema, param = value["schema"], "response_format.schema"
+    elif kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or "schema" not in spec:
+            raise APIError(400, 'response_format.json_schema must be an object with a "schema" (a JSON schema)',
+                           param="response_format.json_schema")
+        schema, param = spec["schema"], "response_format.json_schema.schema"
+    else:
+        raise APIError(400, f"response_format.type is {kind!r}: use text, json_object or json_schema",
+                       param="response_format.type")
+    try:
+        return json_schema_grammar(schema)
+    except GrammarError as error:
+        raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
 
 
 def completion_request(body: CompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
@@ -280,7 +325,7 @@ def completion_request(body: CompletionRequest, defaults: GenerationSettings, ma
         APIError: 400 naming the field: an empty prompt or several, ``echo``/``suffix``/``best_of``, ``n`` other
             than 1, a setting out of range.
     """
-    _unsupported(body, ("logprobs", "logit_bias", "echo", "suffix"))
+    _unsupported(body, ("logit_bias", "suffix"))
     if body.best_of not in (None, 1):
         raise APIError(400, "best_of must be 1 (SpecChat generates one reply)", param="best_of")
     prompt = body.prompt
@@ -290,25 +335,31 @@ def completion_request(body: CompletionRequest, defaults: GenerationSettings, ma
         prompt = prompt[0]
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
-    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context)
-    return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt)
+    output = OutputSettings(logprobs=body.logprobs)
+    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs")
+    return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)
 
 
 def _settings(
-    body: _GenerationFields, max_tokens: int | None, max_param: str, defaults: GenerationSettings, max_context: int | None
+    body: _GenerationFields, max_tokens: int | None, max_param: str, defaults: GenerationSettings,
+    max_context: int | None, output: OutputSettings, logprobs_param: str,
 ) -> GenerationSettings:
-    """The request's settings on top of the server's ``defaults``, validated (``max_context``: the model's bound
-    of n_ctx)."""
+    """The request's settings on top of the server's ``defaults`` (every sampling field the request leaves out),
+    validated (``max_context``: the model's bound of n_ctx; ``logprobs_param``: the field that asked for ``output``'s
+    alternatives)."""
     if body.n not in (None, 1):
         raise APIError(400, f"n must be 1 (SpecChat generates one choice per request), got {body.n}", param="n")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,
-        temperature=OPENAI_TEMPERATURE if body.temperature is None else body.temperature,
-        top_p=OPENAI_TOP_P if body.top_p is None else body.top_p,
         seed=body.seed,
         stop_strings=stop,
         **{name: value for name, value in (
+            ("temperature", body.temperature),
+            ("top_p", body.top_p),
+            ("top_k", top_k),
+            ("min_p", body.min_p),
             ("max_new_tokens", max_tokens),
             ("presence_penalty", body.presence_penalty),
             ("frequency_penalty", body.frequency_penalty),
@@ -328,18 +379,19 @@ def _settings(
         lookup_max_ngram=defaults.speculative.lookup_max_ngram,
     )
     decoding = defaults.decoding if options.mode is None else Decoding(options.mode)
-    settings = GenerationSettings(decoding=decoding, sampling=sampling, context=context, speculative=speculative)
+    settings = GenerationSettings(decoding=decoding, sampling=sampling, context=context, speculative=speculative,
+                                  output=output)
     try:
         settings.validate(max_context)
     except SettingError as error:
-        raise setting_error(error, max_param) from None
+        raise setting_error(error, max_param, logprobs_param) from None
     return settings
 
 
-def setting_error(error: SettingError, max_param: str = "max_tokens") -> APIError:
+def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_param: str = "logprobs") -> APIError:
     """A ``SettingError`` as a 400 naming the request field (``max_tokens``, ``stop``, ``specchat.n_ctx``...), in
     the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."."""
-    param = max_param if error.field == "max_new_tokens" else _PARAMS.get(error.field, error.field)
+    param = {"max_new_tokens": max_param, "logprobs": logprobs_param}.get(error.field) or _PARAMS.get(error.field, error.field)
     return APIError(400, error.renamed(param), param=param, code="invalid_value")
 
 
@@ -362,20 +414,22 @@ class Reply:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.chat else "text_completion"
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "system_fingerprint": None}
 
-    def response(self, stats: GenerationStats) -> dict:
-        """The non-streamed response of a finished reply."""
+    def response(self, stats: GenerationStats, text: str, logprobs: dict | None = None) -> dict:
+        """The non-streamed response of a finished reply: its ``text`` (the content; a completion's, echo
+        included) and ``logprobs`` (:func:`chat_logprobs` or :func:`completion_logprobs`; None when not asked)."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": stats.text}}
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}}
         else:
-            choice = {"index": 0, "text": stats.text}
-        choice.update(logprobs=None, finish_reason=finish_reason(stats))
+            choice = {"index": 0, "text": text}
+        choice.update(logprobs=logprobs, finish_reason=finish_reason(stats))
         return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
 
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
-              include_usage: bool = False) -> dict:
+              include_usage: bool = False, logprobs: dict | None = None) -> dict:
         """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
-        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field. With ``include_usage`` the
-        chunk carries ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
+        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens.
+        With ``include_usage`` the chunk carries ``"usage": null`` (OpenAI's shape when the client asked for a usage
+        chunk)."""
         if self.chat:
             delta = {"role": "assistant"} if role else {}
             if text is not None:
@@ -383,7 +437,7 @@ class Reply:
             choice = {"index": 0, "delta": delta}
         else:
             choice = {"index": 0, "text": text or ""}
-        choice.update(logprobs=None, finish_reason=finish)
+        choice.update(logprobs=logprobs, finish_reason=finish)
         chunk = {**self._head(True), "choices": [choice]}
         if include_usage:
             chunk["usage"] = None
@@ -394,6 +448,51 @@ class Reply:
     def usage_chunk(self, stats: GenerationStats) -> dict:
         """The last chunk when ``stream_options.include_usage`` is set: no choices, the usage and statistics."""
         return {**self._head(True), "choices": [], "usage": usage(stats), "specchat": stats_object(stats)}
+
+
+#: The log-probability written for a token of probability 0 (a grammar forbids it): OpenAI's own floor, since JSON
+#: has no -Infinity.
+LOGPROB_FLOOR = -9999.0
+
+
+def _logprob(value: float) -> float:
+    return max(value, LOGPROB_FLOOR)
+
+
+def _token_text(piece: bytes) -> str:
+    """A token's text: its bytes as UTF-8, U+FFFD for those of a character split between tokens (the ``bytes``
+    field, or the next token, has the rest)."""
+    return piece.decode("utf-8", "replace")
+
+
+def chat_logprobs(tokens: list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]) -> dict:
+    """A chat choice's ``logprobs``: ``{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+    "logprob", "bytes"}]}], "refusal": null}`` for ``tokens`` (each with its alternatives)."""
+
+    def entry(token: TokenLogprob) -> dict:
+        return {"token": _token_text(token.piece), "logprob": _logprob(token.logprob), "bytes": list(token.piece)}
+
+    return {"content": [{**entry(token), "top_logprobs": [entry(t) for t in top]} for token, top in tokens],
+            "refusal": None}
+
+
+def completion_logprobs(tokens: list[tuple[bytes, float | None, tuple[TokenLogprob, ...] | None]], offset: int) -> dict:
+    """A text completion's ``logprobs`` (OpenAI's legacy shape): ``tokens``, ``token_logprobs``, ``top_logprobs``
+    (``{token: logprob}`` per token) and ``text_offset`` (each token's character offset in the choice's text,
+    counted from ``offset``), for ``tokens`` as ``(bytes, logprob, alternatives)``; an echoed prompt's first token
+    has None for both."""
+    texts = [_token_text(piece) for piece, _, _ in tokens]
+    offsets = []
+    for text in texts:
+        offsets.append(offset)
+        offset += len(text)
+    return {
+        "tokens": texts,
+        "token_logprobs": [None if value is None else _logprob(value) for _, value, _ in tokens],
+        "top_logprobs": [None if top is None else {_token_text(t.piece): _logprob(t.logprob) for t in top}
+                         for _, _, top in tokens],
+        "text_offset": offsets,
+    }
 
 
 def finish_reason(stats: GenerationStats) -> str:
