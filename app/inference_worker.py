@@ -29,6 +29,7 @@ from inference.model import LoadedModel, load_model
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.tools import ToolUse
 from inference.vocabulary import vocabulary
 
 from .background import run_in, stream_in, threadsafe
@@ -97,6 +98,7 @@ class GenerationRequest:
             ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
         echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
             event before the reply's; it costs a pass over the prompt and empties the KV cache).
+        tools: the tools the reply may call (``inference.tools``; its calls come as a ``ToolCalls`` event), or None.
     """
 
     messages: list[dict]
@@ -105,6 +107,7 @@ class GenerationRequest:
     fresh_cache: bool = False
     prompt: str | None = None
     echo: bool = False
+    tools: ToolUse | None = None
 
 
 @dataclass
@@ -247,7 +250,8 @@ class InferenceWorker:
                     put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
                 events = self._engine.generate(ids, request.settings, 0, cancel)
             else:
-                events = ChatSession(self._engine, request.system_prompt, request.messages).reply(request.settings, cancel)
+                session = ChatSession(self._engine, request.system_prompt, request.messages, request.tools)
+                events = session.reply(request.settings, cancel)
             for event in events:
                 put(event)
 

@@ -167,10 +167,26 @@ class PromptScored:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A call of a tool read from a reply: the function's ``name`` and its ``arguments`` (parsed JSON, an object)."""
+
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """The tool calls a reply made (``inference.tools``), yielded just before ``Finished`` by a chat given tools;
+    the text of the calls was not yielded as ``TextDelta``."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     """The last event of a reply."""
 
     stats: GenerationStats
 
 
-Event = PromptOverflow | PromptScored | TextDelta | StepStats | ContextRolled | Finished
+Event = PromptOverflow | PromptScored | TextDelta | StepStats | ContextRolled | ToolCalls | Finished

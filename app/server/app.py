@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.inference_worker import GenerationRequest
-from inference.events import Event, Finished, PromptScored, StepStats, TextDelta
+from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.settings import GenerationSettings, SettingError
 
 from .binding import host_of, is_loopback
@@ -175,7 +175,8 @@ def create_app(
             parts = [transcript.take(event) for event in events]
             text = "".join(part for part, _ in parts)
             logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
-            return JSONResponse(reply.response(stats, text, logprobs))
+            calls = next((event.calls for event in events if isinstance(event, ToolCalls)), ())
+            return JSONResponse(reply.response(stats, text, logprobs, calls))
         try:
             first = await _unless_disconnected(request, run.cancel, run.start())
         except BaseException:
@@ -396,9 +397,13 @@ def _chunks(
                                       logprobs=transcript.pending(entries)))
         else:
             transcript.hold(entries)
+        if isinstance(event, ToolCalls):
+            transcript.called = True
+            chunks.append(reply.chunk(None, calls=event.calls, include_usage=include_usage))
         if isinstance(event, Finished):
-            chunks.append(reply.chunk(None, finish=finish_reason(event.stats), extension=stats_object(event.stats),
-                                      include_usage=include_usage, logprobs=transcript.pending([])))
+            chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
+                                      extension=stats_object(event.stats), include_usage=include_usage,
+                                      logprobs=transcript.pending([])))
         if chunks and steps:
             extension = chunks[-1].setdefault("specchat", {})
             extension["steps"] = extension.get("steps", []) + steps
@@ -436,6 +441,7 @@ class _Transcript:
         self._echo = request.prompt if request.echo and not reply.chat else None
         self._offset = 0  # characters of the completion's text so far (its text_offset)
         self._waiting: list = []
+        self.called = False  # the reply called tools (its finish_reason is tool_calls)
 
     def take(self, event: Event) -> tuple[str, list]:
         """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:

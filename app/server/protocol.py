@@ -22,6 +22,7 @@ field), never passed on to the engine as something it would fail on.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.inference_worker import GenerationRequest
 from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
-from inference.events import GenerationStats, StepStats, TokenLogprob
+from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
 from inference.settings import (
     ContextSettings,
     Decoding,
@@ -40,6 +41,7 @@ from inference.settings import (
     SettingError,
     SpeculativeSettings,
 )
+from inference.tools import ToolUse
 
 #: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
 SYSTEM_ROLES = ("system", "developer")
@@ -209,19 +211,15 @@ def _location(loc: tuple) -> str:
     return path
 
 
-def asks_for_nothing(name: str, value: Any) -> bool:
+def asks_for_nothing(value: Any) -> bool:
     """True when an unsupported field's value asks for nothing, as many clients always send it: left out, false,
-    empty, ``tool_choice`` "none" or "auto" (no tools), ``parallel_tool_calls`` either way (no tools)."""
-    if value is None or value is False or (isinstance(value, list | dict) and not value):
-        return True
-    if name == "tool_choice":
-        return value in ("none", "auto")
-    return name == "parallel_tool_calls" and isinstance(value, bool)
+    empty."""
+    return value is None or value is False or (isinstance(value, list | dict) and not value)
 
 
 def _unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
     for name in fields:
-        if not asks_for_nothing(name, getattr(request, name)):
+        if not asks_for_nothing(getattr(request, name)):
             raise APIError(400, f"{name} is not supported by SpecChat's server: leave it out", param=name, code="unsupported")
 
 
@@ -248,31 +246,38 @@ def _message_text(message: Message, index: int) -> str:
 
 def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
-    the others the conversation, in order.
+    the others the conversation, in order (assistant tool calls and ``tool`` results included).
 
     Raises:
-        APIError: 400 naming the field: empty messages, an unknown role, non-text content, tools, ``n`` other
-            than 1, a setting out of range.
+        APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
+            calls, ``n`` other than 1, a setting out of range.
     """
-    _unsupported(body, ("tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logit_bias"))
+    _unsupported(body, ("functions", "function_call", "logit_bias"))
     if not body.messages:
         raise APIError(400, "messages is empty: send at least one message", param="messages")
     system, messages = [], []
     for index, message in enumerate(body.messages):
-        if message.role not in SYSTEM_ROLES + ("user", "assistant"):
+        if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
             raise APIError(
                 400,
-                f"messages[{index}].role is {message.role!r}: SpecChat's server takes system, developer, user and "
-                "assistant messages (no tools)",
+                f"messages[{index}].role is {message.role!r}: SpecChat's server takes system, developer, user, "
+                "assistant and tool messages",
                 param=f"messages[{index}].role",
             )
-        if getattr(message, "tool_calls", None):
-            raise APIError(400, "tool calls are not supported: leave tool_calls out", param=f"messages[{index}].tool_calls")
-        text = _message_text(message, index)
+        calls = getattr(message, "tool_calls", None)
+        if calls and message.role != "assistant":
+            raise APIError(400, f"messages[{index}].tool_calls: only assistant messages make tool calls",
+                           param=f"messages[{index}].tool_calls")
+        text = "" if calls and message.content is None else _message_text(message, index)
         if message.role in SYSTEM_ROLES and not messages:
             system.append(text)
-        else:
-            messages.append({"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text})
+            continue
+        entry = {"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text}
+        if calls:
+            entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
+        if message.role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
+            entry["tool_call_id"] = message.tool_call_id
+        messages.append(entry)
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     if body.top_logprobs and not body.logprobs:
@@ -280,7 +285,81 @@ def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_
     top = (body.top_logprobs or 0) if body.logprobs else None
     output = OutputSettings(grammar=response_format_grammar(body.response_format), logprobs=top)
     settings = _settings(body, max_tokens, max_param, defaults, max_context, output, "top_logprobs")
-    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings)
+    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
+                             tools=tool_use(body.tools, body.tool_choice, body.parallel_tool_calls))
+
+
+#: What a function's name may be (OpenAI's rule).
+_FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
+    """The tools of a chat request (``tools``, ``tool_choice``, ``parallel_tool_calls``): None without tools or
+    with ``tool_choice`` "none" (the model is then not told about them).
+
+    Raises:
+        APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
+            parameters that are not a JSON schema SpecChat can enforce, a ``tool_choice`` naming no given tool.
+    """
+    if parallel is not None and not isinstance(parallel, bool):
+        raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
+    if tools is None or tools == []:
+        if choice not in (None, "none", "auto"):
+            raise APIError(400, "tool_choice needs tools: send the tools the model may call", param="tool_choice")
+        return None
+    if not isinstance(tools, list):
+        raise APIError(400, "tools must be a list of functions", param="tools")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise APIError(400, f'tools[{index}] must be {{"type": "function", "function": {{"name", "description", '
+                           '"parameters"}}}', param=f"tools[{index}]")
+        if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
+            raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
+                           param=f"tools[{index}].function.name")
+        parameters = function.get("parameters")
+        if parameters is not None:
+            param = f"tools[{index}].function.parameters"
+            try:
+                json_schema_grammar(parameters)
+            except GrammarError as error:
+                raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
+    names = [tool["function"]["name"] for tool in tools]
+    if choice in (None, "auto", "required"):
+        chosen = choice or "auto"
+    elif choice == "none":
+        return None
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
+        chosen = choice["function"].get("name")
+        if chosen not in names:
+            raise APIError(400, f"tool_choice names {chosen!r}, which is not among the tools ({', '.join(names)})",
+                           param="tool_choice")
+    else:
+        raise APIError(400, 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
+                       '{"name": ...}}', param="tool_choice")
+    return ToolUse(tuple(tools), chosen, parallel is not False)
+
+
+def _tool_calls(calls: Any, param: str) -> list[dict]:
+    """An assistant message's ``tool_calls`` as chat templates render them: arguments parsed from their JSON string.
+
+    Raises:
+        APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``.
+    """
+    parsed = []
+    for index, call in enumerate(calls if isinstance(calls, list) else [None]):
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            arguments = None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
+            raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
+                           '"arguments": a JSON object as a string}}}', param=f"{param}[{index}]")
+        parsed.append({"id": call.get("id", ""), "type": "function",
+                       "function": {"name": function["name"], "arguments": arguments}})
+    return parsed
 
 
 def response_format_grammar(value: Any) -> str | None:
@@ -414,26 +493,33 @@ class Reply:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.chat else "text_completion"
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "system_fingerprint": None}
 
-    def response(self, stats: GenerationStats, text: str, logprobs: dict | None = None) -> dict:
+    def response(self, stats: GenerationStats, text: str, logprobs: dict | None = None,
+                 calls: tuple[ToolCall, ...] = ()) -> dict:
         """The non-streamed response of a finished reply: its ``text`` (the content; a completion's, echo
-        included) and ``logprobs`` (:func:`chat_logprobs` or :func:`completion_logprobs`; None when not asked)."""
+        included), ``logprobs`` (:func:`chat_logprobs` or :func:`completion_logprobs`; None when not asked) and
+        tool ``calls`` (content null when they are all the reply says)."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+            message = {"role": "assistant", "content": text or (None if calls else text)}
+            if calls:
+                message["tool_calls"] = tool_calls(calls)
+            choice = {"index": 0, "message": message}
         else:
             choice = {"index": 0, "text": text}
-        choice.update(logprobs=logprobs, finish_reason=finish_reason(stats))
+        choice.update(logprobs=logprobs, finish_reason=finish_reason(stats, bool(calls)))
         return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
 
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
-              include_usage: bool = False, logprobs: dict | None = None) -> dict:
+              include_usage: bool = False, logprobs: dict | None = None, calls: tuple[ToolCall, ...] = ()) -> dict:
         """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
-        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens.
-        With ``include_usage`` the chunk carries ``"usage": null`` (OpenAI's shape when the client asked for a usage
-        chunk)."""
+        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens;
+        ``calls`` the reply's tool calls (each whole, in one delta). With ``include_usage`` the chunk carries
+        ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
         if self.chat:
             delta = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
+            if calls:
+                delta["tool_calls"] = tool_calls(calls)
             choice = {"index": 0, "delta": delta}
         else:
             choice = {"index": 0, "text": text or ""}
@@ -495,9 +581,20 @@ def completion_logprobs(tokens: list[tuple[bytes, float | None, tuple[TokenLogpr
     }
 
 
-def finish_reason(stats: GenerationStats) -> str:
-    """OpenAI's finish_reason: ``length`` when max_tokens ended the reply, else ``stop``."""
+def finish_reason(stats: GenerationStats, called: bool = False) -> str:
+    """OpenAI's finish_reason: ``tool_calls`` when the reply ``called`` tools, ``length`` when max_tokens ended it,
+    else ``stop``."""
+    if called:
+        return "tool_calls"
     return "length" if stats.stop_reason == "max_new_tokens" else "stop"
+
+
+def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
+    """OpenAI's ``tool_calls``: ``[{"index", "id", "type": "function", "function": {"name", "arguments": a JSON
+    string}}]``, each with a fresh id."""
+    return [{"index": index, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+            for index, call in enumerate(calls)]
 
 
 def usage(stats: GenerationStats) -> dict:
