@@ -217,7 +217,7 @@ BAD_REQUESTS = [
     (b'{"messages": [', None),
     (b"[1, 2]", None),
     (_chat(messages=[]), "messages"),
-    (_chat(messages=[{"role": "tool", "content": "x"}]), "messages[0].role"),
+    (_chat(messages=[{"role": "function", "content": "x"}]), "messages[0].role"),
     (_chat(messages=[{"role": "user"}]), "messages[0].content"),
     (_chat(messages=[{"role": "user", "content": 5}]), "messages[0].content"),
     (_chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]),

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.inference_worker import GenerationRequest
 from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.settings import GenerationSettings, SettingError
+from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
 from .gate import GenerationGate, QueueFull
@@ -314,6 +315,8 @@ class _Generation:
             raise
         except SettingError as error:
             raise setting_error(error) from None
+        except ToolsUnsupportedError as error:
+            raise APIError(400, str(error), param="tools", code="tools_unsupported") from None
         except ValueError as error:
             raise APIError(400, str(error)) from None
         except Exception as error:
