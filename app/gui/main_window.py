@@ -174,6 +174,7 @@ class MainWindow(QMainWindow):
         self.chat_view.edit_submitted.connect(self.resend_edited)
         self.chat_view.regenerate_requested.connect(self.regenerate)
         self.chat_view.system_prompt_changed.connect(self._system_prompt_changed)
+        self.chat_view.json_output_changed.connect(self._json_output_changed)
         self.chat_view.highlight_toggled.connect(self._highlight_toggled)
         self.composer = Composer()
         self.composer.send_requested.connect(lambda text: self.send(text))
@@ -750,6 +751,13 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Deleted “{conversation.title}”", 5000)
         return True
 
+    def _json_output_changed(self, conversation_id: int, on: bool) -> None:
+        if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
+            try:
+                self.db.set_json_output(conversation_id, on)
+            except sqlite3.Error as error:
+                self._write_failed("the JSON output choice (toggle it again to retry)", error)
+
     def _system_prompt_changed(self, conversation_id: int, text: str) -> None:
         if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
             try:
@@ -819,7 +827,9 @@ class MainWindow(QMainWindow):
         try:
             conversation_id = self.chat_view.conversation_id
             if conversation_id is None or self.db.conversation(conversation_id) is None:
-                conversation_id = self.replies.new_conversation(text, self.chat_view.system_prompt())
+                conversation_id = self.replies.new_conversation(
+                    text, self.chat_view.system_prompt(), self.chat_view.json_output()
+                )
                 self.settings_pane.sampling.adopt_conversation(conversation_id)
                 self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
                 self._update_window_title()
