@@ -6,9 +6,10 @@ Design rules:
   ``guidance`` and one of vLLM's and llama.cpp's structured-output backends) turns a JSON schema, a Lark grammar or
   a regular expression into a parser that answers, for the reply so far, which vocabulary tokens may come next.
   Its masks are computed lazily per token (measured on the default model's 49,152 tokens: median 9-20 us, a few ms
-  at worst), so a new schema costs no compile time. Chosen over outlines-core (which builds the whole automaton
-  first: 11 s for ``json_object``, and cannot express recursive schemas) and xgrammar (which needs torch,
-  transformers and triton, ~1 GB, more than SpecChat's whole bundle); see ``bench/constrained_step.py``.
+  at worst), so a new schema costs no compile time. Chosen over outlines-core (which compiles a schema to one
+  regular expression, so recursion only to a fixed depth, and builds its whole automaton over the vocabulary first:
+  11 s for ``{"type": "object"}``) and xgrammar (fastest, 2-5 us, but it needs torch, transformers and triton, ~1 GB,
+  more than SpecChat's whole bundle). What the mask costs per token in the engine: ``bench/serve_overhead.py``.
 * **A mask is an infinite penalty.** Like the repetition and presence penalties (``inference.penalties``), the
   grammar's mask at a position depends only on the tokens before it: ``GrammarMask.allowed(tokens)`` is a pure
   function of the reply so far. ``ReplyPenalties`` applies it after the penalties to every logits row it scores:
@@ -27,6 +28,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
+import llguidance
 import numpy as np
 
 from .vocabulary import vocabulary
@@ -59,8 +61,6 @@ def json_schema_grammar(schema: dict) -> str:
     """
     if not isinstance(schema, dict):
         raise GrammarError(f"the JSON schema must be an object, got {type(schema).__name__}")
-    import llguidance
-
     try:
         grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_LAYOUT)
     except ValueError as error:
@@ -95,8 +95,6 @@ def lark_grammar(text: str) -> str:
     Raises:
         GrammarError: the grammar does not compile.
     """
-    import llguidance
-
     grammar = llguidance.LLMatcher.grammar_from_lark(text)
     check_grammar(grammar)
     return grammar
@@ -108,8 +106,6 @@ def check_grammar(grammar: str) -> None:
     Raises:
         GrammarError: with llguidance's message.
     """
-    import llguidance
-
     error = llguidance.LLMatcher.validate_grammar(grammar)
     if error:
         raise GrammarError(error.strip())
@@ -132,8 +128,6 @@ class GrammarMask:
     """
 
     def __init__(self, model, grammar: str):
-        import llguidance
-
         self._tokenizer = grammar_tokenizer(model)
         self._vocab = model.vocab_size
         self._matcher = llguidance.LLMatcher(self._tokenizer, grammar, log_level=0)
@@ -226,8 +220,6 @@ def grammar_tokenizer(model) -> Any:
 
 
 def _build_tokenizer(model) -> Any:
-    import llguidance
-
     words = vocabulary(model)
     # llguidance marks special tokens with a leading 0xFF byte (never in UTF-8 text), as its own loaders do; an id
     # without any text (padding past the vocabulary) is b"", which no grammar matches

@@ -39,7 +39,7 @@ from .model import LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
-from .sampling import accept_drafts, logprobs, next_token
+from .sampling import accept_drafts, logprobs, most_likely, next_token
 from .settings import (
     MIN_N_CTX,
     ContextSettings,
@@ -482,9 +482,7 @@ class Engine:
         out = []
         for done, log_probs in self._scored_passes(tokens, context, chunk):
             for row, token in zip(log_probs, tokens[done + 1 : done + 1 + len(log_probs)]):
-                head = np.argpartition(-row, top - 1)[:top] if top else np.zeros(0, dtype=np.int64)
-                head = head[np.lexsort((head, -row[head]))]
-                alternatives = tuple(TokenLogprob(int(i), pieces[i], float(row[i])) for i in head)
+                alternatives = tuple(TokenLogprob(int(i), pieces[i], float(row[i])) for i in most_likely(row, top))
                 out.append((TokenLogprob(token, pieces[token], float(row[token])), alternatives))
         return out
 

@@ -108,13 +108,17 @@ def logprobs(
         scaled = row.astype(np.float64) / temperature
         peak = scaled.max()
         log_probs = scaled - (peak + np.log(np.exp(scaled - peak).sum()))
-        alternatives: tuple[tuple[int, float], ...] = ()
-        if top > 0:
-            head = np.argpartition(-log_probs, top - 1)[:top]
-            head = head[np.lexsort((head, -log_probs[head]))]
-            alternatives = tuple((int(i), float(log_probs[i])) for i in head)
+        alternatives = tuple((int(i), float(log_probs[i])) for i in most_likely(log_probs, top))
         out.append((float(log_probs[int(token)]), alternatives))
     return out
+
+
+def most_likely(scores: np.ndarray, top: int) -> np.ndarray:
+    """The ids of the ``top`` highest of ``scores`` (``[vocab]``), highest first, ties by lower id; int64 ``[top]``."""
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    head = np.argpartition(-scores, top - 1)[:top]
+    return head[np.lexsort((head, -scores[head]))]
 
 
 def accept_greedy(target_logits: np.ndarray, draft_tokens: Sequence[int]) -> tuple[int, int]:

@@ -9,6 +9,7 @@ and SentencePiece word-start spaces therefore come out exact, whatever the model
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -55,14 +56,27 @@ def vocabulary(model) -> Vocabulary:
     with _lock:
         if key not in _vocabularies:
             pieces = token_bytes(model.folder, model.tokenizer, model.vocab_size)
-            names = model.tokenizer.decode([[i] for i in range(len(pieces))], skip_special_tokens=False)
-            special = frozenset(i for i, piece in enumerate(pieces) if piece is None and names[i])
+            silent = [i for i, piece in enumerate(pieces) if piece is None]
+            names = dict(zip(silent, model.tokenizer.decode([[i] for i in silent], skip_special_tokens=False)))
+            special = frozenset(i for i in silent if names[i])
             words = [piece if piece is not None else names[i].encode() for i, piece in enumerate(pieces)]
             _vocabularies[key] = Vocabulary(words, special)
             while len(_vocabularies) > VOCABULARY_CACHE_SIZE:
                 _vocabularies.popitem(last=False)
         _vocabularies.move_to_end(key)
         return _vocabularies[key]
+
+
+def tokenizers_extension() -> Path:
+    """The openvino-tokenizers library (the tokenizer IRs' operations) where openvino-genai loads it from: its
+    ``lib`` folder beside openvino-genai's package, in an environment and in the PyInstaller bundle alike (importing
+    ``openvino_tokenizers`` finds it through site-packages, which a bundle has not)."""
+    import openvino_genai
+
+    name = {"win32": "openvino_tokenizers.dll", "darwin": "libopenvino_tokenizers.dylib"}.get(
+        sys.platform, "libopenvino_tokenizers.so"
+    )
+    return Path(openvino_genai.__file__).resolve().parent.parent / "openvino_tokenizers" / "lib" / name
 
 
 def token_bytes(folder: Path, tokenizer, vocab_size: int) -> list[bytes | None]:
@@ -79,14 +93,14 @@ def token_bytes(folder: Path, tokenizer, vocab_size: int) -> list[bytes | None]:
     """
     import openvino as ov
     import openvino.opset13 as ops
-    import openvino_tokenizers  # noqa: F401  (Cores created after this import read the tokenizer operations)
 
     from .model import openvino_message
 
     core = ov.Core()
     try:
+        core.add_extension(str(tokenizers_extension()))
         detokenizer = core.read_model(str(folder / "openvino_detokenizer.xml"))
-    except RuntimeError as error:
+    except (RuntimeError, OSError) as error:
         raise VocabularyError(f"cannot read the detokenizer of {folder.name}: {openvino_message(error)}") from None
     validations = [op for op in detokenizer.get_ordered_ops() if op.get_type_name() == "UTF8Validate"]
     anchor = [int(t) for t in tokenizer.encode("a", add_special_tokens=False).input_ids.data[0]]
