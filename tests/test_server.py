@@ -400,6 +400,9 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
     (["--max-queue", "-1"], "--max-queue must be >= 0"),
     (["--port", "70000"], "--port must be in [0, 65535]"),
     (["--api-key", " "], "the API key is empty"),
+    (["--min-p", "2"], "--min-p must be in [0, 1] (0 = disabled), got 2.0"),
+    (["--repeat-penalty", "0"], "--repeat-penalty must be in (0, 10]"),
+    (["--temperature", "-1"], "--temperature must be in [0, 100]"),
 ])
 def test_bad_serve_flags_are_one_line_exit_2(flags, message, tmp_path):
     result = subprocess.run(

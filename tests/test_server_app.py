@@ -112,6 +112,23 @@ def test_the_repetition_penalty_is_read_under_vllms_and_llama_cpps_names():
     assert chat(repetition_penalty=1.3, repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.3
 
 
+def test_serve_sampling_flags_go_over_the_models_recommended_sampling(tmp_path):
+    from dataclasses import replace
+
+    from app.cli.commands import build_parser
+    from app.cli.serve import sampling_flags
+    from inference.generation_config import recommended_sampling
+
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20, "do_sample": true}')
+    args = build_parser().parse_args(["serve", "--top-p", "0.8", "--repeat-penalty", "1.3", "--min-p", "0.05"])
+    sampling = replace(recommended_sampling(tmp_path), **sampling_flags(args))
+    assert (sampling.temperature, sampling.top_k, sampling.top_p, sampling.repetition_penalty, sampling.min_p) == \
+        (0.6, 20, 0.8, 1.3, 0.05)
+    assert sampling_flags(build_parser().parse_args(["serve"])) == {}
+    assert recommended_sampling(None) == recommended_sampling(tmp_path / "none") == \
+        SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.1)
+
+
 def test_a_completion_is_the_raw_prompt():
     request = completion_request(parse(CompletionRequest, b'{"prompt": ["Once upon"], "max_tokens": 3}'), DEFAULTS, None)
     assert request.prompt == "Once upon" and request.messages == [] and request.settings.sampling.max_new_tokens == 3
