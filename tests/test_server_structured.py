@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 
 import openai
 import pytest
@@ -16,6 +17,7 @@ from server_process import ServerProcess
 from inference.chat import ChatSession
 from inference.constraints import json_schema_grammar
 from inference.engine import Engine
+from inference.generation_config import recommended_sampling
 from inference.settings import GenerationSettings, OutputSettings, SamplingSettings
 
 PERSON = {
@@ -48,10 +50,16 @@ def _repeated_four_gram(text: str) -> tuple | None:
     return gram if count >= 4 else None
 
 
-def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_coherent_reply(client):
+def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_coherent_reply(client, target):
     """As ``llm`` sends it: no temperature, top_p or penalty. OpenAI's cloud defaults (temperature 1, top_p 1, no
     penalty) gave gibberish on the default model; its recommended sampling (temperature 0.7, top-p 0.9, repetition
-    penalty 1.1) gives a reply without a 4-gram repeated 4 times in 200 words."""
+    penalty 1.1) is what the reply is sampled with (the engine's reply with it and the same seed), and the replies
+    have no 4-gram repeated 4 times in 200 words."""
+    question = [{"role": "user", "content": "Name two planets and say one thing about each."}]
+    served = client.chat.completions.create(model="specchat", messages=question, max_tokens=40, seed=7)
+    settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40))
+    expected = [e for e in ChatSession(Engine(target), "", question).reply(settings) if hasattr(e, "stats")][-1]
+    assert served.choices[0].message.content == expected.stats.text
     for seed, topic in enumerate(["Name two planets and say one thing about each.", "Tell me about the ocean."]):
         reply = client.chat.completions.create(
             model="specchat", messages=[{"role": "user", "content": topic}], max_tokens=300, seed=seed
