@@ -24,12 +24,14 @@ from typing import Any, AsyncIterator, Callable
 from inference.chat import ChatSession
 from inference.draft_head import LoadedHead, is_head_folder, load_head
 from inference.engine import Engine
-from inference.events import Event
+from inference.events import Event, PromptScored
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.tools import ToolUse
+from inference.vocabulary import vocabulary
 
 from .background import run_in, stream_in, threadsafe
 
@@ -95,6 +97,9 @@ class GenerationRequest:
         fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
         prompt: raw text to continue without the chat template (a server's ``/v1/completions``); when given,
             ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
+        echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
+            event before the reply's; it costs a pass over the prompt and empties the KV cache).
+        tools: the tools the reply may call (``inference.tools``; its calls come as a ``ToolCalls`` event), or None.
     """
 
     messages: list[dict]
@@ -102,6 +107,8 @@ class GenerationRequest:
     settings: GenerationSettings
     fresh_cache: bool = False
     prompt: str | None = None
+    echo: bool = False
+    tools: ToolUse | None = None
 
 
 @dataclass
@@ -237,9 +244,15 @@ class InferenceWorker:
             if request.fresh_cache:
                 self._engine.reset()
             if request.prompt is not None:
-                events = self._engine.generate(self._engine.target.encode(request.prompt), request.settings, 0, cancel)
+                ids = self._engine.target.encode(request.prompt)
+                top = request.settings.output.logprobs
+                if request.echo and top is not None and ids:
+                    scored = self._engine.prompt_logprobs(ids, request.settings.context, top)
+                    put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
+                events = self._engine.generate(ids, request.settings, 0, cancel)
             else:
-                events = ChatSession(self._engine, request.system_prompt, request.messages).reply(request.settings, cancel)
+                session = ChatSession(self._engine, request.system_prompt, request.messages, request.tools)
+                events = session.reply(request.settings, cancel)
             for event in events:
                 put(event)
 

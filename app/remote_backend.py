@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from inference.constraints import json_object_grammar
 from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
 from inference.settings import Decoding
 
@@ -202,8 +203,9 @@ class RemoteBackend:
         return models
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage; the ``specchat`` extension
-        with the decoding mode, K and the rolling context only for a SpecChat server)."""
+        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage; ``response_format``
+        json_object for a reply constrained to a JSON object; the ``specchat`` extension with the decoding mode, K and
+        the rolling context only for a SpecChat server)."""
         settings = request.settings
         sampling = settings.sampling
         messages = ([{"role": "system", "content": request.system_prompt}] if request.system_prompt else []) + [
@@ -230,6 +232,8 @@ class RemoteBackend:
             body["repetition_penalty"] = sampling.repetition_penalty  # vLLM, OpenVINO Model Server, SpecChat
             body["repeat_penalty"] = sampling.repetition_penalty  # llama-server, Ollama
             body["repeat_last_n"] = sampling.repeat_last_n
+        if settings.output.grammar is not None and settings.output.grammar == json_object_grammar():
+            body["response_format"] = {"type": "json_object"}  # the window's "JSON output"
         if self.specchat:
             body["specchat"] = {"mode": settings.decoding.value, "k": settings.speculative.k}
         return body

@@ -9,6 +9,13 @@ Design rules:
   follow: ``feed`` after a prefill chunk, ``roll`` before the target's roll is applied to it, ``reset`` when the
   target's cache was emptied, and ``propose`` receives the target's cached tokens themselves. Rejected drafts are
   never fed: the next ``propose`` shows what the target kept.
+* **Draft through the reply's rules.** A drafter that scores the vocabulary passes the logits of draft i through
+  ``penalties.apply(logits, drafts_before_i)`` before choosing from them (argmax, or ``warp`` and ``sample``, whose
+  distribution it returns): the repetition, presence and frequency penalties and a structured-output grammar
+  (-inf on what the grammar forbids) then shape its drafts as they shape the target's row i, and its q is the
+  distribution it really sampled from. A full-vocabulary row always keeps a finite logit (the grammar allows EOS at
+  worst); a drafter with a pruned vocabulary must stop drafting where none of its tokens is left finite. The engine also cuts every proposal at the first token the grammar
+  forbids (``ReplyPenalties.allowed_drafts``), so a drafter that cannot score (prompt lookup) needs nothing.
 
 Drafters:
 
@@ -68,8 +75,8 @@ class Drafter(Protocol):
             n_ctx: rolling-context size (the caller guarantees ``len(context) + k - 1 <= n_ctx``).
             sampling: the reply's sampling settings.
             rng: random generator shared with the acceptance test.
-            penalties: the reply's penalties; draft i is chosen from logits penalized with the drafts before it,
-                as the target's verification row i is.
+            penalties: the reply's penalties and grammar; draft i is chosen from ``penalties.apply(logits, drafts
+                before it)``, as the target's verification row i is; stop where that leaves no finite logit.
 
         Returns:
             ``(tokens, probs)``: at most k token ids (possibly none), and the float64 ``[len(tokens), vocab]``
@@ -129,8 +136,9 @@ class ModelDrafter:
     ) -> tuple[list[int], np.ndarray | None]:
         """Draft exactly ``k`` tokens after ``context``, one draft-model pass each (see ``Drafter.propose``).
 
-        Greedy sampling drafts the argmax of the penalized logits; otherwise each draft is sampled from the warped
-        penalized draft distribution, returned as float64 ``[k, vocab]`` (None when greedy).
+        Greedy sampling drafts the argmax of the penalized (and grammar-masked) logits; otherwise each draft is
+        sampled from the warped penalized draft distribution, returned as float64 ``[k, vocab]`` (None when greedy).
+        The grammar always leaves a full-vocabulary row a token (EOS at worst, ``GrammarMask.allowed``).
         """
         logits = self._feed(context, n_ctx)
         if logits is None:  # context already cached: recompute the last position
@@ -226,10 +234,11 @@ class HeadDrafter:
         rng: np.random.Generator,
         penalties: ReplyPenalties,
     ) -> tuple[list[int], np.ndarray | None]:
-        """Draft exactly ``k`` tokens after ``context``, one head pass each (see ``Drafter.propose``).
+        """Draft up to ``k`` tokens after ``context``, one head pass each (see ``Drafter.propose``).
 
-        Greedy sampling drafts the argmax of the penalized logits; otherwise each draft is sampled from the warped
-        penalized distribution (0 outside the head's vocabulary), returned as float64 ``[k, vocab]``.
+        Greedy sampling drafts the argmax of the penalized (and grammar-masked) logits; otherwise each draft is
+        sampled from the warped penalized distribution (0 outside the head's vocabulary), returned as float64
+        ``[len(tokens), vocab]``. Drafting stops early where the grammar leaves no token of the head's vocabulary.
         """
         cached = len(context) - 1
         outputs = self._catch_up(context, cached, n_ctx)
@@ -244,6 +253,8 @@ class HeadDrafter:
             full = np.full(self._vocab_size, -np.inf, dtype=np.float32)
             full[self._vocab] = logits
             full = penalties.apply(full, tokens)
+            if not np.isfinite(full[self._vocab]).any():  # the grammar forbids every token of the vocabulary
+                break
             if sampling.greedy:
                 token = int(np.argmax(full))
             else:

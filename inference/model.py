@@ -58,7 +58,7 @@ def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
         OSError: a tokenizer file cannot be read.
         RuntimeError: openvino-genai cannot build the tokenizer (corrupt IR).
     """
-    key = _tokenizer_digest(Path(folder))
+    key = tokenizer_digest(Path(folder))
     with _tokenizers_lock:
         if key in _tokenizers:
             _tokenizers.move_to_end(key)
@@ -70,7 +70,7 @@ def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
         return tokenizer
 
 
-def _tokenizer_digest(folder: Path) -> str:
+def tokenizer_digest(folder: Path) -> str:
     """sha256 of a folder's tokenizer IR files, blind to the numbered node names OpenVINO generates on each
     export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest."""
     digest = hashlib.sha256()

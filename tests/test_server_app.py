@@ -20,10 +20,14 @@ from app.server.protocol import (
     completion_request,
     parse,
 )
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SpeculativeSettings
+from inference.constraints import json_object_grammar, json_schema_grammar
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
+#: A server's defaults: as if the model recommended temperature 0.6 and top-k 20 over the chat defaults.
+MODEL_SAMPLING = SamplingSettings(temperature=0.6, top_p=0.9, top_k=20, repetition_penalty=1.1)
 DEFAULTS = GenerationSettings(
-    decoding=Decoding.PROMPT_LOOKUP, context=ContextSettings(n_ctx=1024, n_keep="auto"), speculative=SpeculativeSettings(k=6)
+    decoding=Decoding.PROMPT_LOOKUP, context=ContextSettings(n_ctx=1024, n_keep="auto"), speculative=SpeculativeSettings(k=6),
+    sampling=MODEL_SAMPLING,
 )
 
 
@@ -51,9 +55,10 @@ def test_leading_system_messages_become_the_system_prompt():
     assert request.prompt is None
 
 
-def test_omitted_fields_take_openai_sampling_and_the_servers_decoding():
+def test_omitted_fields_take_the_servers_sampling_and_decoding():
+    """Not OpenAI's cloud defaults (temperature 1, top_p 1): the model's recommended sampling, as Ollama applies."""
     settings = chat().settings
-    assert settings.sampling.temperature == 1.0 and settings.sampling.top_p == 1.0 and settings.sampling.seed is None
+    assert settings.sampling == MODEL_SAMPLING and settings.output.grammar is None and settings.output.logprobs is None
     assert settings.sampling.max_new_tokens == 512 and settings.sampling.stop_strings == ()
     assert settings.decoding is Decoding.PROMPT_LOOKUP and settings.speculative.k == 6
     assert settings.context == ContextSettings(n_ctx=1024, n_keep="auto")
@@ -74,12 +79,54 @@ def test_request_fields_and_the_extension_map_to_engine_settings():
     assert chat(stop=["a", "b"]).settings.sampling.stop_strings == ("a", "b")
 
 
+def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
+    sampling = chat(top_k=5, min_p=0.05, temperature=0.8).settings.sampling
+    assert (sampling.top_k, sampling.min_p, sampling.temperature, sampling.top_p) == (5, 0.05, 0.8, 0.9)
+    assert chat(top_k=-1).settings.sampling.top_k == 0, "-1 means off, as in vLLM"
+    assert completion_request(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), DEFAULTS, None).settings.sampling.min_p == 0.1
+
+
+def test_response_format_constrains_the_reply_with_a_grammar():
+    assert chat(response_format={"type": "json_object"}).settings.output.grammar == json_object_grammar()
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    wrapped = {"type": "json_schema", "json_schema": {"name": "thing", "strict": True, "schema": schema}}
+    assert chat(response_format=wrapped).settings.output.grammar == json_schema_grammar(schema)
+    llama_server = {"type": "json_object", "schema": schema}  # llama-server's extension
+    assert chat(response_format=llama_server).settings.output.grammar == json_schema_grammar(schema)
+    assert chat(response_format={"type": "text"}).settings.output.grammar is None
+
+
+def test_log_probabilities_are_asked_as_openai_asks_them():
+    assert chat(logprobs=True).settings.output.logprobs == 0
+    assert chat(logprobs=True, top_logprobs=20).settings.output.logprobs == 20
+    assert chat(logprobs=False, top_logprobs=0).settings.output.logprobs is None
+    completion = completion_request(parse(CompletionRequest, b'{"prompt": "x", "logprobs": 2, "echo": true}'), DEFAULTS, None)
+    assert completion.settings.output.logprobs == 2 and completion.echo
+
+
 def test_the_repetition_penalty_is_read_under_vllms_and_llama_cpps_names():
-    assert chat().settings.sampling.repetition_penalty == 1.0  # the server's defaults: off
+    assert chat().settings.sampling.repetition_penalty == 1.1  # the server's defaults
     vllm = chat(repetition_penalty=1.1, repeat_last_n=32).settings.sampling
     assert (vllm.repetition_penalty, vllm.repeat_last_n) == (1.1, 32)
     assert chat(repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.2
     assert chat(repetition_penalty=1.3, repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.3
+
+
+def test_serve_sampling_flags_go_over_the_models_recommended_sampling(tmp_path):
+    from dataclasses import replace
+
+    from app.cli.commands import build_parser
+    from app.cli.serve import sampling_flags
+    from inference.generation_config import recommended_sampling
+
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20, "do_sample": true}')
+    args = build_parser().parse_args(["serve", "--top-p", "0.8", "--repeat-penalty", "1.3", "--min-p", "0.05"])
+    sampling = replace(recommended_sampling(tmp_path), **sampling_flags(args))
+    assert (sampling.temperature, sampling.top_k, sampling.top_p, sampling.repetition_penalty, sampling.min_p) == \
+        (0.6, 20, 0.8, 1.3, 0.05)
+    assert sampling_flags(build_parser().parse_args(["serve"])) == {}
+    assert recommended_sampling(None) == recommended_sampling(tmp_path / "none") == \
+        SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.1)
 
 
 def test_a_completion_is_the_raw_prompt():
@@ -91,8 +138,16 @@ def test_a_completion_is_the_raw_prompt():
     ({"max_completion_tokens": 0, "max_tokens": 5}, "max_completion_tokens"),
     ({"messages": [{"role": "assistant", "content": None}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": "x", "tool_calls": [{"id": "1"}]}]}, "messages[0].tool_calls"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"logprobs": True}, "logprobs"),
+    ({"response_format": {"type": "xml"}}, "response_format.type"),
+    ({"response_format": "json"}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format.json_schema"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": "zero"}}}},
+     "response_format.json_schema.schema"),
+    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"logprobs": 1}, "logprobs"),
+    ({"top_k": -2}, "top_k"),
+    ({"min_p": 1.5}, "min_p"),
     ({"specchat": {"n_keep": "all"}}, "specchat.n_keep"),
     ({"stop": ["a", 1]}, "stop"),
 ])
@@ -117,7 +172,7 @@ def test_refusals_say_the_fields_name_not_the_engines(fields, message):
 
 
 def test_values_that_ask_for_nothing_are_no_refusal():
-    request = chat(tools=[], tool_choice="none", response_format={"type": "text"}, top_logprobs=0,
+    request = chat(tools=[], tool_choice="none", response_format={"type": "text"}, top_logprobs=0, logprobs=False,
                    parallel_tool_calls=False, functions=[], logit_bias={})
     assert request.messages
     for fields in ({"tool_choice": "required"}, {"top_logprobs": True}, {"parallel_tool_calls": "yes"}):

@@ -13,6 +13,62 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 
 HIDDEN, HEADS, KV_HEADS, FFN = 64, 4, 2, 128
+#: Qwen2.5-Instruct's chat template (Apache-2.0, from its tokenizer_config.json), which renders tools and tool calls
+#: in the Hermes format: a tiny model with it tests tool calling.
+QWEN25_TEMPLATE = """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>\\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- message.content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}"""
 
 
 def default_gguf(workdir: Path) -> Path:
@@ -22,7 +78,10 @@ def default_gguf(workdir: Path) -> Path:
     return verified_gguf(workdir, lambda message: None)
 
 
-def write_tiny_llama(source_gguf: Path, folder: Path, swap_tokens: tuple[int, int] | None = None, seed: int = 0) -> Path:
+def write_tiny_llama(
+    source_gguf: Path, folder: Path, swap_tokens: tuple[int, int] | None = None, seed: int = 0,
+    chat_template: str | None = None,
+) -> Path:
     """Build a 1-layer random Llama IR folder that uses ``source_gguf``'s tokenizer.
 
     Args:
@@ -30,6 +89,7 @@ def write_tiny_llama(source_gguf: Path, folder: Path, swap_tokens: tuple[int, in
         folder: created; receives the GGUF, the OpenVINO IRs and a config.json.
         swap_tokens: two token ids whose strings are exchanged, which makes a different tokenizer.
         seed: seed of the random weights.
+        chat_template: replaces the source's chat template (e.g. ``QWEN25_TEMPLATE``).
 
     Returns:
         ``folder``.
@@ -45,6 +105,8 @@ def write_tiny_llama(source_gguf: Path, folder: Path, swap_tokens: tuple[int, in
         if not field.name.startswith("tokenizer."):
             continue
         contents = field.contents()
+        if field.name == "tokenizer.chat_template" and chat_template is not None:
+            contents = chat_template
         if field.name == "tokenizer.ggml.tokens":
             vocab = len(contents)
             if swap_tokens:

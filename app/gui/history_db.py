@@ -74,6 +74,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "ALTER TABLE messages ADD COLUMN draft_spans TEXT",
         "CREATE INDEX conversations_by_update ON conversations(updated_at)",
     ),
+    # 3: the conversation's replies are JSON objects (structured output, "JSON output" in the window)
+    ("ALTER TABLE conversations ADD COLUMN json_output INTEGER NOT NULL DEFAULT 0",),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -138,6 +140,7 @@ class Conversation:
     created_at: float
     updated_at: float
     message_count: int = 0
+    json_output: bool = False  # replies constrained to a JSON object
 
 
 @dataclass
@@ -272,12 +275,12 @@ class HistoryDB:
 
     # --- conversations ---------------------------------------------------------------------------
 
-    def create_conversation(self, title: str = "New chat", system_prompt: str = "") -> int:
+    def create_conversation(self, title: str = "New chat", system_prompt: str = "", json_output: bool = False) -> int:
         """Add an empty conversation; return its id."""
         now = time.time()
         cursor = self._db.execute(
-            "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-            (title, system_prompt, now, now),
+            "INSERT INTO conversations (title, system_prompt, created_at, updated_at, json_output) VALUES (?, ?, ?, ?, ?)",
+            (title, system_prompt, now, now, int(json_output)),
         )
         return int(cursor.lastrowid)
 
@@ -318,6 +321,10 @@ class HistoryDB:
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         """Set the system prompt used for the conversation's next replies."""
         self._db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
+    def set_json_output(self, conversation_id: int, json_output: bool) -> None:
+        """Constrain the conversation's next replies to JSON objects, or not."""
+        self._db.execute("UPDATE conversations SET json_output = ? WHERE id = ?", (int(json_output), conversation_id))
 
     def delete_conversation(self, conversation_id: int) -> None:
         """Delete a conversation and its messages."""
@@ -423,6 +430,7 @@ class HistoryDB:
             "version": EXPORT_VERSION,
             "title": conversation.title,
             "system_prompt": conversation.system_prompt,
+            "json_output": conversation.json_output,
             "created_at": conversation.created_at,
             "messages": [
                 {
@@ -472,8 +480,8 @@ class HistoryDB:
         with self.transaction():
             created = data["created_at"] if _is_time(data.get("created_at")) else now
             cursor = self._db.execute(
-                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                (title.strip(), data.get("system_prompt", ""), created, now),
+                "INSERT INTO conversations (title, system_prompt, created_at, updated_at, json_output) VALUES (?, ?, ?, ?, ?)",
+                (title.strip(), data.get("system_prompt", ""), created, now, int(data.get("json_output", False))),
             )
             conversation_id = int(cursor.lastrowid)
             for position, message in enumerate(messages):
@@ -538,6 +546,8 @@ def _checked_export(data: Any) -> list[dict]:
         raise ValueError(f"the export nests lists or objects more than {MAX_IMPORT_DEPTH} deep")
     if not isinstance(data.get("system_prompt", ""), str):
         raise ValueError('"system_prompt" must be text')
+    if not isinstance(data.get("json_output", False), bool):
+        raise ValueError('"json_output" must be true or false')
     messages = data.get("messages")
     if not isinstance(messages, list):
         raise ValueError('the export has no "messages" list')
@@ -566,6 +576,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         created_at=row["created_at"] if _is_time(row["created_at"]) else 0.0,
         updated_at=row["updated_at"] if _is_time(row["updated_at"]) else 0.0,
         message_count=row["message_count"],
+        json_output=row["json_output"] == 1,
     )
 
 

@@ -39,10 +39,11 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QVBoxLayout, QWidget
 
+from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
-from inference.settings import Decoding, SamplingSettings
+from inference.settings import Decoding
 
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
@@ -173,6 +174,7 @@ class MainWindow(QMainWindow):
         self.chat_view.edit_submitted.connect(self.resend_edited)
         self.chat_view.regenerate_requested.connect(self.regenerate)
         self.chat_view.system_prompt_changed.connect(self._system_prompt_changed)
+        self.chat_view.json_output_changed.connect(self._json_output_changed)
         self.chat_view.highlight_toggled.connect(self._highlight_toggled)
         self.composer = Composer()
         self.composer.send_requested.connect(lambda text: self.send(text))
@@ -749,6 +751,13 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Deleted “{conversation.title}”", 5000)
         return True
 
+    def _json_output_changed(self, conversation_id: int, on: bool) -> None:
+        if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
+            try:
+                self.db.set_json_output(conversation_id, on)
+            except sqlite3.Error as error:
+                self._write_failed("the JSON output choice (toggle it again to retry)", error)
+
     def _system_prompt_changed(self, conversation_id: int, text: str) -> None:
         if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
             try:
@@ -818,7 +827,9 @@ class MainWindow(QMainWindow):
         try:
             conversation_id = self.chat_view.conversation_id
             if conversation_id is None or self.db.conversation(conversation_id) is None:
-                conversation_id = self.replies.new_conversation(text, self.chat_view.system_prompt())
+                conversation_id = self.replies.new_conversation(
+                    text, self.chat_view.system_prompt(), self.chat_view.json_output()
+                )
                 self.settings_pane.sampling.adopt_conversation(conversation_id)
                 self.chat_view.show_conversation(self.db.conversation(conversation_id), [])
                 self._update_window_title()
@@ -939,11 +950,12 @@ class MainWindow(QMainWindow):
 
     def _served_model(self) -> ServedModel:
         """The model loaded now, as the local server serves it: the window's decoding, rolling context and K are the
-        defaults of requests that leave them out (sampling: the engine's, under OpenAI's temperature and top_p)."""
+        defaults of requests that leave them out, and so is the model's recommended sampling (as ``specchat serve``
+        without sampling flags)."""
         info = self.models.info
         if info is None:
             return ServedModel()
-        defaults = replace(self.settings.generation, sampling=SamplingSettings())
+        defaults = replace(self.settings.generation, sampling=recommended_sampling(info.spec.target_dir))
         return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
 
     def _served_settings_changed(self, _settings: AppSettings) -> None:

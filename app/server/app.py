@@ -22,8 +22,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.inference_worker import GenerationRequest
-from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
+from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.settings import GenerationSettings, SettingError
+from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
 from .gate import GenerationGate, QueueFull
@@ -32,7 +33,9 @@ from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     Reply,
+    chat_logprobs,
     chat_request,
+    completion_logprobs,
     completion_request,
     finish_reason,
     parse,
@@ -81,9 +84,9 @@ def create_app(
             rebinding (a name of the attacker's that resolves to 127.0.0.1).
         max_queue: requests allowed to wait while one generates; beyond, 429 with ``Retry-After``.
         max_body_bytes: largest request body; beyond, 413.
-        defaults: the settings a request's omitted fields take: decoding, context, K (``specchat serve``'s flags);
-            a request's sampling fields left out take OpenAI's defaults (temperature 1, top_p 1). None = the
-            engine's defaults (autoregressive, n_ctx 4096).
+        defaults: the settings a request's omitted fields take: decoding, context, K and sampling (``specchat
+            serve``'s flags over the model's recommended sampling, ``generation_config.recommended_sampling``).
+            None = the engine's defaults (autoregressive, greedy, n_ctx 4096).
         max_context: the model's largest n_ctx (``ModelInfo.max_position_embeddings``), checked before generating.
 
     Returns:
@@ -161,14 +164,20 @@ def create_app(
         run = _Generation(backend, gate, engine_request)
         if not parsed.stream:
             try:
-                stats = await _unless_disconnected(request, run.cancel, run.to_end())
+                events = await _unless_disconnected(request, run.cancel, run.to_end())
             finally:
                 await run.close()
-            if stats is None:
+            if events is None:
                 return Response(status_code=499)  # the client left: nobody reads this
+            stats = events[-1].stats
             if stats.stop_reason == "cancelled":
                 raise server_stopped()
-            return JSONResponse(reply.response(stats))
+            transcript = _Transcript(reply, engine_request)
+            parts = [transcript.take(event) for event in events]
+            text = "".join(part for part, _ in parts)
+            logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
+            calls = next((event.calls for event in events if isinstance(event, ToolCalls)), ())
+            return JSONResponse(reply.response(stats, text, logprobs, calls))
         try:
             first = await _unless_disconnected(request, run.cancel, run.start())
         except BaseException:
@@ -178,7 +187,7 @@ def create_app(
             await run.close()
             return Response(status_code=499)
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
-        chunks = _stream(reply, run, first, include_usage)
+        chunks = _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
         return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/chat/completions")
@@ -306,20 +315,20 @@ class _Generation:
             raise
         except SettingError as error:
             raise setting_error(error) from None
+        except ToolsUnsupportedError as error:
+            raise APIError(400, str(error), param="tools", code="tools_unsupported") from None
         except ValueError as error:
             raise APIError(400, str(error)) from None
         except Exception as error:
             logger.error("generation failed", exc_info=error)
             raise APIError(500, f"generation failed: {error}", type="server_error") from None
 
-    async def to_end(self) -> GenerationStats:
-        """Generate the whole reply; its statistics (text included)."""
-        batch = await self.start()
-        while True:
-            for event in batch:
-                if isinstance(event, Finished):
-                    return event.stats
-            batch = await self.next()
+    async def to_end(self) -> list[Event]:
+        """Generate the whole reply; its events, ``Finished`` last."""
+        events = await self.start()
+        while not isinstance(events[-1], Finished):
+            events += await self.next()
+        return events
 
     async def close(self) -> None:
         """Stop the generation if it still runs and give the turn back (idempotent)."""
@@ -344,7 +353,9 @@ def server_stopped() -> APIError:
     )
 
 
-async def _stream(reply: Reply, run: _Generation, first: list[Event], include_usage: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    reply: Reply, run: _Generation, first: list[Event], include_usage: bool, transcript: "_Transcript"
+) -> AsyncIterator[bytes]:
     """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
     decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
     asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:func:`server_stopped`), is sent as an
@@ -356,10 +367,10 @@ async def _stream(reply: Reply, run: _Generation, first: list[Event], include_us
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
                 content = [event for event in batch if not isinstance(event, Finished)]
-                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps))
+                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps, transcript))
                 yield sse(server_stopped().body())  # no finish chunk and no [DONE]: the reply is cut, say so
                 return
-            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps))  # one write
+            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))  # one write
             opening = b""
             if finished is not None:
                 break
@@ -372,20 +383,33 @@ async def _stream(reply: Reply, run: _Generation, first: list[Event], include_us
         yield sse(error.body())
 
 
-def _chunks(reply: Reply, batch: list[Event], include_usage: bool, steps: list[dict]) -> list[dict]:
+def _chunks(
+    reply: Reply, batch: list[Event], include_usage: bool, steps: list[dict], transcript: "_Transcript"
+) -> list[dict]:
     """The chunks of one batch of events. A decode step's statistics join the batch's last chunk, or wait in
-    ``steps`` for the next chunk when the batch made none (so that no chunk carries only statistics)."""
+    ``steps`` for the next chunk when the batch made none (so that no chunk carries only statistics). A token's
+    log-probability goes with the chunk that carries its text (or the next one, or the finish chunk)."""
     chunks: list[dict] = []
     for event in batch:
-        if isinstance(event, TextDelta) and event.text:
-            chunks.append(reply.chunk(event.text, extension={"from_draft": event.from_draft}, include_usage=include_usage))
-        elif isinstance(event, StepStats):
+        text, entries = transcript.take(event)
+        if isinstance(event, StepStats):
             steps.append(step_object(event))
-        elif isinstance(event, Finished):
-            chunks.append(reply.chunk(None, finish=finish_reason(event.stats), extension=stats_object(event.stats),
-                                      include_usage=include_usage))
+        if text:
+            extension = {"from_draft": event.from_draft} if isinstance(event, TextDelta) else None
+            chunks.append(reply.chunk(text, extension=extension, include_usage=include_usage,
+                                      logprobs=transcript.pending(entries)))
+        else:
+            transcript.hold(entries)
+        if isinstance(event, ToolCalls):
+            transcript.called = True
+            chunks.append(reply.chunk(None, calls=event.calls, include_usage=include_usage))
+        if isinstance(event, Finished):
+            chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
+                                      extension=stats_object(event.stats), include_usage=include_usage,
+                                      logprobs=transcript.pending([])))
         if chunks and steps:
-            chunks[-1]["specchat"]["steps"] = chunks[-1]["specchat"].get("steps", []) + steps
+            extension = chunks[-1].setdefault("specchat", {})
+            extension["steps"] = extension.get("steps", []) + steps
             steps.clear()
     if include_usage and any(isinstance(event, Finished) for event in batch):
         chunks.append(reply.usage_chunk(next(e for e in batch if isinstance(e, Finished)).stats))
@@ -404,3 +428,57 @@ class _ClosingStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             await self._on_close()
+
+
+class _Transcript:
+    """The text and log-probabilities a reply's events add up to, for its response or its stream.
+
+    A text completion's ``echo`` puts the prompt first (with its tokens' log-probabilities from ``PromptScored``
+    when asked). A token whose text is not out yet (part of a character, held back by a stop string) keeps its
+    log-probability until a chunk carries text (:meth:`pending`).
+    """
+
+    def __init__(self, reply: Reply, request: GenerationRequest):
+        self._chat = reply.chat
+        self.logprobs = request.settings.output.logprobs is not None
+        self._echo = request.prompt if request.echo and not reply.chat else None
+        self._offset = 0  # characters of the completion's text so far (its text_offset)
+        self._waiting: list = []
+        self.called = False  # the reply called tools (its finish_reason is tool_calls)
+
+    def take(self, event: Event) -> tuple[str, list]:
+        """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:
+        ``(TokenLogprob, alternatives)`` for a chat, ``(bytes, logprob, alternatives)`` for a completion."""
+        text, entries = "", []
+        if self._echo is not None:
+            text, self._echo = self._echo, None
+        if isinstance(event, PromptScored) and not self._chat:
+            entries = [(event.first, None, None)] + [(t.piece, t.logprob, top) for t, top in event.tokens]
+        elif isinstance(event, TextDelta):
+            text += event.text
+            if event.logprob is not None:
+                token = event.logprob
+                entries = [(token, event.top_logprobs) if self._chat else (token.piece, token.logprob, event.top_logprobs)]
+        return text, entries
+
+    def hold(self, entries: list) -> None:
+        """Keep the entries of tokens without text for the next chunk."""
+        self._waiting += entries
+
+    def pending(self, entries: list) -> dict | None:
+        """The log-probabilities of a chunk: those waiting and ``entries`` (None when not asked for)."""
+        if not self.logprobs:
+            return None
+        entries, self._waiting = self._waiting + entries, []
+        return self._format(entries)
+
+    def merged(self, parts: list[list]) -> dict:
+        """The log-probabilities of a whole response, from the entries of each event in order."""
+        return self._format([entry for part in parts for entry in part])
+
+    def _format(self, entries: list) -> dict:
+        if self._chat:
+            return chat_logprobs(entries)
+        formatted = completion_logprobs(entries, self._offset)
+        self._offset += sum(len(token) for token in formatted["tokens"])
+        return formatted

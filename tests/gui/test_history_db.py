@@ -22,7 +22,7 @@ from app.gui.history_db import (
 def test_new_database_is_wal_and_current(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     assert db.journal_mode == "wal"
-    assert db.schema_version == SCHEMA_VERSION == 2
+    assert db.schema_version == SCHEMA_VERSION == 3
     db.close()
 
 
@@ -45,14 +45,30 @@ def test_version_1_database_is_migrated_keeping_its_messages(tmp_path):
     )
     raw.close()
     db = HistoryDB(path)
-    assert db.schema_version == 2
+    assert db.schema_version == 3
     [conversation] = db.conversations()
     assert (conversation.title, conversation.system_prompt, conversation.message_count) == ("Old chat", "Be brief.", 2)
+    assert conversation.json_output is False
     messages = db.messages(1)
     assert [(m.role, m.content, m.state, m.stats, m.draft_spans) for m in messages] == [
         ("user", "Hi", "complete", {}, []),
         ("assistant", "Hello!", "complete", {}, []),
     ]
+    db.close()
+
+
+def test_json_output_is_kept_with_the_conversation_and_its_export(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    plain, structured = db.create_conversation("plain"), db.create_conversation("json", json_output=True)
+    assert (db.conversation(plain).json_output, db.conversation(structured).json_output) == (False, True)
+    db.set_json_output(plain, True)
+    db.set_json_output(structured, False)
+    assert (db.conversation(plain).json_output, db.conversation(structured).json_output) == (True, False)
+    exported = db.export_json(plain)
+    assert exported["json_output"] is True
+    assert db.conversation(db.import_json(exported)).json_output is True
+    with pytest.raises(ValueError, match="json_output"):
+        db.import_json({**exported, "json_output": "yes"})
     db.close()
 
 

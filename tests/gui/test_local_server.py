@@ -15,6 +15,7 @@ from PySide6.QtGui import QGuiApplication
 
 from app.gui.settings_store import ServerSettings, SettingsStore
 from app.server.binding import lan_address, listen
+from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 
 TIMEOUT = 120_000
@@ -71,6 +72,7 @@ def chat(url: str, model: str, api_key: str = "none") -> str:
         messages=[{"role": "user", "content": PROMPT}],
         temperature=0,
         max_tokens=FAST.value("max_new_tokens"),
+        extra_body={"repetition_penalty": 1.0},  # as the window's Precise preset (else the model's 1.1 applies)
     )
     return reply.choices[0].message.content
 
@@ -223,7 +225,8 @@ def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(
 
     def streamed() -> str:
         stream = client.chat.completions.create(
-            model=model, messages=messages, temperature=0, max_tokens=max_tokens, stream=True
+            model=model, messages=messages, temperature=0, max_tokens=max_tokens, stream=True,
+            extra_body={"repetition_penalty": 1.0},  # as chat() asks
         )
         return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
@@ -242,6 +245,14 @@ def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(
     qtbot.waitUntil(lambda: not window.worker.generating, timeout=5000)  # cancelled, not 2000 tokens later
     assert send_and_wait(qtbot, window, PROMPT).state == "complete"  # the window's turn comes at once
     switch_off(qtbot, window, dialog)
+
+
+def test_requests_without_sampling_fields_get_the_models_sampling(window):
+    """As ``specchat serve`` without sampling flags: the model's generation_config.json over the chat defaults, not
+    the window's preset and not OpenAI's cloud defaults."""
+    served = window._served_model()
+    assert served.defaults.sampling == recommended_sampling(default_model_dir(4))
+    assert served.defaults.sampling.repetition_penalty == 1.1 and served.defaults.sampling.temperature == 0.7
 
 
 def test_requests_get_the_windows_decoding_as_it_changes(qtbot, window):
