@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import hashlib
 import logging
 import os
@@ -505,9 +506,11 @@ def run_pip_download(
 def _growing_wheel_bytes(folder: Path) -> int:
     """Bytes of the wheel pip is downloading into its temporary folder ``folder`` (0 before it starts)."""
     sizes = []
-    for path in folder.rglob(_WHEEL_GLOB):
-        with contextlib.suppress(OSError):  # pip may move or delete it meanwhile
-            sizes.append(path.stat().st_size)
+    # os.walk skips a subfolder pip deletes while it is listed; Path.rglob raises FileNotFoundError there.
+    for parent, _, names in os.walk(folder):
+        for name in fnmatch.filter(names, _WHEEL_GLOB):
+            with contextlib.suppress(OSError):  # pip may move or delete it meanwhile
+                sizes.append(os.stat(os.path.join(parent, name)).st_size)
     return max(sizes, default=0)
 
 
