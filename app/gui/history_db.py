@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .message_fields import depth_exceeds, spans_problem, stats_problem
+from ..bounded_json import depth_exceeds
+from .message_fields import spans_problem, stats_problem
 
 DB_NAME = "history.sqlite3"
 EXPORT_FORMAT = "specchat-conversation"
