@@ -513,8 +513,12 @@ class MainWindow(QMainWindow):
 
         settings = self.settings
         url = settings.remote_target().root
-        key = self.replies.remote_keys.get(url, load_api_key(url) if url else "")
-        choice = await ask_remote_server(self, self.tasks.spawn, settings.remote_url, settings.remote_model, key)
+        def stored_key(url: str) -> str:
+            return self.replies.remote_keys.get(url, load_api_key(url) if url else "")
+
+        choice = await ask_remote_server(
+            self, self.tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
+        )
         if choice is None:
             self.model_picker.select(self.settings.target_model, self.settings.bits)
             return False
