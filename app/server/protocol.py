@@ -11,7 +11,10 @@ Shapes follow OpenAI's API reference (https://platform.openai.com/docs/api-refer
   carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that ended there).
 
 Everything a client can get wrong is refused here as an :class:`APIError` (HTTP 400, ``param`` naming the
-field), never passed on to the engine as something it would fail on.
+field), never passed on to the engine as something it would fail on. What one request may cost is bounded: its
+JSON nests at most :data:`MAX_JSON_DEPTH` deep, it asks for at most :data:`MAX_STOP_STRINGS` stop strings of
+:data:`MAX_STOP_CHARS` characters (OpenAI's bound on their number), no larger ``specchat.n_ctx`` than the server's,
+and no more new tokens than the server's cap (a larger ``max_tokens`` is lowered to it, as llama-server's ``-n``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app import bounded_json
 from app.inference_worker import GenerationRequest
 from inference.events import GenerationStats, StepStats
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SettingError, SpeculativeSettings
@@ -31,6 +35,13 @@ from inference.settings import ContextSettings, Decoding, GenerationSettings, Se
 #: Sampling defaults of a request that leaves them out: OpenAI's (temperature 1, top_p 1), not the engine's greedy.
 OPENAI_TEMPERATURE = 1.0
 OPENAI_TOP_P = 1.0
+
+#: Deepest nesting of lists and objects in a request (a chat request with tools nests about 8 deep).
+MAX_JSON_DEPTH = 64
+#: Most stop strings a request may give (OpenAI's bound), and their longest, in characters: a stop string holds back
+#: as much streamed text as it is long, and each is looked for after every token.
+MAX_STOP_STRINGS = 4
+MAX_STOP_CHARS = 256
 
 #: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
 SYSTEM_ROLES = ("system", "developer")
@@ -164,12 +175,12 @@ def parse(model: type[BaseModel], body: bytes) -> Any:
     """The request ``body`` (JSON bytes) as ``model``.
 
     Raises:
-        APIError: 400: not JSON, not an object, or a field of the wrong type (``param`` names it, e.g.
-            ``messages[0].role``).
+        APIError: 400: not JSON, nested more than :data:`MAX_JSON_DEPTH` deep, not an object, or a field of the wrong
+            type (``param`` names it, e.g. ``messages[0].role``).
     """
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        data = bounded_json.loads(body, MAX_JSON_DEPTH)
+    except ValueError as error:  # not JSON, not UTF-8, or nested too deeply
         raise APIError(400, f"the request body is not valid JSON ({error}): send a JSON object", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}", code="invalid_json")
@@ -239,9 +250,11 @@ def _message_text(message: Message, index: int) -> str:
     return "".join(texts)
 
 
-def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
+def chat_request(
+    body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None, max_tokens: int | None = None
+) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
-    the others the conversation, in order.
+    the others the conversation, in order (``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, tools, ``n`` other
@@ -267,14 +280,17 @@ def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_
             system.append(text)
         else:
             messages.append({"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text})
-    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-    settings = _settings(body, max_tokens, max_param, defaults, max_context)
+    asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    settings = _settings(body, asked, max_param, defaults, max_context, max_tokens)
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings)
 
 
-def completion_request(body: CompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
-    """The engine request of a text completion (the prompt continued as is, without the chat template).
+def completion_request(
+    body: CompletionRequest, defaults: GenerationSettings, max_context: int | None, max_tokens: int | None = None
+) -> GenerationRequest:
+    """The engine request of a text completion (the prompt continued as is, without the chat template;
+    ``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
         APIError: 400 naming the field: an empty prompt or several, ``echo``/``suffix``/``best_of``, ``n`` other
@@ -290,18 +306,56 @@ def completion_request(body: CompletionRequest, defaults: GenerationSettings, ma
         prompt = prompt[0]
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
-    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context)
+    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, max_tokens)
     return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt)
 
 
 def _settings(
-    body: _GenerationFields, max_tokens: int | None, max_param: str, defaults: GenerationSettings, max_context: int | None
+    body: _GenerationFields,
+    asked_tokens: int | None,
+    max_param: str,
+    defaults: GenerationSettings,
+    max_context: int | None,
+    max_tokens: int | None = None,
 ) -> GenerationSettings:
-    """The request's settings on top of the server's ``defaults``, validated (``max_context``: the model's bound
-    of n_ctx)."""
+    """The request's settings on top of the server's ``defaults``, validated.
+
+    Args:
+        body: the request; asked_tokens: its ``max_tokens`` (or ``max_completion_tokens``, then named by
+            ``max_param``), None when left out.
+        defaults: the server's settings: decoding, K, the rolling context, and the new tokens of a request that
+            asks none (``sampling.max_new_tokens``). Its ``context.n_ctx`` is the largest ``specchat.n_ctx`` a
+            request may ask (the server's ``--n-ctx``).
+        max_context: the model's largest n_ctx (None = unknown).
+        max_tokens: the most new tokens one reply may generate (None = no cap): a request asking more gets this
+            many, and its reply ends with ``finish_reason`` ``length``.
+
+    Raises:
+        APIError: 400 naming the field: ``n`` other than 1, more than :data:`MAX_STOP_STRINGS` stop strings or one
+            longer than :data:`MAX_STOP_CHARS`, ``specchat.n_ctx`` above the server's, a setting out of range.
+    """
     if body.n not in (None, 1):
         raise APIError(400, f"n must be 1 (SpecChat generates one choice per request), got {body.n}", param="n")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    if len(stop) > MAX_STOP_STRINGS:
+        raise APIError(400, f"stop holds {len(stop)} strings: send at most {MAX_STOP_STRINGS}", param="stop",
+                       code="invalid_value")
+    if any(len(text) > MAX_STOP_CHARS for text in stop):
+        longest = max(len(text) for text in stop)
+        raise APIError(400, f"stop holds a string of {longest} characters: each may have at most {MAX_STOP_CHARS}",
+                       param="stop", code="invalid_value")
+    options = body.specchat or SpecChatOptions()
+    if options.n_ctx is not None and options.n_ctx > defaults.context.n_ctx:
+        raise APIError(
+            400,
+            f"specchat.n_ctx must be at most {defaults.context.n_ctx}, this server's n_ctx (its --n-ctx): ask for "
+            "less (the rolling context keeps a longer conversation going), or start the server with a larger --n-ctx",
+            param="specchat.n_ctx", code="invalid_value",
+        )  # fmt: skip
+    if asked_tokens is None:
+        asked_tokens = defaults.sampling.max_new_tokens
+    if max_tokens is not None:
+        asked_tokens = min(asked_tokens, max_tokens)
     sampling = replace(
         defaults.sampling,
         temperature=OPENAI_TEMPERATURE if body.temperature is None else body.temperature,
@@ -309,14 +363,13 @@ def _settings(
         seed=body.seed,
         stop_strings=stop,
         **{name: value for name, value in (
-            ("max_new_tokens", max_tokens),
+            ("max_new_tokens", asked_tokens),
             ("presence_penalty", body.presence_penalty),
             ("frequency_penalty", body.frequency_penalty),
             ("repetition_penalty", body.repetition_penalty if body.repetition_penalty is not None else body.repeat_penalty),
             ("repeat_last_n", body.repeat_last_n),
         ) if value is not None},
     )
-    options = body.specchat or SpecChatOptions()
     context = ContextSettings(
         n_ctx=defaults.context.n_ctx if options.n_ctx is None else options.n_ctx,
         n_keep=defaults.context.n_keep if options.n_keep is None else options.n_keep,
@@ -330,7 +383,7 @@ def _settings(
     decoding = defaults.decoding if options.mode is None else Decoding(options.mode)
     settings = GenerationSettings(decoding=decoding, sampling=sampling, context=context, speculative=speculative)
     try:
-        settings.validate(max_context)
+        settings.validate(defaults.context.n_ctx if max_context is None else min(max_context, defaults.context.n_ctx))
     except SettingError as error:
         raise setting_error(error, max_param) from None
     return settings
