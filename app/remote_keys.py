@@ -7,7 +7,11 @@ Rules:
 - A keyring is usable when ``keyring``'s chosen backend has a priority above 0 (the ``fail`` backend of a machine
   without Secret Service, KWallet or the macOS/Windows store has 0) and accepts the write.
 - Otherwise the key goes to ``remote_keys.json`` in the config folder (``$SPECCHAT_CONFIG_DIR`` overrides it), created
-  with mode 600 and written atomically; a key found there is removed once the keyring holds it.
+  with mode 600 and written atomically and durably (``app.user_files``); a key found there is removed once the
+  keyring holds it.
+- That file is never overwritten when it cannot be read (not JSON, not an object of texts, an I/O error): it is
+  moved aside to ``remote_keys.json.unreadable-<time>`` first (mode 600 kept), and :func:`check_keys_file` (called
+  when the window starts) says so; if it cannot be moved, keys are not written to the file at all.
 """
 
 from __future__ import annotations
@@ -15,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import keyring
@@ -24,6 +26,8 @@ import keyring.errors
 import platformdirs
 
 from inference.models.store import user_dir
+
+from .user_files import move_aside, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +53,8 @@ def save_api_key(base_url: str, key: str) -> str:
     """Store the key of ``base_url`` ("" removes it); returns where it went: ``keyring`` or the file's path.
 
     Raises:
-        OSError: the fallback file cannot be written (the message names it).
+        OSError: the fallback file cannot be written, or it could not be read and cannot be moved aside (the message
+            names it).
     """
     if keyring_usable():
         try:
@@ -75,34 +80,76 @@ def load_api_key(base_url: str) -> str:
                 return key
         except keyring.errors.KeyringError as error:
             logger.warning("the keyring could not be read (%s); trying %s", error, keys_file())
-    return _read_keys().get(base_url, "")
+    return _file_key(base_url)
+
+
+class _UnreadableKeys(Exception):
+    """The keys file exists but cannot be read; the message says why."""
 
 
 def _read_keys() -> dict[str, str]:
+    """The keys of the fallback file ({} when there is none).
+
+    Raises:
+        _UnreadableKeys: it cannot be read, is not JSON, or not an object of texts.
+    """
     try:
         keys = json.loads(keys_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return {}
-    return {url: key for url, key in keys.items() if isinstance(key, str)} if isinstance(keys, dict) else {}
+    except (OSError, ValueError, RecursionError) as error:
+        raise _UnreadableKeys(f"could not be read ({error})") from None
+    if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
+        raise _UnreadableKeys("does not hold SpecChat's keys (an object of texts)")
+    return keys
+
+
+def _file_key(base_url: str) -> str:
+    try:
+        return _read_keys().get(base_url, "")
+    except _UnreadableKeys as error:
+        logger.warning("%s %s; no key read from it", keys_file(), error)
+        return ""
+
+
+def check_keys_file() -> str | None:
+    """Move an unreadable fallback file aside; what to tell the user about it, or None when it is fine (or absent)."""
+    try:
+        _read_keys()
+    except _UnreadableKeys as error:
+        try:
+            return _set_aside(str(error))
+        except OSError as held:
+            return f"{held}; API keys entered now are used this session only"
+    return None
+
+
+def _set_aside(reason: str) -> str:
+    """Move the unreadable keys file aside; the notice saying where it went.
+
+    Raises:
+        OSError: it cannot be moved (then it stays as it is, and nothing may be written over it).
+    """
+    path = keys_file()
+    try:
+        moved = move_aside(path)
+    except OSError as error:
+        raise OSError(f"{path} {reason} and could not be moved aside ({error}): it was left as it is") from None
+    notice = f"{path} {reason}: it was kept as {moved.name}; enter your servers' API keys again"
+    logger.warning(notice)
+    return notice
 
 
 def _write_file_key(base_url: str, key: str) -> None:
-    keys = _read_keys()
+    try:
+        keys = _read_keys()
+    except _UnreadableKeys as error:
+        _set_aside(str(error))
+        keys = {}
     if not key and base_url not in keys:
         return
     if key:
         keys[base_url] = key
     else:
         keys.pop(base_url, None)
-    path = keys_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".remote-keys-", dir=path.parent)  # mkstemp creates it with mode 600
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(keys, file, indent=2)
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(keys_file(), json.dumps(keys, indent=2), mode=0o600)

@@ -16,7 +16,6 @@ never rewritten.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import user_files
 from ..bounded_json import depth_exceeds
 from .message_fields import spans_problem, stats_problem
 
@@ -616,18 +616,7 @@ def _message(row: sqlite3.Row) -> Message:
 
 def move_aside(path: Path) -> Path:
     """Rename a database file (and its ``-wal`` / ``-shm`` files) to ``<name>.unreadable-<time>``; return the new path."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.unreadable-{stamp}")
-    counter = 1
-    while target.exists():
-        counter += 1
-        target = path.with_name(f"{path.name}.unreadable-{stamp}-{counter}")
-    os.replace(path, target)
-    for suffix in ("-wal", "-shm"):
-        companion = path.with_name(path.name + suffix)
-        if companion.exists():
-            os.replace(companion, target.with_name(target.name + suffix))
-    return target
+    return user_files.move_aside(path, ("-wal", "-shm"))
 
 
 def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]:

@@ -47,7 +47,7 @@ from inference.settings import Decoding, SamplingSettings
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
 from ..remote_backend import RemoteError
-from ..remote_keys import LOCAL_SERVER, load_api_key, save_api_key
+from ..remote_keys import LOCAL_SERVER, check_keys_file, load_api_key, save_api_key
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
 from .local_server import LocalServer, ServedModel
@@ -142,6 +142,7 @@ class MainWindow(QMainWindow):
 
         for warning in store.warnings:
             self.statusBar().showMessage(warning, 10000)
+        self._files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))
 
     @property
     def active(self) -> ActiveReply | None:
@@ -430,6 +431,11 @@ class MainWindow(QMainWindow):
             notice, self._history_notice = self._history_notice, None
             self.tasks.spawn(
                 message_box(self, QMessageBox.Icon.Warning, "SpecChat: chat history", notice, object_name="historyNotice")
+            )
+        if self._files_notice:
+            notice, self._files_notice = self._files_notice, ""
+            self.tasks.spawn(
+                message_box(self, QMessageBox.Icon.Warning, "SpecChat: settings", notice, object_name="settingsNotice")
             )
         self.models.load()
         if self.settings.use_remote:
