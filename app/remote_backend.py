@@ -156,7 +156,8 @@ def check_base_url(url: str) -> str:
         shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
         raise RemoteError(
             f"The base URL holds a user name or password (…@{parts.netloc.rpartition('@')[2]}): remove it and enter "
-            f"{shown}; put the server's key in the API key field (sent as a Bearer token, never kept in the settings file)"
+            f"{shown}; put the server's key in the API key field (sent as a Bearer token, never kept in the settings "
+            "file)"
         )
     return url
 
@@ -600,7 +601,8 @@ def _model_list(body: bytes, url: str) -> list[RemoteModel]:
     try:
         answer = bounded_json.loads(body, MAX_JSON_DEPTH)
         entries = answer["data"]
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in entries):
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                    for e in entries):
             raise TypeError
     except (ValueError, KeyError, TypeError):
         raise RemoteError(

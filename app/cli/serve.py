@@ -96,7 +96,9 @@ def _listen(host: str, port: int) -> socket.socket:
         raise ValueError(f"cannot listen on {host}:{port}: {advice}") from None
 
 
-async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None) -> None:
+async def _serve(
+    sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None
+) -> None:
     import uvicorn
 
     from app.inference_worker import InferenceWorker

@@ -463,8 +463,8 @@ class SettingsStore:
         if cleaned is not None:  # written before such URLs were refused
             values["remote_url"] = cleaned
             self.warnings.append(
-                f"the remote server's base URL held a user name or password; they were removed ({values['remote_url']}):"
-                " enter its key in the API key field of Remote server… (Ctrl+L)"
+                "the remote server's base URL held a user name or password; they were removed "
+                f"({values['remote_url']}): enter its key in the API key field of Remote server… (Ctrl+L)"
             )
         if "sampling_preset" not in stored and "temperature" in stored:
             values["sampling_preset"] = _preset_of_a_file_without_presets(values)
@@ -481,8 +481,8 @@ class SettingsStore:
         except OSError as error:
             self._held = reason
             self.notice = (
-                f"{self.path} {reason}, and could not be moved aside ({error.strerror or error}): it is left untouched, "
-                "default settings are used, and changes made now are not saved."
+                f"{self.path} {reason}, and could not be moved aside ({error.strerror or error}): it is left "
+                "untouched, default settings are used, and changes made now are not saved."
             )
         else:
             self.notice = (

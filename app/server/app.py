@@ -80,9 +80,10 @@ def create_app(
         model_id: the model's name in ``/v1/models`` and in responses. A request may name any model (clients often
             send a fixed name): this one answers, and the response's ``model`` says so, as llama-server does.
         api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` (compared
-            in constant time; a key with spaces or line breaks around it is refused, as no client could send it). None = no key: then the server is this computer's only (it listens on loopback),
-            and it answers only requests that name this computer in ``Host`` and come from no web page (no
-            ``Origin``, or a loopback one); others get a 403. A web page on another origin could otherwise start
+            in constant time; a key with spaces or line breaks around it is refused, as no client could send it).
+            None = no key: then the server is this computer's only (it listens on loopback), and it answers only
+            requests that name this computer in ``Host`` and come from no web page (no ``Origin``, or a loopback
+            one); others get a 403. A web page on another origin could otherwise start
             generations with a form-like POST that needs no CORS preflight, and read the replies through DNS
             rebinding (a name of the attacker's that resolves to 127.0.0.1).
         max_queue: requests allowed to wait while one generates; beyond, 429 with ``Retry-After``.
