@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
+from helpers import bound_by_permissions
 
 from app.gui.history_db import (
     SCHEMA_VERSION,
@@ -201,15 +204,22 @@ def test_a_table_page_that_cannot_be_read_is_moved_aside_whole(tmp_path):
     db.close()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
 def test_a_file_without_read_permission_is_left_untouched(tmp_path):
+    """Opened by a process the file's mode keeps out (as root too, as CI runs: helpers.bound_by_permissions)."""
     path = tmp_path / "history.sqlite3"
     HistoryDB(path).close()
     path.chmod(0)
-    db, notice = open_history(path)
-    assert "could not be opened" in notice and "left untouched" in notice and db.in_memory
+    script = ("import json, sys; from app.gui.history_db import open_history; "
+              "db, notice = open_history(sys.argv[1]); print(json.dumps([notice, db.in_memory]))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120,
+                            **bound_by_permissions())  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notice, in_memory = json.loads(result.stdout)
+    assert "could not be opened" in notice and "left untouched" in notice and in_memory
+    assert "unable to open database file" in notice  # (the permission, not something else)
     assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
-    db.close()
+    path.chmod(0o600)
+    assert HistoryDB(path).schema_version == SCHEMA_VERSION  # untouched indeed
 
 
 def test_a_database_locked_past_the_busy_timeout_is_left_untouched(tmp_path, monkeypatch):
