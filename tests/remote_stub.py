@@ -158,9 +158,7 @@ class RemoteStub:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = _serve(Handler, http.server.ThreadingHTTPServer)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -217,9 +215,7 @@ class ScriptedServer:
 
             do_GET = do_POST = _answer
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = _serve(Handler, _QuietServer)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -233,3 +229,11 @@ class _QuietServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _serve(handler: type, server_class: type) -> http.server.ThreadingHTTPServer:
+    """``handler`` served on 127.0.0.1 (a free port) from a daemon thread."""
+    server = server_class(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
