@@ -6,11 +6,11 @@ written; the GUI writes a user message before generation starts and a streaming 
 
 Damage ``PRAGMA quick_check`` finds is repaired where SQLite can, in two steps (an index holds nothing its table
 does not, so a damaged index page loses nothing): ``REINDEX`` rebuilds every index in place; where that fails
-(SQLite cannot even free a page it cannot read), :func:`rebuild` copies every row of the tables into a new database
-whose indexes are built afresh, which takes the file's place, the damaged file kept beside it. A database whose
-tables cannot be read whole, or that SQLite calls corrupt or not a database (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``),
-is renamed to ``history.sqlite3.unreadable-<time>`` (with its ``-wal``/``-shm`` files) and a fresh one is started:
-it is never overwritten. Anything else is left untouched: a database written by a newer
+(SQLite cannot even free a page it cannot read) and the damage lies outside the tables (:func:`only_indexes_damaged`),
+:func:`rebuild` copies every row of the tables into a new database whose indexes are built afresh, which takes the
+file's place, the damaged file kept beside it. A database with a damaged table, or that SQLite calls corrupt or not
+a database (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``), is renamed to ``history.sqlite3.unreadable-<time>`` (with its
+``-wal``/``-shm`` files) and a fresh one is started: it is never overwritten. Anything else is left untouched: a database written by a newer
 SpecChat (schema version above ours), one that cannot be opened now (locked, no permission), and a healthy file
 with bad rows (a NULL or binary message text, statistics that are not the JSON SpecChat writes), whose good rows
 are shown and whose bad messages are shown as "unreadable message" placeholders (:attr:`Message.unreadable`),
@@ -91,7 +91,15 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class HistoryUnreadableError(RuntimeError):
-    """The database file is not a readable SpecChat history (corrupt, not SQLite, or failing its check)."""
+    """The database file is not a readable SpecChat history (corrupt, not SQLite, or failing its check).
+
+    Attributes:
+        damage: what ``PRAGMA quick_check`` found, line by line ([] when SQLite refused the file before checking it).
+    """
+
+    def __init__(self, message: str, damage: list[str] | None = None):
+        super().__init__(message)
+        self.damage = damage or []
 
 
 class HistoryTooNewError(RuntimeError):
@@ -250,22 +258,30 @@ class HistoryDB:
         return [line for line in lines if not ROW_PROBLEM.match(line)]
 
     def _repair(self, damage: list[str]) -> None:
-        """Rebuild every index from its table (``REINDEX``), which is what SQLite can repair; the tables are not
-        written.
+        """Rebuild every index from its table (``REINDEX``), which is what SQLite can repair in place; the tables are
+        not written. It runs in one transaction, kept only if ``quick_check`` then passes: a repair that does not
+        succeed leaves the file as it was.
 
         Raises:
-            HistoryUnreadableError: damage is left (a table's pages), or the rebuild failed on it.
+            HistoryUnreadableError: damage is left (a table's pages), or the rebuild failed on it (``damage`` the
+                lines found before).
         """
         found = _first_line(damage)
+        repaired = False
+        self._db.execute("BEGIN IMMEDIATE")
         try:
             self._db.execute("REINDEX")
-            left = self._damage()
+            repaired = not self._damage()
         except sqlite3.DatabaseError as error:
             if not is_corruption(error):
                 raise
-            left = damage
-        if left:
-            raise HistoryUnreadableError(f"{self.path} failed its integrity check: {found}")
+            repaired = False
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("COMMIT" if repaired else "ROLLBACK")
+        if not repaired:
+            raise HistoryUnreadableError(f"{self.path} failed its integrity check: {found}",
+                                         [line for text in damage for line in text.splitlines()])
         logger.warning("%s failed its integrity check (%s); REINDEX rebuilt its indexes, and it passes now",
                        self.path, found)
 
@@ -684,6 +700,32 @@ def move_aside(path: Path) -> Path:
     return user_files.move_aside(path, ("-wal", "-shm"))
 
 
+def only_indexes_damaged(path: Path, damage: list[str]) -> bool:
+    """True when every page ``damage`` (``quick_check``'s lines) names lies outside the tables: each table's b-tree
+    (its pages and overflow pages, walked by SQLite's ``dbstat``) reads without error and holds none of them, so
+    the damage is in indexes or free pages and the tables can be copied whole. False when a line names no page (the
+    check itself stopped), a table cannot be walked, or this SQLite has no ``dbstat``."""
+    lines = [line for line in damage if line.strip() and not line.startswith("***")]  # (the "*** in database" head)
+    named = [re.findall(r"\bpage (\d+)", line, re.IGNORECASE) for line in lines]
+    if not lines or not all(named):
+        return False
+    pages = {int(number) for numbers in named for number in numbers}
+    try:
+        db = sqlite3.connect(str(path))  # (only read; a read-only connection would leave the -wal and -shm files)
+    except sqlite3.Error:
+        return False
+    try:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+        for table in ["sqlite_schema", *tables]:
+            if pages & {row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = ?", (table,))}:
+                return False
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+    return True
+
+
 def rebuild(path: Path) -> tuple[Path, int, int]:
     """Rebuild a damaged history from its tables: every row of every table is copied, by a full scan of the table
     itself (no index is read), into a new database of the same schema and version whose indexes are built from those
@@ -761,8 +803,10 @@ def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]
             "its permissions and the disk, then restart SpecChat."
         )
     except HistoryUnreadableError as error:
-        reason = str(error)
+        reason, damage = str(error), error.damage
     try:
+        if not only_indexes_damaged(path, damage):
+            raise sqlite3.DatabaseError("its damage is not in its indexes alone")
         moved, conversations, messages = rebuild(path)
     except (sqlite3.Error, OSError) as error:
         logger.warning("%s cannot be rebuilt from its tables: %s", path, error)

@@ -166,17 +166,13 @@ def test_a_damaged_index_is_rebuilt_in_place_and_nothing_is_lost(tmp_path, index
     db.close()
 
 
-@pytest.mark.parametrize("name, how", [
-    ("sqlite_autoindex_messages_1", "unreadable"),
-    ("conversations_by_update", "unreadable"),
-    ("conversations", "fragmentation"),
-])
-def test_damage_reindex_cannot_repair_is_rebuilt_from_the_tables(tmp_path, name, how):
-    """An index page SQLite cannot even free (REINDEX fails on it), or a table page whose rows are intact: every
-    row is copied into a new history, which takes the file's place; the damaged file is kept beside it."""
+@pytest.mark.parametrize("name", ["sqlite_autoindex_messages_1", "conversations_by_update"])
+def test_an_index_reindex_cannot_repair_is_rebuilt_from_the_tables(tmp_path, name):
+    """An index page SQLite cannot even free (REINDEX fails on it), the tables whole: every row is copied into a
+    new history, which takes the file's place; the damaged file is kept beside it."""
     path = tmp_path / "history.sqlite3"
     texts = _history_with_chats(path)
-    _damage_root_page(path, name, how)
+    _damage_root_page(path, name, "unreadable")
     db, notice = open_history(path)
     moved = [p for p in tmp_path.iterdir() if p.name.startswith("history.sqlite3.unreadable-")]
     assert len(moved) == 1 and str(moved[0]) in notice
@@ -189,16 +185,17 @@ def test_damage_reindex_cannot_repair_is_rebuilt_from_the_tables(tmp_path, name,
     db.close()
 
 
-def test_a_table_page_that_cannot_be_read_is_moved_aside_whole(tmp_path):
-    """A table page whose cells are lost holds the messages themselves: SQLite cannot repair it, nor copy the table,
+@pytest.mark.parametrize("how", ["cells", "fragmentation"])
+def test_a_damaged_table_page_is_moved_aside_whole(tmp_path, how):
+    """A table page holds the messages themselves: SQLite cannot repair it (nor can a copy of the table be trusted),
     so the file is kept aside as it is (``sqlite3 FILE .recover`` may rescue it) and a new history is started."""
     path = tmp_path / "history.sqlite3"
     _history_with_chats(path)
-    damaged = _damage_root_page(path, "conversations", "cells")
+    damaged = _damage_root_page(path, "conversations", how)
     db, notice = open_history(path)
     moved = [p for p in tmp_path.iterdir() if p.name.startswith("history.sqlite3.unreadable-")]
     assert len(moved) == 1 and moved[0].read_bytes() == damaged  # the failed repairs changed nothing
-    assert "could not be read" in notice and str(moved[0]) in notice and "On tree page 2" in notice
+    assert "could not be read" in notice and str(moved[0]) in notice and "failed its integrity check" in notice
     assert db.conversations() == [] and not db.in_memory
     assert [p.name for p in tmp_path.iterdir() if "rebuilding" in p.name] == []
     db.close()
