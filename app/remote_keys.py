@@ -9,9 +9,10 @@ Rules:
 - Otherwise the key goes to ``remote_keys.json`` in the config folder (``$SPECCHAT_CONFIG_DIR`` overrides it), created
   with mode 600 and written atomically and durably (``app.user_files``); a key found there is removed once the
   keyring holds it.
-- That file is never overwritten when it cannot be read (not JSON, not an object of texts, an I/O error): it is
-  moved aside to ``remote_keys.json.unreadable-<time>`` first (mode 600 kept), and :func:`check_keys_file` (called
-  when the window starts) says so; if it cannot be moved, keys are not written to the file at all.
+- That file is never overwritten when it cannot be read: one that holds something else (not JSON, not an object of
+  texts) is moved aside to ``remote_keys.json.unreadable-<time>`` first (mode 600 kept), one that cannot be read now
+  (no permission, an I/O error) or moved is left as it is and no key is written to it; :func:`check_keys_file`
+  (called when the window starts) says which.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def save_api_key(base_url: str, key: str) -> str:
     """Store the key of ``base_url`` ("" removes it); returns where it went: ``keyring`` or the file's path.
 
     Raises:
-        OSError: the fallback file cannot be written, or it could not be read and cannot be moved aside (the message
-            names it).
+        OSError: the fallback file cannot be written, cannot be read now, or holds something else than keys and
+            cannot be moved aside (the message names it; nothing was written over it).
     """
     if keyring_usable():
         try:
@@ -63,7 +64,10 @@ def save_api_key(base_url: str, key: str) -> str:
             else:
                 with contextlib.suppress(keyring.errors.PasswordDeleteError):
                     keyring.delete_password(KEYRING_SERVICE, base_url)
-            _write_file_key(base_url, "")  # no copy left in the file
+            try:
+                _write_file_key(base_url, "")  # no copy left in the file
+            except OSError as error:  # (the key is stored: a file that cannot be read holds no copy we know of)
+                logger.warning("no copy of the key could be removed from the keys file: %s", error)
             return "keyring"
         except keyring.errors.KeyringError as error:
             logger.warning("the keyring refused the API key (%s); using %s", error, keys_file())
@@ -84,21 +88,28 @@ def load_api_key(base_url: str) -> str:
 
 
 class _UnreadableKeys(Exception):
-    """The keys file exists but cannot be read; the message says why."""
+    """The keys file holds something else than SpecChat's keys; the message says what."""
 
 
 def _read_keys() -> dict[str, str]:
     """The keys of the fallback file ({} when there is none).
 
     Raises:
-        _UnreadableKeys: it cannot be read, is not JSON, or not an object of texts.
+        _UnreadableKeys: it is not JSON, or not an object of texts (it can be moved aside).
+        OSError: it cannot be read now (no permission, a folder in its place, a failing disk): it must be left as
+            it is, and not written over.
     """
+    path = keys_file()
     try:
-        keys = json.loads(keys_file().read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError, RecursionError) as error:
-        raise _UnreadableKeys(f"could not be read ({error})") from None
+    except OSError as error:
+        raise OSError(f"{path} could not be read ({error.strerror or error}): it was left as it is") from None
+    try:
+        keys = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise _UnreadableKeys(f"is not a keys file (not valid JSON: {error})") from None
     if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
         raise _UnreadableKeys("does not hold SpecChat's keys (an object of texts)")
     return keys
@@ -107,13 +118,14 @@ def _read_keys() -> dict[str, str]:
 def _file_key(base_url: str) -> str:
     try:
         return _read_keys().get(base_url, "")
-    except _UnreadableKeys as error:
+    except (_UnreadableKeys, OSError) as error:
         logger.warning("%s %s; no key read from it", keys_file(), error)
         return ""
 
 
 def check_keys_file() -> str | None:
-    """Move an unreadable fallback file aside; what to tell the user about it, or None when it is fine (or absent)."""
+    """Move a fallback file that holds something else than keys aside; what to tell the user about it (or about a
+    file that cannot be read now, left as it is), or None when it is fine (or absent)."""
     try:
         _read_keys()
     except _UnreadableKeys as error:
@@ -121,6 +133,8 @@ def check_keys_file() -> str | None:
             return _set_aside(str(error))
         except OSError as held:
             return f"{held}; API keys entered now are used this session only"
+    except OSError as error:
+        return f"{error}; API keys entered now are used this session only"
     return None
 
 

@@ -99,3 +99,16 @@ def test_a_keys_file_that_cannot_be_moved_aside_is_not_written(config, monkeypat
         save_api_key(URL, "sk-secret")
     assert keys_file().read_text() == "{damaged"
     assert "API keys entered now are used this session only" in check_keys_file()
+
+
+def test_a_keys_file_that_cannot_be_read_now_is_left_as_it_is(config):
+    """A folder where the file should be (or no permission): nothing is moved or written, and the window says so."""
+    keyring.set_keyring(keyring.backends.fail.Keyring())
+    keys_file().mkdir(parents=True)
+    with pytest.raises(OSError, match="could not be read .*it was left as it is"):
+        save_api_key(URL, "sk-secret")
+    assert keys_file().is_dir() and list(config.glob("remote_keys.json.unreadable-*")) == []
+    assert load_api_key(URL) == "" and "API keys entered now are used this session only" in check_keys_file()
+    memory = MemoryKeyring()
+    keyring.set_keyring(memory)
+    assert save_api_key(URL, "sk-secret") == "keyring" and load_api_key(URL) == "sk-secret"
