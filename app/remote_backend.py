@@ -146,7 +146,11 @@ def check_base_url(url: str) -> str:
             (which would be shown in reply footers and kept in the settings file; the message does not repeat it).
     """
     url = url.strip().rstrip("/")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 address
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise RemoteError(
             f"{url or 'the base URL'} is not a server address: enter one like http://HOST:8000/v1 "
@@ -165,11 +169,15 @@ def check_base_url(url: str) -> str:
 def plain_http_warning(url: str, api_key: str) -> str | None:
     """Why sending ``api_key`` to ``url`` is risky: over plain http to another computer, anyone on the network path
     can read it. None when there is no key, the URL is https, or the host is this computer (loopback)."""
-    parts = urlsplit(url.strip())
-    if not api_key or parts.scheme != "http" or not parts.hostname or is_loopback(parts.hostname):
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError:  # not a URL: nothing is sent
+        return None
+    if not api_key or parts.scheme != "http" or not host or is_loopback(host):
         return None
     return (
-        f"The API key is sent unencrypted to {parts.hostname} (http://): anyone on the network path can read it. "
+        f"The API key is sent unencrypted to {host} (http://): anyone on the network path can read it. "
         "Use https:// if the server offers it, or a server on a network you trust."
     )
 

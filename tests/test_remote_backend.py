@@ -287,6 +287,10 @@ def test_a_base_url_is_checked_and_taken_as_given():
         RemoteError, match=r"^localhost:8000 is not a server address: enter one like http://HOST:8000/v1"
     ):
         check_base_url("localhost:8000")
+    for broken in ("http://[::1:8000/v1", "http://host:80a/v1"):  # urllib raises ValueError for these
+        with pytest.raises(RemoteError, match="is not a server address"):
+            check_base_url(broken)
+        assert plain_http_warning(broken, "key") is None
 
 
 def test_a_base_url_with_a_password_is_refused_without_repeating_it():
