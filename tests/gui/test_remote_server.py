@@ -235,21 +235,22 @@ def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, s
 
 
 def test_a_key_goes_only_to_the_server_it_was_entered_for(qtbot, make_window, stub, no_user_keyring):
-    """The dialog opens with the key of the chosen server; changing the base URL to another server (another host
+    """The dialog opens with the key of the chosen server; changing the base URL to another server (another port
     here) empties the key, or shows the one stored for that server, so the first key is never sent there; going
     back brings the first key back. A key bound for another computer over plain http is warned about."""
     window = make_window(wait_model=False)
     first = stub.url("auth")  # http://127.0.0.1:PORT/auth/v1
-    other = stub.url("ok").replace("127.0.0.1", "localhost")
     third = stub.url("ok").replace("127.0.0.1", "127.0.0.2")  # a third server (nothing is fetched from it)
     stored = {third: "key-of-the-third"}
-    dialog = RemoteServerDialog(window, window.tasks.spawn, first, MODEL, API_KEY, lambda url: stored.get(url, ""))
-    qtbot.addWidget(dialog)
-    dialog.show()
-    dialog.url.setText(other)
-    fetch(qtbot, dialog)
-    assert not dialog.error.isVisible() and dialog.api_key.text() == ""
-    assert stub.requests[-1][0] == "/ok/v1/models" and stub.requests[-1][2] is None  # no key sent to another server
+    with RemoteStub() as other_stub:
+        other = other_stub.url("ok")
+        dialog = RemoteServerDialog(window, window.tasks.spawn, first, MODEL, API_KEY, lambda url: stored.get(url, ""))
+        qtbot.addWidget(dialog)
+        dialog.show()
+        dialog.url.setText(other)
+        fetch(qtbot, dialog)
+        assert not dialog.error.isVisible() and dialog.api_key.text() == ""
+        assert other_stub.requests[-1] == ("/ok/v1/models", None, None)  # no key sent to another server
     dialog.api_key.setText("typed-for-the-other")
     dialog.url.setText(third)
     dialog.url.editingFinished.emit()  # (the field loses focus)
