@@ -308,6 +308,21 @@ def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
     assert answer["response"].status_code == 503 and answer["response"].json()["error"]["code"] == "server_stopped"
 
 
+def test_the_uvicorn_allowed_lets_a_stopping_server_say_so():
+    """uvicorn 0.43 and 0.44 sent ``http.disconnect`` to requests in flight on shutdown (their #2829, reverted in
+    0.45 by #2913): with them the test above fails, Ctrl+C cutting the stream without its ``server_stopped`` event
+    (measured with 0.44.0). pyproject.toml allows neither, and allows the uvicorn installed here."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    uvicorn = next(Requirement(line) for line in declared if Requirement(line).name == "uvicorn")
+    assert not any(uvicorn.specifier.contains(bad) for bad in ("0.43.0", "0.44.0", "0.44.1"))
+    assert uvicorn.specifier.contains(version("uvicorn"))
+
+
 def test_a_keyless_server_answers_this_computer_only_and_no_web_page(client, server):
     """Without a key the server is this computer's: a request naming another host (DNS rebinding) or sent by a
     web page elsewhere (a form-like POST needs no CORS preflight) gets a 403; local programs and pages are served."""

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import logging
 
 import httpx
 import pytest
 from helpers import run_coroutine
 
+from app.cli.serve import api_key_of
 from app.inference_worker import InferenceWorker, ModelSpec
 from app.server import create_app
 from app.server.protocol import (
@@ -21,7 +24,16 @@ from app.server.protocol import (
     parse,
 )
 from inference.constraints import json_object_grammar, json_schema_grammar
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.events import Finished, GenerationStats, TextDelta
+from inference.rope import RopeUnsupportedError
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    SpeculativeSettings,
+)
 
 #: A server's defaults: as if the model recommended temperature 0.6 and top-k 20 over the chat defaults.
 MODEL_SAMPLING = SamplingSettings(temperature=0.6, top_p=0.9, top_k=20, repetition_penalty=1.1)
@@ -31,9 +43,10 @@ DEFAULTS = GenerationSettings(
 )
 
 
-def chat(**fields):
+def chat(cap=None, **fields):
+    """The engine request of a chat request with ``fields`` (``cap``: the server's most new tokens per reply)."""
     body = {"messages": [{"role": "user", "content": "Hi"}], **fields}
-    return chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), DEFAULTS, 8192)
+    return chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), DEFAULTS, 8192, cap)
 
 
 def test_leading_system_messages_become_the_system_prompt():
@@ -162,13 +175,47 @@ def test_refusals_name_the_field(fields, param):
     ({"max_tokens": -5}, "max_tokens must be >= 1, got -5"),
     ({"max_completion_tokens": 0}, "max_completion_tokens must be >= 1, got 0"),
     ({"stop": [""]}, "stop must not contain an empty string"),
-    ({"specchat": {"n_ctx": 8}}, "specchat.n_ctx must be in [16, 8192], got 8"),
+    ({"specchat": {"n_ctx": 8}}, "specchat.n_ctx must be in [16, 1024], got 8"),
     ({"specchat": {"mode": "spec_lookup", "k": 99}}, "specchat.k: K (draft tokens per step) must be in [1, 16], got 99"),
 ])
 def test_refusals_say_the_fields_name_not_the_engines(fields, message):
     with pytest.raises(APIError) as refused:
         chat(**fields)
     assert refused.value.message == message
+
+
+def test_the_servers_caps_bound_what_a_request_may_cost():
+    """max_tokens is lowered to the server's cap (as llama-server's -n), whichever name it comes under; the server's
+    n_ctx is the most a request may ask; stop strings are bounded in number (OpenAI's 4) and length."""
+    assert chat(cap=300, max_tokens=1_000_000).settings.sampling.max_new_tokens == 300
+    assert chat(cap=300, max_completion_tokens=10**9).settings.sampling.max_new_tokens == 300
+    assert chat(cap=300).settings.sampling.max_new_tokens == 300  # left out: the default (512), capped
+    assert chat(cap=300, max_tokens=7).settings.sampling.max_new_tokens == 7
+    prompt = parse(CompletionRequest, b'{"prompt": "Once", "max_tokens": 100000}')
+    assert completion_request(prompt, DEFAULTS, None, 64).settings.sampling.max_new_tokens == 64
+    assert chat(specchat={"n_ctx": 1024}).settings.context.n_ctx == 1024
+    with pytest.raises(APIError) as refused:
+        chat(specchat={"n_ctx": 2048})  # the model could (8192), the server's --n-ctx (1024) says no
+    assert (refused.value.status, refused.value.param) == (400, "specchat.n_ctx")
+    assert refused.value.message.startswith("specchat.n_ctx must be at most 1024, this server's n_ctx (its --n-ctx)")
+    assert chat(stop=["a", "b", "c", "d" * 256]).settings.sampling.stop_strings == ("a", "b", "c", "d" * 256)
+    for stop, said in ((["a", "b", "c", "d", "e"], "stop holds 5 strings: send at most 4"),
+                       ("x" * 257, "stop holds a string of 257 characters: each may have at most 256"),
+                       (["ok", "y" * 4_000_000], "stop holds a string of 4000000 characters")):
+        with pytest.raises(APIError) as refused:
+            chat(stop=stop)
+        assert (refused.value.status, refused.value.param) == (400, "stop") and refused.value.message.startswith(said)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b'{"a": ' * 65 + b"1" + b"}" * 65 + b"}",
+])
+def test_a_deeply_nested_body_is_a_400(body):
+    with pytest.raises(APIError) as refused:
+        parse(ChatCompletionRequest, body)
+    assert refused.value.status == 400 and refused.value.code == "invalid_json"
+    assert "nested more than 64 levels deep" in refused.value.message
 
 
 def test_values_that_ask_for_nothing_are_no_refusal():
@@ -216,3 +263,90 @@ def test_a_full_queue_answers_429_with_retry_after(worker):
 def test_an_empty_api_key_is_refused(worker):
     with pytest.raises(ValueError, match="empty"):
         create_app(worker, model_id="m", api_key="")
+
+
+class ScriptedBackend:
+    """A generation backend without a model: records each request, then raises ``failure`` or replies "Hi"."""
+
+    def __init__(self, failure: Exception | None = None):
+        self.failure = failure
+        self.requests = []
+
+    async def generate(self, request, cancel):
+        self.requests.append(request)
+        if self.failure is not None:
+            raise self.failure
+        yield [TextDelta("Hi", 1, False), Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", text="Hi"))]
+
+
+def call(app, method: str, path: str, **kwargs) -> httpx.Response:
+    """One request to ``app`` in-process (an unexpected exception answered as the server does: a 500)."""
+    async def send():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=30) as client:
+            return await client.request(method, path, **kwargs)
+    return run_coroutine(send())
+
+
+HELLO = {"messages": [{"role": "user", "content": "Hi"}]}
+
+
+@pytest.mark.parametrize("failure, status, param", [
+    (ValueError("/home/someone/models/secret-model/openvino_model.xml: shape mismatch"), 500, None),
+    (RuntimeError("Exception from src/inference/src/cpp/infer_request.cpp:223: secret internals"), 500, None),
+    (SettingError("n_keep", "n_keep must be in [0, 16), got 20"), 400, "specchat.n_keep"),
+    (RopeUnsupportedError("the conversation needs more than n_ctx tokens, but M cannot be rolled: it has no RoPE"),
+     400, "messages"),
+])
+def test_errors_say_what_the_client_did_wrong_and_log_the_rest(failure, status, param, caplog):
+    caplog.set_level(logging.ERROR, logger="app.server.app")
+    response = call(create_app(ScriptedBackend(failure), model_id="m"), "POST", "/v1/chat/completions", json=HELLO)
+    error = response.json()["error"]
+    assert (response.status_code, error["param"]) == (status, param)
+    if status == 500:
+        assert "secret" not in error["message"] and error["message"].startswith("the generation failed (an internal")
+        assert "the server's log has the details" in error["message"] and error["code"] == "internal_error"
+        assert "secret" in caplog.text  # the details are in the log
+    else:
+        assert str(failure) in error["message"] or failure.renamed(param) in error["message"]
+
+
+def test_an_unexpected_failure_outside_a_generation_is_a_500_that_says_nothing_of_it(monkeypatch, caplog):
+    caplog.set_level(logging.ERROR, logger="app.server.app")
+    monkeypatch.setattr("app.server.app.Reply.new", lambda *args: (_ for _ in ()).throw(KeyError("secret-key")))
+    response = call(create_app(ScriptedBackend(), model_id="m"), "POST", "/v1/chat/completions", json=HELLO)
+    assert response.status_code == 500 and "secret" not in response.text
+    assert response.json()["error"]["message"].startswith("the server failed (an internal error")
+    assert "secret-key" in caplog.text
+
+
+def test_a_key_from_an_env_file_is_stripped_and_then_matches(monkeypatch):
+    monkeypatch.setenv("SPECCHAT_API_KEY", " s3cret\r\n")
+    key = api_key_of(argparse.Namespace(api_key=None))
+    assert key == "s3cret"
+    app = create_app(ScriptedBackend(), model_id="m", api_key=key)
+    assert call(app, "GET", "/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert call(app, "GET", "/v1/models", headers={"Authorization": "Bearer other"}).status_code == 401
+    with pytest.raises(ValueError, match="spaces or line breaks around it"):
+        create_app(ScriptedBackend(), model_id="m", api_key="s3cret\n")
+
+
+def test_max_tokens_is_capped_by_the_server_before_the_engine_sees_it():
+    backend = ScriptedBackend()
+    capped = create_app(backend, model_id="m", max_tokens=50)
+    assert call(capped, "POST", "/v1/chat/completions", json={**HELLO, "max_tokens": 10**9}).status_code == 200
+    assert backend.requests[-1].settings.sampling.max_new_tokens == 50
+    default = create_app(backend, model_id="m", defaults=GenerationSettings(context=ContextSettings(n_ctx=2048)))
+    assert call(default, "POST", "/v1/completions", json={"prompt": "x", "max_tokens": 10**9}).status_code == 200
+    assert backend.requests[-1].settings.sampling.max_new_tokens == 2048  # no cap given: the server's n_ctx
+
+
+def test_serve_takes_a_max_tokens_cap(monkeypatch):
+    from app.cli.commands import build_parser
+    from app.cli.serve import run_serve
+
+    monkeypatch.delenv("SPECCHAT_API_KEY", raising=False)
+    assert build_parser().parse_args(["serve"]).max_tokens is None  # the server's n_ctx
+    assert build_parser().parse_args(["serve", "--max-tokens", "100"]).max_tokens == 100
+    with pytest.raises(ValueError, match="--max-tokens must be >= 1, got 0"):
+        run_serve(build_parser().parse_args(["serve", "--max-tokens", "0"]))

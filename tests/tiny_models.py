@@ -99,7 +99,7 @@ def write_tiny_llama(
     reader = GGUFReader(source_gguf)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tiny.gguf"
-    writer = GGUFWriter(str(path), "llama")
+    tokenizer = []
     vocab = 0
     for field in reader.fields.values():
         if not field.name.startswith("tokenizer."):
@@ -113,19 +113,75 @@ def write_tiny_llama(
                 a, b = swap_tokens
                 contents[a], contents[b] = contents[b], contents[a]
         value_type = field.types[0]
-        sub_type = field.types[-1] if value_type == GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, contents, value_type, sub_type=sub_type)
-    writer.add_block_count(1)
-    writer.add_context_length(2048)
-    writer.add_embedding_length(HIDDEN)
-    writer.add_feed_forward_length(FFN)
-    writer.add_head_count(HEADS)
-    writer.add_head_count_kv(KV_HEADS)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_rope_dimension_count(HIDDEN // HEADS)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(vocab)
-    writer.add_file_type(int(LlamaFileType.MOSTLY_F16))
+        tokenizer.append((field.name, contents, value_type, field.types[-1] if value_type == GGUFValueType.ARRAY else None))
+    write_tiny_gguf(path, tokenizer, vocab, seed)
+    openvino_genai.LLMPipeline(str(path), "CPU", enable_save_ov_model=True)
+    path.unlink()
+    head_dim = HIDDEN // HEADS
+    config = {
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "num_hidden_layers": 1,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": head_dim,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 2048,
+        "vocab_size": vocab,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+#: A tokenizer of 32 tokens for GGUF headers that are read, never run (``(key, value, type, element type)``).
+SMALL_TOKENIZER = [
+    ("tokenizer.ggml.model", "gpt2", GGUFValueType.STRING, None),
+    ("tokenizer.ggml.tokens", ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *[chr(97 + i) for i in range(26)], "ab", "cd", "ef"],
+     GGUFValueType.ARRAY, GGUFValueType.STRING),
+    ("tokenizer.ggml.token_type", [3, 3, 3, *[1] * 29], GGUFValueType.ARRAY, GGUFValueType.INT32),
+    ("tokenizer.ggml.merges", ["a b", "c d", "e f"], GGUFValueType.ARRAY, GGUFValueType.STRING),
+    ("tokenizer.ggml.bos_token_id", 1, GGUFValueType.UINT32, None),
+    ("tokenizer.ggml.eos_token_id", 2, GGUFValueType.UINT32, None),
+    ("tokenizer.chat_template", "{% for m in messages %}{{ m['content'] }}{% endfor %}", GGUFValueType.STRING, None),
+]  # fmt: skip
+
+
+def write_tiny_gguf(
+    path: Path, tokenizer: list[tuple], vocab: int, seed: int = 0, header_only: bool = False, changes: dict | None = None
+) -> Path:
+    """Write the GGUF of a 1-layer random Llama (hidden size :data:`HIDDEN`, :data:`HEADS` heads, F16 matrices).
+
+    Args:
+        path: the file to write.
+        tokenizer: its ``tokenizer.*`` keys, ``(key, value, GGUFValueType, element type or None)`` each (e.g.
+            :data:`SMALL_TOKENIZER`, or a real model's); vocab: the number of tokens.
+        seed: seed of the random weights.
+        header_only: stop after the header (metadata and tensor infos): all a header reader reads.
+        changes: keys to change, ``{key: (value, GGUFValueType[, element type])}``, or to leave out (``None``); keys
+            of neither list are added.
+
+    Returns:
+        ``path``.
+    """
+    u32, f32 = GGUFValueType.UINT32, GGUFValueType.FLOAT32
+    keys = [*tokenizer, *((name, value, kind, None) for name, value, kind in (
+        ("llama.block_count", 1, u32), ("llama.context_length", 2048, u32), ("llama.embedding_length", HIDDEN, u32),
+        ("llama.feed_forward_length", FFN, u32), ("llama.attention.head_count", HEADS, u32),
+        ("llama.attention.head_count_kv", KV_HEADS, u32), ("llama.rope.freq_base", 10000.0, f32),
+        ("llama.rope.dimension_count", HIDDEN // HEADS, u32), ("llama.attention.layer_norm_rms_epsilon", 1e-5, f32),
+        ("llama.vocab_size", vocab, u32), ("general.file_type", int(LlamaFileType.MOSTLY_F16), u32),
+    ))]  # fmt: skip
+    changes = dict(changes or {})
+    writer = GGUFWriter(str(path), "llama")
+    for name, value, value_type, sub_type in keys:
+        if name in changes:
+            change = changes.pop(name)
+            if change is None:
+                continue
+            value, value_type, sub_type = (*change, None)[:3]
+        writer.add_key_value(name, value, value_type, sub_type=sub_type)
+    for name, (value, value_type, *sub) in changes.items():
+        writer.add_key_value(name, value, value_type, sub_type=sub[0] if sub else None)
     rng = np.random.default_rng(seed)
     head_dim = HIDDEN // HEADS
 
@@ -145,20 +201,9 @@ def write_tiny_llama(
     writer.add_tensor("blk.0.ffn_down.weight", matrix(HIDDEN, FFN), raw_dtype=GGMLQuantizationType.F16)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
+    if header_only:
+        writer.write_ti_data_to_file()
+    else:
+        writer.write_tensors_to_file()
     writer.close()
-    openvino_genai.LLMPipeline(str(path), "CPU", enable_save_ov_model=True)
-    path.unlink()
-    config = {
-        "model_type": "llama",
-        "hidden_size": HIDDEN,
-        "num_hidden_layers": 1,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "head_dim": head_dim,
-        "rope_theta": 10000.0,
-        "max_position_embeddings": 2048,
-        "vocab_size": vocab,
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return path

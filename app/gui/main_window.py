@@ -48,7 +48,7 @@ from inference.settings import Decoding
 from ..background import TaskSet
 from ..inference_worker import InferenceWorker, ModelInfo
 from ..remote_backend import RemoteError
-from ..remote_keys import LOCAL_SERVER, load_api_key, save_api_key
+from ..remote_keys import LOCAL_SERVER, check_keys_file, load_api_key, save_api_key
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
 from .local_server import LocalServer, ServedModel
@@ -143,6 +143,7 @@ class MainWindow(QMainWindow):
 
         for warning in store.warnings:
             self.statusBar().showMessage(warning, 10000)
+        self._files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))
 
     @property
     def active(self) -> ActiveReply | None:
@@ -433,6 +434,11 @@ class MainWindow(QMainWindow):
             self.tasks.spawn(
                 message_box(self, QMessageBox.Icon.Warning, "SpecChat: chat history", notice, object_name="historyNotice")
             )
+        if self._files_notice:
+            notice, self._files_notice = self._files_notice, ""
+            self.tasks.spawn(
+                message_box(self, QMessageBox.Icon.Warning, "SpecChat: settings", notice, object_name="settingsNotice")
+            )
         self.models.load()
         if self.settings.use_remote:
             self._update_compare()
@@ -515,8 +521,12 @@ class MainWindow(QMainWindow):
 
         settings = self.settings
         url = settings.remote_target().root
-        key = self.replies.remote_keys.get(url, load_api_key(url) if url else "")
-        choice = await ask_remote_server(self, self.tasks.spawn, settings.remote_url, settings.remote_model, key)
+        def stored_key(url: str) -> str:
+            return self.replies.remote_keys.get(url, load_api_key(url) if url else "")
+
+        choice = await ask_remote_server(
+            self, self.tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
+        )
         if choice is None:
             self.model_picker.select(self.settings.target_model, self.settings.bits)
             return False

@@ -5,6 +5,9 @@ Each generation request is read (at most ``max_body_bytes``), parsed and validat
 turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
 whatever the engine refuses is still a 400 and not a broken stream. A client that disconnects, while waiting or
 while its reply streams, cancels its generation at once (the ``cancel`` event the engine polls between tokens).
+
+Error responses say what the client did wrong (a setting out of range, a conversation the model cannot roll); any
+other failure is a 500 that says only that it happened, its details in the server's log.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.inference_worker import GenerationRequest
 from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
+from inference.rope import RopeUnsupportedError
 from inference.settings import GenerationSettings, SettingError
 from inference.tools import ToolsUnsupportedError
 
@@ -68,6 +72,8 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     defaults: GenerationSettings | None = None,
     max_context: int | None = None,
+    max_tokens: int | None = None,
+    gate: GenerationGate | None = None,
 ) -> FastAPI:
     """The OpenAI-compatible server application.
 
@@ -77,25 +83,35 @@ def create_app(
         model_id: the model's name in ``/v1/models`` and in responses. A request may name any model (clients often
             send a fixed name): this one answers, and the response's ``model`` says so, as llama-server does.
         api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` (compared
-            in constant time). None = no key: then the server is this computer's only (it listens on loopback),
-            and it answers only requests that name this computer in ``Host`` and come from no web page (no
-            ``Origin``, or a loopback one); others get a 403. A web page on another origin could otherwise start
+            in constant time; a key with spaces or line breaks around it is refused, as no client could send it).
+            None = no key: then the server is this computer's only (it listens on loopback), and it answers only
+            requests that name this computer in ``Host`` and come from no web page (no ``Origin``, or a loopback
+            one); others get a 403. A web page on another origin could otherwise start
             generations with a form-like POST that needs no CORS preflight, and read the replies through DNS
             rebinding (a name of the attacker's that resolves to 127.0.0.1).
         max_queue: requests allowed to wait while one generates; beyond, 429 with ``Retry-After``.
         max_body_bytes: largest request body; beyond, 413.
         defaults: the settings a request's omitted fields take: decoding, context, K and sampling (``specchat
             serve``'s flags over the model's recommended sampling, ``generation_config.recommended_sampling``).
-            None = the engine's defaults (autoregressive, greedy, n_ctx 4096).
+            None = the engine's defaults (autoregressive, greedy, n_ctx 4096). Its n_ctx is also the largest a
+            request may ask.
         max_context: the model's largest n_ctx (``ModelInfo.max_position_embeddings``), checked before generating.
+        max_tokens: the most new tokens one reply may generate (a request's larger ``max_tokens`` is lowered to it);
+            None = the defaults' n_ctx (with the rolling context a reply has no natural end).
+        gate: the queue, when it must outlive this app: an app that replaces another on the same engine (the
+            window's server after a model switch) takes its gate, so that ``max_queue``, 429s and ``/health`` count
+            the requests still running on the old one. None = a new queue of ``max_queue``.
 
     Returns:
         A FastAPI application without CORS, docs or OpenAPI schema; serve it with uvicorn.
     """
     if api_key is not None and not api_key:
         raise ValueError("the API key is empty: give a non-empty key, or none")
+    if api_key is not None and api_key != api_key.strip():
+        raise ValueError("the API key has spaces or line breaks around it, which no client can send: strip them")
     defaults = defaults or GenerationSettings()
-    gate = GenerationGate(max_queue)
+    max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
+    gate = gate or GenerationGate(max_queue)
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -114,8 +130,7 @@ def create_app(
     @app.exception_handler(Exception)
     async def unexpected(_: Request, error: Exception) -> JSONResponse:
         logger.error("unexpected error in the server", exc_info=error)
-        body = APIError(500, f"internal error: {error}", type="server_error").body()
-        return JSONResponse(body, status_code=500)
+        return JSONResponse(internal_error("the server failed").body(), status_code=500)
 
     def authorize(request: Request) -> None:
         if api_key is None:
@@ -156,10 +171,10 @@ def create_app(
         body = await _read_body(request, max_body_bytes)
         if chat:
             parsed = parse(ChatCompletionRequest, body)
-            engine_request = chat_request(parsed, defaults, max_context)
+            engine_request = chat_request(parsed, defaults, max_context, max_tokens)
         else:
             parsed = parse(CompletionRequest, body)
-            engine_request = completion_request(parsed, defaults, max_context)
+            engine_request = completion_request(parsed, defaults, max_context, max_tokens)
         reply = Reply.new(model_id, chat)
         run = _Generation(backend, gate, engine_request)
         if not parsed.stream:
@@ -293,7 +308,8 @@ class _Generation:
         """Wait for the turn, start generating and return the first batch.
 
         Raises:
-            APIError: 429 (the queue is full), 400 (the engine refused a setting or the prompt), 500.
+            APIError: 429 (the queue is full), 400 (the engine refused a setting, or a prompt the model cannot roll),
+                500 (anything else, logged).
         """
         try:
             await self._gate.acquire()
@@ -317,11 +333,12 @@ class _Generation:
             raise setting_error(error) from None
         except ToolsUnsupportedError as error:
             raise APIError(400, str(error), param="tools", code="tools_unsupported") from None
-        except ValueError as error:
-            raise APIError(400, str(error)) from None
+        except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
+            raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
+                           param="messages", code="context_length_exceeded") from None
         except Exception as error:
             logger.error("generation failed", exc_info=error)
-            raise APIError(500, f"generation failed: {error}", type="server_error") from None
+            raise internal_error("the generation failed") from None
 
     async def to_end(self) -> list[Event]:
         """Generate the whole reply; its events, ``Finished`` last."""
@@ -339,6 +356,12 @@ class _Generation:
         if self._holding:
             self._holding = False
             self._gate.release()
+
+
+def internal_error(what: str) -> APIError:
+    """A 500 that says ``what`` failed and where to look, and nothing of the exception (which is logged)."""
+    return APIError(500, f"{what} (an internal error; the server's log has the details): retry, or report it",
+                    type="server_error", code="internal_error")
 
 
 def server_stopped() -> APIError:

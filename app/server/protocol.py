@@ -16,7 +16,10 @@ serve``'s flags say, as Ollama, llama-server and LM Studio apply their own, neve
 (temperature 1, top_p 1), with which a small local model writes gibberish.
 
 Everything a client can get wrong is refused here as an :class:`APIError` (HTTP 400, ``param`` naming the
-field), never passed on to the engine as something it would fail on.
+field), never passed on to the engine as something it would fail on. What one request may cost is bounded: its
+JSON nests at most :data:`MAX_JSON_DEPTH` deep, it asks for at most :data:`MAX_STOP_STRINGS` stop strings of
+:data:`MAX_STOP_CHARS` characters (OpenAI's bound on their number), no larger ``specchat.n_ctx`` than the server's,
+and no more new tokens than the server's cap (a larger ``max_tokens`` is lowered to it, as llama-server's ``-n``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app import bounded_json
 from app.inference_worker import GenerationRequest
 from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
 from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
@@ -42,6 +46,13 @@ from inference.settings import (
     SpeculativeSettings,
 )
 from inference.tools import ToolUse
+
+#: Deepest nesting of lists and objects in a request (a chat request with tools nests about 8 deep).
+MAX_JSON_DEPTH = 64
+#: Most stop strings a request may give (OpenAI's bound), and their longest, in characters: a stop string holds back
+#: as much streamed text as it is long, and each is looked for after every token.
+MAX_STOP_STRINGS = 4
+MAX_STOP_CHARS = 256
 
 #: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
 SYSTEM_ROLES = ("system", "developer")
@@ -178,12 +189,12 @@ def parse(model: type[BaseModel], body: bytes) -> Any:
     """The request ``body`` (JSON bytes) as ``model``.
 
     Raises:
-        APIError: 400: not JSON, not an object, or a field of the wrong type (``param`` names it, e.g.
-            ``messages[0].role``).
+        APIError: 400: not JSON, nested more than :data:`MAX_JSON_DEPTH` deep, not an object, or a field of the wrong
+            type (``param`` names it, e.g. ``messages[0].role``).
     """
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        data = bounded_json.loads(body, MAX_JSON_DEPTH)
+    except ValueError as error:  # not JSON, not UTF-8, or nested too deeply
         raise APIError(400, f"the request body is not valid JSON ({error}): send a JSON object", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}", code="invalid_json")
@@ -244,9 +255,12 @@ def _message_text(message: Message, index: int) -> str:
     return "".join(texts)
 
 
-def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
+def chat_request(
+    body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None, max_tokens: int | None = None
+) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
-    the others the conversation, in order (assistant tool calls and ``tool`` results included).
+    the others the conversation, in order (assistant tool calls and ``tool`` results included; ``defaults``,
+    ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
@@ -278,13 +292,13 @@ def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_
         if message.role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
             entry["tool_call_id"] = message.tool_call_id
         messages.append(entry)
-    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     if body.top_logprobs and not body.logprobs:
         raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     top = (body.top_logprobs or 0) if body.logprobs else None
     output = OutputSettings(grammar=response_format_grammar(body.response_format), logprobs=top)
-    settings = _settings(body, max_tokens, max_param, defaults, max_context, output, "top_logprobs")
+    settings = _settings(body, asked, max_param, defaults, max_context, output, "top_logprobs", max_tokens)
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
                              tools=tool_use(body.tools, body.tool_choice, body.parallel_tool_calls))
 
@@ -397,8 +411,11 @@ def response_format_grammar(value: Any) -> str | None:
         raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
 
 
-def completion_request(body: CompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
-    """The engine request of a text completion (the prompt continued as is, without the chat template).
+def completion_request(
+    body: CompletionRequest, defaults: GenerationSettings, max_context: int | None, max_tokens: int | None = None
+) -> GenerationRequest:
+    """The engine request of a text completion (the prompt continued as is, without the chat template;
+    ``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
         APIError: 400 naming the field: an empty prompt or several, ``echo``/``suffix``/``best_of``, ``n`` other
@@ -415,20 +432,61 @@ def completion_request(body: CompletionRequest, defaults: GenerationSettings, ma
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
     output = OutputSettings(logprobs=body.logprobs)
-    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs")
+    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs", max_tokens)
     return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)
 
 
 def _settings(
-    body: _GenerationFields, max_tokens: int | None, max_param: str, defaults: GenerationSettings,
-    max_context: int | None, output: OutputSettings, logprobs_param: str,
+    body: _GenerationFields,
+    asked_tokens: int | None,
+    max_param: str,
+    defaults: GenerationSettings,
+    max_context: int | None,
+    output: OutputSettings,
+    logprobs_param: str,
+    max_tokens: int | None = None,
 ) -> GenerationSettings:
     """The request's settings on top of the server's ``defaults`` (every sampling field the request leaves out),
-    validated (``max_context``: the model's bound of n_ctx; ``logprobs_param``: the field that asked for ``output``'s
-    alternatives)."""
+    validated.
+
+    Args:
+        body: the request; asked_tokens: its ``max_tokens`` (or ``max_completion_tokens``, then named by
+            ``max_param``), None when left out.
+        defaults: the server's settings: decoding, K, the rolling context, sampling, and the new tokens of a
+            request that asks none (``sampling.max_new_tokens``). Its ``context.n_ctx`` is the largest
+            ``specchat.n_ctx`` a request may ask (the server's ``--n-ctx``).
+        max_context: the model's largest n_ctx (None = unknown).
+        output: the grammar and log-probabilities asked for; logprobs_param: the field that asked for its
+            alternatives (``top_logprobs`` in a chat, ``logprobs`` in a completion).
+        max_tokens: the most new tokens one reply may generate (None = no cap): a request asking more gets this
+            many, and its reply ends with ``finish_reason`` ``length``.
+
+    Raises:
+        APIError: 400 naming the field: ``n`` other than 1, more than :data:`MAX_STOP_STRINGS` stop strings or one
+            longer than :data:`MAX_STOP_CHARS`, ``specchat.n_ctx`` above the server's, a setting out of range.
+    """
     if body.n not in (None, 1):
         raise APIError(400, f"n must be 1 (SpecChat generates one choice per request), got {body.n}", param="n")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    if len(stop) > MAX_STOP_STRINGS:
+        raise APIError(400, f"stop holds {len(stop)} strings: send at most {MAX_STOP_STRINGS}", param="stop",
+                       code="invalid_value")
+    if any(len(text) > MAX_STOP_CHARS for text in stop):
+        longest = max(len(text) for text in stop)
+        raise APIError(400, f"stop holds a string of {longest} characters: each may have at most {MAX_STOP_CHARS}",
+                       param="stop", code="invalid_value")
+    options = body.specchat or SpecChatOptions()
+    if options.n_ctx is not None and options.n_ctx > defaults.context.n_ctx:
+        raise APIError(
+            400,
+            f"specchat.n_ctx must be at most {defaults.context.n_ctx}, this server's n_ctx (its --n-ctx): ask for "
+            "less (the rolling context keeps a longer conversation going), or start the server with a larger --n-ctx",
+            param="specchat.n_ctx", code="invalid_value",
+        )  # fmt: skip
+    if asked_tokens is None:
+        asked_tokens = defaults.sampling.max_new_tokens
+    if max_tokens is not None:
+        asked_tokens = min(asked_tokens, max_tokens)
     top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,
@@ -439,14 +497,13 @@ def _settings(
             ("top_p", body.top_p),
             ("top_k", top_k),
             ("min_p", body.min_p),
-            ("max_new_tokens", max_tokens),
+            ("max_new_tokens", asked_tokens),
             ("presence_penalty", body.presence_penalty),
             ("frequency_penalty", body.frequency_penalty),
             ("repetition_penalty", body.repetition_penalty if body.repetition_penalty is not None else body.repeat_penalty),
             ("repeat_last_n", body.repeat_last_n),
         ) if value is not None},
     )
-    options = body.specchat or SpecChatOptions()
     context = ContextSettings(
         n_ctx=defaults.context.n_ctx if options.n_ctx is None else options.n_ctx,
         n_keep=defaults.context.n_keep if options.n_keep is None else options.n_keep,
@@ -461,7 +518,7 @@ def _settings(
     settings = GenerationSettings(decoding=decoding, sampling=sampling, context=context, speculative=speculative,
                                   output=output)
     try:
-        settings.validate(max_context)
+        settings.validate(defaults.context.n_ctx if max_context is None else min(max_context, defaults.context.n_ctx))
     except SettingError as error:
         raise setting_error(error, max_param, logprobs_param) from None
     return settings
