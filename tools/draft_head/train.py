@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     history: list[dict] = []
     first_epoch = 0
     if args.resume and checkpoint.is_file():
-        state = torch.load(checkpoint, map_location=args.device)
+        state = torch.load(checkpoint, map_location=args.device, weights_only=False)  # our own checkpoint: it holds NumPy RNG state
         head.load_state_dict(state["head"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
