@@ -174,11 +174,11 @@ def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None
     return emitted / cost if cost else None
 
 
-def summarize(runs: dict, ratios: dict, reps: int) -> dict:
+def summarize(runs: dict, ratios: dict, modes: list[str], reps: int) -> dict:
     """Per sampling x mode: medians over repetitions of tokens/s and speedup, and pooled acceptance figures."""
     table = {}
     for sampling in SAMPLINGS:
-        for mode in MODES:
+        for mode in modes:
             per_rep = []
             for rep in range(reps):
                 own = runs[(sampling, mode, rep)]
@@ -249,9 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, help="use the first N prompts (default: all)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
+                        help="modes to run, autoregressive first (default: all of " + ", ".join(MODES) + ")")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="longest reply (default 256)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
+    if "autoregressive" not in args.modes:
+        parser.error("--modes must include autoregressive: the speedups are measured against it")
     started = time.time()
     target_dir = ensure_default_model(4)
     engine = Engine(load_model(target_dir, "CPU", PrecisionSettings()), load_head(default_head_dir()))
@@ -260,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ids = [ChatSession(engine, messages=[{"role": "user", "content": p}]).prompt_ids() for _, p in prompts]
     costs = pass_costs(engine, plain, ids[0])
     del plain
-    modes = list(MODES)
+    modes = args.modes
     runs: dict = {}
     for rep in range(args.reps):
         for sampling in SAMPLINGS:
@@ -271,18 +275,18 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in modes[rotation:] + modes[:rotation]:
                     runs[(sampling, mode, rep)].append(run_one(engine, prompt_ids, settings_for(mode, sampling, index, args.max_tokens)))
                 print(f"rep {rep + 1}/{args.reps} {sampling}: prompt {index + 1}/{len(ids)}", file=sys.stderr, flush=True)
-    # runs were appended in prompt order for every mode, so index i is the same prompt in every list
-    results = {
-        "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {_cpu_name()}",
-        "command": "python bench/free_chat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": args.reps, "max_new_tokens": args.max_tokens,
-        "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
-        "pass_costs": costs, "table": summarize(runs, costs["ratio"], args.reps),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "free_chat.json").write_text(json.dumps(results, indent=1) + "\n")
-    (args.out / "FREE_CHAT.md").write_text(markdown(results))
+        # written after every repetition, so that an interrupted run leaves the repetitions it finished
+        results = {
+            "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {_cpu_name()}",
+            "command": "python bench/free_chat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": rep + 1,
+            "max_new_tokens": args.max_tokens, "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
+            "pass_costs": costs, "table": summarize(runs, costs["ratio"], modes, rep + 1),
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "free_chat.json").write_text(json.dumps(results, indent=1) + "\n")
+        (args.out / "FREE_CHAT.md").write_text(markdown(results))
     print(markdown(results))
     return 0
 
