@@ -1,4 +1,4 @@
-"""The remote backend (app/remote_backend.py) against the OpenAI-compatible stub on 127.0.0.1 (tests/remote_stub.py):
+"""The remote backend (app/backends/remote.py) against the OpenAI-compatible stub on 127.0.0.1 (tests/remote_stub.py):
 the text and statistics that arrive, the SpecChat extension, and the message of every error."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from helpers import run_coroutine
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, SERVED_MODEL, SPECCHAT_STATS, RemoteStub
 
-from app.inference_worker import GenerationRequest
-from app.remote_backend import RemoteBackend, RemoteError, RemoteModel, RemoteTarget, check_base_url
+from app.backends.protocol import GenerationRequest
+from app.backends.remote import RemoteBackend, RemoteError, RemoteModel, RemoteTarget, check_base_url
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings
 

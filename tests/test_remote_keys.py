@@ -1,4 +1,4 @@
-"""API keys of remote servers (app/remote_keys.py): a usable keyring holds them; without one, a file readable by the
+"""API keys of remote servers (app/backends/remote_keys.py): a usable keyring holds them; without one, a file readable by the
 user only does. Never the user's real keyring: each test sets its own backend."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import keyring.backend
 import keyring.backends.fail
 import pytest
 
-from app.remote_keys import KEYRING_SERVICE, keys_file, load_api_key, save_api_key
+from app.backends.remote_keys import KEYRING_SERVICE, keys_file, load_api_key, save_api_key
 
 URL = "http://gpu-box:8000/v1"
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from helpers import run_coroutine
 
-from app.inference_worker import InferenceWorker, ModelSpec
+from app.backends.worker import InferenceWorker, ModelSpec
 from app.server import create_app
 from app.server.protocol import (
     APIError,

@@ -16,7 +16,7 @@ import socket
 import sys
 from pathlib import Path
 
-from app.cli.commands import add_model_options, decoding_settings, model_folders
+from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.server.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
 
 #: Seconds Ctrl+C waits for open connections to close after their replies are cancelled.
@@ -95,7 +95,7 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int) -> None:
     import uvicorn
 
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
     from app.server import create_app
 
     worker = InferenceWorker(nice=0)  # no window to keep responsive: the inference thread runs at normal priority

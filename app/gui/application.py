@@ -56,7 +56,7 @@ def create_main_window(
     """
     from inference.devices import available_devices
 
-    from ..inference_worker import InferenceWorker
+    from ..backends.worker import InferenceWorker
     from .history_db import open_history
     from .main_window import MainWindow
     from .settings_store import SettingsStore

@@ -44,10 +44,10 @@ from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
 from inference.settings import Decoding, SamplingSettings
 
+from ..backends.remote import RemoteError
+from ..backends.remote_keys import LOCAL_SERVER, load_api_key, save_api_key
+from ..backends.worker import InferenceWorker, ModelInfo
 from ..background import TaskSet
-from ..inference_worker import InferenceWorker, ModelInfo
-from ..remote_backend import RemoteError
-from ..remote_keys import LOCAL_SERVER, load_api_key, save_api_key
 from .draft_speed import StepRates, draft_speed_ratio, is_slow
 from .history_db import HistoryDB, Message, read_export, write_error_text
 from .local_server import LocalServer, ServedModel
@@ -508,7 +508,7 @@ class MainWindow(QMainWindow):
 
     async def remote_dialog(self) -> bool:
         """Ask for a remote server (base URL, API key, model) and chat with it; True when one was chosen (its key
-        is stored by ``app.remote_keys``, never in the settings file)."""
+        is stored by ``app.backends.remote_keys``, never in the settings file)."""
         from .widgets.remote_dialog import ask_remote_server
 
         settings = self.settings

