@@ -2,7 +2,7 @@
 
     python tools/screenshot.py [--scene compare|chat|picker|settings|haiku] [--output specchat.png]
                                [--size 1366x768] [--prompt TEXT] [--decoding spec_lookup|spec_model]
-                               [--model NAME] [--switch-to NAME] [--n-ctx N]
+                               [--model NAME] [--switch-to NAME] [--n-ctx N] [--theme light|dark|system]
 
 ``compare`` (the default) runs one autoregressive vs speculative comparison; ``chat`` sends the prompt as a message
 and waits for the reply; ``picker`` opens the model picker's list. ``--model`` chats with an installed model (a
@@ -49,6 +49,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", default="", help="target model: an installed model's name (default: the default model)")
     parser.add_argument("--n-ctx", type=int, default=None, help="rolling-context size (a small model may need less)")
     parser.add_argument("--switch-to", default="", help="after the reply, choose this installed model (the chat's notice shows)")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), default="light", help="the window's theme (View > Theme)")
     return parser.parse_args(argv)
 
 
@@ -95,7 +96,7 @@ def _take(args: argparse.Namespace) -> int:
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
     settings = AppSettings(target_model=args.model).with_values(
         decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
-        precision=args.precision, kv_cache_precision=args.kv_cache_precision,
+        precision=args.precision, kv_cache_precision=args.kv_cache_precision, theme=args.theme,
         **({"n_ctx": args.n_ctx} if args.n_ctx else {}),
     )  # fmt: skip
     SettingsStore(workdir / "settings.json").save(settings)
@@ -116,12 +117,12 @@ def _take(args: argparse.Namespace) -> int:
         window.start()
         await window.wait_for_model()
         if args.scene == "picker":
-            window.focus_model_picker()
+            window.model_picker.open_list()
             await asyncio.sleep(0.8)  # the list opens and paints
             return 0
         status = await _reply(window, args)
         if status == 0 and args.switch_to:
-            window.choose_target(*window.choice_for(args.switch_to))
+            window.choice.choose_target(*window.choice.choice_for(args.switch_to))
             await window.wait_for_model()
             await asyncio.sleep(0.8)
         return status
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "--prompt", args.prompt, "--decoding", args.decoding,
                                      "--max-new-tokens", str(args.max_new_tokens), "--precision", args.precision,
                                      "--kv-cache-precision", args.kv_cache_precision, "--timeout", str(args.timeout),
-                                     "--model", args.model, "--switch-to", args.switch_to,
+                                     "--model", args.model, "--switch-to", args.switch_to, "--theme", args.theme,
                                      *(["--n-ctx", str(args.n_ctx)] if args.n_ctx else [])], args.size)  # fmt: skip
     return _take(args)
 

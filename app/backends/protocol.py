@@ -27,6 +27,9 @@ class GenerationRequest:
         fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
         prompt: raw text to continue without the chat template (a server's ``/v1/completions``); when given,
             ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
+        continue_text: the start of the assistant's reply to continue ("" = a new reply): a reply that stopped at
+            its length limit, continued by the window's Continue (``ChatSession.continue_reply``; the events carry
+            the new text only).
     """
 
     messages: list[dict]
@@ -34,6 +37,7 @@ class GenerationRequest:
     settings: GenerationSettings
     fresh_cache: bool = False
     prompt: str | None = None
+    continue_text: str = ""
 
 
 class ReplySource(Protocol):

@@ -221,6 +221,9 @@ class InferenceWorker:
                 self._engine.reset()
             if request.prompt is not None:
                 events = self._engine.generate(self._engine.target.encode(request.prompt), request.settings, 0, cancel)
+            elif request.continue_text:
+                session = ChatSession(self._engine, request.system_prompt, request.messages)
+                events = session.continue_reply(request.continue_text, request.settings, cancel)
             else:
                 events = ChatSession(self._engine, request.system_prompt, request.messages).reply(request.settings, cancel)
             for event in events:

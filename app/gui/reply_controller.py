@@ -44,6 +44,7 @@ from ..backends.worker import InferenceWorker
 from ..background import TaskSet
 from .history_db import HistoryDB, Message, write_error_text
 from .model_loader import ModelLoader
+from .reply_format import stopped_at_limit
 from .reply_recorder import ReplyRecorder
 from .settings_store import AppSettings
 
@@ -65,7 +66,8 @@ class ActiveReply:
     """The reply being generated (at most one at a time).
 
     Attributes:
-        conversation_id: its conversation; recorder: its text and statistics; compare: two runs;
+        conversation_id: its conversation; recorder: its text and statistics; compare: two runs; continued: the
+        text of the reply being continued ("" for a new reply);
         cancel: set to stop it; task: the coroutine generating it; closed: the window closed (nothing more is
         shown or recorded).
     """
@@ -73,6 +75,7 @@ class ActiveReply:
     conversation_id: int
     recorder: ReplyRecorder
     compare: bool
+    continued: str = ""
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task | None = None
     closed: bool = False
@@ -177,28 +180,54 @@ class ReplyController(QObject):
                 "as the database accepts it."
             )
 
-    def discard_reply(self, message_id: int) -> tuple[int, bool] | None:
-        """Delete a reply (the last one) to generate it again; returns its conversation id and whether it was a
-        comparison, or None when nothing was deleted (no such message, or a reply streams)."""
+    def regenerate(self, message_id: int) -> int | None:
+        """Generate a new version of a reply (the earlier one is kept as another version; a comparison is compared
+        again); returns its conversation id, or None when nothing was started (no such message, or a reply
+        streams)."""
         message = self.db.message(message_id)
         if message is None or self.active is not None:
             return None
-        self.db.delete_messages_from(message.conversation_id, message.position)
-        return message.conversation_id, "compare" in message.stats
-
-    def rewrite(self, message_id: int, text: str) -> int | None:
-        """Replace a user message's text and drop the messages after it; returns its conversation id, or None
-        when nothing was changed (no such message, or a reply streams)."""
-        message = self.db.message(message_id)
-        if message is None or self.active is not None:
-            return None
-        with self.db.transaction():  # both or neither: a failed write leaves the conversation as it was
-            self.db.update_message(message_id, content=text)
-            self.db.delete_messages_from(message.conversation_id, message.position + 1)
+        self.start_reply(message.conversation_id, "compare" in message.stats, replaces=message_id)
         return message.conversation_id
 
-    def start_reply(self, conversation_id: int, compare: bool = False) -> None:
-        """Generate a reply to the conversation as it is saved (``compare``: autoregressive, then speculative)."""
+    def rewrite(self, message_id: int, text: str) -> int | None:
+        """Save ``text`` as a new version of a user message (the earlier one, and what followed it, are kept as
+        another branch); returns its conversation id, or None when nothing was changed (no such message, or a reply
+        streams)."""
+        message = self.db.message(message_id)
+        if message is None or self.active is not None:
+            return None
+        self.db.add_message(message.conversation_id, "user", text, replaces=message_id)
+        return message.conversation_id
+
+    def continue_reply(self, message_id: int) -> str | None:
+        """Write more of a reply that stopped at its length limit (``reply_format.stopped_at_limit``), into the same
+        message; returns why it cannot be continued, or None when it started."""
+        if self.active is not None:
+            return "A reply is being generated: wait for it, or press Stop (Esc)."
+        message = self.db.message(message_id)
+        if message is None or not stopped_at_limit(message.stats, message.state):
+            return "Only a reply that stopped at its length limit can be continued."
+        settings = self._settings()
+        if settings.use_remote:
+            return "Continue works with the models on this computer: an OpenAI-compatible server cannot continue a reply."
+        extra = {"model": self.worker.describe_answer(), "target_model": settings.target_name}
+        recorder = ReplyRecorder(self.db, message, extra=extra, resume=True)
+        self.active = ActiveReply(message.conversation_id, recorder, False, continued=message.content)
+        self.started.emit(recorder.snapshot())
+        self.active.task = self._tasks.spawn(self._generate(self.active, settings, settings.generation.sampling.seed))
+        return None
+
+    def choose_version(self, message_id: int) -> int | None:
+        """Show this version of a message and its latest continuation; returns its conversation id, or None when
+        nothing changed (no such message, or a reply streams)."""
+        if self.active is not None:
+            return None
+        return self.db.select_version(message_id)
+
+    def start_reply(self, conversation_id: int, compare: bool = False, replaces: int | None = None) -> None:
+        """Generate a reply to the conversation as it is saved (``compare``: plain, then speculative decoding;
+        ``replaces``: a reply this one is a new version of)."""
         settings = self._settings()
         seed = settings.generation.sampling.seed
         if compare and seed is None:
@@ -208,7 +237,7 @@ class ReplyController(QObject):
         else:
             extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
         extra["target_model"] = settings.target_name  # the store name: each conversation remembers its model
-        message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming")
+        message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming", replaces=replaces)
         recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
         self.active = ActiveReply(conversation_id, recorder, compare)
         self.started.emit(recorder.snapshot())
@@ -288,6 +317,7 @@ class ReplyController(QObject):
                         system_prompt=conversation.system_prompt if conversation else "",
                         settings=settings.generation_settings(decoding, seed=seed),
                         fresh_cache=active.compare,
+                        continue_text=active.continued,
                     )
                     try:
                         async for events in source.generate(request, active.cancel):

@@ -93,6 +93,8 @@ class AppSettings:
             ``MODEL_DEFAULT`` follows the loaded model), "" once they were edited by hand.
         remote_url / remote_model: the remote OpenAI-compatible server last chosen (base URL taken as given, e.g.
             ``http://host:8000/v1``) and its model id; its API key is kept by ``app.backends.remote_keys``, never here.
+        theme: the window's colours, ``system`` (the desktop's light or dark scheme), ``light`` or ``dark``
+            (``app.gui.theme``; View > Theme).
         use_remote: replies come from that server (``app.backends.remote``) instead of the local target; the local
             model settings stay as they were, for switching back.
 
@@ -112,6 +114,7 @@ class AppSettings:
     remote_url: str = ""
     remote_model: str = ""
     use_remote: bool = False
+    theme: str = "system"
 
     @property
     def uses_draft_model(self) -> bool:
@@ -309,7 +312,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "remote_url": (str,),
     "remote_model": (str,),
     "use_remote": (bool,),
+    "theme": (str,),
 }
+#: The values of ``AppSettings.theme``.
+THEME_CHOICES = ("system", "light", "dark")
 _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
@@ -411,6 +417,7 @@ class SettingsStore:
             if (
                 not isinstance(value, allowed)
                 or (name == "decoding" and value not in DECODING_VALUES)
+                or (name == "theme" and value not in THEME_CHOICES)
                 or (name == "stop_strings" and not all(isinstance(item, str) for item in value))
             ):
                 self.warnings.append(f"setting {name} has an invalid value {stored[name]!r}; using the default")

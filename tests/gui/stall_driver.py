@@ -50,7 +50,7 @@ async def streaming(window, app) -> dict:
 
     await window.wait_for_model()
     other = long_conversation(window.db, "A long earlier chat", 40)
-    window.refresh_list()
+    window.conversations.refresh()
     await asyncio.sleep(0.3)
     actions = [("type", ch) for ch in "typing while it streams"]
     actions += [("scroll", v) for v in (0, 400, 0, 10_000)]
@@ -102,7 +102,7 @@ async def long_conversation_scenario(window, app) -> dict:
 
     await window.wait_for_model()  # loading is measured by its own scenario
     chat = long_conversation(window.db, "Very long chat", 120)
-    window.refresh_list()
+    window.conversations.refresh()
     await asyncio.sleep(0.3)
     view = window.chat_view
     bar = view.scroll_area.verticalScrollBar()
