@@ -29,14 +29,13 @@ WARM = threading.Event()
 
 
 def warm_up() -> None:
-    """Load pygments' lexers (a guess tries them all) and the themes' styles; call it off the GUI thread (its
+    """Load pygments' lexers (a guess tries them all) and the themes' token colours; call it off the GUI thread (its
     imports are Python code: the GIL passes to the GUI thread every few milliseconds)."""
     from pygments.lexers import guess_lexer as guess
-    from pygments.styles import get_style_by_name
 
     guess("int main(void) { return 0; }")
     for current in (theme.LIGHT, theme.DARK):
-        get_style_by_name(current.pygments)
+        _token_styles(current.pygments, current.code)  # (cached: each token's colour made readable once)
     WARM.set()
 
 

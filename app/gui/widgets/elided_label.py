@@ -17,10 +17,13 @@ class ElidedLabel(QLabel):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self._full = ""
-        self.setText(text)
+        if text:
+            self.setText(text)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
         """Show ``text`` (elided to the width)."""
+        if text == self._full:
+            return
         self._full = text
         self.setToolTip(text)
         self._elide()

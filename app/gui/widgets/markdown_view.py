@@ -154,6 +154,8 @@ def segments(markdown: str) -> list[Segment]:
     """Split Markdown at its fenced code blocks (CommonMark: a fence of 3+ backticks or tildes, indented up to 3
     spaces, closed by a fence of the same character at least as long; a fence never closed runs to the end, as
     while a reply streams). Text segments hold everything else; empty ones are left out."""
+    if "```" not in markdown and "~~~" not in markdown and "|" not in markdown:  # most replies: one stretch of text
+        return [Segment("text", 0, len(markdown), 0, markdown)] if markdown.strip() else []
     result: list[Segment] = []
     text_start = 0
     position = 0
@@ -446,7 +448,6 @@ class MarkdownView(QWidget):
         self._spans: list[list[int]] = []
         self._highlight = False
         self._plain = False
-        self._show_parts([("text", "", [], "", True)], plain=False)
 
     @property
     def markdown(self) -> str:

@@ -139,6 +139,8 @@ class MessageWidget(QFrame):
         if self.editor is not None:
             return
         self.editor = QPlainTextEdit()
+        self.editor.setTabChangesFocus(True)  # Tab goes on to Cancel and Save, as in the message box
+        self.editor.setAccessibleName("Edit your message")
         self.editor.setMinimumHeight(60)
         self.editor.setMaximumHeight(200)
         self.edit_bar = QWidget()
