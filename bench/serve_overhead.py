@@ -38,15 +38,21 @@ PROMPTS = [
     "Explain in detail how a bicycle gear system works, from the chain and derailleurs to the cassette.",
 ]
 BAR = 0.05
+#: The schema of the structured-output rows: two long strings, so that replies run to their token budget.
+SCHEMA = {"type": "object", "properties": {"title": {"type": "string"}, "text": {"type": "string"}},
+          "required": ["title", "text"], "additionalProperties": False}
 
 
-def in_process(engine, text: str, tokens: int) -> dict:
-    """One greedy reply by the engine here: TTFT (ms) and tokens/s, timed around its events."""
+def in_process(engine, text: str, tokens: int, schema: dict | None = None) -> dict:
+    """One greedy reply by the engine here (constrained to ``schema`` if given): TTFT (ms) and tokens/s, timed
+    around its events."""
     from inference.chat import ChatSession
+    from inference.constraints import json_schema_grammar
     from inference.events import Finished, TextDelta
-    from inference.settings import GenerationSettings, SamplingSettings
+    from inference.settings import GenerationSettings, OutputSettings, SamplingSettings
 
-    settings = GenerationSettings(sampling=SamplingSettings(max_new_tokens=tokens))
+    grammar = json_schema_grammar(schema) if schema is not None else None
+    settings = GenerationSettings(sampling=SamplingSettings(max_new_tokens=tokens), output=OutputSettings(grammar=grammar))
     start = time.perf_counter()
     times, stats = [], None
     for event in ChatSession(engine).send(text, settings):
@@ -57,11 +63,15 @@ def in_process(engine, text: str, tokens: int) -> dict:
     return _timing(start, times, stats.new_tokens, stats.text)
 
 
-def over_http(client, url: str, text: str, tokens: int) -> dict:
-    """One greedy streamed reply from an OpenAI-compatible server at ``url`` (``.../v1``), timed by the client
-    (an ``httpx.Client`` kept across requests, as an application's is: a new one costs its TLS set-up, 10-100 ms)."""
+def over_http(client, url: str, text: str, tokens: int, schema: dict | None = None) -> dict:
+    """One greedy streamed reply from an OpenAI-compatible server at ``url`` (``.../v1``), without a repetition
+    penalty (a server's default may have one), constrained to ``schema`` if given, timed by the client (an
+    ``httpx.Client`` kept across requests, as an application's is: a new one costs its TLS set-up, 10-100 ms)."""
     body = {"model": "default", "messages": [{"role": "user", "content": text}], "max_tokens": tokens,
-            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+            "temperature": 0, "repetition_penalty": 1.0, "repeat_penalty": 1.0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    if schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
     start = time.perf_counter()
     times, parts, new_tokens = [], [], None
     with client.stream("POST", f"{url}/chat/completions", json=body, timeout=600) as response:
@@ -139,16 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     model = ensure_default_model(4, progress=lambda m: print(m, file=sys.stderr))
     engine = Engine.load(model)
     warm_up(engine)  # as the server's worker does after loading
-    results = {"in-process": [], "specchat serve": []}
+    results = {"in-process": [], "specchat serve": [], "in-process, schema": [], "specchat serve, schema": []}
     with ServerProcess() as server, httpx.Client() as client:
-        over_http(client, server.url, "Hello", 4)  # the first request's one-time costs (HTTP connection, template)
-        in_process(engine, "Hello", 4)
+        for schema in (None, SCHEMA):  # the first request's one-time costs (HTTP connection, template, grammar)
+            over_http(client, server.url, "Hello", 4, schema)
+            in_process(engine, "Hello", 4, schema)
         for rep in range(args.repetitions):
             for prompt in PROMPTS:
                 text = f"[{rep}] {prompt}"
-                results["in-process"].append(in_process(engine, text, args.tokens))
-                results["specchat serve"].append(over_http(client, server.url, text, args.tokens))
-    same = all(a["text"] == b["text"] for a, b in zip(results["in-process"], results["specchat serve"]))
+                for schema, suffix in ((None, ""), (SCHEMA, ", schema")):
+                    results["in-process" + suffix].append(in_process(engine, text, args.tokens, schema))
+                    results["specchat serve" + suffix].append(over_http(client, server.url, text, args.tokens, schema))
+    pairs = [("in-process", "specchat serve"), ("in-process, schema", "specchat serve, schema")]
+    same = all(a["text"] == b["text"] for here, there in pairs for a, b in zip(results[here], results[there]))
     llama = _llama_server(args.tokens, args.repetitions)
     if isinstance(llama, list):
         results["llama-server"] = llama
@@ -164,10 +177,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {m['ttft_ms']:.1f} | {m['tokens_per_s']:.1f} | {m['tokens']:.0f} | {ratio:+.1%} |")
     if not isinstance(llama, list):
         print(f"llama-server: {llama}")
-    overhead = 1 - medians["specchat serve"]["tokens_per_s"] / base["tokens_per_s"]
-    ttft = medians["specchat serve"]["ttft_ms"] - base["ttft_ms"]
-    print(f"server overhead: {overhead:+.1%} tokens/s (bar {BAR:.0%}), {ttft:+.1f} ms TTFT; identical replies: {same}")
-    return 0 if overhead <= BAR and same else 1
+    overheads = []
+    for here, there in pairs:
+        overhead = 1 - medians[there]["tokens_per_s"] / medians[here]["tokens_per_s"]
+        ttft = medians[there]["ttft_ms"] - medians[here]["ttft_ms"]
+        print(f"{there}: overhead {overhead:+.1%} tokens/s (bar {BAR:.0%}), {ttft:+.1f} ms TTFT")
+        overheads.append(overhead)
+    plain, constrained = medians["in-process"]["tokens_per_s"], medians["in-process, schema"]["tokens_per_s"]
+    print(f"the grammar mask: {1e3 / constrained - 1e3 / plain:+.2f} ms per token in-process "
+          f"({constrained / plain - 1:+.1%} tokens/s); identical replies: {same}")
+    return 0 if max(overheads) <= BAR and same else 1
 
 
 if __name__ == "__main__":

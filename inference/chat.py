@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Iterator
 
 from .engine import Engine
-from .events import Event, Finished
+from .events import Event, Finished, TextDelta, ToolCalls
 from .exactness import FirstDifference, first_difference
 from .settings import GenerationSettings
+from .tools import ToolCallReader, ToolsUnsupportedError, ToolUse, tool_call_format
 
 
 def valid_text(text: str) -> str:
@@ -29,26 +31,48 @@ class ChatSession:
     Each ``send`` renders the whole history and hands it to ``Engine.generate``, which reuses the KV cache
     of the previous turns, so a follow-up only prefills its new tokens.
 
+    With ``tools``, the template renders them (Qwen2.5, Llama 3.1+ and other templates that know tools), the reply
+    follows the grammar of their calls (``inference.tools``) and its calls come as a ``ToolCalls`` event instead of
+    text.
+
     Args:
         engine: the engine that generates replies.
         system_prompt: text of the system message ("" = none; the template may add its own default).
-        messages: earlier messages as ``{"role": "user"|"assistant", "content": str}`` dicts.
+        messages: earlier messages as ``{"role": "user"|"assistant", "content": str}`` dicts; with tools also
+            assistant messages with ``tool_calls`` (``{"id", "type", "function": {"name", "arguments": dict}}``)
+            and ``{"role": "tool", "content", "tool_call_id"}`` results.
+        tools: the tools the replies may call, or None.
+
+    Raises:
+        ToolsUnsupportedError: ``tools`` given, but the target's chat template renders none.
     """
 
-    def __init__(self, engine: Engine, system_prompt: str = "", messages: list[dict] | None = None):
+    def __init__(
+        self, engine: Engine, system_prompt: str = "", messages: list[dict] | None = None, tools: ToolUse | None = None
+    ):
         self.engine = engine
         self.system_prompt = system_prompt
         self.messages: list[dict] = list(messages or [])
+        self.tools = tools
+        self._tool_format = None
+        if tools is not None:
+            self._tool_format = tool_call_format(engine.target.tokenizer.chat_template)
+            if self._tool_format is None:
+                raise ToolsUnsupportedError(
+                    f"the chat template of {engine.target.folder.name} renders no tools, so it cannot call them: use a "
+                    "model whose template does (Qwen2.5, Llama 3.1 or later, Mistral...), or leave tools out"
+                )
 
     def _conversation(self) -> list[dict]:
         """The messages the chat template renders, their text made valid Unicode (``valid_text``)."""
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return [{**message, "content": valid_text(message["content"])} for message in system + self.messages]
+        return [{**message, "content": valid_text(message.get("content") or "")} for message in system + self.messages]
 
     def prompt_ids(self) -> list[int]:
         """Token ids of the rendered conversation, ending with the assistant turn's opening."""
         tokenizer = self.engine.target.tokenizer
-        text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True)
+        tools = [dict(tool) for tool in self.tools.tools] if self.tools is not None else None
+        text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True, tools=tools)
         return self.engine.target.encode(text)
 
     def system_prompt_tokens(self) -> int:
@@ -85,9 +109,26 @@ class ChatSession:
         settings: GenerationSettings,
         cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
-        """Stream an assistant reply to the history as it is (used by ``send`` and to regenerate)."""
+        """Stream an assistant reply to the history as it is (used by ``send`` and to regenerate).
+
+        Raises:
+            GrammarError: a tool's parameters are not a schema llguidance can enforce.
+        """
         ids = self.prompt_ids()
+        reader = None
+        if self.tools is not None:
+            reader = ToolCallReader(self._tool_format)
+            if settings.output.grammar is None or self.tools.choice != "auto":
+                settings = replace(settings, output=replace(settings.output, grammar=self._tool_format.grammar(self.tools)))
         for event in self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel):
+            if reader is not None and isinstance(event, TextDelta):
+                event = replace(event, text=reader.push(event.text))
+            elif reader is not None and isinstance(event, Finished):
+                rest, calls = reader.finish()
+                if rest:
+                    yield TextDelta(text=rest, token_id=-1, from_draft=False)
+                if calls:
+                    yield ToolCalls(tuple(calls))
             if isinstance(event, Finished):
                 self.messages.append({"role": "assistant", "content": event.stats.text})
             yield event

@@ -9,10 +9,19 @@ Design rules:
   follow: ``feed`` after a prefill chunk, ``roll`` before the target's roll is applied to it, ``reset`` when the
   target's cache was emptied, and ``propose`` receives the target's cached tokens themselves. Rejected drafts are
   never fed: the next ``propose`` shows what the target kept.
+* **Draft through the reply's rules.** A drafter that scores the vocabulary passes the logits of draft i through
+  ``penalties.apply(logits, drafts_before_i)`` before choosing from them (argmax, or ``warp`` and ``sample``, whose
+  distribution it returns): the repetition, presence and frequency penalties and a structured-output grammar
+  (-inf on what the grammar forbids) then shape its drafts as they shape the target's row i, and its q is the
+  distribution it really sampled from. A full-vocabulary row always keeps a finite logit (the grammar allows EOS at
+  worst); a drafter with a pruned vocabulary must stop drafting where none of its tokens is left finite. The engine also cuts every proposal at the first token the grammar
+  forbids (``ReplyPenalties.allowed_drafts``), so a drafter that cannot score (prompt lookup) needs nothing.
 
 Drafters:
 
 * ``ModelDrafter``: a small draft model with its own KV cache (Leviathan et al., arXiv 2211.17192, section 3).
+* ``HeadDrafter``: a draft head reading the target's own hidden states (EAGLE, Li et al., arXiv 2401.15077), with
+  its own one-layer KV cache; its drafts range over a frequent-token vocabulary (``draft_head``).
 * ``PromptLookupDrafter``: no model; copies the continuation of the latest earlier occurrence of the last
   n-gram of the conversation (Saxena, "Prompt Lookup Decoding", 2023; llama.cpp's ``lookup`` example).
 """
@@ -23,6 +32,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from .draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, LoadedHead
 from .kv_cache import KVCache
 from .model import LoadedModel
 from .penalties import ReplyPenalties
@@ -65,8 +75,8 @@ class Drafter(Protocol):
             n_ctx: rolling-context size (the caller guarantees ``len(context) + k - 1 <= n_ctx``).
             sampling: the reply's sampling settings.
             rng: random generator shared with the acceptance test.
-            penalties: the reply's penalties; draft i is chosen from logits penalized with the drafts before it,
-                as the target's verification row i is.
+            penalties: the reply's penalties and grammar; draft i is chosen from ``penalties.apply(logits, drafts
+                before it)``, as the target's verification row i is; stop where that leaves no finite logit.
 
         Returns:
             ``(tokens, probs)``: at most k token ids (possibly none), and the float64 ``[len(tokens), vocab]``
@@ -126,8 +136,9 @@ class ModelDrafter:
     ) -> tuple[list[int], np.ndarray | None]:
         """Draft exactly ``k`` tokens after ``context``, one draft-model pass each (see ``Drafter.propose``).
 
-        Greedy sampling drafts the argmax of the penalized logits; otherwise each draft is sampled from the warped
-        penalized draft distribution, returned as float64 ``[k, vocab]`` (None when greedy).
+        Greedy sampling drafts the argmax of the penalized (and grammar-masked) logits; otherwise each draft is
+        sampled from the warped penalized draft distribution, returned as float64 ``[k, vocab]`` (None when greedy).
+        The grammar always leaves a full-vocabulary row a token (EOS at worst, ``GrammarMask.allowed``).
         """
         logits = self._feed(context, n_ctx)
         if logits is None:  # context already cached: recompute the last position
@@ -164,6 +175,113 @@ class ModelDrafter:
         logits = self.cache.forward(missing, n_ctx)
         self._synced = len(self.cache)
         return logits[-1]
+
+
+class HeadDrafter:
+    """Proposes tokens with a draft head that reads the target's hidden states (see ``draft_head``).
+
+    Head position ``j`` is computed from the target's hidden state ``h_j`` and the token ``x_{j+1}`` after it
+    (so the head's KV cache lists ``x_{j+1}`` as its token at ``j``), and predicts ``x_{j+2}`` and ``h_{j+1}``.
+    To draft after the context ``x_0 .. x_n`` (``x_n`` the pending token) it first computes every position up to
+    ``n - 1`` it lacks, from the target's cached hidden states (``KVCache.rows``); its output there drafts
+    ``x_{n+1}``; each further draft feeds the head's own predicted hidden state and the previous draft at the next
+    position. Those positions are rolled back (masked) before the next call, which recomputes them from the
+    target's real hidden states once the target has cached them.
+
+    Drafts have probability 0 outside the head's vocabulary, so speculative sampling stays exact: a token there is
+    never drafted, and the target's resampling distribution covers it (Leviathan et al., arXiv 2211.17192,
+    section 3.3).
+
+    Args:
+        head: the loaded head.
+        target_cache: the target's KV cache, which keeps its hidden states (``kept_output``).
+        vocab_size: the target's vocabulary size (width of the draft distributions).
+        slack: dead KV slots tolerated past n_ctx before they are squeezed out.
+    """
+
+    def __init__(self, head: LoadedHead, target_cache: KVCache, vocab_size: int, slack: int = 64):
+        self.cache = KVCache(head.compiled, head.rope, slack)
+        self._target = target_cache
+        self._vocab = head.vocab
+        self._vocab_size = vocab_size
+        self._valid = 0  # head positions computed from the target's hidden states (none from drafts)
+
+    def reset(self) -> None:
+        """Forget everything (the target's cache was reset)."""
+        self.cache.reset()
+        self._valid = 0
+
+    def feed(self, target_tokens: list[int], n_ctx: int) -> None:
+        """Compute the head positions the target's cached tokens allow (all but the last, whose next token is
+        not known yet)."""
+        self._catch_up(target_tokens, len(target_tokens) - 1, n_ctx)
+
+    def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
+        """Drop and shift the same positions as the target (StreamingLLM, arXiv 2309.17453, section 3.2).
+
+        The head position ``n_keep - 1`` keeps the token that followed it before the roll; it is not recomputed
+        (one stale entry in a draft's attention, never in the output)."""
+        self.cache.truncate(self._valid)
+        self.cache.roll(n_keep, n_discard)
+        self._valid = len(self.cache)
+
+    def propose(
+        self,
+        context: list[int],
+        k: int,
+        n_ctx: int,
+        sampling: SamplingSettings,
+        rng: np.random.Generator,
+        penalties: ReplyPenalties,
+    ) -> tuple[list[int], np.ndarray | None]:
+        """Draft up to ``k`` tokens after ``context``, one head pass each (see ``Drafter.propose``).
+
+        Greedy sampling drafts the argmax of the penalized (and grammar-masked) logits; otherwise each draft is
+        sampled from the warped penalized distribution (0 outside the head's vocabulary), returned as float64
+        ``[len(tokens), vocab]``. Drafting stops early where the grammar leaves no token of the head's vocabulary.
+        """
+        cached = len(context) - 1
+        outputs = self._catch_up(context, cached, n_ctx)
+        if outputs is None:  # position cached - 1 already computed: recompute it for its outputs
+            self.cache.truncate(cached - 1)
+            self._valid = cached - 1
+            outputs = self._catch_up(context, cached, n_ctx)
+        logits, hidden = outputs
+        tokens: list[int] = []
+        probs: list[np.ndarray] = []
+        for i in range(k):
+            full = np.full(self._vocab_size, -np.inf, dtype=np.float32)
+            full[self._vocab] = logits
+            full = penalties.apply(full, tokens)
+            if not np.isfinite(full[self._vocab]).any():  # the grammar forbids every token of the vocabulary
+                break
+            if sampling.greedy:
+                token = int(np.argmax(full))
+            else:
+                dist = warp(full, sampling)
+                token = sample(dist, rng)
+                probs.append(dist)
+            tokens.append(token)
+            if i + 1 < k:
+                logits = self.cache.forward([token], n_ctx, inputs={HIDDEN_INPUT: hidden[None, None]})[-1]
+                hidden = self.cache.output(DRAFT_HIDDEN)[-1]
+        return tokens, (np.stack(probs) if probs else None)
+
+    def _catch_up(self, context: list[int], upto: int, n_ctx: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Compute head positions ``[valid, upto)`` from the target's hidden states and the tokens after them;
+        return the draft-vocabulary logits and predicted hidden state of position ``upto - 1``, or None when
+        there was nothing to compute."""
+        common = _common_prefix(self.cache.tokens, context[1:], min(self._valid, len(self.cache)))
+        self._valid = min(self._valid, common)
+        self.cache.truncate(self._valid)
+        start = self._valid
+        if start >= upto:
+            return None
+        hidden = self._target.rows(start, upto)
+        logits = self.cache.forward(context[start + 1 : upto + 1], n_ctx, last_only=True,
+                                    inputs={HIDDEN_INPUT: hidden[None]})[-1]
+        self._valid = upto
+        return logits, self.cache.output(DRAFT_HIDDEN)[-1]
 
 
 class PromptLookupDrafter:

@@ -30,15 +30,17 @@ from typing import Generator, Iterator, Sequence
 import numpy as np
 
 from .adaptive_k import AdaptiveK
+from .constraints import GrammarMask
 from .detokenizer import IncrementalDetokenizer
-from .drafting import Drafter, ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
+from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
+from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
+from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta, TokenLogprob
 from .kv_cache import KVCache
-from .model import LoadedModel, check_same_tokenizer, load_model
+from .model import HIDDEN_STATES, LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
-from .sampling import accept_drafts, next_token
+from .sampling import accept_drafts, logprobs, most_likely, next_token
 from .settings import (
     MIN_N_CTX,
     ContextSettings,
@@ -49,6 +51,7 @@ from .settings import (
     check_threads,
 )
 from .stop_strings import StopStringFilter
+from .vocabulary import vocabulary
 
 # Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
 # +790 MB for 4,096.
@@ -79,19 +82,30 @@ class Engine:
 
     Args:
         target: the loaded target model.
-        draft: an optional loaded draft model (same tokenizer as the target).
+        draft: an optional draft: a loaded draft model (same tokenizer as the target), or a draft head trained for
+            the target (``draft_head``); ``Decoding.DRAFT_MODEL`` drafts with either.
 
     Raises:
-        TokenizerMismatchError: the draft's tokenizer differs from the target's.
+        TokenizerMismatchError: the draft's tokenizer differs from the target's, or the head does not fit it.
     """
 
-    def __init__(self, target: LoadedModel, draft: LoadedModel | None = None):
-        if draft is not None:
+    def __init__(self, target: LoadedModel, draft: LoadedModel | LoadedHead | None = None):
+        head = isinstance(draft, LoadedHead)
+        if head:
+            check_head_fits(target, draft)
+        elif draft is not None:
             check_same_tokenizer(target, draft)
         self.target = target
         self.draft = draft
-        self._cache = KVCache(target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled)
-        self._model_drafter = ModelDrafter(draft, KV_SLACK) if draft is not None else None
+        self._cache = KVCache(
+            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled,
+            kept_output=HIDDEN_STATES if head else None,
+        )
+        self._model_drafter: Drafter | None = None
+        if head:
+            self._model_drafter = HeadDrafter(draft, self._cache, target.vocab_size, KV_SLACK)
+        elif draft is not None:
+            self._model_drafter = ModelDrafter(draft, KV_SLACK)
         self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
         self._rolled = False
         self._lock = threading.Lock()
@@ -110,7 +124,8 @@ class Engine:
         """Load a target (and optional draft) model folder and build an engine; see ``model.load_model``.
 
         The target is compiled with ``precision`` (exact by default); the draft with its device's defaults, since
-        its rounding changes only which tokens are proposed, never the output.
+        its rounding changes only which tokens are proposed, never the output. A ``draft_dir`` holding a draft
+        head (``draft_head.is_head_folder``) is loaded as one.
 
         Raises:
             SettingError: ``num_threads`` outside [1, logical CPUs] (``settings.check_threads``); and as
@@ -119,7 +134,9 @@ class Engine:
         check_threads(num_threads)
         target = load_model(target_dir, device, precision, num_threads)
         draft = None
-        if draft_dir is not None:
+        if draft_dir is not None and is_head_folder(draft_dir):
+            draft = load_head(draft_dir, draft_device or device, num_threads)
+        elif draft_dir is not None:
             draft = load_model(draft_dir, draft_device or device, None, num_threads)
         return cls(target, draft)
 
@@ -172,6 +189,7 @@ class Engine:
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
                 it), draft-model decoding without a draft model, or a system prompt too long for n_keep="auto".
+            GrammarError (a ValueError): ``settings.output.grammar`` does not compile for this model's tokenizer.
             RopeUnsupportedError: a roll is needed but the model's RoPE cannot be shifted.
             RuntimeError: another generation is running on this engine.
         """
@@ -185,11 +203,12 @@ class Engine:
         models = self._models(settings.decoding)
         self._check_window(settings.context.n_ctx, models)
         n_keep, n_discard = settings.context.resolve(system_prompt_tokens)
+        grammar = GrammarMask(self.target, settings.output.grammar) if settings.output.grammar is not None else None
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
         try:
-            for event in self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, cancel):
+            for event in self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, grammar, cancel):
                 finished = isinstance(event, Finished)  # a consumer may stop reading once it has the last event
                 yield event
         finally:
@@ -303,6 +322,7 @@ class Engine:
         models: list[LoadedModel],
         n_keep: int,
         n_discard: int,
+        grammar: GrammarMask | None,
         cancel: threading.Event | None,
     ) -> Iterator[Event]:
         """Prefill, choose the first token, then one ``_speculative_step`` per step until the reply ends."""
@@ -312,7 +332,7 @@ class Engine:
         drafter = self._drafter(settings)
         stats = GenerationStats(
             mode=settings.decoding.mode,
-            drafter=settings.decoding.drafter,
+            drafter="head" if isinstance(drafter, HeadDrafter) else settings.decoding.drafter,
             prompt_tokens=len(prompt_ids),
             prefilled_tokens=len(prompt_ids) - reused,
             precision=self.target.precision.describe(),
@@ -330,8 +350,8 @@ class Engine:
             return
         rng = np.random.default_rng(sampling.seed)
         speculative = settings.speculative
-        reply = _ReplyStream(self.target, sampling, cancel)
-        penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens)
+        reply = _ReplyStream(self.target, sampling, settings.output.logprobs, cancel)
+        penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
         decode = _Decode(
             drafter=drafter,
@@ -348,7 +368,7 @@ class Engine:
         self.last_logits = logits
         first_token_at = time.perf_counter()
         stats.ttft_ms = (first_token_at - start) * 1e3
-        yield from reply.emit([decode.pending], from_draft=False)
+        yield from reply.emit([decode.pending], from_draft=False, logits=logits[None])
         while reply.stop_reason is None:
             if cancel is not None and cancel.is_set():
                 reply.stop_reason = "cancelled"
@@ -381,6 +401,8 @@ class Engine:
 
         Penalties (``ReplyPenalties``) see the reply as emitted so far, which ends with the pending token: target
         row i and draft i are penalized with it and the drafts before i, as autoregressive decoding would be there.
+        A grammar masks the same rows the same way, and the drafts it forbids are dropped before the pass (from the
+        first forbidden one on: the target would reject it).
         """
         step_start = time.perf_counter()
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
@@ -390,6 +412,9 @@ class Engine:
         if k > 0:  # adaptive K is 0 without a drafter
             context = self._cache.tokens + [pending]
             drafts, draft_probs = decode.drafter.propose(context, k, n_ctx, sampling, decode.rng, decode.penalties)
+            allowed = decode.penalties.allowed_drafts(drafts)
+            if allowed < len(drafts):
+                drafts, draft_probs = drafts[:allowed], None if draft_probs is None else draft_probs[:allowed]
         draft_end = time.perf_counter()
         cached_before = len(self._cache)
         logits = decode.penalties.rows(self._cache.forward([pending] + drafts, n_ctx), drafts)
@@ -397,8 +422,8 @@ class Engine:
         accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
         self.last_logits = logits[accepted]
         emitted_before = len(reply.tokens)
-        yield from reply.emit(drafts[:accepted], from_draft=True)
-        yield from reply.emit([correction], from_draft=False)
+        yield from reply.emit(drafts[:accepted], from_draft=True, logits=logits[:accepted])
+        yield from reply.emit([correction], from_draft=False, logits=logits[accepted : accepted + 1])
         emitted = len(reply.tokens) - emitted_before
         fed = 1 + min(accepted, emitted)
         self._cache.truncate(cached_before + fed)
@@ -443,26 +468,61 @@ class Engine:
         """
         if len(token_ids) < 2:
             raise ValueError("scoring needs at least 2 tokens")
+        tokens = list(map(int, token_ids))
+        scores = np.empty(len(tokens) - 1)
+        for done, log_probs in self._scored_passes(tokens, context, chunk):
+            targets = tokens[done + 1 : done + 1 + len(log_probs)]
+            scores[done : done + len(log_probs)] = log_probs[np.arange(len(log_probs)), targets]
+        return scores
+
+    def prompt_logprobs(
+        self, token_ids: Sequence[int], context: ContextSettings, top: int, chunk: int = SCORE_CHUNK
+    ) -> list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]:
+        """Each token's log-probability given the ones before it, and the ``top`` most likely tokens there (an
+        OpenAI completion's ``echo`` with ``logprobs``): the model's own distribution, without penalties or
+        temperature, under the rolling context as ``score`` computes it. The KV cache is reset before and after.
+
+        Args:
+            token_ids: the prompt's ids; context: as for ``score``; top: alternatives per token (0-20).
+
+        Returns:
+            For tokens 1 .. N-1 (none for a one-token prompt): ``(the token's TokenLogprob, its alternatives, most
+            likely first)``.
+
+        Raises:
+            ValueError: an invalid context setting; VocabularyError: an unknown detokenizer.
+        """
+        tokens = list(map(int, token_ids))
+        pieces = vocabulary(self.target).pieces
+        out = []
+        for done, log_probs in self._scored_passes(tokens, context, chunk):
+            for row, token in zip(log_probs, tokens[done + 1 : done + 1 + len(log_probs)]):
+                alternatives = tuple(TokenLogprob(int(i), pieces[i], float(row[i])) for i in most_likely(row, top))
+                out.append((TokenLogprob(token, pieces[token], float(row[token])), alternatives))
+        return out
+
+    def _scored_passes(
+        self, tokens: list[int], context: ContextSettings, chunk: int
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """Feed ``tokens`` but the last in passes of at most ``chunk``, rolling as autoregressive decoding would;
+        yields ``(start, log_probs)``: float64 ``[n, vocab]`` log-softmax rows scoring tokens ``start + 1 ..``."""
         context.validate(self.target.max_position_embeddings)
         self._check_window(context.n_ctx, [self.target])
         n_keep, n_discard = context.resolve()
-        tokens = list(map(int, token_ids))
         self.reset()
-        scores = np.empty(len(tokens) - 1)
-        done = 0
-        while done < len(tokens) - 1:
-            if len(self._cache) >= context.n_ctx:
-                self._check_can_roll([self.target])
-                self._cache.roll(n_keep, n_discard)
-            part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
-            logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
-            peak = logits.max(axis=-1, keepdims=True)
-            log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=-1))
-            targets = tokens[done + 1 : done + 1 + len(part)]
-            scores[done : done + len(part)] = logits[np.arange(len(part)), targets] - log_norm
-            done += len(part)
-        self.reset()
-        return scores
+        try:
+            done = 0
+            while done < len(tokens) - 1:
+                if len(self._cache) >= context.n_ctx:
+                    self._check_can_roll([self.target])
+                    self._cache.roll(n_keep, n_discard)
+                part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
+                logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
+                peak = logits.max(axis=-1, keepdims=True)
+                yield done, logits - (peak + np.log(np.exp(logits - peak).sum(axis=-1, keepdims=True)))
+                done += len(part)
+        finally:
+            self.reset()
 
     def pass_shape_noise(
         self,
@@ -583,9 +643,14 @@ class _Decode:
 
 
 class _ReplyStream:
-    """Turns generated token ids into TextDelta events and decides when the reply ends."""
+    """Turns generated token ids into TextDelta events (with their log-probabilities when ``top_logprobs`` is not
+    None) and decides when the reply ends."""
 
-    def __init__(self, model: LoadedModel, sampling: SamplingSettings, cancel: threading.Event | None):
+    def __init__(
+        self, model: LoadedModel, sampling: SamplingSettings, top_logprobs: int | None, cancel: threading.Event | None
+    ):
+        self._sampling, self._top_logprobs = sampling, top_logprobs
+        self._pieces = vocabulary(model).pieces if top_logprobs is not None else []
         self._eos = set() if sampling.ignore_eos else model.eos_token_ids
         self._max = sampling.max_new_tokens
         self._detokenizer = IncrementalDetokenizer(model.tokenizer)
@@ -595,9 +660,16 @@ class _ReplyStream:
         self.text = ""
         self.stop_reason: str | None = None
 
-    def emit(self, token_ids: list[int], from_draft: bool) -> Iterator[TextDelta]:
-        """Yield a TextDelta per token until the reply ends (EOS, stop string, max_new_tokens, cancel)."""
-        for token in token_ids:
+    def emit(self, token_ids: list[int], from_draft: bool, logits: np.ndarray) -> Iterator[TextDelta]:
+        """Yield a TextDelta per token until the reply ends (EOS, stop string, max_new_tokens, cancel); ``logits``
+        (float32 ``[len(token_ids), vocab]``, penalized) are those each token was chosen from."""
+        scores = [(None, ())] * len(token_ids)
+        if self._top_logprobs is not None:
+            scores = [
+                (self._scored(token, logprob), tuple(self._scored(i, value) for i, value in top))
+                for token, (logprob, top) in zip(token_ids, logprobs(logits, token_ids, self._sampling, self._top_logprobs))
+            ]
+        for token, (logprob, top) in zip(token_ids, scores):
             if self.stop_reason is not None:
                 return
             if token in self._eos:
@@ -606,13 +678,16 @@ class _ReplyStream:
             self.tokens.append(token)
             text = self._stops.push(self._detokenizer.push(token))
             self.text += text
-            yield TextDelta(text=text, token_id=token, from_draft=from_draft)
+            yield TextDelta(text=text, token_id=token, from_draft=from_draft, logprob=logprob, top_logprobs=top)
             if self._stops.stopped:
                 self.stop_reason = "stop_string"
             elif len(self.tokens) >= self._max:
                 self.stop_reason = "max_new_tokens"
             elif self._cancel is not None and self._cancel.is_set():
                 self.stop_reason = "cancelled"
+
+    def _scored(self, token: int, logprob: float) -> TokenLogprob:
+        return TokenLogprob(int(token), self._pieces[token], logprob)
 
     def flush(self) -> Iterator[TextDelta]:
         """Yield the text held back by the stop-string filter, if any."""

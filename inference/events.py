@@ -6,6 +6,20 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """A token and its log-probability (natural log).
+
+    Attributes:
+        token_id: the token's id; piece: its bytes (a special token's name, e.g. ``b"<|im_end|>"``), which may be
+        part of a multi-byte character; logprob: its log-probability, <= 0 (-inf where a grammar forbids it).
+    """
+
+    token_id: int
+    piece: bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
 class TextDelta:
     """New reply text.
 
@@ -13,11 +27,17 @@ class TextDelta:
         text: the characters this token completed (may be "" while a UTF-8 character is incomplete).
         token_id: the generated token id.
         from_draft: True when the token was proposed by the drafter and accepted by the target ("free").
+        logprob: the token's log-probability under the target's distribution it was chosen from, after penalties,
+            grammar and temperature (temperature 1 when greedy), before top-k/top-p/min-p (``sampling.logprobs``);
+            None unless ``OutputSettings.logprobs`` asked for it.
+        top_logprobs: the ``OutputSettings.logprobs`` most likely tokens there, most likely first.
     """
 
     text: str
     token_id: int
     from_draft: bool
+    logprob: TokenLogprob | None = None
+    top_logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,7 +108,7 @@ class GenerationStats:
     """Summary of one reply.
 
     Attributes:
-        mode: ``ar`` or ``spec``; drafter: ``model``, ``lookup`` or None.
+        mode: ``ar`` or ``spec``; drafter: ``model``, ``head`` (a draft head), ``lookup`` or None.
         prompt_tokens: tokens of the whole rendered prompt; prefilled_tokens: those actually computed (the
             rest came from the cached prefix of earlier turns).
         new_tokens: tokens generated.
@@ -133,10 +153,40 @@ class GenerationStats:
 
 
 @dataclass(frozen=True)
+class PromptScored:
+    """The prompt's tokens with their log-probabilities (an OpenAI completion's ``echo`` with ``logprobs``), yielded
+    before the reply's events by a front end that asked for them (``Engine.prompt_logprobs``).
+
+    Attributes:
+        first: the first prompt token's bytes (nothing before it scores it).
+        tokens: for every later prompt token, ``(its TokenLogprob, the most likely tokens there)``.
+    """
+
+    first: bytes
+    tokens: tuple[tuple[TokenLogprob, tuple[TokenLogprob, ...]], ...]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call of a tool read from a reply: the function's ``name`` and its ``arguments`` (parsed JSON, an object)."""
+
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """The tool calls a reply made (``inference.tools``), yielded just before ``Finished`` by a chat given tools;
+    the text of the calls was not yielded as ``TextDelta``."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
 class Finished:
     """The last event of a reply."""
 
     stats: GenerationStats
 
 
-Event = PromptOverflow | TextDelta | StepStats | ContextRolled | Finished
+Event = PromptOverflow | PromptScored | TextDelta | StepStats | ContextRolled | ToolCalls | Finished

@@ -51,6 +51,9 @@ class KVCache:
         slack: how many dead slots may accumulate beyond ``n_ctx`` before they are squeezed out.
         window: the model's sliding-window size in tokens, or None; the physical length never exceeds it.
         prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, or None.
+        kept_output: the name of an output with one row per fed token (the target's hidden states, which a draft
+            head reads) whose rows are kept for every cached token (``rows``), or None. Ignored when the model
+            has no such output.
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class KVCache:
         slack: int = 64,
         window: int | None = None,
         prefill_model: ov.CompiledModel | None = None,
+        kept_output: str | None = None,
     ):
         self._request = compiled_model.create_infer_request()
         self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
@@ -69,6 +73,9 @@ class KVCache:
         input_names = {name for port in compiled_model.inputs for name in port.get_names()}
         self._has_beam_idx = "beam_idx" in input_names
         self._has_logits_to_keep = "logits_to_keep" in input_names
+        output_names = {name for port in compiled_model.outputs for name in port.get_names()}
+        self._kept_output = kept_output if kept_output in output_names else None
+        self._rows = np.zeros((0, 0), dtype=np.float32)  # [capacity, width]: kept_output's row of each cached token
         self.tokens: list[int] = []
         self._slots: list[int] = []
         self._alive = np.zeros(0, dtype=np.int64)
@@ -92,7 +99,13 @@ class KVCache:
         self.tokens, self._slots = [], []
         self._alive = np.zeros(0, dtype=np.int64)
 
-    def forward(self, token_ids: list[int], n_ctx: int | None = None, last_only: bool = False) -> np.ndarray:
+    def forward(
+        self,
+        token_ids: list[int],
+        n_ctx: int | None = None,
+        last_only: bool = False,
+        inputs: dict[str, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """Feed tokens at the next logical positions and return their logits.
 
         Args:
@@ -100,6 +113,7 @@ class KVCache:
             n_ctx: when given, dead slots are squeezed out first if the physical length would pass
                 ``n_ctx + slack``. The caller must have rolled so that ``len(self) + len(token_ids) <= n_ctx``.
             last_only: compute and return only the last row (a prefill needs nothing else).
+            inputs: further model inputs by name (a draft head's ``hidden_states``, ``[1, len(token_ids), ...]``).
 
         Returns:
             float32 ``[len(token_ids), vocab]`` logits (``[1, vocab]`` with last_only), a copy; row i predicts
@@ -107,7 +121,25 @@ class KVCache:
         """
         self._make_room(len(token_ids), n_ctx)
         self._take_states_back()
-        return self._infer(self._request, token_ids, last_only)
+        return self._infer(self._request, token_ids, last_only, inputs)
+
+    def output(self, name: str) -> np.ndarray:
+        """A copy of output ``name`` of the last ``forward`` pass, without its batch axis (e.g. float32
+        ``[rows, hidden]``)."""
+        return self._request.get_tensor(name).data[0].copy()
+
+    def rows(self, start: int, end: int) -> np.ndarray:
+        """The kept output's rows of cached tokens ``[start, end)``: float32 ``[end - start, width]``, a view
+        valid until the next pass (see ``kept_output``).
+
+        Raises:
+            ValueError: the cache keeps no output, or the range is not within the cached tokens.
+        """
+        if self._kept_output is None:
+            raise ValueError("this KV cache keeps no per-token output")
+        if not 0 <= start <= end <= len(self.tokens):
+            raise ValueError(f"rows [{start}, {end}) are not cached (the cache holds {len(self.tokens)} tokens)")
+        return self._rows[start:end]
 
     def prefill(self, token_ids: list[int], n_ctx: int | None = None, upcoming: int = 0) -> np.ndarray:
         """Like ``forward(token_ids, n_ctx, last_only=True)``, computed by the fast prefill copy when it pays.
@@ -163,7 +195,9 @@ class KVCache:
         if limit is not None and self.physical_length + count > limit:
             self.compact()
 
-    def _infer(self, request: ov.InferRequest, token_ids: list[int], last_only: bool) -> np.ndarray:
+    def _infer(
+        self, request: ov.InferRequest, token_ids: list[int], last_only: bool, inputs: dict | None = None
+    ) -> np.ndarray:
         count = len(token_ids)
         start = len(self.tokens)
         first_slot = self.physical_length
@@ -175,11 +209,25 @@ class KVCache:
             request.set_tensor("beam_idx", ov.Tensor(np.zeros(1, dtype=np.int32)))
         if self._has_logits_to_keep:
             request.set_tensor("logits_to_keep", ov.Tensor(np.array([1 if last_only else count], dtype=np.int64)))
+        for name, value in (inputs or {}).items():
+            request.set_tensor(name, ov.Tensor(np.ascontiguousarray(value)))
         request.infer()
         self._alive = mask[0]
         self.tokens.extend(int(t) for t in token_ids)
         self._slots.extend(range(first_slot, first_slot + count))
+        if self._kept_output is not None:
+            self._keep_rows(start, request.get_tensor(self._kept_output).data[0])
         return request.get_tensor("logits").data[0, -1 if last_only else -count :].copy()
+
+    def _keep_rows(self, start: int, rows: np.ndarray) -> None:
+        """Store ``rows`` ``[count, width]`` as the kept rows of logical tokens ``[start, start + count)``."""
+        end = start + rows.shape[0]
+        if end > self._rows.shape[0] or self._rows.shape[1] != rows.shape[1]:
+            grown = np.zeros((max(end, 2 * self._rows.shape[0], 256), rows.shape[1]), dtype=np.float32)
+            if self._rows.shape[1] == rows.shape[1]:
+                grown[:start] = self._rows[:start]
+            self._rows = grown
+        self._rows[start:end] = rows
 
     def truncate(self, length: int) -> None:
         """Roll back to the first ``length`` logical tokens by masking the rest (no state is rewritten)."""
@@ -218,6 +266,9 @@ class KVCache:
             return 0
         kept = self._slots[:n_keep] + self._slots[n_keep + dropped :]
         self._rewrite(np.asarray(kept, dtype=np.int64), shift_from=n_keep, delta=-dropped)
+        if self._kept_output is not None:
+            length = len(self.tokens)
+            self._rows[n_keep : length - dropped] = self._rows[n_keep + dropped : length]
         del self.tokens[n_keep : n_keep + dropped]
         return dropped
 
@@ -240,6 +291,7 @@ class KVCache:
         self._states_in_copy = False
         self.tokens, self._slots = list(other.tokens), list(other._slots)
         self._alive = other._alive.copy()
+        self._rows = other._rows.copy()
 
     def layer_keys(self, layer: int = 0) -> np.ndarray:
         """float32 ``[batch, kv_heads, len(self), head_dim]`` cached keys of one layer, live slots only."""

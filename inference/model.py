@@ -58,7 +58,7 @@ def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
         OSError: a tokenizer file cannot be read.
         RuntimeError: openvino-genai cannot build the tokenizer (corrupt IR).
     """
-    key = _tokenizer_digest(Path(folder))
+    key = tokenizer_digest(Path(folder))
     with _tokenizers_lock:
         if key in _tokenizers:
             _tokenizers.move_to_end(key)
@@ -70,7 +70,7 @@ def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
         return tokenizer
 
 
-def _tokenizer_digest(folder: Path) -> str:
+def tokenizer_digest(folder: Path) -> str:
     """sha256 of a folder's tokenizer IR files, blind to the numbered node names OpenVINO generates on each
     export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest."""
     digest = hashlib.sha256()
@@ -140,6 +140,14 @@ class LoadedModel:
         extra = self.config.get("eos_token_id")
         ids.update(extra if isinstance(extra, list) else [extra] if extra is not None else [])
         return {int(i) for i in ids if int(i) >= 0}
+
+    @property
+    def hidden_size(self) -> int | None:
+        """Width of the ``HIDDEN_STATES`` output (what a draft head reads), or None without one."""
+        for port in self.compiled.outputs:
+            if HIDDEN_STATES in port.get_names():
+                return int(port.get_partial_shape()[-1].get_length())
+        return None
 
     @property
     def vocab_size(self) -> int:
@@ -220,6 +228,7 @@ def load_model(
     prefill_compiled = None
     try:
         model = core().read_model(folder / "openvino_model.xml")
+        _expose_hidden_states(model)
         _compute_only_last_logits(model)
         tokenizer = shared_tokenizer(folder)
     except (RuntimeError, OSError) as error:
@@ -282,6 +291,38 @@ def openvino_message(error: BaseException) -> str:
 
 
 LOGITS_TO_KEEP = "logits_to_keep"
+#: The output of the final hidden states (the LM head's input) added at load for draft heads.
+HIDDEN_STATES = "last_hidden_state"
+
+
+def lm_head(model: ov.Model) -> ov.Node | None:
+    """The LM head of a causal LM graph: the MatMul that turns the final hidden states (input 0, ``[B, S, hidden]``
+    float32, after the final norm) into ``logits``, found behind at most a Convert or a logit scaling; None when the
+    graph has no ``logits`` output or no such MatMul."""
+    results = [r for r in model.get_results() if "logits" in r.input_value(0).get_names()]
+    if not results:
+        return None
+    node = results[0].input_value(0).get_node()
+    for _ in range(4):
+        if node.get_type_name() == "MatMul":
+            return node
+        node = node.input_value(0).get_node()
+    return None
+
+
+def _expose_hidden_states(model: ov.Model) -> None:
+    """Add an output ``HIDDEN_STATES``: the LM head's input, float32 ``[1, S, hidden]``, for every position fed.
+
+    A draft head (``draft_head``) drafts from these. They are computed anyway (the final norm runs on every
+    position before ``_compute_only_last_logits`` slices them), so the output costs a copy of S x hidden floats
+    per pass. Models without an LM head MatMul are left unchanged (``LoadedModel.hidden_size`` is then None).
+    """
+    node = lm_head(model)
+    if node is None or any(HIDDEN_STATES in result.input_value(0).get_names() for result in model.get_results()):
+        return
+    hidden = node.input_value(0)
+    hidden.get_tensor().add_names({HIDDEN_STATES})
+    model.add_outputs([hidden])
 
 
 def _compute_only_last_logits(model: ov.Model) -> None:
@@ -293,15 +334,10 @@ def _compute_only_last_logits(model: ov.Model) -> None:
     (openvino-genai applies the same idea to its own pipelines). Models without a MatMul before ``logits``
     are left unchanged.
     """
-    results = [r for r in model.get_results() if "logits" in r.input_value(0).get_names()]
-    if not results or any(LOGITS_TO_KEEP in p.get_output_tensor(0).get_names() for p in model.get_parameters()):
+    if any(LOGITS_TO_KEEP in p.get_output_tensor(0).get_names() for p in model.get_parameters()):
         return
-    node = results[0].input_value(0).get_node()
-    for _ in range(4):  # the LM head MatMul, possibly behind a Convert or a logit scaling
-        if node.get_type_name() == "MatMul":
-            break
-        node = node.input_value(0).get_node()
-    else:
+    node = lm_head(model)
+    if node is None:
         return
     count = ops.parameter([1], ov.Type.i64, name=LOGITS_TO_KEEP)
     count.output(0).get_tensor().set_names({LOGITS_TO_KEEP})

@@ -15,15 +15,23 @@ Speculative decoding stays exact because a penalty depends only on the tokens be
 ``ReplyPenalties.rows`` penalizes verification row i with the reply followed by drafts ``[:i]``, which is the
 prefix autoregressive decoding would have there once those drafts are accepted, and the draft model's row i is
 penalized with the same tokens, so the draft distribution q is the one its drafts were sampled from.
+
+A grammar (structured output, ``inference.constraints``) is the same kind of rule with an infinite penalty: after
+the penalties, ``ReplyPenalties`` sets the logits of the tokens the grammar forbids after the reply and the drafts
+before the row to -inf, so every drafter that penalizes its logits through ``apply`` also drafts only what the
+grammar allows.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from .settings import SamplingSettings
+
+if TYPE_CHECKING:
+    from .constraints import GrammarMask
 
 
 def penalize(
@@ -55,31 +63,54 @@ def penalize(
 
 
 class ReplyPenalties:
-    """The penalties of one reply, following its tokens as they are chosen.
+    """The penalties of one reply, and its grammar, following its tokens as they are chosen.
 
     Args:
         settings: the reply's sampling settings.
         prompt_ids: the whole conversation before the reply (its tail is in the repetition window).
         reply: the reply's token ids so far; this list is read, not copied, so appending to it is seen.
+        grammar: the reply's grammar mask (structured output), or None.
     """
 
-    def __init__(self, settings: SamplingSettings, prompt_ids: Sequence[int], reply: list[int]):
+    def __init__(
+        self, settings: SamplingSettings, prompt_ids: Sequence[int], reply: list[int], grammar: GrammarMask | None = None
+    ):
         self.settings = settings
         self._prompt_tail = [int(t) for t in prompt_ids[max(0, len(prompt_ids) - settings.repeat_last_n) :]]
         self._reply = reply
+        self._grammar = grammar
+
+    @property
+    def active(self) -> bool:
+        """True when a penalty or a grammar changes the logits."""
+        return self.settings.penalized or self._grammar is not None
 
     def apply(self, logits: np.ndarray, drafted: Sequence[int] = ()) -> np.ndarray:
-        """Penalized float32 ``[vocab]`` logits for the token after the reply and then ``drafted`` (see ``penalize``)."""
-        if not self.settings.penalized:
-            return logits
+        """Penalized float32 ``[vocab]`` logits for the token after the reply and then ``drafted`` (see ``penalize``),
+        -inf where the grammar forbids a token there; ``logits`` itself when neither applies.
+
+        Raises:
+            GrammarError: the grammar does not allow the reply and ``drafted`` (a drafter proposed past its mask).
+        """
         drafted = [int(t) for t in drafted]
-        last_n = self.settings.repeat_last_n
-        recent = (self._prompt_tail + self._reply[max(0, len(self._reply) - last_n) :] + drafted)[-last_n:]
-        return penalize(logits, self.settings, recent, self._reply + drafted)
+        if self.settings.penalized:
+            last_n = self.settings.repeat_last_n
+            recent = (self._prompt_tail + self._reply[max(0, len(self._reply) - last_n) :] + drafted)[-last_n:]
+            logits = penalize(logits, self.settings, recent, self._reply + drafted)
+        if self._grammar is not None:
+            logits = np.where(self._grammar.allowed(self._reply + drafted), logits, np.float32(-np.inf))
+        return logits
 
     def rows(self, logits: np.ndarray, drafts: Sequence[int]) -> np.ndarray:
         """Penalized float32 ``[n, vocab]`` logits of a verification pass: row i scores the token after the reply
-        and ``drafts[:i]`` (n <= len(drafts) + 1); ``logits`` itself when no penalty is set."""
-        if not self.settings.penalized:
+        and ``drafts[:i]`` (n <= len(drafts) + 1); ``logits`` itself when no penalty or grammar is set."""
+        if not self.active:
             return logits
         return np.stack([self.apply(row, drafts[:i]) for i, row in enumerate(logits)])
+
+    def allowed_drafts(self, drafts: Sequence[int]) -> int:
+        """How many of ``drafts`` (proposed after the reply) the grammar allows in order; all without a grammar."""
+        if self._grammar is None:
+            return len(drafts)
+        reply = len(self._reply)
+        return self._grammar.allowed_prefix(self._reply + [int(t) for t in drafts], reply) - reply

@@ -1,10 +1,10 @@
-"""Turning logits into tokens: temperature/top-k/top-p warping, sampling, and the speculative accept step.
+"""Turning logits into tokens: temperature/top-k/top-p/min-p warping, sampling, and the speculative accept step.
 
 The accept/resample rule is Algorithm 1 of Leviathan et al. (arXiv 2211.17192, section 2.3) / Algorithm 2 of
 Chen et al. (arXiv 2302.01318): draft token x with draft probability q(x) is accepted with probability
 min(1, p(x) / q(x)), p being the target's probability; on the first rejection the replacement is sampled
 from normalize(max(0, p - q)); if all K drafts are accepted a bonus token is sampled from the target's next
-distribution. Both p and q are the *warped* distributions (temperature, top-k, top-p applied), so the output
+distribution. Both p and q are the *warped* distributions (temperature, top-k, top-p, min-p applied), so the output
 is distributed exactly as plain sampling from the warped target.
 """
 
@@ -18,24 +18,25 @@ from .settings import SamplingSettings
 
 
 def warp(logits: np.ndarray, settings: SamplingSettings) -> np.ndarray:
-    """Probability distributions after temperature, top-k and top-p.
+    """Probability distributions after temperature, top-k, top-p and min-p (in that order, as transformers' and
+    vLLM's warpers apply them).
 
     Args:
         logits: float32 ``[n, vocab]`` (or ``[vocab]``), raw model outputs.
         settings: sampling settings; ``temperature`` must be > 0.
 
     Returns:
-        float64 array of the same shape; each row sums to 1, tokens cut by top-k/top-p have probability 0.
+        float64 array of the same shape; each row sums to 1, tokens cut by top-k/top-p/min-p have probability 0.
     """
     one_row = logits.ndim == 1
     rows = np.atleast_2d(logits).astype(np.float64) / settings.temperature
     probs = np.empty_like(rows)
     for i, row in enumerate(rows):
-        probs[i] = _warp_row(row, settings.top_k, settings.top_p)
+        probs[i] = _warp_row(row, settings.top_k, settings.top_p, settings.min_p)
     return probs[0] if one_row else probs
 
 
-def _warp_row(scaled: np.ndarray, top_k: int, top_p: float) -> np.ndarray:
+def _warp_row(scaled: np.ndarray, top_k: int, top_p: float, min_p: float = 0.0) -> np.ndarray:
     vocab = scaled.shape[0]
     keep = vocab if top_k <= 0 else min(top_k, vocab)
     if keep < vocab:
@@ -45,6 +46,9 @@ def _warp_row(scaled: np.ndarray, top_k: int, top_p: float) -> np.ndarray:
     probs /= probs.sum()
     if top_p < 1.0:
         probs = _nucleus(probs, top_p)
+    if min_p > 0.0:
+        probs = np.where(probs >= min_p * probs.max(), probs, 0.0)
+        probs /= probs.sum()
     return probs
 
 
@@ -81,6 +85,40 @@ def next_token(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Ge
     if settings.greedy:
         return int(np.argmax(logits))
     return sample(warp(logits, settings), rng)
+
+
+def logprobs(
+    logits: np.ndarray, tokens: Sequence[int], settings: SamplingSettings, top: int
+) -> list[tuple[float, tuple[tuple[int, float], ...]]]:
+    """Log-probabilities of chosen tokens, as the OpenAI API reports them: log-softmax of the logits divided by the
+    temperature (1 when greedy), before top-k, top-p and min-p cut the distribution.
+
+    Args:
+        logits: float32 ``[n, vocab]``, the (penalized, grammar-masked) logits each token was chosen from.
+        tokens: the n chosen token ids.
+        settings: the reply's sampling settings (its temperature).
+        top: how many most likely alternatives to list per token (0..20).
+
+    Returns:
+        Per token: ``(logprob, ((token_id, logprob), ...))``, alternatives most likely first, ties by token id.
+    """
+    temperature = settings.temperature if settings.temperature > 0 else 1.0
+    out = []
+    for row, token in zip(np.atleast_2d(logits), tokens):
+        scaled = row.astype(np.float64) / temperature
+        peak = scaled.max()
+        log_probs = scaled - (peak + np.log(np.exp(scaled - peak).sum()))
+        alternatives = tuple((int(i), float(log_probs[i])) for i in most_likely(log_probs, top))
+        out.append((float(log_probs[int(token)]), alternatives))
+    return out
+
+
+def most_likely(scores: np.ndarray, top: int) -> np.ndarray:
+    """The ids of the ``top`` highest of ``scores`` (``[vocab]``), highest first, ties by lower id; int64 ``[top]``."""
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    head = np.argpartition(-scores, top - 1)[:top]
+    return head[np.lexsort((head, -scores[head]))]
 
 
 def accept_greedy(target_logits: np.ndarray, draft_tokens: Sequence[int]) -> tuple[int, int]:

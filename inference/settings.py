@@ -108,6 +108,8 @@ class SamplingSettings:
             Range >= 1.
         presence_penalty: subtracted from the logit of every token the reply has used (OpenAI API). Range [-2, 2].
         frequency_penalty: subtracted once per use of a token in the reply (OpenAI API). Range [-2, 2].
+        min_p: after temperature, top-k and top-p, drop the tokens less likely than min_p times the most likely one
+            (Nguyen et al., arXiv 2407.01082; as llama.cpp, vLLM and transformers offer it); 0 disables. Range [0, 1].
 
     The defaults are plain greedy decoding without penalties: what the engine and the command line do unless told
     otherwise (the window starts from chat defaults instead, ``app.gui.sampling_presets``).
@@ -124,6 +126,7 @@ class SamplingSettings:
     repeat_last_n: int = 64
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    min_p: float = 0.0
 
     @property
     def greedy(self) -> bool:
@@ -145,6 +148,8 @@ class SamplingSettings:
             raise SettingError("top_k", f"top_k must be >= 0 (0 = disabled), got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
             raise SettingError("top_p", f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise SettingError("min_p", f"min_p must be in [0, 1] (0 = disabled), got {self.min_p}")
         if self.max_new_tokens < 1:
             raise SettingError("max_new_tokens", f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.seed is not None and not 0 <= self.seed < 2**63:
@@ -255,6 +260,31 @@ class SpeculativeSettings:
             )
 
 
+#: Most alternatives ``OutputSettings.logprobs`` asks for at each token (OpenAI's top_logprobs bound).
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """What a reply must look like and what it reports besides its text.
+
+    Attributes:
+        grammar: the grammar every token must follow (structured output: JSON, a JSON schema, tool calls), as
+            ``inference.constraints`` builds it (llguidance grammar text); None = free text. Checked when the
+            reply starts (``constraints.GrammarError``).
+        logprobs: report each token's log-probability and this many most likely alternatives (``TextDelta.logprob``,
+            ``TextDelta.top_logprobs``); None = none. Range [0, 20].
+    """
+
+    grammar: str | None = None
+    logprobs: int | None = None
+
+    def validate(self) -> None:
+        """Raise SettingError when ``logprobs`` is out of range."""
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise SettingError("logprobs", f"logprobs must be in [0, {MAX_TOP_LOGPROBS}] alternatives, got {self.logprobs}")
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     """Everything one reply is generated with.
@@ -262,14 +292,15 @@ class GenerationSettings:
     Attributes:
         decoding: autoregressive, or speculative with a draft model or with prompt lookup (a ``Decoding`` or its
             value; ``validate`` refuses anything else).
-        sampling / context / speculative: see their classes (``speculative`` is validated only when the decoding
-            is speculative: an autoregressive reply does not use it).
+        sampling / context / speculative / output: see their classes (``speculative`` is validated only when the
+            decoding is speculative: an autoregressive reply does not use it).
     """
 
     decoding: Decoding = Decoding.AUTOREGRESSIVE
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     speculative: SpeculativeSettings = field(default_factory=SpeculativeSettings)
+    output: OutputSettings = field(default_factory=OutputSettings)
 
     def __post_init__(self) -> None:
         if not isinstance(self.decoding, Decoding) and self.decoding in DECODING_VALUES:
@@ -281,6 +312,7 @@ class GenerationSettings:
             choices = ", ".join(repr(d.value) for d in Decoding)
             raise SettingError("decoding", f"decoding must be one of {choices}, got {self.decoding!r}")
         self.sampling.validate()
+        self.output.validate()
         self.context.validate(max_position_embeddings)
         if self.decoding.speculative:
             self.speculative.validate()

@@ -1,6 +1,9 @@
-"""Helpers shared by the engine tests."""
+"""Helpers shared by the tests: the engine's prompts and settings, coroutines off the GUI loop, a child process held
+to file permissions as root too."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -60,3 +63,34 @@ def run_coroutine(coroutine):
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="test-asyncio") as executor:
         return executor.submit(asyncio.run, coroutine).result()
+
+
+#: Linux capabilities by which root ignores file permissions (linux/capability.h), and the one that drops them.
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER, _CAP_SETPCAP = 1, 2, 3, 8
+_PR_CAPBSET_DROP = 24
+
+
+def bound_by_permissions():
+    """``subprocess`` keyword arguments that hold the child to file permissions, as root too: for root (CI runs as
+    root), a ``preexec_fn`` that drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER from the child's
+    capability bounding set before it execs, so the program it runs reads and writes a file only as its mode bits
+    allow (a root-owned file: its owner bits). No mount namespace, FUSE or other user needed; it needs only
+    CAP_SETPCAP, which root has in containers too. For anyone else: nothing to add.
+
+    Skips the test where root lacks CAP_SETPCAP.
+    """
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return {}
+    effective = next(line for line in open("/proc/self/status") if line.startswith("CapEff:"))
+    if not int(effective.split()[1], 16) >> _CAP_SETPCAP & 1:
+        pytest.skip("root without CAP_SETPCAP cannot give up its right to ignore file permissions here")
+
+    def drop() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for capability in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH, _CAP_FOWNER):
+            if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+    return {"preexec_fn": drop}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import sys
 import threading
 import time
 
@@ -157,12 +158,82 @@ class RemoteStub:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = _serve(Handler, http.server.ThreadingHTTPServer)
         return self
 
     def __exit__(self, *exc) -> None:
         self._closing.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+class ScriptedServer:
+    """A server on 127.0.0.1 that answers every request with the bytes its script gives, to play a hostile or
+    broken OpenAI server: ``with ScriptedServer(script) as server: server.url`` (``http://127.0.0.1:PORT/v1``).
+
+    Args:
+        script: ``script(method, path)`` returns ``(status, headers, body)``; ``body`` is bytes, or an iterable of
+            byte strings sent as chunks (``Transfer-Encoding: chunked``) until it ends or the client leaves.
+    """
+
+    def __init__(self, script) -> None:
+        self.script = script
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedServer:
+        script = self.script
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, headers, body = script(self.command, self.path)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                if isinstance(body, bytes):
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for data in body:
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: what is being tested
+                    self.close_connection = True
+
+            do_GET = do_POST = _answer
+
+        self._server = _serve(Handler, _QuietServer)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A client that leaves mid-answer is what these tests make happen: no traceback for it on stderr."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def _serve(handler: type, server_class: type) -> http.server.ThreadingHTTPServer:
+    """``handler`` served on 127.0.0.1 (a free port) from a daemon thread."""
+    server = server_class(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

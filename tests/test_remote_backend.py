@@ -4,16 +4,37 @@ the text and statistics that arrive, the SpecChat extension, and the message of 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
 
 import pytest
 from helpers import run_coroutine
-from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, SERVED_MODEL, SPECCHAT_STATS, RemoteStub
+from remote_stub import (
+    API_KEY,
+    CUT_AFTER,
+    MODEL,
+    REPLY,
+    REPLY_PIECES,
+    SERVED_MODEL,
+    SPECCHAT_STATS,
+    RemoteStub,
+    ScriptedServer,
+)
 
 from app.backends.protocol import GenerationRequest
-from app.backends.remote import RemoteBackend, RemoteError, RemoteModel, RemoteTarget, check_base_url
+from app.backends.remote import (
+    MAX_ERROR_BYTES,
+    MAX_LINE_BYTES,
+    RemoteBackend,
+    RemoteError,
+    RemoteModel,
+    RemoteTarget,
+    check_base_url,
+    plain_http_warning,
+    reply_limits,
+)
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings
 
@@ -266,3 +287,146 @@ def test_a_base_url_is_checked_and_taken_as_given():
         RemoteError, match=r"^localhost:8000 is not a server address: enter one like http://HOST:8000/v1"
     ):
         check_base_url("localhost:8000")
+    for broken in ("http://[::1:8000/v1", "http://host:80a/v1"):  # urllib raises ValueError for these
+        with pytest.raises(RemoteError, match="is not a server address"):
+            check_base_url(broken)
+        assert plain_http_warning(broken, "key") is None
+
+
+def test_a_base_url_with_a_password_is_refused_without_repeating_it():
+    with pytest.raises(RemoteError) as refused:
+        check_base_url("http://alice:s3cret@gpu-box:8000/v1")
+    message = str(refused.value)
+    assert "s3cret" not in message and "alice" not in message
+    assert "holds a user name or password" in message and "enter http://gpu-box:8000/v1" in message
+    assert "API key field" in message
+    assert RemoteTarget("http://alice:s3cret@gpu-box:8000/v1", "m").describe() == "m on gpu-box:8000 (remote)"
+
+
+def test_a_key_sent_over_plain_http_to_another_computer_is_warned_about():
+    assert "sent unencrypted to gpu-box" in plain_http_warning("http://gpu-box:8000/v1", "sk-1")
+    assert "sent unencrypted to 192.0.2.7" in plain_http_warning(" http://192.0.2.7/v1", "sk-1")
+    for url, key in (("https://gpu-box/v1", "sk-1"), ("http://gpu-box:8000/v1", ""), ("http://127.0.0.1:8000/v1", "k"),
+                     ("http://localhost:8000/v1", "k"), ("http://[::1]:8000/v1", "k"), ("not a url", "k")):
+        assert plain_http_warning(url, key) is None, url
+
+
+# --- servers that do not play by the rules (tests/remote_stub.py's ScriptedServer) ----------------------------------
+
+SMALL = GenerationRequest(messages=[{"role": "user", "content": "Hi"}], system_prompt="",
+                          settings=GenerationSettings(sampling=SamplingSettings(max_new_tokens=16)))
+
+
+def events_of(*chunks: dict | bytes) -> list[bytes]:
+    """Server-sent events of ``chunks`` (a dict as JSON with raw UTF-8, bytes as they are), then ``[DONE]``."""
+    return [c if isinstance(c, bytes) else b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n"
+            for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def stream(body) -> ScriptedServer:
+    """A server whose chat completions stream ``body`` (its model list: one model)."""
+    def script(method, path):
+        if path.endswith("/models"):
+            return 200, {"Content-Type": "application/json"}, json.dumps({"data": [{"id": MODEL}]}).encode()
+        return 200, {"Content-Type": "text/event-stream"}, body
+    return ScriptedServer(script)
+
+
+def delta(text: str, finish=None) -> dict:
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+
+
+def test_events_are_split_at_cr_and_lf_only_so_raw_unicode_line_separators_arrive_whole():
+    """JSON may carry U+2028, U+2029 and U+0085 unescaped; httpx's aiter_lines() broke lines at them too. Events
+    end in LF, CRLF (here split between two network chunks) or CR."""
+    pieces = ["one\u2028two", " three\u2029four", " five\x85six"]
+    body = [b"data: " + json.dumps(delta(pieces[0]), ensure_ascii=False).encode() + b"\r",
+            b"\n\r\n",  # the CRLF of the line above split across chunks, then a blank line
+            b"data: " + json.dumps(delta(pieces[1]), ensure_ascii=False).encode() + b"\r\r",
+            *events_of(delta(pieces[2]), delta("", "stop"))]
+    with stream(body) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert error is None and text_of(events) == "".join(pieces)
+    assert finished(events).stop_reason == "eos"
+
+
+def endless(piece: bytes, total: int, sent: list[int]):
+    """``piece`` again and again up to ``total`` bytes, counting in ``sent`` what was handed to the socket."""
+    while sent[0] < total:
+        sent[0] += len(piece)
+        yield piece
+
+
+def test_a_line_without_an_end_is_refused_once_it_passes_the_line_limit():
+    sent = [0]
+    with stream(endless(b"data: " + b"x" * 65536, 64 * 1024 * 1024, sent)) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert events == [] and f"sent a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB" in str(error)
+    assert sent[0] < 24 * 1024 * 1024  # the client left after about 4 MB (the rest: socket buffers)
+
+
+def test_a_reply_is_cut_once_it_passes_its_max_new_tokens_keeping_what_came():
+    """A server that ignores max_tokens (or a man in the middle) cannot fill the window's memory."""
+    sent = [0]
+    with stream(endless(events_of(delta("word "))[0], 10_000_000, sent)) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    max_events, _ = reply_limits(16)
+    stats = finished(events)
+    assert stats.stop_reason == "interrupted" and stats.new_tokens == max_events
+    assert text_of(events) == "word " * max_events
+    assert str(error).startswith("The server sent more than a reply of at most 16 new tokens can hold (the partial "
+                                 "reply was kept)")
+    with stream(events_of(delta("x" * 100_000), delta("y"))) as server:  # a "token" of 100,000 characters, then more
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert "does not respect max_tokens" in str(error) and len(text_of(events)) == 100_000
+
+
+def test_a_model_list_and_an_error_body_are_read_within_bounds():
+    sent = [0]
+
+    def script(method, path):
+        if path.endswith("/models"):
+            return 200, {}, b'{"data": [' + b'{"id": "m"}, ' * 500_000 + b'{"id": "last"}]}'  # 6.5 MB of models
+        return 500, {"Content-Type": "text/plain"}, endless(b"engine crashed. " * 4096, 64 * 1024 * 1024, sent)
+
+    with ScriptedServer(script) as server:
+        with pytest.raises(RemoteError, match=r"/models sent a model list larger than 4 MB: check the base URL"):
+            run_coroutine(RemoteBackend(RemoteTarget(server.url)).list_models())
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert events == [] and error.status == 500
+    assert "failed (500) (the server said: engine crashed. engine crashed." in str(error) and len(str(error)) < 400
+    assert MAX_ERROR_BYTES <= sent[0] < 24 * 1024 * 1024  # the client read the first 64 KiB, and left
+
+
+WRONG_CHUNKS = [
+    ({"choices": {"0": {"delta": {"content": "x"}}}}, "choices is not a list"),
+    ({"choices": ["x"]}, "choice is not an object"),
+    ({"choices": [{"delta": "hello"}]}, "delta is not an object"),
+    ({"choices": [{"delta": {"content": 5}}]}, "content is not text"),
+    ({"choices": [{"delta": {"content": ["a"]}}]}, "content is not text"),
+    ({"choices": [{"delta": {}, "finish_reason": 1}]}, "finish_reason is not text"),
+    ({"choices": [], "usage": [21, 9]}, "usage is not an object"),
+    (b"data: " + b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n\n", "not an OpenAI stream"),
+    (b"data: " + b'{"choices": [], "x": ' + b"[" * 40 + b"]" * 40 + b"}\n\n", "not an OpenAI stream"),
+]
+
+
+@pytest.mark.parametrize("chunk, said", WRONG_CHUNKS, ids=[said + str(i) for i, (_, said) in enumerate(WRONG_CHUNKS)])
+def test_json_of_another_shape_than_openais_is_a_remote_error_keeping_the_partial_reply(chunk, said):
+    with stream(events_of(delta("Hello"), chunk)) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert isinstance(error, RemoteError) and said in str(error) and "check the base URL" in str(error)
+    assert text_of(events) == "Hello" and finished(events).stop_reason == "interrupted"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"data": {"id": "m"}}',
+    b'{"data": [{"id": {"name": "m"}}]}',
+    b'{"data": ["m"]}',
+    b'["m"]',
+])
+def test_a_model_list_of_another_shape_is_a_remote_error(body):
+    with ScriptedServer(lambda method, path: (200, {"Content-Type": "application/json"}, body)) as server:
+        with pytest.raises(RemoteError, match="did not answer with a model list: check that the base URL"):
+            run_coroutine(RemoteBackend(RemoteTarget(server.url)).list_models())

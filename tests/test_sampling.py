@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import chisquare
 
 from inference.penalties import ReplyPenalties, penalize
-from inference.sampling import accept_greedy, accept_sampled, next_token, warp
+from inference.sampling import accept_greedy, accept_sampled, logprobs, warp
 from inference.settings import SamplingSettings, SettingError
 
 VOCAB = 8
@@ -153,14 +153,12 @@ def test_nucleus_beyond_the_first_sorted_head_is_exact():
     assert set(np.flatnonzero(probs)) == set(order[:n])
 
 
-def test_greedy_acceptance_and_seeded_sampling():
+def test_greedy_acceptance():
+    """(A seed's reproducibility is the engine's: tests/test_engine.py samples whole replies with seeds.)"""
     logits = np.array([[0, 5, 1], [4, 0, 0], [0, 0, 9]], dtype=np.float32)
     assert accept_greedy(logits, [1, 0]) == (2, 2)
     assert accept_greedy(logits, [1, 2]) == (1, 0)
     assert accept_greedy(logits, [0, 0]) == (0, 1)
-    settings = SamplingSettings(temperature=1.0, seed=3)
-    draws = [next_token(logits[0], settings, np.random.default_rng(3)) for _ in range(3)]
-    assert draws[0] == draws[1] == draws[2]
 
 
 def test_repetition_penalty_divides_positive_and_multiplies_negative_logits_of_recent_tokens():
@@ -230,3 +228,25 @@ def test_speculative_sampling_with_penalised_rows_matches_the_penalised_target()
     assert chisquare(counts, TRIALS * target[0]).pvalue > 1e-3
     unpenalized = warp(raw, settings)[0]
     assert chisquare(counts, TRIALS * unpenalized).pvalue < 1e-6  # the penalties matter at this size
+
+
+def test_min_p_drops_tokens_below_its_share_of_the_most_likely_one_after_temperature():
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05], dtype=np.float32))
+    probs = warp(logits, SamplingSettings(temperature=1.0, min_p=0.2))  # keeps p >= 0.1
+    np.testing.assert_allclose(probs, [0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0], rtol=1e-6)
+    hot = warp(logits, SamplingSettings(temperature=2.0, min_p=0.2))  # flatter: 0.05 survives at temperature 2
+    assert np.count_nonzero(hot) == 4
+    with pytest.raises(SettingError) as error:
+        SamplingSettings(min_p=1.5).validate()
+    assert error.value.field == "min_p"
+
+
+def test_logprobs_are_log_softmax_over_the_temperature_with_sorted_alternatives():
+    logits = np.array([[2.0, 1.0, 0.0, -np.inf]], dtype=np.float32)
+    ((chosen, top),) = logprobs(logits, [1], SamplingSettings(temperature=0.5), 3)
+    scaled = np.array([4.0, 2.0, 0.0])
+    expected = scaled - np.log(np.exp(scaled).sum())
+    assert chosen == pytest.approx(expected[1])
+    assert [t for t, _ in top] == [0, 1, 2] and [v for _, v in top] == pytest.approx(expected.tolist())
+    ((greedy, none),) = logprobs(logits, [3], SamplingSettings(), 0)  # greedy reads temperature 1
+    assert greedy == -np.inf and none == ()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import httpx
 import openai
@@ -17,6 +18,7 @@ from server_process import REPO, ServerProcess
 
 from inference.chat import ChatSession
 from inference.engine import Engine
+from inference.generation_config import recommended_sampling
 from inference.settings import Decoding, GenerationSettings, SamplingSettings
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -43,9 +45,11 @@ def engine(target):
 
 
 def in_process(engine: Engine, messages: list[dict], max_tokens: int, decoding=Decoding.AUTOREGRESSIVE, **sampling):
-    """The engine's greedy reply to ``messages`` in this process (from an empty cache)."""
+    """The engine's reply to ``messages`` in this process (from an empty cache), sampling as the server samples a
+    request that sets only ``sampling``: the model's recommended sampling (repetition penalty 1.1...) under it."""
     engine.reset()
-    settings = GenerationSettings(decoding=decoding, sampling=SamplingSettings(max_new_tokens=max_tokens, **sampling))
+    recommended = recommended_sampling(engine.target.folder)
+    settings = GenerationSettings(decoding=decoding, sampling=replace(recommended, max_new_tokens=max_tokens, **sampling))
     session = ChatSession(engine, "", messages[:-1])
     return engine_stats(session.send(messages[-1]["content"], settings))
 
@@ -89,13 +93,15 @@ def test_streamed_chat_reply_and_usage_chunk(client, engine):
 
 def test_text_completion_continues_the_raw_prompt(client, engine):
     prompt = "The days of the week are Monday, Tuesday,"
-    reply = client.completions.create(model="any", prompt=prompt, temperature=0, max_tokens=12)
+    plain = {"repetition_penalty": 1.0}  # the model's recommended 1.1 would apply otherwise
+    reply = client.completions.create(model="any", prompt=prompt, temperature=0, max_tokens=12, extra_body=plain)
     engine.reset()
     settings = GenerationSettings(sampling=SamplingSettings(max_new_tokens=12))
     expected = engine.generate_text(engine.target.encode(prompt), settings)
     assert reply.object == "text_completion" and reply.choices[0].text == expected.text
     assert reply.usage.prompt_tokens == len(engine.target.encode(prompt))
-    streamed = client.completions.create(model="any", prompt=prompt, temperature=0, max_tokens=12, stream=True)
+    streamed = client.completions.create(model="any", prompt=prompt, temperature=0, max_tokens=12, stream=True,
+                                         extra_body=plain)
     assert "".join(c.choices[0].text for c in streamed) == expected.text
 
 
@@ -126,13 +132,14 @@ def test_seed_reproduces_a_sampled_reply(client):
 def test_speculative_extension_drafts_and_matches_greedy(client, engine):
     messages = [{"role": "user", "content": REWRITE}]
     spec = client.chat.completions.create(
-        model="any", messages=messages, temperature=0, max_tokens=40, extra_body={"specchat": {"mode": "spec_lookup", "k": 4}}
+        model="any", messages=messages, temperature=0, max_tokens=40,
+        extra_body={"specchat": {"mode": "spec_lookup", "k": 4}, "repetition_penalty": 1.0},  # a penalty stops copying
     )
     stats = spec.model_extra["specchat"]
     assert stats["mode"] == "spec" and stats["drafter"] == "lookup"
     assert stats["drafted"] > 0 and 0 < stats["accepted"] <= stats["drafted"]
     assert stats["acceptance_rate"] == pytest.approx(stats["accepted"] / stats["drafted"])
-    assert spec.choices[0].message.content == in_process(engine, messages, 40, temperature=0.0).text
+    assert spec.choices[0].message.content == in_process(engine, messages, 40, temperature=0.0, repetition_penalty=1.0).text
 
 
 def test_follow_up_turn_prefills_only_its_new_tokens(client):
@@ -210,7 +217,7 @@ BAD_REQUESTS = [
     (b'{"messages": [', None),
     (b"[1, 2]", None),
     (_chat(messages=[]), "messages"),
-    (_chat(messages=[{"role": "tool", "content": "x"}]), "messages[0].role"),
+    (_chat(messages=[{"role": "function", "content": "x"}]), "messages[0].role"),
     (_chat(messages=[{"role": "user"}]), "messages[0].content"),
     (_chat(messages=[{"role": "user", "content": 5}]), "messages[0].content"),
     (_chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]),
@@ -228,8 +235,9 @@ BAD_REQUESTS = [
     (_chat(stream="yes"), "stream"),
     (_chat(tools=[{"type": "function", "function": {"name": "f"}}]), "tools"),
     (_chat(tool_choice="required"), "tool_choice"),
-    (_chat(response_format={"type": "json_object"}), "response_format"),
+    (_chat(response_format={"type": "yaml"}), "response_format.type"),
     (_chat(top_logprobs=2), "top_logprobs"),
+    (_chat(logprobs=True, top_logprobs=21), "top_logprobs"),
     (_chat(specchat={"mode": "fast"}), "specchat.mode"),
     (_chat(specchat={"k": 99, "mode": "spec_lookup"}), "specchat.k"),
     (_chat(specchat={"n_ctx": 8}), "specchat.n_ctx"),
@@ -300,6 +308,21 @@ def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
     assert answer["response"].status_code == 503 and answer["response"].json()["error"]["code"] == "server_stopped"
 
 
+def test_the_uvicorn_allowed_lets_a_stopping_server_say_so():
+    """uvicorn 0.43 and 0.44 sent ``http.disconnect`` to requests in flight on shutdown (their #2829, reverted in
+    0.45 by #2913): with them the test above fails, Ctrl+C cutting the stream without its ``server_stopped`` event
+    (measured with 0.44.0). pyproject.toml allows neither, and allows the uvicorn installed here."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    uvicorn = next(Requirement(line) for line in declared if Requirement(line).name == "uvicorn")
+    assert not any(uvicorn.specifier.contains(bad) for bad in ("0.43.0", "0.44.0", "0.44.1"))
+    assert uvicorn.specifier.contains(version("uvicorn"))
+
+
 def test_a_keyless_server_answers_this_computer_only_and_no_web_page(client, server):
     """Without a key the server is this computer's: a request naming another host (DNS rebinding) or sent by a
     web page elsewhere (a form-like POST needs no CORS preflight) gets a 403; local programs and pages are served."""
@@ -326,8 +349,8 @@ def test_an_n_ctx_past_the_models_length_is_refused_at_start(data_dir, int4_dir)
 
 
 def test_bad_completion_requests_and_an_oversized_body(server):
-    for body, param in [({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": "a", "echo": True}, "echo"),
-                        ({"prompt": 3}, "prompt"), ({}, "prompt")]:
+    for body, param in [({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": "a", "suffix": "b"}, "suffix"),
+                        ({"prompt": 3}, "prompt"), ({}, "prompt"), ({"prompt": "a", "logprobs": 21}, "logprobs")]:
         response = httpx.post(f"{server.url}/completions", json=body, timeout=60)
         assert response.status_code == 400 and response.json()["error"]["param"] == param, response.text
     huge = json.dumps(_chat(messages=[{"role": "user", "content": "x" * (5 << 20)}]))
@@ -392,6 +415,9 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
     (["--max-queue", "-1"], "--max-queue must be >= 0"),
     (["--port", "70000"], "--port must be in [0, 65535]"),
     (["--api-key", " "], "the API key is empty"),
+    (["--min-p", "2"], "--min-p must be in [0, 1] (0 = disabled), got 2.0"),
+    (["--repeat-penalty", "0"], "--repeat-penalty must be in (0, 10]"),
+    (["--temperature", "-1"], "--temperature must be in [0, 100]"),
 ])
 def test_bad_serve_flags_are_one_line_exit_2(flags, message, tmp_path):
     result = subprocess.run(

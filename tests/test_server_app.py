@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import logging
 
 import httpx
 import pytest
 from helpers import run_coroutine
 
 from app.backends.worker import InferenceWorker, ModelSpec
+from app.cli.serve import api_key_of
 from app.server import create_app
 from app.server.protocol import (
     APIError,
@@ -20,16 +23,30 @@ from app.server.protocol import (
     completion_request,
     parse,
 )
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SpeculativeSettings
+from inference.constraints import json_object_grammar, json_schema_grammar
+from inference.events import Finished, GenerationStats, TextDelta
+from inference.rope import RopeUnsupportedError
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    SpeculativeSettings,
+)
 
+#: A server's defaults: as if the model recommended temperature 0.6 and top-k 20 over the chat defaults.
+MODEL_SAMPLING = SamplingSettings(temperature=0.6, top_p=0.9, top_k=20, repetition_penalty=1.1)
 DEFAULTS = GenerationSettings(
-    decoding=Decoding.PROMPT_LOOKUP, context=ContextSettings(n_ctx=1024, n_keep="auto"), speculative=SpeculativeSettings(k=6)
+    decoding=Decoding.PROMPT_LOOKUP, context=ContextSettings(n_ctx=1024, n_keep="auto"), speculative=SpeculativeSettings(k=6),
+    sampling=MODEL_SAMPLING,
 )
 
 
-def chat(**fields):
+def chat(cap=None, **fields):
+    """The engine request of a chat request with ``fields`` (``cap``: the server's most new tokens per reply)."""
     body = {"messages": [{"role": "user", "content": "Hi"}], **fields}
-    return chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), DEFAULTS, 8192)
+    return chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), DEFAULTS, 8192, cap)
 
 
 def test_leading_system_messages_become_the_system_prompt():
@@ -51,9 +68,10 @@ def test_leading_system_messages_become_the_system_prompt():
     assert request.prompt is None
 
 
-def test_omitted_fields_take_openai_sampling_and_the_servers_decoding():
+def test_omitted_fields_take_the_servers_sampling_and_decoding():
+    """Not OpenAI's cloud defaults (temperature 1, top_p 1): the model's recommended sampling, as Ollama applies."""
     settings = chat().settings
-    assert settings.sampling.temperature == 1.0 and settings.sampling.top_p == 1.0 and settings.sampling.seed is None
+    assert settings.sampling == MODEL_SAMPLING and settings.output.grammar is None and settings.output.logprobs is None
     assert settings.sampling.max_new_tokens == 512 and settings.sampling.stop_strings == ()
     assert settings.decoding is Decoding.PROMPT_LOOKUP and settings.speculative.k == 6
     assert settings.context == ContextSettings(n_ctx=1024, n_keep="auto")
@@ -74,12 +92,54 @@ def test_request_fields_and_the_extension_map_to_engine_settings():
     assert chat(stop=["a", "b"]).settings.sampling.stop_strings == ("a", "b")
 
 
+def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
+    sampling = chat(top_k=5, min_p=0.05, temperature=0.8).settings.sampling
+    assert (sampling.top_k, sampling.min_p, sampling.temperature, sampling.top_p) == (5, 0.05, 0.8, 0.9)
+    assert chat(top_k=-1).settings.sampling.top_k == 0, "-1 means off, as in vLLM"
+    assert completion_request(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), DEFAULTS, None).settings.sampling.min_p == 0.1
+
+
+def test_response_format_constrains_the_reply_with_a_grammar():
+    assert chat(response_format={"type": "json_object"}).settings.output.grammar == json_object_grammar()
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    wrapped = {"type": "json_schema", "json_schema": {"name": "thing", "strict": True, "schema": schema}}
+    assert chat(response_format=wrapped).settings.output.grammar == json_schema_grammar(schema)
+    llama_server = {"type": "json_object", "schema": schema}  # llama-server's extension
+    assert chat(response_format=llama_server).settings.output.grammar == json_schema_grammar(schema)
+    assert chat(response_format={"type": "text"}).settings.output.grammar is None
+
+
+def test_log_probabilities_are_asked_as_openai_asks_them():
+    assert chat(logprobs=True).settings.output.logprobs == 0
+    assert chat(logprobs=True, top_logprobs=20).settings.output.logprobs == 20
+    assert chat(logprobs=False, top_logprobs=0).settings.output.logprobs is None
+    completion = completion_request(parse(CompletionRequest, b'{"prompt": "x", "logprobs": 2, "echo": true}'), DEFAULTS, None)
+    assert completion.settings.output.logprobs == 2 and completion.echo
+
+
 def test_the_repetition_penalty_is_read_under_vllms_and_llama_cpps_names():
-    assert chat().settings.sampling.repetition_penalty == 1.0  # the server's defaults: off
+    assert chat().settings.sampling.repetition_penalty == 1.1  # the server's defaults
     vllm = chat(repetition_penalty=1.1, repeat_last_n=32).settings.sampling
     assert (vllm.repetition_penalty, vllm.repeat_last_n) == (1.1, 32)
     assert chat(repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.2
     assert chat(repetition_penalty=1.3, repeat_penalty=1.2).settings.sampling.repetition_penalty == 1.3
+
+
+def test_serve_sampling_flags_go_over_the_models_recommended_sampling(tmp_path):
+    from dataclasses import replace
+
+    from app.cli.commands import build_parser
+    from app.cli.serve import sampling_flags
+    from inference.generation_config import recommended_sampling
+
+    (tmp_path / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 20, "do_sample": true}')
+    args = build_parser().parse_args(["serve", "--top-p", "0.8", "--repeat-penalty", "1.3", "--min-p", "0.05"])
+    sampling = replace(recommended_sampling(tmp_path), **sampling_flags(args))
+    assert (sampling.temperature, sampling.top_k, sampling.top_p, sampling.repetition_penalty, sampling.min_p) == \
+        (0.6, 20, 0.8, 1.3, 0.05)
+    assert sampling_flags(build_parser().parse_args(["serve"])) == {}
+    assert recommended_sampling(None) == recommended_sampling(tmp_path / "none") == \
+        SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.1)
 
 
 def test_a_completion_is_the_raw_prompt():
@@ -91,8 +151,16 @@ def test_a_completion_is_the_raw_prompt():
     ({"max_completion_tokens": 0, "max_tokens": 5}, "max_completion_tokens"),
     ({"messages": [{"role": "assistant", "content": None}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": "x", "tool_calls": [{"id": "1"}]}]}, "messages[0].tool_calls"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"logprobs": True}, "logprobs"),
+    ({"response_format": {"type": "xml"}}, "response_format.type"),
+    ({"response_format": "json"}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format.json_schema"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": "zero"}}}},
+     "response_format.json_schema.schema"),
+    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"logprobs": 1}, "logprobs"),
+    ({"top_k": -2}, "top_k"),
+    ({"min_p": 1.5}, "min_p"),
     ({"specchat": {"n_keep": "all"}}, "specchat.n_keep"),
     ({"stop": ["a", 1]}, "stop"),
 ])
@@ -107,7 +175,7 @@ def test_refusals_name_the_field(fields, param):
     ({"max_tokens": -5}, "max_tokens must be >= 1, got -5"),
     ({"max_completion_tokens": 0}, "max_completion_tokens must be >= 1, got 0"),
     ({"stop": [""]}, "stop must not contain an empty string"),
-    ({"specchat": {"n_ctx": 8}}, "specchat.n_ctx must be in [16, 8192], got 8"),
+    ({"specchat": {"n_ctx": 8}}, "specchat.n_ctx must be in [16, 1024], got 8"),
     ({"specchat": {"mode": "spec_lookup", "k": 99}}, "specchat.k: K (draft tokens per step) must be in [1, 16], got 99"),
 ])
 def test_refusals_say_the_fields_name_not_the_engines(fields, message):
@@ -116,8 +184,42 @@ def test_refusals_say_the_fields_name_not_the_engines(fields, message):
     assert refused.value.message == message
 
 
+def test_the_servers_caps_bound_what_a_request_may_cost():
+    """max_tokens is lowered to the server's cap (as llama-server's -n), whichever name it comes under; the server's
+    n_ctx is the most a request may ask; stop strings are bounded in number (OpenAI's 4) and length."""
+    assert chat(cap=300, max_tokens=1_000_000).settings.sampling.max_new_tokens == 300
+    assert chat(cap=300, max_completion_tokens=10**9).settings.sampling.max_new_tokens == 300
+    assert chat(cap=300).settings.sampling.max_new_tokens == 300  # left out: the default (512), capped
+    assert chat(cap=300, max_tokens=7).settings.sampling.max_new_tokens == 7
+    prompt = parse(CompletionRequest, b'{"prompt": "Once", "max_tokens": 100000}')
+    assert completion_request(prompt, DEFAULTS, None, 64).settings.sampling.max_new_tokens == 64
+    assert chat(specchat={"n_ctx": 1024}).settings.context.n_ctx == 1024
+    with pytest.raises(APIError) as refused:
+        chat(specchat={"n_ctx": 2048})  # the model could (8192), the server's --n-ctx (1024) says no
+    assert (refused.value.status, refused.value.param) == (400, "specchat.n_ctx")
+    assert refused.value.message.startswith("specchat.n_ctx must be at most 1024, this server's n_ctx (its --n-ctx)")
+    assert chat(stop=["a", "b", "c", "d" * 256]).settings.sampling.stop_strings == ("a", "b", "c", "d" * 256)
+    for stop, said in ((["a", "b", "c", "d", "e"], "stop holds 5 strings: send at most 4"),
+                       ("x" * 257, "stop holds a string of 257 characters: each may have at most 256"),
+                       (["ok", "y" * 4_000_000], "stop holds a string of 4000000 characters")):
+        with pytest.raises(APIError) as refused:
+            chat(stop=stop)
+        assert (refused.value.status, refused.value.param) == (400, "stop") and refused.value.message.startswith(said)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b'{"a": ' * 65 + b"1" + b"}" * 65 + b"}",
+])
+def test_a_deeply_nested_body_is_a_400(body):
+    with pytest.raises(APIError) as refused:
+        parse(ChatCompletionRequest, body)
+    assert refused.value.status == 400 and refused.value.code == "invalid_json"
+    assert "nested more than 64 levels deep" in refused.value.message
+
+
 def test_values_that_ask_for_nothing_are_no_refusal():
-    request = chat(tools=[], tool_choice="none", response_format={"type": "text"}, top_logprobs=0,
+    request = chat(tools=[], tool_choice="none", response_format={"type": "text"}, top_logprobs=0, logprobs=False,
                    parallel_tool_calls=False, functions=[], logit_bias={})
     assert request.messages
     for fields in ({"tool_choice": "required"}, {"top_logprobs": True}, {"parallel_tool_calls": "yes"}):
@@ -161,3 +263,90 @@ def test_a_full_queue_answers_429_with_retry_after(worker):
 def test_an_empty_api_key_is_refused(worker):
     with pytest.raises(ValueError, match="empty"):
         create_app(worker, model_id="m", api_key="")
+
+
+class ScriptedBackend:
+    """A generation backend without a model: records each request, then raises ``failure`` or replies "Hi"."""
+
+    def __init__(self, failure: Exception | None = None):
+        self.failure = failure
+        self.requests = []
+
+    async def generate(self, request, cancel):
+        self.requests.append(request)
+        if self.failure is not None:
+            raise self.failure
+        yield [TextDelta("Hi", 1, False), Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", text="Hi"))]
+
+
+def call(app, method: str, path: str, **kwargs) -> httpx.Response:
+    """One request to ``app`` in-process (an unexpected exception answered as the server does: a 500)."""
+    async def send():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=30) as client:
+            return await client.request(method, path, **kwargs)
+    return run_coroutine(send())
+
+
+HELLO = {"messages": [{"role": "user", "content": "Hi"}]}
+
+
+@pytest.mark.parametrize("failure, status, param", [
+    (ValueError("/home/someone/models/secret-model/openvino_model.xml: shape mismatch"), 500, None),
+    (RuntimeError("Exception from src/inference/src/cpp/infer_request.cpp:223: secret internals"), 500, None),
+    (SettingError("n_keep", "n_keep must be in [0, 16), got 20"), 400, "specchat.n_keep"),
+    (RopeUnsupportedError("the conversation needs more than n_ctx tokens, but M cannot be rolled: it has no RoPE"),
+     400, "messages"),
+])
+def test_errors_say_what_the_client_did_wrong_and_log_the_rest(failure, status, param, caplog):
+    caplog.set_level(logging.ERROR, logger="app.server.app")
+    response = call(create_app(ScriptedBackend(failure), model_id="m"), "POST", "/v1/chat/completions", json=HELLO)
+    error = response.json()["error"]
+    assert (response.status_code, error["param"]) == (status, param)
+    if status == 500:
+        assert "secret" not in error["message"] and error["message"].startswith("the generation failed (an internal")
+        assert "the server's log has the details" in error["message"] and error["code"] == "internal_error"
+        assert "secret" in caplog.text  # the details are in the log
+    else:
+        assert str(failure) in error["message"] or failure.renamed(param) in error["message"]
+
+
+def test_an_unexpected_failure_outside_a_generation_is_a_500_that_says_nothing_of_it(monkeypatch, caplog):
+    caplog.set_level(logging.ERROR, logger="app.server.app")
+    monkeypatch.setattr("app.server.app.Reply.new", lambda *args: (_ for _ in ()).throw(KeyError("secret-key")))
+    response = call(create_app(ScriptedBackend(), model_id="m"), "POST", "/v1/chat/completions", json=HELLO)
+    assert response.status_code == 500 and "secret" not in response.text
+    assert response.json()["error"]["message"].startswith("the server failed (an internal error")
+    assert "secret-key" in caplog.text
+
+
+def test_a_key_from_an_env_file_is_stripped_and_then_matches(monkeypatch):
+    monkeypatch.setenv("SPECCHAT_API_KEY", " s3cret\r\n")
+    key = api_key_of(argparse.Namespace(api_key=None))
+    assert key == "s3cret"
+    app = create_app(ScriptedBackend(), model_id="m", api_key=key)
+    assert call(app, "GET", "/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert call(app, "GET", "/v1/models", headers={"Authorization": "Bearer other"}).status_code == 401
+    with pytest.raises(ValueError, match="spaces or line breaks around it"):
+        create_app(ScriptedBackend(), model_id="m", api_key="s3cret\n")
+
+
+def test_max_tokens_is_capped_by_the_server_before_the_engine_sees_it():
+    backend = ScriptedBackend()
+    capped = create_app(backend, model_id="m", max_tokens=50)
+    assert call(capped, "POST", "/v1/chat/completions", json={**HELLO, "max_tokens": 10**9}).status_code == 200
+    assert backend.requests[-1].settings.sampling.max_new_tokens == 50
+    default = create_app(backend, model_id="m", defaults=GenerationSettings(context=ContextSettings(n_ctx=2048)))
+    assert call(default, "POST", "/v1/completions", json={"prompt": "x", "max_tokens": 10**9}).status_code == 200
+    assert backend.requests[-1].settings.sampling.max_new_tokens == 2048  # no cap given: the server's n_ctx
+
+
+def test_serve_takes_a_max_tokens_cap(monkeypatch):
+    from app.cli.commands import build_parser
+    from app.cli.serve import run_serve
+
+    monkeypatch.delenv("SPECCHAT_API_KEY", raising=False)
+    assert build_parser().parse_args(["serve"]).max_tokens is None  # the server's n_ctx
+    assert build_parser().parse_args(["serve", "--max-tokens", "100"]).max_tokens == 100
+    with pytest.raises(ValueError, match="--max-tokens must be >= 1, got 0"):
+        run_serve(build_parser().parse_args(["serve", "--max-tokens", "0"]))

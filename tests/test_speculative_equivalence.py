@@ -9,7 +9,9 @@ accepted only where ``exactness.first_difference`` finds the top-2 gap within th
 between the two modes' ways of computing the same tokens. Only the first divergence can be checked: after it the texts have different contexts.
 
 With repetition, presence and frequency penalties the same holds (greedy), and sampled speculative replies follow
-the autoregressive distribution exactly (chi-square against the distribution enumerated from the target).
+the autoregressive distribution exactly (chi-square against the distribution enumerated from the target); so do
+they under a grammar (structured output), which masks the same rows (greedy identity under a grammar:
+``test_constraints``).
 """
 
 from dataclasses import replace
@@ -19,12 +21,20 @@ import pytest
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
 from scipy.stats import chisquare
 
+from inference.constraints import GrammarMask, lark_grammar
 from inference.engine import Engine
 from inference.exactness import first_difference
 from inference.model import load_model
 from inference.penalties import ReplyPenalties
 from inference.sampling import warp
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    OutputSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+)
 
 NEW_TOKENS = 128
 ROLLING = {"n_ctx": 32, "n_keep": 4}  # each roll drops 14 tokens: prompts of 40-70 tokens + replies roll >= 3 times
@@ -62,22 +72,46 @@ def test_greedy_speculative_equals_autoregressive(engine, target, prompt, contex
 PENALTIES = {"repetition_penalty": 1.6, "presence_penalty": 0.6, "frequency_penalty": 0.4}
 PENALTY_TRIALS = 1000
 PENALTY_TOKENS = 4  # the first step after the first token drafts K = 2 and emits tokens 2..4 (drafts, then bonus)
+PENALTY_PROMPT = "the cat sat on the mat and the cat sat on the hat so the cat"
 
 
 @pytest.fixture(scope="module")
 def tiny_engines(tiny_ir, tmp_path_factory):
     """Engines on a tiny random target (tied embeddings: it likes to repeat its last token, so penalties matter):
-    one drafting with an identical copy of it (every draft should be accepted), one with prompt lookup."""
+    one drafting with an identical copy of it (every draft should be accepted), one with prompt lookup, one with
+    a draft head trained briefly on the target's own penalized replies, over every token those replies can hold
+    (its drafts often differ from the target's choices: some are accepted, many rejected)."""
+    from tiny_heads import write_trained_tiny_head
     from tiny_models import write_tiny_llama
 
+    from inference.draft_head import load_head
     from inference.precision import PrecisionSettings
 
     copy = write_tiny_llama(tiny_ir["gguf"], tmp_path_factory.mktemp("tiny-draft") / "copy", seed=0)
     target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
-    return {"model": Engine(target, load_model(copy, "CPU", PrecisionSettings())), "lookup": Engine(target)}
+    prompt = target.encode(PENALTY_PROMPT)
+    sampling = _penalty_settings("ar", None).sampling
+    vocab = sorted({token for reply in _autoregressive_distribution(Engine(target), prompt, sampling) for token in reply})
+    head = write_trained_tiny_head(target, tiny_ir["same"], prompt, sampling, vocab + [0, 1, 2],
+                                   tmp_path_factory.mktemp("tiny-head") / "head")
+    return {
+        "model": Engine(target, load_model(copy, "CPU", PrecisionSettings())),
+        "lookup": Engine(target),
+        "head": Engine(target, load_head(head)),
+    }
 
 
-def _penalty_settings(decoding: str, seed: int | None, temperature: float = 1.0, **overrides) -> GenerationSettings:
+def _tiny_engine(engines: dict, decoding: str) -> Engine:
+    """The tiny engine a test's decoding runs on: ``spec_head`` drafts with the head (``Decoding.DRAFT_MODEL``)."""
+    return engines[{"spec_lookup": "lookup", "spec_head": "head"}.get(decoding, "model")]
+
+
+def _decoding(decoding: str) -> str:
+    return "spec_model" if decoding == "spec_head" else decoding
+
+
+def _penalty_settings(decoding: str, seed: int | None, temperature: float = 1.0, grammar: str | None = None,
+                      **overrides) -> GenerationSettings:
     sampling = {"temperature": temperature, "top_k": 3, "seed": seed, "max_new_tokens": PENALTY_TOKENS,
                 "ignore_eos": True, **PENALTIES, **overrides}
     return GenerationSettings(
@@ -86,21 +120,25 @@ def _penalty_settings(decoding: str, seed: int | None, temperature: float = 1.0,
         context=ContextSettings(n_ctx=512),
         # 1-gram lookup: the pending token matching any earlier token proposes what followed it
         speculative=SpeculativeSettings(k=3, lookup_max_ngram=1),
+        output=OutputSettings(grammar=grammar),
     )
 
 
-def _autoregressive_distribution(engine: Engine, prompt: list[int], settings: SamplingSettings) -> dict:
+def _autoregressive_distribution(engine: Engine, prompt: list[int], settings: SamplingSettings,
+                                 grammar: str | None = None) -> dict:
     """The exact probability of every reply of PENALTY_TOKENS tokens under autoregressive decoding with
-    penalties: the target's raw logits after each prefix (a greedy one-token reply without penalties leaves them
-    in ``last_logits``), penalized as ``ReplyPenalties`` defines it, warped, multiplied along the reply."""
+    penalties (and ``grammar``): the target's raw logits after each prefix (a greedy one-token reply without
+    penalties leaves them in ``last_logits``), penalized and masked as ``ReplyPenalties`` defines it, warped,
+    multiplied along the reply."""
     plain = _penalty_settings("ar", None, temperature=0.0, max_new_tokens=1, repetition_penalty=1.0,
                               presence_penalty=0.0, frequency_penalty=0.0)
+    mask = GrammarMask(engine.target, grammar) if grammar is not None else None
     distribution, frontier = {}, {(): 1.0}
     for _ in range(PENALTY_TOKENS):
         grown = {}
         for prefix, mass in frontier.items():
             engine.generate_text(prompt + list(prefix), plain)
-            logits = ReplyPenalties(settings, prompt, list(prefix)).apply(engine.last_logits)
+            logits = ReplyPenalties(settings, prompt, list(prefix), mask).apply(engine.last_logits)
             probs = warp(logits, settings)
             for token in np.flatnonzero(probs):
                 grown[prefix + (int(token),)] = mass * probs[token]
@@ -110,18 +148,37 @@ def _autoregressive_distribution(engine: Engine, prompt: list[int], settings: Sa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup"])
+@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup", "spec_head"])
 def test_sampling_with_penalties_speculative_matches_autoregressive_distribution(tiny_engines, decoding):
     """Chi-square of the first PENALTY_TOKENS tokens against the exact autoregressive distribution with
     repetition, presence and frequency penalties (a target row penalized without the drafts before it, or drafts
-    penalized differently from the target, fails it)."""
-    engine = tiny_engines["lookup" if decoding == "spec_lookup" else "model"]
-    prompt = engine.target.encode("the cat sat on the mat and the cat sat on the hat so the cat")
-    expected = _autoregressive_distribution(engine, prompt, _penalty_settings("ar", None).sampling)
+    penalized differently from the target, fails it). The head's drafts differ from the target's choices, so its
+    run exercises rejections and resampling at every position of a step, with a pruned draft vocabulary."""
+    _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding, None)
+
+
+#: Words of the test prompt, with or without a space before: the grammar keeps some of the tiny model's likely
+#: tokens and forbids others, and prompt lookup proposes both kinds.
+WORDS = r"""start: /( ?(the|cat|sat|on|mat|and|hat|so))+/"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup", "spec_head"])
+def test_sampling_with_a_grammar_speculative_matches_constrained_autoregressive_distribution(tiny_engines, decoding):
+    """The same chi-square under a grammar: sampled speculative decoding has the constrained autoregressive
+    distribution (target rows and drafts masked alike, forbidden lookup drafts cut before verification, a head's
+    drafts ending where the grammar leaves none of its vocabulary)."""
+    _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding, lark_grammar(WORDS))
+
+
+def _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding: str, grammar: str | None) -> None:
+    engine = _tiny_engine(tiny_engines, decoding)
+    prompt = engine.target.encode(PENALTY_PROMPT)
+    expected = _autoregressive_distribution(engine, prompt, _penalty_settings("ar", None).sampling, grammar)
     counts: dict[tuple, int] = {}
     drafted = accepted = 0
     for seed in range(PENALTY_TRIALS):
-        stats = engine.generate_text(prompt, _penalty_settings(decoding, seed))
+        stats = engine.generate_text(prompt, _penalty_settings(_decoding(decoding), seed, grammar=grammar))
         counts[tuple(stats.token_ids)] = counts.get(tuple(stats.token_ids), 0) + 1
         drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
     assert set(counts) <= set(expected), "a reply autoregressive decoding cannot produce"
@@ -129,6 +186,8 @@ def test_sampling_with_penalties_speculative_matches_autoregressive_distribution
         assert drafted >= PENALTY_TRIALS // 5, f"too few drafts to test anything: {drafted}"
     if decoding == "spec_model":
         assert accepted == drafted, "an identical draft penalized like the target is always accepted"
+    if decoding == "spec_head" and grammar is None:
+        assert 0.05 * drafted < accepted < 0.95 * drafted, (accepted, drafted)
     replies = sorted(expected, key=expected.get, reverse=True)
     frequent = [r for r in replies if expected[r] * PENALTY_TRIALS >= 5]
     observed = [counts.get(r, 0) for r in frequent]
@@ -142,11 +201,11 @@ def test_sampling_with_penalties_speculative_matches_autoregressive_distribution
     assert chisquare(observed, wanted).pvalue > 1e-3, list(zip(observed, np.round(wanted, 1)))
 
 
-@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
+@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup", "spec_head"])
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_greedy_with_penalties_speculative_equals_autoregressive_on_a_tiny_model(tiny_engines, decoding, k):
-    engine = tiny_engines["lookup" if decoding == "spec_lookup" else "model"]
-    prompt = engine.target.encode("the cat sat on the mat and the cat sat on the hat so the cat")
+    engine = _tiny_engine(tiny_engines, decoding)
+    prompt = engine.target.encode(PENALTY_PROMPT)
     # a short repetition window lets tokens come back, so that prompt lookup finds matches; presence and frequency
     # penalties (which never forget) are tested on the default model below
     greedy = {"temperature": 0.0, "top_k": 0, "max_new_tokens": 48, "repetition_penalty": 3.0, "repeat_last_n": 6,
@@ -155,7 +214,7 @@ def test_greedy_with_penalties_speculative_equals_autoregressive_on_a_tiny_model
     unpenalized = engine.generate_text(prompt, _penalty_settings("ar", None, **{**greedy, "repetition_penalty": 1.0}))
     assert len(set(unpenalized.token_ids)) == 1, "without penalties the tiny model repeats one token"
     assert len(set(reference.token_ids)) > 3, "the penalty breaks the loop"
-    settings = _penalty_settings(decoding, None, **greedy)
+    settings = _penalty_settings(_decoding(decoding), None, **greedy)
     candidate = engine.generate_text(prompt, replace(settings, speculative=replace(settings.speculative, k=k)))
     assert candidate.drafted > 0
     assert candidate.token_ids == reference.token_ids

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from inference.events import Event
 from inference.settings import GenerationSettings
+from inference.tools import ToolUse
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class GenerationRequest:
         continue_text: the start of the assistant's reply to continue ("" = a new reply): a reply that stopped at
             its length limit, continued by the window's Continue (``ChatSession.continue_reply``; the events carry
             the new text only).
+        echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
+            event before the reply's; it costs a pass over the prompt and empties the KV cache).
+        tools: the tools the reply may call (``inference.tools``; its calls come as a ``ToolCalls`` event), or None.
     """
 
     messages: list[dict]
@@ -38,6 +42,8 @@ class GenerationRequest:
     fresh_cache: bool = False
     prompt: str | None = None
     continue_text: str = ""
+    echo: bool = False
+    tools: ToolUse | None = None
 
 
 class ReplySource(Protocol):

@@ -17,6 +17,13 @@ Rules:
   also while it sends nothing.
 - Every failure is a :class:`RemoteError` whose one-line message says what happened and what to do. One raised after
   text arrived follows a ``Finished`` event (stop reason ``interrupted``), so that the partial reply is recorded.
+- A server is not trusted: the stream is split into lines at CR and LF only (the SSE rule; JSON may carry U+2028
+  unescaped), no line may pass :data:`MAX_LINE_BYTES`, no model list :data:`MAX_BODY_BYTES`, an error body is read
+  up to :data:`MAX_ERROR_BYTES`, a reply may not pass its ``max_new_tokens`` by more than a margin
+  (:func:`reply_limits`), and JSON of another shape than OpenAI's (or nested deeper than :data:`MAX_JSON_DEPTH`) is
+  a RemoteError, never a TypeError.
+- Credentials stay out of what is shown and stored: a base URL with ``user:password@`` is refused
+  (:func:`check_base_url`), and :func:`plain_http_warning` says when a key would cross the network unencrypted.
 
 Sources: the OpenAI API reference (chat completions, streaming, ``stream_options``; ``GET /models``); OpenVINO Model
 Server's OpenAI API (``/v3/chat/completions``).
@@ -28,6 +35,7 @@ import asyncio
 import contextlib
 import errno
 import json
+import re
 import socket
 import ssl
 import threading
@@ -39,9 +47,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from inference.constraints import json_object_grammar
 from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
 from inference.settings import Decoding
 
+from .. import bounded_json
+from ..server.binding import is_loopback
 from .protocol import GenerationRequest
 
 #: Seconds to wait for the TCP (and TLS) connection.
@@ -53,6 +64,19 @@ READ_TIMEOUT_S = 120.0
 CANCEL_POLL_S = 0.05
 #: OpenAI finish reasons -> the engine's stop reasons.
 _FINISH_REASONS = {"stop": "eos", "length": "max_new_tokens"}
+#: Longest line of an event stream, bytes: a line without an end is refused past it.
+MAX_LINE_BYTES = 4 * 1024 * 1024
+#: Largest ``GET /models`` answer, bytes.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+#: How much of an error answer is read for its message, bytes (the rest is not read).
+MAX_ERROR_BYTES = 64 * 1024
+#: Deepest nesting of lists and objects in a JSON answer (an OpenAI chunk nests 4 deep).
+MAX_JSON_DEPTH = 32
+#: Events (``data:`` lines) and characters a reply may hold beyond its ``max_new_tokens``: see :func:`reply_limits`.
+EVENT_MARGIN = 64
+CHARS_PER_TOKEN = 64
+#: Line breaks of server-sent events: CRLF, LF or CR, nothing else (the WHATWG event-stream rule).
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 T = TypeVar("T")
 
@@ -94,8 +118,8 @@ class RemoteTarget:
 
     @property
     def host(self) -> str:
-        """``host:port`` of the URL (what footers and the picker show)."""
-        return urlsplit(self.root).netloc or self.root
+        """``host:port`` of the URL (what footers and the picker show), never a ``user:password@`` it holds."""
+        return urlsplit(self.root).netloc.rpartition("@")[2] or self.root
 
     def describe(self) -> str:
         """``Qwen2.5-7B on gpu-box:8000 (remote)``."""
@@ -116,19 +140,56 @@ class RemoteModel:
 
 
 def check_base_url(url: str) -> str:
-    """``url`` stripped, if it is an ``http(s)://host...`` URL.
+    """``url`` stripped, if it is an ``http(s)://host...`` URL without a user name or password.
 
     Raises:
-        RemoteError: it is not (the message says what a base URL looks like).
+        RemoteError: it is not (the message says what a base URL looks like), or it holds ``user:password@``
+            (which would be shown in reply footers and kept in the settings file; the message does not repeat it).
     """
     url = url.strip().rstrip("/")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 address
+        parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise RemoteError(
             f"{url or 'the base URL'} is not a server address: enter one like http://HOST:8000/v1 "
             "(OpenVINO Model Server: http://HOST:8000/v3)"
         )
+    if "@" in parts.netloc:
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        raise RemoteError(
+            f"The base URL holds a user name or password (…@{parts.netloc.rpartition('@')[2]}): remove it and enter "
+            f"{shown}; put the server's key in the API key field (sent as a Bearer token, never kept in the settings "
+            "file)"
+        )
     return url
+
+
+def plain_http_warning(url: str, api_key: str) -> str | None:
+    """Why sending ``api_key`` to ``url`` is risky: over plain http to another computer, anyone on the network path
+    can read it. None when there is no key, the URL is https, or the host is this computer (loopback)."""
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port that is not a number raises only when read
+    except ValueError:  # not a URL: nothing is sent
+        return None
+    if not api_key or parts.scheme != "http" or not host or is_loopback(host):
+        return None
+    return (
+        f"The API key is sent unencrypted to {host} (http://): anyone on the network path can read it. "
+        "Use https:// if the server offers it, or a server on a network you trust."
+    )
+
+
+def reply_limits(max_new_tokens: int) -> tuple[int, int]:
+    """``(events, characters)`` a streamed reply of at most ``max_new_tokens`` may hold: one ``data:`` event per token
+    (twice over, for servers that send reasoning or empty deltas) plus :data:`EVENT_MARGIN`; :data:`CHARS_PER_TOKEN`
+    characters per token (vocabularies' longest tokens are 16-128 bytes, their mean about 4). Past either the
+    server ignores ``max_tokens``, and the reply is cut there."""
+    return 2 * max_new_tokens + EVENT_MARGIN, CHARS_PER_TOKEN * max_new_tokens + CHARS_PER_TOKEN * EVENT_MARGIN
 
 
 class RemoteBackend:
@@ -181,19 +242,17 @@ class RemoteBackend:
         cancel = cancel or threading.Event()
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
-                response = await _or_cancel(client.get(url, headers=self._headers()), cancel)
-                if response.status_code != 200:
-                    raise _status_error(response.status_code, response.text, response.headers, self.target, url,
-                                        listing=True)
+                send = client.send(client.build_request("GET", url, headers=self._headers()), stream=True)
+                response = await _or_cancel(send, cancel)
                 try:
-                    body = response.json()
-                    entries = body["data"]
-                    models = [RemoteModel(str(e["id"]), _is_specchat(e, body)) for e in entries]
-                except (ValueError, KeyError, TypeError):
-                    raise RemoteError(
-                        f"{url} did not answer with a model list: check that the base URL is the API's "
-                        "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
-                    ) from None
+                    if response.status_code != 200:
+                        text = await _error_body(response, cancel)
+                        raise _status_error(response.status_code, text, response.headers, self.target, url,
+                                            listing=True)
+                    body = await _read_body(response, MAX_BODY_BYTES, cancel, f"{url} sent a model list")
+                finally:
+                    await response.aclose()
+                models = _model_list(body, url)
         except httpx.HTTPError as error:
             raise _transport_error(error, self.target, url, self.read_timeout_s, partial=False, listing=True) from None
         except _Cancelled:
@@ -202,8 +261,9 @@ class RemoteBackend:
         return models
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage; the ``specchat`` extension
-        with the decoding mode, K and the rolling context only for a SpecChat server)."""
+        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage; ``response_format``
+        json_object for a reply constrained to a JSON object; the ``specchat`` extension with the decoding mode, K and
+        the rolling context only for a SpecChat server)."""
         settings = request.settings
         sampling = settings.sampling
         messages = ([{"role": "system", "content": request.system_prompt}] if request.system_prompt else []) + [
@@ -230,6 +290,8 @@ class RemoteBackend:
             body["repetition_penalty"] = sampling.repetition_penalty  # vLLM, OpenVINO Model Server, SpecChat
             body["repeat_penalty"] = sampling.repetition_penalty  # llama-server, Ollama
             body["repeat_last_n"] = sampling.repeat_last_n
+        if settings.output.grammar is not None and settings.output.grammar == json_object_grammar():
+            body["response_format"] = {"type": "json_object"}  # the window's "JSON output"
         if self.specchat:
             body["specchat"] = {"mode": settings.decoding.value, "k": settings.speculative.k}
         return body
@@ -259,9 +321,11 @@ class RemoteBackend:
                 response = await _or_cancel(send, cancel)
                 try:
                     if response.status_code != 200:
-                        text = (await _or_cancel(response.aread(), cancel)).decode("utf-8", "replace")
+                        text = await _error_body(response, cancel)
                         raise _status_error(response.status_code, text, response.headers, self.target, url)
-                    lines = response.aiter_lines()
+                    max_events, max_chars = reply_limits(request.settings.sampling.max_new_tokens)
+                    lines = _event_lines(response.aiter_bytes(), url)
+                    events = 0
                     while True:
                         try:
                             line = await _or_cancel(anext(lines), cancel)
@@ -273,6 +337,9 @@ class RemoteBackend:
                         if data == "[DONE]":
                             done = True
                             break
+                        events += 1
+                        if events > max_events or len(clock.text) > max_chars:
+                            raise RemoteError(_too_long(request.settings.sampling.max_new_tokens))
                         chunk = _parse_chunk(data, url)
                         if isinstance(chunk.get("model"), str) and chunk["model"]:
                             self.answered_by = chunk["model"]
@@ -280,12 +347,12 @@ class RemoteBackend:
                             raise RemoteError(
                                 f"The server stopped the reply with an error: {_error_text(chunk['error'])}"
                             )
+                        choices = _choices(chunk, url)  # checks the types of the choices and usage
                         usage = chunk.get("usage") or usage
                         chunk_extension = chunk.get("specchat") if isinstance(chunk.get("specchat"), dict) else {}
                         extension = {**extension, **chunk_extension}
-                        for choice in chunk.get("choices") or []:
-                            text = (choice.get("delta") or {}).get("content") or ""
-                            finish_reason = choice.get("finish_reason") or finish_reason
+                        for text, finish in choices:
+                            finish_reason = finish or finish_reason
                             if text:
                                 yield clock.delta(text, chunk_extension.get("from_draft") is True)
                         if chunk_extension:
@@ -380,7 +447,7 @@ class _ReplyClock:
         rate = (new_tokens - 1) / span if new_tokens > 1 and span > 0 else 0.0
         return GenerationStats(
             mode=mode,
-            drafter=extension.get("drafter") or (decoding.drafter if mode == "spec" else None),
+            drafter=_str(extension.get("drafter")) or (decoding.drafter if mode == "spec" else None),
             prompt_tokens=_int(usage.get("prompt_tokens"), 0),
             prefilled_tokens=_int(extension.get("prefilled_tokens"), _int(usage.get("prompt_tokens"), 0)),
             new_tokens=new_tokens,
@@ -398,6 +465,10 @@ class _ReplyClock:
 
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _is_specchat(entry: Any, body: Any) -> bool:
@@ -426,14 +497,139 @@ async def _or_cancel(awaitable: Awaitable[T], cancel: threading.Event) -> T:
     return task.result()
 
 
+async def _event_lines(chunks: AsyncIterator[bytes], url: str) -> AsyncIterator[str]:
+    """The lines of an event stream's bytes, split at CRLF, LF or CR only and decoded as UTF-8 (an invalid byte
+    becomes U+FFFD), as the WHATWG event-stream rules say; the last line may lack its line break.
+
+    Raises:
+        RemoteError: a line grows past :data:`MAX_LINE_BYTES`.
+    """
+    partial: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        start = 0
+        for match in _LINE_BREAK.finditer(chunk):
+            piece = chunk[start : match.start()]
+            if size + len(piece) > MAX_LINE_BYTES:
+                break
+            yield (b"".join(partial) + piece).decode("utf-8", "replace")
+            partial, size, start = [], 0, match.end()
+        rest = chunk[start:]
+        size += len(rest)
+        if size > MAX_LINE_BYTES:
+            raise RemoteError(
+                f"{url} sent a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB: not an OpenAI stream "
+                "(the partial reply was kept); check the base URL and the server"
+            )
+        if rest:
+            partial.append(rest)
+    if partial:
+        yield b"".join(partial).decode("utf-8", "replace")
+
+
+async def _read_body(response: httpx.Response, limit: int, cancel: threading.Event, what: str) -> bytes:
+    """The whole body of ``response``, refused past ``limit`` bytes (``what`` starts the message: "URL sent ...").
+
+    Raises:
+        RemoteError: the body is larger. _Cancelled: ``cancel`` was set.
+    """
+    parts, size = [], 0
+    chunks = response.aiter_bytes()
+    while True:
+        try:
+            chunk = await _or_cancel(anext(chunks), cancel)
+        except StopAsyncIteration:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > limit:
+            raise RemoteError(f"{what} larger than {limit // (1024 * 1024)} MB: check the base URL and the server")
+        parts.append(chunk)
+
+
+async def _error_body(response: httpx.Response, cancel: threading.Event) -> str:
+    """The first :data:`MAX_ERROR_BYTES` of an error answer as text (the rest is never read)."""
+    parts, size = [], 0
+    chunks = response.aiter_bytes()
+    while size < MAX_ERROR_BYTES:
+        try:
+            chunk = await _or_cancel(anext(chunks), cancel)
+        except StopAsyncIteration:
+            break
+        parts.append(chunk[: MAX_ERROR_BYTES - size])
+        size += len(chunk)
+    return b"".join(parts).decode("utf-8", "replace")
+
+
 def _parse_chunk(data: str, url: str) -> dict:
     try:
-        chunk = json.loads(data)
+        chunk = bounded_json.loads(data, MAX_JSON_DEPTH)
     except ValueError:
         chunk = None
     if not isinstance(chunk, dict):
         raise RemoteError(f"{url} sent something that is not an OpenAI stream ({data[:60]!r}): check the base URL")
     return chunk
+
+
+def _choices(chunk: dict, url: str) -> list[tuple[str, str | None]]:
+    """``(content, finish_reason)`` of each choice of a stream chunk ("" for no content).
+
+    Raises:
+        RemoteError: ``choices``, a choice, its ``delta``, ``content`` or ``finish_reason``, or the chunk's ``usage``
+            is not of OpenAI's type.
+    """
+
+    def wrong(what: str) -> RemoteError:
+        return RemoteError(f"{url} sent a stream chunk whose {what}: not an OpenAI stream; check the base URL")
+
+    if chunk.get("usage") is not None and not isinstance(chunk["usage"], dict):
+        raise wrong("usage is not an object")
+    choices = chunk.get("choices")
+    if choices is None:
+        return []
+    if not isinstance(choices, list):
+        raise wrong("choices is not a list")
+    found = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise wrong("choice is not an object")
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            raise wrong("delta is not an object")
+        content = (delta or {}).get("content")
+        if content is not None and not isinstance(content, str):
+            raise wrong("content is not text")
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise wrong("finish_reason is not text")
+        found.append((content or "", finish or None))
+    return found
+
+
+def _model_list(body: bytes, url: str) -> list[RemoteModel]:
+    """The models of a ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``).
+
+    Raises:
+        RemoteError: the answer is not such a list.
+    """
+    try:
+        answer = bounded_json.loads(body, MAX_JSON_DEPTH)
+        entries = answer["data"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                    for e in entries):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise RemoteError(
+            f"{url} did not answer with a model list: check that the base URL is the API's "
+            "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
+        ) from None
+    return [RemoteModel(entry["id"], _is_specchat(entry, answer)) for entry in entries]
+
+
+def _too_long(max_new_tokens: int) -> str:
+    return (
+        f"The server sent more than a reply of at most {max_new_tokens} new tokens can hold (the partial reply was "
+        "kept): it does not respect max_tokens; check the server"
+    )
 
 
 def _error_text(error: Any) -> str:
@@ -445,7 +641,7 @@ def _error_text(error: Any) -> str:
 def _server_message(text: str) -> str:
     """The ``error.message`` (or ``detail``) of an error body, else its first 200 characters."""
     try:
-        body = json.loads(text)
+        body = bounded_json.loads(text, MAX_JSON_DEPTH)
     except ValueError:
         return " ".join(text.split())[:200]
     if isinstance(body, dict):

@@ -7,7 +7,12 @@ Rules:
 - A keyring is usable when ``keyring``'s chosen backend has a priority above 0 (the ``fail`` backend of a machine
   without Secret Service, KWallet or the macOS/Windows store has 0) and accepts the write.
 - Otherwise the key goes to ``remote_keys.json`` in the config folder (``$SPECCHAT_CONFIG_DIR`` overrides it), created
-  with mode 600 and written atomically; a key found there is removed once the keyring holds it.
+  with mode 600 and written atomically and durably (``app.user_files``); a key found there is removed once the
+  keyring holds it.
+- That file is never overwritten when it cannot be read: one that holds something else (not JSON, not an object of
+  texts) is moved aside to ``remote_keys.json.unreadable-<time>`` first (mode 600 kept), one that cannot be read now
+  (no permission, an I/O error) or moved is left as it is and no key is written to it; :func:`check_keys_file`
+  (called when the window starts) says which.
 """
 
 from __future__ import annotations
@@ -15,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import keyring
@@ -24,6 +27,8 @@ import keyring.errors
 import platformdirs
 
 from inference.models.store import user_dir
+
+from ..user_files import move_aside, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +54,8 @@ def save_api_key(base_url: str, key: str) -> str:
     """Store the key of ``base_url`` ("" removes it); returns where it went: ``keyring`` or the file's path.
 
     Raises:
-        OSError: the fallback file cannot be written (the message names it).
+        OSError: the fallback file cannot be written, cannot be read now, or holds something else than keys and
+            cannot be moved aside (the message names it; nothing was written over it).
     """
     if keyring_usable():
         try:
@@ -58,7 +64,10 @@ def save_api_key(base_url: str, key: str) -> str:
             else:
                 with contextlib.suppress(keyring.errors.PasswordDeleteError):
                     keyring.delete_password(KEYRING_SERVICE, base_url)
-            _write_file_key(base_url, "")  # no copy left in the file
+            try:
+                _write_file_key(base_url, "")  # no copy left in the file
+            except OSError as error:  # (the key is stored: a file that cannot be read holds no copy we know of)
+                logger.warning("no copy of the key could be removed from the keys file: %s", error)
             return "keyring"
         except keyring.errors.KeyringError as error:
             logger.warning("the keyring refused the API key (%s); using %s", error, keys_file())
@@ -75,34 +84,86 @@ def load_api_key(base_url: str) -> str:
                 return key
         except keyring.errors.KeyringError as error:
             logger.warning("the keyring could not be read (%s); trying %s", error, keys_file())
-    return _read_keys().get(base_url, "")
+    return _file_key(base_url)
+
+
+class _UnreadableKeys(Exception):
+    """The keys file holds something else than SpecChat's keys; the message says what."""
 
 
 def _read_keys() -> dict[str, str]:
+    """The keys of the fallback file ({} when there is none).
+
+    Raises:
+        _UnreadableKeys: it is not JSON, or not an object of texts (it can be moved aside).
+        OSError: it cannot be read now (no permission, a folder in its place, a failing disk): it must be left as
+            it is, and not written over.
+    """
+    path = keys_file()
     try:
-        keys = json.loads(keys_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return {}
-    return {url: key for url, key in keys.items() if isinstance(key, str)} if isinstance(keys, dict) else {}
+    except OSError as error:
+        raise OSError(f"{path} could not be read ({error.strerror or error}): it was left as it is") from None
+    try:
+        keys = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise _UnreadableKeys(f"is not a keys file (not valid JSON: {error})") from None
+    if not isinstance(keys, dict) or not all(isinstance(key, str) for key in keys.values()):
+        raise _UnreadableKeys("does not hold SpecChat's keys (an object of texts)")
+    return keys
+
+
+def _file_key(base_url: str) -> str:
+    try:
+        return _read_keys().get(base_url, "")
+    except (_UnreadableKeys, OSError) as error:
+        logger.warning("%s %s; no key read from it", keys_file(), error)
+        return ""
+
+
+def check_keys_file() -> str | None:
+    """Move a fallback file that holds something else than keys aside; what to tell the user about it (or about a
+    file that cannot be read now, left as it is), or None when it is fine (or absent)."""
+    try:
+        _read_keys()
+    except _UnreadableKeys as error:
+        try:
+            return _set_aside(str(error))
+        except OSError as held:
+            return f"{held}; API keys entered now are used this session only"
+    except OSError as error:
+        return f"{error}; API keys entered now are used this session only"
+    return None
+
+
+def _set_aside(reason: str) -> str:
+    """Move the unreadable keys file aside; the notice saying where it went.
+
+    Raises:
+        OSError: it cannot be moved (then it stays as it is, and nothing may be written over it).
+    """
+    path = keys_file()
+    try:
+        moved = move_aside(path)
+    except OSError as error:
+        raise OSError(f"{path} {reason} and could not be moved aside ({error}): it was left as it is") from None
+    notice = f"{path} {reason}: it was kept as {moved.name}; enter your servers' API keys again"
+    logger.warning(notice)
+    return notice
 
 
 def _write_file_key(base_url: str, key: str) -> None:
-    keys = _read_keys()
+    try:
+        keys = _read_keys()
+    except _UnreadableKeys as error:
+        _set_aside(str(error))
+        keys = {}
     if not key and base_url not in keys:
         return
     if key:
         keys[base_url] = key
     else:
         keys.pop(base_url, None)
-    path = keys_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".remote-keys-", dir=path.parent)  # mkstemp creates it with mode 600
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(keys, file, indent=2)
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(keys_file(), json.dumps(keys, indent=2), mode=0o600)

@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from inference.chat import ChatSession
+from inference.draft_head import LoadedHead, is_head_folder, load_head
 from inference.engine import Engine
-from inference.events import Event
+from inference.events import Event, PromptScored
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.vocabulary import vocabulary
 
 from ..background import run_in, stream_in, threadsafe
 from .protocol import GenerationRequest
@@ -92,12 +94,12 @@ class _ModelCache:
 
     def get(
         self, folder: Path, device: str, precision: PrecisionSettings | None, threads: int | None = None
-    ) -> tuple[LoadedModel, bool]:
+    ) -> tuple[LoadedModel | LoadedHead, bool]:
         key = (str(Path(folder).resolve()), device, precision, threads)
         if key in self.models:
             self.models.move_to_end(key)
             return self.models[key], False
-        model = load_model(folder, device, precision, threads)
+        model = load_head(folder, device, threads) if is_head_folder(folder) else load_model(folder, device, precision, threads)
         self.models[key] = model
         while len(self.models) > self.capacity:
             self.models.popitem(last=False)
@@ -220,12 +222,18 @@ class InferenceWorker:
             if request.fresh_cache:
                 self._engine.reset()
             if request.prompt is not None:
-                events = self._engine.generate(self._engine.target.encode(request.prompt), request.settings, 0, cancel)
+                ids = self._engine.target.encode(request.prompt)
+                top = request.settings.output.logprobs
+                if request.echo and top is not None and ids:
+                    scored = self._engine.prompt_logprobs(ids, request.settings.context, top)
+                    put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
+                events = self._engine.generate(ids, request.settings, 0, cancel)
             elif request.continue_text:
                 session = ChatSession(self._engine, request.system_prompt, request.messages)
                 events = session.continue_reply(request.continue_text, request.settings, cancel)
             else:
-                events = ChatSession(self._engine, request.system_prompt, request.messages).reply(request.settings, cancel)
+                session = ChatSession(self._engine, request.system_prompt, request.messages, request.tools)
+                events = session.reply(request.settings, cancel)
             for event in events:
                 put(event)
 

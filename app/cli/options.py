@@ -9,7 +9,10 @@ import sys
 
 from app.backends.worker import ModelSpec
 from inference.devices import available_devices
+from inference.draft_head import HEAD_K, is_head_folder
 from inference.models import default_model, store
+from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
+from inference.models.errors import ModelImportError
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.settings import MAX_K, ContextSettings, Decoding, GenerationSettings, SpeculativeSettings, check_threads
 
@@ -32,8 +35,8 @@ def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = 
     parser.add_argument("--model", help="target model: an installed model's name (`specchat models list`) or a folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
     parser.add_argument("--mode", choices=modes, default="ar", help="autoregressive, speculative" + (", or both side by side" if "compare" in modes else ""))
-    parser.add_argument("--draft", default=None, help="with --mode spec or compare: draft model, an installed model's name or a folder, or 'lookup' for prompt-lookup drafting (default)")
-    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {SPECULATIVE.k})")
+    parser.add_argument("--draft", default=None, help=f"with --mode spec or compare: a draft model or head (an installed model's name or a folder), or 'lookup' for prompt-lookup drafting (default: {DEFAULT_HEAD_NAME} for the default model, else lookup)")
+    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
     parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
     parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
     parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
@@ -50,16 +53,39 @@ def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = 
     parser.add_argument("--threads", type=int, default=None, help="CPU inference threads, 1 to the machine's logical CPUs (default: all)")
 
 
+def draft_choice(args: argparse.Namespace) -> str:
+    """``--draft`` as given; without it, the default model's draft head when the target is the default model and
+    this build of SpecChat ships one (it is installed with the model), else ``lookup``."""
+    if args.draft is not None:
+        return args.draft
+    return DEFAULT_HEAD_NAME if args.model is None and shipped_head() is not None else "lookup"
+
+
 def decoding_of(args: argparse.Namespace, mode: str) -> Decoding:
-    """``--mode ar|spec`` and ``--draft lookup|PATH`` as one decoding choice."""
+    """``--mode ar|spec`` and ``--draft lookup|NAME|PATH`` as one decoding choice."""
     if mode == "ar":
         return Decoding.AUTOREGRESSIVE
-    return Decoding.PROMPT_LOOKUP if args.draft in (None, "lookup") else Decoding.DRAFT_MODEL
+    return Decoding.PROMPT_LOOKUP if draft_choice(args) == "lookup" else Decoding.DRAFT_MODEL
 
 
 def _draft_name(args: argparse.Namespace) -> str | None:
-    """The draft model the run uses (``--draft NAME|FOLDER`` with a speculative mode), else None."""
-    return args.draft if args.mode != "ar" and args.draft not in (None, "lookup") else None
+    """The draft model or head the run uses (``--draft NAME|FOLDER``, or the default head, with a speculative
+    mode), else None."""
+    choice = draft_choice(args)
+    return choice if args.mode != "ar" and choice != "lookup" else None
+
+
+def _default_k(args: argparse.Namespace) -> int:
+    """K without ``--k``: a draft head's (each of its drafts costs a pass of its own), else the general default."""
+    name = _draft_name(args)
+    if name is None:
+        return SPECULATIVE.k
+    if name == DEFAULT_HEAD_NAME:
+        return HEAD_K
+    try:
+        return HEAD_K if is_head_folder(store.find_model(name)) else SPECULATIVE.k
+    except ModelImportError:  # said when the models load
+        return SPECULATIVE.k
 
 
 def unused_options(args: argparse.Namespace) -> list[str]:
@@ -89,7 +115,7 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
     settings = GenerationSettings(
         decoding=decoding_of(args, mode),
         context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
-        speculative=SpeculativeSettings(k=SPECULATIVE.k if args.k is None else args.k, adaptive=args.adaptive_k),
+        speculative=SpeculativeSettings(k=_default_k(args) if args.k is None else args.k, adaptive=args.adaptive_k),
     )
     settings.validate()
     check_threads(args.threads)

@@ -14,13 +14,28 @@ import asyncio
 import os
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.server.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
+from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
+from inference.settings import SamplingSettings, SettingError
 
 #: Seconds Ctrl+C waits for open connections to close after their replies are cancelled.
 SHUTDOWN_TIMEOUT_S = 5
+#: The flags that set the sampling defaults of requests: (flag, type, help); each sets the ``SamplingSettings`` field
+#: named as the flag (``--repeat-penalty``: ``repetition_penalty``).
+SAMPLING_FLAGS = (
+    ("--temperature", float, "0 = greedy"),
+    ("--top-p", float, "nucleus sampling, (0, 1]"),
+    ("--top-k", int, "0 = off"),
+    ("--min-p", float, "0 = off"),
+    ("--repeat-penalty", float, "repetition penalty over the last --repeat-last-n tokens, prompt included (1 = off)"),
+    ("--repeat-last-n", int, "tokens the repetition penalty looks back at (64)"),
+    ("--presence-penalty", float, "OpenAI's presence penalty, -2..2 (0 = off)"),
+    ("--frequency-penalty", float, "OpenAI's frequency penalty, -2..2 (0 = off)"),
+)
 
 
 def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
@@ -35,11 +50,20 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 = a free port, printed)")
     serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
     serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
+    serve.add_argument("--max-tokens", type=int, default=None, help="the most new tokens one reply may generate; a request asking more gets this many (default: --n-ctx)")
     add_model_options(serve, modes=("ar", "spec"))
+    sampling = serve.add_argument_group(
+        "sampling defaults", "what a request that leaves a sampling field out gets (default: the model's "
+        f"generation_config.json, else temperature {CHAT_DEFAULTS.temperature:g}, top-p {CHAT_DEFAULTS.top_p:g}, "
+        f"repetition penalty {CHAT_DEFAULTS.repetition_penalty:g})",
+    )
+    for flag, kind, text in SAMPLING_FLAGS:
+        sampling.add_argument(flag, type=kind, default=None, help=text)
 
 
 def api_key_of(args: argparse.Namespace) -> str | None:
-    """``--api-key``, else ``$SPECCHAT_API_KEY``, else None.
+    """``--api-key``, else ``$SPECCHAT_API_KEY``, else None; without the spaces and line breaks around it (an env
+    file's ``KEY=abc`` followed by a carriage return), which no client sends.
 
     Raises:
         ValueError: the key is given but empty.
@@ -47,7 +71,7 @@ def api_key_of(args: argparse.Namespace) -> str | None:
     key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VARIABLE)
     if key is not None and not key.strip():
         raise ValueError(f"the API key is empty: give a key with --api-key KEY (or ${API_KEY_VARIABLE}), or leave both unset")
-    return key
+    return key.strip() if key is not None else None
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -60,17 +84,42 @@ def run_serve(args: argparse.Namespace) -> int:
     check_binding(args.host, api_key)
     if args.max_queue < 0:
         raise ValueError(f"--max-queue must be >= 0, got {args.max_queue}")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
     defaults = decoding_settings(args, args.mode)
+    given = sampling_flags(args)
     sock = _listen(args.host, args.port)
     try:
         spec = model_folders(args)
-        asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue))
+        defaults = replace(defaults, sampling=replace(recommended_sampling(spec.target_dir), **given))
+        asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens))
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
     finally:
         sock.close()
     return 0
+
+
+def sampling_flags(args: argparse.Namespace) -> dict:
+    """The sampling flags given, by ``SamplingSettings`` field name (they go over the model's recommended sampling,
+    ``recommended_sampling``), checked.
+
+    Raises:
+        ValueError: a flag out of range (the message names the flag).
+    """
+    given = {}
+    for flag, _, _ in SAMPLING_FLAGS:
+        name = flag[2:].replace("-", "_")
+        value = getattr(args, name)
+        if value is not None:
+            given["repetition_penalty" if name == "repeat_penalty" else name] = value
+    try:
+        replace(SamplingSettings(), **given).validate()
+    except SettingError as error:
+        flag = "--repeat-penalty" if error.field == "repetition_penalty" else "--" + error.field.replace("_", "-")
+        raise ValueError(error.renamed(flag)) from None
+    return given
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -92,7 +141,9 @@ def _listen(host: str, port: int) -> socket.socket:
         raise ValueError(f"cannot listen on {host}:{port}: {advice}") from None
 
 
-async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int) -> None:
+async def _serve(
+    sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None
+) -> None:
     import uvicorn
 
     from app.backends.worker import InferenceWorker
@@ -105,7 +156,7 @@ async def _serve(sock: socket.socket, spec, defaults, api_key: str | None, max_q
         defaults.validate(info.max_position_embeddings)  # an --n-ctx past the model's length: said now, not per request
         model_id = Path(spec.target_dir).name
         app = create_app(worker, model_id=model_id, api_key=api_key, max_queue=max_queue, defaults=defaults,
-                         max_context=info.max_position_embeddings)
+                         max_context=info.max_position_embeddings, max_tokens=max_tokens)
         config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,
                                 timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
         server = _cancelling_server(uvicorn.Server, worker)(config)

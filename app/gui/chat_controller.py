@@ -64,7 +64,9 @@ class ChatController(QObject):
         try:
             conversation_id = window.chat_view.conversation_id
             if conversation_id is None or self.db.conversation(conversation_id) is None:
-                conversation_id = window.replies.new_conversation(text, window.chat_view.system_prompt())
+                conversation_id = window.replies.new_conversation(
+                    text, window.chat_view.system_prompt(), window.chat_view.json_output()
+                )
                 window.settings_pane.sampling.adopt_conversation(conversation_id)
                 window.chat_view.show_conversation(self.db.conversation(conversation_id), [])
                 window.conversations.follow()

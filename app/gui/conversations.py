@@ -165,6 +165,15 @@ class Conversations(QObject):
         self.say(f"Deleted “{conversation.title}”", 5000)
         return True
 
+    def json_output_changed(self, conversation_id: int, on: bool) -> None:
+        """Save a conversation's "JSON output" choice (-1: no conversation yet; the choice goes with its first
+        message)."""
+        if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
+            try:
+                self.db.set_json_output(conversation_id, on)
+            except sqlite3.Error as error:
+                self.write_failed("the JSON output choice (toggle it again to retry)", error)
+
     def system_prompt_changed(self, conversation_id: int, text: str) -> None:
         """Save a conversation's edited system prompt."""
         if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:

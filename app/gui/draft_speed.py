@@ -19,6 +19,8 @@ from inference.events import StepStats
 #: A draft is flagged when speculative decoding reached less than this share of plain decoding's speed (the
 #: margin keeps timing noise of a busy machine from flagging a draft that merely breaks even).
 SLOWER_THAN = 0.9
+#: The drafters a reply's statistics name that run a network of their own (a draft model or a draft head).
+MODEL_DRAFTERS = ("model", "head")
 
 
 @dataclass
@@ -67,8 +69,8 @@ def draft_speed_ratio(stats: dict, rates: StepRates | None = None) -> float | No
     if isinstance(compare, dict):
         spec = compare.get("spec") or {}
         speedup = compare.get("speedup")
-        return float(speedup) if spec.get("drafter") == "model" and speedup is not None else None
-    if stats.get("drafter") != "model" or rates is None:
+        return float(speedup) if spec.get("drafter") in MODEL_DRAFTERS and speedup is not None else None
+    if stats.get("drafter") not in MODEL_DRAFTERS or rates is None:
         return None
     return rates.ratio()
 

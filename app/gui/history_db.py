@@ -4,9 +4,13 @@ The database lives in ``inference.models.store.data_dir() / "history.sqlite3"`` 
 folder, or ``$SPECCHAT_DATA_DIR``). Every write commits at once, so a killed process loses nothing that was
 written; the GUI writes a user message before generation starts and a streaming reply at least every second.
 
-A database SQLite calls corrupt or not a database (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``, or damage found by
-``PRAGMA quick_check``) is renamed to ``history.sqlite3.unreadable-<time>`` (with its ``-wal``/``-shm`` files) and a
-fresh one is started: it is never overwritten. Anything else is left untouched: a database written by a newer
+Damage ``PRAGMA quick_check`` finds is repaired where SQLite can, in two steps (an index holds nothing its table
+does not, so a damaged index page loses nothing): ``REINDEX`` rebuilds every index in place; where that fails
+(SQLite cannot even free a page it cannot read) and the damage lies outside the tables (:func:`only_indexes_damaged`),
+:func:`rebuild` copies every row of the tables into a new database whose indexes are built afresh, which takes the
+file's place, the damaged file kept beside it. A database with a damaged table, or that SQLite calls corrupt or not
+a database (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``), is renamed to ``history.sqlite3.unreadable-<time>`` (with its
+``-wal``/``-shm`` files) and a fresh one is started: it is never overwritten. Anything else is left untouched: a database written by a newer
 SpecChat (schema version above ours), one that cannot be opened now (locked, no permission), and a healthy file
 with bad rows (a NULL or binary message text, statistics that are not the JSON SpecChat writes), whose good rows
 are shown and whose bad messages are shown as "unreadable message" placeholders (:attr:`Message.unreadable`),
@@ -16,13 +20,15 @@ Chat branches: regenerating a reply or editing and resending a message keeps the
 records its parent (``parent_id``: the message before it on its branch, ``ROOT`` for a first message), versions of a
 message are the messages with the same parent, and a conversation shows one path, from its first message to
 ``leaf_id``; choosing another version (:meth:`HistoryDB.select_version`) shows that version's latest continuation.
-Rows written before schema version 3 have no parent (NULL): each follows the row before it (``position`` orders a
+Rows written before schema version 4 have no parent (NULL): each follows the row before it (``position`` orders a
 conversation's rows by creation), so earlier histories read as they did, without rewriting a row.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import re
 import sqlite3
@@ -33,7 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .message_fields import depth_exceeds, spans_problem, stats_problem
+from .. import user_files
+from ..bounded_json import depth_exceeds
+from .message_fields import spans_problem, stats_problem
+
+logger = logging.getLogger(__name__)
 
 DB_NAME = "history.sqlite3"
 EXPORT_FORMAT = "specchat-conversation"
@@ -47,6 +57,8 @@ BUSY_TIMEOUT_MS = 5000
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 #: Deepest nesting of lists and objects an import accepts (an export nests 5 deep).
 MAX_IMPORT_DEPTH = 16
+#: Latest time an import accepts, seconds since 1970 (the last second of year 9999).
+MAX_TIME = 253402300799
 #: ``PRAGMA quick_check`` lines about one row breaking a constraint (a NULL or CHECK failure, a STRICT type):
 #: the file itself is sound, so it is opened and the row shown as unreadable.
 ROW_PROBLEM = re.compile(r"^(NULL value in \S+|CHECK constraint failed in \S+|non-\w+ value in \S+)$")
@@ -81,7 +93,9 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "ALTER TABLE messages ADD COLUMN draft_spans TEXT",
         "CREATE INDEX conversations_by_update ON conversations(updated_at)",
     ),
-    # 3: chat branches: each message's parent (NULL in earlier rows: the row before it), the last message shown
+    # 3: the conversation's replies are JSON objects (structured output, "JSON output" in the window)
+    ("ALTER TABLE conversations ADD COLUMN json_output INTEGER NOT NULL DEFAULT 0",),
+    # 4: chat branches: each message's parent (NULL in earlier rows: the row before it), the last message shown
     (
         "ALTER TABLE messages ADD COLUMN parent_id INTEGER",
         "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
@@ -95,7 +109,15 @@ ROOT = 0
 
 
 class HistoryUnreadableError(RuntimeError):
-    """The database file is not a readable SpecChat history (corrupt, not SQLite, or failing its check)."""
+    """The database file is not a readable SpecChat history (corrupt, not SQLite, or failing its check).
+
+    Attributes:
+        damage: what ``PRAGMA quick_check`` found, line by line ([] when SQLite refused the file before checking it).
+    """
+
+    def __init__(self, message: str, damage: list[str] | None = None):
+        super().__init__(message)
+        self.damage = damage or []
 
 
 class HistoryTooNewError(RuntimeError):
@@ -154,6 +176,7 @@ class Conversation:
     created_at: float
     updated_at: float
     message_count: int = 0
+    json_output: bool = False  # replies constrained to a JSON object
 
 
 @dataclass
@@ -206,8 +229,11 @@ class HistoryDB:
     Args:
         path: the database file (created with its folder if missing), or ``":memory:"``.
 
+    Damage that rebuilding the indexes repairs (``REINDEX``) is repaired on opening, and logged.
+
     Raises:
-        HistoryUnreadableError: SQLite says the file is corrupt or not a database (move it aside).
+        HistoryUnreadableError: SQLite says the file is corrupt or not a database, and rebuilding its indexes did
+            not repair it (move it aside).
         HistoryTooNewError: its schema version is newer than this SpecChat's.
         HistoryUnavailableError: it cannot be opened now (locked, no permission, a failing disk...): leave it.
     """
@@ -224,10 +250,9 @@ class HistoryDB:
             self._db.row_factory = sqlite3.Row
             self._db.text_factory = _decode_text
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            damage = [row[0] for row in self._db.execute("PRAGMA quick_check") if row[0] != "ok"]
-            damage = [line for line in damage if not ROW_PROBLEM.match(line)]
+            damage = self._damage()
             if damage:
-                raise HistoryUnreadableError(f"{self.path} failed its integrity check: {damage[0]}")
+                self._repair(damage)
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise HistoryTooNewError(
@@ -250,6 +275,45 @@ class HistoryDB:
         except BaseException:
             self._db.close()
             raise
+
+    def _damage(self) -> list[str]:
+        """What ``PRAGMA quick_check`` finds, less a single row breaking a constraint (shown as unreadable); a check
+        that SQLite stops as corrupt is one line of damage."""
+        try:
+            lines = [row[0] for row in self._db.execute("PRAGMA quick_check") if row[0] != "ok"]
+        except sqlite3.DatabaseError as error:
+            if not is_corruption(error):
+                raise
+            lines = [str(error)]
+        return [line for line in lines if not ROW_PROBLEM.match(line)]
+
+    def _repair(self, damage: list[str]) -> None:
+        """Rebuild every index from its table (``REINDEX``), which is what SQLite can repair in place; the tables are
+        not written. It runs in one transaction, kept only if ``quick_check`` then passes: a repair that does not
+        succeed leaves the file as it was.
+
+        Raises:
+            HistoryUnreadableError: damage is left (a table's pages), or the rebuild failed on it (``damage`` the
+                lines found before).
+        """
+        found = _first_line(damage)
+        repaired = False
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("REINDEX")
+            repaired = not self._damage()
+        except sqlite3.DatabaseError as error:
+            if not is_corruption(error):
+                raise
+            repaired = False
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("COMMIT" if repaired else "ROLLBACK")
+        if not repaired:
+            raise HistoryUnreadableError(f"{self.path} failed its integrity check: {found}",
+                                         [line for text in damage for line in text.splitlines()])
+        logger.warning("%s failed its integrity check (%s); REINDEX rebuilt its indexes, and it passes now",
+                       self.path, found)
 
     @property
     def schema_version(self) -> int:
@@ -303,12 +367,12 @@ class HistoryDB:
 
     # --- conversations ---------------------------------------------------------------------------
 
-    def create_conversation(self, title: str = "New chat", system_prompt: str = "") -> int:
+    def create_conversation(self, title: str = "New chat", system_prompt: str = "", json_output: bool = False) -> int:
         """Add an empty conversation; return its id."""
         now = time.time()
         cursor = self._db.execute(
-            "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-            (title, system_prompt, now, now),
+            "INSERT INTO conversations (title, system_prompt, created_at, updated_at, json_output) VALUES (?, ?, ?, ?, ?)",
+            (title, system_prompt, now, now, int(json_output)),
         )
         return int(cursor.lastrowid)
 
@@ -349,6 +413,10 @@ class HistoryDB:
     def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
         """Set the system prompt used for the conversation's next replies."""
         self._db.execute("UPDATE conversations SET system_prompt = ? WHERE id = ?", (system_prompt, conversation_id))
+
+    def set_json_output(self, conversation_id: int, json_output: bool) -> None:
+        """Constrain the conversation's next replies to JSON objects, or not."""
+        self._db.execute("UPDATE conversations SET json_output = ? WHERE id = ?", (int(json_output), conversation_id))
 
     def delete_conversation(self, conversation_id: int) -> None:
         """Delete a conversation and its messages."""
@@ -496,6 +564,7 @@ class HistoryDB:
             "version": EXPORT_VERSION,
             "title": conversation.title,
             "system_prompt": conversation.system_prompt,
+            "json_output": conversation.json_output,
             "created_at": conversation.created_at,
             "messages": [
                 {
@@ -543,10 +612,10 @@ class HistoryDB:
             title = "Imported chat"
         now = time.time()
         with self.transaction():
-            created = data["created_at"] if _is_time(data.get("created_at")) else now
+            created = data["created_at"] if data.get("created_at") is not None else now
             cursor = self._db.execute(
-                "INSERT INTO conversations (title, system_prompt, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                (title.strip(), data.get("system_prompt", ""), created, now),
+                "INSERT INTO conversations (title, system_prompt, created_at, updated_at, json_output) VALUES (?, ?, ?, ?, ?)",
+                (title.strip(), data.get("system_prompt", ""), created, now, int(data.get("json_output", False))),
             )
             conversation_id = int(cursor.lastrowid)
             parent = ROOT
@@ -561,7 +630,7 @@ class HistoryDB:
                         position,
                         message["role"],
                         b"" if content is None else content,
-                        message["created_at"] if _is_time(message.get("created_at")) else now,
+                        message["created_at"] if message.get("created_at") is not None else now,
                         message.get("state") if message.get("state") in STATES else "complete",
                         json.dumps(stats) if stats else None,
                         json.dumps(spans) if spans else None,
@@ -604,6 +673,20 @@ def _is_time(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _time_problem(value: Any) -> str | None:
+    """Why an imported ``created_at`` cannot be stored (None when it can, or is left out): it must be seconds since
+    1970, a finite number from 0 to :data:`MAX_TIME` (NaN would be stored as NULL, 2^63 overflows SQLite's integers)."""
+    if value is None or (_is_time(value) and math.isfinite(value) and 0 <= value <= MAX_TIME):
+        return None
+    return f'"created_at" must be a time in seconds since 1970 (a number from 0 to {MAX_TIME}), got {value!r}'
+
+
+def _first_line(damage: list[str]) -> str:
+    """The first line of ``quick_check``'s report that says something (it starts with ``*** in database main ***``)."""
+    lines = [line for text in damage for line in text.splitlines() if line.strip() and not line.startswith("***")]
+    return lines[0] if lines else damage[0]
+
+
 def _checked_export(data: Any) -> list[dict]:
     """The messages of an export after checking every field import_json writes; ValueError names the first wrong one."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
@@ -615,6 +698,11 @@ def _checked_export(data: Any) -> list[dict]:
         raise ValueError(f"the export nests lists or objects more than {MAX_IMPORT_DEPTH} deep")
     if not isinstance(data.get("system_prompt", ""), str):
         raise ValueError('"system_prompt" must be text')
+    if not isinstance(data.get("json_output", False), bool):
+        raise ValueError('"json_output" must be true or false')
+    problem = _time_problem(data.get("created_at"))
+    if problem:
+        raise ValueError(f"the conversation's {problem}")
     messages = data.get("messages")
     if not isinstance(messages, list):
         raise ValueError('the export has no "messages" list')
@@ -627,7 +715,11 @@ def _checked_export(data: Any) -> list[dict]:
         if message.get("state", "complete") not in STATES:
             raise ValueError(f'message {index}: "state" must be one of {", ".join(STATES)}')
         stats = message.get("stats") or {}
-        problem = stats_problem(stats) or spans_problem(message.get("draft_spans") or [], len(content or ""))
+        problem = (
+            _time_problem(message.get("created_at"))
+            or stats_problem(stats)
+            or spans_problem(message.get("draft_spans") or [], len(content or ""))
+        )
         if problem:
             raise ValueError(f"message {index}: {problem}")
     return messages
@@ -643,6 +735,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         created_at=row["created_at"] if _is_time(row["created_at"]) else 0.0,
         updated_at=row["updated_at"] if _is_time(row["updated_at"]) else 0.0,
         message_count=row["message_count"],
+        json_output=row["json_output"] == 1,
     )
 
 
@@ -777,28 +870,99 @@ class _Tree:
 
 def move_aside(path: Path) -> Path:
     """Rename a database file (and its ``-wal`` / ``-shm`` files) to ``<name>.unreadable-<time>``; return the new path."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.unreadable-{stamp}")
-    counter = 1
-    while target.exists():
-        counter += 1
-        target = path.with_name(f"{path.name}.unreadable-{stamp}-{counter}")
-    os.replace(path, target)
-    for suffix in ("-wal", "-shm"):
-        companion = path.with_name(path.name + suffix)
-        if companion.exists():
-            os.replace(companion, target.with_name(target.name + suffix))
-    return target
+    return user_files.move_aside(path, ("-wal", "-shm"))
+
+
+def only_indexes_damaged(path: Path, damage: list[str]) -> bool:
+    """True when every page ``damage`` (``quick_check``'s lines) names lies outside the tables: each table's b-tree
+    (its pages and overflow pages, walked by SQLite's ``dbstat``) reads without error and holds none of them, so
+    the damage is in indexes or free pages and the tables can be copied whole. False when a line names no page (the
+    check itself stopped), a table cannot be walked, or this SQLite has no ``dbstat``."""
+    lines = [line for line in damage if line.strip() and not line.startswith("***")]  # (the "*** in database" head)
+    named = [re.findall(r"\bpage (\d+)", line, re.IGNORECASE) for line in lines]
+    if not lines or not all(named):
+        return False
+    pages = {int(number) for numbers in named for number in numbers}
+    try:
+        db = sqlite3.connect(str(path))  # (only read; a read-only connection would leave the -wal and -shm files)
+    except sqlite3.Error:
+        return False
+    try:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+        for table in ["sqlite_schema", *tables]:
+            if pages & {row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = ?", (table,))}:
+                return False
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+    return True
+
+
+def rebuild(path: Path) -> tuple[Path, int, int]:
+    """Rebuild a damaged history from its tables: every row of every table is copied, by a full scan of the table
+    itself (no index is read), into a new database of the same schema and version whose indexes are built from those
+    rows; once it passes ``quick_check`` it takes the file's place, and the damaged file is moved aside.
+
+    Returns:
+        ``(where the damaged file went, conversations, messages)`` (the counts of the rebuilt history).
+
+    Raises:
+        sqlite3.Error: a table (or the schema) cannot be read whole: nothing was changed.
+        OSError: the damaged file could not be moved aside: nothing was changed.
+    """
+    fresh = path.with_name(path.name + ".rebuilding")
+    fresh.unlink(missing_ok=True)
+    db = sqlite3.connect(str(fresh), isolation_level=None)
+    try:
+        db.execute("ATTACH DATABASE ? AS damaged", (str(path),))
+        schema = db.execute(
+            "SELECT type, name, sql FROM damaged.sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' "
+            "ESCAPE '\\'"
+        ).fetchall()
+        tables = [name for kind, name, _ in schema if kind == "table"]
+        db.execute("BEGIN")
+        for kind, _, sql in schema:
+            if kind == "table":
+                db.execute(sql)
+        for name in tables:  # NOT INDEXED and a WHERE: a full scan of the table, never SQLite's copy of its indexes
+            db.execute(f'INSERT INTO main."{name}" SELECT * FROM damaged."{name}" NOT INDEXED WHERE 1')
+        if db.execute("SELECT 1 FROM damaged.sqlite_schema WHERE name = 'sqlite_sequence'").fetchone():
+            db.execute("INSERT INTO main.sqlite_sequence SELECT * FROM damaged.sqlite_sequence NOT INDEXED WHERE 1")
+        for kind, _, sql in schema:
+            if kind == "index":
+                db.execute(sql)
+        db.execute(f"PRAGMA main.user_version = {int(db.execute('PRAGMA damaged.user_version').fetchone()[0])}")
+        db.execute("COMMIT")
+        db.execute("DETACH DATABASE damaged")
+        left = [row[0] for row in db.execute("PRAGMA quick_check") if row[0] != "ok"]
+        if left:
+            raise sqlite3.DatabaseError(f"the rebuilt history failed its check: {_first_line(left)}")
+        counts = [db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in ("conversations", "messages")]
+    except BaseException:
+        db.close()
+        fresh.unlink(missing_ok=True)
+        raise
+    db.close()
+    try:
+        moved = move_aside(path)
+    except OSError:
+        fresh.unlink(missing_ok=True)
+        raise
+    os.replace(fresh, path)
+    return moved, counts[0], counts[1]
 
 
 def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]:
     """Open the history database, recovering from an unreadable one.
 
     Returns:
-        ``(db, notice)``: ``notice`` is None when all went well; otherwise a message for the user saying what
-        happened and where the old file is. A file SQLite calls corrupt or not a database is moved aside and a new
-        database started; a file from a newer SpecChat, one that cannot be opened now (locked, no permission) or
-        cannot be moved, is left alone and the history is kept in memory for this session (``db.in_memory``).
+        ``(db, notice)``: ``notice`` is None when all went well (damage ``REINDEX`` repaired in place included);
+        otherwise a message for the user saying what happened and where the old file is. A damaged file whose tables
+        can be read whole is rebuilt from them (:func:`rebuild`); one that cannot, or that is not a database, is
+        moved aside and a new database started; a file from a newer SpecChat, one that cannot be opened now (locked,
+        no permission) or cannot be moved, is left alone and the history is kept in memory for this session
+        (``db.in_memory``).
     """
     path = Path(path) if path is not None else history_path()
     try:
@@ -812,7 +976,25 @@ def open_history(path: str | Path | None = None) -> tuple[HistoryDB, str | None]
             "its permissions and the disk, then restart SpecChat."
         )
     except HistoryUnreadableError as error:
-        reason = str(error)
+        reason, damage = str(error), error.damage
+    try:
+        if not only_indexes_damaged(path, damage):
+            raise sqlite3.DatabaseError("its damage is not in its indexes alone")
+        moved, conversations, messages = rebuild(path)
+    except (sqlite3.Error, OSError) as error:
+        logger.warning("%s cannot be rebuilt from its tables: %s", path, error)
+    else:
+        try:
+            db = HistoryDB(path)
+        except (HistoryUnreadableError, HistoryTooNewError, HistoryUnavailableError) as error:
+            return HistoryDB(":memory:"), (
+                f"Could not open the rebuilt history at {path} ({error}); chats are kept in memory only."
+            )
+        return db, (
+            f"Your chat history was damaged ({reason}).\n\nSpecChat rebuilt it from its tables: {conversations} "
+            f"conversations and {messages} messages are back. The damaged file was kept as {moved}; delete it once "
+            "your chats look right."
+        )
     try:
         moved = move_aside(path)
     except OSError as error:

@@ -14,6 +14,8 @@ Rules:
   stopping (joining the server's thread) run in a daemon thread that a coroutine on the GUI loop awaits
   (``app.background``): the GUI thread never waits for them.
 - Binds 127.0.0.1; "allow other computers" binds 0.0.0.0 and, as ``specchat serve``, needs an API key.
+- One queue per server (:class:`~app.server.gate.GenerationGate`), shared by the apps built for each model, so
+  that the queue limit, its 429s and ``/health.busy`` count a request still running on the previous model's app.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 #: The model id served before any model is loaded.
 NO_MODEL_ID = "specchat"
+#: Requests that may wait while one generates (``specchat serve --max-queue``'s default); more get a 429.
+MAX_QUEUE = 8
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,14 @@ def no_key_refusal(allow_other_computers: bool, api_key: str) -> str | None:
     return None
 
 
-def default_app_factory(backend: WorkerOnLoop, api_key: str | None, model: ServedModel) -> Any:
-    """The OpenAI-compatible app of ``specchat serve`` over ``backend``, for ``model``."""
+def default_app_factory(backend: WorkerOnLoop, api_key: str | None, model: ServedModel, gate: Any) -> Any:
+    """The OpenAI-compatible app of ``specchat serve`` over ``backend``, for ``model``, queueing at ``gate`` (an
+    ``app.server.gate.GenerationGate``)."""
     from ..server import create_app
 
     return create_app(
-        backend, model_id=model.model_id, api_key=api_key, defaults=model.defaults, max_context=model.max_context
+        backend, model_id=model.model_id, api_key=api_key, defaults=model.defaults, max_context=model.max_context,
+        gate=gate,
     )
 
 
@@ -76,8 +82,8 @@ class LocalServer(QObject):
         worker: the window's inference worker; tasks: where the coroutines run (the GUI loop).
         model: returns the :class:`ServedModel` of the model loaded now (read at start and at each
             :meth:`model_changed`).
-        app_factory: ``app_factory(backend, api_key, served_model)`` returns the ASGI app to serve (default:
-            ``app.server``'s).
+        app_factory: ``app_factory(backend, api_key, served_model, gate)`` returns the ASGI app to serve, queueing
+            its requests at ``gate`` (default: ``app.server``'s).
 
     Attributes:
         state, text: the state and what it says; url, port: the base URL and port while serving ("", None otherwise).
@@ -94,7 +100,7 @@ class LocalServer(QObject):
         worker: InferenceWorker,
         tasks: TaskSet,
         model: Callable[[], ServedModel] = ServedModel,
-        app_factory: Callable[[WorkerOnLoop, str | None, ServedModel], Any] = default_app_factory,
+        app_factory: Callable[[WorkerOnLoop, str | None, ServedModel, Any], Any] = default_app_factory,
         parent: QObject | None = None,
     ):
         super().__init__(parent)
@@ -105,6 +111,7 @@ class LocalServer(QObject):
         self._server: ServerThread | None = None
         self._app: SwitchableApp | None = None
         self._backend: WorkerOnLoop | None = None
+        self._gate: Any = None  # the server's GenerationGate, shared by the apps of each model
         self._api_key: str | None = None
         self._served: ServedModel | None = None
         self._control = DaemonThreadExecutor("specchat-server-control")
@@ -136,7 +143,7 @@ class LocalServer(QObject):
         if self._app is None or self._backend is None or model == self._served:
             return
         try:
-            self._app.current = self._app_factory(self._backend, self._api_key, model)
+            self._app.current = self._app_factory(self._backend, self._api_key, model, self._gate)
             self._served = model
         except Exception as error:  # noqa: BLE001 - said, and the server stops rather than serve the wrong model
             logger.exception("the local server could not follow the model")
@@ -173,14 +180,17 @@ class LocalServer(QObject):
         backend = WorkerOnLoop(self.worker, asyncio.get_running_loop())
         model = self._model()
 
-        def build_and_start() -> tuple[SwitchableApp, ServerThread]:
-            app = SwitchableApp(self._app_factory(backend, api_key, model))
+        def build_and_start() -> tuple[SwitchableApp, ServerThread, Any]:
+            from ..server.gate import GenerationGate  # (app.server's first import: off the GUI thread)
+
+            gate = GenerationGate(MAX_QUEUE)
+            app = SwitchableApp(self._app_factory(backend, api_key, model, gate))
             server = ServerThread(app, host, port)
             server.start()
-            return app, server
+            return app, server, gate
 
         try:
-            app, server = await run_in(self._control, build_and_start)
+            app, server, gate = await run_in(self._control, build_and_start)
         except ServerStartError as error:
             self._set_state("failed", f"Not serving: {error}")
             return
@@ -189,6 +199,7 @@ class LocalServer(QObject):
             self._set_state("failed", f"Not serving: {type(error).__name__}: {error}")
             return
         self._server, self._app, self._backend, self._api_key, self._served = server, app, backend, api_key, model
+        self._gate = gate
         self.port = server.port
         self.url = server.url
         where = "this computer and the network" if allow_other_computers else "this computer only"

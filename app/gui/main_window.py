@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..backends.remote_keys import check_keys_file
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet
 from . import theme
@@ -127,6 +128,7 @@ class MainWindow(QMainWindow):
             self.conversations.new()
         for warning in store.warnings:
             say(warning, 10000)
+        self._files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))
 
     @property
     def settings(self) -> AppSettings:
@@ -366,6 +368,7 @@ class MainWindow(QMainWindow):
         view.version_chosen.connect(chat.choose_version)
         view.continue_requested.connect(chat.continue_reply)
         view.system_prompt_changed.connect(conversations.system_prompt_changed)
+        view.json_output_changed.connect(conversations.json_output_changed)
         view.highlight_toggled.connect(self._highlight_toggled)
         self.composer.send_requested.connect(lambda text: chat.send(text))
         self.composer.compare_requested.connect(lambda text: chat.send(text, compare=True))
@@ -418,6 +421,11 @@ class MainWindow(QMainWindow):
             notice, self._history_notice = self._history_notice, None
             self.tasks.spawn(
                 message_box(self, QMessageBox.Icon.Warning, "SpecChat: chat history", notice, object_name="historyNotice")
+            )
+        if self._files_notice:
+            notice, self._files_notice = self._files_notice, ""
+            self.tasks.spawn(
+                message_box(self, QMessageBox.Icon.Warning, "SpecChat: settings", notice, object_name="settingsNotice")
             )
         self.models.load()
         start_warm_up()  # pygments' lexers, for code blocks, in the background

@@ -85,17 +85,3 @@ def spans_problem(spans: Any, text_length: int) -> str | None:
         if not 0 <= span[0] <= span[1] <= text_length:
             return f'"draft_spans" entry {index + 1} {span} is outside the message\'s {text_length} characters'
     return None
-
-
-def depth_exceeds(value: Any, limit: int) -> bool:
-    """True when lists/dicts in ``value`` nest deeper than ``limit`` levels (checked without recursion, so any
-    depth ``json.loads`` returned is measured safely)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False

@@ -285,8 +285,13 @@ class ModelChoice(QObject):
 
         settings, replies = self.settings, self.window.replies
         url = settings.remote_target().root
-        key = replies.remote_keys.get(url, load_api_key(url) if url else "")
-        choice = await ask_remote_server(self.window, self.window.tasks.spawn, settings.remote_url, settings.remote_model, key)
+
+        def stored_key(url: str) -> str:  # the key entered this session for that server, else the one stored
+            return replies.remote_keys.get(url, load_api_key(url) if url else "")
+
+        choice = await ask_remote_server(
+            self.window, self.window.tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
+        )
         if choice is None:
             self.window.model_picker.select(self.settings.target_model, self.settings.bits)
             return False

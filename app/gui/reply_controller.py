@@ -29,10 +29,11 @@ import random
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, Signal
 
+from inference.constraints import json_object_grammar
 from inference.model import ModelLoadError
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
@@ -151,9 +152,9 @@ class ReplyController(QObject):
             return "Type a message first."
         return None
 
-    def new_conversation(self, text: str, system_prompt: str) -> int:
+    def new_conversation(self, text: str, system_prompt: str, json_output: bool = False) -> int:
         """Create the conversation a first message ``text`` starts (titled after it); returns its id."""
-        return self.db.create_conversation(title_from(text), system_prompt)
+        return self.db.create_conversation(title_from(text), system_prompt, json_output)
 
     def add_user_message(self, conversation_id: int, text: str) -> Message:
         """Save a user message (before its reply is generated); returns it."""
@@ -312,10 +313,13 @@ class ReplyController(QObject):
                     phase_extra = {"drafter": decoding.drafter, "k": k} if decoding.speculative else {}
                     recorder.begin_phase(decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode, index > 0)
+                    generation = settings.generation_settings(decoding, seed=seed)
+                    if conversation is not None and conversation.json_output:  # replies are JSON objects
+                        generation = replace(generation, output=replace(generation.output, grammar=json_object_grammar()))
                     request = GenerationRequest(
                         messages=history,
                         system_prompt=conversation.system_prompt if conversation else "",
-                        settings=settings.generation_settings(decoding, seed=seed),
+                        settings=generation,
                         fresh_cache=active.compare,
                         continue_text=active.continued,
                     )

@@ -6,7 +6,7 @@ from inference.events import GenerationStats
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative"}
-DRAFTER_NAMES = {"model": "draft model", "lookup": "prompt lookup"}
+DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup"}
 
 
 def stats_dict(stats: GenerationStats, **extra) -> dict:

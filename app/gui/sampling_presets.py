@@ -12,17 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from inference.generation_config import sampling_defaults
+from inference.generation_config import CHAT_DEFAULTS, sampling_defaults
 from inference.settings import SamplingSettings
 
 #: Flat setting names a preset holds, in display order.
 PRESET_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "frequency_penalty")
 #: The preset that follows the loaded model.
 MODEL_DEFAULT = "Model default"
-#: What a model samples with where its generation_config.json says nothing: temperature 0.7, top-p 0.9 (common chat
-#: defaults) and llama.cpp's repetition penalty 1.1. Without the penalty the default model still looped in 2 of 10
-#: open-ended replies of 200 tokens, with it in none (bench/loop_check.py).
-CHAT_DEFAULTS = SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.1)
 
 
 def _values(settings: SamplingSettings) -> dict[str, Any]:

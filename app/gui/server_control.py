@@ -2,8 +2,8 @@
 the status bar, and its settings and key kept for the next start.
 
 :class:`~app.gui.local_server.LocalServer` runs the server; this controller tells it what the window has loaded
-(the window's decoding, rolling context and K are the defaults of requests that leave them out; sampling is the
-engine's, under OpenAI's temperature and top_p), starts it again with the model when it was on at the last close
+(the window's decoding, rolling context and K are the defaults of requests that leave them out, and so is the model's
+recommended sampling, as ``specchat serve`` without sampling flags), starts it again with the model when it was on at the last close
 (``SettingsStore.server``), and keeps the key it served with (``app.backends.remote_keys``, never the settings file).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject
 
-from inference.settings import SamplingSettings
+from inference.generation_config import recommended_sampling
 
 from ..backends.remote_keys import LOCAL_SERVER, load_api_key, save_api_key
 from .local_server import LocalServer, ServedModel
@@ -50,7 +50,7 @@ class ServerControl(QObject):
         info = self.window.models.info
         if info is None:
             return ServedModel()
-        defaults = replace(self.window.settings.generation, sampling=SamplingSettings())
+        defaults = replace(self.window.settings.generation, sampling=recommended_sampling(info.spec.target_dir))
         return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
 
     def _settings_changed(self, _settings) -> None:

@@ -15,19 +15,21 @@ Rules:
   ``target_model``, take their defaults when a file lacks them, and earlier versions ignore them).
 - The window's local server keeps its own section of the file (:class:`ServerSettings`, ``"server"``): it is no
   setting of the replies, and a file without it loads with the server off on port 8000.
+- The file is the user's: a file that cannot be read (not JSON, not an object, an I/O error) is moved aside to
+  ``settings.json.unreadable-<time>`` (``app.user_files``) and said in :attr:`SettingsStore.notice`, never
+  overwritten with defaults; one written by a newer SpecChat (format version above ours) is left untouched and this
+  session's changes are not saved. Every write is atomic and flushed to the disk.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -35,12 +37,16 @@ from inference.models.store import SUPPORTED_BITS, user_dir
 from inference.precision import PrecisionSettings
 from inference.settings import DECODING_VALUES, Decoding, GenerationSettings, SettingError
 
+from ..bounded_json import loads as bounded_loads
+from ..user_files import move_aside, write_atomically
 from .sampling_presets import CHAT_DEFAULTS, MODEL_DEFAULT, PRESET_KEYS, preset_values
 
 logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "settings.json"
 SETTINGS_VERSION = 1
+#: Deepest nesting a settings file may have (it nests 4 deep: the UI state's per-conversation presets).
+MAX_SETTINGS_DEPTH = 32
 #: Flat name of each generation setting -> where it lives in GenerationSettings: (part, attribute); part "" is
 #: GenerationSettings itself. The names are those of settings files, of the settings pane and of SettingError.field.
 GENERATION_KEYS: dict[str, tuple[str, str]] = {
@@ -363,6 +369,15 @@ class ServerSettings:
 _NO_PENALTIES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
+def _without_credentials(url: str) -> str | None:
+    """``url`` without the ``user:password@`` it holds, or None when it holds none (or is no URL)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else None
+
+
 def _preset_of_a_file_without_presets(values: dict[str, Any]) -> str:
     """The preset of settings saved before presets existed: ``MODEL_DEFAULT`` where the sampling values are that
     version's untouched defaults (greedy, no top-p or top-k), else "" (custom), so that what a user chose stays."""
@@ -371,7 +386,8 @@ def _preset_of_a_file_without_presets(values: dict[str, Any]) -> str:
 
 
 class SettingsStore:
-    """Reads and writes ``settings.json`` (atomically: a crash mid-write keeps the previous file).
+    """Reads and writes ``settings.json`` (atomically and durably: a crash or power cut mid-write keeps the previous
+    file; a file it could not read is never overwritten, see the module doc).
 
     The file holds ``{"version": 1, "settings": {...AppSettings.flat()...}, "ui": {...window state...},
     "presets": {name: {...PRESET_KEYS...}}, "server": {...ServerSettings...}}`` (the user's sampling presets; the
@@ -379,28 +395,50 @@ class SettingsStore:
 
     Args:
         path: the settings file; default ``config_dir() / "settings.json"``.
+
+    Attributes:
+        warnings: entries of the file :meth:`load` could not use (each took its default), one line each.
+        notice: what :meth:`load` did with a file it could not read at all (moved aside, or left untouched and not
+            written), None when it read it.
     """
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else config_dir() / SETTINGS_NAME
         self.warnings: list[str] = []
+        self.notice: str | None = None
+        self._held: str | None = None  # why the file must not be written (it could not be read), None: it may be
         self._ui: dict[str, Any] = {}
         self._presets: dict[str, dict[str, Any]] = {}
         self._server = ServerSettings()
         self._settings = AppSettings()  # the last loaded or saved, written again with presets and UI state
 
     def load(self) -> AppSettings:
-        """The stored settings; missing, unknown or mistyped entries fall back to defaults (see ``warnings``)."""
+        """The stored settings; missing, unknown or mistyped entries fall back to defaults (see ``warnings``). A
+        file that cannot be read is moved aside, one of a newer format left untouched and not written this session
+        (see the module doc); both give the defaults and a warning saying where the file is."""
         self.warnings = []
+        self.notice = None
+        self._held = None
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = bounded_loads(self.path.read_bytes(), MAX_SETTINGS_DEPTH)
         except FileNotFoundError:
             return AppSettings()
-        except (OSError, ValueError) as error:
-            self.warnings.append(f"{self.path} is unreadable ({error}); using default settings")
-            return AppSettings()
+        except OSError as error:
+            return self._unreadable(f"could not be read ({error.strerror or error})")
+        except ValueError as error:
+            return self._unreadable(f"is not a settings file (not valid JSON: {error})")
         if not isinstance(raw, dict):
-            self.warnings.append(f"{self.path} does not hold a JSON object; using default settings")
+            return self._unreadable("is not a settings file (not a JSON object)")
+        version = raw.get("version", SETTINGS_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            return self._unreadable(f"is not a settings file (its version is {version!r})")
+        if version > SETTINGS_VERSION:
+            self._held = f"written by a newer SpecChat (format {version})"
+            self.notice = (
+                f"{self.path} was written by a newer SpecChat (settings format {version}; this one reads "
+                f"{SETTINGS_VERSION}): it is left untouched, default settings are used, and changes made now are not "
+                "saved. Update SpecChat to use it."
+            )
             return AppSettings()
         self._ui = raw.get("ui") if isinstance(raw.get("ui"), dict) else {}
         self._presets = self._load_presets(raw.get("presets"))
@@ -428,12 +466,38 @@ class SettingsStore:
             del values["n_keep"]
         if "decoding" in values:
             values["decoding"] = Decoding(values["decoding"])
+        cleaned = _without_credentials(values.get("remote_url", ""))
+        if cleaned is not None:  # written before such URLs were refused
+            values["remote_url"] = cleaned
+            self.warnings.append(
+                "the remote server's base URL held a user name or password; they were removed "
+                f"({values['remote_url']}): enter its key in the API key field of Remote server… (Ctrl+L)"
+            )
         if "sampling_preset" not in stored and "temperature" in stored:
             values["sampling_preset"] = _preset_of_a_file_without_presets(values)
             if not values["sampling_preset"]:  # what that version sampled with had no penalties
                 values = {**_NO_PENALTIES, **values}
         self._settings = AppSettings().with_values(**values)
         return self._settings
+
+    def _unreadable(self, reason: str) -> AppSettings:
+        """Move the file aside (or, if that fails, hold it: never write it this session); say so in :attr:`notice`;
+        the defaults."""
+        try:
+            moved = move_aside(self.path)
+        except OSError as error:
+            self._held = reason
+            self.notice = (
+                f"{self.path} {reason}, and could not be moved aside ({error.strerror or error}): it is left "
+                "untouched, default settings are used, and changes made now are not saved."
+            )
+        else:
+            self.notice = (
+                f"{self.path} {reason}. It was kept as {moved.name} (your sampling presets are in it), and default "
+                "settings are used."
+            )
+        logger.warning(self.notice)
+        return AppSettings()
 
     def save(self, settings: AppSettings) -> None:
         """Write the settings (and the last UI state and presets) to the file."""
@@ -510,16 +574,12 @@ class SettingsStore:
             self._ui.setdefault(CONVERSATION_PRESETS, chosen)
         self.save(settings)
 
+    @property
+    def held(self) -> str | None:
+        """Why the file is not written this session (it could not be read and stays as it is), or None."""
+        return self._held
+
     def _write(self, data: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".settings-", suffix=".json", dir=self.path.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                json.dump(data, file, indent=2)
-                file.write("\n")
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        if self._held is None:
+            write_atomically(self.path, json.dumps(data, indent=2) + "\n")
 

@@ -5,6 +5,9 @@ Each generation request is read (at most ``max_body_bytes``), parsed and validat
 turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
 whatever the engine refuses is still a 400 and not a broken stream. A client that disconnects, while waiting or
 while its reply streams, cancels its generation at once (the ``cancel`` event the engine polls between tokens).
+
+Error responses say what the client did wrong (a setting out of range, a conversation the model cannot roll); any
+other failure is a 500 that says only that it happened, its details in the server's log.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.backends.protocol import GenerationRequest, ReplySource
-from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
+from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
+from inference.rope import RopeUnsupportedError
 from inference.settings import GenerationSettings, SettingError
+from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
 from .gate import GenerationGate, QueueFull
@@ -31,7 +36,9 @@ from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     Reply,
+    chat_logprobs,
     chat_request,
+    completion_logprobs,
     completion_request,
     finish_reason,
     parse,
@@ -56,6 +63,8 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     defaults: GenerationSettings | None = None,
     max_context: int | None = None,
+    max_tokens: int | None = None,
+    gate: GenerationGate | None = None,
 ) -> FastAPI:
     """The OpenAI-compatible server application.
 
@@ -65,25 +74,35 @@ def create_app(
         model_id: the model's name in ``/v1/models`` and in responses. A request may name any model (clients often
             send a fixed name): this one answers, and the response's ``model`` says so, as llama-server does.
         api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` (compared
-            in constant time). None = no key: then the server is this computer's only (it listens on loopback),
-            and it answers only requests that name this computer in ``Host`` and come from no web page (no
-            ``Origin``, or a loopback one); others get a 403. A web page on another origin could otherwise start
+            in constant time; a key with spaces or line breaks around it is refused, as no client could send it).
+            None = no key: then the server is this computer's only (it listens on loopback), and it answers only
+            requests that name this computer in ``Host`` and come from no web page (no ``Origin``, or a loopback
+            one); others get a 403. A web page on another origin could otherwise start
             generations with a form-like POST that needs no CORS preflight, and read the replies through DNS
             rebinding (a name of the attacker's that resolves to 127.0.0.1).
         max_queue: requests allowed to wait while one generates; beyond, 429 with ``Retry-After``.
         max_body_bytes: largest request body; beyond, 413.
-        defaults: the settings a request's omitted fields take: decoding, context, K (``specchat serve``'s flags);
-            a request's sampling fields left out take OpenAI's defaults (temperature 1, top_p 1). None = the
-            engine's defaults (autoregressive, n_ctx 4096).
+        defaults: the settings a request's omitted fields take: decoding, context, K and sampling (``specchat
+            serve``'s flags over the model's recommended sampling, ``generation_config.recommended_sampling``).
+            None = the engine's defaults (autoregressive, greedy, n_ctx 4096). Its n_ctx is also the largest a
+            request may ask.
         max_context: the model's largest n_ctx (``ModelInfo.max_position_embeddings``), checked before generating.
+        max_tokens: the most new tokens one reply may generate (a request's larger ``max_tokens`` is lowered to it);
+            None = the defaults' n_ctx (with the rolling context a reply has no natural end).
+        gate: the queue, when it must outlive this app: an app that replaces another on the same engine (the
+            window's server after a model switch) takes its gate, so that ``max_queue``, 429s and ``/health`` count
+            the requests still running on the old one. None = a new queue of ``max_queue``.
 
     Returns:
         A FastAPI application without CORS, docs or OpenAPI schema; serve it with uvicorn.
     """
     if api_key is not None and not api_key:
         raise ValueError("the API key is empty: give a non-empty key, or none")
+    if api_key is not None and api_key != api_key.strip():
+        raise ValueError("the API key has spaces or line breaks around it, which no client can send: strip them")
     defaults = defaults or GenerationSettings()
-    gate = GenerationGate(max_queue)
+    max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
+    gate = gate or GenerationGate(max_queue)
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -102,8 +121,7 @@ def create_app(
     @app.exception_handler(Exception)
     async def unexpected(_: Request, error: Exception) -> JSONResponse:
         logger.error("unexpected error in the server", exc_info=error)
-        body = APIError(500, f"internal error: {error}", type="server_error").body()
-        return JSONResponse(body, status_code=500)
+        return JSONResponse(internal_error("the server failed").body(), status_code=500)
 
     def authorize(request: Request) -> None:
         if api_key is None:
@@ -144,22 +162,28 @@ def create_app(
         body = await _read_body(request, max_body_bytes)
         if chat:
             parsed = parse(ChatCompletionRequest, body)
-            engine_request = chat_request(parsed, defaults, max_context)
+            engine_request = chat_request(parsed, defaults, max_context, max_tokens)
         else:
             parsed = parse(CompletionRequest, body)
-            engine_request = completion_request(parsed, defaults, max_context)
+            engine_request = completion_request(parsed, defaults, max_context, max_tokens)
         reply = Reply.new(model_id, chat)
         run = _Generation(backend, gate, engine_request)
         if not parsed.stream:
             try:
-                stats = await _unless_disconnected(request, run.cancel, run.to_end())
+                events = await _unless_disconnected(request, run.cancel, run.to_end())
             finally:
                 await run.close()
-            if stats is None:
+            if events is None:
                 return Response(status_code=499)  # the client left: nobody reads this
+            stats = events[-1].stats
             if stats.stop_reason == "cancelled":
                 raise server_stopped()
-            return JSONResponse(reply.response(stats))
+            transcript = _Transcript(reply, engine_request)
+            parts = [transcript.take(event) for event in events]
+            text = "".join(part for part, _ in parts)
+            logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
+            calls = next((event.calls for event in events if isinstance(event, ToolCalls)), ())
+            return JSONResponse(reply.response(stats, text, logprobs, calls))
         try:
             first = await _unless_disconnected(request, run.cancel, run.start())
         except BaseException:
@@ -169,7 +193,7 @@ def create_app(
             await run.close()
             return Response(status_code=499)
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
-        chunks = _stream(reply, run, first, include_usage)
+        chunks = _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
         return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/chat/completions")
@@ -275,7 +299,8 @@ class _Generation:
         """Wait for the turn, start generating and return the first batch.
 
         Raises:
-            APIError: 429 (the queue is full), 400 (the engine refused a setting or the prompt), 500.
+            APIError: 429 (the queue is full), 400 (the engine refused a setting, or a prompt the model cannot roll),
+                500 (anything else, logged).
         """
         try:
             await self._gate.acquire()
@@ -297,20 +322,21 @@ class _Generation:
             raise
         except SettingError as error:
             raise setting_error(error) from None
-        except ValueError as error:
-            raise APIError(400, str(error)) from None
+        except ToolsUnsupportedError as error:
+            raise APIError(400, str(error), param="tools", code="tools_unsupported") from None
+        except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
+            raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
+                           param="messages", code="context_length_exceeded") from None
         except Exception as error:
             logger.error("generation failed", exc_info=error)
-            raise APIError(500, f"generation failed: {error}", type="server_error") from None
+            raise internal_error("the generation failed") from None
 
-    async def to_end(self) -> GenerationStats:
-        """Generate the whole reply; its statistics (text included)."""
-        batch = await self.start()
-        while True:
-            for event in batch:
-                if isinstance(event, Finished):
-                    return event.stats
-            batch = await self.next()
+    async def to_end(self) -> list[Event]:
+        """Generate the whole reply; its events, ``Finished`` last."""
+        events = await self.start()
+        while not isinstance(events[-1], Finished):
+            events += await self.next()
+        return events
 
     async def close(self) -> None:
         """Stop the generation if it still runs and give the turn back (idempotent)."""
@@ -321,6 +347,12 @@ class _Generation:
         if self._holding:
             self._holding = False
             self._gate.release()
+
+
+def internal_error(what: str) -> APIError:
+    """A 500 that says ``what`` failed and where to look, and nothing of the exception (which is logged)."""
+    return APIError(500, f"{what} (an internal error; the server's log has the details): retry, or report it",
+                    type="server_error", code="internal_error")
 
 
 def server_stopped() -> APIError:
@@ -335,7 +367,9 @@ def server_stopped() -> APIError:
     )
 
 
-async def _stream(reply: Reply, run: _Generation, first: list[Event], include_usage: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    reply: Reply, run: _Generation, first: list[Event], include_usage: bool, transcript: "_Transcript"
+) -> AsyncIterator[bytes]:
     """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
     decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
     asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:func:`server_stopped`), is sent as an
@@ -347,10 +381,10 @@ async def _stream(reply: Reply, run: _Generation, first: list[Event], include_us
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
                 content = [event for event in batch if not isinstance(event, Finished)]
-                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps))
+                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps, transcript))
                 yield sse(server_stopped().body())  # no finish chunk and no [DONE]: the reply is cut, say so
                 return
-            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps))  # one write
+            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))  # one write
             opening = b""
             if finished is not None:
                 break
@@ -363,20 +397,33 @@ async def _stream(reply: Reply, run: _Generation, first: list[Event], include_us
         yield sse(error.body())
 
 
-def _chunks(reply: Reply, batch: list[Event], include_usage: bool, steps: list[dict]) -> list[dict]:
+def _chunks(
+    reply: Reply, batch: list[Event], include_usage: bool, steps: list[dict], transcript: "_Transcript"
+) -> list[dict]:
     """The chunks of one batch of events. A decode step's statistics join the batch's last chunk, or wait in
-    ``steps`` for the next chunk when the batch made none (so that no chunk carries only statistics)."""
+    ``steps`` for the next chunk when the batch made none (so that no chunk carries only statistics). A token's
+    log-probability goes with the chunk that carries its text (or the next one, or the finish chunk)."""
     chunks: list[dict] = []
     for event in batch:
-        if isinstance(event, TextDelta) and event.text:
-            chunks.append(reply.chunk(event.text, extension={"from_draft": event.from_draft}, include_usage=include_usage))
-        elif isinstance(event, StepStats):
+        text, entries = transcript.take(event)
+        if isinstance(event, StepStats):
             steps.append(step_object(event))
-        elif isinstance(event, Finished):
-            chunks.append(reply.chunk(None, finish=finish_reason(event.stats), extension=stats_object(event.stats),
-                                      include_usage=include_usage))
+        if text:
+            extension = {"from_draft": event.from_draft} if isinstance(event, TextDelta) else None
+            chunks.append(reply.chunk(text, extension=extension, include_usage=include_usage,
+                                      logprobs=transcript.pending(entries)))
+        else:
+            transcript.hold(entries)
+        if isinstance(event, ToolCalls):
+            transcript.called = True
+            chunks.append(reply.chunk(None, calls=event.calls, include_usage=include_usage))
+        if isinstance(event, Finished):
+            chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
+                                      extension=stats_object(event.stats), include_usage=include_usage,
+                                      logprobs=transcript.pending([])))
         if chunks and steps:
-            chunks[-1]["specchat"]["steps"] = chunks[-1]["specchat"].get("steps", []) + steps
+            extension = chunks[-1].setdefault("specchat", {})
+            extension["steps"] = extension.get("steps", []) + steps
             steps.clear()
     if include_usage and any(isinstance(event, Finished) for event in batch):
         chunks.append(reply.usage_chunk(next(e for e in batch if isinstance(e, Finished)).stats))
@@ -395,3 +442,57 @@ class _ClosingStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             await self._on_close()
+
+
+class _Transcript:
+    """The text and log-probabilities a reply's events add up to, for its response or its stream.
+
+    A text completion's ``echo`` puts the prompt first (with its tokens' log-probabilities from ``PromptScored``
+    when asked). A token whose text is not out yet (part of a character, held back by a stop string) keeps its
+    log-probability until a chunk carries text (:meth:`pending`).
+    """
+
+    def __init__(self, reply: Reply, request: GenerationRequest):
+        self._chat = reply.chat
+        self.logprobs = request.settings.output.logprobs is not None
+        self._echo = request.prompt if request.echo and not reply.chat else None
+        self._offset = 0  # characters of the completion's text so far (its text_offset)
+        self._waiting: list = []
+        self.called = False  # the reply called tools (its finish_reason is tool_calls)
+
+    def take(self, event: Event) -> tuple[str, list]:
+        """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:
+        ``(TokenLogprob, alternatives)`` for a chat, ``(bytes, logprob, alternatives)`` for a completion."""
+        text, entries = "", []
+        if self._echo is not None:
+            text, self._echo = self._echo, None
+        if isinstance(event, PromptScored) and not self._chat:
+            entries = [(event.first, None, None)] + [(t.piece, t.logprob, top) for t, top in event.tokens]
+        elif isinstance(event, TextDelta):
+            text += event.text
+            if event.logprob is not None:
+                token = event.logprob
+                entries = [(token, event.top_logprobs) if self._chat else (token.piece, token.logprob, event.top_logprobs)]
+        return text, entries
+
+    def hold(self, entries: list) -> None:
+        """Keep the entries of tokens without text for the next chunk."""
+        self._waiting += entries
+
+    def pending(self, entries: list) -> dict | None:
+        """The log-probabilities of a chunk: those waiting and ``entries`` (None when not asked for)."""
+        if not self.logprobs:
+            return None
+        entries, self._waiting = self._waiting + entries, []
+        return self._format(entries)
+
+    def merged(self, parts: list[list]) -> dict:
+        """The log-probabilities of a whole response, from the entries of each event in order."""
+        return self._format([entry for part in parts for entry in part])
+
+    def _format(self, entries: list) -> dict:
+        if self._chat:
+            return chat_logprobs(entries)
+        formatted = completion_logprobs(entries, self._offset)
+        self._offset += sum(len(token) for token in formatted["tokens"])
+        return formatted

@@ -10,13 +10,22 @@ Shapes follow OpenAI's API reference (https://platform.openai.com/docs/api-refer
   stream's chunk that carries ``finish_reason`` (and in the usage chunk, when asked for). Streamed content chunks
   carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that ended there).
 
+A request's omitted sampling fields take the server's defaults (``defaults.sampling``): the model's recommended
+sampling (its ``generation_config.json`` over ``inference.generation_config.CHAT_DEFAULTS``), or what ``specchat
+serve``'s flags say, as Ollama, llama-server and LM Studio apply their own, never OpenAI's cloud defaults
+(temperature 1, top_p 1), with which a small local model writes gibberish.
+
 Everything a client can get wrong is refused here as an :class:`APIError` (HTTP 400, ``param`` naming the
-field), never passed on to the engine as something it would fail on.
+field), never passed on to the engine as something it would fail on. What one request may cost is bounded: its
+JSON nests at most :data:`MAX_JSON_DEPTH` deep, it asks for at most :data:`MAX_STOP_STRINGS` stop strings of
+:data:`MAX_STOP_CHARS` characters (OpenAI's bound on their number), no larger ``specchat.n_ctx`` than the server's,
+and no more new tokens than the server's cap (a larger ``max_tokens`` is lowered to it, as llama-server's ``-n``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -24,13 +33,26 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app import bounded_json
 from app.backends.protocol import GenerationRequest
-from inference.events import GenerationStats, StepStats
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SettingError, SpeculativeSettings
+from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
+from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    OutputSettings,
+    SettingError,
+    SpeculativeSettings,
+)
+from inference.tools import ToolUse
 
-#: Sampling defaults of a request that leaves them out: OpenAI's (temperature 1, top_p 1), not the engine's greedy.
-OPENAI_TEMPERATURE = 1.0
-OPENAI_TOP_P = 1.0
+#: Deepest nesting of lists and objects in a request (a chat request with tools nests about 8 deep).
+MAX_JSON_DEPTH = 64
+#: Most stop strings a request may give (OpenAI's bound), and their longest, in characters: a stop string holds back
+#: as much streamed text as it is long, and each is looked for after every token.
+MAX_STOP_STRINGS = 4
+MAX_STOP_CHARS = 256
 
 #: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
 SYSTEM_ROLES = ("system", "developer")
@@ -121,6 +143,8 @@ class _GenerationFields(_Strict):
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None  # llama-server's and vLLM's extension (0 or -1 = off)
+    min_p: float | None = None  # llama-server's and vLLM's extension
     stop: str | list[str] | None = None
     seed: int | None = None
     presence_penalty: float | None = None
@@ -132,7 +156,6 @@ class _GenerationFields(_Strict):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
-    logprobs: Any = None
     logit_bias: Any = None
     specchat: SpecChatOptions | None = None
 
@@ -142,7 +165,8 @@ class ChatCompletionRequest(_GenerationFields):
 
     messages: list[Message]
     max_completion_tokens: int | None = None
-    top_logprobs: Any = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
     tools: Any = None
     tool_choice: Any = None
     functions: Any = None
@@ -155,6 +179,7 @@ class CompletionRequest(_GenerationFields):
     """``POST /v1/completions``."""
 
     prompt: str | list[str]
+    logprobs: int | None = None
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = None
@@ -164,12 +189,12 @@ def parse(model: type[BaseModel], body: bytes) -> Any:
     """The request ``body`` (JSON bytes) as ``model``.
 
     Raises:
-        APIError: 400: not JSON, not an object, or a field of the wrong type (``param`` names it, e.g.
-            ``messages[0].role``).
+        APIError: 400: not JSON, nested more than :data:`MAX_JSON_DEPTH` deep, not an object, or a field of the wrong
+            type (``param`` names it, e.g. ``messages[0].role``).
     """
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        data = bounded_json.loads(body, MAX_JSON_DEPTH)
+    except ValueError as error:  # not JSON, not UTF-8, or nested too deeply
         raise APIError(400, f"the request body is not valid JSON ({error}): send a JSON object", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}", code="invalid_json")
@@ -197,24 +222,15 @@ def _location(loc: tuple) -> str:
     return path
 
 
-def asks_for_nothing(name: str, value: Any) -> bool:
+def asks_for_nothing(value: Any) -> bool:
     """True when an unsupported field's value asks for nothing, as many clients always send it: left out, false,
-    empty, ``tool_choice`` "none" or "auto" (no tools), ``response_format`` ``{"type": "text"}``,
-    ``top_logprobs`` 0, ``parallel_tool_calls`` either way (no tools)."""
-    if value is None or value is False or (isinstance(value, list | dict) and not value):
-        return True
-    if name == "tool_choice":
-        return value in ("none", "auto")
-    if name == "response_format":
-        return value == {"type": "text"}
-    if name == "top_logprobs":
-        return value == 0 and not isinstance(value, bool)
-    return name == "parallel_tool_calls" and isinstance(value, bool)
+    empty."""
+    return value is None or value is False or (isinstance(value, list | dict) and not value)
 
 
 def _unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
     for name in fields:
-        if not asks_for_nothing(name, getattr(request, name)):
+        if not asks_for_nothing(getattr(request, name)):
             raise APIError(400, f"{name} is not supported by SpecChat's server: leave it out", param=name, code="unsupported")
 
 
@@ -239,48 +255,173 @@ def _message_text(message: Message, index: int) -> str:
     return "".join(texts)
 
 
-def chat_request(body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
+def chat_request(
+    body: ChatCompletionRequest, defaults: GenerationSettings, max_context: int | None, max_tokens: int | None = None
+) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
-    the others the conversation, in order.
+    the others the conversation, in order (assistant tool calls and ``tool`` results included; ``defaults``,
+    ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
-        APIError: 400 naming the field: empty messages, an unknown role, non-text content, tools, ``n`` other
-            than 1, a setting out of range.
+        APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
+            calls, ``n`` other than 1, a setting out of range.
     """
-    _unsupported(body, ("tools", "tool_choice", "functions", "function_call", "response_format", "parallel_tool_calls",
-                        "logprobs", "top_logprobs", "logit_bias"))
+    _unsupported(body, ("functions", "function_call", "logit_bias"))
     if not body.messages:
         raise APIError(400, "messages is empty: send at least one message", param="messages")
     system, messages = [], []
     for index, message in enumerate(body.messages):
-        if message.role not in SYSTEM_ROLES + ("user", "assistant"):
+        if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
             raise APIError(
                 400,
-                f"messages[{index}].role is {message.role!r}: SpecChat's server takes system, developer, user and "
-                "assistant messages (no tools)",
+                f"messages[{index}].role is {message.role!r}: SpecChat's server takes system, developer, user, "
+                "assistant and tool messages",
                 param=f"messages[{index}].role",
             )
-        if getattr(message, "tool_calls", None):
-            raise APIError(400, "tool calls are not supported: leave tool_calls out", param=f"messages[{index}].tool_calls")
-        text = _message_text(message, index)
+        calls = getattr(message, "tool_calls", None)
+        if calls and message.role != "assistant":
+            raise APIError(400, f"messages[{index}].tool_calls: only assistant messages make tool calls",
+                           param=f"messages[{index}].tool_calls")
+        text = "" if calls and message.content is None else _message_text(message, index)
         if message.role in SYSTEM_ROLES and not messages:
             system.append(text)
-        else:
-            messages.append({"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text})
-    max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+            continue
+        entry = {"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text}
+        if calls:
+            entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
+        if message.role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
+            entry["tool_call_id"] = message.tool_call_id
+        messages.append(entry)
+    asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-    settings = _settings(body, max_tokens, max_param, defaults, max_context)
-    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings)
+    if body.top_logprobs and not body.logprobs:
+        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    top = (body.top_logprobs or 0) if body.logprobs else None
+    output = OutputSettings(grammar=response_format_grammar(body.response_format), logprobs=top)
+    settings = _settings(body, asked, max_param, defaults, max_context, output, "top_logprobs", max_tokens)
+    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
+                             tools=tool_use(body.tools, body.tool_choice, body.parallel_tool_calls))
 
 
-def completion_request(body: CompletionRequest, defaults: GenerationSettings, max_context: int | None) -> GenerationRequest:
-    """The engine request of a text completion (the prompt continued as is, without the chat template).
+#: What a function's name may be (OpenAI's rule).
+_FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
+    """The tools of a chat request (``tools``, ``tool_choice``, ``parallel_tool_calls``): None without tools or
+    with ``tool_choice`` "none" (the model is then not told about them).
+
+    Raises:
+        APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
+            parameters that are not a JSON schema SpecChat can enforce, a ``tool_choice`` naming no given tool.
+    """
+    if parallel is not None and not isinstance(parallel, bool):
+        raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
+    if tools is None or tools == []:
+        if choice not in (None, "none", "auto"):
+            raise APIError(400, "tool_choice needs tools: send the tools the model may call", param="tool_choice")
+        return None
+    if not isinstance(tools, list):
+        raise APIError(400, "tools must be a list of functions", param="tools")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise APIError(400, f'tools[{index}] must be {{"type": "function", "function": {{"name", "description", '
+                           '"parameters"}}}', param=f"tools[{index}]")
+        if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
+            raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
+                           param=f"tools[{index}].function.name")
+        parameters = function.get("parameters")
+        if parameters is not None:
+            param = f"tools[{index}].function.parameters"
+            try:
+                json_schema_grammar(parameters)
+            except GrammarError as error:
+                raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
+    names = [tool["function"]["name"] for tool in tools]
+    if choice in (None, "auto", "required"):
+        chosen = choice or "auto"
+    elif choice == "none":
+        return None
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
+        chosen = choice["function"].get("name")
+        if chosen not in names:
+            raise APIError(400, f"tool_choice names {chosen!r}, which is not among the tools ({', '.join(names)})",
+                           param="tool_choice")
+    else:
+        raise APIError(400, 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
+                       '{"name": ...}}', param="tool_choice")
+    return ToolUse(tuple(tools), chosen, parallel is not False)
+
+
+def _tool_calls(calls: Any, param: str) -> list[dict]:
+    """An assistant message's ``tool_calls`` as chat templates render them: arguments parsed from their JSON string.
+
+    Raises:
+        APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``.
+    """
+    parsed = []
+    for index, call in enumerate(calls if isinstance(calls, list) else [None]):
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            arguments = None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
+            raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
+                           '"arguments": a JSON object as a string}}}', param=f"{param}[{index}]")
+        parsed.append({"id": call.get("id", ""), "type": "function",
+                       "function": {"name": function["name"], "arguments": arguments}})
+    return parsed
+
+
+def response_format_grammar(value: Any) -> str | None:
+    """The grammar of a chat request's ``response_format``: None for ``{"type": "text"}`` or none;
+    ``{"type": "json_object"}`` (with llama-server's optional ``"schema"``) and ``{"type": "json_schema",
+    "json_schema": {"name", "schema", "strict", "description"}}`` constrain the reply (``inference.constraints``).
+
+    Raises:
+        APIError: 400 naming the part at fault: an unknown type, a missing or invalid schema.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise APIError(400, "response_format must be an object with a type: text, json_object or json_schema",
+                       param="response_format")
+    kind = value["type"]
+    if kind == "text":
+        return None
+    if kind == "json_object" and "schema" not in value:
+        return json_object_grammar()
+    if kind == "json_object":
+        schema, param = value["schema"], "response_format.schema"
+    elif kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or "schema" not in spec:
+            raise APIError(400, 'response_format.json_schema must be an object with a "schema" (a JSON schema)',
+                           param="response_format.json_schema")
+        schema, param = spec["schema"], "response_format.json_schema.schema"
+    else:
+        raise APIError(400, f"response_format.type is {kind!r}: use text, json_object or json_schema",
+                       param="response_format.type")
+    try:
+        return json_schema_grammar(schema)
+    except GrammarError as error:
+        raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
+
+
+def completion_request(
+    body: CompletionRequest, defaults: GenerationSettings, max_context: int | None, max_tokens: int | None = None
+) -> GenerationRequest:
+    """The engine request of a text completion (the prompt continued as is, without the chat template;
+    ``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
         APIError: 400 naming the field: an empty prompt or several, ``echo``/``suffix``/``best_of``, ``n`` other
             than 1, a setting out of range.
     """
-    _unsupported(body, ("logprobs", "logit_bias", "echo", "suffix"))
+    _unsupported(body, ("logit_bias", "suffix"))
     if body.best_of not in (None, 1):
         raise APIError(400, "best_of must be 1 (SpecChat generates one reply)", param="best_of")
     prompt = body.prompt
@@ -290,33 +431,79 @@ def completion_request(body: CompletionRequest, defaults: GenerationSettings, ma
         prompt = prompt[0]
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
-    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context)
-    return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt)
+    output = OutputSettings(logprobs=body.logprobs)
+    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs", max_tokens)
+    return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)
 
 
 def _settings(
-    body: _GenerationFields, max_tokens: int | None, max_param: str, defaults: GenerationSettings, max_context: int | None
+    body: _GenerationFields,
+    asked_tokens: int | None,
+    max_param: str,
+    defaults: GenerationSettings,
+    max_context: int | None,
+    output: OutputSettings,
+    logprobs_param: str,
+    max_tokens: int | None = None,
 ) -> GenerationSettings:
-    """The request's settings on top of the server's ``defaults``, validated (``max_context``: the model's bound
-    of n_ctx)."""
+    """The request's settings on top of the server's ``defaults`` (every sampling field the request leaves out),
+    validated.
+
+    Args:
+        body: the request; asked_tokens: its ``max_tokens`` (or ``max_completion_tokens``, then named by
+            ``max_param``), None when left out.
+        defaults: the server's settings: decoding, K, the rolling context, sampling, and the new tokens of a
+            request that asks none (``sampling.max_new_tokens``). Its ``context.n_ctx`` is the largest
+            ``specchat.n_ctx`` a request may ask (the server's ``--n-ctx``).
+        max_context: the model's largest n_ctx (None = unknown).
+        output: the grammar and log-probabilities asked for; logprobs_param: the field that asked for its
+            alternatives (``top_logprobs`` in a chat, ``logprobs`` in a completion).
+        max_tokens: the most new tokens one reply may generate (None = no cap): a request asking more gets this
+            many, and its reply ends with ``finish_reason`` ``length``.
+
+    Raises:
+        APIError: 400 naming the field: ``n`` other than 1, more than :data:`MAX_STOP_STRINGS` stop strings or one
+            longer than :data:`MAX_STOP_CHARS`, ``specchat.n_ctx`` above the server's, a setting out of range.
+    """
     if body.n not in (None, 1):
         raise APIError(400, f"n must be 1 (SpecChat generates one choice per request), got {body.n}", param="n")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    if len(stop) > MAX_STOP_STRINGS:
+        raise APIError(400, f"stop holds {len(stop)} strings: send at most {MAX_STOP_STRINGS}", param="stop",
+                       code="invalid_value")
+    if any(len(text) > MAX_STOP_CHARS for text in stop):
+        longest = max(len(text) for text in stop)
+        raise APIError(400, f"stop holds a string of {longest} characters: each may have at most {MAX_STOP_CHARS}",
+                       param="stop", code="invalid_value")
+    options = body.specchat or SpecChatOptions()
+    if options.n_ctx is not None and options.n_ctx > defaults.context.n_ctx:
+        raise APIError(
+            400,
+            f"specchat.n_ctx must be at most {defaults.context.n_ctx}, this server's n_ctx (its --n-ctx): ask for "
+            "less (the rolling context keeps a longer conversation going), or start the server with a larger --n-ctx",
+            param="specchat.n_ctx", code="invalid_value",
+        )  # fmt: skip
+    if asked_tokens is None:
+        asked_tokens = defaults.sampling.max_new_tokens
+    if max_tokens is not None:
+        asked_tokens = min(asked_tokens, max_tokens)
+    top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,
-        temperature=OPENAI_TEMPERATURE if body.temperature is None else body.temperature,
-        top_p=OPENAI_TOP_P if body.top_p is None else body.top_p,
         seed=body.seed,
         stop_strings=stop,
         **{name: value for name, value in (
-            ("max_new_tokens", max_tokens),
+            ("temperature", body.temperature),
+            ("top_p", body.top_p),
+            ("top_k", top_k),
+            ("min_p", body.min_p),
+            ("max_new_tokens", asked_tokens),
             ("presence_penalty", body.presence_penalty),
             ("frequency_penalty", body.frequency_penalty),
             ("repetition_penalty", body.repetition_penalty if body.repetition_penalty is not None else body.repeat_penalty),
             ("repeat_last_n", body.repeat_last_n),
         ) if value is not None},
     )
-    options = body.specchat or SpecChatOptions()
     context = ContextSettings(
         n_ctx=defaults.context.n_ctx if options.n_ctx is None else options.n_ctx,
         n_keep=defaults.context.n_keep if options.n_keep is None else options.n_keep,
@@ -328,18 +515,19 @@ def _settings(
         lookup_max_ngram=defaults.speculative.lookup_max_ngram,
     )
     decoding = defaults.decoding if options.mode is None else Decoding(options.mode)
-    settings = GenerationSettings(decoding=decoding, sampling=sampling, context=context, speculative=speculative)
+    settings = GenerationSettings(decoding=decoding, sampling=sampling, context=context, speculative=speculative,
+                                  output=output)
     try:
-        settings.validate(max_context)
+        settings.validate(defaults.context.n_ctx if max_context is None else min(max_context, defaults.context.n_ctx))
     except SettingError as error:
-        raise setting_error(error, max_param) from None
+        raise setting_error(error, max_param, logprobs_param) from None
     return settings
 
 
-def setting_error(error: SettingError, max_param: str = "max_tokens") -> APIError:
+def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_param: str = "logprobs") -> APIError:
     """A ``SettingError`` as a 400 naming the request field (``max_tokens``, ``stop``, ``specchat.n_ctx``...), in
     the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."."""
-    param = max_param if error.field == "max_new_tokens" else _PARAMS.get(error.field, error.field)
+    param = {"max_new_tokens": max_param, "logprobs": logprobs_param}.get(error.field) or _PARAMS.get(error.field, error.field)
     return APIError(400, error.renamed(param), param=param, code="invalid_value")
 
 
@@ -362,28 +550,37 @@ class Reply:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.chat else "text_completion"
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "system_fingerprint": None}
 
-    def response(self, stats: GenerationStats) -> dict:
-        """The non-streamed response of a finished reply."""
+    def response(self, stats: GenerationStats, text: str, logprobs: dict | None = None,
+                 calls: tuple[ToolCall, ...] = ()) -> dict:
+        """The non-streamed response of a finished reply: its ``text`` (the content; a completion's, echo
+        included), ``logprobs`` (:func:`chat_logprobs` or :func:`completion_logprobs`; None when not asked) and
+        tool ``calls`` (content null when they are all the reply says)."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": stats.text}}
+            message = {"role": "assistant", "content": text or (None if calls else text)}
+            if calls:
+                message["tool_calls"] = tool_calls(calls)
+            choice = {"index": 0, "message": message}
         else:
-            choice = {"index": 0, "text": stats.text}
-        choice.update(logprobs=None, finish_reason=finish_reason(stats))
+            choice = {"index": 0, "text": text}
+        choice.update(logprobs=logprobs, finish_reason=finish_reason(stats, bool(calls)))
         return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
 
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
-              include_usage: bool = False) -> dict:
+              include_usage: bool = False, logprobs: dict | None = None, calls: tuple[ToolCall, ...] = ()) -> dict:
         """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
-        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field. With ``include_usage`` the
-        chunk carries ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
+        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens;
+        ``calls`` the reply's tool calls (each whole, in one delta). With ``include_usage`` the chunk carries
+        ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
         if self.chat:
             delta = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
+            if calls:
+                delta["tool_calls"] = tool_calls(calls)
             choice = {"index": 0, "delta": delta}
         else:
             choice = {"index": 0, "text": text or ""}
-        choice.update(logprobs=None, finish_reason=finish)
+        choice.update(logprobs=logprobs, finish_reason=finish)
         chunk = {**self._head(True), "choices": [choice]}
         if include_usage:
             chunk["usage"] = None
@@ -396,9 +593,65 @@ class Reply:
         return {**self._head(True), "choices": [], "usage": usage(stats), "specchat": stats_object(stats)}
 
 
-def finish_reason(stats: GenerationStats) -> str:
-    """OpenAI's finish_reason: ``length`` when max_tokens ended the reply, else ``stop``."""
+#: The log-probability written for a token of probability 0 (a grammar forbids it): OpenAI's own floor, since JSON
+#: has no -Infinity.
+LOGPROB_FLOOR = -9999.0
+
+
+def _logprob(value: float) -> float:
+    return max(value, LOGPROB_FLOOR)
+
+
+def _token_text(piece: bytes) -> str:
+    """A token's text: its bytes as UTF-8, U+FFFD for those of a character split between tokens (the ``bytes``
+    field, or the next token, has the rest)."""
+    return piece.decode("utf-8", "replace")
+
+
+def chat_logprobs(tokens: list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]) -> dict:
+    """A chat choice's ``logprobs``: ``{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+    "logprob", "bytes"}]}], "refusal": null}`` for ``tokens`` (each with its alternatives)."""
+
+    def entry(token: TokenLogprob) -> dict:
+        return {"token": _token_text(token.piece), "logprob": _logprob(token.logprob), "bytes": list(token.piece)}
+
+    return {"content": [{**entry(token), "top_logprobs": [entry(t) for t in top]} for token, top in tokens],
+            "refusal": None}
+
+
+def completion_logprobs(tokens: list[tuple[bytes, float | None, tuple[TokenLogprob, ...] | None]], offset: int) -> dict:
+    """A text completion's ``logprobs`` (OpenAI's legacy shape): ``tokens``, ``token_logprobs``, ``top_logprobs``
+    (``{token: logprob}`` per token) and ``text_offset`` (each token's character offset in the choice's text,
+    counted from ``offset``), for ``tokens`` as ``(bytes, logprob, alternatives)``; an echoed prompt's first token
+    has None for both."""
+    texts = [_token_text(piece) for piece, _, _ in tokens]
+    offsets = []
+    for text in texts:
+        offsets.append(offset)
+        offset += len(text)
+    return {
+        "tokens": texts,
+        "token_logprobs": [None if value is None else _logprob(value) for _, value, _ in tokens],
+        "top_logprobs": [None if top is None else {_token_text(t.piece): _logprob(t.logprob) for t in top}
+                         for _, _, top in tokens],
+        "text_offset": offsets,
+    }
+
+
+def finish_reason(stats: GenerationStats, called: bool = False) -> str:
+    """OpenAI's finish_reason: ``tool_calls`` when the reply ``called`` tools, ``length`` when max_tokens ended it,
+    else ``stop``."""
+    if called:
+        return "tool_calls"
     return "length" if stats.stop_reason == "max_new_tokens" else "stop"
+
+
+def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
+    """OpenAI's ``tool_calls``: ``[{"index", "id", "type": "function", "function": {"name", "arguments": a JSON
+    string}}]``, each with a fresh id."""
+    return [{"index": index, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+            for index, call in enumerate(calls)]
 
 
 def usage(stats: GenerationStats) -> dict:

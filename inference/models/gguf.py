@@ -45,7 +45,7 @@ from gguf import (
 )
 from gguf.quants import dequantize, quantize
 
-from .errors import ModelFetchError
+from .errors import ModelImportError
 
 logger = logging.getLogger(__name__)
 
@@ -67,69 +67,121 @@ GGML_TYPE_BITS = {"F16": 16, "Q4_0": 4, "Q4_1": 4, "Q8_0": 8, "Q4_K": 4, "Q6_K":
 # GGUF value type -> struct format (GGUFValueType: 0..12; 8 = string, 9 = array).
 _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
+#: Deepest nesting of arrays in arrays a header may have (llama.cpp's reader takes none; gguf-py writes them).
+MAX_GGUF_ARRAY_DEPTH = 4
+#: Most dimensions a tensor may have (GGML_MAX_DIMS).
+MAX_GGUF_DIMS = 4
+_F32_MAX = float(np.finfo(np.float32).max)
 
 #: One tensor of a GGUF header: ``(name, dims, ggml_type)``, ``dims`` innermost first.
 TensorInfo = tuple[str, tuple[int, ...], int]
+
+
+class _Corrupt(Exception):
+    """What is wrong with a header, in words (turned into a ModelImportError that names the file)."""
 
 
 def read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
     """Read a little-endian GGUF (v2/v3) header: scalar metadata, array lengths and tensor infos.
 
     ``gguf.GGUFReader`` parses every element of the token and merge arrays (about 4 s for SmolLM2's
-    49,152 tokens); this skips arrays, taking a few milliseconds.
+    49,152 tokens); this skips arrays, taking a few milliseconds. Nothing in the file is trusted: every count and
+    length is checked against the bytes left before it is used (a damaged count can neither allocate nor loop
+    beyond the file's size), value types must be GGUF's, arrays nest at most :data:`MAX_GGUF_ARRAY_DEPTH` deep and
+    tensors have at most :data:`MAX_GGUF_DIMS` dimensions.
 
     Returns:
-        ``(scalars, array_lengths, tensors)``: scalar keys to values (str, int, float, bool),
-        array keys to element counts, and ``(name, dims, ggml_type)`` per tensor in file order
-        (``dims`` in GGUF order, innermost first; ``ggml_type`` a ``gguf.GGMLQuantizationType`` value).
+        ``(scalars, array_lengths, tensors)``: scalar keys to values (str, int, float, bool; floats may be
+        infinite or NaN, as stored), array keys to element counts, and ``(name, dims, ggml_type)`` per tensor in
+        file order (``dims`` in GGUF order, innermost first; ``ggml_type`` a ``gguf.GGMLQuantizationType`` value).
 
     Raises:
-        ModelFetchError: not a GGUF file of version 2 or 3.
-        struct.error, UnicodeDecodeError, OverflowError, ValueError, MemoryError: a truncated or corrupt header.
+        ModelImportError: not a GGUF file of version 2 or 3, or a truncated or corrupt header (the message names
+            the file and what is wrong).
     """
-    with open(path, "rb") as fh:
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            return _read_header(fh, size, path)
+    except OSError as error:
+        raise ModelImportError(f"cannot read {path}: {error}") from error
+    except _Corrupt as error:
+        raise ModelImportError(f"{path.name} is not a valid GGUF file: its header is truncated or corrupt ({error})") from None
 
-        def unpack(fmt: str) -> Any:
-            size = struct.calcsize("<" + fmt)
-            return struct.unpack("<" + fmt, fh.read(size))[0]
 
-        def read_string() -> str:
-            return fh.read(unpack("Q")).decode("utf-8", errors="replace")
+def _read_header(fh, size: int, path: Path) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
+    """The parse of :func:`read_gguf_header` (raises _Corrupt, or ModelImportError for a file that is no GGUF)."""
 
-        def skip(value_type: int, count: int) -> None:
-            if value_type in _GGUF_SCALARS:
-                fh.seek(count * struct.calcsize("<" + _GGUF_SCALARS[value_type]), os.SEEK_CUR)
-            elif value_type == _GGUF_STRING:
-                for _ in range(count):
-                    fh.seek(unpack("Q"), os.SEEK_CUR)
-            else:  # nested arrays
-                for _ in range(count):
-                    sub_type, sub_count = unpack("I"), unpack("Q")
-                    skip(sub_type, sub_count)
+    def left() -> int:
+        return size - fh.tell()
 
-        if fh.read(4) != b"GGUF" or unpack("I") not in (2, 3):
-            raise ModelFetchError(f"{path.name} is not a GGUF file of version 2 or 3")
-        n_tensors, n_keys = unpack("Q"), unpack("Q")
-        scalars: dict[str, Any] = {}
-        array_lengths: dict[str, int] = {}
-        for _ in range(n_keys):
-            name, value_type = read_string(), unpack("I")
-            if value_type == _GGUF_STRING:
-                scalars[name] = read_string()
-            elif value_type == _GGUF_ARRAY:
-                element_type, count = unpack("I"), unpack("Q")
-                array_lengths[name] = count
-                skip(element_type, count)
-            else:
-                scalars[name] = unpack(_GGUF_SCALARS[value_type])
-        tensors = []
-        for _ in range(n_tensors):
-            name = read_string()
-            n_dims = unpack("I")
-            dims = tuple(unpack("Q") for _ in range(n_dims))
-            ggml_type = unpack("I")
-            fh.seek(8, os.SEEK_CUR)  # offset (u64)
-            tensors.append((name, dims, ggml_type))
+    def unpack(fmt: str) -> Any:
+        size_of = struct.calcsize("<" + fmt)
+        data = fh.read(size_of)
+        if len(data) < size_of:
+            raise _Corrupt(f"it ends at byte {fh.tell()}, in the middle of a value")
+        return struct.unpack("<" + fmt, data)[0]
+
+    def read_string(what: str) -> str:
+        length = unpack("Q")
+        if length > left():
+            raise _Corrupt(f"{what} claims {length} bytes, more than the {left()} left in the file")
+        return fh.read(length).decode("utf-8", errors="replace")
+
+    def value_type(code: int, key: str) -> int:
+        if code not in _GGUF_SCALARS and code not in (_GGUF_STRING, _GGUF_ARRAY):
+            raise _Corrupt(f"key {key!r} has the unknown value type {code}")
+        return code
+
+    def skip_array(key: str, depth: int) -> int:
+        """Skip an array's elements (after its header is read: element type, then count); returns the count."""
+        element, count = value_type(unpack("I"), key), unpack("Q")
+        smallest = struct.calcsize("<" + _GGUF_SCALARS[element]) if element in _GGUF_SCALARS else (
+            8 if element == _GGUF_STRING else 12
+        )
+        if count * smallest > left():
+            raise _Corrupt(f"key {key!r} claims {count} array elements, more than the file holds")
+        if element in _GGUF_SCALARS:
+            fh.seek(count * smallest, os.SEEK_CUR)
+        elif element == _GGUF_STRING:
+            for _ in range(count):
+                length = unpack("Q")
+                if length > left():
+                    raise _Corrupt(f"a string of key {key!r} claims {length} bytes, more than the file holds")
+                fh.seek(length, os.SEEK_CUR)
+        else:
+            if depth >= MAX_GGUF_ARRAY_DEPTH:
+                raise _Corrupt(f"key {key!r} nests arrays more than {MAX_GGUF_ARRAY_DEPTH} deep")
+            for _ in range(count):
+                skip_array(key, depth + 1)
+        return count
+
+    if fh.read(4) != b"GGUF" or size < 8 or unpack("I") not in (2, 3):
+        raise ModelImportError(f"{path.name} is not a GGUF file of version 2 or 3")
+    n_tensors, n_keys = unpack("Q"), unpack("Q")
+    if n_keys * 12 > left() or n_tensors * 24 > left():  # a key: its name's length and a type at least
+        raise _Corrupt(f"it claims {n_keys} keys and {n_tensors} tensors, more than the file holds")
+    scalars: dict[str, Any] = {}
+    array_lengths: dict[str, int] = {}
+    for _ in range(n_keys):
+        name = read_string("a key's name")
+        kind = value_type(unpack("I"), name)
+        if kind == _GGUF_STRING:
+            scalars[name] = read_string(f"the value of {name!r}")
+        elif kind == _GGUF_ARRAY:
+            array_lengths[name] = skip_array(name, 1)
+        else:
+            scalars[name] = unpack(_GGUF_SCALARS[kind])
+    tensors = []
+    for _ in range(n_tensors):
+        name = read_string("a tensor's name")
+        n_dims = unpack("I")
+        if n_dims > MAX_GGUF_DIMS:
+            raise _Corrupt(f"tensor {name!r} claims {n_dims} dimensions (at most {MAX_GGUF_DIMS})")
+        dims = tuple(unpack("Q") for _ in range(n_dims))
+        ggml_type = unpack("I")
+        unpack("Q")  # its offset in the data section
+        tensors.append((name, dims, ggml_type))
     return scalars, array_lengths, tensors
 
 
@@ -137,11 +189,11 @@ def gguf_architecture(scalars: Mapping[str, Any], path: Path) -> str:
     """The ``general.architecture`` of a GGUF header's ``scalars`` (see :func:`read_gguf_header`), e.g. ``"llama"``.
 
     Raises:
-        ModelFetchError: it is not one of :data:`GGUF_ARCHITECTURES` (the message names those).
+        ModelImportError: it is not one of :data:`GGUF_ARCHITECTURES` (the message names those).
     """
     arch = scalars.get("general.architecture")
     if arch not in GGUF_ARCHITECTURES:
-        raise ModelFetchError(
+        raise ModelImportError(
             f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: {', '.join(GGUF_ARCHITECTURES)}"
         )
     return arch
@@ -152,46 +204,75 @@ def hf_config_from_gguf(gguf_path: Path) -> dict[str, Any]:
 
     ``head_dim`` comes from ``<arch>.attention.key_length``, else ``<arch>.rope.dimension_count``,
     else ``hidden_size // num_attention_heads``; ``partial_rotary_factor`` is the rotated share of
-    it (1.0 for SmolLM2). ``rope_scaling`` is null unless the GGUF names a scaling type.
+    it (1.0 for SmolLM2). ``rope_scaling`` is null unless the GGUF names a scaling type. Every value used is
+    checked: sizes are whole numbers >= 1 (a head count of 0 would divide by zero), floats finite and positive
+    (an infinite RoPE base would make every position the same), token ids whole numbers >= 0.
 
     Raises:
-        ModelFetchError: not a GGUF, or its architecture is not one of :data:`GGUF_ARCHITECTURES`.
-        KeyError, TypeError, ValueError: a required metadata key is missing or malformed.
+        ModelImportError: not a GGUF, a corrupt header, an architecture not in :data:`GGUF_ARCHITECTURES`, or a
+            required key missing or of the wrong type or range (the message names the file and the key).
     """
     meta, array_lengths, tensors = read_gguf_header(gguf_path)
     arch = gguf_architecture(meta, gguf_path)
 
-    def key(name: str, default: Any = None) -> Any:
-        return meta.get(f"{arch}.{name}", default)
+    def wrong(name: str, value: Any, should: str) -> ModelImportError:
+        said = "missing" if value is None else f"{value!r}"
+        return ModelImportError(f"{gguf_path.name}: metadata key {name} is {said}; it must be {should} (the file is "
+                                "incomplete or damaged)")  # fmt: skip
 
-    hidden = int(key("embedding_length"))
-    heads = int(key("attention.head_count"))
-    rope_dims = key("rope.dimension_count")
-    head_dim = int(key("attention.key_length") or rope_dims or hidden // heads)
-    scaling_type = key("rope.scaling.type")
+    def count(name: str, default: Any = None, required: bool = True, minimum: int = 1) -> int | None:
+        value = meta.get(name, default)
+        if value is None and not required:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value < 2**63:
+            raise wrong(name, value, f"a whole number >= {minimum}")
+        return value
+
+    def positive(name: str, default: float) -> float:
+        value = meta.get(name, default)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= _F32_MAX:
+            raise wrong(name, value, "a finite number > 0")  # (NaN fails the comparison too)
+        return _f32(value)
+
+    def key(name: str) -> str:
+        return f"{arch}.{name}"
+
+    hidden = count(key("embedding_length"))
+    heads = count(key("attention.head_count"))
+    rope_dims = count(key("rope.dimension_count"), required=False)
+    head_dim = count(key("attention.key_length"), required=False) or rope_dims or hidden // heads
+    if head_dim < 1:
+        raise wrong(key("attention.head_count"), heads, f"at most {key('embedding_length')} ({hidden})")
+    scaling_type = meta.get(key("rope.scaling.type"))
     rope_scaling = None
+    if scaling_type is not None and not isinstance(scaling_type, str):
+        raise wrong(key("rope.scaling.type"), scaling_type, "a name such as linear or yarn")
     if scaling_type and scaling_type != "none":
-        rope_scaling = {"rope_type": scaling_type, "factor": _f32(key("rope.scaling.factor", 1.0))}
-        if key("rope.scaling.original_context_length"):
-            rope_scaling["original_max_position_embeddings"] = int(key("rope.scaling.original_context_length"))
+        rope_scaling = {"rope_type": scaling_type, "factor": positive(key("rope.scaling.factor"), 1.0)}
+        original = count(key("rope.scaling.original_context_length"), required=False)
+        if original:
+            rope_scaling["original_max_position_embeddings"] = original
+    vocab = count(key("vocab_size"), required=False) or array_lengths.get("tokenizer.ggml.tokens")
+    if not vocab:
+        raise wrong("tokenizer.ggml.tokens", None, f"the vocabulary (or {key('vocab_size')} its size)")
     return {
         "model_type": arch,
         "architectures": [GGUF_ARCHITECTURES[arch]],
         "hidden_size": hidden,
-        "intermediate_size": int(key("feed_forward_length")),
-        "num_hidden_layers": int(key("block_count")),
+        "intermediate_size": count(key("feed_forward_length")),
+        "num_hidden_layers": count(key("block_count")),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(key("attention.head_count_kv", heads)),
+        "num_key_value_heads": count(key("attention.head_count_kv"), heads),
         "head_dim": head_dim,
         "hidden_act": "silu",
-        "rope_theta": _f32(key("rope.freq_base", 10000.0)),
-        "partial_rotary_factor": (int(rope_dims) / head_dim) if rope_dims else 1.0,
+        "rope_theta": positive(key("rope.freq_base"), 10000.0),
+        "partial_rotary_factor": (rope_dims / head_dim) if rope_dims else 1.0,
         "rope_scaling": rope_scaling,
-        "max_position_embeddings": int(key("context_length")),
-        "vocab_size": int(key("vocab_size") or array_lengths["tokenizer.ggml.tokens"]),
-        "rms_norm_eps": _f32(key("attention.layer_norm_rms_epsilon", 1e-6)),
-        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
-        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+        "max_position_embeddings": count(key("context_length")),
+        "vocab_size": vocab,
+        "rms_norm_eps": positive(key("attention.layer_norm_rms_epsilon"), 1e-6),
+        "bos_token_id": count("tokenizer.ggml.bos_token_id", required=False, minimum=0),
+        "eos_token_id": count("tokenizer.ggml.eos_token_id", required=False, minimum=0),
         "tie_word_embeddings": "output.weight" not in {name for name, _, _ in tensors},
     }
 

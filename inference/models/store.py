@@ -62,6 +62,8 @@ BITS_SUFFIX = {4: "int4", 8: "int8", 16: "fp16"}
 #: Name prefixes of staging folders: builds in :func:`models_dir`, pip downloads in :func:`downloads_dir`.
 STAGING_PREFIX = ".partial-"
 DOWNLOAD_STAGING_PREFIX = ".pip-"
+#: ``ModelManifest.kind`` of a draft head (``inference.draft_head``).
+DRAFT_HEAD_KIND = "draft-head"
 #: The store lock in :func:`models_dir`.
 STORE_LOCK_NAME = ".lock"
 #: Lock file a running builder holds inside its staging folder (removed before the folder is installed).
@@ -209,6 +211,12 @@ class ModelManifest:
         return {**{name: getattr(self, name) for name in _stored_fields()}, **self.details}
 
     @property
+    def is_draft_head(self) -> bool:
+        """Whether the folder holds a draft head (``inference.draft_head``): a draft for the model named by
+        ``details["head_for"]``, never a target."""
+        return self.kind == DRAFT_HEAD_KIND
+
+    @property
     def display_name(self) -> str:
         """``name``, else the folder's name."""
         return self.name or (self.path.name if self.path else "?")
@@ -292,6 +300,16 @@ def write_manifest(folder: Path, **fields: Any) -> ModelManifest:
     return manifest
 
 
+def write_plain_manifest(folder: Path, **fields: Any) -> ModelManifest:
+    """Write a manifest from ``fields`` alone, plus ``size_bytes`` and ``created`` (for folders that
+    :func:`write_manifest`'s description cannot read: draft heads have no tokenizer)."""
+    data = {**fields, "size_bytes": folder_size(folder)}
+    data["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    manifest = ModelManifest.from_json(data, folder)
+    write_json(folder / MANIFEST_NAME, manifest.to_json())
+    return manifest
+
+
 def installed_models() -> list[ModelManifest]:
     """The models installed in :func:`models_dir`, sorted by folder name (each manifest's ``path`` set).
 
@@ -332,12 +350,20 @@ def model_labels(models: list[ModelManifest]) -> dict[str, str]:
 def compatible_drafts(target: ModelManifest | None, models: list[ModelManifest]) -> list[ModelManifest]:
     """The models of ``models`` that can draft for ``target``: the same tokenizer fingerprint (the pairing check
     of :func:`inference.models.inspect.check_pair`, read from the manifests without loading anything), other
-    than the target itself. Empty when the target is None or its fingerprint unknown."""
+    than the target itself; a draft head only for the model it was trained for (any bit-width of it). Empty when
+    the target is None or its fingerprint unknown."""
     if target is None or not target.tokenizer_fingerprint:
         return []
     return [
-        m for m in models if m.tokenizer_fingerprint == target.tokenizer_fingerprint and m.store_name != target.store_name
+        m for m in models
+        if m.tokenizer_fingerprint == target.tokenizer_fingerprint and m.store_name != target.store_name
+        and (not m.is_draft_head or m.details.get("head_for") == target.name)
     ]
+
+
+def target_models(models: list[ModelManifest]) -> list[ModelManifest]:
+    """The models of ``models`` that can be chosen as a target (all but draft heads)."""
+    return [m for m in models if not m.is_draft_head]
 
 
 def find_model(name_or_path: str | Path) -> Path:

@@ -104,3 +104,24 @@ def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window
     lines = [item for item in window.live_graph.fill_plot.items if isinstance(item, pg.InfiniteLine)]
     assert len(lines) == stats["rolls"]
     assert f"{stats['rolls']} roll" in window.live_graph.summary_text()
+
+
+def test_json_output_makes_the_conversations_replies_json_objects(qtbot, make_window):
+    """The "JSON output" box of a new chat is kept with the conversation it starts, and its replies are JSON
+    objects (a grammar constrains every token); unchecked again, the next reply is free text."""
+    import json
+
+    window = make_window(FAST.with_values(max_new_tokens=120))
+    window.chat_view.json_box.setChecked(True)
+    qtbot.keyClicks(window.composer.edit, "Give me a JSON object with the name and the capital of France.")
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    assert isinstance(json.loads(finished.args[0].content), dict)
+    conversation = window.db.conversation(window.chat_view.conversation_id)
+    assert conversation.json_output is True
+    window.chat_view.json_box.setChecked(False)
+    assert window.db.conversation(conversation.id).json_output is False
+    qtbot.keyClicks(window.composer.edit, "Now say hello in plain words.")
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    assert not finished.args[0].content.lstrip().startswith("{")

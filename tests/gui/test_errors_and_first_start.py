@@ -126,6 +126,18 @@ def test_corrupt_history_is_moved_aside_with_a_notice(qtbot, make_window, tmp_pa
     assert len(window.db.messages(window.chat_view.conversation_id)) == 2
 
 
+def test_an_unreadable_settings_file_is_kept_aside_with_a_notice(qtbot, make_window, tmp_path):
+    settings = tmp_path / "config" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"version": 1, "presets": {"Mine": {"temperature": 0.')  # cut short by a crash
+    window = make_window(None, wait_model=False)
+    box = _dialog(qtbot, window, "settingsNotice", timeout=10_000)
+    assert "is not a settings file" in box.text() and "settings.json.unreadable-" in box.text()
+    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+    moved = list(settings.parent.glob("settings.json.unreadable-*"))
+    assert len(moved) == 1 and moved[0].read_text().endswith('"temperature": 0.')
+
+
 @pytest.fixture
 def empty_data_dir(tmp_path, monkeypatch, data_dir):
     folder = tmp_path / "data"

@@ -147,6 +147,11 @@ def _export(**message) -> dict:
         ({"draft_spans": "0-3"}, '"draft_spans" must be a list'),
         ({"state": "exploded"}, '"state" must be one of'),
         ({"content": 7}, '"content" must be text'),
+        ({"created_at": float("nan")}, '"created_at" must be a time in seconds since 1970 \\(a number from 0 to'),
+        ({"created_at": float("inf")}, '"created_at" must be a time'),
+        ({"created_at": 2**63}, '"created_at" must be a time'),
+        ({"created_at": -1.5}, '"created_at" must be a time'),
+        ({"created_at": "2024-05-01"}, '"created_at" must be a time'),
     ],
 )
 def test_import_refuses_malformed_fields_naming_them_and_writes_nothing(tmp_path, message, error):

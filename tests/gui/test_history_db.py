@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
+from helpers import bound_by_permissions
 
 from app.gui.history_db import (
     SCHEMA_VERSION,
@@ -22,7 +25,7 @@ from app.gui.history_db import (
 def test_new_database_is_wal_and_current(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     assert db.journal_mode == "wal"
-    assert db.schema_version == SCHEMA_VERSION == 3
+    assert db.schema_version == SCHEMA_VERSION == 4
     db.close()
 
 
@@ -48,11 +51,27 @@ def test_version_1_database_is_migrated_keeping_its_messages(tmp_path):
     assert db.schema_version == SCHEMA_VERSION
     [conversation] = db.conversations()
     assert (conversation.title, conversation.system_prompt, conversation.message_count) == ("Old chat", "Be brief.", 2)
+    assert conversation.json_output is False
     messages = db.messages(1)
     assert [(m.role, m.content, m.state, m.stats, m.draft_spans) for m in messages] == [
         ("user", "Hi", "complete", {}, []),
         ("assistant", "Hello!", "complete", {}, []),
     ]
+    db.close()
+
+
+def test_json_output_is_kept_with_the_conversation_and_its_export(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    plain, structured = db.create_conversation("plain"), db.create_conversation("json", json_output=True)
+    assert (db.conversation(plain).json_output, db.conversation(structured).json_output) == (False, True)
+    db.set_json_output(plain, True)
+    db.set_json_output(structured, False)
+    assert (db.conversation(plain).json_output, db.conversation(structured).json_output) == (True, False)
+    exported = db.export_json(plain)
+    assert exported["json_output"] is True
+    assert db.conversation(db.import_json(exported)).json_output is True
+    with pytest.raises(ValueError, match="json_output"):
+        db.import_json({**exported, "json_output": "yes"})
     db.close()
 
 
@@ -104,15 +123,116 @@ def test_damaged_pages_fail_the_integrity_check_and_are_moved_aside(tmp_path):
     db.close()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def _history_with_chats(path) -> dict[int, list[str]]:
+    """A history of 40 conversations of 6 messages; returns each conversation's texts."""
+    db = HistoryDB(path)
+    texts = {}
+    for i in range(40):
+        conversation = db.create_conversation(f"chat {i}")
+        texts[conversation] = [f"message {j} of chat {i} " + "x" * 300 for j in range(6)]
+        for j, text in enumerate(texts[conversation]):
+            db.add_message(conversation, ("user", "assistant")[j % 2], text)
+    db.close()
+    return texts
+
+
+def _damage_root_page(path, name: str, how: str) -> bytes:
+    """Damage the root page of the b-tree ``name`` (a table or an index) as a disk or a crash may, and return the
+    file's bytes: ``fragmentation`` (its header miscounts its free bytes: the cells are intact), ``unreadable`` (its
+    page type is 0: SQLite cannot read it, nor free it), ``cells`` (its cell pointers overwritten)."""
+    with sqlite3.connect(path) as reader:
+        page_size = reader.execute("PRAGMA page_size").fetchone()[0]
+        root = reader.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (name,)).fetchone()[0]
+    reader.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    if how == "fragmentation":
+        data[start + 7] = 77
+    elif how == "unreadable":
+        data[start] = 0
+    else:
+        data[start + 8 : start + 208] = b"\xff" * 200
+    path.write_bytes(bytes(data))
+    checker = sqlite3.connect(path)
+    try:
+        assert checker.execute("PRAGMA quick_check").fetchone()[0] != "ok"
+    except sqlite3.DatabaseError:
+        pass  # (so damaged that the check itself stops)
+    checker.close()
+    return bytes(data)
+
+
+def _texts(db) -> dict[int, list[str]]:
+    return {c.id: [m.content for m in db.messages(c.id)] for c in db.conversations()}
+
+
+@pytest.mark.parametrize("index", ["sqlite_autoindex_messages_1", "conversations_by_update"])
+def test_a_damaged_index_is_rebuilt_in_place_and_nothing_is_lost(tmp_path, index, caplog):
+    """An index holds nothing that is not in its table: REINDEX rebuilds it where it lies, and the history opens
+    whole, with no notice (the log says it)."""
+    path = tmp_path / "history.sqlite3"
+    texts = _history_with_chats(path)
+    _damage_root_page(path, index, "fragmentation")
+    db, notice = open_history(path)
+    assert notice is None and not db.in_memory and _texts(db) == texts
+    assert [c.title for c in db.conversations()] == [f"chat {i}" for i in reversed(range(40))]  # by the index
+    assert db._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
+    assert "Fragmentation of 0 bytes reported as 77 on page" in caplog.text and "REINDEX rebuilt" in caplog.text
+    db.close()
+
+
+@pytest.mark.parametrize("name", ["sqlite_autoindex_messages_1", "conversations_by_update"])
+def test_an_index_reindex_cannot_repair_is_rebuilt_from_the_tables(tmp_path, name):
+    """An index page SQLite cannot even free (REINDEX fails on it), the tables whole: every row is copied into a
+    new history, which takes the file's place; the damaged file is kept beside it."""
+    path = tmp_path / "history.sqlite3"
+    texts = _history_with_chats(path)
+    _damage_root_page(path, name, "unreadable")
+    db, notice = open_history(path)
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("history.sqlite3.unreadable-")]
+    assert len(moved) == 1 and str(moved[0]) in notice
+    assert "SpecChat rebuilt it from its tables: 40 conversations and 240 messages are back" in notice
+    assert not db.in_memory and _texts(db) == texts and db.schema_version == SCHEMA_VERSION
+    assert [c.title for c in db.conversations()] == [f"chat {i}" for i in reversed(range(40))]
+    assert db._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    added = db.create_conversation("after the repair")  # AUTOINCREMENT continues past the old ids
+    assert added == max(texts) + 1 and db.journal_mode == "wal"
+    db.close()
+
+
+@pytest.mark.parametrize("how", ["cells", "fragmentation"])
+def test_a_damaged_table_page_is_moved_aside_whole(tmp_path, how):
+    """A table page holds the messages themselves: SQLite cannot repair it (nor can a copy of the table be trusted),
+    so the file is kept aside as it is (``sqlite3 FILE .recover`` may rescue it) and a new history is started."""
+    path = tmp_path / "history.sqlite3"
+    _history_with_chats(path)
+    damaged = _damage_root_page(path, "conversations", how)
+    db, notice = open_history(path)
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("history.sqlite3.unreadable-")]
+    assert len(moved) == 1 and moved[0].read_bytes() == damaged  # the failed repairs changed nothing
+    assert "could not be read" in notice and str(moved[0]) in notice and "failed its integrity check" in notice
+    assert db.conversations() == [] and not db.in_memory
+    assert [p.name for p in tmp_path.iterdir() if "rebuilding" in p.name] == []
+    db.close()
+
+
 def test_a_file_without_read_permission_is_left_untouched(tmp_path):
+    """Opened by a process the file's mode keeps out (as root too, as CI runs: helpers.bound_by_permissions)."""
     path = tmp_path / "history.sqlite3"
     HistoryDB(path).close()
     path.chmod(0)
-    db, notice = open_history(path)
-    assert "could not be opened" in notice and "left untouched" in notice and db.in_memory
+    script = ("import json, sys; from app.gui.history_db import open_history; "
+              "db, notice = open_history(sys.argv[1]); print(json.dumps([notice, db.in_memory]))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120,
+                            **bound_by_permissions())  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notice, in_memory = json.loads(result.stdout)
+    assert "could not be opened" in notice and "left untouched" in notice and in_memory
+    assert "unable to open database file" in notice  # (the permission, not something else)
     assert [p.name for p in tmp_path.iterdir() if ".unreadable-" in p.name] == []
-    db.close()
+    path.chmod(0o600)
+    assert HistoryDB(path).schema_version == SCHEMA_VERSION  # untouched indeed
 
 
 def test_a_database_locked_past_the_busy_timeout_is_left_untouched(tmp_path, monkeypatch):
@@ -202,6 +322,10 @@ def test_export_markdown_and_json_and_import_back(tmp_path):
         ({"format": "specchat-conversation", "version": 1}, '"messages" list'),
         ({"format": "specchat-conversation", "version": 1, "messages": [{"role": "robot", "content": "x"}]}, "message 1"),
         ({"format": "specchat-conversation", "version": 1, "messages": [], "system_prompt": 5}, "system_prompt"),
+        ({"format": "specchat-conversation", "version": 1, "messages": [], "created_at": float("nan")},
+         "the conversation's \"created_at\" must be a time in seconds since 1970"),
+        ({"format": "specchat-conversation", "version": 1, "messages": [], "created_at": 2**63},
+         "the conversation's \"created_at\" must be a time"),
     ],
 )
 def test_import_refuses_bad_data_with_a_reason(tmp_path, data, message):
@@ -252,7 +376,7 @@ def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
     _version_2_history(path)
     raw_before = sqlite3.connect(path).execute("SELECT id, position, role, content FROM messages").fetchall()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 3
+    assert db.schema_version == SCHEMA_VERSION == 4
     messages = db.messages(1)
     assert [(m.role, m.content) for m in messages] == [("user", "Hi"), ("assistant", "Hello!"), ("user", "Tell a joke"),
                                                        ("assistant", "No.")]  # fmt: skip

@@ -15,6 +15,7 @@ from PySide6.QtGui import QGuiApplication
 
 from app.gui.settings_store import ServerSettings, SettingsStore
 from app.server.binding import lan_address, listen
+from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 
 TIMEOUT = 120_000
@@ -246,6 +247,14 @@ def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(
     switch_off(qtbot, window, dialog)
 
 
+def test_requests_without_sampling_fields_get_the_models_sampling(window):
+    """As ``specchat serve`` without sampling flags: the model's generation_config.json over the chat defaults, not
+    the window's preset and not OpenAI's cloud defaults."""
+    served = window.server_control.served_model()
+    assert served.defaults.sampling == recommended_sampling(default_model_dir(4))
+    assert served.defaults.sampling.repetition_penalty == 1.1 and served.defaults.sampling.temperature == 0.7
+
+
 def test_requests_get_the_windows_decoding_as_it_changes(qtbot, window):
     port = free_port()
     dialog = open_dialog(window, port)
@@ -262,4 +271,39 @@ def test_requests_get_the_windows_decoding_as_it_changes(qtbot, window):
     assert window.settings.generation.decoding.value == "spec_lookup"
     stats = in_thread(qtbot, served_stats)
     assert (stats["mode"], stats["drafter"]) == ("spec", "lookup")
+    switch_off(qtbot, window, dialog)
+
+
+def test_the_queue_outlives_a_change_of_the_served_model(qtbot, window):
+    """A request still generating on the previous app (the window changed its decoding, so the server built a new
+    one) keeps the server busy: /health says so, and the queue limit counts it."""
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    base = f"http://127.0.0.1:{port}"
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=60)
+    first_chunk = threading.Event()
+    release = threading.Event()
+
+    def long_stream() -> None:
+        stream = client.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Count from 1 to 500."}], max_tokens=2000, stream=True
+        )
+        next(iter(stream))
+        first_chunk.set()
+        release.wait(60)
+        stream.close()
+
+    streaming = threading.Thread(target=long_stream, daemon=True)
+    streaming.start()
+    qtbot.waitUntil(first_chunk.is_set, timeout=TIMEOUT)
+    app_before = window.local_server._app.current
+    window.settings_pane.set_settings(window.settings.with_values(k=window.settings.value("k") + 1))
+    assert window.local_server._app.current is not app_before  # the server serves a new app from now on
+    health = in_thread(qtbot, lambda: httpx.get(f"{base}/health", timeout=10).json())
+    assert health == {"status": "ok", "busy": True, "waiting": 0}
+    release.set()
+    qtbot.waitUntil(lambda: not streaming.is_alive(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not window.worker.generating, timeout=5000)
+    assert in_thread(qtbot, lambda: httpx.get(f"{base}/health", timeout=10).json())["busy"] is False
     switch_off(qtbot, window, dialog)

@@ -14,6 +14,7 @@ from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QDialogButtonBox
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteStub
 
+from app.backends.remote import RemoteError
 from app.backends.remote_keys import keys_file
 from app.gui.reply_format import footer_text
 from app.gui.widgets.model_picker import REMOTE_DIALOG_KEY, REMOTE_KEY
@@ -231,3 +232,41 @@ def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, s
     modes = [body["specchat"]["mode"] for _, body, _ in stub.requests[-2:]]
     assert modes == ["ar", "spec_lookup"]
     assert final.draft_spans  # the SpecChat server's from_draft pieces are highlighted
+
+
+def test_a_key_goes_only_to_the_server_it_was_entered_for(qtbot, make_window, stub, no_user_keyring):
+    """The dialog opens with the key of the chosen server; changing the base URL to another server (another port
+    here) empties the key, or shows the one stored for that server, so the first key is never sent there; going
+    back brings the first key back. A key bound for another computer over plain http is warned about."""
+    window = make_window(wait_model=False)
+    first = stub.url("auth")  # http://127.0.0.1:PORT/auth/v1
+    third = stub.url("ok").replace("127.0.0.1", "127.0.0.2")  # a third server (nothing is fetched from it)
+    stored = {third: "key-of-the-third"}
+    with RemoteStub() as other_stub:
+        other = other_stub.url("ok")
+        dialog = RemoteServerDialog(window, window.tasks.spawn, first, MODEL, API_KEY, lambda url: stored.get(url, ""))
+        qtbot.addWidget(dialog)
+        dialog.show()
+        dialog.url.setText(other)
+        fetch(qtbot, dialog)
+        assert not dialog.error.isVisible() and dialog.api_key.text() == ""
+        assert other_stub.requests[-1] == ("/ok/v1/models", None, None)  # no key sent to another server
+    dialog.api_key.setText("typed-for-the-other")
+    dialog.url.setText(third)
+    dialog.url.editingFinished.emit()  # (the field loses focus)
+    assert dialog.api_key.text() == "key-of-the-third"
+    dialog.url.setText(first)
+    fetch(qtbot, dialog)
+    assert dialog.api_key.text() == API_KEY and not dialog.error.isVisible()
+    assert stub.requests[-1][2] == f"Bearer {API_KEY}"
+    dialog.url.setText(other)
+    assert dialog.choice().api_key == "typed-for-the-other"
+
+    assert not dialog.warning.isVisible()  # the key goes to this computer
+    dialog.url.setText("http://192.0.2.7:8000/v1")
+    assert dialog.warning.isVisible() and "sent unencrypted to 192.0.2.7" in dialog.warning.text()
+    dialog.url.setText("https://192.0.2.7:8000/v1")
+    assert not dialog.warning.isVisible()
+    dialog.url.setText("http://alice:s3cret@192.0.2.7:8000/v1")
+    with pytest.raises(RemoteError, match="holds a user name or password"):
+        dialog.choice()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -138,11 +139,88 @@ def test_store_survives_a_bad_file(tmp_path):
     path.write_text("{not json")
     store = SettingsStore(path)
     assert store.load() == AppSettings()
-    assert "unreadable" in store.warnings[0]
+    assert "is not a settings file (not valid JSON" in store.notice and store.warnings == []
     path.write_text(json.dumps({"version": 1, "settings": {"k": "seven", "top_p": True, "n_keep": "sometimes", "seed": None, "n_ctx": 2048}}))
     loaded = store.load()
     assert loaded == AppSettings().with_values(n_ctx=2048)
     assert len(store.warnings) == 3 and any("k has an invalid value 'seven'" in w for w in store.warnings)
+
+
+WITH_PRESETS = {"version": 1, "settings": {"k": 7}, "presets": {"Mine": {"temperature": 0.3, "top_p": 0.8}}}
+
+
+@pytest.mark.parametrize("content, said", [
+    (b'{"version": 1, "settings": {"k": 7}, "presets": {"Mine": {"tempera', "is not a settings file (not valid JSON"),
+    (b"[1, 2, 3]", "is not a settings file (not a JSON object)"),
+    (b'{"version": "1.0"}', "is not a settings file (its version is '1.0')"),
+    (b"\xff\xfe\x00garbage", "is not a settings file (not valid JSON"),
+    (b'{"ui": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "is not a settings file (not valid JSON: nested more than"),
+])
+def test_a_file_that_cannot_be_read_is_kept_aside_never_overwritten(tmp_path, content, said):
+    """A damaged settings.json (cut short by a crash, edited by hand) is moved aside and said; the next save writes
+    a new file beside it instead of over it, so the presets in it can still be rescued."""
+    path = tmp_path / "settings.json"
+    path.write_bytes(content)
+    store = SettingsStore(path)
+    assert store.load() == AppSettings() and said in store.notice
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("settings.json.unreadable-")]
+    assert len(moved) == 1 and moved[0].read_bytes() == content and moved[0].name in store.notice
+    store.save_preset("New", {"temperature": 0.9})
+    assert moved[0].read_bytes() == content
+    assert json.loads(path.read_text())["presets"]["New"]["temperature"] == 0.9
+
+
+def test_a_file_of_a_newer_version_is_left_untouched(tmp_path):
+    path = tmp_path / "settings.json"
+    newer = json.dumps({**WITH_PRESETS, "version": 2})
+    path.write_text(newer)
+    store = SettingsStore(path)
+    assert store.load() == AppSettings()
+    assert store.notice.startswith(f"{path} was written by a newer SpecChat (settings format 2; this one reads 1)")
+    store.save(AppSettings().with_values(k=3))
+    store.save_preset("New", {"temperature": 0.9})
+    assert path.read_text() == newer and list(tmp_path.iterdir()) == [path]
+
+
+def test_a_file_that_cannot_be_read_nor_moved_is_never_written(tmp_path, monkeypatch):
+    path = tmp_path / "settings.json"
+    path.write_text("{cut short")
+
+    def refuse(_path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("app.gui.settings_store.move_aside", refuse)
+    store = SettingsStore(path)
+    assert store.load() == AppSettings()
+    assert "could not be moved aside (Permission denied): it is left untouched" in store.notice
+    assert store.held is not None
+    store.save(AppSettings().with_values(k=3))
+    assert path.read_text() == "{cut short"
+
+
+def test_a_save_reaches_the_disk_before_it_replaces_the_file(tmp_path, monkeypatch):
+    """fsync before os.replace: after a power cut the file is the old one or the new one, never an empty one."""
+    import os
+
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("fsync", os.fstat(fd).st_size)), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (calls.append(("replace", Path(b).name)), real_replace(a, b))[1])
+    store = SettingsStore(tmp_path / "settings.json")
+    store.save(AppSettings())
+    size = store.path.stat().st_size
+    assert calls[:2] == [("fsync", size), ("replace", "settings.json")]  # the written file, then the rename
+    assert len(calls) == 3 and calls[2][0] == "fsync"  # and the folder, which holds the rename
+
+
+def test_a_remote_url_with_a_password_loses_it_on_load(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 1, "settings": {"remote_url": "http://bob:pw@gpu-box:8000/v1"}}))
+    store = SettingsStore(path)
+    assert store.load().remote_url == "http://gpu-box:8000/v1"
+    assert "held a user name or password; they were removed" in store.warnings[0] and "pw" not in store.warnings[0]
+    store.save(store.load())
+    assert "pw@" not in path.read_text()
 
 
 @pytest.fixture

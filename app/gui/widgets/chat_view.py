@@ -39,6 +39,7 @@ class ChatView(QWidget):
         edit_submitted(message_id, text), regenerate_requested(message_id), version_chosen(message_id),
             continue_requested(message_id): from a message's actions.
         system_prompt_changed(conversation_id, text): the system prompt was edited (debounced).
+        json_output_changed(conversation_id, on): the "JSON output" box was toggled (-1: no conversation yet).
         highlight_toggled(bool): the "Highlight draft tokens" box was toggled.
     """
 
@@ -47,6 +48,7 @@ class ChatView(QWidget):
     version_chosen = Signal(int)
     continue_requested = Signal(int)
     system_prompt_changed = Signal(int, str)
+    json_output_changed = Signal(int, bool)
     highlight_toggled = Signal(bool)
 
     def __init__(self, parent=None):
@@ -80,6 +82,13 @@ class ChatView(QWidget):
         self.highlight_box.setChecked(True)
         self.highlight_box.toggled.connect(self._on_highlight)
         top.addWidget(self.highlight_box)
+        self.json_box = QCheckBox("JSON output")
+        self.json_box.setToolTip(
+            "Replies in this conversation are JSON objects: every token is constrained to valid JSON (structured "
+            "output), in every decoding mode"
+        )
+        self.json_box.toggled.connect(self._on_json_output)
+        top.addWidget(self.json_box)
         self.system_button = QToolButton()
         self.system_button.setObjectName("systemPromptButton")
         self.system_button.setText("System prompt")
@@ -163,6 +172,9 @@ class ChatView(QWidget):
         self._loading_system = True
         self.system_edit.setPlainText(conversation.system_prompt if conversation else "")
         self._loading_system = False
+        self.json_box.blockSignals(True)
+        self.json_box.setChecked(bool(conversation and conversation.json_output))
+        self.json_box.blockSignals(False)
         if conversation and conversation.system_prompt and not self.system_button.isChecked():
             self.system_button.setText("System prompt ✓")
         else:
@@ -274,6 +286,15 @@ class ChatView(QWidget):
     def system_prompt(self) -> str:
         """The system prompt in the editor."""
         return self.system_edit.toPlainText()
+
+    def json_output(self) -> bool:
+        """Whether the "JSON output" box is checked (for a conversation not created yet, too)."""
+        return self.json_box.isChecked()
+
+    def _on_json_output(self, checked: bool) -> None:
+        if self.conversation:
+            self.conversation.json_output = checked
+        self.json_output_changed.emit(self.conversation_id or -1, checked)
 
     # --- messages ---------------------------------------------------------------------------------
 

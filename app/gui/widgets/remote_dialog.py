@@ -1,6 +1,11 @@
 """The "Remote server (OpenAI-compatible)" dialog of the model picker: base URL, API key, and a model chosen from the
 server's ``/models`` list (Fetch models), every error shown in the dialog.
 
+The API key belongs to the server it was entered or stored for: when the base URL is changed to another server
+(scheme, host or port), the key field shows that server's stored key, or nothing, so that a key is never sent to a
+server it was not meant for; going back to the first server brings its key back. A key that would cross the network
+unencrypted (plain http to another computer) is warned about under the fields.
+
 Opened window-modal and awaited (:func:`ask_remote_server`), as ``widgets.dialogs`` does it: no nested event loop.
 """
 
@@ -10,6 +15,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -25,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...backends.remote import RemoteBackend, RemoteError, RemoteTarget, check_base_url
+from ...backends.remote import RemoteBackend, RemoteError, RemoteTarget, check_base_url, plain_http_warning
 
 #: Seconds Fetch models waits for a silent server (a reply may take longer: READ_TIMEOUT_S).
 FETCH_TIMEOUT_S = 15.0
@@ -50,14 +56,25 @@ class RemoteServerDialog(QDialog):
     """Base URL, API key, model; OK is refused (with a message) until the URL and a model are given.
 
     Args:
-        spawn: runs a coroutine (the window's ``TaskSet.spawn``); url / model / api_key: shown at first.
+        spawn: runs a coroutine (the window's ``TaskSet.spawn``); url / model / api_key: shown at first (``api_key``
+        is the key of ``url``); stored_key: the key stored for a base URL ("" when none), asked when the URL is
+        changed to another server.
 
     Attributes:
         url, api_key: the line edits; models: the editable model combo box; fetch_button; error: the message line
-        (object name ``remoteError``); specchat: what the last fetch found.
+        (object name ``remoteError``); warning: the line that warns about the key (object name ``remoteWarning``);
+        specchat: what the last fetch found.
     """
 
-    def __init__(self, parent: QWidget, spawn: Callable, url: str = "", model: str = "", api_key: str = ""):
+    def __init__(
+        self,
+        parent: QWidget,
+        spawn: Callable,
+        url: str = "",
+        model: str = "",
+        api_key: str = "",
+        stored_key: Callable[[str], str] = lambda url: "",
+    ):
         super().__init__(parent)
         self.setObjectName("remoteServerDialog")
         self.setWindowTitle("Remote server (OpenAI-compatible)")
@@ -72,6 +89,13 @@ class RemoteServerDialog(QDialog):
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.api_key.setPlaceholderText("none")
         self.api_key.setToolTip("Kept in the system keyring, or where there is none in a file only you can read")
+        self._stored_key = stored_key
+        self._keys: dict[str, str] = {}  # keys entered in this dialog, by server (see _server_of)
+        self._key_server = _server_of(url) if api_key else ""  # the server the key field's text is for ("": none yet)
+        self._syncing = False
+        self.api_key.textChanged.connect(self._key_changed)
+        self.url.textChanged.connect(self._warn)
+        self.url.editingFinished.connect(self._sync_key)
         self.models = QComboBox()
         self.models.setEditable(True)
         self.models.setMinimumContentsLength(28)
@@ -93,17 +117,57 @@ class RemoteServerDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setVisible(False)
+        self.warning = QLabel()
+        self.warning.setObjectName("remoteWarning")
+        self.warning.setWordWrap(True)
+        self.warning.setVisible(False)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self._accept)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(self.error)
+        layout.addWidget(self.warning)
         layout.addWidget(self.buttons)
+        self._warn()
 
     def _say(self, text: str | None) -> None:
         self.error.setText(text or "")
         self.error.setVisible(bool(text))
+
+    def _key_changed(self) -> None:
+        """A key typed (or set) belongs to the server the URL names now, or to the next one named."""
+        if not self._syncing:
+            self._key_server = _server_of(self.url.text())
+        self._warn()
+
+    def _sync_key(self) -> None:
+        """When the URL names another server than the key's, put that server's key in the field (typed earlier in
+        this dialog, else stored, else none) and keep the previous one for its server. An empty field that belongs
+        to no server yet takes the stored key of the first server named."""
+        server = _server_of(self.url.text())
+        if not server or server == self._key_server:
+            return
+        if self._key_server or not self.api_key.text():
+            if self._key_server:
+                self._keys[self._key_server] = self.api_key.text()
+            key = self._keys.get(server)
+            if key is None:
+                try:
+                    key = self._stored_key(check_base_url(self.url.text()))
+                except RemoteError:  # (a URL with a password: said when it is used)
+                    key = ""
+            self._syncing = True
+            try:
+                self.api_key.setText(key)
+            finally:
+                self._syncing = False
+        self._key_server = server
+
+    def _warn(self) -> None:
+        warning = plain_http_warning(self.url.text(), self.api_key.text().strip())
+        self.warning.setText(warning or "")
+        self.warning.setVisible(bool(warning))
 
     def _fetch_clicked(self) -> None:
         self._busy(True)  # at once: a second click waits for this fetch
@@ -123,6 +187,7 @@ class RemoteServerDialog(QDialog):
         self._busy(True)
         try:
             url = check_base_url(self.url.text())
+            self._sync_key()
             key = self.api_key.text().strip()
             backend = RemoteBackend(RemoteTarget(url, "", key), connect_timeout_s=FETCH_TIMEOUT_S,
                                     read_timeout_s=FETCH_TIMEOUT_S)  # fmt: skip
@@ -157,6 +222,7 @@ class RemoteServerDialog(QDialog):
             ValueError: no model is chosen.
         """
         url = check_base_url(self.url.text())
+        self._sync_key()
         model = self.models.currentText().strip()
         if not model:
             raise ValueError("Choose a model: press Fetch models to list the server's")
@@ -189,11 +255,24 @@ class RemoteServerDialog(QDialog):
             self.accept()
 
 
+def _server_of(url: str) -> str:
+    """``scheme://host:port`` of a base URL (the port its scheme's default when not given), "" when it names none."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # a port that is not a number, an unclosed "["
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return ""
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
 async def ask_remote_server(
-    parent: QWidget, spawn: Callable, url: str, model: str, api_key: str
+    parent: QWidget, spawn: Callable, url: str, model: str, api_key: str, stored_key: Callable[[str], str]
 ) -> RemoteChoice | None:
-    """Open the dialog (window-modal) and return what was chosen, or None when it was cancelled."""
-    dialog = RemoteServerDialog(parent, spawn, url, model, api_key)
+    """Open the dialog (window-modal) and return what was chosen, or None when it was cancelled (``api_key``: the
+    key of ``url``; ``stored_key``: the key stored for a base URL)."""
+    dialog = RemoteServerDialog(parent, spawn, url, model, api_key, stored_key)
     dialog.setWindowModality(Qt.WindowModality.WindowModal)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     future: asyncio.Future = asyncio.get_running_loop().create_future()

@@ -1,0 +1,282 @@
+"""Free-chat benchmark: how much faster speculative decoding makes ordinary chat on the default model.
+
+    .venv/bin/python bench/free_chat.py                # 55 prompts x 3 repetitions, greedy and chat defaults
+    .venv/bin/python bench/free_chat.py --prompts 12 --reps 1   # a quick look (a few minutes)
+
+Prompts: ``bench/data/free_chat_prompts.txt`` (advice, explanation, story, how-to, opinion, lists; written for the
+benchmark, never trained on: ``tools/draft_head`` refuses training prompts that overlap them). Each is sent as a
+one-message chat with the template's default system prompt, as the window sends it; replies run to EOS or 256
+tokens. Samplings: greedy, and the chat defaults (the Model default preset: temperature 0.7, top-p 0.9, repetition
+penalty 1.1; seed = prompt index, the same for every mode). Modes: autoregressive, prompt lookup, the draft head at
+K = 1 and 2, and the head with adaptive K; each repetition runs every mode on a prompt back to back (rotating
+which goes first) from an empty cache, so all modes share the machine's state.
+
+Per sampling x mode (medians over repetitions): decode tokens/s over all prompts (sum of tokens after the first
+over the sum of decode times), speedup over autoregressive decoding of the same repetition, acceptance rate, mean
+tokens emitted per target pass, and the speedup predicted from the measured acceptance and the cost ratios of the
+passes (``pass_costs``: a target pass over n tokens and a head pass, in units of a one-token target pass, measured
+before the run): predicted = tokens per pass / mean cost of a step; measured / predicted is the speculative
+efficiency (below 1: time lost outside the passes). Greedy runs also count replies identical to the
+autoregressive one.
+
+Writes ``bench/results/free_chat.json`` and ``bench/results/FREE_CHAT.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from provenance import cpu_flags, current_commit  # noqa: E402
+
+from inference.chat import ChatSession  # noqa: E402
+from inference.draft_head import load_head  # noqa: E402
+from inference.engine import Engine  # noqa: E402
+from inference.events import Finished, StepStats  # noqa: E402
+from inference.kv_cache import KVCache  # noqa: E402
+from inference.model import HIDDEN_STATES, load_model  # noqa: E402
+from inference.models.default_head import default_head_dir  # noqa: E402
+from inference.models.default_model import ensure_default_model  # noqa: E402
+from inference.precision import PrecisionSettings  # noqa: E402
+from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
+
+PROMPTS = HERE / "data" / "free_chat_prompts.txt"
+MAX_NEW_TOKENS = 256
+SAMPLINGS = {
+    "greedy": {"temperature": 0.0},
+    "chat defaults": {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.1},
+}
+#: mode name -> (decoding, K, adaptive K)
+MODES = {
+    "autoregressive": (Decoding.AUTOREGRESSIVE, 1, False),
+    "prompt lookup K=3": (Decoding.PROMPT_LOOKUP, 3, False),
+    "head K=1": (Decoding.DRAFT_MODEL, 1, False),
+    "head K=2": (Decoding.DRAFT_MODEL, 2, False),
+    "head adaptive K (from 2)": (Decoding.DRAFT_MODEL, 2, True),
+}
+
+
+def read_prompts(path: Path = PROMPTS) -> list[tuple[str, str]]:
+    pairs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            kind, prompt = line.split("\t", 1)
+            pairs.append((kind, prompt))
+    return pairs
+
+
+def settings_for(mode: str, sampling: str, seed: int) -> GenerationSettings:
+    decoding, k, adaptive = MODES[mode]
+    return GenerationSettings(
+        decoding=decoding,
+        sampling=SamplingSettings(max_new_tokens=MAX_NEW_TOKENS, seed=seed, **SAMPLINGS[sampling]),
+        context=ContextSettings(n_ctx=4096),
+        speculative=SpeculativeSettings(k=k, adaptive=adaptive),
+    )
+
+
+def _median_ms(function, repeats: int = 40) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times[repeats // 4 :])
+
+
+def pass_costs(engine: Engine, prompt_ids: list[int], max_tokens: int = 4) -> dict:
+    """Milliseconds of a target pass over 1..max_tokens tokens and of a one-token head pass, after the prompt is
+    cached (medians of 40, the first quarter dropped), and each as a share of the one-token target pass."""
+    target = engine.target
+    cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
+    cache.forward(prompt_ids)
+    length = len(cache)
+    costs = {}
+    for n in range(1, max_tokens + 1):
+        def step(n=n):
+            cache.forward(prompt_ids[-n:])
+            cache.truncate(length)
+        costs[f"target_{n}"] = _median_ms(step)
+    head = engine.draft
+    head_cache = KVCache(head.compiled, head.rope)
+    head_cache.forward(prompt_ids[1:], inputs={"hidden_states": cache.rows(0, length - 1)[None]}, last_only=True)
+    head_length = len(head_cache)
+    row = cache.rows(length - 1, length)[None]
+
+    def head_step():
+        head_cache.forward(prompt_ids[-1:], inputs={"hidden_states": row}, last_only=True)
+        head_cache.output("draft_hidden")
+        head_cache.truncate(head_length)
+
+    costs["head_1"] = _median_ms(head_step)
+    base = costs["target_1"]
+    return {"ms": costs, "ratio": {name: value / base for name, value in costs.items()}}
+
+
+@dataclass
+class Run:
+    """One reply: its tokens and the numbers the report aggregates."""
+
+    tokens: list[int]
+    decode_tokens: int  # tokens after the first
+    decode_s: float
+    drafted: int
+    accepted: int
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (drafted, emitted) per target pass
+
+
+def run_one(engine: Engine, ids: list[int], settings: GenerationSettings) -> Run:
+    engine.reset()
+    steps = []
+    stats = None
+    for event in engine.generate(ids, settings):
+        if isinstance(event, StepStats):
+            steps.append((event.drafted, event.emitted))
+        elif isinstance(event, Finished):
+            stats = event.stats
+    decode_s = (stats.new_tokens - 1) / stats.decode_tokens_per_s if stats.decode_tokens_per_s else 0.0
+    return Run(stats.token_ids, max(stats.new_tokens - 1, 0), decode_s, stats.drafted, stats.accepted, steps)
+
+
+def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None:
+    """Tokens per target pass over the mean cost of a step (a target pass over 1 + drafted tokens, plus one head
+    pass per draft when the head drafts), in one-token target passes."""
+    emitted = cost = 0.0
+    for run in runs:
+        for drafted, produced in run.steps:
+            emitted += produced
+            verify = ratios.get(f"target_{1 + drafted}")
+            if verify is None:
+                return None
+            cost += verify + (drafted * ratios["head_1"] if head else 0.0)
+    return emitted / cost if cost else None
+
+
+def summarize(runs: dict, ratios: dict, reps: int) -> dict:
+    """Per sampling x mode: medians over repetitions of tokens/s and speedup, and pooled acceptance figures."""
+    table = {}
+    for sampling in SAMPLINGS:
+        for mode in MODES:
+            per_rep = []
+            for rep in range(reps):
+                own = runs[(sampling, mode, rep)]
+                base = runs[(sampling, "autoregressive", rep)]
+                rate = sum(r.decode_tokens for r in own) / sum(r.decode_s for r in own)
+                base_rate = sum(r.decode_tokens for r in base) / sum(r.decode_s for r in base)
+                per_rep.append((rate, rate / base_rate))
+            pooled = [r for rep in range(reps) for r in runs[(sampling, mode, rep)]]
+            drafted = sum(r.drafted for r in pooled)
+            accepted = sum(r.accepted for r in pooled)
+            passes = sum(len(r.steps) for r in pooled)
+            emitted = sum(produced for r in pooled for _, produced in r.steps)
+            row = {
+                "tokens_per_s": statistics.median(p[0] for p in per_rep),
+                "speedup": statistics.median(p[1] for p in per_rep),
+                "acceptance": accepted / drafted if drafted else None,
+                "tokens_per_pass": emitted / passes if passes else None,
+                "mean_reply_tokens": statistics.mean(len(r.tokens) for r in pooled),
+            }
+            if mode != "autoregressive":
+                predicted = predicted_speedup(pooled, ratios, head=MODES[mode][0] is Decoding.DRAFT_MODEL)
+                row["predicted"] = predicted
+                row["efficiency"] = row["speedup"] / predicted if predicted else None
+            if sampling == "greedy":
+                same = sum(
+                    runs[(sampling, mode, rep)][i].tokens == runs[(sampling, "autoregressive", rep)][i].tokens
+                    for rep in range(reps) for i in range(len(runs[(sampling, mode, rep)]))
+                )
+                row["identical"] = f"{same}/{len(pooled)}"
+            table[f"{sampling} | {mode}"] = row
+    return table
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        "# Free-chat benchmark",
+        "",
+        f"- Machine: {results['machine']}",
+        f"- Command: `{results['command']}` at commit {results['commit']}, {results['finished']} "
+        f"({results['minutes']} min)",
+        f"- {results['prompts']} prompts (bench/data/free_chat_prompts.txt), replies to EOS or {MAX_NEW_TOKENS} tokens, "
+        f"{results['reps']} repetitions; numbers are medians over repetitions, acceptance pooled.",
+        "- Pass costs (one-token target pass = 1): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in results["pass_costs"]["ratio"].items())
+        + f" (one-token target pass {results['pass_costs']['ms']['target_1']:.2f} ms)",
+        "",
+        "| sampling | mode | tokens/s | speedup | acceptance | tokens per pass | predicted | efficiency | identical |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def fmt(value, pattern):
+        return "—" if value is None else pattern.format(value)
+
+    for key, row in results["table"].items():
+        sampling, mode = key.split(" | ")
+        lines.append(
+            f"| {sampling} | {mode} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}x | "
+            f"{fmt(row['acceptance'], '{:.2f}')} | {fmt(row['tokens_per_pass'], '{:.2f}')} | "
+            f"{fmt(row.get('predicted'), '{:.2f}x')} | {fmt(row.get('efficiency'), '{:.2f}')} | {row.get('identical', '—')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, help="use the first N prompts (default: all)")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    started = time.time()
+    target_dir = ensure_default_model(4)
+    engine = Engine(load_model(target_dir, "CPU", PrecisionSettings()), load_head(default_head_dir()))
+    prompts = read_prompts()[: args.prompts]
+    ids = [ChatSession(engine, messages=[{"role": "user", "content": p}]).prompt_ids() for _, p in prompts]
+    costs = pass_costs(engine, ids[0])
+    modes = list(MODES)
+    runs: dict = {}
+    for rep in range(args.reps):
+        for sampling in SAMPLINGS:
+            for mode in modes:
+                runs[(sampling, mode, rep)] = []
+            for index, prompt_ids in enumerate(ids):
+                rotation = (index + rep) % len(modes)
+                for mode in modes[rotation:] + modes[:rotation]:
+                    runs[(sampling, mode, rep)].append(run_one(engine, prompt_ids, settings_for(mode, sampling, index)))
+                print(f"rep {rep + 1}/{args.reps} {sampling}: prompt {index + 1}/{len(ids)}", file=sys.stderr, flush=True)
+    # runs were appended in prompt order for every mode, so index i is the same prompt in every list
+    results = {
+        "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {_cpu_name()}",
+        "command": "python bench/free_chat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": args.reps,
+        "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
+        "pass_costs": costs, "table": summarize(runs, costs["ratio"], args.reps),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "free_chat.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / "FREE_CHAT.md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+    except OSError:
+        return "unknown CPU"
+    return f"{names[0]}, {len(names)} cores" if names else "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,160 @@
+"""Draft heads: small networks that draft from the target's own hidden states, loaded from a folder.
+
+A draft head (EAGLE, Li et al., arXiv 2401.15077) reads, at position ``j``, the target's final hidden state
+``h_j`` and the token ``x_{j+1}`` that followed, and predicts the token after that, ``x_{j+2}``, over a draft
+vocabulary of frequent tokens (FR-Spec, Zhao et al., arXiv 2502.14856), together with its guess of the next hidden
+state, which drafts the token after. It has no tokenizer and no embedding of its own beyond its vocabulary's rows:
+it only works beside the target it was trained for, which must expose its hidden states
+(``model.HIDDEN_STATES``).
+
+A head folder holds a stateful OpenVINO IR (``openvino_model.xml/.bin``; inputs ``input_ids``,
+``hidden_states``, ``attention_mask``, ``position_ids``, ``beam_idx``, ``logits_to_keep``; outputs ``logits`` over
+the draft vocabulary and ``draft_hidden``, both for the last ``logits_to_keep`` positions), ``config.json`` (its
+RoPE, the target's), and the manifest ``draft_head.json``: the draft vocabulary (target token ids, most frequent
+first), the target it was trained for (name, hidden size, vocabulary size, tokenizer fingerprint) and how it was
+trained. ``tools/draft_head`` builds one; the default model's head ships in ``inference/models/default_head``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+
+from .devices import core
+from .model import MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
+from .rope import RopeParameters, RopeUnsupportedError
+
+#: The manifest that makes a folder a draft head.
+HEAD_MANIFEST = "draft_head.json"
+#: Version of the head folder layout this engine reads.
+HEAD_FORMAT = 1
+#: The head's input that takes target hidden states.
+HIDDEN_INPUT = "hidden_states"
+#: The head's output: its predicted next hidden state, for drafting the token after.
+DRAFT_HIDDEN = "draft_hidden"
+#: Draft tokens per step a head drafts unless told otherwise: each draft costs a head pass, and verifying two tokens
+#: costs about one; the free-chat benchmark (``bench/free_chat.py``) measures K = 1 and 2.
+HEAD_K = 2
+
+
+def is_head_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a draft head (its manifest ``draft_head.json``)."""
+    return (Path(folder) / HEAD_MANIFEST).is_file()
+
+
+@dataclass
+class LoadedHead:
+    """A compiled draft head.
+
+    Attributes:
+        folder: the head folder.
+        device: OpenVINO device it is compiled for.
+        compiled: the ``ov.CompiledModel`` (see the module docstring).
+        vocab: int64 ``[draft_vocab]``: the target token id of each draft-vocabulary entry.
+        manifest: the parsed ``draft_head.json``.
+        rope: RoPE parameters for rolling its KV cache, or None (``rope_error`` says why).
+        rope_error: why ``rope`` is None.
+        ir_model: the ``ov.Model`` it was compiled from (kept for the reason ``LoadedModel.ir_model`` is).
+    """
+
+    folder: Path
+    device: str
+    compiled: ov.CompiledModel
+    vocab: np.ndarray
+    manifest: dict
+    rope: RopeParameters | None
+    rope_error: str
+    ir_model: ov.Model | None = field(default=None, repr=False)
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the target hidden states it reads."""
+        return int(self.manifest["target"]["hidden_size"])
+
+    @property
+    def target_name(self) -> str:
+        """Name of the model it was trained for (e.g. ``SmolLM2-135M-Instruct``)."""
+        return str(self.manifest["target"]["name"])
+
+    @property
+    def sliding_window(self) -> int | None:
+        """Heads attend to all their positions (the engine asks every draft for its window)."""
+        return None
+
+
+def read_head_manifest(folder: str | Path) -> dict:
+    """The parsed ``draft_head.json`` of a head folder.
+
+    Raises:
+        ModelLoadError: missing, unreadable, of another format, or without a draft vocabulary.
+    """
+    path = Path(folder) / HEAD_MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if manifest.get("format") != HEAD_FORMAT:
+            raise ValueError(f"format {manifest.get('format')!r}, this version reads {HEAD_FORMAT}")
+        if not manifest.get("draft_vocab") or not manifest.get("target", {}).get("hidden_size"):
+            raise ValueError("no draft vocabulary or target hidden size")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ModelLoadError(f"{path} is unreadable ({error}); reinstall the draft head") from error
+    return manifest
+
+
+def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None = None) -> LoadedHead:
+    """Read and compile a draft head folder (with the device's default precision: its rounding only changes
+    which tokens are proposed, never the output).
+
+    Raises:
+        ModelLoadError: the folder, a file or the manifest is missing or unreadable, or OpenVINO cannot compile it.
+    """
+    folder = Path(folder).expanduser()
+    missing = [name for name in (*MODEL_FILES, HEAD_MANIFEST) if not (folder / name).is_file()]
+    if missing:
+        raise ModelLoadError(f"draft head folder {folder} is incomplete: missing {', '.join(missing)}; reinstall it")
+    manifest = read_head_manifest(folder)
+    properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
+    if num_threads:
+        properties["INFERENCE_NUM_THREADS"] = int(num_threads)
+    try:
+        model = core().read_model(folder / "openvino_model.xml")
+        compiled = core().compile_model(model, device, properties)
+    except (RuntimeError, OSError) as error:
+        raise ModelLoadError(
+            f"cannot load the draft head in {folder} on {device}: {openvino_message(error)}; reinstall it"
+        ) from error
+    try:
+        rope, rope_error = RopeParameters.from_model_dir(folder), ""
+    except RopeUnsupportedError as error:
+        rope, rope_error = None, str(error)
+    vocab = np.asarray(manifest["draft_vocab"], dtype=np.int64)
+    return LoadedHead(folder, device, compiled, vocab, manifest, rope, rope_error, ir_model=model)
+
+
+def check_head_fits(target: LoadedModel, head: LoadedHead) -> None:
+    """Refuse a head trained for another target: it must read hidden states of the target's width, draft tokens
+    of its vocabulary (same tokenizer fingerprint), and the target must expose its hidden states.
+
+    Raises:
+        TokenizerMismatchError: with what differs and what to do.
+    """
+    from .models.inspect import fingerprint_of  # deferred: the store's module, which the engine rarely needs
+
+    trained_for = head.manifest["target"]
+    problems = []
+    if target.hidden_size is None:
+        problems.append("the target exposes no hidden states")
+    elif target.hidden_size != head.hidden_size:
+        problems.append(f"hidden size {target.hidden_size}, the head reads {head.hidden_size}")
+    if target.vocab_size != int(trained_for["vocab_size"]):
+        problems.append(f"vocabulary size {target.vocab_size}, the head drafts over {trained_for['vocab_size']}")
+    elif fingerprint_of(target.tokenizer, target.vocab_size) != trained_for["tokenizer_fingerprint"]:
+        problems.append("another tokenizer")
+    if problems:
+        raise TokenizerMismatchError(
+            f"the draft head {head.folder.name} was trained for {head.target_name}, and {target.folder.name} does not "
+            f"fit it ({'; '.join(problems)}): choose a draft model or prompt lookup"
+        )

@@ -1,0 +1,196 @@
+"""Structured output: the grammar's token bytes come from the model's own detokenizer, constrained replies parse and
+match their schema on the default model in every decoding mode, greedy constrained speculative decoding equals
+constrained autoregressive decoding, and log-probabilities are the target's, whichever drafter proposed a token."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from helpers import chat_ids
+
+from inference.constraints import GrammarError, GrammarMask, json_object_grammar, json_schema_grammar
+from inference.engine import Engine
+from inference.events import TextDelta
+from inference.penalties import ReplyPenalties
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    OutputSettings,
+    SamplingSettings,
+    SettingError,
+    SpeculativeSettings,
+)
+from inference.vocabulary import token_bytes, vocabulary
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "hobbies": {"type": "array", "items": {"type": "string"}},
+        "pet": {"anyOf": [{"type": "null"}, {"enum": ["cat", "dog"]}]},
+        "address": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "tall": {"type": "boolean"},
+        "height_m": {"type": "number"},
+    },
+    "required": ["name", "age", "hobbies", "pet", "address", "tall", "height_m"],
+    "additionalProperties": False,
+}
+PERSON_PROMPT = "Describe a person called Ada as JSON: name, age, hobbies, pet, address, whether she is tall, height."
+OBJECT_PROMPT = "Give me a JSON object with the name and the capital of France."
+
+
+def _matches_person(value) -> None:
+    assert set(value) == set(PERSON["required"]), value
+    assert isinstance(value["name"], str) and isinstance(value["age"], int) and not isinstance(value["age"], bool)
+    assert isinstance(value["hobbies"], list) and all(isinstance(h, str) for h in value["hobbies"])
+    assert value["pet"] in (None, "cat", "dog")
+    assert set(value["address"]) >= {"city"} and isinstance(value["address"]["city"], str)
+    assert isinstance(value["tall"], bool) and isinstance(value["height_m"], (int, float))
+
+
+@pytest.fixture(scope="module")
+def engine(target, draft):
+    return Engine(target, draft)
+
+
+def _settings(decoding: str, grammar: str | None, temperature: float = 0.0, seed: int | None = None, k: int = 4,
+              logprobs: int | None = None, max_new_tokens: int = 160, repetition_penalty: float = 1.1) -> GenerationSettings:
+    return GenerationSettings(
+        decoding=Decoding(decoding),
+        sampling=SamplingSettings(temperature=temperature, top_p=0.9, seed=seed, repetition_penalty=repetition_penalty,
+                                  max_new_tokens=max_new_tokens),
+        context=ContextSettings(n_ctx=1024),
+        speculative=SpeculativeSettings(k=k),
+        output=OutputSettings(grammar=grammar, logprobs=logprobs),
+    )
+
+
+def test_token_bytes_are_the_detokenizers_and_spell_every_text(target):
+    pieces = token_bytes(target.folder, target.tokenizer, target.vocab_size)
+    words = vocabulary(target)
+    assert words.pieces[2] == b"<|im_end|>" and words.special == frozenset(range(17))
+    assert len(pieces) == target.vocab_size
+    text = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
+    assert b"".join(pieces[t] for t in target.encode(text)) == text.encode()
+    special = [i for i, piece in enumerate(pieces) if piece is None]
+    assert special == list(range(17))  # <|endoftext|>, <|im_start|>, <|im_end|> ... <empty_output>
+    partial = [p for p in pieces if p is not None and p.decode("utf-8", "ignore") != p.decode("utf-8", "replace")]
+    assert len(partial) > 100, "byte-level pieces of multi-byte characters keep their raw bytes"
+
+
+@pytest.mark.parametrize("decoding", ["ar", "spec_lookup", "spec_model"])
+@pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "sampled"])
+def test_constrained_replies_parse_and_match_the_schema_in_every_mode(engine, target, decoding, sampled):
+    temperature, seeds = (0.7, (1, 2)) if sampled else (0.0, (None,))
+    for seed in seeds:
+        for prompt, grammar, check in ((PERSON_PROMPT, json_schema_grammar(PERSON), _matches_person),
+                                       (OBJECT_PROMPT, json_object_grammar(), lambda v: isinstance(v, dict))):
+            engine.reset()
+            stats = engine.generate_text(chat_ids(target, prompt), _settings(decoding, grammar, temperature, seed))
+            assert stats.stop_reason == "eos", (stats.stop_reason, stats.text)
+            check(json.loads(stats.text))
+
+
+@pytest.mark.parametrize("decoding", ["spec_lookup", "spec_model"])
+def test_greedy_constrained_speculative_equals_constrained_autoregressive(engine, target, decoding):
+    for prompt, grammar in ((PERSON_PROMPT, json_schema_grammar(PERSON)), (OBJECT_PROMPT, json_object_grammar())):
+        ids = chat_ids(target, prompt)
+        engine.reset()
+        reference = engine.generate_text(ids, _settings("ar", grammar))
+        free = engine.generate_text(ids, _settings("ar", None, max_new_tokens=len(reference.token_ids)))
+        assert free.token_ids != reference.token_ids, "the grammar changes the greedy reply"
+        for k in (1, 3, 8):
+            engine.reset()
+            candidate = engine.generate_text(ids, _settings(decoding, grammar, k=k))
+            assert candidate.drafted > 0
+            assert candidate.token_ids == reference.token_ids, (k, candidate.text, reference.text)
+
+
+def test_drafts_the_grammar_forbids_are_cut_at_the_first_forbidden_token(target):
+    mask = GrammarMask(target, json_schema_grammar({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    reply = target.encode('{"a": 1')
+    penalties = ReplyPenalties(SamplingSettings(), [0], reply, mask)
+    allowed = target.encode("2}")
+    forbidden = target.encode("x")
+    assert penalties.allowed_drafts(allowed + forbidden + allowed) == len(allowed)
+    assert penalties.allowed_drafts(forbidden + allowed) == 0
+    eos = 2
+    assert penalties.allowed_drafts(allowed + [eos] + allowed) == len(allowed) + 1, "an EOS ends the drafts it closes"
+    rows = penalties.rows(np.zeros((3, target.vocab_size), dtype=np.float32), allowed + [eos])
+    assert np.isfinite(rows[0]).sum() > 10 and np.isfinite(rows[0][allowed[0]])
+    assert not np.isfinite(rows[0][forbidden[0]])
+    assert np.flatnonzero(np.isfinite(rows[2])).tolist() == [eos], "after '}' the object is complete: EOS only"
+    with pytest.raises(GrammarError):
+        penalties.apply(np.zeros(target.vocab_size, dtype=np.float32), forbidden)
+
+
+def test_a_schema_llguidance_cannot_enforce_is_refused_with_its_reason():
+    with pytest.raises(GrammarError, match="minimum"):
+        json_schema_grammar({"type": "integer", "minimum": "zero"})
+    with pytest.raises(GrammarError):
+        json_schema_grammar(["not", "an", "object"])
+
+
+@pytest.mark.parametrize("decoding", ["spec_lookup", "spec_model"])
+def test_log_probabilities_are_the_targets_whichever_drafter_proposed(engine, target, decoding):
+    """Each token's log-probability is log-softmax of the target's penalized, masked logits over the temperature:
+    the same numbers in autoregressive and speculative decoding (up to the ~1e-4 noise between one-token and
+    multi-token passes), alternatives most likely first, the chosen token's own first when greedy. (Prompt lookup
+    on a sentence to repeat, without the repetition penalty, where it finds drafts; the draft model under the person
+    schema.)"""
+    lookup = decoding == "spec_lookup"
+    repeat = "Repeat this sentence three times: The quick brown fox jumps over the lazy dog."
+    prompt, grammar = (repeat, None) if lookup else (PERSON_PROMPT, json_schema_grammar(PERSON))
+    ids = chat_ids(target, prompt)
+    runs = {}
+    for mode in ("ar", decoding):
+        engine.reset()
+        settings = _settings(mode, grammar, logprobs=3, repetition_penalty=1.0 if lookup else 1.1)
+        deltas = [e for e in engine.generate(ids, settings) if isinstance(e, TextDelta)]
+        runs[mode] = deltas
+    reference, candidate = runs["ar"], runs[decoding]
+    assert [d.token_id for d in candidate] == [d.token_id for d in reference]
+    assert any(d.from_draft for d in candidate)
+    np.testing.assert_allclose([d.logprob.logprob for d in candidate], [d.logprob.logprob for d in reference], atol=2e-3)
+    pieces = vocabulary(target).pieces
+    for delta in reference:
+        values = [alternative.logprob for alternative in delta.top_logprobs]
+        assert len(values) == 3 and values == sorted(values, reverse=True) and values[0] <= 0.0
+        assert delta.top_logprobs[0] == delta.logprob, "greedy: the argmax"
+        assert delta.logprob.piece == pieces[delta.token_id] and delta.logprob.token_id == delta.token_id
+    if grammar is not None:
+        forced = [d for d in reference if d.logprob.logprob > -1e-6]
+        assert forced, "the grammar forces some tokens (the schema's keys): probability 1 after the mask"
+        assert all(alternative.logprob == -np.inf for d in forced for alternative in d.top_logprobs[1:])
+
+
+def test_log_probabilities_are_off_by_default_and_bounded(engine, target):
+    engine.reset()
+    deltas = [e for e in engine.generate(chat_ids(target, "Hi"), _settings("ar", None, max_new_tokens=4))
+              if isinstance(e, TextDelta)]
+    assert all(d.logprob is None and d.top_logprobs == () for d in deltas)
+    with pytest.raises(SettingError) as error:
+        OutputSettings(logprobs=21).validate()
+    assert error.value.field == "logprobs"
+
+
+def test_prompt_log_probabilities_score_each_prompt_token_with_its_alternatives(engine, target):
+    """``echo``'s numbers: each prompt token's log-probability (``score``'s) and the most likely tokens there; the
+    first reply token's log-probability (greedy, no penalty) is what scoring the prompt followed by it gives."""
+    ids = target.encode("The capital of France is Paris. The capital of Italy is")
+    context = ContextSettings(n_ctx=512)
+    scored = engine.prompt_logprobs(ids, context, top=2)
+    assert [token.token_id for token, _ in scored] == ids[1:]
+    np.testing.assert_allclose([token.logprob for token, _ in scored], engine.score(ids, context), atol=1e-9)
+    for token, alternatives in scored:
+        assert len(alternatives) == 2 and alternatives[0].logprob >= alternatives[1].logprob >= -np.inf
+        assert alternatives[0].logprob >= token.logprob
+    assert scored[-1][0].piece == b" is"
+    plain = replace(_settings("ar", None, logprobs=1, max_new_tokens=1), sampling=SamplingSettings(max_new_tokens=1))
+    first = next(e for e in engine.generate(ids, plain) if isinstance(e, TextDelta))
+    after = engine.prompt_logprobs(ids + [first.token_id], context, top=0)
+    assert after[-1][0].logprob == pytest.approx(first.logprob.logprob, abs=1e-3) and after[-1][1] == ()
+    assert engine.prompt_logprobs(ids[:1], context, top=2) == []

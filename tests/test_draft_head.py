@@ -1,0 +1,157 @@
+"""Draft heads on tiny random models: the exported graph computes the trained network, the target keeps its hidden
+states through rollbacks and rolls, the drafter reads the right positions, speculative decoding with a head stays
+exact, and a head refuses a target it was not trained for (the shipped head: ``test_shipped_head.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import openvino as ov
+import pytest
+import torch
+from helpers import settings
+from tiny_heads import tiny_head_state, write_tiny_head
+
+from inference.draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, load_head
+from inference.engine import Engine
+from inference.kv_cache import KVCache
+from inference.model import HIDDEN_STATES, TokenizerMismatchError, load_model
+from inference.precision import PrecisionSettings
+
+PROMPT = "the cat sat on the mat and the cat sat on the hat so the cat"
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tiny_ir):
+    return load_model(tiny_ir["same"], "CPU", PrecisionSettings())
+
+
+@pytest.fixture(scope="module")
+def tiny_vocab(tiny_target) -> list[int]:
+    """A draft vocabulary of the tokens the tiny target writes after PROMPT (so some drafts are accepted and
+    some rejected), EOS included."""
+    engine = Engine(tiny_target)
+    reply = engine.generate_text(tiny_target.encode(PROMPT), settings("ar", max_new_tokens=64, n_ctx=512, ignore_eos=True))
+    return sorted(set(reply.token_ids) | {0, 1, 2})
+
+
+@pytest.fixture(scope="module")
+def tiny_head_dir(tiny_ir, tiny_vocab, tmp_path_factory):
+    return write_tiny_head(tiny_ir["same"], tmp_path_factory.mktemp("tiny-head") / "head", tiny_vocab, seed=1)
+
+
+def test_the_exported_graph_computes_the_trained_head_with_its_kv_cache(tiny_ir, tiny_vocab, tmp_path):
+    """Float32 export against the torch module: 5 positions, then 3 more on top of the head's own KV cache."""
+    state = tiny_head_state(tiny_ir["same"], tiny_vocab, seed=2)
+    from tools.draft_head.export import write_head_folder
+
+    write_head_folder(tmp_path, state, tiny_ir["same"], training={}, int8=False)
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(0, 1, (1, 8, 64)).astype(np.float32)
+    tokens = np.asarray([[tiny_vocab[1], 5, tiny_vocab[0], 49000, tiny_vocab[-1], 7, tiny_vocab[2], 2]], np.int64)
+    to_draft = np.full(49152, len(tiny_vocab))
+    to_draft[tiny_vocab] = np.arange(len(tiny_vocab))
+    module = state["module"]
+    with torch.no_grad():
+        g, _ = module(torch.from_numpy(hidden), torch.from_numpy(to_draft[tokens]), torch.arange(8)[None])
+        expected_logits = module.logits(g).numpy()[0]
+    request = ov.Core().compile_model(tmp_path / "openvino_model.xml", "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    request = request.create_infer_request()
+    logits, features = [], []
+    for start, end in ((0, 5), (5, 8)):
+        request.infer({
+            "input_ids": tokens[:, start:end], HIDDEN_INPUT: hidden[:, start:end],
+            "attention_mask": np.ones((1, end), np.int64), "position_ids": np.arange(start, end)[None],
+            "beam_idx": np.zeros(1, np.int32), "logits_to_keep": np.array([end - start]),
+        })
+        logits.append(request.get_tensor("logits").data[0].copy())
+        features.append(request.get_tensor(DRAFT_HIDDEN).data[0].copy())
+    np.testing.assert_allclose(np.concatenate(logits), expected_logits, atol=2e-4)
+    np.testing.assert_allclose(np.concatenate(features), g.numpy()[0], atol=2e-4)
+
+
+def test_the_target_cache_keeps_hidden_states_through_rollback_and_roll(tiny_target):
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    tokens = tiny_target.encode(PROMPT)[:12]
+    cache.forward(tokens[:10])
+    first = cache.rows(0, 10).copy()
+    fresh = KVCache(tiny_target.compiled, tiny_target.rope)
+    fresh.forward(tokens[:10])
+    np.testing.assert_allclose(first, fresh.output(HIDDEN_STATES), atol=1e-5)
+    cache.truncate(6)  # rejected drafts: rows 6.. are replaced by what is fed next
+    cache.forward(tokens[10:12])
+    fresh.truncate(6)
+    fresh.forward(tokens[10:12])
+    np.testing.assert_allclose(cache.rows(6, 8), fresh.output(HIDDEN_STATES), atol=1e-5)
+    before = cache.rows(0, 8).copy()
+    assert cache.roll(n_keep=2, n_discard=3) == 3
+    np.testing.assert_array_equal(cache.rows(0, 5), np.concatenate([before[:2], before[5:8]]))
+    with pytest.raises(ValueError, match="not cached"):
+        cache.rows(0, 6)
+
+
+def test_the_head_drafts_from_the_target_hidden_states_of_the_right_positions(tiny_ir, tiny_vocab, tiny_target, tmp_path):
+    """HeadDrafter against the torch module: each draft is the module's argmax after the target's real hidden
+    states (position j reads h_j and token j + 1), further drafts read the module's own predicted state, and after
+    the target accepts one draft and rejects the rest the next proposal starts from the target's states again."""
+    from inference.drafting import HeadDrafter
+    from inference.penalties import ReplyPenalties
+    from tools.draft_head.export import write_head_folder
+
+    state = tiny_head_state(tiny_ir["same"], tiny_vocab, seed=3)
+    write_head_folder(tmp_path, state, tiny_ir["same"], training={}, int8=False)
+    module, vocab = state["module"], np.asarray(tiny_vocab)
+    to_draft = np.full(tiny_target.vocab_size, len(vocab))
+    to_draft[vocab] = np.arange(len(vocab))
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    drafter = HeadDrafter(load_head(tmp_path), cache, tiny_target.vocab_size)
+    greedy = settings("ar").sampling
+    penalties = ReplyPenalties(greedy, [], [])
+
+    def expected(context: list[int], k: int) -> list[int]:
+        n = len(context) - 1
+        features = [row for row in cache.rows(0, n)]
+        tokens = list(context[1:])
+        drafts = []
+        with torch.no_grad():
+            for _ in range(k):
+                g, _ = module(torch.from_numpy(np.stack(features)[None]), torch.from_numpy(to_draft[tokens])[None],
+                              torch.arange(len(tokens))[None])
+                drafts.append(int(vocab[int(module.logits(g[0, -1]).argmax())]))
+                features.append(g[0, -1].numpy())
+                tokens.append(drafts[-1])
+        return drafts
+
+    ids = tiny_target.encode(PROMPT)
+    cache.forward(ids[:-1])
+    drafter.feed(cache.tokens, 512)
+    context = cache.tokens + [ids[-1]]
+    drafts, probs = drafter.propose(context, 3, 512, greedy, np.random.default_rng(0), penalties)
+    assert probs is None and drafts == expected(context, 3)
+    cache.forward([context[-1]] + drafts)  # verification: the first draft is kept, the rest rejected
+    cache.truncate(len(context) + 1)
+    correction = next(t for t in tiny_vocab if t != drafts[1])
+    context = cache.tokens + [correction]
+    drafts, _ = drafter.propose(context, 2, 512, greedy, np.random.default_rng(0), penalties)
+    assert drafts == expected(context, 2)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_greedy_with_a_head_equals_autoregressive_through_rolls(tiny_target, tiny_head_dir, k):
+    engine = Engine(tiny_target, load_head(tiny_head_dir))
+    prompt = tiny_target.encode(PROMPT)
+    context = {"n_ctx": 40, "n_keep": 4}
+    reference = engine.generate_text(prompt, settings("ar", max_new_tokens=80, ignore_eos=True, **context))
+    candidate = engine.generate_text(prompt, settings("spec_model", max_new_tokens=80, k=k, ignore_eos=True, **context))
+    assert reference.rolls >= 2
+    assert candidate.drafter == "head"
+    assert 0 < candidate.accepted < candidate.drafted, (candidate.accepted, candidate.drafted)
+    assert candidate.token_ids == reference.token_ids
+    assert candidate.rolls == reference.rolls
+
+
+def test_a_head_refuses_a_target_it_was_not_trained_for(tiny_ir, tiny_head_dir, target):
+    other_tokenizer = load_model(tiny_ir["other"], "CPU", PrecisionSettings())
+    with pytest.raises(TokenizerMismatchError, match="another tokenizer"):
+        Engine(other_tokenizer, load_head(tiny_head_dir))
+    with pytest.raises(TokenizerMismatchError, match="hidden size 576, the head reads 64"):
+        Engine(target, load_head(tiny_head_dir))

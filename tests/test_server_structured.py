@@ -1,0 +1,157 @@
+"""``specchat serve`` as the usual clients use it, with the official ``openai`` client against the server in a
+subprocess: a request without sampling fields gets the model's own sampling, ``response_format`` returns JSON that
+matches its schema in every decoding mode (greedy replies equal the engine's constrained ones), and
+log-probabilities come back for chat and text completions (``echo`` included), streamed or not."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import replace
+
+import openai
+import pytest
+from server_process import ServerProcess
+
+from inference.chat import ChatSession
+from inference.constraints import json_schema_grammar
+from inference.engine import Engine
+from inference.generation_config import recommended_sampling
+from inference.settings import GenerationSettings, OutputSettings, SamplingSettings
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                   "hobbies": {"type": "array", "items": {"type": "string"}}},
+    "required": ["name", "age", "hobbies"],
+    "additionalProperties": False,
+}
+PERSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "strict": True, "schema": PERSON}}
+ASK_PERSON = [{"role": "user", "content": "Describe a person called Ada as JSON with name, age and hobbies."}]
+MODES = [None, {"mode": "spec_lookup", "k": 4}]
+
+
+@pytest.fixture(scope="module")
+def server(data_dir, int4_dir):
+    with ServerProcess() as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=180)
+
+
+def _repeated_four_gram(text: str) -> tuple | None:
+    words = text.split()
+    counts = Counter(tuple(words[i : i + 4]) for i in range(len(words) - 3))
+    gram, count = counts.most_common(1)[0] if counts else (None, 0)
+    return gram if count >= 4 else None
+
+
+def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_coherent_reply(client, target):
+    """As ``llm`` sends it: no temperature, top_p or penalty. OpenAI's cloud defaults (temperature 1, top_p 1, no
+    penalty) gave gibberish on the default model; its recommended sampling (temperature 0.7, top-p 0.9, repetition
+    penalty 1.1) is what the reply is sampled with (the engine's reply with it and the same seed), and the replies
+    have no 4-gram repeated 4 times in 200 words."""
+    question = [{"role": "user", "content": "Name two planets and say one thing about each."}]
+    served = client.chat.completions.create(model="specchat", messages=question, max_tokens=40, seed=7)
+    settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40))
+    expected = [e for e in ChatSession(Engine(target), "", question).reply(settings) if hasattr(e, "stats")][-1]
+    assert served.choices[0].message.content == expected.stats.text
+    for seed, topic in enumerate(["Name two planets and say one thing about each.", "Tell me about the ocean."]):
+        reply = client.chat.completions.create(
+            model="specchat", messages=[{"role": "user", "content": topic}], max_tokens=300, seed=seed
+        )
+        text = " ".join(reply.choices[0].message.content.split()[:200])
+        assert len(text.split()) >= 20, text
+        assert _repeated_four_gram(text) is None, text
+        long_words = [w for w in text.split() if len(w.strip(".,!?;:()\"'")) > 18]
+        assert len(long_words) <= 1, f"gibberish: {long_words}"
+
+
+@pytest.mark.parametrize("extension", MODES, ids=["ar", "spec_lookup"])
+def test_json_object_and_json_schema_replies_parse_greedy_and_sampled(client, extension):
+    extra = {"specchat": extension} if extension else {}
+    for temperature, seed in ((0.0, None), (0.7, 5)):
+        free = client.chat.completions.create(
+            model="specchat", messages=[{"role": "user", "content": "Give me a JSON object with the name and the "
+                                         "capital of France."}], response_format={"type": "json_object"},
+            temperature=temperature, seed=seed, max_tokens=200, extra_body=extra)
+        assert isinstance(json.loads(free.choices[0].message.content), dict)
+        assert free.choices[0].finish_reason == "stop"
+        person = client.chat.completions.create(
+            model="specchat", messages=ASK_PERSON, response_format=PERSON_FORMAT, temperature=temperature, seed=seed,
+            max_tokens=200, extra_body=extra)
+        value = json.loads(person.choices[0].message.content)
+        assert set(value) == {"name", "age", "hobbies"} and isinstance(value["age"], int)
+
+
+def test_a_greedy_schema_reply_is_the_engines_constrained_reply_streamed_or_not(client, target):
+    engine = Engine(target)
+    settings = GenerationSettings(sampling=SamplingSettings(max_new_tokens=120),
+                                  output=OutputSettings(grammar=json_schema_grammar(PERSON)))
+    expected = [e for e in ChatSession(engine, "", ASK_PERSON).reply(settings) if hasattr(e, "stats")][-1].stats.text
+    reply = client.chat.completions.create(model="specchat", messages=ASK_PERSON, response_format=PERSON_FORMAT,
+                                           temperature=0, max_tokens=120,
+                                           extra_body={"repetition_penalty": 1.0})
+    assert reply.choices[0].message.content == expected
+    stream = client.chat.completions.create(model="specchat", messages=ASK_PERSON, response_format=PERSON_FORMAT,
+                                            temperature=0, max_tokens=120, stream=True,
+                                            extra_body={"repetition_penalty": 1.0, "specchat": {"mode": "spec_lookup"}})
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == expected
+
+
+def test_a_schema_the_server_cannot_enforce_is_a_400_naming_it(client):
+    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": "zero"}}}
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model="specchat", messages=ASK_PERSON, response_format=bad, max_tokens=4)
+    assert error.value.body["param"] == "response_format.json_schema.schema"
+
+
+def test_chat_log_probabilities_streamed_and_not(client):
+    reply = client.chat.completions.create(model="specchat", messages=ASK_PERSON, temperature=0, max_tokens=12,
+                                           logprobs=True, top_logprobs=3)
+    content = reply.choices[0].logprobs.content
+    assert len(content) == reply.usage.completion_tokens == 12
+    assert "".join(bytes(t.bytes).decode("utf-8", "replace") for t in content) == reply.choices[0].message.content
+    for token in content:
+        assert len(token.top_logprobs) == 3 and token.top_logprobs[0].token == token.token
+        assert token.top_logprobs[0].logprob == pytest.approx(token.logprob) and token.logprob <= 0
+    chunks = list(client.chat.completions.create(model="specchat", messages=ASK_PERSON, temperature=0, max_tokens=12,
+                                                 logprobs=True, top_logprobs=3, stream=True,
+                                                 extra_body={"specchat": {"mode": "spec_lookup"}}))
+    streamed = [t for c in chunks if c.choices and c.choices[0].logprobs for t in c.choices[0].logprobs.content]
+    assert [t.token for t in streamed] == [t.token for t in content]
+    assert [t.logprob for t in streamed] == pytest.approx([t.logprob for t in content], abs=2e-3)
+
+
+def test_completion_log_probabilities_with_echo(client):
+    prompt = "The capital of France is"
+    reply = client.completions.create(model="specchat", prompt=prompt, temperature=0, max_tokens=3, logprobs=2,
+                                      echo=True)
+    choice = reply.choices[0]
+    assert choice.text.startswith(prompt)
+    logprobs = choice.logprobs
+    prompt_tokens = reply.usage.prompt_tokens
+    assert len(logprobs.tokens) == prompt_tokens + reply.usage.completion_tokens
+    assert "".join(logprobs.tokens) == choice.text
+    assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None
+    assert all(v <= 0 for v in logprobs.token_logprobs[1:])
+    assert all(len(top) == 2 for top in logprobs.top_logprobs[1:])
+    assert logprobs.text_offset == [sum(len(t) for t in logprobs.tokens[:i]) for i in range(len(logprobs.tokens))]
+    greedy = logprobs.tokens[prompt_tokens]
+    assert max(logprobs.top_logprobs[prompt_tokens], key=logprobs.top_logprobs[prompt_tokens].get) == greedy
+    plain = client.completions.create(model="specchat", prompt=prompt, temperature=0, max_tokens=3, logprobs=0)
+    assert plain.choices[0].logprobs.tokens == logprobs.tokens[prompt_tokens:]
+    assert all(math.isclose(a, b, abs_tol=1e-3) for a, b in
+               zip(plain.choices[0].logprobs.token_logprobs, logprobs.token_logprobs[prompt_tokens:]))
+
+
+def test_tools_for_a_model_whose_template_has_none_are_a_400_naming_it(client):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model="specchat", messages=ASK_PERSON, tools=[tool], max_tokens=4)
+    assert error.value.body["param"] == "tools" and "SmolLM2-135M-Instruct-int4" in error.value.body["message"]
+    assert "renders no tools" in error.value.body["message"]

@@ -1,0 +1,88 @@
+"""Tiny random draft heads for the tiny random targets of ``tiny_models`` (tests of the head's graph, its drafter
+and exactness), written by the exporter the shipped head goes through (``tools/draft_head/export.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from tiny_models import FFN, HEADS, HIDDEN, KV_HEADS
+
+from tools.draft_head.export import write_head_folder
+from tools.draft_head.head import DraftHead, HeadConfig
+from tools.draft_head.train import target_table
+
+
+def tiny_head_state(target_dir: Path, vocab: list[int], seed: int = 0, scale: float = 0.3) -> dict:
+    """A random head for the tiny target in ``target_dir``, drafting over ``vocab`` (target token ids), as
+    ``train.py`` checkpoints one (``head`` weights, ``config``, ``vocab``); ``scale`` sets how far its weights are
+    from the initialization (larger: more varied drafts)."""
+    torch.manual_seed(seed)
+    table = target_table(target_dir)
+    ids = np.asarray(vocab, dtype=np.int64)
+    config = HeadConfig(hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS, head_dim=HIDDEN // HEADS, intermediate=FFN,
+                        rope_theta=10000.0, vocab=len(ids))
+    head = DraftHead(config, torch.from_numpy(table[ids]))
+    with torch.no_grad():
+        for parameter in head.parameters():
+            parameter.add_(torch.randn_like(parameter) * scale)
+    return {"head": head.state_dict(), "config": config.as_dict(), "vocab": ids, "module": head}
+
+
+def write_tiny_head(target_dir: Path, folder: Path, vocab: list[int], seed: int = 0, int8: bool = True) -> Path:
+    """Export ``tiny_head_state`` to a head folder (``int8=False``: float32 weights, for exact comparisons)."""
+    state = tiny_head_state(target_dir, vocab, seed)
+    write_head_folder(folder, state, target_dir, training={"note": "random weights, for tests"}, int8=int8)
+    return folder
+
+
+def write_trained_tiny_head(target, target_dir: Path, prompt_ids: list[int], sampling, vocab: list[int], folder: Path,
+                            replies: int = 64, steps: int = 150) -> Path:
+    """A tiny head trained, with ``train.py``'s own loss, on the tiny target's replies to ``prompt_ids`` sampled with
+    ``sampling`` (and its hidden states there), so that its drafts agree with the target often but not always.
+
+    Args:
+        target: the loaded tiny target (``target_dir``'s model).
+        prompt_ids: the prompt the replies continue.
+        sampling: ``SamplingSettings`` of the replies (seeded 0 .. replies - 1; 12 tokens each).
+        vocab: the head's draft vocabulary.
+        folder: where the head is written (int8, as shipped).
+    """
+    from dataclasses import replace
+
+    from inference.engine import Engine
+    from inference.kv_cache import KVCache
+    from inference.model import HIDDEN_STATES
+    from inference.settings import ContextSettings, GenerationSettings
+    from tools.draft_head.train import collate, losses
+
+    engine = Engine(target)
+    table = target_table(target_dir)
+    sequences = []
+    for seed in range(replies):
+        reply = engine.generate_text(prompt_ids, GenerationSettings(
+            sampling=replace(sampling, seed=seed, max_new_tokens=12), context=ContextSettings(n_ctx=512)))
+        ids = list(prompt_ids) + reply.token_ids
+        cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
+        cache.forward(ids)
+        hidden = cache.rows(0, len(ids)).copy()
+        logits = hidden.astype(np.float64) @ table.T
+        peak = logits.max(axis=-1)
+        lse = peak + np.log(np.exp(logits - peak[:, None]).sum(axis=-1))
+        sequences.append((np.asarray(ids), len(prompt_ids), hidden.astype(np.float16), lse.astype(np.float32),
+                          logits.argmax(axis=-1).astype(np.int32)))
+    state = tiny_head_state(target_dir, vocab, scale=0.0)
+    head = state["module"]
+    to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
+    to_draft[np.asarray(vocab)] = np.arange(len(vocab))
+    batch = collate(sequences, list(range(len(sequences))), to_draft, "cpu")
+    optimizer = torch.optim.Adam(head.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss, _ = losses(head, batch, noise=0.0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    state["head"] = head.state_dict()
+    write_head_folder(folder, state, target_dir, training={"note": f"{replies} tiny replies, {steps} steps, for tests"})
+    return folder

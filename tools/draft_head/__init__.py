@@ -1,0 +1,13 @@
+"""How the default model's draft head is made (needs the conversion extra: ``pip install -e '.[convert]'``).
+
+1. ``python -m tools.draft_head.generate --out DATA --shards 64``: prompts written by the target itself and seeded
+   templates, the target's replies (greedy and at the chat defaults) and its hidden states, in resumable shards
+   (``generate.py``). About 55,000 reply tokens per shard, 3.5 minutes per shard on a quiet 2-core machine.
+2. ``python -m tools.draft_head.train --data DATA --out RUN [--train-tokens N]``: trains ``head.DraftHead`` on the
+   training shards and reports acceptance on the held-out ones after every epoch (``train.py``); several values of
+   ``--train-tokens`` give the learning curve.
+3. ``python -m tools.draft_head.export --checkpoint RUN/head.pt --out inference/models/data/SmolLM2-135M-Instruct-head``:
+   the stateful OpenVINO IR (int8 weights) and its manifest, which the engine loads without torch (``export.py``).
+
+The engine side is ``inference/draft_head.py`` (loading) and ``inference/drafting.py``'s ``HeadDrafter``.
+"""

@@ -1,0 +1,251 @@
+"""Export a trained draft head (``train.py``'s ``head.pt``) to a stateful OpenVINO IR the engine loads without torch.
+
+    .venv/bin/python -m tools.draft_head.export --checkpoint RUN_DIR/head.pt --out inference/models/default_head
+
+The graph (``build_graph``) computes ``head.DraftHead``'s first step for S positions and keeps the keys and values
+of its attention in two state variables, as a stateful causal LM does, so ``inference.kv_cache.KVCache`` drives it
+like a target model (rollback by mask, rolls by shift-RoPE):
+
+* inputs ``input_ids`` int64 ``[1, S]`` (target token ids ``x_{j+1}``; mapped to the draft vocabulary inside the
+  graph), ``hidden_states`` float32 ``[1, S, hidden]`` (``h_j``, or the head's own output when drafting further),
+  ``attention_mask`` int64 ``[1, past + S]``, ``position_ids`` int64 ``[1, S]``, ``beam_idx`` int32 ``[1]``,
+  ``logits_to_keep`` int64 ``[1]``;
+* outputs ``logits`` float32 ``[1, N, vocab]`` over the draft vocabulary and ``draft_hidden`` float32
+  ``[1, N, hidden]`` (the predicted next hidden state), for the last N = ``logits_to_keep`` positions.
+
+Matrices are stored as int8 with one float32 scale per output row (symmetric), the pattern OpenVINO's CPU plugin
+decompresses inside its MatMul kernels; the norms' weights stay float32. The folder gets ``draft_head.json``
+(``inference.draft_head``'s manifest: the draft vocabulary, the target it was trained for, the training run) and a
+``config.json`` with the RoPE parameters the rolls need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+import openvino.opset13 as ops
+import torch
+
+from inference.draft_head import DRAFT_HIDDEN, HEAD_FORMAT, HEAD_MANIFEST, HIDDEN_INPUT
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _const(array: np.ndarray) -> ov.Node:
+    return ops.constant(np.require(array, requirements="C"))  # (np.ascontiguousarray makes scalars 1-d)
+
+
+def _weight(weight: np.ndarray, int8: bool) -> ov.Node:
+    """A matrix ``[rows, columns]`` as a float32 graph value: int8 rows times float32 row scales (symmetric), or
+    float32 as it is."""
+    if not int8:
+        return _const(weight.astype(np.float32))
+    scale = np.abs(weight).max(axis=1, keepdims=True) / 127.0
+    scale[scale == 0] = 1.0
+    quantized = np.clip(np.round(weight / scale), -127, 127).astype(np.int8)
+    return ops.multiply(ops.convert(_const(quantized), ov.Type.f32), _const(scale.astype(np.float32)))
+
+
+def _rms(x: ov.Output, weight: np.ndarray, eps: float) -> ov.Node:
+    variance = ops.reduce_mean(ops.multiply(x, x), _const(np.array([-1])), keep_dims=True)
+    normed = ops.divide(x, ops.sqrt(ops.add(variance, _const(np.array(eps, dtype=np.float32)))))
+    return ops.multiply(normed, _const(weight.astype(np.float32)))
+
+
+def _rope(x: ov.Output, cos: ov.Output, sin: ov.Output, head_dim: int) -> ov.Node:
+    """Rotate-half RoPE of ``x`` ``[1, heads, S, d]``; ``cos``/``sin`` ``[1, 1, S, d]``."""
+    half = head_dim // 2
+    first = ops.slice(x, _const(np.array([0])), _const(np.array([half])), _const(np.array([1])), _const(np.array([3])))
+    second = ops.slice(x, _const(np.array([half])), _const(np.array([head_dim])), _const(np.array([1])),
+                       _const(np.array([3])))
+    rotated = ops.concat([ops.negative(second), first], 3)
+    return ops.add(ops.multiply(x, cos), ops.multiply(rotated, sin))
+
+
+def build_graph(state: dict, target_vocab: int, int8: bool = True) -> ov.Model:
+    """The head's first drafting step as a stateful ``ov.Model`` (see the module docstring).
+
+    Args:
+        state: ``train.py``'s checkpoint (``head`` weights, ``config``, ``vocab``).
+        target_vocab: the target's vocabulary size (input ids range over it).
+        int8: store matrices as int8 (the shipped form); False keeps float32 (tests compare it with torch).
+    """
+
+    def matmul(x: ov.Output, weight: np.ndarray) -> ov.Node:
+        return ops.matmul(x, _weight(weight, int8), transpose_a=False, transpose_b=True)
+
+    weights = {k: v.float().numpy() for k, v in state["head"].items()}
+    c = state["config"]
+    hidden, heads, kv_heads, head_dim, eps = c["hidden"], c["heads"], c["kv_heads"], c["head_dim"], c["rms_eps"]
+    vocab = np.asarray(state["vocab"], dtype=np.int64)
+    to_draft = np.full(target_vocab, len(vocab), dtype=np.int32)
+    to_draft[vocab] = np.arange(len(vocab), dtype=np.int32)
+
+    input_ids = ops.parameter([1, -1], ov.Type.i64, name="input_ids")
+    h = ops.parameter([1, -1, hidden], ov.Type.f32, name=HIDDEN_INPUT)
+    attention_mask = ops.parameter([1, -1], ov.Type.i64, name="attention_mask")
+    position_ids = ops.parameter([1, -1], ov.Type.i64, name="position_ids")
+    beam_idx = ops.parameter([1], ov.Type.i32, name="beam_idx")
+    logits_to_keep = ops.parameter([1], ov.Type.i64, name="logits_to_keep")
+    parameters = [input_ids, h, attention_mask, position_ids, beam_idx, logits_to_keep]
+    for parameter in parameters:
+        parameter.output(0).get_tensor().set_names({parameter.get_friendly_name()})
+
+    draft_ids = ops.gather(_const(to_draft), input_ids, _const(np.array(0)))
+    table = weights["table"]
+    rows = _weight(np.concatenate([table, weights["oov"][None]], axis=0), int8)
+    embedded = ops.gather(rows, draft_ids, _const(np.array(0)))
+    joined = ops.concat([_rms(h, weights["hidden_norm.weight"], eps), _rms(embedded, weights["token_norm.weight"], eps)], 2)
+    x = matmul(joined, weights["fc.weight"])
+
+    y = _rms(x, weights["attention_norm.weight"], eps)
+    shape_q = _const(np.array([1, -1, heads, head_dim]))
+    shape_kv = _const(np.array([1, -1, kv_heads, head_dim]))
+    order = _const(np.array([0, 2, 1, 3]))
+    q = ops.transpose(ops.reshape(matmul(y, weights["q.weight"]), shape_q, False), order)
+    k = ops.transpose(ops.reshape(matmul(y, weights["k.weight"]), shape_kv, False), order)
+    v = ops.transpose(ops.reshape(matmul(y, weights["v.weight"]), shape_kv, False), order)
+
+    inv_freq = (1.0 / (c["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))).astype(np.float32)
+    angles = ops.multiply(ops.unsqueeze(ops.convert(position_ids, ov.Type.f32), _const(np.array([2]))),
+                          _const(inv_freq[None, None, :]))  # [1, S, d/2]
+    angles = ops.unsqueeze(ops.concat([angles, angles], 2), _const(np.array([1])))  # [1, 1, S, d]
+    cos, sin = ops.cos(angles), ops.sin(angles)
+    q, k = _rope(q, cos, sin, head_dim), _rope(k, cos, sin, head_dim)
+
+    sinks = []
+    cached = []
+    for name, new in (("key", k), ("value", v)):
+        info = ov.op.util.VariableInfo()
+        info.data_shape = ov.PartialShape([-1, kv_heads, -1, head_dim])
+        info.data_type = ov.Type.f32
+        info.variable_id = f"past_key_values.0.{name}present.0.{name}"
+        variable = ov.op.util.Variable(info)
+        empty = ops.broadcast(_const(np.array(0, dtype=np.float32)),
+                              ops.concat([ops.shape_of(beam_idx, ov.Type.i64), _const(np.array([kv_heads, 0, head_dim]))], 0))
+        past = ops.gather(ops.read_value(empty, variable), beam_idx, _const(np.array(0)))
+        joined_kv = ops.concat([past, new], 2)
+        sinks.append(ops.assign(joined_kv, variable))
+        cached.append(joined_kv)
+    keys, values = cached
+    groups = heads // kv_heads
+
+    def repeat(kv: ov.Output) -> ov.Node:  # [1, kv, T, d] -> [1, heads, T, d], kv head i serving heads i*g..i*g+g-1
+        expanded = ops.unsqueeze(kv, _const(np.array([2])))
+        shape = ops.shape_of(expanded, ov.Type.i64)
+        target_shape = ops.concat([
+            ops.gather(shape, _const(np.array([0, 1])), _const(np.array(0))), _const(np.array([groups])),
+            ops.gather(shape, _const(np.array([3, 4])), _const(np.array(0))),
+        ], 0)
+        return ops.reshape(ops.broadcast(expanded, target_shape), _const(np.array([1, heads, -1, head_dim])), False)
+
+    total = ops.gather(ops.shape_of(attention_mask, ov.Type.i64), _const(np.array(1)), _const(np.array(0)))
+    new_count = ops.gather(ops.shape_of(input_ids, ov.Type.i64), _const(np.array(1)), _const(np.array(0)))
+    past_count = ops.subtract(total, new_count)
+    slots = ops.range(_const(np.array(0, dtype=np.int64)), total, _const(np.array(1, dtype=np.int64)), ov.Type.i64)
+    query_slots = ops.range(past_count, total, _const(np.array(1, dtype=np.int64)), ov.Type.i64)
+    causal = ops.less_equal(ops.unsqueeze(slots, _const(np.array([0]))), ops.unsqueeze(query_slots, _const(np.array([1]))))
+    alive = ops.equal(attention_mask, _const(np.array(1, dtype=np.int64)))  # [1, T]
+    allowed = ops.logical_and(causal, alive)  # [S, T]
+    mask = ops.select(allowed, _const(np.array(0.0, dtype=np.float32)), _const(np.array(-np.inf, dtype=np.float32)))
+    mask = ops.unsqueeze(mask, _const(np.array([0, 1])))
+    attended = ops.scaled_dot_product_attention(q, repeat(keys), repeat(values), mask, causal=False)
+    attended = ops.reshape(ops.transpose(attended, order), _const(np.array([1, -1, heads * head_dim])), False)
+    x = ops.add(x, matmul(attended, weights["o.weight"]))
+    y = _rms(x, weights["mlp_norm.weight"], eps)
+    gate = matmul(y, weights["gate.weight"])
+    mlp = ops.multiply(ops.swish(gate), matmul(y, weights["up.weight"]))
+    g = _rms(ops.add(x, matmul(mlp, weights["down.weight"])), weights["final_norm.weight"], eps)
+
+    last = ops.slice(g, ops.negative(logits_to_keep), _const(np.array([np.iinfo(np.int64).max])),
+                     _const(np.array([1])), _const(np.array([1])))
+    every_row = ops.matmul(last, rows, False, True)  # the embedding rows double as the output layer (tied)
+    logits = ops.slice(every_row, _const(np.array([0])), _const(np.array([len(vocab)])), _const(np.array([1])),
+                       _const(np.array([2])))  # without the out-of-vocabulary row
+    logits.output(0).get_tensor().set_names({"logits"})
+    last.output(0).get_tensor().set_names({DRAFT_HIDDEN})
+    results = [ops.result(logits), ops.result(last)]
+    return ov.Model(results, sinks, parameters, "draft_head")
+
+
+def write_head_folder(out: Path, state: dict, target_dir: Path, training: dict, int8: bool = True) -> dict:
+    """Write a head folder: the IR of ``build_graph``, ``config.json`` (its RoPE) and the manifest
+    ``draft_head.json`` (``inference.draft_head``); returns the manifest.
+
+    Args:
+        out: the folder (created).
+        state: ``head`` weights, ``config`` and ``vocab``, as ``train.py`` checkpoints them.
+        target_dir: the target model folder it was trained for (its tokenizer is fingerprinted).
+        training: what to record of the training run (data command, sizes, held-out acceptance...).
+        int8: as for ``build_graph``.
+    """
+    from inference.models.inspect import tokenizer_info
+
+    target_config = json.loads((target_dir / "config.json").read_text())
+    target_vocab = int(target_config["vocab_size"])
+    out.mkdir(parents=True, exist_ok=True)
+    ov.save_model(build_graph(state, target_vocab, int8), out / "openvino_model.xml", compress_to_fp16=False)
+    c = state["config"]
+    rope_config = {
+        "model_type": "llama", "hidden_size": c["hidden"], "num_attention_heads": c["heads"],
+        "num_key_value_heads": c["kv_heads"], "head_dim": c["head_dim"], "rope_theta": c["rope_theta"],
+        "max_position_embeddings": target_config.get("max_position_embeddings"),
+    }
+    (out / "config.json").write_text(json.dumps(rope_config, indent=2) + "\n")
+    store_manifest = target_dir / "specchat_manifest.json"
+    name = json.loads(store_manifest.read_text()).get("name") if store_manifest.is_file() else None
+    manifest = {
+        "format": HEAD_FORMAT,
+        "kind": "eagle-head",
+        "target": {
+            "name": name or target_dir.name, "hidden_size": c["hidden"], "vocab_size": target_vocab,
+            "tokenizer_fingerprint": tokenizer_info(target_dir).fingerprint,
+        },
+        "draft_vocab": [int(t) for t in state["vocab"]],
+        "config": c,
+        "training": training,
+        "sha256": {name: hashlib.sha256((out / name).read_bytes()).hexdigest()
+                   for name in ("openvino_model.xml", "openvino_model.bin")},
+    }
+    vocabulary = json.dumps(manifest["draft_vocab"])  # one line, not one per token
+    text = json.dumps({**manifest, "draft_vocab": "@"}, indent=1).replace('"@"', vocabulary)
+    (out / HEAD_MANIFEST).write_text(text + "\n")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--target", type=Path, help="target model folder (default: the training data's)")
+    args = parser.parse_args(argv)
+    state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    data = Path(state["args"]["data"])
+    target_dir = args.target or Path(json.loads((data / "manifest.json").read_text())["model"])
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    last = state["history"][-1]
+    training = {
+        "data_command": state["data_manifest"]["command"], "data_seed": state["data_manifest"]["seed"],
+        "target_model_sha256": state["data_manifest"]["model_sha256"],
+        "train_command": "python -m tools.draft_head.train " + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in state["args"].items() if k not in ("resume",)),
+        "train_reply_tokens": last["train_reply_tokens"], "epochs": last["epoch"] + 1,
+        "held_out": {k: v for k, v in last.items() if k.startswith(("greedy", "sampled", "positions"))},
+        "vocab_coverage": state["coverage"], "versions": state["data_manifest"]["versions"],
+        "torch": torch.__version__, "commit": commit,
+    }
+    write_head_folder(args.out, state, target_dir, training)
+    size = sum((args.out / n).stat().st_size for n in ("openvino_model.xml", "openvino_model.bin"))
+    print(f"wrote {args.out}: {size / 2**20:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

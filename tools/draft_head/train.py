@@ -1,0 +1,360 @@
+"""Train the draft head on data from ``generate.py`` (torch, CPU or CUDA).
+
+    .venv/bin/python -m tools.draft_head.train --data DATA_DIR --out RUN_DIR [--train-tokens N] [--epochs 4]
+
+Loss, per reply position ``j`` (predicting token ``x_{j+2}``), for the first drafting step and the second
+(``head.DraftHead``): the cross-entropy of the head's draft-vocabulary distribution against the target's own
+distribution there (soft targets, ``exp(E_v . h_{j+1} - lse_{j+1})``; the target's mass outside the vocabulary is
+left out), plus ``REGRESSION_WEIGHT`` times a smooth-L1 loss between the head's feature and ``h_{j+1}``
+(EAGLE's feature regression). The target's features get uniform noise of ``FEATURE_NOISE`` during training (EAGLE,
+section 4.2), since the app feeds them from passes of other shapes.
+
+Reports on the held-out shards (``evaluate``): greedy acceptance of the first draft (its argmax is the target's
+argmax, the token greedy decoding emits) and of the second given the first, and the expected acceptance of
+speculative sampling at the chat defaults (``sum_v min(p(v), q(v))`` with both distributions at temperature 0.7,
+top-p 0.9; Leviathan et al., arXiv 2211.17192, section 3.3). Checkpoints go to ``RUN_DIR/head.pt`` after every
+epoch (``--resume`` continues from it); ``RUN_DIR/metrics.json`` holds the evaluation after each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .generate import is_held_out, shard_path
+from .head import DraftHead, HeadConfig
+
+REGRESSION_WEIGHT = 0.2
+FEATURE_NOISE = 0.05
+SPECIAL_TOKENS = (0, 1, 2)  # always in the draft vocabulary (EOS ends most replies)
+
+
+class Shards:
+    """Conversations of a data folder: token ids, prompt lengths and the target's features, in memory.
+
+    Args:
+        folder: a data folder of ``generate.py``.
+        held_out: read the held-out shards instead of the training ones.
+        max_reply_tokens: stop adding shards once this many reply tokens are loaded (None: all).
+    """
+
+    def __init__(self, folder: Path, held_out: bool, max_reply_tokens: int | None = None):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        self.sequences: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.greedy: list[bool] = []  # whether conversation i's reply was greedy (else at the chat defaults)
+        self.reply_tokens = 0
+        self.shards: list[int] = []
+        for entry in manifest["shards"]:
+            if is_held_out(entry["index"]) != held_out:
+                continue
+            if max_reply_tokens is not None and self.reply_tokens >= max_reply_tokens:
+                break
+            data = np.load(shard_path(folder, entry["index"]))
+            offsets = data["offsets"]
+            tokens, hidden, lse, argmax = data["tokens"], data["hidden"], data["lse"], data["argmax"]
+            for i, prompt_length in enumerate(data["prompt_lengths"]):
+                s, e = int(offsets[i]), int(offsets[i + 1])
+                if e - s - int(prompt_length) < 3:
+                    continue
+                self.sequences.append((tokens[s:e], int(prompt_length), hidden[s:e], lse[s:e], argmax[s:e]))
+                self.greedy.append(bool(data["greedy"][i]))
+                self.reply_tokens += e - s - int(prompt_length)
+            self.shards.append(entry["index"])
+
+    def token_counts(self, vocab_size: int) -> np.ndarray:
+        """How often each token id occurs in the replies, int64 ``[vocab_size]``."""
+        counts = np.zeros(vocab_size, dtype=np.int64)
+        for tokens, prompt_length, *_ in self.sequences:
+            np.add.at(counts, tokens[prompt_length:], 1)
+        return counts
+
+
+def choose_vocab(counts: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` most frequent reply tokens (special tokens always), int64, most frequent first."""
+    order = np.argsort(-counts, kind="stable")
+    chosen = list(SPECIAL_TOKENS) + [int(t) for t in order if int(t) not in SPECIAL_TOKENS]
+    return np.asarray(chosen[:size], dtype=np.int64)
+
+
+def batches(sequences: list, max_tokens: int, rng: np.random.Generator | None) -> list[list[int]]:
+    """Indices of ``sequences`` grouped by length into batches of at most ``max_tokens`` padded tokens."""
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i][0]))
+    groups, current, longest = [], [], 0
+    for i in order:
+        length = len(sequences[i][0])
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            groups.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        groups.append(current)
+    if rng is not None:
+        rng.shuffle(groups)
+    return groups
+
+
+def collate(sequences: list, indices: list[int], to_draft: np.ndarray, device: str) -> dict:
+    """Padded tensors of one batch: h ``[B, T, H]``, draft ids of ``x_{j+1}``, positions, the loss mask (reply
+    positions ``j`` with ``prompt_length - 1 <= j <= length - 3``), next features ``h_{j+1}``, ``lse_{j+1}`` and
+    the target's argmax token ``argmax_{j+1}``."""
+    longest = max(len(sequences[i][0]) for i in indices) - 1
+    b = len(indices)
+    size = sequences[indices[0]][2].shape[1]
+    h = np.zeros((b, longest, size), dtype=np.float32)
+    h_next = np.zeros((b, longest, size), dtype=np.float32)
+    lse_next = np.zeros((b, longest), dtype=np.float32)
+    argmax_next = np.zeros((b, longest), dtype=np.int64)
+    ids = np.zeros((b, longest), dtype=np.int64)
+    mask = np.zeros((b, longest), dtype=bool)
+    for row, i in enumerate(indices):
+        tokens, prompt_length, hidden, lse, argmax = sequences[i]
+        n = len(tokens) - 1
+        h[row, :n] = hidden[:n]
+        h_next[row, :n] = hidden[1 : n + 1]
+        lse_next[row, :n] = lse[1 : n + 1]
+        argmax_next[row, :n] = argmax[1 : n + 1]
+        ids[row, :n] = to_draft[tokens[1 : n + 1]]
+        mask[row, prompt_length - 1 : n - 1] = True
+    positions = np.broadcast_to(np.arange(longest), (b, longest))
+    tensors = dict(h=h, h_next=h_next, lse_next=lse_next, argmax_next=argmax_next, ids=ids, mask=mask,
+                   positions=np.ascontiguousarray(positions))
+    return {key: torch.from_numpy(value).to(device) for key, value in tensors.items()}
+
+
+def losses(head: DraftHead, batch: dict, noise: float) -> tuple[torch.Tensor, dict]:
+    """Training loss of one batch (both drafting steps) and its parts."""
+    h = batch["h"]
+    if noise:
+        h = h + (torch.rand_like(h) * 2 - 1) * noise
+    g, g2 = head(h, batch["ids"], batch["positions"], second_step=True)
+    mask = batch["mask"]
+    h_next = batch["h_next"][mask]
+    with torch.no_grad():
+        target = torch.exp(head.logits(h_next) - batch["lse_next"][mask][:, None])
+    parts, total = {}, 0.0
+    for name, feature in (("step1", g), ("step2", g2)):
+        f = feature[mask]
+        ce = -(target * F.log_softmax(head.logits(f), dim=-1)).sum(-1).mean()
+        regression = F.smooth_l1_loss(f, h_next)
+        total = total + ce + REGRESSION_WEIGHT * regression
+        parts[name] = float(ce.detach())
+    return total, parts
+
+
+def warp(logits: torch.Tensor, temperature: float, top_p: float, head: int = 512) -> torch.Tensor:
+    """Probabilities after temperature and top-p (nucleus) truncation, rows of ``logits`` ``[N, V]``; the nucleus
+    is looked for among the ``head`` most likely tokens (at temperature 0.7 it is almost always far smaller)."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    top, order = probs.topk(min(head, probs.shape[-1]), dim=-1)
+    top = top * ((top.cumsum(-1) - top) < top_p)
+    result = torch.zeros_like(probs).scatter(-1, order, top)
+    return result / result.sum(-1, keepdim=True)
+
+
+@torch.no_grad()
+def evaluate(head: DraftHead, data: Shards, vocab: torch.Tensor, full_table: torch.Tensor, to_draft: np.ndarray,
+             device: str, conversations: int = 150) -> dict:
+    """Acceptance on held-out conversations (see the module docstring), on ``conversations`` evenly spaced greedy
+    replies and as many sampled ones; ``full_table`` float32 ``[target vocab, hidden]`` is the target's whole
+    embedding (for its full distribution).
+
+    Returns:
+        ``greedy_accept_1``: on greedy replies, how often the first draft is the target's argmax;
+        ``greedy_accept_2_given_1``: how often the second draft is, where the first was;
+        ``sampled_accept_1`` / ``sampled_accept_2``: on sampled replies, the expected acceptance of speculative
+        sampling at temperature 0.7, top-p 0.9 (``sum min(p, q)``) of the first and of the second draft step;
+        ``positions``: reply positions scored.
+    """
+    head.eval()
+    totals = {"greedy_1": 0.0, "greedy_2": 0.0, "greedy_2_of": 0, "greedy_n": 0, "sampled_1": 0.0, "sampled_2": 0.0,
+              "sampled_n": 0}
+    for kind in ("greedy", "sampled"):
+        chosen = [i for i, greedy in enumerate(data.greedy) if greedy == (kind == "greedy")]
+        chosen = chosen[:: max(1, len(chosen) // conversations)][:conversations]
+        for indices in batches([data.sequences[i] for i in chosen], 8192, None):
+            batch = collate([data.sequences[i] for i in chosen], indices, to_draft, device)
+            g, g2 = head(batch["h"], batch["ids"], batch["positions"], second_step=True)
+            mask = batch["mask"]
+            totals[f"{kind}_n"] += int(mask.sum())
+            if kind == "greedy":
+                target_top = batch["argmax_next"]
+                first = (vocab[head.logits(g).argmax(-1)] == target_top) & mask
+                second = (vocab[head.logits(g2).argmax(-1)] == target_top) & mask
+                # step 2 at position j drafts after step 1 at j - 1 drafted the token there: a chain of two
+                after_first = torch.zeros_like(first)
+                after_first[:, 1:] = first[:, :-1]
+                totals["greedy_1"] += int(first.sum())
+                totals["greedy_2"] += int((second & after_first).sum())
+                totals["greedy_2_of"] += int(after_first.sum())
+            else:
+                target_p = warp(batch["h_next"][mask] @ full_table.T, 0.7, 0.9)[:, vocab]
+                totals["sampled_1"] += float(torch.minimum(target_p, warp(head.logits(g[mask]), 0.7, 0.9)).sum())
+                totals["sampled_2"] += float(torch.minimum(target_p, warp(head.logits(g2[mask]), 0.7, 0.9)).sum())
+    head.train()
+    return {
+        "positions": totals["greedy_n"] + totals["sampled_n"],
+        "greedy_accept_1": totals["greedy_1"] / max(1, totals["greedy_n"]),
+        "greedy_accept_2_given_1": totals["greedy_2"] / max(1, totals["greedy_2_of"]),
+        "sampled_accept_1": totals["sampled_1"] / max(1, totals["sampled_n"]),
+        "sampled_accept_2": totals["sampled_2"] / max(1, totals["sampled_n"]),
+    }
+
+
+def default_precision() -> str:
+    """``bf16`` on CUDA and on CPUs with native bf16 (AVX512_BF16 or AMX: 2.4x faster than f32 on a Zen 5), else
+    ``f32``."""
+    if torch.cuda.is_available():
+        return "bf16"
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "f32"
+
+
+def final_norm_weight(model_folder: Path) -> np.ndarray | None:
+    """float32 ``[hidden]``: the weight of the target's final RMSNorm (the constant its LM head's input is
+    multiplied by), which sets the scale of the hidden states the head predicts; None if the graph hides it."""
+    import openvino as ov
+
+    from inference.model import lm_head
+
+    scaling = lm_head(ov.Core().read_model(model_folder / "openvino_model.xml")).input_value(0).get_node()
+    if scaling.get_type_name() != "Multiply":
+        return None
+    for value in scaling.input_values():
+        node = value.get_node()
+        while node.get_type_name() == "Convert":
+            node = node.input_value(0).get_node()
+        if node.get_type_name() == "Constant":
+            return node.get_data().astype(np.float32).ravel()
+    return None
+
+
+def target_table(model_folder: Path) -> np.ndarray:
+    """float32 ``[vocab, hidden]``: the target's LM-head rows (its tied embedding) as its IR computes them."""
+    import openvino as ov
+
+    from inference.model import lm_head
+
+    core = ov.Core()
+    weights = lm_head(core.read_model(model_folder / "openvino_model.xml")).input_value(1)
+    compiled = core.compile_model(ov.Model([weights], [], "lm_head_weights"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return np.asarray(compiled({})[0], dtype=np.float32)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--train-tokens", type=int, help="reply tokens to train on (default: all training shards)")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--min-steps", type=int, default=0,
+                        help="train more epochs than --epochs if needed to take at least this many optimizer steps "
+                             "(small data sets need more passes)")
+    parser.add_argument("--vocab", type=int, default=8192, help="draft vocabulary size")
+    parser.add_argument("--batch-tokens", type=int, default=2048)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", choices=("bf16", "f32"), default=default_precision(),
+                        help="autocast precision of the matrix products (default: bf16 where the CPU has it natively)")
+    args = parser.parse_args(argv)
+    autocast = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((args.data / "manifest.json").read_text())
+    started = time.time()
+    train = Shards(args.data, held_out=False, max_reply_tokens=args.train_tokens)
+    held_out = Shards(args.data, held_out=True)
+    table = target_table(Path(manifest["model"]))
+    vocab = choose_vocab(train.token_counts(table.shape[0]), args.vocab)
+    to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
+    to_draft[vocab] = np.arange(len(vocab))
+    config = HeadConfig(hidden=table.shape[1], vocab=len(vocab))
+    head = DraftHead(config, torch.from_numpy(table[vocab]))
+    scale = final_norm_weight(Path(manifest["model"]))
+    if scale is not None and scale.shape == (config.hidden,):
+        with torch.no_grad():
+            head.final_norm.weight.copy_(torch.from_numpy(scale))
+    head = head.to(args.device)
+    full_table = torch.from_numpy(table).to(args.device)
+    vocab_t = torch.from_numpy(vocab).to(args.device)
+    optimizer = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
+    groups = batches(train.sequences, args.batch_tokens, None)
+    args.epochs = max(args.epochs, -(-args.min_steps // len(groups)))
+    total_steps = args.epochs * len(groups)
+    warmup = min(200, total_steps // 10)
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total_steps - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    checkpoint = args.out / "head.pt"
+    history: list[dict] = []
+    first_epoch = 0
+    if args.resume and checkpoint.is_file():
+        state = torch.load(checkpoint, map_location=args.device, weights_only=False)  # our own checkpoint: it holds NumPy RNG state
+        head.load_state_dict(state["head"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        history, first_epoch = state["history"], state["epoch"] + 1
+        rng = np.random.default_rng([args.seed, first_epoch])
+    coverage = float(train.token_counts(table.shape[0])[vocab].sum() / max(1, train.reply_tokens))
+    print(f"training on {train.reply_tokens} reply tokens ({len(train.sequences)} conversations, shards "
+          f"{train.shards[:3]}...), held out {held_out.reply_tokens}; vocabulary {len(vocab)} covers "
+          f"{coverage:.3f} of the training replies; {len(groups)} batches per epoch", flush=True)
+    for epoch in range(first_epoch, args.epochs):
+        epoch_start = time.time()
+        running = []
+        for step, indices in enumerate(batches(train.sequences, args.batch_tokens, rng)):
+            batch = collate(train.sequences, indices, to_draft, args.device)
+            with autocast:
+                loss, parts = losses(head, batch, FEATURE_NOISE)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            running.append(parts)
+            if step % 200 == 0:
+                recent = running[-200:]
+                print(f"epoch {epoch} step {step}/{len(groups)}: ce1 {np.mean([r['step1'] for r in recent]):.3f} "
+                      f"ce2 {np.mean([r['step2'] for r in recent]):.3f} ({time.time() - epoch_start:.0f} s)", flush=True)
+        final = epoch == args.epochs - 1
+        metrics = {}
+        if final or (epoch + 1) % max(1, args.epochs // 4) == 0:  # about four evaluations per run
+            with autocast:
+                metrics = evaluate(head, held_out, vocab_t, full_table, to_draft, args.device)
+        metrics.update(epoch=epoch, train_reply_tokens=train.reply_tokens, seconds=round(time.time() - epoch_start),
+                       train_ce1=float(np.mean([r["step1"] for r in running[-500:]])), final=final,
+                       steps=(epoch + 1) * len(groups))
+        history.append(metrics)
+        print(json.dumps(metrics), flush=True)
+        state = {
+            "head": head.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "epoch": epoch, "history": history, "config": config.as_dict(), "vocab": vocab,
+            "args": {k: str(v) for k, v in vars(args).items()}, "coverage": coverage,
+            "data_manifest": {k: manifest[k] for k in ("command", "seed", "model_sha256", "versions")},
+            "train_shards": train.shards,
+        }
+        torch.save(state, checkpoint.with_suffix(".tmp"))
+        os.replace(checkpoint.with_suffix(".tmp"), checkpoint)
+        (args.out / "metrics.json").write_text(json.dumps(history, indent=1))
+    print(f"done in {time.time() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
