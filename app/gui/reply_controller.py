@@ -212,6 +212,12 @@ class ReplyController(QObject):
         settings = self._settings()
         if settings.use_remote:
             return "Continue works with the models on this computer: an OpenAI-compatible server cannot continue a reply."
+        conversation = self.db.conversation(message.conversation_id)
+        if conversation is not None and conversation.json_output:  # its grammar would start a second object
+            return (
+                "A JSON output reply cannot be continued: raise Longest reply in the settings and press Regenerate "
+                "(or uncheck JSON output to continue it as text)."
+            )
         extra = {"model": self.worker.describe_answer(), "target_model": settings.target_name}
         recorder = ReplyRecorder(self.db, message, extra=extra, resume=True)
         self.active = ActiveReply(message.conversation_id, recorder, False, continued=message.content)

@@ -39,3 +39,18 @@ def test_the_precise_preset_tells_a_story_without_repeating_a_paragraph(qtbot, m
     runs = [" ".join(words[i : i + 20]) for i in range(len(words) - 20)]
     assert len(words) > 150
     assert len(runs) == len(set(runs)), "20 words came twice in a row"  # plain greedy repeats a paragraph from word 199
+
+
+def test_a_json_output_reply_cut_by_the_length_limit_is_not_continued_into_broken_json(qtbot, make_window):
+    """The grammar of a JSON output conversation starts one object per reply: continuing a cut object would start a
+    second one after it, so Continue says what to do instead and leaves the reply as it is."""
+    window = make_window(FAST.with_values(max_new_tokens=6))
+    window.chat_view.json_box.setChecked(True)
+    cut = send_and_wait(qtbot, window, "Give me a JSON object with the name and the capital of France.")
+    assert cut.stats["stop_reason"] == "max_new_tokens" and cut.content.lstrip().startswith("{")
+    widget = window.chat_view.widget(cut.id)
+    assert widget.continue_button.isVisible()
+    click(qtbot, widget.continue_button)
+    assert window.active is None  # nothing was generated
+    assert "A JSON output reply cannot be continued" in window.composer.error_text
+    assert window.db.message(cut.id).content == cut.content
