@@ -5,8 +5,8 @@
 
 Prompts: ``bench/data/free_chat_prompts.txt`` (advice, explanation, story, how-to, opinion, lists; written for the
 benchmark, never trained on: ``tools/draft_head`` refuses training prompts that overlap them). Each is sent as a
-one-message chat with the template's default system prompt, as the window sends it; replies run to EOS or 256
-tokens. Samplings: greedy, and the chat defaults (the Model default preset: temperature 0.7, top-p 0.9, repetition
+one-message chat with the template's default system prompt, as the window sends it; replies run to EOS or
+``--max-tokens`` (default 256). Samplings: greedy, and the chat defaults (the Model default preset: temperature 0.7, top-p 0.9, repetition
 penalty 1.1; seed = prompt index, the same for every mode). Modes: autoregressive, prompt lookup, the draft head at
 K = 1 and 2, and the head with adaptive K; each repetition runs every mode on a prompt back to back (rotating
 which goes first) from an empty cache, so all modes share the machine's state.
@@ -44,14 +44,14 @@ from inference.draft_head import load_head  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.events import Finished, StepStats  # noqa: E402
 from inference.kv_cache import KVCache  # noqa: E402
-from inference.model import HIDDEN_STATES, load_model  # noqa: E402
+from inference.model import HIDDEN_STATES, LoadedModel, load_model  # noqa: E402
 from inference.models.default_head import default_head_dir  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 
 PROMPTS = HERE / "data" / "free_chat_prompts.txt"
-MAX_NEW_TOKENS = 256
+DEFAULT_MAX_NEW_TOKENS = 256
 SAMPLINGS = {
     "greedy": {"temperature": 0.0},
     "chat defaults": {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.1},
@@ -75,11 +75,11 @@ def read_prompts(path: Path = PROMPTS) -> list[tuple[str, str]]:
     return pairs
 
 
-def settings_for(mode: str, sampling: str, seed: int) -> GenerationSettings:
+def settings_for(mode: str, sampling: str, seed: int, max_new_tokens: int) -> GenerationSettings:
     decoding, k, adaptive = MODES[mode]
     return GenerationSettings(
         decoding=decoding,
-        sampling=SamplingSettings(max_new_tokens=MAX_NEW_TOKENS, seed=seed, **SAMPLINGS[sampling]),
+        sampling=SamplingSettings(max_new_tokens=max_new_tokens, seed=seed, **SAMPLINGS[sampling]),
         context=ContextSettings(n_ctx=4096),
         speculative=SpeculativeSettings(k=k, adaptive=adaptive),
     )
@@ -94,14 +94,26 @@ def _median_ms(function, repeats: int = 40) -> float:
     return statistics.median(times[repeats // 4 :])
 
 
-def pass_costs(engine: Engine, prompt_ids: list[int], max_tokens: int = 4) -> dict:
+def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_tokens: int = 4) -> dict:
     """Milliseconds of a target pass over 1..max_tokens tokens and of a one-token head pass, after the prompt is
-    cached (medians of 40, the first quarter dropped), and each as a share of the one-token target pass."""
+    cached (medians of 40, the first quarter dropped), and each as a share of the one-token target pass.
+
+    ``plain`` is the target compiled without the hidden-state output a head reads: ``target_1_plain`` is its
+    one-token pass, measured in turns with ``target_1`` (what exposing the hidden states costs a decode step)."""
     target = engine.target
     cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
     cache.forward(prompt_ids)
     length = len(cache)
-    costs = {}
+    plain_cache = KVCache(plain.compiled, plain.rope)
+    plain_cache.forward(prompt_ids)
+    with_hidden, without = [], []
+    for _ in range(5):
+        for cached, times in ((cache, with_hidden), (plain_cache, without)):
+            def one_token(cached=cached):
+                cached.forward(prompt_ids[-1:])
+                cached.truncate(length)
+            times.append(_median_ms(one_token, repeats=20))
+    costs = {"target_1_hidden": statistics.median(with_hidden), "target_1_plain": statistics.median(without)}
     for n in range(1, max_tokens + 1):
         def step(n=n):
             cache.forward(prompt_ids[-n:])
@@ -207,11 +219,14 @@ def markdown(results: dict) -> str:
         f"- Machine: {results['machine']}",
         f"- Command: `{results['command']}` at commit {results['commit']}, {results['finished']} "
         f"({results['minutes']} min)",
-        f"- {results['prompts']} prompts (bench/data/free_chat_prompts.txt), replies to EOS or {MAX_NEW_TOKENS} tokens, "
+        f"- {results['prompts']} prompts (bench/data/free_chat_prompts.txt), replies to EOS or {results['max_new_tokens']} tokens, "
         f"{results['reps']} repetitions; numbers are medians over repetitions, acceptance pooled.",
         "- Pass costs (one-token target pass = 1): "
         + ", ".join(f"{k} {v:.2f}" for k, v in results["pass_costs"]["ratio"].items())
         + f" (one-token target pass {results['pass_costs']['ms']['target_1']:.2f} ms)",
+        "- The hidden-state output a head reads: a one-token target pass takes "
+        f"{results['pass_costs']['ms']['target_1_hidden']:.2f} ms with it, "
+        f"{results['pass_costs']['ms']['target_1_plain']:.2f} ms without (medians of 5 alternating rounds of 20)",
         "",
         "| sampling | mode | tokens/s | speedup | acceptance | tokens per pass | predicted | efficiency | identical |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -234,14 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, help="use the first N prompts (default: all)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="longest reply (default 256)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     started = time.time()
     target_dir = ensure_default_model(4)
     engine = Engine(load_model(target_dir, "CPU", PrecisionSettings()), load_head(default_head_dir()))
+    plain = load_model(target_dir, "CPU", PrecisionSettings(), hidden_states=False)
     prompts = read_prompts()[: args.prompts]
     ids = [ChatSession(engine, messages=[{"role": "user", "content": p}]).prompt_ids() for _, p in prompts]
-    costs = pass_costs(engine, ids[0])
+    costs = pass_costs(engine, plain, ids[0])
+    del plain
     modes = list(MODES)
     runs: dict = {}
     for rep in range(args.reps):
@@ -251,14 +269,14 @@ def main(argv: list[str] | None = None) -> int:
             for index, prompt_ids in enumerate(ids):
                 rotation = (index + rep) % len(modes)
                 for mode in modes[rotation:] + modes[:rotation]:
-                    runs[(sampling, mode, rep)].append(run_one(engine, prompt_ids, settings_for(mode, sampling, index)))
+                    runs[(sampling, mode, rep)].append(run_one(engine, prompt_ids, settings_for(mode, sampling, index, args.max_tokens)))
                 print(f"rep {rep + 1}/{args.reps} {sampling}: prompt {index + 1}/{len(ids)}", file=sys.stderr, flush=True)
     # runs were appended in prompt order for every mode, so index i is the same prompt in every list
     results = {
         "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {_cpu_name()}",
         "command": "python bench/free_chat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": args.reps,
+        "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": args.reps, "max_new_tokens": args.max_tokens,
         "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
         "pass_costs": costs, "table": summarize(runs, costs["ratio"], args.reps),
     }

@@ -190,6 +190,7 @@ def load_model(
     device: str = "CPU",
     precision: PrecisionSettings | None = None,
     num_threads: int | None = None,
+    hidden_states: bool = True,
 ) -> LoadedModel:
     """Read and compile a model folder.
 
@@ -200,6 +201,8 @@ def load_model(
         precision: compute / KV-cache precision, dynamic quantization and fast prefill
             (``precision.PrecisionSettings``); None = the device's own defaults (what a draft model uses).
         num_threads: CPU inference threads (INFERENCE_NUM_THREADS); None = all cores.
+        hidden_states: add the output ``HIDDEN_STATES`` that a draft head reads (``_expose_hidden_states``); False
+            compiles the graph as exported (``bench/free_chat.py`` measures what the output costs a decode step).
 
     Raises:
         ModelLoadError: the folder or a required file is missing, OpenVINO cannot read it (the message suggests
@@ -228,7 +231,8 @@ def load_model(
     prefill_compiled = None
     try:
         model = core().read_model(folder / "openvino_model.xml")
-        _expose_hidden_states(model)
+        if hidden_states:
+            _expose_hidden_states(model)
         _compute_only_last_logits(model)
         tokenizer = shared_tokenizer(folder)
     except (RuntimeError, OSError) as error:
