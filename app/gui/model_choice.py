@@ -33,7 +33,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
-from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
+from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
 from inference.settings import Decoding
 
 from ..backends.remote import RemoteError
@@ -210,15 +210,15 @@ class ModelChoice(QObject):
     # --- the store --------------------------------------------------------------------------------
 
     def refresh_models(self) -> None:
-        """Re-read the model store: the picker lists every installed model, the draft list those with the
-        target's tokenizer (a draft-model decoding whose draft no longer fits gets the preselected one)."""
+        """Re-read the model store: the picker lists every installed model but draft heads (a head only drafts),
+        the draft list those with the target's tokenizer (a draft-model decoding whose draft no longer fits gets the preselected one)."""
         models = _installed_models()
         settings = self.settings
         picker = self.window.model_picker
         remote = settings.remote_target().describe() if settings.remote_model else None
         root = settings.remote_target().root if settings.remote_model else ""
         picker.set_remote(remote, settings.use_remote, self.unreachable.get(root))
-        picker.set_models(models, settings.target_model, settings.bits)
+        picker.set_models(target_models(models), settings.target_model, settings.bits)
         picker.set_device(None if settings.use_remote else settings.target_device)
         drafts, preselected = draft_choices(self._target_manifest(models), models)
         self.window.settings_pane.set_models(drafts, preselected)
