@@ -371,6 +371,22 @@ def _version_2_history(path) -> None:
     raw.close()
 
 
+def test_a_version_3_history_keeps_its_json_output_chats_when_it_gets_branches(tmp_path):
+    """Schema 3 is the JSON output column, as SpecChat wrote it before chat branches (schema 4)."""
+    path = tmp_path / "v3.sqlite3"
+    _version_2_history(path)
+    raw = sqlite3.connect(path)
+    raw.execute("ALTER TABLE conversations ADD COLUMN json_output INTEGER NOT NULL DEFAULT 0")  # that version's step 3
+    raw.execute("UPDATE conversations SET json_output = 1 WHERE id = 1")
+    raw.execute("PRAGMA user_version = 3")
+    raw.commit()
+    raw.close()
+    db = HistoryDB(path)
+    assert db.schema_version == SCHEMA_VERSION == 4
+    assert db.conversation(1).json_output is True
+    assert [(m.role, m.content) for m in db.messages(1)][-2:] == [("user", "Tell a joke"), ("assistant", "No.")]
+
+
 def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
     path = tmp_path / "v2.sqlite3"
     _version_2_history(path)
