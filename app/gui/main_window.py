@@ -99,11 +99,12 @@ class MainWindow(QMainWindow):
         self.worker = worker
         self.devices = devices
         self.owns_worker = owns_worker
-        self._history_notice = history_notice
         self._shut_down = False
         self.tasks = TaskSet(self._unexpected_error)
         say = self.statusBar().showMessage
-        self.choice = ModelChoice(self, store, say)
+        self.choice = ModelChoice(self, store, say)  # (it loads the settings: store.notice says if it could not)
+        files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))  # settings.json, remote keys
+        self._notices = [("chat history", history_notice, "historyNotice"), ("settings", files_notice, "settingsNotice")]
         self.models = ModelLoader(worker, self.tasks, lambda: self.settings, self.choice.ask_retry, parent=self)
         self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)
 
@@ -128,7 +129,6 @@ class MainWindow(QMainWindow):
             self.conversations.new()
         for warning in store.warnings:
             say(warning, 10000)
-        self._files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))
 
     @property
     def settings(self) -> AppSettings:
@@ -417,16 +417,11 @@ class MainWindow(QMainWindow):
 
     def start(self) -> None:
         """Show any startup notice and start preparing the model in the background."""
-        if self._history_notice:
-            notice, self._history_notice = self._history_notice, None
-            self.tasks.spawn(
-                message_box(self, QMessageBox.Icon.Warning, "SpecChat: chat history", notice, object_name="historyNotice")
-            )
-        if self._files_notice:
-            notice, self._files_notice = self._files_notice, ""
-            self.tasks.spawn(
-                message_box(self, QMessageBox.Icon.Warning, "SpecChat: settings", notice, object_name="settingsNotice")
-            )
+        notices, self._notices = self._notices, []
+        for about, notice, name in notices:
+            if notice:
+                box = message_box(self, QMessageBox.Icon.Warning, f"SpecChat: {about}", notice, object_name=name)
+                self.tasks.spawn(box)
         self.models.load()
         start_warm_up()  # pygments' lexers, for code blocks, in the background
         self.choice.update_compare()
