@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import BROWSE_DRAFT
+from inference.models.default_head import default_head_dir
 from inference.models.default_model import default_model_dir
 from inference.models.store import ModelManifest, read_manifest
 
@@ -260,7 +261,7 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     assert window.db.conversation(first) is not None
 
 
-def test_header_highlight_and_system_prompt(qtbot, env):
+def test_header_highlight_system_prompt_and_json_output(qtbot, env):
     window = env["window"]
     view = window.chat_view
     click(qtbot, view.highlight_box)
@@ -281,6 +282,11 @@ def test_header_highlight_and_system_prompt(qtbot, env):
     assert len(window.db.messages(view.conversation_id)) == len(before) + 2
     click(qtbot, view.system_button)
     assert not view.system_edit.isVisible() and view.system_button.text() == "System prompt ✓"
+    # JSON output: kept with the conversation as it is clicked on and off (its replies: test_chat_end_to_end)
+    click(qtbot, view.json_box)
+    assert view.json_box.isChecked() and window.db.conversation(view.conversation_id).json_output is True
+    click(qtbot, view.json_box)
+    assert not view.json_box.isChecked() and window.db.conversation(view.conversation_id).json_output is False
     # the side panel can be hidden and shown
     window.side_panel_action.trigger()
     assert not window.right_splitter.isVisible()
@@ -346,7 +352,8 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     # a draft model chosen with Browse…: reload with the draft, speculative replies use it
     pane.bits.setCurrentIndex(pane.bits.findData(4))
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
-    assert pane.current().draft_model == str(int8_dir)  # the smallest installed draft is taken: no error first
+    # the smallest installed draft is taken, no error first: the default model's head (installed with the model)
+    assert pane.current().draft_model == str(default_head_dir())
     assert pane.error_labels["draft_model"].text() == "" and window.composer.send_button.isEnabled()
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(""))  # "(none)"
     assert "needs a draft model" in pane.error_labels["draft_model"].text()
