@@ -42,7 +42,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QS
 from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
-from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models
+from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
 from inference.settings import Decoding
 
 from ..background import TaskSet
@@ -479,7 +479,7 @@ class MainWindow(QMainWindow):
         settings = self.settings
         remote = settings.remote_target().describe() if settings.remote_model else None
         self.model_picker.set_remote(remote, settings.use_remote)
-        self.model_picker.set_models(models, settings.target_model, settings.bits)
+        self.model_picker.set_models(target_models(models), settings.target_model, settings.bits)  # a draft head only drafts
         self.model_picker.set_device(None if settings.use_remote else settings.target_device)
         drafts = compatible_drafts(self._target_manifest(models), models)
         self.settings_pane.set_models(drafts)

@@ -98,6 +98,19 @@ def test_a_model_added_while_the_app_runs_appears_after_refresh(qtbot, make_wind
     assert window.settings.draft_model == str(tiny_store / "tiny-same-b")  # the draft chosen stays chosen
 
 
+def test_the_default_models_draft_head_is_a_draft_never_a_target(qtbot, make_window, tiny_store):
+    """The head installed with the default model drafts for it only: it is no entry of the target picker."""
+    from inference.models.default_head import DEFAULT_HEAD_NAME, ensure_default_head
+
+    window = make_window(TINY)
+    if ensure_default_head() is None:
+        pytest.skip("this build ships no draft head")
+    window.refresh_models_action.trigger()
+    assert DEFAULT_HEAD_NAME in [m.store_name for m in model_store.installed_models()]
+    entries = [window.model_picker.choice(i)[0] for i in range(window.model_picker.combo.count())]
+    assert DEFAULT_HEAD_NAME not in entries and "tiny-same" in entries
+
+
 def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_another_says_so(
     qtbot, make_window, tiny_store
 ):
