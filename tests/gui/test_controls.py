@@ -278,6 +278,11 @@ def test_header_highlight_and_system_prompt(qtbot, env):
     assert len(window.db.messages(view.conversation_id)) == len(before) + 2
     click(qtbot, view.system_button)
     assert not view.system_edit.isVisible() and view.system_button.text() == "System prompt ✓"
+    # the JSON output box is kept with the conversation, on and off again
+    click(qtbot, view.json_box)
+    assert window.db.conversation(view.conversation_id).json_output is True
+    click(qtbot, view.json_box)
+    assert window.db.conversation(view.conversation_id).json_output is False
     # the side panel can be hidden and shown
     window.side_panel_action.trigger()
     assert not window.right_splitter.isVisible()
