@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import httpx
 
-    from app.inference_worker import warm_up
+    from app.backends.worker import warm_up
     from inference.engine import Engine
     from inference.models.default_model import ensure_default_model
 

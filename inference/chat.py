@@ -133,6 +133,26 @@ class ChatSession:
                 self.messages.append({"role": "assistant", "content": event.stats.text})
             yield event
 
+    def continue_reply(
+        self,
+        partial: str,
+        settings: GenerationSettings,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Stream more of an assistant reply that stopped at its length limit: the conversation (ending with the
+        user message) is rendered as for a new reply and ``partial`` follows it, as the model's own text; the
+        events carry only the new text. ``partial`` is tokenized again, so its tokens may differ from the ones the
+        model generated (as llama.cpp and LM Studio continue a reply).
+
+        Raises:
+            ValueError: ``partial`` is empty, or a setting is out of range.
+        """
+        if not partial:
+            raise ValueError("there is no reply to continue")
+        tokenizer = self.engine.target.tokenizer
+        text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True) + valid_text(partial)
+        yield from self.engine.generate(self.engine.target.encode(text), settings, self.system_prompt_tokens(), cancel)
+
     def first_difference(
         self, reference: list[int], candidate: list[int], settings: GenerationSettings
     ) -> FirstDifference | None:

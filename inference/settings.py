@@ -83,7 +83,7 @@ class Decoding(str, enum.Enum):
 DECODING_VALUES = frozenset(d.value for d in Decoding)
 
 _DECODING_LABELS = {
-    Decoding.AUTOREGRESSIVE: "Autoregressive",
+    Decoding.AUTOREGRESSIVE: "Plain (one token per step)",
     Decoding.DRAFT_MODEL: "Speculative, draft model",
     Decoding.PROMPT_LOOKUP: "Speculative, prompt lookup",
 }

@@ -11,7 +11,8 @@ import time
 import pytest
 from helpers import bound_by_permissions
 
-from app.cli.commands import build_parser, read_message, read_prompt, unused_options
+from app.cli.commands import build_parser, read_message, read_prompt
+from app.cli.options import unused_options
 
 BIG_PROMPT_BYTES = 140 * 1024  # more than one argument may hold (Linux: 128 KiB)
 

@@ -9,8 +9,8 @@ import pytest
 from helpers import run_coroutine
 from server_process import ServerProcess
 
-from app.inference_worker import GenerationRequest
-from app.remote_backend import RemoteBackend, RemoteError, RemoteTarget
+from app.backends.protocol import GenerationRequest
+from app.backends.remote import RemoteBackend, RemoteError, RemoteTarget
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 

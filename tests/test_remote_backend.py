@@ -1,4 +1,4 @@
-"""The remote backend (app/remote_backend.py) against the OpenAI-compatible stub on 127.0.0.1 (tests/remote_stub.py):
+"""The remote backend (app/backends/remote.py) against the OpenAI-compatible stub on 127.0.0.1 (tests/remote_stub.py):
 the text and statistics that arrive, the SpecChat extension, and the message of every error."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from remote_stub import (
     ScriptedServer,
 )
 
-from app.inference_worker import GenerationRequest
-from app.remote_backend import (
+from app.backends.protocol import GenerationRequest
+from app.backends.remote import (
     MAX_ERROR_BYTES,
     MAX_LINE_BYTES,
     RemoteBackend,

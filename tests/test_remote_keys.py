@@ -1,4 +1,4 @@
-"""API keys of remote servers (app/remote_keys.py): a usable keyring holds them; without one, a file readable by the
+"""API keys of remote servers (app/backends/remote_keys.py): a usable keyring holds them; without one, a file readable by the
 user only does. Never the user's real keyring: each test sets its own backend."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import keyring.backend
 import keyring.backends.fail
 import pytest
 
-from app.remote_keys import KEYRING_SERVICE, check_keys_file, keys_file, load_api_key, save_api_key
+from app.backends.remote_keys import KEYRING_SERVICE, check_keys_file, keys_file, load_api_key, save_api_key
 
 URL = "http://gpu-box:8000/v1"
 
@@ -94,7 +94,7 @@ def test_a_keys_file_that_cannot_be_moved_aside_is_not_written(config, monkeypat
     def refuse(_path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("app.remote_keys.move_aside", refuse)
+    monkeypatch.setattr("app.backends.remote_keys.move_aside", refuse)
     with pytest.raises(OSError, match="could not be moved aside .*it was left as it is"):
         save_api_key(URL, "sk-secret")
     assert keys_file().read_text() == "{damaged"

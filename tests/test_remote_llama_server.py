@@ -15,8 +15,8 @@ import httpx
 import pytest
 from helpers import run_coroutine
 
-from app.inference_worker import GenerationRequest
-from app.remote_backend import RemoteBackend, RemoteModel, RemoteTarget
+from app.backends.protocol import GenerationRequest
+from app.backends.remote import RemoteBackend, RemoteModel, RemoteTarget
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import GenerationSettings, SamplingSettings
 

@@ -1,4 +1,4 @@
-"""The in-process server bridge (app/serve_in_thread.py) with a tiny FastAPI app and a fake worker on a loop of its
+"""The in-process server bridge (app/backends/serve_in_thread.py) with a tiny FastAPI app and a fake worker on a loop of its
 own thread (standing in for the window's GUI loop): batches cross both loops, errors and cancellation too, the port
 is freed, a port in use says so."""
 
@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
+from app.backends.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
 from app.server.binding import listen
 
 

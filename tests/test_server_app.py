@@ -12,8 +12,8 @@ import httpx
 import pytest
 from helpers import run_coroutine
 
+from app.backends.worker import InferenceWorker, ModelSpec
 from app.cli.serve import api_key_of
-from app.inference_worker import InferenceWorker, ModelSpec
 from app.server import create_app
 from app.server.protocol import (
     APIError,

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
+from app.backends.serve_in_thread import ServerStartError, listen_for_window
 from app.cli.serve import _listen
-from app.serve_in_thread import ServerStartError, listen_for_window
 from app.server.binding import ListenError, check_binding, host_of, is_loopback, listen, url_of
 
 

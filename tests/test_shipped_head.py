@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
 
-from app.cli.commands import build_parser, decoding_settings, unused_options
+from app.cli.commands import build_parser
+from app.cli.options import decoding_settings, unused_options
 from inference.draft_head import HEAD_K, load_head
 from inference.engine import Engine
 from inference.models import store

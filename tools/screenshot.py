@@ -1,14 +1,17 @@
-"""Screenshots of SpecChat, taken under Xvfb: a comparison, a reply, the model picker, the settings pane, a haiku.
+"""Screenshots of SpecChat, taken under Xvfb: a comparison, a reply, the model picker, the settings pane, a haiku, the
+remote server dialog.
 
-    python tools/screenshot.py [--scene compare|chat|picker|settings|haiku] [--output specchat.png]
+    python tools/screenshot.py [--scene compare|chat|picker|settings|haiku|remote] [--output specchat.png]
                                [--size 1366x768] [--prompt TEXT] [--decoding spec_lookup|spec_model]
-                               [--model NAME] [--switch-to NAME] [--n-ctx N]
+                               [--model NAME] [--switch-to NAME] [--n-ctx N] [--theme light|dark|system]
 
 ``compare`` (the default) runs one autoregressive vs speculative comparison; ``chat`` sends the prompt as a message
 and waits for the reply; ``picker`` opens the model picker's list. ``--model`` chats with an installed model (a
 name of ``specchat models list``) instead of the default model. ``settings`` shows the window without generating
 anything (the settings pane as a 1366x768 laptop screen shows it); ``haiku`` shows a stored conversation whose user
-message and reply have several lines (line breaks as rendered). Neither of the last two loads a model.
+message and reply have several lines (line breaks as rendered); ``remote`` opens the remote server dialog over the
+window, a key typed for a server on another computer over plain http (its warning shows). None of the last three
+loads a model.
 """
 
 from __future__ import annotations
@@ -31,12 +34,16 @@ DEFAULT_PROMPT = (
 INSIDE = "SPECCHAT_SCREENSHOT_INSIDE_XVFB"
 HAIKU_PROMPT = "Write a haiku about autumn.\nThree lines, please."
 HAIKU_REPLY = "Crimson leaves drift down\nwhispering to the cold earth\nsummer says goodbye"
+#: The server the ``remote`` scene's dialog shows: another computer (TEST-NET-1, RFC 5737) over plain http.
+REMOTE_URL = "http://192.0.2.7:8000/v1"
+REMOTE_MODEL = "qwen2.5-7b-instruct"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scene", choices=("compare", "chat", "picker", "settings", "haiku"), default="compare",
-                        help="what to show: a comparison, a reply, the model picker open, the settings, a haiku chat")  # fmt: skip
+    parser.add_argument("--scene", choices=("compare", "chat", "picker", "settings", "haiku", "remote"), default="compare",
+                        help="what to show: a comparison, a reply, the model picker open, the settings, a haiku chat, "
+                             "the remote server dialog")  # fmt: skip
     parser.add_argument("--size", default="1440x900", help="screen size WIDTHxHEIGHT (the window fits it)")
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
@@ -49,6 +56,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", default="", help="target model: an installed model's name (default: the default model)")
     parser.add_argument("--n-ctx", type=int, default=None, help="rolling-context size (a small model may need less)")
     parser.add_argument("--switch-to", default="", help="after the reply, choose this installed model (the chat's notice shows)")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), default="light", help="the window's theme (View > Theme)")
     return parser.parse_args(argv)
 
 
@@ -93,9 +101,10 @@ def _take(args: argparse.Namespace) -> int:
     draft = ""
     if args.scene in ("compare", "chat") and args.decoding == "spec_model":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
-    settings = AppSettings(target_model=args.model).with_values(
+    remote = {"remote_url": REMOTE_URL, "remote_model": REMOTE_MODEL} if args.scene == "remote" else {}
+    settings = AppSettings(target_model=args.model, **remote).with_values(
         decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
-        precision=args.precision, kv_cache_precision=args.kv_cache_precision,
+        precision=args.precision, kv_cache_precision=args.kv_cache_precision, theme=args.theme,
         **({"n_ctx": args.n_ctx} if args.n_ctx else {}),
     )  # fmt: skip
     SettingsStore(workdir / "settings.json").save(settings)
@@ -113,15 +122,18 @@ def _take(args: argparse.Namespace) -> int:
     async def scene() -> int:
         if args.scene in ("settings", "haiku"):
             return 0
+        if args.scene == "remote":
+            await _open_remote_dialog(window)
+            return 0
         window.start()
         await window.wait_for_model()
         if args.scene == "picker":
-            window.focus_model_picker()
+            window.model_picker.open_list()
             await asyncio.sleep(0.8)  # the list opens and paints
             return 0
         status = await _reply(window, args)
         if status == 0 and args.switch_to:
-            window.choose_target(*window.choice_for(args.switch_to))
+            window.choice.choose_target(*window.choice.choice_for(args.switch_to))
             await window.wait_for_model()
             await asyncio.sleep(0.8)
         return status
@@ -179,6 +191,19 @@ async def _reply(window, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _open_remote_dialog(window) -> None:
+    """Open Remote server… as the picker's entry does, and type an API key (the plain-http warning shows)."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.widgets.remote_dialog import RemoteServerDialog
+
+    window.tasks.spawn(window.choice.remote_dialog())
+    await asyncio.sleep(0.5)
+    dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, RemoteServerDialog) and w.isVisible())
+    dialog.api_key.setText("sk-example-key")
+    await asyncio.sleep(0.8)  # the warning lays out and paints
+
+
 def _store_haiku_chat(db) -> None:
     """A conversation with a two-line user message and a three-line reply, as a real one is stored."""
     conversation = db.create_conversation("Autumn haiku")
@@ -199,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "--prompt", args.prompt, "--decoding", args.decoding,
                                      "--max-new-tokens", str(args.max_new_tokens), "--precision", args.precision,
                                      "--kv-cache-precision", args.kv_cache_precision, "--timeout", str(args.timeout),
-                                     "--model", args.model, "--switch-to", args.switch_to,
+                                     "--model", args.model, "--switch-to", args.switch_to, "--theme", args.theme,
                                      *(["--n-ctx", str(args.n_ctx)] if args.n_ctx else [])], args.size)  # fmt: skip
     return _take(args)
 

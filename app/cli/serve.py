@@ -17,7 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli.commands import add_model_options, decoding_settings, model_folders
+from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.server.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
 from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
 from inference.settings import SamplingSettings, SettingError
@@ -146,7 +146,7 @@ async def _serve(
 ) -> None:
     import uvicorn
 
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
     from app.server import create_app
 
     worker = InferenceWorker(nice=0)  # no window to keep responsive: the inference thread runs at normal priority

@@ -25,8 +25,8 @@ SMOKE_TEST_ENV = "SPECCHAT_SMOKE_TEST"
 
 def create_application(argv: list[str] | None = None) -> QApplication:
     """The QApplication (created once), with SpecChat's name, style and icon."""
+    from . import theme
     from .qt_compat import protect_singletons
-    from .theme import STYLE_SHEET, make_icon
 
     protect_singletons()
     app = QApplication.instance()
@@ -37,8 +37,9 @@ def create_application(argv: list[str] | None = None) -> QApplication:
         app = QApplication(list(argv) if argv else [sys.argv[0] if sys.argv else "specchat"])
     app.setDesktopFileName("specchat")  # matches specchat.desktop, so desktops show the right icon
     app.setStyle("Fusion")
-    app.setStyleSheet(STYLE_SHEET)
-    app.setWindowIcon(make_icon())
+    theme.remember_platform_palette()  # before SpecChat's palette replaces the platform's
+    theme.apply(app, theme.current())  # the window applies the theme its settings choose
+    app.setWindowIcon(theme.make_icon())
     return app
 
 
@@ -56,7 +57,7 @@ def create_main_window(
     """
     from inference.devices import available_devices
 
-    from ..inference_worker import InferenceWorker
+    from ..backends.worker import InferenceWorker
     from .history_db import open_history
     from .main_window import MainWindow
     from .settings_store import SettingsStore

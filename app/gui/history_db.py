@@ -15,6 +15,13 @@ SpecChat (schema version above ours), one that cannot be opened now (locked, no 
 with bad rows (a NULL or binary message text, statistics that are not the JSON SpecChat writes), whose good rows
 are shown and whose bad messages are shown as "unreadable message" placeholders (:attr:`Message.unreadable`),
 never rewritten.
+
+Chat branches: regenerating a reply or editing and resending a message keeps the earlier version. Each message
+records its parent (``parent_id``: the message before it on its branch, ``ROOT`` for a first message), versions of a
+message are the messages with the same parent, and a conversation shows one path, from its first message to
+``leaf_id``; choosing another version (:meth:`HistoryDB.select_version`) shows that version's latest continuation.
+Rows written before schema version 4 have no parent (NULL): each follows the row before it (``position`` orders a
+conversation's rows by creation), so earlier histories read as they did, without rewriting a row.
 """
 
 from __future__ import annotations
@@ -88,8 +95,17 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ),
     # 3: the conversation's replies are JSON objects (structured output, "JSON output" in the window)
     ("ALTER TABLE conversations ADD COLUMN json_output INTEGER NOT NULL DEFAULT 0",),
+    # 4: chat branches: each message's parent (NULL in earlier rows: the row before it), the last message shown
+    (
+        "ALTER TABLE messages ADD COLUMN parent_id INTEGER",
+        "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
+        "CREATE INDEX messages_by_parent ON messages(parent_id)",
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: ``parent_id`` of a conversation's first message (and ``leaf_id`` of a conversation whose path is empty while its
+#: first message is being replaced). NULL means a row written before branches: its parent is the row before it.
+ROOT = 0
 
 
 class HistoryUnreadableError(RuntimeError):
@@ -175,6 +191,10 @@ class Message:
         unreadable: why the row cannot be shown ("" when it can): its text is NULL, binary or not UTF-8, or its
             role unknown. ``content`` is then "" and the chat view shows a placeholder; the row is never rewritten.
             Statistics or spans that are not what SpecChat writes are read as ``{}`` / ``[]`` (drawn without them).
+        parent_id: the message before it on its branch (``ROOT`` for a first message; None for a row of a history
+            older than branches, whose parent is the row before it).
+        versions: ids of every version of this message (the messages with the same parent), oldest first; one or
+            none when it has no other.
     """
 
     id: int
@@ -187,6 +207,13 @@ class Message:
     stats: dict = field(default_factory=dict)
     draft_spans: list[list[int]] = field(default_factory=list)
     unreadable: str = ""
+    parent_id: int | None = ROOT
+    versions: list[int] = field(default_factory=list)
+
+    @property
+    def version(self) -> int:
+        """Which of its :attr:`versions` this message is, from 1 (1 when it has no other)."""
+        return self.versions.index(self.id) + 1 if self.id in self.versions else 1
 
 
 def history_path() -> Path:
@@ -306,7 +333,11 @@ class HistoryDB:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Run the block's statements as one write transaction (``BEGIN IMMEDIATE``: the write lock is taken at
-        once, waiting up to the busy timeout); committed at the end, rolled back if the block raises."""
+        once, waiting up to the busy timeout); committed at the end, rolled back if the block raises. Inside another
+        transaction the block is part of it (committed or rolled back with it)."""
+        if self._db.in_transaction:
+            yield
+            return
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -397,16 +428,29 @@ class HistoryDB:
     # --- messages --------------------------------------------------------------------------------
 
     def messages(self, conversation_id: int) -> list[Message]:
-        """The conversation's messages in order."""
-        rows = self._db.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position", (conversation_id,)
-        ).fetchall()
-        return [_message(row) for row in rows]
+        """The conversation's messages as shown: the chosen branch, from its first message to ``leaf_id``, each with
+        its :attr:`Message.versions`."""
+        return _Tree(self._rows(conversation_id), self._leaf(conversation_id)).path()
 
     def message(self, message_id: int) -> Message | None:
-        """The message with this id, or None."""
-        row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
-        return _message(row) if row else None
+        """The message with this id (with its versions), or None."""
+        row = self._db.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return None
+        tree = _Tree(self._rows(row["conversation_id"]), None)
+        return tree.message(message_id)
+
+    def _rows(self, conversation_id: int) -> list[sqlite3.Row]:
+        return self._db.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position, id", (conversation_id,)
+        ).fetchall()
+
+    def _leaf(self, conversation_id: int) -> int | None:
+        row = self._db.execute("SELECT leaf_id FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        return row["leaf_id"] if row is not None and isinstance(row["leaf_id"], int) else None
+
+    def _set_leaf(self, conversation_id: int, leaf_id: int) -> None:
+        self._db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf_id, conversation_id))
 
     def add_message(
         self,
@@ -417,19 +461,29 @@ class HistoryDB:
         stats: dict | None = None,
         draft_spans: list | None = None,
         created_at: float | None = None,
+        replaces: int | None = None,
     ) -> int:
-        """Append a message to a conversation (committed at once); return its id."""
+        """Append a message to the conversation's chosen branch, which then ends with it (committed at once);
+        return its id. With ``replaces`` (a message's id) it is a new version of that message instead (regenerate,
+        edit and resend): it follows what that message follows, and the earlier version stays, with what followed
+        it, as another branch."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         if state not in STATES:
             raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
         with self.transaction():
+            tree = _Tree(self._rows(conversation_id), self._leaf(conversation_id))
+            if replaces is not None and replaces in tree.rows:
+                parent = tree.parent(replaces)
+            else:
+                path = tree.path_ids()
+                parent = path[-1] if path else None
             position = self._db.execute(
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
             ).fetchone()[0]
             cursor = self._db.execute(
-                "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans,"
+                " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
                     position,
@@ -439,10 +493,22 @@ class HistoryDB:
                     state,
                     json.dumps(stats) if stats else None,
                     json.dumps(draft_spans) if draft_spans else None,
+                    ROOT if parent is None else parent,
                 ),
             )
+            self._set_leaf(conversation_id, int(cursor.lastrowid))
             self._touch(conversation_id)
         return int(cursor.lastrowid)
+
+    def select_version(self, message_id: int) -> int | None:
+        """Show this version of a message: the conversation's branch goes through it and on to its latest
+        continuation; returns the conversation's id, or None when there is no such message."""
+        row = self._db.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return None
+        tree = _Tree(self._rows(row["conversation_id"]), None)
+        self._set_leaf(row["conversation_id"], tree.latest_descendant(message_id))
+        return row["conversation_id"]
 
     def update_message(
         self,
@@ -467,16 +533,23 @@ class HistoryDB:
         if sets:
             self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*params, message_id))
 
-    def delete_messages_from(self, conversation_id: int, position: int) -> int:
-        """Delete the messages at ``position`` and after (to regenerate or resend); return how many."""
-        cursor = self._db.execute(
-            "DELETE FROM messages WHERE conversation_id = ? AND position >= ?", (conversation_id, position)
-        )
-        return cursor.rowcount
-
     def delete_message(self, message_id: int) -> None:
-        """Delete one message (used for a reply that failed before producing any text)."""
-        self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+        """Delete one message and what follows it on its branches (a reply that failed before producing any text);
+        the conversation then shows its latest other version (an earlier reply, when a regenerated one failed), or
+        the branch up to the message before it."""
+        row = self._db.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return
+        conversation_id = row["conversation_id"]
+        tree = _Tree(self._rows(conversation_id), self._leaf(conversation_id))
+        doomed = tree.descendants(message_id) + [message_id]
+        others = [version for version in tree.versions(message_id) if version != message_id]
+        parent = tree.parent(message_id)
+        with self.transaction():
+            self._db.executemany("DELETE FROM messages WHERE id = ?", [(doomed_id,) for doomed_id in doomed])
+            if tree.leaf in doomed:
+                leaf = tree.latest_descendant(others[-1]) if others else parent
+                self._set_leaf(conversation_id, ROOT if leaf is None else leaf)
 
     # --- export / import -------------------------------------------------------------------------
 
@@ -545,12 +618,13 @@ class HistoryDB:
                 (title.strip(), data.get("system_prompt", ""), created, now, int(data.get("json_output", False))),
             )
             conversation_id = int(cursor.lastrowid)
+            parent = ROOT
             for position, message in enumerate(messages):
                 stats, spans = message.get("stats") or {}, message.get("draft_spans") or []
                 content = message["content"]
-                self._db.execute(
-                    "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                cursor = self._db.execute(
+                    "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats, draft_spans,"
+                    " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         conversation_id,
                         position,
@@ -560,8 +634,11 @@ class HistoryDB:
                         message.get("state") if message.get("state") in STATES else "complete",
                         json.dumps(stats) if stats else None,
                         json.dumps(spans) if spans else None,
+                        parent,
                     ),
                 )
+                parent = int(cursor.lastrowid)
+            self._set_leaf(conversation_id, parent)
         return conversation_id
 
 
@@ -704,6 +781,91 @@ def _message(row: sqlite3.Row) -> Message:
         draft_spans=[] if spans_problem(spans, len(content)) else spans,
         unreadable=unreadable,
     )
+
+
+class _Tree:
+    """A conversation's rows as branches: the parent of each, the path shown, the versions of a message.
+
+    Args:
+        rows: the conversation's rows ordered by ``position`` (creation), then id.
+        leaf: ``conversations.leaf_id``: the last message shown (``ROOT``: none; None, or a row that is gone: the
+            newest row).
+    """
+
+    def __init__(self, rows: list[sqlite3.Row], leaf: int | None):
+        self.rows = {row["id"]: row for row in rows}
+        self.parents: dict[int, int | None] = {}
+        self.implied: set[int] = set()  # rows written before branches (or by hand): they follow the row before them
+        previous = None
+        for row in rows:
+            parent = row["parent_id"] if "parent_id" in row.keys() else None
+            if not isinstance(parent, int) or isinstance(parent, bool):
+                self.implied.add(row["id"])
+                parent = previous
+            elif parent == ROOT or parent not in self.rows:
+                parent = None
+            self.parents[row["id"]] = parent
+            previous = row["id"]
+        self.children: dict[int | None, list[int]] = {}
+        for message_id, parent in self.parents.items():
+            self.children.setdefault(parent, []).append(message_id)
+        if leaf == ROOT:
+            self.leaf = None
+        else:
+            self.leaf = leaf if leaf in self.rows else (rows[-1]["id"] if rows else None)
+
+    def parent(self, message_id: int) -> int | None:
+        """The message before this one on its branch (None for a first message)."""
+        return self.parents.get(message_id)
+
+    def path_ids(self) -> list[int]:
+        """Ids of the branch shown, first message first: up from the leaf, then on through rows that follow it
+        without a recorded parent."""
+        ids = []
+        node = self.leaf
+        while node is not None:
+            ids.append(node)
+            node = self.parents[node]
+        ids.reverse()
+        node = self.leaf
+        while True:
+            implied = [child for child in self.children.get(node, []) if child in self.implied]
+            if not implied:
+                return ids
+            node = implied[-1]
+            ids.append(node)
+
+    def versions(self, message_id: int) -> list[int]:
+        """Ids of the messages with this one's parent and role (its versions, itself included), oldest first."""
+        role = self.rows[message_id]["role"]
+        return [i for i in self.children.get(self.parents[message_id], []) if self.rows[i]["role"] == role]
+
+    def latest_descendant(self, message_id: int) -> int:
+        """The end of this message's most recent continuation (the message itself when nothing follows it)."""
+        node = message_id
+        while self.children.get(node):
+            node = self.children[node][-1]
+        return node
+
+    def descendants(self, message_id: int) -> list[int]:
+        """Every message that follows this one, on any branch."""
+        found, stack = [], list(self.children.get(message_id, []))
+        while stack:
+            node = stack.pop()
+            found.append(node)
+            stack.extend(self.children.get(node, []))
+        return found
+
+    def message(self, message_id: int) -> Message:
+        """The row as a Message, with its parent and versions."""
+        message = _message(self.rows[message_id])
+        message.parent_id = None if message_id in self.implied else (self.parents[message_id] or ROOT)
+        message.versions = self.versions(message_id)
+        return message
+
+    def path(self) -> list[Message]:
+        """The messages of the branch shown."""
+        return [self.message(message_id) for message_id in self.path_ids()]
 
 
 def move_aside(path: Path) -> Path:

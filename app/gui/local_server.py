@@ -2,10 +2,10 @@
 the window keeps chatting with it.
 
 Rules:
-- One engine: the server's backend is :class:`~app.serve_in_thread.WorkerOnLoop` over the window's
-  :class:`~app.inference_worker.InferenceWorker`, whose jobs run in order, so the window's replies and the server's
+- One engine: the server's backend is :class:`~app.backends.serve_in_thread.WorkerOnLoop` over the window's
+  :class:`~app.backends.worker.InferenceWorker`, whose jobs run in order, so the window's replies and the server's
   requests take turns. A model the window loads serves the next request: :meth:`LocalServer.model_changed`
-  builds the app again for it (and for new defaults) (:class:`~app.serve_in_thread.SwitchableApp`), with its name as the model id, its
+  builds the app again for it (and for new defaults) (:class:`~app.backends.serve_in_thread.SwitchableApp`), with its name as the model id, its
   trained length as the bound of ``n_ctx``, and the window's decoding, rolling context and K as the defaults of
   requests that leave them out (their sampling defaults are OpenAI's).
 - States: ``stopped``, ``starting``, ``serving``, ``stopping``, ``failed`` (the text says why: a port in use, a
@@ -30,9 +30,9 @@ from PySide6.QtCore import QObject, Signal
 
 from inference.settings import GenerationSettings
 
+from ..backends.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
+from ..backends.worker import InferenceWorker
 from ..background import DaemonThreadExecutor, TaskSet, run_in
-from ..inference_worker import InferenceWorker
-from ..serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
 
 logger = logging.getLogger(__name__)
 

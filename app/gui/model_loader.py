@@ -36,8 +36,8 @@ from inference.models.errors import ModelFetchError, ModelImportError, Operation
 from inference.models.store import find_model
 from inference.precision import PrecisionError
 
+from ..backends.worker import InferenceWorker, ModelInfo, ModelSpec
 from ..background import TaskSet
-from ..inference_worker import InferenceWorker, ModelInfo, ModelSpec
 from .gc_policy import freeze_startup_objects
 from .settings_store import AppSettings
 

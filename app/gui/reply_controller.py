@@ -11,8 +11,8 @@ Rules:
 - The controller owns the data (history rows, the recorder, the worker's stream); the window owns the widgets
   and follows the signals.
 - With a remote target (``AppSettings.use_remote``) replies stream from that server through
-  :class:`~app.remote_backend.RemoteBackend` instead of the inference worker, into the same rows; a
-  :class:`~app.remote_backend.RemoteError` after text arrived (a stream cut mid-reply, a server that stops sending)
+  :class:`~app.backends.remote.RemoteBackend` instead of the inference worker, into the same rows; a
+  :class:`~app.backends.remote.RemoteError` after text arrived (a stream cut mid-reply, a server that stops sending)
   keeps the partial reply, saved as ``stopped`` with the error in its statistics. A comparison on a remote server
   compares texts (the API sends no token ids) and cannot explain where they part.
 - A reply the database refuses to save (full disk, locked) keeps streaming and is shown whole; ``save_failed``
@@ -38,12 +38,14 @@ from inference.model import ModelLoadError
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
+from ..backends.protocol import GenerationRequest, ReplySource
+from ..backends.remote import READ_TIMEOUT_S, RemoteBackend, RemoteError
+from ..backends.remote_keys import load_api_key
+from ..backends.worker import InferenceWorker
 from ..background import TaskSet
-from ..inference_worker import GenerationRequest, InferenceWorker
-from ..remote_backend import READ_TIMEOUT_S, RemoteBackend, RemoteError
-from ..remote_keys import load_api_key
 from .history_db import HistoryDB, Message, write_error_text
 from .model_loader import ModelLoader
+from .reply_format import stopped_at_limit
 from .reply_recorder import ReplyRecorder
 from .settings_store import AppSettings
 
@@ -65,7 +67,8 @@ class ActiveReply:
     """The reply being generated (at most one at a time).
 
     Attributes:
-        conversation_id: its conversation; recorder: its text and statistics; compare: two runs;
+        conversation_id: its conversation; recorder: its text and statistics; compare: two runs; continued: the
+        text of the reply being continued ("" for a new reply);
         cancel: set to stop it; task: the coroutine generating it; closed: the window closed (nothing more is
         shown or recorded).
     """
@@ -73,6 +76,7 @@ class ActiveReply:
     conversation_id: int
     recorder: ReplyRecorder
     compare: bool
+    continued: str = ""
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task | None = None
     closed: bool = False
@@ -102,7 +106,7 @@ class ReplyController(QObject):
         remote_specchat: per remote base URL, whether it is a SpecChat server (found by the window with
             ``RemoteBackend.list_models``): its replies then request the decoding mode and report acceptance.
         remote_read_timeout_s: how long a remote server may stay silent before its reply is given up.
-        remote_keys: API keys entered this session, per base URL (used before ``app.remote_keys``' stored ones, so
+        remote_keys: API keys entered this session, per base URL (used before ``app.backends.remote_keys``' stored ones, so
             that a key the keyring or the file refused still works until SpecChat quits).
     """
 
@@ -177,28 +181,60 @@ class ReplyController(QObject):
                 "as the database accepts it."
             )
 
-    def discard_reply(self, message_id: int) -> tuple[int, bool] | None:
-        """Delete a reply (the last one) to generate it again; returns its conversation id and whether it was a
-        comparison, or None when nothing was deleted (no such message, or a reply streams)."""
+    def regenerate(self, message_id: int) -> int | None:
+        """Generate a new version of a reply (the earlier one is kept as another version; a comparison is compared
+        again); returns its conversation id, or None when nothing was started (no such message, or a reply
+        streams)."""
         message = self.db.message(message_id)
         if message is None or self.active is not None:
             return None
-        self.db.delete_messages_from(message.conversation_id, message.position)
-        return message.conversation_id, "compare" in message.stats
-
-    def rewrite(self, message_id: int, text: str) -> int | None:
-        """Replace a user message's text and drop the messages after it; returns its conversation id, or None
-        when nothing was changed (no such message, or a reply streams)."""
-        message = self.db.message(message_id)
-        if message is None or self.active is not None:
-            return None
-        with self.db.transaction():  # both or neither: a failed write leaves the conversation as it was
-            self.db.update_message(message_id, content=text)
-            self.db.delete_messages_from(message.conversation_id, message.position + 1)
+        self.start_reply(message.conversation_id, "compare" in message.stats, replaces=message_id)
         return message.conversation_id
 
-    def start_reply(self, conversation_id: int, compare: bool = False) -> None:
-        """Generate a reply to the conversation as it is saved (``compare``: autoregressive, then speculative)."""
+    def rewrite(self, message_id: int, text: str) -> int | None:
+        """Save ``text`` as a new version of a user message (the earlier one, and what followed it, are kept as
+        another branch); returns its conversation id, or None when nothing was changed (no such message, or a reply
+        streams)."""
+        message = self.db.message(message_id)
+        if message is None or self.active is not None:
+            return None
+        self.db.add_message(message.conversation_id, "user", text, replaces=message_id)
+        return message.conversation_id
+
+    def continue_reply(self, message_id: int) -> str | None:
+        """Write more of a reply that stopped at its length limit (``reply_format.stopped_at_limit``), into the same
+        message; returns why it cannot be continued, or None when it started."""
+        if self.active is not None:
+            return "A reply is being generated: wait for it, or press Stop (Esc)."
+        message = self.db.message(message_id)
+        if message is None or not stopped_at_limit(message.stats, message.state):
+            return "Only a reply that stopped at its length limit can be continued."
+        settings = self._settings()
+        if settings.use_remote:
+            return "Continue works with the models on this computer: an OpenAI-compatible server cannot continue a reply."
+        conversation = self.db.conversation(message.conversation_id)
+        if conversation is not None and conversation.json_output:  # its grammar would start a second object
+            return (
+                "A JSON output reply cannot be continued: raise Longest reply in the settings and press Regenerate "
+                "(or uncheck JSON output to continue it as text)."
+            )
+        extra = {"model": self.worker.describe_answer(), "target_model": settings.target_name}
+        recorder = ReplyRecorder(self.db, message, extra=extra, resume=True)
+        self.active = ActiveReply(message.conversation_id, recorder, False, continued=message.content)
+        self.started.emit(recorder.snapshot())
+        self.active.task = self._tasks.spawn(self._generate(self.active, settings, settings.generation.sampling.seed))
+        return None
+
+    def choose_version(self, message_id: int) -> int | None:
+        """Show this version of a message and its latest continuation; returns its conversation id, or None when
+        nothing changed (no such message, or a reply streams)."""
+        if self.active is not None:
+            return None
+        return self.db.select_version(message_id)
+
+    def start_reply(self, conversation_id: int, compare: bool = False, replaces: int | None = None) -> None:
+        """Generate a reply to the conversation as it is saved (``compare``: plain, then speculative decoding;
+        ``replaces``: a reply this one is a new version of)."""
         settings = self._settings()
         seed = settings.generation.sampling.seed
         if compare and seed is None:
@@ -208,7 +244,7 @@ class ReplyController(QObject):
         else:
             extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
         extra["target_model"] = settings.target_name  # the store name: each conversation remembers its model
-        message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming")
+        message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming", replaces=replaces)
         recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
         self.active = ActiveReply(conversation_id, recorder, compare)
         self.started.emit(recorder.snapshot())
@@ -242,7 +278,7 @@ class ReplyController(QObject):
 
     def remote_backend(self, settings: AppSettings) -> RemoteBackend | None:
         """The backend of the remote target ``settings`` choose (its key from :attr:`remote_keys`, else from
-        ``app.remote_keys``), or None for the local model."""
+        ``app.backends.remote_keys``), or None for the local model."""
         if not settings.use_remote:
             return None
         url = settings.remote_target().root
@@ -268,12 +304,13 @@ class ReplyController(QObject):
             runs = [settings.generation.decoding]
         state, error_text, setting = "complete", None, ""
         remote = self.remote_backend(settings)
+        source: ReplySource = remote or self.worker
         try:
             if remote is None and not self.models.is_ready_for(settings):
                 self._update_live(active, "Waiting for the model to load…")
             if remote is None:
                 await self.models.wait()
-                recorder.extra["model"] = self.worker.spec.describe()  # (a reload asked for before may have run)
+                recorder.extra["model"] = source.describe_answer()  # (a reload asked for before may have run)
             with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
                 for index, decoding in enumerate(runs):
                     if active.cancel.is_set():
@@ -290,13 +327,14 @@ class ReplyController(QObject):
                         system_prompt=conversation.system_prompt if conversation else "",
                         settings=generation,
                         fresh_cache=active.compare,
+                        continue_text=active.continued,
                     )
                     try:
-                        async for events in (remote or self.worker).generate(request, active.cancel):
+                        async for events in source.generate(request, active.cancel):
                             if active.closed:
                                 return
                             if remote is not None:
-                                recorder.extra["model"] = remote.describe_answer()  # the server's word for it
+                                recorder.extra["model"] = source.describe_answer()  # the server's word for it
                             recorder.add(events)
                             self._check_saved(recorder)
                             self.events.emit(events)

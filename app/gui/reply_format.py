@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from inference.events import GenerationStats
 
-MODE_NAMES = {"ar": "Autoregressive", "spec": "Speculative"}
+#: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
+MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup"}
 
 
@@ -32,7 +33,7 @@ def stats_dict(stats: GenerationStats, **extra) -> dict:
 
 
 def mode_text(stats: dict) -> str:
-    """``Autoregressive``, or ``Speculative (prompt lookup, K 4)``."""
+    """``Plain decoding``, or ``Speculative (prompt lookup, K 4)``."""
     mode = MODE_NAMES.get(stats.get("mode"), stats.get("mode") or "?")
     if stats.get("mode") == "spec":
         parts = [DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")]
@@ -71,6 +72,13 @@ def answered_with(stats: dict | None) -> str:
     return next((str(run["target_model"]) for run in runs if isinstance(run, dict) and run.get("target_model")), "")
 
 
+def stopped_at_limit(stats: dict | None, state: str = "complete") -> bool:
+    """True for a reply that ended because it reached the longest reply allowed (max new tokens), which Continue
+    can write more of (a comparison cannot be continued)."""
+    stats = stats or {}
+    return state == "complete" and stats.get("stop_reason") == "max_new_tokens" and "compare" not in stats
+
+
 def footer_text(stats: dict | None, state: str = "complete") -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
     model that wrote it."""
@@ -78,6 +86,10 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
     if state == "streaming":
         return "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
+    if stopped_at_limit(stats, state):
+        prefix = "Length limit reached (Continue writes more) · "
+    if stats.get("continued"):
+        prefix += f"Continued {stats['continued']}× · "
     model = f" · {answered_with(stats)}" if answered_with(stats) else ""
     if "compare" in stats:
         compare = stats["compare"]
@@ -92,12 +104,12 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
 
 def compare_summary(compare: dict) -> str:
     """What a comparison {"ar": stats, "spec": stats, "speedup", "identical", "sampled"} measured, e.g.
-    ``Speedup 1.42× (...) · speed and identity: texts identical`` (greedy), or ``Speedup 1.42× (...) · speed only:
+    ``Speedup 1.42× over plain decoding · speed and identity: texts identical`` (greedy), or ``... · speed only:
     same seed 5, texts differ by design (sampling)``: sampled replies differ even with the same seed, because the
     two modes draw their random numbers at different points."""
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    speedup = f"Speedup {compare['speedup']:.2f}× (speculative / autoregressive tokens/s)"
+    speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
     if compare.get("sampled"):
         seed = (compare.get("ar") or {}).get("seed")
         same_seed = "same seed" + (f" {seed}" if isinstance(seed, int) else "")

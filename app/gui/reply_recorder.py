@@ -20,7 +20,7 @@ from typing import Callable
 from inference.events import ContextRolled, Finished, PromptOverflow, StepStats, TextDelta
 
 from .history_db import HistoryDB, Message
-from .reply_format import stats_dict
+from .reply_format import MODE_NAMES, stats_dict
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,8 @@ class ReplyRecorder:
         extra: statistics stored with each run (model, device, seed...).
         save_interval_s: longest time between two saves while text arrives.
         clock: monotonic clock (for tests).
+        resume: continue ``message`` (Continue after the length limit): its text and draft spans are kept and the
+            new text follows; its statistics count every token of the reply and how many times it was continued.
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class ReplyRecorder:
         extra: dict | None = None,
         save_interval_s: float = SAVE_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        resume: bool = False,
     ):
         self.db = db
         self.message = message
@@ -54,8 +57,9 @@ class ReplyRecorder:
         self.extra = dict(extra or {})
         self.save_interval_s = save_interval_s
         self._clock = clock
-        self.text = ""
-        self.draft_spans: list[list[int]] = []
+        self.text = message.content if resume else ""
+        self.draft_spans: list[list[int]] = [list(span) for span in message.draft_spans] if resume else []
+        self._resumed = dict(message.stats) if resume else None
         self.state = "streaming"
         self.stats: dict = {}
         self.phase: str | None = None
@@ -127,6 +131,9 @@ class ReplyRecorder:
 
     def _finished(self, event: Finished) -> None:
         stats = stats_dict(event.stats, **self.extra, **self._phase_extra)
+        if self._resumed is not None:  # the whole reply's tokens, and one more continuation
+            stats["new_tokens"] += int(self._resumed.get("new_tokens") or 0)
+            stats["continued"] = int(self._resumed.get("continued") or 0) + 1
         if not self.compare:
             self.stats = stats
             return
@@ -157,7 +164,7 @@ class ReplyRecorder:
         """Progress line for the footer while streaming: tokens so far, tokens/s, acceptance rate."""
         step = self.last_step
         if step is None:
-            text = "Generating…" if self.phase is None or not self.compare else f"{_PHASES.get(self.phase, '')}: starting…"
+            text = "Generating…" if self.phase is None or not self.compare else f"{MODE_NAMES.get(self.phase, '')}: starting…"
             if self.overflow is not None:
                 text += (
                     f" · the prompt ({self.overflow.prompt_tokens} tokens) is longer than n_ctx {self.overflow.n_ctx}: "
@@ -168,7 +175,7 @@ class ReplyRecorder:
         parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]
         if self.phase == "spec" and step.drafted:
             parts.append(f"K {step.k}")
-        prefix = f"{_PHASES.get(self.phase, '')}: " if self.compare else "Generating · "
+        prefix = f"{MODE_NAMES.get(self.phase, '')}: " if self.compare else "Generating · "
         return prefix + " · ".join(parts)
 
     def _stats_for_storage(self) -> dict:
@@ -194,6 +201,8 @@ class ReplyRecorder:
             state=self.state,
             stats=self._stats_for_storage(),
             draft_spans=[list(span) for span in self.draft_spans],
+            parent_id=self.message.parent_id,
+            versions=list(self.message.versions),
         )
 
     def save(self) -> bool:
@@ -224,5 +233,3 @@ class ReplyRecorder:
         self.save()
         return self.snapshot()
 
-
-_PHASES = {"ar": "Autoregressive", "spec": "Speculative"}

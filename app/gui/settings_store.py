@@ -98,8 +98,10 @@ class AppSettings:
         sampling_preset: the sampling preset the sampling values come from (``app.gui.sampling_presets``;
             ``MODEL_DEFAULT`` follows the loaded model), "" once they were edited by hand.
         remote_url / remote_model: the remote OpenAI-compatible server last chosen (base URL taken as given, e.g.
-            ``http://host:8000/v1``) and its model id; its API key is kept by ``app.remote_keys``, never here.
-        use_remote: replies come from that server (``app.remote_backend``) instead of the local target; the local
+            ``http://host:8000/v1``) and its model id; its API key is kept by ``app.backends.remote_keys``, never here.
+        theme: the window's colours, ``system`` (the desktop's light or dark scheme), ``light`` or ``dark``
+            (``app.gui.theme``; View > Theme).
+        use_remote: replies come from that server (``app.backends.remote``) instead of the local target; the local
             model settings stay as they were, for switching back.
 
     New settings sample like a chat (``CHAT_DEFAULTS``, under ``MODEL_DEFAULT``), unlike the engine's greedy default.
@@ -118,6 +120,7 @@ class AppSettings:
     remote_url: str = ""
     remote_model: str = ""
     use_remote: bool = False
+    theme: str = "system"
 
     @property
     def uses_draft_model(self) -> bool:
@@ -138,8 +141,8 @@ class AppSettings:
         return default_model_dir(self.bits).name
 
     def remote_target(self, api_key: str = ""):
-        """The chosen remote server as an ``app.remote_backend.RemoteTarget`` (with ``api_key``)."""
-        from app.remote_backend import RemoteTarget  # deferred: it imports httpx
+        """The chosen remote server as an ``app.backends.remote.RemoteTarget`` (with ``api_key``)."""
+        from app.backends.remote import RemoteTarget  # deferred: it imports httpx
 
         return RemoteTarget(self.remote_url, self.remote_model, api_key)
 
@@ -315,7 +318,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "remote_url": (str,),
     "remote_model": (str,),
     "use_remote": (bool,),
+    "theme": (str,),
 }
+#: The values of ``AppSettings.theme``.
+THEME_CHOICES = ("system", "light", "dark")
 _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
@@ -328,7 +334,7 @@ class ServerSettings:
         port: TCP port, 1-65535 (8000, as ``specchat serve``).
         allow_other_computers: bind every interface (``0.0.0.0``) instead of ``127.0.0.1``; needs an API key.
 
-    Its API key is not kept here: ``app.remote_keys`` keeps it (name ``LOCAL_SERVER``).
+    Its API key is not kept here: ``app.backends.remote_keys`` keeps it (name ``LOCAL_SERVER``).
     """
 
     enabled: bool = False
@@ -449,6 +455,7 @@ class SettingsStore:
             if (
                 not isinstance(value, allowed)
                 or (name == "decoding" and value not in DECODING_VALUES)
+                or (name == "theme" and value not in THEME_CHOICES)
                 or (name == "stop_strings" and not all(isinstance(item, str) for item in value))
             ):
                 self.warnings.append(f"setting {name} has an invalid value {stored[name]!r}; using the default")

@@ -1,12 +1,28 @@
-"""SpecChat's look: the Qt style sheet and the window icon (``resources/specchat.svg``)."""
+"""SpecChat's look: the one colour table (:class:`Theme`, :data:`LIGHT` and :data:`DARK`), the Qt palette and style
+sheet made from it, and the window icon (``resources/specchat.svg``).
+
+Rules:
+- Every colour of the window comes from here: a widget reads :func:`current` (or styles itself through the
+  application style sheet, whose colours are the table's); none is written in a widget.
+- Three choices (View > Theme, kept in the settings as ``AppSettings.theme``): ``system`` follows the desktop's light
+  or dark scheme (Qt's ``QStyleHints.colorScheme``, else the palette the platform gave before SpecChat set its own)
+  and changes with it while the window runs; ``light`` and ``dark`` are fixed.
+- Readable in both: every pair of text and background colours of the table has a contrast ratio of at least 4.5:1
+  (WCAG 2.1 AA for body text; :func:`contrast_ratio`), and syntax colours of code are brought to that ratio against
+  the code background (:func:`readable`). tests/gui/test_theme.py checks the table and screenshots of both.
+"""
 
 from __future__ import annotations
 
+import colorsys
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QIcon, QPainter, QPixmap
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtSvg import QSvgRenderer
+
+from .settings_store import THEME_CHOICES
 
 
 def resource_path(name: str) -> Path:
@@ -23,39 +39,268 @@ def resource_path(name: str) -> Path:
 #: The icon's single source: the window icon and every installer's icon are rendered from it.
 ICON_PATH = resource_path("specchat.svg")
 
-ACCENT = "#1f6feb"
 #: Widest a number field of the settings grows (its special texts, "auto (system prompt)", fit), in pixels.
 FIELD_WIDTH = 170
+#: The entries of View > Theme, in menu order, by ``AppSettings.theme`` value.
+THEME_LABELS = dict(zip(THEME_CHOICES, ("&System (follow the desktop)", "&Light", "&Dark")))
+#: WCAG 2.1 AA: the least contrast ratio of body text against its background.
+MIN_CONTRAST = 4.5
 
-STYLE_SHEET = f"""
-QMainWindow, #chatContent {{ background: #f6f7f9; }}
-#conversationList {{ background: #eef0f3; }}
-#conversations {{ background: transparent; border: none; font-size: 13px; }}
+
+@dataclass(frozen=True)
+class Theme:
+    """One palette of the window (``#rrggbb`` colours).
+
+    Attributes:
+        name: ``light`` or ``dark``; dark: a dark background with light text.
+        window / panel / base / header: backgrounds of the window, the conversation list, bubbles and fields, the
+            chat's title bar; text / muted: text on them (muted: footers, hints); border: lines between areas.
+        accent / on_accent: the Send button and selections, and text on it; accent_off: Send while disabled.
+        user_bubble / user_border: a user message's bubble; selected / on_selected: the chosen conversation;
+        hover: a conversation under the mouse.
+        code / code_border: code blocks and inline code; quote: a block quote's bar; table_border: table rules.
+        draft: the background of text that came from accepted drafts.
+        notice / on_notice / notice_border: the notices above the chat (and the in-memory history banner).
+        error / invalid / invalid_border: error text, and a field whose value is invalid.
+        link: links in replies; focus: the keyboard focus ring.
+        graph_axis / graph_text: the live graph's axes and titles (its background is ``base``).
+        series_ar / series_spec: the live graph's curves and legend of autoregressive and speculative runs.
+        pygments: the pygments style whose token colours code blocks use (made readable on ``code``).
+    """
+
+    name: str
+    dark: bool
+    window: str
+    panel: str
+    base: str
+    header: str
+    text: str
+    muted: str
+    border: str
+    accent: str
+    on_accent: str
+    accent_off: str
+    user_bubble: str
+    user_border: str
+    selected: str
+    on_selected: str
+    hover: str
+    code: str
+    code_border: str
+    quote: str
+    table_border: str
+    draft: str
+    notice: str
+    on_notice: str
+    notice_border: str
+    error: str
+    invalid: str
+    invalid_border: str
+    link: str
+    focus: str
+    graph_axis: str
+    graph_text: str
+    series_ar: str
+    series_spec: str
+    pygments: str
+
+    def series(self, key: str) -> str:
+        """The colour of the live graph's run ``key`` (``ar``; anything else is speculative)."""
+        return self.series_ar if key == "ar" else self.series_spec
+
+    def text_pairs(self) -> dict[str, tuple[str, str]]:
+        """Every (text, background) pair the window draws text with, by a name saying where."""
+        pairs = {}
+        for background in ("window", "panel", "base", "header", "user_bubble", "code"):
+            pairs[f"text on {background}"] = (self.text, getattr(self, background))
+            pairs[f"muted on {background}"] = (self.muted, getattr(self, background))
+            pairs[f"error on {background}"] = (self.error, getattr(self, background))
+        pairs["text on draft"] = (self.text, self.draft)
+        pairs["text on hover"] = (self.text, self.hover)
+        pairs["text on invalid field"] = (self.text, self.invalid)
+        pairs["selected conversation"] = (self.on_selected, self.selected)
+        pairs["send button"] = (self.on_accent, self.accent)
+        pairs["notice"] = (self.on_notice, self.notice)
+        pairs["link on base"] = (self.link, self.base)
+        pairs["graph titles"] = (self.graph_text, self.base)
+        pairs["graph legend, autoregressive"] = (self.series_ar, self.base)
+        pairs["graph legend, speculative"] = (self.series_spec, self.base)
+        return pairs
+
+
+LIGHT = Theme(
+    name="light", dark=False,
+    window="#f6f7f9", panel="#eef0f3", base="#ffffff", header="#ffffff", text="#1b1f24", muted="#57606a",
+    border="#d6dae0", accent="#1f6feb", on_accent="#ffffff", accent_off="#9db8e8", user_bubble="#e7f0ff",
+    user_border="#cfe0ff", selected="#d6e4ff", on_selected="#111418", hover="#e2e6eb", code="#f1f3f5",
+    code_border="#d8dde3", quote="#c4cad2", table_border="#c4cad2", draft="#c8f2d0", notice="#fff8e1",
+    on_notice="#5c4400", notice_border="#f0d58a", error="#b42318", invalid="#fff5f5", invalid_border="#d92d20",
+    link="#0b57d0", focus="#1f6feb", graph_axis="#8c959f", graph_text="#3d4550", series_ar="#1f6feb",
+    series_spec="#c2410c", pygments="default",
+)  # fmt: skip
+DARK = Theme(
+    name="dark", dark=True,
+    window="#1e1f22", panel="#18191c", base="#2b2d31", header="#232428", text="#e6e7e9", muted="#a9afb8",
+    border="#3a3d44", accent="#2f6fdf", on_accent="#ffffff", accent_off="#2b3d5c", user_bubble="#233149",
+    user_border="#33486e", selected="#2f4a7a", on_selected="#f0f3f8", hover="#2c2f35", code="#1b1d21",
+    code_border="#3a3d44", quote="#596170", table_border="#4a4f58", draft="#1d4a2a", notice="#3a3116",
+    on_notice="#f3e3a6", notice_border="#6b5a22", error="#ff8a80", invalid="#3b1f22", invalid_border="#ff6b6b",
+    link="#8ab4ff", focus="#6ea0ff", graph_axis="#80868f", graph_text="#c9ccd1", series_ar="#7aa7ff",
+    series_spec="#ff9a57", pygments="monokai",
+)  # fmt: skip
+
+_current = LIGHT
+_platform_palette_dark: bool | None = None
+
+
+def current() -> Theme:
+    """The theme applied now (:func:`apply`)."""
+    return _current
+
+
+def relative_luminance(colour: str | QColor) -> float:
+    """WCAG 2.1 relative luminance of an sRGB colour, 0 (black) to 1 (white)."""
+    colour = QColor(colour)
+
+    def channel(value: int) -> float:
+        c = value / 255.0
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(colour.red()) + 0.7152 * channel(colour.green()) + 0.0722 * channel(colour.blue())
+
+
+def contrast_ratio(foreground: str | QColor, background: str | QColor) -> float:
+    """WCAG 2.1 contrast ratio of two colours, 1 (none) to 21 (black on white): (L1 + 0.05) / (L2 + 0.05)."""
+    a, b = sorted((relative_luminance(foreground), relative_luminance(background)), reverse=True)
+    return (a + 0.05) / (b + 0.05)
+
+
+def readable(foreground: str, background: str, minimum: float = MIN_CONTRAST) -> str:
+    """``foreground``, or the nearest colour of the same hue and saturation made lighter (on a dark background) or
+    darker (on a light one) until its contrast with ``background`` is at least ``minimum``."""
+    if contrast_ratio(foreground, background) >= minimum:
+        return foreground
+    colour = QColor(foreground)
+    hue, lightness, saturation = colorsys.rgb_to_hls(colour.redF(), colour.greenF(), colour.blueF())
+    lighter = relative_luminance(background) < 0.18
+    for step in range(1, 101):
+        shade = min(1.0, lightness + step / 100) if lighter else max(0.0, lightness - step / 100)
+        red, green, blue = colorsys.hls_to_rgb(hue, shade, saturation)
+        candidate = QColor.fromRgbF(red, green, blue).name()
+        if contrast_ratio(candidate, background) >= minimum:
+            return candidate
+    return "#ffffff" if lighter else "#000000"
+
+
+def system_is_dark() -> bool:
+    """Whether the desktop asks for a dark scheme: ``QStyleHints.colorScheme()`` where the platform says, else the
+    lightness of the palette the platform gave the application before SpecChat set its own."""
+    scheme = QGuiApplication.styleHints().colorScheme()
+    if scheme != Qt.ColorScheme.Unknown:
+        return scheme == Qt.ColorScheme.Dark
+    return bool(_platform_palette_dark)
+
+
+def remember_platform_palette() -> None:
+    """Note whether the platform's own palette is dark (call once, before :func:`apply` replaces it)."""
+    global _platform_palette_dark
+    if _platform_palette_dark is None:
+        palette = QGuiApplication.palette()
+        _platform_palette_dark = palette.color(QPalette.ColorRole.Window).lightness() < palette.color(
+            QPalette.ColorRole.WindowText
+        ).lightness()
+
+
+def theme_for(choice: str) -> Theme:
+    """The theme of a View > Theme choice (``system``, ``light`` or ``dark``; anything else is ``system``)."""
+    if choice == "light":
+        return LIGHT
+    if choice == "dark":
+        return DARK
+    return DARK if system_is_dark() else LIGHT
+
+
+def apply(app: QGuiApplication, theme: Theme) -> None:
+    """Make ``theme`` the application's: its palette and style sheet (widgets that paint colours themselves, the
+    chat's Markdown and the live graph, are told by the window)."""
+    global _current
+    _current = theme
+    sheet = style_sheet(theme)
+    if app.styleSheet() != sheet:  # (setting the same sheet again would re-polish every widget for nothing)
+        app.setPalette(palette(theme))
+        app.setStyleSheet(sheet)
+
+
+def palette(theme: Theme) -> QPalette:
+    """The Qt palette of ``theme`` (the Fusion style draws every standard widget from it)."""
+    roles = QPalette.ColorRole
+    result = QPalette()
+    colours = {
+        roles.Window: theme.window, roles.WindowText: theme.text, roles.Base: theme.base,
+        roles.AlternateBase: theme.panel, roles.Text: theme.text, roles.Button: theme.header,
+        roles.ButtonText: theme.text, roles.Highlight: theme.accent, roles.HighlightedText: theme.on_accent,
+        roles.ToolTipBase: theme.base, roles.ToolTipText: theme.text, roles.PlaceholderText: theme.muted,
+        roles.Link: theme.link, roles.LinkVisited: theme.link, roles.BrightText: theme.error,
+        roles.Light: theme.base, roles.Midlight: theme.hover, roles.Mid: theme.border, roles.Dark: theme.graph_axis,
+        roles.Shadow: "#000000",
+    }  # fmt: skip
+    for role, colour in colours.items():
+        result.setColor(role, QColor(colour))
+    for role in (roles.WindowText, roles.Text, roles.ButtonText):
+        result.setColor(QPalette.ColorGroup.Disabled, role, QColor(theme.graph_axis))
+    return result
+
+
+def style_sheet(theme: Theme) -> str:
+    """The application style sheet of ``theme``: the window's areas, bubbles, buttons, errors, notices, focus."""
+    t = theme
+    return f"""
+QMainWindow, #chatContent, #chatPage {{ background: {t.window}; }}
+QToolTip {{ background: {t.base}; color: {t.text}; border: 1px solid {t.border}; }}
+#conversationList {{ background: {t.panel}; }}
+#conversations {{ background: {t.panel}; border: none; font-size: 13px; color: {t.text}; }}
 #conversations::item {{ padding: 7px 6px; border-radius: 6px; margin: 1px 0; }}
-#conversations::item:selected {{ background: #d6e4ff; color: #111; }}
-#conversations::item:hover:!selected {{ background: #e2e6eb; }}
+#conversations::item:selected {{ background: {t.selected}; color: {t.on_selected}; }}
+#conversations::item:hover:!selected {{ background: {t.hover}; }}
+QScrollBar:vertical {{ background: {t.panel}; width: 12px; margin: 0; }}
+QScrollBar::handle:vertical {{ background: {t.border}; border-radius: 4px; min-height: 24px; margin: 2px; }}
+QScrollBar:horizontal {{ background: {t.panel}; height: 12px; margin: 0; }}
+QScrollBar::handle:horizontal {{ background: {t.border}; border-radius: 4px; min-width: 24px; margin: 2px; }}
+QScrollBar::add-line, QScrollBar::sub-line {{ width: 0; height: 0; }}
+QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 #newChatButton {{ padding: 7px; font-weight: 600; }}
-#chatHeader {{ background: #ffffff; border-bottom: 1px solid #e3e6ea; }}
-#chatTitle {{ font-size: 16px; font-weight: 600; color: #1b1f24; }}
-#userBubble {{ background: #e7f0ff; border: 1px solid #cfe0ff; border-radius: 10px; }}
-#assistantBubble {{ background: #ffffff; border: 1px solid #e3e6ea; border-radius: 10px; }}
-#roleLabel {{ font-weight: 600; color: #3d4550; }}
-#columnTitle {{ font-weight: 600; color: #3d4550; padding-bottom: 2px; }}
-#footer {{ color: #6a737d; font-size: 11px; }}
-#separator {{ color: #e3e6ea; }}
-#emptyLabel {{ color: #6a737d; padding: 40px; }}
-#hint {{ color: #6a737d; }}
-#composer {{ background: #ffffff; border-top: 1px solid #e3e6ea; }}
-#composerError {{ color: #b42318; }}
-#fieldError {{ color: #b42318; font-size: 11px; }}
-#sendButton {{ background: {ACCENT}; color: white; border: none; border-radius: 5px; padding: 6px 14px; font-weight: 600; }}
-#sendButton:disabled {{ background: #9db8e8; }}
-*[invalid="true"] {{ border: 1px solid #d92d20; border-radius: 3px; background: #fff5f5; }}
-#graphSummary {{ color: #3d4550; font-size: 11px; }}
-QGroupBox {{ font-weight: 600; border: 1px solid #e3e6ea; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: #ffffff; }}
-#advancedToggle {{ color: #3d4550; padding: 0; }}
-QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; }}
-#settingsPane {{ background: #f6f7f9; border: none; }}
+#chatHeader {{ background: {t.header}; border-bottom: 1px solid {t.border}; }}
+#chatTitle {{ font-size: 16px; font-weight: 600; color: {t.text}; }}
+#userBubble {{ background: {t.user_bubble}; border: 1px solid {t.user_border}; border-radius: 10px; }}
+#assistantBubble {{ background: {t.base}; border: 1px solid {t.border}; border-radius: 10px; }}
+#roleLabel {{ font-weight: 600; color: {t.text}; }}
+#columnTitle {{ font-weight: 600; color: {t.text}; padding-bottom: 2px; }}
+#footer {{ color: {t.muted}; font-size: 11px; }}
+#separator {{ color: {t.border}; }}
+#emptyLabel {{ color: {t.muted}; padding: 40px; }}
+#hint, #settingHelp {{ color: {t.muted}; }}
+#settingHelp {{ font-size: 11px; }}
+#composer {{ background: {t.header}; border-top: 1px solid {t.border}; }}
+#composerError {{ color: {t.error}; }}
+#fieldError {{ color: {t.error}; font-size: 11px; }}
+#sendButton {{ background: {t.accent}; color: {t.on_accent}; border: none; border-radius: 5px; padding: 6px 14px; font-weight: 600; }}
+#sendButton:disabled {{ background: {t.accent_off}; }}
+#sendButton:focus {{ border: 2px solid {t.text}; padding: 4px 12px; }}
+*[invalid="true"] {{ border: 1px solid {t.invalid_border}; border-radius: 3px; background: {t.invalid}; }}
+#graphSummary {{ color: {t.graph_text}; font-size: 11px; }}
+QGroupBox {{ font-weight: 600; border: 1px solid {t.border}; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: {t.base}; }}
+QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color: {t.text}; }}
+#advancedToggle {{ color: {t.text}; padding: 0; }}
+#settingsPane {{ background: {t.window}; border: none; }}
+#settingsPane > QWidget > QWidget {{ background: {t.window}; }}
+#modelNotice, #historyBanner {{ background: {t.notice}; border-bottom: 1px solid {t.notice_border}; }}
+#modelNotice QLabel, #historyBanner {{ color: {t.on_notice}; }}
+#historyBanner {{ padding: 6px 12px; }}
+#codeBlock {{ background: {t.code}; border: 1px solid {t.code_border}; border-radius: 6px; }}
+#codeLanguage {{ color: {t.muted}; font-size: 11px; }}
+QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
+QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 10px; }}
+#composerEdit:focus, #conversations:focus {{ border: 2px solid {t.focus}; }}
 """
 
 
@@ -71,3 +316,4 @@ def make_icon() -> QIcon:
         painter.end()
         icon.addPixmap(pixmap)
     return icon
+

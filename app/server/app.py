@@ -18,13 +18,12 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.inference_worker import GenerationRequest
+from app.backends.protocol import GenerationRequest, ReplySource
 from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.rope import RopeUnsupportedError
 from inference.settings import GenerationSettings, SettingError
@@ -55,16 +54,8 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
-class Backend(Protocol):
-    """What the server generates with: ``app.inference_worker.InferenceWorker`` or anything with its method."""
-
-    def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
-        """Batches of engine events of one reply, ending with ``Finished``; stops soon after ``cancel`` is set."""
-        ...
-
-
 def create_app(
-    backend: Backend,
+    backend: ReplySource,
     *,
     model_id: str,
     api_key: str | None = None,
@@ -298,7 +289,7 @@ async def _disconnected(request: Request) -> None:
 class _Generation:
     """One request's turn at the gate and its stream of event batches; engine errors become ``APIError``."""
 
-    def __init__(self, backend: Backend, gate: GenerationGate, request: GenerationRequest):
+    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest):
         self.cancel = threading.Event()
         self._backend, self._gate, self._request = backend, gate, request
         self._batches: AsyncIterator[list[Event]] | None = None

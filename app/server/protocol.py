@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app import bounded_json
-from app.inference_worker import GenerationRequest
+from app.backends.protocol import GenerationRequest
 from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
 from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
 from inference.settings import (

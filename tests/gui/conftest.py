@@ -65,7 +65,7 @@ def qasync_loop(qapp):
 @pytest.fixture(scope="session")
 def shared_worker(int4_dir, int8_dir):
     """One inference thread for the session (the default model stays loaded between tests)."""
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     worker = InferenceWorker()
     yield worker

@@ -5,6 +5,7 @@ of the numbers. Prints one line ``RESULT <json>``.
 
 Usage: python stall_driver.py SCENARIO WORKDIR
     streaming          a reply streams while the user types, scrolls, resizes, switches conversations, stops
+    blocked            a reply streams and the GUI thread is blocked for 100 ms once (the probe's control)
     long_conversation  open a 120-message conversation and page back through all of it
     model_load         start with nothing loaded; the model loads (and warms up) in the background
 """
@@ -25,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 #: Engine calls that hold the GIL for 100-500 ms (measured): while one runs, no Python code can run in the GUI
 #: thread, whatever the GUI does. The app makes them before its event loop starts, never during a model load.
 GIL_HOLDING_ENGINE_CALLS = (("openvino_genai", "Tokenizer"), ("openvino", "Model.validate_nodes_and_infer_types"))
+#: The block the ``blocked`` scenario puts on the GUI thread (seconds).
+BLOCK_S = 0.1
 
 
 def long_conversation(db, title: str, messages: int) -> int:
@@ -39,8 +42,20 @@ def long_conversation(db, title: str, messages: int) -> int:
     return conversation
 
 
+def start_reply(window, probe, text: str) -> asyncio.Future:
+    """Start the probe, then send ``text``; the future gets the reply when it has ended."""
+    finished = asyncio.get_running_loop().create_future()
+    window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
+    window.composer.set_text(text)
+    probe.start()
+    window.composer.submit()
+    return finished
+
+
 def stalls(probe) -> dict:
-    return {"max_stall_ms": probe.max_stall_ms, "summary": probe.summary(), "ticks": probe.ticks}
+    """The longest stall, and the most CPU time the GUI thread itself spent in one (its own work per event)."""
+    cpu = max((stall.cpu_ms for stall in probe.stalls), default=0.0)
+    return {"max_stall_ms": probe.max_stall_ms, "max_gui_cpu_ms": cpu, "summary": probe.summary(), "ticks": probe.ticks}
 
 
 async def streaming(window, app) -> dict:
@@ -50,19 +65,15 @@ async def streaming(window, app) -> dict:
 
     await window.wait_for_model()
     other = long_conversation(window.db, "A long earlier chat", 40)
-    window.refresh_list()
+    window.conversations.refresh()
     await asyncio.sleep(0.3)
     actions = [("type", ch) for ch in "typing while it streams"]
     actions += [("scroll", v) for v in (0, 400, 0, 10_000)]
     actions += [("resize", size) for size in ((1200, 800), (1000, 700), (1440, 900))]
     actions += [("switch", other), ("scroll", 0), ("earlier", None), ("scroll", 10_000), ("switch", None), ("stop", None)]
-    steps, timeline = [], []
+    steps, timeline, streamed = [], [], []
     probe = StallProbe()
-    finished = asyncio.get_running_loop().create_future()
-    window.generation_finished.connect(lambda message: finished.done() or finished.set_result(message))
-    window.composer.set_text("Write a very long essay about how bicycles work, with many sections.")
-    probe.start()
-    window.composer.submit()
+    finished = start_reply(window, probe, "Write a very long essay about how bicycles work, with many sections.")
     streaming_conversation = window.chat_view.conversation_id
     while actions and not finished.done():
         await asyncio.sleep(0.04)
@@ -70,6 +81,8 @@ async def streaming(window, app) -> dict:
         steps.append(kind)
         timeline.append(f"{kind} at {time.perf_counter() - probe.started_at:.2f} s")
         if kind == "type":
+            active = window.replies.active
+            streamed.append(len(active.recorder.text) if active is not None else -1)
             QTest.keyClick(window.composer.edit, value)
         elif kind == "scroll":
             window.chat_view.scroll_area.verticalScrollBar().setValue(value)
@@ -89,6 +102,7 @@ async def streaming(window, app) -> dict:
         **stalls(probe),
         "steps": steps,
         "timeline": timeline,
+        "streamed_at_keys": streamed,
         "typed": window.composer.text(),
         "state": final.state,
         "content": final.content,
@@ -97,12 +111,29 @@ async def streaming(window, app) -> dict:
     }
 
 
+async def blocked(window, app) -> dict:
+    """A reply streams; 0.3 s in, the GUI thread sleeps 100 ms: the probe must report it (a control of the probe)."""
+    from PySide6.QtCore import QTimer
+
+    from app.gui.stall_probe import StallProbe
+
+    await window.wait_for_model()
+    probe = StallProbe()
+    finished = start_reply(window, probe, "Write a long essay about bicycles.")
+    QTimer.singleShot(300, lambda: time.sleep(BLOCK_S))
+    await asyncio.sleep(1.0)
+    window.composer.stop_button.click()
+    await asyncio.wait_for(finished, 120)
+    probe.stop()
+    return {**stalls(probe), "block_ms": BLOCK_S * 1000, "stalls": [[s.stall_ms, s.blocked_ms] for s in probe.stalls]}
+
+
 async def long_conversation_scenario(window, app) -> dict:
     from app.gui.stall_probe import StallProbe
 
     await window.wait_for_model()  # loading is measured by its own scenario
     chat = long_conversation(window.db, "Very long chat", 120)
-    window.refresh_list()
+    window.conversations.refresh()
     await asyncio.sleep(0.3)
     view = window.chat_view
     bar = view.scroll_area.verticalScrollBar()
@@ -194,7 +225,9 @@ def _time_engine_calls() -> None:
         setattr(owner, name, timed(attribute, getattr(owner, name)))
 
 
-SCENARIOS = {"streaming": streaming, "long_conversation": long_conversation_scenario, "model_load": model_load}
+SCENARIOS = {
+    "streaming": streaming, "blocked": blocked, "long_conversation": long_conversation_scenario, "model_load": model_load,
+}
 
 
 def main() -> int:

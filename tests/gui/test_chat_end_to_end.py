@@ -51,7 +51,8 @@ def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_pa
     assert stats["stop_reason"] in ("eos", "max_new_tokens") and stats["model"].startswith("SmolLM2-135M-Instruct-int4")
     # the bubble shows the footer with the reply's numbers
     footer = window.chat_view.message_widgets()[-1].footer.text()
-    assert footer.startswith(f"Autoregressive · TTFT {stats['ttft_ms']:.0f} ms · {stats['tokens_per_s']:.1f} tokens/s")
+    limit = "Length limit reached (Continue writes more) · " if stats["stop_reason"] == "max_new_tokens" else ""
+    assert footer.startswith(f"{limit}Plain decoding · TTFT {stats['ttft_ms']:.0f} ms · {stats['tokens_per_s']:.1f} tokens/s")
     assert f"{stats['new_tokens']} tokens" in footer and "0 tokens discarded" in footer
     # the conversation got its title from the message and is listed
     assert window.conversation_list.list.item(0).text() == "Name three colours."

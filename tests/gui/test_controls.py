@@ -18,6 +18,8 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
 from app.gui.settings_store import AppSettings, SettingsStore
+from app.gui.widgets.settings_pane import BROWSE_DRAFT
+from inference.models.default_head import default_head_dir
 from inference.models.default_model import default_model_dir
 from inference.models.store import ModelManifest, read_manifest
 
@@ -153,7 +155,7 @@ def test_stop_button_and_escape_keep_the_partial_reply(qtbot, env, tmp_path):
         assert final.state == "stopped" and final.stats["stop_reason"] == "cancelled"
         assert 20 < len(final.content) and final.stats["new_tokens"] < 400
         assert window.db.message(final.id).content == final.content
-        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Autoregressive")
+        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Plain decoding")
     window.settings_pane.max_new_tokens.setValue(24)
 
 
@@ -178,7 +180,8 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     assert [s.key for s in window.live_graph.series] == ["ar", "spec"]
     # the precision in force, as OpenVINO reports it: in the settings pane and the status bar
     assert window.settings_pane.precision_in_use.text().startswith("f32, KV cache f32, no dynamic quantization (exact)")
-    assert "f32, KV cache f32, no dynamic quantization (exact)" in window.model_label.text()
+    assert window.model_label.text().endswith(" · exact")  # short; the details are in its tooltip
+    assert "f32, KV cache f32, no dynamic quantization (exact)" in window.model_label.toolTip()
     assert all(s.rate for s in window.live_graph.series)
     # the comparison through the menu action (Ctrl+Shift+Enter)
     window.composer.set_text("Say OK.")
@@ -193,7 +196,7 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     click(qtbot, listing.new_button)
     assert window.chat_view.conversation_id is None and window.chat_view.title_label.text() == "New chat"
     assert window.chat_view.empty_label.isVisible()
-    _reply(qtbot, window, lambda: window.send("Tell me about bananas."))
+    _reply(qtbot, window, lambda: window.chat.send("Tell me about bananas."))
     second = window.chat_view.conversation_id
     assert second != first and listing.ids()[0] == second
     window.new_action.trigger()  # Ctrl+N
@@ -219,7 +222,8 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     click(qtbot, view.earlier_button)
     qtbot.waitUntil(lambda: view.fully_loaded, timeout=5000)
     assert len(view.message_widgets()) == min(total, 16)
-    assert [w.message.position for w in view.message_widgets()] == list(range(total - len(view.message_widgets()), total))
+    shown = [w.message.id for w in view.message_widgets()]
+    assert shown == [m.id for m in window.db.messages(first)][-len(shown):]  # the newest, in order
     # rename in place with the button, then with F2
     click(qtbot, listing.rename_button)
     qtbot.waitUntil(lambda: listing.list.findChild(QLineEdit) is not None and listing.list.findChild(QLineEdit).isVisible(), timeout=3000)
@@ -257,7 +261,7 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     assert window.db.conversation(first) is not None
 
 
-def test_header_highlight_and_system_prompt(qtbot, env):
+def test_header_highlight_system_prompt_and_json_output(qtbot, env):
     window = env["window"]
     view = window.chat_view
     click(qtbot, view.highlight_box)
@@ -273,16 +277,16 @@ def test_header_highlight_and_system_prompt(qtbot, env):
         lambda: window.db.conversation(view.conversation_id).system_prompt.startswith("You are a pirate"), timeout=3000
     )
     before = window.db.messages(view.conversation_id)
-    final = _reply(qtbot, window, lambda: window.send("Who are you?"))
+    final = _reply(qtbot, window, lambda: window.chat.send("Who are you?"))
     assert final.stats["prompt_tokens"] > 0
     assert len(window.db.messages(view.conversation_id)) == len(before) + 2
     click(qtbot, view.system_button)
     assert not view.system_edit.isVisible() and view.system_button.text() == "System prompt ✓"
-    # the JSON output box is kept with the conversation, on and off again
+    # JSON output: kept with the conversation as it is clicked on and off (its replies: test_chat_end_to_end)
     click(qtbot, view.json_box)
-    assert window.db.conversation(view.conversation_id).json_output is True
+    assert view.json_box.isChecked() and window.db.conversation(view.conversation_id).json_output is True
     click(qtbot, view.json_box)
-    assert window.db.conversation(view.conversation_id).json_output is False
+    assert not view.json_box.isChecked() and window.db.conversation(view.conversation_id).json_output is False
     # the side panel can be hidden and shown
     window.side_panel_action.trigger()
     assert not window.right_splitter.isVisible()
@@ -330,7 +334,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     pane.decoding.setFocus()
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
     pane.k.setValue(3)
-    final = _reply(qtbot, window, lambda: window.send("Repeat: cat dog cat dog cat dog."))
+    final = _reply(qtbot, window, lambda: window.chat.send("Repeat: cat dog cat dog cat dog."))
     assert (final.stats["mode"], final.stats["drafter"], final.stats["k"]) == ("spec", "lookup", 3)
     click(qtbot, pane.adaptive_k)
     assert window.settings.value("adaptive_k") and window.settings.generation_settings().speculative.adaptive
@@ -342,22 +346,26 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     qtbot.waitUntil(lambda: window.model_state == "loading", timeout=5000)
     assert window.busy_bar.isVisible()
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
-    assert not window.busy_bar.isVisible() and "int8 on CPU" in window.model_label.text()
-    final = _reply(qtbot, window, lambda: window.send("Say hi."))
+    assert not window.busy_bar.isVisible() and "int8 on CPU" in window.model_label.toolTip()
+    final = _reply(qtbot, window, lambda: window.chat.send("Say hi."))
     assert "int8" in final.stats["model"]
     # a draft model chosen with Browse…: reload with the draft, speculative replies use it
     pane.bits.setCurrentIndex(pane.bits.findData(4))
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
+    # the smallest installed draft is taken, no error first: the default model's head (installed with the model)
+    assert pane.current().draft_model == str(default_head_dir())
+    assert pane.error_labels["draft_model"].text() == "" and window.composer.send_button.isEnabled()
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(""))  # "(none)"
     assert "needs a draft model" in pane.error_labels["draft_model"].text()
     assert not window.composer.send_button.isEnabled()  # invalid settings never reach the engine
-    click(qtbot, pane.browse_button)
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(BROWSE_DRAFT))  # "Other folder…"
     dialog = _dialog(qtbot, window, "fileDialog")
     accept_file_dialog(dialog, str(int8_dir))
     qtbot.waitUntil(lambda: pane.current().draft_model == str(int8_dir), timeout=5000)
     assert window.composer.send_button.isEnabled()
-    qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" in window.model_label.text(), timeout=TIMEOUT)
-    assert "int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU" in window.model_label.text()
-    final = _reply(qtbot, window, lambda: window.send("Say yes."))
+    qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" in window.model_label.toolTip(), timeout=TIMEOUT)
+    assert "int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU" in window.model_label.toolTip()
+    final = _reply(qtbot, window, lambda: window.chat.send("Say yes."))
     assert (final.stats["mode"], final.stats["drafter"]) == ("spec", "model") and final.stats["drafted"] > 0
     # settings persisted
     stored = SettingsStore(env["folder"] / "settings.json").load()
@@ -366,26 +374,26 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     click(qtbot, pane.reset_button)
     assert replace(pane.current(), highlight_draft=True) == AppSettings()
     pane.max_new_tokens.setValue(24)
-    qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" not in window.model_label.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.model_state == "ready" and "draft" not in window.model_label.toolTip(), timeout=TIMEOUT)
 
 
 def test_models_dialog_opens_and_its_changes_reach_the_settings(qtbot, env, monkeypatch):
     window = env["window"]
     window.models_action.trigger()
-    dialog = window.models_dialog
+    dialog = window.choice.models_dialog
     assert dialog is not None and dialog.isVisible() and dialog.windowTitle() == "Models"
-    from app.gui import main_window
+    from app.gui import model_choice
 
     target = read_manifest(default_model_dir(window.settings.bits))
     extra = replace(target, name="Extra", bits=8, path=Path("/models/extra"))  # the target's tokenizer: a draft
     other = ModelManifest(name="Other", bits=8, tokenizer_fingerprint="0" * 64, path=Path("/models/other"))
-    monkeypatch.setattr(main_window, "_installed_models", lambda: [target, extra, other])
+    monkeypatch.setattr(model_choice, "_installed_models", lambda: [target, extra, other])
     dialog.models_changed.emit()  # as after an import
     assert window.settings_pane.draft_model.findData("/models/extra") >= 0
     assert window.settings_pane.draft_model.findData("/models/other") < 0  # another tokenizer cannot draft
     dialog.close()
     window.models_action.trigger()  # the same dialog again
-    assert window.models_dialog is dialog and dialog.isVisible()
+    assert window.choice.models_dialog is dialog and dialog.isVisible()
     dialog.close()
 
 
@@ -405,7 +413,7 @@ def test_local_server_dialog_opens_stopped(qtbot, env):
     """Server > Local server… (its switch is tested in test_local_server.py)."""
     window = env["window"]
     window.local_server_action.trigger()
-    dialog = window.server_dialog
+    dialog = window.server_control.dialog
     assert dialog.isVisible() and not dialog.switch.isChecked() and dialog.status.text() == "Stopped"
     assert dialog.port.value() == 8000 and not dialog.allow_other_computers.isChecked()
     dialog.close()
@@ -436,13 +444,13 @@ def test_model_picker_refresh_and_the_model_notice(qtbot, env):
     # A chat answered with the 8-bit copy: said above the chat, with a button that switches to it.
     chat = window.db.create_conversation("Answered at 8 bits")
     window.db.add_message(chat, "assistant", "Hi", stats={"mode": "ar", "target_model": default_model_dir(8).name})
-    window.open_conversation(chat)
+    window.conversations.open(chat)
     notice = window.model_notice
     assert notice.isVisible() and "8-bit" in notice.text.text()
     click(qtbot, notice.close_button)
     assert not notice.isVisible()
-    window.new_chat()
-    window.open_conversation(chat)
+    window.conversations.new()
+    window.conversations.open(chat)
     click(qtbot, notice.action)
     assert (window.settings.target_model, window.settings.bits) == ("", 8)
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=TIMEOUT)
@@ -476,6 +484,24 @@ def test_sampling_greedy_toggle_presets_and_a_sampled_compare(qtbot, env):
     assert json.loads((env["folder"] / "settings.json").read_text())["presets"]["Warm"]["temperature"] == 0.7
     click(qtbot, group.delete_button)
     assert group.preset.currentText() == "Custom" and not group.delete_button.isEnabled()
+
+
+def test_the_view_menu_chooses_the_theme_and_the_settings_keep_it(qtbot, env):
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui import theme
+
+    window = env["window"]
+    window.theme_actions["dark"].trigger()
+    assert theme.current() is theme.DARK and window.settings.theme == "dark"
+    assert QApplication.palette().color(QPalette.ColorRole.Window).name() == theme.DARK.window
+    window.choice.save()
+    assert SettingsStore(env["folder"] / "settings.json").load().theme == "dark"
+    window.theme_actions["light"].trigger()
+    assert theme.current() is theme.LIGHT and window.theme_actions["light"].isChecked()
+    window.theme_actions["system"].trigger()
+    assert window.settings.theme == "system" and theme.current() is theme.theme_for("system")
 
 
 def test_every_control_was_used_and_quit_closes(qtbot, env):

@@ -31,7 +31,7 @@ def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_windo
     qtbot.keyClicks(window.chat_view.system_edit, "x")  # the conversation does not exist yet: kept for it
     window.chat_view.system_edit.setPlainText("You are a helpful assistant. " * 20)
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
-        window.send("Hello")
+        window.chat.send("Hello")
     assert finished.args[0] is None  # no reply
     error = window.composer.error_text
     assert error.startswith("Could not generate a reply: n_keep='auto' pins the") and "raise n_ctx" in error
@@ -44,7 +44,7 @@ def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_windo
     window.settings_pane.n_ctx.setValue(2048)
     assert window.settings_pane.errors() == {} and window.composer.send_button.isEnabled()
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
-        window.send("Hello again")
+        window.chat.send("Hello again")
     assert finished.args[0] is not None and finished.args[0].state == "complete"
 
 
@@ -62,7 +62,7 @@ def test_incomplete_draft_folder_gets_a_dialog_that_says_what_to_do(qtbot, make_
     assert window.model_state == "error" and "No model loaded" in window.model_label.text()
     # sending now is refused in place, the message is kept
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
-        window.send("Are you there?")
+        window.chat.send("Are you there?")
     assert window.composer.error_text.startswith("Could not generate a reply: no model is loaded: model folder")
     assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Are you there?"]
     # switching to prompt lookup needs no draft: the target loads and replies work
@@ -70,7 +70,7 @@ def test_incomplete_draft_folder_gets_a_dialog_that_says_what_to_do(qtbot, make_
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
-        window.send("Now?")
+        window.chat.send("Now?")
     assert finished.args[0].state == "complete" and finished.args[0].stats["drafter"] == "lookup"
 
 
@@ -122,7 +122,7 @@ def test_corrupt_history_is_moved_aside_with_a_notice(qtbot, make_window, tmp_pa
     assert len(moved) == 1 and moved[0].read_bytes() == b"garbage" * 1000
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
-        window.send("Is history working?")
+        window.chat.send("Is history working?")
     assert len(window.db.messages(window.chat_view.conversation_id)) == 2
 
 
@@ -147,7 +147,7 @@ def empty_data_dir(tmp_path, monkeypatch, data_dir):
 
 
 def test_first_start_without_a_registry_explains_what_to_do(qtbot, make_window, empty_data_dir, monkeypatch):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
     monkeypatch.setenv("PIP_FIND_LINKS", "")
@@ -169,7 +169,7 @@ def test_first_start_without_a_registry_explains_what_to_do(qtbot, make_window, 
         assert window.model_state == "error"
         # the window stays usable: chats can be written and read, replies are refused in place
         with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
-            window.send("Offline message")
+            window.chat.send("Offline message")
         assert "no model is loaded" in window.composer.error_text
         assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Offline message"]
     finally:
@@ -177,7 +177,7 @@ def test_first_start_without_a_registry_explains_what_to_do(qtbot, make_window, 
 
 
 def test_first_start_fetches_the_default_model_with_a_progress_dialog(qtbot, make_window, empty_data_dir, data_dir):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     downloads = empty_data_dir / "downloads"
     downloads.mkdir()
@@ -198,7 +198,7 @@ def test_first_start_fetches_the_default_model_with_a_progress_dialog(qtbot, mak
         assert find_dialog(window, "modelProgress") is None  # closed
         assert (empty_data_dir / "models" / "SmolLM2-135M-Instruct-int4" / "openvino_model.xml").is_file()
         with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
-            window.send("Hi!")
+            window.chat.send("Hi!")
         assert finished.args[0].content
     finally:
         worker.shutdown()

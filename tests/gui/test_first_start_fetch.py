@@ -36,7 +36,7 @@ def slow_index(tmp_path, monkeypatch, data_dir):
 
 
 def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window, slow_index):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     worker = InferenceWorker()
     try:
@@ -66,7 +66,7 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
         click(qtbot, box.button(QMessageBox.StandardButton.Close))
         # the window stays usable: chats are kept, replies are refused in place
         with qtbot.waitSignal(window.generation_finished, timeout=30_000):
-            window.send("Still here?")
+            window.chat.send("Still here?")
         assert "no model is loaded" in window.composer.error_text
         assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Still here?"]
     finally:
@@ -74,7 +74,7 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
 
 
 def test_quitting_during_the_download_stops_it(qtbot, make_window, slow_index):
-    from app.inference_worker import InferenceWorker
+    from app.backends.worker import InferenceWorker
 
     worker = InferenceWorker()
     window = make_window(FAST, worker=worker, wait_model=False)

@@ -25,7 +25,7 @@ from app.gui.history_db import (
 def test_new_database_is_wal_and_current(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     assert db.journal_mode == "wal"
-    assert db.schema_version == SCHEMA_VERSION == 3
+    assert db.schema_version == SCHEMA_VERSION == 4
     db.close()
 
 
@@ -48,7 +48,7 @@ def test_version_1_database_is_migrated_keeping_its_messages(tmp_path):
     )
     raw.close()
     db = HistoryDB(path)
-    assert db.schema_version == 3
+    assert db.schema_version == SCHEMA_VERSION
     [conversation] = db.conversations()
     assert (conversation.title, conversation.system_prompt, conversation.message_count) == ("Old chat", "Be brief.", 2)
     assert conversation.json_output is False
@@ -279,9 +279,10 @@ def test_streaming_reply_updates_and_truncation(tmp_path):
     [_, seen] = other.messages(c)
     assert (seen.content, seen.state, seen.draft_spans) == ("partial", "streaming", [[0, 3]])
     db.update_message(reply, content="partial reply", state="complete", stats={"mode": "ar", "tokens_per_s": 12.5})
-    db.add_message(c, "user", "two")
-    assert db.delete_messages_from(c, 1) == 2
-    assert [m.content for m in db.messages(c)] == ["one"]
+    two = db.add_message(c, "user", "two")
+    failed = db.add_message(c, "assistant", "", state="streaming")
+    db.delete_message(failed)  # a reply that failed before any text: the branch ends before it again
+    assert [m.id for m in db.messages(c)][-1] == two and db.message(failed) is None
     with pytest.raises(ValueError, match="state"):
         db.update_message(reply, state="weird")
     other.close()
@@ -348,3 +349,94 @@ def test_only_corrupt_or_not_a_database_errors_count_as_corruption(tmp_path):
     assert write_error_text(sqlite3.OperationalError("database or disk is full")).endswith("free some space, then try again")
     assert "another program holds" in write_error_text(sqlite3.OperationalError("database is locked"))
     assert "permissions" in write_error_text(sqlite3.OperationalError("attempt to write a readonly database"))
+
+
+def _version_2_history(path) -> None:
+    """A history as SpecChat wrote it before chat branches (schema version 2), with one conversation of 4 messages."""
+    from app.gui.history_db import MIGRATIONS
+
+    raw = sqlite3.connect(path)
+    for step in MIGRATIONS[:2]:
+        for statement in step:
+            raw.execute(statement)
+    raw.execute("INSERT INTO conversations VALUES (1, 'Old chat', '', 1.0, 2.0)")
+    rows = [(0, "user", "Hi"), (1, "assistant", "Hello!"), (2, "user", "Tell a joke"), (3, "assistant", "No.")]
+    for position, role, content in rows:
+        raw.execute(
+            "INSERT INTO messages (conversation_id, position, role, content, created_at, state, stats) VALUES "
+            "(1, ?, ?, ?, ?, 'complete', ?)", (position, role, content, 1.0 + position, '{"mode": "ar"}' if role == "assistant" else None),
+        )  # fmt: skip
+    raw.execute("PRAGMA user_version = 2")
+    raw.commit()
+    raw.close()
+
+
+def test_a_version_3_history_keeps_its_json_output_chats_when_it_gets_branches(tmp_path):
+    """Schema 3 is the JSON output column, as SpecChat wrote it before chat branches (schema 4)."""
+    path = tmp_path / "v3.sqlite3"
+    _version_2_history(path)
+    raw = sqlite3.connect(path)
+    raw.execute("ALTER TABLE conversations ADD COLUMN json_output INTEGER NOT NULL DEFAULT 0")  # that version's step 3
+    raw.execute("UPDATE conversations SET json_output = 1 WHERE id = 1")
+    raw.execute("PRAGMA user_version = 3")
+    raw.commit()
+    raw.close()
+    db = HistoryDB(path)
+    assert db.schema_version == SCHEMA_VERSION == 4
+    assert db.conversation(1).json_output is True
+    assert [(m.role, m.content) for m in db.messages(1)][-2:] == [("user", "Tell a joke"), ("assistant", "No.")]
+
+
+def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
+    path = tmp_path / "v2.sqlite3"
+    _version_2_history(path)
+    raw_before = sqlite3.connect(path).execute("SELECT id, position, role, content FROM messages").fetchall()
+    db = HistoryDB(path)
+    assert db.schema_version == SCHEMA_VERSION == 4
+    messages = db.messages(1)
+    assert [(m.role, m.content) for m in messages] == [("user", "Hi"), ("assistant", "Hello!"), ("user", "Tell a joke"),
+                                                       ("assistant", "No.")]  # fmt: skip
+    assert all(m.versions == [m.id] and m.version == 1 for m in messages)
+    assert [tuple(row) for row in db._db.execute("SELECT id, position, role, content FROM messages")] == raw_before  # no row rewritten
+
+    # regenerate the last reply: the earlier one is kept as version 1 of 2
+    old_reply = messages[-1].id
+    new_reply = db.add_message(1, "assistant", "Why did the chicken cross the road?", replaces=old_reply)
+    shown = db.messages(1)
+    assert [m.content for m in shown][-1] == "Why did the chicken cross the road?"
+    assert shown[-1].versions == [old_reply, new_reply] and shown[-1].version == 2
+
+    # edit and resend the second user message: a branch of its own; the first branch is kept whole
+    edited = db.add_message(1, "user", "Tell a story", replaces=shown[2].id)
+    db.add_message(1, "assistant", "Once upon a time.")
+    shown = db.messages(1)
+    assert [m.content for m in shown] == ["Hi", "Hello!", "Tell a story", "Once upon a time."]
+    assert shown[2].versions == [messages[2].id, edited] and shown[2].version == 2
+    db.select_version(messages[2].id)  # back to the first version: its latest continuation comes with it
+    assert [m.content for m in db.messages(1)] == ["Hi", "Hello!", "Tell a joke", "Why did the chicken cross the road?"]
+    db.select_version(old_reply)
+    assert [m.content for m in db.messages(1)][-1] == "No."
+
+    # export writes the branch shown; another SpecChat process sees the same branch
+    assert [m["content"] for m in db.export_json(1)["messages"]] == ["Hi", "Hello!", "Tell a joke", "No."]
+    assert "Once upon a time." not in db.export_markdown(1)
+    other = HistoryDB(path)
+    assert [m.content for m in other.messages(1)] == ["Hi", "Hello!", "Tell a joke", "No."]
+    assert other.conversation(1).message_count == 7  # every version is kept
+    other.close()
+    db.close()
+
+
+def test_editing_the_first_message_starts_a_second_root(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("t")
+    first = db.add_message(c, "user", "one")
+    db.add_message(c, "assistant", "reply one")
+    second = db.add_message(c, "user", "uno", replaces=first)
+    assert [(m.content, m.versions) for m in db.messages(c)] == [("uno", [first, second])]
+    db.select_version(first)
+    assert [m.content for m in db.messages(c)] == ["one", "reply one"]
+    failed = db.add_message(c, "assistant", "", state="streaming", replaces=db.messages(c)[-1].id)
+    db.delete_message(failed)  # a regenerated reply that failed: the earlier version shows again
+    assert [m.content for m in db.messages(c)] == ["one", "reply one"]
+    db.close()

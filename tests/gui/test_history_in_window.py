@@ -39,7 +39,7 @@ def test_a_chat_with_bad_rows_opens_with_placeholders_and_everything_drawn(qtbot
     assert [w.message.content for w in widgets] == [
         "first question", "good answer", "", "stats from an older build", "compare gone wrong",
     ]  # fmt: skip
-    assert widgets[1].footer.text().startswith("Autoregressive · TTFT 10 ms · 40.0 tokens/s")
+    assert widgets[1].footer.text().startswith("Plain decoding · TTFT 10 ms · 40.0 tokens/s")
     placeholder = widgets[2].body.toPlainText()
     assert placeholder == "Unreadable message: its text is missing (NULL). It is kept in the history file as it is."
     assert not widgets[2].footer.isVisible()

@@ -11,7 +11,7 @@ from conftest import FAST
 from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QMessageBox
 
-from app.gui import main_window, reply_controller
+from app.gui import conversations, reply_controller
 from app.gui.history_db import HistoryDB
 from app.gui.reply_recorder import ReplyRecorder
 
@@ -61,7 +61,7 @@ def test_a_message_the_disk_cannot_take_stays_in_the_composer_and_send_works_aga
 def test_a_reply_that_cannot_start_leaves_send_enabled(qtbot, make_window, monkeypatch):
     window = make_window(FAST)
     _refuse(monkeypatch, "add_message", "database is locked", after=1)  # the user message saves, the reply does not
-    window.send("Hello there")
+    window.chat.send("Hello there")
     assert "Could not save the reply" in window.composer.error_text
     assert "another program holds the history database" in window.composer.error_text
     assert window.active is None and window.composer.send_button.isEnabled()
@@ -76,32 +76,32 @@ def test_regenerate_edit_rename_delete_and_system_prompt_survive_a_locked_databa
     conversation_id = final.conversation_id
     saved = [(m.role, m.content) for m in window.db.messages(conversation_id)]
 
-    _refuse(monkeypatch, "delete_messages_from", "database is locked")
-    window.regenerate(final.id)
+    _refuse(monkeypatch, "add_message", "database is locked")
+    window.chat.regenerate(final.id)
     assert "Could not save the new reply" in window.composer.error_text
     assert window.active is None and window.composer.send_button.isEnabled()
     assert [(m.role, m.content) for m in window.db.messages(conversation_id)] == saved
     user_message = window.db.messages(conversation_id)[0]
-    window.resend_edited(user_message.id, "Say hello instead")
+    window.chat.resend_edited(user_message.id, "Say hello instead")
     assert "Could not save the edited message" in window.composer.error_text
     assert [(m.role, m.content) for m in window.db.messages(conversation_id)] == saved  # both writes or neither
     assert window.composer.send_button.isEnabled()
     monkeypatch.undo()
 
     _refuse(monkeypatch, "rename_conversation", "database is locked")
-    window.rename_conversation(conversation_id, "A new title")
+    window.conversations.rename(conversation_id, "A new title")
     assert "Could not save the new title" in window.composer.error_text
     assert window.db.conversation(conversation_id).title == "Say hi"
     _refuse(monkeypatch, "set_system_prompt", "database or disk is full")
-    window._system_prompt_changed(conversation_id, "Be brief.")
+    window.conversations.system_prompt_changed(conversation_id, "Be brief.")
     assert "Could not save the system prompt" in window.composer.error_text
     _refuse(monkeypatch, "delete_conversation", "database is locked")
 
     async def yes(*args, **kwargs):
         return QMessageBox.StandardButton.Yes
 
-    monkeypatch.setattr(main_window, "message_box", yes)
-    task = window.tasks.spawn(window.delete_conversation(conversation_id))
+    monkeypatch.setattr(conversations, "message_box", yes)
+    task = window.tasks.spawn(window.conversations.delete(conversation_id))
     qtbot.waitUntil(task.done, timeout=5000)
     assert task.result() is False and window.db.conversation(conversation_id) is not None
     assert "it was kept" in window.composer.error_text
@@ -139,12 +139,12 @@ def test_a_full_disk_while_a_reply_streams_keeps_the_reply_and_saves_it_later(qt
     window.generation_started.disconnect(disk_full_from_now)
     window.db._db.execute("PRAGMA max_page_count = 1073741823")  # space again: the next send saves it first
     with qtbot.waitSignal(window.replies.saved_again, timeout=5000):
-        window.send("Thanks")
+        window.chat.send("Thanks")
     assert window.composer.error_text == "" and "The reply was saved" in window.statusBar().currentMessage()
     stored = window.db.message(final.id)
     assert (stored.content, stored.state, stored.stats["new_tokens"]) == (final.content, "complete", final.stats["new_tokens"])
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
-        window.stop()
+        window.chat.stop()
     assert _integrity(window) == "ok"
     assert [m.role for m in window.db.messages(conversation_id)] == ["user", "assistant"] * 2
     assert len(window.db.conversations()) == 2

@@ -25,7 +25,7 @@ def _message(role: str, content: str, spans=None) -> Message:
 
 
 def _lines(view: MarkdownView) -> list[str]:
-    return view.document().toPlainText().splitlines()
+    return view.toPlainText().splitlines()
 
 
 def test_a_haiku_reply_keeps_its_three_lines(qtbot):
@@ -34,7 +34,7 @@ def test_a_haiku_reply_keeps_its_three_lines(qtbot):
     widget.resize(500, 200)
     widget.show()
     assert _lines(widget.body) == HAIKU.split("\n")
-    document = widget.body.document()
+    document = widget.body.text_views()[0].document()
     assert document.blockCount() == 1 and document.begin().layout().lineCount() == 3  # one stanza, three lines
     assert widget.body.markdown == HAIKU  # the source shown (and copied) is the reply as generated
 
@@ -43,7 +43,7 @@ def test_a_shift_enter_user_message_is_shown_as_typed(qtbot):
     typed = "first line\nsecond line with *stars* and <b>tags</b>\n# not a heading"
     widget = MessageWidget(_message("user", typed))
     qtbot.addWidget(widget)
-    assert widget.body.document().toPlainText() == typed  # no Markdown: stars, tags and # stay as typed
+    assert widget.body.toPlainText() == typed  # no Markdown: stars, tags and # stay as typed
 
 
 def test_markdown_still_renders_and_code_blocks_are_unchanged(qtbot):

@@ -56,9 +56,14 @@ def test_the_graph_shows_the_last_reply_of_the_conversation_on_screen(graph):
     graph.add_events(_steps(2.0, drafted=4))
     graph.finish_run()
     assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
-    graph.show_conversation(2, {"mode": "ar", "ttft_ms": 20.0, "tokens_per_s": 118.2, "new_tokens": 17})
+    graph.show_conversation(2, [{"mode": "ar", "ttft_ms": 20.0, "tokens_per_s": 118.2, "new_tokens": 17}])
     assert graph.series == [] and _drawn_points(graph) == 0
     assert graph.summary.text().startswith("Last reply: TTFT 20 ms · 118.2 tokens/s")
+    assert "This chat" not in graph.summary.text()  # one reply: nothing more to say
+    earlier = [{"mode": "ar", "tokens_per_s": rate} for rate in (41.0, 63.0, 58.0)]
+    compared = {"compare": {"ar": {"tokens_per_s": 40.0}, "spec": {"mode": "spec", "tokens_per_s": 55.0}, "speedup": 1.4}}
+    graph.show_conversation(4, [*earlier, {"mode": "user"}, compared])  # the chat's replies, not only the last
+    assert "This chat: 4 replies, 41-63 tokens/s (median 56)." in graph.summary.text()
     # a reply streaming in conversation 2 while conversation 3 is shown is not drawn there
     graph.start_run("ar", conversation_id=2)
     graph.show_conversation(3)
@@ -80,15 +85,15 @@ def test_the_window_graph_follows_the_conversation_shown(make_window):
     db.add_message(older, "user", "Hi")
     db.add_message(older, "assistant", "Hello!", stats={"mode": "ar", "ttft_ms": 30.0, "tokens_per_s": 99.5})
     newer = db.create_conversation("newer")
-    window.refresh_list()
-    window.open_conversation(newer)
+    window.conversations.refresh()
+    window.conversations.open(newer)
     window.live_graph.start_run("ar", conversation_id=newer)
     window.live_graph.add_events(_steps(1.0))
     window.live_graph.finish_run()
     assert window.live_graph.series
-    window.open_conversation(older)
+    window.conversations.open(older)
     assert window.live_graph.series == [] and "99.5 tokens/s" in window.live_graph.summary.text()
-    window.open_conversation(newer)
+    window.conversations.open(newer)
     assert [s.key for s in window.live_graph.series] == ["ar"]
 
 

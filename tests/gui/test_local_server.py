@@ -31,7 +31,7 @@ def free_port() -> int:
 
 def open_dialog(window, port: int):
     window.local_server_action.trigger()
-    dialog = window.server_dialog
+    dialog = window.server_control.dialog
     assert dialog is not None and dialog.isVisible()
     dialog.port.setValue(port)
     return dialog
@@ -72,7 +72,7 @@ def chat(url: str, model: str, api_key: str = "none") -> str:
         messages=[{"role": "user", "content": PROMPT}],
         temperature=0,
         max_tokens=FAST.value("max_new_tokens"),
-        extra_body={"repetition_penalty": 1.0},  # as the window's Precise preset (else the model's 1.1 applies)
+        extra_body={"repetition_penalty": FAST.value("repetition_penalty")},  # the window's Precise preset's
     )
     return reply.choices[0].message.content
 
@@ -120,7 +120,7 @@ def test_a_window_reply_and_a_server_request_issued_together_both_complete(qtbot
     reference = send_and_wait(qtbot, window, PROMPT).content
     result = {}
     thread = threading.Thread(target=lambda: result.update(text=chat(url, default_model_dir(4).name)), daemon=True)
-    window.new_chat()  # the same first turn again
+    window.conversations.new()  # the same first turn again
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
         window.composer.set_text(PROMPT)
         window.composer.submit()
@@ -174,14 +174,14 @@ def test_a_reload_in_the_window_serves_the_new_model_from_the_next_request(qtbot
     models_url = f"http://127.0.0.1:{port}/v1/models"
     assert httpx.get(models_url, timeout=10).json()["data"][0]["id"] == default_model_dir(4).name
     with qtbot.waitSignal(window.model_ready, timeout=TIMEOUT):
-        window.choose_target("", 8)
+        window.choice.choose_target("", 8)
     assert httpx.get(models_url, timeout=10).json()["data"][0]["id"] == default_model_dir(8).name
     text = in_thread(qtbot, lambda: chat(f"http://127.0.0.1:{port}/v1", default_model_dir(8).name))
-    window.new_chat()
+    window.conversations.new()
     assert text == send_and_wait(qtbot, window, PROMPT).content
     switch_off(qtbot, window, dialog)
     with qtbot.waitSignal(window.model_ready, timeout=TIMEOUT):
-        window.choose_target("", 4)  # the shared worker goes back to the default model
+        window.choice.choose_target("", 4)  # the shared worker goes back to the default model
 
 
 def test_a_server_that_was_on_comes_back_with_the_model_and_its_key(qtbot, make_window, tmp_path):
@@ -201,7 +201,7 @@ def test_a_server_that_was_on_comes_back_with_the_model_and_its_key(qtbot, make_
     assert httpx.get(models, timeout=10).status_code == 401  # the key came back with it
     assert httpx.get(models, headers={"Authorization": "Bearer s3cret"}, timeout=10).status_code == 200
     window.local_server_action.trigger()
-    assert window.server_dialog.api_key.text() == "s3cret"  # and shows in the dialog
+    assert window.server_control.dialog.api_key.text() == "s3cret"  # and shows in the dialog
     window.close()
     qtbot.waitUntil(lambda: _port_is_free(port), timeout=30_000)
 
@@ -226,7 +226,7 @@ def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(
     def streamed() -> str:
         stream = client.chat.completions.create(
             model=model, messages=messages, temperature=0, max_tokens=max_tokens, stream=True,
-            extra_body={"repetition_penalty": 1.0},  # as chat() asks
+            extra_body={"repetition_penalty": FAST.value("repetition_penalty")},
         )
         return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
@@ -250,7 +250,7 @@ def test_a_stream_gives_the_same_text_and_a_client_that_leaves_frees_the_engine(
 def test_requests_without_sampling_fields_get_the_models_sampling(window):
     """As ``specchat serve`` without sampling flags: the model's generation_config.json over the chat defaults, not
     the window's preset and not OpenAI's cloud defaults."""
-    served = window._served_model()
+    served = window.server_control.served_model()
     assert served.defaults.sampling == recommended_sampling(default_model_dir(4))
     assert served.defaults.sampling.repetition_penalty == 1.1 and served.defaults.sampling.temperature == 0.7
 

@@ -9,7 +9,7 @@ from hub_server import HubServer
 
 from app.gui.reply_format import footer_text
 from app.gui.settings_store import AppSettings, SettingsStore
-from app.gui.widgets.settings_pane import LOOKUP_DRAFT
+from app.gui.widgets.settings_pane import BROWSE_DRAFT, LOOKUP_DRAFT
 from inference.models import store as model_store
 from inference.models.catalogue import CatalogueModel, CataloguePair
 from inference.models.importing import import_model
@@ -62,14 +62,14 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     assert picker.currentText().startswith("tiny-same · ") and window.model_picker.device.text() == "on CPU"
     assert _loaded_target(window) == "tiny-same" and window.worker.spec.draft_dir.name == "tiny-same-b"
     drafts = window.settings_pane.draft_model
-    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT]
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT, BROWSE_DRAFT]
     pane = window.settings_pane
     assert not pane.bits.isVisibleTo(pane)  # the default model's bit-width row: not this model's
 
     # Another tokenizer: no installed model can draft for it; the draft-model decoding says what to do.
     _pick(window, "tiny-other")
     assert window.settings.target_model == "tiny-other"
-    assert _texts(drafts) == ["(none with this tokenizer: use prompt lookup)", "Prompt lookup (no draft model)"]
+    assert _texts(drafts) == ["(none with this tokenizer: use prompt lookup)", "Prompt lookup", "Other folder…"]
     assert "draft_model" in window.settings_pane.errors()
     drafts.setCurrentIndex(drafts.findData(LOOKUP_DRAFT))  # prompt lookup, chosen in the draft list
     assert window.settings_pane.decoding.currentData() == Decoding.PROMPT_LOOKUP.value
@@ -78,7 +78,7 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
 
     # Back to the first target: its compatible drafts again, both other models with its tokenizer.
     _pick(window, "tiny-same")
-    assert [drafts.itemData(i) for i in range(1, drafts.count())] == [str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT]
+    assert [drafts.itemData(i) for i in range(1, drafts.count())] == [str(tiny_store / "tiny-same-b"), LOOKUP_DRAFT, BROWSE_DRAFT]
     assert drafts.currentData() == LOOKUP_DRAFT  # the decoding chosen, prompt lookup, shows in the draft list
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-same"
@@ -127,8 +127,8 @@ def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_
     other = window.db.create_conversation("Old chat")
     window.db.add_message(other, "user", "Hi")
     window.db.add_message(other, "assistant", "Hello!", stats={"mode": "ar", "target_model": "tiny-other"})
-    window.refresh_list()
-    window.open_conversation(other)
+    window.conversations.refresh()
+    window.conversations.open(other)
     notice = window.model_notice
     assert notice.isVisible() and notice.kind == "conversation"
     assert (
@@ -136,44 +136,58 @@ def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_
         and "the model now chosen is tiny-same · " in notice.text.text()
     )
     assert _loaded_target(window) == "tiny-same"  # nothing switched silently
-    assert notice.action.isVisible() and notice.action.text() == "Switch to tiny-other"
+    assert notice.action.isVisible() and notice.action.text() == "Switch to tiny-other · 16-bit"
     notice.action.click()
     assert window.settings.target_model == "tiny-other" and not notice.isVisible()
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-other"
-    window.open_conversation(first)  # answered with tiny-same
-    assert notice.isVisible() and "Switch to tiny-same" == notice.action.text()
-    window.new_chat()
+    window.conversations.open(first)  # answered with tiny-same
+    assert notice.isVisible() and "Switch to tiny-same · 16-bit" == notice.action.text()
+    eight_bit = window.db.create_conversation("8-bit chat")
+    window.db.add_message(eight_bit, "assistant", "x", stats={"mode": "ar", "target_model": "SmolLM2-135M-Instruct-int8"})
+    window.conversations.open(eight_bit)
+    assert notice.action.text() == "Switch to SmolLM2-135M-Instruct · 8-bit"  # which copy of the default model
+    window.conversations.new()
     assert not notice.isVisible()
 
     # A model no longer installed: said, with nothing to switch to.
     gone = window.db.create_conversation("Gone")
     window.db.add_message(gone, "assistant", "x", stats={"mode": "ar", "target_model": "removed-model"})
-    window.open_conversation(gone)
+    window.conversations.open(gone)
     assert "removed-model, which is no longer installed" in notice.text.text() and not notice.action.isVisible()
 
 
-def test_a_draft_model_that_made_a_reply_slower_is_flagged_once_per_pair(qtbot, make_window, tiny_store):
+def test_a_slow_draft_is_said_over_the_conversation_that_measured_it_never_left_over(qtbot, make_window, tiny_store):
     window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
-    conversation = window.db.create_conversation("Compare")
-    stats = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": 0.4}}
-    message_id = window.db.add_message(conversation, "assistant", "x", stats=stats)
-    window._reply_finished(window.db.message(message_id))
     notice = window.model_notice
+
+    def compared(conversation: int, speedup: float) -> None:
+        stats = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": speedup}}
+        window.chat._finished(window.db.message(window.db.add_message(conversation, "assistant", "x", stats=stats)))
+
+    slow = window.db.create_conversation("Slow")
+    window.conversations.open(slow)
+    compared(slow, 0.4)
     assert notice.isVisible() and notice.kind == "slow_draft"
-    assert "made this reply 0.4x as fast as plain decoding (tiny-same-b drafting for tiny-same)" in notice.text.text()
-    notice.dismiss()
-    window._reply_finished(window.db.message(message_id))
-    assert not notice.isVisible()  # once per pair
-    fast = window.db.add_message(
-        conversation, "assistant", "y", stats={**stats, "compare": {**stats["compare"], "speedup": 1.3}}
-    )
-    window._reply_finished(window.db.message(fast))
-    assert not notice.isVisible()
-    window._slow_pairs_told.clear()
-    window._reply_finished(window.db.message(message_id))
+    assert "made this chat's last reply 0.40x as fast as plain decoding (tiny-same-b drafting for tiny-same)" in notice.text.text()
+    other = window.db.create_conversation("Other")
+    window.conversations.open(other)
+    assert not notice.isVisible()  # the first chat's measurement is not this one's
+    compared(other, 0.73)
+    assert "0.73x" in notice.text.text()
+    window.conversations.open(slow)
+    assert "0.40x" in notice.text.text()
+    compared(slow, 1.3)
+    assert not notice.isVisible()  # its last measurement is fast now
+    compared(slow, 0.5)
+    notice.close_button.click()
+    window.conversations.open(other)
+    assert not notice.isVisible()  # dismissed for this pair, in every chat
+    window.choice.dismissed.clear()
+    window.conversations.open(slow)
     notice.action.click()  # "Use prompt lookup"
     assert window.settings.generation.decoding == Decoding.PROMPT_LOOKUP
+    assert not notice.isVisible()  # the draft model is no longer chosen
 
 
 def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_window, tiny_store, tiny_ir, monkeypatch):
@@ -184,8 +198,8 @@ def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_wi
     )  # fmt: skip
     with HubServer({"test-org/tiny-target-ov": tiny_ir["same"], "test-org/tiny-draft-ov": tiny_ir["same"]}) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        window.show_models()
-        dialog = window.models_dialog
+        window.choice.show_models()
+        dialog = window.choice.models_dialog
         dialog.catalogue[0] = pair
         dialog.tabs.setCurrentIndex(2)
         dialog.catalogue_table.selectRow(0)
@@ -236,7 +250,7 @@ def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
     settings = AppSettings(bits=4).with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(int8))
     window = make_window(settings, start=False)  # the 4-bit copy is not built: starting would fetch it
     drafts = window.settings_pane.draft_model
-    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8), LOOKUP_DRAFT]
+    assert [drafts.itemData(i) for i in range(drafts.count())] == ["", str(int8), LOOKUP_DRAFT, BROWSE_DRAFT]
     assert drafts.currentData() == str(int8) and "draft_model" not in window.settings_pane.errors()
     assert window.model_picker.combo.currentText() == "SmolLM2-135M-Instruct · 4-bit · not built yet"
 
@@ -250,9 +264,10 @@ def test_a_single_reply_is_judged_from_its_plain_and_speculative_steps(make_wind
     drafted = StepStats(4, 1, 2, 30.0, 15.0, 50.0, 4, 12, 256, 0.0, 0)  # 40 tokens/s
     window.replies.events.emit([plain] * 3 + [drafted] * 6)  # as adaptive K's warm-up, then speculative steps
     conversation = window.db.create_conversation("Slow draft")
+    window.conversations.open(conversation)
     message_id = window.db.add_message(conversation, "assistant", "x", stats={"mode": "spec", "drafter": "model"})
-    window._reply_finished(window.db.message(message_id))
-    assert window.model_notice.kind == "slow_draft" and "0.4x as fast" in window.model_notice.text.text()
+    window.chat._finished(window.db.message(message_id))
+    assert window.model_notice.kind == "slow_draft" and "0.40x as fast" in window.model_notice.text.text()
 
 
 def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):
@@ -261,7 +276,8 @@ def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):
     from gui_helpers import accept_file_dialog, find_dialog
 
     window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
-    window.settings_pane.browse_button.click()
+    pane = window.settings_pane
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(BROWSE_DRAFT))  # "Other folder…"
     qtbot.waitUntil(lambda: find_dialog(window, "fileDialog") is not None, timeout=5_000)
     dialog = find_dialog(window, "fileDialog")
     assert Path(dialog.directory().absolutePath()) == tiny_store

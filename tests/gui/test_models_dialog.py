@@ -80,6 +80,11 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert heartbeat.max_gap < 0.5, f"the event loop was blocked for {heartbeat.max_gap:.2f} s"
     assert sorted(_names(dialog)) == ["tiny-other", "tiny-same"]
     assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
+    # plain words: no RoPE or tokenizer-hash column; the vocabulary that pairs models is in each row's tooltip
+    headers = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
+    assert headers == ["Name", "Bits", "Size", "Endless chats", "Source", "Added"]
+    assert dialog.table.item(0, 3).text() == "yes" and dialog.table.item(0, 3).toolTip().startswith("Endless chats: yes")
+    assert "Vocabulary (tokenizer)" in dialog.table.item(0, 0).toolTip()
 
     # Pair check: another tokenizer is refused with the reason.
     dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(model_store.models_dir() / "tiny-same")))

@@ -14,11 +14,11 @@ from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QDialogButtonBox
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteStub
 
+from app.backends.remote import RemoteError
+from app.backends.remote_keys import keys_file
 from app.gui.reply_format import footer_text
 from app.gui.widgets.model_picker import REMOTE_DIALOG_KEY, REMOTE_KEY
 from app.gui.widgets.remote_dialog import RemoteServerDialog
-from app.remote_backend import RemoteError
-from app.remote_keys import keys_file
 
 PARTIAL = "".join(REPLY_PIECES[:CUT_AFTER])
 
@@ -45,7 +45,7 @@ def fetch(qtbot, dialog) -> None:
 
 
 def choose_remote(window, url: str) -> None:
-    window._choose_settings(replace(window.settings, remote_url=url, remote_model=MODEL, use_remote=True))
+    window.choice.apply(replace(window.settings, remote_url=url, remote_model=MODEL, use_remote=True))
 
 
 def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
@@ -77,7 +77,7 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
 
     # a plain OpenAI server offers one mode: Compare is off, and says why
     assert not window.composer.compare_button.isEnabled()
-    assert window.composer.compare_button.toolTip().startswith("Compare needs a server that offers autoregressive")
+    assert window.composer.compare_button.toolTip().startswith("Compare needs a server that offers plain and speculative")
 
     final = send_and_wait(qtbot, window, "Say hello")
     assert (final.content, final.state) == (REPLY, "complete")
@@ -96,14 +96,14 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
 
     # back to the local model: the notice offers the remote server again; the local model answers, and the footer
     # names it
-    window.choose_target("", window.settings.bits)
+    window.choice.choose_target("", window.settings.bits)
     assert not window.settings.use_remote and window.composer.compare_button.isEnabled()
     notice = window.model_notice
     assert notice.isVisible() and notice.text.text().startswith(f"This chat was answered by {label}; the model now")
     assert notice.action.text() == "Switch to the remote server"
     notice.action.click()
     assert window.settings.use_remote and window.model_picker.combo.currentData() == REMOTE_KEY
-    window.choose_target("", window.settings.bits)
+    window.choice.choose_target("", window.settings.bits)
     final = send_and_wait(qtbot, window, "Say hello again")
     assert final.state == "complete" and final.content and final.stats["target_model"] == local_name
 
@@ -161,7 +161,7 @@ def test_the_model_row_and_notice_follow_where_replies_come_from(qtbot, make_win
     assert notice.isVisible() and notice.text.text().startswith("This chat was answered with SmolLM2")
     assert send_and_wait(qtbot, window, "Say hello").content == REPLY
     assert not notice.isVisible()  # answered by the server chosen now: the notice is past
-    window._choose_settings(replace(window.settings, remote_url=stub.url("any-name"), remote_model="other-model"))
+    window.choice.apply(replace(window.settings, remote_url=stub.url("any-name"), remote_model="other-model"))
     assert notice.isVisible() and "(remote), a server no longer chosen; the model now chosen is other-model" in (
         notice.text.text()
     )
@@ -213,7 +213,7 @@ def test_stop_during_a_silent_remote_stream_ends_the_reply_at_once(qtbot, make_w
     qtbot.waitUntil(lambda: window.active is not None and window.active.recorder.text == PARTIAL, timeout=10_000)
     with qtbot.waitSignal(window.generation_finished, timeout=5000) as blocker:
         started = time.perf_counter()
-        window.stop()
+        window.chat.stop()
     assert time.perf_counter() - started < 1.0
     final = blocker.args[0]
     assert (final.content, final.state, final.stats["stop_reason"]) == (PARTIAL, "stopped", "cancelled")
@@ -222,7 +222,7 @@ def test_stop_during_a_silent_remote_stream_ends_the_reply_at_once(qtbot, make_w
 def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     choose_remote(window, stub.url("specchat"))
-    window.choose_remote()  # asks the server for its models: it is SpecChat's
+    window.choice.choose_remote()  # asks the server for its models: it is SpecChat's
     qtbot.waitUntil(lambda: window.composer.compare_button.isEnabled(), timeout=10_000)
     final = send_and_wait(qtbot, window, "Compare this", compare=True)
     compare = final.stats["compare"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from PySide6.QtGui import QTextFormat
+from PySide6.QtGui import QColor
 
+from app.gui import theme
 from app.gui.history_db import HistoryDB
 from app.gui.reply_format import footer_text
 from app.gui.reply_recorder import ReplyRecorder
-from app.gui.widgets.markdown_view import CODE_BACKGROUND, MarkdownView, draft_ranges
+from app.gui.widgets.markdown_view import MarkdownView, draft_ranges, segments
 from inference.events import ContextRolled, Finished, GenerationStats, StepStats, TextDelta
 
 
@@ -24,19 +25,75 @@ def view(qtbot):
     return view
 
 
-def test_code_blocks_render_monospace_on_a_background(view):
-    view.set_markdown("Intro with `inline`:\n\n```python\ndef f(x):\n    return x\n```\n\nAfter.")
-    document = view.document()
-    blocks = []
-    block = document.begin()
-    while block.isValid():
-        blocks.append(block)
-        block = block.next()
-    code = [b for b in blocks if b.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)]
-    assert [b.text() for b in code] == ["def f(x):", "    return x"]
-    assert all(b.blockFormat().background().color() == CODE_BACKGROUND for b in code)
-    assert document.toPlainText().startswith("Intro with inline:")
-    assert view.height() >= document.size().height()  # the view grows to show everything
+def test_code_blocks_are_highlighted_copyable_and_scroll_sideways(view, qtbot):
+    from PySide6.QtGui import QGuiApplication
+
+    long_line = "    return " + " + ".join(f"value_{i}" for i in range(40))
+    view.set_markdown(f"Intro with `inline`:\n\n```python\ndef f(x):\n{long_line}\n```\n\nAfter.")
+    [block] = view.code_blocks()
+    assert block.code == f"def f(x):\n{long_line}" and block.lexer_name == "Python" and block.language == "python"
+    document = block.text.document()
+    assert document.toPlainText() == block.code
+    keyword = document.begin().begin().fragment()  # "def"
+    assert keyword.text() == "def" and keyword.charFormat().foreground().color().name() != theme.current().text
+    assert block.text.horizontalScrollBar().maximum() > 0  # the long line scrolls, it is not cut
+    assert block.text.height() >= document.size().height()  # every line shows
+    block.copy_button.click()
+    assert QGuiApplication.clipboard().text() == block.code  # the code alone, without its fences
+    assert [v.toPlainText() for v in view.text_views()] == ["Intro with inline:", "After."]
+    inline = view.text_views()[0].document().begin()
+    assert any(
+        it.fragment().charFormat().background().color().name() == theme.current().code
+        for it in _fragments(inline)
+    )  # inline code on the code background
+
+
+def _fragments(block):
+    iterator = block.begin()
+    while not iterator.atEnd():
+        yield iterator
+        iterator += 1
+
+
+def test_a_fence_without_a_language_is_guessed_once_complete_and_streams_unclosed(view):
+    from app.gui.widgets.code_block import WARM, warm_up
+
+    warm_up()  # (the window does it in the background when it starts)
+    assert WARM.is_set()
+    view.set_markdown("```\n#include <stdio.h>\nint main(void) {\n    printf(\"hi\\n\");\n")
+    [block] = view.code_blocks()
+    assert block.lexer_name == "" and block.code.startswith("#include")  # streaming: no guess yet, shown as it is
+    view.set_markdown("```\n#include <stdio.h>\nint main(void) {\n    printf(\"hi\\n\");\n    return 0;\n}\n```")
+    assert view.code_blocks()[0].lexer_name in ("C", "C++")  # guessed once complete
+
+
+def test_segments_split_at_fences_and_keep_offsets():
+    text = "a\n```js\nlet x = 1;\n```\nb\n~~~~\n```\n~~~~\n"
+    parts = segments(text)
+    assert [(p.kind, p.content, p.language, p.complete) for p in parts] == [
+        ("text", "a\n", "", True), ("code", "let x = 1;", "js", True), ("text", "b\n", "", True),
+        ("code", "```", "", True),
+    ]
+    for part in parts:
+        assert text[part.content_start : part.content_start + len(part.content)] == part.content
+    assert segments("Here:\n| a | b |\n|---|---|\n| 1 | 2 |")[1].content.startswith("| a |")  # a table after text
+
+
+def test_tables_are_ruled_and_quotes_marked(view, qtbot):
+    from PySide6.QtGui import QTextTable
+
+    view.set_markdown("Here it is:\n| City | Country |\n| --- | --- |\n| Paris | France |\n\n> Wise words.")
+    tables = [f for v in view.text_views() for f in v.document().rootFrame().childFrames() if isinstance(f, QTextTable)]
+    assert len(tables) == 1 and tables[0].rows() == 2 and tables[0].columns() == 2  # a table, not a paragraph
+    table_format = tables[0].format()
+    assert table_format.border() == 1 and table_format.cellPadding() == 4
+    header = [tables[0].cellAt(0, c).firstCursorPosition().block() for c in range(2)]
+    layout = view.text_views()[1].document().documentLayout()
+    assert len({round(layout.blockBoundingRect(b).top()) for b in header}) == 1  # the header cells share a line
+    quote_view = view.text_views()[-1]
+    image = quote_view.grab().toImage()
+    bar = QColor(theme.current().quote)
+    assert any(image.pixelColor(x, image.height() // 2) == bar for x in range(0, 8))  # the quote's bar
 
 
 def test_nothing_named_by_model_output_is_loaded(view, tmp_path):
@@ -46,9 +103,9 @@ def test_nothing_named_by_model_output_is_loaded(view, tmp_path):
     view.grab()  # layout and paint ask for the images
     assert any("secret.png" in url for url in view.blocked_resources)
     assert any("example.invalid" in url for url in view.blocked_resources)
-    assert view.loadResource(2, __import__("PySide6.QtCore", fromlist=["QUrl"]).QUrl(image.as_uri())) is None
-    assert "<b>raw</b>" in view.document().toPlainText()  # raw HTML is shown as text, not interpreted
-    assert "<img src='x.png'>" in view.document().toPlainText()
+    assert view.text_views()[0].loadResource(2, __import__("PySide6.QtCore", fromlist=["QUrl"]).QUrl(image.as_uri())) is None
+    assert "<b>raw</b>" in view.toPlainText()  # raw HTML is shown as text, not interpreted
+    assert "<img src='x.png'>" in view.toPlainText()
 
 
 def test_draft_ranges_follow_words_through_markdown():

@@ -4,13 +4,12 @@ model loads. Each scenario runs the real application in a fresh process (tests/g
 tests' windows and objects are not measured; the probe splits every stall into the GUI thread's own CPU time,
 time waiting for a CPU and time blocked (see app/stall_probe.py).
 
-The numbers assume an otherwise idle machine, like any timing measurement: other processes keeping every core
-busy show up as "waiting for a CPU" in the failure message. On the 2-core CI virtual machines the same scenario's
-longest stall varies from run to run (streaming: 35-49 ms over ten runs of one commit on a quiet machine; 50-74 ms
-before opening another conversation stopped re-parenting the old one's bubbles and the live graph stopped laying
-out its plots on every step of a resize), so a scenario that stalls runs again, up to ``ATTEMPTS``
-times in all, and the best run must stay under ``MAX_STALL_MS``: noise rarely strikes every run, a freeze the
-window causes shows in each of them.
+Timing varies from run to run on the 2-core CI machines (another process keeping every core busy shows as "waiting
+for a CPU" in the failure message), so each scenario runs ``RUNS`` times and at least ``MUST_PASS`` of them must stay
+under ``MAX_STALL_MS``: a freeze in half the runs fails ``1 - P(X >= 4 | X ~ Binomial(5, 0.5))`` = 81% of the time
+(it passed 97% of the time when one run in five sufficed), and noise that strikes one run in five passes. A control
+scenario puts a known 100 ms block on the GUI thread while a reply streams: the probe must catch it, so a probe that
+sees nothing cannot pass for a window that never freezes.
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ from app.gui.settings_store import SettingsStore
 
 DRIVER = Path(__file__).with_name("stall_driver.py")
 MAX_STALL_MS = 50.0
-ATTEMPTS = 5
+RUNS = 5
+MUST_PASS = 4
 
 
 def run_scenario(name: str, tmp_path: Path, data_dir: Path, settings=FAST, env_extra=None) -> dict:
@@ -41,20 +41,28 @@ def run_scenario(name: str, tmp_path: Path, data_dir: Path, settings=FAST, env_e
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def least_stalled_run(tmp_path: Path, scenario, check) -> dict:
-    """Run ``scenario(folder)`` (each run in a fresh folder) until its longest stall is under MAX_STALL_MS, at most
-    ATTEMPTS times; ``check(result)`` asserts what every run must do. Returns the run with the shortest longest
-    stall, with every run's summary under ``all_summaries``."""
+def runs_under_the_limit(tmp_path: Path, scenario, check) -> dict:
+    """Run ``scenario(folder)`` RUNS times (each in a fresh folder; ``check(result)`` asserts what every run must do)
+    and assert that at least MUST_PASS of them stayed under MAX_STALL_MS. Returns the median run, with every run's
+    summary under ``all_summaries``."""
     runs = []
-    while len(runs) < ATTEMPTS and not (runs and runs[-1]["max_stall_ms"] < MAX_STALL_MS):
-        folder = tmp_path / f"run-{len(runs) + 1}"
+    for index in range(RUNS):
+        folder = tmp_path / f"run-{index + 1}"
         folder.mkdir()
         result = scenario(folder)
         check(result)
         runs.append(result)
-    best = min(runs, key=lambda run: run["max_stall_ms"])
-    best["all_summaries"] = "\n".join(f"run {i + 1}: {run['summary']}" for i, run in enumerate(runs))
-    return best
+        if sum(run["max_stall_ms"] >= MAX_STALL_MS for run in runs) > RUNS - MUST_PASS:
+            break  # it cannot pass any more
+    ordered = sorted(runs, key=lambda run: run["max_stall_ms"])
+    median = ordered[len(ordered) // 2]
+    summaries = "\n".join(
+        f"run {i + 1} (GUI CPU at most {run['max_gui_cpu_ms']:.0f} ms in one stall): {run['summary']}" for i, run in enumerate(runs)
+    )
+    passed = sum(run["max_stall_ms"] < MAX_STALL_MS for run in runs)
+    assert passed >= MUST_PASS, f"{passed} of {len(runs)} runs under {MAX_STALL_MS:.0f} ms (need {MUST_PASS})\n{summaries}"
+    median["all_summaries"] = summaries
+    return median
 
 
 def test_no_stall_while_a_reply_streams_and_the_user_works(tmp_path, data_dir, int4_dir):
@@ -64,13 +72,24 @@ def test_no_stall_while_a_reply_streams_and_the_user_works(tmp_path, data_dir, i
             "switch", "scroll", "earlier", "scroll", "switch", "stop"
         ], result["timeline"]  # fmt: skip
         assert result["typed"] == "typing while it streams"
+        streamed = result["streamed_at_keys"]  # the reply's length when each key was typed: it streamed meanwhile
+        assert min(streamed) >= 0 and streamed[-1] > streamed[0], streamed
         assert result["state"] == "stopped" and result["content"]
         assert result["shown_conversation"] and result["shown_content"] == result["content"]  # switched back, whole
         assert result["ticks"] > 100
 
     settings = FAST.with_values(max_new_tokens=1000)
-    result = least_stalled_run(tmp_path, lambda folder: run_scenario("streaming", folder, data_dir, settings), check)
-    assert result["max_stall_ms"] < MAX_STALL_MS, result["all_summaries"] + "\nactions: " + ", ".join(result["timeline"])
+    runs_under_the_limit(tmp_path, lambda folder: run_scenario("streaming", folder, data_dir, settings), check)
+
+
+def test_the_probe_catches_a_known_block_of_the_gui_thread(tmp_path, data_dir, int4_dir):
+    result = run_scenario("blocked", tmp_path, data_dir, FAST.with_values(max_new_tokens=1000))
+    block = result["block_ms"]
+    assert result["max_stall_ms"] >= 0.95 * block, result["summary"]  # caught, at its length...
+    assert any(stall >= 0.95 * block and blocked >= 0.5 * block for stall, blocked in result["stalls"]), result["summary"]
+    # ...and told apart: most of it the GUI thread could not run (it slept); it neither computed nor waited for a CPU
+    # (a loaded machine's scheduler books part of the wake-up as waiting for a CPU: 71 of 134 ms were "blocked" at
+    # load 10 on 2 cores)
 
 
 def test_opening_and_paging_a_long_conversation_never_stalls(tmp_path, data_dir, int4_dir):
@@ -82,8 +101,7 @@ def test_opening_and_paging_a_long_conversation_never_stalls(tmp_path, data_dir,
         assert result["scroll_value"] > 0 and abs(result["moved_on_screen"]) <= 2  # without moving what was on screen
         assert result["all"] == list(range(120)) and not result["earlier_visible"]
 
-    result = least_stalled_run(tmp_path, lambda folder: run_scenario("long_conversation", folder, data_dir), check)
-    assert result["max_stall_ms"] < MAX_STALL_MS, result["all_summaries"]
+    runs_under_the_limit(tmp_path, lambda folder: run_scenario("long_conversation", folder, data_dir), check)
 
 
 def test_model_loads_off_the_gui_thread_with_a_busy_indicator(tmp_path, data_dir, int4_dir):
@@ -97,8 +115,7 @@ def test_model_loads_off_the_gui_thread_with_a_busy_indicator(tmp_path, data_dir
         assert len(calls.get("Tokenizer", [])) == 1, calls
         assert all(end < 0 for spans in calls.values() for _, end in spans), calls
 
-    result = least_stalled_run(tmp_path, lambda folder: run_scenario("model_load", folder, data_dir), check)
-    assert result["max_stall_ms"] < MAX_STALL_MS, result["all_summaries"]
+    runs_under_the_limit(tmp_path, lambda folder: run_scenario("model_load", folder, data_dir), check)
 
 
 def test_typing_keys_reach_the_composer_while_streaming(qtbot, make_window):

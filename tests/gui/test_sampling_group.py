@@ -133,11 +133,11 @@ def test_the_compare_summary_says_what_it_compares():
 
     greedy = {"ar": {"seed": 5}, "speedup": 1.42, "identical": True}
     assert compare_summary(greedy) == (
-        "Speedup 1.42× (speculative / autoregressive tokens/s) · speed and identity: texts identical"
+        "Speedup 1.42× over plain decoding · speed and identity: texts identical"
     )
     sampled = {**greedy, "sampled": True}  # identical by chance or not: with sampling only the speed is compared
     assert compare_summary(sampled) == (
-        "Speedup 1.42× (speculative / autoregressive tokens/s) · speed only: same seed 5, texts differ by design (sampling)"
+        "Speedup 1.42× over plain decoding · speed only: same seed 5, texts differ by design (sampling)"
     )
     differ = {**greedy, "identical": False, "first_difference": {"token": 9, "top2_gap": 0.01, "noise_bound": 0.1,
                                                                   "near_tie": True}}

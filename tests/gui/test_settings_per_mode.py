@@ -59,6 +59,6 @@ def test_field_errors_and_the_engine_check_only_what_the_decoding_uses():
 def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_window):
     window = make_window(AppSettings().with_values(k=0), start=False)
     window.composer.set_text("Hi")
-    assert window.send("Hi", compare=True) is None
+    assert window.chat.send("Hi", compare=True) is None
     assert "K (draft tokens per step) must be in [1, 16]" in window.composer.error_text
     assert window.composer.send_button.isEnabled()  # a plain autoregressive Send is not blocked

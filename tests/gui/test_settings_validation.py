@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.gui.settings_store import AppSettings, SettingsStore
-from app.gui.widgets.settings_pane import LOOKUP_DRAFT, SettingsPane
+from app.gui.widgets.settings_pane import BROWSE_DRAFT, LOOKUP_DRAFT, SettingsPane
 from inference.models.store import ModelManifest
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
@@ -295,16 +295,17 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
 
 def test_pane_draft_model_rules(pane, tmp_path):
     pane, emitted, summaries = pane
-    assert not pane.draft_model.isEnabled() and not pane.browse_button.isEnabled()
+    assert not pane.draft_model.isEnabled() and not pane.draft_device.isEnabled()
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
-    assert pane.draft_model.isEnabled() and pane.draft_device.isEnabled() and pane.browse_button.isEnabled()
-    assert "needs a draft model" in _shown_error(pane, "draft_model")
+    assert pane.draft_model.isEnabled() and pane.draft_device.isEnabled()
+    assert pane.draft_model.findData(BROWSE_DRAFT) == pane.draft_model.count() - 1  # "Other folder…", last
+    assert "needs a draft model" in _shown_error(pane, "draft_model")  # none installed: nothing to preselect
     pane.set_models([ModelManifest(name="Tiny", bits=8, path=tmp_path)])
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(str(tmp_path)))
     assert _shown_error(pane, "draft_model") == ""
     assert emitted[-1].generation.decoding == "spec_model" and emitted[-1].draft_model == str(tmp_path)
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(LOOKUP_DRAFT))  # prompt lookup, from the draft list
-    assert pane.decoding.currentData() == "spec_lookup" and pane.draft_model.isEnabled() and not pane.browse_button.isEnabled()
+    assert pane.decoding.currentData() == "spec_lookup" and pane.draft_model.isEnabled() and not pane.draft_device.isEnabled()
     assert emitted[-1].generation.decoding == "spec_lookup" and emitted[-1].draft_model == str(tmp_path)  # kept
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
     assert pane.draft_model.currentData() == str(tmp_path)  # the model chosen before comes back
@@ -324,3 +325,25 @@ def test_pane_shows_stored_invalid_settings_flagged(qtbot):
     assert pane.k.value() == 40 and pane.target_device.currentText() == "GPU.9"
     pane.reset_button.click()
     assert pane.errors() == {} and pane.current() == AppSettings()
+
+
+def test_choosing_draft_model_decoding_takes_the_preselected_draft_without_an_error_first(pane, tmp_path):
+    from app.gui.model_choice import draft_choices
+
+    pane, emitted, summaries = pane
+    target = ModelManifest(name="Target", bits=4, tokenizer_fingerprint="a" * 64, path=tmp_path / "target")
+    small = ModelManifest(name="Small", bits=4, size_bytes=10, tokenizer_fingerprint="a" * 64, path=tmp_path / "small")
+    large = ModelManifest(name="Large", bits=16, size_bytes=99, tokenizer_fingerprint="a" * 64, path=tmp_path / "large")
+    other = ModelManifest(name="Other", bits=4, size_bytes=1, tokenizer_fingerprint="b" * 64, path=tmp_path / "other")
+    for manifest in (small, large):
+        manifest.path.mkdir()
+    drafts, preselected = draft_choices(target, [target, large, small, other])
+    assert [m.name for m in drafts] == ["Large", "Small"] and preselected == str(small.path)  # the smallest that fits
+    assert draft_choices(target, [target, other]) == ([], "")
+    pane.set_models(drafts, preselected)
+    shown = []
+    pane.validity_changed.connect(shown.append)
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
+    assert pane.draft_model.currentData() == str(small.path) and _shown_error(pane, "draft_model") == ""
+    assert shown and all(summary == "" for summary in shown)  # no red error, not even for a moment
+    assert emitted[-1].generation.decoding == "spec_model" and emitted[-1].draft_model == str(small.path)

@@ -38,7 +38,7 @@ def test_the_settings_pane_fits_a_1366x768_window(qtbot, qasync_loop, shared_wor
             top_left = group.mapTo(pane.viewport(), QPoint(0, 0))
             assert viewport.contains(QRect(top_left, group.size())), group.title()
             titles.append(group.title())
-        assert titles == ["Model and decoding", "Rolling context", "Sampling"]
+        assert titles == ["Model and decoding", "Sampling"]  # the expert settings are under Advanced
         for name in ("decoding", "draft_model", "k", "n_ctx", "temperature", "max_new_tokens"):
             field = pane.fields[name]
             assert field.isVisibleTo(pane) and viewport.contains(QRect(field.mapTo(pane.viewport(), QPoint(0, 0)), field.size())), name
@@ -50,7 +50,7 @@ def test_the_settings_pane_fits_a_1366x768_window(qtbot, qasync_loop, shared_wor
 
 
 def test_plain_language_labels_keep_the_field_names(qtbot):
-    from PySide6.QtWidgets import QFormLayout
+    from PySide6.QtWidgets import QFormLayout, QLabel
 
     from app.gui.application import create_application
     from app.gui.widgets.settings_pane import SettingsPane
@@ -65,11 +65,22 @@ def test_plain_language_labels_keep_the_field_names(qtbot):
             field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
             if label and field:
                 labels[label.widget().text()] = field.widget()
-    for text, name in (("Context length (n_ctx)", "n_ctx"), ("Kept at start (n_keep)", "n_keep"),
-                       ("Dropped per roll (n_discard)", "n_discard"), ("Draft tokens per step (K)", "k")):  # fmt: skip
+    for text, name in (("Context length (n_ctx)", "n_ctx"), ("Always kept (n_keep)", "n_keep"),
+                       ("Forgotten at once (n_discard)", "n_discard"), ("Draft tokens per step (K)", "k"),
+                       ("Randomness (temperature)", "temperature"), ("Likely words only (top-p)", "top_p")):  # fmt: skip
         assert text in labels, labels.keys()
-        assert pane.fields[name].toolTip().startswith(f"{name if name != 'k' else 'K'}:")
+        field_term = {"k": "K", "temperature": "Temperature", "top_p": "Top-p"}.get(name, name)
+        assert pane.fields[name].toolTip().startswith(f"{field_term}")
     assert "acceptance rate" in pane.fields["adaptive_k"].toolTip()
+    # each setting the pane shows unfolded says in one line what it does
+    helps = {label.text() for label in pane.findChildren(QLabel, "settingHelp")}
+    assert len(helps) >= 6 and all(len(text) < 60 for text in helps)
+    assert not any(word in text for text in helps for word in ("n_ctx", "autoregressive", "KV", "sink"))
+    # the expert settings are folded under Advanced
+    for name in ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard"):
+        assert not pane.fields[name].isVisibleTo(pane) and pane.advanced.box.isAncestorOf(pane.fields[name]), name
+    assert pane.advanced.button.text() == "Advanced"
+    assert "sink" not in " ".join(field.toolTip() for field in pane.fields.values())
 
 
 def test_a_saved_geometry_larger_than_the_screen_is_brought_back_onto_it(qtbot):
@@ -84,3 +95,50 @@ def test_a_saved_geometry_larger_than_the_screen_is_brought_back_onto_it(qtbot):
     fit_to_screen(window)
     assert window.width() <= available.width() and window.height() <= available.height()
     assert available.contains(window.frameGeometry())
+
+
+def test_nothing_is_cut_at_1366x768(qtbot, make_window, int8_dir):
+    from conftest import FAST
+    from PySide6.QtCore import QRect, Qt
+    from PySide6.QtGui import QFontMetrics
+
+    window = make_window(FAST.with_values(decoding="spec_model", draft_model=str(int8_dir)))
+    window.resize(1366, 768)
+    conversation = window.db.create_conversation("Footers")
+    window.db.add_message(conversation, "user", "Compare")
+    run = {"ttft_ms": 431.0, "tokens_per_s": 61.27, "acceptance_rate": 0.4312, "new_tokens": 96, "discarded_tokens": 0,
+           "rolls": 0, "target_model": "SmolLM2-135M-Instruct-int4"}  # fmt: skip
+    compare = {"ar": {**run, "mode": "ar"}, "spec": {**run, "mode": "spec", "drafter": "model", "k": 4},
+               "speedup": 1.42, "identical": False, "sampled": False,
+               "first_difference": {"token": 57, "top2_gap": 0.02, "noise_bound": 0.12, "near_tie": True}}  # fmt: skip
+    window.db.add_message(conversation, "assistant", "x", stats={"compare": compare})
+    window.db.add_message(conversation, "user", "Again")
+    window.db.add_message(conversation, "assistant", "y", stats={**run, "mode": "spec", "drafter": "model", "k": 4})
+    window.conversations.refresh()
+    window.conversations.open(conversation)
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded and len(view.message_widgets()) == 4, timeout=3000)
+    qtbot.waitUntil(lambda: all(w.isVisible() for w in view.message_widgets()), timeout=3000)
+    qtbot.wait(50)
+    for widget in view.message_widgets():
+        if widget.message.role == "assistant":
+            footer = widget.footer
+            assert " · ".join(footer.lines()).replace("\n", " · ") == footer.text()  # every part shown...
+            assert not any("…" in line for line in footer.lines()), footer.lines()  # ...none cut
+            assert len(footer.lines()) >= 2  # (these footers are longer than one line at this width)
+    # the draft box: its whole name is one hover away, whatever the width shows
+    draft = window.settings_pane.draft_model
+    assert draft.currentText().startswith("SmolLM2-135M-Instruct · 8-bit") and draft.currentText() in draft.toolTip()
+    # a settings error spans the pane: it wraps into lines of several words, never a lone word
+    pane = window.settings_pane
+    pane.n_ctx.setValue(5)
+    error = pane.error_labels["n_ctx"]
+    assert error.isVisible() and error.width() >= pane.viewport().width() - 60
+    metrics = QFontMetrics(error.font())
+    lines = metrics.boundingRect(QRect(0, 0, error.width(), 10_000), Qt.TextFlag.TextWordWrap, error.text()).height()
+    assert lines <= 2 * metrics.lineSpacing() + 2, error.text()
+    pane.n_ctx.setValue(4096)
+    # the status bar says "exact" or "fast" in full; the details are in its tooltip
+    label = window.model_label
+    assert label.text().endswith((" · exact", " · fast")) and "KV cache" in label.toolTip()
+    assert label.fontMetrics().horizontalAdvance(label.text()) <= label.width()

@@ -36,7 +36,8 @@ class ChatView(QWidget):
     """Title bar, system prompt editor and the scrolling list of messages of one conversation.
 
     Signals:
-        edit_submitted(message_id, text), regenerate_requested(message_id): from a message's actions.
+        edit_submitted(message_id, text), regenerate_requested(message_id), version_chosen(message_id),
+            continue_requested(message_id): from a message's actions.
         system_prompt_changed(conversation_id, text): the system prompt was edited (debounced).
         json_output_changed(conversation_id, on): the "JSON output" box was toggled (-1: no conversation yet).
         highlight_toggled(bool): the "Highlight draft tokens" box was toggled.
@@ -44,6 +45,8 @@ class ChatView(QWidget):
 
     edit_submitted = Signal(int, str)
     regenerate_requested = Signal(int)
+    version_chosen = Signal(int)
+    continue_requested = Signal(int)
     system_prompt_changed = Signal(int, str)
     json_output_changed = Signal(int, bool)
     highlight_toggled = Signal(bool)
@@ -99,6 +102,8 @@ class ChatView(QWidget):
             "No system prompt. Type instructions for the assistant in this conversation (applies to the next reply)."
         )
         self.system_edit.setMaximumHeight(90)
+        self.system_edit.setAccessibleName("System prompt")
+        self.system_edit.setTabChangesFocus(True)
         self.system_edit.setVisible(False)
         self.system_edit.textChanged.connect(self._system_prompt_edited)
         header_layout.addWidget(self.system_edit)
@@ -106,12 +111,13 @@ class ChatView(QWidget):
 
         self.scroll_area = QScrollArea()
         self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setAccessibleName("Messages")
         self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.empty_label = QLabel(
             "<h3>Start a conversation</h3><p>Type a message below. <b>Enter</b> sends, <b>Shift+Enter</b> adds a "
             "line, <b>Esc</b> stops a reply, <b>Ctrl+N</b> starts a new chat.</p><p><b>Compare</b> runs your message "
-            "autoregressively, then speculatively, and shows both replies side by side.</p>"
+            "with plain decoding, then speculatively, and shows both replies side by side.</p>"
         )
         self.empty_label.setObjectName("emptyLabel")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -340,6 +346,11 @@ class ChatView(QWidget):
         for widget in self._widgets.values():
             widget.set_highlight(highlight)
 
+    def restyle(self) -> None:
+        """Render the messages again in the theme applied now (code and draft colours are drawn by them)."""
+        for widget in self._widgets.values():
+            widget.restyle()
+
     def scroll_to_bottom(self) -> None:
         """Scroll to the newest message."""
         bar = self.scroll_area.verticalScrollBar()
@@ -349,6 +360,8 @@ class ChatView(QWidget):
         widget = MessageWidget(message, self._highlight)
         widget.edit_submitted.connect(self.edit_submitted)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.version_chosen.connect(self.version_chosen)
+        widget.continue_requested.connect(self.continue_requested)
         self._widgets[message.id] = widget
         self._list.insertWidget(0 if top else self._list.count() - 1, widget)  # the page ends with a stretch
         self.empty_label.setVisible(False)

@@ -1,21 +1,35 @@
-"""The message box under the chat: Enter sends, Shift+Enter adds a line; Send, Compare and Stop buttons."""
+"""The message box under the chat: Enter (or Ctrl+Enter) sends, Shift+Enter adds a line, Tab and Shift+Tab move the
+focus to the next or previous control (Ctrl+Tab types a tab); Send, Compare and Stop buttons."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
 
 
 class ComposerEdit(QPlainTextEdit):
-    """A text box where Enter submits and Shift+Enter inserts a new line."""
+    """A text box where Enter and Ctrl+Enter submit, Shift+Enter inserts a new line, Tab leaves (Ctrl+Tab types a
+    tab character)."""
 
     submitted = Signal()
 
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setTabChangesFocus(True)
+
+    def event(self, event) -> bool:
+        """Ctrl+Tab types a tab (before Qt takes it to move the focus)."""
+        if event.type() == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Tab and event.modifiers() == Qt.KeyboardModifier.ControlModifier:
+            self.insertPlainText("\t")
+            return True
+        return super().event(event)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
-        """Enter (without Shift) submits; everything else edits."""
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
-            event.modifiers() & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
+        """Enter or Ctrl+Enter submits (Ctrl+Shift+Enter is Compare's shortcut); everything else edits."""
+        modifiers = event.modifiers() & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and modifiers in (
+            Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.ControlModifier
         ):
             self.submitted.emit()
             return
@@ -23,7 +37,7 @@ class ComposerEdit(QPlainTextEdit):
 
 
 COMPARE_TIP = (
-    "Run this message autoregressively, then speculatively, with the same settings and seed, "
+    "Run this message with plain decoding, then speculatively, with the same settings and seed, "
     "and show both replies side by side (Ctrl+Shift+Enter)"
 )
 
@@ -55,10 +69,14 @@ class Composer(QFrame):
         self.error_label.setWordWrap(True)
         self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error_label.setVisible(False)
+        self.error_label.setAccessibleName("Message box notice")
         layout.addWidget(self.error_label)
         row = QHBoxLayout()
         row.setSpacing(8)
         self.edit = ComposerEdit()
+        self.edit.setObjectName("composerEdit")
+        self.edit.setAccessibleName("Message")
+        self.edit.setAccessibleDescription("Enter sends, Shift+Enter adds a line, Tab moves to the Send button")
         self.edit.setPlaceholderText("Message SpecChat (Enter sends, Shift+Enter for a new line)")
         self.edit.setFixedHeight(84)
         self.edit.submitted.connect(self.submit)
@@ -119,7 +137,7 @@ class Composer(QFrame):
             self.show_error("A reply is being generated: wait for it, or press Stop (Esc).")
             return False
         if self._blocked:
-            self.show_error(self._blocked)
+            self.show_blocked(self._blocked)
             return False
         if not self.text().strip():
             self.show_error("Type a message first.")
@@ -132,15 +150,19 @@ class Composer(QFrame):
         self._update_buttons()
 
     def set_blocked(self, reason: str | None) -> None:
-        """Disable sending with a reason shown in place (e.g. invalid settings), or re-enable it (None)."""
+        """Disable sending with a reason shown in place (e.g. invalid settings), or re-enable it (None: the reason
+        shown, and any other said because of the settings, is withdrawn)."""
         self._blocked = reason
         if reason:
-            self.show_error(reason)
+            self.show_blocked(reason)
         elif self.error_label.property("kind") == "blocked":
             self.clear_error()
-        if reason:
-            self.error_label.setProperty("kind", "blocked")
         self._update_buttons()
+
+    def show_blocked(self, text: str) -> None:
+        """Show why the settings refuse a send; withdrawn as soon as the settings are valid (``set_blocked(None)``)."""
+        self.show_error(text)
+        self.error_label.setProperty("kind", "blocked")
 
     def show_error(self, text: str) -> None:
         """Show a message above the text box (cleared when the user types or sends again)."""

@@ -17,10 +17,13 @@ class ElidedLabel(QLabel):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self._full = ""
-        self.setText(text)
+        if text:
+            self.setText(text)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
         """Show ``text`` (elided to the width)."""
+        if text == self._full:
+            return
         self._full = text
         self.setToolTip(text)
         self._elide()
@@ -38,3 +41,36 @@ class ElidedLabel(QLabel):
         shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width(), 40))
         if shown != super().text():
             super().setText(shown)
+
+
+class PartsLabel(ElidedLabel):
+    """Text made of parts joined by " · " (a reply's footer), broken into as many lines as the width needs, between
+    parts: nothing is cut (a single part wider than the label is elided, the whole text is the tool tip).
+
+    Unlike a word-wrapped QLabel it asks its layout for no second pass (height for width): its height changes only
+    when its number of lines does.
+    """
+
+    SEPARATOR = " · "
+
+    def lines(self) -> list[str]:
+        """The lines shown."""
+        return QLabel.text(self).split("\n") if QLabel.text(self) else []
+
+    def _elide(self) -> None:
+        """Break the text into lines between its parts, for the label's width."""
+        metrics = self.fontMetrics()
+        width = max(self.width() - 2, 40)
+        lines: list[str] = []
+        for part in self._full.split(self.SEPARATOR) if self._full else []:
+            candidate = f"{lines[-1]}{self.SEPARATOR}{part}" if lines else part
+            if lines and metrics.horizontalAdvance(candidate) <= width:
+                lines[-1] = candidate
+            else:
+                lines.append(metrics.elidedText(part, Qt.TextElideMode.ElideRight, width))
+        shown = "\n".join(lines)
+        if shown != QLabel.text(self):
+            QLabel.setText(self, shown)
+        height = max(1, len(lines)) * metrics.lineSpacing() + 2
+        if height != self.height():
+            self.setFixedHeight(height)

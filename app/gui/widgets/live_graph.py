@@ -12,6 +12,7 @@ steps while the reply streams and ends fitted to its length.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -23,12 +24,11 @@ from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
 from inference.events import ContextRolled, StepStats
 
-from ..reply_format import compare_summary, metrics_text
+from .. import theme
+from ..reply_format import MODE_NAMES, compare_summary, metrics_text
 
 REFRESH_MS = 200  # 5 updates a second
 RATE_WINDOW_S = 0.5  # tokens/s is measured over the last half second
-COLOURS = {"ar": "#1f6feb", "spec": "#e8590c"}
-LABELS = {"ar": "Autoregressive", "spec": "Speculative"}
 MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
 X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
 KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
@@ -44,7 +44,6 @@ class Series:
 
     key: str
     label: str
-    colour: str
     steps: list[tuple[float, int]] = field(default_factory=list)  # (elapsed_s, generated)
     rate: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, tokens/s)
     acceptance: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, cumulative %)
@@ -143,7 +142,9 @@ class LiveGraph(QWidget):
         self.canvas_frame = _SettlingFrame()
         self.canvas_frame.setMinimumHeight(165)  # three readable plots; small screens give the settings the rest
         self.canvas = pg.GraphicsLayoutWidget(self.canvas_frame)
-        self.canvas.setBackground("w")
+        self.canvas.setAccessibleName("Live graph: decode tokens per second, acceptance rate, context fill")
+        self.canvas.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # nothing to do with the keyboard: the summary says it
+        self._titles: dict = {}
         layout.addWidget(self.canvas_frame, 1)
         self.rate_plot = self._plot(0, "Decode tokens/s", "Tokens generated per second, over the last half second")
         self.acceptance_plot = self._plot(
@@ -165,10 +166,8 @@ class LiveGraph(QWidget):
         self.fill_plot.getAxis("bottom").enableAutoSIPrefix(False)  # seconds, never "x0.001"
         self._set_x_max(MIN_X_RANGE_S)
         self._set_rate_max(10.0)
-        self._curves = {
-            key: tuple(plot.plot([], [], pen=pg.mkPen(colour, width=2)) for plot in self._plots)
-            for key, colour in COLOURS.items()
-        }
+        self._curves = {key: tuple(plot.plot([], []) for plot in self._plots) for key in MODE_NAMES}
+        self.restyle()
 
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
@@ -180,7 +179,7 @@ class LiveGraph(QWidget):
 
     def _plot(self, row: int, title: str, tip: str):
         plot = self.canvas.addPlot(row=row, col=0)
-        plot.setTitle(title, color="#333", size="8pt")
+        self._titles[plot] = title
         plot.titleLabel.setMaximumHeight(TITLE_HEIGHT)  # pyqtgraph reserves 30 px
         plot.layout.setRowFixedHeight(0, TITLE_HEIGHT)
         plot.setToolTip(tip)
@@ -191,13 +190,32 @@ class LiveGraph(QWidget):
         plot.disableAutoRange()
         plot.getAxis("left").setWidth(38)
         for axis in ("left", "bottom"):
-            plot.getAxis(axis).setPen("#999")
-            plot.getAxis(axis).setTextPen("#555")
             # axes and titles change rarely (ranges grow in steps): keep them as pixmaps, so the 5-a-second
             # redraws, and moves of the window, only draw the curves
             plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         plot.titleLabel.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         return plot
+
+    def restyle(self) -> None:
+        """Draw in the theme applied now (``app.gui.theme``): background, axes and titles."""
+        current = theme.current()
+        self.canvas.setBackground(current.base)
+        palette = self.canvas_frame.palette()
+        palette.setColor(QPalette.ColorRole.Window, QColor(current.base))
+        self.canvas_frame.setPalette(palette)
+        for plot, title in self._titles.items():
+            plot.setTitle(title, color=current.graph_text, size="8pt")
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).setPen(current.graph_axis)
+                plot.getAxis(axis).setTextPen(current.graph_text)
+        for key, curves in self._curves.items():
+            for curve in curves:
+                curve.setPen(pg.mkPen(current.series(key), width=2))
+        for line in self._roll_lines:  # drawn again in the new colours
+            self.fill_plot.removeItem(line)
+        self._roll_lines = []
+        self._dirty = True
+        self.refresh()
 
     def _set_x_max(self, value: float) -> None:
         self._x_max = value
@@ -223,20 +241,24 @@ class LiveGraph(QWidget):
         self._set_rate_max(10.0)
         self.summary.setText("")
 
-    def show_conversation(self, conversation_id: int | None, last_reply_stats: dict | None = None) -> None:
+    def show_conversation(self, conversation_id: int | None, replies: list[dict] | None = None) -> None:
         """Follow the conversation now on screen: draw its last reply of this session, or, for a reply of an
-        earlier session (``last_reply_stats``: its stored statistics), say what it measured."""
+        earlier session, say what it measured, and how fast the chat's replies were (``replies``: the stored
+        statistics of its replies, oldest first)."""
         self._shown = conversation_id
         self.clear()
         runs = self._runs.get(conversation_id)
+        measured = [stats for stats in replies or [] if "tokens_per_s" in stats or "compare" in stats]
         if runs:
             self.series = list(runs)
             self._dirty = True
             self.refresh()
-        elif last_reply_stats and ("tokens_per_s" in last_reply_stats or "compare" in last_reply_stats):
-            compare = last_reply_stats.get("compare")
-            measured = compare_summary(compare) if compare else metrics_text(last_reply_stats)
-            self.summary.setText(f"Last reply: {measured}. Its plots are drawn only while a reply is generated.")
+        elif measured:
+            last = measured[-1]
+            compare = last.get("compare")
+            text = f"Last reply: {compare_summary(compare) if compare else metrics_text(last)}."
+            chat = chat_summary(measured)  # (two lines hold one of them with the last reply, not both)
+            self.summary.setText(text + (chat or " Its plots are drawn only while a reply is generated."))
         else:
             self.summary.setText(PLACEHOLDER)
 
@@ -245,7 +267,7 @@ class LiveGraph(QWidget):
     ) -> Series:
         """Start recording a run of a reply in ``conversation_id`` (``key`` ``ar`` or ``spec`` picks the colour);
         it replaces that conversation's earlier runs unless kept, and is drawn while that conversation is shown."""
-        series = Series(key, label or LABELS.get(key, key), COLOURS.get(key, "#2b8a3e"))
+        series = Series(key, label or MODE_NAMES.get(key, key))
         previous = self._runs.pop(conversation_id, [])  # re-inserted last: the most recent conversation
         runs = [s for s in previous if keep_previous and s.key != key] + [series]
         self._runs[conversation_id] = runs
@@ -310,9 +332,9 @@ class LiveGraph(QWidget):
             acceptance.setData(*_xy(series.acceptance))
             fill.setData(*_xy(series.fill))
         drawn = len(self._roll_lines)
-        all_rolls = [(s.colour, t) for s in self.series for t in s.rolls]
-        for colour, t in all_rolls[drawn:]:
-            line = pg.InfiniteLine(pos=t, angle=90, pen=pg.mkPen(colour, width=1, style=Qt.PenStyle.DashLine))
+        all_rolls = [(s.key, t) for s in self.series for t in s.rolls]
+        for key, t in all_rolls[drawn:]:
+            line = pg.InfiniteLine(pos=t, angle=90, pen=pg.mkPen(theme.current().series(key), width=1, style=Qt.PenStyle.DashLine))
             self.fill_plot.addItem(line)
             self._roll_lines.append(line)
         if self.series:  # else the summary says why nothing is drawn
@@ -330,7 +352,7 @@ class LiveGraph(QWidget):
 
     def summary_html(self) -> str:
         """The summary line with each run's name in its curve's colour (the legend)."""
-        return self._summary(lambda series, text: f'<span style="color:{series.colour}; font-weight:600">{text}</span>')
+        return self._summary(lambda series, text: f'<span style="color:{theme.current().series(series.key)}; font-weight:600">{text}</span>')
 
     def _summary(self, name) -> str:
         if not self.series:
@@ -361,10 +383,7 @@ class _SettlingFrame(QWidget):
 
     def __init__(self):
         super().__init__()
-        self.setAutoFillBackground(True)
-        palette = self.palette()
-        palette.setColor(QPalette.ColorRole.Window, QColor("white"))
-        self.setPalette(palette)
+        self.setAutoFillBackground(True)  # the theme's background (LiveGraph.restyle)
         self._settle = QTimer(self)
         self._settle.setSingleShot(True)
         self._settle.setInterval(RESIZE_SETTLE_MS)
@@ -382,6 +401,21 @@ class _SettlingFrame(QWidget):
             self._settle.start()
         else:
             self.fit_canvas()  # first shown: no earlier size to keep
+
+
+def chat_summary(replies: list[dict]) -> str:
+    """`` This chat: 5 replies, 41-63 tokens/s (median 58).`` for the stored statistics of a chat's replies (a
+    comparison counts with its speculative run), "" for fewer than two."""
+    rates = sorted(
+        float(run["tokens_per_s"])
+        for stats in replies
+        for run in [(stats.get("compare") or {}).get("spec") or {} if "compare" in stats else stats]
+        if isinstance(run.get("tokens_per_s"), (int, float))
+    )
+    if len(rates) < 2:
+        return ""
+    return (f" This chat: {len(rates)} replies, {rates[0]:.0f}-{rates[-1]:.0f} tokens/s "
+            f"(median {statistics.median(rates):.0f}).")  # fmt: skip
 
 
 def _xy(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:

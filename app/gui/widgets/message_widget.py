@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 
 from ..history_db import Message
 from ..message_fields import spans_problem, stats_problem
-from ..reply_format import footer_text, metrics_text, mode_text
-from .elided_label import ElidedLabel
+from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, stopped_at_limit
+from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
 
 RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most this often
@@ -43,6 +43,7 @@ class _Column(QWidget):
         self.title = QLabel(title)
         self.title.setObjectName("columnTitle")
         self.view = MarkdownView()
+        self.view.set_accessible_name(f"{title} reply")
         self.metrics = QLabel()
         self.metrics.setObjectName("footer")
         self.metrics.setWordWrap(True)
@@ -56,12 +57,17 @@ class MessageWidget(QFrame):
     """A chat bubble for one :class:`~app.history_db.Message`.
 
     Signals:
-        edit_submitted(message_id, text): the user edited their message and wants it resent.
-        regenerate_requested(message_id): the user wants this reply generated again.
+        edit_submitted(message_id, text): the user edited their message and wants it resent (as a new version).
+        regenerate_requested(message_id): the user wants a new version of this reply.
+        continue_requested(message_id): the user wants more of this reply, which stopped at its length limit.
+        version_chosen(message_id): the user chose another version of this message (``Message.versions``) with
+            the "‹ 2/3 ›" switch in its header.
     """
 
     edit_submitted = Signal(int, str)
     regenerate_requested = Signal(int)
+    version_chosen = Signal(int)
+    continue_requested = Signal(int)
 
     def __init__(self, message: Message, highlight: bool = True, parent=None):
         super().__init__(parent)
@@ -83,6 +89,7 @@ class MessageWidget(QFrame):
         self.role_label = QLabel("You" if message.role == "user" else "Assistant")
         self.role_label.setObjectName("roleLabel")
         header.addWidget(self.role_label)
+        self.version_switch: QWidget | None = None  # "‹ 2/3 ›", built for messages with several versions
         header.addStretch(1)
         self.copy_button = self._tool_button("Copy", "Copy this message's text (Markdown) to the clipboard")
         self.copy_button.clicked.connect(self.copy_text)
@@ -90,9 +97,11 @@ class MessageWidget(QFrame):
         self._header = header
         self._edit_button: QToolButton | None = None
         self._regenerate_button: QToolButton | None = None
+        self._continue_button: QPushButton | None = None
         layout.addLayout(header)
 
         self.body = MarkdownView()
+        self.body.set_accessible_name("Your message" if message.role == "user" else "Reply")
         layout.addWidget(self.body)
 
         self._layout = layout
@@ -100,7 +109,7 @@ class MessageWidget(QFrame):
         self.editor: QPlainTextEdit | None = None
         self.edit_bar: QWidget | None = None
 
-        self.footer = ElidedLabel()  # one line: a word-wrapped label would cost each bubble a second layout pass
+        self.footer = PartsLabel()  # broken between its parts: a word-wrapped label would cost each bubble a second layout pass
         self.footer.setObjectName("footer")
         layout.addWidget(self.footer)
 
@@ -116,7 +125,7 @@ class MessageWidget(QFrame):
         compare_layout = QHBoxLayout(self.compare_box)
         compare_layout.setContentsMargins(0, 0, 0, 0)
         compare_layout.setSpacing(12)
-        self.ar_column = _Column("Autoregressive")
+        self.ar_column = _Column(MODE_NAMES["ar"])
         self.spec_column = _Column("Speculative")
         separator = QFrame()
         separator.setFrameShape(QFrame.Shape.VLine)
@@ -130,6 +139,8 @@ class MessageWidget(QFrame):
         if self.editor is not None:
             return
         self.editor = QPlainTextEdit()
+        self.editor.setTabChangesFocus(True)  # Tab goes on to Cancel and Save, as in the message box
+        self.editor.setAccessibleName("Edit your message")
         self.editor.setMinimumHeight(60)
         self.editor.setMaximumHeight(200)
         self.edit_bar = QWidget()
@@ -168,6 +179,18 @@ class MessageWidget(QFrame):
             self._regenerate_button.setVisible(False)  # set_actions shows it on the last reply
         return self._regenerate_button
 
+    @property
+    def continue_button(self) -> QPushButton:
+        """Continue (the last reply, when it stopped at its length limit)."""
+        if self._continue_button is None:
+            self._continue_button = QPushButton("Continue")
+            self._continue_button.setObjectName("continueButton")
+            self._continue_button.setToolTip("Write more of this reply: it stopped at the longest reply allowed (max new tokens)")
+            self._continue_button.clicked.connect(lambda: self.continue_requested.emit(self.message.id))
+            self._layout.addWidget(self._continue_button, 0, Qt.AlignmentFlag.AlignLeft)
+            self._continue_button.setVisible(False)
+        return self._continue_button
+
     @staticmethod
     def _tool_button(text: str, tip: str) -> QToolButton:
         button = QToolButton()
@@ -203,12 +226,63 @@ class MessageWidget(QFrame):
         if self.compare_box is not None:
             self.spec_column.view.set_highlight(highlight)
 
+    def restyle(self) -> None:
+        """Render again in the theme applied now."""
+        self.body.restyle()
+        if self.compare_box is not None:
+            self.ar_column.view.restyle()
+            self.spec_column.view.restyle()
+
+    def _step_version(self, step: int) -> None:
+        versions = self.message.versions
+        index = versions.index(self.message.id) + step if self.message.id in versions else -1
+        if 0 <= index < len(versions):
+            self.version_chosen.emit(versions[index])
+
+    def _ensure_version_switch(self) -> None:
+        if self.version_switch is not None:
+            return
+        self.version_switch = QWidget()
+        layout = QHBoxLayout(self.version_switch)
+        layout.setContentsMargins(6, 0, 0, 0)
+        layout.setSpacing(0)
+        self.previous_version = self._tool_button("‹", "Show the previous version of this message")
+        self.previous_version.setAccessibleName("Previous version")
+        self.previous_version.clicked.connect(lambda: self._step_version(-1))
+        self.version_label = QLabel()
+        self.version_label.setObjectName("footer")
+        self.next_version = self._tool_button("›", "Show the next version of this message")
+        self.next_version.setAccessibleName("Next version")
+        self.next_version.clicked.connect(lambda: self._step_version(1))
+        for widget in (self.previous_version, self.version_label, self.next_version):
+            layout.addWidget(widget)
+        self._header.insertWidget(1, self.version_switch)
+
+    def _show_versions(self) -> None:
+        versions = self.message.versions
+        several = len(versions) > 1 and not self._live
+        if several:
+            self._ensure_version_switch()
+        if self.version_switch is not None:
+            self.version_switch.setVisible(several)
+        if several:
+            self.version_label.setText(f"{self.message.version}/{len(versions)}")
+            self.version_label.setAccessibleName(f"Version {self.message.version} of {len(versions)}")
+            self.previous_version.setEnabled(not self._busy and self.message.version > 1)
+            self.next_version.setEnabled(not self._busy and self.message.version < len(versions))
+
     def set_actions(self, busy: bool, last: bool) -> None:
-        """Enable actions: Edit and Regenerate are off while a reply streams; Regenerate is on the last reply only."""
+        """Enable actions: Edit, Regenerate and the version switch are off while a reply streams; Regenerate is on
+        the last reply only."""
         self._busy, self._last = busy, last
+        self._show_versions()
         if self.message.role == "user":
             self.edit_button.setEnabled(not busy and not self.editing)
         can_regenerate = self.message.role == "assistant" and last and not self._live
+        can_continue = can_regenerate and stopped_at_limit(self.message.stats, self.message.state)
+        if can_continue or self._continue_button is not None:
+            self.continue_button.setVisible(can_continue)
+            self.continue_button.setEnabled(not busy)
         if can_regenerate or self._regenerate_button is not None:
             self.regenerate_button.setVisible(can_regenerate)
             self.regenerate_button.setEnabled(not busy)

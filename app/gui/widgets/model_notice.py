@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 
@@ -16,8 +17,14 @@ class ModelNotice(QFrame):
 
     Attributes:
         kind: what the notice shown is about (the caller's key, e.g. ``"conversation"``), or "" when hidden.
+        about: what exactly it concerns (the caller's key, e.g. a conversation and two model names).
         text: its label; action: its action button (hidden when the notice has none); close_button: dismisses it.
+
+    Signals:
+        dismissed(kind, about): the user closed the notice with its close button.
     """
+
+    dismissed = Signal(str, str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -27,7 +34,9 @@ class ModelNotice(QFrame):
             "#modelNotice QLabel { color: #5c4400; }"
         )
         self.kind = ""
+        self.about = ""
         self._callback: Callable[[], None] | None = None
+        self.setAccessibleName("Notice")
         self.text = QLabel()
         self.text.setWordWrap(True)
         self.action = QPushButton()
@@ -36,8 +45,9 @@ class ModelNotice(QFrame):
         self.close_button = QToolButton()
         self.close_button.setText("✕")
         self.close_button.setToolTip("Dismiss")
+        self.close_button.setAccessibleName("Dismiss this notice")
         self.close_button.setAutoRaise(True)
-        self.close_button.clicked.connect(lambda: self.dismiss())
+        self.close_button.clicked.connect(self._closed)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 4, 6, 4)
         layout.addWidget(self.text, 1)
@@ -45,9 +55,11 @@ class ModelNotice(QFrame):
         layout.addWidget(self.close_button)
         self.setVisible(False)
 
-    def show_notice(self, kind: str, text: str, action: str = "", callback: Callable[[], None] | None = None) -> None:
+    def show_notice(
+        self, kind: str, text: str, action: str = "", callback: Callable[[], None] | None = None, about: str = ""
+    ) -> None:
         """Show ``text`` (replacing any notice), with a button labelled ``action`` that calls ``callback``."""
-        self.kind = kind
+        self.kind, self.about = kind, about
         self.text.setText(text)
         self._callback = callback
         self.action.setText(action)
@@ -58,9 +70,14 @@ class ModelNotice(QFrame):
         """Hide the notice (only if it is about ``kind``, when given)."""
         if kind is not None and kind != self.kind:
             return
-        self.kind = ""
+        self.kind, self.about = "", ""
         self._callback = None
         self.setVisible(False)
+
+    def _closed(self) -> None:
+        kind, about = self.kind, self.about
+        self.dismiss()
+        self.dismissed.emit(kind, about)
 
     def _act(self) -> None:
         callback = self._callback

@@ -46,8 +46,10 @@ class ModelPicker(QWidget):
         self._bits = 4
         self._remote_label: str | None = None
         self._remote_active = False
+        self._remote_problem: str | None = None
         self.combo = QComboBox()
         self.combo.setObjectName("modelPicker")
+        self.combo.setAccessibleName("Model")
         self.combo.setMinimumContentsLength(34)
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.combo.setToolTip("The model that answers (Ctrl+L). Models > Manage models… adds more")
@@ -91,10 +93,12 @@ class ModelPicker(QWidget):
         self.combo.blockSignals(False)
         self.select(target_model, bits)
 
-    def set_remote(self, label: str | None, active: bool) -> None:
+    def set_remote(self, label: str | None, active: bool, unreachable: str | None = None) -> None:
         """Offer the remote server configured (``label``, e.g. ``model on host:8000 (remote)``; None = none) and
-        show it as the current entry when ``active``."""
+        show it as the current entry when ``active``; ``unreachable``: why it did not answer the last time it was
+        asked (its entry says "not reachable" and the tooltip why; choosing it asks again)."""
         self._remote_label, self._remote_active = label, active and bool(label)
+        self._remote_problem = unreachable
         self.combo.blockSignals(True)
         for key in (REMOTE_KEY, REMOTE_DIALOG_KEY):
             index = self.combo.findData(key)
@@ -107,8 +111,10 @@ class ModelPicker(QWidget):
 
     def _add_remote_items(self) -> None:
         if self._remote_label:
-            self.combo.addItem(self._remote_label, REMOTE_KEY)
-            self.combo.setItemData(self.combo.count() - 1, "Replies come from this OpenAI-compatible server", 3)
+            problem = self._remote_problem
+            self.combo.addItem(self._remote_label + (" · not reachable" if problem else ""), REMOTE_KEY)
+            tip = f"Not reachable the last time it was asked: {problem}" if problem else "Replies come from this OpenAI-compatible server"
+            self.combo.setItemData(self.combo.count() - 1, tip, 3)
         self.combo.addItem("Remote server (OpenAI-compatible)…", REMOTE_DIALOG_KEY)
         tip = "Chat with a model served elsewhere: OpenVINO Model Server, vLLM, llama-server, Ollama, specchat serve"
         self.combo.setItemData(self.combo.count() - 1, tip, 3)  # Qt.ToolTipRole
@@ -149,6 +155,11 @@ class ModelPicker(QWidget):
         if index >= 0:
             return self.combo.itemText(index)
         return target_model or f"{DEFAULT_MODEL_NAME} · {bits}-bit"
+
+    def open_list(self) -> None:
+        """Put the focus on the picker and open its list (Ctrl+L)."""
+        self.combo.setFocus()
+        self.combo.showPopup()
 
     def set_device(self, device: str | None) -> None:
         """Show the device the target runs on (the settings pane chooses it); None: no local device (a remote

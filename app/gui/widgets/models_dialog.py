@@ -48,7 +48,7 @@ from inference.models.progress import ProgressEvent
 
 from ...background import DaemonThreadExecutor, run_in, threadsafe
 
-INSTALLED_COLUMNS = ("Name", "Bits", "Size", "RoPE", "Tokenizer", "Source", "Added")
+INSTALLED_COLUMNS = ("Name", "Bits", "Size", "Endless chats", "Source", "Added")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 
 
@@ -285,15 +285,23 @@ class ModelsDialog(QDialog):
                 manifest.store_name,
                 manifest.bits_label,
                 manifest.size_label,
-                manifest.rope_label,
-                manifest.tokenizer_label,
+                manifest.rope_label,  # whether the rolling context can shift its keys (RoPE): chats of any length
                 manifest.source or "?",
                 manifest.created[:19].replace("T", " ") or "?",
+            )
+            tip = (
+                f"{labels[str(manifest.path)]}\nVocabulary (tokenizer) {manifest.tokenizer_label}: models with the same "
+                "one can draft for each other"
             )
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, str(manifest.path))
-                item.setToolTip(manifest.rope_note if column == 3 and manifest.rope_supported is False else labels[str(manifest.path)])
+                endless = "Endless chats: " + (
+                    manifest.rope_note or "no: a chat longer than its memory (n_ctx) stops"
+                    if manifest.rope_supported is False
+                    else "yes: the oldest tokens are forgotten as the chat goes on (position encoding RoPE)"
+                )
+                item.setToolTip(endless if column == 3 else tip)
                 self.table.setItem(row, column, item)
         for combo in (self.target_combo, self.draft_combo):
             current = combo.currentData()

@@ -15,7 +15,6 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractSpinBox,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -28,7 +27,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QSpinBox,
     QToolButton,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -36,8 +34,8 @@ from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PE
 
 from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
 from ..settings_store import AppSettings, SettingsStore
-from ..theme import FIELD_WIDTH
 from .fold import Fold
+from .setting_row import add_setting
 
 #: Upper end of the token-count spin boxes.
 BIG = 1_000_000
@@ -80,48 +78,61 @@ class SamplingGroup(QGroupBox):
         form.setContentsMargins(8, 4, 8, 6)  # spacing and margins as the pane's other groups
         form.setVerticalSpacing(2)
 
-        preset_row = QWidget()
-        preset_layout = QHBoxLayout(preset_row)
-        preset_layout.setContentsMargins(0, 0, 0, 0)
         self.preset = QComboBox()
         self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.preset.setMinimumContentsLength(6)  # long preset names are elided, not widening the pane
         self.preset.setObjectName("setting_sampling_preset")
+        self.preset.setAccessibleName("Sampling preset")
         self.preset.setToolTip(
             f"{MODEL_DEFAULT}: what the model recommends (its generation_config.json), the rest temperature 0.7, "
             "top-p 0.9, repetition penalty 1.1. "
-            "Precise: greedy. Balanced: 0.7, top-p 0.9, repetition penalty 1.1. Creative: 1.0, top-p 0.95"
+            "Precise: greedy, repetition penalty 1.1. Balanced: 0.7, top-p 0.9, repetition penalty 1.1. "
+            "Creative: 1.0, top-p 0.95"
         )
-        self.save_button = QToolButton()  # compact: the row fits the pane's narrowest width
-        self.save_button.setText("Save as…")
-        self.save_button.setToolTip("Save the values shown as a new preset")
-        self.save_button.clicked.connect(lambda: asyncio.ensure_future(self.ask_preset_name()))
-        self.delete_button = QToolButton()
-        self.delete_button.setText("Delete")
-        self.delete_button.setToolTip("Delete this preset (the shipped ones stay)")
-        self.delete_button.clicked.connect(lambda: self.delete_preset(self._preset))
-        preset_layout.addWidget(self.preset, 1)
-        preset_layout.addWidget(self.save_button)
-        preset_layout.addWidget(self.delete_button)
-        form.addRow("Preset", preset_row)
+        form.addRow("Preset", self.preset)
         self.preset_note = QLabel()
         self.preset_note.setObjectName("fieldError")
         self.preset_note.setWordWrap(True)
         self.preset_note.setVisible(False)
         form.addRow(self.preset_note)  # no label cell: the hidden note takes no room
-        self.greedy = QCheckBox("Greedy (always the most likely token)")
+        self.greedy = QCheckBox("Greedy: likeliest word")
         self.greedy.setObjectName("setting_greedy")
         self.greedy.setToolTip("Temperature 0: the same reply every time, and the Compare button checks identity")
-        form.addRow(self.greedy)
+        self.save_button = QToolButton()  # compact: the row fits the pane's narrowest width
+        self.save_button.setText("Save as…")
+        self.save_button.setToolTip("Save the values shown as a new preset")
+        self.save_button.setAccessibleName("Save the values as a preset")
+        self.save_button.clicked.connect(lambda: asyncio.ensure_future(self.ask_preset_name()))
+        self.delete_button = QToolButton()
+        self.delete_button.setText("Delete")
+        self.delete_button.setToolTip("Delete this preset (the shipped ones stay)")
+        self.delete_button.setAccessibleName("Delete this preset")
+        self.delete_button.clicked.connect(lambda: self.delete_preset(self._preset))
+        greedy_row = QWidget()
+        greedy_layout = QHBoxLayout(greedy_row)
+        greedy_layout.setContentsMargins(0, 0, 0, 0)
+        greedy_layout.addWidget(self.greedy)
+        greedy_layout.addStretch(1)
+        greedy_layout.addWidget(self.save_button)
+        greedy_layout.addWidget(self.delete_button)
+        form.addRow(greedy_row)
 
-        self.temperature = self._double(form, "temperature", "Temperature", 10 * MAX_TEMPERATURE, 0.1,
-                                        "Randomness: 0 = greedy; 0.7 is a common chat value")
-        self.top_p = self._double(form, "top_p", "Top-p", 10.0, 0.05,
-                                  "Nucleus sampling: only the most likely tokens that make up this share, in (0, 1]; 1 = off")
+        self.temperature = self._double(
+            form, "temperature", "Randomness (temperature)", 10 * MAX_TEMPERATURE, 0.1,
+            "Temperature: 0 = greedy (always the most likely token); 0.7 is a common chat value",
+            help_text="0: always the likeliest word; higher: more varied.",
+        )  # fmt: skip
+        self.top_p = self._double(
+            form, "top_p", "Likely words only (top-p)", 10.0, 0.05,
+            "Top-p (nucleus sampling): only the most likely tokens that make up this share, in (0, 1]; 1 = off",
+        )  # fmt: skip
         self.max_new_tokens = QSpinBox()
         self.max_new_tokens.setRange(0, BIG)
         self.max_new_tokens.setSingleStep(64)
-        self._row(form, "max_new_tokens", "Max new tokens", self.max_new_tokens, "Longest reply, in tokens")
+        self._row(
+            form, "max_new_tokens", "Longest reply (tokens)", self.max_new_tokens,
+            "Max new tokens: a reply stops at this many tokens (about 3/4 of a word each); Continue writes more",
+        )  # fmt: skip
 
         # Folded by default, so that the pane fits a 1366x768 screen; a flagged field unfolds them (SettingsPane).
         self.more = Fold(
@@ -133,7 +144,7 @@ class SamplingGroup(QGroupBox):
         self.top_k = QSpinBox()
         self.top_k.setRange(0, BIG)
         self.top_k.setSpecialValueText("off")
-        self._row(more, "top_k", "Top-k", self.top_k, "Only the k most likely tokens; 0 = off")
+        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off")
         self.repetition_penalty = self._double(
             more, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
             "Lowers tokens seen in the last 64 tokens (prompt included), as llama.cpp does; 1 = off, 1.1 is common",
@@ -156,7 +167,7 @@ class SamplingGroup(QGroupBox):
         self.stop_strings.setPlaceholderText("one per line")
         self.stop_strings.setTabChangesFocus(True)
         self.stop_strings.setFixedHeight(self.stop_strings.fontMetrics().lineSpacing() * 3 + 12)
-        self._row(more, "stop_strings", "Stop strings", self.stop_strings,
+        self._row(more, "stop_strings", "Stop at (stop strings)", self.stop_strings,
                   "The reply ends before the first of these texts, one per line")
 
         self._fill_presets()
@@ -172,32 +183,18 @@ class SamplingGroup(QGroupBox):
     # --- building ---------------------------------------------------------------------------------
 
     def _double(self, form: QFormLayout, name: str, label: str, maximum: float, step: float, tip: str,
-                minimum: float = 0.0) -> QDoubleSpinBox:
+                minimum: float = 0.0, help_text: str = "") -> QDoubleSpinBox:
         box = QDoubleSpinBox()
         box.setRange(minimum, maximum)  # past the valid range: a value out of it is flagged, not clamped
         box.setDecimals(2)
         box.setSingleStep(step)
-        self._row(form, name, label, box, tip)
+        self._row(form, name, label, box, tip, help_text)
         return box
 
-    def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str) -> None:
-        widget.setObjectName(f"setting_{name}")
-        widget.setToolTip(tip)
-        if isinstance(widget, (QAbstractSpinBox, QLineEdit)):
-            widget.setMaximumWidth(FIELD_WIDTH)  # a number needs no more: the rest of the row stays empty
-        cell = QWidget()
-        layout = QVBoxLayout(cell)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
-        layout.addWidget(widget)
-        error = QLabel()
-        error.setObjectName("fieldError")
-        error.setWordWrap(True)
-        error.setVisible(False)
-        layout.addWidget(error)
-        form.addRow(label, cell)
-        self.fields[name] = widget
-        self.error_labels[name] = error
+    def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str, help_text: str = "") -> None:
+        row = add_setting(form, name, label, widget, tip, help_text)
+        self.fields[name] = row.field
+        self.error_labels[name] = row.error
 
     def _presets(self) -> dict[str, dict[str, Any]]:
         """Every preset by name: the model's, the shipped ones, the user's."""

@@ -17,14 +17,12 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractSpinBox,
     QCheckBox,
     QComboBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -37,10 +35,10 @@ from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.settings import MAX_K, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings, SettingsStore
-from ..theme import FIELD_WIDTH
 from .dialogs import choose_file
 from .fold import Fold
 from .sampling_group import MORE_FIELDS, SamplingGroup
+from .setting_row import SettingRow, add_setting
 from .wheel_guard import guard_wheel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
@@ -55,12 +53,18 @@ PRECISIONS = {
     "f16": "f16",
 }
 KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
-#: Fields folded under "Precision and draft device".
-ADVANCED_FIELDS = ("precision", "kv_cache_precision", "draft_device")
+#: Fields folded under "Advanced".
+ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard")
 #: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
 LOOKUP_DRAFT = "<prompt lookup>"
+#: The draft list's last entry: choose a model folder outside the store.
+BROWSE_DRAFT = "<browse>"
 #: The width of K's field (a number field grows to theme.FIELD_WIDTH at most).
 SHORT_FIELD_WIDTH = 64
+DRAFT_TIP = (
+    "What guesses the next tokens: a small model with the same vocabulary as the chosen model (its tokenizer), or "
+    "prompt lookup (text repeated from the chat). \"Other folder…\" picks a model folder outside the store"
+)
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
 
 
@@ -81,6 +85,7 @@ class SettingsPane(QScrollArea):
     def __init__(self, settings: AppSettings, devices: list[str], parent=None, store: SettingsStore | None = None):
         super().__init__(parent)
         self.setObjectName("settingsPane")
+        self.setAccessibleName("Settings")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self._devices = list(devices) or ["CPU"]
@@ -103,35 +108,36 @@ class SettingsPane(QScrollArea):
         self.bits = QComboBox()
         for bits, label in BIT_WIDTHS.items():
             self.bits.addItem(label, bits)
-        self._row(model, "bits", "Bit-width", self.bits, "Weights of the default model (a new bit-width is fetched and converted once)")
-        self._model_form = model  # the bit-width row shows while the default model is the target (set_settings)
-        self.target_device = QComboBox()
-        self._row(model, "target_device", "Device", self.target_device, "OpenVINO device of the target model")
+        self._bits_row = self._row(
+            model, "bits", "Weights (bits)", self.bits,
+            "Bit-width of the default model's weights; a new one is built once from the download (a minute or two)",
+            "4-bit is the fastest and as accurate as the original.",
+        )  # fmt: skip
+        self._model_form = model  # the bit-width rows show while the default model is the target (set_settings)
         self.decoding = QComboBox()
         for decoding in Decoding:
             self.decoding.addItem(decoding.label, decoding.value)
-        self._row(model, "decoding", "Decoding", self.decoding, "Autoregressive, or speculative with a draft model or prompt lookup")
-        draft_row = QWidget()
-        draft_layout = QHBoxLayout(draft_row)
-        draft_layout.setContentsMargins(0, 0, 0, 0)
+        self._row(
+            model, "decoding", "Decoding", self.decoding,
+            "Plain decoding writes one token per step. Speculative decoding lets a drafter guess the next tokens and "
+            "checks them all in one step of the model: the same reply, sooner when the guesses are good",
+            "Speculative: guess ahead, check in one step; same text.",
+        )  # fmt: skip
         self.draft_model = QComboBox()
         self._model_draft = ""  # the draft model chosen ("" = none), kept while prompt lookup is shown
+        self._preselected = ""  # the draft taken when draft-model decoding is chosen without one (set_models)
         self.draft_model.setMinimumContentsLength(8)
         self.draft_model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.browse_button = QPushButton("Browse…")
-        self.browse_button.setToolTip("Choose a draft model folder (OpenVINO IR with the same tokenizer as the target)")
-        self.browse_button.clicked.connect(lambda: asyncio.ensure_future(self.browse_draft_model()))
-        draft_layout.addWidget(self.draft_model, 1)
-        draft_layout.addWidget(self.browse_button)
-        self._row(model, "draft_model", "Draft model", draft_row, "Proposes K tokens per step; must share the target's tokenizer", self.draft_model)
+        self._row(model, "draft_model", "Drafter", self.draft_model, DRAFT_TIP, "Small models with the same vocabulary, or prompt lookup.")
         self.k = QSpinBox()
         self.k.setRange(0, 4 * MAX_K)  # spin boxes reach past the valid range: a value out of it is flagged, not clamped
         self.k.setMaximumWidth(SHORT_FIELD_WIDTH)
-        self.adaptive_k = QCheckBox("Adaptive K")
+        self.adaptive_k = QCheckBox("Adaptive")
         self.adaptive_k.setObjectName("setting_adaptive_k")
+        self.adaptive_k.setAccessibleName("Adaptive K")
         self.adaptive_k.setToolTip(
-            "Tune K from the acceptance rate (the share of drafted tokens the target model accepts); fall back to "
-            "plain decoding when speculation is slower"
+            "Adaptive K: tune K from the acceptance rate (the share of drafted tokens the target model accepts); "
+            "fall back to plain decoding when speculation is slower"
         )
         k_row = QWidget()
         k_layout = QHBoxLayout(k_row)
@@ -142,71 +148,77 @@ class SettingsPane(QScrollArea):
         k_layout.addStretch(1)
         self._row(
             model, "k", "Draft tokens per step (K)", k_row,
-            f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the target model checks them all in "
-            "one pass and keeps the ones it agrees with (the acceptance rate)",
-            self.k,
+            f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the model checks them all in one step "
+            "and keeps the ones it agrees with (the acceptance rate)",
+            "More pays off when the guesses are often right.", self.k,
         )  # fmt: skip
         self.fields["adaptive_k"] = self.adaptive_k
+        self.n_ctx = QSpinBox()
+        self.n_ctx.setRange(0, BIG)
+        self.n_ctx.setSingleStep(256)
+        self._row(
+            model, "n_ctx", "Context length (n_ctx)", self.n_ctx,
+            f"n_ctx: how many tokens of the chat the model keeps in memory, at least {MIN_N_CTX}; past it, the "
+            "oldest tokens (after the first ones, see Advanced) are forgotten and the chat goes on",
+            "How much of the chat the model remembers, in tokens.",
+        )  # fmt: skip
+
+        self.sampling = SamplingGroup(store)
+        layout.addWidget(self.sampling)
 
         # what few change is folded away (it unfolds by itself when one of its fields is flagged)
         self.advanced = Fold(
-            "advancedToggle", "Precision and draft device",
-            "Compute and KV-cache precision of the target, device of the draft model",
+            "advancedToggle", "Advanced",
+            "Devices, numeric precision, and what the rolling context keeps and drops",
         )  # fmt: skip
-        self.advanced.add_to(model)
+        advanced_form = QFormLayout()
+        advanced_form.addRow(self.advanced.button)
+        advanced_form.addRow(self.advanced.box)
+        advanced_form.setContentsMargins(8, 0, 8, 0)
+        layout.addLayout(advanced_form)
         advanced = self.advanced.form
+        self.target_device = QComboBox()
+        self._row(advanced, "target_device", "Device", self.target_device, "OpenVINO device of the model (CPU, GPU, NPU)")
+        self.draft_device = QComboBox()
+        self._row(advanced, "draft_device", "Drafter's device", self.draft_device, "OpenVINO device of the draft model")
         self.precision = QComboBox()
         for key, label in PRECISIONS.items():
             self.precision.addItem(label, key)
         self._row(
             advanced, "precision", "Precision", self.precision,
-            "Compute precision of the target. Auto and f32 make greedy speculative output equal autoregressive output. "
-            "On CPUs with AMX or AVX512_BF16, Auto prefills long prompts in bf16 (about 3x sooner); f32 also prefills "
-            "in f32, so a reply never depends on how its prompt was prefilled; bf16 rounds the two modes differently",
+            "Compute precision of the model. Auto and f32 make greedy speculative replies equal plain decoding's. "
+            "On CPUs with AMX or AVX512_BF16, Auto reads long prompts in bf16 (about 3x sooner); f32 also reads them "
+            "in f32, so a reply never depends on how its prompt was read; bf16 rounds the two modes differently",
         )
         self.kv_cache_precision = QComboBox()
         for key, label in KV_PRECISIONS.items():
             self.kv_cache_precision.addItem(label, key)
         self._row(
-            advanced, "kv_cache_precision", "KV cache", self.kv_cache_precision,
-            "Storage of the KV cache. Auto = f32 with f32 compute; u8 takes a quarter of the memory but is not exact",
+            advanced, "kv_cache_precision", "Memory precision (KV cache)", self.kv_cache_precision,
+            "How the model's memory of the chat (the KV cache) is stored. Auto = f32 with f32 compute; u8 takes a "
+            "quarter of the memory but is not exact",
         )
         self.precision_in_use = QLabel()
         self.precision_in_use.setObjectName("hint")
         self.precision_in_use.setWordWrap(True)
-        self.precision_in_use.setToolTip("What OpenVINO reports for the loaded target model")
+        self.precision_in_use.setToolTip("What OpenVINO reports for the loaded model")
         advanced.addRow("In use", self.precision_in_use)
-        self.draft_device = QComboBox()
-        self._row(advanced, "draft_device", "Draft device", self.draft_device, "OpenVINO device of the draft model")
-
-        context = self._group(layout, "Rolling context")
-        self.n_ctx = QSpinBox()
-        self.n_ctx.setRange(0, BIG)
-        self.n_ctx.setSingleStep(256)
-        self._row(
-            context, "n_ctx", "Context length (n_ctx)", self.n_ctx,
-            f"n_ctx: how many tokens the model keeps in memory (the KV cache), at least {MIN_N_CTX}; past it, older "
-            "tokens roll out (see n_discard)",
-        )  # fmt: skip
         self.n_keep = QSpinBox()
         self.n_keep.setRange(-1, BIG)
         self.n_keep.setSpecialValueText("auto (system prompt)")
         self._row(
-            context, "n_keep", "Kept at start (n_keep)", self.n_keep,
-            "n_keep: tokens at the start of the conversation that never roll out (the attention sinks); auto keeps "
-            "the system prompt",
+            advanced, "n_keep", "Always kept (n_keep)", self.n_keep,
+            "n_keep: tokens at the start of the chat that are never forgotten; auto keeps the system prompt",
         )  # fmt: skip
         self.n_discard = QSpinBox()
         self.n_discard.setRange(-1, BIG)
         self.n_discard.setSpecialValueText("auto (half)")
         self._row(
-            context, "n_discard", "Dropped per roll (n_discard)", self.n_discard,
-            "n_discard: tokens dropped from the oldest end each time the context is full; auto drops half of "
+            advanced, "n_discard", "Forgotten at once (n_discard)", self.n_discard,
+            "n_discard: tokens forgotten from the oldest end each time the memory is full; auto forgets half of "
             "n_ctx - n_keep",
         )  # fmt: skip
 
-        self.sampling = SamplingGroup(store)
-        layout.addWidget(self.sampling)
         self.fields.update(self.sampling.fields)
         self.error_labels.update(self.sampling.error_labels)
         group = self.sampling  # its fields, as the pane's own
@@ -257,31 +269,14 @@ class SettingsPane(QScrollArea):
         layout.addWidget(box)
         return form
 
-    def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str, field: QWidget | None = None) -> None:
-        field = field or widget
-        field.setObjectName(f"setting_{name}")
-        if isinstance(field, (QAbstractSpinBox, QLineEdit)) and field.maximumWidth() > FIELD_WIDTH:
-            field.setMaximumWidth(FIELD_WIDTH)  # a number needs no more: the rest of the row stays empty
-        if isinstance(field, QComboBox) and field.sizeAdjustPolicy() == QComboBox.SizeAdjustPolicy.AdjustToContentsOnFirstShow:
-            # long choices are elided rather than widening the pane past the window (the tooltip has them all)
-            field.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            field.setMinimumContentsLength(8)
-        if tip:
-            widget.setToolTip(tip)
-            field.setToolTip(tip)
-        cell = QWidget()
-        cell_layout = QVBoxLayout(cell)
-        cell_layout.setContentsMargins(0, 0, 0, 0)
-        cell_layout.setSpacing(2)
-        cell_layout.addWidget(widget)
-        error = QLabel()
-        error.setObjectName("fieldError")
-        error.setWordWrap(True)
-        error.setVisible(False)
-        cell_layout.addWidget(error)
-        form.addRow(label, cell)
-        self.fields[name] = field
-        self.error_labels[name] = error
+    def _row(
+        self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str, help_text: str = "",
+        field: QWidget | None = None,
+    ) -> SettingRow:
+        row = add_setting(form, name, label, widget, tip, help_text, field)
+        self.fields[name] = row.field
+        self.error_labels[name] = row.error
+        return row
 
     def content_height(self) -> int:
         """The height, in pixels, that shows every field without a scroll bar."""
@@ -302,22 +297,28 @@ class SettingsPane(QScrollArea):
                 combo.setCurrentText(current)
             combo.blockSignals(False)
 
-    def set_models(self, models: list[ModelManifest]) -> None:
+    def set_models(self, models: list[ModelManifest], preselected: str = "") -> None:
         """Offer these installed models as draft models (the window passes those whose tokenizer matches the
-        target's: ``inference.models.store.compatible_drafts``), by distinct readable names.
+        target's, and the folder of the one to preselect: ``app.gui.model_choice.draft_choices``), by distinct
+        readable names. Choosing draft-model decoding while no draft is chosen takes ``preselected``.
 
         The draft chosen stays chosen if it is offered, or if it is a folder outside the model store (chosen
         with Browse…); an installed model no longer offered (another tokenizer) is unselected, and the settings
         re-checked: a draft-model decoding without a draft is flagged until one is chosen.
         """
         current = self._model_draft
+        self._preselected = preselected
         labels = model_labels(models)
         self.draft_model.blockSignals(True)
         self.draft_model.clear()
         self.draft_model.addItem("(none)" if models else "(none with this tokenizer: use prompt lookup)", "")
         for manifest in models:
             self.draft_model.addItem(labels[str(manifest.path)], str(manifest.path))
-        self.draft_model.addItem("Prompt lookup (no draft model)", LOOKUP_DRAFT)
+        self.draft_model.addItem("Prompt lookup", LOOKUP_DRAFT)
+        self.draft_model.addItem("Other folder…", BROWSE_DRAFT)
+        self.draft_model.setItemData(
+            self.draft_model.count() - 1, "Choose a draft model folder (OpenVINO IR with the same tokenizer)", 3
+        )  # Qt.ToolTipRole
         in_store = bool(current) and Path(current).parent == models_dir()
         if current and (self.draft_model.findData(current) >= 0 or not in_store):
             self._select_draft(current)
@@ -325,16 +326,21 @@ class SettingsPane(QScrollArea):
             self._model_draft = ""
         self._show_decoding_in_draft_list()
         self.draft_model.blockSignals(False)
+        self._show_draft_tip()
         if current and self._model_draft != current:
             self._edited()
+
+    def _show_draft_tip(self) -> None:
+        """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it)."""
+        self.draft_model.setToolTip(f"{self.draft_model.currentText()}\n\n{DRAFT_TIP}")
 
     def _select_draft(self, path: str) -> None:
         """Show the draft model ``path`` ("" = none) in the draft list and remember it as the model draft."""
         self._model_draft = path
         index = self.draft_model.findData(path)
         if index < 0 and path:
-            self.draft_model.insertItem(self.draft_model.count() - 1, Path(path).name, path)  # before prompt lookup
-            index = self.draft_model.count() - 2
+            index = self.draft_model.findData(LOOKUP_DRAFT)  # a folder goes before prompt lookup
+            self.draft_model.insertItem(index, Path(path).name, path)
         self.draft_model.setCurrentIndex(max(index, 0))
 
     def _show_decoding_in_draft_list(self) -> None:
@@ -352,6 +358,13 @@ class SettingsPane(QScrollArea):
         if self._loading:  # set_settings shows a draft: the decoding shown is already the one to keep
             return
         data = self.draft_model.itemData(index)
+        if data == BROWSE_DRAFT:  # the list shows what is chosen until a folder is
+            blocked = self.draft_model.blockSignals(True)
+            self._select_draft(self._model_draft)
+            self._show_decoding_in_draft_list()
+            self.draft_model.blockSignals(blocked)
+            asyncio.ensure_future(self.browse_draft_model())
+            return
         if data == LOOKUP_DRAFT:
             decoding = Decoding.PROMPT_LOOKUP
         else:
@@ -362,6 +375,10 @@ class SettingsPane(QScrollArea):
         self._edited()
 
     def _decoding_chosen(self, _index: int) -> None:
+        if self.decoding.currentData() == Decoding.DRAFT_MODEL.value and not self._model_draft and not self._loading:
+            blocked = self.draft_model.blockSignals(True)
+            self._select_draft(self._preselected)  # no red "choose a draft" first when one is there to take
+            self.draft_model.blockSignals(blocked)
         self._show_decoding_in_draft_list()
 
     def set_precision_in_use(self, text: str) -> None:
@@ -380,7 +397,7 @@ class SettingsPane(QScrollArea):
             self._highlight = settings.highlight_draft
             self.bits.setCurrentIndex(max(self.bits.findData(settings.bits), 0))
             # another model's bit-width is its own (the model picker lists each copy): the row would misstate it
-            self._model_form.setRowVisible(self.bits.parentWidget(), not settings.target_model and not settings.use_remote)
+            self._bits_row.set_visible(self._model_form, not settings.target_model and not settings.use_remote)
             self.precision.setCurrentIndex(max(self.precision.findData(settings.precision), 0))
             self.kv_cache_precision.setCurrentIndex(max(self.kv_cache_precision.findData(settings.kv_cache_precision), 0))
             if settings.target_device not in self._devices:
@@ -494,8 +511,8 @@ class SettingsPane(QScrollArea):
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
             self.sampling.more.show()
         uses_draft = settings.uses_draft_model
-        for widget in (self.browse_button, self.draft_device):
-            widget.setEnabled(uses_draft)
+        self.draft_device.setEnabled(uses_draft)
+        self._show_draft_tip()
         self.draft_model.setEnabled(settings.generation.decoding.speculative)
         self.adaptive_k.setEnabled(settings.generation.decoding.speculative)
         summary = ""

@@ -28,7 +28,7 @@ import platformdirs
 
 from inference.models.store import user_dir
 
-from .user_files import move_aside, write_atomically
+from ..user_files import move_aside, write_atomically
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Replies from a remote OpenAI-compatible server (OpenVINO Model Server, vLLM, llama-server, Ollama, SpecChat's own
-``specchat serve``), with the contract of :meth:`app.inference_worker.InferenceWorker.generate`.
+``specchat serve``), with the contract of :meth:`app.backends.worker.InferenceWorker.generate`.
 
 Rules:
 - The base URL is taken as given (``http://host:8000/v1``; OpenVINO Model Server's ends in ``/v3``): the routes
@@ -51,9 +51,9 @@ from inference.constraints import json_object_grammar
 from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta
 from inference.settings import Decoding
 
-from . import bounded_json
-from .inference_worker import GenerationRequest
-from .server.binding import is_loopback
+from .. import bounded_json
+from ..server.binding import is_loopback
+from .protocol import GenerationRequest
 
 #: Seconds to wait for the TCP (and TLS) connection.
 CONNECT_TIMEOUT_S = 10.0

@@ -30,10 +30,10 @@ from inference.model import LoadedModel, load_model
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
-from inference.tools import ToolUse
 from inference.vocabulary import vocabulary
 
-from .background import run_in, stream_in, threadsafe
+from ..background import run_in, stream_in, threadsafe
+from .protocol import GenerationRequest
 
 #: Nice value of the inference thread: the GUI thread wins the CPU when both want it (see lower_thread_priority).
 INFERENCE_NICE = 5
@@ -83,32 +83,6 @@ class ModelInfo:
     load_seconds: float
     precision: NumericPrecision
     warm_up_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """One reply to generate.
-
-    Attributes:
-        messages: the conversation so far (``{"role", "content"}`` dicts), ending with the user message.
-        system_prompt: the conversation's system prompt ("" = none).
-        settings: engine settings, the decoding choice included (already validated by the settings pane; the
-            engine checks them again).
-        fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
-        prompt: raw text to continue without the chat template (a server's ``/v1/completions``); when given,
-            ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
-        echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
-            event before the reply's; it costs a pass over the prompt and empties the KV cache).
-        tools: the tools the reply may call (``inference.tools``; its calls come as a ``ToolCalls`` event), or None.
-    """
-
-    messages: list[dict]
-    system_prompt: str
-    settings: GenerationSettings
-    fresh_cache: bool = False
-    prompt: str | None = None
-    echo: bool = False
-    tools: ToolUse | None = None
 
 
 @dataclass
@@ -163,6 +137,10 @@ class InferenceWorker:
     def generating(self) -> bool:
         """True while a reply is generated (or queued) in the inference thread: other jobs wait for it."""
         return bool(self._cancels)
+
+    def describe_answer(self) -> str:
+        """The models that write replies now (``ModelSpec.describe()``; "" before the first load)."""
+        return self._spec.describe() if self._spec is not None else ""
 
     async def run(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run ``function(*args)`` in the inference thread and return its result (or raise its exception)."""
@@ -250,6 +228,9 @@ class InferenceWorker:
                     scored = self._engine.prompt_logprobs(ids, request.settings.context, top)
                     put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
                 events = self._engine.generate(ids, request.settings, 0, cancel)
+            elif request.continue_text:
+                session = ChatSession(self._engine, request.system_prompt, request.messages)
+                events = session.continue_reply(request.continue_text, request.settings, cancel)
             else:
                 session = ChatSession(self._engine, request.system_prompt, request.messages, request.tools)
                 events = session.reply(request.settings, cancel)

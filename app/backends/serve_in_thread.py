@@ -1,7 +1,7 @@
 """Serving an ASGI app from inside another program: uvicorn in its own thread, and a backend that hands each
 generation to the loop that owns the inference worker.
 
-The window runs a qasync loop on the GUI thread, and :class:`~app.inference_worker.InferenceWorker`'s coroutines
+The window runs a qasync loop on the GUI thread, and :class:`~app.backends.worker.InferenceWorker`'s coroutines
 must be used from that loop. A server started from the window therefore runs elsewhere:
 
 * **Its own thread and loop.** :class:`ServerThread` binds the listening socket itself (so a port in use is an
@@ -35,9 +35,10 @@ import uvicorn
 
 from inference.events import Event
 
-from .background import call_soon
-from .inference_worker import GenerationRequest, InferenceWorker
-from .server.binding import ListenError, listen, url_of
+from ..background import call_soon
+from ..server.binding import ListenError, listen, url_of
+from .protocol import GenerationRequest
+from .worker import InferenceWorker
 
 #: Seconds open connections get to finish when the server stops, before their tasks are cancelled.
 GRACEFUL_SHUTDOWN_SECONDS = 2.0
@@ -52,7 +53,7 @@ class ServerStartError(RuntimeError):
 
 
 class WorkerOnLoop:
-    """A generation backend for a server whose loop is not the worker's: ``generate`` is
+    """A reply source (``app.backends.protocol.ReplySource``) for a server whose loop is not the worker's: ``generate`` is
     :meth:`InferenceWorker.generate`, run on ``loop`` and streamed back to the caller's loop.
 
     Args:
@@ -62,6 +63,10 @@ class WorkerOnLoop:
     def __init__(self, worker: InferenceWorker, loop: asyncio.AbstractEventLoop):
         self.worker = worker
         self.loop = loop
+
+    def describe_answer(self) -> str:
+        """The worker's models (:meth:`InferenceWorker.describe_answer`)."""
+        return self.worker.describe_answer()
 
     async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
         """Stream the events of one reply, in batches, as :meth:`InferenceWorker.generate` does (call it on any

@@ -1,0 +1,142 @@
+"""The model options that ``specchat generate``, ``chat`` and ``serve`` share (``add_model_options``), and what they
+mean: the decoding settings (``decoding_settings``) and the models to load (``model_folders``). Its own module so that
+``app.cli.commands`` and ``app.cli.serve`` both import it and neither imports the other at import time."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.backends.worker import ModelSpec
+from inference.devices import available_devices
+from inference.draft_head import HEAD_K, is_head_folder
+from inference.models import default_model, store
+from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
+from inference.models.errors import ModelImportError
+from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
+from inference.settings import MAX_K, ContextSettings, Decoding, GenerationSettings, SpeculativeSettings, check_threads
+
+CONTEXT, SPECULATIVE = ContextSettings(), SpeculativeSettings()  # the defaults
+DEFAULT_BITS = 4
+
+
+def _n_keep(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"n_keep must be 'auto' or a whole number of tokens, got {value!r}") from None
+
+
+def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("ar", "spec", "compare")) -> None:
+    """The options that choose and load the models, the decoding mode and the rolling context (``generate``,
+    ``chat`` and ``serve`` share them; ``modes``: the choices of ``--mode``)."""
+    parser.add_argument("--model", help="target model: an installed model's name (`specchat models list`) or a folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
+    parser.add_argument("--mode", choices=modes, default="ar", help="autoregressive, speculative" + (", or both side by side" if "compare" in modes else ""))
+    parser.add_argument("--draft", default=None, help=f"with --mode spec or compare: a draft model or head (an installed model's name or a folder), or 'lookup' for prompt-lookup drafting (default: {DEFAULT_HEAD_NAME} for the default model, else lookup)")
+    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
+    parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
+    parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
+    parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
+    parser.add_argument("--n-discard", type=int, default=CONTEXT.n_discard, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
+    parser.add_argument("--device", default="CPU", help=f"target device ({', '.join(available_devices())})")
+    parser.add_argument("--draft-device", default=None, help="draft device (default: same as --device)")
+    parser.add_argument(
+        "--precision", choices=INFERENCE_PRECISIONS, default="auto",
+        help="compute precision of the target; auto = f32 (exact greedy speculation), with a bf16 prefill on CPUs with bf16",
+    )
+    parser.add_argument("--kv-cache-precision", choices=KV_CACHE_PRECISIONS, default="auto", help="KV-cache storage; auto = f32 with f32 compute, else the device's (u8)")
+    parser.add_argument("--dynamic-quantization", choices=SWITCHES, default="auto", help="quantize activations on the fly; auto = off with f32 compute")
+    parser.add_argument("--fast-prefill", choices=SWITCHES, default="auto", help="prefill long prompts with a bf16 copy of the model; auto = where the CPU has bf16")
+    parser.add_argument("--threads", type=int, default=None, help="CPU inference threads, 1 to the machine's logical CPUs (default: all)")
+
+
+def draft_choice(args: argparse.Namespace) -> str:
+    """``--draft`` as given; without it, the default model's draft head when the target is the default model and
+    this build of SpecChat ships one (it is installed with the model), else ``lookup``."""
+    if args.draft is not None:
+        return args.draft
+    return DEFAULT_HEAD_NAME if args.model is None and shipped_head() is not None else "lookup"
+
+
+def decoding_of(args: argparse.Namespace, mode: str) -> Decoding:
+    """``--mode ar|spec`` and ``--draft lookup|NAME|PATH`` as one decoding choice."""
+    if mode == "ar":
+        return Decoding.AUTOREGRESSIVE
+    return Decoding.PROMPT_LOOKUP if draft_choice(args) == "lookup" else Decoding.DRAFT_MODEL
+
+
+def _draft_name(args: argparse.Namespace) -> str | None:
+    """The draft model or head the run uses (``--draft NAME|FOLDER``, or the default head, with a speculative
+    mode), else None."""
+    choice = draft_choice(args)
+    return choice if args.mode != "ar" and choice != "lookup" else None
+
+
+def _default_k(args: argparse.Namespace) -> int:
+    """K without ``--k``: a draft head's (each of its drafts costs a pass of its own), else the general default."""
+    name = _draft_name(args)
+    if name is None:
+        return SPECULATIVE.k
+    if name == DEFAULT_HEAD_NAME:
+        return HEAD_K
+    try:
+        return HEAD_K if is_head_folder(store.find_model(name)) else SPECULATIVE.k
+    except ModelImportError:  # said when the models load
+        return SPECULATIVE.k
+
+
+def unused_options(args: argparse.Namespace) -> list[str]:
+    """One note per option given that the run will not use (so that nothing is ignored silently)."""
+    notes = []
+    if args.mode == "ar":
+        given = [("--draft", args.draft), ("--draft-device", args.draft_device), ("--k", args.k), ("--adaptive-k", args.adaptive_k or None)]
+        notes += [
+            f"{option} is unused with --mode ar (autoregressive decoding drafts nothing); add --mode spec to use it"
+            for option, value in given
+            if value is not None
+        ]
+    elif args.draft_device is not None and _draft_name(args) is None:
+        notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
+    if args.bits is not None and args.model is not None:
+        notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
+    return notes
+
+
+def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
+    """The decoding choice, rolling context and K of the model options (``add_model_options``), default sampling;
+    validated, ``--threads`` too.
+
+    Raises:
+        SettingError: a setting out of range (the message names it).
+    """
+    settings = GenerationSettings(
+        decoding=decoding_of(args, mode),
+        context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
+        speculative=SpeculativeSettings(k=_default_k(args) if args.k is None else args.k, adaptive=args.adaptive_k),
+    )
+    settings.validate()
+    check_threads(args.threads)
+    return settings
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def model_folders(args: argparse.Namespace) -> ModelSpec:
+    """The models the model options name: their folders (the default model fetched if needed, progress on
+    stderr), devices, precision and threads; notes on unused options are printed first.
+
+    Raises:
+        ModelFetchError / ValueError: a model that cannot be found or fetched (the message says what to do).
+    """
+    for note in unused_options(args):
+        print(f"note: {note}", file=sys.stderr)
+    target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
+    draft = _draft_name(args)
+    draft = store.find_model(draft) if draft else None
+    precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
+    return ModelSpec(target, args.device, draft, args.draft_device or args.device, precision, args.threads)

@@ -1,0 +1,264 @@
+"""The conversations of the window: the list on the left, which one is shown, new, open, rename, delete, search,
+the system prompt, export and import.
+
+Rules:
+- The history database is the truth: the list and the chat view show what it holds (:meth:`Conversations.refresh`
+  after every change), and a conversation that vanished (deleted elsewhere) is dropped from the list.
+- A history write the database refuses (``sqlite3.Error``: full disk, locked past the busy timeout) is said in the
+  composer and the status bar (what happened, what to do: :meth:`Conversations.write_failed`); what was typed stays
+  where it was typed.
+- Export writes the conversation as shown: the version of each message chosen on screen (chat branches,
+  ``HistoryDB.messages`` of the chosen path).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QMessageBox
+
+from .history_db import read_export, write_error_text
+from .widgets.dialogs import choose_file, message_box
+
+logger = logging.getLogger(__name__)
+
+
+class Conversations(QObject):
+    """Keeps the conversation list, the chat view and the history in step (see the module doc).
+
+    Args:
+        window: the main window; drives its ``conversation_list``, ``chat_view``, ``composer``, ``live_graph`` and
+            ``settings_pane.sampling``, and awaits its ``replies`` (deleting a chat stops its reply first).
+        say: ``say(text, milliseconds)`` shows a line in the status bar.
+
+    Signals:
+        shown(conversation_id or None): another conversation (or a new, empty chat) is shown.
+    """
+
+    shown = Signal(object)
+
+    def __init__(self, window, say: Callable[[str, int], None]):
+        super().__init__(window)
+        self.window = window
+        self.db = window.db
+        self.say = say
+
+    @property
+    def current_id(self) -> int | None:
+        """The conversation shown (None for a new chat not saved yet)."""
+        return self.window.chat_view.conversation_id
+
+    def refresh(self) -> None:
+        """Show the conversations matching the search box, the one shown selected."""
+        listing = self.window.conversation_list
+        listing.set_conversations(self.db.conversations(listing.search.text()), self.current_id)
+
+    def write_failed(self, what: str, error: sqlite3.Error) -> None:
+        """Say that the history refused to save ``what`` (in the composer, and in the status bar while it is
+        covered)."""
+        logger.warning("history write failed (%s): %s", what, error)
+        self.history_error(f"Could not save {what}: {write_error_text(error)}")
+
+    def history_error(self, text: str) -> None:
+        """Say a history error in the composer and the status bar."""
+        self.window.composer.show_error(text)
+        self.say(text, 15000)
+
+    def follow(self) -> None:
+        """The conversation shown changed: the window's title, the live graph and the notices follow."""
+        window = self.window
+        conversation = window.chat_view.conversation
+        window.setWindowTitle(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
+        messages = self.db.messages(self.current_id) if self.current_id is not None else []
+        replies = [m for m in messages if m.role == "assistant"]
+        window.live_graph.show_conversation(self.current_id, [reply.stats for reply in replies])
+        self.shown.emit(self.current_id)
+
+    def new(self) -> None:
+        """Show an empty new chat (saved when its first message is sent)."""
+        window = self.window
+        window.chat_view.show_conversation(None, [])
+        self.follow()
+        window.settings_pane.sampling.set_conversation(None)
+        window.conversation_list.list.clearSelection()
+        window.composer.edit.setFocus()
+
+    def open(self, conversation_id: int) -> None:
+        """Show a conversation (a reply streaming in it keeps streaming into the view)."""
+        window = self.window
+        conversation = self.db.conversation(conversation_id)
+        if conversation is None:
+            self.refresh()
+            return
+        if self.current_id != conversation_id:
+            window.chat_view.show_conversation(conversation, self.db.messages(conversation_id))
+            window.settings_pane.sampling.set_conversation(conversation_id)
+            self.follow()
+        active = window.replies.active
+        if active and active.conversation_id == conversation_id:
+            window.chat_view.update_message(active.recorder.snapshot(), live=True)
+        window.chat_view.set_busy(active is not None)
+        if window.conversation_list.current_id() != conversation_id:
+            window.conversation_list.select(conversation_id)
+
+    def reload(self) -> None:
+        """Show the conversation shown again as the history holds it (after a change of its messages)."""
+        conversation_id = self.current_id
+        if conversation_id is not None:
+            self.window.chat_view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
+            self.follow()
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        """Rename a conversation."""
+        try:
+            self.db.rename_conversation(conversation_id, title)
+        except ValueError as error:
+            self.say(str(error), 5000)
+            return
+        except sqlite3.Error as error:
+            self.write_failed("the new title", error)
+            self.refresh()  # the list shows the title that is saved
+            return
+        if self.current_id == conversation_id:
+            self.window.chat_view.set_title(title.strip())
+            self.follow()
+        self.refresh()
+
+    async def delete(self, conversation_id: int | None) -> bool:
+        """Ask, then delete a conversation (stopping its reply first); returns True if deleted."""
+        if conversation_id is None:
+            return False
+        conversation = self.db.conversation(conversation_id)
+        if conversation is None:
+            return False
+        answer = await message_box(
+            self.window,
+            QMessageBox.Icon.Question,
+            "Delete chat",
+            f"Delete “{conversation.title}” and its {conversation.message_count} messages?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+            informative="This cannot be undone. Export it first if you want to keep a copy.",
+            object_name="confirmDelete",
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        await self.window.replies.stop_in(conversation_id)
+        try:
+            self.db.delete_conversation(conversation_id)
+        except sqlite3.Error as error:
+            self.write_failed(f"the deletion of “{conversation.title}” (it was kept)", error)
+            return False
+        if self.current_id == conversation_id:
+            remaining = self.db.conversations()
+            if remaining:
+                self.window.chat_view.show_conversation(None, [])
+                self.open(remaining[0].id)
+            else:
+                self.new()
+        self.refresh()
+        self.say(f"Deleted “{conversation.title}”", 5000)
+        return True
+
+    def json_output_changed(self, conversation_id: int, on: bool) -> None:
+        """Save a conversation's "JSON output" choice (-1: no conversation yet; the choice goes with its first
+        message)."""
+        if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
+            try:
+                self.db.set_json_output(conversation_id, on)
+            except sqlite3.Error as error:
+                self.write_failed("the JSON output choice (toggle it again to retry)", error)
+
+    def system_prompt_changed(self, conversation_id: int, text: str) -> None:
+        """Save a conversation's edited system prompt."""
+        if conversation_id >= 0 and self.db.conversation(conversation_id) is not None:
+            try:
+                self.db.set_system_prompt(conversation_id, text)
+            except sqlite3.Error as error:
+                self.write_failed("the system prompt (it stays in its box: edit it again to retry)", error)
+                return
+            self.say("System prompt saved: it applies to the next reply", 4000)
+
+    def focus_search(self) -> None:
+        """Put the focus in the search box, its text selected (Ctrl+F)."""
+        self.window.conversation_list.search.setFocus()
+        self.window.conversation_list.search.selectAll()
+
+    # --- export / import --------------------------------------------------------------------------
+
+    def export(self, path: str | Path, fmt: str) -> Path:
+        """Write the conversation shown, as shown (the chosen version of each message), to ``path`` as Markdown
+        (``md``) or JSON (``json``).
+
+        Raises:
+            ValueError: nothing to export (a new chat). OSError: the file cannot be written.
+        """
+        conversation_id = self.current_id
+        if conversation_id is None:
+            raise ValueError("this chat is empty: there is nothing to export yet")
+        path = Path(path)
+        if fmt == "md":
+            path.write_text(self.db.export_markdown(conversation_id), encoding="utf-8")
+        else:
+            data = self.db.export_json(conversation_id)
+            path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+
+    def import_file(self, path: str | Path) -> int:
+        """Add a conversation from a JSON export and show it; returns its id.
+
+        Raises:
+            ValueError: the file is not a SpecChat conversation export (not JSON, too large or deep, a field of the
+                wrong type: ``history_db.read_export``, ``HistoryDB.import_json``).
+            OSError: the file cannot be read. sqlite3.Error: the history refused the write (nothing was written).
+        """
+        conversation_id = self.db.import_json(read_export(path))
+        self.refresh()
+        self.open(conversation_id)
+        return conversation_id
+
+    async def export_dialog(self, fmt: str) -> None:
+        """Ask where to save the conversation shown, then export it."""
+        conversation = self.db.conversation(self.current_id) if self.current_id else None
+        if conversation is None:
+            self.say("This chat is empty: there is nothing to export yet", 5000)
+            return
+        suffix = ".md" if fmt == "md" else ".json"
+        name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip() or "chat"
+        path = await choose_file(
+            self.window, "Export conversation", save=True,
+            name_filter="Markdown (*.md)" if fmt == "md" else "JSON (*.json)", suggested=name + suffix,
+        )  # fmt: skip
+        if not path:
+            return
+        if not path.endswith(suffix):
+            path += suffix
+        try:
+            written = self.export(path, fmt)
+        except (OSError, ValueError) as error:
+            await message_box(self.window, QMessageBox.Icon.Warning, "Export failed", f"Could not write {path}.", informative=str(error))
+            return
+        self.say(f"Exported to {written}", 5000)
+
+    async def import_dialog(self) -> None:
+        """Ask for a JSON export, then import it."""
+        path = await choose_file(self.window, "Import conversation", name_filter="SpecChat JSON export (*.json)")
+        if not path:
+            return
+        try:
+            self.import_file(path)
+        except sqlite3.Error as error:
+            self.write_failed(f"the conversation imported from {path}", error)
+            return
+        except (OSError, ValueError) as error:
+            await message_box(
+                self.window, QMessageBox.Icon.Warning, "Import failed", f"Could not import {path}.",
+                informative=f"{error}\n\nChoose a file written by File > Export as JSON.", object_name="importError",
+            )  # fmt: skip
+            return
+        self.say(f"Imported {path}", 5000)

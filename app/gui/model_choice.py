@@ -1,0 +1,427 @@
+"""Which model answers, and what the window says about it: the settings the window runs with, the model picker,
+remote servers, the draft list, the model's state in the status bar, and the notices above the chat.
+
+Rules:
+- One owner of the settings: :attr:`ModelChoice.settings`. The settings pane's edits (:meth:`ModelChoice.edited`)
+  and choices made elsewhere (the picker, a notice's button, the Models dialog: :meth:`ModelChoice.apply`) go
+  through it; it saves them (debounced), asks :class:`~app.gui.model_loader.ModelLoader` to reload when a model
+  setting changed, and recomputes everything that depends on them.
+- The picker chooses the target (``target_model``, and ``bits`` for the default model's copies); the draft list offers
+  the installed models with the target's tokenizer, and which draft is preselected is decided in one place,
+  :func:`draft_choices`: choosing "Speculative, draft model" without a draft takes it, so no error shows first.
+- A remote OpenAI-compatible server is a target too (``AppSettings.use_remote``): the window asks it for its models
+  in the background; one that does not answer is marked in the picker ("not reachable") until it answers again, and
+  Compare is off (the button says why) unless the server is SpecChat's, which offers both modes.
+- Notices above the chat are derived from the state, never left over: :meth:`ModelChoice.refresh_notices` computes
+  them from the conversation shown, the settings and the store whenever one of them changes. A conversation last
+  answered with another model says so (with a Switch button naming the model and its bit-width); a draft model
+  measured slower than plain decoding in the conversation shown says so while that draft is chosen. A notice the
+  user dismissed stays dismissed while it is about the same thing (the same conversation shown; the same pair).
+- An error said in the composer about the previous target (a remote server that refused the connection) is cleared
+  when the target changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QMessageBox
+
+from inference.models.default_model import default_model_dir
+from inference.models.progress import ProgressEvent
+from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
+from inference.settings import Decoding
+
+from ..backends.remote import RemoteError
+from ..backends.remote_keys import load_api_key, save_api_key
+from ..backends.worker import ModelInfo
+from .draft_speed import draft_speed_ratio, is_slow
+from .reply_format import answered_with
+from .sampling_presets import model_default
+from .settings_store import AppSettings
+from .widgets.dialogs import ModelProgressDialog, message_box
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_SAVE_DELAY_MS = 300
+
+
+def draft_choices(target: ModelManifest | None, installed: list[ModelManifest]) -> tuple[list[ModelManifest], str]:
+    """The drafts offered for ``target`` and the one preselected: the only place that decides either.
+
+    Returns:
+        ``(compatible, preselected)``: the installed models with the target's tokenizer
+        (``inference.models.store.compatible_drafts``), and the folder of the one taken when the user chooses
+        draft-model decoding without a draft: the smallest compatible model on disk (the draft's cost is what
+        speculative decoding must win back), "" when none is compatible.
+    """
+    compatible = compatible_drafts(target, installed)
+    smallest = min(compatible, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
+    return compatible, str(smallest.path) if smallest is not None else ""
+
+
+class ModelChoice(QObject):
+    """The window's settings and model choice (see the module doc).
+
+    Args:
+        window: the main window; drives its ``model_picker``, ``settings_pane``, ``model_notice``, ``composer``,
+            ``chat_view``, ``model_label`` and ``busy_bar``, and reads its ``db``, ``models`` and ``replies``.
+        store: the settings file.
+        say: ``say(text, milliseconds)`` shows a line in the status bar.
+
+    Attributes:
+        settings: the settings the window runs with now.
+        unreachable: remote base URLs that did not answer, with why (the picker marks them).
+        dismissed: ``(kind, about)`` of notices the user dismissed.
+    """
+
+    def __init__(self, window, store, say: Callable[[str, int], None]):
+        super().__init__(window)
+        self.window = window
+        self.store = store
+        self.say = say
+        self.settings: AppSettings = store.load()
+        self.unreachable: dict[str, str] = {}
+        self.dismissed: set[tuple[str, str]] = set()
+        self._slow_drafts: dict[int, tuple[float, tuple[str, str]]] = {}
+        self.progress_dialog: ModelProgressDialog | None = None
+        self.models_dialog = None
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.timeout.connect(self.save)
+
+    # --- settings ---------------------------------------------------------------------------------
+
+    def edited(self, settings: AppSettings) -> None:
+        """The settings pane's settings changed; the target model is the picker's (a new bit-width in the pane
+        chooses the default model at that bit-width)."""
+        previous = self.settings
+        new_bits = settings.bits != previous.bits
+        self.settings = replace(
+            settings,
+            target_model="" if new_bits else previous.target_model,
+            remote_url=previous.remote_url,
+            remote_model=previous.remote_model,
+            use_remote=previous.use_remote and not new_bits,
+            theme=previous.theme,
+        )
+        self._applied(previous)
+
+    def apply(self, settings: AppSettings) -> None:
+        """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
+        previous = self.settings
+        if settings == previous:
+            return
+        self.settings = settings
+        self.window.settings_pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
+        self._applied(previous)
+
+    def _applied(self, previous: AppSettings) -> None:
+        settings = self.settings
+        self._save_timer.start(SETTINGS_SAVE_DELAY_MS)
+        if settings.model_key() != previous.model_key():
+            self.window.models.load_later(settings)
+            self.say("The model will be reloaded in the background", 3000)
+        if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
+            self.refresh_models()
+            self.window.composer.clear_error()  # what the previous target said is no longer true
+            self.window.model_picker.flag(None)
+        if settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url:
+            self.update_compare()
+        self.refresh_notices()
+
+    def save(self) -> None:
+        """Write the settings to their file now (edits are saved ``SETTINGS_SAVE_DELAY_MS`` after the last)."""
+        self._save_timer.stop()
+        try:
+            self.store.save(self.settings)
+        except OSError as error:
+            self.say(f"Could not save the settings to {self.store.path}: {error}", 10000)
+
+    # --- the model's state ------------------------------------------------------------------------
+
+    def show_state(self, state: str, text: str) -> None:
+        """Show the model loader's state: a short line in the status bar, the details in its tooltip."""
+        window = self.window
+        window.busy_bar.setVisible(state == "loading")
+        info = window.models.info
+        if state == "ready" and info is not None:
+            kind = "exact" if info.precision.exact else "fast"
+            window.model_label.setText(f"{Path(info.spec.target_dir).name} · {kind}")
+            window.model_label.setToolTip(
+                f"{text}\n\n{kind.capitalize()}: "
+                + ("greedy speculative replies equal plain decoding's, token for token" if info.precision.exact
+                   else "reduced precision: faster, but greedy speculative replies may differ from plain decoding's")
+            )  # fmt: skip
+        else:
+            window.model_label.setText(text)
+            window.model_label.setToolTip(text)
+
+    def loaded(self, info: ModelInfo) -> None:
+        """Models were loaded: the pane shows the model's sampling defaults, its length and precision."""
+        pane = self.window.settings_pane
+        pane.sampling.set_model_defaults(model_default(info.spec.target_dir))
+        pane.set_max_position_embeddings(info.max_position_embeddings)
+        pane.set_precision_in_use(info.precision.describe())
+
+    def refused(self, field: str, message: str) -> None:
+        """The loader refused a setting: flag it where it is chosen."""
+        if field == "target_model":
+            self.window.model_picker.flag(message)
+        else:
+            self.window.settings_pane.flag(field, message)
+
+    def fetch_progress(self, event: ProgressEvent) -> None:
+        """A step of the default model's fetch: shown in a progress dialog (Cancel stops it)."""
+        if self.progress_dialog is None:
+            self.progress_dialog = ModelProgressDialog(self.window, "SpecChat: preparing the model")
+            self.progress_dialog.canceled.connect(self.window.models.cancel_fetch)
+            self.progress_dialog.show()
+        self.progress_dialog.show_event(event)
+        self.say(event.message, 5000)
+
+    def close_progress(self) -> None:
+        """The fetch is over: close its dialog."""
+        if self.progress_dialog is not None:
+            self.progress_dialog.blockSignals(True)  # closing is not cancelling
+            self.progress_dialog.close()
+            self.progress_dialog.deleteLater()
+            self.progress_dialog = None
+
+    async def ask_retry(self, what: str, details: str) -> bool:
+        """The dialog after a failure to fetch or load the model; True if the user chose Retry."""
+        answer = await message_box(
+            self.window,
+            QMessageBox.Icon.Critical,
+            "SpecChat: no model",
+            f"SpecChat could not {what}.",
+            QMessageBox.StandardButton.Retry | QMessageBox.StandardButton.Close,
+            QMessageBox.StandardButton.Retry,
+            informative=f"{details}\n\nYour chats are safe: you can read and export them without a model. "
+            "Fix the problem, then choose Retry (or change the model settings).",
+            object_name="modelError",
+        )
+        return answer == QMessageBox.StandardButton.Retry
+
+    # --- the store --------------------------------------------------------------------------------
+
+    def refresh_models(self) -> None:
+        """Re-read the model store: the picker lists every installed model but draft heads (a head only drafts),
+        the draft list those with the target's tokenizer (a draft-model decoding whose draft no longer fits gets the preselected one)."""
+        models = _installed_models()
+        settings = self.settings
+        picker = self.window.model_picker
+        remote = settings.remote_target().describe() if settings.remote_model else None
+        root = settings.remote_target().root if settings.remote_model else ""
+        picker.set_remote(remote, settings.use_remote, self.unreachable.get(root))
+        picker.set_models(target_models(models), settings.target_model, settings.bits)
+        picker.set_device(None if settings.use_remote else settings.target_device)
+        drafts, preselected = draft_choices(self._target_manifest(models), models)
+        self.window.settings_pane.set_models(drafts, preselected)
+        if settings.uses_draft_model and settings.draft_model not in {str(m.path) for m in drafts} and preselected:
+            if not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent:
+                self.apply(replace(settings, draft_model=preselected))
+        self.refresh_notices()
+
+    def _target_manifest(self, models: list[ModelManifest]) -> ModelManifest | None:
+        """The chosen target's manifest (for the default model not built yet at ``bits``: another copy's, moved to
+        the folder it will have, so that the copy itself can draft for it)."""
+        picker = self.window.model_picker
+        manifest = picker.manifest(self.settings.target_model, self.settings.bits)
+        if manifest is None and not self.settings.target_model:
+            copy = next((m for m in (picker.manifest("", bits) for bits in SUPPORTED_BITS) if m is not None), None)
+            manifest = replace(copy, path=default_model_dir(self.settings.bits)) if copy is not None else None
+        return manifest
+
+    def choice_for(self, name: str) -> tuple[str, int] | None:
+        """The picker's choice ``(target_model, bits)`` for a model's store name; None if it is not installed."""
+        for bits in SUPPORTED_BITS:
+            if name == default_model_dir(bits).name:
+                return ("", bits)
+        if any(m.store_name == name for m in _installed_models()):
+            return (name, self.settings.bits)
+        return None
+
+    def show_models(self) -> None:
+        """Open the Models dialog (not modal); the model choices follow what it adds or removes."""
+        from .widgets.models_dialog import ModelsDialog
+
+        if self.models_dialog is None:
+            self.models_dialog = ModelsDialog(self.window)
+            self.models_dialog.models_changed.connect(self.refresh_models)
+            self.models_dialog.pair_installed.connect(self.select_pair)
+        self.models_dialog.show()
+        self.models_dialog.raise_()
+        self.models_dialog.activateWindow()
+
+    def select_pair(self, target: str, draft: str) -> None:
+        """Chat with this target and draft (folders in the store): speculative decoding with the draft model."""
+        self.refresh_models()
+        settings = replace(self.settings, target_model=Path(target).name, draft_model=draft)
+        self.apply(settings.with_values(decoding=Decoding.DRAFT_MODEL))
+        self.say(f"Chatting with {Path(target).name}, drafted by {Path(draft).name}", 10000)
+
+    # --- targets ----------------------------------------------------------------------------------
+
+    def choose_target(self, target_model: str, bits: int) -> None:
+        """Chat with this target from the next reply on (loaded in the background; ``target_model`` "" = the
+        default model at ``bits``)."""
+        self.apply(replace(self.settings, target_model=target_model, bits=bits, use_remote=False))
+
+    def choose_remote(self) -> None:
+        """Chat with the remote server configured (``remote_url``, ``remote_model``) from the next reply on."""
+        if self.settings.remote_model:
+            self.apply(replace(self.settings, use_remote=True))
+            self.window.tasks.spawn(self.detect_remote())
+
+    async def remote_dialog(self) -> bool:
+        """Ask for a remote server (base URL, API key, model) and chat with it; True when one was chosen (its key
+        is stored by ``app.backends.remote_keys``, never in the settings file)."""
+        from .widgets.remote_dialog import ask_remote_server
+
+        settings, replies = self.settings, self.window.replies
+        url = settings.remote_target().root
+
+        def stored_key(url: str) -> str:  # the key entered this session for that server, else the one stored
+            return replies.remote_keys.get(url, load_api_key(url) if url else "")
+
+        choice = await ask_remote_server(
+            self.window, self.window.tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
+        )
+        if choice is None:
+            self.window.model_picker.select(self.settings.target_model, self.settings.bits)
+            return False
+        replies.remote_keys[choice.base_url] = choice.api_key
+        unsaved = ""
+        try:
+            save_api_key(choice.base_url, choice.api_key)
+        except OSError as error:
+            unsaved = f"Could not store the API key ({error}): it is used this session only. "
+        if choice.specchat is not None:
+            replies.remote_specchat[choice.base_url] = choice.specchat
+        self.unreachable.pop(choice.base_url, None)  # it just answered
+        self.apply(replace(settings, remote_url=choice.base_url, remote_model=choice.model, use_remote=True))
+        self.refresh_models()
+        self.update_compare()
+        if choice.specchat is None:
+            self.window.tasks.spawn(self.detect_remote())
+        self.say(f"{unsaved}Replies now come from {self.settings.target_name}", 15000)
+        return True
+
+    async def detect_remote(self) -> None:
+        """Ask the remote server configured for its models: whether it answers (the picker marks one that does not)
+        and whether it is SpecChat's (Compare follows)."""
+        settings = self.settings
+        if not settings.remote_model:
+            return
+        backend = self.window.replies.remote_backend(replace(settings, use_remote=True))
+        root = backend.target.root
+        try:
+            await backend.list_models()
+        except RemoteError as error:
+            self.unreachable[root] = str(error)
+            if self.settings.use_remote:
+                self.say(f"Remote server: {error}", 15000)
+        else:
+            self.unreachable.pop(root, None)
+            self.window.replies.remote_specchat[root] = backend.specchat
+        self.refresh_models()
+        self.update_compare()
+
+    def update_compare(self) -> None:
+        """Compare is off on a remote server that does not offer both decoding modes (the button says why)."""
+        settings = self.settings
+        reason = None
+        if settings.use_remote and not self.window.replies.remote_specchat.get(settings.remote_target().root, False):
+            reason = (
+                f"Compare needs a server that offers plain and speculative decoding (SpecChat's does); "
+                f"{settings.remote_target().host} does not say it does"
+            )
+        self.window.composer.set_compare_unavailable(reason)
+        self.window.compare_action.setEnabled(reason is None)
+
+    # --- notices ----------------------------------------------------------------------------------
+
+    def reply_measured(self, conversation_id: int, stats: dict, rates) -> None:
+        """A reply ended: remember how fast its draft model was (``draft_speed.draft_speed_ratio``) for the
+        conversation, then recompute the notices."""
+        ratio = draft_speed_ratio(stats, rates)
+        if ratio is not None:
+            self._slow_drafts[conversation_id] = (ratio, (self.settings.target_name, self.settings.draft_model))
+        self.refresh_notices()
+
+    def refresh_notices(self) -> None:
+        """Show the notice the current state calls for (the conversation shown, the settings, the store), or none."""
+        notice = self._conversation_notice() or self._slow_draft_notice()
+        if notice is None or notice[:2] in self.dismissed:
+            self.window.model_notice.dismiss()
+        else:
+            kind, about, text, action, callback = notice
+            self.window.model_notice.show_notice(kind, text, action, callback, about=about)
+
+    def dismissed_notice(self, kind: str, about: str) -> None:
+        """The user closed a notice: it stays closed for what it was about (a notice about the conversation shown,
+        until another is shown; a slow draft, for that pair of models)."""
+        self.dismissed.add((kind, about))
+
+    def conversation_shown(self, _conversation_id: int | None) -> None:
+        """Another conversation is shown: its notices are computed afresh (one dismissed earlier may show again)."""
+        self.dismissed = {(kind, about) for kind, about in self.dismissed if kind != "conversation"}
+        self.refresh_notices()
+
+    def _conversation_notice(self):
+        """Said when the conversation shown was last answered with another model than the one chosen."""
+        window = self.window
+        conversation_id = window.chat_view.conversation_id
+        messages = window.db.messages(conversation_id) if conversation_id is not None else []
+        answered = (answered_with(m.stats) for m in reversed(messages) if m.role == "assistant")
+        last = next((name for name in answered if name), "")
+        settings = self.settings
+        if not last or last == settings.target_name:
+            return None
+        about = f"{conversation_id}:{last}:{settings.target_name}"
+        picker = window.model_picker
+        now = settings.target_name if settings.use_remote else picker.label(settings.target_model, settings.bits)
+        choice = self.choice_for(last)
+        if choice is None and settings.remote_model and last == settings.remote_target().describe():
+            text = f"This chat was answered by {last}; the model now chosen is {now}."
+            return "conversation", about, text, "Switch to the remote server", self.choose_remote
+        if choice is None and last.endswith(" (remote)"):  # a server chosen before (the picker keeps one)
+            text = f"This chat was answered by {last}, a server no longer chosen; the model now chosen is {now}."
+            return "conversation", about, text, "", None
+        if choice is None:
+            text = f"This chat was answered with {last}, which is no longer installed; the model now chosen is {now}."
+            return "conversation", about, text, "", None
+        then = picker.label(*choice)
+        text = f"This chat was answered with {then}; the model now chosen is {now}."
+        switch = "Switch to " + " · ".join(then.split(" · ")[:2])  # the name and bit-width, not the size
+        return "conversation", about, text, switch, lambda: self.choose_target(*choice)
+
+    def _slow_draft_notice(self):
+        """Said while the conversation shown measured the draft model chosen now slower than plain decoding."""
+        measured = self._slow_drafts.get(self.window.chat_view.conversation_id)
+        settings = self.settings
+        pair = (settings.target_name, settings.draft_model)
+        if measured is None or not settings.uses_draft_model or measured[1] != pair or not is_slow(measured[0]):
+            return None
+        text = (
+            f"The draft model made this chat's last reply {measured[0]:.2f}x as fast as plain decoding "
+            f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here. Try Speculative "
+            "(prompt lookup), or plain decoding."
+        )
+        return "slow_draft", f"{pair[0]}:{pair[1]}", text, "Use prompt lookup", self.use_prompt_lookup
+
+    def use_prompt_lookup(self) -> None:
+        """Speculative decoding with prompt lookup instead of the draft model."""
+        self.apply(self.settings.with_values(decoding=Decoding.PROMPT_LOOKUP))
+
+
+def _installed_models() -> list[ModelManifest]:
+    try:
+        return installed_models()
+    except OSError:
+        return []

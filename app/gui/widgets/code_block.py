@@ -1,0 +1,221 @@
+"""A fenced code block of a reply: its language, a Copy button, the code highlighted by pygments, and a horizontal
+scroll bar instead of cut lines.
+
+The language is the fence's info string (```` ```python ````) when pygments knows it, else guessed from the code
+(``pygments.lexers.guess_lexer``, once the block is complete: a streaming block is guessed only when it is shown
+whole, so that guessing, which tries every lexer, never runs at each refresh). Loading pygments' lexers the first
+time costs about 0.3 s (a guess imports all of them): :func:`warm_up` does it in a background thread when the window
+starts, and no block is guessed until it is done, so the window never waits for it. Token colours come from the theme's
+pygments style (``app.gui.theme``), each brought to the theme's minimum contrast against the code background.
+Accepted draft tokens are highlighted over the syntax colours, as in the rest of the reply.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from functools import lru_cache
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QColor, QFontDatabase, QGuiApplication, QPalette, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextEdit, QToolButton, QVBoxLayout
+
+from .. import theme
+
+#: Longest code guessed at (guessing costs about a millisecond per kilobyte per lexer tried).
+GUESS_LIMIT = 4000
+#: Set once :func:`warm_up` has loaded every lexer and style: guessing a language is then a few milliseconds.
+WARM = threading.Event()
+
+
+def warm_up() -> None:
+    """Load pygments' lexers (a guess tries them all) and the themes' token colours; call it off the GUI thread (its
+    imports are Python code: the GIL passes to the GUI thread every few milliseconds)."""
+    from pygments.lexers import guess_lexer as guess
+
+    guess("int main(void) { return 0; }")
+    for current in (theme.LIGHT, theme.DARK):
+        _token_styles(current.pygments, current.code)  # (cached: each token's colour made readable once)
+    WARM.set()
+
+
+def start_warm_up() -> None:
+    """Run :func:`warm_up` in a daemon thread (nothing when it ran already)."""
+    if not WARM.is_set():
+        threading.Thread(target=warm_up, name="specchat-highlighting", daemon=True).start()
+
+
+@lru_cache(maxsize=64)
+def lexer_for(language: str):
+    """The pygments lexer of a fence's info string (its first word, e.g. ``python`` of ``python title="x"``), or
+    None when pygments does not know it."""
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    name = language.split()[0].strip("{}.") if language.split() else ""
+    if not name:
+        return None
+    try:
+        return get_lexer_by_name(name.lower(), stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+def guess_lexer(code: str):
+    """pygments' guess of the language of ``code`` (at most GUESS_LIMIT characters of it), or None when nothing
+    fits better than plain text."""
+    from pygments.lexers import guess_lexer as guess
+    from pygments.lexers.special import TextLexer
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = guess(code[:GUESS_LIMIT], stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+    return None if isinstance(lexer, TextLexer) else lexer
+
+
+@lru_cache(maxsize=4)
+def _token_styles(style_name: str, background: str) -> dict:
+    """Token type -> (colour, bold, italic) of a pygments style, colours made readable on ``background``."""
+    from pygments.styles import get_style_by_name
+
+    style = get_style_by_name(style_name)
+    styles = {}
+    for token, _ in style:
+        found = style.style_for_token(token)
+        colour = theme.readable(f"#{found['color']}", background) if found["color"] else ""
+        styles[token] = (colour, found["bold"], found["italic"])
+    return styles
+
+
+def highlighted_html(code: str, lexer, current: theme.Theme) -> str:
+    """``code`` as HTML spans coloured by ``lexer``'s tokens in the theme's style (plain escaped text without a
+    lexer); the plain text of the result is ``code`` exactly."""
+    if lexer is None:
+        return html.escape(code)
+    styles = _token_styles(current.pygments, current.code)
+    pieces = []
+    for _, token, value in lexer.get_tokens_unprocessed(code):
+        while token not in styles and token.parent is not None:
+            token = token.parent
+        colour, bold, italic = styles.get(token, ("", False, False))
+        text = html.escape(value)
+        if colour or bold or italic:
+            css = (f"color:{colour};" if colour else "") + ("font-weight:600;" if bold else "") + ("font-style:italic;" if italic else "")
+            text = f'<span style="{css}">{text}</span>'
+        pieces.append(text)
+    return "".join(pieces)
+
+
+class _CodeText(QTextEdit):
+    """The code itself: read-only, never wrapped, as tall as its lines, scrolled sideways when wider."""
+
+    def __init__(self):
+        super().__init__()
+        self.setReadOnly(True)
+        self.setLineWrapMode(QTextEdit.LineWrapMode.NoWrap)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        palette = self.palette()
+        palette.setColor(QPalette.ColorRole.Base, QColor(0, 0, 0, 0))  # the block's code background shows through
+        self.setPalette(palette)
+        self.document().setDocumentMargin(6)
+        self.document().setUndoRedoEnabled(False)
+        self.horizontalScrollBar().rangeChanged.connect(lambda *_: self.fit_height())
+
+    def fit_height(self) -> None:
+        bar = self.horizontalScrollBar()
+        extra = bar.sizeHint().height() if bar.maximum() > 0 else 0
+        height = int(self.document().size().height()) + extra + 2
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(200, self.height())
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Sideways wheels scroll the code; the usual wheel scrolls the chat."""
+        if event.angleDelta().x() and not event.angleDelta().y():
+            super().wheelEvent(event)
+        else:
+            event.ignore()
+
+
+class CodeBlock(QFrame):
+    """One fenced code block (object name ``codeBlock``).
+
+    Attributes:
+        code: the code shown; language: the fence's info string ("" if none); lexer_name: the language pygments
+        highlights it as ("" for none); text: the code's view; copy_button: copies the code.
+    """
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("codeBlock")
+        self.code = ""
+        self.language = ""
+        self.lexer_name = ""
+        self._lexer = None
+        self._guessed = False
+        self._shown: tuple | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(1, 1, 1, 1)
+        layout.setSpacing(0)
+        header = QHBoxLayout()
+        header.setContentsMargins(8, 2, 2, 0)
+        self.language_label = QLabel()
+        self.language_label.setObjectName("codeLanguage")
+        header.addWidget(self.language_label)
+        header.addStretch(1)
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy code")
+        self.copy_button.setObjectName("copyCode")
+        self.copy_button.setAutoRaise(True)
+        self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.copy_button.setToolTip("Copy this code block to the clipboard")
+        self.copy_button.setAccessibleName("Copy code block")
+        self.copy_button.clicked.connect(self.copy)
+        header.addWidget(self.copy_button)
+        layout.addLayout(header)
+        self.text = _CodeText()
+        layout.addWidget(self.text)
+
+    def set_code(self, code: str, language: str, complete: bool, spans: list[list[int]], highlight: bool) -> None:
+        """Show ``code`` (of a fence with info string ``language``; ``complete``: its closing fence arrived) with
+        the ``[start, end)`` ranges of ``spans`` marked as accepted drafts when ``highlight``."""
+        if language != self.language:
+            self.language, self._guessed = language, False
+            self._lexer = lexer_for(language)
+        if self._lexer is None and complete and not self._guessed and code.strip() and WARM.is_set():
+            self._guessed = True
+            self._lexer = guess_lexer(code)
+        current = theme.current()
+        key = (code, self._lexer, current.name, tuple(map(tuple, spans)), highlight)
+        if key == self._shown:
+            return
+        self._shown = key
+        self.code = code
+        self.lexer_name = self._lexer.name if self._lexer is not None else ""
+        self.language_label.setText(self.lexer_name or (language.split()[0] if language.split() else "") or "code")
+        self.text.setAccessibleName(f"Code, {self.language_label.text()}")
+        document = self.text.document()
+        document.setHtml(f'<pre style="margin:0; color:{current.text};">{highlighted_html(code, self._lexer, current)}</pre>')
+        if highlight and spans:
+            cursor = QTextCursor(document)
+            fmt = QTextCharFormat()
+            fmt.setBackground(QColor(current.draft))
+            for start, end in spans:
+                cursor.setPosition(max(0, min(start, len(code))))
+                cursor.setPosition(max(0, min(end, len(code))), QTextCursor.MoveMode.KeepAnchor)
+                cursor.mergeCharFormat(fmt)
+        self.text.fit_height()
+
+    def copy(self) -> None:
+        """Copy the code (without its fences) to the clipboard."""
+        QGuiApplication.clipboard().setText(self.code)

@@ -1,0 +1,50 @@
+"""Help > Keyboard shortcuts and Help > About: the shortcuts are listed from the window's own actions (so the list
+is never out of date), after the keys of the message box and of moving around, which are no actions."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from .dialogs import message_box
+
+#: Keys handled by widgets rather than actions: the message box, moving the focus, a message's actions.
+WIDGET_KEYS = (
+    ("Enter", "send the message (Ctrl+Enter too)"),
+    ("Shift+Enter", "new line in the message"),
+    ("Tab / Shift+Tab", "move to the next / previous control (also out of the message box)"),
+    ("Ctrl+Tab", "insert a tab character in the message"),
+    ("Space", "press the focused button"),
+)
+
+
+def shortcut_lines(actions: list[QAction]) -> list[str]:
+    """``key: what it does`` for the widget keys, then for each action with a shortcut (its menu text without ``&``
+    and ``…``)."""
+    lines = [f"{key}: {what}" for key, what in WIDGET_KEYS]
+    for action in actions:
+        keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        if keys:
+            lines.append(f"{keys}: {action.text().replace('&', '').rstrip('…').lower()}")
+    return lines
+
+
+async def show_shortcuts(parent: QWidget, actions: list[QAction]) -> None:
+    """List the keyboard shortcuts in a message box (object name ``shortcuts``)."""
+    await message_box(
+        parent, QMessageBox.Icon.Information, "Keyboard shortcuts", "\n".join(shortcut_lines(actions)),
+        object_name="shortcuts",
+    )  # fmt: skip
+
+
+async def show_about(parent: QWidget) -> None:
+    """Say what SpecChat is."""
+    await message_box(
+        parent,
+        QMessageBox.Icon.Information,
+        "About SpecChat",
+        "SpecChat: chat with local LLMs on OpenVINO.\n\nINT4 weights, speculative decoding (draft model or "
+        "prompt lookup) and an attention-sink rolling context. Replies are generated on this computer; "
+        "nothing is sent anywhere.",
+        object_name="about",
+    )

@@ -1,0 +1,108 @@
+"""The window works from the keyboard and for screen readers: Tab leaves the message box, every control is reached
+with Tab and named, the focused control shows a ring, and Help lists every shortcut the window has."""
+
+from __future__ import annotations
+
+from conftest import FAST
+from gui_helpers import activate, find_dialog
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAccessible
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QLineEdit,
+    QListWidget,
+    QPlainTextEdit,
+    QTextEdit,
+)
+
+from app.gui import theme
+
+CONTROLS = (QAbstractButton, QComboBox, QAbstractSpinBox, QLineEdit, QPlainTextEdit, QTextEdit, QListWidget)
+
+
+def _tab_through(qtbot, window, presses: int = 150) -> list:
+    """The widgets that get the focus on each Tab press, starting in the message box."""
+    window.composer.edit.setFocus(Qt.FocusReason.TabFocusReason)
+    seen = []
+    for _ in range(presses):
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        seen.append(QApplication.focusWidget())
+    return seen
+
+
+def test_tab_leaves_the_message_box_and_ctrl_enter_sends(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    activate(qtbot, window)
+    edit = window.composer.edit
+    edit.setFocus()
+    qtbot.keyClicks(edit, "hello")
+    qtbot.keyClick(edit, Qt.Key.Key_Tab)
+    assert edit.toPlainText() == "hello" and QApplication.focusWidget() is window.composer.send_button
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Backtab, Qt.KeyboardModifier.ShiftModifier)
+    assert QApplication.focusWidget() is edit
+    qtbot.keyClick(edit, Qt.Key.Key_Tab, Qt.KeyboardModifier.ControlModifier)
+    assert edit.toPlainText() == "hello\t" and QApplication.focusWidget() is edit  # Ctrl+Tab types a tab
+    with qtbot.waitSignal(window.composer.send_requested, timeout=2000) as sent:
+        qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert sent.args == ["hello\t"]
+
+
+def test_every_control_is_reached_with_tab_and_named_for_screen_readers(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    activate(qtbot, window)
+    reached = set(_tab_through(qtbot, window))
+    pane = window.settings_pane
+    for control in (
+        window.composer.send_button, window.composer.compare_button, window.model_picker.combo,
+        pane.fields["decoding"], pane.fields["n_ctx"], pane.fields["temperature"], pane.fields["max_new_tokens"],
+        pane.sampling.preset, pane.advanced.button, window.conversation_list.search, window.conversation_list.new_button,
+        window.chat_view.system_button,
+    ):  # fmt: skip
+        assert control in reached, f"{type(control).__name__} {control.objectName()!r} is never reached with Tab"
+    unnamed = []
+    for control in window.findChildren(QAbstractButton) + [w for kind in CONTROLS[1:] for w in window.findChildren(kind)]:
+        inner = isinstance(control.parent(), (QAbstractSpinBox, QComboBox))  # a spin box's own line edit
+        if control.isVisibleTo(window) and control.focusPolicy() & Qt.FocusPolicy.TabFocus and not inner:
+            name = QAccessible.queryAccessibleInterface(control).text(QAccessible.Text.Name)
+            if not name.strip():
+                unnamed.append(f"{type(control).__name__} {control.objectName()!r}")
+    assert unnamed == []
+    assert QAccessible.queryAccessibleInterface(pane.fields["n_ctx"]).text(QAccessible.Text.Name) == "Context length (n_ctx)"
+
+
+def test_the_focused_control_shows_a_ring(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    activate(qtbot, window)
+
+    def ring(widget) -> int:
+        """Pixels the focus changed with a contrast of 3:1 or more (WCAG's for the parts of a control)."""
+        window.composer.edit.setFocus()
+        before = widget.grab().toImage()
+        while not widget.hasFocus():  # by the keyboard, as a user gets there (styles draw the ring only then)
+            qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        after = widget.grab().toImage()
+        return sum(
+            theme.contrast_ratio(before.pixelColor(x, y), after.pixelColor(x, y)) >= 3
+            for x in range(after.width()) for y in range(after.height())
+        )  # fmt: skip
+
+    for widget in (window.composer.send_button, window.chat_view.system_button, window.composer.compare_button):
+        assert ring(widget) > 2 * widget.width(), widget.text()  # a line around it, not a speck
+
+
+def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    window.shortcuts_action.trigger()
+    qtbot.waitUntil(lambda: find_dialog(window, "shortcuts") is not None, timeout=3000)
+    text = find_dialog(window, "shortcuts").text()
+    actions = window.actions() + window.conversation_list.list.actions()
+    for action in actions:
+        keys = action.shortcut().toString()
+        if keys:
+            assert f"{keys}: " in text, f"{action.text()} ({keys}) is not listed"
+    for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab"):
+        assert f"{keys}: " in text
+    find_dialog(window, "shortcuts").close()

@@ -1,0 +1,56 @@
+"""A reply stopped by the length limit says so, and Continue writes more of it into the same message; the Precise
+preset does not repeat itself (greedy with a repetition penalty)."""
+
+from __future__ import annotations
+
+from conftest import FAST
+from gui_helpers import click, send_and_wait
+
+from app.gui.reply_format import stopped_at_limit
+from app.gui.sampling_presets import BUILTIN_PRESETS
+
+
+def test_a_reply_cut_by_the_length_limit_says_so_and_continue_writes_more(qtbot, make_window):
+    window = make_window(FAST)
+    first = send_and_wait(qtbot, window, "Write a long story about a brave knight.")
+    assert first.stats["stop_reason"] == "max_new_tokens" and first.stats["new_tokens"] == 24
+    widget = window.chat_view.widget(first.id)
+    assert widget.footer.text().startswith("Length limit reached (Continue writes more)")
+    assert widget.continue_button.isVisible()
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as done:
+        click(qtbot, widget.continue_button)
+    continued = done.args[0]
+    assert continued.id == first.id and continued.content.startswith(first.content)
+    assert len(continued.content) > len(first.content) + 20
+    assert continued.stats["new_tokens"] == 48 and continued.stats["continued"] == 1
+    saved = window.db.message(first.id)
+    assert saved.content == continued.content and saved.state == "complete"
+    assert [m.id for m in window.db.messages(first.conversation_id) if m.role == "assistant"] == [first.id]  # in place
+    assert window.chat_view.widget(first.id).footer.text().startswith("Length limit reached (Continue writes more) · Continued 1×")
+    assert not stopped_at_limit({"stop_reason": "eos"}) and not stopped_at_limit(first.stats, "stopped")
+    assert not stopped_at_limit({"stop_reason": "max_new_tokens", "compare": {}})  # a comparison is not continued
+
+
+def test_the_precise_preset_tells_a_story_without_repeating_a_paragraph(qtbot, make_window):
+    assert BUILTIN_PRESETS["Precise"]["temperature"] == 0.0  # greedy: the same reply every time
+    window = make_window(FAST.with_values(max_new_tokens=300))
+    reply = send_and_wait(qtbot, window, "Tell me a story about a dragon.", timeout_ms=300_000)
+    words = reply.content.split()
+    runs = [" ".join(words[i : i + 20]) for i in range(len(words) - 20)]
+    assert len(words) > 150
+    assert len(runs) == len(set(runs)), "20 words came twice in a row"  # plain greedy repeats a paragraph from word 199
+
+
+def test_a_json_output_reply_cut_by_the_length_limit_is_not_continued_into_broken_json(qtbot, make_window):
+    """The grammar of a JSON output conversation starts one object per reply: continuing a cut object would start a
+    second one after it, so Continue says what to do instead and leaves the reply as it is."""
+    window = make_window(FAST.with_values(max_new_tokens=6))
+    window.chat_view.json_box.setChecked(True)
+    cut = send_and_wait(qtbot, window, "Give me a JSON object with the name and the capital of France.")
+    assert cut.stats["stop_reason"] == "max_new_tokens" and cut.content.lstrip().startswith("{")
+    widget = window.chat_view.widget(cut.id)
+    assert widget.continue_button.isVisible()
+    click(qtbot, widget.continue_button)
+    assert window.active is None  # nothing was generated
+    assert "A JSON output reply cannot be continued" in window.composer.error_text
+    assert window.db.message(cut.id).content == cut.content

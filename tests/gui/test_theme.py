@@ -1,0 +1,106 @@
+"""Light and dark themes: every text colour of the theme table reads on its background (WCAG AA, 4.5:1), and
+screenshots of the chat view, the settings pane and the status bar in both themes show text that does; the window
+follows the desktop's scheme when its theme is System."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from conftest import FAST
+from PySide6.QtWidgets import QFormLayout, QLabel
+
+from app.gui import theme
+
+REPLY = "Here is **bold** text, a list:\n\n- one\n- two\n\n```python\nprint('hi')\n```"
+
+
+def text_contrast(widget) -> float:
+    """The contrast of a widget's text with its background, read from a screenshot: the background is the most
+    common colour, the text the pixel of highest contrast with it (a glyph's stem has the text's full colour)."""
+    image = widget.grab().toImage()
+    pixels = [image.pixelColor(x, y) for x in range(image.width()) for y in range(image.height())]
+    background = Counter(p.rgb() for p in pixels).most_common(1)[0][0]
+    back = next(p for p in pixels if p.rgb() == background)
+    return max(theme.contrast_ratio(p, back) for p in pixels)
+
+
+@pytest.mark.parametrize("table", [theme.LIGHT, theme.DARK], ids=["light", "dark"])
+def test_every_text_colour_of_the_theme_table_reads_on_its_background(table):
+    for where, (foreground, background) in table.text_pairs().items():
+        assert theme.contrast_ratio(foreground, background) >= theme.MIN_CONTRAST, (table.name, where)
+    assert theme.contrast_ratio("#000000", "#ffffff") == pytest.approx(21.0)
+    assert theme.contrast_ratio(theme.readable("#75715e", table.code), table.code) >= theme.MIN_CONTRAST
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_the_chat_settings_and_status_bar_read_in_both_themes_at_1366x768(qtbot, make_window, choice):
+    window = make_window(FAST, start=False)
+    window.resize(1366, 768)
+    conversation = window.db.create_conversation("Contrast check")
+    window.db.add_message(conversation, "user", "Show me some Markdown.")
+    window.db.add_message(conversation, "assistant", REPLY, stats={"mode": "ar", "ttft_ms": 20.0, "tokens_per_s": 50.0,
+                                                                   "new_tokens": 30, "target_model": "x"})  # fmt: skip
+    window.conversations.refresh()
+    window.conversations.open(conversation)
+    window.set_theme(choice)
+    table = theme.current()
+    assert table.name == choice
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded and len(view.message_widgets()) == 2, timeout=3000)
+    user, reply = view.message_widgets()
+    qtbot.waitUntil(reply.isVisible, timeout=3000)
+    qtbot.wait(50)
+    pane = window.settings_pane
+    label = next(form.labelForField(pane.fields["decoding"]) for form in pane.findChildren(QFormLayout)
+                 if form.labelForField(pane.fields["decoding"]))  # fmt: skip
+    checked = {
+        "reply text": reply.body.text_views()[0], "reply footer": reply.footer, "role": reply.role_label,
+        "Copy button": reply.copy_button, "your message": user.body.text_views()[0], "chat title": view.title_label,
+        "code": reply.body.code_blocks()[0].text, "settings label": label, "setting explanation": pane.findChild(QLabel, "settingHelp"), "decoding field": pane.fields["decoding"], "status bar": window.model_label,
+        "conversation list": window.conversation_list.list,
+    }  # fmt: skip
+    for where, widget in checked.items():
+        assert widget is not None and widget.isVisible(), where
+        ratio = text_contrast(widget)
+        assert ratio >= theme.MIN_CONTRAST, f"{where}: contrast {ratio:.2f} in the {choice} theme"
+
+
+def test_system_follows_the_desktops_scheme(qtbot, make_window, monkeypatch):
+    window = make_window(FAST, start=False)
+    window.set_theme("system")
+    monkeypatch.setattr(theme, "system_is_dark", lambda: True)
+    window.apply_theme()  # (what a change of the desktop's scheme triggers: QStyleHints.colorSchemeChanged)
+    assert theme.current() is theme.DARK
+    monkeypatch.setattr(theme, "system_is_dark", lambda: False)
+    window.apply_theme()
+    assert theme.current() is theme.LIGHT
+    window.set_theme("dark")
+    window.apply_theme()
+    assert theme.current() is theme.DARK  # a fixed choice does not follow the desktop
+    window.set_theme("light")
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_the_conversation_lists_scroll_bar_is_drawn_in_the_theme(qtbot, make_window, choice):
+    from PySide6.QtGui import QColor
+
+    window = make_window(FAST, start=False)
+    for index in range(40):
+        window.db.create_conversation(f"Chat {index}")
+    window.conversations.refresh()
+    window.set_theme(choice)
+    bar = window.conversation_list.list.verticalScrollBar()
+    bar.setValue(0)
+    qtbot.waitUntil(bar.isVisible, timeout=3000)
+    image = bar.grab().toImage()
+    groove = image.pixelColor(image.width() // 2, image.height() - 4)  # below the handle: the empty part
+    assert theme.contrast_ratio(groove, QColor(theme.current().panel)) < 1.2, groove.name()  # the panel's, not black
+
+
+def test_the_main_window_keeps_layout_actions_and_wiring_only():
+    from pathlib import Path
+
+    import app.gui.main_window as main_window
+
+    assert len(Path(main_window.__file__).read_text(encoding="utf-8").splitlines()) < 500
