@@ -8,11 +8,12 @@ import pytest
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
 
 from app.cli.commands import build_parser
-from app.cli.options import unused_options
+from app.cli.options import decoding_settings, unused_options
 from inference.draft_head import HEAD_K, load_head
 from inference.engine import Engine
 from inference.models import store
 from inference.models.default_head import DEFAULT_HEAD_NAME, default_head_dir, shipped_head
+from inference.settings import Decoding, SpeculativeSettings
 
 #: Least greedy acceptance of the shipped head's first draft on PROMPTS[1:] (K = 1, 64 tokens each). Measured 0.49
 #: with the head of the README's table (bf16 on an AVX-512 EPYC); the bound leaves room for the other precision.
@@ -43,8 +44,13 @@ def test_the_command_line_drafts_with_the_head_on_the_default_model_only():
     """Without --draft, --mode spec on the default model uses the head (so --draft-device is used, and K is HEAD_K);
     on another model it is prompt lookup."""
     parse = build_parser().parse_args
-    assert unused_options(parse(["generate", "Hi", "--mode", "spec", "--draft-device", "CPU"])) == []
-    assert HEAD_K in (1, 2)
+    on_default = parse(["generate", "Hi", "--mode", "spec", "--draft-device", "CPU"])
+    assert unused_options(on_default) == []
+    assert decoding_settings(on_default, "spec").speculative.k == HEAD_K != SpeculativeSettings().k
+    assert decoding_settings(parse(["generate", "Hi", "--mode", "spec", "--k", "3"]), "spec").speculative.k == 3
+    on_other = parse(["generate", "Hi", "--model", "/some/model", "--mode", "spec"])
+    assert decoding_settings(on_other, "spec").decoding is Decoding.PROMPT_LOOKUP
+    assert decoding_settings(on_other, "spec").speculative.k == SpeculativeSettings().k
 
 
 def test_the_shipped_head_is_exact_and_accepted_often_on_the_default_model(target, head):
