@@ -3,6 +3,7 @@ a scroll bar, every group title on screen; saved geometry is kept on the screen.
 
 from __future__ import annotations
 
+from conftest import FAST
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtWidgets import QGroupBox
 
@@ -98,7 +99,6 @@ def test_a_saved_geometry_larger_than_the_screen_is_brought_back_onto_it(qtbot):
 
 
 def test_nothing_is_cut_at_1366x768(qtbot, make_window, int8_dir):
-    from conftest import FAST
     from PySide6.QtCore import QRect, Qt
     from PySide6.QtGui import QFontMetrics
 
