@@ -67,6 +67,23 @@ def test_a_fence_without_a_language_is_guessed_once_complete_and_streams_unclose
     assert view.code_blocks()[0].lexer_name in ("C", "C++")  # guessed once complete
 
 
+def test_warm_up_prepares_the_common_languages_lexers_so_a_chat_with_code_opens_without_compiling_them():
+    """A lexer's first use compiles its regular expressions (python: 30-60 ms on the GUI thread, the stall
+    test_responsiveness caught on a conversation switch); after the warm-up, each common fence language is a cache
+    hit of lexer_for, and its token definitions are compiled."""
+    from pygments.lexer import RegexLexer
+
+    from app.gui.widgets.code_block import COMMON_LANGUAGES, lexer_for, warm_up
+
+    warm_up()
+    hits = lexer_for.cache_info().hits
+    for language in COMMON_LANGUAGES:
+        lexer = lexer_for(language)
+        assert lexer is not None, language
+        assert not isinstance(lexer, RegexLexer) or "_tokens" in type(lexer).__dict__, language
+    assert lexer_for.cache_info().hits == hits + len(COMMON_LANGUAGES)
+
+
 def test_segments_split_at_fences_and_keep_offsets():
     text = "a\n```js\nlet x = 1;\n```\nb\n~~~~\n```\n~~~~\n"
     parts = segments(text)

@@ -4,8 +4,10 @@ scroll bar instead of cut lines.
 The language is the fence's info string (```` ```python ````) when pygments knows it, else guessed from the code
 (``pygments.lexers.guess_lexer``, once the block is complete: a streaming block is guessed only when it is shown
 whole, so that guessing, which tries every lexer, never runs at each refresh). Loading pygments' lexers the first
-time costs about 0.3 s (a guess imports all of them): :func:`warm_up` does it in a background thread when the window
-starts, and no block is guessed until it is done, so the window never waits for it. Token colours come from the theme's
+time costs about 0.3 s (a guess imports all of them), and a lexer's first use compiles its regular expressions
+(python's 30-60 ms, css's 50 ms: a stall if the window opens a chat with code). :func:`warm_up` does both, for the
+languages of ``COMMON_LANGUAGES``, in a background thread when the window starts, and no block is guessed until it
+is done, so the window never waits for it. Token colours come from the theme's
 pygments style (``app.gui.theme``), each brought to the theme's minimum contrast against the code background.
 Accepted draft tokens are highlighted over the syntax colours, as in the rest of the reply.
 """
@@ -24,16 +26,23 @@ from .. import theme
 
 #: Longest code guessed at (guessing costs about a millisecond per kilobyte per lexer tried).
 GUESS_LIMIT = 4000
+#: Fence languages whose lexers :func:`warm_up` prepares (the languages chat replies use most).
+COMMON_LANGUAGES = (
+    "python", "javascript", "typescript", "bash", "json", "html", "css", "c", "cpp", "java", "rust", "go", "sql", "yaml",
+)
 #: Set once :func:`warm_up` has loaded every lexer and style: guessing a language is then a few milliseconds.
 WARM = threading.Event()
 
 
 def warm_up() -> None:
-    """Load pygments' lexers (a guess tries them all) and the themes' token colours; call it off the GUI thread (its
-    imports are Python code: the GIL passes to the GUI thread every few milliseconds)."""
+    """Load pygments' lexers (a guess tries them all), prepare those of ``COMMON_LANGUAGES`` (:func:`lexer_for`
+    keeps them) and the themes' token colours; call it off the GUI thread (its work is Python code: the GIL passes to
+    the GUI thread every few milliseconds)."""
     from pygments.lexers import guess_lexer as guess
 
     guess("int main(void) { return 0; }")
+    for language in COMMON_LANGUAGES:
+        lexer_for(language)
     for current in (theme.LIGHT, theme.DARK):
         _token_styles(current.pygments, current.code)  # (cached: each token's colour made readable once)
     WARM.set()
