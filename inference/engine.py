@@ -31,7 +31,7 @@ import numpy as np
 
 from .adaptive_k import AdaptiveK
 from .constraints import GrammarMask
-from .detokenizer import IncrementalDetokenizer
+from .detokenizer import IncrementalDetokenizer, streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta, TokenLogprob
@@ -51,7 +51,7 @@ from .settings import (
     check_threads,
 )
 from .stop_strings import StopStringFilter
-from .vocabulary import vocabulary
+from .vocabulary import Vocabulary, vocabulary
 
 # Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
 # +790 MB for 4,096.
@@ -97,6 +97,7 @@ class Engine:
             check_same_tokenizer(target, draft)
         self.target = target
         self.draft = draft
+        self._text_vocabulary = streaming_vocabulary(target)  # replies are detokenized by bytes where it matches
         self._cache = KVCache(
             target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled,
             kept_output=HIDDEN_STATES if head else None,
@@ -350,7 +351,7 @@ class Engine:
             return
         rng = np.random.default_rng(sampling.seed)
         speculative = settings.speculative
-        reply = _ReplyStream(self.target, sampling, settings.output.logprobs, cancel)
+        reply = _ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
         penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
         decode = _Decode(
@@ -647,13 +648,18 @@ class _ReplyStream:
     None) and decides when the reply ends."""
 
     def __init__(
-        self, model: LoadedModel, sampling: SamplingSettings, top_logprobs: int | None, cancel: threading.Event | None
+        self,
+        model: LoadedModel,
+        sampling: SamplingSettings,
+        top_logprobs: int | None,
+        cancel: threading.Event | None,
+        text_vocabulary: Vocabulary | None = None,
     ):
         self._sampling, self._top_logprobs = sampling, top_logprobs
         self._pieces = vocabulary(model).pieces if top_logprobs is not None else []
         self._eos = set() if sampling.ignore_eos else model.eos_token_ids
         self._max = sampling.max_new_tokens
-        self._detokenizer = IncrementalDetokenizer(model.tokenizer)
+        self._detokenizer = IncrementalDetokenizer(model.tokenizer, text_vocabulary)
         self._stops = StopStringFilter(sampling.stop_strings)
         self._cancel = cancel
         self.tokens: list[int] = []
