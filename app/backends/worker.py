@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -138,9 +138,12 @@ class InferenceWorker:
         """True while a reply is generated (or queued) in the inference thread: other jobs wait for it."""
         return bool(self._cancels)
 
-    def describe_answer(self) -> str:
-        """The models that write replies now (``ModelSpec.describe()``; "" before the first load)."""
-        return self._spec.describe() if self._spec is not None else ""
+    def describe_answer(self, with_draft: bool = True) -> str:
+        """The models that write replies now (``ModelSpec.describe()``; "" before the first load); without
+        ``with_draft``, the target only (a reply that no draft model drafted)."""
+        if self._spec is None:
+            return ""
+        return (self._spec if with_draft else replace(self._spec, draft_dir=None)).describe()
 
     async def run(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run ``function(*args)`` in the inference thread and return its result (or raise its exception)."""

@@ -9,6 +9,10 @@ Rules:
 - The picker chooses the target (``target_model``, and ``bits`` for the default model's copies); the draft list offers
   the installed models with the target's tokenizer, and which draft is preselected is decided in one place,
   :func:`draft_choices`: choosing "Speculative, draft model" without a draft takes it, so no error shows first.
+  A draft head (trained for one model) is preselected for its model whatever the decoding, so that Compare on
+  autoregressive decoding measures it (``AppSettings.compare_decoding``), and dropped when another target is chosen.
+- K follows the drafter (:func:`k_for_the_drafter`): HEAD_K when drafting starts with a head, the general default
+  when it stops; a K the user sets afterwards stays.
 - A remote OpenAI-compatible server is a target too (``AppSettings.use_remote``): the window asks it for its models
   in the background; one that does not answer is marked in the picker ("not reachable") until it answers again, and
   Compare is off (the button says why) unless the server is SpecChat's, which offers both modes.
@@ -31,10 +35,11 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QMessageBox
 
+from inference.draft_head import HEAD_K, is_head_folder
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
-from inference.settings import Decoding
+from inference.settings import Decoding, SpeculativeSettings
 
 from ..backends.remote import RemoteError
 from ..backends.remote_keys import load_api_key, save_api_key
@@ -62,6 +67,15 @@ def draft_choices(target: ModelManifest | None, installed: list[ModelManifest]) 
     compatible = compatible_drafts(target, installed)
     smallest = min(compatible, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
     return compatible, str(smallest.path) if smallest is not None else ""
+
+
+def k_for_the_drafter(previous: AppSettings, settings: AppSettings) -> AppSettings:
+    """``settings`` with K following a change of drafter: HEAD_K (``inference.draft_head``) when speculative
+    decoding (the chosen one or a Compare's) starts drafting with a draft head, the general default K when it stops;
+    unchanged otherwise, so a K the user set for the drafter in use stays."""
+    if settings.drafts_with_head == previous.drafts_with_head:
+        return settings
+    return settings.with_values(k=HEAD_K if settings.drafts_with_head else SpeculativeSettings().k)
 
 
 class ModelChoice(QObject):
@@ -101,7 +115,7 @@ class ModelChoice(QObject):
         chooses the default model at that bit-width)."""
         previous = self.settings
         new_bits = settings.bits != previous.bits
-        self.settings = replace(
+        edited = replace(
             settings,
             target_model="" if new_bits else previous.target_model,
             remote_url=previous.remote_url,
@@ -109,11 +123,15 @@ class ModelChoice(QObject):
             use_remote=previous.use_remote and not new_bits,
             theme=previous.theme,
         )
+        self.settings = k_for_the_drafter(previous, edited)
+        if self.settings != edited:
+            self.window.settings_pane.set_settings(self.settings)
         self._applied(previous)
 
     def apply(self, settings: AppSettings) -> None:
         """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
         previous = self.settings
+        settings = k_for_the_drafter(previous, settings)
         if settings == previous:
             return
         self.settings = settings
@@ -222,9 +240,13 @@ class ModelChoice(QObject):
         picker.set_device(None if settings.use_remote else settings.target_device)
         drafts, preselected = draft_choices(self._target_manifest(models), models)
         self.window.settings_pane.set_models(drafts, preselected)
-        if settings.uses_draft_model and settings.draft_model not in {str(m.path) for m in drafts} and preselected:
-            if not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent:
+        settings = self.settings  # (the pane drops a draft it no longer offers: the settings may have changed)
+        if settings.draft_model not in {str(m.path) for m in drafts}:
+            wanted = settings.generation.decoding == Decoding.DRAFT_MODEL or is_head_folder(preselected or ".")
+            if preselected and wanted and (not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent):
                 self.apply(replace(settings, draft_model=preselected))
+            elif settings.drafts_with_head and settings.generation.decoding != Decoding.DRAFT_MODEL:
+                self.apply(replace(settings, draft_model=""))  # another model's head: Compare drafts by prompt lookup
         self.refresh_notices()
 
     def _target_manifest(self, models: list[ModelManifest]) -> ModelManifest | None:

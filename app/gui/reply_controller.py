@@ -299,7 +299,7 @@ class ReplyController(QObject):
         conversation = self.db.conversation(active.conversation_id)
         history = self._history(active.conversation_id, recorder.message_id)
         if active.compare:
-            runs = [Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL if settings.uses_draft_model else Decoding.PROMPT_LOOKUP]
+            runs = [Decoding.AUTOREGRESSIVE, settings.compare_decoding]
         else:
             runs = [settings.generation.decoding]
         state, error_text, setting = "complete", None, ""
@@ -310,7 +310,8 @@ class ReplyController(QObject):
                 self._update_live(active, "Waiting for the model to load…")
             if remote is None:
                 await self.models.wait()
-                recorder.extra["model"] = source.describe_answer()  # (a reload asked for before may have run)
+                # (a reload asked for before may have run; a draft loaded for Compare only did not write this reply)
+                recorder.extra["model"] = self.worker.describe_answer(with_draft=Decoding.DRAFT_MODEL in runs)
             with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
                 for index, decoding in enumerate(runs):
                     if active.cancel.is_set():

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from inference.draft_head import is_head_folder
 from inference.models.store import SUPPORTED_BITS, user_dir
 from inference.precision import PrecisionSettings
 from inference.settings import DECODING_VALUES, Decoding, GenerationSettings, SettingError
@@ -123,9 +124,28 @@ class AppSettings:
     theme: str = "system"
 
     @property
+    def compare_decoding(self) -> Decoding:
+        """The speculative decoding a Compare runs against plain decoding: the chosen decoding when it is
+        speculative; with autoregressive decoding, the draft model when it is a draft head (small, and trained for
+        this target: the window keeps a head chosen only for its own model), else prompt lookup."""
+        decoding = self.generation.decoding
+        if decoding == Decoding.AUTOREGRESSIVE:
+            return Decoding.DRAFT_MODEL if self._draft_is_a_head else Decoding.PROMPT_LOOKUP
+        return decoding
+
+    @property
+    def drafts_with_head(self) -> bool:
+        """True when speculative decoding (the chosen one, or a Compare's) drafts with a draft head."""
+        return self.compare_decoding == Decoding.DRAFT_MODEL and self._draft_is_a_head
+
+    @property
+    def _draft_is_a_head(self) -> bool:
+        return bool(self.draft_model) and is_head_folder(self.draft_model)
+
+    @property
     def uses_draft_model(self) -> bool:
-        """True when replies need the draft model loaded."""
-        return self.generation.decoding == Decoding.DRAFT_MODEL
+        """True when replies, or a Compare, need the draft model loaded."""
+        return self.compare_decoding == Decoding.DRAFT_MODEL
 
     @property
     def target_name(self) -> str:

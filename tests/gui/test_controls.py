@@ -19,9 +19,11 @@ from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import BROWSE_DRAFT
+from inference.draft_head import HEAD_K
 from inference.models.default_head import default_head_dir
 from inference.models.default_model import default_model_dir
 from inference.models.store import ModelManifest, read_manifest
+from inference.settings import SpeculativeSettings
 
 TIMEOUT = 120_000
 
@@ -165,7 +167,8 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
     compare = final.stats["compare"]
     ar, spec = compare["ar"], compare["spec"]
-    assert (ar["mode"], spec["mode"], spec["drafter"]) == ("ar", "spec", "lookup")
+    # plain decoding is chosen: Compare drafts with the default model's head, at the head's K
+    assert (ar["mode"], spec["mode"], spec["drafter"], spec["k"]) == ("ar", "spec", "model", HEAD_K)
     assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
     assert ar["text"] and final.content == spec["text"]
     assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
@@ -354,6 +357,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
     # the smallest installed draft is taken, no error first: the default model's head (installed with the model)
     assert pane.current().draft_model == str(default_head_dir())
+    assert pane.k.value() == HEAD_K  # K follows the drafter: the head's (it was 3 for prompt lookup)
     assert pane.error_labels["draft_model"].text() == "" and window.composer.send_button.isEnabled()
     pane.draft_model.setCurrentIndex(pane.draft_model.findData(""))  # "(none)"
     assert "needs a draft model" in pane.error_labels["draft_model"].text()
@@ -369,7 +373,8 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     assert (final.stats["mode"], final.stats["drafter"]) == ("spec", "model") and final.stats["drafted"] > 0
     # settings persisted
     stored = SettingsStore(env["folder"] / "settings.json").load()
-    assert (stored.value("decoding"), stored.draft_model, stored.value("k"), stored.bits) == ("spec_model", str(int8_dir), 3, 4)
+    general_k = SpeculativeSettings().k  # K went back to the general default when the head stopped drafting
+    assert (stored.value("decoding"), stored.draft_model, stored.value("k"), stored.bits) == ("spec_model", str(int8_dir), general_k, 4)
     # Reset to defaults
     click(qtbot, pane.reset_button)
     assert replace(pane.current(), highlight_draft=True) == AppSettings()

@@ -111,6 +111,22 @@ def test_the_default_models_draft_head_is_a_draft_never_a_target(qtbot, make_win
     assert DEFAULT_HEAD_NAME not in entries and "tiny-same" in entries
 
 
+def test_a_head_chosen_for_another_model_is_dropped_and_compare_drafts_by_prompt_lookup(qtbot, make_window, tiny_store):
+    """A draft head drafts for the model it was trained for only: with another target, the window drops it (Compare
+    on plain decoding then drafts by prompt lookup) and K goes back to the general default."""
+    from inference.draft_head import HEAD_K
+    from inference.models.default_head import ensure_default_head
+    from inference.settings import Decoding, SpeculativeSettings
+
+    head = ensure_default_head()
+    if head is None:
+        pytest.skip("this build ships no draft head")
+    window = make_window(TINY.with_values(draft_model=str(head), k=HEAD_K, decoding=Decoding.AUTOREGRESSIVE))
+    assert window.settings.draft_model == "" and window.settings.compare_decoding == Decoding.PROMPT_LOOKUP
+    assert window.settings.value("k") == SpeculativeSettings().k
+    assert window.worker.spec.draft_dir is None
+
+
 def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_another_says_so(
     qtbot, make_window, tiny_store
 ):
