@@ -66,6 +66,36 @@ def test_the_chat_settings_and_status_bar_read_in_both_themes_at_1366x768(qtbot,
         assert ratio >= theme.MIN_CONTRAST, f"{where}: contrast {ratio:.2f} in the {choice} theme"
 
 
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_the_model_notice_takes_the_themes_colours_and_reads(qtbot, make_window, choice):
+    from PySide6.QtGui import QColor
+
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    notice = window.model_notice
+    notice.show_notice("test", "This chat was answered by another model.", "Switch", lambda: None)
+    qtbot.waitUntil(notice.isVisible, timeout=3000)
+    image = notice.grab().toImage()
+    background = image.pixelColor(2, image.height() // 2)
+    assert theme.contrast_ratio(background, QColor(theme.current().notice)) < 1.05, background.name()
+    assert text_contrast(notice.text) >= theme.MIN_CONTRAST
+
+
+def test_no_widget_sets_a_colour_of_its_own():
+    """Every colour comes from the theme table (``app/gui/theme.py``): no colour literal elsewhere in the GUI."""
+    import re
+    from pathlib import Path
+
+    folder = Path(theme.__file__).parent
+    literal = re.compile(r"#[0-9a-fA-F]{6}\b|#[0-9a-fA-F]{3}\b(?![0-9a-fA-F])|\brgba?\(\s*\d")
+    found = [
+        f"{path.relative_to(folder)}:{number}: {line.strip()}"
+        for path in sorted(folder.rglob("*.py")) if path.name != "theme.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if literal.search(line)
+    ]
+    assert found == []
+
+
 def test_system_follows_the_desktops_scheme(qtbot, make_window, monkeypatch):
     window = make_window(FAST, start=False)
     window.set_theme("system")
