@@ -169,6 +169,7 @@ class Engine:
         settings: GenerationSettings,
         system_prompt_tokens: int = 0,
         cancel: threading.Event | None = None,
+        roll_long_prompt: bool = False,
     ) -> Iterator[Event]:
         """Generate a reply to ``prompt_ids``, yielding events as it goes.
 
@@ -179,6 +180,9 @@ class Engine:
                 decoding with the draft model or with prompt lookup.
             system_prompt_tokens: tokens of the rendered system message, which ``n_keep="auto"`` pins
                 (``ContextSettings.resolve``).
+            roll_long_prompt: feed a prompt longer than n_ctx whole, rolling through it (each roll recomputes
+                nothing but costs the prefill of the tokens it drops: the behaviour ``score`` keeps for perplexity);
+                by default what rolling would drop is dropped before the prefill (``_cut_the_middle``).
             cancel: set it from any thread to stop; the partial reply is returned in ``Finished``. It is checked
                 before each prefill pass (about a second each, see ``prefill_pass_size``) and each decode step; a
                 prefill stopped so keeps the passes done in the cache, and ``Finished`` comes without any text.
@@ -209,7 +213,10 @@ class Engine:
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
         try:
-            for event in self._generate(list(map(int, prompt_ids)), settings, models, n_keep, n_discard, grammar, cancel):
+            events = self._generate(
+                list(map(int, prompt_ids)), settings, models, n_keep, n_discard, grammar, cancel, roll_long_prompt
+            )
+            for event in events:
                 finished = isinstance(event, Finished)  # a consumer may stop reading once it has the last event
                 yield event
         finally:
@@ -277,6 +284,36 @@ class Engine:
         stats.discarded_tokens += dropped
         return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
 
+    def _cut_the_middle(
+        self,
+        tokens: list[int],
+        discarded: int,
+        n_keep: int,
+        drafter: Drafter | None,
+        models: list[LoadedModel],
+        stats: GenerationStats,
+    ) -> Generator[ContextRolled, None, list[int]]:
+        """Drop what rolling through an over-long prompt would drop, before prefilling it (as LM Studio's
+        truncate-middle and llama.cpp's context shift do), so that its TTFT is that of an n_ctx prompt.
+
+        Rolling through the cached tokens plus ``tokens`` keeps the first n_keep of them and the last
+        ``total - n_keep - discarded`` (``prefill_discards``). When those last ones all lie in ``tokens`` after its
+        own share of the first n_keep, the cached tokens past n_keep are rolled away (one roll, yielded) and the
+        middle of ``tokens`` is never fed; returns the tokens to prefill. Otherwise the cut would drop cached tokens
+        that rolling keeps: ``tokens`` is returned whole, to be rolled through.
+        """
+        cached = len(self._cache)
+        sinks_in_tokens = max(0, n_keep - cached)
+        tail = cached + len(tokens) - n_keep - discarded
+        if tail > len(tokens) - sinks_in_tokens:
+            return tokens
+        if cached > n_keep:
+            yield self._roll(n_keep, cached - n_keep, drafter, models, stats)
+        skipped = len(tokens) - sinks_in_tokens - tail
+        self._rolled = True
+        stats.discarded_tokens += skipped
+        return tokens[:sinks_in_tokens] + tokens[len(tokens) - tail :]
+
     def _check_can_roll(self, models: list[LoadedModel]) -> None:
         for model in models:
             if model.rope is None:
@@ -325,8 +362,10 @@ class Engine:
         n_discard: int,
         grammar: GrammarMask | None,
         cancel: threading.Event | None,
+        roll_long_prompt: bool = False,
     ) -> Iterator[Event]:
-        """Prefill, choose the first token, then one ``_speculative_step`` per step until the reply ends."""
+        """Prefill (cutting the middle of a prompt longer than n_ctx unless ``roll_long_prompt``), choose the first
+        token, then one ``_speculative_step`` per step until the reply ends."""
         sampling, n_ctx = settings.sampling, settings.context.n_ctx
         start = time.perf_counter()
         reused = self._reuse_prefix(prompt_ids, n_ctx)
@@ -342,7 +381,13 @@ class Engine:
         if discarded:
             yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=discarded)
         fast_before = self._cache.fast_prefilled
-        logits = yield from self._prefill(prompt_ids[reused:], n_ctx, n_keep, n_discard, drafter, models, stats, cancel)
+        to_prefill = prompt_ids[reused:]
+        if discarded and not roll_long_prompt:
+            to_prefill = yield from self._cut_the_middle(to_prefill, discarded, n_keep, drafter, models, stats)
+        seen_before = len(self._seen)
+        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafter, models, stats, cancel)
+        if len(to_prefill) < len(prompt_ids) - reused and logits is not None:
+            self._seen[seen_before:] = prompt_ids[reused:]  # as if rolled through: the next turn reuses the cache
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
         if logits is None:  # cancelled during the prefill: no reply
             stats.prefilled_tokens = len(self._seen) - reused

@@ -89,13 +89,14 @@ class ContextRolled:
 
 @dataclass(frozen=True)
 class PromptOverflow:
-    """The prompt does not fit in n_ctx: rolls during its prefill will discard some of it before the reply begins.
-    Yielded before the prefill starts, so that a front end can say so at once.
+    """The prompt does not fit in n_ctx: some of it is discarded before the reply begins (cut before the prefill,
+    or rolled out during it: ``Engine.generate``'s ``roll_long_prompt``). Yielded before the prefill starts, so that
+    a front end can say so at once.
 
     Attributes:
         prompt_tokens: tokens of the whole prompt.
         n_ctx: the rolling-context size.
-        discarded_tokens: prompt tokens the prefill's rolls will drop (the oldest after the first n_keep).
+        discarded_tokens: prompt tokens dropped (the oldest after the first n_keep), the same either way.
     """
 
     prompt_tokens: int

@@ -140,7 +140,7 @@ def test_lone_surrogates_are_replaced_before_the_chat_template(engine, target):
 def test_a_prompt_longer_than_n_ctx_is_announced_before_its_prefill(engine, target):
     ids = chat_ids(target, " ".join(PROMPTS * 3))
     engine.reset()
-    events = list(engine.generate(ids, settings("ar", max_new_tokens=4, n_ctx=64, n_discard=20)))
+    events = list(engine.generate(ids, settings("ar", max_new_tokens=4, n_ctx=64, n_discard=20), roll_long_prompt=True))
     assert isinstance(events[0], PromptOverflow)
     first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
     rolled = sum(e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled))

@@ -8,7 +8,7 @@ from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, require_native, 
 
 from inference.chat import ChatSession
 from inference.engine import Engine
-from inference.events import ContextRolled, Finished, StepStats, TextDelta
+from inference.events import ContextRolled, Finished, PromptOverflow, StepStats, TextDelta
 from inference.model import load_model
 from inference.precision import PrecisionSettings
 from inference.settings import MAX_K
@@ -41,7 +41,7 @@ def test_roll_keys_equal_a_fresh_prefill_of_the_kept_tokens(int4_dir, precision)
     rolled = Engine(load_model(int4_dir, "CPU", settings_))
     assert rolled.target.precision.inference == precision and rolled.target.precision.kv_cache == "f32"
     ids = chat_ids(rolled.target, PROMPTS[0])
-    events = list(rolled.generate(ids, settings("ar", max_new_tokens=40, n_ctx=64, n_keep=4, n_discard=20)))
+    events = list(rolled.generate(ids, settings("ar", max_new_tokens=40, n_ctx=64, n_keep=4, n_discard=20), roll_long_prompt=True))
     rolls = [e for e in events if isinstance(e, ContextRolled)]
     assert rolls and all(r.discarded_tokens == 20 for r in rolls)
     rolled_keys = rolled.layer_keys(0)
@@ -84,13 +84,85 @@ def test_generation_of_three_windows_keeps_the_cache_bounded(engine, target, dec
     assert stats.rolls >= 3
 
 
-def test_prompt_longer_than_n_ctx_is_rolled_not_refused(engine, target):
+def test_prompt_longer_than_n_ctx_is_rolled_through_when_asked(engine, target):
     ids = chat_ids(target, " ".join(PROMPTS * 3))
     assert len(ids) > 200
     engine.reset()
-    stats = engine.generate_text(ids, settings("ar", max_new_tokens=8, n_ctx=64))
+    events = list(engine.generate(ids, settings("ar", max_new_tokens=8, n_ctx=64), roll_long_prompt=True))
+    stats = events[-1].stats
     assert stats.rolls >= 3 and stats.new_tokens >= 1
     assert engine.cache_length <= 64
+
+
+def _genesis_ids(target, tokens: int) -> list[int]:
+    """A chat prompt of at least ``tokens`` tokens (Genesis, KJV)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
+    ids = chat_ids(target, "Summarize this text in one sentence:\n\n" + text[: tokens * 6])
+    assert len(ids) >= tokens
+    return ids
+
+
+def _fed_by_prefill(engine) -> list[int]:
+    """Record the size of every prefill pass of ``engine`` from now on (a list it appends to)."""
+    fed, original = [], engine._cache.prefill
+
+    def counting(token_ids, *args, **kwargs):
+        fed.append(len(token_ids))
+        return original(token_ids, *args, **kwargs)
+
+    engine._cache.prefill = counting
+    return fed
+
+
+@pytest.mark.parametrize("decoding", ["ar", "spec_lookup"])
+def test_a_prompt_of_ten_n_ctx_is_cut_in_the_middle_before_its_prefill(f32_engine, target, decoding):
+    """What rolling would drop is never prefilled: the first n_keep tokens and the last that fit are, and the reply
+    equals a fresh run's on exactly those tokens (so the TTFT is an n_ctx prompt's, not ten rolls')."""
+    engine, n_ctx = f32_engine, 128
+    ids = _genesis_ids(target, 10 * n_ctx)
+    engine.reset()
+    fed = _fed_by_prefill(engine)
+    try:
+        events = list(engine.generate(ids, settings(decoding, max_new_tokens=24, n_ctx=n_ctx, n_discard=32)))
+    finally:
+        del engine._cache.prefill
+    overflow, stats = events[0], events[-1].stats
+    assert isinstance(overflow, PromptOverflow) and overflow.discarded_tokens == stats.discarded_tokens
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    assert not [e for e in events[:first_text] if isinstance(e, ContextRolled)]
+    kept = ids[:4] + ids[4 + overflow.discarded_tokens :]
+    assert sum(fed) == len(kept) <= n_ctx and len(ids) > 10 * len(kept) // 1.1
+    engine.reset()
+    reference = engine.generate_text(kept, settings("ar", max_new_tokens=24, n_ctx=n_ctx, n_discard=32))
+    if decoding == "ar":
+        assert stats.token_ids == reference.token_ids  # the same passes over the same tokens
+    else:
+        assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx, "n_discard": 32}, decoding)
+
+
+def test_a_long_paste_in_a_second_turn_rolls_the_first_away_and_the_third_turn_reuses_the_cache(f32_engine, target):
+    engine, n_ctx = f32_engine, 128
+    engine.reset()
+    first = chat_ids(target, "Hi!")
+    one = engine.generate_text(first, settings("ar", max_new_tokens=12, n_ctx=n_ctx))
+    paste = _genesis_ids(target, 4 * n_ctx)
+    second = first + one.token_ids + paste[1:]  # (the template's first token once)
+    fed = _fed_by_prefill(engine)
+    try:
+        events = list(engine.generate(second, settings("ar", max_new_tokens=12, n_ctx=n_ctx)))
+        two = events[-1].stats
+        assert sum(fed) <= n_ctx and two.discarded_tokens > 3 * n_ctx
+        first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+        rolls = [e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled)]
+        assert len(rolls) == 1 and len(first) - 4 <= rolls[0] <= len(first) + len(one.token_ids) - 4  # turn 1 goes
+        third = second + two.token_ids + chat_ids(target, "Thanks.")[1:]
+        fed.clear()
+        three = engine.generate_text(third, settings("ar", max_new_tokens=4, n_ctx=n_ctx))
+        assert three.prefilled_tokens < 40 and sum(fed) == three.prefilled_tokens  # only the new turn
+    finally:
+        del engine._cache.prefill
 
 
 def test_follow_up_turn_prefills_only_its_new_tokens_and_matches_a_fresh_run(f32_engine):
