@@ -245,7 +245,7 @@ class ModelChoice(QObject):
             wanted = settings.generation.decoding == Decoding.DRAFT_MODEL or is_head_folder(preselected or ".")
             if preselected and wanted and (not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent):
                 self.apply(replace(settings, draft_model=preselected))
-            elif settings.drafts_with_head and settings.generation.decoding != Decoding.DRAFT_MODEL:
+            elif is_head_folder(settings.draft_model or ".") and settings.generation.decoding != Decoding.DRAFT_MODEL:
                 self.apply(replace(settings, draft_model=""))  # another model's head: Compare drafts by prompt lookup
         self.refresh_notices()
 

@@ -144,8 +144,10 @@ class AppSettings:
 
     @property
     def uses_draft_model(self) -> bool:
-        """True when replies, or a Compare, need the draft model loaded."""
-        return self.compare_decoding == Decoding.DRAFT_MODEL
+        """True when the draft model is loaded with the target: draft-model decoding, or a draft head (chosen for
+        this target; small), which stays loaded whatever the decoding so that switching it or a Compare never
+        waits for a reload."""
+        return self.generation.decoding == Decoding.DRAFT_MODEL or self._draft_is_a_head
 
     @property
     def target_name(self) -> str:

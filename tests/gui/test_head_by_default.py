@@ -33,7 +33,8 @@ def test_compare_on_plain_decoding_drafts_with_a_chosen_head_and_else_by_prompt_
     model_draft = plain.with_values(draft_model=str(tmp_path))  # a full model as draft: too slow to load for Compare
     assert model_draft.compare_decoding == Decoding.PROMPT_LOOKUP and not model_draft.uses_draft_model
     lookup = with_head.with_values(decoding=Decoding.PROMPT_LOOKUP)  # the drafter the user picked wins
-    assert lookup.compare_decoding == Decoding.PROMPT_LOOKUP and not lookup.uses_draft_model and not lookup.drafts_with_head
+    assert lookup.compare_decoding == Decoding.PROMPT_LOOKUP and not lookup.drafts_with_head
+    assert lookup.uses_draft_model  # the head stays loaded: back to plain decoding needs no reload
     assert with_head.with_values(decoding=Decoding.DRAFT_MODEL).drafts_with_head
 
 

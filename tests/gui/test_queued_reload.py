@@ -56,4 +56,4 @@ def test_a_reply_sent_as_the_model_changes_names_the_model_that_wrote_it(qtbot, 
     pane.bits.setCurrentIndex(pane.bits.findData(8))  # the reload starts after a short delay...
     final = send_and_wait(qtbot, window, "Say hi.", timeout_ms=TIMEOUT)  # ...and the reply waits for it
     assert final.state == "complete" and "int8" in window.worker.spec.describe()
-    assert final.stats["model"] == window.worker.spec.describe()  # the model that wrote it, not the one before
+    assert final.stats["model"] == window.worker.describe_answer(with_draft=False)  # the model that wrote it
