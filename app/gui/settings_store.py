@@ -127,10 +127,12 @@ class AppSettings:
     def compare_decoding(self) -> Decoding:
         """The speculative decoding a Compare runs against plain decoding: the chosen decoding when it is
         speculative; with autoregressive decoding, the draft model when it is a draft head (small, and trained for
-        this target: the window keeps a head chosen only for its own model), else prompt lookup."""
+        this target: the window keeps a head chosen only for its own model), else prompt lookup, which is also what a
+        remote server is asked for (its draft models are its own)."""
         decoding = self.generation.decoding
         if decoding == Decoding.AUTOREGRESSIVE:
-            return Decoding.DRAFT_MODEL if self._draft_is_a_head else Decoding.PROMPT_LOOKUP
+            head = self._draft_is_a_head and not self.use_remote
+            return Decoding.DRAFT_MODEL if head else Decoding.PROMPT_LOOKUP
         return decoding
 
     @property

@@ -301,6 +301,8 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color:
 QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
 QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 10px; }}
 #composerEdit:focus, #conversations:focus {{ border: 2px solid {t.focus}; }}
+QComboBox:focus, QAbstractSpinBox:focus, QLineEdit:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
+QCheckBox:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
 """
 
 

@@ -36,6 +36,8 @@ def test_compare_on_plain_decoding_drafts_with_a_chosen_head_and_else_by_prompt_
     assert lookup.compare_decoding == Decoding.PROMPT_LOOKUP and not lookup.drafts_with_head
     assert lookup.uses_draft_model  # the head stays loaded: back to plain decoding needs no reload
     assert with_head.with_values(decoding=Decoding.DRAFT_MODEL).drafts_with_head
+    remote = with_head.with_values(use_remote=True)  # a remote server's draft models are its own
+    assert remote.compare_decoding == Decoding.PROMPT_LOOKUP
 
 
 def test_k_follows_the_drafter_and_a_k_set_afterwards_stays(head_folder):

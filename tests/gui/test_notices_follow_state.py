@@ -49,6 +49,44 @@ def test_a_remote_refusal_is_withdrawn_when_the_local_model_is_chosen_and_a_dead
     assert combo.itemText(combo.findData("remote:server")).endswith(" · not reachable")  # (still true: still said)
 
 
+def test_a_server_marked_not_reachable_is_unmarked_once_it_answers(qtbot, make_window, no_user_keyring):
+    import http.server
+    import json
+    import threading
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    window = make_window(FAST)
+    port = _closed_port()
+    window.choice.apply(replace(window.settings, remote_url=f"http://127.0.0.1:{port}/v1", remote_model="m"))
+    combo = window.model_picker.combo
+
+    def detect() -> str:
+        task = window.tasks.spawn(window.choice.detect_remote())
+        qtbot.waitUntil(task.done, timeout=10_000)
+        return combo.itemText(combo.findData("remote:server"))
+
+    assert detect().endswith(" · not reachable")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert not detect().endswith(" · not reachable")  # it answers: no longer said
+        assert "not reachable" not in (combo.itemData(combo.findData("remote:server"), 3) or "")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_the_picker_follows_a_copy_of_the_default_model_that_was_built(qtbot, make_window, int8_dir, tmp_path, monkeypatch):
     from inference.models.default_model import default_model_dir
     from inference.models.store import models_dir

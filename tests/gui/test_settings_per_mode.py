@@ -57,7 +57,10 @@ def test_field_errors_and_the_engine_check_only_what_the_decoding_uses():
 
 
 def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_window):
-    window = make_window(AppSettings().with_values(k=0), start=False)
+    from inference.models.default_head import default_head_dir
+
+    # (the head already chosen: choosing it would set K to the head's)
+    window = make_window(AppSettings().with_values(k=0, draft_model=str(default_head_dir())), start=False)
     window.composer.set_text("Hi")
     assert window.chat.send("Hi", compare=True) is None
     assert "K (draft tokens per step) must be in [1, 16]" in window.composer.error_text
