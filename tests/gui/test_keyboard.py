@@ -115,3 +115,18 @@ def test_tab_leaves_the_edit_and_resend_box(qtbot, make_window):
     assert QApplication.focusWidget() is message.cancel_edit_button
     qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is message.resend_button
+
+
+def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    window.shortcuts_action.trigger()
+    qtbot.waitUntil(lambda: find_dialog(window, "shortcuts") is not None, timeout=3000)
+    text = find_dialog(window, "shortcuts").text()
+    actions = window.actions() + window.conversation_list.list.actions()
+    for action in actions:
+        keys = action.shortcut().toString()
+        if keys:
+            assert f"{keys}: " in text, f"{action.text()} ({keys}) is not listed"
+    for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab"):
+        assert f"{keys}: " in text
+    find_dialog(window, "shortcuts").close()
