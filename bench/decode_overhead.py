@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import cpu_flags, current_commit  # noqa: E402
+from provenance import cpu_flags, cpu_name, current_commit  # noqa: E402
 
 from inference.engine import Engine  # noqa: E402
 from inference.events import Finished  # noqa: E402
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     split = {key: statistics.median(s[key] for s in splits) for key in splits[0]}
     ttft = {key: statistics.median(values) for key, values in ttfts.items()}
     result = {
-        "machine": f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}; {', '.join(cpu_flags())}",
+        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}",
         "commit": current_commit(), "reps": args.reps, "minutes": (time.time() - started) / 60,
         "step_split_ms_per_token": split, "ttft_ms": ttft, "kept_tokens": kept,
         "prompt_tokens": {key: len(ids) for key, (ids, _) in cases.items()},

@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import cpu_flags, current_commit  # noqa: E402
+from provenance import cpu_flags, cpu_name, current_commit  # noqa: E402
 
 from inference.chat import ChatSession  # noqa: E402
 from inference.draft_head import load_head  # noqa: E402
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rep {rep + 1}/{args.reps} {sampling}: prompt {index + 1}/{len(ids)}", file=sys.stderr, flush=True)
         # written after every repetition, so that an interrupted run leaves the repetitions it finished
         results = {
-            "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {_cpu_name()}",
+            "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {cpu_name()}",
             "command": "python bench/free_chat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": rep + 1,
@@ -291,15 +291,6 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "FREE_CHAT.md").write_text(markdown(results))
     print(markdown(results))
     return 0
-
-
-def _cpu_name() -> str:
-    try:
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
-    except OSError:
-        return "unknown CPU"
-    return f"{names[0]}, {len(names)} cores" if names else "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -31,6 +31,16 @@ def cpu_flags() -> list[str]:
     return [flag for flag in ISA_FLAGS if flag in flags]
 
 
+def cpu_name() -> str:
+    """The CPU's model name and core count, e.g. ``AMD EPYC, 2 cores`` (from /proc/cpuinfo; "unknown CPU" elsewhere)."""
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]  # fmt: skip
+    except OSError:
+        return "unknown CPU"
+    return f"{names[0]}, {len(names)} cores" if names else "unknown CPU"
+
+
 def precisions() -> dict:
     """What the engine computes in by default, what OpenVINO's CPU plugin would choose by itself, and what the CPU
     computes natively, as read back from OpenVINO (the default model is compiled both ways)."""

@@ -242,10 +242,12 @@ class ModelChoice(QObject):
         self.window.settings_pane.set_models(drafts, preselected)
         settings = self.settings  # (the pane drops a draft it no longer offers: the settings may have changed)
         if settings.draft_model not in {str(m.path) for m in drafts}:
-            wanted = settings.generation.decoding == Decoding.DRAFT_MODEL or is_head_folder(preselected or ".")
-            if preselected and wanted and (not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent):
+            head_preselected = bool(preselected) and is_head_folder(preselected)
+            wanted = settings.generation.decoding == Decoding.DRAFT_MODEL or head_preselected
+            beside = not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent
+            if preselected and wanted and beside:
                 self.apply(replace(settings, draft_model=preselected))
-            elif is_head_folder(settings.draft_model or ".") and settings.generation.decoding != Decoding.DRAFT_MODEL:
+            elif settings.draft_is_a_head and settings.generation.decoding != Decoding.DRAFT_MODEL:
                 self.apply(replace(settings, draft_model=""))  # another model's head: Compare drafts by prompt lookup
         self.refresh_notices()
 

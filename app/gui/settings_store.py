@@ -131,17 +131,18 @@ class AppSettings:
         remote server is asked for (its draft models are its own)."""
         decoding = self.generation.decoding
         if decoding == Decoding.AUTOREGRESSIVE:
-            head = self._draft_is_a_head and not self.use_remote
+            head = self.draft_is_a_head and not self.use_remote
             return Decoding.DRAFT_MODEL if head else Decoding.PROMPT_LOOKUP
         return decoding
 
     @property
     def drafts_with_head(self) -> bool:
         """True when speculative decoding (the chosen one, or a Compare's) drafts with a draft head."""
-        return self.compare_decoding == Decoding.DRAFT_MODEL and self._draft_is_a_head
+        return self.compare_decoding == Decoding.DRAFT_MODEL and self.draft_is_a_head
 
     @property
-    def _draft_is_a_head(self) -> bool:
+    def draft_is_a_head(self) -> bool:
+        """True when the draft model chosen is a draft head (``inference.draft_head.is_head_folder``)."""
         return bool(self.draft_model) and is_head_folder(self.draft_model)
 
     @property
@@ -149,7 +150,7 @@ class AppSettings:
         """True when the draft model is loaded with the target: draft-model decoding, or a draft head (chosen for
         this target; small), which stays loaded whatever the decoding so that switching it or a Compare never
         waits for a reload."""
-        return self.generation.decoding == Decoding.DRAFT_MODEL or self._draft_is_a_head
+        return self.generation.decoding == Decoding.DRAFT_MODEL or self.draft_is_a_head
 
     @property
     def target_name(self) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 
@@ -29,7 +29,6 @@ class ModelNotice(QFrame):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("modelNotice")  # (its colours: the theme's style sheet, ``app.gui.theme``)
-        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         self.kind = ""
         self.about = ""
         self._callback: Callable[[], None] | None = None
