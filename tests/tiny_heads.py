@@ -37,6 +37,36 @@ def write_tiny_head(target_dir: Path, folder: Path, vocab: list[int], seed: int 
     return folder
 
 
+def tiny_training_sequences(target, target_dir: Path, prompt_ids: list[int], sampling, replies: int = 64,
+                            max_new_tokens: int = 12) -> list[tuple]:
+    """The tiny target's replies to ``prompt_ids`` sampled with ``sampling`` (seeded 0 .. replies - 1), each as
+    ``train.Shards`` holds a conversation: token ids, prompt length, float16 hidden states ``[tokens, hidden]``,
+    float32 log-sum-exp of the logits and int32 argmax per position (what ``generate.py`` stores)."""
+    from dataclasses import replace
+
+    from inference.engine import Engine
+    from inference.kv_cache import KVCache
+    from inference.model import HIDDEN_STATES
+    from inference.settings import ContextSettings, GenerationSettings
+
+    engine = Engine(target)
+    table = target_table(target_dir)
+    sequences = []
+    for seed in range(replies):
+        reply = engine.generate_text(prompt_ids, GenerationSettings(
+            sampling=replace(sampling, seed=seed, max_new_tokens=max_new_tokens), context=ContextSettings(n_ctx=512)))
+        ids = list(prompt_ids) + reply.token_ids
+        cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
+        cache.forward(ids)
+        hidden = cache.rows(0, len(ids)).copy()
+        logits = hidden.astype(np.float64) @ table.T
+        peak = logits.max(axis=-1)
+        lse = peak + np.log(np.exp(logits - peak[:, None]).sum(axis=-1))
+        sequences.append((np.asarray(ids), len(prompt_ids), hidden.astype(np.float16), lse.astype(np.float32),
+                          logits.argmax(axis=-1).astype(np.int32)))
+    return sequences
+
+
 def write_trained_tiny_head(target, target_dir: Path, prompt_ids: list[int], sampling, vocab: list[int], folder: Path,
                             replies: int = 64, steps: int = 150) -> Path:
     """A tiny head trained, with ``train.py``'s own loss, on the tiny target's replies to ``prompt_ids`` sampled with
@@ -49,29 +79,10 @@ def write_trained_tiny_head(target, target_dir: Path, prompt_ids: list[int], sam
         vocab: the head's draft vocabulary.
         folder: where the head is written (int8, as shipped).
     """
-    from dataclasses import replace
-
-    from inference.engine import Engine
-    from inference.kv_cache import KVCache
-    from inference.model import HIDDEN_STATES
-    from inference.settings import ContextSettings, GenerationSettings
     from tools.draft_head.train import collate, losses
 
-    engine = Engine(target)
     table = target_table(target_dir)
-    sequences = []
-    for seed in range(replies):
-        reply = engine.generate_text(prompt_ids, GenerationSettings(
-            sampling=replace(sampling, seed=seed, max_new_tokens=12), context=ContextSettings(n_ctx=512)))
-        ids = list(prompt_ids) + reply.token_ids
-        cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
-        cache.forward(ids)
-        hidden = cache.rows(0, len(ids)).copy()
-        logits = hidden.astype(np.float64) @ table.T
-        peak = logits.max(axis=-1)
-        lse = peak + np.log(np.exp(logits - peak[:, None]).sum(axis=-1))
-        sequences.append((np.asarray(ids), len(prompt_ids), hidden.astype(np.float16), lse.astype(np.float32),
-                          logits.argmax(axis=-1).astype(np.int32)))
+    sequences = tiny_training_sequences(target, target_dir, prompt_ids, sampling, replies)
     state = tiny_head_state(target_dir, vocab, scale=0.0)
     head = state["module"]
     to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_reply_tokens": last["train_reply_tokens"], "epochs": last["epoch"] + 1,
         "held_out": {k: v for k, v in last.items() if k.startswith(("greedy", "sampled", "positions"))},
         "vocab_coverage": state["coverage"], "versions": state["data_manifest"]["versions"],
-        "torch": torch.__version__, "commit": commit,
+        "torch": torch.__version__, "commit": commit, "started_from": state.get("started_from"),
     }
     write_head_folder(args.out, state, target_dir, training)
     size = sum((args.out / n).stat().st_size for n in ("openvino_model.xml", "openvino_model.bin"))

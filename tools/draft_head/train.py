@@ -13,7 +13,9 @@ Reports on the held-out shards (``evaluate``): greedy acceptance of the first dr
 argmax, the token greedy decoding emits) and of the second given the first, and the expected acceptance of
 speculative sampling at the chat defaults (``sum_v min(p(v), q(v))`` with both distributions at temperature 0.7,
 top-p 0.9; Leviathan et al., arXiv 2211.17192, section 3.3). Checkpoints go to ``RUN_DIR/head.pt`` after every
-epoch (``--resume`` continues from it); ``RUN_DIR/metrics.json`` holds the evaluation after each.
+epoch (``--resume`` continues from it); ``RUN_DIR/metrics.json`` holds the evaluation after each. ``--init
+OTHER_RUN/head.pt`` starts from another run's weights and draft vocabulary with a fresh optimizer and schedule
+(fine-tuning on a grown data set costs an epoch over it instead of a run from scratch).
 """
 
 from __future__ import annotations
@@ -264,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--init", type=Path, help="start from this checkpoint's weights and draft vocabulary")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=("bf16", "f32"), default=default_precision(),
                         help="autocast precision of the matrix products (default: bf16 where the CPU has it natively)")
@@ -277,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     train = Shards(args.data, held_out=False, max_reply_tokens=args.train_tokens)
     held_out = Shards(args.data, held_out=True)
     table = target_table(Path(manifest["model"]))
-    vocab = choose_vocab(train.token_counts(table.shape[0]), args.vocab)
+    initial = torch.load(args.init, map_location="cpu", weights_only=False) if args.init else None
+    vocab = np.asarray(initial["vocab"]) if initial else choose_vocab(train.token_counts(table.shape[0]), args.vocab)
     to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
     to_draft[vocab] = np.arange(len(vocab))
     config = HeadConfig(hidden=table.shape[1], vocab=len(vocab))
@@ -286,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     if scale is not None and scale.shape == (config.hidden,):
         with torch.no_grad():
             head.final_norm.weight.copy_(torch.from_numpy(scale))
+    started_from = None
+    if initial:
+        head.load_state_dict(initial["head"])
+        started_from = {"checkpoint": str(args.init), "train_command_args": initial["args"],
+                        "last_epoch": initial["history"][-1], "started_from": initial.get("started_from")}
+        del initial
     head = head.to(args.device)
     full_table = torch.from_numpy(table).to(args.device)
     vocab_t = torch.from_numpy(vocab).to(args.device)
@@ -347,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             "epoch": epoch, "history": history, "config": config.as_dict(), "vocab": vocab,
             "args": {k: str(v) for k, v in vars(args).items()}, "coverage": coverage,
             "data_manifest": {k: manifest[k] for k in ("command", "seed", "model_sha256", "versions")},
-            "train_shards": train.shards,
+            "train_shards": train.shards, "started_from": started_from,
         }
         torch.save(state, checkpoint.with_suffix(".tmp"))
         os.replace(checkpoint.with_suffix(".tmp"), checkpoint)

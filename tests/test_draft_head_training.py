@@ -1,0 +1,68 @@
+"""The head's training script on a tiny target's data, in ``generate.py``'s folder format: ``--init`` fine-tunes
+from another run's weights and draft vocabulary, and the export records where a head started from."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from tiny_heads import tiny_training_sequences
+
+from inference.model import load_model
+from inference.precision import PrecisionSettings
+from inference.settings import SamplingSettings
+from tools.draft_head import export, train
+from tools.draft_head.generate import shard_path
+
+
+@pytest.fixture(scope="module")
+def data_folder(tiny_ir, tmp_path_factory):
+    """Shard 0 (held out) and shard 1 (training) of the tiny target's sampled replies, with a manifest."""
+    target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
+    sequences = tiny_training_sequences(target, tiny_ir["same"], target.encode("the cat sat on the mat and the"),
+                                        SamplingSettings(temperature=1.0), replies=24)
+    folder = tmp_path_factory.mktemp("draft-data")
+    for index, part in ((0, sequences[:8]), (1, sequences[8:])):
+        lengths = [len(tokens) for tokens, *_ in part]
+        np.savez(shard_path(folder, index), tokens=np.concatenate([p[0] for p in part]),
+                 offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                 prompt_lengths=np.asarray([p[1] for p in part], dtype=np.int32),
+                 greedy=np.asarray([i % 2 == 0 for i in range(len(part))]),
+                 hidden=np.concatenate([p[2] for p in part]), lse=np.concatenate([p[3] for p in part]),
+                 argmax=np.concatenate([p[4] for p in part]))
+    (folder / "manifest.json").write_text(json.dumps({
+        "command": "tests", "seed": 0, "model": str(tiny_ir["same"]), "model_sha256": "tiny", "versions": {},
+        "shards": [{"index": 0}, {"index": 1}]}))
+    return folder
+
+
+def _train(data, out, *extra: str) -> dict:
+    assert train.main(["--data", str(data), "--out", str(out), "--epochs", "1", "--vocab", "24", "--batch-tokens",
+                       "256", "--device", "cpu", "--precision", "f32", *extra]) == 0
+    return torch.load(out / "head.pt", map_location="cpu", weights_only=False)
+
+
+def test_init_starts_from_another_runs_weights_and_vocabulary(data_folder, tmp_path):
+    first = _train(data_folder, tmp_path / "first")
+    # learning rate 0: a run's weights stay where it started
+    fine_tuned = _train(data_folder, tmp_path / "fine-tuned", "--lr", "0", "--init", str(tmp_path / "first" / "head.pt"))
+    fresh = _train(data_folder, tmp_path / "fresh", "--lr", "0", "--seed", "0")
+    assert np.array_equal(fine_tuned["vocab"], first["vocab"])
+    for name, weight in first["head"].items():
+        assert torch.equal(fine_tuned["head"][name], weight), name
+    trained = [name for name, weight in first["head"].items() if not torch.equal(fresh["head"][name], weight)]
+    assert trained, "the first run changed no weight: the comparison above would prove nothing"
+    assert fine_tuned["started_from"]["checkpoint"] == str(tmp_path / "first" / "head.pt")
+    assert fine_tuned["started_from"]["last_epoch"]["train_reply_tokens"] == first["history"][-1]["train_reply_tokens"]
+    assert first["started_from"] is None
+
+
+def test_the_exported_manifest_says_where_training_started(data_folder, tmp_path):
+    _train(data_folder, tmp_path / "first")
+    _train(data_folder, tmp_path / "fine-tuned", "--init", str(tmp_path / "first" / "head.pt"))
+    assert export.main(["--checkpoint", str(tmp_path / "fine-tuned" / "head.pt"), "--out", str(tmp_path / "head")]) == 0
+    training = json.loads((tmp_path / "head" / "draft_head.json").read_text())["training"]
+    assert "--init " + str(tmp_path / "first" / "head.pt") in training["train_command"]
+    assert training["started_from"]["checkpoint"] == str(tmp_path / "first" / "head.pt")
