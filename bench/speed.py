@@ -38,6 +38,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
+import physical_limits  # noqa: E402
 from provenance import cpu_flags, precisions  # noqa: E402
 
 CACHE = BENCH / ".cache"
@@ -68,6 +69,9 @@ QUICK_PLAN = {
     "draft": ["in32_out32"],
 }
 QUICK_LONG_TOKENS, FULL_LONG_TOKENS = 1_000, 20_000
+#: KV-cache precision of each engine as configured here (the limit line's KV bytes): SpecChat's exact f32, OpenVINO's
+#: CPU default u8 for openvino-genai and optimum-intel, llama.cpp's default f16.
+KV_PRECISION = {"specchat": "f32", "genai": "u8", "llamacpp": "f16", "optimum": "u8"}
 LABELS = {"specchat": "SpecChat", "genai": "openvino-genai", "llamacpp": "llama.cpp (llama-cpp-python)",
           "optimum": "optimum-intel"}
 
@@ -524,6 +528,7 @@ def run_speed(quick: bool, reps: int, out_dir: Path, engines: list[str] | None =
                    "draft_model": "SmolLM2-135M-Instruct Q8_0 re-encoding (same tokenizer)",
                    "target_model": "SmolLM2-135M-Instruct Q4_1 (GGUF) / its OpenVINO IR"},
         "machine": _machine(), "reps": [],
+        "limits": physical_limits.measure(Path(paths["target"])).as_dict(),
     }
     started = time.perf_counter()
     if quick:
@@ -809,6 +814,22 @@ def _f(value, fmt="{:.1f}"):
     return "—" if value is None else fmt.format(value)
 
 
+def _limits(results: dict) -> physical_limits.Limits | None:
+    """The machine's limits recorded with ``results`` (None for runs made before they were)."""
+    recorded = results.get("limits")
+    if not recorded:
+        return None
+    return physical_limits.Limits(recorded["bandwidth_gbs"], recorded["gemm_gflops"],
+                                  physical_limits.ModelShape(**recorded["shape"]))
+
+
+def _limit_of(limits: physical_limits.Limits | None, engine: str, workload: dict | None) -> float | None:
+    """Decode tokens/s limit of ``engine`` on ``workload``, at its mean context (prompt + half the reply)."""
+    if limits is None or workload is None:
+        return None
+    return limits.limit(workload["input"] + workload["output"] // 2, KV_PRECISION[engine])
+
+
 def speed_markdown(results: dict) -> str:
     """The speed section of REPORT.md: machine, tables, headline ratios, speedups, long run, errors."""
     s = results.get("summary") or summarize(results)
@@ -864,18 +885,33 @@ def speed_markdown(results: dict) -> str:
                 same = s["tokens_identical_to_own_ar"].get(engine, {}).get(mode, {}).get(name)
                 row.append("—" if not c else f"{c['speedup']:.2f}x (same {same})")
             lines.append(f"| {LABELS[engine]} | {mode} | " + " | ".join(row) + " |")
-    lines += ["", "### Per engine x mode x workload (medians)", "",
-              "| engine | mode | workload | TTFT ms | TPOT ms | tokens/s | new tokens | acceptance | peak RSS MB | runs ok/failed |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    limits = _limits(results)
+    lines += ["", "### Per engine x mode x workload (medians)", ""]
+    if limits:
+        shape = limits.shape
+        lines += [
+            f"Limit = the decode rate this machine allows (`bench/physical_limits.py`): a copy bandwidth of "
+            f"{limits.bandwidth_gbs:.1f} GB/s over the bytes a step reads ({shape.weight_bytes / 1e6:.1f} MB of "
+            f"weights as stored, plus the KV cache at the workload's mean context in the engine's KV precision: "
+            + ", ".join(f"{LABELS[e]} {kv}" for e, kv in KV_PRECISION.items()) + f"), or the f32 GEMM rate of "
+            f"{limits.gemm_gflops:.0f} GFLOP/s over a step's arithmetic where that is lower. '% of limit' = "
+            "tokens/s / limit (for speculative modes, accepted tokens per second against the one-token limit).", ""]
+    lines += ["| engine | mode | workload | TTFT ms | TPOT ms | tokens/s | limit tok/s | % of limit | new tokens | "
+              "acceptance | peak RSS MB | runs ok/failed |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    workloads = {w["name"]: w for w in cfg["workloads"]}
     for engine, modes in s["table"].items():
         for mode, cells in modes.items():
             for name in names:
                 c = cells.get(name)
                 if not c:
                     continue
+                limit = _limit_of(limits, engine, workloads.get(name))
+                share = c["decode_tokens_per_s"] / limit * 100 if limit and c.get("decode_tokens_per_s") else None
                 lines.append(
                     f"| {LABELS[engine]} | {mode} | {name} | {_f(c['ttft_ms'])} | {_f(c['tpot_ms'], '{:.2f}')} | "
-                    f"{_f(c['decode_tokens_per_s'])} | {_f(c['new_tokens'], '{:.0f}')} | "
+                    f"{_f(c['decode_tokens_per_s'])} | {_f(limit, '{:.0f}')} | {_f(share, '{:.0f}%')} | "
+                    f"{_f(c['new_tokens'], '{:.0f}')} | "
                     f"{_f(c['acceptance_rate'], '{:.2f}')} | {_f(c['peak_rss_mb'], '{:.0f}')} | "
                     f"{c['ok_runs']}/{c['failed_runs']} |")
     lines += ["", "Worker peak RSS (ru_maxrss of the whole worker process, loading included), MB:", "",

@@ -87,3 +87,23 @@ def test_quick_report_states_its_plan():
     assert "quick run (`bench/run.py` without `--full`) of SpecChat, openvino-genai: ar on w; lookup on w, " in markdown
     assert "| openvino-genai | ar | 1.00x tok/s, 2.00x TTFT |" in markdown
     assert "| SpecChat | lookup | 2.00x (same 2) |" in markdown
+
+
+def test_each_tokens_per_s_is_shown_against_the_machines_limit():
+    results = _results()
+    # 10 GB/s over 90 MB of weights + the KV cache at the mean context 32 + 4 / 2 = 34 tokens
+    shape = {"weight_bytes": 90_000_000, "matmul_weights": 1, "layers": 30, "kv_heads": 3, "heads": 9, "head_dim": 64}
+    results["limits"] = {"bandwidth_gbs": 10.0, "gemm_gflops": 1e9, "shape": shape}
+    kv_f32 = 2 * 30 * 3 * 64 * 34 * 4.0
+    limit = 10e9 / (90e6 + kv_f32)
+    markdown = speed_markdown(results)
+    assert f"| SpecChat | ar | w | 100.0 | 30.30 | 33.0 | {limit:.0f} | {33.0 / limit * 100:.0f}% |" in markdown
+    kv_u8 = 2 * 30 * 3 * 64 * 34 * (1 + 8 / 64)
+    assert f"| {10e9 / (90e6 + kv_u8):.0f} |" in markdown.split("| openvino-genai | ar | w |")[1].splitlines()[0]
+    results["limits"]["gemm_gflops"] = 1e-3  # arithmetic slower than memory: the compute limit binds
+    flops = 2 * 1 + 4 * 30 * 9 * 64 * 34
+    assert f"| 33.0 | {1e6 / flops:.0f} |" in speed_markdown(results)
+
+
+def test_a_report_without_limits_still_renders():
+    assert "| SpecChat | ar | w | 100.0 | 30.30 | 33.0 | — | — |" in speed_markdown(_results())
