@@ -4,6 +4,10 @@ Run alone: ``bench/.venv/bin/python bench/quality.py [--full] [--out bench/resul
 
 * Perplexity of the default model at 4, 8 and 16 bits on ``bench/data/kjv_genesis.txt`` (King James Version,
   Genesis: public domain), scored with ``Engine.score`` under the attention-sink policy.
+* Perplexity in the windows of llama.cpp's own ``llama-perplexity`` tool: the text cut into windows of 1,024 tokens,
+  each scored from an empty cache, only each window's second half counted (every scored token sees 512 to 1,023
+  tokens before it). llama.cpp (llama-cpp-python, ``logits_all=True``) on the Q4_1 GGUF is the reference row, beside
+  the 4-, 8- and 16-bit IRs on the same token ids.
 * StreamingLLM (Xiao et al., arXiv 2309.17453, section 4.1, Figure 3): perplexity with n_ctx 256 and 512 for
   (a) attention sinks (n_keep=4) with shift-RoPE rolls, (b) the same rolling window without sinks (n_keep=0),
   (c) a sliding window with re-computation (each block of n_ctx/2 tokens is scored after re-prefilling the
@@ -70,6 +74,74 @@ def perplexity_by_bits(tokens: list[int], n_ctx: int, engine_4bit: Engine) -> di
         scores = engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=4))
         out[str(bits)] = {"perplexity": float(np.exp(-scores.mean())), "seconds": time.perf_counter() - start}
     return out
+
+
+WINDOW = 1024
+
+
+def windows(tokens: list[int], window: int = WINDOW) -> list[list[int]]:
+    """The text's whole windows of ``window`` tokens (a shorter tail is dropped, as ``llama-perplexity`` does)."""
+    return [tokens[start : start + window] for start in range(0, len(tokens) - window + 1, window)]
+
+
+def second_half_perplexity(log_probs: list[np.ndarray]) -> float:
+    """exp of the mean negative log-likelihood of each window's second half; ``log_probs[i]`` float64
+    ``[window - 1]`` holds ``log p(token[j + 1] | tokens[..j])`` of window i."""
+    counted = np.concatenate([scores[len(scores) // 2 :] for scores in log_probs])
+    return float(np.exp(-counted.mean()))
+
+
+def llama_cpp_log_probs(gguf: Path, window: list[int]) -> np.ndarray:
+    """``log p(token[j + 1] | tokens[..j])`` of one window by llama.cpp (llama-cpp-python with every position's
+    logits kept), float64 ``[len(window) - 1]``; the model is loaded once per process."""
+    llm = _llama(str(gguf), len(window))
+    llm.reset()
+    llm.eval(window)
+    logits = np.asarray(llm.scores[: len(window) - 1], dtype=np.float64)
+    peak = logits.max(axis=-1, keepdims=True)
+    log_norm = peak[:, 0] + np.log(np.exp(logits - peak).sum(axis=-1))
+    return logits[np.arange(len(window) - 1), window[1:]] - log_norm
+
+
+_LLAMAS: dict = {}
+
+
+def _llama(path: str, n_ctx: int):
+    import os
+
+    from llama_cpp import Llama
+
+    if path not in _LLAMAS:
+        threads = os.cpu_count() or 2
+        _LLAMAS[path] = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_threads=threads, n_threads_batch=threads,
+                              logits_all=True, verbose=False)
+    return _LLAMAS[path]
+
+
+def perplexity_in_windows(tokens: list[int], engine_4bit: Engine) -> dict:
+    """Second-half perplexity over ``windows(tokens)`` for llama.cpp on the Q4_1 GGUF and the 4, 8 and 16-bit IRs
+    (see the module docstring); a row whose engine fails holds its ``error``."""
+    from speed import CACHE
+
+    from inference.models.default_model import verified_gguf
+
+    chunks = windows(tokens)
+    rows: dict = {}
+    try:
+        gguf = verified_gguf(CACHE / "gguf", lambda message: print(message, file=sys.stderr))
+        started = time.perf_counter()
+        rows["llama.cpp, Q4_1 GGUF"] = {
+            "perplexity": second_half_perplexity([llama_cpp_log_probs(gguf, chunk) for chunk in chunks]),
+            "seconds": time.perf_counter() - started}
+    except Exception as error:  # noqa: BLE001 - the reference row is optional (bench/.venv has llama-cpp-python)
+        rows["llama.cpp, Q4_1 GGUF"] = {"error": f"{type(error).__name__}: {error}"}
+    for bits in (4, 8, 16):
+        engine = engine_4bit if bits == 4 else Engine.load(ensure_default_model(bits), "CPU")
+        started = time.perf_counter()
+        scores = [engine.score(chunk, ContextSettings(n_ctx=2 * WINDOW, n_keep=4)) for chunk in chunks]
+        rows[f"SpecChat, {bits}-bit IR"] = {"perplexity": second_half_perplexity(scores),
+                                             "seconds": time.perf_counter() - started}
+    return {"windows": len(chunks), "window": WINDOW, "rows": rows}
 
 
 def sliding_window_recompute(engine: Engine, tokens: list[int], n_ctx: int) -> np.ndarray:
@@ -161,7 +233,7 @@ def greedy_identity_by_precision(prompts: int, new_tokens: int, k: int) -> dict:
     return rows
 
 
-PARTS = ("perplexity", "streaming", "greedy")
+PARTS = ("perplexity", "windows", "streaming", "greedy")
 # quick (the default): about a third of the full run's time; full: the report's sizes (issue 6 asks for 20,000+
 # tokens of text and 50+ greedy prompts). Both check greedy identity at every precision combination the CPU offers.
 QUICK = {"tokens": 1_500, "prompts": 20, "new_tokens": 32}
@@ -191,6 +263,8 @@ def run_quality(full: bool, out_dir: Path, parts: tuple[str, ...] = PARTS) -> di
         started = time.perf_counter()
         if part == "perplexity":
             results["perplexity_by_bits"] = perplexity_by_bits(tokens, 1024, engine)
+        elif part == "windows":
+            results["perplexity_in_windows"] = perplexity_in_windows(tokens, engine)
         elif part == "streaming":
             results["streaming_llm"] = streaming_llm(engine, tokens, (256, 512))
         else:
@@ -245,6 +319,23 @@ def quality_markdown(results: dict) -> str:
         "the gap between the 4-bit and the 16-bit rows is that rounding.",
         "",
     ]
+    in_windows = results.get("perplexity_in_windows")
+    if in_windows:
+        lines += [
+            f"### Perplexity in llama.cpp's windows ({in_windows['windows']} windows of {in_windows['window']:,} "
+            "tokens, second halves scored)", "",
+            "Each window is scored from an empty cache and only its second half counts, as llama.cpp's "
+            "`llama-perplexity` does; the same token ids go to every engine. llama.cpp on the Q4_1 GGUF is the "
+            "reference the IRs are read against.", "",
+            "| engine, weights | perplexity | vs llama.cpp |", "| --- | --- | --- |"]
+        reference = in_windows["rows"].get("llama.cpp, Q4_1 GGUF", {}).get("perplexity")
+        for name, row in in_windows["rows"].items():
+            if "error" in row:
+                lines.append(f"| {name} | failed: `{row['error'][:200]}` | — |")
+                continue
+            ratio = f"{row['perplexity'] / reference - 1:+.2%}" if reference else "—"
+            lines.append(f"| {name} | {row['perplexity']:.3f} | {ratio} |")
+        lines.append("")
     lines += ["### StreamingLLM experiment", "", "| n_ctx | " + " | ".join(next(iter(results["streaming_llm"].values()))) + " |"]
     lines.append("| --- |" + " --- |" * len(next(iter(results["streaming_llm"].values()))))
     for n_ctx, policies in results["streaming_llm"].items():
