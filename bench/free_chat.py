@@ -15,9 +15,15 @@ Per sampling x mode (medians over repetitions): decode tokens/s over all prompts
 over the sum of decode times), speedup over autoregressive decoding of the same repetition, acceptance rate, mean
 tokens emitted per target pass, and the speedup predicted from the measured acceptance and the cost ratios of the
 passes (``pass_costs``: a target pass over n tokens and a head pass, in units of a one-token target pass, measured
-before the run): predicted = tokens per pass / mean cost of a step; measured / predicted is the speculative
+at the start of every repetition, medians): predicted = tokens per pass / mean cost of a step; measured / predicted is the speculative
 efficiency (below 1: time lost outside the passes). Greedy runs also count replies identical to the
 autoregressive one.
+
+The report ends with what would reach the issue's bars (``BARS``): for each head mode, the acceptance rate that would
+give the bar at this run's pass costs and efficiency (``acceptance_needed``: drafts accepted independently with that
+rate), the held-out acceptance that corresponds (scaled by this run's ratio of benchmark to held-out acceptance of the
+shipped head), and the training data that the head's learning curve (``bench/results/head_learning_curve.json``)
+reaches it with, extrapolating its last segment (acceptance linear in log2 of the training tokens).
 
 Writes ``bench/results/free_chat.json`` and ``bench/results/FREE_CHAT.md``.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import sys
@@ -51,6 +58,11 @@ from inference.precision import PrecisionSettings  # noqa: E402
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 
 PROMPTS = HERE / "data" / "free_chat_prompts.txt"
+LEARNING_CURVE = HERE / "results" / "head_learning_curve.json"
+#: Issue 22's bars: speedup over autoregressive decoding (greedy: 1.3x, goal 1.5x; chat defaults: 1.2x).
+BARS = {"greedy": (1.3, 1.5), "chat defaults": (1.2,)}
+#: The held-out figure of the learning curve that each sampling's benchmark acceptance follows.
+HELD_OUT_FIGURE = {"greedy": "greedy_accept_1", "chat defaults": "sampled_accept_1"}
 DEFAULT_MAX_NEW_TOKENS = 256
 SAMPLINGS = {
     "greedy": {"temperature": 0.0},
@@ -162,6 +174,65 @@ def run_one(engine: Engine, ids: list[int], settings: GenerationSettings) -> Run
     return Run(stats.token_ids, max(stats.new_tokens - 1, 0), decode_s, stats.drafted, stats.accepted, steps)
 
 
+def median_costs(measured: list[dict]) -> dict:
+    """Medians over repetitions of ``pass_costs`` (milliseconds), with the ratios recomputed from them."""
+    ms = {name: statistics.median(m["ms"][name] for m in measured) for name in measured[0]["ms"]}
+    return {"ms": ms, "ratio": {name: value / ms["target_1"] for name, value in ms.items()}, "repetitions": len(measured)}
+
+
+def tokens_per_pass(acceptance: float, k: int) -> float:
+    """Expected tokens per target pass with K drafts each accepted with probability ``acceptance`` until the first
+    rejection, plus the target's own token (Leviathan et al., arXiv 2211.17192, equation 1)."""
+    return sum(acceptance**i for i in range(k + 1))
+
+
+def acceptance_needed(speedup: float, k: int, ratios: dict, efficiency: float) -> float | None:
+    """The per-draft acceptance rate at which a head drafting K tokens per step reaches ``speedup``: tokens per pass
+    over the cost of a step (a target pass over K + 1 tokens and K head passes, ``ratios`` in one-token target
+    passes) times ``efficiency`` (measured / predicted speedup). None when even acceptance 1 falls short."""
+    cost = ratios[f"target_{k + 1}"] + k * ratios["head_1"]
+    wanted = speedup * cost / efficiency
+    if tokens_per_pass(1.0, k) < wanted:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if tokens_per_pass(middle, k) < wanted else (low, middle)
+    return high
+
+
+def training_tokens_for(curve: list[dict], figure: str, acceptance: float) -> float | None:
+    """Training reply tokens at which the learning curve's last segment (acceptance linear in log2 of the tokens)
+    reaches ``acceptance`` of held-out ``figure``; None if the segment does not rise."""
+    first, last = curve[-2], curve[-1]
+    slope = (last[figure] - first[figure]) / math.log2(last["train_reply_tokens"] / first["train_reply_tokens"])
+    if slope <= 0:
+        return None
+    return last["train_reply_tokens"] * 2 ** ((acceptance - last[figure]) / slope)
+
+
+def what_reaches_the_bars(table: dict, ratios: dict, curve: list[dict], shipped: dict) -> list[dict]:
+    """For each sampling x head mode x bar: the acceptance that reaches it (see ``acceptance_needed``), the held-out
+    acceptance that maps to (this run's ratio of benchmark to the shipped head's held-out acceptance) and the
+    training tokens the learning curve reaches that with."""
+    rows = []
+    for key, row in table.items():
+        sampling, mode = key.split(" | ")
+        decoding, k, adaptive = MODES[mode]
+        if decoding is not Decoding.DRAFT_MODEL or adaptive or not row.get("acceptance") or not row.get("efficiency"):
+            continue
+        figure = HELD_OUT_FIGURE[sampling]
+        scale = row["acceptance"] / shipped[figure]
+        for bar in BARS[sampling]:
+            needed = acceptance_needed(bar, k, ratios, row["efficiency"])
+            held_out = needed / scale if needed is not None else None
+            tokens = training_tokens_for(curve, figure, held_out) if held_out is not None and held_out < 1 else None
+            rows.append({"sampling": sampling, "mode": mode, "bar": bar, "speedup": row["speedup"],
+                         "acceptance": row["acceptance"], "efficiency": row["efficiency"], "needed": needed,
+                         "held_out_needed": held_out, "held_out_now": shipped[figure], "training_tokens": tokens})
+    return rows
+
+
 def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None:
     """Tokens per target pass over the mean cost of a step (a target pass over 1 + drafted tokens, plus one head
     pass per draft when the head drafts), in one-token target passes."""
@@ -244,6 +315,21 @@ def markdown(results: dict) -> str:
             f"{fmt(row['acceptance'], '{:.2f}')} | {fmt(row['tokens_per_pass'], '{:.2f}')} | "
             f"{fmt(row.get('predicted'), '{:.2f}x')} | {fmt(row.get('efficiency'), '{:.2f}')} | {row.get('identical', '—')} |"
         )
+    if results.get("bars"):
+        lines += [
+            "", "## What would reach the bars", "",
+            "Acceptance needed: the per-draft acceptance at which the mode reaches the bar at this run's pass costs and "
+            "efficiency (drafts accepted independently). Held out: the same scaled by this run's ratio of benchmark to "
+            "held-out acceptance of the shipped head. Training tokens: where the head's learning curve "
+            "(`bench/results/head_learning_curve.json`, its last segment extended, linear in log2 of the tokens) "
+            "reaches that held-out acceptance; more data is one way, a cheaper verification pass or head another.", "",
+            "| sampling | mode | bar | measured | acceptance now / needed | held out now / needed | training reply tokens |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+        for row in results["bars"]:
+            lines.append(
+                f"| {row['sampling']} | {row['mode']} | {row['bar']:.1f}x | {row['speedup']:.2f}x | "
+                f"{row['acceptance']:.2f} / {fmt(row['needed'], '{:.2f}')} | {row['held_out_now']:.2f} / "
+                f"{fmt(row['held_out_needed'], '{:.2f}')} | {fmt(row['training_tokens'], '{:,.0f}')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -264,11 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     plain = load_model(target_dir, "CPU", PrecisionSettings(), hidden_states=False)
     prompts = read_prompts()[: args.prompts]
     ids = [ChatSession(engine, messages=[{"role": "user", "content": p}]).prompt_ids() for _, p in prompts]
-    costs = pass_costs(engine, plain, ids[0])
-    del plain
     modes = args.modes
     runs: dict = {}
+    measured_costs = []
     for rep in range(args.reps):
+        measured_costs.append(pass_costs(engine, plain, ids[rep % len(ids)]))
+        costs = median_costs(measured_costs)
         for sampling in SAMPLINGS:
             for mode in modes:
                 runs[(sampling, mode, rep)] = []
@@ -286,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_new_tokens": args.max_tokens, "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
             "pass_costs": costs, "table": summarize(runs, costs["ratio"], modes, rep + 1),
         }
+        curve = json.loads(LEARNING_CURVE.read_text())["points"]
+        results["bars"] = what_reaches_the_bars(results["table"], costs["ratio"], curve, results["head"]["held_out"])
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "free_chat.json").write_text(json.dumps(results, indent=1) + "\n")
         (args.out / "FREE_CHAT.md").write_text(markdown(results))

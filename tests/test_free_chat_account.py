@@ -1,0 +1,61 @@
+"""bench/free_chat.py's account of what would reach issue 22's bars: the acceptance a head needs at measured pass
+costs, and the training data its learning curve reaches that with (pure arithmetic, known values)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from free_chat import acceptance_needed, markdown, tokens_per_pass, training_tokens_for, what_reaches_the_bars  # noqa: E402
+
+
+def test_tokens_per_pass_follows_the_geometric_series():
+    assert tokens_per_pass(0.5, 1) == pytest.approx(1.5)
+    assert tokens_per_pass(0.5, 2) == pytest.approx(1.75)
+    assert tokens_per_pass(0.0, 3) == pytest.approx(1.0)
+
+
+def test_acceptance_needed_solves_for_the_bar():
+    free = {"target_2": 1.0, "head_1": 0.0}
+    assert acceptance_needed(1.3, 1, free, 1.0) == pytest.approx(0.3)
+    costly = {"target_2": 1.1, "head_1": 0.1}
+    assert acceptance_needed(1.3, 1, costly, 1.0) == pytest.approx(1.3 * 1.2 - 1)
+    assert acceptance_needed(1.3, 1, costly, 0.9) == pytest.approx(1.3 * 1.2 / 0.9 - 1)
+    three = {"target_3": 1.2, "head_1": 0.1}
+    a = acceptance_needed(1.5, 2, three, 1.0)
+    assert 1 + a + a * a == pytest.approx(1.5 * 1.4)
+    assert acceptance_needed(2.5, 1, costly, 1.0) is None  # two tokens per pass at best
+
+
+def test_training_tokens_extend_the_curves_last_segment():
+    curve = [{"train_reply_tokens": 10, "greedy_accept_1": 0.1}, {"train_reply_tokens": 1000, "greedy_accept_1": 0.4},
+             {"train_reply_tokens": 4000, "greedy_accept_1": 0.6}]  # +0.1 per doubling
+    assert training_tokens_for(curve, "greedy_accept_1", 0.7) == pytest.approx(8000)
+    assert training_tokens_for(curve, "greedy_accept_1", 0.6) == pytest.approx(4000)
+    flat = curve[:2] + [{"train_reply_tokens": 4000, "greedy_accept_1": 0.4}]
+    assert training_tokens_for(flat, "greedy_accept_1", 0.5) is None
+
+
+def test_the_account_maps_benchmark_acceptance_to_held_out_and_is_reported():
+    table = {
+        "greedy | autoregressive": {"tokens_per_s": 50.0, "speedup": 1.0, "acceptance": None, "tokens_per_pass": 1.0},
+        "greedy | head K=1": {"tokens_per_s": 60.0, "speedup": 1.2, "acceptance": 0.5, "efficiency": 1.0, "tokens_per_pass": 1.5},
+    }
+    ratios = {"target_2": 1.1, "head_1": 0.1}
+    curve = [{"train_reply_tokens": 1000, "greedy_accept_1": 0.4}, {"train_reply_tokens": 4000, "greedy_accept_1": 0.6}]
+    rows = what_reaches_the_bars(table, ratios, curve, {"greedy_accept_1": 0.625, "sampled_accept_1": 0.5})
+    assert [(r["mode"], r["bar"]) for r in rows] == [("head K=1", 1.3), ("head K=1", 1.5)]
+    first = rows[0]
+    assert first["needed"] == pytest.approx(0.56)
+    assert first["held_out_needed"] == pytest.approx(0.56 / 0.8)  # the benchmark sees 0.8 of held-out acceptance
+    assert first["training_tokens"] == pytest.approx(4000 * 2 ** ((0.7 - 0.6) / 0.1))
+    assert rows[1]["needed"] == pytest.approx(0.8)  # 1.5 x 1.2 = 1.8 tokens per pass
+    assert rows[1]["training_tokens"] is None  # held out 0.8 / 0.8: no head agrees always
+    report = markdown({"machine": "m", "command": "c", "commit": "x", "finished": "f", "minutes": 1, "prompts": 1,
+                       "reps": 1, "max_new_tokens": 8, "pass_costs": {"ms": {"target_1": 10.0, "target_1_plain": 9.0},
+                                                                      "ratio": ratios},
+                       "table": table, "bars": rows})
+    assert "| greedy | head K=1 | 1.3x | 1.20x | 0.50 / 0.56 | 0.62 / 0.70 | 8,000 |" in report
+    assert "| greedy | head K=1 | 1.5x | 1.20x | 0.50 / 0.80 | 0.62 / 1.00 | — |" in report
