@@ -244,7 +244,7 @@ def run_quality(full: bool, out_dir: Path, parts: tuple[str, ...] = PARTS) -> di
     """Run the quality measurements named in ``parts``; write ``quality.json`` and plots into ``out_dir``.
 
     With fewer than all parts, the other parts' results are kept from an existing ``quality.json`` made on the
-    same text length (``ValueError`` otherwise).
+    same text length (``ValueError`` if it was made on another); without one, only those parts are reported.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     engine = Engine.load(ensure_default_model(4), "CPU")
@@ -253,10 +253,11 @@ def run_quality(full: bool, out_dir: Path, parts: tuple[str, ...] = PARTS) -> di
     tokens = all_tokens[: size["tokens"]]
     text = {"file": str(TEXT.relative_to(TEXT.parent.parent.parent)), "tokens": len(tokens)}
     results: dict = {"text": text}
-    if set(parts) != set(PARTS):
-        previous = json.loads((out_dir / "quality.json").read_text()) if (out_dir / "quality.json").exists() else {}
+    if set(parts) != set(PARTS) and (out_dir / "quality.json").exists():
+        previous = json.loads((out_dir / "quality.json").read_text())
         if previous.get("text") != text:
-            raise ValueError(f"re-running only {', '.join(parts)} needs a quality.json made on the same text ({text})")
+            raise ValueError(f"re-running only {', '.join(parts)} over {out_dir / 'quality.json'} needs it made on the "
+                             f"same text ({text}); choose another --out")
         results = previous
     seconds = results.setdefault("seconds", {})
     for part in parts:
@@ -272,7 +273,8 @@ def run_quality(full: bool, out_dir: Path, parts: tuple[str, ...] = PARTS) -> di
             results["greedy_identity"] = greedy_identity_by_precision(size["prompts"], size["new_tokens"], 4)
         seconds[part] = time.perf_counter() - started
     (out_dir / "quality.json").write_text(json.dumps(results, indent=2))
-    _plot_streaming(results["streaming_llm"], out_dir / "streaming_llm.png")
+    if "streaming_llm" in results:
+        _plot_streaming(results["streaming_llm"], out_dir / "streaming_llm.png")
     return results
 
 
@@ -304,21 +306,20 @@ def quality_markdown(results: dict) -> str:
         "",
         f"Text: `{results['text']['file']}` (King James Version, Genesis; public domain), first {results['text']['tokens']:,} tokens.",
         "",
-        "### Perplexity by bit-width (attention sinks, n_ctx 1024, n_keep 4)",
-        "",
-        "| bits | perplexity |",
-        "| --- | --- |",
     ]
-    for bits, row in results["perplexity_by_bits"].items():
-        lines.append(f"| {bits} | {row['perplexity']:.3f} |")
-    lines += [
-        "",
-        "The 8- and 16-bit models are re-encodings of the Q4_1 GGUF's weights (F16 holds them exactly), so they cannot "
-        "restore what Q4_1 lost. The 4-bit IR is openvino-genai's own reading of the Q4_1 GGUF, which keeps the 4-bit "
-        "codes and scales but stores each block's offset as a 4-bit integer zero point, rounded from Q4_1's float offset: "
-        "the gap between the 4-bit and the 16-bit rows is that rounding.",
-        "",
-    ]
+    if "perplexity_by_bits" in results:
+        lines += ["### Perplexity by bit-width (attention sinks, n_ctx 1024, n_keep 4)", "", "| bits | perplexity |",
+                  "| --- | --- |"]
+        for bits, row in results["perplexity_by_bits"].items():
+            lines.append(f"| {bits} | {row['perplexity']:.3f} |")
+        lines += [
+            "",
+            "The 8- and 16-bit models are re-encodings of the Q4_1 GGUF's weights (F16 holds them exactly), so they "
+            "cannot restore what Q4_1 lost. The 4-bit IR is openvino-genai's own reading of the Q4_1 GGUF, which keeps "
+            "the 4-bit codes and scales but stores each block's offset as a 4-bit integer zero point, rounded from "
+            "Q4_1's float offset: the gap between the 4-bit and the 16-bit rows is that rounding.",
+            "",
+        ]
     in_windows = results.get("perplexity_in_windows")
     if in_windows:
         lines += [
@@ -336,18 +337,31 @@ def quality_markdown(results: dict) -> str:
             ratio = f"{row['perplexity'] / reference - 1:+.2%}" if reference else "—"
             lines.append(f"| {name} | {row['perplexity']:.3f} | {ratio} |")
         lines.append("")
-    lines += ["### StreamingLLM experiment", "", "| n_ctx | " + " | ".join(next(iter(results["streaming_llm"].values()))) + " |"]
-    lines.append("| --- |" + " --- |" * len(next(iter(results["streaming_llm"].values()))))
-    for n_ctx, policies in results["streaming_llm"].items():
+    if "streaming_llm" in results:
+        lines += _streaming_lines(results["streaming_llm"])
+    if "greedy_identity" in results:
+        lines += _greedy_lines(results["greedy_identity"])
+    return "\n".join(lines) + "\n"
+
+
+def _streaming_lines(streaming: dict) -> list[str]:
+    policies_of_first = next(iter(streaming.values()))
+    lines = ["### StreamingLLM experiment", "", "| n_ctx | " + " | ".join(policies_of_first) + " |",
+             "| --- |" + " --- |" * len(policies_of_first)]
+    for n_ctx, policies in streaming.items():
         lines.append(f"| {n_ctx} | " + " | ".join(f"{p['perplexity']:.3f}" for p in policies.values()) + " |")
-    for n_ctx, policies in results["streaming_llm"].items():
+    for n_ctx, policies in streaming.items():
         sinks, no_sinks, recomputed = (p["perplexity"] for p in policies.values())
         lines.append(
             f"\nn_ctx {n_ctx}: attention sinks are {sinks / recomputed - 1:+.1%} from the re-computed window; "
             f"without sinks, {no_sinks / recomputed:.2f}x its perplexity."
         )
-    lines += [
-        "", "![StreamingLLM](streaming_llm.png)", "", "### Greedy speculative vs autoregressive, by precision", "",
+    return lines + ["", "![StreamingLLM](streaming_llm.png)", ""]
+
+
+def _greedy_lines(greedy: dict) -> list[str]:
+    lines = [
+        "### Greedy speculative vs autoregressive, by precision", "",
         "A difference is a near-tie when the target's top-2 logit gap at the first differing token is within the "
         "noise bound measured there: 4x the largest logit change between decoding the reply up to there one token "
         "per pass and in verification passes of up to K+1 tokens with rolled-back rejects "
@@ -355,7 +369,7 @@ def quality_markdown(results: dict) -> str:
         "| precision (as OpenVINO reports it) | drafter | prompts | identical | all differences near-ties | first difference: top-2 gap / noise bound |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for label, block in results["greedy_identity"].items():
+    for label, block in greedy.items():
         if "drafters" not in block:  # a report from before the precision rows: not rendered
             continue
         for drafter, row in block["drafters"].items():
@@ -364,7 +378,7 @@ def quality_markdown(results: dict) -> str:
                 f"| {label}: {block['precision']} | {drafter} | {row['prompts']} | {row['identical']} "
                 f"({row['fraction_identical']:.0%}) | {row['all_divergences_at_near_ties']} | {gaps} |"
             )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv=None) -> int:

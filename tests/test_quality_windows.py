@@ -39,3 +39,10 @@ def test_the_table_reads_the_irs_against_llama_cpp_and_shows_a_failed_reference(
     markdown = quality_markdown(results)
     assert "| llama.cpp, Q4_1 GGUF | failed: `ModuleNotFoundError: llama_cpp` | — |" in markdown
     assert "| SpecChat, 4-bit IR | 10.050 | — |" in markdown
+
+
+def test_a_run_of_the_windows_alone_is_reported_alone():
+    markdown = quality_markdown({"text": {"file": "t", "tokens": 2048}, "perplexity_in_windows": {
+        "windows": 2, "window": 1024, "rows": {"SpecChat, 4-bit IR": {"perplexity": 10.0}}}})
+    assert "| SpecChat, 4-bit IR | 10.000 | — |" in markdown
+    assert "StreamingLLM" not in markdown and "by bit-width" not in markdown
