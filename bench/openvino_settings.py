@@ -1,6 +1,6 @@
 """OpenVINO CPU settings for a 135M model at batch 1: each measured side by side against SpecChat's default.
 
-    .venv/bin/python bench/openvino_settings.py             # 3 rounds, about 4 minutes on 2 cores
+    .venv/bin/python bench/openvino_settings.py             # a warm-up and 5 rounds, about 3 minutes on 2 cores
 
 Every setting is the exact default (``PrecisionSettings()``: f32 compute, f32 KV cache, no dynamic quantization)
 with one thing changed, compiled from the same IR the engine loads (hidden states exposed, logits of the last
@@ -8,7 +8,8 @@ positions only) and driven through the engine's ``KVCache``:
 
 * **speed**: decode ms per token after a 32-token and after a 1,024-token prompt (32 steps each, median), the
   1,024-token prefill in one pass, and a verification pass over 2 and 4 tokens as a multiple of a one-token step
-  (what speculative decoding pays); the settings take turns within each round, medians over rounds;
+  (what speculative decoding pays); the settings take turns within each round, each round starting with another,
+  medians over rounds. Two rows with the same properties ("pinning on" is the default's own) show the noise;
 * **exactness**: the largest difference between the logits of four one-token passes and of one four-token pass over
   the same tokens (12 places in a random sequence), and how often their argmax differs. Greedy speculative output
   equals autoregressive output only where these agree (``inference/precision.py``'s design rules); the exact
@@ -148,7 +149,7 @@ def _short(value) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     started = time.time()
@@ -166,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     del loaded
     rounds: dict[str, list[dict]] = {name: [] for name in caches}
     names = list(caches)
+    for name in names:  # a warm-up round, not recorded: the first passes of a compiled model run slower
+        measure_speed(caches[name], short, long, decode)
     for round_index in range(args.rounds):
-        rotation = round_index % len(names)
+        rotation = round_index * len(names) // args.rounds  # each round starts with another setting
         for name in names[rotation:] + names[:rotation]:
             rounds[name].append(measure_speed(caches[name], short, long, decode))
         print(f"round {round_index + 1}/{args.rounds}", file=sys.stderr, flush=True)

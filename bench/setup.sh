@@ -24,9 +24,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 have() { "$PY" -c "$1" >/dev/null 2>&1; }
 
 # 1. The engine's own dependencies (the repo root is put on sys.path by bench/speed.py; no PySide6 needed).
-have "import openvino_genai, openvino_tokenizers, gguf, platformdirs, filelock" || \
+#    tests/test_bench_setup.py checks that this list covers every package inference/ imports.
+have "import openvino, openvino_genai, openvino_tokenizers, numpy, gguf, platformdirs, filelock, llguidance" || \
   "${PIP[@]}" "openvino==2026.4.*" "openvino-genai==2026.4.*" "openvino-tokenizers==2026.4.*" \
-              "numpy>=1.24" "gguf>=0.17" "platformdirs>=4" "filelock>=3.12"
+              "numpy>=1.24" "gguf>=0.17" "platformdirs>=4" "filelock>=3.12" "llguidance>=1.9,<2"
 
 # 2. Measuring and plotting.
 have "import matplotlib, psutil" || "${PIP[@]}" matplotlib psutil
