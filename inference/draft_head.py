@@ -37,9 +37,9 @@ HIDDEN_INPUT = "hidden_states"
 #: The head's output: its predicted next hidden state, for drafting the token after.
 DRAFT_HIDDEN = "draft_hidden"
 #: Draft tokens per step a head drafts unless told otherwise. The free-chat benchmark (``bench/free_chat.py``, 54
-#: prompts x 3) measured the default model's head (before its last fine-tune) at K = 1 faster than at K = 2: 1.20x vs 1.18x greedy, 1.05x vs
-#: 0.95x at the chat defaults (its second draft is accepted less often than it costs: a head pass and a wider
-#: verification).
+#: prompts x 3) measured the default model's head (before its last fine-tune) at K = 1 faster than at K = 2: 1.20x
+#: vs 1.18x greedy, 1.05x vs 0.95x at the chat defaults (its second draft is accepted less often than it costs: a
+#: head pass and a wider verification).
 HEAD_K = 1
 
 
