@@ -21,6 +21,7 @@ Run alone: ``bench/.venv/bin/python bench/quality.py [--full] [--out bench/resul
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -103,32 +104,26 @@ def llama_cpp_log_probs(gguf: Path, window: list[int]) -> np.ndarray:
     return logits[np.arange(len(window) - 1), window[1:]] - log_norm
 
 
-_LLAMAS: dict = {}
-
-
+@functools.cache
 def _llama(path: str, n_ctx: int):
     import os
 
     from llama_cpp import Llama
 
-    if path not in _LLAMAS:
-        threads = os.cpu_count() or 2
-        _LLAMAS[path] = Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_threads=threads, n_threads_batch=threads,
-                              logits_all=True, verbose=False)
-    return _LLAMAS[path]
+    threads = os.cpu_count() or 2
+    return Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_threads=threads, n_threads_batch=threads,
+                 logits_all=True, verbose=False)
 
 
 def perplexity_in_windows(tokens: list[int], engine_4bit: Engine) -> dict:
     """Second-half perplexity over ``windows(tokens)`` for llama.cpp on the Q4_1 GGUF and the 4, 8 and 16-bit IRs
     (see the module docstring); a row whose engine fails holds its ``error``."""
-    from speed import CACHE
-
-    from inference.models.default_model import verified_gguf
+    from speed import gguf_path
 
     chunks = windows(tokens)
     rows: dict = {}
     try:
-        gguf = verified_gguf(CACHE / "gguf", lambda message: print(message, file=sys.stderr))
+        gguf = gguf_path()
         started = time.perf_counter()
         rows["llama.cpp, Q4_1 GGUF"] = {
             "perplexity": second_half_perplexity([llama_cpp_log_probs(gguf, chunk) for chunk in chunks]),

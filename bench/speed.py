@@ -130,17 +130,27 @@ class TokenClock:
         return out
 
 
-def _model_paths() -> dict:
-    from inference.models.default_model import ensure_default_model, verified_gguf
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
 
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    target, draft = ensure_default_model(4, progress=say), ensure_default_model(8, progress=say)
+
+def gguf_path() -> Path:
+    """The default model's Q4_1 GGUF for llama.cpp, extracted into the benchmark's cache once and reused."""
+    from inference.models.default_model import verified_gguf
+
     gguf_dir = CACHE / "gguf"
     gguf = gguf_dir / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.exists():
         gguf_dir.mkdir(parents=True, exist_ok=True)
-        gguf = verified_gguf(gguf_dir, say)
-    return {"target": str(target), "draft": str(draft), "gguf": str(gguf)}
+        gguf = verified_gguf(gguf_dir, _say)
+    return gguf
+
+
+def _model_paths() -> dict:
+    from inference.models.default_model import ensure_default_model
+
+    target, draft = ensure_default_model(4, progress=_say), ensure_default_model(8, progress=_say)
+    return {"target": str(target), "draft": str(draft), "gguf": str(gguf_path())}
 
 
 def build_prompts(target_dir: str) -> list[dict]:
