@@ -2,10 +2,15 @@
 
     .venv/bin/python -m tools.draft_head.generate --out DATA_DIR --shards 64
 
-Each shard is built from scratch by a seeded plan, in four stages, and written atomically as
-``shard-NNNNN.npz`` (+ ``shard-NNNNN.jsonl`` with the texts); a run that is interrupted resumes at the first
-missing shard (``--shards`` can be raised later to add more). ``manifest.json`` records the command, seed, sizes,
-library versions and the model's SHA-256.
+Each shard is built by a seeded plan, in four stages, and written atomically as ``shard-NNNNN.npz``
+(+ ``shard-NNNNN.jsonl`` with the texts); a run that is interrupted resumes at the first missing shard
+(``--shards`` can be raised later to add more). ``manifest.json`` records the command, seed, sizes, library
+versions and the model's SHA-256.
+
+The conversations of stages 1-2 (the hours of the job) are also kept in ``--corpus`` (``corpus.py``; by default
+``tools/draft_head/conversations``, committed): a shard found there is not generated again, only its hidden states
+are recomputed (stage 3, ~20 s), so a new machine rebuilds the data folder in minutes and carries on from there.
+Shards of a data folder made before the corpus are copied into it.
 
 1. **Prompts** (``prompts.py``): about half self-written by the target (Magpie), the rest seeded templates; a
    seventh of the conversations get a custom system prompt, the rest the template's default (as the app sends).
@@ -37,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import corpus
 from .prompts import (
     FOLLOW_UPS,
     MAGPIE_MAX_TOKENS,
@@ -201,8 +207,9 @@ def reply_config(index: int, rng: np.random.Generator, max_new_tokens: int) -> d
     return {"max_new_tokens": max_new_tokens, **CHAT_DEFAULTS, "seed": int(rng.integers(2**31))}
 
 
-def build_shard(target: Target, index: int, args: argparse.Namespace, bench: BenchmarkFilter) -> dict:
-    """Generate and write shard ``index``; returns its manifest entry."""
+def generate_shard(target: Target, index: int, args: argparse.Namespace, bench: BenchmarkFilter) -> tuple:
+    """Generate shard ``index``'s conversations (stages 1 and 2): its token arrays (``corpus.TOKEN_ARRAYS``), one
+    text record per conversation, and its manifest entry."""
     started = time.time()
     rng = np.random.default_rng([args.seed, index])
     conversations = plan_prompts(target, rng, args.shard_size, bench)
@@ -229,41 +236,58 @@ def build_shard(target: Target, index: int, args: argparse.Namespace, bench: Ben
         second = target.generate([f["prompt_ids"] for f in follow_ups], [f["config"] for f in follow_ups])
         for follow, reply in zip(follow_ups, second):
             follow["reply_ids"] = reply
-    generated = time.time()
     everything = conversations + follow_ups
-    tokens, offsets, prompt_lengths, greedy, hidden, lse, argmax = [], [0], [], [], [], [], []
+    lengths = [len(c["prompt_ids"]) + len(c["reply_ids"]) for c in everything]
+    arrays = {
+        "tokens": np.asarray([t for c in everything for t in c["prompt_ids"] + c["reply_ids"]], dtype=np.int32),
+        "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        "prompt_lengths": np.asarray([len(c["prompt_ids"]) for c in everything], dtype=np.int32),
+        "greedy": np.asarray([c["config"]["temperature"] == 0 for c in everything]),
+    }
+    records = []
     for conversation in everything:
-        ids = conversation["prompt_ids"] + conversation["reply_ids"]
-        h, l, a = target.features(ids)
-        tokens.append(np.asarray(ids, dtype=np.int32))
-        offsets.append(offsets[-1] + len(ids))
-        prompt_lengths.append(len(conversation["prompt_ids"]))
-        greedy.append(conversation["config"]["temperature"] == 0)
+        record = {key: conversation[key] for key in ("messages", "source", "kind", "config")}
+        record["reply"] = target.tokenizer.decode(conversation["reply_ids"])
+        records.append(record)
+    total = int(arrays["offsets"][-1])
+    entry = {
+        "index": index, "held_out": is_held_out(index), "conversations": len(everything), "tokens": total,
+        "reply_tokens": total - int(arrays["prompt_lengths"].sum()), "generate_s": round(time.time() - started, 1),
+    }
+    return arrays, records, entry
+
+
+def write_data_shard(target: Target, out: Path, arrays: dict, records: list[dict], entry: dict) -> dict:
+    """Stages 3 and 4: the hidden states of a shard's conversations, written with them (and their texts) to
+    ``out``; returns the manifest entry with the file name and the time taken."""
+    started = time.time()
+    offsets = arrays["offsets"]
+    hidden, lse, argmax = [], [], []
+    for i in range(len(offsets) - 1):
+        h, l, a = target.features([int(t) for t in arrays["tokens"][offsets[i]:offsets[i + 1]]])
         hidden.append(h)
         lse.append(l)
         argmax.append(a)
-    path = shard_path(args.out, index)
+    path = shard_path(out, entry["index"])
     temporary = path.with_suffix(".tmp.npz")
-    np.savez(
-        temporary,
-        tokens=np.concatenate(tokens), offsets=np.asarray(offsets, dtype=np.int64),
-        prompt_lengths=np.asarray(prompt_lengths, dtype=np.int32), greedy=np.asarray(greedy),
-        hidden=np.concatenate(hidden), lse=np.concatenate(lse), argmax=np.concatenate(argmax),
-    )
-    texts = shard_path(args.out, index, ".jsonl")
+    np.savez(temporary, **arrays, hidden=np.concatenate(hidden), lse=np.concatenate(lse),
+             argmax=np.concatenate(argmax))
+    texts = shard_path(out, entry["index"], ".jsonl")
     with open(texts.with_suffix(".tmp"), "w", encoding="utf-8") as file:
-        for conversation in everything:
-            record = {key: conversation[key] for key in ("messages", "source", "kind", "config")}
-            record["reply"] = target.tokenizer.decode(conversation["reply_ids"])
-            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        file.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     os.replace(texts.with_suffix(".tmp"), texts)
     os.replace(temporary, path)  # last: a shard exists only once complete
-    reply_tokens = sum(len(c["reply_ids"]) for c in everything)
-    return {
-        "index": index, "file": path.name, "held_out": is_held_out(index), "conversations": len(everything),
-        "tokens": int(offsets[-1]), "reply_tokens": reply_tokens,
-        "generate_s": round(generated - started, 1), "features_s": round(time.time() - generated, 1),
-    }
+    return {**entry, "file": path.name, "features_s": round(time.time() - started, 1)}
+
+
+def keep_data_shard(out: Path, corpus_dir: Path, entry: dict) -> None:
+    """Copy an existing data shard's conversations into the corpus (a data folder made before the corpus was)."""
+    with np.load(shard_path(out, entry["index"])) as data:
+        arrays = {name: data[name] for name in corpus.TOKEN_ARRAYS}
+    with open(shard_path(out, entry["index"], ".jsonl"), encoding="utf-8") as file:
+        records = [json.loads(line) for line in file]
+    corpus.write_shard(corpus_dir, entry["index"], arrays, records,
+                       {key: value for key, value in entry.items() if key not in ("file", "features_s")})
 
 
 def file_sha256(path: Path) -> str:
@@ -303,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard-size", type=int, default=256, help="first-turn conversations per shard")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--corpus", type=Path, default=corpus.CONVERSATIONS,
+                        help="where each shard's conversations are kept and read back from (default: the committed "
+                             "tools/draft_head/conversations)")
     args = parser.parse_args(argv)
     if args.model is None:
         from inference.models.default_model import DEFAULT_MODEL_NAME
@@ -311,26 +338,39 @@ def main(argv: list[str] | None = None) -> int:
         args.model = models_dir() / f"{DEFAULT_MODEL_NAME}-int4"
     args.out.mkdir(parents=True, exist_ok=True)
     args.model_sha256 = file_sha256(args.model / "openvino_model.bin")
+    plan = {key: getattr(args, key) for key in corpus.PLAN_KEYS}
+    corpus.check_plan(args.corpus, plan)
     previous = args.out / "manifest.json"
     shards: list[dict] = []
     if previous.is_file():
         old = json.loads(previous.read_text())
-        for key in ("seed", "shard_size", "max_new_tokens", "model_sha256"):
-            if old[key] != getattr(args, key):
+        for key in corpus.PLAN_KEYS:
+            if old[key] != plan[key]:
                 raise SystemExit(f"{args.out} was made with {key}={old[key]!r}: resume with the same value")
         shards = [s for s in old["shards"] if shard_path(args.out, s["index"]).is_file()]
+    for entry in shards:
+        if not corpus.has_shard(args.corpus, entry["index"]):
+            keep_data_shard(args.out, args.corpus, entry)
     done = {s["index"] for s in shards}
     target = Target(args.model)
     bench = BenchmarkFilter()
     for index in range(args.shards):
         if index in done:
             continue
-        entry = build_shard(target, index, args, bench)
+        if corpus.has_shard(args.corpus, index):
+            arrays, records, entry = corpus.read_shard(args.corpus, index)
+            source = "from the corpus"
+        else:
+            arrays, records, entry = generate_shard(target, index, args, bench)
+            corpus.write_shard(args.corpus, index, arrays, records, entry)
+            source = "generated"
+        entry = write_data_shard(target, args.out, arrays, records, entry)
         shards.append(entry)
         write_manifest(args, shards, target)
         total = sum(s["reply_tokens"] for s in shards)
-        print(f"shard {index}: {entry['conversations']} conversations, {entry['reply_tokens']} reply tokens "
-              f"({entry['generate_s']} s + {entry['features_s']} s); {total} reply tokens in all", flush=True)
+        print(f"shard {index} ({source}): {entry['conversations']} conversations, {entry['reply_tokens']} reply "
+              f"tokens ({entry.get('generate_s', 0)} s + {entry['features_s']} s); {total} reply tokens in all",
+              flush=True)
     return 0
 
 
