@@ -3,8 +3,9 @@
 1. ``python -m tools.draft_head.generate --out DATA --shards 64``: prompts written by the target itself and seeded
    templates, the target's replies (greedy and at the chat defaults) and its hidden states, in resumable shards
    (``generate.py``). About 55,000 reply tokens per shard, 3.5 minutes per shard on a quiet 2-core machine. The
-   conversations are kept in ``conversations/`` (``corpus.py``; committed, ~100 KB a shard): on a new machine the
-   same command rebuilds the shards found there from their token ids (hidden states only, ~20 s a shard) and
+   conversations are kept in ``conversations/`` (``corpus.py``; committed, 170 KB a shard): on a new machine the
+   same command rebuilds the shards found there from their token ids (hidden states only, about half
+   the time) and
    generates the rest.
 2. ``python -m tools.draft_head.train --data DATA --out RUN [--train-tokens N]``: trains ``head.DraftHead`` on the
    training shards and reports acceptance on the held-out ones after every epoch (``train.py``); several values of

@@ -2,11 +2,11 @@
 
 Design rules:
 
-* **Generation is the expensive part, so its output is what is kept.** A shard's replies take minutes of the target
-  decoding on 2 cores (~700 tokens/s); its hidden states take one teacher-forced pass (~20 s) but weigh 60 MB. A
-  session's disk does not survive the session and the repository does, so ``generate.py`` writes each shard's
-  token ids (``shard-NNNNN.npz``, ~100 KB, compressed) and texts (``shard-NNNNN.jsonl.gz``) to ``CONVERSATIONS``,
-  which is committed, and recomputes the hidden states from them on any machine.
+* **Generation's output is what is kept.** A shard's replies take the target 85 s of batched decoding on 2 cores
+  (~650 tokens/s) and its prompts are sampled; its hidden states take one exact teacher-forced pass (another 85 s)
+  and weigh 60 MB. A session's disk does not survive the session and the repository does, so ``generate.py``
+  writes each shard's token ids (``shard-NNNNN.npz``, compressed) and texts (``shard-NNNNN.jsonl.gz``) to
+  ``CONVERSATIONS``, which is committed, and recomputes the hidden states from them on any machine.
 * **One data set, one plan.** ``manifest.json`` records what fixes the shards' contents (seed, shard size, reply
   length, the target's SHA-256); a data folder built with other values refuses this corpus instead of mixing two
   data sets.

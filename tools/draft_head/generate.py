@@ -9,7 +9,8 @@ versions and the model's SHA-256.
 
 The conversations of stages 1-2 (the hours of the job) are also kept in ``--corpus`` (``corpus.py``; by default
 ``tools/draft_head/conversations``, committed): a shard found there is not generated again, only its hidden states
-are recomputed (stage 3, ~20 s), so a new machine rebuilds the data folder in minutes and carries on from there.
+are recomputed (stage 3, about half a shard's time), so a new machine rebuilds the data folder at twice the speed
+and carries on from there.
 Shards of a data folder made before the corpus are copied into it.
 
 1. **Prompts** (``prompts.py``): about half self-written by the target (Magpie), the rest seeded templates; a
