@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import corpus
+from . import corpus, prompts
 from .prompts import (
     FOLLOW_UPS,
     MAGPIE_MAX_TOKENS,
@@ -254,6 +254,7 @@ def generate_shard(target: Target, index: int, args: argparse.Namespace, bench: 
     entry = {
         "index": index, "held_out": is_held_out(index), "conversations": len(everything), "tokens": total,
         "reply_tokens": total - int(arrays["prompt_lengths"].sum()), "generate_s": round(time.time() - started, 1),
+        "prompts_sha256": file_sha256(Path(prompts.__file__)),  # the prompt sources this shard was planned with
     }
     return arrays, records, entry
 

@@ -7,7 +7,8 @@ No prompt is downloaded. Two sources, mixed per shard (``build_prompt_plan``):
   at temperature ``MAGPIE_TEMPERATURE``; the user turn it writes is a prompt. ``looks_like_a_prompt`` keeps the
   plausible ones (the 135M model also writes noise: mixed languages, markup, unfinished text).
 * **Seeded prompts**: a template of one of several kinds (advice, explanation, story, how-to, opinion, list,
-  comparison, writing, code, arithmetic, rewriting) filled with a topic, both chosen at random.
+  comparison, writing, code, arithmetic, rewriting) filled with a topic, both chosen at random; or, for half of
+  them, an everyday request (``EVERYDAY``: a concrete situation, object or character, as people write in chat).
 
 Prompts that share ``BENCH_OVERLAP_WORDS`` consecutive words with a benchmark prompt
 (``bench/data/free_chat_prompts.txt``) are never used (``BenchmarkFilter``).
@@ -184,8 +185,169 @@ ARITHMETIC = (
 )
 
 
+#: Everyday requests in the words people use in chat: a concrete situation, object or character instead of a
+#: topic name (the free-chat benchmark's kinds, never its texts: ``BenchmarkFilter`` still applies).
+#: Each kind: templates whose ``{slot}`` fields are filled from ``EVERYDAY_SLOTS``.
+EVERYDAY: dict[str, tuple[str, ...]] = {
+    "everyday-advice": (
+        "I {problem}.{about_me} What should I do?",
+        "Lately I {problem}.{about_me} Do you have any suggestions?",
+        "I {problem}.{about_me} What would you recommend?",
+        "Help, I {problem}.{about_me} Where do I even start?",
+    ),
+    "everyday-explanation": (
+        "Why does {event}?{how_much}",
+        "How does {device} work? Keep it simple for {audience}.",
+        "How does {device} work?",
+        "Explain {concept} as if I were {audience}.",
+        "Can you explain in simple words why {event}?",
+    ),
+    "everyday-story": (
+        "Make up a story about {character} who {plot}.",
+        "Write a short tale about {character} in {place}.",
+        "I'd love a funny story about {character} who {plot}.",
+        "Write a story for bedtime about {character} in {place}.",
+    ),
+    "everyday-howto": (
+        "How do I {task}?{how_much}",
+        "What is the easiest way to {task}?{how_much}",
+        "Can you walk me through how to {task}?{how_much}",
+        "Explain step by step how to {task}.{how_much}",
+    ),
+    "everyday-opinion": (
+        "Is it better to {choice}?{stance}",
+        "Do you think {claim}?{stance}",
+        "What makes a good {role}?{stance}",
+        "Is {purchase} worth the money?{stance}",
+    ),
+    "everyday-lists": (
+        "List {count} {things}.",
+        "Give me {count} ideas for {occasion}.",
+        "What are some {things}?",
+        "Name {count} {things}, with one sentence on each.",
+    ),
+}
+
+EVERYDAY_SLOTS: dict[str, tuple[str, ...]] = {
+    "problem": (
+        "can't fall asleep before two in the morning", "keep forgetting to drink water during the day",
+        "have a presentation at work tomorrow and I'm scared", "spend too much money on takeout",
+        "have trouble getting out of bed in the morning", "feel lonely since my best friend moved away",
+        "never finish the books I start", "get headaches after looking at screens all day",
+        "want to eat more vegetables but I don't like most of them", "have a neighbor who plays loud music at night",
+        "keep arguing with my sister about chores", "am starting a new job next week and feel anxious",
+        "can't keep my desk tidy", "want to cook more but only have a tiny kitchen", "get bored at the gym",
+        "forget people's names right after meeting them", "want to spend less time on my phone",
+        "am planning my first trip abroad", "need to give a toast at my brother's wedding",
+        "procrastinate on every assignment until the last night", "feel tired even after eight hours of sleep",
+        "have a coworker who takes credit for my work", "want to ask for a raise but don't know how",
+        "lose my keys almost every day", "have a dog that barks at every visitor",
+        "can't stick to a morning routine", "get stressed when my inbox fills up",
+        "want to get back in touch with an old friend", "have too many clothes and nothing to wear",
+        "am learning to drive and get nervous on the highway",
+    ),
+    "event": (
+        "ice float on water", "the moon change shape during the month", "popcorn pop", "milk go sour",
+        "a balloon stick to the wall after you rub it on your hair", "the ocean taste salty",
+        "thunder come after lightning", "soap remove grease", "a compass point north",
+        "leaves change color in autumn", "metal feel colder than wood at the same temperature",
+        "yeast make dough rise", "my voice sound strange on a recording", "cutting onions make people cry",
+        "the sun look red at sunset", "a spoon look bent in a glass of water", "hair turn gray with age",
+        "a kettle whistle", "the sea have waves", "bubbles come out round", "a car windshield fog up in winter",
+        "yawning seem to be contagious", "my ears pop on an airplane", "cold weather make my phone battery drain",
+    ),
+    "device": (
+        "a microwave oven", "a thermostat", "a smoke detector", "an elevator", "a touch screen", "a zipper",
+        "noise-cancelling headphones", "a dishwasher", "a bicycle's gears", "a vacuum cleaner", "a heat pump",
+        "a credit card payment", "GPS on my phone", "a pressure cooker", "an electric toothbrush", "a barcode scanner",
+    ),
+    "concept": (
+        "compound interest", "how the heart pumps blood", "what DNA is", "how airplanes stay in the air",
+        "what a credit score is", "how tides work", "what an allergy is", "how the stock market works",
+        "what electricity is", "how plants drink water", "what a calorie is", "why we need sleep",
+    ),
+    "about_me": (
+        "", "", "", " I'm a student.", " I work night shifts.", " I have two small kids.",
+        " I live in a small apartment.", " I'm on a tight budget.", " I'm in my sixties.", " I work from home.",
+    ),
+    "how_much": ("", "", "", " I've never done it before.", " I'm in a hurry.", " I only have basic tools.",
+                 " Please keep it short.", " Explain it like I'm a beginner."),
+    "stance": ("", "", " Give me both sides.", " Be honest.", " Answer in a few sentences.", " Explain your reasoning.",
+               " Keep it short."),
+    "audience": ("five years old", "twelve", "a complete beginner", "my grandmother", "a high school student"),
+    "character": (
+        "a shy giraffe", "an old fisherman", "a curious little fox", "a grumpy wizard", "a boy who collects stones",
+        "a retired astronaut", "a tiny snail", "a baker in a busy city", "a lonely scarecrow", "a clumsy knight",
+        "a young inventor", "a cloud that wants to rain", "a cat who lives in a library", "a forgetful owl",
+        "a girl with a red kite", "a mail carrier on a bicycle", "a penguin who hates the cold", "two rival chefs",
+    ),
+    "plot": (
+        "gets lost on the way home", "discovers a hidden door in the attic", "wins a race nobody expected to win",
+        "finds an old map under the floor", "makes friends with an unlikely neighbor", "has to solve a small mystery",
+        "wants to see the sea for the first time", "loses their voice before a big show",
+        "builds something out of junk", "tries to throw a surprise party",
+    ),
+    "place": (
+        "a floating city", "a desert oasis", "a busy train station", "an underwater kingdom",
+        "a village in the mountains", "a space station", "a haunted bakery", "a jungle at night",
+        "a tiny island town", "a toy shop after closing time",
+    ),
+    "task": (
+        "fold a fitted sheet", "make pancakes from scratch", "unclog a kitchen sink", "plant a young tree",
+        "iron a shirt without creases", "light a charcoal grill", "set up a home Wi-Fi network", "repot a cactus",
+        "tie a tie", "make a paper boat", "get a coffee stain out of a carpet", "pick a ripe avocado",
+        "wrap a present neatly", "back up the photos on my phone", "hang a picture straight",
+        "make fresh lemonade", "get ready for a long flight", "learn to juggle three balls",
+        "patch a small hole in a wall", "sharpen a kitchen knife", "descale a kettle", "cook rice on the stove",
+        "write a polite complaint email", "plan a week of meals",
+    ),
+    "choice": (
+        "work from home or in an office", "cook at home or eat out", "travel alone or with friends",
+        "live in the city or in the countryside", "have a cat or a dog", "study in the morning or at night",
+        "buy a new phone or repair the old one", "take the train or drive", "read on paper or on a screen",
+        "save money or spend it on experiences",
+    ),
+    "claim": (
+        "kids should learn to code", "breakfast is the most important meal", "school days should start later",
+        "everyone should learn to swim", "people should take breaks from social media", "zoos are good for animals",
+        "handwriting still matters", "video games can be educational",
+    ),
+    "role": ("friend", "neighbor", "boss", "coach", "doctor", "parent", "roommate", "team captain", "tour guide"),
+    "purchase": (
+        "a gym membership", "a smartwatch", "an expensive mattress", "a cooking class", "a robot vacuum",
+        "a standing desk", "a good pair of running shoes", "a coffee machine",
+    ),
+    "count": ("three", "four", "five", "six", "seven", "ten"),
+    "things": (
+        "foods that are high in protein", "board games for a family night", "ways to reuse glass jars",
+        "animals that live in the Arctic", "fruits that grow on trees", "songs to sing around a campfire",
+        "hobbies you can do at home", "exercises you can do without equipment", "cheap things to do on a weekend",
+        "things to bring to a picnic", "famous inventors and what they made", "musical instruments for kids",
+        "countries in South America", "flowers that bloom in spring", "questions to ask on a first day at work",
+        "ways to cool down a room without air conditioning", "breakfast ideas that take five minutes",
+    ),
+    "occasion": (
+        "a family reunion", "a science fair project", "a lazy Sunday", "a long road trip", "a school fundraiser",
+        "a small balcony garden", "a retirement party", "a first date", "a team-building day", "a snow day",
+    ),
+}
+#: Share of seeded prompts drawn from ``EVERYDAY`` (the rest from ``TEMPLATES``, code and arithmetic).
+EVERYDAY_SHARE = 0.5
+
+
+def everyday_prompt(rng: np.random.Generator) -> tuple[str, str]:
+    """An everyday request ``(kind, text)`` drawn with ``rng`` from ``EVERYDAY`` (kinds equally likely)."""
+    kind = list(EVERYDAY)[int(rng.integers(len(EVERYDAY)))]
+    template = EVERYDAY[kind][int(rng.integers(len(EVERYDAY[kind])))]
+    slots = {name: values[int(rng.integers(len(values)))] for name, values in EVERYDAY_SLOTS.items()}
+    return kind, template.format(**slots)
+
+
 def seeded_prompt(rng: np.random.Generator) -> tuple[str, str]:
-    """A templated prompt ``(kind, text)`` drawn with ``rng`` (every kind about equally likely)."""
+    """A templated prompt ``(kind, text)`` drawn with ``rng``: ``everyday_prompt`` with probability
+    ``EVERYDAY_SHARE``, else a kind of ``TEMPLATES``, code or arithmetic (about equally likely)."""
+    if rng.random() < EVERYDAY_SHARE:
+        return everyday_prompt(rng)
     kinds = list(TEMPLATES) + ["code", "arithmetic"]
     kind = kinds[int(rng.integers(len(kinds)))]
     if kind == "code":
