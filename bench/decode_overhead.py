@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import cpu_flags, cpu_name, current_commit  # noqa: E402
+from provenance import run_stamp  # noqa: E402
 
 from inference.engine import Engine  # noqa: E402
 from inference.events import Finished  # noqa: E402
@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     split = {key: statistics.median(s[key] for s in splits) for key in splits[0]}
     ttft = {key: statistics.median(values) for key, values in ttfts.items()}
     result = {
-        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}",
-        "commit": current_commit(), "reps": args.reps, "minutes": (time.time() - started) / 60,
+        **run_stamp("decode_overhead.py", argv, started), "reps": args.reps,
         "step_split_ms_per_token": split, "ttft_ms": ttft, "kept_tokens": kept,
         "prompt_tokens": {key: len(ids) for key, (ids, _) in cases.items()},
         "precision": engine.target.precision.describe(),
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Decode step split and long-prompt TTFT", "",
         f"- Machine: {result['machine']}; precision {result['precision']}",
-        f"- Command: `python bench/decode_overhead.py --reps {args.reps}` at commit {result['commit']} ({result['minutes']:.1f} min); medians of {args.reps}",
+        f"- Command: `{result['command']}` at commit {result['commit']} ({result['minutes']:.1f} min); medians of {args.reps}",
         "", "| decode step (ms per token) | model pass | outside the pass |", "| --- | --- | --- |",
         f"| {split['step_ms']:.2f} | {split['pass_ms']:.2f} | {split['outside_ms']:.2f} |",
         "", f"| prompt (n_ctx = {N_CTX}) | tokens | kept by the context | TTFT (ms) | vs an n_ctx prompt |",

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import time
@@ -44,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import cpu_flags, cpu_name, current_commit  # noqa: E402
+from provenance import run_stamp  # noqa: E402
 
 from inference.chat import ChatSession  # noqa: E402
 from inference.draft_head import load_head  # noqa: E402
@@ -366,10 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rep {rep + 1}/{args.reps} {sampling}: prompt {index + 1}/{len(ids)}", file=sys.stderr, flush=True)
         # written after every repetition, so that an interrupted run leaves the repetitions it finished
         results = {
-            "machine": f"{platform.processor() or platform.machine()}, {', '.join(cpu_flags())}; {cpu_name()}",
-            "command": "python bench/free_chat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "minutes": round((time.time() - started) / 60, 1), "prompts": len(ids), "reps": rep + 1,
+            **run_stamp("free_chat.py", argv, started), "prompts": len(ids), "reps": rep + 1,
             "max_new_tokens": args.max_tokens, "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
             "pass_costs": costs, "table": summarize(runs, costs["ratio"], modes, rep + 1),
         }

@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         workload = workloads[args.workload]
         print(json.dumps(child(args.child, args.model, workload["ids"], workload["output"])))
         return 0
-    from provenance import cpu_flags, cpu_name, current_commit
+    from provenance import run_stamp
 
     started = time.time()
     results: dict = {config: {} for config in CONFIGS}
@@ -183,12 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             run = subprocess.run(command, capture_output=True, text=True, check=True)
             results[config][workload] = json.loads(run.stdout.strip().splitlines()[-1])
             print(f"{config} {workload}: peak {results[config][workload]['peak']:.0f} MiB", file=sys.stderr)
-    report = {
-        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}",
-        "command": "python bench/memory_profile.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "minutes": round((time.time() - started) / 60, 1), "results": results,
-    }
+    report = {**run_stamp("memory_profile.py", argv, started), "results": results}
     report["account"] = account(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "memory_profile.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import cpu_flags, cpu_name, current_commit  # noqa: E402
+from provenance import run_stamp  # noqa: E402
 
 from inference.devices import core, device_computes  # noqa: E402
 from inference.kv_cache import KVCache  # noqa: E402
@@ -178,12 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, cache in caches.items():
         table[name] = {key: statistics.median(r[key] for r in rounds[name]) for key in rounds[name][0]}
         table[name].update(measure_exactness(cache, tokens))
-    results = {
-        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}", "command": "python bench/openvino_settings.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]), "commit": current_commit(),
-        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "minutes": round((time.time() - started) / 60, 1),
-        "rounds": args.rounds, "table": table, "read_back": read_back,
-    }
+    results = {**run_stamp("openvino_settings.py", argv, started), "rounds": args.rounds, "table": table,
+               "read_back": read_back}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "openvino_settings.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "OPENVINO_SETTINGS.md").write_text(markdown(results))

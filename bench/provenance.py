@@ -41,6 +41,17 @@ def cpu_name() -> str:
     return f"{names[0]}, {len(names)} cores" if names else "unknown CPU"
 
 
+def run_stamp(script: str, argv: list[str] | None, started: float) -> dict:
+    """Where a result comes from, for its JSON and report header: ``machine`` (CPU name and ISA flags), ``command``
+    (``python bench/SCRIPT`` with ``argv``, or this process's arguments when None), ``commit``, ``finished`` (UTC)
+    and ``minutes`` since ``started`` (a ``time.time()`` value)."""
+    return {
+        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}",
+        "command": f"python bench/{script} " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "minutes": round((time.time() - started) / 60, 1),
+    }
+
 def precisions() -> dict:
     """What the engine computes in by default, what OpenVINO's CPU plugin would choose by itself, and what the CPU
     computes natively, as read back from OpenVINO (the default model is compiled both ways)."""

@@ -1,0 +1,18 @@
+"""bench/provenance.py's stamp: every benchmark result says which command, commit and CPU made it."""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from provenance import cpu_name, run_stamp  # noqa: E402
+
+
+def test_a_stamp_names_the_command_commit_machine_and_duration():
+    stamp = run_stamp("free_chat.py", ["--max-tokens", "128"], started=time.time() - 90)
+    assert stamp["command"] == "python bench/free_chat.py --max-tokens 128"
+    assert stamp["minutes"] == 1.5
+    assert stamp["machine"].startswith(cpu_name())
+    assert len(stamp["commit"].split("+")[0]) >= 7  # the tests run inside the repository's git checkout
+    assert stamp["finished"].endswith(" UTC")
