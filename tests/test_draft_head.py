@@ -135,6 +135,32 @@ def test_the_head_drafts_from_the_target_hidden_states_of_the_right_positions(ti
     assert drafts == expected(context, 2)
 
 
+def test_the_teacher_forced_first_drafts_are_the_drafters(tiny_ir, tiny_vocab, tiny_target, tiny_head_dir):
+    """tools/draft_head/datastore_check.py scores the head in one pass over a whole reply: at every position its
+    draft is the one HeadDrafter proposes (K = 1) while decoding that reply."""
+    from inference.drafting import HeadDrafter
+    from inference.penalties import ReplyPenalties
+    from tools.draft_head.datastore_check import head_first_drafts
+
+    ids = tiny_target.encode(PROMPT)
+    reply = Engine(tiny_target).generate_text(ids, settings("ar", max_new_tokens=12, n_ctx=512, ignore_eos=True))
+    tokens = ids + reply.token_ids
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    cache.forward(tokens)
+    teacher_forced = head_first_drafts(tiny_head_dir, tokens, cache.rows(0, len(tokens)))
+    greedy = settings("ar").sampling
+    penalties = ReplyPenalties(greedy, [], [])
+    proposed = []
+    for end in range(len(ids), len(tokens)):
+        cache.truncate(end - 1)
+        drafter = HeadDrafter(load_head(tiny_head_dir), cache, tiny_target.vocab_size)
+        drafts, _ = drafter.propose(tokens[:end], 1, 512, greedy, np.random.default_rng(0), penalties)
+        proposed.append(drafts[0])
+        cache.forward(tokens[end - 1 : len(tokens)])  # back to the whole sequence for the next prefix
+    assert len(set(proposed)) > 1, "a head that always drafts the same token would not test the alignment"
+    assert list(teacher_forced[len(ids) - 2 :]) == proposed
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_greedy_with_a_head_equals_autoregressive_through_rolls(tiny_target, tiny_head_dir, k):
     engine = Engine(tiny_target, load_head(tiny_head_dir))

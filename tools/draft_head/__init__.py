@@ -4,14 +4,15 @@
    templates, the target's replies (greedy and at the chat defaults) and its hidden states, in resumable shards
    (``generate.py``). About 55,000 reply tokens per shard, 3.5 minutes per shard on a quiet 2-core machine. The
    conversations are kept in ``conversations/`` (``corpus.py``; committed, 170 KB a shard): on a new machine the
-   same command rebuilds the shards found there from their token ids (hidden states only, about half
-   the time) and
-   generates the rest.
+   same command rebuilds the shards found there from their token ids (hidden states only, about half the time)
+   and generates the rest.
 2. ``python -m tools.draft_head.train --data DATA --out RUN [--train-tokens N]``: trains ``head.DraftHead`` on the
    training shards and reports acceptance on the held-out ones after every epoch (``train.py``); several values of
    ``--train-tokens`` give the learning curve.
 3. ``python -m tools.draft_head.export --checkpoint RUN/head.pt --out inference/models/data/SmolLM2-135M-Instruct-head``:
    the stateful OpenVINO IR (int8 weights) and its manifest, which the engine loads without torch (``export.py``).
+4. ``python -m tools.draft_head.datastore_check --data DATA``: would a datastore of the target's own replies
+   (REST) add to the head? Both scored teacher-forced on the held-out greedy replies (``datastore_check.py``).
 
 The engine side is ``inference/draft_head.py`` (loading) and ``inference/drafting.py``'s ``HeadDrafter``.
 """
