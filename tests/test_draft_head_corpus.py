@@ -79,3 +79,22 @@ def test_token_ids_that_do_not_fit_are_refused(tmp_path):
     with pytest.raises(ValueError, match="uint16"):
         corpus.write_shard(tmp_path, 0, arrays, [{}], {"index": 0})
     assert not corpus.has_shard(tmp_path, 0)
+
+
+def test_conversations_only_fills_the_corpus_and_a_later_run_adds_the_hidden_states(tiny_ir, tmp_path, monkeypatch):
+    arguments = ["--model", str(tiny_ir["same"]), "--corpus", str(tmp_path / "conversations"), "--shards", "1",
+                 "--shard-size", "4", "--max-new-tokens", "6"]
+    assert generate.main([*arguments, "--conversations-only"]) == 0
+    assert corpus.has_shard(tmp_path / "conversations", 0) and not list(tmp_path.glob("**/shard-*.npz.tmp*"))
+    monkeypatch.setattr(generate.Target, "generate", lambda *a, **k: pytest.fail("nothing should be generated"))
+    assert generate.main([*arguments, "--out", str(tmp_path / "data")]) == 0
+    data = _load(generate.shard_path(tmp_path / "data", 0))
+    kept, _, _ = corpus.read_shard(tmp_path / "conversations", 0)
+    assert np.array_equal(data["tokens"], kept["tokens"])
+    assert data["hidden"].shape == (len(kept["tokens"]), data["hidden"].shape[1]) and np.isfinite(data["hidden"]).all()
+
+
+def test_out_is_required_unless_conversations_only(capsys):
+    with pytest.raises(SystemExit):
+        generate.main(["--shards", "1"])
+    assert "--out is required" in capsys.readouterr().err

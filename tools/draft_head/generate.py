@@ -321,9 +321,23 @@ def write_manifest(args: argparse.Namespace, shards: list[dict], target: Target)
     os.replace(path.with_suffix(".tmp"), path)
 
 
+def generate_conversations(args: argparse.Namespace) -> int:
+    """``--conversations-only``: generate the shards the corpus lacks (stages 1-2), nothing else."""
+    target = Target(args.model)
+    bench = BenchmarkFilter()
+    for index in range(args.shards):
+        if corpus.has_shard(args.corpus, index):
+            continue
+        arrays, records, entry = generate_shard(target, index, args, bench)
+        corpus.write_shard(args.corpus, index, arrays, records, entry)
+        print(f"shard {index} (conversations only): {entry['conversations']} conversations, {entry['reply_tokens']} "
+              f"reply tokens ({entry['generate_s']} s)", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="data folder (created; an existing one is resumed)")
+    parser.add_argument("--out", type=Path, help="data folder (created; an existing one is resumed)")
     parser.add_argument("--model", type=Path, help="target model folder (default: the installed 4-bit default model)")
     parser.add_argument("--shards", type=int, default=64, help="shards to have when done (default 64)")
     parser.add_argument("--shard-size", type=int, default=256, help="first-turn conversations per shard")
@@ -332,16 +346,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=corpus.CONVERSATIONS,
                         help="where each shard's conversations are kept and read back from (default: the committed "
                              "tools/draft_head/conversations)")
+    parser.add_argument("--conversations-only", action="store_true",
+                        help="only generate the conversations the corpus lacks (twice as many shards an hour); a later "
+                             "run with --out computes their hidden states")
     args = parser.parse_args(argv)
+    if args.out is None and not args.conversations_only:
+        parser.error("--out is required unless --conversations-only")
     if args.model is None:
         from inference.models.default_model import DEFAULT_MODEL_NAME
         from inference.models.store import models_dir
 
         args.model = models_dir() / f"{DEFAULT_MODEL_NAME}-int4"
-    args.out.mkdir(parents=True, exist_ok=True)
     args.model_sha256 = file_sha256(args.model / "openvino_model.bin")
     plan = {key: getattr(args, key) for key in corpus.PLAN_KEYS}
     corpus.check_plan(args.corpus, plan)
+    if args.conversations_only:
+        return generate_conversations(args)
+    args.out.mkdir(parents=True, exist_ok=True)
     previous = args.out / "manifest.json"
     shards: list[dict] = []
     if previous.is_file():
