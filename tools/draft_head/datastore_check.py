@@ -1,6 +1,7 @@
 """Would a datastore of the target's own replies (REST, He et al., arXiv 2311.08252) add to the draft head?
 
-    .venv/bin/python -m tools.draft_head.datastore_check --data DATA [--head FOLDER] [--out RESULT.json]
+    .venv/bin/python -m tools.draft_head.datastore_check --data DATA [--conversations tools/draft_head/conversations]
+        [--datastore-tokens N] [--head FOLDER] [--out RESULT.json]
 
 Teacher-forced on the held-out greedy replies of a ``generate.py`` data folder, at every reply position:
 
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import corpus
 from .generate import is_held_out, shard_path
 
 #: Longest context suffix the datastore matches.
@@ -95,20 +97,31 @@ def _head(head_dir: Path):
     return compiled.create_infer_request(), np.asarray(vocab, dtype=np.int64)
 
 
-def measure(data: Path, head_dir: Path) -> dict:
-    """The comparison of the module docstring over ``data``'s held-out greedy replies."""
+def measure(data: Path, head_dir: Path, conversations: Path | None = None, max_tokens: int | None = None) -> dict:
+    """The comparison of the module docstring over ``data``'s held-out greedy replies; the datastore holds the
+    training shards' replies of ``data``, or of the corpus ``conversations`` (token ids suffice), up to
+    ``max_tokens`` reply tokens (None: all)."""
     manifest = json.loads((data / "manifest.json").read_text())
-    store = Datastore()
     held_out = []
-    train_reply_tokens = 0
     for entry in manifest["shards"]:
-        with np.load(shard_path(data, entry["index"])) as shard:
-            if is_held_out(entry["index"]):
+        if is_held_out(entry["index"]):
+            with np.load(shard_path(data, entry["index"])) as shard:
                 held_out.append({name: shard[name] for name in ("tokens", "offsets", "prompt_lengths", "greedy",
                                                                    "hidden", "argmax")})
-                continue
-            tokens, offsets, prompt_lengths = shard["tokens"], shard["offsets"], shard["prompt_lengths"]
-        for i, prompt_length in enumerate(prompt_lengths):
+    store = Datastore()
+    train_reply_tokens = 0
+    source = conversations or data
+    indices = [s["index"] for s in json.loads((source / "manifest.json").read_text())["shards"]]
+    for index in sorted(i for i in indices if not is_held_out(i)):
+        if conversations is not None:
+            arrays = corpus.read_shard(conversations, index)[0]
+        else:
+            with np.load(shard_path(data, index)) as shard:
+                arrays = {name: shard[name] for name in corpus.TOKEN_ARRAYS}
+        tokens, offsets = arrays["tokens"], arrays["offsets"]
+        for i, prompt_length in enumerate(arrays["prompt_lengths"]):
+            if max_tokens is not None and train_reply_tokens >= max_tokens:
+                break
             store.add(tokens[offsets[i] : offsets[i + 1]].tolist(), int(prompt_length))
             train_reply_tokens += int(offsets[i + 1] - offsets[i] - prompt_length)
     head_right, proposals = [], []  # per position: the head right?; (datastore right?, confidence) or None
@@ -143,13 +156,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--head", type=Path, help="head folder (default: the installed default model's)")
+    parser.add_argument("--conversations", type=Path,
+                        help="build the datastore from this corpus's training shards (e.g. tools/draft_head/"
+                             "conversations) instead of the data folder's")
+    parser.add_argument("--datastore-tokens", type=int, help="at most this many training reply tokens in the datastore")
     parser.add_argument("--out", type=Path, help="also write the result as JSON here")
     args = parser.parse_args(argv)
     if args.head is None:
         from inference.models.default_head import default_head_dir
 
         args.head = default_head_dir()
-    result = measure(args.data, args.head)
+    result = measure(args.data, args.head, args.conversations, args.datastore_tokens)
     print(f"{result['positions']:,} held-out greedy reply positions; datastore of {result['train_reply_tokens']:,} "
           f"training reply tokens. Head right: {result['head_right']:.3f}; head or datastore right: "
           f"{result['either_right']:.3f}")
