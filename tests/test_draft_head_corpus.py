@@ -98,3 +98,12 @@ def test_out_is_required_unless_conversations_only(capsys):
     with pytest.raises(SystemExit):
         generate.main(["--shards", "1"])
     assert "--out is required" in capsys.readouterr().err
+
+
+def test_without_shards_a_rebuild_covers_the_whole_corpus(first_run, tiny_ir, tmp_path, monkeypatch):
+    monkeypatch.setattr(generate, "DEFAULT_SHARDS", 1)
+    monkeypatch.setattr(generate.Target, "generate", lambda *a, **k: pytest.fail("nothing should be generated"))
+    assert generate.main(["--out", str(tmp_path / "data"), "--model", str(tiny_ir["same"]), "--corpus",
+                          str(first_run / "conversations"), "--shard-size", "4", "--max-new-tokens", "6"]) == 0
+    assert corpus.shard_indices(first_run / "conversations") == [0, 1]
+    assert generate.shard_path(tmp_path / "data", 1).is_file()  # DEFAULT_SHARDS alone would stop after shard 0

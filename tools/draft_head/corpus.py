@@ -58,6 +58,11 @@ def has_shard(corpus: Path, index: int) -> bool:
     return corpus_path(corpus, index).is_file()
 
 
+def shard_indices(corpus: Path) -> list[int]:
+    """Indices of the shards ``corpus`` holds, ascending."""
+    return sorted(int(path.name[6:11]) for path in corpus.glob("shard-[0-9][0-9][0-9][0-9][0-9].npz"))
+
+
 def write_shard(corpus: Path, index: int, arrays: dict, records: list[dict], entry: dict) -> None:
     """Keep shard ``index``: ``arrays`` (at least ``TOKEN_ARRAYS``, as a data shard holds them), its text
     ``records`` (one JSON object per conversation) and its manifest ``entry`` (sizes, timings).

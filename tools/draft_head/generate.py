@@ -63,6 +63,7 @@ SYSTEM_PROMPT_SHARE = 1 / 7
 FOLLOW_UP_SHARE = 0.15
 CHAT_DEFAULTS = {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.1}
 FORMAT_VERSION = 1
+DEFAULT_SHARDS = 64
 
 
 def shard_path(out: Path, index: int, suffix: str = ".npz") -> Path:
@@ -339,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="data folder (created; an existing one is resumed)")
     parser.add_argument("--model", type=Path, help="target model folder (default: the installed 4-bit default model)")
-    parser.add_argument("--shards", type=int, default=64, help="shards to have when done (default 64)")
+    parser.add_argument("--shards", type=int,
+                        help="shards to have when done (default: 64, or as many as the corpus holds if more)")
     parser.add_argument("--shard-size", type=int, default=256, help="first-turn conversations per shard")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
@@ -360,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     args.model_sha256 = file_sha256(args.model / "openvino_model.bin")
     plan = {key: getattr(args, key) for key in corpus.PLAN_KEYS}
     corpus.check_plan(args.corpus, plan)
+    if args.shards is None:
+        args.shards = max([DEFAULT_SHARDS] + [index + 1 for index in corpus.shard_indices(args.corpus)])
     if args.conversations_only:
         return generate_conversations(args)
     args.out.mkdir(parents=True, exist_ok=True)
