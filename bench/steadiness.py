@@ -11,6 +11,10 @@ under each background load in turn:
 * **one busy core**: one process spinning in a loop at normal priority (a browser tab, a build);
 * **two busy cores, niced**: two such processes at nice 10 (background jobs that yield to anything else).
 
+A third row runs SpecChat's model compiled with its threads pinned to cores (``ENABLE_CPU_PINNING``, OpenVINO's
+default; SpecChat turns it off, ``devices.base_properties``): a pinned thread cannot leave a core another program
+keeps busy.
+
 Per engine and load: the median time per output token over all decode steps (the first token excluded), its 90th
 and 99th percentiles, the spread of the rounds' medians ((max - min) / median), and the slowdown against the same
 engine when quiet. If SpecChat's ratio to genai moved for reasons of its own (Python work between steps, its
@@ -20,6 +24,7 @@ threads), its slowdown and spread under load would exceed genai's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -35,7 +40,6 @@ sys.path.insert(0, str(HERE))
 
 #: Background loads: name -> (busy processes, their nice value).
 LOADS = {"quiet": (0, 0), "one busy core": (1, 0), "two busy cores, niced": (2, 10)}
-ENGINES = ("SpecChat", "openvino-genai")
 
 
 def summarize(rounds: list[np.ndarray]) -> dict:
@@ -74,18 +78,25 @@ def engines(model: Path, prompt: list[int], tokens: int) -> dict:
     import openvino as ov
     import openvino_genai as og
 
+    from inference.devices import base_properties, core
     from inference.engine import Engine
     from inference.events import TextDelta
+    from inference.precision import PrecisionSettings
     from inference.settings import ContextSettings, GenerationSettings, SamplingSettings
 
     engine = Engine.load(model, "CPU")
     settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0, max_new_tokens=tokens, ignore_eos=True),
                                   context=ContextSettings(n_ctx=4096))
 
-    def specchat() -> np.ndarray:
-        engine.reset()
-        times = [time.perf_counter() for event in engine.generate(prompt, settings) if isinstance(event, TextDelta)]
+    def run(on: Engine) -> np.ndarray:
+        on.reset()
+        times = [time.perf_counter() for event in on.generate(prompt, settings) if isinstance(event, TextDelta)]
         return np.diff(times) * 1e3
+
+    # the same model compiled with OpenVINO's threads pinned to cores (its default, which SpecChat turns off)
+    properties = {**base_properties("CPU"), **PrecisionSettings().compile_properties("CPU"), "ENABLE_CPU_PINNING": True}
+    pinned = Engine(dataclasses.replace(engine.target, compiled=core().compile_model(engine.target.ir_model, "CPU",
+                                                                                     properties)))
 
     pipe = og.LLMPipeline(str(model), "CPU")
     config = og.GenerationConfig()
@@ -99,7 +110,8 @@ def engines(model: Path, prompt: list[int], tokens: int) -> dict:
         pipe.generate(inputs, config, lambda token: times.append(time.perf_counter()) or False)
         return np.diff(times) * 1e3
 
-    return {"SpecChat": specchat, "openvino-genai": genai}
+    return {"SpecChat": lambda: run(engine), "openvino-genai": genai,
+            "SpecChat, threads pinned": lambda: run(pinned)}
 
 
 def markdown(report: dict) -> str:

@@ -28,6 +28,19 @@ def is_cpu(device: str) -> bool:
     return device.split(".")[0] == "CPU"
 
 
+def base_properties(device: str) -> dict:
+    """Compile properties every model gets on ``device`` besides its precision: OpenVINO's latency hint (one
+    request at a time), and on CPUs inference threads free to move between cores (``ENABLE_CPU_PINNING`` off;
+    OpenVINO pins them by default). A pinned thread cannot leave a core another program keeps busy, and a decode
+    step waits for its slowest thread: beside two niced busy processes on 2 AMD EPYC cores SpecChat decoded 1.67x
+    slower than quiet with pinned threads and 1.29x with unpinned ones (openvino-genai 1.25x); quiet, the two
+    differ by less than the run's noise (``bench/steadiness.py``, ``bench/openvino_settings.py``)."""
+    properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
+    if device == "CPU":
+        properties["ENABLE_CPU_PINNING"] = False
+    return properties
+
+
 def native_precisions(device: str) -> list[str]:
     """Compute precisions the device runs natively, e.g. ``['f32']`` on AVX2, ``['f32', 'bf16']`` with AMX;
     [] where the device does not say (AUTO, HETERO, an unknown device)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from .devices import core
+from .devices import base_properties, core
 from .model import MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
 from .rope import RopeParameters, RopeUnsupportedError
 
@@ -118,7 +118,7 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
     if missing:
         raise ModelLoadError(f"draft head folder {folder} is incomplete: missing {', '.join(missing)}; reinstall it")
     manifest = read_head_manifest(folder)
-    properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
+    properties = base_properties(device)
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
     try:

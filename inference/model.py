@@ -15,7 +15,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import openvino_genai
 
-from .devices import available_devices, core
+from .devices import available_devices, base_properties, core
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .rope import RopeParameters, RopeUnsupportedError
 
@@ -222,7 +222,7 @@ def load_model(
     devices = available_devices()
     if device not in devices and not device.startswith(("AUTO", "HETERO", "MULTI", "GPU.")):
         raise ValueError(f"device must be one of {', '.join(devices)}, got {device!r}")
-    properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
+    properties = base_properties(device)
     if precision is not None:
         properties.update(precision.compile_properties(device))
     if num_threads:

@@ -204,3 +204,15 @@ def test_first_difference_finds_a_real_bug_and_forgives_noise(target, int4_dir, 
     noisy = first_difference(Engine(load_model(int4_dir, "CPU", U8_KV)), ids, reply_ids, tampered)
     assert noisy.noise_bound > NOISE_FACTOR * U8_NOISE_FLOOR
     assert first_index([1, 2, 3], [1, 2]) == 2 and first_index([1, 2], [1, 2]) is None and first_index([5], [6]) == 0
+
+
+def test_cpu_threads_are_left_free_to_move_between_cores(target):
+    """devices.base_properties: OpenVINO pins its CPU threads by default; SpecChat's target (and its fast-prefill
+    copy) compile with pinning off, and other devices get no CPU-only property."""
+    from inference.devices import base_properties
+
+    assert target.compiled.get_property("ENABLE_CPU_PINNING") is False
+    if target.prefill_compiled is not None:
+        assert target.prefill_compiled.get_property("ENABLE_CPU_PINNING") is False
+    assert core().compile_model(target.ir_model, "CPU", {}).get_property("ENABLE_CPU_PINNING") is True
+    assert "ENABLE_CPU_PINNING" not in base_properties("GPU")
