@@ -32,9 +32,10 @@ def base_properties(device: str) -> dict:
     """Compile properties every model gets on ``device`` besides its precision: OpenVINO's latency hint (one
     request at a time), and on CPUs inference threads free to move between cores (``ENABLE_CPU_PINNING`` off;
     OpenVINO pins them by default). A pinned thread cannot leave a core another program keeps busy, and a decode
-    step waits for its slowest thread: beside two niced busy processes on 2 AMD EPYC cores SpecChat decoded 1.67x
-    slower than quiet with pinned threads and 1.29x with unpinned ones (openvino-genai 1.25x); quiet, the two
-    differ by less than the run's noise (``bench/steadiness.py``, ``bench/openvino_settings.py``)."""
+    step waits for its slowest thread. Beside two niced busy processes on 2 AMD EPYC cores, unpinned threads decoded
+    faster in two of three side-by-side runs (20.9 vs 23.6 and 22.1 vs 28.0 ms per token) and the same in the third
+    (22.3 vs 22.3); quiet, the two differ by less than the runs' noise (``bench/steadiness.py``,
+    ``bench/openvino_settings.py``)."""
     properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
     if device == "CPU":
         properties["ENABLE_CPU_PINNING"] = False
