@@ -3,6 +3,7 @@ remote server dialog.
 
     python tools/screenshot.py [--scene compare|chat|picker|settings|haiku|remote] [--output specchat.png]
                                [--size 1366x768] [--prompt TEXT] [--decoding spec_lookup|spec_model]
+                               [--draft window|8-bit]
                                [--model NAME] [--switch-to NAME] [--n-ctx N] [--theme light|dark|system]
 
 ``compare`` (the default) runs one autoregressive vs speculative comparison; ``chat`` sends the prompt as a message
@@ -48,7 +49,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
     parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_lookup",
-                        help="speculative side of the comparison (spec_model uses the 8-bit default as draft)")  # fmt: skip
+                        help="speculative side of the comparison")  # fmt: skip
+    parser.add_argument("--draft", choices=("window", "8-bit"), default="window",
+                        help="spec_model's draft: the window's own choice (the draft head on the default model) "
+                             "or the 8-bit default model")  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--precision", default="auto", help="compute precision of the target (auto, f32, bf16, f16)")
     parser.add_argument("--kv-cache-precision", default="auto", help="KV-cache precision (auto, u8, f16, f32)")
@@ -99,7 +103,7 @@ def _take(args: argparse.Namespace) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="specchat-screenshot-"))
     draft = ""
-    if args.scene in ("compare", "chat") and args.decoding == "spec_model":
+    if args.scene in ("compare", "chat") and args.decoding == "spec_model" and args.draft == "8-bit":
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
     remote = {"remote_url": REMOTE_URL, "remote_model": REMOTE_MODEL} if args.scene == "remote" else {}
     settings = AppSettings(target_model=args.model, **remote).with_values(
