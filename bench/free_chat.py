@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import run_stamp  # noqa: E402
+from provenance import run_stamp, write_result  # noqa: E402
 
 from inference.chat import ChatSession  # noqa: E402
 from inference.draft_head import load_head  # noqa: E402
@@ -371,9 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         curve = json.loads(LEARNING_CURVE.read_text())["points"]
         results["bars"] = what_reaches_the_bars(results["table"], costs["ratio"], curve, results["head"]["held_out"])
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "free_chat.json").write_text(json.dumps(results, indent=1) + "\n")
-        (args.out / "FREE_CHAT.md").write_text(markdown(results))
+        write_result(args.out, "free_chat", results, markdown(results))
     print(markdown(results))
     return 0
 

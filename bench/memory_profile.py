@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         workload = workloads[args.workload]
         print(json.dumps(child(args.child, args.model, workload["ids"], workload["output"])))
         return 0
-    from provenance import run_stamp
+    from provenance import run_stamp, write_result
 
     started = time.time()
     results: dict = {config: {} for config in CONFIGS}
@@ -185,9 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{config} {workload}: peak {results[config][workload]['peak']:.0f} MiB", file=sys.stderr)
     report = {**run_stamp("memory_profile.py", argv, started), "results": results}
     report["account"] = account(results)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "memory_profile.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "MEMORY_PROFILE.md").write_text(markdown(report))
+    write_result(args.out, "memory_profile", report, markdown(report))
     print(markdown(report))
     return 0
 

@@ -27,7 +27,6 @@ Writes ``bench/results/openvino_settings.json`` and ``bench/results/OPENVINO_SET
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -39,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from provenance import run_stamp  # noqa: E402
+from provenance import run_stamp, write_result  # noqa: E402
 
 from inference.devices import base_properties, core, device_computes  # noqa: E402
 from inference.kv_cache import KVCache  # noqa: E402
@@ -180,9 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         table[name].update(measure_exactness(cache, tokens))
     results = {**run_stamp("openvino_settings.py", argv, started), "rounds": args.rounds, "table": table,
                "read_back": read_back}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "openvino_settings.json").write_text(json.dumps(results, indent=1) + "\n")
-    (args.out / "OPENVINO_SETTINGS.md").write_text(markdown(results))
+    write_result(args.out, "openvino_settings", results, markdown(results))
     print(markdown(results))
     return 0
 

@@ -52,6 +52,15 @@ def run_stamp(script: str, argv: list[str] | None, started: float) -> dict:
         "minutes": round((time.time() - started) / 60, 1),
     }
 
+def write_result(out: Path, stem: str, result: dict, report: str) -> None:
+    """Write a benchmark's ``result`` as ``OUT/STEM.json`` and its Markdown ``report`` as ``OUT/STEM.md`` (the stem
+    upper-cased, e.g. ``free_chat.json`` and ``FREE_CHAT.md``), creating ``out``."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{stem.upper()}.md").write_text(report)
+
 def precisions() -> dict:
     """What the engine computes in by default, what OpenVINO's CPU plugin would choose by itself, and what the CPU
     computes natively, as read back from OpenVINO (the default model is compiled both ways)."""

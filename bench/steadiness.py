@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -142,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--model", type=Path, help="model folder (default: the installed 4-bit default model)")
     args = parser.parse_args(argv)
-    from provenance import run_stamp
+    from provenance import run_stamp, write_result
     from speed import build_prompts
 
     if args.model is None:
@@ -166,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{load}: " + ", ".join(f"{e} {c['median']:.1f} ms" for e, c in results[load].items()), file=sys.stderr)
     report = {**run_stamp("steadiness.py", argv, started), "rounds": args.rounds, "tokens": args.tokens,
               "results": results}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "steadiness.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "STEADINESS.md").write_text(markdown(report))
+    write_result(args.out, "steadiness", report, markdown(report))
     print(markdown(report))
     return 0
 
