@@ -260,7 +260,7 @@ class HistoryDB:
                     f"understands up to {SCHEMA_VERSION}). Update SpecChat to open it; it was left untouched."
                 )
             if self.path != ":memory:":
-                mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = self._switch_to_wal()
                 if mode.lower() != "wal":
                     raise HistoryUnreadableError(f"{self.path}: cannot switch to WAL mode (got {mode})")
             # WAL + NORMAL: a commit survives a crash of the process (not necessarily a power cut) and costs no fsync.
@@ -275,6 +275,27 @@ class HistoryDB:
         except BaseException:
             self._db.close()
             raise
+
+    def _switch_to_wal(self) -> str:
+        """``PRAGMA journal_mode = WAL``, tried again until the busy timeout has passed; returns the mode it set.
+
+        The switch needs the exclusive lock, and SQLite fails it at once with "database is locked" (without calling
+        the busy handler, to avoid a deadlock between two readers upgrading) when another connection holds a lock,
+        as SpecChats started together on a new history do. Retries back off from 5 to 100 ms.
+
+        Raises:
+            sqlite3.OperationalError: still locked after :data:`BUSY_TIMEOUT_MS`, or any other error at once.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause_s = 0.005
+        while True:
+            try:
+                return self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as error:
+                if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() + pause_s > deadline:
+                    raise
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 0.1)
 
     def _damage(self) -> list[str]:
         """What ``PRAGMA quick_check`` finds, less a single row breaking a constraint (shown as unreadable); a check

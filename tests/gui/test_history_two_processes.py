@@ -25,7 +25,7 @@ print(json.dumps({"notice": notice, "in_memory": db.in_memory}))
 db.close()
 """
 ROUNDS = 6
-PROCESSES_PER_ROUND = 3
+PROCESSES_PER_ROUND = 4
 
 
 def test_processes_opening_an_empty_history_together_share_one_healthy_database(tmp_path):
