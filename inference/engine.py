@@ -99,7 +99,7 @@ class Engine:
         self.draft = draft
         self._text_vocabulary = streaming_vocabulary(target)  # replies are detokenized by bytes where it matches
         self._cache = KVCache(
-            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_copy,
+            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled,
             kept_output=HIDDEN_STATES if head else None,
         )
         self._model_drafter: Drafter | None = None

@@ -17,7 +17,6 @@ import openvino_genai
 
 from .devices import available_devices, base_properties, core
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
-from .prefill_copy import PrefillCopy, compile_prefill_copy
 from .rope import RopeParameters, RopeUnsupportedError
 
 #: The model as OpenVINO IR: graph and weights.
@@ -97,9 +96,9 @@ class LoadedModel:
         config: parsed ``config.json`` ({} if absent).
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
         rope_error: why ``rope`` is None (shown when a roll is needed).
-        precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_copy``).
-        prefill_copy: a faster, stateless copy of the model (bf16) that prefills long prompts, or None
-            (``precision.PrecisionSettings.fast_prefill``; ``prefill_copy``).
+        precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
+        prefill_compiled: a faster copy of the model (bf16) that prefills long prompts, or None
+            (``precision.PrecisionSettings.fast_prefill``).
         ir_model: the ``ov.Model`` it was compiled from. Not used after compiling, but kept: destroying its
             ~6,000-node graph takes 30-50 ms of C++ that holds Python's GIL (measured), which would freeze the
             GUI at the end of every load; kept, it goes with the LoadedModel (its memory is shared with
@@ -114,7 +113,7 @@ class LoadedModel:
     rope: RopeParameters | None
     rope_error: str
     precision: NumericPrecision = field(default_factory=lambda: NumericPrecision("", "", -1))
-    prefill_copy: PrefillCopy | None = field(default=None, repr=False)
+    prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
     ir_model: ov.Model | None = field(default=None, repr=False)
 
     @property
@@ -229,7 +228,7 @@ def load_model(
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
     fast_prefill = precision is not None and precision.wants_fast_prefill(device)
-    prefill_copy = None
+    prefill_compiled = None
     try:
         model = core().read_model(folder / "openvino_model.xml")
         if hidden_states:
@@ -244,7 +243,7 @@ def load_model(
     try:
         compiled = core().compile_model(model, device, properties)
         if fast_prefill:
-            prefill_copy = compile_prefill_copy(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
+            prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
     except (RuntimeError, OSError) as error:
         hint = properties.get("INFERENCE_PRECISION_HINT")
         if hint not in (None, "f32"):
@@ -265,8 +264,7 @@ def load_model(
         rope, rope_error = None, str(error)
     return LoadedModel(
         folder, device, compiled, tokenizer, config, rope, rope_error,
-        precision=NumericPrecision.read(compiled, prefill_copy.compiled if prefill_copy else None),
-        prefill_copy=prefill_copy, ir_model=model,
+        precision=NumericPrecision.read(compiled, prefill_compiled), prefill_compiled=prefill_compiled, ir_model=model,
     )
 
 

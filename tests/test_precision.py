@@ -20,7 +20,6 @@ from inference.engine import Engine
 from inference.exactness import NOISE_FACTOR, first_difference, first_index
 from inference.model import ModelLoadError, load_model
 from inference.precision import NumericPrecision, PrecisionError, PrecisionSettings
-from inference.prefill_copy import compile_prefill_copy
 from inference.settings import ContextSettings
 
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
@@ -61,7 +60,7 @@ def test_device_defaults_are_what_openvino_chooses(int4_dir):
     model = load_model(int4_dir, "CPU")
     assert model.precision.kv_cache == "u8" and not model.precision.exact
     assert model.precision.inference == ("bf16" if "bf16" in native_precisions("CPU") else "f32")
-    assert model.prefill_copy is None
+    assert model.prefill_compiled is None
 
 
 def test_exact_settings_make_the_two_pass_shapes_agree(target, reply):
@@ -145,8 +144,8 @@ def _with_prefill_copy(int4_dir):
     if device_computes("CPU", "bf16"):
         return load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="on"))
     model = load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="off"))
-    copy = compile_prefill_copy(model.ir_model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **EXACT.compile_properties("CPU")})
-    return dataclasses.replace(model, prefill_copy=copy, precision=NumericPrecision.read(model.compiled, copy.compiled))
+    copy = core().compile_model(model.ir_model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **EXACT.compile_properties("CPU")})
+    return dataclasses.replace(model, prefill_compiled=copy, precision=NumericPrecision.read(model.compiled, copy))
 
 
 def test_fast_prefill_on_is_refused_without_native_bf16(int4_dir):
@@ -161,7 +160,7 @@ def test_fast_prefill_hands_the_kv_states_over(int4_dir, target):
     copies both ways. Autoregressive and speculative decoding share the handed-over prompt, so greedy identity
     holds as before."""
     fast = Engine(_with_prefill_copy(int4_dir))
-    assert fast.target.prefill_copy is not None and fast.target.precision.prefill in ("f32", "bf16")
+    assert fast.target.prefill_compiled is not None and fast.target.precision.prefill in ("f32", "bf16")
     ids = chat_ids(target, PROMPTS[0] + " " + PROMPTS[2])
     assert len(ids) >= 64
     direct = Engine(load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="off")))  # the exact request alone
@@ -213,7 +212,7 @@ def test_cpu_threads_are_left_free_to_move_between_cores(target):
     from inference.devices import base_properties
 
     assert target.compiled.get_property("ENABLE_CPU_PINNING") is False
-    if target.prefill_copy is not None:
-        assert target.prefill_copy.compiled.get_property("ENABLE_CPU_PINNING") is False
+    if target.prefill_compiled is not None:
+        assert target.prefill_compiled.get_property("ENABLE_CPU_PINNING") is False
     assert core().compile_model(target.ir_model, "CPU", {}).get_property("ENABLE_CPU_PINNING") is True
     assert "ENABLE_CPU_PINNING" not in base_properties("GPU")

@@ -32,7 +32,7 @@ def long_text():
 
 def _stop_bound(model, ids):
     """STOP_WITHIN_S, or three times the time the longest pass (the first) takes now if the machine is that busy."""
-    size = prefill_pass_size(0, model.prefill_copy is not None)
+    size = prefill_pass_size(0, model.prefill_compiled is not None)
     start = time.perf_counter()
     Engine(model).generate_text(ids[:size], settings("ar", max_new_tokens=1))
     return max(STOP_WITHIN_S, 3 * (time.perf_counter() - start))
@@ -103,7 +103,7 @@ def test_a_prompt_prefilled_by_the_fast_copy_in_several_passes_is_handed_over_on
     require_native("bf16")
     fast = Engine(target)
     ids = chat_ids(target, long_text[:6000])  # ~1,500 tokens: a first pass of 1,024, then shorter ones
-    assert len(ids) > 1200 and fast.target.prefill_copy is not None
+    assert len(ids) > 1200 and fast.target.prefill_compiled is not None
     stats = fast.generate_text(ids, settings("ar", max_new_tokens=1))
     assert stats.fast_prefilled_tokens == len(ids)
     exact = Engine(exact_model)
