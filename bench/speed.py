@@ -127,6 +127,8 @@ class TokenClock:
         if n > 1 and self.times[-1] > self.times[0]:
             tps = (n - 1) / (self.times[-1] - self.times[0])
             out.update(decode_tokens_per_s=tps, tpot_ms=1e3 / tps)
+        if n > 2:  # steady decoding: without the first decode step (which may pay a hand-over after the prefill)
+            out["steady_tpot_ms"] = 1e3 * (self.times[-1] - self.times[1]) / (n - 2)
         return out
 
 
