@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 from context_cost import NEW_TOKENS, chatml_prompt, fit, kv_bytes_per_token  # noqa: E402
+from speed import TokenClock  # noqa: E402
 
 
 def test_the_fit_reads_the_step_without_cache_and_the_cost_per_1000_cached_tokens():
@@ -31,3 +32,12 @@ def test_prompts_have_exactly_the_asked_length_and_end_in_the_assistant_header(i
     header = [int(t) for t in target.tokenizer.encode("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False).input_ids.data[0]]
     assert len(ids) == total and ids[-len(header):] == header
     assert "Summarize:" in target.tokenizer.decode(ids)
+
+
+def test_steady_decoding_leaves_out_the_first_decode_step():
+    clock = TokenClock()
+    clock.start = 0.0
+    clock.times, clock.ids = [0.5, 0.7, 0.71, 0.72, 0.73], [1, 2, 3, 4, 5]  # first token, a slow step, three quick ones
+    metrics = clock.metrics()
+    assert metrics["tpot_ms"] == pytest.approx(1e3 * 0.23 / 4)
+    assert metrics["steady_tpot_ms"] == pytest.approx(10.0)
