@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from app.gui.widgets.live_graph import MIN_X_RANGE_S, PLACEHOLDER, LiveGraph
-from inference.events import StepStats
+from inference.events import Finished, GenerationStats, StepStats
 
 
 def _steps(seconds: float, count: int = 20, drafted: int = 0):
@@ -117,3 +117,17 @@ def test_a_reply_of_unknown_context_draws_no_context_fill(graph):
     graph.refresh()
     assert graph.series[0].fill == [] and len(graph.series[0].rate) > 10
     assert "tokens/s" in graph.summary_text() and "context" not in graph.summary_text()
+
+
+def test_a_finished_reply_shows_the_rate_its_footer_shows(graph):
+    """While streaming the headline shows the last half second's tokens/s; once the reply has finished, its whole
+    decode rate, the number under the reply (not a second figure for the same reply)."""
+    graph.show_conversation(1)
+    graph.start_run("ar", conversation_id=1)
+    graph.add_events(_steps(1.0))
+    graph.refresh()
+    live = graph.series[0].rate[-1][1]
+    assert f"{live:.1f} tokens/s" in graph.summary_text() and abs(live - 47.2) > 1
+    graph.add_events([Finished(GenerationStats(mode="ar", new_tokens=20, decode_tokens_per_s=47.2))])
+    graph.finish_run()
+    assert "Plain decoding: 47.2 tokens/s" in graph.summary_text()

@@ -22,7 +22,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
 
-from inference.events import ContextRolled, StepStats
+from inference.events import ContextRolled, Finished, StepStats
 
 from .. import theme
 from ..reply_format import MODE_NAMES, compare_summary, metrics_text
@@ -53,6 +53,7 @@ class Series:
     accepted: int = 0
     cache_len: int = 0
     n_ctx: int = 0
+    reply_rate: float | None = None  # the finished reply's decode tokens/s (GenerationStats.decode_tokens_per_s)
     _window_start: int = 0
 
     def add(self, event) -> None:
@@ -74,6 +75,8 @@ class Series:
             self.cache_len, self.n_ctx = event.cache_len, event.n_ctx
             if event.n_ctx:  # (0: unknown, a remote server's context)
                 self.fill.append((t, 100.0 * event.cache_len / event.n_ctx))
+        elif isinstance(event, Finished) and event.stats.decode_tokens_per_s > 0:
+            self.reply_rate = event.stats.decode_tokens_per_s
         elif isinstance(event, ContextRolled):
             t = self.steps[-1][0] if self.steps else 0.0
             self.rolls.append(t)
@@ -83,7 +86,10 @@ class Series:
 
     @property
     def latest_rate(self) -> float | None:
-        """The last tokens/s point."""
+        """Tokens/s: the whole reply's decode rate once it finished (the figure its footer shows), until then the
+        last half second's."""
+        if self.reply_rate is not None:
+            return self.reply_rate
         return self.rate[-1][1] if self.rate else None
 
 
