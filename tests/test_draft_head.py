@@ -181,3 +181,30 @@ def test_a_head_refuses_a_target_it_was_not_trained_for(tiny_ir, tiny_head_dir, 
         Engine(other_tokenizer, load_head(tiny_head_dir))
     with pytest.raises(TokenizerMismatchError, match="hidden size 576, the head reads 64"):
         Engine(target, load_head(tiny_head_dir))
+
+
+def test_the_top_drafts_are_distinct_and_led_by_the_first_draft(tiny_target, tiny_head_dir):
+    """tools/draft_head/tree_check.py ranks the head's W likeliest drafts; the first of them is the first draft."""
+    from tools.draft_head.datastore_check import head_first_drafts, head_top_drafts
+
+    ids = tiny_target.encode(PROMPT)
+    reply = Engine(tiny_target).generate_text(ids, settings("ar", max_new_tokens=12, n_ctx=512, ignore_eos=True))
+    tokens = ids + reply.token_ids
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    cache.forward(tokens)
+    hidden = cache.rows(0, len(tokens))
+    top = head_top_drafts(tiny_head_dir, tokens, hidden, 3)
+    assert top.shape == (len(tokens) - 2, 3)
+    assert (top[:, 0] == head_first_drafts(tiny_head_dir, tokens, hidden)).all()
+    assert all(len(set(row)) == 3 for row in top.tolist())
+
+
+def test_a_tree_is_predicted_from_hit_rates_and_pass_costs():
+    from tools.draft_head.tree_check import predicted_speedups
+
+    free_chat = {"pass_costs": {"ratio": {"target_2": 1.2, "target_3": 1.3, "head_1": 0.05}},
+                 "bars": [{"sampling": "greedy", "acceptance": 0.5, "held_out_now": 0.625, "efficiency": 0.9}]}
+    speedups = predicted_speedups({1: 0.625, 2: 0.75, 3: 0.8}, free_chat)
+    assert speedups[1] == pytest.approx((1 + 0.5) / 1.25 * 0.9)
+    assert speedups[2] == pytest.approx((1 + 0.6) / 1.35 * 0.9)
+    assert 3 not in speedups  # no measured cost of a 4-token pass

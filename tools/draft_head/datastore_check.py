@@ -71,6 +71,12 @@ def head_first_drafts(head_dir: Path, tokens: list[int], hidden: np.ndarray) -> 
     """int64 ``[len(tokens) - 2]``: the head's first draft of token ``j + 2`` from ``tokens[: j + 2]`` and the
     target's hidden states ``hidden`` (float ``[len(tokens), hidden_size]``), for every j, in one teacher-forced
     pass (position j reads the hidden state after token j and the token j + 1 that followed)."""
+    return head_top_drafts(head_dir, tokens, hidden, 1)[:, 0]
+
+
+def head_top_drafts(head_dir: Path, tokens: list[int], hidden: np.ndarray, width: int) -> np.ndarray:
+    """int64 ``[len(tokens) - 2, width]``: the head's ``width`` likeliest first drafts of token ``j + 2``, likeliest
+    first, teacher-forced as in :func:`head_first_drafts`."""
     request, vocab = _head(head_dir)
     request.reset_state()
     count = len(tokens) - 1
@@ -82,7 +88,10 @@ def head_first_drafts(head_dir: Path, tokens: list[int], hidden: np.ndarray) -> 
         "beam_idx": np.zeros(1, dtype=np.int32),
         "logits_to_keep": np.array([count], dtype=np.int64),
     })
-    return vocab[request.get_tensor("logits").data[0].argmax(-1)][:-1]
+    logits = request.get_tensor("logits").data[0, :-1]
+    top = np.argpartition(-logits, width - 1, axis=-1)[:, :width]
+    order = np.argsort(-np.take_along_axis(logits, top, axis=-1), axis=-1, kind="stable")
+    return vocab[np.take_along_axis(top, order, axis=-1)]
 
 
 @functools.cache
