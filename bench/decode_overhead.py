@@ -6,7 +6,8 @@
    model (4-bit, exact precision); each decode step's wall time is split into the model pass (``KVCache._infer``:
    the input tensors, ``infer()`` and the copy of the last logits row) and everything else (penalties, sampling,
    detokenization, events, bookkeeping), in ms per token; medians over repetitions.
-2. **A prompt of 10 x n_ctx** (n_ctx = 1,024; Genesis, KJV): TTFT against a prompt of n_ctx tokens, with the prompt's
+2. **A prompt of 10 x n_ctx** (n_ctx = 1,024; Genesis, KJV): TTFT against a prompt of n_ctx tokens, and how much of
+   it the model's prefill passes take (the rest is the engine's own work), with the prompt's
    middle cut before the prefill (the default, ``Engine.generate``) and rolled through as before
    (``roll_long_prompt=True``); medians over repetitions, each from an empty cache, side by side in one run.
 
@@ -77,14 +78,37 @@ def step_split(engine: Engine) -> dict:
     return {"step_ms": 1e3 * decode_s / tokens, "pass_ms": 1e3 * passes_s / tokens, "outside_ms": 1e3 * (decode_s - passes_s) / tokens}
 
 
-def ttft_ms(engine: Engine, ids: list[int], roll: bool) -> tuple[float, int]:
-    """The TTFT of ``ids`` from an empty cache, and how many of its tokens the context kept."""
+def ttft_ms(engine: Engine, ids: list[int], roll: bool) -> tuple[float, int, float]:
+    """The TTFT of ``ids`` from an empty cache, how many of its tokens the context kept, and the milliseconds of it
+    spent inside the model's prefill passes (``KVCache.prefill``/``forward``; the rest is the engine's own work:
+    the cut or the rolls' bookkeeping, sampling the first token, detokenizing it)."""
     engine.reset()
     settings = GenerationSettings(
         sampling=SamplingSettings(temperature=0.0, max_new_tokens=1), context=ContextSettings(n_ctx=N_CTX)
     ).with_decoding(Decoding.AUTOREGRESSIVE)
-    stats = next(e for e in engine.generate(ids, settings, roll_long_prompt=roll) if isinstance(e, Finished)).stats
-    return stats.ttft_ms, len(ids) - stats.discarded_tokens
+    inside: list[float] = []
+    originals = {name: getattr(KVCache, name) for name in ("prefill", "forward")}
+
+    def timed(original):
+        def call(self, *args, **kwargs):
+            if inside and inside[-1] < 0:  # nested (prefill calling forward): counted by the outer call
+                return original(self, *args, **kwargs)
+            inside.append(-1.0)
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                inside[-1] = time.perf_counter() - start
+        return call
+
+    for name, original in originals.items():
+        setattr(KVCache, name, timed(original))
+    try:
+        stats = next(e for e in engine.generate(ids, settings, roll_long_prompt=roll) if isinstance(e, Finished)).stats
+    finally:
+        for name, original in originals.items():
+            setattr(KVCache, name, original)
+    return stats.ttft_ms, len(ids) - stats.discarded_tokens, 1e3 * sum(inside)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,18 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     long_ids = long_ids[: 10 * N_CTX - 8] + long_ids[-8:]
     fits = long_ids[: N_CTX - 8] + long_ids[-8:]
     cases = {"n_ctx prompt": (fits, False), "10 x n_ctx, middle cut": (long_ids, False), "10 x n_ctx, rolled through": (long_ids, True)}
-    splits, ttfts, kept = [], {key: [] for key in cases}, {}
+    splits, ttfts, passes, kept = [], {key: [] for key in cases}, {key: [] for key in cases}, {}
     for rep in range(args.reps):
         splits.append(step_split(engine))
         for key, (ids, roll) in cases.items():
-            ms, kept[key] = ttft_ms(engine, ids, roll)
+            ms, kept[key], in_passes = ttft_ms(engine, ids, roll)
             ttfts[key].append(ms)
+            passes[key].append(in_passes)
         print(f"rep {rep + 1}: {splits[-1]} {[round(v[-1]) for v in ttfts.values()]}", flush=True)
     split = {key: statistics.median(s[key] for s in splits) for key in splits[0]}
     ttft = {key: statistics.median(values) for key, values in ttfts.items()}
+    in_passes = {key: statistics.median(values) for key, values in passes.items()}
     result = {
         **run_stamp("decode_overhead.py", argv, started), "reps": args.reps,
-        "step_split_ms_per_token": split, "ttft_ms": ttft, "kept_tokens": kept,
+        "step_split_ms_per_token": split, "ttft_ms": ttft, "ttft_in_model_passes_ms": in_passes, "kept_tokens": kept,
         "prompt_tokens": {key: len(ids) for key, (ids, _) in cases.items()},
         "precision": engine.target.precision.describe(),
     }  # fmt: skip
@@ -123,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         f"- Command: `{result['command']}` at commit {result['commit']} ({result['minutes']:.1f} min); medians of {args.reps}",
         "", "| decode step (ms per token) | model pass | outside the pass |", "| --- | --- | --- |",
         f"| {split['step_ms']:.2f} | {split['pass_ms']:.2f} | {split['outside_ms']:.2f} |",
-        "", f"| prompt (n_ctx = {N_CTX}) | tokens | kept by the context | TTFT (ms) | vs an n_ctx prompt |",
-        "| --- | --- | --- | --- | --- |",
+        "", f"| prompt (n_ctx = {N_CTX}) | tokens | kept by the context | TTFT (ms) | in the model's passes (ms) | vs an n_ctx prompt |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
     for key, value in ttft.items():
-        lines.append(f"| {key} | {result['prompt_tokens'][key]} | {kept[key]} | {value:.0f} | {value / base:.2f}x |")
+        lines.append(f"| {key} | {result['prompt_tokens'][key]} | {kept[key]} | {value:.0f} | {in_passes[key]:.0f} | "
+                     f"{value / base:.2f}x |")
     lines += ["", "Rolling keeps the first n_keep tokens and drops whole rolls of n_discard (half of what follows them), so "
               "a long prompt keeps between half of n_ctx and all of it; the cut keeps exactly those tokens."]  # fmt: skip
     (args.out / "DECODE_OVERHEAD.md").write_text("\n".join(lines) + "\n")
