@@ -30,7 +30,7 @@ from typing import Generator, Iterator, Sequence
 import numpy as np
 
 from .adaptive_k import AdaptiveK
-from .constraints import GrammarMask
+from .constraints import GrammarError, GrammarMask
 from .detokenizer import IncrementalDetokenizer, streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
@@ -194,7 +194,10 @@ class Engine:
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
                 it), draft-model decoding without a draft model, or a system prompt too long for n_keep="auto".
-            GrammarError (a ValueError): ``settings.output.grammar`` does not compile for this model's tokenizer.
+            SettingError with field ``grammar``: no reply can follow ``settings.output.grammar`` (it does not compile
+                for this model's tokenizer, or admits no value, as a JSON schema whose ``$ref`` requires itself:
+                llguidance then fails at the first token), raised before the first token or, for what llguidance
+                finds only later, mid-reply.
             RopeUnsupportedError: a roll is needed but the model's RoPE cannot be shifted.
             RuntimeError: another generation is running on this engine.
         """
@@ -208,7 +211,12 @@ class Engine:
         models = self._models(settings.decoding)
         self._check_window(settings.context.n_ctx, models)
         n_keep, n_discard = settings.context.resolve(system_prompt_tokens)
-        grammar = GrammarMask(self.target, settings.output.grammar) if settings.output.grammar is not None else None
+        try:
+            grammar = GrammarMask(self.target, settings.output.grammar) if settings.output.grammar is not None else None
+            if grammar is not None:
+                grammar.allowed([])  # the first token's mask: a grammar that admits nothing fails here
+        except GrammarError as error:
+            raise _unfollowable(error) from None
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a generation is already running on this engine; stop it first")
         finished = False
@@ -219,6 +227,8 @@ class Engine:
             for event in events:
                 finished = isinstance(event, Finished)  # a consumer may stop reading once it has the last event
                 yield event
+        except GrammarError as error:
+            raise _unfollowable(error) from None
         finally:
             if not finished:  # an exception, or the consumer dropped the generator mid-step: caches may disagree
                 self.reset()
@@ -661,6 +671,12 @@ def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discar
         return 0
     per_roll = min(n_discard, n_ctx - n_keep)
     return -(-overflow // per_roll) * per_roll
+
+
+def _unfollowable(error: GrammarError) -> SettingError:
+    """A grammar no reply can follow, as the ``grammar`` setting's error: the request's fault, not the engine's."""
+    return SettingError("grammar", f"grammar cannot be followed by any reply ({error}): check the JSON schema or "
+                        "grammar (a $ref that requires itself admits no finite value)")
 
 
 def prefill_pass_size(cached: int, fast: bool) -> int:

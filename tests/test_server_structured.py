@@ -110,6 +110,24 @@ def test_a_schema_the_server_cannot_enforce_is_a_400_naming_it(client):
     assert error.value.body["param"] == "response_format.json_schema.schema"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("schema", [{"$ref": "#"},
+                                    {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}])
+def test_a_schema_no_reply_can_follow_is_a_400_and_the_server_goes_on(client, schema, stream):
+    """Schemas that compile but admit no finite value (found by a newcomer: they were 500s with a traceback). Where
+    llguidance finds it only at the first token, a stream has already begun and carries the same message as its
+    error event."""
+    bad = {"type": "json_schema", "json_schema": {"name": "loop", "schema": schema}}
+    with pytest.raises(openai.APIError) as error:
+        reply = client.chat.completions.create(model="specchat", messages=ASK_PERSON, response_format=bad,
+                                               max_tokens=8, stream=stream)
+        list(reply) if stream else None
+    assert "response_format cannot be followed by any reply" in error.value.message
+    if not stream:
+        assert isinstance(error.value, openai.BadRequestError) and error.value.body["param"] == "response_format"
+    assert client.chat.completions.create(model="specchat", messages=ASK_PERSON, max_tokens=2).usage.completion_tokens == 2
+
+
 def test_chat_log_probabilities_streamed_and_not(client):
     reply = client.chat.completions.create(model="specchat", messages=ASK_PERSON, temperature=0, max_tokens=12,
                                            logprobs=True, top_logprobs=3)

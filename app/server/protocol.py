@@ -66,6 +66,7 @@ _PARAMS = {
     "n_ctx": "specchat.n_ctx",
     "n_keep": "specchat.n_keep",
     "n_discard": "specchat.n_discard",
+    "grammar": "response_format",  # tools' schemas are refused with the request; one failing later is the format's
 }
 
 
