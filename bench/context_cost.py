@@ -43,13 +43,7 @@ KV_BYTES = {"f32": 4, "u8": 1}
 class SpecChatU8Runner(speed.SpecChatRunner):
     """SpecChat's engine with OpenVINO's u8 KV cache (and otherwise its exact settings)."""
 
-    def __init__(self, paths, mode):
-        from inference.engine import Engine
-        from inference.model import load_model
-        from inference.precision import PrecisionSettings
-
-        super().__init__(paths, mode)
-        self.engine = Engine(load_model(paths["target"], "CPU", PrecisionSettings(kv_cache="u8")))
+    precision_fields = {"kv_cache": "u8"}
 
 
 ROWS = {
@@ -70,15 +64,9 @@ def fit(lengths: list[int], tpot_ms: list[float]) -> tuple[float, float]:
 
 def chatml_prompt(target_dir: str, total: int) -> list[int]:
     """Token ids of a ChatML prompt of exactly ``total`` tokens: "Summarize:" and the start of Genesis (KJV), as the
-    speed benchmark's long workloads."""
-    import openvino_genai as og
-
-    tokenizer = og.Tokenizer(target_dir)
-    encode = lambda text: [int(t) for t in tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]  # noqa: E731
-    prefix = encode(f"<|im_start|>system\n{speed.SYSTEM}<|im_end|>\n<|im_start|>user\nSummarize:\n\n")
-    suffix = encode("<|im_end|>\n<|im_start|>assistant\n")
-    body = encode((HERE / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")[: 16 * total])
-    return prefix + body[: total - len(prefix) - len(suffix)] + suffix
+    speed benchmark's long workloads (``speed.exact_prompt_encoder``)."""
+    genesis = (HERE / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
+    return speed.exact_prompt_encoder(target_dir)("Summarize:\n\n" + genesis[: 16 * total], total)
 
 
 def kv_bytes_per_token(config: dict, precision: str) -> int:

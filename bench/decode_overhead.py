@@ -21,6 +21,8 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -48,8 +50,9 @@ def chat(engine: Engine, text: str) -> list[int]:
     return engine.target.encode(rendered)
 
 
-def step_split(engine: Engine) -> dict:
-    """Decode ms per token inside the model pass and outside it, over the replies to QUESTIONS."""
+@contextmanager
+def model_passes() -> Iterator[list[float]]:
+    """Within the block, every model pass (``KVCache._infer``) appends its wall time in seconds to the yielded list."""
     inside: list[float] = []
     original = KVCache._infer
 
@@ -60,10 +63,18 @@ def step_split(engine: Engine) -> dict:
         finally:
             inside.append(time.perf_counter() - start)
 
-    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0, max_new_tokens=128, ignore_eos=True))
-    decode_s, passes_s, tokens = 0.0, 0.0, 0
     KVCache._infer = timed
     try:
+        yield inside
+    finally:
+        KVCache._infer = original
+
+
+def step_split(engine: Engine) -> dict:
+    """Decode ms per token inside the model pass and outside it, over the replies to QUESTIONS."""
+    settings = GenerationSettings(sampling=SamplingSettings(temperature=0.0, max_new_tokens=128, ignore_eos=True))
+    decode_s, passes_s, tokens = 0.0, 0.0, 0
+    with model_passes() as inside:
         for question in QUESTIONS:
             engine.reset()
             ids = chat(engine, question)
@@ -73,41 +84,19 @@ def step_split(engine: Engine) -> dict:
             decode_s += (stats.new_tokens - 1) / stats.decode_tokens_per_s
             passes_s += sum(decode_passes)
             tokens += stats.new_tokens - 1
-    finally:
-        KVCache._infer = original
     return {"step_ms": 1e3 * decode_s / tokens, "pass_ms": 1e3 * passes_s / tokens, "outside_ms": 1e3 * (decode_s - passes_s) / tokens}
 
 
 def ttft_ms(engine: Engine, ids: list[int], roll: bool) -> tuple[float, int, float]:
     """The TTFT of ``ids`` from an empty cache, how many of its tokens the context kept, and the milliseconds of it
-    spent inside the model's prefill passes (``KVCache.prefill``/``forward``; the rest is the engine's own work:
-    the cut or the rolls' bookkeeping, sampling the first token, detokenizing it)."""
+    spent inside the model's passes (``KVCache._infer``, as in the step split; the rest is the engine's own work:
+    the cut or the rolls, the fast-prefill hand-over, sampling the first token, detokenizing it)."""
     engine.reset()
     settings = GenerationSettings(
         sampling=SamplingSettings(temperature=0.0, max_new_tokens=1), context=ContextSettings(n_ctx=N_CTX)
     ).with_decoding(Decoding.AUTOREGRESSIVE)
-    inside: list[float] = []
-    originals = {name: getattr(KVCache, name) for name in ("prefill", "forward")}
-
-    def timed(original):
-        def call(self, *args, **kwargs):
-            if inside and inside[-1] < 0:  # nested (prefill calling forward): counted by the outer call
-                return original(self, *args, **kwargs)
-            inside.append(-1.0)
-            start = time.perf_counter()
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                inside[-1] = time.perf_counter() - start
-        return call
-
-    for name, original in originals.items():
-        setattr(KVCache, name, timed(original))
-    try:
+    with model_passes() as inside:
         stats = next(e for e in engine.generate(ids, settings, roll_long_prompt=roll) if isinstance(e, Finished)).stats
-    finally:
-        for name, original in originals.items():
-            setattr(KVCache, name, original)
     return stats.ttft_ms, len(ids) - stats.discarded_tokens, 1e3 * sum(inside)
 
 

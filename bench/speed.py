@@ -155,15 +155,15 @@ def _model_paths() -> dict:
     return {"target": str(target), "draft": str(draft), "gguf": str(gguf_path())}
 
 
-def build_prompts(target_dir: str) -> list[dict]:
-    """Workloads: exact prompt lengths (token ids of a ChatML prompt) and output lengths."""
+def exact_prompt_encoder(target_dir: str) -> Callable[[str, int], list[int]]:
+    """``exact(content, total)``: token ids of a ChatML prompt (system SYSTEM, user ``content`` cut to fit) of exactly
+    ``total`` tokens; ValueError when ``content`` is too short."""
     import openvino_genai as og
 
     tok = og.Tokenizer(target_dir)
     enc = lambda s: [int(t) for t in tok.encode(s, add_special_tokens=False).input_ids.data[0]]  # noqa: E731
     prefix = enc(f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n")
     suffix = enc("<|im_end|>\n<|im_start|>assistant\n")
-    genesis = (BENCH / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
 
     def exact(content: str, total: int) -> list[int]:
         body = enc(content)
@@ -172,6 +172,13 @@ def build_prompts(target_dir: str) -> list[dict]:
             raise ValueError(f"prompt text too short for {total} tokens")
         return prefix + body[:room] + suffix
 
+    return exact
+
+
+def build_prompts(target_dir: str) -> list[dict]:
+    """Workloads: exact prompt lengths (token ids of a ChatML prompt) and output lengths."""
+    exact = exact_prompt_encoder(target_dir)
+    genesis = (BENCH / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
     workloads = []
     for i, new in enumerate((32, 256)):
         workloads.append({"name": f"in32_out{new}", "input": 32, "output": new, "ids": exact(SHORT_TEXTS[i], 32)})
@@ -190,9 +197,13 @@ class Runner:
 
 
 class SpecChatRunner(Runner):
+    #: ``PrecisionSettings`` fields that differ from SpecChat's exact default (none here; a subclass may set some).
+    precision_fields: dict[str, str] = {}
+
     def __init__(self, paths, mode):
         from inference.engine import Engine
         from inference.events import StepStats, TextDelta
+        from inference.precision import PrecisionSettings
         from inference.settings import (
             ContextSettings,
             Decoding,
@@ -201,7 +212,8 @@ class SpecChatRunner(Runner):
             SpeculativeSettings,
         )
 
-        self.engine = Engine.load(paths["target"], "CPU", paths["draft"] if mode == "draft" else None)
+        self.engine = Engine.load(paths["target"], "CPU", paths["draft"] if mode == "draft" else None,
+                                  precision=PrecisionSettings(**self.precision_fields))
         self.mode, self.TextDelta, self.StepStats = mode, TextDelta, StepStats
         self.settings = lambda n: GenerationSettings(  # noqa: E731
             decoding={"ar": Decoding.AUTOREGRESSIVE, "lookup": Decoding.PROMPT_LOOKUP, "draft": Decoding.DRAFT_MODEL}[mode],

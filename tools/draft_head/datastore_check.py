@@ -25,6 +25,7 @@ import functools
 import json
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,21 @@ class Datastore:
                 token, count = continuations.most_common(1)[0]
                 return token, count / sum(continuations.values())
         return None
+
+
+def held_out_greedy_replies(data: Path) -> Iterator[tuple[list[int], np.ndarray, np.ndarray, int]]:
+    """Each greedy conversation of ``data``'s held-out shards: its token ids, the target's hidden states
+    (float ``[len(tokens), hidden_size]``), the target's argmax after each token (int ``[len(tokens)]``) and its
+    prompt length in tokens."""
+    for entry in json.loads((data / "manifest.json").read_text())["shards"]:
+        if not is_held_out(entry["index"]):
+            continue
+        with np.load(shard_path(data, entry["index"])) as shard:
+            tokens, offsets, hidden, argmax = shard["tokens"], shard["offsets"], shard["hidden"], shard["argmax"]
+            for i, prompt_length in enumerate(shard["prompt_lengths"]):
+                if shard["greedy"][i]:
+                    start, end = int(offsets[i]), int(offsets[i + 1])
+                    yield tokens[start:end].tolist(), hidden[start:end], argmax[start:end], int(prompt_length)
 
 
 def head_first_drafts(head_dir: Path, tokens: list[int], hidden: np.ndarray) -> np.ndarray:
@@ -110,13 +126,6 @@ def measure(data: Path, head_dir: Path, conversations: Path | None = None, max_t
     """The comparison of the module docstring over ``data``'s held-out greedy replies; the datastore holds the
     training shards' replies of ``data``, or of the corpus ``conversations`` (token ids suffice), up to
     ``max_tokens`` reply tokens (None: all)."""
-    manifest = json.loads((data / "manifest.json").read_text())
-    held_out = []
-    for entry in manifest["shards"]:
-        if is_held_out(entry["index"]):
-            with np.load(shard_path(data, entry["index"])) as shard:
-                held_out.append({name: shard[name] for name in ("tokens", "offsets", "prompt_lengths", "greedy",
-                                                                   "hidden", "argmax")})
     store = Datastore()
     train_reply_tokens = 0
     source = conversations or data
@@ -134,19 +143,13 @@ def measure(data: Path, head_dir: Path, conversations: Path | None = None, max_t
             store.add(tokens[offsets[i] : offsets[i + 1]].tolist(), int(prompt_length))
             train_reply_tokens += int(offsets[i + 1] - offsets[i] - prompt_length)
     head_right, proposals = [], []  # per position: the head right?; (datastore right?, confidence) or None
-    for shard in held_out:
-        offsets = shard["offsets"]
-        for i, prompt_length in enumerate(shard["prompt_lengths"]):
-            if not shard["greedy"][i]:
-                continue
-            start, end = int(offsets[i]), int(offsets[i + 1])
-            tokens = shard["tokens"][start:end].tolist()
-            drafts = head_first_drafts(head_dir, tokens, shard["hidden"][start:end])
-            for j in range(int(prompt_length) - 1, len(tokens) - 2):
-                truth = int(shard["argmax"][start + j + 1])  # the target's token after tokens[: j + 2]
-                head_right.append(int(drafts[j]) == truth)
-                proposal = store.propose(tokens[: j + 2])
-                proposals.append(None if proposal is None else (proposal[0] == truth, proposal[1]))
+    for tokens, hidden, argmax, prompt_length in held_out_greedy_replies(data):
+        drafts = head_first_drafts(head_dir, tokens, hidden)
+        for j in range(prompt_length - 1, len(tokens) - 2):
+            truth = int(argmax[j + 1])  # the target's token after tokens[: j + 2]
+            head_right.append(int(drafts[j]) == truth)
+            proposal = store.propose(tokens[: j + 2])
+            proposals.append(None if proposal is None else (proposal[0] == truth, proposal[1]))
     rows = []
     for confidence in CONFIDENCES:
         chosen = [p if p is not None and p[1] >= confidence else None for p in proposals]

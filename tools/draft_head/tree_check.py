@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .datastore_check import head_top_drafts
-from .generate import is_held_out, shard_path
+from .datastore_check import head_top_drafts, held_out_greedy_replies
 
 MAX_WIDTH = 4
 FREE_CHAT = Path(__file__).resolve().parents[2] / "bench" / "results" / "free_chat.json"
@@ -32,22 +31,12 @@ FREE_CHAT = Path(__file__).resolve().parents[2] / "bench" / "results" / "free_ch
 
 def hit_rates(data: Path, head_dir: Path, width: int = MAX_WIDTH) -> dict:
     """hit@1..width of the head on ``data``'s held-out greedy replies (see the module docstring)."""
-    manifest = json.loads((data / "manifest.json").read_text())
     ranks = []  # per position: the target token's rank in the head's top ``width`` (width: not there)
-    for entry in manifest["shards"]:
-        if not is_held_out(entry["index"]):
-            continue
-        with np.load(shard_path(data, entry["index"])) as shard:
-            tokens_all, offsets, hidden, argmax = shard["tokens"], shard["offsets"], shard["hidden"], shard["argmax"]
-            for i, prompt_length in enumerate(shard["prompt_lengths"]):
-                if not shard["greedy"][i]:
-                    continue
-                start, end = int(offsets[i]), int(offsets[i + 1])
-                tokens = tokens_all[start:end].tolist()
-                top = head_top_drafts(head_dir, tokens, hidden[start:end], width)
-                for j in range(int(prompt_length) - 1, len(tokens) - 2):
-                    found = np.flatnonzero(top[j] == int(argmax[start + j + 1]))
-                    ranks.append(int(found[0]) if found.size else width)
+    for tokens, hidden, argmax, prompt_length in held_out_greedy_replies(data):
+        top = head_top_drafts(head_dir, tokens, hidden, width)
+        for j in range(prompt_length - 1, len(tokens) - 2):
+            found = np.flatnonzero(top[j] == int(argmax[j + 1]))
+            ranks.append(int(found[0]) if found.size else width)
     ranks = np.asarray(ranks)
     return {"positions": int(ranks.size), "hit": {w: float(np.mean(ranks < w)) for w in range(1, width + 1)}}
 
