@@ -169,6 +169,7 @@ class ModelLoader(QObject):
         while self._wanted_key != self._loaded_key:
             key = self._wanted_key
             ok = await self._load_models(self._settings())
+            self._wanted_key = self._settings().model_key()  # an edit meanwhile (load_later) is loaded next
             if not ok and key == self._wanted_key:
                 break
         if self._wanted_key == self._loaded_key and self.info is not None and self.state != "ready":

@@ -55,5 +55,26 @@ def test_a_reply_sent_as_the_model_changes_names_the_model_that_wrote_it(qtbot, 
     pane = window.settings_pane
     pane.bits.setCurrentIndex(pane.bits.findData(8))  # the reload starts after a short delay...
     final = send_and_wait(qtbot, window, "Say hi.", timeout_ms=TIMEOUT)  # ...and the reply waits for it
+    assert final is not None, (window.composer.error_text, window.models.error)
     assert final.state == "complete" and "int8" in window.worker.spec.describe()
     assert final.stats["model"] == window.worker.describe_answer(with_draft=False)  # the model that wrote it
+
+
+def test_a_model_setting_changed_while_the_model_loads_is_loaded_and_a_waiting_reply_gets_it(qtbot, make_window):
+    """A model setting edited during a load (here: while the 8-bit copy is prepared) is loaded next; a reply
+    waiting for the model is written by it, instead of failing with "no model is loaded"."""
+    window = make_window(FAST)
+    pane = window.settings_pane
+
+    def edit_during_the_load(state: str, text: str) -> None:
+        if text.startswith("Preparing the 8-bit model"):
+            pane.kv_cache_precision.setCurrentIndex(pane.kv_cache_precision.findData("f32"))
+
+    window.models.state_changed.connect(edit_during_the_load)
+    pane.bits.setCurrentIndex(pane.bits.findData(8))
+    window.models.load()  # now: the edit above lands while this load prepares the model
+    final = send_and_wait(qtbot, window, "Say hi.", timeout_ms=TIMEOUT)
+    assert final is not None, (window.composer.error_text, window.models.error)
+    assert final.state == "complete" and final.content
+    assert window.worker.spec.precision.kv_cache == "f32" and "int8" in window.worker.spec.describe()
+    assert final.stats["model"] == window.worker.describe_answer(with_draft=False)
