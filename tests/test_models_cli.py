@@ -76,6 +76,11 @@ def test_bad_inputs_exit_2(store, tmp_path, capsys):
     assert "not a GGUF file" in capsys.readouterr().err
     assert main(["models", "download", "not-a-repo-id"]) == 2
     assert "not a Hugging Face repository id" in capsys.readouterr().err
+    for blank in ("", "  "):  # not the current folder (".")
+        assert main(["models", "remove", blank, "--yes"]) == 2
+        assert capsys.readouterr().err.strip() == (
+            "error: no model given: give an installed model's name or a model folder (see `specchat models list`)"
+        )
     with pytest.raises(SystemExit):
         main(["models", "convert", str(tmp_path), "--bits", "3"])
 

@@ -371,10 +371,12 @@ def find_model(name_or_path: str | Path) -> Path:
     folder path, to its folder.
 
     Raises:
-        ModelImportError: no such installed model or folder, or a manifest name several models share (the
-            message lists their folder names).
+        ModelImportError: an empty name, no such installed model or folder, or a manifest name several models share
+            (the message lists their folder names).
     """
     text = str(name_or_path)
+    if not text.strip():
+        raise ModelImportError("no model given: give an installed model's name or a model folder (see `specchat models list`)")
     candidate = Path(text).expanduser()
     looks_like_a_path = os.sep in text or "/" in text or text.startswith((".", "~"))
     if candidate.is_dir() and looks_like_a_path:
