@@ -114,12 +114,26 @@ def test_version_and_the_folder_options_work_before_any_subcommand(tmp_path):
     assert removed.returncode == 2 and "nothing-here" in removed.stderr and "Traceback" not in removed.stderr
 
 
-def test_a_data_folder_that_cannot_be_created_is_one_line_not_a_traceback(tmp_path):
+@pytest.mark.parametrize("args", [["generate", "hi"], ["models", "list"], ["serve"]])
+def test_a_data_folder_that_is_a_file_is_one_line_not_a_traceback(tmp_path, args):
+    """Not "no models installed" (models list), nor an OSError deep in a fetch: the folder option is wrong."""
     not_a_folder = tmp_path / "a-file"
     not_a_folder.write_text("")
-    result = _specchat("--data-dir", str(not_a_folder), "generate", "hi", data_dir=tmp_path / "unused")
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("error: Not a directory") and "--data-dir" in result.stderr
+    result = _specchat(*args, "--data-dir", str(not_a_folder), data_dir=tmp_path / "unused")
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"error: the data folder {not_a_folder} (--data-dir or $SPECCHAT_DATA_DIR) is a file: give a folder (created if missing)"
+    ]
+    config = _specchat("--config-dir", str(not_a_folder), *args, data_dir=tmp_path / "unused")
+    assert config.returncode == 2 and "the config folder" in config.stderr and "Traceback" not in config.stderr
+
+
+def test_seed_minus_one_is_a_random_seed_as_in_llama_cpp():
+    from app.cli.commands import _settings, build_parser
+
+    assert _settings(build_parser().parse_args(["generate", "hi", "--seed", "-1"]), "ar").sampling.seed is None
+    assert _settings(build_parser().parse_args(["generate", "hi", "--seed", "7"]), "ar").sampling.seed == 7
+    result = subprocess.run([sys.executable, "-m", "app", "generate", "hi", "--seed", "x"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "argument --seed: must be an integer (-1 = random), got 'x'" in result.stderr
 
 
 @pytest.mark.parametrize("args, line", [

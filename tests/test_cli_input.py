@@ -146,9 +146,12 @@ def test_unused_options_are_said_on_stderr(int4_dir, data_dir):
     assert "note: --draft is unused with --mode ar" in stderr
 
 
-def test_chat_refuses_compare_mode(data_dir):
+def test_chat_neither_offers_nor_takes_compare_mode(data_dir):
+    """A comparison runs one message twice (generate only): chat's help lists ar and spec, and refuses compare."""
     result = _specchat("chat", "--mode", "compare", data_dir=data_dir, stdin=b"")
-    assert result.returncode == 2 and b"--mode compare" in result.stderr and b"Traceback" not in result.stderr
+    assert result.returncode == 2 and b"Traceback" not in result.stderr
+    assert b"argument --mode: invalid choice: 'compare' (choose from 'ar', 'spec')" in result.stderr
+    assert b"--mode {ar,spec}" in _specchat("chat", "--help", data_dir=data_dir, stdin=b"").stdout
 
 
 @pytest.mark.parametrize("args", [["generate", "Hi"], ["chat"], ["models", "fetch-default"], ["models", "list"]])

@@ -30,8 +30,8 @@ MULTILINE = '"""'
 USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError)
 
 
-def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    add_model_options(parser)
+def _add_engine_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("ar", "spec", "compare")) -> None:
+    add_model_options(parser, modes)
     _add_sampling_options(parser)
 
 
@@ -39,7 +39,7 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=SAMPLING.temperature, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
     parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
-    parser.add_argument("--seed", type=int, default=SAMPLING.seed)
+    parser.add_argument("--seed", type=_seed, default=SAMPLING.seed, help="same seed, same reply; -1 = random (as llama.cpp)")
     parser.add_argument("--max-new-tokens", type=int, default=SAMPLING.max_new_tokens)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument(
@@ -50,6 +50,19 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--presence-penalty", type=float, default=SAMPLING.presence_penalty, help="OpenAI's presence penalty over the reply's tokens, -2..2 (0 = off)")
     parser.add_argument("--frequency-penalty", type=float, default=SAMPLING.frequency_penalty, help="OpenAI's frequency penalty over the reply's tokens, -2..2 (0 = off)")
     parser.add_argument("--system", default="", help="system prompt")
+
+
+def _seed(text: str) -> int | None:
+    """``--seed``: an integer; -1 means a random seed (None), as in llama.cpp.
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer.
+    """
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer (-1 = random), got {text!r}") from None
+    return None if seed == -1 else seed
 
 
 def _folder_options(parser: argparse.ArgumentParser, default) -> argparse.ArgumentParser:
@@ -83,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /reset clears the conversation, /exit quits "
         "(or Ctrl+D), Ctrl+C stops a reply.",
     )
-    _add_engine_options(chat)
+    _add_engine_options(chat, modes=("ar", "spec"))  # a comparison runs one message twice: generate only
     models = commands.add_parser("models", parents=folders, help="manage models: list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
     from app.cli.models import add_models_subcommands
@@ -303,8 +316,6 @@ def _explain_difference(
 
 
 def _chat(args: argparse.Namespace) -> int:
-    if args.mode == "compare":
-        raise ValueError("--mode compare runs one message twice: use it with `specchat generate`; chat takes --mode ar or spec")
     settings = _settings(args, args.mode)
     session = ChatSession(_engine(args), args.system)
     if hasattr(sys.stdin, "reconfigure"):
