@@ -384,6 +384,7 @@ class Engine:
             mode=settings.decoding.mode,
             drafter="head" if isinstance(drafter, HeadDrafter) else settings.decoding.drafter,
             prompt_tokens=len(prompt_ids),
+            reused_tokens=reused,
             prefilled_tokens=len(prompt_ids) - reused,
             precision=self.target.precision.describe(),
         )
@@ -394,6 +395,7 @@ class Engine:
         to_prefill = prompt_ids[reused:]
         if discarded and not roll_long_prompt:
             to_prefill = yield from self._cut_the_middle(to_prefill, discarded, n_keep, drafter, models, stats)
+            stats.prefilled_tokens = len(to_prefill)
         seen_before = len(self._seen)
         logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafter, models, stats, cancel)
         if len(to_prefill) < len(prompt_ids) - reused and logits is not None:

@@ -110,8 +110,9 @@ class GenerationStats:
 
     Attributes:
         mode: ``ar`` or ``spec``; drafter: ``model``, ``head`` (a draft head), ``lookup`` or None.
-        prompt_tokens: tokens of the whole rendered prompt; prefilled_tokens: those actually computed (the
-            rest came from the cached prefix of earlier turns).
+        prompt_tokens: tokens of the whole rendered prompt; reused_tokens: those the KV cache already held
+            (the cached prefix of earlier turns); prefilled_tokens: those actually computed (neither reused nor cut
+            from the middle of a prompt longer than n_ctx before its prefill).
         new_tokens: tokens generated.
         ttft_ms: time to first token (prefill + first sample), milliseconds.
         decode_tokens_per_s: (new_tokens - 1) / time from the first to the last token.
@@ -130,6 +131,7 @@ class GenerationStats:
     mode: str
     drafter: str | None = None
     prompt_tokens: int = 0
+    reused_tokens: int = 0
     prefilled_tokens: int = 0
     new_tokens: int = 0
     ttft_ms: float = 0.0

@@ -141,7 +141,8 @@ class RemoteStub:
                 self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 last = {
                     "choices": [],
-                    "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces)},
+                    "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces),
+                              "prompt_tokens_details": {"cached_tokens": 16}},
                 }
                 if behaviour == "specchat":
                     mode = (body.get("specchat") or {}).get("mode", "ar")

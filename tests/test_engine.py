@@ -134,6 +134,7 @@ def test_a_prompt_of_ten_n_ctx_is_cut_in_the_middle_before_its_prefill(f32_engin
     assert not [e for e in events[:first_text] if isinstance(e, ContextRolled)]
     kept = ids[:4] + ids[4 + overflow.discarded_tokens :]
     assert sum(fed) == len(kept) <= n_ctx and len(ids) > 10 * len(kept) // 1.1
+    assert (stats.prompt_tokens, stats.reused_tokens, stats.prefilled_tokens) == (len(ids), 0, len(kept))  # computed
     engine.reset()
     reference = engine.generate_text(kept, settings("ar", max_new_tokens=24, n_ctx=n_ctx, n_discard=32))
     if decoding == "ar":
@@ -154,6 +155,7 @@ def test_a_long_paste_in_a_second_turn_rolls_the_first_away_and_the_third_turn_r
         events = list(engine.generate(second, settings("ar", max_new_tokens=12, n_ctx=n_ctx)))
         two = events[-1].stats
         assert sum(fed) <= n_ctx and two.discarded_tokens > 3 * n_ctx
+        assert two.prefilled_tokens == sum(fed) and two.reused_tokens == len(first) + len(one.token_ids)  # turn 1 held in the cache
         first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
         rolls = [e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled)]
         assert len(rolls) == 1 and len(first) - 4 <= rolls[0] <= len(first) + len(one.token_ids) - 4  # turn 1 goes
@@ -161,6 +163,7 @@ def test_a_long_paste_in_a_second_turn_rolls_the_first_away_and_the_third_turn_r
         fed.clear()
         three = engine.generate_text(third, settings("ar", max_new_tokens=4, n_ctx=n_ctx))
         assert three.prefilled_tokens < 40 and sum(fed) == three.prefilled_tokens  # only the new turn
+        assert three.reused_tokens + three.prefilled_tokens == len(third)  # nothing cut: the rest was cached
     finally:
         del engine._cache.prefill
 

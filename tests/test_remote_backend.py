@@ -170,6 +170,7 @@ def test_a_specchat_server_gets_the_mode_and_fills_the_acceptance_statistics(stu
     assert (stats.mode, stats.drafter, stats.drafted, stats.accepted) == ("spec", "lookup", 8, 6)
     assert stats.acceptance_rate == SPECCHAT_STATS["acceptance_rate"]
     assert (stats.discarded_tokens, stats.rolls, stats.prefilled_tokens) == (3, 1, 5)
+    assert (stats.prompt_tokens, stats.reused_tokens) == (21, 16)  # OpenAI's usage.prompt_tokens_details.cached_tokens
     assert stub.requests[-1][1]["specchat"] == {"mode": "spec_lookup", "k": REQUEST.settings.speculative.k}
 
 

@@ -449,6 +449,7 @@ class _ReplyClock:
             mode=mode,
             drafter=_str(extension.get("drafter")) or (decoding.drafter if mode == "spec" else None),
             prompt_tokens=_int(usage.get("prompt_tokens"), 0),
+            reused_tokens=_int(_dict(usage.get("prompt_tokens_details")).get("cached_tokens"), 0),
             prefilled_tokens=_int(extension.get("prefilled_tokens"), _int(usage.get("prompt_tokens"), 0)),
             new_tokens=new_tokens,
             ttft_ms=((self.first - self.start) * 1000.0) if self.first is not None else 0.0,
@@ -465,6 +466,10 @@ class _ReplyClock:
 
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _str(value: Any) -> str | None:

@@ -662,7 +662,7 @@ def usage(stats: GenerationStats) -> dict:
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.new_tokens,
         "total_tokens": stats.prompt_tokens + stats.new_tokens,
-        "prompt_tokens_details": {"cached_tokens": stats.prompt_tokens - stats.prefilled_tokens},
+        "prompt_tokens_details": {"cached_tokens": stats.reused_tokens},
     }
 
 
