@@ -48,8 +48,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size", default="1440x900", help="screen size WIDTHxHEIGHT (the window fits it)")
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
-    parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_lookup",
-                        help="speculative side of the comparison")  # fmt: skip
+    parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_model",
+                        help="speculative side of the comparison (default: a draft model, the window's own: the draft "
+                             "head on the default model, as a new user's Compare)")  # fmt: skip
     parser.add_argument("--draft", choices=("window", "8-bit"), default="window",
                         help="spec_model's draft: the window's own choice (the draft head on the default model) "
                              "or the 8-bit default model")  # fmt: skip

@@ -317,7 +317,8 @@ class ReplyController(QObject):
                     if active.cancel.is_set():
                         break
                     k = settings.generation.speculative.k
-                    phase_extra = {"drafter": decoding.drafter, "k": k} if decoding.speculative else {}
+                    drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head and not remote else decoding.drafter
+                    phase_extra = {"drafter": drafter, "k": k} if decoding.speculative else {}
                     recorder.begin_phase(decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode, index > 0)
                     generation = settings.generation_settings(decoding, seed=seed)

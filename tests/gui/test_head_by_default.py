@@ -65,7 +65,8 @@ def test_the_window_compares_plain_decoding_with_the_default_models_head(qtbot, 
         window.composer.set_text("Give me three tips for better sleep.")
         click(qtbot, window.composer.compare_button)
     compare = finished.args[0].stats["compare"]
-    assert (compare["spec"]["drafter"], compare["spec"]["k"]) == ("model", HEAD_K)
+    assert (compare["spec"]["drafter"], compare["spec"]["k"]) == ("head", HEAD_K)  # its column says "draft head"
+    assert window.chat_view.message_widgets()[-1].spec_column.title.text() == f"Speculative (draft head, K {HEAD_K})"
     assert compare["spec"]["drafted"] > 0 and compare["identical"] is True  # greedy, exact precision
     assert f"draft {default_head_dir().name}" in compare["spec"]["model"]
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
