@@ -109,6 +109,23 @@ def test_response_format_constrains_the_reply_with_a_grammar():
     assert chat(response_format={"type": "text"}).settings.output.grammar is None
 
 
+def test_a_completion_takes_response_format_as_a_chat_does():
+    """``/v1/completions`` constrains the continuation with the same grammar (it was ignored, found by a newcomer)."""
+    def completion(response_format):
+        body = json.dumps({"prompt": "x", "response_format": response_format}).encode()
+        return completion_request(parse(CompletionRequest, body), DEFAULTS, None)
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    wrapped = {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema}}
+    assert completion(wrapped).settings.output.grammar == json_schema_grammar(schema)
+    assert completion({"type": "json_object"}).settings.output.grammar == json_object_grammar()
+    assert completion({"type": "text"}).settings.output.grammar is None
+    with pytest.raises(APIError) as refused:
+        completion({"type": "yaml"})
+    assert (refused.value.status, refused.value.param) == (400, "response_format.type")
+    assert refused.value.message == "response_format.type is 'yaml': use text, json_object or json_schema"
+
+
 def test_log_probabilities_are_asked_as_openai_asks_them():
     assert chat(logprobs=True).settings.output.logprobs == 0
     assert chat(logprobs=True, top_logprobs=20).settings.output.logprobs == 20

@@ -158,6 +158,7 @@ class _GenerationFields(_Strict):
     stream_options: StreamOptions | None = None
     user: str | None = None
     logit_bias: Any = None
+    response_format: Any = None
     specchat: SpecChatOptions | None = None
 
 
@@ -172,7 +173,6 @@ class ChatCompletionRequest(_GenerationFields):
     tool_choice: Any = None
     functions: Any = None
     function_call: Any = None
-    response_format: Any = None
     parallel_tool_calls: Any = None
 
 
@@ -378,9 +378,10 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
 
 
 def response_format_grammar(value: Any) -> str | None:
-    """The grammar of a chat request's ``response_format``: None for ``{"type": "text"}`` or none;
-    ``{"type": "json_object"}`` (with llama-server's optional ``"schema"``) and ``{"type": "json_schema",
-    "json_schema": {"name", "schema", "strict", "description"}}`` constrain the reply (``inference.constraints``).
+    """The grammar of a request's ``response_format`` (a chat's or a text completion's): None for ``{"type":
+    "text"}`` or none; ``{"type": "json_object"}`` (with llama-server's optional ``"schema"``) and ``{"type":
+    "json_schema", "json_schema": {"name", "schema", "strict", "description"}}`` constrain the reply
+    (``inference.constraints``).
 
     Raises:
         APIError: 400 naming the part at fault: an unknown type, a missing or invalid schema.
@@ -419,8 +420,8 @@ def completion_request(
     ``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
-        APIError: 400 naming the field: an empty prompt or several, ``echo``/``suffix``/``best_of``, ``n`` other
-            than 1, a setting out of range.
+        APIError: 400 naming the field: an empty prompt or several, ``suffix``, ``best_of`` other than 1, ``n``
+            other than 1, an invalid ``response_format``, a setting out of range.
     """
     _unsupported(body, ("logit_bias", "suffix"))
     if body.best_of not in (None, 1):
@@ -432,7 +433,7 @@ def completion_request(
         prompt = prompt[0]
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
-    output = OutputSettings(logprobs=body.logprobs)
+    output = OutputSettings(grammar=response_format_grammar(body.response_format), logprobs=body.logprobs)
     settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs", max_tokens)
     return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)
 
