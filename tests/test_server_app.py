@@ -189,6 +189,19 @@ def test_refusals_name_the_field(fields, param):
 
 
 @pytest.mark.parametrize("fields, message", [
+    ({"tools": [{"type": "retrieval"}]},
+     'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),
+    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]},
+     'messages[0].tool_calls[0] must be {"id", "type": "function", "function": {"name", "arguments": a JSON object '
+     'as a string}}'),
+])
+def test_the_shapes_tools_must_have_are_written_as_json(fields, message):
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    assert refused.value.message == message
+
+
+@pytest.mark.parametrize("fields, message", [
     ({"max_tokens": -5}, "max_tokens must be >= 1, got -5"),
     ({"max_completion_tokens": 0}, "max_completion_tokens must be >= 1, got 0"),
     ({"stop": [""]}, "stop must not contain an empty string"),

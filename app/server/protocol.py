@@ -328,7 +328,7 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
             raise APIError(400, f'tools[{index}] must be {{"type": "function", "function": {{"name", "description", '
-                           '"parameters"}}}', param=f"tools[{index}]")
+                           '"parameters"}}', param=f"tools[{index}]")
         if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
             raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
                            param=f"tools[{index}].function.name")
@@ -371,7 +371,7 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
             arguments = None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
             raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
-                           '"arguments": a JSON object as a string}}}', param=f"{param}[{index}]")
+                           '"arguments": a JSON object as a string}}', param=f"{param}[{index}]")
         parsed.append({"id": call.get("id", ""), "type": "function",
                        "function": {"name": function["name"], "arguments": arguments}})
     return parsed
