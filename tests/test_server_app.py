@@ -179,7 +179,7 @@ def test_a_completion_is_the_raw_prompt():
     ({"top_k": -2}, "top_k"),
     ({"min_p": 1.5}, "min_p"),
     ({"specchat": {"n_keep": "all"}}, "specchat.n_keep"),
-    ({"stop": ["a", 1]}, "stop"),
+    ({"stop": ["a", 1]}, "stop[1]"),
 ])
 def test_refusals_name_the_field(fields, param):
     with pytest.raises(APIError) as refused:
@@ -235,6 +235,49 @@ def test_the_servers_caps_bound_what_a_request_may_cost():
         with pytest.raises(APIError) as refused:
             chat(stop=stop)
         assert (refused.value.status, refused.value.param) == (400, "stop") and refused.value.message.startswith(said)
+
+
+TWO_PARTS = [{"type": "text", "text": "Hi"}, {"type": "text", "text": 5}]
+
+
+@pytest.mark.parametrize("fields, param, code, message", [
+    ({"messages": [{"role": "user", "content": TWO_PARTS}]}, "messages[0].content[1].text", "invalid_type",
+     "messages[0].content[1].text is the number 5: send a string"),
+    ({"messages": [5]}, "messages[0]", "invalid_type",
+     'messages[0] is the number 5: send a message object ({"role": ..., "content": ...})'),
+    ({"messages": [{"role": "user", "content": ["Hi"]}]}, "messages[0].content[0]", "invalid_type",
+     'messages[0].content[0] is the string "Hi": send a content part ({"type": "text", "text": ...})'),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content", "invalid_type",
+     "messages[0].content is the number 5: send a string or a list"),
+    ({"messages": [{"role": "user", "content": [{"text": "Hi"}]}]}, "messages[0].content[0].type",
+     "missing_required_parameter", "messages[0].content[0].type is missing: add it"),
+    ({"messages": [{"content": "Hi"}]}, "messages[0].role", "missing_required_parameter",
+     "messages[0].role is missing: add it"),
+    ({"temperature": "hot"}, "temperature", "invalid_type", 'temperature is the string "hot": send a number'),
+    ({"max_tokens": True}, "max_tokens", "invalid_type", "max_tokens is true: send an integer"),
+    ({"stop": ["a", None]}, "stop[1]", "invalid_type", "stop[1] is null: send a string"),
+    ({"stream_options": "usage"}, "stream_options", "invalid_type",
+     'stream_options is the string "usage": send an object'),
+    ({"specchat": {"mode": "fast"}}, "specchat.mode", "invalid_value",
+     'specchat.mode is the string "fast": send "ar", "spec_model" or "spec_lookup"'),
+    ({"specchat": {"n_keep": ["all"]}}, "specchat.n_keep", "invalid_type",
+     'specchat.n_keep is a list: send an integer or "auto"'),
+    ({"specchat": {"typo": 1}}, "specchat.typo", "unknown_parameter",
+     "specchat.typo is not a SpecChat option: specchat takes mode, k, adaptive_k, n_ctx, n_keep and n_discard"),
+])
+def test_type_errors_name_the_json_field_and_what_to_send(fields, param, code, message):
+    """In JSON's words and the request's field paths, as OpenAI's errors are: never pydantic's class names
+    (``Message``, ``ContentPart``...) or its "Input should be" (found by a newcomer trial)."""
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    error = refused.value.body()["error"]
+    assert (refused.value.status, error["param"], error["code"], error["message"]) == (400, param, code, message)
+
+
+def test_a_completions_prompt_of_the_wrong_type_says_what_to_send():
+    with pytest.raises(APIError) as refused:
+        parse(CompletionRequest, b'{"prompt": null}')
+    assert (refused.value.param, refused.value.message) == ("prompt", "prompt is null: send a string or a list")
 
 
 @pytest.mark.parametrize("body", [

@@ -202,24 +202,87 @@ def parse(model: type[BaseModel], body: bytes) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        param = _location(first["loc"])
-        raise APIError(400, f"{param}: {first['msg']}", param=param, code="invalid_type") from None
+        raise _invalid_field(error) from None
+
+
+#: What a field takes, by pydantic's error type, in JSON's words.
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "a list",
+}
+#: The request's objects as a client writes them, by their model's name (a ``model_type`` error's ``class_name``).
+_OBJECTS = {
+    "Message": 'a message object ({"role": ..., "content": ...})',
+    "ContentPart": 'a content part ({"type": "text", "text": ...})',
+}
+
+
+def _invalid_field(error: ValidationError) -> APIError:
+    """pydantic's refusal of a request as OpenAI's 400: the field at fault as the request names it
+    (``messages[0].content[1].text``), what it holds and what to send instead, in JSON's words, never pydantic's
+    class names. Where pydantic tried each type of a union, the field at fault is the deepest one an error reaches
+    (a content part's ``text``, not the content that is not a string either), and every type it takes is named."""
+    located = [(_fields(detail["loc"]), detail) for detail in error.errors()]
+    fields = max((fields for fields, _ in located), key=len)
+    param = _location(fields)
+    details = [detail for at, detail in located if at == fields]
+    kinds = {detail["type"] for detail in details}
+    if "missing" in kinds:
+        return APIError(400, f"{param} is missing: add it", param=param, code="missing_required_parameter")
+    if "extra_forbidden" in kinds:  # only the specchat object refuses unknown keys
+        *others, last = SpecChatOptions.model_fields
+        return APIError(400, f"{param} is not a SpecChat option: specchat takes {', '.join(others)} and {last}",
+                        param=param, code="unknown_parameter")
+    expected = [_expected(detail) for detail in details]
+    held = _json_value(details[0]["input"])
+    if None in expected:  # a refusal this module words nowhere: pydantic's own words, with the field's path
+        return APIError(400, f"{param} is {held}: {details[0]['msg']}", param=param, code="invalid_value")
+    code = "invalid_value" if kinds == {"literal_error"} else "invalid_type"
+    return APIError(400, f"{param} is {held}: send {' or '.join(dict.fromkeys(expected))}", param=param, code=code)
+
+
+def _expected(detail: dict) -> str | None:
+    """What the field of one pydantic error takes, in JSON's words (None: a kind of error not worded here)."""
+    if detail["type"] == "literal_error":
+        return detail["ctx"]["expected"].replace("'", '"')  # 'ar', 'spec_model' or 'spec_lookup', as JSON writes them
+    if detail["type"] == "model_type":
+        return _OBJECTS.get(detail["ctx"]["class_name"], "an object")
+    return _EXPECTED.get(detail["type"])
+
+
+def _json_value(value: Any) -> str:
+    """A value of the request as JSON names it: ``the string "hot"``, ``the number 5``, ``true``, ``null``, ``a
+    list``, ``an object``; ``a long string`` (or number) past 40 characters."""
+    if isinstance(value, list | dict):
+        return "a list" if isinstance(value, list) else "an object"
+    text = json.dumps(value, ensure_ascii=False)
+    if value is None or isinstance(value, bool):
+        return text
+    kind = "string" if isinstance(value, str) else "number"
+    return f"the {kind} {text}" if len(text) <= 40 else f"a long {kind}"
 
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none"})
 
 
-def _location(loc: tuple) -> str:
-    """pydantic's error location as a field path: ``("messages", 0, "role")`` -> ``messages[0].role``."""
+def _fields(loc: tuple) -> tuple:
+    """The field names and list indices of pydantic's error location, without the union branches it tried
+    (``("stop", "list[str]", 1)`` -> ``("stop", 1)``)."""
+    return tuple(part for part in loc
+                 if isinstance(part, int) or (part not in _TYPE_TAGS and str(part).isidentifier()))
+
+
+def _location(fields: tuple) -> str:
+    """Field names and indices as a field path: ``("messages", 0, "role")`` -> ``messages[0].role``."""
     path = ""
-    for part in loc:
+    for part in fields:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in _TYPE_TAGS or not str(part).isidentifier():
-            continue  # the branch of a union pydantic tried (``str``, ``list[str]``...), not a field
         else:
-            path += f".{part}" if path else str(part)
+            path += f".{part}" if path else part
     return path
 
 
