@@ -274,6 +274,15 @@ def test_type_errors_name_the_json_field_and_what_to_send(fields, param, code, m
     assert (refused.value.status, error["param"], error["code"], error["message"]) == (400, param, code, message)
 
 
+@pytest.mark.parametrize("part", [{"type": "text"}, {"type": "text", "text": None}])
+def test_a_text_part_without_its_text_is_named(part):
+    with pytest.raises(APIError) as refused:
+        chat(messages=[{"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}])
+    error = refused.value.body()["error"]
+    assert (error["param"], error["code"]) == ("messages[0].content[1].text", "missing_required_parameter")
+    assert error["message"] == 'messages[0].content[1] is a text part without its text: add "text": "..." to it'
+
+
 def test_a_completions_prompt_of_the_wrong_type_says_what_to_send():
     with pytest.raises(APIError) as refused:
         parse(CompletionRequest, b'{"prompt": null}')

@@ -299,7 +299,8 @@ def _unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
 
 
 def _message_text(message: Message, index: int) -> str:
-    """The text of a message (its text parts joined); images, audio and files are refused."""
+    """The text of a message (its text parts joined); images, audio, files and a text part without its text are
+    refused."""
     content = message.content
     if content is None:
         raise APIError(400, f"messages[{index}].content is missing: give the message's text", param=f"messages[{index}].content")
@@ -307,7 +308,14 @@ def _message_text(message: Message, index: int) -> str:
         return content
     texts = []
     for part_index, part in enumerate(content):
-        if part.type != "text" or part.text is None:
+        if part.type == "text" and part.text is None:
+            raise APIError(
+                400,
+                f'messages[{index}].content[{part_index}] is a text part without its text: add "text": "..." to it',
+                param=f"messages[{index}].content[{part_index}].text",
+                code="missing_required_parameter",
+            )
+        if part.type != "text":
             raise APIError(
                 400,
                 f"messages[{index}].content[{part_index}] is of type {part.type!r}: SpecChat's models read text only "
