@@ -188,6 +188,28 @@ def test_refusals_name_the_field(fields, param):
     assert refused.value.body()["error"]["param"] == param
 
 
+FUNCTION = {"type": "function", "function": {"name": "get_time"}}
+TOOL_CHOICES = '"none", "auto", "required" or {"type": "function", "function": {"name": ...}} naming one of the tools'
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"tool_choice": "sometimes"}, f'tool_choice is the string "sometimes": use {TOOL_CHOICES}'),
+    ({"tools": [FUNCTION], "tool_choice": "sometimes"}, f'tool_choice is the string "sometimes": use {TOOL_CHOICES}'),
+    ({"tools": [FUNCTION], "tool_choice": {"type": "function", "name": "get_time"}},
+     f"tool_choice is an object: use {TOOL_CHOICES}"),
+    ({"tools": [FUNCTION], "tool_choice": {"type": "function", "function": {"name": "get_date"}}},
+     'tool_choice names the function "get_date", which is not among the tools: name one of "get_time", or use '
+     '"none", "auto" or "required"'),
+])
+def test_an_invalid_tool_choice_is_refused_with_the_values_allowed(fields, message):
+    """As OpenAI does, whether tools are given or not (without tools, "sometimes" was said to need tools)."""
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    error = refused.value.body()["error"]
+    assert (refused.value.status, error["param"], error["code"], error["message"]) == \
+        (400, "tool_choice", "invalid_value", message)
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"tools": [{"type": "retrieval"}]},
      'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),

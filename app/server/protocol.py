@@ -385,10 +385,16 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
 
     Raises:
         APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
-            parameters that are not a JSON schema SpecChat can enforce, a ``tool_choice`` naming no given tool.
+            parameters that are not a JSON schema SpecChat can enforce, a ``tool_choice`` that is none of its
+            values (the message lists them) or names no given tool.
     """
     if parallel is not None and not isinstance(parallel, bool):
         raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
+    named = _named_function(choice)
+    if choice not in (None, "none", "auto", "required") and named is None:
+        raise APIError(400, f'tool_choice is {_json_value(choice)}: use "none", "auto", "required" or {{"type": '
+                       '"function", "function": {"name": ...}} naming one of the tools', param="tool_choice",
+                       code="invalid_value")
     if tools is None or tools == []:
         if choice not in (None, "none", "auto"):
             raise APIError(400, "tool_choice needs tools: send the tools the model may call", param="tool_choice")
@@ -410,20 +416,22 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
                 json_schema_grammar(parameters)
             except GrammarError as error:
                 raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
-    names = [tool["function"]["name"] for tool in tools]
-    if choice in (None, "auto", "required"):
-        chosen = choice or "auto"
-    elif choice == "none":
+    if choice == "none":
         return None
-    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
-        chosen = choice["function"].get("name")
-        if chosen not in names:
-            raise APIError(400, f"tool_choice names {chosen!r}, which is not among the tools ({', '.join(names)})",
-                           param="tool_choice")
-    else:
-        raise APIError(400, 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
-                       '{"name": ...}}', param="tool_choice")
-    return ToolUse(tuple(tools), chosen, parallel is not False)
+    names = [tool["function"]["name"] for tool in tools]
+    if named is not None and named not in names:
+        listed = ", ".join(json.dumps(name) for name in names)
+        raise APIError(400, f"tool_choice names the function {json.dumps(named)}, which is not among the tools: name "
+                       f'one of {listed}, or use "none", "auto" or "required"', param="tool_choice",
+                       code="invalid_value")
+    return ToolUse(tuple(tools), named or choice or "auto", parallel is not False)
+
+
+def _named_function(choice: Any) -> str | None:
+    """The function a ``tool_choice`` of ``{"type": "function", "function": {"name": NAME}}`` names, else None."""
+    function = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _tool_calls(calls: Any, param: str) -> list[dict]:
