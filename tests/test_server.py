@@ -201,6 +201,8 @@ def test_a_disconnect_cancels_the_generation(client, server):
 
 def test_models_and_health(client, server):
     assert [m.id for m in client.models.list()] == ["SmolLM2-135M-Instruct-int4"]
+    with_slash = httpx.get(f"{server.url}/models/")
+    assert (with_slash.status_code, with_slash.json()) == (200, httpx.get(f"{server.url}/models").json())
     assert client.models.retrieve("SmolLM2-135M-Instruct-int4").owned_by == "specchat"
     assert httpx.get(f"{server.base}/health").json() == {"status": "ok", "busy": False, "waiting": 0}
     assert httpx.get(f"{server.base}/nowhere").json()["error"]["type"] == "not_found_error"

@@ -424,6 +424,21 @@ def test_an_unexpected_failure_outside_a_generation_is_a_500_that_says_nothing_o
     assert "secret-key" in caplog.text
 
 
+def test_a_trailing_slash_reaches_the_same_endpoint():
+    """Some clients add a slash to every path: ``/v1/models/`` was a 404 (the route of one model, named "")."""
+    app = create_app(ScriptedBackend(), model_id="m")
+    listed = call(app, "GET", "/v1/models")
+    assert listed.status_code == 200 and [model["id"] for model in listed.json()["data"]] == ["m"]
+    for path in ("/v1/models/", "/v1/models//"):
+        response = call(app, "GET", path)
+        assert (response.status_code, response.json()) == (200, listed.json()), path
+    assert call(app, "GET", "/v1/models/m/").json()["id"] == "m"
+    assert call(app, "GET", "/health/").json() == {"status": "ok", "busy": False, "waiting": 0}
+    reply = call(app, "POST", "/v1/chat/completions/", json=HELLO)
+    assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "Hi"
+    assert call(app, "GET", "/v1/nowhere/").json()["error"]["type"] == "not_found_error"
+
+
 def test_a_key_from_an_env_file_is_stripped_and_then_matches(monkeypatch):
     monkeypatch.setenv("SPECCHAT_API_KEY", " s3cret\r\n")
     key = api_key_of(argparse.Namespace(api_key=None))

@@ -105,6 +105,7 @@ def create_app(
     gate = gate or GenerationGate(max_queue)
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(_WithoutTrailingSlash)
 
     if api_key is None:
         app.add_middleware(_ThisComputerOnly)
@@ -206,6 +207,20 @@ def create_app(
 
     app.state.gate = gate
     return app
+
+
+class _WithoutTrailingSlash:
+    """ASGI middleware: a path's trailing slashes are dropped before routing, for every endpoint and method
+    (``GET /v1/models/`` is ``GET /v1/models``), as some clients add one to every path. Starlette's redirect would
+    not do: ``/v1/models/`` matches the route of one model (named ""), and a redirected POST may lose its body."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/" and scope["path"].endswith("/"):
+            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
+        await self.app(scope, receive, send)
 
 
 class _ThisComputerOnly:
