@@ -263,6 +263,20 @@ def test_bad_input_is_a_400_naming_the_field(server, body, param, stream):
     assert error["param"] == param
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_spec_model_without_a_draft_says_how_to_load_one(server, stream):
+    """The server runs no draft model (no --mode spec): the message says how to start it with one, and what works
+    without (it said "load one", found by a newcomer trial)."""
+    body = _chat(specchat={"mode": "spec_model"}, stream=stream)
+    response = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
+    error = response.json()["error"]
+    assert (response.status_code, error["param"], error["code"]) == (400, "specchat.mode", "no_draft_model")
+    assert error["message"].startswith('specchat.mode "spec_model" needs a draft model, and this server has none: ')
+    assert "restart `specchat serve` with `--mode spec --draft NAME`" in error["message"]
+    assert error["message"].endswith('or send "mode": "spec_lookup" (prompt lookup drafts from the conversation, '
+                                     'without a draft model) or "ar"')
+
+
 def test_values_that_ask_for_nothing_are_accepted(client):
     """Clients such as editors' plugins always send these; they ask for no tool, no format, no log-probabilities."""
     reply = client.chat.completions.create(

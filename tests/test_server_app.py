@@ -415,6 +415,20 @@ def test_errors_say_what_the_client_did_wrong_and_log_the_rest(failure, status, 
         assert str(failure) in error["message"] or failure.renamed(param) in error["message"]
 
 
+def test_the_windows_server_says_where_to_choose_a_draft_model():
+    """The window's server is not restarted with flags: its advice names the window's setting."""
+    from app.gui.local_server import ServedModel, default_app_factory
+    from app.server.gate import GenerationGate
+
+    no_draft = SettingError("decoding", "speculative decoding with a draft model needs a draft model: load one")
+    app = default_app_factory(ScriptedBackend(no_draft), None, ServedModel(), GenerationGate(1))
+    response = call(app, "POST", "/v1/chat/completions", json={**HELLO, "specchat": {"mode": "spec_model"}})
+    error = response.json()["error"]
+    assert (response.status_code, error["param"], error["code"]) == (400, "specchat.mode", "no_draft_model")
+    assert "choose a draft model as the Drafter in the window's Model and decoding settings" in error["message"]
+    assert "specchat serve" not in error["message"]
+
+
 def test_an_unexpected_failure_outside_a_generation_is_a_500_that_says_nothing_of_it(monkeypatch, caplog):
     caplog.set_level(logging.ERROR, logger="app.server.app")
     monkeypatch.setattr("app.server.app.Reply.new", lambda *args: (_ for _ in ()).throw(KeyError("secret-key")))

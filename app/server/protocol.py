@@ -612,6 +612,17 @@ def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_p
     return APIError(400, error.renamed(param), param=param, code="invalid_value")
 
 
+def no_draft_model(advice: str) -> APIError:
+    """A request for draft-model decoding (``specchat.mode`` ``spec_model``) on a server that runs no draft model:
+    a 400 that says how to run one (``advice``, e.g. the flags to restart with) and what works without one."""
+    return APIError(
+        400,
+        f'specchat.mode "spec_model" needs a draft model, and this server has none: {advice}; or send "mode": '
+        '"spec_lookup" (prompt lookup drafts from the conversation, without a draft model) or "ar"',
+        param="specchat.mode", code="no_draft_model",
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Reply:
     """Identity of one response: ``id`` (``chatcmpl-...`` or ``cmpl-...``), ``created`` (Unix seconds),
