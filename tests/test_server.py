@@ -201,6 +201,8 @@ def test_a_disconnect_cancels_the_generation(client, server):
 
 def test_models_and_health(client, server):
     assert [m.id for m in client.models.list()] == ["SmolLM2-135M-Instruct-int4"]
+    with_slash = httpx.get(f"{server.url}/models/")
+    assert (with_slash.status_code, with_slash.json()) == (200, httpx.get(f"{server.url}/models").json())
     assert client.models.retrieve("SmolLM2-135M-Instruct-int4").owned_by == "specchat"
     assert httpx.get(f"{server.base}/health").json() == {"status": "ok", "busy": False, "waiting": 0}
     assert httpx.get(f"{server.base}/nowhere").json()["error"]["type"] == "not_found_error"
@@ -259,6 +261,20 @@ def test_bad_input_is_a_400_naming_the_field(server, body, param, stream):
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["message"]
     assert error["param"] == param
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_spec_model_without_a_draft_says_how_to_load_one(server, stream):
+    """The server runs no draft model (no --mode spec): the message says how to start it with one, and what works
+    without (it said "load one", found by a newcomer trial)."""
+    body = _chat(specchat={"mode": "spec_model"}, stream=stream)
+    response = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
+    error = response.json()["error"]
+    assert (response.status_code, error["param"], error["code"]) == (400, "specchat.mode", "no_draft_model")
+    assert error["message"].startswith('specchat.mode "spec_model" needs a draft model, and this server has none: ')
+    assert "restart `specchat serve` with `--mode spec --draft NAME`" in error["message"]
+    assert error["message"].endswith('or send "mode": "spec_lookup" (prompt lookup drafts from the conversation, '
+                                     'without a draft model) or "ar"')
 
 
 def test_values_that_ask_for_nothing_are_accepted(client):

@@ -109,6 +109,23 @@ def test_response_format_constrains_the_reply_with_a_grammar():
     assert chat(response_format={"type": "text"}).settings.output.grammar is None
 
 
+def test_a_completion_takes_response_format_as_a_chat_does():
+    """``/v1/completions`` constrains the continuation with the same grammar (it was ignored, found by a newcomer)."""
+    def completion(response_format):
+        body = json.dumps({"prompt": "x", "response_format": response_format}).encode()
+        return completion_request(parse(CompletionRequest, body), DEFAULTS, None)
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    wrapped = {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema}}
+    assert completion(wrapped).settings.output.grammar == json_schema_grammar(schema)
+    assert completion({"type": "json_object"}).settings.output.grammar == json_object_grammar()
+    assert completion({"type": "text"}).settings.output.grammar is None
+    with pytest.raises(APIError) as refused:
+        completion({"type": "yaml"})
+    assert (refused.value.status, refused.value.param) == (400, "response_format.type")
+    assert refused.value.message == "response_format.type is 'yaml': use text, json_object or json_schema"
+
+
 def test_log_probabilities_are_asked_as_openai_asks_them():
     assert chat(logprobs=True).settings.output.logprobs == 0
     assert chat(logprobs=True, top_logprobs=20).settings.output.logprobs == 20
@@ -162,13 +179,48 @@ def test_a_completion_is_the_raw_prompt():
     ({"top_k": -2}, "top_k"),
     ({"min_p": 1.5}, "min_p"),
     ({"specchat": {"n_keep": "all"}}, "specchat.n_keep"),
-    ({"stop": ["a", 1]}, "stop"),
+    ({"stop": ["a", 1]}, "stop[1]"),
 ])
 def test_refusals_name_the_field(fields, param):
     with pytest.raises(APIError) as refused:
         chat(**fields)
     assert refused.value.status == 400 and refused.value.param == param
     assert refused.value.body()["error"]["param"] == param
+
+
+FUNCTION = {"type": "function", "function": {"name": "get_time"}}
+TOOL_CHOICES = '"none", "auto", "required" or {"type": "function", "function": {"name": ...}} naming one of the tools'
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"tool_choice": "sometimes"}, f'tool_choice is the string "sometimes": use {TOOL_CHOICES}'),
+    ({"tools": [FUNCTION], "tool_choice": "sometimes"}, f'tool_choice is the string "sometimes": use {TOOL_CHOICES}'),
+    ({"tools": [FUNCTION], "tool_choice": {"type": "function", "name": "get_time"}},
+     f"tool_choice is an object: use {TOOL_CHOICES}"),
+    ({"tools": [FUNCTION], "tool_choice": {"type": "function", "function": {"name": "get_date"}}},
+     'tool_choice names the function "get_date", which is not among the tools: name one of "get_time", or use '
+     '"none", "auto" or "required"'),
+])
+def test_an_invalid_tool_choice_is_refused_with_the_values_allowed(fields, message):
+    """As OpenAI does, whether tools are given or not (without tools, "sometimes" was said to need tools)."""
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    error = refused.value.body()["error"]
+    assert (refused.value.status, error["param"], error["code"], error["message"]) == \
+        (400, "tool_choice", "invalid_value", message)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"tools": [{"type": "retrieval"}]},
+     'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),
+    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]},
+     'messages[0].tool_calls[0] must be {"id", "type": "function", "function": {"name", "arguments": a JSON object '
+     'as a string}}'),
+])
+def test_the_shapes_tools_must_have_are_written_as_json(fields, message):
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    assert refused.value.message == message
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -205,6 +257,58 @@ def test_the_servers_caps_bound_what_a_request_may_cost():
         with pytest.raises(APIError) as refused:
             chat(stop=stop)
         assert (refused.value.status, refused.value.param) == (400, "stop") and refused.value.message.startswith(said)
+
+
+TWO_PARTS = [{"type": "text", "text": "Hi"}, {"type": "text", "text": 5}]
+
+
+@pytest.mark.parametrize("fields, param, code, message", [
+    ({"messages": [{"role": "user", "content": TWO_PARTS}]}, "messages[0].content[1].text", "invalid_type",
+     "messages[0].content[1].text is the number 5: send a string"),
+    ({"messages": [5]}, "messages[0]", "invalid_type",
+     'messages[0] is the number 5: send a message object ({"role": ..., "content": ...})'),
+    ({"messages": [{"role": "user", "content": ["Hi"]}]}, "messages[0].content[0]", "invalid_type",
+     'messages[0].content[0] is the string "Hi": send a content part ({"type": "text", "text": ...})'),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content", "invalid_type",
+     "messages[0].content is the number 5: send a string or a list"),
+    ({"messages": [{"role": "user", "content": [{"text": "Hi"}]}]}, "messages[0].content[0].type",
+     "missing_required_parameter", "messages[0].content[0].type is missing: add it"),
+    ({"messages": [{"content": "Hi"}]}, "messages[0].role", "missing_required_parameter",
+     "messages[0].role is missing: add it"),
+    ({"temperature": "hot"}, "temperature", "invalid_type", 'temperature is the string "hot": send a number'),
+    ({"max_tokens": True}, "max_tokens", "invalid_type", "max_tokens is true: send an integer"),
+    ({"stop": ["a", None]}, "stop[1]", "invalid_type", "stop[1] is null: send a string"),
+    ({"stream_options": "usage"}, "stream_options", "invalid_type",
+     'stream_options is the string "usage": send an object'),
+    ({"specchat": {"mode": "fast"}}, "specchat.mode", "invalid_value",
+     'specchat.mode is the string "fast": send "ar", "spec_model" or "spec_lookup"'),
+    ({"specchat": {"n_keep": ["all"]}}, "specchat.n_keep", "invalid_type",
+     'specchat.n_keep is a list: send an integer or "auto"'),
+    ({"specchat": {"typo": 1}}, "specchat.typo", "unknown_parameter",
+     "specchat.typo is not a SpecChat option: specchat takes mode, k, adaptive_k, n_ctx, n_keep and n_discard"),
+])
+def test_type_errors_name_the_json_field_and_what_to_send(fields, param, code, message):
+    """In JSON's words and the request's field paths, as OpenAI's errors are: never pydantic's class names
+    (``Message``, ``ContentPart``...) or its "Input should be" (found by a newcomer trial)."""
+    with pytest.raises(APIError) as refused:
+        chat(**fields)
+    error = refused.value.body()["error"]
+    assert (refused.value.status, error["param"], error["code"], error["message"]) == (400, param, code, message)
+
+
+@pytest.mark.parametrize("part", [{"type": "text"}, {"type": "text", "text": None}])
+def test_a_text_part_without_its_text_is_named(part):
+    with pytest.raises(APIError) as refused:
+        chat(messages=[{"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}])
+    error = refused.value.body()["error"]
+    assert (error["param"], error["code"]) == ("messages[0].content[1].text", "missing_required_parameter")
+    assert error["message"] == 'messages[0].content[1] is a text part without its text: add "text": "..." to it'
+
+
+def test_a_completions_prompt_of_the_wrong_type_says_what_to_send():
+    with pytest.raises(APIError) as refused:
+        parse(CompletionRequest, b'{"prompt": null}')
+    assert (refused.value.param, refused.value.message) == ("prompt", "prompt is null: send a string or a list")
 
 
 @pytest.mark.parametrize("body", [
@@ -311,6 +415,20 @@ def test_errors_say_what_the_client_did_wrong_and_log_the_rest(failure, status, 
         assert str(failure) in error["message"] or failure.renamed(param) in error["message"]
 
 
+def test_the_windows_server_says_where_to_choose_a_draft_model():
+    """The window's server is not restarted with flags: its advice names the window's setting."""
+    from app.gui.local_server import ServedModel, default_app_factory
+    from app.server.gate import GenerationGate
+
+    no_draft = SettingError("decoding", "speculative decoding with a draft model needs a draft model: load one")
+    app = default_app_factory(ScriptedBackend(no_draft), None, ServedModel(), GenerationGate(1))
+    response = call(app, "POST", "/v1/chat/completions", json={**HELLO, "specchat": {"mode": "spec_model"}})
+    error = response.json()["error"]
+    assert (response.status_code, error["param"], error["code"]) == (400, "specchat.mode", "no_draft_model")
+    assert "choose a draft model as the Drafter in the window's Model and decoding settings" in error["message"]
+    assert "specchat serve" not in error["message"]
+
+
 def test_an_unexpected_failure_outside_a_generation_is_a_500_that_says_nothing_of_it(monkeypatch, caplog):
     caplog.set_level(logging.ERROR, logger="app.server.app")
     monkeypatch.setattr("app.server.app.Reply.new", lambda *args: (_ for _ in ()).throw(KeyError("secret-key")))
@@ -318,6 +436,21 @@ def test_an_unexpected_failure_outside_a_generation_is_a_500_that_says_nothing_o
     assert response.status_code == 500 and "secret" not in response.text
     assert response.json()["error"]["message"].startswith("the server failed (an internal error")
     assert "secret-key" in caplog.text
+
+
+def test_a_trailing_slash_reaches_the_same_endpoint():
+    """Some clients add a slash to every path: ``/v1/models/`` was a 404 (the route of one model, named "")."""
+    app = create_app(ScriptedBackend(), model_id="m")
+    listed = call(app, "GET", "/v1/models")
+    assert listed.status_code == 200 and [model["id"] for model in listed.json()["data"]] == ["m"]
+    for path in ("/v1/models/", "/v1/models//"):
+        response = call(app, "GET", path)
+        assert (response.status_code, response.json()) == (200, listed.json()), path
+    assert call(app, "GET", "/v1/models/m/").json()["id"] == "m"
+    assert call(app, "GET", "/health/").json() == {"status": "ok", "busy": False, "waiting": 0}
+    reply = call(app, "POST", "/v1/chat/completions/", json=HELLO)
+    assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "Hi"
+    assert call(app, "GET", "/v1/nowhere/").json()["error"]["type"] == "not_found_error"
 
 
 def test_a_key_from_an_env_file_is_stripped_and_then_matches(monkeypatch):

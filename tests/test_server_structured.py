@@ -103,6 +103,18 @@ def test_a_greedy_schema_reply_is_the_engines_constrained_reply_streamed_or_not(
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == expected
 
 
+def test_a_text_completion_with_response_format_continues_with_json_that_matches(client):
+    prompt = "Ada is 36 and likes chess and music. As JSON:\n"
+    extra = {"response_format": PERSON_FORMAT}
+    reply = client.completions.create(model="specchat", prompt=prompt, temperature=0, max_tokens=200, extra_body=extra)
+    value = json.loads(reply.choices[0].text)
+    assert set(value) == {"name", "age", "hobbies"} and isinstance(value["age"], int)
+    assert reply.choices[0].finish_reason == "stop"
+    streamed = client.completions.create(model="specchat", prompt=prompt, temperature=0, max_tokens=200, stream=True,
+                                         extra_body=extra)
+    assert "".join(chunk.choices[0].text for chunk in streamed) == reply.choices[0].text
+
+
 def test_a_schema_the_server_cannot_enforce_is_a_400_naming_it(client):
     bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": "zero"}}}
     with pytest.raises(openai.BadRequestError) as error:

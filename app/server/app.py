@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.backends.protocol import GenerationRequest, ReplySource
 from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.rope import RopeUnsupportedError
-from inference.settings import GenerationSettings, SettingError
+from inference.settings import Decoding, GenerationSettings, SettingError
 from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
@@ -41,6 +41,7 @@ from .protocol import (
     completion_logprobs,
     completion_request,
     finish_reason,
+    no_draft_model,
     parse,
     setting_error,
     sse,
@@ -52,6 +53,11 @@ logger = logging.getLogger(__name__)
 
 #: Largest request body accepted (413 beyond): 4 MiB, about a million tokens of text.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+#: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
+SERVE_DRAFT_ADVICE = (
+    "restart `specchat serve` with `--mode spec --draft NAME`, NAME an installed draft model or draft head with the "
+    "model's tokenizer (`specchat models list`; requests that leave specchat.mode out then draft with it too)"
+)
 
 
 def create_app(
@@ -65,6 +71,7 @@ def create_app(
     max_context: int | None = None,
     max_tokens: int | None = None,
     gate: GenerationGate | None = None,
+    draft_advice: str = SERVE_DRAFT_ADVICE,
 ) -> FastAPI:
     """The OpenAI-compatible server application.
 
@@ -92,6 +99,8 @@ def create_app(
         gate: the queue, when it must outlive this app: an app that replaces another on the same engine (the
             window's server after a model switch) takes its gate, so that ``max_queue``, 429s and ``/health`` count
             the requests still running on the old one. None = a new queue of ``max_queue``.
+        draft_advice: how to run this server with a draft model, told to a request for ``specchat.mode``
+            ``spec_model`` when it runs none (default: ``specchat serve``'s flags).
 
     Returns:
         A FastAPI application without CORS, docs or OpenAPI schema; serve it with uvicorn.
@@ -105,6 +114,7 @@ def create_app(
     gate = gate or GenerationGate(max_queue)
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(_WithoutTrailingSlash)
 
     if api_key is None:
         app.add_middleware(_ThisComputerOnly)
@@ -167,7 +177,7 @@ def create_app(
             parsed = parse(CompletionRequest, body)
             engine_request = completion_request(parsed, defaults, max_context, max_tokens)
         reply = Reply.new(model_id, chat)
-        run = _Generation(backend, gate, engine_request)
+        run = _Generation(backend, gate, engine_request, draft_advice)
         if not parsed.stream:
             try:
                 events = await _unless_disconnected(request, run.cancel, run.to_end())
@@ -206,6 +216,20 @@ def create_app(
 
     app.state.gate = gate
     return app
+
+
+class _WithoutTrailingSlash:
+    """ASGI middleware: a path's trailing slashes are dropped before routing, for every endpoint and method
+    (``GET /v1/models/`` is ``GET /v1/models``), as some clients add one to every path. Starlette's redirect would
+    not do: ``/v1/models/`` matches the route of one model (named ""), and a redirected POST may lose its body."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/" and scope["path"].endswith("/"):
+            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
+        await self.app(scope, receive, send)
 
 
 class _ThisComputerOnly:
@@ -287,11 +311,13 @@ async def _disconnected(request: Request) -> None:
 
 
 class _Generation:
-    """One request's turn at the gate and its stream of event batches; engine errors become ``APIError``."""
+    """One request's turn at the gate and its stream of event batches; engine errors become ``APIError``
+    (``draft_advice``: see ``create_app``)."""
 
-    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest):
+    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest, draft_advice: str):
         self.cancel = threading.Event()
         self._backend, self._gate, self._request = backend, gate, request
+        self._draft_advice = draft_advice
         self._batches: AsyncIterator[list[Event]] | None = None
         self._holding = False
 
@@ -321,6 +347,8 @@ class _Generation:
         except StopAsyncIteration:
             raise
         except SettingError as error:
+            if error.field == "decoding" and self._request.settings.decoding is Decoding.DRAFT_MODEL:
+                raise no_draft_model(self._draft_advice) from None  # the engine has no draft model
             raise setting_error(error) from None
         except ToolsUnsupportedError as error:
             raise APIError(400, str(error), param="tools", code="tools_unsupported") from None

@@ -158,6 +158,7 @@ class _GenerationFields(_Strict):
     stream_options: StreamOptions | None = None
     user: str | None = None
     logit_bias: Any = None
+    response_format: Any = None
     specchat: SpecChatOptions | None = None
 
 
@@ -172,7 +173,6 @@ class ChatCompletionRequest(_GenerationFields):
     tool_choice: Any = None
     functions: Any = None
     function_call: Any = None
-    response_format: Any = None
     parallel_tool_calls: Any = None
 
 
@@ -202,24 +202,87 @@ def parse(model: type[BaseModel], body: bytes) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        param = _location(first["loc"])
-        raise APIError(400, f"{param}: {first['msg']}", param=param, code="invalid_type") from None
+        raise _invalid_field(error) from None
+
+
+#: What a field takes, by pydantic's error type, in JSON's words.
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "a list",
+}
+#: The request's objects as a client writes them, by their model's name (a ``model_type`` error's ``class_name``).
+_OBJECTS = {
+    "Message": 'a message object ({"role": ..., "content": ...})',
+    "ContentPart": 'a content part ({"type": "text", "text": ...})',
+}
+
+
+def _invalid_field(error: ValidationError) -> APIError:
+    """pydantic's refusal of a request as OpenAI's 400: the field at fault as the request names it
+    (``messages[0].content[1].text``), what it holds and what to send instead, in JSON's words, never pydantic's
+    class names. Where pydantic tried each type of a union, the field at fault is the deepest one an error reaches
+    (a content part's ``text``, not the content that is not a string either), and every type it takes is named."""
+    located = [(_fields(detail["loc"]), detail) for detail in error.errors()]
+    fields = max((fields for fields, _ in located), key=len)
+    param = _location(fields)
+    details = [detail for at, detail in located if at == fields]
+    kinds = {detail["type"] for detail in details}
+    if "missing" in kinds:
+        return APIError(400, f"{param} is missing: add it", param=param, code="missing_required_parameter")
+    if "extra_forbidden" in kinds:  # only the specchat object refuses unknown keys
+        *others, last = SpecChatOptions.model_fields
+        return APIError(400, f"{param} is not a SpecChat option: specchat takes {', '.join(others)} and {last}",
+                        param=param, code="unknown_parameter")
+    expected = [_expected(detail) for detail in details]
+    held = _json_value(details[0]["input"])
+    if None in expected:  # a refusal this module words nowhere: pydantic's own words, with the field's path
+        return APIError(400, f"{param} is {held}: {details[0]['msg']}", param=param, code="invalid_value")
+    code = "invalid_value" if kinds == {"literal_error"} else "invalid_type"
+    return APIError(400, f"{param} is {held}: send {' or '.join(dict.fromkeys(expected))}", param=param, code=code)
+
+
+def _expected(detail: dict) -> str | None:
+    """What the field of one pydantic error takes, in JSON's words (None: a kind of error not worded here)."""
+    if detail["type"] == "literal_error":
+        return detail["ctx"]["expected"].replace("'", '"')  # 'ar', 'spec_model' or 'spec_lookup', as JSON writes them
+    if detail["type"] == "model_type":
+        return _OBJECTS.get(detail["ctx"]["class_name"], "an object")
+    return _EXPECTED.get(detail["type"])
+
+
+def _json_value(value: Any) -> str:
+    """A value of the request as JSON names it: ``the string "hot"``, ``the number 5``, ``true``, ``null``, ``a
+    list``, ``an object``; ``a long string`` (or number) past 40 characters."""
+    if isinstance(value, list | dict):
+        return "a list" if isinstance(value, list) else "an object"
+    text = json.dumps(value, ensure_ascii=False)
+    if value is None or isinstance(value, bool):
+        return text
+    kind = "string" if isinstance(value, str) else "number"
+    return f"the {kind} {text}" if len(text) <= 40 else f"a long {kind}"
 
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none"})
 
 
-def _location(loc: tuple) -> str:
-    """pydantic's error location as a field path: ``("messages", 0, "role")`` -> ``messages[0].role``."""
+def _fields(loc: tuple) -> tuple:
+    """The field names and list indices of pydantic's error location, without the union branches it tried
+    (``("stop", "list[str]", 1)`` -> ``("stop", 1)``)."""
+    return tuple(part for part in loc
+                 if isinstance(part, int) or (part not in _TYPE_TAGS and str(part).isidentifier()))
+
+
+def _location(fields: tuple) -> str:
+    """Field names and indices as a field path: ``("messages", 0, "role")`` -> ``messages[0].role``."""
     path = ""
-    for part in loc:
+    for part in fields:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part in _TYPE_TAGS or not str(part).isidentifier():
-            continue  # the branch of a union pydantic tried (``str``, ``list[str]``...), not a field
         else:
-            path += f".{part}" if path else str(part)
+            path += f".{part}" if path else part
     return path
 
 
@@ -236,7 +299,8 @@ def _unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
 
 
 def _message_text(message: Message, index: int) -> str:
-    """The text of a message (its text parts joined); images, audio and files are refused."""
+    """The text of a message (its text parts joined); images, audio, files and a text part without its text are
+    refused."""
     content = message.content
     if content is None:
         raise APIError(400, f"messages[{index}].content is missing: give the message's text", param=f"messages[{index}].content")
@@ -244,7 +308,14 @@ def _message_text(message: Message, index: int) -> str:
         return content
     texts = []
     for part_index, part in enumerate(content):
-        if part.type != "text" or part.text is None:
+        if part.type == "text" and part.text is None:
+            raise APIError(
+                400,
+                f'messages[{index}].content[{part_index}] is a text part without its text: add "text": "..." to it',
+                param=f"messages[{index}].content[{part_index}].text",
+                code="missing_required_parameter",
+            )
+        if part.type != "text":
             raise APIError(
                 400,
                 f"messages[{index}].content[{part_index}] is of type {part.type!r}: SpecChat's models read text only "
@@ -314,10 +385,16 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
 
     Raises:
         APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
-            parameters that are not a JSON schema SpecChat can enforce, a ``tool_choice`` naming no given tool.
+            parameters that are not a JSON schema SpecChat can enforce, a ``tool_choice`` that is none of its
+            values (the message lists them) or names no given tool.
     """
     if parallel is not None and not isinstance(parallel, bool):
         raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
+    named = _named_function(choice)
+    if choice not in (None, "none", "auto", "required") and named is None:
+        raise APIError(400, f'tool_choice is {_json_value(choice)}: use "none", "auto", "required" or {{"type": '
+                       '"function", "function": {"name": ...}} naming one of the tools', param="tool_choice",
+                       code="invalid_value")
     if tools is None or tools == []:
         if choice not in (None, "none", "auto"):
             raise APIError(400, "tool_choice needs tools: send the tools the model may call", param="tool_choice")
@@ -328,7 +405,7 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
             raise APIError(400, f'tools[{index}] must be {{"type": "function", "function": {{"name", "description", '
-                           '"parameters"}}}', param=f"tools[{index}]")
+                           '"parameters"}}', param=f"tools[{index}]")
         if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
             raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
                            param=f"tools[{index}].function.name")
@@ -339,20 +416,22 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
                 json_schema_grammar(parameters)
             except GrammarError as error:
                 raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
-    names = [tool["function"]["name"] for tool in tools]
-    if choice in (None, "auto", "required"):
-        chosen = choice or "auto"
-    elif choice == "none":
+    if choice == "none":
         return None
-    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
-        chosen = choice["function"].get("name")
-        if chosen not in names:
-            raise APIError(400, f"tool_choice names {chosen!r}, which is not among the tools ({', '.join(names)})",
-                           param="tool_choice")
-    else:
-        raise APIError(400, 'tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
-                       '{"name": ...}}', param="tool_choice")
-    return ToolUse(tuple(tools), chosen, parallel is not False)
+    names = [tool["function"]["name"] for tool in tools]
+    if named is not None and named not in names:
+        listed = ", ".join(json.dumps(name) for name in names)
+        raise APIError(400, f"tool_choice names the function {json.dumps(named)}, which is not among the tools: name "
+                       f'one of {listed}, or use "none", "auto" or "required"', param="tool_choice",
+                       code="invalid_value")
+    return ToolUse(tuple(tools), named or choice or "auto", parallel is not False)
+
+
+def _named_function(choice: Any) -> str | None:
+    """The function a ``tool_choice`` of ``{"type": "function", "function": {"name": NAME}}`` names, else None."""
+    function = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _tool_calls(calls: Any, param: str) -> list[dict]:
@@ -371,16 +450,17 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
             arguments = None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
             raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
-                           '"arguments": a JSON object as a string}}}', param=f"{param}[{index}]")
+                           '"arguments": a JSON object as a string}}', param=f"{param}[{index}]")
         parsed.append({"id": call.get("id", ""), "type": "function",
                        "function": {"name": function["name"], "arguments": arguments}})
     return parsed
 
 
 def response_format_grammar(value: Any) -> str | None:
-    """The grammar of a chat request's ``response_format``: None for ``{"type": "text"}`` or none;
-    ``{"type": "json_object"}`` (with llama-server's optional ``"schema"``) and ``{"type": "json_schema",
-    "json_schema": {"name", "schema", "strict", "description"}}`` constrain the reply (``inference.constraints``).
+    """The grammar of a request's ``response_format`` (a chat's or a text completion's): None for ``{"type":
+    "text"}`` or none; ``{"type": "json_object"}`` (with llama-server's optional ``"schema"``) and ``{"type":
+    "json_schema", "json_schema": {"name", "schema", "strict", "description"}}`` constrain the reply
+    (``inference.constraints``).
 
     Raises:
         APIError: 400 naming the part at fault: an unknown type, a missing or invalid schema.
@@ -419,8 +499,8 @@ def completion_request(
     ``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`).
 
     Raises:
-        APIError: 400 naming the field: an empty prompt or several, ``echo``/``suffix``/``best_of``, ``n`` other
-            than 1, a setting out of range.
+        APIError: 400 naming the field: an empty prompt or several, ``suffix``, ``best_of`` other than 1, ``n``
+            other than 1, an invalid ``response_format``, a setting out of range.
     """
     _unsupported(body, ("logit_bias", "suffix"))
     if body.best_of not in (None, 1):
@@ -432,7 +512,7 @@ def completion_request(
         prompt = prompt[0]
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
-    output = OutputSettings(logprobs=body.logprobs)
+    output = OutputSettings(grammar=response_format_grammar(body.response_format), logprobs=body.logprobs)
     settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs", max_tokens)
     return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)
 
@@ -530,6 +610,17 @@ def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_p
     the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."."""
     param = {"max_new_tokens": max_param, "logprobs": logprobs_param}.get(error.field) or _PARAMS.get(error.field, error.field)
     return APIError(400, error.renamed(param), param=param, code="invalid_value")
+
+
+def no_draft_model(advice: str) -> APIError:
+    """A request for draft-model decoding (``specchat.mode`` ``spec_model``) on a server that runs no draft model:
+    a 400 that says how to run one (``advice``, e.g. the flags to restart with) and what works without one."""
+    return APIError(
+        400,
+        f'specchat.mode "spec_model" needs a draft model, and this server has none: {advice}; or send "mode": '
+        '"spec_lookup" (prompt lookup drafts from the conversation, without a draft model) or "ar"',
+        param="specchat.mode", code="no_draft_model",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
