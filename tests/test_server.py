@@ -324,6 +324,36 @@ def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
     assert answer["response"].status_code == 503 and answer["response"].json()["error"]["code"] == "server_stopped"
 
 
+def test_ctrl_c_answers_the_queued_requests_503_at_once(data_dir, int4_dir):
+    """Ctrl+C with a reply running and two requests queued: all three get a 503 ``server_stopped`` and the server
+    ends within seconds, instead of generating the queued replies for clients it is about to drop."""
+    with ServerProcess() as server:
+        answers = {}
+        long = {"messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}],
+                "max_tokens": 2000, "temperature": 0}
+        requests = [threading.Thread(target=lambda i=i: answers.setdefault(i, httpx.post(
+            f"{server.url}/chat/completions", timeout=60, json=long))) for i in range(3)]  # fmt: skip
+        requests[0].start()
+        deadline = time.monotonic() + 60
+        while not httpx.get(f"{server.base}/health").json()["busy"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        for request in requests[1:]:
+            request.start()
+        while httpx.get(f"{server.base}/health").json()["waiting"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        stopped_at = time.monotonic()
+        server.process.send_signal(signal.SIGINT)
+        for request in requests:
+            request.join(timeout=60)
+        assert server.process.wait(timeout=30) == 130
+        assert time.monotonic() - stopped_at < 10  # a generous bound: the queued replies would take minutes
+    assert sorted(answers) == [0, 1, 2]
+    for response in answers.values():
+        assert response.status_code == 503 and response.json()["error"]["code"] == "server_stopped"
+
+
 def test_the_uvicorn_allowed_lets_a_stopping_server_say_so():
     """uvicorn 0.43 and 0.44 sent ``http.disconnect`` to requests in flight on shutdown (their #2829, reverted in
     0.45 by #2913): with them the test above fails, Ctrl+C cutting the stream without its ``server_stopped`` event

@@ -364,6 +364,31 @@ def test_a_full_queue_answers_429_with_retry_after(worker):
     assert not app.state.gate.busy and app.state.gate.waiting == 0
 
 
+def test_a_closed_gate_answers_the_queued_requests_503_and_lets_the_running_one_end(worker):
+    """What a stopping server does with its queue (``GenerationGate.close``): the two requests waiting get a 503
+    ``server_stopped`` as soon as the running reply ends, never a reply of their own; a later request too."""
+    app = create_app(worker, model_id="m", max_queue=2)
+    long = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 24, "temperature": 0}
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=120) as client:
+            running = asyncio.ensure_future(client.post("/v1/chat/completions", json=long))
+            while not app.state.gate.busy:
+                await asyncio.sleep(0.01)
+            queued = [asyncio.ensure_future(client.post("/v1/chat/completions", json=long)) for _ in range(2)]
+            while app.state.gate.waiting < 2:
+                await asyncio.sleep(0.01)
+            app.state.gate.close()
+            answers = [await running] + [await request for request in queued]
+            return answers, await client.post("/v1/chat/completions", json=long)
+
+    (running, *queued), later = run_coroutine(scenario())
+    assert running.status_code == 200 and running.json()["usage"]["completion_tokens"] == 24  # not cut by close
+    for response in [*queued, later]:
+        assert response.status_code == 503 and response.json()["error"]["code"] == "server_stopped"
+    assert worker.spec is not None and not app.state.gate.busy and app.state.gate.waiting == 0
+
+
 def test_an_empty_api_key_is_refused(worker):
     with pytest.raises(ValueError, match="empty"):
         create_app(worker, model_id="m", api_key="")

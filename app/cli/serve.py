@@ -3,8 +3,9 @@ served by uvicorn on the same asyncio loop.
 
 It binds 127.0.0.1 unless told otherwise, and refuses any other address without an API key (``--api-key`` or
 ``SPECCHAT_API_KEY``): a server reachable from other machines must not run their prompts for anyone. The listening
-socket is opened before the model loads, so that a port in use fails at once; Ctrl+C cancels the replies in
-progress, closes the connections and ends with status 130, without a traceback.
+socket is opened before the model loads, so that a port in use fails at once; Ctrl+C cancels the reply in
+progress, answers the requests still queued with a 503 (``server_stopped``), closes the connections and ends with
+status 130, without a traceback.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ async def _serve(
                          max_context=info.max_position_embeddings, max_tokens=max_tokens)
         config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,
                                 timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
-        server = _cancelling_server(uvicorn.Server, worker)(config)
+        server = _cancelling_server(uvicorn.Server, worker, app.state.gate)(config)
         key_note = "API key required" if api_key else "no API key"
         print(f"serving {model_id} at {url_of(sock)} (OpenAI-compatible, {key_note}; Ctrl+C stops)", flush=True)
         await server.serve(sockets=[sock])
@@ -167,12 +168,14 @@ async def _serve(
         worker.shutdown(wait=True)
 
 
-def _cancelling_server(base: type, worker) -> type:
-    """uvicorn's ``Server`` class (``base``, imported only when serving) whose shutdown first cancels the replies
-    in progress, so that open streams end at once instead of running to their end."""
+def _cancelling_server(base: type, worker, gate) -> type:
+    """uvicorn's ``Server`` class (``base``, imported only when serving) whose shutdown first closes the queue
+    (``gate``: the requests waiting get a 503 ``server_stopped`` instead of a turn) and cancels the reply in
+    progress, so that open streams end at once instead of running to their end."""
 
     class CancellingServer(base):
         async def shutdown(self, sockets=None) -> None:
+            gate.close()
             worker.cancel_all()
             await super().shutdown(sockets)
 

@@ -212,6 +212,8 @@ class LocalServer(QObject):
         if server is None:
             return
         self._set_state("stopping", "Stopping…")
+        if self._gate is not None:
+            self._gate.close()  # the requests still queued get a 503 instead of a reply nobody waits for
         await run_in(self._control, server.stop)
         self.url, self.port = "", None
         self._set_state("failed" if reason else "stopped", reason or "Stopped")

@@ -30,7 +30,7 @@ from inference.settings import Decoding, GenerationSettings, SettingError
 from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
-from .gate import GenerationGate, QueueFull
+from .gate import GateClosed, GenerationGate, QueueFull
 from .protocol import (
     APIError,
     ChatCompletionRequest,
@@ -325,8 +325,8 @@ class _Generation:
         """Wait for the turn, start generating and return the first batch.
 
         Raises:
-            APIError: 429 (the queue is full), 400 (the engine refused a setting, or a prompt the model cannot roll),
-                500 (anything else, logged).
+            APIError: 429 (the queue is full), 503 (the server is stopping), 400 (the engine refused a setting, or a
+                prompt the model cannot roll), 500 (anything else, logged).
         """
         try:
             await self._gate.acquire()
@@ -336,6 +336,8 @@ class _Generation:
                 f"{full.retry_after_s} s", type="rate_limit_error", code="queue_full",
                 headers={"Retry-After": str(full.retry_after_s)},
             ) from None
+        except GateClosed:
+            raise server_stopped() from None
         self._holding = True
         self._batches = self._backend.generate(self._request, self.cancel)
         return await self.next()

@@ -20,6 +20,10 @@ class QueueFull(Exception):
         self.retry_after_s = retry_after_s
 
 
+class GateClosed(Exception):
+    """The server is stopping: no request gets a turn any more (answer 503)."""
+
+
 class GenerationGate:
     """Lets one generation run at a time; up to ``max_waiting`` more wait their turn, first come first served
     (``asyncio.Lock`` wakes its waiters in order).
@@ -36,6 +40,7 @@ class GenerationGate:
         self._waiting = 0
         self._started = 0.0
         self._durations: deque[float] = deque(maxlen=8)
+        self._closed = False
 
     @property
     def waiting(self) -> int:
@@ -52,7 +57,10 @@ class GenerationGate:
 
         Raises:
             QueueFull: ``max_waiting`` requests already wait.
+            GateClosed: the gate was closed (before this call, or while it waited).
         """
+        if self._closed:
+            raise GateClosed()
         if self._lock.locked() and self._waiting >= self.max_waiting:
             raise QueueFull(self.retry_after_s())
         self._waiting += 1
@@ -60,7 +68,15 @@ class GenerationGate:
             await self._lock.acquire()
         finally:
             self._waiting -= 1
+        if self._closed:  # the turn came after the server began stopping: pass it on to the next waiter
+            self._lock.release()
+            raise GateClosed()
         self._started = time.monotonic()
+
+    def close(self) -> None:
+        """The server is stopping: the requests waiting, and any that come later, get :class:`GateClosed` instead
+        of a turn (each as the turn before it ends), so that none starts a reply nobody will wait for."""
+        self._closed = True
 
     def release(self) -> None:
         """End this request's turn (call once per successful :meth:`acquire`)."""
