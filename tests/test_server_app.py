@@ -188,6 +188,21 @@ def test_refusals_name_the_field(fields, param):
     assert refused.value.body()["error"]["param"] == param
 
 
+@pytest.mark.parametrize("temperature, refused", [(0, False), (2, False), (2.01, True), (5, True), (-0.1, True)])
+def test_temperature_is_held_to_openais_range(temperature, refused):
+    """OpenAI refuses a temperature past 2 (the engine takes up to 100, for experiments); past it a small model
+    writes gibberish for 512 tokens, so the server says so instead."""
+    if not refused:
+        assert chat(temperature=temperature).settings.sampling.temperature == temperature
+        return
+    with pytest.raises(APIError) as error:
+        chat(temperature=temperature)
+    assert (error.value.status, error.value.param) == (400, "temperature")
+    assert str(error.value.body()["error"]["message"]) == (
+        f"temperature must be in [0, 2] (OpenAI's range; 0 = greedy), got {temperature:g}"
+    )
+
+
 FUNCTION = {"type": "function", "function": {"name": "get_time"}}
 TOOL_CHOICES = '"none", "auto", "required" or {"type": "function", "function": {"name": ...}} naming one of the tools'
 
