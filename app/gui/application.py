@@ -36,7 +36,7 @@ def create_application(argv: list[str] | None = None) -> QApplication:
         QApplication.setOrganizationName("specchat")
         app = QApplication(list(argv) if argv else [sys.argv[0] if sys.argv else "specchat"])
     app.setDesktopFileName("specchat")  # matches specchat.desktop, so desktops show the right icon
-    app.setStyle("Fusion")
+    app.setStyle(theme.OutlinedIndicators())  # Fusion, whose check boxes read in both themes
     theme.remember_platform_palette()  # before SpecChat's palette replaces the platform's
     theme.apply(app, theme.current())  # the window applies the theme its settings choose
     app.setWindowIcon(theme.make_icon())

@@ -18,9 +18,10 @@ import colorsys
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtSvg import QSvgRenderer
+from PySide6.QtWidgets import QProxyStyle, QStyle, QStyleFactory
 
 from .settings_store import THEME_CHOICES
 
@@ -229,6 +230,26 @@ def apply(app: QGuiApplication, theme: Theme) -> None:
     if app.styleSheet() != sheet:  # (setting the same sheet again would re-polish every widget for nothing)
         app.setPalette(palette(theme))
         app.setStyleSheet(sheet)
+
+
+class OutlinedIndicators(QProxyStyle):
+    """Qt's Fusion style, with check boxes outlined in the palette's muted text colour (``PlaceholderText``):
+    Fusion draws their outline 40% darker than the window, 1.2:1 against it on the dark theme and 1.7:1 on the light
+    one, where WCAG 1.4.11 asks 3:1 for a control's outline."""
+
+    def __init__(self):
+        super().__init__(QStyleFactory.create("Fusion"))
+
+    def drawPrimitive(self, element, option, painter, widget=None) -> None:  # noqa: N802 - Qt's name
+        """Fusion's drawing, then the outline over a check box's."""
+        super().drawPrimitive(element, option, painter, widget)
+        if element == QStyle.PrimitiveElement.PE_IndicatorCheckBox:
+            painter.save()
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            painter.setPen(QPen(option.palette.color(QPalette.ColorRole.PlaceholderText), 1.0))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(QRectF(option.rect).adjusted(0.5, 0.5, -0.5, -0.5), 2.0, 2.0)
+            painter.restore()
 
 
 def palette(theme: Theme) -> QPalette:

@@ -134,3 +134,23 @@ def test_the_main_window_keeps_layout_actions_and_wiring_only():
     import app.gui.main_window as main_window
 
     assert len(Path(main_window.__file__).read_text(encoding="utf-8").splitlines()) < 500
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_an_unticked_check_box_is_outlined_at_3_to_1_in_both_themes(qtbot, make_window, choice):
+    """WCAG 1.4.11 asks 3:1 for a control's outline against what surrounds it; Fusion draws a check box's outline
+    40% darker than the window, 1.14:1 on the dark theme (the "JSON output" box was all but invisible)."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionButton
+
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    box = window.chat_view.json_box
+    assert not box.isChecked()
+    option = QStyleOptionButton()
+    option.initFrom(box)
+    indicator = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, option, box)
+    image = box.grab().toImage()
+    outside = image.pixelColor(indicator.right() + 3, indicator.center().y())  # the gap between box and label
+    ring = [image.pixelColor(x, y) for x in range(indicator.left(), indicator.right() + 1)
+            for y in (indicator.top(), indicator.top() + 1, indicator.bottom() - 1, indicator.bottom())]  # fmt: skip
+    assert max(theme.contrast_ratio(p, outside) for p in ring) >= 3.0
