@@ -65,3 +65,21 @@ def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_w
     assert window.chat.send("Hi", compare=True) is None
     assert "K (draft tokens per step) must be in [1, 16]" in window.composer.error_text
     assert window.composer.send_button.isEnabled()  # a plain autoregressive Send is not blocked
+
+
+def test_the_line_under_decoding_explains_the_decoding_chosen(pane_and_composer):
+    """Under Plain it said "Speculative: guess ahead..." (found by a newcomer trial)."""
+    from app.gui.widgets.settings_pane import DECODING_HELP
+    from inference.settings import Decoding
+
+    pane, _ = pane_and_composer
+    lines = {}
+    for decoding in (Decoding.AUTOREGRESSIVE, Decoding.PROMPT_LOOKUP, Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL):
+        pane.decoding.setCurrentIndex(pane.decoding.findData(decoding.value))
+        lines[decoding] = pane._decoding_row.help.text()
+    assert lines[Decoding.AUTOREGRESSIVE] == DECODING_HELP[False] == "Plain: one token per step, at the model's own pace."
+    assert lines[Decoding.PROMPT_LOOKUP] == lines[Decoding.DRAFT_MODEL] == DECODING_HELP[True]
+    pane.set_settings(AppSettings().with_values(decoding=Decoding.PROMPT_LOOKUP))
+    assert pane._decoding_row.help.text() == DECODING_HELP[True]
+    pane.set_settings(AppSettings())
+    assert pane._decoding_row.help.text() == DECODING_HELP[AppSettings().generation.decoding.speculative]

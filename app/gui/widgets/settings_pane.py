@@ -54,6 +54,11 @@ PRECISIONS = {
 }
 KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
 #: Fields folded under "Advanced".
+#: The line under Decoding, for plain (False) and speculative (True) decoding.
+DECODING_HELP = {
+    False: "Plain: one token per step, at the model's own pace.",
+    True: "Speculative: guess ahead, check in one step; same text.",
+}
 ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard")
 #: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
 LOOKUP_DRAFT = "<prompt lookup>"
@@ -117,11 +122,11 @@ class SettingsPane(QScrollArea):
         self.decoding = QComboBox()
         for decoding in Decoding:
             self.decoding.addItem(decoding.label, decoding.value)
-        self._row(
+        self._decoding_row = self._row(
             model, "decoding", "Decoding", self.decoding,
             "Plain decoding writes one token per step. Speculative decoding lets a drafter guess the next tokens and "
             "checks them all in one step of the model: the same reply, sooner when the guesses are good",
-            "Speculative: guess ahead, check in one step; same text.",
+            DECODING_HELP[Decoding(self.decoding.currentData()).speculative],
         )  # fmt: skip
         self.draft_model = QComboBox()
         self._model_draft = ""  # the draft model chosen ("" = none), kept while prompt lookup is shown
@@ -375,6 +380,7 @@ class SettingsPane(QScrollArea):
         self._edited()
 
     def _decoding_chosen(self, _index: int) -> None:
+        self._decoding_row.help.setText(DECODING_HELP[Decoding(self.decoding.currentData()).speculative])
         if self.decoding.currentData() == Decoding.DRAFT_MODEL.value and not self._model_draft and not self._loading:
             blocked = self.draft_model.blockSignals(True)
             self._select_draft(self._preselected)  # no red "choose a draft" first when one is there to take
