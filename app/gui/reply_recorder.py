@@ -167,8 +167,9 @@ class ReplyRecorder:
             text = "Generating…" if self.phase is None or not self.compare else f"{MODE_NAMES.get(self.phase, '')}: starting…"
             if self.overflow is not None:
                 text += (
-                    f" · the prompt ({self.overflow.prompt_tokens} tokens) is longer than n_ctx {self.overflow.n_ctx}: "
-                    f"{self.overflow.discarded_tokens} of its oldest tokens are discarded"
+                    f" · the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
+                    f"({self.overflow.n_ctx}): the model skips {self.overflow.discarded_tokens} of its oldest tokens "
+                    "(raise Context length in the settings to keep them)"
                 )
             return text
         rate = step.generated / step.elapsed_s if step.elapsed_s > 0 else 0.0

@@ -13,7 +13,10 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
     assert recorder.snapshot().stats["live"] == "Generating…"
     recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046)])
     live = recorder.snapshot().stats["live"]
-    assert live == "Generating… · the prompt (5000 tokens) is longer than n_ctx 4096: 2046 of its oldest tokens are discarded"
+    assert live == (
+        "Generating… · the conversation is 5000 tokens, more than the context length (4096): the model skips 2046 of "
+        "its oldest tokens (raise Context length in the settings to keep them)"
+    )
     step = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=4000, n_ctx=4096, elapsed_s=1.0, generated=2)
     recorder.add([TextDelta("Hi", 1, False), step])
     assert recorder.snapshot().stats["live"].startswith("Generating · 2 tokens")
