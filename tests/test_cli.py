@@ -88,9 +88,18 @@ def test_a_precision_the_cpu_lacks_exits_2_and_names_it(int4_dir, data_dir):
 
 
 def test_models_list_shows_the_default_model(int4_dir, data_dir):
+    from inference.models.default_head import ensure_default_head
+
+    head_dir = ensure_default_head()  # installed with the default model
     result = _specchat("models", "list", data_dir=data_dir)
     assert result.returncode == 0
     assert str(default_model_dir(4)) in result.stdout and "4-bit" in result.stdout
+    header, *rows = result.stdout.splitlines()
+    assert header.split()[:3] == ["NAME", "USE", "BITS"]
+    use, bits = header.index("USE"), header.index("BITS")  # the columns are aligned under their names
+    uses = {row.split()[0]: row[use:bits].strip() for row in rows}  # a chat model, or a draft head (drafts only)
+    assert uses[default_model_dir(4).name] == "chat"
+    assert uses[head_dir.name] == "draft head for SmolLM2-135M-Instruct"
 
 
 def test_version_and_the_folder_options_work_before_any_subcommand(tmp_path):
