@@ -88,10 +88,12 @@ def stopped_before_first_token(stats: dict | None, state: str) -> bool:
 
 def footer_text(stats: dict | None, state: str = "complete") -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
-    model that wrote it."""
+    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill)."""
     stats = stats or {}
     if state == "streaming":
         return "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
+    if stopped_before_first_token(stats, state):
+        return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
         prefix = "Length limit reached (Continue writes more) · "
