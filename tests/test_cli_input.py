@@ -125,6 +125,15 @@ def test_chat_sends_a_triple_quoted_paste_as_one_message(int4_dir, data_dir):
     assert stderr.count("[ar] ") == 2  # two messages: the paste, then the line with the invalid byte
 
 
+def test_piped_chat_prints_each_reply_on_its_own_lines_without_prompts(int4_dir, data_dir):
+    session = b"Hi.\nWhat is 2+2?\n/exit\n"
+    result = _specchat("chat", "--max-new-tokens", "20", "--temperature", "0", data_dir=data_dir, stdin=session)
+    assert result.returncode == 0, result.stderr.decode()
+    first, second, after = result.stdout.split(b"\n")  # each of the two replies ends with a line break; nothing after
+    assert first.strip() and second.strip() and after == b"", result.stdout
+    assert not first.startswith(b">") and not second.startswith(b">"), result.stdout  # no "> " prompts
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

@@ -172,6 +172,11 @@ def read_message(read_line: Callable[[str], str] = input) -> str:
         lines.append(line)
 
 
+def _read_piped_line(_prompt: str) -> str:
+    """The next line of piped input, without showing the prompt: prompts no one reads would run into the replies."""
+    return input()
+
+
 def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
     settings = replace(
         decoding_settings(args, mode),
@@ -325,9 +330,10 @@ def _chat(args: argparse.Namespace) -> int:
         "/exit quits, Ctrl+C stops a reply.",
         file=sys.stderr,
     )
+    read_line = input if sys.stdin.isatty() else _read_piped_line
     while True:
         try:
-            text = read_message(input)
+            text = read_message(read_line)
         except (EOFError, KeyboardInterrupt):
             print(file=sys.stderr)
             return 0

@@ -19,6 +19,9 @@ from PySide6.QtCore import QObject
 from .draft_speed import StepRates
 from .history_db import Message
 
+#: The status bar's line from Stop until the reply ends.
+STOPPING = "Stopping…"
+
 
 class ChatController(QObject):
     """The chat's actions and the streaming reply's display (see the module doc).
@@ -155,7 +158,7 @@ class ChatController(QObject):
     def stop(self) -> None:
         """Stop the reply being generated (its text so far is kept)."""
         if self.window.replies.stop():
-            self.window.statusBar().showMessage("Stopping…", 2000)
+            self.window.statusBar().showMessage(STOPPING, 2000)
 
     # --- the reply on screen ----------------------------------------------------------------------
 
@@ -208,6 +211,8 @@ class ChatController(QObject):
                 if widget is not None:
                     widget.flush()
         self._set_generating(False)
+        if window.statusBar().currentMessage() == STOPPING:  # the reply has ended: it is no longer stopping
+            window.statusBar().clearMessage()
         window.conversations.refresh()
         if final is not None and final.state == "complete":
             window.choice.reply_measured(final.conversation_id, final.stats, self.step_rates)

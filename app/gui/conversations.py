@@ -19,13 +19,23 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QStandardPaths, Signal
 from PySide6.QtWidgets import QMessageBox
 
 from .history_db import read_export, write_error_text
 from .widgets.dialogs import choose_file, message_box
 
 logger = logging.getLogger(__name__)
+
+
+def export_start_folder(last_export_folder: str) -> str:
+    """The folder the Export dialog opens in: the one the last export went to while it exists, else the user's
+    Documents folder if there is one, else the home folder."""
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    for folder in (last_export_folder, documents):
+        if folder and Path(folder).is_dir():
+            return folder
+    return QStandardPaths.writableLocation(QStandardPaths.StandardLocation.HomeLocation)
 
 
 class Conversations(QObject):
@@ -230,9 +240,11 @@ class Conversations(QObject):
             return
         suffix = ".md" if fmt == "md" else ".json"
         name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip() or "chat"
+        store = self.window.store
         path = await choose_file(
             self.window, "Export conversation", save=True,
             name_filter="Markdown (*.md)" if fmt == "md" else "JSON (*.json)", suggested=name + suffix,
+            start_dir=export_start_folder(store.export_folder),
         )  # fmt: skip
         if not path:
             return
@@ -244,6 +256,10 @@ class Conversations(QObject):
             await message_box(self.window, QMessageBox.Icon.Warning, "Export failed", f"Could not write {path}.", informative=str(error))
             return
         self.say(f"Exported to {written}", 5000)
+        try:
+            store.set_export_folder(str(written.parent))
+        except OSError as error:  # the export itself is done: only where the next one opens is lost
+            logger.warning("could not save the export folder in the settings: %s", error)
 
     async def import_dialog(self) -> None:
         """Ask for a JSON export, then import it."""

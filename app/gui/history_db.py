@@ -602,7 +602,7 @@ class HistoryDB:
 
     def export_markdown(self, conversation_id: int) -> str:
         """A conversation as a Markdown document (title, system prompt, then each message under a heading)."""
-        from .reply_format import footer_text
+        from .reply_format import export_footer_text
 
         conversation = self.conversation(conversation_id)
         if conversation is None:
@@ -612,9 +612,13 @@ class HistoryDB:
             lines += ["**System prompt:**", "", *(f"> {line}" for line in conversation.system_prompt.splitlines()), ""]
         for message in self.messages(conversation_id):
             text = f"*(unreadable message: {message.unreadable})*" if message.unreadable else message.content
+            fence = unclosed_fence(text)
+            if fence:  # a reply cut off inside a code block: close it, or the rest of the file reads as code
+                text += ("" if text.endswith("\n") else "\n") + fence
             lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", "", text, ""]
-            if message.role == "assistant" and (message.stats or message.state != "complete"):
-                lines += [f"*{footer_text(message.stats, message.state)}*", ""]
+            footer = export_footer_text(message.stats, message.state) if message.role == "assistant" else ""
+            if footer:
+                lines += [f"*{footer}*", ""]
         return "\n".join(lines).rstrip() + "\n"
 
     def import_json(self, data: Any) -> int:
@@ -661,6 +665,29 @@ class HistoryDB:
                 parent = int(cursor.lastrowid)
             self._set_leaf(conversation_id, parent)
         return conversation_id
+
+
+#: A line that opens a fenced code block (CommonMark): up to 3 spaces, 3 or more backticks or tildes, an info string.
+_OPENING_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+#: A line that can close one: up to 3 spaces, 3 or more backticks or tildes, nothing but spaces after them.
+_CLOSING_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+
+
+def unclosed_fence(markdown: str) -> str:
+    """The fence that closes the code block ``markdown`` leaves open at its end (a reply cut off inside one), or ""
+    when it leaves none open. As CommonMark counts fences: a backtick fence's info string holds no backtick, and a
+    block closes at a fence of the same character at least as long as the one that opened it."""
+    opened = ""
+    for line in markdown.split("\n"):
+        if opened:
+            closing = _CLOSING_FENCE.match(line)
+            if closing and closing.group(1)[0] == opened[0] and len(closing.group(1)) >= len(opened):
+                opened = ""
+            continue
+        opening = _OPENING_FENCE.match(line)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            opened = opening.group(1)
+    return opened
 
 
 def read_export(path: str | Path) -> Any:

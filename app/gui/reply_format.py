@@ -7,6 +7,7 @@ from inference.events import GenerationStats
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup"}
+STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
 
 
 def stats_dict(stats: GenerationStats, **extra) -> dict:
@@ -79,12 +80,20 @@ def stopped_at_limit(stats: dict | None, state: str = "complete") -> bool:
     return state == "complete" and stats.get("stop_reason") == "max_new_tokens" and "compare" not in stats
 
 
+def stopped_before_first_token(stats: dict | None, state: str) -> bool:
+    """True for a reply stopped before it had any token (during its prompt's prefill): it has no speed to show."""
+    stats = stats or {}
+    return state == "stopped" and stats.get("new_tokens") == 0 and "compare" not in stats
+
+
 def footer_text(stats: dict | None, state: str = "complete") -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
-    model that wrote it."""
+    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill)."""
     stats = stats or {}
     if state == "streaming":
         return "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
+    if stopped_before_first_token(stats, state):
+        return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
         prefix = "Length limit reached (Continue writes more) · "
@@ -100,6 +109,66 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
     if stats.get("error"):
         line += f" · {stats['error']}"
     return line
+
+
+def export_footer_text(stats: dict | None, state: str = "complete") -> str:
+    """The line under an assistant message in a Markdown export: how the reply ended, how it was decoded, how fast,
+    and the model that wrote it, in plain words and without the window's hints (``Continue writes more``) and
+    abbreviations, e.g. ``Cut off at the length limit · Plain decoding · 24 tokens at 63.1 tokens/s, the first
+    after 42 ms · model qwen2.5-0.5b``."""
+    stats = stats or {}
+    if state == "streaming":
+        return "Interrupted: SpecChat closed while this reply was being generated"
+    if stopped_before_first_token(stats, state):
+        return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
+    parts = []
+    if stopped_at_limit(stats, state):
+        parts.append("Cut off at the length limit")
+    elif state in ("stopped", "error"):
+        parts.append("Stopped" if state == "stopped" else "Failed")
+    if stats.get("continued"):
+        parts.append(f"continued {stats['continued']} time{'s' if stats['continued'] != 1 else ''}")
+    if "compare" in stats:
+        parts.append(_compare_in_words(stats["compare"]))
+    elif stats.get("mode"):
+        parts += _decoding_in_words(stats)
+    if answered_with(stats):
+        parts.append(f"model {answered_with(stats)}")
+    return _with_error(" · ".join(parts), stats)
+
+
+def _decoding_in_words(stats: dict) -> list[str]:
+    """How a reply was decoded and how fast: ``Speculative decoding (prompt lookup)``, ``52% of drafted tokens
+    accepted``, ``30 tokens at 63.2 tokens/s, the first after 41 ms``."""
+    if stats.get("mode") == "spec":
+        drafter = DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")
+        parts = [f"Speculative decoding ({drafter})"]
+    else:
+        parts = [MODE_NAMES.get(stats.get("mode"), str(stats.get("mode")))]
+    if stats.get("acceptance_rate") is not None:
+        parts.append(f"{stats['acceptance_rate']:.0%} of drafted tokens accepted")
+    if stats.get("new_tokens"):
+        speed = f"{stats['new_tokens']} tokens"
+        if "tokens_per_s" in stats:
+            speed += f" at {stats['tokens_per_s']:.1f} tokens/s"
+        if "ttft_ms" in stats:
+            speed += f", the first after {stats['ttft_ms']:.0f} ms"
+        parts.append(speed)
+    return parts
+
+
+def _compare_in_words(compare: dict) -> str:
+    """A comparison's result: ``Speculative decoding 1.42 times as fast as plain decoding, texts identical``."""
+    if compare.get("speedup") is None:
+        return "Comparison of speculative and plain decoding incomplete"
+    return f"Speculative decoding {compare['speedup']:.2f} times as fast as plain decoding, {identity_text(compare)}"
+
+
+def _with_error(line: str, stats: dict) -> str:
+    """``line``, then the error that ended the reply, if any."""
+    if not stats.get("error"):
+        return line
+    return f"{line} · {stats['error']}" if line else str(stats["error"])
 
 
 def compare_summary(compare: dict) -> str:

@@ -69,6 +69,10 @@ GENERATION_KEYS: dict[str, tuple[str, str]] = {
 }
 #: UI-state key of the preset chosen per conversation: ``{str(conversation_id): preset name}``.
 CONVERSATION_PRESETS = "conversation_presets"
+#: UI-state key of the folder the last export was written to.
+EXPORT_FOLDER = "export_folder"
+#: UI-state keys the store keeps itself: the window's own state (:meth:`SettingsStore.save_ui_state`) leaves them.
+_STORE_UI_KEYS = (CONVERSATION_PRESETS, EXPORT_FOLDER)
 
 
 def config_dir() -> Path:
@@ -592,12 +596,22 @@ class SettingsStore:
         return dict(self._ui)
 
     def save_ui_state(self, settings: AppSettings, ui: dict[str, Any]) -> None:
-        """Store the window state together with the settings (the conversations' presets are kept)."""
-        chosen = self._ui.get(CONVERSATION_PRESETS)
-        self._ui = dict(ui)
-        if chosen is not None:
-            self._ui.setdefault(CONVERSATION_PRESETS, chosen)
+        """Store the window state together with the settings (the conversations' presets and the export folder are
+        kept)."""
+        kept = {key: self._ui[key] for key in _STORE_UI_KEYS if key in self._ui}
+        self._ui = {**kept, **ui}
         self.save(settings)
+
+    @property
+    def export_folder(self) -> str:
+        """The folder the last export was written to ("" before the first)."""
+        folder = self._ui.get(EXPORT_FOLDER)
+        return folder if isinstance(folder, str) else ""
+
+    def set_export_folder(self, folder: str) -> None:
+        """Remember the folder an export was written to (UI state) and write the file."""
+        self._ui[EXPORT_FOLDER] = folder
+        self.save(self._settings)
 
     @property
     def held(self) -> str | None:

@@ -300,7 +300,7 @@ def test_export_markdown_and_json_and_import_back(tmp_path):
     assert markdown.startswith("# Export me\n")
     assert "> You are terse." in markdown
     assert "## User\n\nShow code" in markdown and "## Assistant\n\n```python\nprint(1)\n```" in markdown
-    assert "Speculative (prompt lookup, K 4) · TTFT 41 ms · 63.2 tokens/s · acceptance 52%" in markdown
+    assert "*Speculative decoding (prompt lookup) · 52% of drafted tokens accepted · 30 tokens at 63.2 tokens/s, the first after 41 ms*" in markdown
     data = db.export_json(c)
     text = json.dumps(data)
     copy = db.import_json(json.loads(text))
@@ -310,6 +310,39 @@ def test_export_markdown_and_json_and_import_back(tmp_path):
     assert [(m["role"], m["content"], m["stats"], m["draft_spans"]) for m in imported["messages"]] == [
         (m["role"], m["content"], m["stats"], m["draft_spans"]) for m in original["messages"]
     ]
+    db.close()
+
+
+def test_markdown_export_closes_the_code_block_a_reply_was_cut_off_in_and_drops_the_window_hints(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("Cut off", "")
+    limit = {"mode": "ar", "drafter": None, "ttft_ms": 54.2, "tokens_per_s": 61.04, "acceptance_rate": None,
+             "discarded_tokens": 0, "rolls": 0, "new_tokens": 24, "stop_reason": "max_new_tokens",
+             "target_model": "qwen2.5-0.5b-instruct-int4"}  # fmt: skip
+    db.add_message(c, "user", "Write a loop")
+    db.add_message(c, "assistant", "Here:\n\n```python\nfor i in range(3):\n    print(i)", stats=limit)
+    db.add_message(c, "user", "And in a longer fence?")
+    db.add_message(c, "assistant", "````md\n```\nnot the end\n~~~\n```", stats={**limit, "continued": 2})
+    db.add_message(c, "user", "Closed ones stay as they are")
+    db.add_message(c, "assistant", "~~~\ncode\n~~~~\n\n``` not a fence: a backtick in its info `x`", state="stopped",
+                   stats={**limit, "stop_reason": "cancelled"})  # fmt: skip
+    markdown = db.export_markdown(c)
+    assert markdown == (
+        "# Cut off\n\n"
+        "## User\n\nWrite a loop\n\n"
+        "## Assistant\n\nHere:\n\n```python\nfor i in range(3):\n    print(i)\n```\n\n"
+        "*Cut off at the length limit · Plain decoding · 24 tokens at 61.0 tokens/s, the first after 54 ms"
+        " · model qwen2.5-0.5b-instruct-int4*\n\n"
+        "## User\n\nAnd in a longer fence?\n\n"
+        "## Assistant\n\n````md\n```\nnot the end\n~~~\n```\n````\n\n"
+        "*Cut off at the length limit · continued 2 times · Plain decoding · 24 tokens at 61.0 tokens/s, the first after"
+        " 54 ms · model qwen2.5-0.5b-instruct-int4*\n\n"
+        "## User\n\nClosed ones stay as they are\n\n"
+        "## Assistant\n\n~~~\ncode\n~~~~\n\n``` not a fence: a backtick in its info `x`\n\n"
+        "*Stopped · Plain decoding · 24 tokens at 61.0 tokens/s, the first after 54 ms · model qwen2.5-0.5b-instruct-int4*\n"
+    )
+    assert "Continue" not in markdown and "TTFT" not in markdown and "discarded" not in markdown
+    assert [m["content"] for m in db.export_json(c)["messages"]][1] == "Here:\n\n```python\nfor i in range(3):\n    print(i)"
     db.close()
 
 

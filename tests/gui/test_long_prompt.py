@@ -9,6 +9,8 @@ from pathlib import Path
 from conftest import FAST
 from gui_helpers import click
 
+from app.gui.reply_format import export_footer_text, footer_text
+
 GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
 # A prefill pass takes about a second on 2 quiet cores; the inference thread runs at a lower priority (nice 5), so
 # on a busy machine a pass takes several. The whole prefill below takes tens of seconds.
@@ -34,3 +36,18 @@ def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window
     assert final.state == "stopped" and final.content == "" and final.stats["stop_reason"] == "cancelled"
     notice = next(i for i, (live, _) in enumerate(updates) if "more than the context length (8192)" in live)
     assert all(text == "" for _, text in updates[: notice + 1])  # said before any reply text
+    # the footer has no speed to show, and "Stopping…" goes once the reply has ended
+    assert window.chat_view.widget(final.id).footer.text() == "Stopped before the first token"
+    assert window.statusBar().currentMessage() == ""
+
+
+def test_a_reply_stopped_before_its_first_token_says_so_without_figures():
+    stats = {"mode": "ar", "drafter": None, "ttft_ms": 0.0, "tokens_per_s": 0.0, "acceptance_rate": None,
+             "discarded_tokens": 8184, "rolls": 1, "new_tokens": 0, "stop_reason": "cancelled"}  # fmt: skip
+    assert footer_text(stats, "stopped") == "Stopped before the first token"
+    assert export_footer_text(stats, "stopped") == "Stopped before the first token"
+    assert footer_text({**stats, "error": "the server sent nothing for 120 s"}, "stopped") == (
+        "Stopped before the first token · the server sent nothing for 120 s"
+    )
+    # a reply stopped after its first token keeps its figures
+    assert footer_text({**stats, "new_tokens": 3}, "stopped").startswith("Stopped · Plain decoding · TTFT 0 ms")
