@@ -168,7 +168,7 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     compare = final.stats["compare"]
     ar, spec = compare["ar"], compare["spec"]
     # plain decoding is chosen: Compare drafts with the default model's head, at the head's K
-    assert (ar["mode"], spec["mode"], spec["drafter"], spec["k"]) == ("ar", "spec", "model", HEAD_K)
+    assert (ar["mode"], spec["mode"], spec["drafter"], spec["k"]) == ("ar", "spec", "head", HEAD_K)
     assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
     assert ar["text"] and final.content == spec["text"]
     assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
