@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -31,6 +32,17 @@ def _when(timestamp: float) -> str:
     if then.tm_year == now.tm_year:
         return time.strftime("%d %b", then)
     return time.strftime("%d %b %Y", then)
+
+
+class _SearchBox(QLineEdit):
+    """The search box: Esc clears it (while a reply streams the window's Stop takes Esc first)."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Esc clears the search (an empty box leaves Esc to its parents); the other keys edit."""
+        if event.key() == Qt.Key.Key_Escape and event.modifiers() == Qt.KeyboardModifier.NoModifier and self.text():
+            self.clear()
+        else:
+            super().keyPressEvent(event)
 
 
 class ConversationList(QWidget):
@@ -63,7 +75,7 @@ class ConversationList(QWidget):
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
         layout.addWidget(self.new_button)
-        self.search = QLineEdit()
+        self.search = _SearchBox()
         self.search.setPlaceholderText("Search chats (titles and messages)")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search chats")

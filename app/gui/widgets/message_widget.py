@@ -10,7 +10,7 @@ not what SpecChat writes (``message_fields.stats_problem``) are drawn as none.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -51,6 +51,28 @@ class _Column(QWidget):
         layout.addWidget(self.view)
         layout.addWidget(self.metrics)
         layout.addStretch(1)
+
+
+class _EditBox(QPlainTextEdit):
+    """The editor of a user message: Tab moves on to Cancel and Save, Esc cancels the edit (while a reply streams
+    the window's Stop takes Esc first).
+
+    Signals:
+        cancelled(): Esc was pressed.
+    """
+
+    cancelled = Signal()
+
+    def __init__(self):
+        super().__init__()
+        self.setTabChangesFocus(True)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Esc cancels; the other keys edit."""
+        if event.key() == Qt.Key.Key_Escape and event.modifiers() == Qt.KeyboardModifier.NoModifier:
+            self.cancelled.emit()
+        else:
+            super().keyPressEvent(event)
 
 
 class MessageWidget(QFrame):
@@ -138,8 +160,8 @@ class MessageWidget(QFrame):
     def _ensure_editor(self) -> None:
         if self.editor is not None:
             return
-        self.editor = QPlainTextEdit()
-        self.editor.setTabChangesFocus(True)  # Tab goes on to Cancel and Save, as in the message box
+        self.editor = _EditBox()
+        self.editor.cancelled.connect(self._cancel_edit_by_key)
         self.editor.setAccessibleName("Edit your message")
         self.editor.setMinimumHeight(60)
         self.editor.setMaximumHeight(200)
@@ -324,6 +346,10 @@ class MessageWidget(QFrame):
         self.edit_bar.setVisible(False)
         self.body.setVisible(True)
         self.edit_button.setEnabled(not self._busy)
+
+    def _cancel_edit_by_key(self) -> None:
+        self.stop_editing()
+        self.edit_button.setFocus(Qt.FocusReason.ShortcutFocusReason)  # back where the edit started
 
     @property
     def editing(self) -> bool:
