@@ -139,7 +139,8 @@ def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
         keys = action.shortcut().toString()
         if keys:
             assert f"{keys}: " in text, f"{action.text()} ({keys}) is not listed"
-    for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab", "Esc in a message's edit box", "Esc in the chat search"):
+    widget_keys = ("Esc in a message's edit box", "Esc in the chat search", "Down in the chat search")
+    for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab", *widget_keys):
         assert f"{keys}: " in text
     find_dialog(window, "shortcuts").close()
 
@@ -194,3 +195,33 @@ def test_escape_stops_a_streaming_reply_also_from_the_edit_box_and_the_search_bo
         assert final.state == "stopped" and final.stats["stop_reason"] == "cancelled" and final.stats["new_tokens"] < 400
     assert message.editing and message.editor.toPlainText() == "Hello there"  # Esc stopped the reply, not the edit
     assert listing.search.text() == "Stories"  # nor cleared the search
+
+
+def test_searching_keeps_the_chat_shown_selected_and_down_moves_into_the_results(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    listing = window.conversation_list
+    dragons = _chat_with_one_message(window, "Dragons", "Tell me about a dragon")
+    dragon_cats = _chat_with_one_message(window, "Dragon cats", "Tell me about a dragon and cats")
+    cats = _chat_with_one_message(window, "Cats", "Tell me about cats")
+    window.conversations.open(dragons)
+    assert listing.current_id() == dragons and listing.rename_button.isEnabled()
+    activate(qtbot, window)
+    window.search_action.trigger()  # Ctrl+F
+    qtbot.keyClicks(listing.search, "dragon")
+    qtbot.waitUntil(lambda: listing.ids() == [dragon_cats, dragons], timeout=3000)
+    assert listing.current_id() == dragons and window.chat_view.conversation_id == dragons
+    assert listing.rename_button.isEnabled() and listing.delete_button.isEnabled()
+    qtbot.keyClick(listing.search, Qt.Key.Key_Down)  # into the results, on the first one
+    assert QApplication.focusWidget() is listing.list
+    assert listing.list.currentRow() == 0 and listing.current_id() == dragon_cats
+    assert window.chat_view.conversation_id == dragon_cats
+    qtbot.keyClick(listing.list, Qt.Key.Key_Down)
+    assert listing.current_id() == dragons and window.chat_view.conversation_id == dragons
+    listing.search.setFocus()
+    qtbot.keyClick(listing.search, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: len(listing.ids()) == 3, timeout=3000)
+    assert listing.current_id() == dragons and cats in listing.ids()
+    qtbot.keyClicks(listing.search, "about cats")
+    qtbot.keyClick(listing.search, Qt.Key.Key_Down)  # before the search ran (it waits for the typing to pause)
+    assert listing.ids() == [cats] and listing.current_id() == cats and window.chat_view.conversation_id == cats
+    assert QApplication.focusWidget() is listing.list

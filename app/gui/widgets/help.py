@@ -17,6 +17,7 @@ WIDGET_KEYS = (
     ("Space", "press the focused button"),
     ("Esc in a message's edit box", "cancel the edit (while a reply streams, Esc stops it)"),
     ("Esc in the chat search", "clear the search"),
+    ("Down in the chat search", "go to the results, opening the first one"),
 )
 
 
