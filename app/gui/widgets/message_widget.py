@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from ..history_db import Message
 from ..message_fields import spans_problem, stats_problem
 from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, stopped_at_limit
+from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
 
@@ -115,6 +116,7 @@ class MessageWidget(QFrame):
         header.addStretch(1)
         self.copy_button = self._tool_button("Copy", "Copy this message's text (Markdown) to the clipboard")
         self.copy_button.clicked.connect(self.copy_text)
+        self._copied = CopiedFeedback(self.copy_button)
         header.addWidget(self.copy_button)
         self._header = header
         self._edit_button: QToolButton | None = None
@@ -321,8 +323,9 @@ class MessageWidget(QFrame):
         return self.message.content
 
     def copy_text(self) -> None:
-        """Copy the message text to the clipboard."""
+        """Copy the message text to the clipboard; its Copy button says "Copied" for a moment."""
         QGuiApplication.clipboard().setText(self.message.content)
+        self._copied.flash()
 
     # --- editing ----------------------------------------------------------------------------------
 
