@@ -98,18 +98,30 @@ def test_the_focused_control_shows_a_ring(qtbot, make_window):
         assert ring(widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
 
 
-def test_tab_leaves_the_edit_and_resend_box(qtbot, make_window):
-    window = make_window(FAST, start=False)
-    conversation = window.db.create_conversation("Edit me")
-    window.db.add_message(conversation, "user", "Hello there")
+def _edit_first_message(qtbot, window):
+    """Click Edit on the first message of the chat shown (a user message); returns its bubble, the editor focused."""
+    activate(qtbot, window)
+    qtbot.waitUntil(lambda: len(window.chat_view.message_widgets()) >= 1, timeout=3000)
+    message = window.chat_view.message_widgets()[0]
+    qtbot.waitUntil(lambda: message.edit_button.isVisible(), timeout=3000)
+    click(qtbot, message.edit_button)
+    qtbot.waitUntil(lambda: message.editor is not None and message.editor.hasFocus(), timeout=3000)
+    return message
+
+
+def _chat_with_one_message(window, title: str = "Edit me", text: str = "Hello there") -> int:
+    """A conversation holding one user message, shown; returns its id."""
+    conversation = window.db.create_conversation(title)
+    window.db.add_message(conversation, "user", text)
     window.conversations.refresh()
     window.conversations.open(conversation)
-    activate(qtbot, window)
-    qtbot.waitUntil(lambda: len(window.chat_view.message_widgets()) == 1, timeout=3000)
-    qtbot.waitUntil(lambda: window.chat_view.message_widgets()[0].edit_button.isVisible(), timeout=3000)
-    click(qtbot, window.chat_view.message_widgets()[0].edit_button)
-    message = window.chat_view.message_widgets()[0]
-    qtbot.waitUntil(lambda: message.editor is not None and message.editor.hasFocus(), timeout=3000)
+    return conversation
+
+
+def test_tab_leaves_the_edit_and_resend_box(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    _chat_with_one_message(window)
+    message = _edit_first_message(qtbot, window)
     qtbot.keyClick(message.editor, Qt.Key.Key_Tab)
     assert message.editor.toPlainText() == "Hello there"  # no tab typed
     assert QApplication.focusWidget() is message.cancel_edit_button
@@ -127,6 +139,89 @@ def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
         keys = action.shortcut().toString()
         if keys:
             assert f"{keys}: " in text, f"{action.text()} ({keys}) is not listed"
-    for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab"):
+    widget_keys = ("Esc in a message's edit box", "Esc in the chat search", "Down in the chat search")
+    for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab", *widget_keys):
         assert f"{keys}: " in text
     find_dialog(window, "shortcuts").close()
+
+
+def test_escape_cancels_a_message_edit_when_no_reply_streams(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    conversation = _chat_with_one_message(window)
+    message = _edit_first_message(qtbot, window)
+    qtbot.keyClicks(message.editor, "Goodbye ")
+    assert message.editor.toPlainText() == "Goodbye Hello there"  # (the editor opens with its cursor at the start)
+    qtbot.keyClick(message.editor, Qt.Key.Key_Escape)
+    assert not message.editing and not message.editor.isVisible() and message.body.isVisible()
+    assert message.edit_button.isEnabled() and QApplication.focusWidget() is message.edit_button
+    assert [m.content for m in window.db.messages(conversation)] == ["Hello there"]  # nothing resent
+    click(qtbot, message.edit_button)
+    assert message.editor.toPlainText() == "Hello there"  # the edit was discarded
+
+
+def test_escape_clears_the_chat_search_when_no_reply_streams(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    listing = window.conversation_list
+    dragons = _chat_with_one_message(window, "Dragons", "Tell me about a dragon")
+    cats = _chat_with_one_message(window, "Cats", "Tell me about cats")
+    activate(qtbot, window)
+    window.search_action.trigger()  # Ctrl+F
+    assert QApplication.focusWidget() is listing.search
+    qtbot.keyClicks(listing.search, "dragon")
+    qtbot.waitUntil(lambda: listing.ids() == [dragons], timeout=3000)
+    qtbot.keyClick(listing.search, Qt.Key.Key_Escape)
+    assert listing.search.text() == ""
+    qtbot.waitUntil(lambda: sorted(listing.ids()) == sorted([dragons, cats]), timeout=3000)
+    assert window.chat_view.conversation_id == cats  # the chat shown is not changed by the search
+
+
+def test_escape_stops_a_streaming_reply_also_from_the_edit_box_and_the_search_box(qtbot, make_window):
+    window = make_window(FAST.with_values(max_new_tokens=400))
+    listing = window.conversation_list
+    _chat_with_one_message(window, "Stories", "Hello there")
+    message = _edit_first_message(qtbot, window)
+    for focused in (message.editor, listing.search):
+        texts = []
+        window.reply_updated.connect(texts.append)
+        with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+            window.chat.send("Write a long story about a lighthouse keeper.")
+            qtbot.waitUntil(lambda texts=texts: len("".join(texts[-1:])) > 20, timeout=120_000)
+            focused.setFocus()
+            if focused is listing.search:
+                qtbot.keyClicks(focused, "Stories")
+            qtbot.keyClick(focused, Qt.Key.Key_Escape)
+        window.reply_updated.disconnect(texts.append)
+        final = finished.args[0]
+        assert final.state == "stopped" and final.stats["stop_reason"] == "cancelled" and final.stats["new_tokens"] < 400
+    assert message.editing and message.editor.toPlainText() == "Hello there"  # Esc stopped the reply, not the edit
+    assert listing.search.text() == "Stories"  # nor cleared the search
+
+
+def test_searching_keeps_the_chat_shown_selected_and_down_moves_into_the_results(qtbot, make_window):
+    window = make_window(FAST, start=False)
+    listing = window.conversation_list
+    dragons = _chat_with_one_message(window, "Dragons", "Tell me about a dragon")
+    dragon_cats = _chat_with_one_message(window, "Dragon cats", "Tell me about a dragon and cats")
+    cats = _chat_with_one_message(window, "Cats", "Tell me about cats")
+    window.conversations.open(dragons)
+    assert listing.current_id() == dragons and listing.rename_button.isEnabled()
+    activate(qtbot, window)
+    window.search_action.trigger()  # Ctrl+F
+    qtbot.keyClicks(listing.search, "dragon")
+    qtbot.waitUntil(lambda: listing.ids() == [dragon_cats, dragons], timeout=3000)
+    assert listing.current_id() == dragons and window.chat_view.conversation_id == dragons
+    assert listing.rename_button.isEnabled() and listing.delete_button.isEnabled()
+    qtbot.keyClick(listing.search, Qt.Key.Key_Down)  # into the results, on the first one
+    assert QApplication.focusWidget() is listing.list
+    assert listing.list.currentRow() == 0 and listing.current_id() == dragon_cats
+    assert window.chat_view.conversation_id == dragon_cats
+    qtbot.keyClick(listing.list, Qt.Key.Key_Down)
+    assert listing.current_id() == dragons and window.chat_view.conversation_id == dragons
+    listing.search.setFocus()
+    qtbot.keyClick(listing.search, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: len(listing.ids()) == 3, timeout=3000)
+    assert listing.current_id() == dragons and cats in listing.ids()
+    qtbot.keyClicks(listing.search, "about cats")
+    qtbot.keyClick(listing.search, Qt.Key.Key_Down)  # before the search ran (it waits for the typing to pause)
+    assert listing.ids() == [cats] and listing.current_id() == cats and window.chat_view.conversation_id == cats
+    assert QApplication.focusWidget() is listing.list

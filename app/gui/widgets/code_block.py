@@ -23,6 +23,7 @@ from PySide6.QtGui import QColor, QFontDatabase, QGuiApplication, QPalette, QTex
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextEdit, QToolButton, QVBoxLayout
 
 from .. import theme
+from .copy_feedback import CopiedFeedback
 
 #: Longest code guessed at (guessing costs about a millisecond per kilobyte per lexer tried).
 GUESS_LIMIT = 4000
@@ -190,6 +191,7 @@ class CodeBlock(QFrame):
         self.copy_button.setToolTip("Copy this code block to the clipboard")
         self.copy_button.setAccessibleName("Copy code block")
         self.copy_button.clicked.connect(self.copy)
+        self._copied = CopiedFeedback(self.copy_button)
         header.addWidget(self.copy_button)
         layout.addLayout(header)
         self.text = _CodeText()
@@ -226,5 +228,6 @@ class CodeBlock(QFrame):
         self.text.fit_height()
 
     def copy(self) -> None:
-        """Copy the code (without its fences) to the clipboard."""
+        """Copy the code (without its fences) to the clipboard; the Copy code button says "Copied" for a moment."""
         QGuiApplication.clipboard().setText(self.code)
+        self._copied.flash()

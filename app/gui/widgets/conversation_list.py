@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -31,6 +32,28 @@ def _when(timestamp: float) -> str:
     if then.tm_year == now.tm_year:
         return time.strftime("%d %b", then)
     return time.strftime("%d %b %Y", then)
+
+
+class _SearchBox(QLineEdit):
+    """The search box: Esc clears it (while a reply streams the window's Stop takes Esc first), Down goes to the
+    results.
+
+    Signals:
+        down_pressed(): the Down arrow was pressed.
+    """
+
+    down_pressed = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Esc clears the search (an empty box leaves Esc to its parents), Down emits ``down_pressed``; the other
+        keys edit."""
+        plain = event.modifiers() == Qt.KeyboardModifier.NoModifier
+        if event.key() == Qt.Key.Key_Escape and plain and self.text():
+            self.clear()
+        elif event.key() == Qt.Key.Key_Down and plain:
+            self.down_pressed.emit()
+        else:
+            super().keyPressEvent(event)
 
 
 class ConversationList(QWidget):
@@ -63,11 +86,12 @@ class ConversationList(QWidget):
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
         layout.addWidget(self.new_button)
-        self.search = QLineEdit()
+        self.search = _SearchBox()
         self.search.setPlaceholderText("Search chats (titles and messages)")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search chats")
         self.search.textChanged.connect(lambda _: self._search_timer.start(SEARCH_DEBOUNCE_MS))
+        self.search.down_pressed.connect(self._focus_first_result)
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setObjectName("conversations")
@@ -153,6 +177,16 @@ class ConversationList(QWidget):
         items = self.list.selectedItems()
         if items:
             self.list.editItem(items[0])
+
+    def _focus_first_result(self) -> None:
+        """Down in the search box: search now if the typing is not searched yet, then select the first result
+        (opening it) and move the focus to the list, as in a launcher."""
+        if self._search_timer.isActive():
+            self._search_timer.stop()
+            self.search_changed.emit(self.search.text())
+        if self.list.count():
+            self.list.setCurrentRow(0)
+            self.list.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _request_delete(self) -> None:
         current = self.current_id()

@@ -10,7 +10,7 @@ not what SpecChat writes (``message_fields.stats_problem``) are drawn as none.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from ..history_db import Message
 from ..message_fields import spans_problem, stats_problem
 from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, stopped_at_limit
+from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
 
@@ -51,6 +52,28 @@ class _Column(QWidget):
         layout.addWidget(self.view)
         layout.addWidget(self.metrics)
         layout.addStretch(1)
+
+
+class _EditBox(QPlainTextEdit):
+    """The editor of a user message: Tab moves on to Cancel and Save, Esc cancels the edit (while a reply streams
+    the window's Stop takes Esc first).
+
+    Signals:
+        cancelled(): Esc was pressed.
+    """
+
+    cancelled = Signal()
+
+    def __init__(self):
+        super().__init__()
+        self.setTabChangesFocus(True)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Esc cancels; the other keys edit."""
+        if event.key() == Qt.Key.Key_Escape and event.modifiers() == Qt.KeyboardModifier.NoModifier:
+            self.cancelled.emit()
+        else:
+            super().keyPressEvent(event)
 
 
 class MessageWidget(QFrame):
@@ -93,6 +116,7 @@ class MessageWidget(QFrame):
         header.addStretch(1)
         self.copy_button = self._tool_button("Copy", "Copy this message's text (Markdown) to the clipboard")
         self.copy_button.clicked.connect(self.copy_text)
+        self._copied = CopiedFeedback(self.copy_button)
         header.addWidget(self.copy_button)
         self._header = header
         self._edit_button: QToolButton | None = None
@@ -138,8 +162,8 @@ class MessageWidget(QFrame):
     def _ensure_editor(self) -> None:
         if self.editor is not None:
             return
-        self.editor = QPlainTextEdit()
-        self.editor.setTabChangesFocus(True)  # Tab goes on to Cancel and Save, as in the message box
+        self.editor = _EditBox()
+        self.editor.cancelled.connect(self._cancel_edit_by_key)
         self.editor.setAccessibleName("Edit your message")
         self.editor.setMinimumHeight(60)
         self.editor.setMaximumHeight(200)
@@ -299,8 +323,9 @@ class MessageWidget(QFrame):
         return self.message.content
 
     def copy_text(self) -> None:
-        """Copy the message text to the clipboard."""
+        """Copy the message text to the clipboard; its Copy button says "Copied" for a moment."""
         QGuiApplication.clipboard().setText(self.message.content)
+        self._copied.flash()
 
     # --- editing ----------------------------------------------------------------------------------
 
@@ -324,6 +349,10 @@ class MessageWidget(QFrame):
         self.edit_bar.setVisible(False)
         self.body.setVisible(True)
         self.edit_button.setEnabled(not self._busy)
+
+    def _cancel_edit_by_key(self) -> None:
+        self.stop_editing()
+        self.edit_button.setFocus(Qt.FocusReason.ShortcutFocusReason)  # back where the edit started
 
     @property
     def editing(self) -> bool:
