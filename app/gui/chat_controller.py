@@ -158,7 +158,7 @@ class ChatController(QObject):
     def stop(self) -> None:
         """Stop the reply being generated (its text so far is kept)."""
         if self.window.replies.stop():
-            self.window.statusBar().showMessage(STOPPING, 2000)
+            self.window.statusBar().showMessage(STOPPING)  # until _finished clears it, however long that takes
 
     # --- the reply on screen ----------------------------------------------------------------------
 
