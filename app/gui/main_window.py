@@ -45,6 +45,7 @@ from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
 from .server_control import ServerControl
 from .settings_store import AppSettings, SettingsStore
+from .side_panel_fold import SidePanelFold
 from .widgets.chat_view import ChatView
 from .widgets.code_block import start_warm_up
 from .widgets.composer import Composer
@@ -300,10 +301,10 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         self.highlight_action.setChecked(self.settings.highlight_draft)
         self.side_panel_action = self._action(
-            view_menu, "&Settings and live graph", lambda checked: self.right_splitter.setVisible(checked), "Ctrl+,",
-            checkable=True,
+            view_menu, "&Settings and live graph", lambda shown: self.right_splitter.setVisible(shown), "Ctrl+,", checkable=True
         )
         self.side_panel_action.setChecked(True)
+        self.side_panel_fold = SidePanelFold(self, self.right_splitter, self.side_panel_action)  # narrow windows
         self.search_action = self._action(view_menu, "&Find chat", self.conversations.focus_search, QKeySequence.StandardKey.Find)
         theme_menu = view_menu.addMenu("&Theme")
         group = QActionGroup(self)

@@ -142,3 +142,31 @@ def test_nothing_is_cut_at_1366x768(qtbot, make_window, int8_dir):
     label = window.model_label
     assert label.text().endswith((" · exact", " · fast")) and "KV cache" in label.toolTip()
     assert label.fontMetrics().horizontalAdvance(label.text()) <= label.width()
+
+
+def test_the_side_panel_folds_away_in_a_narrow_window_and_comes_back(qtbot, make_window):
+    """At 800 px the settings pane was a clipped sliver beside the chat (a newcomer trial); it folds away below
+    NARROW_WINDOW_PX and returns above it, unless the user chose otherwise (View > Settings and live graph)."""
+    from app.gui.side_panel_fold import NARROW_WINDOW_PX
+
+    window = make_window(FAST, start=False)
+    panel, action = window.right_splitter, window.side_panel_action
+
+    def resized(width: int, shown: bool) -> None:
+        window.resize(width, 700)
+        qtbot.waitUntil(lambda: window.width() == width and panel.isVisible() == shown and action.isChecked() == shown,
+                        timeout=3000)  # fmt: skip
+
+    resized(1366, True)
+    resized(NARROW_WINDOW_PX - 200, False)
+    resized(NARROW_WINDOW_PX - 100, False)
+    resized(1366, True)
+    action.trigger()  # the user hides it in a wide window: widening again never brings it back
+    assert not panel.isVisible()
+    resized(NARROW_WINDOW_PX - 200, False)
+    resized(1366, False)
+    action.trigger()  # shown again by the user
+    resized(NARROW_WINDOW_PX - 200, False)
+    action.trigger()  # the user wants it even in a narrow window: it stays while the window stays narrow
+    resized(NARROW_WINDOW_PX - 100, True)
+    resized(1366, True)
