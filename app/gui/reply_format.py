@@ -45,7 +45,8 @@ def mode_text(stats: dict) -> str:
 
 
 def metrics_text(stats: dict) -> str:
-    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 0 tokens discarded · 32 tokens``."""
+    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens``, and where the context was full, ``· 120 earlier
+    tokens dropped to fit the context (5 rolls)`` before the token count."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {stats['ttft_ms']:.0f} ms")
@@ -55,10 +56,10 @@ def metrics_text(stats: dict) -> str:
         parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
     elif stats.get("mode") == "spec":
         parts.append("acceptance n/a")
-    if "discarded_tokens" in stats:
-        discarded = stats["discarded_tokens"]
+    if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
         rolls = stats.get("rolls", 0)
-        parts.append(f"{discarded} tokens discarded" + (f" ({rolls} roll{'s' if rolls != 1 else ''})" if rolls else ""))
+        parts.append(f"{stats['discarded_tokens']} earlier tokens dropped to fit the context"
+                     + (f" ({rolls} roll{'s' if rolls != 1 else ''})" if rolls else ""))
     if "new_tokens" in stats:
         parts.append(f"{stats['new_tokens']} tokens")
     return " · ".join(parts)

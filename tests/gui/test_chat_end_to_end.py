@@ -53,7 +53,7 @@ def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_pa
     footer = window.chat_view.message_widgets()[-1].footer.text()
     limit = "Length limit reached (Continue writes more) · " if stats["stop_reason"] == "max_new_tokens" else ""
     assert footer.startswith(f"{limit}Plain decoding · TTFT {stats['ttft_ms']:.0f} ms · {stats['tokens_per_s']:.1f} tokens/s")
-    assert f"{stats['new_tokens']} tokens" in footer and "0 tokens discarded" in footer
+    assert f" · {stats['new_tokens']} tokens · " in footer and "dropped" not in footer  # nothing dropped, nothing said
     # the conversation got its title from the message and is listed
     assert window.conversation_list.list.item(0).text() == "Name three colours."
     assert window.chat_view.title_label.text() == "Name three colours."
@@ -96,7 +96,7 @@ def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window
     stats = finished.args[0].stats
     assert stats["rolls"] >= 1 and stats["discarded_tokens"] == 24 * stats["rolls"]
     footer = window.chat_view.message_widgets()[-1].footer.text()
-    assert f"{stats['discarded_tokens']} tokens discarded ({stats['rolls']} roll" in footer
+    assert f"{stats['discarded_tokens']} earlier tokens dropped to fit the context ({stats['rolls']} roll" in footer
     series = window.live_graph.series[-1]
     assert len(series.rolls) == stats["rolls"]
     assert all(0 < fill <= 100 for _, fill in series.fill)
