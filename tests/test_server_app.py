@@ -215,6 +215,11 @@ TOOL_CHOICES = '"none", "auto", "required" or {"type": "function", "function": {
     ({"tools": [FUNCTION], "tool_choice": {"type": "function", "function": {"name": "get_date"}}},
      'tool_choice names the function "get_date", which is not among the tools: name one of "get_time", or use '
      '"none", "auto" or "required"'),
+    ({"tool_choice": "required"},
+     'tool_choice is the string "required", which needs tools: send the tools the model may call, or leave '
+     "tool_choice out"),
+    ({"tool_choice": {"type": "function", "function": {"name": "get_time"}}, "tools": []},
+     "tool_choice is an object, which needs tools: send the tools the model may call, or leave tool_choice out"),
 ])
 def test_an_invalid_tool_choice_is_refused_with_the_values_allowed(fields, message):
     """As OpenAI does, whether tools are given or not (without tools, "sometimes" was said to need tools)."""

@@ -399,7 +399,8 @@ def tool_use(tools: Any, choice: Any, parallel: Any) -> ToolUse | None:
                        code="invalid_value")
     if tools is None or tools == []:
         if choice not in (None, "none", "auto"):
-            raise APIError(400, "tool_choice needs tools: send the tools the model may call", param="tool_choice")
+            raise APIError(400, f"tool_choice is {_json_value(choice)}, which needs tools: send the tools the model may "
+                           "call, or leave tool_choice out", param="tool_choice", code="invalid_value")
         return None
     if not isinstance(tools, list):
         raise APIError(400, "tools must be a list of functions", param="tools")
