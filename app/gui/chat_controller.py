@@ -73,10 +73,12 @@ class ChatController(QObject):
                 window.settings_pane.sampling.adopt_conversation(conversation_id)
                 window.chat_view.show_conversation(self.db.conversation(conversation_id), [])
                 window.conversations.follow()
-            message = window.replies.add_user_message(conversation_id, text)  # saved before generation starts
+            message = window.replies.unanswered(conversation_id, text)  # a failed send, sent again: a retry
+            if message is None:
+                message = window.replies.add_user_message(conversation_id, text)  # saved before generation starts
+                window.chat_view.append_message(message)
             window.composer.clear()
             window.composer.clear_error()
-            window.chat_view.append_message(message)
             window.conversations.refresh()
             window.replies.start_reply(conversation_id, compare)
         except sqlite3.Error as error:
@@ -195,8 +197,20 @@ class ChatController(QObject):
         self.window.reply_updated.emit(text)
 
     def _failed(self, message_id: int, error: str, setting: str) -> None:
-        self.window.chat_view.remove_message(message_id)
-        self.window.composer.show_error(f"Could not generate a reply: {error}")
+        """A reply that failed before its first token: its empty bubble goes; the message it answered stays saved
+        and, when its chat is shown and the box is empty, goes back into the box, so that Send retries it."""
+        chat_view, composer = self.window.chat_view, self.window.composer
+        shown = chat_view.widget(message_id) is not None
+        chat_view.remove_message(message_id)
+        try:
+            messages = self.db.messages(chat_view.conversation_id) if shown else []
+        except sqlite3.Error:  # (the history said so when it failed; the box stays as it is)
+            messages = []
+        retry = ""
+        if messages and messages[-1].role == "user" and not composer.text():
+            composer.set_text(messages[-1].content)
+            retry = " (your message is kept: press Send to try again)"
+        composer.show_error(f"Could not generate a reply: {error}{retry}")
         if setting:
             self.window.settings_pane.flag(setting, error, blocking=False)
 

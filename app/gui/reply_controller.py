@@ -160,6 +160,13 @@ class ReplyController(QObject):
         """Save a user message (before its reply is generated); returns it."""
         return self.db.message(self.db.add_message(conversation_id, "user", text))
 
+    def unanswered(self, conversation_id: int, text: str) -> Message | None:
+        """The conversation's last message if it is a user message with exactly ``text`` and no reply after it (its
+        reply failed to start): sending the same text again retries it instead of saving it a second time."""
+        messages = self.db.messages(conversation_id)
+        last = messages[-1] if messages else None
+        return last if last is not None and last.role == "user" and last.content == text else None
+
     def retry_unsaved(self) -> bool:
         """Save again the replies that ended while the database refused them; True when none is left unsaved."""
         self.unsaved = [recorder for recorder in self.unsaved if not recorder.save()]

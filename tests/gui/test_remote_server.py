@@ -201,8 +201,17 @@ def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_w
     host = stub.url("ok").split("/")[2]
     assert window.composer.error_text == (
         f"Could not generate a reply: {host} is busy (429: too many requests) (the server said: queue full): retry in 7 s"
+        " (your message is kept: press Send to try again)"
     )
     assert [(m.role, m.content) for m in window.db.messages(conversation)][-1] == ("user", "Again?")
+    assert window.composer.text() == "Again?"  # back in the box: Send retries it...
+    with qtbot.waitSignal(window.generation_finished, timeout=30_000) as retried:
+        window.composer.submit()
+    assert retried.args[0] is None  # (still busy)
+    after = [(m.role, m.content) for m in window.db.messages(conversation)]
+    assert after[-1] == ("user", "Again?") and after[-2] != ("user", "Again?")  # ...without saving it twice
+    assert sum(1 for widget in window.chat_view.message_widgets() if widget.message.content == "Again?") == 1
+    window.composer.clear()
 
 
 def test_stop_during_a_silent_remote_stream_ends_the_reply_at_once(qtbot, make_window, stub, no_user_keyring):
