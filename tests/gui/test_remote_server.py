@@ -243,6 +243,31 @@ def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, s
     assert final.draft_spans  # the SpecChat server's from_draft pieces are highlighted
 
 
+def test_a_failed_fetch_from_another_server_drops_the_models_listed_from_the_first(
+    qtbot, make_window, stub, no_user_keyring
+):
+    """The Model box kept listing the first server's model after Fetch models failed on a new URL (a newcomer
+    trial): it lists only what the URL's server listed; a name typed by hand stays."""
+    from app.server.binding import listen
+
+    window = make_window(wait_model=False)
+    dialog = RemoteServerDialog(window, window.tasks.spawn, stub.url("ok"), "", "", lambda url: "")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    fetch(qtbot, dialog)
+    assert dialog.models.count() >= 1 and dialog.models.currentText() == dialog.models.itemText(0)
+    with listen("127.0.0.1", 0) as sock:
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"  # nothing listens there once freed
+    dialog.url.setText(dead)
+    fetch(qtbot, dialog)
+    qtbot.waitUntil(lambda: dialog.error.isVisible(), timeout=10_000)
+    assert dialog.models.count() == 0 and dialog.models.currentText() == ""
+    dialog.models.setEditText("typed-by-hand")
+    fetch(qtbot, dialog)
+    qtbot.waitUntil(lambda: dialog.fetch_button.isEnabled(), timeout=10_000)
+    assert dialog.models.currentText() == "typed-by-hand"
+
+
 def test_a_key_goes_only_to_the_server_it_was_entered_for(qtbot, make_window, stub, no_user_keyring):
     """The dialog opens with the key of the chosen server; changing the base URL to another server (another port
     here) empties the key, or shows the one stored for that server, so the first key is never sent there; going

@@ -83,6 +83,7 @@ class RemoteServerDialog(QDialog):
         self.finished.connect(lambda _result: self._closed.set())
         self.specchat: bool | None = None
         self._reached: tuple[str, str] | None = None  # (base URL, key) of the last server that listed its models
+        self._listed_from = url  # the server whose models the Model box lists (the saved model's at first)
         self.url = QLineEdit(url)
         self.url.setPlaceholderText("http://HOST:8000/v1  (OpenVINO Model Server: http://HOST:8000/v3)")
         self.api_key = QLineEdit(api_key)
@@ -195,6 +196,8 @@ class RemoteServerDialog(QDialog):
         except RemoteError as error:
             if not self._closed.is_set():
                 self._say(str(error))
+                if _server_of(self.url.text()) != _server_of(self._listed_from):
+                    self._forget_listed_models()
             return False
         finally:
             if not self._closed.is_set():
@@ -211,6 +214,7 @@ class RemoteServerDialog(QDialog):
         typed = self.models.currentText()
         self.models.clear()
         self.models.addItems([model.id for model in models])
+        self._listed_from = url
         self.models.setCurrentIndex(max(0, self.models.findText(typed)))
         return True
 
@@ -227,6 +231,16 @@ class RemoteServerDialog(QDialog):
         if not model:
             raise ValueError("Choose a model: press Fetch models to list the server's")
         return RemoteChoice(url, model, self.api_key.text().strip(), self.specchat)
+
+    def _forget_listed_models(self) -> None:
+        """The Model box lists another server's models than the URL names now: they go (a name typed by hand,
+        which is none of them, stays)."""
+        typed = self.models.currentText()
+        listed = [self.models.itemText(index) for index in range(self.models.count())]
+        self.models.clear()
+        if typed not in listed:
+            self.models.setEditText(typed)
+        self._listed_from = ""
 
     def _accept(self) -> None:
         """OK: the values must make a choice, and the server must answer with this key (checked now unless the
