@@ -83,3 +83,6 @@ def test_the_line_under_decoding_explains_the_decoding_chosen(pane_and_composer)
     assert pane._decoding_row.help.text() == DECODING_HELP[True]
     pane.set_settings(AppSettings())
     assert pane._decoding_row.help.text() == DECODING_HELP[AppSettings().generation.decoding.speculative]
+    opened_on_lookup = SettingsPane(AppSettings().with_values(decoding=Decoding.PROMPT_LOOKUP), ["CPU"])
+    assert opened_on_lookup._decoding_row.help.text() == DECODING_HELP[True]  # (it said Plain's line)
+    opened_on_lookup.deleteLater()

@@ -379,8 +379,12 @@ class SettingsPane(QScrollArea):
         self.decoding.setCurrentIndex(self.decoding.findData(decoding.value))
         self._edited()
 
-    def _decoding_chosen(self, _index: int) -> None:
+    def _explain_decoding(self) -> None:
+        """The line under Decoding says what the decoding shown does."""
         self._decoding_row.help.setText(DECODING_HELP[Decoding(self.decoding.currentData()).speculative])
+
+    def _decoding_chosen(self, _index: int) -> None:
+        self._explain_decoding()
         if self.decoding.currentData() == Decoding.DRAFT_MODEL.value and not self._model_draft and not self._loading:
             blocked = self.draft_model.blockSignals(True)
             self._select_draft(self._preselected)  # no red "choose a draft" first when one is there to take
@@ -413,6 +417,7 @@ class SettingsPane(QScrollArea):
                 self.draft_device.addItem(settings.draft_device)
             self.draft_device.setCurrentText(settings.draft_device)
             self.decoding.setCurrentIndex(max(self.decoding.findData(Decoding(settings.value("decoding")).value), 0))
+            self._explain_decoding()  # (no signal when the index is the one shown, nor before __init__ connects it)
             self._select_draft(settings.draft_model)
             self._show_decoding_in_draft_list()
             self.k.setValue(settings.value("k"))
