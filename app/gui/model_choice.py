@@ -426,18 +426,24 @@ class ModelChoice(QObject):
         return "conversation", about, text, switch, lambda: self.choose_target(*choice)
 
     def _slow_draft_notice(self):
-        """Said while the conversation shown measured the draft model chosen now slower than plain decoding."""
+        """Said while the conversation shown measured the draft model slower than plain decoding and that draft is
+        still what replies (draft-model decoding) or a Compare (plain decoding with a draft head) would use. It
+        suggests only what is not chosen already."""
         measured = self._slow_drafts.get(self.window.chat_view.conversation_id)
         settings = self.settings
         pair = (settings.target_name, settings.draft_model)
-        if measured is None or not settings.uses_draft_model or measured[1] != pair or not is_slow(measured[0]):
+        drafts_now = settings.compare_decoding == Decoding.DRAFT_MODEL
+        if measured is None or not drafts_now or measured[1] != pair or not is_slow(measured[0]):
             return None
-        text = (
+        measure = (
             f"The draft model made this chat's last reply {measured[0]:.2f}x as fast as plain decoding "
-            f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here. Try Speculative "
-            "(prompt lookup), or plain decoding."
+            f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here."
         )
-        return "slow_draft", f"{pair[0]}:{pair[1]}", text, "Use prompt lookup", self.use_prompt_lookup
+        if settings.generation.decoding == Decoding.AUTOREGRESSIVE:  # measured by a Compare: replies are plain already
+            advice = "Keep plain decoding, or try Speculative (prompt lookup)."
+        else:
+            advice = "Try Speculative (prompt lookup), or plain decoding."
+        return "slow_draft", f"{pair[0]}:{pair[1]}", f"{measure} {advice}", "Use prompt lookup", self.use_prompt_lookup
 
     def use_prompt_lookup(self) -> None:
         """Speculative decoding with prompt lookup instead of the draft model."""
