@@ -58,7 +58,7 @@ def test_presets_and_new_settings_round_trip_through_the_settings_file(tmp_path)
     reloaded.delete_preset("Mine")
     again = SettingsStore(tmp_path / "settings.json")
     again.load()
-    assert again.presets == {} and again.conversation_preset(7) is None
+    assert again.presets == {} and again.conversation_preset(7) == MODEL_DEFAULT  # its name is gone, not its chat
 
 
 def test_invalid_presets_in_the_file_are_dropped_with_a_warning(tmp_path):

@@ -18,7 +18,7 @@ Rules:
   Compare is off (the button says why) unless the server is SpecChat's, which offers both modes.
 - Notices above the chat are derived from the state, never left over: :meth:`ModelChoice.refresh_notices` computes
   them from the conversation shown, the settings and the store whenever one of them changes. A conversation last
-  answered with another model says so (with a Switch button naming the model and its bit-width); a draft model
+  answered with another model says so (naming that model and its bit-width, with a Switch button); a draft model
   measured slower than plain decoding in the conversation shown says so while that draft is chosen. A notice the
   user dismissed stays dismissed while it is about the same thing (the same conversation shown; the same pair).
 - An error said in the composer about the previous target (a remote server that refused the connection) is cleared
@@ -398,7 +398,9 @@ class ModelChoice(QObject):
         self.refresh_notices()
 
     def _conversation_notice(self):
-        """Said when the conversation shown was last answered with another model than the one chosen."""
+        """Said when the conversation shown was last answered with another model than the one chosen. It names that
+        model only (with its bit-width, not its size): the picker beside it shows the one chosen, and the notice
+        fits two lines of a 1100 px window."""
         window = self.window
         conversation_id = window.chat_view.conversation_id
         messages = window.db.messages(conversation_id) if conversation_id is not None else []
@@ -408,36 +410,37 @@ class ModelChoice(QObject):
         if not last or last == settings.target_name:
             return None
         about = f"{conversation_id}:{last}:{settings.target_name}"
-        picker = window.model_picker
-        now = settings.target_name if settings.use_remote else picker.label(settings.target_model, settings.bits)
         choice = self.choice_for(last)
         if choice is None and settings.remote_model and last == settings.remote_target().describe():
-            text = f"This chat was answered by {last}; the model now chosen is {now}."
-            return "conversation", about, text, "Switch to the remote server", self.choose_remote
+            text = f"This chat was answered by {last}, not the model chosen now."
+            return "conversation", about, text, "Switch to it", self.choose_remote
         if choice is None and last.endswith(" (remote)"):  # a server chosen before (the picker keeps one)
-            text = f"This chat was answered by {last}, a server no longer chosen; the model now chosen is {now}."
-            return "conversation", about, text, "", None
+            return "conversation", about, f"This chat was answered by {last}, a server no longer chosen.", "", None
         if choice is None:
-            text = f"This chat was answered with {last}, which is no longer installed; the model now chosen is {now}."
-            return "conversation", about, text, "", None
-        then = picker.label(*choice)
-        text = f"This chat was answered with {then}; the model now chosen is {now}."
-        switch = "Switch to " + " · ".join(then.split(" · ")[:2])  # the name and bit-width, not the size
-        return "conversation", about, text, switch, lambda: self.choose_target(*choice)
+            return "conversation", about, f"This chat was answered with {last}, which is no longer installed.", "", None
+        then = " · ".join(window.model_picker.label(*choice).split(" · ")[:2])  # the name and bit-width, not the size
+        text = f"This chat was answered with {then}, not the model chosen now."
+        return "conversation", about, text, "Switch to it", lambda: self.choose_target(*choice)
 
     def _slow_draft_notice(self):
-        """Said while the conversation shown measured the draft model chosen now slower than plain decoding."""
+        """Said while the conversation shown measured the draft model slower than plain decoding and that draft is
+        still what replies (draft-model decoding) or a Compare (plain decoding with a draft head) would use. It
+        suggests only what is not chosen already."""
         measured = self._slow_drafts.get(self.window.chat_view.conversation_id)
         settings = self.settings
         pair = (settings.target_name, settings.draft_model)
-        if measured is None or not settings.uses_draft_model or measured[1] != pair or not is_slow(measured[0]):
+        drafts_now = settings.compare_decoding == Decoding.DRAFT_MODEL
+        if measured is None or not drafts_now or measured[1] != pair or not is_slow(measured[0]):
             return None
-        text = (
+        measure = (
             f"The draft model made this chat's last reply {measured[0]:.2f}x as fast as plain decoding "
-            f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here. Try Speculative "
-            "(prompt lookup), or plain decoding."
+            f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here."
         )
-        return "slow_draft", f"{pair[0]}:{pair[1]}", text, "Use prompt lookup", self.use_prompt_lookup
+        if settings.generation.decoding == Decoding.AUTOREGRESSIVE:  # measured by a Compare: replies are plain already
+            advice = "Keep plain decoding, or try Speculative (prompt lookup)."
+        else:
+            advice = "Try Speculative (prompt lookup), or plain decoding."
+        return "slow_draft", f"{pair[0]}:{pair[1]}", f"{measure} {advice}", "Use prompt lookup", self.use_prompt_lookup
 
     def use_prompt_lookup(self) -> None:
         """Speculative decoding with prompt lookup instead of the draft model."""

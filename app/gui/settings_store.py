@@ -547,11 +547,15 @@ class SettingsStore:
         self.save(self._settings)
 
     def delete_preset(self, name: str) -> None:
-        """Remove a user preset (and every conversation's choice of it) and write the file."""
+        """Remove a user preset and write the file. The conversations that had chosen it fall back to
+        ``MODEL_DEFAULT`` (a conversation remembers a preset's name, not its values; one with no preset would show
+        whatever the chat shown before it had)."""
         self._presets.pop(name, None)
         chosen = self._ui.get(CONVERSATION_PRESETS)
         if isinstance(chosen, dict):
-            self._ui[CONVERSATION_PRESETS] = {cid: preset for cid, preset in chosen.items() if preset != name}
+            self._ui[CONVERSATION_PRESETS] = {
+                cid: MODEL_DEFAULT if preset == name else preset for cid, preset in chosen.items()
+            }
         self.save(self._settings)
 
     def conversation_preset(self, conversation_id: int) -> str | None:

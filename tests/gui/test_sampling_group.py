@@ -142,3 +142,38 @@ def test_the_compare_summary_says_what_it_compares():
     differ = {**greedy, "identical": False, "first_difference": {"token": 9, "top2_gap": 0.01, "noise_bound": 0.1,
                                                                   "near_tie": True}}
     assert "speed and identity: texts differ from token 9: a near-tie" in compare_summary(differ)
+
+
+def test_a_chat_whose_preset_was_deleted_falls_back_to_the_model_default_after_a_restart(qtbot, make_window):
+    """A newcomer trial deleted the preset of chat 1, restarted, and chat 1 showed chat 2's "Precise": a chat
+    remembers a preset's name only, so one whose preset is gone falls back to "Model default"."""
+    from conftest import FAST
+
+    window = make_window(FAST, start=False)
+    db = window.db
+    first, second = db.create_conversation("Chat one"), db.create_conversation("Chat two")
+    db.add_message(first, "user", "Hello")
+    db.add_message(second, "user", "Hi")  # chat two is the latest: the next window opens it first
+    window.conversations.refresh()
+    group = window.settings_pane.sampling
+    window.conversations.open(first)
+    group.temperature.setValue(0.3)
+    assert group.save_preset("Mine") is None and window.settings.sampling_preset == "Mine"
+    window.conversations.open(second)
+    group.choose_preset("Precise")
+    window.conversations.open(first)
+    assert group.preset.currentText() == "Mine" and window.settings.value("temperature") == 0.3
+    group.delete_button.click()
+    assert group.preset.currentText() == "Custom" and window.settings.value("temperature") == 0.3  # shown values stay
+    window.close()
+
+    again = make_window(None, start=False)
+    assert again.chat_view.conversation_id == second
+    group = again.settings_pane.sampling
+    assert group.preset.currentText() == "Precise" and again.settings.value("temperature") == 0.0
+    again.conversations.open(first)
+    assert group.preset.currentText() == MODEL_DEFAULT and again.settings.sampling_preset == MODEL_DEFAULT
+    model_values = model_default(None)
+    assert again.settings.value("temperature") == model_values["temperature"] == 0.7
+    assert again.settings.value("top_p") == model_values["top_p"]
+    assert "Mine" not in [group.preset.itemText(i) for i in range(group.preset.count())]

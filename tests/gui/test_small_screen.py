@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import FAST
 from PySide6.QtCore import QPoint, QRect, QSize
-from PySide6.QtWidgets import QGroupBox
+from PySide6.QtWidgets import QGroupBox, QLabel
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.window_geometry import DEFAULT_SIZE, default_size, fit_to_screen
@@ -170,3 +170,34 @@ def test_the_side_panel_folds_away_in_a_narrow_window_and_comes_back(qtbot, make
     action.trigger()  # the user wants it even in a narrow window: it stays while the window stays narrow
     resized(NARROW_WINDOW_PX - 100, True)
     resized(1366, True)
+
+
+def test_at_1100x700_the_model_notice_takes_two_lines_and_the_chat_title_stays_readable(qtbot, make_window):
+    """A newcomer trial saw the notice of a chat answered by another model wrap to 6 lines at 1100x700, under a
+    title cut to "Gi…": the notice names only that model (the picker shows the one chosen), and the header's
+    controls go under the title when they would leave it fewer than TITLE_MIN_CHARS."""
+    from app.gui.widgets.chat_view import TITLE_MIN_CHARS
+
+    window = make_window(FAST, start=False)  # the default model at 4 bits; its 8-bit copy is installed too
+    window.resize(1100, 700)
+    title = "Give me three tips for better sleep"
+    chat = window.db.create_conversation(title)
+    window.db.add_message(chat, "user", "Hi")
+    window.db.add_message(chat, "assistant", "Hello!", stats={"mode": "ar", "target_model": "SmolLM2-135M-Instruct-int8"})
+    window.conversations.refresh()
+    window.conversations.open(chat)
+    notice, view = window.model_notice, window.chat_view
+    qtbot.waitUntil(lambda: window.width() == 1100 and notice.isVisible() and view.title_label.width() > 0, timeout=3000)
+    qtbot.wait(50)
+    assert notice.text.text() == "This chat was answered with SmolLM2-135M-Instruct · 8-bit, not the model chosen now."
+    assert notice.action.text() == "Switch to it"
+    label = notice.text
+    lines = label.heightForWidth(label.width()) / label.fontMetrics().lineSpacing()
+    assert lines <= 2, (lines, label.width())
+    shown = QLabel.text(view.title_label)  # what the elided label shows, not its whole text
+    assert shown == title and TITLE_MIN_CHARS >= 20
+    assert view.title_label.width() >= view.title_label.fontMetrics().horizontalAdvance(title)
+    assert view.highlight_box.y() > view.title_label.y()  # the controls went under the title
+    window.resize(1600, 700)  # wide: the controls come back beside the title
+    qtbot.waitUntil(lambda: view.highlight_box.y() < view.title_label.geometry().bottom(), timeout=3000)
+    assert QLabel.text(view.title_label) == title

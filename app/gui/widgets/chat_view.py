@@ -9,6 +9,7 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QCheckBox,
     QFrame,
     QHBoxLayout,
@@ -30,6 +31,8 @@ POPULATE_SLICE_S = 0.004  # about one bubble per event-loop turn (creating one c
 RETIRE_PER_TURN = 2
 PAGE_SIZE = 8  # messages shown when a conversation opens (more than fill the view); older ones come a page at a time
 SYSTEM_PROMPT_DEBOUNCE_MS = 400
+#: Characters of the chat title kept beside the header's controls; narrower, the controls go on a line of their own.
+TITLE_MIN_CHARS = 24
 
 
 class ChatView(QWidget):
@@ -71,10 +74,11 @@ class ChatView(QWidget):
         header.setObjectName("chatHeader")
         header_layout = QVBoxLayout(header)
         header_layout.setContentsMargins(16, 8, 16, 8)
-        top = QHBoxLayout()
+        self._title_row = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         self.title_label = ElidedLabel("New chat")
         self.title_label.setObjectName("chatTitle")
-        top.addWidget(self.title_label, 1)
+        self._title_row.addWidget(self.title_label, 1)
+        top = QHBoxLayout()
         self.highlight_box = QCheckBox("Highlight draft tokens")
         self.highlight_box.setToolTip(
             "Colour the text that came from accepted draft tokens: where speculative decoding paid off"
@@ -96,7 +100,9 @@ class ChatView(QWidget):
         self.system_button.setToolTip("Show or edit this conversation's system prompt (applies to the next reply)")
         self.system_button.toggled.connect(self._toggle_system_prompt)
         top.addWidget(self.system_button)
-        header_layout.addLayout(top)
+        top.addStretch()  # (on a line of their own, the controls stay at the left)
+        self._title_row.addLayout(top)
+        header_layout.addLayout(self._title_row)
         self.system_edit = QPlainTextEdit()
         self.system_edit.setPlaceholderText(
             "No system prompt. Type instructions for the assistant in this conversation (applies to the next reply)."
@@ -276,6 +282,19 @@ class ChatView(QWidget):
         del self._retired[:RETIRE_PER_TURN]
         if not self._retired:
             self._retire_timer.stop()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Keep ``TITLE_MIN_CHARS`` of the title readable: the header's controls go under it when the row is narrower."""
+        super().resizeEvent(event)
+        controls = (self.highlight_box, self.json_box, self.system_button)
+        spacing = max(self._title_row.spacing(), 0)
+        controls_px = sum(w.sizeHint().width() + spacing for w in controls if not w.isHidden())
+        margins = self.title_label.parentWidget().layout().contentsMargins()  # the header's
+        title_px = self.width() - margins.left() - margins.right() - controls_px
+        wide = title_px >= self.title_label.fontMetrics().averageCharWidth() * TITLE_MIN_CHARS
+        direction = QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom
+        if self._title_row.direction() != direction:
+            self._title_row.setDirection(direction)
 
     def set_title(self, title: str) -> None:
         """Show a new title for the current conversation."""

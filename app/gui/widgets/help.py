@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from ... import __version__
 from .dialogs import message_box
 
 #: Keys handled by widgets rather than actions: the message box, moving the focus, a message's actions.
@@ -40,14 +41,16 @@ async def show_shortcuts(parent: QWidget, actions: list[QAction]) -> None:
     )  # fmt: skip
 
 
-async def show_about(parent: QWidget) -> None:
-    """Say what SpecChat is."""
-    await message_box(
-        parent,
-        QMessageBox.Icon.Information,
-        "About SpecChat",
-        "SpecChat: chat with local LLMs on OpenVINO.\n\nINT4 weights, speculative decoding (draft model or "
-        "prompt lookup) and an attention-sink rolling context. Replies are generated on this computer; "
-        "nothing is sent anywhere.",
-        object_name="about",
+def about_text() -> str:
+    """What Help > About says: the version, what SpecChat does, and where replies are generated."""
+    return (
+        f"SpecChat {__version__}: chat with local LLMs on OpenVINO.\n\nINT4 weights, speculative decoding (draft "
+        "model or prompt lookup) and an attention-sink rolling context.\n\nReplies are generated on this computer "
+        "unless you choose a remote server (Remote server (OpenAI-compatible)… at the end of the model picker, "
+        "Ctrl+L); then your chats are sent to that server."
     )
+
+
+async def show_about(parent: QWidget) -> None:
+    """Say what SpecChat is (:func:`about_text`)."""
+    await message_box(parent, QMessageBox.Icon.Information, "About SpecChat", about_text(), object_name="about")

@@ -299,7 +299,8 @@ class SamplingGroup(QGroupBox):
         return error
 
     def delete_preset(self, name: str) -> None:
-        """Delete a user preset (shipped ones stay); the values shown stay, as "Custom"."""
+        """Delete a user preset (shipped ones stay); the values shown stay, as "Custom", and the conversations that
+        had chosen it show ``MODEL_DEFAULT`` when opened again (``SettingsStore.delete_preset``)."""
         if self._store is None or name not in self._store.presets:
             return
         if self._persist(lambda: self._store.delete_preset(name)) is not None:
