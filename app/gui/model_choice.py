@@ -433,7 +433,8 @@ class ModelChoice(QObject):
         if measured is None or not drafts_now or measured[1] != pair or not is_slow(measured[0]):
             return None
         measure = (
-            f"The draft model made this chat's last reply {measured[0]:.2f}x as fast as plain decoding "
+            f"The draft {'head' if settings.draft_is_a_head else 'model'} made this chat's last reply "
+            f"{measured[0]:.2f}x as fast as plain decoding "
             f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here."
         )
         if settings.generation.decoding == Decoding.AUTOREGRESSIVE:  # measured by a Compare: replies are plain already

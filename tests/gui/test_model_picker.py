@@ -222,7 +222,7 @@ def test_a_head_compared_slower_on_plain_decoding_is_said_without_suggesting_pla
     window.chat._finished(window.db.message(window.db.add_message(conversation, "assistant", "x", stats=stats)))
     assert notice.isVisible() and notice.kind == "slow_draft"
     text = notice.text.text()
-    assert text.startswith("The draft model made this chat's last reply 0.72x as fast as plain decoding (")
+    assert text.startswith("The draft head made this chat's last reply 0.72x as fast as plain decoding (")
     assert text.endswith("it costs more than it saves here. Keep plain decoding, or try Speculative (prompt lookup).")
     assert "or plain decoding" not in text and notice.action.text() == "Use prompt lookup"
     notice.action.click()
