@@ -144,3 +144,14 @@ def test_ctrl_c_during_fetch_default_kills_pip_and_ends_in_one_line(store, tmp_p
     assert time.monotonic() - start < 15
     assert "cancelled" in err.lower() and "Traceback" not in err
     assert not [p for p in (store / "downloads").iterdir() if p.name != ".locks"]
+
+
+def test_pair_accepts_a_draft_head_for_its_own_model_only(tiny, store, int4_dir, capsys):
+    head = int4_dir.parent / "SmolLM2-135M-Instruct-head"
+    assert main(["models", "pair", str(int4_dir), str(head)]) == 0
+    assert capsys.readouterr().out == "ok: a draft head made for this model\n"
+    assert main(["models", "import", str(tiny["same"]), "--name", "a"]) == 0
+    capsys.readouterr()
+    assert main(["models", "pair", "a", str(head)]) == 2
+    assert ("SmolLM2-135M-Instruct-head cannot draft for a: a draft head made for SmolLM2-135M-Instruct drafts only "
+            "for SmolLM2-135M-Instruct") in capsys.readouterr().err

@@ -263,10 +263,15 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from inference.models.inspect import check_pair
+    from inference.draft_head import is_head_folder
+    from inference.models.inspect import HEAD_PAIR_OK, check_pair
 
-    info = check_pair(store.find_model(args.target), store.find_model(args.draft))
-    print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
+    draft = store.find_model(args.draft)
+    info = check_pair(store.find_model(args.target), draft)
+    if is_head_folder(draft):
+        print(f"ok: {HEAD_PAIR_OK}")
+    else:
+        print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
     return 0
 
 

@@ -112,6 +112,42 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert not (model_store.models_dir() / "tiny-other").exists()
 
 
+@pytest.fixture
+def default_store(dialog, int4_dir, tiny_sources):
+    """The dialog's store holding the default model and its draft head (linked), and the tiny model "tiny-same"
+    (same tokenizer, another model)."""
+    from inference.models.default_head import DEFAULT_HEAD_NAME
+    from inference.models.importing import import_ir_folder
+
+    root = model_store.models_dir()
+    root.mkdir(parents=True)
+    for folder in (int4_dir, int4_dir.parent / DEFAULT_HEAD_NAME):
+        (root / folder.name).symlink_to(folder, target_is_directory=True)
+    return {"target": root / int4_dir.name, "head": root / DEFAULT_HEAD_NAME, "tiny": import_ir_folder(tiny_sources["same"], "tiny-same")}
+
+
+def _check_pair(qtbot, dialog, target: Path, draft: Path) -> str:
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(target)))
+    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findData(str(draft)))
+    assert (dialog.target_combo.currentData(), dialog.draft_combo.currentData()) == (str(target), str(draft))
+    dialog.pair_result.setText("")
+    dialog.pair_button.click()
+    qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
+    return dialog.pair_result.text()
+
+
+def test_pair_check_accepts_the_draft_head_for_its_own_model_only(qtbot, dialog, default_store):
+    dialog.refresh()
+    head = "SmolLM2-135M-Instruct-head · 8-bit · 9 MiB"
+    assert _check_pair(qtbot, dialog, default_store["target"], default_store["head"]) == (
+        f"✔ {head} can draft for {dialog.target_combo.currentText()}: a draft head made for this model."
+    )
+    assert _check_pair(qtbot, dialog, default_store["tiny"], default_store["head"]) == (
+        "✘ Refused: SmolLM2-135M-Instruct-head cannot draft for tiny-same: a draft head made for "
+        "SmolLM2-135M-Instruct drafts only for SmolLM2-135M-Instruct"
+    )
+
+
 def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_sources):
     with HubServer({"test-org/tiny-ov": tiny_sources["same"]}) as hub:
         hub.throttle_s = 0.02

@@ -348,11 +348,15 @@ class ModelsDialog(QDialog):
         from inference.models.inspect import check_pair
 
         self.pair_result.setText("Checking…")
-        self._start("Checking the pair", lambda report, cancel: check_pair(target, draft), on_success=self._pair_ok, on_failure=self._pair_refused)
+        self._start("Checking the pair", lambda report, cancel: check_pair(target, draft),
+                    on_success=lambda info: self._pair_ok(info, draft), on_failure=self._pair_refused)  # fmt: skip
 
-    def _pair_ok(self, info) -> None:
-        self.pair_result.setText(f"✔ {self.draft_combo.currentText()} can draft for {self.target_combo.currentText()}: same tokenizer "
-                                 f"(vocabulary {info.vocab_size}).")  # fmt: skip
+    def _pair_ok(self, info, draft: str) -> None:
+        from inference.draft_head import is_head_folder
+        from inference.models.inspect import HEAD_PAIR_OK
+
+        why = HEAD_PAIR_OK if is_head_folder(draft) else f"same tokenizer (vocabulary {info.vocab_size})"
+        self.pair_result.setText(f"✔ {self.draft_combo.currentText()} can draft for {self.target_combo.currentText()}: {why}.")
 
     def _pair_refused(self, message: str) -> None:
         self.pair_result.setText(f"✘ Refused: {message}")
