@@ -33,8 +33,8 @@ def test_import_list_pair_remove(tiny, store, capsys):
 
     assert main(["models", "list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH"]
-    assert [line.split()[0] for line in table[1:]] == ["a", "b"]
+    assert table[0].split() == ["NAME", "USE", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH"]
+    assert [line.split()[:2] for line in table[1:]] == [["a", "chat"], ["b", "chat"]]
     assert main(["models", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {m["name"] for m in listed} == {"a", "b"} and all("tokenizer_fingerprint" in m for m in listed)

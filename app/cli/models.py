@@ -184,8 +184,7 @@ def _list(args: argparse.Namespace) -> int:
     rows = [("NAME", "USE", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH")]
     for m in manifests:
         window = f" (n_ctx <= {m.sliding_window}: sliding window)" if m.sliding_window else ""
-        use = f"draft head for {m.details.get('head_for', '?')}" if m.is_draft_head else "chat"
-        rows.append((m.store_name, use, m.bits_label, m.size_label, m.rope_label + window, m.tokenizer_label, str(m.path)))
+        rows.append((m.store_name, m.use_label, m.bits_label, m.size_label, m.rope_label + window, m.tokenizer_label, str(m.path)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -222,6 +222,11 @@ class ModelManifest:
         return str(self.details.get("head_for", "")) if self.is_draft_head else ""
 
     @property
+    def use_label(self) -> str:
+        """What the model is for, in model lists: ``"chat"``, or ``"draft head for NAME"``."""
+        return f"draft head for {self.head_for or '?'}" if self.is_draft_head else "chat"
+
+    @property
     def display_name(self) -> str:
         """``name``, else the folder's name."""
         return self.name or (self.path.name if self.path else "?")

@@ -82,8 +82,8 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
     # plain words: no RoPE or tokenizer-hash column; the vocabulary that pairs models is in each row's tooltip
     headers = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
-    assert headers == ["Name", "Bits", "Size", "Endless chats", "Source", "Added"]
-    assert dialog.table.item(0, 3).text() == "yes" and dialog.table.item(0, 3).toolTip().startswith("Endless chats: yes")
+    assert headers == ["Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added"]
+    assert dialog.table.item(0, 4).text() == "yes" and dialog.table.item(0, 4).toolTip().startswith("Endless chats: yes")
     assert "Vocabulary (tokenizer)" in dialog.table.item(0, 0).toolTip()
 
     # Pair check: another tokenizer is refused with the reason.
@@ -146,6 +146,22 @@ def test_pair_check_accepts_the_draft_head_for_its_own_model_only(qtbot, dialog,
         "✘ Refused: SmolLM2-135M-Instruct-head cannot draft for tiny-same: a draft head made for "
         "SmolLM2-135M-Instruct drafts only for SmolLM2-135M-Instruct"
     )
+
+
+def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialog, default_store):
+    dialog.refresh()
+    rows = {dialog.table.item(row, 0).text(): dialog.table.item(row, 1).text() for row in range(dialog.table.rowCount())}
+    assert rows == {
+        "SmolLM2-135M-Instruct-head": "draft head for SmolLM2-135M-Instruct",
+        "SmolLM2-135M-Instruct-int4": "chat",
+        "tiny-same": "chat",
+    }
+    targets = [dialog.target_combo.itemData(i) for i in range(dialog.target_combo.count())]
+    drafts = [dialog.draft_combo.itemData(i) for i in range(dialog.draft_combo.count())]
+    assert targets == [str(default_store["target"]), str(default_store["tiny"])]
+    assert drafts == [str(default_store["head"]), str(default_store["target"]), str(default_store["tiny"])]
+    assert dialog.target_combo.currentData() == str(default_store["target"])
+    assert dialog.draft_combo.currentData() == str(default_store["head"])
 
 
 def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_sources):

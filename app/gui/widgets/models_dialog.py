@@ -48,7 +48,9 @@ from inference.models.progress import ProgressEvent
 
 from ...background import DaemonThreadExecutor, run_in, threadsafe
 
-INSTALLED_COLUMNS = ("Name", "Bits", "Size", "Endless chats", "Source", "Added")
+INSTALLED_COLUMNS = ("Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added")
+#: The column that says whether the rolling context can shift a model's keys (it has its own tooltip).
+ENDLESS_COLUMN = INSTALLED_COLUMNS.index("Endless chats")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 
 
@@ -283,6 +285,7 @@ class ModelsDialog(QDialog):
         for row, manifest in enumerate(self._manifests):
             cells = (
                 manifest.store_name,
+                manifest.use_label,
                 manifest.bits_label,
                 manifest.size_label,
                 manifest.rope_label,  # whether the rolling context can shift its keys (RoPE): chats of any length
@@ -301,18 +304,22 @@ class ModelsDialog(QDialog):
                     if manifest.rope_supported is False
                     else "yes: the oldest tokens are forgotten as the chat goes on (position encoding RoPE)"
                 )
-                item.setToolTip(endless if column == 3 else tip)
+                item.setToolTip(endless if column == ENDLESS_COLUMN else tip)
                 self.table.setItem(row, column, item)
-        for combo in (self.target_combo, self.draft_combo):
+        targets = store.target_models(self._manifests)  # a draft head drafts only: it is never a target
+        for combo, manifests in ((self.target_combo, targets), (self.draft_combo, self._manifests)):
             current = combo.currentData()
             combo.clear()
-            for manifest in self._manifests:
+            for manifest in manifests:
                 combo.addItem(labels[str(manifest.path)], str(manifest.path))
             index = combo.findData(current)
             if index >= 0:
                 combo.setCurrentIndex(index)
-        if self.draft_combo.count() > 1 and self.draft_combo.currentIndex() == self.target_combo.currentIndex():
-            self.draft_combo.setCurrentIndex(1)
+        target = self.target_combo.currentData()
+        if self.draft_combo.currentData() == target:
+            others = [i for i in range(self.draft_combo.count()) if self.draft_combo.itemData(i) != target]
+            if others:
+                self.draft_combo.setCurrentIndex(others[0])
         self._update_buttons()
 
     def selected_path(self) -> str | None:
