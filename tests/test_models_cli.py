@@ -69,6 +69,17 @@ def test_convert_without_the_extra_says_how_to_install(store, tmp_path, capsys, 
     assert "pip install 'specchat[convert]'" in capsys.readouterr().err
 
 
+def test_import_of_a_folder_without_a_model_says_so(store, tmp_path, capsys):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("no model here\n")
+    assert main(["models", "import", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{folder} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face "
+            "checkpoint)") in err
+    assert "convert" not in err and model_store.list_models() == []
+
+
 def test_bad_inputs_exit_2(store, tmp_path, capsys):
     fake = tmp_path / "x.gguf"
     fake.write_text("nope")

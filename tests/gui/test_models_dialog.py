@@ -11,8 +11,10 @@ from hub_server import HubServer
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from app.gui.widgets.models_dialog import ModelsDialog, classify_source
+from app.gui.widgets.models_dialog import ModelsDialog
 from inference.models import store as model_store
+from inference.models.errors import ModelImportError
+from inference.models.importing import classify_source
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +62,28 @@ def _names(dialog: ModelsDialog) -> list[str]:
 def test_classify_source(tiny_sources, tmp_path):
     assert classify_source(str(tiny_sources["gguf"])) == "gguf"
     assert classify_source(str(tiny_sources["same"])) == "ir"
+    (tmp_path / "config.json").write_text("{}")
     assert classify_source(str(tmp_path)) == "checkpoint"
     assert classify_source("OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov") == "repo"
     assert classify_source("") == classify_source("/no/such/path/x") == ""
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "readme.txt").write_text("no model here\n")
+    with pytest.raises(ModelImportError) as caught:
+        classify_source(str(tmp_path))
+    assert str(caught.value) == (
+        f"{tmp_path} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face checkpoint)"
+    )
+
+
+def test_a_folder_without_a_model_is_said_before_any_conversion(dialog, tmp_path):
+    (tmp_path / "readme.txt").write_text("no model here\n")
+    dialog.source_edit.setText(str(tmp_path))
+    assert dialog.add_hint.text() == (
+        f"{tmp_path} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face checkpoint)"
+    )
+    assert dialog.add_button.text() == "Add" and not dialog.add_button.isEnabled()
+    dialog.add_model()
+    assert dialog.status.text() == dialog.add_hint.text() and dialog.job is None
 
 
 def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):

@@ -44,6 +44,8 @@ from PySide6.QtWidgets import (
 )
 
 from inference.models import store
+from inference.models.errors import ModelImportError
+from inference.models.importing import classify_source, import_model
 from inference.models.progress import ProgressEvent
 
 from ...background import DaemonThreadExecutor, run_in, threadsafe
@@ -96,23 +98,6 @@ class ProgressThrottle:
             return
         self._last_emit, self._last_message = now, event.message
         self._deliver(event.message, fraction)
-
-
-def classify_source(text: str) -> str:
-    """What the "Add" field holds: ``"gguf"``, ``"ir"``, ``"checkpoint"``, ``"repo"`` or ``""`` (nothing usable)."""
-    text = text.strip()
-    if not text:
-        return ""
-    path = Path(text).expanduser()
-    if path.is_file():
-        return "gguf"
-    if path.is_dir():
-        if (path / "openvino_model.xml").is_file():
-            return "ir"
-        return "checkpoint"
-    if text.count("/") == 1 and not text.startswith(("/", ".", "~")):
-        return "repo"
-    return ""
 
 
 class ModelsDialog(QDialog):
@@ -381,8 +366,16 @@ class ModelsDialog(QDialog):
         dialog.fileSelected.connect(self.source_edit.setText)
         dialog.open()
 
+    def _source_kind(self) -> tuple[str, str]:
+        """``(kind, problem)`` of the Source field: :func:`inference.models.importing.classify_source`'s kind, or
+        ``""`` and why it names nothing to add (``""`` when it is merely empty or unrecognised)."""
+        try:
+            return classify_source(self.source_edit.text()), ""
+        except ModelImportError as error:
+            return "", str(error)
+
     def _update_add_button(self) -> None:
-        kind = classify_source(self.source_edit.text())
+        kind, problem = self._source_kind()
         hints = {
             "": "Enter a path or a Hugging Face repository id (organisation/name).",
             "gguf": "A GGUF file: converted to OpenVINO IR by openvino-genai (F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K weights).",
@@ -391,24 +384,22 @@ class ModelsDialog(QDialog):
             "repo": "A Hugging Face repository: pre-converted OpenVINO and GGUF repositories are downloaded as they are; "
             "transformers checkpoints are downloaded and converted at the chosen bit-width.",
         }
-        self.add_hint.setText(hints[kind])
+        self.add_hint.setText(problem or hints[kind])
         self.add_button.setText({"": "Add", "gguf": "Import", "ir": "Import", "checkpoint": "Convert", "repo": "Download"}[kind])
         self._update_buttons()
 
     def add_model(self) -> None:
         """Import, download or convert what the Source field names, in a worker thread."""
         text = self.source_edit.text().strip()
-        kind = classify_source(text)
+        kind, problem = self._source_kind()
         if not kind:
-            self._set_status("Nothing to add: enter an existing path or an organisation/name repository id.")
+            self._set_status(problem or "Nothing to add: enter an existing path or an organisation/name repository id.")
             return
         name = self.name_edit.text().strip() or None
         bits = int(self.bits_combo.currentData())
         replace = self.replace_box.currentIndex() == 1
         self.log.clear()
         if kind in ("gguf", "ir"):
-            from inference.models.importing import import_model
-
             def work(report, cancel):
                 return import_model(text, name, replace=replace, progress=report, cancel=cancel)
 
@@ -547,7 +538,7 @@ class ModelsDialog(QDialog):
             if hasattr(self, attribute):  # the tabs are being built
                 getattr(self, attribute).setEnabled(idle)
         if hasattr(self, "add_button"):
-            self.add_button.setEnabled(idle and bool(classify_source(self.source_edit.text())))
+            self.add_button.setEnabled(idle and bool(self._source_kind()[0]))
 
     def _set_status(self, text: str) -> None:
         self.status.setText(text)
