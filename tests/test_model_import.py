@@ -127,6 +127,16 @@ def test_gguf_that_is_not_a_gguf_is_refused(store, tmp_path):
     assert model_store.list_models() == [] and _no_partials()
 
 
+def test_gguf_without_an_architecture_is_said_damaged(store, tmp_path):
+    """A header with no tensors and no metadata (``printf 'GGUF\\x03\\x00\\x00\\x00'`` and 200 zero bytes)."""
+    empty = tmp_path / "x.gguf"
+    empty.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + bytes(200))
+    with pytest.raises(ModelImportError) as caught:
+        import_model(empty)
+    assert str(caught.value) == "x.gguf has no general.architecture key: it is damaged or not a model"
+    assert model_store.list_models() == [] and _no_partials()
+
+
 def _gguf_with_type(path: Path, type_name: str) -> Path:
     """A tiny llama GGUF whose attention matrix is of ``type_name`` (raw random bytes)."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
