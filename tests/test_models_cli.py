@@ -80,6 +80,12 @@ def test_import_of_a_folder_without_a_model_says_so(store, tmp_path, capsys):
     assert "convert" not in err and model_store.list_models() == []
 
 
+def test_import_of_a_path_that_does_not_exist_says_so(store, tmp_path, capsys):
+    missing = tmp_path / "doesnotexist.gguf"
+    assert main(["models", "import", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: no such file or folder: {missing}\n"
+
+
 def test_bad_inputs_exit_2(store, tmp_path, capsys):
     fake = tmp_path / "x.gguf"
     fake.write_text("nope")

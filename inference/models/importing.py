@@ -47,7 +47,9 @@ def classify_source(text: str) -> str:
         (empty or unrecognised text).
 
     Raises:
-        ModelImportError: a folder that holds neither, before anything suggests converting it.
+        ModelImportError: a folder that holds neither, before anything suggests converting it; text that looks like
+            a path (it starts with ``/``, ``~`` or ``.``, holds a path separator or ends in ``.gguf``, and is no
+            repository id) and names nothing.
     """
     text = text.strip()
     if not text:
@@ -63,8 +65,10 @@ def classify_source(text: str) -> str:
         raise ModelImportError(
             f"{path} is not a model folder: no {MODEL_FILES[0]} (OpenVINO IR) nor {CONFIG_NAME} (a Hugging Face checkpoint)"
         )
-    if text.count("/") == 1 and not text.startswith(("/", ".", "~")):
+    if text.count("/") == 1 and not text.startswith(("/", ".", "~")) and not text.lower().endswith(".gguf"):
         return "repo"
+    if text.startswith(("/", "~", ".")) or "/" in text or "\\" in text or text.lower().endswith(".gguf"):
+        raise ModelImportError(f"no such file or folder: {text}")
     return ""
 
 

@@ -65,7 +65,11 @@ def test_classify_source(tiny_sources, tmp_path):
     (tmp_path / "config.json").write_text("{}")
     assert classify_source(str(tmp_path)) == "checkpoint"
     assert classify_source("OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov") == "repo"
-    assert classify_source("") == classify_source("/no/such/path/x") == ""
+    assert classify_source("") == classify_source("gemma") == ""
+    for missing in ("/no/such/path/x", "~/no-such-model", "./x", "a/b/c", "model.Q4_0.gguf", "org/model.gguf"):
+        with pytest.raises(ModelImportError) as caught:
+            classify_source(missing)
+        assert str(caught.value) == f"no such file or folder: {missing}"
     (tmp_path / "config.json").unlink()
     (tmp_path / "readme.txt").write_text("no model here\n")
     with pytest.raises(ModelImportError) as caught:
@@ -73,6 +77,18 @@ def test_classify_source(tiny_sources, tmp_path):
     assert str(caught.value) == (
         f"{tmp_path} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face checkpoint)"
     )
+
+
+def test_a_path_that_does_not_exist_is_said(dialog, tmp_path):
+    missing = tmp_path / "doesnotexist.gguf"
+    dialog.source_edit.setText(str(missing))
+    assert dialog.add_hint.text() == f"no such file or folder: {missing}"
+    assert not dialog.add_button.isEnabled()
+    dialog.source_edit.setText("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert dialog.add_button.text() == "Download" and dialog.add_button.isEnabled()
+    dialog.source_edit.setText("gemma")
+    assert dialog.add_hint.text() == "Enter a path or a Hugging Face repository id (organisation/name)."
+    assert not dialog.add_button.isEnabled()
 
 
 def test_a_folder_without_a_model_is_said_before_any_conversion(dialog, tmp_path):
