@@ -18,6 +18,7 @@ trained. ``tools/draft_head`` builds one; the default model's head ships in ``in
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,18 +146,40 @@ def check_head_fits(target: LoadedModel, head: LoadedHead) -> None:
     """
     from .models.inspect import fingerprint_of  # deferred: the store's module, which the engine rarely needs
 
-    trained_for = head.manifest["target"]
-    problems = []
-    if target.hidden_size is None:
-        problems.append("the target exposes no hidden states")
-    elif target.hidden_size != head.hidden_size:
-        problems.append(f"hidden size {target.hidden_size}, the head reads {head.hidden_size}")
-    if target.vocab_size != int(trained_for["vocab_size"]):
-        problems.append(f"vocabulary size {target.vocab_size}, the head drafts over {trained_for['vocab_size']}")
-    elif fingerprint_of(target.tokenizer, target.vocab_size) != trained_for["tokenizer_fingerprint"]:
-        problems.append("another tokenizer")
+    problems = head_misfits(
+        head.manifest, target.hidden_size, target.vocab_size, lambda: fingerprint_of(target.tokenizer, target.vocab_size)
+    )
     if problems:
         raise TokenizerMismatchError(
             f"the draft head {head.folder.name} was trained for {head.target_name}, and {target.folder.name} does not "
             f"fit it ({'; '.join(problems)}): choose a draft model or prompt lookup"
         )
+
+
+def head_misfits(
+    manifest: dict, hidden_size: int | None, vocab_size: int, tokenizer_fingerprint: Callable[[], str]
+) -> list[str]:
+    """What keeps a target from fitting a head (the rule of :func:`check_head_fits`, also applied to folders by
+    :func:`inference.models.inspect.check_pair`); empty when it fits.
+
+    Args:
+        manifest: the head's ``draft_head.json`` (:func:`read_head_manifest`).
+        hidden_size: width of the target's hidden states, None when it exposes none.
+        vocab_size: width of the target's logits.
+        tokenizer_fingerprint: computes the target's tokenizer fingerprint (called only when the vocabulary
+            sizes match).
+
+    Returns:
+        Readable differences, e.g. ``["hidden size 64, the head reads 576"]``.
+    """
+    trained_for = manifest["target"]
+    problems = []
+    if hidden_size is None:
+        problems.append("the target exposes no hidden states")
+    elif hidden_size != int(trained_for["hidden_size"]):
+        problems.append(f"hidden size {hidden_size}, the head reads {trained_for['hidden_size']}")
+    if vocab_size != int(trained_for["vocab_size"]):
+        problems.append(f"vocabulary size {vocab_size}, the head drafts over {trained_for['vocab_size']}")
+    elif tokenizer_fingerprint() != trained_for["tokenizer_fingerprint"]:
+        problems.append("another tokenizer")
+    return problems

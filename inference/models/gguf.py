@@ -189,9 +189,12 @@ def gguf_architecture(scalars: Mapping[str, Any], path: Path) -> str:
     """The ``general.architecture`` of a GGUF header's ``scalars`` (see :func:`read_gguf_header`), e.g. ``"llama"``.
 
     Raises:
-        ModelImportError: it is not one of :data:`GGUF_ARCHITECTURES` (the message names those).
+        ModelImportError: the key is missing (a damaged file, or not a model), or it is not one of
+            :data:`GGUF_ARCHITECTURES` (the message names those).
     """
     arch = scalars.get("general.architecture")
+    if arch is None:
+        raise ModelImportError(f"{path.name} has no general.architecture key: it is damaged or not a model")
     if arch not in GGUF_ARCHITECTURES:
         raise ModelImportError(
             f"{path.name} is a {arch!r} model; SpecChat reads GGUF files of these architectures: {', '.join(GGUF_ARCHITECTURES)}"

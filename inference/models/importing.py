@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..model import REQUIRED_FILES
+from ..model import MODEL_FILES, REQUIRED_FILES
 from . import store
 from .errors import ModelImportError
 from .gguf import (
@@ -38,6 +38,40 @@ from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 from .store import ModelBuild, build_model, copy_files, name_from, require_space
 
 
+def classify_source(text: str) -> str:
+    """What a model source names (the Models dialog's "Add" field, ``specchat models import``).
+
+    Returns:
+        ``"gguf"`` (a file), ``"ir"`` (a folder with ``openvino_model.xml``), ``"checkpoint"`` (a folder with
+        ``config.json``: a Hugging Face checkpoint, to convert), ``"repo"`` (``organisation/name``), or ``""``
+        (empty or unrecognised text).
+
+    Raises:
+        ModelImportError: a folder that holds neither, before anything suggests converting it; text that looks like
+            a path (it starts with ``/``, ``~`` or ``.``, holds a path separator or ends in ``.gguf``, and is no
+            repository id) and names nothing.
+    """
+    text = text.strip()
+    if not text:
+        return ""
+    path = Path(text).expanduser()
+    if path.is_file():
+        return "gguf"
+    if path.is_dir():
+        if (path / MODEL_FILES[0]).is_file():
+            return "ir"
+        if (path / CONFIG_NAME).is_file():
+            return "checkpoint"
+        raise ModelImportError(
+            f"{path} is not a model folder: no {MODEL_FILES[0]} (OpenVINO IR) nor {CONFIG_NAME} (a Hugging Face checkpoint)"
+        )
+    if text.count("/") == 1 and not text.startswith(("/", ".", "~")) and not text.lower().endswith(".gguf"):
+        return "repo"
+    if text.startswith(("/", "~", ".")) or "/" in text or "\\" in text or text.lower().endswith(".gguf"):
+        raise ModelImportError(f"no such file or folder: {text}")
+    return ""
+
+
 def import_model(
     source: str | Path,
     name: str | None = None,
@@ -52,13 +86,15 @@ def import_model(
         The installed model folder ``models_dir() / name``.
 
     Raises:
-        ModelImportError: see :func:`import_gguf` and :func:`import_ir_folder`.
+        ModelImportError: a folder that holds no model (:func:`classify_source`); see :func:`import_gguf` and
+            :func:`import_ir_folder`.
         OperationCancelled: ``cancel`` was set; nothing was left in the store.
     """
     path = Path(source).expanduser()
-    if path.is_dir():
+    kind = classify_source(str(source))
+    if kind in ("ir", "checkpoint"):  # a checkpoint is refused with how to convert it
         return import_ir_folder(path, name, replace=replace, progress=progress, cancel=cancel)
-    if path.is_file():
+    if kind == "gguf":
         return import_gguf(path, name, replace=replace, progress=progress, cancel=cancel)
     raise ModelImportError(f"{path} does not exist; pass an OpenVINO IR folder or a .gguf file")
 

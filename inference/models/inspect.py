@@ -23,7 +23,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import MODEL_FILES, TOKENIZER_FILES, TOKENIZER_PROBE, TokenizerMismatchError, sliding_window_of
+from ..draft_head import head_misfits, is_head_folder, read_head_manifest
+from ..model import (
+    MODEL_FILES,
+    TOKENIZER_FILES,
+    TOKENIZER_PROBE,
+    ModelLoadError,
+    TokenizerMismatchError,
+    lm_head,
+    sliding_window_of,
+)
 from .errors import ModelImportError
 
 #: The Hugging Face style config of a model folder (architecture, RoPE parameters, special tokens...).
@@ -33,6 +42,10 @@ HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece
 
 #: OpenVINO element type of the weight constants -> bit-width reported in manifests.
 _ELEMENT_BITS = {"u4": 4, "i4": 4, "nf4": 4, "f4e2m1": 4, "u8": 8, "i8": 8, "f8e4m3": 8, "f8e5m2": 8, "f16": 16, "bf16": 16, "f32": 32}
+
+
+#: What the pair check says of a draft head paired with the model it was made for (:func:`check_head_pair`).
+HEAD_PAIR_OK = "a draft head made for this model"
 
 
 class PairMismatchError(TokenizerMismatchError):
@@ -304,6 +317,13 @@ def check_pair(target: Path | str, draft: Path | str) -> TokenizerInfo:
     target, draft = Path(target), Path(draft)
     if target.resolve() == draft.resolve():
         raise PairMismatchError("the draft is the target itself: choose a smaller model from the same family")
+    if is_head_folder(target):
+        raise PairMismatchError(
+            f"{target.name} is a draft head, not a model that chats: choose it as the draft of "
+            f"{read_head_manifest(target)['target']['name']}"
+        )
+    if is_head_folder(draft):
+        return check_head_pair(target, draft)
     ours, theirs = tokenizer_info(target), tokenizer_info(draft)
     checks = [
         ("vocabulary size", ours.vocab_size, theirs.vocab_size),
@@ -321,6 +341,64 @@ def check_pair(target: Path | str, draft: Path | str) -> TokenizerInfo:
                 "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup."
             )
     return ours
+
+
+def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
+    """Refuse a draft head made for another model (reads manifests, the target's IR and tokenizer).
+
+    A head drafts only for the model it was made for: its ``draft_head.json`` names it, and that name must be
+    the target's manifest name (any bit-width of it, as :func:`inference.models.store.compatible_drafts` offers
+    it); then the target must fit it as the engine checks when it loads them
+    (:func:`inference.draft_head.head_misfits`: hidden size, vocabulary, tokenizer).
+
+    Returns:
+        The target's :class:`TokenizerInfo`.
+
+    Raises:
+        PairMismatchError: the head was made for another model, or the target does not fit it.
+        ModelImportError: the target has no readable IR or tokenizer; the head's manifest is unreadable.
+    """
+    target, head = Path(target), Path(head)
+    try:
+        manifest = read_head_manifest(head)
+    except ModelLoadError as error:
+        raise ModelImportError(str(error)) from error
+    made_for = manifest["target"]["name"]
+    target_name = _manifest_name(target)
+    if target_name is not None and target_name != made_for:
+        raise PairMismatchError(
+            f"{head.name} cannot draft for {target.name}: a draft head made for {made_for} drafts only for {made_for}"
+        )
+    model = read_ir(target)
+    info = tokenizer_info(target, vocab_size=logits_width(model))
+    problems = head_misfits(manifest, hidden_width(model), info.vocab_size, lambda: info.fingerprint)
+    if problems:
+        raise PairMismatchError(
+            f"{head.name} cannot draft for {target.name}: the draft head was made for {made_for}, and "
+            f"{target.name} does not fit it ({'; '.join(problems)})"
+        )
+    return info
+
+
+def _manifest_name(folder: Path) -> str | None:
+    """The name in a folder's store manifest, None without a readable one (a folder outside the store)."""
+    from .store import read_manifest
+
+    try:
+        return read_manifest(folder).name or None
+    except (OSError, ValueError):
+        return None
+
+
+def hidden_width(model) -> int | None:
+    """Width of the hidden states a read ``ov.Model`` feeds its LM head (what a draft head reads; see
+    :func:`inference.model.lm_head`), or None without an LM head or with a dynamic width."""
+    node = lm_head(model)
+    if node is None:
+        return None
+    shape = node.input_value(0).get_partial_shape()
+    last = shape[shape.rank.get_length() - 1]
+    return int(last.get_length()) if last.is_static else None
 
 
 def tokenizer_info_dict(info: TokenizerInfo) -> dict[str, Any]:

@@ -217,6 +217,16 @@ class ModelManifest:
         return self.kind == DRAFT_HEAD_KIND
 
     @property
+    def head_for(self) -> str:
+        """The name of the model a draft head drafts for (``details["head_for"]``); ``""`` for other models."""
+        return str(self.details.get("head_for", "")) if self.is_draft_head else ""
+
+    @property
+    def use_label(self) -> str:
+        """What the model is for, in model lists: ``"chat"``, or ``"draft head for NAME"``."""
+        return f"draft head for {self.head_for or '?'}" if self.is_draft_head else "chat"
+
+    @property
     def display_name(self) -> str:
         """``name``, else the folder's name."""
         return self.name or (self.path.name if self.path else "?")
@@ -357,7 +367,7 @@ def compatible_drafts(target: ModelManifest | None, models: list[ModelManifest])
     return [
         m for m in models
         if m.tokenizer_fingerprint == target.tokenizer_fingerprint and m.store_name != target.store_name
-        and (not m.is_draft_head or m.details.get("head_for") == target.name)
+        and (not m.is_draft_head or m.head_for == target.name)
     ]
 
 

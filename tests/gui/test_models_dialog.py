@@ -11,8 +11,10 @@ from hub_server import HubServer
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from app.gui.widgets.models_dialog import ModelsDialog, classify_source
+from app.gui.widgets.models_dialog import ModelsDialog
 from inference.models import store as model_store
+from inference.models.errors import ModelImportError
+from inference.models.importing import classify_source
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +62,44 @@ def _names(dialog: ModelsDialog) -> list[str]:
 def test_classify_source(tiny_sources, tmp_path):
     assert classify_source(str(tiny_sources["gguf"])) == "gguf"
     assert classify_source(str(tiny_sources["same"])) == "ir"
+    (tmp_path / "config.json").write_text("{}")
     assert classify_source(str(tmp_path)) == "checkpoint"
     assert classify_source("OpenVINO/Phi-3-mini-FastDraft-50M-int8-ov") == "repo"
-    assert classify_source("") == classify_source("/no/such/path/x") == ""
+    assert classify_source("") == classify_source("gemma") == ""
+    for missing in ("/no/such/path/x", "~/no-such-model", "./x", "a/b/c", "model.Q4_0.gguf", "org/model.gguf"):
+        with pytest.raises(ModelImportError) as caught:
+            classify_source(missing)
+        assert str(caught.value) == f"no such file or folder: {missing}"
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "readme.txt").write_text("no model here\n")
+    with pytest.raises(ModelImportError) as caught:
+        classify_source(str(tmp_path))
+    assert str(caught.value) == (
+        f"{tmp_path} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face checkpoint)"
+    )
+
+
+def test_a_path_that_does_not_exist_is_said(dialog, tmp_path):
+    missing = tmp_path / "doesnotexist.gguf"
+    dialog.source_edit.setText(str(missing))
+    assert dialog.add_hint.text() == f"no such file or folder: {missing}"
+    assert not dialog.add_button.isEnabled()
+    dialog.source_edit.setText("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert dialog.add_button.text() == "Download" and dialog.add_button.isEnabled()
+    dialog.source_edit.setText("gemma")
+    assert dialog.add_hint.text() == "Enter a path or a Hugging Face repository id (organisation/name)."
+    assert not dialog.add_button.isEnabled()
+
+
+def test_a_folder_without_a_model_is_said_before_any_conversion(dialog, tmp_path):
+    (tmp_path / "readme.txt").write_text("no model here\n")
+    dialog.source_edit.setText(str(tmp_path))
+    assert dialog.add_hint.text() == (
+        f"{tmp_path} is not a model folder: no openvino_model.xml (OpenVINO IR) nor config.json (a Hugging Face checkpoint)"
+    )
+    assert dialog.add_button.text() == "Add" and not dialog.add_button.isEnabled()
+    dialog.add_model()
+    assert dialog.status.text() == dialog.add_hint.text() and dialog.job is None
 
 
 def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
@@ -82,8 +119,8 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
     # plain words: no RoPE or tokenizer-hash column; the vocabulary that pairs models is in each row's tooltip
     headers = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
-    assert headers == ["Name", "Bits", "Size", "Endless chats", "Source", "Added"]
-    assert dialog.table.item(0, 3).text() == "yes" and dialog.table.item(0, 3).toolTip().startswith("Endless chats: yes")
+    assert headers == ["Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added"]
+    assert dialog.table.item(0, 4).text() == "yes" and dialog.table.item(0, 4).toolTip().startswith("Endless chats: yes")
     assert "Vocabulary (tokenizer)" in dialog.table.item(0, 0).toolTip()
 
     # Pair check: another tokenizer is refused with the reason.
@@ -110,6 +147,58 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
         dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Yes).click()
     assert _names(dialog) == ["tiny-same"]
     assert not (model_store.models_dir() / "tiny-other").exists()
+
+
+@pytest.fixture
+def default_store(dialog, int4_dir, tiny_sources):
+    """The dialog's store holding the default model and its draft head (linked), and the tiny model "tiny-same"
+    (same tokenizer, another model)."""
+    from inference.models.default_head import DEFAULT_HEAD_NAME
+    from inference.models.importing import import_ir_folder
+
+    root = model_store.models_dir()
+    root.mkdir(parents=True)
+    for folder in (int4_dir, int4_dir.parent / DEFAULT_HEAD_NAME):
+        (root / folder.name).symlink_to(folder, target_is_directory=True)
+    return {"target": root / int4_dir.name, "head": root / DEFAULT_HEAD_NAME, "tiny": import_ir_folder(tiny_sources["same"], "tiny-same")}
+
+
+def _check_pair(qtbot, dialog, target: Path, draft: Path) -> str:
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(target)))
+    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findData(str(draft)))
+    assert (dialog.target_combo.currentData(), dialog.draft_combo.currentData()) == (str(target), str(draft))
+    dialog.pair_result.setText("")
+    dialog.pair_button.click()
+    qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
+    return dialog.pair_result.text()
+
+
+def test_pair_check_accepts_the_draft_head_for_its_own_model_only(qtbot, dialog, default_store):
+    dialog.refresh()
+    head = "SmolLM2-135M-Instruct-head · 8-bit · 9 MiB"
+    assert _check_pair(qtbot, dialog, default_store["target"], default_store["head"]) == (
+        f"✔ {head} can draft for {dialog.target_combo.currentText()}: a draft head made for this model."
+    )
+    assert _check_pair(qtbot, dialog, default_store["tiny"], default_store["head"]) == (
+        "✘ Refused: SmolLM2-135M-Instruct-head cannot draft for tiny-same: a draft head made for "
+        "SmolLM2-135M-Instruct drafts only for SmolLM2-135M-Instruct"
+    )
+
+
+def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialog, default_store):
+    dialog.refresh()
+    rows = {dialog.table.item(row, 0).text(): dialog.table.item(row, 1).text() for row in range(dialog.table.rowCount())}
+    assert rows == {
+        "SmolLM2-135M-Instruct-head": "draft head for SmolLM2-135M-Instruct",
+        "SmolLM2-135M-Instruct-int4": "chat",
+        "tiny-same": "chat",
+    }
+    targets = [dialog.target_combo.itemData(i) for i in range(dialog.target_combo.count())]
+    drafts = [dialog.draft_combo.itemData(i) for i in range(dialog.draft_combo.count())]
+    assert targets == [str(default_store["target"]), str(default_store["tiny"])]
+    assert drafts == [str(default_store["head"]), str(default_store["target"]), str(default_store["tiny"])]
+    assert dialog.target_combo.currentData() == str(default_store["target"])
+    assert dialog.draft_combo.currentData() == str(default_store["head"])
 
 
 def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_sources):

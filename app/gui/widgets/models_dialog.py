@@ -44,11 +44,15 @@ from PySide6.QtWidgets import (
 )
 
 from inference.models import store
+from inference.models.errors import ModelImportError
+from inference.models.importing import classify_source, import_model
 from inference.models.progress import ProgressEvent
 
 from ...background import DaemonThreadExecutor, run_in, threadsafe
 
-INSTALLED_COLUMNS = ("Name", "Bits", "Size", "Endless chats", "Source", "Added")
+INSTALLED_COLUMNS = ("Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added")
+#: The column that says whether the rolling context can shift a model's keys (it has its own tooltip).
+ENDLESS_COLUMN = INSTALLED_COLUMNS.index("Endless chats")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 
 
@@ -94,23 +98,6 @@ class ProgressThrottle:
             return
         self._last_emit, self._last_message = now, event.message
         self._deliver(event.message, fraction)
-
-
-def classify_source(text: str) -> str:
-    """What the "Add" field holds: ``"gguf"``, ``"ir"``, ``"checkpoint"``, ``"repo"`` or ``""`` (nothing usable)."""
-    text = text.strip()
-    if not text:
-        return ""
-    path = Path(text).expanduser()
-    if path.is_file():
-        return "gguf"
-    if path.is_dir():
-        if (path / "openvino_model.xml").is_file():
-            return "ir"
-        return "checkpoint"
-    if text.count("/") == 1 and not text.startswith(("/", ".", "~")):
-        return "repo"
-    return ""
 
 
 class ModelsDialog(QDialog):
@@ -283,6 +270,7 @@ class ModelsDialog(QDialog):
         for row, manifest in enumerate(self._manifests):
             cells = (
                 manifest.store_name,
+                manifest.use_label,
                 manifest.bits_label,
                 manifest.size_label,
                 manifest.rope_label,  # whether the rolling context can shift its keys (RoPE): chats of any length
@@ -301,18 +289,22 @@ class ModelsDialog(QDialog):
                     if manifest.rope_supported is False
                     else "yes: the oldest tokens are forgotten as the chat goes on (position encoding RoPE)"
                 )
-                item.setToolTip(endless if column == 3 else tip)
+                item.setToolTip(endless if column == ENDLESS_COLUMN else tip)
                 self.table.setItem(row, column, item)
-        for combo in (self.target_combo, self.draft_combo):
+        targets = store.target_models(self._manifests)  # a draft head drafts only: it is never a target
+        for combo, manifests in ((self.target_combo, targets), (self.draft_combo, self._manifests)):
             current = combo.currentData()
             combo.clear()
-            for manifest in self._manifests:
+            for manifest in manifests:
                 combo.addItem(labels[str(manifest.path)], str(manifest.path))
             index = combo.findData(current)
             if index >= 0:
                 combo.setCurrentIndex(index)
-        if self.draft_combo.count() > 1 and self.draft_combo.currentIndex() == self.target_combo.currentIndex():
-            self.draft_combo.setCurrentIndex(1)
+        target = self.target_combo.currentData()
+        if self.draft_combo.currentData() == target:
+            others = [i for i in range(self.draft_combo.count()) if self.draft_combo.itemData(i) != target]
+            if others:
+                self.draft_combo.setCurrentIndex(others[0])
         self._update_buttons()
 
     def selected_path(self) -> str | None:
@@ -348,11 +340,15 @@ class ModelsDialog(QDialog):
         from inference.models.inspect import check_pair
 
         self.pair_result.setText("Checking…")
-        self._start("Checking the pair", lambda report, cancel: check_pair(target, draft), on_success=self._pair_ok, on_failure=self._pair_refused)
+        self._start("Checking the pair", lambda report, cancel: check_pair(target, draft),
+                    on_success=lambda info: self._pair_ok(info, draft), on_failure=self._pair_refused)  # fmt: skip
 
-    def _pair_ok(self, info) -> None:
-        self.pair_result.setText(f"✔ {self.draft_combo.currentText()} can draft for {self.target_combo.currentText()}: same tokenizer "
-                                 f"(vocabulary {info.vocab_size}).")  # fmt: skip
+    def _pair_ok(self, info, draft: str) -> None:
+        from inference.draft_head import is_head_folder
+        from inference.models.inspect import HEAD_PAIR_OK
+
+        why = HEAD_PAIR_OK if is_head_folder(draft) else f"same tokenizer (vocabulary {info.vocab_size})"
+        self.pair_result.setText(f"✔ {self.draft_combo.currentText()} can draft for {self.target_combo.currentText()}: {why}.")
 
     def _pair_refused(self, message: str) -> None:
         self.pair_result.setText(f"✘ Refused: {message}")
@@ -370,8 +366,16 @@ class ModelsDialog(QDialog):
         dialog.fileSelected.connect(self.source_edit.setText)
         dialog.open()
 
+    def _source_kind(self) -> tuple[str, str]:
+        """``(kind, problem)`` of the Source field: :func:`inference.models.importing.classify_source`'s kind, or
+        ``""`` and why it names nothing to add (``""`` when it is merely empty or unrecognised)."""
+        try:
+            return classify_source(self.source_edit.text()), ""
+        except ModelImportError as error:
+            return "", str(error)
+
     def _update_add_button(self) -> None:
-        kind = classify_source(self.source_edit.text())
+        kind, problem = self._source_kind()
         hints = {
             "": "Enter a path or a Hugging Face repository id (organisation/name).",
             "gguf": "A GGUF file: converted to OpenVINO IR by openvino-genai (F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K weights).",
@@ -380,24 +384,22 @@ class ModelsDialog(QDialog):
             "repo": "A Hugging Face repository: pre-converted OpenVINO and GGUF repositories are downloaded as they are; "
             "transformers checkpoints are downloaded and converted at the chosen bit-width.",
         }
-        self.add_hint.setText(hints[kind])
+        self.add_hint.setText(problem or hints[kind])
         self.add_button.setText({"": "Add", "gguf": "Import", "ir": "Import", "checkpoint": "Convert", "repo": "Download"}[kind])
         self._update_buttons()
 
     def add_model(self) -> None:
         """Import, download or convert what the Source field names, in a worker thread."""
         text = self.source_edit.text().strip()
-        kind = classify_source(text)
+        kind, problem = self._source_kind()
         if not kind:
-            self._set_status("Nothing to add: enter an existing path or an organisation/name repository id.")
+            self._set_status(problem or "Nothing to add: enter an existing path or an organisation/name repository id.")
             return
         name = self.name_edit.text().strip() or None
         bits = int(self.bits_combo.currentData())
         replace = self.replace_box.currentIndex() == 1
         self.log.clear()
         if kind in ("gguf", "ir"):
-            from inference.models.importing import import_model
-
             def work(report, cancel):
                 return import_model(text, name, replace=replace, progress=report, cancel=cancel)
 
@@ -536,7 +538,7 @@ class ModelsDialog(QDialog):
             if hasattr(self, attribute):  # the tabs are being built
                 getattr(self, attribute).setEnabled(idle)
         if hasattr(self, "add_button"):
-            self.add_button.setEnabled(idle and bool(classify_source(self.source_edit.text())))
+            self.add_button.setEnabled(idle and bool(self._source_kind()[0]))
 
     def _set_status(self, text: str) -> None:
         self.status.setText(text)
