@@ -30,6 +30,7 @@ def test_message_and_code_copy_buttons_copy_and_say_copied_for_a_moment(qtbot, m
     activate(qtbot, window)
     qtbot.waitUntil(lambda: len(window.chat_view.message_widgets()) == 2, timeout=3000)
     user, reply = window.chat_view.message_widgets()
+    qtbot.waitUntil(lambda: user.copy_button.isVisible() and reply.copy_button.isVisible(), timeout=3000)  # laid out
     clipboard = QGuiApplication.clipboard()
     click(qtbot, user.copy_button)
     assert clipboard.text() == "Print hello in Python"
