@@ -303,7 +303,6 @@ class MainWindow(QMainWindow):
         self.side_panel_action = self._action(
             view_menu, "&Settings and live graph", lambda shown: self.right_splitter.setVisible(shown), "Ctrl+,", checkable=True
         )
-        self.side_panel_action.setChecked(True)
         self.side_panel_fold = SidePanelFold(self, self.right_splitter, self.side_panel_action)  # narrow windows
         self.search_action = self._action(view_menu, "&Find chat", self.conversations.focus_search, QKeySequence.StandardKey.Find)
         theme_menu = view_menu.addMenu("&Theme")

@@ -31,6 +31,7 @@ class SidePanelFold(QObject):
         self._panel, self._action = panel, action
         self._narrow = window.width() < NARROW_WINDOW_PX
         self.folded = False  # hidden by this fold (not by the user)
+        action.setChecked(panel.isVisibleTo(window))  # (shown at start)
         action.triggered.connect(self._chosen)
         window.installEventFilter(self)
 

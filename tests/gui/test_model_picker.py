@@ -5,6 +5,7 @@ store (each loads in about a second)."""
 from __future__ import annotations
 
 import pytest
+from conftest import FAST
 from hub_server import HubServer
 
 from app.gui.reply_format import footer_text
@@ -208,8 +209,6 @@ def test_a_slow_draft_is_said_over_the_conversation_that_measured_it_never_left_
 def test_a_head_compared_slower_on_plain_decoding_is_said_without_suggesting_plain_decoding(make_window):
     """Compare on plain decoding measures the default model's draft head; a newcomer trial was told to try plain
     decoding, which was chosen already."""
-    from conftest import FAST
-
     window = make_window(FAST)  # plain decoding; the default model's draft head is preselected for Compare
     settings = window.settings
     if not settings.draft_is_a_head:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import FAST
 
 from app.gui.sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, model_default
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -147,8 +148,6 @@ def test_the_compare_summary_says_what_it_compares():
 def test_a_chat_whose_preset_was_deleted_falls_back_to_the_model_default_after_a_restart(qtbot, make_window):
     """A newcomer trial deleted the preset of chat 1, restarted, and chat 1 showed chat 2's "Precise": a chat
     remembers a preset's name only, so one whose preset is gone falls back to "Model default"."""
-    from conftest import FAST
-
     window = make_window(FAST, start=False)
     db = window.db
     first, second = db.create_conversation("Chat one"), db.create_conversation("Chat two")
