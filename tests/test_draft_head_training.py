@@ -19,12 +19,12 @@ from tools.draft_head.generate import shard_path
 
 @pytest.fixture(scope="module")
 def data_folder(tiny_ir, tmp_path_factory):
-    """Shard 0 (held out) and shard 1 (training) of the tiny target's sampled replies, with a manifest."""
+    """Shards 0 and 16 (held out) and shard 1 (training) of the tiny target's sampled replies, with a manifest."""
     target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
     sequences = tiny_training_sequences(target, tiny_ir["same"], target.encode("the cat sat on the mat and the"),
                                         SamplingSettings(temperature=1.0), replies=24)
     folder = tmp_path_factory.mktemp("draft-data")
-    for index, part in ((0, sequences[:8]), (1, sequences[8:])):
+    for index, part in ((0, sequences[:8]), (16, sequences[8:12]), (1, sequences[12:])):
         lengths = [len(tokens) for tokens, *_ in part]
         np.savez(shard_path(folder, index), tokens=np.concatenate([p[0] for p in part]),
                  offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
@@ -34,7 +34,7 @@ def data_folder(tiny_ir, tmp_path_factory):
                  argmax=np.concatenate([p[4] for p in part]))
     (folder / "manifest.json").write_text(json.dumps({
         "command": "tests", "seed": 0, "model": str(tiny_ir["same"]), "model_sha256": "tiny", "versions": {},
-        "shards": [{"index": 0}, {"index": 1}]}))
+        "shards": [{"index": 0}, {"index": 1}, {"index": 16}]}))
     return folder
 
 
@@ -42,6 +42,16 @@ def _train(data, out, *extra: str) -> dict:
     assert train.main(["--data", str(data), "--out", str(out), "--epochs", "1", "--vocab", "24", "--batch-tokens",
                        "256", "--device", "cpu", "--precision", "f32", *extra]) == 0
     return torch.load(out / "head.pt", map_location="cpu", weights_only=False)
+
+
+def test_held_out_shards_chosen_by_index_keep_an_evaluation_comparable_as_the_data_grows(data_folder):
+    every = train.Shards(data_folder, held_out=True)
+    first = train.Shards(data_folder, held_out=True, only=[0])
+    assert every.shards == [0, 16] and first.shards == [0]
+    with np.load(shard_path(data_folder, 0)) as shard:
+        replies = int(shard["offsets"][-1] - shard["prompt_lengths"].sum())
+    assert first.reply_tokens == replies < every.reply_tokens
+    assert train.Shards(data_folder, held_out=False, only=[0]).shards == []  # never a training shard
 
 
 def test_init_starts_from_another_runs_weights_and_vocabulary(data_folder, tmp_path):

@@ -47,16 +47,19 @@ class Shards:
         folder: a data folder of ``generate.py``.
         held_out: read the held-out shards instead of the training ones.
         max_reply_tokens: stop adding shards once this many reply tokens are loaded (None: all).
+        only: read only these shard indices (None: every shard of the split), e.g. to evaluate on the same
+            held-out shards as an earlier run after the data folder grew.
     """
 
-    def __init__(self, folder: Path, held_out: bool, max_reply_tokens: int | None = None):
+    def __init__(self, folder: Path, held_out: bool, max_reply_tokens: int | None = None,
+                 only: list[int] | None = None):
         manifest = json.loads((folder / "manifest.json").read_text())
         self.sequences: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]] = []
         self.greedy: list[bool] = []  # whether conversation i's reply was greedy (else at the chat defaults)
         self.reply_tokens = 0
         self.shards: list[int] = []
         for entry in manifest["shards"]:
-            if is_held_out(entry["index"]) != held_out:
+            if is_held_out(entry["index"]) != held_out or (only is not None and entry["index"] not in only):
                 continue
             if max_reply_tokens is not None and self.reply_tokens >= max_reply_tokens:
                 break
@@ -261,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-steps", type=int, default=0,
                         help="train more epochs than --epochs if needed to take at least this many optimizer steps "
                              "(small data sets need more passes)")
+    parser.add_argument("--held-out-shards", type=int, nargs="+",
+                        help="evaluate on these held-out shards only (default: all held-out shards of the data folder)")
     parser.add_argument("--vocab", type=int, default=8192, help="draft vocabulary size")
     parser.add_argument("--batch-tokens", type=int, default=2048)
     parser.add_argument("--lr", type=float, default=2e-3)
@@ -278,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads((args.data / "manifest.json").read_text())
     started = time.time()
     train = Shards(args.data, held_out=False, max_reply_tokens=args.train_tokens)
-    held_out = Shards(args.data, held_out=True)
+    held_out = Shards(args.data, held_out=True, only=args.held_out_shards)
     table = target_table(Path(manifest["model"]))
     initial = torch.load(args.init, map_location="cpu", weights_only=False) if args.init else None
     vocab = np.asarray(initial["vocab"]) if initial else choose_vocab(train.token_counts(table.shape[0]), args.vocab)
