@@ -23,7 +23,8 @@ The report ends with what would reach the issue's bars (``BARS``): for each head
 give the bar at this run's pass costs and efficiency (``acceptance_needed``: drafts accepted independently with that
 rate), the held-out acceptance that corresponds (scaled by this run's ratio of benchmark to held-out acceptance of the
 shipped head), and the training data that the head's learning curve (``bench/results/head_learning_curve.json``)
-reaches it with, extrapolating its last segment (acceptance linear in log2 of the training tokens).
+reaches it with, extrapolating the segment between its last two runs from scratch (acceptance linear in log2
+of the training tokens).
 
 Writes ``bench/results/free_chat.json`` and ``bench/results/FREE_CHAT.md``.
 """
@@ -201,9 +202,10 @@ def acceptance_needed(speedup: float, k: int, ratios: dict, efficiency: float) -
 
 
 def training_tokens_for(curve: list[dict], figure: str, acceptance: float) -> float | None:
-    """Training reply tokens at which the learning curve's last segment (acceptance linear in log2 of the tokens)
-    reaches ``acceptance`` of held-out ``figure``; None if the segment does not rise."""
-    first, last = curve[-2], curve[-1]
+    """Training reply tokens at which the segment between the learning curve's last two runs from scratch
+    (acceptance linear in log2 of the tokens) reaches ``acceptance`` of held-out ``figure``; None if it does not
+    rise. Points marked ``"fine_tune": true`` are skipped: their gain is partly the earlier run's training time."""
+    first, last = [point for point in curve if not point.get("fine_tune")][-2:]
     slope = (last[figure] - first[figure]) / math.log2(last["train_reply_tokens"] / first["train_reply_tokens"])
     if slope <= 0:
         return None
@@ -320,7 +322,8 @@ def markdown(results: dict) -> str:
             "Acceptance needed: the per-draft acceptance at which the mode reaches the bar at this run's pass costs and "
             "efficiency (drafts accepted independently). Held out: the same scaled by this run's ratio of benchmark to "
             "held-out acceptance of the shipped head. Training tokens: where the head's learning curve "
-            "(`bench/results/head_learning_curve.json`, its last segment extended, linear in log2 of the tokens) "
+            "(`bench/results/head_learning_curve.json`, the segment between its last two runs from scratch extended, "
+            "linear in log2 of the tokens) "
             "reaches that held-out acceptance; more data is one way, a cheaper verification pass or head another.", "",
             "| sampling | mode | bar | measured | acceptance now / needed | held out now / needed | training reply tokens |",
             "| --- | --- | --- | --- | --- | --- | --- |"]

@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import openvino as ov
 import pytest
 import torch
 from tiny_heads import tiny_training_sequences
 
+from inference.draft_head import load_head
 from inference.model import load_model
 from inference.precision import PrecisionSettings
 from inference.settings import SamplingSettings
-from tools.draft_head import export, train
+from tools.draft_head import acceptance_check, export, train
 from tools.draft_head.generate import shard_path
+from tools.draft_head.head import DraftHead, HeadConfig
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +79,29 @@ def test_the_exported_manifest_says_where_training_started(data_folder, tmp_path
     training = json.loads((tmp_path / "head" / "draft_head.json").read_text())["training"]
     assert "--init " + str(tmp_path / "first" / "head.pt") in training["train_command"]
     assert training["started_from"]["checkpoint"] == str(tmp_path / "first" / "head.pt")
+
+
+def test_the_acceptance_check_of_an_exported_head_agrees_with_training_s_own_evaluation(data_folder, tiny_ir, tmp_path):
+    """The check runs the exported IR position by position as the engine does (second drafts on a masked cache);
+    ``train.evaluate`` runs the torch head on whole sequences: on the same held-out replies they must agree."""
+    # the whole tiny vocabulary (its argmax tokens are rarely among the 24 most frequent), steps enough to learn
+    state = _train(data_folder, tmp_path / "run", "--vocab", "100000", "--min-steps", "300")
+    export.write_head_folder(tmp_path / "head", state, tiny_ir["same"], {}, int8=False)  # float32: same numbers
+    head = load_head(tmp_path / "head")
+    f32 = ov.Core().compile_model(head.ir_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})  # as torch computes
+    checked = acceptance_check.check_shard(f32.create_infer_request(), head.vocab, shard_path(data_folder, 0),
+                                           second_every=1)
+    torch_head = DraftHead(HeadConfig(**state["config"]), torch.zeros(state["config"]["vocab"], state["config"]["hidden"]))
+    torch_head.load_state_dict(state["head"])
+    table = torch.from_numpy(train.target_table(tiny_ir["same"]))
+    vocab = np.asarray(state["vocab"])
+    to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
+    to_draft[vocab] = np.arange(len(vocab))
+    evaluated = train.evaluate(torch_head, train.Shards(data_folder, held_out=True, only=[0]), torch.from_numpy(vocab),
+                               table, to_draft, "cpu")
+    assert checked["positions"] > 20 and checked["second_samples"] > 0
+    assert 0 < checked["accept_1"] < 1  # neither trivially right nor wrong: the comparison can fail
+    # rounding (OpenVINO against torch) may flip one near-tie, never more
+    assert checked["accept_1"] == pytest.approx(evaluated["greedy_accept_1"], abs=1.01 / checked["positions"])
+    assert checked["accept_2_given_1"] == pytest.approx(evaluated["greedy_accept_2_given_1"],
+                                                        abs=1.01 / checked["second_samples"])

@@ -29,13 +29,16 @@ def test_acceptance_needed_solves_for_the_bar():
     assert acceptance_needed(2.5, 1, costly, 1.0) is None  # two tokens per pass at best
 
 
-def test_training_tokens_extend_the_curves_last_segment():
+def test_training_tokens_extend_the_segment_between_the_last_two_runs_from_scratch():
     curve = [{"train_reply_tokens": 10, "greedy_accept_1": 0.1}, {"train_reply_tokens": 1000, "greedy_accept_1": 0.4},
              {"train_reply_tokens": 4000, "greedy_accept_1": 0.6}]  # +0.1 per doubling
     assert training_tokens_for(curve, "greedy_accept_1", 0.7) == pytest.approx(8000)
     assert training_tokens_for(curve, "greedy_accept_1", 0.6) == pytest.approx(4000)
     flat = curve[:2] + [{"train_reply_tokens": 4000, "greedy_accept_1": 0.4}]
     assert training_tokens_for(flat, "greedy_accept_1", 0.5) is None
+    # a fine-tune is not a point of the data's curve: the segment runs between the last two runs from scratch
+    tuned = curve + [{"train_reply_tokens": 5000, "greedy_accept_1": 0.65, "fine_tune": True}]
+    assert training_tokens_for(tuned, "greedy_accept_1", 0.7) == pytest.approx(8000)
 
 
 def test_the_account_maps_benchmark_acceptance_to_held_out_and_is_reported():
