@@ -95,8 +95,7 @@ def test_the_acceptance_check_of_an_exported_head_agrees_with_training_s_own_eva
     torch_head.load_state_dict(state["head"])
     table = torch.from_numpy(train.target_table(tiny_ir["same"]))
     vocab = np.asarray(state["vocab"])
-    to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
-    to_draft[vocab] = np.arange(len(vocab))
+    to_draft = train.draft_index(vocab, table.shape[0])
     evaluated = train.evaluate(torch_head, train.Shards(data_folder, held_out=True, only=[0]), torch.from_numpy(vocab),
                                table, to_draft, "cpu")
     assert checked["positions"] > 20 and checked["second_samples"] > 0

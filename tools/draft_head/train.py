@@ -90,6 +90,14 @@ def choose_vocab(counts: np.ndarray, size: int) -> np.ndarray:
     return np.asarray(chosen[:size], dtype=np.int64)
 
 
+def draft_index(vocab: np.ndarray, target_vocab: int) -> np.ndarray:
+    """int64 ``[target_vocab]``: each target token's row in the draft vocabulary ``vocab``, ``len(vocab)`` (the
+    out-of-vocabulary row) for the tokens outside it."""
+    to_draft = np.full(target_vocab, len(vocab), dtype=np.int64)
+    to_draft[vocab] = np.arange(len(vocab))
+    return to_draft
+
+
 def batches(sequences: list, max_tokens: int, rng: np.random.Generator | None) -> list[list[int]]:
     """Indices of ``sequences`` grouped by length into batches of at most ``max_tokens`` padded tokens."""
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i][0]))
@@ -287,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     table = target_table(Path(manifest["model"]))
     initial = torch.load(args.init, map_location="cpu", weights_only=False) if args.init else None
     vocab = np.asarray(initial["vocab"]) if initial else choose_vocab(train.token_counts(table.shape[0]), args.vocab)
-    to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
-    to_draft[vocab] = np.arange(len(vocab))
+    to_draft = draft_index(vocab, table.shape[0])
     config = HeadConfig(hidden=table.shape[1], vocab=len(vocab))
     head = DraftHead(config, torch.from_numpy(table[vocab]))
     scale = final_norm_weight(Path(manifest["model"]))
