@@ -16,6 +16,7 @@ from inference.engine import Engine
 from inference.kv_cache import KVCache
 from inference.model import HIDDEN_STATES, TokenizerMismatchError, load_model
 from inference.precision import PrecisionSettings
+from tools.draft_head.train import draft_index
 
 PROMPT = "the cat sat on the mat and the cat sat on the hat so the cat"
 
@@ -48,8 +49,7 @@ def test_the_exported_graph_computes_the_trained_head_with_its_kv_cache(tiny_ir,
     rng = np.random.default_rng(0)
     hidden = rng.normal(0, 1, (1, 8, 64)).astype(np.float32)
     tokens = np.asarray([[tiny_vocab[1], 5, tiny_vocab[0], 49000, tiny_vocab[-1], 7, tiny_vocab[2], 2]], np.int64)
-    to_draft = np.full(49152, len(tiny_vocab))
-    to_draft[tiny_vocab] = np.arange(len(tiny_vocab))
+    to_draft = draft_index(np.asarray(tiny_vocab), 49152)
     module = state["module"]
     with torch.no_grad():
         g, _ = module(torch.from_numpy(hidden), torch.from_numpy(to_draft[tokens]), torch.arange(8)[None])
@@ -100,8 +100,7 @@ def test_the_head_drafts_from_the_target_hidden_states_of_the_right_positions(ti
     state = tiny_head_state(tiny_ir["same"], tiny_vocab, seed=3)
     write_head_folder(tmp_path, state, tiny_ir["same"], training={}, int8=False)
     module, vocab = state["module"], np.asarray(tiny_vocab)
-    to_draft = np.full(tiny_target.vocab_size, len(vocab))
-    to_draft[vocab] = np.arange(len(vocab))
+    to_draft = draft_index(vocab, tiny_target.vocab_size)
     cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
     drafter = HeadDrafter(load_head(tmp_path), cache, tiny_target.vocab_size)
     greedy = settings("ar").sampling

@@ -11,7 +11,7 @@ from tiny_models import FFN, HEADS, HIDDEN, KV_HEADS
 
 from tools.draft_head.export import write_head_folder
 from tools.draft_head.head import DraftHead, HeadConfig
-from tools.draft_head.train import target_table
+from tools.draft_head.train import draft_index, target_table
 
 
 def tiny_head_state(target_dir: Path, vocab: list[int], seed: int = 0, scale: float = 0.3) -> dict:
@@ -85,8 +85,7 @@ def write_trained_tiny_head(target, target_dir: Path, prompt_ids: list[int], sam
     sequences = tiny_training_sequences(target, target_dir, prompt_ids, sampling, replies)
     state = tiny_head_state(target_dir, vocab, scale=0.0)
     head = state["module"]
-    to_draft = np.full(table.shape[0], len(vocab), dtype=np.int64)
-    to_draft[np.asarray(vocab)] = np.arange(len(vocab))
+    to_draft = draft_index(np.asarray(vocab), table.shape[0])
     batch = collate(sequences, list(range(len(sequences))), to_draft, "cpu")
     optimizer = torch.optim.Adam(head.parameters(), lr=3e-3)
     for _ in range(steps):

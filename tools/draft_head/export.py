@@ -34,6 +34,7 @@ import openvino.opset13 as ops
 import torch
 
 from inference.draft_head import DRAFT_HIDDEN, HEAD_FORMAT, HEAD_MANIFEST, HIDDEN_INPUT
+from tools.draft_head.train import draft_index
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,8 +86,7 @@ def build_graph(state: dict, target_vocab: int, int8: bool = True) -> ov.Model:
     c = state["config"]
     hidden, heads, kv_heads, head_dim, eps = c["hidden"], c["heads"], c["kv_heads"], c["head_dim"], c["rms_eps"]
     vocab = np.asarray(state["vocab"], dtype=np.int64)
-    to_draft = np.full(target_vocab, len(vocab), dtype=np.int32)
-    to_draft[vocab] = np.arange(len(vocab), dtype=np.int32)
+    to_draft = draft_index(vocab, target_vocab).astype(np.int32)
 
     input_ids = ops.parameter([1, -1], ov.Type.i64, name="input_ids")
     h = ops.parameter([1, -1, hidden], ov.Type.f32, name=HIDDEN_INPUT)
