@@ -14,8 +14,9 @@ from tiny_heads import tiny_training_sequences
 from inference.draft_head import load_head
 from inference.model import load_model
 from inference.precision import PrecisionSettings
+from inference.sampling import warp
 from inference.settings import SamplingSettings
-from tools.draft_head import acceptance_check, export, train
+from tools.draft_head import acceptance_check, export, target, train
 from tools.draft_head.generate import shard_path
 from tools.draft_head.head import DraftHead, HeadConfig
 
@@ -81,6 +82,14 @@ def test_the_exported_manifest_says_where_training_started(data_folder, tmp_path
     assert training["started_from"]["checkpoint"] == str(tmp_path / "first" / "head.pt")
 
 
+def test_training_warps_as_the_engine_does_also_where_the_nucleus_is_wider_than_its_first_search():
+    logits = np.random.default_rng(0).normal(0, 0.1, (3, 3000)).astype(np.float32)  # nearly flat
+    expected = warp(logits, SamplingSettings(temperature=0.7, top_p=0.9))
+    warped = train.warp(torch.from_numpy(logits), 0.7, 0.9).numpy()
+    assert ((warped > 0).sum(-1) > 2000).all()  # far more than the 512 tokens searched first
+    np.testing.assert_allclose(warped, expected, atol=1e-6)
+
+
 def test_the_acceptance_check_of_an_exported_head_agrees_with_training_s_own_evaluation(data_folder, tiny_ir, tmp_path):
     """The check runs the exported IR position by position as the engine does (second drafts on a masked cache);
     ``train.evaluate`` runs the torch head on whole sequences: on the same held-out replies they must agree."""
@@ -93,7 +102,7 @@ def test_the_acceptance_check_of_an_exported_head_agrees_with_training_s_own_eva
                                            second_every=1)
     torch_head = DraftHead(HeadConfig(**state["config"]), torch.zeros(state["config"]["vocab"], state["config"]["hidden"]))
     torch_head.load_state_dict(state["head"])
-    table = torch.from_numpy(train.target_table(tiny_ir["same"]))
+    table = torch.from_numpy(target.target_table(tiny_ir["same"]))
     vocab = np.asarray(state["vocab"])
     to_draft = train.draft_index(vocab, table.shape[0])
     evaluated = train.evaluate(torch_head, train.Shards(data_folder, held_out=True, only=[0]), torch.from_numpy(vocab),
@@ -104,3 +113,11 @@ def test_the_acceptance_check_of_an_exported_head_agrees_with_training_s_own_eva
     assert checked["accept_1"] == pytest.approx(evaluated["greedy_accept_1"], abs=1.01 / checked["positions"])
     assert checked["accept_2_given_1"] == pytest.approx(evaluated["greedy_accept_2_given_1"],
                                                         abs=1.01 / checked["second_samples"])
+    sampled = acceptance_check.sampled_acceptance(f32.create_infer_request(), head.vocab, shard_path(data_folder, 0),
+                                                  table.numpy())
+    app_warp = f"{acceptance_check.DRAFT_WARPS[0][0]}/{acceptance_check.DRAFT_WARPS[0][1]}"
+    assert sampled["positions"] > 20 and 0.05 < sampled["accept"][app_warp] < 0.95
+    # the same sum of min(p, q) over the same positions; f32 rounding moves it far less than a position's weight
+    assert sampled["accept"][app_warp] == pytest.approx(evaluated["sampled_accept_1"], abs=0.1 / sampled["positions"])
+    # a certain draft is accepted with the target's probability of it: at most the target's top probability
+    assert 0 < sampled["certain"] < 1

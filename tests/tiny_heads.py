@@ -11,7 +11,8 @@ from tiny_models import FFN, HEADS, HIDDEN, KV_HEADS
 
 from tools.draft_head.export import write_head_folder
 from tools.draft_head.head import DraftHead, HeadConfig
-from tools.draft_head.train import draft_index, target_table
+from tools.draft_head.target import target_table
+from tools.draft_head.train import draft_index
 
 
 def tiny_head_state(target_dir: Path, vocab: list[int], seed: int = 0, scale: float = 0.3) -> dict:

@@ -1,10 +1,12 @@
-"""Greedy acceptance of exported draft heads on a data folder's held-out shards, side by side, without torch.
+"""Acceptance of exported draft heads on a data folder's held-out shards, greedy and sampled, side by side, without
+torch.
 
     .venv/bin/python -m tools.draft_head.acceptance_check --data DATA --heads HEAD_DIR [HEAD_DIR ...] [--shards 0 16 32]
 
 ``train.py`` evaluates its own checkpoint on a sample of conversations; this check compares heads as the app runs
-them (their int8 OpenVINO IR, e.g. the shipped one against a new run's export) on every greedy reply position of the
-chosen held-out shards, the same positions for every head. Per head and shard:
+them (their int8 OpenVINO IR, e.g. the shipped one against a new run's export) on every reply position of the
+chosen held-out shards, the same positions for every head (about 3 minutes a head on 3 shards, 2 cores). Per head
+and shard, on the greedy replies:
 
 * ``accept_1``: how often the head's first draft (argmax over its draft vocabulary, from the target's hidden state
   ``h_j`` and token ``x_{j+1}``) is the target's argmax at ``j + 1``, the token greedy decoding emits;
@@ -12,8 +14,18 @@ chosen held-out shards, the same positions for every head. Per head and shard:
   second draft (from the head's own predicted hidden state, at position ``j + 1``, after the first draft) is the
   target's argmax at ``j + 2``; computed as the engine does it, by masking the later positions of the head's cache;
 * ``calibration``: acceptance of the first draft by the head's top probability (bins of 0.1), which says when a
-  second draft is worth its pass (EAGLE-2, arXiv 2406.16858, drafts further where the head is confident).
-Writes nothing; prints a Markdown table (``--json`` for the numbers).
+  second draft is worth its pass (EAGLE-2, arXiv 2406.16858, drafts further where the head is confident);
+
+and on the replies sampled at the chat defaults, every position:
+
+* ``sampled``: the expected acceptance of the first draft in
+  speculative sampling, ``sum_v min(p(v), q(v))`` (Leviathan et al., arXiv 2211.17192, section 3.3), with ``p`` the
+  target's distribution at temperature 0.7, top-p 0.9 (computed from its stored hidden state and LM-head rows; the
+  repetition penalty left out, as ``train.evaluate`` does) and ``q`` the head's warped at each of ``DRAFT_WARPS``
+  (the app warps it with the reply's own settings, the first), and for a certain draft (the head's argmax, accepted
+  with the target's probability of it; what the engine does with a lookup draft). Any ``q`` keeps the output
+  exact, so this says whether another draft distribution than the app's would be accepted more often.
+Writes nothing; prints Markdown tables (``--json`` for the numbers).
 """
 
 from __future__ import annotations
@@ -27,16 +39,34 @@ import numpy as np
 import openvino as ov
 
 from inference.draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, load_head
+from inference.generation_config import CHAT_DEFAULTS
+from inference.sampling import warp
+from inference.settings import SamplingSettings
 
 from .generate import is_held_out, shard_path
+from .target import target_table
 
 SECOND_STEP_EVERY = 4
 BINS = np.linspace(0.0, 1.0, 11)
+#: (temperature, top-p) of the draft distributions ``sampled_acceptance`` compares; the first is the app's own.
+DRAFT_WARPS = ((CHAT_DEFAULTS.temperature, CHAT_DEFAULTS.top_p), (0.6, 0.9), (0.8, 0.9), (0.7, 1.0), (1.0, 1.0))
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
     shifted = np.exp(logits - logits.max(-1, keepdims=True))
     return shifted / shifted.sum(-1, keepdims=True)
+
+
+def _head_pass(request: ov.InferRequest, ids: np.ndarray, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The head over a whole conversation from an empty cache, position ``j`` reading ``h_j`` and ``x_{j+1}``:
+    float32 draft logits ``[n - 1, draft_vocab]`` and predicted features ``[n - 1, hidden]`` for ``ids`` ``[n]`` and
+    the target's hidden states ``hidden`` ``[n, hidden]``."""
+    fed = len(ids) - 1
+    request.reset_state()
+    request.infer({"input_ids": ids[1:][None].astype(np.int64), HIDDEN_INPUT: hidden[:fed][None].astype(np.float32),
+                   "attention_mask": np.ones((1, fed), np.int64), "position_ids": np.arange(fed)[None],
+                   "beam_idx": np.zeros(1, np.int32), "logits_to_keep": np.array([fed])})
+    return request.get_tensor("logits").data[0].copy(), request.get_tensor(DRAFT_HIDDEN).data[0].copy()
 
 
 def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second_every: int = SECOND_STEP_EVERY) -> dict:
@@ -54,20 +84,14 @@ def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second
         ids, target_top, n = tokens[start:end], argmax[start:end], end - start
         if n - int(prompt_length) < 3:
             continue
-        fed = n - 1  # head position j reads h_j and x_{j+1}
-        request.reset_state()
-        request.infer({"input_ids": ids[1:][None].astype(np.int64), HIDDEN_INPUT: hidden[start:end - 1][None].astype(np.float32),
-                       "attention_mask": np.ones((1, fed), np.int64), "position_ids": np.arange(fed)[None],
-                       "beam_idx": np.zeros(1, np.int32), "logits_to_keep": np.array([fed])})
-        logits = request.get_tensor("logits").data[0].copy()
-        predicted = request.get_tensor(DRAFT_HIDDEN).data[0].copy()
+        logits, predicted = _head_pass(request, ids, hidden[start:end])
         positions = np.arange(int(prompt_length) - 1, n - 2)  # the reply positions train.py scores
         probs = _softmax(logits[positions])
         first = vocab[probs.argmax(-1)]
         ok = first == target_top[positions + 1]
         top_probability.append(probs.max(-1))
         right.append(ok)
-        slots = fed
+        slots = n - 1  # the head's cache holds the whole conversation
         for j in positions[ok][::second_every]:
             mask = np.zeros((1, slots + 1), np.int64)
             mask[0, : j + 1] = 1  # positions after j are later tokens: masked, as a rollback masks them
@@ -82,6 +106,36 @@ def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second
     ok = np.concatenate(right)
     return {"positions": int(len(ok)), "accept_1": float(ok.mean()), "second_samples": len(second),
             "accept_2_given_1": float(np.mean(second)) if second else float("nan"), "top_probability": top, "right": ok}
+
+
+def sampled_acceptance(request: ov.InferRequest, vocab: np.ndarray, shard: Path, table: np.ndarray,
+                       warps: tuple[tuple[float, float], ...] = DRAFT_WARPS) -> dict:
+    """Expected first-draft acceptance on one shard's replies sampled at the chat defaults (see the module
+    docstring) of one head (its infer request, draft vocabulary int64 ``[draft_vocab]``); ``table`` float32
+    ``[target vocab, hidden]`` is the target's LM-head rows (``target.target_table``).
+
+    Returns:
+        ``positions`` scored, ``accept`` ``{"T/top-p": acceptance}`` per draft warp, ``certain``: acceptance of
+        the head's argmax drafted as a certain token.
+    """
+    data = np.load(shard)
+    offsets, tokens, hidden = data["offsets"], data["tokens"], data["hidden"]
+    totals, certain, scored = np.zeros(len(warps)), 0.0, 0
+    for i, prompt_length in enumerate(data["prompt_lengths"]):
+        start, end = int(offsets[i]), int(offsets[i + 1])
+        if data["greedy"][i] or end - start - int(prompt_length) < 3:
+            continue
+        logits, _ = _head_pass(request, tokens[start:end], hidden[start:end])
+        positions = np.arange(int(prompt_length) - 1, end - start - 2)  # the reply positions train.py scores
+        target = warp(hidden[start + positions + 1].astype(np.float32) @ table.T, CHAT_DEFAULTS)[:, vocab]
+        drafts = logits[positions]
+        for w, (temperature, top_p) in enumerate(warps):
+            q = warp(drafts, SamplingSettings(temperature=temperature, top_p=top_p))
+            totals[w] += np.minimum(target, q).sum()
+        certain += target[np.arange(len(positions)), drafts.argmax(-1)].sum()
+        scored += len(positions)
+    return {"positions": scored, "accept": {f"{t}/{p}": float(x / max(1, scored)) for (t, p), x in zip(warps, totals)},
+            "certain": float(certain / max(1, scored))}
 
 
 def calibration(top: np.ndarray, right: np.ndarray) -> list[dict]:
@@ -106,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     training = [index for index in shards if not is_held_out(index)]
     if training:
         parser.error(f"shards {training} are training shards: acceptance there says nothing about new text")
+    table = target_table(Path(manifest["model"]))
     results = {}
     for folder in args.heads:
         head = load_head(folder)  # compiled as the app compiles it
@@ -118,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             "shards": per_shard, "positions": int(len(right)), "accept_1": float(right.mean()),
             "accept_2_given_1": sum(r["accept_2_given_1"] * r["second_samples"] for r in per_shard.values()) / max(1, seconds),
             "calibration": calibration(top, right),
+            "sampled": _pooled([sampled_acceptance(head.compiled.create_infer_request(), head.vocab,
+                                                   shard_path(args.data, index), table) for index in shards]),
         }
     if args.json:
         print(json.dumps(results, indent=1))
@@ -133,7 +190,27 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | " + " | ".join("---" for _ in BINS[1:]) + " |")
     for name, result in results.items():
         print(f"| {name} | " + " | ".join(f"{row['share']:.2f} / {row['accept_1']:.2f}" for row in result["calibration"]) + " |")
+    print("\nExpected first-draft acceptance on replies sampled at the chat defaults, by the head's draft distribution "
+          "(temperature / top-p; the app's is the first):\n")
+    sampled = next(iter(results.values()))["sampled"]
+    print("| head | positions | " + " | ".join(sampled["accept"]) + " | certain (argmax) |")
+    print("| --- | --- | " + " | ".join("---" for _ in sampled["accept"]) + " | --- |")
+    for name, result in results.items():
+        row = result["sampled"]
+        print(f"| {name} | {row['positions']:,} | " + " | ".join(f"{v:.3f}" for v in row["accept"].values())
+              + f" | {row['certain']:.3f} |")
     return 0
+
+
+def _pooled(per_shard: list[dict]) -> dict:
+    """``sampled_acceptance`` results of several shards, weighted by their positions."""
+    positions = sum(r["positions"] for r in per_shard)
+
+    def mean(values: list[float]) -> float:
+        return sum(v * r["positions"] for v, r in zip(values, per_shard)) / max(1, positions)
+
+    return {"positions": positions, "certain": mean([r["certain"] for r in per_shard]),
+            "accept": {key: mean([r["accept"][key] for r in per_shard]) for key in per_shard[0]["accept"]}}
 
 
 if __name__ == "__main__":

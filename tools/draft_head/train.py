@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from .generate import is_held_out, shard_path
 from .head import DraftHead, HeadConfig
+from .target import final_norm_weight, target_table
 
 REGRESSION_WEIGHT = 0.2
 FEATURE_NOISE = 0.05
@@ -165,10 +166,15 @@ def losses(head: DraftHead, batch: dict, noise: float) -> tuple[torch.Tensor, di
 
 
 def warp(logits: torch.Tensor, temperature: float, top_p: float, head: int = 512) -> torch.Tensor:
-    """Probabilities after temperature and top-p (nucleus) truncation, rows of ``logits`` ``[N, V]``; the nucleus
-    is looked for among the ``head`` most likely tokens (at temperature 0.7 it is almost always far smaller)."""
+    """Probabilities after temperature and top-p (nucleus) truncation, rows of ``logits`` ``[N, V]``, as
+    ``inference.sampling.warp`` computes them. The nucleus is looked for among the ``head`` most likely tokens
+    (at temperature 0.7 it is almost always far smaller), then among 4 times as many until every row's fits."""
     probs = torch.softmax(logits.float() / temperature, dim=-1)
-    top, order = probs.topk(min(head, probs.shape[-1]), dim=-1)
+    width = min(head, probs.shape[-1])
+    top, order = probs.topk(width, dim=-1)
+    while width < probs.shape[-1] and bool((top.sum(-1) < top_p).any()):
+        width = min(4 * width, probs.shape[-1])
+        top, order = probs.topk(width, dim=-1)
     top = top * ((top.cumsum(-1) - top) < top_p)
     result = torch.zeros_like(probs).scatter(-1, order, top)
     return result / result.sum(-1, keepdim=True)
@@ -230,37 +236,6 @@ def default_precision() -> str:
         return "bf16"
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "f32"
-
-
-def final_norm_weight(model_folder: Path) -> np.ndarray | None:
-    """float32 ``[hidden]``: the weight of the target's final RMSNorm (the constant its LM head's input is
-    multiplied by), which sets the scale of the hidden states the head predicts; None if the graph hides it."""
-    import openvino as ov
-
-    from inference.model import lm_head
-
-    scaling = lm_head(ov.Core().read_model(model_folder / "openvino_model.xml")).input_value(0).get_node()
-    if scaling.get_type_name() != "Multiply":
-        return None
-    for value in scaling.input_values():
-        node = value.get_node()
-        while node.get_type_name() == "Convert":
-            node = node.input_value(0).get_node()
-        if node.get_type_name() == "Constant":
-            return node.get_data().astype(np.float32).ravel()
-    return None
-
-
-def target_table(model_folder: Path) -> np.ndarray:
-    """float32 ``[vocab, hidden]``: the target's LM-head rows (its tied embedding) as its IR computes them."""
-    import openvino as ov
-
-    from inference.model import lm_head
-
-    core = ov.Core()
-    weights = lm_head(core.read_model(model_folder / "openvino_model.xml")).input_value(1)
-    compiled = core.compile_model(ov.Model([weights], [], "lm_head_weights"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    return np.asarray(compiled({})[0], dtype=np.float32)
 
 
 def main(argv: list[str] | None = None) -> int:
