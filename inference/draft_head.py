@@ -38,9 +38,8 @@ HIDDEN_INPUT = "hidden_states"
 #: The head's output: its predicted next hidden state, for drafting the token after.
 DRAFT_HIDDEN = "draft_hidden"
 #: Draft tokens per step a head drafts unless told otherwise. The free-chat benchmark (``bench/free_chat.py``, 54
-#: prompts x 3, AMD EPYC) measured the shipped head at K = 1 faster than at K = 2: 1.19x vs 1.16x greedy, 1.06x
-#: vs 0.95x at the chat defaults (its second draft is accepted less often than it costs: a head pass and a target
-#: pass over 3 tokens, 1.43 one-token passes against 1.18 for 2).
+#: prompts x 3, AMD EPYC) measured the shipped head at K = 1 against K = 2: 1.07x vs 1.01x at the chat defaults,
+#: 1.23x vs 1.26x greedy (within the run-to-run noise of the pass costs; the previous head: 1.19x vs 1.16x).
 HEAD_K = 1
 
 
