@@ -143,11 +143,7 @@ def check_head_fits(target: LoadedModel, head: LoadedHead) -> None:
     Raises:
         TokenizerMismatchError: with what differs and what to do.
     """
-    from .models.inspect import fingerprint_of  # deferred: the store's module, which the engine rarely needs
-
-    problems = head_misfits(
-        head.manifest, target.hidden_size, target.vocab_size, lambda: fingerprint_of(target.tokenizer, target.vocab_size)
-    )
+    problems = head_misfits(head.manifest, target.hidden_size, target.vocab_size, lambda: target.tokenizer_fingerprint)
     if problems:
         raise TokenizerMismatchError(
             f"the draft head {head.folder.name} was trained for {head.target_name}, and {target.folder.name} does not "

@@ -70,6 +70,61 @@ def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
         return tokenizer
 
 
+_fingerprints: dict[tuple[str, int], str] = {}
+
+
+def tokenizer_fingerprint(folder: str | Path, vocab_size: int) -> str:
+    """SHA-256 (hex) of a folder's tokenizer: its vocabulary size, special token ids (BOS, EOS, pad) and the decoded
+    text of every token id. Equal fingerprints mean interchangeable tokens (a draft model's pairing, a draft head's
+    target, ``inference.models.inspect.TokenizerInfo``).
+
+    Decoding the whole vocabulary is one openvino-genai call that holds Python's GIL (50-100 ms for 49k tokens on
+    2 cores), so the result is kept per process for each distinct tokenizer (:func:`tokenizer_digest`) and vocabulary
+    size, like the tokenizer itself; :func:`prepare_tokenizer` computes it before the window's event loop starts.
+
+    Args:
+        folder: a model folder with the tokenizer IRs.
+        vocab_size: width of the model's logits (token ids ``0 .. vocab_size - 1`` are decoded).
+
+    Raises:
+        OSError, RuntimeError: as :func:`shared_tokenizer`.
+    """
+    key = (tokenizer_digest(Path(folder)), int(vocab_size))
+    if key not in _fingerprints:
+        _fingerprints[key] = vocabulary_fingerprint(shared_tokenizer(folder), int(vocab_size))
+    return _fingerprints[key]
+
+
+def vocabulary_fingerprint(tokenizer: openvino_genai.Tokenizer, vocab_size: int) -> str:
+    """The fingerprint of :func:`tokenizer_fingerprint`, computed (uncached; holds the GIL throughout)."""
+    vocabulary = tokenizer.decode(list(range(vocab_size)), skip_special_tokens=False)
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"vocab_size": vocab_size, "special": special_token_ids(tokenizer)}).encode())
+    digest.update(vocabulary.encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
+
+
+def special_token_ids(tokenizer: openvino_genai.Tokenizer) -> tuple[int, int, int]:
+    """The BOS, EOS and pad token ids of a tokenizer (-1 where it has none)."""
+    return int(tokenizer.get_bos_token_id()), int(tokenizer.get_eos_token_id()), int(tokenizer.get_pad_token_id())
+
+
+def prepare_tokenizer(folder: str | Path) -> None:
+    """Build a model folder's tokenizer and its fingerprint into the process-wide caches (:func:`shared_tokenizer`,
+    :func:`tokenizer_fingerprint`): both hold Python's GIL for tens to hundreds of milliseconds, so the window calls
+    this before its event loop starts and a later load on the inference thread finds them ready. The vocabulary size
+    is read from ``config.json`` (a folder without one gets its tokenizer only).
+
+    Raises:
+        OSError, RuntimeError: as :func:`shared_tokenizer`.
+    """
+    folder = Path(folder)
+    shared_tokenizer(folder)
+    vocab_size = _read_config(folder).get("vocab_size")
+    if isinstance(vocab_size, int) and vocab_size > 0:
+        tokenizer_fingerprint(folder, vocab_size)
+
+
 def tokenizer_digest(folder: Path) -> str:
     """sha256 of a folder's tokenizer IR files, blind to the numbered node names OpenVINO generates on each
     export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest."""
@@ -154,9 +209,10 @@ class LoadedModel:
         """Width of the logits output (tokens the model can score)."""
         return int(self.compiled.output("logits").get_partial_shape()[-1].get_length())
 
-    def vocabulary_text(self) -> str:
-        """Every token id decoded in order, special tokens included (a fingerprint of the vocabulary)."""
-        return self.tokenizer.decode(list(range(self.vocab_size)), skip_special_tokens=False)
+    @property
+    def tokenizer_fingerprint(self) -> str:
+        """:func:`tokenizer_fingerprint` of this model's tokenizer over its logits' width."""
+        return tokenizer_fingerprint(self.folder, self.vocab_size)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text`` (a list of int), however long the text.
@@ -381,7 +437,7 @@ def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
         ("BOS token id", target.tokenizer.get_bos_token_id(), draft.tokenizer.get_bos_token_id()),
         ("EOS token id", target.tokenizer.get_eos_token_id(), draft.tokenizer.get_eos_token_id()),
         ("token ids of a probe text", target.encode(TOKENIZER_PROBE), draft.encode(TOKENIZER_PROBE)),
-        ("text of the vocabulary", target.vocabulary_text(), draft.vocabulary_text()),
+        ("text of the vocabulary", target.tokenizer_fingerprint, draft.tokenizer_fingerprint),
     ]
     for what, ours, theirs in checks:
         if ours != theirs:

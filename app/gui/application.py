@@ -23,12 +23,21 @@ APP_NAME = "SpecChat"
 SMOKE_TEST_ENV = "SPECCHAT_SMOKE_TEST"
 
 
+#: How long a thread running Python code keeps the GIL while another waits for it (CPython's default is 5 ms).
+#: PySide releases the GIL around every Qt call and takes it back after, so while a worker thread runs Python code
+#: (loading pygments' lexers, an engine step's sampling) each of those calls could wait a full interval: a handler
+#: making ten Qt calls stalled the window 50-70 ms on 2 AVX2 cores. At 1 ms it waits a fifth as long.
+GUI_SWITCH_INTERVAL_S = 0.001
+
+
 def create_application(argv: list[str] | None = None) -> QApplication:
-    """The QApplication (created once), with SpecChat's name, style and icon."""
+    """The QApplication (created once), with SpecChat's name, style and icon, and the GIL's switch interval set to
+    ``GUI_SWITCH_INTERVAL_S``."""
     from . import theme
     from .qt_compat import protect_singletons
 
     protect_singletons()
+    sys.setswitchinterval(GUI_SWITCH_INTERVAL_S)
     app = QApplication.instance()
     if app is None:
         QApplication.setApplicationName("specchat")
@@ -75,18 +84,20 @@ def create_main_window(
 
 
 def build_tokenizers_before_event_loop(settings) -> None:
-    """Build the tokenizers of the models ``settings`` ask for, before the Qt event loop starts.
+    """Build the tokenizers of the models ``settings`` ask for, and their fingerprints, before the Qt event loop
+    starts.
 
     openvino-genai's Tokenizer constructor holds Python's GIL for 0.15-0.5 s (see
-    ``inference.model.shared_tokenizer``); built on the inference thread it would freeze the window for that
-    long. Built here, before the window shows, it only delays the first paint, and the background model load
+    ``inference.model.shared_tokenizer``), and decoding the vocabulary for the fingerprint that a draft head's check
+    compares another 50-100 ms (``inference.model.tokenizer_fingerprint``); done on the inference thread they would
+    freeze the window for that long. Built here, before the window shows, it only delays the first paint, and the background model load
     finds it in the process-wide cache. Models not installed yet, and tokenizers that fail to build, are left
     to the background load, which reports errors properly.
 
     Args:
         settings: the ``AppSettings`` the window starts with.
     """
-    from inference.model import shared_tokenizer
+    from inference.model import prepare_tokenizer
     from inference.models.default_model import default_model_dir
 
     folders = [default_model_dir(settings.bits)]
@@ -95,7 +106,7 @@ def build_tokenizers_before_event_loop(settings) -> None:
     for folder in folders:
         if (folder / "openvino_tokenizer.xml").is_file():
             try:
-                shared_tokenizer(folder)
+                prepare_tokenizer(folder)
             except (RuntimeError, OSError) as error:
                 logger.warning("tokenizer of %s not built ahead: %s", folder, error)
 

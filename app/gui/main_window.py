@@ -47,7 +47,7 @@ from .server_control import ServerControl
 from .settings_store import AppSettings, SettingsStore
 from .side_panel_fold import SidePanelFold
 from .widgets.chat_view import ChatView
-from .widgets.code_block import start_warm_up
+from .widgets.code_block import warm_up_in
 from .widgets.composer import Composer
 from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import message_box
@@ -423,7 +423,7 @@ class MainWindow(QMainWindow):
                 box = message_box(self, QMessageBox.Icon.Warning, f"SpecChat: {about}", notice, object_name=name)
                 self.tasks.spawn(box)
         self.models.load()
-        start_warm_up()  # pygments' lexers, for code blocks, in the background
+        self.tasks.spawn(warm_up_in(self.worker.run))  # pygments' lexers, for code blocks, in the background
         self.choice.update_compare()
         if self.settings.remote_model:
             self.tasks.spawn(self.choice.detect_remote())

@@ -15,7 +15,6 @@ Two folder layouts are recognised (both hold ``openvino_model.xml``/``.bin``):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -32,6 +31,8 @@ from ..model import (
     TokenizerMismatchError,
     lm_head,
     sliding_window_of,
+    special_token_ids,
+    tokenizer_fingerprint,
 )
 from .errors import ModelImportError
 
@@ -203,23 +204,9 @@ def tokenizer_info(folder: Path | str, vocab_size: int | None = None) -> Tokeniz
         raise ModelImportError(f"cannot load the tokenizer in {folder} ({first}); its tokenizer IRs are corrupt") from error
     if vocab_size is None:
         vocab_size = _vocab_size(folder)
-    specials = _special_ids(tokenizer)
+    specials = special_token_ids(tokenizer)
     probe = tuple(int(t) for t in tokenizer.encode(TOKENIZER_PROBE, add_special_tokens=False).input_ids.data[0])
-    return TokenizerInfo(fingerprint_of(tokenizer, vocab_size), vocab_size, *specials, probe)
-
-
-def _special_ids(tokenizer) -> tuple[int, int, int]:
-    return int(tokenizer.get_bos_token_id()), int(tokenizer.get_eos_token_id()), int(tokenizer.get_pad_token_id())
-
-
-def fingerprint_of(tokenizer, vocab_size: int) -> str:
-    """SHA-256 (hex) of an ``openvino_genai.Tokenizer``'s vocabulary size, special token ids and the decoded text
-    of every token id (``TokenizerInfo.fingerprint``; about 0.1 s for 49k tokens)."""
-    vocabulary = tokenizer.decode(list(range(vocab_size)), skip_special_tokens=False)
-    digest = hashlib.sha256()
-    digest.update(json.dumps({"vocab_size": vocab_size, "special": _special_ids(tokenizer)}).encode())
-    digest.update(vocabulary.encode("utf-8", errors="surrogatepass"))
-    return digest.hexdigest()
+    return TokenizerInfo(tokenizer_fingerprint(folder, vocab_size), vocab_size, *specials, probe)
 
 
 def _vocab_size(folder: Path) -> int:

@@ -6,7 +6,7 @@ The language is the fence's info string (```` ```python ````) when pygments know
 whole, so that guessing, which tries every lexer, never runs at each refresh). Loading pygments' lexers the first
 time costs about 0.3 s (a guess imports all of them), and a lexer's first use compiles its regular expressions
 (python's 30-60 ms, css's 50 ms: a stall if the window opens a chat with code). :func:`warm_up` does both, for the
-languages of ``COMMON_LANGUAGES``, in a background thread when the window starts, and no block is guessed until it
+languages of ``COMMON_LANGUAGES``, on the inference thread after the model loads (:func:`warm_up_in`), and no block is guessed until it
 is done, so the window never waits for it. Token colours come from the theme's
 pygments style (``app.gui.theme``), each brought to the theme's minimum contrast against the code background.
 Accepted draft tokens are highlighted over the syntax colours, as in the rest of the reply.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 
 from PySide6.QtCore import QSize, Qt
@@ -37,8 +38,8 @@ WARM = threading.Event()
 
 def warm_up() -> None:
     """Load pygments' lexers (a guess tries them all), prepare those of ``COMMON_LANGUAGES`` (:func:`lexer_for`
-    keeps them) and the themes' token colours; call it off the GUI thread (its work is Python code: the GIL passes to
-    the GUI thread every few milliseconds)."""
+    keeps them) and the themes' token colours (0.3-0.7 s on 2 cores); call it off the GUI thread, through
+    :func:`warm_up_in`."""
     from pygments.lexers import guess_lexer as guess
 
     guess("int main(void) { return 0; }")
@@ -49,10 +50,16 @@ def warm_up() -> None:
     WARM.set()
 
 
-def start_warm_up() -> None:
-    """Run :func:`warm_up` in a daemon thread (nothing when it ran already)."""
+async def warm_up_in(run: Callable[[Callable[[], None]], Awaitable[None]]) -> None:
+    """Run :func:`warm_up` with ``run`` (nothing when it ran already): the inference worker's ``run``, whose one
+    thread runs one job at a time.
+
+    Its work is Python code, which passes the GIL to the GUI thread every few milliseconds, unless the thread holding
+    it is itself waiting for a CPU: run in a thread of its own beside a model load, OpenVINO's compile threads kept it
+    off both cores while it held the GIL, and the window stalled for 50-80 ms at a time (measured on 2 AVX2 cores).
+    Queued behind the model load on the inference thread, it never overlaps OpenVINO's work."""
     if not WARM.is_set():
-        threading.Thread(target=warm_up, name="specchat-highlighting", daemon=True).start()
+        await run(warm_up)
 
 
 @lru_cache(maxsize=64)
