@@ -83,6 +83,11 @@ class KVCache:
         self._states_in_copy = False  # the prefill copy holds the current states (this request's are stale)
 
     @property
+    def request(self) -> ov.InferRequest:
+        """The decode request (a benchmark reads its profiling info; ``bench/fc_profile.py``)."""
+        return self._request
+
+    @property
     def physical_length(self) -> int:
         """Slots held in the state tensors, dead ones included."""
         return int(self._alive.shape[0])
