@@ -2,7 +2,7 @@
 
 A decode step of a small model is many small products: the default model runs 211 compressed FullyConnected
 calls a token (30 layers x q, k, v, o, gate, up, down, and the LM head), and on 2 cores OpenVINO's CPU plugin
-spends a fixed 20-50 us on each whatever its size (``bench/fc_profile.py``). q, k and v read the same normed
+spends 5-50 us on each however small it is (``bench/fc_profile.py``). q, k and v read the same normed
 hidden state, and so do gate and up: concatenating their weights along the output axis makes one product of each
 group, followed by a ``VariadicSplit`` that hands every former consumer its own columns (as llama.cpp's and vLLM's
 ``qkv_proj``/``gate_up_proj`` do), 90 calls fewer a token.

@@ -250,7 +250,8 @@ def load_model(
     hidden_states: bool = True,
 ) -> LoadedModel:
     """Read and compile a model folder. Weight products that read the same input (a layer's q/k/v, gate/up) are fused
-    into one before compiling (``inference.fusion``: the same arithmetic, 9% faster decode steps on 2 AVX2 cores).
+    into one before compiling (``inference.fusion``: the same arithmetic, 6% faster decode steps on 2 AVX2 cores,
+    ``bench/results/epyc-zen3-avx2/FC_PROFILE.md``).
 
     Args:
         folder: folder with ``openvino_model.xml/.bin``, ``openvino_tokenizer.xml``, ``openvino_detokenizer.xml``
