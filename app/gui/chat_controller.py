@@ -6,6 +6,7 @@ Rules:
   controller turns the user's requests into its calls and its signals into what the widgets show.
 - Nothing is sent while a reply streams, with invalid settings, or with an empty message: the reason is shown in
   the composer, and it is withdrawn as soon as it is no longer true (a fixed setting, a reply that ended).
+- Every action that starts a reply leaves the focus in the message box.
 - A history write the database refuses is said in place (``Conversations.write_failed``); unsaved text stays where
   it was typed, and Send, Stop and the messages' actions are reset in ``finally``.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Qt
 
 from .draft_speed import StepRates
 from .history_db import Message
@@ -182,6 +183,8 @@ class ChatController(QObject):
         elif window.chat_view.conversation_id == reply.conversation_id:
             window.chat_view.append_message(reply, live=True)
         self._set_generating(True)
+        # the button that started it (Save & resend, Continue...) may be gone: Enter must not reach "+ New chat"
+        window.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
         window.generation_started.emit(reply.conversation_id)
 
     def _run_started(self, mode: str, keep_previous: bool) -> None:

@@ -143,7 +143,7 @@ class ModelChoice(QObject):
         self._save_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
             self.window.models.load_later(settings)
-            self.say("The model will be reloaded in the background", 3000)
+            self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
             self.refresh_models()
             self.window.composer.clear_error()  # what the previous target said is no longer true

@@ -312,7 +312,7 @@ QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 QGroupBox {{ font-weight: 600; border: 1px solid {t.border}; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: {t.base}; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color: {t.text}; }}
 #advancedToggle {{ color: {t.text}; padding: 0; }}
-#settingsPane {{ background: {t.window}; border: none; }}
+#settingsPane {{ background: {t.window}; border: 2px solid transparent; }}
 #settingsPane > QWidget > QWidget {{ background: {t.window}; }}
 #modelNotice, #historyBanner {{ background: {t.notice}; border-bottom: 1px solid {t.notice_border}; }}
 #modelNotice QLabel, #historyBanner {{ color: {t.on_notice}; }}
@@ -322,6 +322,8 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color:
 QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
 QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 10px; }}
 #composerEdit:focus, #conversations:focus {{ border: 2px solid {t.focus}; }}
+#messagesArea {{ border: 2px solid transparent; }}
+#settingsPane:focus, #messagesArea:focus {{ border: 2px solid {t.focus}; }}
 QComboBox:focus, QAbstractSpinBox:focus, QLineEdit:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
 QCheckBox:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
 """

@@ -4,7 +4,7 @@ with Tab and named, the focused control shows a ring, and Help lists every short
 from __future__ import annotations
 
 from conftest import FAST
-from gui_helpers import activate, click, find_dialog
+from gui_helpers import activate, click, find_dialog, send_and_wait
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAccessible
 from PySide6.QtWidgets import (
@@ -93,8 +93,8 @@ def test_the_focused_control_shows_a_ring(qtbot, make_window):
     for widget in (
         window.composer.send_button, window.chat_view.system_button, window.composer.compare_button,
         window.model_picker.combo, pane.fields["decoding"], pane.fields["n_ctx"], pane.fields["temperature"],
-        window.chat_view.json_box,
-    ):  # fmt: skip
+        window.chat_view.json_box, window.chat_view.scroll_area, pane,
+    ):  # fmt: skip  (the last two: the Tab stops after System prompt and after Compare, without a ring until now)
         assert ring(widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
 
 
@@ -225,3 +225,27 @@ def test_searching_keeps_the_chat_shown_selected_and_down_moves_into_the_results
     qtbot.keyClick(listing.search, Qt.Key.Key_Down)  # before the search ran (it waits for the typing to pause)
     assert listing.ids() == [cats] and listing.current_id() == cats and window.chat_view.conversation_id == cats
     assert QApplication.focusWidget() is listing.list
+
+
+def test_every_action_that_starts_a_reply_leaves_the_focus_in_the_message_box(qtbot, make_window):
+    """After Save & resend and Continue the focus landed on "+ New chat" (the clicked button was hidden), so Enter
+    opened a new chat; after every action that starts a reply it is in the message box."""
+    window = make_window(FAST)
+    activate(qtbot, window)
+    edit = window.composer.edit
+    first = send_and_wait(qtbot, window, "Write a long story about a brave knight.")
+    reply = window.chat_view.widget(first.id)
+    qtbot.waitUntil(lambda: reply.continue_button.isVisible(), timeout=3000)
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000):
+        click(qtbot, reply.continue_button)
+        assert QApplication.focusWidget() is edit, "after Continue"
+    assert QApplication.focusWidget() is edit, "after Continue's reply ended"
+    reply = window.chat_view.message_widgets()[-1]
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000):
+        click(qtbot, reply.regenerate_button)
+        assert QApplication.focusWidget() is edit, "after Regenerate"
+    message = _edit_first_message(qtbot, window)
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000):
+        click(qtbot, message.resend_button)
+        assert QApplication.focusWidget() is edit, "after Save & resend"
+    assert QApplication.focusWidget() is edit, "after the resent message's reply ended"

@@ -224,3 +224,39 @@ def test_a_compare_whose_texts_differ_says_why(tmp_path, difference, sampled, ex
     assert db.message(message.id).stats["compare"]["first_difference"] == difference
     assert expected in footer_text(final.stats, "complete")
     db.close()
+
+
+def _drafted(text: str, *words: str) -> list[list[int]]:
+    """Spans (code-point offsets, as the recorder stores them) covering each of ``words`` in ``text``."""
+    return [[text.index(word), text.index(word) + len(word)] for word in words]
+
+
+def test_highlighting_hits_the_drafted_letters_after_characters_outside_the_bmp(view):
+    """Emoji and CJK extension B take two UTF-16 units in Qt and one code point in Python: a highlight after "🐱🎉"
+    was shifted two letters ("loyalt[y i]s")."""
+    text = "🐱🎉 loyalty is 𠀀 like having 🐱 a friend𠀁 always"
+    view.set_markdown(text, _drafted(text, "loyalty", "like having 🐱 a", "friend𠀁", "always"), highlight=True)
+    assert view.highlighted_text() == ["loyalty", "like having 🐱 a", "friend𠀁", "always"]
+    cjk = "𠀀𠀁𠀂 and 𠀃 then drafted words"
+    view.set_markdown(cjk, _drafted(cjk, "then drafted"), highlight=True)
+    assert view.highlighted_text() == ["then drafted"]
+
+
+def test_highlighting_in_code_hits_the_drafted_letters_after_characters_outside_the_bmp(view):
+    code = 'print("🐱🎉")\nx = "𠀀" + name\n'
+    text = f"Code:\n\n```python\n{code}```\n"
+    start = text.index("```python\n") + len("```python\n")
+    spans = [[start + code.index("name"), start + code.index("name") + 4], [start + code.index("𠀀"), start + code.index("𠀀") + 1]]
+    view.set_markdown(text, spans, highlight=True)
+    [block] = view.code_blocks()
+    marked = []
+    document_block = block.text.document().begin()
+    while document_block.isValid():
+        iterator = document_block.begin()
+        while not iterator.atEnd():
+            fragment = iterator.fragment()
+            if fragment.charFormat().background().color() == QColor(theme.current().draft):
+                marked.append(fragment.text())
+            iterator += 1
+        document_block = document_block.next()
+    assert marked == ["𠀀", "name"]

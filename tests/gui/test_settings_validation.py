@@ -258,17 +258,17 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
 
     pane.n_ctx.setValue(512)
     pane.n_keep.setValue(600)
-    assert "n_keep must be 'auto' or in [0, 511]" in _shown_error(pane, "n_keep")
+    assert "Always kept (n_keep) must be 'auto' or in [0, 511]" in _shown_error(pane, "n_keep")
     pane.n_keep.setValue(4)
     pane.n_discard.setValue(600)
-    assert "n_discard must be -1 or in [1, 507] (n_keep + n_discard < n_ctx), got 600" == _shown_error(pane, "n_discard")
+    assert "Forgotten at once (n_discard) must be -1 or in [1, 507] (n_keep + n_discard < n_ctx), got 600" == _shown_error(pane, "n_discard")
     pane.n_discard.setValue(-1)
     assert pane.n_discard.text() == "auto (half)"
     pane.n_keep.setValue(-1)
     assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].generation.context.n_keep == "auto"
 
     pane.n_ctx.setValue(10000)
-    assert "n_ctx must be in [16, 8192], got 10000" == _shown_error(pane, "n_ctx")
+    assert "Context length (n_ctx) must be in [16, 8192], got 10000" == _shown_error(pane, "n_ctx")
     pane.n_ctx.setValue(2048)
 
     pane.top_p.setValue(0.0)
@@ -347,3 +347,41 @@ def test_choosing_draft_model_decoding_takes_the_preselected_draft_without_an_er
     assert pane.draft_model.currentData() == str(small.path) and _shown_error(pane, "draft_model") == ""
     assert shown and all(summary == "" for summary in shown)  # no red error, not even for a moment
     assert emitted[-1].generation.decoding == "spec_model" and emitted[-1].draft_model == str(small.path)
+
+
+def _type_into(qtbot, spin_box, text: str) -> None:
+    """Select a spin box's text and type ``text`` over it, key by key, as a user does."""
+    from PySide6.QtCore import Qt
+
+    spin_box.setFocus()
+    spin_box.selectAll()
+    qtbot.keyClick(spin_box, Qt.Key.Key_Delete)
+    qtbot.keyClicks(spin_box, text)
+
+
+def test_a_number_typed_past_its_range_is_kept_and_the_range_said_in_plain_words(pane, qtbot):
+    """K typed as "99" became 9, and an 8-digit context length was cut to 6 digits, without a word; the context
+    length's error named only the field term ("n_ctx must be in [16, 8192]")."""
+    pane, _emitted, _summaries = pane
+    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
+    _type_into(qtbot, pane.k, "99")
+    assert pane.k.value() == 99
+    assert "[1, 16]" in _shown_error(pane, "k")
+    _type_into(qtbot, pane.n_ctx, "12345678")
+    assert pane.n_ctx.value() == 12_345_678
+    error = _shown_error(pane, "n_ctx")
+    assert error.startswith("Context length (n_ctx) must be") and "8192" in error, error
+    _type_into(qtbot, pane.n_ctx, "4096")
+    _type_into(qtbot, pane.k, "4")
+    assert _shown_error(pane, "n_ctx") == _shown_error(pane, "k") == ""
+
+
+def test_the_decoding_help_line_is_true_with_sampling_too(pane):
+    """ "same text" holds for greedy replies only: sampled ones are as likely as plain decoding's, not the same."""
+    from app.gui.widgets.settings_pane import DECODING_HELP
+
+    pane, _emitted, _summaries = pane
+    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
+    shown = pane._decoding_row.help.text()
+    assert shown == DECODING_HELP[True] and "same text" not in shown
+    assert "sampled" in pane.decoding.toolTip()

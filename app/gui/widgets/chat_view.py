@@ -116,6 +116,7 @@ class ChatView(QWidget):
         layout.addWidget(header)
 
         self.scroll_area = QScrollArea()
+        self.scroll_area.setObjectName("messagesArea")  # (a Tab stop: the arrow keys scroll it; a ring shows it)
         self.scroll_area.setWidgetResizable(True)
         self.scroll_area.setAccessibleName("Messages")
         self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)

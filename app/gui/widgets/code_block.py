@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextEdi
 
 from .. import theme
 from .copy_feedback import CopiedFeedback
+from .utf16 import qt_positions
 
 #: Longest code guessed at (guessing costs about a millisecond per kilobyte per lexer tried).
 GUESS_LIMIT = 4000
@@ -228,9 +229,10 @@ class CodeBlock(QFrame):
             cursor = QTextCursor(document)
             fmt = QTextCharFormat()
             fmt.setBackground(QColor(current.draft))
-            for start, end in spans:
-                cursor.setPosition(max(0, min(start, len(code))))
-                cursor.setPosition(max(0, min(end, len(code))), QTextCursor.MoveMode.KeepAnchor)
+            for span in spans:
+                start, end = qt_positions(code, span)  # (code points -> UTF-16 units)
+                cursor.setPosition(start)
+                cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
                 cursor.mergeCharFormat(fmt)
         self.text.fit_height()
 

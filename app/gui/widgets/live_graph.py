@@ -1,7 +1,9 @@
 """Live plots of a streaming reply: decode tokens/s, acceptance rate and context fill, with rolls marked.
 
 Points are collected from the engine's ``StepStats`` / ``ContextRolled`` events as they arrive and drawn by a
-timer five times a second. A comparison draws its autoregressive and speculative runs in different colours.
+timer five times a second. One plot is shown at a time, chosen with the buttons above it (Speed, Acceptance,
+Context), so that it has the height to be read in a 1366x768 window (three stacked plots had a few pixels each).
+Its y-axis has values and units; plain and speculative runs are drawn in their own colours, named by the legend.
 
 The graph follows the conversation on screen: it draws the last reply generated in that conversation during this
 session (its points are kept in memory, for the last ``KEPT_CONVERSATIONS`` conversations), and for a reply of an
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QGraphicsItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from inference.events import ContextRolled, Finished, StepStats
 
@@ -32,10 +34,26 @@ RATE_WINDOW_S = 0.5  # tokens/s is measured over the last half second
 MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
 X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
 KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
+LEGEND_NAMES = {"ar": "Plain", "spec": "Speculative"}  # the legend's names of the runs' colours
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
-TITLE_HEIGHT = 16  # pixels of each plot's title
 RESIZE_SETTLE_MS = 150  # the plots are laid out again this long after the graph's last change of size
+CANVAS_MIN_HEIGHT = 140  # pixels: a plot area of about 100 px above the time axis (the settings still fit 1366x768)
+Y_PADDING = 0.08  # the y-axis reaches this fraction past 0 and its top value, so that both values are drawn
+LEFT_AXIS_WIDTH = 52  # pixels: values up to "1000" and the unit written along the axis
+#: The plots, in the selector's order: key -> (button, unit on the y-axis, what it shows).
+PLOTS = {
+    "rate": ("Speed", "tokens/s", "Decode speed: tokens generated per second, over the last half second"),
+    "acceptance": (
+        "Acceptance", "% accepted",
+        "Acceptance rate: the share of the drafted tokens that the model accepted so far (speculative decoding only)",
+    ),
+    "fill": (
+        "Context", "% of context",
+        "Context fill: how much of the context length (n_ctx) the chat takes up. A dashed line marks each roll, "
+        "where the oldest tokens (after the first ones) were forgotten",
+    ),
+}  # fmt: skip
 
 
 @dataclass
@@ -105,15 +123,17 @@ def nice_ceiling(value: float, steps: tuple[float, ...] = (1, 2, 5)) -> float:
 
 
 class LiveGraph(QWidget):
-    """Three stacked plots sharing the time axis (seconds since the reply started).
+    """One plot at a time (:data:`PLOTS`, chosen with the buttons above it) against the time since the reply
+    started, in seconds, under a summary of the numbers of the last reply.
 
     While a reply streams, axis ranges grow in steps instead of following every point, so most redraws only repaint
     the curves (re-laying out the axes costs far more than drawing a few hundred points); when it ends, the time
-    axis is fitted to it.
+    axis is fitted to it. Every plot keeps its curves while another is shown.
 
     Attributes:
         series: the runs drawn (those of the conversation on screen), in order; refresh_times:
-        ``time.perf_counter()`` of each redraw while running.
+        ``time.perf_counter()`` of each redraw while running; plots: key of :data:`PLOTS` -> its plot;
+        plot_buttons: key -> the button that shows it; legend: the colour of each kind of run.
     """
 
     def __init__(self, parent=None):
@@ -127,7 +147,7 @@ class LiveGraph(QWidget):
         self._live_conversation: int | None = None
         self._running = False
         self._dirty = False
-        self._roll_lines: list = []
+        self._roll_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._x_max = 0.0
         self._rate_max = 0.0
 
@@ -138,41 +158,51 @@ class LiveGraph(QWidget):
         self.summary.setObjectName("graphSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
-        # two lines, always: a summary that grew to a third line (or shrank) would resize the plots below, and
-        # re-laying out three plots costs ~20 ms
+        # two lines, always: a summary that grew to a third line (or shrank) would resize the plot below, and
+        # re-laying out a plot costs ~10 ms
         self.summary.setFixedHeight(2 * self.summary.fontMetrics().lineSpacing() + 4)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.summary)
 
+        selector = QHBoxLayout()
+        selector.setSpacing(4)
+        self._selector = QButtonGroup(self)
+        self.plot_buttons: dict[str, QToolButton] = {}
+        for key, (text, _unit, tip) in PLOTS.items():
+            button = QToolButton()  # (as wide as its word: the row holds the legend too in a 1366 px window)
+            button.setText(text)
+            button.setObjectName(f"graphPlot_{key}")
+            button.setCheckable(True)
+            button.setToolTip(tip)
+            button.setAccessibleName(f"Live graph: {tip.split(':')[0].lower()}")
+            self._selector.addButton(button)
+            self.plot_buttons[key] = button
+            button.clicked.connect(lambda _checked, key=key: self.show_plot(key))
+            selector.addWidget(button)
+        selector.addStretch(1)
+        self.legend = QLabel()
+        self.legend.setObjectName("graphLegend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setToolTip("Colours of the curves: plain decoding, speculative decoding; a dashed line is a roll")
+        selector.addWidget(self.legend)
+        layout.addLayout(selector)
+
         pg.setConfigOptions(antialias=False)
         self.canvas_frame = _SettlingFrame()
-        self.canvas_frame.setMinimumHeight(165)  # three readable plots; small screens give the settings the rest
+        self.canvas_frame.setMinimumHeight(CANVAS_MIN_HEIGHT)
         self.canvas = pg.GraphicsLayoutWidget(self.canvas_frame)
-        self.canvas.setAccessibleName("Live graph: decode tokens per second, acceptance rate, context fill")
         self.canvas.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # nothing to do with the keyboard: the summary says it
-        self._titles: dict = {}
         layout.addWidget(self.canvas_frame, 1)
-        self.rate_plot = self._plot(0, "Decode tokens/s", "Tokens generated per second, over the last half second")
-        self.acceptance_plot = self._plot(
-            1, "Acceptance rate (%)",
-            "Share of the drafted tokens that the target model accepted so far (speculative decoding only)",
-        )  # fmt: skip
-        self.fill_plot = self._plot(
-            2, "Context fill (% of n_ctx); rolls dashed; seconds",
-            "How full the context (n_ctx tokens) is; a dashed line marks each roll, where old tokens were dropped. "
-            "The time axis counts seconds since the reply started",
-        )  # fmt: skip
+        self.plots = {key: self._plot(unit, tip) for key, (_text, unit, tip) in PLOTS.items()}
+        self.rate_plot, self.acceptance_plot, self.fill_plot = self.plots["rate"], self.plots["acceptance"], self.plots["fill"]
         for plot in (self.acceptance_plot, self.fill_plot):
-            plot.setYRange(0, 100, padding=0.02)
-            plot.getAxis("left").setTickSpacing(50, 25)  # three labels: a plot may be 40 px tall
-        self.acceptance_plot.setXLink(self.rate_plot)
-        self.fill_plot.setXLink(self.rate_plot)
-        for plot in (self.rate_plot, self.acceptance_plot):
-            plot.hideAxis("bottom")  # one time axis, at the bottom
-        self.fill_plot.getAxis("bottom").enableAutoSIPrefix(False)  # seconds, never "x0.001"
+            plot.setYRange(0, 100, padding=Y_PADDING)
+            plot.getAxis("left").setTickSpacing(50, 25)
+        self._shown_plot = ""
         self._set_x_max(MIN_X_RANGE_S)
         self._set_rate_max(10.0)
         self._curves = {key: tuple(plot.plot([], []) for plot in self._plots) for key in MODE_NAMES}
+        self.show_plot("rate")
         self.restyle()
 
         self._timer = QTimer(self)
@@ -183,54 +213,74 @@ class LiveGraph(QWidget):
     def _plots(self):
         return (self.rate_plot, self.acceptance_plot, self.fill_plot)
 
-    def _plot(self, row: int, title: str, tip: str):
-        plot = self.canvas.addPlot(row=row, col=0)
-        self._titles[plot] = title
-        plot.titleLabel.setMaximumHeight(TITLE_HEIGHT)  # pyqtgraph reserves 30 px
-        plot.layout.setRowFixedHeight(0, TITLE_HEIGHT)
+    @property
+    def shown_plot(self) -> str:
+        """The key (of :data:`PLOTS`) of the plot shown."""
+        return self._shown_plot
+
+    def show_plot(self, key: str) -> None:
+        """Show the plot ``key`` of :data:`PLOTS` (``rate``, ``acceptance`` or ``fill``) in place of the other."""
+        if key == self._shown_plot:
+            return
+        if self._shown_plot:
+            self.canvas.ci.removeItem(self.plots[self._shown_plot])
+        self._shown_plot = key
+        self.canvas.addItem(self.plots[key], row=0, col=0)
+        self.plot_buttons[key].setChecked(True)
+        self.canvas.setAccessibleName(f"Live graph: {PLOTS[key][2]}")
+
+    def _plot(self, unit: str, tip: str) -> pg.PlotItem:
+        plot = pg.PlotItem(axisItems={"bottom": SecondsAxis("bottom")})
         plot.setToolTip(tip)
         plot.showGrid(x=True, y=True, alpha=0.25)
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(x=False, y=False)
         plot.hideButtons()
         plot.disableAutoRange()
-        plot.getAxis("left").setWidth(38)
+        plot.setLabel("left", unit)
+        plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
         for axis in ("left", "bottom"):
-            # axes and titles change rarely (ranges grow in steps): keep them as pixmaps, so the 5-a-second
-            # redraws, and moves of the window, only draw the curves
+            plot.getAxis(axis).enableAutoSIPrefix(False)  # "tokens/s" and seconds, never "x0.001"
+            # axes change rarely (ranges grow in steps): keep them as pixmaps, so the 5-a-second redraws, and
+            # moves of the window, only draw the curves
             plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        plot.titleLabel.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         return plot
 
     def restyle(self) -> None:
-        """Draw in the theme applied now (``app.gui.theme``): background, axes and titles."""
+        """Draw in the theme applied now (``app.gui.theme``): background, axes, curves and legend."""
         current = theme.current()
         self.canvas.setBackground(current.base)
         palette = self.canvas_frame.palette()
         palette.setColor(QPalette.ColorRole.Window, QColor(current.base))
         self.canvas_frame.setPalette(palette)
-        for plot, title in self._titles.items():
-            plot.setTitle(title, color=current.graph_text, size="8pt")
+        label_style = {"color": current.graph_text, "font-size": "8pt"}
+        for plot in self._plots:
             for axis in ("left", "bottom"):
                 plot.getAxis(axis).setPen(current.graph_axis)
                 plot.getAxis(axis).setTextPen(current.graph_text)
+                plot.getAxis(axis).setLabel(plot.getAxis(axis).labelText, **label_style)
         for key, curves in self._curves.items():
             for curve in curves:
                 curve.setPen(pg.mkPen(current.series(key), width=2))
-        for line in self._roll_lines:  # drawn again in the new colours
-            self.fill_plot.removeItem(line)
+        self.legend.setText(
+            " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
+                     for key, name in LEGEND_NAMES.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;roll'
+        )  # fmt: skip
+        for plot, line in self._roll_lines:  # drawn again in the new colours
+            plot.removeItem(line)
         self._roll_lines = []
         self._dirty = True
         self.refresh()
 
     def _set_x_max(self, value: float) -> None:
         self._x_max = value
-        self.rate_plot.setXRange(0, value, padding=0.0)
+        for plot in self._plots:
+            plot.setXRange(0, value, padding=0.0)
 
     def _set_rate_max(self, value: float) -> None:
         self._rate_max = value
         self.rate_plot.getAxis("left").setTickSpacing(value / 2, value / 10)  # value is 1, 2 or 5 x 10^n
-        self.rate_plot.setYRange(0, value, padding=0.02)
+        self.rate_plot.setYRange(0, value, padding=Y_PADDING)
 
     # --- runs -------------------------------------------------------------------------------------
 
@@ -240,8 +290,8 @@ class LiveGraph(QWidget):
         for curves in self._curves.values():
             for curve in curves:
                 curve.setData([], [])
-        for line in self._roll_lines:
-            self.fill_plot.removeItem(line)
+        for plot, line in self._roll_lines:
+            plot.removeItem(line)
         self._roll_lines = []
         self._set_x_max(MIN_X_RANGE_S)
         self._set_rate_max(10.0)
@@ -337,12 +387,14 @@ class LiveGraph(QWidget):
             rate.setData(*_xy(series.rate))
             acceptance.setData(*_xy(series.acceptance))
             fill.setData(*_xy(series.fill))
-        drawn = len(self._roll_lines)
+        drawn = len(self._roll_lines) // len(self._plots)
         all_rolls = [(s.key, t) for s in self.series for t in s.rolls]
         for key, t in all_rolls[drawn:]:
-            line = pg.InfiniteLine(pos=t, angle=90, pen=pg.mkPen(theme.current().series(key), width=1, style=Qt.PenStyle.DashLine))
-            self.fill_plot.addItem(line)
-            self._roll_lines.append(line)
+            pen = pg.mkPen(theme.current().series(key), width=1, style=Qt.PenStyle.DashLine)
+            for plot in self._plots:  # a roll changes the speed and the acceptance too: marked on each plot
+                line = pg.InfiniteLine(pos=t, angle=90, pen=pen)
+                plot.addItem(line)
+                self._roll_lines.append((plot, line))
         if self.series:  # else the summary says why nothing is drawn
             self.summary.setText(self.summary_html())
 
@@ -379,10 +431,21 @@ class LiveGraph(QWidget):
         return " · ".join(parts)
 
 
+class SecondsAxis(pg.AxisItem):
+    """The time axis: seconds since the reply started, its last value written with the unit ("0.4 s"), which
+    takes no height of the plot's (an axis title would)."""
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph's name
+        strings = super().tickStrings(values, scale, spacing)
+        if strings:
+            strings[-1] += " s"
+        return strings
+
+
 class _SettlingFrame(QWidget):
     """Holds the plots' canvas and gives it its own size once a resize has settled.
 
-    Laying out and repainting three plots for a new size costs ~20 ms on a 2-core machine; while the user drags
+    Laying out and repainting a plot for a new size costs ~10-20 ms on a 2-core machine; while the user drags
     the window's edge (a resize every few milliseconds) that work would repeat on every step and freeze the
     window. In between, the canvas keeps its size: cut off, or with a white margin, for a moment.
     """

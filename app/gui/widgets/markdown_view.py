@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QW
 
 from .. import theme
 from .code_block import CodeBlock
+from .utf16 import qt_positions
 
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
@@ -370,7 +371,9 @@ class TextView(QTextBrowser):
     def _apply_highlight(document: QTextDocument, cursor: QTextCursor, markdown: str, spans: list[list[int]]) -> None:
         fmt = QTextCharFormat()
         fmt.setBackground(QColor(theme.current().draft))
-        for start, end in draft_ranges(markdown, spans, document.toPlainText()):
+        rendered = document.toPlainText()
+        for start, end in draft_ranges(markdown, spans, rendered):
+            start, end = qt_positions(rendered, [start, end])  # (code points -> UTF-16 units)
             cursor.setPosition(start)
             cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(fmt)

@@ -37,8 +37,9 @@ from ..settings_store import AppSettings, SettingsStore
 from .fold import Fold
 from .setting_row import add_setting
 
-#: Upper end of the token-count spin boxes.
-BIG = 1_000_000
+#: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
+#: and flagged with the range, never cut).
+BIG = 2**31 - 1
 #: The fields folded under "Penalties, top-k, seed, stop strings" (``SamplingGroup.more``).
 MORE_FIELDS = ("top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop_strings")
 #: The preset combo's entry while the values match no preset.

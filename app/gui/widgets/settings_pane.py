@@ -42,8 +42,9 @@ from .setting_row import SettingRow, add_setting
 from .wheel_guard import guard_wheel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
-#: Upper end of the spin boxes without a stated maximum (token counts).
-BIG = 1_000_000
+#: Upper end of the spin boxes: the largest they hold, so that a number typed past a setting's range is kept and
+#: flagged with the range (a lower end cut "99" to "9" and an 8-digit length to 6 digits without a word).
+BIG = 2**31 - 1
 #: Fields whose change needs a model reload.
 RELOAD_FIELDS = ("target_device", "bits", "precision", "kv_cache_precision", "decoding", "draft_model", "draft_device")
 PRECISIONS = {
@@ -57,7 +58,7 @@ KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest
 #: The line under Decoding, for plain (False) and speculative (True) decoding.
 DECODING_HELP = {
     False: "Plain: one token per step, at the model's own pace.",
-    True: "Speculative: guess ahead, check in one step; same text.",
+    True: "Speculative: guess ahead, check in one step; same quality.",
 }
 ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard")
 #: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
@@ -103,6 +104,7 @@ class SettingsPane(QScrollArea):
         self._last_emitted: AppSettings | None = None
         self.fields: dict[str, QWidget] = {}
         self.error_labels: dict[str, QLabel] = {}
+        self._plain_names: dict[str, str] = {}  # field name -> its label ("Context length (n_ctx)")
 
         content = QWidget()
         layout = QVBoxLayout(content)
@@ -125,7 +127,8 @@ class SettingsPane(QScrollArea):
         self._decoding_row = self._row(
             model, "decoding", "Decoding", self.decoding,
             "Plain decoding writes one token per step. Speculative decoding lets a drafter guess the next tokens and "
-            "checks them all in one step of the model: the same reply, sooner when the guesses are good",
+            "checks them all in one step of the model: sooner when the guesses are good, and the same quality (greedy: "
+            "the same text; sampled: replies as likely as plain decoding's)",
             DECODING_HELP[Decoding(self.decoding.currentData()).speculative],
         )  # fmt: skip
         self.draft_model = QComboBox()
@@ -135,7 +138,7 @@ class SettingsPane(QScrollArea):
         self.draft_model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self._row(model, "draft_model", "Drafter", self.draft_model, DRAFT_TIP, "Small models with the same vocabulary, or prompt lookup.")
         self.k = QSpinBox()
-        self.k.setRange(0, 4 * MAX_K)  # spin boxes reach past the valid range: a value out of it is flagged, not clamped
+        self.k.setRange(0, BIG)  # spin boxes reach past the valid range: a value out of it is flagged, not clamped
         self.k.setMaximumWidth(SHORT_FIELD_WIDTH)
         self.adaptive_k = QCheckBox("Adaptive")
         self.adaptive_k.setObjectName("setting_adaptive_k")
@@ -279,6 +282,7 @@ class SettingsPane(QScrollArea):
         field: QWidget | None = None,
     ) -> SettingRow:
         row = add_setting(form, name, label, widget, tip, help_text, field)
+        self._plain_names[name] = label
         self.fields[name] = row.field
         self.error_labels[name] = row.error
         return row
@@ -495,6 +499,15 @@ class SettingsPane(QScrollArea):
         self._advisories = {}
         self._validate(emit=True)
 
+    def _in_plain_words(self, name: str, message: str) -> str:
+        """``message`` about field ``name`` starting with the field's label instead of its bare field term
+        ("Context length (n_ctx) must be in [16, 8192]", not "n_ctx must be...")."""
+        plain = self._plain_names.get(name)
+        term = name.lower()
+        if plain and message.lower().startswith(f"{term} must "):
+            return f"{plain}{message[len(term):]}"
+        return message
+
     def _validate(self, emit: bool) -> None:
         settings = self.current()
         errors = settings.field_errors(self._max_position_embeddings, self._devices)
@@ -510,7 +523,7 @@ class SettingsPane(QScrollArea):
         notes = {name: f"{text} (only speculative decoding and Compare use it)" for name, text in self._compare_errors.items()}
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
-            label.setText(message)
+            label.setText(self._in_plain_words(name, message))
             label.setVisible(bool(message))
             widget = self.fields.get(name)
             if widget is not None:
