@@ -19,7 +19,9 @@ never rewritten.
 Chat branches: regenerating a reply or editing and resending a message keeps the earlier version. Each message
 records its parent (``parent_id``: the message before it on its branch, ``ROOT`` for a first message), versions of a
 message are the messages with the same parent, and a conversation shows one path, from its first message to
-``leaf_id``; choosing another version (:meth:`HistoryDB.select_version`) shows that version's latest continuation.
+``leaf_id``; choosing another version (:meth:`HistoryDB.select_version`) shows that version's continuation as last
+chosen: each message records the version after it shown last (``chosen_id``: switched to, or the newest written;
+NULL before schema version 5, when the newest is shown).
 Rows written before schema version 4 have no parent (NULL): each follows the row before it (``position`` orders a
 conversation's rows by creation), so earlier histories read as they did, without rewriting a row.
 """
