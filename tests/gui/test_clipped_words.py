@@ -30,7 +30,7 @@ def test_a_combo_narrower_than_its_text_elides_it_and_names_it_whole_on_hover(qt
 def test_at_1366x768_every_combo_shows_whole_words_or_an_ellipsis(qtbot, make_window, int8_dir):
     """A newcomer saw "SmolLM2-135M-Instruct-he", "Speculative, prompt lookur", "(none with this tokenizer: use":
     each combo's text is either shown whole or cut with "…", and what it shows fits its field in pixels."""
-    window = make_window(FAST.with_values(decoding="spec_lookup"))
+    window = make_window(FAST.with_values(decoding="spec_model"))  # the draft head, preselected
     window.resize(1366, 768)
     qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
     qtbot.wait(50)
@@ -43,7 +43,12 @@ def test_at_1366x768_every_combo_shows_whole_words_or_an_ellipsis(qtbot, make_wi
         assert combo.fontMetrics().horizontalAdvance(shown) <= combo.width(), (shown, combo.width())
         if combo.is_elided():
             assert combo.hover_text().startswith(whole)
+    drafter = pane.draft_model  # its name is longer than its box at this width (the README's screenshots)
+    assert drafter.currentText().startswith("SmolLM2-135M-Instruct-head") and drafter.is_elided()
+    assert drafter.shown_text().startswith("SmolLM2-135M-Instruct") and drafter.shown_text().endswith("…")
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
     assert pane.decoding.currentText().startswith("Speculative, prompt lookup")
+    assert pane.decoding.fontMetrics().horizontalAdvance(pane.decoding.shown_text()) <= pane.decoding.width()
 
 
 def test_the_graph_summary_is_as_tall_as_its_lines(qtbot, make_window):
