@@ -19,7 +19,9 @@ never rewritten.
 Chat branches: regenerating a reply or editing and resending a message keeps the earlier version. Each message
 records its parent (``parent_id``: the message before it on its branch, ``ROOT`` for a first message), versions of a
 message are the messages with the same parent, and a conversation shows one path, from its first message to
-``leaf_id``; choosing another version (:meth:`HistoryDB.select_version`) shows that version's latest continuation.
+``leaf_id``; choosing another version (:meth:`HistoryDB.select_version`) shows that version's continuation as last
+chosen: each message records the version after it shown last (``chosen_id``: switched to, or the newest written;
+NULL before schema version 5, when the newest is shown).
 Rows written before schema version 4 have no parent (NULL): each follows the row before it (``position`` orders a
 conversation's rows by creation), so earlier histories read as they did, without rewriting a row.
 """
@@ -101,6 +103,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
         "CREATE INDEX messages_by_parent ON messages(parent_id)",
     ),
+    # 5: the version of each message's continuation chosen last (NULL: none chosen, its newest is shown)
+    ("ALTER TABLE messages ADD COLUMN chosen_id INTEGER",),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: ``parent_id`` of a conversation's first message (and ``leaf_id`` of a conversation whose path is empty while its
@@ -518,8 +522,15 @@ class HistoryDB:
                 ),
             )
             self._set_leaf(conversation_id, int(cursor.lastrowid))
+            self._choose(parent, int(cursor.lastrowid))
             self._touch(conversation_id)
         return int(cursor.lastrowid)
+
+    def _choose(self, parent: int | None, message_id: int) -> None:
+        """Record ``message_id`` as the version shown after ``parent`` (None: a first message, which the
+        conversation's branch records)."""
+        if parent is not None:
+            self._db.execute("UPDATE messages SET chosen_id = ? WHERE id = ?", (message_id, parent))
 
     def select_version(self, message_id: int) -> int | None:
         """Show this version of a message: the conversation's branch goes through it and on to its latest
@@ -528,7 +539,9 @@ class HistoryDB:
         if row is None:
             return None
         tree = _Tree(self._rows(row["conversation_id"]), None)
-        self._set_leaf(row["conversation_id"], tree.latest_descendant(message_id))
+        with self.transaction():
+            self._choose(tree.parent(message_id), message_id)
+            self._set_leaf(row["conversation_id"], tree.latest_descendant(message_id))
         return row["conversation_id"]
 
     def update_message(
@@ -889,10 +902,13 @@ class _Tree:
         return [i for i in self.children.get(self.parents[message_id], []) if self.rows[i]["role"] == role]
 
     def latest_descendant(self, message_id: int) -> int:
-        """The end of this message's most recent continuation (the message itself when nothing follows it)."""
+        """The end of this message's continuation shown last: at each step the version chosen last (a version
+        switched to, or the newest one written), else the newest (the message itself when nothing follows it)."""
         node = message_id
         while self.children.get(node):
-            node = self.children[node][-1]
+            children = self.children[node]
+            chosen = self.rows[node]["chosen_id"] if "chosen_id" in self.rows[node].keys() else None
+            node = chosen if chosen in children else children[-1]
         return node
 
     def descendants(self, message_id: int) -> list[int]:

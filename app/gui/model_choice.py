@@ -184,7 +184,7 @@ class ModelChoice(QObject):
         pane = self.window.settings_pane
         pane.sampling.set_model_defaults(model_default(info.spec.target_dir))
         pane.set_max_position_embeddings(info.max_position_embeddings)
-        pane.set_precision_in_use(info.precision.describe())
+        pane.set_precision_in_use(info.precision)
 
     def refused(self, field: str, message: str) -> None:
         """The loader refused a setting: flag it where it is chosen."""

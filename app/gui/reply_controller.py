@@ -43,7 +43,7 @@ from ..backends.remote import READ_TIMEOUT_S, RemoteBackend, RemoteError
 from ..backends.remote_keys import load_api_key
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet
-from .history_db import HistoryDB, Message, write_error_text
+from .history_db import ROOT, HistoryDB, Message, write_error_text
 from .model_loader import ModelLoader
 from .reply_format import stopped_at_limit
 from .reply_recorder import ReplyRecorder
@@ -201,11 +201,17 @@ class ReplyController(QObject):
     def rewrite(self, message_id: int, text: str) -> int | None:
         """Save ``text`` as a new version of a user message (the earlier one, and what followed it, are kept as
         another branch); returns its conversation id, or None when nothing was changed (no such message, or a reply
-        streams)."""
+        streams). A chat still titled after its first message (not renamed by the user) is titled after the new
+        version when that message is the one edited."""
         message = self.db.message(message_id)
         if message is None or self.active is not None:
             return None
-        self.db.add_message(message.conversation_id, "user", text, replaces=message_id)
+        conversation = self.db.conversation(message.conversation_id)
+        with self.db.transaction():
+            self.db.add_message(message.conversation_id, "user", text, replaces=message_id)
+            first = message.parent_id == ROOT
+            if first and conversation is not None and conversation.title == title_from(message.content):
+                self.db.rename_conversation(message.conversation_id, title_from(text))
         return message.conversation_id
 
     def continue_reply(self, message_id: int) -> str | None:

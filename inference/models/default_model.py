@@ -231,7 +231,7 @@ def _build(
     check_cancel(cancel)
 
     config = hf_config_from_gguf(gguf_path)
-    say("Converting the GGUF to OpenVINO IR...")
+    say("Converting the download to OpenVINO's format...")
     export_ir(gguf_path)
     missing = missing_files(work, (*MODEL_FILES, *TOKENIZER_FILES))
     if missing:
@@ -240,7 +240,7 @@ def _build(
             "check that openvino-genai and openvino-tokenizers are installed at matching versions."
         )
     if bits == 4:
-        say("Giving the 4-bit IR the exact Q4_1 offsets of the GGUF...")
+        say("Copying the download's exact 4-bit weights into the model...")
         write_exact_q41_ir(gguf_path, work)
     gguf_path.unlink()  # the IR, tokenizer IRs and config.json suffice
 

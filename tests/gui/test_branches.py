@@ -42,12 +42,18 @@ def test_regenerate_and_edit_keep_every_version_and_the_switch_moves_between_the
     user = window.chat_view.message_widgets()[0]
     qtbot.waitUntil(user.isVisible, timeout=3000)
     assert user.version_label.text() == "2/2"
+    # the chat was titled after its first message: the title follows the edit (issue 35 item 6)
+    assert window.db.conversation(conversation_id).title == "Name a fruit."
+    assert window.chat_view.title_label.text() == "Name a fruit." and window.windowTitle().startswith("Name a fruit.")
+    assert window.conversation_list.item_for(conversation_id).text() == "Name a fruit."
     exported = tmp_path / "branch.json"
     window.conversations.export(exported, "json")
     assert [m["content"] for m in json.loads(exported.read_text())["messages"]][0] == "Name a fruit."
     click(qtbot, user.previous_version)
     qtbot.waitUntil(lambda: window.chat_view.fully_loaded and _shown(window)[0] == ("user", "Name a colour."), timeout=3000)
-    assert _shown(window)[1] == ("assistant", second.content)  # with its latest reply
+    # with the reply chosen under it (1/2, switched to above), not the latest (issue 35 item 6)
+    assert _shown(window)[1] == ("assistant", first.content)
+    assert window.chat_view.message_widgets()[-1].version_label.text() == "1/2"
     window.conversations.export(exported, "json")
-    assert [m["content"] for m in json.loads(exported.read_text())["messages"]] == ["Name a colour.", second.content]
+    assert [m["content"] for m in json.loads(exported.read_text())["messages"]] == ["Name a colour.", first.content]
     assert window.db.conversation(conversation_id).message_count == 5  # 2 questions, 3 replies: nothing lost

@@ -25,7 +25,7 @@ from app.gui.history_db import (
 def test_new_database_is_wal_and_current(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     assert db.journal_mode == "wal"
-    assert db.schema_version == SCHEMA_VERSION == 4
+    assert db.schema_version == SCHEMA_VERSION == 5
     db.close()
 
 
@@ -415,7 +415,7 @@ def test_a_version_3_history_keeps_its_json_output_chats_when_it_gets_branches(t
     raw.commit()
     raw.close()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 4
+    assert db.schema_version == SCHEMA_VERSION == 5
     assert db.conversation(1).json_output is True
     assert [(m.role, m.content) for m in db.messages(1)][-2:] == [("user", "Tell a joke"), ("assistant", "No.")]
 
@@ -425,7 +425,7 @@ def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
     _version_2_history(path)
     raw_before = sqlite3.connect(path).execute("SELECT id, position, role, content FROM messages").fetchall()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 4
+    assert db.schema_version == SCHEMA_VERSION == 5
     messages = db.messages(1)
     assert [(m.role, m.content) for m in messages] == [("user", "Hi"), ("assistant", "Hello!"), ("user", "Tell a joke"),
                                                        ("assistant", "No.")]  # fmt: skip
@@ -473,3 +473,27 @@ def test_editing_the_first_message_starts_a_second_root(tmp_path):
     db.delete_message(failed)  # a regenerated reply that failed: the earlier version shows again
     assert [m.content for m in db.messages(c)] == ["one", "reply one"]
     db.close()
+
+
+def test_switching_back_to_a_first_message_shows_the_reply_version_chosen_under_it(tmp_path):
+    """Reply 2 of 3 was chosen under version 1 of the first message; after an edit (version 2) and a switch back to
+    version 1, reply 2/3 shows again, not the newest 3/3 (issue 35 item 6). The choice outlives the process."""
+    path = tmp_path / "h.sqlite3"
+    db = HistoryDB(path)
+    c = db.create_conversation("t")
+    first = db.add_message(c, "user", "one")
+    replies = [db.add_message(c, "assistant", "reply a")]
+    for text in ("reply b", "reply c"):
+        replies.append(db.add_message(c, "assistant", text, replaces=replies[-1]))
+    db.select_version(replies[1])
+    assert [(m.content, m.version) for m in db.messages(c)][-1] == ("reply b", 2)
+    db.add_message(c, "user", "uno", replaces=first)
+    db.add_message(c, "assistant", "respuesta")
+    db.select_version(first)
+    shown = db.messages(c)
+    assert [(m.content, m.version, len(m.versions)) for m in shown] == [("one", 1, 2), ("reply b", 2, 3)]
+    db.close()
+    reopened = HistoryDB(path)
+    reopened.select_version(first)  # (again, in another process)
+    assert [m.content for m in reopened.messages(c)] == ["one", "reply b"]
+    reopened.close()

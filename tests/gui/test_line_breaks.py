@@ -62,3 +62,16 @@ def test_draft_highlighting_follows_the_inserted_breaks(qtbot):
     spans = [[14, 21]]  # "violets"
     view.set_markdown(text, spans, highlight=True)
     assert view.highlighted_text() == ["violets"]
+
+
+def test_a_user_messages_code_fence_is_shown_as_a_code_block_like_a_replys(qtbot):
+    """A user's fenced code was shown as plain text, fences and all, while replies showed code blocks; the text
+    around it stays as typed (issue 35 item 6)."""
+    typed = "Why does this fail?\n*stars* stay\n\n```python\nprint(1 +)\n```\nThanks"
+    widget = MessageWidget(_message("user", typed))
+    qtbot.addWidget(widget)
+    [block] = widget.body.code_blocks()
+    assert block.code == "print(1 +)" and block.language == "python"
+    assert [view.toPlainText() for view in widget.body.text_views()] == ["Why does this fail?\n*stars* stay", "Thanks"]
+    assert widget.body.markdown == typed  # copied as typed
+    assert "```" not in widget.body.toPlainText()

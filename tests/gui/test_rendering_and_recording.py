@@ -260,3 +260,24 @@ def test_highlighting_in_code_hits_the_drafted_letters_after_characters_outside_
             iterator += 1
         document_block = document_block.next()
     assert marked == ["𠀀", "name"]
+
+
+def test_switching_the_theme_keeps_a_code_blocks_sideways_scroll(view, qtbot):
+    """A code block scrolled sideways went back to its first column when the theme changed (issue 35 item 6)."""
+    from PySide6.QtWidgets import QApplication
+
+    long_line = "x = [" + ", ".join(f"item_{i}" for i in range(60)) + "]"
+    view.set_markdown(f"Look:\n\n```python\n{long_line}\n```")
+    [block] = view.code_blocks()
+    bar = block.text.horizontalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 200, timeout=3000)
+    bar.setValue(200)
+    before = theme.current()
+    try:
+        theme.apply(QApplication.instance(), theme.DARK if before is theme.LIGHT else theme.LIGHT)
+        view.restyle()
+        assert block.text.document().toPlainText() == long_line  # (rendered again, in the other theme's colours)
+        assert bar.value() == 200
+    finally:
+        theme.apply(QApplication.instance(), before)
+        view.restyle()

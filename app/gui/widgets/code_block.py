@@ -223,6 +223,7 @@ class CodeBlock(QFrame):
         self.lexer_name = self._lexer.name if self._lexer is not None else ""
         self.language_label.setText(self.lexer_name or (language.split()[0] if language.split() else "") or "code")
         self.text.setAccessibleName(f"Code, {self.language_label.text()}")
+        sideways = self.text.horizontalScrollBar().value()  # kept when the theme or the streamed code changes
         document = self.text.document()
         document.setHtml(f'<pre style="margin:0; color:{current.text};">{highlighted_html(code, self._lexer, current)}</pre>')
         if highlight and spans:
@@ -235,6 +236,7 @@ class CodeBlock(QFrame):
                 cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
                 cursor.mergeCharFormat(fmt)
         self.text.fit_height()
+        self.text.horizontalScrollBar().setValue(sideways)
 
     def copy(self) -> None:
         """Copy the code (without its fences) to the clipboard; the Copy code button says "Copied" for a moment."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QPalette, QTextDocument
 from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from inference.events import ContextRolled, Finished, StepStats
@@ -154,14 +154,8 @@ class LiveGraph(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
-        self.summary = QLabel(PLACEHOLDER)
+        self.summary = SummaryLabel(PLACEHOLDER)
         self.summary.setObjectName("graphSummary")
-        self.summary.setWordWrap(True)
-        self.summary.setTextFormat(Qt.TextFormat.RichText)
-        # two lines, always: a summary that grew to a third line (or shrank) would resize the plot below, and
-        # re-laying out a plot costs ~10 ms
-        self.summary.setFixedHeight(2 * self.summary.fontMetrics().lineSpacing() + 4)
-        self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.summary)
 
         selector = QHBoxLayout()
@@ -429,6 +423,51 @@ class LiveGraph(QWidget):
         if rolls:
             parts.append(f"{rolls} roll{'s' if rolls != 1 else ''}")
         return " · ".join(parts)
+
+
+class SummaryLabel(QLabel):
+    """The graph's word-wrapped summary, as tall as its lines and never less than two: its height changes only when
+    its number of lines does (a third line was cut in half at 1366 px), since re-laying out the plot below costs
+    ~10 ms and the summary changes with every token.
+    """
+
+    MIN_LINES = 2
+
+    def __init__(self, text: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWordWrap(True)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.setText(text)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
+        """Show ``text`` and fit the height to its lines."""
+        if text != self.text():
+            super().setText(text)
+            self._fit_height()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Fit the height to the lines at the new width."""
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._fit_height()
+
+    def needed_height(self) -> int:
+        """The height the text takes at the label's width, in pixels (QLabel.heightForWidth would answer at least
+        the fixed height set before)."""
+        document = QTextDocument()
+        document.setDocumentMargin(0)
+        document.setDefaultFont(self.font())
+        document.setHtml(self.text())
+        document.setTextWidth(self.contentsRect().width())
+        margins = self.contentsMargins()
+        return math.ceil(document.size().height()) + margins.top() + margins.bottom()
+
+    def _fit_height(self) -> None:
+        least = self.MIN_LINES * self.fontMetrics().lineSpacing() + 4
+        height = max(self.needed_height() + 2, least) if self.width() > 0 else least
+        if height != self.height():
+            self.setFixedHeight(height)
 
 
 class SecondsAxis(pg.AxisItem):

@@ -489,9 +489,14 @@ class MarkdownView(QWidget):
         self._show_parts(parts or [("text", "", [], "", True)], plain=False)
 
     def set_plain_text(self, text: str) -> None:
-        """Show ``text`` as typed: no Markdown, every line break kept (user messages)."""
+        """Show ``text`` as typed: no Markdown, every line break kept (user messages), but its fenced code blocks
+        shown as code blocks, as a reply's are."""
         self._markdown, self._spans, self._highlight, self._plain = text, [], False, True
-        self._show_parts([("text", text, [], "", True)], plain=True)
+        parts = [
+            (s.kind, s.content.strip("\n") if s.kind == "text" else s.content, [], s.language, s.complete)
+            for s in segments(text)
+        ]
+        self._show_parts(parts or [("text", text, [], "", True)], plain=True)
 
     def set_highlight(self, highlight: bool) -> None:
         """Turn draft-token highlighting on or off (plain text is never highlighted)."""
@@ -503,7 +508,9 @@ class MarkdownView(QWidget):
         for part in self.parts:
             if isinstance(part, TextView):
                 part.restyle()
-        if self.code_blocks():
+        if self.code_blocks() and self._plain:
+            self.set_plain_text(self._markdown)
+        elif self.code_blocks():
             self.set_markdown(self._markdown, self._spans, self._highlight)
 
     def highlighted_text(self) -> list[str]:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 from inference.models.default_model import DEFAULT_MODEL_NAME, default_model_dir
 from inference.models.store import SUPPORTED_BITS, ModelManifest, model_labels
 
+from .elided_combo import ElidedComboBox
 from .elided_label import ElidedLabel
 
 
@@ -47,7 +48,7 @@ class ModelPicker(QWidget):
         self._remote_label: str | None = None
         self._remote_active = False
         self._remote_problem: str | None = None
-        self.combo = QComboBox()
+        self.combo = ElidedComboBox()
         self.combo.setObjectName("modelPicker")
         self.combo.setAccessibleName("Model")
         self.combo.setMinimumContentsLength(34)

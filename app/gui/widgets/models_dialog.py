@@ -49,10 +49,12 @@ from inference.models.importing import classify_source, import_model
 from inference.models.progress import ProgressEvent
 
 from ...background import DaemonThreadExecutor, run_in, threadsafe
+from .elided_combo import ElidedComboBox
 
 INSTALLED_COLUMNS = ("Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added")
 #: The column that says whether the rolling context can shift a model's keys (it has its own tooltip).
 ENDLESS_COLUMN = INSTALLED_COLUMNS.index("Endless chats")
+SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 
 
@@ -157,8 +159,10 @@ class ModelsDialog(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(SOURCE_COLUMN, QHeaderView.Stretch)  # the longest text gets the room left
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
         self.remove_button = QPushButton("Remove…")
@@ -168,8 +172,8 @@ class ModelsDialog(QDialog):
         row.addStretch(1)
         row.addWidget(self.remove_button)
 
-        self.target_combo = QComboBox()
-        self.draft_combo = QComboBox()
+        self.target_combo = ElidedComboBox()
+        self.draft_combo = ElidedComboBox()
         self.pair_button = QPushButton("Check pair")
         self.pair_button.clicked.connect(self.check_pair)
         self.pair_result = QLabel("Choose a target and a draft: they must share a tokenizer.")
@@ -289,7 +293,10 @@ class ModelsDialog(QDialog):
                     if manifest.rope_supported is False
                     else "yes: the oldest tokens are forgotten as the chat goes on (position encoding RoPE)"
                 )
-                item.setToolTip(endless if column == ENDLESS_COLUMN else tip)
+                if column == ENDLESS_COLUMN:
+                    item.setToolTip(endless)
+                else:  # (a Source cut with "…" is whole in its tooltip)
+                    item.setToolTip(f"Source: {text}\n{tip}" if column == SOURCE_COLUMN else tip)
                 self.table.setItem(row, column, item)
         targets = store.target_models(self._manifests)  # a draft head drafts only: it is never a target
         for combo, manifests in ((self.target_combo, targets), (self.draft_combo, self._manifests)):

@@ -34,6 +34,7 @@ from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PE
 
 from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
 from ..settings_store import AppSettings, SettingsStore
+from .elided_combo import ElidedComboBox
 from .fold import Fold
 from .setting_row import add_setting
 
@@ -79,7 +80,7 @@ class SamplingGroup(QGroupBox):
         form.setContentsMargins(8, 4, 8, 6)  # spacing and margins as the pane's other groups
         form.setVerticalSpacing(2)
 
-        self.preset = QComboBox()
+        self.preset = ElidedComboBox()
         self.preset.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.preset.setMinimumContentsLength(6)  # long preset names are elided, not widening the pane
         self.preset.setObjectName("setting_sampling_preset")
@@ -148,7 +149,7 @@ class SamplingGroup(QGroupBox):
         self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off")
         self.repetition_penalty = self._double(
             more, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
-            "Lowers tokens seen in the last 64 tokens (prompt included), as llama.cpp does; 1 = off, 1.1 is common",
+            "Makes words already used less likely: tokens seen in the last 64 tokens (prompt included); 1 = off, 1.1 is common",
         )
         bound = MAX_PRESENCE_FREQUENCY_PENALTY
         self.presence_penalty = self._double(

@@ -32,10 +32,12 @@ from PySide6.QtWidgets import (
 
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
+from inference.precision import NumericPrecision
 from inference.settings import MAX_K, MIN_N_CTX, Decoding
 
 from ..settings_store import AppSettings, SettingsStore
 from .dialogs import choose_file
+from .elided_combo import ElidedComboBox
 from .fold import Fold
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
@@ -112,7 +114,7 @@ class SettingsPane(QScrollArea):
         layout.setSpacing(4)
 
         model = self._group(layout, "Model and decoding")
-        self.bits = QComboBox()
+        self.bits = ElidedComboBox()
         for bits, label in BIT_WIDTHS.items():
             self.bits.addItem(label, bits)
         self._bits_row = self._row(
@@ -121,7 +123,7 @@ class SettingsPane(QScrollArea):
             "4-bit is the fastest and as accurate as the original.",
         )  # fmt: skip
         self._model_form = model  # the bit-width rows show while the default model is the target (set_settings)
-        self.decoding = QComboBox()
+        self.decoding = ElidedComboBox()
         for decoding in Decoding:
             self.decoding.addItem(decoding.label, decoding.value)
         self._decoding_row = self._row(
@@ -131,7 +133,7 @@ class SettingsPane(QScrollArea):
             "the same text; sampled: replies as likely as plain decoding's)",
             DECODING_HELP[Decoding(self.decoding.currentData()).speculative],
         )  # fmt: skip
-        self.draft_model = QComboBox()
+        self.draft_model = ElidedComboBox()
         self._model_draft = ""  # the draft model chosen ("" = none), kept while prompt lookup is shown
         self._preselected = ""  # the draft taken when draft-model decoding is chosen without one (set_models)
         self.draft_model.setMinimumContentsLength(8)
@@ -185,11 +187,17 @@ class SettingsPane(QScrollArea):
         advanced_form.setContentsMargins(8, 0, 8, 0)
         layout.addLayout(advanced_form)
         advanced = self.advanced.form
-        self.target_device = QComboBox()
-        self._row(advanced, "target_device", "Device", self.target_device, "OpenVINO device of the model (CPU, GPU, NPU)")
-        self.draft_device = QComboBox()
-        self._row(advanced, "draft_device", "Drafter's device", self.draft_device, "OpenVINO device of the draft model")
-        self.precision = QComboBox()
+        self.target_device = ElidedComboBox()
+        self._row(
+            advanced, "target_device", "Device", self.target_device, "OpenVINO device of the model (CPU, GPU, NPU)",
+            "The chip the model runs on.",
+        )  # fmt: skip
+        self.draft_device = ElidedComboBox()
+        self._row(
+            advanced, "draft_device", "Drafter's device", self.draft_device, "OpenVINO device of the draft model",
+            "The chip the drafter runs on.",
+        )  # fmt: skip
+        self.precision = ElidedComboBox()
         for key, label in PRECISIONS.items():
             self.precision.addItem(label, key)
         self._row(
@@ -197,26 +205,29 @@ class SettingsPane(QScrollArea):
             "Compute precision of the model. Auto and f32 make greedy speculative replies equal plain decoding's. "
             "On CPUs with AMX or AVX512_BF16, Auto reads long prompts in bf16 (about 3x sooner); f32 also reads them "
             "in f32, so a reply never depends on how its prompt was read; bf16 rounds the two modes differently",
+            "How finely the model computes: f32 is exact, bf16 faster.",
         )
-        self.kv_cache_precision = QComboBox()
+        self.kv_cache_precision = ElidedComboBox()
         for key, label in KV_PRECISIONS.items():
             self.kv_cache_precision.addItem(label, key)
         self._row(
             advanced, "kv_cache_precision", "Memory precision (KV cache)", self.kv_cache_precision,
             "How the model's memory of the chat (the KV cache) is stored. Auto = f32 with f32 compute; u8 takes a "
             "quarter of the memory but is not exact",
+            "How the chat's memory is kept: u8 is smaller, not exact.",
         )
         self.precision_in_use = QLabel()
         self.precision_in_use.setObjectName("hint")
         self.precision_in_use.setWordWrap(True)
         self.precision_in_use.setToolTip("What OpenVINO reports for the loaded model")
-        advanced.addRow("In use", self.precision_in_use)
+        advanced.addRow("Precision in use", self.precision_in_use)
         self.n_keep = QSpinBox()
         self.n_keep.setRange(-1, BIG)
         self.n_keep.setSpecialValueText("auto (system prompt)")
         self._row(
             advanced, "n_keep", "Always kept (n_keep)", self.n_keep,
             "n_keep: tokens at the start of the chat that are never forgotten; auto keeps the system prompt",
+            "Tokens at the start that are never forgotten.",
         )  # fmt: skip
         self.n_discard = QSpinBox()
         self.n_discard.setRange(-1, BIG)
@@ -225,6 +236,7 @@ class SettingsPane(QScrollArea):
             advanced, "n_discard", "Forgotten at once (n_discard)", self.n_discard,
             "n_discard: tokens forgotten from the oldest end each time the memory is full; auto forgets half of "
             "n_ctx - n_keep",
+            "Tokens forgotten at once when the memory is full.",
         )  # fmt: skip
 
         self.fields.update(self.sampling.fields)
@@ -395,9 +407,12 @@ class SettingsPane(QScrollArea):
             self.draft_model.blockSignals(blocked)
         self._show_decoding_in_draft_list()
 
-    def set_precision_in_use(self, text: str) -> None:
-        """Show the loaded target's precision as OpenVINO reports it ("" while none is loaded)."""
-        self.precision_in_use.setText(text or "no model loaded")
+    def set_precision_in_use(self, precision: NumericPrecision | None) -> None:
+        """Show the loaded target's precision as OpenVINO reports it, in plain words (None while none is loaded);
+        the tooltip gives OpenVINO's own terms."""
+        self.precision_in_use.setText(precision_in_words(precision) if precision else "no model loaded")
+        terms = f"OpenVINO reports: {precision.describe()}" if precision else "What OpenVINO reports for the loaded model"
+        self.precision_in_use.setToolTip(terms)
 
     def set_max_position_embeddings(self, value: int | None) -> None:
         """The loaded target's longest position: the upper bound of n_ctx (re-validates)."""
@@ -557,3 +572,24 @@ class SettingsPane(QScrollArea):
         self._select_draft(folder)
         if missing:
             self.flag("draft_model", f"{folder} is not a model folder: missing {', '.join(missing)}")
+
+
+#: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
+_TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
+
+
+def precision_in_words(precision: NumericPrecision) -> str:
+    """What the "In use" row says of ``precision``: "Computing: full (f32) · chat memory (KV cache): full (f32) ·
+    exact" and, when they are on, rounding of activations (dynamic quantization) and how long prompts are read."""
+
+    def words(type_name: str) -> str:
+        return _TYPE_WORDS.get(type_name, type_name or "the device's default")
+
+    parts = [f"Computing: {words(precision.inference)}", f"chat memory (KV cache): {words(precision.kv_cache)}"]
+    if precision.dynamic_quantization_group_size > 0:
+        size = precision.dynamic_quantization_group_size
+        parts.append(f"inputs rounded to 8 bits in groups of {size} (dynamic quantization)")
+    if precision.prefill:
+        parts.append(f"long prompts read in {words(precision.prefill)}")
+    parts.append("exact" if precision.exact else "fast, not exact")
+    return " · ".join(parts)

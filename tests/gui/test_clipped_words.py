@@ -1,0 +1,90 @@
+"""Nothing is cut mid-word at 1366x768 (issue 35 item 5): combos elide their text with "…" and name it whole on
+hover, the live graph's summary is as tall as its lines, the Models dialog's Source is whole in its tooltip."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from conftest import FAST
+
+from app.gui.widgets.elided_combo import ElidedComboBox
+
+
+def test_a_combo_narrower_than_its_text_elides_it_and_names_it_whole_on_hover(qtbot):
+    combo = ElidedComboBox()
+    qtbot.addWidget(combo)
+    combo.addItem("Speculative, prompt lookup (copies from the chat)")
+    combo.addItem("Plain")
+    combo.setToolTip("How the reply is written")
+    combo.setFixedWidth(160)
+    combo.show()
+    qtbot.waitExposed(combo)
+    shown = combo.shown_text()
+    assert shown.endswith("…") and shown[:-1] == combo.currentText()[: len(shown) - 1]
+    assert combo.fontMetrics().horizontalAdvance(shown) <= 160
+    assert combo.hover_text() == "Speculative, prompt lookup (copies from the chat)\nHow the reply is written"
+    combo.setCurrentIndex(1)  # a text that fits: shown whole, the tip alone on hover
+    assert combo.shown_text() == "Plain" and not combo.is_elided() and combo.hover_text() == "How the reply is written"
+
+
+def test_at_1366x768_every_combo_shows_whole_words_or_an_ellipsis(qtbot, make_window, int8_dir):
+    """A newcomer saw "SmolLM2-135M-Instruct-he", "Speculative, prompt lookur", "(none with this tokenizer: use":
+    each combo's text is either shown whole or cut with "…", and what it shows fits its field in pixels."""
+    window = make_window(FAST.with_values(decoding="spec_model"))  # the draft head, preselected
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
+    qtbot.wait(50)
+    pane = window.settings_pane
+    combos = [window.model_picker.combo, pane.decoding, pane.draft_model, pane.sampling.preset]
+    for combo in combos:
+        assert isinstance(combo, ElidedComboBox), combo.objectName()
+        shown, whole = combo.shown_text(), combo.currentText()
+        assert shown == whole or (shown.endswith("…") and whole.startswith(shown[:-1])), (shown, whole)
+        assert combo.fontMetrics().horizontalAdvance(shown) <= combo.width(), (shown, combo.width())
+        if combo.is_elided():
+            assert combo.hover_text().startswith(whole)
+    drafter = pane.draft_model  # its name is longer than its box at this width (the README's screenshots)
+    assert drafter.currentText().startswith("SmolLM2-135M-Instruct-head") and drafter.is_elided()
+    assert drafter.shown_text().startswith("SmolLM2-135M-Instruct") and drafter.shown_text().endswith("…")
+    pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
+    assert pane.decoding.currentText().startswith("Speculative, prompt lookup")
+    assert pane.decoding.fontMetrics().horizontalAdvance(pane.decoding.shown_text()) <= pane.decoding.width()
+
+
+def test_the_graph_summary_is_as_tall_as_its_lines(qtbot, make_window):
+    """A third line of the side panel's summary was cut in half at 1366 px: the label is as tall as its text needs
+    (two lines at least, so that the plot below moves only when a line is added or goes)."""
+    window = make_window(FAST, start=False)
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.width() == 1366 and window.live_graph.isVisible(), timeout=3000)
+    summary = window.live_graph.summary
+    summary.setText("Last reply: " + "speculative 61.3 tokens/s, 1.42x plain decoding, acceptance rate 43% · " * 3)
+    qtbot.wait(20)
+    needed = summary.needed_height()
+    assert needed >= 3 * summary.fontMetrics().lineSpacing()  # (three lines or more at this width)
+    assert summary.height() >= needed  # (it was two lines high, always)
+    long_height = summary.height()
+    summary.setText("Last reply: 20.1 tokens/s.")
+    qtbot.wait(20)
+    assert summary.needed_height() <= summary.height() < long_height
+
+
+def test_the_models_dialog_names_a_long_source_whole(qtbot, qasync_loop, tmp_path, monkeypatch, int4_dir):
+    """The Source column showed "shipped with SpecChat (trained by tool…" and its tooltip did not say the rest."""
+    from app.gui.widgets import models_dialog
+    from inference.models import store
+
+    source = "shipped with SpecChat (trained by tools/draft_head on its committed conversations, 2 epochs)"
+    manifest = replace(store.read_manifest(int4_dir), source=source)
+    monkeypatch.setattr(store, "installed_models", lambda: [manifest])
+    dialog = models_dialog.ModelsDialog()
+    qtbot.addWidget(dialog)
+    dialog.resize(900, 500)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    item = dialog.table.item(0, models_dialog.SOURCE_COLUMN)
+    assert item.text() == source and item.toolTip().startswith(f"Source: {source}\n")
+    header = dialog.table.horizontalHeader()
+    others = sum(header.sectionSize(c) for c in range(header.count()) if c != models_dialog.SOURCE_COLUMN)
+    # the Source column takes the room the other columns leave (it was one text's width, pushed past the edge)
+    assert header.sectionSize(models_dialog.SOURCE_COLUMN) >= dialog.table.viewport().width() - others - 2
