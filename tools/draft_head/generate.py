@@ -97,7 +97,7 @@ class Target:
 
         from inference.model import lm_head
 
-        from .target import layer_outputs
+        from .target import add_layer_features
 
         self.folder = folder
         self.layers = tuple(layers)
@@ -118,12 +118,9 @@ class Target:
             ops.squeeze(peak, ops.constant(np.array([-1]))),
         )
         top = ops.topk(logits, ops.constant(np.array(1)), -1, "max", "none", ov.Type.i32)
-        normalized = [  # RMS-normalized (the head normalizes them anyway): mid layers reach 2e4, near float16's 65504
-            ops.divide(x, ops.sqrt(ops.add(ops.reduce_mean(ops.multiply(x, x), ops.constant(np.array([-1])), True),
-                                           ops.constant(np.array(1e-6, dtype=np.float32)))))
-            for x in layer_outputs(model, self.layers)
-        ]
-        model.add_outputs([head.input_value(0), lse.output(0), top.output(1)] + [n.output(0) for n in normalized])
+        model.add_outputs([head.input_value(0), lse.output(0), top.output(1)])
+        if self.layers:
+            add_layer_features(model, self.layers)  # the last output: float32 [1, S, len(layers), hidden]
         exact = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
         if threads:
             exact["INFERENCE_NUM_THREADS"] = threads
@@ -189,9 +186,9 @@ class Target:
         )
         outputs = request.results
         values = list(outputs.values())
-        extra = len(self.layers)
+        extra = 1 if self.layers else 0
         hidden, lse, top = values[-3 - extra], values[-2 - extra], values[-1 - extra]
-        layers = np.stack([v[0] for v in values[len(values) - extra:]], axis=1).astype(np.float16) if extra else None
+        layers = values[-1][0].astype(np.float16) if extra else None
         return hidden[0].astype(np.float16), lse[0].astype(np.float32), top[0, :, 0].astype(np.int32), layers
 
 

@@ -69,3 +69,28 @@ def layer_outputs(model: ov.Model, layers: tuple[int, ...] | list[int]) -> list[
         if not 0 <= layer < count:
             raise ValueError(f"layer {layer} out of range: the graph has {count} decoder layers")
     return [streams[2 * (layer + 1)] for layer in layers]
+
+
+#: Output tensor name of ``add_layer_features``' output: float32 ``[B, S, len(layers), hidden]``.
+LAYER_FEATURES = "layer_features"
+
+
+def add_layer_features(model: ov.Model, layers: tuple[int, ...] | list[int]) -> ov.Output:
+    """Add an output ``LAYER_FEATURES`` to ``model`` (in place): the outputs of decoder layers ``layers``
+    (``layer_outputs``), each divided by its root mean square over the hidden axis (``sqrt(mean(x^2) + 1e-6)``;
+    the head RMS-normalizes them anyway, and the raw mid-layer outputs of the default model reach 2e4, near
+    float16's limit), stacked: float32 ``[B, S, len(layers), hidden]`` for every position fed. What a fused head
+    (``head.HeadConfig.fused``) reads beside the final hidden state; ``generate.Target`` stores it per position."""
+    import openvino.opset13 as ops
+
+    axis = ops.constant(np.array([-1]))
+    normalized = [
+        ops.unsqueeze(ops.divide(x, ops.sqrt(ops.add(ops.reduce_mean(ops.multiply(x, x), axis, True),
+                                                     ops.constant(np.array(1e-6, dtype=np.float32))))),
+                      ops.constant(np.array([2])))
+        for x in layer_outputs(model, layers)
+    ]
+    stacked = ops.concat(normalized, 2)
+    stacked.output(0).get_tensor().set_names({LAYER_FEATURES})
+    model.add_outputs([stacked.output(0)])
+    return stacked.output(0)
