@@ -202,3 +202,31 @@ def test_streamed_training_starts_from_the_head_learns_and_resumes_to_the_same_w
     assert _stream(fused_data, tmp_path / "resumed", "--resume") == 0  # finished: a rerun changes nothing
     again = torch.load(tmp_path / "resumed" / "head.pt", map_location="cpu", weights_only=False)
     assert len(again["history"]) == len(resumed["history"])
+
+
+def test_the_shipped_head_read_back_computes_what_its_ir_computes():
+    """The head the long run starts from (``fused_run.sh --init-head``): the default model's, as the app runs it."""
+    from inference.models.default_head import shipped_head
+
+    folder = shipped_head()
+    read = import_ir.head_state(folder)
+    head = DraftHead(HeadConfig(**read["config"]), read["head"]["table"])
+    head.load_state_dict(read["head"])
+    vocab = np.asarray(read["vocab"])
+    generator = np.random.default_rng(0)
+    count = 12
+    ids = vocab[generator.integers(3, 2000, count)][None]  # tokens of the draft vocabulary
+    hidden = generator.standard_normal((1, count, head.config.hidden)).astype(np.float32)
+    request = ov.Core().compile_model(folder / "openvino_model.xml", "CPU",
+                                      {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+    request.infer({"input_ids": ids, "hidden_states": hidden, "attention_mask": np.ones((1, count), dtype=np.int64),
+                   "position_ids": np.arange(count)[None], "beam_idx": np.zeros(1, dtype=np.int32),
+                   "logits_to_keep": np.asarray([count])})
+    expected = request.get_tensor("logits").data[0]
+    to_draft = train.draft_index(vocab, int(json.loads((folder / "draft_head.json").read_text())["target"]["vocab_size"]))
+    with torch.no_grad():
+        g, _ = head(torch.from_numpy(hidden), torch.from_numpy(to_draft[ids]), torch.arange(count)[None])
+        logits = head.logits(g)[0].numpy()
+    assert logits.shape == expected.shape == (count, len(vocab))
+    np.testing.assert_allclose(logits, expected, rtol=1e-3, atol=2e-3)
+    assert (logits.argmax(-1) == expected.argmax(-1)).all()
