@@ -107,3 +107,30 @@ def test_without_shards_a_rebuild_covers_the_whole_corpus(first_run, tiny_ir, tm
                           str(first_run / "conversations"), "--shard-size", "4", "--max-new-tokens", "6"]) == 0
     assert corpus.shard_indices(first_run / "conversations") == [0, 1]
     assert generate.shard_path(tmp_path / "data", 1).is_file()  # DEFAULT_SHARDS alone would stop after shard 0
+
+
+def test_a_rebuild_with_layer_features_stores_them_first_shards_first_and_resumes_only_with_them(
+        first_run, tiny_ir, tmp_path, monkeypatch):
+    monkeypatch.setattr(generate.Target, "generate", lambda *a, **k: pytest.fail("nothing should be generated"))
+    built = []
+    write = generate.write_data_shard
+    monkeypatch.setattr(generate, "write_data_shard", lambda target, out, arrays, records, entry: (
+        built.append(entry["index"]), write(target, out, arrays, records, entry))[1])
+    _generate(tiny_ir, tmp_path / "data", first_run / "conversations", "--layers", "0", "--threads", "1",
+              "--first", "1")
+    assert built == [1, 0]
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    assert manifest["feature_layers"] == [0] and [s["index"] for s in manifest["shards"]] == [0, 1]
+    for index in (0, 1):
+        plain = _load(generate.shard_path(first_run / "data", index))
+        fused = _load(generate.shard_path(tmp_path / "data", index))
+        for name, values in plain.items():
+            assert np.array_equal(values, fused[name]), name  # the features beside them change nothing
+        layers = fused["layers"].astype(np.float32)
+        assert layers.shape == (len(plain["tokens"]), 1, plain["hidden"].shape[1]) and layers.dtype != np.float64
+        # the one layer's output, RMS-normalized, is the final hidden state up to the final norm's weight and eps:
+        # the ratio of the two is one vector times one number per position
+        ratio = plain["hidden"].astype(np.float32) / layers[:, 0]
+        np.testing.assert_allclose(ratio / ratio[:1], (ratio / ratio[:1])[:, :1] * np.ones_like(ratio), rtol=2e-2)
+    with pytest.raises(SystemExit, match="--layers"):
+        _generate(tiny_ir, tmp_path / "data", first_run / "conversations")

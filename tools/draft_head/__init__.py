@@ -14,5 +14,10 @@
 4. ``python -m tools.draft_head.datastore_check --data DATA``: would a datastore of the target's own replies
    (REST) add to the head? Both scored teacher-forced on the held-out greedy replies (``datastore_check.py``).
 
+5. ``tools/draft_head/fused_run.sh DATA``: the fused head's long run (EAGLE-3's low/mid-layer features and a
+   training-time test over three drafting steps, continued from the shipped head on every shard, streamed,
+   resumable; ``generate.py --layers``, ``train.py --stream-shards --init-head``, ``import_ir.py``); ``python -m
+   tools.draft_head.fused_cost --model MODEL`` measures what the extra target outputs cost a one-token pass.
+
 The engine side is ``inference/draft_head.py`` (loading) and ``inference/drafting.py``'s ``HeadDrafter``.
 """

@@ -22,10 +22,16 @@ Shards of a data folder made before the corpus are copied into it.
 3. **Hidden states**: one teacher-forced pass per conversation through the target IR compiled exactly as the app
    decodes (f32, f32 KV cache, no dynamic quantization), which returns for every position the final hidden state
    (the LM head's input, float16 ``[576]``), the log of the softmax normalizer over the full vocabulary
-   (``lse``, float32: the target's probability of any token is ``exp(E[token] . h - lse)``) and the argmax token.
+   (``lse``, float32: the target's probability of any token is ``exp(E[token] . h - lse)``) and the argmax token;
+   with ``--layers``, also the outputs of those decoder layers (EAGLE-3's low- and mid-level features, arXiv
+   2503.01840; ``target.layer_outputs``), each divided by its root mean square over the hidden axis.
 4. **Write**: ``tokens`` int32 ``[N]``, ``offsets`` int64 ``[n + 1]`` (conversation i is
    ``tokens[offsets[i]:offsets[i + 1]]``), ``prompt_lengths`` int32 ``[n]``, ``greedy`` bool ``[n]``, ``hidden``
-   float16 ``[N, hidden]``, ``lse`` float32 ``[N]``, ``argmax`` int32 ``[N]``.
+   float16 ``[N, hidden]``, ``lse`` float32 ``[N]``, ``argmax`` int32 ``[N]``; with ``--layers``, ``layers``
+   float16 ``[N, len(layers), hidden]`` (the manifest's ``feature_layers`` names them).
+
+A rebuild that shares 2 cores with other work: ``--threads 1`` (OpenVINO's ``INFERENCE_NUM_THREADS``) under ``nice``;
+``--first`` builds the named shards before the rest (e.g. the held-out shards and those never trained on).
 
 Shards whose index is a multiple of ``HELD_OUT_EVERY`` are the held-out split; training never reads them.
 """
@@ -80,22 +86,24 @@ class Target:
 
     Args:
         folder: the model folder (OpenVINO IR + tokenizer IRs), e.g. the installed default model.
+        layers: decoder layers (0-based) whose outputs ``features`` also returns (EAGLE-3's fused features).
+        threads: OpenVINO's ``INFERENCE_NUM_THREADS`` for both (0: its default, every core).
     """
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, layers: tuple[int, ...] = (), threads: int = 0):
         import openvino as ov
         import openvino.opset13 as ops
         import openvino_genai
 
         from inference.model import lm_head
 
+        from .target import add_layer_features
+
         self.folder = folder
+        self.layers = tuple(layers)
+        self.threads = threads
         self.tokenizer = openvino_genai.Tokenizer(str(folder))
-        scheduler = openvino_genai.SchedulerConfig()
-        scheduler.cache_size = 2
-        scheduler.max_num_batched_tokens = 1024
-        scheduler.dynamic_split_fuse = True
-        self.pipeline = openvino_genai.ContinuousBatchingPipeline(str(folder), scheduler, "CPU")
+        self._pipeline = None  # made on first use: a rebuild from the corpus never generates
         self._genai = openvino_genai
         self._ov = ov
         core = ov.Core()
@@ -111,9 +119,25 @@ class Target:
         )
         top = ops.topk(logits, ops.constant(np.array(1)), -1, "max", "none", ov.Type.i32)
         model.add_outputs([head.input_value(0), lse.output(0), top.output(1)])
+        if self.layers:
+            add_layer_features(model, self.layers)  # the last output: float32 [1, S, len(layers), hidden]
         exact = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
+        if threads:
+            exact["INFERENCE_NUM_THREADS"] = threads
         self.extractor = core.compile_model(model, "CPU", exact).create_infer_request()
         self.hidden_size = int(head.input_value(0).get_partial_shape()[-1].get_length())
+
+    @property
+    def pipeline(self):
+        """openvino-genai's continuous-batching pipeline over the model (2 GB of KV cache; made on first use)."""
+        if self._pipeline is None:
+            scheduler = self._genai.SchedulerConfig()
+            scheduler.cache_size = 2
+            scheduler.max_num_batched_tokens = 1024
+            scheduler.dynamic_split_fuse = True
+            properties = {"INFERENCE_NUM_THREADS": self.threads} if self.threads else {}
+            self._pipeline = self._genai.ContinuousBatchingPipeline(str(self.folder), scheduler, "CPU", properties)
+        return self._pipeline
 
     def encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False).input_ids.data[0]]
@@ -146,9 +170,9 @@ class Target:
             replies.append(ids)
         return replies
 
-    def features(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def features(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Teacher-forced pass over ``ids``: float16 ``[S, hidden]`` hidden states, float32 ``[S]`` lse, int32
-        ``[S]`` argmax token."""
+        ``[S]`` argmax token, and float16 ``[S, len(layers), hidden]`` RMS-normalized outputs of ``layers`` (None without)."""
         count = len(ids)
         request = self.extractor
         request.reset_state()
@@ -162,8 +186,10 @@ class Target:
         )
         outputs = request.results
         values = list(outputs.values())
-        hidden, lse, top = values[-3], values[-2], values[-1]
-        return hidden[0].astype(np.float16), lse[0].astype(np.float32), top[0, :, 0].astype(np.int32)
+        extra = 1 if self.layers else 0
+        hidden, lse, top = values[-3 - extra], values[-2 - extra], values[-1 - extra]
+        layers = values[-1][0].astype(np.float16) if extra else None
+        return hidden[0].astype(np.float16), lse[0].astype(np.float32), top[0, :, 0].astype(np.int32), layers
 
 
 def plan_prompts(target: Target, rng: np.random.Generator, count: int, bench: BenchmarkFilter) -> list[dict]:
@@ -265,16 +291,18 @@ def write_data_shard(target: Target, out: Path, arrays: dict, records: list[dict
     ``out``; returns the manifest entry with the file name and the time taken."""
     started = time.time()
     offsets = arrays["offsets"]
-    hidden, lse, argmax = [], [], []
+    hidden, lse, argmax, layers = [], [], [], []
     for i in range(len(offsets) - 1):
-        h, l, a = target.features([int(t) for t in arrays["tokens"][offsets[i]:offsets[i + 1]]])
+        h, l, a, f = target.features([int(t) for t in arrays["tokens"][offsets[i]:offsets[i + 1]]])
         hidden.append(h)
         lse.append(l)
         argmax.append(a)
+        layers.append(f)
     path = shard_path(out, entry["index"])
     temporary = path.with_suffix(".tmp.npz")
+    extra = {"layers": np.concatenate(layers)} if target.layers else {}
     np.savez(temporary, **arrays, hidden=np.concatenate(hidden), lse=np.concatenate(lse),
-             argmax=np.concatenate(argmax))
+             argmax=np.concatenate(argmax), **extra)
     texts = shard_path(out, entry["index"], ".jsonl")
     with open(texts.with_suffix(".tmp"), "w", encoding="utf-8") as file:
         file.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
@@ -309,7 +337,7 @@ def write_manifest(args: argparse.Namespace, shards: list[dict], target: Target)
         "format": FORMAT_VERSION,
         "command": " ".join([Path(sys.executable).name, "-m", "tools.draft_head.generate", *sys.argv[1:]]),
         "seed": args.seed, "shard_size": args.shard_size, "max_new_tokens": args.max_new_tokens,
-        "held_out_every": HELD_OUT_EVERY, "chat_defaults": CHAT_DEFAULTS,
+        "held_out_every": HELD_OUT_EVERY, "chat_defaults": CHAT_DEFAULTS, "feature_layers": list(args.layers),
         "model": str(target.folder), "model_sha256": args.model_sha256,
         "versions": {"openvino": openvino.__version__, "openvino_genai": openvino_genai.__version__,
                      "numpy": np.__version__, "python": platform.python_version()},
@@ -324,7 +352,7 @@ def write_manifest(args: argparse.Namespace, shards: list[dict], target: Target)
 
 def generate_conversations(args: argparse.Namespace) -> int:
     """``--conversations-only``: generate the shards the corpus lacks (stages 1-2), nothing else."""
-    target = Target(args.model)
+    target = Target(args.model, threads=args.threads)
     bench = BenchmarkFilter()
     for index in range(args.shards):
         if corpus.has_shard(args.corpus, index):
@@ -348,6 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=corpus.CONVERSATIONS,
                         help="where each shard's conversations are kept and read back from (default: the committed "
                              "tools/draft_head/conversations)")
+    parser.add_argument("--layers", type=int, nargs="*", default=[],
+                        help="also store the outputs of these decoder layers, 0-based (EAGLE-3's low/mid features; "
+                             "the fused head uses 1 14 on the 30-layer default model)")
+    parser.add_argument("--threads", type=int, default=0, help="OpenVINO inference threads (default: every core)")
+    parser.add_argument("--first", type=int, nargs="*", default=[],
+                        help="build these shard indices before the others (held-out shards, new data)")
     parser.add_argument("--conversations-only", action="store_true",
                         help="only generate the conversations the corpus lacks (twice as many shards an hour); a later "
                              "run with --out computes their hidden states")
@@ -374,14 +408,17 @@ def main(argv: list[str] | None = None) -> int:
         for key in corpus.PLAN_KEYS:
             if old[key] != plan[key]:
                 raise SystemExit(f"{args.out} was made with {key}={old[key]!r}: resume with the same value")
+        if old.get("feature_layers", []) != list(args.layers):
+            raise SystemExit(f"{args.out} was made with --layers {old.get('feature_layers', [])}: resume with them")
         shards = [s for s in old["shards"] if shard_path(args.out, s["index"]).is_file()]
     for entry in shards:
         if not corpus.has_shard(args.corpus, entry["index"]):
             keep_data_shard(args.out, args.corpus, entry)
     done = {s["index"] for s in shards}
-    target = Target(args.model)
+    target = Target(args.model, tuple(args.layers), args.threads)
     bench = BenchmarkFilter()
-    for index in range(args.shards):
+    order = [i for i in args.first if i < args.shards] + [i for i in range(args.shards) if i not in args.first]
+    for index in order:
         if index in done:
             continue
         if corpus.has_shard(args.corpus, index):

@@ -15,7 +15,14 @@ FR-Spec, Zhao et al., arXiv 2502.14856):
   The same rows embed input tokens; a token outside the vocabulary gets one learned vector (``oov``).
 * Drafting a second token feeds ``g_j`` back in place of ``h_{j+1}`` (training: ``forward(..., second_step=True)``
   computes that second step for every position at once, attending to the first step's keys of earlier positions
-  and to its own key: EAGLE-3's "training-time test", arXiv 2503.01840, section 3.2).
+  and to its own key: EAGLE-3's "training-time test", arXiv 2503.01840, section 3.2); ``unroll`` does the same for
+  any number of steps (a third step reads the second's output and attends to the first step's keys up to its chain's
+  start, the second step's key of its chain and its own).
+* Fused features (``HeadConfig.fused`` > 0; EAGLE-3, section 3.3): the outputs of some of the target's lower decoder
+  layers, each RMS-normalized, are projected (``fuse``) and added to the normalized ``h_j`` before ``fc``. ``fuse``
+  starts at zero, so a fused head begins as the plain head it is initialized from (``import_ir``). Drafting steps
+  after the first have no target features: they read ``g`` in place of ``h`` and zeros in place of the layers
+  (whose RMSNorm is then zero), as the exported graph is fed.
 
 The frozen table ``E_v`` is a buffer; export (``export.py``) writes it once for both uses.
 """
@@ -42,6 +49,7 @@ class HeadConfig:
     rope_theta: float = 100000.0
     rms_eps: float = 1e-5
     vocab: int = 8192  # draft vocabulary size (rows of E_v)
+    fused: int = 0  # target decoder-layer outputs fused into the input (EAGLE-3), 0: the final hidden state only
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +93,10 @@ class DraftHead(nn.Module):
         self.hidden_norm = RMSNorm(c.hidden, c.rms_eps)
         self.token_norm = RMSNorm(c.hidden, c.rms_eps)
         self.fc = nn.Linear(2 * c.hidden, c.hidden, bias=False)
+        if c.fused:
+            self.layer_norms = nn.ModuleList([RMSNorm(c.hidden, c.rms_eps) for _ in range(c.fused)])
+            self.fuse = nn.Linear(c.fused * c.hidden, c.hidden, bias=False)
+            nn.init.zeros_(self.fuse.weight)  # begins as the head without fusion
         self.attention_norm = RMSNorm(c.hidden, c.rms_eps)
         self.q = nn.Linear(c.hidden, c.heads * c.head_dim, bias=False)
         self.k = nn.Linear(c.hidden, c.kv_heads * c.head_dim, bias=False)
@@ -106,8 +118,12 @@ class DraftHead(nn.Module):
         """Draft-vocabulary logits ``[..., vocab]`` of output features ``g`` ``[..., hidden]``."""
         return g @ self.table.T
 
-    def _input(self, h: torch.Tensor, draft_ids: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.cat([self.hidden_norm(h), self.token_norm(self.embed(draft_ids))], dim=-1))
+    def _input(self, h: torch.Tensor, draft_ids: torch.Tensor, layers: torch.Tensor | None = None) -> torch.Tensor:
+        feature = self.hidden_norm(h)
+        if layers is not None and self.config.fused:
+            normed = [norm(layers[..., i, :]) for i, norm in enumerate(self.layer_norms)]
+            feature = feature + self.fuse(torch.cat(normed, dim=-1))
+        return self.fc(torch.cat([feature, self.token_norm(self.embed(draft_ids))], dim=-1))
 
     def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
         c = self.config
@@ -125,7 +141,8 @@ class DraftHead(nn.Module):
         return self.final_norm(x + self.down(F.silu(self.gate(y)) * self.up(y)))
 
     def forward(
-        self, h: torch.Tensor, draft_ids: torch.Tensor, positions: torch.Tensor, second_step: bool = False
+        self, h: torch.Tensor, draft_ids: torch.Tensor, positions: torch.Tensor, second_step: bool = False,
+        layers: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Output features of every position, and of every position's second drafting step.
 
@@ -135,28 +152,52 @@ class DraftHead(nn.Module):
             positions: int64 ``[B, T]``, position ids (``j``).
             second_step: also compute, at every position ``j >= 1``, the step that reads ``g_{j-1}`` instead of
                 ``h_j`` and attends to the first step's positions ``< j`` and itself.
+            layers: float32 ``[B, T, fused, hidden]``, the target's fused layer outputs (None: without).
 
         Returns:
             ``(g, g2)``: float32 ``[B, T, hidden]`` each (``g2`` None unless ``second_step``; its position 0 is
             meaningless).
         """
+        features = self.unroll(h, draft_ids, positions, 2 if second_step else 1, layers)
+        return features[0], (features[1] if second_step else None)
+
+    def unroll(
+        self, h: torch.Tensor, draft_ids: torch.Tensor, positions: torch.Tensor, steps: int,
+        layers: torch.Tensor | None = None,
+    ) -> list[torch.Tensor]:
+        """Output features of ``steps`` drafting steps at every position at once (the training-time test).
+
+        Step ``s`` (1-based) at position ``j`` continues a chain whose first step ran at ``j - s + 1``: it reads step
+        ``s - 1``'s output at ``j - 1`` in place of ``h_j`` (no layer features) and the token ``x_{j+1}``, and
+        attends to the first step's keys at positions ``<= j - s + 1``, to step ``r``'s key at ``j - s + r`` for
+        ``1 < r < s``, and to its own key; it predicts ``x_{j+2}`` like every step at ``j``. Positions ``j < s - 1``
+        of step ``s`` are meaningless.
+
+        Args:
+            h, draft_ids, positions, layers: as for ``forward``.
+            steps: drafting steps, >= 1.
+
+        Returns:
+            ``steps`` float32 ``[B, T, hidden]`` tensors, step 1's first.
+        """
         c = self.config
         groups = c.heads // c.kv_heads
-        x = self._input(h, draft_ids)
+        x = self._input(h, draft_ids, layers)
         q, k, v = self._qkv(x, positions)
-        k_rep, v_rep = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
-        g = self._finish(x, F.scaled_dot_product_attention(q, k_rep, v_rep, is_causal=True))
-        if not second_step:
-            return g, None
-        previous = torch.cat([torch.zeros_like(g[:, :1]), g[:, :-1]], dim=1)
-        x2 = self._input(previous, draft_ids)
-        q2, k2, v2 = self._qkv(x2, positions)
-        k2_rep, v2_rep = k2.repeat_interleave(groups, 1), v2.repeat_interleave(groups, 1)
+        keys, values = [k.repeat_interleave(groups, 1)], [v.repeat_interleave(groups, 1)]
+        outputs = [self._finish(x, F.scaled_dot_product_attention(q, keys[0], values[0], is_causal=True))]
         t = h.shape[1]
-        earlier = torch.ones(t, t, dtype=torch.bool, device=h.device).tril(-1)
-        itself = torch.eye(t, dtype=torch.bool, device=h.device)
-        mask = torch.cat([earlier, itself], dim=1)  # [T, 2T]: step-1 keys < j, then its own key
-        attended = F.scaled_dot_product_attention(
-            q2, torch.cat([k_rep, k2_rep], dim=2), torch.cat([v_rep, v2_rep], dim=2), attn_mask=mask
-        )
-        return g, self._finish(x2, attended)
+        ones = torch.ones(t, t, dtype=torch.bool, device=h.device)
+        for step in range(2, steps + 1):
+            previous = torch.cat([torch.zeros_like(outputs[-1][:, :1]), outputs[-1][:, :-1]], dim=1)
+            x = self._input(previous, draft_ids)
+            q, k, v = self._qkv(x, positions)
+            keys.append(k.repeat_interleave(groups, 1))
+            values.append(v.repeat_interleave(groups, 1))
+            # [T, step * T]: step-1 keys <= j - step + 1, then step r's key at j - step + r
+            mask = torch.cat([ones.tril(1 - step)] + [ones.tril(r - step) & ones.triu(r - step)
+                                                      for r in range(2, step + 1)], dim=1)
+            attended = F.scaled_dot_product_attention(q, torch.cat(keys, dim=2), torch.cat(values, dim=2),
+                                                      attn_mask=mask)
+            outputs.append(self._finish(x, attended))
+        return outputs

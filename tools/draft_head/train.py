@@ -55,7 +55,8 @@ class Shards:
     def __init__(self, folder: Path, held_out: bool, max_reply_tokens: int | None = None,
                  only: list[int] | None = None):
         manifest = json.loads((folder / "manifest.json").read_text())
-        self.sequences: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]] = []
+        # (tokens, prompt length, hidden, lse, argmax[, layers float16 [S, fused, hidden] where the folder has them])
+        self.sequences: list[tuple] = []
         self.greedy: list[bool] = []  # whether conversation i's reply was greedy (else at the chat defaults)
         self.reply_tokens = 0
         self.shards: list[int] = []
@@ -67,11 +68,13 @@ class Shards:
             data = np.load(shard_path(folder, entry["index"]))
             offsets = data["offsets"]
             tokens, hidden, lse, argmax = data["tokens"], data["hidden"], data["lse"], data["argmax"]
+            layers = data["layers"] if "layers" in data.files else None
             for i, prompt_length in enumerate(data["prompt_lengths"]):
                 s, e = int(offsets[i]), int(offsets[i + 1])
                 if e - s - int(prompt_length) < 3:
                     continue
-                self.sequences.append((tokens[s:e], int(prompt_length), hidden[s:e], lse[s:e], argmax[s:e]))
+                sequence = (tokens[s:e], int(prompt_length), hidden[s:e], lse[s:e], argmax[s:e])
+                self.sequences.append(sequence + ((layers[s:e],) if layers is not None else ()))
                 self.greedy.append(bool(data["greedy"][i]))
                 self.reply_tokens += e - s - int(prompt_length)
             self.shards.append(entry["index"])
@@ -120,7 +123,8 @@ def batches(sequences: list, max_tokens: int, rng: np.random.Generator | None) -
 def collate(sequences: list, indices: list[int], to_draft: np.ndarray, device: str) -> dict:
     """Padded tensors of one batch: h ``[B, T, H]``, draft ids of ``x_{j+1}``, positions, the loss mask (reply
     positions ``j`` with ``prompt_length - 1 <= j <= length - 3``), next features ``h_{j+1}``, ``lse_{j+1}`` and
-    the target's argmax token ``argmax_{j+1}``."""
+    the target's argmax token ``argmax_{j+1}``; and the fused layer outputs ``layers`` ``[B, T, fused, H]`` where the
+    sequences have them."""
     longest = max(len(sequences[i][0]) for i in indices) - 1
     b = len(indices)
     size = sequences[indices[0]][2].shape[1]
@@ -130,8 +134,10 @@ def collate(sequences: list, indices: list[int], to_draft: np.ndarray, device: s
     argmax_next = np.zeros((b, longest), dtype=np.int64)
     ids = np.zeros((b, longest), dtype=np.int64)
     mask = np.zeros((b, longest), dtype=bool)
+    fused = len(sequences[indices[0]]) > 5
+    layers = np.zeros((b, longest) + sequences[indices[0]][5].shape[1:], dtype=np.float32) if fused else None
     for row, i in enumerate(indices):
-        tokens, prompt_length, hidden, lse, argmax = sequences[i]
+        tokens, prompt_length, hidden, lse, argmax = sequences[i][:5]
         n = len(tokens) - 1
         h[row, :n] = hidden[:n]
         h_next[row, :n] = hidden[1 : n + 1]
@@ -139,24 +145,32 @@ def collate(sequences: list, indices: list[int], to_draft: np.ndarray, device: s
         argmax_next[row, :n] = argmax[1 : n + 1]
         ids[row, :n] = to_draft[tokens[1 : n + 1]]
         mask[row, prompt_length - 1 : n - 1] = True
+        if fused:
+            layers[row, :n] = sequences[i][5][:n]
     positions = np.broadcast_to(np.arange(longest), (b, longest))
     tensors = dict(h=h, h_next=h_next, lse_next=lse_next, argmax_next=argmax_next, ids=ids, mask=mask,
                    positions=np.ascontiguousarray(positions))
+    if fused:
+        tensors["layers"] = layers
     return {key: torch.from_numpy(value).to(device) for key, value in tensors.items()}
 
 
-def losses(head: DraftHead, batch: dict, noise: float) -> tuple[torch.Tensor, dict]:
-    """Training loss of one batch (both drafting steps) and its parts."""
+def losses(head: DraftHead, batch: dict, noise: float, steps: int = 2) -> tuple[torch.Tensor, dict]:
+    """Training loss of one batch (``steps`` drafting steps, ``DraftHead.unroll``) and its parts (``step1``...)."""
     h = batch["h"]
+    layers = batch.get("layers")
     if noise:
         h = h + (torch.rand_like(h) * 2 - 1) * noise
-    g, g2 = head(h, batch["ids"], batch["positions"], second_step=True)
+        if layers is not None:
+            layers = layers + (torch.rand_like(layers) * 2 - 1) * noise
+    features = head.unroll(h, batch["ids"], batch["positions"], steps, layers)
     mask = batch["mask"]
     h_next = batch["h_next"][mask]
     with torch.no_grad():
         target = torch.exp(head.logits(h_next) - batch["lse_next"][mask][:, None])
     parts, total = {}, 0.0
-    for name, feature in (("step1", g), ("step2", g2)):
+    for step, feature in enumerate(features, 1):
+        name = f"step{step}"
         f = feature[mask]
         ce = -(target * F.log_softmax(head.logits(f), dim=-1)).sum(-1).mean()
         regression = F.smooth_l1_loss(f, h_next)
@@ -182,7 +196,7 @@ def warp(logits: torch.Tensor, temperature: float, top_p: float, head: int = 512
 
 @torch.no_grad()
 def evaluate(head: DraftHead, data: Shards, vocab: torch.Tensor, full_table: torch.Tensor, to_draft: np.ndarray,
-             device: str, conversations: int = 150) -> dict:
+             device: str, conversations: int = 150, steps: int = 2) -> dict:
     """Acceptance on held-out conversations (see the module docstring), on ``conversations`` evenly spaced greedy
     replies and as many sampled ones; ``full_table`` float32 ``[target vocab, hidden]`` is the target's whole
     embedding (for its full distribution).
@@ -192,17 +206,20 @@ def evaluate(head: DraftHead, data: Shards, vocab: torch.Tensor, full_table: tor
         ``greedy_accept_2_given_1``: how often the second draft is, where the first was;
         ``sampled_accept_1`` / ``sampled_accept_2``: on sampled replies, the expected acceptance of speculative
         sampling at temperature 0.7, top-p 0.9 (``sum min(p, q)``) of the first and of the second draft step;
+        with ``steps`` 3 also ``greedy_accept_3_given_2`` (the third draft, where the first two were the target's)
+        and ``sampled_accept_3``;
         ``positions``: reply positions scored.
     """
     head.eval()
     totals = {"greedy_1": 0.0, "greedy_2": 0.0, "greedy_2_of": 0, "greedy_n": 0, "sampled_1": 0.0, "sampled_2": 0.0,
-              "sampled_n": 0}
+              "sampled_n": 0, "greedy_3": 0, "greedy_3_of": 0, "sampled_3": 0.0}
     for kind in ("greedy", "sampled"):
         chosen = [i for i, greedy in enumerate(data.greedy) if greedy == (kind == "greedy")]
         chosen = chosen[:: max(1, len(chosen) // conversations)][:conversations]
         for indices in batches([data.sequences[i] for i in chosen], 8192, None):
             batch = collate([data.sequences[i] for i in chosen], indices, to_draft, device)
-            g, g2 = head(batch["h"], batch["ids"], batch["positions"], second_step=True)
+            features = head.unroll(batch["h"], batch["ids"], batch["positions"], max(2, steps), batch.get("layers"))
+            g, g2 = features[0], features[1]
             mask = batch["mask"]
             totals[f"{kind}_n"] += int(mask.sum())
             if kind == "greedy":
@@ -215,12 +232,25 @@ def evaluate(head: DraftHead, data: Shards, vocab: torch.Tensor, full_table: tor
                 totals["greedy_1"] += int(first.sum())
                 totals["greedy_2"] += int((second & after_first).sum())
                 totals["greedy_2_of"] += int(after_first.sum())
+                if steps >= 3:  # step 3 at j continues step 2 at j - 1, which continued step 1 at j - 2
+                    third = (vocab[head.logits(features[2]).argmax(-1)] == target_top) & mask
+                    after_second = torch.zeros_like(first)
+                    after_second[:, 1:] = (second & after_first)[:, :-1]
+                    totals["greedy_3"] += int((third & after_second).sum())
+                    totals["greedy_3_of"] += int(after_second.sum())
             else:
                 target_p = warp(batch["h_next"][mask] @ full_table.T, 0.7, 0.9)[:, vocab]
                 totals["sampled_1"] += float(torch.minimum(target_p, warp(head.logits(g[mask]), 0.7, 0.9)).sum())
                 totals["sampled_2"] += float(torch.minimum(target_p, warp(head.logits(g2[mask]), 0.7, 0.9)).sum())
+                if steps >= 3:
+                    totals["sampled_3"] += float(torch.minimum(
+                        target_p, warp(head.logits(features[2][mask]), 0.7, 0.9)).sum())
     head.train()
-    return {
+    third = {}
+    if steps >= 3:
+        third = {"greedy_accept_3_given_2": totals["greedy_3"] / max(1, totals["greedy_3_of"]),
+                 "sampled_accept_3": totals["sampled_3"] / max(1, totals["sampled_n"])}
+    return third | {
         "positions": totals["greedy_n"] + totals["sampled_n"],
         "greedy_accept_1": totals["greedy_1"] / max(1, totals["greedy_n"]),
         "greedy_accept_2_given_1": totals["greedy_2"] / max(1, totals["greedy_2_of"]),
@@ -236,6 +266,178 @@ def default_precision() -> str:
         return "bf16"
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     return "bf16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "f32"
+
+
+def shard_lengths(folder: Path, index: int) -> list[int]:
+    """Token counts of the conversations ``Shards`` keeps of data shard ``index`` (read without its features)."""
+    with np.load(shard_path(folder, index)) as data:
+        offsets, prompt_lengths = data["offsets"], data["prompt_lengths"]
+    return [int(offsets[i + 1] - offsets[i]) for i in range(len(prompt_lengths))
+            if int(offsets[i + 1] - offsets[i]) - int(prompt_lengths[i]) >= 3]
+
+
+def stream_plan(shards: list[int], group: int, seed: int, epoch: int) -> list[list[int]]:
+    """Epoch ``epoch``'s groups of training shards: the shards in a seeded order, ``group`` at a time."""
+    order = [shards[int(i)] for i in np.random.default_rng([seed, epoch]).permutation(len(shards))]
+    return [order[i : i + group] for i in range(0, len(order), group)]
+
+
+def train_streaming(args: argparse.Namespace) -> int:
+    """``--stream-shards``: train on every training shard of a data folder too large for memory, resumable at every
+    group of shards.
+
+    Each epoch visits the training shards (those of the data folder's manifest when the run started, kept in the
+    checkpoint) in a seeded order, ``--stream-shards`` at a time; a group's conversations are batched and shuffled
+    together (seeded by epoch and group), trained on, and dropped. After every group the checkpoint
+    (``OUT/head.pt``: weights, optimizer, schedule, where the run is) is replaced atomically and ``OUT/manifest.json``
+    names it with the run's command, data and progress; ``--resume`` continues after the last finished group.
+    The learning rate follows ``main``'s schedule over the run's total steps, counted before training from the
+    shards' conversation lengths. With ``--init-head`` the run starts from an exported head (its draft vocabulary,
+    its weights read back by ``import_ir``; the fusion of the data folder's layer features, if any, at zero): the
+    evaluation before the first step is that head's, on the same held-out positions as every later one.
+    Evaluations (``evaluate``, ``--draft-steps`` steps) run every ``--eval-every`` groups and at each epoch's end,
+    into ``OUT/metrics.json`` with the reply tokens trained on so far.
+    """
+    from .import_ir import head_state
+
+    autocast = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    torch.manual_seed(args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((args.data / "manifest.json").read_text())
+    fused = len(manifest.get("feature_layers", []))
+    checkpoint = args.out / "head.pt"
+    state = None
+    if args.resume and checkpoint.is_file():
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)  # our own: it holds NumPy arrays
+    plan = state["plan"] if state else [e["index"] for e in manifest["shards"] if not is_held_out(e["index"])]
+    reply_tokens = {e["index"]: e["reply_tokens"] for e in manifest["shards"] if "reply_tokens" in e}
+    table = target_table(Path(manifest["model"]))
+    initial = head_state(args.init_head) if args.init_head else None
+    if initial:
+        vocab = np.asarray(initial["vocab"])
+    elif state:
+        vocab = np.asarray(state["vocab"])
+    else:
+        counts = np.zeros(table.shape[0], dtype=np.int64)
+        for index in plan:
+            with np.load(shard_path(args.data, index)) as data:
+                offsets, prompt_lengths, tokens = data["offsets"], data["prompt_lengths"], data["tokens"]
+            for i, prompt_length in enumerate(prompt_lengths):
+                np.add.at(counts, tokens[int(offsets[i]) + int(prompt_length) : int(offsets[i + 1])], 1)
+        vocab = choose_vocab(counts, args.vocab)
+    to_draft = draft_index(vocab, table.shape[0])
+    base = initial["config"] if initial else {"hidden": table.shape[1], "vocab": len(vocab)}
+    config = HeadConfig(**{**base, "fused": fused})
+    head = DraftHead(config, torch.from_numpy(table[vocab]))
+    if initial:
+        weights = {k: v for k, v in initial["head"].items() if k != "table"}  # the target's own rows, not int8 ones
+        missing, unexpected = head.load_state_dict(weights, strict=False)
+        if unexpected or any(not k.startswith(("fuse.", "layer_norms.", "table")) for k in missing):
+            raise SystemExit(f"{args.init_head}: weights do not fit ({missing}, {unexpected})")
+    else:
+        scale = final_norm_weight(Path(manifest["model"]))
+        if scale is not None and scale.shape == (config.hidden,):
+            with torch.no_grad():
+                head.final_norm.weight.copy_(torch.from_numpy(scale))
+    head = head.to(args.device)
+    full_table = torch.from_numpy(table).to(args.device)
+    vocab_t = torch.from_numpy(vocab).to(args.device)
+    optimizer = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
+    lengths = {index: shard_lengths(args.data, index) for index in plan}
+
+    def group_batches(group: list[int], rng: np.random.Generator | None) -> list[list[int]]:
+        return batches([(np.empty(n),) for index in group for n in lengths[index]], args.batch_tokens, rng)
+
+    total_steps = sum(len(group_batches(group, None)) for epoch in range(args.epochs)
+                      for group in stream_plan(plan, args.stream_shards, args.seed, epoch))
+    warmup = min(200, total_steps // 10)
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total_steps - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    history: list[dict] = []
+    position = {"epoch": 0, "group": 0, "steps": 0, "reply_tokens_seen": 0}
+    if state:
+        head.load_state_dict(state["head"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        history, position = state["history"], state["position"]
+        torch.set_rng_state(state["torch_rng"])  # the feature noise: a resumed run is the uninterrupted one
+    held_out = Shards(args.data, held_out=True, only=args.held_out_shards)
+    started_from = {"head": str(args.init_head)} if args.init_head else None
+    command = " ".join([Path(sys.executable).name, "-m", "tools.draft_head.train", *(sys.argv[1:] if __name__ ==
+                                                                                      "__main__" else [])])
+
+    def evaluation(note: str) -> None:
+        started = time.time()
+        with autocast:
+            metrics = evaluate(head, held_out, vocab_t, full_table, to_draft, args.device, steps=args.draft_steps)
+        metrics.update(position, note=note, eval_seconds=round(time.time() - started),
+                       held_out_shards=held_out.shards)
+        history.append(metrics)
+        print(json.dumps(metrics), flush=True)
+
+    def save() -> None:
+        state = {
+            "head": head.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "epoch": position["epoch"], "position": position, "plan": plan, "history": history,
+            "config": config.as_dict(), "vocab": vocab, "args": {k: str(v) for k, v in vars(args).items()},
+            "coverage": None, "feature_layers": manifest.get("feature_layers", []),
+            "data_manifest": {k: manifest[k] for k in ("command", "seed", "model_sha256", "versions")},
+            "train_shards": plan, "started_from": started_from, "torch_rng": torch.get_rng_state(),
+        }
+        torch.save(state, checkpoint.with_suffix(".tmp"))
+        os.replace(checkpoint.with_suffix(".tmp"), checkpoint)
+        (args.out / "metrics.json").write_text(json.dumps(history, indent=1))
+        run = {"checkpoint": checkpoint.name, "data": str(args.data), "command": command, "position": position,
+               "total_steps": total_steps, "epochs": args.epochs, "train_shards": plan,
+               "train_reply_tokens": sum(reply_tokens.get(i, 0) for i in plan), "feature_layers":
+               manifest.get("feature_layers", []), "draft_steps": args.draft_steps, "started_from": started_from,
+               "last_evaluation": history[-1] if history else None, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        (args.out / "manifest.json").with_suffix(".tmp").write_text(json.dumps(run, indent=1))
+        os.replace((args.out / "manifest.json").with_suffix(".tmp"), args.out / "manifest.json")
+
+    print(f"streaming {len(plan)} training shards ({sum(reply_tokens.get(i, 0) for i in plan)} reply tokens), "
+          f"{args.stream_shards} at a time, {args.epochs} epochs, {total_steps} steps; fused layers "
+          f"{manifest.get('feature_layers', [])}; {args.draft_steps} draft steps; at {position}", flush=True)
+    if not history:
+        evaluation("before training" + (f": {args.init_head}" if args.init_head else ""))
+        save()
+    while position["epoch"] < args.epochs:
+        groups = stream_plan(plan, args.stream_shards, args.seed, position["epoch"])
+        group = groups[position["group"]]
+        started = time.time()
+        data = Shards(args.data, held_out=False, only=group)
+        running = []
+        rng = np.random.default_rng([args.seed, position["epoch"], position["group"]])
+        for indices in batches(data.sequences, args.batch_tokens, rng):
+            batch = collate(data.sequences, indices, to_draft, args.device)
+            with autocast:
+                loss, parts = losses(head, batch, FEATURE_NOISE, args.draft_steps)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            running.append(parts)
+        del data
+        position = {**position, "group": position["group"] + 1, "steps": position["steps"] + len(running),
+                    "reply_tokens_seen": position["reply_tokens_seen"] + sum(reply_tokens.get(i, 0) for i in group)}
+        means = {k: round(float(np.mean([r[k] for r in running])), 4) for k in running[0]} if running else {}
+        print(f"epoch {position['epoch']} group {position['group']}/{len(groups)} (shards {group}): "
+              f"{len(running)} steps, ce {means} ({time.time() - started:.0f} s); {position['steps']}/{total_steps} "
+              f"steps", flush=True)
+        if position["group"] == len(groups):
+            position = {**position, "epoch": position["epoch"] + 1, "group": 0}
+            evaluation(f"end of epoch {position['epoch'] - 1}")
+        elif position["group"] % args.eval_every == 0:
+            evaluation(f"epoch {position['epoch']}, group {position['group']}")
+        save()
+    print("done", flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,7 +460,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=("bf16", "f32"), default=default_precision(),
                         help="autocast precision of the matrix products (default: bf16 where the CPU has it natively)")
+    parser.add_argument("--draft-steps", type=int, default=2,
+                        help="drafting steps trained and evaluated (the training-time test; EAGLE-3 uses 3 and more)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's, every core)")
+    parser.add_argument("--stream-shards", type=int,
+                        help="stream the training shards this many at a time (for data folders larger than memory, "
+                             "e.g. with layer features): see train_streaming; checkpoints after every group")
+    parser.add_argument("--init-head", type=Path,
+                        help="with --stream-shards: start from an exported head folder's weights (import_ir), fused "
+                             "features (the data folder's) starting at zero")
+    parser.add_argument("--eval-every", type=int, default=6, help="with --stream-shards: evaluate every N groups")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.stream_shards:
+        return train_streaming(args)
+    if args.init_head:
+        parser.error("--init-head needs --stream-shards")
     autocast = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16")
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -318,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         for step, indices in enumerate(batches(train.sequences, args.batch_tokens, rng)):
             batch = collate(train.sequences, indices, to_draft, args.device)
             with autocast:
-                loss, parts = losses(head, batch, FEATURE_NOISE)
+                loss, parts = losses(head, batch, FEATURE_NOISE, args.draft_steps)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -333,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics = {}
         if final or (epoch + 1) % max(1, args.epochs // 4) == 0:  # about four evaluations per run
             with autocast:
-                metrics = evaluate(head, held_out, vocab_t, full_table, to_draft, args.device)
+                metrics = evaluate(head, held_out, vocab_t, full_table, to_draft, args.device,
+                                   steps=args.draft_steps)
         metrics.update(epoch=epoch, train_reply_tokens=train.reply_tokens, seconds=round(time.time() - epoch_start),
                        train_ce1=float(np.mean([r["step1"] for r in running[-500:]])), final=final,
                        steps=(epoch + 1) * len(groups))
