@@ -534,7 +534,12 @@ class Engine:
         return scores
 
     def prompt_logprobs(
-        self, token_ids: Sequence[int], context: ContextSettings, top: int, chunk: int = SCORE_CHUNK
+        self,
+        token_ids: Sequence[int],
+        context: ContextSettings,
+        top: int,
+        chunk: int = SCORE_CHUNK,
+        cancel: threading.Event | None = None,
     ) -> list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]:
         """Each token's log-probability given the ones before it, and the ``top`` most likely tokens there (an
         OpenAI completion's ``echo`` with ``logprobs``): the model's own distribution, without penalties or
@@ -542,10 +547,11 @@ class Engine:
 
         Args:
             token_ids: the prompt's ids; context: as for ``score``; top: alternatives per token (0-20).
+            cancel: set it from any thread to stop; checked before each pass of at most ``chunk`` tokens.
 
         Returns:
             For tokens 1 .. N-1 (none for a one-token prompt): ``(the token's TokenLogprob, its alternatives, most
-            likely first)``.
+            likely first)``; when cancelled, those of the passes done.
 
         Raises:
             ValueError: an invalid context setting; VocabularyError: an unknown detokenizer.
@@ -554,6 +560,8 @@ class Engine:
         pieces = vocabulary(self.target).pieces
         out = []
         for done, log_probs in self._scored_passes(tokens, context, chunk):
+            if cancel is not None and cancel.is_set():
+                break
             for row, token in zip(log_probs, tokens[done + 1 : done + 1 + len(log_probs)]):
                 alternatives = tuple(TokenLogprob(int(i), pieces[i], float(row[i])) for i in most_likely(row, top))
                 out.append((TokenLogprob(token, pieces[token], float(row[token])), alternatives))

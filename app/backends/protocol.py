@@ -16,6 +16,11 @@ from inference.settings import GenerationSettings
 from inference.tools import ToolUse
 
 
+#: Longest prompt a request with ``echo`` and log-probabilities may have scored, in tokens: 8,192 (two windows of the
+#: default n_ctx; about 10 s of passes on 2 cores with the default model). The passes stop when the request is
+#: cancelled (its client disconnected).
+MAX_SCORED_PROMPT_TOKENS = 8192
+
 @dataclass(frozen=True)
 class GenerationRequest:
     """One reply to generate.
@@ -32,7 +37,8 @@ class GenerationRequest:
             its length limit, continued by the window's Continue (``ChatSession.continue_reply``; the events carry
             the new text only).
         echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
-            event before the reply's; it costs a pass over the prompt and empties the KV cache).
+            event before the reply's; it costs a pass over the prompt and empties the KV cache): a prompt of more
+            than :data:`MAX_SCORED_PROMPT_TOKENS` tokens is then refused (``SettingError`` on ``prompt``).
         tools: the tools the reply may call (``inference.tools``; its calls come as a ``ToolCalls`` event), or None.
     """
 

@@ -29,11 +29,18 @@ from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    SpeculativeSettings,
+)
 from inference.vocabulary import vocabulary
 
 from ..background import run_in, stream_in, threadsafe
-from .protocol import GenerationRequest
+from .protocol import MAX_SCORED_PROMPT_TOKENS, GenerationRequest
 
 #: Nice value of the inference thread: the GUI thread wins the CPU when both want it (see lower_thread_priority).
 INFERENCE_NICE = 5
@@ -228,8 +235,13 @@ class InferenceWorker:
                 ids = self._engine.target.encode(request.prompt)
                 top = request.settings.output.logprobs
                 if request.echo and top is not None and ids:
-                    scored = self._engine.prompt_logprobs(ids, request.settings.context, top)
-                    put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
+                    if len(ids) > MAX_SCORED_PROMPT_TOKENS:
+                        raise SettingError("prompt", f"prompt has {len(ids)} tokens: echo with logprobs scores at most "
+                                           f"{MAX_SCORED_PROMPT_TOKENS}; send a shorter prompt, or leave echo or "
+                                           "logprobs out")
+                    scored = self._engine.prompt_logprobs(ids, request.settings.context, top, cancel=cancel)
+                    if not cancel.is_set():  # cancelled: the reply below ends at once, as cancelled
+                        put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
                 events = self._engine.generate(ids, request.settings, 0, cancel)
             elif request.continue_text:
                 session = ChatSession(self._engine, request.system_prompt, request.messages)

@@ -31,6 +31,7 @@ from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
 from .gate import GateClosed, GenerationGate, QueueFull
+from .grammars import GrammarCompiler
 from .protocol import (
     APIError,
     ChatCompletionRequest,
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 #: Largest request body accepted (413 beyond): 4 MiB, about a million tokens of text.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+#: The routes served, as an unknown route's 404 lists them.
+ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model}, GET /health"
 #: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
 SERVE_DRAFT_ADVICE = (
     "restart `specchat serve` with `--mode spec --draft NAME`, NAME an installed draft model or draft head with the "
@@ -72,6 +75,7 @@ def create_app(
     max_tokens: int | None = None,
     gate: GenerationGate | None = None,
     draft_advice: str = SERVE_DRAFT_ADVICE,
+    grammars: GrammarCompiler | None = None,
 ) -> FastAPI:
     """The OpenAI-compatible server application.
 
@@ -101,6 +105,8 @@ def create_app(
             the requests still running on the old one. None = a new queue of ``max_queue``.
         draft_advice: how to run this server with a draft model, told to a request for ``specchat.mode``
             ``spec_model`` when it runs none (default: ``specchat serve``'s flags).
+        grammars: compiles requests' JSON schemas off the event loop, time-bounded and cached; None = a new
+            :class:`GrammarCompiler` (its bound ``grammars.GRAMMAR_TIMEOUT_S``).
 
     Returns:
         A FastAPI application without CORS, docs or OpenAPI schema; serve it with uvicorn.
@@ -112,6 +118,7 @@ def create_app(
     defaults = defaults or GenerationSettings()
     max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
     gate = gate or GenerationGate(max_queue)
+    grammars = grammars or GrammarCompiler()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(_WithoutTrailingSlash)
@@ -124,9 +131,16 @@ def create_app(
         return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return JSONResponse(APIError(error.status_code, str(error.detail), type=kind).body(), status_code=error.status_code)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code in (404, 405):  # a route or method that is not served: say which are
+            refusal = APIError(
+                error.status_code, f"{request.method} {request.url.path} is not served here: SpecChat's server "
+                f"answers {ROUTES}", type="not_found_error" if error.status_code == 404 else "invalid_request_error",
+                code="unknown_route" if error.status_code == 404 else "method_not_allowed",
+            )
+            return JSONResponse(refusal.body(), status_code=error.status_code, headers=error.headers)
+        refusal = APIError(error.status_code, str(error.detail))
+        return JSONResponse(refusal.body(), status_code=error.status_code, headers=error.headers)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, error: Exception) -> JSONResponse:
@@ -170,12 +184,15 @@ def create_app(
     async def generation(request: Request, chat: bool) -> Response:
         authorize(request)
         body = await _read_body(request, max_body_bytes)
-        if chat:
-            parsed = parse(ChatCompletionRequest, body)
-            engine_request = chat_request(parsed, defaults, max_context, max_tokens)
-        else:
-            parsed = parse(CompletionRequest, body)
-            engine_request = completion_request(parsed, defaults, max_context, max_tokens)
+        parsed = parse(ChatCompletionRequest if chat else CompletionRequest, body)
+        to_engine = chat_request if chat else completion_request
+
+        def mapped() -> GenerationRequest:
+            return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar)
+
+        fields = [name for name in ("response_format", "tools") if getattr(parsed, name, None)]
+        # schemas compile in a thread, time-bounded; a request without any maps here at once
+        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
         reply = Reply.new(model_id, chat)
         run = _Generation(backend, gate, engine_request, draft_advice)
         if not parsed.stream:
@@ -215,6 +232,7 @@ def create_app(
         return await generation(request, chat=False)
 
     app.state.gate = gate
+    app.state.grammars = grammars
     return app
 
 

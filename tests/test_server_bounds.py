@@ -1,0 +1,195 @@
+"""Bounded work per request (issue 36 item 4): JSON schemas compile off the event loop, within a time bound and
+cached by schema, so a large schema does not stall another client's stream; tools and schemas are capped; ``echo``
+with ``logprobs`` scores at most ``MAX_SCORED_PROMPT_TOKENS`` and stops when its client disconnects; unknown
+routes answer OpenAI's error JSON naming the routes served. The server runs in a subprocess on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from helpers import run_coroutine
+from server_process import ServerProcess
+
+from app.backends.protocol import MAX_SCORED_PROMPT_TOKENS
+from app.server.grammars import GrammarCompiler
+from app.server.protocol import MAX_SCHEMA_BYTES, MAX_TOOLS, APIError
+from inference.constraints import GrammarError, json_schema_grammar
+
+
+def big_schema(properties: int, tag: str = "") -> dict:
+    """An object of ``properties`` string properties, each an enum of 8 values (12.6 KB per 100 properties)."""
+    props = {f"field{tag}_{i}": {"type": "string", "enum": [f"v{i}_{j}" for j in range(8)]} for i in range(properties)}
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
+def chat_body(**fields) -> dict:
+    return {"model": "specchat", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, **fields}
+
+
+def json_format(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "big", "schema": schema}}
+
+
+def tool(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_a_repeated_schema_is_compiled_once_and_its_error_remembered():
+    compiler = GrammarCompiler(cache_size=2)
+    schema = big_schema(3)
+    first = compiler.schema_grammar(schema)
+    assert compiler.schema_grammar(json.loads(json.dumps(schema))) == first == json_schema_grammar(schema)
+    assert (compiler.hits, compiler.misses) == (1, 1)
+    for _ in range(2):
+        with pytest.raises(GrammarError, match="Invalid type: strin"):
+            compiler.schema_grammar({"type": "strin"})
+    assert (compiler.hits, compiler.misses) == (2, 2)
+    compiler.schema_grammar(big_schema(1))  # a third schema: the least recently used (the first) goes out
+    compiler.schema_grammar(schema)
+    assert compiler.misses == 4
+
+
+def test_a_compile_past_the_time_bound_is_a_400_that_says_what_to_send():
+    compiler = GrammarCompiler(timeout_s=0.05)
+    finished = threading.Event()
+
+    def slow():
+        time.sleep(0.5)
+        finished.set()
+        return "grammar"
+
+    with pytest.raises(APIError) as raised:
+        run_coroutine(compiler.run(slow, "response_format and tools"))
+    error = raised.value
+    assert (error.status, error.code, error.param) == (400, "grammar_timeout", "response_format")
+    assert "longer than 0.05 s to compile" in error.message and "fewer tools" in error.message
+    assert not finished.is_set()  # refused before the work ended
+    assert run_coroutine(GrammarCompiler().run(lambda: "grammar", "tools")) == "grammar"
+
+
+@pytest.fixture(scope="module")
+def server(data_dir, int4_dir):
+    with ServerProcess() as process:
+        yield process
+
+
+def test_too_many_tools_and_too_large_schemas_are_400s_naming_the_limit(server):
+    client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=60)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(**chat_body(tools=[tool(f"f{i}") for i in range(10_000)]))
+    error = raised.value.body
+    assert (error["code"], error["param"]) == ("too_many_tools", "tools")
+    assert f"tools holds 10000 functions: send at most {MAX_TOOLS}" in error["message"]
+    schema = big_schema(2100)  # 265 KB
+    assert len(json.dumps(schema, separators=(",", ":"))) > MAX_SCHEMA_BYTES
+    for body in (chat_body(response_format=json_format(schema)), {"prompt": "x", "response_format": json_format(schema)}):
+        path = "/chat/completions" if "messages" in body else "/completions"
+        answer = httpx.post(server.url + path, json=body, timeout=60)
+        assert answer.status_code == 400
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("schema_too_large", "response_format")
+        assert f"send at most {MAX_SCHEMA_BYTES} bytes of schemas" in error["message"]
+
+
+def _stream_gaps(url: str, tokens: int) -> list[float]:
+    """The seconds between a greedy stream's chunks (the first counted from the first chunk)."""
+    body = {"model": "specchat", "messages": [{"role": "user", "content": "Tell me a long story about a dragon."}],
+            "max_tokens": tokens, "temperature": 0, "stream": True}
+    times = []
+    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=120) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                times.append(time.perf_counter())
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def test_a_large_schema_does_not_stall_another_clients_stream(server):
+    """Schemas just under the size cap compile while another client streams. Compiled on the event loop (as
+    before), each would stop that stream for its whole compile time, measured here in this process; compiled in
+    threads, the stream's longest gap between chunks stays below its own longest gap alone plus half a compile."""
+    schemas = [big_schema(1900, tag=str(n)) for n in range(4)]  # 240 KB each, distinct: no cache hit
+    assert all(len(json.dumps(s, separators=(",", ":"))) < MAX_SCHEMA_BYTES for s in schemas)
+    start = time.perf_counter()
+    json_schema_grammar(big_schema(1900, tag="x"))
+    compile_s = time.perf_counter() - start
+    alone = _stream_gaps(server.url, 60)
+    results = []
+
+    def send(schema: dict) -> None:
+        time.sleep(0.5)  # the stream has started
+        answer = httpx.post(server.url + "/chat/completions", timeout=300,
+                            json=chat_body(response_format=json_format(schema)))
+        results.append(answer.status_code)
+
+    senders = [threading.Thread(target=send, args=(schema,)) for schema in schemas]
+    for sender in senders:
+        sender.start()
+    during = _stream_gaps(server.url, 60)
+    for sender in senders:
+        sender.join()
+    assert results == [200] * 4
+    assert max(during) < max(alone) + compile_s / 2, (max(during), max(alone), compile_s)
+
+
+def test_unknown_routes_answer_openais_error_json_naming_the_routes(server):
+    answer = httpx.post(server.url + "/responses", json={"model": "specchat", "input": "Hi"}, timeout=30)
+    assert answer.status_code == 404
+    error = answer.json()["error"]
+    assert (error["type"], error["code"]) == ("not_found_error", "unknown_route")
+    assert error["message"].startswith("POST /v1/responses is not served here")
+    assert "POST /v1/chat/completions" in error["message"] and "GET /v1/models" in error["message"]
+    client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
+    with pytest.raises(openai.NotFoundError, match="POST /v1/completions"):
+        client.responses.create(model="specchat", input="Hi")
+    wrong_method = httpx.get(server.url + "/chat/completions", timeout=30)
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["error"]["message"].startswith("GET /v1/chat/completions is not served here")
+
+
+def test_echo_with_logprobs_refuses_a_prompt_past_the_cap(server):
+    prompt = "hello " * (MAX_SCORED_PROMPT_TOKENS + 100)
+    answer = httpx.post(server.url + "/completions", timeout=120,
+                        json={"model": "specchat", "prompt": prompt, "echo": True, "logprobs": 1, "max_tokens": 1})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "prompt"
+    assert f"echo with logprobs scores at most {MAX_SCORED_PROMPT_TOKENS}" in error["message"]
+    plain = httpx.post(server.url + "/completions", timeout=120,
+                       json={"model": "specchat", "prompt": prompt, "echo": True, "max_tokens": 1})
+    assert plain.status_code == 200  # without logprobs nothing is scored: no cap
+
+
+async def _busy_s(url: str) -> float:
+    """Seconds until ``/health`` says no reply is generating (polled every 50 ms)."""
+    start = time.perf_counter()
+    async with httpx.AsyncClient(timeout=30) as client:
+        while (await client.get(url + "/health")).json()["busy"]:
+            await asyncio.sleep(0.05)
+    return time.perf_counter() - start
+
+
+def test_a_client_that_disconnects_stops_the_scoring_of_its_prompt(server):
+    """The scoring of a prompt near the cap, measured whole; then the same request, its client gone after 1 s: the
+    server is idle again in less than half the whole time."""
+    body = {"model": "specchat", "prompt": "The cat sat on the mat. " * 1100, "echo": True, "logprobs": 1,
+            "max_tokens": 1}
+    start = time.perf_counter()
+    whole = httpx.post(server.url + "/completions", json=body, timeout=600)
+    whole_s = time.perf_counter() - start
+    assert whole.status_code == 200 and len(whole.json()["choices"][0]["logprobs"]["tokens"]) > 6000
+    assert whole_s > 3, "the scoring is too fast to tell a stop from its end"
+
+    async def leave_after_1_s() -> float:
+        async with httpx.AsyncClient(timeout=1) as client:
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post(server.url + "/completions", json=body)
+            assert (await client.get(server.base + "/health", timeout=30)).json()["busy"]
+        return await _busy_s(server.base)
+
+    assert run_coroutine(leave_after_1_s()) < whole_s / 2
