@@ -194,7 +194,7 @@ class MainWindow(QMainWindow):
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setStretchFactor(2, 0)
-        self.splitter.setSizes([250, 800, 390])
+        self.splitter.setSizes([250, 800, 410])  # the graph's button row and legend need 400 px
         self.splitter.setChildrenCollapsible(False)
         self.setCentralWidget(self.splitter)
         self.model_picker = ModelPicker()

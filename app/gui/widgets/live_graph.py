@@ -139,6 +139,9 @@ class LiveGraph(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("liveGraph")
+        # No least width of its own (its button row would ask ~230 px): a window narrowed below NARROW_WINDOW_PX
+        # must reach its new width before the side panel folds away (app/gui/side_panel_fold.py).
+        self.setMinimumWidth(1)
         self.series: list[Series] = []
         self.refresh_times: list[float] = []
         self._runs: OrderedDict[int | None, list[Series]] = OrderedDict()  # conversation -> its last reply's runs
