@@ -282,6 +282,18 @@ def stream_plan(shards: list[int], group: int, seed: int, epoch: int) -> list[li
     return [order[i : i + group] for i in range(0, len(order), group)]
 
 
+def optimizer_step(head, batch: dict, optimizer, scheduler, autocast, draft_steps: int) -> dict:
+    """One optimizer step on ``batch`` (the loss of ``losses``, gradients clipped to norm 1); returns the loss parts."""
+    with autocast:
+        loss, parts = losses(head, batch, FEATURE_NOISE, draft_steps)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    return parts
+
+
 def train_streaming(args: argparse.Namespace) -> int:
     """``--stream-shards``: train on every training shard of a data folder too large for memory, resumable at every
     group of shards.
@@ -415,14 +427,7 @@ def train_streaming(args: argparse.Namespace) -> int:
         rng = np.random.default_rng([args.seed, position["epoch"], position["group"]])
         for indices in batches(data.sequences, args.batch_tokens, rng):
             batch = collate(data.sequences, indices, to_draft, args.device)
-            with autocast:
-                loss, parts = losses(head, batch, FEATURE_NOISE, args.draft_steps)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            running.append(parts)
+            running.append(optimizer_step(head, batch, optimizer, scheduler, autocast, args.draft_steps))
         del data
         position = {**position, "group": position["group"] + 1, "steps": position["steps"] + len(running),
                     "reply_tokens_seen": position["reply_tokens_seen"] + sum(reply_tokens.get(i, 0) for i in group)}
@@ -535,14 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         running = []
         for step, indices in enumerate(batches(train.sequences, args.batch_tokens, rng)):
             batch = collate(train.sequences, indices, to_draft, args.device)
-            with autocast:
-                loss, parts = losses(head, batch, FEATURE_NOISE, args.draft_steps)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            running.append(parts)
+            running.append(optimizer_step(head, batch, optimizer, scheduler, autocast, args.draft_steps))
             if step % 200 == 0:
                 recent = running[-200:]
                 print(f"epoch {epoch} step {step}/{len(groups)}: ce1 {np.mean([r['step1'] for r in recent]):.3f} "
