@@ -513,6 +513,16 @@ def test_the_view_menu_chooses_the_theme_and_the_settings_keep_it(qtbot, env):
     assert window.settings.theme == "system" and theme.current() is theme.theme_for("system")
 
 
+def test_the_graph_buttons_show_one_plot_each(qtbot, env):
+    from PySide6.QtCore import Qt
+
+    graph = env["window"].live_graph
+    for key, button in graph.plot_buttons.items():
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        assert graph.shown_plot == key and button.isChecked()
+        assert [k for k, b in graph.plot_buttons.items() if b.isChecked()] == [key]
+
+
 def test_every_control_was_used_and_quit_closes(qtbot, env):
     window = env["window"]
     tracker = env["tracker"]
