@@ -282,6 +282,19 @@ def stream_plan(shards: list[int], group: int, seed: int, epoch: int) -> list[li
     return [order[i : i + group] for i in range(0, len(order), group)]
 
 
+def warmup_cosine(optimizer, total_steps: int):
+    """The learning-rate schedule of every run: linear warm-up over min(200, 10%) of ``total_steps`` steps, then a
+    cosine from the full rate down to a tenth of it."""
+    warmup = min(200, total_steps // 10)
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total_steps - warmup)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+
+
 def optimizer_step(head, batch: dict, optimizer, scheduler, autocast, draft_steps: int) -> dict:
     """One optimizer step on ``batch`` (the loss of ``losses``, gradients clipped to norm 1); returns the loss parts."""
     with autocast:
@@ -362,14 +375,7 @@ def train_streaming(args: argparse.Namespace) -> int:
 
     total_steps = sum(len(group_batches(group, None)) for epoch in range(args.epochs)
                       for group in stream_plan(plan, args.stream_shards, args.seed, epoch))
-    warmup = min(200, total_steps // 10)
-
-    def rate(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total_steps - warmup)))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    scheduler = warmup_cosine(optimizer, total_steps)
     history: list[dict] = []
     position = {"epoch": 0, "group": 0, "steps": 0, "reply_tokens_seen": 0}
     if state:
@@ -513,14 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = batches(train.sequences, args.batch_tokens, None)
     args.epochs = max(args.epochs, -(-args.min_steps // len(groups)))
     total_steps = args.epochs * len(groups)
-    warmup = min(200, total_steps // 10)
-
-    def rate(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total_steps - warmup)))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    scheduler = warmup_cosine(optimizer, total_steps)
     checkpoint = args.out / "head.pt"
     history: list[dict] = []
     first_epoch = 0
