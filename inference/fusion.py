@@ -27,6 +27,8 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
+from .file_pages import release_file_pages
+
 
 @dataclass(frozen=True)
 class _Compressed:
@@ -90,12 +92,21 @@ def _compressed(matmul: ov.Node) -> _Compressed | None:
 
 def _concatenated(constants: list[ov.Node]) -> ov.Node:
     """One Constant holding ``constants`` one after the other along axis 0 (row-major data: their bytes in turn;
-    sub-byte types such as u4 stay packed, each part holding a whole number of bytes)."""
+    sub-byte types such as u4 stay packed, each part holding a whole number of bytes).
+
+    Each part is copied straight into the new Constant, and the weights file's pages it was read from are handed
+    back (``file_pages.release_file_pages``): the parts leave the graph, so the fused model does not hold its
+    q/k/v and gate/up weights twice in resident memory."""
     element_type = constants[0].get_output_element_type(0)
     shapes = [list(c.get_output_shape(0)) for c in constants]
     tensor = ov.Tensor(element_type, [sum(s[0] for s in shapes), *shapes[0][1:]])  # owns its memory
-    data = np.concatenate([np.asarray(c.get_data()).reshape(-1).view(np.uint8) for c in constants])
-    tensor.data.reshape(-1).view(np.uint8)[:] = data
+    destination = tensor.data.reshape(-1).view(np.uint8)
+    parts = [np.asarray(c.get_data()).reshape(-1).view(np.uint8) for c in constants]
+    offset = 0
+    for part in parts:
+        destination[offset:offset + part.size] = part
+        offset += part.size
+    release_file_pages(parts)
     return ov.op.Constant(tensor)
 
 

@@ -1,0 +1,74 @@
+"""Handing back the pages of a memory-mapped weights file that were read once and will not be read again.
+
+OpenVINO's ``Core.read_model`` maps the weights file (``openvino_model.bin``) read-only into the process: a
+constant's array points into that mapping, and every page read becomes part of the process's resident memory
+(``RssFile`` in ``/proc/self/status``) until the kernel needs it back. When fusion at load (``fusion.py``) copies
+q/k/v and gate/up into new constants, the pages it read belong to constants the graph no longer uses; asking the
+kernel to drop them (``madvise(MADV_DONTNEED)``) gives those megabytes back at once instead of counting them until
+the model is closed.
+
+Design rules:
+
+- Only inside a read-only mapping of a file: dropping its pages loses nothing (a later read maps them again from
+  the file). Memory the process wrote (anonymous or writable mappings: arrays, tensors, OpenVINO's own buffers) is
+  never touched, whatever address it is given.
+- Best effort: where ``/proc/self/maps`` or ``madvise`` is missing (not Linux), nothing happens.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+from pathlib import Path
+
+import numpy as np
+
+MADV_DONTNEED = 4  # Linux <sys/mman.h>
+_MAPS = Path("/proc/self/maps")
+
+
+def _read_only_file_mappings() -> list[tuple[int, int]]:
+    """``[start, end)`` addresses of this process's mappings that are readable, not writable and backed by a file."""
+    if not _MAPS.is_file():
+        return []
+    spans = []
+    for line in _MAPS.read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or not fields[5].startswith("/"):
+            continue  # anonymous, [heap], [stack], [vdso]...
+        permissions = fields[1]
+        if permissions[0] == "r" and permissions[1] != "w":
+            start, end = (int(address, 16) for address in fields[0].split("-"))
+            spans.append((start, end))
+    return spans
+
+
+def release_file_pages(arrays: list[np.ndarray]) -> int:
+    """Drop the resident pages of ``arrays`` that lie wholly inside read-only file mappings (see the module docstring).
+
+    Args:
+        arrays: numpy views of memory, e.g. ``np.asarray(constant.get_data())`` of constants read by
+            ``Core.read_model``; arrays elsewhere (anonymous memory) are skipped.
+
+    Returns:
+        The number of bytes handed back to the kernel (whole pages only; 0 where the platform has no ``madvise``).
+    """
+    libc_name = ctypes.util.find_library("c")
+    mappings = _read_only_file_mappings()
+    if libc_name is None or not mappings:
+        return 0
+    madvise = ctypes.CDLL(libc_name, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    released = 0
+    for array in arrays:
+        begin = array.__array_interface__["data"][0]
+        end = begin + array.nbytes
+        first_page = -(-begin // mmap.PAGESIZE) * mmap.PAGESIZE  # only pages the array covers whole
+        last_page = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if last_page <= first_page:
+            continue
+        if any(start <= first_page and last_page <= stop for start, stop in mappings):
+            if madvise(first_page, last_page - first_page, MADV_DONTNEED) == 0:
+                released += last_page - first_page
+    return released

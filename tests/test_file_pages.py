@@ -1,0 +1,43 @@
+"""Handing back a weights file's pages (inference/file_pages.py): file pages leave resident memory, nothing else."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from inference.file_pages import release_file_pages
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and madvise: Linux")
+
+SIZE = 64 * 2**20
+
+
+def _rss_file_bytes() -> int:
+    """The resident pages of this process backed by files (RssFile), in bytes."""
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssFile line")
+
+
+def test_pages_of_a_read_only_file_mapping_leave_resident_memory_and_read_back_the_same(tmp_path):
+    path = tmp_path / "weights.bin"
+    expected = np.random.default_rng(0).integers(0, 256, SIZE, dtype=np.uint8)
+    expected.tofile(path)
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")  # read-only, as Core.read_model maps openvino_model.bin
+    before = _rss_file_bytes()
+    checksum = int(mapped.sum(dtype=np.uint64))  # every page read: resident
+    touched = _rss_file_bytes()
+    assert touched - before > 0.9 * SIZE
+    released = release_file_pages([np.asarray(mapped)])
+    assert released > SIZE - 2 * 4096  # every whole page of the array
+    assert touched - _rss_file_bytes() > 0.9 * SIZE  # handed back to the kernel at once
+    assert int(mapped.sum(dtype=np.uint64)) == checksum and np.array_equal(mapped, expected)  # read again from the file
+
+
+def test_memory_the_process_wrote_is_never_touched():
+    array = np.arange(SIZE // 8, dtype=np.int64)  # anonymous memory
+    assert release_file_pages([array, array[10:]]) == 0
+    assert np.array_equal(array, np.arange(SIZE // 8, dtype=np.int64))
