@@ -67,7 +67,7 @@ def create_main_window(
     from inference.devices import available_devices
 
     from ..backends.worker import InferenceWorker
-    from .history_db import open_history
+    from .history_recovery import open_history
     from .main_window import MainWindow
     from .settings_store import SettingsStore
 

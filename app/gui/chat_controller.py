@@ -18,7 +18,7 @@ import sqlite3
 from PySide6.QtCore import QObject, Qt
 
 from .draft_speed import StepRates
-from .history_db import Message
+from .history_rows import Message
 
 #: The status bar's line from Stop until the reply ends.
 STOPPING = "Stopping…"

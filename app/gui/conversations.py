@@ -22,7 +22,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QStandardPaths, Signal
 from PySide6.QtWidgets import QMessageBox
 
-from .history_db import read_export, write_error_text
+from .history_db import write_error_text
+from .history_transfer import export_json, export_markdown, import_json, read_export
 from .widgets.dialogs import choose_file, message_box
 
 logger = logging.getLogger(__name__)
@@ -213,9 +214,9 @@ class Conversations(QObject):
             raise ValueError("this chat is empty: there is nothing to export yet")
         path = Path(path)
         if fmt == "md":
-            path.write_text(self.db.export_markdown(conversation_id), encoding="utf-8")
+            path.write_text(export_markdown(self.db, conversation_id), encoding="utf-8")
         else:
-            data = self.db.export_json(conversation_id)
+            data = export_json(self.db, conversation_id)
             path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         return path
 
@@ -224,10 +225,10 @@ class Conversations(QObject):
 
         Raises:
             ValueError: the file is not a SpecChat conversation export (not JSON, too large or deep, a field of the
-                wrong type: ``history_db.read_export``, ``HistoryDB.import_json``).
+                wrong type: ``history_transfer.read_export``, ``history_transfer.import_json``).
             OSError: the file cannot be read. sqlite3.Error: the history refused the write (nothing was written).
         """
-        conversation_id = self.db.import_json(read_export(path))
+        conversation_id = import_json(self.db, read_export(path))
         self.refresh()
         self.open(conversation_id)
         return conversation_id

@@ -43,7 +43,8 @@ from ..backends.remote import READ_TIMEOUT_S, RemoteBackend, RemoteError
 from ..backends.remote_keys import load_api_key
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet
-from .history_db import ROOT, HistoryDB, Message, write_error_text
+from .history_db import HistoryDB, write_error_text
+from .history_rows import ROOT, Message
 from .model_loader import ModelLoader
 from .reply_format import stopped_at_limit
 from .reply_recorder import ReplyRecorder

@@ -19,7 +19,8 @@ from typing import Callable
 
 from inference.events import ContextRolled, Finished, PromptOverflow, StepStats, TextDelta
 
-from .history_db import HistoryDB, Message
+from .history_db import HistoryDB
+from .history_rows import Message
 from .reply_format import MODE_NAMES, stats_dict
 
 logger = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ def reply_text(message_id: int) -> str:
 
 
 def main() -> int:
-    from app.gui.history_db import open_history
+    from app.gui.history_recovery import open_history
     from app.gui.reply_recorder import ReplyRecorder
     from inference.events import TextDelta
 

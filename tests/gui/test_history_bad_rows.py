@@ -9,7 +9,9 @@ import sqlite3
 
 import pytest
 
-from app.gui.history_db import MAX_IMPORT_BYTES, HistoryDB, open_history, read_export
+from app.gui.history_db import HistoryDB
+from app.gui.history_recovery import open_history
+from app.gui.history_transfer import MAX_IMPORT_BYTES, export_json, export_markdown, import_json, read_export
 
 GOOD_STATS = {"mode": "ar", "ttft_ms": 12.0, "tokens_per_s": 50.5, "new_tokens": 3}
 
@@ -97,7 +99,7 @@ def test_bad_rows_open_the_history_in_place_and_show_placeholders(bad_history):
 def test_markdown_export_of_bad_rows_does_not_crash(bad_history):
     path, first = bad_history
     db = HistoryDB(path)
-    markdown = db.export_markdown(first)
+    markdown = export_markdown(db, first)
     assert "## Assistant\n\n*(unreadable message: its text is missing (NULL))*" in markdown
     assert "## User\n\n*(unreadable message: its text is stored as binary data (9 bytes))*" in markdown
     assert "a good reply" in markdown and "fast?" in markdown
@@ -107,19 +109,19 @@ def test_markdown_export_of_bad_rows_does_not_crash(bad_history):
 def test_json_export_of_bad_rows_round_trips_through_import(bad_history, tmp_path):
     path, first = bad_history
     db = HistoryDB(path)
-    exported = db.export_json(first)
+    exported = export_json(db, first)
     assert [m["content"] for m in exported["messages"][2:6]] == [None, None, None, None]
     file = tmp_path / "export.json"
     file.write_text(json.dumps(exported))
-    copy = db.import_json(read_export(file))
-    again = db.export_json(copy)
+    copy = import_json(db, read_export(file))
+    again = export_json(db, copy)
     for data in (exported, again):
         for message in data["messages"]:
             message.pop("created_at")
     assert again == exported
     assert [m.unreadable != "" for m in db.messages(copy)] == [False, False, True, True, True, True, False, False, False]
     fresh = HistoryDB(tmp_path / "other.sqlite3")  # and into a history with the schema's constraints intact
-    third = fresh.export_json(fresh.import_json(read_export(file)))
+    third = export_json(fresh, import_json(fresh, read_export(file)))
     for message in third["messages"]:
         message.pop("created_at")
     assert third == exported
@@ -157,7 +159,7 @@ def _export(**message) -> dict:
 def test_import_refuses_malformed_fields_naming_them_and_writes_nothing(tmp_path, message, error):
     db = HistoryDB(tmp_path / "h.sqlite3")
     with pytest.raises(ValueError, match=f"message 1: {error}"):
-        db.import_json(_export(**message))
+        import_json(db, _export(**message))
     assert db.conversations() == []
     db.close()
 
@@ -183,6 +185,6 @@ def test_import_of_a_good_export_keeps_every_field(tmp_path):
     compare = {"compare": {"ar": {**GOOD_STATS, "text": "a"}, "spec": {**GOOD_STATS, "mode": "spec", "text": "b"},
                            "speedup": 1.5, "identical": False, "sampled": True, "first_difference": None}}  # fmt: skip
     data = _export(stats=compare, draft_spans=[[0, 2], [3, 5]], state="stopped")
-    [message] = db.messages(db.import_json(data))
+    [message] = db.messages(import_json(db, data))
     assert (message.stats, message.draft_spans, message.state) == (compare, [[0, 2], [3, 5]], "stopped")
     db.close()

@@ -11,15 +11,10 @@ import sys
 import pytest
 from helpers import bound_by_permissions
 
-from app.gui.history_db import (
-    SCHEMA_VERSION,
-    HistoryDB,
-    HistoryTooNewError,
-    HistoryUnreadableError,
-    is_corruption,
-    open_history,
-    write_error_text,
-)
+from app.gui.history_db import HistoryDB, HistoryTooNewError, HistoryUnreadableError, is_corruption, write_error_text
+from app.gui.history_recovery import open_history
+from app.gui.history_schema import MIGRATIONS, SCHEMA_VERSION
+from app.gui.history_transfer import export_json, export_markdown, import_json
 
 
 def test_new_database_is_wal_and_current(tmp_path):
@@ -67,11 +62,11 @@ def test_json_output_is_kept_with_the_conversation_and_its_export(tmp_path):
     db.set_json_output(plain, True)
     db.set_json_output(structured, False)
     assert (db.conversation(plain).json_output, db.conversation(structured).json_output) == (True, False)
-    exported = db.export_json(plain)
+    exported = export_json(db, plain)
     assert exported["json_output"] is True
-    assert db.conversation(db.import_json(exported)).json_output is True
+    assert db.conversation(import_json(db, exported)).json_output is True
     with pytest.raises(ValueError, match="json_output"):
-        db.import_json({**exported, "json_output": "yes"})
+        import_json(db, {**exported, "json_output": "yes"})
     db.close()
 
 
@@ -222,7 +217,7 @@ def test_a_file_without_read_permission_is_left_untouched(tmp_path):
     path = tmp_path / "history.sqlite3"
     HistoryDB(path).close()
     path.chmod(0)
-    script = ("import json, sys; from app.gui.history_db import open_history; "
+    script = ("import json, sys; from app.gui.history_recovery import open_history; "
               "db, notice = open_history(sys.argv[1]); print(json.dumps([notice, db.in_memory]))")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120,
                             **bound_by_permissions())  # fmt: skip
@@ -296,16 +291,16 @@ def test_export_markdown_and_json_and_import_back(tmp_path):
     stats = {"mode": "spec", "drafter": "lookup", "k": 4, "ttft_ms": 41.0, "tokens_per_s": 63.2,
              "acceptance_rate": 0.52, "discarded_tokens": 0, "rolls": 0, "new_tokens": 30}  # fmt: skip
     db.add_message(c, "assistant", "```python\nprint(1)\n```", stats=stats, draft_spans=[[0, 3]])
-    markdown = db.export_markdown(c)
+    markdown = export_markdown(db, c)
     assert markdown.startswith("# Export me\n")
     assert "> You are terse." in markdown
     assert "## User\n\nShow code" in markdown and "## Assistant\n\n```python\nprint(1)\n```" in markdown
     assert "*Speculative decoding (prompt lookup) · 52% of drafted tokens accepted · 30 tokens at 63.2 tokens/s, the first after 41 ms*" in markdown
-    data = db.export_json(c)
+    data = export_json(db, c)
     text = json.dumps(data)
-    copy = db.import_json(json.loads(text))
+    copy = import_json(db, json.loads(text))
     assert copy != c
-    original, imported = db.export_json(c), db.export_json(copy)
+    original, imported = export_json(db, c), export_json(db, copy)
     assert imported["title"] == "Export me" and imported["system_prompt"] == "You are terse."
     assert [(m["role"], m["content"], m["stats"], m["draft_spans"]) for m in imported["messages"]] == [
         (m["role"], m["content"], m["stats"], m["draft_spans"]) for m in original["messages"]
@@ -326,7 +321,7 @@ def test_markdown_export_closes_the_code_block_a_reply_was_cut_off_in_and_drops_
     db.add_message(c, "user", "Closed ones stay as they are")
     db.add_message(c, "assistant", "~~~\ncode\n~~~~\n\n``` not a fence: a backtick in its info `x`", state="stopped",
                    stats={**limit, "stop_reason": "cancelled"})  # fmt: skip
-    markdown = db.export_markdown(c)
+    markdown = export_markdown(db, c)
     assert markdown == (
         "# Cut off\n\n"
         "## User\n\nWrite a loop\n\n"
@@ -342,7 +337,7 @@ def test_markdown_export_closes_the_code_block_a_reply_was_cut_off_in_and_drops_
         "*Stopped · Plain decoding · 24 tokens at 61.0 tokens/s, the first after 54 ms · model qwen2.5-0.5b-instruct-int4*\n"
     )
     assert "Continue" not in markdown and "TTFT" not in markdown and "discarded" not in markdown
-    assert [m["content"] for m in db.export_json(c)["messages"]][1] == "Here:\n\n```python\nfor i in range(3):\n    print(i)"
+    assert [m["content"] for m in export_json(db, c)["messages"]][1] == "Here:\n\n```python\nfor i in range(3):\n    print(i)"
     db.close()
 
 
@@ -364,7 +359,7 @@ def test_markdown_export_closes_the_code_block_a_reply_was_cut_off_in_and_drops_
 def test_import_refuses_bad_data_with_a_reason(tmp_path, data, message):
     db = HistoryDB(tmp_path / "h.sqlite3")
     with pytest.raises(ValueError, match=message):
-        db.import_json(data)
+        import_json(db, data)
     assert db.conversations() == []
     db.close()
 
@@ -386,8 +381,6 @@ def test_only_corrupt_or_not_a_database_errors_count_as_corruption(tmp_path):
 
 def _version_2_history(path) -> None:
     """A history as SpecChat wrote it before chat branches (schema version 2), with one conversation of 4 messages."""
-    from app.gui.history_db import MIGRATIONS
-
     raw = sqlite3.connect(path)
     for step in MIGRATIONS[:2]:
         for statement in step:
@@ -451,8 +444,8 @@ def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
     assert [m.content for m in db.messages(1)][-1] == "No."
 
     # export writes the branch shown; another SpecChat process sees the same branch
-    assert [m["content"] for m in db.export_json(1)["messages"]] == ["Hi", "Hello!", "Tell a joke", "No."]
-    assert "Once upon a time." not in db.export_markdown(1)
+    assert [m["content"] for m in export_json(db, 1)["messages"]] == ["Hi", "Hello!", "Tell a joke", "No."]
+    assert "Once upon a time." not in export_markdown(db, 1)
     other = HistoryDB(path)
     assert [m.content for m in other.messages(1)] == ["Hi", "Hello!", "Tell a joke", "No."]
     assert other.conversation(1).message_count == 7  # every version is kept

@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from app.gui.history_db import SCHEMA_VERSION
+from app.gui.history_schema import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 OPENER = """
 import json, sys, time
 sys.path.insert(0, sys.argv[3])
-from app.gui.history_db import open_history
+from app.gui.history_recovery import open_history
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 db, notice = open_history(sys.argv[1])
 db.add_message(db.create_conversation("from " + str(sys.argv[4])), "user", "hello")

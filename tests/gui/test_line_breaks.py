@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.gui.history_db import Message
+from app.gui.history_rows import Message
 from app.gui.widgets.markdown_view import LINE_SEPARATOR, MarkdownView, hard_line_breaks
 from app.gui.widgets.message_widget import MessageWidget
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..history_db import Conversation, Message
+from ..history_rows import Conversation, Message
 from .elided_label import ElidedLabel
 from .message_widget import MessageWidget
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..history_db import Message
+from ..history_rows import Message
 from ..message_fields import spans_problem, stats_problem
 from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, stopped_at_limit
 from .copy_feedback import CopiedFeedback
@@ -77,7 +77,7 @@ class _EditBox(QPlainTextEdit):
 
 
 class MessageWidget(QFrame):
-    """A chat bubble for one :class:`~app.history_db.Message`.
+    """A chat bubble for one :class:`~app.gui.history_rows.Message`.
 
     Signals:
         edit_submitted(message_id, text): the user edited their message and wants it resent (as a new version).

@@ -1,0 +1,194 @@
+"""Conversations in and out of the history: JSON export and import (``format: specchat-conversation``), Markdown.
+
+A JSON export holds what the app shows of a conversation (its branch shown, each message's state, statistics and
+draft spans); importing it adds a new conversation with the same content, so export, import and export give the
+same JSON. An import is checked whole before anything is written: a file that is too large, not UTF-8, not JSON,
+nested too deeply or with any field SpecChat would not write gets a ``ValueError`` that names the field, and the
+history is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from ..bounded_json import depth_exceeds
+from .history_db import HistoryDB
+from .history_rows import ROLES, STATES, is_time
+from .message_fields import spans_problem, stats_problem
+from .reply_format import export_footer_text
+
+EXPORT_FORMAT = "specchat-conversation"
+EXPORT_VERSION = 1
+#: Largest JSON export :func:`read_export` reads (a conversation of 10,000 long messages is about 50 MB).
+MAX_IMPORT_BYTES = 50 * 1024 * 1024
+#: Deepest nesting of lists and objects an import accepts (an export nests 5 deep).
+MAX_IMPORT_DEPTH = 16
+#: Latest time an import accepts, seconds since 1970 (the last second of year 9999).
+MAX_TIME = 253402300799
+
+
+def export_json(db: HistoryDB, conversation_id: int) -> dict[str, Any]:
+    """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1), as the app reads
+    it: an unreadable message's ``content`` is null, statistics or spans it cannot use are ``{}`` / ``[]``."""
+    conversation = db.conversation(conversation_id)
+    if conversation is None:
+        raise ValueError(f"no conversation with id {conversation_id}")
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "title": conversation.title,
+        "system_prompt": conversation.system_prompt,
+        "json_output": conversation.json_output,
+        "created_at": conversation.created_at,
+        "messages": [
+            {
+                "role": m.role,
+                "content": None if m.unreadable else m.content,
+                "created_at": m.created_at,
+                "state": m.state,
+                "stats": m.stats,
+                "draft_spans": m.draft_spans,
+            }
+            for m in db.messages(conversation_id)
+        ],
+    }
+
+
+def export_markdown(db: HistoryDB, conversation_id: int) -> str:
+    """A conversation as a Markdown document (title, system prompt, then each message under a heading)."""
+    conversation = db.conversation(conversation_id)
+    if conversation is None:
+        raise ValueError(f"no conversation with id {conversation_id}")
+    lines = [f"# {conversation.title}", ""]
+    if conversation.system_prompt:
+        lines += ["**System prompt:**", "", *(f"> {line}" for line in conversation.system_prompt.splitlines()), ""]
+    for message in db.messages(conversation_id):
+        text = f"*(unreadable message: {message.unreadable})*" if message.unreadable else message.content
+        fence = unclosed_fence(text)
+        if fence:  # a reply cut off inside a code block: close it, or the rest of the file reads as code
+            text += ("" if text.endswith("\n") else "\n") + fence
+        lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", "", text, ""]
+        footer = export_footer_text(message.stats, message.state) if message.role == "assistant" else ""
+        if footer:
+            lines += [f"*{footer}*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def import_json(db: HistoryDB, data: Any) -> int:
+    """Add a conversation exported by :func:`export_json`; return the new conversation's id.
+
+    The whole structure is checked before anything is written. A message whose ``content`` is null (exported
+    from an unreadable row) is imported as an unreadable placeholder again (an empty BLOB: the column cannot
+    hold NULL), so export, import and export give the same JSON.
+
+    Raises:
+        ValueError: the data is not a SpecChat conversation export (the message names the field at fault).
+    """
+    messages = _checked_export(data)
+    title = data.get("title")
+    if not isinstance(title, str) or not title.strip():
+        title = "Imported chat"
+    created = data["created_at"] if data.get("created_at") is not None else time.time()
+    return db.add_imported_conversation(title.strip(), data.get("system_prompt", ""), data.get("json_output", False),
+                                        created, messages)
+
+
+#: A line that opens a fenced code block (CommonMark): up to 3 spaces, 3 or more backticks or tildes, an info string.
+_OPENING_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+#: A line that can close one: up to 3 spaces, 3 or more backticks or tildes, nothing but spaces after them.
+_CLOSING_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+
+
+def unclosed_fence(markdown: str) -> str:
+    """The fence that closes the code block ``markdown`` leaves open at its end (a reply cut off inside one), or ""
+    when it leaves none open. As CommonMark counts fences: a backtick fence's info string holds no backtick, and a
+    block closes at a fence of the same character at least as long as the one that opened it."""
+    opened = ""
+    for line in markdown.split("\n"):
+        if opened:
+            closing = _CLOSING_FENCE.match(line)
+            if closing and closing.group(1)[0] == opened[0] and len(closing.group(1)) >= len(opened):
+                opened = ""
+            continue
+        opening = _OPENING_FENCE.match(line)
+        if opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
+            opened = opening.group(1)
+    return opened
+
+
+def read_export(path: str | Path) -> Any:
+    """Read a JSON export file (as written by File > Export as JSON) for :func:`import_json`.
+
+    Raises:
+        ValueError: the file is larger than MAX_IMPORT_BYTES, not UTF-8 text, not JSON, or nested deeper than
+            MAX_IMPORT_DEPTH (the message says which).
+        OSError: the file cannot be read.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_IMPORT_BYTES:
+        raise ValueError(
+            f"{path} is {size / 1e6:.0f} MB; a conversation export is at most {MAX_IMPORT_BYTES // (1024 * 1024)} MB"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not a text file: {error}") from error
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    except RecursionError as error:
+        raise ValueError(f"{path} nests lists or objects too deeply to be a conversation export") from error
+    if depth_exceeds(data, MAX_IMPORT_DEPTH):
+        raise ValueError(f"{path} nests lists or objects more than {MAX_IMPORT_DEPTH} deep: not a conversation export")
+    return data
+
+
+def _time_problem(value: Any) -> str | None:
+    """Why an imported ``created_at`` cannot be stored (None when it can, or is left out): it must be seconds since
+    1970, a finite number from 0 to :data:`MAX_TIME` (NaN would be stored as NULL, 2^63 overflows SQLite's integers)."""
+    if value is None or (is_time(value) and math.isfinite(value) and 0 <= value <= MAX_TIME):
+        return None
+    return f'"created_at" must be a time in seconds since 1970 (a number from 0 to {MAX_TIME}), got {value!r}'
+
+
+def _checked_export(data: Any) -> list[dict]:
+    """The messages of an export after checking every field import_json writes; ValueError names the first wrong one."""
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"not a SpecChat conversation export (expected \"format\": \"{EXPORT_FORMAT}\")")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > EXPORT_VERSION:
+        raise ValueError(f"unsupported export version {version!r} (this SpecChat reads version {EXPORT_VERSION})")
+    if depth_exceeds(data, MAX_IMPORT_DEPTH):
+        raise ValueError(f"the export nests lists or objects more than {MAX_IMPORT_DEPTH} deep")
+    if not isinstance(data.get("system_prompt", ""), str):
+        raise ValueError('"system_prompt" must be text')
+    if not isinstance(data.get("json_output", False), bool):
+        raise ValueError('"json_output" must be true or false')
+    problem = _time_problem(data.get("created_at"))
+    if problem:
+        raise ValueError(f"the conversation's {problem}")
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        raise ValueError('the export has no "messages" list')
+    for index, message in enumerate(messages, 1):
+        if not isinstance(message, dict) or message.get("role") not in ROLES or "content" not in message:
+            raise ValueError(f'message {index} needs "role" (user or assistant) and "content" (text)')
+        content = message["content"]
+        if content is not None and not isinstance(content, str):
+            raise ValueError(f'message {index}: "content" must be text (or null for an unreadable message)')
+        if message.get("state", "complete") not in STATES:
+            raise ValueError(f'message {index}: "state" must be one of {", ".join(STATES)}')
+        stats = message.get("stats") or {}
+        problem = (
+            _time_problem(message.get("created_at"))
+            or stats_problem(stats)
+            or spans_problem(message.get("draft_spans") or [], len(content or ""))
+        )
+        if problem:
+            raise ValueError(f"message {index}: {problem}")
+    return messages
