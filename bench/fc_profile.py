@@ -10,6 +10,11 @@ driven through the engine's ``KVCache``: a 32-token prompt, then ``--steps`` one
 ``WARM_UP_STEPS`` not counted), a verification pass over 2 and 4 tokens, and a 1,024-token prefill. The two graphs
 take turns in ``--rounds`` rounds; wall times are medians over rounds, node times their means.
 
+The kernels of an AVX2-only CPU can be had on a CPU with AVX-512: ``ONEDNN_MAX_CPU_ISA=AVX2`` before the command
+caps what OpenVINO's CPU plugin picks (``brgemm_avx2_f32`` for the weight products, ``jit_avx2_f32`` elementwise;
+checked with OpenVINO 2026.4 on a Xeon with AMX); the report's header says so. It reproduces the kernels, not the
+AVX2 machine's caches and memory bandwidth: compare ratios.
+
 Run it on a quiet machine (pause your own background jobs with ``kill -STOP``: OpenVINO's per-node barriers make
 any load show up as slower nodes). Writes ``OUT/fc_profile.json`` and ``OUT/FC_PROFILE.md``.
 """

@@ -3,6 +3,7 @@ quality.json and the report header."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -44,10 +45,15 @@ def cpu_name() -> str:
 def run_stamp(script: str, argv: list[str] | None, started: float) -> dict:
     """Where a result comes from, for its JSON and report header: ``machine`` (CPU name and ISA flags), ``command``
     (``python bench/SCRIPT`` with ``argv``, or this process's arguments when None), ``commit``, ``finished`` (UTC)
-    and ``minutes`` since ``started`` (a ``time.time()`` value)."""
+    and ``minutes`` since ``started`` (a ``time.time()`` value). A run with ``ONEDNN_MAX_CPU_ISA`` set (e.g. ``AVX2``:
+    OpenVINO's CPU plugin then picks the kernels of an AVX2-only CPU, ``brgemm_avx2_f32``, on a CPU with AVX-512)
+    says so in both."""
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
     return {
-        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}",
-        "command": f"python bench/{script} " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": f"{cpu_name()}; {', '.join(cpu_flags())}"
+        + (f"; OpenVINO's kernels capped at {capped} (ONEDNN_MAX_CPU_ISA)" if capped else ""),
+        "command": (f"ONEDNN_MAX_CPU_ISA={capped} " if capped else "") + f"python bench/{script} "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": current_commit(), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "minutes": round((time.time() - started) / 60, 1),
     }

@@ -16,3 +16,12 @@ def test_a_stamp_names_the_command_commit_machine_and_duration():
     assert stamp["machine"].startswith(cpu_name())
     assert len(stamp["commit"].split("+")[0]) >= 7  # the tests run inside the repository's git checkout
     assert stamp["finished"].endswith(" UTC")
+
+
+def test_a_run_with_openvinos_kernels_capped_says_so_in_its_machine_and_command(monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    stamp = run_stamp("fc_profile.py", ["--rounds", "9"], started=time.time())
+    assert stamp["command"] == "ONEDNN_MAX_CPU_ISA=AVX2 python bench/fc_profile.py --rounds 9"
+    assert stamp["machine"].startswith(cpu_name()) and stamp["machine"].endswith("capped at AVX2 (ONEDNN_MAX_CPU_ISA)")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert "capped" not in run_stamp("fc_profile.py", [], started=time.time())["machine"]
