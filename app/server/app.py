@@ -29,7 +29,7 @@ from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
 from inference.tools import ToolsUnsupportedError
 
-from .binding import host_of, is_loopback
+from app.binding import host_of, is_loopback
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
 from .protocol import (

@@ -24,6 +24,7 @@ from ..draft_head import HEAD_MANIFEST, damaged_files, read_head_manifest
 from ..model import MODEL_FILES, ModelLoadError
 from . import store
 from .errors import ModelImportError
+from .manifest import DRAFT_HEAD_KIND
 from .progress import ProgressCallback
 
 logger = logging.getLogger(__name__)
@@ -130,9 +131,9 @@ def _write_store_manifest(folder: Path) -> store.ModelManifest:
         folder,
         name=DEFAULT_HEAD_NAME,
         source="shipped with SpecChat (trained by tools/draft_head)",
-        kind=store.DRAFT_HEAD_KIND,
+        kind=DRAFT_HEAD_KIND,
         bits=8,
-        layout=store.DRAFT_HEAD_KIND,
+        layout=DRAFT_HEAD_KIND,
         vocab_size=int(target["vocab_size"]),
         tokenizer_fingerprint=target["tokenizer_fingerprint"],
         rope_supported=True,
