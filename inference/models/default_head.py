@@ -115,12 +115,16 @@ def _check_shipped() -> None:
     try:
         manifest = read_head_manifest(SHIPPED_HEAD)
     except ModelLoadError as error:
-        raise ModelImportError(f"the draft head shipped with SpecChat is damaged ({error}): reinstall SpecChat") from error
+        raise ModelImportError(
+            f"the draft head shipped with SpecChat is damaged ({error}): reinstall SpecChat"
+        ) from error
     damaged = damaged_files(SHIPPED_HEAD, manifest)
     unrecorded = [name for name in HEAD_FILES if name != HEAD_MANIFEST and name not in manifest.get("sha256", {})]
     if damaged or unrecorded:
         what = ", ".join(damaged + [f"{name} (no SHA-256 recorded)" for name in unrecorded])
-        raise ModelImportError(f"the draft head shipped with SpecChat in {SHIPPED_HEAD} is damaged: {what}; reinstall SpecChat")
+        raise ModelImportError(
+            f"the draft head shipped with SpecChat in {SHIPPED_HEAD} is damaged: {what}; reinstall SpecChat"
+        )
 
 
 def _write_store_manifest(folder: Path) -> store.ModelManifest:

@@ -101,8 +101,9 @@ class ModelManifest:
 
     @property
     def store_name(self) -> str:
-        """The name to use with :func:`inference.models.store.find_model` and the CLI: the folder's name (unique in the store; the 4-, 8-
-        and 16-bit copies of the default model share ``name`` but not their folders), else ``name``."""
+        """The name to use with :func:`inference.models.store.find_model` and the CLI: the folder's name (unique in
+        the store; the 4-, 8- and 16-bit copies of the default model share ``name`` but not their folders), else
+        ``name``."""
         return self.path.name if self.path else self.name or "?"
 
     @property

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     missed = shortfalls(rebuilt, shipped)
     figures = ", ".join(f"{name} {rebuilt['training']['held_out'][name]:.3f} (shipped "
                         f"{shipped['training']['held_out'][name]:.3f})" for name in CHECKED)
-    print(f"rebuilt head in {args.out}: {figures}; {'FAILED: ' + '; '.join(missed) if missed else 'within ' + str(TOLERANCE)}")
+    verdict = f"FAILED: {'; '.join(missed)}" if missed else f"within {TOLERANCE}"
+    print(f"rebuilt head in {args.out}: {figures}; {verdict}")
     return 1 if missed else 0
 
 
