@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench installer installer-test clean
+.PHONY: run test bench head installer installer-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/engine_benchmark.py $(ARGS)
+
+# Rebuilds the shipped draft head from the committed corpus (the stages its manifest records) into build/draft_head/head
+# and checks its held-out acceptance against the shipped head's (tools/draft_head/rebuild.py; about 3.5 hours on 2 cores).
+head: $(VENV)/.installed-test
+	$(BIN)/python -m tools.draft_head.rebuild $(ARGS)
 
 # Standalone installers (see the README's "Building installers"): dist/specchat/ and dist/specchat_<version>_amd64.deb,
 # built in their own environment (build/packaging-venv) that never holds the conversion extra.

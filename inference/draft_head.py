@@ -11,12 +11,14 @@ A head folder holds a stateful OpenVINO IR (``openvino_model.xml/.bin``; inputs 
 ``hidden_states``, ``attention_mask``, ``position_ids``, ``beam_idx``, ``logits_to_keep``; outputs ``logits`` over
 the draft vocabulary and ``draft_hidden``, both for the last ``logits_to_keep`` positions), ``config.json`` (its
 RoPE, the target's), and the manifest ``draft_head.json``: the draft vocabulary (target token ids, most frequent
-first), the target it was trained for (name, hidden size, vocabulary size, tokenizer fingerprint) and how it was
-trained. ``tools/draft_head`` builds one; the default model's head ships in ``inference/models/default_head``.
+first), the target it was trained for (name, hidden size, vocabulary size, tokenizer fingerprint), how it was
+trained and rebuilt, and the SHA-256 of each other file, which :func:`load_head` checks (:func:`damaged_files`).
+``tools/draft_head`` builds one; the default model's head ships in ``inference/models/data``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +43,9 @@ DRAFT_HIDDEN = "draft_hidden"
 #: prompts x 3, AMD EPYC) measured the shipped head at K = 1 against K = 2: 1.07x vs 1.01x at the chat defaults,
 #: 1.23x vs 1.26x greedy (within the run-to-run noise of the pass costs; the previous head: 1.19x vs 1.16x).
 HEAD_K = 1
+
+#: SHA-256s already computed in this process, by (path, size, mtime in ns): a head loaded again is not rehashed.
+_HASHES: dict[tuple[str, int, int], str] = {}
 
 
 def is_head_folder(folder: str | Path) -> bool:
@@ -106,18 +111,57 @@ def read_head_manifest(folder: str | Path) -> dict:
     return manifest
 
 
-def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None = None) -> LoadedHead:
-    """Read and compile a draft head folder (with the device's default precision: its rounding only changes
-    which tokens are proposed, never the output).
+def file_sha256(path: Path) -> str:
+    """SHA-256 (64 hex digits) of a file's bytes, computed once per (path, size, modification time) in a process.
 
     Raises:
-        ModelLoadError: the folder, a file or the manifest is missing or unreadable, or OpenVINO cannot compile it.
+        OSError: the file is missing or unreadable.
+    """
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def damaged_files(folder: str | Path, manifest: dict) -> list[str]:
+    """The files of a head folder that differ from the SHA-256s its manifest records (``manifest["sha256"]``: file
+    name -> hex digest), each with why, e.g. ``["openvino_model.bin (its SHA-256 differs)", "config.json
+    (missing)"]``; empty when all match or the manifest records none (heads exported before it did).
+    """
+    damaged = []
+    for name, expected in (manifest.get("sha256") or {}).items():
+        try:
+            if file_sha256(Path(folder) / name) != expected:
+                damaged.append(f"{name} (its SHA-256 differs)")
+        except FileNotFoundError:
+            damaged.append(f"{name} (missing)")
+        except OSError as error:
+            damaged.append(f"{name} (unreadable: {error.strerror or error})")
+    return damaged
+
+
+def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None = None) -> LoadedHead:
+    """Read, check and compile a draft head folder (with the device's default precision: its rounding only changes
+    which tokens are proposed, never the output). Its files are checked against the SHA-256s its manifest records
+    (:func:`damaged_files`; hashed once per process while they are unchanged).
+
+    Raises:
+        ModelLoadError: the folder, a file or the manifest is missing or unreadable, a file differs from its
+            recorded SHA-256, or OpenVINO cannot compile it.
     """
     folder = Path(folder).expanduser()
     missing = [name for name in (*MODEL_FILES, HEAD_MANIFEST) if not (folder / name).is_file()]
     if missing:
         raise ModelLoadError(f"draft head folder {folder} is incomplete: missing {', '.join(missing)}; reinstall it")
     manifest = read_head_manifest(folder)
+    damaged = damaged_files(folder, manifest)
+    if damaged:
+        raise ModelLoadError(f"the draft head in {folder} is damaged: {', '.join(damaged)}; reinstall it")
     properties = base_properties(device)
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)

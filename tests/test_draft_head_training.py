@@ -4,6 +4,7 @@ from another run's weights and draft vocabulary, and the export records where a 
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 import openvino as ov
@@ -73,13 +74,33 @@ def test_init_starts_from_another_runs_weights_and_vocabulary(data_folder, tmp_p
     assert first["started_from"] is None
 
 
-def test_the_exported_manifest_says_where_training_started(data_folder, tmp_path):
-    _train(data_folder, tmp_path / "first")
+def test_the_exported_manifest_says_where_training_started_and_how_to_rebuild_it(data_folder, tmp_path):
+    """``training.rebuild`` holds every stage as a shell command (data, both runs with their real options, the
+    export), which train.py's own parser reads back to the arguments the runs had; the shards trained on are listed."""
+    _train(data_folder, tmp_path / "first", "--held-out-shards", "0", "16")
     _train(data_folder, tmp_path / "fine-tuned", "--init", str(tmp_path / "first" / "head.pt"))
     assert export.main(["--checkpoint", str(tmp_path / "fine-tuned" / "head.pt"), "--out", str(tmp_path / "head")]) == 0
     training = json.loads((tmp_path / "head" / "draft_head.json").read_text())["training"]
-    assert "--init " + str(tmp_path / "first" / "head.pt") in training["train_command"]
+    data, first, second, exported = training["rebuild"]["commands"]
+    assert data == "tests" and "train_command" not in training
+    assert exported == shlex.join(["python", "-m", "tools.draft_head.export", "--checkpoint",
+                                   str(tmp_path / "fine-tuned" / "head.pt"), "--out", str(tmp_path / "head")])
+    parsed = [train.parser().parse_args(shlex.split(command)[3:]) for command in (first, second)]
+    assert parsed[0].held_out_shards == [0, 16] and parsed[0].init is None and parsed[0].out == tmp_path / "first"
+    assert parsed[1].init == tmp_path / "first" / "head.pt" and parsed[1].held_out_shards is None
+    assert parsed[1].epochs == 1 and not parsed[1].resume
+    assert training["train_shards"] == [1]
     assert training["started_from"]["checkpoint"] == str(tmp_path / "first" / "head.pt")
+
+
+def test_rebuild_commands_name_paths_inside_the_repository_relative_to_its_root():
+    inside = export.REPO / "build" / "draft_head" / "data"
+    assert export.repo_relative(str(inside)) == "build/draft_head/data"
+    assert export.repo_relative("/elsewhere/data") == "/elsewhere/data" and export.repo_relative("cpu") == "cpu"
+    command = export.train_command({"data": str(inside), "epochs": "3", "held_out_shards": "[0, 16, 32]",
+                                    "train_tokens": "None", "resume": "False", "init": "None", "precision": "bf16"})
+    assert command == ("python -m tools.draft_head.train --data build/draft_head/data --epochs 3 "
+                       "--held-out-shards 0 16 32 --precision bf16")
 
 
 def test_training_warps_as_the_engine_does_also_where_the_nucleus_is_wider_than_its_first_search():

@@ -21,3 +21,21 @@ def test_every_package_under_app_and_inference_is_listed():
         for init in (REPO / root).rglob("__init__.py")
     }
     assert found - listed == set(), f"add {sorted(found - listed)} to [tool.setuptools] packages in pyproject.toml"
+
+
+def test_every_folder_python_could_import_is_listed_with_its_data():
+    """A folder without ``__init__.py`` is still importable (a namespace package): setuptools warns ("Package
+    'inference.models.data' is absent from the `packages` configuration") when one holding package data is not
+    listed, and a later setuptools may leave its files out. Folders whose names are not identifiers (the head's
+    folder) cannot be imported and ship as their package's data."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    importable = {
+        ".".join(folder.relative_to(REPO).parts)
+        for root in ("app", "inference")
+        for folder in [REPO / root, *(REPO / root).rglob("*")]
+        if folder.is_dir() and folder.name != "__pycache__"
+        and all(part.isidentifier() for part in folder.relative_to(REPO).parts)
+    }
+    assert "inference.models.data" in importable
+    assert importable - set(setuptools["packages"]) == set()
+    assert setuptools["package-data"]["inference.models.data"] == ["*/*"]

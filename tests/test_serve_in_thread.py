@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.backends.serve_in_thread import ServerStartError, ServerThread, SwitchableApp, WorkerOnLoop
-from app.server.binding import listen
+from app.binding import listen
 
 
 class FakeWorker:

@@ -52,7 +52,7 @@ from inference.events import Event, Finished, GenerationStats, StepStats, TextDe
 from inference.settings import Decoding
 
 from .. import bounded_json
-from ..server.binding import is_loopback
+from ..binding import is_loopback
 from .protocol import GenerationRequest
 
 #: Seconds to wait for the TCP (and TLS) connection.

@@ -36,7 +36,7 @@ import uvicorn
 from inference.events import Event
 
 from ..background import call_soon
-from ..server.binding import ListenError, listen, url_of
+from ..binding import ListenError, listen, url_of
 from .protocol import GenerationRequest
 from .worker import InferenceWorker
 
@@ -138,7 +138,7 @@ class ServerThread:
         port: the TCP port (0: any free port; :attr:`port` then says which).
 
     Attributes:
-        port: the port served on; url: the base URL clients use once started (``app.server.binding.url_of``:
+        port: the port served on; url: the base URL clients use once started (``app.binding.url_of``:
             this computer's network address for ``0.0.0.0``), "" before.
     """
 
@@ -218,7 +218,7 @@ class _Server(uvicorn.Server):
 
 
 def listen_for_window(host: str, port: int) -> socket.socket:
-    """``app.server.binding.listen``, its failure worded for the window (which has no command-line flags).
+    """``app.binding.listen``, its failure worded for the window (which has no command-line flags).
 
     Raises:
         ServerStartError: the port is in use, the address is not this computer's, or listening failed otherwise.

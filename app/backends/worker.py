@@ -27,6 +27,7 @@ from inference.engine import Engine
 from inference.events import Event, PromptScored
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
+from inference.models.default_head import repair_default_head
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
 from inference.settings import (
@@ -106,7 +107,11 @@ class _ModelCache:
         if key in self.models:
             self.models.move_to_end(key)
             return self.models[key], False
-        model = load_head(folder, device, threads) if is_head_folder(folder) else load_model(folder, device, precision, threads)
+        if is_head_folder(folder):
+            repair_default_head(folder)  # the shipped head, damaged, is reinstalled before it is loaded
+            model = load_head(folder, device, threads)
+        else:
+            model = load_model(folder, device, precision, threads)
         self.models[key] = model
         while len(self.models) > self.capacity:
             self.models.popitem(last=False)

@@ -19,6 +19,7 @@ from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, PromptOverflow, TextDelta
 from inference.model import ModelLoadError
+from inference.models.default_head import repair_default_head
 from inference.models.errors import ModelFetchError
 from inference.rope import RopeUnsupportedError
 from inference.settings import GenerationSettings, SamplingSettings, SettingError
@@ -199,6 +200,8 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
 
 def _engine(args: argparse.Namespace) -> Engine:
     models = model_folders(args)
+    if models.draft_dir is not None:
+        repair_default_head(models.draft_dir)  # the shipped head, damaged, is reinstalled before it is loaded
     return Engine.load(models.target_dir, models.target_device, models.draft_dir, models.draft_device, models.precision,
                        models.threads)
 

@@ -1,5 +1,5 @@
 """SpecChat's OpenAI-compatible server (no Qt): ``create_app`` builds the ASGI application (``app.server.app``),
-``binding`` says where it may listen; ``specchat serve`` runs it with uvicorn (``app.cli.serve``).
+``app.binding`` says where it may listen; ``specchat serve`` runs it with uvicorn (``app.cli.serve``).
 
 ``create_app`` is imported on first use, so that building the command line's parser does not import FastAPI.
 """

@@ -24,12 +24,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.backends.protocol import GenerationRequest, ReplySource
+from app.binding import host_of, is_loopback
 from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
 from inference.tools import ToolsUnsupportedError
 
-from .binding import host_of, is_loopback
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
 from .protocol import (

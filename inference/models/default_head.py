@@ -6,19 +6,28 @@ download: :func:`ensure_default_head` copies it into ``models/SmolLM2-135M-Instr
 (``kind="draft-head"``), so that ``specchat models list``, ``--draft NAME`` and the window's draft list see it like
 any installed draft. :func:`inference.models.default_model.ensure_default_model` calls it, so fetching the
 default model (``specchat models fetch-default``, the window's first start) installs it too; a newer version of
-SpecChat that ships another head replaces the installed copy (their SHA-256s differ).
+SpecChat that ships another head replaces the installed copy (their manifests differ).
+
+Its manifest records the SHA-256 of every other file. Both copies are hashed against it (once per process while a
+file's size and modification time stay the same): the package's before it is copied (a damaged package is an
+error that says to reinstall SpecChat), the installed one at every install and before it is loaded
+(:func:`repair_default_head`); an installed copy that differs is reinstalled from the package, with a log line.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import shutil
 from pathlib import Path
 
-from ..draft_head import HEAD_MANIFEST, read_head_manifest
+from ..draft_head import HEAD_MANIFEST, damaged_files, read_head_manifest
 from ..model import MODEL_FILES, ModelLoadError
 from . import store
+from .errors import ModelImportError
+from .manifest import DRAFT_HEAD_KIND
 from .progress import ProgressCallback
+
+logger = logging.getLogger(__name__)
 
 #: Name of the shipped head, in the package and in the store.
 DEFAULT_HEAD_NAME = "SmolLM2-135M-Instruct-head"
@@ -38,24 +47,33 @@ def default_head_dir() -> Path:
 
 
 def ensure_default_head(progress: ProgressCallback | None = None) -> Path | None:
-    """Install the shipped head into the store unless the same one is there; return its folder.
+    """Install the shipped head into the store unless the same one, undamaged, is there; return its folder.
+
+    An installed copy whose files differ from its manifest's SHA-256s, or whose manifest differs from the shipped
+    one, is replaced (logged, and said through ``progress``).
 
     Returns None when this build of SpecChat ships no head (a source tree without its data files).
 
     Raises:
+        ModelImportError: the package's own copy is damaged (a file missing or differing from its manifest's
+            SHA-256): the message says to reinstall SpecChat.
         OSError: the store cannot be written (disk full, permissions).
     """
     say = progress or (lambda message: None)
     if shipped_head() is None:
         return None
     final = default_head_dir()
-    if _is_current(final):
+    if _mismatch(final) is None:
         return final
-    root = store.models_dir()
     with store.store_lock(say):
-        if _is_current(final):
+        mismatch = _mismatch(final)
+        if mismatch is None:
             return final
-        work = store.new_staging_folder(root, final.name)
+        _check_shipped()
+        if final.exists():
+            logger.warning("The draft head in %s %s: reinstalling it from the package", final, mismatch)
+            say(f"The draft head in {final} {mismatch}: reinstalling it")
+        work = store.new_staging_folder(store.models_dir(), final.name)
         try:
             for name in HEAD_FILES:
                 shutil.copyfile(SHIPPED_HEAD / name, work / name)
@@ -67,15 +85,46 @@ def ensure_default_head(progress: ProgressCallback | None = None) -> Path | None
     return final
 
 
-def _is_current(folder: Path) -> bool:
-    """Whether ``folder`` holds the shipped head (same model files, by the SHA-256s its manifest records)."""
+def repair_default_head(folder: str | Path) -> None:
+    """Before a draft head is loaded: when ``folder`` is the installed shipped head, check it and reinstall it if it
+    differs (:func:`ensure_default_head`); any other folder is left as it is.
+
+    Raises:
+        ModelImportError, OSError: as :func:`ensure_default_head`.
+    """
+    if shipped_head() is not None and Path(folder).expanduser().resolve() == default_head_dir().resolve():
+        ensure_default_head()
+
+
+def _mismatch(folder: Path) -> str | None:
+    """How ``folder`` differs from the shipped head, e.g. ``"is damaged: openvino_model.bin (its SHA-256
+    differs)"``, or None when it holds the same manifest and files of the bytes it records."""
     try:
         installed = read_head_manifest(folder)
         store.read_manifest(folder)
-    except (ModelLoadError, OSError, ValueError):  # absent, partial or unreadable: reinstall
-        return False
-    shipped = json.loads((SHIPPED_HEAD / HEAD_MANIFEST).read_text(encoding="utf-8"))
-    return installed.get("sha256") == shipped.get("sha256") and all((folder / name).is_file() for name in HEAD_FILES)
+    except (ModelLoadError, OSError, ValueError):  # absent, partial or unreadable
+        return "is incomplete or unreadable"
+    if installed != read_head_manifest(SHIPPED_HEAD):
+        return "is another version"
+    damaged = damaged_files(folder, installed)
+    return f"is damaged: {', '.join(damaged)}" if damaged else None
+
+
+def _check_shipped() -> None:
+    """Raise ModelImportError unless the package's head matches its own manifest's SHA-256s."""
+    try:
+        manifest = read_head_manifest(SHIPPED_HEAD)
+    except ModelLoadError as error:
+        raise ModelImportError(
+            f"the draft head shipped with SpecChat is damaged ({error}): reinstall SpecChat"
+        ) from error
+    damaged = damaged_files(SHIPPED_HEAD, manifest)
+    unrecorded = [name for name in HEAD_FILES if name != HEAD_MANIFEST and name not in manifest.get("sha256", {})]
+    if damaged or unrecorded:
+        what = ", ".join(damaged + [f"{name} (no SHA-256 recorded)" for name in unrecorded])
+        raise ModelImportError(
+            f"the draft head shipped with SpecChat in {SHIPPED_HEAD} is damaged: {what}; reinstall SpecChat"
+        )
 
 
 def _write_store_manifest(folder: Path) -> store.ModelManifest:
@@ -86,9 +135,9 @@ def _write_store_manifest(folder: Path) -> store.ModelManifest:
         folder,
         name=DEFAULT_HEAD_NAME,
         source="shipped with SpecChat (trained by tools/draft_head)",
-        kind=store.DRAFT_HEAD_KIND,
+        kind=DRAFT_HEAD_KIND,
         bits=8,
-        layout=store.DRAFT_HEAD_KIND,
+        layout=DRAFT_HEAD_KIND,
         vocab_size=int(target["vocab_size"]),
         tokenizer_fingerprint=target["tokenizer_fingerprint"],
         rope_supported=True,

@@ -35,6 +35,7 @@ from ..model import (
     tokenizer_fingerprint,
 )
 from .errors import ModelImportError
+from .manifest import read_manifest
 
 #: The Hugging Face style config of a model folder (architecture, RoPE parameters, special tokens...).
 CONFIG_NAME = "config.json"
@@ -369,8 +370,6 @@ def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
 
 def _manifest_name(folder: Path) -> str | None:
     """The name in a folder's store manifest, None without a readable one (a folder outside the store)."""
-    from .store import read_manifest
-
     try:
         return read_manifest(folder).name or None
     except (OSError, ValueError):

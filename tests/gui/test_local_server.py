@@ -14,7 +14,7 @@ from gui_helpers import click, send_and_wait
 from PySide6.QtGui import QGuiApplication
 
 from app.gui.settings_store import ServerSettings, SettingsStore
-from app.server.binding import lan_address, listen
+from app.binding import lan_address, listen
 from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 

@@ -125,7 +125,7 @@ def test_a_key_that_cannot_be_stored_still_works_this_session(qtbot, make_window
 def test_ok_checks_the_server_and_stays_open_when_it_does_not_answer(qtbot, make_window, stub, no_user_keyring):
     from PySide6.QtWidgets import QLabel
 
-    from app.server.binding import listen
+    from app.binding import listen
 
     window = make_window()
     dialog = open_dialog(qtbot, window)
@@ -246,7 +246,7 @@ def test_a_failed_fetch_from_another_server_drops_the_models_listed_from_the_fir
 ):
     """The Model box kept listing the first server's model after Fetch models failed on a new URL (a newcomer
     trial): it lists only what the URL's server listed; a name typed by hand stays."""
-    from app.server.binding import listen
+    from app.binding import listen
 
     window = make_window(wait_model=False)
     dialog = RemoteServerDialog(window, window.tasks.spawn, stub.url("ok"), "", "", lambda url: "")

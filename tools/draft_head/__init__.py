@@ -11,6 +11,10 @@
    ``--train-tokens`` give the learning curve.
 3. ``python -m tools.draft_head.export --checkpoint RUN/head.pt --out inference/models/data/SmolLM2-135M-Instruct-head``:
    the stateful OpenVINO IR (int8 weights) and its manifest, which the engine loads without torch (``export.py``).
+   The manifest records each file's SHA-256 (checked at install and load), the shards trained on, and every
+   stage's command (``training.rebuild``): the shipped head's are there, runnable from the repository root;
+   ``make head`` (``rebuild.py``) runs them into ``build/draft_head/head`` and checks the result's held-out
+   acceptance against the shipped head's.
 4. ``python -m tools.draft_head.datastore_check --data DATA``: would a datastore of the target's own replies
    (REST) add to the head? Both scored teacher-forced on the held-out greedy replies (``datastore_check.py``).
 

@@ -1,6 +1,6 @@
 """Export a trained draft head (``train.py``'s ``head.pt``) to a stateful OpenVINO IR the engine loads without torch.
 
-    .venv/bin/python -m tools.draft_head.export --checkpoint RUN_DIR/head.pt --out inference/models/default_head
+    .venv/bin/python -m tools.draft_head.export --checkpoint RUN_DIR/head.pt --out inference/models/data/SmolLM2-135M-Instruct-head
 
 The graph (``build_graph``) computes ``head.DraftHead``'s first step for S positions and keeps the keys and values
 of its attention in two state variables, as a stateful causal LM does, so ``inference.kv_cache.KVCache`` drives it
@@ -15,15 +15,20 @@ like a target model (rollback by mask, rolls by shift-RoPE):
 
 Matrices are stored as int8 with one float32 scale per output row (symmetric), the pattern OpenVINO's CPU plugin
 decompresses inside its MatMul kernels; the norms' weights stay float32. The folder gets ``draft_head.json``
-(``inference.draft_head``'s manifest: the draft vocabulary, the target it was trained for, the training run) and a
-``config.json`` with the RoPE parameters the rolls need.
+(``inference.draft_head``'s manifest: the draft vocabulary, the target it was trained for, the training run, the
+SHA-256 of every other file) and a ``config.json`` with the RoPE parameters the rolls need. The manifest's
+``training.rebuild`` lists the shell commands of every stage (data, each training run it continued, this export)
+and ``training.train_shards`` the shards it trained on; paths inside the repository are written relative to its root,
+so keep the data and run folders under ``build/`` (ignored by git) for the commands to run from any checkout.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -212,12 +217,55 @@ def write_head_folder(out: Path, state: dict, target_dir: Path, training: dict, 
         "config": c,
         "training": training,
         "sha256": {name: hashlib.sha256((out / name).read_bytes()).hexdigest()
-                   for name in ("openvino_model.xml", "openvino_model.bin")},
+                   for name in ("openvino_model.xml", "openvino_model.bin", "config.json")},
     }
     vocabulary = json.dumps(manifest["draft_vocab"])  # one line, not one per token
     text = json.dumps({**manifest, "draft_vocab": "@"}, indent=1).replace('"@"', vocabulary)
     (out / HEAD_MANIFEST).write_text(text + "\n")
     return manifest
+
+
+def repo_relative(word: str) -> str:
+    """``word`` relative to the repository root when it is an absolute path inside it, else unchanged."""
+    path = Path(word)
+    if path.is_absolute() and path.resolve().is_relative_to(REPO):
+        return str(path.resolve().relative_to(REPO))
+    return word
+
+
+def train_command(args: dict[str, str]) -> str:
+    """A runnable ``python -m tools.draft_head.train ...`` line from a checkpoint's ``args`` (``train.py`` stores
+    each argument as ``str``): a list gives several values, None and False leave the option out, True gives the
+    flag alone, and paths inside the repository are relative to its root (:func:`repo_relative`)."""
+    words = ["python", "-m", "tools.draft_head.train"]
+    for key, text in args.items():
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):  # a path or a name such as cpu
+            value = text
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, list):
+            words += [flag, *(str(item) for item in value)]
+        elif value is not None and value is not False:
+            words += [flag, repo_relative(text)]
+    return shlex.join(words)
+
+
+def rebuild_commands(state: dict, checkpoint: Path, out: Path) -> list[str]:
+    """The shell commands that rebuild a head from the committed corpus, in order: the data folder (the data
+    manifest's command), every training run it continued (``started_from``, earliest first), then this one, then
+    the export of ``checkpoint`` to ``out``."""
+    runs = [state["args"]]
+    earlier = state.get("started_from")
+    while earlier and "train_command_args" in earlier:
+        runs.insert(0, earlier["train_command_args"])
+        earlier = earlier.get("started_from")
+    data = shlex.join(repo_relative(word) for word in shlex.split(state["data_manifest"]["command"]))
+    export = shlex.join(["python", "-m", "tools.draft_head.export", "--checkpoint", repo_relative(str(checkpoint)),
+                         "--out", repo_relative(str(out))])
+    return [data, *(train_command(run) for run in runs), export]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     training = {
         "data_command": state["data_manifest"]["command"], "data_seed": state["data_manifest"]["seed"],
         "target_model_sha256": state["data_manifest"]["model_sha256"],
-        "train_command": "python -m tools.draft_head.train " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in state["args"].items() if k not in ("resume",)),
+        "rebuild": {"from": "the repository root, with the conversion extra (pip install -e '.[convert]')",
+                    "commands": rebuild_commands(state, args.checkpoint.resolve(), args.out.resolve())},
+        "train_shards": [int(index) for index in state["train_shards"]],
         "train_reply_tokens": last["train_reply_tokens"], "epochs": last["epoch"] + 1,
         "held_out": {k: v for k, v in last.items() if k.startswith(("greedy", "sampled", "positions"))},
         "vocab_coverage": state["coverage"], "versions": state["data_manifest"]["versions"],

@@ -451,43 +451,49 @@ def train_streaming(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--train-tokens", type=int, help="reply tokens to train on (default: all training shards)")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--min-steps", type=int, default=0,
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m tools.draft_head.train`` (a head manifest's rebuild commands are its lines)."""
+    command_line = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    command_line.add_argument("--data", type=Path, required=True)
+    command_line.add_argument("--out", type=Path, required=True)
+    command_line.add_argument("--train-tokens", type=int, help="reply tokens to train on (default: all training shards)")
+    command_line.add_argument("--epochs", type=int, default=4)
+    command_line.add_argument("--min-steps", type=int, default=0,
                         help="train more epochs than --epochs if needed to take at least this many optimizer steps "
                              "(small data sets need more passes)")
-    parser.add_argument("--held-out-shards", type=int, nargs="+",
+    command_line.add_argument("--held-out-shards", type=int, nargs="+",
                         help="evaluate on these held-out shards only (default: all held-out shards of the data folder)")
-    parser.add_argument("--vocab", type=int, default=8192, help="draft vocabulary size")
-    parser.add_argument("--batch-tokens", type=int, default=2048)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--init", type=Path, help="start from this checkpoint's weights and draft vocabulary")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", choices=("bf16", "f32"), default=default_precision(),
+    command_line.add_argument("--vocab", type=int, default=8192, help="draft vocabulary size")
+    command_line.add_argument("--batch-tokens", type=int, default=2048)
+    command_line.add_argument("--lr", type=float, default=2e-3)
+    command_line.add_argument("--seed", type=int, default=0)
+    command_line.add_argument("--resume", action="store_true")
+    command_line.add_argument("--init", type=Path, help="start from this checkpoint's weights and draft vocabulary")
+    command_line.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    command_line.add_argument("--precision", choices=("bf16", "f32"), default=default_precision(),
                         help="autocast precision of the matrix products (default: bf16 where the CPU has it natively)")
-    parser.add_argument("--draft-steps", type=int, default=2,
+    command_line.add_argument("--draft-steps", type=int, default=2,
                         help="drafting steps trained and evaluated (the training-time test; EAGLE-3 uses 3 and more)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's, every core)")
-    parser.add_argument("--stream-shards", type=int,
+    command_line.add_argument("--threads", type=int, help="torch threads (default: torch's, every core)")
+    command_line.add_argument("--stream-shards", type=int,
                         help="stream the training shards this many at a time (for data folders larger than memory, "
                              "e.g. with layer features): see train_streaming; checkpoints after every group")
-    parser.add_argument("--init-head", type=Path,
+    command_line.add_argument("--init-head", type=Path,
                         help="with --stream-shards: start from an exported head folder's weights (import_ir), fused "
                              "features (the data folder's) starting at zero")
-    parser.add_argument("--eval-every", type=int, default=6, help="with --stream-shards: evaluate every N groups")
-    args = parser.parse_args(argv)
+    command_line.add_argument("--eval-every", type=int, default=6, help="with --stream-shards: evaluate every N groups")
+    return command_line
+
+
+def main(argv: list[str] | None = None) -> int:
+    command_line = parser()
+    args = command_line.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.stream_shards:
         return train_streaming(args)
     if args.init_head:
-        parser.error("--init-head needs --stream-shards")
+        command_line.error("--init-head needs --stream-shards")
     autocast = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16")
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)

@@ -1,4 +1,4 @@
-"""Where the server listens (app/server/binding.py): one ``listen`` for ``specchat serve`` and the window, whose
+"""Where the server listens (app/binding.py): one ``listen`` for ``specchat serve`` and the window, whose
 failures carry their cause, so that each front end can say what to do in its own terms."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from app.backends.serve_in_thread import ServerStartError, listen_for_window
 from app.cli.serve import _listen
-from app.server.binding import ListenError, check_binding, host_of, is_loopback, listen, url_of
+from app.binding import ListenError, check_binding, host_of, is_loopback, listen, url_of
 
 
 def test_listen_gives_a_listening_socket_without_nagle_delay():
@@ -81,7 +81,7 @@ def test_host_of_drops_the_port(authority, host):
 
 
 def test_the_url_of_a_socket_on_every_interface_is_this_computers_network_address():
-    from app.server.binding import lan_address
+    from app.binding import lan_address
 
     with listen("0.0.0.0", 0) as sock:
         assert url_of(sock) == f"http://{lan_address()}:{sock.getsockname()[1]}/v1"  # never http://0.0.0.0:…
