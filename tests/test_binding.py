@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from app.backends.serve_in_thread import ServerStartError, listen_for_window
-from app.cli.serve import _listen
 from app.binding import ListenError, check_binding, host_of, is_loopback, listen, url_of
+from app.cli.serve import _listen
 
 
 def test_listen_gives_a_listening_socket_without_nagle_delay():

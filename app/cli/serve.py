@@ -18,8 +18,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
+from app.cli.options import add_model_options, decoding_settings, model_folders
 from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
 from inference.settings import SamplingSettings, SettingError
 
