@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from inference.events import GenerationStats
+from inference.events import GenerationStats, PromptProgress
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative"}
@@ -36,6 +36,28 @@ def duration_text(seconds: float) -> str:
         return f"{whole // 60} min {whole % 60} s"
     minutes = round(seconds / 60)
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+def progress_dict(progress: PromptProgress) -> dict:
+    """A prompt's reading progress as a streaming reply's ``stats["prefill"]`` holds it (never saved):
+    ``{"done": int, "total": int, "elapsed_s": float, "remaining_s": float or None}``."""
+    return {"done": progress.done, "total": progress.total, "elapsed_s": progress.elapsed_s,
+            "remaining_s": progress.remaining_s}  # fmt: skip
+
+
+def reading_text(progress: dict) -> str:
+    """What a prompt's reading progress (``progress_dict``) says in words: ``Reading your message: 12,288 of 39,935
+    tokens · 1 min 2 s so far, about 40 s left`` ("" for a dict that is not one)."""
+    done, total = progress.get("done"), progress.get("total")
+    elapsed, remaining = progress.get("elapsed_s"), progress.get("remaining_s")
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in (done, total)):
+        return ""
+    words = f"Reading your message: {done:,} of {total:,} tokens"
+    if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
+        words += f" · {duration_text(elapsed)} so far"
+    if isinstance(remaining, (int, float)) and not isinstance(remaining, bool) and done < total:
+        words += f", about {duration_text(remaining)} left"
+    return words
 
 
 def stats_dict(stats: GenerationStats, **extra) -> dict:

@@ -29,6 +29,7 @@ from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, sto
 from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
+from .prompt_progress import PromptProgressView
 
 RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most this often
 
@@ -130,6 +131,7 @@ class MessageWidget(QFrame):
 
         self._layout = layout
         self.compare_box: QWidget | None = None  # built on first use (most messages never need it)
+        self.prompt_progress: PromptProgressView | None = None  # a long prompt's reading, built on first use
         self.editor: QPlainTextEdit | None = None
         self.edit_bar: QWidget | None = None
 
@@ -406,6 +408,7 @@ class MessageWidget(QFrame):
                 self.body.set_plain_text(message.content)  # as typed: no Markdown, line breaks kept
             else:
                 self.body.set_markdown(message.content, spans, self._highlight)
+        self._show_prompt_progress(stats.get("prefill") if self._live and message.role == "assistant" else None)
         if message.role == "assistant":
             if self._live:
                 live = stats.get("live", "")
@@ -418,3 +421,12 @@ class MessageWidget(QFrame):
         else:
             self.footer.setVisible(False)
         self.set_actions(self._busy, self._last)
+
+    def _show_prompt_progress(self, progress) -> None:
+        """Show the bar of a prompt being read (a streaming reply's ``stats["prefill"]``), or hide it."""
+        if isinstance(progress, dict) and self.prompt_progress is None:
+            self.prompt_progress = PromptProgressView()
+            self._layout.insertWidget(self._layout.indexOf(self.body), self.prompt_progress)
+        if self.prompt_progress is not None:
+            shown = isinstance(progress, dict) and self.prompt_progress.show_progress(progress)
+            self.prompt_progress.setVisible(shown)
