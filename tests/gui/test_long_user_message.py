@@ -1,5 +1,5 @@
 """A long paste in the chat shows its start and "Show all" (issue 35, item 2: Qt's layout of a whole 197 KB message
-costs the window about 230 MB, measured offscreen; most of it stayed after the bubble was gone)."""
+costs a warm window about 93 MB, collapsed 25 MB, measured offscreen at 1366x768)."""
 
 from __future__ import annotations
 
