@@ -22,7 +22,7 @@ Qt's layout of the whole pasted text (~70 MB for 197 KB in a warm window: a long
 "Show all").
 
 So the bounds: after the reply at most BACK_WITHIN_MB above the level before the paste (this build +468 at 100 KB;
-main +692 to +706, the test failed there), and at least GIVEN_BACK_MB below the peak (this build 329; main 0).
+main +698 to +706, the test failed there), and at least GIVEN_BACK_MB below the peak (this build 329; main 0).
 """
 
 from __future__ import annotations
