@@ -172,14 +172,16 @@ class ReplyRecorder:
         step = self.last_step
         if step is None:
             text = "Generating…" if self.phase is None or not self.compare else f"{MODE_NAMES.get(self.phase, '')}: starting…"
-            if self.progress is not None:
+            if self.progress is not None:  # (the bubble's bar says how far: the footer only what it skips)
                 text = (f"{MODE_NAMES.get(self.phase, '')}: " if self.compare else "") + "Reading your message…"
             if self.overflow is not None:
-                text += (
-                    f" · the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
+                skipped = (
+                    f"the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
                     f"({self.overflow.n_ctx}): the model skips {self.overflow.discarded_tokens} of its oldest tokens "
                     "(raise Context length in the settings to keep them)"
                 )
+                alone = self.progress is not None and not self.compare
+                text = skipped[0].upper() + skipped[1:] if alone else f"{text} · {skipped}"
             return text
         rate = step.generated / step.elapsed_s if step.elapsed_s > 0 else 0.0
         parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]

@@ -10,7 +10,10 @@ from pathlib import Path
 from conftest import FAST
 from gui_helpers import click
 
+from app.gui.history_db import HistoryDB
 from app.gui.reply_format import reading_text
+from app.gui.reply_recorder import ReplyRecorder
+from inference.events import PromptOverflow, PromptProgress, TextDelta
 
 GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
 WORDS = re.compile(r"Reading your message: ([\d,]+) of ([\d,]+) tokens · .+ so far(, about .+ left)?$")
@@ -60,3 +63,19 @@ def test_reading_words():
     )
     assert reading_text({**progress, "done": 39935, "remaining_s": 0.0}).endswith("tokens · 1 min 2 s so far")
     assert reading_text({"done": "many"}) == ""  # not a progress: nothing to say (the view hides)
+
+
+def test_the_recorder_hands_the_reading_on_until_the_first_token_and_never_saves_it(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    message = db.message(db.add_message(db.create_conversation("t"), "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message, save_interval_s=0)
+    recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046),
+                  PromptProgress(done=1024, total=2954, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
+    stats = recorder.snapshot().stats
+    assert stats["prefill"] == {"done": 1024, "total": 2954, "elapsed_s": 3.1, "remaining_s": 20.0}
+    assert stats["live"].startswith("The conversation is 5000 tokens, more than the context length (4096)")
+    recorder.save()
+    assert "prefill" not in db.message(message.id).stats
+    recorder.add([TextDelta("Hi", 1, False)])
+    assert "prefill" not in recorder.snapshot().stats
+    db.close()
