@@ -2,8 +2,8 @@
 footer and its actions.
 
 User messages offer Copy and Edit (edit the text and resend it); a long one (a paste) shows its start and "Show
-all" (its whole text is laid out only when asked: a whole 197 KB bubble costs Qt ~90 MB). Assistant replies offer Copy and, on the last
-reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
+all" (its whole text is laid out only when asked: a whole 197 KB bubble costs Qt ~90 MB). Assistant replies offer
+Copy and, on the last reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
 A message whose row cannot be read (``Message.unreadable``) shows a placeholder saying why; statistics that are
 not what SpecChat writes (``message_fields.stats_problem``) are drawn as none.
 """
