@@ -34,7 +34,17 @@ from .constraints import GrammarError, GrammarMask
 from .detokenizer import IncrementalDetokenizer, streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta, TokenLogprob
+from .events import (
+    ContextRolled,
+    Event,
+    Finished,
+    GenerationStats,
+    PromptOverflow,
+    PromptProgress,
+    StepStats,
+    TextDelta,
+    TokenLogprob,
+)
 from .kv_cache import KVCache
 from .model import HIDDEN_STATES, LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties
@@ -188,8 +198,9 @@ class Engine:
                 prefill stopped so keeps the passes done in the cache, and ``Finished`` comes without any text.
 
         Yields:
-            ``PromptOverflow`` first when the prompt does not fit in n_ctx, ``ContextRolled`` (during prefill or
-            decode), ``TextDelta`` per token, ``StepStats`` per decode step, and ``Finished`` last.
+            ``PromptOverflow`` first when the prompt does not fit in n_ctx, ``PromptProgress`` before the prefill and
+            after each of its passes, ``ContextRolled`` (during prefill or decode), ``TextDelta`` per token,
+            ``StepStats`` per decode step, and ``Finished`` last.
 
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
@@ -342,12 +353,17 @@ class Engine:
         models: list[LoadedModel],
         stats: GenerationStats,
         cancel: threading.Event | None = None,
-    ) -> Generator[ContextRolled, None, np.ndarray | None]:
+        start: float | None = None,
+    ) -> Generator[ContextRolled | PromptProgress, None, np.ndarray | None]:
         """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full, the
-        drafter told after each pass; yields ContextRolled; returns the float32 ``[vocab]`` logits after the last
-        token, or None when ``cancel`` was set (checked before each pass; the cache then holds the passes done)."""
+        drafter told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
+        (``start``: the ``time.perf_counter()`` its ``elapsed_s`` counts from; now when None); returns the float32
+        ``[vocab]`` logits after the last token, or None when ``cancel`` was set (checked before each pass; the cache
+        then holds the passes done)."""
+        start = time.perf_counter() if start is None else start
         logits = None
-        done = 0
+        done, work_done, prefill_start = 0, 0.0, time.perf_counter()
+        yield PromptProgress(done=0, total=len(tokens), elapsed_s=prefill_start - start)
         while done < len(tokens):
             if cancel is not None and cancel.is_set():
                 return None
@@ -361,6 +377,11 @@ class Engine:
                 drafter.feed(self._cache.tokens, n_ctx)
             self._seen.extend(chunk)
             done += len(chunk)
+            cached, now = len(self._cache), time.perf_counter()
+            work_done += _prefill_work(cached - len(chunk), cached)
+            work_left = _prefill_work(cached, min(n_ctx, cached + len(tokens) - done))
+            remaining = (now - prefill_start) * work_left / work_done
+            yield PromptProgress(done=done, total=len(tokens), elapsed_s=now - start, remaining_s=remaining)
         return logits
 
     def _generate(
@@ -397,7 +418,7 @@ class Engine:
             to_prefill = yield from self._cut_the_middle(to_prefill, discarded, n_keep, drafter, models, stats)
             stats.prefilled_tokens = len(to_prefill)
         seen_before = len(self._seen)
-        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafter, models, stats, cancel)
+        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafter, models, stats, cancel, start)
         if len(to_prefill) < len(prompt_ids) - reused and logits is not None:
             self._seen[seen_before:] = prompt_ids[reused:]  # as if rolled through: the next turn reuses the cache
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
@@ -687,6 +708,12 @@ def _unfollowable(error: GrammarError) -> SettingError:
     """A grammar no reply can follow, as the ``grammar`` setting's error: the request's fault, not the engine's."""
     return SettingError("grammar", f"grammar cannot be followed by any reply ({error}): check the JSON schema or "
                         "grammar (a $ref that requires itself admits no finite value)")
+
+
+def _prefill_work(first: int, last: int) -> float:
+    """The cost of prefilling cache positions [first, last), in units of a token after an empty cache: each token
+    costs 1 + (tokens cached before it) / PREFILL_DEPTH_SCALE (the measurements above ``PREFILL_PASS_TOKENS``)."""
+    return (last - first) * (1 + (first + last) / (2 * PREFILL_DEPTH_SCALE))
 
 
 def prefill_pass_size(cached: int, fast: bool) -> int:

@@ -104,6 +104,25 @@ class PromptOverflow:
     discarded_tokens: int
 
 
+@dataclass(frozen=True)
+class PromptProgress:
+    """How much of the prompt the prefill has read: yielded before its first pass and after each pass (about a
+    second each, ``engine.prefill_pass_size``), so that a front end can show a long prompt's progress.
+
+    Attributes:
+        done: prompt tokens read so far (0 in the first event); total: tokens the prefill reads in all, those the
+            KV cache did not hold already, after the middle of a prompt longer than n_ctx was cut (``PromptOverflow``).
+        elapsed_s: seconds since generation started.
+        remaining_s: estimated seconds until the prefill ends, from the passes so far, with each token costing more
+            the more tokens are cached before it; None before the first pass ends.
+    """
+
+    done: int
+    total: int
+    elapsed_s: float
+    remaining_s: float | None = None
+
+
 @dataclass
 class GenerationStats:
     """Summary of one reply.
@@ -192,4 +211,4 @@ class Finished:
     stats: GenerationStats
 
 
-Event = PromptOverflow | PromptScored | TextDelta | StepStats | ContextRolled | ToolCalls | Finished
+Event = PromptOverflow | PromptProgress | PromptScored | TextDelta | StepStats | ContextRolled | ToolCalls | Finished

@@ -39,6 +39,7 @@ from inference.precision import PrecisionError
 from ..backends.worker import InferenceWorker, ModelInfo, ModelSpec
 from ..background import TaskSet
 from .gc_policy import freeze_startup_objects
+from .reply_format import duration_text
 from .settings_store import AppSettings
 
 #: Pause after the last model-setting edit before reloading (several quick edits load once).
@@ -220,7 +221,7 @@ class ModelLoader(QObject):
         self._loaded_key = key
         freeze_startup_objects()
         self.loaded.emit(info)
-        seconds = f" (loaded in {info.load_seconds + info.warm_up_seconds:.1f} s)" if info.load_seconds else ""
+        seconds = f" (loaded in {duration_text(info.load_seconds + info.warm_up_seconds)})" if info.load_seconds else ""
         self._set_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
         self.ready.emit(spec.describe())
         return True

@@ -1,13 +1,63 @@
-"""Reply statistics as stored with a message (a JSON dict) and as shown in its footer."""
+"""Reply statistics as stored with a message (a JSON dict) and as shown in its footer, and durations in words."""
 
 from __future__ import annotations
 
-from inference.events import GenerationStats
+import math
+
+from inference.events import GenerationStats, PromptProgress
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup"}
 STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: ``850 ms`` under a second, ``4.2 s`` under ten, ``42 s`` under a minute,
+    ``2 min 14 s`` under an hour, ``1 h 5 min`` beyond (each rounded to its last unit, so 59.96 s is ``1 min 0 s``).
+
+    Args:
+        seconds: the duration in seconds (a float; a negative one reads as ``0 ms``).
+
+    Returns:
+        The words; ``unknown`` for NaN or an infinity (a corrupt statistic is never worth a crash).
+    """
+    if not math.isfinite(seconds):
+        return "unknown"
+    seconds = max(0.0, seconds)
+    if round(seconds * 1000) < 1000:
+        return f"{seconds * 1000:.0f} ms"
+    if round(seconds, 1) < 10:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def progress_dict(progress: PromptProgress) -> dict:
+    """A prompt's reading progress as a streaming reply's ``stats["prefill"]`` holds it (never saved):
+    ``{"done": int, "total": int, "elapsed_s": float, "remaining_s": float or None}``."""
+    return {"done": progress.done, "total": progress.total, "elapsed_s": progress.elapsed_s,
+            "remaining_s": progress.remaining_s}  # fmt: skip
+
+
+def reading_text(progress: dict) -> str:
+    """What a prompt's reading progress (``progress_dict``) says in words: ``Reading your message: 12,288 of 39,935
+    tokens · 1 min 2 s so far, about 40 s left`` ("" for a dict that is not one)."""
+    done, total = progress.get("done"), progress.get("total")
+    elapsed, remaining = progress.get("elapsed_s"), progress.get("remaining_s")
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in (done, total)):
+        return ""
+    words = f"Reading your message: {done:,} of {total:,} tokens"
+    if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
+        words += f" · {duration_text(elapsed)} so far"
+    if isinstance(remaining, (int, float)) and not isinstance(remaining, bool) and done < total:
+        words += f", about {duration_text(remaining)} left"
+    return words
 
 
 def stats_dict(stats: GenerationStats, **extra) -> dict:
@@ -49,7 +99,7 @@ def metrics_text(stats: dict) -> str:
     tokens dropped to fit the context (5 rolls)`` before the token count."""
     parts = []
     if "ttft_ms" in stats:
-        parts.append(f"TTFT {stats['ttft_ms']:.0f} ms")
+        parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
     if "tokens_per_s" in stats:
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:
@@ -153,7 +203,7 @@ def _decoding_in_words(stats: dict) -> list[str]:
         if "tokens_per_s" in stats:
             speed += f" at {stats['tokens_per_s']:.1f} tokens/s"
         if "ttft_ms" in stats:
-            speed += f", the first after {stats['ttft_ms']:.0f} ms"
+            speed += f", the first after {duration_text(stats['ttft_ms'] / 1000)}"
         parts.append(speed)
     return parts
 

@@ -17,11 +17,11 @@ import sqlite3
 import time
 from typing import Callable
 
-from inference.events import ContextRolled, Finished, PromptOverflow, StepStats, TextDelta
+from inference.events import ContextRolled, Finished, PromptOverflow, PromptProgress, StepStats, TextDelta
 
 from .history_db import HistoryDB
 from .history_rows import Message
-from .reply_format import MODE_NAMES, stats_dict
+from .reply_format import MODE_NAMES, progress_dict, stats_dict
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class ReplyRecorder:
         self.compare_data: dict = {"ar": {}, "spec": {}, "speedup": None, "identical": None} if compare else {}
         self.last_step: StepStats | None = None
         self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
+        self.progress: PromptProgress | None = None  # how much of the prompt the run has read, until its first token
         self.rolls = 0
         self.saves = 0
         self._last_save = clock()
@@ -98,12 +99,15 @@ class ReplyRecorder:
         self._phase_extra = extra
         self.last_step = None
         self.overflow = None
+        self.progress = None
         if self.compare:
             self.compare_data[mode] = {"mode": mode, **extra, "text": ""}
 
     def add(self, events) -> None:
         """Record engine events; saves the row when ``save_interval_s`` has passed since the last save."""
         for event in events:
+            if isinstance(event, (TextDelta, StepStats)):
+                self.progress = None  # the prompt is read: the reply has begun
             if isinstance(event, TextDelta):
                 if not event.text:
                     continue
@@ -125,6 +129,8 @@ class ReplyRecorder:
                 self.rolls += 1
             elif isinstance(event, PromptOverflow):
                 self.overflow = event
+            elif isinstance(event, PromptProgress):
+                self.progress = event
             elif isinstance(event, Finished):
                 self._finished(event)
         if self._dirty and self._clock() - self._last_save >= self.save_interval_s:
@@ -162,16 +168,21 @@ class ReplyRecorder:
         self._dirty = True
 
     def live_text(self) -> str:
-        """Progress line for the footer while streaming: tokens so far, tokens/s, acceptance rate."""
+        """Progress line for the footer while streaming: tokens so far, tokens/s, acceptance rate (before the first
+        token, what the run does: reading the prompt, and what the context length makes it skip)."""
         step = self.last_step
         if step is None:
             text = "Generating…" if self.phase is None or not self.compare else f"{MODE_NAMES.get(self.phase, '')}: starting…"
+            if self.progress is not None:  # (the bubble's bar says how far: the footer only what it skips)
+                text = (f"{MODE_NAMES.get(self.phase, '')}: " if self.compare else "") + "Reading your message…"
             if self.overflow is not None:
-                text += (
-                    f" · the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
+                skipped = (
+                    f"the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
                     f"({self.overflow.n_ctx}): the model skips {self.overflow.discarded_tokens} of its oldest tokens "
                     "(raise Context length in the settings to keep them)"
                 )
+                alone = self.progress is not None and not self.compare
+                text = skipped[0].upper() + skipped[1:] if alone else f"{text} · {skipped}"
             return text
         rate = step.generated / step.elapsed_s if step.elapsed_s > 0 else 0.0
         parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]
@@ -181,15 +192,18 @@ class ReplyRecorder:
         return prefix + " · ".join(parts)
 
     def _stats_for_storage(self) -> dict:
+        """The statistics to store, with, while streaming, the footer's ``live`` line and (until the first token)
+        the prompt's reading ``prefill`` (``reply_format.progress_dict``), which ``save`` leaves out."""
+        prefill = {"prefill": progress_dict(self.progress)} if self.state == "streaming" and self.progress else {}
         if not self.compare:
             stats = dict(self.stats)
             if self.state == "streaming":
                 stats["live"] = self.live_text()
-            return stats
+            return {**stats, **prefill}
         compare = {key: (dict(value) if isinstance(value, dict) else value) for key, value in self.compare_data.items()}
         if self.state == "streaming" and self.phase in ("ar", "spec"):
             compare[self.phase]["live"] = self.live_text()
-        return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {})}
+        return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {}), **prefill}
 
     def snapshot(self) -> Message:
         """The reply as it stands, as a Message (for the chat view)."""
@@ -212,6 +226,7 @@ class ReplyRecorder:
         database refused the write (``save_error`` says why; the reply is kept here for the next save)."""
         stats = self._stats_for_storage()
         stats.pop("live", None)
+        stats.pop("prefill", None)
         self._last_save = self._clock()
         try:
             self.db.update_message(

@@ -1,8 +1,9 @@
 """One message of the chat: a bubble with the text (replies in Markdown, user messages as typed), a statistics
 footer and its actions.
 
-User messages offer Copy and Edit (edit the text and resend it); assistant replies offer Copy and, on the last
-reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
+User messages offer Copy and Edit (edit the text and resend it); a long one (a paste) shows its start and "Show
+all" (its whole text is laid out only when asked: a whole 197 KB bubble costs Qt ~90 MB). Assistant replies offer
+Copy and, on the last reply, Regenerate. A comparison reply shows the autoregressive and the speculative text side by side.
 A message whose row cannot be read (``Message.unreadable``) shows a placeholder saying why; statistics that are
 not what SpecChat writes (``message_fields.stats_problem``) are drawn as none.
 """
@@ -29,8 +30,13 @@ from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, sto
 from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
+from .prompt_progress import PromptProgressView
 
 RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most this often
+# A user message longer than this shows its first SHOWN_OF_LONG_MESSAGE characters and "Show all": Qt's layout of a
+# whole 197 KB paste costs a warm window ~93 MB, collapsed ~25 MB (measured offscreen at 1366x768, 2026-12-05).
+LONG_MESSAGE_CHARS = 6_000
+SHOWN_OF_LONG_MESSAGE = 2_000
 
 
 class _Column(QWidget):
@@ -122,6 +128,8 @@ class MessageWidget(QFrame):
         self._edit_button: QToolButton | None = None
         self._regenerate_button: QToolButton | None = None
         self._continue_button: QPushButton | None = None
+        self.show_all_button: QPushButton | None = None  # a long user message's "Show all", built on first use
+        self._expanded = False
         layout.addLayout(header)
 
         self.body = MarkdownView()
@@ -130,6 +138,7 @@ class MessageWidget(QFrame):
 
         self._layout = layout
         self.compare_box: QWidget | None = None  # built on first use (most messages never need it)
+        self.prompt_progress: PromptProgressView | None = None  # a long prompt's reading, built on first use
         self.editor: QPlainTextEdit | None = None
         self.edit_bar: QWidget | None = None
 
@@ -336,6 +345,8 @@ class MessageWidget(QFrame):
         self._ensure_editor()
         self.editor.setPlainText(self.message.content)
         self.body.setVisible(False)
+        if self.show_all_button is not None:
+            self.show_all_button.setVisible(False)
         self.editor.setVisible(True)
         self.edit_bar.setVisible(True)
         self.edit_button.setEnabled(False)
@@ -348,6 +359,8 @@ class MessageWidget(QFrame):
         self.editor.setVisible(False)
         self.edit_bar.setVisible(False)
         self.body.setVisible(True)
+        if self.show_all_button is not None:
+            self.show_all_button.setVisible(len(self.message.content) > LONG_MESSAGE_CHARS)
         self.edit_button.setEnabled(not self._busy)
 
     def _cancel_edit_by_key(self) -> None:
@@ -403,9 +416,10 @@ class MessageWidget(QFrame):
             if not self.editing:
                 self.body.setVisible(True)
             if message.role == "user":
-                self.body.set_plain_text(message.content)  # as typed: no Markdown, line breaks kept
+                self.body.set_plain_text(self._user_text())  # as typed: no Markdown, line breaks kept
             else:
                 self.body.set_markdown(message.content, spans, self._highlight)
+        self._show_prompt_progress(stats.get("prefill") if self._live and message.role == "assistant" else None)
         if message.role == "assistant":
             if self._live:
                 live = stats.get("live", "")
@@ -418,3 +432,36 @@ class MessageWidget(QFrame):
         else:
             self.footer.setVisible(False)
         self.set_actions(self._busy, self._last)
+
+    def _user_text(self) -> str:
+        """A user message's text as shown: all of it, or the start of a long one (``LONG_MESSAGE_CHARS``) with
+        "Show all" under it until that is pressed."""
+        content = self.message.content
+        long = len(content) > LONG_MESSAGE_CHARS
+        if long and self.show_all_button is None:
+            self.show_all_button = QPushButton()
+            self.show_all_button.setObjectName("showAllButton")
+            self.show_all_button.clicked.connect(self._toggle_expanded)
+            index = self._layout.indexOf(self.body) + 1
+            self._layout.insertWidget(index, self.show_all_button, 0, Qt.AlignmentFlag.AlignLeft)
+        if self.show_all_button is not None:
+            self.show_all_button.setVisible(long and not self.editing)
+            self.show_all_button.setText("Show less" if self._expanded else f"Show all ({len(content):,} characters)")
+        if not long or self._expanded:
+            return content
+        return content[:SHOWN_OF_LONG_MESSAGE].rstrip() + " …"
+
+    def _toggle_expanded(self) -> None:
+        self._expanded = not self._expanded
+        self._render()
+
+    def _show_prompt_progress(self, progress) -> None:
+        """Show the bar of a prompt being read (a streaming reply's ``stats["prefill"]``), or hide it."""
+        if isinstance(progress, dict) and self.prompt_progress is None:
+            self.prompt_progress = PromptProgressView()
+            self._layout.insertWidget(self._layout.indexOf(self.body), self.prompt_progress)
+        if self.prompt_progress is not None:
+            shown = isinstance(progress, dict) and self.prompt_progress.show_progress(progress)
+            self.prompt_progress.setVisible(shown)
+            if shown and not self.message.content:
+                self.body.setVisible(False)  # (empty until the first token: no blank line between bar and footer)

@@ -1,0 +1,81 @@
+"""A long paste shows how far its prompt has been read (issue 35, item 2): a bar in the reply's bubble with "Reading
+your message: 1,024 of 2,989 tokens · 3.1 s so far, about 20 s left", and Stop ends the reading with the message
+saved."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import FAST
+from gui_helpers import click
+
+from app.gui.history_db import HistoryDB
+from app.gui.reply_format import reading_text
+from app.gui.reply_recorder import ReplyRecorder
+from inference.events import PromptOverflow, PromptProgress, TextDelta
+
+GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
+WORDS = re.compile(r"Reading your message: ([\d,]+) of ([\d,]+) tokens · .+ so far(, about .+ left)?$")
+
+
+def test_the_bar_follows_the_prompt_read_and_stop_ends_it(qtbot, make_window):
+    window = make_window(FAST.with_values(n_ctx=4096))
+    text = GENESIS.read_text(encoding="utf-8")[:30_000]  # ~7,500 tokens: ~3,000 kept after the cut, many passes
+    seen = []  # (done, total, words, bar value, bar maximum) as the bubble showed them
+
+    def look(reply, _text):
+        widget = window.chat_view.widget(reply.id)
+        if widget is not None:
+            widget.flush()  # (a live bubble re-renders at most every 60 ms: see it as it will be drawn)
+        if widget is not None and widget.prompt_progress is not None and widget.prompt_progress.isVisibleTo(widget):
+            view = widget.prompt_progress
+            prefill = reply.stats["prefill"]
+            seen.append((prefill["done"], prefill["total"], view.words.text(), view.bar.value(), view.bar.maximum()))
+
+    window.replies.updated.connect(look)
+    with qtbot.waitSignal(window.generation_finished, timeout=180_000) as finished:
+        window.composer.set_text(text)
+        window.composer.submit()
+        qtbot.waitUntil(lambda: len([s for s in seen if s[0] > 0]) >= 2, timeout=120_000)  # two passes read
+        click(qtbot, window.composer.stop_button)
+    final = finished.args[0]
+    done, total, words, value, maximum = seen[-1]
+    assert 0 < done < total < 4096 and (value, maximum) == (done, total)
+    match = WORDS.match(words)
+    assert match and match.group(1) == f"{done:,}" and match.group(2) == f"{total:,}" and match.group(3), words
+    assert [s[0] for s in seen] == sorted(s[0] for s in seen)  # it only moves forward
+    assert seen[0][0] == 0 and "left" not in seen[0][2]  # shown before the first pass ends, without a guess
+    # Stopped while reading: no text, the bar gone, the message and the stopped reply saved
+    assert final.state == "stopped" and final.content == "" and final.stats["stop_reason"] == "cancelled"
+    widget = window.chat_view.widget(final.id)
+    assert not widget.prompt_progress.isVisibleTo(widget)
+    assert "prefill" not in window.db.message(final.id).stats
+    messages = window.db.messages(final.conversation_id)
+    assert [m.role for m in messages] == ["user", "assistant"] and messages[0].content == text
+
+
+def test_reading_words():
+    progress = {"done": 12288, "total": 39935, "elapsed_s": 62.4, "remaining_s": 134.0}
+    assert reading_text(progress) == "Reading your message: 12,288 of 39,935 tokens · 1 min 2 s so far, about 2 min 14 s left"
+    assert reading_text({**progress, "done": 0, "remaining_s": None, "elapsed_s": 0.004}) == (
+        "Reading your message: 0 of 39,935 tokens · 4 ms so far"
+    )
+    assert reading_text({**progress, "done": 39935, "remaining_s": 0.0}).endswith("tokens · 1 min 2 s so far")
+    assert reading_text({"done": "many"}) == ""  # not a progress: nothing to say (the view hides)
+
+
+def test_the_recorder_hands_the_reading_on_until_the_first_token_and_never_saves_it(tmp_path):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    message = db.message(db.add_message(db.create_conversation("t"), "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message, save_interval_s=0)
+    recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046),
+                  PromptProgress(done=1024, total=2954, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
+    stats = recorder.snapshot().stats
+    assert stats["prefill"] == {"done": 1024, "total": 2954, "elapsed_s": 3.1, "remaining_s": 20.0}
+    assert stats["live"].startswith("The conversation is 5000 tokens, more than the context length (4096)")
+    recorder.save()
+    assert "prefill" not in db.message(message.id).stats
+    recorder.add([TextDelta("Hi", 1, False)])
+    assert "prefill" not in recorder.snapshot().stats
+    db.close()
