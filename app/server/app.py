@@ -27,7 +27,6 @@ from app.backends.protocol import GenerationRequest, ReplySource
 from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
-from inference.tools import ToolsUnsupportedError
 
 from .binding import host_of, is_loopback
 from .gate import GateClosed, GenerationGate, QueueFull
@@ -48,6 +47,7 @@ from .protocol import (
     sse,
     stats_object,
     step_object,
+    tool_call_deltas,
 )
 
 logger = logging.getLogger(__name__)
@@ -370,8 +370,6 @@ class _Generation:
             if error.field == "decoding" and self._request.settings.decoding is Decoding.DRAFT_MODEL:
                 raise no_draft_model(self._draft_advice) from None  # the engine has no draft model
             raise setting_error(error) from None
-        except ToolsUnsupportedError as error:
-            raise APIError(400, str(error), param="tools", code="tools_unsupported") from None
         except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
             raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
                            param="messages", code="context_length_exceeded") from None
@@ -464,7 +462,7 @@ def _chunks(
             transcript.hold(entries)
         if isinstance(event, ToolCalls):
             transcript.called = True
-            chunks.append(reply.chunk(None, calls=event.calls, include_usage=include_usage))
+            chunks += [reply.chunk(None, calls=delta, include_usage=include_usage) for delta in tool_call_deltas(event.calls)]
         if isinstance(event, Finished):
             chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
                                       extension=stats_object(event.stats), include_usage=include_usage,

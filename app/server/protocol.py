@@ -710,17 +710,17 @@ class Reply:
         return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
 
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
-              include_usage: bool = False, logprobs: dict | None = None, calls: tuple[ToolCall, ...] = ()) -> dict:
+              include_usage: bool = False, logprobs: dict | None = None, calls: list[dict] | None = None) -> dict:
         """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
         chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens;
-        ``calls`` the reply's tool calls (each whole, in one delta). With ``include_usage`` the chunk carries
+        ``calls`` its ``delta.tool_calls`` (one of :func:`tool_call_deltas`). With ``include_usage`` the chunk carries
         ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
         if self.chat:
             delta = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
             if calls:
-                delta["tool_calls"] = tool_calls(calls)
+                delta["tool_calls"] = calls
             choice = {"index": 0, "delta": delta}
         else:
             choice = {"index": 0, "text": text or ""}
@@ -796,6 +796,24 @@ def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
     return [{"index": index, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
              "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
             for index, call in enumerate(calls)]
+
+
+#: Characters of a call's ``arguments`` per streamed delta.
+ARGUMENTS_FRAGMENT_CHARS = 32
+
+
+def tool_call_deltas(calls: tuple[ToolCall, ...]) -> list[list[dict]]:
+    """The ``delta.tool_calls`` of the stream chunks that carry ``calls``, in OpenAI's streamed shape: per call, first
+    ``{"index", "id", "type": "function", "function": {"name", "arguments": ""}}``, then ``{"index", "function":
+    {"arguments": fragment}}`` with the next :data:`ARGUMENTS_FRAGMENT_CHARS` characters of its arguments' JSON
+    string, until the whole string is sent (joined, the fragments are :func:`tool_calls`' ``arguments``)."""
+    deltas = []
+    for whole in tool_calls(calls):
+        index, arguments = whole["index"], whole["function"]["arguments"]
+        deltas.append([{**whole, "function": {"name": whole["function"]["name"], "arguments": ""}}])
+        deltas += [[{"index": index, "function": {"arguments": arguments[start : start + ARGUMENTS_FRAGMENT_CHARS]}}]
+                   for start in range(0, len(arguments), ARGUMENTS_FRAGMENT_CHARS)]
+    return deltas
 
 
 def usage(stats: GenerationStats) -> dict:
