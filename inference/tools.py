@@ -82,7 +82,7 @@ class ToolCallFormat:
         elif self.name == "mistral":
             calls = f'"[TOOL_CALLS][" {call} (", " {call})* "]"' if use.parallel else f'"[TOOL_CALLS][" {call} "]"'
         elif self.name == "generic":
-            calls = f"%json {json.dumps(_generic_schema(schema, use.parallel))}"
+            calls = f"%json {json.dumps(_generic_schema(schema, _generic_list(use)))}"
         else:
             calls = call
         if use.choice != "auto":
@@ -144,6 +144,12 @@ MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", at_start=False, arguments_ke
 GENERIC = ToolCallFormat("generic", "{", at_start=True, arguments_key="arguments")
 
 
+def _generic_list(use: ToolUse) -> bool:
+    """Whether a generic reply under ``use`` writes a list of calls: where parallel calls are allowed, except for a
+    named function (called once, as OpenAI's named ``tool_choice`` does)."""
+    return use.parallel and use.choice in ("auto", "required")
+
+
 def _generic_schema(call: dict, parallel: bool) -> dict:
     """The JSON schema of a generic reply's calls: ``{"tool_calls": [call, ...]}`` (at least one) when ``parallel``,
     else ``{"tool_call": call}`` (``call``: the schema of one call)."""
@@ -167,8 +173,8 @@ def generic_instructions(use: ToolUse) -> str:
     parameters) as JSON, and how to call them under ``use.choice``, in the shape the grammar enforces."""
     listed = "\n".join(json.dumps({key: tool["function"][key] for key in ("name", "description", "parameters")
                                    if key in tool["function"]}, ensure_ascii=False) for tool in use.tools)
-    example = _generic_call_text([{"name": "<tool name>", "arguments": {"<argument>": "<value>"}}], use.parallel)
-    if use.parallel:
+    example = _generic_call_text([{"name": "<tool name>", "arguments": {"<argument>": "<value>"}}], _generic_list(use))
+    if _generic_list(use):
         example += " (one or more calls in the list)"
     if use.choice == "auto":
         how = f"To call tools, reply with only this JSON object: {example}. Otherwise answer the user in plain text."
@@ -196,7 +202,7 @@ def generic_conversation(system_prompt: str, messages: list[dict], use: ToolUse 
     """
     if use is not None:
         system_prompt = f"{system_prompt}\n\n{generic_instructions(use)}" if system_prompt else generic_instructions(use)
-    parallel = use.parallel if use is not None else True
+    parallel = _generic_list(use) if use is not None else True
     names: dict[str, str] = {}  # tool call id -> function name
     rendered: list[dict] = []
     previous_tool = False
