@@ -44,6 +44,21 @@ def _valid(name: str, arguments: str) -> bool:
     return name == "get_time" and set(values) == {"utc"} and isinstance(values["utc"], bool)
 
 
+def _reassembled(chunks) -> list[tuple[str, str]]:
+    """The ``(name, arguments)`` of the calls in a stream's ``delta.tool_calls``, checking OpenAI's shape: a call's
+    first delta has its index (0, 1, ... in order), id, type and name, the next ones fragments of its arguments."""
+    calls: dict[int, list] = {}
+    for delta in [d for c in chunks if c.choices for d in (c.choices[0].delta.tool_calls or [])]:
+        if delta.id is not None:
+            assert delta.index == len(calls) and delta.type == "function" and delta.function.arguments == ""
+            assert delta.id.startswith("call_") and delta.function.name
+            calls[delta.index] = [delta.function.name, ""]
+        else:
+            assert delta.function.name is None and delta.function.arguments
+            calls[delta.index][1] += delta.function.arguments
+    return [tuple(call) for call in calls.values()]
+
+
 # --- the generic format, without a model ---------------------------------------------------------------------------
 
 
@@ -156,7 +171,10 @@ def test_parallel_calls_come_as_a_list_and_one_call_when_not_allowed(client):
     assert len({c.id for c in parallel}) == len(parallel)
     ask_both = [{"role": "user", "content": "Tell me the UTC time, and the weather in Rome for two days."}]
     both = _ask(client, messages=ask_both, tool_choice="required", max_tokens=120).choices[0].message.tool_calls
-    assert all(_valid(c.function.name, c.function.arguments) for c in both)
+    assert sorted(c.function.name for c in both) == ["get_time", "get_weather"], "the model asks for both"
+    assert all(_valid(c.function.name, c.function.arguments) for c in both) and len({c.id for c in both}) == 2
+    chunks = list(_ask(client, messages=ask_both, tool_choice="required", max_tokens=120, stream=True))
+    assert _reassembled(chunks) == [(c.function.name, c.function.arguments) for c in both]
     single = _ask(client, messages=ask_both, tool_choice="required", parallel_tool_calls=False).choices[0]
     assert len(single.message.tool_calls) == 1 and single.finish_reason == "tool_calls"
 
@@ -169,19 +187,7 @@ def test_streamed_deltas_add_up_to_the_call_and_speculative_calls_equal_greedy_o
             .choices[0].message.tool_calls] == [(c.function.name, c.function.arguments) for c in whole]
     for extra in ({}, SPEC):
         chunks = list(_ask(client, tool_choice=choice, stream=True, extra_body=extra))
-        deltas = [d for c in chunks if c.choices for d in (c.choices[0].delta.tool_calls or [])]
-        calls: dict[int, list] = {}
-        for delta in deltas:
-            if delta.id is not None:  # a call's first delta: its id, type and name
-                assert delta.index not in calls and delta.type == "function" and delta.function.arguments == ""
-                calls[delta.index] = [delta.id, delta.function.name, ""]
-            else:
-                assert delta.function.name is None
-                calls[delta.index][2] += delta.function.arguments
-        assert sorted(calls) == list(range(len(whole)))
-        assert [(name, arguments) for _, name, arguments in calls.values()] == \
-            [(c.function.name, c.function.arguments) for c in whole]
-        assert len(deltas) > len(whole), "the arguments come after the name"
+        assert _reassembled(chunks) == [(c.function.name, c.function.arguments) for c in whole]
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
         assert all(not c.choices[0].delta.content for c in chunks if c.choices)
 
