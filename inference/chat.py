@@ -32,8 +32,8 @@ class ChatSession:
     of the previous turns, so a follow-up only prefills its new tokens.
 
     With ``tools``, the template renders them (Qwen2.5, Llama 3.1+ and other templates that know tools), the reply
-    follows the grammar of their calls (``inference.tools``) and its calls come as a ``ToolCalls`` event instead of
-    text. A template that renders no tools (SmolLM2's) gets the generic format instead: the tools are described in
+    follows the grammar of their calls (``inference.tools``) and its calls come as ``ToolCallDelta`` events while they
+    are written and a ``ToolCalls`` event at the end, instead of text. A template that renders no tools (SmolLM2's) gets the generic format instead: the tools are described in
     the system prompt, and earlier calls and results are written into the messages
     (``inference.tools.generic_conversation``), with or without tools for this reply.
 
@@ -127,7 +127,10 @@ class ChatSession:
         for event in self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel):
             if reader is not None and isinstance(event, TextDelta):
                 event = replace(event, text=reader.push(event.text))
-            elif reader is not None and isinstance(event, Finished):
+                yield event
+                yield from reader.deltas()
+                continue
+            if reader is not None and isinstance(event, Finished):
                 rest, calls = reader.finish()
                 if rest:
                     yield TextDelta(text=rest, token_id=-1, from_draft=False)

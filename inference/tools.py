@@ -16,18 +16,20 @@ Design rules:
   the given functions whose arguments match each function's JSON schema (``tool_choice`` "auto"), calls only
   ("required"), or one call of one function (a named function); so a call, once the model starts one, is always
   valid and parseable.
-* **Text streams, calls arrive whole.** ``ToolCallReader`` passes text through until the format's opener appears
-  (holding back what could be its beginning), then keeps the rest and reads the calls from it at the end.
+* **Text streams, and so do calls.** ``ToolCallReader`` passes text through until the format's opener appears
+  (holding back what could be its beginning), then keeps the rest: each call's name and its arguments' JSON text
+  stream as ``ToolCallDelta`` pieces as they are written (:func:`written_calls`), and the calls are read whole from
+  it at the end.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .constraints import JSON_LAYOUT, lark_grammar
-from .events import ToolCall
+from .events import ToolCall, ToolCallDelta
 
 
 @dataclass(frozen=True)
@@ -248,12 +250,66 @@ def tool_call_format(chat_template: str) -> ToolCallFormat | None:
     return HERMES
 
 
+def written_calls(text: str, arguments_key: str) -> list[tuple[str, str, bool]]:
+    """The calls written so far in ``text`` (the calls part of a reply, possibly cut anywhere), in order, each as
+    ``(name, arguments JSON text so far, whether that text is whole)``: a call is a JSON object whose ``"name"``
+    string comes before its ``arguments_key`` object (the order the grammars write them in); it is listed once its
+    arguments object opens. Objects inside arguments are not calls. Arguments written as a JSON string are not
+    listed (they are read at the end only)."""
+    calls: list[list] = []
+    frames: list[dict] = []  # open containers: kind "{" or "[", and for objects the key being read and its name
+    arguments_depth = None  # depth of the frames stack at which the current arguments object opened
+    start = 0
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            end = index + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            if end >= len(text):  # a string still being written: inside arguments, its text so far counts
+                index = len(text) if arguments_depth is not None else index
+                break
+            if arguments_depth is None and frames and frames[-1]["kind"] == "{":
+                frame = frames[-1]
+                try:
+                    value = json.loads(text[index : end + 1])
+                except ValueError:
+                    value = None
+                if frame["expect_key"]:
+                    frame["key"], frame["expect_key"] = value, False
+                elif frame["key"] == "name" and isinstance(value, str):
+                    frame["name"] = value
+            index = end + 1
+            continue
+        if char in "{[":
+            parent = frames[-1] if frames else None
+            if (arguments_depth is None and char == "{" and parent is not None and parent["kind"] == "{"
+                    and not parent["expect_key"] and parent["key"] == arguments_key and parent["name"] is not None):
+                arguments_depth, start = len(frames), index
+                calls.append([parent["name"], "", False])
+            frames.append({"kind": char, "expect_key": char == "{", "key": None, "name": None})
+        elif char in "}]":
+            if not frames:
+                break
+            frames.pop()
+            if arguments_depth is not None and len(frames) == arguments_depth:
+                calls[-1][1], calls[-1][2] = text[start : index + 1], True
+                arguments_depth = None
+        elif char == "," and frames and frames[-1]["kind"] == "{":
+            frames[-1]["expect_key"] = True
+        index += 1
+    if arguments_depth is not None:
+        calls[-1][1] = text[start:index]
+    return [tuple(call) for call in calls]
+
+
 class ToolCallReader:
     """Splits a streamed reply into text and tool calls.
 
     ``push`` returns the text that is certainly not part of a call (what could still begin the opener is held
-    back); once the opener appears, the rest of the reply is kept; ``finish`` returns the held text and the calls
-    (when the kept part reads as calls; else it is text too).
+    back); once the opener appears, the rest of the reply is kept, and ``deltas`` says what it added to the calls;
+    ``finish`` returns the held text and the calls (when the kept part reads as calls; else it is text too).
     """
 
     def __init__(self, form: ToolCallFormat):
@@ -261,6 +317,22 @@ class ToolCallReader:
         self._held = ""
         self._calls: str | None = None  # the reply from the opener on, once it appeared
         self._text_only = False  # an at-start opener did not come: the reply is text
+        self._streamed: list[str] = []  # the arguments text each call's deltas carried so far
+
+    def deltas(self) -> list[ToolCallDelta]:
+        """What the calls gained since the last call: a new call's name with its arguments text so far, and more
+        arguments text of calls already begun (none before the opener)."""
+        if self._calls is None:
+            return []
+        out = []
+        for index, (name, arguments, _) in enumerate(written_calls(self._calls, self._format.arguments_key)):
+            if index == len(self._streamed):
+                self._streamed.append(arguments)
+                out.append(ToolCallDelta(index, name, arguments))
+            elif len(arguments) > len(self._streamed[index]):
+                out.append(ToolCallDelta(index, None, arguments[len(self._streamed[index]):]))
+                self._streamed[index] = arguments
+        return out
 
     def push(self, text: str) -> str:
         """Text to show now, out of ``text`` (the reply's next piece)."""
@@ -298,4 +370,7 @@ class ToolCallReader:
         calls = self._format.parse(self._calls)
         if calls is None:
             return self._held + self._calls, []
+        written = written_calls(self._calls, self._format.arguments_key)
+        if [(name, whole) for name, _, whole in written] == [(call.name, True) for call in calls]:
+            calls = [replace(call, arguments_json=text) for call, (_, text, _) in zip(calls, written)]
         return self._held, calls

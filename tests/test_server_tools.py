@@ -12,8 +12,16 @@ import openai
 import pytest
 from server_process import ServerProcess
 
-from inference.events import ToolCall
-from inference.tools import GENERIC, ToolCallReader, ToolUse, generic_conversation, generic_instructions
+from inference.events import ToolCall, ToolCallDelta
+from inference.tools import (
+    GENERIC,
+    HERMES,
+    ToolCallReader,
+    ToolUse,
+    generic_conversation,
+    generic_instructions,
+    written_calls,
+)
 
 WEATHER = {
     "type": "function",
@@ -76,6 +84,29 @@ def test_the_generic_reader_reads_one_call_a_list_or_text():
     other = ToolCallReader(GENERIC)
     other.push('{"response": "hello"}')
     assert other.finish() == ('{"response": "hello"}', []), "JSON that holds no calls is text"
+
+
+def test_calls_stream_as_they_are_written():
+    text = ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Ro}m\\"e", "n": {"name": "x", "arguments": '
+            '{}}, "days": 2}}, {"name": "get_time", "arguments": {"utc": true}}]}')
+    first = '{"city": "Ro}m\\"e", "n": {"name": "x", "arguments": {}}, "days": 2}'
+    assert written_calls(text, "arguments") == [("get_weather", first, True), ("get_time", '{"utc": true}', True)]
+    cut = text.index("Ro}") + 1
+    assert written_calls(text[:cut], "arguments") == [("get_weather", '{"city": "R', False)], "strings stream too"
+    assert written_calls(text[: text.index("{", 20)], "arguments") == [], "a call is listed once its arguments open"
+    reader, deltas = ToolCallReader(GENERIC), []
+    for start in range(0, len(text), 7):
+        assert reader.push(text[start : start + 7]) == ""
+        deltas += reader.deltas()
+    assert [(d.index, d.name) for d in deltas if d.name] == [(0, "get_weather"), (1, "get_time")]
+    assert "".join(d.arguments for d in deltas if d.index == 0) == first and len(deltas) > 4
+    _, calls = reader.finish()
+    assert [call.arguments_json for call in calls] == [first, '{"utc": true}']
+    hermes = ToolCallReader(HERMES)
+    hermes.push('Sure. <tool_call>\n{"name": "get_time", "arguments": {"utc": ')
+    assert hermes.deltas() == [ToolCallDelta(0, "get_time", '{"utc": ')]
+    hermes.push('true}}\n</tool_call>')
+    assert hermes.deltas() == [ToolCallDelta(0, None, "true}")]
 
 
 def test_the_generic_conversation_describes_the_tools_and_writes_calls_and_results_as_json():
@@ -188,6 +219,9 @@ def test_streamed_deltas_add_up_to_the_call_and_speculative_calls_equal_greedy_o
     for extra in ({}, SPEC):
         chunks = list(_ask(client, tool_choice=choice, stream=True, extra_body=extra))
         assert _reassembled(chunks) == [(c.function.name, c.function.arguments) for c in whole]
+        fragments = [c for c in chunks if c.choices and c.choices[0].delta.tool_calls
+                     and c.choices[0].delta.tool_calls[0].id is None]
+        assert len(fragments) >= 3, "the arguments stream as the model writes them"
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
         assert all(not c.choices[0].delta.content for c in chunks if c.choices)
 

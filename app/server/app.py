@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.backends.protocol import GenerationRequest, ReplySource
-from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
+from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCallDelta, ToolCalls
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
 
@@ -47,7 +47,10 @@ from .protocol import (
     sse,
     stats_object,
     step_object,
-    tool_call_deltas,
+    arguments_fragment,
+    arguments_text,
+    call_opening,
+    new_call_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -460,9 +463,8 @@ def _chunks(
                                       logprobs=transcript.pending(entries)))
         else:
             transcript.hold(entries)
-        if isinstance(event, ToolCalls):
-            transcript.called = True
-            chunks += [reply.chunk(None, calls=delta, include_usage=include_usage) for delta in tool_call_deltas(event.calls)]
+        if isinstance(event, (ToolCallDelta, ToolCalls)):
+            chunks += [reply.chunk(None, calls=delta, include_usage=include_usage) for delta in transcript.calls(event)]
         if isinstance(event, Finished):
             chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
                                       extension=stats_object(event.stats), include_usage=include_usage,
@@ -505,6 +507,36 @@ class _Transcript:
         self._offset = 0  # characters of the completion's text so far (its text_offset)
         self._waiting: list = []
         self.called = False  # the reply called tools (its finish_reason is tool_calls)
+        self._streamed: list[list[str]] = []  # per call streamed: its id and the arguments text sent
+
+    def calls(self, event: ToolCallDelta | ToolCalls) -> list[list[dict]]:
+        """The ``delta.tool_calls`` of the chunks that carry a call event, in OpenAI's streamed shape: a call opens
+        with its index, id, type and name (:func:`call_opening`), then its arguments come in fragments as they are
+        written. The reply's whole calls (``ToolCalls``) add what the stream did not send yet: the rest of a call's
+        arguments, or a call not streamed at all."""
+        if isinstance(event, ToolCallDelta):
+            deltas = []
+            if event.name is not None:
+                self._streamed.append([new_call_id(), ""])
+                deltas.append(call_opening(event.index, self._streamed[-1][0], event.name))
+            if event.arguments:
+                self._streamed[event.index][1] += event.arguments
+                deltas.append(arguments_fragment(event.index, event.arguments))
+            return deltas
+        self.called = True
+        deltas = []
+        for index, call in enumerate(event.calls):
+            whole = arguments_text(call)
+            if index >= len(self._streamed):
+                self._streamed.append([new_call_id(), ""])
+                deltas.append(call_opening(index, self._streamed[index][0], call.name))
+            sent = self._streamed[index][1]
+            if whole.startswith(sent) and len(whole) > len(sent):
+                deltas.append(arguments_fragment(index, whole[len(sent):]))
+                self._streamed[index][1] = whole
+            elif not whole.startswith(sent):  # not expected: the stream read the reply's text as the reader does
+                logger.warning("tool call %d streamed arguments %r, read as %r", index, sent, whole)
+        return deltas
 
     def take(self, event: Event) -> tuple[str, list]:
         """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:
