@@ -33,9 +33,9 @@ class ChatSession:
 
     With ``tools``, the template renders them (Qwen2.5, Llama 3.1+ and other templates that know tools), the reply
     follows the grammar of their calls (``inference.tools``) and its calls come as ``ToolCallDelta`` events while they
-    are written and a ``ToolCalls`` event at the end, instead of text. A template that renders no tools (SmolLM2's) gets the generic format instead: the tools are described in
-    the system prompt, and earlier calls and results are written into the messages
-    (``inference.tools.generic_conversation``), with or without tools for this reply.
+    are written and a ``ToolCalls`` event at the end, instead of text. A template that renders no tools (SmolLM2's)
+    gets the generic format instead: the tools are described in the system prompt, and earlier calls and results are
+    written into the messages (``inference.tools.generic_conversation``), with or without tools for this reply.
 
     Args:
         engine: the engine that generates replies.

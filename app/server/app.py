@@ -36,21 +36,21 @@ from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     Reply,
+    arguments_fragment,
+    arguments_text,
+    call_opening,
     chat_logprobs,
     chat_request,
     completion_logprobs,
     completion_request,
     finish_reason,
+    new_call_id,
     no_draft_model,
     parse,
     setting_error,
     sse,
     stats_object,
     step_object,
-    arguments_fragment,
-    arguments_text,
-    call_opening,
-    new_call_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -534,7 +534,7 @@ class _Transcript:
             if whole.startswith(sent) and len(whole) > len(sent):
                 deltas.append(arguments_fragment(index, whole[len(sent):]))
                 self._streamed[index][1] = whole
-            elif not whole.startswith(sent):  # not expected: the stream read the reply's text as the reader does
+            elif not whole.startswith(sent):  # not expected: deltas and calls are read from one text
                 logger.warning("tool call %d streamed arguments %r, read as %r", index, sent, whole)
         return deltas
 
