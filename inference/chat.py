@@ -10,7 +10,7 @@ from .engine import Engine
 from .events import Event, Finished, TextDelta, ToolCalls
 from .exactness import FirstDifference, first_difference
 from .settings import GenerationSettings
-from .tools import ToolCallReader, ToolsUnsupportedError, ToolUse, tool_call_format
+from .tools import GENERIC, ToolCallReader, ToolUse, generic_conversation, tool_call_format
 
 
 def valid_text(text: str) -> str:
@@ -32,8 +32,10 @@ class ChatSession:
     of the previous turns, so a follow-up only prefills its new tokens.
 
     With ``tools``, the template renders them (Qwen2.5, Llama 3.1+ and other templates that know tools), the reply
-    follows the grammar of their calls (``inference.tools``) and its calls come as a ``ToolCalls`` event instead of
-    text.
+    follows the grammar of their calls (``inference.tools``) and its calls come as ``ToolCallDelta`` events while they
+    are written and a ``ToolCalls`` event at the end, instead of text. A template that renders no tools (SmolLM2's)
+    gets the generic format instead: the tools are described in the system prompt, and earlier calls and results are
+    written into the messages (``inference.tools.generic_conversation``), with or without tools for this reply.
 
     Args:
         engine: the engine that generates replies.
@@ -42,9 +44,6 @@ class ChatSession:
             assistant messages with ``tool_calls`` (``{"id", "type", "function": {"name", "arguments": dict}}``)
             and ``{"role": "tool", "content", "tool_call_id"}`` results.
         tools: the tools the replies may call, or None.
-
-    Raises:
-        ToolsUnsupportedError: ``tools`` given, but the target's chat template renders none.
     """
 
     def __init__(
@@ -54,33 +53,38 @@ class ChatSession:
         self.system_prompt = system_prompt
         self.messages: list[dict] = list(messages or [])
         self.tools = tools
-        self._tool_format = None
-        if tools is not None:
-            self._tool_format = tool_call_format(engine.target.tokenizer.chat_template)
-            if self._tool_format is None:
-                raise ToolsUnsupportedError(
-                    f"the chat template of {engine.target.folder.name} renders no tools, so it cannot call them: use a "
-                    "model whose template does (Qwen2.5, Llama 3.1 or later, Mistral...), or leave tools out"
-                )
+        # None: the template renders no tools, and the generic format stands in for its own
+        self._template_format = tool_call_format(engine.target.tokenizer.chat_template)
+        self._tool_format = None if tools is None else self._template_format or GENERIC
+
+    def _rendered(self) -> tuple[str, list[dict]]:
+        """The system prompt and messages as the template gets them (in the generic format without tool syntax)."""
+        if self._template_format is None:
+            return generic_conversation(self.system_prompt, self.messages, self.tools)
+        return self.system_prompt, self.messages
 
     def _conversation(self) -> list[dict]:
         """The messages the chat template renders, their text made valid Unicode (``valid_text``)."""
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return [{**message, "content": valid_text(message.get("content") or "")} for message in system + self.messages]
+        system_prompt, messages = self._rendered()
+        system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        return [{**message, "content": valid_text(message.get("content") or "")} for message in system + messages]
 
     def prompt_ids(self) -> list[int]:
         """Token ids of the rendered conversation, ending with the assistant turn's opening."""
         tokenizer = self.engine.target.tokenizer
-        tools = [dict(tool) for tool in self.tools.tools] if self.tools is not None else None
+        tools = None
+        if self.tools is not None and self._template_format is not None:
+            tools = [dict(tool) for tool in self.tools.tools]
         text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True, tools=tools)
         return self.engine.target.encode(text)
 
     def system_prompt_tokens(self) -> int:
         """Tokens of the rendered system message (what ``n_keep="auto"`` pins), 0 without one."""
-        if not self.system_prompt:
+        system_prompt = self._rendered()[0]
+        if not system_prompt:
             return 0
         tokenizer = self.engine.target.tokenizer
-        system = [{"role": "system", "content": valid_text(self.system_prompt)}]
+        system = [{"role": "system", "content": valid_text(system_prompt)}]
         return len(self.engine.target.encode(tokenizer.apply_chat_template(system, add_generation_prompt=False)))
 
     def send(
@@ -123,7 +127,10 @@ class ChatSession:
         for event in self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel):
             if reader is not None and isinstance(event, TextDelta):
                 event = replace(event, text=reader.push(event.text))
-            elif reader is not None and isinstance(event, Finished):
+                yield event
+                yield from reader.deltas()
+                continue
+            if reader is not None and isinstance(event, Finished):
                 rest, calls = reader.finish()
                 if rest:
                     yield TextDelta(text=rest, token_id=-1, from_draft=False)

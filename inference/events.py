@@ -190,10 +190,26 @@ class PromptScored:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A call of a tool read from a reply: the function's ``name`` and its ``arguments`` (parsed JSON, an object)."""
+    """A call of a tool read from a reply: the function's ``name`` and its ``arguments`` (parsed JSON, an object);
+    ``arguments_json``: the arguments' JSON text as the reply wrote it (what ``ToolCallDelta`` streamed), None when
+    it was not read apart (the arguments written as a JSON string)."""
 
     name: str
     arguments: dict
+    arguments_json: str | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A tool call as the reply writes it, yielded by a chat given tools while the call's tokens arrive: its first
+    delta has the call's ``index`` (0, 1, ... in the reply), its ``name`` and the opening of its ``arguments`` JSON
+    text; the next ones (``name`` None) the rest of that text, piece by piece. ``ToolCalls`` still comes at the end,
+    whole (a reply cut short may have streamed calls that do not read as calls: then its text comes as
+    ``TextDelta``)."""
+
+    index: int
+    name: str | None
+    arguments: str
 
 
 @dataclass(frozen=True)
@@ -211,4 +227,7 @@ class Finished:
     stats: GenerationStats
 
 
-Event = PromptOverflow | PromptProgress | PromptScored | TextDelta | StepStats | ContextRolled | ToolCalls | Finished
+Event = (
+    PromptOverflow | PromptProgress | PromptScored | TextDelta | StepStats | ContextRolled | ToolCallDelta | ToolCalls
+    | Finished
+)

@@ -6,28 +6,30 @@ Design rules:
 * **The model's own format.** A chat template that renders ``tools`` (Qwen2.5, Qwen3, Hermes, Llama 3.1+, Mistral)
   also tells the model how to answer with a call, and that is the format read back (``ToolCallFormat``), as
   llama-server, vLLM and Ollama do: Hermes-style ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``
-  blocks, Llama 3's bare ``{"name": ..., "parameters": {...}}``, Mistral's ``[TOOL_CALLS][{...}]``. A template
-  that never mentions ``tools`` renders none: such a model cannot call tools (``ToolsUnsupportedError``).
+  blocks, Llama 3's bare ``{"name": ..., "parameters": {...}}``, Mistral's ``[TOOL_CALLS][{...}]``.
+* **A generic format for the other templates.** A template that never mentions ``tools`` (SmolLM2's) gets
+  llama-server's "generic" format: the system prompt describes the tools (:func:`generic_conversation`), and the
+  reply is either plain text or one JSON object, ``{"tool_call": {"name", "arguments"}}`` or, where parallel calls
+  are allowed, ``{"tool_calls": [{"name", "arguments"}, ...]}``; earlier calls and their results are rendered into
+  the conversation as that JSON and as user messages ``{"tool_response": {"tool", "content"}}``.
 * **Calls follow their schemas.** A grammar (``inference.constraints``) lets the reply be free text or calls of
   the given functions whose arguments match each function's JSON schema (``tool_choice`` "auto"), calls only
   ("required"), or one call of one function (a named function); so a call, once the model starts one, is always
   valid and parseable.
-* **Text streams, calls arrive whole.** ``ToolCallReader`` passes text through until the format's opener appears
-  (holding back what could be its beginning), then keeps the rest and reads the calls from it at the end.
+* **Text streams, and so do calls.** ``ToolCallReader`` passes text through until the format's opener appears
+  (holding back what could be its beginning), then keeps the rest: each call's name and its arguments' JSON text
+  stream as ``ToolCallDelta`` pieces as they are written (:func:`written_calls`), and the calls are read whole from
+  it at the end.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .constraints import JSON_LAYOUT, lark_grammar
-from .events import ToolCall
-
-
-class ToolsUnsupportedError(ValueError):
-    """The model's chat template renders no tools, so the model was never told about them."""
+from .events import ToolCall, ToolCallDelta
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class ToolCallFormat:
     """How a model family writes tool calls.
 
     Attributes:
-        name: ``hermes``, ``llama3`` or ``mistral``.
+        name: ``hermes``, ``llama3``, ``mistral`` or ``generic`` (templates without tools, :data:`GENERIC`).
         opener: the text that starts the calls part of a reply.
         at_start: the opener counts only at the start of the reply (Llama 3's bare JSON object).
         arguments_key: the key of the arguments in a call object (``arguments``, Llama 3's ``parameters``).
@@ -81,6 +83,8 @@ class ToolCallFormat:
             calls = f'{one} ("\\n" {one})*' if use.parallel else one
         elif self.name == "mistral":
             calls = f'"[TOOL_CALLS][" {call} (", " {call})* "]"' if use.parallel else f'"[TOOL_CALLS][" {call} "]"'
+        elif self.name == "generic":
+            calls = f"%json {json.dumps(_generic_schema(schema, _generic_list(use)))}"
         else:
             calls = call
         if use.choice != "auto":
@@ -111,6 +115,11 @@ class ToolCallFormat:
                 objects = [json.loads(block) for block in blocks]
             elif self.name == "mistral":
                 objects = json.loads(text.strip()[len(self.opener):])
+            elif self.name == "generic":
+                whole = json.loads(text)
+                if not isinstance(whole, dict) or len(whole) != 1:
+                    return None
+                objects = whole.get("tool_calls", [whole["tool_call"]] if "tool_call" in whole else None)
             else:
                 objects = [json.loads(text)]
         except ValueError:
@@ -134,10 +143,98 @@ class ToolCallFormat:
 HERMES = ToolCallFormat("hermes", "<tool_call>", at_start=False, arguments_key="arguments")
 LLAMA3 = ToolCallFormat("llama3", "{", at_start=True, arguments_key="parameters")
 MISTRAL = ToolCallFormat("mistral", "[TOOL_CALLS]", at_start=False, arguments_key="arguments")
+GENERIC = ToolCallFormat("generic", "{", at_start=True, arguments_key="arguments")
+
+
+def _generic_list(use: ToolUse) -> bool:
+    """Whether a generic reply under ``use`` writes a list of calls: where parallel calls are allowed, except for a
+    named function (called once, as OpenAI's named ``tool_choice`` does)."""
+    return use.parallel and use.choice in ("auto", "required")
+
+
+def _generic_schema(call: dict, parallel: bool) -> dict:
+    """The JSON schema of a generic reply's calls: ``{"tool_calls": [call, ...]}`` (at least one) when ``parallel``,
+    else ``{"tool_call": call}`` (``call``: the schema of one call)."""
+    if parallel:
+        key, value = "tool_calls", {"type": "array", "items": call, "minItems": 1}
+    else:
+        key, value = "tool_call", call
+    return {"type": "object", "properties": {key: value}, "required": [key], "additionalProperties": False,
+            "x-guidance": JSON_LAYOUT}
+
+
+def _generic_call_text(calls: list[dict], parallel: bool) -> str:
+    """Calls (``{"name", "arguments": dict}``) as a generic reply writes them."""
+    if len(calls) == 1 and not parallel:
+        return json.dumps({"tool_call": calls[0]}, ensure_ascii=False)
+    return json.dumps({"tool_calls": calls}, ensure_ascii=False)
+
+
+def generic_instructions(use: ToolUse) -> str:
+    """What the system prompt says about the tools in the generic format: each function (name, description,
+    parameters) as JSON, and how to call them under ``use.choice``, in the shape the grammar enforces."""
+    listed = "\n".join(json.dumps({key: tool["function"][key] for key in ("name", "description", "parameters")
+                                   if key in tool["function"]}, ensure_ascii=False) for tool in use.tools)
+    example = _generic_call_text([{"name": "<tool name>", "arguments": {"<argument>": "<value>"}}], _generic_list(use))
+    if _generic_list(use):
+        example += " (one or more calls in the list)"
+    if use.choice == "auto":
+        how = f"To call tools, reply with only this JSON object: {example}. Otherwise answer the user in plain text."
+    elif use.choice == "required":
+        how = f"Call a tool now: reply with only this JSON object: {example}."
+    else:
+        how = f"Call the tool {use.choice} now: reply with only this JSON object: {example}."
+    return (f"You can call these tools (their arguments follow each one's JSON schema):\n{listed}\n\n{how} A tool's "
+            'result comes back in a user message as {"tool_response": {"tool": "<tool name>", "content": "<result>"}}.')
+
+
+def generic_conversation(system_prompt: str, messages: list[dict], use: ToolUse | None) -> tuple[str, list[dict]]:
+    """A conversation with tools, for a chat template that renders none (the generic format): the system prompt
+    with :func:`generic_instructions` added (when ``use`` gives tools), assistant messages' ``tool_calls`` written
+    as the JSON a generic reply holds (after their text, if any), and ``tool`` messages as user messages
+    ``{"tool_response": {"tool": name, "content": text}}`` (results in a row make one message, a line each; the
+    tool's name is that of the call whose id the result gives).
+
+    Args:
+        system_prompt: the conversation's system prompt ("" = none); messages: as ``ChatSession`` takes them
+            (``tool_calls`` arguments as dicts); use: the tools of the reply, or None.
+
+    Returns:
+        ``(system prompt, messages)`` with only ``role`` and ``content`` keys and the roles system, user, assistant.
+    """
+    if use is not None:
+        system_prompt = f"{system_prompt}\n\n{generic_instructions(use)}" if system_prompt else generic_instructions(use)
+    parallel = _generic_list(use) if use is not None else True
+    names: dict[str, str] = {}  # tool call id -> function name
+    rendered: list[dict] = []
+    previous_tool = False
+    for message in messages:
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call.get("function", {})
+                names[call.get("id", "")] = function.get("name", "")
+                calls.append({"name": function.get("name", ""), "arguments": function.get("arguments", {})})
+            text = _generic_call_text(calls, parallel)
+            content = f"{content}\n{text}" if content else text
+        if role == "tool":
+            name = message.get("name") or names.get(message.get("tool_call_id", ""), "")
+            line = json.dumps({"tool_response": {"tool": name, "content": content}}, ensure_ascii=False)
+            if previous_tool:
+                rendered[-1]["content"] += "\n" + line
+            else:
+                rendered.append({"role": "user", "content": line})
+            previous_tool = True
+            continue
+        previous_tool = False
+        rendered.append({"role": role, "content": content})
+    return system_prompt, rendered
 
 
 def tool_call_format(chat_template: str) -> ToolCallFormat | None:
-    """The format a chat template teaches its model for tool calls; None when the template renders no tools.
+    """The format a chat template teaches its model for tool calls; None when the template renders no tools (the
+    model then gets :data:`GENERIC`).
 
     A template that renders ``tools`` but names none of the known markers gets the Hermes format, the most common
     (Qwen, Hermes, many fine-tunes).
@@ -153,12 +250,66 @@ def tool_call_format(chat_template: str) -> ToolCallFormat | None:
     return HERMES
 
 
+def written_calls(text: str, arguments_key: str) -> list[tuple[str, str, bool]]:
+    """The calls written so far in ``text`` (the calls part of a reply, possibly cut anywhere), in order, each as
+    ``(name, arguments JSON text so far, whether that text is whole)``: a call is a JSON object whose ``"name"``
+    string comes before its ``arguments_key`` object (the order the grammars write them in); it is listed once its
+    arguments object opens. Objects inside arguments are not calls. Arguments written as a JSON string are not
+    listed (they are read at the end only)."""
+    calls: list[list] = []
+    frames: list[dict] = []  # open containers: kind "{" or "[", and for objects the key being read and its name
+    arguments_depth = None  # depth of the frames stack at which the current arguments object opened
+    start = 0
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            end = index + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            if end >= len(text):  # a string still being written: inside arguments, its text so far counts
+                index = len(text) if arguments_depth is not None else index
+                break
+            if arguments_depth is None and frames and frames[-1]["kind"] == "{":
+                frame = frames[-1]
+                try:
+                    value = json.loads(text[index : end + 1])
+                except ValueError:
+                    value = None
+                if frame["expect_key"]:
+                    frame["key"], frame["expect_key"] = value, False
+                elif frame["key"] == "name" and isinstance(value, str):
+                    frame["name"] = value
+            index = end + 1
+            continue
+        if char in "{[":
+            parent = frames[-1] if frames else None
+            if (arguments_depth is None and char == "{" and parent is not None and parent["kind"] == "{"
+                    and not parent["expect_key"] and parent["key"] == arguments_key and parent["name"] is not None):
+                arguments_depth, start = len(frames), index
+                calls.append([parent["name"], "", False])
+            frames.append({"kind": char, "expect_key": char == "{", "key": None, "name": None})
+        elif char in "}]":
+            if not frames:
+                break
+            frames.pop()
+            if arguments_depth is not None and len(frames) == arguments_depth:
+                calls[-1][1], calls[-1][2] = text[start : index + 1], True
+                arguments_depth = None
+        elif char == "," and frames and frames[-1]["kind"] == "{":
+            frames[-1]["expect_key"] = True
+        index += 1
+    if arguments_depth is not None:
+        calls[-1][1] = text[start:index]
+    return [tuple(call) for call in calls]
+
+
 class ToolCallReader:
     """Splits a streamed reply into text and tool calls.
 
     ``push`` returns the text that is certainly not part of a call (what could still begin the opener is held
-    back); once the opener appears, the rest of the reply is kept; ``finish`` returns the held text and the calls
-    (when the kept part reads as calls; else it is text too).
+    back); once the opener appears, the rest of the reply is kept, and ``deltas`` says what it added to the calls;
+    ``finish`` returns the held text and the calls (when the kept part reads as calls; else it is text too).
     """
 
     def __init__(self, form: ToolCallFormat):
@@ -166,6 +317,22 @@ class ToolCallReader:
         self._held = ""
         self._calls: str | None = None  # the reply from the opener on, once it appeared
         self._text_only = False  # an at-start opener did not come: the reply is text
+        self._streamed: list[str] = []  # the arguments text each call's deltas carried so far
+
+    def deltas(self) -> list[ToolCallDelta]:
+        """What the calls gained since the last call: a new call's name with its arguments text so far, and more
+        arguments text of calls already begun (none before the opener)."""
+        if self._calls is None:
+            return []
+        out = []
+        for index, (name, arguments, _) in enumerate(written_calls(self._calls, self._format.arguments_key)):
+            if index == len(self._streamed):
+                self._streamed.append(arguments)
+                out.append(ToolCallDelta(index, name, arguments))
+            elif len(arguments) > len(self._streamed[index]):
+                out.append(ToolCallDelta(index, None, arguments[len(self._streamed[index]):]))
+                self._streamed[index] = arguments
+        return out
 
     def push(self, text: str) -> str:
         """Text to show now, out of ``text`` (the reply's next piece)."""
@@ -203,4 +370,7 @@ class ToolCallReader:
         calls = self._format.parse(self._calls)
         if calls is None:
             return self._held + self._calls, []
+        written = written_calls(self._calls, self._format.arguments_key)
+        if [(name, whole) for name, _, whole in written] == [(call.name, True) for call in calls]:
+            calls = [replace(call, arguments_json=text) for call, (_, text, _) in zip(calls, written)]
         return self._held, calls

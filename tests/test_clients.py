@@ -1,6 +1,7 @@
 """LangChain's ``ChatOpenAI`` against ``specchat serve`` as a user would point it there: invoke, stream with usage,
-structured output (JSON mode and a JSON schema from a pydantic model) on the default model, and bound tools on a
-tiny random model that carries Qwen2.5's tool template. Nothing leaves 127.0.0.1."""
+structured output (JSON mode, a JSON schema from a pydantic model, function calling), a bound tool's round trip on
+the default model (whose template renders no tools: the server's generic format carries them), and bound tools on
+a tiny random model that carries Qwen2.5's tool template. Nothing leaves 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -56,6 +57,43 @@ def test_structured_output_json_mode_and_json_schema(server):
     sampled = _chat(server, temperature=0.7, seed=3, max_tokens=120).with_structured_output(Capital).invoke(
         "What is the capital of Italy?")
     assert isinstance(sampled, Capital)
+
+
+def test_structured_output_by_function_calling(server):
+    llm = _chat(server, temperature=0, max_tokens=120)
+    capital = llm.with_structured_output(Capital, method="function_calling").invoke("What is the capital of France?")
+    assert isinstance(capital, Capital) and capital.country and capital.capital
+    raw = llm.with_structured_output(Capital, method="function_calling", include_raw=True).invoke(
+        "What is the capital of Italy?")
+    assert raw["parsing_error"] is None and isinstance(raw["parsed"], Capital)
+    assert [call["name"] for call in raw["raw"].tool_calls] == ["Capital"]
+
+
+def test_a_bound_tool_round_trip_on_the_default_model(server):
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city today."""
+        return f"Sunny and 24 degrees in {city}."
+
+    ask = [HumanMessage("What is the weather in Paris?")]
+    llm = _chat(server, temperature=0, max_tokens=60)
+    call_message = llm.bind_tools([get_weather], tool_choice="required", parallel_tool_calls=False).invoke(ask)
+    (call,) = call_message.tool_calls
+    assert call["name"] == "get_weather" and set(call["args"]) == {"city"} and isinstance(call["args"]["city"], str)
+    streamed = None
+    for chunk in llm.bind_tools([get_weather], tool_choice="required", parallel_tool_calls=False).stream(ask):
+        streamed = chunk if streamed is None else streamed + chunk
+    assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [(call["name"], call["args"])]
+    result = get_weather.invoke(call)
+    assert isinstance(result, ToolMessage) and result.tool_call_id == call["id"]
+    # "none": the tiny model, shown its call, calls again under "auto"; the result is in the prompt either way
+    unaided = llm.bind_tools([get_weather], tool_choice="none")
+    answer = unaided.invoke(ask + [call_message, result])
+    assert not answer.tool_calls and answer.content.strip()
+    assert answer.usage_metadata["input_tokens"] > unaided.invoke(ask).usage_metadata["input_tokens"] + 20
 
 
 @pytest.fixture(scope="module")

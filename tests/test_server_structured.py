@@ -177,11 +177,3 @@ def test_completion_log_probabilities_with_echo(client):
     assert plain.choices[0].logprobs.tokens == logprobs.tokens[prompt_tokens:]
     assert all(math.isclose(a, b, abs_tol=1e-3) for a, b in
                zip(plain.choices[0].logprobs.token_logprobs, logprobs.token_logprobs[prompt_tokens:]))
-
-
-def test_tools_for_a_model_whose_template_has_none_are_a_400_naming_it(client):
-    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    with pytest.raises(openai.BadRequestError) as error:
-        client.chat.completions.create(model="specchat", messages=ASK_PERSON, tools=[tool], max_tokens=4)
-    assert error.value.body["param"] == "tools" and "SmolLM2-135M-Instruct-int4" in error.value.body["message"]
-    assert "renders no tools" in error.value.body["message"]

@@ -17,7 +17,7 @@ from inference.events import TextDelta, ToolCall, ToolCalls
 from inference.model import load_model
 from inference.precision import PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
-from inference.tools import HERMES, LLAMA3, MISTRAL, ToolCallReader, ToolsUnsupportedError, ToolUse, tool_call_format
+from inference.tools import HERMES, LLAMA3, MISTRAL, ToolCallReader, ToolUse, tool_call_format
 
 WEATHER = {
     "type": "function",
@@ -121,9 +121,12 @@ def test_auto_lets_the_model_write_text_or_valid_calls(tool_engine):
         assert calls or text == stats.text
 
 
-def test_a_template_without_tools_is_refused_naming_the_model(target):
-    with pytest.raises(ToolsUnsupportedError, match="SmolLM2-135M-Instruct-int4"):
-        ChatSession(Engine(target), "", ASK, ToolUse((WEATHER,)))
+def test_a_template_without_tools_gets_them_in_the_system_prompt(target):
+    """SmolLM2's template renders no tools: the generic format (``test_server_tools``) describes them instead."""
+    session = ChatSession(Engine(target), "", ASK, ToolUse((WEATHER,)))
+    text = target.tokenizer.decode(session.prompt_ids(), skip_special_tokens=False)
+    assert text.startswith("<|im_start|>system\nYou can call these tools") and '"name": "get_weather"' in text
+    assert session.system_prompt_tokens() > 50
 
 
 def test_tool_results_render_back_into_the_conversation(tool_engine):
@@ -164,8 +167,10 @@ def test_the_server_returns_tool_calls_streamed_or_not_and_takes_results_back(to
     assert _valid(ToolCall(call.function.name, json.loads(call.function.arguments)))
     chunks = list(tool_client.chat.completions.create(**request, stream=True, extra_body={"specchat": {"mode": "spec_lookup"}}))
     deltas = [d for c in chunks if c.choices for d in (c.choices[0].delta.tool_calls or [])]
-    assert [(d.index, d.function.name, d.function.arguments) for d in deltas] == \
-        [(0, call.function.name, call.function.arguments)]
+    assert [(d.index, d.id, d.function.name, d.function.arguments) for d in deltas[:1]] == \
+        [(0, deltas[0].id, call.function.name, "")] and deltas[0].id.startswith("call_")
+    assert all(d.index == 0 and d.id is None and d.function.name is None for d in deltas[1:])
+    assert "".join(d.function.arguments for d in deltas[1:]) == call.function.arguments
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     follow = ASK + [
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude={"index"})]},

@@ -25,10 +25,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.backends.protocol import GenerationRequest, ReplySource
 from app.binding import host_of, is_loopback
-from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCalls
+from inference.events import Event, Finished, PromptScored, StepStats, TextDelta, ToolCallDelta, ToolCalls
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
-from inference.tools import ToolsUnsupportedError
 
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
@@ -37,11 +36,15 @@ from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     Reply,
+    arguments_fragment,
+    arguments_text,
+    call_opening,
     chat_logprobs,
     chat_request,
     completion_logprobs,
     completion_request,
     finish_reason,
+    new_call_id,
     no_draft_model,
     parse,
     setting_error,
@@ -370,8 +373,6 @@ class _Generation:
             if error.field == "decoding" and self._request.settings.decoding is Decoding.DRAFT_MODEL:
                 raise no_draft_model(self._draft_advice) from None  # the engine has no draft model
             raise setting_error(error) from None
-        except ToolsUnsupportedError as error:
-            raise APIError(400, str(error), param="tools", code="tools_unsupported") from None
         except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
             raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
                            param="messages", code="context_length_exceeded") from None
@@ -462,9 +463,8 @@ def _chunks(
                                       logprobs=transcript.pending(entries)))
         else:
             transcript.hold(entries)
-        if isinstance(event, ToolCalls):
-            transcript.called = True
-            chunks.append(reply.chunk(None, calls=event.calls, include_usage=include_usage))
+        if isinstance(event, (ToolCallDelta, ToolCalls)):
+            chunks += [reply.chunk(None, calls=delta, include_usage=include_usage) for delta in transcript.calls(event)]
         if isinstance(event, Finished):
             chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
                                       extension=stats_object(event.stats), include_usage=include_usage,
@@ -507,6 +507,36 @@ class _Transcript:
         self._offset = 0  # characters of the completion's text so far (its text_offset)
         self._waiting: list = []
         self.called = False  # the reply called tools (its finish_reason is tool_calls)
+        self._streamed: list[list[str]] = []  # per call streamed: its id and the arguments text sent
+
+    def calls(self, event: ToolCallDelta | ToolCalls) -> list[list[dict]]:
+        """The ``delta.tool_calls`` of the chunks that carry a call event, in OpenAI's streamed shape: a call opens
+        with its index, id, type and name (:func:`call_opening`), then its arguments come in fragments as they are
+        written. The reply's whole calls (``ToolCalls``) add what the stream did not send yet: the rest of a call's
+        arguments, or a call not streamed at all."""
+        if isinstance(event, ToolCallDelta):
+            deltas = []
+            if event.name is not None:
+                self._streamed.append([new_call_id(), ""])
+                deltas.append(call_opening(event.index, self._streamed[-1][0], event.name))
+            if event.arguments:
+                self._streamed[event.index][1] += event.arguments
+                deltas.append(arguments_fragment(event.index, event.arguments))
+            return deltas
+        self.called = True
+        deltas = []
+        for index, call in enumerate(event.calls):
+            whole = arguments_text(call)
+            if index >= len(self._streamed):
+                self._streamed.append([new_call_id(), ""])
+                deltas.append(call_opening(index, self._streamed[index][0], call.name))
+            sent = self._streamed[index][1]
+            if whole.startswith(sent) and len(whole) > len(sent):
+                deltas.append(arguments_fragment(index, whole[len(sent):]))
+                self._streamed[index][1] = whole
+            elif not whole.startswith(sent):  # not expected: deltas and calls are read from one text
+                logger.warning("tool call %d streamed arguments %r, read as %r", index, sent, whole)
+        return deltas
 
     def take(self, event: Event) -> tuple[str, list]:
         """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:

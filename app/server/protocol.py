@@ -710,17 +710,17 @@ class Reply:
         return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
 
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
-              include_usage: bool = False, logprobs: dict | None = None, calls: tuple[ToolCall, ...] = ()) -> dict:
+              include_usage: bool = False, logprobs: dict | None = None, calls: list[dict] | None = None) -> dict:
         """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
         chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens;
-        ``calls`` the reply's tool calls (each whole, in one delta). With ``include_usage`` the chunk carries
+        ``calls`` its ``delta.tool_calls`` (:func:`call_opening`, :func:`arguments_fragment`). With ``include_usage`` the chunk carries
         ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
         if self.chat:
             delta = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
             if calls:
-                delta["tool_calls"] = tool_calls(calls)
+                delta["tool_calls"] = calls
             choice = {"index": 0, "delta": delta}
         else:
             choice = {"index": 0, "text": text or ""}
@@ -793,9 +793,30 @@ def finish_reason(stats: GenerationStats, called: bool = False) -> str:
 def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
     """OpenAI's ``tool_calls``: ``[{"index", "id", "type": "function", "function": {"name", "arguments": a JSON
     string}}]``, each with a fresh id."""
-    return [{"index": index, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
-            for index, call in enumerate(calls)]
+    return [{"index": index, "id": new_call_id(), "type": "function",
+             "function": {"name": call.name, "arguments": arguments_text(call)}} for index, call in enumerate(calls)]
+
+
+def new_call_id() -> str:
+    """A fresh tool call id, ``call_`` and 24 hex digits."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def arguments_text(call: ToolCall) -> str:
+    """A call's ``function.arguments``: its arguments' JSON text as the model wrote it (what a stream sent), else
+    as ``json.dumps`` writes them."""
+    return call.arguments_json if call.arguments_json is not None else json.dumps(call.arguments, ensure_ascii=False)
+
+
+def call_opening(index: int, call_id: str, name: str) -> list[dict]:
+    """The ``delta.tool_calls`` that opens a streamed call: ``[{"index", "id", "type": "function", "function":
+    {"name", "arguments": ""}}]`` (fragments of its arguments follow, :func:`arguments_fragment`)."""
+    return [{"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]
+
+
+def arguments_fragment(index: int, text: str) -> list[dict]:
+    """The ``delta.tool_calls`` that carries the next ``text`` of call ``index``'s arguments."""
+    return [{"index": index, "function": {"arguments": text}}]
 
 
 def usage(stats: GenerationStats) -> dict:

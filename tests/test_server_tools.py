@@ -1,0 +1,239 @@
+"""Tool calls on the default model, whose chat template renders no tools (SmolLM2): ``specchat serve`` describes the
+tools in the system prompt and constrains the reply to plain text or a JSON call (llama-server's generic format),
+through the official ``openai`` client: each ``tool_choice``, parallel calls, a two-step round trip with a ``tool``
+result, streamed deltas that add up to the non-streamed call, the same greedy calls under speculative decoding, and
+the 400s of bad tools."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from server_process import ServerProcess
+
+from inference.events import ToolCall, ToolCallDelta
+from inference.tools import (
+    GENERIC,
+    HERMES,
+    ToolCallReader,
+    ToolUse,
+    generic_conversation,
+    generic_instructions,
+    written_calls,
+)
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city over the next days.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
+                           "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["city", "days"],
+            "additionalProperties": False,
+        },
+    },
+}
+TIME = {"type": "function", "function": {"name": "get_time", "description": "The time now.", "parameters": {
+    "type": "object", "properties": {"utc": {"type": "boolean"}}, "required": ["utc"], "additionalProperties": False}}}
+ASK = [{"role": "user", "content": "What is the weather in Paris for three days?"}]
+SPEC = {"specchat": {"mode": "spec_lookup", "k": 4}}
+
+
+def _valid(name: str, arguments: str) -> bool:
+    """A call of one of the declared tools whose arguments parse and match its schema."""
+    values = json.loads(arguments)
+    if name == "get_weather":
+        return set(values) == {"city", "days"} and values["city"] in ("Paris", "Rome", "Oslo") \
+            and isinstance(values["days"], int) and 1 <= values["days"] <= 7
+    return name == "get_time" and set(values) == {"utc"} and isinstance(values["utc"], bool)
+
+
+def _reassembled(chunks) -> list[tuple[str, str]]:
+    """The ``(name, arguments)`` of the calls in a stream's ``delta.tool_calls``, checking OpenAI's shape: a call's
+    first delta has its index (0, 1, ... in order), id, type and name, the next ones fragments of its arguments."""
+    calls: dict[int, list] = {}
+    for delta in [d for c in chunks if c.choices for d in (c.choices[0].delta.tool_calls or [])]:
+        if delta.id is not None:
+            assert delta.index == len(calls) and delta.type == "function" and delta.function.arguments == ""
+            assert delta.id.startswith("call_") and delta.function.name
+            calls[delta.index] = [delta.function.name, ""]
+        else:
+            assert delta.function.name is None and delta.function.arguments
+            calls[delta.index][1] += delta.function.arguments
+    return [tuple(call) for call in calls.values()]
+
+
+# --- the generic format, without a model ---------------------------------------------------------------------------
+
+
+def test_the_generic_reader_reads_one_call_a_list_or_text():
+    single = ToolCallReader(GENERIC)
+    assert single.push('{"tool_call": {"name": "get_time", ') == ""
+    assert single.push('"arguments": {"utc": true}}}') == ""
+    assert single.finish() == ("", [ToolCall("get_time", {"utc": True})])
+    several = ToolCallReader(GENERIC)
+    several.push('{"tool_calls": [{"name": "get_time", "arguments": {"utc": true}}, '
+                 '{"name": "get_weather", "arguments": {"city": "Rome", "days": 2}}]}')
+    assert several.finish() == ("", [ToolCall("get_time", {"utc": True}), ToolCall("get_weather", {"city": "Rome", "days": 2})])
+    text = ToolCallReader(GENERIC)
+    assert text.push("It is sunny {mostly}.") == "It is sunny {mostly}." and text.finish() == ("", [])
+    other = ToolCallReader(GENERIC)
+    other.push('{"response": "hello"}')
+    assert other.finish() == ('{"response": "hello"}', []), "JSON that holds no calls is text"
+
+
+def test_calls_stream_as_they_are_written():
+    text = ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Ro}m\\"e", "n": {"name": "x", "arguments": '
+            '{}}, "days": 2}}, {"name": "get_time", "arguments": {"utc": true}}]}')
+    first = '{"city": "Ro}m\\"e", "n": {"name": "x", "arguments": {}}, "days": 2}'
+    assert written_calls(text, "arguments") == [("get_weather", first, True), ("get_time", '{"utc": true}', True)]
+    cut = text.index("Ro}") + 1
+    assert written_calls(text[:cut], "arguments") == [("get_weather", '{"city": "R', False)], "strings stream too"
+    assert written_calls(text[: text.index("{", 20)], "arguments") == [], "a call is listed once its arguments open"
+    reader, deltas = ToolCallReader(GENERIC), []
+    for start in range(0, len(text), 7):
+        assert reader.push(text[start : start + 7]) == ""
+        deltas += reader.deltas()
+    assert [(d.index, d.name) for d in deltas if d.name] == [(0, "get_weather"), (1, "get_time")]
+    assert "".join(d.arguments for d in deltas if d.index == 0) == first and len(deltas) > 4
+    _, calls = reader.finish()
+    assert [call.arguments_json for call in calls] == [first, '{"utc": true}']
+    hermes = ToolCallReader(HERMES)
+    hermes.push('Sure. <tool_call>\n{"name": "get_time", "arguments": {"utc": ')
+    assert hermes.deltas() == [ToolCallDelta(0, "get_time", '{"utc": ')]
+    hermes.push('true}}\n</tool_call>')
+    assert hermes.deltas() == [ToolCallDelta(0, None, "true}")]
+
+
+def test_the_generic_conversation_describes_the_tools_and_writes_calls_and_results_as_json():
+    messages = ASK + [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}},
+            {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": {"utc": True}}}]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
+        {"role": "tool", "content": "12:00", "tool_call_id": "call_2"},
+    ]
+    use = ToolUse((WEATHER, TIME), "auto", parallel=True)
+    system, rendered = generic_conversation("Be brief.", messages, use)
+    assert system == "Be brief.\n\n" + generic_instructions(use)
+    assert '{"name": "get_weather", "description": "The weather in a city over the next days.", "parameters": ' in system
+    assert '{"tool_calls": [{"name": "<tool name>", "arguments": {"<argument>": "<value>"}}]}' in system
+    assert rendered == [
+        ASK[0],
+        {"role": "assistant", "content": '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": '
+                                         '3}}, {"name": "get_time", "arguments": {"utc": true}}]}'},
+        {"role": "user", "content": '{"tool_response": {"tool": "get_weather", "content": "sunny"}}\n'
+                                    '{"tool_response": {"tool": "get_time", "content": "12:00"}}'},
+    ]
+    single = ToolUse((WEATHER,), "get_weather", parallel=False)
+    one_call = [ASK[0], {**messages[1], "tool_calls": messages[1]["tool_calls"][:1]}, messages[2]]
+    system, rendered = generic_conversation("", one_call, single)
+    assert system.startswith("You can call these tools") and "Call the tool get_weather now" in system
+    assert '"name": "get_time"' not in system and '{"tool_call": {"name": "<tool name>"' in system
+    assert rendered[1]["content"] == '{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}}'
+    assert generic_conversation("", messages, None)[0] == "", "without tools for this reply, none are described"
+
+
+# --- through specchat serve on the default model -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(data_dir, int4_dir):
+    with ServerProcess() as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=180)
+
+
+def _ask(client, **fields):
+    return client.chat.completions.create(**{"model": "specchat", "messages": ASK, "tools": [WEATHER, TIME],
+                                             "temperature": 0, "max_tokens": 80, **fields})
+
+
+def test_a_two_step_round_trip_calls_a_tool_then_answers_from_its_result(client):
+    first = _ask(client, tool_choice="required", parallel_tool_calls=False)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_") and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris", "days": 3}
+    follow = ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude={"index"})]},
+        {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 24 degrees, for the three days."},
+    ]
+    answer = _ask(client, messages=follow, max_tokens=60)
+    assert answer.choices[0].message.tool_calls is None and answer.choices[0].finish_reason in ("stop", "length")
+    assert answer.choices[0].message.content.strip()
+    assert answer.usage.prompt_tokens > first.usage.prompt_tokens + 20, "the call and its result are in the prompt"
+    without_result = _ask(client, messages=follow[:2] + [{"role": "user", "content": "Thanks."}], max_tokens=60)
+    assert without_result.usage.prompt_tokens < answer.usage.prompt_tokens
+
+
+@pytest.mark.parametrize("extra", [{}, SPEC], ids=["ar", "spec_lookup"])
+def test_each_tool_choice(client, extra):
+    required = _ask(client, tool_choice="required", parallel_tool_calls=False, extra_body=extra).choices[0]
+    assert required.finish_reason == "tool_calls" and len(required.message.tool_calls) == 1
+    assert _valid(required.message.tool_calls[0].function.name, required.message.tool_calls[0].function.arguments)
+    named = _ask(client, tool_choice={"type": "function", "function": {"name": "get_time"}}, extra_body=extra).choices[0]
+    assert [c.function.name for c in named.message.tool_calls] == ["get_time"]
+    assert _valid("get_time", named.message.tool_calls[0].function.arguments)
+    auto = _ask(client, extra_body=extra).choices[0]
+    if auto.message.tool_calls:
+        assert auto.finish_reason == "tool_calls" and all(_valid(c.function.name, c.function.arguments)
+                                                           for c in auto.message.tool_calls)
+    else:
+        assert auto.message.content and not auto.message.content.lstrip().startswith("{")
+    none = _ask(client, tool_choice="none", max_tokens=20, extra_body=extra)
+    assert none.choices[0].message.tool_calls is None and none.choices[0].message.content
+    with_tools = _ask(client, tool_choice="required", max_tokens=1)
+    assert none.usage.prompt_tokens + 100 < with_tools.usage.prompt_tokens, "with none, the tools are not described"
+
+
+def test_parallel_calls_come_as_a_list_and_one_call_when_not_allowed(client):
+    parallel = _ask(client, tool_choice="required", parallel_tool_calls=True).choices[0].message.tool_calls
+    assert len(parallel) >= 1 and all(_valid(c.function.name, c.function.arguments) for c in parallel)
+    assert len({c.id for c in parallel}) == len(parallel)
+    ask_both = [{"role": "user", "content": "Tell me the UTC time, and the weather in Rome for two days."}]
+    both = _ask(client, messages=ask_both, tool_choice="required", max_tokens=120).choices[0].message.tool_calls
+    assert sorted(c.function.name for c in both) == ["get_time", "get_weather"], "the model asks for both"
+    assert all(_valid(c.function.name, c.function.arguments) for c in both) and len({c.id for c in both}) == 2
+    chunks = list(_ask(client, messages=ask_both, tool_choice="required", max_tokens=120, stream=True))
+    assert _reassembled(chunks) == [(c.function.name, c.function.arguments) for c in both]
+    single = _ask(client, messages=ask_both, tool_choice="required", parallel_tool_calls=False).choices[0]
+    assert len(single.message.tool_calls) == 1 and single.finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}],
+                         ids=["required", "named"])
+def test_streamed_deltas_add_up_to_the_call_and_speculative_calls_equal_greedy_ones(client, choice):
+    whole = _ask(client, tool_choice=choice).choices[0].message.tool_calls
+    assert [(c.function.name, c.function.arguments) for c in _ask(client, tool_choice=choice, extra_body=SPEC)
+            .choices[0].message.tool_calls] == [(c.function.name, c.function.arguments) for c in whole]
+    for extra in ({}, SPEC):
+        chunks = list(_ask(client, tool_choice=choice, stream=True, extra_body=extra))
+        assert _reassembled(chunks) == [(c.function.name, c.function.arguments) for c in whole]
+        fragments = [c for c in chunks if c.choices and c.choices[0].delta.tool_calls
+                     and c.choices[0].delta.tool_calls[0].id is None]
+        assert len(fragments) >= 3, "the arguments stream as the model writes them"
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+        assert all(not c.choices[0].delta.content for c in chunks if c.choices)
+
+
+@pytest.mark.parametrize("fields, param", [
+    ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function.name"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "integer", "minimum": "x"}}}]},
+     "tools[0].function.parameters"),
+    ({"tools": "get_weather"}, "tools"),
+])
+def test_unknown_named_tools_and_invalid_tools_are_400s(client, fields, param):
+    with pytest.raises(openai.BadRequestError) as error:
+        _ask(client, max_tokens=2, **fields)
+    assert error.value.body["param"] == param
