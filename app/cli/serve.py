@@ -44,7 +44,7 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser(
         "serve", parents=folders, help="serve a model over an OpenAI-compatible HTTP API (/v1/chat/completions...)",
         description="Serve a model over OpenAI's HTTP API: /v1/chat/completions, /v1/completions, /v1/models, "
-        "/health. One reply is generated at a time; further requests wait (up to --max-queue, then 429). "
+        "/v1/responses, /health. One reply is generated at a time; further requests wait (up to --max-queue, then 429). "
         "The model options set the defaults of every request; a request's `specchat` field overrides them.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; any other needs --api-key)")

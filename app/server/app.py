@@ -52,13 +52,23 @@ from .protocol import (
     stats_object,
     step_object,
 )
+from .responses import (
+    ResponseBuilder,
+    ResponsesRequest,
+    ResponseStore,
+    chat_completion,
+    input_messages,
+    renamed_errors,
+    sse_event,
+)
 
 logger = logging.getLogger(__name__)
 
 #: Largest request body accepted (413 beyond): 4 MiB, about a million tokens of text.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: The routes served, as an unknown route's 404 lists them.
-ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model}, GET /health"
+ROUTES = ("POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models, GET /v1/models/{model}, "
+          "GET /health")
 #: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
 SERVE_DRAFT_ADVICE = (
     "restart `specchat serve` with `--mode spec --draft NAME`, NAME an installed draft model or draft head with the "
@@ -122,6 +132,7 @@ def create_app(
     max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
     gate = gate or GenerationGate(max_queue)
     grammars = grammars or GrammarCompiler()
+    kept_responses = ResponseStore()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(_WithoutTrailingSlash)
@@ -199,28 +210,18 @@ def create_app(
         reply = Reply.new(model_id, chat)
         run = _Generation(backend, gate, engine_request, draft_advice)
         if not parsed.stream:
-            try:
-                events = await _unless_disconnected(request, run.cancel, run.to_end())
-            finally:
-                await run.close()
+            events = await _whole_reply(request, run)
             if events is None:
                 return Response(status_code=499)  # the client left: nobody reads this
             stats = events[-1].stats
-            if stats.stop_reason == "cancelled":
-                raise server_stopped()
             transcript = _Transcript(reply, engine_request)
             parts = [transcript.take(event) for event in events]
             text = "".join(part for part, _ in parts)
             logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
             calls = next((event.calls for event in events if isinstance(event, ToolCalls)), ())
             return JSONResponse(reply.response(stats, text, logprobs, calls))
-        try:
-            first = await _unless_disconnected(request, run.cancel, run.start())
-        except BaseException:
-            await run.close()
-            raise
+        first = await _first_batch(request, run)
         if first is None:
-            await run.close()
             return Response(status_code=499)
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
         chunks = _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
@@ -234,8 +235,38 @@ def create_app(
     async def completions(request: Request) -> Response:
         return await generation(request, chat=False)
 
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        authorize(request)
+        parsed = parse(ResponsesRequest, await _read_body(request, max_body_bytes))
+        kept = kept_responses.get(parsed.previous_response_id) if parsed.previous_response_id else []
+        conversation = kept + input_messages(parsed.input)
+
+        def mapped() -> GenerationRequest:
+            chat = chat_completion(parsed, conversation)
+            return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar))
+
+        fields = [name for name in ("text", "tools") if getattr(parsed, name, None)]
+        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        builder = ResponseBuilder(model_id, parsed, engine_request, conversation)
+        run = _Generation(backend, gate, engine_request, draft_advice)
+        if not parsed.stream:
+            events = await _whole_reply(request, run)
+            if events is None:
+                return Response(status_code=499)
+            builder.take(events)
+            if parsed.store:
+                kept_responses.put(builder.id, builder.conversation())
+            return JSONResponse(builder.response())
+        first = await _first_batch(request, run)
+        if first is None:
+            return Response(status_code=499)
+        stream = _response_stream(builder, run, first, kept_responses if parsed.store else None)
+        return _ClosingStream(stream, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
     app.state.gate = gate
     app.state.grammars = grammars
+    app.state.responses = kept_responses
     return app
 
 
@@ -303,6 +334,38 @@ async def _read_body(request: Request, limit: int) -> bytes:
             raise too_large
         parts.append(part)
     return b"".join(parts)
+
+
+async def _whole_reply(request: Request, run: "_Generation") -> list[Event] | None:
+    """The events of ``run``'s whole reply (its turn given back after), or None when the client left first.
+
+    Raises:
+        APIError: as :meth:`_Generation.start`, and 503 when the server stopped the reply (:func:`server_stopped`).
+    """
+    try:
+        events = await _unless_disconnected(request, run.cancel, run.to_end())
+    finally:
+        await run.close()
+    if events is not None and events[-1].stats.stop_reason == "cancelled":
+        raise server_stopped()
+    return events
+
+
+async def _first_batch(request: Request, run: "_Generation") -> list[Event] | None:
+    """The first batch of ``run``'s events (a streamed reply starts only once it came), or None when the client
+    left first; the turn is given back unless a batch came.
+
+    Raises:
+        APIError: as :meth:`_Generation.start`.
+    """
+    try:
+        first = await _unless_disconnected(request, run.cancel, run.start())
+    except BaseException:
+        await run.close()
+        raise
+    if first is None:
+        await run.close()
+    return first
 
 
 async def _unless_disconnected(request: Request, cancel: threading.Event, work):
@@ -476,6 +539,35 @@ def _chunks(
     if include_usage and any(isinstance(event, Finished) for event in batch):
         chunks.append(reply.usage_chunk(next(e for e in batch if isinstance(e, Finished)).stats))
     return chunks
+
+
+async def _response_stream(
+    builder: ResponseBuilder, run: _Generation, first: list[Event], kept: ResponseStore | None
+) -> AsyncIterator[bytes]:
+    """The server-sent events of a streamed Responses reply (:class:`ResponseBuilder`), its conversation kept in
+    ``kept`` once complete (None: ``store`` false). An engine error mid-stream, or the server stopping, is sent as an
+    ``error`` event (OpenAI's shape) and ends the stream without ``response.completed``."""
+    opening = b"".join(sse_event(event) for event in builder.opening())
+    batch = first
+    try:
+        while True:
+            finished = next((event for event in batch if isinstance(event, Finished)), None)
+            if finished is not None and finished.stats.stop_reason == "cancelled":
+                content = [event for event in batch if not isinstance(event, Finished)]
+                yield opening + b"".join(sse_event(event) for event in builder.take(content))
+                raise server_stopped()
+            yield opening + b"".join(sse_event(event) for event in builder.take(batch))
+            opening = b""
+            if finished is not None:
+                break
+            try:
+                batch = await run.next()
+            except StopAsyncIteration:
+                break
+        if kept is not None:
+            kept.put(builder.id, builder.conversation())
+    except APIError as error:
+        yield sse_event(builder.error(error))
 
 
 class _ClosingStream(StreamingResponse):
