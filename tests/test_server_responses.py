@@ -229,3 +229,19 @@ def test_a_function_tool_round_trip_and_previous_response_id(client):
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="any", previous_response_id="resp_not_kept", input="Hi")
     assert refused.value.body["param"] == "previous_response_id" and "resp_not_kept" in refused.value.body["message"]
+
+
+def test_the_clients_stream_helper_accumulates_streamed_calls_and_text(client):
+    """``client.responses.stream`` rebuilds the response from the events and checks their order (an item added
+    before its deltas, a content part before its text)."""
+    with client.responses.stream(model="any", input="What is the weather in Rome for two days?", tools=[WEATHER],
+                                 tool_choice="required", temperature=0, max_output_tokens=60) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in kinds and kinds[-1] == "response.completed"
+    call = next(item for item in final.output if item.type == "function_call")
+    assert call.name == "get_weather" and json.loads(call.arguments)["city"] in ("Paris", "Rome", "Oslo")
+    with client.responses.stream(model="any", input="Say hello in three words.", temperature=0, max_output_tokens=80) as stream:
+        deltas = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    assert deltas and final.output_text == deltas
