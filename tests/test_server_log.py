@@ -158,3 +158,15 @@ def test_serve_writes_the_lines_to_stderr_and_its_log_file(data_dir, int4_dir, t
     assert float(logged[0]["ttft"]) > 0 and logged[0]["client"].startswith("127.0.0.1:")
     log_file = (tmp_path / "cli.log").read_text()
     assert log_file.count("app.server.requests") == 3 and f'prompt="{SECRET}"' in log_file
+
+
+def test_a_request_refused_before_any_route_is_logged_too(caplog_requests):
+    """The log is the outermost layer: a keyless server's 403 to a web page is a line as well."""
+    async def run():
+        transport = httpx.ASGITransport(app=create_app(Held(), model_id="m"))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.post("/v1/chat/completions", json=ASK, headers={"Origin": "https://evil.example"})
+
+    assert run_coroutine(run()).status_code == 403
+    [line] = lines(caplog_requests)
+    assert (line["route"], line["status"], line["tokens_in"], line["queued"]) == ("/v1/chat/completions", "403", "-", "0")
