@@ -98,15 +98,16 @@ def test_too_many_tools_and_too_large_schemas_are_400s_naming_the_limit(server):
 
 
 def test_unknown_routes_answer_openais_error_json_naming_the_routes(server):
-    answer = httpx.post(server.url + "/responses", json={"model": "specchat", "input": "Hi"}, timeout=30)
+    answer = httpx.post(server.url + "/embeddings", json={"model": "specchat", "input": "Hi"}, timeout=30)
     assert answer.status_code == 404
     error = answer.json()["error"]
     assert (error["type"], error["code"]) == ("not_found_error", "unknown_route")
-    assert error["message"].startswith("POST /v1/responses is not served here")
-    assert "POST /v1/chat/completions" in error["message"] and "GET /v1/models" in error["message"]
+    assert error["message"].startswith("POST /v1/embeddings is not served here")
+    for route in ("POST /v1/chat/completions", "POST /v1/responses", "GET /v1/models"):
+        assert route in error["message"]
     client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=30)
     with pytest.raises(openai.NotFoundError, match="POST /v1/completions"):
-        client.responses.create(model="specchat", input="Hi")
+        client.embeddings.create(model="specchat", input="Hi")
     wrong_method = httpx.get(server.url + "/chat/completions", timeout=30)
     assert wrong_method.status_code == 405
     assert wrong_method.json()["error"]["message"].startswith("GET /v1/chat/completions is not served here")

@@ -44,7 +44,7 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser(
         "serve", parents=folders, help="serve a model over an OpenAI-compatible HTTP API (/v1/chat/completions...)",
         description="Serve a model over OpenAI's HTTP API: /v1/chat/completions, /v1/completions, /v1/models, "
-        "/health. One reply is generated at a time; further requests wait (up to --max-queue, then 429). "
+        "/v1/responses, /health. One reply is generated at a time; further requests wait (up to --max-queue, then 429). "
         "The model options set the defaults of every request; a request's `specchat` field overrides them.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; any other needs --api-key)")
@@ -52,6 +52,7 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
     serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
     serve.add_argument("--max-tokens", type=int, default=None, help="the most new tokens one reply may generate; a request asking more gets this many (default: --n-ctx)")
+    serve.add_argument("--log-prompts", action="store_true", help="write each request's prompt (its last message) into the request log; without it the log holds no prompt text")
     add_model_options(serve, modes=("ar", "spec"))
     sampling = serve.add_argument_group(
         "sampling defaults", "what a request that leaves a sampling field out gets (default: the model's "
@@ -93,7 +94,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         spec = model_folders(args)
         defaults = replace(defaults, sampling=replace(recommended_sampling(spec.target_dir), **given))
-        asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens))
+        asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens, args.log_prompts))
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
@@ -143,12 +144,14 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 async def _serve(
-    sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None
+    sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None,
+    log_prompts: bool = False,
 ) -> None:
     import uvicorn
 
     from app.backends.worker import InferenceWorker
     from app.server import create_app
+    from app.server.request_log import log_to_stderr
 
     worker = InferenceWorker(nice=0)  # no window to keep responsive: the inference thread runs at normal priority
     try:
@@ -157,7 +160,8 @@ async def _serve(
         defaults.validate(info.max_position_embeddings)  # an --n-ctx past the model's length: said now, not per request
         model_id = Path(spec.target_dir).name
         app = create_app(worker, model_id=model_id, api_key=api_key, max_queue=max_queue, defaults=defaults,
-                         max_context=info.max_position_embeddings, max_tokens=max_tokens)
+                         max_context=info.max_position_embeddings, max_tokens=max_tokens, log_prompts=log_prompts)
+        log_to_stderr()  # one line per request, also in the log folder's cli.log
         config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,
                                 timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
         server = _cancelling_server(uvicorn.Server, worker, app.state.gate)(config)

@@ -3,7 +3,9 @@ completions, models and health endpoints on one generation backend.
 
 Each generation request is read (at most ``max_body_bytes``), parsed and validated (``protocol``), then waits its
 turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
-whatever the engine refuses is still a 400 and not a broken stream. A client that disconnects, while waiting or
+whatever the engine refuses is still a 400 and not a broken stream, except for a streamed request that must wait:
+its stream starts at once with its queue position (``: queued, position 2``), and a refusal that comes with its
+turn is an error event. Every request gets a line in the request log (``request_log``). A client that disconnects, while waiting or
 while its reply streams, cancels its generation at once (the ``cancel`` event the engine polls between tokens).
 
 Error responses say what the client did wrong (a setting out of range, a conversation the model cannot roll); any
@@ -52,13 +54,24 @@ from .protocol import (
     stats_object,
     step_object,
 )
+from .request_log import RequestLogMiddleware, RequestRecord, keep_prompt, record_of
+from .responses import (
+    ResponseBuilder,
+    ResponsesRequest,
+    ResponseStore,
+    chat_completion,
+    input_messages,
+    renamed_errors,
+    sse_event,
+)
 
 logger = logging.getLogger(__name__)
 
 #: Largest request body accepted (413 beyond): 4 MiB, about a million tokens of text.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: The routes served, as an unknown route's 404 lists them.
-ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model}, GET /health"
+ROUTES = ("POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models, GET /v1/models/{model}, "
+          "GET /health")
 #: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
 SERVE_DRAFT_ADVICE = (
     "restart `specchat serve` with `--mode spec --draft NAME`, NAME an installed draft model or draft head with the "
@@ -79,6 +92,7 @@ def create_app(
     gate: GenerationGate | None = None,
     draft_advice: str = SERVE_DRAFT_ADVICE,
     grammars: GrammarCompiler | None = None,
+    log_prompts: bool = False,
 ) -> FastAPI:
     """The OpenAI-compatible server application.
 
@@ -110,6 +124,8 @@ def create_app(
             ``spec_model`` when it runs none (default: ``specchat serve``'s flags).
         grammars: compiles requests' JSON schemas off the event loop, time-bounded and cached; None = a new
             :class:`GrammarCompiler` (its bound ``grammars.GRAMMAR_TIMEOUT_S``).
+        log_prompts: the request log (``request_log``: one line per request, logger ``app.server.requests``) also
+            holds each prompt's text (its last message); False = never (``specchat serve --log-prompts``).
 
     Returns:
         A FastAPI application without CORS, docs or OpenAPI schema; serve it with uvicorn.
@@ -122,12 +138,14 @@ def create_app(
     max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
     gate = gate or GenerationGate(max_queue)
     grammars = grammars or GrammarCompiler()
+    kept_responses = ResponseStore()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(_WithoutTrailingSlash)
 
     if api_key is None:
         app.add_middleware(_ThisComputerOnly)
+    app.add_middleware(RequestLogMiddleware, log_prompts=log_prompts)  # the outermost: every request is logged
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, error: APIError) -> JSONResponse:
@@ -196,34 +214,34 @@ def create_app(
         fields = [name for name in ("response_format", "tools") if getattr(parsed, name, None)]
         # schemas compile in a thread, time-bounded; a request without any maps here at once
         engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        keep_prompt(request.scope, engine_request.prompt if engine_request.prompt is not None
+                    else engine_request.messages[-1]["content"])
         reply = Reply.new(model_id, chat)
-        run = _Generation(backend, gate, engine_request, draft_advice)
+        run = _Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
         if not parsed.stream:
-            try:
-                events = await _unless_disconnected(request, run.cancel, run.to_end())
-            finally:
-                await run.close()
+            events = await _whole_reply(request, run)
             if events is None:
                 return Response(status_code=499)  # the client left: nobody reads this
             stats = events[-1].stats
-            if stats.stop_reason == "cancelled":
-                raise server_stopped()
             transcript = _Transcript(reply, engine_request)
             parts = [transcript.take(event) for event in events]
             text = "".join(part for part, _ in parts)
             logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
             calls = next((event.calls for event in events if isinstance(event, ToolCalls)), ())
             return JSONResponse(reply.response(stats, text, logprobs, calls))
-        try:
-            first = await _unless_disconnected(request, run.cancel, run.start())
-        except BaseException:
-            await run.close()
-            raise
-        if first is None:
-            await run.close()
-            return Response(status_code=499)
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
-        chunks = _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
+
+        def chunks_after(first: list[Event]) -> AsyncIterator[bytes]:
+            return _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
+
+        position = run.queued()
+        if position:  # it waits: the stream starts now and says where it waits
+            chunks = _after_queue(position, run, chunks_after, lambda error: sse(error.body()))
+        else:
+            first = await _first_batch(request, run)
+            if first is None:
+                return Response(status_code=499)
+            chunks = chunks_after(first)
         return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/chat/completions")
@@ -234,8 +252,47 @@ def create_app(
     async def completions(request: Request) -> Response:
         return await generation(request, chat=False)
 
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        authorize(request)
+        parsed = parse(ResponsesRequest, await _read_body(request, max_body_bytes))
+        kept = kept_responses.get(parsed.previous_response_id) if parsed.previous_response_id else []
+        conversation = kept + input_messages(parsed.input)
+
+        def mapped() -> GenerationRequest:
+            chat = chat_completion(parsed, conversation)
+            return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar))
+
+        fields = [name for name in ("text", "tools") if getattr(parsed, name, None)]
+        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        keep_prompt(request.scope, conversation[-1]["content"] or "")
+        builder = ResponseBuilder(model_id, parsed, engine_request, conversation)
+        run = _Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
+        if not parsed.stream:
+            events = await _whole_reply(request, run)
+            if events is None:
+                return Response(status_code=499)
+            builder.take(events)
+            if parsed.store:
+                kept_responses.put(builder.id, builder.conversation())
+            return JSONResponse(builder.response())
+
+        def events_after(first: list[Event]) -> AsyncIterator[bytes]:
+            return _response_stream(builder, run, first, kept_responses if parsed.store else None)
+
+        position = run.queued()
+        if position:
+            stream = _after_queue(position, run, events_after, lambda error: sse_event(builder.error(error)))
+        else:
+            first = await _first_batch(request, run)
+            if first is None:
+                return Response(status_code=499)
+            stream = events_after(first)
+        return _ClosingStream(stream, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
     app.state.gate = gate
     app.state.grammars = grammars
+    app.state.responses = kept_responses
     return app
 
 
@@ -305,6 +362,55 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
+async def _whole_reply(request: Request, run: "_Generation") -> list[Event] | None:
+    """The events of ``run``'s whole reply (its turn given back after), or None when the client left first.
+
+    Raises:
+        APIError: as :meth:`_Generation.start`, and 503 when the server stopped the reply (:func:`server_stopped`).
+    """
+    try:
+        events = await _unless_disconnected(request, run.cancel, run.to_end())
+    finally:
+        await run.close()
+    if events is not None and events[-1].stats.stop_reason == "cancelled":
+        raise server_stopped()
+    return events
+
+
+async def _first_batch(request: Request, run: "_Generation") -> list[Event] | None:
+    """The first batch of ``run``'s events (a streamed reply starts only once it came), or None when the client
+    left first; the turn is given back unless a batch came.
+
+    Raises:
+        APIError: as :meth:`_Generation.start`.
+    """
+    try:
+        first = await _unless_disconnected(request, run.cancel, run.start())
+    except BaseException:
+        await run.close()
+        raise
+    if first is None:
+        await run.close()
+    return first
+
+
+async def _after_queue(
+    position: int, run: "_Generation", rest: Callable[[list[Event]], AsyncIterator[bytes]],
+    error_event: Callable[[APIError], bytes],
+) -> AsyncIterator[bytes]:
+    """A streamed reply that must wait its turn: a comment line first (``: queued, position 2``, which clients
+    skip), then, once the turn came, ``rest(first batch)``; a refusal that comes with the turn (the server stopping,
+    a setting the engine refuses) is sent as ``error_event(error)`` and ends the stream."""
+    yield f": queued, position {position}\n\n".encode()
+    try:
+        first = await run.start()
+    except APIError as error:
+        yield error_event(error)
+        return
+    async for part in rest(first):
+        yield part
+
+
 async def _unless_disconnected(request: Request, cancel: threading.Event, work):
     """``await work``, unless the client disconnects first: then ``cancel`` is set, ``work`` is cancelled and
     None returned."""
@@ -333,14 +439,38 @@ async def _disconnected(request: Request) -> None:
 
 class _Generation:
     """One request's turn at the gate and its stream of event batches; engine errors become ``APIError``
-    (``draft_advice``: see ``create_app``)."""
+    (``draft_advice``: see ``create_app``). ``record``: the request's log line, which gets its queue position,
+    tokens and TTFT."""
 
-    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest, draft_advice: str):
+    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest, draft_advice: str,
+                 record: RequestRecord | None = None):
         self.cancel = threading.Event()
         self._backend, self._gate, self._request = backend, gate, request
         self._draft_advice = draft_advice
         self._batches: AsyncIterator[list[Event]] | None = None
         self._holding = False
+        self._record = record
+
+    def queued(self) -> int:
+        """The queue position this request would wait at now (1 = next; 0: it would not wait).
+
+        Raises:
+            APIError: 429, the queue is full.
+        """
+        position = self._gate.position()
+        if self._record is not None:
+            self._record.queued_at = position
+        if self._gate.full():
+            raise self._queue_full(self._gate.retry_after_s())
+        return position
+
+    def _queue_full(self, retry_after_s: int) -> APIError:
+        return APIError(
+            429, f"the server is busy: one reply generating and {self._gate.waiting} waiting, so this request would "
+            f"wait at queue position {self._gate.position()}, past the {self._gate.max_waiting} allowed: retry in "
+            f"{retry_after_s} s", type="rate_limit_error", code="queue_full",
+            headers={"Retry-After": str(retry_after_s)},
+        )  # fmt: skip
 
     async def start(self) -> list[Event]:
         """Wait for the turn, start generating and return the first batch.
@@ -349,24 +479,28 @@ class _Generation:
             APIError: 429 (the queue is full), 503 (the server is stopping), 400 (the engine refused a setting, or a
                 prompt the model cannot roll), 500 (anything else, logged).
         """
+        if self._record is not None:
+            self._record.queued_at = self._gate.position()
         try:
             await self._gate.acquire()
         except QueueFull as full:
-            raise APIError(
-                429, f"the server is busy (one reply at a time, {self._gate.max_waiting} waiting): retry in "
-                f"{full.retry_after_s} s", type="rate_limit_error", code="queue_full",
-                headers={"Retry-After": str(full.retry_after_s)},
-            ) from None
+            raise self._queue_full(full.retry_after_s) from None
         except GateClosed:
             raise server_stopped() from None
         self._holding = True
+        if self._record is not None:
+            self._record.turn()
         self._batches = self._backend.generate(self._request, self.cancel)
         return await self.next()
 
     async def next(self) -> list[Event]:
         """The next batch (``StopAsyncIteration`` after the last)."""
         try:
-            return await self._batches.__anext__()
+            batch = await self._batches.__anext__()
+            finished = next((event for event in batch if isinstance(event, Finished)), None)
+            if finished is not None and self._record is not None:
+                self._record.generated(finished.stats)
+            return batch
         except StopAsyncIteration:
             raise
         except SettingError as error:
@@ -476,6 +610,35 @@ def _chunks(
     if include_usage and any(isinstance(event, Finished) for event in batch):
         chunks.append(reply.usage_chunk(next(e for e in batch if isinstance(e, Finished)).stats))
     return chunks
+
+
+async def _response_stream(
+    builder: ResponseBuilder, run: _Generation, first: list[Event], kept: ResponseStore | None
+) -> AsyncIterator[bytes]:
+    """The server-sent events of a streamed Responses reply (:class:`ResponseBuilder`), its conversation kept in
+    ``kept`` once complete (None: ``store`` false). An engine error mid-stream, or the server stopping, is sent as an
+    ``error`` event (OpenAI's shape) and ends the stream without ``response.completed``."""
+    opening = b"".join(sse_event(event) for event in builder.opening())
+    batch = first
+    try:
+        while True:
+            finished = next((event for event in batch if isinstance(event, Finished)), None)
+            if finished is not None and finished.stats.stop_reason == "cancelled":
+                content = [event for event in batch if not isinstance(event, Finished)]
+                yield opening + b"".join(sse_event(event) for event in builder.take(content))
+                raise server_stopped()
+            yield opening + b"".join(sse_event(event) for event in builder.take(batch))
+            opening = b""
+            if finished is not None:
+                break
+            try:
+                batch = await run.next()
+            except StopAsyncIteration:
+                break
+        if kept is not None:
+            kept.put(builder.id, builder.conversation())
+    except APIError as error:
+        yield sse_event(builder.error(error))
 
 
 class _ClosingStream(StreamingResponse):

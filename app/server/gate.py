@@ -52,6 +52,14 @@ class GenerationGate:
         """True while a generation holds the gate."""
         return self._lock.locked()
 
+    def position(self) -> int:
+        """The queue position a request arriving now would wait at (1 = next), 0 when it would get its turn at once."""
+        return self._waiting + 1 if self._lock.locked() else 0
+
+    def full(self) -> bool:
+        """True when a request arriving now would be refused (:class:`QueueFull`)."""
+        return self._lock.locked() and self._waiting >= self.max_waiting
+
     async def acquire(self) -> None:
         """Wait for this request's turn (cancelling the wait leaves the queue).
 
@@ -61,7 +69,7 @@ class GenerationGate:
         """
         if self._closed:
             raise GateClosed()
-        if self._lock.locked() and self._waiting >= self.max_waiting:
+        if self.full():
             raise QueueFull(self.retry_after_s())
         self._waiting += 1
         try:

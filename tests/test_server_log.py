@@ -1,0 +1,172 @@
+"""The server's request log (``app.server.request_log``): one line per request with its status, tokens, wait, TTFT,
+total time and client, no prompt text unless ``--log-prompts``; the queue position in a waiting stream's first
+comment line and in the 429; and ``specchat serve`` writing the lines to stderr and to its log file."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+import httpx
+import openai
+import pytest
+from helpers import run_coroutine
+from server_process import ServerProcess
+
+from app.server import create_app
+from inference.events import Finished, GenerationStats, TextDelta
+
+SECRET = "my secret question"
+ASK = {"messages": [{"role": "user", "content": SECRET}], "max_tokens": 4}
+LINE = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<method>[A-Z]+) (?P<route>\S+) (?P<status>\d+) in=(?P<tokens_in>\S+) "
+    r"out=(?P<tokens_out>\S+) wait_ms=(?P<wait>\S+) ttft_ms=(?P<ttft>\S+) total_ms=(?P<total>\d+) "
+    r"client=(?P<client>\S+) queued=(?P<queued>\d+)(?: prompt=(?P<prompt>.*))?$"
+)
+
+
+class Held:
+    """A backend without a model whose replies wait for ``release`` (set inside the test's loop): "Hi", 5 prompt
+    tokens, 1 new token, a TTFT of 12 ms."""
+
+    def __init__(self):
+        self.release: asyncio.Event | None = None
+
+    async def generate(self, request, cancel):
+        if self.release is not None:
+            await self.release.wait()
+        yield [TextDelta("Hi", 1, False),
+               Finished(GenerationStats(mode="ar", prompt_tokens=5, new_tokens=1, ttft_ms=12.0, stop_reason="eos"))]
+
+
+def lines(caplog) -> list[dict]:
+    """The request lines logged, parsed (each must match the line's format)."""
+    found = [LINE.match(record.getMessage()) for record in caplog.records if record.name == "app.server.requests"]
+    assert all(found), [record.getMessage() for record in caplog.records]
+    return [match.groupdict() for match in found]
+
+
+def send(app, *requests: tuple[str, str, dict | None]) -> list[httpx.Response]:
+    async def run():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            return [await client.request(method, path, json=body) for method, path, body in requests]
+    return run_coroutine(run())
+
+
+@pytest.fixture
+def caplog_requests(caplog):
+    caplog.set_level(logging.INFO, logger="app.server.requests")
+    return caplog
+
+
+def test_a_line_per_request_with_its_fields_and_no_prompt(caplog_requests):
+    app = create_app(Held(), model_id="m")
+    chat, streamed, missing, health = send(app, ("POST", "/v1/chat/completions", ASK),
+                                           ("POST", "/v1/chat/completions", {**ASK, "stream": True}),
+                                           ("GET", "/v1/nothing", None), ("GET", "/health", None))
+    assert (chat.status_code, streamed.status_code, missing.status_code, health.status_code) == (200, 200, 404, 200)
+    logged = lines(caplog_requests)
+    assert len(logged) == 3, "a health check that answered 200 writes no line"
+    for line in logged[:2]:
+        assert (line["method"], line["route"], line["status"]) == ("POST", "/v1/chat/completions", "200")
+        assert (line["tokens_in"], line["tokens_out"], line["ttft"], line["queued"]) == ("5", "1", "12", "0")
+        assert line["wait"] != "-" and int(line["total"]) >= int(line["wait"])
+        assert line["client"] == "127.0.0.1:123" and line["prompt"] is None  # httpx's ASGI client address
+    assert (logged[2]["method"], logged[2]["route"], logged[2]["status"]) == ("GET", "/v1/nothing", "404")
+    assert (logged[2]["tokens_in"], logged[2]["tokens_out"], logged[2]["ttft"], logged[2]["wait"]) == ("-",) * 4
+    assert SECRET not in caplog_requests.text
+
+
+def test_log_prompts_writes_the_last_message(caplog_requests):
+    app = create_app(Held(), model_id="m", log_prompts=True)
+    send(app, ("POST", "/v1/chat/completions", ASK), ("POST", "/v1/completions", {"prompt": "Once\nupon", "max_tokens": 2}),
+         ("POST", "/v1/responses", {"input": SECRET + " again"}))
+    assert [line["prompt"] for line in lines(caplog_requests)] == [
+        f'"{SECRET}"', '"Once\\nupon"', f'"{SECRET} again"']
+
+
+def test_a_waiting_stream_says_its_position_first_and_a_429_says_where_it_would_wait(caplog_requests):
+    backend = Held()
+    app = create_app(backend, model_id="m", max_queue=1)
+
+    async def scenario():
+        backend.release = asyncio.Event()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            running = asyncio.ensure_future(client.post("/v1/chat/completions", json=ASK))
+            while not app.state.gate.busy:
+                await asyncio.sleep(0.01)
+            waiting = asyncio.ensure_future(client.post("/v1/chat/completions", json={**ASK, "stream": True}))
+            while app.state.gate.waiting < 1:
+                await asyncio.sleep(0.01)
+            refused = await client.post("/v1/responses", json={"input": "Hi", "stream": True})
+            backend.release.set()
+            return await running, await waiting, refused
+
+    running, waiting, refused = run_coroutine(scenario())
+    assert running.status_code == 200 and waiting.status_code == 200
+    assert waiting.text.startswith(": queued, position 1\n\ndata: ") and waiting.text.endswith("data: [DONE]\n\n")
+    assert refused.status_code == 429
+    assert "one reply generating and 1 waiting, so this request would wait at queue position 2, past the 1 allowed" \
+        in refused.json()["error"]["message"]
+    by_status = {(line["route"], line["status"]): line for line in lines(caplog_requests)}
+    assert by_status[("/v1/responses", "429")]["queued"] == "2"
+    assert by_status[("/v1/responses", "429")]["tokens_out"] == "-"
+    assert [line["queued"] for line in lines(caplog_requests) if line["status"] == "200"] == ["0", "1"]
+
+
+def test_a_stream_that_waits_in_the_responses_api_says_its_position_too(caplog_requests):
+    backend = Held()
+    app = create_app(backend, model_id="m", max_queue=2)
+
+    async def scenario():
+        backend.release = asyncio.Event()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            running = asyncio.ensure_future(client.post("/v1/responses", json={"input": "Hi"}))
+            while not app.state.gate.busy:
+                await asyncio.sleep(0.01)
+            first = asyncio.ensure_future(client.post("/v1/responses", json={"input": "Hi", "stream": True}))
+            while app.state.gate.waiting < 1:
+                await asyncio.sleep(0.01)
+            second = asyncio.ensure_future(client.post("/v1/responses", json={"input": "Hi", "stream": True}))
+            while app.state.gate.waiting < 2:
+                await asyncio.sleep(0.01)
+            backend.release.set()
+            return await running, await first, await second
+
+    running, first, second = run_coroutine(scenario())
+    assert first.text.startswith(": queued, position 1\n\nevent: response.created\n")
+    assert second.text.startswith(": queued, position 2\n\nevent: response.created\n")
+    assert second.text.rstrip().splitlines()[-2] == "event: response.completed"
+
+
+def test_serve_writes_the_lines_to_stderr_and_its_log_file(data_dir, int4_dir, tmp_path):
+    with ServerProcess(["--log-prompts"], env={"SPECCHAT_LOG_DIR": str(tmp_path)}) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+        reply = client.chat.completions.create(model="any", messages=[{"role": "user", "content": SECRET}],
+                                               temperature=0, max_tokens=3)
+        stream = client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}],
+                                                temperature=0, max_tokens=3, stream=True)
+        assert [chunk for chunk in stream]
+        httpx.get(server.base + "/v2/nothing", timeout=30)
+    logged = [LINE.match(line.rstrip("\n")) for line in server.stderr_lines]
+    logged = [match.groupdict() for match in logged if match]
+    assert [(line["route"], line["status"]) for line in logged] == [
+        ("/v1/chat/completions", "200"), ("/v1/chat/completions", "200"), ("/v2/nothing", "404")]
+    assert logged[0]["tokens_in"] == str(reply.usage.prompt_tokens) and logged[0]["tokens_out"] == "3"
+    assert logged[0]["prompt"] == f'"{SECRET}"' and logged[1]["prompt"] == '"Hi"'
+    assert float(logged[0]["ttft"]) > 0 and logged[0]["client"].startswith("127.0.0.1:")
+    log_file = (tmp_path / "cli.log").read_text()
+    assert log_file.count("app.server.requests") == 3 and f'prompt="{SECRET}"' in log_file
+
+
+def test_a_request_refused_before_any_route_is_logged_too(caplog_requests):
+    """The log is the outermost layer: a keyless server's 403 to a web page is a line as well."""
+    async def run():
+        transport = httpx.ASGITransport(app=create_app(Held(), model_id="m"))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.post("/v1/chat/completions", json=ASK, headers={"Origin": "https://evil.example"})
+
+    assert run_coroutine(run()).status_code == 403
+    [line] = lines(caplog_requests)
+    assert (line["route"], line["status"], line["tokens_in"], line["queued"]) == ("/v1/chat/completions", "403", "-", "0")

@@ -1,0 +1,247 @@
+"""The Responses API (``POST /v1/responses``): its mapping onto the chat path and its store without a model, then
+through the official ``openai`` client (``client.responses.create``) against ``specchat serve`` on the default
+model: text equal to the chat completion of the same conversation, streamed events that add up to the response,
+instructions, json_schema output, a function tool round trip, ``previous_response_id`` and its 400."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+from helpers import run_coroutine
+from server_process import ServerProcess
+
+from app.server import create_app
+from app.server.protocol import APIError
+from app.server.responses import ResponseStore, input_messages
+from inference.events import Finished, GenerationStats, TextDelta, ToolCallDelta, ToolCalls
+from inference.events import ToolCall as EngineCall
+
+WEATHER = {
+    "type": "function", "name": "get_weather", "description": "The weather in a city over the next days.",
+    "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
+                                                    "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                   "required": ["city", "days"], "additionalProperties": False},
+}
+
+
+# --- without a model -----------------------------------------------------------------------------------------------
+
+
+def test_input_items_become_chat_messages():
+    assert input_messages("Hi") == [{"role": "user", "content": "Hi"}]
+    messages = input_messages([
+        {"role": "developer", "content": "Be brief."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather "},
+                                                          {"type": "input_text", "text": "in Rome?"}]},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Rome", "days": 1}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ])
+    assert messages == [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Rome?"},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Rome", "days": 1}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+
+
+@pytest.mark.parametrize("value, param", [
+    ([], "input"),
+    ([{"role": "critic", "content": "x"}], "input[0].role"),
+    ([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}], "input[0].content[0].type"),
+    ([{"role": "user", "content": [{"type": "input_text"}]}], "input[0].content[0].text"),
+    ([{"type": "function_call_output", "output": "x"}], "input[0].call_id"),
+    ([{"type": "web_search_call"}], "input[0].type"),
+])
+def test_bad_input_items_are_named(value, param):
+    with pytest.raises(APIError) as refused:
+        input_messages(value)
+    assert refused.value.status == 400 and refused.value.param == param
+    assert param.rsplit(".", 1)[0] in refused.value.message
+
+
+def test_the_store_keeps_the_most_recent_responses_within_its_bounds():
+    store = ResponseStore(max_responses=2, max_chars=200)
+    store.put("a", [{"role": "user", "content": "1"}])
+    store.put("b", [{"role": "user", "content": "2"}])
+    assert store.get("a") == [{"role": "user", "content": "1"}]  # now the most recent
+    store.put("c", [{"role": "user", "content": "3"}])
+    assert len(store) == 2 and store.get("c") and store.get("a")
+    with pytest.raises(APIError) as dropped:
+        store.get("b")
+    assert dropped.value.param == "previous_response_id" and "'b'" in dropped.value.message
+    store.put("d", [{"role": "user", "content": "x" * 150}])  # the characters' bound drops the others
+    assert len(store) == 1 and store.get("d")
+    store.put("e", [{"role": "user", "content": "x" * 300}])  # larger than the bound alone: not kept
+    with pytest.raises(APIError):
+        store.get("e")
+
+
+class Scripted:
+    """A backend without a model: records each request, replies with ``batches``."""
+
+    def __init__(self, *batches):
+        self.batches, self.requests = batches, []
+
+    async def generate(self, request, cancel):
+        self.requests.append(request)
+        for batch in self.batches:
+            yield batch
+
+
+def post(app, body: dict) -> httpx.Response:
+    async def send():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            return await client.post("/v1/responses", json=body)
+    return run_coroutine(send())
+
+
+def test_a_call_streams_as_a_function_call_item_and_is_kept_for_the_next_turn():
+    stats = GenerationStats(mode="ar", new_tokens=9, prompt_tokens=20, stop_reason="eos")
+    backend = Scripted([ToolCallDelta(0, "get_weather", '{"city": "Ro')],
+                       [ToolCalls((EngineCall("get_weather", {"city": "Rome", "days": 2}, '{"city": "Rome", "days": 2}'),)),
+                        Finished(stats)])
+    app = create_app(backend, model_id="m")
+    streamed = post(app, {"input": "Weather in Rome?", "tools": [WEATHER], "stream": True, "max_output_tokens": 30})
+    events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: ")]
+    kinds = [event["type"] for event in events]
+    assert kinds == ["response.created", "response.in_progress", "response.output_item.added",
+                     "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+                     "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert "".join(e["delta"] for e in events if e["type"].endswith("arguments.delta")) == '{"city": "Rome", "days": 2}'
+    done = events[-1]["response"]
+    call = done["output"][0]
+    assert (call["type"], call["name"], call["status"]) == ("function_call", "get_weather", "completed")
+    assert done["usage"]["input_tokens"] == 20 and done["usage"]["output_tokens"] == 9
+    assert backend.requests[0].settings.sampling.max_new_tokens == 30
+    assert backend.requests[0].tools.tools[0]["function"]["name"] == "get_weather"
+    follow = post(app, {"previous_response_id": done["id"], "input": [
+        {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"}]})
+    assert follow.status_code == 200
+    assert backend.requests[1].messages == [
+        {"role": "user", "content": "Weather in Rome?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": call["call_id"], "type": "function", "function": {
+            "name": "get_weather", "arguments": {"city": "Rome", "days": 2}}}]},
+        {"role": "tool", "content": "sunny", "tool_call_id": call["call_id"]},
+    ]
+
+
+@pytest.mark.parametrize("body, status, param", [
+    ({"input": "Hi", "previous_response_id": "resp_unknown"}, 400, "previous_response_id"),
+    ({"input": "Hi", "max_output_tokens": 0}, 400, "max_output_tokens"),
+    ({"input": "Hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nope"}}}}, 400,
+     "text.format.schema"),
+    ({"input": "Hi", "tools": [{"type": "web_search"}]}, 400, "tools[0]"),
+    ({"input": "Hi", "tools": [{**WEATHER, "name": "bad name"}]}, 400, "tools[0].name"),
+    ({"input": "Hi", "tool_choice": {"type": "function", "name": "nope"}, "tools": [WEATHER]}, 400, "tool_choice"),
+    ({"input": 5}, 400, "input"),
+])
+def test_refusals_name_the_responses_field(body, status, param):
+    response = post(create_app(Scripted(), model_id="m"), body)
+    error = response.json()["error"]
+    assert (response.status_code, error["param"]) == (status, param)
+    assert param.split("[")[0] in error["message"]
+    assert "messages" not in error["message"] and "max_completion_tokens" not in error["message"]
+    if param == "previous_response_id":
+        assert "resp_unknown" in error["message"] and error["code"] == "previous_response_not_found"
+
+
+def test_text_with_instructions_and_an_engine_reply():
+    stats = GenerationStats(mode="ar", new_tokens=2, prompt_tokens=7, stop_reason="max_new_tokens")
+    backend = Scripted([TextDelta("Bon", 1, False), TextDelta("jour", 2, False), Finished(stats)])
+    response = post(create_app(backend, model_id="m"), {"instructions": "Answer in French.", "input": "Hello",
+                                                         "temperature": 0, "max_output_tokens": 2, "store": False})
+    body = response.json()
+    assert body["object"] == "response" and body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "max_output_tokens"} and body["temperature"] == 0
+    assert body["output"][0]["content"][0] == {"type": "output_text", "text": "Bonjour", "annotations": [], "logprobs": []}
+    assert backend.requests[0].system_prompt == "Answer in French."
+    assert backend.requests[0].messages == [{"role": "user", "content": "Hello"}]
+    refused = post(create_app(backend, model_id="m"), {"input": "Again", "previous_response_id": body["id"]})
+    assert refused.status_code == 400, "store false keeps nothing"
+
+
+# --- through the openai client on the default model ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(data_dir, int4_dir):
+    with ServerProcess() as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+
+
+def test_a_response_is_the_chat_reply_and_its_stream_adds_up_to_it(client):
+    asked = dict(model="any", instructions="Answer in one sentence.", temperature=0, max_output_tokens=24)
+    response = client.responses.create(input="What is the capital of France?", **asked)
+    chat = client.chat.completions.create(model="any", temperature=0, max_completion_tokens=24, messages=[
+        {"role": "system", "content": "Answer in one sentence."}, {"role": "user", "content": "What is the capital of France?"}])
+    assert response.output_text and response.output_text == chat.choices[0].message.content
+    assert response.usage.input_tokens == chat.usage.prompt_tokens
+    assert response.usage.output_tokens == chat.usage.completion_tokens
+    assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
+    events = list(client.responses.create(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "What is the capital of France?"}]}], stream=True, **asked))
+    kinds = [event.type for event in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] in ("response.completed",
+                                                                                     "response.incomplete")
+    deltas = "".join(event.delta for event in events if event.type == "response.output_text.delta")
+    done = next(event.text for event in events if event.type == "response.output_text.done")
+    assert deltas == done == response.output_text == events[-1].response.output_text
+    assert events[-1].response.usage.output_tokens == response.usage.output_tokens
+
+
+def test_json_schema_output(client):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+              "required": ["city", "country"], "additionalProperties": False}
+    response = client.responses.create(model="any", input="Name a city in Italy as JSON.", temperature=0,
+                                       max_output_tokens=60, text={"format": {"type": "json_schema", "name": "place",
+                                                                              "schema": schema, "strict": True}})
+    value = json.loads(response.output_text)
+    assert set(value) == {"city", "country"} and all(isinstance(v, str) for v in value.values())
+
+
+def test_a_function_tool_round_trip_and_previous_response_id(client):
+    first = client.responses.create(model="any", input="What is the weather in Paris for three days?", tools=[WEATHER],
+                                    tool_choice="required", temperature=0, max_output_tokens=60)
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert calls and calls[0].name == "get_weather" and calls[0].call_id.startswith("call_")
+    arguments = json.loads(calls[0].arguments)
+    assert arguments["city"] in ("Paris", "Rome", "Oslo") and 1 <= arguments["days"] <= 7
+    second = client.responses.create(model="any", previous_response_id=first.id, tools=[WEATHER], temperature=0,
+                                     max_output_tokens=40, input=[{"type": "function_call_output",
+                                                                   "call_id": calls[0].call_id,
+                                                                   "output": "Sunny, 24 degrees."}])
+    assert second.output_text and second.previous_response_id == first.id
+    assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens
+    third = client.responses.create(model="any", previous_response_id=second.id, input="Thanks!", tools=[WEATHER],
+                                    temperature=0, max_output_tokens=8)
+    assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="any", previous_response_id="resp_not_kept", input="Hi")
+    assert refused.value.body["param"] == "previous_response_id" and "resp_not_kept" in refused.value.body["message"]
+
+
+def test_the_clients_stream_helper_accumulates_streamed_calls_and_text(client):
+    """``client.responses.stream`` rebuilds the response from the events and checks their order (an item added
+    before its deltas, a content part before its text)."""
+    with client.responses.stream(model="any", input="What is the weather in Rome for two days?", tools=[WEATHER],
+                                 tool_choice="required", temperature=0, max_output_tokens=60) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in kinds and kinds[-1] == "response.completed"
+    call = next(item for item in final.output if item.type == "function_call")
+    assert call.name == "get_weather" and json.loads(call.arguments)["city"] in ("Paris", "Rome", "Oslo")
+    with client.responses.stream(model="any", input="Say hello in three words.", temperature=0, max_output_tokens=80) as stream:
+        deltas = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    assert deltas and final.output_text == deltas
