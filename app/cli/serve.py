@@ -52,7 +52,7 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
     serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
     serve.add_argument("--max-tokens", type=int, default=None, help="the most new tokens one reply may generate; a request asking more gets this many (default: --n-ctx)")
-    add_model_options(serve, modes=("ar", "spec"))
+    add_model_options(serve, modes=("auto", "ar", "spec"))
     sampling = serve.add_argument_group(
         "sampling defaults", "what a request that leaves a sampling field out gets (default: the model's "
         f"generation_config.json, else temperature {CHAT_DEFAULTS.temperature:g}, top-p {CHAT_DEFAULTS.top_p:g}, "

@@ -26,12 +26,13 @@ def head_folder(tmp_path):
 
 def test_compare_on_plain_decoding_drafts_with_a_chosen_head_and_else_by_prompt_lookup(tmp_path, head_folder):
     plain = AppSettings().with_values(decoding=Decoding.AUTOREGRESSIVE)
-    assert plain.compare_decoding == Decoding.PROMPT_LOOKUP and not plain.uses_draft_model
+    # Compare on plain decoding runs Auto: with the head when one is chosen (loaded with the target), else lookup
+    assert plain.compare_decoding == Decoding.AUTO and not plain.uses_draft_model
     with_head = plain.with_values(draft_model=head_folder)
-    assert with_head.compare_decoding == Decoding.DRAFT_MODEL and with_head.uses_draft_model and with_head.drafts_with_head
+    assert with_head.compare_decoding == Decoding.AUTO and with_head.uses_draft_model and with_head.drafts_with_head
     assert with_head.model_key()[-2:] == (head_folder, "CPU")  # loaded with the target, for Compare
     model_draft = plain.with_values(draft_model=str(tmp_path))  # a full model as draft: too slow to load for Compare
-    assert model_draft.compare_decoding == Decoding.PROMPT_LOOKUP and not model_draft.uses_draft_model
+    assert model_draft.compare_decoding == Decoding.AUTO and not model_draft.uses_draft_model
     lookup = with_head.with_values(decoding=Decoding.PROMPT_LOOKUP)  # the drafter the user picked wins
     assert lookup.compare_decoding == Decoding.PROMPT_LOOKUP and not lookup.drafts_with_head
     assert lookup.uses_draft_model  # the head stays loaded: back to plain decoding needs no reload
