@@ -111,38 +111,37 @@ class PassCosts:
         return one is None or one.samples < WARMUP or self.since_plain >= PLAIN_REFRESH
 
     def predict(self, size: int, cache_len: int) -> float | None:
-        """Predicted seconds of a pass over ``size`` tokens after ``cache_len`` cached ones: measured in this bucket,
-        else the bucket's one-token cost times the ratio measured in the nearest bucket that has both (the prior
-        ratio when none has); None before any one-token step was measured."""
+        """Predicted seconds of a pass over ``size`` tokens after ``cache_len`` cached ones (``predict_upto``); None
+        before any one-token step was measured."""
+        predicted = self.predict_upto(size, cache_len)
+        return None if predicted is None else predicted[-1]
+
+    def predict_upto(self, most: int, cache_len: int) -> list[float] | None:
+        """Predicted seconds of passes over 1 .. ``most`` tokens after ``cache_len`` cached ones (item ``size - 1``),
+        in one scan of the estimates: a size measured in this bucket is its estimate; another is the one-token cost
+        of the nearest bucket that measured one, times the size's cost in one-token passes, measured in the nearest
+        bucket that has both, else that of the largest such size below it scaled by the prior (the prior alone when
+        there is none). None before any one-token step was measured."""
         bucket = cache_len // CONTEXT_BUCKET
-        measured = self._times.get((bucket, size))
-        if measured is not None and measured.samples:
-            return measured.seconds
-        one = self._nearest(bucket, 1)
-        if one is None:
+        ones = {b: t.seconds for (b, s), t in self._times.items() if s == 1 and t.samples}
+        if not ones:
             return None
-        return one[1].seconds * self._ratio(bucket, size)
-
-    def _nearest(self, bucket: int, size: int) -> tuple[int, RunningTime] | None:
-        """The measured estimate of ``size`` in the bucket nearest ``bucket``."""
-        found = [(abs(b - bucket), b, t) for (b, s), t in self._times.items() if s == size and t.samples]
-        return min(found, key=lambda item: item[:2])[1:] if found else None
-
-    def _ratio(self, bucket: int, size: int) -> float:
-        """Cost of a ``size``-token pass in one-token passes: measured in the nearest bucket holding both, else the
-        largest measured size below it scaled by the prior."""
-        pairs = [
-            (abs(b - bucket), t.seconds / self._times[(b, 1)].seconds)
-            for (b, s), t in self._times.items()
-            if s == size and t.samples and (b, 1) in self._times
-        ]
-        if pairs:
-            return min(pairs)[1]
-        below = [s for (b, s) in self._times if 1 < s < size and (b, 1) in self._times]
-        if below:
-            base = max(below)
-            return self._ratio(bucket, base) * _prior_pass(size) / _prior_pass(base)
-        return _prior_pass(size)
+        one = ones[min(ones, key=lambda b: (abs(b - bucket), b))]
+        ratios: dict[int, tuple[int, int, float]] = {}  # size: (distance, bucket, ratio) of the nearest bucket
+        for (b, s), t in self._times.items():
+            if s > 1 and t.samples and b in ones:
+                ratios[s] = min(ratios.get(s, (abs(b - bucket) + 1, 0, 0.0)), (abs(b - bucket), b, t.seconds / ones[b]))
+        predicted = [one]
+        base, base_ratio = 1, 1.0
+        for size in range(2, most + 1):
+            if size in ratios:
+                base, base_ratio = size, ratios[size][2]
+            measured = self._times.get((bucket, size))
+            if measured is not None and measured.samples:
+                predicted.append(measured.seconds)
+            else:
+                predicted.append(one * base_ratio * _prior_pass(size) / _prior_pass(base))
+        return predicted
 
 
 class DraftCosts:
@@ -196,12 +195,16 @@ class Acceptance:
 
     def expected_tokens(self, k: int) -> float:
         """Expected tokens a step with ``k`` drafts emits: ``1 + sum_{i=1..k} prod_{j<i} rate(j)``."""
-        total, reach, prior = 1.0, 1.0, self._prior
-        for j in range(k):
+        return self.expected_tokens_upto(k)[k]
+
+    def expected_tokens_upto(self, most: int) -> list[float]:
+        """``expected_tokens(k)`` for k = 0 .. ``most``, in one pass over the positions (``most + 1`` floats)."""
+        totals, reach, prior = [1.0], 1.0, self._prior
+        for j in range(most):
             prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
             reach *= prior
-            total += reach
-        return total
+            totals.append(totals[-1] + reach)
+        return totals
 
     def record(self, drafted: int, accepted: int) -> None:
         """A verified step: ``drafted`` drafts, the first ``accepted`` accepted."""
@@ -283,24 +286,33 @@ class StepPlanner:
             The choice of highest expected tokens per second; a plain step while the plain cost is being measured
             (``PassCosts.wants_plain``).
         """
-        if limit <= 0 or not self._drafters:
+        if not self.may_draft(cache_len, limit):
             return Choice(PLAIN, 0)
         if self._fixed_k is not None:
             return Choice(self._drafters[0], min(self._fixed_k, limit))
         passes = self._measured.passes
-        if passes.wants_plain(cache_len):
-            return Choice(PLAIN, 0)
-        one = passes.predict(1, cache_len)
+        top = min(limit, MAX_K)
+        mosts = {d: min(top, lookup_drafts) if d == "lookup" else top for d in self._drafters}
+        pass_s = passes.predict_upto(max(mosts.values()) + 1, cache_len)
+        one = pass_s[0]
         best, best_rate = Choice(PLAIN, 0), 1.0 / one
-        for drafter in self._drafters:
-            most = min(limit, MAX_K, lookup_drafts) if drafter == "lookup" else min(limit, MAX_K)
-            acceptance = self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match))
+        for drafter, most in mosts.items():
+            tokens = self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match)).expected_tokens_upto(most)
             drafting = self._measured.drafting_of(drafter)
             for k in range(1, most + 1):
-                rate = acceptance.expected_tokens(k) / (drafting.predict(k, one) + passes.predict(k + 1, cache_len))
+                rate = tokens[k] / (drafting.predict(k, one) + pass_s[k])
                 if rate > best_rate:
                     best, best_rate = Choice(drafter, k), rate
         return best
+
+    def may_draft(self, cache_len: int, limit: int) -> bool:
+        """Whether the next step may draft (False: ``choose`` returns a plain step whatever the drafters offer, so
+        the engine asks prompt lookup nothing and the step costs what a plain decode step costs): there is room
+        (``limit`` > 0), a drafter, and the plain cost is not being measured (``PassCosts.wants_plain``; a fixed K
+        never measures it)."""
+        if limit <= 0 or not self._drafters:
+            return False
+        return self._fixed_k is not None or not self._measured.passes.wants_plain(cache_len)
 
     def record(self, choice: Choice, drafted: int, accepted: int, draft_s: float, pass_s: float, cache_len: int,
                lookup_match: int = 0) -> None:

@@ -137,3 +137,32 @@ def test_pass_costs_predict_an_unmeasured_size_from_the_measured_ratio_of_the_ne
     assert costs.predict(3, 3000) == pytest.approx(90 * MS)  # 1.5 one-token passes, as measured at 100 tokens
     assert costs.predict(2, 100) == pytest.approx(30 * MS * 1.2)  # the prior: 1 + 0.2 a token
     assert PassCosts().predict(1, 0) is None
+
+
+def test_no_drafting_is_asked_for_while_the_plain_cost_is_measured_or_without_room():
+    measurements = Measurements()
+    planner = StepPlanner(measurements, ("head", "lookup"))
+    assert not planner.may_draft(100, 16)  # the plain cost of this bucket is not measured yet
+    _run(planner, WARMUP, accept=lambda choice: choice.k)
+    assert planner.may_draft(100, 16) and not planner.may_draft(100, 0)
+    assert not planner.may_draft(100 + 4096, 16)  # a new bucket: plain steps first, whatever lookup would offer
+    assert StepPlanner(Measurements(), ("lookup",), fixed_k=4).may_draft(0, 16)  # a fixed K never measures plain
+    assert not StepPlanner(measurements, ()).may_draft(100, 16)
+
+
+def test_pass_costs_predict_every_size_at_once_from_this_bucket_the_nearest_ratios_and_the_prior():
+    costs = PassCosts()
+    for size, cache_len, ms in ((1, 100, 30), (3, 100, 45), (1, 3000, 60), (2, 3000, 66), (5, 1000, 40), (1, 1000, 25)):
+        costs.record(size, cache_len, ms * MS)
+    prior = {size: 1 + 0.2 * (size - 1) for size in range(1, 8)}
+    expected = [  # at 3,000 cached tokens, whose one-token pass costs 60 ms
+        60,  # measured here
+        66,  # measured here
+        60 * 45 / 30,  # the ratio measured at 100 tokens
+        60 * 45 / 30 * prior[4] / prior[3],  # the largest measured size below, scaled by the prior
+        60 * 40 / 25,  # the ratio measured at 1,000 tokens
+        60 * 40 / 25 * prior[6] / prior[5],
+        60 * 40 / 25 * prior[7] / prior[5],
+    ]
+    assert costs.predict_upto(7, 3000) == pytest.approx([ms * MS for ms in expected])
+    assert costs.predict(4, 3000) == pytest.approx(expected[3] * MS)
