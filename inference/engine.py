@@ -677,7 +677,7 @@ class Engine:
         self.reset()
         try:
             stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
-            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, None, [self.target], stats)
+            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, {}, [self.target], stats)
             try:
                 while True:
                     next(prefill)

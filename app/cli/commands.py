@@ -332,7 +332,7 @@ def _explain_difference(
     if not settings.sampling.greedy or ar.token_ids == spec.token_ids:
         return None
     session = ChatSession(engine, system, [{"role": "user", "content": prompt}])
-    return session.first_difference(ar.token_ids, spec.token_ids, settings)
+    return session.first_difference(ar.token_ids, spec.token_ids, settings, max(spec.k_steps, default=0) or None)
 
 
 def _chat(args: argparse.Namespace) -> int:

@@ -389,7 +389,9 @@ class ReplyController(QObject):
             recorder.set_difference(None, sampled=False)
             return
         self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
-        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)
+        k_steps = recorder.compare_data.get("spec", {}).get("k_steps") or {}  # Auto's K varies: the largest it used
+        k = max((int(key) for key in k_steps if str(key).isdigit()), default=0) or None
+        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids, k)
         recorder.set_difference(difference.as_dict() if difference else None, sampled=False)
 
     def _update_live(self, active: ActiveReply, note: str | None = None) -> None:
