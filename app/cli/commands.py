@@ -254,7 +254,7 @@ def describe(stats: GenerationStats) -> str:
 
 
 def drafter_steps(stats: GenerationStats) -> str:
-    """What each drafter did, most steps first: ``head 33 (K 1-2, acceptance 50%), lookup 2 (...), plain 1``."""
+    """What each drafter did, most steps first: ``head 33 (K up to 2, acceptance 50%), lookup 2 (...), plain 1``."""
     parts = []
     for name, use in sorted(stats.by_drafter.items(), key=lambda item: -item[1].steps):
         part = f"{name} {use.steps}"

@@ -324,7 +324,8 @@ class ReplyController(QObject):
             if remote is None:
                 await self.models.wait()
                 # (a reload asked for before may have run; a draft loaded for Compare only did not write this reply)
-                recorder.extra["model"] = self.worker.describe_answer(with_draft=Decoding.DRAFT_MODEL in runs)
+                drafts = Decoding.DRAFT_MODEL in runs or Decoding.AUTO in runs  # Auto drafts with the loaded draft too
+                recorder.extra["model"] = self.worker.describe_answer(with_draft=drafts)
             with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
                 for index, decoding in enumerate(runs):
                     if active.cancel.is_set():
@@ -332,7 +333,7 @@ class ReplyController(QObject):
                     k = settings.generation.speculative.k
                     drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head and not remote else decoding.drafter
                     phase_extra = {"drafter": drafter, "k": k} if decoding.speculative else {}
-                    recorder.begin_phase(decoding.mode, **phase_extra)
+                    recorder.begin_phase("spec" if decoding.speculative else "ar", decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode, index > 0)
                     generation = settings.generation_settings(decoding, seed=seed)
                     if conversation is not None and conversation.json_output:  # replies are JSON objects

@@ -48,7 +48,7 @@ def mode_text(stats: dict) -> str:
 
 
 def auto_steps(stats: dict) -> str:
-    """What Auto did, most steps first: ``draft head 33 steps at K 1-2, 50% accepted; plain 1 step``; "" when the
+    """What Auto did, most steps first: ``draft head 33 steps at K up to 2, 50% accepted; plain 1 step``; "" when the
     statistics do not say (a reply stored before Auto, or by a remote server)."""
     drafters = stats.get("drafters")
     if not isinstance(drafters, dict):

@@ -157,7 +157,7 @@ def test_stop_button_and_escape_keep_the_partial_reply(qtbot, env, tmp_path):
         assert final.state == "stopped" and final.stats["stop_reason"] == "cancelled"
         assert 20 < len(final.content) and final.stats["new_tokens"] < 400
         assert window.db.message(final.id).content == final.content
-        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Plain decoding")
+        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Auto")  # the default
     window.settings_pane.max_new_tokens.setValue(24)
 
 
@@ -167,8 +167,9 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
     compare = final.stats["compare"]
     ar, spec = compare["ar"], compare["spec"]
-    # plain decoding is chosen: Compare drafts with the default model's head, at the head's K
-    assert (ar["mode"], spec["mode"], spec["drafter"], spec["k"]) == ("ar", "spec", "head", HEAD_K)
+    # Auto (the default) is chosen: Compare runs plain decoding against it, and says which drafters Auto used
+    assert (ar["mode"], spec["mode"]) == ("ar", "auto") and spec["drafter"] in ("head", "lookup")
+    assert sum(use["steps"] for use in spec["drafters"].values()) == sum(spec["k_steps"].values()) > 0
     assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
     assert ar["text"] and final.content == spec["text"]
     assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
@@ -177,10 +178,12 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     widget = window.chat_view.message_widgets()[-1]
     assert widget.is_compare and widget.compare_box.isVisible() and not widget.body.isVisible()
     assert widget.ar_column.view.markdown == ar["text"] and widget.spec_column.view.markdown == spec["text"]
+    drafter_name = {"head": "draft head", "lookup": "prompt lookup"}[spec["drafter"]]
+    assert widget.spec_column.title.text().startswith("Auto (") and f"{drafter_name} " in widget.spec_column.title.text()
     assert "TTFT" in widget.ar_column.metrics.text() and "tokens/s" in widget.spec_column.metrics.text()
     assert widget.footer.text().startswith(f"Speedup {compare['speedup']:.2f}×")
     assert "texts identical" in widget.footer.text()
-    assert [s.key for s in window.live_graph.series] == ["ar", "spec"]
+    assert [s.key for s in window.live_graph.series] == ["ar", "auto"]  # Auto drawn in the speculative colour
     # the precision in force, as OpenVINO reports it: in the settings pane and the status bar
     in_use = window.settings_pane.precision_in_use
     assert in_use.text().startswith("Computing: full (f32) · chat memory (KV cache): full (f32)")

@@ -1,6 +1,6 @@
 """The default model's draft head is what speculative decoding uses in the window unless the user picks another
-drafter: preselected for its model whatever the decoding, K = HEAD_K while it drafts, and Compare on plain
-decoding measures it (issue 22)."""
+drafter: preselected for its model whatever the decoding, K = HEAD_K while it drafts, and Auto (the default, which
+Compare runs against plain decoding) drafts with it (issues 22, 34)."""
 
 from __future__ import annotations
 
@@ -52,25 +52,27 @@ def test_k_follows_the_drafter_and_a_k_set_afterwards_stays(head_folder):
     assert back.value("k") == HEAD_K
 
 
-def test_the_window_compares_plain_decoding_with_the_default_models_head(qtbot, make_window):
+def test_the_window_opens_on_auto_with_the_default_models_head_and_compares_plain_decoding_with_it(qtbot, make_window):
     from inference.models.default_head import default_head_dir, ensure_default_head
 
     if ensure_default_head() is None:
         pytest.skip("this build ships no draft head")
     window = make_window(FAST.with_values(max_new_tokens=48))
     settings = window.settings
-    assert settings.generation.decoding == Decoding.AUTOREGRESSIVE
+    assert settings.generation.decoding == Decoding.AUTO  # the default
     assert settings.draft_model == str(default_head_dir()) and settings.value("k") == HEAD_K
     assert window.settings_pane.k.value() == HEAD_K
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.composer.set_text("Give me three tips for better sleep.")
         click(qtbot, window.composer.compare_button)
     compare = finished.args[0].stats["compare"]
-    assert (compare["spec"]["drafter"], compare["spec"]["k"]) == ("head", HEAD_K)  # its column says "draft head"
-    assert window.chat_view.message_widgets()[-1].spec_column.title.text() == f"Speculative (draft head, K {HEAD_K})"
-    assert compare["spec"]["drafted"] > 0 and compare["identical"] is True  # greedy, exact precision
-    assert f"draft {default_head_dir().name}" in compare["spec"]["model"]
+    spec = compare["spec"]
+    assert (compare["ar"]["mode"], spec["mode"]) == ("ar", "auto")  # Compare runs plain decoding against Auto
+    assert "head" in spec["drafters"] and spec["drafters"]["head"]["drafted"] > 0  # Auto drafted with the head
+    assert "draft head" in window.chat_view.message_widgets()[-1].spec_column.title.text()  # and its column says so
+    assert compare["identical"] is True  # greedy, exact precision
+    assert f"draft {default_head_dir().name}" in spec["model"]
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.chat.send("Say hi.")
-    assert finished.args[0].stats["mode"] == "ar" and "draft" not in finished.args[0].stats["model"]
-
+    stats = finished.args[0].stats
+    assert stats["mode"] == "auto" and f"draft {default_head_dir().name}" in stats["model"]
