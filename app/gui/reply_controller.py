@@ -332,7 +332,9 @@ class ReplyController(QObject):
                         break
                     k = settings.generation.speculative.k
                     drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head and not remote else decoding.drafter
-                    phase_extra = {"drafter": drafter, "k": k} if decoding.speculative else {}
+                    # Auto's statistics say which drafters it used and at what K (its own "drafter", "drafters")
+                    fixed = decoding.speculative and decoding is not Decoding.AUTO
+                    phase_extra = {"drafter": drafter, "k": k} if fixed else {}
                     recorder.begin_phase("spec" if decoding.speculative else "ar", decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode, index > 0)
                     generation = settings.generation_settings(decoding, seed=seed)
