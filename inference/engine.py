@@ -494,10 +494,9 @@ class Engine:
         step_start = time.perf_counter()
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
         limit = min(n_ctx - len(self._cache) - 1, sampling.max_new_tokens - len(reply.tokens) - 1)
-        may_draft = decode.planner.may_draft(len(self._cache), limit)
-        context = self._cache.tokens + [pending] if may_draft else []
         lookup, offered, match = decode.drafters.get("lookup"), [], 0
-        if lookup is not None and may_draft:
+        if lookup is not None and decode.planner.may_draft(len(self._cache), limit):
+            context = self._cache.tokens + [pending]
             offered, _ = lookup.propose(context, min(limit, MAX_K), n_ctx, sampling, decode.rng, decode.penalties)
             match = lookup.match_length
         lookup_end = time.perf_counter()
@@ -507,6 +506,7 @@ class Engine:
             drafts = offered[: choice.k]
         elif choice.k > 0:
             drafter = decode.drafters[choice.drafter]
+            context = self._cache.tokens + [pending]
             drafts, draft_probs = drafter.propose(context, choice.k, n_ctx, sampling, decode.rng, decode.penalties)
         allowed = decode.penalties.allowed_drafts(drafts)
         if allowed < len(drafts):
