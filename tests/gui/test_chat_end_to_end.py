@@ -65,7 +65,7 @@ def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_pa
     if len(times) >= 2:
         gaps = [b - a for a, b in zip(times, times[1:])]
         assert max(gaps) < 0.25 + 0.2, gaps  # 200 ms timer; allow for a busy machine
-    assert window.live_graph.series[-1].key == "ar" and window.live_graph.series[-1].steps
+    assert window.live_graph.series[-1].key == "auto" and window.live_graph.series[-1].steps
 
 
 def test_speculative_reply_records_acceptance_and_highlights_drafts(qtbot, make_window):
