@@ -9,6 +9,7 @@ from conftest import FAST
 from gui_helpers import click
 
 from app.gui.model_choice import k_for_the_drafter
+from app.gui.reply_format import DRAFTER_NAMES
 from app.gui.settings_store import AppSettings
 from inference.draft_head import HEAD_K, HEAD_MANIFEST
 from inference.settings import Decoding, SpeculativeSettings
@@ -68,8 +69,12 @@ def test_the_window_opens_on_auto_with_the_default_models_head_and_compares_plai
     compare = finished.args[0].stats["compare"]
     spec = compare["spec"]
     assert (compare["ar"]["mode"], spec["mode"]) == ("ar", "auto")  # Compare runs plain decoding against Auto
-    assert "head" in spec["drafters"] and spec["drafters"]["head"]["drafted"] > 0  # Auto drafted with the head
-    assert "draft head" in window.chat_view.message_widgets()[-1].spec_column.title.text()  # and its column says so
+    # Auto may draft with the head (loaded with the target for it, as the model line says) or not, as the times it
+    # measures on this machine decide: its column says what it did
+    title = window.chat_view.message_widgets()[-1].spec_column.title.text()
+    assert title.startswith("Auto (") and all(
+        f"{DRAFTER_NAMES[name]} {use['steps']} step" in title for name, use in spec["drafters"].items()
+    ), title
     assert compare["identical"] is True  # greedy, exact precision
     assert f"draft {default_head_dir().name}" in spec["model"]
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
