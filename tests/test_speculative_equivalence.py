@@ -182,7 +182,8 @@ def test_sampling_with_penalties_speculative_matches_autoregressive_distribution
         monkeypatch.setattr(StepPlanner, "choose", lambda planner, *args: choices(planner, *args))
     _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding, None)
     if decoding == "auto":
-        assert choices.k_seen >= {0, 1, 2, 3}, choices.k_seen
+        # every K the room allows, 0 included: PENALTY_TOKENS = 4 leaves room for 2 drafts after the first token
+        assert choices.k_seen == {0, 1, 2}, choices.k_seen
 
 
 def test_a_seeded_sampled_auto_reply_is_the_same_whatever_the_planner_would_choose(tiny_engines, monkeypatch):
