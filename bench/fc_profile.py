@@ -32,10 +32,10 @@ sys.path.insert(0, str(HERE))
 from provenance import run_stamp, write_result  # noqa: E402
 
 from inference.devices import base_properties, core  # noqa: E402
+from inference.fusion import fuse_shared_input_products  # noqa: E402
 from inference.kv_cache import KVCache  # noqa: E402
 from inference.model import HIDDEN_STATES, _compute_only_last_logits, _expose_hidden_states  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
-from inference.fusion import fuse_shared_input_products  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
 from inference.rope import RopeParameters  # noqa: E402
 

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                     "acceptance": stats.acceptance_rate,
                     "rolled_before": rolls > 0,
                 })
-    print(f"| turn | mode | tokens/s | speedup | acceptance | chats rolled before the turn |\n| --- | --- | --- | --- | --- | --- |")
+    print("| turn | mode | tokens/s | speedup | acceptance | chats rolled before the turn |\n| --- | --- | --- | --- | --- | --- |")
     summary = []
     for (number, mode), runs in sorted(rows.items()):
         accepted = [r["acceptance"] for r in runs if r["acceptance"] is not None]

@@ -37,7 +37,17 @@ from .constraints import GrammarError, GrammarMask
 from .detokenizer import IncrementalDetokenizer, streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
-from .events import ContextRolled, DrafterUse, Event, Finished, GenerationStats, PromptOverflow, StepStats, TextDelta, TokenLogprob
+from .events import (
+    ContextRolled,
+    DrafterUse,
+    Event,
+    Finished,
+    GenerationStats,
+    PromptOverflow,
+    StepStats,
+    TextDelta,
+    TokenLogprob,
+)
 from .kv_cache import KVCache
 from .model import HIDDEN_STATES, LoadedModel, check_same_tokenizer, load_model
 from .penalties import ReplyPenalties

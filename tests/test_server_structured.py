@@ -16,9 +16,9 @@ from server_process import ServerProcess
 
 from inference.chat import ChatSession
 from inference.constraints import json_schema_grammar
+from inference.draft_head import HEAD_K, load_head
 from inference.engine import Engine
 from inference.generation_config import recommended_sampling
-from inference.draft_head import HEAD_K, load_head
 from inference.models.default_head import default_head_dir
 from inference.settings import GenerationSettings, OutputSettings, SamplingSettings, SpeculativeSettings
 

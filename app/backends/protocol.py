@@ -15,7 +15,6 @@ from inference.events import Event
 from inference.settings import GenerationSettings
 from inference.tools import ToolUse
 
-
 #: Longest prompt a request with ``echo`` and log-probabilities may have scored, in tokens: 8,192 (two windows of the
 #: default n_ctx; about 10 s of passes on 2 cores with the default model). The passes stop when the request is
 #: cancelled (its client disconnected).
