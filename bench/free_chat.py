@@ -8,7 +8,7 @@ benchmark, never trained on: ``tools/draft_head`` refuses training prompts that 
 one-message chat with the template's default system prompt, as the window sends it; replies run to EOS or
 ``--max-tokens`` (default 256). Samplings: greedy, and the chat defaults (the Model default preset: temperature 0.7, top-p 0.9, repetition
 penalty 1.1; seed = prompt index, the same for every mode). Modes: autoregressive, prompt lookup, the draft head at
-K = 1 and 2, and the head with adaptive K; each repetition runs every mode on a prompt back to back (rotating
+K = 1 and 2, and Auto (head, lookup or plain, K chosen per step); each repetition runs every mode on a prompt back to back (rotating
 which goes first) from an empty cache, so all modes share the machine's state.
 
 Per sampling x mode (medians over repetitions): decode tokens/s over all prompts (sum of tokens after the first
@@ -68,13 +68,13 @@ SAMPLINGS = {
     "greedy": {"temperature": 0.0},
     "chat defaults": {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.1},
 }
-#: mode name -> (decoding, K, adaptive K)
+#: mode name -> (decoding, K, K chosen per step as Auto chooses it: ``SpeculativeSettings.adaptive``)
 MODES = {
     "autoregressive": (Decoding.AUTOREGRESSIVE, 1, False),
     "prompt lookup K=3": (Decoding.PROMPT_LOOKUP, 3, False),
     "head K=1": (Decoding.DRAFT_MODEL, 1, False),
     "head K=2": (Decoding.DRAFT_MODEL, 2, False),
-    "head adaptive K (from 2)": (Decoding.DRAFT_MODEL, 2, True),
+    "auto": (Decoding.AUTO, 2, False),
 }
 
 

@@ -161,16 +161,17 @@ class ChatSession:
         yield from self.engine.generate(self.engine.target.encode(text), settings, self.system_prompt_tokens(), cancel)
 
     def first_difference(
-        self, reference: list[int], candidate: list[int], settings: GenerationSettings
+        self, reference: list[int], candidate: list[int], settings: GenerationSettings, k: int | None = None
     ) -> FirstDifference | None:
         """Where two greedy replies to the conversation as it stands (ending with the user message) first differ,
-        and whether the noise measured there explains it (``exactness.first_difference``, with the context and K
-        of ``settings``). Resets the engine's caches.
+        and whether the noise measured there explains it (``exactness.first_difference``, with the context of
+        ``settings``, and ``k``: the largest K the candidate drafted, Auto's choice; None: ``settings``' K). Resets
+        the engine's caches.
 
         Raises:
             ValueError: invalid context settings.
         """
         return first_difference(
-            self.engine, self.prompt_ids(), reference, candidate, settings.context, settings.speculative.k,
+            self.engine, self.prompt_ids(), reference, candidate, settings.context, k or settings.speculative.k,
             self.system_prompt_tokens(), settings.sampling,
         )

@@ -2,12 +2,13 @@
 
 Design rules:
 
-* **One interface.** Every drafter implements ``Drafter`` (``reset``, ``feed``, ``roll``, ``propose``); the engine
-  picks one object per reply from ``GenerationSettings.decoding`` and calls only these four methods, so it never
+* **One interface.** Every drafter implements ``Drafter`` (``reset``, ``feed``, ``truncate``, ``roll``, ``propose``);
+  the engine picks the drafters of a reply from ``GenerationSettings.decoding`` and calls only these methods, so it never
   asks which kind of drafter it holds.
 * **The target's cache is the truth.** A drafter is told every change of the target's KV cache that it must
-  follow: ``feed`` after a prefill chunk, ``roll`` before the target's roll is applied to it, ``reset`` when the
-  target's cache was emptied, and ``propose`` receives the target's cached tokens themselves. Rejected drafts are
+  follow: ``feed`` after a prefill chunk, ``roll`` before the target's roll is applied to it, ``truncate`` when the
+  target's cache was cut (a new turn sharing only a prefix; a roll during a reply the drafter did not draft in:
+  its positions after n_keep are stale then), ``reset`` when the target's cache was emptied, and ``propose`` receives the target's cached tokens themselves. Rejected drafts are
   never fed: the next ``propose`` shows what the target kept.
 * **Draft through the reply's rules.** A drafter that scores the vocabulary passes the logits of draft i through
   ``penalties.apply(logits, drafts_before_i)`` before choosing from them (argmax, or ``warp`` and ``sample``, whose
@@ -48,6 +49,10 @@ class Drafter(Protocol):
 
     def feed(self, target_tokens: list[int], n_ctx: int) -> None:
         """Catch up with the target's cached tokens ``target_tokens`` (called after each prefill chunk)."""
+
+    def truncate(self, length: int) -> None:
+        """The target's cache was cut to its first ``length`` tokens (a turn that shares only them with the last, or
+        a roll this drafter did not follow: then ``length`` is n_keep): forget what was computed after them."""
 
     def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
         """Follow the target's attention-sink roll (StreamingLLM, arXiv 2309.17453, section 3.2).
@@ -118,6 +123,11 @@ class ModelDrafter:
     def feed(self, target_tokens: list[int], n_ctx: int) -> None:
         """Bring the draft cache up to ``target_tokens`` (one pass over the tokens it lacks)."""
         self._feed(target_tokens, n_ctx)
+
+    def truncate(self, length: int) -> None:
+        """Keep the draft cache's first ``length`` tokens at most."""
+        self.cache.truncate(min(length, len(self.cache)))
+        self._synced = min(self._synced, length)
 
     def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
         """Apply the target's roll to the draft cache (same tokens dropped, keys shifted the same way)."""
@@ -216,6 +226,11 @@ class HeadDrafter:
         not known yet)."""
         self._catch_up(target_tokens, len(target_tokens) - 1, n_ctx)
 
+    def truncate(self, length: int) -> None:
+        """Keep the head positions the target's first ``length`` tokens determine (position j needs token j + 1)."""
+        self._valid = min(self._valid, max(0, length - 1))
+        self.cache.truncate(min(self._valid, len(self.cache)))
+
     def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
         """Drop and shift the same positions as the target (StreamingLLM, arXiv 2309.17453, section 3.2).
 
@@ -284,8 +299,23 @@ class HeadDrafter:
         return logits, self.cache.output(DRAFT_HIDDEN)[-1]
 
 
+def _common_suffix(a: np.ndarray, b: np.ndarray, most: int) -> int:
+    """Length of the longest common suffix of int64 arrays ``a`` and ``b``, at most ``most``."""
+    most = min(most, a.shape[0], b.shape[0])
+    if most <= 0:
+        return 0
+    differ = np.flatnonzero(a[a.shape[0] - most :][::-1] != b[b.shape[0] - most :][::-1])
+    return int(differ[0]) if differ.size else most
+
+
+#: Longest match ``PromptLookupDrafter.match_length`` measures (Auto only asks whether it reaches LONG_MATCH).
+MAX_MATCH_LENGTH = 32
+
+
 class PromptLookupDrafter:
-    """Proposes the tokens that followed the latest earlier occurrence of the conversation's last n-gram.
+    """Proposes the tokens that followed the latest earlier occurrence of the conversation's last n-gram; records
+    how long that match is (``match_length``: the n-gram extended backwards while the tokens before both agree), which
+    tells Auto decoding whether the context is copying.
 
     It searches the whole conversation since the target's last reset, tokens rolled out of the target's cache
     included: its history is ``history`` (given at construction) followed by every token the target cached
@@ -308,6 +338,7 @@ class PromptLookupDrafter:
         self.min_ngram = min(min_ngram, max_ngram)
         self._history = np.asarray(history, dtype=np.int64)
         self._cached = cached  # tokens of the target's cache already in the history
+        self.match_length = 0  # tokens the last lookup matched (its n-gram extended backwards, <= MAX_MATCH_LENGTH)
 
     def reset(self) -> None:
         """Forget the history (the target's cache was reset)."""
@@ -317,6 +348,13 @@ class PromptLookupDrafter:
     def feed(self, target_tokens: list[int], n_ctx: int) -> None:
         """Append the tokens the target cached since the last call to the history."""
         self._catch_up(target_tokens)
+
+    def truncate(self, length: int) -> None:
+        """Drop from the history the target's cached tokens after its first ``length``."""
+        cut = self._cached - length
+        if cut > 0:
+            self._history = self._history[: self._history.shape[0] - cut]
+            self._cached = length
 
     def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
         """Keep the rolled-out tokens in the history; only the count of the target's cached tokens shrinks."""
@@ -347,7 +385,9 @@ class PromptLookupDrafter:
             hits = np.flatnonzero((windows == pattern).all(axis=1))
             if hits.size:
                 start = int(hits[-1]) + n
+                self.match_length = n + _common_suffix(tokens[: start - n], tokens[: size - n], MAX_MATCH_LENGTH - n)
                 return [int(t) for t in tokens[start : start + k]]
+        self.match_length = 0
         return []
 
     def _catch_up(self, target_tokens: list[int]) -> None:

@@ -11,8 +11,11 @@ acceptable prefix plus one target token. Autoregressive decoding is the same ste
 so both modes run one code path. Greedy output is token-for-token that of autoregressive decoding, up to
 floating-point near-ties between a one-token and a multi-token pass.
 
-The drafter (``drafting.Drafter``: the draft model, a prompt-lookup drafter, or none) is chosen once per reply
-from ``GenerationSettings.decoding``; the engine tells it every change of the target's cache.
+The drafters of a reply (``drafting.Drafter``: the draft model or head, a prompt-lookup drafter; none for plain
+decoding) follow from ``GenerationSettings.decoding``; each step a ``StepPlanner`` (``auto_decoding``) says which
+of them drafts and how many tokens: Auto (the default) chooses both, K = 0 included, from the pass costs and the
+acceptance this process measured; a fixed decoding drafts K with its one drafter. The engine tells the drafters
+every change of the target's cache, and the draft model or head also when a reply without it changed the cache.
 
 The rolling context follows StreamingLLM (Xiao et al., arXiv 2309.17453): whenever a token is to be cached
 while the cache holds n_ctx tokens, the cache is rolled first (``KVCache.roll``). Speculative steps clip K so
@@ -29,13 +32,14 @@ from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
-from .adaptive_k import AdaptiveK
+from .auto_decoding import PLAIN, Choice, Measurements, StepPlanner
 from .constraints import GrammarError, GrammarMask
 from .detokenizer import IncrementalDetokenizer, streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
 from .events import (
     ContextRolled,
+    DrafterUse,
     Event,
     Finished,
     GenerationStats,
@@ -52,6 +56,7 @@ from .precision import PrecisionSettings
 from .rope import RopeUnsupportedError
 from .sampling import accept_drafts, logprobs, most_likely, next_token
 from .settings import (
+    MAX_K,
     MIN_N_CTX,
     ContextSettings,
     Decoding,
@@ -117,6 +122,8 @@ class Engine:
             self._model_drafter = HeadDrafter(draft, self._cache, target.vocab_size, KV_SLACK)
         elif draft is not None:
             self._model_drafter = ModelDrafter(draft, KV_SLACK)
+        self._model_drafter_name = "head" if head else "model"
+        self._measurements = Measurements()  # Auto's pass costs and drafting costs (this process), acceptance (chat)
         self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
         self._rolled = False
         self._lock = threading.Lock()
@@ -168,6 +175,7 @@ class Engine:
             self._model_drafter.reset()
         self._seen = []
         self._rolled = False
+        self._measurements.new_conversation()
 
     def layer_keys(self, layer: int = 0) -> np.ndarray:
         """Cached keys of one target layer, float32 ``[1, kv_heads, cache_length, head_dim]``."""
@@ -246,21 +254,26 @@ class Engine:
             self._lock.release()
 
     def _models(self, decoding: Decoding) -> list[LoadedModel]:
-        """The models a decoding runs: the target, and the draft model when it drafts."""
-        return [self.target, self.draft] if decoding is Decoding.DRAFT_MODEL else [self.target]
+        """The models a decoding runs: the target, and the draft model when it may draft."""
+        drafts = decoding is Decoding.DRAFT_MODEL or (decoding is Decoding.AUTO and self.draft is not None)
+        return [self.target, self.draft] if drafts else [self.target]
 
-    def _drafter(self, settings: GenerationSettings) -> Drafter | None:
-        """The drafter of one reply (None for autoregressive decoding), picked from ``settings.decoding``.
+    def _drafters(self, settings: GenerationSettings) -> dict[str, Drafter]:
+        """The drafters of one reply by name (``head`` or ``model``, ``lookup``; none for autoregressive
+        decoding), picked from ``settings.decoding``: Auto takes the draft model or head when one is loaded, and
+        prompt lookup.
 
         The prompt-lookup drafter starts from every token cached since the last reset (``_seen``), so it also
         matches what rolled out of the cache.
         """
-        if settings.decoding is Decoding.DRAFT_MODEL:
-            return self._model_drafter
-        if settings.decoding is Decoding.PROMPT_LOOKUP:
+        drafters: dict[str, Drafter] = {}
+        decoding = settings.decoding
+        if decoding in (Decoding.DRAFT_MODEL, Decoding.AUTO) and self._model_drafter is not None:
+            drafters[self._model_drafter_name] = self._model_drafter
+        if decoding in (Decoding.PROMPT_LOOKUP, Decoding.AUTO):
             max_ngram = settings.speculative.lookup_max_ngram
-            return PromptLookupDrafter(max_ngram, history=self._seen, cached=len(self._cache))
-        return None
+            drafters["lookup"] = PromptLookupDrafter(max_ngram, history=self._seen, cached=len(self._cache))
+        return drafters
 
     def _check_window(self, n_ctx: int, models: list[LoadedModel]) -> None:
         """Refuse an n_ctx larger than a sliding attention window (the cache must stay inside it)."""
@@ -283,23 +296,32 @@ class Engine:
         if len(self._cache) > n_ctx or (common < len(seen) and self._rolled):
             self.reset()
             return 0
+        if common < len(seen) // 2:  # not a follow-up turn: another chat, whose acceptance differs
+            self._measurements.new_conversation()
         self._cache.truncate(common)
+        if self._model_drafter is not None:
+            self._model_drafter.truncate(common)
         del seen[common:]
         return common
 
     def _roll(
-        self, n_keep: int, n_discard: int, drafter: Drafter | None, models: list[LoadedModel], stats: GenerationStats
+        self, n_keep: int, n_discard: int, drafters: dict[str, Drafter], models: list[LoadedModel],
+        stats: GenerationStats,
     ) -> ContextRolled:
-        """Roll the target cache (and the drafter), count it in ``stats``, return the event.
+        """Roll the target cache (and the reply's drafters), count it in ``stats``, return the event. The draft
+        model or head, when not among ``drafters``, keeps only the n_keep tokens a roll never changes: it did not
+        follow this reply, and would otherwise draft from keys at pre-roll positions in a later reply.
 
         Raises:
             RopeUnsupportedError: one of ``models`` cannot shift its keys.
         """
         self._check_can_roll(models)
-        before = list(self._cache.tokens) if drafter is not None else []
+        before = list(self._cache.tokens) if drafters else []
         dropped = self._cache.roll(n_keep, n_discard)
-        if drafter is not None:
+        for drafter in drafters.values():
             drafter.roll(n_keep, dropped, before)
+        if self._model_drafter is not None and self._model_drafter_name not in drafters:
+            self._model_drafter.truncate(n_keep)
         self._rolled = True
         stats.rolls += 1
         stats.discarded_tokens += dropped
@@ -310,7 +332,7 @@ class Engine:
         tokens: list[int],
         discarded: int,
         n_keep: int,
-        drafter: Drafter | None,
+        drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
     ) -> Generator[ContextRolled, None, list[int]]:
@@ -329,7 +351,7 @@ class Engine:
         if tail > len(tokens) - sinks_in_tokens:
             return tokens
         if cached > n_keep:
-            yield self._roll(n_keep, cached - n_keep, drafter, models, stats)
+            yield self._roll(n_keep, cached - n_keep, drafters, models, stats)
         skipped = len(tokens) - sinks_in_tokens - tail
         self._rolled = True
         stats.discarded_tokens += skipped
@@ -349,14 +371,14 @@ class Engine:
         n_ctx: int,
         n_keep: int,
         n_discard: int,
-        drafter: Drafter | None,
+        drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
         cancel: threading.Event | None = None,
         start: float | None = None,
     ) -> Generator[ContextRolled | PromptProgress, None, np.ndarray | None]:
         """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full, the
-        drafter told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
+        drafters told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
         (``start``: the ``time.perf_counter()`` its ``elapsed_s`` counts from; now when None); returns the float32
         ``[vocab]`` logits after the last token, or None when ``cancel`` was set (checked before each pass; the cache
         then holds the passes done)."""
@@ -368,12 +390,12 @@ class Engine:
             if cancel is not None and cancel.is_set():
                 return None
             if len(self._cache) >= n_ctx:
-                yield self._roll(n_keep, n_discard, drafter, models, stats)
+                yield self._roll(n_keep, n_discard, drafters, models, stats)
             upcoming = len(tokens) - done
             size = prefill_pass_size(self._cache.physical_length, self._cache.prefills_in_copy(upcoming))
             chunk = tokens[done : done + min(size, n_ctx - len(self._cache))]
             logits = self._cache.prefill(chunk, n_ctx, upcoming)[-1]
-            if drafter is not None:
+            for drafter in drafters.values():
                 drafter.feed(self._cache.tokens, n_ctx)
             self._seen.extend(chunk)
             done += len(chunk)
@@ -400,10 +422,10 @@ class Engine:
         sampling, n_ctx = settings.sampling, settings.context.n_ctx
         start = time.perf_counter()
         reused = self._reuse_prefix(prompt_ids, n_ctx)
-        drafter = self._drafter(settings)
+        drafters = self._drafters(settings)
         stats = GenerationStats(
             mode=settings.decoding.mode,
-            drafter="head" if isinstance(drafter, HeadDrafter) else settings.decoding.drafter,
+            drafter="head" if "head" in drafters and settings.decoding is Decoding.DRAFT_MODEL else settings.decoding.drafter,
             prompt_tokens=len(prompt_ids),
             reused_tokens=reused,
             prefilled_tokens=len(prompt_ids) - reused,
@@ -415,10 +437,10 @@ class Engine:
         fast_before = self._cache.fast_prefilled
         to_prefill = prompt_ids[reused:]
         if discarded and not roll_long_prompt:
-            to_prefill = yield from self._cut_the_middle(to_prefill, discarded, n_keep, drafter, models, stats)
+            to_prefill = yield from self._cut_the_middle(to_prefill, discarded, n_keep, drafters, models, stats)
             stats.prefilled_tokens = len(to_prefill)
         seen_before = len(self._seen)
-        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafter, models, stats, cancel, start)
+        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats, cancel, start)
         if len(to_prefill) < len(prompt_ids) - reused and logits is not None:
             self._seen[seen_before:] = prompt_ids[reused:]  # as if rolled through: the next turn reuses the cache
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
@@ -428,13 +450,15 @@ class Engine:
             yield Finished(stats)
             return
         rng = np.random.default_rng(sampling.seed)
-        speculative = settings.speculative
+        chooses = (settings.decoding is Decoding.AUTO or settings.speculative.adaptive) and not seeded_sampling(settings)
+        fixed_k = None if chooses or not drafters else settings.speculative.k
+        planned = tuple(drafters) if chooses or len(drafters) < 2 else tuple(drafters)[:1]  # the model or head first
         reply = _ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
         penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
         decode = _Decode(
-            drafter=drafter,
-            adaptive=AdaptiveK(speculative.k, speculative.adaptive) if drafter is not None else AdaptiveK(0, False),
+            drafters=drafters,
+            planner=StepPlanner(self._measurements, planned, fixed_k),
             reply=reply,
             sampling=sampling,
             penalties=penalties,
@@ -453,7 +477,7 @@ class Engine:
                 reply.stop_reason = "cancelled"
                 break
             if len(self._cache) + 1 > n_ctx:
-                yield self._roll(n_keep, n_discard, drafter, models, stats)
+                yield self._roll(n_keep, n_discard, drafters, models, stats)
             yield from self._speculative_step(decode)
         last_token_at = time.perf_counter()
         yield from reply.flush()
@@ -461,22 +485,28 @@ class Engine:
         if stats.new_tokens > 1 and last_token_at > first_token_at:
             stats.decode_tokens_per_s = (stats.new_tokens - 1) / (last_token_at - first_token_at)
             stats.tpot_ms = 1e3 / stats.decode_tokens_per_s
-        stats.fallback_tokens = decode.adaptive.fallback_tokens
-        stats.final_k = decode.adaptive.k
+        if settings.decoding is Decoding.AUTO:
+            drafting = [(use.steps, name) for name, use in stats.by_drafter.items() if name != PLAIN]
+            stats.drafter = max(drafting)[1] if drafting else None
         stats.stop_reason = reply.stop_reason
         stats.text = reply.text
         stats.token_ids = list(reply.tokens)
         yield Finished(stats)
 
     def _speculative_step(self, decode: _Decode) -> Iterator[Event]:
-        """One decode step: draft, verify in one target pass, accept, emit, keep what was accepted.
+        """One decode step: choose the drafter and K, draft, verify in one target pass, accept, emit, keep what was
+        accepted.
 
-        K is adaptive K's choice clipped so that the pass stays within n_ctx (the caller rolled first, so the
-        pending token fits) and drafts no more than the reply may still emit; K = 0 (no drafter, adaptive K's
-        fallback, or no room) makes it a plain autoregressive step: one pass over the pending token. The target
-        cache then keeps the old pending token and the accepted drafts that precede the new pending one (the
-        rest is masked, ``KVCache.truncate``); acceptance, the adaptive-K update and the counts in
-        ``decode.stats`` follow. Yields a TextDelta per emitted token, then one StepStats.
+        K is at most what fits in n_ctx (the caller rolled first, so the pending token fits) and what the reply may
+        still emit; within that, ``decode.planner`` chooses the drafter and K (``auto_decoding.StepPlanner``: Auto's
+        expected tokens per second, or the fixed K of the one drafter). Prompt lookup, when among the drafters, is
+        asked first (0.1-0.5 ms at 200-8,000 tokens of history), so the planner knows how many drafts it offers and
+        how long its match is; not when the planner will take a plain step whatever it offers (no room, or the plain
+        cost being measured), which then costs what a plain decode step costs. K = 0 (no drafter, the planner's choice, or no room) makes it a plain autoregressive step: one pass
+        over the pending token. The target cache then keeps the old pending token and the accepted drafts that
+        precede the new pending one (the rest is masked, ``KVCache.truncate``); the planner records the step's
+        costs and acceptance, and the counts in ``decode.stats`` follow. Yields a TextDelta per emitted token, then
+        one StepStats. The step's times exclude the time the consumer takes over the TextDeltas.
 
         Penalties (``ReplyPenalties``) see the reply as emitted so far, which ends with the pending token: target
         row i and draft i are penalized with it and the drafts before i, as autoregressive decoding would be there.
@@ -485,15 +515,24 @@ class Engine:
         """
         step_start = time.perf_counter()
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
-        remaining = sampling.max_new_tokens - len(reply.tokens)
-        k = min(decode.adaptive.next_k(), n_ctx - len(self._cache) - 1, remaining - 1)
-        drafts, draft_probs = [], None
-        if k > 0:  # adaptive K is 0 without a drafter
+        limit = min(n_ctx - len(self._cache) - 1, sampling.max_new_tokens - len(reply.tokens) - 1)
+        lookup, offered, match = decode.drafters.get("lookup"), [], 0
+        if lookup is not None and decode.planner.may_draft(len(self._cache), limit):
             context = self._cache.tokens + [pending]
-            drafts, draft_probs = decode.drafter.propose(context, k, n_ctx, sampling, decode.rng, decode.penalties)
-            allowed = decode.penalties.allowed_drafts(drafts)
-            if allowed < len(drafts):
-                drafts, draft_probs = drafts[:allowed], None if draft_probs is None else draft_probs[:allowed]
+            offered, _ = lookup.propose(context, min(limit, MAX_K), n_ctx, sampling, decode.rng, decode.penalties)
+            match = lookup.match_length
+        lookup_end = time.perf_counter()
+        choice = decode.planner.choose(len(self._cache), limit, len(offered), match)
+        drafts, draft_probs = [], None
+        if choice.drafter == "lookup":
+            drafts = offered[: choice.k]
+        elif choice.k > 0:
+            drafter = decode.drafters[choice.drafter]
+            context = self._cache.tokens + [pending]
+            drafts, draft_probs = drafter.propose(context, choice.k, n_ctx, sampling, decode.rng, decode.penalties)
+        allowed = decode.penalties.allowed_drafts(drafts)
+        if allowed < len(drafts):
+            drafts, draft_probs = drafts[:allowed], None if draft_probs is None else draft_probs[:allowed]
         draft_end = time.perf_counter()
         cached_before = len(self._cache)
         logits = decode.penalties.rows(self._cache.forward([pending] + drafts, n_ctx), drafts)
@@ -501,17 +540,20 @@ class Engine:
         accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
         self.last_logits = logits[accepted]
         emitted_before = len(reply.tokens)
-        yield from reply.emit(drafts[:accepted], from_draft=True, logits=logits[:accepted])
-        yield from reply.emit([correction], from_draft=False, logits=logits[accepted : accepted + 1])
+        deltas = [
+            *reply.emit(drafts[:accepted], from_draft=True, logits=logits[:accepted]),
+            *reply.emit([correction], from_draft=False, logits=logits[accepted : accepted + 1]),
+        ]
         emitted = len(reply.tokens) - emitted_before
         fed = 1 + min(accepted, emitted)
         self._cache.truncate(cached_before + fed)
         self._seen.extend(([pending] + drafts)[:fed])
         decode.pending = correction
-        decode.stats.drafted += len(drafts)
-        decode.stats.accepted += accepted
         step_end = time.perf_counter()
-        decode.adaptive.update(len(drafts), accepted, emitted, step_end - step_start)
+        draft_s = draft_end - (step_start if choice.drafter == "lookup" else lookup_end)
+        decode.planner.record(choice, len(drafts), accepted, draft_s, step_end - draft_end, cached_before, match)
+        _count(decode.stats, choice, len(drafts), accepted, emitted, decode.planner.chooses)
+        yield from deltas
         yield StepStats(
             drafted=len(drafts),
             accepted=accepted,
@@ -519,11 +561,12 @@ class Engine:
             draft_ms=(draft_end - step_start) * 1e3,
             verify_ms=(verify_end - draft_end) * 1e3,
             step_ms=(step_end - step_start) * 1e3,
-            k=k,
+            k=choice.k,
             cache_len=len(self._cache),
             n_ctx=n_ctx,
-            elapsed_s=step_end - decode.start,
+            elapsed_s=time.perf_counter() - decode.start,
             generated=len(reply.tokens),
+            drafter=choice.drafter,
         )
 
     def score(self, token_ids: Sequence[int], context: ContextSettings, chunk: int = SCORE_CHUNK) -> np.ndarray:
@@ -656,7 +699,7 @@ class Engine:
         self.reset()
         try:
             stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
-            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, None, [self.target], stats)
+            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, {}, [self.target], stats)
             try:
                 while True:
                     next(prefill)
@@ -716,6 +759,16 @@ def _prefill_work(first: int, last: int) -> float:
     return (last - first) * (1 + (first + last) / (2 * PREFILL_DEPTH_SCALE))
 
 
+def seeded_sampling(settings: GenerationSettings) -> bool:
+    """Whether a reply samples with a seed and must therefore be reproducible: it then decodes with a fixed drafter
+    and K (Auto: the draft model or head when one is loaded, else prompt lookup; K ``settings.speculative.k``)
+    instead of choosing them per step from measured times. Exact speculative sampling (Leviathan et al., arXiv
+    2211.17192) gives the target's distribution whatever K is, but which tokens a given seed yields depends on the
+    drafts and on how many random draws each step takes, so timing-driven choices would make a seeded reply differ
+    from run to run. Greedy replies keep Auto's choices: they do not depend on them (up to near-ties)."""
+    return settings.sampling.seed is not None and not settings.sampling.greedy
+
+
 def prefill_pass_size(cached: int, fast: bool) -> int:
     """Prompt tokens of the next prefill pass after ``cached`` KV slots (masked ones count: they are attended to),
     sized so that it takes about a second on 2 cores with the default model (see PREFILL_PASS_TOKENS); ``fast``:
@@ -725,12 +778,28 @@ def prefill_pass_size(cached: int, fast: bool) -> int:
     return max(MIN_PREFILL_PASS, min(PREFILL_CHUNK, int(PREFILL_PASS_TOKENS / (1 + cached / PREFILL_DEPTH_SCALE))))
 
 
+def _count(stats: GenerationStats, choice: Choice, drafted: int, accepted: int, emitted: int, chosen: bool) -> None:
+    """Add one step to ``stats``: its drafts, per drafter (a step without drafts counts as ``plain``) and per K
+    drafted; ``chosen``: the planner chose, so a plain step's tokens count in ``fallback_tokens``."""
+    stats.drafted += drafted
+    stats.accepted += accepted
+    use = stats.by_drafter.setdefault(choice.drafter if drafted else PLAIN, DrafterUse())
+    use.steps += 1
+    use.drafted += drafted
+    use.accepted += accepted
+    use.k_max = max(use.k_max, drafted)
+    stats.k_steps[drafted] = stats.k_steps.get(drafted, 0) + 1
+    stats.final_k = choice.k
+    if chosen and choice.drafter == PLAIN:
+        stats.fallback_tokens += emitted
+
+
 @dataclass
 class _Decode:
     """The decode state of one reply, shared by its steps."""
 
-    drafter: Drafter | None  # None: autoregressive decoding
-    adaptive: AdaptiveK  # chooses K (always 0 without a drafter)
+    drafters: dict[str, Drafter]  # by name; none: autoregressive decoding
+    planner: StepPlanner  # chooses each step's drafter and K
     reply: _ReplyStream
     sampling: SamplingSettings
     penalties: ReplyPenalties  # follows reply.tokens; applied to target and draft logits alike

@@ -52,11 +52,13 @@ class StepStats:
         verify_ms: wall time of the target pass (verification, or the decode step), milliseconds.
         step_ms: wall time of the whole step (drafting, verification, acceptance, rollback, detokenization),
             milliseconds; ``step_ms - draft_ms - verify_ms`` is the engine's own overhead.
-        k: draft length used this step (after adaptive-K and context-limit clipping).
+        k: draft length used this step (the planner's choice, after context-limit clipping).
         cache_len: logical tokens in the target KV cache after the step.
         n_ctx: the rolling-context size (0: unknown, as for a reply a remote server generates).
         elapsed_s: seconds since generation started, at the end of the step.
         generated: tokens generated so far.
+        drafter: what drafted this step: ``head``, ``model``, ``lookup``, or ``plain`` (no drafts); "" when unknown
+            (a remote server's reply).
     """
 
     drafted: int
@@ -70,6 +72,7 @@ class StepStats:
     n_ctx: int
     elapsed_s: float
     generated: int
+    drafter: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,32 @@ class PromptProgress:
 
 
 @dataclass
+class DrafterUse:
+    """What one drafter did in a reply (Auto may use several; ``plain`` counts the steps without drafts).
+
+    Attributes:
+        steps: decode steps it drafted in; drafted / accepted: its draft tokens proposed / accepted;
+        k_max: the largest K it was given.
+    """
+
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    k_max: int = 0
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """accepted / drafted, or None when nothing was drafted."""
+        return self.accepted / self.drafted if self.drafted else None
+
+
+@dataclass
 class GenerationStats:
     """Summary of one reply.
 
     Attributes:
-        mode: ``ar`` or ``spec``; drafter: ``model``, ``head`` (a draft head), ``lookup`` or None.
+        mode: ``auto``, ``ar`` or ``spec``; drafter: ``model``, ``head`` (a draft head), ``lookup`` or None; for
+            Auto the drafter of most of its drafting steps (None when every step was plain).
         prompt_tokens: tokens of the whole rendered prompt; reused_tokens: those the KV cache already held
             (the cached prefix of earlier turns); prefilled_tokens: those actually computed (neither reused nor cut
             from the middle of a prompt longer than n_ctx before its prefill).
@@ -138,8 +162,10 @@ class GenerationStats:
         tpot_ms: mean time per output token after the first, milliseconds.
         drafted / accepted: draft tokens proposed / accepted; acceptance_rate = accepted / drafted (None in AR).
         discarded_tokens / rolls: tokens dropped by the rolling context, and how many rolls.
-        fallback_tokens: tokens adaptive K produced by plain decoding because speculation measured slower.
-        final_k: draft length at the end (adaptive K changes it).
+        fallback_tokens: tokens of the plain steps that Auto (or a K it chose) took in a speculative reply.
+        final_k: draft length of the last step (Auto changes it).
+        by_drafter: per drafter (``head``, ``model``, ``lookup``, ``plain``), what it did (``DrafterUse``).
+        k_steps: decode steps per K used (0: plain steps).
         stop_reason: ``eos``, ``stop_string``, ``max_new_tokens`` or ``cancelled``.
         text: the reply text; token_ids: the generated ids.
         precision: the target's numeric precision (``NumericPrecision.describe()``), e.g.
@@ -162,6 +188,8 @@ class GenerationStats:
     rolls: int = 0
     fallback_tokens: int = 0
     final_k: int = 0
+    by_drafter: dict[str, DrafterUse] = field(default_factory=dict)
+    k_steps: dict[int, int] = field(default_factory=dict)
     stop_reason: str = ""
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
@@ -172,6 +200,14 @@ class GenerationStats:
     def acceptance_rate(self) -> float | None:
         """accepted / drafted, or None when nothing was drafted."""
         return self.accepted / self.drafted if self.drafted else None
+
+    def usage(self) -> dict:
+        """What the drafters did, as JSON: ``{"drafters": {name: {"steps", "drafted", "accepted", "k_max"}},
+        "k_steps": {"K": steps}}`` (K as a string, JSON's keys being strings)."""
+        return {
+            "drafters": {name: vars(use).copy() for name, use in self.by_drafter.items()},
+            "k_steps": {str(k): steps for k, steps in sorted(self.k_steps.items())},
+        }
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class SettingError(ValueError):
 class Decoding(str, enum.Enum):
     """How a reply is decoded. The values are the keys settings files store."""
 
+    AUTO = "auto"  # speculative decoding, each step's drafter and K (0: plain) chosen by measured speed
     AUTOREGRESSIVE = "ar"
     DRAFT_MODEL = "spec_model"  # speculative decoding, a draft model proposes
     PROMPT_LOOKUP = "spec_lookup"  # speculative decoding, n-gram matches in the conversation propose
@@ -65,12 +66,13 @@ class Decoding(str, enum.Enum):
 
     @property
     def mode(self) -> str:
-        """``"ar"`` or ``"spec"``, as statistics and the command line's ``--mode`` name it."""
-        return "spec" if self.speculative else "ar"
+        """``"auto"``, ``"ar"`` or ``"spec"``, as statistics and the command line's ``--mode`` name it."""
+        return "auto" if self is Decoding.AUTO else "spec" if self.speculative else "ar"
 
     @property
     def drafter(self) -> str | None:
-        """``"model"``, ``"lookup"`` or None, as statistics name what proposed the drafts."""
+        """``"model"``, ``"lookup"`` or None (plain decoding, or Auto: its statistics name the drafters it used), as
+        statistics name what proposed the drafts."""
         return {Decoding.DRAFT_MODEL: "model", Decoding.PROMPT_LOOKUP: "lookup"}.get(self)
 
     @property
@@ -83,6 +85,7 @@ class Decoding(str, enum.Enum):
 DECODING_VALUES = frozenset(d.value for d in Decoding)
 
 _DECODING_LABELS = {
+    Decoding.AUTO: "Auto (fastest measured: draft head, prompt lookup or plain, per step)",
     Decoding.AUTOREGRESSIVE: "Plain (one token per step)",
     Decoding.DRAFT_MODEL: "Speculative, draft model",
     Decoding.PROMPT_LOOKUP: "Speculative, prompt lookup",
@@ -239,9 +242,9 @@ class SpeculativeSettings:
     """Speculative decoding (Leviathan et al., arXiv 2211.17192; Chen et al., arXiv 2302.01318).
 
     Attributes:
-        k: draft tokens proposed per step (K). Range [1, 16].
-        adaptive: adjust K from the running acceptance rate, and fall back to plain decoding while
-            speculation measures slower than autoregressive decoding.
+        k: draft tokens proposed per step (K) by a speculative decoding that does not choose it. Range [1, 16].
+        adaptive: choose K per step as Auto does (``inference.auto_decoding``: expected tokens per second from the
+            measured pass costs and acceptance, K = 0 a plain step) with the one drafter chosen. Auto always chooses.
         lookup_max_ngram: for prompt-lookup drafting, the longest n-gram matched against the context.
             Range [1, 8].
     """
@@ -290,13 +293,13 @@ class GenerationSettings:
     """Everything one reply is generated with.
 
     Attributes:
-        decoding: autoregressive, or speculative with a draft model or with prompt lookup (a ``Decoding`` or its
-            value; ``validate`` refuses anything else).
+        decoding: Auto (the default), autoregressive, or speculative with a draft model or with prompt lookup (a
+            ``Decoding`` or its value; ``validate`` refuses anything else).
         sampling / context / speculative / output: see their classes (``speculative`` is validated only when the
             decoding is speculative: an autoregressive reply does not use it).
     """
 
-    decoding: Decoding = Decoding.AUTOREGRESSIVE
+    decoding: Decoding = Decoding.AUTO
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     speculative: SpeculativeSettings = field(default_factory=SpeculativeSettings)

@@ -20,10 +20,25 @@ def test_generate_json_one_mode(int4_dir, data_dir):
     result = _specchat("generate", "What is the capital of France?", "--json", "--max-new-tokens", "24", data_dir=data_dir)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) == {"mode", "text", "new_tokens", "ttft_ms", "tokens_per_s", "acceptance_rate", "discarded_tokens", "fast_prefilled_tokens", "precision"}
+    assert set(out) == {
+        "mode", "drafter", "drafters", "k_steps", "text", "new_tokens", "ttft_ms", "tokens_per_s", "acceptance_rate",
+        "discarded_tokens", "fast_prefilled_tokens", "precision",
+    }
     assert out["precision"]["exact"] is True and out["precision"]["inference"] == "f32"
-    assert out["mode"] == "ar" and "Paris" in out["text"]
-    assert 1 <= out["new_tokens"] <= 24 and out["ttft_ms"] > 0 and out["acceptance_rate"] is None
+    assert out["mode"] == "auto" and "Paris" in out["text"]  # Auto is the default decoding
+    assert 1 <= out["new_tokens"] <= 24 and out["ttft_ms"] > 0
+    # what Auto did adds up: every step is counted once per drafter and once per K, plain steps being K 0
+    drafters, k_steps = out["drafters"], {int(k): n for k, n in out["k_steps"].items()}
+    assert set(drafters) <= {"plain", "head", "model", "lookup"}
+    assert sum(use["steps"] for use in drafters.values()) == sum(k_steps.values()) >= 1
+    assert k_steps.get(0, 0) == drafters.get("plain", {"steps": 0})["steps"]
+    drafted = sum(use["drafted"] for use in drafters.values())
+    accepted = sum(use["accepted"] for use in drafters.values())
+    assert drafted == sum(k * n for k, n in k_steps.items())
+    if drafted:
+        assert out["acceptance_rate"] == accepted / drafted and out["drafter"] in drafters
+    else:
+        assert out["acceptance_rate"] is None and out["drafter"] is None
 
 
 def test_generate_compare_greedy_is_identical(int4_dir, data_dir):

@@ -67,8 +67,10 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args,unused",
     [
-        (["--draft", "/some/draft"], ["--draft"]),
-        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--draft-device", "--k", "--adaptive-k"]),
+        (["--draft", "/some/draft"], []),  # Auto (the default) drafts with it
+        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--adaptive-k"]),  # the default head runs there
+        (["--mode", "ar", "--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--draft-device", "--k", "--adaptive-k"]),
+        (["--mode", "ar", "--draft", "/some/draft"], ["--draft"]),
         (["--mode", "spec", "--draft", "lookup", "--draft-device", "CPU"], ["--draft-device"]),
         (["--model", "/some/model", "--mode", "spec", "--draft-device", "CPU"], ["--draft-device"]),
         (["--model", "/some/model", "--bits", "8"], ["--bits"]),
@@ -122,7 +124,9 @@ def test_chat_sends_a_triple_quoted_paste_as_one_message(int4_dir, data_dir):
     result = _specchat("chat", "--max-new-tokens", "4", data_dir=data_dir, stdin=session)
     stderr = result.stderr.decode()
     assert result.returncode == 0 and "Traceback" not in stderr, stderr
-    assert stderr.count("[ar] ") == 2  # two messages: the paste, then the line with the invalid byte
+    # two messages, the paste, then the line with the invalid byte: two statistics lines of Auto, the default
+    # (``[auto/head]``, or ``[auto]`` when every step was plain)
+    assert stderr.count("[auto") == 2, stderr
 
 
 def test_piped_chat_prints_each_reply_on_its_own_lines_without_prompts(int4_dir, data_dir):
@@ -149,18 +153,18 @@ def test_an_invalid_thread_count_is_a_setting_error(int4_dir, data_dir, args, me
 
 
 def test_unused_options_are_said_on_stderr(int4_dir, data_dir):
-    result = _specchat("generate", "Hi", "--draft", "/nowhere/draft", "--max-new-tokens", "2", data_dir=data_dir)
+    result = _specchat("generate", "Hi", "--mode", "ar", "--draft", "/nowhere/draft", "--max-new-tokens", "2", data_dir=data_dir)
     stderr = result.stderr.decode()
     assert result.returncode == 0, stderr
     assert "note: --draft is unused with --mode ar" in stderr
 
 
 def test_chat_neither_offers_nor_takes_compare_mode(data_dir):
-    """A comparison runs one message twice (generate only): chat's help lists ar and spec, and refuses compare."""
+    """A comparison runs one message twice (generate only): chat's help lists auto, ar and spec, and refuses compare."""
     result = _specchat("chat", "--mode", "compare", data_dir=data_dir, stdin=b"")
     assert result.returncode == 2 and b"Traceback" not in result.stderr
-    assert b"argument --mode: invalid choice: 'compare' (choose from 'ar', 'spec')" in result.stderr
-    assert b"--mode {ar,spec}" in _specchat("chat", "--help", data_dir=data_dir, stdin=b"").stdout
+    assert b"argument --mode: invalid choice: 'compare' (choose from 'auto', 'ar', 'spec')" in result.stderr
+    assert b"--mode {auto,ar,spec}" in _specchat("chat", "--help", data_dir=data_dir, stdin=b"").stdout
 
 
 @pytest.mark.parametrize("args", [["generate", "Hi"], ["chat"], ["models", "fetch-default"], ["models", "list"]])

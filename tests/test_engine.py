@@ -1,4 +1,4 @@
-"""The engine on the default model: rolls, prefix reuse, cancellation, stop strings, sampling, adaptive K."""
+"""The engine on the default model: rolls, prefix reuse, cancellation, stop strings, sampling, Auto decoding."""
 
 import threading
 
@@ -8,10 +8,9 @@ from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, require_native, 
 
 from inference.chat import ChatSession
 from inference.engine import Engine
-from inference.events import ContextRolled, Finished, PromptOverflow, StepStats, TextDelta
+from inference.events import ContextRolled, DrafterUse, Finished, PromptOverflow, StepStats, TextDelta
 from inference.model import load_model
 from inference.precision import PrecisionSettings
-from inference.settings import MAX_K
 
 # Exact arithmetic, and no fast-prefill copy, so that every key below is computed by the same f32 kernels.
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
@@ -235,26 +234,35 @@ def test_sampling_is_reproducible_with_a_seed_and_varies_without(engine, target,
     assert reply(with_draft, "spec_model", 7) == drafted and reply(with_draft, "spec_model", 8) != drafted
 
 
-def test_adaptive_k_reports_and_stays_lossless(engine, target):
+def test_auto_is_greedy_exact_and_reports_every_step_by_drafter_and_k(engine, target):
+    """Auto on the rewrite prompt (prompt lookup finds its phrases): the reply is plain decoding's, and its
+    statistics account for every step: per drafter, per K, the drafts and acceptance summed."""
     ids = chat_ids(target, PROMPTS[0])
     engine.reset()
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=64))
     engine.reset()
-    stats = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=64, k=2, adaptive=True))
-    assert_same_or_near_tie(engine, ids, reference, stats, {}, "adaptive K")
-    assert 1 <= stats.final_k <= MAX_K
-    assert stats.drafted > 0
+    events = list(engine.generate(ids, settings("auto", max_new_tokens=64)))
+    stats = events[-1].stats
+    assert_same_or_near_tie(engine, ids, reference, stats, {}, "Auto")
+    steps = [e for e in events if isinstance(e, StepStats)]
+    assert stats.mode == "auto" and set(stats.by_drafter) <= {"plain", "lookup"} and stats.by_drafter["plain"].steps
+    assert sum(use.steps for use in stats.by_drafter.values()) == sum(stats.k_steps.values()) == len(steps)
+    assert sum(use.drafted for use in stats.by_drafter.values()) == stats.drafted == sum(s.drafted for s in steps)
+    assert sum(use.accepted for use in stats.by_drafter.values()) == stats.accepted == sum(s.accepted for s in steps)
+    assert {s.drafter for s in steps} == set(stats.by_drafter)
+    assert stats.fallback_tokens == sum(s.emitted for s in steps if s.drafter == "plain")
 
 
-def test_adaptive_k_falls_back_to_plain_decoding_when_the_draft_does_not_pay(target, draft):
-    """The 8-bit draft is as large as the 4-bit target: speculation is slower, so adaptive K falls back."""
+def test_auto_takes_plain_steps_when_the_draft_model_costs_as_much_as_the_target(target, draft):
+    """The 8-bit draft is as large as the 4-bit target: a K = 1 step costs two passes for at most two tokens, so
+    after measuring it Auto decodes plainly (re-measuring the draft now and then), and stays exact."""
     engine = Engine(target, draft)
     ids = chat_ids(target, PROMPTS[1])
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=96))
     engine.reset()
-    stats = engine.generate_text(ids, settings("spec_model", max_new_tokens=96, k=4, adaptive=True))
-    assert stats.fallback_tokens > 0
-    assert_same_or_near_tie(engine, ids, reference, stats, {}, "adaptive K with fallback")
+    stats = engine.generate_text(ids, settings("auto", max_new_tokens=96))
+    assert stats.by_drafter["plain"].steps > 2 * stats.by_drafter.get("model", DrafterUse()).steps, stats.by_drafter
+    assert_same_or_near_tie(engine, ids, reference, stats, {}, "Auto with a costly draft")
 
 
 def test_engine_imports_neither_qt_nor_torch_nor_the_model_store():

@@ -130,7 +130,7 @@ def _step(drafted: int, emitted: int, step_ms: float) -> StepStats:
     )
 
 
-def test_draft_speed_from_a_comparison_and_from_adaptive_k_steps():
+def test_draft_speed_from_a_comparison_and_from_the_steps_of_a_reply_whose_k_is_chosen():
     slow_compare = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": 0.4}}
     assert draft_speed_ratio(slow_compare) == 0.4 and is_slow(0.4)
     lookup_compare = {"compare": {"ar": {}, "spec": {"drafter": "lookup"}, "speedup": 0.4}}
@@ -138,7 +138,7 @@ def test_draft_speed_from_a_comparison_and_from_adaptive_k_steps():
 
     rates = StepRates()
     rates.add([_step(0, 1, 10.0)] * 3 + [_step(4, 2, 50.0)] * 5)  # plain 100 tokens/s, speculative 40 tokens/s
-    assert rates.ratio() is None  # too few speculative steps to judge, as adaptive K
+    assert rates.ratio() is None  # too few speculative steps to judge yet
     rates.add([_step(4, 2, 50.0), object()])
     assert rates.ratio() == pytest.approx(0.4)
     assert draft_speed_ratio({"mode": "spec", "drafter": "model"}, rates) == pytest.approx(0.4)

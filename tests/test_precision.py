@@ -216,3 +216,16 @@ def test_cpu_threads_are_left_free_to_move_between_cores(target):
         assert target.prefill_compiled.get_property("ENABLE_CPU_PINNING") is False
     assert core().compile_model(target.ir_model, "CPU", {}).get_property("ENABLE_CPU_PINNING") is True
     assert "ENABLE_CPU_PINNING" not in base_properties("GPU")
+
+
+def test_the_plugins_caches_of_compiled_shapes_are_bounded(target):
+    """devices.SHAPE_CACHE_ENTRIES: Auto's passes of 1-3 tokens at every cache length filled the CPU plugin's
+    per-shape caches with ~500 MB before they were bounded (measured in devices.py); tests/test_server_load.py checks
+    the memory itself."""
+    import os
+
+    from inference.devices import SHAPE_CACHE_ENTRIES, base_properties
+
+    assert base_properties("CPU")["CPU_RUNTIME_CACHE_CAPACITY"] == SHAPE_CACHE_ENTRIES  # (compiled models do not say)
+    assert "CPU_RUNTIME_CACHE_CAPACITY" not in base_properties("GPU")
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(SHAPE_CACHE_ENTRIES)

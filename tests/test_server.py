@@ -70,7 +70,14 @@ def test_greedy_chat_reply_is_the_engines(client, engine):
     assert reply.usage.completion_tokens == expected.new_tokens
     assert reply.usage.total_tokens == expected.prompt_tokens + expected.new_tokens
     stats = reply.model_extra["specchat"]
-    assert stats["mode"] == "ar" and stats["drafted"] == 0 and stats["ttft_ms"] > 0 and stats["tokens_per_s"] > 0
+    assert stats["mode"] == "auto" and stats["ttft_ms"] > 0 and stats["tokens_per_s"] > 0  # Auto: the default
+    # what Auto did adds up: each step counted once per drafter (plain: no drafts) and once per K drafted
+    drafters, k_steps = stats["drafters"], {int(k): n for k, n in stats["k_steps"].items()}
+    assert set(drafters) <= {"plain", "head", "model", "lookup"}
+    assert sum(use["steps"] for use in drafters.values()) == sum(k_steps.values()) >= 1
+    assert stats["drafted"] == sum(use["drafted"] for use in drafters.values()) == sum(k * n for k, n in k_steps.items())
+    assert stats["accepted"] == sum(use["accepted"] for use in drafters.values()) <= stats["drafted"]
+    assert k_steps.get(0, 0) == drafters.get("plain", {"steps": 0})["steps"]
 
 
 def test_streamed_chat_reply_and_usage_chunk(client, engine):
@@ -88,7 +95,7 @@ def test_streamed_chat_reply_and_usage_chunk(client, engine):
     usage = chunks[-1]
     assert usage.choices == [] and usage.usage.completion_tokens == expected.new_tokens
     assert usage.usage.prompt_tokens == expected.prompt_tokens
-    assert usage.model_extra["specchat"]["mode"] == "ar"
+    assert usage.model_extra["specchat"]["mode"] == "auto"
 
 
 def test_text_completion_continues_the_raw_prompt(client, engine):
@@ -247,7 +254,6 @@ BAD_REQUESTS = [
     (_chat(specchat={"n_ctx": 1 << 20}), "specchat.n_ctx"),
     (_chat(specchat={"n_ctx": 64, "n_keep": 64}), "specchat.n_keep"),
     (_chat(specchat={"n_ctx": 64, "n_discard": 100}), "specchat.n_discard"),
-    (_chat(specchat={"mode": "spec_model"}), "specchat.mode"),  # no draft model loaded: the engine refuses it
     (_chat(specchat={"typo": 1}), "specchat.typo"),
 ]
 
@@ -264,12 +270,28 @@ def test_bad_input_is_a_400_naming_the_field(server, body, param, stream):
     assert error["param"] == param
 
 
+@pytest.fixture(scope="module")
+def lookup_server(data_dir, int4_dir):
+    """A server that runs no draft model (``--draft lookup``: Auto drafts with prompt lookup only); the default one
+    runs the default model's head."""
+    with ServerProcess(["--draft", "lookup"]) as process:
+        yield process
+
+
+def test_the_default_server_drafts_with_the_head_on_request(server):
+    body = _chat(specchat={"mode": "spec_model"}, max_tokens=8)
+    response = httpx.post(f"{server.url}/chat/completions", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    stats = response.json()["specchat"]
+    assert (stats["mode"], stats["drafter"]) == ("spec", "head")
+
+
 @pytest.mark.parametrize("stream", [False, True])
-def test_spec_model_without_a_draft_says_how_to_load_one(server, stream):
-    """The server runs no draft model (no --mode spec): the message says how to start it with one, and what works
-    without (it said "load one", found by a newcomer trial)."""
+def test_spec_model_without_a_draft_says_how_to_load_one(lookup_server, stream):
+    """The server runs no draft model: a request for one is a 400 naming specchat.mode, and the message says how to
+    start it with one, and what works without (it said "load one", found by a newcomer trial)."""
     body = _chat(specchat={"mode": "spec_model"}, stream=stream)
-    response = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
+    response = httpx.post(f"{lookup_server.url}/chat/completions", json=body, timeout=60)
     error = response.json()["error"]
     assert (response.status_code, error["param"], error["code"]) == (400, "specchat.mode", "no_draft_model")
     assert error["message"].startswith('specchat.mode "spec_model" needs a draft model, and this server has none: ')

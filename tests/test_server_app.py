@@ -301,7 +301,7 @@ TWO_PARTS = [{"type": "text", "text": "Hi"}, {"type": "text", "text": 5}]
     ({"stream_options": "usage"}, "stream_options", "invalid_type",
      'stream_options is the string "usage": send an object'),
     ({"specchat": {"mode": "fast"}}, "specchat.mode", "invalid_value",
-     'specchat.mode is the string "fast": send "ar", "spec_model" or "spec_lookup"'),
+     'specchat.mode is the string "fast": send "auto", "ar", "spec_model" or "spec_lookup"'),
     ({"specchat": {"n_keep": ["all"]}}, "specchat.n_keep", "invalid_type",
      'specchat.n_keep is a list: send an integer or "auto"'),
     ({"specchat": {"typo": 1}}, "specchat.typo", "unknown_parameter",

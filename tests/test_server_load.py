@@ -1,11 +1,21 @@
-"""``specchat serve`` under load: 200 sequential requests, then 8 concurrent clients x 25 requests, short replies;
-no errors, no lost replies, resident memory flat, no threads left behind (read from /proc/PID/status).
+"""``specchat serve`` under load: 400 sequential requests, then 8 concurrent clients x 25 requests, short replies;
+no errors, no lost replies, resident memory flat once OpenVINO has compiled the shapes the requests use, no threads
+left behind (read from /proc/PID/status).
 
 The server runs with ``--n-ctx 256``: the KV cache masks the slots of replaced turns and squeezes them out only
 when its physical length would pass n_ctx + 64 (``inference.kv_cache``), so its memory grows by design up to
 that bound (with the default n_ctx 4096, ~190 MB over the first ~200 such requests, measured: RSS 562 -> 714 MB
 after 150 requests with the engine alone, no server). A small n_ctx reaches the bound within the first requests,
-so what the test measures afterwards is what the server would leak."""
+so what the test measures afterwards is what the server would leak.
+
+Auto decoding (the server's default) verifies drafts in passes of 2 and 3 tokens as well as 1, at every cache length,
+and OpenVINO's CPU plugin keeps what it compiles per input shape in two LRU caches of bounded entries (its runtime
+cache, and oneDNN's primitive cache), so memory grows until the shapes these requests reach have all been seen, then
+stays flat (measured with this test's requests on 2 cores, 2026-12-05: RSS 671 MB after the first request, 1,053
+after 100, 1,185 after 200, 1,279 after 300, 1,301 after 400; in one process without the server, Auto 631 -> 1,152
+-> 1,159 MB at 0, 300 and 400 requests, plain decoding 610 -> 655 MB; with CPU_RUNTIME_CACHE_CAPACITY 0 and
+ONEDNN_PRIMITIVE_CACHE_CAPACITY 0, Auto stayed at 688-693 MB from request 50 to 100). The flatness is therefore
+measured between requests 250-300 and 350-400 (a leak of 0.7 MB a request still fails it)."""
 
 from __future__ import annotations
 
@@ -18,7 +28,9 @@ from server_process import ServerProcess
 
 pytestmark = pytest.mark.slow
 
-SEQUENTIAL = 200
+SEQUENTIAL = 400
+#: Requests after which the shape caches are full (see above): the baseline of the flatness check starts there.
+SHAPES_SEEN = 250
 CLIENTS, PER_CLIENT = 8, 25
 
 
@@ -41,7 +53,7 @@ def test_sequential_and_concurrent_load(data_dir, int4_dir):
         for index in range(SEQUENTIAL):
             assert ask(client, index, stream=index % 2 == 0)
             rss.append(server.status("VmRSS"))
-        first, last = mean(rss[:50]), mean(rss[-50:])
+        first, last = mean(rss[SHAPES_SEEN : SHAPES_SEEN + 50]), mean(rss[-50:])
         assert abs(last - first) <= 0.05 * first, f"resident memory went from {first:.0f} kB to {last:.0f} kB"
         assert server.status("Threads") == threads
 

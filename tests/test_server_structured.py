@@ -16,9 +16,11 @@ from server_process import ServerProcess
 
 from inference.chat import ChatSession
 from inference.constraints import json_schema_grammar
+from inference.draft_head import HEAD_K, load_head
 from inference.engine import Engine
 from inference.generation_config import recommended_sampling
-from inference.settings import GenerationSettings, OutputSettings, SamplingSettings
+from inference.models.default_head import default_head_dir
+from inference.settings import GenerationSettings, OutputSettings, SamplingSettings, SpeculativeSettings
 
 PERSON = {
     "type": "object",
@@ -57,8 +59,13 @@ def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_cohere
     have no 4-gram repeated 4 times in 200 words."""
     question = [{"role": "user", "content": "Name two planets and say one thing about each."}]
     served = client.chat.completions.create(model="specchat", messages=question, max_tokens=40, seed=7)
-    settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40))
-    expected = [e for e in ChatSession(Engine(target), "", question).reply(settings) if hasattr(e, "stats")][-1]
+    # decoded as the server decodes it: Auto with the default head, whose seeded sampled reply drafts with the head
+    # at the head's K every step (engine.seeded_sampling), so that the same seed gives the same reply
+    settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40),
+                                  speculative=SpeculativeSettings(k=HEAD_K))
+    engine = Engine(target, load_head(default_head_dir()))
+    expected = [e for e in ChatSession(engine, "", question).reply(settings) if hasattr(e, "stats")][-1]
+    assert expected.stats.mode == "auto" and set(expected.stats.by_drafter) <= {"head", "plain"}
     assert served.choices[0].message.content == expected.stats.text
     for seed, topic in enumerate(["Name two planets and say one thing about each.", "Tell me about the ocean."]):
         reply = client.chat.completions.create(

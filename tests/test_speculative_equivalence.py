@@ -21,6 +21,7 @@ import pytest
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
 from scipy.stats import chisquare
 
+from inference.auto_decoding import PLAIN, Choice, StepPlanner
 from inference.constraints import GrammarMask, lark_grammar
 from inference.engine import Engine
 from inference.exactness import first_difference
@@ -102,12 +103,33 @@ def tiny_engines(tiny_ir, tmp_path_factory):
 
 
 def _tiny_engine(engines: dict, decoding: str) -> Engine:
-    """The tiny engine a test's decoding runs on: ``spec_head`` drafts with the head (``Decoding.DRAFT_MODEL``)."""
-    return engines[{"spec_lookup": "lookup", "spec_head": "head"}.get(decoding, "model")]
+    """The tiny engine a test's decoding runs on: ``spec_head`` drafts with the head (``Decoding.DRAFT_MODEL``),
+    ``auto`` with the head and prompt lookup."""
+    return engines[{"spec_lookup": "lookup", "spec_head": "head", "auto": "head"}.get(decoding, "model")]
 
 
 def _decoding(decoding: str) -> str:
     return "spec_model" if decoding == "spec_head" else decoding
+
+
+class _RandomChoices:
+    """Replaces ``StepPlanner.choose`` by a seeded random choice among a plain step, the head with K = 1..3 and
+    lookup with what it offers: a reply whose drafter and K (K = 0 included) change from step to step, as Auto's
+    may, without timings. It chooses for a seeded sampled Auto reply too, which the engine's planner gives a fixed
+    drafter and K (``engine.seeded_sampling``): these chi-square trials are seeded, and what they test is that
+    every mix of choices keeps the distribution."""
+
+    def __init__(self, seed: int):
+        self._rng = np.random.default_rng(seed)
+        self.k_seen: set[int] = set()
+
+    def __call__(self, planner, cache_len: int, limit: int, lookup_drafts: int = 0, lookup_match: int = 0) -> Choice:
+        options = [Choice(PLAIN, 0)] + [Choice("head", k) for k in range(1, min(limit, 3) + 1)]
+        options += [Choice("lookup", k) for k in range(1, min(limit, lookup_drafts) + 1)]
+        autoregressive = not planner.drafters  # the autoregressive reference's planner has no drafter
+        choice = Choice(PLAIN, 0) if limit <= 0 or autoregressive else options[self._rng.integers(len(options))]
+        self.k_seen.add(choice.k)
+        return choice
 
 
 def _penalty_settings(decoding: str, seed: int | None, temperature: float = 1.0, grammar: str | None = None,
@@ -148,13 +170,47 @@ def _autoregressive_distribution(engine: Engine, prompt: list[int], settings: Sa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup", "spec_head"])
-def test_sampling_with_penalties_speculative_matches_autoregressive_distribution(tiny_engines, decoding):
+@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup", "spec_head", "auto"])
+def test_sampling_with_penalties_speculative_matches_autoregressive_distribution(tiny_engines, decoding, monkeypatch):
     """Chi-square of the first PENALTY_TOKENS tokens against the exact autoregressive distribution with
     repetition, presence and frequency penalties (a target row penalized without the drafts before it, or drafts
     penalized differently from the target, fails it). The head's drafts differ from the target's choices, so its
-    run exercises rejections and resampling at every position of a step, with a pruned draft vocabulary."""
+    run exercises rejections and resampling at every position of a step, with a pruned draft vocabulary. ``auto``
+    changes the drafter and K (0 included) at random from step to step (``_RandomChoices``)."""
+    choices = _RandomChoices(seed=0)
+    if decoding == "auto":
+        monkeypatch.setattr(StepPlanner, "choose", lambda planner, *args: choices(planner, *args))
     _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding, None)
+    if decoding == "auto":
+        # every K the room allows, 0 included: PENALTY_TOKENS = 4 leaves room for 2 drafts after the first token
+        assert choices.k_seen == {0, 1, 2}, choices.k_seen
+
+
+def test_a_seeded_sampled_auto_reply_is_the_same_whatever_the_planner_would_choose(tiny_engines, monkeypatch):
+    """Auto chooses from measured times, which differ from run to run; a seeded sampled reply must not. Two runs whose
+    planner makes different choices (``_RandomChoices`` of different seeds, wherever the planner chooses) give the
+    same seeded sampled reply: it drafts with the head at the fixed K. The same fake does change the choices of a
+    greedy Auto reply (whose tokens do not depend on them), and another seed gives another sampled reply."""
+    engine = tiny_engines["head"]
+    prompt = engine.target.encode(PENALTY_PROMPT)
+    original = StepPlanner.choose
+
+    def run(choice_seed: int, seed: int | None, temperature: float = 1.0):
+        fake = _RandomChoices(seed=choice_seed)
+        monkeypatch.setattr(StepPlanner, "choose", lambda planner, *args: (fake if planner.chooses else original)(planner, *args))
+        engine.reset()
+        return engine.generate_text(prompt, _penalty_settings("auto", seed, temperature=temperature, max_new_tokens=24))
+
+    first, second = run(0, seed=7), run(1, seed=7)
+    assert first.mode == second.mode == "auto" and first.new_tokens == 24
+    assert first.token_ids == second.token_ids and first.text == second.text
+    assert first.k_steps == second.k_steps and (first.drafted, first.accepted) == (second.drafted, second.accepted)
+    assert set(first.by_drafter) <= {"head", "plain"} and first.by_drafter["head"].steps > 0, first.by_drafter
+    assert max(first.k_steps) == 3  # the fixed K of _penalty_settings
+    assert run(0, seed=8).token_ids != first.token_ids
+    greedy = [run(choice_seed, seed=None, temperature=0.0) for choice_seed in (0, 1)]
+    assert greedy[0].token_ids == greedy[1].token_ids
+    assert greedy[0].k_steps != greedy[1].k_steps, "the fake planner should have made different choices"
 
 
 #: Words of the test prompt, with or without a space before: the grammar keeps some of the tiny model's likely
@@ -163,11 +219,15 @@ WORDS = r"""start: /( ?(the|cat|sat|on|mat|and|hat|so))+/"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup", "spec_head"])
-def test_sampling_with_a_grammar_speculative_matches_constrained_autoregressive_distribution(tiny_engines, decoding):
+@pytest.mark.parametrize("decoding", ["ar", "spec_model", "spec_lookup", "spec_head", "auto"])
+def test_sampling_with_a_grammar_speculative_matches_constrained_autoregressive_distribution(tiny_engines, decoding,
+                                                                                             monkeypatch):
     """The same chi-square under a grammar: sampled speculative decoding has the constrained autoregressive
     distribution (target rows and drafts masked alike, forbidden lookup drafts cut before verification, a head's
-    drafts ending where the grammar leaves none of its vocabulary)."""
+    drafts ending where the grammar leaves none of its vocabulary), ``auto``'s K changing at random too."""
+    if decoding == "auto":
+        choices = _RandomChoices(seed=1)  # a function, so that it binds to the planner as the method did
+        monkeypatch.setattr(StepPlanner, "choose", lambda planner, *args: choices(planner, *args))
     _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding, lark_grammar(WORDS))
 
 

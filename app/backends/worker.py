@@ -276,10 +276,11 @@ class InferenceWorker:
             self._cancels.discard(cancel)
 
     async def explain_difference(
-        self, request: GenerationRequest, reference: list[int], candidate: list[int]
+        self, request: GenerationRequest, reference: list[int], candidate: list[int], k: int | None = None
     ) -> FirstDifference | None:
         """``exactness.first_difference`` of two greedy replies to ``request`` (in the inference thread; it
-        drops the KV cache, so the next reply prefills from scratch).
+        drops the KV cache, so the next reply prefills from scratch); ``k``: the largest K the candidate drafted
+        (Auto chooses it; None: the request's K).
 
         Raises:
             ValueError: no model is loaded, or the request's settings are invalid.
@@ -289,7 +290,7 @@ class InferenceWorker:
             if self._engine is None:
                 raise ValueError("no model is loaded")
             session = ChatSession(self._engine, request.system_prompt, request.messages)
-            return session.first_difference(reference, candidate, request.settings)
+            return session.first_difference(reference, candidate, request.settings, k)
 
         return await self.run(job)
 

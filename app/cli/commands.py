@@ -31,7 +31,7 @@ MULTILINE = '"""'
 USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError)
 
 
-def _add_engine_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("ar", "spec", "compare")) -> None:
+def _add_engine_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("auto", "ar", "spec", "compare")) -> None:
     add_model_options(parser, modes)
     _add_sampling_options(parser)
 
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /reset clears the conversation, /exit quits "
         "(or Ctrl+D), Ctrl+C stops a reply.",
     )
-    _add_engine_options(chat, modes=("ar", "spec"))  # a comparison runs one message twice: generate only
+    _add_engine_options(chat, modes=("auto", "ar", "spec"))  # a comparison runs one message twice: generate only
     models = commands.add_parser("models", parents=folders, help="manage models: list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
     from app.cli.models import add_models_subcommands
@@ -245,8 +245,10 @@ def describe(stats: GenerationStats) -> str:
     line = f"[{mode}] {stats.new_tokens} tokens, TTFT {stats.ttft_ms:.1f} ms, {stats.decode_tokens_per_s:.1f} tokens/s"
     if stats.acceptance_rate is not None:
         line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted}), K {stats.final_k}"
-    if stats.fallback_tokens:
-        line += f", {stats.fallback_tokens} tokens by fallback to plain decoding"
+    if stats.mode == "auto":
+        line += f", steps: {drafter_steps(stats)}"
+    elif stats.fallback_tokens:
+        line += f", {stats.fallback_tokens} tokens by plain steps"
     line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}"
     if stats.fast_prefilled_tokens:
         line += f" ({stats.fast_prefilled_tokens} by the fast prefill)"
@@ -254,10 +256,23 @@ def describe(stats: GenerationStats) -> str:
     return line
 
 
+def drafter_steps(stats: GenerationStats) -> str:
+    """What each drafter did, most steps first: ``head 33 (K up to 2, acceptance 50%), lookup 2 (...), plain 1``."""
+    parts = []
+    for name, use in sorted(stats.by_drafter.items(), key=lambda item: -item[1].steps):
+        part = f"{name} {use.steps}"
+        if use.drafted:
+            part += f" (K up to {use.k_max}, acceptance {use.acceptance_rate:.0%})"
+        parts.append(part)
+    return ", ".join(parts) or "none"
+
+
 def summary(stats: GenerationStats) -> dict:
     """The JSON object of one mode."""
     return {
         "mode": stats.mode,
+        "drafter": stats.drafter,
+        **stats.usage(),
         "text": stats.text,
         "new_tokens": stats.new_tokens,
         "ttft_ms": round(stats.ttft_ms, 3),
@@ -270,7 +285,7 @@ def summary(stats: GenerationStats) -> dict:
 
 def _generate(args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
-    modes = ["ar", "spec"] if args.mode == "compare" else [args.mode]
+    modes = ["ar", "auto"] if args.mode == "compare" else [args.mode]
     settings = {mode: _settings(args, mode) for mode in modes}
     engine = _engine(args)
     cancel = threading.Event()
@@ -282,14 +297,14 @@ def _generate(args: argparse.Namespace) -> int:
         engine.reset()
         session = ChatSession(engine, args.system)
         if args.mode == "compare" and not args.json:
-            print(f"--- {'autoregressive' if mode == 'ar' else 'speculative'}", file=sys.stderr)
+            print(f"--- {'autoregressive' if mode == 'ar' else 'auto'}", file=sys.stderr)
         with _ctrl_c_cancels(cancel):
             events = session.send(prompt, settings[mode], cancel)
             results[mode] = _stream(events, None if args.json else sys.stdout)
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
     if args.mode == "compare":
-        ar, spec = results["ar"], results["spec"]
+        ar, spec = results["ar"], results["auto"]
         speedup = spec.decode_tokens_per_s / ar.decode_tokens_per_s if ar.decode_tokens_per_s else 0.0
         identical = ar.token_ids == spec.token_ids
         difference = _explain_difference(engine, args.system, prompt, settings["ar"], ar, spec)
@@ -320,7 +335,7 @@ def _explain_difference(
     if not settings.sampling.greedy or ar.token_ids == spec.token_ids:
         return None
     session = ChatSession(engine, system, [{"role": "user", "content": prompt}])
-    return session.first_difference(ar.token_ids, spec.token_ids, settings)
+    return session.first_difference(ar.token_ids, spec.token_ids, settings, max(spec.k_steps, default=0) or None)
 
 
 def _chat(args: argparse.Namespace) -> int:

@@ -29,15 +29,15 @@ def _n_keep(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"n_keep must be 'auto' or a whole number of tokens, got {value!r}") from None
 
 
-def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("ar", "spec", "compare")) -> None:
+def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("auto", "ar", "spec", "compare")) -> None:
     """The options that choose and load the models, the decoding mode and the rolling context (``generate``,
     ``chat`` and ``serve`` share them; ``modes``: the choices of ``--mode``)."""
     parser.add_argument("--model", help="target model: an installed model's name (`specchat models list`) or a folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
-    parser.add_argument("--mode", choices=modes, default="ar", help="autoregressive, speculative" + (", or both side by side" if "compare" in modes else ""))
-    parser.add_argument("--draft", default=None, help=f"with --mode spec or compare: a draft model or head (an installed model's name or a folder), or 'lookup' for prompt-lookup drafting (default: {DEFAULT_HEAD_NAME} for the default model, else lookup)")
-    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
-    parser.add_argument("--adaptive-k", action="store_true", help="tune K from the acceptance rate; fall back to plain decoding when slower")
+    parser.add_argument("--mode", choices=modes, default="auto", help="auto (the default: each step drafts with the draft head or prompt lookup, or not at all, whichever measures fastest), autoregressive, speculative with a fixed K" + (", or plain against auto side by side" if "compare" in modes else ""))
+    parser.add_argument("--draft", default=None, help=f"with --mode auto, spec or compare: a draft model or head (an installed model's name or a folder), or 'lookup' for prompt-lookup drafting (default: {DEFAULT_HEAD_NAME} for the default model, else lookup)")
+    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step of --mode spec, and of auto when sampling with --seed (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
+    parser.add_argument("--adaptive-k", action="store_true", help="with --mode spec: choose K per step as auto does, with the one drafter given")
     parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
     parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
     parser.add_argument("--n-discard", type=int, default=CONTEXT.n_discard, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
@@ -62,7 +62,10 @@ def draft_choice(args: argparse.Namespace) -> str:
 
 
 def decoding_of(args: argparse.Namespace, mode: str) -> Decoding:
-    """``--mode ar|spec`` and ``--draft lookup|NAME|PATH`` as one decoding choice."""
+    """``--mode auto|ar|spec`` and ``--draft lookup|NAME|PATH`` as one decoding choice (Auto drafts with the draft
+    model or head ``--draft`` names, if any, and prompt lookup)."""
+    if mode == "auto":
+        return Decoding.AUTO
     if mode == "ar":
         return Decoding.AUTOREGRESSIVE
     return Decoding.PROMPT_LOOKUP if draft_choice(args) == "lookup" else Decoding.DRAFT_MODEL
@@ -100,6 +103,8 @@ def unused_options(args: argparse.Namespace) -> list[str]:
         ]
     elif args.draft_device is not None and _draft_name(args) is None:
         notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
+    if args.mode == "auto" and args.adaptive_k:
+        notes.append("--adaptive-k is unused with --mode auto (Auto always chooses K); it applies to --mode spec")
     if args.bits is not None and args.model is not None:
         notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
     return notes

@@ -53,7 +53,7 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
     serve.add_argument("--max-tokens", type=int, default=None, help="the most new tokens one reply may generate; a request asking more gets this many (default: --n-ctx)")
     serve.add_argument("--log-prompts", action="store_true", help="write each request's prompt (its last message) into the request log; without it the log holds no prompt text")
-    add_model_options(serve, modes=("ar", "spec"))
+    add_model_options(serve, modes=("auto", "ar", "spec"))
     sampling = serve.add_argument_group(
         "sampling defaults", "what a request that leaves a sampling field out gets (default: the model's "
         f"generation_config.json, else temperature {CHAT_DEFAULTS.temperature:g}, top-p {CHAT_DEFAULTS.top_p:g}, "

@@ -3,18 +3,21 @@
 Two measures, the direct one first:
 - a comparison (Compare) ran the same prompt autoregressive, then speculative with the draft model: its
   ``speedup`` (speculative tokens/s over autoregressive tokens/s, ``app.gui.reply_recorder``);
-- a single speculative reply with adaptive K mixes plain decode steps (its warm-up and its fall-backs, see
-  ``inference.adaptive_k``) with speculative steps: :class:`StepRates` compares their tokens per second of step
-  time, as adaptive K does.
-A fixed-K reply has no plain steps to compare with: it is not judged.
+- a single speculative reply whose K is chosen (``--adaptive-k``: ``inference.auto_decoding``) mixes plain decode
+  steps with speculative steps: :class:`StepRates` compares their tokens per second of step time.
+A fixed-K reply has no plain steps to compare with: it is not judged. Nor is Auto (its own choice between the
+draft and plain steps is that comparison), nor a Compare against Auto.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inference.adaptive_k import MIN_SPEC_STEPS, WARMUP_AR_STEPS
 from inference.events import StepStats
+
+#: Steps of each kind a reply needs before its plain and speculative speeds are compared.
+MIN_PLAIN_STEPS = 3
+MIN_SPEC_STEPS = 6
 
 #: A draft is flagged when speculative decoding reached less than this share of plain decoding's speed (the
 #: margin keeps timing noise of a busy machine from flagging a draft that merely breaks even).
@@ -49,8 +52,9 @@ class StepRates:
                 self.plain_steps += 1
 
     def ratio(self) -> float | None:
-        """Speculative tokens/s over plain tokens/s, or None with fewer steps than adaptive K needs to judge."""
-        if self.plain_steps < WARMUP_AR_STEPS or self.spec_steps < MIN_SPEC_STEPS or not self.plain_tokens:
+        """Speculative tokens/s over plain tokens/s, or None with fewer steps than MIN_PLAIN_STEPS plain and
+        MIN_SPEC_STEPS speculative ones."""
+        if self.plain_steps < MIN_PLAIN_STEPS or self.spec_steps < MIN_SPEC_STEPS or not self.plain_tokens:
             return None
         return (self.spec_tokens / self.spec_ms) / (self.plain_tokens / self.plain_ms)
 
@@ -69,8 +73,9 @@ def draft_speed_ratio(stats: dict, rates: StepRates | None = None) -> float | No
     if isinstance(compare, dict):
         spec = compare.get("spec") or {}
         speedup = compare.get("speedup")
-        return float(speedup) if spec.get("drafter") in MODEL_DRAFTERS and speedup is not None else None
-    if stats.get("drafter") not in MODEL_DRAFTERS or rates is None:
+        judged = spec.get("drafter") in MODEL_DRAFTERS and spec.get("mode") != "auto" and speedup is not None
+        return float(speedup) if judged else None
+    if stats.get("drafter") not in MODEL_DRAFTERS or stats.get("mode") == "auto" or rates is None:
         return None
     return rates.ratio()
 

@@ -325,15 +325,18 @@ class ReplyController(QObject):
             if remote is None:
                 await self.models.wait()
                 # (a reload asked for before may have run; a draft loaded for Compare only did not write this reply)
-                recorder.extra["model"] = self.worker.describe_answer(with_draft=Decoding.DRAFT_MODEL in runs)
+                drafts = Decoding.DRAFT_MODEL in runs or Decoding.AUTO in runs  # Auto drafts with the loaded draft too
+                recorder.extra["model"] = self.worker.describe_answer(with_draft=drafts)
             with contextlib.nullcontext() if remote else self.models.in_use():  # one model for all the runs
                 for index, decoding in enumerate(runs):
                     if active.cancel.is_set():
                         break
                     k = settings.generation.speculative.k
                     drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head and not remote else decoding.drafter
-                    phase_extra = {"drafter": drafter, "k": k} if decoding.speculative else {}
-                    recorder.begin_phase(decoding.mode, **phase_extra)
+                    # Auto's statistics say which drafters it used and at what K (its own "drafter", "drafters")
+                    fixed = decoding.speculative and decoding is not Decoding.AUTO
+                    phase_extra = {"drafter": drafter, "k": k} if fixed else {}
+                    recorder.begin_phase("spec" if decoding.speculative else "ar", decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode, index > 0)
                     generation = settings.generation_settings(decoding, seed=seed)
                     if conversation is not None and conversation.json_output:  # replies are JSON objects
@@ -390,7 +393,9 @@ class ReplyController(QObject):
             recorder.set_difference(None, sampled=False)
             return
         self._update_live(active, "Texts differ: measuring the numerical noise where they part…")
-        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids)
+        k_steps = recorder.compare_data.get("spec", {}).get("k_steps") or {}  # Auto's K varies: the largest it used
+        k = max((int(key) for key in k_steps if str(key).isdigit()), default=0) or None
+        difference = await self.worker.explain_difference(request, recorder.ar_token_ids, recorder.spec_token_ids, k)
         recorder.set_difference(difference.as_dict() if difference else None, sampled=False)
 
     def _update_live(self, active: ActiveReply, note: str | None = None) -> None:

@@ -7,8 +7,8 @@ import math
 from inference.events import GenerationStats, PromptProgress
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
-MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative"}
-DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup"}
+MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
+DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup", "plain": "plain"}
 STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
 
 
@@ -77,6 +77,7 @@ def stats_dict(stats: GenerationStats, **extra) -> dict:
         "rolls": stats.rolls,
         "final_k": stats.final_k,
         "fallback_tokens": stats.fallback_tokens,
+        **stats.usage(),
         "stop_reason": stats.stop_reason,
         "precision": stats.precision,
         **extra,
@@ -91,7 +92,26 @@ def mode_text(stats: dict) -> str:
         if stats.get("k"):
             parts.append(f"K {stats['k']}")
         mode += f" ({', '.join(parts)})"
+    elif stats.get("mode") == "auto" and auto_steps(stats):
+        mode += f" ({auto_steps(stats)})"
     return mode
+
+
+def auto_steps(stats: dict) -> str:
+    """What Auto did, most steps first: ``draft head 33 steps at K up to 2, 50% accepted; plain 1 step``; "" when the
+    statistics do not say (a reply stored before Auto, or by a remote server)."""
+    drafters = stats.get("drafters")
+    if not isinstance(drafters, dict):
+        return ""
+    parts = []
+    uses = [(name, use) for name, use in drafters.items() if isinstance(use, dict) and isinstance(use.get("steps"), int)]
+    for name, use in sorted(uses, key=lambda item: -item[1]["steps"]):
+        part = f"{DRAFTER_NAMES.get(name, name)} {use['steps']} step{'s' if use['steps'] != 1 else ''}"
+        drafted, accepted = use.get("drafted"), use.get("accepted")
+        if isinstance(drafted, int) and drafted and isinstance(accepted, int):
+            part += f" at K up to {use.get('k_max')}, {accepted / drafted:.0%} accepted"
+        parts.append(part)
+    return "; ".join(parts)
 
 
 def metrics_text(stats: dict) -> str:
@@ -194,6 +214,8 @@ def _decoding_in_words(stats: dict) -> list[str]:
     if stats.get("mode") == "spec":
         drafter = DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")
         parts = [f"Speculative decoding ({drafter})"]
+    elif stats.get("mode") == "auto":
+        parts = ["Auto decoding" + (f" ({auto_steps(stats)})" if auto_steps(stats) else "")]
     else:
         parts = [MODE_NAMES.get(stats.get("mode"), str(stats.get("mode")))]
     if stats.get("acceptance_rate") is not None:

@@ -64,6 +64,7 @@ class ReplyRecorder:
         self.state = "streaming"
         self.stats: dict = {}
         self.phase: str | None = None
+        self.mode: str | None = None  # the running phase's Decoding.mode (what its live line calls it)
         self._phase_extra: dict = {}
         self._ar_text = ""
         self.ar_token_ids: list[int] = []
@@ -93,15 +94,18 @@ class ReplyRecorder:
         """True once any text (of either run) arrived."""
         return bool(self.text or self._ar_text)
 
-    def begin_phase(self, mode: str, **extra) -> None:
-        """Start a run (``ar`` or ``spec``); ``extra`` (drafter, K...) is stored with its statistics."""
-        self.phase = mode
+    def begin_phase(self, run: str, mode: str | None = None, **extra) -> None:
+        """Start a run: ``run`` is ``ar`` (plain decoding) or ``spec`` (a speculative decoding, Auto included: a
+        comparison's second column); ``mode`` is its decoding's ``Decoding.mode`` (``auto``, ``spec``, ``ar``;
+        None: ``run``); ``extra`` (drafter, K...) is stored with its statistics."""
+        self.phase = run
+        self.mode = mode or run
         self._phase_extra = extra
         self.last_step = None
         self.overflow = None
         self.progress = None
         if self.compare:
-            self.compare_data[mode] = {"mode": mode, **extra, "text": ""}
+            self.compare_data[run] = {"mode": mode or run, **extra, "text": ""}
 
     def add(self, events) -> None:
         """Record engine events; saves the row when ``save_interval_s`` has passed since the last save."""
@@ -144,7 +148,7 @@ class ReplyRecorder:
         if not self.compare:
             self.stats = stats
             return
-        phase = self.phase or event.stats.mode
+        phase = self.phase or ("ar" if event.stats.mode == "ar" else "spec")
         text = self._ar_text if phase == "ar" else self.text
         self.compare_data[phase] = {**stats, "text": text}
         if phase == "ar":
@@ -172,9 +176,9 @@ class ReplyRecorder:
         token, what the run does: reading the prompt, and what the context length makes it skip)."""
         step = self.last_step
         if step is None:
-            text = "Generating…" if self.phase is None or not self.compare else f"{MODE_NAMES.get(self.phase, '')}: starting…"
+            text = "Generating…" if self.phase is None or not self.compare else f"{MODE_NAMES.get(self.mode, '')}: starting…"
             if self.progress is not None:  # (the bubble's bar says how far: the footer only what it skips)
-                text = (f"{MODE_NAMES.get(self.phase, '')}: " if self.compare else "") + "Reading your message…"
+                text = (f"{MODE_NAMES.get(self.mode, '')}: " if self.compare else "") + "Reading your message…"
             if self.overflow is not None:
                 skipped = (
                     f"the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
@@ -188,7 +192,7 @@ class ReplyRecorder:
         parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]
         if self.phase == "spec" and step.drafted:
             parts.append(f"K {step.k}")
-        prefix = f"{MODE_NAMES.get(self.phase, '')}: " if self.compare else "Generating · "
+        prefix = f"{MODE_NAMES.get(self.mode, '')}: " if self.compare else "Generating · "
         return prefix + " · ".join(parts)
 
     def _stats_for_storage(self) -> dict:

@@ -129,20 +129,19 @@ class AppSettings:
 
     @property
     def compare_decoding(self) -> Decoding:
-        """The speculative decoding a Compare runs against plain decoding: the chosen decoding when it is
-        speculative; with autoregressive decoding, the draft model when it is a draft head (small, and trained for
-        this target: the window keeps a head chosen only for its own model), else prompt lookup, which is also what a
-        remote server is asked for (its draft models are its own)."""
+        """The decoding a Compare runs against plain decoding: Auto, unless another speculative decoding is chosen;
+        a remote server is asked for the chosen speculative decoding, else prompt lookup (its draft models are its
+        own, and another server may not offer Auto)."""
         decoding = self.generation.decoding
-        if decoding == Decoding.AUTOREGRESSIVE:
-            head = self.draft_is_a_head and not self.use_remote
-            return Decoding.DRAFT_MODEL if head else Decoding.PROMPT_LOOKUP
-        return decoding
+        if self.use_remote and decoding in (Decoding.AUTOREGRESSIVE, Decoding.AUTO):
+            return Decoding.PROMPT_LOOKUP
+        return Decoding.AUTO if decoding == Decoding.AUTOREGRESSIVE else decoding
 
     @property
     def drafts_with_head(self) -> bool:
-        """True when speculative decoding (the chosen one, or a Compare's) drafts with a draft head."""
-        return self.compare_decoding == Decoding.DRAFT_MODEL and self.draft_is_a_head
+        """True when speculative decoding (the chosen one, or a Compare's) drafts with a draft head: draft-model
+        decoding or Auto (whose seeded sampled replies draft K tokens a step with it)."""
+        return self.compare_decoding in (Decoding.DRAFT_MODEL, Decoding.AUTO) and self.draft_is_a_head
 
     @property
     def draft_is_a_head(self) -> bool:
@@ -151,10 +150,12 @@ class AppSettings:
 
     @property
     def uses_draft_model(self) -> bool:
-        """True when the draft model is loaded with the target: draft-model decoding, or a draft head (chosen for
-        this target; small), which stays loaded whatever the decoding so that switching it or a Compare never
-        waits for a reload."""
-        return self.generation.decoding == Decoding.DRAFT_MODEL or self.draft_is_a_head
+        """True when the draft model is loaded with the target: draft-model decoding, Auto with a draft model chosen
+        (without one Auto drafts with prompt lookup), or a draft head (chosen for this target; small), which stays
+        loaded whatever the decoding so that switching it or a Compare never waits for a reload."""
+        decoding = self.generation.decoding
+        chosen = decoding == Decoding.AUTO and bool(self.draft_model)
+        return decoding == Decoding.DRAFT_MODEL or chosen or self.draft_is_a_head
 
     @property
     def target_name(self) -> str:

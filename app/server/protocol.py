@@ -4,8 +4,9 @@ response and stream-chunk objects, and OpenAI's error JSON.
 Shapes follow OpenAI's API reference (https://platform.openai.com/docs/api-reference/chat and
 ``/completions``). SpecChat adds one documented extension field each way:
 
-* request ``specchat``: ``{"mode": "ar"|"spec_model"|"spec_lookup", "k", "adaptive_k", "n_ctx", "n_keep",
-  "n_discard"}``, every key optional (the server's defaults, from ``specchat serve``'s flags, fill the rest);
+* request ``specchat``: ``{"mode": "auto"|"ar"|"spec_model"|"spec_lookup", "k", "adaptive_k", "n_ctx", "n_keep",
+  "n_discard"}``, every key optional (``k``: a fixed mode's K, and Auto's in a seeded sampled reply, which drafts
+  with a fixed drafter and K so that the same seed gives the same reply) (the server's defaults, from ``specchat serve``'s flags, fill the rest);
 * response ``specchat``: the reply's statistics (:func:`stats_object`), in a non-streamed response and in the
   stream's chunk that carries ``finish_reason`` (and in the usage chunk, when asked for). Streamed content chunks
   carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that ended there).
@@ -122,7 +123,7 @@ class SpecChatOptions(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    mode: Literal["ar", "spec_model", "spec_lookup"] | None = None
+    mode: Literal["auto", "ar", "spec_model", "spec_lookup"] | None = None
     k: int | None = None
     adaptive_k: bool | None = None
     n_ctx: int | None = None
@@ -836,7 +837,9 @@ def stats_object(stats: GenerationStats) -> dict:
     Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token),
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
-    ``mode`` (``ar``/``spec``), ``drafter`` (``model``/``lookup``/null), ``final_k``, ``fallback_tokens``,
+    ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one of most
+    steps), ``final_k``, ``fallback_tokens`` (tokens of the plain steps Auto chose), ``drafters`` (per drafter, and
+    ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"`` plain),
     ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``).
     """
     return {
@@ -853,13 +856,15 @@ def stats_object(stats: GenerationStats) -> dict:
         "drafter": stats.drafter,
         "final_k": stats.final_k,
         "fallback_tokens": stats.fallback_tokens,
+        **stats.usage(),
         "stop_reason": stats.stop_reason,
     }
 
 
 def step_object(step: StepStats) -> dict:
     """One decode step in a content chunk's ``specchat.steps``."""
-    return {"drafted": step.drafted, "accepted": step.accepted, "emitted": step.emitted, "k": step.k}
+    return {"drafted": step.drafted, "accepted": step.accepted, "emitted": step.emitted, "k": step.k,
+            "drafter": step.drafter}
 
 
 def sse(data: dict | str) -> bytes:

@@ -46,13 +46,16 @@ def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_pa
     row = window.db.message(final.id)
     assert row.content == final.content and row.state == "complete"
     stats = row.stats
-    assert stats["mode"] == "ar" and stats["drafter"] is None and stats["acceptance_rate"] is None
+    assert stats["mode"] == "auto"  # the default: per step a drafter (the default model's head, prompt lookup) or none
+    assert sum(use["steps"] for use in stats["drafters"].values()) == sum(stats["k_steps"].values()) > 0
+    assert stats["drafted"] == sum(use["drafted"] for use in stats["drafters"].values())
     assert 1 <= stats["new_tokens"] <= 40 and stats["tokens_per_s"] > 0 and stats["ttft_ms"] > 0
     assert stats["stop_reason"] in ("eos", "max_new_tokens") and stats["model"].startswith("SmolLM2-135M-Instruct-int4")
     # the bubble shows the footer with the reply's numbers
     footer = window.chat_view.message_widgets()[-1].footer.text()
     limit = "Length limit reached (Continue writes more) · " if stats["stop_reason"] == "max_new_tokens" else ""
-    assert footer.startswith(f"{limit}Plain decoding · TTFT {stats['ttft_ms']:.0f} ms · {stats['tokens_per_s']:.1f} tokens/s")
+    assert footer.startswith(f"{limit}Auto (") and "steps" in footer.split(" · TTFT")[0]  # what Auto did
+    assert f" · TTFT {stats['ttft_ms']:.0f} ms · {stats['tokens_per_s']:.1f} tokens/s" in footer
     assert f" · {stats['new_tokens']} tokens · " in footer and "dropped" not in footer  # nothing dropped, nothing said
     # the conversation got its title from the message and is listed
     assert window.conversation_list.list.item(0).text() == "Name three colours."
@@ -62,7 +65,7 @@ def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_pa
     if len(times) >= 2:
         gaps = [b - a for a, b in zip(times, times[1:])]
         assert max(gaps) < 0.25 + 0.2, gaps  # 200 ms timer; allow for a busy machine
-    assert window.live_graph.series[-1].key == "ar" and window.live_graph.series[-1].steps
+    assert window.live_graph.series[-1].key == "auto" and window.live_graph.series[-1].steps
 
 
 def test_speculative_reply_records_acceptance_and_highlights_drafts(qtbot, make_window):

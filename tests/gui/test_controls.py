@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
 
+from app.gui.reply_format import DRAFTER_NAMES
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import BROWSE_DRAFT
 from inference.draft_head import HEAD_K
@@ -157,7 +158,7 @@ def test_stop_button_and_escape_keep_the_partial_reply(qtbot, env, tmp_path):
         assert final.state == "stopped" and final.stats["stop_reason"] == "cancelled"
         assert 20 < len(final.content) and final.stats["new_tokens"] < 400
         assert window.db.message(final.id).content == final.content
-        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Plain decoding")
+        assert window.chat_view.message_widgets()[-1].footer.text().startswith("Stopped · Auto")  # the default
     window.settings_pane.max_new_tokens.setValue(24)
 
 
@@ -167,8 +168,12 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
     compare = final.stats["compare"]
     ar, spec = compare["ar"], compare["spec"]
-    # plain decoding is chosen: Compare drafts with the default model's head, at the head's K
-    assert (ar["mode"], spec["mode"], spec["drafter"], spec["k"]) == ("ar", "spec", "head", HEAD_K)
+    # Auto (the default) is chosen: Compare runs plain decoding against it, and says which drafters Auto used
+    assert (ar["mode"], spec["mode"]) == ("ar", "auto")
+    uses = spec["drafters"]
+    assert sum(use["steps"] for use in uses.values()) == sum(spec["k_steps"].values()) > 0
+    drafting = [(use["steps"], name) for name, use in uses.items() if name != "plain"]
+    assert spec["drafter"] == (max(drafting)[1] if drafting else None)  # the drafter of most of its drafting steps
     assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
     assert ar["text"] and final.content == spec["text"]
     assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
@@ -177,10 +182,12 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     widget = window.chat_view.message_widgets()[-1]
     assert widget.is_compare and widget.compare_box.isVisible() and not widget.body.isVisible()
     assert widget.ar_column.view.markdown == ar["text"] and widget.spec_column.view.markdown == spec["text"]
+    title = widget.spec_column.title.text()
+    assert title.startswith("Auto (") and all(f"{DRAFTER_NAMES[name]} {use['steps']} step" in title for name, use in uses.items())
     assert "TTFT" in widget.ar_column.metrics.text() and "tokens/s" in widget.spec_column.metrics.text()
     assert widget.footer.text().startswith(f"Speedup {compare['speedup']:.2f}×")
     assert "texts identical" in widget.footer.text()
-    assert [s.key for s in window.live_graph.series] == ["ar", "spec"]
+    assert [s.key for s in window.live_graph.series] == ["ar", "auto"]  # Auto drawn in the speculative colour
     # the precision in force, as OpenVINO reports it: in the settings pane and the status bar
     in_use = window.settings_pane.precision_in_use
     assert in_use.text().startswith("Computing: full (f32) · chat memory (KV cache): full (f32)")

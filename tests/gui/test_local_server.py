@@ -266,7 +266,7 @@ def test_requests_get_the_windows_decoding_as_it_changes(qtbot, window):
         assert reply.status_code == 200, reply.text
         return reply.json()["specchat"]
 
-    assert in_thread(qtbot, served_stats)["mode"] == "ar"
+    assert in_thread(qtbot, served_stats)["mode"] == "auto"  # the window's default
     window.settings_pane.set_settings(window.settings.with_values(decoding="spec_lookup", k=3))  # as if chosen there
     assert window.settings.generation.decoding.value == "spec_lookup"
     stats = in_thread(qtbot, served_stats)

@@ -57,7 +57,7 @@ def test_a_reply_sent_as_the_model_changes_names_the_model_that_wrote_it(qtbot, 
     final = send_and_wait(qtbot, window, "Say hi.", timeout_ms=TIMEOUT)  # ...and the reply waits for it
     assert final is not None, (window.composer.error_text, window.models.error)
     assert final.state == "complete" and "int8" in window.worker.spec.describe()
-    assert final.stats["model"] == window.worker.describe_answer(with_draft=False)  # the model that wrote it
+    assert final.stats["model"] == window.worker.describe_answer()  # the models that wrote it (Auto: the head too)
 
 
 def test_a_model_setting_changed_while_the_model_loads_is_loaded_and_a_waiting_reply_gets_it(qtbot, make_window):
@@ -77,4 +77,4 @@ def test_a_model_setting_changed_while_the_model_loads_is_loaded_and_a_waiting_r
     assert final is not None, (window.composer.error_text, window.models.error)
     assert final.state == "complete" and final.content
     assert window.worker.spec.precision.kv_cache == "f32" and "int8" in window.worker.spec.describe()
-    assert final.stats["model"] == window.worker.describe_answer(with_draft=False)
+    assert final.stats["model"] == window.worker.describe_answer()  # Auto drafts with the loaded head

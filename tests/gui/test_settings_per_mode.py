@@ -50,17 +50,18 @@ def test_field_errors_and_the_engine_check_only_what_the_decoding_uses():
     assert ar.field_errors(8192, ["CPU"]) == {}
     assert set(ar.field_errors(8192, ["CPU"], speculative=True)) == {"k"}
     assert set(ar.with_values(decoding="spec_lookup").field_errors(8192, ["CPU"])) == {"k"}
-    GenerationSettings(speculative=SpeculativeSettings(k=0)).validate(8192)  # autoregressive: K unused
-    with pytest.raises(SettingError) as error:
-        GenerationSettings(decoding="spec_lookup", speculative=SpeculativeSettings(k=0)).validate(8192)
-    assert error.value.field == "k"
+    GenerationSettings(decoding="ar", speculative=SpeculativeSettings(k=0)).validate(8192)  # autoregressive: K unused
+    for decoding in ("auto", "spec_lookup"):  # Auto drafts K tokens a step in a seeded sampled reply
+        with pytest.raises(SettingError) as error:
+            GenerationSettings(decoding=decoding, speculative=SpeculativeSettings(k=0)).validate(8192)
+        assert error.value.field == "k"
 
 
 def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_window):
     from inference.models.default_head import default_head_dir
 
     # (the head already chosen: choosing it would set K to the head's)
-    window = make_window(AppSettings().with_values(k=0, draft_model=str(default_head_dir())), start=False)
+    window = make_window(AppSettings().with_values(decoding="ar", k=0, draft_model=str(default_head_dir())), start=False)
     window.composer.set_text("Hi")
     assert window.chat.send("Hi", compare=True) is None
     assert "K (draft tokens per step) must be in [1, 16]" in window.composer.error_text

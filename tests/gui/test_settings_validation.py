@@ -295,6 +295,9 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
 
 def test_pane_draft_model_rules(pane, tmp_path):
     pane, emitted, summaries = pane
+    # Auto, the default, drafts with the draft model chosen, and with prompt lookup when none is: no error
+    assert pane.draft_model.isEnabled() and _shown_error(pane, "draft_model") == "" and not pane.errors()
+    pane.decoding.setCurrentIndex(pane.decoding.findData("ar"))
     assert not pane.draft_model.isEnabled() and not pane.draft_device.isEnabled()
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_model"))
     assert pane.draft_model.isEnabled() and pane.draft_device.isEnabled()

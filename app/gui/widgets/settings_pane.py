@@ -146,8 +146,8 @@ class SettingsPane(QScrollArea):
         self.adaptive_k.setObjectName("setting_adaptive_k")
         self.adaptive_k.setAccessibleName("Adaptive K")
         self.adaptive_k.setToolTip(
-            "Adaptive K: tune K from the acceptance rate (the share of drafted tokens the target model accepts); "
-            "fall back to plain decoding when speculation is slower"
+            "Adaptive K: choose K each step as Auto does, from the measured pass costs and the acceptance rate (the "
+            "share of drafted tokens the target model accepts), K 0 being a plain step; the drafter stays the one above"
         )
         k_row = QWidget()
         k_layout = QHBoxLayout(k_row)

@@ -1,0 +1,333 @@
+"""Auto decoding: each decode step, the drafter and K (0: a plain step) that maximise the expected tokens per
+second, from what this process measures.
+
+Design rules:
+
+* **Measured, then predicted.** Every cost is a running estimate of a wall time measured in this process: the
+  target's part of a step over n = K + 1 tokens at the current context length (``PassCosts``: the pass, acceptance,
+  rollback and detokenization; everything but drafting), and each drafter's drafting time by K (``DraftCosts``).
+  A cost not measured yet is predicted from a measured one and a prior ratio (``PRIOR_PASS_GROWTH``; drafting
+  proportional to K for a drafter that runs a model), so the first steps choose something sensible and every
+  choice measures what it costs.
+* **Robust to a loaded machine.** An estimate is the mean of the logs of its first ``WARMUP`` samples, then an
+  exponential moving average of the logs whose samples are clipped to [1/2, 2] x the estimate: one step stalled by
+  another process moves it by at most ``EMA`` x log 2. Plain steps are measured in every context bucket
+  (``CONTEXT_BUCKET`` tokens) before speculation is judged there, and again every ``PLAIN_REFRESH`` steps, so the
+  speculative costs are always compared with a plain cost measured under the same load.
+* **Acceptance of this conversation.** ``Acceptance`` keeps, per drafter and per draft position j, the decayed
+  count of drafts j verified (all drafts before j accepted) and accepted, over a Beta prior (for j > 0 centred on
+  position j - 1's estimate, so K can grow as far as the drafts keep being accepted). The counts decay every
+  step, whichever drafter ran, so a drafter not chosen for a while drifts back to its prior and is tried again:
+  that is the exploration. Prompt lookup keeps two: matches of fewer than ``LONG_MATCH`` tokens, and longer ones
+  (the context is copying), so a reply that starts copying switches to lookup at once and back when it stops.
+* **The choice never touches exactness.** It depends only on earlier steps; every step is a complete speculative
+  step (Leviathan et al., arXiv 2211.17192, Theorem 1; Chen et al., arXiv 2302.01318), so each token has the
+  target's distribution given the tokens before it, whatever K and drafter were chosen, and greedy decoding emits
+  the target's argmax (up to floating-point near-ties between pass shapes).
+
+The expected tokens of a step with K drafts whose position-j acceptance is a_j (all earlier ones accepted) are
+``1 + sum_{i=1..K} prod_{j<i} a_j`` (Leviathan et al., section 3.1, with one alpha per position instead of one for
+all); its expected time is ``draft(K) + pass(K + 1)``. Auto takes the (drafter, K) with the highest ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .settings import MAX_K
+
+#: A plain step: no drafter, K = 0.
+PLAIN = "plain"
+#: Samples averaged before an estimate becomes a moving average.
+WARMUP = 3
+#: Weight of a new sample in an estimate's moving average of logs.
+EMA = 0.2
+#: Largest factor one sample moves its estimate by (before the EMA weight).
+CLIP = 2.0
+#: Cache lengths sharing one set of pass costs (a cached token adds attention work to every pass).
+CONTEXT_BUCKET = 512
+#: Steps after which a plain step is taken again to re-measure the plain cost under the current load.
+PLAIN_REFRESH = 48
+#: Prior cost of a pass over n tokens, in one-token passes: 1 + PRIOR_PASS_GROWTH * (n - 1) (a 2-token pass cost
+#: 1.08-1.18 one-token passes on 2 cores, 3 and 4 tokens 1.28 and 1.67: README, the free-chat benchmark).
+PRIOR_PASS_GROWTH = 0.2
+#: Prior drafting cost, in one-token target passes: per draft for a drafter that runs a model, per step for lookup.
+PRIOR_DRAFT_COST = {"head": 0.08, "model": 0.3, "lookup": 0.01}
+#: Prior acceptance per draft position, and its weight in pseudo-drafts.
+PRIOR_ACCEPTANCE = {"head": 0.6, "model": 0.6, "lookup": 0.3, "lookup_long": 0.8}
+PRIOR_WEIGHT = 2.0
+#: Decay of the acceptance counts per step (about the last 30 steps count).
+DECAY = 0.97
+#: Lookup matches at least this long (the n-gram extended backwards) count as copying.
+LONG_MATCH = 8
+
+
+class RunningTime:
+    """A robust running estimate of a wall time, in seconds (see the module's design rules)."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self._log = 0.0
+
+    def add(self, seconds: float) -> None:
+        """Record one measured time (seconds, > 0; others are ignored)."""
+        if seconds <= 0:
+            return
+        value = math.log(seconds)
+        if self.samples < WARMUP:
+            self._log += (value - self._log) / (self.samples + 1)
+        else:
+            self._log += EMA * max(-math.log(CLIP), min(math.log(CLIP), value - self._log))
+        self.samples += 1
+
+    @property
+    def seconds(self) -> float:
+        """The estimate (meaningless before the first sample)."""
+        return math.exp(self._log)
+
+
+def _prior_pass(size: int) -> float:
+    return 1.0 + PRIOR_PASS_GROWTH * (size - 1)
+
+
+class PassCosts:
+    """Running estimates of a step's target cost (everything but drafting), by pass size (K + 1 tokens) and
+    context bucket (``CONTEXT_BUCKET`` cached tokens), kept for the process: the machine, not the conversation."""
+
+    def __init__(self) -> None:
+        self._times: dict[tuple[int, int], RunningTime] = {}
+        self.since_plain = 0  # steps since the last plain one
+
+    def record(self, size: int, cache_len: int, seconds: float) -> None:
+        """One step's target cost: a pass over ``size`` tokens after ``cache_len`` cached ones took ``seconds``."""
+        self._times.setdefault((cache_len // CONTEXT_BUCKET, size), RunningTime()).add(seconds)
+        self.since_plain = 0 if size == 1 else self.since_plain + 1
+
+    def wants_plain(self, cache_len: int) -> bool:
+        """Whether the next step should be plain to measure the plain cost: fewer than WARMUP plain steps in this
+        context bucket, or PLAIN_REFRESH steps since the last plain one."""
+        one = self._times.get((cache_len // CONTEXT_BUCKET, 1))
+        return one is None or one.samples < WARMUP or self.since_plain >= PLAIN_REFRESH
+
+    def predict(self, size: int, cache_len: int) -> float | None:
+        """Predicted seconds of a pass over ``size`` tokens after ``cache_len`` cached ones (``predict_upto``); None
+        before any one-token step was measured."""
+        predicted = self.predict_upto(size, cache_len)
+        return None if predicted is None else predicted[-1]
+
+    def predict_upto(self, most: int, cache_len: int) -> list[float] | None:
+        """Predicted seconds of passes over 1 .. ``most`` tokens after ``cache_len`` cached ones (item ``size - 1``),
+        in one scan of the estimates: a size measured in this bucket is its estimate; another is the one-token cost
+        of the nearest bucket that measured one, times the size's cost in one-token passes, measured in the nearest
+        bucket that has both, else that of the largest such size below it scaled by the prior (the prior alone when
+        there is none). None before any one-token step was measured."""
+        bucket = cache_len // CONTEXT_BUCKET
+        ones = {b: t.seconds for (b, s), t in self._times.items() if s == 1 and t.samples}
+        if not ones:
+            return None
+        one = ones[min(ones, key=lambda b: (abs(b - bucket), b))]
+        ratios: dict[int, tuple[int, int, float]] = {}  # size: (distance, bucket, ratio) of the nearest bucket
+        for (b, s), t in self._times.items():
+            if s > 1 and t.samples and b in ones:
+                ratios[s] = min(ratios.get(s, (abs(b - bucket) + 1, 0, 0.0)), (abs(b - bucket), b, t.seconds / ones[b]))
+        predicted = [one]
+        base, base_ratio = 1, 1.0
+        for size in range(2, most + 1):
+            if size in ratios:
+                base, base_ratio = size, ratios[size][2]
+            measured = self._times.get((bucket, size))
+            if measured is not None and measured.samples:
+                predicted.append(measured.seconds)
+            else:
+                predicted.append(one * base_ratio * _prior_pass(size) / _prior_pass(base))
+        return predicted
+
+
+class DraftCosts:
+    """Running estimates of one drafter's drafting time by K, kept for the process.
+
+    Args:
+        kind: ``head``, ``model`` or ``lookup``; a drafter that runs a model costs about K times its one-draft
+            time (predicted so until measured), a lookup the same for any K.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+        self._times: dict[int, RunningTime] = {}
+
+    def record(self, k: int, seconds: float) -> None:
+        self._times.setdefault(k, RunningTime()).add(seconds)
+
+    def predict(self, k: int, one_pass: float) -> float:
+        """Predicted seconds to draft ``k`` tokens: measured, else scaled from the nearest measured K, else the
+        prior (``PRIOR_DRAFT_COST`` one-token passes of ``one_pass`` seconds)."""
+        per_draft = self._kind != "lookup"
+        measured = self._times.get(k)
+        if measured is not None and measured.samples:
+            return measured.seconds
+        if self._times:
+            near = min(self._times, key=lambda m: (abs(m - k), m))
+            return self._times[near].seconds * (k / near if per_draft else 1.0)
+        return PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1)
+
+
+class Acceptance:
+    """Decayed acceptance counts of one drafter in this conversation, per draft position, over a Beta prior.
+
+    Args:
+        prior: prior acceptance of every position (weight ``PRIOR_WEIGHT`` drafts).
+    """
+
+    def __init__(self, prior: float) -> None:
+        self._prior = prior
+        self._verified = [0.0] * MAX_K  # decayed count of drafts at position j verified (all before accepted)
+        self._accepted = [0.0] * MAX_K
+
+    def rate(self, position: int) -> float:
+        """Estimated probability that draft ``position`` is accepted given that those before it were: its counts
+        over a prior of ``PRIOR_WEIGHT`` drafts at the previous position's rate (the drafter's prior for the first),
+        so a position rarely reached is expected to do as the one before it."""
+        prior = self._prior
+        for j in range(position + 1):
+            prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
+        return prior
+
+    def expected_tokens(self, k: int) -> float:
+        """Expected tokens a step with ``k`` drafts emits: ``1 + sum_{i=1..k} prod_{j<i} rate(j)``."""
+        return self.expected_tokens_upto(k)[k]
+
+    def expected_tokens_upto(self, most: int) -> list[float]:
+        """``expected_tokens(k)`` for k = 0 .. ``most``, in one pass over the positions (``most + 1`` floats)."""
+        totals, reach, prior = [1.0], 1.0, self._prior
+        for j in range(most):
+            prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
+            reach *= prior
+            totals.append(totals[-1] + reach)
+        return totals
+
+    def record(self, drafted: int, accepted: int) -> None:
+        """A verified step: ``drafted`` drafts, the first ``accepted`` accepted."""
+        for position in range(min(drafted, accepted + 1)):
+            self._verified[position] += 1.0
+            self._accepted[position] += position < accepted
+
+    def decay(self) -> None:
+        """Age the counts by one step (toward the prior)."""
+        self._verified = [v * DECAY for v in self._verified]
+        self._accepted = [a * DECAY for a in self._accepted]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What one step does: ``drafter`` (``plain``, ``head``, ``model`` or ``lookup``) drafts ``k`` tokens."""
+
+    drafter: str
+    k: int
+
+
+@dataclass
+class Measurements:
+    """What Auto measures for the process (``PassCosts``, ``DraftCosts`` per drafter) and for the current
+    conversation (``Acceptance`` per drafter; ``new_conversation`` forgets it)."""
+
+    passes: PassCosts = field(default_factory=PassCosts)
+    drafting: dict[str, DraftCosts] = field(default_factory=dict)
+    acceptance: dict[str, Acceptance] = field(default_factory=dict)
+
+    def new_conversation(self) -> None:
+        """Forget the acceptance measured (a new conversation accepts differently); keep the costs."""
+        self.acceptance.clear()
+
+    def acceptance_of(self, key: str) -> Acceptance:
+        """The acceptance of ``key`` (a drafter, or ``lookup_long``), created at its prior."""
+        return self.acceptance.setdefault(key, Acceptance(PRIOR_ACCEPTANCE[key]))
+
+    def drafting_of(self, drafter: str) -> DraftCosts:
+        return self.drafting.setdefault(drafter, DraftCosts(drafter))
+
+
+class StepPlanner:
+    """Chooses each step's drafter and K for one reply.
+
+    Args:
+        measurements: the engine's ``Measurements`` (shared by its replies).
+        drafters: the drafters the reply may use (``head``, ``model``, ``lookup``; none: every step is plain).
+        fixed_k: draft this many tokens with the only drafter every step (no choice, no plain steps); None: choose.
+    """
+
+    def __init__(self, measurements: Measurements, drafters: tuple[str, ...], fixed_k: int | None = None):
+        if fixed_k is not None and len(drafters) != 1:
+            raise ValueError(f"a fixed K needs exactly one drafter, got {drafters}")
+        self._measured = measurements
+        self._drafters = drafters
+        self._fixed_k = fixed_k
+
+    @property
+    def drafters(self) -> tuple[str, ...]:
+        """The drafters this planner gives steps to (none: every step is plain)."""
+        return self._drafters
+
+    @property
+    def chooses(self) -> bool:
+        """Whether the planner chooses (False: fixed K, or no drafter)."""
+        return self._fixed_k is None and bool(self._drafters)
+
+    def choose(self, cache_len: int, limit: int, lookup_drafts: int = 0, lookup_match: int = 0) -> Choice:
+        """The next step's drafter and K.
+
+        Args:
+            cache_len: tokens in the target's cache before the step.
+            limit: most drafts the step may take (room in n_ctx, tokens the reply may still emit); <= 0: plain.
+            lookup_drafts: how many drafts prompt lookup offers now (0: no match).
+            lookup_match: length of its match (``PromptLookupDrafter.match_length``).
+
+        Returns:
+            The choice of highest expected tokens per second; a plain step while the plain cost is being measured
+            (``PassCosts.wants_plain``).
+        """
+        if not self.may_draft(cache_len, limit):
+            return Choice(PLAIN, 0)
+        if self._fixed_k is not None:
+            return Choice(self._drafters[0], min(self._fixed_k, limit))
+        passes = self._measured.passes
+        top = min(limit, MAX_K)
+        mosts = {d: min(top, lookup_drafts) if d == "lookup" else top for d in self._drafters}
+        pass_s = passes.predict_upto(max(mosts.values()) + 1, cache_len)
+        one = pass_s[0]
+        best, best_rate = Choice(PLAIN, 0), 1.0 / one
+        for drafter, most in mosts.items():
+            tokens = self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match)).expected_tokens_upto(most)
+            drafting = self._measured.drafting_of(drafter)
+            for k in range(1, most + 1):
+                rate = tokens[k] / (drafting.predict(k, one) + pass_s[k])
+                if rate > best_rate:
+                    best, best_rate = Choice(drafter, k), rate
+        return best
+
+    def may_draft(self, cache_len: int, limit: int) -> bool:
+        """Whether the next step may draft (False: ``choose`` returns a plain step whatever the drafters offer, so
+        the engine asks prompt lookup nothing and the step costs what a plain decode step costs): there is room
+        (``limit`` > 0), a drafter, and the plain cost is not being measured (``PassCosts.wants_plain``; a fixed K
+        never measures it)."""
+        if limit <= 0 or not self._drafters:
+            return False
+        return self._fixed_k is not None or not self._measured.passes.wants_plain(cache_len)
+
+    def record(self, choice: Choice, drafted: int, accepted: int, draft_s: float, pass_s: float, cache_len: int,
+               lookup_match: int = 0) -> None:
+        """A finished step: what it chose, the drafts it verified (fewer than K where the drafter or a grammar cut
+        them), how many were accepted, the seconds of drafting and of the rest of the step, the cache length before
+        it."""
+        self._measured.passes.record(drafted + 1, cache_len, pass_s)
+        for acceptance in self._measured.acceptance.values():
+            acceptance.decay()
+        if choice.drafter == PLAIN:
+            return
+        if drafted:
+            self._measured.drafting_of(choice.drafter).record(drafted, draft_s)
+        self._measured.acceptance_of(self._acceptance_key(choice.drafter, lookup_match)).record(drafted, accepted)
+
+    @staticmethod
+    def _acceptance_key(drafter: str, lookup_match: int) -> str:
+        return "lookup_long" if drafter == "lookup" and lookup_match >= LONG_MATCH else drafter

@@ -1,0 +1,168 @@
+"""Auto decoding's choice of drafter and K, on measured costs given by hand (deterministic: no timing involved).
+
+The engine side (greedy exactness, the chi-square of sampled replies whose K changes mid-way) is in
+``test_engine`` and ``test_speculative_equivalence``."""
+
+import math
+
+import pytest
+
+from inference.auto_decoding import (
+    CLIP,
+    EMA,
+    LONG_MATCH,
+    PLAIN,
+    PLAIN_REFRESH,
+    WARMUP,
+    Acceptance,
+    Choice,
+    Measurements,
+    PassCosts,
+    RunningTime,
+    StepPlanner,
+)
+
+MS = 1e-3
+
+
+def _measured(pass_ms: dict[int, float], cache_len: int = 100) -> Measurements:
+    """Measurements whose pass costs (by pass size, milliseconds) were each measured WARMUP times at ``cache_len``."""
+    measurements = Measurements()
+    for size, ms in pass_ms.items():
+        for _ in range(WARMUP):
+            measurements.passes.record(size, cache_len, ms * MS)
+    return measurements
+
+
+def _run(planner: StepPlanner, steps: int, accept, draft_ms: float = 1.0, cache_len: int = 100,
+         lookup_drafts: int = 0, lookup_match: int = 0, pass_ms=lambda size: 30.0 + 5.0 * (size - 1)) -> list[Choice]:
+    """Let ``planner`` choose ``steps`` times; each choice's drafts are accepted as ``accept(choice)`` says, and
+    cost ``draft_ms`` per draft and ``pass_ms(K + 1)``."""
+    choices = []
+    for _ in range(steps):
+        choice = planner.choose(cache_len, 16, lookup_drafts, lookup_match)
+        accepted = accept(choice)
+        planner.record(choice, choice.k, accepted, draft_ms * choice.k * MS, pass_ms(choice.k + 1) * MS, cache_len,
+                       lookup_match)
+        choices.append(choice)
+    return choices
+
+
+def test_a_running_time_averages_its_warm_up_then_moves_at_most_a_clipped_step():
+    time = RunningTime()
+    for ms in (30.0, 40.0, 50.0)[:WARMUP]:
+        time.add(ms * MS)
+    assert time.seconds == pytest.approx(math.exp(sum(math.log(ms * MS) for ms in (30.0, 40.0, 50.0)[:WARMUP]) / WARMUP))
+    before = time.seconds
+    time.add(100 * before)  # a step stalled by another process
+    assert time.seconds == pytest.approx(before * CLIP**EMA)
+
+
+def test_the_first_steps_of_a_context_bucket_are_plain_then_plain_again_after_the_refresh_interval():
+    measurements = Measurements()
+    planner = StepPlanner(measurements, ("head",))
+    choices = _run(planner, WARMUP + 1, accept=lambda choice: choice.k)
+    assert [c.drafter for c in choices[:WARMUP]] == [PLAIN] * WARMUP
+    assert choices[WARMUP].drafter == "head"  # every draft accepted, a 2-token pass costs 1.17 one-token passes
+    later = _run(planner, PLAIN_REFRESH + 1, accept=lambda choice: choice.k)
+    assert [c.drafter for c in later].count(PLAIN) == 1 and later[PLAIN_REFRESH - 1].drafter == PLAIN
+    assert planner.choose(100 + 4096, 16) == Choice(PLAIN, 0)  # a new context bucket is measured first
+
+
+def test_k_grows_while_drafts_are_accepted_and_stays_small_when_the_second_draft_fails():
+    planner = StepPlanner(_measured({1: 30.0}), ("head",))
+    accepted_all = _run(planner, 40, accept=lambda choice: choice.k)
+    assert accepted_all[-1].k >= 6, accepted_all[-1]
+    planner = StepPlanner(_measured({1: 30.0}), ("head",))
+    first_only = _run(planner, 40, accept=lambda choice: min(choice.k, 1))
+    tail = [c.k for c in first_only[10:]]
+    assert tail.count(1) >= 0.8 * len(tail) and max(tail) == 2, tail  # K = 2 now and then: the decay re-measures it
+
+
+def test_a_drafter_that_is_never_accepted_gives_way_to_plain_steps_and_is_tried_again_later():
+    planner = StepPlanner(_measured({1: 30.0}), ("head",))
+    choices = _run(planner, 200, accept=lambda choice: 0)
+    tail = choices[20:]
+    plain = sum(c.drafter == PLAIN for c in tail)
+    assert plain > 0.85 * len(tail), plain
+    assert any(c.drafter == "head" for c in tail), "the decayed acceptance brings the head back to be measured"
+
+
+def test_an_expensive_draft_model_is_not_used_even_when_accepted():
+    # each draft costs as much as a target pass (a draft as large as the target): 1 + a tokens for > 2 passes
+    planner = StepPlanner(_measured({1: 30.0}), ("model",))
+    choices = _run(planner, 60, accept=lambda choice: choice.k, draft_ms=30.0)
+    assert sum(c.drafter == PLAIN for c in choices[10:]) == 50
+
+
+def test_a_long_lookup_match_switches_to_prompt_lookup_and_a_short_one_back_to_the_head():
+    measurements = _measured({1: 30.0})
+    planner = StepPlanner(measurements, ("head", "lookup"))
+    # the head's first draft is accepted half of the time, its second never; lookup is right while copying
+    head_then = _run(planner, 30, accept=lambda c: min(c.k, 1) if c.drafter == "head" else 0, lookup_drafts=2,
+                     lookup_match=2)
+    assert head_then[-1] == Choice("head", 1)
+    copying = _run(planner, 10, accept=lambda c: c.k if c.drafter == "lookup" else 0, lookup_drafts=12,
+                   lookup_match=LONG_MATCH + 4)
+    assert copying[0].drafter == "lookup" and copying[-1] == Choice("lookup", 12), copying
+    back = _run(planner, 5, accept=lambda c: min(c.k, 1) if c.drafter == "head" else 0, lookup_drafts=2,
+                lookup_match=2)
+    assert back[0].drafter == "head" and back[-1] == Choice("head", 1), back
+
+
+def test_acceptance_expects_the_tokens_of_leviathan_et_al_with_one_rate_per_position():
+    acceptance = Acceptance(prior=0.5)
+    assert acceptance.expected_tokens(0) == 1.0
+    assert acceptance.expected_tokens(3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    for _ in range(98):
+        acceptance.record(drafted=2, accepted=1)  # the first draft always accepted, the second never
+    assert acceptance.rate(0) == pytest.approx(99 / 100)
+    assert acceptance.rate(1) == pytest.approx(2 * 0.99 / 100)  # 0 of 98, over 2 pseudo-drafts at position 0's rate
+    assert acceptance.rate(2) == pytest.approx(acceptance.rate(1))  # never reached: as the position before it
+
+
+def test_a_fixed_k_is_drafted_every_step_clipped_to_the_room_left():
+    planner = StepPlanner(Measurements(), ("lookup",), fixed_k=4)
+    assert planner.choose(0, 16, lookup_drafts=2) == Choice("lookup", 4)
+    assert planner.choose(0, 3) == Choice("lookup", 3)
+    assert planner.choose(0, 0) == Choice(PLAIN, 0)
+    assert StepPlanner(Measurements(), ()).choose(0, 16) == Choice(PLAIN, 0)
+
+
+def test_pass_costs_predict_an_unmeasured_size_from_the_measured_ratio_of_the_nearest_bucket():
+    costs = PassCosts()
+    costs.record(1, 100, 30 * MS)
+    costs.record(3, 100, 45 * MS)
+    costs.record(1, 3000, 60 * MS)
+    assert costs.predict(3, 3000) == pytest.approx(90 * MS)  # 1.5 one-token passes, as measured at 100 tokens
+    assert costs.predict(2, 100) == pytest.approx(30 * MS * 1.2)  # the prior: 1 + 0.2 a token
+    assert PassCosts().predict(1, 0) is None
+
+
+def test_no_drafting_is_asked_for_while_the_plain_cost_is_measured_or_without_room():
+    measurements = Measurements()
+    planner = StepPlanner(measurements, ("head", "lookup"))
+    assert not planner.may_draft(100, 16)  # the plain cost of this bucket is not measured yet
+    _run(planner, WARMUP, accept=lambda choice: choice.k)
+    assert planner.may_draft(100, 16) and not planner.may_draft(100, 0)
+    assert not planner.may_draft(100 + 4096, 16)  # a new bucket: plain steps first, whatever lookup would offer
+    assert StepPlanner(Measurements(), ("lookup",), fixed_k=4).may_draft(0, 16)  # a fixed K never measures plain
+    assert not StepPlanner(measurements, ()).may_draft(100, 16)
+
+
+def test_pass_costs_predict_every_size_at_once_from_this_bucket_the_nearest_ratios_and_the_prior():
+    costs = PassCosts()
+    for size, cache_len, ms in ((1, 100, 30), (3, 100, 45), (1, 3000, 60), (2, 3000, 66), (5, 1000, 40), (1, 1000, 25)):
+        costs.record(size, cache_len, ms * MS)
+    prior = {size: 1 + 0.2 * (size - 1) for size in range(1, 8)}
+    expected = [  # at 3,000 cached tokens, whose one-token pass costs 60 ms
+        60,  # measured here
+        66,  # measured here
+        60 * 45 / 30,  # the ratio measured at 100 tokens
+        60 * 45 / 30 * prior[4] / prior[3],  # the largest measured size below, scaled by the prior
+        60 * 40 / 25,  # the ratio measured at 1,000 tokens
+        60 * 40 / 25 * prior[6] / prior[5],
+        60 * 40 / 25 * prior[7] / prior[5],
+    ]
+    assert costs.predict_upto(7, 3000) == pytest.approx([ms * MS for ms in expected])
+    assert costs.predict(4, 3000) == pytest.approx(expected[3] * MS)
