@@ -269,7 +269,7 @@ def test_the_servers_caps_bound_what_a_request_may_cost():
     with pytest.raises(APIError) as refused:
         chat(specchat={"n_ctx": 2048})  # the model could (8192), the server's --n-ctx (1024) says no
     assert (refused.value.status, refused.value.param) == (400, "specchat.n_ctx")
-    assert refused.value.message.startswith("specchat.n_ctx must be at most 1024, this server's n_ctx (its --n-ctx)")
+    assert refused.value.message.startswith("specchat.n_ctx must be at most 1024, this server's n_ctx: ask for less")
     assert chat(stop=["a", "b", "c", "d" * 256]).settings.sampling.stop_strings == ("a", "b", "c", "d" * 256)
     for stop, said in ((["a", "b", "c", "d", "e"], "stop holds 5 strings: send at most 4"),
                        ("x" * 257, "stop holds a string of 257 characters: each may have at most 256"),
