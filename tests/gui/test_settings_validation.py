@@ -385,3 +385,29 @@ def test_the_decoding_help_line_is_true_with_sampling_too(pane):
     shown = pane._decoding_row.help.text()
     assert shown == DECODING_HELP[True] and "same text" not in shown
     assert "sampled" in pane.decoding.toolTip()
+
+
+@pytest.mark.parametrize(
+    "name,value,shown,widget",
+    [("n_ctx", -5, 0, "n_ctx"), ("k", -3, 0, "k"), ("max_new_tokens", -7, 0, None)],
+)
+def test_a_stored_value_a_field_cannot_hold_is_said_as_the_file_holds_it(qtbot, name, value, shown, widget):
+    """``"n_ctx": -5`` in settings.json: the spin box holds no -5 (it shows 0), so its error says the file's -5
+    and what the field shows, never "got 0"; an edit of that field validates what it shows."""
+    from app.gui.application import create_application
+
+    create_application()
+    pane = SettingsPane(AppSettings().with_values(decoding="spec_lookup", **{name: value}), ["CPU"])
+    pane.set_max_position_embeddings(8192)
+    qtbot.addWidget(pane)
+    pane.show()
+    box = getattr(pane, widget) if widget else getattr(pane.sampling, name)
+    assert box.value() == shown
+    error = pane.errors()[name]
+    assert f"got {value}" in error and "got 0" not in error, error
+    assert _shown_error(pane, name).endswith(f"got {value} (the settings file's value; the field shows {shown})")
+    box.setValue(1)
+    box.setValue(shown)  # the user chose what the field shows: that is what is checked now
+    assert f"got {shown}" in pane.errors()[name]
+    pane.reset_button.click()
+    assert pane.errors() == {}
