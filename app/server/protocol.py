@@ -50,8 +50,6 @@ from inference.settings import (
 )
 from inference.tools import ToolUse
 
-#: Highest temperature a request may ask for: OpenAI's API refuses more (past it a model writes noise).
-MAX_API_TEMPERATURE = 2.0
 #: Deepest nesting of lists and objects in a request (a chat request with tools nests about 8 deep).
 MAX_JSON_DEPTH = 64
 #: Most stop strings a request may give (OpenAI's bound), and their longest, in characters: a stop string holds back
@@ -627,9 +625,6 @@ def _settings(
         asked_tokens = defaults.sampling.max_new_tokens
     if max_tokens is not None:
         asked_tokens = min(asked_tokens, max_tokens)
-    if body.temperature is not None and not 0 <= body.temperature <= MAX_API_TEMPERATURE:
-        raise APIError(400, f"temperature must be in [0, {MAX_API_TEMPERATURE:g}] (OpenAI's range; 0 = greedy), got "
-                       f"{body.temperature:g}", param="temperature", code="invalid_value")
     top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,

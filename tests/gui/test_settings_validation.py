@@ -25,7 +25,7 @@ from inference.settings import ContextSettings, Decoding, GenerationSettings, Sa
         ({"n_ctx": 512, "n_keep": 512}, "n_keep", ["n_keep", "[0, 511]"]),
         ({"n_ctx": 512, "n_keep": 4, "n_discard": 508}, "n_discard", ["n_discard", "[1, 507]", "n_keep + n_discard < n_ctx"]),
         ({"n_ctx": 512, "n_discard": 0}, "n_discard", ["n_discard"]),
-        ({"temperature": 101.0}, "temperature", ["temperature", "[0, 100]"]),
+        ({"temperature": 2.5}, "temperature", ["temperature", "[0, 2]"]),
         ({"top_p": 0.0}, "top_p", ["top_p", "(0, 1]"]),
         ({"top_p": 1.5}, "top_p", ["top_p", "(0, 1]"]),
         ({"max_new_tokens": 0}, "max_new_tokens", ["max_new_tokens", ">= 1"]),
@@ -274,8 +274,8 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.top_p.setValue(0.0)
     assert "top_p must be in (0, 1], got 0.0" == _shown_error(pane, "top_p")
     pane.top_p.setValue(0.9)
-    pane.temperature.setValue(150)
-    assert "temperature must be in [0, 100]" in _shown_error(pane, "temperature")
+    pane.temperature.setValue(5)
+    assert "temperature must be in [0, 2]" in _shown_error(pane, "temperature")
     pane.temperature.setValue(0.7)
     pane.max_new_tokens.setValue(0)
     assert "max_new_tokens must be >= 1" in _shown_error(pane, "max_new_tokens")
