@@ -19,7 +19,9 @@ from dataclasses import dataclass, field, replace
 
 MAX_K = 16
 MIN_N_CTX = 16
-MAX_TEMPERATURE = 100.0
+#: Highest temperature, everywhere (the window, the command line, the engine, server requests): OpenAI's API range.
+#: Past 2 a model's distribution is so flat that it writes noise.
+MAX_TEMPERATURE = 2.0
 MAX_LOOKUP_NGRAM = 8
 #: Largest repetition penalty accepted (1 = off; llama.cpp and transformers accept any positive value).
 MAX_REPETITION_PENALTY = 10.0
@@ -97,7 +99,7 @@ class SamplingSettings:
     """How the next token is chosen from the logits.
 
     Attributes:
-        temperature: 0 means greedy (argmax); otherwise logits are divided by it. Range [0, 100].
+        temperature: 0 means greedy (argmax); otherwise logits are divided by it. Range [0, MAX_TEMPERATURE] (2).
         top_k: keep the k most likely tokens; 0 disables. Range >= 0.
         top_p: nucleus sampling, keep the smallest set of tokens whose probability mass >= top_p. Range (0, 1].
         seed: seed of the random generator; the same seed and settings give the same reply. None = random.
@@ -145,7 +147,8 @@ class SamplingSettings:
         """Raise SettingError naming the first setting outside its range."""
         if not 0.0 <= self.temperature <= MAX_TEMPERATURE:
             raise SettingError(
-                "temperature", f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy), got {self.temperature}"
+                "temperature",
+                f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy; OpenAI's range), got {self.temperature:g}",
             )
         if self.top_k < 0:
             raise SettingError("top_k", f"top_k must be >= 0 (0 = disabled), got {self.top_k}")

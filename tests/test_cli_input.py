@@ -11,7 +11,7 @@ import time
 import pytest
 from helpers import bound_by_permissions
 
-from app.cli.commands import build_parser, read_message, read_prompt
+from app.cli.commands import build_parser, chat_input, read_message, read_prompt
 from app.cli.options import unused_options
 
 BIG_PROMPT_BYTES = 140 * 1024  # more than one argument may hold (Linux: 128 KiB)
@@ -46,6 +46,36 @@ def test_read_message_takes_triple_quoted_lines_as_one_message():
     assert read_message(_lines(['"""', "cut by the end of input"])) == "cut by the end of input"
     with pytest.raises(EOFError):
         read_message(_lines([]))
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Hello", ("message", "Hello")),
+        ("/exit", ("command", "/exit")),
+        ("  /bye ", ("command", "/bye")),
+        ("/reset", ("command", "/reset")),
+        ("/help", ("command", "/help")),
+        ("/?", ("unknown", "/?")),
+        ("/clear the chat", ("unknown", "/clear")),
+        ("//etc/hosts is a file", ("message", "/etc/hosts is a file")),
+        ("/", ("message", "/")),
+        ("a/b", ("message", "a/b")),
+        ("/notes\nsecond line", ("message", "/notes\nsecond line")),  # a pasted message of several lines is sent
+    ],
+)
+def test_chat_input_tells_commands_from_messages(text, expected):
+    assert chat_input(text) == expected
+
+
+def test_chat_help_bye_and_an_unknown_command_are_not_sent(int4_dir, data_dir):
+    session = b"/help\n/clear\n//exit\n/bye\nnever read\n"
+    result = _specchat("chat", "--max-new-tokens", "2", data_dir=data_dir, stdin=session)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0 and "Traceback" not in stderr, stderr
+    assert "/help lists these commands" in stderr and "/bye quits" in stderr
+    assert "/clear is not a command" in stderr and "//" in stderr
+    assert stderr.count("[ar] ") == 1  # only "//exit" was sent (as "/exit"); /bye quit before "never read"
 
 
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):

@@ -486,7 +486,7 @@ def test_a_port_in_use_is_one_line_before_any_model_loads(tmp_path):
     (["--api-key", " "], "the API key is empty"),
     (["--min-p", "2"], "--min-p must be in [0, 1] (0 = disabled), got 2.0"),
     (["--repeat-penalty", "0"], "--repeat-penalty must be in (0, 10]"),
-    (["--temperature", "-1"], "--temperature must be in [0, 100]"),
+    (["--temperature", "-1"], "--temperature must be in [0, 2]"),
 ])
 def test_bad_serve_flags_are_one_line_exit_2(flags, message, tmp_path):
     result = subprocess.run(

@@ -190,8 +190,8 @@ def test_refusals_name_the_field(fields, param):
 
 @pytest.mark.parametrize("temperature, refused", [(0, False), (2, False), (2.01, True), (5, True), (-0.1, True)])
 def test_temperature_is_held_to_openais_range(temperature, refused):
-    """OpenAI refuses a temperature past 2 (the engine takes up to 100, for experiments); past it a small model
-    writes gibberish for 512 tokens, so the server says so instead."""
+    """OpenAI refuses a temperature past 2, and so does the engine (past it a small model writes gibberish for 512
+    tokens): the server says so, naming the field."""
     if not refused:
         assert chat(temperature=temperature).settings.sampling.temperature == temperature
         return
@@ -199,7 +199,7 @@ def test_temperature_is_held_to_openais_range(temperature, refused):
         chat(temperature=temperature)
     assert (error.value.status, error.value.param) == (400, "temperature")
     assert str(error.value.body()["error"]["message"]) == (
-        f"temperature must be in [0, 2] (OpenAI's range; 0 = greedy), got {temperature:g}"
+        f"temperature must be in [0, 2] (0 = greedy; OpenAI's range), got {temperature:g}"
     )
 
 
@@ -269,7 +269,7 @@ def test_the_servers_caps_bound_what_a_request_may_cost():
     with pytest.raises(APIError) as refused:
         chat(specchat={"n_ctx": 2048})  # the model could (8192), the server's --n-ctx (1024) says no
     assert (refused.value.status, refused.value.param) == (400, "specchat.n_ctx")
-    assert refused.value.message.startswith("specchat.n_ctx must be at most 1024, this server's n_ctx (its --n-ctx)")
+    assert refused.value.message.startswith("specchat.n_ctx must be at most 1024, this server's n_ctx: ask for less")
     assert chat(stop=["a", "b", "c", "d" * 256]).settings.sampling.stop_strings == ("a", "b", "c", "d" * 256)
     for stop, said in ((["a", "b", "c", "d", "e"], "stop holds 5 strings: send at most 4"),
                        ("x" * 257, "stop holds a string of 257 characters: each may have at most 256"),

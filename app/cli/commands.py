@@ -92,10 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     _add_engine_options(generate)
     chat = commands.add_parser(
-        "chat", parents=folders, help=f"multi-turn chat in the terminal (/reset, /exit; {MULTILINE} starts and ends a multi-line message)",
+        "chat", parents=folders,
+        help=f"multi-turn chat in the terminal (/help, /reset, /exit or /bye; {MULTILINE} starts and ends a multi-line message)",
         description=f"Multi-turn chat in the terminal. Each line is a message; a message of several lines (pasted text) "
-        f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /reset clears the conversation, /exit quits "
-        "(or Ctrl+D), Ctrl+C stops a reply.",
+        f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /help lists the commands, /reset clears the "
+        "conversation, /exit or /bye quits (or Ctrl+D), Ctrl+C stops a reply; another /word is not sent (//text sends "
+        "/text).",
     )
     _add_engine_options(chat, modes=("auto", "ar", "spec"))  # a comparison runs one message twice: generate only
     models = commands.add_parser("models", parents=folders, help="manage models: list, import, download, convert, remove, pair, catalogue")
@@ -171,6 +173,36 @@ def read_message(read_line: Callable[[str], str] = input) -> str:
             last = line.rstrip()[: -len(MULTILINE)]
             return "\n".join(lines + ([last] if last else []))
         lines.append(line)
+
+
+#: The commands of ``specchat chat`` and what each does (``/help`` lists them).
+CHAT_COMMANDS = {
+    "/help": "lists these commands",
+    "/reset": "clears the conversation",
+    "/exit": "quits (or Ctrl+D)",
+    "/bye": "quits, as /exit",
+}
+
+
+def chat_help() -> str:
+    """The commands of ``specchat chat``, one line, for ``/help`` and an unknown command."""
+    listed = "; ".join(f"{name} {what}" for name, what in CHAT_COMMANDS.items())
+    return f"{listed}; start a message with // to send one that starts with / (//etc sends /etc)"
+
+
+def chat_input(text: str) -> tuple[str, str]:
+    """What a message typed in ``specchat chat`` is: ``("command", "/exit")`` (one of :data:`CHAT_COMMANDS`, alone
+    on its line), ``("unknown", "/word")`` (a line that starts with another ``/word``: not sent), or
+    ``("message", text)`` to send (``//text`` sends ``/text``; a message of several lines is always sent)."""
+    stripped = text.strip()
+    if "\n" in text or not stripped.startswith("/") or len(stripped) == 1 or stripped[1].isspace():
+        return "message", text
+    if stripped.startswith("//"):
+        return "message", text.lstrip()[1:]
+    word = stripped.split()[0]
+    if stripped in CHAT_COMMANDS:
+        return "command", stripped
+    return "unknown", word
 
 
 def _read_piped_line(_prompt: str) -> str:
@@ -344,8 +376,8 @@ def _chat(args: argparse.Namespace) -> int:
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")  # invalid UTF-8 typed or piped in becomes U+FFFD, not a crash
     print(
-        f"SpecChat terminal chat. {MULTILINE} starts and ends a message of several lines; /reset clears the conversation, "
-        "/exit quits, Ctrl+C stops a reply.",
+        f"SpecChat terminal chat. {MULTILINE} starts and ends a message of several lines; /help lists the commands, "
+        "/reset clears the conversation, /exit or /bye quits, Ctrl+C stops a reply.",
         file=sys.stderr,
     )
     read_line = input if sys.stdin.isatty() else _read_piped_line
@@ -355,10 +387,17 @@ def _chat(args: argparse.Namespace) -> int:
         except (EOFError, KeyboardInterrupt):
             print(file=sys.stderr)
             return 0
-        if text.strip() == "/exit":
-            return 0
-        if text.strip() == "/reset":
-            session.messages.clear()
+        kind, text = chat_input(text)
+        if kind == "unknown":
+            print(f"{text} is not a command: {chat_help()}", file=sys.stderr)
+            continue
+        if kind == "command":
+            if text in ("/exit", "/bye"):
+                return 0
+            if text == "/help":
+                print(chat_help(), file=sys.stderr)
+            else:  # /reset
+                session.messages.clear()
             continue
         cancel = threading.Event()
         try:

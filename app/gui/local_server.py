@@ -72,6 +72,7 @@ def default_app_factory(backend: WorkerOnLoop, api_key: str | None, model: Serve
     return create_app(
         backend, model_id=model.model_id, api_key=api_key, defaults=model.defaults, max_context=model.max_context,
         gate=gate, draft_advice="choose a draft model as the Drafter in the window's Model and decoding settings",
+        n_ctx_advice="raise Context length (n_ctx) in the window's settings",
     )
 
 

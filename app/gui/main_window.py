@@ -389,6 +389,7 @@ class MainWindow(QMainWindow):
         models.fetch_progress.connect(choice.fetch_progress)
         models.fetch_finished.connect(choice.close_progress)
         models.models_installed.connect(choice.refresh_models)
+        models.switch_cancelled.connect(choice.restore_models)
 
     def set_theme(self, choice: str) -> None:
         """Use the theme ``choice`` (``system``, ``light`` or ``dark``) from now on, and keep it in the settings."""

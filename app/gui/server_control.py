@@ -15,9 +15,11 @@ from dataclasses import replace
 from PySide6.QtCore import QObject
 
 from inference.generation_config import recommended_sampling
+from inference.settings import SettingError
 
 from ..backends.remote_keys import LOCAL_SERVER, load_api_key, save_api_key
 from .local_server import LocalServer, ServedModel
+from .settings_store import AppSettings
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class ServerControl(QObject):
         self.store = store
         self.server = LocalServer(window.worker, window.tasks, self.served_model, parent=self)
         self.dialog = None
+        self._valid = AppSettings().generation  # the last valid settings of the window, served while its are not
         self.server.state_changed.connect(self._state_changed)
         window.models.ready.connect(self.server.model_changed)
         window.settings_pane.settings_changed.connect(self._settings_changed)  # after the window's own handler
@@ -46,11 +49,18 @@ class ServerControl(QObject):
             window.models.ready.connect(self._start_saved)
 
     def served_model(self) -> ServedModel:
-        """The model loaded now, as the local server serves it."""
+        """The model loaded now, as the local server serves it: with the window's settings when they are valid,
+        else with its last valid ones (at first the defaults), so that a value the pane flags (one from the settings
+        file) never reaches a request."""
         info = self.window.models.info
         if info is None:
             return ServedModel()
-        defaults = replace(self.window.settings.generation, sampling=recommended_sampling(info.spec.target_dir))
+        try:
+            self.window.settings.generation.validate(info.max_position_embeddings)
+            self._valid = self.window.settings.generation
+        except SettingError:
+            pass  # flagged in the pane: the server keeps the last valid settings
+        defaults = replace(self._valid, sampling=recommended_sampling(info.spec.target_dir))
         return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
 
     def _settings_changed(self, _settings) -> None:

@@ -34,6 +34,7 @@ from inference.settings import Decoding, GenerationSettings, SettingError
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
 from .protocol import (
+    SERVE_N_CTX_ADVICE,
     APIError,
     ChatCompletionRequest,
     CompletionRequest,
@@ -91,6 +92,7 @@ def create_app(
     max_tokens: int | None = None,
     gate: GenerationGate | None = None,
     draft_advice: str = SERVE_DRAFT_ADVICE,
+    n_ctx_advice: str = SERVE_N_CTX_ADVICE,
     grammars: GrammarCompiler | None = None,
     log_prompts: bool = False,
 ) -> FastAPI:
@@ -122,6 +124,8 @@ def create_app(
             the requests still running on the old one. None = a new queue of ``max_queue``.
         draft_advice: how to run this server with a draft model, told to a request for ``specchat.mode``
             ``spec_model`` when it runs none (default: ``specchat serve``'s flags).
+        n_ctx_advice: how to give this server a larger n_ctx, told to a request whose ``specchat.n_ctx`` is above
+            the defaults' (default: ``specchat serve``'s ``--n-ctx``).
         grammars: compiles requests' JSON schemas off the event loop, time-bounded and cached; None = a new
             :class:`GrammarCompiler` (its bound ``grammars.GRAMMAR_TIMEOUT_S``).
         log_prompts: the request log (``request_log``: one line per request, logger ``app.server.requests``) also
@@ -209,7 +213,7 @@ def create_app(
         to_engine = chat_request if chat else completion_request
 
         def mapped() -> GenerationRequest:
-            return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar)
+            return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
 
         fields = [name for name in ("response_format", "tools") if getattr(parsed, name, None)]
         # schemas compile in a thread, time-bounded; a request without any maps here at once
@@ -261,7 +265,8 @@ def create_app(
 
         def mapped() -> GenerationRequest:
             chat = chat_completion(parsed, conversation)
-            return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar))
+            return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar,
+                                                             n_ctx_advice))
 
         fields = [name for name in ("text", "tools") if getattr(parsed, name, None)]
         engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()

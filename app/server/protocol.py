@@ -51,8 +51,6 @@ from inference.settings import (
 )
 from inference.tools import ToolUse
 
-#: Highest temperature a request may ask for: OpenAI's API refuses more (past it a model writes noise).
-MAX_API_TEMPERATURE = 2.0
 #: Deepest nesting of lists and objects in a request (a chat request with tools nests about 8 deep).
 MAX_JSON_DEPTH = 64
 #: Most stop strings a request may give (OpenAI's bound), and their longest, in characters: a stop string holds back
@@ -339,16 +337,21 @@ def _message_text(message: Message, index: int) -> str:
     return "".join(texts)
 
 
+#: How to give ``specchat serve`` a larger n_ctx, for a request that asks more than the server's.
+SERVE_N_CTX_ADVICE = "start the server with a larger --n-ctx"
+
+
 def chat_request(
     body: ChatCompletionRequest,
     defaults: GenerationSettings,
     max_context: int | None,
     max_tokens: int | None = None,
     schema_grammar: Callable[[Any], str] = json_schema_grammar,
+    n_ctx_advice: str = SERVE_N_CTX_ADVICE,
 ) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
     the others the conversation, in order (assistant tool calls and ``tool`` results included; ``defaults``,
-    ``max_context``, ``max_tokens``: see :func:`_settings`; ``schema_grammar`` compiles a JSON schema, as
+    ``max_context``, ``max_tokens``, ``n_ctx_advice``: see :func:`_settings`; ``schema_grammar`` compiles a JSON schema, as
     ``json_schema_grammar`` or a cache of it).
 
     Raises:
@@ -389,7 +392,7 @@ def chat_request(
         raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     top = (body.top_logprobs or 0) if body.logprobs else None
     output = OutputSettings(grammar=response_format_grammar(body.response_format, schema_grammar), logprobs=top)
-    settings = _settings(body, asked, max_param, defaults, max_context, output, "top_logprobs", max_tokens)
+    settings = _settings(body, asked, max_param, defaults, max_context, output, "top_logprobs", max_tokens, n_ctx_advice)
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
                              tools=tool_use(body.tools, body.tool_choice, body.parallel_tool_calls, schema_grammar))
 
@@ -521,9 +524,10 @@ def completion_request(
     max_context: int | None,
     max_tokens: int | None = None,
     schema_grammar: Callable[[Any], str] = json_schema_grammar,
+    n_ctx_advice: str = SERVE_N_CTX_ADVICE,
 ) -> GenerationRequest:
     """The engine request of a text completion (the prompt continued as is, without the chat template;
-    ``defaults``, ``max_context``, ``max_tokens``: see :func:`_settings`; ``schema_grammar``: see
+    ``defaults``, ``max_context``, ``max_tokens``, ``n_ctx_advice``: see :func:`_settings`; ``schema_grammar``: see
     :func:`chat_request`).
 
     Raises:
@@ -543,7 +547,8 @@ def completion_request(
     if not prompt:
         raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
     output = OutputSettings(grammar=response_format_grammar(body.response_format, schema_grammar), logprobs=body.logprobs)
-    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs", max_tokens)
+    settings = _settings(body, body.max_tokens, "max_tokens", defaults, max_context, output, "logprobs", max_tokens,
+                         n_ctx_advice)
     return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)
 
 
@@ -576,6 +581,7 @@ def _settings(
     output: OutputSettings,
     logprobs_param: str,
     max_tokens: int | None = None,
+    n_ctx_advice: str = SERVE_N_CTX_ADVICE,
 ) -> GenerationSettings:
     """The request's settings on top of the server's ``defaults`` (every sampling field the request leaves out),
     validated.
@@ -585,12 +591,14 @@ def _settings(
             ``max_param``), None when left out.
         defaults: the server's settings: decoding, K, the rolling context, sampling, and the new tokens of a
             request that asks none (``sampling.max_new_tokens``). Its ``context.n_ctx`` is the largest
-            ``specchat.n_ctx`` a request may ask (the server's ``--n-ctx``).
+            ``specchat.n_ctx`` a request may ask (the server's ``--n-ctx``, or the window's Context length).
         max_context: the model's largest n_ctx (None = unknown).
         output: the grammar and log-probabilities asked for; logprobs_param: the field that asked for its
             alternatives (``top_logprobs`` in a chat, ``logprobs`` in a completion).
         max_tokens: the most new tokens one reply may generate (None = no cap): a request asking more gets this
             many, and its reply ends with ``finish_reason`` ``length``.
+        n_ctx_advice: how to give this server a larger n_ctx, told to a request that asks more than its own
+            (default: ``specchat serve``'s flag; the window's server names its setting).
 
     Raises:
         APIError: 400 naming the field: ``n`` other than 1, more than :data:`MAX_STOP_STRINGS` stop strings or one
@@ -610,17 +618,14 @@ def _settings(
     if options.n_ctx is not None and options.n_ctx > defaults.context.n_ctx:
         raise APIError(
             400,
-            f"specchat.n_ctx must be at most {defaults.context.n_ctx}, this server's n_ctx (its --n-ctx): ask for "
-            "less (the rolling context keeps a longer conversation going), or start the server with a larger --n-ctx",
+            f"specchat.n_ctx must be at most {defaults.context.n_ctx}, this server's n_ctx: ask for less (the rolling "
+            f"context keeps a longer conversation going), or {n_ctx_advice}",
             param="specchat.n_ctx", code="invalid_value",
         )  # fmt: skip
     if asked_tokens is None:
         asked_tokens = defaults.sampling.max_new_tokens
     if max_tokens is not None:
         asked_tokens = min(asked_tokens, max_tokens)
-    if body.temperature is not None and not 0 <= body.temperature <= MAX_API_TEMPERATURE:
-        raise APIError(400, f"temperature must be in [0, {MAX_API_TEMPERATURE:g}] (OpenAI's range; 0 = greedy), got "
-                       f"{body.temperature:g}", param="temperature", code="invalid_value")
     top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,

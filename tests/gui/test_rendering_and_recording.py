@@ -198,6 +198,36 @@ def test_recorder_compare_measures_speedup_and_identity(tmp_path):
     db.close()
 
 
+def test_a_stopped_compare_claims_no_speedup_nor_identity_and_says_what_each_run_produced(tmp_path):
+    """Stop during the speculative run of a sampled Compare: both runs were cut off (the second one), so no speedup
+    and no identity verdict; the footer says it was stopped and how many tokens each run wrote."""
+    from dataclasses import replace
+
+    from app.gui.reply_format import export_footer_text
+
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("t")
+    message = db.message(db.add_message(c, "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message, compare=True, extra={"seed": 5})
+    recorder.begin_phase("ar")
+    recorder.add([TextDelta("One two", 1, False), Finished(_stats("ar", "One two", [1, 2, 3, 4], 40.0))])
+    recorder.begin_phase("spec", drafter="lookup", k=4)
+    cut = replace(_stats("spec", "One", [1], 28.0), stop_reason="cancelled")
+    recorder.add([TextDelta("One", 1, False), Finished(cut)])
+    final = recorder.finish("stopped")
+    compare = final.stats["compare"]
+    assert compare["speedup"] is None and compare["identical"] is None and compare["stopped"] is True
+    footer = footer_text(final.stats, "stopped")
+    assert footer == ("Stopped · Comparison stopped, so no speedup: plain decoding wrote 4 tokens, speculative "
+                      "decoding (prompt lookup) 1 token before the stop"), footer
+    assert "Speedup" not in footer and "differ" not in footer and "identical" not in footer
+    # a comparison stopped by an older version, stored with a speedup from its cut-off runs: none shown either
+    old = {**final.stats, "compare": {**compare, "speedup": 0.71, "identical": False, "stopped": None}}
+    assert "Speedup" not in footer_text(old, "stopped") and "differ" not in footer_text(old, "stopped")
+    assert "times as fast" not in export_footer_text(old, "stopped")
+    db.close()
+
+
 @pytest.mark.parametrize(
     "difference,sampled,expected",
     [

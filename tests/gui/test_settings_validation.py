@@ -25,7 +25,7 @@ from inference.settings import ContextSettings, Decoding, GenerationSettings, Sa
         ({"n_ctx": 512, "n_keep": 512}, "n_keep", ["n_keep", "[0, 511]"]),
         ({"n_ctx": 512, "n_keep": 4, "n_discard": 508}, "n_discard", ["n_discard", "[1, 507]", "n_keep + n_discard < n_ctx"]),
         ({"n_ctx": 512, "n_discard": 0}, "n_discard", ["n_discard"]),
-        ({"temperature": 101.0}, "temperature", ["temperature", "[0, 100]"]),
+        ({"temperature": 2.5}, "temperature", ["temperature", "[0, 2]"]),
         ({"top_p": 0.0}, "top_p", ["top_p", "(0, 1]"]),
         ({"top_p": 1.5}, "top_p", ["top_p", "(0, 1]"]),
         ({"max_new_tokens": 0}, "max_new_tokens", ["max_new_tokens", ">= 1"]),
@@ -274,8 +274,8 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.top_p.setValue(0.0)
     assert "top_p must be in (0, 1], got 0.0" == _shown_error(pane, "top_p")
     pane.top_p.setValue(0.9)
-    pane.temperature.setValue(150)
-    assert "temperature must be in [0, 100]" in _shown_error(pane, "temperature")
+    pane.temperature.setValue(5)
+    assert "temperature must be in [0, 2]" in _shown_error(pane, "temperature")
     pane.temperature.setValue(0.7)
     pane.max_new_tokens.setValue(0)
     assert "max_new_tokens must be >= 1" in _shown_error(pane, "max_new_tokens")
@@ -388,3 +388,29 @@ def test_the_decoding_help_line_is_true_with_sampling_too(pane):
     shown = pane._decoding_row.help.text()
     assert shown == DECODING_HELP[True] and "same text" not in shown
     assert "sampled" in pane.decoding.toolTip()
+
+
+@pytest.mark.parametrize(
+    "name,value,shown,widget",
+    [("n_ctx", -5, 0, "n_ctx"), ("k", -3, 0, "k"), ("max_new_tokens", -7, 0, None)],
+)
+def test_a_stored_value_a_field_cannot_hold_is_said_as_the_file_holds_it(qtbot, name, value, shown, widget):
+    """``"n_ctx": -5`` in settings.json: the spin box holds no -5 (it shows 0), so its error says the file's -5
+    and what the field shows, never "got 0"; an edit of that field validates what it shows."""
+    from app.gui.application import create_application
+
+    create_application()
+    pane = SettingsPane(AppSettings().with_values(decoding="spec_lookup", **{name: value}), ["CPU"])
+    pane.set_max_position_embeddings(8192)
+    qtbot.addWidget(pane)
+    pane.show()
+    box = getattr(pane, widget) if widget else getattr(pane.sampling, name)
+    assert box.value() == shown
+    error = pane.errors()[name]
+    assert f"got {value}" in error and "got 0" not in error, error
+    assert _shown_error(pane, name).endswith(f"got {value} (the settings file's value; the field shows {shown})")
+    box.setValue(1)
+    box.setValue(shown)  # the user chose what the field shows: that is what is checked now
+    assert f"got {shown}" in pane.errors()[name]
+    pane.reset_button.click()
+    assert pane.errors() == {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -35,7 +36,7 @@ from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
 from inference.settings import MAX_K, MIN_N_CTX, Decoding
 
-from ..settings_store import AppSettings, SettingsStore
+from ..settings_store import GENERATION_KEYS, AppSettings, SettingsStore
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
@@ -102,6 +103,9 @@ class SettingsPane(QScrollArea):
         self._advisories: dict[str, str] = {}
         self._errors: dict[str, str] = {}
         self._compare_errors: dict[str, str] = {}
+        # invalid values given to set_settings that their field cannot hold (n_ctx -5 shows as 0): name -> (the
+        # value, what the field shows); checked as given until that field is edited
+        self._not_shown: dict[str, tuple[Any, Any]] = {}
         self._loading = False
         self._last_emitted: AppSettings | None = None
         self.fields: dict[str, QWidget] = {}
@@ -448,6 +452,12 @@ class SettingsPane(QScrollArea):
             self.sampling.show_settings(settings)
         finally:
             self._loading = False
+        shown = self.current()
+        invalid = settings.field_errors(self._max_position_embeddings, self._devices, speculative=True)
+        self._not_shown = {
+            name: (settings.value(name), shown.value(name)) for name in invalid
+            if name in GENERATION_KEYS and settings.value(name) != shown.value(name)
+        }  # fmt: skip
         self._edited()
 
     def set_highlight(self, highlight: bool) -> None:
@@ -510,6 +520,8 @@ class SettingsPane(QScrollArea):
     def _edited(self, *_args) -> None:
         if self._loading:
             return
+        current = self.current()  # a field edited since set_settings is checked as it shows
+        self._not_shown = {name: pair for name, pair in self._not_shown.items() if current.value(name) == pair[1]}
         self._external_errors = {}  # an edit may have fixed what the engine refused
         self._advisories = {}
         self._validate(emit=True)
@@ -525,7 +537,9 @@ class SettingsPane(QScrollArea):
 
     def _validate(self, emit: bool) -> None:
         settings = self.current()
-        errors = settings.field_errors(self._max_position_embeddings, self._devices)
+        # a value its field cannot hold is checked as given (the error says "got -5", not the field's 0)
+        checked = settings.with_values(**{name: value for name, (value, _) in self._not_shown.items()})
+        errors = checked.field_errors(self._max_position_embeddings, self._devices)
         _, seed_error = self._seed_value()
         if seed_error:
             errors["seed"] = seed_error
@@ -533,11 +547,13 @@ class SettingsPane(QScrollArea):
         errors.update(self._external_errors)
         self._errors = errors
         # what the chosen decoding does not use (K in autoregressive mode) is flagged without blocking Send
-        unused = settings.field_errors(self._max_position_embeddings, self._devices, speculative=True)
+        unused = checked.field_errors(self._max_position_embeddings, self._devices, speculative=True)
         self._compare_errors = {name: message for name, message in unused.items() if name not in errors}
         notes = {name: f"{text} (only speculative decoding and Compare use it)" for name, text in self._compare_errors.items()}
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
+            if message and name in self._not_shown:
+                message += f" (the settings file's value; the field shows {self._not_shown[name][1]})"
             label.setText(self._in_plain_words(name, message))
             label.setVisible(bool(message))
             widget = self.fields.get(name)
