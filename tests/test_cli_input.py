@@ -75,7 +75,7 @@ def test_chat_help_bye_and_an_unknown_command_are_not_sent(int4_dir, data_dir):
     assert result.returncode == 0 and "Traceback" not in stderr, stderr
     assert "/help lists these commands" in stderr and "/bye quits" in stderr
     assert "/clear is not a command" in stderr and "//" in stderr
-    assert stderr.count("[ar] ") == 1  # only "//exit" was sent (as "/exit"); /bye quit before "never read"
+    assert stderr.count("[auto] ") == 1  # only "//exit" was sent (as "/exit"); /bye quit before "never read"
 
 
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
