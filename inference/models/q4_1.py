@@ -309,7 +309,11 @@ def write_exact_q41_ir(gguf_path: Path, ir_dir: Path) -> ExactOffsetSummary:
     temporary = ir_dir / f"{_IR_NAME}.exact-offsets.tmp.xml"
     ov.save_model(model, temporary, compress_to_fp16=False)
     del model, chains, tensors  # release every reference into the old .bin's mapping (Windows cannot replace it)
-    gc.collect()
+    if os.name == "nt":  # (only there: a mapped file can be replaced on POSIX)
+        # Not on other systems: this runs on the window's inference thread, and a collection there finalizes
+        # every garbage cycle of the process from it, Qt objects included (app/gui/gc_policy.py); it deadlocked the
+        # first-start test on Linux (the GUI thread waiting for the GIL while the collection waited for the GUI).
+        gc.collect()
     os.replace(temporary.with_suffix(".bin"), ir_dir / f"{_IR_NAME}.bin")
     os.replace(temporary, ir_dir / f"{_IR_NAME}.xml")
     summary = ExactOffsetSummary(matrices=len(used), blocks=blocks, rounded_zero_points=rounded)
