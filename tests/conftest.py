@@ -71,3 +71,21 @@ def tiny_ir(tmp_path_factory, data_dir) -> dict:
         "same": write_tiny_llama(gguf, root / "tiny-same"),
         "other": write_tiny_llama(gguf, root / "tiny-other", swap_tokens=(28, 30)),
     }
+
+
+@pytest.fixture(scope="module")
+def server(data_dir, int4_dir):
+    """``specchat serve`` on the default model in its own process, one per test module that asks (a module that
+    needs other flags defines its own)."""
+    from server_process import ServerProcess
+
+    with ServerProcess() as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    """The ``openai`` client of this module's ``server``."""
+    import openai
+
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=180)

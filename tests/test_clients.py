@@ -22,12 +22,6 @@ class Capital(BaseModel):
     capital: str = Field(description="its capital city")
 
 
-@pytest.fixture(scope="module")
-def server(data_dir, int4_dir):
-    with ServerProcess() as process:
-        yield process
-
-
 def _chat(server, **options):
     return langchain_openai.ChatOpenAI(base_url=server.url, api_key="unused", model="specchat", max_retries=0,
                                        timeout=120, **options)

@@ -29,17 +29,6 @@ REWRITE = (
 
 
 @pytest.fixture(scope="module")
-def server(data_dir, int4_dir):
-    with ServerProcess() as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
 def engine(target):
     return Engine(target)
 

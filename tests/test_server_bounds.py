@@ -14,7 +14,6 @@ import httpx
 import openai
 import pytest
 from helpers import run_coroutine
-from server_process import ServerProcess
 
 from app.backends.protocol import MAX_SCORED_PROMPT_TOKENS
 from app.server.grammars import GrammarCompiler
@@ -71,12 +70,6 @@ def test_a_compile_past_the_time_bound_is_a_400_that_says_what_to_send():
     assert "longer than 0.05 s to compile" in error.message and "fewer tools" in error.message
     assert not finished.is_set()  # refused before the work ended
     assert run_coroutine(GrammarCompiler().run(lambda: "grammar", "tools")) == "grammar"
-
-
-@pytest.fixture(scope="module")
-def server(data_dir, int4_dir):
-    with ServerProcess() as process:
-        yield process
 
 
 def test_too_many_tools_and_too_large_schemas_are_400s_naming_the_limit(server):

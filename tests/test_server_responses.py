@@ -11,7 +11,6 @@ import httpx
 import openai
 import pytest
 from helpers import run_coroutine
-from server_process import ServerProcess
 
 from app.server import create_app
 from app.server.protocol import APIError
@@ -167,17 +166,6 @@ def test_text_with_instructions_and_an_engine_reply():
 
 
 # --- through the openai client on the default model ----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def server(data_dir, int4_dir):
-    with ServerProcess() as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
 
 
 def test_a_response_is_the_chat_reply_and_its_stream_adds_up_to_it(client):

@@ -12,7 +12,6 @@ from dataclasses import replace
 
 import openai
 import pytest
-from server_process import ServerProcess
 
 from inference.chat import ChatSession
 from inference.constraints import json_schema_grammar
@@ -32,17 +31,6 @@ PERSON = {
 PERSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "strict": True, "schema": PERSON}}
 ASK_PERSON = [{"role": "user", "content": "Describe a person called Ada as JSON with name, age and hobbies."}]
 MODES = [None, {"mode": "spec_lookup", "k": 4}]
-
-
-@pytest.fixture(scope="module")
-def server(data_dir, int4_dir):
-    with ServerProcess() as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=180)
 
 
 def _repeated_four_gram(text: str) -> tuple | None:

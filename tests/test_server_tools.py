@@ -10,7 +10,6 @@ import json
 
 import openai
 import pytest
-from server_process import ServerProcess
 
 from inference.events import ToolCall, ToolCallDelta
 from inference.tools import (
@@ -139,17 +138,6 @@ def test_the_generic_conversation_describes_the_tools_and_writes_calls_and_resul
 
 
 # --- through specchat serve on the default model -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def server(data_dir, int4_dir):
-    with ServerProcess() as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=180)
 
 
 def _ask(client, **fields):
