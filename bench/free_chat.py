@@ -7,7 +7,8 @@ Prompts: ``bench/data/free_chat_prompts.txt`` (advice, explanation, story, how-t
 benchmark, never trained on: ``tools/draft_head`` refuses training prompts that overlap them). Each is sent as a
 one-message chat with the template's default system prompt, as the window sends it; replies run to EOS or
 ``--max-tokens`` (default 256). Samplings: greedy, and the chat defaults (the Model default preset: temperature 0.7, top-p 0.9, repetition
-penalty 1.1; seed = prompt index, the same for every mode). Modes: autoregressive, prompt lookup, the draft head at
+penalty 1.1; seed = prompt index, the same for every mode but Auto, whose sampled replies are unseeded as in the
+window: a seed would fix its drafter and K). Modes: autoregressive, prompt lookup, the draft head at
 K = 1 and 2, and Auto (head, lookup or plain, K chosen per step); each repetition runs every mode on a prompt back to back (rotating
 which goes first) from an empty cache, so all modes share the machine's state.
 
@@ -88,7 +89,12 @@ def read_prompts(path: Path = PROMPTS) -> list[tuple[str, str]]:
 
 
 def settings_for(mode: str, sampling: str, seed: int, max_new_tokens: int) -> GenerationSettings:
+    """The settings of one reply. Auto's sampled replies get no seed: a seeded sampled reply drafts with a fixed
+    drafter and K (``engine.seeded_sampling``), so a seed would measure that, not Auto's choices; the window's chats
+    are unseeded. The speed comparison stands (the texts differ by design when sampling)."""
     decoding, k, adaptive = MODES[mode]
+    if decoding is Decoding.AUTO and sampling != "greedy":
+        seed = None
     return GenerationSettings(
         decoding=decoding,
         sampling=SamplingSettings(max_new_tokens=max_new_tokens, seed=seed, **SAMPLINGS[sampling]),
