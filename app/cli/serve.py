@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import socket
 import sys
 from dataclasses import replace
@@ -94,7 +95,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         spec = model_folders(args)
         defaults = replace(defaults, sampling=replace(recommended_sampling(spec.target_dir), **given))
-        asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens, args.log_prompts))
+        if asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens, args.log_prompts)):
+            raise KeyboardInterrupt  # stopped by Ctrl+C: uvicorn's re-raised SIGINT may come after the run ended
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
@@ -146,7 +148,8 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve(
     sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None,
     log_prompts: bool = False,
-) -> None:
+) -> bool:
+    """Load the model and serve until stopped; returns whether Ctrl+C (SIGINT) stopped it."""
     import uvicorn
 
     from app.backends.worker import InferenceWorker
@@ -168,6 +171,7 @@ async def _serve(
         key_note = "API key required" if api_key else "no API key"
         print(f"serving {model_id} at {url_of(sock)} (OpenAI-compatible, {key_note}; Ctrl+C stops)", flush=True)
         await server.serve(sockets=[sock])
+        return server.interrupted
     finally:
         worker.shutdown(wait=True)
 
@@ -178,6 +182,14 @@ def _cancelling_server(base: type, worker, gate) -> type:
     progress, so that open streams end at once instead of running to their end."""
 
     class CancellingServer(base):
+        # Whether SIGINT stopped it: uvicorn re-raises the signal once served, but asyncio.run's own SIGINT handler
+        # only cancels a task that may have ended by then, and the exit status was 0 instead of 130 under load.
+        interrupted = False
+
+        def handle_exit(self, sig, frame) -> None:
+            self.interrupted = self.interrupted or sig == signal.SIGINT
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets=None) -> None:
             gate.close()
             worker.cancel_all()
