@@ -94,3 +94,20 @@ def bound_by_permissions():
                 raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
 
     return {"preexec_fn": drop}
+
+
+#: A chat-completions function tool the tool tests share (a city from three, 1-7 days).
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city over the next days.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
+                           "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["city", "days"],
+            "additionalProperties": False,
+        },
+    },
+}

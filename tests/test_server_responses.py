@@ -10,6 +10,7 @@ import json
 import httpx
 import openai
 import pytest
+from helpers import WEATHER as CHAT_WEATHER
 from helpers import run_coroutine
 
 from app.server import create_app
@@ -18,12 +19,7 @@ from app.server.responses import ResponseStore, input_messages
 from inference.events import Finished, GenerationStats, TextDelta, ToolCallDelta, ToolCalls
 from inference.events import ToolCall as EngineCall
 
-WEATHER = {
-    "type": "function", "name": "get_weather", "description": "The weather in a city over the next days.",
-    "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
-                                                    "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-                   "required": ["city", "days"], "additionalProperties": False},
-}
+WEATHER = {"type": "function", **CHAT_WEATHER["function"]}  # the Responses API's flat shape
 
 
 # --- without a model -----------------------------------------------------------------------------------------------

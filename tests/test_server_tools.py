@@ -10,6 +10,7 @@ import json
 
 import openai
 import pytest
+from helpers import WEATHER
 
 from inference.events import ToolCall, ToolCallDelta
 from inference.tools import (
@@ -22,20 +23,6 @@ from inference.tools import (
     written_calls,
 )
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city over the next days.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
-                           "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-            "required": ["city", "days"],
-            "additionalProperties": False,
-        },
-    },
-}
 TIME = {"type": "function", "function": {"name": "get_time", "description": "The time now.", "parameters": {
     "type": "object", "properties": {"utc": {"type": "boolean"}}, "required": ["utc"], "additionalProperties": False}}}
 ASK = [{"role": "user", "content": "What is the weather in Paris for three days?"}]

@@ -8,6 +8,7 @@ import json
 
 import openai
 import pytest
+from helpers import WEATHER
 from server_process import ServerProcess
 from tiny_models import QWEN25_TEMPLATE, write_tiny_llama
 
@@ -19,20 +20,6 @@ from inference.precision import PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 from inference.tools import HERMES, LLAMA3, MISTRAL, ToolCallReader, ToolUse, tool_call_format
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city over the next days.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
-                           "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-            "required": ["city", "days"],
-            "additionalProperties": False,
-        },
-    },
-}
 TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
     "type": "object", "properties": {"utc": {"type": "boolean"}}, "required": ["utc"], "additionalProperties": False}}}
 ASK = [{"role": "user", "content": "What is the weather in Paris for three days?"}]
