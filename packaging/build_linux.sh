@@ -85,6 +85,7 @@ for library in $system_libraries; do
   packages="$packages ${owner%%:*}"
 done
 packages="$packages $("$VENV/bin/python" -c 'from app.gui.display_check import xcb_packages; print(*xcb_packages())')"
+EMOJI_FONT=$("$VENV/bin/python" -c 'from app.gui.display_check import EMOJI_FONT_PACKAGE; print(EMOJI_FONT_PACKAGE)')
 DEPENDS=$(printf '%s\n' $packages fontconfig-config | sort -u | sed "s/^libc6\$/libc6 (>= $glibc)/" | paste -sd, | sed 's/,/, /g')
 
 INSTALLED_KB=$(du -sk --apparent-size --exclude=DEBIAN "$STAGE" | cut -f1)
@@ -95,6 +96,7 @@ Architecture: amd64
 Maintainer: SpecChat developers <specchat@users.noreply.github.com>
 Installed-Size: $INSTALLED_KB
 Depends: $DEPENDS
+Recommends: $EMOJI_FONT
 Section: utils
 Priority: optional
 Description: desktop chat with local LLMs on OpenVINO

@@ -12,7 +12,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from app.gui.display_check import XCB_LIBRARIES, display_problem, missing_xcb_libraries, xcb_packages
+from app.gui.display_check import EMOJI_FONT_PACKAGE, XCB_LIBRARIES, display_problem, missing_xcb_libraries, xcb_packages
 from app.logging_setup import BACKUP_COUNT, LOG_DIR_ENV, log_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,7 +200,9 @@ def test_window_without_a_display_exits_2_with_one_clear_line(tmp_path: Path) ->
     assert not (tmp_path / "data" / "history.sqlite3").exists()  # it stopped before opening anything
 
 
-def test_readme_and_deb_name_every_xcb_package() -> None:
-    line = "sudo apt-get install " + " ".join(xcb_packages())
+def test_readme_and_deb_name_every_xcb_package_and_the_emoji_font() -> None:
+    line = "sudo apt-get install " + " ".join(xcb_packages()) + " " + EMOJI_FONT_PACKAGE + "\n"
     assert line in (REPO / "README.md").read_text(encoding="utf-8")
-    assert "from app.gui.display_check import xcb_packages" in (REPO / "packaging" / "build_linux.sh").read_text()
+    build = (REPO / "packaging" / "build_linux.sh").read_text()
+    assert "from app.gui.display_check import xcb_packages" in build
+    assert "Recommends: $EMOJI_FONT" in build and "import EMOJI_FONT_PACKAGE" in build

@@ -45,6 +45,12 @@ XCB_LIBRARIES = {
 }
 
 
+#: The Debian package of a colour emoji font: without one, the emoji that DejaVu (Debian's default font) lacks, such
+#: as 🐱, show as empty boxes in chats. Not a library Qt needs to start, so the window does not check it; the README's
+#: install line names it and the .deb recommends it.
+EMOJI_FONT_PACKAGE = "fonts-noto-color-emoji"
+
+
 def xcb_packages() -> list[str]:
     """The Debian packages of :data:`XCB_LIBRARIES`, sorted (the .deb of ``packaging/build_linux.sh`` needs them)."""
     return sorted(set(XCB_LIBRARIES.values()))
