@@ -201,3 +201,34 @@ def test_at_1100x700_the_model_notice_takes_two_lines_and_the_chat_title_stays_r
     window.resize(1600, 700)  # wide: the controls come back beside the title
     qtbot.waitUntil(lambda: view.highlight_box.y() < view.title_label.geometry().bottom(), timeout=3000)
     assert QLabel.text(view.title_label) == title
+
+
+def test_no_wrapped_text_is_cut_when_an_error_line_appears_under_advanced(qtbot, make_window):
+    """A newcomer's screenshot at 1366x768: "Precision in use" kept three lines of text in two lines' height (its top
+    and bottom lines cut) once an error line appeared under n_keep. Every word-wrapped label on screen gets at
+    least the height its lines take, before and after the error."""
+    from PySide6.QtWidgets import QLabel
+
+    from inference.precision import NumericPrecision
+
+    window = make_window(start=False)
+    window.resize(1366, 768)
+    pane = window.settings_pane
+    pane.set_precision_in_use(NumericPrecision("f32", "f32", 0, "bf16"))
+    pane.advanced.button.click()
+    assert pane.precision_in_use.isVisible()
+
+    def cut_labels() -> list[tuple[str, int, int]]:
+        return [(label.text()[:40], label.height(), label.heightForWidth(label.width()))
+                for label in window.findChildren(QLabel)
+                if label.wordWrap() and label.isVisible() and label.text()
+                and label.height() < label.heightForWidth(label.width())]  # fmt: skip
+
+    qtbot.waitUntil(lambda: pane.precision_in_use.height() > 0, timeout=3000)
+    qtbot.wait(50)  # (layouts settle in posted events)
+    assert cut_labels() == []
+    assert pane.precision_in_use.height() >= 3 * pane.precision_in_use.fontMetrics().lineSpacing()  # three lines here
+    pane.n_keep.setValue(99_999)
+    assert pane.error_labels["n_keep"].isVisible()
+    qtbot.wait(50)
+    assert cut_labels() == []

@@ -43,6 +43,7 @@ from .fold import Fold
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
 from .wheel_guard import guard_wheel
+from .wrapped_label import WrappedLabel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
 #: Upper end of the spin boxes: the largest they hold, so that a number typed past a setting's range is kept and
@@ -220,9 +221,8 @@ class SettingsPane(QScrollArea):
             "quarter of the memory but is not exact",
             "How the chat's memory is kept: u8 is smaller, not exact.",
         )
-        self.precision_in_use = QLabel()
+        self.precision_in_use = WrappedLabel()
         self.precision_in_use.setObjectName("hint")
-        self.precision_in_use.setWordWrap(True)
         self.precision_in_use.setToolTip("What OpenVINO reports for the loaded model")
         advanced.addRow("Precision in use", self.precision_in_use)
         self.n_keep = QSpinBox()
