@@ -45,7 +45,8 @@ class ElidedLabel(QLabel):
 
 class PartsLabel(ElidedLabel):
     """Text made of parts joined by " · " (a reply's footer), broken into as many lines as the width needs, between
-    parts: nothing is cut (a single part wider than the label is elided, the whole text is the tool tip).
+    parts, and a part wider than the label between its words: nothing is cut (only a single word wider than the
+    label is elided; the whole text is the tool tip).
 
     Unlike a word-wrapped QLabel it asks its layout for no second pass (height for width): its height changes only
     when its number of lines does.
@@ -66,11 +67,26 @@ class PartsLabel(ElidedLabel):
             candidate = f"{lines[-1]}{self.SEPARATOR}{part}" if lines else part
             if lines and metrics.horizontalAdvance(candidate) <= width:
                 lines[-1] = candidate
-            else:
-                lines.append(metrics.elidedText(part, Qt.TextElideMode.ElideRight, width))
+            elif metrics.horizontalAdvance(part) <= width:
+                lines.append(part)
+            else:  # (a long notice: "The conversation is 9000 tokens, more than the context length…")
+                lines.extend(_wrap_words(part, width, metrics))
         shown = "\n".join(lines)
         if shown != QLabel.text(self):
             QLabel.setText(self, shown)
         height = max(1, len(lines)) * metrics.lineSpacing() + 2
         if height != self.height():
             self.setFixedHeight(height)
+
+
+def _wrap_words(text: str, width: int, metrics) -> list[str]:
+    """``text`` broken into lines of at most ``width`` pixels (by ``metrics``, a QFontMetrics) between its words; a
+    word wider than ``width`` on its own is elided."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        candidate = f"{lines[-1]} {word}" if lines else word
+        if lines and metrics.horizontalAdvance(candidate) <= width:
+            lines[-1] = candidate
+        else:
+            lines.append(metrics.elidedText(word, Qt.TextElideMode.ElideRight, width))
+    return lines
