@@ -63,7 +63,8 @@ def test_each_plot_has_room_values_and_units(qtbot, qasync_loop, shared_worker, 
         current = theme.current()
         assert current.series("ar") != current.series("spec")
         legend = graph.legend.text()
-        assert "Plain" in legend and "Speculative" in legend
+        assert "Plain" in legend and "Auto" in legend and "Speculative" not in legend  # (Auto, the default, drew in a colour called
+        # "Speculative")
         assert current.series("ar") in legend and current.series("spec") in legend
         assert graph.legend.isVisible() and graph.legend.width() >= graph.legend.sizeHint().width()  # not cut
     finally:

@@ -34,7 +34,8 @@ RATE_WINDOW_S = 0.5  # tokens/s is measured over the last half second
 MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
 X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
 KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
-LEGEND_NAMES = {"ar": "Plain", "spec": "Speculative"}  # the legend's names of the runs' colours
+#: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour.
+LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}  # (the tooltip says a fixed speculative decoding draws in Auto's)
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
 RESIZE_SETTLE_MS = 150  # the plots are laid out again this long after the graph's last change of size
@@ -180,7 +181,9 @@ class LiveGraph(QWidget):
         self.legend = QLabel()
         self.legend.setObjectName("graphLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
-        self.legend.setToolTip("Colours of the curves: plain decoding, speculative decoding; a dashed line is a roll")
+        self.legend.setToolTip(
+            "Colours of the curves: plain decoding; Auto (a fixed speculative decoding too); a dashed line is a roll"
+        )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
 
