@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from app.gui.draft_speed import StepRates, draft_speed_ratio, is_slow
+from app.gui.draft_speed import DraftSpeedEvidence, StepRates, draft_speed_ratio
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.main import main
 from inference.events import StepStats
@@ -132,7 +133,7 @@ def _step(drafted: int, emitted: int, step_ms: float) -> StepStats:
 
 def test_draft_speed_from_a_comparison_and_from_the_steps_of_a_reply_whose_k_is_chosen():
     slow_compare = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": 0.4}}
-    assert draft_speed_ratio(slow_compare) == 0.4 and is_slow(0.4)
+    assert draft_speed_ratio(slow_compare) == 0.4
     lookup_compare = {"compare": {"ar": {}, "spec": {"drafter": "lookup"}, "speedup": 0.4}}
     assert draft_speed_ratio(lookup_compare) is None  # prompt lookup has no draft model to blame
 
@@ -146,4 +147,26 @@ def test_draft_speed_from_a_comparison_and_from_the_steps_of_a_reply_whose_k_is_
     assert draft_speed_ratio({"mode": "ar"}, rates) is None
     fast = StepRates()
     fast.add([_step(0, 1, 10.0)] * 3 + [_step(4, 5, 20.0)] * 6)
-    assert fast.ratio() == pytest.approx(2.5) and not is_slow(fast.ratio()) and not is_slow(None)
+    assert fast.ratio() == pytest.approx(2.5)
+
+
+def _evidence(*ratios: float) -> DraftSpeedEvidence:
+    evidence = DraftSpeedEvidence()
+    for ratio in ratios:
+        evidence.add(ratio)
+    return evidence
+
+
+def test_a_draft_is_called_slow_only_from_several_replies_whose_interval_lies_below_one():
+    """One Compare is not evidence (a newcomer saw 1.19x, then 0.79x a minute later, then "Keep plain decoding")."""
+    assert not _evidence(0.4).slow() and _evidence(0.4, 0.45).interval() is None  # fewer than 3 replies: no verdict
+    ratio, low, high = _evidence(0.4, 0.45, 0.5).interval()
+    logs = np.log([0.4, 0.45, 0.5])  # the geometric mean and Student's t interval with 2 degrees of freedom
+    half = 4.303 * logs.std(ddof=1) / np.sqrt(3)
+    assert (ratio, low, high) == pytest.approx((np.exp(logs.mean()), np.exp(logs.mean() - half), np.exp(logs.mean() + half)))
+    assert _evidence(0.4, 0.45, 0.5).slow()
+    assert not _evidence(1.19, 0.79, 0.8).slow()  # noisy: its interval (0.51-1.62) holds 1.0
+    assert not _evidence(0.95, 0.94, 0.96).slow()  # below 1.0 for sure, but within SLOWER_THAN's margin
+    assert _evidence(*([0.5] * 7 + [1.0] * 3)).slow()  # 7 of 10 replies at half speed: 0.62x (0.48-0.78)
+    kept = _evidence(*([0.5] * 10 + [1.0] * 10))  # only the last 10 replies count
+    assert kept.ratios == [1.0] * 10 and not kept.slow()

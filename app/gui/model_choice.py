@@ -44,7 +44,7 @@ from inference.settings import Decoding, SpeculativeSettings
 from ..backends.remote import RemoteError
 from ..backends.remote_keys import load_api_key, save_api_key
 from ..backends.worker import ModelInfo
-from .draft_speed import draft_speed_ratio, is_slow
+from .draft_speed import DraftSpeedEvidence, draft_speed_ratio
 from .reply_format import answered_with
 from .sampling_presets import model_default
 from .settings_store import AppSettings
@@ -101,7 +101,7 @@ class ModelChoice(QObject):
         self.settings: AppSettings = store.load()
         self.unreachable: dict[str, str] = {}
         self.dismissed: set[tuple[str, str]] = set()
-        self._slow_drafts: dict[int, tuple[float, tuple[str, str]]] = {}
+        self._slow_drafts: dict[int, tuple[DraftSpeedEvidence, tuple[str, str]]] = {}  # per conversation
         self.progress_dialog: ModelProgressDialog | None = None
         self.models_dialog = None
         self._save_timer = QTimer(self)
@@ -382,11 +382,15 @@ class ModelChoice(QObject):
     # --- notices ----------------------------------------------------------------------------------
 
     def reply_measured(self, conversation_id: int, stats: dict, rates) -> None:
-        """A reply ended: remember how fast its draft model was (``draft_speed.draft_speed_ratio``) for the
-        conversation, then recompute the notices."""
+        """A reply ended: count how fast its draft model was (``draft_speed.draft_speed_ratio``) in the
+        conversation's evidence about that pair of models (a new pair starts afresh), then recompute the notices."""
         ratio = draft_speed_ratio(stats, rates)
         if ratio is not None:
-            self._slow_drafts[conversation_id] = (ratio, (self.settings.target_name, self.settings.draft_model))
+            pair = (self.settings.target_name, self.settings.draft_model)
+            evidence, measured_pair = self._slow_drafts.get(conversation_id, (DraftSpeedEvidence(), pair))
+            evidence = evidence if measured_pair == pair else DraftSpeedEvidence()
+            evidence.add(ratio)
+            self._slow_drafts[conversation_id] = (evidence, pair)
         self.refresh_notices()
 
     def refresh_notices(self) -> None:
@@ -434,19 +438,22 @@ class ModelChoice(QObject):
         return "conversation", about, text, "Switch to it", lambda: self.choose_target(*choice)
 
     def _slow_draft_notice(self):
-        """Said while the conversation shown measured the draft model slower than plain decoding and that draft is
-        still what replies (draft-model decoding) or a Compare (plain decoding with a draft head) would use. It
-        suggests only what is not chosen already."""
+        """Said while the conversation shown measured the draft model slower than plain decoding over several
+        replies (``DraftSpeedEvidence.slow``: never from one) and that draft is still what replies (draft-model
+        decoding) or a Compare (plain decoding with a draft head) would use. It suggests only what is not chosen
+        already."""
         measured = self._slow_drafts.get(self.window.chat_view.conversation_id)
         settings = self.settings
         pair = (settings.target_name, settings.draft_model)
         drafts_now = settings.compare_decoding == Decoding.DRAFT_MODEL
-        if measured is None or not drafts_now or measured[1] != pair or not is_slow(measured[0]):
+        if measured is None or not drafts_now or measured[1] != pair or not measured[0].slow():
             return None
+        evidence = measured[0]
+        ratio, low, high = evidence.interval()
         measure = (
-            f"The draft {'head' if settings.draft_is_a_head else 'model'} made this chat's last reply "
-            f"{measured[0]:.2f}x as fast as plain decoding "
-            f"({Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here."
+            f"The draft {'head' if settings.draft_is_a_head else 'model'} made this chat's last "
+            f"{len(evidence.ratios)} replies {ratio:.2f}x as fast as plain decoding (95% interval {low:.2f}-"
+            f"{high:.2f}; {Path(pair[1]).name} drafting for {pair[0]}): it costs more than it saves here."
         )
         if settings.generation.decoding == Decoding.AUTOREGRESSIVE:  # measured by a Compare: replies are plain already
             advice = "Keep plain decoding, or try Speculative (prompt lookup)."

@@ -178,26 +178,33 @@ def test_a_slow_draft_is_said_over_the_conversation_that_measured_it_never_left_
     window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
     notice = window.model_notice
 
-    def compared(conversation: int, speedup: float) -> None:
-        stats = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": speedup}}
-        window.chat._finished(window.db.message(window.db.add_message(conversation, "assistant", "x", stats=stats)))
+    def compared(conversation: int, *speedups: float) -> None:
+        for speedup in speedups:
+            stats = {"compare": {"ar": {"mode": "ar"}, "spec": {"mode": "spec", "drafter": "model"}, "speedup": speedup}}
+            window.chat._finished(window.db.message(window.db.add_message(conversation, "assistant", "x", stats=stats)))
 
     slow = window.db.create_conversation("Slow")
     window.conversations.open(slow)
-    compared(slow, 0.4)
+    compared(slow, 0.4, 0.45)
+    assert not notice.isVisible()  # two Compares are not evidence enough, however slow
+    compared(slow, 0.5)
     assert notice.isVisible() and notice.kind == "slow_draft"
-    assert "made this chat's last reply 0.40x as fast as plain decoding (tiny-same-b drafting for tiny-same)" in notice.text.text()
+    assert (
+        "made this chat's last 3 replies 0.45x as fast as plain decoding (95% interval 0.34-0.59; tiny-same-b drafting "
+        "for tiny-same)" in notice.text.text()
+    )
     assert notice.text.text().endswith("Try Speculative (prompt lookup), or plain decoding.")  # neither is chosen
     other = window.db.create_conversation("Other")
     window.conversations.open(other)
     assert not notice.isVisible()  # the first chat's measurement is not this one's
-    compared(other, 0.73)
+    compared(other, 0.73, 0.73, 0.73)
     assert "0.73x" in notice.text.text()
     window.conversations.open(slow)
-    assert "0.40x" in notice.text.text()
+    assert "0.45x" in notice.text.text()
     compared(slow, 1.3)
-    assert not notice.isVisible()  # its last measurement is fast now
-    compared(slow, 0.5)
+    assert not notice.isVisible()  # a fast reply puts 1.0 back into the interval
+    compared(slow, 0.5, 0.5, 0.5, 0.5)
+    assert notice.isVisible()
     notice.close_button.click()
     window.conversations.open(other)
     assert not notice.isVisible()  # dismissed for this pair, in every chat
@@ -290,7 +297,7 @@ def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
     assert window.model_picker.combo.currentText() == "SmolLM2-135M-Instruct · 4-bit · not built yet"
 
 
-def test_a_single_reply_is_judged_from_its_plain_and_speculative_steps(make_window, tiny_store):
+def test_replies_are_judged_from_their_plain_and_speculative_steps(make_window, tiny_store):
     from inference.events import StepStats
 
     window = make_window(TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b")))
@@ -300,9 +307,10 @@ def test_a_single_reply_is_judged_from_its_plain_and_speculative_steps(make_wind
     window.replies.events.emit([plain] * 3 + [drafted] * 6)  # plain steps measuring the plain cost, then speculative ones (K chosen)
     conversation = window.db.create_conversation("Slow draft")
     window.conversations.open(conversation)
-    message_id = window.db.add_message(conversation, "assistant", "x", stats={"mode": "spec", "drafter": "model"})
-    window.chat._finished(window.db.message(message_id))
-    assert window.model_notice.kind == "slow_draft" and "0.40x as fast" in window.model_notice.text.text()
+    for _ in range(3):  # (three replies measured alike: one is not evidence enough)
+        message_id = window.db.add_message(conversation, "assistant", "x", stats={"mode": "spec", "drafter": "model"})
+        window.chat._finished(window.db.message(message_id))
+    assert window.model_notice.kind == "slow_draft" and "3 replies 0.40x as fast" in window.model_notice.text.text()
 
 
 def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):

@@ -196,7 +196,7 @@ class ChatView(QWidget):
         self.empty_label.setVisible(not messages)
         self._update_earlier_button()
         population = self._population
-        QTimer.singleShot(0, lambda: self._populate(population))  # the swap above was this turn's work
+        QTimer.singleShot(0, self, lambda: self._populate(population))  # the swap above was this turn's work
 
     @property
     def fully_loaded(self) -> bool:
@@ -237,7 +237,7 @@ class ChatView(QWidget):
             self._add_widget(self._pending.pop(), top=True)
         self._refresh_actions()
         if self._pending:
-            QTimer.singleShot(0, lambda: self._populate(population))
+            QTimer.singleShot(0, self, lambda: self._populate(population))  # (none once the view is deleted)
         elif self._follow:
             self.scroll_to_bottom()
 
