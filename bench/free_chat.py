@@ -65,6 +65,8 @@ BARS = {"greedy": (1.3, 1.5), "chat defaults": (1.2,)}
 #: The held-out figure of the learning curve that each sampling's benchmark acceptance follows.
 HELD_OUT_FIGURE = {"greedy": "greedy_accept_1", "chat defaults": "sampled_accept_1"}
 DEFAULT_MAX_NEW_TOKENS = 256
+#: Auto's per-prompt bar (issue 34): no prompt's speedup, its median over repetitions, below this.
+NEVER_SLOWER = 0.97
 SAMPLINGS = {
     "greedy": {"temperature": 0.0},
     "chat defaults": {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.1},
@@ -279,6 +281,7 @@ def summarize(runs: dict, ratios: dict, modes: list[str], reps: int) -> dict:
                 "mean_reply_tokens": statistics.mean(len(r.tokens) for r in pooled),
             }
             if mode != "autoregressive":
+                row.update(per_prompt_speedups(runs, sampling, mode, reps))
                 predicted = predicted_speedup(pooled, ratios, head=MODES[mode][0] is Decoding.DRAFT_MODEL)
                 row["predicted"] = predicted
                 row["efficiency"] = row["speedup"] / predicted if predicted else None
@@ -290,6 +293,26 @@ def summarize(runs: dict, ratios: dict, modes: list[str], reps: int) -> dict:
                 row["identical"] = f"{same}/{len(pooled)}"
             table[f"{sampling} | {mode}"] = row
     return table
+
+
+def per_prompt_speedups(runs: dict, sampling: str, mode: str, reps: int) -> dict:
+    """Each prompt's speedup (its reply's decode tokens/s over the autoregressive reply's to the same prompt in the
+    same repetition), median over repetitions: the slowest prompt's and how many fall below ``NEVER_SLOWER``
+    (replies of one token, which measure no decode rate, are left out)."""
+    medians = []
+    for index in range(len(runs[(sampling, mode, 0)])):
+        ratios = []
+        for rep in range(reps):
+            own, base = runs[(sampling, mode, rep)][index], runs[(sampling, "autoregressive", rep)][index]
+            if own.decode_s > 0 and base.decode_s > 0:
+                ratios.append((own.decode_tokens / own.decode_s) / (base.decode_tokens / base.decode_s))
+        if ratios:
+            medians.append(statistics.median(ratios))
+    return {
+        "slowest_prompt": min(medians, default=None),
+        "prompts_below": sum(m < NEVER_SLOWER for m in medians),
+        "prompts_measured": len(medians),
+    }
 
 
 def markdown(results: dict) -> str:
@@ -308,8 +331,12 @@ def markdown(results: dict) -> str:
         f"{results['pass_costs']['ms']['target_1']:.2f} ms with it, "
         f"{results['pass_costs']['ms']['target_1_plain']:.2f} ms without (medians of 5 alternating rounds of 20)",
         "",
-        "| sampling | mode | tokens/s | speedup | acceptance | tokens per pass | predicted | efficiency | identical |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"- Slowest prompt: the lowest per-prompt speedup (median over repetitions); below {NEVER_SLOWER}x: how many "
+        "prompts fall under the bar Auto must meet.",
+        "",
+        "| sampling | mode | tokens/s | speedup | slowest prompt | below " f"{NEVER_SLOWER}x"
+        " | acceptance | tokens per pass | predicted | efficiency | identical |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def fmt(value, pattern):
@@ -319,6 +346,8 @@ def markdown(results: dict) -> str:
         sampling, mode = key.split(" | ")
         lines.append(
             f"| {sampling} | {mode} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}x | "
+            f"{fmt(row.get('slowest_prompt'), '{:.2f}x')} | "
+            f"{fmt(row.get('prompts_below'), '{}')}{'/' + str(row['prompts_measured']) if 'prompts_measured' in row else ''} | "
             f"{fmt(row['acceptance'], '{:.2f}')} | {fmt(row['tokens_per_pass'], '{:.2f}')} | "
             f"{fmt(row.get('predicted'), '{:.2f}x')} | {fmt(row.get('efficiency'), '{:.2f}')} | {row.get('identical', '—')} |"
         )
