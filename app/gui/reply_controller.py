@@ -259,7 +259,9 @@ class ReplyController(QObject):
             extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
         extra["target_model"] = settings.target_name  # the store name: each conversation remembers its model
         message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming", replaces=replaces)
-        recorder = ReplyRecorder(self.db, self.db.message(message_id), compare=compare, extra=extra)
+        recorder = ReplyRecorder(
+            self.db, self.db.message(message_id), compare=compare, extra=extra, compare_mode=settings.compare_decoding.mode
+        )
         self.active = ActiveReply(conversation_id, recorder, compare)
         self.started.emit(recorder.snapshot())
         self.active.task = self._tasks.spawn(self._generate(self.active, settings, seed))

@@ -97,6 +97,25 @@ def mode_text(stats: dict) -> str:
     return mode
 
 
+def second_run_name(compare: dict) -> str:
+    """What a comparison's second column runs: ``Auto (draft head 12 steps…)`` or ``Speculative (prompt lookup, K 4)``
+    once it began, its planned decoding before (``spec_mode``: ``Auto``), ``Speculative`` for a comparison stored
+    before that was recorded."""
+    spec = compare.get("spec") or {}
+    if spec.get("mode"):
+        return mode_text(spec)
+    return MODE_NAMES.get(compare.get("spec_mode"), MODE_NAMES["spec"])
+
+
+def _second_decoding(compare: dict) -> str:
+    """The second run's decoding in a sentence: ``Auto decoding``, ``speculative decoding (prompt lookup)``."""
+    spec = compare.get("spec") or {}
+    if (spec.get("mode") or compare.get("spec_mode")) == "auto":
+        return "Auto decoding"
+    drafter = DRAFTER_NAMES.get(spec.get("drafter"), "")
+    return f"speculative decoding ({drafter})" if drafter else "speculative decoding"
+
+
 def auto_steps(stats: dict) -> str:
     """What Auto did, most steps first: ``draft head 33 steps at K up to 2, 50% accepted; plain 1 step``; "" when the
     statistics do not say (a reply stored before Auto, or by a remote server)."""
@@ -235,10 +254,11 @@ def _decoding_in_words(stats: dict) -> list[str]:
 
 
 def _compare_in_words(compare: dict) -> str:
-    """A comparison's result: ``Speculative decoding 1.42 times as fast as plain decoding, texts identical``."""
+    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``."""
+    second = _second_decoding(compare)
     if compare.get("speedup") is None:
-        return "Comparison of speculative and plain decoding incomplete"
-    return f"Speculative decoding {compare['speedup']:.2f} times as fast as plain decoding, {identity_text(compare)}"
+        return f"Comparison of {second} and plain decoding incomplete"
+    return f"{second[0].upper()}{second[1:]} {compare['speedup']:.2f} times as fast as plain decoding, {identity_text(compare)}"
 
 
 def _with_error(line: str, stats: dict) -> str:
@@ -279,11 +299,10 @@ def stopped_compare_text(compare: dict) -> str:
     ar, spec = compare.get("ar") or {}, compare.get("spec") or {}
     if not ar:
         return "Comparison stopped during plain decoding, so no speedup"
+    second = _second_decoding(compare)
     if not spec:
-        return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}; speculative decoding did not run"
-    drafter = DRAFTER_NAMES.get(spec.get("drafter"), "")
-    speculative = f"speculative decoding ({drafter})" if drafter else "speculative decoding"
-    return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}, {speculative} {tokens(spec)} before the stop"
+        return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}; {second} did not run"
+    return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}, {second} {tokens(spec)} before the stop"
 
 
 def identity_text(compare: dict) -> str:

@@ -40,6 +40,8 @@ class ReplyRecorder:
         clock: monotonic clock (for tests).
         resume: continue ``message`` (Continue after the length limit): its text and draft spans are kept and the
             new text follows; its statistics count every token of the reply and how many times it was continued.
+        compare_mode: the ``Decoding.mode`` of a comparison's second run (``auto`` or ``spec``), stored as
+            ``spec_mode`` so that its column is named before it starts.
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class ReplyRecorder:
         save_interval_s: float = SAVE_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
         resume: bool = False,
+        compare_mode: str = "spec",
     ):
         self.db = db
         self.message = message
@@ -69,7 +72,9 @@ class ReplyRecorder:
         self._ar_text = ""
         self.ar_token_ids: list[int] = []
         self.spec_token_ids: list[int] = []
-        self.compare_data: dict = {"ar": {}, "spec": {}, "speedup": None, "identical": None} if compare else {}
+        self.compare_data: dict = (
+            {"ar": {}, "spec": {}, "spec_mode": compare_mode, "speedup": None, "identical": None} if compare else {}
+        )
         self.last_step: StepStats | None = None
         self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
         self.progress: PromptProgress | None = None  # how much of the prompt the run has read, until its first token

@@ -228,6 +228,31 @@ def test_a_stopped_compare_claims_no_speedup_nor_identity_and_says_what_each_run
     db.close()
 
 
+def test_a_compare_against_auto_is_called_auto_from_its_start_to_its_export(tmp_path):
+    """A newcomer's Compare showed "Speculative" over its second column while it ran and "Auto (…)" once it ended,
+    and its Markdown export said "Speculative decoding 0.85 times as fast": one run, two names."""
+    from dataclasses import replace
+
+    from app.gui.reply_format import export_footer_text, second_run_name
+
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("t")
+    message = db.message(db.add_message(c, "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message, compare=True, extra={"seed": 5}, compare_mode="auto")
+    recorder.begin_phase("ar")
+    assert second_run_name(recorder.snapshot().stats["compare"]) == "Auto"  # named before it starts
+    recorder.add([TextDelta("One two", 1, False), Finished(_stats("ar", "One two", [1, 2, 3, 4], 40.0))])
+    stopped = recorder.snapshot().stats
+    assert footer_text(stopped, "stopped").endswith("plain decoding wrote 4 tokens; Auto decoding did not run")
+    recorder.begin_phase("spec", "auto")
+    auto = replace(_stats("spec", "One two", [1, 2, 3, 4], 42.0), mode="auto", drafter=None)
+    recorder.add([TextDelta("One two", 1, False), Finished(auto)])
+    final = recorder.finish("complete")
+    assert second_run_name(final.stats["compare"]).startswith("Auto")
+    assert "Auto decoding 1.05 times as fast as plain decoding" in export_footer_text(final.stats, "complete")
+    db.close()
+
+
 @pytest.mark.parametrize(
     "difference,sampled,expected",
     [

@@ -232,3 +232,36 @@ def test_no_wrapped_text_is_cut_when_an_error_line_appears_under_advanced(qtbot,
     assert pane.error_labels["n_keep"].isVisible()
     qtbot.wait(50)
     assert cut_labels() == []
+
+
+def test_a_compare_whose_auto_used_three_drafters_keeps_both_columns_and_the_buttons_on_screen(qtbot, make_window):
+    """A newcomer's greedy Compare at 1366x768: Auto's title ("Auto (draft head 51 steps at K up to 3, 31% accepted;
+    plain 31 steps; prompt lookup 4 steps…") was one unbreakable line that pushed the bubble past the chat's right
+    edge, squeezed the Plain column to one word a line and hid every bubble's Copy/Edit buttons. The title now breaks
+    into lines; both columns are equally wide and every bubble fits the chat."""
+    window = make_window(start=False)
+    window.resize(1366, 768)
+    conversation = window.db.create_conversation("Compared")
+    window.db.add_message(conversation, "user", "Tell me about the moon.")
+    run = {"ttft_ms": 524.0, "tokens_per_s": 21.6, "new_tokens": 120, "target_model": "SmolLM2-135M-Instruct-int4"}
+    drafters = {"head": {"steps": 51, "drafted": 120, "accepted": 37, "k_max": 3}, "plain": {"steps": 31},
+                "lookup": {"steps": 4, "drafted": 8, "accepted": 2, "k_max": 2}}  # fmt: skip
+    compare = {"ar": {**run, "mode": "ar", "text": "The Moon is a celestial body. " * 12},
+               "spec": {**run, "mode": "auto", "drafters": drafters, "acceptance_rate": 0.3},
+               "spec_mode": "auto", "speedup": 1.0, "identical": True, "sampled": False}  # fmt: skip
+    window.db.add_message(conversation, "assistant", "The Moon is a celestial body. " * 12, stats={"compare": compare})
+    window.conversations.refresh()
+    window.conversations.open(conversation)
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded and len(view.message_widgets()) == 2, timeout=3000)
+    qtbot.waitUntil(lambda: all(w.isVisible() for w in view.message_widgets()), timeout=3000)
+    qtbot.wait(50)
+    reply = view.message_widgets()[1]
+    viewport = view.scroll_area.viewport().width()
+    for widget in view.message_widgets():
+        assert widget.width() <= viewport, (widget.width(), viewport)  # nothing pushed past the right edge
+    ar_width, spec_width = reply.ar_column.width(), reply.spec_column.width()
+    assert abs(ar_width - spec_width) <= 0.1 * max(ar_width, spec_width), (ar_width, spec_width)
+    title = reply.spec_column.title
+    assert title.text().startswith("Auto (draft head 51 steps at K up to 3, 31% accepted; plain 31 steps")
+    assert len(title.lines()) >= 2 and not any("…" in line for line in title.lines()), title.lines()

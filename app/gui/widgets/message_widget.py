@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from ..history_rows import Message
 from ..message_fields import spans_problem, stats_problem
-from ..reply_format import MODE_NAMES, footer_text, metrics_text, mode_text, stopped_at_limit
+from ..reply_format import MODE_NAMES, footer_text, metrics_text, second_run_name, stopped_at_limit
 from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
@@ -47,7 +47,8 @@ class _Column(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        self.title = QLabel(title)
+        self.title = PartsLabel()  # Auto's title says what it did: broken into lines, never wider than the column
+        self.title.setText(title)
         self.title.setObjectName("columnTitle")
         self.view = MarkdownView()
         self.view.set_accessible_name(f"{title} reply")
@@ -159,7 +160,7 @@ class MessageWidget(QFrame):
         compare_layout.setContentsMargins(0, 0, 0, 0)
         compare_layout.setSpacing(12)
         self.ar_column = _Column(MODE_NAMES["ar"])
-        self.spec_column = _Column("Speculative")
+        self.spec_column = _Column(MODE_NAMES["spec"])
         separator = QFrame()
         separator.setFrameShape(QFrame.Shape.VLine)
         separator.setObjectName("separator")
@@ -407,7 +408,7 @@ class MessageWidget(QFrame):
             spec = compare.get("spec") or {}
             self.ar_column.view.set_markdown(ar.get("text", ""))
             self.ar_column.metrics.setText(metrics_text(ar) if "tokens_per_s" in ar else ar.get("live", ""))
-            self.spec_column.title.setText(mode_text(spec) if spec.get("mode") else "Speculative")
+            self.spec_column.title.setText(second_run_name(compare))
             self.spec_column.view.set_markdown(message.content, spans, self._highlight)
             self.spec_column.metrics.setText(metrics_text(spec) if "tokens_per_s" in spec else spec.get("live", ""))
         else:
