@@ -131,3 +131,14 @@ def test_a_finished_reply_shows_the_rate_its_footer_shows(graph):
     graph.add_events([Finished(GenerationStats(mode="ar", new_tokens=20, decode_tokens_per_s=47.2))])
     graph.finish_run()
     assert "Plain decoding: 47.2 tokens/s" in graph.summary_text()
+
+
+def test_a_reply_stopped_before_its_first_token_is_not_the_last_measured_one(graph):
+    """A newcomer saw "Last reply: TTFT 0 ms · 0.0 tokens/s … · 0 tokens" under a chat whose last reply was stopped
+    while its prompt was read: such a reply measured nothing, so the summary speaks of the last one that did."""
+    measured = {"mode": "ar", "ttft_ms": 20.0, "tokens_per_s": 118.2, "new_tokens": 17}
+    stopped = {"mode": "auto", "ttft_ms": 0.0, "tokens_per_s": 0.0, "new_tokens": 0, "stop_reason": "cancelled"}
+    graph.show_conversation(5, [measured, {"mode": "ar", "tokens_per_s": 60.0, "new_tokens": 30}, stopped])
+    summary = graph.summary.text()
+    assert summary.startswith("Last reply: 60.0 tokens/s · 30 tokens.") and "TTFT 0 ms" not in summary
+    assert "This chat: 2 replies, 60-118 tokens/s" in summary  # the stopped one counts in neither

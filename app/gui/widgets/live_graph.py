@@ -304,7 +304,7 @@ class LiveGraph(QWidget):
         self._shown = conversation_id
         self.clear()
         runs = self._runs.get(conversation_id)
-        measured = [stats for stats in replies or [] if "tokens_per_s" in stats or "compare" in stats]
+        measured = [stats for stats in replies or [] if _measured(stats)]
         if runs:
             self.series = list(runs)
             self._dirty = True
@@ -523,6 +523,7 @@ def chat_summary(replies: list[dict]) -> str:
     rates = sorted(
         float(run["tokens_per_s"])
         for stats in replies
+        if _measured(stats)
         for run in [(stats.get("compare") or {}).get("spec") or {} if "compare" in stats else stats]
         if isinstance(run.get("tokens_per_s"), (int, float))
     )
@@ -530,6 +531,12 @@ def chat_summary(replies: list[dict]) -> str:
         return ""
     return (f" This chat: {len(rates)} replies, {rates[0]:.0f}-{rates[-1]:.0f} tokens/s "
             f"(median {statistics.median(rates):.0f}).")  # fmt: skip
+
+
+def _measured(stats: dict) -> bool:
+    """Whether a stored reply measured a speed: a comparison, or a reply with tokens (one stopped before its first
+    token stores 0 tokens/s and a TTFT of 0 ms, which say nothing of the model's speed)."""
+    return "compare" in stats or ("tokens_per_s" in stats and stats.get("new_tokens") != 0)
 
 
 def _xy(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
