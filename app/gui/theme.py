@@ -319,6 +319,8 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color:
 #historyBanner {{ padding: 6px 12px; }}
 #codeBlock {{ background: {t.code}; border: 1px solid {t.code_border}; border-radius: 6px; }}
 #codeLanguage {{ color: {t.muted}; font-size: 11px; }}
+QToolButton[plotChoice="true"] {{ padding: 2px 6px; border: 1px solid {t.border}; border-radius: 4px; }}
+QToolButton[plotChoice="true"]:checked {{ background: {t.accent}; color: {t.on_accent}; border-color: {t.accent}; }}
 QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
 QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 10px; }}
 #composerEdit:focus, #conversations:focus {{ border: 2px solid {t.focus}; }}

@@ -157,3 +157,23 @@ def test_an_unticked_check_box_is_outlined_at_3_to_1_in_both_themes(qtbot, make_
     ring = [image.pixelColor(x, y) for x in range(indicator.left(), indicator.right() + 1)
             for y in (indicator.top(), indicator.top() + 1, indicator.bottom() - 1, indicator.bottom())]  # fmt: skip
     assert max(theme.contrast_ratio(p, outside) for p in ring) >= 3.0
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_the_graphs_chosen_plot_stands_out_from_the_others_in_both_themes(qtbot, make_window, choice):
+    """A newcomer could not tell which of Speed, Acceptance and Context was shown in the dark theme (the three buttons
+    looked alike; in light the chosen one was a faint grey): the chosen one is filled with the accent colour, at
+    3:1 or more against an unchosen one's background (WCAG 1.4.11), its word readable on it."""
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    graph = window.live_graph
+    graph.plot_buttons["acceptance"].click()
+    qtbot.wait(20)
+
+    def background(button):
+        image = button.grab().toImage()
+        return image.pixelColor(3, image.height() // 2)  # inside the border, left of the word
+
+    chosen, other = background(graph.plot_buttons["acceptance"]), background(graph.plot_buttons["rate"])
+    assert theme.contrast_ratio(chosen, other) >= 3.0, (chosen.name(), other.name())
+    assert text_contrast(graph.plot_buttons["acceptance"]) >= theme.MIN_CONTRAST

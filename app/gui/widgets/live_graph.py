@@ -170,6 +170,7 @@ class LiveGraph(QWidget):
             button = QToolButton()  # (as wide as its word: the row holds the legend too in a 1366 px window)
             button.setText(text)
             button.setObjectName(f"graphPlot_{key}")
+            button.setProperty("plotChoice", True)  # (the theme draws the chosen plot's button in the accent colour)
             button.setCheckable(True)
             button.setToolTip(tip)
             button.setAccessibleName(f"Live graph: {tip.split(':')[0].lower()}")

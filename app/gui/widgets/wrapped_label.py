@@ -30,4 +30,4 @@ class WrappedLabel(QLabel):
 
     def _fit_height(self) -> None:
         if self.width() > 0:
-            self.setMinimumHeight(self.heightForWidth(self.width()))
+            self.setMinimumHeight(max(0, self.heightForWidth(self.width())))  # (-1: no text to lay out)
