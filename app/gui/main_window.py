@@ -115,7 +115,10 @@ class MainWindow(QMainWindow):
         self.conversations = Conversations(self, say)
         self.chat = ChatController(self)
         self._connect()
-        self.server_control = ServerControl(self, store)  # after _connect: it reads the settings the pane changed
+        self.server_control = ServerControl(
+            worker, self.tasks, self.models, lambda: self.settings, store, self.server_label, say, parent=self
+        )
+        self.settings_pane.settings_changed.connect(self.server_control.settings_edited)  # after choice.edited
         self.local_server = self.server_control.server
         self._build_actions()
         self._restore_ui_state()
