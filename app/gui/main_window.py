@@ -112,7 +112,11 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SpecChat")
         self.resize(default_size(self.screen().availableGeometry()))
         self._build_ui()
-        self.conversations = Conversations(self, say)
+        self.conversations = Conversations(
+            db, store, self.replies, self.conversation_list, self.chat_view, self.composer, self.live_graph,
+            self.settings_pane.sampling, say, parent=self,
+        )  # fmt: skip
+        self.conversations.title_changed.connect(self.setWindowTitle)
         self.chat = ChatController(self)
         self._connect()
         self.server_control = ServerControl(
