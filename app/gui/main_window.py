@@ -103,15 +103,22 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self.tasks = TaskSet(self._unexpected_error)
         say = self.statusBar().showMessage
-        self.choice = ModelChoice(self, store, say)  # (it loads the settings: store.notice says if it could not)
+        settings = store.load()  # (store.notice says if it could not)
         files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))  # settings.json, remote keys
         self._notices = [("chat history", history_notice, "historyNotice"), ("settings", files_notice, "settingsNotice")]
-        self.models = ModelLoader(worker, self.tasks, lambda: self.settings, self.choice.ask_retry, parent=self)
+        self.models = ModelLoader(
+            worker, self.tasks, lambda: self.settings, lambda what, details: self.choice.ask_retry(what, details),
+            parent=self,
+        )  # (the settings and the retry dialog are the model choice's, built with the widgets below)
         self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)
 
         self.setWindowTitle("SpecChat")
         self.resize(default_size(self.screen().availableGeometry()))
-        self._build_ui()
+        self._build_ui(settings)
+        self.choice = ModelChoice(
+            settings, store, db, self.models, self.replies, self.tasks, self.model_picker, self.settings_pane,
+            self.model_notice, self.composer, self.chat_view, self.model_label, self.busy_bar, say, parent=self,
+        )  # fmt: skip
         self.conversations = Conversations(
             db, store, self.replies, self.conversation_list, self.chat_view, self.composer, self.live_graph,
             self.settings_pane.sampling, say, parent=self,
@@ -160,8 +167,7 @@ class MainWindow(QMainWindow):
 
     # --- building ---------------------------------------------------------------------------------
 
-    def _build_ui(self) -> None:
-        settings = self.settings
+    def _build_ui(self, settings: AppSettings) -> None:
         self.conversation_list = ConversationList()
         self.chat_view = ChatView()
         self.chat_view.set_highlight(settings.highlight_draft)
@@ -273,6 +279,7 @@ class MainWindow(QMainWindow):
             chat_menu, "&Compare plain vs speculative decoding", self.composer.submit_compare, "Ctrl+Shift+Return",
             "Send the message twice, plain then speculative decoding, and compare",
         )  # fmt: skip
+        self.choice.compare_available.connect(self.compare_action.setEnabled)
         self.copy_action = self._action(chat_menu, "&Copy last reply", self.chat.copy_last_reply, "Ctrl+Shift+C")
         chat_menu.addSeparator()
         self.rename_action = self._action(chat_menu, "Re&name chat", self.conversation_list.rename_current, "F2")
