@@ -2,14 +2,18 @@
 live graph on the right.
 
 Rules:
-- The window builds the layout, the actions and menus, and wires signals; it owns the widgets. What they show is
-  decided by its controllers, each with one concern:
+- The window builds the layout, the actions and menus, and its controllers, and wires signals; it owns the widgets.
+  What they show is decided by its controllers, each with one concern:
   :class:`~app.gui.model_loader.ModelLoader` (loading models), :class:`~app.gui.reply_controller.ReplyController`
   (generating replies into the history), :class:`~app.gui.model_choice.ModelChoice` (the settings, the model
   picker, remote servers, draft choices, the model's state and the notices above the chat),
   :class:`~app.gui.conversations.Conversations` (the list, new, open, rename, delete, search, export, import),
   :class:`~app.gui.chat_controller.ChatController` (send, compare, stop, regenerate, edit and resend, and the
   streaming reply on screen) and :class:`~app.gui.server_control.ServerControl` (the local server).
+- A controller never sees the window: it is given the widgets and collaborators it drives (typed, in its
+  signature), the window as its Qt parent only, and says what the window must do through its own signals (the
+  title, Stop's and Compare's menu actions, the reply's progress), which the window connects
+  (``tests/gui/test_controller_boundaries.py``).
 - Coroutines run in one :class:`~app.background.TaskSet`; every dialog is awaited, never ``exec()``-ed.
 - A history kept in memory only (newer schema, unopenable file) shows a banner all session, and quitting with
   chats in it asks first.
@@ -75,8 +79,8 @@ class MainWindow(QMainWindow):
         local_server: the local server (``server_control.server``).
 
     Signals:
-        generation_started(conversation_id), reply_updated(text so far), generation_finished(Message),
-        model_ready(description), model_failed(message).
+        generation_started(conversation_id), reply_updated(text so far), generation_finished(Message) (the chat
+        controller's), model_ready(description), model_failed(message) (the model loader's).
     """
 
     generation_started = Signal(int)
@@ -124,7 +128,13 @@ class MainWindow(QMainWindow):
             self.settings_pane.sampling, say, parent=self,
         )  # fmt: skip
         self.conversations.title_changed.connect(self.setWindowTitle)
-        self.chat = ChatController(self)
+        self.chat = ChatController(
+            db, self.replies, self.conversations, self.choice, self.settings_pane, self.chat_view, self.composer,
+            self.live_graph, self.statusBar(), parent=self,
+        )  # fmt: skip
+        self.chat.generation_started.connect(self.generation_started)
+        self.chat.reply_updated.connect(self.reply_updated)
+        self.chat.generation_finished.connect(self.generation_finished)
         self._connect()
         self.server_control = ServerControl(
             worker, self.tasks, self.models, lambda: self.settings, store, self.server_label, say, parent=self
@@ -272,6 +282,7 @@ class MainWindow(QMainWindow):
         chat_menu = menu.addMenu("&Chat")
         self.stop_action = self._action(chat_menu, "&Stop reply", self.chat.stop, "Esc", "Stop the reply, keeping its text")
         self.stop_action.setEnabled(False)  # only while a reply streams: otherwise Esc belongs to the focused widget
+        self.chat.generating_changed.connect(self.stop_action.setEnabled)
         self.regenerate_action = self._action(
             chat_menu, "&Regenerate last reply", self.chat.regenerate_last, "Ctrl+R", "Generate the last reply again"
         )
