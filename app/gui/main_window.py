@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, Signal, SignalInstance
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -79,13 +79,10 @@ class MainWindow(QMainWindow):
         local_server: the local server (``server_control.server``).
 
     Signals:
-        generation_started(conversation_id), reply_updated(text so far), generation_finished(Message) (the chat
-        controller's), model_ready(description), model_failed(message) (the model loader's).
+        model_ready(description), model_failed(message) (the model loader's); the chat controller's
+        ``generation_started``, ``reply_updated`` and ``generation_finished`` are the window's too (properties).
     """
 
-    generation_started = Signal(int)
-    reply_updated = Signal(str)
-    generation_finished = Signal(object)
     model_ready = Signal(str)
     model_failed = Signal(str)
 
@@ -132,9 +129,6 @@ class MainWindow(QMainWindow):
             db, self.replies, self.conversations, self.choice, self.settings_pane, self.chat_view, self.composer,
             self.live_graph, self.statusBar(), parent=self,
         )  # fmt: skip
-        self.chat.generation_started.connect(self.generation_started)
-        self.chat.reply_updated.connect(self.reply_updated)
-        self.chat.generation_finished.connect(self.generation_finished)
         self._connect()
         self.server_control = ServerControl(
             worker, self.tasks, self.models, lambda: self.settings, store, self.server_label, say, parent=self
@@ -154,6 +148,21 @@ class MainWindow(QMainWindow):
             self.conversations.new()
         for warning in store.warnings:
             say(warning, 10000)
+
+    @property
+    def generation_started(self) -> SignalInstance:
+        """``generation_started(conversation_id)``: a reply started (:class:`ChatController`)."""
+        return self.chat.generation_started
+
+    @property
+    def reply_updated(self) -> SignalInstance:
+        """``reply_updated(text so far)``: the reply streaming grew (:class:`ChatController`)."""
+        return self.chat.reply_updated
+
+    @property
+    def generation_finished(self) -> SignalInstance:
+        """``generation_finished(Message or None)``: the reply ended (:class:`ChatController`)."""
+        return self.chat.generation_finished
 
     @property
     def settings(self) -> AppSettings:
