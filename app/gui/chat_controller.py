@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import sqlite3
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QStatusBar, QWidget
 
+from .conversations import Conversations
 from .draft_speed import StepRates
+from .history_db import HistoryDB
 from .history_rows import Message
+from .model_choice import ModelChoice
+from .reply_controller import ReplyController
+from .widgets.chat_view import ChatView
+from .widgets.composer import Composer
+from .widgets.live_graph import LiveGraph
+from .widgets.settings_pane import SettingsPane
 
 #: The status bar's line from Stop until the reply ends.
 STOPPING = "Stopping…"
@@ -28,25 +37,50 @@ class ChatController(QObject):
     """The chat's actions and the streaming reply's display (see the module doc).
 
     Args:
-        window: the main window; drives its ``chat_view``, ``composer``, ``live_graph``, ``settings_pane`` and
-            ``stop_action``, through its ``replies`` (the reply controller), ``conversations`` and ``choice``.
+        db: the chat history; replies: the reply controller (the data: history rows, the worker's stream).
+        conversations: the conversations (the list and the chat shown follow a reply; history errors are said
+            there); choice: the model choice (a reply's measured speed, the notices).
+        settings_pane, chat_view, composer, live_graph: the widgets it drives.
+        status_bar: the window's status bar (Stopping…, Copied, Saved).
+        parent: the Qt parent.
+
+    Signals:
+        generating_changed(bool): a reply started streaming (True) or no reply streams any more (False).
+        generation_started(conversation_id), reply_updated(text so far), generation_finished(Message or None).
     """
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window = window
-        self.db = window.db
+    generating_changed = Signal(bool)
+    generation_started = Signal(int)
+    reply_updated = Signal(str)
+    generation_finished = Signal(object)
+
+    def __init__(
+        self,
+        db: HistoryDB,
+        replies: ReplyController,
+        conversations: Conversations,
+        choice: ModelChoice,
+        settings_pane: SettingsPane,
+        chat_view: ChatView,
+        composer: Composer,
+        live_graph: LiveGraph,
+        status_bar: QStatusBar,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.db, self._replies, self._conversations, self._choice = db, replies, conversations, choice
+        self._pane, self._view, self._composer, self._graph = settings_pane, chat_view, composer, live_graph
+        self._status = status_bar
         self.step_rates = StepRates()
-        replies = window.replies
         replies.started.connect(self._started)
         replies.updated.connect(self._updated)
         replies.run_started.connect(self._run_started)
-        replies.events.connect(window.live_graph.add_events)
+        replies.events.connect(live_graph.add_events)
         replies.events.connect(lambda events: self.step_rates.add(events))
-        replies.run_finished.connect(window.live_graph.finish_run)
+        replies.run_finished.connect(live_graph.finish_run)
         replies.failed.connect(self._failed)
         replies.finished.connect(self._finished)
-        replies.save_failed.connect(window.conversations.history_error)
+        replies.save_failed.connect(conversations.history_error)
         replies.saved_again.connect(self._saved_again)
 
     # --- requests ---------------------------------------------------------------------------------
@@ -54,39 +88,37 @@ class ChatController(QObject):
     def send(self, text: str, compare: bool = False) -> int | None:
         """Save a user message and start the reply (or a comparison); returns the conversation id, or None when
         nothing was sent (the reason is shown in the composer)."""
-        window = self.window
-        errors = window.settings_pane.errors(compare=compare)
+        replies, view, composer, conversations = self._replies, self._view, self._composer, self._conversations
+        errors = self._pane.errors(compare=compare)
         if errors:
-            window.composer.show_blocked(f"Fix the settings first: {next(iter(errors.values()))}")
+            composer.show_blocked(f"Fix the settings first: {next(iter(errors.values()))}")
             return None
-        refusal = window.replies.refusal(text)
+        refusal = replies.refusal(text)
         if refusal:
-            window.composer.show_error(refusal)
+            composer.show_error(refusal)
             return None
-        window.replies.retry_unsaved()
+        replies.retry_unsaved()
         message = None
         try:
-            conversation_id = window.chat_view.conversation_id
+            conversation_id = view.conversation_id
             if conversation_id is None or self.db.conversation(conversation_id) is None:
-                conversation_id = window.replies.new_conversation(
-                    text, window.chat_view.system_prompt(), window.chat_view.json_output()
-                )
-                window.settings_pane.sampling.adopt_conversation(conversation_id)
-                window.chat_view.show_conversation(self.db.conversation(conversation_id), [])
-                window.conversations.follow()
-            message = window.replies.unanswered(conversation_id, text)  # a failed send, sent again: a retry
+                conversation_id = replies.new_conversation(text, view.system_prompt(), view.json_output())
+                self._pane.sampling.adopt_conversation(conversation_id)
+                view.show_conversation(self.db.conversation(conversation_id), [])
+                conversations.follow()
+            message = replies.unanswered(conversation_id, text)  # a failed send, sent again: a retry
             if message is None:
-                message = window.replies.add_user_message(conversation_id, text)  # saved before generation starts
-                window.chat_view.append_message(message)
-            window.composer.clear()
-            window.composer.clear_error()
-            window.conversations.refresh()
-            window.replies.start_reply(conversation_id, compare)
+                message = replies.add_user_message(conversation_id, text)  # saved before generation starts
+                view.append_message(message)
+            composer.clear()
+            composer.clear_error()
+            conversations.refresh()
+            replies.start_reply(conversation_id, compare)
         except sqlite3.Error as error:
             if message is None:
-                window.conversations.write_failed("your message (it is still in the box below: send it again)", error)
+                conversations.write_failed("your message (it is still in the box below: send it again)", error)
             else:
-                window.conversations.write_failed("the reply (your message was saved: Edit it and Resend to try again)", error)
+                conversations.write_failed("the reply (your message was saved: Edit it and Resend to try again)", error)
             return None
         finally:
             self._reset()
@@ -94,56 +126,54 @@ class ChatController(QObject):
 
     def regenerate(self, message_id: int) -> None:
         """Generate a new version of a reply (the last one); the earlier one stays, a version away."""
-        window = self.window
         try:
-            if window.replies.regenerate(message_id) is not None:
-                window.chat_view.remove_message(message_id)  # (the new version streams below it)
+            if self._replies.regenerate(message_id) is not None:
+                self._view.remove_message(message_id)  # (the new version streams below it)
         except sqlite3.Error as error:
-            window.conversations.write_failed("the new reply (press Regenerate to try again)", error)
+            self._conversations.write_failed("the new reply (press Regenerate to try again)", error)
         finally:
             self._reset()
 
     def continue_reply(self, message_id: int) -> None:
         """Write more of a reply that stopped at its length limit (the reason is said when it cannot be)."""
         try:
-            refusal = self.window.replies.continue_reply(message_id)
+            refusal = self._replies.continue_reply(message_id)
         except sqlite3.Error as error:
-            self.window.conversations.write_failed("the reply (press Continue to try again)", error)
+            self._conversations.write_failed("the reply (press Continue to try again)", error)
             refusal = None
         finally:
             self._reset()
         if refusal:
-            self.window.composer.show_error(refusal)
+            self._composer.show_error(refusal)
 
     def choose_version(self, message_id: int) -> None:
         """Show this version of a message (and its latest continuation)."""
         try:
-            if self.window.replies.choose_version(message_id) is not None:
-                self.window.conversations.reload()
+            if self._replies.choose_version(message_id) is not None:
+                self._conversations.reload()
         except sqlite3.Error as error:
-            self.window.conversations.write_failed("the version chosen (the one shown stays)", error)
+            self._conversations.write_failed("the version chosen (the one shown stays)", error)
 
     def regenerate_last(self) -> None:
         """Regenerate the last reply of the conversation shown."""
-        widgets = self.window.chat_view.message_widgets()
+        widgets = self._view.message_widgets()
         if widgets and widgets[-1].message.role == "assistant":
             self.regenerate(widgets[-1].message.id)
 
     def resend_edited(self, message_id: int, text: str) -> None:
         """Replace a user message's text, drop the messages after it, and generate a new reply."""
-        window = self.window
         try:
-            conversation_id = window.replies.rewrite(message_id, text)
+            conversation_id = self._replies.rewrite(message_id, text)
             if conversation_id is None:
                 return
-            window.conversations.open(conversation_id)
-            window.conversations.reload()
-            window.replies.start_reply(conversation_id)
+            self._conversations.open(conversation_id)
+            self._conversations.reload()
+            self._replies.start_reply(conversation_id)
         except sqlite3.Error as error:
-            window.conversations.write_failed(
+            self._conversations.write_failed(
                 "the edited message (the conversation is as it was; copy your text before leaving)", error
             )
-            widget = window.chat_view.widget(message_id)
+            widget = self._view.widget(message_id)
             if widget is not None:  # the edited text goes back into its editor
                 widget.start_editing()
                 widget.editor.setPlainText(text)
@@ -152,57 +182,56 @@ class ChatController(QObject):
 
     def copy_last_reply(self) -> None:
         """Copy the last reply of the conversation shown to the clipboard."""
-        for widget in reversed(self.window.chat_view.message_widgets()):
+        for widget in reversed(self._view.message_widgets()):
             if widget.message.role == "assistant":
                 widget.copy_text()
-                self.window.statusBar().showMessage("Reply copied to the clipboard", 3000)
+                self._status.showMessage("Reply copied to the clipboard", 3000)
                 return
 
     def stop(self) -> None:
         """Stop the reply being generated (its text so far is kept)."""
-        if self.window.replies.stop():
-            self.window.statusBar().showMessage(STOPPING)  # until _finished clears it, however long that takes
+        if self._replies.stop():
+            self._status.showMessage(STOPPING)  # until _finished clears it, however long that takes
 
     # --- the reply on screen ----------------------------------------------------------------------
 
     def _reset(self) -> None:
         """Send, Stop and the messages' actions as they are when no reply streams (after a failed start)."""
-        if self.window.replies.active is None:
+        if self._replies.active is None:
             self._set_generating(False)
 
     def _set_generating(self, generating: bool) -> None:
-        window = self.window
-        window.composer.set_generating(generating)
-        window.stop_action.setEnabled(generating)
-        window.chat_view.set_busy(generating)
+        self._composer.set_generating(generating)
+        self.generating_changed.emit(generating)
+        self._view.set_busy(generating)
 
     def _started(self, reply: Message) -> None:
-        window = self.window
-        if window.chat_view.widget(reply.id) is not None:  # a reply continued in place
-            window.chat_view.update_message(reply, live=True)
-        elif window.chat_view.conversation_id == reply.conversation_id:
-            window.chat_view.append_message(reply, live=True)
+        view = self._view
+        if view.widget(reply.id) is not None:  # a reply continued in place
+            view.update_message(reply, live=True)
+        elif view.conversation_id == reply.conversation_id:
+            view.append_message(reply, live=True)
         self._set_generating(True)
         # the button that started it (Save & resend, Continue...) may be gone: Enter must not reach "+ New chat"
-        window.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
-        window.generation_started.emit(reply.conversation_id)
+        self._composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.generation_started.emit(reply.conversation_id)
 
     def _run_started(self, mode: str, keep_previous: bool) -> None:
-        active = self.window.replies.active
-        self.window.live_graph.start_run(
+        active = self._replies.active
+        self._graph.start_run(
             mode, keep_previous=keep_previous, conversation_id=active.conversation_id if active else None
         )
         self.step_rates = StepRates()
 
     def _updated(self, reply: Message, text: str) -> None:
-        if self.window.chat_view.conversation_id == reply.conversation_id:
-            self.window.chat_view.update_message(reply, live=True)
-        self.window.reply_updated.emit(text)
+        if self._view.conversation_id == reply.conversation_id:
+            self._view.update_message(reply, live=True)
+        self.reply_updated.emit(text)
 
     def _failed(self, message_id: int, error: str, setting: str) -> None:
         """A reply that failed before its first token: its empty bubble goes; the message it answered stays saved
         and, when its chat is shown and the box is empty, goes back into the box, so that Send retries it."""
-        chat_view, composer = self.window.chat_view, self.window.composer
+        chat_view, composer = self._view, self._composer
         shown = chat_view.widget(message_id) is not None
         chat_view.remove_message(message_id)
         try:
@@ -215,30 +244,30 @@ class ChatController(QObject):
             retry = " (your message is kept: press Send to try again)"
         composer.show_error(f"Could not generate a reply: {error}{retry}")
         if setting:
-            self.window.settings_pane.flag(setting, error, blocking=False)
+            self._pane.flag(setting, error, blocking=False)
 
     def _finished(self, final: Message | None) -> None:
-        window = self.window
+        view = self._view
         if final is not None:
             if final.state == "error" or final.stats.get("error"):  # (a remote reply cut mid-way is kept, stopped)
-                window.composer.show_error(f"The reply stopped with an error: {final.stats.get('error')}")
-            if window.chat_view.conversation_id == final.conversation_id:
-                window.chat_view.update_message(final)
-                widget = window.chat_view.widget(final.id)
+                self._composer.show_error(f"The reply stopped with an error: {final.stats.get('error')}")
+            if view.conversation_id == final.conversation_id:
+                view.update_message(final)
+                widget = view.widget(final.id)
                 if widget is not None:
                     widget.flush()
         self._set_generating(False)
-        if window.statusBar().currentMessage() == STOPPING:  # the reply has ended: it is no longer stopping
-            window.statusBar().clearMessage()
-        window.conversations.refresh()
+        if self._status.currentMessage() == STOPPING:  # the reply has ended: it is no longer stopping
+            self._status.clearMessage()
+        self._conversations.refresh()
         if final is not None and final.state == "complete":
-            window.choice.reply_measured(final.conversation_id, final.stats, self.step_rates)
+            self._choice.reply_measured(final.conversation_id, final.stats, self.step_rates)
         else:
-            window.choice.refresh_notices()
-        window.generation_finished.emit(final)
+            self._choice.refresh_notices()
+        self.generation_finished.emit(final)
 
     def _saved_again(self) -> None:
-        composer = self.window.composer
+        composer = self._composer
         if composer.error_text.startswith("The reply could not be saved"):
             composer.clear_error()
-        self.window.statusBar().showMessage("The reply was saved to the history", 5000)
+        self._status.showMessage("The reply was saved to the history", 5000)

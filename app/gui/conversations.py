@@ -20,11 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, Signal
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMessageBox, QWidget
 
-from .history_db import write_error_text
+from .history_db import HistoryDB, write_error_text
 from .history_transfer import export_json, export_markdown, import_json, read_export
+from .reply_controller import ReplyController
+from .settings_store import SettingsStore
+from .widgets.chat_view import ChatView
+from .widgets.composer import Composer
+from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import choose_file, message_box
+from .widgets.live_graph import LiveGraph
+from .widgets.sampling_group import SamplingGroup
 
 logger = logging.getLogger(__name__)
 
@@ -43,30 +50,50 @@ class Conversations(QObject):
     """Keeps the conversation list, the chat view and the history in step (see the module doc).
 
     Args:
-        window: the main window; drives its ``conversation_list``, ``chat_view``, ``composer``, ``live_graph`` and
-            ``settings_pane.sampling``, and awaits its ``replies`` (deleting a chat stops its reply first).
+        db: the chat history; store: the settings file (where the last export went).
+        replies: the reply controller (a reply streaming into a chat opened is shown; deleting a chat stops its
+            reply first).
+        conversation_list, chat_view, composer, live_graph, sampling: the widgets it drives (``sampling``: the
+            settings pane's sampling group, which keeps a conversation's own sampling).
         say: ``say(text, milliseconds)`` shows a line in the status bar.
+        parent: the Qt parent, and the parent of its dialogs (delete, export, import).
 
     Signals:
         shown(conversation_id or None): another conversation (or a new, empty chat) is shown.
+        title_changed(text): the window's title for the conversation shown.
     """
 
     shown = Signal(object)
+    title_changed = Signal(str)
 
-    def __init__(self, window, say: Callable[[str, int], None]):
-        super().__init__(window)
-        self.window = window
-        self.db = window.db
+    def __init__(
+        self,
+        db: HistoryDB,
+        store: SettingsStore,
+        replies: ReplyController,
+        conversation_list: ConversationList,
+        chat_view: ChatView,
+        composer: Composer,
+        live_graph: LiveGraph,
+        sampling: SamplingGroup,
+        say: Callable[[str, int], None],
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.db, self._store, self._replies = db, store, replies
+        self._list, self._view, self._composer = conversation_list, chat_view, composer
+        self._graph, self._sampling = live_graph, sampling
         self.say = say
+        self._parent = parent
 
     @property
     def current_id(self) -> int | None:
         """The conversation shown (None for a new chat not saved yet)."""
-        return self.window.chat_view.conversation_id
+        return self._view.conversation_id
 
     def refresh(self) -> None:
         """Show the conversations matching the search box, the one shown selected."""
-        listing = self.window.conversation_list
+        listing = self._list
         listing.set_conversations(self.db.conversations(listing.search.text()), self.current_id)
 
     def write_failed(self, what: str, error: sqlite3.Error) -> None:
@@ -77,51 +104,48 @@ class Conversations(QObject):
 
     def history_error(self, text: str) -> None:
         """Say a history error in the composer and the status bar."""
-        self.window.composer.show_error(text)
+        self._composer.show_error(text)
         self.say(text, 15000)
 
     def follow(self) -> None:
         """The conversation shown changed: the window's title, the live graph and the notices follow."""
-        window = self.window
-        conversation = window.chat_view.conversation
-        window.setWindowTitle(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
+        conversation = self._view.conversation
+        self.title_changed.emit(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
         messages = self.db.messages(self.current_id) if self.current_id is not None else []
         replies = [m for m in messages if m.role == "assistant"]
-        window.live_graph.show_conversation(self.current_id, [reply.stats for reply in replies])
+        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies])
         self.shown.emit(self.current_id)
 
     def new(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""
-        window = self.window
-        window.chat_view.show_conversation(None, [])
+        self._view.show_conversation(None, [])
         self.follow()
-        window.settings_pane.sampling.set_conversation(None)
-        window.conversation_list.list.clearSelection()
-        window.composer.edit.setFocus()
+        self._sampling.set_conversation(None)
+        self._list.list.clearSelection()
+        self._composer.edit.setFocus()
 
     def open(self, conversation_id: int) -> None:
         """Show a conversation (a reply streaming in it keeps streaming into the view)."""
-        window = self.window
         conversation = self.db.conversation(conversation_id)
         if conversation is None:
             self.refresh()
             return
         if self.current_id != conversation_id:
-            window.chat_view.show_conversation(conversation, self.db.messages(conversation_id))
-            window.settings_pane.sampling.set_conversation(conversation_id)
+            self._view.show_conversation(conversation, self.db.messages(conversation_id))
+            self._sampling.set_conversation(conversation_id)
             self.follow()
-        active = window.replies.active
+        active = self._replies.active
         if active and active.conversation_id == conversation_id:
-            window.chat_view.update_message(active.recorder.snapshot(), live=True)
-        window.chat_view.set_busy(active is not None)
-        if window.conversation_list.current_id() != conversation_id:
-            window.conversation_list.select(conversation_id)
+            self._view.update_message(active.recorder.snapshot(), live=True)
+        self._view.set_busy(active is not None)
+        if self._list.current_id() != conversation_id:
+            self._list.select(conversation_id)
 
     def reload(self) -> None:
         """Show the conversation shown again as the history holds it (after a change of its messages)."""
         conversation_id = self.current_id
         if conversation_id is not None:
-            self.window.chat_view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
+            self._view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
             self.follow()
 
     def rename(self, conversation_id: int, title: str) -> None:
@@ -136,7 +160,7 @@ class Conversations(QObject):
             self.refresh()  # the list shows the title that is saved
             return
         if self.current_id == conversation_id:
-            self.window.chat_view.set_title(title.strip())
+            self._view.set_title(title.strip())
             self.follow()
         self.refresh()
 
@@ -148,7 +172,7 @@ class Conversations(QObject):
         if conversation is None:
             return False
         answer = await message_box(
-            self.window,
+            self._parent,
             QMessageBox.Icon.Question,
             "Delete chat",
             f"Delete “{conversation.title}” and its {conversation.message_count} messages?",
@@ -159,7 +183,7 @@ class Conversations(QObject):
         )
         if answer != QMessageBox.StandardButton.Yes:
             return False
-        await self.window.replies.stop_in(conversation_id)
+        await self._replies.stop_in(conversation_id)
         try:
             self.db.delete_conversation(conversation_id)
         except sqlite3.Error as error:
@@ -168,7 +192,7 @@ class Conversations(QObject):
         if self.current_id == conversation_id:
             remaining = self.db.conversations()
             if remaining:
-                self.window.chat_view.show_conversation(None, [])
+                self._view.show_conversation(None, [])
                 self.open(remaining[0].id)
             else:
                 self.new()
@@ -197,8 +221,8 @@ class Conversations(QObject):
 
     def focus_search(self) -> None:
         """Put the focus in the search box, its text selected (Ctrl+F)."""
-        self.window.conversation_list.search.setFocus()
-        self.window.conversation_list.search.selectAll()
+        self._list.search.setFocus()
+        self._list.search.selectAll()
 
     # --- export / import --------------------------------------------------------------------------
 
@@ -241,9 +265,9 @@ class Conversations(QObject):
             return
         suffix = ".md" if fmt == "md" else ".json"
         name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip() or "chat"
-        store = self.window.store
+        store = self._store
         path = await choose_file(
-            self.window, "Export conversation", save=True,
+            self._parent, "Export conversation", save=True,
             name_filter="Markdown (*.md)" if fmt == "md" else "JSON (*.json)", suggested=name + suffix,
             start_dir=export_start_folder(store.export_folder),
         )  # fmt: skip
@@ -254,7 +278,7 @@ class Conversations(QObject):
         try:
             written = self.export(path, fmt)
         except (OSError, ValueError) as error:
-            await message_box(self.window, QMessageBox.Icon.Warning, "Export failed", f"Could not write {path}.", informative=str(error))
+            await message_box(self._parent, QMessageBox.Icon.Warning, "Export failed", f"Could not write {path}.", informative=str(error))
             return
         self.say(f"Exported to {written}", 5000)
         try:
@@ -264,7 +288,7 @@ class Conversations(QObject):
 
     async def import_dialog(self) -> None:
         """Ask for a JSON export, then import it."""
-        path = await choose_file(self.window, "Import conversation", name_filter="SpecChat JSON export (*.json)")
+        path = await choose_file(self._parent, "Import conversation", name_filter="SpecChat JSON export (*.json)")
         if not path:
             return
         try:
@@ -274,7 +298,7 @@ class Conversations(QObject):
             return
         except (OSError, ValueError) as error:
             await message_box(
-                self.window, QMessageBox.Icon.Warning, "Import failed", f"Could not import {path}.",
+                self._parent, QMessageBox.Icon.Warning, "Import failed", f"Could not import {path}.",
                 informative=f"{error}\n\nChoose a file written by File > Export as JSON.", object_name="importError",
             )  # fmt: skip
             return

@@ -2,14 +2,18 @@
 live graph on the right.
 
 Rules:
-- The window builds the layout, the actions and menus, and wires signals; it owns the widgets. What they show is
-  decided by its controllers, each with one concern:
+- The window builds the layout, the actions and menus, and its controllers, and wires signals; it owns the widgets.
+  What they show is decided by its controllers, each with one concern:
   :class:`~app.gui.model_loader.ModelLoader` (loading models), :class:`~app.gui.reply_controller.ReplyController`
   (generating replies into the history), :class:`~app.gui.model_choice.ModelChoice` (the settings, the model
   picker, remote servers, draft choices, the model's state and the notices above the chat),
   :class:`~app.gui.conversations.Conversations` (the list, new, open, rename, delete, search, export, import),
   :class:`~app.gui.chat_controller.ChatController` (send, compare, stop, regenerate, edit and resend, and the
   streaming reply on screen) and :class:`~app.gui.server_control.ServerControl` (the local server).
+- A controller never sees the window: it is given the widgets and collaborators it drives (typed, in its
+  signature), the window as its Qt parent only, and says what the window must do through its own signals (the
+  title, Stop's and Compare's menu actions, the reply's progress), which the window connects
+  (``tests/gui/test_controller_boundaries.py``).
 - Coroutines run in one :class:`~app.background.TaskSet`; every dialog is awaited, never ``exec()``-ed.
 - A history kept in memory only (newer schema, unopenable file) shows a banner all session, and quitting with
   chats in it asks first.
@@ -20,7 +24,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, Signal, SignalInstance
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -75,13 +79,10 @@ class MainWindow(QMainWindow):
         local_server: the local server (``server_control.server``).
 
     Signals:
-        generation_started(conversation_id), reply_updated(text so far), generation_finished(Message),
-        model_ready(description), model_failed(message).
+        model_ready(description), model_failed(message) (the model loader's); the chat controller's
+        ``generation_started``, ``reply_updated`` and ``generation_finished`` are the window's too (properties).
     """
 
-    generation_started = Signal(int)
-    reply_updated = Signal(str)
-    generation_finished = Signal(object)
     model_ready = Signal(str)
     model_failed = Signal(str)
 
@@ -103,19 +104,36 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self.tasks = TaskSet(self._unexpected_error)
         say = self.statusBar().showMessage
-        self.choice = ModelChoice(self, store, say)  # (it loads the settings: store.notice says if it could not)
+        settings = store.load()  # (store.notice says if it could not)
         files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))  # settings.json, remote keys
         self._notices = [("chat history", history_notice, "historyNotice"), ("settings", files_notice, "settingsNotice")]
-        self.models = ModelLoader(worker, self.tasks, lambda: self.settings, self.choice.ask_retry, parent=self)
+        self.models = ModelLoader(
+            worker, self.tasks, lambda: self.settings, lambda what, details: self.choice.ask_retry(what, details),
+            parent=self,
+        )  # (the settings and the retry dialog are the model choice's, built with the widgets below)
         self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)
 
         self.setWindowTitle("SpecChat")
         self.resize(default_size(self.screen().availableGeometry()))
-        self._build_ui()
-        self.conversations = Conversations(self, say)
-        self.chat = ChatController(self)
+        self._build_ui(settings)
+        self.choice = ModelChoice(
+            settings, store, db, self.models, self.replies, self.tasks, self.model_picker, self.settings_pane,
+            self.model_notice, self.composer, self.chat_view, self.model_label, self.busy_bar, say, parent=self,
+        )  # fmt: skip
+        self.conversations = Conversations(
+            db, store, self.replies, self.conversation_list, self.chat_view, self.composer, self.live_graph,
+            self.settings_pane.sampling, say, parent=self,
+        )  # fmt: skip
+        self.conversations.title_changed.connect(self.setWindowTitle)
+        self.chat = ChatController(
+            db, self.replies, self.conversations, self.choice, self.settings_pane, self.chat_view, self.composer,
+            self.live_graph, self.statusBar(), parent=self,
+        )  # fmt: skip
         self._connect()
-        self.server_control = ServerControl(self, store)  # after _connect: it reads the settings the pane changed
+        self.server_control = ServerControl(
+            worker, self.tasks, self.models, lambda: self.settings, store, self.server_label, say, parent=self
+        )
+        self.settings_pane.settings_changed.connect(self.server_control.settings_edited)  # after choice.edited
         self.local_server = self.server_control.server
         self._build_actions()
         self._restore_ui_state()
@@ -130,6 +148,21 @@ class MainWindow(QMainWindow):
             self.conversations.new()
         for warning in store.warnings:
             say(warning, 10000)
+
+    @property
+    def generation_started(self) -> SignalInstance:
+        """``generation_started(conversation_id)``: a reply started (:class:`ChatController`)."""
+        return self.chat.generation_started
+
+    @property
+    def reply_updated(self) -> SignalInstance:
+        """``reply_updated(text so far)``: the reply streaming grew (:class:`ChatController`)."""
+        return self.chat.reply_updated
+
+    @property
+    def generation_finished(self) -> SignalInstance:
+        """``generation_finished(Message or None)``: the reply ended (:class:`ChatController`)."""
+        return self.chat.generation_finished
 
     @property
     def settings(self) -> AppSettings:
@@ -153,8 +186,7 @@ class MainWindow(QMainWindow):
 
     # --- building ---------------------------------------------------------------------------------
 
-    def _build_ui(self) -> None:
-        settings = self.settings
+    def _build_ui(self, settings: AppSettings) -> None:
         self.conversation_list = ConversationList()
         self.chat_view = ChatView()
         self.chat_view.set_highlight(settings.highlight_draft)
@@ -259,6 +291,7 @@ class MainWindow(QMainWindow):
         chat_menu = menu.addMenu("&Chat")
         self.stop_action = self._action(chat_menu, "&Stop reply", self.chat.stop, "Esc", "Stop the reply, keeping its text")
         self.stop_action.setEnabled(False)  # only while a reply streams: otherwise Esc belongs to the focused widget
+        self.chat.generating_changed.connect(self.stop_action.setEnabled)
         self.regenerate_action = self._action(
             chat_menu, "&Regenerate last reply", self.chat.regenerate_last, "Ctrl+R", "Generate the last reply again"
         )
@@ -266,6 +299,7 @@ class MainWindow(QMainWindow):
             chat_menu, "&Compare plain vs speculative decoding", self.composer.submit_compare, "Ctrl+Shift+Return",
             "Send the message twice, plain then speculative decoding, and compare",
         )  # fmt: skip
+        self.choice.compare_available.connect(self.compare_action.setEnabled)
         self.copy_action = self._action(chat_menu, "&Copy last reply", self.chat.copy_last_reply, "Ctrl+Shift+C")
         chat_menu.addSeparator()
         self.rename_action = self._action(chat_menu, "Re&name chat", self.conversation_list.rename_current, "F2")

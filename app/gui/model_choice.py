@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.models.default_model import default_model_dir
@@ -44,11 +44,20 @@ from inference.settings import Decoding, SpeculativeSettings
 from ..backends.remote import RemoteError
 from ..backends.remote_keys import load_api_key, save_api_key
 from ..backends.worker import ModelInfo
+from ..background import TaskSet
 from .draft_speed import DraftSpeedEvidence, draft_speed_ratio
+from .history_db import HistoryDB
+from .model_loader import ModelLoader
+from .reply_controller import ReplyController
 from .reply_format import answered_with
 from .sampling_presets import model_default
-from .settings_store import AppSettings
+from .settings_store import AppSettings, SettingsStore
+from .widgets.chat_view import ChatView
+from .widgets.composer import Composer
 from .widgets.dialogs import ModelProgressDialog, message_box
+from .widgets.model_notice import ModelNotice
+from .widgets.model_picker import ModelPicker
+from .widgets.settings_pane import SettingsPane
 
 logger = logging.getLogger(__name__)
 
@@ -82,23 +91,51 @@ class ModelChoice(QObject):
     """The window's settings and model choice (see the module doc).
 
     Args:
-        window: the main window; drives its ``model_picker``, ``settings_pane``, ``model_notice``, ``composer``,
-            ``chat_view``, ``model_label`` and ``busy_bar``, and reads its ``db``, ``models`` and ``replies``.
-        store: the settings file.
+        settings: the settings to start with (``store.load()``); store: the settings file.
+        db: the chat history (which model answered the conversation shown).
+        models: the model loader (reloads when a model setting changes; what is loaded).
+        replies: the reply controller (remote servers: their keys this session, which are SpecChat's, a backend).
+        tasks: where its coroutines run (remote servers asked in the background).
+        model_picker, settings_pane, model_notice, composer: the widgets it drives; chat_view: which conversation
+            is shown (its notices); model_label, busy_bar: the model's state in the status bar.
         say: ``say(text, milliseconds)`` shows a line in the status bar.
+        parent: the Qt parent, and the parent of its dialogs (progress, Models, remote server, no model).
 
     Attributes:
         settings: the settings the window runs with now.
         unreachable: remote base URLs that did not answer, with why (the picker marks them).
         dismissed: ``(kind, about)`` of notices the user dismissed.
+
+    Signals:
+        compare_available(bool): whether Compare can run on the target chosen (see :meth:`update_compare`).
     """
 
-    def __init__(self, window, store, say: Callable[[str, int], None]):
-        super().__init__(window)
-        self.window = window
-        self.store = store
+    compare_available = Signal(bool)
+
+    def __init__(
+        self,
+        settings: AppSettings,
+        store: SettingsStore,
+        db: HistoryDB,
+        models: ModelLoader,
+        replies: ReplyController,
+        tasks: TaskSet,
+        model_picker: ModelPicker,
+        settings_pane: SettingsPane,
+        model_notice: ModelNotice,
+        composer: Composer,
+        chat_view: ChatView,
+        model_label: QLabel,
+        busy_bar: QProgressBar,
+        say: Callable[[str, int], None],
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.store, self._db, self._models, self._replies, self._tasks = store, db, models, replies, tasks
+        self._picker, self._pane, self._notice, self._composer = model_picker, settings_pane, model_notice, composer
+        self._view, self._label, self._busy, self._parent = chat_view, model_label, busy_bar, parent
         self.say = say
-        self.settings: AppSettings = store.load()
+        self.settings = settings
         self.unreachable: dict[str, str] = {}
         self.dismissed: set[tuple[str, str]] = set()
         self._slow_drafts: dict[int, tuple[DraftSpeedEvidence, tuple[str, str]]] = {}  # per conversation
@@ -125,7 +162,7 @@ class ModelChoice(QObject):
         )
         self.settings = k_for_the_drafter(previous, edited)
         if self.settings != edited:
-            self.window.settings_pane.set_settings(self.settings)
+            self._pane.set_settings(self.settings)
         self._applied(previous)
 
     def apply(self, settings: AppSettings) -> None:
@@ -135,19 +172,19 @@ class ModelChoice(QObject):
         if settings == previous:
             return
         self.settings = settings
-        self.window.settings_pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
+        self._pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
         self._applied(previous)
 
     def _applied(self, previous: AppSettings) -> None:
         settings = self.settings
         self._save_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
-            self.window.models.load_later(settings)
+            self._models.load_later(settings)
             self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
             self.refresh_models()
-            self.window.composer.clear_error()  # what the previous target said is no longer true
-            self.window.model_picker.flag(None)
+            self._composer.clear_error()  # what the previous target said is no longer true
+            self._picker.flag(None)
         if settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url:
             self.update_compare()
         self.refresh_notices()
@@ -164,24 +201,23 @@ class ModelChoice(QObject):
 
     def show_state(self, state: str, text: str) -> None:
         """Show the model loader's state: a short line in the status bar, the details in its tooltip."""
-        window = self.window
-        window.busy_bar.setVisible(state == "loading")
-        info = window.models.info
+        self._busy.setVisible(state == "loading")
+        info = self._models.info
         if state == "ready" and info is not None:
             kind = "exact" if info.precision.exact else "fast"
-            window.model_label.setText(f"{Path(info.spec.target_dir).name} · {kind}")
-            window.model_label.setToolTip(
+            self._label.setText(f"{Path(info.spec.target_dir).name} · {kind}")
+            self._label.setToolTip(
                 f"{text}\n\n{kind.capitalize()}: "
                 + ("greedy speculative replies equal plain decoding's, token for token" if info.precision.exact
                    else "reduced precision: faster, but greedy speculative replies may differ from plain decoding's")
             )  # fmt: skip
         else:
-            window.model_label.setText(text)
-            window.model_label.setToolTip(text)
+            self._label.setText(text)
+            self._label.setToolTip(text)
 
     def loaded(self, info: ModelInfo) -> None:
         """Models were loaded: the pane shows the model's sampling defaults, its length and precision."""
-        pane = self.window.settings_pane
+        pane = self._pane
         pane.sampling.set_model_defaults(model_default(info.spec.target_dir))
         pane.set_max_position_embeddings(info.max_position_embeddings)
         pane.set_precision_in_use(info.precision)
@@ -189,15 +225,15 @@ class ModelChoice(QObject):
     def refused(self, field: str, message: str) -> None:
         """The loader refused a setting: flag it where it is chosen."""
         if field == "target_model":
-            self.window.model_picker.flag(message)
+            self._picker.flag(message)
         else:
-            self.window.settings_pane.flag(field, message)
+            self._pane.flag(field, message)
 
     def fetch_progress(self, event: ProgressEvent) -> None:
         """A step of the default model's fetch: shown in a progress dialog (Cancel stops it)."""
         if self.progress_dialog is None:
-            self.progress_dialog = ModelProgressDialog(self.window, "SpecChat: preparing the model")
-            self.progress_dialog.canceled.connect(self.window.models.cancel_fetch)
+            self.progress_dialog = ModelProgressDialog(self._parent, "SpecChat: preparing the model")
+            self.progress_dialog.canceled.connect(self._models.cancel_fetch)
             self.progress_dialog.show()
         self.progress_dialog.show_event(event)
         self.say(event.message, 5000)
@@ -213,7 +249,7 @@ class ModelChoice(QObject):
     async def ask_retry(self, what: str, details: str) -> bool:
         """The dialog after a failure to fetch or load the model; True if the user chose Retry."""
         answer = await message_box(
-            self.window,
+            self._parent,
             QMessageBox.Icon.Critical,
             "SpecChat: no model",
             f"SpecChat could not {what}.",
@@ -232,14 +268,14 @@ class ModelChoice(QObject):
         the draft list those with the target's tokenizer (a draft-model decoding whose draft no longer fits gets the preselected one)."""
         models = _installed_models()
         settings = self.settings
-        picker = self.window.model_picker
+        picker = self._picker
         remote = settings.remote_target().describe() if settings.remote_model else None
         root = settings.remote_target().root if settings.remote_model else ""
         picker.set_remote(remote, settings.use_remote, self.unreachable.get(root))
         picker.set_models(target_models(models), settings.target_model, settings.bits)
         picker.set_device(None if settings.use_remote else settings.target_device)
         drafts, preselected = draft_choices(self._target_manifest(models), models)
-        self.window.settings_pane.set_models(drafts, preselected)
+        self._pane.set_models(drafts, preselected)
         settings = self.settings  # (the pane drops a draft it no longer offers: the settings may have changed)
         if settings.draft_model not in {str(m.path) for m in drafts}:
             head_preselected = bool(preselected) and is_head_folder(preselected)
@@ -254,7 +290,7 @@ class ModelChoice(QObject):
     def _target_manifest(self, models: list[ModelManifest]) -> ModelManifest | None:
         """The chosen target's manifest (for the default model not built yet at ``bits``: another copy's, moved to
         the folder it will have, so that the copy itself can draft for it)."""
-        picker = self.window.model_picker
+        picker = self._picker
         manifest = picker.manifest(self.settings.target_model, self.settings.bits)
         if manifest is None and not self.settings.target_model:
             copy = next((m for m in (picker.manifest("", bits) for bits in SUPPORTED_BITS) if m is not None), None)
@@ -275,7 +311,7 @@ class ModelChoice(QObject):
         from .widgets.models_dialog import ModelsDialog
 
         if self.models_dialog is None:
-            self.models_dialog = ModelsDialog(self.window)
+            self.models_dialog = ModelsDialog(self._parent)
             self.models_dialog.models_changed.connect(self.refresh_models)
             self.models_dialog.pair_installed.connect(self.select_pair)
         self.models_dialog.show()
@@ -305,30 +341,30 @@ class ModelChoice(QObject):
             kv_cache_precision=loaded.kv_cache_precision, draft_model=loaded.draft_model,
             draft_device=loaded.draft_device,
         ))  # fmt: skip
-        self.say(f"Cancelled: still chatting with {self.window.model_picker.label(loaded.target_model, loaded.bits)}", 10000)
+        self.say(f"Cancelled: still chatting with {self._picker.label(loaded.target_model, loaded.bits)}", 10000)
 
     def choose_remote(self) -> None:
         """Chat with the remote server configured (``remote_url``, ``remote_model``) from the next reply on."""
         if self.settings.remote_model:
             self.apply(replace(self.settings, use_remote=True))
-            self.window.tasks.spawn(self.detect_remote())
+            self._tasks.spawn(self.detect_remote())
 
     async def remote_dialog(self) -> bool:
         """Ask for a remote server (base URL, API key, model) and chat with it; True when one was chosen (its key
         is stored by ``app.backends.remote_keys``, never in the settings file)."""
         from .widgets.remote_dialog import ask_remote_server
 
-        settings, replies = self.settings, self.window.replies
+        settings, replies = self.settings, self._replies
         url = settings.remote_target().root
 
         def stored_key(url: str) -> str:  # the key entered this session for that server, else the one stored
             return replies.remote_keys.get(url, load_api_key(url) if url else "")
 
         choice = await ask_remote_server(
-            self.window, self.window.tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
+            self._parent, self._tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
         )
         if choice is None:
-            self.window.model_picker.select(self.settings.target_model, self.settings.bits)
+            self._picker.select(self.settings.target_model, self.settings.bits)
             return False
         replies.remote_keys[choice.base_url] = choice.api_key
         unsaved = ""
@@ -343,7 +379,7 @@ class ModelChoice(QObject):
         self.refresh_models()
         self.update_compare()
         if choice.specchat is None:
-            self.window.tasks.spawn(self.detect_remote())
+            self._tasks.spawn(self.detect_remote())
         self.say(f"{unsaved}Replies now come from {self.settings.target_name}", 15000)
         return True
 
@@ -353,7 +389,7 @@ class ModelChoice(QObject):
         settings = self.settings
         if not settings.remote_model:
             return
-        backend = self.window.replies.remote_backend(replace(settings, use_remote=True))
+        backend = self._replies.remote_backend(replace(settings, use_remote=True))
         root = backend.target.root
         try:
             await backend.list_models()
@@ -363,7 +399,7 @@ class ModelChoice(QObject):
                 self.say(f"Remote server: {error}", 15000)
         else:
             self.unreachable.pop(root, None)
-            self.window.replies.remote_specchat[root] = backend.specchat
+            self._replies.remote_specchat[root] = backend.specchat
         self.refresh_models()
         self.update_compare()
 
@@ -371,13 +407,13 @@ class ModelChoice(QObject):
         """Compare is off on a remote server that does not offer both decoding modes (the button says why)."""
         settings = self.settings
         reason = None
-        if settings.use_remote and not self.window.replies.remote_specchat.get(settings.remote_target().root, False):
+        if settings.use_remote and not self._replies.remote_specchat.get(settings.remote_target().root, False):
             reason = (
                 f"Compare needs a server that offers plain and speculative decoding (SpecChat's does); "
                 f"{settings.remote_target().host} does not say it does"
             )
-        self.window.composer.set_compare_unavailable(reason)
-        self.window.compare_action.setEnabled(reason is None)
+        self._composer.set_compare_unavailable(reason)
+        self.compare_available.emit(reason is None)
 
     # --- notices ----------------------------------------------------------------------------------
 
@@ -397,10 +433,10 @@ class ModelChoice(QObject):
         """Show the notice the current state calls for (the conversation shown, the settings, the store), or none."""
         notice = self._conversation_notice() or self._slow_draft_notice()
         if notice is None or notice[:2] in self.dismissed:
-            self.window.model_notice.dismiss()
+            self._notice.dismiss()
         else:
             kind, about, text, action, callback = notice
-            self.window.model_notice.show_notice(kind, text, action, callback, about=about)
+            self._notice.show_notice(kind, text, action, callback, about=about)
 
     def dismissed_notice(self, kind: str, about: str) -> None:
         """The user closed a notice: it stays closed for what it was about (a notice about the conversation shown,
@@ -416,9 +452,8 @@ class ModelChoice(QObject):
         """Said when the conversation shown was last answered with another model than the one chosen. It names that
         model only (with its bit-width, not its size): the picker beside it shows the one chosen, and the notice
         fits two lines of a 1100 px window."""
-        window = self.window
-        conversation_id = window.chat_view.conversation_id
-        messages = window.db.messages(conversation_id) if conversation_id is not None else []
+        conversation_id = self._view.conversation_id
+        messages = self._db.messages(conversation_id) if conversation_id is not None else []
         answered = (answered_with(m.stats) for m in reversed(messages) if m.role == "assistant")
         last = next((name for name in answered if name), "")
         settings = self.settings
@@ -433,7 +468,7 @@ class ModelChoice(QObject):
             return "conversation", about, f"This chat was answered by {last}, a server no longer chosen.", "", None
         if choice is None:
             return "conversation", about, f"This chat was answered with {last}, which is no longer installed.", "", None
-        then = " · ".join(window.model_picker.label(*choice).split(" · ")[:2])  # the name and bit-width, not the size
+        then = " · ".join(self._picker.label(*choice).split(" · ")[:2])  # the name and bit-width, not the size
         text = f"This chat was answered with {then}, not the model chosen now."
         return "conversation", about, text, "Switch to it", lambda: self.choose_target(*choice)
 
@@ -442,7 +477,7 @@ class ModelChoice(QObject):
         replies (``DraftSpeedEvidence.slow``: never from one) and that draft is still what replies (draft-model
         decoding) or a Compare (plain decoding with a draft head) would use. It suggests only what is not chosen
         already."""
-        measured = self._slow_drafts.get(self.window.chat_view.conversation_id)
+        measured = self._slow_drafts.get(self._view.conversation_id)
         settings = self.settings
         pair = (settings.target_name, settings.draft_model)
         drafts_now = settings.compare_decoding == Decoding.DRAFT_MODEL

@@ -10,16 +10,21 @@ recommended sampling, as ``specchat serve`` without sampling flags), starts it a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel, QWidget
 
 from inference.generation_config import recommended_sampling
 from inference.settings import SettingError
 
 from ..backends.remote_keys import LOCAL_SERVER, load_api_key, save_api_key
+from ..backends.worker import InferenceWorker
+from ..background import TaskSet
 from .local_server import LocalServer, ServedModel
-from .settings_store import AppSettings
+from .model_loader import ModelLoader
+from .settings_store import AppSettings, SettingsStore
 
 logger = logging.getLogger(__name__)
 
@@ -28,47 +33,64 @@ class ServerControl(QObject):
     """Connects the window to its :class:`LocalServer` (see the module doc).
 
     Args:
-        window: the main window (its ``models``, ``settings``, ``server_label``, ``settings_pane``); store: the
-            settings file.
+        worker: the inference thread the server shares; tasks: where its coroutines run.
+        models: the window's model loader (what is loaded, and when it is ready).
+        settings: returns the settings the window runs with now.
+        store: the settings file (the server's settings, kept for the next start).
+        server_label: the status bar's line that says where the server serves.
+        say: ``say(text, milliseconds)`` shows a line in the status bar.
+        parent: the Qt parent, and the parent of the Local server dialog.
 
     Attributes:
         server: the local server; dialog: its dialog once opened.
     """
 
-    def __init__(self, window, store):
-        super().__init__(window)
-        self.window = window
-        self.store = store
-        self.server = LocalServer(window.worker, window.tasks, self.served_model, parent=self)
+    def __init__(
+        self,
+        worker: InferenceWorker,
+        tasks: TaskSet,
+        models: ModelLoader,
+        settings: Callable[[], AppSettings],
+        store: SettingsStore,
+        server_label: QLabel,
+        say: Callable[[str, int], None],
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self._parent, self._models, self._settings, self.store = parent, models, settings, store
+        self._label, self._say = server_label, say
+        self.server = LocalServer(worker, tasks, self.served_model, parent=self)
         self.dialog = None
         self._valid = AppSettings().generation  # the last valid settings of the window, served while its are not
         self.server.state_changed.connect(self._state_changed)
-        window.models.ready.connect(self.server.model_changed)
-        window.settings_pane.settings_changed.connect(self._settings_changed)  # after the window's own handler
+        models.ready.connect(self.server.model_changed)
         if store.server.enabled:  # it was on at the last close: on again once the model is loaded
-            window.models.ready.connect(self._start_saved)
+            models.ready.connect(self._start_saved)
 
     def served_model(self) -> ServedModel:
         """The model loaded now, as the local server serves it: with the window's settings when they are valid,
         else with its last valid ones (at first the defaults), so that a value the pane flags (one from the settings
         file) never reaches a request."""
-        info = self.window.models.info
+        info = self._models.info
         if info is None:
             return ServedModel()
+        generation = self._settings().generation
         try:
-            self.window.settings.generation.validate(info.max_position_embeddings)
-            self._valid = self.window.settings.generation
+            generation.validate(info.max_position_embeddings)
+            self._valid = generation
         except SettingError:
             pass  # flagged in the pane: the server keeps the last valid settings
         defaults = replace(self._valid, sampling=recommended_sampling(info.spec.target_dir))
         return ServedModel(info.spec.target_dir.name, info.max_position_embeddings, defaults)
 
-    def _settings_changed(self, _settings) -> None:
-        if self.window.models.is_ready_for(self.window.settings):  # (else the reload's ``ready`` updates the server)
+    def settings_edited(self, _settings) -> None:
+        """The settings pane's settings changed (connected after :meth:`ModelChoice.edited`, which applies them):
+        the server serves them now when the model loaded is the one they ask for."""
+        if self._models.is_ready_for(self._settings()):  # (else the reload's ``ready`` updates the server)
             self.server.model_changed()
 
     def _start_saved(self) -> None:
-        self.window.models.ready.disconnect(self._start_saved)
+        self._models.ready.disconnect(self._start_saved)
         saved = self.store.server
         self.server.start(saved.port, load_api_key(LOCAL_SERVER), saved.allow_other_computers)
 
@@ -77,7 +99,7 @@ class ServerControl(QObject):
         from .widgets.server_dialog import LocalServerDialog
 
         if self.dialog is None:
-            self.dialog = LocalServerDialog(self.server, self.store.server, load_api_key(LOCAL_SERVER), self.window)
+            self.dialog = LocalServerDialog(self.server, self.store.server, load_api_key(LOCAL_SERVER), self._parent)
             self.dialog.settings_changed.connect(
                 lambda chosen: self._save(port=chosen.port, allow_other_computers=chosen.allow_other_computers)
             )
@@ -86,20 +108,19 @@ class ServerControl(QObject):
         self.dialog.activateWindow()
 
     def _state_changed(self, state: str, text: str) -> None:
-        label, status = self.window.server_label, self.window.statusBar()
+        label = self._label
         label.setText(f"Serving on port {self.server.port}")
         label.setToolTip(text)
         label.setVisible(state == "serving")
         if state == "failed":
-            status.showMessage(f"Local server: {text}", 10000)
+            self._say(f"Local server: {text}", 10000)
         if state in ("serving", "stopped") and self.store.server.enabled != (state == "serving"):
             self._save(enabled=state == "serving")  # a failed start leaves the choice as it was
         if state == "serving":  # the key it serves with is the one it starts with next time
             try:
                 save_api_key(LOCAL_SERVER, self.server.api_key or "")
             except OSError as error:
-                status.showMessage(f"Local server: could not store its API key ({error}): enter it again after a "
-                                   "restart", 15000)  # fmt: skip
+                self._say(f"Local server: could not store its API key ({error}): enter it again after a restart", 15000)
 
     def _save(self, **changes) -> None:
         try:

@@ -128,17 +128,6 @@ def test_the_conversation_lists_scroll_bar_is_drawn_in_the_theme(qtbot, make_win
     assert theme.contrast_ratio(groove, QColor(theme.current().panel)) < 1.2, groove.name()  # the panel's, not black
 
 
-def test_the_main_window_keeps_layout_actions_and_wiring_only():
-    from pathlib import Path
-
-    import app.gui.main_window as main_window
-
-    # A proxy, not the claim: wiring grows a line per signal (500 with the picker's cancelled switch, 2026-12-05), and
-    # trimming lines to pass it helps nobody. Issue 37 item 1 replaces it with a check that no controller imports or
-    # receives MainWindow; until then it only catches logic moving back into the window.
-    assert len(Path(main_window.__file__).read_text(encoding="utf-8").splitlines()) < 520
-
-
 @pytest.mark.parametrize("choice", ["light", "dark"])
 def test_an_unticked_check_box_is_outlined_at_3_to_1_in_both_themes(qtbot, make_window, choice):
     """WCAG 1.4.11 asks 3:1 for a control's outline against what surrounds it; Fusion draws a check box's outline

@@ -1,0 +1,126 @@
+"""``Conversations`` built from only what it drives (no ``MainWindow``, no model): an in-memory history, the
+conversation list, the chat view, the composer, the live graph and the sampling group, and a reply controller with
+no reply streaming. Opening, starting, renaming, search and a JSON export imported back change what those widgets
+show, and the window's title arrives as a signal."""
+
+from __future__ import annotations
+
+import sqlite3
+from types import SimpleNamespace
+
+import pytest
+
+from app.gui.conversations import Conversations
+from app.gui.history_db import HistoryDB
+from app.gui.settings_store import SettingsStore
+from app.gui.widgets.chat_view import ChatView
+from app.gui.widgets.composer import Composer
+from app.gui.widgets.conversation_list import ConversationList
+from app.gui.widgets.live_graph import LiveGraph
+from app.gui.widgets.sampling_group import SamplingGroup
+
+
+class NoReplyStreaming:
+    """The reply controller as ``Conversations`` uses it, while no reply streams."""
+
+    active = None
+
+    async def stop_in(self, conversation_id: int) -> None:
+        raise AssertionError("no reply streams: nothing to stop")
+
+
+@pytest.fixture
+def parts(qtbot, tmp_path):
+    db = HistoryDB(":memory:")
+    store = SettingsStore(tmp_path / "settings.json")
+    widgets = {
+        "conversation_list": ConversationList(),
+        "chat_view": ChatView(),
+        "composer": Composer(),
+        "live_graph": LiveGraph(),
+        "sampling": SamplingGroup(store),
+    }
+    for widget in widgets.values():
+        qtbot.addWidget(widget)
+    said, titles, shown = [], [], []
+    conversations = Conversations(db, store, NoReplyStreaming(), **widgets, say=lambda text, _ms: said.append(text))
+    conversations.title_changed.connect(titles.append)
+    conversations.shown.connect(shown.append)
+    yield SimpleNamespace(db=db, conversations=conversations, said=said, titles=titles, shown=shown, **widgets)
+    db.close()
+
+
+def add_chat(db: HistoryDB, title: str, question: str, answer: str) -> int:
+    conversation_id = db.create_conversation(title)
+    db.add_message(conversation_id, "user", question)
+    db.add_message(conversation_id, "assistant", answer)
+    return conversation_id
+
+
+def shown_texts(qtbot, chat_view: ChatView) -> list[tuple[str, str]]:
+    """The messages in the chat view, once its bubbles are added (a turn of the event loop after it is filled)."""
+    qtbot.waitUntil(lambda: chat_view.fully_loaded, timeout=5000)
+    return [(widget.message.role, widget.message.content) for widget in chat_view.message_widgets()]
+
+
+def test_opening_a_chat_shows_it_selects_it_and_titles_the_window(qtbot, parts):
+    colours = add_chat(parts.db, "Colours", "Name three colours.", "Red, green and blue.")
+    numbers = add_chat(parts.db, "Numbers", "Count to three.", "One, two, three.")
+    parts.conversations.refresh()
+    assert sorted(parts.conversation_list.ids()) == sorted([colours, numbers])
+
+    parts.conversations.open(colours)
+    assert parts.conversations.current_id == parts.chat_view.conversation_id == colours
+    assert shown_texts(qtbot, parts.chat_view) == [("user", "Name three colours."), ("assistant", "Red, green and blue.")]
+    assert parts.conversation_list.current_id() == colours
+    assert (parts.titles, parts.shown) == (["Colours — SpecChat"], [colours])
+
+    parts.conversations.new()
+    assert parts.chat_view.conversation_id is None and shown_texts(qtbot, parts.chat_view) == []
+    assert parts.conversation_list.current_id() is None
+    assert (parts.titles[-1], parts.shown[-1]) == ("SpecChat", None)
+
+
+def test_a_chat_deleted_elsewhere_is_dropped_from_the_list_when_opened(parts):
+    kept = add_chat(parts.db, "Kept", "Hello?", "Hello.")
+    gone = add_chat(parts.db, "Gone", "Bye?", "Bye.")
+    parts.conversations.refresh()
+    parts.db.delete_conversation(gone)  # (another window on the same history)
+    parts.conversations.open(gone)
+    assert parts.conversation_list.ids() == [kept] and parts.chat_view.conversation_id is None
+
+
+def test_renaming_keeps_the_saved_title_and_refuses_an_empty_one(parts):
+    chat = add_chat(parts.db, "Colours", "Name three colours.", "Red, green and blue.")
+    parts.conversations.refresh()
+    parts.conversations.open(chat)
+    parts.conversations.rename(chat, "  Hues ")
+    assert parts.db.conversation(chat).title == "Hues" and parts.titles[-1] == "Hues — SpecChat"
+    parts.conversations.rename(chat, "   ")
+    assert parts.said == ["a conversation title cannot be empty"] and parts.db.conversation(chat).title == "Hues"
+
+
+def test_search_lists_only_the_matching_chats(parts):
+    add_chat(parts.db, "Colours", "Name three colours.", "Red, green and blue.")
+    numbers = add_chat(parts.db, "Numbers", "Count to three.", "One, two, three.")
+    parts.conversation_list.search.setText("two")
+    parts.conversations.refresh()
+    assert parts.conversation_list.ids() == [numbers]
+
+
+def test_a_json_export_imports_back_as_a_new_chat_shown(qtbot, parts, tmp_path):
+    with pytest.raises(ValueError, match="nothing to export"):
+        parts.conversations.export(tmp_path / "empty.json", "json")  # a new chat
+    chat = add_chat(parts.db, "Colours", "Name three colours.", "Red, green and blue.")
+    parts.conversations.open(chat)
+    written = parts.conversations.export(tmp_path / "colours.json", "json")
+    imported = parts.conversations.import_file(written)
+    assert imported != chat and parts.chat_view.conversation_id == imported
+    assert shown_texts(qtbot, parts.chat_view) == [("user", "Name three colours."), ("assistant", "Red, green and blue.")]
+    assert sorted(parts.conversation_list.ids()) == sorted([chat, imported])
+
+
+def test_a_refused_history_write_is_said_in_the_composer_and_the_status_bar(parts):
+    parts.conversations.write_failed("the new title", sqlite3.OperationalError("database or disk is full"))
+    assert parts.composer.error_text.startswith("Could not save the new title: ")
+    assert parts.said == [parts.composer.error_text]
