@@ -249,3 +249,20 @@ def test_every_action_that_starts_a_reply_leaves_the_focus_in_the_message_box(qt
         click(qtbot, message.resend_button)
         assert QApplication.focusWidget() is edit, "after Save & resend"
     assert QApplication.focusWidget() is edit, "after the resent message's reply ended"
+
+
+def test_after_stop_the_focus_is_in_the_message_box_and_typing_reaches_it(qtbot, make_window):
+    """A newcomer clicked Stop, typed "zz" and it went nowhere: Stop, disabled with the focus on it once the reply
+    ended, handed the focus to the graph's "Speed" button."""
+    window = make_window(FAST)
+    activate(qtbot, window)
+    edit = window.composer.edit
+    window.composer.set_text("Write a long story about a brave knight.")
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000):
+        window.composer.submit()
+        qtbot.waitUntil(lambda: window.composer.stop_button.isEnabled(), timeout=60_000)
+        click(qtbot, window.composer.stop_button)
+    qtbot.waitUntil(lambda: not window.composer.stop_button.isEnabled(), timeout=5000)
+    assert QApplication.focusWidget() is edit, QApplication.focusWidget()
+    qtbot.keyClicks(QApplication.focusWidget(), "zz")
+    assert edit.toPlainText() == "zz"

@@ -187,6 +187,11 @@ class Composer(QFrame):
 
     def _update_buttons(self) -> None:
         can_send = not self._generating and not self._blocked
+        # Stop goes off with the focus on it once the reply ends: Qt would hand the focus to the next widget in the
+        # window (the graph's "Speed" button, so what the user typed next went nowhere); the message box takes it
+        stop_had_focus = self.stop_button.hasFocus()
         self.send_button.setEnabled(can_send)
         self.compare_button.setEnabled(can_send and not self._compare_off)
         self.stop_button.setEnabled(self._generating)
+        if stop_had_focus and not self._generating:
+            self.edit.setFocus(Qt.FocusReason.OtherFocusReason)
