@@ -11,7 +11,8 @@ excepted) is replaced by it, weights repacked from the IR's constants (``w = d *
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
 * one product alone, ``N x 576`` weights at 1 and 256 rows, against OpenVINO's u4 FullyConnected on the same codes;
 * the whole model: a decode step after a 32-token prompt, passes over 2 and 4 tokens, a 1,024-token prefill;
-* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference), and greedy agreement with OpenVINO's
+* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference; and, at the inputs of the
+  first two layers' products, which node first computes a row differently), and greedy agreement with OpenVINO's
   graph: tokens before the first difference, 32 at most, on 3 prompts (int8 activations change the logits, as
   llama.cpp's do).
 
@@ -142,6 +143,42 @@ def greedy(stepper: Stepper, prompt: list[int], count: int = 32) -> list[int]:
     return out
 
 
+def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], products: int = 14) -> list[dict]:
+    """Where a 4-token pass and 4 one-token passes part, with the op in place: for the inputs of the first
+    ``products`` replaced products (layers 0 and 1), in graph order, the node that makes each input, whether each
+    of the 4 rows is bitwise the one-token row, and the largest difference."""
+    model = core.read_model(xml)
+    use_kernel(model, factory)
+    sources, labels, seen = [], [], set()
+    for node in [n for n in model.get_ordered_ops() if n.get_type_name() == "Q4MatMul"][:products]:
+        source = node.input_value(0)
+        key = (source.get_node().get_instance_id(), source.get_index())
+        if key not in seen:  # q, k and v (gate and up) read one input
+            seen.add(key)
+            sources.append(source)
+            chain = [source.get_node()]
+            while chain[-1].get_type_name() in ("Reshape", "Transpose", "Convert"):
+                chain.append(chain[-1].input_value(0).get_node())
+            labels.append(" <- ".join(n.get_type_name() for n in chain))
+    model.add_outputs(sources)
+    stepper = Stepper(core.compile_model(model, "CPU", EXACT))
+
+    def inputs(ids: list[int]) -> list[np.ndarray]:
+        stepper.forward(ids)
+        return [stepper.request.get_output_tensor(1 + i).data.reshape(len(ids), -1).copy() for i in range(len(sources))]
+
+    stepper.reset()
+    stepper.forward(tokens[:32])
+    together = inputs(tokens[32:36])
+    stepper.reset()
+    stepper.forward(tokens[:32])
+    singles = [inputs([t]) for t in tokens[32:36]]
+    return [{"made_by": label, "rows_bitwise_equal": [bool(np.array_equal(together[i][r].view(np.uint32),
+                                                                          singles[r][i][0].view(np.uint32))) for r in range(4)],
+             "largest_difference": float(max(np.abs(together[i][r] - singles[r][i][0]).max() for r in range(4)))}
+            for i, label in enumerate(labels)]
+
+
 def _common_prefix(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
@@ -151,7 +188,7 @@ def single_product(core: ov.Core, factory: NodeFactory, columns: int, rows: int,
     rng = np.random.default_rng(0)
     width, groups = 576, 18
     codes = rng.integers(0, 16, (columns, groups, 32)).astype(np.uint8)
-    scale = (rng.random((columns, groups)) * 0.01).astype(np.float32)
+    scale = (rng.random((columns, groups)) * 0.01 + 0.001).astype(np.float32)
     offset = (-rng.random((columns, groups)) * 0.08).astype(np.float32)
     x = ops.parameter([1, rows, width], np.float32)
     packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(columns, groups * 16)
@@ -189,7 +226,11 @@ def markdown(results: dict) -> str:
         lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['verify_2']:.2f} / {row['verify_4']:.2f} | {row['prefill_ms']:.0f} |")
     lines += ["", f"Largest logit difference between a 4-token pass and 4 one-token passes: {results['rows_difference']:.1e} "
               "(the op's rows are bit for bit; OpenVINO's other nodes, attention and the LM head, are not). "
-              f"Greedy tokens before the first difference from OpenVINO's graph, 3 prompts: {results['greedy_agreement']}."]
+              f"Greedy tokens before the first difference from OpenVINO's graph, 3 prompts: {results['greedy_agreement']}.",
+              "", "Where the rows part (inputs of the op's products in layers 0-1, in graph order; 4-token pass against "
+              "4 one-token passes):", "", "| input made by | rows bitwise equal | largest difference |", "| --- | --- | --- |"]
+    lines += [f"| {row['made_by']} | {' '.join('yes' if e else 'no' for e in row['rows_bitwise_equal'])} | "
+              f"{row['largest_difference']:.1e} |" for row in results.get("row_equality", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -225,9 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         kernel.forward(tokens[:32])
         singles = np.stack([kernel.forward([t])[-1] for t in tokens[32:36]])
         agreement = [_common_prefix(greedy(steppers["openvino"], p), greedy(kernel, p)) for p in PROMPTS]
+        equality = row_equality(core, factory, xml, tokens)
     results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "products": products,
                "replaced": replaced, "model": model, "rows_difference": float(np.abs(together - singles).max()),
-               "greedy_agreement": " / ".join(f"{a}/32" for a in agreement)}
+               "greedy_agreement": " / ".join(f"{a}/32" for a in agreement), "row_equality": equality}
     write_result(args.out, "q4_kernel", results, markdown(results))
     print(markdown(results))
     return 0
