@@ -95,3 +95,17 @@ def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weig
         for r in range(rows):
             alone = model({0: x[None, r : r + 1]})[0][0, 0]
             assert together[r].view(np.uint32).tolist() == alone.view(np.uint32).tolist(), (rows, r)
+
+
+def test_the_microbenchmark_graph_holds_the_steps_211_products():
+    from q4_microbench import LAYERS, SHAPES, synthetic_step
+
+    model = synthetic_step(2, None)
+    shapes = {p.get_friendly_name(): (*p.get_output_partial_shape(0).to_shape()[1:], p.input_value(0).get_partial_shape()[2].get_length())
+              for p in model.get_ordered_ops() if p.get_type_name() == "MatMul"}
+    assert len(shapes) == sum(SHAPES.values()) == 211
+    # (tokens, outputs, inputs) of every layer's products, and of the output layer
+    layer = {"q": (2, 576, 576), "k": (2, 192, 576), "v": (2, 192, 576), "o": (2, 576, 576), "gate": (2, 1536, 576),
+             "up": (2, 1536, 576), "down": (2, 576, 1536)}
+    assert all(shapes[f"l{i}.{name}"] == shape for i in range(LAYERS) for name, shape in layer.items())
+    assert shapes["output"] == (2, 49152, 576)
