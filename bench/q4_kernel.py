@@ -10,7 +10,8 @@ excepted) is replaced by it, weights repacked from the IR's constants (``w = d *
 
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
 * one product alone, ``N x 576`` weights at 1 and 256 rows, against OpenVINO's u4 FullyConnected on the same codes;
-* the whole model: a decode step after a 32-token prompt, passes over 2 and 4 tokens, a 1,024-token prefill;
+* the whole model: a decode step after a 32-token prompt, passes over 2 and 4 tokens, a 1,024-token prefill (wall
+  times), and a decode step as the sum of its nodes' median times (``PERF_COUNT``, all nodes and the products);
 * exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference; and, at the inputs of the
   first two layers' products, which node first computes a row differently), and greedy agreement with OpenVINO's
   graph: tokens before the first difference, 32 at most, on 3 prompts (int8 activations change the logits, as
@@ -135,6 +136,27 @@ def model_round(stepper: Stepper, tokens: list[int]) -> dict:
     return {"decode_ms": decode, "verify_2": verify[2], "verify_4": verify[4], "prefill_ms": prefill}
 
 
+def node_times(core: ov.Core, model: ov.Model, tokens: list[int], steps: int = 24) -> dict:
+    """A decode step as the sum of its nodes' median times (``PERF_COUNT``, ms; robust to other work on the machine,
+    which wall times are not): ``nodes_ms`` all executed nodes, ``products_ms`` the weight products
+    (``FullyConnected*`` or the op's ``Reference`` nodes). One-token steps after a 32-token prompt, 4 not counted."""
+    stepper = Stepper(core.compile_model(model, "CPU", {**EXACT, "PERF_COUNT": "YES"}))
+    stepper.forward(tokens[:32])
+    per_node: dict[str, list[float]] = {}
+    kinds: dict[str, str] = {}
+    for index, token in enumerate(tokens[32 : 32 + steps]):
+        stepper.forward([token])
+        if index < 4:
+            continue
+        for info in stepper.request.profiling_info:
+            if info.status == info.Status.EXECUTED:
+                per_node.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
+                kinds[info.node_name] = info.node_type
+    medians = {name: statistics.median(times) for name, times in per_node.items()}
+    products = sum(ms for name, ms in medians.items() if kinds[name].startswith("FullyConnected") or kinds[name] == "Reference")
+    return {"nodes_ms": sum(medians.values()), "products_ms": products}
+
+
 def greedy(stepper: Stepper, prompt: list[int], count: int = 32) -> list[int]:
     stepper.reset()
     out = [int(stepper.forward(prompt)[-1].argmax())]
@@ -221,9 +243,12 @@ def markdown(results: dict) -> str:
     for name, row in results["products"].items():
         lines.append(f"| {name} | {row['kernel']:.3f} | {row['openvino']:.3f} | {row['openvino'] / row['kernel']:.2f}x |")
     lines += ["", f"Whole model, {results['replaced']} products replaced (the LM head kept):", "",
-              "| graph | decode ms | verify 2 / 4 tokens (x one step) | prefill 1,024 ms |", "| --- | --- | --- | --- |"]
+              "| graph | decode ms | verify 2 / 4 tokens (x one step) | prefill 1,024 ms | decode as median node times: "
+              "all / products ms |", "| --- | --- | --- | --- | --- |"]
     for name, row in results["model"].items():
-        lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['verify_2']:.2f} / {row['verify_4']:.2f} | {row['prefill_ms']:.0f} |")
+        nodes = results.get("nodes", {}).get(name)
+        lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['verify_2']:.2f} / {row['verify_4']:.2f} | {row['prefill_ms']:.0f} | "
+                     + (f"{nodes['nodes_ms']:.2f} / {nodes['products_ms']:.2f} |" if nodes else "— |"))
     lines += ["", f"Largest logit difference between a 4-token pass and 4 one-token passes: {results['rows_difference']:.1e} "
               "(the op's rows are bit for bit; OpenVINO's other nodes, attention and the LM head, are not). "
               f"Greedy tokens before the first difference from OpenVINO's graph, 3 prompts: {results['greedy_agreement']}.",
@@ -265,10 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         kernel.reset()
         kernel.forward(tokens[:32])
         singles = np.stack([kernel.forward([t])[-1] for t in tokens[32:36]])
+        nodes = {"openvino": node_times(core, core.read_model(xml), tokens), "kernel": node_times(core, kernel_model, tokens)}
         agreement = [_common_prefix(greedy(steppers["openvino"], p), greedy(kernel, p)) for p in PROMPTS]
         equality = row_equality(core, factory, xml, tokens)
     results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "products": products,
-               "replaced": replaced, "model": model, "rows_difference": float(np.abs(together - singles).max()),
+               "replaced": replaced, "model": model, "nodes": nodes, "rows_difference": float(np.abs(together - singles).max()),
                "greedy_agreement": " / ".join(f"{a}/32" for a in agreement), "row_equality": equality}
     write_result(args.out, "q4_kernel", results, markdown(results))
     print(markdown(results))

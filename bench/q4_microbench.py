@@ -13,7 +13,9 @@ blocks of 32), at T = 1, 2 and 4 tokens, 2 threads:
   u4 codes, f16 zero points and scales, groups of 32), with and without ``ONEDNN_MAX_CPU_ISA=AVX2`` (an AVX2-only
   CPU's ``brgemm_avx2_f32``), each FullyConnected's time read from ``PERF_COUNT``;
 * ``op``: the same graph with every product a ``Q4MatMul`` extension op (``q4_kernel/q4_matmul.cpp``, AVX2), its
-  nodes' ``PERF_COUNT`` times: the difference from the standalone kernel is the plugin's cost per custom-op call.
+  nodes' ``PERF_COUNT`` times: the difference from the standalone kernel is the plugin's cost per custom-op call;
+* ``dynamic T``: OpenVINO AVX2 and the op again with the number of tokens left open in the graph, as the model's IR
+  has it (every node then shaped at run time).
 
 Each side runs ``--rounds`` times (processes taking turns); a shape's time is the median over rounds of the median
 call. The step estimate is the sum over the 211 calls of those medians (robust to other work on the machine), the
@@ -55,11 +57,12 @@ SETTINGS = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYN
             "INFERENCE_NUM_THREADS": "2", "PERF_COUNT": "YES"}
 
 
-def synthetic_step(tokens: int, extension: Path | None) -> "ov.Model":  # noqa: F821
+def synthetic_step(tokens: int, extension: Path | None, dynamic: bool = False) -> "ov.Model":  # noqa: F821
     """The step's 211 products as one graph, x ``[1, tokens, 576]`` f32 in: per layer q from h, k from h / 2, v from
     h / 4 (kept apart: the plugin fuses FullyConnecteds of one input); o from q; gate
     and up from o; down from gate * up; h + down the next h; the output layer last (k and v are outputs too). Weights
-    random (seed 0), scaled to keep values near 1. With ``extension`` every product is a ``Q4MatMul`` (u8 codes
+    random (seed 0), scaled to keep values near 1. ``dynamic``: x ``[1, ?, 576]``, the number of tokens left open
+    as in the model's IR (the plugin then shapes every node at run time). With ``extension`` every product is a ``Q4MatMul`` (u8 codes
     ``[N, K / 2]``, f32 scales and offsets ``[N, K / 32]``); otherwise OpenVINO's compressed MatMul, friendly name
     ``l{layer}.{name}``."""
     import openvino as ov
@@ -88,7 +91,7 @@ def synthetic_step(tokens: int, extension: Path | None) -> "ov.Model":  # noqa: 
         node.set_friendly_name(label)
         return node.output(0)
 
-    x = ops.parameter([1, tokens, 576], np.float32, name="x")
+    x = ops.parameter([1, -1 if dynamic else tokens, 576], np.float32, name="x")
     h, results = x.output(0), []
     for layer in range(LAYERS):
         made = {}
@@ -104,7 +107,7 @@ def synthetic_step(tokens: int, extension: Path | None) -> "ov.Model":  # noqa: 
     return ov.Model([ops.result(r) for r in results], [x])
 
 
-def measure_openvino(tokens: int, steps: int, extension: Path | None) -> dict:
+def measure_openvino(tokens: int, steps: int, extension: Path | None, dynamic: bool = False) -> dict:
     """Compile the synthetic step (``SETTINGS``, 2 threads) and run it ``steps`` times after one warm-up: per shape the
     median node time (ms, ``PERF_COUNT``), its kernel names, the median step (ms, wall) and the summed node times."""
     import openvino as ov
@@ -112,7 +115,7 @@ def measure_openvino(tokens: int, steps: int, extension: Path | None) -> dict:
     core = ov.Core()
     if extension is not None:
         core.add_extension(str(extension))
-    request = core.compile_model(synthetic_step(tokens, extension), "CPU", SETTINGS).create_infer_request()
+    request = core.compile_model(synthetic_step(tokens, extension, dynamic), "CPU", SETTINGS).create_infer_request()
     feed = np.random.default_rng(1).standard_normal((1, tokens, 576)).astype(np.float32)
     request.infer({0: feed})
     calls: dict[str, list[float]] = {shape: [] for shape in SHAPES}
@@ -142,7 +145,7 @@ def measure_openvino(tokens: int, steps: int, extension: Path | None) -> dict:
 
 def _worker(args: argparse.Namespace) -> int:
     extension = Path(args.extension) if args.extension else None
-    print(json.dumps({str(t): measure_openvino(t, args.steps, extension) for t in TOKENS}))
+    print(json.dumps({str(t): measure_openvino(t, args.steps, extension, args.dynamic) for t in TOKENS}))
     return 0
 
 
@@ -204,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--extension", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--dynamic", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(args)
@@ -218,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         plain = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
         runs = {**{name: ([str(b), "--steps", str(args.steps)], None) for name, b in binaries.items()},
                 "openvino AVX2": (worker, capped), "openvino AVX-512": (worker, plain),
-                "op AVX2 (in OpenVINO)": (worker + ["--extension", str(library)], capped)}
+                "op AVX2 (in OpenVINO)": (worker + ["--extension", str(library)], capped),
+                "openvino AVX2, dynamic T": (worker + ["--dynamic"], capped),
+                "op AVX2, dynamic T": (worker + ["--extension", str(library), "--dynamic"], capped)}
         rounds: dict[str, list[dict]] = {name: [] for name in runs}
         loads = []
         for index in range(args.rounds):
