@@ -1,8 +1,7 @@
 // Q4_1 weights times Q8_1 (row-wise int8) activations: the arithmetic of llama.cpp's ggml_vec_dot_q4_1_q8_1,
 // written here from the formulas (not copied), for x86 AVX2 (-mavx2 -mfma) and, built with -mavx512vnni -mavx512vl,
-// VNNI on 256-bit vectors. Shared by the standalone
-// microbenchmark (q4_bench.cpp) and the OpenVINO extension op (q4_matmul.cpp); an experiment, the engine does not
-// use it.
+// VNNI on 256-bit vectors. Shared by the standalone microbenchmark (q4_bench.cpp) and the OpenVINO extension op
+// (q4_matmul.cpp); an experiment, the engine does not use it.
 //
 // Weights W [N, K], K a multiple of 64 (two blocks are read together), in blocks of 32 along K (GGUF Q4_1):
 //   codes    u8  [N, K / 2]   16 bytes a block: byte j holds code q[j] (0..15) in its low nibble, q[j + 16] in its high

@@ -8,6 +8,8 @@
 //   scales   f32 [N, K / 32]     d of each block
 //   offsets  f32 [N, K / 32]     m of each block: weight = d * q + m
 //   y        f32 [..., N]        y[r, n] = sum_k x[r, k] * w[n, k], with x quantized as below
+// K must be a multiple of 64 and N of 4 (the default model's are); otherwise evaluate() returns false and OpenVINO
+// raises.
 //
 // Arithmetic and its fixed order: q4_1_q8_1.hpp (llama.cpp's Q4_1 x Q8_1 dot product: each row of x quantized to
 // int8 per block of 32 on its own, integer dot products with the 4-bit codes). Rows never mix and each row is
