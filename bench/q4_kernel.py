@@ -10,8 +10,10 @@ excepted) is replaced by it, weights repacked from the IR's constants (``w = d *
 
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
 * one product alone, ``N x 576`` weights at 1 and 256 rows, against OpenVINO's u4 FullyConnected on the same codes;
-* the whole model: a decode step after a 32-token prompt, passes over 2 and 4 tokens, a 1,024-token prefill;
-* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference), and greedy agreement with OpenVINO's
+* the whole model: a decode step after a 32-token prompt, passes over 2 and 4 tokens, a 1,024-token prefill (wall
+  times), and a decode step as the sum of its nodes' median times (``PERF_COUNT``, all nodes and the products);
+* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference; and, at the inputs of the
+  first two layers' products, which node first computes a row differently), and greedy agreement with OpenVINO's
   graph: tokens before the first difference, 32 at most, on 3 prompts (int8 activations change the logits, as
   llama.cpp's do).
 
@@ -47,15 +49,29 @@ EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMI
 PROMPTS = ([1, 9690, 314, 253, 5356, 282, 4649, 30, 2], list(range(1000, 1032)), list(range(5000, 5016)))
 
 
-def build(out_dir: Path) -> Path:
-    """Compile the op against the venv's OpenVINO (headers and libraries ship in its wheel) and return the .so."""
+def _compile(out_path: Path, source: str, vnni: bool, extra: list[str]) -> Path:
+    isa = ["-mavx2", "-mfma", "-mf16c"] + (["-mavx512vnni", "-mavx512vl"] if vnni else [])
+    subprocess.run(["g++", "-O3", *isa, "-ffp-contract=off", "-std=c++17", str(HERE / "q4_kernel" / source), *extra,
+                    "-o", str(out_path)], check=True)
+    return out_path
+
+
+def build(out_dir: Path, vnni: bool = False) -> Path:
+    """Compile the op (``q4_kernel/q4_matmul.cpp``) against the venv's OpenVINO (headers and libraries ship in its
+    wheel) and return the .so; ``vnni`` builds the AVX-512 VNNI kernel instead of the AVX2 one. ~30 s on 2 cores.
+
+    Raises:
+        subprocess.CalledProcessError: g++ failed (missing, or too old for C++17).
+    """
     root = Path(ov.__file__).parent
-    library = out_dir / "libq4_matmul.so"
     libs = [str(next((root / "libs").glob("libopenvino.so.*"))), str(root / "libs" / "libtbb.so.12")]
-    subprocess.run(["g++", "-O3", "-mavx2", "-mfma", "-mf16c", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC",
-                    f"-I{root / 'include'}", str(HERE / "q4_kernel" / "q4_matmul.cpp"), *libs, "-o", str(library)],
-                   check=True)
-    return library
+    return _compile(out_dir / f"libq4_matmul{'_vnni' if vnni else ''}.so", "q4_matmul.cpp", vnni,
+                    ["-shared", "-fPIC", f"-I{root / 'include'}", *libs])
+
+
+def build_microbenchmark(out_dir: Path, vnni: bool = False) -> Path:
+    """Compile the standalone microbenchmark (``q4_kernel/q4_bench.cpp``, OpenMP, no OpenVINO); returns the binary."""
+    return _compile(out_dir / f"q4_bench_{'vnni' if vnni else 'avx2'}", "q4_bench.cpp", vnni, ["-fopenmp"])
 
 
 def use_kernel(model: ov.Model, factory: NodeFactory) -> int:
@@ -120,12 +136,69 @@ def model_round(stepper: Stepper, tokens: list[int]) -> dict:
     return {"decode_ms": decode, "verify_2": verify[2], "verify_4": verify[4], "prefill_ms": prefill}
 
 
+def node_times(core: ov.Core, model: ov.Model, tokens: list[int], steps: int = 24) -> dict:
+    """A decode step as the sum of its nodes' median times (``PERF_COUNT``, ms; robust to other work on the machine,
+    which wall times are not): ``nodes_ms`` all executed nodes, ``products_ms`` the weight products
+    (``FullyConnected*`` or the op's ``Reference`` nodes). One-token steps after a 32-token prompt, 4 not counted."""
+    stepper = Stepper(core.compile_model(model, "CPU", {**EXACT, "PERF_COUNT": "YES"}))
+    stepper.forward(tokens[:32])
+    per_node: dict[str, list[float]] = {}
+    kinds: dict[str, str] = {}
+    for index, token in enumerate(tokens[32 : 32 + steps]):
+        stepper.forward([token])
+        if index < 4:
+            continue
+        for info in stepper.request.profiling_info:
+            if info.status == info.Status.EXECUTED:
+                per_node.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
+                kinds[info.node_name] = info.node_type
+    medians = {name: statistics.median(times) for name, times in per_node.items()}
+    products = sum(ms for name, ms in medians.items() if kinds[name].startswith("FullyConnected") or kinds[name] == "Reference")
+    return {"nodes_ms": sum(medians.values()), "products_ms": products}
+
+
 def greedy(stepper: Stepper, prompt: list[int], count: int = 32) -> list[int]:
     stepper.reset()
     out = [int(stepper.forward(prompt)[-1].argmax())]
     while len(out) < count:
         out.append(int(stepper.forward(out[-1:])[-1].argmax()))
     return out
+
+
+def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], products: int = 14) -> list[dict]:
+    """Where a 4-token pass and 4 one-token passes part, with the op in place: for the inputs of the first
+    ``products`` replaced products (layers 0 and 1), in graph order, the node that makes each input, whether each
+    of the 4 rows is bitwise the one-token row, and the largest difference."""
+    model = core.read_model(xml)
+    use_kernel(model, factory)
+    sources, labels, seen = [], [], set()
+    for node in [n for n in model.get_ordered_ops() if n.get_type_name() == "Q4MatMul"][:products]:
+        source = node.input_value(0)
+        key = (source.get_node().get_instance_id(), source.get_index())
+        if key not in seen:  # q, k and v (gate and up) read one input
+            seen.add(key)
+            sources.append(source)
+            chain = [source.get_node()]
+            while chain[-1].get_type_name() in ("Reshape", "Transpose", "Convert"):
+                chain.append(chain[-1].input_value(0).get_node())
+            labels.append(" <- ".join(n.get_type_name() for n in chain))
+    model.add_outputs(sources)
+    stepper = Stepper(core.compile_model(model, "CPU", EXACT))
+
+    def inputs(ids: list[int]) -> list[np.ndarray]:
+        stepper.forward(ids)
+        return [stepper.request.get_output_tensor(1 + i).data.reshape(len(ids), -1).copy() for i in range(len(sources))]
+
+    stepper.reset()
+    stepper.forward(tokens[:32])
+    together = inputs(tokens[32:36])
+    stepper.reset()
+    stepper.forward(tokens[:32])
+    singles = [inputs([t]) for t in tokens[32:36]]
+    return [{"made_by": label, "rows_bitwise_equal": [bool(np.array_equal(together[i][r].view(np.uint32),
+                                                                          singles[r][i][0].view(np.uint32))) for r in range(4)],
+             "largest_difference": float(max(np.abs(together[i][r] - singles[r][i][0]).max() for r in range(4)))}
+            for i, label in enumerate(labels)]
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -137,7 +210,7 @@ def single_product(core: ov.Core, factory: NodeFactory, columns: int, rows: int,
     rng = np.random.default_rng(0)
     width, groups = 576, 18
     codes = rng.integers(0, 16, (columns, groups, 32)).astype(np.uint8)
-    scale = (rng.random((columns, groups)) * 0.01).astype(np.float32)
+    scale = (rng.random((columns, groups)) * 0.01 + 0.001).astype(np.float32)
     offset = (-rng.random((columns, groups)) * 0.08).astype(np.float32)
     x = ops.parameter([1, rows, width], np.float32)
     packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(columns, groups * 16)
@@ -170,12 +243,19 @@ def markdown(results: dict) -> str:
     for name, row in results["products"].items():
         lines.append(f"| {name} | {row['kernel']:.3f} | {row['openvino']:.3f} | {row['openvino'] / row['kernel']:.2f}x |")
     lines += ["", f"Whole model, {results['replaced']} products replaced (the LM head kept):", "",
-              "| graph | decode ms | verify 2 / 4 tokens (x one step) | prefill 1,024 ms |", "| --- | --- | --- | --- |"]
+              "| graph | decode ms | verify 2 / 4 tokens (x one step) | prefill 1,024 ms | decode as median node times: "
+              "all / products ms |", "| --- | --- | --- | --- | --- |"]
     for name, row in results["model"].items():
-        lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['verify_2']:.2f} / {row['verify_4']:.2f} | {row['prefill_ms']:.0f} |")
+        nodes = results.get("nodes", {}).get(name)
+        lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['verify_2']:.2f} / {row['verify_4']:.2f} | {row['prefill_ms']:.0f} | "
+                     + (f"{nodes['nodes_ms']:.2f} / {nodes['products_ms']:.2f} |" if nodes else "— |"))
     lines += ["", f"Largest logit difference between a 4-token pass and 4 one-token passes: {results['rows_difference']:.1e} "
               "(the op's rows are bit for bit; OpenVINO's other nodes, attention and the LM head, are not). "
-              f"Greedy tokens before the first difference from OpenVINO's graph, 3 prompts: {results['greedy_agreement']}."]
+              f"Greedy tokens before the first difference from OpenVINO's graph, 3 prompts: {results['greedy_agreement']}.",
+              "", "Where the rows part (inputs of the op's products in layers 0-1, in graph order; 4-token pass against "
+              "4 one-token passes):", "", "| input made by | rows bitwise equal | largest difference |", "| --- | --- | --- |"]
+    lines += [f"| {row['made_by']} | {' '.join('yes' if e else 'no' for e in row['rows_bitwise_equal'])} | "
+              f"{row['largest_difference']:.1e} |" for row in results.get("row_equality", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -210,10 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         kernel.reset()
         kernel.forward(tokens[:32])
         singles = np.stack([kernel.forward([t])[-1] for t in tokens[32:36]])
+        nodes = {"openvino": node_times(core, core.read_model(xml), tokens), "kernel": node_times(core, kernel_model, tokens)}
         agreement = [_common_prefix(greedy(steppers["openvino"], p), greedy(kernel, p)) for p in PROMPTS]
+        equality = row_equality(core, factory, xml, tokens)
     results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "products": products,
-               "replaced": replaced, "model": model, "rows_difference": float(np.abs(together - singles).max()),
-               "greedy_agreement": " / ".join(f"{a}/32" for a in agreement)}
+               "replaced": replaced, "model": model, "nodes": nodes, "rows_difference": float(np.abs(together - singles).max()),
+               "greedy_agreement": " / ".join(f"{a}/32" for a in agreement), "row_equality": equality}
     write_result(args.out, "q4_kernel", results, markdown(results))
     print(markdown(results))
     return 0

@@ -1,0 +1,173 @@
+// Standalone microbenchmark of the Q4_1 x Q8_1 weight product (q4_1_q8_1.hpp) on the default model's shapes
+// (SmolLM2-135M: 30 layers of q 576x576, k and v 192x576, o 576x576, gate and up 1536x576, down 576x1536 as
+// [outputs x inputs], then the 49,152 x 576 output layer), without OpenVINO. bench/q4_microbench.py builds it (g++
+// -O3, OpenMP) once for AVX2 and once for AVX-512 VNNI and compares it with OpenVINO's compressed FullyConnected.
+//
+//   q4_bench [--tokens 1,2,4] [--steps 15] [--threads 2]      prints one JSON object
+//
+// All 211 matrices are allocated (random codes, scales ~0.01, offsets -7.5 d: 101 MB as the model's) and a "step"
+// runs them in the model's order, so each product reads its weights from memory as in a decode step, not from a warm
+// cache. Each call quantizes its T input rows (Q8_1) and then splits the N outputs into one contiguous range a
+// thread (multiples of 4). Per shape: the median time of one call over all calls after the first step; per T: the
+// median step (sum of its 211 calls). Checks printed with the times: each row of a 4-row product equals, bit for bit,
+// the same row computed alone; a fingerprint of the outputs (equal between the AVX2 and VNNI builds when their
+// arithmetic is the same); the largest error of a product against f32 weights and f32 activations, relative to the
+// largest |y|.
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "q4_1_q8_1.hpp"
+
+using specchat::Isa;
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+constexpr Isa ISA = Isa::vnni256;
+constexpr const char* ISA_NAME = "vnni256";
+#else
+constexpr Isa ISA = Isa::avx2;
+constexpr const char* ISA_NAME = "avx2";
+#endif
+
+struct Matrix {
+    std::string shape;  // e.g. "576x576 (q, o)"
+    int64_t n, k;
+    std::vector<uint8_t> codes;
+    std::vector<float> scales, offsets;
+
+    specchat::Q41Weights view() const { return {codes.data(), scales.data(), offsets.data(), n, k}; }
+
+    // w[n, k] in f32, for the error check.
+    float weight(int64_t row, int64_t col) const {
+        const int64_t b = col / 32, j = col % 32;
+        const uint8_t byte = codes[row * k / 2 + b * 16 + j % 16];
+        const int q = j < 16 ? byte & 15 : byte >> 4;
+        return scales[row * (k / 32) + b] * static_cast<float>(q) + offsets[row * (k / 32) + b];
+    }
+};
+
+static Matrix random_matrix(const std::string& shape, int64_t n, int64_t k, std::mt19937& rng) {
+    Matrix m{shape, n, k, std::vector<uint8_t>(n * k / 2), std::vector<float>(n * k / 32), std::vector<float>(n * k / 32)};
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.005f, 0.015f);
+    for (auto& c : m.codes) c = static_cast<uint8_t>(byte(rng));
+    for (size_t i = 0; i < m.scales.size(); ++i) m.scales[i] = scale(rng), m.offsets[i] = -7.5f * m.scales[i];
+    return m;
+}
+
+// Buffers for T rows of up to `k` columns, and the product with `threads` threads splitting the outputs.
+struct Runner {
+    std::vector<int8_t> q8;
+    std::vector<float> dxv, sx;
+    int threads;
+
+    Runner(int64_t rows, int64_t k, int threads_) : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), threads(threads_) {}
+
+    void product(const Matrix& m, const float* x, int64_t rows, float* y) {
+        const specchat::Q8Rows q{q8.data(), dxv.data(), sx.data(), m.k};
+        specchat::quantize_rows(x, rows, q);
+        const specchat::Q41Weights w = m.view();
+        const int64_t chunk = ((m.n + threads - 1) / threads + 3) / 4 * 4;
+#pragma omp parallel num_threads(threads)
+        {
+            const int64_t n0 = std::min<int64_t>(m.n, omp_get_thread_num() * chunk);
+            const int64_t n1 = std::min<int64_t>(m.n, n0 + chunk);
+            specchat::q4_1_q8_1_product<ISA>(w, q, rows, y, m.n, n0, n1);
+        }
+    }
+};
+
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+int main(int argc, char** argv) {
+    std::vector<int> tokens{1, 2, 4};
+    int steps = 15, threads = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tokens")) {
+            tokens.clear();
+            for (char* t = strtok(argv[i + 1], ","); t; t = strtok(nullptr, ",")) tokens.push_back(atoi(t));
+        }
+    }
+    std::mt19937 rng(0);
+    std::vector<Matrix> step;  // the model's 211 products in order
+    for (int layer = 0; layer < 30; ++layer) {
+        step.push_back(random_matrix("576x576 (q, o)", 576, 576, rng));
+        step.push_back(random_matrix("192x576 (k, v)", 192, 576, rng));
+        step.push_back(random_matrix("192x576 (k, v)", 192, 576, rng));
+        step.push_back(random_matrix("576x576 (q, o)", 576, 576, rng));
+        step.push_back(random_matrix("1536x576 (gate, up)", 1536, 576, rng));
+        step.push_back(random_matrix("1536x576 (gate, up)", 1536, 576, rng));
+        step.push_back(random_matrix("576x1536 (down)", 576, 1536, rng));
+    }
+    step.push_back(random_matrix("49152x576 (output)", 49152, 576, rng));
+    double weight_bytes = 0;
+    for (const auto& m : step) weight_bytes += m.codes.size() + 4.0 * (m.scales.size() + m.offsets.size());
+
+    const int max_t = *std::max_element(tokens.begin(), tokens.end());
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> x(std::max(max_t, 4) * 1536), y(std::max(max_t, 4) * 49152), alone(49152);
+    for (auto& v : x) v = normal(rng);
+    Runner runner(std::max(max_t, 4), 1536, threads);
+
+    // Checks: rows bitwise equal alone and together, the fingerprint, the error against f32.
+    bool rows_equal = true;
+    uint64_t fingerprint = 1469598103934665603ull;
+    double worst_error = 0;
+    for (size_t i : {size_t(0), size_t(1), size_t(4), size_t(6), step.size() - 1}) {
+        const Matrix& m = step[i];
+        runner.product(m, x.data(), 4, y.data());
+        for (int r = 0; r < 4; ++r) {
+            runner.product(m, x.data() + r * m.k, 1, alone.data());
+            rows_equal &= !memcmp(alone.data(), y.data() + r * m.n, m.n * sizeof(float));
+        }
+        const unsigned char* bytes = reinterpret_cast<const unsigned char*>(y.data());
+        for (size_t b = 0; b < 4 * m.n * sizeof(float); ++b) fingerprint = (fingerprint ^ bytes[b]) * 1099511628211ull;
+        double largest = 0, error = 0;
+        for (int64_t n = 0; n < std::min<int64_t>(m.n, 512); ++n) {
+            double exact = 0;
+            for (int64_t c = 0; c < m.k; ++c) exact += static_cast<double>(m.weight(n, c)) * x[c];
+            largest = std::max(largest, std::fabs(exact));
+            error = std::max(error, std::fabs(exact - y[n]));
+        }
+        worst_error = std::max(worst_error, error / largest);
+    }
+
+    printf("{\"isa\": \"%s\", \"threads\": %d, \"steps\": %d, \"weight_mb\": %.1f, \"rows_bitwise_equal\": %s, "
+           "\"fingerprint\": \"%016llx\", \"relative_error\": %.3g, \"tokens\": {",
+           ISA_NAME, threads, steps, weight_bytes / 1e6, rows_equal ? "true" : "false",
+           static_cast<unsigned long long>(fingerprint), worst_error);
+    for (size_t ti = 0; ti < tokens.size(); ++ti) {
+        const int t = tokens[ti];
+        std::map<std::string, std::vector<double>> calls;
+        std::vector<double> step_ms;
+        for (int s = 0; s < steps + 1; ++s) {
+            double total = 0;
+            for (const auto& m : step) {
+                const auto start = std::chrono::steady_clock::now();
+                runner.product(m, x.data(), t, y.data());
+                const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                total += ms;
+                if (s > 0) calls[m.shape].push_back(ms);
+            }
+            if (s > 0) step_ms.push_back(total);
+        }
+        printf("%s\"%d\": {\"step_ms\": %.4f, \"calls_ms\": {", ti ? ", " : "", t, median(step_ms));
+        bool first = true;
+        for (auto& [shape, v] : calls) printf("%s\"%s\": %.5f", first ? "" : ", ", shape.c_str(), median(v)), first = false;
+        printf("}}");
+    }
+    printf("}}\n");
+    return rows_equal ? 0 : 1;
+}
