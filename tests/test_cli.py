@@ -188,3 +188,14 @@ def test_compare_warms_the_engine_up_before_either_measured_run(int4_dir, data_d
         assert commands.run_command(args) == 0
         assert calls == expected
     assert json.loads(capsys.readouterr().out.splitlines()[0])["speedup"] > 0
+
+
+def test_a_compare_printed_for_people_heads_each_text_on_stdout(int4_dir, data_dir):
+    """A newcomer piped `generate --mode compare` and got both replies back to back: the headings that separate them
+    went to stderr only."""
+    result = _specchat("generate", "Say hello.", "--mode", "compare", "--max-new-tokens", "6", data_dir=data_dir)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "--- autoregressive" and "--- auto" in lines[1:], lines
+    first, second = result.stdout.split("--- auto\n")[0], result.stdout.split("--- auto\n")[1]
+    assert first.removeprefix("--- autoregressive\n").strip() and second.strip()  # a text under each heading

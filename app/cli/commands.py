@@ -328,8 +328,8 @@ def _generate(args: argparse.Namespace) -> int:
     for mode in modes:
         engine.reset()
         session = ChatSession(engine, args.system)
-        if args.mode == "compare" and not args.json:
-            print(f"--- {'autoregressive' if mode == 'ar' else 'auto'}", file=sys.stderr)
+        if args.mode == "compare" and not args.json:  # (on stdout, between the texts it separates)
+            print(f"--- {'autoregressive' if mode == 'ar' else 'auto'}", flush=True)
         with _ctrl_c_cancels(cancel):
             events = session.send(prompt, settings[mode], cancel)
             results[mode] = _stream(events, None if args.json else sys.stdout)
