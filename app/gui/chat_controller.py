@@ -27,7 +27,7 @@ from .reply_controller import ReplyController
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
 from .widgets.live_graph import LiveGraph
-from .widgets.settings_pane import SettingsPane
+from .widgets.settings_pane import SettingsPane, blocked_summary
 
 #: The status bar's line from Stop until the reply ends.
 STOPPING = "Stopping…"
@@ -91,7 +91,7 @@ class ChatController(QObject):
         replies, view, composer, conversations = self._replies, self._view, self._composer, self._conversations
         errors = self._pane.errors(compare=compare)
         if errors:
-            composer.show_blocked(f"Fix the settings first: {next(iter(errors.values()))}")
+            composer.show_blocked(blocked_summary(errors))
             return None
         refusal = replies.refusal(text)
         if refusal:

@@ -59,7 +59,7 @@ from .widgets.help import show_about, show_shortcuts
 from .widgets.live_graph import LiveGraph
 from .widgets.model_notice import ModelNotice
 from .widgets.model_picker import ModelPicker
-from .widgets.settings_pane import SettingsPane
+from .widgets.settings_pane import SettingsPane, blocked_summary
 from .window_geometry import default_size, fit_to_screen
 
 logger = logging.getLogger(__name__)
@@ -252,7 +252,7 @@ class MainWindow(QMainWindow):
         status.addPermanentWidget(self.busy_bar)
         status.addPermanentWidget(self.model_label)
         errors = self.settings_pane.errors()
-        self.composer.set_blocked(f"Fix the settings first: {next(iter(errors.values()))}" if errors else None)
+        self.composer.set_blocked(blocked_summary(errors) or None)
 
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "", checkable: bool = False) -> QAction:
         action = QAction(text, self)

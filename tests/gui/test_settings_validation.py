@@ -251,7 +251,13 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.k.setValue(17)
     assert "K (draft tokens per step) must be in [1, 16], got 17" == _shown_error(pane, "k")
     assert pane.fields["k"].property("invalid") is True
-    assert emitted == [] and summaries[-1].startswith("Fix the settings first: K")
+    assert emitted == [] and summaries[-1] == "Fix the settings first: K (draft tokens per step) must be in [1, 16], got 17"
+    pane.n_ctx.setValue(5)  # a second field flagged: the summary says the first and counts the others
+    assert summaries[-1] == (
+        "Fix the settings first: Context length (n_ctx) must be in [16, 8192], got 5 (and 1 more field, marked in red)"
+    )  # (in the words of the field's label, as under the field)
+    pane.n_ctx.setValue(4096)
+    assert summaries[-1].endswith("got 17")
     pane.k.setValue(6)
     assert _shown_error(pane, "k") == "" and pane.fields["k"].property("invalid") is False
     assert emitted[-1].generation.speculative.k == 6 and summaries[-1] == ""

@@ -499,8 +499,10 @@ class SettingsPane(QScrollArea):
 
     def errors(self, compare: bool = False) -> dict[str, str]:
         """Current errors by field name (empty when valid): of what the chosen decoding uses, and with ``compare``
-        of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid)."""
-        return {**self._compare_errors, **self._errors} if compare else dict(self._errors)
+        of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid); each
+        message names its field as the pane labels it ("Context length (n_ctx) must be…")."""
+        errors = {**self._compare_errors, **self._errors} if compare else self._errors
+        return {name: self._in_plain_words(name, message) for name, message in errors.items()}
 
     def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
         """Show (or clear, with None) an error found outside the pane next to its field.
@@ -570,10 +572,7 @@ class SettingsPane(QScrollArea):
         self._show_draft_tip()
         self.draft_model.setEnabled(settings.generation.decoding.speculative)
         self.adaptive_k.setEnabled(settings.generation.decoding.speculative)
-        summary = ""
-        if errors:
-            name, message = next(iter(errors.items()))
-            summary = f"Fix the settings first: {message}"
+        summary = blocked_summary(self.errors())
         self.validity_changed.emit(summary)
         if emit and not errors and settings != self._last_emitted:
             self._last_emitted = settings
@@ -592,6 +591,16 @@ class SettingsPane(QScrollArea):
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
+
+
+def blocked_summary(errors: dict[str, str]) -> str:
+    """What the message box says while settings are invalid: the first field's message, and how many more fields
+    are flagged (a newcomer fixed the one named and found Send still off for two others); "" without errors."""
+    if not errors:
+        return ""
+    first = next(iter(errors.values()))
+    more = len(errors) - 1
+    return f"Fix the settings first: {first}" + (f" (and {more} more field{'s' if more > 1 else ''}, marked in red)" if more else "")
 
 
 def precision_in_words(precision: NumericPrecision) -> str:
