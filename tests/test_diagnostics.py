@@ -12,7 +12,13 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from app.gui.display_check import EMOJI_FONT_PACKAGE, XCB_LIBRARIES, display_problem, missing_xcb_libraries, xcb_packages
+from app.gui.display_check import (
+    EMOJI_FONT_PACKAGE,
+    XCB_LIBRARIES,
+    display_problem,
+    missing_xcb_libraries,
+    xcb_packages,
+)
 from app.logging_setup import BACKUP_COUNT, LOG_DIR_ENV, log_dir
 
 REPO = Path(__file__).resolve().parent.parent

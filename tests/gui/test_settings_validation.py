@@ -383,6 +383,9 @@ def test_a_number_typed_past_its_range_is_kept_and_the_range_said_in_plain_words
     _type_into(qtbot, pane.n_ctx, "4096")
     _type_into(qtbot, pane.k, "4")
     assert _shown_error(pane, "n_ctx") == _shown_error(pane, "k") == ""
+    _type_into(qtbot, pane.temperature, "50")  # (a newcomer's "50" became 5.00, flagged as "got 5")
+    assert pane.temperature.value() == 50 and "[0, 2]" in _shown_error(pane, "temperature")
+    assert "got 50" in _shown_error(pane, "temperature")
 
 
 def test_the_decoding_help_line_is_true_with_sampling_too(pane):

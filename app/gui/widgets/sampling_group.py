@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PENALTY, MAX_TEMPERATURE
+from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PENALTY
 
 from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
 from ..settings_store import AppSettings, SettingsStore
@@ -41,6 +41,9 @@ from .setting_row import add_setting
 #: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
 #: and flagged with the range, never cut).
 BIG = 2**31 - 1
+#: The largest number a decimal field holds: three digits before the point, so that "50" typed into temperature
+#: stays 50 and is flagged with its range (a field that stopped at 20 kept "5" of it without a word).
+TYPED_MAX = 999.99
 #: The fields folded under "Penalties, top-k, seed, stop strings" (``SamplingGroup.more``).
 MORE_FIELDS = ("top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop_strings")
 #: The preset combo's entry while the values match no preset.
@@ -120,12 +123,12 @@ class SamplingGroup(QGroupBox):
         form.addRow(greedy_row)
 
         self.temperature = self._double(
-            form, "temperature", "Randomness (temperature)", 10 * MAX_TEMPERATURE, 0.1,
+            form, "temperature", "Randomness (temperature)", TYPED_MAX, 0.1,
             "Temperature: 0 = greedy (always the most likely token); 0.7 is a common chat value",
             help_text="0: always the likeliest word; higher: more varied.",
         )  # fmt: skip
         self.top_p = self._double(
-            form, "top_p", "Likely words only (top-p)", 10.0, 0.05,
+            form, "top_p", "Likely words only (top-p)", TYPED_MAX, 0.05,
             "Top-p (nucleus sampling): only the most likely tokens that make up this share, in (0, 1]; 1 = off",
         )  # fmt: skip
         self.max_new_tokens = QSpinBox()
