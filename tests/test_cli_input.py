@@ -13,7 +13,7 @@ from helpers import bound_by_permissions
 
 from app.cli.commands import build_parser, chat_input, read_message, read_prompt
 from app.cli.options import unused_options
-from inference.engine import FIRST_PREFILL_PASS, prefill_pass_size
+from inference.prefill import FIRST_PREFILL_PASS, prefill_pass_size
 
 BIG_PROMPT_BYTES = 140 * 1024  # more than one argument may hold (Linux: 128 KiB)
 

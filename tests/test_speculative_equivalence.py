@@ -132,7 +132,7 @@ class _RandomChoices:
     """Replaces ``StepPlanner.choose`` by a seeded random choice among a plain step, the head with K = 1..3 and
     lookup with what it offers: a reply whose drafter and K (K = 0 included) change from step to step, as Auto's
     may, without timings. It chooses for a seeded sampled Auto reply too, which the engine's planner gives a fixed
-    drafter and K (``engine.seeded_sampling``): these chi-square trials are seeded, and what they test is that
+    drafter and K (``auto_decoding.seeded_sampling``): these chi-square trials are seeded, and what they test is that
     every mix of choices keeps the distribution."""
 
     def __init__(self, seed: int):
