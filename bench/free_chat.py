@@ -92,7 +92,7 @@ def read_prompts(path: Path = PROMPTS) -> list[tuple[str, str]]:
 
 def settings_for(mode: str, sampling: str, seed: int, max_new_tokens: int) -> GenerationSettings:
     """The settings of one reply. Auto's sampled replies get no seed: a seeded sampled reply drafts with a fixed
-    drafter and K (``engine.seeded_sampling``), so a seed would measure that, not Auto's choices; the window's chats
+    drafter and K (``auto_decoding.seeded_sampling``), so a seed would measure that, not Auto's choices; the window's chats
     are unseeded. The speed comparison stands (the texts differ by design when sampling)."""
     decoding, k, adaptive = MODES[mode]
     if decoding is Decoding.AUTO and sampling != "greedy":

@@ -3,7 +3,7 @@
 Run alone: ``bench/.venv/bin/python bench/quality.py [--full] [--out bench/results]``; ``bench/run.py`` calls it too.
 
 * Perplexity of the default model at 4, 8 and 16 bits on ``bench/data/kjv_genesis.txt`` (King James Version,
-  Genesis: public domain), scored with ``Engine.score`` under the attention-sink policy.
+  Genesis: public domain), scored with ``scoring.score`` under the attention-sink policy.
 * Perplexity in the windows of llama.cpp's own ``llama-perplexity`` tool: the text cut into windows of 1,024 tokens,
   each scored from an empty cache, only each window's second half counted (every scored token sees 512 to 1,023
   tokens before it). llama.cpp (llama-cpp-python, ``logits_all=True``) on the Q4_1 GGUF is the reference row, beside
@@ -40,6 +40,7 @@ from inference.exactness import first_difference  # noqa: E402
 from inference.model import load_model  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
+from inference.scoring import score  # noqa: E402
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings  # noqa: E402
 
 TEXT = Path(__file__).resolve().parent / "data" / "kjv_genesis.txt"
@@ -72,7 +73,7 @@ def perplexity_by_bits(tokens: list[int], n_ctx: int, engine_4bit: Engine) -> di
     for bits in (4, 8, 16):
         engine = engine_4bit if bits == 4 else Engine.load(ensure_default_model(bits), "CPU")
         start = time.perf_counter()
-        scores = engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=4))
+        scores = score(engine, tokens, ContextSettings(n_ctx=n_ctx, n_keep=4))
         out[str(bits)] = {"perplexity": float(np.exp(-scores.mean())), "seconds": time.perf_counter() - start}
     return out
 
@@ -133,7 +134,7 @@ def perplexity_in_windows(tokens: list[int], engine_4bit: Engine) -> dict:
     for bits in (4, 8, 16):
         engine = engine_4bit if bits == 4 else Engine.load(ensure_default_model(bits), "CPU")
         started = time.perf_counter()
-        scores = [engine.score(chunk, ContextSettings(n_ctx=2 * WINDOW, n_keep=4)) for chunk in chunks]
+        scores = [score(engine, chunk, ContextSettings(n_ctx=2 * WINDOW, n_keep=4)) for chunk in chunks]
         rows[f"SpecChat, {bits}-bit IR"] = {"perplexity": second_half_perplexity(scores),
                                              "seconds": time.perf_counter() - started}
     return {"windows": len(chunks), "window": WINDOW, "rows": rows}
@@ -146,7 +147,7 @@ def sliding_window_recompute(engine: Engine, tokens: list[int], n_ctx: int) -> n
     for start in range(0, len(tokens) - 1, stride):
         first = max(0, start - (n_ctx - stride))
         window = tokens[first : min(len(tokens), start + stride + 1)]
-        window_scores = engine.score(window, ContextSettings(n_ctx=max(n_ctx, len(window))))
+        window_scores = score(engine, window, ContextSettings(n_ctx=max(n_ctx, len(window))))
         # window_scores[i] predicts window[i + 1] = tokens[first + i + 1]; keep predictions of tokens start+1 ..
         take = window_scores[start - first :]
         scores[start : start + len(take)] = take
@@ -158,8 +159,8 @@ def streaming_llm(engine: Engine, tokens: list[int], windows: tuple[int, ...]) -
     out = {}
     for n_ctx in windows:
         policies = {
-            "sinks (n_keep=4, shift-RoPE)": engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=4)),
-            "no sinks (n_keep=0, shift-RoPE)": engine.score(tokens, ContextSettings(n_ctx=n_ctx, n_keep=0)),
+            "sinks (n_keep=4, shift-RoPE)": score(engine, tokens, ContextSettings(n_ctx=n_ctx, n_keep=4)),
+            "no sinks (n_keep=0, shift-RoPE)": score(engine, tokens, ContextSettings(n_ctx=n_ctx, n_keep=0)),
             "sliding window, re-computed": sliding_window_recompute(engine, tokens, n_ctx),
         }
         out[str(n_ctx)] = {

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .settings import MAX_K
+from .settings import MAX_K, GenerationSettings
 
 #: A plain step: no drafter, K = 0.
 PLAIN = "plain"
@@ -331,3 +331,13 @@ class StepPlanner:
     @staticmethod
     def _acceptance_key(drafter: str, lookup_match: int) -> str:
         return "lookup_long" if drafter == "lookup" and lookup_match >= LONG_MATCH else drafter
+
+
+def seeded_sampling(settings: GenerationSettings) -> bool:
+    """Whether a reply samples with a seed and must therefore be reproducible: it then decodes with a fixed drafter
+    and K (Auto: the draft model or head when one is loaded, else prompt lookup; K ``settings.speculative.k``)
+    instead of choosing them per step from measured times. Exact speculative sampling (Leviathan et al., arXiv
+    2211.17192) gives the target's distribution whatever K is, but which tokens a given seed yields depends on the
+    drafts and on how many random draws each step takes, so timing-driven choices would make a seeded reply differ
+    from run to run. Greedy replies keep Auto's choices: they do not depend on them (up to near-ties)."""
+    return settings.sampling.seed is not None and not settings.sampling.greedy

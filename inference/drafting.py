@@ -29,7 +29,7 @@ Drafters:
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -88,6 +88,53 @@ class Drafter(Protocol):
             distributions they were sampled from, or None when the drafts are deterministic (greedy, or a lookup:
             ``sampling.accept_sampled`` then treats each draft as certain).
         """
+
+
+def draft_tokens(
+    logits: np.ndarray,
+    next_logits: Callable[[int], np.ndarray],
+    k: int,
+    sampling: SamplingSettings,
+    rng: np.random.Generator,
+    penalties: ReplyPenalties,
+    vocab: np.ndarray | None = None,
+) -> tuple[list[int], np.ndarray | None]:
+    """The drafting loop of a drafter that scores the vocabulary (the draft model, the draft head): up to ``k``
+    drafts, each chosen from its row of logits passed through the reply's penalties and grammar with the drafts
+    before it (``Drafter.propose``).
+
+    Greedy sampling drafts the argmax of each penalized row; otherwise each draft is sampled from the warped
+    penalized row, and those distributions are returned.
+
+    Args:
+        logits: float32 ``[vocab_size]``: the row the first draft is chosen from.
+        next_logits: the row after a draft token (one pass of the drafter); called for every draft but the last.
+        k: most drafts (>= 1).
+        sampling, rng, penalties: as for ``Drafter.propose``.
+        vocab: the token ids the drafter can propose (a draft head's pruned vocabulary; -inf elsewhere in its
+            rows), where drafting stops early when the grammar forbids all of them; None: the whole vocabulary,
+            of which the grammar always leaves a token (EOS at worst, ``GrammarMask.allowed``).
+
+    Returns:
+        ``(tokens, probs)``: at most k token ids, and the float64 ``[len(tokens), vocab_size]`` distributions they
+        were sampled from (None when greedy, or when no token was drafted).
+    """
+    tokens: list[int] = []
+    probs: list[np.ndarray] = []
+    for i in range(k):
+        row = penalties.apply(logits, tokens)
+        if vocab is not None and not np.isfinite(row[vocab]).any():  # the grammar forbids every token it can draft
+            break
+        if sampling.greedy:
+            token = int(np.argmax(row))
+        else:
+            dist = warp(row, sampling)
+            token = sample(dist, rng)
+            probs.append(dist)
+        tokens.append(token)
+        if i + 1 < k:
+            logits = next_logits(token)
+    return tokens, (np.stack(probs) if probs else None)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
@@ -154,21 +201,9 @@ class ModelDrafter:
         if logits is None:  # context already cached: recompute the last position
             self.cache.truncate(len(context) - 1)
             logits = self.cache.forward(context[-1:], n_ctx)[-1]
-        tokens: list[int] = []
-        probs: list[np.ndarray] = []
-        for i in range(k):
-            logits = penalties.apply(logits, tokens)
-            if sampling.greedy:
-                token = int(np.argmax(logits))
-            else:
-                dist = warp(logits, sampling)
-                token = sample(dist, rng)
-                probs.append(dist)
-            tokens.append(token)
-            if i + 1 < k:
-                logits = self.cache.forward([token], n_ctx)[-1]
+        drafts = draft_tokens(logits, lambda token: self.cache.forward([token], n_ctx)[-1], k, sampling, rng, penalties)
         self._synced = len(context)
-        return tokens, (np.stack(probs) if probs else None)
+        return drafts
 
     def _sync(self, target_tokens: list[int]) -> None:
         """Roll the draft cache back to its longest prefix in common with ``target_tokens``."""
@@ -262,25 +297,21 @@ class HeadDrafter:
             self._valid = cached - 1
             outputs = self._catch_up(context, cached, n_ctx)
         logits, hidden = outputs
-        tokens: list[int] = []
-        probs: list[np.ndarray] = []
-        for i in range(k):
-            full = np.full(self._vocab_size, -np.inf, dtype=np.float32)
-            full[self._vocab] = logits
-            full = penalties.apply(full, tokens)
-            if not np.isfinite(full[self._vocab]).any():  # the grammar forbids every token of the vocabulary
-                break
-            if sampling.greedy:
-                token = int(np.argmax(full))
-            else:
-                dist = warp(full, sampling)
-                token = sample(dist, rng)
-                probs.append(dist)
-            tokens.append(token)
-            if i + 1 < k:
-                logits = self.cache.forward([token], n_ctx, inputs={HIDDEN_INPUT: hidden[None, None]})[-1]
-                hidden = self.cache.output(DRAFT_HIDDEN)[-1]
-        return tokens, (np.stack(probs) if probs else None)
+
+        def next_row(token: int) -> np.ndarray:
+            nonlocal hidden
+            logits = self.cache.forward([token], n_ctx, inputs={HIDDEN_INPUT: hidden[None, None]})[-1]
+            hidden = self.cache.output(DRAFT_HIDDEN)[-1]
+            return self._full_row(logits)
+
+        return draft_tokens(self._full_row(logits), next_row, k, sampling, rng, penalties, self._vocab)
+
+    def _full_row(self, logits: np.ndarray) -> np.ndarray:
+        """The head's draft-vocabulary logits as a float32 ``[vocab_size]`` row of the target's vocabulary, -inf
+        outside the head's."""
+        full = np.full(self._vocab_size, -np.inf, dtype=np.float32)
+        full[self._vocab] = logits
+        return full
 
     def _catch_up(self, context: list[int], upto: int, n_ctx: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Compute head positions ``[valid, upto)`` from the target's hidden states and the tokens after them;

@@ -20,75 +20,37 @@ every change of the target's cache, and the draft model or head also when a repl
 The rolling context follows StreamingLLM (Xiao et al., arXiv 2309.17453): whenever a token is to be cached
 while the cache holds n_ctx tokens, the cache is rolled first (``KVCache.roll``). Speculative steps clip K so
 that they never cross n_ctx, hence both modes roll at exactly the same cache lengths and see the same tokens.
+
+Beside it: ``prefill`` (how a prompt is read in passes), ``reply_stream`` (a reply's text and when it ends),
+``scoring`` (log-probabilities of given text), ``exactness`` (why two greedy replies differ).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
-from .auto_decoding import PLAIN, Choice, Measurements, StepPlanner
+from .auto_decoding import PLAIN, Measurements, StepPlanner, seeded_sampling
 from .constraints import GrammarError, GrammarMask
-from .detokenizer import IncrementalDetokenizer, streaming_vocabulary
+from .detokenizer import streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
-from .events import (
-    ContextRolled,
-    DrafterUse,
-    Event,
-    Finished,
-    GenerationStats,
-    PromptOverflow,
-    PromptProgress,
-    StepStats,
-    TextDelta,
-    TokenLogprob,
-)
+from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, PromptProgress, StepStats
 from .kv_cache import KVCache
-from .model import HIDDEN_STATES, LoadedModel, check_same_tokenizer, load_model
+from .model import HIDDEN_STATES, LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
-from .rope import RopeUnsupportedError
-from .sampling import accept_drafts, logprobs, most_likely, next_token
-from .settings import (
-    MAX_K,
-    MIN_N_CTX,
-    ContextSettings,
-    Decoding,
-    GenerationSettings,
-    SamplingSettings,
-    SettingError,
-    check_threads,
-)
-from .stop_strings import StopStringFilter
-from .vocabulary import Vocabulary, vocabulary
+from .prefill import prefill_discards, prefill_pass_size, prefill_work
+from .reply_stream import ReplyStream
+from .sampling import accept_drafts, next_token
+from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, SettingError, check_threads
 
-# Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
-# +790 MB for 4,096.
-PREFILL_CHUNK = 2048
-# Prefill passes are sized so that each takes about a second on 2 cores with the default model: cancel is checked
-# between passes (an OpenVINO pass cannot be stopped midway: InferRequest.cancel() leaves the compiled model unable
-# to run again, measured with 2026.4), so Stop answers within about one pass. The sizes are a fixed function of the
-# cached tokens, never of timings, so a prompt is always split the same way (the two modes of a comparison share
-# their prefill bit for bit). Measured on the default model, 2 cores of a Xeon with AMX, seconds per pass:
-#   first pass (empty cache), f32: 128 tokens 0.24, 256 0.55, 512 1.22, 1,024 3.14; bf16 copy: 512 ~0.6, 1,024 ~1.0.
-#   a pass after cached tokens costs ~2 ms + 5 us per cached token, per token (f32 and bf16 alike): 128 tokens after
-#   1,024 cached 1.1-1.3 s, 64 after 2,048 1.5-1.9 s, 32-64 after 3,900 1.2 s.
-# The first pass is the cheapest per token, so it stays as long as a one-pass prefill was before (1,024 tokens): a
-# prompt of up to 1,024 tokens keeps its time to first token (split 512 + 512, f32 TTFT measured 1.35-1.47x), at the
-# price of Stop answering within ~3 s instead of ~1 s during that first f32 pass.
-FIRST_PREFILL_PASS = 1024  # exact (f32): ~3.1 s
-FIRST_FAST_PREFILL_PASS = 1024  # the bf16 prefill copy: ~1.0 s
-PREFILL_PASS_TOKENS = 400  # tokens per pass after cached ones, divided by 1 + cached / PREFILL_DEPTH_SCALE
-PREFILL_DEPTH_SCALE = 400
-MIN_PREFILL_PASS = 16
-# Most tokens per scoring pass (``Engine.score`` needs the logits of every position: [chunk, vocab] float32).
-SCORE_CHUNK = 512
 KV_SLACK = 64
 
 
@@ -228,7 +190,7 @@ class Engine:
                 "decoding", "speculative decoding with a draft model needs a draft model: load one, or use prompt lookup"
             )
         models = self._models(settings.decoding)
-        self._check_window(settings.context.n_ctx, models)
+        check_window(settings.context.n_ctx, models)
         n_keep, n_discard = settings.context.resolve(system_prompt_tokens)
         try:
             grammar = GrammarMask(self.target, settings.output.grammar) if settings.output.grammar is not None else None
@@ -275,16 +237,6 @@ class Engine:
             drafters["lookup"] = PromptLookupDrafter(max_ngram, history=self._seen, cached=len(self._cache))
         return drafters
 
-    def _check_window(self, n_ctx: int, models: list[LoadedModel]) -> None:
-        """Refuse an n_ctx larger than a sliding attention window (the cache must stay inside it)."""
-        for model in models:
-            window = model.sliding_window
-            if window is not None and n_ctx > window:
-                raise ValueError(
-                    f"n_ctx must be in [{MIN_N_CTX}, {window}] for {model.folder.name}: it attends to a sliding window of "
-                    f"{window} tokens, and the KV cache must stay inside it; lower n_ctx"
-                )
-
     def _reuse_prefix(self, prompt_ids: list[int], n_ctx: int) -> int:
         """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill."""
         seen = self._seen
@@ -315,7 +267,7 @@ class Engine:
         Raises:
             RopeUnsupportedError: one of ``models`` cannot shift its keys.
         """
-        self._check_can_roll(models)
+        check_can_roll(models)
         before = list(self._cache.tokens) if drafters else []
         dropped = self._cache.roll(n_keep, n_discard)
         for drafter in drafters.values():
@@ -357,14 +309,6 @@ class Engine:
         stats.discarded_tokens += skipped
         return tokens[:sinks_in_tokens] + tokens[len(tokens) - tail :]
 
-    def _check_can_roll(self, models: list[LoadedModel]) -> None:
-        for model in models:
-            if model.rope is None:
-                raise RopeUnsupportedError(
-                    f"the conversation needs more than n_ctx tokens, but {model.folder.name} cannot be rolled: "
-                    f"{model.rope_error}"
-                )
-
     def _prefill(
         self,
         tokens: list[int],
@@ -400,8 +344,8 @@ class Engine:
             self._seen.extend(chunk)
             done += len(chunk)
             cached, now = len(self._cache), time.perf_counter()
-            work_done += _prefill_work(cached - len(chunk), cached)
-            work_left = _prefill_work(cached, min(n_ctx, cached + len(tokens) - done))
+            work_done += prefill_work(cached - len(chunk), cached)
+            work_left = prefill_work(cached, min(n_ctx, cached + len(tokens) - done))
             remaining = (now - prefill_start) * work_left / work_done
             yield PromptProgress(done=done, total=len(tokens), elapsed_s=now - start, remaining_s=remaining)
         return logits
@@ -453,7 +397,7 @@ class Engine:
         chooses = (settings.decoding is Decoding.AUTO or settings.speculative.adaptive) and not seeded_sampling(settings)
         fixed_k = None if chooses or not drafters else settings.speculative.k
         planned = tuple(drafters) if chooses or len(drafters) < 2 else tuple(drafters)[:1]  # the model or head first
-        reply = _ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
+        reply = ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
         penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
         decode = _Decode(
@@ -552,7 +496,7 @@ class Engine:
         step_end = time.perf_counter()
         draft_s = draft_end - (step_start if choice.drafter == "lookup" else lookup_end)
         decode.planner.record(choice, len(drafts), accepted, draft_s, step_end - draft_end, cached_before, match)
-        _count(decode.stats, choice, len(drafts), accepted, emitted, decode.planner.chooses)
+        decode.stats.count_step(choice.drafter, choice.k, len(drafts), accepted, emitted, decode.planner.chooses)
         yield from deltas
         yield StepStats(
             drafted=len(drafts),
@@ -569,164 +513,31 @@ class Engine:
             drafter=choice.drafter,
         )
 
-    def score(self, token_ids: Sequence[int], context: ContextSettings, chunk: int = SCORE_CHUNK) -> np.ndarray:
-        """Log-probability of each token given the ones before it, under the rolling-context policy.
-
-        Tokens are fed in chunks; the cache rolls exactly where autoregressive decoding would (when it holds
-        n_ctx tokens), so every token sees the same context as it would in a chat. Used for perplexity and the
-        StreamingLLM experiment (Xiao et al., arXiv 2309.17453, section 4.1). The KV cache is reset before and
-        after.
-
-        Args:
-            token_ids: the text's ids, length N >= 2.
-            context: n_ctx / n_keep / n_discard (``"auto"`` keeps the minimum, there being no system prompt).
-            chunk: most tokens per forward pass.
-
-        Returns:
-            float64 ``[N - 1]``: ``log p(token[i + 1] | tokens[.. i])`` in nats.
-
-        Raises:
-            ValueError: fewer than 2 tokens, or an invalid context setting.
-        """
-        if len(token_ids) < 2:
-            raise ValueError("scoring needs at least 2 tokens")
-        tokens = list(map(int, token_ids))
-        scores = np.empty(len(tokens) - 1)
-        for done, log_probs in self._scored_passes(tokens, context, chunk):
-            targets = tokens[done + 1 : done + 1 + len(log_probs)]
-            scores[done : done + len(log_probs)] = log_probs[np.arange(len(log_probs)), targets]
-        return scores
-
-    def prompt_logprobs(
-        self,
-        token_ids: Sequence[int],
-        context: ContextSettings,
-        top: int,
-        chunk: int = SCORE_CHUNK,
-        cancel: threading.Event | None = None,
-    ) -> list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]:
-        """Each token's log-probability given the ones before it, and the ``top`` most likely tokens there (an
-        OpenAI completion's ``echo`` with ``logprobs``): the model's own distribution, without penalties or
-        temperature, under the rolling context as ``score`` computes it. The KV cache is reset before and after.
-
-        Args:
-            token_ids: the prompt's ids; context: as for ``score``; top: alternatives per token (0-20).
-            cancel: set it from any thread to stop; checked before each pass of at most ``chunk`` tokens.
-
-        Returns:
-            For tokens 1 .. N-1 (none for a one-token prompt): ``(the token's TokenLogprob, its alternatives, most
-            likely first)``; when cancelled, those of the passes done.
-
-        Raises:
-            ValueError: an invalid context setting; VocabularyError: an unknown detokenizer.
-        """
-        tokens = list(map(int, token_ids))
-        pieces = vocabulary(self.target).pieces
-        out = []
-        for done, log_probs in self._scored_passes(tokens, context, chunk):
-            if cancel is not None and cancel.is_set():
-                break
-            for row, token in zip(log_probs, tokens[done + 1 : done + 1 + len(log_probs)]):
-                alternatives = tuple(TokenLogprob(int(i), pieces[i], float(row[i])) for i in most_likely(row, top))
-                out.append((TokenLogprob(token, pieces[token], float(row[token])), alternatives))
-        return out
-
-    def _scored_passes(
-        self, tokens: list[int], context: ContextSettings, chunk: int
-    ) -> Iterator[tuple[int, np.ndarray]]:
-        """Feed ``tokens`` but the last in passes of at most ``chunk``, rolling as autoregressive decoding would;
-        yields ``(start, log_probs)``: float64 ``[n, vocab]`` log-softmax rows scoring tokens ``start + 1 ..``."""
-        context.validate(self.target.max_position_embeddings)
-        self._check_window(context.n_ctx, [self.target])
-        n_keep, n_discard = context.resolve()
+    @contextmanager
+    def emptied_cache(self) -> Iterator[KVCache]:
+        """The target's KV cache, emptied, for work outside a reply (``scoring``, ``exactness.pass_shape_noise``);
+        both caches are emptied again afterwards, whatever happens."""
         self.reset()
         try:
-            done = 0
-            while done < len(tokens) - 1:
-                if len(self._cache) >= context.n_ctx:
-                    self._check_can_roll([self.target])
-                    self._cache.roll(n_keep, n_discard)
-                part = tokens[done : done + min(chunk, context.n_ctx - len(self._cache), len(tokens) - 1 - done)]
-                logits = self._cache.forward(part, context.n_ctx).astype(np.float64)
-                peak = logits.max(axis=-1, keepdims=True)
-                yield done, logits - (peak + np.log(np.exp(logits - peak).sum(axis=-1, keepdims=True)))
-                done += len(part)
+            yield self._cache
         finally:
             self.reset()
 
-    def pass_shape_noise(
-        self,
-        prompt_ids: Sequence[int],
-        reply_ids: Sequence[int],
-        context: ContextSettings,
-        k: int,
-        system_prompt_tokens: int = 0,
-    ) -> tuple[float, np.ndarray]:
-        """How far the target's logits move when the same reply is decoded as speculative decoding computes it
-        instead of as autoregressive decoding does: the numerical noise between the two modes, measured.
-
-        The reply is replayed twice in lockstep, on this engine's cache and on a second request of the same
-        compiled model, rolling where both modes roll: (a) one token per pass, as autoregressive decoding; (b) in
-        verification passes of 1 .. k+1 reply tokens (cycling), each padded to k+1 tokens with filler that is
-        then rolled back (masked), as rejected drafts are. (b) exercises what differs between the modes: pass
-        shapes, KV entries written by multi-token passes, quantization groups shared with rejected tokens, dead
-        slots. ``exactness.first_difference`` compares a top-2 gap with this noise. Both caches are reset after.
-
-        Args:
-            prompt_ids: the prompt as given to ``generate``.
-            reply_ids: the reply tokens before the position of interest.
-            context: the rolling-context settings of the generation.
-            k: draft tokens per step of the speculative run (verification passes of up to k+1 tokens).
-            system_prompt_tokens: as for ``generate``.
-
-        Returns:
-            ``(noise, logits)``: the largest absolute logit difference between (a) and (b) over every position
-            and vocabulary entry (0.0 without reply tokens: both modes share the prefill), and the float32
-            ``[vocab]`` logits of (a) after the last reply token, which autoregressive decoding chose from.
+    def prefill_prompt(self, prompt_ids: list[int], n_ctx: int, n_keep: int, n_discard: int) -> np.ndarray:
+        """Feed ``prompt_ids`` into the target's cache in the passes and with the rolls a reply's prefill takes
+        (a prompt longer than n_ctx is rolled through, no drafter follows), for work that replays a reply
+        (``exactness.pass_shape_noise``); returns the float32 ``[vocab]`` logits after its last token.
 
         Raises:
-            ValueError: empty prompt, k < 1 or invalid context settings; RopeUnsupportedError as for ``generate``.
+            RopeUnsupportedError: the prompt needs a roll the target cannot take.
         """
-        if len(prompt_ids) == 0:
-            raise ValueError("the prompt is empty")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        context.validate(self.target.max_position_embeddings)
-        n_keep, n_discard = context.resolve(system_prompt_tokens)
-        n_ctx, reply = context.n_ctx, [int(t) for t in reply_ids]
-        single = self._cache
-        chunked = KVCache(self.target.compiled, self.target.rope, KV_SLACK, self.target.sliding_window)
-        self.reset()
+        stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
+        prefill = self._prefill(prompt_ids, n_ctx, n_keep, n_discard, {}, [self.target], stats)
         try:
-            stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
-            prefill = self._prefill(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard, {}, [self.target], stats)
-            try:
-                while True:
-                    next(prefill)
-            except StopIteration as done:
-                logits = done.value
-            chunked.copy_from(single)  # both modes share the prefill
-            noise, position, accepted = 0.0, 0, k + 1
-            while position < len(reply):
-                if len(single) + 1 > n_ctx:
-                    self._check_can_roll([self.target])
-                    single.roll(n_keep, n_discard)
-                    chunked.roll(n_keep, n_discard)
-                room = n_ctx - len(single)
-                count = min(accepted, len(reply) - position, room)
-                tokens = reply[position : position + count]
-                filler = (reply[position + count + 1 :] + reply[:1] * (k + 1))[: min(k + 1, room) - count]
-                rows = chunked.forward(tokens + filler, n_ctx)[:count]
-                chunked.truncate(len(chunked) - len(filler))
-                for token, row in zip(tokens, rows):
-                    logits = single.forward([token], n_ctx)[-1]
-                    noise = max(noise, float(np.abs(logits - row).max()))
-                position += count
-                accepted = accepted - 1 if accepted > 1 else k + 1
-            return noise, logits
-        finally:
-            chunked.reset()
-            self.reset()
+            while True:
+                next(prefill)
+        except StopIteration as done:
+            return done.value
 
     def generate_text(self, prompt_ids: Sequence[int], settings: GenerationSettings, **kwargs) -> GenerationStats:
         """Run ``generate`` to the end and return its final statistics (text and token ids included)."""
@@ -736,62 +547,10 @@ class Engine:
         raise AssertionError("generate ended without a Finished event")
 
 
-def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discard: int) -> int:
-    """Tokens the rolls of a prefill will discard: ``tokens`` prompt tokens fed after ``cached`` ones (at most
-    n_ctx), rolling as ``Engine._prefill`` does: whenever the cache holds n_ctx tokens and more are to come, the
-    n_discard after the first n_keep go (``KVCache.roll``), the same number each time. 0 when the prompt fits."""
-    overflow = tokens - (n_ctx - cached)
-    if overflow <= 0:
-        return 0
-    per_roll = min(n_discard, n_ctx - n_keep)
-    return -(-overflow // per_roll) * per_roll
-
-
 def _unfollowable(error: GrammarError) -> SettingError:
     """A grammar no reply can follow, as the ``grammar`` setting's error: the request's fault, not the engine's."""
     return SettingError("grammar", f"grammar cannot be followed by any reply ({error}): check the JSON schema or "
                         "grammar (a $ref that requires itself admits no finite value)")
-
-
-def _prefill_work(first: int, last: int) -> float:
-    """The cost of prefilling cache positions [first, last), in units of a token after an empty cache: each token
-    costs 1 + (tokens cached before it) / PREFILL_DEPTH_SCALE (the measurements above ``PREFILL_PASS_TOKENS``)."""
-    return (last - first) * (1 + (first + last) / (2 * PREFILL_DEPTH_SCALE))
-
-
-def seeded_sampling(settings: GenerationSettings) -> bool:
-    """Whether a reply samples with a seed and must therefore be reproducible: it then decodes with a fixed drafter
-    and K (Auto: the draft model or head when one is loaded, else prompt lookup; K ``settings.speculative.k``)
-    instead of choosing them per step from measured times. Exact speculative sampling (Leviathan et al., arXiv
-    2211.17192) gives the target's distribution whatever K is, but which tokens a given seed yields depends on the
-    drafts and on how many random draws each step takes, so timing-driven choices would make a seeded reply differ
-    from run to run. Greedy replies keep Auto's choices: they do not depend on them (up to near-ties)."""
-    return settings.sampling.seed is not None and not settings.sampling.greedy
-
-
-def prefill_pass_size(cached: int, fast: bool) -> int:
-    """Prompt tokens of the next prefill pass after ``cached`` KV slots (masked ones count: they are attended to),
-    sized so that it takes about a second on 2 cores with the default model (see PREFILL_PASS_TOKENS); ``fast``:
-    the bf16 prefill copy computes it."""
-    if cached == 0:
-        return FIRST_FAST_PREFILL_PASS if fast else FIRST_PREFILL_PASS
-    return max(MIN_PREFILL_PASS, min(PREFILL_CHUNK, int(PREFILL_PASS_TOKENS / (1 + cached / PREFILL_DEPTH_SCALE))))
-
-
-def _count(stats: GenerationStats, choice: Choice, drafted: int, accepted: int, emitted: int, chosen: bool) -> None:
-    """Add one step to ``stats``: its drafts, per drafter (a step without drafts counts as ``plain``) and per K
-    drafted; ``chosen``: the planner chose, so a plain step's tokens count in ``fallback_tokens``."""
-    stats.drafted += drafted
-    stats.accepted += accepted
-    use = stats.by_drafter.setdefault(choice.drafter if drafted else PLAIN, DrafterUse())
-    use.steps += 1
-    use.drafted += drafted
-    use.accepted += accepted
-    use.k_max = max(use.k_max, drafted)
-    stats.k_steps[drafted] = stats.k_steps.get(drafted, 0) + 1
-    stats.final_k = choice.k
-    if chosen and choice.drafter == PLAIN:
-        stats.fallback_tokens += emitted
 
 
 @dataclass
@@ -800,7 +559,7 @@ class _Decode:
 
     drafters: dict[str, Drafter]  # by name; none: autoregressive decoding
     planner: StepPlanner  # chooses each step's drafter and K
-    reply: _ReplyStream
+    reply: ReplyStream
     sampling: SamplingSettings
     penalties: ReplyPenalties  # follows reply.tokens; applied to target and draft logits alike
     n_ctx: int
@@ -808,63 +567,3 @@ class _Decode:
     stats: GenerationStats  # drafted / accepted accumulate here
     start: float  # time.perf_counter() when generate started (StepStats.elapsed_s counts from it)
     pending: int  # the last chosen token, emitted but not yet in the target cache
-
-
-class _ReplyStream:
-    """Turns generated token ids into TextDelta events (with their log-probabilities when ``top_logprobs`` is not
-    None) and decides when the reply ends."""
-
-    def __init__(
-        self,
-        model: LoadedModel,
-        sampling: SamplingSettings,
-        top_logprobs: int | None,
-        cancel: threading.Event | None,
-        text_vocabulary: Vocabulary | None = None,
-    ):
-        self._sampling, self._top_logprobs = sampling, top_logprobs
-        self._pieces = vocabulary(model).pieces if top_logprobs is not None else []
-        self._eos = set() if sampling.ignore_eos else model.eos_token_ids
-        self._max = sampling.max_new_tokens
-        self._detokenizer = IncrementalDetokenizer(model.tokenizer, text_vocabulary)
-        self._stops = StopStringFilter(sampling.stop_strings)
-        self._cancel = cancel
-        self.tokens: list[int] = []
-        self.text = ""
-        self.stop_reason: str | None = None
-
-    def emit(self, token_ids: list[int], from_draft: bool, logits: np.ndarray) -> Iterator[TextDelta]:
-        """Yield a TextDelta per token until the reply ends (EOS, stop string, max_new_tokens, cancel); ``logits``
-        (float32 ``[len(token_ids), vocab]``, penalized) are those each token was chosen from."""
-        scores = [(None, ())] * len(token_ids)
-        if self._top_logprobs is not None:
-            scores = [
-                (self._scored(token, logprob), tuple(self._scored(i, value) for i, value in top))
-                for token, (logprob, top) in zip(token_ids, logprobs(logits, token_ids, self._sampling, self._top_logprobs))
-            ]
-        for token, (logprob, top) in zip(token_ids, scores):
-            if self.stop_reason is not None:
-                return
-            if token in self._eos:
-                self.stop_reason = "eos"
-                return
-            self.tokens.append(token)
-            text = self._stops.push(self._detokenizer.push(token))
-            self.text += text
-            yield TextDelta(text=text, token_id=token, from_draft=from_draft, logprob=logprob, top_logprobs=top)
-            if self._stops.stopped:
-                self.stop_reason = "stop_string"
-            elif len(self.tokens) >= self._max:
-                self.stop_reason = "max_new_tokens"
-            elif self._cancel is not None and self._cancel.is_set():
-                self.stop_reason = "cancelled"
-
-    def _scored(self, token: int, logprob: float) -> TokenLogprob:
-        return TokenLogprob(int(token), self._pieces[token], logprob)
-
-    def flush(self) -> Iterator[TextDelta]:
-        """Yield the text held back by the stop-string filter, if any."""
-        text = self._stops.flush()
-        if text:
-            self.text += text
-            yield TextDelta(text=text, token_id=-1, from_draft=False)

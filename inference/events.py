@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .auto_decoding import PLAIN
+
 
 @dataclass(frozen=True)
 class TokenLogprob:
@@ -201,6 +203,23 @@ class GenerationStats:
         """accepted / drafted, or None when nothing was drafted."""
         return self.accepted / self.drafted if self.drafted else None
 
+    def count_step(self, drafter: str, k: int, drafted: int, accepted: int, emitted: int, chosen: bool) -> None:
+        """Add one decode step: ``drafter`` (a name, or ``plain``) was given K ``k`` and drafted ``drafted`` tokens,
+        ``accepted`` of them; ``emitted`` tokens came out. Its drafts count per drafter (a step without drafts counts
+        as ``plain``) and per K drafted; ``chosen``: a planner chose, so a plain step's tokens count in
+        ``fallback_tokens``."""
+        self.drafted += drafted
+        self.accepted += accepted
+        use = self.by_drafter.setdefault(drafter if drafted else PLAIN, DrafterUse())
+        use.steps += 1
+        use.drafted += drafted
+        use.accepted += accepted
+        use.k_max = max(use.k_max, drafted)
+        self.k_steps[drafted] = self.k_steps.get(drafted, 0) + 1
+        self.final_k = k
+        if chosen and drafter == PLAIN:
+            self.fallback_tokens += emitted
+
     def usage(self) -> dict:
         """What the drafters did, as JSON: ``{"drafters": {name: {"steps", "drafted", "accepted", "k_max"}},
         "k_steps": {"K": steps}}`` (K as a string, JSON's keys being strings)."""
@@ -213,7 +232,7 @@ class GenerationStats:
 @dataclass(frozen=True)
 class PromptScored:
     """The prompt's tokens with their log-probabilities (an OpenAI completion's ``echo`` with ``logprobs``), yielded
-    before the reply's events by a front end that asked for them (``Engine.prompt_logprobs``).
+    before the reply's events by a front end that asked for them (``scoring.prompt_logprobs``).
 
     Attributes:
         first: the first prompt token's bytes (nothing before it scores it).

@@ -9,7 +9,7 @@ logits are nearly equal, and from there the two texts go their own ways. Any oth
 differing token it takes the target's top-2 logit gap (one-token pass, as autoregressive decoding saw it) and
 measures how far the target's logits move along the reply up to there when the same tokens are decoded the way
 speculative decoding computes them: verification passes of up to K+1 tokens, rejected tails rolled back
-(``Engine.pass_shape_noise``). Replaying only the last few tokens is not enough: verification passes also write
+(``pass_shape_noise``). Replaying only the last few tokens is not enough: verification passes also write
 the KV cache that later steps read, and with a u8 KV cache a rejected draft shares quantization groups with the
 tokens before it, so the differences accumulate along the reply (measured: an 8-token window saw 0.0003 where the
 replies parted at a gap of 0.02). A gap moves by at most twice the largest change of any logit, and one replay
@@ -25,7 +25,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .engine import Engine
+from .engine import KV_SLACK, Engine
+from .kv_cache import KVCache
+from .model import check_can_roll
 from .penalties import ReplyPenalties
 from .settings import ContextSettings, SamplingSettings
 
@@ -42,7 +44,7 @@ class FirstDifference:
         token: index in the reply of the first differing token (0 = the first generated token).
         top2_gap: the target's top-2 logit gap there, in the one-token pass (logit units, >= 0).
         noise_bound: NOISE_FACTOR x the largest logit difference measured between decoding the reply up to
-            there one token per pass and in verification passes (``Engine.pass_shape_noise``), logit units.
+            there one token per pass and in verification passes (``pass_shape_noise``), logit units.
         near_tie: ``top2_gap <= noise_bound``: the flip is numerical noise; otherwise it is a bug.
     """
 
@@ -66,6 +68,74 @@ class FirstDifference:
             f"first difference at token {self.token}: the target's top-2 logit gap {self.top2_gap:.4f} "
             f"{relation} measured noise bound {self.noise_bound:.4f} ({verdict})"
         )
+
+
+def pass_shape_noise(
+    engine: Engine,
+    prompt_ids: Sequence[int],
+    reply_ids: Sequence[int],
+    context: ContextSettings,
+    k: int,
+    system_prompt_tokens: int = 0,
+) -> tuple[float, np.ndarray]:
+    """How far the target's logits move when the same reply is decoded as speculative decoding computes it
+    instead of as autoregressive decoding does: the numerical noise between the two modes, measured.
+
+    The reply is replayed twice in lockstep, on the engine's target cache and on a second request of the same
+    compiled model, rolling where both modes roll: (a) one token per pass, as autoregressive decoding; (b) in
+    verification passes of 1 .. k+1 reply tokens (cycling), each padded to k+1 tokens with filler that is
+    then rolled back (masked), as rejected drafts are. (b) exercises what differs between the modes: pass
+    shapes, KV entries written by multi-token passes, quantization groups shared with rejected tokens, dead
+    slots. ``first_difference`` compares a top-2 gap with this noise. The engine's caches are reset after.
+
+    Args:
+        engine: whose target model replays the reply.
+        prompt_ids: the prompt as given to ``generate``.
+        reply_ids: the reply tokens before the position of interest.
+        context: the rolling-context settings of the generation.
+        k: draft tokens per step of the speculative run (verification passes of up to k+1 tokens).
+        system_prompt_tokens: as for ``generate``.
+
+    Returns:
+        ``(noise, logits)``: the largest absolute logit difference between (a) and (b) over every position
+        and vocabulary entry (0.0 without reply tokens: both modes share the prefill), and the float32
+        ``[vocab]`` logits of (a) after the last reply token, which autoregressive decoding chose from.
+
+    Raises:
+        ValueError: empty prompt, k < 1 or invalid context settings; RopeUnsupportedError as for ``generate``.
+    """
+    if len(prompt_ids) == 0:
+        raise ValueError("the prompt is empty")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    context.validate(engine.target.max_position_embeddings)
+    n_keep, n_discard = context.resolve(system_prompt_tokens)
+    n_ctx, reply, target = context.n_ctx, [int(t) for t in reply_ids], engine.target
+    chunked = KVCache(target.compiled, target.rope, KV_SLACK, target.sliding_window)
+    with engine.emptied_cache() as single:
+        try:
+            logits = engine.prefill_prompt(list(map(int, prompt_ids)), n_ctx, n_keep, n_discard)
+            chunked.copy_from(single)  # both modes share the prefill
+            noise, position, accepted = 0.0, 0, k + 1
+            while position < len(reply):
+                if len(single) + 1 > n_ctx:
+                    check_can_roll([target])
+                    single.roll(n_keep, n_discard)
+                    chunked.roll(n_keep, n_discard)
+                room = n_ctx - len(single)
+                count = min(accepted, len(reply) - position, room)
+                tokens = reply[position : position + count]
+                filler = (reply[position + count + 1 :] + reply[:1] * (k + 1))[: min(k + 1, room) - count]
+                rows = chunked.forward(tokens + filler, n_ctx)[:count]
+                chunked.truncate(len(chunked) - len(filler))
+                for token, row in zip(tokens, rows):
+                    logits = single.forward([token], n_ctx)[-1]
+                    noise = max(noise, float(np.abs(logits - row).max()))
+                position += count
+                accepted = accepted - 1 if accepted > 1 else k + 1
+            return noise, logits
+        finally:
+            chunked.reset()
 
 
 def first_index(reference: Sequence[int], candidate: Sequence[int]) -> int | None:
@@ -111,7 +181,7 @@ def first_difference(
     index = first_index(reference, candidate)
     if index is None:
         return None
-    noise, logits = engine.pass_shape_noise(prompt_ids, list(reference[:index]), context, k, system_prompt_tokens)
+    noise, logits = pass_shape_noise(engine, prompt_ids, list(reference[:index]), context, k, system_prompt_tokens)
     top = np.sort(ReplyPenalties(sampling, prompt_ids, list(reference[:index])).apply(logits))[-2:]
     gap = float(top[1] - top[0])
     bound = NOISE_FACTOR * noise

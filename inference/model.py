@@ -19,6 +19,7 @@ from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .rope import RopeParameters, RopeUnsupportedError
+from .settings import MIN_N_CTX
 
 #: The model as OpenVINO IR: graph and weights.
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
@@ -448,4 +449,33 @@ def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
             raise TokenizerMismatchError(
                 f"the draft model {draft.folder.name} has another tokenizer than the target {target.folder.name} "
                 f"({what} differs): choose a draft from the same model family, or use prompt lookup"
+            )
+
+
+def check_window(n_ctx: int, models: list[LoadedModel]) -> None:
+    """Refuse an n_ctx larger than a sliding attention window of one of ``models`` (the cache must stay inside it).
+
+    Raises:
+        ValueError: n_ctx is larger than a model's sliding window.
+    """
+    for model in models:
+        window = model.sliding_window
+        if window is not None and n_ctx > window:
+            raise ValueError(
+                f"n_ctx must be in [{MIN_N_CTX}, {window}] for {model.folder.name}: it attends to a sliding window of "
+                f"{window} tokens, and the KV cache must stay inside it; lower n_ctx"
+            )
+
+
+def check_can_roll(models: list[LoadedModel]) -> None:
+    """Refuse a roll of the context that one of ``models`` cannot take.
+
+    Raises:
+        RopeUnsupportedError: a model's RoPE cannot be shifted (``rope.py``), so its keys cannot be rolled.
+    """
+    for model in models:
+        if model.rope is None:
+            raise RopeUnsupportedError(
+                f"the conversation needs more than n_ctx tokens, but {model.folder.name} cannot be rolled: "
+                f"{model.rope_error}"
             )

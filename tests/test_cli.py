@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -48,9 +49,24 @@ def test_generate_compare_greedy_is_identical(int4_dir, data_dir):
     )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
+    ar, spec = out["autoregressive"], out["speculative"]
     assert out["identical"] is True and out["first_difference"] is None
-    assert out["autoregressive"]["text"] == out["speculative"]["text"]
-    assert out["speculative"]["acceptance_rate"] > 0 and out["speedup"] > 0
+    assert ar["text"] == spec["text"] and ar["new_tokens"] == spec["new_tokens"] >= 1
+    assert set(ar["drafters"]) == {"plain"} and ar["drafters"]["plain"]["drafted"] == 0
+    assert ar["acceptance_rate"] is None
+    drafted = sum(use["drafted"] for use in spec["drafters"].values())
+    accepted = sum(use["accepted"] for use in spec["drafters"].values())
+    assert set(spec["drafters"]) <= {"plain", "lookup"} and 0 < accepted <= drafted
+    assert spec["acceptance_rate"] == accepted / drafted
+    _assert_speedup_is_the_ratio_of_the_rates(out)
+
+
+def _assert_speedup_is_the_ratio_of_the_rates(out: dict) -> None:
+    """The JSON ``speedup`` is the speculative run's decode rate over the autoregressive run's (all three rounded
+    to 3 decimals), each rate a real one."""
+    ar, spec = out["autoregressive"]["tokens_per_s"], out["speculative"]["tokens_per_s"]
+    assert ar > 0 and spec > 0, out
+    assert out["speedup"] == pytest.approx(spec / ar, abs=1e-3), out
 
 
 def test_streaming_output_and_statistics_on_stderr(int4_dir, data_dir):
@@ -71,6 +87,9 @@ def test_compare_explains_a_greedy_difference(int4_dir, data_dir):
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["precision"]["kv_cache"] == "u8" and out["precision"]["exact"] is False
+    _assert_speedup_is_the_ratio_of_the_rates(out)
+    texts = out["autoregressive"]["text"], out["speculative"]["text"]
+    assert out["identical"] is (texts[0] == texts[1]), texts  # (greedy: the same tokens give the same text)
     if out["identical"]:
         assert out["first_difference"] is None
     else:
@@ -187,7 +206,19 @@ def test_compare_warms_the_engine_up_before_either_measured_run(int4_dir, data_d
                                                    "--max-new-tokens", "4"])
         assert commands.run_command(args) == 0
         assert calls == expected
-    assert json.loads(capsys.readouterr().out.splitlines()[0])["speedup"] > 0
+    _assert_speedup_is_the_ratio_of_the_rates(json.loads(capsys.readouterr().out.splitlines()[0]))
+    # The same for people: the speedup line is the ratio of the two statistics lines' rates (1 and 2 decimals).
+    args = commands.build_parser().parse_args(["generate", "Hi", "--mode", "compare", "--draft", "lookup",
+                                               "--max-new-tokens", "4"])
+    assert commands.run_command(args) == 0
+    printed = capsys.readouterr()
+    (ar_tokens, ar), (spec_tokens, spec) = (
+        (int(tokens), float(rate))
+        for tokens, rate in re.findall(r"^\[\S+\] (\d+) tokens, .*?, ([\d.]+) tokens/s", printed.err, re.M)
+    )
+    speedup, identical = re.search(r"^speedup ([\d.]+)x, identical: (True|False)$", printed.err, re.M).groups()
+    assert ar > 0 and abs(float(speedup) - spec / ar) <= 0.005 + spec / ar * (0.05 / spec + 0.05 / ar) + 1e-9, printed.err
+    assert identical == "True" and ar_tokens == spec_tokens >= 1, printed.err  # greedy at the exact precision
 
 
 def test_a_compare_printed_for_people_heads_each_text_on_stdout(int4_dir, data_dir):

@@ -3,16 +3,17 @@ UTF-8, unused or invalid options, Ctrl+C during a long prefill, and a read-only 
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from helpers import bound_by_permissions
 
 from app.cli.commands import build_parser, chat_input, read_message, read_prompt
 from app.cli.options import unused_options
+from inference.prefill import FIRST_PREFILL_PASS, prefill_pass_size
 
 BIG_PROMPT_BYTES = 140 * 1024  # more than one argument may hold (Linux: 128 KiB)
 
@@ -113,8 +114,13 @@ def test_options_the_run_would_ignore_are_named(args, unused):
 
 
 def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_its_prefill(int4_dir, data_dir, tmp_path):
-    """140 KiB of text (~35k tokens, minutes of prefill on 2 cores): the overflow is announced before the prefill,
-    and SIGINT (Ctrl+C) a few seconds in ends the run within seconds, keeping the exit status 0."""
+    """140 KiB of text (~35k tokens; the ~4,000 that fit in n_ctx take tens of seconds of prefill on 2 cores): the
+    overflow is announced before the prefill, and SIGINT (Ctrl+C) sent then ends the run within a prefill pass,
+    keeping the exit status 0.
+
+    Nothing here depends on how fast the machine is: the signal goes as soon as the note is read, and the bound is
+    on the prompt tokens read, not on seconds. (It used to sleep 3 s and require the exit within 15 s: on a loaded
+    2-core machine the first pass, 1,024 tokens, alone can take longer than that.)"""
     genesis = (os.path.dirname(__file__) + "/../bench/data/kjv_genesis.txt")
     text = open(genesis, encoding="utf-8").read()
     path = tmp_path / "long.txt"
@@ -125,19 +131,18 @@ def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_it
         note = process.stderr.readline()
         while note and not note.startswith("note: the prompt is"):
             note = process.stderr.readline()
-        assert "more than n_ctx 4096" in note and "raise --n-ctx" in note
-        assert int(note.split("the prompt is ")[1].split()[0]) > 30_000
-        time.sleep(3)
-        process.send_signal(signal.SIGINT)
-        sent = time.perf_counter()
-        stdout, stderr = process.communicate(timeout=60)
-        stopped_after = time.perf_counter() - sent
+        process.send_signal(signal.SIGINT)  # during the first prefill pass, or before it starts
+        stdout, stderr = process.communicate(timeout=300)  # only a guard against a hang: the bound is below
     finally:
         process.kill()
+    assert "more than n_ctx 4096" in note and "raise --n-ctx" in note
+    assert int(note.split("the prompt is ")[1].split()[0]) > 30_000
     assert process.returncode == 0, stderr
-    # About a second per pass on 2 quiet cores, several on a busy machine; the whole prefill takes many minutes.
-    assert stopped_after < 15, f"the run ended {stopped_after:.1f} s after Ctrl+C"
     assert "0 tokens" in stderr and "stop: cancelled" in stderr and "Traceback" not in stderr
+    # Cancel is checked before each pass: the pass running when the signal came ends, no other starts. One more
+    # pass is allowed for a test process slow to send the signal; the whole prefill would read ~4,000 tokens.
+    read = int(re.search(r"prefilled (\d+)/", stderr).group(1))
+    assert read <= FIRST_PREFILL_PASS + prefill_pass_size(FIRST_PREFILL_PASS, fast=False), stderr
 
 
 def test_generate_reads_stdin_and_takes_invalid_utf8_arguments(int4_dir, data_dir):

@@ -13,6 +13,7 @@ from inference.constraints import GrammarError, GrammarMask, json_object_grammar
 from inference.engine import Engine
 from inference.events import TextDelta
 from inference.penalties import ReplyPenalties
+from inference.scoring import prompt_logprobs, score
 from inference.settings import (
     ContextSettings,
     Decoding,
@@ -182,15 +183,15 @@ def test_prompt_log_probabilities_score_each_prompt_token_with_its_alternatives(
     first reply token's log-probability (greedy, no penalty) is what scoring the prompt followed by it gives."""
     ids = target.encode("The capital of France is Paris. The capital of Italy is")
     context = ContextSettings(n_ctx=512)
-    scored = engine.prompt_logprobs(ids, context, top=2)
+    scored = prompt_logprobs(engine, ids, context, top=2)
     assert [token.token_id for token, _ in scored] == ids[1:]
-    np.testing.assert_allclose([token.logprob for token, _ in scored], engine.score(ids, context), atol=1e-9)
+    np.testing.assert_allclose([token.logprob for token, _ in scored], score(engine, ids, context), atol=1e-9)
     for token, alternatives in scored:
         assert len(alternatives) == 2 and alternatives[0].logprob >= alternatives[1].logprob >= -np.inf
         assert alternatives[0].logprob >= token.logprob
     assert scored[-1][0].piece == b" is"
     plain = replace(_settings("ar", None, logprobs=1, max_new_tokens=1), sampling=SamplingSettings(max_new_tokens=1))
     first = next(e for e in engine.generate(ids, plain) if isinstance(e, TextDelta))
-    after = engine.prompt_logprobs(ids + [first.token_id], context, top=0)
+    after = prompt_logprobs(engine, ids + [first.token_id], context, top=0)
     assert after[-1][0].logprob == pytest.approx(first.logprob.logprob, abs=1e-3) and after[-1][1] == ()
-    assert engine.prompt_logprobs(ids[:1], context, top=2) == []
+    assert prompt_logprobs(engine, ids[:1], context, top=2) == []

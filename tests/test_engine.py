@@ -11,6 +11,7 @@ from inference.engine import Engine
 from inference.events import ContextRolled, DrafterUse, Finished, PromptOverflow, StepStats, TextDelta
 from inference.model import load_model
 from inference.precision import PrecisionSettings
+from inference.scoring import score
 
 # Exact arithmetic, and no fast-prefill copy, so that every key below is computed by the same f32 kernels.
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
@@ -288,13 +289,13 @@ def test_scoring_in_chunks_equals_one_pass_and_rolls_keep_perplexity_finite(f32_
     ids = target.encode(text)[:300]
     from inference.settings import ContextSettings
 
-    one_pass = engine.score(ids, ContextSettings(n_ctx=512), chunk=512)
-    chunked = engine.score(ids, ContextSettings(n_ctx=512), chunk=37)
+    one_pass = score(engine, ids, ContextSettings(n_ctx=512), chunk=512)
+    chunked = score(engine, ids, ContextSettings(n_ctx=512), chunk=37)
     np.testing.assert_allclose(chunked, one_pass, atol=2e-3)
     assert 1.5 < np.exp(-one_pass.mean()) < 60  # KJV English: a real, finite perplexity
-    rolled = engine.score(ids, ContextSettings(n_ctx=64, n_keep=4))
+    rolled = score(engine, ids, ContextSettings(n_ctx=64, n_keep=4))
     assert rolled.shape == one_pass.shape and np.isfinite(rolled).all()
-    shuffled = engine.score(list(np.random.default_rng(0).permutation(ids)), ContextSettings(n_ctx=512))
+    shuffled = score(engine, list(np.random.default_rng(0).permutation(ids)), ContextSettings(n_ctx=512))
     assert np.exp(-shuffled.mean()) > 3 * np.exp(-one_pass.mean())
 
 
@@ -314,7 +315,7 @@ def test_a_shift_rope_roll_equals_masking_the_dropped_tokens_at_every_layer(f32_
     text = open(__import__("pathlib").Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt", encoding="utf-8").read()
     ids = target.encode(text)[:160]
     n_ctx, n_keep, n_discard = 64, 4, 30
-    rolled = f32_engine.score(ids, ContextSettings(n_ctx=n_ctx, n_keep=n_keep, n_discard=n_discard), chunk=16)
+    rolled = score(f32_engine, ids, ContextSettings(n_ctx=n_ctx, n_keep=n_keep, n_discard=n_discard), chunk=16)
 
     inv_freq = 1.0 / 100000.0 ** (np.arange(0, 64, 2) / 64)
 
@@ -345,7 +346,7 @@ def test_a_shift_rope_roll_equals_masking_the_dropped_tokens_at_every_layer(f32_
         scores.extend(logits[np.arange(len(part)), ids[done + 1 : done + 1 + len(part)]] - log_norm)
         done += len(part)
     np.testing.assert_allclose(rolled, scores, atol=5e-3)
-    assert np.abs(rolled[n_ctx:] - f32_engine.score(ids, ContextSettings(n_ctx=512), chunk=16)[n_ctx:]).max() > 0.1  # rolls mattered
+    assert np.abs(rolled[n_ctx:] - score(f32_engine, ids, ContextSettings(n_ctx=512), chunk=16)[n_ctx:]).max() > 0.1  # rolls mattered
 
 
 def test_a_dropped_generator_leaves_the_engine_consistent(engine, target):

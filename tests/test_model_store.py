@@ -317,11 +317,12 @@ def _perplexity(folder: Path, tokens: int) -> float:
     from inference.engine import Engine
     from inference.model import load_model
     from inference.precision import PrecisionSettings
+    from inference.scoring import score
     from inference.settings import ContextSettings
 
     model = load_model(folder, "CPU", PrecisionSettings(fast_prefill="off"))
     ids = model.encode((REPO / "bench" / "data" / "kjv_genesis.txt").read_text(encoding="utf-8"))[:tokens]
-    log_probs = Engine(model).score(ids, ContextSettings(n_ctx=512))
+    log_probs = score(Engine(model), ids, ContextSettings(n_ctx=512))
     return float(np.exp(-np.mean(log_probs)))
 
 

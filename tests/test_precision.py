@@ -17,7 +17,7 @@ from helpers import PROMPTS, chat_ids, require_native, settings
 from inference.chat import ChatSession
 from inference.devices import core, device_computes, native_precisions
 from inference.engine import Engine
-from inference.exactness import NOISE_FACTOR, first_difference, first_index
+from inference.exactness import NOISE_FACTOR, first_difference, first_index, pass_shape_noise
 from inference.model import ModelLoadError, load_model
 from inference.precision import NumericPrecision, PrecisionError, PrecisionSettings
 from inference.settings import ContextSettings
@@ -41,7 +41,7 @@ def reply(target):
 
 
 def _noise(engine: Engine, ids, reply_ids, context=ContextSettings()) -> float:
-    noise, logits = engine.pass_shape_noise(ids, reply_ids, context, k=4)
+    noise, logits = pass_shape_noise(engine, ids, reply_ids, context, k=4)
     assert logits.shape == (engine.target.vocab_size,)
     return noise
 

@@ -8,10 +8,11 @@ import pytest
 from helpers import PROMPTS, chat_ids, require_native, settings
 
 from inference.chat import ChatSession
-from inference.engine import Engine, prefill_pass_size
+from inference.engine import Engine
 from inference.events import Finished, TextDelta
 from inference.model import load_model
 from inference.precision import PrecisionSettings
+from inference.prefill import prefill_pass_size
 
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
 GENESIS = __import__("pathlib").Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from helpers import chat_ids, settings
 
-from inference.engine import Engine, prefill_pass_size
+from inference.engine import Engine
 from inference.events import Finished, PromptOverflow, PromptProgress, TextDelta
+from inference.prefill import prefill_pass_size
 
 GENESIS = Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt"
 

@@ -48,7 +48,7 @@ def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_cohere
     question = [{"role": "user", "content": "Name two planets and say one thing about each."}]
     served = client.chat.completions.create(model="specchat", messages=question, max_tokens=40, seed=7)
     # decoded as the server decodes it: Auto with the default head, whose seeded sampled reply drafts with the head
-    # at the head's K every step (engine.seeded_sampling), so that the same seed gives the same reply
+    # at the head's K every step (auto_decoding.seeded_sampling), so that the same seed gives the same reply
     settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40),
                                   speculative=SpeculativeSettings(k=HEAD_K))
     engine = Engine(target, load_head(default_head_dir()))

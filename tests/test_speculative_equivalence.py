@@ -14,7 +14,7 @@ they under a grammar (structured output), which masks the same rows (greedy iden
 ``test_constraints``).
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -85,21 +85,25 @@ PENALTIES = {"repetition_penalty": 1.6, "presence_penalty": 0.6, "frequency_pena
 PENALTY_TRIALS = 1000
 PENALTY_TOKENS = 4  # the first step after the first token drafts K = 2 and emits tokens 2..4 (drafts, then bonus)
 PENALTY_PROMPT = "the cat sat on the mat and the cat sat on the hat so the cat"
+PERTURBATION = 0.004  # noise on the draft model's weights (theirs: standard deviation 0.02); see tiny_engines
 
 
 @pytest.fixture(scope="module")
 def tiny_engines(tiny_ir, tmp_path_factory):
     """Engines on a tiny random target (tied embeddings: it likes to repeat its last token, so penalties matter):
-    one drafting with an identical copy of it (every draft should be accepted), one with prompt lookup, one with
-    a draft head trained briefly on the target's own penalized replies, over every token those replies can hold
-    (its drafts often differ from the target's choices: some are accepted, many rejected)."""
+    one drafting with a perturbed copy of it (``PERTURBATION``: its drafts often differ from the target's choices,
+    some are accepted, many rejected), one with an identical copy (every draft should be accepted), one with prompt
+    lookup, one with a draft head trained briefly on the target's own penalized replies, over every token those
+    replies can hold (its drafts disagree as the perturbed copy's do)."""
     from tiny_heads import write_trained_tiny_head
     from tiny_models import write_tiny_llama
 
     from inference.draft_head import load_head
     from inference.precision import PrecisionSettings
 
-    copy = write_tiny_llama(tiny_ir["gguf"], tmp_path_factory.mktemp("tiny-draft") / "copy", seed=0)
+    drafts = tmp_path_factory.mktemp("tiny-draft")
+    copy = write_tiny_llama(tiny_ir["gguf"], drafts / "copy", seed=0)
+    perturbed = write_tiny_llama(tiny_ir["gguf"], drafts / "perturbed", seed=0, perturbation=PERTURBATION)
     target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
     prompt = target.encode(PENALTY_PROMPT)
     sampling = _penalty_settings("ar", None).sampling
@@ -107,7 +111,8 @@ def tiny_engines(tiny_ir, tmp_path_factory):
     head = write_trained_tiny_head(target, tiny_ir["same"], prompt, sampling, vocab + [0, 1, 2],
                                    tmp_path_factory.mktemp("tiny-head") / "head")
     return {
-        "model": Engine(target, load_model(copy, "CPU", PrecisionSettings())),
+        "model": Engine(target, load_model(perturbed, "CPU", PrecisionSettings())),
+        "copy": Engine(target, load_model(copy, "CPU", PrecisionSettings())),
         "lookup": Engine(target),
         "head": Engine(target, load_head(head)),
     }
@@ -127,7 +132,7 @@ class _RandomChoices:
     """Replaces ``StepPlanner.choose`` by a seeded random choice among a plain step, the head with K = 1..3 and
     lookup with what it offers: a reply whose drafter and K (K = 0 included) change from step to step, as Auto's
     may, without timings. It chooses for a seeded sampled Auto reply too, which the engine's planner gives a fixed
-    drafter and K (``engine.seeded_sampling``): these chi-square trials are seeded, and what they test is that
+    drafter and K (``auto_decoding.seeded_sampling``): these chi-square trials are seeded, and what they test is that
     every mix of choices keeps the distribution."""
 
     def __init__(self, seed: int):
@@ -244,32 +249,95 @@ def test_sampling_with_a_grammar_speculative_matches_constrained_autoregressive_
 
 def _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding: str, grammar: str | None) -> None:
     engine = _tiny_engine(tiny_engines, decoding)
+    sampled = _sampled_replies(engine, decoding, grammar)
+    if decoding != "ar":  # the 1-gram lookup drafts in about 30% of the replies, the model draft in all
+        assert sampled.drafted >= PENALTY_TRIALS // 5, f"too few drafts to test anything: {sampled.drafted}"
+    if decoding in ("spec_model", "spec_head") and grammar is None:  # drafts that disagree: rejections happen
+        assert 0.05 * sampled.drafted < sampled.accepted < 0.95 * sampled.drafted, (sampled.accepted, sampled.drafted)
+    assert sampled.pvalue > 1e-3, sampled.table
+
+
+@dataclass
+class _Sampled:
+    """Seeded replies against the exact autoregressive distribution: the chi-square p-value, the
+    (observed, expected) counts of its bins, and the drafts made and accepted."""
+
+    pvalue: float
+    table: list[tuple[int, float]]
+    drafted: int
+    accepted: int
+
+
+def _sampled_replies(engine: Engine, decoding: str, grammar: str | None = None, trials: int = PENALTY_TRIALS) -> _Sampled:
+    """Sample ``trials`` replies (seeds 0 ..) and compare their counts with the exact autoregressive distribution by
+    a chi-square test (replies expected fewer than 5 times pooled); a reply autoregressive decoding cannot produce
+    fails at once."""
     prompt = engine.target.encode(PENALTY_PROMPT)
     expected = _autoregressive_distribution(engine, prompt, _penalty_settings("ar", None).sampling, grammar)
     counts: dict[tuple, int] = {}
     drafted = accepted = 0
-    for seed in range(PENALTY_TRIALS):
+    for seed in range(trials):
         stats = engine.generate_text(prompt, _penalty_settings(_decoding(decoding), seed, grammar=grammar))
         counts[tuple(stats.token_ids)] = counts.get(tuple(stats.token_ids), 0) + 1
         drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
     assert set(counts) <= set(expected), "a reply autoregressive decoding cannot produce"
-    if decoding != "ar":  # the 1-gram lookup drafts in about 30% of the replies, the model draft in all
-        assert drafted >= PENALTY_TRIALS // 5, f"too few drafts to test anything: {drafted}"
-    if decoding == "spec_model":
-        assert accepted == drafted, "an identical draft penalized like the target is always accepted"
-    if decoding == "spec_head" and grammar is None:
-        assert 0.05 * drafted < accepted < 0.95 * drafted, (accepted, drafted)
     replies = sorted(expected, key=expected.get, reverse=True)
-    frequent = [r for r in replies if expected[r] * PENALTY_TRIALS >= 5]
+    frequent = [r for r in replies if expected[r] * trials >= 5]
     observed = [counts.get(r, 0) for r in frequent]
-    wanted = [expected[r] * PENALTY_TRIALS for r in frequent]
-    rest_observed, rest_wanted = PENALTY_TRIALS - sum(observed), PENALTY_TRIALS - sum(wanted)
+    wanted = [expected[r] * trials for r in frequent]
+    rest_observed, rest_wanted = trials - sum(observed), trials - sum(wanted)
     if rest_wanted >= 5:  # the rare replies as one bin
         observed, wanted = [*observed, rest_observed], [*wanted, rest_wanted]
     else:  # too rare (or none: the frequent replies hold all the mass) for a bin of their own: join the last one
         observed[-1] += rest_observed
         wanted[-1] += rest_wanted
-    assert chisquare(observed, wanted).pvalue > 1e-3, list(zip(observed, np.round(wanted, 1)))
+    table = list(zip(observed, np.round(wanted, 1).tolist()))
+    return _Sampled(float(chisquare(observed, wanted).pvalue), table, drafted, accepted)
+
+
+#: Replies the negative control samples: half the positive test's, at half its time. The chi-square needs each of the
+#: 81 replies (3 tokens allowed per position) expected 5 times (pooled otherwise): 300 replies would pool them all
+#: into one bin and test nothing; with 500 the planted bug fails it at p = 6e-33 (measured).
+PLANTED_BUG_TRIALS = 500
+
+
+@pytest.mark.slow
+def test_the_engine_chi_square_fails_when_the_residual_distribution_is_wrong(tiny_engines, monkeypatch):
+    """Negative control of the chi-square above, through the whole engine (drafter, penalties, verification pass,
+    acceptance): it must fail on a plausible bug, or its passing shows nothing.
+
+    Planted bug: after a rejected draft the next token is resampled from the target's distribution p instead of the
+    residual normalize(max(0, p - q)) (``sampling.accept_sampled``): every reply it gives is still one the target
+    can give, the first token's marginal is near the target's, and an identical draft (never rejected) cannot show
+    it. Drafting with the perturbed draft model (about half its drafts accepted), the chi-square failed on it with
+    p = 3e-65 over PENALTY_TRIALS (1,000) replies, where the real acceptance passes with p = 0.16, and with
+    p = 6e-33 over the PLANTED_BUG_TRIALS (500) replies run here (measured)."""
+    from inference import sampling
+
+    def resample_from_p(target_probs, draft_probs, draft_tokens, rng):
+        for i, token in enumerate(draft_tokens):
+            q_token = 1.0 if draft_probs is None else draft_probs[i, token]
+            if q_token > 0 and rng.random() * q_token < target_probs[i, token]:
+                continue
+            return i, sampling.sample(target_probs[i], rng)  # the bug: p, not the residual
+        return len(draft_tokens), sampling.sample(target_probs[len(draft_tokens)], rng)
+
+    monkeypatch.setattr(sampling, "accept_sampled", resample_from_p)
+    sampled = _sampled_replies(tiny_engines["model"], "spec_model", trials=PLANTED_BUG_TRIALS)
+    assert 0.05 * sampled.drafted < sampled.accepted < 0.95 * sampled.drafted, (sampled.accepted, sampled.drafted)
+    assert sampled.pvalue < 1e-6, sampled.table
+
+
+def test_an_identical_draft_model_penalized_like_the_target_is_always_accepted(tiny_engines):
+    """The draft model's drafts go through the reply's penalties as the target's rows do: an identical copy of the
+    target then proposes from the very distribution the target verifies with, and no draft is ever rejected."""
+    engine = tiny_engines["copy"]
+    prompt = engine.target.encode(PENALTY_PROMPT)
+    drafted = accepted = 0
+    for seed in range(40):
+        stats = engine.generate_text(prompt, _penalty_settings("spec_model", seed, max_new_tokens=12))
+        drafted, accepted = drafted + stats.drafted, accepted + stats.accepted
+    assert drafted >= 40 and accepted == drafted, (accepted, drafted)
 
 
 @pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup", "spec_head"])

@@ -80,7 +80,7 @@ def default_gguf(workdir: Path) -> Path:
 
 def write_tiny_llama(
     source_gguf: Path, folder: Path, swap_tokens: tuple[int, int] | None = None, seed: int = 0,
-    chat_template: str | None = None,
+    chat_template: str | None = None, perturbation: float = 0.0,
 ) -> Path:
     """Build a 1-layer random Llama IR folder that uses ``source_gguf``'s tokenizer.
 
@@ -90,6 +90,7 @@ def write_tiny_llama(
         swap_tokens: two token ids whose strings are exchanged, which makes a different tokenizer.
         seed: seed of the random weights.
         chat_template: replaces the source's chat template (e.g. ``QWEN25_TEMPLATE``).
+        perturbation: standard deviation of noise added to every weight matrix (see ``write_tiny_gguf``).
 
     Returns:
         ``folder``.
@@ -114,7 +115,7 @@ def write_tiny_llama(
                 contents[a], contents[b] = contents[b], contents[a]
         value_type = field.types[0]
         tokenizer.append((field.name, contents, value_type, field.types[-1] if value_type == GGUFValueType.ARRAY else None))
-    write_tiny_gguf(path, tokenizer, vocab, seed)
+    write_tiny_gguf(path, tokenizer, vocab, seed, perturbation=perturbation)
     openvino_genai.LLMPipeline(str(path), "CPU", enable_save_ov_model=True)
     path.unlink()
     head_dim = HIDDEN // HEADS
@@ -147,7 +148,8 @@ SMALL_TOKENIZER = [
 
 
 def write_tiny_gguf(
-    path: Path, tokenizer: list[tuple], vocab: int, seed: int = 0, header_only: bool = False, changes: dict | None = None
+    path: Path, tokenizer: list[tuple], vocab: int, seed: int = 0, header_only: bool = False, changes: dict | None = None,
+    perturbation: float = 0.0,
 ) -> Path:
     """Write the GGUF of a 1-layer random Llama (hidden size :data:`HIDDEN`, :data:`HEADS` heads, F16 matrices).
 
@@ -159,6 +161,9 @@ def write_tiny_gguf(
         header_only: stop after the header (metadata and tensor infos): all a header reader reads.
         changes: keys to change, ``{key: (value, GGUFValueType[, element type])}``, or to leave out (``None``); keys
             of neither list are added.
+        perturbation: standard deviation of a second draw of noise (seeded apart from ``seed``) added to every
+            matrix (whose weights have standard deviation 0.02): a model near the one ``seed`` alone gives, as a
+            draft model that often but not always agrees with its target.
 
     Returns:
         ``path``.
@@ -182,11 +187,14 @@ def write_tiny_gguf(
         writer.add_key_value(name, value, value_type, sub_type=sub_type)
     for name, (value, value_type, *sub) in changes.items():
         writer.add_key_value(name, value, value_type, sub_type=sub[0] if sub else None)
-    rng = np.random.default_rng(seed)
+    rng, noise = np.random.default_rng(seed), np.random.default_rng([seed, 1])
     head_dim = HIDDEN // HEADS
 
     def matrix(rows: int, cols: int) -> np.ndarray:
-        return (rng.normal(0, 0.02, size=(rows, cols))).astype(np.float16)
+        weights = rng.normal(0, 0.02, size=(rows, cols))
+        if perturbation:
+            weights += noise.normal(0, perturbation, size=(rows, cols))
+        return weights.astype(np.float16)
 
     writer.add_tensor("token_embd.weight", matrix(vocab, HIDDEN), raw_dtype=GGMLQuantizationType.F16)
     writer.add_tensor("output_norm.weight", np.ones(HIDDEN, dtype=np.float32))

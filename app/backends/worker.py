@@ -31,6 +31,7 @@ from inference.model import LoadedModel, load_model
 from inference.models.default_head import repair_default_head
 from inference.models.progress import ProgressEvent
 from inference.precision import NumericPrecision, PrecisionSettings
+from inference.scoring import prompt_logprobs
 from inference.settings import (
     ContextSettings,
     Decoding,
@@ -249,7 +250,7 @@ class InferenceWorker:
                         raise SettingError("prompt", f"prompt has {len(ids)} tokens: echo with logprobs scores at most "
                                            f"{MAX_SCORED_PROMPT_TOKENS}; send a shorter prompt, or leave echo or "
                                            "logprobs out")
-                    scored = self._engine.prompt_logprobs(ids, request.settings.context, top, cancel=cancel)
+                    scored = prompt_logprobs(self._engine, ids, request.settings.context, top, cancel=cancel)
                     if not cancel.is_set():  # cancelled: the reply below ends at once, as cancelled
                         put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
                 events = self._engine.generate(ids, request.settings, 0, cancel)

@@ -19,14 +19,15 @@ STOP_WITHIN_S = 15.0
 
 def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window):
     window = make_window(FAST.with_values(n_ctx=8192))
-    updates = []
+    updates, read = [], []
     window.replies.updated.connect(lambda reply, text: updates.append((reply.stats.get("live") or "", text)))
+    window.replies.updated.connect(lambda reply, text: read.append((reply.stats.get("prefill") or {}).get("done", 0)))
     # ~11,000 tokens: the 4,094 that rolling would drop are cut, ~7,000 left to prefill in many passes
     window.composer.set_text(GENESIS.read_text(encoding="utf-8")[:44_000])
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.composer.submit()
         qtbot.waitUntil(lambda: any("more than the context length (8192)" in live for live, _ in updates), timeout=30_000)
-        qtbot.wait(1500)
+        qtbot.waitUntil(lambda: any(read), timeout=100_000)  # Stop once a prefill pass has been read, mid-prefill
         click(qtbot, window.composer.stop_button)
         stopped_at = time.perf_counter()
     stop_took = time.perf_counter() - stopped_at

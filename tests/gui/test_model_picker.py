@@ -45,6 +45,11 @@ def _pick(window, name: str) -> None:
     combo.activated.emit(index)
 
 
+def _saved_target(window) -> str:
+    """The target model in the window's settings file (written a short pause after the last edit)."""
+    return SettingsStore(window.store.path).load().target_model
+
+
 def _loaded_target(window) -> str:
     return window.worker.spec.target_dir.name if window.worker.spec else ""
 
@@ -76,6 +81,7 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     assert window.settings_pane.decoding.currentData() == Decoding.PROMPT_LOOKUP.value
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-other" and window.worker.spec.draft_dir is None
+    qtbot.waitUntil(lambda: _saved_target(window) == "tiny-other", timeout=10_000)  # saved a short pause after
 
     # Back to the first target: its compatible drafts again, both other models with its tokenizer.
     _pick(window, "tiny-same")
@@ -83,8 +89,7 @@ def test_the_picker_lists_every_model_and_the_draft_list_follows_the_target(qtbo
     assert drafts.currentData() == LOOKUP_DRAFT  # the decoding chosen, prompt lookup, shows in the draft list
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "tiny-same"
-    qtbot.wait(400)  # the settings are saved after a short pause
-    assert SettingsStore(window.store.path).load().target_model == "tiny-same"
+    qtbot.waitUntil(lambda: _saved_target(window) == "tiny-same", timeout=10_000)  # the file said tiny-other before
 
 
 def test_a_model_added_while_the_app_runs_appears_after_refresh(qtbot, make_window, tiny_store, tiny_ir):

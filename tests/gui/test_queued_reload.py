@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from conftest import FAST
 from gui_helpers import send_and_wait
 
@@ -43,7 +45,10 @@ def test_a_reload_waits_while_a_reply_holds_the_model_even_between_its_runs(qtbo
         pane.bits.setCurrentIndex(pane.bits.findData(8))
         window.models.load()
         qtbot.waitUntil(lambda: window.model_state == "queued", timeout=5000)
-        qtbot.wait(1500)  # the worker is idle all this time
+        # The worker is idle: a job given to it now runs after anything the loader gave it, so a loader that waited
+        # for the worker alone would be loading by the time this job is done.
+        idle = asyncio.ensure_future(window.worker.run(lambda: None))
+        qtbot.waitUntil(idle.done, timeout=30_000)
         assert window.model_state == "queued" and "int4" in window.worker.spec.target_dir.name
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
     assert "int8" in window.worker.spec.target_dir.name

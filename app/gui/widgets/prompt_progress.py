@@ -1,6 +1,6 @@
 """How far a reply has read a long prompt before its first token: a bar and its words, in the reply's bubble.
 
-The engine reads a prompt in passes of about a second (``inference.engine.prefill_pass_size``) and says after each
+The engine reads a prompt in passes of about a second (``inference.prefill.prefill_pass_size``) and says after each
 how many of its tokens it has read (``PromptProgress``); the reply recorder hands that on as the streaming reply's
 ``stats["prefill"]`` (``reply_format.progress_dict``), which this view shows until the first token.
 """

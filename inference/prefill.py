@@ -1,0 +1,54 @@
+"""How a prompt is read into the KV cache: the size of each prefill pass (about a second each, so that Stop is
+answered between passes), what its rolls discard, and the work left (the reading progress's time estimate).
+
+The passes themselves run in ``Engine._prefill``; these are the pure rules it follows, shared with the tests and
+the window's progress bar.
+"""
+
+from __future__ import annotations
+
+# Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
+# +790 MB for 4,096.
+PREFILL_CHUNK = 2048
+# Prefill passes are sized so that each takes about a second on 2 cores with the default model: cancel is checked
+# between passes (an OpenVINO pass cannot be stopped midway: InferRequest.cancel() leaves the compiled model unable
+# to run again, measured with 2026.4), so Stop answers within about one pass. The sizes are a fixed function of the
+# cached tokens, never of timings, so a prompt is always split the same way (the two modes of a comparison share
+# their prefill bit for bit). Measured on the default model, 2 cores of a Xeon with AMX, seconds per pass:
+#   first pass (empty cache), f32: 128 tokens 0.24, 256 0.55, 512 1.22, 1,024 3.14; bf16 copy: 512 ~0.6, 1,024 ~1.0.
+#   a pass after cached tokens costs ~2 ms + 5 us per cached token, per token (f32 and bf16 alike): 128 tokens after
+#   1,024 cached 1.1-1.3 s, 64 after 2,048 1.5-1.9 s, 32-64 after 3,900 1.2 s.
+# The first pass is the cheapest per token, so it stays as long as a one-pass prefill was before (1,024 tokens): a
+# prompt of up to 1,024 tokens keeps its time to first token (split 512 + 512, f32 TTFT measured 1.35-1.47x), at the
+# price of Stop answering within ~3 s instead of ~1 s during that first f32 pass.
+FIRST_PREFILL_PASS = 1024  # exact (f32): ~3.1 s
+FIRST_FAST_PREFILL_PASS = 1024  # the bf16 prefill copy: ~1.0 s
+PREFILL_PASS_TOKENS = 400  # tokens per pass after cached ones, divided by 1 + cached / PREFILL_DEPTH_SCALE
+PREFILL_DEPTH_SCALE = 400
+MIN_PREFILL_PASS = 16
+
+
+def prefill_pass_size(cached: int, fast: bool) -> int:
+    """Prompt tokens of the next prefill pass after ``cached`` KV slots (masked ones count: they are attended to),
+    sized so that it takes about a second on 2 cores with the default model (see PREFILL_PASS_TOKENS); ``fast``:
+    the bf16 prefill copy computes it."""
+    if cached == 0:
+        return FIRST_FAST_PREFILL_PASS if fast else FIRST_PREFILL_PASS
+    return max(MIN_PREFILL_PASS, min(PREFILL_CHUNK, int(PREFILL_PASS_TOKENS / (1 + cached / PREFILL_DEPTH_SCALE))))
+
+
+def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discard: int) -> int:
+    """Tokens the rolls of a prefill will discard: ``tokens`` prompt tokens fed after ``cached`` ones (at most
+    n_ctx), rolling as ``Engine._prefill`` does: whenever the cache holds n_ctx tokens and more are to come, the
+    n_discard after the first n_keep go (``KVCache.roll``), the same number each time. 0 when the prompt fits."""
+    overflow = tokens - (n_ctx - cached)
+    if overflow <= 0:
+        return 0
+    per_roll = min(n_discard, n_ctx - n_keep)
+    return -(-overflow // per_roll) * per_roll
+
+
+def prefill_work(first: int, last: int) -> float:
+    """The cost of prefilling cache positions [first, last), in units of a token after an empty cache: each token
+    costs 1 + (tokens cached before it) / PREFILL_DEPTH_SCALE (the measurements above ``PREFILL_PASS_TOKENS``)."""
+    return (last - first) * (1 + (first + last) / (2 * PREFILL_DEPTH_SCALE))
