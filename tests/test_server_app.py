@@ -335,11 +335,13 @@ def test_a_completions_prompt_of_the_wrong_type_says_what_to_send():
     b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b'{"a": ' * 65 + b"1" + b"}" * 65 + b"}",
 ])
-def test_a_deeply_nested_body_is_a_400(body):
+def test_a_deeply_nested_body_is_a_400_that_names_the_limit(body):
     with pytest.raises(APIError) as refused:
         parse(ChatCompletionRequest, body)
-    assert refused.value.status == 400 and refused.value.code == "invalid_json"
-    assert "nested more than 64 levels deep" in refused.value.message
+    assert refused.value.status == 400 and refused.value.code == "too_deep"
+    assert refused.value.message == ("the request body nests lists and objects more than 64 levels deep, SpecChat's "
+                                     "limit: send at most 64 levels")
+    assert "not valid JSON" not in refused.value.message
 
 
 def test_values_that_ask_for_nothing_are_no_refusal():

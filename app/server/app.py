@@ -1,7 +1,8 @@
 """The ASGI application of ``specchat serve`` (and of the window's local server): OpenAI's chat and text
 completions, models and health endpoints on one generation backend.
 
-Each generation request is read (at most ``max_body_bytes``), parsed and validated (``protocol``), then waits its
+Each generation request is read (at most ``max_body_bytes``), parsed and validated (``protocol``; a large body
+in a thread, ``bodies``, and its JSON schemas compiled in another, ``grammars``), then waits its
 turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
 whatever the engine refuses is still a 400 and not a broken stream, except for a streamed request that must wait:
 its stream starts at once with its queue position (``: queued, position 2``), and a refusal that comes with its
@@ -31,6 +32,7 @@ from inference.events import Event, Finished, PromptScored, StepStats, TextDelta
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
 
+from .bodies import BodyReader
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
 from .protocol import (
@@ -49,7 +51,6 @@ from .protocol import (
     finish_reason,
     new_call_id,
     no_draft_model,
-    parse,
     setting_error,
     sse,
     stats_object,
@@ -142,6 +143,7 @@ def create_app(
     max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
     gate = gate or GenerationGate(max_queue)
     grammars = grammars or GrammarCompiler()
+    bodies = BodyReader()
     kept_responses = ResponseStore()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
@@ -209,15 +211,16 @@ def create_app(
     async def generation(request: Request, chat: bool) -> Response:
         authorize(request)
         body = await _read_body(request, max_body_bytes)
-        parsed = parse(ChatCompletionRequest if chat else CompletionRequest, body)
+        parsed = await bodies.parse(ChatCompletionRequest if chat else CompletionRequest, body)
         to_engine = chat_request if chat else completion_request
 
         def mapped() -> GenerationRequest:
             return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
 
         fields = [name for name in ("response_format", "tools") if getattr(parsed, name, None)]
-        # schemas compile in a thread, time-bounded; a request without any maps here at once
-        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        # schemas compile in a thread, time-bounded; a request without any maps at once (a large one in a thread)
+        engine_request = (await grammars.run(mapped, " and ".join(fields)) if fields
+                          else await bodies.call(mapped, len(body)))
         keep_prompt(request.scope, engine_request.prompt if engine_request.prompt is not None
                     else engine_request.messages[-1]["content"])
         reply = Reply.new(model_id, chat)
@@ -259,7 +262,8 @@ def create_app(
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
         authorize(request)
-        parsed = parse(ResponsesRequest, await _read_body(request, max_body_bytes))
+        body = await _read_body(request, max_body_bytes)
+        parsed = await bodies.parse(ResponsesRequest, body)
         kept = kept_responses.get(parsed.previous_response_id) if parsed.previous_response_id else []
         conversation = kept + input_messages(parsed.input)
 
@@ -269,7 +273,8 @@ def create_app(
                                                              n_ctx_advice))
 
         fields = [name for name in ("text", "tools") if getattr(parsed, name, None)]
-        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        engine_request = (await grammars.run(mapped, " and ".join(fields)) if fields
+                          else await bodies.call(mapped, len(body)))
         keep_prompt(request.scope, conversation[-1]["content"] or "")
         builder = ResponseBuilder(model_id, parsed, engine_request, conversation)
         run = _Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))

@@ -200,12 +200,15 @@ def parse(model: type[BaseModel], body: bytes) -> Any:
     """The request ``body`` (JSON bytes) as ``model``.
 
     Raises:
-        APIError: 400: not JSON, nested more than :data:`MAX_JSON_DEPTH` deep, not an object, or a field of the wrong
+        APIError: 400: not JSON, nested more than :data:`MAX_JSON_DEPTH` deep (``too_deep``), not an object, or a field of the wrong
             type (``param`` names it, e.g. ``messages[0].role``).
     """
     try:
         data = bounded_json.loads(body, MAX_JSON_DEPTH)
-    except ValueError as error:  # not JSON, not UTF-8, or nested too deeply
+    except bounded_json.TooDeep:
+        raise APIError(400, f"the request body nests lists and objects more than {MAX_JSON_DEPTH} levels deep, "
+                       f"SpecChat's limit: send at most {MAX_JSON_DEPTH} levels", code="too_deep") from None
+    except ValueError as error:  # not JSON, not UTF-8
         raise APIError(400, f"the request body is not valid JSON ({error}): send a JSON object", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}", code="invalid_json")
