@@ -1,7 +1,8 @@
 """Bounded work per request (issue 36 item 4): large bodies are parsed off the event loop and JSON schemas compile
 off it, within a time bound and cached by schema, so a large request does not stall another client's stream; tools
 and schemas are capped; ``echo`` with ``logprobs`` scores at most ``MAX_SCORED_PROMPT_TOKENS`` and stops when its
-client disconnects; unknown routes answer OpenAI's error JSON naming the routes served. The server runs in a subprocess on 127.0.0.1."""
+client disconnects; unknown routes answer OpenAI's error JSON naming the routes served. The server runs in a
+subprocess on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -208,6 +208,15 @@ def create_app(
                            type="not_found_error", param="model", code="model_not_found")
         return model_object()
 
+    async def engine_request_of(mapped: Callable[[], GenerationRequest], parsed, schema_fields: tuple[str, ...],
+                                size: int) -> GenerationRequest:
+        """``mapped()``: in the compile thread, time-bounded, when the fields of ``parsed`` that hold JSON schemas
+        (of ``schema_fields``) are given; else at once, a large body's (``size`` bytes) in the body thread."""
+        fields = [name for name in schema_fields if getattr(parsed, name, None)]
+        if fields:
+            return await grammars.run(mapped, " and ".join(fields))
+        return await bodies.call(mapped, size)
+
     async def generation(request: Request, chat: bool) -> Response:
         authorize(request)
         body = await _read_body(request, max_body_bytes)
@@ -217,10 +226,7 @@ def create_app(
         def mapped() -> GenerationRequest:
             return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
 
-        fields = [name for name in ("response_format", "tools") if getattr(parsed, name, None)]
-        # schemas compile in a thread, time-bounded; a request without any maps at once (a large one in a thread)
-        engine_request = (await grammars.run(mapped, " and ".join(fields)) if fields
-                          else await bodies.call(mapped, len(body)))
+        engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
         keep_prompt(request.scope, engine_request.prompt if engine_request.prompt is not None
                     else engine_request.messages[-1]["content"])
         reply = Reply.new(model_id, chat)
@@ -241,15 +247,7 @@ def create_app(
         def chunks_after(first: list[Event]) -> AsyncIterator[bytes]:
             return _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
 
-        position = run.queued()
-        if position:  # it waits: the stream starts now and says where it waits
-            chunks = _after_queue(position, run, chunks_after, lambda error: sse(error.body()))
-        else:
-            first = await _first_batch(request, run)
-            if first is None:
-                return Response(status_code=499)
-            chunks = chunks_after(first)
-        return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return await _streamed(request, run, chunks_after, lambda error: sse(error.body()))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -272,9 +270,7 @@ def create_app(
             return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar,
                                                              n_ctx_advice))
 
-        fields = [name for name in ("text", "tools") if getattr(parsed, name, None)]
-        engine_request = (await grammars.run(mapped, " and ".join(fields)) if fields
-                          else await bodies.call(mapped, len(body)))
+        engine_request = await engine_request_of(mapped, parsed, ("text", "tools"), len(body))
         keep_prompt(request.scope, conversation[-1]["content"] or "")
         builder = ResponseBuilder(model_id, parsed, engine_request, conversation)
         run = _Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
@@ -290,15 +286,7 @@ def create_app(
         def events_after(first: list[Event]) -> AsyncIterator[bytes]:
             return _response_stream(builder, run, first, kept_responses if parsed.store else None)
 
-        position = run.queued()
-        if position:
-            stream = _after_queue(position, run, events_after, lambda error: sse_event(builder.error(error)))
-        else:
-            first = await _first_batch(request, run)
-            if first is None:
-                return Response(status_code=499)
-            stream = events_after(first)
-        return _ClosingStream(stream, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return await _streamed(request, run, events_after, lambda error: sse_event(builder.error(error)))
 
     app.state.gate = gate
     app.state.grammars = grammars
@@ -402,6 +390,28 @@ async def _first_batch(request: Request, run: "_Generation") -> list[Event] | No
     if first is None:
         await run.close()
     return first
+
+
+async def _streamed(
+    request: Request, run: "_Generation", rest: Callable[[list[Event]], AsyncIterator[bytes]],
+    error_event: Callable[[APIError], bytes],
+) -> Response:
+    """The streamed response of ``run``: ``rest(first batch)`` once the first batch came (status 499, nobody reads
+    it, when the client left first), or at once, when it must wait, a stream that says its queue position first
+    (:func:`_after_queue`); its turn is given back however the stream ends.
+
+    Raises:
+        APIError: 429 (the queue is full), and as :meth:`_Generation.start` when it did not wait.
+    """
+    position = run.queued()
+    if position:  # it waits: the stream starts now and says where it waits
+        chunks = _after_queue(position, run, rest, error_event)
+    else:
+        first = await _first_batch(request, run)
+        if first is None:
+            return Response(status_code=499)
+        chunks = rest(first)
+    return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 async def _after_queue(
@@ -560,24 +570,37 @@ def server_stopped() -> APIError:
     )
 
 
-async def _stream(
+def _stream(
     reply: Reply, run: _Generation, first: list[Event], include_usage: bool, transcript: "_Transcript"
 ) -> AsyncIterator[bytes]:
-    """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
-    decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
-    asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:func:`server_stopped`), is sent as an
-    ``{"error": ...}`` event and ends the stream."""
+    """The server-sent events of a streamed chat or text completion (:func:`_event_stream`): a role chunk, one
+    chunk per token (``specchat.from_draft``; the decode steps that ended with it in ``specchat.steps``), the finish
+    chunk with the statistics, the usage chunk if asked, ``[DONE]``; an error as an ``{"error": ...}`` event."""
+    steps: list[dict] = []
+
+    def render(batch: list[Event]) -> bytes:
+        return b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))
+
     opening = sse(reply.chunk("", role=True, include_usage=include_usage)) if reply.chat else b""
-    batch, steps = first, []
+    return _event_stream(run, first, opening, render, lambda error: sse(error.body()), lambda: sse("[DONE]"))
+
+
+async def _event_stream(
+    run: _Generation, first: list[Event], opening: bytes, render: Callable[[list[Event]], bytes],
+    error_event: Callable[[APIError], bytes], ending: Callable[[], bytes],
+) -> AsyncIterator[bytes]:
+    """A streamed reply's bytes, one write per batch of events: ``opening`` with the first batch, ``render(batch)``
+    for each batch from ``first`` on (``run`` gives the rest), ``ending()`` once the reply finished. An engine error
+    mid-stream, or the server stopping (:func:`server_stopped`: the batch's content is still sent), is sent as
+    ``error_event(error)`` in place of the ending, so that no client takes the cut reply for whole."""
+    batch = first
     try:
         while True:
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
-                content = [event for event in batch if not isinstance(event, Finished)]
-                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps, transcript))
-                yield sse(server_stopped().body())  # no finish chunk and no [DONE]: the reply is cut, say so
-                return
-            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))  # one write
+                yield opening + render([event for event in batch if not isinstance(event, Finished)])
+                raise server_stopped()
+            yield opening + render(batch)
             opening = b""
             if finished is not None:
                 break
@@ -585,9 +608,11 @@ async def _stream(
                 batch = await run.next()
             except StopAsyncIteration:
                 break
-        yield sse("[DONE]")
+        ending_bytes = ending()
+        if ending_bytes:
+            yield ending_bytes
     except APIError as error:
-        yield sse(error.body())
+        yield error_event(error)
 
 
 def _chunks(
@@ -622,33 +647,23 @@ def _chunks(
     return chunks
 
 
-async def _response_stream(
+def _response_stream(
     builder: ResponseBuilder, run: _Generation, first: list[Event], kept: ResponseStore | None
 ) -> AsyncIterator[bytes]:
-    """The server-sent events of a streamed Responses reply (:class:`ResponseBuilder`), its conversation kept in
-    ``kept`` once complete (None: ``store`` false). An engine error mid-stream, or the server stopping, is sent as an
-    ``error`` event (OpenAI's shape) and ends the stream without ``response.completed``."""
-    opening = b"".join(sse_event(event) for event in builder.opening())
-    batch = first
-    try:
-        while True:
-            finished = next((event for event in batch if isinstance(event, Finished)), None)
-            if finished is not None and finished.stats.stop_reason == "cancelled":
-                content = [event for event in batch if not isinstance(event, Finished)]
-                yield opening + b"".join(sse_event(event) for event in builder.take(content))
-                raise server_stopped()
-            yield opening + b"".join(sse_event(event) for event in builder.take(batch))
-            opening = b""
-            if finished is not None:
-                break
-            try:
-                batch = await run.next()
-            except StopAsyncIteration:
-                break
+    """The server-sent events of a streamed Responses reply (:class:`ResponseBuilder`, :func:`_event_stream`), its
+    conversation kept in ``kept`` once complete (None: ``store`` false); an error as an ``error`` event (OpenAI's
+    shape), without ``response.completed``."""
+
+    def render(batch: list[Event]) -> bytes:
+        return b"".join(sse_event(event) for event in builder.take(batch))
+
+    def ending() -> bytes:
         if kept is not None:
             kept.put(builder.id, builder.conversation())
-    except APIError as error:
-        yield sse_event(builder.error(error))
+        return b""
+
+    opening = b"".join(sse_event(event) for event in builder.opening())
+    return _event_stream(run, first, opening, render, lambda error: sse_event(builder.error(error)), ending)
 
 
 class _ClosingStream(StreamingResponse):
