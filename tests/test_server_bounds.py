@@ -17,8 +17,9 @@ import pytest
 from helpers import run_coroutine
 
 from app.backends.protocol import MAX_SCORED_PROMPT_TOKENS
+from app.server.errors import APIError
 from app.server.grammars import GrammarCompiler
-from app.server.protocol import MAX_SCHEMA_BYTES, MAX_TOOLS, APIError
+from app.server.request_common import MAX_SCHEMA_BYTES, MAX_TOOLS
 from inference.constraints import GrammarError, json_schema_grammar
 
 

@@ -1,9 +1,9 @@
 """The ASGI application of ``specchat serve`` (and of the window's local server): OpenAI's chat and text
 completions, models and health endpoints on one generation backend.
 
-Each generation request is read (at most ``max_body_bytes``), parsed and validated (``protocol``; a large body
-in a thread, ``bodies``, and its JSON schemas compiled in another, ``grammars``), then waits its
-turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
+Each generation request is read (at most ``max_body_bytes``), parsed and validated (``chat_request``,
+``completion_request``, ``responses``; a large body in a thread, ``bodies``, and its JSON schemas compiled in
+another, ``grammars``), then waits its turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
 whatever the engine refuses is still a 400 and not a broken stream, except for a streamed request that must wait:
 its stream starts at once with its queue position (``: queued, position 2``), and a refusal that comes with its
 turn is an error event. Every request gets a line in the request log (``request_log``). A client that disconnects, while waiting or
@@ -33,29 +33,25 @@ from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
 
 from .bodies import BodyReader
+from .chat_request import ChatCompletionRequest, chat_request
+from .completion_request import CompletionRequest, completion_request
+from .errors import APIError, no_draft_model, setting_error
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
-from .protocol import (
-    SERVE_N_CTX_ADVICE,
-    APIError,
-    ChatCompletionRequest,
-    CompletionRequest,
+from .replies import (
     Reply,
     arguments_fragment,
     arguments_text,
     call_opening,
     chat_logprobs,
-    chat_request,
     completion_logprobs,
-    completion_request,
     finish_reason,
     new_call_id,
-    no_draft_model,
-    setting_error,
     sse,
     stats_object,
     step_object,
 )
+from .request_common import SERVE_N_CTX_ADVICE, ServerLimits
 from .request_log import RequestLogMiddleware, RequestRecord, keep_prompt, record_of
 from .responses import (
     ResponseBuilder,
@@ -144,6 +140,7 @@ def create_app(
     gate = gate or GenerationGate(max_queue)
     grammars = grammars or GrammarCompiler()
     bodies = BodyReader()
+    limits = ServerLimits(defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
     kept_responses = ResponseStore()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
@@ -224,7 +221,7 @@ def create_app(
         to_engine = chat_request if chat else completion_request
 
         def mapped() -> GenerationRequest:
-            return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
+            return to_engine(parsed, limits)
 
         engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
         keep_prompt(request.scope, engine_request.prompt if engine_request.prompt is not None
@@ -267,8 +264,7 @@ def create_app(
 
         def mapped() -> GenerationRequest:
             chat = chat_completion(parsed, conversation)
-            return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar,
-                                                             n_ctx_advice))
+            return renamed_errors(lambda: chat_request(chat, limits))
 
         engine_request = await engine_request_of(mapped, parsed, ("text", "tools"), len(body))
         keep_prompt(request.scope, conversation[-1]["content"] or "")

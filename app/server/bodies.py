@@ -1,5 +1,5 @@
 """Large request bodies read off the event loop: a body over :data:`INLINE_BODY_BYTES` is parsed and validated
-(``protocol.parse``) and mapped to an engine request in a worker thread, so that one client's 4 MiB of JSON does
+(``request_common.parse``) and mapped to an engine request in a worker thread, so that one client's 4 MiB of JSON does
 not stall the other clients' streams.
 
 What a body costs is bounded by its size (``app.MAX_BODY_BYTES``, a 413 past it), not by a timer: a parse cannot be
@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from app.backends.worker import lower_thread_priority
 
 from .grammars import GRAMMAR_NICE
-from .protocol import parse
+from .request_common import parse
 
 #: Bodies up to this size are read on the event loop (a 64 KiB chat request parses in under 2 ms), larger ones in
 #: the thread.
@@ -39,10 +39,10 @@ class BodyReader:
                                             initargs=(GRAMMAR_NICE,))
 
     async def parse(self, model: type[BaseModel], body: bytes) -> Any:
-        """``protocol.parse(model, body)``, in the thread when ``body`` is over ``inline_bytes``.
+        """``request_common.parse(model, body)``, in the thread when ``body`` is over ``inline_bytes``.
 
         Raises:
-            APIError: as ``protocol.parse``.
+            APIError: as ``request_common.parse``.
         """
         return await self.call(lambda: parse(model, body), len(body))
 
