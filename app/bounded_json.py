@@ -24,12 +24,16 @@ def depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+class TooDeep(ValueError):
+    """Valid JSON whose lists and objects nest deeper than the limit its message names."""
+
+
 def loads(data: str | bytes, max_depth: int) -> Any:
     """``json.loads(data)``, refused when its lists and objects nest more than ``max_depth`` levels.
 
     Raises:
         ValueError: not JSON (``json.JSONDecodeError``), bytes that are not UTF-8 (``UnicodeDecodeError``), or nested
-            too deeply (the message says "nested more than N levels deep").
+            too deeply (``TooDeep``, a ``ValueError`` whose message says "nested more than N levels deep").
     """
     try:
         value = json.loads(data)
@@ -39,5 +43,5 @@ def loads(data: str | bytes, max_depth: int) -> Any:
     else:
         too_deep = depth_exceeds(value, max_depth)
     if too_deep:
-        raise ValueError(f"nested more than {max_depth} levels deep")
+        raise TooDeep(f"nested more than {max_depth} levels deep")
     return value

@@ -1,5 +1,5 @@
-"""The server application in-process: request mapping (``app.server.protocol``, no model needed) and the queue
-(``create_app`` on a real ``InferenceWorker`` with the default model, through httpx's ASGI transport)."""
+"""The server application in-process: request mapping (``app.server.chat_request``, ``completion_request``, no
+model needed) and the queue (``create_app`` on a real ``InferenceWorker`` with the default model, through httpx's ASGI transport)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,10 @@ from helpers import run_coroutine
 from app.backends.worker import InferenceWorker, ModelSpec
 from app.cli.serve import api_key_of
 from app.server import create_app
-from app.server.protocol import (
-    APIError,
-    ChatCompletionRequest,
-    CompletionRequest,
-    chat_request,
-    completion_request,
-    parse,
-)
+from app.server.chat_request import ChatCompletionRequest, chat_request
+from app.server.completion_request import CompletionRequest, completion_request
+from app.server.errors import APIError
+from app.server.request_common import ServerLimits, parse
 from inference.constraints import json_object_grammar, json_schema_grammar
 from inference.events import Finished, GenerationStats, TextDelta
 from inference.rope import RopeUnsupportedError
@@ -46,7 +42,7 @@ DEFAULTS = GenerationSettings(
 def chat(cap=None, **fields):
     """The engine request of a chat request with ``fields`` (``cap``: the server's most new tokens per reply)."""
     body = {"messages": [{"role": "user", "content": "Hi"}], **fields}
-    return chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), DEFAULTS, 8192, cap)
+    return chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), ServerLimits(DEFAULTS, 8192, cap))
 
 
 def test_leading_system_messages_become_the_system_prompt():
@@ -96,7 +92,7 @@ def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
     sampling = chat(top_k=5, min_p=0.05, temperature=0.8).settings.sampling
     assert (sampling.top_k, sampling.min_p, sampling.temperature, sampling.top_p) == (5, 0.05, 0.8, 0.9)
     assert chat(top_k=-1).settings.sampling.top_k == 0, "-1 means off, as in vLLM"
-    assert completion_request(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), DEFAULTS, None).settings.sampling.min_p == 0.1
+    assert completion_request(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), ServerLimits(DEFAULTS)).settings.sampling.min_p == 0.1
 
 
 def test_response_format_constrains_the_reply_with_a_grammar():
@@ -113,7 +109,7 @@ def test_a_completion_takes_response_format_as_a_chat_does():
     """``/v1/completions`` constrains the continuation with the same grammar (it was ignored, found by a newcomer)."""
     def completion(response_format):
         body = json.dumps({"prompt": "x", "response_format": response_format}).encode()
-        return completion_request(parse(CompletionRequest, body), DEFAULTS, None)
+        return completion_request(parse(CompletionRequest, body), ServerLimits(DEFAULTS))
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     wrapped = {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema}}
@@ -130,7 +126,7 @@ def test_log_probabilities_are_asked_as_openai_asks_them():
     assert chat(logprobs=True).settings.output.logprobs == 0
     assert chat(logprobs=True, top_logprobs=20).settings.output.logprobs == 20
     assert chat(logprobs=False, top_logprobs=0).settings.output.logprobs is None
-    completion = completion_request(parse(CompletionRequest, b'{"prompt": "x", "logprobs": 2, "echo": true}'), DEFAULTS, None)
+    completion = completion_request(parse(CompletionRequest, b'{"prompt": "x", "logprobs": 2, "echo": true}'), ServerLimits(DEFAULTS))
     assert completion.settings.output.logprobs == 2 and completion.echo
 
 
@@ -160,7 +156,7 @@ def test_serve_sampling_flags_go_over_the_models_recommended_sampling(tmp_path):
 
 
 def test_a_completion_is_the_raw_prompt():
-    request = completion_request(parse(CompletionRequest, b'{"prompt": ["Once upon"], "max_tokens": 3}'), DEFAULTS, None)
+    request = completion_request(parse(CompletionRequest, b'{"prompt": ["Once upon"], "max_tokens": 3}'), ServerLimits(DEFAULTS))
     assert request.prompt == "Once upon" and request.messages == [] and request.settings.sampling.max_new_tokens == 3
 
 
@@ -264,7 +260,7 @@ def test_the_servers_caps_bound_what_a_request_may_cost():
     assert chat(cap=300).settings.sampling.max_new_tokens == 300  # left out: the default (512), capped
     assert chat(cap=300, max_tokens=7).settings.sampling.max_new_tokens == 7
     prompt = parse(CompletionRequest, b'{"prompt": "Once", "max_tokens": 100000}')
-    assert completion_request(prompt, DEFAULTS, None, 64).settings.sampling.max_new_tokens == 64
+    assert completion_request(prompt, ServerLimits(DEFAULTS, max_tokens=64)).settings.sampling.max_new_tokens == 64
     assert chat(specchat={"n_ctx": 1024}).settings.context.n_ctx == 1024
     with pytest.raises(APIError) as refused:
         chat(specchat={"n_ctx": 2048})  # the model could (8192), the server's --n-ctx (1024) says no
@@ -335,11 +331,13 @@ def test_a_completions_prompt_of_the_wrong_type_says_what_to_send():
     b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     b'{"messages": [{"role": "user", "content": "Hi"}], "metadata": ' + b'{"a": ' * 65 + b"1" + b"}" * 65 + b"}",
 ])
-def test_a_deeply_nested_body_is_a_400(body):
+def test_a_deeply_nested_body_is_a_400_that_names_the_limit(body):
     with pytest.raises(APIError) as refused:
         parse(ChatCompletionRequest, body)
-    assert refused.value.status == 400 and refused.value.code == "invalid_json"
-    assert "nested more than 64 levels deep" in refused.value.message
+    assert refused.value.status == 400 and refused.value.code == "too_deep"
+    assert refused.value.message == ("the request body nests lists and objects more than 64 levels deep, SpecChat's "
+                                     "limit: send at most 64 levels")
+    assert "not valid JSON" not in refused.value.message
 
 
 def test_values_that_ask_for_nothing_are_no_refusal():

@@ -14,7 +14,7 @@ from helpers import WEATHER as CHAT_WEATHER
 from helpers import run_coroutine
 
 from app.server import create_app
-from app.server.protocol import APIError
+from app.server.errors import APIError
 from app.server.responses import ResponseStore, input_messages
 from inference.events import Finished, GenerationStats, TextDelta, ToolCallDelta, ToolCalls
 from inference.events import ToolCall as EngineCall

@@ -11,7 +11,9 @@ import pytest
 
 from app.cli.commands import flag_error
 from app.gui.settings_store import AppSettings
-from app.server.protocol import APIError, ChatCompletionRequest, chat_request, parse
+from app.server.chat_request import ChatCompletionRequest, chat_request
+from app.server.errors import APIError
+from app.server.request_common import ServerLimits, parse
 from inference.settings import MAX_TEMPERATURE, GenerationSettings, SamplingSettings, SettingError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +37,7 @@ def test_the_window_flags_a_temperature_past_2_with_the_same_words():
 def test_a_request_past_2_gets_the_same_words():
     body = parse(ChatCompletionRequest, b'{"model": "m", "messages": [{"role": "user", "content": "Hi"}], "temperature": 5}')
     with pytest.raises(APIError) as refused:
-        chat_request(body, GenerationSettings(), None)
+        chat_request(body, ServerLimits(GenerationSettings()))
     assert (refused.value.status, refused.value.param, refused.value.message) == (400, "temperature", MESSAGE)
 
 

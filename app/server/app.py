@@ -1,8 +1,9 @@
 """The ASGI application of ``specchat serve`` (and of the window's local server): OpenAI's chat and text
 completions, models and health endpoints on one generation backend.
 
-Each generation request is read (at most ``max_body_bytes``), parsed and validated (``protocol``), then waits its
-turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
+Each generation request is read (at most ``max_body_bytes``), parsed and validated (``chat_request``,
+``completion_request``, ``responses``; a large body in a thread, ``bodies``, and its JSON schemas compiled in
+another, ``grammars``), then waits its turn at the :class:`GenerationGate`; its first batch of events is awaited before the response starts, so that
 whatever the engine refuses is still a 400 and not a broken stream, except for a streamed request that must wait:
 its stream starts at once with its queue position (``: queued, position 2``), and a refusal that comes with its
 turn is an error event. Every request gets a line in the request log (``request_log``). A client that disconnects, while waiting or
@@ -31,30 +32,26 @@ from inference.events import Event, Finished, PromptScored, StepStats, TextDelta
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, GenerationSettings, SettingError
 
+from .bodies import BodyReader
+from .chat_request import ChatCompletionRequest, chat_request
+from .completion_request import CompletionRequest, completion_request
+from .errors import APIError, no_draft_model, setting_error
 from .gate import GateClosed, GenerationGate, QueueFull
 from .grammars import GrammarCompiler
-from .protocol import (
-    SERVE_N_CTX_ADVICE,
-    APIError,
-    ChatCompletionRequest,
-    CompletionRequest,
+from .replies import (
     Reply,
     arguments_fragment,
     arguments_text,
     call_opening,
     chat_logprobs,
-    chat_request,
     completion_logprobs,
-    completion_request,
     finish_reason,
     new_call_id,
-    no_draft_model,
-    parse,
-    setting_error,
     sse,
     stats_object,
     step_object,
 )
+from .request_common import SERVE_N_CTX_ADVICE, ServerLimits
 from .request_log import RequestLogMiddleware, RequestRecord, keep_prompt, record_of
 from .responses import (
     ResponseBuilder,
@@ -142,6 +139,8 @@ def create_app(
     max_tokens = defaults.context.n_ctx if max_tokens is None else max_tokens
     gate = gate or GenerationGate(max_queue)
     grammars = grammars or GrammarCompiler()
+    bodies = BodyReader()
+    limits = ServerLimits(defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
     kept_responses = ResponseStore()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)
@@ -206,18 +205,25 @@ def create_app(
                            type="not_found_error", param="model", code="model_not_found")
         return model_object()
 
+    async def engine_request_of(mapped: Callable[[], GenerationRequest], parsed, schema_fields: tuple[str, ...],
+                                size: int) -> GenerationRequest:
+        """``mapped()``: in the compile thread, time-bounded, when the fields of ``parsed`` that hold JSON schemas
+        (of ``schema_fields``) are given; else at once, a large body's (``size`` bytes) in the body thread."""
+        fields = [name for name in schema_fields if getattr(parsed, name, None)]
+        if fields:
+            return await grammars.run(mapped, " and ".join(fields))
+        return await bodies.call(mapped, size)
+
     async def generation(request: Request, chat: bool) -> Response:
         authorize(request)
         body = await _read_body(request, max_body_bytes)
-        parsed = parse(ChatCompletionRequest if chat else CompletionRequest, body)
+        parsed = await bodies.parse(ChatCompletionRequest if chat else CompletionRequest, body)
         to_engine = chat_request if chat else completion_request
 
         def mapped() -> GenerationRequest:
-            return to_engine(parsed, defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
+            return to_engine(parsed, limits)
 
-        fields = [name for name in ("response_format", "tools") if getattr(parsed, name, None)]
-        # schemas compile in a thread, time-bounded; a request without any maps here at once
-        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
         keep_prompt(request.scope, engine_request.prompt if engine_request.prompt is not None
                     else engine_request.messages[-1]["content"])
         reply = Reply.new(model_id, chat)
@@ -238,15 +244,7 @@ def create_app(
         def chunks_after(first: list[Event]) -> AsyncIterator[bytes]:
             return _stream(reply, run, first, include_usage, _Transcript(reply, engine_request))
 
-        position = run.queued()
-        if position:  # it waits: the stream starts now and says where it waits
-            chunks = _after_queue(position, run, chunks_after, lambda error: sse(error.body()))
-        else:
-            first = await _first_batch(request, run)
-            if first is None:
-                return Response(status_code=499)
-            chunks = chunks_after(first)
-        return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return await _streamed(request, run, chunks_after, lambda error: sse(error.body()))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -259,17 +257,16 @@ def create_app(
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
         authorize(request)
-        parsed = parse(ResponsesRequest, await _read_body(request, max_body_bytes))
+        body = await _read_body(request, max_body_bytes)
+        parsed = await bodies.parse(ResponsesRequest, body)
         kept = kept_responses.get(parsed.previous_response_id) if parsed.previous_response_id else []
         conversation = kept + input_messages(parsed.input)
 
         def mapped() -> GenerationRequest:
             chat = chat_completion(parsed, conversation)
-            return renamed_errors(lambda: chat_request(chat, defaults, max_context, max_tokens, grammars.schema_grammar,
-                                                             n_ctx_advice))
+            return renamed_errors(lambda: chat_request(chat, limits))
 
-        fields = [name for name in ("text", "tools") if getattr(parsed, name, None)]
-        engine_request = await grammars.run(mapped, " and ".join(fields)) if fields else mapped()
+        engine_request = await engine_request_of(mapped, parsed, ("text", "tools"), len(body))
         keep_prompt(request.scope, conversation[-1]["content"] or "")
         builder = ResponseBuilder(model_id, parsed, engine_request, conversation)
         run = _Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
@@ -285,15 +282,7 @@ def create_app(
         def events_after(first: list[Event]) -> AsyncIterator[bytes]:
             return _response_stream(builder, run, first, kept_responses if parsed.store else None)
 
-        position = run.queued()
-        if position:
-            stream = _after_queue(position, run, events_after, lambda error: sse_event(builder.error(error)))
-        else:
-            first = await _first_batch(request, run)
-            if first is None:
-                return Response(status_code=499)
-            stream = events_after(first)
-        return _ClosingStream(stream, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return await _streamed(request, run, events_after, lambda error: sse_event(builder.error(error)))
 
     app.state.gate = gate
     app.state.grammars = grammars
@@ -397,6 +386,28 @@ async def _first_batch(request: Request, run: "_Generation") -> list[Event] | No
     if first is None:
         await run.close()
     return first
+
+
+async def _streamed(
+    request: Request, run: "_Generation", rest: Callable[[list[Event]], AsyncIterator[bytes]],
+    error_event: Callable[[APIError], bytes],
+) -> Response:
+    """The streamed response of ``run``: ``rest(first batch)`` once the first batch came (status 499, nobody reads
+    it, when the client left first), or at once, when it must wait, a stream that says its queue position first
+    (:func:`_after_queue`); its turn is given back however the stream ends.
+
+    Raises:
+        APIError: 429 (the queue is full), and as :meth:`_Generation.start` when it did not wait.
+    """
+    position = run.queued()
+    if position:  # it waits: the stream starts now and says where it waits
+        chunks = _after_queue(position, run, rest, error_event)
+    else:
+        first = await _first_batch(request, run)
+        if first is None:
+            return Response(status_code=499)
+        chunks = rest(first)
+    return _ClosingStream(chunks, run.close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 async def _after_queue(
@@ -555,24 +566,37 @@ def server_stopped() -> APIError:
     )
 
 
-async def _stream(
+def _stream(
     reply: Reply, run: _Generation, first: list[Event], include_usage: bool, transcript: "_Transcript"
 ) -> AsyncIterator[bytes]:
-    """The server-sent events of a streamed reply: a role chunk, one chunk per token (``specchat.from_draft``; the
-    decode steps that ended with it in ``specchat.steps``), the finish chunk with the statistics, the usage chunk if
-    asked, ``[DONE]``. An engine error mid-stream, or the server stopping (:func:`server_stopped`), is sent as an
-    ``{"error": ...}`` event and ends the stream."""
+    """The server-sent events of a streamed chat or text completion (:func:`_event_stream`): a role chunk, one
+    chunk per token (``specchat.from_draft``; the decode steps that ended with it in ``specchat.steps``), the finish
+    chunk with the statistics, the usage chunk if asked, ``[DONE]``; an error as an ``{"error": ...}`` event."""
+    steps: list[dict] = []
+
+    def render(batch: list[Event]) -> bytes:
+        return b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))
+
     opening = sse(reply.chunk("", role=True, include_usage=include_usage)) if reply.chat else b""
-    batch, steps = first, []
+    return _event_stream(run, first, opening, render, lambda error: sse(error.body()), lambda: sse("[DONE]"))
+
+
+async def _event_stream(
+    run: _Generation, first: list[Event], opening: bytes, render: Callable[[list[Event]], bytes],
+    error_event: Callable[[APIError], bytes], ending: Callable[[], bytes],
+) -> AsyncIterator[bytes]:
+    """A streamed reply's bytes, one write per batch of events: ``opening`` with the first batch, ``render(batch)``
+    for each batch from ``first`` on (``run`` gives the rest), ``ending()`` once the reply finished. An engine error
+    mid-stream, or the server stopping (:func:`server_stopped`: the batch's content is still sent), is sent as
+    ``error_event(error)`` in place of the ending, so that no client takes the cut reply for whole."""
+    batch = first
     try:
         while True:
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
-                content = [event for event in batch if not isinstance(event, Finished)]
-                yield opening + b"".join(sse(data) for data in _chunks(reply, content, include_usage, steps, transcript))
-                yield sse(server_stopped().body())  # no finish chunk and no [DONE]: the reply is cut, say so
-                return
-            yield opening + b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))  # one write
+                yield opening + render([event for event in batch if not isinstance(event, Finished)])
+                raise server_stopped()
+            yield opening + render(batch)
             opening = b""
             if finished is not None:
                 break
@@ -580,9 +604,11 @@ async def _stream(
                 batch = await run.next()
             except StopAsyncIteration:
                 break
-        yield sse("[DONE]")
+        ending_bytes = ending()
+        if ending_bytes:
+            yield ending_bytes
     except APIError as error:
-        yield sse(error.body())
+        yield error_event(error)
 
 
 def _chunks(
@@ -617,33 +643,23 @@ def _chunks(
     return chunks
 
 
-async def _response_stream(
+def _response_stream(
     builder: ResponseBuilder, run: _Generation, first: list[Event], kept: ResponseStore | None
 ) -> AsyncIterator[bytes]:
-    """The server-sent events of a streamed Responses reply (:class:`ResponseBuilder`), its conversation kept in
-    ``kept`` once complete (None: ``store`` false). An engine error mid-stream, or the server stopping, is sent as an
-    ``error`` event (OpenAI's shape) and ends the stream without ``response.completed``."""
-    opening = b"".join(sse_event(event) for event in builder.opening())
-    batch = first
-    try:
-        while True:
-            finished = next((event for event in batch if isinstance(event, Finished)), None)
-            if finished is not None and finished.stats.stop_reason == "cancelled":
-                content = [event for event in batch if not isinstance(event, Finished)]
-                yield opening + b"".join(sse_event(event) for event in builder.take(content))
-                raise server_stopped()
-            yield opening + b"".join(sse_event(event) for event in builder.take(batch))
-            opening = b""
-            if finished is not None:
-                break
-            try:
-                batch = await run.next()
-            except StopAsyncIteration:
-                break
+    """The server-sent events of a streamed Responses reply (:class:`ResponseBuilder`, :func:`_event_stream`), its
+    conversation kept in ``kept`` once complete (None: ``store`` false); an error as an ``error`` event (OpenAI's
+    shape), without ``response.completed``."""
+
+    def render(batch: list[Event]) -> bytes:
+        return b"".join(sse_event(event) for event in builder.take(batch))
+
+    def ending() -> bytes:
         if kept is not None:
             kept.put(builder.id, builder.conversation())
-    except APIError as error:
-        yield sse_event(builder.error(error))
+        return b""
+
+    opening = b"".join(sse_event(event) for event in builder.opening())
+    return _event_stream(run, first, opening, render, lambda error: sse_event(builder.error(error)), ending)
 
 
 class _ClosingStream(StreamingResponse):

@@ -6,7 +6,7 @@ llguidance releases the GIL while it compiles (measured: a 280 KB schema took 0.
 every 5 ms meanwhile saw no gap over 16 ms), so a thread keeps the other clients' streams flowing; it runs at a lower
 priority than generation. A compile past the
 time bound cannot be stopped midway; its request gets a 400 at once, the thread finishes the compile (bounded by the
-request's size caps, ``protocol.MAX_SCHEMA_BYTES`` and ``protocol.MAX_TOOLS``) and caches it.
+request's size caps, ``request_common.MAX_SCHEMA_BYTES`` and ``request_common.MAX_TOOLS``) and caches it.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 from app.backends.worker import lower_thread_priority
 from inference.constraints import GrammarError, json_schema_grammar
 
-from .protocol import APIError
+from .errors import APIError
 
 #: Longest a request's schemas may take to compile, in seconds (waiting for a compile thread included): 10 s, about
-#: 20 times what the largest schema allowed (``protocol.MAX_SCHEMA_BYTES``) takes on 2 cores.
+#: 20 times what the largest schema allowed (``request_common.MAX_SCHEMA_BYTES``) takes on 2 cores.
 GRAMMAR_TIMEOUT_S = 10.0
 #: Compiled schemas kept (grammar texts, or the error of a schema that does not compile), least recently used out.
 GRAMMAR_CACHE_SIZE = 64

@@ -1,5 +1,5 @@
 """OpenAI's Responses API (``POST /v1/responses``) on the chat completion path: a Responses request is validated here
-and turned into the chat completion request it means (:func:`chat_completion`), which ``protocol.chat_request``
+and turned into the chat completion request it means (:func:`chat_completion`), which ``chat_request.chat_request``
 maps to the engine as any chat; the reply's events become a Response object or its streamed events
 (:class:`ResponseBuilder`).
 
@@ -28,15 +28,10 @@ from typing import Any
 from app.backends.protocol import GenerationRequest
 from inference.events import Event, Finished, GenerationStats, TextDelta, ToolCallDelta, ToolCalls
 
-from .protocol import (
-    APIError,
-    ChatCompletionRequest,
-    SpecChatOptions,
-    _Strict,
-    arguments_text,
-    new_call_id,
-    stats_object,
-)
+from .chat_request import ChatCompletionRequest
+from .errors import APIError
+from .replies import arguments_text, new_call_id, stats_object
+from .request_common import SpecChatOptions, Strict
 
 #: Responses kept for ``previous_response_id``, at most, and the characters of their conversations, all together.
 MAX_KEPT_RESPONSES = 256
@@ -47,7 +42,7 @@ INPUT_ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
 
 
-class ResponsesRequest(_Strict):
+class ResponsesRequest(Strict):
     """``POST /v1/responses`` (fields OpenAI defines that change nothing here, such as ``metadata``, are ignored)."""
 
     model: str | None = None

@@ -1,0 +1,221 @@
+"""``POST /v1/chat/completions``'s request: its model (:class:`ChatCompletionRequest`) and its mapping to an engine
+request (:func:`chat_request`): messages and their text, tools (``tool_choice``, parallel calls, earlier calls and
+their results), on the fields every completion shares (``request_common``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from app.backends.protocol import GenerationRequest
+from inference.constraints import GrammarError, json_schema_grammar
+from inference.settings import OutputSettings
+from inference.tools import ToolUse
+
+from .errors import APIError
+from .request_common import (
+    GenerationFields,
+    ServerLimits,
+    check_bounds,
+    generation_settings,
+    json_value,
+    refuse_unsupported,
+    response_format_grammar,
+)
+
+#: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
+SYSTEM_ROLES = ("system", "developer")
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    type: str
+    text: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    role: str
+    content: str | list[ContentPart] | None = None
+
+
+class ChatCompletionRequest(GenerationFields):
+    """``POST /v1/chat/completions``."""
+
+    messages: list[Message]
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: Any = None
+    tool_choice: Any = None
+    functions: Any = None
+    function_call: Any = None
+    parallel_tool_calls: Any = None
+
+
+def _message_text(message: Message, index: int) -> str:
+    """The text of a message (its text parts joined); images, audio, files and a text part without its text are
+    refused."""
+    content = message.content
+    if content is None:
+        raise APIError(400, f"messages[{index}].content is missing: give the message's text", param=f"messages[{index}].content")
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part_index, part in enumerate(content):
+        if part.type == "text" and part.text is None:
+            raise APIError(
+                400,
+                f'messages[{index}].content[{part_index}] is a text part without its text: add "text": "..." to it',
+                param=f"messages[{index}].content[{part_index}].text",
+                code="missing_required_parameter",
+            )
+        if part.type != "text":
+            raise APIError(
+                400,
+                f"messages[{index}].content[{part_index}] is of type {part.type!r}: SpecChat's models read text only "
+                "(no images, audio or files); send text parts",
+                param=f"messages[{index}].content[{part_index}].type",
+                code="unsupported",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> GenerationRequest:
+    """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
+    the others the conversation, in order (assistant tool calls and ``tool`` results included), within what the
+    server sets (``limits``).
+
+    Raises:
+        APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
+            calls, more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, ``n`` other than 1, a
+            setting out of range.
+    """
+    check_bounds(body.response_format, body.tools)
+    refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
+    if not body.messages:
+        raise APIError(400, "messages is empty: send at least one message", param="messages")
+    system, messages = [], []
+    for index, message in enumerate(body.messages):
+        if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
+            raise APIError(
+                400,
+                f"messages[{index}].role is {message.role!r}: SpecChat's server takes system, developer, user, "
+                "assistant and tool messages",
+                param=f"messages[{index}].role",
+            )
+        calls = getattr(message, "tool_calls", None)
+        if calls and message.role != "assistant":
+            raise APIError(400, f"messages[{index}].tool_calls: only assistant messages make tool calls",
+                           param=f"messages[{index}].tool_calls")
+        text = "" if calls and message.content is None else _message_text(message, index)
+        if message.role in SYSTEM_ROLES and not messages:
+            system.append(text)
+            continue
+        entry = {"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text}
+        if calls:
+            entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
+        if message.role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
+            entry["tool_call_id"] = message.tool_call_id
+        messages.append(entry)
+    asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+    max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    if body.top_logprobs and not body.logprobs:
+        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    top = (body.top_logprobs or 0) if body.logprobs else None
+    output = OutputSettings(grammar=response_format_grammar(body.response_format, limits.schema_grammar), logprobs=top)
+    settings = generation_settings(body, asked, max_param, limits, output, "top_logprobs")
+    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
+                             tools=tool_use(body.tools, body.tool_choice, body.parallel_tool_calls, limits.schema_grammar))
+
+
+#: What a function's name may be (OpenAI's rule).
+_FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def tool_use(
+    tools: Any, choice: Any, parallel: Any, schema_grammar: Callable[[Any], str] = json_schema_grammar
+) -> ToolUse | None:
+    """The tools of a chat request (``tools``, ``tool_choice``, ``parallel_tool_calls``): None without tools or
+    with ``tool_choice`` "none" (the model is then not told about them). ``schema_grammar`` compiles each
+    function's ``parameters`` (to refuse what cannot be enforced).
+
+    Raises:
+        APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
+            parameters that are not a JSON schema SpecChat can enforce, a
+            ``tool_choice`` that is none of its values (the message lists them) or names no given tool.
+    """
+    if parallel is not None and not isinstance(parallel, bool):
+        raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
+    named = _named_function(choice)
+    if choice not in (None, "none", "auto", "required") and named is None:
+        raise APIError(400, f'tool_choice is {json_value(choice)}: use "none", "auto", "required" or {{"type": '
+                       '"function", "function": {"name": ...}} naming one of the tools', param="tool_choice",
+                       code="invalid_value")
+    if tools is None or tools == []:
+        if choice not in (None, "none", "auto"):
+            raise APIError(400, f"tool_choice is {json_value(choice)}, which needs tools: send the tools the model may "
+                           "call, or leave tool_choice out", param="tool_choice", code="invalid_value")
+        return None
+    if not isinstance(tools, list):
+        raise APIError(400, "tools must be a list of functions", param="tools")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise APIError(400, f'tools[{index}] must be {{"type": "function", "function": {{"name", "description", '
+                           '"parameters"}}', param=f"tools[{index}]")
+        if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
+            raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
+                           param=f"tools[{index}].function.name")
+        parameters = function.get("parameters")
+        if parameters is not None:
+            param = f"tools[{index}].function.parameters"
+            try:
+                schema_grammar(parameters)
+            except GrammarError as error:
+                raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
+    if choice == "none":
+        return None
+    names = [tool["function"]["name"] for tool in tools]
+    if named is not None and named not in names:
+        listed = ", ".join(json.dumps(name) for name in names)
+        raise APIError(400, f"tool_choice names the function {json.dumps(named)}, which is not among the tools: name "
+                       f'one of {listed}, or use "none", "auto" or "required"', param="tool_choice",
+                       code="invalid_value")
+    return ToolUse(tuple(tools), named or choice or "auto", parallel is not False)
+
+
+def _named_function(choice: Any) -> str | None:
+    """The function a ``tool_choice`` of ``{"type": "function", "function": {"name": NAME}}`` names, else None."""
+    function = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _tool_calls(calls: Any, param: str) -> list[dict]:
+    """An assistant message's ``tool_calls`` as chat templates render them: arguments parsed from their JSON string.
+
+    Raises:
+        APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``.
+    """
+    parsed = []
+    for index, call in enumerate(calls if isinstance(calls, list) else [None]):
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            arguments = None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
+            raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
+                           '"arguments": a JSON object as a string}}', param=f"{param}[{index}]")
+        parsed.append({"id": call.get("id", ""), "type": "function",
+                       "function": {"name": function["name"], "arguments": arguments}})
+    return parsed

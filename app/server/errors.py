@@ -1,0 +1,65 @@
+"""OpenAI's error JSON (:class:`APIError`) and the refusals every endpoint words alike: an engine setting out of
+range named as the request names it (:func:`setting_error`), a draft model this server does not run."""
+
+from __future__ import annotations
+
+from inference.settings import SettingError
+
+#: Engine setting names (``SettingError.field``) as the request names them.
+_PARAMS = {
+    "max_new_tokens": "max_tokens",
+    "stop_strings": "stop",
+    "decoding": "specchat.mode",
+    "k": "specchat.k",
+    "n_ctx": "specchat.n_ctx",
+    "n_keep": "specchat.n_keep",
+    "n_discard": "specchat.n_discard",
+    "grammar": "response_format",  # tools' schemas are refused with the request; one failing later is the format's
+}
+
+
+class APIError(Exception):
+    """An error answered in OpenAI's JSON: ``{"error": {"message", "type", "param", "code"}}``.
+
+    Attributes:
+        status: the HTTP status; message: one line saying what is wrong and what to do; type: OpenAI's error
+        type (``invalid_request_error``, ``authentication_error``, ``rate_limit_error``, ``server_error``...);
+        param: the request field at fault, or None; code: a short machine-readable code, or None;
+        headers: extra response headers (``Retry-After``).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        """The JSON object of the error."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_param: str = "logprobs") -> APIError:
+    """A ``SettingError`` as a 400 naming the request field (``max_tokens``, ``stop``, ``specchat.n_ctx``...), in
+    the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."."""
+    param = {"max_new_tokens": max_param, "logprobs": logprobs_param}.get(error.field) or _PARAMS.get(error.field, error.field)
+    return APIError(400, error.renamed(param), param=param, code="invalid_value")
+
+
+def no_draft_model(advice: str) -> APIError:
+    """A request for draft-model decoding (``specchat.mode`` ``spec_model``) on a server that runs no draft model:
+    a 400 that says how to run one (``advice``, e.g. the flags to restart with) and what works without one."""
+    return APIError(
+        400,
+        f'specchat.mode "spec_model" needs a draft model, and this server has none: {advice}; or send "mode": '
+        '"spec_lookup" (prompt lookup drafts from the conversation, without a draft model) or "ar"',
+        param="specchat.mode", code="no_draft_model",
+    )  # fmt: skip

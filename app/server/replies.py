@@ -1,0 +1,214 @@
+"""The responses of ``specchat serve``'s chat and text completions in OpenAI's shapes: a whole response and the
+stream's chunks (:class:`Reply`), log-probabilities, tool calls (whole and streamed), usage, and server-sent events.
+
+SpecChat adds one documented response field, ``specchat``: the reply's statistics (:func:`stats_object`), in a
+non-streamed response and in the stream's chunk that carries ``finish_reason`` (and in the usage chunk, when asked
+for). Streamed content chunks carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that
+ended there).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Identity of one response: ``id`` (``chatcmpl-...`` or ``cmpl-...``), ``created`` (Unix seconds),
+    ``model`` (the served model's id), ``chat`` (chat completion, else text completion)."""
+
+    id: str
+    created: int
+    model: str
+    chat: bool
+
+    @classmethod
+    def new(cls, model: str, chat: bool) -> "Reply":
+        """A fresh id, created now."""
+        return cls(f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time()), model, chat)
+
+    def _head(self, streamed: bool) -> dict:
+        kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.chat else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "system_fingerprint": None}
+
+    def response(self, stats: GenerationStats, text: str, logprobs: dict | None = None,
+                 calls: tuple[ToolCall, ...] = ()) -> dict:
+        """The non-streamed response of a finished reply: its ``text`` (the content; a completion's, echo
+        included), ``logprobs`` (:func:`chat_logprobs` or :func:`completion_logprobs`; None when not asked) and
+        tool ``calls`` (content null when they are all the reply says)."""
+        if self.chat:
+            message = {"role": "assistant", "content": text or (None if calls else text)}
+            if calls:
+                message["tool_calls"] = tool_calls(calls)
+            choice = {"index": 0, "message": message}
+        else:
+            choice = {"index": 0, "text": text}
+        choice.update(logprobs=logprobs, finish_reason=finish_reason(stats, bool(calls)))
+        return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
+
+    def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
+              include_usage: bool = False, logprobs: dict | None = None, calls: list[dict] | None = None) -> dict:
+        """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
+        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens;
+        ``calls`` its ``delta.tool_calls`` (:func:`call_opening`, :func:`arguments_fragment`). With ``include_usage`` the chunk carries
+        ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
+        if self.chat:
+            delta = {"role": "assistant"} if role else {}
+            if text is not None:
+                delta["content"] = text
+            if calls:
+                delta["tool_calls"] = calls
+            choice = {"index": 0, "delta": delta}
+        else:
+            choice = {"index": 0, "text": text or ""}
+        choice.update(logprobs=logprobs, finish_reason=finish)
+        chunk = {**self._head(True), "choices": [choice]}
+        if include_usage:
+            chunk["usage"] = None
+        if extension:
+            chunk["specchat"] = extension
+        return chunk
+
+    def usage_chunk(self, stats: GenerationStats) -> dict:
+        """The last chunk when ``stream_options.include_usage`` is set: no choices, the usage and statistics."""
+        return {**self._head(True), "choices": [], "usage": usage(stats), "specchat": stats_object(stats)}
+
+
+#: The log-probability written for a token of probability 0 (a grammar forbids it): OpenAI's own floor, since JSON
+#: has no -Infinity.
+LOGPROB_FLOOR = -9999.0
+
+
+def _logprob(value: float) -> float:
+    return max(value, LOGPROB_FLOOR)
+
+
+def _token_text(piece: bytes) -> str:
+    """A token's text: its bytes as UTF-8, U+FFFD for those of a character split between tokens (the ``bytes``
+    field, or the next token, has the rest)."""
+    return piece.decode("utf-8", "replace")
+
+
+def chat_logprobs(tokens: list[tuple[TokenLogprob, tuple[TokenLogprob, ...]]]) -> dict:
+    """A chat choice's ``logprobs``: ``{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+    "logprob", "bytes"}]}], "refusal": null}`` for ``tokens`` (each with its alternatives)."""
+
+    def entry(token: TokenLogprob) -> dict:
+        return {"token": _token_text(token.piece), "logprob": _logprob(token.logprob), "bytes": list(token.piece)}
+
+    return {"content": [{**entry(token), "top_logprobs": [entry(t) for t in top]} for token, top in tokens],
+            "refusal": None}
+
+
+def completion_logprobs(tokens: list[tuple[bytes, float | None, tuple[TokenLogprob, ...] | None]], offset: int) -> dict:
+    """A text completion's ``logprobs`` (OpenAI's legacy shape): ``tokens``, ``token_logprobs``, ``top_logprobs``
+    (``{token: logprob}`` per token) and ``text_offset`` (each token's character offset in the choice's text,
+    counted from ``offset``), for ``tokens`` as ``(bytes, logprob, alternatives)``; an echoed prompt's first token
+    has None for both."""
+    texts = [_token_text(piece) for piece, _, _ in tokens]
+    offsets = []
+    for text in texts:
+        offsets.append(offset)
+        offset += len(text)
+    return {
+        "tokens": texts,
+        "token_logprobs": [None if value is None else _logprob(value) for _, value, _ in tokens],
+        "top_logprobs": [None if top is None else {_token_text(t.piece): _logprob(t.logprob) for t in top}
+                         for _, _, top in tokens],
+        "text_offset": offsets,
+    }
+
+
+def finish_reason(stats: GenerationStats, called: bool = False) -> str:
+    """OpenAI's finish_reason: ``tool_calls`` when the reply ``called`` tools, ``length`` when max_tokens ended it,
+    else ``stop``."""
+    if called:
+        return "tool_calls"
+    return "length" if stats.stop_reason == "max_new_tokens" else "stop"
+
+
+def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
+    """OpenAI's ``tool_calls``: ``[{"index", "id", "type": "function", "function": {"name", "arguments": a JSON
+    string}}]``, each with a fresh id."""
+    return [{"index": index, "id": new_call_id(), "type": "function",
+             "function": {"name": call.name, "arguments": arguments_text(call)}} for index, call in enumerate(calls)]
+
+
+def new_call_id() -> str:
+    """A fresh tool call id, ``call_`` and 24 hex digits."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def arguments_text(call: ToolCall) -> str:
+    """A call's ``function.arguments``: its arguments' JSON text as the model wrote it (what a stream sent), else
+    as ``json.dumps`` writes them."""
+    return call.arguments_json if call.arguments_json is not None else json.dumps(call.arguments, ensure_ascii=False)
+
+
+def call_opening(index: int, call_id: str, name: str) -> list[dict]:
+    """The ``delta.tool_calls`` that opens a streamed call: ``[{"index", "id", "type": "function", "function":
+    {"name", "arguments": ""}}]`` (fragments of its arguments follow, :func:`arguments_fragment`)."""
+    return [{"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]
+
+
+def arguments_fragment(index: int, text: str) -> list[dict]:
+    """The ``delta.tool_calls`` that carries the next ``text`` of call ``index``'s arguments."""
+    return [{"index": index, "function": {"arguments": text}}]
+
+
+def usage(stats: GenerationStats) -> dict:
+    """OpenAI's usage object; ``prompt_tokens_details.cached_tokens`` counts the prompt tokens the KV cache
+    already held (not prefilled again)."""
+    return {
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.new_tokens,
+        "total_tokens": stats.prompt_tokens + stats.new_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.reused_tokens},
+    }
+
+
+def stats_object(stats: GenerationStats) -> dict:
+    """The response's ``specchat`` field: the reply's statistics.
+
+    Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token),
+    ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
+    and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
+    ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one of most
+    steps), ``final_k``, ``fallback_tokens`` (tokens of the plain steps Auto chose), ``drafters`` (per drafter, and
+    ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"`` plain),
+    ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``).
+    """
+    return {
+        "ttft_ms": round(stats.ttft_ms, 3),
+        "tokens_per_s": round(stats.decode_tokens_per_s, 3),
+        "acceptance_rate": stats.acceptance_rate,
+        "drafted": stats.drafted,
+        "accepted": stats.accepted,
+        "discarded_tokens": stats.discarded_tokens,
+        "rolls": stats.rolls,
+        "prefilled_tokens": stats.prefilled_tokens,
+        "prompt_tokens": stats.prompt_tokens,
+        "mode": stats.mode,
+        "drafter": stats.drafter,
+        "final_k": stats.final_k,
+        "fallback_tokens": stats.fallback_tokens,
+        **stats.usage(),
+        "stop_reason": stats.stop_reason,
+    }
+
+
+def step_object(step: StepStats) -> dict:
+    """One decode step in a content chunk's ``specchat.steps``."""
+    return {"drafted": step.drafted, "accepted": step.accepted, "emitted": step.emitted, "k": step.k,
+            "drafter": step.drafter}
+
+
+def sse(data: dict | str) -> bytes:
+    """One server-sent event: ``data: <json>`` and a blank line (``[DONE]`` is sent as is)."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
