@@ -323,9 +323,13 @@ class ChatView(QWidget):
         return self._widgets.get(message_id)
 
     def message_widgets(self) -> list[MessageWidget]:
-        """The bubbles in display order."""
-        widgets = (self._list.itemAt(i).widget() for i in range(self._list.count()))
-        return [w for w in widgets if isinstance(w, MessageWidget)]
+        """The bubbles in display order.
+
+        Ordered by their index in the layout, never read through ``itemAt``: a Python wrapper of a layout item that
+        Qt later deletes stays in PySide's map of addresses, and a widget created at the same address came back as
+        that QWidgetItem (a message's ``viewport()`` had no ``width``, once in a full test run)."""
+        shown = [(self._list.indexOf(widget), widget) for widget in self._widgets.values()]
+        return [widget for index, widget in sorted(shown, key=lambda pair: pair[0]) if index >= 0]
 
     def append_message(self, message: Message, live: bool = False) -> MessageWidget:
         """Add a message at the bottom."""
