@@ -10,7 +10,8 @@ from helpers import run_coroutine
 from server_process import ServerProcess
 
 from app.backends.protocol import GenerationRequest
-from app.backends.remote import RemoteBackend, RemoteError, RemoteTarget
+from app.backends.remote import RemoteBackend, RemoteTarget
+from app.backends.remote_errors import RemoteError
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 

@@ -24,17 +24,10 @@ from remote_stub import (
 )
 
 from app.backends.protocol import GenerationRequest
-from app.backends.remote import (
-    MAX_ERROR_BYTES,
-    MAX_LINE_BYTES,
-    RemoteBackend,
-    RemoteError,
-    RemoteModel,
-    RemoteTarget,
-    check_base_url,
-    plain_http_warning,
-    reply_limits,
-)
+from app.backends.remote import RemoteBackend, RemoteModel, RemoteTarget, check_base_url, plain_http_warning
+from app.backends.remote_errors import RemoteError
+from app.backends.remote_io import MAX_ERROR_BYTES, MAX_LINE_BYTES
+from app.backends.remote_stream import reply_limits
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings
 

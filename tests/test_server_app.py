@@ -446,7 +446,7 @@ HELLO = {"messages": [{"role": "user", "content": "Hi"}]}
      400, "messages"),
 ])
 def test_errors_say_what_the_client_did_wrong_and_log_the_rest(failure, status, param, caplog):
-    caplog.set_level(logging.ERROR, logger="app.server.app")
+    caplog.set_level(logging.ERROR, logger="app.server.generation")
     response = call(create_app(ScriptedBackend(failure), model_id="m"), "POST", "/v1/chat/completions", json=HELLO)
     error = response.json()["error"]
     assert (response.status_code, error["param"]) == (status, param)

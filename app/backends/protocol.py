@@ -60,8 +60,8 @@ class ReplySource(Protocol):
 
         Raises:
             ValueError: the request cannot be generated (a setting out of range, no model loaded...).
-            RuntimeError: the source failed (``app.backends.remote.RemoteError`` for a server; its message says
-                what to do).
+            RuntimeError: the source failed (``app.backends.remote_errors.RemoteError`` for a server; its message
+                says what to do).
         """
         ...
 

@@ -41,7 +41,7 @@ from inference.models.progress import ProgressEvent
 from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
 from inference.settings import Decoding, SpeculativeSettings
 
-from ..backends.remote import RemoteError
+from ..backends.remote_errors import RemoteError
 from ..backends.remote_keys import load_api_key, save_api_key
 from ..backends.worker import ModelInfo
 from ..background import TaskSet

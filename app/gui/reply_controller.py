@@ -12,9 +12,9 @@ Rules:
   and follows the signals.
 - With a remote target (``AppSettings.use_remote``) replies stream from that server through
   :class:`~app.backends.remote.RemoteBackend` instead of the inference worker, into the same rows; a
-  :class:`~app.backends.remote.RemoteError` after text arrived (a stream cut mid-reply, a server that stops sending)
-  keeps the partial reply, saved as ``stopped`` with the error in its statistics. A comparison on a remote server
-  compares texts (the API sends no token ids) and cannot explain where they part.
+  :class:`~app.backends.remote_errors.RemoteError` after text arrived (a stream cut mid-reply, a server that stops
+  sending) keeps the partial reply, saved as ``stopped`` with the error in its statistics. A comparison on a remote
+  server compares texts (the API sends no token ids) and cannot explain where they part.
 - A reply the database refuses to save (full disk, locked) keeps streaming and is shown whole; ``save_failed``
   says why, and it is saved again at each later save and by :meth:`ReplyController.retry_unsaved` once it ended.
   Requests that write (start a reply, regenerate, rewrite) raise ``sqlite3.Error`` before changing anything shown.
@@ -39,7 +39,8 @@ from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
 from ..backends.protocol import GenerationRequest, ReplySource
-from ..backends.remote import READ_TIMEOUT_S, RemoteBackend, RemoteError
+from ..backends.remote import READ_TIMEOUT_S, RemoteBackend
+from ..backends.remote_errors import RemoteError
 from ..backends.remote_keys import load_api_key
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet

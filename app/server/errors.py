@@ -1,5 +1,7 @@
 """OpenAI's error JSON (:class:`APIError`) and the refusals every endpoint words alike: an engine setting out of
-range named as the request names it (:func:`setting_error`), a draft model this server does not run."""
+range named as the request names it (:func:`setting_error`), a draft model this server does not run, an internal
+error that says nothing of its cause (:func:`internal_error`), a reply cut by the server stopping
+(:func:`server_stopped`)."""
 
 from __future__ import annotations
 
@@ -63,3 +65,21 @@ def no_draft_model(advice: str) -> APIError:
         '"spec_lookup" (prompt lookup drafts from the conversation, without a draft model) or "ar"',
         param="specchat.mode", code="no_draft_model",
     )  # fmt: skip
+
+
+def internal_error(what: str) -> APIError:
+    """A 500 that says ``what`` failed and where to look, and nothing of the exception (which is logged)."""
+    return APIError(500, f"{what} (an internal error; the server's log has the details): retry, or report it",
+                    type="server_error", code="internal_error")
+
+
+def server_stopped() -> APIError:
+    """A reply the server cut because it is stopping (Ctrl+C, SIGTERM, the window closing): a 503, or in a stream
+    an ``{"error": ...}`` event in place of the finish chunk and ``[DONE]``, so that no client takes it for whole."""
+    return APIError(
+        503,
+        "the server stopped before the reply ended (it is shutting down): the reply is incomplete; send the request "
+        "again once the server runs",
+        type="server_error",
+        code="server_stopped",
+    )

@@ -14,7 +14,7 @@ from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QDialogButtonBox
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteStub
 
-from app.backends.remote import RemoteError
+from app.backends.remote_errors import RemoteError
 from app.backends.remote_keys import keys_file
 from app.gui.reply_format import footer_text
 from app.gui.widgets.model_picker import REMOTE_DIALOG_KEY, REMOTE_KEY

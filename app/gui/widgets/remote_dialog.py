@@ -31,7 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...backends.remote import RemoteBackend, RemoteError, RemoteTarget, check_base_url, plain_http_warning
+from ...backends.remote import RemoteBackend, RemoteTarget, check_base_url, plain_http_warning
+from ...backends.remote_errors import RemoteError
 
 #: Seconds Fetch models waits for a silent server (a reply may take longer: READ_TIMEOUT_S).
 FETCH_TIMEOUT_S = 15.0

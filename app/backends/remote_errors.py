@@ -1,0 +1,162 @@
+"""What goes wrong with a remote server, in words a user can act on: :class:`RemoteError`, the one exception of the
+remote backend, and the mapping of HTTP statuses (:func:`status_error`) and of connection, TLS, time-out and stream
+failures (:func:`transport_error`) to its messages.
+
+Rules:
+- Every message is one line that says what happened and what to do (the field to fix, the menu to open, when to
+  retry); a reply's advice names the model picker's Remote server… dialog, a model list's (``listing``) the
+  dialog's own fields.
+- What the server said is quoted from its error body (``error.message`` or ``detail``), at most 200 characters;
+  the body is JSON nested at most :data:`MAX_JSON_DEPTH` deep, or plain text.
+- A message names the server by ``host:port`` only, never a ``user:password@`` of its URL.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+import ssl
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .. import bounded_json
+
+#: Deepest nesting of lists and objects in a JSON answer (an OpenAI chunk nests 4 deep): error bodies, stream
+#: chunks and model lists.
+MAX_JSON_DEPTH = 32
+#: A reply's stream that ended before the reply did.
+CUT_TEXT = "The server closed the stream before the reply ended (the partial reply was kept): Regenerate to try again"
+
+
+class RemoteError(RuntimeError):
+    """A remote server could not give (all of) a reply; the message says what to do.
+
+    Attributes:
+        status: the HTTP status (None for connection, TLS and stream errors).
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def error_text(error: Any) -> str:
+    """What an ``error`` field says: its ``message`` (or ``detail``), else its first 200 characters."""
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("detail") or json.dumps(error)[:200])
+    return str(error)[:200]
+
+
+def _server_message(text: str) -> str:
+    """The ``error.message`` (or ``detail``) of an error body, else its first 200 characters."""
+    try:
+        body = bounded_json.loads(text, MAX_JSON_DEPTH)
+    except ValueError:
+        return " ".join(text.split())[:200]
+    if isinstance(body, dict):
+        return error_text(body.get("error") if body.get("error") is not None else body)
+    return str(body)[:200]
+
+
+def status_error(
+    status: int, text: str, headers: httpx.Headers, host: str, model: str, url: str, listing: bool = False
+) -> RemoteError:
+    """The RemoteError of an HTTP status other than 200 from ``host`` (``RemoteTarget.host``) for ``model``
+    (``text``: the start of the error body; ``listing``: of ``GET /models``, asked from the remote server dialog,
+    whose fields the advice then names, instead of a reply's)."""
+    said = _server_message(text)
+    said = f" (the server said: {said})" if said else ""
+    if status in (401, 403):
+        where = "in the API key field" if listing else "under the model picker's Remote server… (Ctrl+L)"
+        message = f"{host} refused the API key ({status}){said}: enter the right key {where}"
+    elif status == 404 and listing:
+        message = (
+            f"{host} has no model list at {url} ({status}){said}: check the base URL (usually …/v1; "
+            "OpenVINO Model Server: …/v3)"
+        )
+    elif status == 404:
+        message = (
+            f"{host} has no model {model!r} or no such API route ({status} for {url}){said}: "
+            "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L), and check the base "
+            "URL (usually …/v1; OpenVINO Model Server: …/v3)"
+        )
+    elif status == 429:
+        after = headers.get("retry-after", "").strip()
+        when = f"in {after} s" if after.isdigit() else (f"after {after}" if after else "in a moment")
+        message = f"{host} is busy (429: too many requests){said}: retry {when}"
+    elif status >= 500:
+        message = f"{host} failed ({status}){said}: retry, or check the server's log"
+    else:
+        message = f"{host} refused the request ({status}){said}"
+    return RemoteError(message, status)
+
+
+def transport_error(
+    error: httpx.HTTPError, host: str, url: str, read_timeout_s: float, partial: bool, listing: bool = False
+) -> RemoteError:
+    """The RemoteError of a connection, TLS, time-out or stream failure of a request to ``url`` on ``host``
+    (``RemoteTarget.host``; ``partial``: text had arrived; ``listing``: of ``GET /models``, from the remote server
+    dialog)."""
+    kept = " (the partial reply was kept)" if partial else ""
+    causes = _causes(error)
+    if isinstance(error, httpx.ReadTimeout):
+        again = "Fetch models again" if listing else "Regenerate"
+        return RemoteError(
+            f"{host} sent nothing for {read_timeout_s:g} s{kept}: check that the server still runs, then {again}"
+        )
+    if isinstance(error, httpx.TimeoutException):
+        return RemoteError(
+            f"{host} did not answer in time ({type(error).__name__}): check the address and the network"
+        )
+    if any(isinstance(c, ssl.SSLError) for c in causes) or "SSL" in str(error) or "certificate" in str(error).lower():
+        return RemoteError(
+            f"TLS error with {host} ({_first_line(error)}): check the server's certificate, or use http:// if "
+            "it does not serve https"
+        )
+    if isinstance(error, httpx.ConnectError):
+        text = str(error).lower()
+        if any(isinstance(c, socket.gaierror) for c in causes) or any(
+            word in text
+            for word in ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo")
+        ):
+            name = urlsplit(url).hostname or host
+            return RemoteError(f"The server name {name} was not found (DNS lookup failed): check the base URL")
+        if (
+            any(isinstance(c, ConnectionRefusedError) for c in causes)
+            or "refused" in text
+            or _errno(causes) == errno.ECONNREFUSED
+        ):
+            return RemoteError(
+                f"{host} refused the connection: check that the server is running and the port is right"
+            )
+        return RemoteError(
+            f"Could not connect to {host} ({_first_line(error)}): check the address and the network"
+        )
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return RemoteError(
+            CUT_TEXT
+            if partial
+            else f"{host} closed the connection without an answer: check the server's log, then retry"
+        )
+    return RemoteError(f"The request to {url} failed ({type(error).__name__}: {_first_line(error)}){kept}")
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def _errno(causes: list[BaseException]) -> int | None:
+    return next((c.errno for c in causes if isinstance(c, OSError) and c.errno), None)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,191 @@
+"""A streamed reply's chunks read into the engine's events: each ``data:`` event's JSON checked against OpenAI's
+chunk shape (:func:`parse_chunk`, :func:`chunk_choices`), its deltas timed on this side (:class:`ReplyClock`), and the
+bounds a reply may not pass (:func:`reply_limits`).
+
+Rules:
+- Every delta becomes a :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
+  :class:`~inference.events.StepStats` timed here, so that the live graph shows client-side tokens/s; a SpecChat
+  server's ``specchat`` extension adds its drafting (``steps``, or running ``drafted`` / ``accepted`` totals).
+- The final :class:`~inference.events.GenerationStats` carries TTFT and decode tokens/s measured here, token
+  counts from ``usage`` when the server sends it, and a SpecChat server's own statistics.
+- JSON of another shape than OpenAI's is a :class:`~app.backends.remote_errors.RemoteError`, never a TypeError; a
+  field of the wrong type in an extension is read as absent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from inference.events import Event, GenerationStats, StepStats, TextDelta
+from inference.settings import Decoding
+
+from .. import bounded_json
+from .protocol import GenerationRequest
+from .remote_errors import MAX_JSON_DEPTH, RemoteError
+
+#: Events (``data:`` lines) and characters a reply may hold beyond its ``max_new_tokens``: see :func:`reply_limits`.
+EVENT_MARGIN = 64
+CHARS_PER_TOKEN = 64
+
+
+def reply_limits(max_new_tokens: int) -> tuple[int, int]:
+    """``(events, characters)`` a streamed reply of at most ``max_new_tokens`` may hold: one ``data:`` event per token
+    (twice over, for servers that send reasoning or empty deltas) plus :data:`EVENT_MARGIN`; :data:`CHARS_PER_TOKEN`
+    characters per token (vocabularies' longest tokens are 16-128 bytes, their mean about 4). Past either the
+    server ignores ``max_tokens``, and the reply is cut there."""
+    return 2 * max_new_tokens + EVENT_MARGIN, CHARS_PER_TOKEN * max_new_tokens + CHARS_PER_TOKEN * EVENT_MARGIN
+
+
+def too_long(max_new_tokens: int) -> str:
+    """The message of a reply cut because the server sent more than ``max_new_tokens`` allow (:func:`reply_limits`)."""
+    return (
+        f"The server sent more than a reply of at most {max_new_tokens} new tokens can hold (the partial reply was "
+        "kept): it does not respect max_tokens; check the server"
+    )
+
+
+def parse_chunk(data: str, url: str) -> dict:
+    """The JSON object of one ``data:`` event sent by ``url``.
+
+    Raises:
+        RemoteError: it is not a JSON object, or nests deeper than :data:`~app.backends.remote_errors.MAX_JSON_DEPTH`.
+    """
+    try:
+        chunk = bounded_json.loads(data, MAX_JSON_DEPTH)
+    except ValueError:
+        chunk = None
+    if not isinstance(chunk, dict):
+        raise RemoteError(f"{url} sent something that is not an OpenAI stream ({data[:60]!r}): check the base URL")
+    return chunk
+
+
+def chunk_choices(chunk: dict, url: str) -> list[tuple[str, str | None]]:
+    """``(content, finish_reason)`` of each choice of a stream chunk ("" for no content).
+
+    Raises:
+        RemoteError: ``choices``, a choice, its ``delta``, ``content`` or ``finish_reason``, or the chunk's ``usage``
+            is not of OpenAI's type.
+    """
+
+    def wrong(what: str) -> RemoteError:
+        return RemoteError(f"{url} sent a stream chunk whose {what}: not an OpenAI stream; check the base URL")
+
+    if chunk.get("usage") is not None and not isinstance(chunk["usage"], dict):
+        raise wrong("usage is not an object")
+    choices = chunk.get("choices")
+    if choices is None:
+        return []
+    if not isinstance(choices, list):
+        raise wrong("choices is not a list")
+    found = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise wrong("choice is not an object")
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            raise wrong("delta is not an object")
+        content = (delta or {}).get("content")
+        if content is not None and not isinstance(content, str):
+            raise wrong("content is not text")
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise wrong("finish_reason is not text")
+        found.append((content or "", finish or None))
+    return found
+
+
+class ReplyClock:
+    """Client-side timing of one streamed reply: StepStats per delta, and the final GenerationStats. The server's
+    context is its own: StepStats say ``n_ctx`` 0 (unknown), so no context fill is drawn for a remote reply."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.first: float | None = None
+        self.last = self.start
+        self.generated = 0
+        self.text = ""
+        self.drafted = self.accepted = 0
+
+    def delta(self, text: str, from_draft: bool = False) -> list[Event]:
+        """The events of one streamed delta (``from_draft``: the server says its tokens came from accepted drafts)."""
+        now = time.perf_counter()
+        self.first = now if self.first is None else self.first
+        step_ms = (now - self.last) * 1000.0
+        self.last = now
+        self.generated += 1
+        self.text += text
+        step = StepStats(
+            drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=step_ms, step_ms=step_ms, k=0,
+            cache_len=0, n_ctx=0, elapsed_s=now - self.start, generated=self.generated,
+        )  # fmt: skip
+        return [TextDelta(text, -1, from_draft), step]
+
+    def drafts(self, extension: dict) -> list[Event]:
+        """StepStats for the drafting a chunk's ``specchat`` extension reports, so that the live graph's acceptance
+        curve follows the server's: one per entry of its ``steps`` (``{drafted, accepted, emitted, k}``, as
+        ``specchat serve`` sends them), else one with the increase of its running ``drafted`` / ``accepted`` totals
+        beyond those already reported (none when there is no increase)."""
+        steps = extension.get("steps")
+        if isinstance(steps, list):
+            counts = [
+                (_int(s.get("drafted"), 0), _int(s.get("accepted"), 0), _int(s.get("k"), 0))
+                for s in steps
+                if isinstance(s, dict)
+            ]
+        else:
+            drafted = _int(extension.get("drafted"), self.drafted) - self.drafted
+            counts = [
+                (drafted, _int(extension.get("accepted"), self.accepted) - self.accepted, _int(extension.get("k"), 0))
+            ]
+        events: list[Event] = []
+        for drafted, accepted, k in counts:
+            if drafted <= 0:
+                continue
+            events.append(StepStats(
+                drafted=drafted, accepted=accepted, emitted=0, draft_ms=0.0, verify_ms=0.0, step_ms=0.0, k=k,
+                cache_len=0, n_ctx=0, elapsed_s=self.last - self.start, generated=self.generated,
+            ))  # fmt: skip
+            self.drafted += drafted
+            self.accepted += accepted
+        return events
+
+    def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
+        """The reply's statistics: timing measured here, token counts from ``usage`` (else those counted here), and
+        a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls)."""
+        decoding = request.settings.decoding
+        mode = str(extension.get("mode") or "ar")
+        if mode in {d.value for d in Decoding}:  # the extension may name the request's mode value
+            mode = Decoding(mode).mode
+        new_tokens = _int(usage.get("completion_tokens"), self.generated)
+        span = (self.last - self.first) if self.first is not None else 0.0
+        rate = (new_tokens - 1) / span if new_tokens > 1 and span > 0 else 0.0
+        return GenerationStats(
+            mode=mode,
+            drafter=_str(extension.get("drafter")) or (decoding.drafter if mode == "spec" else None),
+            prompt_tokens=_int(usage.get("prompt_tokens"), 0),
+            reused_tokens=_int(_dict(usage.get("prompt_tokens_details")).get("cached_tokens"), 0),
+            prefilled_tokens=_int(extension.get("prefilled_tokens"), _int(usage.get("prompt_tokens"), 0)),
+            new_tokens=new_tokens,
+            ttft_ms=((self.first - self.start) * 1000.0) if self.first is not None else 0.0,
+            decode_tokens_per_s=rate,
+            tpot_ms=1000.0 / rate if rate else 0.0,
+            drafted=_int(extension.get("drafted"), 0),
+            accepted=_int(extension.get("accepted"), 0),
+            discarded_tokens=_int(extension.get("discarded_tokens"), 0),
+            rolls=_int(extension.get("rolls"), 0),
+            stop_reason=stop_reason,
+            text=self.text,
+        )
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,183 @@
+"""One request's generation (:class:`Generation`): its turn at the :class:`~app.server.gate.GenerationGate`, its
+stream of event batches from the backend, and the engine's errors as ``APIError``; and the waits on it that end when
+the client disconnects (:func:`whole_reply`, :func:`first_batch`).
+
+Rules:
+- The turn is held from :meth:`Generation.start` until :meth:`Generation.close`, which every path calls (idempotent).
+- A client that disconnects, while waiting or generating, sets the ``cancel`` event the engine polls between tokens.
+- What the engine refuses is a 400 that says what to change; any other failure is a 500 that says only that it
+  happened (:func:`~app.server.errors.internal_error`), its details in the server's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+
+from app.backends.protocol import GenerationRequest, ReplySource
+from inference.events import Event, Finished
+from inference.rope import RopeUnsupportedError
+from inference.settings import Decoding, SettingError
+
+from .errors import APIError, internal_error, no_draft_model, server_stopped, setting_error
+from .gate import GateClosed, GenerationGate, QueueFull
+from .request_log import RequestRecord
+
+logger = logging.getLogger(__name__)
+
+
+class Generation:
+    """One request's turn at the gate and its stream of event batches; engine errors become ``APIError``
+    (``draft_advice``: see ``create_app``). ``record``: the request's log line, which gets its queue position,
+    tokens and TTFT."""
+
+    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest, draft_advice: str,
+                 record: RequestRecord | None = None):
+        self.cancel = threading.Event()
+        self._backend, self._gate, self._request = backend, gate, request
+        self._draft_advice = draft_advice
+        self._batches: AsyncIterator[list[Event]] | None = None
+        self._holding = False
+        self._record = record
+
+    def queued(self) -> int:
+        """The queue position this request would wait at now (1 = next; 0: it would not wait).
+
+        Raises:
+            APIError: 429, the queue is full.
+        """
+        position = self._gate.position()
+        if self._record is not None:
+            self._record.queued_at = position
+        if self._gate.full():
+            raise self._queue_full(self._gate.retry_after_s())
+        return position
+
+    def _queue_full(self, retry_after_s: int) -> APIError:
+        return APIError(
+            429, f"the server is busy: one reply generating and {self._gate.waiting} waiting, so this request would "
+            f"wait at queue position {self._gate.position()}, past the {self._gate.max_waiting} allowed: retry in "
+            f"{retry_after_s} s", type="rate_limit_error", code="queue_full",
+            headers={"Retry-After": str(retry_after_s)},
+        )  # fmt: skip
+
+    async def start(self) -> list[Event]:
+        """Wait for the turn, start generating and return the first batch.
+
+        Raises:
+            APIError: 429 (the queue is full), 503 (the server is stopping), 400 (the engine refused a setting, or a
+                prompt the model cannot roll), 500 (anything else, logged).
+        """
+        if self._record is not None:
+            self._record.queued_at = self._gate.position()
+        try:
+            await self._gate.acquire()
+        except QueueFull as full:
+            raise self._queue_full(full.retry_after_s) from None
+        except GateClosed:
+            raise server_stopped() from None
+        self._holding = True
+        if self._record is not None:
+            self._record.turn()
+        self._batches = self._backend.generate(self._request, self.cancel)
+        return await self.next()
+
+    async def next(self) -> list[Event]:
+        """The next batch (``StopAsyncIteration`` after the last)."""
+        try:
+            batch = await self._batches.__anext__()
+            finished = next((event for event in batch if isinstance(event, Finished)), None)
+            if finished is not None and self._record is not None:
+                self._record.generated(finished.stats)
+            return batch
+        except StopAsyncIteration:
+            raise
+        except SettingError as error:
+            if error.field == "decoding" and self._request.settings.decoding is Decoding.DRAFT_MODEL:
+                raise no_draft_model(self._draft_advice) from None  # the engine has no draft model
+            raise setting_error(error) from None
+        except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
+            raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
+                           param="messages", code="context_length_exceeded") from None
+        except Exception as error:
+            logger.error("generation failed", exc_info=error)
+            raise internal_error("the generation failed") from None
+
+    async def to_end(self) -> list[Event]:
+        """Generate the whole reply; its events, ``Finished`` last."""
+        events = await self.start()
+        while not isinstance(events[-1], Finished):
+            events += await self.next()
+        return events
+
+    async def close(self) -> None:
+        """Stop the generation if it still runs and give the turn back (idempotent)."""
+        if self._batches is not None:
+            batches, self._batches = self._batches, None
+            self.cancel.set()
+            await batches.aclose()
+        if self._holding:
+            self._holding = False
+            self._gate.release()
+
+
+async def whole_reply(request: Request, run: Generation) -> list[Event] | None:
+    """The events of ``run``'s whole reply (its turn given back after), or None when the client left first.
+
+    Raises:
+        APIError: as :meth:`Generation.start`, and 503 when the server stopped the reply (:func:`server_stopped`).
+    """
+    try:
+        events = await _unless_disconnected(request, run.cancel, run.to_end())
+    finally:
+        await run.close()
+    if events is not None and events[-1].stats.stop_reason == "cancelled":
+        raise server_stopped()
+    return events
+
+
+async def first_batch(request: Request, run: Generation) -> list[Event] | None:
+    """The first batch of ``run``'s events (a streamed reply starts only once it came), or None when the client
+    left first; the turn is given back unless a batch came.
+
+    Raises:
+        APIError: as :meth:`Generation.start`.
+    """
+    try:
+        first = await _unless_disconnected(request, run.cancel, run.start())
+    except BaseException:
+        await run.close()
+        raise
+    if first is None:
+        await run.close()
+    return first
+
+
+async def _unless_disconnected(request: Request, cancel: threading.Event, work):
+    """``await work``, unless the client disconnects first: then ``cancel`` is set, ``work`` is cancelled and
+    None returned."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        cancel.set()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return None
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body is read: the next ASGI message says so)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

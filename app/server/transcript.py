@@ -1,0 +1,111 @@
+"""The text and log-probabilities a chat or text completion's events add up to (:class:`Transcript`), for its
+whole response or its stream's chunks; and its tool calls in OpenAI's streamed shape.
+
+Rules:
+- A token's log-probability goes with the chunk that carries its text: a token whose text is not out yet (part of a
+  character, held back by a stop string) keeps it until one does.
+- A text completion's ``echo`` puts the prompt first, with its tokens' log-probabilities when asked.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.backends.protocol import GenerationRequest
+from inference.events import Event, PromptScored, TextDelta, ToolCallDelta, ToolCalls
+
+from .replies import (
+    Reply,
+    arguments_fragment,
+    arguments_text,
+    call_opening,
+    chat_logprobs,
+    completion_logprobs,
+    new_call_id,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class Transcript:
+    """The text and log-probabilities a reply's events add up to, for its response or its stream.
+
+    A text completion's ``echo`` puts the prompt first (with its tokens' log-probabilities from ``PromptScored``
+    when asked). A token whose text is not out yet (part of a character, held back by a stop string) keeps its
+    log-probability until a chunk carries text (:meth:`pending`).
+    """
+
+    def __init__(self, reply: Reply, request: GenerationRequest):
+        self._chat = reply.chat
+        self.logprobs = request.settings.output.logprobs is not None
+        self._echo = request.prompt if request.echo and not reply.chat else None
+        self._offset = 0  # characters of the completion's text so far (its text_offset)
+        self._waiting: list = []
+        self.called = False  # the reply called tools (its finish_reason is tool_calls)
+        self._streamed: list[list[str]] = []  # per call streamed: its id and the arguments text sent
+
+    def calls(self, event: ToolCallDelta | ToolCalls) -> list[list[dict]]:
+        """The ``delta.tool_calls`` of the chunks that carry a call event, in OpenAI's streamed shape: a call opens
+        with its index, id, type and name (:func:`call_opening`), then its arguments come in fragments as they are
+        written. The reply's whole calls (``ToolCalls``) add what the stream did not send yet: the rest of a call's
+        arguments, or a call not streamed at all."""
+        if isinstance(event, ToolCallDelta):
+            deltas = []
+            if event.name is not None:
+                self._streamed.append([new_call_id(), ""])
+                deltas.append(call_opening(event.index, self._streamed[-1][0], event.name))
+            if event.arguments:
+                self._streamed[event.index][1] += event.arguments
+                deltas.append(arguments_fragment(event.index, event.arguments))
+            return deltas
+        self.called = True
+        deltas = []
+        for index, call in enumerate(event.calls):
+            whole = arguments_text(call)
+            if index >= len(self._streamed):
+                self._streamed.append([new_call_id(), ""])
+                deltas.append(call_opening(index, self._streamed[index][0], call.name))
+            sent = self._streamed[index][1]
+            if whole.startswith(sent) and len(whole) > len(sent):
+                deltas.append(arguments_fragment(index, whole[len(sent):]))
+                self._streamed[index][1] = whole
+            elif not whole.startswith(sent):  # not expected: deltas and calls are read from one text
+                logger.warning("tool call %d streamed arguments %r, read as %r", index, sent, whole)
+        return deltas
+
+    def take(self, event: Event) -> tuple[str, list]:
+        """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:
+        ``(TokenLogprob, alternatives)`` for a chat, ``(bytes, logprob, alternatives)`` for a completion."""
+        text, entries = "", []
+        if self._echo is not None:
+            text, self._echo = self._echo, None
+        if isinstance(event, PromptScored) and not self._chat:
+            entries = [(event.first, None, None)] + [(t.piece, t.logprob, top) for t, top in event.tokens]
+        elif isinstance(event, TextDelta):
+            text += event.text
+            if event.logprob is not None:
+                token = event.logprob
+                entries = [(token, event.top_logprobs) if self._chat else (token.piece, token.logprob, event.top_logprobs)]
+        return text, entries
+
+    def hold(self, entries: list) -> None:
+        """Keep the entries of tokens without text for the next chunk."""
+        self._waiting += entries
+
+    def pending(self, entries: list) -> dict | None:
+        """The log-probabilities of a chunk: those waiting and ``entries`` (None when not asked for)."""
+        if not self.logprobs:
+            return None
+        entries, self._waiting = self._waiting + entries, []
+        return self._format(entries)
+
+    def merged(self, parts: list[list]) -> dict:
+        """The log-probabilities of a whole response, from the entries of each event in order."""
+        return self._format([entry for part in parts for entry in part])
+
+    def _format(self, entries: list) -> dict:
+        if self._chat:
+            return chat_logprobs(entries)
+        formatted = completion_logprobs(entries, self._offset)
+        self._offset += sum(len(token) for token in formatted["tokens"])
+        return formatted
