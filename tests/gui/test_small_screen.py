@@ -98,6 +98,18 @@ def test_a_saved_geometry_larger_than_the_screen_is_brought_back_onto_it(qtbot):
     assert available.contains(window.frameGeometry())
 
 
+def _open_laid_out(qtbot, window, conversation: int, bubbles: int):
+    """Open ``conversation`` in the window and wait until its ``bubbles`` bubbles are shown and laid out; returns
+    the chat view."""
+    window.conversations.refresh()
+    window.conversations.open(conversation)
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded and len(view.message_widgets()) == bubbles, timeout=3000)
+    qtbot.waitUntil(lambda: all(w.isVisible() for w in view.message_widgets()), timeout=3000)
+    qtbot.wait(50)  # (layouts settle in posted events)
+    return view
+
+
 def test_nothing_is_cut_at_1366x768(qtbot, make_window, int8_dir):
     from PySide6.QtCore import QRect, Qt
     from PySide6.QtGui import QFontMetrics
@@ -114,12 +126,7 @@ def test_nothing_is_cut_at_1366x768(qtbot, make_window, int8_dir):
     window.db.add_message(conversation, "assistant", "x", stats={"compare": compare})
     window.db.add_message(conversation, "user", "Again")
     window.db.add_message(conversation, "assistant", "y", stats={**run, "mode": "spec", "drafter": "model", "k": 4})
-    window.conversations.refresh()
-    window.conversations.open(conversation)
-    view = window.chat_view
-    qtbot.waitUntil(lambda: view.fully_loaded and len(view.message_widgets()) == 4, timeout=3000)
-    qtbot.waitUntil(lambda: all(w.isVisible() for w in view.message_widgets()), timeout=3000)
-    qtbot.wait(50)
+    view = _open_laid_out(qtbot, window, conversation, bubbles=4)
     for widget in view.message_widgets():
         if widget.message.role == "assistant":
             footer = widget.footer
@@ -250,12 +257,7 @@ def test_a_compare_whose_auto_used_three_drafters_keeps_both_columns_and_the_but
                "spec": {**run, "mode": "auto", "drafters": drafters, "acceptance_rate": 0.3},
                "spec_mode": "auto", "speedup": 1.0, "identical": True, "sampled": False}  # fmt: skip
     window.db.add_message(conversation, "assistant", "The Moon is a celestial body. " * 12, stats={"compare": compare})
-    window.conversations.refresh()
-    window.conversations.open(conversation)
-    view = window.chat_view
-    qtbot.waitUntil(lambda: view.fully_loaded and len(view.message_widgets()) == 2, timeout=3000)
-    qtbot.waitUntil(lambda: all(w.isVisible() for w in view.message_widgets()), timeout=3000)
-    qtbot.wait(50)
+    view = _open_laid_out(qtbot, window, conversation, bubbles=2)
     reply = view.message_widgets()[1]
     viewport = view.scroll_area.viewport().width()
     for widget in view.message_widgets():

@@ -28,6 +28,7 @@ from inference.events import ContextRolled, Finished, StepStats
 
 from .. import theme
 from ..reply_format import MODE_NAMES, compare_summary, metrics_text
+from .wrapped_label import WrappedLabel
 
 REFRESH_MS = 200  # 5 updates a second
 RATE_WINDOW_S = 0.5  # tokens/s is measured over the last half second
@@ -432,7 +433,7 @@ class LiveGraph(QWidget):
         return " · ".join(parts)
 
 
-class SummaryLabel(QLabel):
+class SummaryLabel(WrappedLabel):
     """The graph's word-wrapped summary, as tall as its lines and never less than two: its height changes only when
     its number of lines does (a third line was cut in half at 1366 px), since re-laying out the plot below costs
     ~10 ms and the summary changes with every token.
@@ -441,23 +442,15 @@ class SummaryLabel(QLabel):
     MIN_LINES = 2
 
     def __init__(self, text: str = "", parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setWordWrap(True)
+        super().__init__("", parent)
         self.setTextFormat(Qt.TextFormat.RichText)
         self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.setText(text)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
-        """Show ``text`` and fit the height to its lines."""
+        """Show ``text`` and fit the height to its lines (nothing to do when it is unchanged)."""
         if text != self.text():
             super().setText(text)
-            self._fit_height()
-
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
-        """Fit the height to the lines at the new width."""
-        super().resizeEvent(event)
-        if event.size().width() != event.oldSize().width():
-            self._fit_height()
 
     def needed_height(self) -> int:
         """The height the text takes at the label's width, in pixels (QLabel.heightForWidth would answer at least
