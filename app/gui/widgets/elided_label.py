@@ -59,18 +59,10 @@ class PartsLabel(ElidedLabel):
         return QLabel.text(self).split("\n") if QLabel.text(self) else []
 
     def _elide(self) -> None:
-        """Break the text into lines between its parts, for the label's width."""
+        """Break the text into lines between its parts (a part too wide between its words), for the label's width."""
         metrics = self.fontMetrics()
         width = max(self.width() - 2, 40)
-        lines: list[str] = []
-        for part in self._full.split(self.SEPARATOR) if self._full else []:
-            candidate = f"{lines[-1]}{self.SEPARATOR}{part}" if lines else part
-            if lines and metrics.horizontalAdvance(candidate) <= width:
-                lines[-1] = candidate
-            elif metrics.horizontalAdvance(part) <= width:
-                lines.append(part)
-            else:  # (a long notice: "The conversation is 9000 tokens, more than the context length…")
-                lines.extend(_wrap_words(part, width, metrics))
+        lines = _fill(self._full.split(self.SEPARATOR) if self._full else [], self.SEPARATOR, width, metrics)
         shown = "\n".join(lines)
         if shown != QLabel.text(self):
             QLabel.setText(self, shown)
@@ -79,14 +71,19 @@ class PartsLabel(ElidedLabel):
             self.setFixedHeight(height)
 
 
-def _wrap_words(text: str, width: int, metrics) -> list[str]:
-    """``text`` broken into lines of at most ``width`` pixels (by ``metrics``, a QFontMetrics) between its words; a
-    word wider than ``width`` on its own is elided."""
+def _fill(pieces: list[str], separator: str, width: int, metrics) -> list[str]:
+    """``pieces`` joined by ``separator`` into lines of at most ``width`` pixels (by ``metrics``, a QFontMetrics),
+    greedily; a piece wider than ``width`` is broken between its words the same way (a long notice: "The
+    conversation is 9000 tokens, more than the context length…"), and a single word wider than ``width`` elided."""
     lines: list[str] = []
-    for word in text.split(" "):
-        candidate = f"{lines[-1]} {word}" if lines else word
+    for piece in pieces:
+        candidate = f"{lines[-1]}{separator}{piece}" if lines else piece
         if lines and metrics.horizontalAdvance(candidate) <= width:
             lines[-1] = candidate
+        elif metrics.horizontalAdvance(piece) <= width:
+            lines.append(piece)
+        elif separator != " " and " " in piece:
+            lines.extend(_fill(piece.split(" "), " ", width, metrics))
         else:
-            lines.append(metrics.elidedText(word, Qt.TextElideMode.ElideRight, width))
+            lines.append(metrics.elidedText(piece, Qt.TextElideMode.ElideRight, width))
     return lines
