@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +31,17 @@ class Stall:
         wait_cpu_ms: time it was ready to run but waited for a CPU (other threads or processes had them all);
             None where the platform does not say.
         blocked_ms: the rest: time it could not run at all, e.g. waiting for the GIL held by another thread.
+        others: where every other Python thread was when the GUI thread ran again, innermost frame first
+            (``"function (file:line) < caller (file:line)"``). A thread that held the GIL through the stall has
+            just let it go, so its line names the call that held it (measured: ``read_model`` in the model
+            loader's thread).
     """
 
     at_s: float
     stall_ms: float
     cpu_ms: float
     wait_cpu_ms: float | None
+    others: tuple[str, ...] = ()
 
     @property
     def blocked_ms(self) -> float:
@@ -43,7 +50,37 @@ class Stall:
 
     def __str__(self) -> str:
         wait = "?" if self.wait_cpu_ms is None else f"{self.wait_cpu_ms:.0f}"
-        return f"{self.stall_ms:.0f} ms at {self.at_s:.2f} s (GUI CPU {self.cpu_ms:.0f}, waiting for a CPU {wait}, blocked {self.blocked_ms:.0f})"
+        where = f"; other threads: {' | '.join(self.others)}" if self.others else ""
+        return (
+            f"{self.stall_ms:.0f} ms at {self.at_s:.2f} s (GUI CPU {self.cpu_ms:.0f}, waiting for a CPU {wait}, "
+            f"blocked {self.blocked_ms:.0f}{where})"
+        )
+
+
+def other_threads_now(depth: int = 2) -> tuple[str, ...]:
+    """Where each Python thread other than the caller is, ``depth`` frames each, innermost first.
+
+    Threads waiting on a queue or a lock are left out: they cannot have held the GIL. Returns () where the
+    interpreter gives no frames.
+    """
+    caller = threading.get_ident()
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    found = []
+    for ident, frame in sys._current_frames().items():
+        if ident == caller:
+            continue
+        calls = []
+        while frame is not None and len(calls) < depth:
+            code = frame.f_code
+            calls.append(f"{code.co_name} ({Path(code.co_filename).name}:{frame.f_lineno})")
+            frame = frame.f_back
+        if calls and not calls[0].startswith(_IDLE):
+            found.append(f"{names.get(ident, ident)}: " + " < ".join(calls))
+    return tuple(found)
+
+
+# Innermost calls of a thread that is only waiting (a worker on its queue, a lock, a selector).
+_IDLE = ("wait (threading.py", "get (queue.py", "_worker (thread.py", "select (selectors.py")
 
 
 class StallProbe(QObject):
@@ -110,7 +147,7 @@ class StallProbe(QObject):
         stall = (now - self._last) * 1e3 - self.interval_ms
         if stall > self.record_above_ms:
             waited = None if wait is None or self._last_wait is None else (wait - self._last_wait) / 1e6
-            self.stalls.append(Stall(now - self._start, stall, (cpu - self._last_cpu) * 1e3, waited))
+            self.stalls.append(Stall(now - self._start, stall, (cpu - self._last_cpu) * 1e3, waited, other_threads_now()))
         self.max_stall_ms = max(self.max_stall_ms, stall)
         self._last, self._last_cpu, self._last_wait = now, cpu, wait
         self.ticks += 1
