@@ -2,7 +2,8 @@
 (and the user types, scrolls, resizes and switches conversations), while a long conversation opens, and while the
 model loads. Each scenario runs the real application in a fresh process (tests/gui/stall_driver.py), so earlier
 tests' windows and objects are not measured; the probe splits every stall into the GUI thread's own CPU time,
-time waiting for a CPU and time blocked (see app/gui/stall_probe.py), and names where the other threads were when it ran again.
+time waiting for a CPU and time blocked, and names where the other threads were when the GUI thread ran again
+(app/gui/stall_probe.py).
 
 Timing varies from run to run on the 2-core CI machines (another process keeping every core busy shows as "waiting
 for a CPU" in the failure message), so each scenario runs ``RUNS`` times and at least ``MUST_PASS`` of them must stay
