@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import openvino as ov
-import openvino.opset13 as ops
 from openvino.utils.node_factory import NodeFactory
 
 HERE = Path(__file__).resolve().parent
@@ -84,10 +83,32 @@ def _zero_point(found) -> np.ndarray:
     return np.asarray(node.get_data(), dtype=np.float32).reshape(found.codes.get_output_shape(0)[:2])
 
 
-def use_kernel(model: ov.Model, factory: NodeFactory, activations: str = "f32") -> int:
+def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.ndarray, ...], keep: list) -> ov.Node:
+    """One of the ops (``Q4MatMul``, ``Q4F32MatMul``: ``weights`` = codes u8 ``[N, K / 2]``, scales and offsets f32
+    ``[N, K / 32]``; ``Q8F32MatMul``: codes i8 ``[N, K]``, scales) on ``x``. The op reads the weights where they lie
+    (their addresses are its attributes: see ``q4_kernel/q4_matmul.cpp`` for why they are not graph inputs), so
+    their contiguous copies are appended to ``keep``, which must outlive every model compiled from the op.
+
+    Raises:
+        ValueError: weights of the wrong dtype or shape for ``op``.
+    """
+    arrays = [np.ascontiguousarray(a) for a in weights]
+    codes, scales, *offsets = arrays
+    n, k = scales.shape[0], scales.shape[1] * 32
+    expected = (np.int8, (n, k)) if op == "Q8F32MatMul" else (np.uint8, (n, k // 2))
+    if (codes.dtype, codes.shape) != expected or scales.dtype != np.float32 or len(offsets) != (op != "Q8F32MatMul") \
+            or any(o.dtype != np.float32 or o.shape != scales.shape for o in offsets):
+        raise ValueError(f"{op}: weights {[(a.dtype, a.shape) for a in arrays]} do not fit")
+    keep.extend(arrays)
+    addresses = {"codes": codes.ctypes.data, "scales": scales.ctypes.data, "offsets": offsets[0].ctypes.data if offsets else 0}
+    return factory.create(op, [x], {"n": n, "k": k, **addresses})
+
+
+def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
     """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
     ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
-    point fit in int8 (Q8_0: the LM head) become ``Q8F32MatMul``."""
+    point fit in int8 (Q8_0: the LM head) become ``Q8F32MatMul``. The repacked weights go to ``keep``
+    (:func:`product_node`)."""
     count = 0
     for node in model.get_ordered_ops():
         found = _compressed(node)
@@ -110,8 +131,7 @@ def use_kernel(model: ov.Model, factory: NodeFactory, activations: str = "f32") 
             op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
         else:
             continue
-        inputs = [found.matmul.input_value(0), *(ops.constant(np.ascontiguousarray(w)).output(0) for w in weights)]
-        found.matmul.output(0).replace(factory.create(op, inputs, {}).output(0))
+        found.matmul.output(0).replace(product_node(factory, op, found.matmul.input_value(0), weights, keep).output(0))
         count += 1
     return count
 
@@ -209,13 +229,13 @@ def agreement(reference: Stepper, candidate: Stepper, prompt: list[int]) -> dict
     return result
 
 
-def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], activations: str,
+def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], activations: str, keep: list,
                  products: int = 8) -> list[dict]:
     """Where a 4-token pass and 4 one-token passes part, with the ops in place: for the inputs of the first
     ``products`` replaced products (layers 0 and 1 of the fused graph), in graph order, the node that makes each
     input, whether each of the 4 rows is bitwise the one-token row, and the largest difference."""
     model = engine_graph(core, xml)
-    use_kernel(model, factory, activations)
+    use_kernel(model, factory, keep, activations)
     sources, labels, seen = [], [], set()
     for node in [n for n in model.get_ordered_ops() if n.get_type_name() in ("Q4MatMul", "Q4F32MatMul")][:products]:
         source = node.input_value(0)
@@ -305,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         factory.add_extension(str(library))
         xml = ensure_default_model(4) / "openvino_model.xml"
         kernel_model = engine_graph(core, xml)
-        replaced = use_kernel(kernel_model, factory, args.activations)
+        keep: list[np.ndarray] = []  # the ops' weights, alive until the compiled models are gone
+        replaced = use_kernel(kernel_model, factory, keep, args.activations)
         graphs = {"openvino": engine_graph(core, xml), "ops": kernel_model}
         steppers = {name: Stepper(core.compile_model(graph, "CPU", EXACT)) for name, graph in graphs.items()}
         tokens = [int(t) for t in np.random.default_rng(0).integers(100, 49_000, 200)]
@@ -318,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes = {name: {str(t): node_times(core, graph, tokens, t) for t in (1, 2, 4)} for name, graph in graphs.items()}
         rows_difference = {name: _row_difference(stepper, tokens) for name, stepper in steppers.items()}
         greedy_results = [agreement(steppers["openvino"], steppers["ops"], prompt) for prompt in PROMPTS]
-        equality = row_equality(core, factory, xml, tokens, args.activations)
+        equality = row_equality(core, factory, xml, tokens, args.activations, keep)
         load.append(os.getloadavg()[0])
     results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "activations": args.activations,
                "load": f"1-minute load average {min(load):.1f}-{max(load):.1f} during the run (2 cores)",

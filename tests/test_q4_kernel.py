@@ -18,7 +18,7 @@ from openvino.utils.node_factory import NodeFactory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from q4_kernel import build  # noqa: E402
+from q4_kernel import build, product_node  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or "avx2" not in Path("/proc/cpuinfo").read_text(errors="replace"),
@@ -60,11 +60,15 @@ def q8_weights():
     return codes, d
 
 
+#: the ops' weights, alive as long as the module's compiled models (the ops read them where they lie)
+KEEP: list[np.ndarray] = []
+
+
 def compiled(loaded, *weights, op: str = "Q4MatMul") -> ov.CompiledModel:
     """The op alone in a graph, x ``[1, T, K]`` with T dynamic, on the CPU plugin with 2 threads."""
     core, factory = loaded
     x = ops.parameter([1, -1, K], np.float32)
-    node = factory.create(op, [x.output(0), *(ops.constant(a).output(0) for a in weights)], {})
+    node = product_node(factory, op, x.output(0), weights, KEEP)
     return core.compile_model(ov.Model([node.output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": "2"})
 
 
