@@ -119,24 +119,20 @@ int main(int argc, char** argv) {
         }
     }
     std::mt19937 rng(0);
+    struct Shape {
+        const char* label;
+        int64_t n, k;
+    };
+    // one layer's products in order, [outputs x inputs]
+    const std::vector<Shape> layer = fused
+        ? std::vector<Shape>{{"960x576 (qkv)", 960, 576}, {"576x576 (o)", 576, 576}, {"3072x576 (gate_up)", 3072, 576},
+                             {"576x1536 (down)", 576, 1536}}
+        : std::vector<Shape>{{"576x576 (q, o)", 576, 576}, {"192x576 (k, v)", 192, 576}, {"192x576 (k, v)", 192, 576},
+                             {"576x576 (q, o)", 576, 576}, {"1536x576 (gate, up)", 1536, 576},
+                             {"1536x576 (gate, up)", 1536, 576}, {"576x1536 (down)", 576, 1536}};
     std::vector<Matrix> step;  // the model's products in order (211, or 121 fused)
-    for (int layer = 0; layer < 30; ++layer) {
-        if (fused) {
-            step.push_back(random_matrix("960x576 (qkv)", 960, 576, rng));
-        } else {
-            step.push_back(random_matrix("576x576 (q, o)", 576, 576, rng));
-            step.push_back(random_matrix("192x576 (k, v)", 192, 576, rng));
-            step.push_back(random_matrix("192x576 (k, v)", 192, 576, rng));
-        }
-        step.push_back(random_matrix(fused ? "576x576 (o)" : "576x576 (q, o)", 576, 576, rng));
-        if (fused) {
-            step.push_back(random_matrix("3072x576 (gate_up)", 3072, 576, rng));
-        } else {
-            step.push_back(random_matrix("1536x576 (gate, up)", 1536, 576, rng));
-            step.push_back(random_matrix("1536x576 (gate, up)", 1536, 576, rng));
-        }
-        step.push_back(random_matrix("576x1536 (down)", 576, 1536, rng));
-    }
+    for (int l = 0; l < 30; ++l)
+        for (const Shape& shape : layer) step.push_back(random_matrix(shape.label, shape.n, shape.k, rng));
     step.push_back(random_matrix(f32 ? "49152x576 Q8_0 (output)" : "49152x576 (output)", 49152, 576, rng, f32));
     double weight_bytes = 0;
     for (const auto& m : step) weight_bytes += m.codes.size() + 4.0 * (m.scales.size() + m.offsets.size());
