@@ -1,21 +1,24 @@
-"""An experiment toward issue 33's kernel: is a Q4 x int8 weight product as an OpenVINO extension op faster than
-OpenVINO's own compressed FullyConnected on this CPU? The engine does not use it; this measures before committing.
+"""An experiment toward issue 33's kernel: are blocked weight products as OpenVINO extension ops faster than
+OpenVINO's own compressed FullyConnected in the whole model, and do they keep speculative decoding exact? The engine
+does not use them; this measures before committing.
 
-    .venv/bin/python bench/q4_kernel.py --out DIR       # builds bench/q4_kernel/q4_matmul.cpp with g++, ~3 minutes
+    .venv/bin/python bench/q4_kernel.py --out DIR [--activations f32|q8_1]    # builds q4_kernel/q4_matmul.cpp, ~1.5 min
 
-The op (``bench/q4_kernel/q4_matmul.cpp``) computes each row as llama.cpp's Q4_1 x Q8_1 dot product does (int8
-activations per block of 32, AVX2 ``vpmaddubsw``/``vpmaddwd``), rows never mixed, so a many-token pass computes each
-row bit for bit as a one-token pass. Here every u4 compressed MatMul of the default model (the LM head's u8 weights
-excepted) is replaced by it, weights repacked from the IR's constants (``w = d * q + m``, ``m = -zero_point * d``).
+The ops (``bench/q4_kernel/q4_matmul.cpp``) compute each row the same way whatever the number of rows, so a
+many-token pass computes each row bit for bit as a one-token pass. ``--activations f32`` (default): every u4
+compressed MatMul of the default model with blocks of 32 becomes ``Q4F32MatMul`` (Q4_1 weights, f32 activations)
+and the LM head (u8 codes with a zero point: GGUF Q8_0) ``Q8F32MatMul``; ``q8_1``: ``Q4MatMul`` (int8 activations,
+llama.cpp's arithmetic), the LM head kept. Weights are repacked from the IR's constants (Q4_1: ``w = d * q + m``,
+``m = -zero_point * d``; Q8_0: signed codes ``q - zero_point``). Both graphs are first fused as the engine runs them
+(``inference.fusion``: q/k/v and gate/up one product each, 121 products a step).
 
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
-* one product alone, ``N x 576`` weights at 1 and 256 rows, against OpenVINO's u4 FullyConnected on the same codes;
-* the whole model: a decode step after a 32-token prompt, passes over 2 and 4 tokens, a 1,024-token prefill (wall
-  times), and a decode step as the sum of its nodes' median times (``PERF_COUNT``, all nodes and the products);
-* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference; and, at the inputs of the
-  first two layers' products, which node first computes a row differently), and greedy agreement with OpenVINO's
-  graph: tokens before the first difference, 32 at most, on 3 prompts (int8 activations change the logits, as
-  llama.cpp's do).
+* wall times: a decode step after a 32-token prompt, and passes over 2 and 4 tokens after it (ms);
+* a pass of T = 1, 2, 4 tokens as the sum of its nodes' median times (``PERF_COUNT``: all nodes, the weight
+  products, the largest product, which is the LM head);
+* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference, for both graphs: OpenVINO's
+  is today's f32 path), which node first computes a row differently (inputs of the first two layers' products), and
+  greedy agreement with OpenVINO's graph on 3 prompts x 32 tokens, with OpenVINO's top-2 logit gap where they part.
 
 Writes ``OUT/q4_kernel.json`` and ``OUT/Q4_KERNEL.md``.
 """
@@ -23,6 +26,7 @@ Writes ``OUT/q4_kernel.json`` and ``OUT/Q4_KERNEL.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -32,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import openvino as ov
-import openvino.opset13 as ops
 from openvino.utils.node_factory import NodeFactory
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +44,7 @@ sys.path.insert(0, str(HERE))
 
 from provenance import run_stamp, write_result  # noqa: E402
 
-from inference.fusion import _compressed  # noqa: E402
+from inference.fusion import _compressed, fuse_shared_input_products  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
@@ -74,26 +77,70 @@ def build_microbenchmark(out_dir: Path, vnni: bool = False) -> Path:
     return _compile(out_dir / f"q4_bench_{'vnni' if vnni else 'avx2'}", "q4_bench.cpp", vnni, ["-fopenmp"])
 
 
-def use_kernel(model: ov.Model, factory: NodeFactory) -> int:
-    """Replace every u4 compressed MatMul with blocks of 32 by the op; returns how many."""
+def _zero_point(found) -> np.ndarray:
+    """The zero points of a compressed MatMul's weights as f32 ``[N, G]``."""
+    node = found.zero_point.input_value(0).get_node() if found.zero_point.get_type_name() == "Convert" else found.zero_point
+    return np.asarray(node.get_data(), dtype=np.float32).reshape(found.codes.get_output_shape(0)[:2])
+
+
+def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.ndarray, ...], keep: list) -> ov.Node:
+    """One of the ops (``Q4MatMul``, ``Q4F32MatMul``: ``weights`` = codes u8 ``[N, K / 2]``, scales and offsets f32
+    ``[N, K / 32]``; ``Q8F32MatMul``: codes i8 ``[N, K]``, scales) on ``x``. The op reads the weights where they lie
+    (their addresses are its attributes: see ``q4_kernel/q4_matmul.cpp`` for why they are not graph inputs), so
+    their contiguous copies are appended to ``keep``, which must outlive every model compiled from the op.
+
+    Raises:
+        ValueError: weights of the wrong dtype or shape for ``op``.
+    """
+    arrays = [np.ascontiguousarray(a) for a in weights]
+    codes, scales, *offsets = arrays
+    n, k = scales.shape[0], scales.shape[1] * 32
+    expected = (np.int8, (n, k)) if op == "Q8F32MatMul" else (np.uint8, (n, k // 2))
+    if (codes.dtype, codes.shape) != expected or scales.dtype != np.float32 or len(offsets) != (op != "Q8F32MatMul") \
+            or any(o.dtype != np.float32 or o.shape != scales.shape for o in offsets):
+        raise ValueError(f"{op}: weights {[(a.dtype, a.shape) for a in arrays]} do not fit")
+    keep.extend(arrays)
+    addresses = {"codes": codes.ctypes.data, "scales": scales.ctypes.data, "offsets": offsets[0].ctypes.data if offsets else 0}
+    return factory.create(op, [x], {"n": n, "k": k, **addresses})
+
+
+def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
+    """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
+    ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
+    point fit in int8 (Q8_0: the LM head) become ``Q8F32MatMul``. The repacked weights go to ``keep``
+    (:func:`product_node`)."""
     count = 0
     for node in model.get_ordered_ops():
         found = _compressed(node)
-        if found is None or found.codes.get_output_element_type(0) != ov.Type.u4 or found.codes.get_output_shape(0)[2] != 32:
+        if found is None or found.codes.get_output_shape(0)[2] != 32:
             continue
         n, groups, _ = found.codes.get_output_shape(0)
-        raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
-        codes = np.empty((n, groups, 32), np.uint8)
-        codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
-        packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
         scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
-        zero_point = np.asarray(found.zero_point.input_value(0).get_node().get_data() if found.zero_point.get_type_name()
-                                == "Convert" else found.zero_point.get_data(), dtype=np.float32).reshape(n, groups)
-        inputs = [found.matmul.input_value(0), *(ops.constant(np.ascontiguousarray(a)).output(0)
-                                                 for a in (packed, scale, -zero_point * scale))]
-        found.matmul.output(0).replace(factory.create("Q4MatMul", inputs, {}).output(0))
+        zero_point = _zero_point(found)
+        kind = found.codes.get_output_element_type(0)
+        if kind == ov.Type.u4:
+            raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
+            codes = np.empty((n, groups, 32), np.uint8)
+            codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
+            packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
+            op, weights = ("Q4F32MatMul" if activations == "f32" else "Q4MatMul"), (packed, scale, -zero_point * scale)
+        elif kind == ov.Type.u8 and activations == "f32":
+            signed = np.asarray(found.codes.get_data()).astype(np.int16) - zero_point.astype(np.int16)[..., None]
+            if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)):
+                continue
+            op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
+        else:
+            continue
+        found.matmul.output(0).replace(product_node(factory, op, found.matmul.input_value(0), weights, keep).output(0))
         count += 1
     return count
+
+
+def engine_graph(core: ov.Core, xml: Path) -> ov.Model:
+    """The model as the engine compiles it for decoding: q/k/v and gate/up fused (``inference.fusion``)."""
+    model = core.read_model(xml)
+    fuse_shared_input_products(model)
+    return model
 
 
 def _ms(function) -> float:
@@ -122,30 +169,30 @@ class Stepper:
 
 
 def model_round(stepper: Stepper, tokens: list[int]) -> dict:
+    """Wall ms: the median decode step (one token after a 32-token prompt; 32 steps, 4 not counted) and one pass
+    over 2 and over 4 tokens after the same prompt."""
     stepper.reset()
     stepper.forward(tokens[:32])
     steps = [_ms(lambda t=t: stepper.forward([t])) for t in tokens[32:64]]
-    decode = statistics.median(steps[4:])
-    verify = {}
+    result = {"decode_ms": statistics.median(steps[4:])}
     for n in (2, 4):
         stepper.reset()
         stepper.forward(tokens[:32])
-        verify[n] = _ms(lambda n=n: stepper.forward(tokens[32 : 32 + n])) / decode
-    stepper.reset()
-    prefill = _ms(lambda: stepper.forward(tokens[:1024]))
-    return {"decode_ms": decode, "verify_2": verify[2], "verify_4": verify[4], "prefill_ms": prefill}
+        result[f"pass_{n}_ms"] = _ms(lambda n=n: stepper.forward(tokens[32 : 32 + n]))
+    return result
 
 
-def node_times(core: ov.Core, model: ov.Model, tokens: list[int], steps: int = 24) -> dict:
-    """A decode step as the sum of its nodes' median times (``PERF_COUNT``, ms; robust to other work on the machine,
-    which wall times are not): ``nodes_ms`` all executed nodes, ``products_ms`` the weight products
-    (``FullyConnected*`` or the op's ``Reference`` nodes). One-token steps after a 32-token prompt, 4 not counted."""
+def node_times(core: ov.Core, model: ov.Model, tokens: list[int], width: int, steps: int = 24) -> dict:
+    """A pass over ``width`` tokens as the sum of its nodes' median times (``PERF_COUNT``, ms; robust to other work
+    on the machine, which wall times are not): ``nodes_ms`` all executed nodes, ``products_ms`` the weight products
+    (``FullyConnected*``, or the ops' ``Reference`` nodes), ``largest_ms`` the largest product (the LM head).
+    Passes after a 32-token prompt, the first 4 not counted."""
     stepper = Stepper(core.compile_model(model, "CPU", {**EXACT, "PERF_COUNT": "YES"}))
     stepper.forward(tokens[:32])
     per_node: dict[str, list[float]] = {}
     kinds: dict[str, str] = {}
-    for index, token in enumerate(tokens[32 : 32 + steps]):
-        stepper.forward([token])
+    for index in range(steps):
+        stepper.forward(tokens[32 + index * width : 32 + (index + 1) * width])
         if index < 4:
             continue
         for info in stepper.request.profiling_info:
@@ -153,26 +200,44 @@ def node_times(core: ov.Core, model: ov.Model, tokens: list[int], steps: int = 2
                 per_node.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
                 kinds[info.node_name] = info.node_type
     medians = {name: statistics.median(times) for name, times in per_node.items()}
-    products = sum(ms for name, ms in medians.items() if kinds[name].startswith("FullyConnected") or kinds[name] == "Reference")
-    return {"nodes_ms": sum(medians.values()), "products_ms": products}
+    products = [ms for name, ms in medians.items() if kinds[name].startswith("FullyConnected") or kinds[name] == "Reference"]
+    return {"nodes_ms": sum(medians.values()), "products_ms": sum(products), "products": len(products),
+            "largest_ms": max(products)}
 
 
-def greedy(stepper: Stepper, prompt: list[int], count: int = 32) -> list[int]:
+def greedy(stepper: Stepper, prompt: list[int], count: int = 32) -> tuple[list[int], list[np.ndarray]]:
+    """``count`` greedy tokens after ``prompt``, and the logits each was chosen from."""
     stepper.reset()
-    out = [int(stepper.forward(prompt)[-1].argmax())]
+    logits = [stepper.forward(prompt)[-1]]
+    out = [int(logits[-1].argmax())]
     while len(out) < count:
-        out.append(int(stepper.forward(out[-1:])[-1].argmax()))
-    return out
+        logits.append(stepper.forward(out[-1:])[-1])
+        out.append(int(logits[-1].argmax()))
+    return out, logits
 
 
-def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], products: int = 14) -> list[dict]:
-    """Where a 4-token pass and 4 one-token passes part, with the op in place: for the inputs of the first
-    ``products`` replaced products (layers 0 and 1), in graph order, the node that makes each input, whether each
-    of the 4 rows is bitwise the one-token row, and the largest difference."""
-    model = core.read_model(xml)
-    use_kernel(model, factory)
+def agreement(reference: Stepper, candidate: Stepper, prompt: list[int]) -> dict:
+    """Greedy tokens of ``candidate`` against ``reference`` after ``prompt``: how many agree before the first
+    difference (32 at most) and, there, the reference's logit margin between its token and the candidate's (a
+    near-tie when it is within the two graphs' numerical difference)."""
+    tokens, logits = greedy(reference, prompt)
+    mine, _ = greedy(candidate, prompt)
+    same = _common_prefix(tokens, mine)
+    result = {"agree": same}
+    if same < len(tokens):
+        result["margin"] = float(logits[same][tokens[same]] - logits[same][mine[same]])
+    return result
+
+
+def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], activations: str, keep: list,
+                 products: int = 8) -> list[dict]:
+    """Where a 4-token pass and 4 one-token passes part, with the ops in place: for the inputs of the first
+    ``products`` replaced products (layers 0 and 1 of the fused graph), in graph order, the node that makes each
+    input, whether each of the 4 rows is bitwise the one-token row, and the largest difference."""
+    model = engine_graph(core, xml)
+    use_kernel(model, factory, keep, activations)
     sources, labels, seen = [], [], set()
-    for node in [n for n in model.get_ordered_ops() if n.get_type_name() == "Q4MatMul"][:products]:
+    for node in [n for n in model.get_ordered_ops() if n.get_type_name() in ("Q4MatMul", "Q4F32MatMul")][:products]:
         source = node.input_value(0)
         key = (source.get_node().get_instance_id(), source.get_index())
         if key not in seen:  # q, k and v (gate and up) read one input
@@ -205,97 +270,81 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def single_product(core: ov.Core, factory: NodeFactory, columns: int, rows: int, rounds: int) -> dict:
-    """ms of one ``columns x 576`` product at ``rows`` rows: the op against OpenVINO's u4 FullyConnected."""
-    rng = np.random.default_rng(0)
-    width, groups = 576, 18
-    codes = rng.integers(0, 16, (columns, groups, 32)).astype(np.uint8)
-    scale = (rng.random((columns, groups)) * 0.01 + 0.001).astype(np.float32)
-    offset = (-rng.random((columns, groups)) * 0.08).astype(np.float32)
-    x = ops.parameter([1, rows, width], np.float32)
-    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(columns, groups * 16)
-    mine = factory.create("Q4MatMul", [x.output(0), *(ops.constant(a).output(0) for a in (packed, scale, offset))], {})
-    tensor = ov.Tensor(ov.Type.u4, [columns, groups, 32])
-    tensor.data.reshape(-1)[:] = codes.reshape(-1)[0::2] | (codes.reshape(-1)[1::2] << 4)
-    weights = ops.multiply(ops.subtract(ops.convert(ov.op.Constant(tensor), "f16"),
-                                        ops.constant((-offset / scale).astype(np.float16)[..., None])),
-                           ops.constant(scale.astype(np.float16)[..., None]))
-    weights = ops.convert(ops.reshape(weights, ops.constant(np.array([columns, width], np.int64)), False), "f32")
-    x2 = ops.parameter([1, rows, width], np.float32)
-    graphs = {"kernel": ov.Model([mine.output(0)], [x]),
-              "openvino": ov.Model([ops.matmul(x2, weights, False, True).output(0)], [x2])}
-    feed = rng.standard_normal((1, rows, width)).astype(np.float32)
-    requests = {name: core.compile_model(g, "CPU", EXACT).create_infer_request() for name, g in graphs.items()}
-    times = {name: [] for name in requests}
-    repeats = max(10, int(5e8 / (columns * width * rows)))
-    for _ in range(rounds):
-        for name, request in requests.items():
-            request.infer({0: feed})
-            times[name].append(_ms(lambda r=request: [r.infer({0: feed}) for _ in range(repeats)]) / repeats)
-    return {name: statistics.median(t) for name, t in times.items()}
+def _row_difference(stepper: Stepper, tokens: list[int]) -> float:
+    """Largest logit difference between a 4-token pass and 4 one-token passes after a 32-token prompt."""
+    stepper.reset()
+    stepper.forward(tokens[:32])
+    together = stepper.forward(tokens[32:36])
+    stepper.reset()
+    stepper.forward(tokens[:32])
+    singles = np.stack([stepper.forward([t])[-1] for t in tokens[32:36]])
+    return float(np.abs(together - singles).max())
 
 
 def markdown(results: dict) -> str:
-    lines = ["# A Q4 x int8 weight product as an OpenVINO extension op (an experiment)", "",
-             f"- Machine: {results['machine']}", f"- Command: `{results['command']}` at commit {results['commit']}, "
-             f"finished {results['finished']}; {results['rounds']} rounds, medians.", "",
-             "| one product | kernel ms | OpenVINO u4 ms | kernel speed |", "| --- | --- | --- | --- |"]
-    for name, row in results["products"].items():
-        lines.append(f"| {name} | {row['kernel']:.3f} | {row['openvino']:.3f} | {row['openvino'] / row['kernel']:.2f}x |")
-    lines += ["", f"Whole model, {results['replaced']} products replaced (the LM head kept):", "",
-              "| graph | decode ms | verify 2 / 4 tokens (x one step) | prefill 1,024 ms | decode as median node times: "
-              "all / products ms |", "| --- | --- | --- | --- | --- |"]
-    for name, row in results["model"].items():
-        nodes = results.get("nodes", {}).get(name)
-        lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['verify_2']:.2f} / {row['verify_4']:.2f} | {row['prefill_ms']:.0f} | "
-                     + (f"{nodes['nodes_ms']:.2f} / {nodes['products_ms']:.2f} |" if nodes else "— |"))
-    lines += ["", f"Largest logit difference between a 4-token pass and 4 one-token passes: {results['rows_difference']:.1e} "
-              "(the op's rows are bit for bit; OpenVINO's other nodes, attention and the LM head, are not). "
-              f"Greedy tokens before the first difference from OpenVINO's graph, 3 prompts: {results['greedy_agreement']}.",
-              "", "Where the rows part (inputs of the op's products in layers 0-1, in graph order; 4-token pass against "
+    names = list(results["model"])
+    lines = [f"# Blocked weight products as OpenVINO extension ops ({results['activations']} activations), in the whole model",
+             "", f"- Machine: {results['machine']}", f"- Command: `{results['command']}` at commit {results['commit']}, "
+             f"finished {results['finished']}; {results['rounds']} rounds, medians.", f"- Load: {results['load']}",
+             f"- Graphs fused as the engine runs them; {results['replaced']} products replaced by the ops.", "",
+             "Wall times, ms:", "", "| graph | decode step | 2-token pass | 4-token pass |", "| --- | --- | --- | --- |"]
+    for name in names:
+        row = results["model"][name]
+        lines.append(f"| {name} | {row['decode_ms']:.2f} | {row['pass_2_ms']:.2f} | {row['pass_4_ms']:.2f} |")
+    lines += ["", "A pass as the sum of its nodes' median times (`PERF_COUNT`), ms: all nodes / the weight products "
+              "(count) / the largest product (the LM head):", "", "| graph | T = 1 | T = 2 | T = 4 |", "| --- | --- | --- | --- |"]
+    for name in names:
+        cells = [f"{n['nodes_ms']:.2f} / {n['products_ms']:.2f} ({n['products']}) / {n['largest_ms']:.2f}"
+                 for n in (results["nodes"][name][str(t)] for t in (1, 2, 4))]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Largest logit difference between a 4-token pass and 4 one-token passes: "
+              + ", ".join(f"{name} {results['rows_difference'][name]:.1e}" for name in names) + ".",
+              "Greedy agreement with OpenVINO's graph (tokens before the first difference, of 32; OpenVINO's logit "
+              "margin between its token and the op graph's there): "
+              + "; ".join(f"{a['agree']}/32" + (f" (margin {a['margin']:.4f})" if "margin" in a else "")
+                          for a in results["greedy"]) + ".",
+              "", "Where the rows part (inputs of the ops' products in layers 0-1, in graph order; 4-token pass against "
               "4 one-token passes):", "", "| input made by | rows bitwise equal | largest difference |", "| --- | --- | --- |"]
     lines += [f"| {row['made_by']} | {' '.join('yes' if e else 'no' for e in row['rows_bitwise_equal'])} | "
-              f"{row['largest_difference']:.1e} |" for row in results.get("row_equality", [])]
+              f"{row['largest_difference']:.1e} |" for row in results["row_equality"]]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--activations", choices=("f32", "q8_1"), default="f32")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     started = time.time()
+    load = [os.getloadavg()[0]]
     core, factory = ov.Core(), NodeFactory()
     with tempfile.TemporaryDirectory() as build_dir:
         library = build(Path(build_dir))
         core.add_extension(str(library))
         factory.add_extension(str(library))
-        products = {f"{columns} x 576, {rows} row{'s' if rows > 1 else ''}": single_product(core, factory, columns, rows, args.rounds)
-                    for columns in (576, 4608) for rows in (1, 256)}
         xml = ensure_default_model(4) / "openvino_model.xml"
-        kernel_model = core.read_model(xml)
-        replaced = use_kernel(kernel_model, factory)
-        steppers = {"openvino": Stepper(core.compile_model(core.read_model(xml), "CPU", EXACT)),
-                    "kernel": Stepper(core.compile_model(kernel_model, "CPU", EXACT))}
-        tokens = [int(t) for t in np.random.default_rng(0).integers(100, 49_000, 1100)]
+        kernel_model = engine_graph(core, xml)
+        keep: list[np.ndarray] = []  # the ops' weights, alive until the compiled models are gone
+        replaced = use_kernel(kernel_model, factory, keep, args.activations)
+        graphs = {"openvino": engine_graph(core, xml), "ops": kernel_model}
+        steppers = {name: Stepper(core.compile_model(graph, "CPU", EXACT)) for name, graph in graphs.items()}
+        tokens = [int(t) for t in np.random.default_rng(0).integers(100, 49_000, 200)]
         rounds = {name: [] for name in steppers}
         for index in range(args.rounds):
             for name in (list(steppers) if index % 2 == 0 else list(steppers)[::-1]):
                 rounds[name].append(model_round(steppers[name], tokens))
         model = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for name, rs in rounds.items()}
-        kernel = steppers["kernel"]
-        kernel.reset()
-        kernel.forward(tokens[:32])
-        together = kernel.forward(tokens[32:36])
-        kernel.reset()
-        kernel.forward(tokens[:32])
-        singles = np.stack([kernel.forward([t])[-1] for t in tokens[32:36]])
-        nodes = {"openvino": node_times(core, core.read_model(xml), tokens), "kernel": node_times(core, kernel_model, tokens)}
-        agreement = [_common_prefix(greedy(steppers["openvino"], p), greedy(kernel, p)) for p in PROMPTS]
-        equality = row_equality(core, factory, xml, tokens)
-    results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "products": products,
-               "replaced": replaced, "model": model, "nodes": nodes, "rows_difference": float(np.abs(together - singles).max()),
-               "greedy_agreement": " / ".join(f"{a}/32" for a in agreement), "row_equality": equality}
+        load.append(os.getloadavg()[0])
+        nodes = {name: {str(t): node_times(core, graph, tokens, t) for t in (1, 2, 4)} for name, graph in graphs.items()}
+        rows_difference = {name: _row_difference(stepper, tokens) for name, stepper in steppers.items()}
+        greedy_results = [agreement(steppers["openvino"], steppers["ops"], prompt) for prompt in PROMPTS]
+        equality = row_equality(core, factory, xml, tokens, args.activations, keep)
+        load.append(os.getloadavg()[0])
+    results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "activations": args.activations,
+               "load": f"1-minute load average {min(load):.1f}-{max(load):.1f} during the run (2 cores)",
+               "replaced": replaced, "model": model, "nodes": nodes, "rows_difference": rows_difference,
+               "greedy": greedy_results, "row_equality": equality}
     write_result(args.out, "q4_kernel", results, markdown(results))
     print(markdown(results))
     return 0

@@ -57,17 +57,19 @@ SETTINGS = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYN
             "INFERENCE_NUM_THREADS": "2", "PERF_COUNT": "YES"}
 
 
-def synthetic_step(tokens: int, extension: Path | None, dynamic: bool = False) -> "ov.Model":  # noqa: F821
+def synthetic_step(tokens: int, extension: Path | None, dynamic: bool = False,
+                   keep: list | None = None) -> "ov.Model":  # noqa: F821
     """The step's 211 products as one graph, x ``[1, tokens, 576]`` f32 in: per layer q from h, k from h / 2, v from
     h / 4 (kept apart: the plugin fuses FullyConnecteds of one input); o from q; gate
     and up from o; down from gate * up; h + down the next h; the output layer last (k and v are outputs too). Weights
     random (seed 0), scaled to keep values near 1. ``dynamic``: x ``[1, ?, 576]``, the number of tokens left open
     as in the model's IR (the plugin then shapes every node at run time). With ``extension`` every product is a ``Q4MatMul`` (u8 codes
-    ``[N, K / 2]``, f32 scales and offsets ``[N, K / 32]``); otherwise OpenVINO's compressed MatMul, friendly name
-    ``l{layer}.{name}``."""
+    ``[N, K / 2]``, f32 scales and offsets ``[N, K / 32]``, appended to ``keep``, which must then outlive the compiled
+    model: ``q4_kernel.product_node``); otherwise OpenVINO's compressed MatMul, friendly name ``l{layer}.{name}``."""
     import openvino as ov
     import openvino.opset13 as ops
     from openvino.utils.node_factory import NodeFactory
+    from q4_kernel import product_node
 
     factory = NodeFactory()
     if extension is not None:
@@ -79,7 +81,7 @@ def synthetic_step(tokens: int, extension: Path | None, dynamic: bool = False) -
         packed = rng.integers(0, 256, (n, groups * 16), dtype=np.uint8)
         scale = (rng.random((n, groups)) * 0.01 + 0.005).astype(np.float32) * (576 / k) ** 0.5
         if extension is not None:
-            node = factory.create("Q4MatMul", [x, *(ops.constant(a).output(0) for a in (packed, scale, -7.5 * scale))], {})
+            node = product_node(factory, "Q4MatMul", x, (packed, scale, -7.5 * scale), keep)
         else:
             codes = ov.Tensor(ov.Type.u4, [n, groups, 32])
             codes.data.reshape(-1)[:] = packed.reshape(-1)
@@ -115,7 +117,8 @@ def measure_openvino(tokens: int, steps: int, extension: Path | None, dynamic: b
     core = ov.Core()
     if extension is not None:
         core.add_extension(str(extension))
-    request = core.compile_model(synthetic_step(tokens, extension, dynamic), "CPU", SETTINGS).create_infer_request()
+    keep: list[np.ndarray] = []  # the ops' weights, alive as long as the request
+    request = core.compile_model(synthetic_step(tokens, extension, dynamic, keep), "CPU", SETTINGS).create_infer_request()
     feed = np.random.default_rng(1).standard_normal((1, tokens, 576)).astype(np.float32)
     request.infer({0: feed})
     calls: dict[str, list[float]] = {shape: [] for shape in SHAPES}

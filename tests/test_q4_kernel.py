@@ -1,7 +1,8 @@
-"""bench/q4_kernel/q4_matmul.cpp: the Q4_1 x Q8_1 product as an OpenVINO extension op (issue 33, an experiment).
+"""bench/q4_kernel/q4_matmul.cpp: blocked weight products as OpenVINO extension ops (issue 33, an experiment):
+Q4_1 x Q8_1 (``Q4MatMul``, int8 activations), Q4_1 x f32 (``Q4F32MatMul``) and Q8_0 x f32 (``Q8F32MatMul``).
 
 Built from source with g++ against the venv's OpenVINO, loaded with ``Core.add_extension``, run in a small graph on
-the CPU plugin: its numbers against a NumPy reference of the same arithmetic, and every row of a many-token pass
+the CPU plugin: their numbers against NumPy references of the same arithmetic, and every row of a many-token pass
 bitwise equal to the same row in a one-token pass (what keeps greedy speculative decoding identical to plain).
 """
 
@@ -17,7 +18,7 @@ from openvino.utils.node_factory import NodeFactory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from q4_kernel import build  # noqa: E402
+from q4_kernel import build, product_node  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or "avx2" not in Path("/proc/cpuinfo").read_text(errors="replace"),
@@ -50,12 +51,34 @@ def weights():
     return codes, packed, d, m
 
 
-def compiled(loaded, packed, d, m) -> ov.CompiledModel:
+@pytest.fixture(scope="module")
+def q8_weights():
+    """Q8_0 weights as the GGUF holds them (the default model's LM head): signed codes [N, K], f16 d per block."""
+    rng = np.random.default_rng(3)
+    codes = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    d = (rng.random((N, K // 32)) * 0.002 + 1e-4).astype(np.float16).astype(np.float32)
+    return codes, d
+
+
+#: the ops' weights, alive as long as the module's compiled models (the ops read them where they lie)
+KEEP: list[np.ndarray] = []
+
+
+def compiled(loaded, *weights, op: str = "Q4MatMul") -> ov.CompiledModel:
     """The op alone in a graph, x ``[1, T, K]`` with T dynamic, on the CPU plugin with 2 threads."""
     core, factory = loaded
     x = ops.parameter([1, -1, K], np.float32)
-    node = factory.create("Q4MatMul", [x.output(0), *(ops.constant(a).output(0) for a in (packed, d, m))], {})
+    node = product_node(factory, op, x.output(0), weights, KEEP)
     return core.compile_model(ov.Model([node.output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": "2"})
+
+
+def f32_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The f32 rounding bound of the f32 ops' sums, ``[rows, N]``: each output is 8 lanes of K / 8 fused
+    multiply-adds in order, then 3 additions, so (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1)
+    |y - sum_k w_k x_k| <= gamma_{K/8 + 3} * sum_k |w_k x_k|, gamma_n = n u / (1 - n u), u = 2^-24."""
+    n = K // 8 + 3
+    gamma = n * 2.0**-24 / (1 - n * 2.0**-24)
+    return gamma * (np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)).T)
 
 
 def reference(x: np.ndarray, codes, d, m) -> np.ndarray:
@@ -86,9 +109,35 @@ def test_products_match_the_q4_1_q8_1_arithmetic(loaded, weights):
     assert 1e-5 * scale < np.abs(y - exact).max() < 3e-2 * scale
 
 
-def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weights):
-    _, packed, d, m = weights
-    model = compiled(loaded, packed, d, m)
+def test_q4_1_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, weights):
+    codes, packed, d, m = weights
+    x = np.random.default_rng(1).standard_normal((5, K)).astype(np.float32)
+    y = compiled(loaded, packed, d, m, op="Q4F32MatMul")({0: x[None]})[0][0]
+    # the kernel's weights: fma(d, q, m) rounded once to f32 (float64 holds d * q + m exactly)
+    w = (d.astype(np.float64)[..., None] * codes + m[..., None]).astype(np.float32).reshape(N, K)
+    expected = x.astype(np.float64) @ w.astype(np.float64).T
+    bound = f32_bound(x, w)
+    assert y.shape == (5, N)
+    assert np.all(np.abs(y - expected) <= bound)
+    # the bound is tight enough to tell the int8 activations apart: Q4MatMul's error exceeds it
+    int8 = compiled(loaded, packed, d, m)({0: x[None]})[0][0]
+    assert np.any(np.abs(int8 - expected) > 10 * bound)
+
+
+def test_q8_0_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, q8_weights):
+    codes, d = q8_weights
+    x = np.random.default_rng(4).standard_normal((6, K)).astype(np.float32)
+    y = compiled(loaded, codes, d, op="Q8F32MatMul")({0: x[None]})[0][0]
+    w = (np.repeat(d, 32, axis=1) * codes).astype(np.float32)  # d * s: exact in f32
+    expected = x.astype(np.float64) @ w.astype(np.float64).T
+    assert y.shape == (6, N)
+    assert np.all(np.abs(y - expected) <= f32_bound(x, w))
+    assert np.abs(y - expected).max() > 0  # f32 sums, not f64: a reference that could not fail would show 0 here
+
+
+@pytest.mark.parametrize("op", ["Q4MatMul", "Q4F32MatMul", "Q8F32MatMul"])
+def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weights, q8_weights, op):
+    model = compiled(loaded, *(q8_weights if op == "Q8F32MatMul" else weights[1:]), op=op)
     x = (np.random.default_rng(2).standard_normal((7, K)) * 3).astype(np.float32)
     for rows in (2, 3, 4, 5, 7):  # every tile shape of the kernel (4, 3, 2, 1 rows) and mixes of them
         together = model({0: x[None, :rows]})[0][0]

@@ -1,18 +1,23 @@
-// Standalone microbenchmark of the Q4_1 x Q8_1 weight product (q4_1_q8_1.hpp) on the default model's shapes
-// (SmolLM2-135M: 30 layers of q 576x576, k and v 192x576, o 576x576, gate and up 1536x576, down 576x1536 as
+// Standalone microbenchmark of the blocked weight products (q4_1_q8_1.hpp, block_f32.hpp) on the default model's
+// shapes (SmolLM2-135M: 30 layers of q 576x576, k and v 192x576, o 576x576, gate and up 1536x576, down 576x1536 as
 // [outputs x inputs], then the 49,152 x 576 output layer), without OpenVINO. bench/q4_microbench.py builds it (g++
 // -O3, OpenMP) once for AVX2 and once for AVX-512 VNNI and compares it with OpenVINO's compressed FullyConnected.
 //
-//   q4_bench [--tokens 1,2,4] [--steps 15] [--threads 2]      prints one JSON object
+//   q4_bench [--tokens 1,2,4] [--steps 15] [--threads 2] [--activations q8_1|f32] [--fused]   prints one JSON object
 //
-// All 211 matrices are allocated (random codes, scales ~0.01, offsets -7.5 d: 101 MB as the model's) and a "step"
+// --activations q8_1 (default): Q4_1 x Q8_1 (int8 activations, q4_1_q8_1.hpp), every product Q4_1.
+// --activations f32: Q4_1 x f32 (block_f32.hpp), and the output layer Q8_0 x f32, as the default model stores it.
+// --fused: the products as the engine runs them (inference/fusion.py): q, k, v as one 960x576 product and gate, up as
+// one 3072x576, 121 a step instead of 211.
+//
+// All matrices are allocated (random codes, scales ~0.01, offsets -7.5 d: ~101 MB, as the model's) and a "step"
 // runs them in the model's order, so each product reads its weights from memory as in a decode step, not from a warm
-// cache. Each call quantizes its T input rows (Q8_1) and then splits the N outputs into one contiguous range a
+// cache. Each call (quantizes its T input rows, for q8_1, and) splits the N outputs into one contiguous range a
 // thread (multiples of 4). Per shape: the median time of one call over all calls after the first step; per T: the
-// median step (sum of its 211 calls). Checks printed with the times: each row of a 4-row product equals, bit for bit,
+// median step (sum of its calls). Checks printed with the times: each row of a 4-row product equals, bit for bit,
 // the same row computed alone; a fingerprint of the outputs (equal between the AVX2 and VNNI builds when their
-// arithmetic is the same); the largest error of a product against f32 weights and f32 activations, relative to the
-// largest |y|.
+// arithmetic is the same); the largest error of a product against f32 weights and f32 activations (f64 sums),
+// relative to the largest |y|.
 #include <omp.h>
 
 #include <chrono>
@@ -23,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "block_f32.hpp"
 #include "q4_1_q8_1.hpp"
 
 using specchat::Isa;
@@ -38,26 +44,31 @@ constexpr const char* ISA_NAME = "avx2";
 struct Matrix {
     std::string shape;  // e.g. "576x576 (q, o)"
     int64_t n, k;
+    bool q8_0;                   // Q8_0 (codes s8 [N, K], no offsets) instead of Q4_1 (codes [N, K / 2])
     std::vector<uint8_t> codes;
     std::vector<float> scales, offsets;
 
-    specchat::Q41Weights view() const { return {codes.data(), scales.data(), offsets.data(), n, k}; }
+    specchat::Q41Weights q4_1() const { return {codes.data(), scales.data(), offsets.data(), n, k}; }
+    specchat::Q80Weights q8_0_view() const { return {reinterpret_cast<const int8_t*>(codes.data()), scales.data(), n, k}; }
 
     // w[n, k] in f32, for the error check.
     float weight(int64_t row, int64_t col) const {
         const int64_t b = col / 32, j = col % 32;
+        if (q8_0) return scales[row * (k / 32) + b] * static_cast<float>(static_cast<int8_t>(codes[row * k + col]));
         const uint8_t byte = codes[row * k / 2 + b * 16 + j % 16];
         const int q = j < 16 ? byte & 15 : byte >> 4;
         return scales[row * (k / 32) + b] * static_cast<float>(q) + offsets[row * (k / 32) + b];
     }
 };
 
-static Matrix random_matrix(const std::string& shape, int64_t n, int64_t k, std::mt19937& rng) {
-    Matrix m{shape, n, k, std::vector<uint8_t>(n * k / 2), std::vector<float>(n * k / 32), std::vector<float>(n * k / 32)};
+static Matrix random_matrix(const std::string& shape, int64_t n, int64_t k, std::mt19937& rng, bool q8_0 = false) {
+    Matrix m{shape, n, k, q8_0, std::vector<uint8_t>(q8_0 ? n * k : n * k / 2), std::vector<float>(n * k / 32),
+             std::vector<float>(q8_0 ? 0 : n * k / 32)};
     std::uniform_int_distribution<int> byte(0, 255);
     std::uniform_real_distribution<float> scale(0.005f, 0.015f);
     for (auto& c : m.codes) c = static_cast<uint8_t>(byte(rng));
-    for (size_t i = 0; i < m.scales.size(); ++i) m.scales[i] = scale(rng), m.offsets[i] = -7.5f * m.scales[i];
+    for (size_t i = 0; i < m.scales.size(); ++i) m.scales[i] = q8_0 ? scale(rng) / 16 : scale(rng);
+    for (size_t i = 0; i < m.offsets.size(); ++i) m.offsets[i] = -7.5f * m.scales[i];
     return m;
 }
 
@@ -66,19 +77,22 @@ struct Runner {
     std::vector<int8_t> q8;
     std::vector<float> dxv, sx;
     int threads;
+    bool f32;  // f32 activations (block_f32.hpp) instead of Q8_1
 
-    Runner(int64_t rows, int64_t k, int threads_) : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), threads(threads_) {}
+    Runner(int64_t rows, int64_t k, int threads_, bool f32_)
+        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), threads(threads_), f32(f32_) {}
 
     void product(const Matrix& m, const float* x, int64_t rows, float* y) {
         const specchat::Q8Rows q{q8.data(), dxv.data(), sx.data(), m.k};
-        specchat::quantize_rows(x, rows, q);
-        const specchat::Q41Weights w = m.view();
+        if (!f32) specchat::quantize_rows(x, rows, q);
         const int64_t chunk = ((m.n + threads - 1) / threads + 3) / 4 * 4;
 #pragma omp parallel num_threads(threads)
         {
             const int64_t n0 = std::min<int64_t>(m.n, omp_get_thread_num() * chunk);
             const int64_t n1 = std::min<int64_t>(m.n, n0 + chunk);
-            specchat::q4_1_q8_1_product<ISA>(w, q, rows, y, m.n, n0, n1);
+            if (!f32) specchat::q4_1_q8_1_product<ISA>(m.q4_1(), q, rows, y, m.n, n0, n1);
+            else if (m.q8_0) specchat::f32_product(m.q8_0_view(), x, rows, y, m.n, n0, n1);
+            else specchat::f32_product(m.q4_1(), x, rows, y, m.n, n0, n1);
         }
     }
 };
@@ -92,26 +106,34 @@ static double median(std::vector<double> v) {
 int main(int argc, char** argv) {
     std::vector<int> tokens{1, 2, 4};
     int steps = 15, threads = 2;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+    bool f32 = false, fused = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--fused")) fused = true;
+        else if (i + 1 == argc) break;
+        else if (!strcmp(argv[i], "--activations")) f32 = !strcmp(argv[++i], "f32");
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tokens")) {
             tokens.clear();
-            for (char* t = strtok(argv[i + 1], ","); t; t = strtok(nullptr, ",")) tokens.push_back(atoi(t));
+            for (char* t = strtok(argv[++i], ","); t; t = strtok(nullptr, ",")) tokens.push_back(atoi(t));
         }
     }
     std::mt19937 rng(0);
-    std::vector<Matrix> step;  // the model's 211 products in order
-    for (int layer = 0; layer < 30; ++layer) {
-        step.push_back(random_matrix("576x576 (q, o)", 576, 576, rng));
-        step.push_back(random_matrix("192x576 (k, v)", 192, 576, rng));
-        step.push_back(random_matrix("192x576 (k, v)", 192, 576, rng));
-        step.push_back(random_matrix("576x576 (q, o)", 576, 576, rng));
-        step.push_back(random_matrix("1536x576 (gate, up)", 1536, 576, rng));
-        step.push_back(random_matrix("1536x576 (gate, up)", 1536, 576, rng));
-        step.push_back(random_matrix("576x1536 (down)", 576, 1536, rng));
-    }
-    step.push_back(random_matrix("49152x576 (output)", 49152, 576, rng));
+    struct Shape {
+        const char* label;
+        int64_t n, k;
+    };
+    // one layer's products in order, [outputs x inputs]
+    const std::vector<Shape> layer = fused
+        ? std::vector<Shape>{{"960x576 (qkv)", 960, 576}, {"576x576 (o)", 576, 576}, {"3072x576 (gate_up)", 3072, 576},
+                             {"576x1536 (down)", 576, 1536}}
+        : std::vector<Shape>{{"576x576 (q, o)", 576, 576}, {"192x576 (k, v)", 192, 576}, {"192x576 (k, v)", 192, 576},
+                             {"576x576 (q, o)", 576, 576}, {"1536x576 (gate, up)", 1536, 576},
+                             {"1536x576 (gate, up)", 1536, 576}, {"576x1536 (down)", 576, 1536}};
+    std::vector<Matrix> step;  // the model's products in order (211, or 121 fused)
+    for (int l = 0; l < 30; ++l)
+        for (const Shape& shape : layer) step.push_back(random_matrix(shape.label, shape.n, shape.k, rng));
+    step.push_back(random_matrix(f32 ? "49152x576 Q8_0 (output)" : "49152x576 (output)", 49152, 576, rng, f32));
     double weight_bytes = 0;
     for (const auto& m : step) weight_bytes += m.codes.size() + 4.0 * (m.scales.size() + m.offsets.size());
 
@@ -119,13 +141,13 @@ int main(int argc, char** argv) {
     std::normal_distribution<float> normal(0.f, 1.f);
     std::vector<float> x(std::max(max_t, 4) * 1536), y(std::max(max_t, 4) * 49152), alone(49152);
     for (auto& v : x) v = normal(rng);
-    Runner runner(std::max(max_t, 4), 1536, threads);
+    Runner runner(std::max(max_t, 4), 1536, threads, f32);
 
     // Checks: rows bitwise equal alone and together, the fingerprint, the error against f32.
     bool rows_equal = true;
     uint64_t fingerprint = 1469598103934665603ull;
     double worst_error = 0;
-    for (size_t i : {size_t(0), size_t(1), size_t(4), size_t(6), step.size() - 1}) {
+    for (size_t i : {size_t(0), size_t(1), size_t(2), size_t(3), step.size() - 1}) {
         const Matrix& m = step[i];
         runner.product(m, x.data(), 4, y.data());
         for (int r = 0; r < 4; ++r) {
@@ -144,9 +166,9 @@ int main(int argc, char** argv) {
         worst_error = std::max(worst_error, error / largest);
     }
 
-    printf("{\"isa\": \"%s\", \"threads\": %d, \"steps\": %d, \"weight_mb\": %.1f, \"rows_bitwise_equal\": %s, "
+    printf("{\"isa\": \"%s\", \"activations\": \"%s\", \"products\": %zu, \"threads\": %d, \"steps\": %d, \"weight_mb\": %.1f, \"rows_bitwise_equal\": %s, "
            "\"fingerprint\": \"%016llx\", \"relative_error\": %.3g, \"tokens\": {",
-           ISA_NAME, threads, steps, weight_bytes / 1e6, rows_equal ? "true" : "false",
+           ISA_NAME, f32 ? "f32" : "q8_1", step.size(), threads, steps, weight_bytes / 1e6, rows_equal ? "true" : "false",
            static_cast<unsigned long long>(fingerprint), worst_error);
     for (size_t ti = 0; ti < tokens.size(); ++ti) {
         const int t = tokens[ti];
