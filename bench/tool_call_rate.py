@@ -102,7 +102,7 @@ def main() -> None:
             tally[0 if right else 1 if calls else 2] += 1
             marks.append("C" if right else "w" if calls else ".")
             if seed is None:
-                shown = text.replace("\n", " ")[:70]
+                shown = text.replace("\n", " ")[:150]
         print(f"{kind:5} {''.join(marks)}  {request[:40]:40} | {shown}", flush=True)
     for (kind, run), (right, wrong, text) in counts.items():
         total = right + wrong + text
