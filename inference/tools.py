@@ -7,11 +7,14 @@ Design rules:
   also tells the model how to answer with a call, and that is the format read back (``ToolCallFormat``), as
   llama-server, vLLM and Ollama do: Hermes-style ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``
   blocks, Llama 3's bare ``{"name": ..., "parameters": {...}}``, Mistral's ``[TOOL_CALLS][{...}]``.
-* **A generic format for the other templates.** A template that never mentions ``tools`` (SmolLM2's) gets
-  llama-server's "generic" format: the system prompt describes the tools (:func:`generic_conversation`), and the
-  reply is either plain text or one JSON object, ``{"tool_call": {"name", "arguments"}}`` or, where parallel calls
-  are allowed, ``{"tool_calls": [{"name", "arguments"}, ...]}``; earlier calls and their results are rendered into
-  the conversation as that JSON and as user messages ``{"tool_response": {"tool", "content"}}``.
+* **A generic format for the other templates.** A template that never mentions ``tools`` (SmolLM2's) gets a
+  format after llama-server's "generic" one (``common/chat.cpp``): the system prompt describes the tools
+  (:func:`generic_conversation`), and the reply is either plain text or one JSON object, ``{"tool_call": {"name",
+  "arguments"}}`` or, where parallel calls are allowed, ``{"tool_calls": [{"name", "arguments"}, ...]}``; earlier
+  calls and their results are rendered into the conversation as that JSON and as user messages ``{"tool_response":
+  {"tool", "content"}}``. llama-server makes the whole reply JSON under "auto" (a call, or ``{"response": text}``);
+  text stays plain here because, measured on the default model (``bench/tool_call_rate.py``), that shape made it
+  call a tool for small talk too ("Hello!" got a weather call), where plain text under "auto" calls for nothing.
 * **Calls follow their schemas.** A grammar (``inference.constraints``) lets the reply be free text or calls of
   the given functions whose arguments match each function's JSON schema (``tool_choice`` "auto"), calls only
   ("required"), or one call of one function (a named function); so a call, once the model starts one, is always

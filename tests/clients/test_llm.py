@@ -58,8 +58,9 @@ def test_structured_output_with_a_schema(user_dir):
 
 def test_tools_are_offered_and_a_text_answer_ends_the_chain(user_dir):
     """llm sends tools without a ``tool_choice`` (so "auto", and it has no option to ask for one): the default model
-    then answers "What is the weather in Paris?" in text (greedy, measured), so the chain is one response without
-    calls. The server takes the tools as given (no ``tools_unsupported``); calls and their results sent back are
+    then answers "What is the weather in Paris?" in text, so the chain is one response without calls (it answered
+    all of ten such requests in text, greedy and sampled: ``bench/tool_call_rate.py``; no prompt wording tried made
+    it call, and llama-server's all-JSON reply made it call for small talk too, README's Tools). The server takes the tools as given (no ``tools_unsupported``); calls and their results sent back are
     tested through the clients that can ask for a call (``tests/test_clients.py``, ``tests/test_server_tools.py``)."""
     asked = []
 
