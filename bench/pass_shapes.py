@@ -1,0 +1,137 @@
+"""What a target pass costs after a pass of another width, and a draft-head pass after a target pass.
+
+    .venv/bin/python bench/pass_shapes.py --out bench/results/MACHINE      # about 2 minutes on 2 cores
+
+Speculative decoding changes the number of tokens a target pass reads (1 for a plain step, K + 1 to verify K
+drafts). OpenVINO's CPU plugin compiles the model with dynamic shapes, and a pass whose token count differs from the
+previous pass's re-derives every node's shapes and memory before it runs; the nodes' own times do not change
+(``PERF_COUNT``), the pass's wall time does. This measures, on the default 4-bit model as the engine loads it
+(exact f32 decode, hidden states exposed, q/k/v and gate/up fused), after a 64-token prompt, medians over
+``--passes`` passes (the first 5 dropped), every pass rolled back so the context stays the same:
+
+* **target, same width**: passes over n tokens, one after another (n = 1..4), the cost a fixed-K decoding pays;
+* **target, alternating**: passes over 1 and n tokens in turns, each one's wall time: what a decoding that
+  switches between plain steps and K + 1-token verification pays;
+* **draft head**: a one-token pass of the shipped head alone, one after another, and right after a one-token
+  target pass (as in decoding: the target's 100 MB of weights have just gone through the caches).
+
+Writes ``OUT/pass_shapes.json`` and ``OUT/PASS_SHAPES.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from provenance import run_stamp, write_result  # noqa: E402
+
+from inference.draft_head import HIDDEN_INPUT, load_head  # noqa: E402
+from inference.kv_cache import KVCache  # noqa: E402
+from inference.model import HIDDEN_STATES, load_model  # noqa: E402
+from inference.models.default_head import default_head_dir  # noqa: E402
+from inference.models.default_model import ensure_default_model  # noqa: E402
+from inference.precision import PrecisionSettings  # noqa: E402
+
+PROMPT = list(range(1000, 1064))
+DROPPED = 5
+
+
+class Passes:
+    """Timed passes of one KV cache over random tokens, each rolled back to the prompt."""
+
+    def __init__(self, cache: KVCache, inputs=None):
+        self.cache, self.inputs = cache, inputs
+        self.base = len(cache)
+        self.rng = np.random.default_rng(0)
+
+    def run(self, width: int) -> float:
+        """One pass over ``width`` tokens; its wall time in ms."""
+        ids = [int(t) for t in self.rng.integers(2000, 9000, width)]
+        inputs = {name: np.repeat(value, width, axis=1) for name, value in (self.inputs or {}).items()}
+        start = time.perf_counter()
+        self.cache.forward(ids, inputs=inputs or None)
+        elapsed = (time.perf_counter() - start) * 1e3
+        self.cache.truncate(self.base)
+        if self.cache.physical_length > self.base + 32:
+            self.cache.compact()
+        return elapsed
+
+
+def medians(pattern: list[tuple[Passes, int]], passes: int) -> list[float]:
+    """Run ``pattern`` (cache, width) in turns ``passes`` times; the median ms of each of its positions."""
+    times = [[] for _ in pattern]
+    for index in range(passes):
+        for slot, (runner, width) in enumerate(pattern):
+            elapsed = runner.run(width)
+            if index >= DROPPED:
+                times[slot].append(elapsed)
+    return [round(statistics.median(values), 2) for values in times]
+
+
+def measure(passes: int) -> dict:
+    target_model = load_model(ensure_default_model(4), "CPU", PrecisionSettings())
+    head = load_head(default_head_dir())
+    target_cache = KVCache(target_model.compiled, target_model.rope, kept_output=HIDDEN_STATES)
+    target_cache.forward(PROMPT)
+    head_cache = KVCache(head.compiled, head.rope)
+    head_cache.forward(PROMPT[1:], inputs={HIDDEN_INPUT: target_cache.rows(0, len(PROMPT) - 1)[None]})
+    target = Passes(target_cache)
+    draft = Passes(head_cache, {HIDDEN_INPUT: target_cache.rows(len(PROMPT) - 2, len(PROMPT) - 1)[None]})
+    rows = []
+    for width in (1, 2, 3, 4):
+        same = medians([(target, width)], passes)[0]
+        one_after, width_after = medians([(target, 1), (target, width)], passes) if width > 1 else (same, same)
+        rows.append({"width": width, "same_ms": same, "alternating_ms": width_after, "one_token_alternating_ms": one_after})
+    head_alone = medians([(draft, 1)], passes)[0]
+    target_then_head = medians([(target, 1), (draft, 1)], passes)
+    return {"target": rows, "head_alone_ms": head_alone, "head_after_target_ms": target_then_head[1],
+            "target_before_head_ms": target_then_head[0]}
+
+
+def markdown(result: dict) -> str:
+    stamp = result["stamp"]
+    base = result["target"][0]["same_ms"]
+    lines = [
+        "# A pass's cost after a pass of another width (target) and after a target pass (draft head)", "",
+        f"- Machine: {stamp['machine']}",
+        f"- Command: `{stamp['command']}` at commit {stamp['commit']}, finished {stamp['finished']}; medians of "
+        f"{result['passes'] - DROPPED} passes each, 64-token prompt, every pass rolled back.", "",
+        "| tokens n | n after n, ms | n after 1 (alternating), ms | 1 after n, ms | n after n / one-token pass | "
+        "switch cost, ms (n after 1 + 1 after n - both same) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in result["target"]:
+        switch = row["alternating_ms"] + row["one_token_alternating_ms"] - row["same_ms"] - base
+        lines.append(f"| {row['width']} | {row['same_ms']:.2f} | {row['alternating_ms']:.2f} | "
+                     f"{row['one_token_alternating_ms']:.2f} | {row['same_ms'] / base:.2f} | "
+                     f"{switch / 2 if row['width'] > 1 else 0:.2f} a switch |")
+    lines += ["", f"Draft head, one-token pass: {result['head_alone_ms']:.2f} ms alone, "
+              f"{result['head_after_target_ms']:.2f} ms right after a one-token target pass "
+              f"({result['target_before_head_ms']:.2f} ms).", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passes", type=int, default=60, help="passes per measurement (the first 5 dropped)")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    started = time.time()
+    result = {**measure(args.passes), "passes": args.passes}
+    result["stamp"] = run_stamp("pass_shapes.py", argv, started)
+    write_result(args.out, "pass_shapes", result, markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
