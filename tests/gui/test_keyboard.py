@@ -33,6 +33,20 @@ def _tab_through(qtbot, window, presses: int = 150) -> list:
     return seen
 
 
+def _ring(qtbot, window, widget) -> int:
+    """Pixels of ``widget`` its focus changes with a contrast of 3:1 or more (WCAG's for the parts of a control),
+    the focus reached by Tab from the message box, as a user gets there (styles draw the ring only then)."""
+    window.composer.edit.setFocus()
+    before = widget.grab().toImage()
+    while not widget.hasFocus():
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+    after = widget.grab().toImage()
+    return sum(
+        theme.contrast_ratio(before.pixelColor(x, y), after.pixelColor(x, y)) >= 3
+        for x in range(after.width()) for y in range(after.height())
+    )  # fmt: skip
+
+
 def test_tab_leaves_the_message_box_and_ctrl_enter_sends(qtbot, make_window):
     window = make_window(FAST, start=False)
     activate(qtbot, window)
@@ -76,26 +90,13 @@ def test_every_control_is_reached_with_tab_and_named_for_screen_readers(qtbot, m
 def test_the_focused_control_shows_a_ring(qtbot, make_window):
     window = make_window(FAST, start=False)
     activate(qtbot, window)
-
-    def ring(widget) -> int:
-        """Pixels the focus changed with a contrast of 3:1 or more (WCAG's for the parts of a control)."""
-        window.composer.edit.setFocus()
-        before = widget.grab().toImage()
-        while not widget.hasFocus():  # by the keyboard, as a user gets there (styles draw the ring only then)
-            qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
-        after = widget.grab().toImage()
-        return sum(
-            theme.contrast_ratio(before.pixelColor(x, y), after.pixelColor(x, y)) >= 3
-            for x in range(after.width()) for y in range(after.height())
-        )  # fmt: skip
-
     pane = window.settings_pane
     for widget in (
         window.composer.send_button, window.chat_view.system_button, window.composer.compare_button,
         window.model_picker.combo, pane.fields["decoding"], pane.fields["n_ctx"], pane.fields["temperature"],
         window.chat_view.json_box, window.chat_view.scroll_area, pane,
     ):  # fmt: skip  (the last two: the Tab stops after System prompt and after Compare, without a ring until now)
-        assert ring(widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
+        assert _ring(qtbot, window, widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
 
 
 def _edit_first_message(qtbot, window):
@@ -293,22 +294,11 @@ def test_every_tab_stop_of_the_window_shows_a_ring(qtbot, make_window):
         if widget not in stops:
             stops.append(widget)
     replies = [w.body for w in window.chat_view.message_widgets() if w.message.role == "assistant"]
-    assert len(stops) >= 20 and pane_reached(window, stops)
+    assert len(stops) >= 20 and window.settings_pane.fields["decoding"] in stops
     assert any(replies[0].isAncestorOf(stop) or stop is replies[0] for stop in stops), "the empty reply is no Tab stop"
 
-    def ring(widget) -> int:
-        window.composer.edit.setFocus()
-        before = widget.grab().toImage()
-        while not widget.hasFocus():
-            qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
-        after = widget.grab().toImage()
-        return sum(
-            theme.contrast_ratio(before.pixelColor(x, y), after.pixelColor(x, y)) >= 3
-            for x in range(after.width()) for y in range(after.height())
-        )  # fmt: skip
-
     missing = [f"{type(stop).__name__} {stop.objectName() or stop.accessibleName()!r}" for stop in stops
-               if ring(stop) <= 2 * min(stop.width(), 200)]  # fmt: skip
+               if _ring(qtbot, window, stop) <= 2 * min(stop.width(), 200)]  # fmt: skip
     assert not missing, "; ".join(missing)
     # a check box's text keeps its room when its ring shows (the ring took 4 px of it: the "d" of "Greedy" was cut)
     greedy = window.settings_pane.sampling.greedy
@@ -324,7 +314,3 @@ def test_every_tab_stop_of_the_window_shows_a_ring(qtbot, make_window):
     assert greedy.hasFocus() and text_room() == unfocused
     assert unfocused.width() >= greedy.fontMetrics().horizontalAdvance(greedy.text()) and unfocused.right() < greedy.width() - 2
 
-
-def pane_reached(window, stops) -> bool:
-    """Whether the walk reached the settings (its Decoding box)."""
-    return window.settings_pane.fields["decoding"] in stops
