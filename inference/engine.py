@@ -46,7 +46,7 @@ from .kv_cache import KVCache
 from .model import HIDDEN_STATES, LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
-from .prefill import prefill_discards, prefill_pass_size, prefill_work
+from .prefill import prefill_discards, prefill_pass_size, prefill_work, remaining_seconds
 from .reply_stream import ReplyStream
 from .sampling import accept_drafts, next_token
 from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, SettingError, check_threads
@@ -328,11 +328,12 @@ class Engine:
         then holds the passes done)."""
         start = time.perf_counter() if start is None else start
         logits = None
-        done, work_done, prefill_start = 0, 0.0, time.perf_counter()
-        yield PromptProgress(done=0, total=len(tokens), elapsed_s=prefill_start - start)
+        done, passes = 0, []  # (seconds, prefill_work) of each pass: the time estimate's rate
+        yield PromptProgress(done=0, total=len(tokens), elapsed_s=time.perf_counter() - start)
         while done < len(tokens):
             if cancel is not None and cancel.is_set():
                 return None
+            pass_start = time.perf_counter()  # (a roll before the pass counts in its time, as the drafters' feed after)
             if len(self._cache) >= n_ctx:
                 yield self._roll(n_keep, n_discard, drafters, models, stats)
             upcoming = len(tokens) - done
@@ -344,9 +345,8 @@ class Engine:
             self._seen.extend(chunk)
             done += len(chunk)
             cached, now = len(self._cache), time.perf_counter()
-            work_done += prefill_work(cached - len(chunk), cached)
-            work_left = prefill_work(cached, min(n_ctx, cached + len(tokens) - done))
-            remaining = (now - prefill_start) * work_left / work_done
+            passes.append((now - pass_start, prefill_work(cached - len(chunk), cached)))
+            remaining = remaining_seconds(passes, prefill_work(cached, min(n_ctx, cached + len(tokens) - done)))
             yield PromptProgress(done=done, total=len(tokens), elapsed_s=now - start, remaining_s=remaining)
         return logits
 

@@ -8,7 +8,7 @@ from helpers import chat_ids, settings
 
 from inference.engine import Engine
 from inference.events import Finished, PromptOverflow, PromptProgress, TextDelta
-from inference.prefill import prefill_pass_size
+from inference.prefill import RATE_PASSES, prefill_pass_size, prefill_work, remaining_seconds
 
 GENESIS = Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt"
 
@@ -56,3 +56,23 @@ def test_stop_between_passes_ends_the_prefill_with_the_passes_read(target):
     assert isinstance(final, Finished) and final.stats.stop_reason == "cancelled"
     assert not [e for e in events if isinstance(e, TextDelta)]
     assert final.stats.prefilled_tokens == progress[1].done == engine.cache_length
+
+
+def test_the_time_left_is_measured_on_the_latest_passes_not_the_cheaper_first_one():
+    """A 4,096-token prompt read as the measurements say (f32: the first 1,024 tokens in 3.1 s, then ~2 ms per unit
+    of work): averaged from the start the estimate stayed short (a newcomer saw "about 42 s" for 47 s); the rate of
+    the latest passes gives the time the rest takes, and follows a machine that became slower."""
+    first = prefill_work(0, 1024)
+    passes = [(3.1, first)]
+    cached = 1024
+    for _ in range(8):  # eight passes after cached tokens, at 2 ms per unit
+        size = prefill_pass_size(cached, fast=False)
+        passes.append((0.002 * prefill_work(cached, cached + size), prefill_work(cached, cached + size)))
+        cached += size
+    left = prefill_work(cached, 4096)
+    assert abs(remaining_seconds(passes, left) - 0.002 * left) < 1e-9  # what the rest takes
+    elapsed, done = sum(s for s, _ in passes), sum(w for _, w in passes)
+    assert elapsed * left / done < 0.9 * 0.002 * left  # (the average from the start: over 10% short)
+    assert remaining_seconds(passes[:1], left) == 3.1 * left / first  # after the first pass, its own rate
+    slower = passes + [(0.003 * w, w) for _, w in passes[-RATE_PASSES:]]  # the machine got busy: 3 ms per unit
+    assert abs(remaining_seconds(slower, left) - 0.003 * left) < 1e-9

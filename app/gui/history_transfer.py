@@ -2,7 +2,9 @@
 
 A JSON export holds what the app shows of a conversation (its branch shown, each message's state, statistics and
 draft spans); importing it adds a new conversation with the same content, so export, import and export give the
-same JSON. An import is checked whole before anything is written: a file that is too large, not UTF-8, not JSON,
+same JSON, but for the title where the history already has a chat of that title: the import is then named
+"Title (imported)", "Title (imported 2)"... (as ChatGPT's and LM Studio's copies are told apart), so that the list
+never shows two identical entries. An import is checked whole before anything is written: a file that is too large, not UTF-8, not JSON,
 nested too deeply or with any field SpecChat would not write gets a ``ValueError`` that names the field, and the
 history is left as it was.
 """
@@ -93,9 +95,29 @@ def import_json(db: HistoryDB, data: Any) -> int:
     title = data.get("title")
     if not isinstance(title, str) or not title.strip():
         title = "Imported chat"
+    title = imported_title(title.strip(), {conversation.title for conversation in db.conversations()})
     created = data["created_at"] if data.get("created_at") is not None else time.time()
-    return db.add_imported_conversation(title.strip(), data.get("system_prompt", ""), data.get("json_output", False),
+    return db.add_imported_conversation(title, data.get("system_prompt", ""), data.get("json_output", False),
                                         created, messages)
+
+
+#: A title an import was given: its base and the number of the copy ("Notes (imported 2)"; none for the first).
+_IMPORTED_TITLE = re.compile(r"^(?P<base>.*) \(imported(?: (?P<number>\d+))?\)$")
+
+
+def imported_title(title: str, taken: set[str]) -> str:
+    """The title of a chat imported as ``title`` into a history whose chats have the titles ``taken``.
+
+    ``title`` itself when no chat has it; otherwise "<base> (imported)", else "<base> (imported 2)", "(imported 3)"...
+    the first that is free, where <base> is ``title`` without an "(imported N)" it already ends in (a copy of a copy
+    is numbered, never "(imported) (imported)").
+    """
+    if title not in taken:
+        return title
+    match = _IMPORTED_TITLE.match(title)
+    base = match["base"] if match else title
+    candidates = (f"{base} (imported)" if number == 1 else f"{base} (imported {number})" for number in range(1, len(taken) + 2))
+    return next(candidate for candidate in candidates if candidate not in taken)
 
 
 #: A line that opens a fenced code block (CommonMark): up to 3 spaces, 3 or more backticks or tildes, an info string.

@@ -50,6 +50,7 @@ from .reply_controller import ActiveReply, ReplyController
 from .server_control import ServerControl
 from .settings_store import AppSettings, SettingsStore
 from .side_panel_fold import SidePanelFold
+from .side_panel_width import SidePanelWidth
 from .widgets.chat_view import ChatView
 from .widgets.code_block import warm_up_in
 from .widgets.composer import Composer
@@ -137,6 +138,10 @@ class MainWindow(QMainWindow):
         self.local_server = self.server_control.server
         self._build_actions()
         self._restore_ui_state()
+        pane = self.settings_pane
+        self.side_panel_width = SidePanelWidth(
+            self.splitter, self.right_splitter, [pane.bits, pane.decoding, pane.draft_model], follow=self._fit_right_column
+        )  # large screens
         self.apply_theme()
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._desktop_scheme_changed)  # (bound: dropped with it)
         self.choice.refresh_models()

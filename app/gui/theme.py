@@ -327,7 +327,13 @@ QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background
 #messagesArea {{ border: 2px solid transparent; }}
 #settingsPane:focus, #messagesArea:focus {{ border: 2px solid {t.focus}; }}
 QComboBox:focus, QAbstractSpinBox:focus, QLineEdit:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
-QCheckBox:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
+/* a check box's ring is a border it always has, transparent until it has the focus: a border on focus only took
+   its room from the text and cut the "d" of "Greedy: likeliest word" */
+QCheckBox {{ border: 2px solid transparent; border-radius: 3px; }}
+QCheckBox:focus {{ border-color: {t.focus}; }}
+/* the plot chosen is the accent colour: its ring is the text colour, as the Send button's */
+QToolButton[plotChoice="true"]:focus {{ border: 2px solid {t.focus}; padding: 1px 5px; }}
+QToolButton[plotChoice="true"]:checked:focus {{ border-color: {t.text}; }}
 """
 
 

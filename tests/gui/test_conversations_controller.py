@@ -118,6 +118,8 @@ def test_a_json_export_imports_back_as_a_new_chat_shown(qtbot, parts, tmp_path):
     assert imported != chat and parts.chat_view.conversation_id == imported
     assert shown_texts(qtbot, parts.chat_view) == [("user", "Name three colours."), ("assistant", "Red, green and blue.")]
     assert sorted(parts.conversation_list.ids()) == sorted([chat, imported])
+    listed = {cid: parts.conversation_list.item_for(cid).text() for cid in (chat, imported)}
+    assert listed[chat].startswith("Colours") and listed[imported].startswith("Colours (imported)")  # two entries told apart
 
 
 def test_a_refused_history_write_is_said_in_the_composer_and_the_status_bar(parts):

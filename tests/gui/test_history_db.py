@@ -301,10 +301,30 @@ def test_export_markdown_and_json_and_import_back(tmp_path):
     copy = import_json(db, json.loads(text))
     assert copy != c
     original, imported = export_json(db, c), export_json(db, copy)
-    assert imported["title"] == "Export me" and imported["system_prompt"] == "You are terse."
+    assert imported["title"] == "Export me (imported)" and imported["system_prompt"] == "You are terse."
     assert [(m["role"], m["content"], m["stats"], m["draft_spans"]) for m in imported["messages"]] == [
         (m["role"], m["content"], m["stats"], m["draft_spans"]) for m in original["messages"]
     ]
+    db.close()
+
+
+def test_an_imported_chat_is_told_apart_from_a_chat_of_the_same_title(tmp_path):
+    """The trial imported a chat back and the list showed two identical "Export me" entries."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    original = db.create_conversation("Export me")
+    db.add_message(original, "user", "Hello")
+    exported = export_json(db, original)
+    copies = [import_json(db, exported) for _ in range(3)]
+    titles = [db.conversation(c).title for c in copies]
+    assert titles == ["Export me (imported)", "Export me (imported 2)", "Export me (imported 3)"]
+    again = import_json(db, export_json(db, copies[0]))  # a copy of the copy is numbered, not "(imported) (imported)"
+    assert db.conversation(again).title == "Export me (imported 4)"
+    listed = [conversation.title for conversation in db.conversations()]
+    assert len(listed) == len(set(listed)) == 5
+    other = HistoryDB(tmp_path / "other.sqlite3")  # into a history without it, the title stays as it was
+    assert other.conversation(import_json(other, exported)).title == "Export me"
+    assert other.conversation(import_json(other, export_json(db, copies[1]))).title == "Export me (imported 2)"
+    other.close()
     db.close()
 
 

@@ -33,6 +33,20 @@ def _tab_through(qtbot, window, presses: int = 150) -> list:
     return seen
 
 
+def _ring(qtbot, window, widget) -> int:
+    """Pixels of ``widget`` its focus changes with a contrast of 3:1 or more (WCAG's for the parts of a control),
+    the focus reached by Tab from the message box, as a user gets there (styles draw the ring only then)."""
+    window.composer.edit.setFocus()
+    before = widget.grab().toImage()
+    while not widget.hasFocus():
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+    after = widget.grab().toImage()
+    return sum(
+        theme.contrast_ratio(before.pixelColor(x, y), after.pixelColor(x, y)) >= 3
+        for x in range(after.width()) for y in range(after.height())
+    )  # fmt: skip
+
+
 def test_tab_leaves_the_message_box_and_ctrl_enter_sends(qtbot, make_window):
     window = make_window(FAST, start=False)
     activate(qtbot, window)
@@ -76,26 +90,13 @@ def test_every_control_is_reached_with_tab_and_named_for_screen_readers(qtbot, m
 def test_the_focused_control_shows_a_ring(qtbot, make_window):
     window = make_window(FAST, start=False)
     activate(qtbot, window)
-
-    def ring(widget) -> int:
-        """Pixels the focus changed with a contrast of 3:1 or more (WCAG's for the parts of a control)."""
-        window.composer.edit.setFocus()
-        before = widget.grab().toImage()
-        while not widget.hasFocus():  # by the keyboard, as a user gets there (styles draw the ring only then)
-            qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
-        after = widget.grab().toImage()
-        return sum(
-            theme.contrast_ratio(before.pixelColor(x, y), after.pixelColor(x, y)) >= 3
-            for x in range(after.width()) for y in range(after.height())
-        )  # fmt: skip
-
     pane = window.settings_pane
     for widget in (
         window.composer.send_button, window.chat_view.system_button, window.composer.compare_button,
         window.model_picker.combo, pane.fields["decoding"], pane.fields["n_ctx"], pane.fields["temperature"],
         window.chat_view.json_box, window.chat_view.scroll_area, pane,
     ):  # fmt: skip  (the last two: the Tab stops after System prompt and after Compare, without a ring until now)
-        assert ring(widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
+        assert _ring(qtbot, window, widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
 
 
 def _edit_first_message(qtbot, window):
@@ -266,3 +267,50 @@ def test_after_stop_the_focus_is_in_the_message_box_and_typing_reaches_it(qtbot,
     assert QApplication.focusWidget() is edit, QApplication.focusWidget()
     qtbot.keyClicks(QApplication.focusWidget(), "zz")
     assert edit.toPlainText() == "zz"
+
+
+def test_every_tab_stop_of_the_window_shows_a_ring(qtbot, make_window):
+    """A newcomer's Tab walk found two stops without a visible ring: an empty reply's text area, and the Greedy check
+    box whose ring cut the "d" of its label. Each stop of a whole walk (a chat with an empty and a written reply shown)
+    changes a line of pixels around it when it gets the focus, and a check box's text is as wide with its ring."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QStyle, QStyleOptionButton
+
+    window = make_window(FAST, start=False)
+    conversation = window.db.create_conversation("Rings")
+    window.db.add_message(conversation, "user", "Hello")
+    window.db.add_message(conversation, "assistant", "", state="stopped")  # an empty reply
+    window.db.add_message(conversation, "user", "Again")
+    window.db.add_message(conversation, "assistant", "A written reply.")
+    window.conversations.refresh()
+    window.conversations.open(conversation)
+    qtbot.waitUntil(lambda: window.chat_view.fully_loaded and len(window.chat_view.message_widgets()) == 4, timeout=3000)
+    activate(qtbot, window)
+    qtbot.wait(50)
+    stops = []
+    for widget in _tab_through(qtbot, window, presses=120):
+        if widget is window.composer.edit:
+            break
+        if widget not in stops:
+            stops.append(widget)
+    replies = [w.body for w in window.chat_view.message_widgets() if w.message.role == "assistant"]
+    assert len(stops) >= 20 and window.settings_pane.fields["decoding"] in stops
+    assert any(replies[0].isAncestorOf(stop) or stop is replies[0] for stop in stops), "the empty reply is no Tab stop"
+
+    missing = [f"{type(stop).__name__} {stop.objectName() or stop.accessibleName()!r}" for stop in stops
+               if _ring(qtbot, window, stop) <= 2 * min(stop.width(), 200)]  # fmt: skip
+    assert not missing, "; ".join(missing)
+    # a check box's text keeps its room when its ring shows (the ring took 4 px of it: the "d" of "Greedy" was cut)
+    greedy = window.settings_pane.sampling.greedy
+
+    def text_room() -> QRect:
+        option = QStyleOptionButton()
+        greedy.initStyleOption(option)
+        return greedy.style().subElementRect(QStyle.SubElement.SE_CheckBoxContents, option, greedy)
+
+    window.composer.edit.setFocus()
+    unfocused = text_room()
+    greedy.setFocus(Qt.FocusReason.TabFocusReason)
+    assert greedy.hasFocus() and text_room() == unfocused
+    assert unfocused.width() >= greedy.fontMetrics().horizontalAdvance(greedy.text()) and unfocused.right() < greedy.width() - 2
+

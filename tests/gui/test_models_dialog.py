@@ -127,9 +127,12 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(model_store.models_dir() / "tiny-same")))
     dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findData(str(model_store.models_dir() / "tiny-other")))
     assert dialog.target_combo.currentText().startswith("tiny-same · 16-bit · ") and dialog.target_combo.currentText().endswith(" MiB")
+    add_log = dialog.log.toPlainText()
     dialog.pair_button.click()
     qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
     assert dialog.pair_result.text().startswith("✘ Refused") and "tokenizers differ" in dialog.pair_result.text()
+    qtbot.waitUntil(lambda: dialog.job is None, timeout=5_000)
+    assert dialog.log.toPlainText() == add_log  # the Add tab's log shows its own lines only (not "Checking the pair: done")
 
     # Remove with confirmation: Cancel keeps it, Yes removes it.
     row = _names(dialog).index("tiny-other")

@@ -423,3 +423,44 @@ def test_a_stored_value_a_field_cannot_hold_is_said_as_the_file_holds_it(qtbot, 
     assert f"got {shown}" in pane.errors()[name]
     pane.reset_button.click()
     assert pane.errors() == {}
+
+
+@pytest.mark.parametrize("field,value", [("n_keep", 512), ("n_ctx", 5), ("top_p", 0.0), ("k", 17)])
+def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
+    """A newcomer typed an invalid n_keep: its error line pushed the fields below it down ~15 px, and a click aimed
+    at the next field landed on another. The error takes its slot's room (the explanation's lines, or the line kept
+    free under a field without one); a longer message ends with "…" and is whole in its tooltip."""
+    from PySide6.QtCore import QPoint, QRect
+    from PySide6.QtWidgets import QLabel
+
+    from app.gui.application import create_application
+
+    create_application()
+    pane = SettingsPane(AppSettings().with_values(n_ctx=512, decoding="spec_lookup"), ["CPU"])
+    qtbot.addWidget(pane)
+    pane.resize(400, 760)
+    pane.show()
+    pane.advanced.button.click()
+    pane.sampling.more.show()
+    qtbot.wait(50)  # (layouts settle in posted events)
+
+    def geometry() -> dict[str, QRect]:
+        inner = pane.widget()
+        return {name: QRect(widget.mapTo(inner, QPoint(0, 0)), widget.size()) for name, widget in pane.fields.items()
+                if widget.isVisibleTo(pane)}  # fmt: skip
+
+    before = geometry()
+    assert field in before and len(before) >= 15
+    original = getattr(pane, field).value()
+    getattr(pane, field).setValue(value)
+    qtbot.wait(50)
+    assert {name: rect for name, rect in geometry().items() if rect != before[name]} == {}
+    error = pane.error_labels[field]
+    assert error.isVisibleTo(pane) and error.text() and error.text() == error.toolTip()
+    shown = error.shown_text()
+    assert shown == error.text() or (shown.endswith("…") and error.text().startswith(shown[:-1].replace("\n", " ")[:20]))
+    explanation = [label for label in error.parentWidget().findChildren(QLabel, "settingHelp")]
+    assert not any(label.isVisibleTo(pane) for label in explanation)  # the error is said in the explanation's place
+    getattr(pane, field).setValue(original)
+    qtbot.wait(50)
+    assert not error.isVisibleTo(pane) and all(label.isVisibleTo(pane) for label in explanation) and geometry() == before

@@ -80,3 +80,37 @@ def test_guard_wheel_outside_a_scroll_area(qtbot):
     box.show()
     _wheel(spin, notches=1)
     assert spin.value() == 0
+
+
+def test_the_wheel_passed_on_lands_where_the_pointer_is_and_qt_warns_of_nothing(qtbot, make_window):
+    """The trial's terminal showed "QWidget::mapFrom(): parent must be in parent hierarchy" (twice, seen at quit):
+    each wheel notch over an unfocused field mapped its point from the field into the viewport the wrong way round."""
+    from PySide6.QtCore import QEvent, QObject, qInstallMessageHandler
+
+    messages = []
+    previous = qInstallMessageHandler(lambda _mode, _context, text: messages.append(text))
+    try:
+        window = make_window(start=False)
+        pane = window.settings_pane
+        viewport = pane.viewport()
+        received = []
+
+        class Spy(QObject):
+            def eventFilter(self, watched, event):  # noqa: N802 - Qt's name
+                if event.type() == QEvent.Type.Wheel:
+                    received.append(event.position())
+                return False
+
+        spy = Spy(viewport)
+        viewport.installEventFilter(spy)
+        for name in ("decoding", "n_ctx", "temperature"):
+            field = pane.fields[name]
+            field.clearFocus()
+            _wheel(field, notches=1)
+            centre = QPointF(field.width() / 2, field.height() / 2)
+            assert received[-1] == field.mapTo(viewport, centre), name  # the viewport's point under the pointer
+        window.close()
+        qtbot.wait(50)
+    finally:
+        qInstallMessageHandler(previous)
+    assert [text for text in messages if "parent hierarchy" in text] == []

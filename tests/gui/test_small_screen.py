@@ -267,3 +267,29 @@ def test_a_compare_whose_auto_used_three_drafters_keeps_both_columns_and_the_but
     title = reply.spec_column.title
     assert title.text().startswith("Auto (draft head 51 steps at K up to 3, 31% accepted; plain 31 steps")
     assert len(title.lines()) >= 2 and not any("…" in line for line in title.lines()), title.lines()
+
+
+def test_the_side_panel_takes_the_room_a_large_screen_gives(qtbot, make_window):
+    """At 1920x1080 the panel stayed ~410 px wide and Decoding and Drafter showed "Auto (fastest measured: draf…"; at
+    1366x768 it keeps its 410 px and the chat its room; a width the user drags stands."""
+    from app.gui.side_panel_width import CHAT_KEEPS_PX, PANEL_PX
+
+    window = make_window(FAST.with_values(decoding="auto"), start=False)
+    pane = window.settings_pane
+    combos = (pane.decoding, pane.draft_model)
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.right_splitter.width() == PANEL_PX, timeout=3000)
+    assert pane.decoding.is_elided()  # (no room for more at this width)
+    assert window.splitter.sizes()[1] >= 600
+    window.resize(1920, 1080)
+    qtbot.waitUntil(lambda: not any(combo.is_elided() for combo in combos), timeout=3000)
+    assert pane.decoding.currentText().startswith("Auto (fastest measured:") and pane.draft_model.currentText()
+    assert window.right_splitter.width() > PANEL_PX and window.splitter.sizes()[1] >= CHAT_KEEPS_PX
+    window.resize(1366, 768)  # back on a small screen, the chat gets its room back
+    qtbot.waitUntil(lambda: window.right_splitter.width() == PANEL_PX, timeout=3000)
+    sizes = window.splitter.sizes()
+    window.splitter.splitterMoved.emit(sizes[0] + sizes[1] - 50, 2)  # as a drag of the handle says it
+    window.splitter.setSizes([sizes[0], sizes[1] - 50, sizes[2] + 50])
+    window.resize(1920, 1080)
+    qtbot.wait(50)
+    assert window.right_splitter.width() == PANEL_PX + 50  # the user's width stands

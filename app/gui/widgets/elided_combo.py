@@ -23,6 +23,10 @@ class ElidedComboBox(QComboBox):
         """Whether the current text is shown cut."""
         return self.shown_text() != self.currentText()
 
+    def missing_width(self) -> int:
+        """Pixels the combo lacks to show its current text whole (0 when it does)."""
+        return max(0, self.fontMetrics().horizontalAdvance(self.currentText()) - self._text_width())
+
     def hover_text(self) -> str:
         """The tooltip shown on hover: the whole current text first while it is cut, then the combo's own tip."""
         tip = self.toolTip()

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -67,11 +68,14 @@ class Operation:
     """The operation running (at most one).
 
     Attributes:
-        title: what it does ("Adding org/name"); cancel: set to make it stop (it cleans up and reports
-        cancelled); task: the coroutine on the GUI loop that awaits it.
+        title: what it does ("Adding org/name"); log: the log of the tab that started it, which gets its progress
+        lines and outcome (None: the status line only; a pair check on the Installed tab once left "Checking the
+        pair: done" in the Add tab's log); cancel: set to make it stop (it cleans up and reports cancelled);
+        task: the coroutine on the GUI loop that awaits it.
     """
 
     title: str
+    log: QPlainTextEdit | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task | None = None
 
@@ -160,9 +164,12 @@ class ModelsDialog(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         header = self.table.horizontalHeader()
+        # every column as wide as its text, Source too (a repository id with its revision, a file's path: one
+        # word each, that wrapping cannot break; cut with "…" they were whole in the tooltip only); the table
+        # scrolls sideways where the dialog is narrower, and the last column takes any room left
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
-        header.setSectionResizeMode(SOURCE_COLUMN, QHeaderView.Stretch)  # the longest text gets the room left
-        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        header.setStretchLastSection(True)
+        self.table.setHorizontalScrollMode(QAbstractItemView.ScrollPerPixel)  # (a column wider than the view is read whole)
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
         self.remove_button = QPushButton("Remove…")
@@ -295,7 +302,7 @@ class ModelsDialog(QDialog):
                 )
                 if column == ENDLESS_COLUMN:
                     item.setToolTip(endless)
-                else:  # (a Source cut with "…" is whole in its tooltip)
+                else:
                     item.setToolTip(f"Source: {text}\n{tip}" if column == SOURCE_COLUMN else tip)
                 self.table.setItem(row, column, item)
         targets = store.target_models(self._manifests)  # a draft head drafts only: it is never a target
@@ -418,7 +425,7 @@ class ModelsDialog(QDialog):
 
         else:
             work = self._download_work(text, bits, name, replace)
-        self._start(f"Adding {text}", work, changes_models=True)
+        self._start(f"Adding {text}", work, changes_models=True, log=self.log)
 
     @staticmethod
     def _download_work(repo_id: str, bits: int, name: str | None, replace: bool):
@@ -474,12 +481,14 @@ class ModelsDialog(QDialog):
         """True while an operation runs."""
         return self.job is not None
 
-    def _start(self, title: str, work, *, changes_models: bool = False, on_success=None, on_failure=None) -> None:
-        """Run ``work(report, cancel)`` off the GUI thread (see the module doc); one operation at a time."""
+    def _start(self, title: str, work, *, changes_models: bool = False, on_success=None, on_failure=None,
+               log: QPlainTextEdit | None = None) -> None:
+        """Run ``work(report, cancel)`` off the GUI thread (see the module doc); one operation at a time. Its
+        progress and outcome go to the status line and to ``log``, the starting tab's own log (None: none)."""
         if self.job is not None:
             self._set_status("Another operation is running; wait for it or cancel it.")
             return
-        job = Operation(title)
+        job = Operation(title, log)
         self.job = job
         self.progress_bar.setVisible(True)
         self.progress_bar.setRange(0, 0)  # busy until the first fraction arrives
@@ -493,7 +502,7 @@ class ModelsDialog(QDialog):
         from inference.models.errors import OperationCancelled
 
         title = job.title
-        report = ProgressThrottle(threadsafe(self._on_progress))
+        report = ProgressThrottle(threadsafe(partial(self._on_progress, job)))
         try:
             result = await run_in(self._executor, work, report, job.cancel)
         except OperationCancelled:
@@ -504,16 +513,15 @@ class ModelsDialog(QDialog):
         else:
             self._finish(job, f"{title}: done", changes_models, on_success, result)
 
-    def _on_progress(self, message: str, fraction: float) -> None:
+    def _on_progress(self, job: Operation, message: str, fraction: float) -> None:
         if fraction >= 0:
             self.progress_bar.setRange(0, 1000)
             self.progress_bar.setValue(int(fraction * 1000))
         else:
             self.progress_bar.setRange(0, 0)
         self._set_status(message)
-        last = self.log.document().lastBlock().text()
-        if message != last:
-            self.log.appendPlainText(message)
+        if job.log is not None and message != job.log.document().lastBlock().text():
+            job.log.appendPlainText(message)
 
     def _finish(self, job: Operation, message: str, changes_models: bool, callback, value, failed: bool = False) -> None:
         if job is not self.job:
@@ -523,7 +531,8 @@ class ModelsDialog(QDialog):
         self.cancel_button.setEnabled(False)
         self.cancel_button.setVisible(False)
         self._set_status(message)
-        self.log.appendPlainText(message)
+        if job.log is not None:
+            job.log.appendPlainText(message)
         if changes_models:
             self.refresh()
             if not failed:

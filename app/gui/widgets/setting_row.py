@@ -1,12 +1,29 @@
 """One setting in a form: a label in plain words with the field's term beside it ("Context length (n_ctx)"), the
-input, a one-line explanation under it, and the place where its error is said, the width of the whole form so that
-a message never wraps to a lone word."""
+input, and under it one slot the width of the whole form (so that a message never wraps to a lone word) holding its
+one-line explanation or, while the value is invalid, its error in the explanation's place.
+
+The slot's height never changes when an error appears or goes: a newcomer typed an invalid n_keep, the error line
+pushed every field below it down ~15 px, and a click aimed at the next field landed on another. An error takes the
+lines the explanation takes (one line where a setting has none: that line is kept free), as Material's text fields
+put their error in place of their helper text; a longer message ends with "…", whole in ``text()``, its tooltip and
+the message box's summary of the first error."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtWidgets import QAbstractSpinBox, QComboBox, QFormLayout, QLabel, QLineEdit, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextLayout
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QComboBox,
+    QFormLayout,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QSizePolicy,
+    QWidget,
+)
 
 from ..theme import FIELD_WIDTH
 
@@ -16,20 +33,88 @@ class SettingRow:
     """The widgets of one setting row.
 
     Attributes:
-        field: the input (its object name ``setting_<name>``); error: its error label (hidden while valid);
-        help: its one-line explanation (None without one); widgets: the form's rows, to show or hide them together.
+        field: the input (its object name ``setting_<name>``); error: its error label (hidden while valid, shown in
+        the explanation's place); help: its one-line explanation (None without one); widgets: the form's rows, to
+        show or hide them together.
     """
 
     field: QWidget
-    error: QLabel
+    error: FieldError
     help: QLabel | None
     widgets: tuple[QWidget, ...]
 
     def set_visible(self, form: QFormLayout, visible: bool) -> None:
-        """Show or hide the setting's input and explanation (its error label shows while it has an error)."""
+        """Show or hide the setting's rows: its input, and its explanation or error."""
         for widget in self.widgets:
-            if widget is not self.error:
-                form.setRowVisible(widget, visible)
+            form.setRowVisible(widget, visible)
+
+
+class FieldError(QLabel):
+    """A setting's error, in at most as many lines as its slot under the field holds (see the module doc): the
+    message is wrapped at word boundaries to the label's width and its last line shown ends with "…" when the
+    message needs more; :meth:`text` and the tooltip hold the whole message.
+    """
+
+    def __init__(self, replaces: QLabel | None = None) -> None:
+        """``replaces``: the explanation the error is shown in place of (hidden while the error shows)."""
+        super().__init__()
+        self._replaces = replaces
+        self.setObjectName("fieldError")
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # never widens the form
+        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.lines = 1
+        self._whole = ""
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
+        """Say ``text`` ("" while the field is valid)."""
+        self._whole = text
+        self.setToolTip(text)
+        self._fit()
+
+    def text(self) -> str:
+        """The whole message, even when it is shown cut."""
+        return self._whole
+
+    def shown_text(self) -> str:
+        """The message as shown: its lines, the last one ending with "…" when the message needs more."""
+        return super().text()
+
+    def setVisible(self, visible: bool) -> None:  # noqa: N802 - Qt override
+        """Show or hide the error, and the explanation it replaces the other way round."""
+        super().setVisible(visible)
+        if self._replaces is not None:
+            self._replaces.setVisible(not visible)
+
+    def set_lines(self, lines: int) -> None:
+        """Hold at most ``lines`` lines (at least one): the height of the slot under the field."""
+        self.lines = max(1, lines)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Wrap again for the new width."""
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        self.ensurePolished()  # (the style sheet sets the font)
+        metrics = self.fontMetrics()
+        self.setFixedHeight(self.lines * metrics.lineSpacing())
+        width = max(self.width(), 1)
+        layout = QTextLayout(self._whole, self.font())
+        layout.beginLayout()
+        starts = []
+        while len(starts) <= self.lines:
+            line = layout.createLine()
+            if not line.isValid():
+                break
+            line.setLineWidth(width)
+            starts.append(line.textStart())
+        layout.endLayout()
+        shown = [self._whole[a:b].rstrip() for a, b in zip(starts, starts[1:] + [len(self._whole)])][: self.lines]
+        if len(starts) > self.lines:  # more lines than the slot holds: the last one shown is cut with "…"
+            rest = self._whole[starts[self.lines - 1]:]
+            shown[-1] = metrics.elidedText(rest, Qt.TextElideMode.ElideRight, width)
+        super().setText("\n".join(shown))
 
 
 def add_setting(
@@ -40,7 +125,7 @@ def add_setting(
 
     The field is named for screen readers (``label``, described by ``tip``), and a number field is no wider than a
     number needs (``theme.FIELD_WIDTH``); a combo box with long choices is elided rather than widening the form
-    (the tooltip of each choice has it whole).
+    (the tooltip of each choice has it whole). The explanation and the error share one slot (see the module doc).
     """
     field = field or widget
     field.setObjectName(f"setting_{name}")
@@ -55,18 +140,40 @@ def add_setting(
         field.setToolTip(tip)
         field.setAccessibleDescription(tip)
     form.addRow(label, widget)
-    widgets = [widget]
-    help_label = None
-    if help_text:
-        help_label = QLabel(help_text)
-        help_label.setObjectName("settingHelp")
-        help_label.setWordWrap(True)
-        form.addRow(help_label)
-        widgets.append(help_label)
-    error = QLabel()
-    error.setObjectName("fieldError")
-    error.setWordWrap(True)
-    error.setVisible(False)
-    form.addRow(error)
-    widgets.append(error)
-    return SettingRow(field, error, help_label, tuple(widgets))
+    slot = _NoteSlot(help_text)
+    form.addRow(slot)
+    return SettingRow(field, slot.error, slot.help, (widget, slot))
+
+
+class _NoteSlot(QWidget):
+    """The slot under a field: its explanation (if any) and its error in one grid cell, the explanation hidden while
+    the error shows; both keep their room while hidden, so the slot is as tall as the explanation (one line without
+    one) whatever is shown."""
+
+    def __init__(self, help_text: str) -> None:
+        super().__init__()
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        self.help: QLabel | None = None
+        if help_text:
+            self.help = QLabel(help_text)
+            self.help.setObjectName("settingHelp")
+            self.help.setWordWrap(True)
+            _keep_room_when_hidden(self.help)
+            grid.addWidget(self.help, 0, 0)
+        self.error = FieldError(self.help)
+        self.error.setVisible(False)
+        _keep_room_when_hidden(self.error)
+        grid.addWidget(self.error, 0, 0)
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """The error holds as many lines as the explanation takes at the new width."""
+        super().resizeEvent(event)
+        if self.help is not None:
+            spacing = self.help.fontMetrics().lineSpacing()
+            self.error.set_lines(self.help.heightForWidth(event.size().width()) // spacing)
+
+
+def _keep_room_when_hidden(widget: QWidget) -> None:
+    policy = widget.sizePolicy()
+    policy.setRetainSizeWhenHidden(True)
+    widget.setSizePolicy(policy)

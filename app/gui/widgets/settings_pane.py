@@ -115,8 +115,8 @@ class SettingsPane(QScrollArea):
 
         content = QWidget()
         layout = QVBoxLayout(content)
-        layout.setContentsMargins(8, 2, 8, 4)
-        layout.setSpacing(4)
+        layout.setContentsMargins(8, 2, 8, 2)
+        layout.setSpacing(3)
 
         model = self._group(layout, "Model and decoding")
         self.bits = ElidedComboBox()
@@ -186,8 +186,16 @@ class SettingsPane(QScrollArea):
             "advancedToggle", "Advanced",
             "Devices, numeric precision, and what the rolling context keeps and drops",
         )  # fmt: skip
+        # "Reset to defaults" on the fold's line: the room of a line of its own pays for the line kept free for an
+        # error under each field (setting_row), so the pane still fits a 1366x768 screen
+        self.reset_button = QPushButton("Reset to defaults")
+        self.reset_button.clicked.connect(lambda: self.set_settings(replace(AppSettings(), highlight_draft=self._highlight)))
+        fold_line = QHBoxLayout()
+        fold_line.addWidget(self.advanced.button)
+        fold_line.addStretch(1)
+        fold_line.addWidget(self.reset_button)
         advanced_form = QFormLayout()
-        advanced_form.addRow(self.advanced.button)
+        advanced_form.addRow(fold_line)
         advanced_form.addRow(self.advanced.box)
         advanced_form.setContentsMargins(8, 0, 8, 0)
         layout.addLayout(advanced_form)
@@ -255,9 +263,6 @@ class SettingsPane(QScrollArea):
         self.general_error.setVisible(False)
         layout.addWidget(self.general_error)
         self.error_labels["general"] = self.general_error
-        self.reset_button = QPushButton("Reset to defaults")
-        self.reset_button.clicked.connect(lambda: self.set_settings(replace(AppSettings(), highlight_draft=self._highlight)))
-        layout.addWidget(self.reset_button)
         layout.addStretch(1)
         self.setWidget(content)
 

@@ -39,9 +39,11 @@ class _WheelGuard(QObject):
             event.ignore()
             return True
         # Sent on explicitly: Qt propagates only wheel events that come from the window system, not synthetic ones.
+        # (The field maps its point *to* the viewport, its ancestor: ``viewport.mapFrom(field)`` would ask the
+        # field to be the viewport's ancestor, and Qt printed "mapFrom(): parent must be in parent hierarchy".)
         viewport = area.viewport()
         forwarded = QWheelEvent(
-            viewport.mapFrom(watched, event.position()), event.globalPosition(), event.pixelDelta(),
+            watched.mapTo(viewport, event.position()), event.globalPosition(), event.pixelDelta(),
             event.angleDelta(), event.buttons(), event.modifiers(), event.phase(), event.inverted(), event.source(),
         )  # fmt: skip
         QApplication.sendEvent(viewport, forwarded)

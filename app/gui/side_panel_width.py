@@ -1,0 +1,72 @@
+"""The side panel (live graph and settings) takes the room a large screen gives: at 1920x1080 it stayed 410 px wide
+beside a 1200 px chat, and the Decoding and Drafter boxes showed "Auto (fastest measured: draf…".
+
+Rules:
+- The panel is as wide as its cut combo boxes need to show their current text whole, never narrower than
+  ``PANEL_PX`` (its graph's buttons and legend) and never leaving the chat column less than ``CHAT_KEEPS_PX``: at
+  1366x768 it keeps its 410 px, at 1920x1080 the boxes read whole.
+- It follows the window's width and the boxes' texts (a model list read later, another decoding chosen) until the
+  user drags the splitter's handle, or from the start where a saved layout was restored: the user's width stands.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QSplitter, QWidget
+
+from .widgets.elided_combo import ElidedComboBox
+
+#: The panel's narrowest width, pixels (the graph's button row and legend need 400).
+PANEL_PX = 410
+#: Width, pixels, the chat column keeps before the panel widens (a line of about 100 characters of a reply).
+CHAT_KEEPS_PX = 860
+
+
+class SidePanelWidth(QObject):
+    """Sizes ``panel``, the last widget of ``splitter``, by the rules of the module doc.
+
+    Args:
+        splitter: the window's horizontal splitter (conversation list, chat, panel); its resizes are watched.
+        panel: the side panel, its last widget.
+        combos: the panel's combo boxes whose current text should read whole.
+        follow: False where a saved layout was restored (the panel keeps the user's width).
+    """
+
+    def __init__(self, splitter: QSplitter, panel: QWidget, combos: list[ElidedComboBox], follow: bool = True):
+        super().__init__(splitter)
+        self._splitter, self._panel, self._combos = splitter, panel, combos
+        self.following = follow
+        splitter.splitterMoved.connect(self._dragged)
+        splitter.installEventFilter(self)
+        for combo in combos:
+            combo.currentTextChanged.connect(lambda _text: self.fit())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        """On a resize of the splitter, let it lay its widgets out first, then size the panel; likewise once shown."""
+        if event.type() == QEvent.Type.Resize and self.following:
+            watched.event(event)  # (the splitter's own resize, done here so that the panel is sized after it)
+            self.fit()
+            return True
+        if event.type() == QEvent.Type.Show:
+            self.fit()
+        return False
+
+    def wanted_width(self) -> int:
+        """The panel's width, pixels, at which each of its shown combo boxes reads whole (its width now if none is cut)."""
+        missing = [combo.missing_width() for combo in self._combos if combo.isVisibleTo(self._panel)]
+        return self._panel.width() + max(missing, default=0)
+
+    def fit(self) -> None:
+        """Give the panel :meth:`wanted_width` within the rules' bounds (nothing while it is hidden or not followed)."""
+        splitter = self._splitter
+        sizes = splitter.sizes()
+        if not self.following or self._panel.isHidden() or len(sizes) != 3 or sum(sizes) <= 0:
+            return
+        total = sum(sizes)
+        room = total - sizes[0] - CHAT_KEEPS_PX
+        width = max(PANEL_PX, min(self.wanted_width(), room))
+        if width > max(PANEL_PX, sizes[2]) or sizes[2] > width:  # wider, or back from wider (the splitter's own
+            splitter.setSizes([sizes[0], total - sizes[0] - width, width])  # sizes stand below PANEL_PX: a new window)
+
+    def _dragged(self, _position: int, _index: int) -> None:
+        self.following = False
