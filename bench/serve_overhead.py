@@ -106,7 +106,7 @@ def _llama_server(tokens: int, repetitions: int) -> list[dict] | str:
         return "llama_cpp.server is absent (pip install 'llama-cpp-python[server]'; bench/setup.sh builds it)"
     import httpx
 
-    from inference.models.default_model import verified_gguf
+    from inference.models.source_wheel import verified_gguf
 
     gguf_dir = BENCH / ".cache" / "gguf"
     gguf = gguf_dir / "SmolLM2-135M-Instruct.Q4_1.gguf"

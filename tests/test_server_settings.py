@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from app.gui.settings_store import AppSettings, ServerSettings, SettingsStore
+from app.gui.server_settings import ServerSettings
+from app.gui.settings_store import AppSettings, SettingsStore
 
 
 def test_a_file_without_a_server_section_loads_with_the_server_off_on_port_8000(tmp_path):

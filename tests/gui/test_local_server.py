@@ -14,7 +14,8 @@ from gui_helpers import click, send_and_wait
 from PySide6.QtGui import QGuiApplication
 
 from app.binding import lan_address, listen
-from app.gui.settings_store import ServerSettings, SettingsStore
+from app.gui.server_settings import ServerSettings
+from app.gui.settings_store import SettingsStore
 from inference.generation_config import recommended_sampling
 from inference.models.default_model import default_model_dir
 

@@ -63,12 +63,13 @@ def test_the_advanced_rows_say_in_words_what_they_do(qtbot):
 
 def test_the_first_download_says_what_it_does_without_file_format_names():
     """"Giving the 4-bit IR the exact Q4_1 offsets of the GGUF..." was shown during the first start."""
-    from inference.models import default_model
+    from inference.models import default_model, source_wheel
 
     said = []
-    for node in ast.walk(ast.parse(inspect.getsource(default_model))):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "say" and node.args:
-            said.append(ast.unparse(node.args[0]))
+    for module in (source_wheel, default_model):  # the download, then the build
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "say" and node.args:
+                said.append(ast.unparse(node.args[0]))
     assert len(said) >= 8
     jargon = re.compile(r"\b(IR|GGUF|Q4_1|offsets)\b")
     assert [text for text in said if "..." in text and jargon.search(text)] == []  # the steps, shown as they run

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..local_server import LocalServer
-from ..settings_store import ServerSettings
+from ..server_settings import ServerSettings
 
 
 class LocalServerDialog(QDialog):
