@@ -61,6 +61,10 @@ PRIOR_WEIGHT = 2.0
 DECAY = 0.97
 #: Lookup matches at least this long (the n-gram extended backwards) count as copying.
 LONG_MATCH = 8
+#: Draft positions reached with a lower probability than this are not considered: a draft there adds less than
+#: MIN_REACH expected tokens, while a pass over one more token costs 0.2-0.35 one-token passes (and drafting it
+#: more), so it cannot raise the tokens per second of a step that emits at least one token per pass.
+MIN_REACH = 0.02
 
 
 class RunningTime:
@@ -179,10 +183,11 @@ class Acceptance:
         prior: prior acceptance of every position (weight ``PRIOR_WEIGHT`` drafts).
     """
 
-    def __init__(self, prior: float) -> None:
+    def __init__(self, prior: float, age: int = 0) -> None:
         self._prior = prior
         self._verified = [0.0] * MAX_K  # decayed count of drafts at position j verified (all before accepted)
         self._accepted = [0.0] * MAX_K
+        self._age = age  # steps the counts have been decayed for
 
     def rate(self, position: int) -> float:
         """Estimated probability that draft ``position`` is accepted given that those before it were: its counts
@@ -198,12 +203,15 @@ class Acceptance:
         return self.expected_tokens_upto(k)[k]
 
     def expected_tokens_upto(self, most: int) -> list[float]:
-        """``expected_tokens(k)`` for k = 0 .. ``most``, in one pass over the positions (``most + 1`` floats)."""
+        """``expected_tokens(k)`` for k = 0 .. ``most``, in one pass over the positions (``most + 1`` floats), or
+        fewer: the list stops after the first K whose last draft is reached with probability below ``MIN_REACH``."""
         totals, reach, prior = [1.0], 1.0, self._prior
         for j in range(most):
             prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
             reach *= prior
             totals.append(totals[-1] + reach)
+            if reach < MIN_REACH:
+                break
         return totals
 
     def record(self, drafted: int, accepted: int) -> None:
@@ -212,10 +220,14 @@ class Acceptance:
             self._verified[position] += 1.0
             self._accepted[position] += position < accepted
 
-    def decay(self) -> None:
-        """Age the counts by one step (toward the prior)."""
-        self._verified = [v * DECAY for v in self._verified]
-        self._accepted = [a * DECAY for a in self._accepted]
+    def age_to(self, steps: int) -> None:
+        """Age the counts to ``steps`` steps (toward the prior by ``DECAY`` per step since the last call): decaying
+        lazily, when the counts are read or added to, costs a plain step nothing."""
+        if steps > self._age:
+            factor = DECAY ** (steps - self._age)
+            self._verified = [v * factor for v in self._verified]
+            self._accepted = [a * factor for a in self._accepted]
+            self._age = steps
 
 
 @dataclass(frozen=True)
@@ -234,14 +246,20 @@ class Measurements:
     passes: PassCosts = field(default_factory=PassCosts)
     drafting: dict[str, DraftCosts] = field(default_factory=dict)
     acceptance: dict[str, Acceptance] = field(default_factory=dict)
+    steps: int = 0  # steps recorded: every acceptance decays once per step, whichever drafter ran
 
     def new_conversation(self) -> None:
         """Forget the acceptance measured (a new conversation accepts differently); keep the costs."""
         self.acceptance.clear()
 
     def acceptance_of(self, key: str) -> Acceptance:
-        """The acceptance of ``key`` (a drafter, or ``lookup_long``), created at its prior."""
-        return self.acceptance.setdefault(key, Acceptance(PRIOR_ACCEPTANCE[key]))
+        """The acceptance of ``key`` (a drafter, or ``lookup_long``), created at its prior, decayed for every step
+        recorded so far."""
+        acceptance = self.acceptance.get(key)
+        if acceptance is None:
+            acceptance = self.acceptance[key] = Acceptance(PRIOR_ACCEPTANCE[key], self.steps)
+        acceptance.age_to(self.steps)
+        return acceptance
 
     def drafting_of(self, drafter: str) -> DraftCosts:
         return self.drafting.setdefault(drafter, DraftCosts(drafter))
@@ -290,16 +308,18 @@ class StepPlanner:
             return Choice(PLAIN, 0)
         if self._fixed_k is not None:
             return Choice(self._drafters[0], min(self._fixed_k, limit))
-        passes = self._measured.passes
         top = min(limit, MAX_K)
-        mosts = {d: min(top, lookup_drafts) if d == "lookup" else top for d in self._drafters}
-        pass_s = passes.predict_upto(max(mosts.values()) + 1, cache_len)
+        tokens_of = {  # expected tokens by K, as far as a draft is worth considering (MIN_REACH)
+            drafter: self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match)).expected_tokens_upto(
+                min(top, lookup_drafts) if drafter == "lookup" else top)
+            for drafter in self._drafters
+        }
+        pass_s = self._measured.passes.predict_upto(max(map(len, tokens_of.values())), cache_len)
         one = pass_s[0]
         best, best_rate = Choice(PLAIN, 0), 1.0 / one
-        for drafter, most in mosts.items():
-            tokens = self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match)).expected_tokens_upto(most)
+        for drafter, tokens in tokens_of.items():
             drafting = self._measured.drafting_of(drafter)
-            for k in range(1, most + 1):
+            for k in range(1, len(tokens)):
                 rate = tokens[k] / (drafting.predict(k, one) + pass_s[k])
                 if rate > best_rate:
                     best, best_rate = Choice(drafter, k), rate
@@ -320,8 +340,7 @@ class StepPlanner:
         them), how many were accepted, the seconds of drafting and of the rest of the step, the cache length before
         it."""
         self._measured.passes.record(drafted + 1, cache_len, pass_s)
-        for acceptance in self._measured.acceptance.values():
-            acceptance.decay()
+        self._measured.steps += 1
         if choice.drafter == PLAIN:
             return
         if drafted:
