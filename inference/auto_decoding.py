@@ -9,9 +9,13 @@ Design rules:
   A cost not measured yet is predicted from a measured one and a prior ratio (``PRIOR_PASS_GROWTH``; drafting
   proportional to K for a drafter that runs a model), so the first steps choose something sensible and every
   choice measures what it costs.
-* **Robust to a loaded machine.** An estimate is the mean of the logs of its first ``WARMUP`` samples, then an
+* **Robust to a loaded machine.** An estimate is the median of the logs of its first ``WARMUP`` samples, then an
   exponential moving average of the logs whose samples are clipped to [1/2, 2] x the estimate: one step stalled by
-  another process moves it by at most ``EMA`` x log 2. Plain steps are measured in every context bucket
+  another process moves it by at most ``EMA`` x log 2. A speculative cost (a pass over 2 or more tokens, drafting)
+  is trusted only once it has ``WARMUP`` samples, and predicted until then: its first sample is often a cold one (a
+  pass shape OpenVINO runs for the first time, a draft head catching up with a whole prompt: 2-3x the steady cost,
+  measured on the Zen 5 at the chat defaults), and an estimate that says a drafter is too dear is never measured
+  again, since it is never chosen. Plain steps are measured in every context bucket
   (``CONTEXT_BUCKET`` tokens) before speculation is judged there, and again every ``PLAIN_REFRESH`` steps, so the
   speculative costs are always compared with a plain cost measured under the same load.
 * **Acceptance of this conversation.** ``Acceptance`` keeps, per drafter and per draft position j, the decayed
@@ -33,6 +37,7 @@ all); its expected time is ``draft(K) + pass(K + 1)``. Auto takes the (drafter, 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from .settings import MAX_K, GenerationSettings
@@ -73,6 +78,7 @@ class RunningTime:
     def __init__(self) -> None:
         self.samples = 0
         self._log = 0.0
+        self._first: list[float] = []  # logs of the first WARMUP samples
 
     def add(self, seconds: float) -> None:
         """Record one measured time (seconds, > 0; others are ignored)."""
@@ -80,7 +86,8 @@ class RunningTime:
             return
         value = math.log(seconds)
         if self.samples < WARMUP:
-            self._log += (value - self._log) / (self.samples + 1)
+            self._first.append(value)
+            self._log = statistics.median(self._first)
         else:
             self._log += EMA * max(-math.log(CLIP), min(math.log(CLIP), value - self._log))
         self.samples += 1
@@ -89,6 +96,11 @@ class RunningTime:
     def seconds(self) -> float:
         """The estimate (meaningless before the first sample)."""
         return math.exp(self._log)
+
+    @property
+    def settled(self) -> bool:
+        """Whether it has its ``WARMUP`` samples (a speculative cost is predicted until then)."""
+        return self.samples >= WARMUP
 
 
 def _prior_pass(size: int) -> float:
@@ -122,7 +134,8 @@ class PassCosts:
 
     def predict_upto(self, most: int, cache_len: int) -> list[float] | None:
         """Predicted seconds of passes over 1 .. ``most`` tokens after ``cache_len`` cached ones (item ``size - 1``),
-        in one scan of the estimates: a size measured in this bucket is its estimate; another is the one-token cost
+        in one scan of the estimates: a size measured in this bucket (settled: ``RunningTime.settled``) is its estimate;
+        another is the one-token cost
         of the nearest bucket that measured one, times the size's cost in one-token passes, measured in the nearest
         bucket that has both, else that of the largest such size below it scaled by the prior (the prior alone when
         there is none). None before any one-token step was measured."""
@@ -133,7 +146,7 @@ class PassCosts:
         one = ones[min(ones, key=lambda b: (abs(b - bucket), b))]
         ratios: dict[int, tuple[int, int, float]] = {}  # size: (distance, bucket, ratio) of the nearest bucket
         for (b, s), t in self._times.items():
-            if s > 1 and t.samples and b in ones:
+            if s > 1 and t.settled and b in ones:
                 ratios[s] = min(ratios.get(s, (abs(b - bucket) + 1, 0, 0.0)), (abs(b - bucket), b, t.seconds / ones[b]))
         predicted = [one]
         base, base_ratio = 1, 1.0
@@ -141,7 +154,7 @@ class PassCosts:
             if size in ratios:
                 base, base_ratio = size, ratios[size][2]
             measured = self._times.get((bucket, size))
-            if measured is not None and measured.samples:
+            if measured is not None and measured.settled:
                 predicted.append(measured.seconds)
             else:
                 predicted.append(one * base_ratio * _prior_pass(size) / _prior_pass(base))
@@ -164,14 +177,15 @@ class DraftCosts:
         self._times.setdefault(k, RunningTime()).add(seconds)
 
     def predict(self, k: int, one_pass: float) -> float:
-        """Predicted seconds to draft ``k`` tokens: measured, else scaled from the nearest measured K, else the
+        """Predicted seconds to draft ``k`` tokens: measured (settled), else scaled from the nearest settled K, else the
         prior (``PRIOR_DRAFT_COST`` one-token passes of ``one_pass`` seconds)."""
         per_draft = self._kind != "lookup"
         measured = self._times.get(k)
-        if measured is not None and measured.samples:
+        if measured is not None and measured.settled:
             return measured.seconds
-        if self._times:
-            near = min(self._times, key=lambda m: (abs(m - k), m))
+        settled = [m for m, time in self._times.items() if time.settled]
+        if settled:
+            near = min(settled, key=lambda m: (abs(m - k), m))
             return self._times[near].seconds * (k / near if per_draft else 1.0)
         return PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1)
 
