@@ -298,8 +298,9 @@ def summarize(runs: dict, ratios: dict, modes: list[str], reps: int, samplings: 
 
 def per_prompt_speedups(runs: dict, sampling: str, mode: str, reps: int) -> dict:
     """Each prompt's speedup (its reply's decode tokens/s over the autoregressive reply's to the same prompt in the
-    same repetition), median over repetitions: the slowest prompt's and how many fall below ``NEVER_SLOWER``
-    (replies of one token, which measure no decode rate, are left out)."""
+    same repetition), median over repetitions: the slowest prompt's, how many fall below ``NEVER_SLOWER``, and each
+    prompt's in the order of the prompts measured (replies of one token, which measure no decode rate, are left
+    out)."""
     medians = []
     for index in range(len(runs[(sampling, mode, 0)])):
         ratios = []
@@ -313,6 +314,7 @@ def per_prompt_speedups(runs: dict, sampling: str, mode: str, reps: int) -> dict
         "slowest_prompt": min(medians, default=None),
         "prompts_below": sum(m < NEVER_SLOWER for m in medians),
         "prompts_measured": len(medians),
+        "per_prompt": [round(m, 3) for m in medians],
     }
 
 
