@@ -184,3 +184,14 @@ def test_a_cold_first_head_step_does_not_rule_the_head_out():
     planner.record(choice, choice.k, choice.k, 20 * MS * choice.k, 3 * 35.0 * MS, 100)
     choices = _run(planner, 10, accept=lambda choice: choice.k, pass_ms=lambda size: 30.0 + 5.0 * (size - 1))
     assert all(c.drafter == "head" for c in choices), choices
+
+
+def test_a_plain_cost_above_a_two_token_pass_is_measured_again_until_it_is_not():
+    """Plain warm-up steps measured slow (right after a prefill) would make every draft look cheap: a settled
+    2-token pass below the plain cost sends the planner back to plain steps until the plain estimate is lower."""
+    measurements = _measured({1: 18.0, 2: 15.0})
+    planner = StepPlanner(measurements, ("head",))
+    choices = _run(planner, 12, accept=lambda choice: 0, pass_ms=lambda size: 12.0 + 3.0 * (size - 1))
+    assert choices[0] == Choice(PLAIN, 0)
+    assert measurements.passes.predict(1, 100) < measurements.passes.predict(2, 100)
+    assert not measurements.passes.wants_plain(100)
