@@ -3,7 +3,6 @@
 The engine side (greedy exactness, the chi-square of sampled replies whose K changes mid-way) is in
 ``test_engine`` and ``test_speculative_equivalence``."""
 
-import math
 
 import pytest
 
