@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/free_chat.py                # 55 prompts x 3 repetitions, greedy and chat defaults
     .venv/bin/python bench/free_chat.py --prompts 12 --reps 1   # a quick look (a few minutes)
+    .venv/bin/python bench/free_chat.py --samplings greedy --modes autoregressive auto   # one sampling, two modes
 
 Prompts: ``bench/data/free_chat_prompts.txt`` (advice, explanation, story, how-to, opinion, lists; written for the
 benchmark, never trained on: ``tools/draft_head`` refuses training prompts that overlap them). Each is sent as a
@@ -256,10 +257,10 @@ def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None
     return emitted / cost if cost else None
 
 
-def summarize(runs: dict, ratios: dict, modes: list[str], reps: int) -> dict:
+def summarize(runs: dict, ratios: dict, modes: list[str], reps: int, samplings: list[str]) -> dict:
     """Per sampling x mode: medians over repetitions of tokens/s and speedup, and pooled acceptance figures."""
     table = {}
-    for sampling in SAMPLINGS:
+    for sampling in samplings:
         for mode in modes:
             per_rep = []
             for rep in range(reps):
@@ -297,8 +298,9 @@ def summarize(runs: dict, ratios: dict, modes: list[str], reps: int) -> dict:
 
 def per_prompt_speedups(runs: dict, sampling: str, mode: str, reps: int) -> dict:
     """Each prompt's speedup (its reply's decode tokens/s over the autoregressive reply's to the same prompt in the
-    same repetition), median over repetitions: the slowest prompt's and how many fall below ``NEVER_SLOWER``
-    (replies of one token, which measure no decode rate, are left out)."""
+    same repetition), median over repetitions: the slowest prompt's, how many fall below ``NEVER_SLOWER``, and each
+    prompt's in the order of the prompts measured (replies of one token, which measure no decode rate, are left
+    out)."""
     medians = []
     for index in range(len(runs[(sampling, mode, 0)])):
         ratios = []
@@ -312,6 +314,7 @@ def per_prompt_speedups(runs: dict, sampling: str, mode: str, reps: int) -> dict
         "slowest_prompt": min(medians, default=None),
         "prompts_below": sum(m < NEVER_SLOWER for m in medians),
         "prompts_measured": len(medians),
+        "per_prompt": [round(m, 3) for m in medians],
     }
 
 
@@ -376,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
                         help="modes to run, autoregressive first (default: all of " + ", ".join(MODES) + ")")
+    parser.add_argument("--samplings", nargs="+", choices=list(SAMPLINGS), default=list(SAMPLINGS), metavar="SAMPLING",
+                        help="samplings to run (default: " + ", ".join(map(repr, SAMPLINGS)) + ")")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="longest reply (default 256)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
@@ -393,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.reps):
         measured_costs.append(pass_costs(engine, plain, ids[rep % len(ids)]))
         costs = median_costs(measured_costs)
-        for sampling in SAMPLINGS:
+        for sampling in args.samplings:
             for mode in modes:
                 runs[(sampling, mode, rep)] = []
             for index, prompt_ids in enumerate(ids):
@@ -405,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {
             **run_stamp("free_chat.py", argv, started), "prompts": len(ids), "reps": rep + 1,
             "max_new_tokens": args.max_tokens, "head": json.loads((default_head_dir() / "draft_head.json").read_text())["training"],
-            "pass_costs": costs, "table": summarize(runs, costs["ratio"], modes, rep + 1),
+            "pass_costs": costs, "table": summarize(runs, costs["ratio"], modes, rep + 1, args.samplings),
         }
         curve = json.loads(LEARNING_CURVE.read_text())["points"]
         results["bars"] = what_reaches_the_bars(results["table"], costs["ratio"], curve, results["head"]["held_out"])

@@ -9,9 +9,13 @@ Design rules:
   A cost not measured yet is predicted from a measured one and a prior ratio (``PRIOR_PASS_GROWTH``; drafting
   proportional to K for a drafter that runs a model), so the first steps choose something sensible and every
   choice measures what it costs.
-* **Robust to a loaded machine.** An estimate is the mean of the logs of its first ``WARMUP`` samples, then an
+* **Robust to a loaded machine.** An estimate is the median of the logs of its first ``WARMUP`` samples, then an
   exponential moving average of the logs whose samples are clipped to [1/2, 2] x the estimate: one step stalled by
-  another process moves it by at most ``EMA`` x log 2. Plain steps are measured in every context bucket
+  another process moves it by at most ``EMA`` x log 2. A speculative cost (a pass over 2 or more tokens, drafting)
+  is trusted only once it has ``WARMUP`` samples, and predicted until then: its first sample is often a cold one (a
+  pass shape OpenVINO runs for the first time, a draft head catching up with a whole prompt: 2-3x the steady cost,
+  measured on the Zen 5 at the chat defaults), and an estimate that says a drafter is too dear is never measured
+  again, since it is never chosen. Plain steps are measured in every context bucket
   (``CONTEXT_BUCKET`` tokens) before speculation is judged there, and again every ``PLAIN_REFRESH`` steps, so the
   speculative costs are always compared with a plain cost measured under the same load.
 * **Acceptance of this conversation.** ``Acceptance`` keeps, per drafter and per draft position j, the decayed
@@ -33,6 +37,7 @@ all); its expected time is ``draft(K) + pass(K + 1)``. Auto takes the (drafter, 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from .settings import MAX_K, GenerationSettings
@@ -61,6 +66,10 @@ PRIOR_WEIGHT = 2.0
 DECAY = 0.97
 #: Lookup matches at least this long (the n-gram extended backwards) count as copying.
 LONG_MATCH = 8
+#: Draft positions reached with a lower probability than this are not considered: a draft there adds less than
+#: MIN_REACH expected tokens, while a pass over one more token costs 0.2-0.35 one-token passes (and drafting it
+#: more), so it cannot raise the tokens per second of a step that emits at least one token per pass.
+MIN_REACH = 0.02
 
 
 class RunningTime:
@@ -69,6 +78,7 @@ class RunningTime:
     def __init__(self) -> None:
         self.samples = 0
         self._log = 0.0
+        self._first: list[float] = []  # logs of the first WARMUP samples
 
     def add(self, seconds: float) -> None:
         """Record one measured time (seconds, > 0; others are ignored)."""
@@ -76,7 +86,8 @@ class RunningTime:
             return
         value = math.log(seconds)
         if self.samples < WARMUP:
-            self._log += (value - self._log) / (self.samples + 1)
+            self._first.append(value)
+            self._log = statistics.median(self._first)
         else:
             self._log += EMA * max(-math.log(CLIP), min(math.log(CLIP), value - self._log))
         self.samples += 1
@@ -85,6 +96,11 @@ class RunningTime:
     def seconds(self) -> float:
         """The estimate (meaningless before the first sample)."""
         return math.exp(self._log)
+
+    @property
+    def settled(self) -> bool:
+        """Whether it has its ``WARMUP`` samples (a speculative cost is predicted until then)."""
+        return self.samples >= WARMUP
 
 
 def _prior_pass(size: int) -> float:
@@ -106,9 +122,17 @@ class PassCosts:
 
     def wants_plain(self, cache_len: int) -> bool:
         """Whether the next step should be plain to measure the plain cost: fewer than WARMUP plain steps in this
-        context bucket, or PLAIN_REFRESH steps since the last plain one."""
-        one = self._times.get((cache_len // CONTEXT_BUCKET, 1))
-        return one is None or one.samples < WARMUP or self.since_plain >= PLAIN_REFRESH
+        context bucket, PLAIN_REFRESH steps since the last plain one, or a plain cost above the settled cost of a
+        2-token pass in this bucket. A pass over more tokens cannot cost less, so the plain estimate is stale then:
+        its warm-up steps right after a prompt's prefill measured 16.6 ms against 12 ms later (greedy, Zen 5), and
+        while the head drafts every step, refreshes every PLAIN_REFRESH steps moved it too slowly: Auto drafted
+        where a plain step was cheaper per token."""
+        bucket = cache_len // CONTEXT_BUCKET
+        one = self._times.get((bucket, 1))
+        if one is None or one.samples < WARMUP or self.since_plain >= PLAIN_REFRESH:
+            return True
+        two = self._times.get((bucket, 2))
+        return two is not None and two.settled and two.seconds < one.seconds
 
     def predict(self, size: int, cache_len: int) -> float | None:
         """Predicted seconds of a pass over ``size`` tokens after ``cache_len`` cached ones (``predict_upto``); None
@@ -118,7 +142,8 @@ class PassCosts:
 
     def predict_upto(self, most: int, cache_len: int) -> list[float] | None:
         """Predicted seconds of passes over 1 .. ``most`` tokens after ``cache_len`` cached ones (item ``size - 1``),
-        in one scan of the estimates: a size measured in this bucket is its estimate; another is the one-token cost
+        in one scan of the estimates: a size measured in this bucket (settled: ``RunningTime.settled``) is its estimate;
+        another is the one-token cost
         of the nearest bucket that measured one, times the size's cost in one-token passes, measured in the nearest
         bucket that has both, else that of the largest such size below it scaled by the prior (the prior alone when
         there is none). None before any one-token step was measured."""
@@ -129,7 +154,7 @@ class PassCosts:
         one = ones[min(ones, key=lambda b: (abs(b - bucket), b))]
         ratios: dict[int, tuple[int, int, float]] = {}  # size: (distance, bucket, ratio) of the nearest bucket
         for (b, s), t in self._times.items():
-            if s > 1 and t.samples and b in ones:
+            if s > 1 and t.settled and b in ones:
                 ratios[s] = min(ratios.get(s, (abs(b - bucket) + 1, 0, 0.0)), (abs(b - bucket), b, t.seconds / ones[b]))
         predicted = [one]
         base, base_ratio = 1, 1.0
@@ -137,7 +162,7 @@ class PassCosts:
             if size in ratios:
                 base, base_ratio = size, ratios[size][2]
             measured = self._times.get((bucket, size))
-            if measured is not None and measured.samples:
+            if measured is not None and measured.settled:
                 predicted.append(measured.seconds)
             else:
                 predicted.append(one * base_ratio * _prior_pass(size) / _prior_pass(base))
@@ -160,14 +185,15 @@ class DraftCosts:
         self._times.setdefault(k, RunningTime()).add(seconds)
 
     def predict(self, k: int, one_pass: float) -> float:
-        """Predicted seconds to draft ``k`` tokens: measured, else scaled from the nearest measured K, else the
+        """Predicted seconds to draft ``k`` tokens: measured (settled), else scaled from the nearest settled K, else the
         prior (``PRIOR_DRAFT_COST`` one-token passes of ``one_pass`` seconds)."""
         per_draft = self._kind != "lookup"
         measured = self._times.get(k)
-        if measured is not None and measured.samples:
+        if measured is not None and measured.settled:
             return measured.seconds
-        if self._times:
-            near = min(self._times, key=lambda m: (abs(m - k), m))
+        settled = [m for m, time in self._times.items() if time.settled]
+        if settled:
+            near = min(settled, key=lambda m: (abs(m - k), m))
             return self._times[near].seconds * (k / near if per_draft else 1.0)
         return PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1)
 
@@ -179,10 +205,11 @@ class Acceptance:
         prior: prior acceptance of every position (weight ``PRIOR_WEIGHT`` drafts).
     """
 
-    def __init__(self, prior: float) -> None:
+    def __init__(self, prior: float, age: int = 0) -> None:
         self._prior = prior
         self._verified = [0.0] * MAX_K  # decayed count of drafts at position j verified (all before accepted)
         self._accepted = [0.0] * MAX_K
+        self._age = age  # steps the counts have been decayed for
 
     def rate(self, position: int) -> float:
         """Estimated probability that draft ``position`` is accepted given that those before it were: its counts
@@ -198,12 +225,15 @@ class Acceptance:
         return self.expected_tokens_upto(k)[k]
 
     def expected_tokens_upto(self, most: int) -> list[float]:
-        """``expected_tokens(k)`` for k = 0 .. ``most``, in one pass over the positions (``most + 1`` floats)."""
+        """``expected_tokens(k)`` for k = 0 .. ``most``, in one pass over the positions (``most + 1`` floats), or
+        fewer: the list stops after the first K whose last draft is reached with probability below ``MIN_REACH``."""
         totals, reach, prior = [1.0], 1.0, self._prior
         for j in range(most):
             prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
             reach *= prior
             totals.append(totals[-1] + reach)
+            if reach < MIN_REACH:
+                break
         return totals
 
     def record(self, drafted: int, accepted: int) -> None:
@@ -212,10 +242,14 @@ class Acceptance:
             self._verified[position] += 1.0
             self._accepted[position] += position < accepted
 
-    def decay(self) -> None:
-        """Age the counts by one step (toward the prior)."""
-        self._verified = [v * DECAY for v in self._verified]
-        self._accepted = [a * DECAY for a in self._accepted]
+    def age_to(self, steps: int) -> None:
+        """Age the counts to ``steps`` steps (toward the prior by ``DECAY`` per step since the last call): decaying
+        lazily, when the counts are read or added to, costs a plain step nothing."""
+        if steps > self._age:
+            factor = DECAY ** (steps - self._age)
+            self._verified = [v * factor for v in self._verified]
+            self._accepted = [a * factor for a in self._accepted]
+            self._age = steps
 
 
 @dataclass(frozen=True)
@@ -234,14 +268,20 @@ class Measurements:
     passes: PassCosts = field(default_factory=PassCosts)
     drafting: dict[str, DraftCosts] = field(default_factory=dict)
     acceptance: dict[str, Acceptance] = field(default_factory=dict)
+    steps: int = 0  # steps recorded: every acceptance decays once per step, whichever drafter ran
 
     def new_conversation(self) -> None:
         """Forget the acceptance measured (a new conversation accepts differently); keep the costs."""
         self.acceptance.clear()
 
     def acceptance_of(self, key: str) -> Acceptance:
-        """The acceptance of ``key`` (a drafter, or ``lookup_long``), created at its prior."""
-        return self.acceptance.setdefault(key, Acceptance(PRIOR_ACCEPTANCE[key]))
+        """The acceptance of ``key`` (a drafter, or ``lookup_long``), created at its prior, decayed for every step
+        recorded so far."""
+        acceptance = self.acceptance.get(key)
+        if acceptance is None:
+            acceptance = self.acceptance[key] = Acceptance(PRIOR_ACCEPTANCE[key], self.steps)
+        acceptance.age_to(self.steps)
+        return acceptance
 
     def drafting_of(self, drafter: str) -> DraftCosts:
         return self.drafting.setdefault(drafter, DraftCosts(drafter))
@@ -290,16 +330,18 @@ class StepPlanner:
             return Choice(PLAIN, 0)
         if self._fixed_k is not None:
             return Choice(self._drafters[0], min(self._fixed_k, limit))
-        passes = self._measured.passes
         top = min(limit, MAX_K)
-        mosts = {d: min(top, lookup_drafts) if d == "lookup" else top for d in self._drafters}
-        pass_s = passes.predict_upto(max(mosts.values()) + 1, cache_len)
+        tokens_of = {  # expected tokens by K, as far as a draft is worth considering (MIN_REACH)
+            drafter: self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match)).expected_tokens_upto(
+                min(top, lookup_drafts) if drafter == "lookup" else top)
+            for drafter in self._drafters
+        }
+        pass_s = self._measured.passes.predict_upto(max(map(len, tokens_of.values())), cache_len)
         one = pass_s[0]
         best, best_rate = Choice(PLAIN, 0), 1.0 / one
-        for drafter, most in mosts.items():
-            tokens = self._measured.acceptance_of(self._acceptance_key(drafter, lookup_match)).expected_tokens_upto(most)
+        for drafter, tokens in tokens_of.items():
             drafting = self._measured.drafting_of(drafter)
-            for k in range(1, most + 1):
+            for k in range(1, len(tokens)):
                 rate = tokens[k] / (drafting.predict(k, one) + pass_s[k])
                 if rate > best_rate:
                     best, best_rate = Choice(drafter, k), rate
@@ -320,8 +362,7 @@ class StepPlanner:
         them), how many were accepted, the seconds of drafting and of the rest of the step, the cache length before
         it."""
         self._measured.passes.record(drafted + 1, cache_len, pass_s)
-        for acceptance in self._measured.acceptance.values():
-            acceptance.decay()
+        self._measured.steps += 1
         if choice.drafter == PLAIN:
             return
         if drafted:

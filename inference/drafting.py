@@ -330,15 +330,6 @@ class HeadDrafter:
         return logits, self.cache.output(DRAFT_HIDDEN)[-1]
 
 
-def _common_suffix(a: np.ndarray, b: np.ndarray, most: int) -> int:
-    """Length of the longest common suffix of int64 arrays ``a`` and ``b``, at most ``most``."""
-    most = min(most, a.shape[0], b.shape[0])
-    if most <= 0:
-        return 0
-    differ = np.flatnonzero(a[a.shape[0] - most :][::-1] != b[b.shape[0] - most :][::-1])
-    return int(differ[0]) if differ.size else most
-
-
 #: Longest match ``PromptLookupDrafter.match_length`` measures (Auto only asks whether it reaches LONG_MATCH).
 MAX_MATCH_LENGTH = 32
 
@@ -349,10 +340,17 @@ class PromptLookupDrafter:
     tells Auto decoding whether the context is copying.
 
     It searches the whole conversation since the target's last reset, tokens rolled out of the target's cache
-    included: its history is ``history`` (given at construction) followed by every token the target cached
-    since, as ``feed``, ``roll`` and ``propose`` show them. It lives for one reply, during which the target's
-    cache only grows past what it held at the previous call (rejected drafts are rolled back before the next
-    ``propose``), so catching up appends the new tail.
+    included: its history is what ``follow`` set (the engine's record of every token cached since the reset)
+    followed by every token the target cached since, as ``feed``, ``roll`` and ``propose`` show them. Within a
+    reply the target's cache only grows past what it held at the previous call (rejected drafts are rolled back
+    before the next ``propose``), so catching up appends the new tail.
+
+    The search costs O(1) per step whatever the history's length: an index maps every n-gram of the history
+    (``min_ngram`` to ``max_ngram`` tokens) to the stack of its start positions, latest on top, kept up to date as
+    tokens are appended (one push per n-gram size) and cut (one pop each), so a follow-up turn that shares the
+    history indexes only its new tokens. The proposals are those of a scan of the whole history for the latest
+    occurrence of the longest n-gram that has one (the n-gram ending with the pending token; an occurrence must end
+    before it).
 
     Args:
         max_ngram: longest n-gram tried first (``SpeculativeSettings.lookup_max_ngram``, 1 to
@@ -360,20 +358,35 @@ class PromptLookupDrafter:
         min_ngram: shortest n-gram matched. The default 2 skips single-token matches ("the", ","), whose
             continuations are mostly wrong and cost verification time (measured on the rewrite benchmark:
             1.54x vs 1.34x speedup at K=4).
-        history: the tokens the target has cached since its last reset, rolled-out ones included.
-        cached: how many tokens the target's cache holds now (what it caches after them extends ``history``).
     """
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 2, history: Sequence[int] = (), cached: int = 0):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 2):
         self.max_ngram = max_ngram
         self.min_ngram = min(min_ngram, max_ngram)
-        self._history = np.asarray(history, dtype=np.int64)
-        self._cached = cached  # tokens of the target's cache already in the history
+        self._history: list[int] = []
+        self._starts: dict[tuple[int, ...], list[int]] = {}  # n-gram -> its start positions in the history, ascending
+        self._cached = 0  # tokens of the target's cache already in the history
         self.match_length = 0  # tokens the last lookup matched (its n-gram extended backwards, <= MAX_MATCH_LENGTH)
+
+    @property
+    def history(self) -> list[int]:
+        """The tokens searched (read only)."""
+        return self._history
+
+    def follow(self, history: Sequence[int], cached: int) -> None:
+        """Make the history ``history`` (every token the target cached since its last reset, rolled-out ones
+        included), of which the target's cache holds ``cached`` now: only what differs from the current history is
+        cut and indexed (an equality test of the shared part, then the tail)."""
+        kept = len(self._history)
+        if kept > len(history) or history[:kept] != self._history:
+            kept = _common_prefix(self._history, history)
+        self._cut(kept)
+        self._append(history[kept:])
+        self._cached = cached
 
     def reset(self) -> None:
         """Forget the history (the target's cache was reset)."""
-        self._history = np.zeros(0, dtype=np.int64)
+        self._cut(0)
         self._cached = 0
 
     def feed(self, target_tokens: list[int], n_ctx: int) -> None:
@@ -384,7 +397,7 @@ class PromptLookupDrafter:
         """Drop from the history the target's cached tokens after its first ``length``."""
         cut = self._cached - length
         if cut > 0:
-            self._history = self._history[: self._history.shape[0] - cut]
+            self._cut(len(self._history) - cut)
             self._cached = length
 
     def roll(self, n_keep: int, n_discard: int, target_tokens_before: list[int]) -> None:
@@ -403,26 +416,67 @@ class PromptLookupDrafter:
     ) -> tuple[list[int], None]:
         """Up to ``k`` tokens continuing the last n-gram of the history and the pending token ``context[-1]``
         ([] without a match); deterministic whatever ``sampling`` says, so no distributions (``Drafter.propose``)."""
-        self._catch_up(context[:-1])
-        return self.lookup(np.append(self._history, context[-1]), k), None
+        return self.offer(context[:-1], context[-1], k), None
 
-    def lookup(self, tokens: np.ndarray, k: int) -> list[int]:
-        """Up to ``k`` token ids continuing the last n-gram of ``tokens`` (int64 ``[n]``); [] if no match."""
-        size = tokens.shape[0]
-        for n in range(min(self.max_ngram, size - 1), self.min_ngram - 1, -1):
-            pattern = tokens[size - n :]
-            # windows starting at 0 .. size-n-1: every earlier occurrence with at least one token after it
-            windows = np.lib.stride_tricks.sliding_window_view(tokens[: size - 1], n)
-            hits = np.flatnonzero((windows == pattern).all(axis=1))
-            if hits.size:
-                start = int(hits[-1]) + n
-                self.match_length = n + _common_suffix(tokens[: start - n], tokens[: size - n], MAX_MATCH_LENGTH - n)
-                return [int(t) for t in tokens[start : start + k]]
+    def offer(self, cached_tokens: list[int], pending: int, k: int) -> list[int]:
+        """``propose`` without copying the context: the target's cached tokens ``cached_tokens`` (only their tail
+        past what the history holds is read) and the pending token."""
+        self._catch_up(cached_tokens)
+        return self.lookup(pending, k)
+
+    def lookup(self, pending: int, k: int) -> list[int]:
+        """Up to ``k`` token ids continuing the last n-gram of the history followed by ``pending``; [] if none.
+
+        The n-gram of n tokens is the history's last n - 1 and ``pending``; its latest occurrence within the history
+        starting at s is followed by history[s + n:] and then ``pending``. Sizes from ``max_ngram`` (at most the
+        history's length) down to ``min_ngram`` are tried; ``match_length`` is set (0 without a match)."""
+        history = self._history
+        size = len(history)
+        for n in range(min(self.max_ngram, size), self.min_ngram - 1, -1):
+            starts = self._starts.get((*history[size - n + 1 :], pending))
+            if starts:
+                start = starts[-1] + n
+                self.match_length = n + _common_suffix(history, starts[-1], size - n + 1, MAX_MATCH_LENGTH - n)
+                drafts = history[start : start + k]
+                return drafts + [pending] if len(drafts) < k else drafts  # the occurrence's continuation ends at pending
         self.match_length = 0
         return []
+
+    def _append(self, tokens: Sequence[int]) -> None:
+        """Append ``tokens`` to the history and index the n-grams that end in them."""
+        history, starts = self._history, self._starts
+        for token in tokens:
+            history.append(token)
+            end = len(history)
+            for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
+                starts.setdefault(tuple(history[end - n :]), []).append(end - n)
+
+    def _cut(self, length: int) -> None:
+        """Keep the history's first ``length`` tokens; unindex the n-grams that end after them."""
+        history, starts = self._history, self._starts
+        if length == 0:
+            history.clear()
+            starts.clear()
+            return
+        for end in range(len(history), length, -1):
+            for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
+                key = tuple(history[end - n : end])
+                positions = starts[key]
+                positions.pop()
+                if not positions:
+                    del starts[key]
+        del history[length:]
 
     def _catch_up(self, target_tokens: list[int]) -> None:
         new = target_tokens[self._cached :]
         if new:
-            self._history = np.concatenate([self._history, np.asarray(new, dtype=np.int64)])
+            self._append(new)
         self._cached = len(target_tokens)
+
+
+def _common_suffix(tokens: list[int], a: int, b: int, most: int) -> int:
+    """Length of the longest common suffix of ``tokens[:a]`` and ``tokens[:b]``, at most ``most``."""
+    length = 0
+    while length < most and length < a and length < b and tokens[a - 1 - length] == tokens[b - 1 - length]:
+        length += 1
+    return length
