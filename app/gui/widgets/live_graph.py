@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QPalette, QTextDocument
+from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QTextDocument
 from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from inference.events import ContextRolled, Finished, StepStats
@@ -471,14 +471,24 @@ class SummaryLabel(WrappedLabel):
 
 
 class SecondsAxis(pg.AxisItem):
-    """The time axis: seconds since the reply started, its last value written with the unit ("0.4 s"), which
-    takes no height of the plot's (an axis title would)."""
+    """The time axis: seconds since the reply started, its rightmost drawn value written with the unit ("0.4 s"),
+    which takes no height of the plot's (an axis title would).
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph's name
-        strings = super().tickStrings(values, scale, spacing)
-        if strings:
-            strings[-1] += " s"
-        return strings
+    The unit goes on the label as drawn, not on the last string of a tick level (``tickStrings``): pyqtgraph leaves
+    out the labels of a level that would not fit, and at some widths the level that carried the unit was the one
+    left out (the 1920x1080 window drew 0.1 ... 0.4 with no unit)."""
+
+    def generateDrawSpecs(self, p):  # noqa: N802 - pyqtgraph's name
+        specs = super().generateDrawSpecs(p)
+        if specs is None or not specs[2]:
+            return specs
+        axis, ticks, texts = specs
+        last = max(range(len(texts)), key=lambda index: texts[index][0].center().x())
+        rect, flags, text = texts[last]
+        font = self.style.get("tickFont") or p.font()
+        wider = QFontMetricsF(font).horizontalAdvance(" s")
+        texts[last] = (rect.adjusted(0, 0, wider, 0), flags, text + " s")
+        return axis, ticks, texts
 
 
 class _SettlingFrame(QWidget):
