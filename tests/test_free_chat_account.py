@@ -82,6 +82,6 @@ def test_each_prompts_speedup_is_its_median_over_repetitions_against_plain_decod
         runs[("greedy", "auto", rep)].append(run(50, decode_tokens=0))
     # prompt 0: 1.2, 1.1, 0.8 -> 1.1; prompt 1: 0.9, 0.98, 1.5 -> 0.98; prompt 2: never measured
     assert per_prompt_speedups(runs, "greedy", "auto", 3) == {
-        "slowest_prompt": pytest.approx(0.98), "prompts_below": 0, "prompts_measured": 2,
+        "slowest_prompt": pytest.approx(0.98), "prompts_below": 0, "prompts_measured": 2, "per_prompt": [1.1, 0.98],
     }
     assert per_prompt_speedups(runs, "greedy", "auto", 1)["prompts_below"] == 1  # rep 0 alone: prompt 1 at 0.9

@@ -80,6 +80,14 @@ class Operation:
     task: asyncio.Task | None = None
 
 
+def _log_view() -> QPlainTextEdit:
+    """A tab's read-only log of its operations' progress lines (the last 500)."""
+    log = QPlainTextEdit()
+    log.setReadOnly(True)
+    log.setMaximumBlockCount(500)
+    return log
+
+
 class ProgressThrottle:
     """The progress callback handed to a store operation: passes ``(message, fraction)`` on, at most every
     PROGRESS_INTERVAL_S for repeats of the same message (byte counts), always for a new message or completion.
@@ -223,9 +231,7 @@ class ModelsDialog(QDialog):
         self.add_button.clicked.connect(self.add_model)
         self.add_hint = QLabel("")
         self.add_hint.setWordWrap(True)
-        self.log = QPlainTextEdit()
-        self.log.setReadOnly(True)
-        self.log.setMaximumBlockCount(500)
+        self.log = _log_view()
 
         form = QFormLayout()
         form.addRow("Source", source_row)
@@ -265,10 +271,13 @@ class ModelsDialog(QDialog):
         self.catalogue_table.itemSelectionChanged.connect(self._show_pair_note)
         self.download_pair_button = QPushButton("Download this pair")
         self.download_pair_button.clicked.connect(self.download_pair)
+        self.catalogue_log = _log_view()  # a pair's download: each model's progress, "installed already", the check
+        self.catalogue_log.setMaximumHeight(6 * self.catalogue_log.fontMetrics().lineSpacing())
         layout = QVBoxLayout(page)
         layout.addWidget(self.catalogue_table, 1)
         layout.addWidget(self.catalogue_note)
         layout.addWidget(self.download_pair_button, 0, Qt.AlignRight)
+        layout.addWidget(self.catalogue_log)
         return page
 
     # --- installed models ----------------------------------------------------------------------------
@@ -467,7 +476,9 @@ class ModelsDialog(QDialog):
             check_pair(target, draft)
             return target, draft
 
-        self._start(f"Downloading {pair.title}", work, changes_models=True, on_success=self._pair_downloaded)
+        self.catalogue_log.clear()
+        self._start(f"Downloading {pair.title}", work, changes_models=True, on_success=self._pair_downloaded,
+                    log=self.catalogue_log)
 
     def _pair_downloaded(self, folders: tuple[Path, Path]) -> None:
         target, draft = folders
