@@ -18,6 +18,18 @@ Design rules:
   again, since it is never chosen. Plain steps are measured in every context bucket
   (``CONTEXT_BUCKET`` tokens) before speculation is judged there, and again every ``PLAIN_REFRESH`` steps, so the
   speculative costs are always compared with a plain cost measured under the same load.
+* **Changing the pass width has a price of its own.** OpenVINO's CPU plugin compiles the model with dynamic
+  shapes, and a pass over a different number of tokens than the pass before it re-derives every node's shapes: 2-4
+  ms more on the Zen 5, with every node's own time unchanged (``bench/pass_shapes.py``; a one-token pass costs
+  ~12 ms). A pass's cost is therefore kept per size from passes that followed one of the same size only, and the
+  passes that changed size measure the price of the change (``PassCosts.switch_cost``). A step that would change
+  the width is charged ``1 / SWITCH_HORIZON`` of that price (a change is expected to last a few steps). Estimates
+  that mixed both kinds of pass misjudged both widths: a plain cost refreshed by plain steps right after
+  verification passes rose towards the switched cost, a head cost measured after plain steps likewise. Simulated
+  with the Zen 5's costs (``bench/auto_simulation.py``), Auto then drafted where the head was 9% slower than plain
+  steps and decoded plainly where it was 3% faster; charged the whole price, it stayed plain unless the head was
+  20% faster; charged a quarter, it is within 2.1% of plain decoding at every acceptance and takes the head's
+  gain where it pays (the rest is the exploration of a drafter whose acceptance drifted back to its prior).
 * **Acceptance of this conversation.** ``Acceptance`` keeps, per drafter and per draft position j, the decayed
   count of drafts j verified (all drafts before j accepted) and accepted, over a Beta prior (for j > 0 centred on
   position j - 1's estimate, so K can grow as far as the drafts keep being accepted). The counts decay every
@@ -31,7 +43,8 @@ Design rules:
 
 The expected tokens of a step with K drafts whose position-j acceptance is a_j (all earlier ones accepted) are
 ``1 + sum_{i=1..K} prod_{j<i} a_j`` (Leviathan et al., section 3.1, with one alpha per position instead of one for
-all); its expected time is ``draft(K) + pass(K + 1)``. Auto takes the (drafter, K) with the highest ratio.
+all); its expected time is ``draft(K) + pass(K + 1)``, plus the charge for a change of width. Auto takes the
+(drafter, K) with the highest ratio.
 """
 
 from __future__ import annotations
@@ -66,6 +79,9 @@ PRIOR_WEIGHT = 2.0
 DECAY = 0.97
 #: Lookup matches at least this long (the n-gram extended backwards) count as copying.
 LONG_MATCH = 8
+#: Steps a change of pass width is expected to last: a step that changes the width is charged this fraction of the
+#: measured price of the change (``PassCosts.switch_cost``; see the module's design rules).
+SWITCH_HORIZON = 4
 #: Draft positions reached with a lower probability than this are not considered: a draft there adds less than
 #: MIN_REACH expected tokens, while a pass over one more token costs 0.2-0.35 one-token passes (and drafting it
 #: more), so it cannot raise the tokens per second of a step that emits at least one token per pass.
@@ -109,30 +125,41 @@ def _prior_pass(size: int) -> float:
 
 class PassCosts:
     """Running estimates of a step's target cost (everything but drafting), by pass size (K + 1 tokens) and
-    context bucket (``CONTEXT_BUCKET`` cached tokens), kept for the process: the machine, not the conversation."""
+    context bucket (``CONTEXT_BUCKET`` cached tokens), from passes that followed a pass of the same size, and of
+    the price of changing the size (see the module's design rules); kept for the process: the machine, not the
+    conversation."""
 
     def __init__(self) -> None:
         self._times: dict[tuple[int, int], RunningTime] = {}
-        self.since_plain = 0  # steps since the last plain one
+        self._switch = RunningTime()  # seconds a pass costs more right after a pass of another size
+        self.since_plain = 0  # steps since the last plain one measured at its own width
 
-    def record(self, size: int, cache_len: int, seconds: float) -> None:
-        """One step's target cost: a pass over ``size`` tokens after ``cache_len`` cached ones took ``seconds``."""
-        self._times.setdefault((cache_len // CONTEXT_BUCKET, size), RunningTime()).add(seconds)
+    def record(self, size: int, cache_len: int, seconds: float, switched: bool = False) -> None:
+        """One step's target cost: a pass over ``size`` tokens after ``cache_len`` cached ones took ``seconds``;
+        ``switched``: the pass before it (the prompt's, for a reply's first step) read another number of tokens.
+        A switched pass measures the price of the change (its excess over the size's estimate, once that is
+        settled), not the size's cost."""
+        key = (cache_len // CONTEXT_BUCKET, size)
+        if switched:
+            steady = self._times.get(key)
+            if steady is not None and steady.settled:
+                self._switch.add(max(seconds - steady.seconds, 1e-6))
+            self.since_plain += 1
+            return
+        self._times.setdefault(key, RunningTime()).add(seconds)
         self.since_plain = 0 if size == 1 else self.since_plain + 1
 
+    @property
+    def switch_cost(self) -> float:
+        """Seconds a pass costs more right after a pass of another size (0 before one was measured)."""
+        return self._switch.seconds if self._switch.samples else 0.0
+
     def wants_plain(self, cache_len: int) -> bool:
-        """Whether the next step should be plain to measure the plain cost: fewer than WARMUP plain steps in this
-        context bucket, PLAIN_REFRESH steps since the last plain one, or a plain cost above the settled cost of a
-        2-token pass in this bucket. A pass over more tokens cannot cost less, so the plain estimate is stale then:
-        its warm-up steps right after a prompt's prefill measured 16.6 ms against 12 ms later (greedy, Zen 5), and
-        while the head drafts every step, refreshes every PLAIN_REFRESH steps moved it too slowly: Auto drafted
-        where a plain step was cheaper per token."""
-        bucket = cache_len // CONTEXT_BUCKET
-        one = self._times.get((bucket, 1))
-        if one is None or one.samples < WARMUP or self.since_plain >= PLAIN_REFRESH:
-            return True
-        two = self._times.get((bucket, 2))
-        return two is not None and two.settled and two.seconds < one.seconds
+        """Whether the next step should be plain to measure the plain cost: fewer than WARMUP plain steps at their
+        own width in this context bucket, or PLAIN_REFRESH steps since the last one (a refresh after speculative
+        steps takes two plain steps: the first pays the change of width)."""
+        one = self._times.get((cache_len // CONTEXT_BUCKET, 1))
+        return one is None or one.samples < WARMUP or self.since_plain >= PLAIN_REFRESH
 
     def predict(self, size: int, cache_len: int) -> float | None:
         """Predicted seconds of a pass over ``size`` tokens after ``cache_len`` cached ones (``predict_upto``); None
@@ -302,6 +329,7 @@ class StepPlanner:
         self._measured = measurements
         self._drafters = drafters
         self._fixed_k = fixed_k
+        self._last_size: int | None = None  # tokens of this reply's last pass (None: the prompt's came last)
 
     @property
     def drafters(self) -> tuple[str, ...]:
@@ -338,7 +366,9 @@ class StepPlanner:
         }
         pass_s = self._measured.passes.predict_upto(max(map(len, tokens_of.values())), cache_len)
         one = pass_s[0]
-        best, best_rate = Choice(PLAIN, 0), 1.0 / one
+        change = self._measured.passes.switch_cost / SWITCH_HORIZON if self._last_size is not None else 0.0
+        pass_s = [seconds + (change if size != self._last_size else 0.0) for size, seconds in enumerate(pass_s, 1)]
+        best, best_rate = Choice(PLAIN, 0), 1.0 / pass_s[0]
         for drafter, tokens in tokens_of.items():
             drafting = self._measured.drafting_of(drafter)
             for k in range(1, len(tokens)):
@@ -361,7 +391,8 @@ class StepPlanner:
         """A finished step: what it chose, the drafts it verified (fewer than K where the drafter or a grammar cut
         them), how many were accepted, the seconds of drafting and of the rest of the step, the cache length before
         it."""
-        self._measured.passes.record(drafted + 1, cache_len, pass_s)
+        self._measured.passes.record(drafted + 1, cache_len, pass_s, switched=self._last_size != drafted + 1)
+        self._last_size = drafted + 1
         self._measured.steps += 1
         if choice.drafter == PLAIN:
             return
