@@ -41,20 +41,15 @@ def _measured(pass_ms: dict[int, float], cache_len: int = 100) -> Measurements:
 
 
 def _run(planner: StepPlanner, steps: int, accept, draft_ms: float = 1.0, cache_len: int = 100,
-         lookup_drafts: int = 0, lookup_match: int = 0, pass_ms=lambda size: 30.0 + 5.0 * (size - 1),
-         switch_ms: float = 0.0, previous: list[int] | None = None) -> list[Choice]:
+         lookup_drafts: int = 0, lookup_match: int = 0, pass_ms=lambda size: 30.0 + 5.0 * (size - 1)) -> list[Choice]:
     """Let ``planner`` choose ``steps`` times; each choice's drafts are accepted as ``accept(choice)`` says, and
-    cost ``draft_ms`` per draft and ``pass_ms(K + 1)``, plus ``switch_ms`` where the pass before it (``previous``
-    keeps the last pass size between calls) read another number of tokens."""
-    previous = previous if previous is not None else [0]
+    cost ``draft_ms`` per draft and ``pass_ms(K + 1)``."""
     choices = []
     for _ in range(steps):
         choice = planner.choose(cache_len, 16, lookup_drafts, lookup_match)
         accepted = accept(choice)
-        size = choice.k + 1
-        elapsed = pass_ms(size) + (switch_ms if size != previous[0] else 0.0)
-        planner.record(choice, choice.k, accepted, draft_ms * choice.k * MS, elapsed * MS, cache_len, lookup_match)
-        previous[0] = size
+        planner.record(choice, choice.k, accepted, draft_ms * choice.k * MS, pass_ms(choice.k + 1) * MS, cache_len,
+                       lookup_match)
         choices.append(choice)
     return choices
 
@@ -78,7 +73,7 @@ def test_the_first_steps_of_a_context_bucket_are_plain_then_plain_again_after_th
     # the reply's first step changes the width (from the prompt's) and measures the change, not the plain cost
     assert [c.drafter for c in choices[: WARMUP + 1]] == [PLAIN] * (WARMUP + 1)
     assert choices[WARMUP + 1].drafter == "head"  # every draft accepted, a 2-token pass costs 1.17 one-token passes
-    later = _run(planner, PLAIN_REFRESH + 2, accept=lambda choice: choice.k, previous=[2])
+    later = _run(planner, PLAIN_REFRESH + 2, accept=lambda choice: choice.k)
     # a refresh takes two plain steps: the first pays the change of width, the second measures the plain cost
     assert [c.drafter for c in later].count(PLAIN) == 2, later
     assert later[PLAIN_REFRESH - 1].drafter == PLAIN and later[PLAIN_REFRESH].drafter == PLAIN
