@@ -16,8 +16,9 @@ which goes first) from an empty cache, so all modes share the machine's state.
 Per sampling x mode (medians over repetitions): decode tokens/s over all prompts (sum of tokens after the first
 over the sum of decode times), speedup over autoregressive decoding of the same repetition, acceptance rate, mean
 tokens emitted per target pass, and the speedup predicted from the measured acceptance and the cost ratios of the
-passes (``pass_costs``: a target pass over n tokens and a head pass, in units of a one-token target pass, measured
-at the start of every repetition, medians): predicted = tokens per pass / mean cost of a step; measured / predicted is the speculative
+passes (``pass_costs``: a target pass over n tokens, a head pass and the price of a change of pass width, in units
+of a one-token target pass, measured at the start of every repetition, medians): predicted = tokens per pass / mean
+cost of a step; measured / predicted is the speculative
 efficiency (below 1: time lost outside the passes). Greedy runs also count replies identical to the
 autoregressive one.
 
@@ -121,7 +122,9 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
 
     ``plain`` is the target compiled without the hidden-state output a head reads: ``target_1_plain`` is its
     one-token pass, measured in turns with ``target_1`` (medians of 5 rounds of 20 each: what exposing the hidden
-    states costs a decode step)."""
+    states costs a decode step). ``switch`` is what a pass costs beyond its own width's when the pass before it had
+    another width (OpenVINO re-derives the graph's shapes: ``bench/pass_shapes.py``): half of a one-token and a
+    two-token pass taken in turns, less both taken at their own width."""
     target = engine.target
     cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
     cache.forward(prompt_ids)
@@ -142,6 +145,9 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     costs = {"target_1": statistics.median(with_hidden), "target_1_plain": statistics.median(without)}
     for n in range(2, max_tokens + 1):
         costs[f"target_{n}"] = _median_ms(pass_over(cache, n))
+    one, two = pass_over(cache, 1), pass_over(cache, 2)
+    alternating = _median_ms(lambda: (one(), two()))
+    costs["switch"] = max(0.0, (alternating - costs["target_1"] - costs["target_2"]) / 2)
     head = engine.draft
     head_cache = KVCache(head.compiled, head.rope)
     head_cache.forward(prompt_ids[1:], inputs={"hidden_states": cache.rows(0, length - 1)[None]}, last_only=True)
@@ -245,15 +251,19 @@ def what_reaches_the_bars(table: dict, ratios: dict, curve: list[dict], shipped:
 
 def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None:
     """Tokens per target pass over the mean cost of a step (a target pass over 1 + drafted tokens, plus one head
-    pass per draft when the head drafts), in one-token target passes."""
+    pass per draft when the head drafts, plus ``ratios["switch"]`` where the pass's width differs from the reply's
+    previous pass), in one-token target passes."""
     emitted = cost = 0.0
     for run in runs:
+        previous_width = 1  # the prompt's last pass is followed by one-token steps in plain decoding too
         for drafted, produced in run.steps:
             emitted += produced
             verify = ratios.get(f"target_{1 + drafted}")
             if verify is None:
                 return None
             cost += verify + (drafted * ratios["head_1"] if head else 0.0)
+            cost += ratios["switch"] if 1 + drafted != previous_width else 0.0
+            previous_width = 1 + drafted
     return emitted / cost if cost else None
 
 

@@ -85,3 +85,17 @@ def test_each_prompts_speedup_is_its_median_over_repetitions_against_plain_decod
         "slowest_prompt": pytest.approx(0.98), "prompts_below": 0, "prompts_measured": 2, "per_prompt": [1.1, 0.98],
     }
     assert per_prompt_speedups(runs, "greedy", "auto", 1)["prompts_below"] == 1  # rep 0 alone: prompt 1 at 0.9
+
+
+def test_the_predicted_speedup_charges_a_change_of_pass_width_where_a_reply_makes_one():
+    """A pass after one of another width pays OpenVINO's re-derivation of shapes (bench/pass_shapes.py): a reply
+    that alternates plain and verification passes pays it every step, one that keeps its width never."""
+    from free_chat import Run, predicted_speedup
+
+    ratios = {"target_1": 1.0, "target_2": 1.2, "head_1": 0.1, "switch": 0.25}
+    steady = Run([0] * 7, 6, 1.0, 4, 2, steps=[(1, 2), (1, 1), (1, 2), (1, 1)])  # 6 tokens, four 2-token passes
+    assert predicted_speedup([steady], ratios, head=True) == pytest.approx(6 / (0.25 + 4 * 1.3))  # only the first pass switches
+    mixed = Run([0] * 7, 6, 1.0, 2, 2, steps=[(1, 2), (0, 1), (1, 2), (0, 1)])  # widths 2, 1, 2, 1
+    assert predicted_speedup([mixed], ratios, head=True) == pytest.approx(6 / (2 * 1.3 + 2 * 1.0 + 4 * 0.25))
+    plain = Run([0] * 4, 3, 1.0, 0, 0, steps=[(0, 1)] * 3)
+    assert predicted_speedup([plain], ratios, head=False) == pytest.approx(1.0)
