@@ -104,6 +104,20 @@ def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.
     return factory.create(op, [x], {"n": n, "k": k, **addresses})
 
 
+def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A compressed MatMul's u4 weights with blocks of 32 as Q4_1 (codes u8 ``[N, K / 2]`` in ggml's block layout,
+    scales and offsets f32 ``[N, K / 32]``: ``w = d * q + m``, ``m = -zero_point * d``), or None for other weights."""
+    if found is None or found.codes.get_output_shape(0)[2] != 32 or found.codes.get_output_element_type(0) != ov.Type.u4:
+        return None
+    n, groups, _ = found.codes.get_output_shape(0)
+    scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
+    raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
+    codes = np.empty((n, groups, 32), np.uint8)
+    codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
+    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
+    return packed, scale, -_zero_point(found) * scale
+
+
 def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
     """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
     ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
@@ -114,24 +128,117 @@ def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: s
         found = _compressed(node)
         if found is None or found.codes.get_output_shape(0)[2] != 32:
             continue
-        n, groups, _ = found.codes.get_output_shape(0)
-        scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
-        zero_point = _zero_point(found)
-        kind = found.codes.get_output_element_type(0)
-        if kind == ov.Type.u4:
-            raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
-            codes = np.empty((n, groups, 32), np.uint8)
-            codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
-            packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
-            op, weights = ("Q4F32MatMul" if activations == "f32" else "Q4MatMul"), (packed, scale, -zero_point * scale)
-        elif kind == ov.Type.u8 and activations == "f32":
+        q4_1 = _q4_1(found)
+        if q4_1 is not None:
+            op, weights = ("Q4F32MatMul" if activations == "f32" else "Q4MatMul"), q4_1
+        elif found.codes.get_output_element_type(0) == ov.Type.u8 and activations == "f32":
+            n, groups, _ = found.codes.get_output_shape(0)
+            zero_point = _zero_point(found)
             signed = np.asarray(found.codes.get_data()).astype(np.int16) - zero_point.astype(np.int16)[..., None]
             if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)):
                 continue
+            scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
             op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
         else:
             continue
         found.matmul.output(0).replace(product_node(factory, op, found.matmul.input_value(0), weights, keep).output(0))
+        count += 1
+    return count
+
+
+def _only_consumer(output: ov.Output, kind: str) -> ov.Node | None:
+    """The node reading ``output`` when it is the only one and of type ``kind``, else None."""
+    targets = list(output.get_target_inputs())
+    node = targets[0].get_node() if len(targets) == 1 else None
+    return node if node is not None and node.get_type_name() == kind else None
+
+
+def _other_input(node: ov.Node, output: ov.Output) -> ov.Output:
+    """The input of a two-input ``node`` that is not ``output``."""
+    first = node.input_value(0)
+    return node.input_value(1) if (first.get_node().get_instance_id(), first.get_index()) == \
+        (output.get_node().get_instance_id(), output.get_index()) else first
+
+
+def _constant(output: ov.Output) -> np.ndarray | None:
+    """The f32 value of a Constant, or of a Convert of one; None for anything else."""
+    node = output.get_node()
+    if node.get_type_name() == "Convert":
+        node = node.input_value(0).get_node()
+    return np.asarray(node.get_data(), dtype=np.float32) if node.get_type_name() == "Constant" else None
+
+
+def _scalar(output: ov.Output) -> float | None:
+    """The value of a one-element constant (:func:`_constant`), else None."""
+    value = _constant(output)
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+
+
+def _layer_tail(o_proj) -> dict | None:
+    """The subgraph from a layer's output projection to its second residual Add, as the Llama IR writes it:
+    ``r1 = residual + o(attn)``, RMSNorm ``(r1 * (1 / sqrt(mean(r1 ** 2) + eps))) * gamma``, the fused gate/up
+    product, ``VariadicSplit``, ``Swish(gate) * up``, the down product, ``y = r1 + down``. Returns its parts, or None
+    where anything differs (then the layer is left to :func:`use_kernel`)."""
+    if _q4_1(o_proj) is None or o_proj.codes.get_output_shape(0)[1] * 32 != o_proj.columns:
+        return None
+    add1 = _only_consumer(o_proj.matmul.output(0), "Add")
+    if add1 is None:
+        return None
+    readers = {t.get_node().get_type_name(): t.get_node() for t in add1.output(0).get_target_inputs()}
+    if sorted(readers) != ["Add", "Multiply", "Power"] or len(add1.output(0).get_target_inputs()) != 3:
+        return None
+    power, scaled, add2 = readers["Power"], readers["Multiply"], readers["Add"]
+    mean = _only_consumer(power.output(0), "ReduceMean")
+    plus_eps = mean and _only_consumer(mean.output(0), "Add")
+    root = plus_eps and _only_consumer(plus_eps.output(0), "Sqrt")
+    inverse = root and _only_consumer(root.output(0), "Divide")
+    normed = _only_consumer(scaled.output(0), "Multiply")
+    if inverse is None or normed is None or _other_input(scaled, add1.output(0)).get_node().get_instance_id() \
+            != inverse.get_instance_id() or _scalar(power.input_value(1)) != 2.0 or _scalar(inverse.input_value(0)) != 1.0:
+        return None
+    eps, gamma = _scalar(_other_input(plus_eps, mean.output(0))), _constant(_other_input(normed, scaled.output(0)))
+    gate_up = _compressed(_only_consumer(normed.output(0), "MatMul"))
+    split = gate_up and _only_consumer(gate_up.matmul.output(0), "VariadicSplit")
+    if eps is None or gamma is None or split is None or len(split.outputs()) != 2:
+        return None
+    swish = _only_consumer(split.output(0), "Swish")
+    product = swish and _only_consumer(swish.output(0), "Multiply")
+    if product is None or len(swish.inputs()) != 1 or _other_input(product, swish.output(0)).get_node().get_instance_id() \
+            != split.get_instance_id() or _other_input(product, swish.output(0)).get_index() != 1:
+        return None
+    down = _compressed(_only_consumer(product.output(0), "MatMul"))
+    if down is None or _other_input(add2, add1.output(0)).get_node().get_instance_id() != down.matmul.get_instance_id():
+        return None
+    return {"o": o_proj, "gate_up": gate_up, "down": down, "residual": _other_input(add1, o_proj.matmul.output(0)),
+            "eps": eps, "gamma": gamma.reshape(-1), "end": add2}
+
+
+def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
+    """Replace each layer's output projection, residual, RMSNorm and SwiGLU MLP (:func:`_layer_tail`) by one
+    ``Q4F32Layer`` op (``q4_kernel/layer_f32.hpp``); returns how many. Their repacked weights go to ``keep``, as in
+    :func:`product_node`. Run before :func:`use_kernel`, which then takes the products left (q/k/v, the LM head)."""
+    count = 0
+    for node in model.get_ordered_ops():
+        tail = _layer_tail(_compressed(node)) if node.get_type_name() == "MatMul" else None
+        if tail is None or tail["gamma"].size != tail["o"].columns:
+            continue
+        hidden, inner = tail["o"].columns, tail["down"].codes.get_output_shape(0)[1] * 32
+        gate_up = _q4_1(tail["gate_up"])
+        down = _q4_1(tail["down"])
+        if gate_up is None or down is None or tail["gate_up"].columns != 2 * inner:
+            continue
+        parts = {"o": _q4_1(tail["o"]), "gate": [a[:inner] for a in gate_up], "up": [a[inner:] for a in gate_up],
+                 "down": down}
+        attributes = {"hidden": hidden, "inner": inner, "eps": tail["eps"]}
+        for name, arrays in [*parts.items(), ("gamma", [tail["gamma"]])]:
+            arrays = [np.ascontiguousarray(a, dtype=a.dtype) for a in arrays]
+            keep.extend(arrays)
+            if name == "gamma":
+                attributes["gamma"] = arrays[0].ctypes.data
+            else:
+                attributes.update({f"{name}_{part}": a.ctypes.data for part, a in zip(("codes", "scales", "offsets"), arrays)})
+        layer = factory.create("Q4F32Layer", [tail["o"].matmul.input_value(0), tail["residual"]], attributes)
+        tail["end"].output(0).replace(layer.output(0))
         count += 1
     return count
 
