@@ -179,6 +179,12 @@ def _scalar(output: ov.Output) -> float | None:
     return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
 
+def _compressed_consumer(output: ov.Output):
+    """The compressed MatMul (``inference.fusion``'s pattern) that alone reads ``output``, or None."""
+    matmul = _only_consumer(output, "MatMul")
+    return matmul and _compressed(matmul)
+
+
 def _layer_tail(o_proj) -> dict | None:
     """The subgraph from a layer's output projection to its second residual Add, as the Llama IR writes it:
     ``r1 = residual + o(attn)``, RMSNorm ``(r1 * (1 / sqrt(mean(r1 ** 2) + eps))) * gamma``, the fused gate/up
@@ -202,16 +208,17 @@ def _layer_tail(o_proj) -> dict | None:
             != inverse.get_instance_id() or _scalar(power.input_value(1)) != 2.0 or _scalar(inverse.input_value(0)) != 1.0:
         return None
     eps, gamma = _scalar(_other_input(plus_eps, mean.output(0))), _constant(_other_input(normed, scaled.output(0)))
-    gate_up = _compressed(_only_consumer(normed.output(0), "MatMul"))
+    gate_up = _compressed_consumer(normed.output(0))
     split = gate_up and _only_consumer(gate_up.matmul.output(0), "VariadicSplit")
-    if eps is None or gamma is None or split is None or len(split.outputs()) != 2:
-        return None
+    if eps is None or gamma is None or split is None or len(split.outputs()) != 2 \
+            or _scalar(mean.input_value(1)) not in (-1.0, 2.0) or _scalar(split.input_value(1)) not in (-1.0, 2.0):
+        return None  # the mean and the split must be over the last axis of [batch, tokens, features]
     swish = _only_consumer(split.output(0), "Swish")
     product = swish and _only_consumer(swish.output(0), "Multiply")
     if product is None or len(swish.inputs()) != 1 or _other_input(product, swish.output(0)).get_node().get_instance_id() \
             != split.get_instance_id() or _other_input(product, swish.output(0)).get_index() != 1:
         return None
-    down = _compressed(_only_consumer(product.output(0), "MatMul"))
+    down = _compressed_consumer(product.output(0))
     if down is None or _other_input(add2, add1.output(0)).get_node().get_instance_id() != down.matmul.get_instance_id():
         return None
     return {"o": o_proj, "gate_up": gate_up, "down": down, "residual": _other_input(add1, o_proj.matmul.output(0)),
