@@ -7,18 +7,23 @@ does not use them; this measures before committing.
 The ops (``bench/q4_kernel/q4_matmul.cpp``) compute each row the same way whatever the number of rows, so a
 many-token pass computes each row bit for bit as a one-token pass. ``--activations f32`` (default): every u4
 compressed MatMul of the default model with blocks of 32 becomes ``Q4F32MatMul`` (Q4_1 weights, f32 activations)
-and the LM head (u8 codes with a zero point: GGUF Q8_0) ``Q8F32MatMul``; ``q8_1``: ``Q4MatMul`` (int8 activations,
-llama.cpp's arithmetic), the LM head kept. Weights are repacked from the IR's constants (Q4_1: ``w = d * q + m``,
-``m = -zero_point * d``; Q8_0: signed codes ``q - zero_point``). Both graphs are first fused as the engine runs them
-(``inference.fusion``: q/k/v and gate/up one product each, 121 products a step).
+and the LM head (u8 codes with a zero point: GGUF Q8_0) ``Q8F32MatMul`` (graph "ops"); a third graph, "layer ops",
+puts one ``Q4F32Layer`` op in each layer from its attention output to the next layer's RMSNorm (o projection,
+residual, RMSNorm, SwiGLU MLP: ``q4_kernel/layer_f32.hpp``), with ``Q4F32MatMul`` for q/k/v and ``Q8F32MatMul`` for the
+LM head: 61 ops a step instead of 121, 31 of them still through the CPU plugin's fallback shape inference (see
+``q4_matmul.cpp``). ``q8_1``: ``Q4MatMul`` (int8 activations, llama.cpp's arithmetic), the LM head kept. Weights are
+repacked from the IR's constants (Q4_1: ``w = d * q + m``, ``m = -zero_point * d``; Q8_0: signed codes
+``q - zero_point``). All graphs are first fused as the engine runs them (``inference.fusion``: q/k/v and gate/up one
+product each, 121 products a step).
 
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
 * wall times: a decode step after a 32-token prompt, and passes over 2 and 4 tokens after it (ms);
 * a pass of T = 1, 2, 4 tokens as the sum of its nodes' median times (``PERF_COUNT``: all nodes, the weight
-  products, the largest product, which is the LM head);
-* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference, for both graphs: OpenVINO's
-  is today's f32 path), which node first computes a row differently (inputs of the first two layers' products), and
-  greedy agreement with OpenVINO's graph on 3 prompts x 32 tokens, with OpenVINO's top-2 logit gap where they part.
+  products or ops, the largest of them, which is the LM head);
+* exactness: rows of a 4-token pass against 4 one-token passes (largest logit difference, for every graph:
+  OpenVINO's is today's f32 path), which node first computes a row differently (inputs of the last graph's ops in
+  the first two layers), and greedy agreement with OpenVINO's graph on 3 prompts x 32 tokens, with OpenVINO's top-2
+  logit gap where they part.
 
 Writes ``OUT/q4_kernel.json`` and ``OUT/Q4_KERNEL.md``.
 """
@@ -104,6 +109,20 @@ def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.
     return factory.create(op, [x], {"n": n, "k": k, **addresses})
 
 
+def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A compressed MatMul's u4 weights with blocks of 32 as Q4_1 (codes u8 ``[N, K / 2]`` in ggml's block layout,
+    scales and offsets f32 ``[N, K / 32]``: ``w = d * q + m``, ``m = -zero_point * d``), or None for other weights."""
+    if found is None or found.codes.get_output_shape(0)[2] != 32 or found.codes.get_output_element_type(0) != ov.Type.u4:
+        return None
+    n, groups, _ = found.codes.get_output_shape(0)
+    scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
+    raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
+    codes = np.empty((n, groups, 32), np.uint8)
+    codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
+    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
+    return packed, scale, -_zero_point(found) * scale
+
+
 def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
     """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
     ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
@@ -114,24 +133,124 @@ def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: s
         found = _compressed(node)
         if found is None or found.codes.get_output_shape(0)[2] != 32:
             continue
-        n, groups, _ = found.codes.get_output_shape(0)
-        scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
-        zero_point = _zero_point(found)
-        kind = found.codes.get_output_element_type(0)
-        if kind == ov.Type.u4:
-            raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
-            codes = np.empty((n, groups, 32), np.uint8)
-            codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
-            packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
-            op, weights = ("Q4F32MatMul" if activations == "f32" else "Q4MatMul"), (packed, scale, -zero_point * scale)
-        elif kind == ov.Type.u8 and activations == "f32":
+        q4_1 = _q4_1(found)
+        if q4_1 is not None:
+            op, weights = ("Q4F32MatMul" if activations == "f32" else "Q4MatMul"), q4_1
+        elif found.codes.get_output_element_type(0) == ov.Type.u8 and activations == "f32":
+            n, groups, _ = found.codes.get_output_shape(0)
+            zero_point = _zero_point(found)
             signed = np.asarray(found.codes.get_data()).astype(np.int16) - zero_point.astype(np.int16)[..., None]
             if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)):
                 continue
+            scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
             op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
         else:
             continue
         found.matmul.output(0).replace(product_node(factory, op, found.matmul.input_value(0), weights, keep).output(0))
+        count += 1
+    return count
+
+
+def _only_consumer(output: ov.Output, kind: str) -> ov.Node | None:
+    """The node reading ``output`` when it is the only one and of type ``kind``, else None."""
+    targets = list(output.get_target_inputs())
+    node = targets[0].get_node() if len(targets) == 1 else None
+    return node if node is not None and node.get_type_name() == kind else None
+
+
+def _other_input(node: ov.Node, output: ov.Output) -> ov.Output:
+    """The input of a two-input ``node`` that is not ``output``."""
+    first = node.input_value(0)
+    return node.input_value(1) if (first.get_node().get_instance_id(), first.get_index()) == \
+        (output.get_node().get_instance_id(), output.get_index()) else first
+
+
+def _constant(output: ov.Output) -> np.ndarray | None:
+    """The f32 value of a Constant, or of a Convert of one; None for anything else."""
+    node = output.get_node()
+    if node.get_type_name() == "Convert":
+        node = node.input_value(0).get_node()
+    return np.asarray(node.get_data(), dtype=np.float32) if node.get_type_name() == "Constant" else None
+
+
+def _scalar(output: ov.Output) -> float | None:
+    """The value of a one-element constant (:func:`_constant`), else None."""
+    value = _constant(output)
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+
+
+def _compressed_consumer(output: ov.Output):
+    """The compressed MatMul (``inference.fusion``'s pattern) that alone reads ``output``, or None."""
+    matmul = _only_consumer(output, "MatMul")
+    return matmul and _compressed(matmul)
+
+
+def _layer_tail(o_proj) -> dict | None:
+    """The subgraph from a layer's output projection to its second residual Add, as the Llama IR writes it:
+    ``r1 = residual + o(attn)``, RMSNorm ``(r1 * (1 / sqrt(mean(r1 ** 2) + eps))) * gamma``, the fused gate/up
+    product, ``VariadicSplit``, ``Swish(gate) * up``, the down product, ``y = r1 + down``. Returns its parts, or None
+    where anything differs (then the layer is left to :func:`use_kernel`)."""
+    if _q4_1(o_proj) is None or o_proj.codes.get_output_shape(0)[1] * 32 != o_proj.columns:
+        return None
+    add1 = _only_consumer(o_proj.matmul.output(0), "Add")
+    if add1 is None:
+        return None
+    readers = {t.get_node().get_type_name(): t.get_node() for t in add1.output(0).get_target_inputs()}
+    if sorted(readers) != ["Add", "Multiply", "Power"] or len(add1.output(0).get_target_inputs()) != 3:
+        return None
+    power, scaled, add2 = readers["Power"], readers["Multiply"], readers["Add"]
+    mean = _only_consumer(power.output(0), "ReduceMean")
+    plus_eps = mean and _only_consumer(mean.output(0), "Add")
+    root = plus_eps and _only_consumer(plus_eps.output(0), "Sqrt")
+    inverse = root and _only_consumer(root.output(0), "Divide")
+    normed = _only_consumer(scaled.output(0), "Multiply")
+    if inverse is None or normed is None or _other_input(scaled, add1.output(0)).get_node().get_instance_id() \
+            != inverse.get_instance_id() or _scalar(power.input_value(1)) != 2.0 or _scalar(inverse.input_value(0)) != 1.0:
+        return None
+    eps, gamma = _scalar(_other_input(plus_eps, mean.output(0))), _constant(_other_input(normed, scaled.output(0)))
+    gate_up = _compressed_consumer(normed.output(0))
+    split = gate_up and _only_consumer(gate_up.matmul.output(0), "VariadicSplit")
+    if eps is None or gamma is None or split is None or len(split.outputs()) != 2 \
+            or _scalar(mean.input_value(1)) not in (-1.0, 2.0) or _scalar(split.input_value(1)) not in (-1.0, 2.0):
+        return None  # the mean and the split must be over the last axis of [batch, tokens, features]
+    swish = _only_consumer(split.output(0), "Swish")
+    product = swish and _only_consumer(swish.output(0), "Multiply")
+    if product is None or len(swish.inputs()) != 1 or _other_input(product, swish.output(0)).get_node().get_instance_id() \
+            != split.get_instance_id() or _other_input(product, swish.output(0)).get_index() != 1:
+        return None
+    down = _compressed_consumer(product.output(0))
+    if down is None or _other_input(add2, add1.output(0)).get_node().get_instance_id() != down.matmul.get_instance_id():
+        return None
+    return {"o": o_proj, "gate_up": gate_up, "down": down, "residual": _other_input(add1, o_proj.matmul.output(0)),
+            "eps": eps, "gamma": gamma.reshape(-1), "end": add2}
+
+
+def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
+    """Replace each layer's output projection, residual, RMSNorm and SwiGLU MLP (:func:`_layer_tail`) by one
+    ``Q4F32Layer`` op (``q4_kernel/layer_f32.hpp``); returns how many. Their repacked weights go to ``keep``, as in
+    :func:`product_node`. Run before :func:`use_kernel`, which then takes the products left (q/k/v, the LM head)."""
+    count = 0
+    for node in model.get_ordered_ops():
+        tail = _layer_tail(_compressed(node)) if node.get_type_name() == "MatMul" else None
+        if tail is None or tail["gamma"].size != tail["o"].columns:
+            continue
+        hidden, inner = tail["o"].columns, tail["down"].codes.get_output_shape(0)[1] * 32
+        gate_up = _q4_1(tail["gate_up"])
+        down = _q4_1(tail["down"])
+        if gate_up is None or down is None or tail["gate_up"].columns != 2 * inner:
+            continue
+        parts = {"o": _q4_1(tail["o"]), "gate": [a[:inner] for a in gate_up], "up": [a[inner:] for a in gate_up],
+                 "down": down}
+        attributes = {"hidden": hidden, "inner": inner, "eps": tail["eps"]}
+        for name, arrays in [*parts.items(), ("gamma", [tail["gamma"]])]:
+            arrays = [np.ascontiguousarray(a, dtype=a.dtype) for a in arrays]
+            keep.extend(arrays)
+            if name == "gamma":
+                attributes["gamma"] = arrays[0].ctypes.data
+            else:
+                attributes.update({f"{name}_{part}": a.ctypes.data for part, a in zip(("codes", "scales", "offsets"), arrays)})
+        layer = factory.create("Q4F32Layer", [tail["o"].matmul.input_value(0), tail["residual"]], attributes)
+        tail["end"].output(0).replace(layer.output(0))
         count += 1
     return count
 
@@ -141,6 +260,15 @@ def engine_graph(core: ov.Core, xml: Path) -> ov.Model:
     model = core.read_model(xml)
     fuse_shared_input_products(model)
     return model
+
+
+def kernel_graph(core: ov.Core, factory: NodeFactory, xml: Path, keep: list, activations: str, layers: bool
+                 ) -> tuple[ov.Model, int]:
+    """:func:`engine_graph` with the ops in place: ``Q4F32Layer`` first where ``layers`` (:func:`use_layers`), then
+    the products left (:func:`use_kernel`); returns it and how many ops replaced what."""
+    model = engine_graph(core, xml)
+    count = use_layers(model, factory, keep) if layers else 0
+    return model, count + use_kernel(model, factory, keep, activations)
 
 
 def _ms(function) -> float:
@@ -182,12 +310,17 @@ def model_round(stepper: Stepper, tokens: list[int]) -> dict:
     return result
 
 
-def node_times(core: ov.Core, model: ov.Model, tokens: list[int], width: int, steps: int = 24) -> dict:
-    """A pass over ``width`` tokens as the sum of its nodes' median times (``PERF_COUNT``, ms; robust to other work
-    on the machine, which wall times are not): ``nodes_ms`` all executed nodes, ``products_ms`` the weight products
-    (``FullyConnected*``, or the ops' ``Reference`` nodes), ``largest_ms`` the largest product (the LM head).
-    Passes after a 32-token prompt, the first 4 not counted."""
-    stepper = Stepper(core.compile_model(model, "CPU", {**EXACT, "PERF_COUNT": "YES"}))
+def node_times(compiled: ov.CompiledModel, tokens: list[int], steps: int = 24) -> dict:
+    """Passes over 1, 2 and 4 tokens (keys "1", "2", "4") as the sum of their nodes' median times (``PERF_COUNT``,
+    which ``compiled`` must have on; ms; robust to other work on the machine, which wall times are not): ``nodes_ms``
+    all executed nodes, ``products_ms`` the weight products (``FullyConnected*``, or the ops' ``Reference`` nodes),
+    ``largest_ms`` the largest product (the LM head). Passes after a 32-token prompt, the first 4 not counted."""
+    stepper = Stepper(compiled)
+    return {str(width): _node_times(stepper, tokens, width, steps) for width in (1, 2, 4)}
+
+
+def _node_times(stepper: Stepper, tokens: list[int], width: int, steps: int) -> dict:
+    stepper.reset()
     stepper.forward(tokens[:32])
     per_node: dict[str, list[float]] = {}
     kinds: dict[str, str] = {}
@@ -230,17 +363,16 @@ def agreement(reference: Stepper, candidate: Stepper, prompt: list[int]) -> dict
 
 
 def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[int], activations: str, keep: list,
-                 products: int = 8) -> list[dict]:
-    """Where a 4-token pass and 4 one-token passes part, with the ops in place: for the inputs of the first
-    ``products`` replaced products (layers 0 and 1 of the fused graph), in graph order, the node that makes each
+                 layers: bool) -> list[dict]:
+    """Where a 4-token pass and 4 one-token passes part, with the ops in place (:func:`kernel_graph`): for the inputs
+    of the ops of layers 0 and 1 (not the LM head), in graph order, the node that makes each
     input, whether each of the 4 rows is bitwise the one-token row, and the largest difference."""
-    model = engine_graph(core, xml)
-    use_kernel(model, factory, keep, activations)
+    model, _ = kernel_graph(core, factory, xml, keep, activations, layers)
     sources, labels, seen = [], [], set()
-    for node in [n for n in model.get_ordered_ops() if n.get_type_name() in ("Q4MatMul", "Q4F32MatMul")][:products]:
-        source = node.input_value(0)
+    layer_ops = [n for n in model.get_ordered_ops() if n.get_type_name() in ("Q4MatMul", "Q4F32MatMul", "Q4F32Layer")]
+    for source in [value for node in layer_ops[: 4 if layers else 8] for value in node.input_values()]:
         key = (source.get_node().get_instance_id(), source.get_index())
-        if key not in seen:  # q, k and v (gate and up) read one input
+        if key not in seen:  # an input read by several ops counted once
             seen.add(key)
             sources.append(source)
             chain = [source.get_node()]
@@ -286,7 +418,10 @@ def markdown(results: dict) -> str:
     lines = [f"# Blocked weight products as OpenVINO extension ops ({results['activations']} activations), in the whole model",
              "", f"- Machine: {results['machine']}", f"- Command: `{results['command']}` at commit {results['commit']}, "
              f"finished {results['finished']}; {results['rounds']} rounds, medians.", f"- Load: {results['load']}",
-             f"- Graphs fused as the engine runs them; {results['replaced']} products replaced by the ops.", "",
+             "- Graphs fused as the engine runs them (121 products); ops in place: "
+             + ", ".join(f"{name} {count}" for name, count in results["replaced"].items())
+             + " (`ops`: every product an op; `layer ops`: one `Q4F32Layer` a layer, q/k/v and the LM head products).",
+             "",
              "Wall times, ms:", "", "| graph | decode step | 2-token pass | 4-token pass |", "| --- | --- | --- | --- |"]
     for name in names:
         row = results["model"][name]
@@ -301,10 +436,10 @@ def markdown(results: dict) -> str:
               + ", ".join(f"{name} {results['rows_difference'][name]:.1e}" for name in names) + ".",
               "Greedy agreement with OpenVINO's graph (tokens before the first difference, of 32; OpenVINO's logit "
               "margin between its token and the op graph's there): "
-              + "; ".join(f"{a['agree']}/32" + (f" (margin {a['margin']:.4f})" if "margin" in a else "")
-                          for a in results["greedy"]) + ".",
-              "", "Where the rows part (inputs of the ops' products in layers 0-1, in graph order; 4-token pass against "
-              "4 one-token passes):", "", "| input made by | rows bitwise equal | largest difference |", "| --- | --- | --- |"]
+              + "; ".join(f"{name} " + ", ".join(f"{a['agree']}/32" + (f" (margin {a['margin']:.4f})" if "margin" in a else "")
+                                                  for a in agreements) for name, agreements in results["greedy"].items()) + ".",
+              "", f"Where the rows part (inputs of the {list(results['model'])[-1]}' ops in layers 0-1, in graph order; "
+              "4-token pass against 4 one-token passes):", "", "| input made by | rows bitwise equal | largest difference |", "| --- | --- | --- |"]
     lines += [f"| {row['made_by']} | {' '.join('yes' if e else 'no' for e in row['rows_bitwise_equal'])} | "
               f"{row['largest_difference']:.1e} |" for row in results["row_equality"]]
     return "\n".join(lines) + "\n"
@@ -324,22 +459,26 @@ def main(argv: list[str] | None = None) -> int:
         core.add_extension(str(library))
         factory.add_extension(str(library))
         xml = ensure_default_model(4) / "openvino_model.xml"
-        kernel_model = engine_graph(core, xml)
         keep: list[np.ndarray] = []  # the ops' weights, alive until the compiled models are gone
-        replaced = use_kernel(kernel_model, factory, keep, args.activations)
-        graphs = {"openvino": engine_graph(core, xml), "ops": kernel_model}
+        layers = args.activations == "f32"
+        graphs, replaced = {"openvino": engine_graph(core, xml)}, {}
+        for name in ("ops", "layer ops") if layers else ("ops",):
+            graphs[name], replaced[name] = kernel_graph(core, factory, xml, keep, args.activations, name == "layer ops")
         steppers = {name: Stepper(core.compile_model(graph, "CPU", EXACT)) for name, graph in graphs.items()}
         tokens = [int(t) for t in np.random.default_rng(0).integers(100, 49_000, 200)]
         rounds = {name: [] for name in steppers}
         for index in range(args.rounds):
-            for name in (list(steppers) if index % 2 == 0 else list(steppers)[::-1]):
+            names = list(steppers)
+            for name in names[index % len(names):] + names[: index % len(names)]:  # each graph first in turn
                 rounds[name].append(model_round(steppers[name], tokens))
         model = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for name, rs in rounds.items()}
         load.append(os.getloadavg()[0])
-        nodes = {name: {str(t): node_times(core, graph, tokens, t) for t in (1, 2, 4)} for name, graph in graphs.items()}
+        nodes = {name: node_times(core.compile_model(graph, "CPU", {**EXACT, "PERF_COUNT": "YES"}), tokens)
+                 for name, graph in graphs.items()}
         rows_difference = {name: _row_difference(stepper, tokens) for name, stepper in steppers.items()}
-        greedy_results = [agreement(steppers["openvino"], steppers["ops"], prompt) for prompt in PROMPTS]
-        equality = row_equality(core, factory, xml, tokens, args.activations, keep)
+        greedy_results = {name: [agreement(steppers["openvino"], steppers[name], prompt) for prompt in PROMPTS]
+                          for name in list(steppers)[1:]}
+        equality = row_equality(core, factory, xml, tokens, args.activations, keep, layers)
         load.append(os.getloadavg()[0])
     results = {**run_stamp("q4_kernel.py", argv, started), "rounds": args.rounds, "activations": args.activations,
                "load": f"1-minute load average {min(load):.1f}-{max(load):.1f} during the run (2 cores)",

@@ -1,5 +1,6 @@
 """bench/q4_kernel/q4_matmul.cpp: blocked weight products as OpenVINO extension ops (issue 33, an experiment):
-Q4_1 x Q8_1 (``Q4MatMul``, int8 activations), Q4_1 x f32 (``Q4F32MatMul``) and Q8_0 x f32 (``Q8F32MatMul``).
+Q4_1 x Q8_1 (``Q4MatMul``, int8 activations), Q4_1 x f32 (``Q4F32MatMul``) and Q8_0 x f32 (``Q8F32MatMul``), and a
+decoder layer's o projection, residual, RMSNorm and SwiGLU MLP as one op (``Q4F32Layer``).
 
 Built from source with g++ against the venv's OpenVINO, loaded with ``Core.add_extension``, run in a small graph on
 the CPU plugin: their numbers against NumPy references of the same arithmetic, and every row of a many-token pass
@@ -143,6 +144,66 @@ def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weig
         together = model({0: x[None, :rows]})[0][0]
         for r in range(rows):
             alone = model({0: x[None, r : r + 1]})[0][0, 0]
+            assert together[r].view(np.uint32).tolist() == alone.view(np.uint32).tolist(), (rows, r)
+
+
+HIDDEN, INNER, EPS = 64, 96, 1e-3  # the layer op's sizes in the tests (multiples of 32); an eps large enough to matter
+
+
+@pytest.fixture(scope="module")
+def layer_weights():
+    """Random Q4_1 weights for ``Q4F32Layer`` (o [H, H], gate and up [I, H], down [H, I]; each as codes [N, K], packed
+    [N, K / 2], d, m) and the RMSNorm's gamma [H]."""
+    rng = np.random.default_rng(5)
+
+    def q4_1(n, k):
+        codes = rng.integers(0, 16, (n, k // 32, 32)).astype(np.uint8)
+        d = (rng.random((n, k // 32)) * 0.02 + 0.001).astype(np.float32)
+        return codes, (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, k // 2), d, (-7.5 * d).astype(np.float32)
+
+    parts = {"o": q4_1(HIDDEN, HIDDEN), "gate": q4_1(INNER, HIDDEN), "up": q4_1(INNER, HIDDEN), "down": q4_1(HIDDEN, INNER)}
+    return parts, (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)
+
+
+def compiled_layer(loaded, layer_weights) -> ov.CompiledModel:
+    """``Q4F32Layer`` alone: attn and residual ``[1, T, H]``, T dynamic, on the CPU plugin with 2 threads."""
+    core, factory = loaded
+    parts, gamma = layer_weights
+    attn, residual = ops.parameter([1, -1, HIDDEN], np.float32), ops.parameter([1, -1, HIDDEN], np.float32)
+    attributes = {"hidden": HIDDEN, "inner": INNER, "eps": EPS, "gamma": gamma.ctypes.data}
+    KEEP.append(gamma)
+    for name, (_, packed, d, m) in parts.items():
+        KEEP.extend((packed, d, m))
+        attributes.update({f"{name}_codes": packed.ctypes.data, f"{name}_scales": d.ctypes.data, f"{name}_offsets": m.ctypes.data})
+    node = factory.create("Q4F32Layer", [attn.output(0), residual.output(0)], attributes)
+    return core.compile_model(ov.Model([node.output(0)], [attn, residual]), "CPU", {"INFERENCE_NUM_THREADS": "2"})
+
+
+def test_the_layer_op_is_the_llama_layer_tail(loaded, layer_weights):
+    parts, gamma = layer_weights
+    rng = np.random.default_rng(6)
+    attn, residual = rng.standard_normal((2, 5, HIDDEN)).astype(np.float32)
+    y = compiled_layer(loaded, layer_weights)({0: attn[None], 1: residual[None]})[0][0]
+    # the same layer in float64 from the same f32 weights (fma(d, q, m) rounded once, as the kernel decompresses them)
+    w = {name: (d.astype(np.float64)[..., None] * codes + m[..., None]).astype(np.float32).reshape(len(d), -1)
+         .astype(np.float64) for name, (codes, _, d, m) in parts.items()}
+    r1 = residual + attn.astype(np.float64) @ w["o"].T
+    h = r1 / np.sqrt((r1**2).mean(axis=1, keepdims=True) + EPS) * gamma
+    g, u = h @ w["gate"].T, h @ w["up"].T
+    expected = r1 + (g / (1 + np.exp(-g)) * u) @ w["down"].T
+    assert y.shape == (5, HIDDEN)
+    # f32 arithmetic against f64: ~1e-7 relative; a dropped eps, gamma or residual would be off by far more
+    assert np.abs(y - expected).max() <= 2e-6 * np.abs(expected).max()
+    assert np.abs(y - expected).max() > 0
+
+
+def test_each_row_of_a_many_token_layer_pass_is_bitwise_the_one_token_row(loaded, layer_weights):
+    model = compiled_layer(loaded, layer_weights)
+    attn, residual = (np.random.default_rng(7).standard_normal((2, 7, HIDDEN)) * 2).astype(np.float32)
+    for rows in (2, 3, 4, 5, 7):
+        together = model({0: attn[None, :rows], 1: residual[None, :rows]})[0][0]
+        for r in range(rows):
+            alone = model({0: attn[None, r : r + 1], 1: residual[None, r : r + 1]})[0][0, 0]
             assert together[r].view(np.uint32).tolist() == alone.view(np.uint32).tolist(), (rows, r)
 
 

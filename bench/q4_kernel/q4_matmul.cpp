@@ -5,6 +5,8 @@
 //                        faster but not exact enough for speculation
 // Q4F32MatMul(x) -> y    Q4_1 weights, x in f32 (block_f32.hpp)
 // Q8F32MatMul(x) -> y    Q8_0 weights, x in f32 (block_f32.hpp): the default model's LM head
+// Q4F32Layer(attn, residual) -> y   a decoder layer from its attention output to the next layer's RMSNorm (o
+//                        projection, residual, RMSNorm, SwiGLU MLP: layer_f32.hpp), Q4_1 weights, f32; see below
 //   x        f32 [..., K]        activations, one row per token
 //   y        f32 [..., N]        y[r, n] = sum_k x[r, k] * w[n, k]
 // Attributes: n, k (int64) and the addresses (int64) of the weights, which the caller owns and keeps alive and
@@ -24,13 +26,17 @@
 // number of rows or threads (threads split the N outputs), so a many-token verification pass computes each row bit
 // for bit as a one-token decode pass does. Built with -mavx2 -mfma it runs the AVX2 kernels; with -mavx512vnni
 // -mavx512vl added, Q4MatMul runs the VNNI one (bitwise the same results).
+#include <array>
+#include <string>
 #include <vector>
 
 #include "block_f32.hpp"
+#include "layer_f32.hpp"
 #include "openvino/core/extension.hpp"
 #include "openvino/core/op_extension.hpp"
 #include "openvino/core/parallel.hpp"
 #include "openvino/op/op.hpp"
+#include "openvino/op/util/binary_elementwise_arithmetic.hpp"
 #include "q4_1_q8_1.hpp"
 
 namespace specchat {
@@ -146,8 +152,90 @@ public:
     using BlockMatMul::BlockMatMul;
 };
 
+// Q4F32Layer: attn and residual f32 [..., H] (the same shape), y f32 [..., H]. Attributes: hidden H, inner I, eps
+// (float), the addresses of gamma f32 [H] and of four Q4_1 weights, each codes, scales and offsets as above:
+// o_* [H, H], gate_* and up_* [I, H], down_* [H, I].
+// It derives from BinaryElementwiseArithmetic only for the CPU plugin's sake: for such ops the plugin infers the
+// output shape as the inputs' broadcast (ShapeInferEltwise, in src/plugins/intel_cpu/src/shape_inference/
+// shape_inference.cpp's make_shape_inference) instead of its ShapeInferFallback, which clones the op over the inputs'
+// data every call and marks the output shape data-dependent (Reference::executeDynamicImpl then infers and redefines
+// the output memory each call); y has the inputs' shape, so the broadcast is the right answer.
+class Q4F32Layer : public ov::op::util::BinaryElementwiseArithmetic {
+public:
+    OPENVINO_OP("Q4F32Layer", "specchat", ov::op::util::BinaryElementwiseArithmetic);
+
+    Q4F32Layer() : BinaryElementwiseArithmetic(ov::op::AutoBroadcastType::NUMPY) {}
+    Q4F32Layer(const ov::Output<ov::Node>& attn, const ov::Output<ov::Node>& residual)
+        : BinaryElementwiseArithmetic(attn, residual, ov::op::AutoBroadcastType::NUMPY) {}
+
+    void validate_and_infer_types() override {
+        NODE_VALIDATION_CHECK(this, get_input_size() == 2, "two inputs: attn, residual");
+        NODE_VALIDATION_CHECK(this, get_input_element_type(0) == ov::element::f32 &&
+                                    get_input_element_type(1) == ov::element::f32, "inputs must be f32");
+        for (const int64_t* address : {&m_gamma, &m_o[0], &m_o[1], &m_o[2], &m_gate[0], &m_gate[1], &m_gate[2],
+                                       &m_up[0], &m_up[1], &m_up[2], &m_down[0], &m_down[1], &m_down[2]})
+            NODE_VALIDATION_CHECK(this, *address != 0, "a weight's address is missing");
+        NODE_VALIDATION_CHECK(this, m_hidden % Q_BLOCK == 0 && m_inner % Q_BLOCK == 0,
+                              "hidden and inner must be multiples of 32");
+        auto out = get_input_partial_shape(1);
+        NODE_VALIDATION_CHECK(this, out.rank().is_static() && out[out.rank().get_length() - 1].compatible(m_hidden)
+                                    && ov::PartialShape::merge_into(out, get_input_partial_shape(0)),
+                              "attn and residual must both be [..., hidden]");
+        set_output_type(0, ov::element::f32, out);
+    }
+
+    bool visit_attributes(ov::AttributeVisitor& visitor) override {
+        visitor.on_attribute("hidden", m_hidden);
+        visitor.on_attribute("inner", m_inner);
+        visitor.on_attribute("eps", m_eps);
+        visitor.on_attribute("gamma", m_gamma);
+        const char* parts[] = {"codes", "scales", "offsets"};
+        for (int i = 0; i < 3; ++i) {
+            visitor.on_attribute(std::string("o_") + parts[i], m_o[i]);
+            visitor.on_attribute(std::string("gate_") + parts[i], m_gate[i]);
+            visitor.on_attribute(std::string("up_") + parts[i], m_up[i]);
+            visitor.on_attribute(std::string("down_") + parts[i], m_down[i]);
+        }
+        return true;
+    }
+
+    std::shared_ptr<ov::Node> clone_with_new_inputs(const ov::OutputVector& inputs) const override {
+        auto copy = std::make_shared<Q4F32Layer>(inputs.at(0), inputs.at(1));
+        copy->m_hidden = m_hidden, copy->m_inner = m_inner, copy->m_eps = m_eps, copy->m_gamma = m_gamma;
+        copy->m_o = m_o, copy->m_gate = m_gate, copy->m_up = m_up, copy->m_down = m_down;
+        copy->constructor_validate_and_infer_types();
+        return copy;
+    }
+
+    bool has_evaluate() const override { return true; }
+
+    bool evaluate(ov::TensorVector& outputs, const ov::TensorVector& inputs) const override {
+        const ov::Shape shape = inputs[1].get_shape();
+        OPENVINO_ASSERT(inputs[0].get_shape() == shape, "Q4F32Layer: attn and residual differ in shape");
+        outputs[0].set_shape(shape);
+        const int64_t rows = static_cast<int64_t>(ov::shape_size(shape)) / m_hidden;
+        const LayerWeights w{weights(m_o, m_hidden, m_hidden), weights(m_gate, m_inner, m_hidden),
+                             weights(m_up, m_inner, m_hidden), weights(m_down, m_hidden, m_inner),
+                             reinterpret_cast<const float*>(m_gamma), m_eps};
+        layer_f32(w, inputs[0].data<const float>(), inputs[1].data<const float>(), rows, outputs[0].data<float>(),
+                  [](int64_t n, const auto& body) { split_outputs(n, F32_OUTPUT_GROUP, body); });
+        return true;
+    }
+
+private:
+    static Q41Weights weights(const std::array<int64_t, 3>& at, int64_t n, int64_t k) {
+        return {reinterpret_cast<const uint8_t*>(at[0]), reinterpret_cast<const float*>(at[1]),
+                reinterpret_cast<const float*>(at[2]), n, k};
+    }
+
+    int64_t m_hidden = 0, m_inner = 0, m_gamma = 0;
+    float m_eps = 0;
+    std::array<int64_t, 3> m_o{}, m_gate{}, m_up{}, m_down{};  // codes, scales, offsets: addresses
+};
+
 }  // namespace specchat
 
 OPENVINO_CREATE_EXTENSIONS(std::vector<ov::Extension::Ptr>({std::make_shared<ov::OpExtension<specchat::Q4MatMul>>(),
                                                              std::make_shared<ov::OpExtension<specchat::Q4F32MatMul>>(),
-                                                             std::make_shared<ov::OpExtension<specchat::Q8F32MatMul>>()}));
+                                                             std::make_shared<ov::OpExtension<specchat::Q8F32MatMul>>(),
+                                                             std::make_shared<ov::OpExtension<specchat::Q4F32Layer>>()}));
