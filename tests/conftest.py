@@ -4,7 +4,7 @@ of ``make test``.
 The phases: ``--phase parallel`` (run under pytest-xdist, ``-n 2 --dist loadfile``) deselects the tests marked
 ``serial``; ``--phase serial`` (run alone, after it) keeps only them. ``serial`` marks the tests that assert a
 wall-time bound or a GUI stall limit, which another process loading the CPU can break. A phase that selects nothing
-passes. Without ``--phase`` every test runs. Each xdist worker is pinned to its share of this process's CPUs (one
+passes. Without ``--phase`` every test runs, in the order collected. Each xdist worker is pinned to its share of this process's CPUs (one
 core each on 2 cores): with both workers' OpenVINO (and torch) thread pools spread over both cores, the speculative
 sampling tests ran 132 s against 105 s in one process; pinned, 90 s (quiet, Zen 5, 2 cores, 2026-12-05).
 """
@@ -36,6 +36,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Keeps the tests of this ``--phase``; in the parallel phase, the files holding a ``slow`` or ``installer`` test
+    (minutes each) go first, in their order, so that xdist (``--dist loadfile`` hands out files in collection order)
+    starts them while the other worker goes through the short files, not at the end with the other worker idle."""
     phase = config.getoption("--phase")
     if phase is None:
         return
@@ -44,7 +47,10 @@ def pytest_collection_modifyitems(config, items):
         (keep if (item.get_closest_marker("serial") is not None) == (phase == "serial") else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    if phase == "parallel":
+        long_files = {item.path for item in keep if item.get_closest_marker("slow") or item.get_closest_marker("installer")}
+        keep.sort(key=lambda item: item.path not in long_files)
+    items[:] = keep
 
 
 def pytest_sessionfinish(session, exitstatus):
