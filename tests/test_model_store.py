@@ -183,6 +183,7 @@ def test_int4_model_answers_paris(int4_model: SimpleNamespace) -> None:
     assert "Paris" in _greedy_answer(int4_model.folder)
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_second_call_is_idempotent(int4_model: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = int4_model.folder
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}

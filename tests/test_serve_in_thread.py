@@ -115,6 +115,7 @@ def test_an_error_of_the_worker_reaches_the_server(worker_loop):
         server.stop()
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_a_client_that_disconnects_cancels_the_generation_on_the_worker_loop(worker_loop):
     worker = FakeWorker([["first"], "wait"])
     server = serve(worker, worker_loop)
@@ -141,6 +142,7 @@ def test_stopping_frees_the_port_and_a_port_in_use_says_so(worker_loop):
         httpx.get(f"http://127.0.0.1:{port}/generate", timeout=2)
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_stopping_with_a_stream_open_ends_it_and_cancels_the_generation(worker_loop):
     worker = FakeWorker([["first"], "wait"])
     server = serve(worker, worker_loop)

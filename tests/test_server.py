@@ -179,6 +179,7 @@ def test_two_concurrent_clients_take_turns(client):
     assert times["snow first"] >= times["rain done"] - 0.05  # the second waited for the first to finish
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_a_disconnect_cancels_the_generation(client, server):
     with httpx.stream("POST", f"{server.url}/chat/completions", timeout=60, json={
         "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}],
@@ -336,6 +337,7 @@ def test_a_server_stopped_mid_stream_says_the_reply_is_cut(data_dir, int4_dir):
     assert answer["response"].status_code == 503 and answer["response"].json()["error"]["code"] == "server_stopped"
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_ctrl_c_answers_the_queued_requests_503_at_once(data_dir, int4_dir):
     """Ctrl+C with a reply running and two requests queued: all three get a 503 ``server_stopped`` and the server
     ends within seconds, instead of generating the queued replies for clients it is about to drop."""
@@ -417,6 +419,7 @@ def test_bad_completion_requests_and_an_oversized_body(server):
     assert httpx.get(f"{server.base}/health").json()["status"] == "ok"  # still serving
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_the_api_key_guards_every_endpoint_but_health(data_dir, int4_dir):
     with ServerProcess(["--api-key", "s3cret"]) as keyed:
         for key in (None, "wrong"):

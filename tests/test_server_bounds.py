@@ -207,6 +207,7 @@ def tools_request(count: int) -> dict:
     return chat_body(tools=tools)
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_a_large_schema_and_10000_tools_are_answered_while_another_stream_flows(server):
     """A 200 KB JSON schema (compiled: it is under the cap) and a 10,000-tool request (refused: over the cap) are
     answered within a bound while a second client's stream goes on: the stream's longest gap between chunks while

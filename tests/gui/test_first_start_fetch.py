@@ -35,6 +35,7 @@ def slow_index(tmp_path, monkeypatch, data_dir):
         yield folder
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window, slow_index):
     from app.backends.worker import InferenceWorker
 
@@ -73,6 +74,7 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
         worker.shutdown()
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_quitting_during_the_download_stops_it(qtbot, make_window, slow_index):
     from app.backends.worker import InferenceWorker
 

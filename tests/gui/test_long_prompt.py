@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from conftest import FAST
 from gui_helpers import click
 
@@ -17,6 +18,7 @@ GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.
 STOP_WITHIN_S = 15.0
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window):
     window = make_window(FAST.with_values(n_ctx=8192))
     updates, read = [], []

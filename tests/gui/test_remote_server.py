@@ -165,6 +165,7 @@ def test_the_model_row_and_notice_follow_where_replies_come_from(qtbot, make_win
     assert notice.isVisible() and notice.text.text().endswith("(remote), a server no longer chosen.")
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     dialog = open_dialog(qtbot, window)
@@ -212,6 +213,7 @@ def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_w
     window.composer.clear()
 
 
+@pytest.mark.serial  # a wall-time bound
 def test_stop_during_a_silent_remote_stream_ends_the_reply_at_once(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
     choose_remote(window, stub.url("silent"))

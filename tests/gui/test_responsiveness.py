@@ -21,9 +21,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import FAST
 
 from app.gui.settings_store import SettingsStore
+
+pytestmark = pytest.mark.serial  # GUI stall limits: alone on the machine (make test's serial phase)
 
 DRIVER = Path(__file__).with_name("stall_driver.py")
 MAX_STALL_MS = 50.0

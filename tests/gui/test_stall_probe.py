@@ -6,7 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from app.gui.stall_probe import StallProbe, other_threads_now
+
+pytestmark = pytest.mark.serial  # GUI stall limits: alone on the machine (make test's serial phase)
 
 
 def hold_then_linger(lock: threading.Lock, held: threading.Event, done: list[bool]) -> None:
