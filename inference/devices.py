@@ -16,6 +16,11 @@ SHAPE_CACHE_ENTRIES = 100
 
 # OPTIMIZATION_CAPABILITIES entry that says a device computes a precision natively.
 _CAPABILITY = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}
+#: ``ONEDNN_MAX_CPU_ISA`` values that cap the CPU plugin's kernels below bf16 compute (oneDNN's ISA names). The plugin
+#: still reports BF16 under such a cap (OpenVINO 2026.4 on the AMD EPYC Zen 5: ``OPTIMIZATION_CAPABILITIES`` holds
+#: BF16 and a bf16 hint compiles as bf16 with ``ONEDNN_MAX_CPU_ISA=AVX2``), so an AVX2 CPU emulated this way
+#: (tools/slow_cpu.py) would get the bf16 prefill copy a real one never compiles.
+_ISA_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"}
 
 _core: ov.Core | None = None
 
@@ -59,11 +64,14 @@ def base_properties(device: str) -> dict:
 
 def native_precisions(device: str) -> list[str]:
     """Compute precisions the device runs natively, e.g. ``['f32']`` on AVX2, ``['f32', 'bf16']`` with AMX;
-    [] where the device does not say (AUTO, HETERO, an unknown device)."""
+    [] where the device does not say (AUTO, HETERO, an unknown device). On a CPU whose kernels
+    ``ONEDNN_MAX_CPU_ISA`` caps below bf16 (e.g. ``AVX2``), bf16 is not native, whatever the plugin reports."""
     try:
         capabilities = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
     except RuntimeError:
         return []
+    if is_cpu(device) and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ISA_CAPS_WITHOUT_BF16:
+        capabilities.discard("BF16")
     return [name for name, capability in _CAPABILITY.items() if capability in capabilities]
 
 
