@@ -54,12 +54,20 @@ def base_properties(device: str) -> dict:
     faster in two of three side-by-side runs (20.9 vs 23.6 and 22.1 vs 28.0 ms per token) and the same in the third
     (22.3 vs 22.3); quiet, the two differ by less than the runs' noise (``bench/steadiness.py``,
     ``bench/openvino_settings.py``). On CPUs the plugin's runtime cache of per-shape executors is bounded to
-    ``SHAPE_CACHE_ENTRIES`` (see there)."""
+    ``SHAPE_CACHE_ENTRIES`` (see there). Where ``ONEDNN_MAX_CPU_ISA`` caps the kernels below bf16, the CPU's default
+    precision is f32 (the plugin's own default, bf16 on a CPU that has it, finds no kernel then: the draft head's
+    Softmax failed to compile)."""
     properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
     if device == "CPU":
         properties["ENABLE_CPU_PINNING"] = False
         properties["CPU_RUNTIME_CACHE_CAPACITY"] = SHAPE_CACHE_ENTRIES
+        if _capped_below_bf16():
+            properties["INFERENCE_PRECISION_HINT"] = "f32"
     return properties
+
+
+def _capped_below_bf16() -> bool:
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ISA_CAPS_WITHOUT_BF16
 
 
 def native_precisions(device: str) -> list[str]:
@@ -70,7 +78,7 @@ def native_precisions(device: str) -> list[str]:
         capabilities = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
     except RuntimeError:
         return []
-    if is_cpu(device) and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ISA_CAPS_WITHOUT_BF16:
+    if is_cpu(device) and _capped_below_bf16():
         capabilities.discard("BF16")
     return [name for name, capability in _CAPABILITY.items() if capability in capabilities]
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,8 @@ def run_slowed(command: list[str], share: float, period_us: int, isa: str) -> in
         procs = group / "cgroup.procs"
         # the child joins the group before it runs the command: every thread it starts is in the group
         child = subprocess.Popen(command, env=env, preexec_fn=lambda: procs.write_text(str(os.getpid())))
+        # SIGTERM (e.g. from ``timeout``) ends the command too, and the group is still removed
+        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
         try:
             return child.wait()
         except KeyboardInterrupt:
