@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FAST
+from conftest import FAST, field_geometry
 
 from app.gui.sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, model_default
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -182,18 +182,14 @@ def test_a_preset_that_cannot_be_saved_says_why_without_moving_a_field(make_pane
     """Saving a preset failed (the settings file could not be written): its message line pushed every field below
     the preset down, as an invalid value's error once did (test_settings_validation's
     test_an_error_appearing_under_a_field_moves_no_field). It takes a line kept free for it."""
-    from PySide6.QtCore import QPoint, QRect
-
     pane, store, _ = make_pane()
     pane.resize(400, 760)
     pane.show()
     pane.sampling.more.show()
     qtbot.wait(50)  # (layouts settle in posted events)
 
-    def geometry() -> dict[str, QRect]:
-        inner = pane.widget()
-        return {name: QRect(widget.mapTo(inner, QPoint(0, 0)), widget.size()) for name, widget in pane.fields.items()
-                if widget.isVisibleTo(pane)}  # fmt: skip
+    def geometry():
+        return field_geometry(pane)
 
     before = geometry()
     assert len(before) >= 10
