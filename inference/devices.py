@@ -16,6 +16,11 @@ SHAPE_CACHE_ENTRIES = 100
 
 # OPTIMIZATION_CAPABILITIES entry that says a device computes a precision natively.
 _CAPABILITY = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}
+#: ``ONEDNN_MAX_CPU_ISA`` values that cap the CPU plugin's kernels below bf16 compute (oneDNN's ISA names). The plugin
+#: still reports BF16 under such a cap (OpenVINO 2026.4 on the AMD EPYC Zen 5: ``OPTIMIZATION_CAPABILITIES`` holds
+#: BF16 and a bf16 hint compiles as bf16 with ``ONEDNN_MAX_CPU_ISA=AVX2``), so an AVX2 CPU emulated this way
+#: (tools/slow_cpu.py) would get the bf16 prefill copy a real one never compiles.
+_ISA_CAPS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"}
 
 _core: ov.Core | None = None
 
@@ -49,21 +54,32 @@ def base_properties(device: str) -> dict:
     faster in two of three side-by-side runs (20.9 vs 23.6 and 22.1 vs 28.0 ms per token) and the same in the third
     (22.3 vs 22.3); quiet, the two differ by less than the runs' noise (``bench/steadiness.py``,
     ``bench/openvino_settings.py``). On CPUs the plugin's runtime cache of per-shape executors is bounded to
-    ``SHAPE_CACHE_ENTRIES`` (see there)."""
+    ``SHAPE_CACHE_ENTRIES`` (see there). Where ``ONEDNN_MAX_CPU_ISA`` caps the kernels below bf16, the CPU's default
+    precision is f32 (the plugin's own default, bf16 on a CPU that has it, finds no kernel then: the draft head's
+    Softmax failed to compile)."""
     properties: dict = {"PERFORMANCE_HINT": "LATENCY"}
     if device == "CPU":
         properties["ENABLE_CPU_PINNING"] = False
         properties["CPU_RUNTIME_CACHE_CAPACITY"] = SHAPE_CACHE_ENTRIES
+        if _capped_below_bf16():
+            properties["INFERENCE_PRECISION_HINT"] = "f32"
     return properties
+
+
+def _capped_below_bf16() -> bool:
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ISA_CAPS_WITHOUT_BF16
 
 
 def native_precisions(device: str) -> list[str]:
     """Compute precisions the device runs natively, e.g. ``['f32']`` on AVX2, ``['f32', 'bf16']`` with AMX;
-    [] where the device does not say (AUTO, HETERO, an unknown device)."""
+    [] where the device does not say (AUTO, HETERO, an unknown device). On a CPU whose kernels
+    ``ONEDNN_MAX_CPU_ISA`` caps below bf16 (e.g. ``AVX2``), bf16 is not native, whatever the plugin reports."""
     try:
         capabilities = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
     except RuntimeError:
         return []
+    if is_cpu(device) and _capped_below_bf16():
+        capabilities.discard("BF16")
     return [name for name, capability in _CAPABILITY.items() if capability in capabilities]
 
 

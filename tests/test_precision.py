@@ -229,3 +229,14 @@ def test_the_plugins_caches_of_compiled_shapes_are_bounded(target):
     assert base_properties("CPU")["CPU_RUNTIME_CACHE_CAPACITY"] == SHAPE_CACHE_ENTRIES  # (compiled models do not say)
     assert "CPU_RUNTIME_CACHE_CAPACITY" not in base_properties("GPU")
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(SHAPE_CACHE_ENTRIES)
+
+
+def test_kernels_capped_below_bf16_make_bf16_not_native(monkeypatch):
+    """With oneDNN capped at AVX2 (an AVX2 CPU emulated: tools/slow_cpu.py) the plugin still reports BF16; SpecChat
+    counts bf16 as native only where the kernels it may use compute it, so the fast prefill copy is off as there."""
+    uncapped = native_precisions("CPU")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert native_precisions("CPU") == [p for p in uncapped if p != "bf16"] and "f32" in uncapped
+    assert not PrecisionSettings().wants_fast_prefill("CPU")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert native_precisions("CPU") == uncapped

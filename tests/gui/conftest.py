@@ -99,3 +99,12 @@ def make_window(qtbot, qasync_loop, shared_worker, tmp_path):
         window.close()
         window.db.close()
 
+
+
+def field_geometry(pane) -> dict:
+    """Where each visible field of a settings pane is: flat setting name -> its QRect in the pane's scrolled widget."""
+    from PySide6.QtCore import QPoint, QRect
+
+    inner = pane.widget()
+    return {name: QRect(widget.mapTo(inner, QPoint(0, 0)), widget.size()) for name, widget in pane.fields.items()
+            if widget.isVisibleTo(pane)}  # fmt: skip

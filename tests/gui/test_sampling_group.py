@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FAST
+from conftest import FAST, field_geometry
 
 from app.gui.sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, model_default
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -176,3 +176,32 @@ def test_a_chat_whose_preset_was_deleted_falls_back_to_the_model_default_after_a
     assert again.settings.value("temperature") == model_values["temperature"] == 0.7
     assert again.settings.value("top_p") == model_values["top_p"]
     assert "Mine" not in [group.preset.itemText(i) for i in range(group.preset.count())]
+
+
+def test_a_preset_that_cannot_be_saved_says_why_without_moving_a_field(make_pane, qtbot, tmp_path):
+    """Saving a preset failed (the settings file could not be written): its message line pushed every field below
+    the preset down, as an invalid value's error once did (test_settings_validation's
+    test_an_error_appearing_under_a_field_moves_no_field). It takes a line kept free for it."""
+    pane, store, _ = make_pane()
+    pane.resize(400, 760)
+    pane.show()
+    pane.sampling.more.show()
+    qtbot.wait(50)  # (layouts settle in posted events)
+
+    def geometry():
+        return field_geometry(pane)
+
+    before = geometry()
+    assert len(before) >= 10
+    store.path.unlink(missing_ok=True)
+    store.path.mkdir()  # the settings file cannot be replaced: the save fails as on a full or read-only disk
+    error = pane.sampling.save_preset("Mine")
+    qtbot.wait(50)
+    note = pane.sampling.preset_note
+    assert error and error.startswith(f"could not write {store.path}") and note.isVisibleTo(pane)
+    assert {name: rect for name, rect in geometry().items() if rect != before[name]} == {}
+    assert note.text() == error == note.toolTip() and note.shown_text()  # cut to its line, whole in the tooltip
+    store.path.rmdir()
+    assert pane.sampling.save_preset("Mine") is None
+    qtbot.wait(50)
+    assert not note.isVisibleTo(pane) and geometry() == before

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import field_geometry
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.settings_pane import BROWSE_DRAFT, LOOKUP_DRAFT, SettingsPane
@@ -430,7 +431,6 @@ def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
     """A newcomer typed an invalid n_keep: its error line pushed the fields below it down ~15 px, and a click aimed
     at the next field landed on another. The error takes its slot's room (the explanation's lines, or the line kept
     free under a field without one); a longer message ends with "…" and is whole in its tooltip."""
-    from PySide6.QtCore import QPoint, QRect
     from PySide6.QtWidgets import QLabel
 
     from app.gui.application import create_application
@@ -444,10 +444,8 @@ def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
     pane.sampling.more.show()
     qtbot.wait(50)  # (layouts settle in posted events)
 
-    def geometry() -> dict[str, QRect]:
-        inner = pane.widget()
-        return {name: QRect(widget.mapTo(inner, QPoint(0, 0)), widget.size()) for name, widget in pane.fields.items()
-                if widget.isVisibleTo(pane)}  # fmt: skip
+    def geometry():
+        return field_geometry(pane)
 
     before = geometry()
     assert field in before and len(before) >= 15

@@ -36,7 +36,7 @@ from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, mode
 from ..settings_store import AppSettings, SettingsStore
 from .elided_combo import ElidedComboBox
 from .fold import Fold
-from .setting_row import add_setting
+from .setting_row import NoteSlot, add_setting
 
 #: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
 #: and flagged with the range, never cut).
@@ -95,11 +95,10 @@ class SamplingGroup(QGroupBox):
             "Creative: 1.0, top-p 0.95"
         )
         form.addRow("Preset", self.preset)
-        self.preset_note = QLabel()
-        self.preset_note.setObjectName("fieldError")
-        self.preset_note.setWordWrap(True)
-        self.preset_note.setVisible(False)
-        form.addRow(self.preset_note)  # no label cell: the hidden note takes no room
+        note_slot = NoteSlot("")
+        # why a preset was not saved or deleted, in a line kept free: appearing, it moves no field below it
+        self.preset_note = note_slot.error
+        form.addRow(note_slot)
         self.greedy = QCheckBox("Greedy: likeliest word")
         self.greedy.setObjectName("setting_greedy")
         self.greedy.setToolTip("Temperature 0: the same reply every time, and the Compare button checks identity")
