@@ -4,24 +4,14 @@ value, "16", sat at the axis's right end, and its " s" was drawn past it and cut
 from __future__ import annotations
 
 import pytest
-from PySide6.QtGui import QColor, QImage, QPainter
+from gui_helpers import drawn_axis_labels
+from PySide6.QtGui import QColor
 
 from app.gui import theme
 from app.gui.widgets.live_graph import LiveGraph
 
 #: Width of the graph in a 1366x768 window's side panel (pixels), as the trial's screenshot measured it.
 PANEL_WIDTH = 400
-
-
-def _labels(axis) -> list[tuple]:
-    """The time axis's labels as it draws them now: (rect in the axis's coordinates, text)."""
-    image = QImage(10, 10, QImage.Format.Format_ARGB32)
-    painter = QPainter(image)
-    try:
-        _axis, _ticks, texts = axis.generateDrawSpecs(painter)
-    finally:
-        painter.end()
-    return [(rect, text) for rect, _flags, text in texts]
 
 
 @pytest.mark.parametrize("seconds", [0.5, 1.9, 9.7, 16.4, 33.0])
@@ -34,7 +24,7 @@ def test_the_unit_is_drawn_inside_the_axis(qtbot, seconds):
     qtbot.waitUntil(lambda: graph.canvas.size() == graph.canvas_frame.size() and graph.canvas.width() > 0, timeout=3000)
     graph._set_x_max(seconds)
     axis = graph.plots["rate"].getAxis("bottom")
-    labels = _labels(axis)
+    labels = drawn_axis_labels(axis)
     with_unit = [(rect, text) for rect, text in labels if text.endswith(" s")]
     assert len(with_unit) == 1, labels
     unit_rect, text = with_unit[0]
