@@ -188,8 +188,8 @@ class ReplyRecorder:
                 text = (f"{MODE_NAMES.get(self.mode, '')}: " if self.compare else "") + "Reading your message…"
             if self.overflow is not None:
                 skipped = (
-                    f"the conversation is {self.overflow.prompt_tokens} tokens, more than the context length "
-                    f"({self.overflow.n_ctx}): the model skips {self.overflow.discarded_tokens} of its oldest tokens "
+                    f"the conversation is {self.overflow.prompt_tokens:,} tokens, more than the context length "
+                    f"({self.overflow.n_ctx:,}): the model skips {self.overflow.discarded_tokens:,} of its oldest tokens "
                     "(raise Context length in the settings to keep them)"
                 )
                 alone = self.progress is not None and not self.compare

@@ -108,3 +108,17 @@ def accept_file_dialog(dialog, path) -> None:
     name_box = dialog.findChild(QLineEdit, "fileNameEdit")
     name_box.setText(str(path))
     dialog.accept()
+
+
+def drawn_axis_labels(axis) -> list[tuple]:
+    """The labels a pyqtgraph axis draws now, as (rect in the axis's coordinates, text): pyqtgraph leaves out those
+    that would not fit."""
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _axis, _ticks, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _flags, text in texts]

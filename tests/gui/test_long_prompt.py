@@ -28,7 +28,7 @@ def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window
     window.composer.set_text(GENESIS.read_text(encoding="utf-8")[:44_000])
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.composer.submit()
-        qtbot.waitUntil(lambda: any("more than the context length (8192)" in live for live, _ in updates), timeout=30_000)
+        qtbot.waitUntil(lambda: any("more than the context length (8,192)" in live for live, _ in updates), timeout=30_000)
         qtbot.waitUntil(lambda: any(read), timeout=100_000)  # Stop once a prefill pass has been read, mid-prefill
         click(qtbot, window.composer.stop_button)
         stopped_at = time.perf_counter()
@@ -37,7 +37,7 @@ def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window
     assert stop_took < STOP_WITHIN_S, f"the reply ended {stop_took:.1f} s after Stop"
     # No text at all: the prefill itself was stopped (after it, the first token comes before cancel is checked).
     assert final.state == "stopped" and final.content == "" and final.stats["stop_reason"] == "cancelled"
-    notice = next(i for i, (live, _) in enumerate(updates) if "more than the context length (8192)" in live)
+    notice = next(i for i, (live, _) in enumerate(updates) if "more than the context length (8,192)" in live)
     assert all(text == "" for _, text in updates[: notice + 1])  # said before any reply text
     # the footer has no speed to show, and "Stopping…" goes once the reply has ended
     assert window.chat_view.widget(final.id).footer.text() == "Stopped before the first token"

@@ -1,4 +1,5 @@
-"""A prompt longer than n_ctx is said in the reply's live footer while it prefills, before any reply text."""
+"""A prompt longer than n_ctx is said in the reply's live footer while it prefills, before any reply text, its numbers
+written as the progress line above it writes them ("10,277 tokens", not "10277" beside "2,093": newcomer trial)."""
 
 from app.gui.history_db import HistoryDB
 from app.gui.reply_recorder import ReplyRecorder
@@ -14,7 +15,7 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
     recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046)])
     live = recorder.snapshot().stats["live"]
     assert live == (
-        "Generating… · the conversation is 5000 tokens, more than the context length (4096): the model skips 2046 of "
+        "Generating… · the conversation is 5,000 tokens, more than the context length (4,096): the model skips 2,046 of "
         "its oldest tokens (raise Context length in the settings to keep them)"
     )
     step = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=4000, n_ctx=4096, elapsed_s=1.0, generated=2)

@@ -116,7 +116,8 @@ class ModelProgressDialog(QProgressDialog):
         self.lines: list[str] = []
 
     def show_event(self, event: ProgressEvent) -> None:
-        """Show a step of the model store (its line, a busy bar) or a download's bytes (percentage and MB)."""
+        """Show a step of the model store (its line, a busy bar) or a download's bytes (percentage and MiB, the unit the
+        model picker writes sizes in: bytes / 2**20 is not "MB", and 93 MB of a wheel read "88.6 MB")."""
         if not self.lines or self.lines[-1] != event.message:
             self.lines.append(event.message)
         if event.fraction is None:
@@ -125,4 +126,4 @@ class ModelProgressDialog(QProgressDialog):
             return
         self.bar.setRange(0, 1000)
         self.bar.setValue(round(event.fraction * 1000))
-        self.setLabelText(f"{event.message}\n{event.done / 2**20:.1f} MB of {event.total / 2**20:.1f} MB")
+        self.setLabelText(f"{event.message}\n{event.done / 2**20:.1f} MiB of {event.total / 2**20:.1f} MiB")

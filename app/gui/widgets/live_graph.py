@@ -476,7 +476,9 @@ class SecondsAxis(pg.AxisItem):
 
     The unit goes on the label as drawn, not on the last string of a tick level (``tickStrings``): pyqtgraph leaves
     out the labels of a level that would not fit, and at some widths the level that carried the unit was the one
-    left out (the 1920x1080 window drew 0.1 ... 0.4 with no unit)."""
+    left out (the 1920x1080 window drew 0.1 ... 0.4 with no unit). A label that the unit would push past the axis's
+    right end (where the axis's picture is cut: a Compare's "16" at the end of a 0-16 s axis lost its " s") moves
+    left to end there, and a label it would then cover is left out."""
 
     def generateDrawSpecs(self, p):  # noqa: N802 - pyqtgraph's name
         specs = super().generateDrawSpecs(p)
@@ -487,8 +489,12 @@ class SecondsAxis(pg.AxisItem):
         rect, flags, text = texts[last]
         font = self.style.get("tickFont") or p.font()
         wider = QFontMetricsF(font).horizontalAdvance(" s")
-        texts[last] = (rect.adjusted(0, 0, wider, 0), flags, text + " s")
-        return axis, ticks, texts
+        rect = rect.adjusted(0, 0, wider, 0)
+        overflow = rect.right() - self.mapRectFromParent(self.geometry()).right()
+        if overflow > 0:
+            rect.translate(-overflow, 0)
+        texts = [spec for index, spec in enumerate(texts) if index != last and not spec[0].intersects(rect)]
+        return axis, ticks, [*texts, (rect, flags, text + " s")]
 
 
 class _SettlingFrame(QWidget):
