@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 from conftest import FAST
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFormLayout, QLabel
 
 from app.gui import theme
@@ -166,3 +167,32 @@ def test_the_graphs_chosen_plot_stands_out_from_the_others_in_both_themes(qtbot,
     chosen, other = background(graph.plot_buttons["acceptance"]), background(graph.plot_buttons["rate"])
     assert theme.contrast_ratio(chosen, other) >= 3.0, (chosen.name(), other.name())
     assert text_contrast(graph.plot_buttons["acceptance"]) >= theme.MIN_CONTRAST
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+@pytest.mark.parametrize("state", ["focused", "invalid"])
+def test_a_number_field_shows_its_arrows_when_focused_or_invalid(qtbot, make_window, choice, state):
+    """Where the style sheet styles a number field (a focus ring, an invalid value's red frame), Qt draws each arrow
+    alone, and Fusion's drawing of it left the buttons blank: the arrow must stand out from its button at 3:1."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionSpinBox
+
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    field = window.settings_pane.fields["max_new_tokens"]
+    field.setValue((field.minimum() + field.maximum()) // 2)  # both ways enabled
+    if state == "focused":
+        field.setFocus()
+        qtbot.waitUntil(field.hasFocus, timeout=3000)
+    else:
+        field.setProperty("invalid", "true")
+        field.style().unpolish(field)
+        field.style().polish(field)
+    option = QStyleOptionSpinBox()
+    field.initStyleOption(option)
+    image = field.grab().toImage()
+    for control in (QStyle.SubControl.SC_SpinBoxUp, QStyle.SubControl.SC_SpinBoxDown):
+        button = field.style().subControlRect(QStyle.ComplexControl.CC_SpinBox, option, control, field).adjusted(2, 2, -2, -2)
+        pixels = [image.pixelColor(x, y) for x in range(button.left(), button.right() + 1)
+                  for y in range(button.top(), button.bottom() + 1)]  # fmt: skip
+        background = Counter(p.name() for p in pixels).most_common(1)[0][0]
+        assert max(theme.contrast_ratio(p, QColor(background)) for p in pixels) >= 3.0, (control, background)
