@@ -4,7 +4,7 @@
 
 Two compiled copies of the target, as ``inference.model.load_model`` compiles it for speculative decoding (the
 hidden-state output the head reads, logits of the last positions only, the app's compile properties), one of them
-with the fused head's layer features too (``target.add_layer_features``: the RMS-normalized outputs of ``--layers``,
+with the fused head's layer features too (``inference.layer_features.add_layer_features``: the RMS-normalized outputs of ``--layers``,
 float32 ``[1, S, len(layers), hidden]``). Each round resets both, prefills ``--context`` tokens and times
 ``--steps`` one-token passes (wall time of ``infer``, milliseconds), the two copies alternating first; the report is
 the per-round median pass time of each and the median of the per-round ratios (with features / without). Pause
@@ -25,10 +25,9 @@ import numpy as np
 def compile_target(folder: Path, layers: tuple[int, ...], threads: int | None):
     """The target compiled as the app compiles it for a draft head, plus ``add_layer_features(layers)`` if any."""
     from inference.devices import base_properties, core
+    from inference.layer_features import add_layer_features
     from inference.model import _compute_only_last_logits, _expose_hidden_states
     from inference.precision import PrecisionSettings
-
-    from .target import add_layer_features
 
     model = core().read_model(folder / "openvino_model.xml")
     _expose_hidden_states(model)
