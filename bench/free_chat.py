@@ -123,7 +123,7 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     one-token pass, measured in turns with ``target_1`` (medians of 5 rounds of 20 each: what exposing the hidden
     states costs a decode step)."""
     target = engine.target
-    cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
+    cache = KVCache(target.compiled, target.rope, kept_outputs=(HIDDEN_STATES,))
     cache.forward(prompt_ids)
     length = len(cache)
     plain_cache = KVCache(plain.compiled, plain.rope)
