@@ -111,7 +111,7 @@ def profile_round(cache: KVCache, runs: list[int], tokens: list[int], steps: int
 
 def counted_cache(compiled, rope) -> tuple[KVCache, list[int]]:
     """A KVCache on ``compiled`` and a one-element list counting its request's inferences."""
-    cache, runs = KVCache(compiled, rope, kept_output=HIDDEN_STATES), [0]
+    cache, runs = KVCache(compiled, rope, kept_outputs=(HIDDEN_STATES,)), [0]
     infer = cache._infer
 
     def counting(*args, **kwargs):

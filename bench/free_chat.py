@@ -126,7 +126,7 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     another width (OpenVINO re-derives the graph's shapes: ``bench/pass_shapes.py``): half of a one-token and a
     two-token pass taken in turns, less both taken at their own width."""
     target = engine.target
-    cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
+    cache = KVCache(target.compiled, target.rope, kept_outputs=(HIDDEN_STATES,))
     cache.forward(prompt_ids)
     length = len(cache)
     plain_cache = KVCache(plain.compiled, plain.rope)

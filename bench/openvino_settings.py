@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     caches, read_back = {}, {}
     for name, properties in settings_to_try().items():
         compiled = core().compile_model(loaded.ir_model, "CPU", properties)
-        caches[name] = KVCache(compiled, loaded.rope, kept_output=HIDDEN_STATES)
+        caches[name] = KVCache(compiled, loaded.rope, kept_outputs=(HIDDEN_STATES,))
         read_back[name] = {key: _short(compiled.get_property(key)) for key in (
             "INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION", "DYNAMIC_QUANTIZATION_GROUP_SIZE",
             "INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING")}

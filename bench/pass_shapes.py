@@ -80,7 +80,7 @@ def medians(pattern: list[tuple[Passes, int]], passes: int) -> list[float]:
 def measure(passes: int) -> dict:
     target_model = load_model(ensure_default_model(4), "CPU", PrecisionSettings())
     head = load_head(default_head_dir())
-    target_cache = KVCache(target_model.compiled, target_model.rope, kept_output=HIDDEN_STATES)
+    target_cache = KVCache(target_model.compiled, target_model.rope, kept_outputs=(HIDDEN_STATES,))
     target_cache.forward(PROMPT)
     head_cache = KVCache(head.compiled, head.rope)
     head_cache.forward(PROMPT[1:], inputs={HIDDEN_INPUT: target_cache.rows(0, len(PROMPT) - 1)[None]})

@@ -5,14 +5,19 @@ A draft head (EAGLE, Li et al., arXiv 2401.15077) reads, at position ``j``, the 
 vocabulary of frequent tokens (FR-Spec, Zhao et al., arXiv 2502.14856), together with its guess of the next hidden
 state, which drafts the token after. It has no tokenizer and no embedding of its own beyond its vocabulary's rows:
 it only works beside the target it was trained for, which must expose its hidden states
-(``model.HIDDEN_STATES``).
+(``model.HIDDEN_STATES``). A *fused* head (EAGLE-3, Li et al., arXiv 2503.01840, section 3.3; its manifest names
+``feature_layers``) also reads, at its first drafting step, the outputs of those decoder layers of the target at
+``j`` (``layer_features``: the target is compiled with them, ``model.load_model``'s ``feature_layers``), and zeros at
+the steps after, as it was trained (``tools/draft_head/head.py``).
 
 A head folder holds a stateful OpenVINO IR (``openvino_model.xml/.bin``; inputs ``input_ids``,
-``hidden_states``, ``attention_mask``, ``position_ids``, ``beam_idx``, ``logits_to_keep``; outputs ``logits`` over
+``hidden_states``, a fused head's ``layer_features`` (float32 ``[1, S, len(feature_layers), hidden]``),
+``attention_mask``, ``position_ids``, ``beam_idx``, ``logits_to_keep``; outputs ``logits`` over
 the draft vocabulary and ``draft_hidden``, both for the last ``logits_to_keep`` positions), ``config.json`` (its
 RoPE, the target's), and the manifest ``draft_head.json``: the draft vocabulary (target token ids, most frequent
-first), the target it was trained for (name, hidden size, vocabulary size, tokenizer fingerprint), how it was
-trained and rebuilt, and the SHA-256 of each other file, which :func:`load_head` checks (:func:`damaged_files`).
+first), the target it was trained for (name, hidden size, vocabulary size, tokenizer fingerprint), a fused head's
+``feature_layers`` (0-based decoder layers of the target, in the order the input stacks them), how it was trained
+and rebuilt, and the SHA-256 of each other file, which :func:`load_head` checks (:func:`damaged_files`).
 ``tools/draft_head`` builds one; the default model's head ships in ``inference/models/data``.
 """
 
@@ -28,6 +33,7 @@ import numpy as np
 import openvino as ov
 
 from .devices import base_properties, core
+from .layer_features import LAYER_FEATURES, decoder_layer_count
 from .model import MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
 from .rope import RopeParameters, RopeUnsupportedError
 
@@ -83,6 +89,12 @@ class LoadedHead:
         return int(self.manifest["target"]["hidden_size"])
 
     @property
+    def feature_layers(self) -> tuple[int, ...]:
+        """The target's decoder layers whose outputs a fused head reads (its ``layer_features`` input); () for a
+        head that reads the final hidden state only."""
+        return tuple(self.manifest.get("feature_layers", ()))
+
+    @property
     def target_name(self) -> str:
         """Name of the model it was trained for (e.g. ``SmolLM2-135M-Instruct``)."""
         return str(self.manifest["target"]["name"])
@@ -97,7 +109,8 @@ def read_head_manifest(folder: str | Path) -> dict:
     """The parsed ``draft_head.json`` of a head folder.
 
     Raises:
-        ModelLoadError: missing, unreadable, of another format, or without a draft vocabulary.
+        ModelLoadError: missing, unreadable, of another format, without a draft vocabulary, or with
+            ``feature_layers`` that are not a list of distinct layer numbers (ints >= 0).
     """
     path = Path(folder) / HEAD_MANIFEST
     try:
@@ -106,6 +119,11 @@ def read_head_manifest(folder: str | Path) -> dict:
             raise ValueError(f"format {manifest.get('format')!r}, this version reads {HEAD_FORMAT}")
         if not manifest.get("draft_vocab") or not manifest.get("target", {}).get("hidden_size"):
             raise ValueError("no draft vocabulary or target hidden size")
+        layers = manifest.get("feature_layers", [])
+        if not isinstance(layers, list) or len(set(layers)) != len(layers) or not all(
+            isinstance(layer, int) and not isinstance(layer, bool) and layer >= 0 for layer in layers
+        ):
+            raise ValueError(f"feature_layers {layers!r} is not a list of distinct layer numbers")
     except (OSError, ValueError, AttributeError) as error:
         raise ModelLoadError(f"{path} is unreadable ({error}); reinstall the draft head") from error
     return manifest
@@ -152,7 +170,8 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
 
     Raises:
         ModelLoadError: the folder, a file or the manifest is missing or unreadable, a file differs from its
-            recorded SHA-256, or OpenVINO cannot compile it.
+            recorded SHA-256, OpenVINO cannot compile it, or its manifest names ``feature_layers`` and its IR has
+            no ``layer_features`` input (or the other way round).
     """
     folder = Path(folder).expanduser()
     missing = [name for name in (*MODEL_FILES, HEAD_MANIFEST) if not (folder / name).is_file()]
@@ -172,6 +191,11 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
         raise ModelLoadError(
             f"cannot load the draft head in {folder} on {device}: {openvino_message(error)}; reinstall it"
         ) from error
+    fused = any(LAYER_FEATURES in port.get_names() for port in compiled.inputs)
+    if fused != bool(manifest.get("feature_layers")):
+        raise ModelLoadError(f"the draft head in {folder} is inconsistent: its manifest names feature_layers "
+                             f"{manifest.get('feature_layers', [])}, and its IR has {'a' if fused else 'no'} "
+                             f"{LAYER_FEATURES} input; reinstall it")
     try:
         rope, rope_error = RopeParameters.from_model_dir(folder), ""
     except RopeUnsupportedError as error:
@@ -182,12 +206,17 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
 
 def check_head_fits(target: LoadedModel, head: LoadedHead) -> None:
     """Refuse a head trained for another target: it must read hidden states of the target's width, draft tokens
-    of its vocabulary (same tokenizer fingerprint), and the target must expose its hidden states.
+    of its vocabulary (same tokenizer fingerprint), the target must expose its hidden states, and, for a fused head,
+    have the decoder layers it reads and be compiled with their outputs (``LoadedModel.feature_layers``).
 
     Raises:
         TokenizerMismatchError: with what differs and what to do.
     """
-    problems = head_misfits(head.manifest, target.hidden_size, target.vocab_size, lambda: target.tokenizer_fingerprint)
+    problems = head_misfits(head.manifest, target.hidden_size, target.vocab_size, lambda: target.tokenizer_fingerprint,
+                            lambda: decoder_layer_count(target.ir_model) if target.ir_model is not None else None)
+    if not problems and target.feature_layers != head.feature_layers:
+        problems.append(f"it was loaded with the outputs of decoder layers {list(target.feature_layers)}, the head "
+                        f"reads those of {list(head.feature_layers)} (load the target with the head's feature_layers)")
     if problems:
         raise TokenizerMismatchError(
             f"the draft head {head.folder.name} was trained for {head.target_name}, and {target.folder.name} does not "
@@ -196,7 +225,11 @@ def check_head_fits(target: LoadedModel, head: LoadedHead) -> None:
 
 
 def head_misfits(
-    manifest: dict, hidden_size: int | None, vocab_size: int, tokenizer_fingerprint: Callable[[], str]
+    manifest: dict,
+    hidden_size: int | None,
+    vocab_size: int,
+    tokenizer_fingerprint: Callable[[], str],
+    decoder_layers: Callable[[], int | None],
 ) -> list[str]:
     """What keeps a target from fitting a head (the rule of :func:`check_head_fits`, also applied to folders by
     :func:`inference.models.inspect.check_pair`); empty when it fits.
@@ -207,9 +240,12 @@ def head_misfits(
         vocab_size: width of the target's logits.
         tokenizer_fingerprint: computes the target's tokenizer fingerprint (called only when the vocabulary
             sizes match).
+        decoder_layers: counts the target graph's decoder layers (``layer_features.decoder_layer_count``; None:
+            not a Llama-style graph); called only for a fused head (a manifest naming ``feature_layers``).
 
     Returns:
-        Readable differences, e.g. ``["hidden size 64, the head reads 576"]``.
+        Readable differences, e.g. ``["hidden size 64, the head reads 576"]``, ``["the head reads decoder layer
+        99, the target has 30"]``.
     """
     trained_for = manifest["target"]
     problems = []
@@ -221,4 +257,14 @@ def head_misfits(
         problems.append(f"vocabulary size {vocab_size}, the head drafts over {trained_for['vocab_size']}")
     elif tokenizer_fingerprint() != trained_for["tokenizer_fingerprint"]:
         problems.append("another tokenizer")
+    layers = manifest.get("feature_layers", [])
+    if layers:
+        count = decoder_layers()
+        missing = [layer for layer in layers if count is None or layer >= count]
+        if count is None:
+            problems.append(f"the head reads the outputs of decoder layers {layers}, and the target's layers cannot "
+                            "be found (not a Llama-style graph)")
+        elif missing:
+            problems.append(f"the head reads decoder layer{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(str, missing))}, the target has {count}")
     return problems

@@ -35,7 +35,8 @@ import numpy as np
 
 from .draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, LoadedHead
 from .kv_cache import KVCache
-from .model import LoadedModel
+from .layer_features import LAYER_FEATURES
+from .model import HIDDEN_STATES, LoadedModel
 from .penalties import ReplyPenalties
 from .sampling import sample, warp
 from .settings import SamplingSettings
@@ -233,13 +234,19 @@ class HeadDrafter:
     position. Those positions are rolled back (masked) before the next call, which recomputes them from the
     target's real hidden states once the target has cached them.
 
+    A fused head (``LoadedHead.feature_layers``) also reads the target's layer features (``layer_features``) at the
+    positions computed from the target's hidden states, kept by the target's cache beside them, and zeros at the
+    positions of further drafts, as it was trained (``tools/draft_head/head.py``: EAGLE-3's later drafting steps
+    have no target features).
+
     Drafts have probability 0 outside the head's vocabulary, so speculative sampling stays exact: a token there is
     never drafted, and the target's resampling distribution covers it (Leviathan et al., arXiv 2211.17192,
     section 3.3).
 
     Args:
         head: the loaded head.
-        target_cache: the target's KV cache, which keeps its hidden states (``kept_output``).
+        target_cache: the target's KV cache, which keeps its hidden states (``kept_outputs``), and a fused head's
+            layer features too.
         vocab_size: the target's vocabulary size (width of the draft distributions).
         slack: dead KV slots tolerated past n_ctx before they are squeezed out.
     """
@@ -250,6 +257,9 @@ class HeadDrafter:
         self._vocab = head.vocab
         self._vocab_size = vocab_size
         self._valid = 0  # head positions computed from the target's hidden states (none from drafts)
+        # a fused head's layer-feature input of a further draft: float32 [1, 1, layers, hidden] zeros; None unfused
+        self._no_features = (np.zeros((1, 1, len(head.feature_layers), head.hidden_size), dtype=np.float32)
+                             if head.feature_layers else None)
 
     def reset(self) -> None:
         """Forget everything (the target's cache was reset)."""
@@ -300,7 +310,10 @@ class HeadDrafter:
 
         def next_row(token: int) -> np.ndarray:
             nonlocal hidden
-            logits = self.cache.forward([token], n_ctx, inputs={HIDDEN_INPUT: hidden[None, None]})[-1]
+            inputs = {HIDDEN_INPUT: hidden[None, None]}
+            if self._no_features is not None:
+                inputs[LAYER_FEATURES] = self._no_features
+            logits = self.cache.forward([token], n_ctx, inputs=inputs)[-1]
             hidden = self.cache.output(DRAFT_HIDDEN)[-1]
             return self._full_row(logits)
 
@@ -314,18 +327,19 @@ class HeadDrafter:
         return full
 
     def _catch_up(self, context: list[int], upto: int, n_ctx: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Compute head positions ``[valid, upto)`` from the target's hidden states and the tokens after them;
-        return the draft-vocabulary logits and predicted hidden state of position ``upto - 1``, or None when
-        there was nothing to compute."""
+        """Compute head positions ``[valid, upto)`` from the target's hidden states (and a fused head's layer
+        features) and the tokens after them; return the draft-vocabulary logits and predicted hidden state of
+        position ``upto - 1``, or None when there was nothing to compute."""
         common = _common_prefix(self.cache.tokens, context[1:], min(self._valid, len(self.cache)))
         self._valid = min(self._valid, common)
         self.cache.truncate(self._valid)
         start = self._valid
         if start >= upto:
             return None
-        hidden = self._target.rows(start, upto)
-        logits = self.cache.forward(context[start + 1 : upto + 1], n_ctx, last_only=True,
-                                    inputs={HIDDEN_INPUT: hidden[None]})[-1]
+        inputs = {HIDDEN_INPUT: self._target.rows(start, upto, HIDDEN_STATES)[None]}
+        if self._no_features is not None:
+            inputs[LAYER_FEATURES] = self._target.rows(start, upto, LAYER_FEATURES)[None]
+        logits = self.cache.forward(context[start + 1 : upto + 1], n_ctx, last_only=True, inputs=inputs)[-1]
         self._valid = upto
         return logits, self.cache.output(DRAFT_HIDDEN)[-1]
 

@@ -43,6 +43,7 @@ from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, PromptProgress, StepStats
 from .kv_cache import KVCache
+from .layer_features import LAYER_FEATURES
 from .model import HIDDEN_STATES, LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
@@ -75,9 +76,9 @@ class Engine:
         self.target = target
         self.draft = draft
         self._text_vocabulary = streaming_vocabulary(target)  # replies are detokenized by bytes where it matches
+        kept = (HIDDEN_STATES, *((LAYER_FEATURES,) if draft.feature_layers else ())) if head else ()
         self._cache = KVCache(
-            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled,
-            kept_output=HIDDEN_STATES if head else None,
+            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled, kept_outputs=kept
         )
         self._model_drafter: Drafter | None = None
         if head:
@@ -106,19 +107,21 @@ class Engine:
 
         The target is compiled with ``precision`` (exact by default); the draft with its device's defaults, since
         its rounding changes only which tokens are proposed, never the output. A ``draft_dir`` holding a draft
-        head (``draft_head.is_head_folder``) is loaded as one.
+        head (``draft_head.is_head_folder``) is loaded as one, before the target: a fused head's
+        ``feature_layers`` are compiled into the target.
 
         Raises:
             SettingError: ``num_threads`` outside [1, logical CPUs] (``settings.check_threads``); and as
                 ``model.load_model`` raises.
         """
         check_threads(num_threads)
-        target = load_model(target_dir, device, precision, num_threads)
         draft = None
         if draft_dir is not None and is_head_folder(draft_dir):
             draft = load_head(draft_dir, draft_device or device, num_threads)
         elif draft_dir is not None:
             draft = load_model(draft_dir, draft_device or device, None, num_threads)
+        layers = draft.feature_layers if isinstance(draft, LoadedHead) else ()
+        target = load_model(target_dir, device, precision, num_threads, feature_layers=layers)
         return cls(target, draft)
 
     @property

@@ -29,6 +29,8 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import openvino as ov
 
@@ -51,9 +53,9 @@ class KVCache:
         slack: how many dead slots may accumulate beyond ``n_ctx`` before they are squeezed out.
         window: the model's sliding-window size in tokens, or None; the physical length never exceeds it.
         prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, or None.
-        kept_output: the name of an output with one row per fed token (the target's hidden states, which a draft
-            head reads) whose rows are kept for every cached token (``rows``), or None. Ignored when the model
-            has no such output.
+        kept_outputs: names of outputs with one row per fed token (the target's hidden states, which a draft head
+            reads, and a fused head's layer features) whose rows are kept for every cached token (``rows``). Names
+            the model has no output of are ignored.
     """
 
     def __init__(
@@ -63,7 +65,7 @@ class KVCache:
         slack: int = 64,
         window: int | None = None,
         prefill_model: ov.CompiledModel | None = None,
-        kept_output: str | None = None,
+        kept_outputs: Sequence[str] = (),
     ):
         self._request = compiled_model.create_infer_request()
         self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
@@ -74,8 +76,8 @@ class KVCache:
         self._has_beam_idx = "beam_idx" in input_names
         self._has_logits_to_keep = "logits_to_keep" in input_names
         output_names = {name for port in compiled_model.outputs for name in port.get_names()}
-        self._kept_output = kept_output if kept_output in output_names else None
-        self._rows = np.zeros((0, 0), dtype=np.float32)  # [capacity, width]: kept_output's row of each cached token
+        # name -> float32 [capacity, *row shape]: that output's row of each cached token
+        self._rows = {name: np.zeros((0, 0), dtype=np.float32) for name in kept_outputs if name in output_names}
         self.tokens: list[int] = []
         self._slots: list[int] = []
         self._alive = np.zeros(0, dtype=np.int64)
@@ -133,18 +135,22 @@ class KVCache:
         ``[rows, hidden]``)."""
         return self._request.get_tensor(name).data[0].copy()
 
-    def rows(self, start: int, end: int) -> np.ndarray:
-        """The kept output's rows of cached tokens ``[start, end)``: float32 ``[end - start, width]``, a view
-        valid until the next pass (see ``kept_output``).
+    def rows(self, start: int, end: int, name: str | None = None) -> np.ndarray:
+        """A kept output's rows of cached tokens ``[start, end)``: float32 ``[end - start, *row shape]`` (e.g.
+        ``[end - start, hidden]``), a view valid until the next pass (see ``kept_outputs``).
+
+        Args:
+            start, end: the range of logical tokens.
+            name: the output (None: the first of ``kept_outputs`` the model has).
 
         Raises:
-            ValueError: the cache keeps no output, or the range is not within the cached tokens.
+            ValueError: the cache keeps no such output, or the range is not within the cached tokens.
         """
-        if self._kept_output is None:
-            raise ValueError("this KV cache keeps no per-token output")
+        if not self._rows or (name is not None and name not in self._rows):
+            raise ValueError(f"this KV cache keeps no per-token output {name or ''}".rstrip())
         if not 0 <= start <= end <= len(self.tokens):
             raise ValueError(f"rows [{start}, {end}) are not cached (the cache holds {len(self.tokens)} tokens)")
-        return self._rows[start:end]
+        return self._rows[name if name is not None else next(iter(self._rows))][start:end]
 
     def prefill(self, token_ids: list[int], n_ctx: int | None = None, upcoming: int = 0) -> np.ndarray:
         """Like ``forward(token_ids, n_ctx, last_only=True)``, computed by the fast prefill copy when it pays.
@@ -227,19 +233,21 @@ class KVCache:
         self._alive = mask[0]
         self.tokens.extend(int(t) for t in token_ids)
         self._slots.extend(range(first_slot, first_slot + count))
-        if self._kept_output is not None:
-            self._keep_rows(start, request.get_tensor(self._kept_output).data[0])
+        for name in self._rows:
+            self._keep_rows(name, start, request.get_tensor(name).data[0])
         return request.get_tensor("logits").data[0, -1 if last_only else -count :].copy()
 
-    def _keep_rows(self, start: int, rows: np.ndarray) -> None:
-        """Store ``rows`` ``[count, width]`` as the kept rows of logical tokens ``[start, start + count)``."""
+    def _keep_rows(self, name: str, start: int, rows: np.ndarray) -> None:
+        """Store ``rows`` ``[count, *row shape]`` as output ``name``'s kept rows of logical tokens
+        ``[start, start + count)``."""
+        kept = self._rows[name]
         end = start + rows.shape[0]
-        if end > self._rows.shape[0] or self._rows.shape[1] != rows.shape[1]:
-            grown = np.zeros((max(end, 2 * self._rows.shape[0], 256), rows.shape[1]), dtype=np.float32)
-            if self._rows.shape[1] == rows.shape[1]:
-                grown[:start] = self._rows[:start]
-            self._rows = grown
-        self._rows[start:end] = rows
+        if end > kept.shape[0] or kept.shape[1:] != rows.shape[1:]:
+            grown = np.zeros((max(end, 2 * kept.shape[0], 256), *rows.shape[1:]), dtype=np.float32)
+            if kept.shape[1:] == rows.shape[1:]:
+                grown[:start] = kept[:start]
+            self._rows[name] = kept = grown
+        kept[start:end] = rows
 
     def truncate(self, length: int) -> None:
         """Roll back to the first ``length`` logical tokens by masking the rest (no state is rewritten)."""
@@ -278,9 +286,9 @@ class KVCache:
             return 0
         kept = self._slots[:n_keep] + self._slots[n_keep + dropped :]
         self._rewrite(np.asarray(kept, dtype=np.int64), shift_from=n_keep, delta=-dropped)
-        if self._kept_output is not None:
-            length = len(self.tokens)
-            self._rows[n_keep : length - dropped] = self._rows[n_keep + dropped : length]
+        length = len(self.tokens)
+        for kept in self._rows.values():
+            kept[n_keep : length - dropped] = kept[n_keep + dropped : length]
         del self.tokens[n_keep : n_keep + dropped]
         return dropped
 
@@ -303,7 +311,7 @@ class KVCache:
         self._states_in_copy = False
         self.tokens, self._slots = list(other.tokens), list(other._slots)
         self._alive = other._alive.copy()
-        self._rows = other._rows.copy()
+        self._rows = {name: rows.copy() for name, rows in other._rows.items()}
 
     def layer_keys(self, layer: int = 0) -> np.ndarray:
         """float32 ``[batch, kv_heads, len(self), head_dim]`` cached keys of one layer, live slots only."""

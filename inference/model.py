@@ -7,6 +7,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import openvino_genai
 
 from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
+from .layer_features import add_layer_features
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
@@ -156,6 +158,8 @@ class LoadedModel:
         precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
         prefill_compiled: a faster copy of the model (bf16) that prefills long prompts, or None
             (``precision.PrecisionSettings.fast_prefill``).
+        feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
+            (``layer_features.LAYER_FEATURES``), () without that output.
         ir_model: the ``ov.Model`` it was compiled from. Not used after compiling, but kept: destroying its
             ~6,000-node graph takes 30-50 ms of C++ that holds Python's GIL (measured), which would freeze the
             GUI at the end of every load; kept, it goes with the LoadedModel (its memory is shared with
@@ -172,6 +176,7 @@ class LoadedModel:
     precision: NumericPrecision = field(default_factory=lambda: NumericPrecision("", "", -1))
     prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
     ir_model: ov.Model | None = field(default=None, repr=False)
+    feature_layers: tuple[int, ...] = ()
 
     @property
     def max_position_embeddings(self) -> int | None:
@@ -249,6 +254,7 @@ def load_model(
     precision: PrecisionSettings | None = None,
     num_threads: int | None = None,
     hidden_states: bool = True,
+    feature_layers: Sequence[int] = (),
 ) -> LoadedModel:
     """Read and compile a model folder. Weight products that read the same input (a layer's q/k/v, gate/up) are fused
     into one before compiling (``inference.fusion``: the same arithmetic, 6% faster decode steps on 2 AVX2 cores,
@@ -263,10 +269,14 @@ def load_model(
         num_threads: CPU inference threads (INFERENCE_NUM_THREADS); None = all cores.
         hidden_states: add the output ``HIDDEN_STATES`` that a draft head reads (``_expose_hidden_states``); False
             compiles the graph as exported (``bench/free_chat.py`` measures what the output costs a decode step).
+        feature_layers: also add the output ``layer_features.LAYER_FEATURES`` of these decoder layers, which a fused
+            draft head reads (``draft_head.LoadedHead.feature_layers``; ``layer_features.add_layer_features``);
+            () adds nothing.
 
     Raises:
         ModelLoadError: the folder or a required file is missing, OpenVINO cannot read it (the message suggests
-            re-importing), or cannot compile it with these properties (e.g. a thread count it refuses).
+            re-importing), or cannot compile it with these properties (e.g. a thread count it refuses), or the graph
+            lacks a decoder layer of ``feature_layers`` (the message names it and the layers the graph has).
         ValueError: unknown device; ``PrecisionError`` (a ValueError): a precision the device cannot compute, or
             one it lists as native but fails to compile with (seen: f16 on a Xeon with AVX512_FP16).
     """
@@ -301,6 +311,14 @@ def load_model(
             f"cannot load the model in {folder} on {device}: {openvino_message(error)}. The files may be truncated or "
             "corrupt: re-import or re-download the model."
         ) from error
+    if feature_layers:
+        try:
+            add_layer_features(model, feature_layers)
+        except ValueError as error:
+            raise ModelLoadError(
+                f"{folder.name} cannot give the outputs of decoder layers {list(feature_layers)} that its draft head "
+                f"reads ({error}): choose another draft"
+            ) from error
     try:
         compiled = core().compile_model(model, device, properties)
         if fast_prefill:
@@ -326,6 +344,7 @@ def load_model(
     return LoadedModel(
         folder, device, compiled, tokenizer, config, rope, rope_error,
         precision=NumericPrecision.read(compiled, prefill_compiled), prefill_compiled=prefill_compiled, ir_model=model,
+        feature_layers=tuple(feature_layers),
     )
 
 

@@ -70,7 +70,7 @@ def test_the_exported_graph_computes_the_trained_head_with_its_kv_cache(tiny_ir,
 
 
 def test_the_target_cache_keeps_hidden_states_through_rollback_and_roll(tiny_target):
-    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_outputs=(HIDDEN_STATES,))
     tokens = tiny_target.encode(PROMPT)[:12]
     cache.forward(tokens[:10])
     first = cache.rows(0, 10).copy()
@@ -101,7 +101,7 @@ def test_the_head_drafts_from_the_target_hidden_states_of_the_right_positions(ti
     write_head_folder(tmp_path, state, tiny_ir["same"], training={}, int8=False)
     module, vocab = state["module"], np.asarray(tiny_vocab)
     to_draft = draft_index(vocab, tiny_target.vocab_size)
-    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_outputs=(HIDDEN_STATES,))
     drafter = HeadDrafter(load_head(tmp_path), cache, tiny_target.vocab_size)
     greedy = settings("ar").sampling
     penalties = ReplyPenalties(greedy, [], [])
@@ -144,7 +144,7 @@ def test_the_teacher_forced_first_drafts_are_the_drafters(tiny_ir, tiny_vocab, t
     ids = tiny_target.encode(PROMPT)
     reply = Engine(tiny_target).generate_text(ids, settings("ar", max_new_tokens=12, n_ctx=512, ignore_eos=True))
     tokens = ids + reply.token_ids
-    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_outputs=(HIDDEN_STATES,))
     cache.forward(tokens)
     teacher_forced = head_first_drafts(tiny_head_dir, tokens, cache.rows(0, len(tokens)))
     greedy = settings("ar").sampling
@@ -189,7 +189,7 @@ def test_the_top_drafts_are_distinct_and_led_by_the_first_draft(tiny_target, tin
     ids = tiny_target.encode(PROMPT)
     reply = Engine(tiny_target).generate_text(ids, settings("ar", max_new_tokens=12, n_ctx=512, ignore_eos=True))
     tokens = ids + reply.token_ids
-    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_output=HIDDEN_STATES)
+    cache = KVCache(tiny_target.compiled, tiny_target.rope, kept_outputs=(HIDDEN_STATES,))
     cache.forward(tokens)
     hidden = cache.rows(0, len(tokens))
     top = head_top_drafts(tiny_head_dir, tokens, hidden, 3)

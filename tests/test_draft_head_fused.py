@@ -13,14 +13,14 @@ import torch
 import torch.nn.functional as F
 from tiny_heads import tiny_head_state, tiny_training_sequences
 
-from inference.model import load_model
+from inference.layer_features import LAYER_FEATURES, add_layer_features, layer_outputs
+from inference.model import lm_head, load_model
 from inference.precision import PrecisionSettings
 from inference.settings import SamplingSettings
 from tools.draft_head import import_ir, train
 from tools.draft_head.export import write_head_folder
 from tools.draft_head.generate import shard_path
 from tools.draft_head.head import DraftHead, HeadConfig
-from tools.draft_head.target import LAYER_FEATURES, add_layer_features, layer_outputs, lm_head
 
 
 def test_layer_outputs_are_the_residual_stream_the_final_norm_reads(tiny_ir):

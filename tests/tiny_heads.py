@@ -57,7 +57,7 @@ def tiny_training_sequences(target, target_dir: Path, prompt_ids: list[int], sam
         reply = engine.generate_text(prompt_ids, GenerationSettings(
             sampling=replace(sampling, seed=seed, max_new_tokens=max_new_tokens), context=ContextSettings(n_ctx=512)))
         ids = list(prompt_ids) + reply.token_ids
-        cache = KVCache(target.compiled, target.rope, kept_output=HIDDEN_STATES)
+        cache = KVCache(target.compiled, target.rope, kept_outputs=(HIDDEN_STATES,))
         cache.forward(ids)
         hidden = cache.rows(0, len(ids)).copy()
         logits = hidden.astype(np.float64) @ table.T

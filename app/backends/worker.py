@@ -101,15 +101,27 @@ class ModelInfo:
 
 @dataclass
 class _ModelCache:
-    """Loaded models by (folder, device, precision), least recently used first; reloading one is skipped."""
+    """Loaded models by (folder, device, precision, threads, a target's feature layers), least recently used first;
+    reloading one is skipped."""
 
     capacity: int = 3
     models: OrderedDict = field(default_factory=OrderedDict)
 
     def get(
-        self, folder: Path, device: str, precision: PrecisionSettings | None, threads: int | None = None
+        self,
+        folder: Path,
+        device: str,
+        precision: PrecisionSettings | None,
+        threads: int | None = None,
+        feature_layers: tuple[int, ...] = (),
     ) -> tuple[LoadedModel | LoadedHead, bool]:
-        key = (str(Path(folder).resolve()), device, precision, threads)
+        """The model in ``folder`` (a draft head, or a model compiled with ``feature_layers``: ``load_model``'s),
+        and whether it was loaded now.
+
+        Raises:
+            as ``load_head`` and ``load_model`` raise.
+        """
+        key = (str(Path(folder).resolve()), device, precision, threads, feature_layers)
         if key in self.models:
             self.models.move_to_end(key)
             return self.models[key], False
@@ -117,7 +129,7 @@ class _ModelCache:
             repair_default_head(folder)  # the shipped head, damaged, is reinstalled before it is loaded
             model = load_head(folder, device, threads)
         else:
-            model = load_model(folder, device, precision, threads)
+            model = load_model(folder, device, precision, threads, feature_layers=feature_layers)
         self.models[key] = model
         while len(self.models) > self.capacity:
             self.models.popitem(last=False)
@@ -211,10 +223,11 @@ class InferenceWorker:
             if self._spec == spec and self._engine is not None:
                 target = self._engine.target
                 return ModelInfo(spec, target.max_context, 0.0, target.precision)
-            target, _ = self._cache.get(spec.target_dir, spec.target_device, spec.precision, spec.threads)
             draft = None
-            if spec.draft_dir is not None:
+            if spec.draft_dir is not None:  # first: a fused head's feature_layers are compiled into the target
                 draft, _ = self._cache.get(spec.draft_dir, spec.draft_device, None, spec.threads)
+            layers = draft.feature_layers if isinstance(draft, LoadedHead) else ()
+            target, _ = self._cache.get(spec.target_dir, spec.target_device, spec.precision, spec.threads, layers)
             engine = Engine(target, draft)
             loaded = time.perf_counter()
             warm_up(engine)

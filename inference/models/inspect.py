@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..draft_head import head_misfits, is_head_folder, read_head_manifest
+from ..layer_features import decoder_layer_count
 from ..model import (
     MODEL_FILES,
     TOKENIZER_FILES,
@@ -337,7 +338,7 @@ def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
     A head drafts only for the model it was made for: its ``draft_head.json`` names it, and that name must be
     the target's manifest name (any bit-width of it, as :func:`inference.models.store.compatible_drafts` offers
     it); then the target must fit it as the engine checks when it loads them
-    (:func:`inference.draft_head.head_misfits`: hidden size, vocabulary, tokenizer).
+    (:func:`inference.draft_head.head_misfits`: hidden size, vocabulary, tokenizer, a fused head's decoder layers).
 
     Returns:
         The target's :class:`TokenizerInfo`.
@@ -359,7 +360,8 @@ def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
         )
     model = read_ir(target)
     info = tokenizer_info(target, vocab_size=logits_width(model))
-    problems = head_misfits(manifest, hidden_width(model), info.vocab_size, lambda: info.fingerprint)
+    problems = head_misfits(manifest, hidden_width(model), info.vocab_size, lambda: info.fingerprint,
+                            lambda: decoder_layer_count(model))
     if problems:
         raise PairMismatchError(
             f"{head.name} cannot draft for {target.name}: the draft head was made for {made_for}, and "

@@ -9,14 +9,16 @@ like a target model (rollback by mask, rolls by shift-RoPE):
 * inputs ``input_ids`` int64 ``[1, S]`` (target token ids ``x_{j+1}``; mapped to the draft vocabulary inside the
   graph), ``hidden_states`` float32 ``[1, S, hidden]`` (``h_j``, or the head's own output when drafting further),
   ``attention_mask`` int64 ``[1, past + S]``, ``position_ids`` int64 ``[1, S]``, ``beam_idx`` int32 ``[1]``,
-  ``logits_to_keep`` int64 ``[1]``;
+  ``logits_to_keep`` int64 ``[1]``; a fused head (``HeadConfig.fused`` > 0) also ``layer_features`` float32
+  ``[1, S, fused, hidden]`` (``inference.layer_features.LAYER_FEATURES``: the target's outputs of the layers the
+  manifest's ``feature_layers`` names, at ``j``; zeros when drafting further, as ``head.DraftHead`` is trained);
 * outputs ``logits`` float32 ``[1, N, vocab]`` over the draft vocabulary and ``draft_hidden`` float32
   ``[1, N, hidden]`` (the predicted next hidden state), for the last N = ``logits_to_keep`` positions.
 
 Matrices are stored as int8 with one float32 scale per output row (symmetric), the pattern OpenVINO's CPU plugin
 decompresses inside its MatMul kernels; the norms' weights stay float32. The folder gets ``draft_head.json``
-(``inference.draft_head``'s manifest: the draft vocabulary, the target it was trained for, the training run, the
-SHA-256 of every other file) and a ``config.json`` with the RoPE parameters the rolls need. The manifest's
+(``inference.draft_head``'s manifest: the draft vocabulary, the target it was trained for, a fused head's
+``feature_layers``, the training run, the SHA-256 of every other file) and a ``config.json`` with the RoPE parameters the rolls need. The manifest's
 ``training.rebuild`` lists the shell commands of every stage (data, each training run it continued, this export)
 and ``training.train_shards`` the shards it trained on; paths inside the repository are written relative to its root,
 so keep the data and run folders under ``build/`` (ignored by git) for the commands to run from any checkout.
@@ -39,6 +41,7 @@ import openvino.opset13 as ops
 import torch
 
 from inference.draft_head import DRAFT_HIDDEN, HEAD_FORMAT, HEAD_MANIFEST, HIDDEN_INPUT
+from inference.layer_features import LAYER_FEATURES
 from tools.draft_head.train import draft_index
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,6 +103,10 @@ def build_graph(state: dict, target_vocab: int, int8: bool = True) -> ov.Model:
     beam_idx = ops.parameter([1], ov.Type.i32, name="beam_idx")
     logits_to_keep = ops.parameter([1], ov.Type.i64, name="logits_to_keep")
     parameters = [input_ids, h, attention_mask, position_ids, beam_idx, logits_to_keep]
+    fused = c.get("fused", 0)
+    if fused:
+        layers = ops.parameter([1, -1, fused, hidden], ov.Type.f32, name=LAYER_FEATURES)
+        parameters.insert(2, layers)
     for parameter in parameters:
         parameter.output(0).get_tensor().set_names({parameter.get_friendly_name()})
 
@@ -107,7 +114,12 @@ def build_graph(state: dict, target_vocab: int, int8: bool = True) -> ov.Model:
     table = weights["table"]
     rows = _weight(np.concatenate([table, weights["oov"][None]], axis=0), int8)
     embedded = ops.gather(rows, draft_ids, _const(np.array(0)))
-    joined = ops.concat([_rms(h, weights["hidden_norm.weight"], eps), _rms(embedded, weights["token_norm.weight"], eps)], 2)
+    feature = _rms(h, weights["hidden_norm.weight"], eps)
+    if fused:  # DraftHead._input: each layer RMS-normalized, concatenated, projected and added
+        normed = [_rms(ops.gather(layers, _const(np.array(i)), _const(np.array(2))),
+                       weights[f"layer_norms.{i}.weight"], eps) for i in range(fused)]
+        feature = ops.add(feature, matmul(ops.concat(normed, 2), weights["fuse.weight"]))
+    joined = ops.concat([feature, _rms(embedded, weights["token_norm.weight"], eps)], 2)
     x = matmul(joined, weights["fc.weight"])
 
     y = _rms(x, weights["attention_norm.weight"], eps)
@@ -190,9 +202,17 @@ def write_head_folder(out: Path, state: dict, target_dir: Path, training: dict, 
         target_dir: the target model folder it was trained for (its tokenizer is fingerprinted).
         training: what to record of the training run (data command, sizes, held-out acceptance...).
         int8: as for ``build_graph``.
+
+    Raises:
+        ValueError: a fused head (``config["fused"]`` > 0) whose ``state["feature_layers"]`` (the target's decoder
+            layers it reads, as ``train.py`` checkpoints them) does not name ``fused`` layers.
     """
     from inference.models.inspect import tokenizer_info
 
+    fused = state["config"].get("fused", 0)
+    feature_layers = [int(layer) for layer in state.get("feature_layers") or []]
+    if len(feature_layers) != fused:
+        raise ValueError(f"the head fuses {fused} layer outputs, and its state names the layers {feature_layers}")
     target_config = json.loads((target_dir / "config.json").read_text())
     target_vocab = int(target_config["vocab_size"])
     out.mkdir(parents=True, exist_ok=True)
@@ -214,6 +234,7 @@ def write_head_folder(out: Path, state: dict, target_dir: Path, training: dict, 
             "tokenizer_fingerprint": tokenizer_info(target_dir).fingerprint,
         },
         "draft_vocab": [int(t) for t in state["vocab"]],
+        **({"feature_layers": feature_layers} if fused else {}),
         "config": c,
         "training": training,
         "sha256": {name: hashlib.sha256((out / name).read_bytes()).hexdigest()

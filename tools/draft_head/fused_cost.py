@@ -2,10 +2,10 @@
 
     .venv/bin/python -m tools.draft_head.fused_cost --model MODEL_DIR [--layers 1 14] [--rounds 20]
 
-Two compiled copies of the target, as ``inference.model.load_model`` compiles it for speculative decoding (the
-hidden-state output the head reads, logits of the last positions only, the app's compile properties), one of them
-with the fused head's layer features too (``target.add_layer_features``: the RMS-normalized outputs of ``--layers``,
-float32 ``[1, S, len(layers), hidden]``). Each round resets both, prefills ``--context`` tokens and times
+Two compiled copies of the target, as ``inference.model.load_model`` compiles it for a draft head (fused weight
+products, the hidden-state output the head reads, logits of the last positions only, the app's compile properties),
+one of them with a fused head's layer features too (its ``feature_layers``: the RMS-normalized outputs of
+``--layers``, float32 ``[1, S, len(layers), hidden]``). Each round resets both, prefills ``--context`` tokens and times
 ``--steps`` one-token passes (wall time of ``infer``, milliseconds), the two copies alternating first; the report is
 the per-round median pass time of each and the median of the per-round ratios (with features / without). Pause
 other work on the machine while it runs: a busy core moves the ratio more than the outputs do.
@@ -23,22 +23,14 @@ import numpy as np
 
 
 def compile_target(folder: Path, layers: tuple[int, ...], threads: int | None):
-    """The target compiled as the app compiles it for a draft head, plus ``add_layer_features(layers)`` if any."""
-    from inference.devices import base_properties, core
-    from inference.model import _compute_only_last_logits, _expose_hidden_states
+    """An inference request of the target compiled as the app compiles it for a draft head reading ``layers``
+    (``inference.model.load_model``: its fused weight products, the hidden-state output, the layer features when
+    ``layers``; the exact default precision, without the fast-prefill copy)."""
+    from inference.model import load_model
     from inference.precision import PrecisionSettings
 
-    from .target import add_layer_features
-
-    model = core().read_model(folder / "openvino_model.xml")
-    _expose_hidden_states(model)
-    if layers:
-        add_layer_features(model, layers)
-    _compute_only_last_logits(model)
-    properties = {**base_properties("CPU"), **PrecisionSettings().compile_properties("CPU")}
-    if threads:
-        properties["INFERENCE_NUM_THREADS"] = threads
-    return core().compile_model(model, "CPU", properties).create_infer_request()
+    model = load_model(folder, "CPU", PrecisionSettings(fast_prefill="off"), threads, feature_layers=layers)
+    return model.compiled.create_infer_request()
 
 
 def one_round(request, context: int, steps: int) -> float:

@@ -24,7 +24,8 @@ Shards of a data folder made before the corpus are copied into it.
    (the LM head's input, float16 ``[576]``), the log of the softmax normalizer over the full vocabulary
    (``lse``, float32: the target's probability of any token is ``exp(E[token] . h - lse)``) and the argmax token;
    with ``--layers``, also the outputs of those decoder layers (EAGLE-3's low- and mid-level features, arXiv
-   2503.01840; ``target.layer_outputs``), each divided by its root mean square over the hidden axis.
+   2503.01840; ``inference.layer_features.layer_outputs``), each divided by its root mean square over the hidden
+   axis.
 4. **Write**: ``tokens`` int32 ``[N]``, ``offsets`` int64 ``[n + 1]`` (conversation i is
    ``tokens[offsets[i]:offsets[i + 1]]``), ``prompt_lengths`` int32 ``[n]``, ``greedy`` bool ``[n]``, ``hidden``
    float16 ``[N, hidden]``, ``lse`` float32 ``[N]``, ``argmax`` int32 ``[N]``; with ``--layers``, ``layers``
@@ -95,9 +96,8 @@ class Target:
         import openvino.opset13 as ops
         import openvino_genai
 
+        from inference.layer_features import add_layer_features
         from inference.model import lm_head
-
-        from .target import add_layer_features
 
         self.folder = folder
         self.layers = tuple(layers)
