@@ -39,8 +39,11 @@ from .rope import RopeParameters, RopeUnsupportedError
 
 #: The manifest that makes a folder a draft head.
 HEAD_MANIFEST = "draft_head.json"
-#: Version of the head folder layout this engine reads.
+#: Version of a head folder that reads the target's last hidden state only (what versions before fused heads read).
 HEAD_FORMAT = 1
+#: Version of a head folder that also reads decoder-layer outputs (``feature_layers``): a version that reads only
+#: HEAD_FORMAT refuses it by its format in words, instead of failing inside OpenVINO on the extra input.
+FUSED_HEAD_FORMAT = 2
 #: The head's input that takes target hidden states.
 HIDDEN_INPUT = "hidden_states"
 #: The head's output: its predicted next hidden state, for drafting the token after.
@@ -110,13 +113,13 @@ def read_head_manifest(folder: str | Path) -> dict:
 
     Raises:
         ModelLoadError: missing, unreadable, of another format, without a draft vocabulary, or with
-            ``feature_layers`` that are not a list of distinct layer numbers (ints >= 0).
+            ``feature_layers`` that are not a list of distinct layer numbers (ints >= 0) or that its format denies.
     """
     path = Path(folder) / HEAD_MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        if manifest.get("format") != HEAD_FORMAT:
-            raise ValueError(f"format {manifest.get('format')!r}, this version reads {HEAD_FORMAT}")
+        if manifest.get("format") not in (HEAD_FORMAT, FUSED_HEAD_FORMAT):
+            raise ValueError(f"format {manifest.get('format')!r}, this version reads {HEAD_FORMAT} and {FUSED_HEAD_FORMAT}")
         if not manifest.get("draft_vocab") or not manifest.get("target", {}).get("hidden_size"):
             raise ValueError("no draft vocabulary or target hidden size")
         layers = manifest.get("feature_layers", [])
@@ -124,6 +127,9 @@ def read_head_manifest(folder: str | Path) -> dict:
             isinstance(layer, int) and not isinstance(layer, bool) and layer >= 0 for layer in layers
         ):
             raise ValueError(f"feature_layers {layers!r} is not a list of distinct layer numbers")
+        if (manifest["format"] == FUSED_HEAD_FORMAT) != bool(layers):
+            raise ValueError(f"format {manifest['format']} with feature_layers {layers!r} (format {FUSED_HEAD_FORMAT} "
+                             "is a head that reads decoder layers, format 1 one that reads none)")
     except (OSError, ValueError, AttributeError) as error:
         raise ModelLoadError(f"{path} is unreadable ({error}); reinstall the draft head") from error
     return manifest

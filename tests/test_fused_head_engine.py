@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
 
-from inference.draft_head import load_head
+from inference.draft_head import FUSED_HEAD_FORMAT, HEAD_FORMAT, HEAD_MANIFEST, load_head, read_head_manifest
 from inference.drafting import HeadDrafter
 from inference.engine import Engine
 from inference.kv_cache import KVCache
@@ -228,3 +228,19 @@ def test_a_head_reading_a_layer_the_target_lacks_is_refused_in_words(target, int
     with pytest.raises(TokenizerMismatchError, match=r"loaded with the outputs of decoder layers \[\], the head reads "
                                                      r"those of \[1, 14\]"):
         Engine(target, load_head(ok))
+
+
+def test_a_fused_head_is_written_in_its_own_format_which_plain_heads_never_claim(int4_dir, tmp_path):
+    """A version that reads only format 1 (plain heads) must refuse a fused head by its format, in words, rather
+    than fail inside OpenVINO on the extra input; and a manifest whose format and layers disagree is refused."""
+    import json
+
+    fused = tmp_path / "fused"
+    write_head_folder(fused, _fused_state(fuse_scale=1.0), int4_dir, training={"note": "test"})
+    manifest = json.loads((fused / HEAD_MANIFEST).read_text())
+    assert (manifest["format"], manifest["feature_layers"]) == (FUSED_HEAD_FORMAT, [1, 14])
+    assert read_head_manifest(fused)["feature_layers"] == [1, 14]
+    for format_, layers in ((HEAD_FORMAT, [1, 14]), (FUSED_HEAD_FORMAT, [])):
+        (fused / HEAD_MANIFEST).write_text(json.dumps({**manifest, "format": format_, "feature_layers": layers}))
+        with pytest.raises(ModelLoadError, match=rf"format {format_} with feature_layers .*reinstall the draft head"):
+            read_head_manifest(fused)

@@ -40,7 +40,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import torch
 
-from inference.draft_head import DRAFT_HIDDEN, HEAD_FORMAT, HEAD_MANIFEST, HIDDEN_INPUT
+from inference.draft_head import DRAFT_HIDDEN, FUSED_HEAD_FORMAT, HEAD_FORMAT, HEAD_MANIFEST, HIDDEN_INPUT
 from inference.layer_features import LAYER_FEATURES
 from tools.draft_head.train import draft_index
 
@@ -227,7 +227,7 @@ def write_head_folder(out: Path, state: dict, target_dir: Path, training: dict, 
     store_manifest = target_dir / "specchat_manifest.json"
     name = json.loads(store_manifest.read_text()).get("name") if store_manifest.is_file() else None
     manifest = {
-        "format": HEAD_FORMAT,
+        "format": FUSED_HEAD_FORMAT if fused else HEAD_FORMAT,
         "kind": "eagle-head",
         "target": {
             "name": name or target_dir.name, "hidden_size": c["hidden"], "vocab_size": target_vocab,
