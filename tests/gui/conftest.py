@@ -50,16 +50,29 @@ def garbage_collected_on_gui_thread(qapp):
 
 
 @pytest.fixture(scope="session")
-def qasync_loop(qapp):
-    """The asyncio loop running on Qt's event loop (qtbot's waits drive both)."""
+def qt_asyncio_loop(qapp):
+    """The asyncio loop on Qt's event loop (qtbot's waits drive both), made once a session; ``qasync_loop`` makes it
+    the running loop where a test module needs it."""
     import qasync
 
     from app.gui.application import create_application
 
     create_application()  # style sheet and icon on pytest-qt's QApplication
     loop = qasync.QEventLoop(qapp, already_running=True)
-    asyncio.set_event_loop(loop)
-    yield loop
+    asyncio.events._set_running_loop(None)  # (the constructor made it this thread's running loop)
+    return loop
+
+
+@pytest.fixture(scope="module")
+def qasync_loop(qt_asyncio_loop):
+    """Qt's asyncio loop, this thread's running (and current) loop for the module that asks for it, and no longer
+    after it: tests outside tests/gui that make test's xdist workers run in the same process afterwards drive loops
+    of their own (pydantic-ai's ``run_sync`` raised "Event loop already running" on Qt's)."""
+    asyncio.events._set_running_loop(qt_asyncio_loop)
+    asyncio.set_event_loop(qt_asyncio_loop)
+    yield qt_asyncio_loop
+    asyncio.events._set_running_loop(None)
+    asyncio.set_event_loop(None)
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, mode
 from ..settings_store import AppSettings, SettingsStore
 from .elided_combo import ElidedComboBox
 from .fold import Fold
-from .setting_row import NoteSlot, add_setting
+from .setting_row import FieldError, add_setting
 
 #: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
 #: and flagged with the range, never cut).
@@ -94,11 +94,18 @@ class SamplingGroup(QGroupBox):
             "Precise: greedy, repetition penalty 1.1. Balanced: 0.7, top-p 0.9, repetition penalty 1.1. "
             "Creative: 1.0, top-p 0.95"
         )
-        form.addRow("Preset", self.preset)
-        note_slot = NoteSlot("")
-        # why a preset was not saved or deleted, in a line kept free: appearing, it moves no field below it
-        self.preset_note = note_slot.error
-        form.addRow(note_slot)
+        # why a preset was not saved or deleted, beside the preset (which gives it half the row), cut to one line and
+        # whole in its tooltip: a line of its own would move the fields below, or push the pane past 1366x768
+        self.preset_note = FieldError()
+        self.preset_note.setVisible(False)
+        preset_row = QWidget()
+        row_layout = QHBoxLayout(preset_row)
+        row_layout.setContentsMargins(0, 0, 0, 0)
+        row_layout.addWidget(self.preset, 1)
+        row_layout.addWidget(self.preset_note, 1)
+        preset_label = QLabel("Preset")
+        preset_label.setBuddy(self.preset)
+        form.addRow(preset_label, preset_row)
         self.greedy = QCheckBox("Greedy: likeliest word")
         self.greedy.setObjectName("setting_greedy")
         self.greedy.setToolTip("Temperature 0: the same reply every time, and the Compare button checks identity")

@@ -140,15 +140,15 @@ def add_setting(
         field.setToolTip(tip)
         field.setAccessibleDescription(tip)
     form.addRow(label, widget)
-    slot = NoteSlot(help_text)
+    slot = _NoteSlot(help_text)
     form.addRow(slot)
     return SettingRow(field, slot.error, slot.help, (widget, slot))
 
 
-class NoteSlot(QWidget):
+class _NoteSlot(QWidget):
     """The slot under a field: its explanation (if any) and its error in one grid cell, the explanation hidden while
     the error shows; both keep their room while hidden, so the slot is as tall as the explanation (one line without
-    one) whatever is shown. Also the line under a control whose action can fail (the sampling preset's save)."""
+    one) whatever is shown."""
 
     def __init__(self, help_text: str) -> None:
         super().__init__()
