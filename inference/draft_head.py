@@ -266,11 +266,10 @@ def head_misfits(
     layers = manifest.get("feature_layers", [])
     if layers:
         count = decoder_layers()
-        missing = [layer for layer in layers if count is None or layer >= count]
         if count is None:
             problems.append(f"the head reads the outputs of decoder layers {layers}, and the target's layers cannot "
                             "be found (not a Llama-style graph)")
-        elif missing:
+        elif missing := [layer for layer in layers if layer >= count]:
             problems.append(f"the head reads decoder layer{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(map(str, missing))}, the target has {count}")
     return problems

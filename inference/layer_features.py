@@ -42,7 +42,11 @@ def residual_streams(model: ov.Model) -> list[ov.Output]:
 def decoder_layer_count(model: ov.Model) -> int | None:
     """How many decoder layers a Llama-style graph has (``residual_streams``), None for a graph of another kind
     (its RMSNorms are not ``2 L + 1``)."""
-    streams = residual_streams(model)
+    return _layer_count(residual_streams(model))
+
+
+def _layer_count(streams: list[ov.Output]) -> int | None:
+    """``L`` of ``2 L + 1`` residual streams (L >= 1), else None."""
     if len(streams) % 2 != 1 or len(streams) < 3:
         return None
     return (len(streams) - 1) // 2
@@ -56,13 +60,13 @@ def layer_outputs(model: ov.Model, layers: Sequence[int]) -> list[ov.Output]:
         ValueError: the graph's norms are not ``2 L + 1`` RMSNorms (not a Llama-style decoder), or a layer is out of
             range (the message names it and the graph's layer count).
     """
-    count = decoder_layer_count(model)
+    streams = residual_streams(model)
+    count = _layer_count(streams)
     if count is None:
-        raise ValueError(f"found {len(residual_streams(model))} RMSNorms, not 2 L + 1: not a Llama-style decoder graph")
+        raise ValueError(f"found {len(streams)} RMSNorms, not 2 L + 1: not a Llama-style decoder graph")
     for layer in layers:
         if not 0 <= layer < count:
             raise ValueError(f"decoder layer {layer} out of range: the graph has {count} decoder layers")
-    streams = residual_streams(model)
     return [streams[2 * (layer + 1)] for layer in layers]
 
 
