@@ -96,18 +96,21 @@ def test_a_fused_head_begins_as_the_head_it_starts_from():
     assert not torch.allclose(fused.unroll(h, ids, positions, 1, layers)[0], plain.unroll(h, ids, positions, 1)[0])
 
 
+@pytest.mark.parametrize("feature_layers", [(), (0, 0)], ids=["plain", "fused"])
 @pytest.mark.parametrize("int8", [False, True])
-def test_a_head_is_read_back_from_its_ir(tiny_ir, tmp_path, int8):
+def test_a_head_is_read_back_from_its_ir(tiny_ir, tmp_path, int8, feature_layers):
     vocab = list(range(3, 40))
-    state = tiny_head_state(tiny_ir["same"], vocab, seed=3)
+    state = tiny_head_state(tiny_ir["same"], vocab, seed=3, feature_layers=feature_layers)
     write_head_folder(tmp_path / "head", state, tiny_ir["same"], training={"note": "test"}, int8=int8)
     read = import_ir.head_state(tmp_path / "head")
     assert read["config"] == state["config"] and list(read["vocab"]) == vocab
+    assert read.get("feature_layers", []) == list(feature_layers)
     assert set(read["head"]) == set(state["head"])
     for key, original in state["head"].items():
         value = read["head"][key].numpy()
         original = original.float().numpy()
-        if not int8 or key.endswith("norm.weight"):  # float32 matrices and the norms' weights are stored as they are
+        if not int8 or key.endswith("norm.weight") or key.startswith("layer_norms."):  # float32 matrices and the
+            # norms' weights are stored as they are
             np.testing.assert_array_equal(value, original, err_msg=key)
         else:  # int8 rows (the out-of-vocabulary vector is one): within half of a row's step (max / 127)
             step = np.abs(original).max(axis=-1, keepdims=True) / 127

@@ -15,20 +15,23 @@ from tools.draft_head.target import target_table
 from tools.draft_head.train import draft_index
 
 
-def tiny_head_state(target_dir: Path, vocab: list[int], seed: int = 0, scale: float = 0.3) -> dict:
+def tiny_head_state(target_dir: Path, vocab: list[int], seed: int = 0, scale: float = 0.3,
+                    feature_layers: tuple[int, ...] = ()) -> dict:
     """A random head for the tiny target in ``target_dir``, drafting over ``vocab`` (target token ids), as
-    ``train.py`` checkpoints one (``head`` weights, ``config``, ``vocab``); ``scale`` sets how far its weights are
-    from the initialization (larger: more varied drafts)."""
+    ``train.py`` checkpoints one (``head`` weights, ``config``, ``vocab``, and for a fused head ``feature_layers``);
+    ``scale`` sets how far its weights are from the initialization (larger: more varied drafts); ``feature_layers``
+    (the target's decoder layers whose outputs it fuses) makes it a fused head."""
     torch.manual_seed(seed)
     table = target_table(target_dir)
     ids = np.asarray(vocab, dtype=np.int64)
     config = HeadConfig(hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS, head_dim=HIDDEN // HEADS, intermediate=FFN,
-                        rope_theta=10000.0, vocab=len(ids))
+                        rope_theta=10000.0, vocab=len(ids), fused=len(feature_layers))
     head = DraftHead(config, torch.from_numpy(table[ids]))
     with torch.no_grad():
         for parameter in head.parameters():
             parameter.add_(torch.randn_like(parameter) * scale)
-    return {"head": head.state_dict(), "config": config.as_dict(), "vocab": ids, "module": head}
+    fused = {"feature_layers": list(feature_layers)} if feature_layers else {}
+    return {"head": head.state_dict(), "config": config.as_dict(), "vocab": ids, "module": head, **fused}
 
 
 def write_tiny_head(target_dir: Path, folder: Path, vocab: list[int], seed: int = 0, int8: bool = True) -> Path:

@@ -79,7 +79,8 @@ def _recorded_order(state: dict, target_vocab: int, int8: bool) -> tuple[list[st
 
 def head_state(folder: Path) -> dict:
     """The head in ``folder`` (an exported head folder) as ``train.py`` checkpoints one: ``{"head": state dict of
-    float32 tensors, "config": dict, "vocab": int64 [vocab]}``.
+    float32 tensors, "config": dict, "vocab": int64 [vocab]}``, and for a fused head ``"feature_layers"`` (the
+    target's decoder layers whose outputs it reads, from its manifest).
 
     Raises:
         ValueError: the IR's weights are not laid out as ``export.build_graph`` lays them out.
@@ -132,5 +133,6 @@ def head_state(folder: Path) -> dict:
     missing = set(reference) - set(state)
     if missing:
         raise ValueError(f"{folder}: no weights found for {sorted(missing)}")
+    fused = {"feature_layers": manifest["feature_layers"]} if config.fused else {}
     return {"head": {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in state.items()},
-            "config": manifest["config"], "vocab": vocab}
+            "config": manifest["config"], "vocab": vocab, **fused}
