@@ -155,6 +155,16 @@ def _stream(data, out, *extra: str) -> int:
                        *extra])
 
 
+def test_a_run_refuses_to_start_from_a_fused_head_made_for_other_layers(fused_data, tiny_ir, tmp_path):
+    other = tmp_path / "other-head"  # fuses layers (0, 0); the data holds layer 0 alone
+    write_head_folder(other, tiny_head_state(tiny_ir["same"], list(range(3, 40)), seed=1, feature_layers=(0, 0)),
+                      tiny_ir["same"], training={"note": "test"}, int8=False)
+    with pytest.raises(SystemExit, match=r"fuses the outputs of layers \[0, 0\].*holds layers \[0\]"):
+        train.main(["--data", str(fused_data), "--out", str(tmp_path / "run"), "--stream-shards", "1",
+                    "--init-head", str(other), "--device", "cpu", "--threads", "1"])
+    assert not (tmp_path / "run" / "head.pt").exists()
+
+
 def test_streamed_training_starts_from_the_head_learns_and_resumes_to_the_same_weights(fused_data, tmp_path,
                                                                                         monkeypatch):
     assert _stream(fused_data, tmp_path / "whole") == 0

@@ -338,6 +338,10 @@ def train_streaming(args: argparse.Namespace) -> int:
     reply_tokens = {e["index"]: e["reply_tokens"] for e in manifest["shards"] if "reply_tokens" in e}
     table = target_table(Path(manifest["model"]))
     initial = head_state(args.init_head) if args.init_head else None
+    if initial and initial.get("feature_layers", manifest.get("feature_layers", [])) != manifest.get("feature_layers", []):
+        raise SystemExit(f"{args.init_head} fuses the outputs of layers {initial['feature_layers']}, the data in "
+                         f"{args.data} holds layers {manifest.get('feature_layers', [])}: start from a head made for "
+                         "this data, or from a plain head")
     if initial:
         vocab = np.asarray(initial["vocab"])
     elif state:
