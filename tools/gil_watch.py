@@ -1,0 +1,308 @@
+"""Which call holds Python's GIL, and for how long: one responsiveness scenario of tests/gui/stall_driver.py run with
+a GIL watchdog and every thread's C calls timed.
+
+    .venv/bin/python tools/gil_watch.py SCENARIO WORKDIR [--max-new-tokens N] [--top N]
+
+SCENARIO is one of stall_driver's (``streaming``, ``model_load``, ...); WORKDIR an empty folder (the history and a
+settings.json with the tests' greedy settings are written there unless one is present; SPECCHAT_DATA_DIR says where
+the models are, as for the tests). Prints stall_driver's ``RESULT <json>`` line, then a table of the GIL holders over
+the interval the scenario's stall probe measured, and one line ``GIL <json>`` (``GilReport.as_dict``).
+
+Why: the window's stall tests failed on an AVX2-only CPU about 3x slower per token than this machine, with the GUI
+thread "blocked" (neither computing nor waiting for a CPU). A C call that does not release the GIL holds every other
+Python thread for its whole length, so a call holding it 15 ms here holds it about 45 ms there.
+
+How (the method of a "GIL watchdog", as in py-spy's and gilknocker's GIL measurements, here in pure Python):
+
+- a watchdog thread sleeps ``interval_s`` (1 ms) in a loop; a wake-up later than ``late_s`` (3 ms) means it could
+  not take the GIL back, or could not get a CPU: its run-queue time (Linux schedstat) over the sleep tells the two
+  apart, and the rest is the time it was blocked;
+- ``sys.setprofile`` (``threading.setprofile`` for threads started later) times every C call of every other thread
+  (``c_call`` to ``c_return``/``c_exception``; types' constructors and ufuncs are called without these events);
+- each late wake-up is put down to the timed C call of another thread that returned during it and overlaps it
+  most, or, where no such call overlaps half of it, to the Python line each busy thread stood at when the watchdog ran again (the
+  holder has just let the GIL go: app/gui/stall_probe.py's ``other_threads_now``).
+
+The profiler slows the threads' Python code (a callback per C call); the C calls' own durations are unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER_DIR = REPO / "tests" / "gui"
+_SCHEDSTAT = Path("/proc/thread-self/schedstat")
+
+
+def _run_queue_s() -> float | None:
+    """Seconds the calling thread has waited for a CPU while runnable (Linux schedstat), or None."""
+    try:
+        return int(_SCHEDSTAT.read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def call_name(function) -> str:
+    """``module.qualname`` of a C function or method as the profiler hands it over (``"?"`` parts where absent)."""
+    owner = getattr(function, "__self__", None)
+    module = getattr(function, "__module__", None) or (type(owner).__module__ if owner is not None else None)
+    return f"{module or '?'}.{getattr(function, '__qualname__', None) or getattr(function, '__name__', '?')}"
+
+
+@dataclass(frozen=True)
+class CCall:
+    """One timed C call: ``thread`` (its name), ``name`` (``call_name``), ``caller`` (the Python function and line
+    that made it: ``"function (file:line)"``), ``start_s``/``end_s`` (``time.perf_counter()`` seconds)."""
+
+    thread: str
+    name: str
+    caller: str
+    start_s: float
+    end_s: float
+
+    @property
+    def ms(self) -> float:
+        """Its duration (milliseconds)."""
+        return (self.end_s - self.start_s) * 1e3
+
+
+@dataclass(frozen=True)
+class LateWake:
+    """One late wake-up of the watchdog: due at ``due_s``, woke at ``woke_s`` (perf_counter seconds); ``wait_cpu_ms``
+    of the lateness it was runnable but had no CPU (None where the platform does not say); ``others``: where the
+    other busy Python threads stood when it ran again (``other_threads_now``)."""
+
+    due_s: float
+    woke_s: float
+    wait_cpu_ms: float | None
+    others: tuple[str, ...]
+
+    @property
+    def late_ms(self) -> float:
+        """How late it woke (milliseconds)."""
+        return (self.woke_s - self.due_s) * 1e3
+
+    @property
+    def blocked_ms(self) -> float:
+        """Lateness neither spent waiting for a CPU: waiting for the GIL (milliseconds)."""
+        return max(0.0, self.late_ms - (self.wait_cpu_ms or 0.0))
+
+
+@dataclass
+class Holder:
+    """Everything put down to one call site: ``key`` (``"thread: name < caller"``, or ``"at: <frames>"`` for a
+    Python line), ``wakes`` (late wake-ups attributed), ``max_blocked_ms`` (the longest of them, blocked part),
+    ``total_blocked_ms``, ``max_call_ms`` (the longest timed call of it among those, 0 for a Python line)."""
+
+    key: str
+    wakes: int = 0
+    max_blocked_ms: float = 0.0
+    total_blocked_ms: float = 0.0
+    max_call_ms: float = 0.0
+
+    def add(self, wake: LateWake, call: CCall | None) -> None:
+        """Count ``wake`` (and the ``call`` it was put down to) here."""
+        self.wakes += 1
+        self.max_blocked_ms = max(self.max_blocked_ms, wake.blocked_ms)
+        self.total_blocked_ms += wake.blocked_ms
+        if call is not None:
+            self.max_call_ms = max(self.max_call_ms, call.ms)
+
+
+@dataclass
+class GilReport:
+    """The GIL holders over one interval, longest hold first (``holders``), with the watchdog's ``wakes`` (count of
+    wake-ups), ``late`` (late ones) and the interval's ``seconds``."""
+
+    seconds: float
+    wakes: int
+    late: list[LateWake]
+    holders: list[Holder] = field(default_factory=list)
+
+    def as_dict(self, top: int = 15) -> dict:
+        """JSON-ready: the ``top`` holders (``key``, ``wakes``, ``max_blocked_ms``, ``total_blocked_ms``,
+        ``max_call_ms``), ``late_wakes``, ``max_blocked_ms`` (the longest blocked wake-up, any cause), ``seconds``."""
+        return {
+            "seconds": self.seconds,
+            "wakes": self.wakes,
+            "late_wakes": len(self.late),
+            "max_blocked_ms": max((wake.blocked_ms for wake in self.late), default=0.0),
+            "holders": [vars(holder) for holder in self.holders[:top]],
+        }
+
+    def table(self, top: int = 15) -> str:
+        """The ``top`` holders as text, one a line."""
+        lines = [
+            f"{self.seconds:.2f} s watched, {self.wakes} wake-ups, {len(self.late)} late; holders, longest hold first:",
+            f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8}  holder",
+        ]
+        for holder in self.holders[:top]:
+            lines.append(
+                f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} "
+                f"{holder.max_call_ms:8.1f}  {holder.key}"
+            )
+        return "\n".join(lines)
+
+
+class GilWatch:
+    """The watchdog and the C-call profiler (see the module docstring).
+
+    Args:
+        interval_s: the watchdog's sleep (seconds); late_s: lateness past which a wake-up is recorded (seconds);
+        min_call_s: C calls shorter than this are not kept (seconds); profile_this_thread: also time the C calls of
+        the thread that calls :meth:`start` (the GUI thread in a scenario).
+    """
+
+    def __init__(self, interval_s: float = 0.001, late_s: float = 0.003, min_call_s: float = 0.001,
+                 profile_this_thread: bool = True):
+        self.interval_s, self.late_s, self.min_call_s = interval_s, late_s, min_call_s
+        self.profile_this_thread = profile_this_thread
+        self.calls: list[CCall] = []
+        self.late: list[LateWake] = []
+        self.woke_s: list[float] = []  # every wake-up (perf_counter seconds)
+        self._local = threading.local()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Time C calls of this thread (if asked) and of every thread started from now on; start the watchdog."""
+        threading.setprofile(self._profile)
+        if self.profile_this_thread:
+            sys.setprofile(self._profile)
+        self._thread = threading.Thread(target=self._watch, name="gil-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the watchdog and the profiling of this thread and of threads started later (threads already
+        started keep their profiler until they end)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        threading.setprofile(None)
+        sys.setprofile(None)
+
+    def report(self, start_s: float, end_s: float) -> GilReport:
+        """The late wake-ups due in [start_s, end_s] (perf_counter seconds), each put down to a holder."""
+        late = [wake for wake in self.late if start_s <= wake.due_s <= end_s]
+        holders: dict[str, Holder] = {}
+        for wake in late:
+            call = self._overlapping_call(wake)
+            if call is not None:
+                key = f"{call.thread}: {call.name} < {call.caller}"
+            else:
+                key = "at: " + (" | ".join(wake.others) or "no other busy thread")
+            holders.setdefault(key, Holder(key)).add(wake, call)
+        wakes = bisect.bisect_right(self.woke_s, end_s) - bisect.bisect_left(self.woke_s, start_s)
+        return GilReport(end_s - start_s, wakes, late, sorted(holders.values(), key=lambda h: -h.max_blocked_ms))
+
+    def _overlapping_call(self, wake: LateWake) -> CCall | None:
+        """The timed call that ended while the watchdog waited (a holder lets the GIL go at the latest when it
+        returns; a call that was waiting itself, a ``select`` or a lock, rarely ends just then) and overlaps
+        ``wake`` most, if it overlaps at least half of it."""
+        best, best_overlap = None, 0.5 * (wake.woke_s - wake.due_s)
+        for call in self.calls:
+            overlap = min(call.end_s, wake.woke_s) - max(call.start_s, wake.due_s)
+            if wake.due_s < call.end_s <= wake.woke_s and overlap >= best_overlap:
+                best, best_overlap = call, overlap
+        return best
+
+    def _profile(self, frame, event: str, arg) -> None:
+        # c_call pushes its start; c_return/c_exception pops it and keeps the call if it lasted min_call_s
+        if event == "c_call":
+            try:
+                self._local.starts.append(time.perf_counter())
+            except AttributeError:
+                self._local.starts = [time.perf_counter()]
+        elif event == "c_return" or event == "c_exception":
+            end = time.perf_counter()
+            starts = getattr(self._local, "starts", None)
+            if not starts:
+                return  # its c_call came before the profiler was installed
+            start = starts.pop()
+            if end - start >= self.min_call_s:
+                code = frame.f_code
+                caller = f"{code.co_name} ({Path(code.co_filename).name}:{frame.f_lineno})"
+                self.calls.append(CCall(threading.current_thread().name, call_name(arg), caller, start, end))
+
+    def _watch(self) -> None:
+        from app.gui.stall_probe import other_threads_now
+
+        sys.setprofile(None)  # the watchdog's own calls are not timed
+        wait = _run_queue_s()
+        while not self._stop.is_set():
+            due = time.perf_counter() + self.interval_s
+            time.sleep(self.interval_s)
+            woke = time.perf_counter()
+            waited = _run_queue_s()
+            self.woke_s.append(woke)
+            if woke - due > self.late_s:
+                wait_ms = None if wait is None or waited is None else (waited - wait) * 1e3
+                self.late.append(LateWake(due, woke, wait_ms, other_threads_now()))
+                waited = _run_queue_s()
+            wait = waited
+
+
+def watch_scenario(scenario: str, workdir: Path, watch: GilWatch, run_driver: Callable[[], int]) -> GilReport:
+    """Run ``run_driver()`` (stall_driver's ``main`` for ``scenario`` in ``workdir``) under ``watch``; the report
+    covers the interval between the scenario's StallProbe ``start`` and ``stop`` (the interval its test measures)."""
+    from app.gui.stall_probe import StallProbe
+
+    measured: list[float] = []
+    original_start, original_stop = StallProbe.start, StallProbe.stop
+
+    def start(probe) -> None:
+        original_start(probe)
+        measured[:] = [probe.started_at]
+
+    def stop(probe) -> None:
+        original_stop(probe)
+        measured.append(time.perf_counter())
+
+    StallProbe.start, StallProbe.stop = start, stop
+    sys.argv = ["stall_driver.py", scenario, str(workdir)]
+    watch.start()
+    try:
+        status = run_driver()
+    finally:
+        watch.stop()
+        StallProbe.start, StallProbe.stop = original_start, original_stop
+    if status != 0 or len(measured) < 2:
+        raise RuntimeError(f"the {scenario} scenario ended with status {status} (probe interval {measured})")
+    return watch.report(measured[0], measured[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenario")
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--max-new-tokens", type=int, default=1000, help="the reply's length (as the stall tests)")
+    parser.add_argument("--top", type=int, default=15, help="holders shown")
+    args = parser.parse_args(argv)
+    sys.path[:0] = [str(REPO), str(DRIVER_DIR)]
+    import stall_driver
+
+    from app.gui.sampling_presets import BUILTIN_PRESETS
+    from app.gui.settings_store import AppSettings, SettingsStore
+
+    settings_file = args.workdir / "settings.json"
+    if not settings_file.exists():  # the stall tests' settings: greedy (tests/gui/conftest.py's FAST)
+        preset = BUILTIN_PRESETS["Precise"]
+        settings = AppSettings().with_values(max_new_tokens=args.max_new_tokens, sampling_preset="Precise", **preset)
+        SettingsStore(settings_file).save(settings)
+    report = watch_scenario(args.scenario, args.workdir, GilWatch(), stall_driver.main)
+    print(report.table(args.top), flush=True)
+    print("GIL " + json.dumps(report.as_dict(args.top)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
