@@ -14,8 +14,8 @@ Python thread for its whole length, so a call holding it 15 ms here holds it abo
 
 How (the method of a "GIL watchdog", as in py-spy's and gilknocker's GIL measurements, here in pure Python):
 
-- a watchdog thread sleeps ``interval_s`` (1 ms) in a loop; a wake-up later than ``late_s`` (3 ms) means it could
-  not take the GIL back, or could not get a CPU: its run-queue time (Linux schedstat) over the sleep tells the two
+- a watchdog thread sleeps ``interval_s`` (1 ms) in a loop; a wake-up later than ``late_s`` (1.5 ms, past the
+  window's 1 ms switch interval) means it could not take the GIL back, or could not get a CPU: its run-queue time (Linux schedstat) over the sleep tells the two
   apart, and the rest is the time it was blocked;
 - ``sys.setprofile`` (``threading.setprofile`` for threads started later) times every C call of every other thread
   (``c_call`` to ``c_return``/``c_exception``; types' constructors and ufuncs are called without these events);
@@ -35,12 +35,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER_DIR = REPO / "tests" / "gui"
 _SCHEDSTAT = Path("/proc/thread-self/schedstat")
+#: How long after the watchdog's wake-up a holder's return may be timed (seconds): the holder gets the GIL back once
+#: the watchdog sleeps again or has held it for the 1 ms switch interval (see ``GilWatch._overlapping_call``).
+RETURN_SLACK_S = 0.005
 
 
 def _run_queue_s() -> float | None:
@@ -121,36 +124,49 @@ class Holder:
 @dataclass
 class GilReport:
     """The GIL holders over one interval, longest hold first (``holders``), with the watchdog's ``wakes`` (count of
-    wake-ups), ``late`` (late ones) and the interval's ``seconds``."""
+    wake-ups), ``late`` (late ones), the interval's ``seconds`` and ``most_blocked_window`` (the most time blocked in
+    one window of ``GilWatch.window_s``, milliseconds, and when it ended, seconds from the interval's start) with its
+    ``window_holders`` (the holders of its late wake-ups)."""
 
     seconds: float
     wakes: int
     late: list[LateWake]
-    holders: list[Holder] = field(default_factory=list)
+    holders: list[Holder]
+    most_blocked_window: tuple[float, float]
+    window_holders: list[Holder]
 
     def as_dict(self, top: int = 15) -> dict:
         """JSON-ready: the ``top`` holders (``key``, ``wakes``, ``max_blocked_ms``, ``total_blocked_ms``,
-        ``max_call_ms``), ``late_wakes``, ``max_blocked_ms`` (the longest blocked wake-up, any cause), ``seconds``."""
+        ``max_call_ms``), ``late_wakes``, ``max_blocked_ms`` (the longest blocked wake-up, any cause),
+        ``window_blocked_ms`` (``most_blocked_window``'s time), ``window_holders`` (its ``top``), ``seconds``."""
         return {
             "seconds": self.seconds,
             "wakes": self.wakes,
             "late_wakes": len(self.late),
             "max_blocked_ms": max((wake.blocked_ms for wake in self.late), default=0.0),
+            "window_blocked_ms": self.most_blocked_window[0],
             "holders": [vars(holder) for holder in self.holders[:top]],
+            "window_holders": [vars(holder) for holder in self.window_holders[:top]],
         }
 
     def table(self, top: int = 15) -> str:
         """The ``top`` holders as text, one a line."""
-        lines = [
-            f"{self.seconds:.2f} s watched, {self.wakes} wake-ups, {len(self.late)} late; holders, longest hold first:",
-            f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8}  holder",
-        ]
-        for holder in self.holders[:top]:
-            lines.append(
-                f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} "
-                f"{holder.max_call_ms:8.1f}  {holder.key}"
-            )
-        return "\n".join(lines)
+        blocked, ended = self.most_blocked_window
+        lines = [f"{self.seconds:.2f} s watched, {self.wakes} wake-ups, {len(self.late)} late; holders, longest hold first:"]
+        lines += _rows(self.holders[:top])
+        lines.append(f"the most blocked window: {blocked:.1f} ms blocked in the one ending at {ended:.2f} s; its holders:")
+        return "\n".join(lines + _rows(self.window_holders[:top]))
+
+
+def _rows(holders: list[Holder]) -> list[str]:
+    """``holders`` as table rows under a heading."""
+    rows = [f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8}  holder"]
+    for holder in holders:
+        rows.append(
+            f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} {holder.max_call_ms:8.1f}  "
+            + holder.key
+        )
+    return rows
 
 
 class GilWatch:
@@ -158,17 +174,19 @@ class GilWatch:
 
     Args:
         interval_s: the watchdog's sleep (seconds); late_s: lateness past which a wake-up is recorded (seconds);
-        min_call_s: C calls shorter than this are not kept (seconds); profile_this_thread: also time the C calls of
-        the thread that calls :meth:`start` (the GUI thread in a scenario).
+        min_call_s: C calls shorter than this are not kept (seconds); window_s: the span over which blocked time is
+        summed (seconds; 50 ms, the stall tests' bound); profile_this_thread: also time the C calls of the thread
+        that calls :meth:`start` (the GUI thread in a scenario: its timing then counts the profiler's work).
     """
 
-    def __init__(self, interval_s: float = 0.001, late_s: float = 0.003, min_call_s: float = 0.001,
-                 profile_this_thread: bool = True):
-        self.interval_s, self.late_s, self.min_call_s = interval_s, late_s, min_call_s
+    def __init__(self, interval_s: float = 0.001, late_s: float = 0.0015, min_call_s: float = 0.001,
+                 window_s: float = 0.05, profile_this_thread: bool = False):
+        self.interval_s, self.late_s, self.min_call_s, self.window_s = interval_s, late_s, min_call_s, window_s
         self.profile_this_thread = profile_this_thread
         self.calls: list[CCall] = []
         self.late: list[LateWake] = []
         self.woke_s: list[float] = []  # every wake-up (perf_counter seconds)
+        self.blocked_ms: list[float] = []  # each wake-up's lateness less its run-queue time (milliseconds)
         self._local = threading.local()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -193,6 +211,15 @@ class GilWatch:
     def report(self, start_s: float, end_s: float) -> GilReport:
         """The late wake-ups due in [start_s, end_s] (perf_counter seconds), each put down to a holder."""
         late = [wake for wake in self.late if start_s <= wake.due_s <= end_s]
+        first, last = bisect.bisect_left(self.woke_s, start_s), bisect.bisect_right(self.woke_s, end_s)
+        blocked, ended = self._most_blocked_window(first, last)
+        in_window = [wake for wake in late if ended - self.window_s <= wake.woke_s <= ended]
+        return GilReport(
+            end_s - start_s, last - first, late, self._holders(late), (blocked, ended - start_s), self._holders(in_window)
+        )
+
+    def _holders(self, late: list[LateWake]) -> list[Holder]:
+        """``late`` put down to their holders, longest hold first."""
         holders: dict[str, Holder] = {}
         for wake in late:
             call = self._overlapping_call(wake)
@@ -201,17 +228,31 @@ class GilWatch:
             else:
                 key = "at: " + (" | ".join(wake.others) or "no other busy thread")
             holders.setdefault(key, Holder(key)).add(wake, call)
-        wakes = bisect.bisect_right(self.woke_s, end_s) - bisect.bisect_left(self.woke_s, start_s)
-        return GilReport(end_s - start_s, wakes, late, sorted(holders.values(), key=lambda h: -h.max_blocked_ms))
+        return sorted(holders.values(), key=lambda holder: -holder.max_blocked_ms)
+
+    def _most_blocked_window(self, first: int, last: int) -> tuple[float, float]:
+        """The most blocked time (milliseconds) of wake-ups ``first:last`` within any ``window_s``, and when that
+        window ended (perf_counter seconds): what a thread needing the GIL every ``interval_s``, as the GUI thread
+        does for each Qt call, would have waited in one event of that length."""
+        best, best_end, total, tail = 0.0, 0.0, 0.0, first
+        for index in range(first, last):
+            total += self.blocked_ms[index]
+            while self.woke_s[index] - self.woke_s[tail] > self.window_s:
+                total -= self.blocked_ms[tail]
+                tail += 1
+            if total > best:
+                best, best_end = total, self.woke_s[index]
+        return best, best_end
 
     def _overlapping_call(self, wake: LateWake) -> CCall | None:
-        """The timed call that ended while the watchdog waited (a holder lets the GIL go at the latest when it
-        returns; a call that was waiting itself, a ``select`` or a lock, rarely ends just then) and overlaps
-        ``wake`` most, if it overlaps at least half of it."""
+        """The timed call that ended as the watchdog woke (a holder lets the GIL go when it returns; a call that was
+        waiting itself, a ``select`` or a lock, rarely ends just then) and overlaps ``wake`` most, if it overlaps at
+        least half of it. "As": up to ``RETURN_SLACK_S`` after, as the holder's profiler callback, which reads the
+        end time, may itself give the GIL to the watchdog first."""
         best, best_overlap = None, 0.5 * (wake.woke_s - wake.due_s)
         for call in self.calls:
             overlap = min(call.end_s, wake.woke_s) - max(call.start_s, wake.due_s)
-            if wake.due_s < call.end_s <= wake.woke_s and overlap >= best_overlap:
+            if wake.due_s < call.end_s <= wake.woke_s + RETURN_SLACK_S and overlap >= best_overlap:
                 best, best_overlap = call, overlap
         return best
 
@@ -243,9 +284,10 @@ class GilWatch:
             time.sleep(self.interval_s)
             woke = time.perf_counter()
             waited = _run_queue_s()
+            wait_ms = None if wait is None or waited is None else (waited - wait) * 1e3
             self.woke_s.append(woke)
+            self.blocked_ms.append(max(0.0, (woke - due) * 1e3 - (wait_ms or 0.0)))
             if woke - due > self.late_s:
-                wait_ms = None if wait is None or waited is None else (waited - wait) * 1e3
                 self.late.append(LateWake(due, woke, wait_ms, other_threads_now()))
                 waited = _run_queue_s()
             wait = waited
