@@ -32,12 +32,15 @@ INFERENCE_THREAD = "specchat-inference"
 
 
 def held_gil(ms: float) -> None:
-    """Hold the GIL for about ``ms`` milliseconds in one C call (``sum`` over a range never lets it go)."""
-    count = 100_000
-    start = time.perf_counter()
-    sum(range(count))
-    count = int(count * ms / 1e3 / max(time.perf_counter() - start, 1e-6))
-    sum(range(count))
+    """Hold the GIL for ``ms`` milliseconds or more in one C call (``sum`` over a range never lets it go), after
+    shorter ones: each call sums twice the numbers of the one before until one lasts ``ms``."""
+    count = 1_000_000
+    while True:
+        start = time.perf_counter()
+        sum(range(count))
+        if time.perf_counter() - start >= ms / 1e3:
+            return
+        count *= 2
 
 
 def test_the_watch_names_the_call_that_held_the_gil():
