@@ -12,16 +12,18 @@ Why: the window's stall tests failed on an AVX2-only CPU about 3x slower per tok
 thread "blocked" (neither computing nor waiting for a CPU). A C call that does not release the GIL holds every other
 Python thread for its whole length, so a call holding it 15 ms here holds it about 45 ms there.
 
-How (the method of a "GIL watchdog", as in py-spy's and gilknocker's GIL measurements, here in pure Python):
+How (a GIL watchdog, as gilknocker measures GIL contention: a thread that keeps asking for the GIL and times its
+waits; here in pure Python):
 
 - a watchdog thread sleeps ``interval_s`` (1 ms) in a loop; a wake-up later than ``late_s`` (1.5 ms, past the
-  window's 1 ms switch interval) means it could not take the GIL back, or could not get a CPU: its run-queue time (Linux schedstat) over the sleep tells the two
-  apart, and the rest is the time it was blocked;
+  window's 1 ms switch interval) means it could not take the GIL back, or could not get a CPU: its run-queue time
+  (Linux schedstat) over the sleep tells the two apart, and the rest is the time it was blocked; every other
+  Python thread's run-queue time over that sleep says whether the holder itself was waiting for a CPU;
 - ``sys.setprofile`` (``threading.setprofile`` for threads started later) times every C call of every other thread
   (``c_call`` to ``c_return``/``c_exception``; types' constructors and ufuncs are called without these events);
 - each late wake-up is put down to the timed C call of another thread that returned during it and overlaps it
-  most, or, where no such call overlaps half of it, to the Python line each busy thread stood at when the watchdog ran again (the
-  holder has just let the GIL go: app/gui/stall_probe.py's ``other_threads_now``).
+  most, or, where no such call overlaps half of it, to the Python line each busy thread stood at when the watchdog
+  ran again (the holder has just let the GIL go: app/gui/stall_probe.py's ``other_threads_now``).
 
 The profiler slows the threads' Python code (a callback per C call); the C calls' own durations are unchanged.
 """
@@ -34,6 +36,7 @@ import json
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,19 +49,24 @@ _SCHEDSTAT = Path("/proc/thread-self/schedstat")
 RETURN_SLACK_S = 0.005
 
 
-def _run_queue_s() -> float | None:
-    """Seconds the calling thread has waited for a CPU while runnable (Linux schedstat), or None."""
+def _run_queue_s(schedstat: Path = _SCHEDSTAT) -> float | None:
+    """Seconds a thread (the caller, or the one whose ``/proc/self/task/<id>/schedstat`` is given) has waited for a
+    CPU while runnable (Linux schedstat), or None."""
     try:
-        return int(_SCHEDSTAT.read_text().split()[1]) / 1e9
+        return int(schedstat.read_text().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
 
 
 def call_name(function) -> str:
-    """``module.qualname`` of a C function or method as the profiler hands it over (``"?"`` parts where absent)."""
+    """What the profiler hands over as a C call, named: ``module.function`` (``builtins.sum``), or
+    ``module.Type.method`` for a bound method (``openvino._pyopenvino.InferRequest.infer``)."""
     owner = getattr(function, "__self__", None)
-    module = getattr(function, "__module__", None) or (type(owner).__module__ if owner is not None else None)
-    return f"{module or '?'}.{getattr(function, '__qualname__', None) or getattr(function, '__name__', '?')}"
+    name = getattr(function, "__name__", "?")
+    if owner is None or isinstance(owner, types.ModuleType):
+        return f"{getattr(function, '__module__', None) or getattr(owner, '__name__', '?')}.{name}"
+    kind = owner if isinstance(owner, type) else type(owner)
+    return f"{kind.__module__}.{kind.__qualname__}.{name}"
 
 
 @dataclass(frozen=True)
@@ -82,12 +90,15 @@ class CCall:
 class LateWake:
     """One late wake-up of the watchdog: due at ``due_s``, woke at ``woke_s`` (perf_counter seconds); ``wait_cpu_ms``
     of the lateness it was runnable but had no CPU (None where the platform does not say); ``others``: where the
-    other busy Python threads stood when it ran again (``other_threads_now``)."""
+    other busy Python threads stood when it ran again (``other_threads_now``); ``others_wait_cpu_ms``: how long each
+    other Python thread, by name, waited for a CPU meanwhile (a holder of the GIL that waits for a CPU keeps every
+    other thread waiting too)."""
 
     due_s: float
     woke_s: float
     wait_cpu_ms: float | None
     others: tuple[str, ...]
+    others_wait_cpu_ms: dict[str, float]
 
     @property
     def late_ms(self) -> float:
@@ -104,13 +115,16 @@ class LateWake:
 class Holder:
     """Everything put down to one call site: ``key`` (``"thread: name < caller"``, or ``"at: <frames>"`` for a
     Python line), ``wakes`` (late wake-ups attributed), ``max_blocked_ms`` (the longest of them, blocked part),
-    ``total_blocked_ms``, ``max_call_ms`` (the longest timed call of it among those, 0 for a Python line)."""
+    ``total_blocked_ms``, ``max_call_ms`` (the longest timed call of it among those, 0 for a Python line),
+    ``holder_wait_cpu_ms`` (the most time its thread, or for a Python line any busy thread, waited for a CPU in one
+    of those wake-ups: the holder kept the GIL while it had no CPU)."""
 
     key: str
     wakes: int = 0
     max_blocked_ms: float = 0.0
     total_blocked_ms: float = 0.0
     max_call_ms: float = 0.0
+    holder_wait_cpu_ms: float = 0.0
 
     def add(self, wake: LateWake, call: CCall | None) -> None:
         """Count ``wake`` (and the ``call`` it was put down to) here."""
@@ -119,6 +133,11 @@ class Holder:
         self.total_blocked_ms += wake.blocked_ms
         if call is not None:
             self.max_call_ms = max(self.max_call_ms, call.ms)
+            waits = [wake.others_wait_cpu_ms.get(call.thread, 0.0)]
+        else:
+            busy = {other.split(": ", 1)[0] for other in wake.others}
+            waits = [ms for name, ms in wake.others_wait_cpu_ms.items() if name in busy]
+        self.holder_wait_cpu_ms = max(self.holder_wait_cpu_ms, *waits, 0.0)
 
 
 @dataclass
@@ -160,11 +179,11 @@ class GilReport:
 
 def _rows(holders: list[Holder]) -> list[str]:
     """``holders`` as table rows under a heading."""
-    rows = [f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8}  holder"]
+    rows = [f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8} {'CPU wait':>8}  holder"]
     for holder in holders:
         rows.append(
-            f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} {holder.max_call_ms:8.1f}  "
-            + holder.key
+            f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} {holder.max_call_ms:8.1f} "
+            f"{holder.holder_wait_cpu_ms:8.1f}  {holder.key}"
         )
     return rows
 
@@ -278,19 +297,32 @@ class GilWatch:
         from app.gui.stall_probe import other_threads_now
 
         sys.setprofile(None)  # the watchdog's own calls are not timed
-        wait = _run_queue_s()
+        wait, others, others_wait = _run_queue_s(), {}, {}
         while not self._stop.is_set():
+            if len(self.woke_s) % 100 == 0:  # threads come and go: every ~0.1 s
+                me = threading.get_ident()
+                others = {
+                    thread.name: Path(f"/proc/self/task/{thread.native_id}/schedstat")
+                    for thread in threading.enumerate()
+                    if thread.ident != me
+                }
             due = time.perf_counter() + self.interval_s
             time.sleep(self.interval_s)
             woke = time.perf_counter()
             waited = _run_queue_s()
+            others_waited = {name: _run_queue_s(path) for name, path in others.items()}
             wait_ms = None if wait is None or waited is None else (waited - wait) * 1e3
             self.woke_s.append(woke)
             self.blocked_ms.append(max(0.0, (woke - due) * 1e3 - (wait_ms or 0.0)))
             if woke - due > self.late_s:
-                self.late.append(LateWake(due, woke, wait_ms, other_threads_now()))
+                waits = {
+                    name: (now - others_wait[name]) * 1e3
+                    for name, now in others_waited.items()
+                    if now is not None and others_wait.get(name) is not None
+                }
+                self.late.append(LateWake(due, woke, wait_ms, other_threads_now(), waits))
                 waited = _run_queue_s()
-            wait = waited
+            wait, others_wait = waited, others_waited
 
 
 def watch_scenario(scenario: str, workdir: Path, watch: GilWatch, run_driver: Callable[[], int]) -> GilReport:
