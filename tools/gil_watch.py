@@ -60,10 +60,12 @@ def _run_queue_s(schedstat: Path = _SCHEDSTAT) -> float | None:
 
 def call_name(function) -> str:
     """What the profiler hands over as a C call, named: ``module.function`` (``builtins.sum``), or
-    ``module.Type.method`` for a bound method (``openvino._pyopenvino.InferRequest.infer``)."""
+    ``module.Type.method`` for a bound method (``numpy.ndarray.copy``), ``module.method`` for pybind11's
+    (``openvino._pyopenvino.infer``)."""
     owner = getattr(function, "__self__", None)
     name = getattr(function, "__name__", "?")
-    if owner is None or isinstance(owner, types.ModuleType):
+    if owner is None or isinstance(owner, types.ModuleType) or type(owner).__module__ == "pybind11_builtins":
+        # (a pybind11 function's __self__ is its record, not the object: its module names it best)
         return f"{getattr(function, '__module__', None) or getattr(owner, '__name__', '?')}.{name}"
     kind = owner if isinstance(owner, type) else type(owner)
     return f"{kind.__module__}.{kind.__qualname__}.{name}"
@@ -72,13 +74,16 @@ def call_name(function) -> str:
 @dataclass(frozen=True)
 class CCall:
     """One timed C call: ``thread`` (its name), ``name`` (``call_name``), ``caller`` (the Python function and line
-    that made it: ``"function (file:line)"``), ``start_s``/``end_s`` (``time.perf_counter()`` seconds)."""
+    that made it: ``"function (file:line)"``), ``start_s``/``end_s`` (``time.perf_counter()`` seconds), ``leaf``
+    (no Python code ran inside it, e.g. a Qt signal's slots: it held the GIL throughout, or let it go to wait or
+    compute)."""
 
     thread: str
     name: str
     caller: str
     start_s: float
     end_s: float
+    leaf: bool
 
     @property
     def ms(self) -> float:
@@ -237,6 +242,12 @@ class GilWatch:
             end_s - start_s, last - first, late, self._holders(late), (blocked, ended - start_s), self._holders(in_window)
         )
 
+    def longest_calls(self, start_s: float, end_s: float, thread: str, count: int) -> list[CCall]:
+        """The ``count`` longest timed leaf C calls of ``thread`` (by name) that overlapped [start_s, end_s], longest
+        first: a thread's own waits (a file synced, a lock) as well as its holds and its computing."""
+        calls = [c for c in self.calls if c.leaf and c.thread == thread and c.end_s >= start_s and c.start_s <= end_s]
+        return sorted(calls, key=lambda call: -call.ms)[:count]
+
     def _holders(self, late: list[LateWake]) -> list[Holder]:
         """``late`` put down to their holders, longest hold first."""
         holders: dict[str, Holder] = {}
@@ -276,22 +287,27 @@ class GilWatch:
         return best
 
     def _profile(self, frame, event: str, arg) -> None:
-        # c_call pushes its start; c_return/c_exception pops it and keeps the call if it lasted min_call_s
+        # c_call pushes [start, leaf]; a Python call inside marks the innermost open one not a leaf; c_return or
+        # c_exception pops it and keeps the call if it lasted min_call_s
         if event == "c_call":
             try:
-                self._local.starts.append(time.perf_counter())
+                self._local.open.append([time.perf_counter(), True])
             except AttributeError:
-                self._local.starts = [time.perf_counter()]
+                self._local.open = [[time.perf_counter(), True]]
+        elif event == "call":
+            calls = getattr(self._local, "open", None)
+            if calls:
+                calls[-1][1] = False
         elif event == "c_return" or event == "c_exception":
             end = time.perf_counter()
-            starts = getattr(self._local, "starts", None)
-            if not starts:
+            calls = getattr(self._local, "open", None)
+            if not calls:
                 return  # its c_call came before the profiler was installed
-            start = starts.pop()
+            start, leaf = calls.pop()
             if end - start >= self.min_call_s:
                 code = frame.f_code
                 caller = f"{code.co_name} ({Path(code.co_filename).name}:{frame.f_lineno})"
-                self.calls.append(CCall(threading.current_thread().name, call_name(arg), caller, start, end))
+                self.calls.append(CCall(threading.current_thread().name, call_name(arg), caller, start, end, leaf))
 
     def _watch(self) -> None:
         from app.gui.stall_probe import other_threads_now
@@ -325,9 +341,12 @@ class GilWatch:
             wait, others_wait = waited, others_waited
 
 
-def watch_scenario(scenario: str, workdir: Path, watch: GilWatch, run_driver: Callable[[], int]) -> GilReport:
+def watch_scenario(
+    scenario: str, workdir: Path, watch: GilWatch, run_driver: Callable[[], int]
+) -> tuple[GilReport, tuple[float, float]]:
     """Run ``run_driver()`` (stall_driver's ``main`` for ``scenario`` in ``workdir``) under ``watch``; the report
-    covers the interval between the scenario's StallProbe ``start`` and ``stop`` (the interval its test measures)."""
+    covers the interval between the scenario's StallProbe ``start`` and ``stop`` (the interval its test measures),
+    returned with it (perf_counter seconds)."""
     from app.gui.stall_probe import StallProbe
 
     measured: list[float] = []
@@ -351,7 +370,7 @@ def watch_scenario(scenario: str, workdir: Path, watch: GilWatch, run_driver: Ca
         StallProbe.start, StallProbe.stop = original_start, original_stop
     if status != 0 or len(measured) < 2:
         raise RuntimeError(f"the {scenario} scenario ended with status {status} (probe interval {measured})")
-    return watch.report(measured[0], measured[-1])
+    return watch.report(measured[0], measured[-1]), (measured[0], measured[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -360,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--max-new-tokens", type=int, default=1000, help="the reply's length (as the stall tests)")
     parser.add_argument("--top", type=int, default=15, help="holders shown")
+    parser.add_argument(
+        "--gui-calls", type=int, default=0, metavar="N",
+        help="also time the GUI thread's C calls (its own timing then counts the profiler's work) and list its N longest",
+    )
     args = parser.parse_args(argv)
     sys.path[:0] = [str(REPO), str(DRIVER_DIR)]
     import stall_driver
@@ -372,8 +395,13 @@ def main(argv: list[str] | None = None) -> int:
         preset = BUILTIN_PRESETS["Precise"]
         settings = AppSettings().with_values(max_new_tokens=args.max_new_tokens, sampling_preset="Precise", **preset)
         SettingsStore(settings_file).save(settings)
-    report = watch_scenario(args.scenario, args.workdir, GilWatch(), stall_driver.main)
+    watch = GilWatch(profile_this_thread=args.gui_calls > 0)
+    report, (start, end) = watch_scenario(args.scenario, args.workdir, watch, stall_driver.main)
     print(report.table(args.top), flush=True)
+    if args.gui_calls:
+        print(f"the GUI thread's {args.gui_calls} longest C calls (ms, seconds from the start, caller):")
+        for call in watch.longest_calls(start, end, threading.main_thread().name, args.gui_calls):
+            print(f"{call.ms:8.1f} {call.start_s - start:6.2f} s  {call.name} < {call.caller}")
     print("GIL " + json.dumps(report.as_dict(args.top)), flush=True)
     return 0
 
