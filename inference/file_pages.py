@@ -18,7 +18,7 @@ Design rules:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import mmap
 from pathlib import Path
 
@@ -44,6 +44,23 @@ def _read_only_file_mappings() -> list[tuple[int, int]]:
     return spans
 
 
+@functools.cache
+def _madvise():
+    """libc's ``madvise(2)``, found among the symbols this process has loaded (``dlopen(NULL)``), once.
+
+    Not through ``ctypes.util.find_library("c")``: on Linux it runs ``/sbin/ldconfig -p`` in a child process each
+    time, and the fork holds the GIL. Called once per fused weight product, it started 180 processes during a model
+    load; the window's GIL watchdog (tools/gil_watch.py) put the most blocked 50 ms of the load on them (11.5 ms).
+
+    Raises:
+        OSError, AttributeError: no ``dlopen(NULL)`` (Windows) or no ``madvise`` among the loaded symbols.
+    """
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
 def release_file_pages(arrays: list[np.ndarray]) -> int:
     """Drop the resident pages of ``arrays`` that lie wholly inside read-only file mappings (see the module docstring).
 
@@ -54,12 +71,13 @@ def release_file_pages(arrays: list[np.ndarray]) -> int:
     Returns:
         The number of bytes handed back to the kernel (whole pages only; 0 where the platform has no ``madvise``).
     """
-    libc_name = ctypes.util.find_library("c")
     mappings = _read_only_file_mappings()
-    if libc_name is None or not mappings:
+    if not mappings:
         return 0
-    madvise = ctypes.CDLL(libc_name, use_errno=True).madvise
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    try:
+        madvise = _madvise()
+    except (OSError, AttributeError):
+        return 0
     released = 0
     for array in arrays:
         begin = array.__array_interface__["data"][0]
