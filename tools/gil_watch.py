@@ -217,10 +217,12 @@ class GilWatch:
 
     def start(self) -> None:
         """Time C calls of this thread (if asked) and of every thread started from now on; start the watchdog."""
+        from app.gui.stall_probe import other_threads_now  # (here: imported in the watchdog, it kept it from watching)
+
         threading.setprofile(self._profile)
         if self.profile_this_thread:
             sys.setprofile(self._profile)
-        self._thread = threading.Thread(target=self._watch, name="gil-watchdog", daemon=True)
+        self._thread = threading.Thread(target=self._watch, args=(other_threads_now,), name="gil-watchdog", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -309,11 +311,11 @@ class GilWatch:
                 caller = f"{code.co_name} ({Path(code.co_filename).name}:{frame.f_lineno})"
                 self.calls.append(CCall(threading.current_thread().name, call_name(arg), caller, start, end, leaf))
 
-    def _watch(self) -> None:
-        from app.gui.stall_probe import other_threads_now
-
+    def _watch(self, other_threads_now: Callable[[], tuple[str, ...]]) -> None:
         sys.setprofile(None)  # the watchdog's own calls are not timed
-        wait, others, others_wait = _run_queue_s(), {}, {}
+        # each wake-up is due one interval after the one before: a wait for the GIL anywhere in the loop counts (its
+        # own file reads let the GIL go too, and a holder may take it there)
+        wait, others, others_wait, woke = _run_queue_s(), {}, {}, time.perf_counter()
         while not self._stop.is_set():
             if len(self.woke_s) % 100 == 0:  # threads come and go: every ~0.1 s
                 me = threading.get_ident()
@@ -322,7 +324,7 @@ class GilWatch:
                     for thread in threading.enumerate()
                     if thread.ident != me
                 }
-            due = time.perf_counter() + self.interval_s
+            due = woke + self.interval_s
             time.sleep(self.interval_s)
             woke = time.perf_counter()
             waited = _run_queue_s()
@@ -337,7 +339,6 @@ class GilWatch:
                     if now is not None and others_wait.get(name) is not None
                 }
                 self.late.append(LateWake(due, woke, wait_ms, other_threads_now(), waits))
-                waited = _run_queue_s()
             wait, others_wait = waited, others_waited
 
 
