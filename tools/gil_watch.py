@@ -15,10 +15,10 @@ Python thread for its whole length, so a call holding it 15 ms here holds it abo
 How (a GIL watchdog, as gilknocker measures GIL contention: a thread that keeps asking for the GIL and times its
 waits; here in pure Python):
 
-- a watchdog thread sleeps ``interval_s`` (1 ms) in a loop; a wake-up later than ``late_s`` (1.5 ms, past the
-  window's 1 ms switch interval) means it could not take the GIL back, or could not get a CPU: its run-queue time
-  (Linux schedstat) over the sleep tells the two apart, and the rest is the time it was blocked; every other
-  Python thread's run-queue time over that sleep says whether the holder itself was waiting for a CPU;
+- a watchdog thread sleeps ``interval_s`` (1 ms) in a loop; a wake-up later than ``late_s`` (3 ms, past the two
+  1 ms switch intervals its loop may wait for the GIL behind Python code) means it could not take the GIL back, or
+  could not get a CPU: its run-queue time (Linux schedstat) over the sleep tells the two apart, and the rest is the
+  time it was blocked;
 - ``sys.setprofile`` (``threading.setprofile`` for threads started later) times every C call of every other thread
   (``c_call`` to ``c_return``/``c_exception``; types' constructors and ufuncs are called without these events);
 - each late wake-up is put down to the timed C call of another thread that returned during it and overlaps it
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import os
 import sys
 import threading
 import time
@@ -49,11 +50,13 @@ _SCHEDSTAT = Path("/proc/thread-self/schedstat")
 RETURN_SLACK_S = 0.005
 
 
-def _run_queue_s(schedstat: Path = _SCHEDSTAT) -> float | None:
-    """Seconds a thread (the caller, or the one whose ``/proc/self/task/<id>/schedstat`` is given) has waited for a
-    CPU while runnable (Linux schedstat), or None."""
+def _run_queue_s(schedstat: int | None) -> float | None:
+    """Seconds the thread whose ``/proc/thread-self/schedstat`` is open as ``schedstat`` (a file descriptor) has
+    waited for a CPU while runnable, or None (no such file). One ``os.pread``: the GIL is let go and taken back once."""
+    if schedstat is None:
+        return None
     try:
-        return int(schedstat.read_text().split()[1]) / 1e9
+        return int(os.pread(schedstat, 128, 0).split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
 
@@ -95,15 +98,12 @@ class CCall:
 class LateWake:
     """One late wake-up of the watchdog: due at ``due_s``, woke at ``woke_s`` (perf_counter seconds); ``wait_cpu_ms``
     of the lateness it was runnable but had no CPU (None where the platform does not say); ``others``: where the
-    other busy Python threads stood when it ran again (``other_threads_now``); ``others_wait_cpu_ms``: how long each
-    other Python thread, by name, waited for a CPU meanwhile (a holder of the GIL that waits for a CPU keeps every
-    other thread waiting too)."""
+    other busy Python threads stood when it ran again (``other_threads_now``)."""
 
     due_s: float
     woke_s: float
     wait_cpu_ms: float | None
     others: tuple[str, ...]
-    others_wait_cpu_ms: dict[str, float]
 
     @property
     def late_ms(self) -> float:
@@ -120,16 +120,13 @@ class LateWake:
 class Holder:
     """Everything put down to one call site: ``key`` (``"thread: name < caller"``, or ``"at: <frames>"`` for a
     Python line), ``wakes`` (late wake-ups attributed), ``max_blocked_ms`` (the longest of them, blocked part),
-    ``total_blocked_ms``, ``max_call_ms`` (the longest timed call of it among those, 0 for a Python line),
-    ``holder_wait_cpu_ms`` (the most time its thread, or for a Python line any busy thread, waited for a CPU in one
-    of those wake-ups: the holder kept the GIL while it had no CPU)."""
+    ``total_blocked_ms``, ``max_call_ms`` (the longest timed call of it among those, 0 for a Python line)."""
 
     key: str
     wakes: int = 0
     max_blocked_ms: float = 0.0
     total_blocked_ms: float = 0.0
     max_call_ms: float = 0.0
-    holder_wait_cpu_ms: float = 0.0
 
     def add(self, wake: LateWake, call: CCall | None) -> None:
         """Count ``wake`` (and the ``call`` it was put down to) here."""
@@ -138,11 +135,6 @@ class Holder:
         self.total_blocked_ms += wake.blocked_ms
         if call is not None:
             self.max_call_ms = max(self.max_call_ms, call.ms)
-            waits = [wake.others_wait_cpu_ms.get(call.thread, 0.0)]
-        else:
-            busy = {other.split(": ", 1)[0] for other in wake.others}
-            waits = [ms for name, ms in wake.others_wait_cpu_ms.items() if name in busy]
-        self.holder_wait_cpu_ms = max(self.holder_wait_cpu_ms, *waits, 0.0)
 
 
 @dataclass
@@ -184,11 +176,11 @@ class GilReport:
 
 def _rows(holders: list[Holder]) -> list[str]:
     """``holders`` as table rows under a heading."""
-    rows = [f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8} {'CPU wait':>8}  holder"]
+    rows = [f"{'max blocked ms':>14} {'total ms':>9} {'wakes':>5} {'call ms':>8}  holder"]
     for holder in holders:
         rows.append(
-            f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} {holder.max_call_ms:8.1f} "
-            f"{holder.holder_wait_cpu_ms:8.1f}  {holder.key}"
+            f"{holder.max_blocked_ms:14.1f} {holder.total_blocked_ms:9.1f} {holder.wakes:5d} {holder.max_call_ms:8.1f}  "
+            f"{holder.key}"
         )
     return rows
 
@@ -203,7 +195,7 @@ class GilWatch:
         that calls :meth:`start` (the GUI thread in a scenario: its timing then counts the profiler's work).
     """
 
-    def __init__(self, interval_s: float = 0.001, late_s: float = 0.0015, min_call_s: float = 0.001,
+    def __init__(self, interval_s: float = 0.001, late_s: float = 0.003, min_call_s: float = 0.001,
                  window_s: float = 0.05, profile_this_thread: bool = False):
         self.interval_s, self.late_s, self.min_call_s, self.window_s = interval_s, late_s, min_call_s, window_s
         self.profile_this_thread = profile_this_thread
@@ -313,33 +305,27 @@ class GilWatch:
 
     def _watch(self, other_threads_now: Callable[[], tuple[str, ...]]) -> None:
         sys.setprofile(None)  # the watchdog's own calls are not timed
-        # each wake-up is due one interval after the one before: a wait for the GIL anywhere in the loop counts (its
-        # own file reads let the GIL go too, and a holder may take it there)
-        wait, others, others_wait, woke = _run_queue_s(), {}, {}, time.perf_counter()
+        # each wake-up is due one interval after the one before: a wait for the GIL anywhere in the loop counts. The
+        # loop takes the GIL twice (after the sleep and after the read), so Python code holding it elsewhere, which
+        # lets it go at each switch interval, makes a wake-up late by about two intervals at most
+        try:
+            schedstat = os.open(_SCHEDSTAT, os.O_RDONLY)
+        except OSError:
+            schedstat = None
+        wait, woke = _run_queue_s(schedstat), time.perf_counter()
         while not self._stop.is_set():
-            if len(self.woke_s) % 100 == 0:  # threads come and go: every ~0.1 s
-                me = threading.get_ident()
-                others = {
-                    thread.name: Path(f"/proc/self/task/{thread.native_id}/schedstat")
-                    for thread in threading.enumerate()
-                    if thread.ident != me
-                }
             due = woke + self.interval_s
             time.sleep(self.interval_s)
             woke = time.perf_counter()
-            waited = _run_queue_s()
-            others_waited = {name: _run_queue_s(path) for name, path in others.items()}
+            waited = _run_queue_s(schedstat)
             wait_ms = None if wait is None or waited is None else (waited - wait) * 1e3
             self.woke_s.append(woke)
             self.blocked_ms.append(max(0.0, (woke - due) * 1e3 - (wait_ms or 0.0)))
             if woke - due > self.late_s:
-                waits = {
-                    name: (now - others_wait[name]) * 1e3
-                    for name, now in others_waited.items()
-                    if now is not None and others_wait.get(name) is not None
-                }
-                self.late.append(LateWake(due, woke, wait_ms, other_threads_now(), waits))
-            wait, others_wait = waited, others_waited
+                self.late.append(LateWake(due, woke, wait_ms, other_threads_now()))
+            wait = waited
+        if schedstat is not None:
+            os.close(schedstat)
 
 
 def watch_scenario(
