@@ -1,12 +1,14 @@
-"""No call on the inference thread holds Python's GIL long enough to stall the window on a slower CPU
-(tools/gil_watch.py: a GIL watchdog and every thread's C calls timed).
+"""No call holds Python's GIL long enough to stall the window on a slower CPU (tools/gil_watch.py: a GIL watchdog
+and every thread's C calls timed), while a reply streams and while the model loads.
 
 The stall tests (test_responsiveness.py) bound the window's longest stall at 50 ms. They failed on an AVX2-only AMD
 EPYC about 3x slower per token than the AMD EPYC Zen 5 they pass on, with the GUI thread "blocked". A C call that
-keeps the GIL holds the GUI thread for its whole length, and on a CPU 3x slower that length is 3x: so here no call of
-the inference thread may hold it ``MAX_HOLD_MS`` = 15 ms (50 / 3 = 16.7, less a margin). Measured here, quiet: the
-inference thread's longest hold 3.7 ms while the model loads, under 4 ms while a reply streams (the rest of the
-late wake-ups were the GUI thread's own painting or OpenVINO's threads taking the CPUs).
+keeps the GIL holds the GUI thread for its whole length, and on a CPU 3x slower that length is 3x: so here no hold
+may last ``MAX_HOLD_MS`` = 15 ms (50 / 3 = 16.7, less a margin), whichever thread holds it (the inference thread's
+C calls, types' constructors and ufuncs the profiler does not time, the GUI thread's own painting). Measured on the
+Zen 5, quiet, 2 runs each: the longest hold 3.5-7.1 ms while a reply streams (the inference thread's own at most
+2.9 ms, at an ``infer`` return; the rest while it was inside ``infer``, without the GIL), 4.4-4.5 ms while the model
+loads (Python lines of fusion and of the vocabulary's bytes).
 """
 
 from __future__ import annotations
@@ -25,10 +27,8 @@ from conftest import FAST
 from app.gui.settings_store import SettingsStore
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "gil_watch.py"
-#: The longest the inference thread may hold the GIL in one call here (milliseconds): see the module docstring.
+#: The longest any thread may hold the GIL here (milliseconds): see the module docstring.
 MAX_HOLD_MS = 15.0
-#: The inference worker's thread (app/backends/worker.py), as the watch names a holder.
-INFERENCE_THREAD = "specchat-inference"
 
 
 def held_gil(ms: float) -> None:
@@ -80,9 +80,7 @@ def gil_report(scenario: str, tmp_path: Path, data_dir: Path) -> dict:
 
 @pytest.mark.serial  # late wake-ups are timed: alone on the machine (make test's serial phase)
 @pytest.mark.parametrize("scenario", ["streaming", "model_load"])
-def test_no_inference_call_holds_the_gil_long_enough_to_stall_a_slower_cpu(scenario, tmp_path, data_dir, int4_dir):
+def test_no_call_holds_the_gil_long_enough_to_stall_a_slower_cpu(scenario, tmp_path, data_dir, int4_dir):
     report = gil_report(scenario, tmp_path, data_dir)
     assert report["wakes"] > 0.3 * report["seconds"] / 0.001, report  # the watchdog ran all along
-    inference = [holder for holder in report["holders"] if holder["key"].startswith(INFERENCE_THREAD)]
-    longest = max((holder["max_blocked_ms"] for holder in inference), default=0.0)
-    assert longest < MAX_HOLD_MS, json.dumps(report, indent=1)
+    assert report["max_blocked_ms"] < MAX_HOLD_MS, json.dumps(report, indent=1)  # holders named, longest first
