@@ -28,8 +28,9 @@ MADV_DONTNEED = 4  # Linux <sys/mman.h>
 _MAPS = Path("/proc/self/maps")
 
 
-def _read_only_file_mappings() -> list[tuple[int, int]]:
-    """``[start, end)`` addresses of this process's mappings that are readable, not writable and backed by a file."""
+def read_only_file_mappings() -> list[tuple[int, int]]:
+    """``[start, end)`` addresses of this process's mappings that are readable, not writable and backed by a file
+    (``/proc/self/maps``, parsed in Python: about 1 ms; [] where it is missing)."""
     if not _MAPS.is_file():
         return []
     spans = []
@@ -61,17 +62,21 @@ def _madvise():
     return madvise
 
 
-def release_file_pages(arrays: list[np.ndarray]) -> int:
+def release_file_pages(arrays: list[np.ndarray], mappings: list[tuple[int, int]] | None = None) -> int:
     """Drop the resident pages of ``arrays`` that lie wholly inside read-only file mappings (see the module docstring).
 
     Args:
         arrays: numpy views of memory, e.g. ``np.asarray(constant.get_data())`` of constants read by
             ``Core.read_model``; arrays elsewhere (anonymous memory) are skipped.
+        mappings: ``read_only_file_mappings()`` read by a caller that releases many arrays in a row (fusion: 180
+            times in a load of the default model, 170 of its 180 ms reading the mappings again), valid as long as
+            no file mapping was unmapped since (an address it names is then still file-backed); read here when None.
 
     Returns:
         The number of bytes handed back to the kernel (whole pages only; 0 where the platform has no ``madvise``).
     """
-    mappings = _read_only_file_mappings()
+    if mappings is None:
+        mappings = read_only_file_mappings()
     if not mappings:
         return 0
     try:
