@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -41,3 +42,24 @@ def test_memory_the_process_wrote_is_never_touched():
     array = np.arange(SIZE // 8, dtype=np.int64)  # anonymous memory
     assert release_file_pages([array, array[10:]]) == 0
     assert np.array_equal(array, np.arange(SIZE // 8, dtype=np.int64))
+
+
+def test_releasing_starts_no_process(tmp_path, monkeypatch):
+    """Fusion releases pages once per weight product (180 times in a model load): finding libc must not fork a
+    process each time (``ctypes.util.find_library`` runs ``ldconfig -p``; the fork holds the GIL)."""
+    path = tmp_path / "weights.bin"
+    np.ones(SIZE // 16, dtype=np.uint8).tofile(path)
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    mapped.sum()
+
+    started = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, args, *rest, **options):
+            started.append(args)
+            super().__init__(args, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    assert release_file_pages([np.asarray(mapped)]) > SIZE // 16 - 2 * 4096
+    assert release_file_pages([np.asarray(mapped)]) > SIZE // 16 - 2 * 4096  # and again
+    assert started == []

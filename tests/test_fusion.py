@@ -6,6 +6,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
+from inference import file_pages
 from inference.devices import core
 from inference.fusion import fuse_shared_input_products
 
@@ -64,3 +65,18 @@ def test_the_default_model_fuses_q_k_v_and_gate_up_of_every_layer_bit_for_bit(in
     expected = core().compile_model(plain, "CPU", EXACT).create_infer_request().infer(feed)["logits"]
     got = core().compile_model(fused, "CPU", EXACT).create_infer_request().infer(feed)["logits"]
     assert np.array_equal(expected, got)
+
+
+def test_fusion_reads_the_process_mappings_once(int4_dir, monkeypatch):
+    """90 groups, 180 constants released: /proc/self/maps is read once, not for each (170 ms of a 1.5-1.6 s load)."""
+    reads = []
+
+    class Counted(type(file_pages._MAPS)):
+        def read_text(self, *args, **kwargs):
+            reads.append(self)
+            return super().read_text(*args, **kwargs)
+
+    monkeypatch.setattr(file_pages, "_MAPS", Counted(str(file_pages._MAPS)))
+    model = core().read_model(int4_dir / "openvino_model.xml")
+    assert fuse_shared_input_products(model) == 90
+    assert len(reads) == 1
