@@ -72,12 +72,21 @@ inline void block_sums(const float* x, int64_t rows, int64_t k, float* sums) {
         }
 }
 
-// `count` (1..8) f16 values at p as f32 lanes, the lanes past them 0.
-inline __m256 halves(const uint16_t* p, int64_t count) {
+// The `count` (1..8) f16 values at p as f32 lanes, the lanes past them 0. `readable`: 8 values can be read at p (the
+// ones past `count` are the next row's); otherwise they are copied one by one (the matrix's last row).
+inline __m256 halves(const uint16_t* p, int64_t count, bool readable) {
+    alignas(16) static constexpr uint16_t ones_then_zeros[16] = {0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF};
     if (count == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    alignas(16) uint16_t part[8] = {};
-    std::memcpy(part, p, static_cast<size_t>(count) * sizeof(uint16_t));
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+    __m128i h;
+    if (readable) {
+        h = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(ones_then_zeros + 8 - count)));
+    } else {
+        alignas(16) uint16_t part[8] = {};
+        for (int64_t i = 0; i < count; ++i) part[i] = p[i];
+        h = _mm_load_si128(reinterpret_cast<const __m128i*>(part));
+    }
+    return _mm256_cvtph_ps(h);
 }
 
 // Where block b of output row `col` starts in memory (for the prefetch).
@@ -115,10 +124,11 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
         const int64_t count = std::min<int64_t>(8, blocks - b0);
         alignas(32) float d[C][8];
         for (int c = 0; c < C; ++c) {
-            const __m256 dc = halves(w.scales + (n + c) * blocks + b0, count);
+            const bool readable = n + c + 1 < w.n;
+            const __m256 dc = halves(w.scales + (n + c) * blocks + b0, count, readable);
             _mm256_store_ps(d[c], dc);
             if constexpr (has_offsets) {
-                const __m256 zd = _mm256_mul_ps(halves(w.zeros + (n + c) * blocks + b0, count), dc);  // exact
+                const __m256 zd = _mm256_mul_ps(halves(w.zeros + (n + c) * blocks + b0, count, readable), dc);  // exact
                 for (int r = 0; r < R; ++r)
                     offsets[r][c] = _mm256_fnmadd_ps(zd, _mm256_loadu_ps(sums + (r0 + r) * stride + b0), offsets[r][c]);
             }
