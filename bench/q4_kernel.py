@@ -12,8 +12,8 @@ puts one ``Q4F32Layer`` op in each layer from its attention output to the next l
 residual, RMSNorm, SwiGLU MLP: ``q4_kernel/layer_f32.hpp``), with ``Q4F32MatMul`` for q/k/v and ``Q8F32MatMul`` for the
 LM head: 61 ops a step instead of 121, 31 of them still through the CPU plugin's fallback shape inference (see
 ``q4_matmul.cpp``). ``q8_1``: ``Q4MatMul`` (int8 activations, llama.cpp's arithmetic), the LM head kept. Weights are
-repacked from the IR's constants (Q4_1: codes in ggml's block layout, the f16 scales d and zero points z as they
-are, ``w = d * (q - z)``; Q8_0: signed codes ``q - zero_point``, f16 scales). All graphs are first fused as the
+repacked from the IR's constants (Q4_1: codes in the kernel's layout, :func:`f32_layout`, the f16 scales d and zero
+points z as they are, ``w = d * (q - z)``; Q8_0: signed codes ``q - zero_point``, f16 scales). All graphs are first fused as the
 engine runs them (``inference.fusion``: q/k/v and gate/up one product each, 121 products a step).
 
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
@@ -115,9 +115,9 @@ def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.
 
 
 def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A compressed MatMul's u4 weights with blocks of 32 and f16 scales as Q4_1 (codes u8 ``[N, K / 2]`` in ggml's
-    block layout, scales d and zero points z f16 ``[N, K / 32]``: ``w = d * (q - z)``, as the IR computes it), or
-    None for other weights (or zero points that f16 does not hold exactly)."""
+    """A compressed MatMul's u4 weights with blocks of 32 and f16 scales as Q4_1: codes u8 ``[N, G, 32]`` (one a
+    byte, unpacked), scales d and zero points z f16 ``[N, G]`` (``w = d * (q - z)``, as the IR computes it); None for
+    other weights (or zero points that f16 does not hold exactly)."""
     if found is None or found.codes.get_output_shape(0)[2] != 32 or found.codes.get_output_element_type(0) != ov.Type.u4 \
             or found.scale.get_output_element_type(0) != ov.Type.f16:
         return None
@@ -129,14 +129,28 @@ def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
     codes = np.empty((n, groups, 32), np.uint8)
     codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
-    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
-    return packed, scale, zero_point.astype(np.float16)
+    return codes, scale, zero_point.astype(np.float16)
 
 
-def _q4_1_f32(packed: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, ...]:
-    """:func:`_q4_1`'s weights as ``Q4MatMul`` takes them: codes, d and ``m = -z * d`` in f32 (exact)."""
+def ggml_layout(codes: np.ndarray) -> np.ndarray:
+    """Q4_1 codes ``[N, G, 32]`` packed as ``Q4MatMul`` reads them, ggml's block layout ``[N, G * 16]``: byte j of a
+    block holds code j in its low nibble and code j + 16 in its high one."""
+    return (codes[..., :16] | (codes[..., 16:] << 4)).reshape(len(codes), -1)
+
+
+def f32_layout(codes: np.ndarray) -> np.ndarray:
+    """Q4_1 codes ``[N, G, 32]`` packed as the f32 ops read them (``q4_kernel/block_f32.hpp``), ``[N, G * 16]``: each
+    block in two halves of 8 bytes, byte i of half h holding code 16h + i in its low nibble and 16h + 8 + i in its
+    high one."""
+    halves = codes.reshape(len(codes), -1, 2, 2, 8)
+    return (halves[..., 0, :] | (halves[..., 1, :] << 4)).reshape(len(codes), -1)
+
+
+def _q4_1_f32(codes: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_q4_1`'s weights as ``Q4MatMul`` takes them: codes in ggml's layout, d and ``m = -z * d`` in f32
+    (exact)."""
     d = scale.astype(np.float32)
-    return packed, d, -zero_point.astype(np.float32) * d
+    return ggml_layout(codes), d, -zero_point.astype(np.float32) * d
 
 
 def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
@@ -151,7 +165,9 @@ def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: s
             continue
         q4_1 = _q4_1(found)
         if q4_1 is not None:
-            op, weights = ("Q4F32MatMul", q4_1) if activations == "f32" else ("Q4MatMul", _q4_1_f32(*q4_1))
+            codes, *scales = q4_1
+            op, weights = ("Q4F32MatMul", (f32_layout(codes), *scales)) if activations == "f32" \
+                else ("Q4MatMul", _q4_1_f32(*q4_1))
         elif found.codes.get_output_element_type(0) == ov.Type.u8 and activations == "f32":
             n, groups, _ = found.codes.get_output_shape(0)
             zero_point = _zero_point(found)
@@ -258,6 +274,7 @@ def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
             continue
         parts = {"o": _q4_1(tail["o"]), "gate": [a[:inner] for a in gate_up], "up": [a[inner:] for a in gate_up],
                  "down": down}
+        parts = {name: (f32_layout(codes), *scales) for name, (codes, *scales) in parts.items()}
         attributes = {"hidden": hidden, "inner": inner, "eps": tail["eps"]}
         for name, arrays in [*parts.items(), ("gamma", [tail["gamma"]])]:
             arrays = [np.ascontiguousarray(a, dtype=a.dtype) for a in arrays]

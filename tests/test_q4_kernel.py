@@ -19,7 +19,7 @@ from openvino.utils.node_factory import NodeFactory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from q4_kernel import build, product_node  # noqa: E402
+from q4_kernel import build, f32_layout, ggml_layout, product_node  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or "avx2" not in Path("/proc/cpuinfo").read_text(errors="replace"),
@@ -42,14 +42,14 @@ def loaded(tmp_path_factory) -> tuple[ov.Core, NodeFactory]:
 
 @pytest.fixture(scope="module")
 def weights():
-    """Q4_1 weights as the exact 4-bit IR holds them: codes [N, K / 2] (byte j of a block = code j | code j + 16 << 4),
-    f16 scale d and zero point z per block; w = d * (q - z) = d * q + m with m = -z * d (exact in f32)."""
+    """Q4_1 weights as the exact 4-bit IR holds them: codes [N, K / 32, 32] (one a byte; the ops take them packed,
+    ``ggml_layout`` or ``f32_layout``), f16 scale d and zero point z per block; w = d * (q - z) = d * q + m with
+    m = -z * d (exact in f32)."""
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 16, (N, K // 32, 32)).astype(np.uint8)
-    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(N, K // 2)
     d = (rng.random((N, K // 32)) * 0.02 + 0.001).astype(np.float16)
     z = (rng.random((N, K // 32)) * 15).astype(np.float16)
-    return codes, packed, d, z
+    return codes, d, z
 
 
 def as_f32(d: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,11 +107,11 @@ def reference(x: np.ndarray, codes, d, m) -> np.ndarray:
 
 
 def test_products_match_the_q4_1_q8_1_arithmetic(loaded, weights):
-    codes, packed, d16, z = weights
+    codes, d16, z = weights
     d, m = as_f32(d16, z)
     x = np.random.default_rng(1).standard_normal((5, K)).astype(np.float32)
     x[2, 32:64] = 0  # a block of zeros: dx = 0, q8 = 0
-    model = compiled(loaded, packed, d, m)
+    model = compiled(loaded, ggml_layout(codes), d, m)
     y = model({0: x[None]})[0][0]
     expected = reference(x, codes, d, m)
     scale = np.abs(expected).max()
@@ -124,9 +124,9 @@ def test_products_match_the_q4_1_q8_1_arithmetic(loaded, weights):
 
 
 def test_q4_1_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, weights):
-    codes, packed, d, z = weights
+    codes, d, z = weights
     x = np.random.default_rng(1).standard_normal((5, K)).astype(np.float32)
-    y = compiled(loaded, packed, d, z, op="Q4F32MatMul")({0: x[None]})[0][0]
+    y = compiled(loaded, f32_layout(codes), d, z, op="Q4F32MatMul")({0: x[None]})[0][0]
     m = -z.astype(np.float64) * d  # exact: the weights d * (q - z) in float64, never rounded to f32
     w = (d.astype(np.float64)[..., None] * codes + m[..., None]).reshape(N, K)
     expected = x.astype(np.float64) @ w.T
@@ -135,7 +135,7 @@ def test_q4_1_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, weight
     assert np.all(np.abs(y - expected) <= bound)
     assert np.abs(y - expected).max() > 0  # f32 sums, not f64
     # the bound is tight enough to tell the int8 activations apart: Q4MatMul's error exceeds it
-    int8 = compiled(loaded, packed, *as_f32(d, z))({0: x[None]})[0][0]
+    int8 = compiled(loaded, ggml_layout(codes), *as_f32(d, z))({0: x[None]})[0][0]
     assert np.any(np.abs(int8 - expected) > 10 * bound)
 
 
@@ -152,7 +152,9 @@ def test_q8_0_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, q8_wei
 
 @pytest.mark.parametrize("op", ["Q4MatMul", "Q4F32MatMul", "Q8F32MatMul"])
 def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weights, q8_weights, op):
-    arrays = {"Q4MatMul": (weights[1], *as_f32(*weights[2:])), "Q4F32MatMul": weights[1:], "Q8F32MatMul": q8_weights}[op]
+    codes, d, z = weights
+    arrays = {"Q4MatMul": (ggml_layout(codes), *as_f32(d, z)), "Q4F32MatMul": (f32_layout(codes), d, z),
+              "Q8F32MatMul": q8_weights}[op]
     model = compiled(loaded, *arrays, op=op)
     x = (np.random.default_rng(2).standard_normal((7, K)) * 3).astype(np.float32)
     for rows in (2, 3, 4, 5, 7):  # every tile shape of the kernel (4, 3, 2, 1 rows) and mixes of them
@@ -168,14 +170,14 @@ HIDDEN, INNER, EPS = 64, 96, 1e-3  # the layer op's sizes in the tests (multiple
 @pytest.fixture(scope="module")
 def layer_weights():
     """Random Q4_1 weights for ``Q4F32Layer`` (o [H, H], gate and up [I, H], down [H, I]; each as codes [N, G, 32],
-    packed [N, K / 2], d and z f16 [N, G]) and the RMSNorm's gamma [H]."""
+    packed [N, K / 2] as the op reads them (``f32_layout``), d and z f16 [N, G]) and the RMSNorm's gamma [H]."""
     rng = np.random.default_rng(5)
 
     def q4_1(n, k):
         codes = rng.integers(0, 16, (n, k // 32, 32)).astype(np.uint8)
         d = (rng.random((n, k // 32)) * 0.02 + 0.001).astype(np.float16)
         z = (7 + rng.random((n, k // 32))).astype(np.float16)
-        return codes, (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, k // 2), d, z
+        return codes, f32_layout(codes), d, z
 
     parts = {"o": q4_1(HIDDEN, HIDDEN), "gate": q4_1(INNER, HIDDEN), "up": q4_1(INNER, HIDDEN), "down": q4_1(HIDDEN, INNER)}
     return parts, (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)

@@ -5,8 +5,10 @@
 //
 // Two weight formats, both in blocks of 32 along K (K a multiple of 32, G = K / 32 blocks a row), the scales in f16
 // as the model stores them:
-//   Q4_1 (the default model's 210 layer products; Q41HalfWeights): codes u8 [N, K / 2] (ggml's block layout: byte j
-//     of a block holds q[j] in its low nibble, q[j + 16] in its high), scales d and zero points z f16 [N, G]:
+//   Q4_1 (the default model's 210 layer products; Q41HalfWeights): codes u8 [N, K / 2], 16 bytes a block in two
+//     halves of 8: byte i of half h holds q[16h + i] in its low nibble and q[16h + 8 + i] in its high one (not ggml's
+//     order: one widening then a mask or a shift gives 8 codes in order, ~10% faster than ggml's layout here),
+//     scales d and zero points z f16 [N, G]:
 //     w[j] = d (q[j] - z) = d q[j] + m with m = -(z d). The exact 4-bit IR (inference/models/q4_1.py) holds d and z
 //     as f16; z d, two 11-bit significands, is exact in f32. 20 bytes a block: GGUF Q4_1's own size.
 //   Q8_0 (the default model's LM head; Q80Weights): codes s8 [N, K] (the IR's u8 code minus its zero point, exact),
@@ -100,12 +102,13 @@ inline const void* block_address(const Q80Weights& w, int64_t col, int64_t b) { 
 
 // The codes of block b of output row `col` as f32: codes [8i .. 8i + 7] in v[i].
 inline void codes_of(const Q41HalfWeights& w, int64_t col, int64_t b, __m256 v[4]) {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block_address(w, col, b)));
-    const __m128i nibble = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(packed, nibble);                     // q[0..15]
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);  // q[16..31]
-    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i]));
+    const uint8_t* codes = static_cast<const uint8_t*>(block_address(w, col, b));
+    const __m256i nibble = _mm256_set1_epi32(0x0F);
+    for (int g = 0; g < 2; ++g) {  // 8 bytes widened to 8 lanes hold codes 16g .. 16g + 7 and, shifted, 16g + 8 ..
+        const __m256i both = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * g)));
+        v[2 * g] = _mm256_cvtepi32_ps(_mm256_and_si256(both, nibble));
+        v[2 * g + 1] = _mm256_cvtepi32_ps(_mm256_srli_epi32(both, 4));
+    }
 }
 inline void codes_of(const Q80Weights& w, int64_t col, int64_t b, __m256 v[4]) {
     const int8_t* codes = w.codes + col * w.k + b * Q_BLOCK;

@@ -53,12 +53,14 @@ struct Matrix {
     specchat::Q41HalfWeights q4_1_half() const { return {codes.data(), halves.data(), zeros.data(), n, k}; }
     specchat::Q80Weights q8_0_view() const { return {reinterpret_cast<const int8_t*>(codes.data()), halves.data(), n, k}; }
 
-    // w[n, k] in f32, for the error check.
-    float weight(int64_t row, int64_t col) const {
+    // w[n, k] in f32, for the error check; `f32`: the codes in the f32 kernels' layout (block_f32.hpp), else ggml's.
+    float weight(int64_t row, int64_t col, bool f32) const {
         const int64_t b = col / 32, j = col % 32;
         if (q8_0) return scales[row * (k / 32) + b] * static_cast<float>(static_cast<int8_t>(codes[row * k + col]));
-        const uint8_t byte = codes[row * k / 2 + b * 16 + j % 16];
-        const int q = j < 16 ? byte & 15 : byte >> 4;
+        const int64_t at = f32 ? (j / 16) * 8 + j % 8 : j % 16;
+        const bool high = f32 ? j % 16 >= 8 : j >= 16;
+        const uint8_t byte = codes[row * k / 2 + b * 16 + at];
+        const int q = high ? byte >> 4 : byte & 15;
         return scales[row * (k / 32) + b] * static_cast<float>(q) + offsets[row * (k / 32) + b];
     }
 };
@@ -167,7 +169,7 @@ int main(int argc, char** argv) {
         double largest = 0, error = 0;
         for (int64_t n = 0; n < std::min<int64_t>(m.n, 512); ++n) {
             double exact = 0;
-            for (int64_t c = 0; c < m.k; ++c) exact += static_cast<double>(m.weight(n, c)) * x[c];
+            for (int64_t c = 0; c < m.k; ++c) exact += static_cast<double>(m.weight(n, c, f32)) * x[c];
             largest = std::max(largest, std::fabs(exact));
             error = std::max(error, std::fabs(exact - y[n]));
         }

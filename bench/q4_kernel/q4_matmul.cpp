@@ -11,8 +11,9 @@
 //   y        f32 [..., N]        y[r, n] = sum_k x[r, k] * w[n, k]
 // Attributes: n, k (int64) and the addresses (int64) of the weights, which the caller owns and keeps alive and
 // unchanged as long as the op (and any model compiled from it) lives:
-//   codes    Q4: u8 [N, K / 2]   4-bit codes q in 0..15, 16 bytes per block of 32 weights: byte j of a block holds
-//                                weight j in its low nibble and weight j + 16 in its high nibble (ggml's block_q4_1)
+//   codes    Q4: u8 [N, K / 2]   4-bit codes q in 0..15, 16 bytes per block of 32 weights: Q4MatMul ggml's block
+//                                layout (block_q4_1: byte j holds weight j in its low nibble, j + 16 in its high
+//                                one), the f32 ops block_f32.hpp's
 //            Q8: i8 [N, K]       signed codes s (the IR's u8 code minus its zero point)
 //   scales   Q4MatMul: f32 [N, K / 32], the f32 ops: f16 [N, K / 32]   d of each block
 //   offsets  Q4MatMul: f32 [N, K / 32]   m of each block: weight = d * q + m
