@@ -117,10 +117,11 @@ inline void codes_of(const Q80Weights& w, int64_t col, int64_t b, __m256 v[4]) {
 }
 
 // y[r0 + r, n + c] for r < R, c < C (see the file comment for the arithmetic and its order); x is [rows, K], sums
-// its block_sums (Q4_1 only; unused for Q8_0).
+// its block_sums (Q4_1 only; unused for Q8_0). Weights are prefetched ahead up to output row `end` (exclusive: the
+// rows past it are another thread's).
 template <int R, int C, class Weights>
 inline void f32_tile(const Weights& w, const float* x, const float* sums, float* y, int64_t y_stride, int64_t r0,
-                     int64_t n) {
+                     int64_t n, int64_t end) {
     constexpr bool has_offsets = std::is_same_v<Weights, Q41HalfWeights>;
     const int64_t blocks = w.k / Q_BLOCK, stride = padded_blocks(w.k);
     __m256 acc[R][C], offsets[R][C];
@@ -142,8 +143,8 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
         for (int64_t b = b0; b < b0 + count; ++b) {
             for (int c = 0; c < C; ++c) {
                 // a core's hardware prefetch alone read the Q8_0 LM head at ~6 GB/s, 12 GB/s with this (8 rows ahead:
-                // 10, 32: 12); the same block PREFETCH_COLUMNS output rows on, kept inside the matrix
-                if (n + c + PREFETCH_COLUMNS < w.n)
+                // 10, 32: 12); the same block PREFETCH_COLUMNS output rows on, kept inside this thread's range
+                if (n + c + PREFETCH_COLUMNS < end)
                     _mm_prefetch(static_cast<const char*>(block_address(w, n + c + PREFETCH_COLUMNS, b)), _MM_HINT_T0);
                 __m256 v[4];
                 codes_of(w, n + c, b, v);
@@ -179,10 +180,10 @@ void f32_product(const Weights& w, const float* x, const float* sums, int64_t ro
     for (int64_t r0 = 0; r0 < rows;) {
         const int64_t left = rows - r0;
         for (int64_t n = n0; n < n1; n += F32_OUTPUT_GROUP) {
-            if (left >= 4) f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n), f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n + 2);
-            else if (left == 3) f32_tile<3, 2>(w, x, sums, y, y_stride, r0, n), f32_tile<3, 2>(w, x, sums, y, y_stride, r0, n + 2);
-            else if (left == 2) f32_tile<2, 4>(w, x, sums, y, y_stride, r0, n);
-            else f32_tile<1, 4>(w, x, sums, y, y_stride, r0, n);
+            if (left >= 4) f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n, n1), f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
+            else if (left == 3) f32_tile<3, 2>(w, x, sums, y, y_stride, r0, n, n1), f32_tile<3, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
+            else if (left == 2) f32_tile<2, 4>(w, x, sums, y, y_stride, r0, n, n1);
+            else f32_tile<1, 4>(w, x, sums, y, y_stride, r0, n, n1);
         }
         r0 += std::min<int64_t>(left, 4);
     }

@@ -12,11 +12,17 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <thread>
 
 namespace specchat {
+
+// Outputs a chunk of a weight product of n outputs split among `threads`: one chunk a thread, a multiple of 4. Inside
+// OpenVINO's CPU plugin (capped at AVX2, 2 threads, a decode step) that beat ~16 chunks of at least 64 outputs: a
+// layer op 118 against 138 us a call, q/k/v 21 against 27 us (each thread's weights one run for the prefetch).
+inline int64_t chunk_outputs(int64_t n, int64_t threads) { return std::max<int64_t>(4, (n / threads + 3) / 4 * 4); }
 
 class Chunks {
 public:

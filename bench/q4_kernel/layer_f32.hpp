@@ -35,12 +35,11 @@ struct LayerWeights {
     float eps;                         // its epsilon
 };
 
-constexpr int64_t LAYER_CHUNK = 32;  // outputs a chunk of a product (a multiple of F32_OUTPUT_GROUP)
-
-// y [rows, H] from attn and residual [rows, H] (see the file comment). `team(body)` calls body() once on each thread
-// of one parallel section and returns when all have returned.
+// y [rows, H] from attn and residual [rows, H] (see the file comment). `team(body)` calls body() once on each of
+// `threads` threads of one parallel section and returns when all have returned.
 template <class Team>
-void layer_f32(const LayerWeights& w, const float* attn, const float* residual, int64_t rows, float* y, const Team& team) {
+void layer_f32(const LayerWeights& w, const float* attn, const float* residual, int64_t rows, float* y, int64_t threads,
+               const Team& team) {
     const int64_t hidden = w.o.n, inner = w.gate.n;
     const int64_t hidden_sums = padded_blocks(hidden), inner_sums = padded_blocks(inner);
     std::vector<float> r1(static_cast<size_t>(rows * hidden)), h(r1.size()), a(static_cast<size_t>(rows * inner) * 3);
@@ -49,9 +48,12 @@ void layer_f32(const LayerWeights& w, const float* attn, const float* residual, 
     float* g = a.data() + rows * inner;
     float* u = g + rows * inner;
     block_sums(attn, rows, hidden, attn_sums.data());
-    const auto outputs = [](int64_t i, int64_t n) { return std::pair{i * LAYER_CHUNK, std::min(n, (i + 1) * LAYER_CHUNK)}; };
-    const int64_t hidden_chunks = (hidden + LAYER_CHUNK - 1) / LAYER_CHUNK, inner_chunks = (inner + LAYER_CHUNK - 1) / LAYER_CHUNK;
-    Chunks o(hidden_chunks), norm(rows), mlp(inner_chunks), mlp_sums(rows), down(hidden_chunks);
+    const auto outputs = [threads](int64_t i, int64_t n) {
+        const int64_t size = chunk_outputs(n, threads);
+        return std::pair{i * size, std::min(n, (i + 1) * size)};
+    };
+    const auto chunks = [threads](int64_t n) { return (n + chunk_outputs(n, threads) - 1) / chunk_outputs(n, threads); };
+    Chunks o(chunks(hidden)), norm(rows), mlp(chunks(inner)), mlp_sums(rows), down(chunks(hidden));
     team([&] {
         o.run([&](int64_t i) {
             const auto [n0, n1] = outputs(i, hidden);

@@ -70,11 +70,10 @@ inline void one_section(const std::function<void()>& body) {
     ov::parallel_nt(0, [&](int, int) { body(); });
 }
 
-// Calls product(n0, n1) over [0, n) in chunks (chunks.hpp) of at least LAYER_CHUNK outputs, at most ~64 of them, in
-// one parallel section.
+// Calls product(n0, n1) over [0, n) in chunks (chunks.hpp: chunk_outputs) in one parallel section.
 template <class Product>
 void in_chunks(int64_t n, const Product& product) {
-    const int64_t size = std::max<int64_t>(LAYER_CHUNK, (n / 64 + F32_OUTPUT_GROUP - 1) / F32_OUTPUT_GROUP * F32_OUTPUT_GROUP);
+    const int64_t size = chunk_outputs(n, parallel_get_max_threads());
     Chunks chunks((n + size - 1) / size);
     one_section([&] { chunks.run([&](int64_t i) { product(i * size, std::min(n, (i + 1) * size)); }); });
 }
@@ -244,7 +243,7 @@ public:
                              weights(m_up, m_inner, m_hidden), weights(m_down, m_hidden, m_inner),
                              reinterpret_cast<const float*>(m_gamma), m_eps};
         layer_f32(w, inputs[0].data<const float>(), inputs[1].data<const float>(), rows, outputs[0].data<float>(),
-                  one_section);
+                  parallel_get_max_threads(), one_section);
         return true;
     }
 
