@@ -12,9 +12,9 @@ puts one ``Q4F32Layer`` op in each layer from its attention output to the next l
 residual, RMSNorm, SwiGLU MLP: ``q4_kernel/layer_f32.hpp``), with ``Q4F32MatMul`` for q/k/v and ``Q8F32MatMul`` for the
 LM head: 61 ops a step instead of 121, 31 of them still through the CPU plugin's fallback shape inference (see
 ``q4_matmul.cpp``). ``q8_1``: ``Q4MatMul`` (int8 activations, llama.cpp's arithmetic), the LM head kept. Weights are
-repacked from the IR's constants (Q4_1: ``w = d * q + m``, ``m = -zero_point * d``; Q8_0: signed codes
-``q - zero_point``). All graphs are first fused as the engine runs them (``inference.fusion``: q/k/v and gate/up one
-product each, 121 products a step).
+repacked from the IR's constants (Q4_1: codes in the kernel's layout, :func:`f32_layout`, the f16 scales d and zero
+points z as they are, ``w = d * (q - z)``; Q8_0: signed codes ``q - zero_point``, f16 scales). All graphs are first fused as the
+engine runs them (``inference.fusion``: q/k/v and gate/up one product each, 121 products a step).
 
 Measured, side by side in one process, the graphs taking turns (medians over ``--rounds``):
 * wall times: a decode step after a 32-token prompt, and passes over 2 and 4 tokens after it (ms);
@@ -89,38 +89,68 @@ def _zero_point(found) -> np.ndarray:
 
 
 def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.ndarray, ...], keep: list) -> ov.Node:
-    """One of the ops (``Q4MatMul``, ``Q4F32MatMul``: ``weights`` = codes u8 ``[N, K / 2]``, scales and offsets f32
-    ``[N, K / 32]``; ``Q8F32MatMul``: codes i8 ``[N, K]``, scales) on ``x``. The op reads the weights where they lie
-    (their addresses are its attributes: see ``q4_kernel/q4_matmul.cpp`` for why they are not graph inputs), so
-    their contiguous copies are appended to ``keep``, which must outlive every model compiled from the op.
+    """One of the ops on ``x``: ``Q4MatMul`` (``weights`` = codes u8 ``[N, K / 2]``, scales and offsets f32
+    ``[N, K / 32]``), ``Q4F32MatMul`` (codes, scales and zero points f16 ``[N, K / 32]``) or ``Q8F32MatMul`` (codes
+    i8 ``[N, K]``, scales f16). The op reads the weights where they lie (their addresses are its attributes: see
+    ``q4_kernel/q4_matmul.cpp`` for why they are not graph inputs), so their contiguous copies are appended to
+    ``keep``, which must outlive every model compiled from the op.
 
     Raises:
         ValueError: weights of the wrong dtype or shape for ``op``.
     """
     arrays = [np.ascontiguousarray(a) for a in weights]
-    codes, scales, *offsets = arrays
+    codes, scales, *rest = arrays
     n, k = scales.shape[0], scales.shape[1] * 32
-    expected = (np.int8, (n, k)) if op == "Q8F32MatMul" else (np.uint8, (n, k // 2))
-    if (codes.dtype, codes.shape) != expected or scales.dtype != np.float32 or len(offsets) != (op != "Q8F32MatMul") \
-            or any(o.dtype != np.float32 or o.shape != scales.shape for o in offsets):
+    codes_type, scale_type, rest_names = {"Q4MatMul": (np.uint8, np.float32, ["offsets"]),
+                                          "Q4F32MatMul": (np.uint8, np.float16, ["zeros"]),
+                                          "Q8F32MatMul": (np.int8, np.float16, [])}[op]
+    if codes.dtype != codes_type or codes.shape != ((n, k) if op == "Q8F32MatMul" else (n, k // 2)) \
+            or scales.dtype != scale_type or len(rest) != len(rest_names) \
+            or any(a.dtype != scale_type or a.shape != scales.shape for a in rest):
         raise ValueError(f"{op}: weights {[(a.dtype, a.shape) for a in arrays]} do not fit")
     keep.extend(arrays)
-    addresses = {"codes": codes.ctypes.data, "scales": scales.ctypes.data, "offsets": offsets[0].ctypes.data if offsets else 0}
+    addresses = {"codes": codes.ctypes.data, "scales": scales.ctypes.data,
+                 **{name: a.ctypes.data for name, a in zip(rest_names, rest)}}
     return factory.create(op, [x], {"n": n, "k": k, **addresses})
 
 
 def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A compressed MatMul's u4 weights with blocks of 32 as Q4_1 (codes u8 ``[N, K / 2]`` in ggml's block layout,
-    scales and offsets f32 ``[N, K / 32]``: ``w = d * q + m``, ``m = -zero_point * d``), or None for other weights."""
-    if found is None or found.codes.get_output_shape(0)[2] != 32 or found.codes.get_output_element_type(0) != ov.Type.u4:
+    """A compressed MatMul's u4 weights with blocks of 32 and f16 scales as Q4_1: codes u8 ``[N, G, 32]`` (one a
+    byte, unpacked), scales d and zero points z f16 ``[N, G]`` (``w = d * (q - z)``, as the IR computes it); None for
+    other weights (or zero points that f16 does not hold exactly)."""
+    if found is None or found.codes.get_output_shape(0)[2] != 32 or found.codes.get_output_element_type(0) != ov.Type.u4 \
+            or found.scale.get_output_element_type(0) != ov.Type.f16:
         return None
     n, groups, _ = found.codes.get_output_shape(0)
-    scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
+    scale = np.asarray(found.scale.get_data()).reshape(n, groups)
+    zero_point = _zero_point(found)
+    if np.any(zero_point.astype(np.float16).astype(np.float32) != zero_point):
+        return None
     raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
     codes = np.empty((n, groups, 32), np.uint8)
     codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
-    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, groups * 16)  # ggml's block layout
-    return packed, scale, -_zero_point(found) * scale
+    return codes, scale, zero_point.astype(np.float16)
+
+
+def ggml_layout(codes: np.ndarray) -> np.ndarray:
+    """Q4_1 codes ``[N, G, 32]`` packed as ``Q4MatMul`` reads them, ggml's block layout ``[N, G * 16]``: byte j of a
+    block holds code j in its low nibble and code j + 16 in its high one."""
+    return (codes[..., :16] | (codes[..., 16:] << 4)).reshape(len(codes), -1)
+
+
+def f32_layout(codes: np.ndarray) -> np.ndarray:
+    """Q4_1 codes ``[N, G, 32]`` packed as the f32 ops read them (``q4_kernel/block_f32.hpp``), ``[N, G * 16]``: each
+    block in two halves of 8 bytes, byte i of half h holding code 16h + i in its low nibble and 16h + 8 + i in its
+    high one."""
+    halves = codes.reshape(len(codes), -1, 2, 2, 8)
+    return (halves[..., 0, :] | (halves[..., 1, :] << 4)).reshape(len(codes), -1)
+
+
+def _q4_1_f32(codes: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_q4_1`'s weights as ``Q4MatMul`` takes them: codes in ggml's layout, d and ``m = -z * d`` in f32
+    (exact)."""
+    d = scale.astype(np.float32)
+    return ggml_layout(codes), d, -zero_point.astype(np.float32) * d
 
 
 def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
@@ -135,14 +165,17 @@ def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: s
             continue
         q4_1 = _q4_1(found)
         if q4_1 is not None:
-            op, weights = ("Q4F32MatMul" if activations == "f32" else "Q4MatMul"), q4_1
+            codes, *scales = q4_1
+            op, weights = ("Q4F32MatMul", (f32_layout(codes), *scales)) if activations == "f32" \
+                else ("Q4MatMul", _q4_1_f32(*q4_1))
         elif found.codes.get_output_element_type(0) == ov.Type.u8 and activations == "f32":
             n, groups, _ = found.codes.get_output_shape(0)
             zero_point = _zero_point(found)
             signed = np.asarray(found.codes.get_data()).astype(np.int16) - zero_point.astype(np.int16)[..., None]
-            if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)):
+            if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)) \
+                    or found.scale.get_output_element_type(0) != ov.Type.f16:
                 continue
-            scale = np.asarray(found.scale.get_data(), dtype=np.float32).reshape(n, groups)
+            scale = np.asarray(found.scale.get_data()).reshape(n, groups)
             op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
         else:
             continue
@@ -241,6 +274,7 @@ def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
             continue
         parts = {"o": _q4_1(tail["o"]), "gate": [a[:inner] for a in gate_up], "up": [a[inner:] for a in gate_up],
                  "down": down}
+        parts = {name: (f32_layout(codes), *scales) for name, (codes, *scales) in parts.items()}
         attributes = {"hidden": hidden, "inner": inner, "eps": tail["eps"]}
         for name, arrays in [*parts.items(), ("gamma", [tail["gamma"]])]:
             arrays = [np.ascontiguousarray(a, dtype=a.dtype) for a in arrays]
@@ -248,7 +282,7 @@ def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
             if name == "gamma":
                 attributes["gamma"] = arrays[0].ctypes.data
             else:
-                attributes.update({f"{name}_{part}": a.ctypes.data for part, a in zip(("codes", "scales", "offsets"), arrays)})
+                attributes.update({f"{name}_{part}": a.ctypes.data for part, a in zip(("codes", "scales", "zeros"), arrays)})
         layer = factory.create("Q4F32Layer", [tail["o"].matmul.input_value(0), tail["residual"]], attributes)
         tail["end"].output(0).replace(layer.output(0))
         count += 1

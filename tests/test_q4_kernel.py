@@ -19,7 +19,7 @@ from openvino.utils.node_factory import NodeFactory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from q4_kernel import build, product_node  # noqa: E402
+from q4_kernel import build, f32_layout, ggml_layout, product_node  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or "avx2" not in Path("/proc/cpuinfo").read_text(errors="replace"),
@@ -42,14 +42,20 @@ def loaded(tmp_path_factory) -> tuple[ov.Core, NodeFactory]:
 
 @pytest.fixture(scope="module")
 def weights():
-    """Q4_1 weights as the GGUF holds them: codes [N, K / 2] (byte j of a block = code j | code j + 16 << 4), f16 d
-    and m per block (as f32)."""
+    """Q4_1 weights as the exact 4-bit IR holds them: codes [N, K / 32, 32] (one a byte; the ops take them packed,
+    ``ggml_layout`` or ``f32_layout``), f16 scale d and zero point z per block; w = d * (q - z) = d * q + m with
+    m = -z * d (exact in f32)."""
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 16, (N, K // 32, 32)).astype(np.uint8)
-    packed = (codes[..., :16] | (codes[..., 16:] << 4)).reshape(N, K // 2)
-    d = (rng.random((N, K // 32)) * 0.02 + 0.001).astype(np.float16).astype(np.float32)
-    m = (-rng.random((N, K // 32)) * 0.15).astype(np.float16).astype(np.float32)
-    return codes, packed, d, m
+    d = (rng.random((N, K // 32)) * 0.02 + 0.001).astype(np.float16)
+    z = (rng.random((N, K // 32)) * 15).astype(np.float16)
+    return codes, d, z
+
+
+def as_f32(d: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d and m = -z * d in f32, as ``Q4MatMul`` takes them (the product of two f16 is exact in f32)."""
+    d32 = d.astype(np.float32)
+    return d32, -z.astype(np.float32) * d32
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +63,7 @@ def q8_weights():
     """Q8_0 weights as the GGUF holds them (the default model's LM head): signed codes [N, K], f16 d per block."""
     rng = np.random.default_rng(3)
     codes = rng.integers(-128, 128, (N, K)).astype(np.int8)
-    d = (rng.random((N, K // 32)) * 0.002 + 1e-4).astype(np.float16).astype(np.float32)
+    d = (rng.random((N, K // 32)) * 0.002 + 1e-4).astype(np.float16)
     return codes, d
 
 
@@ -73,13 +79,19 @@ def compiled(loaded, *weights, op: str = "Q4MatMul") -> ov.CompiledModel:
     return core.compile_model(ov.Model([node.output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": "2"})
 
 
-def f32_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The f32 rounding bound of the f32 ops' sums, ``[rows, N]``: each output is 8 lanes of K / 8 fused
-    multiply-adds in order, then 3 additions, so (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1)
-    |y - sum_k w_k x_k| <= gamma_{K/8 + 3} * sum_k |w_k x_k|, gamma_n = n u / (1 - n u), u = 2^-24."""
-    n = K // 8 + 3
+def f32_bound(x: np.ndarray, codes: np.ndarray, d: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
+    """The f32 rounding bound of the f32 ops (``q4_kernel/block_f32.hpp``), ``[rows, N]``, for ``codes``
+    ``[N, G, 32]``, ``d`` and ``m`` ``[N, G]``. Q4_1 (``m`` given), the block-sum form: every term ``d q x`` and
+    ``m x`` goes through at most G + 10 roundings, so (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1)
+    ``|y - sum_k w_k x_k| <= gamma_{G+10} sum_b sum_j (|d_b q_j x_j| + |m_b x_j|)``, ``gamma_n = n u / (1 - n u)``,
+    ``u = 2^-24``. Q8_0 (signed codes, no ``m``): the exact weights ``d s`` in 8 lanes of K / 8 fused multiply-adds,
+    then 3 additions: ``gamma_{K/8+3} sum_k |w_k x_k|``."""
+    n = d.shape[1] + 10 if m is not None else d.shape[1] * 4 + 3
     gamma = n * 2.0**-24 / (1 - n * 2.0**-24)
-    return gamma * (np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)).T)
+    magnitude = np.abs(d.astype(np.float64))[..., None] * np.abs(codes)
+    if m is not None:
+        magnitude = magnitude + np.abs(m.astype(np.float64))[..., None]
+    return gamma * (np.abs(x.astype(np.float64)) @ magnitude.reshape(len(d), -1).T)
 
 
 def reference(x: np.ndarray, codes, d, m) -> np.ndarray:
@@ -95,10 +107,11 @@ def reference(x: np.ndarray, codes, d, m) -> np.ndarray:
 
 
 def test_products_match_the_q4_1_q8_1_arithmetic(loaded, weights):
-    codes, packed, d, m = weights
+    codes, d16, z = weights
+    d, m = as_f32(d16, z)
     x = np.random.default_rng(1).standard_normal((5, K)).astype(np.float32)
     x[2, 32:64] = 0  # a block of zeros: dx = 0, q8 = 0
-    model = compiled(loaded, packed, d, m)
+    model = compiled(loaded, ggml_layout(codes), d, m)
     y = model({0: x[None]})[0][0]
     expected = reference(x, codes, d, m)
     scale = np.abs(expected).max()
@@ -111,17 +124,18 @@ def test_products_match_the_q4_1_q8_1_arithmetic(loaded, weights):
 
 
 def test_q4_1_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, weights):
-    codes, packed, d, m = weights
+    codes, d, z = weights
     x = np.random.default_rng(1).standard_normal((5, K)).astype(np.float32)
-    y = compiled(loaded, packed, d, m, op="Q4F32MatMul")({0: x[None]})[0][0]
-    # the kernel's weights: fma(d, q, m) rounded once to f32 (float64 holds d * q + m exactly)
-    w = (d.astype(np.float64)[..., None] * codes + m[..., None]).astype(np.float32).reshape(N, K)
-    expected = x.astype(np.float64) @ w.astype(np.float64).T
-    bound = f32_bound(x, w)
+    y = compiled(loaded, f32_layout(codes), d, z, op="Q4F32MatMul")({0: x[None]})[0][0]
+    m = -z.astype(np.float64) * d  # exact: the weights d * (q - z) in float64, never rounded to f32
+    w = (d.astype(np.float64)[..., None] * codes + m[..., None]).reshape(N, K)
+    expected = x.astype(np.float64) @ w.T
+    bound = f32_bound(x, codes, d, m)
     assert y.shape == (5, N)
     assert np.all(np.abs(y - expected) <= bound)
+    assert np.abs(y - expected).max() > 0  # f32 sums, not f64
     # the bound is tight enough to tell the int8 activations apart: Q4MatMul's error exceeds it
-    int8 = compiled(loaded, packed, d, m)({0: x[None]})[0][0]
+    int8 = compiled(loaded, ggml_layout(codes), *as_f32(d, z))({0: x[None]})[0][0]
     assert np.any(np.abs(int8 - expected) > 10 * bound)
 
 
@@ -129,16 +143,19 @@ def test_q8_0_f32_products_are_the_f32_product_up_to_f32_rounding(loaded, q8_wei
     codes, d = q8_weights
     x = np.random.default_rng(4).standard_normal((6, K)).astype(np.float32)
     y = compiled(loaded, codes, d, op="Q8F32MatMul")({0: x[None]})[0][0]
-    w = (np.repeat(d, 32, axis=1) * codes).astype(np.float32)  # d * s: exact in f32
-    expected = x.astype(np.float64) @ w.astype(np.float64).T
+    blocks = codes.reshape(N, K // 32, 32)
+    expected = x.astype(np.float64) @ (d.astype(np.float64)[..., None] * blocks).reshape(N, K).T
     assert y.shape == (6, N)
-    assert np.all(np.abs(y - expected) <= f32_bound(x, w))
+    assert np.all(np.abs(y - expected) <= f32_bound(x, blocks, d))
     assert np.abs(y - expected).max() > 0  # f32 sums, not f64: a reference that could not fail would show 0 here
 
 
 @pytest.mark.parametrize("op", ["Q4MatMul", "Q4F32MatMul", "Q8F32MatMul"])
 def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weights, q8_weights, op):
-    model = compiled(loaded, *(q8_weights if op == "Q8F32MatMul" else weights[1:]), op=op)
+    codes, d, z = weights
+    arrays = {"Q4MatMul": (ggml_layout(codes), *as_f32(d, z)), "Q4F32MatMul": (f32_layout(codes), d, z),
+              "Q8F32MatMul": q8_weights}[op]
+    model = compiled(loaded, *arrays, op=op)
     x = (np.random.default_rng(2).standard_normal((7, K)) * 3).astype(np.float32)
     for rows in (2, 3, 4, 5, 7):  # every tile shape of the kernel (4, 3, 2, 1 rows) and mixes of them
         together = model({0: x[None, :rows]})[0][0]
@@ -152,14 +169,15 @@ HIDDEN, INNER, EPS = 64, 96, 1e-3  # the layer op's sizes in the tests (multiple
 
 @pytest.fixture(scope="module")
 def layer_weights():
-    """Random Q4_1 weights for ``Q4F32Layer`` (o [H, H], gate and up [I, H], down [H, I]; each as codes [N, K], packed
-    [N, K / 2], d, m) and the RMSNorm's gamma [H]."""
+    """Random Q4_1 weights for ``Q4F32Layer`` (o [H, H], gate and up [I, H], down [H, I]; each as codes [N, G, 32],
+    packed [N, K / 2] as the op reads them (``f32_layout``), d and z f16 [N, G]) and the RMSNorm's gamma [H]."""
     rng = np.random.default_rng(5)
 
     def q4_1(n, k):
         codes = rng.integers(0, 16, (n, k // 32, 32)).astype(np.uint8)
-        d = (rng.random((n, k // 32)) * 0.02 + 0.001).astype(np.float32)
-        return codes, (codes[..., :16] | (codes[..., 16:] << 4)).reshape(n, k // 2), d, (-7.5 * d).astype(np.float32)
+        d = (rng.random((n, k // 32)) * 0.02 + 0.001).astype(np.float16)
+        z = (7 + rng.random((n, k // 32))).astype(np.float16)
+        return codes, f32_layout(codes), d, z
 
     parts = {"o": q4_1(HIDDEN, HIDDEN), "gate": q4_1(INNER, HIDDEN), "up": q4_1(INNER, HIDDEN), "down": q4_1(HIDDEN, INNER)}
     return parts, (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)
@@ -172,9 +190,9 @@ def compiled_layer(loaded, layer_weights) -> ov.CompiledModel:
     attn, residual = ops.parameter([1, -1, HIDDEN], np.float32), ops.parameter([1, -1, HIDDEN], np.float32)
     attributes = {"hidden": HIDDEN, "inner": INNER, "eps": EPS, "gamma": gamma.ctypes.data}
     KEEP.append(gamma)
-    for name, (_, packed, d, m) in parts.items():
-        KEEP.extend((packed, d, m))
-        attributes.update({f"{name}_codes": packed.ctypes.data, f"{name}_scales": d.ctypes.data, f"{name}_offsets": m.ctypes.data})
+    for name, (_, packed, d, z) in parts.items():
+        KEEP.extend((packed, d, z))
+        attributes.update({f"{name}_codes": packed.ctypes.data, f"{name}_scales": d.ctypes.data, f"{name}_zeros": z.ctypes.data})
     node = factory.create("Q4F32Layer", [attn.output(0), residual.output(0)], attributes)
     return core.compile_model(ov.Model([node.output(0)], [attn, residual]), "CPU", {"INFERENCE_NUM_THREADS": "2"})
 
@@ -184,9 +202,9 @@ def test_the_layer_op_is_the_llama_layer_tail(loaded, layer_weights):
     rng = np.random.default_rng(6)
     attn, residual = rng.standard_normal((2, 5, HIDDEN)).astype(np.float32)
     y = compiled_layer(loaded, layer_weights)({0: attn[None], 1: residual[None]})[0][0]
-    # the same layer in float64 from the same f32 weights (fma(d, q, m) rounded once, as the kernel decompresses them)
-    w = {name: (d.astype(np.float64)[..., None] * codes + m[..., None]).astype(np.float32).reshape(len(d), -1)
-         .astype(np.float64) for name, (codes, _, d, m) in parts.items()}
+    # the same layer in float64 from the same weights, d * (q - z) exact in float64
+    w = {name: (d.astype(np.float64)[..., None] * (codes - z.astype(np.float64)[..., None])).reshape(len(d), -1)
+         for name, (codes, _, d, z) in parts.items()}
     r1 = residual + attn.astype(np.float64) @ w["o"].T
     h = r1 / np.sqrt((r1**2).mean(axis=1, keepdims=True) + EPS) * gamma
     g, u = h @ w["gate"].T, h @ w["up"].T

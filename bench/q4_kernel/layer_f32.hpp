@@ -14,54 +14,76 @@
 // (Llama's RMSNorm: Zhang and Sennrich, "Root Mean Square Layer Normalization", 2019; SwiGLU: Shazeer, "GLU Variants
 // Improve Transformer", 2020.) Every step reads one row only and runs in a fixed order, and threads split only the
 // outputs of the products and of the element-wise steps that follow them: a many-token pass computes each row bit for
-// bit as a one-token pass does, whatever the number of rows or threads.
+// bit as a one-token pass does, whatever the number of rows or threads. The products take their inputs' block sums
+// (block_f32.hpp's block-sum form), computed once a row. The whole call is one parallel section: its five phases (o
+// and the residual; the RMSNorm and h's block sums, a row a chunk; gate, up and the activation; a's block sums; down
+// and the residual) are chunks.hpp's, each waiting for the one before.
 #pragma once
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "block_f32.hpp"
+#include "chunks.hpp"
 
 namespace specchat {
 
 struct LayerWeights {
-    Q41Weights o, gate, up, down;  // [H, H], [I, H], [I, H], [H, I]
-    const float* gamma;            // [H] the post-attention RMSNorm's scale
-    float eps;                     // its epsilon
+    Q41HalfWeights o, gate, up, down;  // [H, H], [I, H], [I, H], [H, I]
+    const float* gamma;                // [H] the post-attention RMSNorm's scale
+    float eps;                         // its epsilon
 };
 
-// y [rows, H] from attn and residual [rows, H] (see the file comment). `parallel(n, body)` runs body(n0, n1) over
-// ranges of [0, n) that are multiples of F32_OUTPUT_GROUP, one a thread, and returns when all are done.
-template <class Parallel>
-void layer_f32(const LayerWeights& w, const float* attn, const float* residual, int64_t rows, float* y,
-               const Parallel& parallel) {
+// y [rows, H] from attn and residual [rows, H] (see the file comment). `team(body)` calls body() once on each of
+// `threads` threads of one parallel section and returns when all have returned.
+template <class Team>
+void layer_f32(const LayerWeights& w, const float* attn, const float* residual, int64_t rows, float* y, int64_t threads,
+               const Team& team) {
     const int64_t hidden = w.o.n, inner = w.gate.n;
+    const int64_t hidden_sums = padded_blocks(hidden), inner_sums = padded_blocks(inner);
     std::vector<float> r1(static_cast<size_t>(rows * hidden)), h(r1.size()), a(static_cast<size_t>(rows * inner) * 3);
+    std::vector<float> attn_sums(static_cast<size_t>(rows * hidden_sums)), h_sums(attn_sums.size()),
+        a_sums(static_cast<size_t>(rows * inner_sums));
     float* g = a.data() + rows * inner;
     float* u = g + rows * inner;
-    parallel(hidden, [&](int64_t n0, int64_t n1) {
-        f32_product(w.o, attn, rows, r1.data(), hidden, n0, n1);
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t j = n0; j < n1; ++j) r1[r * hidden + j] = residual[r * hidden + j] + r1[r * hidden + j];
-    });
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* x = r1.data() + r * hidden;
-        const float inverse = 1.0f / std::sqrt(dot_fixed(x, x, hidden) / static_cast<float>(hidden) + w.eps);
-        for (int64_t j = 0; j < hidden; ++j) h[r * hidden + j] = (x[j] * inverse) * w.gamma[j];
-    }
-    parallel(inner, [&](int64_t n0, int64_t n1) {
-        f32_product(w.gate, h.data(), rows, g, inner, n0, n1);
-        f32_product(w.up, h.data(), rows, u, inner, n0, n1);
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t j = n0; j < n1; ++j) {
-                const float gj = g[r * inner + j];
-                a[r * inner + j] = (gj / (1.0f + std::exp(-gj))) * u[r * inner + j];
-            }
-    });
-    parallel(hidden, [&](int64_t n0, int64_t n1) {
-        f32_product(w.down, a.data(), rows, y, hidden, n0, n1);
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t j = n0; j < n1; ++j) y[r * hidden + j] = r1[r * hidden + j] + y[r * hidden + j];
+    block_sums(attn, rows, hidden, attn_sums.data());
+    const auto outputs = [threads](int64_t i, int64_t n) {
+        const int64_t size = chunk_outputs(n, threads);
+        return std::pair{i * size, std::min(n, (i + 1) * size)};
+    };
+    const auto chunks = [threads](int64_t n) { return (n + chunk_outputs(n, threads) - 1) / chunk_outputs(n, threads); };
+    Chunks o(chunks(hidden)), norm(rows), mlp(chunks(inner)), mlp_sums(rows), down(chunks(hidden));
+    team([&] {
+        o.run([&](int64_t i) {
+            const auto [n0, n1] = outputs(i, hidden);
+            f32_product(w.o, attn, attn_sums.data(), rows, r1.data(), hidden, n0, n1);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = n0; j < n1; ++j) r1[r * hidden + j] = residual[r * hidden + j] + r1[r * hidden + j];
+        });
+        norm.run([&](int64_t r) {
+            const float* x = r1.data() + r * hidden;
+            const float inverse = 1.0f / std::sqrt(dot_fixed(x, x, hidden) / static_cast<float>(hidden) + w.eps);
+            for (int64_t j = 0; j < hidden; ++j) h[r * hidden + j] = (x[j] * inverse) * w.gamma[j];
+            block_sums(h.data() + r * hidden, 1, hidden, h_sums.data() + r * hidden_sums);
+        });
+        mlp.run([&](int64_t i) {
+            const auto [n0, n1] = outputs(i, inner);
+            f32_product(w.gate, h.data(), h_sums.data(), rows, g, inner, n0, n1);
+            f32_product(w.up, h.data(), h_sums.data(), rows, u, inner, n0, n1);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = n0; j < n1; ++j) {
+                    const float gj = g[r * inner + j];
+                    a[r * inner + j] = (gj / (1.0f + std::exp(-gj))) * u[r * inner + j];
+                }
+        });
+        mlp_sums.run([&](int64_t r) { block_sums(a.data() + r * inner, 1, inner, a_sums.data() + r * inner_sums); });
+        down.run([&](int64_t i) {
+            const auto [n0, n1] = outputs(i, hidden);
+            f32_product(w.down, a.data(), a_sums.data(), rows, y, hidden, n0, n1);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = n0; j < n1; ++j) y[r * hidden + j] = r1[r * hidden + j] + y[r * hidden + j];
+        });
     });
 }
 

@@ -46,17 +46,21 @@ struct Matrix {
     int64_t n, k;
     bool q8_0;                   // Q8_0 (codes s8 [N, K], no offsets) instead of Q4_1 (codes [N, K / 2])
     std::vector<uint8_t> codes;
-    std::vector<float> scales, offsets;
+    std::vector<float> scales, offsets;   // d and m = -z d in f32 (Q4_1 x Q8_1)
+    std::vector<uint16_t> halves, zeros;  // the same d and z in f16 (the f32 kernels)
 
     specchat::Q41Weights q4_1() const { return {codes.data(), scales.data(), offsets.data(), n, k}; }
-    specchat::Q80Weights q8_0_view() const { return {reinterpret_cast<const int8_t*>(codes.data()), scales.data(), n, k}; }
+    specchat::Q41HalfWeights q4_1_half() const { return {codes.data(), halves.data(), zeros.data(), n, k}; }
+    specchat::Q80Weights q8_0_view() const { return {reinterpret_cast<const int8_t*>(codes.data()), halves.data(), n, k}; }
 
-    // w[n, k] in f32, for the error check.
-    float weight(int64_t row, int64_t col) const {
+    // w[n, k] in f32, for the error check; `f32`: the codes in the f32 kernels' layout (block_f32.hpp), else ggml's.
+    float weight(int64_t row, int64_t col, bool f32) const {
         const int64_t b = col / 32, j = col % 32;
         if (q8_0) return scales[row * (k / 32) + b] * static_cast<float>(static_cast<int8_t>(codes[row * k + col]));
-        const uint8_t byte = codes[row * k / 2 + b * 16 + j % 16];
-        const int q = j < 16 ? byte & 15 : byte >> 4;
+        const int64_t at = f32 ? (j / 16) * 8 + j % 8 : j % 16;
+        const bool high = f32 ? j % 16 >= 8 : j >= 16;
+        const uint8_t byte = codes[row * k / 2 + b * 16 + at];
+        const int q = high ? byte >> 4 : byte & 15;
         return scales[row * (k / 32) + b] * static_cast<float>(q) + offsets[row * (k / 32) + b];
     }
 };
@@ -67,32 +71,37 @@ static Matrix random_matrix(const std::string& shape, int64_t n, int64_t k, std:
     std::uniform_int_distribution<int> byte(0, 255);
     std::uniform_real_distribution<float> scale(0.005f, 0.015f);
     for (auto& c : m.codes) c = static_cast<uint8_t>(byte(rng));
-    for (size_t i = 0; i < m.scales.size(); ++i) m.scales[i] = q8_0 ? scale(rng) / 16 : scale(rng);
-    for (size_t i = 0; i < m.offsets.size(); ++i) m.offsets[i] = -7.5f * m.scales[i];
+    for (size_t i = 0; i < m.scales.size(); ++i) {
+        m.halves.push_back(_cvtss_sh(q8_0 ? scale(rng) / 16 : scale(rng), 0));  // d an f16, as the model's
+        m.scales[i] = _cvtsh_ss(m.halves.back());
+    }
+    for (size_t i = 0; i < m.offsets.size(); ++i) m.offsets[i] = -7.5f * m.scales[i], m.zeros.push_back(_cvtss_sh(7.5f, 0));
     return m;
 }
 
 // Buffers for T rows of up to `k` columns, and the product with `threads` threads splitting the outputs.
 struct Runner {
     std::vector<int8_t> q8;
-    std::vector<float> dxv, sx;
+    std::vector<float> dxv, sx, sums;
     int threads;
     bool f32;  // f32 activations (block_f32.hpp) instead of Q8_1
 
     Runner(int64_t rows, int64_t k, int threads_, bool f32_)
-        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), threads(threads_), f32(f32_) {}
+        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), sums(rows * specchat::padded_blocks(k)), threads(threads_),
+          f32(f32_) {}
 
     void product(const Matrix& m, const float* x, int64_t rows, float* y) {
         const specchat::Q8Rows q{q8.data(), dxv.data(), sx.data(), m.k};
         if (!f32) specchat::quantize_rows(x, rows, q);
+        else if (!m.q8_0) specchat::block_sums(x, rows, m.k, sums.data());
         const int64_t chunk = ((m.n + threads - 1) / threads + 3) / 4 * 4;
 #pragma omp parallel num_threads(threads)
         {
             const int64_t n0 = std::min<int64_t>(m.n, omp_get_thread_num() * chunk);
             const int64_t n1 = std::min<int64_t>(m.n, n0 + chunk);
             if (!f32) specchat::q4_1_q8_1_product<ISA>(m.q4_1(), q, rows, y, m.n, n0, n1);
-            else if (m.q8_0) specchat::f32_product(m.q8_0_view(), x, rows, y, m.n, n0, n1);
-            else specchat::f32_product(m.q4_1(), x, rows, y, m.n, n0, n1);
+            else if (m.q8_0) specchat::f32_product(m.q8_0_view(), x, nullptr, rows, y, m.n, n0, n1);
+            else specchat::f32_product(m.q4_1_half(), x, sums.data(), rows, y, m.n, n0, n1);
         }
     }
 };
@@ -135,7 +144,8 @@ int main(int argc, char** argv) {
         for (const Shape& shape : layer) step.push_back(random_matrix(shape.label, shape.n, shape.k, rng));
     step.push_back(random_matrix(f32 ? "49152x576 Q8_0 (output)" : "49152x576 (output)", 49152, 576, rng, f32));
     double weight_bytes = 0;
-    for (const auto& m : step) weight_bytes += m.codes.size() + 4.0 * (m.scales.size() + m.offsets.size());
+    for (const auto& m : step)  // the f32 kernels' d and z in f16, Q4_1 x Q8_1's d and m in f32
+        weight_bytes += m.codes.size() + (f32 ? 2.0 : 4.0) * (m.scales.size() + m.offsets.size());
 
     const int max_t = *std::max_element(tokens.begin(), tokens.end());
     std::normal_distribution<float> normal(0.f, 1.f);
@@ -159,7 +169,7 @@ int main(int argc, char** argv) {
         double largest = 0, error = 0;
         for (int64_t n = 0; n < std::min<int64_t>(m.n, 512); ++n) {
             double exact = 0;
-            for (int64_t c = 0; c < m.k; ++c) exact += static_cast<double>(m.weight(n, c)) * x[c];
+            for (int64_t c = 0; c < m.k; ++c) exact += static_cast<double>(m.weight(n, c, f32)) * x[c];
             largest = std::max(largest, std::fabs(exact));
             error = std::max(error, std::fabs(exact - y[n]));
         }

@@ -11,11 +11,13 @@
 //   y        f32 [..., N]        y[r, n] = sum_k x[r, k] * w[n, k]
 // Attributes: n, k (int64) and the addresses (int64) of the weights, which the caller owns and keeps alive and
 // unchanged as long as the op (and any model compiled from it) lives:
-//   codes    Q4: u8 [N, K / 2]   4-bit codes q in 0..15, 16 bytes per block of 32 weights: byte j of a block holds
-//                                weight j in its low nibble and weight j + 16 in its high nibble (ggml's block_q4_1)
+//   codes    Q4: u8 [N, K / 2]   4-bit codes q in 0..15, 16 bytes per block of 32 weights: Q4MatMul ggml's block
+//                                layout (block_q4_1: byte j holds weight j in its low nibble, j + 16 in its high
+//                                one), the f32 ops block_f32.hpp's
 //            Q8: i8 [N, K]       signed codes s (the IR's u8 code minus its zero point)
-//   scales   f32 [N, K / 32]     d of each block
-//   offsets  f32 [N, K / 32]     m of each block (Q4 only): weight = d * q + m; Q8: weight = d * s
+//   scales   Q4MatMul: f32 [N, K / 32], the f32 ops: f16 [N, K / 32]   d of each block
+//   offsets  Q4MatMul: f32 [N, K / 32]   m of each block: weight = d * q + m
+//   zeros    Q4F32MatMul: f16 [N, K / 32]   z of each block: weight = d * (q - z); Q8F32MatMul: weight = d * s
 // The weights are not graph inputs on purpose: OpenVINO's CPU plugin infers the output shape of an extension op with
 // a dynamic input by cloning it over Constants made from every input's data, each inference (its ShapeInferFallback),
 // which copied a product's whole weights every call (measured: 1.5 ms of the LM head's 3.1 ms, ~6 ms a decode step).
@@ -24,13 +26,17 @@
 //
 // Arithmetic and its fixed order: the headers. Rows never mix and each row is summed in the same order whatever the
 // number of rows or threads (threads split the N outputs), so a many-token verification pass computes each row bit
-// for bit as a one-token decode pass does. Built with -mavx2 -mfma it runs the AVX2 kernels; with -mavx512vnni
-// -mavx512vl added, Q4MatMul runs the VNNI one (bitwise the same results).
+// for bit as a one-token decode pass does. Built with -mavx2 -mfma -mf16c it runs the AVX2 kernels, whatever the
+// CPU and ONEDNN_MAX_CPU_ISA (which caps OpenVINO's own kernels only); with -mavx512vnni -mavx512vl added, Q4MatMul
+// runs the VNNI one (bitwise the same results). The f32 ops run each call as one parallel section, their outputs in
+// chunks (chunks.hpp).
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "block_f32.hpp"
+#include "chunks.hpp"
 #include "layer_f32.hpp"
 #include "openvino/core/extension.hpp"
 #include "openvino/core/op_extension.hpp"
@@ -59,6 +65,19 @@ void split_outputs(int64_t n, int64_t group, const Product& product) {
     });
 }
 
+// Calls body() once on each thread of one OpenVINO parallel section (layer_f32's team).
+inline void one_section(const std::function<void()>& body) {
+    ov::parallel_nt(0, [&](int, int) { body(); });
+}
+
+// Calls product(n0, n1) over [0, n) in chunks (chunks.hpp: chunk_outputs) in one parallel section.
+template <class Product>
+void in_chunks(int64_t n, const Product& product) {
+    const int64_t size = chunk_outputs(n, parallel_get_max_threads());
+    Chunks chunks((n + size - 1) / size);
+    one_section([&] { chunks.run([&](int64_t i) { product(i * size, std::min(n, (i + 1) * size)); }); });
+}
+
 template <Kind kind, class Derived>
 class BlockMatMul : public ov::op::Op {
 public:
@@ -68,7 +87,8 @@ public:
     void validate_and_infer_types() override {
         NODE_VALIDATION_CHECK(this, get_input_size() == 1, "one input: x");
         NODE_VALIDATION_CHECK(this, get_input_element_type(0) == ov::element::f32, "x must be f32");
-        NODE_VALIDATION_CHECK(this, m_codes != 0 && m_scales != 0 && (kind == Kind::q8_f32 || m_offsets != 0),
+        NODE_VALIDATION_CHECK(this, m_codes != 0 && m_scales != 0 && (kind != Kind::q4_q8_1 || m_offsets != 0)
+                                    && (kind != Kind::q4_f32 || m_zeros != 0),
                               "the weights' addresses are missing");
         NODE_VALIDATION_CHECK(this, m_k % (kind == Kind::q4_q8_1 ? 64 : Q_BLOCK) == 0 && m_n % Q_OUTPUT_GROUP == 0,
                               "K must be a multiple of 64 (Q4MatMul) or 32, N of 4");
@@ -85,6 +105,7 @@ public:
         visitor.on_attribute("codes", m_codes);
         visitor.on_attribute("scales", m_scales);
         visitor.on_attribute("offsets", m_offsets);
+        visitor.on_attribute("zeros", m_zeros);
         return true;
     }
 
@@ -92,6 +113,7 @@ public:
         auto copy = std::make_shared<Derived>(inputs.at(0));
         BlockMatMul& base = *copy;
         base.m_n = m_n, base.m_k = m_k, base.m_codes = m_codes, base.m_scales = m_scales, base.m_offsets = m_offsets;
+        base.m_zeros = m_zeros;
         copy->constructor_validate_and_infer_types();
         return copy;
     }
@@ -109,29 +131,32 @@ public:
         outputs[0].set_shape(y_shape);
         float* y = outputs[0].data<float>();
         const float* xs = x.data<const float>();
-        const auto* scales = reinterpret_cast<const float*>(m_scales);
+        const auto* halves = reinterpret_cast<const uint16_t*>(m_scales);
         if constexpr (kind == Kind::q8_f32) {
-            const Q80Weights w{reinterpret_cast<const int8_t*>(m_codes), scales, n, k};
-            split_outputs(n, F32_OUTPUT_GROUP, [&](int64_t n0, int64_t n1) { f32_product(w, xs, rows, y, n, n0, n1); });
+            const Q80Weights w{reinterpret_cast<const int8_t*>(m_codes), halves, n, k};
+            in_chunks(n, [&](int64_t n0, int64_t n1) { f32_product(w, xs, nullptr, rows, y, n, n0, n1); });
+        } else if constexpr (kind == Kind::q4_f32) {
+            const Q41HalfWeights w{reinterpret_cast<const uint8_t*>(m_codes), halves,
+                                   reinterpret_cast<const uint16_t*>(m_zeros), n, k};
+            std::vector<float> sums(static_cast<size_t>(rows * padded_blocks(k)));
+            block_sums(xs, rows, k, sums.data());
+            in_chunks(n, [&](int64_t n0, int64_t n1) { f32_product(w, xs, sums.data(), rows, y, n, n0, n1); });
         } else {
-            const Q41Weights w{reinterpret_cast<const uint8_t*>(m_codes), scales, reinterpret_cast<const float*>(m_offsets), n, k};
-            if constexpr (kind == Kind::q4_f32) {
-                split_outputs(n, F32_OUTPUT_GROUP, [&](int64_t n0, int64_t n1) { f32_product(w, xs, rows, y, n, n0, n1); });
-            } else {
-                std::vector<int8_t> q8(static_cast<size_t>(rows * k));
-                std::vector<float> dxv(static_cast<size_t>(rows * k / 8)), sx(static_cast<size_t>(rows * k / Q_BLOCK));
-                const Q8Rows q{q8.data(), dxv.data(), sx.data(), k};
-                quantize_rows(xs, rows, q);
-                split_outputs(n, Q_OUTPUT_GROUP,
-                              [&](int64_t n0, int64_t n1) { q4_1_q8_1_product<OP_ISA>(w, q, rows, y, n, n0, n1); });
-            }
+            const Q41Weights w{reinterpret_cast<const uint8_t*>(m_codes), reinterpret_cast<const float*>(m_scales),
+                               reinterpret_cast<const float*>(m_offsets), n, k};
+            std::vector<int8_t> q8(static_cast<size_t>(rows * k));
+            std::vector<float> dxv(static_cast<size_t>(rows * k / 8)), sx(static_cast<size_t>(rows * k / Q_BLOCK));
+            const Q8Rows q{q8.data(), dxv.data(), sx.data(), k};
+            quantize_rows(xs, rows, q);
+            split_outputs(n, Q_OUTPUT_GROUP,
+                          [&](int64_t n0, int64_t n1) { q4_1_q8_1_product<OP_ISA>(w, q, rows, y, n, n0, n1); });
         }
         return true;
     }
 
 private:
     int64_t m_n = 0, m_k = 0;                       // outputs, inputs
-    int64_t m_codes = 0, m_scales = 0, m_offsets = 0;  // addresses of the caller's weights
+    int64_t m_codes = 0, m_scales = 0, m_offsets = 0, m_zeros = 0;  // addresses of the caller's weights
 };
 
 class Q4MatMul : public BlockMatMul<Kind::q4_q8_1, Q4MatMul> {
@@ -153,7 +178,7 @@ public:
 };
 
 // Q4F32Layer: attn and residual f32 [..., H] (the same shape), y f32 [..., H]. Attributes: hidden H, inner I, eps
-// (float), the addresses of gamma f32 [H] and of four Q4_1 weights, each codes, scales and offsets as above:
+// (float), the addresses of gamma f32 [H] and of four Q4_1 weights, each codes, scales and zeros as Q4F32MatMul's:
 // o_* [H, H], gate_* and up_* [I, H], down_* [H, I].
 // It derives from BinaryElementwiseArithmetic only for the CPU plugin's sake: for such ops the plugin infers the
 // output shape as the inputs' broadcast (ShapeInferEltwise, in src/plugins/intel_cpu/src/shape_inference/
@@ -189,7 +214,7 @@ public:
         visitor.on_attribute("inner", m_inner);
         visitor.on_attribute("eps", m_eps);
         visitor.on_attribute("gamma", m_gamma);
-        const char* parts[] = {"codes", "scales", "offsets"};
+        const char* parts[] = {"codes", "scales", "zeros"};
         for (int i = 0; i < 3; ++i) {
             visitor.on_attribute(std::string("o_") + parts[i], m_o[i]);
             visitor.on_attribute(std::string("gate_") + parts[i], m_gate[i]);
@@ -218,19 +243,19 @@ public:
                              weights(m_up, m_inner, m_hidden), weights(m_down, m_hidden, m_inner),
                              reinterpret_cast<const float*>(m_gamma), m_eps};
         layer_f32(w, inputs[0].data<const float>(), inputs[1].data<const float>(), rows, outputs[0].data<float>(),
-                  [](int64_t n, const auto& body) { split_outputs(n, F32_OUTPUT_GROUP, body); });
+                  parallel_get_max_threads(), one_section);
         return true;
     }
 
 private:
-    static Q41Weights weights(const std::array<int64_t, 3>& at, int64_t n, int64_t k) {
-        return {reinterpret_cast<const uint8_t*>(at[0]), reinterpret_cast<const float*>(at[1]),
-                reinterpret_cast<const float*>(at[2]), n, k};
+    static Q41HalfWeights weights(const std::array<int64_t, 3>& at, int64_t n, int64_t k) {
+        return {reinterpret_cast<const uint8_t*>(at[0]), reinterpret_cast<const uint16_t*>(at[1]),
+                reinterpret_cast<const uint16_t*>(at[2]), n, k};
     }
 
     int64_t m_hidden = 0, m_inner = 0, m_gamma = 0;
     float m_eps = 0;
-    std::array<int64_t, 3> m_o{}, m_gate{}, m_up{}, m_down{};  // codes, scales, offsets: addresses
+    std::array<int64_t, 3> m_o{}, m_gate{}, m_up{}, m_down{};  // codes, scales, zeros: addresses
 };
 
 }  // namespace specchat
