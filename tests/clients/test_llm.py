@@ -110,8 +110,8 @@ def test_a_tool_round_trip_on_a_server_that_calls_then_answers(calling_server, t
     model calls ``get_weather`` with the city asked about (greedy: "Paris" leads its rivals by 4.7 nats of
     log-probability, the quote that opens it by 1.3); llm runs the tool and sends its result back as a ``tool``
     message; that second request gets ``none``, so the model answers in text and the chain ends. (The model lists
-    a second call of its own after the first, for another city: its arguments are a near-tie, so only the first is
-    checked.)"""
+    a second call of its own after the first, for another city, and whether a third follows is a near-tie (0.2
+    nats): only the first call's arguments are checked, and ``max_tokens`` leaves room for more calls.)"""
     use_server(calling_server.url, tmp_path, monkeypatch)
     calling_server.stderr_lines.clear()
     asked = []
@@ -122,7 +122,7 @@ def test_a_tool_round_trip_on_a_server_that_calls_then_answers(calling_server, t
         return f"Sunny in {city}, 24 C."
 
     chain = llm.get_model("specchat").chain("What is the weather in Paris?", tools=[get_weather], stream=stream,
-                                            options={"temperature": 0, "max_tokens": 60})
+                                            options={"temperature": 0, "max_tokens": 200})
     first, second = chain.responses()  # a call, then the answer: two responses (a walk of the chain runs it anew)
     calls = first.tool_calls()
     assert calls and all(call.name == "get_weather" for call in calls)
