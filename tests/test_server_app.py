@@ -226,6 +226,32 @@ def test_an_invalid_tool_choice_is_refused_with_the_values_allowed(fields, messa
         (400, "tool_choice", "invalid_value", message)
 
 
+def _choice_under(default: str, messages: list[dict], **fields) -> str | None:
+    """The tool choice the engine gets for ``messages`` with ``FUNCTION`` offered, on a server whose
+    ``--tool-choice-default`` is ``default`` (None: tools left out, as for "none")."""
+    body = {"messages": messages, "tools": [FUNCTION], **fields}
+    limits = ServerLimits(DEFAULTS, tool_choice_default=default)
+    tools = chat_request(parse(ChatCompletionRequest, json.dumps(body).encode()), limits).tools
+    return tools and tools.choice
+
+
+def test_call_then_answer_requires_a_call_until_a_result_follows_the_last_user_message():
+    """``--tool-choice-default call-then-answer``: required for the question, none once its result came back, required
+    again for the next question; a request's own tool_choice and the default ``auto`` are kept as sent."""
+    question = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What time is it?"}]
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}
+    answered = [*question, call, {"role": "tool", "tool_call_id": "call_1", "content": "12:00"}]
+    again = [*answered, {"role": "assistant", "content": "Noon."}, {"role": "user", "content": "And now?"}]
+    assert [_choice_under("call-then-answer", messages) for messages in (question, answered, again)] == \
+        ["required", None, "required"]
+    assert [_choice_under("auto", messages) for messages in (question, answered, again)] == ["auto"] * 3
+    assert _choice_under("call-then-answer", question, tool_choice="auto") == "auto"
+    assert _choice_under("call-then-answer", answered, tool_choice="required") == "required"
+    with pytest.raises(ValueError, match="the default tool_choice is 'always': use one of auto, call-then-answer"):
+        create_app(object(), model_id="m", tool_choice_default="always")
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"tools": [{"type": "retrieval"}]},
      'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),

@@ -126,6 +126,21 @@ def test_a_call_streams_as_a_function_call_item_and_is_kept_for_the_next_turn():
     ]
 
 
+def test_a_tool_choice_left_out_is_echoed_as_the_servers_default_made_it():
+    """Under ``--tool-choice-default call-then-answer`` the question gets "required" and the call's result "none"
+    (the engine then gets no tools), and the Response says so; a default server says "auto"."""
+    stats = GenerationStats(mode="ar", new_tokens=9, prompt_tokens=20, stop_reason="eos")
+    backend = Scripted([ToolCalls((EngineCall("get_weather", {"city": "Rome"}, '{"city": "Rome"}'),)), Finished(stats)])
+    app = create_app(backend, model_id="m", tool_choice_default="call-then-answer")
+    asked = post(app, {"input": "Weather in Rome?", "tools": [WEATHER]}).json()
+    answered = post(app, {"previous_response_id": asked["id"], "tools": [WEATHER], "input": [
+        {"type": "function_call_output", "call_id": asked["output"][0]["call_id"], "output": "sunny"}]}).json()
+    assert (asked["tool_choice"], answered["tool_choice"]) == ("required", "none")
+    assert backend.requests[0].tools.choice == "required" and backend.requests[1].tools is None
+    plain = post(create_app(backend, model_id="m"), {"input": "Weather in Rome?", "tools": [WEATHER]}).json()
+    assert plain["tool_choice"] == "auto" and backend.requests[2].tools.choice == "auto"
+
+
 @pytest.mark.parametrize("body, status, param", [
     ({"input": "Hi", "previous_response_id": "resp_unknown"}, 400, "previous_response_id"),
     ({"input": "Hi", "max_output_tokens": 0}, 400, "max_output_tokens"),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from app.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
 from app.cli.options import add_model_options, decoding_settings, model_folders
+from app.server.request_common import TOOL_CHOICE_DEFAULTS
 from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
 from inference.settings import SamplingSettings, SettingError
 
@@ -53,6 +54,11 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
     serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
     serve.add_argument("--max-tokens", type=int, default=None, help="the most new tokens one reply may generate; a request asking more gets this many (default: --n-ctx)")
+    serve.add_argument("--tool-choice-default", choices=TOOL_CHOICE_DEFAULTS, default="auto",
+                       help="what a request with tools that sends no tool_choice gets: auto (OpenAI's default), or "
+                       "call-then-answer: required until a tool result follows the last user message, then none "
+                       "(for clients such as llm that cannot send tool_choice, with a model too small to choose a "
+                       "call; default auto)")
     serve.add_argument("--log-prompts", action="store_true", help="write each request's prompt (its last message) into the request log; without it the log holds no prompt text")
     add_model_options(serve, modes=("auto", "ar", "spec"))
     sampling = serve.add_argument_group(
@@ -95,7 +101,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         spec = model_folders(args)
         defaults = replace(defaults, sampling=replace(recommended_sampling(spec.target_dir), **given))
-        if asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens, args.log_prompts)):
+        if asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens, args.log_prompts,
+                              args.tool_choice_default)):
             raise KeyboardInterrupt  # stopped by Ctrl+C: uvicorn's re-raised SIGINT may come after the run ended
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
@@ -147,7 +154,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 async def _serve(
     sock: socket.socket, spec, defaults, api_key: str | None, max_queue: int, max_tokens: int | None,
-    log_prompts: bool = False,
+    log_prompts: bool = False, tool_choice_default: str = "auto",
 ) -> bool:
     """Load the model and serve until stopped; returns whether Ctrl+C (SIGINT) stopped it."""
     import uvicorn
@@ -163,7 +170,8 @@ async def _serve(
         defaults.validate(info.max_position_embeddings)  # an --n-ctx past the model's length: said now, not per request
         model_id = Path(spec.target_dir).name
         app = create_app(worker, model_id=model_id, api_key=api_key, max_queue=max_queue, defaults=defaults,
-                         max_context=info.max_position_embeddings, max_tokens=max_tokens, log_prompts=log_prompts)
+                         max_context=info.max_position_embeddings, max_tokens=max_tokens, log_prompts=log_prompts,
+                         tool_choice_default=tool_choice_default)
         log_to_stderr()  # one line per request, also in the log folder's cli.log
         config = uvicorn.Config(app, http="h11", lifespan="off", log_config=None, access_log=False,
                                 timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)

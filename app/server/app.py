@@ -40,7 +40,7 @@ from .generation import Generation, whole_reply
 from .grammars import GrammarCompiler
 from .middleware import ThisComputerOnly, WithoutTrailingSlash
 from .replies import Reply, sse
-from .request_common import SERVE_N_CTX_ADVICE, ServerLimits
+from .request_common import SERVE_N_CTX_ADVICE, TOOL_CHOICE_DEFAULTS, ServerLimits
 from .request_log import RequestLogMiddleware, keep_prompt, record_of
 from .responses import (
     ResponseBuilder,
@@ -83,6 +83,7 @@ def create_app(
     n_ctx_advice: str = SERVE_N_CTX_ADVICE,
     grammars: GrammarCompiler | None = None,
     log_prompts: bool = False,
+    tool_choice_default: str = "auto",
 ) -> FastAPI:
     """The OpenAI-compatible server application.
 
@@ -118,10 +119,19 @@ def create_app(
             :class:`GrammarCompiler` (its bound ``grammars.GRAMMAR_TIMEOUT_S``).
         log_prompts: the request log (``request_log``: one line per request, logger ``app.server.requests``) also
             holds each prompt's text (its last message); False = never (``specchat serve --log-prompts``).
+        tool_choice_default: what a request with tools that sends no ``tool_choice`` gets: ``auto`` (OpenAI's), or
+            ``call-then-answer`` (``chat_request.omitted_tool_choice``; ``specchat serve --tool-choice-default``).
 
     Returns:
         A FastAPI application without CORS, docs or OpenAPI schema; serve it with uvicorn.
+
+    Raises:
+        ValueError: an empty API key or one with spaces around it; a ``tool_choice_default`` not among
+            ``request_common.TOOL_CHOICE_DEFAULTS``.
     """
+    if tool_choice_default not in TOOL_CHOICE_DEFAULTS:
+        raise ValueError(f"the default tool_choice is {tool_choice_default!r}: use one of "
+                         f"{', '.join(TOOL_CHOICE_DEFAULTS)}")
     if api_key is not None and not api_key:
         raise ValueError("the API key is empty: give a non-empty key, or none")
     if api_key is not None and api_key != api_key.strip():
@@ -131,7 +141,7 @@ def create_app(
     gate = gate or GenerationGate(max_queue)
     grammars = grammars or GrammarCompiler()
     bodies = BodyReader()
-    limits = ServerLimits(defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice)
+    limits = ServerLimits(defaults, max_context, max_tokens, grammars.schema_grammar, n_ctx_advice, tool_choice_default)
     kept_responses = ResponseStore()
     created = int(time.time())
     app = FastAPI(title="SpecChat", docs_url=None, redoc_url=None, openapi_url=None)

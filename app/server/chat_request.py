@@ -132,8 +132,30 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     top = (body.top_logprobs or 0) if body.logprobs else None
     output = OutputSettings(grammar=response_format_grammar(body.response_format, limits.schema_grammar), logprobs=top)
     settings = generation_settings(body, asked, max_param, limits, output, "top_logprobs")
+    choice = body.tool_choice
+    if choice is None and body.tools:
+        choice = omitted_tool_choice(limits.tool_choice_default, messages)
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
-                             tools=tool_use(body.tools, body.tool_choice, body.parallel_tool_calls, limits.schema_grammar))
+                             tools=tool_use(body.tools, choice, body.parallel_tool_calls, limits.schema_grammar))
+
+
+def omitted_tool_choice(default: str, messages: list[dict]) -> str:
+    """The ``tool_choice`` of a request that offers tools and sends none, under the server's ``default`` (``specchat
+    serve --tool-choice-default``): ``auto`` is OpenAI's; ``call-then-answer`` is ``required`` while no ``tool``
+    result follows the conversation's last user message, then ``none``, so that the model calls once per user
+    message and then answers from the results. It is for clients that send no ``tool_choice`` (``llm``) with a model
+    too small to choose a call under ``auto`` (the default SmolLM2 answers in text: README's Tools), which under
+    ``required`` alone would call again after every result.
+
+    Args:
+        default: one of ``request_common.TOOL_CHOICE_DEFAULTS`` (``create_app`` checks it); messages: the
+            conversation, as ``chat_request`` builds it (roles system, user, assistant, tool).
+    """
+    if default != "call-then-answer":
+        return "auto"
+    last_user = max((index for index, message in enumerate(messages) if message["role"] == "user"), default=-1)
+    answered = any(message["role"] == "tool" for message in messages[last_user + 1:])
+    return "none" if answered else "required"
 
 
 #: What a function's name may be (OpenAI's rule).

@@ -232,6 +232,11 @@ def refuse_unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
 SERVE_N_CTX_ADVICE = "start the server with a larger --n-ctx"
 
 
+#: The values of ``specchat serve --tool-choice-default``: OpenAI's ``auto``, or ``call-then-answer`` for clients that
+#: cannot send ``tool_choice`` (``chat_request.omitted_tool_choice``).
+TOOL_CHOICE_DEFAULTS = ("auto", "call-then-answer")
+
+
 @dataclass(frozen=True)
 class ServerLimits:
     """What the server sets for every request it maps to an engine request (``create_app``'s arguments).
@@ -247,6 +252,9 @@ class ServerLimits:
             ``GrammarCompiler.schema_grammar``).
         n_ctx_advice: how to give this server a larger n_ctx, told to a request that asks more than its own
             (default: ``specchat serve``'s flag; the window's server names its setting).
+        tool_choice_default: what a request with tools that sends no ``tool_choice`` gets, one of
+            :data:`TOOL_CHOICE_DEFAULTS` (``specchat serve --tool-choice-default``; see
+            ``chat_request.omitted_tool_choice``).
     """
 
     defaults: GenerationSettings
@@ -254,6 +262,7 @@ class ServerLimits:
     max_tokens: int | None = None
     schema_grammar: Callable[[Any], str] = json_schema_grammar
     n_ctx_advice: str = SERVE_N_CTX_ADVICE
+    tool_choice_default: str = "auto"
 
 
 def response_format_grammar(value: Any, schema_grammar: Callable[[Any], str] = json_schema_grammar) -> str | None:

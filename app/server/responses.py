@@ -301,7 +301,8 @@ class ResponseBuilder:
     """One response: its id, the Response object and the streamed events its reply's engine events make.
 
     Args:
-        model: the served model's id; body: the request; request: its engine request (the sampling it got);
+        model: the served model's id; body: the request; request: its engine request (the sampling and the tool
+            choice it got: a ``tool_choice`` left out is echoed as the server's default made it);
         conversation: the kept conversation and this request's input (chat messages), which the reply extends for
             :class:`ResponseStore`.
     """
@@ -309,6 +310,8 @@ class ResponseBuilder:
     def __init__(self, model: str, body: ResponsesRequest, request: GenerationRequest, conversation: list[dict]):
         self.id = f"resp_{uuid.uuid4().hex}"
         self._model, self._body, self._sampling = model, body, request.settings.sampling
+        # the tool choice applied where the request sent none (``--tool-choice-default``); "none" leaves the tools out
+        self._tool_choice = body.tool_choice or (request.tools.choice if request.tools else "none" if body.tools else "auto")
         self._created = int(time.time())
         self._conversation = conversation
         self._sequence = 0
@@ -329,7 +332,7 @@ class ResponseBuilder:
             "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "model": self._model,
             "output": self.output if stats is not None else [], "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id, "temperature": self._sampling.temperature,
-            "top_p": self._sampling.top_p, "tool_choice": body.tool_choice or "auto", "tools": body.tools or [],
+            "top_p": self._sampling.top_p, "tool_choice": self._tool_choice, "tools": body.tools or [],
             "text": {"format": (body.text or {}).get("format") or {"type": "text"}}, "store": body.store,
             "metadata": {}, "usage": usage(stats) if stats is not None else None,
         }
