@@ -47,6 +47,7 @@ from .elided_combo import ElidedComboBox
 from .fold import Fold
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
+from .setting_words import in_words
 from .wheel_guard import guard_wheel
 from .wrapped_label import WrappedLabel
 
@@ -257,6 +258,7 @@ class SettingsPane(QScrollArea):
         )  # fmt: skip
 
         self.fields.update(self.sampling.fields)
+        self._plain_names.update(self.sampling.labels)
         self.error_labels.update(self.sampling.error_labels)
         group = self.sampling  # its fields, as the pane's own
         self.temperature, self.top_p, self.top_k, self.seed = group.temperature, group.top_p, group.top_k, group.seed
@@ -510,7 +512,7 @@ class SettingsPane(QScrollArea):
     def errors(self, compare: bool = False) -> dict[str, str]:
         """Current errors by field name (empty when valid): of what the chosen decoding uses, and with ``compare``
         of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid); each
-        message names its field as the pane labels it ("Context length (n_ctx) must be…")."""
+        message names its field as the pane labels it and says its range in words ("Context length must be between…")."""
         errors = {**self._compare_errors, **self._errors} if compare else self._errors
         return {name: self._in_plain_words(name, message) for name, message in errors.items()}
 
@@ -539,13 +541,9 @@ class SettingsPane(QScrollArea):
         self._validate(emit=True)
 
     def _in_plain_words(self, name: str, message: str) -> str:
-        """``message`` about field ``name`` starting with the field's label instead of its bare field term
-        ("Context length (n_ctx) must be in [16, 8192]", not "n_ctx must be...")."""
-        plain = self._plain_names.get(name)
-        term = name.lower()
-        if plain and message.lower().startswith(f"{term} must "):
-            return f"{plain}{message[len(term):]}"
-        return message
+        """``message`` about field ``name`` in words, its fields named by their labels ("Context length must be
+        between 16 and 8192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
+        return in_words(message, self._plain_names, typed=name not in self._not_shown)
 
     def _validate(self, emit: bool) -> None:
         settings = self.current()
@@ -565,7 +563,7 @@ class SettingsPane(QScrollArea):
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             if message and name in self._not_shown:
-                message += f" (the settings file's value; the field shows {self._not_shown[name][1]})"
+                message += f" (the field shows {self._not_shown[name][1]})"
             label.setText(self._in_plain_words(name, message))
             label.setVisible(bool(message))
             widget = self.fields.get(name)
