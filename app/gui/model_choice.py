@@ -180,7 +180,9 @@ class ModelChoice(QObject):
         self._save_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
             self._models.load_later(settings)
-            self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
+            if not self._models.is_ready_for(settings) and not self._models.waits_for_reply:
+                # one message: while a reply runs, the loader's state says "The model will reload after this reply"
+                self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
             self.refresh_models()
             self._composer.clear_error()  # what the previous target said is no longer true

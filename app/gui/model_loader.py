@@ -128,6 +128,11 @@ class ModelLoader(QObject):
             self._settled.clear()
         self._reload_timer.start(MODEL_RELOAD_DELAY_MS)
 
+    @property
+    def waits_for_reply(self) -> bool:
+        """True when a reload asked for now would start only after the reply running (it says so itself)."""
+        return bool(self._holders) or self.worker.generating
+
     def is_ready_for(self, settings: AppSettings) -> bool:
         """True when the models ``settings`` ask for are loaded."""
         return self.state == "ready" and self._loaded_key == settings.model_key()
@@ -190,7 +195,7 @@ class ModelLoader(QObject):
     async def _load_models(self, settings: AppSettings) -> bool:
         key = settings.model_key()
         self.error = None
-        if self._holders or self.worker.generating:  # the reload starts after the reply
+        if self.waits_for_reply:  # the reload starts after the reply
             self._set_state("queued", "The model will reload after this reply")
             await self._unheld.wait()
             await self.worker.run(lambda: None)  # the worker runs one job at a time: after the one it runs

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inference.draft_head import HEAD_K
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
@@ -195,7 +196,7 @@ class SettingsPane(QScrollArea):
         # "Reset to defaults" on the fold's line: the room of a line of its own pays for the line kept free for an
         # error under each field (setting_row), so the pane still fits a 1366x768 screen
         self.reset_button = QPushButton("Reset to defaults")
-        self.reset_button.clicked.connect(lambda: self.set_settings(replace(AppSettings(), highlight_draft=self._highlight)))
+        self.reset_button.clicked.connect(lambda: self.set_settings(self.defaults()))
         fold_line = QHBoxLayout()
         fold_line.addWidget(self.advanced.button)
         fold_line.addStretch(1)
@@ -471,6 +472,14 @@ class SettingsPane(QScrollArea):
             if name in GENERATION_KEYS and settings.value(name) != shown.value(name)
         }  # fmt: skip
         self._edited()
+
+    def defaults(self) -> AppSettings:
+        """What "Reset to defaults" shows: ``AppSettings``' defaults with the drafter this pane preselects (the
+        target's draft head where it has one, ``set_models``) and the K that drafter starts with (``HEAD_K`` for a
+        head, as ``app.gui.model_choice.k_for_the_drafter`` sets it). A reset of settings already at their defaults
+        changes nothing: it once emptied the drafter, which the window then chose again, announcing a reload."""
+        defaults = replace(AppSettings(), highlight_draft=self._highlight, draft_model=self._preselected)
+        return defaults.with_values(k=HEAD_K) if defaults.drafts_with_head else defaults
 
     def set_highlight(self, highlight: bool) -> None:
         """Record the chat view's highlight toggle (it is stored with the settings)."""
