@@ -163,17 +163,26 @@ class ModelChoice(QObject):
         self.settings = k_for_the_drafter(previous, edited)
         if self.settings != edited:
             self._pane.set_settings(self.settings)
+            self._note_k(edited)
         self._applied(previous)
 
     def apply(self, settings: AppSettings) -> None:
         """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
         previous = self.settings
-        settings = k_for_the_drafter(previous, settings)
+        asked, settings = settings, k_for_the_drafter(previous, settings)
         if settings == previous:
             return
         self.settings = settings
         self._pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
+        self._note_k(asked)
         self._applied(previous)
+
+    def _note_k(self, asked: AppSettings) -> None:
+        """Say under K why it is not the K of ``asked`` (``k_for_the_drafter`` changed it with the drafter)."""
+        k, asked_k = self.settings.value("k"), asked.value("k")
+        if k != asked_k:
+            drafter = "the draft head" if self.settings.drafts_with_head else "this drafter"
+            self._pane.note_k(f"Set to {k} for {drafter} (was {asked_k}).")
 
     def _applied(self, previous: AppSettings) -> None:
         settings = self.settings

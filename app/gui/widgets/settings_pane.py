@@ -40,7 +40,7 @@ from inference.draft_head import HEAD_K
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
-from inference.settings import MAX_K, MIN_N_CTX, Decoding
+from inference.settings import MAX_K, MIN_N_CTX, Decoding, SpeculativeSettings
 
 from ..settings_store import GENERATION_KEYS, AppSettings, SettingsStore
 from .dialogs import choose_file
@@ -168,12 +168,17 @@ class SettingsPane(QScrollArea):
         k_layout.addSpacing(12)
         k_layout.addWidget(self.adaptive_k)
         k_layout.addStretch(1)
-        self._row(
+        self._k_row = self._row(
             model, "k", "Draft tokens per step (K)", k_row,
             f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the model checks them all in one step "
             "and keeps the ones it agrees with (the acceptance rate)",
-            "More pays off when the guesses are often right.", self.k,
+            K_HELP, self.k,
         )  # fmt: skip
+        self._k_row.help.setToolTip(
+            f"K follows the drafter: {HEAD_K} for a draft head (its later guesses are rarely right), "
+            f"{SpeculativeSettings().k} for the others; a K set after choosing the drafter stays"
+        )
+        self.k.valueChanged.connect(lambda _value: self.note_k("") if not self._loading else None)
         self.fields["adaptive_k"] = self.adaptive_k
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(0, BIG)
@@ -473,6 +478,12 @@ class SettingsPane(QScrollArea):
         }  # fmt: skip
         self._edited()
 
+    def note_k(self, note: str) -> None:
+        """Say under K why it changed without the user ("Set to 1 for the draft head (was 4)."), in its explanation's
+        line (one line: nothing moves); "" puts the explanation back, as the user's next edit of K does. A newcomer
+        saw K go from 4 to 1 without a word when the draft head became the drafter."""
+        self._k_row.help.setText(note or K_HELP)
+
     def defaults(self) -> AppSettings:
         """What "Reset to defaults" shows: ``AppSettings``' defaults with the drafter this pane preselects (the
         target's draft head where it has one, ``set_models``) and the K that drafter starts with (``HEAD_K`` for a
@@ -605,6 +616,9 @@ class SettingsPane(QScrollArea):
         if missing:
             self.flag("draft_model", f"{folder} is not a model folder: missing {', '.join(missing)}")
 
+
+#: The explanation under K (a note takes its line while K follows the drafter: ``note_k``).
+K_HELP = "More pays off when the guesses are often right."
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
