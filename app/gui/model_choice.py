@@ -38,7 +38,14 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
-from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
+from inference.models.store import (
+    SUPPORTED_BITS,
+    ModelManifest,
+    compatible_drafts,
+    installed_models,
+    readable_name,
+    target_models,
+)
 from inference.settings import Decoding, SpeculativeSettings
 
 from ..backends.remote_errors import RemoteError
@@ -216,7 +223,7 @@ class ModelChoice(QObject):
         info = self._models.info
         if state == "ready" and info is not None:
             kind = "exact" if info.precision.exact else "fast"
-            self._label.setText(f"{Path(info.spec.target_dir).name} · {kind}")
+            self._label.setText(f"{readable_name(info.spec.target_dir)} · {kind}")  # (the picker's name for it)
             self._label.setToolTip(
                 f"{text}\n\n{kind.capitalize()}: "
                 + ("greedy speculative replies equal plain decoding's, token for token" if info.precision.exact

@@ -36,7 +36,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from inference.model import ModelLoadError, TokenizerMismatchError
 from inference.models.errors import ModelFetchError, ModelImportError, OperationCancelled
-from inference.models.store import find_model
+from inference.models.store import find_model, readable_name
 from inference.precision import PrecisionError
 
 from ..backends.worker import InferenceWorker, ModelInfo, ModelSpec
@@ -47,6 +47,15 @@ from .settings_store import AppSettings
 
 #: Pause after the last model-setting edit before reloading (several quick edits load once).
 MODEL_RELOAD_DELAY_MS = 400
+
+
+def spec_in_words(spec: ModelSpec) -> str:
+    """The models of ``spec`` by the names the model picker gives them (``ModelSpec.describe`` names their folders):
+    ``"SmolLM2-135M-Instruct · 4-bit on CPU, draft SmolLM2-135M-Instruct-head · 8-bit on CPU"``."""
+    text = f"{readable_name(spec.target_dir)} on {spec.target_device}"
+    if spec.draft_dir is not None:
+        text += f", draft {readable_name(spec.draft_dir)} on {spec.draft_device}"
+    return text
 
 
 class ModelLoader(QObject):
@@ -189,7 +198,7 @@ class ModelLoader(QObject):
         if self._wanted_key == self._loaded_key and self.info is not None and self.state != "ready":
             # back to the models still loaded (e.g. after a refused draft): nothing to load
             self.error = None
-            self._set_state("ready", f"{self.info.spec.describe()} · {self.info.precision.describe()}")
+            self._set_state("ready", f"{spec_in_words(self.info.spec)} · {self.info.precision.describe()}")
         self._settled.set()
 
     async def _load_models(self, settings: AppSettings) -> bool:
@@ -218,7 +227,7 @@ class ModelLoader(QObject):
             draft_device=settings.draft_device,
             precision=settings.precision_settings(),
         )
-        self._set_state("loading", f"Loading {spec.describe()}…")
+        self._set_state("loading", f"Loading {spec_in_words(spec)}…")
         try:
             info = await self.worker.load(spec)
         except TokenizerMismatchError as error:
@@ -236,7 +245,7 @@ class ModelLoader(QObject):
         freeze_startup_objects()
         self.loaded.emit(info)
         seconds = f" (loaded in {duration_text(info.load_seconds + info.warm_up_seconds)})" if info.load_seconds else ""
-        self._set_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
+        self._set_state("ready", f"{spec_in_words(spec)} · {info.precision.describe()}{seconds}")
         self.ready.emit(spec.describe())
         return True
 
@@ -269,7 +278,7 @@ class ModelLoader(QObject):
     def _refused(self, field: str, message: str) -> bool:
         self.setting_refused.emit(field, message)
         self.error = message
-        loaded = f"; still using {self.worker.spec.describe()}" if self.worker.spec else ""
+        loaded = f"; still using {spec_in_words(self.worker.spec)}" if self.worker.spec else ""
         self._set_state("error", f"Model not changed: see the settings{loaded}")
         self.failed.emit(message)
         return False

@@ -334,3 +334,14 @@ def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):
     qtbot.waitUntil(
         lambda: window.settings_pane.draft_model.currentData() == str(tiny_store / "tiny-same"), timeout=5_000
     )
+
+
+def test_the_status_bar_names_the_model_as_the_picker_does(qtbot, make_window):
+    """The picker said "SmolLM2-135M-Instruct · 4-bit" and the status bar "SmolLM2-135M-Instruct-int4": one name."""
+    window = make_window(FAST)
+    picker_text = window.model_picker.combo.currentText()  # "SmolLM2-135M-Instruct · 4-bit · 98 MiB"
+    shown = window.model_label.text()  # "SmolLM2-135M-Instruct · 4-bit · exact"
+    name = shown.rsplit(" · ", 1)[0]
+    assert name == "SmolLM2-135M-Instruct · 4-bit" and picker_text.startswith(name + " · "), (shown, picker_text)
+    assert "int4" not in shown and "int4" not in window.model_label.toolTip()
+    assert window.model_label.toolTip().startswith(f"{name} on CPU, draft SmolLM2-135M-Instruct-head · ")
