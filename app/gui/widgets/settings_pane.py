@@ -534,7 +534,7 @@ class SettingsPane(QScrollArea):
         of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid); each
         message names its field as the pane labels it and says its range in words ("Context length must be between…")."""
         errors = {**self._compare_errors, **self._errors} if compare else self._errors
-        return {name: self._in_plain_words(name, message) for name, message in errors.items()}
+        return {name: self.in_words(name, message) for name, message in errors.items()}
 
     def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
         """Show (or clear, with None) an error found outside the pane next to its field.
@@ -560,7 +560,7 @@ class SettingsPane(QScrollArea):
         self._advisories = {}
         self._validate(emit=True)
 
-    def _in_plain_words(self, name: str, message: str) -> str:
+    def in_words(self, name: str, message: str) -> str:
         """``message`` about field ``name`` in words, its fields named by their labels ("Context length must be
         between 16 and 8192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
         return in_words(message, self._plain_names, typed=name not in self._not_shown)
@@ -584,7 +584,7 @@ class SettingsPane(QScrollArea):
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             if message and name in self._not_shown:
                 message += f" (the field shows {self._not_shown[name][1]})"
-            label.setText(self._in_plain_words(name, message))
+            label.setText(self.in_words(name, message))
             label.setVisible(bool(message))
             widget = self.fields.get(name)
             if widget is not None:
