@@ -145,7 +145,7 @@ def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_
     with qtbot.waitSignal(window.generation_finished, timeout=60_000) as finished:
         window.composer.send_button.click()
     reply = finished.args[0]
-    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same")
+    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same · 16-bit")  # (the picker's name)
     first = reply.conversation_id
     assert not window.model_notice.isVisible()
 
