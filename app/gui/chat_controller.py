@@ -242,9 +242,10 @@ class ChatController(QObject):
         if messages and messages[-1].role == "user" and not composer.text():
             composer.set_text(messages[-1].content)
             retry = " (your message is kept: press Send to try again)"
-        composer.show_error(f"Could not generate a reply: {error}{retry}")
-        if setting:
+        if setting:  # flagged at its field, and said as there: its fields by their labels, ranges in words
             self._pane.flag(setting, error, blocking=False)
+            error = self._pane.in_words(setting, error)
+        composer.show_error(f"Could not generate a reply: {error}{retry}")
 
     def _finished(self, final: Message | None) -> None:
         view = self._view

@@ -38,7 +38,14 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.models.default_model import default_model_dir
 from inference.models.progress import ProgressEvent
-from inference.models.store import SUPPORTED_BITS, ModelManifest, compatible_drafts, installed_models, target_models
+from inference.models.store import (
+    SUPPORTED_BITS,
+    ModelManifest,
+    compatible_drafts,
+    installed_models,
+    readable_name,
+    target_models,
+)
 from inference.settings import Decoding, SpeculativeSettings
 
 from ..backends.remote_errors import RemoteError
@@ -163,24 +170,35 @@ class ModelChoice(QObject):
         self.settings = k_for_the_drafter(previous, edited)
         if self.settings != edited:
             self._pane.set_settings(self.settings)
+            self._note_k(edited)
         self._applied(previous)
 
     def apply(self, settings: AppSettings) -> None:
         """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
         previous = self.settings
-        settings = k_for_the_drafter(previous, settings)
+        asked, settings = settings, k_for_the_drafter(previous, settings)
         if settings == previous:
             return
         self.settings = settings
         self._pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
+        self._note_k(asked)
         self._applied(previous)
+
+    def _note_k(self, asked: AppSettings) -> None:
+        """Say under K why it is not the K of ``asked`` (``k_for_the_drafter`` changed it with the drafter)."""
+        k, asked_k = self.settings.value("k"), asked.value("k")
+        if k != asked_k:
+            drafter = "the draft head" if self.settings.drafts_with_head else "this drafter"
+            self._pane.note_k(f"Set to {k} for {drafter} (was {asked_k}).")
 
     def _applied(self, previous: AppSettings) -> None:
         settings = self.settings
         self._save_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
             self._models.load_later(settings)
-            self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
+            if not self._models.is_ready_for(settings) and not self._models.waits_for_reply:
+                # one message: while a reply runs, the loader's state says "The model will reload after this reply"
+                self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
             self.refresh_models()
             self._composer.clear_error()  # what the previous target said is no longer true
@@ -205,7 +223,7 @@ class ModelChoice(QObject):
         info = self._models.info
         if state == "ready" and info is not None:
             kind = "exact" if info.precision.exact else "fast"
-            self._label.setText(f"{Path(info.spec.target_dir).name} · {kind}")
+            self._label.setText(f"{readable_name(info.spec.target_dir)} · {kind}")  # (the picker's name for it)
             self._label.setToolTip(
                 f"{text}\n\n{kind.capitalize()}: "
                 + ("greedy speculative replies equal plain decoding's, token for token" if info.precision.exact

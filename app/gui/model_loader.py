@@ -36,7 +36,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from inference.model import ModelLoadError, TokenizerMismatchError
 from inference.models.errors import ModelFetchError, ModelImportError, OperationCancelled
-from inference.models.store import find_model
+from inference.models.store import find_model, readable_name
 from inference.precision import PrecisionError
 
 from ..backends.worker import InferenceWorker, ModelInfo, ModelSpec
@@ -47,6 +47,15 @@ from .settings_store import AppSettings
 
 #: Pause after the last model-setting edit before reloading (several quick edits load once).
 MODEL_RELOAD_DELAY_MS = 400
+
+
+def spec_in_words(spec: ModelSpec) -> str:
+    """The models of ``spec`` by the names the model picker gives them (``ModelSpec.describe`` names their folders):
+    ``"SmolLM2-135M-Instruct · 4-bit on CPU, draft SmolLM2-135M-Instruct-head · 8-bit on CPU"``."""
+    text = f"{readable_name(spec.target_dir)} on {spec.target_device}"
+    if spec.draft_dir is not None:
+        text += f", draft {readable_name(spec.draft_dir)} on {spec.draft_device}"
+    return text
 
 
 class ModelLoader(QObject):
@@ -128,6 +137,11 @@ class ModelLoader(QObject):
             self._settled.clear()
         self._reload_timer.start(MODEL_RELOAD_DELAY_MS)
 
+    @property
+    def waits_for_reply(self) -> bool:
+        """True when a reload asked for now would start only after the reply running (it says so itself)."""
+        return bool(self._holders) or self.worker.generating
+
     def is_ready_for(self, settings: AppSettings) -> bool:
         """True when the models ``settings`` ask for are loaded."""
         return self.state == "ready" and self._loaded_key == settings.model_key()
@@ -184,13 +198,13 @@ class ModelLoader(QObject):
         if self._wanted_key == self._loaded_key and self.info is not None and self.state != "ready":
             # back to the models still loaded (e.g. after a refused draft): nothing to load
             self.error = None
-            self._set_state("ready", f"{self.info.spec.describe()} · {self.info.precision.describe()}")
+            self._set_state("ready", f"{spec_in_words(self.info.spec)} · {self.info.precision.describe()}")
         self._settled.set()
 
     async def _load_models(self, settings: AppSettings) -> bool:
         key = settings.model_key()
         self.error = None
-        if self._holders or self.worker.generating:  # the reload starts after the reply
+        if self.waits_for_reply:  # the reload starts after the reply
             self._set_state("queued", "The model will reload after this reply")
             await self._unheld.wait()
             await self.worker.run(lambda: None)  # the worker runs one job at a time: after the one it runs
@@ -213,7 +227,7 @@ class ModelLoader(QObject):
             draft_device=settings.draft_device,
             precision=settings.precision_settings(),
         )
-        self._set_state("loading", f"Loading {spec.describe()}…")
+        self._set_state("loading", f"Loading {spec_in_words(spec)}…")
         try:
             info = await self.worker.load(spec)
         except TokenizerMismatchError as error:
@@ -231,7 +245,7 @@ class ModelLoader(QObject):
         freeze_startup_objects()
         self.loaded.emit(info)
         seconds = f" (loaded in {duration_text(info.load_seconds + info.warm_up_seconds)})" if info.load_seconds else ""
-        self._set_state("ready", f"{spec.describe()} · {info.precision.describe()}{seconds}")
+        self._set_state("ready", f"{spec_in_words(spec)} · {info.precision.describe()}{seconds}")
         self.ready.emit(spec.describe())
         return True
 
@@ -264,7 +278,7 @@ class ModelLoader(QObject):
     def _refused(self, field: str, message: str) -> bool:
         self.setting_refused.emit(field, message)
         self.error = message
-        loaded = f"; still using {self.worker.spec.describe()}" if self.worker.spec else ""
+        loaded = f"; still using {spec_in_words(self.worker.spec)}" if self.worker.spec else ""
         self._set_state("error", f"Model not changed: see the settings{loaded}")
         self.failed.emit(message)
         return False

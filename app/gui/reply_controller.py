@@ -35,6 +35,8 @@ from PySide6.QtCore import QObject, Signal
 
 from inference.constraints import json_object_grammar
 from inference.model import ModelLoadError
+from inference.models.errors import ModelImportError
+from inference.models.store import find_model, readable_name
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
@@ -234,11 +236,22 @@ class ReplyController(QObject):
                 "(or uncheck JSON output to continue it as text)."
             )
         extra = {"model": self.worker.describe_answer(), "target_model": settings.target_name}
+        extra["target_label"] = self._target_label(settings)
         recorder = ReplyRecorder(self.db, message, extra=extra, resume=True)
         self.active = ActiveReply(message.conversation_id, recorder, False, continued=message.content)
         self.started.emit(recorder.snapshot())
         self.active.task = self._tasks.spawn(self._generate(self.active, settings, settings.generation.sampling.seed))
         return None
+
+    def _target_label(self, settings: AppSettings) -> str:
+        """The target's name as the model picker says it (``SmolLM2-135M-Instruct · 4-bit``; a remote model's
+        label as it is)."""
+        if settings.use_remote:
+            return settings.target_name
+        try:
+            return readable_name(find_model(settings.target_name))
+        except ModelImportError:  # (removed meanwhile: the reply fails to load it and says so)
+            return settings.target_name
 
     def choose_version(self, message_id: int) -> int | None:
         """Show this version of a message and its latest continuation; returns its conversation id, or None when
@@ -259,6 +272,7 @@ class ReplyController(QObject):
         else:
             extra = {"model": self.worker.spec.describe() if self.worker.spec else "", "seed": seed}
         extra["target_model"] = settings.target_name  # the store name: each conversation remembers its model
+        extra["target_label"] = self._target_label(settings)  # the picker's name for it: the footer says that
         message_id = self.db.add_message(conversation_id, "assistant", "", state="streaming", replaces=replaces)
         recorder = ReplyRecorder(
             self.db, self.db.message(message_id), compare=compare, extra=extra, compare_mode=settings.compare_decoding.mode

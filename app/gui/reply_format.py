@@ -163,6 +163,17 @@ def answered_with(stats: dict | None) -> str:
     return next((str(run["target_model"]) for run in runs if isinstance(run, dict) and run.get("target_model")), "")
 
 
+def answered_with_label(stats: dict | None) -> str:
+    """The name the model picker gave the target model that wrote a reply (``stats["target_label"]``, e.g.
+    ``SmolLM2-135M-Instruct · 4-bit``, or that of a comparison's runs), else its store name (:func:`answered_with`:
+    replies recorded before SpecChat stored the label), or ""."""
+    stats = stats or {}
+    compare = stats.get("compare")
+    runs = [compare.get("spec") or {}, compare.get("ar") or {}] if isinstance(compare, dict) else [stats]
+    label = next((str(run["target_label"]) for run in runs if isinstance(run, dict) and run.get("target_label")), "")
+    return label or answered_with(stats)
+
+
 def stopped_at_limit(stats: dict | None, state: str = "complete") -> bool:
     """True for a reply that ended because it reached the longest reply allowed (max new tokens), which Continue
     can write more of (a comparison cannot be continued)."""
@@ -189,7 +200,7 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
         prefix = "Length limit reached (Continue writes more) · "
     if stats.get("continued"):
         prefix += f"Continued {stats['continued']}× · "
-    model = f" · {answered_with(stats)}" if answered_with(stats) else ""
+    model = f" · {answered_with_label(stats)}" if answered_with_label(stats) else ""
     if "compare" in stats:
         compare = stats["compare"]
         if state == "stopped":  # (a comparison stored by an older version may hold a speedup of its cut-off runs)
@@ -226,8 +237,8 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
         parts.append(_compare_in_words(stats["compare"]))
     elif stats.get("mode"):
         parts += _decoding_in_words(stats)
-    if answered_with(stats):
-        parts.append(f"model {answered_with(stats)}")
+    if answered_with_label(stats):
+        parts.append(f"model {answered_with_label(stats)}")
     return _with_error(" · ".join(parts), stats)
 
 

@@ -109,7 +109,13 @@ class ModelManifest:
     @property
     def label(self) -> str:
         """A readable one-line name for model lists: ``"SmolLM2-135M-Instruct · 4-bit · 93 MiB"``."""
-        return f"{self.display_name} · {self.bits_label} · {self.size_label}"
+        return f"{self.name_label} · {self.size_label}"
+
+    @property
+    def name_label(self) -> str:
+        """The readable name without the size, as the window names the model loaded: ``"SmolLM2-135M-Instruct ·
+        4-bit"`` (:attr:`label` starts with it)."""
+        return f"{self.display_name} · {self.bits_label}"
 
     @property
     def bits_label(self) -> str:

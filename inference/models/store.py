@@ -219,6 +219,15 @@ def model_labels(models: list[ModelManifest]) -> dict[str, str]:
     }
 
 
+def readable_name(folder: Path | str) -> str:
+    """The readable name of the model in ``folder`` (:attr:`ModelManifest.name_label`, the start of the model lists'
+    labels: ``"SmolLM2-135M-Instruct · 4-bit"``); the folder's name when it has no readable manifest."""
+    try:
+        return read_manifest(folder).name_label
+    except (OSError, ValueError):
+        return Path(folder).name
+
+
 def compatible_drafts(target: ModelManifest | None, models: list[ModelManifest]) -> list[ModelManifest]:
     """The models of ``models`` that can draft for ``target``: the same tokenizer fingerprint (the pairing check
     of :func:`inference.models.inspect.check_pair`, read from the manifests without loading anything), other

@@ -1,5 +1,5 @@
 """Nothing is cut mid-word at 1366x768 (issue 35 item 5): combos elide their text with "…" and name it whole on
-hover, the live graph's summary is as tall as its lines, the Models dialog's Source column is as wide as its text."""
+hover, the live graph's summary is as tall as its lines, the Models dialog's Source column ends inside its table with "…"."""
 
 from __future__ import annotations
 
@@ -70,30 +70,57 @@ def test_the_graph_summary_is_as_tall_as_its_lines(qtbot, make_window):
     assert summary.needed_height() <= summary.height() < long_height
 
 
+def _shown_cell_text(table, row: int, column: int) -> str:
+    """The text the view draws in a cell: its delegate's text cut to the text rectangle the style gives it, as
+    Qt's own item painting cuts it (QCommonStyle::viewItemDrawText with the view's elide mode)."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
+
+    index = table.model().index(row, column)
+    option = QStyleOptionViewItem()
+    option.initFrom(table.viewport())
+    option.rect = table.visualRect(index)
+    table.itemDelegate().initStyleOption(option, index)
+    option.textElideMode = table.textElideMode()
+    text_rect = table.style().subElementRect(QStyle.SubElement.SE_ItemViewItemText, option, table)
+    margin = table.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, table) + 1  # (each side)
+    return option.fontMetrics.elidedText(option.text, option.textElideMode, text_rect.width() - 2 * margin)
+
+
 @pytest.mark.parametrize("source", [
     "shipped with SpecChat (trained by tools/draft_head on its committed conversations, 2 epochs)",
     "hf:HuggingFaceTB/SmolLM2-135M-Instruct@12fd25f77366fa6b3b4b768ec3050bf629380bac",  # one word: wrapping cannot cut it
 ])  # fmt: skip
-def test_the_models_dialog_shows_a_long_source_whole(qtbot, qasync_loop, tmp_path, monkeypatch, int4_dir, source):
-    """The Source column showed "shipped with SpecChat (trained by tool…", whole only in its tooltip."""
-    from PySide6.QtWidgets import QStyle
-
+def test_the_models_dialog_ends_a_long_source_with_an_ellipsis_inside_the_table(qtbot, qasync_loop, make_window, int4_dir, monkeypatch, source):
+    """The Source column ran past the table's right edge, cut there without "…" (the rest only by scrolling
+    sideways): opened from the window at 1366x768, it ends inside the table, its text cut with "…" and whole in
+    its tooltip."""
     from app.gui.widgets import models_dialog
     from inference.models import store
 
     manifest = replace(store.read_manifest(int4_dir), source=source)
     monkeypatch.setattr(store, "installed_models", lambda: [manifest])
-    dialog = models_dialog.ModelsDialog()
+    window = make_window(FAST, start=False)
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
+    dialog = models_dialog.ModelsDialog(window)
     qtbot.addWidget(dialog)
-    dialog.resize(900, 500)
     dialog.show()
     qtbot.waitExposed(dialog)
+    qtbot.wait(50)
+    assert dialog.width() <= 1366 and dialog.height() <= 768
     table = dialog.table
-    item = table.item(0, models_dialog.SOURCE_COLUMN)
-    assert item.text() == source and item.toolTip().startswith(f"Source: {source}\n")
-    margin = table.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, table) + 1  # (each side)
     header = table.horizontalHeader()
-    assert header.sectionSize(models_dialog.SOURCE_COLUMN) >= table.fontMetrics().horizontalAdvance(source) + 2 * margin
-    # wider than the dialog, the table scrolls sideways to the whole text
-    total = sum(header.sectionSize(c) for c in range(header.count()))
-    assert table.horizontalScrollBar().maximum() >= total - table.viewport().width()
+    column = models_dialog.SOURCE_COLUMN
+    assert table.horizontalScrollBar().maximum() == 0  # nothing past the edge
+    right = header.sectionViewportPosition(column) + header.sectionSize(column)
+    assert right <= table.viewport().width()
+    item = table.item(0, column)
+    assert item.text() == source and item.toolTip().startswith(f"Source: {source}\n")
+    shown = _shown_cell_text(table, 0, column)
+    assert shown.endswith("…") and source.startswith(shown[:-1]) and len(shown) > 10, shown
+    assert table.fontMetrics().horizontalAdvance(shown) <= header.sectionSize(column)
+    # every other column shows its text whole
+    for other in range(header.count()):
+        if other != column:
+            assert _shown_cell_text(table, 0, other) == table.item(0, other).text()
+    dialog.close()

@@ -23,7 +23,7 @@ from app.gui.widgets.settings_pane import BROWSE_DRAFT
 from inference.draft_head import HEAD_K
 from inference.models.default_head import default_head_dir
 from inference.models.default_model import default_model_dir
-from inference.models.store import ModelManifest, read_manifest
+from inference.models.store import ModelManifest, read_manifest, readable_name
 from inference.settings import SpeculativeSettings
 
 TIMEOUT = 120_000
@@ -358,7 +358,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     qtbot.waitUntil(lambda: window.model_state == "loading", timeout=5000)
     assert window.busy_bar.isVisible()
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
-    assert not window.busy_bar.isVisible() and "int8 on CPU" in window.model_label.toolTip()
+    assert not window.busy_bar.isVisible() and "SmolLM2-135M-Instruct · 8-bit on CPU" in window.model_label.toolTip()
     final = _reply(qtbot, window, lambda: window.chat.send("Say hi."))
     assert "int8" in final.stats["model"]
     # a draft model chosen with Browse…: reload with the draft, speculative replies use it
@@ -376,7 +376,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     accept_file_dialog(dialog, str(int8_dir))
     qtbot.waitUntil(lambda: pane.current().draft_model == str(int8_dir), timeout=5000)
     assert window.composer.send_button.isEnabled()
-    with_int8_draft = "int4 on CPU, draft SmolLM2-135M-Instruct-int8 on CPU"
+    with_int8_draft = "SmolLM2-135M-Instruct · 4-bit on CPU, draft SmolLM2-135M-Instruct · 8-bit on CPU"  # (the picker's names)
     qtbot.waitUntil(lambda: window.model_state == "ready" and with_int8_draft in window.model_label.toolTip(), timeout=TIMEOUT)
     final = _reply(qtbot, window, lambda: window.chat.send("Say yes."))
     assert (final.stats["mode"], final.stats["drafter"]) == ("spec", "model") and final.stats["drafted"] > 0
@@ -386,10 +386,11 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     assert (stored.value("decoding"), stored.draft_model, stored.value("k"), stored.bits) == ("spec_model", str(int8_dir), general_k, 4)
     # Reset to defaults
     click(qtbot, pane.reset_button)
-    assert replace(pane.current(), highlight_draft=True) == AppSettings()
+    # the defaults, with the drafter the window preselects (the head) and its K
+    assert replace(pane.current(), highlight_draft=True) == replace(AppSettings(), draft_model=str(default_head_dir())).with_values(k=HEAD_K)
     pane.max_new_tokens.setValue(24)
     # plain decoding on the default model: its head is loaded again, for Compare
-    head = f"draft {default_head_dir().name}"
+    head = f"draft {readable_name(default_head_dir())}"
     qtbot.waitUntil(lambda: window.model_state == "ready" and head in window.model_label.toolTip(), timeout=TIMEOUT)
 
 

@@ -34,8 +34,10 @@ def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_windo
         window.chat.send("Hello")
     assert finished.args[0] is None  # no reply
     error = window.composer.error_text
-    assert error.startswith("Could not generate a reply: n_keep='auto' pins the") and "raise n_ctx" in error
-    assert "n_keep='auto' pins" in window.settings_pane.error_labels["n_keep"].text()  # flagged in place too
+    # in words, fields by their labels (it said "n_keep='auto' pins the… raise n_ctx")
+    assert error.startswith("Could not generate a reply: Always kept 'auto' pins the") and "raise Context length" in error
+    assert "n_keep" not in error and "n_ctx" not in error
+    assert "Always kept 'auto' pins" in window.settings_pane.error_labels["n_keep"].text()  # flagged in place too
     conversation = window.chat_view.conversation_id
     assert [(m.role, m.content) for m in window.db.messages(conversation)] == [("user", "Hello")]
     assert window.db.conversation(conversation).system_prompt.startswith("You are a helpful assistant.")
@@ -102,7 +104,7 @@ def test_a_settings_file_with_a_precision_this_cpu_lacks_is_flagged_not_fatal(qt
     window = make_window(replace(FAST, precision=missing[0]), wait_model=False)
     pane = window.settings_pane
     qtbot.waitUntil(lambda: bool(pane.error_labels["precision"].text()), timeout=TIMEOUT)
-    assert f"inference precision {missing[0]} is not native on CPU" in pane.error_labels["precision"].text()
+    assert f"Inference precision {missing[0]} is not native on CPU" in pane.error_labels["precision"].text()
     assert "choose auto or f32" in pane.error_labels["precision"].text()
     assert not window.composer.send_button.isEnabled()
     assert find_dialog(window, "modelError") is None  # a settings problem: no dialog

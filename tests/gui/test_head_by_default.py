@@ -11,6 +11,7 @@ from gui_helpers import click
 from app.gui.model_choice import k_for_the_drafter
 from app.gui.reply_format import DRAFTER_NAMES
 from app.gui.settings_store import AppSettings
+from app.gui.widgets.settings_pane import K_HELP
 from inference.draft_head import HEAD_K, HEAD_MANIFEST
 from inference.settings import Decoding, SpeculativeSettings
 
@@ -81,3 +82,17 @@ def test_the_window_opens_on_auto_with_the_default_models_head_and_compares_plai
         window.chat.send("Say hi.")
     stats = finished.args[0].stats
     assert stats["mode"] == "auto" and f"draft {default_head_dir().name}" in stats["model"]
+
+
+def test_k_changed_with_the_drafter_says_why_under_k(qtbot, make_window):
+    """K went from 4 to 1 without a word when the draft head became the drafter: a note in the explanation's line
+    under K says it (the line keeps its height), until the user sets K."""
+    window = make_window(FAST.with_values(k=4))  # no drafter chosen: the window preselects the head
+    pane = window.settings_pane
+    qtbot.waitUntil(lambda: pane.k.value() == HEAD_K, timeout=10_000)
+    help_line = pane._k_row.help
+    assert help_line.isVisibleTo(pane) and help_line.text() == f"Set to {HEAD_K} for the draft head (was 4)."
+    assert help_line.height() <= help_line.fontMetrics().lineSpacing() + 4  # one line, as the explanation's
+    assert "draft head" in help_line.toolTip()
+    pane.k.setValue(3)  # the user's K: it stays, and the explanation comes back
+    assert help_line.text() == K_HELP and window.choice.settings.value("k") == 3

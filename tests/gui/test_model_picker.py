@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import FAST
+from gui_helpers import send_and_wait
 from hub_server import HubServer
 
 from app.gui.reply_format import footer_text
@@ -144,7 +145,7 @@ def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_
     with qtbot.waitSignal(window.generation_finished, timeout=60_000) as finished:
         window.composer.send_button.click()
     reply = finished.args[0]
-    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same")
+    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same · 16-bit")  # (the picker's name)
     first = reply.conversation_id
     assert not window.model_notice.isVisible()
 
@@ -334,3 +335,27 @@ def test_browse_opens_in_the_models_folder(qtbot, make_window, tiny_store):
     qtbot.waitUntil(
         lambda: window.settings_pane.draft_model.currentData() == str(tiny_store / "tiny-same"), timeout=5_000
     )
+
+
+def test_the_status_bar_names_the_model_as_the_picker_does(qtbot, make_window):
+    """The picker said "SmolLM2-135M-Instruct · 4-bit" and the status bar "SmolLM2-135M-Instruct-int4": one name, in
+    the status bar and in the replies' footers."""
+    window = make_window(FAST)
+    picker_text = window.model_picker.combo.currentText()  # "SmolLM2-135M-Instruct · 4-bit · 98 MiB"
+    shown = window.model_label.text()  # "SmolLM2-135M-Instruct · 4-bit · exact"
+    name = shown.rsplit(" · ", 1)[0]
+    assert name == "SmolLM2-135M-Instruct · 4-bit" and picker_text.startswith(name + " · "), (shown, picker_text)
+    assert "int4" not in shown and "int4" not in window.model_label.toolTip()
+    assert window.model_label.toolTip().startswith(f"{name} on CPU, draft SmolLM2-135M-Instruct-head · ")
+    final = send_and_wait(qtbot, window, "Say hi.")  # a reply's footer names it so too
+    footer = window.chat_view.widget(final.id).footer.text()
+    assert footer.endswith(f" · {name}") and "int4" not in footer, footer
+    assert final.stats["target_model"] == "SmolLM2-135M-Instruct-int4"  # (the store name, which finds the model)
+
+
+def test_a_footer_names_the_model_by_its_label_else_by_its_store_name():
+    stats = {"mode": "ar", "drafter": None, "ttft_ms": 40.0, "tokens_per_s": 60.0, "acceptance_rate": None,
+             "new_tokens": 8, "target_model": "SmolLM2-135M-Instruct-int4"}  # fmt: skip
+    assert footer_text(stats).endswith(" · SmolLM2-135M-Instruct-int4")  # a reply recorded before labels were
+    labelled = {**stats, "target_label": "SmolLM2-135M-Instruct · 4-bit"}
+    assert footer_text(labelled).endswith(" · SmolLM2-135M-Instruct · 4-bit") and "int4" not in footer_text(labelled)

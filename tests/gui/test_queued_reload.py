@@ -19,16 +19,19 @@ def test_a_reload_during_a_reply_says_it_waits_for_the_reply(qtbot, make_window)
     qtbot.waitUntil(lambda: bool(window.worker.generating and window.live_graph.series and window.live_graph.series[-1].steps),
                     timeout=TIMEOUT)  # fmt: skip
     pane = window.settings_pane
+    said = []
+    window.statusBar().messageChanged.connect(lambda text: said.append(text) if "load" in text.lower() else None)
     pane.bits.setCurrentIndex(pane.bits.findData(8))  # a model setting: the window asks for a reload
     window.models.load()  # now, not after the reload delay: the reply is surely still streaming
     qtbot.waitUntil(lambda: window.model_state == "queued", timeout=5000)
     assert window.model_label.text() == "The model will reload after this reply"
+    assert said == []  # one message says the reload: not "…loaded with the new settings, in the background" too
     assert not window.busy_bar.isVisible()
     assert window.active is not None  # the reply still streams
     with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT):
         pass
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
-    assert "int8" in window.model_label.text()
+    assert "8-bit" in window.model_label.text()
     queued = [index for index, (state, _, _) in enumerate(states) if state == "queued"]
     loading = [index for index, (state, _, _) in enumerate(states) if state == "loading"]
     assert queued and loading and queued[0] < loading[0]

@@ -67,7 +67,7 @@ def test_penalties_and_stop_strings_are_settings_and_flagged_when_out_of_range(m
     group.frequency_penalty.setValue(3.0)
     assert group.more.box.isVisibleTo(pane)  # a flagged field is never hidden
     assert pane.current().value("stop_strings") == ("END", "User:")
-    assert "frequency_penalty must be in [-2, 2]" in pane.error_labels["frequency_penalty"].text()
+    assert "Frequency penalty must be between -2 and 2" in pane.error_labels["frequency_penalty"].text()
     assert "frequency_penalty" in pane.errors()
     group.frequency_penalty.setValue(0.2)
     assert pane.errors() == {}

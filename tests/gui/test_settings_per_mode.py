@@ -33,14 +33,14 @@ def test_an_invalid_k_blocks_only_speculative_decoding(pane_and_composer):
     assert pane.errors() == {} and composer.send_button.isEnabled()
     assert emitted[-1].value("k") == 0  # autoregressive settings are valid, so they are saved
     label = pane.error_labels["k"]
-    assert label.isVisibleTo(pane) and "K (draft tokens per step) must be in [1, 16]" in label.text()
+    assert label.isVisibleTo(pane) and "Draft tokens per step (K) must be between 1 and 16" in label.text()
     assert "only speculative decoding and Compare use it" in label.text()
     assert set(pane.errors(compare=True)) == {"k"}  # a Compare runs speculative decoding: refused
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
     assert set(pane.errors()) == {"k"} and not composer.send_button.isEnabled()
     composer.set_text("Hi")
     composer.submit()
-    assert composer.error_text.startswith("Fix the settings first: K (draft tokens per step) must be in [1, 16]")
+    assert composer.error_text.startswith("Fix the settings first: Draft tokens per step (K) must be between 1 and 16")
     pane.k.setValue(4)
     assert pane.errors(compare=True) == {} and composer.send_button.isEnabled()
 
@@ -64,7 +64,7 @@ def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_w
     window = make_window(AppSettings().with_values(decoding="ar", k=0, draft_model=str(default_head_dir())), start=False)
     window.composer.set_text("Hi")
     assert window.chat.send("Hi", compare=True) is None
-    assert "K (draft tokens per step) must be in [1, 16]" in window.composer.error_text
+    assert "Draft tokens per step (K) must be between 1 and 16" in window.composer.error_text
     assert window.composer.send_button.isEnabled()  # a plain autoregressive Send is not blocked
 
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import field_geometry
 
 from app.gui.settings_store import AppSettings, SettingsStore
+from app.gui.widgets.setting_words import short_label
 from app.gui.widgets.settings_pane import BROWSE_DRAFT, LOOKUP_DRAFT, SettingsPane
 from inference.models.store import ModelManifest
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
@@ -250,45 +251,48 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))  # K counts in speculative decoding
     emitted.clear()
     pane.k.setValue(17)
-    assert "K (draft tokens per step) must be in [1, 16], got 17" == _shown_error(pane, "k")
+    assert "Draft tokens per step (K) must be between 1 and 16; you typed 17" == _shown_error(pane, "k")
     assert pane.fields["k"].property("invalid") is True
-    assert emitted == [] and summaries[-1] == "Fix the settings first: K (draft tokens per step) must be in [1, 16], got 17"
+    assert emitted == [] and summaries[-1] == "Fix the settings first: Draft tokens per step (K) must be between 1 and 16; you typed 17"
     pane.n_ctx.setValue(5)  # a second field flagged: the summary says the first and counts the others
     assert summaries[-1] == (
-        "Fix the settings first: Context length (n_ctx) must be in [16, 8192], got 5 (and 1 more field, marked in red)"
+        "Fix the settings first: Context length must be between 16 and 8192; you typed 5 (and 1 more field, marked in red)"
     )  # (in the words of the field's label, as under the field)
     pane.n_ctx.setValue(4096)
-    assert summaries[-1].endswith("got 17")
+    assert summaries[-1].endswith("you typed 17")
     pane.k.setValue(6)
     assert _shown_error(pane, "k") == "" and pane.fields["k"].property("invalid") is False
     assert emitted[-1].generation.speculative.k == 6 and summaries[-1] == ""
 
     pane.n_ctx.setValue(512)
     pane.n_keep.setValue(600)
-    assert "Always kept (n_keep) must be 'auto' or in [0, 511]" in _shown_error(pane, "n_keep")
+    assert "Always kept must be auto or between 0 and 511 (below Context length); you typed 600" == _shown_error(pane, "n_keep")
     pane.n_keep.setValue(4)
     pane.n_discard.setValue(600)
-    assert "Forgotten at once (n_discard) must be -1 or in [1, 507] (n_keep + n_discard < n_ctx), got 600" == _shown_error(pane, "n_discard")
+    assert (
+        "Forgotten at once must be auto or between 1 and 507 (Always kept plus Forgotten at once must stay below "
+        "Context length); you typed 600"
+    ) == _shown_error(pane, "n_discard")
     pane.n_discard.setValue(-1)
     assert pane.n_discard.text() == "auto (half)"
     pane.n_keep.setValue(-1)
     assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].generation.context.n_keep == "auto"
 
     pane.n_ctx.setValue(10000)
-    assert "Context length (n_ctx) must be in [16, 8192], got 10000" == _shown_error(pane, "n_ctx")
+    assert "Context length must be between 16 and 8192; you typed 10000" == _shown_error(pane, "n_ctx")
     pane.n_ctx.setValue(2048)
 
     pane.top_p.setValue(0.0)
-    assert "top_p must be in (0, 1], got 0.0" == _shown_error(pane, "top_p")
+    assert "Likely words only (top-p) must be above 0 and at most 1; you typed 0.0" == _shown_error(pane, "top_p")
     pane.top_p.setValue(0.9)
     pane.temperature.setValue(5)
-    assert "temperature must be in [0, 2]" in _shown_error(pane, "temperature")
+    assert "Randomness (temperature) must be between 0 and 2" in _shown_error(pane, "temperature")
     pane.temperature.setValue(0.7)
     pane.max_new_tokens.setValue(0)
-    assert "max_new_tokens must be >= 1" in _shown_error(pane, "max_new_tokens")
+    assert "Longest reply (tokens) must be at least 1; you typed 0" == _shown_error(pane, "max_new_tokens")
     pane.max_new_tokens.setValue(64)
     pane.seed.setText("abc")
-    assert "seed must be a whole number in [0, 2^63)" in _shown_error(pane, "seed")
+    assert "Seed must be a whole number at least 0 and below 2^63" in _shown_error(pane, "seed")
     pane.seed.setText("123")
     pane.top_k.setValue(50)
     pane.adaptive_k.setChecked(True)
@@ -371,22 +375,23 @@ def _type_into(qtbot, spin_box, text: str) -> None:
 
 def test_a_number_typed_past_its_range_is_kept_and_the_range_said_in_plain_words(pane, qtbot):
     """K typed as "99" became 9, and an 8-digit context length was cut to 6 digits, without a word; the context
-    length's error named only the field term ("n_ctx must be in [16, 8192]")."""
+    length's error named only the field term and said its range in interval notation ("n_ctx must be in [16,
+    8192]"): each field is named by its label, its range said in words."""
     pane, _emitted, _summaries = pane
     pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
     _type_into(qtbot, pane.k, "99")
     assert pane.k.value() == 99
-    assert "[1, 16]" in _shown_error(pane, "k")
+    assert _shown_error(pane, "k") == "Draft tokens per step (K) must be between 1 and 16; you typed 99"
     _type_into(qtbot, pane.n_ctx, "12345678")
     assert pane.n_ctx.value() == 12_345_678
     error = _shown_error(pane, "n_ctx")
-    assert error.startswith("Context length (n_ctx) must be") and "8192" in error, error
+    assert error == "Context length must be between 16 and 8192; you typed 12345678", error
     _type_into(qtbot, pane.n_ctx, "4096")
     _type_into(qtbot, pane.k, "4")
     assert _shown_error(pane, "n_ctx") == _shown_error(pane, "k") == ""
     _type_into(qtbot, pane.temperature, "50")  # (a newcomer's "50" became 5.00, flagged as "got 5")
-    assert pane.temperature.value() == 50 and "[0, 2]" in _shown_error(pane, "temperature")
-    assert "got 50" in _shown_error(pane, "temperature")
+    assert pane.temperature.value() == 50 and "between 0 and 2" in _shown_error(pane, "temperature")
+    assert _shown_error(pane, "temperature").endswith("; you typed 50")
 
 
 def test_the_decoding_help_line_is_true_with_sampling_too(pane):
@@ -417,11 +422,11 @@ def test_a_stored_value_a_field_cannot_hold_is_said_as_the_file_holds_it(qtbot, 
     box = getattr(pane, widget) if widget else getattr(pane.sampling, name)
     assert box.value() == shown
     error = pane.errors()[name]
-    assert f"got {value}" in error and "got 0" not in error, error
-    assert _shown_error(pane, name).endswith(f"got {value} (the settings file's value; the field shows {shown})")
+    assert f"the settings file holds {value}" in error and " 0" not in error, error
+    assert _shown_error(pane, name).endswith(f"; the settings file holds {value} (the field shows {shown})")
     box.setValue(1)
     box.setValue(shown)  # the user chose what the field shows: that is what is checked now
-    assert f"got {shown}" in pane.errors()[name]
+    assert pane.errors()[name].endswith(f"; you typed {shown}")
     pane.reset_button.click()
     assert pane.errors() == {}
 
@@ -462,3 +467,27 @@ def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
     getattr(pane, field).setValue(original)
     qtbot.wait(50)
     assert not error.isVisibleTo(pane) and all(label.isVisibleTo(pane) for label in explanation) and geometry() == before
+
+
+@pytest.mark.parametrize("values,field", [
+    ({"k": 99}, "k"), ({"n_ctx": 5}, "n_ctx"), ({"n_ctx": 512, "n_keep": 600}, "n_keep"),
+    ({"n_ctx": 512, "n_discard": 600}, "n_discard"), ({"top_p": 0.0}, "top_p"), ({"temperature": 50.0}, "temperature"),
+    ({"max_new_tokens": 0}, "max_new_tokens"), ({"repetition_penalty": 50.0}, "repetition_penalty"),
+    ({"presence_penalty": 9.0}, "presence_penalty"),
+])  # fmt: skip
+def test_no_error_in_the_window_shows_interval_notation_or_a_field_term(pane, values, field):
+    """A newcomer read "K (draft tokens per step) must be in [1, 16], got 99" and "n_ctx must be in [16, 8192]":
+    under its field and in the composer's line, each error names fields by their labels and ranges in words."""
+    import re
+
+    pane, _emitted, summaries = pane
+    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
+    for name, value in values.items():
+        box = getattr(pane, name, None) or getattr(pane.sampling, name)
+        box.setValue(value)
+    shown = _shown_error(pane, field)
+    assert shown.startswith(short_label(pane._plain_names[field]) + " must be "), shown
+    for text in (shown, summaries[-1]):
+        assert not re.search(r"[\[(]-?\d[^)\]]*, |>=|<=|\bgot\b", text), text  # no "[1, 16]", "(0, 1]", ">= 1", "got"
+        assert not re.search(r"\b(n_ctx|n_keep|n_discard|max_new_tokens|top_p|top_k|repetition_penalty|presence_penalty)\b", text), text
+    assert re.search(rf"; you typed {values[field]:g}(\.0)?$", shown), shown

@@ -1,11 +1,14 @@
 """The message box under the chat: Enter (or Ctrl+Enter) sends, Shift+Enter adds a line, Tab and Shift+Tab move the
-focus to the next or previous control (Ctrl+Tab types a tab); Send, Compare and Stop buttons."""
+focus to the next or previous control (Ctrl+Tab types a tab); Send, Compare and Stop buttons; above them one line
+for a notice, kept while none shows."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout
+
+from .setting_row import FieldError
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -64,10 +67,14 @@ class Composer(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 8, 16, 10)
         layout.setSpacing(6)
-        self.error_label = QLabel()
+        # one line, kept while hidden: a notice appearing never moves the chat (a wrapped one pushed it up two
+        # lines); a longer one ends with "…", whole in its tooltip (the settings pane marks each field flagged)
+        self.error_label = FieldError()
         self.error_label.setObjectName("composerError")
-        self.error_label.setWordWrap(True)
         self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        policy = self.error_label.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.error_label.setSizePolicy(policy)
         self.error_label.setVisible(False)
         self.error_label.setAccessibleName("Message box notice")
         layout.addWidget(self.error_label)
@@ -172,7 +179,7 @@ class Composer(QFrame):
 
     def clear_error(self) -> None:
         """Hide the message above the text box."""
-        self.error_label.clear()
+        self.error_label.setText("")
         self.error_label.setProperty("kind", None)
         self.error_label.setVisible(False)
 

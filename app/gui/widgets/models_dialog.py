@@ -129,7 +129,7 @@ class ModelsDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Models")
-        self.resize(900, 560)
+        self.resize(1100, 560)  # (room for the Source column in a 1366x768 window)
         self.job: Operation | None = None
         self._executor = DaemonThreadExecutor("models-dialog")
         self._manifests: list[store.ModelManifest] = []
@@ -172,12 +172,14 @@ class ModelsDialog(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         header = self.table.horizontalHeader()
-        # every column as wide as its text, Source too (a repository id with its revision, a file's path: one
-        # word each, that wrapping cannot break; cut with "…" they were whole in the tooltip only); the table
-        # scrolls sideways where the dialog is narrower, and the last column takes any room left
+        # every column as wide as its text but Source, which takes the room left and ends with "…" where its text
+        # is longer (a newcomer found it cut at the table's edge, the rest of it only by scrolling sideways); the
+        # whole source is in its tooltip
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
-        header.setStretchLastSection(True)
-        self.table.setHorizontalScrollMode(QAbstractItemView.ScrollPerPixel)  # (a column wider than the view is read whole)
+        header.setSectionResizeMode(SOURCE_COLUMN, QHeaderView.Stretch)
+        header.setStretchLastSection(False)
+        self.table.setTextElideMode(Qt.ElideRight)
+        self.table.setWordWrap(False)  # (one line a model: wrapped, "…" ended the second line of a cell)
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
         self.remove_button = QPushButton("Remove…")

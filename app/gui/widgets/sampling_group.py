@@ -77,6 +77,7 @@ class SamplingGroup(QGroupBox):
         self._sampled_temperature = SAMPLED_TEMPERATURE
         self.fields: dict[str, QWidget] = {}
         self.error_labels: dict[str, QLabel] = {}
+        self.labels: dict[str, str] = {}  # field name -> its label ("Likely words only (top-p)")
         form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
@@ -204,6 +205,7 @@ class SamplingGroup(QGroupBox):
 
     def _row(self, form: QFormLayout, name: str, label: str, widget: QWidget, tip: str, help_text: str = "") -> None:
         row = add_setting(form, name, label, widget, tip, help_text)
+        self.labels[name] = label
         self.fields[name] = row.field
         self.error_labels[name] = row.error
 

@@ -36,10 +36,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inference.draft_head import HEAD_K
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
-from inference.settings import MAX_K, MIN_N_CTX, Decoding
+from inference.settings import MAX_K, MIN_N_CTX, Decoding, SpeculativeSettings
 
 from ..settings_store import GENERATION_KEYS, AppSettings, SettingsStore
 from .dialogs import choose_file
@@ -47,6 +48,7 @@ from .elided_combo import ElidedComboBox
 from .fold import Fold
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
+from .setting_words import in_words
 from .wheel_guard import guard_wheel
 from .wrapped_label import WrappedLabel
 
@@ -166,12 +168,17 @@ class SettingsPane(QScrollArea):
         k_layout.addSpacing(12)
         k_layout.addWidget(self.adaptive_k)
         k_layout.addStretch(1)
-        self._row(
+        self._k_row = self._row(
             model, "k", "Draft tokens per step (K)", k_row,
             f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the model checks them all in one step "
             "and keeps the ones it agrees with (the acceptance rate)",
-            "More pays off when the guesses are often right.", self.k,
+            K_HELP, self.k,
         )  # fmt: skip
+        self._k_row.help.setToolTip(
+            f"K follows the drafter: {HEAD_K} for a draft head (its later guesses are rarely right), "
+            f"{SpeculativeSettings().k} for the others; a K set after choosing the drafter stays"
+        )
+        self.k.valueChanged.connect(lambda _value: self.note_k("") if not self._loading else None)
         self.fields["adaptive_k"] = self.adaptive_k
         self.n_ctx = QSpinBox()
         self.n_ctx.setRange(0, BIG)
@@ -194,7 +201,7 @@ class SettingsPane(QScrollArea):
         # "Reset to defaults" on the fold's line: the room of a line of its own pays for the line kept free for an
         # error under each field (setting_row), so the pane still fits a 1366x768 screen
         self.reset_button = QPushButton("Reset to defaults")
-        self.reset_button.clicked.connect(lambda: self.set_settings(replace(AppSettings(), highlight_draft=self._highlight)))
+        self.reset_button.clicked.connect(lambda: self.set_settings(self.defaults()))
         fold_line = QHBoxLayout()
         fold_line.addWidget(self.advanced.button)
         fold_line.addStretch(1)
@@ -257,6 +264,7 @@ class SettingsPane(QScrollArea):
         )  # fmt: skip
 
         self.fields.update(self.sampling.fields)
+        self._plain_names.update(self.sampling.labels)
         self.error_labels.update(self.sampling.error_labels)
         group = self.sampling  # its fields, as the pane's own
         self.temperature, self.top_p, self.top_k, self.seed = group.temperature, group.top_p, group.top_k, group.seed
@@ -470,6 +478,20 @@ class SettingsPane(QScrollArea):
         }  # fmt: skip
         self._edited()
 
+    def note_k(self, note: str) -> None:
+        """Say under K why it changed without the user ("Set to 1 for the draft head (was 4)."), in its explanation's
+        line (one line: nothing moves); "" puts the explanation back, as the user's next edit of K does. A newcomer
+        saw K go from 4 to 1 without a word when the draft head became the drafter."""
+        self._k_row.help.setText(note or K_HELP)
+
+    def defaults(self) -> AppSettings:
+        """What "Reset to defaults" shows: ``AppSettings``' defaults with the drafter this pane preselects (the
+        target's draft head where it has one, ``set_models``) and the K that drafter starts with (``HEAD_K`` for a
+        head, as ``app.gui.model_choice.k_for_the_drafter`` sets it). A reset of settings already at their defaults
+        changes nothing: it once emptied the drafter, which the window then chose again, announcing a reload."""
+        defaults = replace(AppSettings(), highlight_draft=self._highlight, draft_model=self._preselected)
+        return defaults.with_values(k=HEAD_K) if defaults.drafts_with_head else defaults
+
     def set_highlight(self, highlight: bool) -> None:
         """Record the chat view's highlight toggle (it is stored with the settings)."""
         self._highlight = highlight
@@ -510,9 +532,9 @@ class SettingsPane(QScrollArea):
     def errors(self, compare: bool = False) -> dict[str, str]:
         """Current errors by field name (empty when valid): of what the chosen decoding uses, and with ``compare``
         of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid); each
-        message names its field as the pane labels it ("Context length (n_ctx) must be…")."""
+        message names its field as the pane labels it and says its range in words ("Context length must be between…")."""
         errors = {**self._compare_errors, **self._errors} if compare else self._errors
-        return {name: self._in_plain_words(name, message) for name, message in errors.items()}
+        return {name: self.in_words(name, message) for name, message in errors.items()}
 
     def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
         """Show (or clear, with None) an error found outside the pane next to its field.
@@ -538,14 +560,10 @@ class SettingsPane(QScrollArea):
         self._advisories = {}
         self._validate(emit=True)
 
-    def _in_plain_words(self, name: str, message: str) -> str:
-        """``message`` about field ``name`` starting with the field's label instead of its bare field term
-        ("Context length (n_ctx) must be in [16, 8192]", not "n_ctx must be...")."""
-        plain = self._plain_names.get(name)
-        term = name.lower()
-        if plain and message.lower().startswith(f"{term} must "):
-            return f"{plain}{message[len(term):]}"
-        return message
+    def in_words(self, name: str, message: str) -> str:
+        """``message`` about field ``name`` in words, its fields named by their labels ("Context length must be
+        between 16 and 8192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
+        return in_words(message, self._plain_names, typed=name not in self._not_shown)
 
     def _validate(self, emit: bool) -> None:
         settings = self.current()
@@ -565,8 +583,8 @@ class SettingsPane(QScrollArea):
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             if message and name in self._not_shown:
-                message += f" (the settings file's value; the field shows {self._not_shown[name][1]})"
-            label.setText(self._in_plain_words(name, message))
+                message += f" (the field shows {self._not_shown[name][1]})"
+            label.setText(self.in_words(name, message))
             label.setVisible(bool(message))
             widget = self.fields.get(name)
             if widget is not None:
@@ -598,6 +616,9 @@ class SettingsPane(QScrollArea):
         if missing:
             self.flag("draft_model", f"{folder} is not a model folder: missing {', '.join(missing)}")
 
+
+#: The explanation under K (a note takes its line while K follows the drafter: ``note_k``).
+K_HELP = "More pays off when the guesses are often right."
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
