@@ -23,9 +23,10 @@ run: $(VENV)/.installed
 	$(BIN)/specchat $(ARGS)
 
 # Two phases (the README's Testing section): the tests marked serial (wall-time bounds, GUI stall limits) run alone,
-# after the others have run on two pytest-xdist workers, one a file; it fails if either phase fails.
+# after the others have run on two pytest-xdist workers, one a file, in the order tests/conftest.py gives (long files
+# first: --no-loadscope-reorder, or xdist hands out the files with the most tests first); it fails if either phase fails.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest --phase parallel -n 2 --dist loadfile $(PYTEST_ARGS); status=$$?; \
+	$(BIN)/python -m pytest --phase parallel -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); status=$$?; \
 	$(BIN)/python -m pytest --phase serial $(PYTEST_ARGS) && exit $$status
 
 bench: $(VENV)/.installed

@@ -1,7 +1,7 @@
 """Shared fixtures: the default model (fetched once into .cache/ of the repo) and engines on it; and the two phases
 of ``make test``.
 
-The phases: ``--phase parallel`` (run under pytest-xdist, ``-n 2 --dist loadfile``) deselects the tests marked
+The phases: ``--phase parallel`` (run under pytest-xdist, ``-n 2 --dist loadfile --no-loadscope-reorder``) deselects the tests marked
 ``serial``; ``--phase serial`` (run alone, after it) keeps only them. ``serial`` marks the tests that assert a
 wall-time bound or a GUI stall limit, which another process loading the CPU can break. A phase that selects nothing
 passes. Without ``--phase`` every test runs, in the order collected. Each xdist worker is pinned to its share of this process's CPUs (one
@@ -37,8 +37,11 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Keeps the tests of this ``--phase``; in the parallel phase, the files holding a ``slow`` or ``installer`` test
-    (minutes each) go first, in their order, so that xdist (``--dist loadfile`` hands out files in collection order)
-    starts them while the other worker goes through the short files, not at the end with the other worker idle."""
+    (minutes each) go first, in their order, so that xdist starts them while the other worker goes through the short
+    files, not at the end with the other worker idle. xdist hands out files in collection order only with
+    ``--no-loadscope-reorder``: by default it sorts them by their number of tests, most first (xdist 3.8,
+    ``LoadScopeScheduling.schedule``), which put the one-test ``test_server_load.py`` and the three-test
+    ``test_installers.py`` (one and two and a half minutes on the Zen 5) among the last files handed out."""
     phase = config.getoption("--phase")
     if phase is None:
         return

@@ -1,30 +1,19 @@
-"""Greedy speculative decoding gives the autoregressive tokens, with and without rolls of the context, at the
-exact default precision and at the device's own defaults.
-
-With exact settings (f32 compute and KV cache, no dynamic quantization) a one-token decode pass and a
-multi-token verification pass agree within ~1e-4 logits, so the outputs must be identical unless the target's
-two best logits are that close. At the device's defaults (a u8 KV cache everywhere, bf16 compute on CPUs with
-AVX512_BF16/AMX) the argmax can flip where the two best logits are nearly equal. Either way a divergence is
-accepted only where ``exactness.first_difference`` finds the top-2 gap within the noise it measures there
-between the two modes' ways of computing the same tokens. Only the first divergence can be checked: after it the texts have different contexts.
-
-With repetition, presence and frequency penalties the same holds (greedy), and sampled speculative replies follow
-the autoregressive distribution exactly (chi-square against the distribution enumerated from the target); so do
-they under a grammar (structured output), which masks the same rows (greedy identity under a grammar:
-``test_constraints``).
+"""Speculative decoding with penalties and grammars on a tiny random model: sampled speculative replies follow the
+autoregressive distribution exactly (chi-square against the distribution enumerated from the target, with a negative
+control), under repetition, presence and frequency penalties and under a grammar (structured output), which masks
+the same rows; greedy ones with penalties give the autoregressive tokens. Greedy speculative decoding on the default
+model: ``test_speculative_greedy``; greedy identity under a grammar: ``test_constraints``.
 """
 
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
-from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
 from scipy.stats import chisquare
 
 from inference.auto_decoding import PLAIN, Choice, StepPlanner
 from inference.constraints import GrammarMask, lark_grammar
 from inference.engine import Engine
-from inference.exactness import first_difference
 from inference.model import load_model
 from inference.penalties import ReplyPenalties
 from inference.sampling import warp
@@ -36,48 +25,6 @@ from inference.settings import (
     SamplingSettings,
     SpeculativeSettings,
 )
-
-NEW_TOKENS = 128
-K_TURNS = (1, 3, 8)  # the Ks the greedy test rotates through, one per prompt and decoding
-ROLLING = {"n_ctx": 32, "n_keep": 4}  # each roll drops 14 tokens: prompts of 40-70 tokens + replies roll >= 3 times
-
-
-@pytest.fixture(scope="module", params=["exact", "device-defaults"])
-def engine(request, target, draft, int4_dir):
-    if request.param == "exact":
-        return Engine(target, draft)
-    return Engine(load_model(int4_dir, "CPU"), draft)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("context", [{}, ROLLING], ids=["no-roll", "rolling"])
-@pytest.mark.parametrize("prompt", range(len(PROMPTS)))
-def test_greedy_speculative_equals_autoregressive(engine, target, prompt, context):
-    """Each speculative decoding at each K against plain decoding, 128 tokens, with and without rolls, on both
-    precisions. Every (decoding, K) pair runs on at least one prompt of each context and engine, not on every prompt:
-    prompt i's draft-model reply drafts ``K_TURNS[i % 3]`` tokens a step and its lookup reply ``K_TURNS[(i + 1) % 3]``,
-    which cuts the test from 7 replies a prompt to 3 (it was about a fifth of the suite's time on a slow AVX2 CPU)."""
-    ids = chat_ids(target, PROMPTS[prompt])
-    engine.reset()
-    reference = engine.generate_text(ids, settings("ar", max_new_tokens=NEW_TOKENS, **context))
-    if context:
-        assert reference.rolls >= 3, reference.rolls
-    for decoding, k in (("spec_model", K_TURNS[prompt % 3]), ("spec_lookup", K_TURNS[(prompt + 1) % 3])):
-        engine.reset()
-        candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=NEW_TOKENS, k=k, **context))
-        if context and candidate.token_ids == reference.token_ids:
-            assert candidate.rolls == reference.rolls
-            assert candidate.discarded_tokens == reference.discarded_tokens
-        label = f"{engine.target.precision.describe()}, {decoding} K={k}"
-        assert_same_or_near_tie(engine, ids, reference, candidate, context, label, k)
-
-
-def test_the_greedy_test_covers_every_decoding_and_k_in_each_context():
-    """The rotation above leaves no (decoding, K) pair out: each context runs every prompt."""
-    model_ks = {K_TURNS[prompt % 3] for prompt in range(len(PROMPTS))}
-    lookup_ks = {K_TURNS[(prompt + 1) % 3] for prompt in range(len(PROMPTS))}
-    assert model_ks == lookup_ks == set(K_TURNS)
-
 
 # --- penalties: speculative decoding still samples the autoregressive distribution ------------------------------
 
@@ -346,7 +293,7 @@ def test_greedy_with_penalties_speculative_equals_autoregressive_on_a_tiny_model
     engine = _tiny_engine(tiny_engines, decoding)
     prompt = engine.target.encode(PENALTY_PROMPT)
     # a short repetition window lets tokens come back, so that prompt lookup finds matches; presence and frequency
-    # penalties (which never forget) are tested on the default model below
+    # penalties (which never forget) are tested on the default model (test_speculative_greedy)
     greedy = {"temperature": 0.0, "top_k": 0, "max_new_tokens": 48, "repetition_penalty": 3.0, "repeat_last_n": 6,
               "presence_penalty": 0.0, "frequency_penalty": 0.0}
     reference = engine.generate_text(prompt, _penalty_settings("ar", None, **greedy))
@@ -357,20 +304,3 @@ def test_greedy_with_penalties_speculative_equals_autoregressive_on_a_tiny_model
     candidate = engine.generate_text(prompt, replace(settings, speculative=replace(settings.speculative, k=k)))
     assert candidate.drafted > 0
     assert candidate.token_ids == reference.token_ids
-
-
-@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
-def test_greedy_with_penalties_speculative_equals_autoregressive_on_the_default_model(engine, target, decoding):
-    ids = chat_ids(target, PROMPTS[0])  # a rewrite: prompt lookup finds the prompt's phrases ...
-    # ... if the repetition window does not reach back into the prompt
-    penalties = {"repetition_penalty": 1.3, "repeat_last_n": 8, "presence_penalty": 0.2, "frequency_penalty": 0.1}
-    engine.reset()
-    reference = engine.generate_text(ids, settings("ar", max_new_tokens=64, **penalties))
-    plain = engine.generate_text(ids, settings("ar", max_new_tokens=64))
-    assert plain.token_ids != reference.token_ids, "the penalties change the reply"
-    engine.reset()
-    candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=64, k=4, **penalties))
-    assert candidate.drafted > 0
-    sampling = settings("ar", **penalties).sampling
-    difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, k=4, sampling=sampling)
-    assert difference is None or difference.near_tie, difference.describe()
