@@ -100,12 +100,14 @@ def load_library(core: ov.Core, library: Path = LIBRARY) -> NodeFactory:
         return _factory
 
 
-def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict, library: Path = LIBRARY) -> Kernels:
-    """Put SpecChat's ops into ``model`` (in place) where the design rules allow, and say which kernels it uses.
+def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -> Kernels:
+    """Put SpecChat's ops (the library at ``LIBRARY``) into ``model`` (in place) where the design rules allow, and
+    say which kernels it uses.
 
     ``properties`` are the compile properties the model gets on ``device``. Run after every other change to the graph
     that reads the layers' nodes (``fusion``, ``layer_features``): the layer op replaces them.
     """
+    library = LIBRARY
     if os.environ.get(SWITCH, "").lower() == "openvino":
         return Kernels(False, f"{SWITCH}=openvino")
     if not device.startswith("CPU") or any(str(properties.get(k)) != str(v) for k, v in EXACT_PROPERTIES.items()):
