@@ -20,7 +20,7 @@ from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
 from .layer_features import add_layer_features
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
-from .q4_kernels import Kernels, use_kernels
+from .q4_kernels import Kernels, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
 
@@ -157,8 +157,10 @@ class LoadedModel:
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
         rope_error: why ``rope`` is None (shown when a roll is needed).
         precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
-        prefill_compiled: a faster copy of the model (bf16) that prefills long prompts, or None
-            (``precision.PrecisionSettings.fast_prefill``).
+        prefill_compiled: a faster copy of the model that prefills long prompts, or None
+            (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
+            runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
+            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         kernels: which kernels compute ``compiled``'s 4-bit weight products (``q4_kernels``; the prefill copy
@@ -326,9 +328,15 @@ def load_model(
                 f"reads ({error}): choose another draft"
             ) from error
     try:
-        if fast_prefill:  # before use_kernels: the bf16 copy keeps OpenVINO's kernels
+        # both prefill copies are compiled before use_kernels rewrites the graph: they keep OpenVINO's kernels
+        if fast_prefill:
             prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
+        elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
+                and not unavailable(device, properties):
+            prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
         kernels = use_kernels(model, core(), device, properties)
+        if not kernels.ours and not fast_prefill:
+            prefill_compiled = None
         compiled = core().compile_model(model, device, properties)
     except (RuntimeError, OSError) as error:
         hint = properties.get("INFERENCE_PRECISION_HINT")

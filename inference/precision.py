@@ -59,7 +59,9 @@ class PrecisionSettings:
             ``off``, or ``auto`` = on where the device computes bf16 natively and ``inference`` is ``auto``
             (an explicit ``f32`` computes everything in f32: a reply then never depends on how its prompt was
             split into prefill passes). ``on`` where the device has no native bf16 is refused (the copy would
-            cost memory and load time and prefill no faster).
+            cost memory and load time and prefill no faster). Without native bf16, ``auto`` with ``inference``
+            ``auto`` prefills with an f32 copy running OpenVINO's kernels where the model decodes with SpecChat's
+            (``model.LoadedModel.prefill_compiled``); ``off`` prefills with SpecChat's.
     """
 
     inference: str = "auto"

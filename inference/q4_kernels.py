@@ -100,6 +100,18 @@ def load_library(core: ov.Core, library: Path = LIBRARY) -> NodeFactory:
         return _factory
 
 
+def unavailable(device: str, properties: dict) -> str:
+    """Why SpecChat's ops cannot run for a model compiled with ``properties`` on ``device`` (the switch, the path,
+    the CPU, the library at ``LIBRARY``), "" when they can where the IR's layers fit."""
+    if os.environ.get(SWITCH, "").lower() == "openvino":
+        return f"{SWITCH}=openvino"
+    if not device.startswith("CPU") or any(str(properties.get(k)) != str(v) for k, v in EXACT_PROPERTIES.items()):
+        return "not the exact f32 path"
+    if platform.machine().lower() not in ("x86_64", "amd64") or not cpu_has_flags():
+        return "CPU without AVX2, FMA and F16C"
+    return "" if LIBRARY.is_file() else "not built"
+
+
 def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -> Kernels:
     """Put SpecChat's ops (the library at ``LIBRARY``) into ``model`` (in place) where the design rules allow, and
     say which kernels it uses.
@@ -107,17 +119,11 @@ def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -
     ``properties`` are the compile properties the model gets on ``device``. Run after every other change to the graph
     that reads the layers' nodes (``fusion``, ``layer_features``): the layer op replaces them.
     """
-    library = LIBRARY
-    if os.environ.get(SWITCH, "").lower() == "openvino":
-        return Kernels(False, f"{SWITCH}=openvino")
-    if not device.startswith("CPU") or any(str(properties.get(k)) != str(v) for k, v in EXACT_PROPERTIES.items()):
-        return Kernels(False, "not the exact f32 path")
-    if platform.machine().lower() not in ("x86_64", "amd64") or not cpu_has_flags():
-        return Kernels(False, "CPU without AVX2, FMA and F16C")
-    if not library.is_file():
-        return Kernels(False, "not built")
+    reason = unavailable(device, properties)
+    if reason:
+        return Kernels(False, reason)
     try:
-        factory = load_library(core, library)
+        factory = load_library(core, LIBRARY)
     except RuntimeError as error:
         return Kernels(False, f"library not loadable: {str(error).splitlines()[0] if str(error) else 'error'}")
     weights: list[np.ndarray] = []

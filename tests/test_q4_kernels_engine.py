@@ -170,3 +170,25 @@ def test_greedy_speculative_equals_autoregressive_with_the_kernels(ours, draft):
         engine.reset()
         candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=48, k=k))
         assert_same_or_near_tie(engine, ids, reference, candidate, {}, f"SpecChat's kernels, {decoding} K={k}", k)
+
+
+def test_without_bf16_long_prompts_are_prefilled_with_openvinos_kernels(library, int4_dir, monkeypatch):
+    """Where no bf16 copy prefills (a CPU without bf16), an f32 copy with OpenVINO's kernels does, theirs being
+    ~1.5x faster at 1,024 tokens and ours faster at decoding; ``fast_prefill`` "off" or an explicit f32 keeps none."""
+    monkeypatch.setattr(PrecisionSettings, "wants_fast_prefill", lambda self, device: False)
+    model = load_model(int4_dir, "CPU", PrecisionSettings())
+    assert model.kernels.ours and model.precision.prefill == "f32"
+    assert model.precision.describe().endswith("(exact); prefill f32; 4-bit kernels: SpecChat's")
+    monkeypatch.setenv(q4_kernels.SWITCH, "openvino")
+    reference = load_model(int4_dir, "CPU", PrecisionSettings())
+    assert reference.prefill_compiled is None
+    ids = list(range(2000, 2100))
+    (copy,), _ = run(model, ids, request=model.prefill_compiled.create_infer_request())
+    (theirs,), _ = run(reference, ids)
+    (mine,), _ = run(model, ids)
+    assert np.array_equal(copy, theirs)  # the same graph and kernels as OpenVINO's
+    assert not np.array_equal(mine, theirs)
+    monkeypatch.delenv(q4_kernels.SWITCH)
+    for settings_ in (PrecisionSettings(fast_prefill="off"), PrecisionSettings(inference="f32")):
+        kept = load_model(int4_dir, "CPU", settings_)
+        assert kept.kernels.ours and kept.prefill_compiled is None
