@@ -20,7 +20,7 @@ from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
 from .layer_features import add_layer_features
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
-from .q4_kernels import Kernels, unavailable, use_kernels
+from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
 
@@ -332,7 +332,7 @@ def load_model(
         if fast_prefill:
             prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
         elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
-                and not unavailable(device, properties):
+                and not unavailable(device, properties) and has_layers(model):
             prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
         kernels = use_kernels(model, core(), device, properties)
         if not kernels.ours and not fast_prefill:

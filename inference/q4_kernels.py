@@ -309,6 +309,12 @@ def _layer_tail(o_proj) -> dict | None:
             "eps": eps, "gamma": gamma.reshape(-1), "end": add2}
 
 
+def has_layers(model: ov.Model) -> bool:
+    """Whether :func:`use_layers` would find a layer to replace in ``model`` (a look, nothing changed)."""
+    return any(_layer_tail(compressed_product(node)) is not None for node in model.get_ordered_ops()
+               if node.get_type_name() == "MatMul")
+
+
 def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
     """Replace each layer's output projection, residual, RMSNorm and SwiGLU MLP (:func:`_layer_tail`) by one
     ``Q4F32Layer`` op (``kernels/layer_f32.hpp``); returns how many. Their repacked weights go to ``keep``, as in

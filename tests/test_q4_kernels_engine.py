@@ -192,3 +192,10 @@ def test_without_bf16_long_prompts_are_prefilled_with_openvinos_kernels(library,
     for settings_ in (PrecisionSettings(fast_prefill="off"), PrecisionSettings(inference="f32")):
         kept = load_model(int4_dir, "CPU", settings_)
         assert kept.kernels.ours and kept.prefill_compiled is None
+
+
+def test_a_model_without_q4_1_layers_keeps_openvinos_kernels_and_no_copy(library, int8_dir, monkeypatch):
+    monkeypatch.setattr(PrecisionSettings, "wants_fast_prefill", lambda self, device: False)
+    model = load_model(int8_dir, "CPU", PrecisionSettings())  # the 8-bit re-encoding: u8 weights
+    assert not model.kernels.ours and model.kernels.reason == "no Q4_1 layers" and op_types(model) == {}
+    assert model.prefill_compiled is None and model.precision.describe().endswith("OpenVINO's (no Q4_1 layers)")
