@@ -18,6 +18,10 @@ Design rules:
   draft model at device defaults), and the IR's products are the patterns the ops compute (Q4_1 blocks of 32 with
   f16 scales and zero points; anything else keeps OpenVINO's kernels). Everywhere else OpenVINO's kernels run as
   before, and :class:`Kernels` says why, for the status bar.
+* **Decode with ours, prefill with theirs.** The ops are batch-1 kernels: a 1,024-token prefill took 1.5x
+  OpenVINO's time through them. ``model.load_model`` therefore keeps a prefill copy with OpenVINO's kernels (the
+  bf16 one where the CPU has bf16, else the unrewritten f32 graph, ~300 MB more resident) and hands its KV states
+  over, as for the bf16 fast prefill; ``fast_prefill`` "off" or an explicit f32 runs everything through the ops.
 * **One switch.** ``SPECCHAT_KERNELS=openvino`` in the environment keeps OpenVINO's kernels everywhere.
 * **The weights live in Python.** The ops read their repacked weights where they lie (their addresses are op
   attributes: OpenVINO's CPU plugin would copy weights given as inputs on every call), so the arrays are kept by
