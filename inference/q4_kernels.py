@@ -106,14 +106,14 @@ def load_library(core: ov.Core, library: Path = LIBRARY) -> NodeFactory:
 
 def unavailable(device: str, properties: dict) -> str:
     """Why SpecChat's ops cannot run for a model compiled with ``properties`` on ``device`` (the switch, the path,
-    the CPU, the library at ``LIBRARY``), "" when they can where the IR's layers fit."""
+    the library at ``LIBRARY``, built on Linux x86-64 only, the CPU), "" when they can where the IR's layers fit."""
     if os.environ.get(SWITCH, "").lower() == "openvino":
         return f"{SWITCH}=openvino"
     if not device.startswith("CPU") or any(str(properties.get(k)) != str(v) for k, v in EXACT_PROPERTIES.items()):
         return "not the exact f32 path"
-    if platform.machine().lower() not in ("x86_64", "amd64") or not cpu_has_flags():
-        return "CPU without AVX2, FMA and F16C"
-    return "" if LIBRARY.is_file() else "not built"
+    if not LIBRARY.is_file():  # also on Windows and macOS, where set-up does not build it
+        return "not built"
+    return "" if platform.machine().lower() in ("x86_64", "amd64") and cpu_has_flags() else "CPU without AVX2, FMA and F16C"
 
 
 def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -> Kernels:

@@ -206,3 +206,18 @@ def test_a_model_without_q4_1_layers_keeps_openvinos_kernels_and_no_copy(library
     model = load_model(int8_dir, "CPU", PrecisionSettings())  # the 8-bit re-encoding: u8 weights
     assert not model.kernels.ours and model.kernels.reason == "no Q4_1 layers" and op_types(model) == {}
     assert model.prefill_compiled is None and model.precision.describe().endswith("OpenVINO's (no Q4_1 layers)")
+
+
+def test_a_cpu_without_f16c_keeps_openvinos_kernels(library, tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    assert not q4_kernels.cpu_has_flags(cpuinfo)
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c\n")
+    assert q4_kernels.cpu_has_flags(cpuinfo)
+    assert not q4_kernels.cpu_has_flags(tmp_path / "absent")
+    exact = dict(q4_kernels.EXACT_PROPERTIES)
+    assert q4_kernels.unavailable("CPU", exact) == ""
+    assert q4_kernels.unavailable("CPU", {**exact, "KV_CACHE_PRECISION": "u8"}) == "not the exact f32 path"
+    assert q4_kernels.unavailable("GPU", exact) == "not the exact f32 path"
+    monkeypatch.setattr(q4_kernels, "cpu_has_flags", lambda: False)
+    assert q4_kernels.unavailable("CPU", exact) == "CPU without AVX2, FMA and F16C"
