@@ -10,8 +10,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# SpecChat's CPU kernels (inference/kernels/) are compiled here, never at run time: without g++ it says so in one line
+# and the app runs OpenVINO's kernels (tools/build_kernels.py).
+$(VENV)/.installed: pyproject.toml inference/kernels/q4_matmul.cpp $(wildcard inference/kernels/*.hpp) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python tools/build_kernels.py
 	touch $@
 
 # The tests also convert tiny Hugging Face checkpoints, so they need the conversion extra.

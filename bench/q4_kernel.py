@@ -1,15 +1,15 @@
-"""An experiment toward issue 33's kernel: are blocked weight products as OpenVINO extension ops faster than
-OpenVINO's own compressed FullyConnected in the whole model, and do they keep speculative decoding exact? The engine
-does not use them; this measures before committing.
+"""Issue 33's kernels: are blocked weight products as OpenVINO extension ops faster than OpenVINO's own compressed
+FullyConnected in the whole model, and do they keep speculative decoding exact? The engine uses the "layer ops" graph
+(``inference.q4_kernels``); this measures all variants side by side.
 
-    .venv/bin/python bench/q4_kernel.py --out DIR [--activations f32|q8_1]    # builds q4_kernel/q4_matmul.cpp, ~1.5 min
+    .venv/bin/python bench/q4_kernel.py --out DIR [--activations f32|q8_1]    # builds inference/kernels/q4_matmul.cpp, ~1.5 min
 
-The ops (``bench/q4_kernel/q4_matmul.cpp``) compute each row the same way whatever the number of rows, so a
+The ops (``inference/kernels/q4_matmul.cpp``) compute each row the same way whatever the number of rows, so a
 many-token pass computes each row bit for bit as a one-token pass. ``--activations f32`` (default): every u4
 compressed MatMul of the default model with blocks of 32 becomes ``Q4F32MatMul`` (Q4_1 weights, f32 activations)
 and the LM head (u8 codes with a zero point: GGUF Q8_0) ``Q8F32MatMul`` (graph "ops"); a third graph, "layer ops",
 puts one ``Q4F32Layer`` op in each layer from its attention output to the next layer's RMSNorm (o projection,
-residual, RMSNorm, SwiGLU MLP: ``q4_kernel/layer_f32.hpp``), with ``Q4F32MatMul`` for q/k/v and ``Q8F32MatMul`` for the
+residual, RMSNorm, SwiGLU MLP: ``inference/kernels/layer_f32.hpp``), with ``Q4F32MatMul`` for q/k/v and ``Q8F32MatMul`` for the
 LM head: 61 ops a step instead of 121, 31 of them still through the CPU plugin's fallback shape inference (see
 ``q4_matmul.cpp``). ``q8_1``: ``Q4MatMul`` (int8 activations, llama.cpp's arithmetic), the LM head kept. Weights are
 repacked from the IR's constants (Q4_1: codes in the kernel's layout, :func:`f32_layout`, the f16 scales d and zero
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,244 +48,21 @@ sys.path.insert(0, str(HERE))
 
 from provenance import run_stamp, write_result  # noqa: E402
 
-from inference.fusion import _compressed, fuse_shared_input_products  # noqa: E402
+from inference.fusion import fuse_shared_input_products  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
+from inference.q4_kernels import use_kernel, use_layers  # noqa: E402
+from tools.build_kernels import build, compile_source  # noqa: E402
 
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
          "INFERENCE_NUM_THREADS": "2"}
 PROMPTS = ([1, 9690, 314, 253, 5356, 282, 4649, 30, 2], list(range(1000, 1032)), list(range(5000, 5016)))
 
 
-def _compile(out_path: Path, source: str, vnni: bool, extra: list[str]) -> Path:
-    isa = ["-mavx2", "-mfma", "-mf16c"] + (["-mavx512vnni", "-mavx512vl"] if vnni else [])
-    subprocess.run(["g++", "-O3", *isa, "-ffp-contract=off", "-std=c++17", str(HERE / "q4_kernel" / source), *extra,
-                    "-o", str(out_path)], check=True)
-    return out_path
-
-
-def build(out_dir: Path, vnni: bool = False) -> Path:
-    """Compile the op (``q4_kernel/q4_matmul.cpp``) against the venv's OpenVINO (headers and libraries ship in its
-    wheel) and return the .so; ``vnni`` builds the AVX-512 VNNI kernel instead of the AVX2 one. ~30 s on 2 cores.
-
-    Raises:
-        subprocess.CalledProcessError: g++ failed (missing, or too old for C++17).
-    """
-    root = Path(ov.__file__).parent
-    libs = [str(next((root / "libs").glob("libopenvino.so.*"))), str(root / "libs" / "libtbb.so.12")]
-    return _compile(out_dir / f"libq4_matmul{'_vnni' if vnni else ''}.so", "q4_matmul.cpp", vnni,
-                    ["-shared", "-fPIC", f"-I{root / 'include'}", *libs])
-
-
 def build_microbenchmark(out_dir: Path, vnni: bool = False) -> Path:
-    """Compile the standalone microbenchmark (``q4_kernel/q4_bench.cpp``, OpenMP, no OpenVINO); returns the binary."""
-    return _compile(out_dir / f"q4_bench_{'vnni' if vnni else 'avx2'}", "q4_bench.cpp", vnni, ["-fopenmp"])
-
-
-def _zero_point(found) -> np.ndarray:
-    """The zero points of a compressed MatMul's weights as f32 ``[N, G]``."""
-    node = found.zero_point.input_value(0).get_node() if found.zero_point.get_type_name() == "Convert" else found.zero_point
-    return np.asarray(node.get_data(), dtype=np.float32).reshape(found.codes.get_output_shape(0)[:2])
-
-
-def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.ndarray, ...], keep: list) -> ov.Node:
-    """One of the ops on ``x``: ``Q4MatMul`` (``weights`` = codes u8 ``[N, K / 2]``, scales and offsets f32
-    ``[N, K / 32]``), ``Q4F32MatMul`` (codes, scales and zero points f16 ``[N, K / 32]``) or ``Q8F32MatMul`` (codes
-    i8 ``[N, K]``, scales f16). The op reads the weights where they lie (their addresses are its attributes: see
-    ``q4_kernel/q4_matmul.cpp`` for why they are not graph inputs), so their contiguous copies are appended to
-    ``keep``, which must outlive every model compiled from the op.
-
-    Raises:
-        ValueError: weights of the wrong dtype or shape for ``op``.
-    """
-    arrays = [np.ascontiguousarray(a) for a in weights]
-    codes, scales, *rest = arrays
-    n, k = scales.shape[0], scales.shape[1] * 32
-    codes_type, scale_type, rest_names = {"Q4MatMul": (np.uint8, np.float32, ["offsets"]),
-                                          "Q4F32MatMul": (np.uint8, np.float16, ["zeros"]),
-                                          "Q8F32MatMul": (np.int8, np.float16, [])}[op]
-    if codes.dtype != codes_type or codes.shape != ((n, k) if op == "Q8F32MatMul" else (n, k // 2)) \
-            or scales.dtype != scale_type or len(rest) != len(rest_names) \
-            or any(a.dtype != scale_type or a.shape != scales.shape for a in rest):
-        raise ValueError(f"{op}: weights {[(a.dtype, a.shape) for a in arrays]} do not fit")
-    keep.extend(arrays)
-    addresses = {"codes": codes.ctypes.data, "scales": scales.ctypes.data,
-                 **{name: a.ctypes.data for name, a in zip(rest_names, rest)}}
-    return factory.create(op, [x], {"n": n, "k": k, **addresses})
-
-
-def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A compressed MatMul's u4 weights with blocks of 32 and f16 scales as Q4_1: codes u8 ``[N, G, 32]`` (one a
-    byte, unpacked), scales d and zero points z f16 ``[N, G]`` (``w = d * (q - z)``, as the IR computes it); None for
-    other weights (or zero points that f16 does not hold exactly)."""
-    if found is None or found.codes.get_output_shape(0)[2] != 32 or found.codes.get_output_element_type(0) != ov.Type.u4 \
-            or found.scale.get_output_element_type(0) != ov.Type.f16:
-        return None
-    n, groups, _ = found.codes.get_output_shape(0)
-    scale = np.asarray(found.scale.get_data()).reshape(n, groups)
-    zero_point = _zero_point(found)
-    if np.any(zero_point.astype(np.float16).astype(np.float32) != zero_point):
-        return None
-    raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
-    codes = np.empty((n, groups, 32), np.uint8)
-    codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
-    return codes, scale, zero_point.astype(np.float16)
-
-
-def ggml_layout(codes: np.ndarray) -> np.ndarray:
-    """Q4_1 codes ``[N, G, 32]`` packed as ``Q4MatMul`` reads them, ggml's block layout ``[N, G * 16]``: byte j of a
-    block holds code j in its low nibble and code j + 16 in its high one."""
-    return (codes[..., :16] | (codes[..., 16:] << 4)).reshape(len(codes), -1)
-
-
-def f32_layout(codes: np.ndarray) -> np.ndarray:
-    """Q4_1 codes ``[N, G, 32]`` packed as the f32 ops read them (``q4_kernel/block_f32.hpp``), ``[N, G * 16]``: each
-    block in two halves of 8 bytes, byte i of half h holding code 16h + i in its low nibble and 16h + 8 + i in its
-    high one."""
-    halves = codes.reshape(len(codes), -1, 2, 2, 8)
-    return (halves[..., 0, :] | (halves[..., 1, :] << 4)).reshape(len(codes), -1)
-
-
-def _q4_1_f32(codes: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, ...]:
-    """:func:`_q4_1`'s weights as ``Q4MatMul`` takes them: codes in ggml's layout, d and ``m = -z * d`` in f32
-    (exact)."""
-    d = scale.astype(np.float32)
-    return ggml_layout(codes), d, -zero_point.astype(np.float32) * d
-
-
-def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
-    """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
-    ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
-    point fit in int8 (Q8_0: the LM head) become ``Q8F32MatMul``. The repacked weights go to ``keep``
-    (:func:`product_node`)."""
-    count = 0
-    for node in model.get_ordered_ops():
-        found = _compressed(node)
-        if found is None or found.codes.get_output_shape(0)[2] != 32:
-            continue
-        q4_1 = _q4_1(found)
-        if q4_1 is not None:
-            codes, *scales = q4_1
-            op, weights = ("Q4F32MatMul", (f32_layout(codes), *scales)) if activations == "f32" \
-                else ("Q4MatMul", _q4_1_f32(*q4_1))
-        elif found.codes.get_output_element_type(0) == ov.Type.u8 and activations == "f32":
-            n, groups, _ = found.codes.get_output_shape(0)
-            zero_point = _zero_point(found)
-            signed = np.asarray(found.codes.get_data()).astype(np.int16) - zero_point.astype(np.int16)[..., None]
-            if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)) \
-                    or found.scale.get_output_element_type(0) != ov.Type.f16:
-                continue
-            scale = np.asarray(found.scale.get_data()).reshape(n, groups)
-            op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
-        else:
-            continue
-        found.matmul.output(0).replace(product_node(factory, op, found.matmul.input_value(0), weights, keep).output(0))
-        count += 1
-    return count
-
-
-def _only_consumer(output: ov.Output, kind: str) -> ov.Node | None:
-    """The node reading ``output`` when it is the only one and of type ``kind``, else None."""
-    targets = list(output.get_target_inputs())
-    node = targets[0].get_node() if len(targets) == 1 else None
-    return node if node is not None and node.get_type_name() == kind else None
-
-
-def _other_input(node: ov.Node, output: ov.Output) -> ov.Output:
-    """The input of a two-input ``node`` that is not ``output``."""
-    first = node.input_value(0)
-    return node.input_value(1) if (first.get_node().get_instance_id(), first.get_index()) == \
-        (output.get_node().get_instance_id(), output.get_index()) else first
-
-
-def _constant(output: ov.Output) -> np.ndarray | None:
-    """The f32 value of a Constant, or of a Convert of one; None for anything else."""
-    node = output.get_node()
-    if node.get_type_name() == "Convert":
-        node = node.input_value(0).get_node()
-    return np.asarray(node.get_data(), dtype=np.float32) if node.get_type_name() == "Constant" else None
-
-
-def _scalar(output: ov.Output) -> float | None:
-    """The value of a one-element constant (:func:`_constant`), else None."""
-    value = _constant(output)
-    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
-
-
-def _compressed_consumer(output: ov.Output):
-    """The compressed MatMul (``inference.fusion``'s pattern) that alone reads ``output``, or None."""
-    matmul = _only_consumer(output, "MatMul")
-    return matmul and _compressed(matmul)
-
-
-def _layer_tail(o_proj) -> dict | None:
-    """The subgraph from a layer's output projection to its second residual Add, as the Llama IR writes it:
-    ``r1 = residual + o(attn)``, RMSNorm ``(r1 * (1 / sqrt(mean(r1 ** 2) + eps))) * gamma``, the fused gate/up
-    product, ``VariadicSplit``, ``Swish(gate) * up``, the down product, ``y = r1 + down``. Returns its parts, or None
-    where anything differs (then the layer is left to :func:`use_kernel`)."""
-    if _q4_1(o_proj) is None or o_proj.codes.get_output_shape(0)[1] * 32 != o_proj.columns:
-        return None
-    add1 = _only_consumer(o_proj.matmul.output(0), "Add")
-    if add1 is None:
-        return None
-    readers = {t.get_node().get_type_name(): t.get_node() for t in add1.output(0).get_target_inputs()}
-    if sorted(readers) != ["Add", "Multiply", "Power"] or len(add1.output(0).get_target_inputs()) != 3:
-        return None
-    power, scaled, add2 = readers["Power"], readers["Multiply"], readers["Add"]
-    mean = _only_consumer(power.output(0), "ReduceMean")
-    plus_eps = mean and _only_consumer(mean.output(0), "Add")
-    root = plus_eps and _only_consumer(plus_eps.output(0), "Sqrt")
-    inverse = root and _only_consumer(root.output(0), "Divide")
-    normed = _only_consumer(scaled.output(0), "Multiply")
-    if inverse is None or normed is None or _other_input(scaled, add1.output(0)).get_node().get_instance_id() \
-            != inverse.get_instance_id() or _scalar(power.input_value(1)) != 2.0 or _scalar(inverse.input_value(0)) != 1.0:
-        return None
-    eps, gamma = _scalar(_other_input(plus_eps, mean.output(0))), _constant(_other_input(normed, scaled.output(0)))
-    gate_up = _compressed_consumer(normed.output(0))
-    split = gate_up and _only_consumer(gate_up.matmul.output(0), "VariadicSplit")
-    if eps is None or gamma is None or split is None or len(split.outputs()) != 2 \
-            or _scalar(mean.input_value(1)) not in (-1.0, 2.0) or _scalar(split.input_value(1)) not in (-1.0, 2.0):
-        return None  # the mean and the split must be over the last axis of [batch, tokens, features]
-    swish = _only_consumer(split.output(0), "Swish")
-    product = swish and _only_consumer(swish.output(0), "Multiply")
-    if product is None or len(swish.inputs()) != 1 or _other_input(product, swish.output(0)).get_node().get_instance_id() \
-            != split.get_instance_id() or _other_input(product, swish.output(0)).get_index() != 1:
-        return None
-    down = _compressed_consumer(product.output(0))
-    if down is None or _other_input(add2, add1.output(0)).get_node().get_instance_id() != down.matmul.get_instance_id():
-        return None
-    return {"o": o_proj, "gate_up": gate_up, "down": down, "residual": _other_input(add1, o_proj.matmul.output(0)),
-            "eps": eps, "gamma": gamma.reshape(-1), "end": add2}
-
-
-def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
-    """Replace each layer's output projection, residual, RMSNorm and SwiGLU MLP (:func:`_layer_tail`) by one
-    ``Q4F32Layer`` op (``q4_kernel/layer_f32.hpp``); returns how many. Their repacked weights go to ``keep``, as in
-    :func:`product_node`. Run before :func:`use_kernel`, which then takes the products left (q/k/v, the LM head)."""
-    count = 0
-    for node in model.get_ordered_ops():
-        tail = _layer_tail(_compressed(node)) if node.get_type_name() == "MatMul" else None
-        if tail is None or tail["gamma"].size != tail["o"].columns:
-            continue
-        hidden, inner = tail["o"].columns, tail["down"].codes.get_output_shape(0)[1] * 32
-        gate_up = _q4_1(tail["gate_up"])
-        down = _q4_1(tail["down"])
-        if gate_up is None or down is None or tail["gate_up"].columns != 2 * inner:
-            continue
-        parts = {"o": _q4_1(tail["o"]), "gate": [a[:inner] for a in gate_up], "up": [a[inner:] for a in gate_up],
-                 "down": down}
-        parts = {name: (f32_layout(codes), *scales) for name, (codes, *scales) in parts.items()}
-        attributes = {"hidden": hidden, "inner": inner, "eps": tail["eps"]}
-        for name, arrays in [*parts.items(), ("gamma", [tail["gamma"]])]:
-            arrays = [np.ascontiguousarray(a, dtype=a.dtype) for a in arrays]
-            keep.extend(arrays)
-            if name == "gamma":
-                attributes["gamma"] = arrays[0].ctypes.data
-            else:
-                attributes.update({f"{name}_{part}": a.ctypes.data for part, a in zip(("codes", "scales", "zeros"), arrays)})
-        layer = factory.create("Q4F32Layer", [tail["o"].matmul.input_value(0), tail["residual"]], attributes)
-        tail["end"].output(0).replace(layer.output(0))
-        count += 1
-    return count
+    """Compile the standalone microbenchmark (``q4_kernel/q4_bench.cpp``, OpenMP, no OpenVINO; the kernels' headers
+    from ``inference/kernels/``); returns the binary."""
+    return compile_source(HERE / "q4_kernel" / "q4_bench.cpp", out_dir / f"q4_bench_{'vnni' if vnni else 'avx2'}", vnni,
+                          ["-fopenmp"])
 
 
 def engine_graph(core: ov.Core, xml: Path) -> ov.Model:
@@ -489,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     load = [os.getloadavg()[0]]
     core, factory = ov.Core(), NodeFactory()
     with tempfile.TemporaryDirectory() as build_dir:
-        library = build(Path(build_dir))
+        library = build(Path(build_dir) / "libq4_matmul.so")
         core.add_extension(str(library))
         factory.add_extension(str(library))
         xml = ensure_default_model(4) / "openvino_model.xml"

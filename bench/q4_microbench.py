@@ -1,4 +1,4 @@
-"""Issue 33, "Kernels": is a Q4_1 x Q8_1 weight product (``q4_kernel/q4_1_q8_1.hpp``) faster than OpenVINO's
+"""Issue 33, "Kernels": is a Q4_1 x Q8_1 weight product (``inference/kernels/q4_1_q8_1.hpp``) faster than OpenVINO's
 compressed FullyConnected on the default model's shapes, and what does a custom op cost inside the CPU plugin?
 
     .venv/bin/python bench/q4_microbench.py --out bench/results/epyc-zen5     # ~5 minutes on 2 quiet cores
@@ -12,7 +12,7 @@ blocks of 32), at T = 1, 2 and 4 tokens, 2 threads:
 * ``openvino``: a graph of the same products as OpenVINO's u4 compressed MatMuls (the exact Q4_1 IR's pattern:
   u4 codes, f16 zero points and scales, groups of 32), with and without ``ONEDNN_MAX_CPU_ISA=AVX2`` (an AVX2-only
   CPU's ``brgemm_avx2_f32``), each FullyConnected's time read from ``PERF_COUNT``;
-* ``op``: the same graph with every product a ``Q4MatMul`` extension op (``q4_kernel/q4_matmul.cpp``, AVX2), its
+* ``op``: the same graph with every product a ``Q4MatMul`` extension op (``inference/kernels/q4_matmul.cpp``, AVX2), its
   nodes' ``PERF_COUNT`` times: the difference from the standalone kernel is the plugin's cost per custom-op call;
 * ``dynamic T``: OpenVINO AVX2 and the op again with the number of tokens left open in the graph, as the model's IR
   has it (every node then shaped at run time).
@@ -65,11 +65,12 @@ def synthetic_step(tokens: int, extension: Path | None, dynamic: bool = False,
     random (seed 0), scaled to keep values near 1. ``dynamic``: x ``[1, ?, 576]``, the number of tokens left open
     as in the model's IR (the plugin then shapes every node at run time). With ``extension`` every product is a ``Q4MatMul`` (u8 codes
     ``[N, K / 2]``, f32 scales and offsets ``[N, K / 32]``, appended to ``keep``, which must then outlive the compiled
-    model: ``q4_kernel.product_node``); otherwise OpenVINO's compressed MatMul, friendly name ``l{layer}.{name}``."""
+    model: ``inference.q4_kernels.product_node``); otherwise OpenVINO's compressed MatMul, friendly name ``l{layer}.{name}``."""
     import openvino as ov
     import openvino.opset13 as ops
     from openvino.utils.node_factory import NodeFactory
-    from q4_kernel import product_node
+
+    from inference.q4_kernels import product_node
 
     factory = NodeFactory()
     if extension is not None:
@@ -214,12 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(args)
-    from q4_kernel import build, build_microbenchmark
+    from q4_kernel import build_microbenchmark
+
+    from tools.build_kernels import build
 
     started = time.time()
     with tempfile.TemporaryDirectory() as build_dir:
         binaries = {f"kernel {isa}": build_microbenchmark(Path(build_dir), vnni=isa == "vnni") for isa in ("avx2", "vnni")}
-        library = build(Path(build_dir))
+        library = build(Path(build_dir) / "libq4_matmul.so")
         worker = [sys.executable, __file__, "--worker", "--steps", str(args.steps)]
         capped = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
         plain = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}

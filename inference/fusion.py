@@ -63,7 +63,7 @@ def _chain(zero_point: ov.Node) -> list[ov.Node]:
     return [zero_point.input_value(0).get_node(), zero_point] if zero_point.get_type_name() == "Convert" else [zero_point]
 
 
-def _compressed(matmul: ov.Node) -> _Compressed | None:
+def compressed_product(matmul: ov.Node) -> _Compressed | None:
     """The decompression pattern behind a MatMul's weights, or None when it is something else."""
     if matmul.get_type_name() != "MatMul" or not matmul.get_attributes().get("transpose_b"):
         return None
@@ -145,7 +145,7 @@ def fuse_shared_input_products(model: ov.Model) -> int:
     """
     groups: dict[tuple, list[_Compressed]] = {}
     for node in model.get_ordered_ops():
-        found = _compressed(node)
+        found = compressed_product(node)
         if found is not None:
             groups.setdefault(found.signature(), []).append(found)
     removed = 0

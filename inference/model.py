@@ -20,6 +20,7 @@ from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
 from .layer_features import add_layer_features
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
+from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
 
@@ -156,10 +157,14 @@ class LoadedModel:
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
         rope_error: why ``rope`` is None (shown when a roll is needed).
         precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
-        prefill_compiled: a faster copy of the model (bf16) that prefills long prompts, or None
-            (``precision.PrecisionSettings.fast_prefill``).
+        prefill_compiled: a faster copy of the model that prefills long prompts, or None
+            (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
+            runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
+            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
+        kernels: which kernels compute ``compiled``'s 4-bit weight products (``q4_kernels``; the prefill copy
+            always runs OpenVINO's); it holds the ops' weights, so it lives as long as ``compiled``.
         ir_model: the ``ov.Model`` it was compiled from. Not used after compiling, but kept: destroying its
             ~6,000-node graph takes 30-50 ms of C++ that holds Python's GIL (measured), which would freeze the
             GUI at the end of every load; kept, it goes with the LoadedModel (its memory is shared with
@@ -177,6 +182,7 @@ class LoadedModel:
     prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
     ir_model: ov.Model | None = field(default=None, repr=False)
     feature_layers: tuple[int, ...] = ()
+    kernels: Kernels = field(default_factory=lambda: Kernels(False), repr=False)
 
     @property
     def max_position_embeddings(self) -> int | None:
@@ -258,7 +264,9 @@ def load_model(
 ) -> LoadedModel:
     """Read and compile a model folder. Weight products that read the same input (a layer's q/k/v, gate/up) are fused
     into one before compiling (``inference.fusion``: the same arithmetic, 6% faster decode steps on 2 AVX2 cores,
-    ``bench/results/epyc-zen3-avx2/FC_PROFILE.md``).
+    ``bench/results/epyc-zen3-avx2/FC_PROFILE.md``); on the exact f32 path SpecChat's CPU kernels then replace
+    OpenVINO's 4-bit products where they are built and fit (``inference.q4_kernels``; ``SPECCHAT_KERNELS=openvino``
+    turns them off), which ``LoadedModel.kernels`` and ``precision.kernels`` say.
 
     Args:
         folder: folder with ``openvino_model.xml/.bin``, ``openvino_tokenizer.xml``, ``openvino_detokenizer.xml``
@@ -320,9 +328,16 @@ def load_model(
                 f"reads ({error}): choose another draft"
             ) from error
     try:
-        compiled = core().compile_model(model, device, properties)
+        # both prefill copies are compiled before use_kernels rewrites the graph: they keep OpenVINO's kernels
         if fast_prefill:
             prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
+        elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
+                and not unavailable(device, properties) and has_layers(model):
+            prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
+        kernels = use_kernels(model, core(), device, properties)
+        if not kernels.ours and not fast_prefill:
+            prefill_compiled = None
+        compiled = core().compile_model(model, device, properties)
     except (RuntimeError, OSError) as error:
         hint = properties.get("INFERENCE_PRECISION_HINT")
         if hint not in (None, "f32"):
@@ -343,8 +358,8 @@ def load_model(
         rope, rope_error = None, str(error)
     return LoadedModel(
         folder, device, compiled, tokenizer, config, rope, rope_error,
-        precision=NumericPrecision.read(compiled, prefill_compiled), prefill_compiled=prefill_compiled, ir_model=model,
-        feature_layers=tuple(feature_layers),
+        precision=NumericPrecision.read(compiled, prefill_compiled, kernels.describe()), prefill_compiled=prefill_compiled,
+        ir_model=model, feature_layers=tuple(feature_layers), kernels=kernels,
     )
 
 

@@ -59,7 +59,9 @@ class PrecisionSettings:
             ``off``, or ``auto`` = on where the device computes bf16 natively and ``inference`` is ``auto``
             (an explicit ``f32`` computes everything in f32: a reply then never depends on how its prompt was
             split into prefill passes). ``on`` where the device has no native bf16 is refused (the copy would
-            cost memory and load time and prefill no faster).
+            cost memory and load time and prefill no faster). Without native bf16, ``auto`` with ``inference``
+            ``auto`` prefills with an f32 copy running OpenVINO's kernels where the model decodes with SpecChat's
+            (``model.LoadedModel.prefill_compiled``); ``off`` prefills with SpecChat's.
     """
 
     inference: str = "auto"
@@ -131,22 +133,26 @@ class NumericPrecision:
         dynamic_quantization_group_size: activations quantized in groups of this many values; 0 = off,
             -1 = the device does not say.
         prefill: compute precision of the fast-prefill copy, or "" when prompts are prefilled by the model itself.
+        kernels: which kernels compute the 4-bit weight products (``q4_kernels.Kernels.describe``: "SpecChat's",
+            "OpenVINO's (not built)" and the like), "" where not said.
     """
 
     inference: str
     kv_cache: str
     dynamic_quantization_group_size: int
     prefill: str = ""
+    kernels: str = ""
 
     @classmethod
-    def read(cls, compiled: ov.CompiledModel, prefill: ov.CompiledModel | None = None) -> "NumericPrecision":
-        """What ``compiled`` (and the prefill copy, if any) report."""
+    def read(cls, compiled: ov.CompiledModel, prefill: ov.CompiledModel | None = None, kernels: str = "") -> "NumericPrecision":
+        """What ``compiled`` (and the prefill copy, if any) report, with ``kernels`` as the loader chose them."""
         group = _property(compiled, "DYNAMIC_QUANTIZATION_GROUP_SIZE")
         return cls(
             inference=_type_name(_property(compiled, "INFERENCE_PRECISION_HINT")),
             kv_cache=_type_name(_property(compiled, "KV_CACHE_PRECISION")),
             dynamic_quantization_group_size=int(group) if group is not None else -1,
             prefill=_type_name(_property(prefill, "INFERENCE_PRECISION_HINT")) if prefill is not None else "",
+            kernels=kernels,
         )
 
     @property
@@ -155,14 +161,16 @@ class NumericPrecision:
         return self.inference == "f32" and self.kv_cache == "f32" and self.dynamic_quantization_group_size == 0
 
     def describe(self) -> str:
-        """``f32, KV cache f32, no dynamic quantization (exact); prefill bf16`` and the like."""
+        """``f32, KV cache f32, no dynamic quantization (exact); prefill bf16; 4-bit kernels: SpecChat's`` and the
+        like."""
         parts = [self.inference or "device default", f"KV cache {self.kv_cache or 'device default'}"]
         if self.dynamic_quantization_group_size == 0:
             parts.append("no dynamic quantization")
         elif self.dynamic_quantization_group_size > 0:
             parts.append(f"dynamic quantization {self.dynamic_quantization_group_size}")
         text = ", ".join(parts) + (" (exact)" if self.exact else "")
-        return text + (f"; prefill {self.prefill}" if self.prefill else "")
+        text += f"; prefill {self.prefill}" if self.prefill else ""
+        return text + (f"; 4-bit kernels: {self.kernels}" if self.kernels else "")
 
     def as_dict(self) -> dict:
         """JSON-ready fields plus ``exact``."""

@@ -42,6 +42,9 @@ if found:
              "bundled: delete build/packaging-venv and run this again")
 EOF
 
+say "Building SpecChat's CPU kernels against $VENV's OpenVINO (shipped when g++ is here)"
+"$VENV/bin/python" tools/build_kernels.py
+
 # --- the bundle ----------------------------------------------------------------------------------------------
 say "Building the bundle $BUNDLE with PyInstaller"
 "$VENV/bin/pyinstaller" packaging/specchat.spec --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller

@@ -1,4 +1,4 @@
-"""bench/q4_kernel/q4_matmul.cpp: blocked weight products as OpenVINO extension ops (issue 33, an experiment):
+"""inference/kernels/q4_matmul.cpp: blocked weight products as OpenVINO extension ops (issue 33):
 Q4_1 x Q8_1 (``Q4MatMul``, int8 activations), Q4_1 x f32 (``Q4F32MatMul``) and Q8_0 x f32 (``Q8F32MatMul``), and a
 decoder layer's o projection, residual, RMSNorm and SwiGLU MLP as one op (``Q4F32Layer``).
 
@@ -17,9 +17,11 @@ import openvino.opset13 as ops
 import pytest
 from openvino.utils.node_factory import NodeFactory
 
+from inference.q4_kernels import f32_layout, ggml_layout, product_node
+from tools.build_kernels import build
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from q4_kernel import build, f32_layout, ggml_layout, product_node  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or "avx2" not in Path("/proc/cpuinfo").read_text(errors="replace"),
@@ -33,7 +35,7 @@ N, K = 96, 128  # outputs, inputs: 4 blocks of 32 a row
 def loaded(tmp_path_factory) -> tuple[ov.Core, NodeFactory]:
     """A Core and a NodeFactory with the op loaded; both live as long as the module's graphs (a Core destroyed
     first unloads the library under the compiled model's nodes)."""
-    library = build(tmp_path_factory.mktemp("q4_kernel"))
+    library = build(tmp_path_factory.mktemp("q4_kernel") / "libq4_matmul.so")
     core, factory = ov.Core(), NodeFactory()
     core.add_extension(str(library))
     factory.add_extension(str(library))
@@ -80,7 +82,7 @@ def compiled(loaded, *weights, op: str = "Q4MatMul") -> ov.CompiledModel:
 
 
 def f32_bound(x: np.ndarray, codes: np.ndarray, d: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
-    """The f32 rounding bound of the f32 ops (``q4_kernel/block_f32.hpp``), ``[rows, N]``, for ``codes``
+    """The f32 rounding bound of the f32 ops (``inference/kernels/block_f32.hpp``), ``[rows, N]``, for ``codes``
     ``[N, G, 32]``, ``d`` and ``m`` ``[N, G]``. Q4_1 (``m`` given), the block-sum form: every term ``d q x`` and
     ``m x`` goes through at most G + 10 roundings, so (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1)
     ``|y - sum_k w_k x_k| <= gamma_{G+10} sum_b sum_j (|d_b q_j x_j| + |m_b x_j|)``, ``gamma_n = n u / (1 - n u)``,

@@ -23,6 +23,14 @@ def test_the_precision_in_use_is_said_in_plain_words_with_the_terms_beside_them(
         "Computing: half (bf16) · chat memory (KV cache): 8-bit (u8) · inputs rounded to 8 bits in groups of 32 "
         "(dynamic quantization) · long prompts read in half (bf16) · fast, not exact"
     )
+    ours = NumericPrecision("f32", "f32", 0, prefill="f32", kernels="SpecChat's")
+    assert precision_in_words(ours) == (
+        "Computing: full (f32) · chat memory (KV cache): full (f32) · long prompts read in full (f32) · "
+        "4-bit kernels: SpecChat's · exact"
+    )
+    theirs = NumericPrecision("f32", "f32", 0, kernels="OpenVINO's (not built)")
+    assert precision_in_words(theirs).endswith(" · 4-bit kernels: OpenVINO's (not built) · exact")
+    assert theirs.describe() == "f32, KV cache f32, no dynamic quantization (exact); 4-bit kernels: OpenVINO's (not built)"
 
 
 def test_the_pane_shows_the_precision_in_words_and_openvinos_terms_on_hover(qtbot):

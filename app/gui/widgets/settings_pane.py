@@ -636,7 +636,8 @@ def blocked_summary(errors: dict[str, str]) -> str:
 
 def precision_in_words(precision: NumericPrecision) -> str:
     """What the "In use" row says of ``precision``: "Computing: full (f32) · chat memory (KV cache): full (f32) ·
-    exact" and, when they are on, rounding of activations (dynamic quantization) and how long prompts are read."""
+    exact" and, when they are on, rounding of activations (dynamic quantization), how long prompts are read and
+    whose kernels compute the 4-bit weights ("4-bit kernels: SpecChat's", or OpenVINO's and why)."""
 
     def words(type_name: str) -> str:
         return _TYPE_WORDS.get(type_name, type_name or "the device's default")
@@ -647,5 +648,7 @@ def precision_in_words(precision: NumericPrecision) -> str:
         parts.append(f"inputs rounded to 8 bits in groups of {size} (dynamic quantization)")
     if precision.prefill:
         parts.append(f"long prompts read in {words(precision.prefill)}")
+    if precision.kernels:
+        parts.append(f"4-bit kernels: {precision.kernels}")
     parts.append("exact" if precision.exact else "fast, not exact")
     return " · ".join(parts)

@@ -1,4 +1,5 @@
-// An experiment (bench/q4_kernel.py builds and measures it; the engine does not use it): blocked low-bit weight
+// SpecChat's CPU kernels (tools/build_kernels.py builds them at set-up, inference/q4_kernels.py puts them in the
+// graph at load, bench/q4_kernel.py measures them): blocked low-bit weight
 // products as OpenVINO extension operations (loaded with ov::Core::add_extension).
 //
 // Q4MatMul(x) -> y       Q4_1 weights, x quantized to int8 per row (q4_1_q8_1.hpp): the measured alternative,
