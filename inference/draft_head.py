@@ -33,7 +33,7 @@ import numpy as np
 import openvino as ov
 
 from .devices import base_properties, core
-from .layer_features import LAYER_FEATURES, decoder_layer_count
+from .layer_features import LAYER_FEATURES
 from .model import MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
 from .rope import RopeParameters, RopeUnsupportedError
 
@@ -219,7 +219,7 @@ def check_head_fits(target: LoadedModel, head: LoadedHead) -> None:
         TokenizerMismatchError: with what differs and what to do.
     """
     problems = head_misfits(head.manifest, target.hidden_size, target.vocab_size, lambda: target.tokenizer_fingerprint,
-                            lambda: decoder_layer_count(target.ir_model) if target.ir_model is not None else None)
+                            lambda: target.decoder_layers)
     if not problems and target.feature_layers != head.feature_layers:
         problems.append(f"it was loaded with the outputs of decoder layers {list(target.feature_layers)}, the head "
                         f"reads those of {list(head.feature_layers)} (load the target with the head's feature_layers)")

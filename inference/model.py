@@ -18,7 +18,7 @@ import openvino_genai
 
 from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
-from .layer_features import add_layer_features
+from .layer_features import add_layer_features, decoder_layer_count
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
@@ -163,6 +163,8 @@ class LoadedModel:
             ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
+        decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
+            kernels replace a layer's RMSNorms and products with one op), None for a graph that is not Llama-style.
         kernels: which kernels compute ``compiled``'s 4-bit weight products (``q4_kernels``; the prefill copy
             always runs OpenVINO's); it holds the ops' weights, so it lives as long as ``compiled``.
         ir_model: the ``ov.Model`` it was compiled from. Not used after compiling, but kept: destroying its
@@ -182,6 +184,7 @@ class LoadedModel:
     prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
     ir_model: ov.Model | None = field(default=None, repr=False)
     feature_layers: tuple[int, ...] = ()
+    decoder_layers: int | None = None
     kernels: Kernels = field(default_factory=lambda: Kernels(False), repr=False)
 
     @property
@@ -334,6 +337,7 @@ def load_model(
         elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
                 and not unavailable(device, properties) and has_layers(model):
             prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
+        decoder_layers = decoder_layer_count(model)
         kernels = use_kernels(model, core(), device, properties)
         if not kernels.ours and not fast_prefill:
             prefill_compiled = None
@@ -359,7 +363,7 @@ def load_model(
     return LoadedModel(
         folder, device, compiled, tokenizer, config, rope, rope_error,
         precision=NumericPrecision.read(compiled, prefill_compiled, kernels.describe()), prefill_compiled=prefill_compiled,
-        ir_model=model, feature_layers=tuple(feature_layers), kernels=kernels,
+        ir_model=model, feature_layers=tuple(feature_layers), decoder_layers=decoder_layers, kernels=kernels,
     )
 
 
