@@ -25,7 +25,7 @@ Design rules:
 * **One switch.** ``SPECCHAT_KERNELS=openvino`` in the environment keeps OpenVINO's kernels everywhere.
 * **The weights live in Python.** The ops read their repacked weights where they lie (their addresses are op
   attributes: OpenVINO's CPU plugin would copy weights given as inputs on every call), so the arrays are kept by
-  the caller (``LoadedModel.kernel_weights``) as long as the compiled model.
+  the caller (``Kernels.weights``, on ``LoadedModel.kernels``) as long as the compiled model.
 """
 
 from __future__ import annotations
