@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from inference import q4_kernels
+
 pytestmark = [
     pytest.mark.installer,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux installers are built and tested on Linux"),
@@ -85,6 +87,8 @@ def _check_reply(reply: dict, stderr: str, tmp: Path) -> None:
     assert reply["text"].strip()
     assert 0 < reply["new_tokens"] <= 8  # 8, or fewer when the model ended its reply (EOS)
     assert reply["tokens_per_s"] > 0
+    if shutil.which("g++") and q4_kernels.cpu_has_flags():  # build_linux.sh built SpecChat's kernels: shipped, loaded
+        assert reply["precision"]["kernels"] == "SpecChat's", reply["precision"]
 
 
 def _start_gui(program: Path, tmp: Path) -> tuple[float, float]:
