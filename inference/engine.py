@@ -386,7 +386,8 @@ class Engine:
         )
         discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)
         if discarded:
-            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=discarded)
+            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=discarded,
+                                 max_n_ctx=self.target.max_context)
         fast_before = self._cache.fast_prefilled
         to_prefill = prompt_ids[reused:]
         if discarded and not roll_long_prompt:

@@ -102,11 +102,14 @@ class PromptOverflow:
         prompt_tokens: tokens of the whole prompt.
         n_ctx: the rolling-context size.
         discarded_tokens: prompt tokens dropped (the oldest after the first n_keep), the same either way.
+        max_n_ctx: the largest n_ctx the model allows (``LoadedModel.max_context``), None when unknown: a front
+            end advises raising n_ctx only while the prompt would fit under it.
     """
 
     prompt_tokens: int
     n_ctx: int
     discarded_tokens: int
+    max_n_ctx: int | None = None
 
 
 @dataclass(frozen=True)

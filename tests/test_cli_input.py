@@ -135,7 +135,7 @@ def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_it
         stdout, stderr = process.communicate(timeout=300)  # only a guard against a hang: the bound is below
     finally:
         process.kill()
-    assert "more than n_ctx 4096" in note and "raise --n-ctx" in note
+    assert "more than n_ctx 4096" in note and "the model reads at most 8192 tokens, so no --n-ctx keeps them" in note
     assert int(note.split("the prompt is ")[1].split()[0]) > 30_000
     assert process.returncode == 0, stderr
     assert "0 tokens" in stderr and "stop: cancelled" in stderr and "Traceback" not in stderr
@@ -224,3 +224,15 @@ def test_a_read_only_data_folder_is_one_line_not_a_traceback(tmp_path, args):
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2 and last.startswith("error: ") and "--data-dir" in last
     assert "Permission denied" in last
+
+
+def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_prompt():
+    from app.cli.commands import overflow_notice
+    from inference.events import PromptOverflow
+
+    fits = overflow_notice(PromptOverflow(prompt_tokens=6000, n_ctx=4096, discarded_tokens=2000, max_n_ctx=8192))
+    assert fits.endswith("before the reply; raise --n-ctx to keep them")
+    too_long = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, max_n_ctx=8192))
+    assert too_long.endswith("the model reads at most 8192 tokens, so no --n-ctx keeps them: shorten the prompt")
+    unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138))
+    assert unknown.endswith("raise --n-ctx to keep them")

@@ -264,10 +264,15 @@ def _stream(events, out) -> GenerationStats:
 
 
 def overflow_notice(event: PromptOverflow) -> str:
-    """What a prompt longer than n_ctx loses, said before its prefill starts."""
+    """What a prompt longer than n_ctx loses, said before its prefill starts, with what would keep it: a larger
+    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt."""
+    if event.max_n_ctx is None or event.prompt_tokens < event.max_n_ctx:
+        advice = "raise --n-ctx to keep them"
+    else:
+        advice = f"the model reads at most {event.max_n_ctx} tokens, so no --n-ctx keeps them: shorten the prompt"
     return (
         f"the prompt is {event.prompt_tokens} tokens, more than n_ctx {event.n_ctx}: the rolling context discards "
-        f"{event.discarded_tokens} of them (the oldest after the first n_keep) before the reply; raise --n-ctx to keep them"
+        f"{event.discarded_tokens} of them (the oldest after the first n_keep) before the reply; {advice}"
     )
 
 

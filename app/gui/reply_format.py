@@ -147,7 +147,7 @@ def metrics_text(stats: dict) -> str:
         parts.append("acceptance n/a")
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
         rolls = stats.get("rolls", 0)
-        parts.append(f"{stats['discarded_tokens']} earlier tokens dropped to fit the context"
+        parts.append(f"{stats['discarded_tokens']:,} earlier tokens dropped to fit the context"
                      + (f" ({rolls} roll{'s' if rolls != 1 else ''})" if rolls else ""))
     if "new_tokens" in stats:
         parts.append(f"{stats['new_tokens']} tokens")

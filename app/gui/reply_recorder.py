@@ -187,10 +187,16 @@ class ReplyRecorder:
             if self.progress is not None:  # (the bubble's bar says how far: the footer only what it skips)
                 text = (f"{MODE_NAMES.get(self.mode, '')}: " if self.compare else "") + "Reading your message…"
             if self.overflow is not None:
+                overflow = self.overflow
+                if overflow.max_n_ctx is None or overflow.prompt_tokens < overflow.max_n_ctx:
+                    advice = "raise Context length in the settings to keep them"
+                else:  # no setting keeps them all
+                    advice = (f"this model reads at most {overflow.max_n_ctx:,} tokens: shorten the message or start "
+                              "a new chat to keep it whole")
                 skipped = (
-                    f"the conversation is {self.overflow.prompt_tokens:,} tokens, more than the context length "
-                    f"({self.overflow.n_ctx:,}): the model skips {self.overflow.discarded_tokens:,} of its oldest tokens "
-                    "(raise Context length in the settings to keep them)"
+                    f"the conversation is {overflow.prompt_tokens:,} tokens, more than the context length "
+                    f"({overflow.n_ctx:,}): the model skips {overflow.discarded_tokens:,} of its oldest tokens "
+                    f"({advice})"
                 )
                 alone = self.progress is not None and not self.compare
                 text = skipped[0].upper() + skipped[1:] if alone else f"{text} · {skipped}"

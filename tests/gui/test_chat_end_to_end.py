@@ -99,7 +99,7 @@ def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window
     stats = finished.args[0].stats
     assert stats["rolls"] >= 1 and stats["discarded_tokens"] == 24 * stats["rolls"]
     footer = window.chat_view.message_widgets()[-1].footer.text()
-    assert f"{stats['discarded_tokens']} earlier tokens dropped to fit the context ({stats['rolls']} roll" in footer
+    assert f"{stats['discarded_tokens']:,} earlier tokens dropped to fit the context ({stats['rolls']} roll" in footer
     series = window.live_graph.series[-1]
     assert len(series.rolls) == stats["rolls"]
     assert all(0 < fill <= 100 for _, fill in series.fill)

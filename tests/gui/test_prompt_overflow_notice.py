@@ -2,6 +2,7 @@
 written as the progress line above it writes them ("10,277 tokens", not "10277" beside "2,093": newcomer trial)."""
 
 from app.gui.history_db import HistoryDB
+from app.gui.reply_format import metrics_text
 from app.gui.reply_recorder import ReplyRecorder
 from inference.events import PromptOverflow, StepStats, TextDelta
 
@@ -22,3 +23,29 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
     recorder.add([TextDelta("Hi", 1, False), step])
     assert recorder.snapshot().stats["live"].startswith("Generating · 2 tokens")
     db.close()
+
+
+def test_a_conversation_longer_than_the_model_allows_is_not_told_to_raise_the_context_length(tmp_path):
+    """Newcomer trial: a 9,504-token paste was told "raise Context length in the settings to keep them" while the
+    setting stops at the model's 8,192: no setting keeps them, so the advice is what can."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    conversation = db.create_conversation("t")
+    lives = []
+    for prompt_tokens in (8000, 9504):
+        message = db.message(db.add_message(conversation, "assistant", "", state="streaming"))
+        recorder = ReplyRecorder(db, message)
+        recorder.add([PromptOverflow(prompt_tokens=prompt_tokens, n_ctx=4096, discarded_tokens=prompt_tokens - 3366,
+                                     max_n_ctx=8192)])
+        lives.append(recorder.snapshot().stats["live"])
+    assert lives[0].endswith("(raise Context length in the settings to keep them)")
+    assert lives[1] == (
+        "Generating… · the conversation is 9,504 tokens, more than the context length (4,096): the model skips 6,138 "
+        "of its oldest tokens (this model reads at most 8,192 tokens: shorten the message or start a new chat to keep "
+        "it whole)"
+    )
+    db.close()
+
+
+def test_the_footer_writes_dropped_tokens_with_thousands_separators():
+    footer = metrics_text({"discarded_tokens": 6138, "rolls": 1, "new_tokens": 12})
+    assert "6,138 earlier tokens dropped to fit the context (1 roll)" in footer
