@@ -347,7 +347,8 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color:
 QToolButton[plotChoice="true"] {{ padding: 2px 6px; border: 1px solid {t.border}; border-radius: 4px; }}
 QToolButton[plotChoice="true"]:checked {{ background: {t.accent}; color: {t.on_accent}; border-color: {t.accent}; }}
 QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
-QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 10px; }}
+/* the ring takes no more room than Fusion's own margins (7 px a side): wider padding cut "Reset to defaults" when focused */
+QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 5px; }}
 #composerEdit:focus, #conversations:focus {{ border: 2px solid {t.focus}; }}
 #messagesArea {{ border: 2px solid transparent; }}
 #settingsPane:focus, #messagesArea:focus {{ border: 2px solid {t.focus}; }}

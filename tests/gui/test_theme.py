@@ -196,3 +196,29 @@ def test_a_number_field_shows_its_arrows_when_focused_or_invalid(qtbot, make_win
                   for y in range(button.top(), button.bottom() + 1)]  # fmt: skip
         background = Counter(p.name() for p in pixels).most_common(1)[0][0]
         assert max(theme.contrast_ratio(p, QColor(background)) for p in pixels) >= 3.0, (control, background)
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_a_focused_button_keeps_room_for_its_whole_label(qtbot, make_window, choice):
+    """Newcomer trial: focused, "Reset to defaults" read "ꞁeset to default": the focus ring's border and padding
+    (2 + 10 px a side) took more room than Fusion's own margins (7 px a side) the button was sized by. Every push
+    button of the window, focused, must keep its label's width inside its contents."""
+    from PySide6.QtWidgets import QPushButton, QStyle, QStyleOptionButton
+
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    window.resize(1366, 768)
+    window.show()
+    qtbot.waitExposed(window)
+    buttons = [b for b in window.findChildren(QPushButton) if b.isVisible() and b.text() and b.isEnabled()]
+    assert len(buttons) >= 3, [b.text() for b in buttons]
+    short = []
+    for button in buttons:
+        button.setFocus()
+        qtbot.waitUntil(button.hasFocus, timeout=3000)
+        option = QStyleOptionButton()
+        button.initStyleOption(option)
+        contents = button.style().subElementRect(QStyle.SubElement.SE_PushButtonContents, option, button)
+        if contents.width() < button.fontMetrics().horizontalAdvance(button.text().replace("&", "")):
+            short.append((button.text(), contents.width(), button.fontMetrics().horizontalAdvance(button.text())))
+    assert not short, short
