@@ -191,7 +191,7 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     # the precision in force, as OpenVINO reports it: in the settings pane and the status bar
     in_use = window.settings_pane.precision_in_use
     assert in_use.text().startswith("Computing: full (f32) · chat memory (KV cache): full (f32)")
-    assert in_use.text().endswith(" · exact") and "f32, KV cache f32, no dynamic quantization (exact)" in in_use.toolTip()
+    assert in_use.text().endswith(" · drafting never changes a reply (exact)") and "f32, KV cache f32, no dynamic quantization (exact)" in in_use.toolTip()
     assert window.model_label.text().endswith(" · exact")  # short; the details are in its tooltip
     assert "f32, KV cache f32, no dynamic quantization (exact)" in window.model_label.toolTip()
     assert all(s.rate for s in window.live_graph.series)

@@ -110,7 +110,7 @@ def test_a_settings_file_with_a_precision_this_cpu_lacks_is_flagged_not_fatal(qt
     assert find_dialog(window, "modelError") is None  # a settings problem: no dialog
     pane.precision.setCurrentIndex(pane.precision.findData("auto"))
     qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
-    assert window.composer.send_button.isEnabled() and pane.precision_in_use.text().endswith(" · exact")
+    assert window.composer.send_button.isEnabled() and pane.precision_in_use.text().endswith(" · drafting never changes a reply (exact)")
 
 
 def test_corrupt_history_is_moved_aside_with_a_notice(qtbot, make_window, tmp_path):

@@ -17,19 +17,24 @@ def test_the_precision_in_use_is_said_in_plain_words_with_the_terms_beside_them(
     from app.gui.widgets.settings_pane import precision_in_words
 
     exact = NumericPrecision("f32", "f32", 0)
-    assert precision_in_words(exact) == "Computing: full (f32) · chat memory (KV cache): full (f32) · exact"
+    assert precision_in_words(exact) == (
+        "Computing: full (f32) · chat memory (KV cache): full (f32) · drafting never changes a reply (exact)"
+    )
     fast = NumericPrecision("bf16", "u8", 32, prefill="bf16")
     assert precision_in_words(fast) == (
         "Computing: half (bf16) · chat memory (KV cache): 8-bit (u8) · inputs rounded to 8 bits in groups of 32 "
-        "(dynamic quantization) · long prompts read in half (bf16) · fast, not exact"
+        "(dynamic quantization) · long prompts read in half (bf16) · drafting may change a reply by rounding (fast, "
+        "not exact)"
     )
     ours = NumericPrecision("f32", "f32", 0, prefill="f32", kernels="SpecChat's")
     assert precision_in_words(ours) == (
         "Computing: full (f32) · chat memory (KV cache): full (f32) · long prompts read in full (f32) · "
-        "4-bit kernels: SpecChat's · exact"
+        "4-bit weights: SpecChat's faster kernels · drafting never changes a reply (exact)"
     )
     theirs = NumericPrecision("f32", "f32", 0, kernels="OpenVINO's (not built)")
-    assert precision_in_words(theirs).endswith(" · 4-bit kernels: OpenVINO's (not built) · exact")
+    assert precision_in_words(theirs).endswith(
+        " · 4-bit weights: OpenVINO's kernels (not built) · drafting never changes a reply (exact)"
+    )
     assert theirs.describe() == "f32, KV cache f32, no dynamic quantization (exact); 4-bit kernels: OpenVINO's (not built)"
 
 

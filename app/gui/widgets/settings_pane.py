@@ -636,8 +636,11 @@ def blocked_summary(errors: dict[str, str]) -> str:
 
 def precision_in_words(precision: NumericPrecision) -> str:
     """What the "In use" row says of ``precision``: "Computing: full (f32) · chat memory (KV cache): full (f32) ·
-    exact" and, when they are on, rounding of activations (dynamic quantization), how long prompts are read and
-    whose kernels compute the 4-bit weights ("4-bit kernels: SpecChat's", or OpenVINO's and why)."""
+    drafting never changes a reply (exact)" and, when they are on, rounding of activations (dynamic quantization),
+    how long prompts are read and whose kernels compute the 4-bit weights ("4-bit weights: SpecChat's faster
+    kernels", or OpenVINO's and why). "Exact" is said of what it means to the user, speculative replies equal to
+    plain decoding's (a newcomer read "exact" beside "long prompts read in half (bf16)" as a contradiction: every
+    decoding reads a prompt the same way)."""
 
     def words(type_name: str) -> str:
         return _TYPE_WORDS.get(type_name, type_name or "the device's default")
@@ -648,7 +651,10 @@ def precision_in_words(precision: NumericPrecision) -> str:
         parts.append(f"inputs rounded to 8 bits in groups of {size} (dynamic quantization)")
     if precision.prefill:
         parts.append(f"long prompts read in {words(precision.prefill)}")
-    if precision.kernels:
-        parts.append(f"4-bit kernels: {precision.kernels}")
-    parts.append("exact" if precision.exact else "fast, not exact")
+    if precision.kernels == "SpecChat's":
+        parts.append("4-bit weights: SpecChat's faster kernels")
+    elif precision.kernels:
+        parts.append("4-bit weights: " + precision.kernels.replace("OpenVINO's", "OpenVINO's kernels", 1))
+    parts.append("drafting never changes a reply (exact)" if precision.exact
+                 else "drafting may change a reply by rounding (fast, not exact)")
     return " · ".join(parts)
