@@ -154,24 +154,25 @@ def metrics_text(stats: dict) -> str:
     return " · ".join(parts)
 
 
-def answered_with(stats: dict | None) -> str:
-    """The store name of the target model that wrote a reply (``stats["target_model"]``, or that of a comparison's
-    runs), or "" for replies recorded before SpecChat stored it."""
+def _recorded(stats: dict | None, key: str) -> str:
+    """``stats[key]`` of a reply, or of a comparison's runs (the speculative one first), as text; "" where absent."""
     stats = stats or {}
     compare = stats.get("compare")
     runs = [compare.get("spec") or {}, compare.get("ar") or {}] if isinstance(compare, dict) else [stats]
-    return next((str(run["target_model"]) for run in runs if isinstance(run, dict) and run.get("target_model")), "")
+    return next((str(run[key]) for run in runs if isinstance(run, dict) and run.get(key)), "")
+
+
+def answered_with(stats: dict | None) -> str:
+    """The store name of the target model that wrote a reply (``stats["target_model"]``, or that of a comparison's
+    runs), or "" for replies recorded before SpecChat stored it."""
+    return _recorded(stats, "target_model")
 
 
 def answered_with_label(stats: dict | None) -> str:
     """The name the model picker gave the target model that wrote a reply (``stats["target_label"]``, e.g.
     ``SmolLM2-135M-Instruct · 4-bit``, or that of a comparison's runs), else its store name (:func:`answered_with`:
     replies recorded before SpecChat stored the label), or ""."""
-    stats = stats or {}
-    compare = stats.get("compare")
-    runs = [compare.get("spec") or {}, compare.get("ar") or {}] if isinstance(compare, dict) else [stats]
-    label = next((str(run["target_label"]) for run in runs if isinstance(run, dict) and run.get("target_label")), "")
-    return label or answered_with(stats)
+    return _recorded(stats, "target_label") or answered_with(stats)
 
 
 def stopped_at_limit(stats: dict | None, state: str = "complete") -> bool:
@@ -200,7 +201,8 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
         prefix = "Length limit reached (Continue writes more) · "
     if stats.get("continued"):
         prefix += f"Continued {stats['continued']}× · "
-    model = f" · {answered_with_label(stats)}" if answered_with_label(stats) else ""
+    label = answered_with_label(stats)
+    model = f" · {label}" if label else ""
     if "compare" in stats:
         compare = stats["compare"]
         if state == "stopped":  # (a comparison stored by an older version may hold a speedup of its cut-off runs)
@@ -237,8 +239,8 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
         parts.append(_compare_in_words(stats["compare"]))
     elif stats.get("mode"):
         parts += _decoding_in_words(stats)
-    if answered_with_label(stats):
-        parts.append(f"model {answered_with_label(stats)}")
+    if label := answered_with_label(stats):
+        parts.append(f"model {label}")
     return _with_error(" · ".join(parts), stats)
 
 
