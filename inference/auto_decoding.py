@@ -36,6 +36,12 @@ Design rules:
   step, whichever drafter ran, so a drafter not chosen for a while drifts back to its prior and is tried again:
   that is the exploration. Prompt lookup keeps two: matches of fewer than ``LONG_MATCH`` tokens, and longer ones
   (the context is copying), so a reply that starts copying switches to lookup at once and back when it stops.
+* **A seeded sampled reply plans from preset costs.** Which tokens a seed yields depends on the drafts and on how
+  many random draws each step takes, so a seeded reply's choices must not depend on timings: it plans with
+  ``PresetCosts`` (pass and drafting costs in one-token passes, constants measured with SpecChat's kernels) and the
+  acceptance of its own drafts only (a fresh ``Measurements``, not the conversation's), so the same seed gives the
+  same reply on every run, and it still takes prompt lookup where the context is copying and plain steps where no
+  drafter pays (a fixed drafter and K made Compare at the chat defaults 0.7-0.8x on a copying task).
 * **The choice never touches exactness.** It depends only on earlier steps; every step is a complete speculative
   step (Leviathan et al., arXiv 2211.17192, Theorem 1; Chen et al., arXiv 2302.01318), so each token has the
   target's distribution given the tokens before it, whatever K and drafter were chosen, and greedy decoding emits
@@ -72,6 +78,15 @@ PLAIN_REFRESH = 48
 PRIOR_PASS_GROWTH = 0.2
 #: Prior drafting cost, in one-token target passes: per draft for a drafter that runs a model, per step for lookup.
 PRIOR_DRAFT_COST = {"head": 0.08, "model": 0.3, "lookup": 0.01}
+#: A seeded sampled reply's preset costs (``PresetCosts``), in one-token passes, on the dear side of what was
+#: measured, since they also stand for the price of changing the pass width that a preset plan cannot measure: a
+#: pass over n tokens costs 1 + SEEDED_PASS_GROWTH * (n - 1) (with SpecChat's kernels a 2-token pass measured
+#: 1.24-1.48 one-token passes on the Zen 5, the Xeon and under the AVX2 cap, a change of width 0.1-0.4 more:
+#: bench/results), a head draft 0.2 (0.17-0.18 measured), a lookup step almost nothing. The head then drafts only
+#: while more than ~2 of 3 drafts are accepted (a seeded reply at the chat defaults drafting at acceptance 0.52 with
+#: a growth of 0.35 decoded at 0.81x of plain on the Xeon).
+SEEDED_PASS_GROWTH = 0.45
+SEEDED_DRAFT_COST = {"head": 0.2, "model": 0.3, "lookup": 0.01}
 #: Prior acceptance per draft position, and its weight in pseudo-drafts.
 PRIOR_ACCEPTANCE = {"head": 0.6, "model": 0.6, "lookup": 0.3, "lookup_long": 0.8}
 PRIOR_WEIGHT = 2.0
@@ -225,6 +240,24 @@ class DraftCosts:
         return PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1)
 
 
+@dataclass(frozen=True)
+class PresetCosts:
+    """Fixed costs, in one-token passes, that a seeded sampled reply plans with (no timing: see the module's
+    design rules)."""
+
+    pass_growth: float = SEEDED_PASS_GROWTH
+    draft_cost: dict[str, float] = field(default_factory=lambda: dict(SEEDED_DRAFT_COST))
+
+    def passes_upto(self, most: int) -> list[float]:
+        """Cost of passes over 1 .. ``most`` tokens (item ``size - 1``)."""
+        return [1.0 + self.pass_growth * (size - 1) for size in range(1, most + 1)]
+
+    def drafting(self, drafter: str, k: int) -> float:
+        """Cost of drafting ``k`` tokens with ``drafter`` (per draft for a drafter that runs a model, per step for
+        lookup)."""
+        return self.draft_cost[drafter] * (1 if drafter == "lookup" else k)
+
+
 class Acceptance:
     """Decayed acceptance counts of one drafter in this conversation, per draft position, over a Beta prior.
 
@@ -321,14 +354,20 @@ class StepPlanner:
         measurements: the engine's ``Measurements`` (shared by its replies).
         drafters: the drafters the reply may use (``head``, ``model``, ``lookup``; none: every step is plain).
         fixed_k: draft this many tokens with the only drafter every step (no choice, no plain steps); None: choose.
+        preset: choose from these costs instead of measured times, and measure none (a seeded sampled reply; give
+            it a ``Measurements`` of its own, so its acceptance is its own drafts' alone).
     """
 
-    def __init__(self, measurements: Measurements, drafters: tuple[str, ...], fixed_k: int | None = None):
+    def __init__(self, measurements: Measurements, drafters: tuple[str, ...], fixed_k: int | None = None,
+                 preset: PresetCosts | None = None):
         if fixed_k is not None and len(drafters) != 1:
             raise ValueError(f"a fixed K needs exactly one drafter, got {drafters}")
+        if fixed_k is not None and preset is not None:
+            raise ValueError("a fixed K chooses nothing: it takes no preset costs")
         self._measured = measurements
         self._drafters = drafters
         self._fixed_k = fixed_k
+        self._preset = preset
         self._last_size: int | None = None  # tokens of this reply's last pass (None: the prompt's came last)
 
     @property
@@ -364,15 +403,20 @@ class StepPlanner:
                 min(top, lookup_drafts) if drafter == "lookup" else top)
             for drafter in self._drafters
         }
-        pass_s = self._measured.passes.predict_upto(max(map(len, tokens_of.values())), cache_len)
+        most = max(map(len, tokens_of.values()))
+        if self._preset is not None:
+            pass_s = self._preset.passes_upto(most)
+        else:
+            pass_s = self._measured.passes.predict_upto(most, cache_len)
+            change = self._measured.passes.switch_cost / SWITCH_HORIZON if self._last_size is not None else 0.0
+            pass_s = [seconds + (change if size != self._last_size else 0.0) for size, seconds in enumerate(pass_s, 1)]
         one = pass_s[0]
-        change = self._measured.passes.switch_cost / SWITCH_HORIZON if self._last_size is not None else 0.0
-        pass_s = [seconds + (change if size != self._last_size else 0.0) for size, seconds in enumerate(pass_s, 1)]
-        best, best_rate = Choice(PLAIN, 0), 1.0 / pass_s[0]
+        best, best_rate = Choice(PLAIN, 0), 1.0 / one
         for drafter, tokens in tokens_of.items():
-            drafting = self._measured.drafting_of(drafter)
+            measured = self._measured.drafting_of(drafter) if self._preset is None else None
             for k in range(1, len(tokens)):
-                rate = tokens[k] / (drafting.predict(k, one) + pass_s[k])
+                draft_s = self._preset.drafting(drafter, k) if measured is None else measured.predict(k, one)
+                rate = tokens[k] / (draft_s + pass_s[k])
                 if rate > best_rate:
                     best, best_rate = Choice(drafter, k), rate
         return best
@@ -384,19 +428,22 @@ class StepPlanner:
         never measures it)."""
         if limit <= 0 or not self._drafters:
             return False
-        return self._fixed_k is not None or not self._measured.passes.wants_plain(cache_len)
+        if self._fixed_k is not None or self._preset is not None:
+            return True
+        return not self._measured.passes.wants_plain(cache_len)
 
     def record(self, choice: Choice, drafted: int, accepted: int, draft_s: float, pass_s: float, cache_len: int,
                lookup_match: int = 0) -> None:
         """A finished step: what it chose, the drafts it verified (fewer than K where the drafter or a grammar cut
         them), how many were accepted, the seconds of drafting and of the rest of the step, the cache length before
-        it."""
-        self._measured.passes.record(drafted + 1, cache_len, pass_s, switched=self._last_size != drafted + 1)
+        it (times are not recorded with preset costs)."""
+        if self._preset is None:
+            self._measured.passes.record(drafted + 1, cache_len, pass_s, switched=self._last_size != drafted + 1)
         self._last_size = drafted + 1
         self._measured.steps += 1
         if choice.drafter == PLAIN:
             return
-        if drafted:
+        if drafted and self._preset is None:
             self._measured.drafting_of(choice.drafter).record(drafted, draft_s)
         self._measured.acceptance_of(self._acceptance_key(choice.drafter, lookup_match)).record(drafted, accepted)
 
@@ -406,10 +453,10 @@ class StepPlanner:
 
 
 def seeded_sampling(settings: GenerationSettings) -> bool:
-    """Whether a reply samples with a seed and must therefore be reproducible: it then decodes with a fixed drafter
-    and K (Auto: the draft model or head when one is loaded, else prompt lookup; K ``settings.speculative.k``)
-    instead of choosing them per step from measured times. Exact speculative sampling (Leviathan et al., arXiv
+    """Whether a reply samples with a seed and must therefore be reproducible: Auto then chooses each step's
+    drafter and K from ``PresetCosts`` and its own drafts' acceptance instead of measured times. Exact speculative sampling (Leviathan et al., arXiv
     2211.17192) gives the target's distribution whatever K is, but which tokens a given seed yields depends on the
     drafts and on how many random draws each step takes, so timing-driven choices would make a seeded reply differ
-    from run to run. Greedy replies keep Auto's choices: they do not depend on them (up to near-ties)."""
+    from run to run; choices that depend on the reply's own tokens do not. Greedy replies keep Auto's measured
+    choices: their tokens do not depend on them (up to near-ties)."""
     return settings.sampling.seed is not None and not settings.sampling.greedy

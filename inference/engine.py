@@ -36,7 +36,7 @@ from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
-from .auto_decoding import PLAIN, Measurements, StepPlanner, seeded_sampling
+from .auto_decoding import PLAIN, Measurements, PresetCosts, StepPlanner, seeded_sampling
 from .constraints import GrammarError, GrammarMask
 from .detokenizer import streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
@@ -404,15 +404,19 @@ class Engine:
             yield Finished(stats)
             return
         rng = np.random.default_rng(sampling.seed)
-        chooses = (settings.decoding is Decoding.AUTO or settings.speculative.adaptive) and not seeded_sampling(settings)
+        chooses = settings.decoding is Decoding.AUTO or settings.speculative.adaptive
         fixed_k = None if chooses or not drafters else settings.speculative.k
         planned = tuple(drafters) if chooses or len(drafters) < 2 else tuple(drafters)[:1]  # the model or head first
+        if chooses and seeded_sampling(settings):  # reproducible: preset costs, this reply's own acceptance
+            planner = StepPlanner(Measurements(), planned, preset=PresetCosts())
+        else:
+            planner = StepPlanner(self._measurements, planned, fixed_k)
         reply = ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
         penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
         decode = _Decode(
             drafters=drafters,
-            planner=StepPlanner(self._measurements, planned, fixed_k),
+            planner=planner,
             reply=reply,
             sampling=sampling,
             penalties=penalties,

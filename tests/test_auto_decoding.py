@@ -21,6 +21,7 @@ from inference.auto_decoding import (
     Choice,
     Measurements,
     PassCosts,
+    PresetCosts,
     RunningTime,
     StepPlanner,
 )
@@ -138,6 +139,33 @@ def test_a_fixed_k_is_drafted_every_step_clipped_to_the_room_left():
     assert planner.choose(0, 3) == Choice("lookup", 3)
     assert planner.choose(0, 0) == Choice(PLAIN, 0)
     assert StepPlanner(Measurements(), ()).choose(0, 16) == Choice(PLAIN, 0)
+
+
+def test_a_preset_planner_chooses_from_its_own_drafts_alone_whatever_the_steps_cost():
+    """A seeded sampled reply's planner: the same drafts accepted give the same choices whatever the steps cost
+    (fast, slow, erratic), with no plain steps to measure; lookup while the context copies (long matches), plain
+    steps where the head's prior acceptance does not pay at the preset costs; with cheaper presets the head drafts
+    while it is accepted and stops once it is not. The shared measurements it was given are left untouched."""
+    def run(pass_ms, shared: Measurements, preset: PresetCosts = PresetCosts()) -> list[Choice]:
+        planner = StepPlanner(shared, ("head", "lookup"), preset=preset)
+        copying = _run(planner, 12, accept=lambda choice: choice.k, lookup_drafts=8, lookup_match=LONG_MATCH,
+                       pass_ms=pass_ms)
+        chatting = _run(planner, 30, accept=lambda choice: 0, lookup_drafts=0, pass_ms=pass_ms)
+        return copying + chatting
+
+    costs = [lambda size: 30.0 + 5.0 * (size - 1), lambda size: 400.0 * size, lambda size: 1.0 + (size * 7919) % 13]
+    runs = [run(pass_ms, Measurements()) for pass_ms in costs]
+    assert runs[0] == runs[1] == runs[2]
+    copying, chatting = runs[0][:12], runs[0][12:]
+    assert all(choice.drafter == "lookup" and choice.k >= 2 for choice in copying), copying
+    assert set(chatting) == {Choice(PLAIN, 0)}  # the head's prior 0.6: 1.6 tokens for 1.45 + 0.2 passes
+    cheap = run(costs[0], Measurements(), PresetCosts(pass_growth=0.1, draft_cost={"head": 0.05, "lookup": 0.01}))
+    assert cheap[12].drafter == "head" and cheap[-1] == Choice(PLAIN, 0), cheap[12:]
+    shared = Measurements()
+    run(costs[0], shared)
+    assert shared.passes.predict(1, 100) is None and shared.drafting == {}
+    with pytest.raises(ValueError):
+        StepPlanner(Measurements(), ("head",), fixed_k=1, preset=PresetCosts())
 
 
 def test_pass_costs_predict_an_unmeasured_size_from_the_measured_ratio_of_the_nearest_bucket():

@@ -233,6 +233,10 @@ def test_sampling_is_reproducible_with_a_seed_and_varies_without(engine, target,
     with_draft = Engine(target, draft)
     drafted = reply(with_draft, "spec_model", 7)
     assert reply(with_draft, "spec_model", 7) == drafted and reply(with_draft, "spec_model", 8) != drafted
+    auto = reply(engine, "auto", 7)  # Auto plans a seeded reply from preset costs and its own drafts
+    engine.generate_text(ids, settings("auto", max_new_tokens=32))  # a greedy Auto reply measures costs between
+    assert reply(engine, "auto", 7) == auto and reply(Engine(target), "auto", 7) == auto
+    assert reply(engine, "auto", 8) != auto
 
 
 def test_auto_is_greedy_exact_and_reports_every_step_by_drafter_and_k(engine, target):

@@ -47,13 +47,13 @@ def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_cohere
     have no 4-gram repeated 4 times in 200 words."""
     question = [{"role": "user", "content": "Name two planets and say one thing about each."}]
     served = client.chat.completions.create(model="specchat", messages=question, max_tokens=40, seed=7)
-    # decoded as the server decodes it: Auto with the default head, whose seeded sampled reply drafts with the head
-    # at the head's K every step (auto_decoding.seeded_sampling), so that the same seed gives the same reply
+    # decoded as the server decodes it: Auto with the default head, whose seeded sampled reply plans from preset
+    # costs and its own drafts (auto_decoding.seeded_sampling), so that the same seed gives the same reply
     settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40),
                                   speculative=SpeculativeSettings(k=HEAD_K))
     engine = Engine(target, load_head(default_head_dir()))
     expected = [e for e in ChatSession(engine, "", question).reply(settings) if hasattr(e, "stats")][-1]
-    assert expected.stats.mode == "auto" and set(expected.stats.by_drafter) <= {"head", "plain"}
+    assert expected.stats.mode == "auto" and set(expected.stats.by_drafter) <= {"head", "lookup", "plain"}
     assert served.choices[0].message.content == expected.stats.text
     for seed, topic in enumerate(["Name two planets and say one thing about each.", "Tell me about the ocean."]):
         reply = client.chat.completions.create(
