@@ -38,6 +38,9 @@ KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to r
 #: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour.
 LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}  # (the tooltip says a fixed speculative decoding draws in Auto's)
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
+#: The summary when the last reply was stopped before its first token: it measured nothing, and an earlier reply's
+#: numbers would read as this one's.
+STOPPED_EARLY = "Last reply: stopped before its first token (nothing to measure)."
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
 RESIZE_SETTLE_MS = 150  # the plots are laid out again this long after the graph's last change of size
 CANVAS_MIN_HEIGHT = 140  # pixels: a plot area of about 100 px above the time axis (the settings still fit 1366x768)
@@ -299,10 +302,13 @@ class LiveGraph(QWidget):
         self._set_rate_max(10.0)
         self.summary.setText("")
 
-    def show_conversation(self, conversation_id: int | None, replies: list[dict] | None = None) -> None:
+    def show_conversation(
+        self, conversation_id: int | None, replies: list[dict] | None = None, last_state: str = "complete"
+    ) -> None:
         """Follow the conversation now on screen: draw its last reply of this session, or, for a reply of an
         earlier session, say what it measured, and how fast the chat's replies were (``replies``: the stored
-        statistics of its replies, oldest first)."""
+        statistics of its replies, oldest first; ``last_state``: the last one's ``Message.state``, where
+        ``stopped`` with no speed measured says :data:`STOPPED_EARLY` instead of an earlier reply's numbers)."""
         self._shown = conversation_id
         self.clear()
         runs = self._runs.get(conversation_id)
@@ -311,6 +317,8 @@ class LiveGraph(QWidget):
             self.series = list(runs)
             self._dirty = True
             self.refresh()
+        elif replies and last_state == "stopped" and not _measured(replies[-1]):
+            self.summary.setText(STOPPED_EARLY + chat_summary(measured))
         elif measured:
             last = measured[-1]
             compare = last.get("compare")
@@ -356,6 +364,17 @@ class LiveGraph(QWidget):
         self._dirty = True
         self.refresh()
         self._timer.stop()
+
+    def stopped_early(self, conversation_id: int | None) -> None:
+        """A reply of ``conversation_id`` was stopped before its first token: its runs are forgotten (they hold
+        nothing, or, when it was stopped before its first run began, the previous reply's points) and, when that
+        conversation is shown, the summary says :data:`STOPPED_EARLY` in place of the numbers of an earlier reply."""
+        self._runs.pop(conversation_id, None)
+        if self._live_conversation == conversation_id:
+            self._live = None
+        if conversation_id == self._shown:
+            self.clear()
+            self.summary.setText(STOPPED_EARLY)
 
     @property
     def running(self) -> bool:
@@ -420,7 +439,9 @@ class LiveGraph(QWidget):
         parts = []
         for series in self.series:
             rate = series.latest_rate
-            text = name(series, f"■ {series.label}") + (f": {rate:.1f} tokens/s" if rate is not None else ": …")
+            streaming = self._running and series is self._live
+            waiting = ": …" if streaming else ": stopped before its first token"  # (a run that ended with no step)
+            text = name(series, f"■ {series.label}") + (f": {rate:.1f} tokens/s" if rate is not None else waiting)
             if series.drafted:
                 text += f", acceptance rate {100.0 * series.accepted / series.drafted:.0f}%"
             parts.append(text)
