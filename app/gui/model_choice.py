@@ -76,13 +76,25 @@ def draft_choices(target: ModelManifest | None, installed: list[ModelManifest]) 
 
     Returns:
         ``(compatible, preselected)``: the installed models with the target's tokenizer
-        (``inference.models.store.compatible_drafts``), and the folder of the one taken when the user chooses
-        draft-model decoding without a draft: the smallest compatible model on disk (the draft's cost is what
-        speculative decoding must win back), "" when none is compatible.
+        (``inference.models.store.compatible_drafts``), those that can never be faster (:func:`never_faster`) last,
+        and the folder of the one taken when the user chooses draft-model decoding without a draft: the smallest
+        compatible model on disk (the draft's cost is what speculative decoding must win back) that is not one of
+        those, "" when there is none.
     """
     compatible = compatible_drafts(target, installed)
-    smallest = min(compatible, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
-    return compatible, str(smallest.path) if smallest is not None else ""
+    useful = [manifest for manifest in compatible if not never_faster(target, manifest)]
+    smallest = min(useful, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
+    return useful + [m for m in compatible if m not in useful], str(smallest.path) if smallest is not None else ""
+
+
+def never_faster(target: ModelManifest | None, draft: ModelManifest) -> bool:
+    """Whether ``draft`` is the target's own model (the same ``name``, not a draft head) at as many bits as the
+    target or more (newcomer trial: the default model's 8-bit copy was offered to draft for its 4-bit copy): the
+    same weights, no smaller, so each drafted token costs about a target's pass and drafting never beats plain
+    decoding. False when either bit-width is unknown."""
+    if target is None or draft.is_draft_head or draft.name != target.name:
+        return False
+    return draft.bits is not None and target.bits is not None and draft.bits >= target.bits
 
 
 def k_for_the_drafter(previous: AppSettings, settings: AppSettings) -> AppSettings:
@@ -292,8 +304,9 @@ class ModelChoice(QObject):
         picker.set_remote(remote, settings.use_remote, self.unreachable.get(root))
         picker.set_models(target_models(models), settings.target_model, settings.bits)
         picker.set_device(None if settings.use_remote else settings.target_device)
-        drafts, preselected = draft_choices(self._target_manifest(models), models)
-        self._pane.set_models(drafts, preselected)
+        target = self._target_manifest(models)
+        drafts, preselected = draft_choices(target, models)
+        self._pane.set_models(drafts, preselected, {str(m.path) for m in drafts if never_faster(target, m)})
         settings = self.settings  # (the pane drops a draft it no longer offers: the settings may have changed)
         if settings.draft_model not in {str(m.path) for m in drafts}:
             head_preselected = bool(preselected) and is_head_folder(preselected)

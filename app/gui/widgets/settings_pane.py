@@ -82,6 +82,13 @@ DRAFT_TIP = (
     "What guesses the next tokens: a small model with the same vocabulary as the chosen model (its tokenizer), or "
     "prompt lookup (text repeated from the chat). \"Other folder…\" picks a model folder outside the store"
 )
+#: How the draft list marks the target's own model at as many bits or more (``app.gui.model_choice.never_faster``).
+NEVER_FASTER_MARK = "(not faster: the chosen model itself)"
+NEVER_FASTER_TIP = (
+    "The chosen model itself, with as many bits or more: the same weights, no smaller, so each guess costs about "
+    "as much as the step it should save. Drafting with it is never faster than plain decoding; a smaller model, a "
+    "draft head or prompt lookup can be"
+)
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
 
 
@@ -340,10 +347,12 @@ class SettingsPane(QScrollArea):
                 combo.setCurrentText(current)
             combo.blockSignals(False)
 
-    def set_models(self, models: list[ModelManifest], preselected: str = "") -> None:
+    def set_models(self, models: list[ModelManifest], preselected: str = "", never_faster: set[str] | None = None) -> None:
         """Offer these installed models as draft models (the window passes those whose tokenizer matches the
         target's, and the folder of the one to preselect: ``app.gui.model_choice.draft_choices``), by distinct
-        readable names. Choosing draft-model decoding while no draft is chosen takes ``preselected``.
+        readable names. Choosing draft-model decoding while no draft is chosen takes ``preselected``. The folders in
+        ``never_faster`` (the target's own model at as many bits or more: ``app.gui.model_choice.never_faster``)
+        are marked as such, in their entry and its tooltip.
 
         The draft chosen stays chosen if it is offered, or if it is a folder outside the model store (chosen
         with Browse…); an installed model no longer offered (another tokenizer) is unselected, and the settings
@@ -356,7 +365,12 @@ class SettingsPane(QScrollArea):
         self.draft_model.clear()
         self.draft_model.addItem("(none)" if models else "(none with this tokenizer: use prompt lookup)", "")
         for manifest in models:
-            self.draft_model.addItem(labels[str(manifest.path)], str(manifest.path))
+            path = str(manifest.path)
+            if path in (never_faster or ()):
+                self.draft_model.addItem(f"{labels[path]} {NEVER_FASTER_MARK}", path)
+                self.draft_model.setItemData(self.draft_model.count() - 1, NEVER_FASTER_TIP, 3)  # Qt.ToolTipRole
+            else:
+                self.draft_model.addItem(labels[path], path)
         self.draft_model.addItem("Prompt lookup", LOOKUP_DRAFT)
         self.draft_model.addItem("Other folder…", BROWSE_DRAFT)
         self.draft_model.setItemData(
@@ -374,8 +388,11 @@ class SettingsPane(QScrollArea):
             self._edited()
 
     def _show_draft_tip(self) -> None:
-        """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it)."""
-        self.draft_model.setToolTip(f"{self.draft_model.currentText()}\n\n{DRAFT_TIP}")
+        """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it), and why it
+        is never faster when it is marked so."""
+        marked = self.draft_model.currentData(3) == NEVER_FASTER_TIP  # Qt.ToolTipRole
+        why = f"{NEVER_FASTER_TIP}.\n\n" if marked else ""
+        self.draft_model.setToolTip(f"{self.draft_model.currentText()}\n\n{why}{DRAFT_TIP}")
 
     def _select_draft(self, path: str) -> None:
         """Show the draft model ``path`` ("" = none) in the draft list and remember it as the model draft."""
