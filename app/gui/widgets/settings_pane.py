@@ -178,9 +178,13 @@ class SettingsPane(QScrollArea):
         self._k_row = self._row(
             model, "k", "Draft tokens per step (K)", k_row,
             f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the model checks them all in one step "
-            "and keeps the ones it agrees with (the acceptance rate)",
+            f"and keeps the ones it agrees with (the acceptance rate). Auto, and Adaptive, choose K themselves each "
+            f"step, from 0 (a plain step) to {MAX_K}, whatever this box says, and a reply's footer says the most they "
+            "drafted (\"K up to 3\"); this box's K is then used only for a sampled reply with a seed, whose guesses "
+            "must repeat",
             K_HELP, self.k,
         )  # fmt: skip
+        self._k_note = ""  # a note under K saying why it changed (note_k), until K is edited
         self._k_row.help.setToolTip(
             f"K follows the drafter: {HEAD_K} for a draft head (its later guesses are rarely right), "
             f"{SpeculativeSettings().k} for the others; a K set after choosing the drafter stays"
@@ -499,7 +503,15 @@ class SettingsPane(QScrollArea):
         """Say under K why it changed without the user ("Set to 1 for the draft head (was 4)."), in its explanation's
         line (one line: nothing moves); "" puts the explanation back, as the user's next edit of K does. A newcomer
         saw K go from 4 to 1 without a word when the draft head became the drafter."""
-        self._k_row.help.setText(note or K_HELP)
+        self._k_note = note
+        self._explain_k()
+
+    def _explain_k(self) -> None:
+        """K's explanation line: its note (``note_k``), else what K is for the decoding shown: under Auto or
+        Adaptive, that K is chosen per step (:data:`K_AUTO_HELP`, as the footers' "K up to" say), else
+        :data:`K_HELP`."""
+        chooses = self.decoding.currentData() == Decoding.AUTO.value or self.adaptive_k.isChecked()
+        self._k_row.help.setText(self._k_note or (K_AUTO_HELP if chooses else K_HELP))
 
     def defaults(self) -> AppSettings:
         """What "Reset to defaults" shows: ``AppSettings``' defaults with the drafter this pane preselects (the
@@ -612,6 +624,7 @@ class SettingsPane(QScrollArea):
             self.advanced.show()  # a flagged field is never hidden
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
             self.sampling.more.show()
+        self._explain_k()
         uses_draft = settings.uses_draft_model
         self.draft_device.setEnabled(uses_draft)
         self._show_draft_tip()
@@ -636,6 +649,8 @@ class SettingsPane(QScrollArea):
 
 #: The explanation under K (a note takes its line while K follows the drafter: ``note_k``).
 K_HELP = "More pays off when the guesses are often right."
+#: The explanation under K while Auto or Adaptive chooses K each step (a reply's footer then says "K up to 3").
+K_AUTO_HELP = f"Auto picks K each step (0 to {MAX_K}); used for seeded replies."
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
