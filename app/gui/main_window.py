@@ -44,7 +44,7 @@ from . import theme
 from .chat_controller import ChatController
 from .conversations import Conversations
 from .history_db import HistoryDB
-from .model_choice import ModelChoice
+from .model_choice import ModelChoice, compare_words
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
 from .server_control import ServerControl
@@ -273,6 +273,13 @@ class MainWindow(QMainWindow):
         self.addAction(action)
         return action
 
+    def _name_compare(self, words: str) -> None:
+        """Chat > Compare (and so Help > Keyboard shortcuts) says what Compare runs: ``plain vs Auto decoding``."""
+        self.compare_action.setText(f"&Compare {words}")
+        tip = f"Send the message twice, {words.replace(' vs ', ' decoding then ', 1)}, and compare"
+        self.compare_action.setStatusTip(tip)
+        self.compare_action.setToolTip(tip)
+
     def _build_actions(self) -> None:
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
@@ -300,10 +307,9 @@ class MainWindow(QMainWindow):
         self.regenerate_action = self._action(
             chat_menu, "&Regenerate last reply", self.chat.regenerate_last, "Ctrl+R", "Generate the last reply again"
         )
-        self.compare_action = self._action(
-            chat_menu, "&Compare plain vs speculative decoding", self.composer.submit_compare, "Ctrl+Shift+Return",
-            "Send the message twice, plain then speculative decoding, and compare",
-        )  # fmt: skip
+        self.compare_action = self._action(chat_menu, "", self.composer.submit_compare, "Ctrl+Shift+Return")
+        self._name_compare(compare_words(self.settings))  # (and as the settings change: compare_named)
+        self.choice.compare_named.connect(self._name_compare)
         self.choice.compare_available.connect(self.compare_action.setEnabled)
         self.copy_action = self._action(chat_menu, "&Copy last reply", self.chat.copy_last_reply, "Ctrl+Shift+C")
         chat_menu.addSeparator()

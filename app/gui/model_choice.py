@@ -56,7 +56,7 @@ from .draft_speed import DraftSpeedEvidence, draft_speed_ratio
 from .history_db import HistoryDB
 from .model_loader import ModelLoader
 from .reply_controller import ReplyController
-from .reply_format import answered_with
+from .reply_format import DRAFTER_NAMES, answered_with
 from .sampling_presets import model_default
 from .settings_store import AppSettings, SettingsStore
 from .widgets.chat_view import ChatView
@@ -97,6 +97,17 @@ def never_faster(target: ModelManifest | None, draft: ModelManifest) -> bool:
     return draft.bits is not None and target.bits is not None and draft.bits >= target.bits
 
 
+def compare_words(settings: AppSettings) -> str:
+    """What a Compare runs, for its menu item and button (``AppSettings.compare_decoding``): ``plain vs Auto
+    decoding``, or ``plain vs speculative decoding (prompt lookup)`` (``draft model``, ``draft head``) when another
+    speculative decoding is chosen (newcomer trial: the menu said "plain vs speculative" where Compare ran Auto)."""
+    decoding = settings.compare_decoding
+    if decoding is Decoding.AUTO:
+        return "plain vs Auto decoding"
+    drafter = "head" if decoding is Decoding.DRAFT_MODEL and settings.draft_is_a_head else decoding.drafter
+    return f"plain vs speculative decoding ({DRAFTER_NAMES.get(drafter, drafter)})"
+
+
 def k_for_the_drafter(previous: AppSettings, settings: AppSettings) -> AppSettings:
     """``settings`` with K following a change of drafter: HEAD_K (``inference.draft_head``) when speculative
     decoding (the chosen one or a Compare's) starts drafting with a draft head, the general default K when it stops;
@@ -127,9 +138,11 @@ class ModelChoice(QObject):
 
     Signals:
         compare_available(bool): whether Compare can run on the target chosen (see :meth:`update_compare`).
+        compare_named(str): what Compare runs now (:func:`compare_words`), when the settings change.
     """
 
     compare_available = Signal(bool)
+    compare_named = Signal(str)
 
     def __init__(
         self,
@@ -215,7 +228,8 @@ class ModelChoice(QObject):
             self.refresh_models()
             self._composer.clear_error()  # what the previous target said is no longer true
             self._picker.flag(None)
-        if settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url:
+        remote_changed = settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url
+        if remote_changed or compare_words(settings) != compare_words(previous):
             self.update_compare()
         self.refresh_notices()
 
@@ -435,8 +449,11 @@ class ModelChoice(QObject):
         self.update_compare()
 
     def update_compare(self) -> None:
-        """Compare is off on a remote server that does not offer both decoding modes (the button says why)."""
+        """Compare is off on a remote server that does not offer both decoding modes (the button says why); its
+        menu item and button say what it runs (:func:`compare_words`)."""
         settings = self.settings
+        self._composer.set_compare_words(compare_words(settings))
+        self.compare_named.emit(compare_words(settings))
         reason = None
         if settings.use_remote and not self._replies.remote_specchat.get(settings.remote_target().root, False):
             reason = (
