@@ -53,6 +53,17 @@ from .wheel_guard import guard_wheel
 from .wrapped_label import WrappedLabel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
+#: The Weights (bits) row's line and tooltip. The default model's download is 4-bit (SmolLM2's Q4_1 release); its 8-
+#: and 16-bit copies are re-encodings of those weights (``inference.models.default_model``), so they are larger and
+#: slower and no more accurate (perplexity 9.958 for both 4 and 16 bits, README); the download itself is slightly less
+#: accurate than the model as trained at 16 bits (a newcomer read "as accurate as the original" as "as the trained
+#: model").
+BITS_HELP = "4-bit: smallest, fastest; 8/16-bit are no more accurate."
+BITS_TIP = (
+    "Bit-width of the default model's weights. The download is 4-bit: the smallest and fastest, slightly less "
+    "accurate than the model as trained at 16 bits. The 8- and 16-bit copies are built from it once (a minute or "
+    "two): larger and slower, and no more accurate, since they hold the same 4-bit weights"
+)
 #: Upper end of the spin boxes: the largest they hold, so that a number typed past a setting's range is kept and
 #: flagged with the range (a lower end cut "99" to "9" and an 8-digit length to 6 digits without a word).
 BIG = 2**31 - 1
@@ -136,11 +147,7 @@ class SettingsPane(QScrollArea):
         self.bits = ElidedComboBox()
         for bits, label in BIT_WIDTHS.items():
             self.bits.addItem(label, bits)
-        self._bits_row = self._row(
-            model, "bits", "Weights (bits)", self.bits,
-            "Bit-width of the default model's weights; a new one is built once from the download (a minute or two)",
-            "4-bit is the fastest and as accurate as the original.",
-        )  # fmt: skip
+        self._bits_row = self._row(model, "bits", "Weights (bits)", self.bits, BITS_TIP, BITS_HELP)
         self._model_form = model  # the bit-width rows show while the default model is the target (set_settings)
         self.decoding = ElidedComboBox()
         for decoding in Decoding:
