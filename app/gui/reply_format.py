@@ -133,9 +133,23 @@ def auto_steps(stats: dict) -> str:
     return "; ".join(parts)
 
 
+def times_text(count: int) -> str:
+    """``once``, ``twice``, ``3 times``."""
+    return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
+
+
+def dropped_text(discarded: int, rolls: int) -> str:
+    """What the rolling context did, in words (newcomer trial: "(1 roll)" was jargon): ``context full: 512 earlier
+    tokens dropped once``, ``context full 3 times: 1,536 earlier tokens dropped``; without a count of rolls (a prompt
+    cut before it was read), ``context full: 6,138 earlier tokens dropped``."""
+    if rolls > 1:
+        return f"context full {times_text(rolls)}: {discarded:,} earlier tokens dropped"
+    return f"context full: {discarded:,} earlier tokens dropped" + (" once" if rolls == 1 else "")
+
+
 def metrics_text(stats: dict) -> str:
-    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens``, and where the context was full, ``· 120 earlier
-    tokens dropped to fit the context (5 rolls)`` before the token count."""
+    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens``, and where the context was full, ``· context full
+    5 times: 120 earlier tokens dropped`` (:func:`dropped_text`) before the token count."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
@@ -146,9 +160,7 @@ def metrics_text(stats: dict) -> str:
     elif stats.get("mode") == "spec":
         parts.append("acceptance n/a")
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
-        rolls = stats.get("rolls", 0)
-        parts.append(f"{stats['discarded_tokens']:,} earlier tokens dropped to fit the context"
-                     + (f" ({rolls} roll{'s' if rolls != 1 else ''})" if rolls else ""))
+        parts.append(dropped_text(stats["discarded_tokens"], stats.get("rolls", 0)))
     if "new_tokens" in stats:
         parts.append(f"{stats['new_tokens']} tokens")
     return " · ".join(parts)

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, 
 from inference.events import ContextRolled, Finished, StepStats
 
 from .. import theme
-from ..reply_format import MODE_NAMES, compare_summary, metrics_text
+from ..reply_format import MODE_NAMES, compare_summary, metrics_text, times_text
 from .wrapped_label import WrappedLabel
 
 REFRESH_MS = 200  # 5 updates a second
@@ -55,8 +55,8 @@ PLOTS = {
     ),
     "fill": (
         "Context", "% of context",
-        "Context fill: how much of the context length (n_ctx) the chat takes up. A dashed line marks each roll, "
-        "where the oldest tokens (after the first ones) were forgotten",
+        "Context fill: how much of the context length (n_ctx) the chat takes up. A dashed line marks each time the "
+        "context was full and its oldest tokens (after the first ones) were dropped",
     ),
 }  # fmt: skip
 
@@ -187,7 +187,8 @@ class LiveGraph(QWidget):
         self.legend.setObjectName("graphLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setToolTip(
-            "Colours of the curves: plain decoding; Auto (a fixed speculative decoding too); a dashed line is a roll"
+            "Colours of the curves: plain decoding; Auto (a fixed speculative decoding too); a dashed line: the "
+            "context was full and its earlier tokens were dropped"
         )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
@@ -269,7 +270,7 @@ class LiveGraph(QWidget):
                 curve.setPen(pg.mkPen(current.series(key), width=2))
         self.legend.setText(
             " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
-                     for key, name in LEGEND_NAMES.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;roll'
+                     for key, name in LEGEND_NAMES.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
         )  # fmt: skip
         for plot, line in self._roll_lines:  # drawn again in the new colours
             plot.removeItem(line)
@@ -450,7 +451,7 @@ class LiveGraph(QWidget):
             parts.append(f"context {last.cache_len} / {last.n_ctx} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
         rolls = sum(len(s.rolls) for s in self.series)
         if rolls:
-            parts.append(f"{rolls} roll{'s' if rolls != 1 else ''}")
+            parts.append(f"context full {times_text(rolls)}: earlier tokens dropped")
         return " · ".join(parts)
 
 
