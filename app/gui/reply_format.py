@@ -211,8 +211,10 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
         prefix = "Length limit reached (Continue writes more) · "
-    if stats.get("continued"):
-        prefix += f"Continued {stats['continued']}× · "
+    part = stats
+    if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
+        prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
+        part = last_part(stats)
     label = answered_with_label(stats)
     model = f" · {label}" if label else ""
     if "compare" in stats:
@@ -222,10 +224,29 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
         return prefix + compare_summary(compare) + model
     if not stats.get("mode"):
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
-    line = f"{prefix}{mode_text(stats)} · {metrics_text(stats)}{model}"
+    line = f"{prefix}{mode_text(part)} · {metrics_text(part)}{model}"
     if stats.get("error"):
         line += f" · {stats['error']}"
     return line
+
+
+def continued_text(stats: dict) -> str:
+    """What Continue did to a reply, with its totals: ``Continued once: 1,024 tokens in all`` (newcomer trial: the
+    footer of a continued reply spoke of the last continuation only)."""
+    words = f"Continued {times_text(int(stats.get('continued') or 0))}"
+    total = stats.get("new_tokens")
+    return words + (f": {total:,} tokens in all" if isinstance(total, int) and not isinstance(total, bool) else "")
+
+
+def last_part(stats: dict) -> dict:
+    """The statistics of a continued reply's last part (its TTFT, speed and acceptance are the last Continue's):
+    its own token count where ``earlier_tokens`` (the tokens before that Continue, ``ReplyRecorder``) is stored,
+    else none (a reply continued by an earlier version stores only the total)."""
+    part = {key: value for key, value in stats.items() if key != "new_tokens"}
+    total, earlier = stats.get("new_tokens"), stats.get("earlier_tokens")
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in (total, earlier)):
+        part["new_tokens"] = total - earlier
+    return part
 
 
 def export_footer_text(stats: dict | None, state: str = "complete") -> str:

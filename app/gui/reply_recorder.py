@@ -147,8 +147,9 @@ class ReplyRecorder:
 
     def _finished(self, event: Finished) -> None:
         stats = stats_dict(event.stats, **self.extra, **self._phase_extra)
-        if self._resumed is not None:  # the whole reply's tokens, and one more continuation
-            stats["new_tokens"] += int(self._resumed.get("new_tokens") or 0)
+        if self._resumed is not None:  # the whole reply's tokens (those before this part too), one more continuation
+            stats["earlier_tokens"] = int(self._resumed.get("new_tokens") or 0)
+            stats["new_tokens"] += stats["earlier_tokens"]
             stats["continued"] = int(self._resumed.get("continued") or 0) + 1
         if not self.compare:
             self.stats = stats
