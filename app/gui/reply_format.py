@@ -38,21 +38,30 @@ def duration_text(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def progress_dict(progress: PromptProgress) -> dict:
+def progress_dict(progress: PromptProgress, in_memory: int = 0) -> dict:
     """A prompt's reading progress as a streaming reply's ``stats["prefill"]`` holds it (never saved):
-    ``{"done": int, "total": int, "elapsed_s": float, "remaining_s": float or None}``."""
+    ``{"done": int, "total": int, "elapsed_s": float, "remaining_s": float or None}``, and ``"in_memory": int``
+    when ``in_memory`` > 0: tokens of the prompt kept that the model holds from an earlier reply, which it does not
+    read again (``total`` leaves them out)."""
+    memory = {"in_memory": in_memory} if in_memory > 0 else {}
     return {"done": progress.done, "total": progress.total, "elapsed_s": progress.elapsed_s,
-            "remaining_s": progress.remaining_s}  # fmt: skip
+            "remaining_s": progress.remaining_s, **memory}  # fmt: skip
 
 
 def reading_text(progress: dict) -> str:
     """What a prompt's reading progress (``progress_dict``) says in words: ``Reading your message: 12,288 of 39,935
-    tokens · 1 min 2 s so far, about 40 s left`` ("" for a dict that is not one)."""
+    tokens · 1 min 2 s so far, about 40 s left`` ("" for a dict that is not one); with ``in_memory``, ``… of 3,362
+    tokens (+4 in memory already) · …``, so that the tokens kept add up to what the context-length note says (a
+    newcomer read 3,362 here against the 9,504 - 6,138 = 3,366 tokens kept: the first 4 were in the model's memory
+    from the earlier reply)."""
     done, total = progress.get("done"), progress.get("total")
     elapsed, remaining = progress.get("elapsed_s"), progress.get("remaining_s")
     if not all(isinstance(value, int) and not isinstance(value, bool) for value in (done, total)):
         return ""
     words = f"Reading your message: {done:,} of {total:,} tokens"
+    in_memory = progress.get("in_memory")
+    if isinstance(in_memory, int) and not isinstance(in_memory, bool) and in_memory > 0:
+        words += f" (+{in_memory:,} in memory already)"
     if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
         words += f" · {duration_text(elapsed)} so far"
     if isinstance(remaining, (int, float)) and not isinstance(remaining, bool) and done < total:

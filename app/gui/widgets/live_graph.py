@@ -448,7 +448,7 @@ class LiveGraph(QWidget):
             parts.append(text)
         last = self.series[-1]
         if last.n_ctx:
-            parts.append(f"context {last.cache_len} / {last.n_ctx} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
+            parts.append(f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
         rolls = sum(len(s.rolls) for s in self.series)
         if rolls:
             parts.append(f"context full {times_text(rolls)}: earlier tokens dropped")
