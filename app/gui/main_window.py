@@ -61,7 +61,7 @@ from .widgets.live_graph import LiveGraph
 from .widgets.model_notice import ModelNotice
 from .widgets.model_picker import ModelPicker
 from .widgets.settings_pane import SettingsPane, blocked_summary
-from .window_geometry import default_size, fit_to_screen
+from .window_geometry import default_size, fit_to_screen, restore_geometry, saved_geometry
 
 logger = logging.getLogger(__name__)
 
@@ -369,9 +369,10 @@ class MainWindow(QMainWindow):
     def _restore_ui_state(self) -> None:
         ui = self.store.ui_state
         self._fit_right_column = not isinstance(ui.get("right_splitter"), str)
+        restored = restore_geometry(self, ui.get("window"))  # (else Qt's blob, saved by an earlier version)
         for key, widget in (("geometry", self), ("splitter", self.splitter), ("right_splitter", self.right_splitter)):
             value = ui.get(key)
-            if isinstance(value, str):
+            if isinstance(value, str) and not (key == "geometry" and restored):
                 try:
                     data = QByteArray.fromBase64(value.encode("ascii"))
                     widget.restoreGeometry(data) if key == "geometry" else widget.restoreState(data)
@@ -391,7 +392,7 @@ class MainWindow(QMainWindow):
 
     def _ui_state(self) -> dict:
         return {
-            "geometry": bytes(self.saveGeometry().toBase64()).decode("ascii"),
+            "window": saved_geometry(self),
             "splitter": bytes(self.splitter.saveState().toBase64()).decode("ascii"),
             "right_splitter": bytes(self.right_splitter.saveState().toBase64()).decode("ascii"),
         }
