@@ -257,6 +257,8 @@ class ChatController(QObject):
                 widget = view.widget(final.id)
                 if widget is not None:
                     widget.flush()
+        if final is not None and final.state == "stopped" and not final.content:  # nothing measured: no old numbers
+            self._graph.stopped_early(final.conversation_id)
         self._set_generating(False)
         if self._status.currentMessage() == STOPPING:  # the reply has ended: it is no longer stopping
             self._status.clearMessage()

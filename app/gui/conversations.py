@@ -113,7 +113,8 @@ class Conversations(QObject):
         self.title_changed.emit(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
         messages = self.db.messages(self.current_id) if self.current_id is not None else []
         replies = [m for m in messages if m.role == "assistant"]
-        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies])
+        last_state = replies[-1].state if replies else "complete"
+        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies], last_state)
         self.shown.emit(self.current_id)
 
     def new(self) -> None:

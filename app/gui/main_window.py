@@ -44,7 +44,7 @@ from . import theme
 from .chat_controller import ChatController
 from .conversations import Conversations
 from .history_db import HistoryDB
-from .model_choice import ModelChoice
+from .model_choice import ModelChoice, compare_words
 from .model_loader import ModelLoader
 from .reply_controller import ActiveReply, ReplyController
 from .server_control import ServerControl
@@ -61,7 +61,7 @@ from .widgets.live_graph import LiveGraph
 from .widgets.model_notice import ModelNotice
 from .widgets.model_picker import ModelPicker
 from .widgets.settings_pane import SettingsPane, blocked_summary
-from .window_geometry import default_size, fit_to_screen
+from .window_geometry import default_size, fit_to_screen, restore_geometry, saved_geometry
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +273,13 @@ class MainWindow(QMainWindow):
         self.addAction(action)
         return action
 
+    def _name_compare(self, words: str) -> None:
+        """Chat > Compare (and so Help > Keyboard shortcuts) says what Compare runs: ``plain vs Auto decoding``."""
+        self.compare_action.setText(f"&Compare {words}")
+        tip = f"Send the message twice, {words.replace(' vs ', ' decoding then ', 1)}, and compare"
+        self.compare_action.setStatusTip(tip)
+        self.compare_action.setToolTip(tip)
+
     def _build_actions(self) -> None:
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
@@ -300,10 +307,9 @@ class MainWindow(QMainWindow):
         self.regenerate_action = self._action(
             chat_menu, "&Regenerate last reply", self.chat.regenerate_last, "Ctrl+R", "Generate the last reply again"
         )
-        self.compare_action = self._action(
-            chat_menu, "&Compare plain vs speculative decoding", self.composer.submit_compare, "Ctrl+Shift+Return",
-            "Send the message twice, plain then speculative decoding, and compare",
-        )  # fmt: skip
+        self.compare_action = self._action(chat_menu, "", self.composer.submit_compare, "Ctrl+Shift+Return")
+        self._name_compare(compare_words(self.settings))  # (and as the settings change: compare_named)
+        self.choice.compare_named.connect(self._name_compare)
         self.choice.compare_available.connect(self.compare_action.setEnabled)
         self.copy_action = self._action(chat_menu, "&Copy last reply", self.chat.copy_last_reply, "Ctrl+Shift+C")
         chat_menu.addSeparator()
@@ -363,9 +369,10 @@ class MainWindow(QMainWindow):
     def _restore_ui_state(self) -> None:
         ui = self.store.ui_state
         self._fit_right_column = not isinstance(ui.get("right_splitter"), str)
+        restored = restore_geometry(self, ui.get("window"))  # (else Qt's blob, saved by an earlier version)
         for key, widget in (("geometry", self), ("splitter", self.splitter), ("right_splitter", self.right_splitter)):
             value = ui.get(key)
-            if isinstance(value, str):
+            if isinstance(value, str) and not (key == "geometry" and restored):
                 try:
                     data = QByteArray.fromBase64(value.encode("ascii"))
                     widget.restoreGeometry(data) if key == "geometry" else widget.restoreState(data)
@@ -385,7 +392,7 @@ class MainWindow(QMainWindow):
 
     def _ui_state(self) -> dict:
         return {
-            "geometry": bytes(self.saveGeometry().toBase64()).decode("ascii"),
+            "window": saved_geometry(self),
             "splitter": bytes(self.splitter.saveState().toBase64()).decode("ascii"),
             "right_splitter": bytes(self.right_splitter.saveState().toBase64()).decode("ascii"),
         }

@@ -56,7 +56,7 @@ from .draft_speed import DraftSpeedEvidence, draft_speed_ratio
 from .history_db import HistoryDB
 from .model_loader import ModelLoader
 from .reply_controller import ReplyController
-from .reply_format import answered_with
+from .reply_format import DRAFTER_NAMES, answered_with
 from .sampling_presets import model_default
 from .settings_store import AppSettings, SettingsStore
 from .widgets.chat_view import ChatView
@@ -76,13 +76,36 @@ def draft_choices(target: ModelManifest | None, installed: list[ModelManifest]) 
 
     Returns:
         ``(compatible, preselected)``: the installed models with the target's tokenizer
-        (``inference.models.store.compatible_drafts``), and the folder of the one taken when the user chooses
-        draft-model decoding without a draft: the smallest compatible model on disk (the draft's cost is what
-        speculative decoding must win back), "" when none is compatible.
+        (``inference.models.store.compatible_drafts``), those that can never be faster (:func:`never_faster`) last,
+        and the folder of the one taken when the user chooses draft-model decoding without a draft: the smallest
+        compatible model on disk (the draft's cost is what speculative decoding must win back) that is not one of
+        those, "" when there is none.
     """
     compatible = compatible_drafts(target, installed)
-    smallest = min(compatible, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
-    return compatible, str(smallest.path) if smallest is not None else ""
+    useful = [manifest for manifest in compatible if not never_faster(target, manifest)]
+    smallest = min(useful, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
+    return useful + [m for m in compatible if m not in useful], str(smallest.path) if smallest is not None else ""
+
+
+def never_faster(target: ModelManifest | None, draft: ModelManifest) -> bool:
+    """Whether ``draft`` is the target's own model (the same ``name``, not a draft head) at as many bits as the
+    target or more (newcomer trial: the default model's 8-bit copy was offered to draft for its 4-bit copy): the
+    same weights, no smaller, so each drafted token costs about a target's pass and drafting never beats plain
+    decoding. False when either bit-width is unknown."""
+    if target is None or draft.is_draft_head or draft.name != target.name:
+        return False
+    return draft.bits is not None and target.bits is not None and draft.bits >= target.bits
+
+
+def compare_words(settings: AppSettings) -> str:
+    """What a Compare runs, for its menu item and button (``AppSettings.compare_decoding``): ``plain vs Auto
+    decoding``, or ``plain vs speculative decoding (prompt lookup)`` (``draft model``, ``draft head``) when another
+    speculative decoding is chosen (newcomer trial: the menu said "plain vs speculative" where Compare ran Auto)."""
+    decoding = settings.compare_decoding
+    if decoding is Decoding.AUTO:
+        return "plain vs Auto decoding"
+    drafter = "head" if decoding is Decoding.DRAFT_MODEL and settings.draft_is_a_head else decoding.drafter
+    return f"plain vs speculative decoding ({DRAFTER_NAMES.get(drafter, drafter)})"
 
 
 def k_for_the_drafter(previous: AppSettings, settings: AppSettings) -> AppSettings:
@@ -115,9 +138,11 @@ class ModelChoice(QObject):
 
     Signals:
         compare_available(bool): whether Compare can run on the target chosen (see :meth:`update_compare`).
+        compare_named(str): what Compare runs now (:func:`compare_words`), when the settings change.
     """
 
     compare_available = Signal(bool)
+    compare_named = Signal(str)
 
     def __init__(
         self,
@@ -203,7 +228,8 @@ class ModelChoice(QObject):
             self.refresh_models()
             self._composer.clear_error()  # what the previous target said is no longer true
             self._picker.flag(None)
-        if settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url:
+        remote_changed = settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url
+        if remote_changed or compare_words(settings) != compare_words(previous):
             self.update_compare()
         self.refresh_notices()
 
@@ -292,8 +318,9 @@ class ModelChoice(QObject):
         picker.set_remote(remote, settings.use_remote, self.unreachable.get(root))
         picker.set_models(target_models(models), settings.target_model, settings.bits)
         picker.set_device(None if settings.use_remote else settings.target_device)
-        drafts, preselected = draft_choices(self._target_manifest(models), models)
-        self._pane.set_models(drafts, preselected)
+        target = self._target_manifest(models)
+        drafts, preselected = draft_choices(target, models)
+        self._pane.set_models(drafts, preselected, {str(m.path) for m in drafts if never_faster(target, m)})
         settings = self.settings  # (the pane drops a draft it no longer offers: the settings may have changed)
         if settings.draft_model not in {str(m.path) for m in drafts}:
             head_preselected = bool(preselected) and is_head_folder(preselected)
@@ -422,8 +449,11 @@ class ModelChoice(QObject):
         self.update_compare()
 
     def update_compare(self) -> None:
-        """Compare is off on a remote server that does not offer both decoding modes (the button says why)."""
+        """Compare is off on a remote server that does not offer both decoding modes (the button says why); its
+        menu item and button say what it runs (:func:`compare_words`)."""
         settings = self.settings
+        self._composer.set_compare_words(compare_words(settings))
+        self.compare_named.emit(compare_words(settings))
         reason = None
         if settings.use_remote and not self._replies.remote_specchat.get(settings.remote_target().root, False):
             reason = (

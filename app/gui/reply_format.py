@@ -38,21 +38,30 @@ def duration_text(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def progress_dict(progress: PromptProgress) -> dict:
+def progress_dict(progress: PromptProgress, in_memory: int = 0) -> dict:
     """A prompt's reading progress as a streaming reply's ``stats["prefill"]`` holds it (never saved):
-    ``{"done": int, "total": int, "elapsed_s": float, "remaining_s": float or None}``."""
+    ``{"done": int, "total": int, "elapsed_s": float, "remaining_s": float or None}``, and ``"in_memory": int``
+    when ``in_memory`` > 0: tokens of the prompt kept that the model holds from an earlier reply, which it does not
+    read again (``total`` leaves them out)."""
+    memory = {"in_memory": in_memory} if in_memory > 0 else {}
     return {"done": progress.done, "total": progress.total, "elapsed_s": progress.elapsed_s,
-            "remaining_s": progress.remaining_s}  # fmt: skip
+            "remaining_s": progress.remaining_s, **memory}  # fmt: skip
 
 
 def reading_text(progress: dict) -> str:
     """What a prompt's reading progress (``progress_dict``) says in words: ``Reading your message: 12,288 of 39,935
-    tokens · 1 min 2 s so far, about 40 s left`` ("" for a dict that is not one)."""
+    tokens · 1 min 2 s so far, about 40 s left`` ("" for a dict that is not one); with ``in_memory``, ``… of 3,362
+    tokens (+4 in memory already) · …``, so that the tokens kept add up to what the context-length note says (a
+    newcomer read 3,362 here against the 9,504 - 6,138 = 3,366 tokens kept: the first 4 were in the model's memory
+    from the earlier reply)."""
     done, total = progress.get("done"), progress.get("total")
     elapsed, remaining = progress.get("elapsed_s"), progress.get("remaining_s")
     if not all(isinstance(value, int) and not isinstance(value, bool) for value in (done, total)):
         return ""
     words = f"Reading your message: {done:,} of {total:,} tokens"
+    in_memory = progress.get("in_memory")
+    if isinstance(in_memory, int) and not isinstance(in_memory, bool) and in_memory > 0:
+        words += f" (+{in_memory:,} in memory already)"
     if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
         words += f" · {duration_text(elapsed)} so far"
     if isinstance(remaining, (int, float)) and not isinstance(remaining, bool) and done < total:
@@ -133,9 +142,23 @@ def auto_steps(stats: dict) -> str:
     return "; ".join(parts)
 
 
+def times_text(count: int) -> str:
+    """``once``, ``twice``, ``3 times``."""
+    return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
+
+
+def dropped_text(discarded: int, rolls: int) -> str:
+    """What the rolling context did, in words (newcomer trial: "(1 roll)" was jargon): ``context full: 512 earlier
+    tokens dropped once``, ``context full 3 times: 1,536 earlier tokens dropped``; without a count of rolls (a prompt
+    cut before it was read), ``context full: 6,138 earlier tokens dropped``."""
+    if rolls > 1:
+        return f"context full {times_text(rolls)}: {discarded:,} earlier tokens dropped"
+    return f"context full: {discarded:,} earlier tokens dropped" + (" once" if rolls == 1 else "")
+
+
 def metrics_text(stats: dict) -> str:
-    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens``, and where the context was full, ``· 120 earlier
-    tokens dropped to fit the context (5 rolls)`` before the token count."""
+    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens``, and where the context was full, ``· context full
+    5 times: 120 earlier tokens dropped`` (:func:`dropped_text`) before the token count."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
@@ -146,9 +169,7 @@ def metrics_text(stats: dict) -> str:
     elif stats.get("mode") == "spec":
         parts.append("acceptance n/a")
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
-        rolls = stats.get("rolls", 0)
-        parts.append(f"{stats['discarded_tokens']:,} earlier tokens dropped to fit the context"
-                     + (f" ({rolls} roll{'s' if rolls != 1 else ''})" if rolls else ""))
+        parts.append(dropped_text(stats["discarded_tokens"], stats.get("rolls", 0)))
     if "new_tokens" in stats:
         parts.append(f"{stats['new_tokens']} tokens")
     return " · ".join(parts)
@@ -199,8 +220,10 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
         prefix = "Length limit reached (Continue writes more) · "
-    if stats.get("continued"):
-        prefix += f"Continued {stats['continued']}× · "
+    part = stats
+    if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
+        prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
+        part = last_part(stats)
     label = answered_with_label(stats)
     model = f" · {label}" if label else ""
     if "compare" in stats:
@@ -210,10 +233,29 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
         return prefix + compare_summary(compare) + model
     if not stats.get("mode"):
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
-    line = f"{prefix}{mode_text(stats)} · {metrics_text(stats)}{model}"
+    line = f"{prefix}{mode_text(part)} · {metrics_text(part)}{model}"
     if stats.get("error"):
         line += f" · {stats['error']}"
     return line
+
+
+def continued_text(stats: dict) -> str:
+    """What Continue did to a reply, with its totals: ``Continued once: 1,024 tokens in all`` (newcomer trial: the
+    footer of a continued reply spoke of the last continuation only)."""
+    words = f"Continued {times_text(int(stats.get('continued') or 0))}"
+    total = stats.get("new_tokens")
+    return words + (f": {total:,} tokens in all" if isinstance(total, int) and not isinstance(total, bool) else "")
+
+
+def last_part(stats: dict) -> dict:
+    """The statistics of a continued reply's last part (its TTFT, speed and acceptance are the last Continue's):
+    its own token count where ``earlier_tokens`` (the tokens before that Continue, ``ReplyRecorder``) is stored,
+    else none (a reply continued by an earlier version stores only the total)."""
+    part = {key: value for key, value in stats.items() if key != "new_tokens"}
+    total, earlier = stats.get("new_tokens"), stats.get("earlier_tokens")
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in (total, earlier)):
+        part["new_tokens"] = total - earlier
+    return part
 
 
 def export_footer_text(stats: dict | None, state: str = "complete") -> str:

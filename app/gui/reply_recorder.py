@@ -147,8 +147,9 @@ class ReplyRecorder:
 
     def _finished(self, event: Finished) -> None:
         stats = stats_dict(event.stats, **self.extra, **self._phase_extra)
-        if self._resumed is not None:  # the whole reply's tokens, and one more continuation
-            stats["new_tokens"] += int(self._resumed.get("new_tokens") or 0)
+        if self._resumed is not None:  # the whole reply's tokens (those before this part too), one more continuation
+            stats["earlier_tokens"] = int(self._resumed.get("new_tokens") or 0)
+            stats["new_tokens"] += stats["earlier_tokens"]
             stats["continued"] = int(self._resumed.get("continued") or 0) + 1
         if not self.compare:
             self.stats = stats
@@ -211,7 +212,9 @@ class ReplyRecorder:
     def _stats_for_storage(self) -> dict:
         """The statistics to store, with, while streaming, the footer's ``live`` line and (until the first token)
         the prompt's reading ``prefill`` (``reply_format.progress_dict``), which ``save`` leaves out."""
-        prefill = {"prefill": progress_dict(self.progress)} if self.state == "streaming" and self.progress else {}
+        prefill = {}
+        if self.state == "streaming" and self.progress:
+            prefill = {"prefill": progress_dict(self.progress, self._kept_in_memory())}
         if not self.compare:
             stats = dict(self.stats)
             if self.state == "streaming":
@@ -221,6 +224,14 @@ class ReplyRecorder:
         if self.state == "streaming" and self.phase in ("ar", "spec"):
             compare[self.phase]["live"] = self.live_text()
         return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {}), **prefill}
+
+    def _kept_in_memory(self) -> int:
+        """Tokens of the prompt kept after a context-length cut (``PromptOverflow``) that the prefill does not read,
+        the model holding them from an earlier reply: the kept tokens less those it reads; 0 without a cut (the
+        window then knows only the tokens read) or where it rolls the prompt instead."""
+        if self.overflow is None or self.progress is None:
+            return 0
+        return max(0, self.overflow.prompt_tokens - self.overflow.discarded_tokens - self.progress.total)
 
     def snapshot(self) -> Message:
         """The reply as it stands, as a Message (for the chat view)."""

@@ -7,6 +7,8 @@ import sqlite3
 from conftest import FAST
 from PySide6.QtCore import Qt
 
+from app.gui.reply_format import dropped_text, times_text
+
 
 def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_path):
     window = make_window(FAST.with_values(max_new_tokens=40))
@@ -99,14 +101,14 @@ def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window
     stats = finished.args[0].stats
     assert stats["rolls"] >= 1 and stats["discarded_tokens"] == 24 * stats["rolls"]
     footer = window.chat_view.message_widgets()[-1].footer.text()
-    assert f"{stats['discarded_tokens']:,} earlier tokens dropped to fit the context ({stats['rolls']} roll" in footer
+    assert dropped_text(stats["discarded_tokens"], stats["rolls"]) in footer and " roll" not in footer
     series = window.live_graph.series[-1]
     assert len(series.rolls) == stats["rolls"]
     assert all(0 < fill <= 100 for _, fill in series.fill)
     assert max(fill for _, fill in series.fill) > 90  # the cache filled up before each roll
     lines = [item for item in window.live_graph.fill_plot.items if isinstance(item, pg.InfiniteLine)]
     assert len(lines) == stats["rolls"]
-    assert f"{stats['rolls']} roll" in window.live_graph.summary_text()
+    assert f"context full {times_text(stats['rolls'])}: earlier tokens dropped" in window.live_graph.summary_text()
 
 
 def test_json_output_makes_the_conversations_replies_json_objects(qtbot, make_window):

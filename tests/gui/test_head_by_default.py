@@ -11,7 +11,7 @@ from gui_helpers import click
 from app.gui.model_choice import k_for_the_drafter
 from app.gui.reply_format import DRAFTER_NAMES
 from app.gui.settings_store import AppSettings
-from app.gui.widgets.settings_pane import K_HELP
+from app.gui.widgets.settings_pane import K_AUTO_HELP
 from inference.draft_head import HEAD_K, HEAD_MANIFEST
 from inference.settings import Decoding, SpeculativeSettings
 
@@ -95,4 +95,4 @@ def test_k_changed_with_the_drafter_says_why_under_k(qtbot, make_window):
     assert help_line.height() <= help_line.fontMetrics().lineSpacing() + 4  # one line, as the explanation's
     assert "draft head" in help_line.toolTip()
     pane.k.setValue(3)  # the user's K: it stays, and the explanation comes back
-    assert help_line.text() == K_HELP and window.choice.settings.value("k") == 3
+    assert help_line.text() == K_AUTO_HELP and window.choice.settings.value("k") == 3  # (FAST decodes with Auto)

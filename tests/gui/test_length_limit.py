@@ -23,10 +23,13 @@ def test_a_reply_cut_by_the_length_limit_says_so_and_continue_writes_more(qtbot,
     assert continued.id == first.id and continued.content.startswith(first.content)
     assert len(continued.content) > len(first.content) + 20
     assert continued.stats["new_tokens"] == 48 and continued.stats["continued"] == 1
+    assert continued.stats["earlier_tokens"] == 24  # (the footer's last part: 24 tokens)
     saved = window.db.message(first.id)
     assert saved.content == continued.content and saved.state == "complete"
     assert [m.id for m in window.db.messages(first.conversation_id) if m.role == "assistant"] == [first.id]  # in place
-    assert window.chat_view.widget(first.id).footer.text().startswith("Length limit reached (Continue writes more) · Continued 1×")
+    footer = window.chat_view.widget(first.id).footer.text()
+    assert footer.startswith("Length limit reached (Continue writes more) · Continued once: 48 tokens in all · last part: ")
+    assert " · 24 tokens" in footer
     assert not stopped_at_limit({"stop_reason": "eos"}) and not stopped_at_limit(first.stats, "stopped")
     assert not stopped_at_limit({"stop_reason": "max_new_tokens", "compare": {}})  # a comparison is not continued
 

@@ -119,8 +119,10 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
     # plain words: no RoPE or tokenizer-hash column; the vocabulary that pairs models is in each row's tooltip
     headers = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
-    assert headers == ["Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added"]
-    assert dialog.table.item(0, 4).text() == "yes" and dialog.table.item(0, 4).toolTip().startswith("Endless chats: yes")
+    assert headers == ["Name", "Use", "Bits", "Size", "Chats past context length", "Source", "Added"]
+    assert dialog.table.item(0, 4).text() == "yes"
+    assert dialog.table.item(0, 4).toolTip().startswith("Chats past context length: yes: the chat keeps going")
+    assert dialog.table.horizontalHeaderItem(4).toolTip().startswith("Whether a chat longer than the context length")
     assert "Vocabulary (tokenizer)" in dialog.table.item(0, 0).toolTip()
 
     # Pair check: another tokenizer is refused with the reason.

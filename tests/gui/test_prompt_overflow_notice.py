@@ -48,4 +48,4 @@ def test_a_conversation_longer_than_the_model_allows_is_not_told_to_raise_the_co
 
 def test_the_footer_writes_dropped_tokens_with_thousands_separators():
     footer = metrics_text({"discarded_tokens": 6138, "rolls": 1, "new_tokens": 12})
-    assert "6,138 earlier tokens dropped to fit the context (1 roll)" in footer
+    assert "context full: 6,138 earlier tokens dropped once" in footer

@@ -16,7 +16,7 @@ from app.gui.reply_recorder import ReplyRecorder
 from inference.events import PromptOverflow, PromptProgress, TextDelta
 
 GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
-WORDS = re.compile(r"Reading your message: ([\d,]+) of ([\d,]+) tokens · .+ so far(, about .+ left)?$")
+WORDS = re.compile(r"Reading your message: ([\d,]+) of ([\d,]+) tokens( \(\+[\d,]+ in memory already\))? · .+ so far(, about .+ left)?$")
 
 
 def test_the_bar_follows_the_prompt_read_and_stop_ends_it(qtbot, make_window):
@@ -43,7 +43,7 @@ def test_the_bar_follows_the_prompt_read_and_stop_ends_it(qtbot, make_window):
     done, total, words, value, maximum = seen[-1]
     assert 0 < done < total < 4096 and (value, maximum) == (done, total)
     match = WORDS.match(words)
-    assert match and match.group(1) == f"{done:,}" and match.group(2) == f"{total:,}" and match.group(3), words
+    assert match and match.group(1) == f"{done:,}" and match.group(2) == f"{total:,}" and match.group(4), words
     assert [s[0] for s in seen] == sorted(s[0] for s in seen)  # it only moves forward
     assert seen[0][0] == 0 and "left" not in seen[0][2]  # shown before the first pass ends, without a guess
     # Stopped while reading: no text, the bar gone, the message and the stopped reply saved

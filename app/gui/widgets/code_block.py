@@ -9,7 +9,9 @@ time costs about 0.3 s (a guess imports all of them), and a lexer's first use co
 languages of ``COMMON_LANGUAGES``, on the inference thread after the model loads (:func:`warm_up_in`), and no block is guessed until it
 is done, so the window never waits for it. Token colours come from the theme's
 pygments style (``app.gui.theme``), each brought to the theme's minimum contrast against the code background.
-Accepted draft tokens are highlighted over the syntax colours, as in the rest of the reply.
+Accepted draft tokens are highlighted over the syntax colours, as in the rest of the reply, but never a line's
+indentation (a drafted token often starts with a new line's spaces: a newcomer read the painted blocks of
+indentation as part of the syntax highlighting).
 """
 
 from __future__ import annotations
@@ -105,6 +107,25 @@ def _token_styles(style_name: str, background: str) -> dict:
         colour = theme.readable(f"#{found['color']}", background) if found["color"] else ""
         styles[token] = (colour, found["bold"], found["italic"])
     return styles
+
+
+def without_indentation(code: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``code[start:end]`` (code-point offsets) that are not a line's indentation (the spaces and tabs
+    that start a line), as ``[start, end)`` ranges in order; none for a span of indentation only."""
+    parts = []
+    line_start = code.rfind("\n", 0, start) + 1
+    position = start
+    while position < end:
+        line_end = code.find("\n", position)
+        line_end = end if line_end < 0 or line_end >= end else line_end + 1  # (the newline itself is no indentation)
+        indentation_end = line_start
+        while indentation_end < len(code) and code[indentation_end] in " \t":
+            indentation_end += 1
+        part_start = max(position, indentation_end)
+        if part_start < line_end:
+            parts.append((part_start, line_end))
+        position = line_start = line_end
+    return parts
 
 
 def highlighted_html(code: str, lexer, current: theme.Theme) -> str:
@@ -231,10 +252,11 @@ class CodeBlock(QFrame):
             fmt = QTextCharFormat()
             fmt.setBackground(QColor(current.draft))
             for span in spans:
-                start, end = qt_positions(code, span)  # (code points -> UTF-16 units)
-                cursor.setPosition(start)
-                cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
-                cursor.mergeCharFormat(fmt)
+                for part in without_indentation(code, *span):
+                    start, end = qt_positions(code, list(part))  # (code points -> UTF-16 units)
+                    cursor.setPosition(start)
+                    cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+                    cursor.mergeCharFormat(fmt)
         self.text.fit_height()
         self.text.horizontalScrollBar().setValue(sideways)
 

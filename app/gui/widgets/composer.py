@@ -39,10 +39,11 @@ class ComposerEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
-COMPARE_TIP = (
-    "Run this message with plain decoding, then speculatively, with the same settings and seed, "
-    "and show both replies side by side (Ctrl+Shift+Enter)"
-)
+def compare_tip(words: str = "plain vs Auto decoding") -> str:
+    """The Compare button's tooltip for what it runs (``app.gui.model_choice.compare_words``)."""
+    first, second = words.split(" vs ", 1)
+    return (f"Run this message with {first} decoding, then with {second.removesuffix(' decoding')}, with the same "
+            "settings and seed, and show both replies side by side (Ctrl+Shift+Enter)")  # fmt: skip
 
 
 class Composer(QFrame):
@@ -96,7 +97,8 @@ class Composer(QFrame):
         self.send_button.setToolTip("Send the message (Enter)")
         self.send_button.clicked.connect(self.submit)
         self.compare_button = QPushButton("Compare")
-        self.compare_button.setToolTip(COMPARE_TIP)
+        self._compare_tip = compare_tip()
+        self.compare_button.setToolTip(self._compare_tip)
         self.compare_button.clicked.connect(self.submit_compare)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the reply, keeping what was generated (Esc)")
@@ -136,8 +138,15 @@ class Composer(QFrame):
     def set_compare_unavailable(self, reason: str | None) -> None:
         """Turn Compare off, saying why in its tooltip (e.g. a remote server that offers one mode), or on (None)."""
         self._compare_off = reason
-        self.compare_button.setToolTip(reason or COMPARE_TIP)
+        self.compare_button.setToolTip(reason or self._compare_tip)
         self._update_buttons()
+
+    def set_compare_words(self, words: str) -> None:
+        """Say in Compare's tooltip what it runs (``app.gui.model_choice.compare_words``: "plain vs Auto
+        decoding")."""
+        self._compare_tip = compare_tip(words)
+        if not self._compare_off:
+            self.compare_button.setToolTip(self._compare_tip)
 
     def _check(self) -> bool:
         if self._generating:

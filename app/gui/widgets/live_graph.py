@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, 
 from inference.events import ContextRolled, Finished, StepStats
 
 from .. import theme
-from ..reply_format import MODE_NAMES, compare_summary, metrics_text
+from ..reply_format import MODE_NAMES, compare_summary, metrics_text, times_text
 from .wrapped_label import WrappedLabel
 
 REFRESH_MS = 200  # 5 updates a second
@@ -38,6 +38,9 @@ KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to r
 #: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour.
 LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}  # (the tooltip says a fixed speculative decoding draws in Auto's)
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
+#: The summary when the last reply was stopped before its first token: it measured nothing, and an earlier reply's
+#: numbers would read as this one's.
+STOPPED_EARLY = "Last reply: stopped before its first token (nothing to measure)."
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
 RESIZE_SETTLE_MS = 150  # the plots are laid out again this long after the graph's last change of size
 CANVAS_MIN_HEIGHT = 140  # pixels: a plot area of about 100 px above the time axis (the settings still fit 1366x768)
@@ -52,8 +55,8 @@ PLOTS = {
     ),
     "fill": (
         "Context", "% of context",
-        "Context fill: how much of the context length (n_ctx) the chat takes up. A dashed line marks each roll, "
-        "where the oldest tokens (after the first ones) were forgotten",
+        "Context fill: how much of the context length (n_ctx) the chat takes up. A dashed line marks each time the "
+        "context was full and its oldest tokens (after the first ones) were dropped",
     ),
 }  # fmt: skip
 
@@ -184,7 +187,8 @@ class LiveGraph(QWidget):
         self.legend.setObjectName("graphLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setToolTip(
-            "Colours of the curves: plain decoding; Auto (a fixed speculative decoding too); a dashed line is a roll"
+            "Colours of the curves: plain decoding; Auto (a fixed speculative decoding too); a dashed line: the "
+            "context was full and its earlier tokens were dropped"
         )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
@@ -266,7 +270,7 @@ class LiveGraph(QWidget):
                 curve.setPen(pg.mkPen(current.series(key), width=2))
         self.legend.setText(
             " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
-                     for key, name in LEGEND_NAMES.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;roll'
+                     for key, name in LEGEND_NAMES.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
         )  # fmt: skip
         for plot, line in self._roll_lines:  # drawn again in the new colours
             plot.removeItem(line)
@@ -299,10 +303,13 @@ class LiveGraph(QWidget):
         self._set_rate_max(10.0)
         self.summary.setText("")
 
-    def show_conversation(self, conversation_id: int | None, replies: list[dict] | None = None) -> None:
+    def show_conversation(
+        self, conversation_id: int | None, replies: list[dict] | None = None, last_state: str = "complete"
+    ) -> None:
         """Follow the conversation now on screen: draw its last reply of this session, or, for a reply of an
         earlier session, say what it measured, and how fast the chat's replies were (``replies``: the stored
-        statistics of its replies, oldest first)."""
+        statistics of its replies, oldest first; ``last_state``: the last one's ``Message.state``, where
+        ``stopped`` with no speed measured says :data:`STOPPED_EARLY` instead of an earlier reply's numbers)."""
         self._shown = conversation_id
         self.clear()
         runs = self._runs.get(conversation_id)
@@ -311,6 +318,8 @@ class LiveGraph(QWidget):
             self.series = list(runs)
             self._dirty = True
             self.refresh()
+        elif replies and last_state == "stopped" and not _measured(replies[-1]):
+            self.summary.setText(STOPPED_EARLY + chat_summary(measured))
         elif measured:
             last = measured[-1]
             compare = last.get("compare")
@@ -356,6 +365,17 @@ class LiveGraph(QWidget):
         self._dirty = True
         self.refresh()
         self._timer.stop()
+
+    def stopped_early(self, conversation_id: int | None) -> None:
+        """A reply of ``conversation_id`` was stopped before its first token: its runs are forgotten (they hold
+        nothing, or, when it was stopped before its first run began, the previous reply's points) and, when that
+        conversation is shown, the summary says :data:`STOPPED_EARLY` in place of the numbers of an earlier reply."""
+        self._runs.pop(conversation_id, None)
+        if self._live_conversation == conversation_id:
+            self._live = None
+        if conversation_id == self._shown:
+            self.clear()
+            self.summary.setText(STOPPED_EARLY)
 
     @property
     def running(self) -> bool:
@@ -420,16 +440,18 @@ class LiveGraph(QWidget):
         parts = []
         for series in self.series:
             rate = series.latest_rate
-            text = name(series, f"■ {series.label}") + (f": {rate:.1f} tokens/s" if rate is not None else ": …")
+            streaming = self._running and series is self._live
+            waiting = ": …" if streaming else ": stopped before its first token"  # (a run that ended with no step)
+            text = name(series, f"■ {series.label}") + (f": {rate:.1f} tokens/s" if rate is not None else waiting)
             if series.drafted:
                 text += f", acceptance rate {100.0 * series.accepted / series.drafted:.0f}%"
             parts.append(text)
         last = self.series[-1]
         if last.n_ctx:
-            parts.append(f"context {last.cache_len} / {last.n_ctx} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
+            parts.append(f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
         rolls = sum(len(s.rolls) for s in self.series)
         if rolls:
-            parts.append(f"{rolls} roll{'s' if rolls != 1 else ''}")
+            parts.append(f"context full {times_text(rolls)}: earlier tokens dropped")
         return " · ".join(parts)
 
 

@@ -52,9 +52,16 @@ from inference.models.progress import ProgressEvent
 from ...background import DaemonThreadExecutor, run_in, threadsafe
 from .elided_combo import ElidedComboBox
 
-INSTALLED_COLUMNS = ("Name", "Use", "Bits", "Size", "Endless chats", "Source", "Added")
+#: "Chats past context length": whether a chat longer than the context length keeps going (a newcomer could not
+#: tell what the earlier "Endless chats" meant).
+PAST_CONTEXT = "Chats past context length"
+INSTALLED_COLUMNS = ("Name", "Use", "Bits", "Size", PAST_CONTEXT, "Source", "Added")
 #: The column that says whether the rolling context can shift a model's keys (it has its own tooltip).
-ENDLESS_COLUMN = INSTALLED_COLUMNS.index("Endless chats")
+ENDLESS_COLUMN = INSTALLED_COLUMNS.index(PAST_CONTEXT)
+PAST_CONTEXT_TIP = (
+    "Whether a chat longer than the context length (n_ctx) keeps going: the context rolls, forgetting the oldest "
+    "tokens (after the first ones) as the chat grows, instead of the reply stopping"
+)
 SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 
@@ -168,6 +175,7 @@ class ModelsDialog(QDialog):
         page = QWidget()
         self.table = QTableWidget(0, len(INSTALLED_COLUMNS))
         self.table.setHorizontalHeaderLabels(INSTALLED_COLUMNS)
+        self.table.horizontalHeaderItem(ENDLESS_COLUMN).setToolTip(PAST_CONTEXT_TIP)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
@@ -306,10 +314,11 @@ class ModelsDialog(QDialog):
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, str(manifest.path))
-                endless = "Endless chats: " + (
-                    manifest.rope_note or "no: a chat longer than its memory (n_ctx) stops"
+                endless = f"{PAST_CONTEXT}: " + (
+                    manifest.rope_note or "no: a chat longer than the context length (n_ctx) stops"
                     if manifest.rope_supported is False
-                    else "yes: the oldest tokens are forgotten as the chat goes on (position encoding RoPE)"
+                    else "yes: the chat keeps going, the oldest tokens forgotten as it grows (the context rolls: the "
+                    "model's position encoding, RoPE, can be shifted)"
                 )
                 if column == ENDLESS_COLUMN:
                     item.setToolTip(endless)

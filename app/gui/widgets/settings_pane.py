@@ -53,6 +53,17 @@ from .wheel_guard import guard_wheel
 from .wrapped_label import WrappedLabel
 
 BIT_WIDTHS = {4: "4-bit (INT4)", 8: "8-bit (INT8)", 16: "16-bit (FP16)"}
+#: The Weights (bits) row's line and tooltip. The default model's download is 4-bit (SmolLM2's Q4_1 release); its 8-
+#: and 16-bit copies are re-encodings of those weights (``inference.models.default_model``), so they are larger and
+#: slower and no more accurate (perplexity 9.958 for both 4 and 16 bits, README); the download itself is slightly less
+#: accurate than the model as trained at 16 bits (a newcomer read "as accurate as the original" as "as the trained
+#: model").
+BITS_HELP = "4-bit: smallest, fastest; 8/16-bit are no more accurate."
+BITS_TIP = (
+    "Bit-width of the default model's weights. The download is 4-bit: the smallest and fastest, slightly less "
+    "accurate than the model as trained at 16 bits. The 8- and 16-bit copies are built from it once (a minute or "
+    "two): larger and slower, and no more accurate, since they hold the same 4-bit weights"
+)
 #: Upper end of the spin boxes: the largest they hold, so that a number typed past a setting's range is kept and
 #: flagged with the range (a lower end cut "99" to "9" and an 8-digit length to 6 digits without a word).
 BIG = 2**31 - 1
@@ -81,6 +92,13 @@ SHORT_FIELD_WIDTH = 64
 DRAFT_TIP = (
     "What guesses the next tokens: a small model with the same vocabulary as the chosen model (its tokenizer), or "
     "prompt lookup (text repeated from the chat). \"Other folder…\" picks a model folder outside the store"
+)
+#: How the draft list marks the target's own model at as many bits or more (``app.gui.model_choice.never_faster``).
+NEVER_FASTER_MARK = "(not faster: the chosen model itself)"
+NEVER_FASTER_TIP = (
+    "The chosen model itself, with as many bits or more: the same weights, no smaller, so each guess costs about "
+    "as much as the step it should save. Drafting with it is never faster than plain decoding; a smaller model, a "
+    "draft head or prompt lookup can be"
 )
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
 
@@ -129,11 +147,7 @@ class SettingsPane(QScrollArea):
         self.bits = ElidedComboBox()
         for bits, label in BIT_WIDTHS.items():
             self.bits.addItem(label, bits)
-        self._bits_row = self._row(
-            model, "bits", "Weights (bits)", self.bits,
-            "Bit-width of the default model's weights; a new one is built once from the download (a minute or two)",
-            "4-bit is the fastest and as accurate as the original.",
-        )  # fmt: skip
+        self._bits_row = self._row(model, "bits", "Weights (bits)", self.bits, BITS_TIP, BITS_HELP)
         self._model_form = model  # the bit-width rows show while the default model is the target (set_settings)
         self.decoding = ElidedComboBox()
         for decoding in Decoding:
@@ -171,9 +185,13 @@ class SettingsPane(QScrollArea):
         self._k_row = self._row(
             model, "k", "Draft tokens per step (K)", k_row,
             f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the model checks them all in one step "
-            "and keeps the ones it agrees with (the acceptance rate)",
+            f"and keeps the ones it agrees with (the acceptance rate). Auto, and Adaptive, choose K themselves each "
+            f"step, from 0 (a plain step) to {MAX_K}, whatever this box says, and a reply's footer says the most they "
+            "drafted (\"K up to 3\"); this box's K is then used only for a sampled reply with a seed, whose guesses "
+            "must repeat",
             K_HELP, self.k,
         )  # fmt: skip
+        self._k_note = ""  # a note under K saying why it changed (note_k), until K is edited
         self._k_row.help.setToolTip(
             f"K follows the drafter: {HEAD_K} for a draft head (its later guesses are rarely right), "
             f"{SpeculativeSettings().k} for the others; a K set after choosing the drafter stays"
@@ -340,10 +358,12 @@ class SettingsPane(QScrollArea):
                 combo.setCurrentText(current)
             combo.blockSignals(False)
 
-    def set_models(self, models: list[ModelManifest], preselected: str = "") -> None:
+    def set_models(self, models: list[ModelManifest], preselected: str = "", never_faster: set[str] | None = None) -> None:
         """Offer these installed models as draft models (the window passes those whose tokenizer matches the
         target's, and the folder of the one to preselect: ``app.gui.model_choice.draft_choices``), by distinct
-        readable names. Choosing draft-model decoding while no draft is chosen takes ``preselected``.
+        readable names. Choosing draft-model decoding while no draft is chosen takes ``preselected``. The folders in
+        ``never_faster`` (the target's own model at as many bits or more: ``app.gui.model_choice.never_faster``)
+        are marked as such, in their entry and its tooltip.
 
         The draft chosen stays chosen if it is offered, or if it is a folder outside the model store (chosen
         with Browse…); an installed model no longer offered (another tokenizer) is unselected, and the settings
@@ -356,7 +376,12 @@ class SettingsPane(QScrollArea):
         self.draft_model.clear()
         self.draft_model.addItem("(none)" if models else "(none with this tokenizer: use prompt lookup)", "")
         for manifest in models:
-            self.draft_model.addItem(labels[str(manifest.path)], str(manifest.path))
+            path = str(manifest.path)
+            if path in (never_faster or ()):
+                self.draft_model.addItem(f"{labels[path]} {NEVER_FASTER_MARK}", path)
+                self.draft_model.setItemData(self.draft_model.count() - 1, NEVER_FASTER_TIP, 3)  # Qt.ToolTipRole
+            else:
+                self.draft_model.addItem(labels[path], path)
         self.draft_model.addItem("Prompt lookup", LOOKUP_DRAFT)
         self.draft_model.addItem("Other folder…", BROWSE_DRAFT)
         self.draft_model.setItemData(
@@ -374,8 +399,11 @@ class SettingsPane(QScrollArea):
             self._edited()
 
     def _show_draft_tip(self) -> None:
-        """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it)."""
-        self.draft_model.setToolTip(f"{self.draft_model.currentText()}\n\n{DRAFT_TIP}")
+        """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it), and why it
+        is never faster when it is marked so."""
+        marked = self.draft_model.currentData(3) == NEVER_FASTER_TIP  # Qt.ToolTipRole
+        why = f"{NEVER_FASTER_TIP}.\n\n" if marked else ""
+        self.draft_model.setToolTip(f"{self.draft_model.currentText()}\n\n{why}{DRAFT_TIP}")
 
     def _select_draft(self, path: str) -> None:
         """Show the draft model ``path`` ("" = none) in the draft list and remember it as the model draft."""
@@ -482,7 +510,15 @@ class SettingsPane(QScrollArea):
         """Say under K why it changed without the user ("Set to 1 for the draft head (was 4)."), in its explanation's
         line (one line: nothing moves); "" puts the explanation back, as the user's next edit of K does. A newcomer
         saw K go from 4 to 1 without a word when the draft head became the drafter."""
-        self._k_row.help.setText(note or K_HELP)
+        self._k_note = note
+        self._explain_k()
+
+    def _explain_k(self) -> None:
+        """K's explanation line: its note (``note_k``), else what K is for the decoding shown: under Auto or
+        Adaptive, that K is chosen per step (:data:`K_AUTO_HELP`, as the footers' "K up to" say), else
+        :data:`K_HELP`."""
+        chooses = self.decoding.currentData() == Decoding.AUTO.value or self.adaptive_k.isChecked()
+        self._k_row.help.setText(self._k_note or (K_AUTO_HELP if chooses else K_HELP))
 
     def defaults(self) -> AppSettings:
         """What "Reset to defaults" shows: ``AppSettings``' defaults with the drafter this pane preselects (the
@@ -595,6 +631,7 @@ class SettingsPane(QScrollArea):
             self.advanced.show()  # a flagged field is never hidden
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
             self.sampling.more.show()
+        self._explain_k()
         uses_draft = settings.uses_draft_model
         self.draft_device.setEnabled(uses_draft)
         self._show_draft_tip()
@@ -619,6 +656,8 @@ class SettingsPane(QScrollArea):
 
 #: The explanation under K (a note takes its line while K follows the drafter: ``note_k``).
 K_HELP = "More pays off when the guesses are often right."
+#: The explanation under K while Auto or Adaptive chooses K each step (a reply's footer then says "K up to 3").
+K_AUTO_HELP = f"Auto picks K each step (0 to {MAX_K}); used for seeded replies."
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}

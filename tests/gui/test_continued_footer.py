@@ -1,0 +1,28 @@
+"""A continued reply's footer says that Continue wrote more of the earlier reply, and the totals, before the numbers
+of the last part (newcomer trial: the footer read as if the reply were the continuation alone)."""
+
+from __future__ import annotations
+
+from app.gui.reply_format import continued_text, footer_text, last_part
+
+CONTINUED = {"mode": "ar", "ttft_ms": 850.0, "tokens_per_s": 40.0, "new_tokens": 1024, "earlier_tokens": 512,
+             "continued": 1, "stop_reason": "max_new_tokens"}  # fmt: skip
+
+
+def test_the_footer_of_a_continued_reply_gives_the_totals_then_the_last_part():
+    assert footer_text(CONTINUED) == (
+        "Length limit reached (Continue writes more) · Continued once: 1,024 tokens in all · last part: "
+        "Plain decoding · TTFT 850 ms · 40.0 tokens/s · 512 tokens"
+    )
+    twice = {**CONTINUED, "continued": 2, "new_tokens": 1536, "earlier_tokens": 1024, "stop_reason": "eos"}
+    assert footer_text(twice).startswith("Continued twice: 1,536 tokens in all · last part: Plain decoding")
+    assert footer_text(twice).endswith("· 512 tokens")
+
+
+def test_a_reply_continued_by_an_earlier_version_gives_only_its_total():
+    """Stored before ``earlier_tokens``: the total is said once, the last part without a count of its own."""
+    older = {key: value for key, value in CONTINUED.items() if key != "earlier_tokens"}
+    assert continued_text(older) == "Continued once: 1,024 tokens in all"
+    assert "new_tokens" not in last_part(older)
+    assert footer_text(older).endswith("last part: Plain decoding · TTFT 850 ms · 40.0 tokens/s")
+    assert footer_text({"continued": 1, "error": "gone"}, "error") == "Failed · Continued once: gone"
