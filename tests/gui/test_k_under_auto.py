@@ -1,6 +1,7 @@
 """K's explanation says what K is under the decoding shown (newcomer trial: the K box said 1 while Auto's footers
 said "K up to 2" and "K up to 4": under Auto, and with Adaptive, K is chosen each step, 0 to MAX_K, and the box's
-K serves only a sampled reply with a seed, ``inference.auto_decoding.seeded_sampling``)."""
+K serves only the decodings that draft a fixed K: even a seeded reply under Auto chooses from its own drafts,
+``inference.auto_decoding.seeded_sampling``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _choose(pane: SettingsPane, decoding: str) -> None:
 def test_under_auto_k_says_it_is_chosen_each_step_as_the_footers_say(pane):
     help_line = pane._k_row.help
     assert AppSettings().generation.decoding.value == "auto" and help_line.text() == K_AUTO_HELP
-    assert f"0 to {MAX_K}" in K_AUTO_HELP and "seed" in K_AUTO_HELP
+    assert f"0 to {MAX_K}" in K_AUTO_HELP and "not this box" in K_AUTO_HELP
     assert help_line.fontMetrics().horizontalAdvance(K_AUTO_HELP) <= help_line.width()  # one line at 390 px
     assert "K themselves each step" in pane.k.toolTip() and '"K up to 3"' in pane.k.toolTip()
     # the footer's words are the largest K Auto chose, within the range the line gives

@@ -187,8 +187,8 @@ class SettingsPane(QScrollArea):
             f"K: how many tokens the drafter proposes per step, 1 to {MAX_K}; the model checks them all in one step "
             f"and keeps the ones it agrees with (the acceptance rate). Auto, and Adaptive, choose K themselves each "
             f"step, from 0 (a plain step) to {MAX_K}, whatever this box says, and a reply's footer says the most they "
-            "drafted (\"K up to 3\"); this box's K is then used only for a sampled reply with a seed, whose guesses "
-            "must repeat",
+            "drafted (\"K up to 3\"); this box's K is used by the speculative decodings that draft a fixed K (a "
+            "sampled reply with a seed plans from its own drafts, so it repeats)",
             K_HELP, self.k,
         )  # fmt: skip
         self._k_note = ""  # a note under K saying why it changed (note_k), until K is edited
@@ -657,7 +657,7 @@ class SettingsPane(QScrollArea):
 #: The explanation under K (a note takes its line while K follows the drafter: ``note_k``).
 K_HELP = "More pays off when the guesses are often right."
 #: The explanation under K while Auto or Adaptive chooses K each step (a reply's footer then says "K up to 3").
-K_AUTO_HELP = f"Auto picks K each step (0 to {MAX_K}); used for seeded replies."
+K_AUTO_HELP = f"Auto picks K each step (0 to {MAX_K}), not this box."
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
