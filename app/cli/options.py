@@ -36,7 +36,7 @@ def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = 
     parser.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, default=None, help="bit-width of the default model (default 4)")
     parser.add_argument("--mode", choices=modes, default="auto", help="auto (the default: each step drafts with the draft head or prompt lookup, or not at all, whichever measures fastest), autoregressive, speculative with a fixed K" + (", or plain against auto side by side" if "compare" in modes else ""))
     parser.add_argument("--draft", default=None, help=f"with --mode auto, spec or compare: a draft model or head (an installed model's name or a folder), or 'lookup' for prompt-lookup drafting (default: {DEFAULT_HEAD_NAME} for the default model, else lookup)")
-    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step of --mode spec, and of auto when sampling with --seed (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
+    parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step of --mode spec; auto chooses its own (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
     parser.add_argument("--adaptive-k", action="store_true", help="with --mode spec: choose K per step as auto does, with the one drafter given")
     parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
     parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")

@@ -5,9 +5,9 @@ mapping are in ``chat_request``, ``completion_request`` and ``responses``.
 
 Shapes follow OpenAI's API reference (https://platform.openai.com/docs/api-reference/chat and
 ``/completions``). SpecChat adds one documented request field, ``specchat``: ``{"mode": "auto"|"ar"|"spec_model"|
-"spec_lookup", "k", "adaptive_k", "n_ctx", "n_keep", "n_discard"}``, every key optional (``k``: a fixed mode's K,
-and Auto's in a seeded sampled reply, which drafts with a fixed drafter and K so that the same seed gives the same
-reply; the server's defaults, from ``specchat serve``'s flags, fill the rest).
+"spec_lookup", "k", "adaptive_k", "n_ctx", "n_keep", "n_discard"}``, every key optional (``k``: a fixed mode's K;
+Auto chooses its own, in a seeded sampled reply from preset costs and its own drafts, so that the same seed gives
+the same reply; the server's defaults, from ``specchat serve``'s flags, fill the rest).
 
 A request's omitted sampling fields take the server's defaults (``defaults.sampling``): the model's recommended
 sampling (its ``generation_config.json`` over ``inference.generation_config.CHAT_DEFAULTS``), or what ``specchat
