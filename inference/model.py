@@ -320,7 +320,7 @@ def load_model(
     except (RuntimeError, OSError) as error:
         raise ModelLoadError(
             f"cannot load the model in {folder} on {device}: {openvino_message(error)}. The files may be truncated or "
-            "corrupt: re-import or re-download the model."
+            "corrupt: re-import or re-download the model (`specchat models fetch-default` repairs the default one)."
         ) from error
     if feature_layers:
         try:

