@@ -123,6 +123,22 @@ def tiny_ir(tmp_path_factory, data_dir) -> dict:
     }
 
 
+@pytest.fixture(scope="session")
+def kernel_library(tmp_path_factory) -> Path:
+    """SpecChat's kernel library (``tools/build_kernels.py``): the one set-up built (``q4_kernels.LIBRARY``) where it
+    is newer than every source under ``inference/kernels`` (the .cpp and the headers it includes), else one compiled
+    now into a temporary folder, once a session (a compile is about 30 s on 2 cores), so the tests never run a library
+    older than the sources they test. The caller skips where g++ or the CPU cannot build and run it."""
+    from inference import q4_kernels
+    from tools.build_kernels import SOURCES, build
+
+    library = q4_kernels.LIBRARY
+    sources = [path for pattern in ("*.cpp", "*.hpp") for path in SOURCES.glob(pattern)]
+    if library.is_file() and library.stat().st_mtime > max(path.stat().st_mtime for path in sources):
+        return library
+    return build(tmp_path_factory.mktemp("kernels") / library.name)
+
+
 @pytest.fixture(scope="module")
 def server(data_dir, int4_dir):
     """``specchat serve`` on the default model in its own process, one per test module that asks (a module that

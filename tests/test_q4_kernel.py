@@ -2,7 +2,8 @@
 Q4_1 x Q8_1 (``Q4MatMul``, int8 activations), Q4_1 x f32 (``Q4F32MatMul``) and Q8_0 x f32 (``Q8F32MatMul``), and a
 decoder layer's o projection, residual, RMSNorm and SwiGLU MLP as one op (``Q4F32Layer``).
 
-Built from source with g++ against the venv's OpenVINO, loaded with ``Core.add_extension``, run in a small graph on
+Built from source with g++ against the venv's OpenVINO (set-up's build where it is newer than the sources: the
+``kernel_library`` fixture), loaded with ``Core.add_extension``, run in a small graph on
 the CPU plugin: their numbers against NumPy references of the same arithmetic, and every row of a many-token pass
 bitwise equal to the same row in a one-token pass (what keeps greedy speculative decoding identical to plain).
 """
@@ -18,7 +19,6 @@ import pytest
 from openvino.utils.node_factory import NodeFactory
 
 from inference.q4_kernels import f32_layout, ggml_layout, product_node
-from tools.build_kernels import build
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
@@ -32,10 +32,11 @@ N, K = 96, 128  # outputs, inputs: 4 blocks of 32 a row
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory) -> tuple[ov.Core, NodeFactory]:
-    """A Core and a NodeFactory with the op loaded; both live as long as the module's graphs (a Core destroyed
-    first unloads the library under the compiled model's nodes)."""
-    library = build(tmp_path_factory.mktemp("q4_kernel") / "libq4_matmul.so")
+def loaded(kernel_library) -> tuple[ov.Core, NodeFactory]:
+    """A Core and a NodeFactory with the ops of ``kernel_library`` (set-up's build where it is current) loaded; both
+    live as long as the module's graphs (a Core destroyed first unloads the library under the compiled model's
+    nodes)."""
+    library = kernel_library
     core, factory = ov.Core(), NodeFactory()
     core.add_extension(str(library))
     factory.add_extension(str(library))

@@ -3,7 +3,8 @@ they replace OpenVINO's 4-bit products, each op computes every row of a many-tok
 pass, greedy speculative decoding still equals plain decoding, the fused draft head's layer features are still found,
 and without the library OpenVINO's kernels run and the precision text says why.
 
-The library is the one set-up built (``tools/build_kernels.py``), or built here into a temporary folder.
+The library is the one set-up built (``tools/build_kernels.py``) where it is newer than the sources, or built here into
+a temporary folder (the ``kernel_library`` fixture).
 """
 
 import shutil
@@ -22,7 +23,6 @@ from inference.layer_features import LAYER_FEATURES
 from inference.model import load_model
 from inference.models.default_head import shipped_head
 from inference.precision import PrecisionSettings
-from tools.build_kernels import build
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or not q4_kernels.cpu_has_flags(),
@@ -34,12 +34,12 @@ OPS = ("Q4F32Layer", "Q4F32MatMul", "Q8F32MatMul")
 
 
 @pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    """``q4_kernels.LIBRARY`` as set-up built it, else built now into a temporary folder (and used from there)."""
+def library(kernel_library):
+    """``q4_kernels.LIBRARY`` as set-up built it where it is newer than the sources, else one built now into a
+    temporary folder (and used from there): the ``kernel_library`` fixture."""
     with pytest.MonkeyPatch.context() as patch:
-        if not q4_kernels.LIBRARY.is_file():
-            patch.setattr(q4_kernels, "LIBRARY", build(tmp_path_factory.mktemp("kernels") / "libspecchat_kernels.so"))
-        yield q4_kernels.LIBRARY
+        patch.setattr(q4_kernels, "LIBRARY", kernel_library)
+        yield kernel_library
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,15 @@ from inference.settings import (
 # --- penalties: speculative decoding still samples the autoregressive distribution ------------------------------
 
 PENALTIES = {"repetition_penalty": 1.6, "presence_penalty": 0.6, "frequency_penalty": 0.4}
-PENALTY_TRIALS = 1000
+#: Seeded replies each chi-square samples, sized by the power it needs. The 4-token replies have 81 possible values
+#: (top-k 3), near-uniform (the likeliest 1.5% under penalties, 1.9% under the grammar): 500 replies expect each about
+#: 6 times on average, and the test keeps 81 bins under penalties, 71 under the grammar (400 replies would pool them
+#: into 37 and 32, 300 into 1 and 5). The planted bug of the negative control below, over this many replies, fails at
+#: p = 6e-33 (chi-square 335 on 80 degrees of freedom: a non-centrality of about 255, an effect size w = 0.71); these
+#: tests fail under p = 1e-3, so an effect that large is missed with probability 5e-15 (non-central chi-square; 1e-11
+#: at the effect measured over 1,000 replies, p = 3e-65). The smallest effect caught 99% of the time is w = 0.44 (0.31
+#: with 1,000 replies, at twice the time). A correct engine fails each test with probability 1e-3 whatever the number.
+PENALTY_TRIALS = 500
 PENALTY_TOKENS = 4  # the first step after the first token drafts K = 2 and emits tokens 2..4 (drafts, then bonus)
 PENALTY_PROMPT = "the cat sat on the mat and the cat sat on the hat so the cat"
 PERTURBATION = 0.004  # noise on the draft model's weights (theirs: standard deviation 0.02); see tiny_engines
@@ -215,14 +223,15 @@ class _Sampled:
     accepted: int
 
 
-def _sampled_replies(engine: Engine, decoding: str, grammar: str | None = None, trials: int = PENALTY_TRIALS) -> _Sampled:
-    """Sample ``trials`` replies (seeds 0 ..) and compare their counts with the exact autoregressive distribution by
+def _sampled_replies(engine: Engine, decoding: str, grammar: str | None = None) -> _Sampled:
+    """Sample PENALTY_TRIALS replies (seeds 0 ..) and compare their counts with the exact autoregressive distribution by
     a chi-square test (replies expected fewer than 5 times pooled); a reply autoregressive decoding cannot produce
     fails at once."""
     prompt = engine.target.encode(PENALTY_PROMPT)
     expected = _autoregressive_distribution(engine, prompt, _penalty_settings("ar", None).sampling, grammar)
     counts: dict[tuple, int] = {}
     drafted = accepted = 0
+    trials = PENALTY_TRIALS
     for seed in range(trials):
         stats = engine.generate_text(prompt, _penalty_settings(_decoding(decoding), seed, grammar=grammar))
         counts[tuple(stats.token_ids)] = counts.get(tuple(stats.token_ids), 0) + 1
@@ -242,12 +251,6 @@ def _sampled_replies(engine: Engine, decoding: str, grammar: str | None = None, 
     return _Sampled(float(chisquare(observed, wanted).pvalue), table, drafted, accepted)
 
 
-#: Replies the negative control samples: half the positive test's, at half its time. The chi-square needs each of the
-#: 81 replies (3 tokens allowed per position) expected 5 times (pooled otherwise): 300 replies would pool them all
-#: into one bin and test nothing; with 500 the planted bug fails it at p = 6e-33 (measured).
-PLANTED_BUG_TRIALS = 500
-
-
 @pytest.mark.slow
 def test_the_engine_chi_square_fails_when_the_residual_distribution_is_wrong(tiny_engines, monkeypatch):
     """Negative control of the chi-square above, through the whole engine (drafter, penalties, verification pass,
@@ -257,8 +260,8 @@ def test_the_engine_chi_square_fails_when_the_residual_distribution_is_wrong(tin
     residual normalize(max(0, p - q)) (``sampling.accept_sampled``): every reply it gives is still one the target
     can give, the first token's marginal is near the target's, and an identical draft (never rejected) cannot show
     it. Drafting with the perturbed draft model (about half its drafts accepted), the chi-square failed on it with
-    p = 3e-65 over PENALTY_TRIALS (1,000) replies, where the real acceptance passes with p = 0.16, and with
-    p = 6e-33 over the PLANTED_BUG_TRIALS (500) replies run here (measured)."""
+    p = 3e-65 over 1,000 replies, where the real acceptance passes with p = 0.16, and with p = 6e-33 over the
+    PENALTY_TRIALS (500) replies run here, the number the tests above sample (measured)."""
     from inference import sampling
 
     def resample_from_p(target_probs, draft_probs, draft_tokens, rng):
@@ -270,7 +273,7 @@ def test_the_engine_chi_square_fails_when_the_residual_distribution_is_wrong(tin
         return len(draft_tokens), sampling.sample(target_probs[len(draft_tokens)], rng)
 
     monkeypatch.setattr(sampling, "accept_sampled", resample_from_p)
-    sampled = _sampled_replies(tiny_engines["model"], "spec_model", trials=PLANTED_BUG_TRIALS)
+    sampled = _sampled_replies(tiny_engines["model"], "spec_model")
     assert 0.05 * sampled.drafted < sampled.accepted < 0.95 * sampled.drafted, (sampled.accepted, sampled.drafted)
     assert sampled.pvalue < 1e-6, sampled.table
 

@@ -20,6 +20,10 @@ from inference.model import load_model
 
 NEW_TOKENS = 128
 K_TURNS = (1, 3, 8)  # the Ks the greedy test rotates through, one per prompt and decoding
+#: The prompts (of ``PROMPTS``) the greedy test runs: as many as K_TURNS, so that the rotation runs each (decoding, K)
+#: pair once in each context and precision (prompts 3 and 4 ran the pairs of prompts 0 and 1 again: the same code
+#: paths at 40% of the test's time), on a rewrite (prompt lookup's long matches), a story and code.
+GREEDY_PROMPTS = range(len(K_TURNS))
 ROLLING = {"n_ctx": 32, "n_keep": 4}  # each roll drops 14 tokens: prompts of 40-70 tokens + replies roll >= 3 times
 
 
@@ -32,12 +36,12 @@ def engine(request, target, draft, int4_dir):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("context", [{}, ROLLING], ids=["no-roll", "rolling"])
-@pytest.mark.parametrize("prompt", range(len(PROMPTS)))
+@pytest.mark.parametrize("prompt", GREEDY_PROMPTS)
 def test_greedy_speculative_equals_autoregressive(engine, target, prompt, context):
     """Each speculative decoding at each K against plain decoding, 128 tokens, with and without rolls, on both
-    precisions. Every (decoding, K) pair runs on at least one prompt of each context and engine, not on every prompt:
-    prompt i's draft-model reply drafts ``K_TURNS[i % 3]`` tokens a step and its lookup reply ``K_TURNS[(i + 1) % 3]``,
-    which cuts the test from 7 replies a prompt to 3 (it was about a fifth of the suite's time on a slow AVX2 CPU)."""
+    precisions. Every (decoding, K) pair runs on one prompt of each context and engine, not on every prompt: prompt
+    i's draft-model reply drafts ``K_TURNS[i]`` tokens a step and its lookup reply ``K_TURNS[(i + 1) % 3]``, which cuts
+    the test from 7 replies a prompt to 3 (it was about a fifth of the suite's time on a slow AVX2 CPU)."""
     ids = chat_ids(target, PROMPTS[prompt])
     engine.reset()
     reference = engine.generate_text(ids, settings("ar", max_new_tokens=NEW_TOKENS, **context))
@@ -54,9 +58,9 @@ def test_greedy_speculative_equals_autoregressive(engine, target, prompt, contex
 
 
 def test_the_greedy_test_covers_every_decoding_and_k_in_each_context():
-    """The rotation above leaves no (decoding, K) pair out: each context runs every prompt."""
-    model_ks = {K_TURNS[prompt % 3] for prompt in range(len(PROMPTS))}
-    lookup_ks = {K_TURNS[(prompt + 1) % 3] for prompt in range(len(PROMPTS))}
+    """The rotation above leaves no (decoding, K) pair out: each context runs every prompt of GREEDY_PROMPTS."""
+    model_ks = {K_TURNS[prompt % 3] for prompt in GREEDY_PROMPTS}
+    lookup_ks = {K_TURNS[(prompt + 1) % 3] for prompt in GREEDY_PROMPTS}
     assert model_ks == lookup_ks == set(K_TURNS)
 
 

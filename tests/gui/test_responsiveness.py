@@ -46,9 +46,11 @@ def run_scenario(name: str, tmp_path: Path, data_dir: Path, settings=FAST, env_e
 
 
 def runs_under_the_limit(tmp_path: Path, scenario, check) -> dict:
-    """Run ``scenario(folder)`` RUNS times (each in a fresh folder; ``check(result)`` asserts what every run must do)
-    and assert that at least MUST_PASS of them stayed under MAX_STALL_MS. Returns the median run, with every run's
-    summary under ``all_summaries``."""
+    """Run ``scenario(folder)`` up to RUNS times (each in a fresh folder; ``check(result)`` asserts what every run
+    must do) and assert that at least MUST_PASS of them stayed under MAX_STALL_MS. It stops as soon as the verdict is
+    known: after MUST_PASS runs under the limit (the rest could not fail it: the verdict is the one all RUNS would give,
+    a fifth of the runs sooner where the first MUST_PASS pass) or after more than RUNS - MUST_PASS over it (the rest
+    could not pass it). Returns the median run, with every run's summary under ``all_summaries``."""
     runs = []
     for index in range(RUNS):
         folder = tmp_path / f"run-{index + 1}"
@@ -58,6 +60,8 @@ def runs_under_the_limit(tmp_path: Path, scenario, check) -> dict:
         runs.append(result)
         if sum(run["max_stall_ms"] >= MAX_STALL_MS for run in runs) > RUNS - MUST_PASS:
             break  # it cannot pass any more
+        if sum(run["max_stall_ms"] < MAX_STALL_MS for run in runs) >= MUST_PASS:
+            break  # it has passed, whatever the other runs give
     ordered = sorted(runs, key=lambda run: run["max_stall_ms"])
     median = ordered[len(ordered) // 2]
     summaries = "\n".join(
