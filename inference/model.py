@@ -18,6 +18,7 @@ import openvino_genai
 
 from .devices import available_devices, base_properties, core
 from .fusion import fuse_shared_input_products
+from .heap import return_large_blocks
 from .layer_features import add_layer_features, decoder_layer_count
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
@@ -310,6 +311,7 @@ def load_model(
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
     fast_prefill = precision is not None and precision.wants_fast_prefill(device)
     prefill_compiled = None
+    return_large_blocks()  # freed buffers of megabytes go back to the system (heap.py)
     try:
         model = core().read_model(folder / "openvino_model.xml")
         fuse_shared_input_products(model)
