@@ -239,6 +239,9 @@ class SpecChatRunner(Runner):
 
 
 class GenaiRunner(Runner):
+    #: OpenVINO properties given to the pipeline (none here: its defaults; a subclass may set some).
+    properties: dict[str, Any] = {}
+
     def __init__(self, paths, mode):
         import openvino as ov
         import openvino_genai as og
@@ -246,7 +249,7 @@ class GenaiRunner(Runner):
         self.og, self.ov = og, ov
         scheduler = og.SchedulerConfig()
         scheduler.enable_prefix_caching = False  # a prompt must be prefilled, not found in a cache
-        kwargs: dict[str, Any] = {"scheduler_config": scheduler}
+        kwargs: dict[str, Any] = {"scheduler_config": scheduler, **self.properties}
         if mode == "lookup":
             kwargs["prompt_lookup"] = True
         elif mode == "draft":

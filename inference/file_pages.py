@@ -45,6 +45,30 @@ def read_only_file_mappings() -> list[tuple[int, int]]:
     return spans
 
 
+def release_mapped_file(path: Path) -> int:
+    """Drop the resident pages of every read-only mapping of the file at ``path`` in this process (see the module
+    docstring): after ``model.load_model`` has compiled a model, the weights file's pages were read to repack the
+    weights (OpenVINO's kernels and SpecChat's keep their own copies), and the few constants a compiled model reads in
+    place (the embedding table's rows) are mapped again as they are read.
+
+    Returns:
+        The number of bytes handed back (0 where the file is not mapped or the platform has no ``madvise``).
+    """
+    if not _MAPS.is_file():
+        return 0
+    target = str(Path(path).resolve())
+    spans = []
+    for line in _MAPS.read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == target and fields[1][0] == "r" and fields[1][1] != "w":
+            spans.append(tuple(int(address, 16) for address in fields[0].split("-")))
+    try:
+        madvise = _madvise() if spans else None
+    except (OSError, AttributeError):
+        return 0
+    return sum(end - start for start, end in spans if madvise(start, end - start, MADV_DONTNEED) == 0)
+
+
 @functools.cache
 def _madvise():
     """libc's ``madvise(2)``, found among the symbols this process has loaded (``dlopen(NULL)``), once.

@@ -23,8 +23,9 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
   copies see the same slots, mask and positions, so the bookkeeping is unchanged; a copy costs ~0.23 ms per
   cached token (1,024 tokens: 233 ms against 2.5 s saved, Xeon with AMX). A prompt prefilled in several passes
   (the engine keeps each pass short so that Stop answers quickly) stays in the copy from pass to pass: the
-  states are copied in before its first pass and back only when this request needs them (the next decode pass,
-  a roll, a compaction), not twice per pass.
+  states are moved in before its first pass and back only when this request needs them (the next decode pass,
+  a roll, a compaction), not twice per pass. A move empties each variable of the side it leaves as soon as it is
+  read, so the cache is resident once (``_copy_states``).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class KVCache:
         self._alive = np.zeros(0, dtype=np.int64)
         self.fast_prefilled = 0  # tokens computed by the prefill copy since the cache was created
         self._states_in_copy = False  # the prefill copy holds the current states (this request's are stale)
+        # "exact"/"copy" -> the buffers that request's states were last set through (_set_state), kept alive
+        self._held: dict[str, list[np.ndarray]] = {"exact": [], "copy": []}
 
     @property
     def request(self) -> ov.InferRequest:
@@ -177,7 +180,8 @@ class KVCache:
             return self._infer(self._request, token_ids, last_only=True)
         if not self._states_in_copy:
             if self.physical_length:
-                _copy_states(self._request, request)
+                self._held["copy"] = _move_states(self._request, request)
+                self._held["exact"] = []
             else:
                 request.reset_state()
             self._states_in_copy = True
@@ -193,17 +197,13 @@ class KVCache:
         return self._states_in_copy or (upcoming >= FAST_PREFILL_MIN_TOKENS and upcoming * 8 >= self.physical_length)
 
     def _take_states_back(self) -> None:
-        """Copy the states from the prefill copy into this request if the copy holds the current ones, then empty
-        the copy's (they are stale from then on, and the next prompt it prefills copies them in again or resets
-        them): a copy holding a long prompt's states kept ~55 MB of a 3,000-token prompt until the next one (the
-        default model, measured 2026-12-05)."""
+        """Move the states from the prefill copy into this request if the copy holds the current ones (``_move_states``:
+        the copy keeps none of them, so a long prompt's states are never resident twice; kept, they were ~55 MB of a
+        3,000-token prompt until the next one, the default model, measured 2026-12-05)."""
         if self._states_in_copy:
-            _copy_states(self._prefill_request, self._request)
+            self._held["exact"] = _move_states(self._prefill_request, self._request)
+            self._held["copy"] = []
             self._states_in_copy = False
-            for state in self._prefill_request.query_state():
-                shape = list(state.state.shape)
-                if len(shape) == 4:  # [batch, kv_heads, seq, head_dim]: keep no slot
-                    state.state = ov.Tensor(np.zeros(shape[:2] + [0] + shape[3:], dtype=np.float32))
 
     def _make_room(self, count: int, n_ctx: int | None) -> None:
         """Squeeze dead slots out if feeding ``count`` tokens would pass n_ctx + slack or the sliding window."""
@@ -295,19 +295,21 @@ class KVCache:
     def _rewrite(self, slots: np.ndarray, shift_from: int, delta: int) -> None:
         """Replace every state by its ``slots`` entries; rotate keys from index ``shift_from`` by ``delta``."""
         self._take_states_back()
+        buffers: list[np.ndarray] = []
         for state in self._request.query_state():
             data = state.state.data
             new = np.ascontiguousarray(data[:, :, slots, :])
             if delta and _is_key_state(state.name) and shift_from < new.shape[2]:
                 new[:, :, shift_from:, :] = self._rope.shift_keys(new[:, :, shift_from:, :], delta)
-            state.state = ov.Tensor(new)
+            _set_state(state, new, buffers)
+        self._held["exact"] = buffers
         self._slots = list(range(len(slots)))
         self._alive = np.ones(len(slots), dtype=np.int64)
 
     def copy_from(self, other: "KVCache") -> None:
         """Make this cache a copy of ``other`` (a cache of the same compiled IR): states, tokens, slots, mask."""
         other._take_states_back()
-        _copy_states(other._request, self._request)
+        self._held["exact"] = _copy_states(other._request, self._request)
         self._states_in_copy = False
         self.tokens, self._slots = list(other.tokens), list(other._slots)
         self._alive = other._alive.copy()
@@ -321,12 +323,47 @@ class KVCache:
         return keys[layer].state.data[:, :, self._slots, :].copy()
 
 
-def _copy_states(source: ov.InferRequest, destination: ov.InferRequest) -> None:
+def _copy_states(source: ov.InferRequest, destination: ov.InferRequest, move: bool = False) -> list[np.ndarray]:
     """Copy every state variable of ``source`` into the same-named variable of ``destination`` (two requests of
-    the same IR, possibly compiled at different precisions; states are read and written as f32)."""
+    the same IR, possibly compiled at different precisions; states are read and written as f32), one variable at a
+    time through one buffer (``_set_state``). With ``move`` each variable of ``source`` is emptied (no slot kept)
+    right after it is read, so a long prompt's KV cache is never resident twice (1,024 tokens of the default model:
+    47 MB).
+
+    Returns:
+        the buffers ``destination``'s states now reference (``_set_state``), to keep alive until they are set again.
+    """
     targets = {state.name: state for state in destination.query_state()}
+    buffers: list[np.ndarray] = []
     for state in source.query_state():
-        targets[state.name].state = ov.Tensor(np.ascontiguousarray(state.state.data))
+        data = state.state.data
+        _set_state(targets[state.name], data, buffers)
+        if move and data.ndim == 4:  # [batch, kv_heads, seq, head_dim]: keep no slot
+            state.state = ov.Tensor(np.zeros((*data.shape[:2], 0, *data.shape[3:]), dtype=np.float32))
+    return buffers
+
+
+def _move_states(source: ov.InferRequest, destination: ov.InferRequest) -> list[np.ndarray]:
+    """``_copy_states`` with ``move``: ``source`` keeps no slot after it (its states are stale from then on)."""
+    return _copy_states(source, destination, move=True)
+
+
+def _set_state(state: ov.VariableState, data: np.ndarray, buffers: list[np.ndarray]) -> None:
+    """Set ``state`` to ``data`` (copied) through the last of ``buffers``, which is grown (a larger one appended) to
+    fit.
+
+    OpenVINO's CPU plugin copies a state set into its own memory and also keeps the tensor it was given until the
+    variable is set again ("to extend the lifetime", ``VariableStateKVcache::set_state_impl``, 2026.4). A tensor
+    made from a copy of each variable's data (``ov.Tensor(array)``) therefore kept a second copy of the whole KV
+    cache resident (+47 MB at 1,024 tokens of the default model); one buffer reused for every variable costs the
+    size of one. The plugin never reads the kept tensor again, but the buffers are kept alive by the caller (the
+    KV cache) until the variables are set again all the same, so that no kept tensor ever points at freed memory.
+    """
+    if not buffers or buffers[-1].nbytes < data.nbytes:
+        buffers.append(np.empty(data.nbytes, dtype=np.uint8))
+    view = buffers[-1][: data.nbytes].view(data.dtype).reshape(data.shape)
+    np.copyto(view, data)
+    state.state = ov.Tensor(view, shared_memory=True)
 
 
 def _is_key_state(name: str) -> bool:

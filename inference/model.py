@@ -17,7 +17,9 @@ import openvino.opset13 as ops
 import openvino_genai
 
 from .devices import available_devices, base_properties, core
+from .file_pages import release_mapped_file
 from .fusion import fuse_shared_input_products
+from .heap import return_large_blocks
 from .layer_features import add_layer_features, decoder_layer_count
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
@@ -310,6 +312,7 @@ def load_model(
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
     fast_prefill = precision is not None and precision.wants_fast_prefill(device)
     prefill_compiled = None
+    return_large_blocks()  # freed buffers of megabytes go back to the system (heap.py)
     try:
         model = core().read_model(folder / "openvino_model.xml")
         fuse_shared_input_products(model)
@@ -353,6 +356,7 @@ def load_model(
             f"OpenVINO cannot compile {folder.name} for {device} with {properties}: {openvino_message(error)}. "
             "Check the thread count and the precision settings, or use their defaults."
         ) from error
+    release_mapped_file(folder / "openvino_model.bin")  # read to compile: what a compiled model reads maps again
     if "logits" not in {name for port in compiled.outputs for name in port.get_names()}:
         raise ModelLoadError(f"{folder}/openvino_model.xml has no 'logits' output: it is not a causal LM export")
     config = _read_config(folder)

@@ -40,6 +40,7 @@ import numpy as np
 import openvino as ov
 from openvino.utils.node_factory import NodeFactory
 
+from .file_pages import read_only_file_mappings, release_file_pages
 from .fusion import compressed_product
 
 #: The extension library that ``tools/build_kernels.py`` builds at set-up (gitignored; the installers ship it).
@@ -131,10 +132,21 @@ def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -
     except RuntimeError as error:
         return Kernels(False, f"library not loadable: {str(error).splitlines()[0] if str(error) else 'error'}")
     weights: list[np.ndarray] = []
-    count = use_layers(model, factory, weights)
+    mappings = read_only_file_mappings()
+    count = use_layers(model, factory, weights, mappings)
     if count == 0:
         return Kernels(False, "no Q4_1 layers")
-    return Kernels(True, ops=count + use_kernel(model, factory, weights), weights=weights)
+    return Kernels(True, ops=count + use_kernel(model, factory, weights, mappings=mappings), weights=weights)
+
+
+def _release_weights(found, mappings: list[tuple[int, int]] | None) -> None:
+    """Hand back the weights file's pages of a replaced product's constants (codes, scales, zero points), which were
+    read once to repack them (``file_pages.release_file_pages``, within ``mappings``; None: nothing is done). A
+    prefill copy compiled from them keeps its own copy; what a compiled model reads in place maps again."""
+    if mappings:
+        constants = [found.codes, found.scale, found.zero_point.input_value(0).get_node()
+                     if found.zero_point.get_type_name() == "Convert" else found.zero_point]
+        release_file_pages([np.asarray(node.get_data()) for node in constants], mappings)
 
 
 def _zero_point(found) -> np.ndarray:
@@ -208,11 +220,32 @@ def _q4_1_f32(codes: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> t
     return ggml_layout(codes), d, -zero_point.astype(np.float32) * d
 
 
-def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32") -> int:
+def _signed_codes(codes: np.ndarray, zero_point: np.ndarray, mappings: list[tuple[int, int]] | None = None,
+                  rows: int = 2048) -> np.ndarray | None:
+    """u8 codes ``[N, G, 32]`` minus their (integral) zero points f32 ``[N, G]``, as int8 ``[N, G * 32]``; None where a
+    difference does not fit in int8. Computed ``rows`` rows at a time, each part's file pages handed back once read
+    (within ``mappings``: ``file_pages.release_file_pages``): the whole int16 difference of the default model's LM
+    head (49,152 x 576) and its copies took ~110 MB more at load than the result, and its codes 28 MB of file pages
+    (the load's peak)."""
+    n = codes.shape[0]
+    signed = np.empty((n, codes.shape[1] * codes.shape[2]), dtype=np.int8)
+    for start in range(0, n, rows):
+        part = codes[start : start + rows].astype(np.int16) - zero_point[start : start + rows].astype(np.int16)[..., None]
+        if mappings:
+            release_file_pages([codes[start : start + rows]], mappings)
+        if part.min() < -128 or part.max() > 127:
+            return None
+        signed[start : start + rows] = part.reshape(len(part), -1)
+    return signed
+
+
+def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32",
+               mappings: list[tuple[int, int]] | None = None) -> int:
     """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
     ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
     point fit in int8 (Q8_0: the LM head) become ``Q8F32MatMul``. The repacked weights go to ``keep``
-    (:func:`product_node`)."""
+    (:func:`product_node`); the file pages of the weights replaced are handed back within ``mappings``
+    (:func:`_release_weights`)."""
     count = 0
     for node in model.get_ordered_ops():
         found = compressed_product(node)
@@ -226,15 +259,17 @@ def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: s
         elif found.codes.get_output_element_type(0) == ov.Type.u8 and activations == "f32":
             n, groups, _ = found.codes.get_output_shape(0)
             zero_point = _zero_point(found)
-            signed = np.asarray(found.codes.get_data()).astype(np.int16) - zero_point.astype(np.int16)[..., None]
-            if signed.min() < -128 or signed.max() > 127 or np.any(zero_point != np.round(zero_point)) \
-                    or found.scale.get_output_element_type(0) != ov.Type.f16:
+            if np.any(zero_point != np.round(zero_point)) or found.scale.get_output_element_type(0) != ov.Type.f16:
+                continue
+            signed = _signed_codes(np.asarray(found.codes.get_data()), zero_point, mappings)
+            if signed is None:
                 continue
             scale = np.asarray(found.scale.get_data()).reshape(n, groups)
-            op, weights = "Q8F32MatMul", (signed.astype(np.int8).reshape(n, groups * 32), scale)
+            op, weights = "Q8F32MatMul", (signed, scale)
         else:
             continue
         found.matmul.output(0).replace(product_node(factory, op, found.matmul.input_value(0), weights, keep).output(0))
+        _release_weights(found, mappings)
         count += 1
     return count
 
@@ -319,10 +354,12 @@ def has_layers(model: ov.Model) -> bool:
                if node.get_type_name() == "MatMul")
 
 
-def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
+def use_layers(model: ov.Model, factory: NodeFactory, keep: list, mappings: list[tuple[int, int]] | None = None) -> int:
     """Replace each layer's output projection, residual, RMSNorm and SwiGLU MLP (:func:`_layer_tail`) by one
     ``Q4F32Layer`` op (``kernels/layer_f32.hpp``); returns how many. Their repacked weights go to ``keep``, as in
-    :func:`product_node`. Run before :func:`use_kernel`, which then takes the products left (q/k/v, the LM head)."""
+    :func:`product_node`, and the file pages of the weights replaced are handed back within ``mappings``
+    (:func:`_release_weights`). Run before :func:`use_kernel`, which then takes the products left (q/k/v, the LM
+    head)."""
     count = 0
     for node in model.get_ordered_ops():
         tail = _layer_tail(compressed_product(node)) if node.get_type_name() == "MatMul" else None
@@ -346,6 +383,8 @@ def use_layers(model: ov.Model, factory: NodeFactory, keep: list) -> int:
                 attributes.update({f"{name}_{part}": a.ctypes.data for part, a in zip(("codes", "scales", "zeros"), arrays)})
         layer = factory.create("Q4F32Layer", [tail["o"].matmul.input_value(0), tail["residual"]], attributes)
         tail["end"].output(0).replace(layer.output(0))
+        for product in ("o", "gate_up", "down"):
+            _release_weights(tail[product], mappings)
         count += 1
     return count
 
