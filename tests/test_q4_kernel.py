@@ -158,8 +158,8 @@ def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weig
     arrays = {"Q4MatMul": (ggml_layout(codes), *as_f32(d, z)), "Q4F32MatMul": (f32_layout(codes), d, z),
               "Q8F32MatMul": q8_weights}[op]
     model = compiled(loaded, *arrays, op=op)
-    x = (np.random.default_rng(2).standard_normal((7, K)) * 3).astype(np.float32)
-    for rows in (2, 3, 4, 5, 7):  # every tile shape of the kernel (4, 3, 2, 1 rows) and mixes of them
+    x = (np.random.default_rng(2).standard_normal((9, K)) * 3).astype(np.float32)
+    for rows in (2, 3, 4, 5, 7, 9):  # every tile shape of the f32 kernels (5, 4, 3, 2, 1 rows) and mixes (4 + 3, 4 + 5)
         together = model({0: x[None, :rows]})[0][0]
         for r in range(rows):
             alone = model({0: x[None, r : r + 1]})[0][0, 0]
@@ -219,8 +219,8 @@ def test_the_layer_op_is_the_llama_layer_tail(loaded, layer_weights):
 
 def test_each_row_of_a_many_token_layer_pass_is_bitwise_the_one_token_row(loaded, layer_weights):
     model = compiled_layer(loaded, layer_weights)
-    attn, residual = (np.random.default_rng(7).standard_normal((2, 7, HIDDEN)) * 2).astype(np.float32)
-    for rows in (2, 3, 4, 5, 7):
+    attn, residual = (np.random.default_rng(7).standard_normal((2, 9, HIDDEN)) * 2).astype(np.float32)
+    for rows in (2, 3, 4, 5, 7, 9):
         together = model({0: attn[None, :rows], 1: residual[None, :rows]})[0][0]
         for r in range(rows):
             alone = model({0: attn[None, r : r + 1], 1: residual[None, r : r + 1]})[0][0, 0]

@@ -172,20 +172,23 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
 }
 
 // y[r, n] for every row r < rows and outputs n in [n0, n1) (multiples of F32_OUTPUT_GROUP); x is [rows, K] f32 and
-// sums its block_sums (Q4_1; Q8_0 may pass nullptr), y is [rows, y_stride]. Rows go in tiles of up to 4 (each tile
-// reads its weights once), outputs in groups of 4.
+// sums its block_sums (Q4_1; Q8_0 may pass nullptr), y is [rows, y_stride]. Rows go in tiles of up to 4, or 5 when 5
+// are left (each tile reads and unpacks its weights once: 5 rows as 4 + 1 unpacked them twice, and a 5-token pass,
+// prompt lookup's verification at K = 4, cost 3.0-3.3 one-token products against 2.6 as one tile: bench/q4_kernel/
+// q4_bench.cpp, 2 threads, Xeon with AMX), outputs in groups of 4.
 template <class Weights>
 void f32_product(const Weights& w, const float* x, const float* sums, int64_t rows, float* y, int64_t y_stride,
                  int64_t n0, int64_t n1) {
     for (int64_t r0 = 0; r0 < rows;) {
         const int64_t left = rows - r0;
         for (int64_t n = n0; n < n1; n += F32_OUTPUT_GROUP) {
-            if (left >= 4) f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n, n1), f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
+            if (left == 5) f32_tile<5, 2>(w, x, sums, y, y_stride, r0, n, n1), f32_tile<5, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
+            else if (left >= 4) f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n, n1), f32_tile<4, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
             else if (left == 3) f32_tile<3, 2>(w, x, sums, y, y_stride, r0, n, n1), f32_tile<3, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
             else if (left == 2) f32_tile<2, 4>(w, x, sums, y, y_stride, r0, n, n1);
             else f32_tile<1, 4>(w, x, sums, y, y_stride, r0, n, n1);
         }
-        r0 += std::min<int64_t>(left, 4);
+        r0 += left == 5 ? 5 : std::min<int64_t>(left, 4);
     }
 }
 
