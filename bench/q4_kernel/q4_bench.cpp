@@ -9,6 +9,8 @@
 // --activations f32: Q4_1 x f32 (block_f32.hpp), and the output layer Q8_0 x f32, as the default model stores it.
 // --fused: the products as the engine runs them (inference/fusion.py): q, k, v as one 960x576 product and gate, up as
 // one 3072x576, 121 a step instead of 211.
+// --avx512 (with --activations f32, in a build with -mavx512f -mavx512bw -mavx512vl added to tools/build_kernels.py's
+// flags): the 16-lane prototype of the f32 tiles (f32_avx512.hpp) instead of block_f32.hpp's 8-lane ones.
 //
 // All matrices are allocated (random codes, scales ~0.01, offsets -7.5 d: ~101 MB, as the model's) and a "step"
 // runs them in the model's order, so each product reads its weights from memory as in a decode step, not from a warm
@@ -30,6 +32,9 @@
 
 #include "block_f32.hpp"
 #include "q4_1_q8_1.hpp"
+#ifdef __AVX512BW__
+#include "f32_avx512.hpp"
+#endif
 
 using specchat::Isa;
 
@@ -82,24 +87,32 @@ static Matrix random_matrix(const std::string& shape, int64_t n, int64_t k, std:
 // Buffers for T rows of up to `k` columns, and the product with `threads` threads splitting the outputs.
 struct Runner {
     std::vector<int8_t> q8;
-    std::vector<float> dxv, sx, sums;
+    std::vector<float> dxv, sx, sums, permuted;
     int threads;
     bool f32;  // f32 activations (block_f32.hpp) instead of Q8_1
+    bool wide = false;  // f32: the 16-lane prototype (f32_avx512.hpp, --avx512)
 
     Runner(int64_t rows, int64_t k, int threads_, bool f32_)
-        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), sums(rows * specchat::padded_blocks(k)), threads(threads_),
+        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), sums(rows * specchat::padded_blocks(k)), permuted(rows * k), threads(threads_),
           f32(f32_) {}
 
     void product(const Matrix& m, const float* x, int64_t rows, float* y) {
         const specchat::Q8Rows q{q8.data(), dxv.data(), sx.data(), m.k};
         if (!f32) specchat::quantize_rows(x, rows, q);
         else if (!m.q8_0) specchat::block_sums(x, rows, m.k, sums.data());
+#ifdef __AVX512BW__
+        if (wide && !m.q8_0) specchat::permute_blocks(x, rows, m.k, permuted.data());
+#endif
         const int64_t chunk = ((m.n + threads - 1) / threads + 3) / 4 * 4;
 #pragma omp parallel num_threads(threads)
         {
             const int64_t n0 = std::min<int64_t>(m.n, omp_get_thread_num() * chunk);
             const int64_t n1 = std::min<int64_t>(m.n, n0 + chunk);
             if (!f32) specchat::q4_1_q8_1_product<ISA>(m.q4_1(), q, rows, y, m.n, n0, n1);
+#ifdef __AVX512BW__
+            else if (wide && m.q8_0) specchat::f32_product512(m.q8_0_view(), x, nullptr, rows, y, m.n, n0, n1);
+            else if (wide) specchat::f32_product512(m.q4_1_half(), permuted.data(), sums.data(), rows, y, m.n, n0, n1);
+#endif
             else if (m.q8_0) specchat::f32_product(m.q8_0_view(), x, nullptr, rows, y, m.n, n0, n1);
             else specchat::f32_product(m.q4_1_half(), x, sums.data(), rows, y, m.n, n0, n1);
         }
@@ -115,9 +128,10 @@ static double median(std::vector<double> v) {
 int main(int argc, char** argv) {
     std::vector<int> tokens{1, 2, 4};
     int steps = 15, threads = 2;
-    bool f32 = false, fused = false;
+    bool f32 = false, fused = false, wide = false;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--fused")) fused = true;
+        else if (!strcmp(argv[i], "--avx512")) wide = true;
         else if (i + 1 == argc) break;
         else if (!strcmp(argv[i], "--activations")) f32 = !strcmp(argv[++i], "f32");
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
@@ -152,6 +166,7 @@ int main(int argc, char** argv) {
     std::vector<float> x(std::max(max_t, 4) * 1536), y(std::max(max_t, 4) * 49152), alone(49152);
     for (auto& v : x) v = normal(rng);
     Runner runner(std::max(max_t, 4), 1536, threads, f32);
+    runner.wide = wide && f32;
 
     // Checks: rows bitwise equal alone and together, the fingerprint, the error against f32.
     bool rows_equal = true;
