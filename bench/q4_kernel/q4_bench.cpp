@@ -9,8 +9,8 @@
 // --activations f32: Q4_1 x f32 (block_f32.hpp), and the output layer Q8_0 x f32, as the default model stores it.
 // --fused: the products as the engine runs them (inference/fusion.py): q, k, v as one 960x576 product and gate, up as
 // one 3072x576, 121 a step instead of 211.
-// --avx512 (with --activations f32, in a build with -mavx512f -mavx512bw -mavx512vl added to tools/build_kernels.py's
-// flags): the 16-lane prototype of the f32 tiles (f32_avx512.hpp) instead of block_f32.hpp's 8-lane ones.
+// The f32 kernels run their 16-lane tiles where the CPU has AVX-512F (block_f32.hpp: wide_tiles); ONEDNN_MAX_CPU_ISA=AVX2
+// in the environment runs the 8-lane ones, as on an AVX2-only CPU.
 //
 // All matrices are allocated (random codes, scales ~0.01, offsets -7.5 d: ~101 MB, as the model's) and a "step"
 // runs them in the model's order, so each product reads its weights from memory as in a decode step, not from a warm
@@ -32,9 +32,6 @@
 
 #include "block_f32.hpp"
 #include "q4_1_q8_1.hpp"
-#ifdef __AVX512BW__
-#include "f32_avx512.hpp"
-#endif
 
 using specchat::Isa;
 
@@ -90,7 +87,6 @@ struct Runner {
     std::vector<float> dxv, sx, sums, permuted;
     int threads;
     bool f32;  // f32 activations (block_f32.hpp) instead of Q8_1
-    bool wide = false;  // f32: the 16-lane prototype (f32_avx512.hpp, --avx512)
 
     Runner(int64_t rows, int64_t k, int threads_, bool f32_)
         : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), sums(rows * specchat::padded_blocks(k)), permuted(rows * k), threads(threads_),
@@ -99,22 +95,15 @@ struct Runner {
     void product(const Matrix& m, const float* x, int64_t rows, float* y) {
         const specchat::Q8Rows q{q8.data(), dxv.data(), sx.data(), m.k};
         if (!f32) specchat::quantize_rows(x, rows, q);
-        else if (!m.q8_0) specchat::block_sums(x, rows, m.k, sums.data());
-#ifdef __AVX512BW__
-        if (wide && !m.q8_0) specchat::permute_blocks(x, rows, m.k, permuted.data());
-#endif
+        else if (!m.q8_0) specchat::prepare_rows(x, rows, m.k, sums.data(), permuted.data());
         const int64_t chunk = ((m.n + threads - 1) / threads + 3) / 4 * 4;
 #pragma omp parallel num_threads(threads)
         {
             const int64_t n0 = std::min<int64_t>(m.n, omp_get_thread_num() * chunk);
             const int64_t n1 = std::min<int64_t>(m.n, n0 + chunk);
             if (!f32) specchat::q4_1_q8_1_product<ISA>(m.q4_1(), q, rows, y, m.n, n0, n1);
-#ifdef __AVX512BW__
-            else if (wide && m.q8_0) specchat::f32_product512(m.q8_0_view(), x, nullptr, rows, y, m.n, n0, n1);
-            else if (wide) specchat::f32_product512(m.q4_1_half(), permuted.data(), sums.data(), rows, y, m.n, n0, n1);
-#endif
             else if (m.q8_0) specchat::f32_product(m.q8_0_view(), x, nullptr, rows, y, m.n, n0, n1);
-            else specchat::f32_product(m.q4_1_half(), x, sums.data(), rows, y, m.n, n0, n1);
+            else specchat::f32_product(m.q4_1_half(), specchat::tile_input(x, permuted.data()), sums.data(), rows, y, m.n, n0, n1);
         }
     }
 };
@@ -128,10 +117,9 @@ static double median(std::vector<double> v) {
 int main(int argc, char** argv) {
     std::vector<int> tokens{1, 2, 4};
     int steps = 15, threads = 2;
-    bool f32 = false, fused = false, wide = false;
+    bool f32 = false, fused = false;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--fused")) fused = true;
-        else if (!strcmp(argv[i], "--avx512")) wide = true;
         else if (i + 1 == argc) break;
         else if (!strcmp(argv[i], "--activations")) f32 = !strcmp(argv[++i], "f32");
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
@@ -166,7 +154,6 @@ int main(int argc, char** argv) {
     std::vector<float> x(std::max(max_t, 4) * 1536), y(std::max(max_t, 4) * 49152), alone(49152);
     for (auto& v : x) v = normal(rng);
     Runner runner(std::max(max_t, 4), 1536, threads, f32);
-    runner.wide = wide && f32;
 
     // Checks: rows bitwise equal alone and together, the fingerprint, the error against f32.
     bool rows_equal = true;
