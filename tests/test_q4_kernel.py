@@ -159,8 +159,8 @@ def test_each_row_of_a_many_token_pass_is_bitwise_the_one_token_row(loaded, weig
     arrays = {"Q4MatMul": (ggml_layout(codes), *as_f32(d, z)), "Q4F32MatMul": (f32_layout(codes), d, z),
               "Q8F32MatMul": q8_weights}[op]
     model = compiled(loaded, *arrays, op=op)
-    x = (np.random.default_rng(2).standard_normal((7, K)) * 3).astype(np.float32)
-    for rows in (2, 3, 4, 5, 7):  # every tile shape of the kernel (4, 3, 2, 1 rows) and mixes of them
+    x = (np.random.default_rng(2).standard_normal((9, K)) * 3).astype(np.float32)
+    for rows in (2, 3, 4, 5, 7, 9):  # every tile shape of the f32 kernels (5, 4, 3, 2, 1 rows) and mixes (4 + 3, 4 + 5)
         together = model({0: x[None, :rows]})[0][0]
         for r in range(rows):
             alone = model({0: x[None, r : r + 1]})[0][0, 0]
@@ -220,8 +220,8 @@ def test_the_layer_op_is_the_llama_layer_tail(loaded, layer_weights):
 
 def test_each_row_of_a_many_token_layer_pass_is_bitwise_the_one_token_row(loaded, layer_weights):
     model = compiled_layer(loaded, layer_weights)
-    attn, residual = (np.random.default_rng(7).standard_normal((2, 7, HIDDEN)) * 2).astype(np.float32)
-    for rows in (2, 3, 4, 5, 7):
+    attn, residual = (np.random.default_rng(7).standard_normal((2, 9, HIDDEN)) * 2).astype(np.float32)
+    for rows in (2, 3, 4, 5, 7, 9):
         together = model({0: attn[None, :rows], 1: residual[None, :rows]})[0][0]
         for r in range(rows):
             alone = model({0: attn[None, r : r + 1], 1: residual[None, r : r + 1]})[0][0, 0]
@@ -240,3 +240,43 @@ def test_the_microbenchmark_graph_holds_the_steps_211_products():
              "up": (2, 1536, 576), "down": (2, 576, 1536)}
     assert all(shapes[f"l{i}.{name}"] == shape for i in range(LAYERS) for name, shape in layer.items())
     assert shapes["output"] == (2, 49152, 576)
+
+
+PRODUCT_BYTES = """
+import hashlib, sys
+import numpy as np, openvino as ov, openvino.opset13 as ops
+from openvino.utils.node_factory import NodeFactory
+from inference.q4_kernels import f32_layout, product_node
+core, factory = ov.Core(), NodeFactory()
+core.add_extension(sys.argv[1]); factory.add_extension(sys.argv[1])
+rng = np.random.default_rng(0)
+codes = rng.integers(0, 16, (64, 18, 32)).astype(np.uint8)
+d, z = (rng.random((64, 18)) * 0.02 + 0.001).astype(np.float16), (rng.random((64, 18)) * 15).astype(np.float16)
+x, keep = ops.parameter([1, -1, 576], np.float32), []
+model = core.compile_model(ov.Model([product_node(factory, "Q4F32MatMul", x.output(0), (f32_layout(codes), d, z), keep)
+                                     .output(0)], [x]), "CPU", {"INFERENCE_NUM_THREADS": "2"})
+print(hashlib.sha256(model({0: rng.standard_normal((1, 2, 576)).astype(np.float32)})[0].tobytes()).hexdigest())
+"""
+
+
+@pytest.mark.skipif("avx512f" not in Path("/proc/cpuinfo").read_text(errors="replace"),
+                    reason="the CPU runs the 8-lane tiles only (no AVX-512F)")
+def test_the_8_lane_tiles_hold_too_where_the_16_lane_ones_run(loaded, tmp_path):
+    """On a CPU with AVX-512F the f32 ops run 16-lane tiles; ``ONEDNN_MAX_CPU_ISA=AVX2`` makes a process run the
+    8-lane ones of an AVX2-only CPU (``block_f32.hpp``: ``wide_tiles``, decided once a process). Each is checked:
+    the two give other roundings of the same product (the switch switches), and this file's f32 tests pass in a
+    process with the cap."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    library = build(tmp_path / "libq4_matmul.so")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    capped = {**env, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    hashes = [subprocess.run([sys.executable, "-c", PRODUCT_BYTES, str(library)], env=e, capture_output=True, text=True,
+                             check=True).stdout for e in (env, capped)]
+    assert hashes[0] != hashes[1]
+    run = subprocess.run([sys.executable, "-m", "pytest", str(Path(__file__)), "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                          "-k", "(f32 or layer) and not lane"], env=capped, capture_output=True, text=True, cwd=root)
+    assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-2000:]

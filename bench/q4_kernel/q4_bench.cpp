@@ -9,6 +9,8 @@
 // --activations f32: Q4_1 x f32 (block_f32.hpp), and the output layer Q8_0 x f32, as the default model stores it.
 // --fused: the products as the engine runs them (inference/fusion.py): q, k, v as one 960x576 product and gate, up as
 // one 3072x576, 121 a step instead of 211.
+// The f32 kernels run their 16-lane tiles where the CPU has AVX-512F (block_f32.hpp: wide_tiles); ONEDNN_MAX_CPU_ISA=AVX2
+// in the environment runs the 8-lane ones, as on an AVX2-only CPU.
 //
 // All matrices are allocated (random codes, scales ~0.01, offsets -7.5 d: ~101 MB, as the model's) and a "step"
 // runs them in the model's order, so each product reads its weights from memory as in a decode step, not from a warm
@@ -82,18 +84,18 @@ static Matrix random_matrix(const std::string& shape, int64_t n, int64_t k, std:
 // Buffers for T rows of up to `k` columns, and the product with `threads` threads splitting the outputs.
 struct Runner {
     std::vector<int8_t> q8;
-    std::vector<float> dxv, sx, sums;
+    std::vector<float> dxv, sx, sums, permuted;
     int threads;
     bool f32;  // f32 activations (block_f32.hpp) instead of Q8_1
 
     Runner(int64_t rows, int64_t k, int threads_, bool f32_)
-        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), sums(rows * specchat::padded_blocks(k)), threads(threads_),
+        : q8(rows * k), dxv(rows * k / 8), sx(rows * k / 32), sums(rows * specchat::padded_blocks(k)), permuted(rows * k), threads(threads_),
           f32(f32_) {}
 
     void product(const Matrix& m, const float* x, int64_t rows, float* y) {
         const specchat::Q8Rows q{q8.data(), dxv.data(), sx.data(), m.k};
         if (!f32) specchat::quantize_rows(x, rows, q);
-        else if (!m.q8_0) specchat::block_sums(x, rows, m.k, sums.data());
+        else if (!m.q8_0) specchat::prepare_rows(x, rows, m.k, sums.data(), permuted.data());
         const int64_t chunk = ((m.n + threads - 1) / threads + 3) / 4 * 4;
 #pragma omp parallel num_threads(threads)
         {
@@ -101,7 +103,7 @@ struct Runner {
             const int64_t n1 = std::min<int64_t>(m.n, n0 + chunk);
             if (!f32) specchat::q4_1_q8_1_product<ISA>(m.q4_1(), q, rows, y, m.n, n0, n1);
             else if (m.q8_0) specchat::f32_product(m.q8_0_view(), x, nullptr, rows, y, m.n, n0, n1);
-            else specchat::f32_product(m.q4_1_half(), x, sums.data(), rows, y, m.n, n0, n1);
+            else specchat::f32_product(m.q4_1_half(), specchat::tile_input(x, permuted.data()), sums.data(), rows, y, m.n, n0, n1);
         }
     }
 };

@@ -45,9 +45,14 @@ void layer_f32(const LayerWeights& w, const float* attn, const float* residual, 
     std::vector<float> r1(static_cast<size_t>(rows * hidden)), h(r1.size()), a(static_cast<size_t>(rows * inner) * 3);
     std::vector<float> attn_sums(static_cast<size_t>(rows * hidden_sums)), h_sums(attn_sums.size()),
         a_sums(static_cast<size_t>(rows * inner_sums));
+    // the rows as the tiles read them (prepare_rows: permuted copies where the 16-lane tiles run)
+    std::vector<float> attn_permuted(r1.size()), h_permuted(r1.size()), a_permuted(static_cast<size_t>(rows * inner));
     float* g = a.data() + rows * inner;
     float* u = g + rows * inner;
-    block_sums(attn, rows, hidden, attn_sums.data());
+    prepare_rows(attn, rows, hidden, attn_sums.data(), attn_permuted.data());
+    const float* attn_in = tile_input(attn, attn_permuted.data());
+    const float* h_in = tile_input(h.data(), h_permuted.data());
+    const float* a_in = tile_input(a.data(), a_permuted.data());
     const auto outputs = [threads](int64_t i, int64_t n) {
         const int64_t size = chunk_outputs(n, threads);
         return std::pair{i * size, std::min(n, (i + 1) * size)};
@@ -57,7 +62,7 @@ void layer_f32(const LayerWeights& w, const float* attn, const float* residual, 
     team([&] {
         o.run([&](int64_t i) {
             const auto [n0, n1] = outputs(i, hidden);
-            f32_product(w.o, attn, attn_sums.data(), rows, r1.data(), hidden, n0, n1);
+            f32_product(w.o, attn_in, attn_sums.data(), rows, r1.data(), hidden, n0, n1);
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t j = n0; j < n1; ++j) r1[r * hidden + j] = residual[r * hidden + j] + r1[r * hidden + j];
         });
@@ -65,22 +70,24 @@ void layer_f32(const LayerWeights& w, const float* attn, const float* residual, 
             const float* x = r1.data() + r * hidden;
             const float inverse = 1.0f / std::sqrt(dot_fixed(x, x, hidden) / static_cast<float>(hidden) + w.eps);
             for (int64_t j = 0; j < hidden; ++j) h[r * hidden + j] = (x[j] * inverse) * w.gamma[j];
-            block_sums(h.data() + r * hidden, 1, hidden, h_sums.data() + r * hidden_sums);
+            prepare_rows(h.data() + r * hidden, 1, hidden, h_sums.data() + r * hidden_sums, h_permuted.data() + r * hidden);
         });
         mlp.run([&](int64_t i) {
             const auto [n0, n1] = outputs(i, inner);
-            f32_product(w.gate, h.data(), h_sums.data(), rows, g, inner, n0, n1);
-            f32_product(w.up, h.data(), h_sums.data(), rows, u, inner, n0, n1);
+            f32_product(w.gate, h_in, h_sums.data(), rows, g, inner, n0, n1);
+            f32_product(w.up, h_in, h_sums.data(), rows, u, inner, n0, n1);
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t j = n0; j < n1; ++j) {
                     const float gj = g[r * inner + j];
                     a[r * inner + j] = (gj / (1.0f + std::exp(-gj))) * u[r * inner + j];
                 }
         });
-        mlp_sums.run([&](int64_t r) { block_sums(a.data() + r * inner, 1, inner, a_sums.data() + r * inner_sums); });
+        mlp_sums.run([&](int64_t r) {
+            prepare_rows(a.data() + r * inner, 1, inner, a_sums.data() + r * inner_sums, a_permuted.data() + r * inner);
+        });
         down.run([&](int64_t i) {
             const auto [n0, n1] = outputs(i, hidden);
-            f32_product(w.down, a.data(), a_sums.data(), rows, y, hidden, n0, n1);
+            f32_product(w.down, a_in, a_sums.data(), rows, y, hidden, n0, n1);
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t j = n0; j < n1; ++j) y[r * hidden + j] = r1[r * hidden + j] + y[r * hidden + j];
         });

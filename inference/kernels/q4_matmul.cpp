@@ -27,8 +27,9 @@
 //
 // Arithmetic and its fixed order: the headers. Rows never mix and each row is summed in the same order whatever the
 // number of rows or threads (threads split the N outputs), so a many-token verification pass computes each row bit
-// for bit as a one-token decode pass does. Built with -mavx2 -mfma -mf16c it runs the AVX2 kernels, whatever the
-// CPU and ONEDNN_MAX_CPU_ISA (which caps OpenVINO's own kernels only); with -mavx512vnni -mavx512vl added, Q4MatMul
+// for bit as a one-token decode pass does. Built with -mavx2 -mfma -mf16c; the f32 ops run 16-lane tiles where the CPU
+// has AVX-512F and ONEDNN_MAX_CPU_ISA does not cap OpenVINO's kernels below it (block_f32.hpp: wide_tiles), the
+// AVX2 ones elsewhere, the same in every pass of a process; with -mavx512vnni -mavx512vl added, Q4MatMul
 // runs the VNNI one (bitwise the same results). The f32 ops run each call as one parallel section, their outputs in
 // chunks (chunks.hpp).
 #include <array>
@@ -139,9 +140,10 @@ public:
         } else if constexpr (kind == Kind::q4_f32) {
             const Q41HalfWeights w{reinterpret_cast<const uint8_t*>(m_codes), halves,
                                    reinterpret_cast<const uint16_t*>(m_zeros), n, k};
-            std::vector<float> sums(static_cast<size_t>(rows * padded_blocks(k)));
-            block_sums(xs, rows, k, sums.data());
-            in_chunks(n, [&](int64_t n0, int64_t n1) { f32_product(w, xs, sums.data(), rows, y, n, n0, n1); });
+            std::vector<float> sums(static_cast<size_t>(rows * padded_blocks(k))), permuted(static_cast<size_t>(rows * k));
+            prepare_rows(xs, rows, k, sums.data(), permuted.data());
+            const float* input = tile_input(xs, permuted.data());
+            in_chunks(n, [&](int64_t n0, int64_t n1) { f32_product(w, input, sums.data(), rows, y, n, n0, n1); });
         } else {
             const Q41Weights w{reinterpret_cast<const uint8_t*>(m_codes), reinterpret_cast<const float*>(m_scales),
                                reinterpret_cast<const float*>(m_offsets), n, k};
