@@ -261,7 +261,7 @@ print(hashlib.sha256(model({0: rng.standard_normal((1, 2, 576)).astype(np.float3
 
 @pytest.mark.skipif("avx512f" not in Path("/proc/cpuinfo").read_text(errors="replace"),
                     reason="the CPU runs the 8-lane tiles only (no AVX-512F)")
-def test_the_8_lane_tiles_hold_too_where_the_16_lane_ones_run(loaded, tmp_path):
+def test_the_8_lane_tiles_hold_too_where_the_16_lane_ones_run(loaded, kernel_library):
     """On a CPU with AVX-512F the f32 ops run 16-lane tiles; ``ONEDNN_MAX_CPU_ISA=AVX2`` makes a process run the
     8-lane ones of an AVX2-only CPU (``block_f32.hpp``: ``wide_tiles``, decided once a process). Each is checked:
     the two give other roundings of the same product (the switch switches), and this file's f32 tests pass in a
@@ -270,7 +270,7 @@ def test_the_8_lane_tiles_hold_too_where_the_16_lane_ones_run(loaded, tmp_path):
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
-    library = build(tmp_path / "libq4_matmul.so")
+    library = kernel_library
     env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop("ONEDNN_MAX_CPU_ISA", None)
     capped = {**env, "ONEDNN_MAX_CPU_ISA": "AVX2"}
