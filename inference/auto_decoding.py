@@ -380,6 +380,11 @@ class StepPlanner:
         """Whether the planner chooses (False: fixed K, or no drafter)."""
         return self._fixed_k is None and bool(self._drafters)
 
+    @property
+    def follows_timings(self) -> bool:
+        """Whether its choices follow measured times (False: fixed K, preset costs, or no drafter)."""
+        return self.chooses and self._preset is None
+
     def choose(self, cache_len: int, limit: int, lookup_drafts: int = 0, lookup_match: int = 0) -> Choice:
         """The next step's drafter and K.
 

@@ -27,12 +27,30 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     """Pins an xdist worker (``PYTEST_XDIST_WORKER`` gwN of ``PYTEST_XDIST_WORKER_COUNT``) to every Nth CPU of its
-    affinity, before anything starts a thread pool (OpenVINO and torch size theirs to the CPUs a process may use)."""
+    affinity, before anything starts a thread pool (OpenVINO and torch size theirs to the CPUs a process may use).
+
+    A worker left one CPU on a CPU with AMX also caps oneDNN at AVX512_CORE_BF16 (bf16 still native, computed with
+    AVX512_BF16 instead of AMX tiles; the serial phase, unpinned, runs AMX): there OpenVINO 2026.4's CPU plugin dies
+    of SIGFPE compiling the tiny test llama (``tiny_models``, hidden size 64) in bf16 in a process allowed one CPU
+    (measured on an Intel Xeon with AMX: ``taskset -c 1``, with or without INFERENCE_NUM_THREADS 1, NUM_STREAMS 1,
+    ENABLE_CPU_PINNING off or KV_CACHE_PRECISION f32; f32 compiles, ``ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16`` compiles,
+    the default model compiles; openvinotoolkit/openvino#33300 reports a SIGFPE under ``taskset -c 0``)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         cpus = sorted(os.sched_getaffinity(0))
         count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
-        os.sched_setaffinity(0, cpus[int(worker.removeprefix("gw")) :: count] or cpus)
+        pinned = cpus[int(worker.removeprefix("gw")) :: count] or cpus
+        os.sched_setaffinity(0, pinned)
+        if len(pinned) == 1 and "ONEDNN_MAX_CPU_ISA" not in os.environ and _cpu_has("amx_tile"):
+            os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_BF16"
+
+
+def _cpu_has(flag: str) -> bool:
+    """Whether /proc/cpuinfo lists ``flag`` (False where there is no /proc/cpuinfo)."""
+    try:
+        return flag in Path("/proc/cpuinfo").read_text(errors="replace").split()
+    except OSError:
+        return False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -22,7 +22,10 @@ Qt's layout of the whole pasted text (~70 MB for 197 KB in a warm window: a long
 "Show all").
 
 So the bounds: after the reply at most BACK_WITHIN_MB above the level before the paste (this build +468 at 100 KB;
-main +698 to +706, the test failed there), and at least GIVEN_BACK_MB below the peak (this build 329; main 0).
+main +698 to +706, the test failed there), and the peak during the reply at most PEAK_WITHIN_MB above that level.
+Since glibc hands every freed block of 256 KiB or more back at once (``inference/heap.py``, 2026-12-05) the memory
+no longer climbs and waits to be given back: in a fresh clone's suite on the Xeon the reply took the worker from
+2,701 to a peak of 2,908 and 2,899 after (+207 at the peak, where the builds above rose +797 to +925).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from app.backends.worker import give_back_free_memory
 
 GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
 BACK_WITHIN_MB = 650
-GIVEN_BACK_MB = 100
+PEAK_WITHIN_MB = 600
 
 
 def _rss_mb() -> float:
@@ -89,4 +92,4 @@ def test_memory_comes_back_after_a_long_paste(qtbot, make_window, shared_worker)
     assert not widget.prompt_progress.isVisibleTo(widget)
     assert re.search(r"TTFT (\d\.\d s|\d+ s|\d+ min \d+ s) ·", widget.footer.text()), widget.footer.text()
     assert after - before <= BACK_WITHIN_MB, report
-    assert highest - after >= GIVEN_BACK_MB, report
+    assert highest - before <= PEAK_WITHIN_MB, report
