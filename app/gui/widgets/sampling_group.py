@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QSpinBox,
     QToolButton,
     QWidget,
 )
@@ -36,6 +35,7 @@ from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, mode
 from ..settings_store import AppSettings, SettingsStore
 from .elided_combo import ElidedComboBox
 from .fold import Fold
+from .number_box import NumberBox
 from .setting_row import FieldError, add_setting
 
 #: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
@@ -138,7 +138,7 @@ class SamplingGroup(QGroupBox):
             form, "top_p", "Likely words only (top-p)", TYPED_MAX, 0.05,
             "Top-p (nucleus sampling): only the most likely tokens that make up this share, in (0, 1]; 1 = off",
         )  # fmt: skip
-        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens = NumberBox()
         self.max_new_tokens.setRange(0, BIG)
         self.max_new_tokens.setSingleStep(64)
         self._row(
@@ -153,10 +153,10 @@ class SamplingGroup(QGroupBox):
         )  # fmt: skip
         self.more.add_to(form)
         more = self.more.form
-        self.top_k = QSpinBox()
+        self.top_k = NumberBox()
         self.top_k.setRange(0, BIG)
         self.top_k.setSpecialValueText("off")
-        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off")
+        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off, as is a k of the vocabulary's size or more")
         self.repetition_penalty = self._double(
             more, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
             "Makes words already used less likely: tokens seen in the last 64 tokens (prompt included); 1 = off, 1.1 is common",
