@@ -72,6 +72,7 @@ class SamplingGroup(QGroupBox):
         self._store = store
         self._model_default = model_default(None)
         self._preset = MODEL_DEFAULT
+        self._left_preset = ""  # the preset a hand edit made Custom: chosen again when its values come back
         self._conversation: int | None = None
         self._loading = False
         self._sampled_temperature = SAMPLED_TEMPERATURE
@@ -238,7 +239,7 @@ class SamplingGroup(QGroupBox):
         values = self._presets()[preset] if preset == MODEL_DEFAULT else {k: settings.value(k) for k in PRESET_KEYS}
         self._loading = True
         try:
-            self._preset = preset
+            self._preset, self._left_preset = preset, ""
             self._set_values(values)
             seed = settings.value("seed")
             self.seed.setText("" if seed is None else str(seed))
@@ -370,9 +371,18 @@ class SamplingGroup(QGroupBox):
         self.greedy.setChecked(self.temperature.value() == 0)
         self._loading = False
         if self._preset:
-            self._preset = ""
+            self._left_preset, self._preset = self._preset, ""
+            self._fill_presets()
+        elif self._left_preset in self._presets() and self._shows(self._presets()[self._left_preset]):
+            # back to the values of the preset edited away from (Greedy ticked and unticked): it is chosen again
+            # (newcomer trial: the preset stayed "Custom"); the conversation's remembered choice did not change
+            self._preset = self._left_preset
             self._fill_presets()
         self.edited.emit()
+
+    def _shows(self, preset: dict[str, Any]) -> bool:
+        """Whether the fields show ``preset``'s values (as ``values`` rounds them)."""
+        return all(round(getattr(self, name).value(), 4) == round(preset[name], 4) for name in PRESET_KEYS)
 
     def _greedy_toggled(self, checked: bool) -> None:
         if self._loading:
