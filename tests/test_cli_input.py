@@ -63,17 +63,27 @@ def test_read_message_takes_triple_quoted_lines_as_one_message():
         ("/", ("message", "/")),
         ("a/b", ("message", "a/b")),
         ("/notes\nsecond line", ("message", "/notes\nsecond line")),  # a pasted message of several lines is sent
+        ("", ("blank", "")),  # a blank line is ignored quietly (it answered "error: the message is empty")
+        ("  \t ", ("blank", "")),
+        (" \n ", ("blank", "")),
     ],
 )
 def test_chat_input_tells_commands_from_messages(text, expected):
     assert chat_input(text) == expected
 
 
+@pytest.mark.parametrize("command", ["generate", "chat"])
+def test_max_tokens_is_max_new_tokens_as_serve_names_it(command):
+    """Newcomer trial: ``specchat generate "Hi" --max-tokens 60`` failed with "unrecognized arguments"."""
+    args = build_parser().parse_args([command, *(["Hi"] if command == "generate" else []), "--max-tokens", "60"])
+    assert args.max_new_tokens == 60
+
+
 def test_chat_help_bye_and_an_unknown_command_are_not_sent(int4_dir, data_dir):
-    session = b"/help\n/clear\n//exit\n/bye\nnever read\n"
-    result = _specchat("chat", "--max-new-tokens", "2", data_dir=data_dir, stdin=session)
+    session = b"\n/help\n   \n/clear\n//exit\n/bye\nnever read\n"  # (blank lines: nothing said, as other REPLs)
+    result = _specchat("chat", "--max-tokens", "2", data_dir=data_dir, stdin=session)  # (--max-tokens: as serve's)
     stderr = result.stderr.decode()
-    assert result.returncode == 0 and "Traceback" not in stderr, stderr
+    assert result.returncode == 0 and "Traceback" not in stderr and "error" not in stderr, stderr
     assert "/help lists these commands" in stderr and "/bye quits" in stderr
     assert "/clear is not a command" in stderr and "//" in stderr
     assert stderr.count("[auto] ") == 1  # only "//exit" was sent (as "/exit"); /bye quit before "never read"
@@ -83,8 +93,15 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
     parser = build_parser()
     assert read_prompt(parser.parse_args(["generate", "Hi"])) == "Hi"
     path = tmp_path / "prompt.txt"
-    path.write_bytes(b"line one\nline \xff two\n")
-    assert read_prompt(parser.parse_args(["generate", "-f", str(path)])) == "line one\nline \ufffd two"
+    path.write_text("line one\nline \u00e9 two\n", encoding="utf-8")
+    assert read_prompt(parser.parse_args(["generate", "-f", str(path)])) == "line one\nline \u00e9 two"
+    latin = tmp_path / "latin-1.txt"  # (newcomer trial: its bytes became U+FFFD without a word)
+    latin.write_bytes("caf\u00e9 au lait".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin-1.txt is not UTF-8 text \(byte 0xe9 at offset 3 is not UTF-8\): save it"):
+        read_prompt(parser.parse_args(["generate", "-f", str(latin)]))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe")))
+    with pytest.raises(ValueError, match="stdin is not UTF-8 text"):
+        read_prompt(parser.parse_args(["generate", "-f", "-"]))
     monkeypatch.setattr(sys, "stdin", io.StringIO("from stdin\n"))
     assert read_prompt(parser.parse_args(["generate", "-f", "-"])) == "from stdin"
     with pytest.raises(ValueError, match="as an argument or with -f FILE"):

@@ -39,6 +39,6 @@ def test_mistyped_remote_settings_fall_back_with_a_warning(tmp_path):
     settings = store.load()
     assert (settings.use_remote, settings.remote_url) == (False, "")
     assert store.warnings == [
-        "setting remote_url has an invalid value 8000; using the default",
-        "setting use_remote has an invalid value 'yes'; using the default",
+        'setting remote_url has an invalid value 8000; using the default, ""',
+        "setting use_remote has an invalid value 'yes'; using the default, false",
     ]

@@ -41,7 +41,10 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
     parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
     parser.add_argument("--seed", type=_seed, default=SAMPLING.seed, help="same seed, same reply; -1 = random (as llama.cpp)")
-    parser.add_argument("--max-new-tokens", type=int, default=SAMPLING.max_new_tokens)
+    parser.add_argument(
+        "--max-new-tokens", "--max-tokens", type=int, default=SAMPLING.max_new_tokens,
+        help="the most tokens a reply may have (--max-tokens, as specchat serve names it, is the same)",
+    )
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     parser.add_argument(
         "--repeat-penalty", type=float, default=SAMPLING.repetition_penalty,
@@ -122,10 +125,11 @@ class _Parser(argparse.ArgumentParser):
 def read_prompt(args: argparse.Namespace) -> str:
     """The message of ``specchat generate``: its argument, or the text of ``-f FILE`` (``-``: stdin).
 
-    A file is read as UTF-8, invalid bytes becoming U+FFFD, without its final line break.
+    A file is read as UTF-8, without its final line break; one that is not UTF-8 is refused (newcomer trial: a
+    Latin-1 file's bytes became U+FFFD without a word, and the reply answered garbage).
 
     Raises:
-        ValueError: both or neither given, or the file cannot be read (the message names it).
+        ValueError: both or neither given, or the file cannot be read or is not UTF-8 (the message names it).
     """
     if (args.prompt is None) == (args.file is None):
         both = args.prompt is not None
@@ -137,12 +141,21 @@ def read_prompt(args: argparse.Namespace) -> str:
         return args.prompt
     if args.file == "-":
         stdin = getattr(sys.stdin, "buffer", None)
-        text = stdin.read().decode("utf-8", errors="replace") if stdin is not None else sys.stdin.read()
+        if stdin is None:  # (a text stream: already decoded)
+            return sys.stdin.read().rstrip("\r\n")
+        data, name = stdin.read(), "stdin"
     else:
         try:
-            text = Path(args.file).expanduser().read_bytes().decode("utf-8", errors="replace")
+            data, name = Path(args.file).expanduser().read_bytes(), f"the prompt file {args.file}"
         except OSError as error:
             raise ValueError(f"cannot read the prompt file {args.file}: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{name} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start:,} is not UTF-8): "
+            "save it as UTF-8 first, e.g. iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8 for a Latin-1 file"
+        ) from None
     return text.rstrip("\r\n")
 
 
@@ -193,8 +206,11 @@ def chat_help() -> str:
 def chat_input(text: str) -> tuple[str, str]:
     """What a message typed in ``specchat chat`` is: ``("command", "/exit")`` (one of :data:`CHAT_COMMANDS`, alone
     on its line), ``("unknown", "/word")`` (a line that starts with another ``/word``: not sent), or
-    ``("message", text)`` to send (``//text`` sends ``/text``; a message of several lines is always sent)."""
+    ``("message", text)`` to send (``//text`` sends ``/text``; a message of several lines is always sent), or
+    ``("blank", "")`` for nothing but white space (ignored quietly; it answered "error: the message is empty")."""
     stripped = text.strip()
+    if not stripped:  # a blank line: nothing to send, said nothing of, as other REPLs do
+        return "blank", ""
     if "\n" in text or not stripped.startswith("/") or len(stripped) == 1 or stripped[1].isspace():
         return "message", text
     if stripped.startswith("//"):
@@ -393,6 +409,8 @@ def _chat(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
             return 0
         kind, text = chat_input(text)
+        if kind == "blank":
+            continue
         if kind == "unknown":
             print(f"{text} is not a command: {chat_help()}", file=sys.stderr)
             continue

@@ -121,6 +121,7 @@ class Conversations(QObject):
         """Show an empty new chat (saved when its first message is sent)."""
         self._view.show_conversation(None, [])
         self.follow()
+        self._composer.chat_changed()
         self._sampling.set_conversation(None)
         self._list.list.clearSelection()
         self._composer.edit.setFocus()
@@ -135,6 +136,7 @@ class Conversations(QObject):
             self._view.show_conversation(conversation, self.db.messages(conversation_id))
             self._sampling.set_conversation(conversation_id)
             self.follow()
+            self._composer.chat_changed()
         active = self._replies.active
         if active and active.conversation_id == conversation_id:
             self._view.update_message(active.recorder.snapshot(), live=True)

@@ -22,7 +22,7 @@ from ..bounded_json import depth_exceeds
 from .history_db import HistoryDB
 from .history_rows import ROLES, STATES, is_time
 from .message_fields import spans_problem, stats_problem
-from .reply_format import export_footer_text
+from .reply_format import MODE_NAMES, export_footer_text, second_run_name
 
 EXPORT_FORMAT = "specchat-conversation"
 EXPORT_VERSION = 1
@@ -62,7 +62,8 @@ def export_json(db: HistoryDB, conversation_id: int) -> dict[str, Any]:
 
 
 def export_markdown(db: HistoryDB, conversation_id: int) -> str:
-    """A conversation as a Markdown document (title, system prompt, then each message under a heading)."""
+    """A conversation as a Markdown document (title, system prompt, then each message under a heading; a
+    comparison's two replies each under a heading of its decoding, plain decoding first, as the window's columns)."""
     conversation = db.conversation(conversation_id)
     if conversation is None:
         raise ValueError(f"no conversation with id {conversation_id}")
@@ -70,15 +71,28 @@ def export_markdown(db: HistoryDB, conversation_id: int) -> str:
     if conversation.system_prompt:
         lines += ["**System prompt:**", "", *(f"> {line}" for line in conversation.system_prompt.splitlines()), ""]
     for message in db.messages(conversation_id):
-        text = f"*(unreadable message: {message.unreadable})*" if message.unreadable else message.content
-        fence = unclosed_fence(text)
-        if fence:  # a reply cut off inside a code block: close it, or the rest of the file reads as code
-            text += ("" if text.endswith("\n") else "\n") + fence
-        lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", "", text, ""]
+        lines += [f"## {'User' if message.role == 'user' else 'Assistant'}", ""]
+        compare = (message.stats or {}).get("compare") if message.role == "assistant" else None
+        if message.unreadable:
+            lines += [f"*(unreadable message: {message.unreadable})*", ""]
+        elif isinstance(compare, dict) and not stats_problem(message.stats):
+            # a comparison: both replies, as the window shows them side by side (newcomer trial: only the second
+            # run's text was written, the plain decoding's was lost)
+            plain = (compare.get("ar") or {}).get("text", "")
+            lines += [f"### {MODE_NAMES['ar']}", "", _closed(plain) or "*(no text)*", "",
+                      f"### {second_run_name(compare)}", "", _closed(message.content) or "*(no text)*", ""]
+        else:
+            lines += [_closed(message.content), ""]
         footer = export_footer_text(message.stats, message.state) if message.role == "assistant" else ""
         if footer:
             lines += [f"*{footer}*", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _closed(text: str) -> str:
+    """``text`` with the code block it was cut off in closed (else the rest of the file reads as code)."""
+    fence = unclosed_fence(text)
+    return text + ("" if text.endswith("\n") else "\n") + fence if fence else text
 
 
 def import_json(db: HistoryDB, data: Any) -> int:

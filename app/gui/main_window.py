@@ -106,7 +106,10 @@ class MainWindow(QMainWindow):
         self.tasks = TaskSet(self._unexpected_error)
         say = self.statusBar().showMessage
         settings = store.load()  # (store.notice says if it could not)
-        files_notice = "\n\n".join(filter(None, [store.notice, check_keys_file()]))  # settings.json, remote keys
+        # settings.json, its entries it could not use (once, in the notice at start: a status-bar line under the
+        # model's loading went unseen, and "temperature": "hot" became 0.7 without a word), the remote keys
+        unused = f"{store.path} holds values SpecChat cannot use:\n" + "\n".join(f"• {w}" for w in store.warnings)
+        files_notice = "\n\n".join(filter(None, [store.notice, unused if store.warnings else "", check_keys_file()]))
         self._notices = [("chat history", history_notice, "historyNotice"), ("settings", files_notice, "settingsNotice")]
         self.models = ModelLoader(
             worker, self.tasks, lambda: self.settings, lambda what, details: self.choice.ask_retry(what, details),
@@ -151,8 +154,6 @@ class MainWindow(QMainWindow):
             self.conversations.open(conversations[0].id)
         else:
             self.conversations.new()
-        for warning in store.warnings:
-            say(warning, 10000)
 
     @property
     def generation_started(self) -> SignalInstance:

@@ -46,7 +46,7 @@ from inference.models.store import (
     readable_name,
     target_models,
 )
-from inference.settings import Decoding, SpeculativeSettings
+from inference.settings import MAX_K, Decoding, SpeculativeSettings
 
 from ..backends.remote_errors import RemoteError
 from ..backends.remote_keys import load_api_key, save_api_key
@@ -210,11 +210,16 @@ class ModelChoice(QObject):
         self._applied(previous)
 
     def _note_k(self, asked: AppSettings) -> None:
-        """Say under K why it is not the K of ``asked`` (``k_for_the_drafter`` changed it with the drafter)."""
+        """Say under K why it is not the K of ``asked`` (``k_for_the_drafter`` changed it with the drafter). A K out
+        of range came from the settings file (the pane emits no invalid K): the note says so, not "was -5" (newcomer
+        trial: K -5 in the file showed "Set to 1 for the draft head (was -5)")."""
         k, asked_k = self.settings.value("k"), asked.value("k")
         if k != asked_k:
             drafter = "the draft head" if self.settings.drafts_with_head else "this drafter"
-            self._pane.note_k(f"Set to {k} for {drafter} (was {asked_k}).")
+            if 1 <= asked_k <= MAX_K:
+                self._pane.note_k(f"Set to {k} for {drafter} (was {asked_k}).")
+            else:
+                self._pane.note_k(f"Set to {k} for {drafter}: the settings file's K, {asked_k}, is out of range (1 to {MAX_K}).")
 
     def _applied(self, previous: AppSettings) -> None:
         settings = self.settings

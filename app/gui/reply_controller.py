@@ -49,7 +49,7 @@ from ..background import TaskSet
 from .history_db import HistoryDB, write_error_text
 from .history_rows import ROOT, Message
 from .model_loader import ModelLoader
-from .reply_format import stopped_at_limit
+from .reply_format import can_continue
 from .reply_recorder import ReplyRecorder
 from .settings_store import AppSettings
 
@@ -219,13 +219,14 @@ class ReplyController(QObject):
         return message.conversation_id
 
     def continue_reply(self, message_id: int) -> str | None:
-        """Write more of a reply that stopped at its length limit (``reply_format.stopped_at_limit``), into the same
-        message; returns why it cannot be continued, or None when it started."""
+        """Write more of a reply that stopped at its length limit or was interrupted by a crash
+        (``reply_format.can_continue``), into the same message; returns why it cannot be continued, or None when it
+        started."""
         if self.active is not None:
             return "A reply is being generated: wait for it, or press Stop (Esc)."
         message = self.db.message(message_id)
-        if message is None or not stopped_at_limit(message.stats, message.state):
-            return "Only a reply that stopped at its length limit can be continued."
+        if message is None or not can_continue(message.stats, message.state):
+            return "Only a reply that stopped at its length limit or was interrupted can be continued."
         settings = self._settings()
         if settings.use_remote:
             return "Continue works with the models on this computer: an OpenAI-compatible server cannot continue a reply."

@@ -203,6 +203,18 @@ def stopped_at_limit(stats: dict | None, state: str = "complete") -> bool:
     return state == "complete" and stats.get("stop_reason") == "max_new_tokens" and "compare" not in stats
 
 
+def interrupted(stats: dict | None, state: str) -> bool:
+    """True for a reply a crash or a kill interrupted (its row still ``streaming`` once no reply streams), which
+    Continue can write more of (a comparison cannot be continued)."""
+    return state == "streaming" and "compare" not in (stats or {})
+
+
+def can_continue(stats: dict | None, state: str) -> bool:
+    """True for a reply Continue can write more of: one stopped at the length limit, or interrupted by a crash
+    (newcomer trial: an interrupted reply had no Continue)."""
+    return stopped_at_limit(stats, state) or interrupted(stats, state)
+
+
 def stopped_before_first_token(stats: dict | None, state: str) -> bool:
     """True for a reply stopped before it had any token (during its prompt's prefill): it has no speed to show."""
     stats = stats or {}
@@ -214,7 +226,8 @@ def footer_text(stats: dict | None, state: str = "complete") -> str:
     model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill)."""
     stats = stats or {}
     if state == "streaming":
-        return "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
+        more = "; Continue writes more" if "compare" not in stats else ""
+        return f"Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept{more})"
     if stopped_before_first_token(stats, state):
         return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")

@@ -48,6 +48,12 @@ logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "settings.json"
 SETTINGS_VERSION = 1
+#: The longest reply the window asks (its "Longest reply"): 131,072 tokens, the longest context of common models,
+#: about 40 minutes at 60 tokens/s (a newcomer's 999,999,999 was accepted: months of decoding).
+MAX_REPLY_TOKENS = 131_072
+#: The largest top-k the window takes: 262,144, the largest vocabulary of common models (Gemma 3's); a top-k of the
+#: vocabulary's size or more keeps every token, as 0 does (``inference.sampling``).
+MAX_TOP_K = 262_144
 #: Deepest nesting a settings file may have (it nests 4 deep: the UI state's per-conversation presets).
 MAX_SETTINGS_DEPTH = 32
 #: Flat name of each generation setting -> where it lives in GenerationSettings: (part, attribute); part "" is
@@ -256,6 +262,14 @@ class AppSettings:
             speculative = generation.decoding.speculative
         errors: dict[str, str] = {}
         errors.update(_setting_errors(generation.sampling, lambda sampling: sampling.validate()))
+        sampling = generation.sampling  # the window's bounds, beyond the engine's lower ones (newcomer trial)
+        if "max_new_tokens" not in errors and sampling.max_new_tokens > MAX_REPLY_TOKENS:
+            errors["max_new_tokens"] = f"max_new_tokens must be in [1, {MAX_REPLY_TOKENS}], got {sampling.max_new_tokens}"
+        if "top_k" not in errors and sampling.top_k > MAX_TOP_K:
+            errors["top_k"] = (
+                f"top_k must be in [0, {MAX_TOP_K}] (0 = off; so is a k of the vocabulary's size or more), "
+                f"got {sampling.top_k}"
+            )
         errors.update(_setting_errors(generation.context, lambda c: c.validate(max_position_embeddings), every=False))
         if speculative:
             errors.update(_setting_errors(generation.speculative, lambda speculative: speculative.validate()))
@@ -288,6 +302,14 @@ class AppSettings:
         if not errors:  # the decoding, and whatever involves several parts
             errors.update(_setting_errors(generation, lambda g: g.validate(max_position_embeddings), every=False))
         return errors
+
+
+def _default_text(name: str) -> str:
+    """The default of flat setting ``name`` as the settings file writes it (``0.7``, ``"auto"``, ``true``), ``none``
+    for a seed's (a random seed)."""
+    value = AppSettings().value(name)
+    value = getattr(value, "value", value)  # (an enum: its value, as the file writes it)
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else json.dumps(value)
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(AppSettings))
@@ -449,11 +471,15 @@ class SettingsStore:
                 or (name == "theme" and value not in THEME_CHOICES)
                 or (name == "stop_strings" and not all(isinstance(item, str) for item in value))
             ):
-                self.warnings.append(f"setting {name} has an invalid value {stored[name]!r}; using the default")
+                self.warnings.append(
+                    f"setting {name} has an invalid value {stored[name]!r}; using the default, {_default_text(name)}"
+                )
                 continue
             values[name] = float(value) if name in _FLOATS else tuple(value) if name == "stop_strings" else value
         if isinstance(values.get("n_keep"), str) and values["n_keep"] != "auto":
-            self.warnings.append(f"setting n_keep has an invalid value {values['n_keep']!r}; using the default")
+            self.warnings.append(
+                f"setting n_keep has an invalid value {values['n_keep']!r}; using the default, {_default_text('n_keep')}"
+            )
             del values["n_keep"]
         if "decoding" in values:
             values["decoding"] = Decoding(values["decoding"])

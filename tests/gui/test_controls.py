@@ -538,3 +538,21 @@ def test_every_control_was_used_and_quit_closes(qtbot, env):
     assert not window.isVisible()
     assert tracker.unclicked() == set(), "buttons never clicked by these tests"
     assert tracker.untriggered() == set(), "menu actions never triggered by these tests"
+
+
+def test_a_send_notice_goes_when_another_chat_is_shown(qtbot, env):
+    """Newcomer trial: "Type a message first." stayed after switching to another chat."""
+    window = env["window"]
+    other = window.db.create_conversation("Another chat")
+    window.conversations.refresh()
+    window.conversations.new()
+    window.composer.edit.setPlainText("")
+    window.composer.edit.setFocus()
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    assert window.composer.error_text == "Type a message first."
+    window.conversations.open(other)
+    assert window.composer.error_text == ""
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
+    assert window.composer.error_text == "Type a message first."
+    window.conversations.new()
+    assert window.composer.error_text == ""

@@ -140,6 +140,22 @@ def test_an_unreadable_settings_file_is_kept_aside_with_a_notice(qtbot, make_win
     assert len(moved) == 1 and moved[0].read_text().endswith('"temperature": 0.')
 
 
+def test_a_settings_file_value_that_cannot_be_used_is_said_once_at_start(qtbot, make_window, tmp_path):
+    """Newcomer trial: ``"temperature": "hot"`` became 0.70 without a word (a status-bar line under the model's
+    loading went unseen): the notice at start names the file, the value and the default used instead."""
+    settings = tmp_path / "config" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"version": 1, "settings": {"temperature": "hot"}}')
+    window = make_window(None, wait_model=False)
+    box = _dialog(qtbot, window, "settingsNotice", timeout=10_000)
+    assert box.text() == (
+        f"{settings} holds values SpecChat cannot use:\n"
+        "• setting temperature has an invalid value 'hot'; using the default, 0.7"
+    )
+    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+    assert window.settings.value("temperature") == 0.7
+
+
 @pytest.fixture
 def empty_data_dir(tmp_path, monkeypatch, data_dir):
     folder = tmp_path / "data"

@@ -5,7 +5,7 @@ prompt was read, and the previous reply's curves stayed drawn after a Stop press
 from __future__ import annotations
 
 from app.gui.widgets.live_graph import STOPPED_EARLY
-from inference.events import StepStats
+from inference.events import ContextRolled, StepStats
 
 MEASURED = {"mode": "ar", "ttft_ms": 20.0, "tokens_per_s": 60.0, "new_tokens": 30}
 STOPPED = {"mode": "auto", "ttft_ms": 0.0, "tokens_per_s": 0.0, "new_tokens": 0, "stop_reason": "cancelled"}
@@ -70,3 +70,18 @@ def test_a_run_that_ended_with_no_step_says_it_was_stopped(make_window):
     assert "■ Speculative: …" in graph.summary_text()  # while it runs: waiting for its first token
     graph.finish_run()
     assert "■ Speculative: stopped before its first token" in graph.summary_text() and "…" not in graph.summary_text()
+
+
+def test_a_run_stopped_while_its_prompt_rolled_the_context_says_no_context_full(make_window):
+    """Newcomer trial: after Stop during a long prompt (a Continue), the summary kept "■ Auto: … · context full …",
+    words of a run that never started decoding."""
+    graph = make_window(start=False).live_graph
+    graph.show_conversation(7)
+    graph.start_run("ar", conversation_id=7)
+    graph.add_events(_steps())
+    graph.finish_run()
+    graph.start_run("auto", keep_previous=True, conversation_id=7)
+    graph.add_events([ContextRolled(discarded_tokens=400, n_keep=4, cache_len=108)])  # the long prompt, cut
+    graph.finish_run()
+    summary = graph.summary_text()
+    assert "■ Auto: stopped before its first token" in summary and "context full" not in summary, summary

@@ -96,3 +96,12 @@ def test_k_changed_with_the_drafter_says_why_under_k(qtbot, make_window):
     assert "draft head" in help_line.toolTip()
     pane.k.setValue(3)  # the user's K: it stays, and the explanation comes back
     assert help_line.text() == K_AUTO_HELP and window.choice.settings.value("k") == 3  # (FAST decodes with Auto)
+
+
+def test_k_out_of_range_in_the_settings_file_is_said_as_the_file_s(qtbot, make_window):
+    """Newcomer trial: K -5 in settings.json showed "Set to 1 for the draft head (was -5)", as if the user had set
+    it: the note says the file's value was out of range."""
+    window = make_window(FAST.with_values(k=-5))
+    pane = window.settings_pane
+    qtbot.waitUntil(lambda: pane.k.value() == HEAD_K, timeout=10_000)
+    assert pane._k_row.help.text() == f"Set to {HEAD_K} for the draft head: the settings file's K, -5, is out of range (1 to 16)."

@@ -510,3 +510,27 @@ def test_switching_back_to_a_first_message_shows_the_reply_version_chosen_under_
     reopened.select_version(first)  # (again, in another process)
     assert [m.content for m in reopened.messages(c)] == ["one", "reply b"]
     reopened.close()
+
+
+def test_a_comparison_exports_both_replies_labelled(tmp_path):
+    """Newcomer trial: a Compare exported to Markdown kept only the Auto column; the plain decoding's text was lost."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("Compared", "")
+    db.add_message(c, "user", "Say hi")
+    ar = {"mode": "ar", "drafter": None, "ttft_ms": 50.0, "tokens_per_s": 60.0, "acceptance_rate": None,
+          "discarded_tokens": 0, "rolls": 0, "new_tokens": 3, "text": "Hi from plain ```py\nx"}  # fmt: skip
+    spec = {**ar, "mode": "auto", "tokens_per_s": 48.6, "text": "Hi from Auto"}
+    compare = {"ar": ar, "spec": spec, "speedup": 0.81, "identical": False, "sampled": True}
+    db.add_message(c, "assistant", "Hi from Auto", stats={**spec, "compare": compare})
+    markdown = export_markdown(db, c)
+    assert markdown == (
+        "# Compared\n\n"
+        "## User\n\nSay hi\n\n"
+        "## Assistant\n\n### Plain decoding\n\nHi from plain ```py\nx\n\n### Auto\n\nHi from Auto\n\n"
+        "*Auto decoding 0.81 times as fast as plain decoding, texts differ by design (sampling)*\n"
+    )
+    exported = export_json(db, c)["messages"][1]  # the JSON export keeps both texts too, and imports them back
+    assert (exported["content"], exported["stats"]["compare"]["ar"]["text"]) == ("Hi from Auto", "Hi from plain ```py\nx")
+    copy = import_json(db, json.loads(json.dumps(export_json(db, c))))
+    assert "### Plain decoding\n\nHi from plain ```py\nx\n\n### Auto\n\nHi from Auto" in export_markdown(db, copy)
+    db.close()

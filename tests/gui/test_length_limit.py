@@ -57,3 +57,28 @@ def test_a_json_output_reply_cut_by_the_length_limit_is_not_continued_into_broke
     assert window.active is None  # nothing was generated
     assert "A JSON output reply cannot be continued" in window.composer.error_text
     assert window.db.message(cut.id).content == cut.content
+
+
+def test_a_reply_interrupted_by_a_crash_offers_continue(qtbot, make_window):
+    """Newcomer trial: a reply a crash interrupted ("Interrupted: SpecChat closed while this reply was being
+    generated") had no Continue button; it is continued as a reply cut at the length limit is."""
+    window = make_window(FAST)
+    db = window.db
+    chat = db.create_conversation("Interrupted")
+    db.add_message(chat, "user", "Write a long story about a brave knight.")
+    cut = db.add_message(chat, "assistant", "Once upon a time, a brave knight", state="streaming", stats={"model": "x"})
+    window.conversations.refresh()
+    window.conversations.open(chat)
+    qtbot.waitUntil(lambda: window.chat_view.widget(cut) is not None, timeout=5000)
+    widget = window.chat_view.widget(cut)
+    assert widget.footer.text() == (
+        "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept; Continue "
+        "writes more)"
+    )
+    assert widget.continue_button.isVisibleTo(widget) and "closed" in widget.continue_button.toolTip()
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as done:
+        click(qtbot, widget.continue_button)
+    continued = done.args[0]
+    assert continued.id == cut and continued.state == "complete" and continued.stats["continued"] == 1
+    assert continued.content.startswith("Once upon a time, a brave knight") and len(continued.content) > 40
+    assert db.message(cut).content == continued.content

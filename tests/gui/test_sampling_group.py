@@ -59,6 +59,22 @@ def test_greedy_is_one_click_away_and_back(make_pane):
     assert group.greedy.isChecked()
 
 
+def test_greedy_ticked_and_unticked_chooses_the_preset_again(make_pane):
+    """Newcomer trial: unticking Greedy left the preset on "Custom" although the values were the preset's again."""
+    pane, _, emitted = make_pane()
+    group = pane.sampling
+    group.choose_preset("Balanced")
+    group.greedy.click()
+    assert group.preset.currentText() == "Custom" and pane.current().sampling_preset == ""
+    group.greedy.click()
+    assert group.preset.currentText() == "Balanced" and pane.current().sampling_preset == "Balanced"
+    assert emitted[-1].sampling_preset == "Balanced" and emitted[-1].value("temperature") == 0.7
+    group.top_p.setValue(0.5)  # other values: Custom, and back by hand: the preset again
+    assert group.preset.currentText() == "Custom"
+    group.top_p.setValue(0.9)
+    assert group.preset.currentText() == "Balanced"
+
+
 def test_penalties_and_stop_strings_are_settings_and_flagged_when_out_of_range(make_pane):
     pane, _, _ = make_pane()
     group = pane.sampling

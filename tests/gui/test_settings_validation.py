@@ -491,3 +491,45 @@ def test_no_error_in_the_window_shows_interval_notation_or_a_field_term(pane, va
         assert not re.search(r"[\[(]-?\d[^)\]]*, |>=|<=|\bgot\b", text), text  # no "[1, 16]", "(0, 1]", ">= 1", "got"
         assert not re.search(r"\b(n_ctx|n_keep|n_discard|max_new_tokens|top_p|top_k|repetition_penalty|presence_penalty)\b", text), text
     assert re.search(rf"; you typed {values[field]:g}(\.0)?$", shown), shown
+
+
+def test_longest_reply_and_top_k_are_bounded_and_digits_refused_are_said(pane, qtbot):
+    """Newcomer trial: Longest reply took 999999999 (months of decoding), top-k 999999999 without a word, and
+    99999999999 typed into Context length read "you typed 999999999" (the field had dropped two digits)."""
+    pane, _emitted, summaries = pane
+    _type_into(qtbot, pane.sampling.max_new_tokens, "999999999")
+    assert _shown_error(pane, "max_new_tokens") == "Longest reply (tokens) must be between 1 and 131072; you typed 999999999"
+    assert summaries[-1].startswith("Fix the settings first: Longest reply (tokens)")
+    _type_into(qtbot, pane.sampling.max_new_tokens, "131072")
+    assert _shown_error(pane, "max_new_tokens") == ""
+    pane.sampling.more.show()
+    _type_into(qtbot, pane.sampling.top_k, "999999999")
+    assert _shown_error(pane, "top_k") == (
+        "Candidates (top-k) must be between 0 and 262144 (0 = off; so is a k of the vocabulary's size or more); "
+        "you typed 999999999"
+    )
+    _type_into(qtbot, pane.sampling.top_k, "40")
+    _type_into(qtbot, pane.n_ctx, "99999999999")
+    assert pane.n_ctx.value() == 999_999_999
+    assert _shown_error(pane, "n_ctx") == (
+        "Context length must be between 16 and 8192; the field refused 9999999999 (too many digits) and holds 999999999"
+    )
+    _type_into(qtbot, pane.n_ctx, "4096")
+    assert _shown_error(pane, "n_ctx") == "" and summaries[-1] == ""
+
+
+def test_an_invalid_value_from_the_settings_file_is_not_said_as_typed(qtbot):
+    """Newcomer trial: "max_new_tokens": 99999999 in settings.json read "you typed 99999999": the user typed
+    nothing. It says the file holds it, until the user edits the field."""
+    from app.gui.application import create_application
+
+    create_application()
+    pane = SettingsPane(AppSettings().with_values(max_new_tokens=99_999_999), ["CPU"])
+    qtbot.addWidget(pane)
+    pane.show()
+    assert pane.sampling.max_new_tokens.value() == 99_999_999
+    assert _shown_error(pane, "max_new_tokens") == (
+        "Longest reply (tokens) must be between 1 and 131072; the settings file holds 99999999"
+    )
+    _type_into(qtbot, pane.sampling.max_new_tokens, "99999998")
+    assert _shown_error(pane, "max_new_tokens").endswith("; you typed 99999998")

@@ -186,6 +186,12 @@ class Composer(QFrame):
         self.error_label.setProperty("kind", "error")
         self.error_label.setVisible(True)
 
+    def chat_changed(self) -> None:
+        """Another chat is shown: a message about the last one's send ("Type a message first.", a failed send) no
+        longer applies and is withdrawn (newcomer trial: it stayed); why the settings block Send stays."""
+        if self.error_label.property("kind") == "error":
+            self.clear_error()
+
     def clear_error(self) -> None:
         """Hide the message above the text box."""
         self.error_label.setText("")

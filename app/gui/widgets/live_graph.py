@@ -449,7 +449,8 @@ class LiveGraph(QWidget):
         last = self.series[-1]
         if last.n_ctx:
             parts.append(f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
-        rolls = sum(len(s.rolls) for s in self.series)
+        # (a run stopped while its prompt was read may have rolled: its words are not said of a run that never decoded)
+        rolls = sum(len(s.rolls) for s in self.series if s.steps)
         if rolls:
             parts.append(f"context full {times_text(rolls)}: earlier tokens dropped")
         return " · ".join(parts)

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from ..history_rows import Message
 from ..message_fields import spans_problem, stats_problem
-from ..reply_format import MODE_NAMES, footer_text, metrics_text, second_run_name, stopped_at_limit
+from ..reply_format import MODE_NAMES, can_continue, footer_text, interrupted, metrics_text, second_run_name
 from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
@@ -37,6 +37,11 @@ RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most thi
 # whole 197 KB paste costs a warm window ~93 MB, collapsed ~25 MB (measured offscreen at 1366x768, 2026-12-05).
 LONG_MESSAGE_CHARS = 6_000
 SHOWN_OF_LONG_MESSAGE = 2_000
+#: Continue's tooltip, for a reply stopped at the length limit (False) or interrupted by a crash (True).
+CONTINUE_TIPS = {
+    False: "Write more of this reply: it stopped at the longest reply allowed (max new tokens)",
+    True: "Write more of this reply: SpecChat closed while it was being generated",
+}
 
 
 class _Column(QWidget):
@@ -219,7 +224,6 @@ class MessageWidget(QFrame):
         if self._continue_button is None:
             self._continue_button = QPushButton("Continue")
             self._continue_button.setObjectName("continueButton")
-            self._continue_button.setToolTip("Write more of this reply: it stopped at the longest reply allowed (max new tokens)")
             self._continue_button.clicked.connect(lambda: self.continue_requested.emit(self.message.id))
             self._layout.addWidget(self._continue_button, 0, Qt.AlignmentFlag.AlignLeft)
             self._continue_button.setVisible(False)
@@ -313,10 +317,11 @@ class MessageWidget(QFrame):
         if self.message.role == "user":
             self.edit_button.setEnabled(not busy and not self.editing)
         can_regenerate = self.message.role == "assistant" and last and not self._live
-        can_continue = can_regenerate and stopped_at_limit(self.message.stats, self.message.state)
-        if can_continue or self._continue_button is not None:
-            self.continue_button.setVisible(can_continue)
+        continues = can_regenerate and can_continue(self.message.stats, self.message.state)
+        if continues or self._continue_button is not None:
+            self.continue_button.setVisible(continues)
             self.continue_button.setEnabled(not busy)
+            self.continue_button.setToolTip(CONTINUE_TIPS[interrupted(self.message.stats, self.message.state)])
         if can_regenerate or self._regenerate_button is not None:
             self.regenerate_button.setVisible(can_regenerate)
             self.regenerate_button.setEnabled(not busy)

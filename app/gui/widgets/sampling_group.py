@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QSpinBox,
     QToolButton,
     QWidget,
 )
@@ -36,6 +35,7 @@ from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, mode
 from ..settings_store import AppSettings, SettingsStore
 from .elided_combo import ElidedComboBox
 from .fold import Fold
+from .number_box import NumberBox
 from .setting_row import FieldError, add_setting
 
 #: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
@@ -72,6 +72,7 @@ class SamplingGroup(QGroupBox):
         self._store = store
         self._model_default = model_default(None)
         self._preset = MODEL_DEFAULT
+        self._left_preset = ""  # the preset a hand edit made Custom: chosen again when its values come back
         self._conversation: int | None = None
         self._loading = False
         self._sampled_temperature = SAMPLED_TEMPERATURE
@@ -138,7 +139,7 @@ class SamplingGroup(QGroupBox):
             form, "top_p", "Likely words only (top-p)", TYPED_MAX, 0.05,
             "Top-p (nucleus sampling): only the most likely tokens that make up this share, in (0, 1]; 1 = off",
         )  # fmt: skip
-        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens = NumberBox()
         self.max_new_tokens.setRange(0, BIG)
         self.max_new_tokens.setSingleStep(64)
         self._row(
@@ -153,10 +154,10 @@ class SamplingGroup(QGroupBox):
         )  # fmt: skip
         self.more.add_to(form)
         more = self.more.form
-        self.top_k = QSpinBox()
+        self.top_k = NumberBox()
         self.top_k.setRange(0, BIG)
         self.top_k.setSpecialValueText("off")
-        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off")
+        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off, as is a k of the vocabulary's size or more")
         self.repetition_penalty = self._double(
             more, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
             "Makes words already used less likely: tokens seen in the last 64 tokens (prompt included); 1 = off, 1.1 is common",
@@ -238,7 +239,7 @@ class SamplingGroup(QGroupBox):
         values = self._presets()[preset] if preset == MODEL_DEFAULT else {k: settings.value(k) for k in PRESET_KEYS}
         self._loading = True
         try:
-            self._preset = preset
+            self._preset, self._left_preset = preset, ""
             self._set_values(values)
             seed = settings.value("seed")
             self.seed.setText("" if seed is None else str(seed))
@@ -370,9 +371,18 @@ class SamplingGroup(QGroupBox):
         self.greedy.setChecked(self.temperature.value() == 0)
         self._loading = False
         if self._preset:
-            self._preset = ""
+            self._left_preset, self._preset = self._preset, ""
+            self._fill_presets()
+        elif self._left_preset in self._presets() and self._shows(self._presets()[self._left_preset]):
+            # back to the values of the preset edited away from (Greedy ticked and unticked): it is chosen again
+            # (newcomer trial: the preset stayed "Custom"); the conversation's remembered choice did not change
+            self._preset = self._left_preset
             self._fill_presets()
         self.edited.emit()
+
+    def _shows(self, preset: dict[str, Any]) -> bool:
+        """Whether the fields show ``preset``'s values (as ``values`` rounds them)."""
+        return all(round(getattr(self, name).value(), 4) == round(preset[name], 4) for name in PRESET_KEYS)
 
     def _greedy_toggled(self, checked: bool) -> None:
         if self._loading:

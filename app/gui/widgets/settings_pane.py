@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -46,6 +45,7 @@ from ..settings_store import GENERATION_KEYS, AppSettings, SettingsStore
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
+from .number_box import NumberBox
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
 from .setting_words import in_words
@@ -132,6 +132,7 @@ class SettingsPane(QScrollArea):
         # invalid values given to set_settings that their field cannot hold (n_ctx -5 shows as 0): name -> (the
         # value, what the field shows); checked as given until that field is edited
         self._not_shown: dict[str, tuple[Any, Any]] = {}
+        self._from_file: dict[str, Any] = {}  # invalid values set_settings showed, by field, until edited
         self._loading = False
         self._last_emitted: AppSettings | None = None
         self.fields: dict[str, QWidget] = {}
@@ -165,7 +166,7 @@ class SettingsPane(QScrollArea):
         self.draft_model.setMinimumContentsLength(8)
         self.draft_model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self._row(model, "draft_model", "Drafter", self.draft_model, DRAFT_TIP, "Small models with the same vocabulary, or prompt lookup.")
-        self.k = QSpinBox()
+        self.k = NumberBox()
         self.k.setRange(0, BIG)  # spin boxes reach past the valid range: a value out of it is flagged, not clamped
         self.k.setMaximumWidth(SHORT_FIELD_WIDTH)
         self.adaptive_k = QCheckBox("Adaptive")
@@ -198,7 +199,7 @@ class SettingsPane(QScrollArea):
         )
         self.k.valueChanged.connect(lambda _value: self.note_k("") if not self._loading else None)
         self.fields["adaptive_k"] = self.adaptive_k
-        self.n_ctx = QSpinBox()
+        self.n_ctx = NumberBox()
         self.n_ctx.setRange(0, BIG)
         self.n_ctx.setSingleStep(256)
         self._row(
@@ -263,7 +264,7 @@ class SettingsPane(QScrollArea):
         self.precision_in_use.setObjectName("hint")
         self.precision_in_use.setToolTip("What OpenVINO reports for the loaded model")
         advanced.addRow("Precision in use", self.precision_in_use)
-        self.n_keep = QSpinBox()
+        self.n_keep = NumberBox()
         self.n_keep.setRange(-1, BIG)
         self.n_keep.setSpecialValueText("auto (system prompt)")
         self._row(
@@ -271,7 +272,7 @@ class SettingsPane(QScrollArea):
             "n_keep: tokens at the start of the chat that are never forgotten; auto keeps the system prompt",
             "Tokens at the start that are never forgotten.",
         )  # fmt: skip
-        self.n_discard = QSpinBox()
+        self.n_discard = NumberBox()
         self.n_discard.setRange(-1, BIG)
         self.n_discard.setSpecialValueText("auto (half)")
         self._row(
@@ -309,6 +310,9 @@ class SettingsPane(QScrollArea):
             widget.valueChanged.connect(self._edited)
         self.adaptive_k.toggled.connect(self._edited)
         self.sampling.edited.connect(self._edited)
+        for widget in self.fields.values():
+            if isinstance(widget, NumberBox):  # its error says the digits it refused (set_settings: none yet)
+                widget.refused_changed.connect(lambda: self._validate(emit=False))
         guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -504,6 +508,8 @@ class SettingsPane(QScrollArea):
             name: (settings.value(name), shown.value(name)) for name in invalid
             if name in GENERATION_KEYS and settings.value(name) != shown.value(name)
         }  # fmt: skip
+        # the pane emits no invalid value: one given here came from the settings file (until that field is edited)
+        self._from_file = {name: shown.value(name) for name in invalid if name in GENERATION_KEYS}
         self._edited()
 
     def note_k(self, note: str) -> None:
@@ -592,6 +598,7 @@ class SettingsPane(QScrollArea):
             return
         current = self.current()  # a field edited since set_settings is checked as it shows
         self._not_shown = {name: pair for name, pair in self._not_shown.items() if current.value(name) == pair[1]}
+        self._from_file = {name: value for name, value in self._from_file.items() if current.value(name) == value}
         self._external_errors = {}  # an edit may have fixed what the engine refused
         self._advisories = {}
         self._validate(emit=True)
@@ -599,7 +606,14 @@ class SettingsPane(QScrollArea):
     def in_words(self, name: str, message: str) -> str:
         """``message`` about field ``name`` in words, its fields named by their labels ("Context length must be
         between 16 and 8192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
-        return in_words(message, self._plain_names, typed=name not in self._not_shown)
+        box = self.fields.get(name)
+        if isinstance(box, NumberBox) and box.refused:  # (a newcomer's 99999999999 read "you typed 999999999")
+            said = f"the field refused {box.refused} (too many digits) and holds"
+        elif name in self._not_shown or name in self._from_file:  # (the user typed nothing: "you typed" misled)
+            said = "the settings file holds"
+        else:
+            said = "you typed"
+        return in_words(message, self._plain_names, said)
 
     def _validate(self, emit: bool) -> None:
         settings = self.current()
