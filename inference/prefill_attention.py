@@ -23,9 +23,9 @@ Design rules:
   path's), and the bf16 copy's fused kernel (``KT_ONEDNN``) is fast already.
 - The KV cache stays the model's state variables, so the hand-over (``kv_cache._move_states``) is unchanged.
 - Off by default: ``SPECCHAT_PREFILL_ATTENTION=blocks`` in the environment turns it on. It trades memory for time to
-  first token: on 2 Xeon cores capped at AVX2 (``bench/memory_bar.py``, same run as the fused copy's row of
-  ``bench/results/xeon-amx-capped-avx2/PREFILL_ATTENTION.md``) TTFT at 1,024 tokens 2,057 -> 1,606 ms (genai 1,432-1,451),
-  peak 714 -> 821 MiB (genai 519): OpenVINO keeps each block's scores, weights and softmax in buffers of their own,
+  first token: on 2 Xeon cores capped at AVX2 (``bench/memory_bar.py``, back to back, in
+  ``bench/results/xeon-amx-capped-avx2/PREFILL_ATTENTION.md``) TTFT at 1,024 tokens 2,104 -> 1,686 ms (genai 1,485 /
+  1,439 in the same runs), peak 714 -> 821 MiB (genai 520 / 519): OpenVINO keeps each block's scores, weights and softmax in buffers of their own,
   and every node of the compiled copy costs resident memory (4 blocks: +31 MiB loaded). The memory bar holds the
   default.
 """
