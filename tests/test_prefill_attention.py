@@ -9,6 +9,7 @@ import pytest
 
 from inference.devices import base_properties, core
 from inference.fusion import fuse_shared_input_products
+from inference.heap import return_large_blocks
 from inference.kv_cache import KVCache
 from inference.model import _compute_only_last_logits, _expose_hidden_states
 from inference.precision import PrecisionSettings
@@ -35,6 +36,7 @@ def _attentions(model) -> int:
 @pytest.fixture(scope="module")
 def copies(int4_dir):
     """(fused, blocked) caches on two compilations of one f32 graph, and the graph (restored after compiling)."""
+    return_large_blocks()  # as load_model does first: freed buffers must not stay resident for later tests
     model = _model(int4_dir)
     properties = {**base_properties("CPU"), **PrecisionSettings().compile_properties("CPU")}
     fused = core().compile_model(model, "CPU", properties)
