@@ -22,6 +22,7 @@ from .fusion import fuse_shared_input_products
 from .heap import return_large_blocks
 from .layer_features import add_layer_features, decoder_layer_count
 from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
+from .prefill_attention import attention_in_blocks, blocked_prefill_attention
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
@@ -339,7 +340,8 @@ def load_model(
             prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
         elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
                 and not unavailable(device, properties) and has_layers(model):
-            prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
+            with attention_in_blocks(model, blocked_prefill_attention()):  # prefill_attention.py: off by default
+                prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
         decoder_layers = decoder_layer_count(model)
         kernels = use_kernels(model, core(), device, properties)
         if not kernels.ours and not fast_prefill:
