@@ -281,7 +281,7 @@ class ReplyRecorder:
 
 def kept_words(overflow: PromptOverflow) -> str:
     """What the model reads of a prompt longer than the context length, in numbers that add up to the prompt's:
-    "keeps the first 281 tokens (your message's first 256 among them) and the last 2,791, and skips 5,706 in the
+    "keeps the first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the
     middle"."""
     first = overflow.head_tokens + overflow.message_tokens
     among = f" (your message's first {overflow.message_tokens:,} among them)" if overflow.message_tokens else ""

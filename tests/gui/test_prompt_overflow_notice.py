@@ -13,14 +13,14 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
     message = db.message(db.add_message(conversation, "assistant", "", state="streaming"))
     recorder = ReplyRecorder(db, message)
     assert recorder.snapshot().stats["live"] == "Generating…"
-    recorder.add([PromptOverflow(prompt_tokens=8778, n_ctx=4096, discarded_tokens=5194, head_tokens=25,
-                                 message_tokens=256, tail_tokens=3303)])  # (the engine's cut of the trial's paste)
+    recorder.add([PromptOverflow(prompt_tokens=8778, n_ctx=4096, discarded_tokens=5194, head_tokens=24,
+                                 message_tokens=256, tail_tokens=3304)])  # (the engine's cut of the trial's paste)
     live = recorder.snapshot().stats["live"]
     assert live == (
         "Generating… · the conversation is 8,778 tokens, more than the context length (4,096): the model keeps the "
-        "first 281 tokens (your message's first 256 among them) and the last 3,303, and skips 5,194 in the middle "
+        "first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the middle "
         "(raise Context length in the settings to keep them)"
-    )  # (281 + 3,303 + 5,194 = 8,778)
+    )  # (280 + 3,304 + 5,194 = 8,778)
     step = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=4000, n_ctx=4096, elapsed_s=1.0, generated=2)
     recorder.add([TextDelta("Hi", 1, False), step])
     assert recorder.snapshot().stats["live"].startswith("Generating · 2 tokens")
