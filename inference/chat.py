@@ -199,9 +199,10 @@ class ChatSession:
         Raises:
             ValueError: invalid context settings.
         """
+        ids = self.prompt_ids()
         return first_difference(
-            self.engine, self.prompt_ids(), reference, candidate, settings.context, k or settings.speculative.k,
-            self.system_prompt_tokens(), settings.sampling,
+            self.engine, ids, reference, candidate, settings.context, k or settings.speculative.k,
+            self.system_prompt_tokens(), settings.sampling, self.last_message(ids),
         )
 
 

@@ -19,7 +19,10 @@ every change of the target's cache, and the draft model or head also when a repl
 
 The rolling context follows StreamingLLM (Xiao et al., arXiv 2309.17453): whenever a token is to be cached
 while the cache holds n_ctx tokens, the cache is rolled first (``KVCache.roll``). Speculative steps clip K so
-that they never cross n_ctx, hence both modes roll at exactly the same cache lengths and see the same tokens.
+that they never cross n_ctx, hence both modes roll at exactly the same cache lengths and see the same tokens. A
+prompt longer than n_ctx is not rolled through: its middle is cut before the prefill (``_cut_the_middle``, as
+``prefill.middle_cut`` says: its start, the first tokens of its last user message and its end stay, with room for
+the reply), the same cut in every mode.
 
 Beside it: ``prefill`` (how a prompt is read in passes), ``reply_stream`` (a reply's text and when it ends),
 ``scoring`` (log-probabilities of given text), ``exactness`` (why two greedy replies differ).
@@ -414,7 +417,7 @@ class Engine:
         seen_before = len(self._seen)
         logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats, cancel, start)
         if cut is not None and logits is not None:
-            self._seen[seen_before:] = prompt_ids[reused:]  # the whole prompt, as if rolled through: the next turn reuses the cache
+            self._seen[seen_before:] = prompt_ids[reused:]  # all of it, as if rolled through: the next turn reuses it
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
         if logits is None:  # cancelled during the prefill: no reply
             stats.prefilled_tokens = len(self._seen) - reused

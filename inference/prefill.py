@@ -69,7 +69,8 @@ class MiddleCut:
         head_tokens: kept tokens before the last message's text (chat template, system prompt, the message's role).
         message_tokens: the last message's first tokens kept (its text's start), 0 when none is pinned.
         tail_tokens: the prompt's last tokens kept (the last span).
-        skipped: prompt tokens not kept; ``head_tokens + message_tokens + tail_tokens + skipped`` is the prompt's length.
+        skipped: prompt tokens not kept; ``head_tokens + message_tokens + tail_tokens + skipped`` is the prompt's
+            length.
     """
 
     spans: tuple[tuple[int, int], ...]

@@ -205,6 +205,34 @@ def test_a_long_paste_keeps_the_instruction_at_its_start_and_decodes_exactly(f32
     assert stats.token_ids == reference.token_ids and len(stats.token_ids) == 16
 
 
+def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32_engine, target):
+    """The cut in a chat that has a turn before the paste: the cache keeps its first n_keep tokens (one roll drops
+    the earlier turn), then the paste's role header and first (256 - 16) // 8 = 30 tokens, then the end; greedy
+    decoding equals a fresh run on exactly those tokens, or first differs at a near-tie (the passes differ)."""
+    from pathlib import Path
+
+    engine, n_ctx, instruction = f32_engine, 256, "Summarize this text in two sentences:"
+    genesis = (Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
+    engine.reset()
+    session = ChatSession(engine)
+    list(session.send("Hi!", settings("ar", max_new_tokens=8, n_ctx=n_ctx)))
+    session.messages.append({"role": "user", "content": f"{instruction}\n\n{genesis[:6_000]}"})
+    ids = session.prompt_ids()
+    turn_start, text_start = session.last_message(ids)
+    assert 20 < turn_start < text_start == turn_start + 3 and len(ids) > 4 * n_ctx
+    events = list(session.reply(settings("ar", max_new_tokens=16, n_ctx=n_ctx)))
+    overflow, stats = events[0], events[-1].stats
+    assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (4 + 3, 30, 240 - 37)
+    assert overflow.discarded_tokens == len(ids) - 240 == stats.discarded_tokens
+    rolls = [e for e in events if isinstance(e, ContextRolled)]
+    assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(4, stats.reused_tokens - 4)]  # the first turn goes
+    kept = ids[:4] + ids[turn_start : text_start + 30] + ids[len(ids) - 203 :]
+    assert engine._cache.tokens[:240] == kept and stats.prefilled_tokens == 236
+    engine.reset()
+    reference = engine.generate_text(kept, settings("ar", max_new_tokens=16, n_ctx=n_ctx))
+    assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx}, "a later turn's cut", 1)
+
+
 def test_follow_up_turn_prefills_only_its_new_tokens_and_matches_a_fresh_run(f32_engine):
     """Without the fast prefill: where the CPU has bf16, a prompt of 64+ tokens prefilled in one piece is computed
     in bf16, the same tokens prefilled turn by turn are not, and a near-tie may then go either way."""

@@ -278,7 +278,6 @@ class ReplyRecorder:
         return self.snapshot()
 
 
-
 def kept_words(overflow: PromptOverflow) -> str:
     """What the model reads of a prompt longer than the context length, in numbers that add up to the prompt's:
     "keeps the first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the
