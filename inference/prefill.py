@@ -54,7 +54,7 @@ def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discar
 # The cut of a prompt longer than n_ctx keeps the first tokens of its last message (an instruction is usually there:
 # "Summarize this text in two sentences:" then the text), at most this many and at most an eighth of what it keeps.
 MESSAGE_HEAD_TOKENS = 256
-# ... and leaves the reply room for its max_new_tokens, at most this fraction of n_ctx (so that the first decode
+# ... and leaves the reply room for its max_new_tokens, at most n_ctx / REPLY_ROOM_FRACTION (so that the first decode
 # steps do not roll the message's start away at once).
 REPLY_ROOM_FRACTION = 4
 
@@ -78,11 +78,6 @@ class MiddleCut:
     message_tokens: int
     tail_tokens: int
     skipped: int
-
-    @property
-    def kept(self) -> int:
-        """Prompt tokens kept."""
-        return sum(end - start for start, end in self.spans)
 
 
 def middle_cut(
