@@ -6,6 +6,8 @@ import threading
 from dataclasses import replace
 from typing import Iterator
 
+import numpy as np
+
 from .engine import Engine
 from .events import Event, Finished, TextDelta, ToolCalls
 from .exactness import FirstDifference, first_difference
@@ -69,14 +71,37 @@ class ChatSession:
         system = [{"role": "system", "content": system_prompt}] if system_prompt else []
         return [{**message, "content": valid_text(message.get("content") or "")} for message in system + messages]
 
-    def prompt_ids(self) -> list[int]:
-        """Token ids of the rendered conversation, ending with the assistant turn's opening."""
-        tokenizer = self.engine.target.tokenizer
+    def _render(self, conversation: list[dict], add_generation_prompt: bool = True) -> str:
+        """``conversation`` through the chat template, with the tools where the template renders them."""
         tools = None
         if self.tools is not None and self._template_format is not None:
             tools = [dict(tool) for tool in self.tools.tools]
-        text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True, tools=tools)
-        return self.engine.target.encode(text)
+        return self.engine.target.tokenizer.apply_chat_template(
+            conversation, add_generation_prompt=add_generation_prompt, tools=tools
+        )
+
+    def prompt_ids(self) -> list[int]:
+        """Token ids of the rendered conversation, ending with the assistant turn's opening."""
+        return self.engine.target.encode(self._render(self._conversation()))
+
+    def last_message(self, ids: list[int]) -> tuple[int, int] | None:
+        """Where the last user message starts in ``ids`` (a rendering of this conversation, ``prompt_ids``):
+        ``(turn_start, text_start)``, the indices of its turn's first token (its role header) and of its text's; what
+        the cut of a prompt longer than n_ctx keeps the start of (``Engine.generate``'s ``message``). None without a
+        user message.
+
+        Each is the length of the prefix ``ids`` shares with the conversation rendered up to that message (then with
+        that message's text empty), so a token the template's boundary merges counts as the message's.
+        """
+        conversation = self._conversation()
+        last = max((i for i, message in enumerate(conversation) if message["role"] == "user"), default=None)
+        if last is None:
+            return None
+        encode = self.engine.target.encode
+        before = encode(self._render(conversation[:last], add_generation_prompt=False)) if last else []
+        empty = encode(self._render([*conversation[:last], {**conversation[last], "content": ""}], False))
+        turn_start = _common_prefix(before, ids)
+        return turn_start, max(turn_start, _common_prefix(empty, ids))
 
     def system_prompt_tokens(self) -> int:
         """Tokens of the rendered system message (what ``n_keep="auto"`` pins), 0 without one."""
@@ -124,7 +149,8 @@ class ChatSession:
             reader = ToolCallReader(self._tool_format)
             if settings.output.grammar is None or self.tools.choice != "auto":
                 settings = replace(settings, output=replace(settings.output, grammar=self._tool_format.grammar(self.tools)))
-        for event in self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel):
+        message = self.last_message(ids) if len(ids) > settings.context.n_ctx else None  # (only a cut needs it)
+        for event in self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel, message=message):
             if reader is not None and isinstance(event, TextDelta):
                 event = replace(event, text=reader.push(event.text))
                 yield event
@@ -158,7 +184,9 @@ class ChatSession:
             raise ValueError("there is no reply to continue")
         tokenizer = self.engine.target.tokenizer
         text = tokenizer.apply_chat_template(self._conversation(), add_generation_prompt=True) + valid_text(partial)
-        yield from self.engine.generate(self.engine.target.encode(text), settings, self.system_prompt_tokens(), cancel)
+        ids = self.engine.target.encode(text)
+        message = self.last_message(ids) if len(ids) > settings.context.n_ctx else None
+        yield from self.engine.generate(ids, settings, self.system_prompt_tokens(), cancel, message=message)
 
     def first_difference(
         self, reference: list[int], candidate: list[int], settings: GenerationSettings, k: int | None = None
@@ -171,7 +199,15 @@ class ChatSession:
         Raises:
             ValueError: invalid context settings.
         """
+        ids = self.prompt_ids()
         return first_difference(
-            self.engine, self.prompt_ids(), reference, candidate, settings.context, k or settings.speculative.k,
-            self.system_prompt_tokens(), settings.sampling,
+            self.engine, ids, reference, candidate, settings.context, k or settings.speculative.k,
+            self.system_prompt_tokens(), settings.sampling, self.last_message(ids),
         )
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    mismatch = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(mismatch[0]) if mismatch.size else n

@@ -19,7 +19,10 @@ every change of the target's cache, and the draft model or head also when a repl
 
 The rolling context follows StreamingLLM (Xiao et al., arXiv 2309.17453): whenever a token is to be cached
 while the cache holds n_ctx tokens, the cache is rolled first (``KVCache.roll``). Speculative steps clip K so
-that they never cross n_ctx, hence both modes roll at exactly the same cache lengths and see the same tokens.
+that they never cross n_ctx, hence both modes roll at exactly the same cache lengths and see the same tokens. A
+prompt longer than n_ctx is not rolled through: its middle is cut before the prefill (``_cut_the_middle``, as
+``prefill.middle_cut`` says: its start, the first tokens of its last user message and its end stay, with room for
+the reply), the same cut in every mode.
 
 Beside it: ``prefill`` (how a prompt is read in passes), ``reply_stream`` (a reply's text and when it ends),
 ``scoring`` (log-probabilities of given text), ``exactness`` (why two greedy replies differ).
@@ -47,7 +50,7 @@ from .layer_features import LAYER_FEATURES
 from .model import HIDDEN_STATES, LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
-from .prefill import prefill_discards, prefill_pass_size, prefill_work, remaining_seconds
+from .prefill import MiddleCut, middle_cut, prefill_discards, prefill_pass_size, prefill_work, remaining_seconds
 from .reply_stream import ReplyStream
 from .sampling import accept_drafts, next_token
 from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, SettingError, check_threads
@@ -155,6 +158,7 @@ class Engine:
         system_prompt_tokens: int = 0,
         cancel: threading.Event | None = None,
         roll_long_prompt: bool = False,
+        message: tuple[int, int] | None = None,
     ) -> Iterator[Event]:
         """Generate a reply to ``prompt_ids``, yielding events as it goes.
 
@@ -167,7 +171,12 @@ class Engine:
                 (``ContextSettings.resolve``).
             roll_long_prompt: feed a prompt longer than n_ctx whole, rolling through it (each roll recomputes
                 nothing but costs the prefill of the tokens it drops: the behaviour ``score`` keeps for perplexity);
-                by default what rolling would drop is dropped before the prefill (``_cut_the_middle``).
+                by default the middle of such a prompt is dropped before the prefill (``_cut_the_middle``): its
+                first n_keep tokens (or the system prompt), the first tokens of its last message and its end stay,
+                leaving room for the reply (``prefill.middle_cut``).
+            message: ``(turn_start, text_start)``: indices in ``prompt_ids`` where the last user message's turn and
+                its text start (``ChatSession.last_message``), whose first tokens a cut keeps; None: the prompt's own
+                first tokens are kept (a completion prompt).
             cancel: set it from any thread to stop; the partial reply is returned in ``Finished``. It is checked
                 before each prefill pass (about a second each, see ``prefill_pass_size``) and each decode step; a
                 prefill stopped so keeps the passes done in the cache, and ``Finished`` comes without any text.
@@ -208,7 +217,8 @@ class Engine:
         finished = False
         try:
             events = self._generate(
-                list(map(int, prompt_ids)), settings, models, n_keep, n_discard, grammar, cancel, roll_long_prompt
+                list(map(int, prompt_ids)), settings, models, n_keep, n_discard, grammar, cancel, roll_long_prompt,
+                system_prompt_tokens, message,
             )
             for event in events:
                 finished = isinstance(event, Finished)  # a consumer may stop reading once it has the last event
@@ -290,33 +300,30 @@ class Engine:
 
     def _cut_the_middle(
         self,
-        tokens: list[int],
-        discarded: int,
+        prompt_ids: list[int],
+        reused: int,
+        cut: MiddleCut,
         n_keep: int,
         drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
     ) -> Generator[ContextRolled, None, list[int]]:
-        """Drop what rolling through an over-long prompt would drop, before prefilling it (as LM Studio's
-        truncate-middle and llama.cpp's context shift do), so that its TTFT is that of an n_ctx prompt.
+        """Keep only ``cut``'s tokens of a prompt longer than n_ctx (``prefill.middle_cut``), before prefilling it
+        (as LM Studio's truncate-middle does), so that its TTFT is that of an n_ctx prompt at most.
 
-        Rolling through the cached tokens plus ``tokens`` keeps the first n_keep of them and the last
-        ``total - n_keep - discarded`` (``prefill_discards``). When those last ones all lie in ``tokens`` after its
-        own share of the first n_keep, the cached tokens past n_keep are rolled away (one roll, yielded) and the
-        middle of ``tokens`` is never fed; returns the tokens to prefill. Otherwise the cut would drop cached tokens
-        that rolling keeps: ``tokens`` is returned whole, to be rolled through.
+        The cache holds the prompt's first ``reused`` tokens (after ``_reuse_prefix``), in order unless it has rolled
+        (then only its first n_keep are in order). It keeps the longest of them that starts the cut's tokens; the
+        cached tokens after those are rolled away (one roll, yielded); returns the cut's other tokens, to prefill.
+        ``stats.discarded_tokens`` grows by the tokens this reply drops, the roll's included.
         """
-        cached = len(self._cache)
-        sinks_in_tokens = max(0, n_keep - cached)
-        tail = cached + len(tokens) - n_keep - discarded
-        if tail > len(tokens) - sinks_in_tokens:
-            return tokens
-        if cached > n_keep:
-            yield self._roll(n_keep, cached - n_keep, drafters, models, stats)
-        skipped = len(tokens) - sinks_in_tokens - tail
+        in_order = reused if len(self._cache) == reused else min(n_keep, len(self._cache))
+        kept = min(in_order, cut.spans[0][1])
+        dropped_before, discarded = reused - len(self._cache), stats.discarded_tokens  # (rolled out by earlier replies)
+        if len(self._cache) > kept:
+            yield self._roll(kept, len(self._cache) - kept, drafters, models, stats)
         self._rolled = True
-        stats.discarded_tokens += skipped
-        return tokens[:sinks_in_tokens] + tokens[len(tokens) - tail :]
+        stats.discarded_tokens = discarded + cut.skipped - dropped_before  # the roll's tokens the cut keeps count back
+        return [token for start, end in cut.spans for token in prompt_ids[max(start, kept) : end]]
 
     def _prefill(
         self,
@@ -369,9 +376,11 @@ class Engine:
         grammar: GrammarMask | None,
         cancel: threading.Event | None,
         roll_long_prompt: bool = False,
+        system_prompt_tokens: int = 0,
+        message: tuple[int, int] | None = None,
     ) -> Iterator[Event]:
-        """Prefill (cutting the middle of a prompt longer than n_ctx unless ``roll_long_prompt``), choose the first
-        token, then one ``_speculative_step`` per step until the reply ends."""
+        """Prefill (cutting the middle of a prompt longer than n_ctx unless ``roll_long_prompt``, as ``generate``
+        says), choose the first token, then one ``_speculative_step`` per step until the reply ends."""
         sampling, n_ctx = settings.sampling, settings.context.n_ctx
         start = time.perf_counter()
         reused = self._reuse_prefix(prompt_ids, n_ctx)
@@ -385,18 +394,30 @@ class Engine:
             precision=self.target.precision.describe(),
         )
         discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)
-        if discarded:
-            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=discarded,
+        cut = None
+        if discarded and not roll_long_prompt:
+            cut = middle_cut(len(prompt_ids), n_ctx, n_keep, system_prompt_tokens, message or (0, 0),
+                             sampling.max_new_tokens)
+            if cut is not None and cut.spans[-1][0] < reused:  # its end reaches into the cache: roll through it instead
+                cut = None
+        if cut is not None:
+            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=cut.skipped,
+                                 head_tokens=cut.head_tokens, message_tokens=cut.message_tokens,
+                                 tail_tokens=cut.tail_tokens, max_n_ctx=self.target.max_context)
+        elif discarded:  # rolled through: the first n_keep and the last tokens stay, besides what earlier rolls dropped
+            skipped = discarded + reused - len(self._cache)
+            yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=skipped,
+                                 head_tokens=n_keep, message_tokens=0, tail_tokens=len(prompt_ids) - n_keep - skipped,
                                  max_n_ctx=self.target.max_context)
         fast_before = self._cache.fast_prefilled
         to_prefill = prompt_ids[reused:]
-        if discarded and not roll_long_prompt:
-            to_prefill = yield from self._cut_the_middle(to_prefill, discarded, n_keep, drafters, models, stats)
+        if cut is not None:
+            to_prefill = yield from self._cut_the_middle(prompt_ids, reused, cut, n_keep, drafters, models, stats)
             stats.prefilled_tokens = len(to_prefill)
         seen_before = len(self._seen)
         logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats, cancel, start)
-        if len(to_prefill) < len(prompt_ids) - reused and logits is not None:
-            self._seen[seen_before:] = prompt_ids[reused:]  # as if rolled through: the next turn reuses the cache
+        if cut is not None and logits is not None:
+            self._seen[seen_before:] = prompt_ids[reused:]  # all of it, as if rolled through: the next turn reuses it
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
         if logits is None:  # cancelled during the prefill: no reply
             stats.prefilled_tokens = len(self._seen) - reused

@@ -94,14 +94,19 @@ class ContextRolled:
 
 @dataclass(frozen=True)
 class PromptOverflow:
-    """The prompt does not fit in n_ctx: some of it is discarded before the reply begins (cut before the prefill,
-    or rolled out during it: ``Engine.generate``'s ``roll_long_prompt``). Yielded before the prefill starts, so that
-    a front end can say so at once.
+    """The prompt does not fit in n_ctx: some of it is discarded before the reply begins (its middle cut before the
+    prefill, ``prefill.middle_cut``, or rolled out during it: ``Engine.generate``'s ``roll_long_prompt``). Yielded
+    before the prefill starts, so that a front end can say so at once. ``head_tokens + message_tokens + tail_tokens +
+    discarded_tokens == prompt_tokens``.
 
     Attributes:
         prompt_tokens: tokens of the whole prompt.
         n_ctx: the rolling-context size.
-        discarded_tokens: prompt tokens dropped (the oldest after the first n_keep), the same either way.
+        discarded_tokens: prompt tokens the model does not read (those an earlier reply's rolls dropped included).
+        head_tokens: tokens kept at the prompt's start (chat template, system prompt; with a cut, the last message's
+            role header too): n_keep when rolled through.
+        message_tokens: the last message's first tokens kept after them (its text's start), 0 when none.
+        tail_tokens: the prompt's last tokens kept.
         max_n_ctx: the largest n_ctx the model allows (``LoadedModel.max_context``), None when unknown: a front
             end advises raising n_ctx only while the prompt would fit under it.
     """
@@ -109,6 +114,9 @@ class PromptOverflow:
     prompt_tokens: int
     n_ctx: int
     discarded_tokens: int
+    head_tokens: int
+    message_tokens: int
+    tail_tokens: int
     max_n_ctx: int | None = None
 
 

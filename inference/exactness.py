@@ -29,6 +29,7 @@ from .engine import KV_SLACK, Engine
 from .kv_cache import KVCache
 from .model import check_can_roll
 from .penalties import ReplyPenalties
+from .prefill import middle_cut
 from .settings import ContextSettings, SamplingSettings
 
 # Largest logit change between pass shapes, times: 2 (a top-2 gap moves by at most twice the largest change of a
@@ -158,6 +159,7 @@ def first_difference(
     k: int = 4,
     system_prompt_tokens: int = 0,
     sampling: SamplingSettings = SamplingSettings(),
+    message: tuple[int, int] | None = None,
 ) -> FirstDifference | None:
     """Explain where a greedy reply differs from the greedy autoregressive reply to the same prompt.
 
@@ -171,6 +173,8 @@ def first_difference(
         system_prompt_tokens: as for ``Engine.generate``.
         sampling: the replies' sampling settings; their penalties apply to the logits the gap is taken from, as
             they did when the token was chosen.
+        message: as for ``Engine.generate``: a prompt longer than n_ctx is replayed as the replies read it, its
+            middle cut (``prefill.middle_cut``; both replies started from an empty cache).
 
     Returns:
         None when the replies are equal, else a ``FirstDifference``.
@@ -181,7 +185,14 @@ def first_difference(
     index = first_index(reference, candidate)
     if index is None:
         return None
-    noise, logits = pass_shape_noise(engine, prompt_ids, list(reference[:index]), context, k, system_prompt_tokens)
+    read = list(prompt_ids)
+    if len(read) > context.n_ctx:
+        n_keep = context.resolve(system_prompt_tokens)[0]
+        cut = middle_cut(
+            len(read), context.n_ctx, n_keep, system_prompt_tokens, message or (0, 0), sampling.max_new_tokens
+        )
+        read = read if cut is None else [token for start, end in cut.spans for token in read[start:end]]
+    noise, logits = pass_shape_noise(engine, read, list(reference[:index]), context, k, system_prompt_tokens)
     top = np.sort(ReplyPenalties(sampling, prompt_ids, list(reference[:index])).apply(logits))[-2:]
     gap = float(top[1] - top[0])
     bound = NOISE_FACTOR * noise

@@ -1,11 +1,14 @@
 """How a prompt is read into the KV cache: the size of each prefill pass (about a second each, so that Stop is
-answered between passes), what its rolls discard, and the work left (the reading progress's time estimate).
+answered between passes), what its rolls discard, which tokens of a prompt longer than n_ctx are kept
+(``middle_cut``), and the work left (the reading progress's time estimate).
 
 The passes themselves run in ``Engine._prefill``; these are the pure rules it follows, shared with the tests and
 the window's progress bar.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 # Most prompt tokens per prefill pass. Peak memory grows with the pass: +180 MB for 512 tokens, +360 MB for 2,048,
 # +790 MB for 4,096.
@@ -46,6 +49,75 @@ def prefill_discards(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discar
         return 0
     per_roll = min(n_discard, n_ctx - n_keep)
     return -(-overflow // per_roll) * per_roll
+
+
+# The cut of a prompt longer than n_ctx keeps the first tokens of its last message (an instruction is usually there:
+# "Summarize this text in two sentences:" then the text), at most this many and at most an eighth of what it keeps.
+MESSAGE_HEAD_TOKENS = 256
+# ... and leaves the reply room for its max_new_tokens, at most n_ctx / REPLY_ROOM_FRACTION (so that the first decode
+# steps do not roll the message's start away at once).
+REPLY_ROOM_FRACTION = 4
+
+
+@dataclass(frozen=True)
+class MiddleCut:
+    """The tokens of a prompt longer than n_ctx that are kept (``middle_cut``), in prompt indices.
+
+    Attributes:
+        spans: ``(start, end)`` ranges of prompt indices kept, in order, disjoint and not touching; the first starts at
+            0, the last ends at the prompt's end.
+        head_tokens: kept tokens before the last message's text (chat template, system prompt, the message's role).
+        message_tokens: the last message's first tokens kept (its text's start), 0 when none is pinned.
+        tail_tokens: the prompt's last tokens kept (the last span).
+        skipped: prompt tokens not kept; ``head_tokens + message_tokens + tail_tokens + skipped`` is the prompt's
+            length.
+    """
+
+    spans: tuple[tuple[int, int], ...]
+    head_tokens: int
+    message_tokens: int
+    tail_tokens: int
+    skipped: int
+
+
+def middle_cut(
+    prompt_tokens: int, n_ctx: int, n_keep: int, system_tokens: int, message: tuple[int, int], max_new_tokens: int
+) -> MiddleCut | None:
+    """Which tokens of a prompt longer than n_ctx to keep, as LM Studio's "truncate middle" keeps the system prompt
+    and the start of the user's message: the prompt's first tokens (n_keep, or the rendered system prompt when
+    longer, up to half of what is kept), the last message from its role up to its text's first
+    ``min(MESSAGE_HEAD_TOKENS, kept // 8)`` tokens, and the prompt's end; the middle goes.
+
+    ``n_ctx - min(max_new_tokens, n_ctx // REPLY_ROOM_FRACTION)`` tokens are kept, so that the reply has that room
+    before the rolling context drops anything. The message's start is not pinned where it lies in the kept start or
+    end already, or where it would leave the end less than a quarter of what is kept.
+
+    Args:
+        prompt_tokens: the prompt's length in tokens (more than n_ctx).
+        n_ctx: the context length.
+        n_keep: the rolling context's sinks: always kept.
+        system_tokens: tokens of the rendered system message (0 without one).
+        message: ``(turn_start, text_start)``: prompt indices where the last user message's turn (its role header)
+            and its text begin; ``(0, 0)`` for a prompt without turns (its own start is pinned).
+        max_new_tokens: the most tokens the reply may generate.
+
+    Returns:
+        the cut, or None when n_keep leaves no room in what is kept (a prompt then rolls through).
+    """
+    keep = n_ctx - min(max_new_tokens, n_ctx // REPLY_ROOM_FRACTION)
+    front = max(n_keep, min(system_tokens, keep // 2))
+    if front + 1 >= keep:
+        return None
+    turn_start, text_start = message
+    start, end = max(front, turn_start), min(text_start + min(MESSAGE_HEAD_TOKENS, keep // 8), prompt_tokens)
+    tail = keep - front - max(0, end - start)
+    if end <= start or tail < keep // 4 or prompt_tokens - tail <= end:  # not pinned: only the first and last kept
+        start = end = front
+        tail = keep - front
+    spans = [(0, end)] if start == front else [(0, front), (start, end)]
+    spans.append((prompt_tokens - tail, prompt_tokens))
+    message_tokens = max(0, end - max(front, text_start))
+    return MiddleCut(tuple(spans), keep - message_tokens - tail, message_tokens, tail, prompt_tokens - keep)
 
 
 def prefill_work(first: int, last: int) -> float:

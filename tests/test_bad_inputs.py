@@ -144,7 +144,8 @@ def test_a_prompt_longer_than_n_ctx_is_announced_before_its_prefill(engine, targ
     assert isinstance(events[0], PromptOverflow)
     first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
     rolled = sum(e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled))
-    assert events[0] == PromptOverflow(prompt_tokens=len(ids), n_ctx=64, discarded_tokens=rolled, max_n_ctx=8192)
+    assert events[0] == PromptOverflow(prompt_tokens=len(ids), n_ctx=64, discarded_tokens=rolled, head_tokens=4, message_tokens=0,
+                                      tail_tokens=len(ids) - 4 - rolled, max_n_ctx=8192)
     assert rolled >= 3 * 20 and target.max_context == 8192  # SmolLM2's trained length: the n_ctx a front end offers
     engine.reset()
     fits = list(engine.generate(ids[:60], settings("ar", max_new_tokens=2, n_ctx=64)))

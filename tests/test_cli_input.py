@@ -247,9 +247,16 @@ def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_promp
     from app.cli.commands import overflow_notice
     from inference.events import PromptOverflow
 
-    fits = overflow_notice(PromptOverflow(prompt_tokens=6000, n_ctx=4096, discarded_tokens=2000, max_n_ctx=8192))
+    fits = overflow_notice(PromptOverflow(prompt_tokens=6000, n_ctx=4096, discarded_tokens=2000, head_tokens=4, message_tokens=0,
+                                          tail_tokens=3996, max_n_ctx=8192))
     assert fits.endswith("before the reply; raise --n-ctx to keep them")
-    too_long = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, max_n_ctx=8192))
-    assert too_long.endswith("the model reads at most 8192 tokens, so no --n-ctx keeps them: shorten the prompt")
-    unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138))
+    too_long = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=25, message_tokens=256,
+                                              tail_tokens=3085, max_n_ctx=8192))
+    assert too_long == (
+        "the prompt is 9504 tokens, more than n_ctx 4096: the model keeps its first 281 (the last message's first 256 "
+        "among them) and its last 3085, and discards the 6138 in the middle before the reply; the model reads at most "
+        "8192 tokens, so no --n-ctx keeps them: shorten the prompt"
+    )
+    unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4,
+                                             message_tokens=0, tail_tokens=3362))
     assert unknown.endswith("raise --n-ctx to keep them")

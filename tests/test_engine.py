@@ -118,8 +118,9 @@ def _fed_by_prefill(engine) -> list[int]:
 
 @pytest.mark.parametrize("decoding", ["ar", "spec_lookup"])
 def test_a_prompt_of_ten_n_ctx_is_cut_in_the_middle_before_its_prefill(f32_engine, target, decoding):
-    """What rolling would drop is never prefilled: the first n_keep tokens and the last that fit are, and the reply
-    equals a fresh run's on exactly those tokens (so the TTFT is an n_ctx prompt's, not ten rolls')."""
+    """The middle of the prompt is never prefilled: its first tokens (no message given: the prompt's own first
+    (128 - 24) // 8 = 13) and the last that fit with room for the 24-token reply are, and the reply equals a fresh
+    run's on exactly those tokens (so the TTFT is an n_ctx prompt's at most, not ten rolls')."""
     engine, n_ctx = f32_engine, 128
     ids = _genesis_ids(target, 10 * n_ctx)
     engine.reset()
@@ -132,8 +133,10 @@ def test_a_prompt_of_ten_n_ctx_is_cut_in_the_middle_before_its_prefill(f32_engin
     assert isinstance(overflow, PromptOverflow) and overflow.discarded_tokens == stats.discarded_tokens
     first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
     assert not [e for e in events[:first_text] if isinstance(e, ContextRolled)]
-    kept = ids[:4] + ids[4 + overflow.discarded_tokens :]
-    assert sum(fed) == len(kept) <= n_ctx and len(ids) > 10 * len(kept) // 1.1
+    kept = ids[:13] + ids[len(ids) - 91 :]  # 104 kept: 24 left for the reply
+    assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (4, 9, 91)
+    assert overflow.discarded_tokens == len(ids) - len(kept) and engine._cache.tokens[: len(kept)] == kept
+    assert sum(fed) == len(kept) and len(ids) > 10 * n_ctx
     assert (stats.prompt_tokens, stats.reused_tokens, stats.prefilled_tokens) == (len(ids), 0, len(kept))  # computed
     engine.reset()
     reference = engine.generate_text(kept, settings("ar", max_new_tokens=24, n_ctx=n_ctx, n_discard=32))
@@ -158,7 +161,7 @@ def test_a_long_paste_in_a_second_turn_rolls_the_first_away_and_the_third_turn_r
         assert two.prefilled_tokens == sum(fed) and two.reused_tokens == len(first) + len(one.token_ids)  # turn 1 held in the cache
         first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
         rolls = [e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled)]
-        assert len(rolls) == 1 and len(first) - 4 <= rolls[0] <= len(first) + len(one.token_ids) - 4  # turn 1 goes
+        assert rolls == [two.reused_tokens - (128 - 12) // 8]  # turn 1 goes, but for the prompt's first tokens
         third = second + two.token_ids + chat_ids(target, "Thanks.")[1:]
         fed.clear()
         three = engine.generate_text(third, settings("ar", max_new_tokens=4, n_ctx=n_ctx))
@@ -166,6 +169,68 @@ def test_a_long_paste_in_a_second_turn_rolls_the_first_away_and_the_third_turn_r
         assert three.reused_tokens + three.prefilled_tokens == len(third)  # nothing cut: the rest was cached
     finally:
         del engine._cache.prefill
+
+
+def test_a_long_paste_keeps_the_instruction_at_its_start_and_decodes_exactly(f32_engine, target):
+    """Newcomer trial: "Summarize this text in two sentences:" then ~50 KB, longer than n_ctx. The cut keeps the
+    chat's start, the message's first (512 - 16) // 8 = 62 tokens (the instruction among them) and its end; the
+    notice's numbers add up to the prompt's; greedy decoding then equals a fresh run on exactly the kept tokens."""
+    from pathlib import Path
+
+    engine, n_ctx, instruction = f32_engine, 512, "Summarize this text in two sentences:"
+    genesis = (Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
+    session = ChatSession(engine)
+    session.messages.append({"role": "user", "content": f"{instruction}\n\n{genesis[:12_000]}"})
+    ids = session.prompt_ids()
+    turn_start, text_start = session.last_message(ids)
+    assert 0 == turn_start < text_start < 40 and target.tokenizer.decode(ids[text_start:]).startswith(instruction)
+    engine.reset()
+    events = list(session.reply(settings("ar", max_new_tokens=16, n_ctx=n_ctx)))
+    overflow, stats = events[0], events[-1].stats
+    assert isinstance(overflow, PromptOverflow) and overflow.prompt_tokens == len(ids) > 5 * n_ctx
+    assert (overflow.head_tokens, overflow.message_tokens) == (text_start, 62)
+    assert overflow.tail_tokens == 512 - 16 - 62 - text_start
+    assert overflow.head_tokens + overflow.message_tokens + overflow.tail_tokens + overflow.discarded_tokens == len(ids)
+    assert stats.discarded_tokens == overflow.discarded_tokens and stats.prefilled_tokens == 512 - 16
+    head = text_start + 62
+    kept = ids[:head] + ids[len(ids) - overflow.tail_tokens :]
+    cached = engine._cache.tokens  # the kept prompt, then the reply (all but its last token)
+    assert cached[: len(kept)] == kept and cached[len(kept) :] == stats.token_ids[:-1]
+    instruction_ids = target.encode(instruction)
+    assert ids[text_start : text_start + len(instruction_ids)] == instruction_ids  # (tokenized alike in the chat)
+    assert cached[text_start : text_start + len(instruction_ids)] == instruction_ids
+    assert text_start + len(instruction_ids) < len(ids) - n_ctx  # a cut keeping n_keep and the end would lose it
+    engine.reset()
+    reference = engine.generate_text(kept, settings("ar", max_new_tokens=16, n_ctx=n_ctx))
+    assert stats.token_ids == reference.token_ids and len(stats.token_ids) == 16
+
+
+def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32_engine, target):
+    """The cut in a chat that has a turn before the paste: the cache keeps its first n_keep tokens (one roll drops
+    the earlier turn), then the paste's role header and first (256 - 16) // 8 = 30 tokens, then the end; greedy
+    decoding equals a fresh run on exactly those tokens, or first differs at a near-tie (the passes differ)."""
+    from pathlib import Path
+
+    engine, n_ctx, instruction = f32_engine, 256, "Summarize this text in two sentences:"
+    genesis = (Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
+    engine.reset()
+    session = ChatSession(engine)
+    list(session.send("Hi!", settings("ar", max_new_tokens=8, n_ctx=n_ctx)))
+    session.messages.append({"role": "user", "content": f"{instruction}\n\n{genesis[:6_000]}"})
+    ids = session.prompt_ids()
+    turn_start, text_start = session.last_message(ids)
+    assert 20 < turn_start < text_start == turn_start + 3 and len(ids) > 4 * n_ctx
+    events = list(session.reply(settings("ar", max_new_tokens=16, n_ctx=n_ctx)))
+    overflow, stats = events[0], events[-1].stats
+    assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (4 + 3, 30, 240 - 37)
+    assert overflow.discarded_tokens == len(ids) - 240 == stats.discarded_tokens
+    rolls = [e for e in events if isinstance(e, ContextRolled)]
+    assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(4, stats.reused_tokens - 4)]  # the first turn goes
+    kept = ids[:4] + ids[turn_start : text_start + 30] + ids[len(ids) - 203 :]
+    assert engine._cache.tokens[:240] == kept and stats.prefilled_tokens == 236
+    engine.reset()
+    reference = engine.generate_text(kept, settings("ar", max_new_tokens=16, n_ctx=n_ctx))
+    assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx}, "a later turn's cut", 1)
 
 
 def test_follow_up_turn_prefills_only_its_new_tokens_and_matches_a_fresh_run(f32_engine):

@@ -76,3 +76,23 @@ def test_the_time_left_is_measured_on_the_latest_passes_not_the_cheaper_first_on
     assert remaining_seconds(passes[:1], left) == 3.1 * left / first  # after the first pass, its own rate
     slower = passes + [(0.003 * w, w) for _, w in passes[-RATE_PASSES:]]  # the machine got busy: 3 ms per unit
     assert abs(remaining_seconds(slower, left) - 0.003 * left) < 1e-9
+
+
+def test_the_middle_cut_keeps_the_start_the_last_message_s_start_and_the_end():
+    """``middle_cut`` on the newcomer trial's numbers (8,778 tokens, n_ctx 4,096, 512 tokens of reply): 3,584 kept."""
+    from inference.prefill import MiddleCut, middle_cut
+
+    # one message, its text at 24 (after the template's system block and role): one span from the start
+    assert middle_cut(8778, 4096, 4, 0, (0, 24), 512) == MiddleCut(((0, 280), (5474, 8778)), 24, 256, 3304, 5194)
+    # a later turn at 3,000 (role header 3 tokens): the earlier turns go with the middle, n_keep stays
+    assert middle_cut(8778, 4096, 4, 0, (3000, 3003), 512) == MiddleCut(
+        ((0, 4), (3000, 3259), (5457, 8778)), 7, 256, 3321, 5194
+    )
+    # a last message inside the kept end needs no pin; a system prompt of 20 tokens is kept whole
+    assert middle_cut(8778, 4096, 4, 20, (8700, 8703), 512) == MiddleCut(((0, 20), (5214, 8778)), 20, 0, 3564, 5194)
+    # the reply's room is at most a quarter of n_ctx; a message's head at most an eighth of what is kept
+    assert middle_cut(20_000, 8192, 4, 0, (0, 24), 100_000).spans == ((0, 24 + 256), (20_000 - 6144 + 280, 20_000))
+    assert middle_cut(1280, 128, 4, 0, (0, 0), 24) == MiddleCut(((0, 13), (1189, 1280)), 4, 9, 91, 1176)
+    # a system prompt longer than half of what is kept keeps its first half; n_keep leaving no room: no cut
+    assert middle_cut(9000, 4096, 4, 3000, (0, 3030), 1024).spans[0] == (0, 1536)
+    assert middle_cut(1280, 128, 120, 0, (0, 0), 24) is None

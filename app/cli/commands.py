@@ -286,9 +286,11 @@ def overflow_notice(event: PromptOverflow) -> str:
         advice = "raise --n-ctx to keep them"
     else:
         advice = f"the model reads at most {event.max_n_ctx} tokens, so no --n-ctx keeps them: shorten the prompt"
+    among = f" (the last message's first {event.message_tokens} among them)" if event.message_tokens else ""
     return (
-        f"the prompt is {event.prompt_tokens} tokens, more than n_ctx {event.n_ctx}: the rolling context discards "
-        f"{event.discarded_tokens} of them (the oldest after the first n_keep) before the reply; {advice}"
+        f"the prompt is {event.prompt_tokens} tokens, more than n_ctx {event.n_ctx}: the model keeps its first "
+        f"{event.head_tokens + event.message_tokens}{among} and its last {event.tail_tokens}, and discards the "
+        f"{event.discarded_tokens} in the middle before the reply; {advice}"
     )
 
 

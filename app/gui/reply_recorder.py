@@ -196,8 +196,7 @@ class ReplyRecorder:
                               "a new chat to keep it whole")
                 skipped = (
                     f"the conversation is {overflow.prompt_tokens:,} tokens, more than the context length "
-                    f"({overflow.n_ctx:,}): the model skips {overflow.discarded_tokens:,} of its oldest tokens "
-                    f"({advice})"
+                    f"({overflow.n_ctx:,}): the model {kept_words(overflow)} ({advice})"
                 )
                 alone = self.progress is not None and not self.compare
                 text = skipped[0].upper() + skipped[1:] if alone else f"{text} · {skipped}"
@@ -278,3 +277,12 @@ class ReplyRecorder:
         self.save()
         return self.snapshot()
 
+
+def kept_words(overflow: PromptOverflow) -> str:
+    """What the model reads of a prompt longer than the context length, in numbers that add up to the prompt's:
+    "keeps the first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the
+    middle"."""
+    first = overflow.head_tokens + overflow.message_tokens
+    among = f" (your message's first {overflow.message_tokens:,} among them)" if overflow.message_tokens else ""
+    return (f"keeps the first {first:,} tokens{among} and the last {overflow.tail_tokens:,}, and skips "
+            f"{overflow.discarded_tokens:,} in the middle")

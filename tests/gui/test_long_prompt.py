@@ -24,7 +24,7 @@ def test_stop_during_a_long_prefill_after_the_overflow_notice(qtbot, make_window
     updates, read = [], []
     window.replies.updated.connect(lambda reply, text: updates.append((reply.stats.get("live") or "", text)))
     window.replies.updated.connect(lambda reply, text: read.append((reply.stats.get("prefill") or {}).get("done", 0)))
-    # ~11,000 tokens: the 4,094 that rolling would drop are cut, ~7,000 left to prefill in many passes
+    # ~11,000 tokens: the middle is cut, 8,168 left to prefill in many passes (24 left for the reply)
     window.composer.set_text(GENESIS.read_text(encoding="utf-8")[:44_000])
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
         window.composer.submit()

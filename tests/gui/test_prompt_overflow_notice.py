@@ -13,12 +13,14 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
     message = db.message(db.add_message(conversation, "assistant", "", state="streaming"))
     recorder = ReplyRecorder(db, message)
     assert recorder.snapshot().stats["live"] == "Generating…"
-    recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046)])
+    recorder.add([PromptOverflow(prompt_tokens=8778, n_ctx=4096, discarded_tokens=5194, head_tokens=24,
+                                 message_tokens=256, tail_tokens=3304)])  # (the engine's cut of the trial's paste)
     live = recorder.snapshot().stats["live"]
     assert live == (
-        "Generating… · the conversation is 5,000 tokens, more than the context length (4,096): the model skips 2,046 of "
-        "its oldest tokens (raise Context length in the settings to keep them)"
-    )
+        "Generating… · the conversation is 8,778 tokens, more than the context length (4,096): the model keeps the "
+        "first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the middle "
+        "(raise Context length in the settings to keep them)"
+    )  # (280 + 3,304 + 5,194 = 8,778)
     step = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=4000, n_ctx=4096, elapsed_s=1.0, generated=2)
     recorder.add([TextDelta("Hi", 1, False), step])
     assert recorder.snapshot().stats["live"].startswith("Generating · 2 tokens")
@@ -35,13 +37,13 @@ def test_a_conversation_longer_than_the_model_allows_is_not_told_to_raise_the_co
         message = db.message(db.add_message(conversation, "assistant", "", state="streaming"))
         recorder = ReplyRecorder(db, message)
         recorder.add([PromptOverflow(prompt_tokens=prompt_tokens, n_ctx=4096, discarded_tokens=prompt_tokens - 3366,
-                                     max_n_ctx=8192)])
+                                     head_tokens=4, message_tokens=0, tail_tokens=3362, max_n_ctx=8192)])
         lives.append(recorder.snapshot().stats["live"])
     assert lives[0].endswith("(raise Context length in the settings to keep them)")
     assert lives[1] == (
-        "Generating… · the conversation is 9,504 tokens, more than the context length (4,096): the model skips 6,138 "
-        "of its oldest tokens (this model reads at most 8,192 tokens: shorten the message or start a new chat to keep "
-        "it whole)"
+        "Generating… · the conversation is 9,504 tokens, more than the context length (4,096): the model keeps the "
+        "first 4 tokens and the last 3,362, and skips 6,138 in the middle (this model reads at most 8,192 tokens: "
+        "shorten the message or start a new chat to keep it whole)"
     )
     db.close()
 
