@@ -51,9 +51,11 @@ def ours(library, int4_dir):
 
 @pytest.fixture(scope="module")
 def theirs(library, int4_dir):
-    """The same with OpenVINO's kernels (``SPECCHAT_KERNELS=openvino``)."""
+    """The same with OpenVINO's kernels (``SPECCHAT_KERNELS=openvino``), loaded as on a CPU without bf16 (no bf16
+    prefill copy), where it keeps no f32 copy either: it prefills with OpenVINO's kernels itself."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(q4_kernels.SWITCH, "openvino")
+        patch.setattr(PrecisionSettings, "wants_fast_prefill", lambda self, device: False)
         return load_model(int4_dir, "CPU", PrecisionSettings(), feature_layers=FEATURE_LAYERS)
 
 
@@ -179,23 +181,22 @@ def test_greedy_speculative_equals_autoregressive_with_the_kernels(library, ours
         assert_same_or_near_tie(engine, ids, reference, candidate, {}, f"SpecChat's kernels, {drafter}, {decoding} K={k}", k)
 
 
-def test_without_bf16_long_prompts_are_prefilled_with_openvinos_kernels(library, int4_dir, monkeypatch):
+def test_without_bf16_long_prompts_are_prefilled_with_openvinos_kernels(library, int4_dir, theirs, monkeypatch):
     """Where no bf16 copy prefills (a CPU without bf16), an f32 copy with OpenVINO's kernels does, theirs being
-    ~1.5x faster at 1,024 tokens and ours faster at decoding; ``fast_prefill`` "off" or an explicit f32 keeps none."""
+    ~1.5x faster at 1,024 tokens and ours faster at decoding; ``fast_prefill`` "off" or an explicit f32 keeps none,
+    nor does a model with OpenVINO's kernels (``theirs``, loaded as here: the same graph, its layer features included,
+    against which the copy is compared)."""
     monkeypatch.setattr(PrecisionSettings, "wants_fast_prefill", lambda self, device: False)
-    model = load_model(int4_dir, "CPU", PrecisionSettings())
+    model = load_model(int4_dir, "CPU", PrecisionSettings(), feature_layers=FEATURE_LAYERS)
     assert model.kernels.ours and model.precision.prefill == "f32"
     assert model.precision.describe().endswith("(exact); prefill f32; 4-bit kernels: SpecChat's")
-    monkeypatch.setenv(q4_kernels.SWITCH, "openvino")
-    reference = load_model(int4_dir, "CPU", PrecisionSettings())
-    assert reference.prefill_compiled is None
+    assert theirs.prefill_compiled is None and theirs.precision.prefill == ""
     ids = list(range(2000, 2100))
     (copy,), _ = run(model, ids, request=model.prefill_compiled.create_infer_request())
-    (theirs,), _ = run(reference, ids)
+    (reference,), _ = run(theirs, ids)
     (mine,), _ = run(model, ids)
-    assert np.array_equal(copy, theirs)  # the same graph and kernels as OpenVINO's
-    assert not np.array_equal(mine, theirs)
-    monkeypatch.delenv(q4_kernels.SWITCH)
+    assert np.array_equal(copy, reference)  # the same graph and kernels as OpenVINO's
+    assert not np.array_equal(mine, reference)
     for settings_ in (PrecisionSettings(fast_prefill="off"), PrecisionSettings(inference="f32")):
         kept = load_model(int4_dir, "CPU", settings_)
         assert kept.kernels.ours and kept.prefill_compiled is None

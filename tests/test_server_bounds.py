@@ -116,9 +116,13 @@ def test_echo_with_logprobs_refuses_a_prompt_past_the_cap(server):
     error = answer.json()["error"]
     assert error["param"] == "prompt"
     assert f"echo with logprobs scores at most {MAX_SCORED_PROMPT_TOKENS}" in error["message"]
+    # without logprobs nothing is scored: no cap. A context of 256 tokens keeps the 200 cheap (the engine prefills
+    # only what the context keeps of the 8,292-token prompt, where the server's n_ctx 4096 prefilled ~4,000 tokens)
     plain = httpx.post(server.url + "/completions", timeout=120,
-                       json={"model": "specchat", "prompt": prompt, "echo": True, "max_tokens": 1})
-    assert plain.status_code == 200  # without logprobs nothing is scored: no cap
+                       json={"model": "specchat", "prompt": prompt, "echo": True, "max_tokens": 1,
+                             "specchat": {"n_ctx": 256}})
+    assert plain.status_code == 200
+    assert plain.json()["usage"]["prompt_tokens"] > MAX_SCORED_PROMPT_TOKENS
 
 
 async def _next_reply_s(url: str) -> float:

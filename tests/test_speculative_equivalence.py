@@ -47,9 +47,11 @@ PERTURBATION = 0.004  # noise on the draft model's weights (theirs: standard dev
 def tiny_engines(tiny_ir, tmp_path_factory):
     """Engines on a tiny random target (tied embeddings: it likes to repeat its last token, so penalties matter):
     one drafting with a perturbed copy of it (``PERTURBATION``: its drafts often differ from the target's choices,
-    some are accepted, many rejected), one with an identical copy (every draft should be accepted), one with prompt
-    lookup, one with a draft head trained briefly on the target's own penalized replies, over every token those
-    replies can hold (its drafts disagree as the perturbed copy's do)."""
+    some are accepted, many rejected), one with an identical copy (every draft should be accepted: the target's own
+    folder loaded a second time; ``write_tiny_llama`` with the same seed writes the same weights and graph, only
+    OpenVINO's generated node names differ), one with prompt lookup, one with a draft head trained briefly on the
+    target's own penalized replies, over every token those replies can hold (its drafts disagree as the perturbed
+    copy's do)."""
     from tiny_heads import write_trained_tiny_head
     from tiny_models import write_tiny_llama
 
@@ -57,7 +59,6 @@ def tiny_engines(tiny_ir, tmp_path_factory):
     from inference.precision import PrecisionSettings
 
     drafts = tmp_path_factory.mktemp("tiny-draft")
-    copy = write_tiny_llama(tiny_ir["gguf"], drafts / "copy", seed=0)
     perturbed = write_tiny_llama(tiny_ir["gguf"], drafts / "perturbed", seed=0, perturbation=PERTURBATION)
     target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
     prompt = target.encode(PENALTY_PROMPT)
@@ -67,7 +68,7 @@ def tiny_engines(tiny_ir, tmp_path_factory):
                                    tmp_path_factory.mktemp("tiny-head") / "head")
     return {
         "model": Engine(target, load_model(perturbed, "CPU", PrecisionSettings())),
-        "copy": Engine(target, load_model(copy, "CPU", PrecisionSettings())),
+        "copy": Engine(target, load_model(tiny_ir["same"], "CPU", PrecisionSettings())),
         "lookup": Engine(target),
         "head": Engine(target, load_head(head)),
     }
