@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from provenance import cpu_name, run_stamp  # noqa: E402
 
 
-def test_a_stamp_names_the_command_commit_machine_and_duration():
+def test_a_stamp_names_the_command_commit_machine_and_duration(monkeypatch):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)  # a pinned worker on an AMX CPU sets it (conftest)
     stamp = run_stamp("free_chat.py", ["--max-tokens", "128"], started=time.time() - 90)
     assert stamp["command"] == "python bench/free_chat.py --max-tokens 128"
     assert stamp["minutes"] == 1.5
