@@ -25,6 +25,11 @@ def pytest_addoption(parser):
                      help="make test's phases: 'parallel' leaves out the tests marked serial, 'serial' runs only them")
 
 
+#: What a pinned worker caps oneDNN at on an AMX CPU (see ``pytest_configure``), and the variable saying it did so.
+ONE_CPU_ISA_CAP = "AVX512_CORE_BF16"
+ONE_CPU_ISA_CAP_MARK = "SPECCHAT_TEST_ONE_CPU_ISA_CAP"
+
+
 def pytest_configure(config):
     """Pins an xdist worker (``PYTEST_XDIST_WORKER`` gwN of ``PYTEST_XDIST_WORKER_COUNT``) to every Nth CPU of its
     affinity, before anything starts a thread pool (OpenVINO and torch size theirs to the CPUs a process may use).
@@ -42,7 +47,8 @@ def pytest_configure(config):
         pinned = cpus[int(worker.removeprefix("gw")) :: count] or cpus
         os.sched_setaffinity(0, pinned)
         if len(pinned) == 1 and "ONEDNN_MAX_CPU_ISA" not in os.environ and _cpu_has("amx_tile"):
-            os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_BF16"
+            os.environ["ONEDNN_MAX_CPU_ISA"] = ONE_CPU_ISA_CAP
+            os.environ[ONE_CPU_ISA_CAP_MARK] = "1"  # a child given every CPU drops the cap (server_process.py)
 
 
 def _cpu_has(flag: str) -> bool:
