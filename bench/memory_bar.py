@@ -28,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from memory_profile import resident_mb  # noqa: E402
+
 WORKLOADS = ("in32_out32", "in1024_out32")
 #: openvino-genai's properties under ONEDNN_MAX_CPU_ISA: f32 compute, as on a CPU without bf16, and no dynamic
 #: quantization, which finds no int8 kernel on an AVX2 CPU (issue 33). Its defaults on this CPU (bf16, dynamic
@@ -41,21 +43,6 @@ def capped() -> str:
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "")
 
 
-def memory_mb() -> dict[str, float]:
-    """This process's ``VmRSS`` and ``VmHWM`` (peak) from /proc/self/status, in MiB.
-
-    Raises:
-        OSError: not Linux (no /proc).
-    """
-    values = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(rest.split()[0]) / 1024
-    return values
-
-
 def child(engine: str, precision: dict, workload: dict, warmup: list[int], reps: int, paths: dict) -> dict:
     """Load ``engine``, warm it up, run ``workload`` ``reps`` times; the peak and final MiB, TTFT and tokens/s."""
     import speed
@@ -67,10 +54,10 @@ def child(engine: str, precision: dict, workload: dict, warmup: list[int], reps:
     started = time.perf_counter()
     runner = runner_class(paths, "ar")
     load_s = time.perf_counter() - started
-    loaded = memory_mb()["VmRSS"]
+    loaded = resident_mb()["VmRSS"]
     runner.run(warmup, 8)
     runs = [runner.run(workload["ids"], workload["output"]) for _ in range(reps)]
-    memory = memory_mb()
+    memory = resident_mb()
     described = runner.engine.target.precision.describe() if engine == "specchat" else "openvino-genai defaults"
     return {"peak_mb": memory["VmHWM"], "loaded_mb": loaded, "final_mb": memory["VmRSS"], "load_s": load_s,
             "ttft_ms": statistics.median(r["ttft_ms"] for r in runs),
