@@ -120,6 +120,25 @@ inline void codes_of(const Q80Weights& w, int64_t col, int64_t b, __m256 v[4]) {
         v[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * i))));
 }
 
+// The scales d of blocks b0 .. b0 + count - 1 (count <= 8) of outputs n .. n + C - 1 into d[c], and for Q4_1 each
+// block's offset term, -(z_b d_b) X_b of rows r0 .. r0 + R - 1, added to offsets[r][c] (the file comment's M lanes);
+// shared by the 8- and 16-lane tiles, which then differ only in how they multiply the codes.
+template <int R, int C, class Weights>
+inline void block_scales(const Weights& w, const float* sums, int64_t r0, int64_t n, int64_t b0, int64_t count,
+                         float (&d)[C][8], __m256 (&offsets)[R][C]) {
+    const int64_t blocks = w.k / Q_BLOCK, stride = padded_blocks(w.k);
+    for (int c = 0; c < C; ++c) {
+        const bool readable = n + c + 1 < w.n;
+        const __m256 dc = halves(w.scales + (n + c) * blocks + b0, count, readable);
+        _mm256_store_ps(d[c], dc);
+        if constexpr (std::is_same_v<Weights, Q41HalfWeights>) {
+            const __m256 zd = _mm256_mul_ps(halves(w.zeros + (n + c) * blocks + b0, count, readable), dc);  // exact
+            for (int r = 0; r < R; ++r)
+                offsets[r][c] = _mm256_fnmadd_ps(zd, _mm256_loadu_ps(sums + (r0 + r) * stride + b0), offsets[r][c]);
+        }
+    }
+}
+
 // y[r0 + r, n + c] for r < R, c < C (see the file comment for the arithmetic and its order); x is [rows, K], sums
 // its block_sums (Q4_1 only; unused for Q8_0). Weights are prefetched ahead up to output row `end` (exclusive: the
 // rows past it are another thread's).
@@ -127,23 +146,14 @@ template <int R, int C, class Weights>
 inline void f32_tile(const Weights& w, const float* x, const float* sums, float* y, int64_t y_stride, int64_t r0,
                      int64_t n, int64_t end) {
     constexpr bool has_offsets = std::is_same_v<Weights, Q41HalfWeights>;
-    const int64_t blocks = w.k / Q_BLOCK, stride = padded_blocks(w.k);
+    const int64_t blocks = w.k / Q_BLOCK;
     __m256 acc[R][C], offsets[R][C];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = offsets[r][c] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
         const int64_t count = std::min<int64_t>(8, blocks - b0);
         alignas(32) float d[C][8];
-        for (int c = 0; c < C; ++c) {
-            const bool readable = n + c + 1 < w.n;
-            const __m256 dc = halves(w.scales + (n + c) * blocks + b0, count, readable);
-            _mm256_store_ps(d[c], dc);
-            if constexpr (has_offsets) {
-                const __m256 zd = _mm256_mul_ps(halves(w.zeros + (n + c) * blocks + b0, count, readable), dc);  // exact
-                for (int r = 0; r < R; ++r)
-                    offsets[r][c] = _mm256_fnmadd_ps(zd, _mm256_loadu_ps(sums + (r0 + r) * stride + b0), offsets[r][c]);
-            }
-        }
+        block_scales<R, C>(w, sums, r0, n, b0, count, d, offsets);
         for (int64_t b = b0; b < b0 + count; ++b) {
             for (int c = 0; c < C; ++c) {
                 // a core's hardware prefetch alone read the Q8_0 LM head at ~6 GB/s, 12 GB/s with this (8 rows ahead:
@@ -220,7 +230,7 @@ inline const float* tile_input(const float* x, const float* permuted) { return w
 template <int R, int C>
 SPECCHAT_WIDE inline void f32_tile16(const Q41HalfWeights& w, const float* x, const float* sums, float* y,
                                      int64_t y_stride, int64_t r0, int64_t n, int64_t end) {
-    const int64_t blocks = w.k / Q_BLOCK, stride = padded_blocks(w.k);
+    const int64_t blocks = w.k / Q_BLOCK;
     __m512 acc[R][C];
     __m256 offsets[R][C];
     for (int r = 0; r < R; ++r)
@@ -229,14 +239,7 @@ SPECCHAT_WIDE inline void f32_tile16(const Q41HalfWeights& w, const float* x, co
     for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
         const int64_t count = std::min<int64_t>(8, blocks - b0);
         alignas(32) float d[C][8];
-        for (int c = 0; c < C; ++c) {
-            const bool readable = n + c + 1 < w.n;
-            const __m256 dc = halves(w.scales + (n + c) * blocks + b0, count, readable);
-            _mm256_store_ps(d[c], dc);
-            const __m256 zd = _mm256_mul_ps(halves(w.zeros + (n + c) * blocks + b0, count, readable), dc);  // exact
-            for (int r = 0; r < R; ++r)
-                offsets[r][c] = _mm256_fnmadd_ps(zd, _mm256_loadu_ps(sums + (r0 + r) * stride + b0), offsets[r][c]);
-        }
+        block_scales<R, C>(w, sums, r0, n, b0, count, d, offsets);
         for (int64_t b = b0; b < b0 + count; ++b)
             for (int c = 0; c < C; ++c) {
                 if (n + c + PREFETCH_COLUMNS < end)
