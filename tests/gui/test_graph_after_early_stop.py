@@ -57,14 +57,20 @@ def test_a_live_reply_stopped_before_its_first_token_replaces_the_previous_reply
     assert graph.series == [] and graph.summary.text() == STOPPED_EARLY
 
 
-def test_a_run_that_ended_with_no_step_says_it_was_stopped(make_window):
-    """A Continue or a comparison's second run stopped during its prefill: its name is not followed by "…" (as
-    if still waiting) once it has ended."""
+def _graph_after_a_plain_run(make_window):
+    """The live graph of a window showing conversation 7, one plain run of ``_steps()`` finished in it."""
     graph = make_window(start=False).live_graph
     graph.show_conversation(7)
     graph.start_run("ar", conversation_id=7)
     graph.add_events(_steps())
     graph.finish_run()
+    return graph
+
+
+def test_a_run_that_ended_with_no_step_says_it_was_stopped(make_window):
+    """A Continue or a comparison's second run stopped during its prefill: its name is not followed by "…" (as
+    if still waiting) once it has ended."""
+    graph = _graph_after_a_plain_run(make_window)
     graph.start_run("spec", keep_previous=True, conversation_id=7)
     graph.refresh()
     assert "■ Speculative: …" in graph.summary_text()  # while it runs: waiting for its first token
@@ -75,11 +81,7 @@ def test_a_run_that_ended_with_no_step_says_it_was_stopped(make_window):
 def test_a_run_stopped_while_its_prompt_rolled_the_context_says_no_context_full(make_window):
     """Newcomer trial: after Stop during a long prompt (a Continue), the summary kept "■ Auto: … · context full …",
     words of a run that never started decoding."""
-    graph = make_window(start=False).live_graph
-    graph.show_conversation(7)
-    graph.start_run("ar", conversation_id=7)
-    graph.add_events(_steps())
-    graph.finish_run()
+    graph = _graph_after_a_plain_run(make_window)
     graph.start_run("auto", keep_previous=True, conversation_id=7)
     graph.add_events([ContextRolled(discarded_tokens=400, n_keep=4, cache_len=108)])  # the long prompt, cut
     graph.finish_run()
