@@ -28,16 +28,20 @@ MADV_DONTNEED = 4  # Linux <sys/mman.h>
 _MAPS = Path("/proc/self/maps")
 
 
-def read_only_file_mappings() -> list[tuple[int, int]]:
+def read_only_file_mappings(path: Path | None = None) -> list[tuple[int, int]]:
     """``[start, end)`` addresses of this process's mappings that are readable, not writable and backed by a file
-    (``/proc/self/maps``, parsed in Python: about 1 ms; [] where it is missing)."""
+    (of the file at ``path`` only, when given) (``/proc/self/maps``, parsed in Python: about 1 ms; [] where it is
+    missing)."""
     if not _MAPS.is_file():
         return []
+    target = str(Path(path).resolve()) if path is not None else None
     spans = []
     for line in _MAPS.read_text().splitlines():
         fields = line.split(maxsplit=5)
         if len(fields) < 6 or not fields[5].startswith("/"):
             continue  # anonymous, [heap], [stack], [vdso]...
+        if target is not None and fields[5] != target:
+            continue
         permissions = fields[1]
         if permissions[0] == "r" and permissions[1] != "w":
             start, end = (int(address, 16) for address in fields[0].split("-"))
@@ -54,14 +58,7 @@ def release_mapped_file(path: Path) -> int:
     Returns:
         The number of bytes handed back (0 where the file is not mapped or the platform has no ``madvise``).
     """
-    if not _MAPS.is_file():
-        return 0
-    target = str(Path(path).resolve())
-    spans = []
-    for line in _MAPS.read_text().splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5] == target and fields[1][0] == "r" and fields[1][1] != "w":
-            spans.append(tuple(int(address, 16) for address in fields[0].split("-")))
+    spans = read_only_file_mappings(path)
     try:
         madvise = _madvise() if spans else None
     except (OSError, AttributeError):
