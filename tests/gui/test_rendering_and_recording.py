@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from PySide6.QtGui import QColor
 
@@ -11,6 +17,8 @@ from app.gui.reply_format import footer_text
 from app.gui.reply_recorder import ReplyRecorder
 from app.gui.widgets.markdown_view import MarkdownView, draft_ranges, segments
 from inference.events import ContextRolled, Finished, GenerationStats, StepStats, TextDelta
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -82,6 +90,37 @@ def test_warm_up_prepares_the_common_languages_lexers_so_a_chat_with_code_opens_
         assert lexer is not None, language
         assert not isinstance(lexer, RegexLexer) or "_tokens" in type(lexer).__dict__, language
     assert lexer_for.cache_info().hits == hits + len(COMMON_LANGUAGES)
+
+
+GUESS_SAMPLES = {
+    "C": '#include <stdio.h>\nint main(void) {\n    printf("hi\\n");\n    return 0;\n}\n',
+    "Python": "import os\n\nprint(os.getcwd())\n",
+    "Bash": "#!/bin/bash\nfor f in *.txt; do echo \"$f\"; done\n",
+    "HTML": "<!DOCTYPE html>\n<html><body><p>Hi</p></body></html>\n",
+    None: "Just a few plain words, nothing more.\n",
+}
+
+
+def test_warm_up_and_guessing_import_only_the_common_languages_lexers():
+    """The warm-up runs on the inference thread as the first reply starts, taking the GIL in turns with the window: it
+    must not import pygments' ~250 lexer modules (a pygments guess did: 248 modules, twice the warm-up's time, module
+    loads holding the GIL 13-16 ms at a time on a 2-core Xeon), and guessing a fence's language must not either. A fresh
+    process, so that no other test's imports count."""
+    script = (
+        "import json, sys\n"
+        "from app.gui.widgets.code_block import guess_lexer, warm_up\n"
+        "warm_up()\n"
+        f"samples = {GUESS_SAMPLES!r}\n"
+        "guesses = [[name, getattr(guess_lexer(code), 'name', None)] for name, code in samples.items()]\n"
+        "modules = [m for m in sys.modules if m.startswith('pygments.lexers.')]\n"
+        "print(json.dumps({'guesses': guesses, 'modules': modules}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300,
+                            env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert [guessed for _, guessed in report["guesses"]] == [name for name, _ in report["guesses"]]
+    assert len(report["modules"]) <= 25, report["modules"]  # 19 measured: the common languages' modules and tables
 
 
 def test_segments_split_at_fences_and_keep_offsets():

@@ -2,12 +2,11 @@
 scroll bar instead of cut lines.
 
 The language is the fence's info string (```` ```python ````) when pygments knows it, else guessed from the code
-(``pygments.lexers.guess_lexer``, once the block is complete: a streaming block is guessed only when it is shown
-whole, so that guessing, which tries every lexer, never runs at each refresh). Loading pygments' lexers the first
-time costs about 0.3 s (a guess imports all of them), and a lexer's first use compiles its regular expressions
-(python's 30-60 ms, css's 50 ms: a stall if the window opens a chat with code). :func:`warm_up` does both, for the
-languages of ``COMMON_LANGUAGES``, on the inference thread after the model loads (:func:`warm_up_in`), and no block is guessed until it
-is done, so the window never waits for it. Token colours come from the theme's
+among ``COMMON_LANGUAGES`` (:func:`guess_lexer`, once the block is complete: a streaming block is guessed only when it
+is shown whole, so that guessing never runs at each refresh). A lexer's first use compiles its regular expressions
+(python's 30-60 ms, css's 50 ms: a stall if the window opens a chat with code). :func:`warm_up` prepares the lexers
+of ``COMMON_LANGUAGES`` on the inference thread after the model loads (:func:`warm_up_in`), and no block is guessed
+until it is done, so the window never waits for it. Token colours come from the theme's
 pygments style (``app.gui.theme``), each brought to the theme's minimum contrast against the code background.
 Accepted draft tokens are highlighted over the syntax colours, as in the rest of the reply, but never a line's
 indentation (a drafted token often starts with a new line's spaces: a newcomer read the painted blocks of
@@ -35,17 +34,20 @@ GUESS_LIMIT = 4000
 COMMON_LANGUAGES = (
     "python", "javascript", "typescript", "bash", "json", "html", "css", "c", "cpp", "java", "rust", "go", "sql", "yaml",
 )
-#: Set once :func:`warm_up` has loaded every lexer and style: guessing a language is then a few milliseconds.
+#: Set once :func:`warm_up` has prepared the common lexers and styles: guessing a language is then a few milliseconds.
 WARM = threading.Event()
 
 
 def warm_up() -> None:
-    """Load pygments' lexers (a guess tries them all), prepare those of ``COMMON_LANGUAGES`` (:func:`lexer_for`
-    keeps them) and the themes' token colours (0.3-0.7 s on 2 cores); call it off the GUI thread, through
-    :func:`warm_up_in`."""
-    from pygments.lexers import guess_lexer as guess
+    """Prepare the lexers of ``COMMON_LANGUAGES`` (:func:`lexer_for` keeps them, their regular expressions compiled)
+    and the themes' token colours (0.11 s on 2 quiet Xeon cores); call it off the GUI thread, through :func:`warm_up_in`.
 
-    guess("int main(void) { return 0; }")
+    It imports the modules of those lexers only (19 of pygments' ~250). Until 2026-12-05 it ran a pygments guess,
+    which imports every lexer module (248 modules: 0.22 s quiet, 2.6 s on the loaded machine): Python work taking the GIL in turns
+    with the window right after the model loads. ``tools/gil_watch.py model_load`` on that Xeon, quiet: the longest
+    hold 16.4, 13.3 and 6.4 ms in three runs, the two longest at those module loads and their regular expressions
+    (``tests/gui/test_gil_holds.py`` failed a fresh-clone run at 16.4 ms: a CPU 3x slower would stall ~50 ms);
+    with this warm-up 10.1 and 4.4 ms (the longest an OpenVINO graph walk of the kernels' rewrite)."""
     for language in COMMON_LANGUAGES:
         lexer_for(language)
     for current in (theme.LIGHT, theme.DARK):
@@ -82,17 +84,19 @@ def lexer_for(language: str):
 
 
 def guess_lexer(code: str):
-    """pygments' guess of the language of ``code`` (at most GUESS_LIMIT characters of it), or None when nothing
-    fits better than plain text."""
-    from pygments.lexers import guess_lexer as guess
-    from pygments.lexers.special import TextLexer
-    from pygments.util import ClassNotFound
+    """The lexer of ``COMMON_LANGUAGES`` whose pygments ``analyse_text`` rates ``code`` (its first GUESS_LIMIT
+    characters) highest (the first of equals, in ``COMMON_LANGUAGES``' order), or None when none rates it above 0.
 
-    try:
-        lexer = guess(code[:GUESS_LIMIT], stripnl=False, ensurenl=False)
-    except ClassNotFound:
-        return None
-    return None if isinstance(lexer, TextLexer) else lexer
+    pygments' own ``guess_lexer`` rates every lexer it has, which imports all ~250 lexer modules on first use (see
+    :func:`warm_up`); chat replies' code is in these languages nearly always, and an unknown one is shown plain."""
+    sample = code[:GUESS_LIMIT]
+    best, best_rating = None, 0.0
+    for language in COMMON_LANGUAGES:
+        lexer = lexer_for(language)
+        rating = lexer.analyse_text(sample) if lexer is not None else 0.0
+        if rating > best_rating:
+            best, best_rating = lexer, rating
+    return best
 
 
 @lru_cache(maxsize=4)
