@@ -1,5 +1,9 @@
 """The application's settings: what the settings pane edits, how they are checked, and where they persist.
 
+Why one module of ~600 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
+:class:`SettingsStore` (reading, repairing and writing the file, ~215) are the two halves of one file format: a
+setting added touches both, and the functions between them translate one into the other.
+
 Rules:
 - One source of truth: the generation settings are an embedded ``inference.settings.GenerationSettings``, whose
   defaults and ranges are defined there once; this module adds what only the window has (devices, bit-width,
