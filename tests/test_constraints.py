@@ -95,14 +95,24 @@ def test_constrained_replies_parse_and_match_the_schema_in_every_mode(engine, ta
             check(json.loads(stats.text))
 
 
-@pytest.mark.parametrize("decoding", ["spec_lookup", "spec_model"])
-def test_greedy_constrained_speculative_equals_constrained_autoregressive(engine, target, decoding):
+@pytest.fixture(scope="module")
+def constrained_references(engine, target) -> list[tuple]:
+    """(prompt ids, grammar, stats of the constrained greedy autoregressive reply) for a JSON schema and a JSON object
+    prompt, computed once for both decodings of the test below (the replies depend only on the target)."""
+    references = []
     for prompt, grammar in ((PERSON_PROMPT, json_schema_grammar(PERSON)), (OBJECT_PROMPT, json_object_grammar())):
         ids = chat_ids(target, prompt)
         engine.reset()
         reference = engine.generate_text(ids, _settings("ar", grammar))
         free = engine.generate_text(ids, _settings("ar", None, max_new_tokens=len(reference.token_ids)))
         assert free.token_ids != reference.token_ids, "the grammar changes the greedy reply"
+        references.append((ids, grammar, reference))
+    return references
+
+
+@pytest.mark.parametrize("decoding", ["spec_lookup", "spec_model"])
+def test_greedy_constrained_speculative_equals_constrained_autoregressive(engine, constrained_references, decoding):
+    for ids, grammar, reference in constrained_references:
         for k in (1, 3, 8):
             engine.reset()
             candidate = engine.generate_text(ids, _settings(decoding, grammar, k=k))

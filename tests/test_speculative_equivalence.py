@@ -51,7 +51,8 @@ def tiny_engines(tiny_ir, tmp_path_factory):
     folder loaded a second time; ``write_tiny_llama`` with the same seed writes the same weights and graph, only
     OpenVINO's generated node names differ), one with prompt lookup, one with a draft head trained briefly on the
     target's own penalized replies, over every token those replies can hold (its drafts disagree as the perturbed
-    copy's do)."""
+    copy's do); and under ``expected`` the exact autoregressive distributions the chi-squares compare with, by grammar
+    (filled by ``_expected``: the same for every engine, as they share the target)."""
     from tiny_heads import write_trained_tiny_head
     from tiny_models import write_tiny_llama
 
@@ -63,7 +64,8 @@ def tiny_engines(tiny_ir, tmp_path_factory):
     target = load_model(tiny_ir["same"], "CPU", PrecisionSettings())
     prompt = target.encode(PENALTY_PROMPT)
     sampling = _penalty_settings("ar", None).sampling
-    vocab = sorted({token for reply in _autoregressive_distribution(Engine(target), prompt, sampling) for token in reply})
+    expected = {None: _autoregressive_distribution(Engine(target), prompt, sampling)}
+    vocab = sorted({token for reply in expected[None] for token in reply})
     head = write_trained_tiny_head(target, tiny_ir["same"], prompt, sampling, vocab + [0, 1, 2],
                                    tmp_path_factory.mktemp("tiny-head") / "head")
     return {
@@ -71,6 +73,7 @@ def tiny_engines(tiny_ir, tmp_path_factory):
         "copy": Engine(target, load_model(tiny_ir["same"], "CPU", PrecisionSettings())),
         "lookup": Engine(target),
         "head": Engine(target, load_head(head)),
+        "expected": expected,  # the exact distributions, by grammar: every engine's target is this one
     }
 
 
@@ -204,9 +207,21 @@ def test_sampling_with_a_grammar_speculative_matches_constrained_autoregressive_
     _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding, lark_grammar(WORDS))
 
 
+def _expected(tiny_engines, grammar: str | None) -> dict:
+    """The exact autoregressive distribution of the tiny target's replies under ``grammar`` (and the penalties),
+    computed once per module (``_autoregressive_distribution``: about 0.4 s of CPU, more under the grammar)."""
+    expected = tiny_engines["expected"]
+    if grammar not in expected:
+        engine = tiny_engines["lookup"]
+        prompt = engine.target.encode(PENALTY_PROMPT)
+        sampling = _penalty_settings("ar", None).sampling
+        expected[grammar] = _autoregressive_distribution(engine, prompt, sampling, grammar)
+    return expected[grammar]
+
+
 def _assert_sampling_matches_autoregressive_distribution(tiny_engines, decoding: str, grammar: str | None) -> None:
     engine = _tiny_engine(tiny_engines, decoding)
-    sampled = _sampled_replies(engine, decoding, grammar)
+    sampled = _sampled_replies(engine, decoding, _expected(tiny_engines, grammar), grammar)
     if decoding != "ar":  # the 1-gram lookup drafts in about 30% of the replies, the model draft in all
         assert sampled.drafted >= PENALTY_TRIALS // 5, f"too few drafts to test anything: {sampled.drafted}"
     if decoding in ("spec_model", "spec_head") and grammar is None:  # drafts that disagree: rejections happen
@@ -225,12 +240,11 @@ class _Sampled:
     accepted: int
 
 
-def _sampled_replies(engine: Engine, decoding: str, grammar: str | None = None) -> _Sampled:
-    """Sample PENALTY_TRIALS replies (seeds 0 ..) and compare their counts with the exact autoregressive distribution by
-    a chi-square test (replies expected fewer than 5 times pooled); a reply autoregressive decoding cannot produce
-    fails at once."""
+def _sampled_replies(engine: Engine, decoding: str, expected: dict, grammar: str | None = None) -> _Sampled:
+    """Sample PENALTY_TRIALS replies (seeds 0 ..) and compare their counts with ``expected``, the exact autoregressive
+    distribution (``_expected``), by a chi-square test (replies expected fewer than 5 times pooled); a reply
+    autoregressive decoding cannot produce fails at once."""
     prompt = engine.target.encode(PENALTY_PROMPT)
-    expected = _autoregressive_distribution(engine, prompt, _penalty_settings("ar", None).sampling, grammar)
     counts: dict[tuple, int] = {}
     drafted = accepted = 0
     trials = PENALTY_TRIALS
@@ -275,7 +289,7 @@ def test_the_engine_chi_square_fails_when_the_residual_distribution_is_wrong(tin
         return len(draft_tokens), sampling.sample(target_probs[len(draft_tokens)], rng)
 
     monkeypatch.setattr(sampling, "accept_sampled", resample_from_p)
-    sampled = _sampled_replies(tiny_engines["model"], "spec_model")
+    sampled = _sampled_replies(tiny_engines["model"], "spec_model", _expected(tiny_engines, None))
     assert 0.05 * sampled.drafted < sampled.accepted < 0.95 * sampled.drafted, (sampled.accepted, sampled.drafted)
     assert sampled.pvalue < 1e-6, sampled.table
 

@@ -64,18 +64,30 @@ def test_the_greedy_test_covers_every_decoding_and_k_in_each_context():
     assert model_ks == lookup_ks == set(K_TURNS)
 
 
-@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
-def test_greedy_with_penalties_speculative_equals_autoregressive_on_the_default_model(engine, target, decoding):
-    ids = chat_ids(target, PROMPTS[0])  # a rewrite: prompt lookup finds the prompt's phrases ...
-    # ... if the repetition window does not reach back into the prompt
-    penalties = {"repetition_penalty": 1.3, "repeat_last_n": 8, "presence_penalty": 0.2, "frequency_penalty": 0.1}
+#: Penalties of the greedy test below; the repetition window does not reach back into the prompt (a rewrite, whose
+#: phrases prompt lookup finds).
+PENALTIES = {"repetition_penalty": 1.3, "repeat_last_n": 8, "presence_penalty": 0.2, "frequency_penalty": 0.1}
+
+
+@pytest.fixture(scope="module")
+def penalized_reference(engine, target):
+    """The prompt ids and the greedy autoregressive reply with ``PENALTIES`` on this module's engine, computed once for
+    both decodings of the test below; the penalties must change the reply."""
+    ids = chat_ids(target, PROMPTS[0])
     engine.reset()
-    reference = engine.generate_text(ids, settings("ar", max_new_tokens=64, **penalties))
+    reference = engine.generate_text(ids, settings("ar", max_new_tokens=64, **PENALTIES))
     plain = engine.generate_text(ids, settings("ar", max_new_tokens=64))
     assert plain.token_ids != reference.token_ids, "the penalties change the reply"
+    return ids, reference
+
+
+@pytest.mark.parametrize("decoding", ["spec_model", "spec_lookup"])
+def test_greedy_with_penalties_speculative_equals_autoregressive_on_the_default_model(engine, penalized_reference,
+                                                                                      decoding):
+    ids, reference = penalized_reference
     engine.reset()
-    candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=64, k=4, **penalties))
+    candidate = engine.generate_text(ids, settings(decoding, max_new_tokens=64, k=4, **PENALTIES))
     assert candidate.drafted > 0
-    sampling = settings("ar", **penalties).sampling
+    sampling = settings("ar", **PENALTIES).sampling
     difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, k=4, sampling=sampling)
     assert difference is None or difference.near_tie, difference.describe()
