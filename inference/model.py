@@ -169,7 +169,9 @@ class LoadedModel:
         prefill_compiled: a faster copy of the model that prefills long prompts, or None
             (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
             runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
-            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``).
+            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``). Compiled with OpenVINO's paged attention
+            (``_paged_attention_copy``; ``kv_cache.PagedCopy`` runs it), or from the stateful graph for a
+            sliding-window model or with ``SPECCHAT_PREFILL_ATTENTION=blocks`` (``prefill_attention``).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
