@@ -60,7 +60,8 @@ class KVCache:
         rope: RoPE parameters for rolls, or None when the model cannot roll (``roll`` then raises).
         slack: how many dead slots may accumulate beyond ``n_ctx`` before they are squeezed out.
         window: the model's sliding-window size in tokens, or None; the physical length never exceeds it.
-        prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, or None.
+        prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, stateful or with paged attention
+            (``PagedCopy.pages``), or None.
         kept_outputs: names of outputs with one row per fed token (the target's hidden states, which a draft head
             reads, and a fused head's layer features) whose rows are kept for every cached token (``rows``). Names
             the model has no output of are ignored.
