@@ -26,6 +26,13 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
   states are moved in before its first pass and back only when this request needs them (the next decode pass,
   a roll, a compaction), not twice per pass. A move empties each variable of the side it leaves as soon as it is
   read, so the cache is resident once (``_copy_states``).
+* **The copy pages its attention** where it can (``model._paged_attention_copy``): compiled through OpenVINO's
+  ``paged_attention_transformation``, as openvino-genai runs its models, it has no state but a block-layout cache
+  that this module allocates (``PagedCopy``), and attends causally block by block instead of multiplying every
+  cached key (1,024 tokens, 2 Xeon cores capped at AVX2: 2,153 -> 1,457 ms, genai 1,460;
+  ``bench/results/xeon-amx/PAGED_PREFILL.md``). It has no attention mask, so dead slots are squeezed out before it
+  reads the cache; tokens cached before its first pass are copied into its blocks and stay in this request, and
+  only the tokens it computed are appended here after it (the exact states are never rounded to its bf16).
 """
 
 from __future__ import annotations
@@ -53,7 +60,8 @@ class KVCache:
         rope: RoPE parameters for rolls, or None when the model cannot roll (``roll`` then raises).
         slack: how many dead slots may accumulate beyond ``n_ctx`` before they are squeezed out.
         window: the model's sliding-window size in tokens, or None; the physical length never exceeds it.
-        prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, or None.
+        prefill_model: a faster compiled copy of the same IR that ``prefill`` may use, stateful or with paged attention
+            (``PagedCopy.pages``), or None.
         kept_outputs: names of outputs with one row per fed token (the target's hidden states, which a draft head
             reads, and a fused head's layer features) whose rows are kept for every cached token (``rows``). Names
             the model has no output of are ignored.
@@ -69,7 +77,11 @@ class KVCache:
         kept_outputs: Sequence[str] = (),
     ):
         self._request = compiled_model.create_infer_request()
-        self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
+        self._paged = PagedCopy(prefill_model) if prefill_model is not None and PagedCopy.pages(prefill_model) else None
+        if self._paged is not None:
+            self._prefill_request = self._paged.request
+        else:  # a stateful copy: a sliding-window model's, or SPECCHAT_PREFILL_ATTENTION=blocks (model.load_model)
+            self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
         self._rope = rope
         self._slack = slack
         self._window = window
@@ -103,7 +115,9 @@ class KVCache:
     def reset(self) -> None:
         """Empty the cache."""
         self._request.reset_state()
-        if self._prefill_request is not None:
+        if self._paged is not None:
+            self._paged.reset()
+        elif self._prefill_request is not None:
             self._prefill_request.reset_state()
         self._states_in_copy = False
         self.tokens, self._slots = [], []
@@ -179,7 +193,10 @@ class KVCache:
             self._take_states_back()
             return self._infer(self._request, token_ids, last_only=True)
         if not self._states_in_copy:
-            if self.physical_length:
+            if self._paged is not None:
+                self.compact()  # the paged copy attends to every slot it holds
+                self._paged.load(self._request, self.physical_length, upcoming)
+            elif self.physical_length:
                 self._held["copy"] = _move_states(self._request, request)
                 self._held["exact"] = []
             else:
@@ -201,8 +218,11 @@ class KVCache:
         the copy keeps none of them, so a long prompt's states are never resident twice; kept, they were ~55 MB of a
         3,000-token prompt until the next one, the default model, measured 2026-12-05)."""
         if self._states_in_copy:
-            self._held["exact"] = _move_states(self._prefill_request, self._request)
-            self._held["copy"] = []
+            if self._paged is not None:
+                self._held["exact"] = self._paged.hand_over(self._request)
+            else:
+                self._held["exact"] = _move_states(self._prefill_request, self._request)
+                self._held["copy"] = []
             self._states_in_copy = False
 
     def _make_room(self, count: int, n_ctx: int | None) -> None:
@@ -220,11 +240,15 @@ class KVCache:
         start = len(self.tokens)
         first_slot = self.physical_length
         mask = np.concatenate([self._alive, np.ones(count, dtype=np.int64)])[None, :]
-        request.set_tensor("input_ids", ov.Tensor(np.asarray([token_ids], dtype=np.int64)))
-        request.set_tensor("attention_mask", ov.Tensor(mask))
-        request.set_tensor("position_ids", ov.Tensor(np.arange(start, start + count, dtype=np.int64)[None, :]))
-        if self._has_beam_idx:
-            request.set_tensor("beam_idx", ov.Tensor(np.zeros(1, dtype=np.int32)))
+        paged = self._paged is not None and request is self._paged.request
+        if paged:  # no dead slot in the copy (prefill compacts): slots are positions
+            self._paged.feed(token_ids, first_slot)
+        else:
+            request.set_tensor("input_ids", ov.Tensor(np.asarray([token_ids], dtype=np.int64)))
+            request.set_tensor("attention_mask", ov.Tensor(mask))
+            request.set_tensor("position_ids", ov.Tensor(np.arange(start, start + count, dtype=np.int64)[None, :]))
+            if self._has_beam_idx:
+                request.set_tensor("beam_idx", ov.Tensor(np.zeros(1, dtype=np.int32)))
         if self._has_logits_to_keep:
             request.set_tensor("logits_to_keep", ov.Tensor(np.array([1 if last_only else count], dtype=np.int64)))
         for name, value in (inputs or {}).items():
@@ -234,8 +258,8 @@ class KVCache:
         self.tokens.extend(int(t) for t in token_ids)
         self._slots.extend(range(first_slot, first_slot + count))
         for name in self._rows:
-            self._keep_rows(name, start, request.get_tensor(name).data[0])
-        return request.get_tensor("logits").data[0, -1 if last_only else -count :].copy()
+            self._keep_rows(name, start, _rows_of(request, name, paged))
+        return _rows_of(request, "logits", paged)[-1 if last_only else -count :].copy()
 
     def _keep_rows(self, name: str, start: int, rows: np.ndarray) -> None:
         """Store ``rows`` ``[count, *row shape]`` as output ``name``'s kept rows of logical tokens
@@ -321,6 +345,139 @@ class KVCache:
         keys = [s for s in self._request.query_state() if _is_key_state(s.name)]
         keys.sort(key=lambda s: _layer_index(s.name))
         return keys[layer].state.data[:, :, self._slots, :].copy()
+
+
+def _rows_of(request: ov.InferRequest, name: str, paged: bool) -> np.ndarray:
+    """Output ``name`` of the last pass of ``request`` as ``[rows, *row shape]`` (a view): a stateful graph's outputs
+    are ``[1, rows, ...]``, a paged copy's ``[rows, 1, ...]`` (the tokens are its batch axis)."""
+    data = request.get_tensor(name).data
+    return data[:, 0] if paged else data[0]
+
+
+class PagedCopy:
+    """The prefill copy compiled with paged attention (``model._paged_attention_copy``), its request and the cache it
+    reads and writes: per layer a key and a value array ``[blocks, kv_heads, block, head_dim]`` (the compiled copy's
+    ``key_cache.N`` / ``value_cache.N`` inputs with ``blocks`` set; f32, or bf16 held as uint16 bit patterns) that
+    hold one sequence, block ``i`` its tokens ``[i * block, (i + 1) * block)``.
+
+    It holds ``length`` tokens, the first ``start`` of them also in the exact request (copied in by ``load``), the rest
+    computed by the copy (``feed``) and appended to the exact request by ``hand_over``.
+
+    Args:
+        compiled: a compiled copy with the paged inputs (``pages``).
+    """
+
+    PREFIXES = ("key_cache.", "value_cache.")
+
+    def __init__(self, compiled: ov.CompiledModel):
+        self.request = compiled.create_infer_request()
+        # cache input name -> its element type and the shape of one block [kv_heads, block, head_dim]
+        self._inputs = {port.get_any_name(): (port.get_element_type(), [d.get_length() for d in port.get_partial_shape()[1:]])
+                        for port in compiled.inputs if port.get_any_name().startswith(self.PREFIXES)}
+        self._block = next(iter(self._inputs.values()))[1][1]
+        self._arrays: dict[str, np.ndarray] = {}
+        self.start = self.length = 0
+
+    @staticmethod
+    def pages(compiled: ov.CompiledModel) -> bool:
+        """Whether ``compiled`` is a paged copy (it reads ``past_lens``), not a stateful one."""
+        return any("past_lens" in port.get_names() for port in compiled.inputs)
+
+    def reset(self) -> None:
+        """Hold no token; the arrays are freed (the request's inputs are set to one empty block each)."""
+        for name, (kind, block_shape) in self._inputs.items():
+            self.request.set_tensor(name, ov.Tensor(kind, [1, *block_shape]))
+        self._arrays = {}
+        self.start = self.length = 0
+
+    def load(self, request: ov.InferRequest, length: int, upcoming: int) -> None:
+        """Copy the first ``length`` slots of the exact ``request``'s states (all live: no dead slot) into fresh
+        arrays with room for ``upcoming`` more tokens; ``request`` keeps its states.
+
+        Raises:
+            KeyError: a state variable has no cache input of the same layer in the copy (another IR).
+        """
+        self.reset()
+        self._grow(length + upcoming)
+        for state in request.query_state() if length else ():
+            name = self._input_of(state.name)
+            blocks = self._arrays[name]
+            heads, size, head_dim = blocks.shape[1:]
+            used = -(-length // size)
+            flat = np.zeros((heads, used * size, head_dim), dtype=blocks.dtype)
+            data = state.state.data[0, :, :length]  # [kv_heads, length, head_dim] float32
+            flat[:, :length] = _to_bf16_bits(data) if blocks.dtype == np.uint16 else data
+            blocks[:used] = flat.reshape(heads, used, size, head_dim).transpose(1, 0, 2, 3)
+        self.start = self.length = length
+
+    def feed(self, token_ids: list[int], first: int) -> None:
+        """Set the inputs of a pass over ``token_ids`` at positions (and slots) ``first, first + 1, ...``; ``first``
+        must be ``length`` (the tokens the copy holds). The caller sets ``logits_to_keep`` and runs the request."""
+        count = len(token_ids)
+        assert first == self.length, (first, self.length)
+        self._grow(first + count)
+        blocks = -(-(first + count) // self._block)
+        r = self.request
+        r.set_tensor("input_ids", ov.Tensor(np.asarray(token_ids, dtype=np.int64)))
+        r.set_tensor("position_ids", ov.Tensor(np.arange(first, first + count, dtype=np.int64)))
+        r.set_tensor("past_lens", ov.Tensor(np.array([first], dtype=np.int32)))
+        r.set_tensor("subsequence_begins", ov.Tensor(np.array([0, count], dtype=np.int32)))
+        r.set_tensor("block_indices", ov.Tensor(np.arange(blocks, dtype=np.int32)))
+        r.set_tensor("block_indices_begins", ov.Tensor(np.array([0, blocks], dtype=np.int32)))
+        r.set_tensor("max_context_len", ov.Tensor(np.array(first + count, dtype=np.int32)))
+        self.length = first + count
+
+    def hand_over(self, request: ov.InferRequest) -> list[np.ndarray]:
+        """Append the tokens the copy computed (``[start, length)``) to the exact ``request``'s f32 states, one
+        variable at a time through one buffer (``_set_state``), each layer's arrays freed once read; then hold none.
+
+        Returns:
+            the buffers ``request``'s states now reference (``_set_state``), to keep alive until they are set again.
+        """
+        buffers: list[np.ndarray] = []
+        for state in request.query_state():
+            name = self._input_of(state.name)
+            blocks = self._arrays.pop(name)
+            heads, head_dim = blocks.shape[1], blocks.shape[3]
+            new = blocks.transpose(1, 0, 2, 3).reshape(1, heads, -1, head_dim)[:, :, self.start : self.length]
+            if new.dtype == np.uint16:
+                new = _from_bf16_bits(new)
+            kept = state.state.data[:, :, : self.start]
+            _set_state(state, np.concatenate([kept, new], axis=2) if self.start else new, buffers)
+            kind, block_shape = self._inputs[name]
+            self.request.set_tensor(name, ov.Tensor(kind, [1, *block_shape]))
+            del blocks, new
+        self.reset()
+        return buffers
+
+    def _input_of(self, state_name: str) -> str:
+        """The cache input of the copy that holds state variable ``state_name`` (``key_cache.N`` / ``value_cache.N``
+        for layer N: the transformation numbers the layers as the variable ids do)."""
+        return self.PREFIXES[0 if _is_key_state(state_name) else 1] + str(_layer_index(state_name))
+
+    def _grow(self, tokens: int) -> None:
+        """Make every array hold at least ``tokens`` tokens (whole blocks), keeping what they hold."""
+        blocks = -(-tokens // self._block)
+        for name, (kind, block_shape) in self._inputs.items():
+            old = self._arrays.get(name)
+            if old is not None and old.shape[0] >= blocks:
+                continue
+            array = np.zeros((blocks, *block_shape), dtype=np.uint16 if kind == ov.Type.bf16 else np.float32)
+            if old is not None:
+                array[: old.shape[0]] = old
+            self._arrays[name] = array
+            self.request.set_tensor(name, ov.Tensor(array, list(array.shape), kind))
+
+
+def _to_bf16_bits(data: np.ndarray) -> np.ndarray:
+    """float32 ``data`` rounded to the nearest bf16 (ties to even), as uint16 bit patterns."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16_bits(bits: np.ndarray) -> np.ndarray:
+    """uint16 bf16 bit patterns as float32 (exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def _copy_states(source: ov.InferRequest, destination: ov.InferRequest, move: bool = False) -> list[np.ndarray]:

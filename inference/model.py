@@ -21,7 +21,13 @@ from .file_pages import release_mapped_file
 from .fusion import fuse_shared_input_products
 from .heap import return_large_blocks
 from .layer_features import add_layer_features, decoder_layer_count
-from .precision import FAST_PREFILL_PROPERTIES, NumericPrecision, PrecisionError, PrecisionSettings
+from .precision import (
+    FAST_PREFILL_PROPERTIES,
+    PAGED_PREFILL_KV_CACHE,
+    NumericPrecision,
+    PrecisionError,
+    PrecisionSettings,
+)
 from .prefill_attention import attention_in_blocks, blocked_prefill_attention
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
@@ -163,7 +169,9 @@ class LoadedModel:
         prefill_compiled: a faster copy of the model that prefills long prompts, or None
             (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
             runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
-            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``).
+            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``). Compiled with OpenVINO's paged attention
+            (``_paged_attention_copy``; ``kv_cache.PagedCopy`` runs it), or from the stateful graph for a
+            sliding-window model or with ``SPECCHAT_PREFILL_ATTENTION=blocks`` (``prefill_attention``).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
@@ -314,6 +322,7 @@ def load_model(
     fast_prefill = precision is not None and precision.wants_fast_prefill(device)
     prefill_compiled = None
     return_large_blocks()  # freed buffers of megabytes go back to the system (heap.py)
+    config = _read_config(folder)
     try:
         model = core().read_model(folder / "openvino_model.xml")
         fuse_shared_input_products(model)
@@ -336,12 +345,19 @@ def load_model(
             ) from error
     try:
         # both prefill copies are compiled before use_kernels rewrites the graph: they keep OpenVINO's kernels
-        if fast_prefill:
-            prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
-        elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
-                and not unavailable(device, properties) and has_layers(model):
-            with attention_in_blocks(model, blocked_prefill_attention()):  # prefill_attention.py: off by default
-                prefill_compiled = core().compile_model(model, device, properties)  # kept if the kernels go in
+        copy = {**properties, **FAST_PREFILL_PROPERTIES} if fast_prefill else properties
+        if fast_prefill or (precision is not None and precision.fast_prefill == precision.inference == "auto"
+                            and not unavailable(device, properties) and has_layers(model)):
+            paged = None if sliding_window_of(config) or blocked_prefill_attention() else \
+                _paged_attention_copy(folder, hidden_states, feature_layers)
+            if paged is not None:
+                kv_cache = PAGED_PREFILL_KV_CACHE[copy["INFERENCE_PRECISION_HINT"]]
+                prefill_compiled = core().compile_model(paged, device, {**copy, **kv_cache})
+                del paged
+                release_mapped_file(folder / "openvino_model.bin")  # its second mapping's pages, before the exact compile
+            else:  # the stateful copy; prefill_attention.py's blocks (off by default) are for the f32 one only
+                with attention_in_blocks(model, 0 if fast_prefill else blocked_prefill_attention()):
+                    prefill_compiled = core().compile_model(model, device, copy)  # the f32 one kept if the kernels go in
         decoder_layers = decoder_layer_count(model)
         kernels = use_kernels(model, core(), device, properties)
         if not kernels.ours and not fast_prefill:
@@ -361,7 +377,6 @@ def load_model(
     release_mapped_file(folder / "openvino_model.bin")  # read to compile: what a compiled model reads maps again
     if "logits" not in {name for port in compiled.outputs for name in port.get_names()}:
         raise ModelLoadError(f"{folder}/openvino_model.xml has no 'logits' output: it is not a causal LM export")
-    config = _read_config(folder)
     try:
         rope, rope_error = RopeParameters.from_model_dir(folder), ""
     except RopeUnsupportedError as error:
@@ -417,6 +432,40 @@ def lm_head(model: ov.Model) -> ov.Node | None:
             return node
         node = node.input_value(0).get_node()
     return None
+
+
+def _paged_attention_copy(folder: Path, hidden_states: bool, feature_layers: Sequence[int]) -> ov.Model | None:
+    """The graph of ``folder`` with the outputs and inputs ``load_model`` gives the exact one (``HIDDEN_STATES`` when
+    ``hidden_states``, ``feature_layers``' outputs, ``logits_to_keep``) and OpenVINO's paged attention instead of its
+    stateful attention (``paged_attention_transformation``, what openvino-genai runs; ``kv_cache.PagedCopy`` feeds
+    it and hands its cache over), or None when the transformation finds no attention to page.
+
+    It is read again rather than cloned (a ``model.clone()`` copies every weight constant: ~90 MiB more resident on
+    the default model, ``prefill_attention.attention_in_blocks``; a second read maps the same file), and its products
+    are not fused (``fusion``: 6% off a decode step, nothing off a 1,024-token pass, and the fused weights are new
+    arrays): fused, the load peaked at 435 MiB and left 401 resident, unfused 415 / 373; with the file's pages
+    released after its compile 395 / 373, against 401 / 381 with the stateful copy (default model, Xeon with AMX,
+    quiet, 2026-12-05). Its tokens are the batch axis (every output ``[tokens, 1, ...]``), so the ``logits_to_keep``
+    slice cuts axis 0.
+    """
+    from openvino._offline_transformations import paged_attention_transformation
+
+    model = core().read_model(folder / "openvino_model.xml")
+    if hidden_states:
+        _expose_hidden_states(model)
+    _compute_only_last_logits(model)
+    if feature_layers:
+        add_layer_features(model, feature_layers)
+    paged_attention_transformation(model)
+    if not any(name.startswith("key_cache.") for port in model.inputs for name in port.get_names()):
+        return None
+    head = lm_head(model)
+    last = head.input_value(0).get_node() if head is not None else None
+    if last is not None and last.get_type_name() == "Slice" \
+            and LOGITS_TO_KEEP in last.input_value(1).get_node().input_value(0).get_names():  # -logits_to_keep
+        last.input(4).replace_source_output(ops.constant(np.array([0], dtype=np.int64)).output(0))
+        model.validate_nodes_and_infer_types()
+    return model
 
 
 def _expose_hidden_states(model: ov.Model) -> None:

@@ -121,6 +121,11 @@ class PrecisionSettings:
 
 #: Properties of the fast prefill copy: bf16, and an f32 KV cache so that the states it hands over lose nothing.
 FAST_PREFILL_PROPERTIES = {"INFERENCE_PRECISION_HINT": FAST_PREFILL_PRECISION, "KV_CACHE_PRECISION": "f32"}
+#: The KV cache of a prefill copy with paged attention (``model._paged_attention_copy``), by its compute precision:
+#: the CPU plugin's bf16 paged attention refuses an f32 cache ("expect kvcache type bf16", 2026.4), and a bf16 copy's
+#: keys and values are bf16 numbers anyway (its stateful twin's f32 states equal the paged copy's bf16 ones bit for
+#: bit after 1,024 tokens of the default model, ``bench/results/xeon-amx/PAGED_PREFILL.md``); the f32 copy keeps f32.
+PAGED_PREFILL_KV_CACHE = {FAST_PREFILL_PRECISION: {"KV_CACHE_PRECISION": "bf16"}, "f32": {"KV_CACHE_PRECISION": "f32"}}
 
 
 @dataclass(frozen=True)
