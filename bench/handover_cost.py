@@ -9,8 +9,9 @@ where the CPU has one), each row one fresh ``KVCache`` of the engine's compiled 
   after one prefilled by the fast prefill copy (its states then move into the exact request at the first decode
   step, ``KVCache._take_states_back``): the first step's wall time and the median of the next ``STEPS``;
 * **the hand-over's parts**, done by hand as ``kv_cache._copy_states`` does them, one variable at a time: reading
-  each of the copy's states (OpenVINO's ``get_state``: a new f32 tensor, converted row by row from the copy's
-  internal layout and precision), copying it into the reused buffer (numpy), setting the exact request's state
+  each of the copy's states (OpenVINO's ``get_state``: a new tensor of the variable's declared type, copied row by
+  row from the copy's internal layout, converted where that type is not what the copy stores), copying it into the
+  reused buffer (numpy; widening bf16 to f32 where the variable is bf16, ``inference/bf16_states.py``), setting the exact request's state
   (``set_state``: a new internal buffer of exactly the cached length, reordered into it), emptying the copy's
   variable; then the first decode step (which grows the exact request's internal buffer, copying the cache once
   more) and the steps after it.
@@ -64,13 +65,21 @@ def hand_over_by_parts(cache: KVCache) -> dict[str, float]:
     buffer = np.empty(0, dtype=np.uint8)
     kept = []
     for state in cache._prefill_request.query_state():
-        elapsed, data = _ms(lambda s=state: s.state.data)
+        elapsed, tensor = _ms(lambda s=state: s.state)
         parts["get_state"] += elapsed
-        if buffer.nbytes < data.nbytes:
-            buffer = np.empty(data.nbytes, dtype=np.uint8)
+        data = tensor.data
+        widen = tensor.element_type == ov.Type.bf16  # a bf16 variable (inference/bf16_states.py): widened to f32
+        nbytes = data.nbytes * 2 if widen else data.nbytes
+        if buffer.nbytes < nbytes:
+            buffer = np.empty(nbytes, dtype=np.uint8)
             kept.append(buffer)
-        view = buffer[: data.nbytes].view(data.dtype).reshape(data.shape)
-        parts["numpy copy"] += _ms(lambda d=data, v=view: np.copyto(v, d))[0]
+        if widen:
+            view = buffer[:nbytes].view(np.uint32).reshape(data.shape)
+            parts["numpy copy"] += _ms(lambda d=data, v=view: np.left_shift(d.view(np.uint16), 16, out=v, dtype=np.uint32))[0]
+            view = view.view(np.float32)
+        else:
+            view = buffer[:nbytes].view(data.dtype).reshape(data.shape)
+            parts["numpy copy"] += _ms(lambda d=data, v=view: np.copyto(v, d))[0]
         parts["set_state"] += _ms(lambda v=view, n=state.name: setattr(targets[n], "state", ov.Tensor(v, shared_memory=True)))[0]
         empty = np.zeros((*data.shape[:2], 0, *data.shape[3:]), dtype=np.float32)
         parts["empty the copy"] += _ms(lambda s=state, e=empty: setattr(s, "state", ov.Tensor(e)))[0]

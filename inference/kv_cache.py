@@ -325,10 +325,13 @@ class KVCache:
 
 def _copy_states(source: ov.InferRequest, destination: ov.InferRequest, move: bool = False) -> list[np.ndarray]:
     """Copy every state variable of ``source`` into the same-named variable of ``destination`` (two requests of
-    the same IR, possibly compiled at different precisions; states are read and written as f32), one variable at a
-    time through one buffer (``_set_state``). With ``move`` each variable of ``source`` is emptied (no slot kept)
-    right after it is read, so a long prompt's KV cache is never resident twice (1,024 tokens of the default model:
-    47 MB).
+    the same IR, possibly compiled at different precisions), one variable at a time through one buffer
+    (``_set_state``). A variable ``source`` declares bf16 (the bf16 prefill copy's, ``bf16_states``) is read as it is
+    stored and widened to f32 here (exactly: its 16 bits become the high half of an f32); one it declares f32 is read
+    as f32 (OpenVINO converts what it stores). OpenVINO converts an f32 tensor into whatever ``destination`` stores
+    (bf16 in the bf16 copy: rounded to nearest even). With ``move`` each variable of ``source`` is emptied (no slot
+    kept) right after it is read, so a long prompt's KV cache is never resident twice (1,024 tokens of the default
+    model: 47 MB).
 
     Returns:
         the buffers ``destination``'s states now reference (``_set_state``), to keep alive until they are set again.
@@ -336,8 +339,9 @@ def _copy_states(source: ov.InferRequest, destination: ov.InferRequest, move: bo
     targets = {state.name: state for state in destination.query_state()}
     buffers: list[np.ndarray] = []
     for state in source.query_state():
-        data = state.state.data
-        _set_state(targets[state.name], data, buffers)
+        tensor = state.state
+        data = tensor.data
+        _set_state(targets[state.name], data, buffers, widen=tensor.element_type == ov.Type.bf16)
         if move and data.ndim == 4:  # [batch, kv_heads, seq, head_dim]: keep no slot
             state.state = ov.Tensor(np.zeros((*data.shape[:2], 0, *data.shape[3:]), dtype=np.float32))
     return buffers
@@ -348,9 +352,10 @@ def _move_states(source: ov.InferRequest, destination: ov.InferRequest) -> list[
     return _copy_states(source, destination, move=True)
 
 
-def _set_state(state: ov.VariableState, data: np.ndarray, buffers: list[np.ndarray]) -> None:
+def _set_state(state: ov.VariableState, data: np.ndarray, buffers: list[np.ndarray], widen: bool = False) -> None:
     """Set ``state`` to ``data`` (copied) through the last of ``buffers``, which is grown (a larger one appended) to
-    fit.
+    fit. With ``widen``, ``data`` holds bf16 bits (OpenVINO's Python API gives a bf16 tensor's data as 2-byte float16
+    values) and ``state`` is set to their f32 values.
 
     OpenVINO's CPU plugin copies a state set into its own memory and also keeps the tensor it was given until the
     variable is set again ("to extend the lifetime", ``VariableStateKVcache::set_state_impl``, 2026.4). A tensor
@@ -359,10 +364,16 @@ def _set_state(state: ov.VariableState, data: np.ndarray, buffers: list[np.ndarr
     size of one. The plugin never reads the kept tensor again, but the buffers are kept alive by the caller (the
     KV cache) until the variables are set again all the same, so that no kept tensor ever points at freed memory.
     """
-    if not buffers or buffers[-1].nbytes < data.nbytes:
-        buffers.append(np.empty(data.nbytes, dtype=np.uint8))
-    view = buffers[-1][: data.nbytes].view(data.dtype).reshape(data.shape)
-    np.copyto(view, data)
+    nbytes = data.nbytes * 2 if widen else data.nbytes
+    if not buffers or buffers[-1].nbytes < nbytes:
+        buffers.append(np.empty(nbytes, dtype=np.uint8))
+    if widen:
+        view = buffers[-1][:nbytes].view(np.uint32).reshape(data.shape)
+        np.left_shift(data.view(np.uint16), 16, out=view, dtype=np.uint32)
+        view = view.view(np.float32)
+    else:
+        view = buffers[-1][:nbytes].view(data.dtype).reshape(data.shape)
+        np.copyto(view, data)
     state.state = ov.Tensor(view, shared_memory=True)
 
 

@@ -16,6 +16,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import openvino_genai
 
+from .bf16_states import bf16_kv_states
 from .devices import available_devices, base_properties, core
 from .file_pages import release_mapped_file
 from .fusion import fuse_shared_input_products
@@ -337,7 +338,8 @@ def load_model(
     try:
         # both prefill copies are compiled before use_kernels rewrites the graph: they keep OpenVINO's kernels
         if fast_prefill:
-            prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
+            with bf16_kv_states(model):  # its states read without a conversion (bf16_states.py)
+                prefill_compiled = core().compile_model(model, device, {**properties, **FAST_PREFILL_PROPERTIES})
         elif precision is not None and precision.fast_prefill == precision.inference == "auto" \
                 and not unavailable(device, properties) and has_layers(model):
             with attention_in_blocks(model, blocked_prefill_attention()):  # prefill_attention.py: off by default
