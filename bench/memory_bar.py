@@ -62,8 +62,17 @@ def child(engine: str, precision: dict, workload: dict, warmup: list[int], reps:
     return {"peak_mb": memory["VmHWM"], "loaded_mb": loaded, "final_mb": memory["VmRSS"], "load_s": load_s,
             "ttft_ms": statistics.median(r["ttft_ms"] for r in runs),
             "decode_tokens_per_s": statistics.median(r["decode_tokens_per_s"] for r in runs),
+            "first_step_ms": statistics.median(first_step_ms(r) for r in runs),
+            "steady_tokens_per_s": statistics.median(1e3 / r["steady_tpot_ms"] for r in runs),
             "ttft_all_ms": [r["ttft_ms"] for r in runs], "precision": described,
             "token_ids": runs[0]["token_ids"]}
+
+
+def first_step_ms(run: dict) -> float:
+    """The first decode step's ms of one reply (``speed.TokenClock.metrics``: all ``new_tokens - 1`` decode steps at
+    ``tpot_ms``, the last ``new_tokens - 2`` at ``steady_tpot_ms``)."""
+    steps = run["new_tokens"] - 1
+    return run["tpot_ms"] * steps - run["steady_tpot_ms"] * (steps - 1)
 
 
 def markdown(report: dict) -> str:
@@ -75,8 +84,9 @@ def markdown(report: dict) -> str:
              "of 32 tokens; peak = VmHWM of the process (loading included), MiB; TTFT and decode tokens/s medians.",
              f"- SpecChat: {report['precision']}", "",
              "| workload | SpecChat peak MiB | genai peak MiB | ratio | SpecChat TTFT ms | genai TTFT ms | ratio | "
-             "SpecChat tok/s | genai tok/s | ratio | SpecChat RSS after, MiB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "SpecChat tok/s | genai tok/s | ratio | first decode step ms, SpecChat / genai | steady tok/s after it, "
+             "SpecChat / genai | SpecChat RSS after, MiB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for workload in WORKLOADS:
         ours, theirs = report["results"]["specchat"][workload], report["results"]["genai"][workload]
         if "error" in theirs or "error" in ours:
@@ -86,7 +96,9 @@ def markdown(report: dict) -> str:
             f"| {workload} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} | {ours['peak_mb'] / theirs['peak_mb']:.2f} "
             f"| {ours['ttft_ms']:.0f} | {theirs['ttft_ms']:.0f} | {ours['ttft_ms'] / theirs['ttft_ms']:.2f} "
             f"| {ours['decode_tokens_per_s']:.1f} | {theirs['decode_tokens_per_s']:.1f} "
-            f"| {ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f} | {ours['final_mb']:.0f} |")
+            f"| {ours['decode_tokens_per_s'] / theirs['decode_tokens_per_s']:.2f} "
+            f"| {ours['first_step_ms']:.1f} / {theirs['first_step_ms']:.1f} "
+            f"| {ours['steady_tokens_per_s']:.1f} / {theirs['steady_tokens_per_s']:.1f} | {ours['final_mb']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
