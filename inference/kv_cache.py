@@ -80,7 +80,7 @@ class KVCache:
         self._paged = PagedCopy(prefill_model) if prefill_model is not None and PagedCopy.pages(prefill_model) else None
         if self._paged is not None:
             self._prefill_request = self._paged.request
-        else:  # a stateful copy: a sliding-window model's, or SPECCHAT_PREFILL_ATTENTION=blocks (model.load_model)
+        else:  # a stateful copy: the default, a sliding-window model's (model.load_model)
             self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
         self._rope = rope
         self._slack = slack

@@ -28,7 +28,7 @@ from .precision import (
     PrecisionError,
     PrecisionSettings,
 )
-from .prefill_attention import attention_in_blocks, blocked_prefill_attention
+from .prefill_attention import attention_in_blocks, blocked_prefill_attention, paged_prefill_attention
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
@@ -169,9 +169,10 @@ class LoadedModel:
         prefill_compiled: a faster copy of the model that prefills long prompts, or None
             (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
             runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
-            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``). Compiled with OpenVINO's paged attention
-            (``_paged_attention_copy``; ``kv_cache.PagedCopy`` runs it), or from the stateful graph for a
-            sliding-window model or with ``SPECCHAT_PREFILL_ATTENTION=blocks`` (``prefill_attention``).
+            ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``). Compiled from the stateful graph, or with
+            ``SPECCHAT_PREFILL_ATTENTION=paged`` with OpenVINO's paged attention (``_paged_attention_copy``;
+            ``kv_cache.PagedCopy`` runs it; not for a sliding-window model; ``prefill_attention`` says why it is off
+            by default).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
@@ -348,8 +349,8 @@ def load_model(
         copy = {**properties, **FAST_PREFILL_PROPERTIES} if fast_prefill else properties
         if fast_prefill or (precision is not None and precision.fast_prefill == precision.inference == "auto"
                             and not unavailable(device, properties) and has_layers(model)):
-            paged = None if sliding_window_of(config) or blocked_prefill_attention() else \
-                _paged_attention_copy(folder, hidden_states, feature_layers)
+            paged = _paged_attention_copy(folder, hidden_states, feature_layers) \
+                if paged_prefill_attention() and not sliding_window_of(config) else None  # prefill_attention.py
             if paged is not None:
                 kv_cache = PAGED_PREFILL_KV_CACHE[copy["INFERENCE_PRECISION_HINT"]]
                 prefill_compiled = core().compile_model(paged, device, {**copy, **kv_cache})

@@ -46,7 +46,9 @@ import openvino.opset13 as ops
 QUERY_BLOCKS = 4
 
 
-#: The environment variable that turns the blocked attention on (``blocks``); anything else keeps the fused one.
+#: The environment variable that chooses the prefill copy's attention: ``blocks`` (the f32 copy's attention in
+#: causal query blocks, below), ``paged`` (OpenVINO's paged attention, ``model._paged_attention_copy``); anything
+#: else keeps the stateful graph's fused one.
 SWITCH = "SPECCHAT_PREFILL_ATTENTION"
 
 
@@ -54,6 +56,17 @@ def blocked_prefill_attention() -> int:
     """Query blocks for the f32 prefill copy's attention: ``QUERY_BLOCKS`` with ``SPECCHAT_PREFILL_ATTENTION=blocks``
     in the environment, else 0 (OpenVINO's fused attention)."""
     return QUERY_BLOCKS if os.environ.get(SWITCH, "").strip().lower() == "blocks" else 0
+
+
+def paged_prefill_attention() -> bool:
+    """Whether the prefill copy runs OpenVINO's paged attention: ``SPECCHAT_PREFILL_ATTENTION=paged`` in the
+    environment. Off by default: it prefills 1,024 tokens in 0.80x openvino-genai's time natively and 0.96x under the
+    AVX2 cap (against 1.07x / 1.39x, Xeon with AMX, ``bench/results/xeon-amx/PAGED_PREFILL.md``), but
+    ``paged_attention_transformation`` holds Python's GIL for its whole run at load (165 ms on that Xeon, ~0.5 s on a
+    CPU 3x slower): the window stalled 142 ms while the model loaded (``tests/gui/test_responsiveness.py``,
+    ``test_gil_holds.py``). It goes on by default once the transformed graph is made where no window waits (the
+    model store, at install) or the call lets the GIL go."""
+    return os.environ.get(SWITCH, "").strip().lower() == "paged"
 
 
 def _int(values) -> ov.Node:

@@ -70,3 +70,18 @@ def test_bf16_bits_round_to_nearest_even_and_back_exactly():
     np.testing.assert_array_equal(_from_bf16_bits(bits)[:4], np.array([1.0, 1.0, 1.015625, -2.5], dtype=np.float32))
     assert abs(_from_bf16_bits(bits)[4] - 3.0e-5) < 3.0e-5 / 128 and _from_bf16_bits(bits)[5] == 0.0
     assert np.array_equal(_to_bf16_bits(_from_bf16_bits(bits)), bits)
+
+
+def test_the_paged_copy_is_chosen_by_its_switch_only(int4_dir, monkeypatch):
+    """Off by default (its transformation holds the GIL ~165 ms at load: ``prefill_attention.paged_prefill_attention``),
+    on with ``SPECCHAT_PREFILL_ATTENTION=paged``; either way a copy prefills where the default path has one."""
+    from inference.prefill_attention import SWITCH
+
+    monkeypatch.delenv(SWITCH, raising=False)
+    default = load_model(int4_dir, "CPU", PrecisionSettings())
+    monkeypatch.setenv(SWITCH, "paged")
+    switched = load_model(int4_dir, "CPU", PrecisionSettings())
+    if default.prefill_compiled is None:
+        pytest.skip("no prefill copy on this CPU at the default precision")
+    assert not PagedCopy.pages(default.prefill_compiled)
+    assert PagedCopy.pages(switched.prefill_compiled)
