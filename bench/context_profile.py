@@ -25,16 +25,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from fc_profile import _node_totals, counted_cache  # noqa: E402
-from pass_shapes import node_group  # noqa: E402
-
-from inference.devices import base_properties, core  # noqa: E402
-from inference.fusion import fuse_shared_input_products  # noqa: E402
-from inference.model import _compute_only_last_logits, _expose_hidden_states  # noqa: E402
-from inference.models.default_model import ensure_default_model  # noqa: E402
-from inference.precision import PrecisionSettings  # noqa: E402
-from inference.q4_kernels import use_kernels  # noqa: E402
-from inference.rope import RopeParameters  # noqa: E402
+from fc_profile import _node_totals  # noqa: E402
+from pass_shapes import node_group, profiled_target  # noqa: E402
 
 SHORT, LONG, STEPS, DROPPED = 40, 1040, 40, 8
 
@@ -61,15 +53,7 @@ def steps(cache, runs: list[int], rng: np.random.Generator) -> dict:
 
 
 def main() -> int:
-    folder = ensure_default_model(4)
-    model = core().read_model(folder / "openvino_model.xml")
-    fuse_shared_input_products(model)
-    _expose_hidden_states(model)
-    _compute_only_last_logits(model)
-    properties = {**base_properties("CPU"), **PrecisionSettings().compile_properties("CPU")}
-    kernels = use_kernels(model, core(), "CPU", properties)
-    cache, runs = counted_cache(core().compile_model(model, "CPU", {**properties, "PERF_COUNT": True}),
-                                RopeParameters.from_model_dir(folder))
+    cache, runs, kernels = profiled_target()
     rng = np.random.default_rng(0)
     prompt = [int(t) for t in rng.integers(2000, 9000, LONG)]
     result: dict = {"kernels": kernels.describe()}

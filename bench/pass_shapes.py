@@ -120,10 +120,10 @@ def node_group(name: str, kind: str) -> str:
     return "SDPA" if kind.startswith("ScaledDotProductAttention") else "other"
 
 
-def profile(passes: int, widths: list[int]) -> dict:
-    """Per width: the median wall ms of same-width passes and each :func:`node_group`'s mean us per pass
-    (``PERF_COUNT``), on the target graph as ``load_model`` builds it (kernels where it would put them), compiled
-    with the same properties and PERF_COUNT. Passes over random tokens after ``PROMPT``, each rolled back."""
+def profiled_target():
+    """The default 4-bit model's target graph as ``load_model`` builds it (kernels where it would put them), compiled
+    with the same properties and PERF_COUNT: ``(cache, runs, kernels)``, ``fc_profile.counted_cache``'s cache and
+    its run counter, and ``q4_kernels.use_kernels``' answer."""
     folder = ensure_default_model(4)
     model = core().read_model(folder / "openvino_model.xml")
     fuse_shared_input_products(model)
@@ -133,6 +133,13 @@ def profile(passes: int, widths: list[int]) -> dict:
     kernels = use_kernels(model, core(), "CPU", properties)
     cache, runs = counted_cache(core().compile_model(model, "CPU", {**properties, "PERF_COUNT": True}),
                                 RopeParameters.from_model_dir(folder))
+    return cache, runs, kernels
+
+
+def profile(passes: int, widths: list[int]) -> dict:
+    """Per width: the median wall ms of same-width passes and each :func:`node_group`'s mean us per pass
+    (``PERF_COUNT``), on :func:`profiled_target`. Passes over random tokens after ``PROMPT``, each rolled back."""
+    cache, runs, kernels = profiled_target()
     cache.forward(PROMPT)
     runner, result = Passes(cache), {}
     for width in widths:
