@@ -48,6 +48,7 @@ sys.path.insert(0, str(HERE))
 
 from provenance import run_stamp, write_result  # noqa: E402
 
+from inference.drafting import common_prefix  # noqa: E402
 from inference.fusion import fuse_shared_input_products  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.q4_kernels import use_kernel, use_layers  # noqa: E402
@@ -165,7 +166,7 @@ def agreement(reference: Stepper, candidate: Stepper, prompt: list[int]) -> dict
     near-tie when it is within the two graphs' numerical difference)."""
     tokens, logits = greedy(reference, prompt)
     mine, _ = greedy(candidate, prompt)
-    same = _common_prefix(tokens, mine)
+    same = common_prefix(tokens, mine)
     result = {"agree": same}
     if same < len(tokens):
         result["margin"] = float(logits[same][tokens[same]] - logits[same][mine[same]])
@@ -206,10 +207,6 @@ def row_equality(core: ov.Core, factory: NodeFactory, xml: Path, tokens: list[in
                                                                           singles[r][i][0].view(np.uint32))) for r in range(4)],
              "largest_difference": float(max(np.abs(together[i][r] - singles[r][i][0]).max() for r in range(4)))}
             for i, label in enumerate(labels)]
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _row_difference(stepper: Stepper, tokens: list[int]) -> float:

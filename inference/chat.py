@@ -6,8 +6,7 @@ import threading
 from dataclasses import replace
 from typing import Iterator
 
-import numpy as np
-
+from .drafting import common_prefix
 from .engine import Engine
 from .events import Event, Finished, TextDelta, ToolCalls
 from .exactness import FirstDifference, first_difference
@@ -100,8 +99,8 @@ class ChatSession:
         encode = self.engine.target.encode
         before = encode(self._render(conversation[:last], add_generation_prompt=False)) if last else []
         empty = encode(self._render([*conversation[:last], {**conversation[last], "content": ""}], False))
-        turn_start = _common_prefix(before, ids)
-        return turn_start, max(turn_start, _common_prefix(empty, ids))
+        turn_start = common_prefix(before, ids)
+        return turn_start, max(turn_start, common_prefix(empty, ids))
 
     def system_prompt_tokens(self) -> int:
         """Tokens of the rendered system message (what ``n_keep="auto"`` pins), 0 without one."""
@@ -205,9 +204,3 @@ class ChatSession:
             self.system_prompt_tokens(), settings.sampling, self.last_message(ids),
         )
 
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = min(len(a), len(b))
-    mismatch = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(mismatch[0]) if mismatch.size else n

@@ -138,8 +138,8 @@ def draft_tokens(
     return tokens, (np.stack(probs) if probs else None)
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
-    """Length of the longest common prefix of ``a`` and ``b``, given that their first ``start`` items agree."""
+def common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    """Length of the longest common prefix of two token sequences, given that their first ``start`` items agree."""
     common = min(start, len(a), len(b))
     limit = min(len(a), len(b))
     while common < limit and a[common] == b[common]:
@@ -208,7 +208,7 @@ class ModelDrafter:
 
     def _sync(self, target_tokens: list[int]) -> None:
         """Roll the draft cache back to its longest prefix in common with ``target_tokens``."""
-        common = _common_prefix(self.cache.tokens, target_tokens, self._synced)
+        common = common_prefix(self.cache.tokens, target_tokens, self._synced)
         self.cache.truncate(common)
         self._synced = common
 
@@ -330,7 +330,7 @@ class HeadDrafter:
         """Compute head positions ``[valid, upto)`` from the target's hidden states (and a fused head's layer
         features) and the tokens after them; return the draft-vocabulary logits and predicted hidden state of
         position ``upto - 1``, or None when there was nothing to compute."""
-        common = _common_prefix(self.cache.tokens, context[1:], min(self._valid, len(self.cache)))
+        common = common_prefix(self.cache.tokens, context[1:], min(self._valid, len(self.cache)))
         self._valid = min(self._valid, common)
         self.cache.truncate(self._valid)
         start = self._valid
@@ -393,7 +393,7 @@ class PromptLookupDrafter:
         cut and indexed (an equality test of the shared part, then the tail)."""
         kept = len(self._history)
         if kept > len(history) or history[:kept] != self._history:
-            kept = _common_prefix(self._history, history)
+            kept = common_prefix(self._history, history)
         self._cut(kept)
         self._append(history[kept:])
         self._cached = cached

@@ -43,7 +43,7 @@ from .auto_decoding import PLAIN, Measurements, PresetCosts, StepPlanner, seeded
 from .constraints import GrammarError, GrammarMask
 from .detokenizer import streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
-from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter
+from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter, common_prefix
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, PromptProgress, StepStats
 from .kv_cache import KVCache
 from .layer_features import LAYER_FEATURES
@@ -259,11 +259,8 @@ class Engine:
     def _reuse_prefix(self, prompt_ids: list[int], n_ctx: int) -> int:
         """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill."""
         seen = self._seen
-        common = 0
-        limit = min(len(seen), len(prompt_ids))
-        while common < limit and seen[common] == prompt_ids[common]:
-            common += 1
-        common = min(common, len(prompt_ids) - 1)  # the last prompt token is fed again to get its logits
+        # the last prompt token is fed again to get its logits
+        common = min(common_prefix(seen, prompt_ids), len(prompt_ids) - 1)
         if len(self._cache) > n_ctx or (common < len(seen) and self._rolled):
             self.reset()
             return 0
