@@ -10,8 +10,6 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import ONE_CPU_ISA_CAP_MARK
-
 REPO = Path(__file__).resolve().parent.parent
 URL = re.compile(r"serving \S+ at (http://\S+/v1)")
 
@@ -32,7 +30,7 @@ class ServerProcess:
     def __init__(self, args: list[str] = (), env: dict | None = None, timeout_s: float = 240):
         command = [sys.executable, "-m", "app", "serve", "--port", "0", *args]
         environment = {**os.environ, **(env or {})}
-        if environment.pop(ONE_CPU_ISA_CAP_MARK, None):  # the cap of a worker left one CPU (conftest):
+        if environment.pop("SPECCHAT_TEST_ONE_CPU_ISA_CAP", None):  # the cap of a worker left one CPU (conftest):
             environment.pop("ONEDNN_MAX_CPU_ISA", None)  # the server runs on every CPU, with AMX as users do
         self.process = subprocess.Popen(
             command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
