@@ -11,7 +11,7 @@ import torch
 from helpers import settings
 from tiny_heads import tiny_head_state, write_tiny_head
 
-from inference.draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, load_head
+from inference.draft_head import DRAFT_HIDDEN, HEAD_CPU_PROPERTIES, HIDDEN_INPUT, load_head
 from inference.engine import Engine
 from inference.kv_cache import KVCache
 from inference.model import HIDDEN_STATES, TokenizerMismatchError, load_model
@@ -54,7 +54,7 @@ def test_the_exported_graph_computes_the_trained_head_with_its_kv_cache(tiny_ir,
     with torch.no_grad():
         g, _ = module(torch.from_numpy(hidden), torch.from_numpy(to_draft[tokens]), torch.arange(8)[None])
         expected_logits = module.logits(g).numpy()[0]
-    request = ov.Core().compile_model(tmp_path / "openvino_model.xml", "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    request = ov.Core().compile_model(tmp_path / "openvino_model.xml", "CPU", HEAD_CPU_PROPERTIES)
     request = request.create_infer_request()
     logits, features = [], []
     for start, end in ((0, 5), (5, 8)):
@@ -67,6 +67,34 @@ def test_the_exported_graph_computes_the_trained_head_with_its_kv_cache(tiny_ir,
         features.append(request.get_tensor(DRAFT_HIDDEN).data[0].copy())
     np.testing.assert_allclose(np.concatenate(logits), expected_logits, atol=2e-4)
     np.testing.assert_allclose(np.concatenate(features), g.numpy()[0], atol=2e-4)
+
+
+def attention_kinds(compiled: ov.CompiledModel) -> set[str]:
+    """The kinds of the compiled graph's nodes that compute attention (as the CPU plugin runs them)."""
+    kinds = {op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()}
+    return kinds & {"ScaledDotProductAttention", "Softmax", "MatMul"}
+
+
+def test_a_grouped_head_exports_as_multi_head_attention_that_the_cpu_runs_fused(tiny_ir, tiny_vocab, tmp_path):
+    """A head trained with fewer key/value heads than query heads is exported with its K/V rows repeated per query
+    head and no repeat between its cache and its attention, which the CPU plugin keeps as one fused
+    ScaledDotProductAttention (with the GQA repeat it decomposed into MatMul/Softmax/MatMul: 4x slower). The
+    IR reads back to the trained weights (``import_ir`` folds the copies)."""
+    from tools.draft_head import import_ir
+    from tools.draft_head.export import write_head_folder
+
+    state = tiny_head_state(tiny_ir["same"], tiny_vocab, seed=4)
+    config = state["config"]
+    assert config["kv_heads"] < config["heads"]
+    write_head_folder(tmp_path, state, tiny_ir["same"], training={})
+    assert "ScaledDotProductAttention" in attention_kinds(load_head(tmp_path).compiled)
+    read = import_ir.head_state(tmp_path)
+    assert read["config"] == config
+    for name in ("k.weight", "v.weight", "q.weight"):
+        trained = state["head"][name].numpy()
+        assert read["head"][name].shape == trained.shape
+        half_step = np.abs(trained).max(axis=1, keepdims=True) / 254 + 1e-7  # int8 rows: half a quantization step
+        assert (np.abs(read["head"][name].numpy() - trained) <= half_step).all()
 
 
 def test_the_target_cache_keeps_hidden_states_through_rollback_and_roll(tiny_target):

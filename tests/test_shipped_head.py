@@ -40,6 +40,15 @@ def test_the_default_model_comes_with_its_head_listed_as_its_draft_only(int4_dir
     assert store.find_model(DEFAULT_HEAD_NAME) == default_head_dir()
 
 
+def test_the_shipped_heads_attention_runs_fused_in_float32(head):
+    """The shipped head's attention is one fused ScaledDotProductAttention in the CPU plugin's graph (exported as
+    multi-head attention, ``tools/draft_head/export.py``), computed and cached in float32 as it was trained."""
+    kinds = {op.get_rt_info()["layerType"].astype(str) for op in head.compiled.get_runtime_model().get_ops()}
+    assert "ScaledDotProductAttention" in kinds and "Softmax" not in kinds
+    assert str(head.compiled.get_property("KV_CACHE_PRECISION")) == "<Type: 'float32'>"
+    assert str(head.compiled.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'float32'>"
+
+
 def test_the_command_line_drafts_with_the_head_on_the_default_model_only():
     """Without --draft, --mode spec on the default model uses the head (so --draft-device is used, and K is HEAD_K);
     on another model it is prompt lookup."""

@@ -6,7 +6,9 @@ matrix dequantized from the IR's int8 rows (the head as the app runs it; within 
 a row's largest weight, of the trained float32 weights). The weights are found by the order ``export.build_graph``
 creates them in: it is replayed on a stand-in state to record which weight each of its matrix and norm constants
 holds, and the IR's nodes of the same kinds, sorted by the creation number in their names (``Multiply_123``), are
-read in that order; shapes are checked one by one.
+read in that order; shapes are checked one by one. The ``k``/``v`` rows an export repeated for each query head
+(``export.repeat_kv_heads``: heads exported as multi-head attention) are folded back to the trained ``kv_heads``,
+after checking that the copies agree; heads exported before that (grouped in the graph) are read as they are.
 """
 
 from __future__ import annotations
@@ -45,16 +47,39 @@ def _is_constant(value: ov.Output) -> bool:
     return node.get_type_name() == "Constant"
 
 
+#: The matrices ``export.build_graph`` repeats per query head (``export.repeat_kv_heads``).
+_REPEATED = ("k.weight", "v.weight")
+
+
+def _fold_kv_heads(value: np.ndarray, shape: tuple[int, ...], groups: int, head_dim: int, where: str) -> np.ndarray:
+    """``value`` float32 ``[kv_heads * groups * head_dim, hidden]`` (rows repeated by ``export.repeat_kv_heads``)
+    folded back to ``shape`` ``[kv_heads * head_dim, hidden]``: the first copy of each KV head's rows.
+
+    Raises:
+        ValueError: ``value`` is not ``shape`` with each head's rows repeated ``groups`` times, identically.
+    """
+    if value.shape != (shape[0] * groups, shape[1]):
+        raise ValueError(f"{where} should be {shape} or {(shape[0] * groups, shape[1])}, the IR's is {value.shape}")
+    copies = value.reshape(-1, groups, head_dim, shape[1])
+    if not np.array_equal(copies, np.broadcast_to(copies[:, :1], copies.shape)):
+        raise ValueError(f"{where}: the IR's {groups} copies of each key/value head differ")
+    return np.ascontiguousarray(copies[:, 0].reshape(shape))
+
+
 def _recorded_order(state: dict, target_vocab: int, int8: bool) -> tuple[list[str], list[str]]:
     """Replay ``export.build_graph`` on ``state``: the state-dict keys of its matrices and of its norm weights, in
     the order it creates their graph constants (the embedding rows are recorded as ``"rows"``)."""
     weights = {k: v.float().numpy() for k, v in state["head"].items()}
+    c = state["config"]
+    groups = c["heads"] // c["kv_heads"]
     matrices, norms = [], []
     make_weight, make_rms = export._weight, export._rms
 
     def find(array: np.ndarray) -> str:
         for key, value in weights.items():
             if value.shape == array.shape and np.array_equal(value, array):
+                return key
+            if key in _REPEATED and np.array_equal(export.repeat_kv_heads(value, groups, c["head_dim"]), array):
                 return key
         table = np.concatenate([weights["table"], weights["oov"][None]], axis=0)
         if array.shape == table.shape and np.array_equal(array, table):
@@ -125,6 +150,9 @@ def head_state(folder: Path) -> dict:
         if key == "rows":
             state["table"], state["oov"] = value[:-1], value[-1]
             continue
+        if key in _REPEATED and value.shape != tuple(reference[key].shape):
+            value = _fold_kv_heads(value, tuple(reference[key].shape), config.heads // config.kv_heads,
+                                   config.head_dim, f"{folder}: {key}")
         if value.shape != tuple(reference[key].shape):
             raise ValueError(f"{folder}: {key} should be {tuple(reference[key].shape)}, the IR's is {value.shape}")
         state[key] = value
