@@ -166,6 +166,43 @@ def test_nucleus_beyond_the_first_sorted_head_is_exact():
     assert set(np.flatnonzero(probs)) == set(order[:n])
 
 
+def test_nucleus_reaching_into_a_long_tail_of_unlikely_tokens_is_exact():
+    """A peak holding half the mass over 49k tokens each far below a thousandth of it: the nucleus must lower its
+    bar (``NUCLEUS_FIRST_FRACTION``) and still keep exactly the most likely tokens that reach top-p."""
+    rng = np.random.default_rng(6)
+    logits = rng.normal(0, 0.5, size=49152).astype(np.float32)
+    logits[123] = np.log(np.exp(logits.astype(np.float64)).sum())  # the peak is as likely as all the rest together
+    probs = warp(logits, SamplingSettings(temperature=1.0, top_p=0.9))
+    full = np.exp(logits.astype(np.float64) - logits.max())
+    full /= full.sum()
+    assert 0.45 < full[123] < 0.55 and full[full < full[123]].max() < 1e-3 * full[123]
+    order = np.argsort(-full, kind="stable")
+    n = int(np.searchsorted(np.cumsum(full[order]), 0.9)) + 1
+    assert n > 10_000 and set(np.flatnonzero(probs)) == set(order[:n])
+    np.testing.assert_allclose(probs[order[:n]], full[order[:n]] / full[order[:n]].sum(), rtol=1e-12)
+
+
+def test_warp_allocates_only_its_result():
+    """Each row is warped in place: an array of the vocabulary's size in float64 is a fresh mapping of the C heap
+    whose pages fault in when written (``heap.LARGE_BLOCK``), and the temporaries of an out-of-place warp cost 0.5 ms
+    a row. Peak traced memory of a warp with top-p and min-p stays within its result and a boolean mask (top-k adds
+    two float32 copies of the row for its partition, below ``heap.LARGE_BLOCK``)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(7)
+    logits = (rng.normal(0, 3, size=49152)).astype(np.float32)
+    settings = SamplingSettings(temperature=0.7, top_p=0.9, min_p=0.01)
+    warp(logits, settings)
+    tracemalloc.start()
+    try:
+        probs = warp(logits, settings)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert probs.nbytes == 49152 * 8
+    assert peak < probs.nbytes * 1.25, f"peak {peak} bytes for a {probs.nbytes}-byte result"
+
+
 def test_greedy_acceptance():
     """(A seed's reproducibility is the engine's: tests/test_engine.py samples whole replies with seeds.)"""
     logits = np.array([[0, 5, 1], [4, 0, 0], [0, 0, 9]], dtype=np.float32)
