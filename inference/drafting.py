@@ -135,6 +135,8 @@ def draft_tokens(
         tokens.append(token)
         if i + 1 < k:
             logits = next_logits(token)
+    if len(probs) == 1:  # a view: a copy of a 49k float64 row is a fresh mapping of the C heap (sampling.warp)
+        return tokens, probs[0][np.newaxis]
     return tokens, (np.stack(probs) if probs else None)
 
 

@@ -283,7 +283,7 @@ def test_the_engine_chi_square_fails_when_the_residual_distribution_is_wrong(tin
     def resample_from_p(target_probs, draft_probs, draft_tokens, rng):
         for i, token in enumerate(draft_tokens):
             q_token = 1.0 if draft_probs is None else draft_probs[i, token]
-            if q_token > 0 and rng.random() * q_token < target_probs[i, token]:
+            if q_token > 0 and rng.random() * q_token < target_probs[i][token]:
                 continue
             return i, sampling.sample(target_probs[i], rng)  # the bug: p, not the residual
         return len(draft_tokens), sampling.sample(target_probs[len(draft_tokens)], rng)
