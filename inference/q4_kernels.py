@@ -41,7 +41,7 @@ import openvino as ov
 from openvino.utils.node_factory import NodeFactory
 
 from .file_pages import read_only_file_mappings, release_file_pages
-from .fusion import compressed_product
+from .fusion import compressed_product, ordered_ops
 
 #: The extension library that ``tools/build_kernels.py`` builds at set-up (gitignored; the installers ship it).
 LIBRARY = Path(__file__).resolve().parent / "kernels" / "build" / "libspecchat_kernels.so"
@@ -142,12 +142,11 @@ def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -
 
 
 def matmuls(model: ov.Model) -> list[ov.Node]:
-    """The MatMuls of ``model`` in graph order, what :func:`use_layers` and :func:`use_kernel` search.
-
-    One walk (``get_ordered_ops``) serves both: it is one call that holds Python's GIL throughout, and the first one
-    after a rewrite sorts the graph again (use_kernel's own walk after use_layers held it 5.3-5.8 ms, the longest
-    hold of the model load: default model, this Xeon, quiet, ``tools/gil_watch.py model_load``)."""
-    return [node for node in model.get_ordered_ops() if node.get_type_name() == "MatMul"]
+    """The MatMuls of ``model`` in graph order (``fusion.ordered_ops``), what :func:`use_layers` and :func:`use_kernel`
+    search: one walk serves both (use_kernel's own ``get_ordered_ops`` after use_layers' rewrite held the GIL
+    5.3-5.8 ms, the longest hold of the model load: default model, this Xeon, quiet, ``tools/gil_watch.py
+    model_load``)."""
+    return [node for node in ordered_ops(model) if node.get_type_name() == "MatMul"]
 
 
 def _release_weights(found, mappings: list[tuple[int, int]] | None) -> None:
@@ -362,8 +361,7 @@ def _layer_tail(o_proj) -> dict | None:
 
 def has_layers(model: ov.Model) -> bool:
     """Whether :func:`use_layers` would find a layer to replace in ``model`` (a look, nothing changed)."""
-    return any(_layer_tail(compressed_product(node)) is not None for node in model.get_ordered_ops()
-               if node.get_type_name() == "MatMul")
+    return any(_layer_tail(compressed_product(node)) is not None for node in matmuls(model))
 
 
 def use_layers(model: ov.Model, factory: NodeFactory, keep: list, mappings: list[tuple[int, int]] | None = None,
