@@ -30,6 +30,43 @@ import openvino.opset13 as ops
 from .file_pages import read_only_file_mappings, release_file_pages
 
 
+def ordered_ops(model: ov.Model) -> list[ov.Node]:
+    """``model.get_ordered_ops()``, the same nodes in the same order (each after the nodes it reads), walked in Python:
+    OpenVINO's topological sort (``ov::topological_sort``: a stack started with the results, sinks and parameters,
+    each node's inputs pushed last first) step by step.
+
+    Why: ``get_ordered_ops`` is one C++ call that holds Python's GIL throughout, and the first one after a rewrite
+    sorts the whole graph again: 4-7 ms on the default model's 5,000 nodes after fusion on this Xeon (quiet; ~3x
+    that on an AVX2-only CPU 3x slower), every other Python thread, the window's included, waiting. Here each of the
+    ~25,000 calls is short and the GIL goes to a waiting thread between them at the switch interval; the walk takes
+    8-12 ms in all, against 1-2 ms for ``get_ordered_ops`` where the order is already sorted (a graph as read). Use
+    it for a walk after a rewrite.
+    """
+    stack = [(node.get_instance_id(), node) for node in (*model.get_results(), *model.get_sinks(), *model.get_parameters())]
+    done: set[int] = set()
+    expanded: set[int] = set()
+    order = []
+    while stack:
+        key, node = stack[-1]
+        if key in done:
+            stack.pop()
+            continue
+        ready = True
+        if key not in expanded:  # its inputs not done yet go on top, input 0 topmost; it is added once they are
+            expanded.add(key)
+            for value in reversed(node.input_values()):
+                source = value.get_node()
+                source_key = source.get_instance_id()
+                if source_key not in done:
+                    ready = False
+                    stack.append((source_key, source))
+        if ready:
+            order.append(node)
+            done.add(key)
+            stack.pop()
+    return order
+
+
 @dataclass(frozen=True)
 class _Compressed:
     """A MatMul whose weights are OpenVINO's decompression pattern of constants (``codes``, ``zero_point``,
@@ -144,7 +181,7 @@ def fuse_shared_input_products(model: ov.Model) -> int:
         How many MatMuls were removed (a Llama layer's q, k, v and gate, up: 3 each).
     """
     groups: dict[tuple, list[_Compressed]] = {}
-    for node in model.get_ordered_ops():
+    for node in model.get_ordered_ops():  # as read: read_model left the order sorted, this call only wraps the nodes
         found = compressed_product(node)
         if found is not None:
             groups.setdefault(found.signature(), []).append(found)

@@ -15,6 +15,8 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
+from .fusion import ordered_ops
+
 #: Name of ``add_layer_features``' output (float32 ``[B, S, len(layers), hidden]``) and of a fused head's input
 #: that reads it.
 LAYER_FEATURES = "layer_features"
@@ -28,7 +30,7 @@ def residual_streams(model: ov.Model) -> list[ov.Output]:
     final norm). Found structurally (the ``x ** 2`` that starts each RMSNorm), since exported IRs name their nodes
     arbitrarily; the LM head's input is the final norm of the last one."""
     streams = []
-    for op in model.get_ordered_ops():
+    for op in ordered_ops(model):
         if op.get_type_name() != "Power":
             continue
         exponent = op.input_value(1).get_node()

@@ -41,7 +41,7 @@ import openvino as ov
 from openvino.utils.node_factory import NodeFactory
 
 from .file_pages import read_only_file_mappings, release_file_pages
-from .fusion import compressed_product
+from .fusion import compressed_product, ordered_ops
 
 #: The extension library that ``tools/build_kernels.py`` builds at set-up (gitignored; the installers ship it).
 LIBRARY = Path(__file__).resolve().parent / "kernels" / "build" / "libspecchat_kernels.so"
@@ -133,10 +133,20 @@ def use_kernels(model: ov.Model, core: ov.Core, device: str, properties: dict) -
         return Kernels(False, f"library not loadable: {str(error).splitlines()[0] if str(error) else 'error'}")
     weights: list[np.ndarray] = []
     mappings = read_only_file_mappings()
-    count = use_layers(model, factory, weights, mappings)
+    products = matmuls(model)  # one walk for both passes: use_layers leaves in it what use_kernel takes
+    count = use_layers(model, factory, weights, mappings, products)
     if count == 0:
         return Kernels(False, "no Q4_1 layers")
-    return Kernels(True, ops=count + use_kernel(model, factory, weights, mappings=mappings), weights=weights)
+    return Kernels(True, ops=count + use_kernel(model, factory, weights, mappings=mappings, products=products),
+                   weights=weights)
+
+
+def matmuls(model: ov.Model) -> list[ov.Node]:
+    """The MatMuls of ``model`` in graph order (``fusion.ordered_ops``), what :func:`use_layers` and :func:`use_kernel`
+    search: one walk serves both (use_kernel's own ``get_ordered_ops`` after use_layers' rewrite held the GIL
+    5.3-5.8 ms, the longest hold of the model load: default model, this Xeon, quiet, ``tools/gil_watch.py
+    model_load``)."""
+    return [node for node in ordered_ops(model) if node.get_type_name() == "MatMul"]
 
 
 def _release_weights(found, mappings: list[tuple[int, int]] | None) -> None:
@@ -240,14 +250,15 @@ def _signed_codes(codes: np.ndarray, zero_point: np.ndarray, mappings: list[tupl
 
 
 def use_kernel(model: ov.Model, factory: NodeFactory, keep: list, activations: str = "f32",
-               mappings: list[tuple[int, int]] | None = None) -> int:
+               mappings: list[tuple[int, int]] | None = None, products: list[ov.Node] | None = None) -> int:
     """Replace the compressed MatMuls with blocks of 32 by the ops; returns how many. Every u4 one (Q4_1) becomes
     ``Q4F32MatMul`` (``activations`` "f32") or ``Q4MatMul`` ("q8_1"); with "f32" the u8 ones whose codes minus zero
     point fit in int8 (Q8_0: the LM head) become ``Q8F32MatMul``. The repacked weights go to ``keep``
     (:func:`product_node`); the file pages of the weights replaced are handed back within ``mappings``
-    (:func:`_release_weights`)."""
+    (:func:`_release_weights`). ``products``: the model's MatMuls in graph order as :func:`use_layers` left them
+    (None: :func:`matmuls`)."""
     count = 0
-    for node in model.get_ordered_ops():
+    for node in matmuls(model) if products is None else products:
         found = compressed_product(node)
         if found is None or found.codes.get_output_shape(0)[2] != 32:
             continue
@@ -350,25 +361,40 @@ def _layer_tail(o_proj) -> dict | None:
 
 def has_layers(model: ov.Model) -> bool:
     """Whether :func:`use_layers` would find a layer to replace in ``model`` (a look, nothing changed)."""
-    return any(_layer_tail(compressed_product(node)) is not None for node in model.get_ordered_ops()
-               if node.get_type_name() == "MatMul")
+    return any(_layer_tail(compressed_product(node)) is not None for node in matmuls(model))
 
 
-def use_layers(model: ov.Model, factory: NodeFactory, keep: list, mappings: list[tuple[int, int]] | None = None) -> int:
+def use_layers(model: ov.Model, factory: NodeFactory, keep: list, mappings: list[tuple[int, int]] | None = None,
+               products: list[ov.Node] | None = None) -> int:
     """Replace each layer's output projection, residual, RMSNorm and SwiGLU MLP (:func:`_layer_tail`) by one
     ``Q4F32Layer`` op (``kernels/layer_f32.hpp``); returns how many. Their repacked weights go to ``keep``, as in
     :func:`product_node`, and the file pages of the weights replaced are handed back within ``mappings``
     (:func:`_release_weights`). Run before :func:`use_kernel`, which then takes the products left (q/k/v, the LM
-    head)."""
+    head).
+
+    ``products``: the model's MatMuls in graph order (:func:`matmuls`; None: walked here); on return it holds those
+    not replaced, for :func:`use_kernel`. Each is dropped from it as it is passed, so the nodes a layer op replaced
+    are freed layer by layer: held to the end, the 30 layers' were freed at once when the list went, holding the GIL
+    ~4 ms (default model, this Xeon, ``tools/gil_watch.py model_load``)."""
+    if products is None:
+        products = matmuls(model)
+    pending = products[::-1]
+    products.clear()
+    replaced: set[int] = set()  # the instance ids of the gate/up and down products of the layers replaced
     count = 0
-    for node in model.get_ordered_ops():
-        tail = _layer_tail(compressed_product(node)) if node.get_type_name() == "MatMul" else None
+    while pending:
+        node = pending.pop()
+        if node.get_instance_id() in replaced:
+            continue
+        tail = _layer_tail(compressed_product(node))
         if tail is None or tail["gamma"].size != tail["o"].columns:
+            products.append(node)
             continue
         hidden, inner = tail["o"].columns, tail["down"].codes.get_output_shape(0)[1] * 32
         gate_up = _q4_1(tail["gate_up"])
         down = _q4_1(tail["down"])
         if gate_up is None or down is None or tail["gate_up"].columns != 2 * inner:
+            products.append(node)
             continue
         parts = {"o": _q4_1(tail["o"]), "gate": [a[:inner] for a in gate_up], "up": [a[inner:] for a in gate_up],
                  "down": down}
@@ -385,6 +411,7 @@ def use_layers(model: ov.Model, factory: NodeFactory, keep: list, mappings: list
         tail["end"].output(0).replace(layer.output(0))
         for product in ("o", "gate_up", "down"):
             _release_weights(tail[product], mappings)
+        replaced.update(tail[product].matmul.get_instance_id() for product in ("gate_up", "down"))
         count += 1
     return count
 

@@ -8,7 +8,7 @@ import openvino.opset13 as ops
 
 from inference import file_pages
 from inference.devices import core
-from inference.fusion import fuse_shared_input_products
+from inference.fusion import fuse_shared_input_products, ordered_ops
 
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
@@ -80,3 +80,15 @@ def test_fusion_reads_the_process_mappings_once(int4_dir, monkeypatch):
     model = core().read_model(int4_dir / "openvino_model.xml")
     assert fuse_shared_input_products(model) == 90
     assert len(reads) == 1
+
+
+def test_ordered_ops_walks_the_nodes_of_get_ordered_ops_in_its_order(int4_dir):
+    """``ordered_ops`` (Python, letting the GIL go between short calls) is ``get_ordered_ops`` (one C++ call that
+    holds it): the default model as read (results, the KV cache's Assign sinks, parameters) and after fusion."""
+    model = core().read_model(int4_dir / "openvino_model.xml")
+    for _ in range(2):
+        walked, sorted_ = ordered_ops(model), model.get_ordered_ops()
+        assert len(walked) > 4000 and [n.get_instance_id() for n in walked] == [n.get_instance_id() for n in sorted_]
+        fuse_shared_input_products(model)
+    small = _three_products_and_one_apart(np.random.default_rng(0))
+    assert [n.get_instance_id() for n in ordered_ops(small)] == [n.get_instance_id() for n in small.get_ordered_ops()]

@@ -8,6 +8,7 @@ a temporary folder (the ``kernel_library`` fixture).
 """
 
 import shutil
+import sys
 
 import numpy as np
 import openvino as ov
@@ -98,6 +99,26 @@ def test_without_the_library_openvino_kernels_run_and_the_text_says_so(int4_dir,
     assert model.precision.describe().endswith("4-bit kernels: OpenVINO's (not built)")
     ids = list(range(1000, 1008))
     assert np.isfinite(run(model, ids)[0][0]).all()
+
+
+def test_the_load_sorts_the_graph_in_a_gil_holding_call_once_on_the_graph_as_read(library, int4_dir, monkeypatch):
+    """``get_ordered_ops`` holds Python's GIL through one C++ call that sorts the graph again after each rewrite
+    (4-7 ms on this Xeon after fusion: the model load's longest holds, ``tests/gui/test_gil_holds.py``), so the load
+    calls it once, in fusion, where the graph as read is sorted already, and walks the rewritten graph with
+    ``fusion.ordered_ops``. Loaded as on a CPU without bf16 (``has_layers`` chooses the f32 prefill copy) with a fused
+    head's layer features: every walk of the load runs."""
+    callers = []
+    original = ov.Model.get_ordered_ops
+
+    def counted(model):
+        callers.append(sys._getframe(1).f_code.co_name)
+        return original(model)
+
+    monkeypatch.setattr(ov.Model, "get_ordered_ops", counted)
+    monkeypatch.setattr(PrecisionSettings, "wants_fast_prefill", lambda self, device: False)
+    model = load_model(int4_dir, "CPU", PrecisionSettings(), feature_layers=FEATURE_LAYERS)
+    assert model.kernels.ours and model.prefill_compiled is not None and model.decoder_layers == 30
+    assert callers == ["fuse_shared_input_products"]
 
 
 def test_a_draft_model_at_device_defaults_keeps_openvinos_kernels(library, draft):

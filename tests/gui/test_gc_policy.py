@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from app.gui.gc_policy import collect_on_gui_thread, restore_automatic_collection
+from app.gui.gc_policy import collect_on_gui_thread, freeze_startup_objects, restore_automatic_collection
 
 WORKER_ALLOCATIONS = 100_000  # containers: far above the generation-0 threshold (700)
 #: 20,000 garbage containers: generation 0 stays far above its threshold even if an earlier test's objects (whose
@@ -78,3 +78,28 @@ def test_with_the_policy_cycles_are_finalized_on_the_gui_thread(qtbot):
     finally:
         restore_automatic_collection(collector)
     assert gc.isenabled()
+
+
+def test_freezing_frees_the_youngest_garbage_and_freezes_the_middle_generation_unscanned():
+    """``freeze_startup_objects`` (after each model load, on the GUI thread) frees the garbage made since the
+    collector's last tick, and freezes what survived earlier ticks without scanning it: that scan took up to 5.3 ms
+    of the GUI thread after a load (12.9 ms once) and found no garbage (gc_policy)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        older: list[int] = []
+        survivor = _Finalized(older)  # a cycle still reachable: a young collection moves it to the middle generation
+        gc.collect(0)
+        del survivor  # garbage now, in the middle generation
+        young: list[int] = []
+        _Finalized(young)  # garbage in the youngest generation
+        freeze_startup_objects()
+        assert young == [threading.get_ident()] and older == []
+        assert gc.get_objects(1) == [] and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.collect()
+        if was_enabled:
+            gc.enable()
+    assert len(older) == 1  # frozen, not lost: collected once unfrozen
