@@ -3,20 +3,20 @@
 OpenVINO's ``paged_attention_transformation`` (``model._paged_attention_copy``) is a pybind call that holds Python's
 GIL for its whole run: 179 ms on 2 Xeon cores for the default model (``tools/gil_watch.py model_load``), ~0.5 s on a
 CPU 3x slower, while no other thread, the window's included, runs a line (``tests/gui/test_gil_holds.py`` bars any
-hold at 15 ms). So the transformed graph is made once by a child process (``python -m inference.paged_build``, the
-same read, output edits and transformation) and written into the model's folder in the store, in a folder of its
-own per variant (:func:`variant_name`: ``openvino_model.xml/.bin`` and ``source.json``, which names the IR files and
-OpenVINO version it was made from); a load reads it from there (``Core.read_model`` of a path lets the GIL go).
+hold at 15 ms). So a load does not call it: the model store's child process (``python -m
+inference.models.paged_graphs``, run by name: the engine imports nothing of the store) makes the transformed graph
+once per model and outputs (the same read, output edits and transformation) and writes it into the model's folder,
+in a folder of its own (:func:`variant_name`: ``openvino_model.xml/.bin`` and ``source.json``, which names the IR
+files and OpenVINO version it was made from, :func:`source_stamp`); the load waits for it without the GIL and reads
+it (``Core.read_model`` of a path lets the GIL go). A folder outside the store (no :data:`STORE_MARK`) gets none:
+``load_model`` then compiles the stateful copy, as where the child fails (logged) or the graph has nothing to page.
 
 OpenVINO's IR reader does not know the transformation's ``PagedAttentionExtension`` op (``opset "extension"``), so
 each is read as :class:`PagedAttentionExtension`, a Python op of the same name and version that only carries its
-inputs, and then swapped for OpenVINO's own op (``openvino.op._PagedAttentionExtension``: same inputs, and its one
-attribute, ``write_kv_cache``, at the default the transformation writes; 30 short calls, 8 ms in all). The graph
-compiled is the one the transformation made: the same prefill logits bit for bit (``tests/test_paged_prefill.py``).
-
-The engine writes nothing outside the model store: a folder without the store's manifest (:data:`STORE_MARK`) gets
-no paged graph (``load_model`` then compiles the stateful copy), as does one the child cannot write or finishes in
-no :data:`BUILD_TIMEOUT_S`.
+inputs, and then swapped for OpenVINO's own op (``openvino.op._PagedAttentionExtension``: the same inputs, its one
+attribute, ``write_kv_cache``, at the default the child checked, and the runtime info the CPU plugin requires,
+which the IR does not keep: ``source.json``'s ``attention_info``). The graph compiled is the one the transformation
+made: the same prefill logits and cache bit for bit (``tests/test_paged_prefill.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,13 +41,13 @@ logger = logging.getLogger(__name__)
 #: The file that marks a folder of the model store (``inference.models.manifest.MANIFEST_NAME``): only there is a
 #: paged graph written.
 STORE_MARK = "specchat_manifest.json"
-#: The first argument that makes a bundled app (PyInstaller sets ``sys.frozen``; no ``python -m``) run the child
-#: (``packaging/entry.py``).
+#: The first argument that makes a bundled app (PyInstaller sets ``sys.frozen``; no ``python -m``) run the store's
+#: child (``packaging/entry.py``).
 INTERNAL_FLAG = "--internal-paged-graph"
 #: The longest wait for the child (seconds); it took 1.0 s for the default model on 2 Xeon cores.
 BUILD_TIMEOUT_S = 300.0
-#: The files of a variant's folder: the graph and ``source.json`` (:func:`source_stamp`, ``"pages"``: whether the
-#: transformation found attention to page; without it there is no graph).
+#: The files of a variant's folder: the graph and ``source.json`` (:func:`source_stamp`; ``"pages"``: whether the
+#: transformation found attention to page, without it there is no graph; ``"attention_info"``).
 GRAPH_FILES = ("openvino_model.xml", "openvino_model.bin")
 STAMP = "source.json"
 
@@ -73,25 +71,11 @@ def source_stamp(folder: Path, hidden_states: bool, feature_layers: Sequence[int
             "feature_layers": [int(layer) for layer in feature_layers]}
 
 
-def write_graph(model: ov.Model | None, out: Path, stamp: dict) -> None:
-    """Write the child's result into ``out``: ``model``'s IR (``GRAPH_FILES``, f32 constants kept f32) unless it is
-    None (nothing to page), then ``source.json``, last, so a folder with it is whole: ``stamp``, ``"pages"``, and
-    ``"attention_info"``, each paged attention's runtime info by its name (``{"k_head_size": 64, "num_k_heads": 3,
-    ...}``: the CPU plugin requires it, and the IR does not keep it)."""
-    info = {}
-    if model is not None:
-        ov.serialize(model, str(out / GRAPH_FILES[0]), str(out / GRAPH_FILES[1]))
-        for node in model.get_ops():
-            if node.get_type_name() == "PagedAttentionExtension":
-                rt_info = node.get_rt_info()
-                info[node.get_friendly_name()] = {key: rt_info[key].astype(int) for key in rt_info.keys()}
-    (out / STAMP).write_text(json.dumps({**stamp, "pages": model is not None, "attention_info": info}), encoding="utf-8")
-
-
-def child_command(*arguments: str) -> list[str]:
-    """The command line of the child that builds a paged graph (``inference.paged_build``)."""
-    runner = [INTERNAL_FLAG] if getattr(sys, "frozen", False) else ["-m", "inference.paged_build"]
-    return [sys.executable, *runner, *arguments]
+def child_command(folder: Path, hidden_states: bool, feature_layers: Sequence[int]) -> list[str]:
+    """The command line of the store's child that makes ``folder``'s paged graph (``inference.models.paged_graphs``)."""
+    runner = [INTERNAL_FLAG] if getattr(sys, "frozen", False) else ["-m", "inference.models.paged_graphs"]
+    layers = ["--feature-layers", *(str(int(layer)) for layer in feature_layers)] if feature_layers else []
+    return [sys.executable, *runner, str(folder), "--hidden-states" if hidden_states else "--no-hidden-states", *layers]
 
 
 def paged_graph(folder: Path, hidden_states: bool, feature_layers: Sequence[int]) -> ov.Model | None:
@@ -111,52 +95,42 @@ def paged_graph(folder: Path, hidden_states: bool, feature_layers: Sequence[int]
     except OSError:
         return None
     built = folder / variant_name(hidden_states, feature_layers)
-    made = _read_stamp(built)
-    if made is None or {key: made.get(key) for key in stamp} != stamp:
-        made = _build(folder, built, hidden_states, feature_layers, stamp)
-    if not made or not made.get("pages"):
+    made = read_stamp(built)
+    if not current(made, stamp):
+        _build(folder, hidden_states, feature_layers)
+        made = read_stamp(built)
+    if not current(made, stamp) or not made.get("pages"):
         return None
     return read_graph(built / GRAPH_FILES[0], made.get("attention_info", {}))
 
 
-def _read_stamp(built: Path) -> dict | None:
+def current(made: dict | None, stamp: dict) -> bool:
+    """Whether a variant's ``source.json`` (``made``) was made from what :func:`source_stamp` now says (``stamp``)."""
+    return made is not None and all(made.get(key) == value for key, value in stamp.items())
+
+
+def read_stamp(built: Path) -> dict | None:
+    """A variant folder's ``source.json``, or None (absent or unreadable: not made yet)."""
     try:
         return json.loads((built / STAMP).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def _build(folder: Path, built: Path, hidden_states: bool, feature_layers: Sequence[int], stamp: dict) -> dict | None:
-    """Run the child into a new folder beside ``built`` and put it in ``built``'s place; its stamp, or None (logged)."""
-    try:
-        work = Path(tempfile.mkdtemp(prefix=f".{built.name}-", dir=folder))
-    except OSError as error:
-        logger.warning("no paged prefill graph for %s: %s", folder, error)
-        return None
-    arguments = [str(folder), str(work), "--hidden-states" if hidden_states else "--no-hidden-states"]
-    arguments += ["--feature-layers", *(str(int(layer)) for layer in feature_layers)] if feature_layers else []
+def _build(folder: Path, hidden_states: bool, feature_layers: Sequence[int]) -> None:
+    """Run the store's child for this variant and wait for it (without the GIL); a failure is logged."""
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        result = subprocess.run(child_command(*arguments), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                errors="replace", env=env, timeout=BUILD_TIMEOUT_S)
-        made = _read_stamp(work)
-        if result.returncode != 0 or made is None or {key: made.get(key) for key in stamp} != stamp:
-            logger.warning("no paged prefill graph for %s: the child exited %s: %s", folder, result.returncode,
-                           (result.stderr or result.stdout)[-2000:])
-            return None
-        shutil.rmtree(built, ignore_errors=True)
-        try:
-            os.replace(work, built)
-        except OSError:  # another load put its own there meanwhile: the same graph
-            return _read_stamp(built)
-        return made
+        result = subprocess.run(child_command(folder, hidden_states, feature_layers), stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, errors="replace", env=env, timeout=BUILD_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as error:
         logger.warning("no paged prefill graph for %s: %s", folder, error)
-        return None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        return
+    if result.returncode != 0:
+        logger.warning("no paged prefill graph for %s: its child exited %s: %s", folder, result.returncode,
+                       (result.stderr or result.stdout)[-2000:])
 
 
 class PagedAttentionExtension(Op):
