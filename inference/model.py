@@ -443,16 +443,16 @@ def _paged_attention_copy(folder: Path, hidden_states: bool, feature_layers: Seq
     ``hidden_states``, ``feature_layers``' outputs, ``logits_to_keep``) and OpenVINO's paged attention instead of its
     stateful attention (``paged_attention_transformation``, what openvino-genai runs; ``kv_cache.PagedCopy`` feeds
     it and hands its cache over), or None when the transformation finds no attention to page. It holds Python's GIL
-    for the whole transformation (179 ms, default model, 2 Xeon cores), so a load does not call it: the child process
-    of ``paged_graph`` does, and the load reads what it wrote.
+    for the whole transformation (179 ms, default model, 2 Xeon cores), so a load does not call it: the model store's
+    child process does (``inference.models.paged_graphs``), and the load reads the IR it wrote (``paged_graph``).
 
     It is read again rather than cloned (a ``model.clone()`` copies every weight constant: ~90 MiB more resident on
-    the default model, ``prefill_attention.attention_in_blocks``; a second read maps the same file), and its products
-    are not fused (``fusion``: 6% off a decode step, nothing off a 1,024-token pass, and the fused weights are new
-    arrays): fused, the load peaked at 435 MiB and left 401 resident, unfused 415 / 373; with the file's pages
-    released after its compile 395 / 373, against 401 / 381 with the stateful copy (default model, Xeon with AMX,
-    quiet, 2026-12-05). Its tokens are the batch axis (every output ``[tokens, 1, ...]``), so the ``logits_to_keep``
-    slice cuts axis 0.
+    the default model, ``prefill_attention.attention_in_blocks``; the load maps the written IR's weights file), and
+    its products are not fused (``fusion``: 6% off a decode step, nothing off a 1,024-token pass, and the fused
+    weights are new arrays): fused, the load peaked at 435 MiB and left 401 resident, unfused 415 / 373; with the
+    file's pages released after its compile 395 / 373, against 401 / 381 with the stateful copy (default model, Xeon
+    with AMX, quiet, 2026-12-05). Its tokens are the batch axis (every output ``[tokens, 1, ...]``), so the
+    ``logits_to_keep`` slice cuts axis 0.
     """
     from openvino._offline_transformations import paged_attention_transformation
 
