@@ -7,7 +7,8 @@ into the model's folder: it holds its own GIL, not the window's, through OpenVIN
 (``paged_graph._build``) where FOLDER, a model folder of the store, lacks a current graph for these outputs. It makes
 the graph of ``model._paged_attention_copy`` in a new hidden folder beside the variant's (``.paged-hidden-XXXX``),
 writes the IR and ``source.json`` last (:func:`write_graph`), then puts that folder in the variant's place
-(``paged_graph.variant_name``), so a reader finds a whole one or none. Exit status 0, or 1 with the error on stderr
+(``paged_graph.variant_name``), so a reader finds a whole one or none; a current one another load's child put there
+meanwhile is kept (a reader may have it open), a stale one replaced. Exit status 0, or 1 with the error on stderr
 (its folder removed). A graph whose paged attention has an attribute other than OpenVINO's default is written as
 none to page (``"pages": false``): the reader would give it the default (``paged_graph.PagedAttentionExtension``).
 """
@@ -27,7 +28,7 @@ import openvino as ov
 from openvino import op as ov_op
 
 from ..model import _paged_attention_copy
-from ..paged_graph import BUILD_TIMEOUT_S, GRAPH_FILES, STAMP, source_stamp, variant_name
+from ..paged_graph import BUILD_TIMEOUT_S, GRAPH_FILES, STAMP, current, read_stamp, source_stamp, variant_name
 
 
 def write_graph(model: ov.Model | None, out: Path, stamp: dict) -> None:
@@ -71,8 +72,14 @@ def build(folder: Path, hidden_states: bool, feature_layers: list[int]) -> Path:
     try:
         model = _paged_attention_copy(folder, hidden_states, feature_layers)
         write_graph(model if model is not None and _default_attributes(model) else None, work, stamp)
-        shutil.rmtree(built, ignore_errors=True)
-        os.replace(work, built)
+        if current(read_stamp(built), stamp):  # another load's child made it meanwhile: a reader may have it open
+            return built
+        shutil.rmtree(built, ignore_errors=True)  # a stale one
+        try:
+            os.replace(work, built)
+        except OSError:  # another child put its own there since
+            if not current(read_stamp(built), stamp):
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return built
