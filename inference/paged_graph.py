@@ -47,7 +47,8 @@ INTERNAL_FLAG = "--internal-paged-graph"
 #: The longest wait for the child (seconds); it took 1.0 s for the default model on 2 Xeon cores.
 BUILD_TIMEOUT_S = 300.0
 #: The files of a variant's folder: the graph and ``source.json`` (:func:`source_stamp`; ``"pages"``: whether the
-#: transformation found attention to page, without it there is no graph; ``"attention_info"``).
+#: transformation found attention to page, without it there is no graph; ``"sizes"``: the graph files' bytes;
+#: ``"attention_info"``).
 GRAPH_FILES = ("openvino_model.xml", "openvino_model.bin")
 STAMP = "source.json"
 
@@ -82,11 +83,11 @@ def paged_graph(folder: Path, hidden_states: bool, feature_layers: Sequence[int]
     """The graph of ``folder``'s model with OpenVINO's paged attention and the outputs ``load_model`` gives the exact
     one (``model._paged_attention_copy``), read from the folder's variant (module docstring), which a child process
     makes first where it is missing or stale (the caller waits for it, without the GIL: 1.0 s for the default model
-    on 2 Xeon cores, once per variant). None: the folder is not the store's, the child failed (logged), or the
-    transformation found no attention to page.
+    on 2 Xeon cores, once per variant). None: the folder is not the store's, the child failed (logged; not tried
+    again for the same source in this process), or the transformation found no attention to page.
 
-    Raises:
-        RuntimeError: OpenVINO cannot read the variant's IR (damaged: delete its folder to make it again).
+    A variant whose files differ in size from what its ``source.json`` records is made again; one OpenVINO cannot
+    read is logged and left (the stateful copy is compiled; deleting its folder makes it again).
     """
     if not (folder / STORE_MARK).is_file():
         return None
@@ -95,13 +96,34 @@ def paged_graph(folder: Path, hidden_states: bool, feature_layers: Sequence[int]
     except OSError:
         return None
     built = folder / variant_name(hidden_states, feature_layers)
-    made = read_stamp(built)
-    if not current(made, stamp):
+    made = whole(built, read_stamp(built))
+    tried = (str(built), json.dumps(stamp, sort_keys=True))
+    if not current(made, stamp) and tried not in _failed:
         _build(folder, hidden_states, feature_layers)
-        made = read_stamp(built)
-    if not current(made, stamp) or not made.get("pages"):
+        made = whole(built, read_stamp(built))
+    if not current(made, stamp):
+        _failed.add(tried)  # not tried again in this process (e.g. a folder it cannot write)
         return None
-    return read_graph(built / GRAPH_FILES[0], made.get("attention_info", {}))
+    if not made.get("pages"):
+        return None
+    try:
+        return read_graph(built / GRAPH_FILES[0], made.get("attention_info", {}))
+    except RuntimeError as error:  # damaged: the stateful copy this time (deleting the folder makes it again)
+        logger.warning("cannot read the paged prefill graph in %s: %s", built, error)
+        return None
+
+
+def whole(built: Path, made: dict | None) -> dict | None:
+    """``made`` if the variant's graph files have the sizes its ``source.json`` gives (``"sizes"``), else None."""
+    try:
+        sizes = {name: (built / name).stat().st_size for name in (made or {}).get("sizes", {})}
+    except OSError:
+        return None
+    return made if made is not None and sizes == made.get("sizes", {}) else None
+
+
+#: The variants (folder, stamp) whose child failed in this process.
+_failed: set[tuple[str, str]] = set()
 
 
 def current(made: dict | None, stamp: dict) -> bool:
@@ -189,7 +211,8 @@ def read_graph(path: Path, attention_info: dict[str, dict[str, int]]) -> ov.Mode
             if (real.get_output_element_type(i), real.get_output_partial_shape(i)) != \
                     (node.get_output_element_type(i), node.get_output_partial_shape(i)):
                 raise RuntimeError(f"{path}: {node.get_friendly_name()} output {i} reads as "
-                                   f"{node.get_output_partial_shape(i)}, OpenVINO's op gives {real.get_output_partial_shape(i)}")
+                                   f"{node.get_output_partial_shape(i)}, OpenVINO's op gives "
+                                   f"{real.get_output_partial_shape(i)}")
             for target in node.output(i).get_target_inputs():
                 target.replace_source_output(real.output(i))
         name = node.get_friendly_name()

@@ -125,6 +125,7 @@ def test_the_store_makes_the_graph_once_and_again_when_its_source_changes(store_
     assert paged_graph(store_copy, True, ()) is not None  # made by the child now
     made = json.loads((built / STAMP).read_text())
     assert made["pages"] and made["hidden_states"] and made["feature_layers"] == []
+    assert made["sizes"] == {name: (built / name).stat().st_size for name in GRAPH_FILES}
     assert set(made["attention_info"][next(iter(made["attention_info"]))]) >= {"k_head_size", "num_k_heads"}
     mtime = (built / GRAPH_FILES[1]).stat().st_mtime_ns
     assert paged_graph(store_copy, True, ()) is not None and (built / GRAPH_FILES[1]).stat().st_mtime_ns == mtime
@@ -132,6 +133,10 @@ def test_the_store_makes_the_graph_once_and_again_when_its_source_changes(store_
     os.utime(store_copy / GRAPH_FILES[0], ns=(mtime, mtime + 10**9))
     assert paged_graph(store_copy, True, ()) is not None
     assert json.loads((built / STAMP).read_text())["files"]["openvino_model.xml"][1] == mtime + 10**9
+    # a damaged graph (its weights file cut short) is made again
+    size = (built / GRAPH_FILES[1]).stat().st_size
+    os.truncate(built / GRAPH_FILES[1], size // 2)
+    assert paged_graph(store_copy, True, ()) is not None and (built / GRAPH_FILES[1]).stat().st_size == size
     assert [p.name for p in store_copy.iterdir() if p.name.startswith(".")] == []  # no build folder left
     # outside the store (no manifest) nothing is written and no graph is read
     (store_copy / STORE_MARK).unlink()

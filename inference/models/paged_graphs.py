@@ -28,14 +28,14 @@ import openvino as ov
 from openvino import op as ov_op
 
 from ..model import _paged_attention_copy
-from ..paged_graph import BUILD_TIMEOUT_S, GRAPH_FILES, STAMP, current, read_stamp, source_stamp, variant_name
+from ..paged_graph import BUILD_TIMEOUT_S, GRAPH_FILES, STAMP, current, read_stamp, source_stamp, variant_name, whole
 
 
 def write_graph(model: ov.Model | None, out: Path, stamp: dict) -> None:
     """Write into the folder ``out`` ``model``'s IR (``GRAPH_FILES``, f32 constants kept f32) unless it is None
-    (nothing to page), then ``source.json``: ``stamp``, ``"pages"``, and ``"attention_info"``, each paged
-    attention's runtime info by its name (``{"k_head_size": 64, "num_k_heads": 3, ...}``: the CPU plugin requires
-    it, and the IR does not keep it)."""
+    (nothing to page), then ``source.json``: ``stamp``, ``"pages"``, ``"sizes"`` (the IR files' bytes, which the
+    reader checks), and ``"attention_info"``, each paged attention's runtime info by its name (``{"k_head_size": 64,
+    "num_k_heads": 3, ...}``: the CPU plugin requires it, and the IR does not keep it)."""
     info = {}
     if model is not None:
         ov.serialize(model, str(out / GRAPH_FILES[0]), str(out / GRAPH_FILES[1]))
@@ -43,7 +43,9 @@ def write_graph(model: ov.Model | None, out: Path, stamp: dict) -> None:
             if node.get_type_name() == "PagedAttentionExtension":
                 rt_info = node.get_rt_info()
                 info[node.get_friendly_name()] = {key: rt_info[key].astype(int) for key in rt_info.keys()}
-    (out / STAMP).write_text(json.dumps({**stamp, "pages": model is not None, "attention_info": info}), encoding="utf-8")
+    sizes = {name: (out / name).stat().st_size for name in GRAPH_FILES} if model is not None else {}
+    (out / STAMP).write_text(json.dumps({**stamp, "pages": model is not None, "sizes": sizes, "attention_info": info}),
+                             encoding="utf-8")
 
 
 def _default_attributes(model: ov.Model) -> bool:
@@ -72,13 +74,13 @@ def build(folder: Path, hidden_states: bool, feature_layers: list[int]) -> Path:
     try:
         model = _paged_attention_copy(folder, hidden_states, feature_layers)
         write_graph(model if model is not None and _default_attributes(model) else None, work, stamp)
-        if current(read_stamp(built), stamp):  # another load's child made it meanwhile: a reader may have it open
+        if current(whole(built, read_stamp(built)), stamp):  # another load's child made it meanwhile: it may be open
             return built
         shutil.rmtree(built, ignore_errors=True)  # a stale one
         try:
             os.replace(work, built)
         except OSError:  # another child put its own there since
-            if not current(read_stamp(built), stamp):
+            if not current(whole(built, read_stamp(built)), stamp):
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
