@@ -21,6 +21,7 @@ from .file_pages import release_mapped_file
 from .fusion import fuse_shared_input_products
 from .heap import return_large_blocks
 from .layer_features import add_layer_features, decoder_layer_count
+from .paged_graph import GRAPH_FILES, paged_graph, variant_name
 from .precision import (
     FAST_PREFILL_PROPERTIES,
     PAGED_PREFILL_KV_CACHE,
@@ -170,9 +171,10 @@ class LoadedModel:
             (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
             runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
             ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``). Compiled from the stateful graph, or with
-            ``SPECCHAT_PREFILL_ATTENTION=paged`` with OpenVINO's paged attention (``_paged_attention_copy``;
-            ``kv_cache.PagedCopy`` runs it; not for a sliding-window model; ``prefill_attention`` says why it is off
-            by default).
+            where it can, with OpenVINO's paged attention (``_paged_attention_copy``, made by a child process and
+            kept in the model's folder: ``paged_graph``; ``kv_cache.PagedCopy`` runs it; not for a sliding-window
+            model, a folder outside the model store, or with ``SPECCHAT_PREFILL_ATTENTION=stateful`` or ``blocks``:
+            ``prefill_attention.paged_prefill_attention``).
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
@@ -349,13 +351,14 @@ def load_model(
         copy = {**properties, **FAST_PREFILL_PROPERTIES} if fast_prefill else properties
         if fast_prefill or (precision is not None and precision.fast_prefill == precision.inference == "auto"
                             and not unavailable(device, properties) and has_layers(model)):
-            paged = _paged_attention_copy(folder, hidden_states, feature_layers) \
+            paged = paged_graph(folder, hidden_states, feature_layers) \
                 if paged_prefill_attention() and not sliding_window_of(config) else None  # prefill_attention.py
             if paged is not None:
                 kv_cache = PAGED_PREFILL_KV_CACHE[copy["INFERENCE_PRECISION_HINT"]]
                 prefill_compiled = core().compile_model(paged, device, {**copy, **kv_cache})
                 del paged
-                release_mapped_file(folder / "openvino_model.bin")  # its second mapping's pages, before the exact compile
+                # the pages of its weights file read to compile, before the exact compile
+                release_mapped_file(folder / variant_name(hidden_states, feature_layers) / GRAPH_FILES[1])
             else:  # the stateful copy; prefill_attention.py's blocks (off by default) are for the f32 one only
                 with attention_in_blocks(model, 0 if fast_prefill else blocked_prefill_attention()):
                     prefill_compiled = core().compile_model(model, device, copy)  # the f32 one kept if the kernels go in
@@ -439,15 +442,17 @@ def _paged_attention_copy(folder: Path, hidden_states: bool, feature_layers: Seq
     """The graph of ``folder`` with the outputs and inputs ``load_model`` gives the exact one (``HIDDEN_STATES`` when
     ``hidden_states``, ``feature_layers``' outputs, ``logits_to_keep``) and OpenVINO's paged attention instead of its
     stateful attention (``paged_attention_transformation``, what openvino-genai runs; ``kv_cache.PagedCopy`` feeds
-    it and hands its cache over), or None when the transformation finds no attention to page.
+    it and hands its cache over), or None when the transformation finds no attention to page. It holds Python's GIL
+    for the whole transformation (179 ms, default model, 2 Xeon cores), so a load does not call it: the model store's
+    child process does (``inference.models.paged_graphs``), and the load reads the IR it wrote (``paged_graph``).
 
     It is read again rather than cloned (a ``model.clone()`` copies every weight constant: ~90 MiB more resident on
-    the default model, ``prefill_attention.attention_in_blocks``; a second read maps the same file), and its products
-    are not fused (``fusion``: 6% off a decode step, nothing off a 1,024-token pass, and the fused weights are new
-    arrays): fused, the load peaked at 435 MiB and left 401 resident, unfused 415 / 373; with the file's pages
-    released after its compile 395 / 373, against 401 / 381 with the stateful copy (default model, Xeon with AMX,
-    quiet, 2026-12-05). Its tokens are the batch axis (every output ``[tokens, 1, ...]``), so the ``logits_to_keep``
-    slice cuts axis 0.
+    the default model, ``prefill_attention.attention_in_blocks``; the load maps the written IR's weights file), and
+    its products are not fused (``fusion``: 6% off a decode step, nothing off a 1,024-token pass, and the fused
+    weights are new arrays): fused, the load peaked at 435 MiB and left 401 resident, unfused 415 / 373; with the
+    file's pages released after its compile 395 / 373, against 401 / 381 with the stateful copy (default model, Xeon
+    with AMX, quiet, 2026-12-05). Its tokens are the batch axis (every output ``[tokens, 1, ...]``), so the
+    ``logits_to_keep`` slice cuts axis 0.
     """
     from openvino._offline_transformations import paged_attention_transformation
 

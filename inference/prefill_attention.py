@@ -22,8 +22,9 @@ Design rules:
 - Only the prefill copy, only in f32: the exact decode model keeps its fused attention (its numerics are the exact
   path's), and the bf16 copy's fused kernel (``KT_ONEDNN``) is fast already.
 - The KV cache stays the model's state variables, so the hand-over (``kv_cache._move_states``) is unchanged.
-- Off by default: ``SPECCHAT_PREFILL_ATTENTION=blocks`` in the environment turns it on. It trades memory for time to
-  first token: on 2 Xeon cores capped at AVX2 (``bench/memory_bar.py``, back to back, in
+- Off by default (the default prefill copy pages its attention instead, :func:`paged_prefill_attention`):
+  ``SPECCHAT_PREFILL_ATTENTION=blocks`` in the environment turns it on. It trades memory for time to first token
+  (against the stateful copy): on 2 Xeon cores capped at AVX2 (``bench/memory_bar.py``, back to back, in
   ``bench/results/xeon-amx-capped-avx2/PREFILL_ATTENTION.md``) TTFT at 1,024 tokens 2,104 -> 1,686 ms (genai 1,485 /
   1,439 in the same runs), peak 714 -> 821 MiB (genai 520 / 519): OpenVINO keeps each block's scores, weights and softmax in buffers of their own,
   and every node of the compiled copy costs resident memory (4 blocks: +31 MiB loaded). The memory bar holds the
@@ -46,10 +47,12 @@ import openvino.opset13 as ops
 QUERY_BLOCKS = 4
 
 
-#: The environment variable that chooses the prefill copy's attention: ``blocks`` (the f32 copy's attention in
-#: causal query blocks, below), ``paged`` (OpenVINO's paged attention, ``model._paged_attention_copy``); anything
-#: else keeps the stateful graph's fused one.
+#: The environment variable that chooses the prefill copy's attention: unset (or anything else), OpenVINO's paged
+#: attention where it can (``model._paged_attention_copy``, :func:`paged_prefill_attention`); ``stateful``, the
+#: stateful graph's fused one; ``blocks``, the f32 copy's attention in causal query blocks (below), stateful too.
 SWITCH = "SPECCHAT_PREFILL_ATTENTION"
+#: The values of ``SWITCH`` that keep the stateful copy (paged attention off).
+STATEFUL_VALUES = ("stateful", "blocks")
 
 
 def blocked_prefill_attention() -> int:
@@ -59,14 +62,14 @@ def blocked_prefill_attention() -> int:
 
 
 def paged_prefill_attention() -> bool:
-    """Whether the prefill copy runs OpenVINO's paged attention: ``SPECCHAT_PREFILL_ATTENTION=paged`` in the
-    environment. Off by default: it prefills 1,024 tokens in 0.80x openvino-genai's time natively and 0.96x under the
-    AVX2 cap (against 1.07x / 1.39x, Xeon with AMX, ``bench/results/xeon-amx/PAGED_PREFILL.md``), but
-    ``paged_attention_transformation`` holds Python's GIL for its whole run at load (165 ms on that Xeon, ~0.5 s on a
-    CPU 3x slower): the window stalled 142 ms while the model loaded (``tests/gui/test_responsiveness.py``,
-    ``test_gil_holds.py``). It goes on by default once the transformed graph is made where no window waits (the
-    model store, at install) or the call lets the GIL go."""
-    return os.environ.get(SWITCH, "").strip().lower() == "paged"
+    """Whether the prefill copy runs OpenVINO's paged attention (where the model has one it can page, and its folder
+    is in the model store: ``paged_graph``): yes unless ``SPECCHAT_PREFILL_ATTENTION`` is ``stateful`` or ``blocks``.
+    It prefills 1,024 tokens in 0.80x openvino-genai's time natively and 0.96x under the AVX2 cap (against 1.07x /
+    1.39x with the stateful copy, Xeon with AMX, ``bench/results/xeon-amx/PAGED_PREFILL.md``). Its graph is made by a
+    child process, once per model and outputs, and read at load: ``paged_attention_transformation`` holds Python's
+    GIL for its whole run (179 ms on that Xeon, ~0.5 s on a CPU 3x slower), which froze the window while the model
+    loaded when the load called it (``tests/gui/test_gil_holds.py``, ``test_responsiveness.py``)."""
+    return os.environ.get(SWITCH, "").strip().lower() not in STATEFUL_VALUES
 
 
 def _int(values) -> ov.Node:

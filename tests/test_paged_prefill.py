@@ -1,8 +1,18 @@
 """The prefill copy with OpenVINO's paged attention (``model._paged_attention_copy``, ``kv_cache.PagedCopy``): its
 logits and the cache it hands over are the exact path's within f32 summation order, over several passes, after
-cached tokens and after a rollback left dead slots; the exact states of tokens cached before it are kept bit for bit."""
+cached tokens and after a rollback left dead slots; the exact states of tokens cached before it are kept bit for bit.
+The graph a load compiles is the one the model store's child wrote (``inference.paged_graph``): the same logits and
+cache bit for bit as the transformation's own, made again when its source changes, none outside the store; it is
+the default copy, ``SPECCHAT_PREFILL_ATTENTION=stateful`` or ``blocks`` keeps the stateful one."""
 
 from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,18 +20,37 @@ import pytest
 from inference.devices import base_properties, core
 from inference.kv_cache import KVCache, PagedCopy, _from_bf16_bits, _to_bf16_bits
 from inference.model import _paged_attention_copy, load_model
+from inference.paged_graph import GRAPH_FILES, INTERNAL_FLAG, STAMP, STORE_MARK, paged_graph, variant_name
 from inference.precision import PAGED_PREFILL_KV_CACHE, PrecisionSettings
 
+ENTRY = Path(__file__).resolve().parents[1] / "packaging" / "entry.py"
+
 EXACT_NOISE = 1e-3  # f32 summation order only (tests/test_precision.py)
+
+
+F32_COPY = {**base_properties("CPU"), **PrecisionSettings().compile_properties("CPU"), **PAGED_PREFILL_KV_CACHE["f32"]}
 
 
 @pytest.fixture(scope="module")
 def exact(int4_dir):
     """The default model on the exact path without a prefill copy, and an f32 paged copy of it."""
     model = load_model(int4_dir, "CPU", PrecisionSettings(fast_prefill="off"))
-    properties = {**base_properties("CPU"), **PrecisionSettings().compile_properties("CPU"), **PAGED_PREFILL_KV_CACHE["f32"]}
-    copy = core().compile_model(_paged_attention_copy(int4_dir, True, ()), "CPU", properties)
+    copy = core().compile_model(_paged_attention_copy(int4_dir, True, ()), "CPU", F32_COPY)
     return model, copy
+
+
+@pytest.fixture
+def store_copy(int4_dir, tmp_path) -> Path:
+    """A model folder of the store holding the default model's files (hard links where it can), no paged graph."""
+    folder = tmp_path / "SmolLM2-135M-Instruct-int4"
+    folder.mkdir()
+    for path in int4_dir.iterdir():
+        if path.is_file():
+            try:
+                os.link(path, folder / path.name)
+            except OSError:
+                shutil.copy2(path, folder / path.name)
+    return folder
 
 
 def _all_states(cache: KVCache) -> list[np.ndarray]:
@@ -72,16 +101,70 @@ def test_bf16_bits_round_to_nearest_even_and_back_exactly():
     assert np.array_equal(_to_bf16_bits(_from_bf16_bits(bits)), bits)
 
 
-def test_the_paged_copy_is_chosen_by_its_switch_only(int4_dir, monkeypatch):
-    """Off by default (its transformation holds the GIL ~165 ms at load: ``prefill_attention.paged_prefill_attention``),
-    on with ``SPECCHAT_PREFILL_ATTENTION=paged``; either way a copy prefills where the default path has one."""
+def test_the_stored_graph_prefills_as_the_transformation_made_it_bit_for_bit(exact, int4_dir):
+    """Read back from the store's IR (placeholders swapped for OpenVINO's op, its runtime info restored), the copy's
+    logits and the cache it hands over equal those of the graph the transformation made in this process."""
+    model, copy = exact
+    stored = paged_graph(int4_dir, True, ())
+    assert stored is not None and (int4_dir / variant_name(True, ()) / GRAPH_FILES[1]).is_file()
+    assert sum(op.get_type_name() == "PagedAttentionExtension" for op in stored.get_ops()) == 30
+    stored_copy = core().compile_model(stored, "CPU", F32_COPY)
+    prompt = [int(t) for t in np.random.default_rng(1).integers(100, 49_000, 200)]
+    caches = [KVCache(model.compiled, model.rope, prefill_model=c, kept_outputs=["last_hidden_state"])
+              for c in (copy, stored_copy)]
+    first = [cache.prefill(prompt[:150], upcoming=200) for cache in caches]
+    second = [cache.prefill(prompt[150:], upcoming=50) for cache in caches]
+    assert caches[0].fast_prefilled == caches[1].fast_prefilled == 200
+    assert np.array_equal(first[0], first[1]) and np.array_equal(second[0], second[1])
+    assert np.array_equal(caches[0].rows(0, 200), caches[1].rows(0, 200))
+    assert all(np.array_equal(a, b) for a, b in zip(_all_states(caches[0]), _all_states(caches[1])))
+
+
+def test_the_store_makes_the_graph_once_and_again_when_its_source_changes(store_copy, tmp_path):
+    built = store_copy / variant_name(True, ())
+    assert paged_graph(store_copy, True, ()) is not None  # made by the child now
+    made = json.loads((built / STAMP).read_text())
+    assert made["pages"] and made["hidden_states"] and made["feature_layers"] == []
+    assert made["sizes"] == {name: (built / name).stat().st_size for name in GRAPH_FILES}
+    assert set(made["attention_info"][next(iter(made["attention_info"]))]) >= {"k_head_size", "num_k_heads"}
+    mtime = (built / GRAPH_FILES[1]).stat().st_mtime_ns
+    assert paged_graph(store_copy, True, ()) is not None and (built / GRAPH_FILES[1]).stat().st_mtime_ns == mtime
+    # the model's IR replaced (a re-import): its size and mtime differ from the stamp's, so the graph is made again
+    os.utime(store_copy / GRAPH_FILES[0], ns=(mtime, mtime + 10**9))
+    assert paged_graph(store_copy, True, ()) is not None
+    assert json.loads((built / STAMP).read_text())["files"]["openvino_model.xml"][1] == mtime + 10**9
+    # a damaged graph (its weights file cut short) is made again
+    size = (built / GRAPH_FILES[1]).stat().st_size
+    os.truncate(built / GRAPH_FILES[1], size // 2)
+    assert paged_graph(store_copy, True, ()) is not None and (built / GRAPH_FILES[1]).stat().st_size == size
+    assert [p.name for p in store_copy.iterdir() if p.name.startswith(".")] == []  # no build folder left
+    # outside the store (no manifest) nothing is written and no graph is read
+    (store_copy / STORE_MARK).unlink()
+    shutil.rmtree(built)
+    assert paged_graph(store_copy, True, ()) is None and not built.exists()
+
+
+def test_the_bundled_app_runs_the_stores_child(store_copy):
+    """packaging/entry.py (what PyInstaller freezes) hands ``--internal-paged-graph ARGS`` to the store's child."""
+    result = subprocess.run([sys.executable, str(ENTRY), INTERNAL_FLAG, str(store_copy), "--hidden-states",
+                             "--feature-layers", "2", "9"], capture_output=True, text=True, timeout=300,
+                            cwd=ENTRY.parents[1], env={**os.environ, "PYTHONPATH": str(ENTRY.parents[1])})
+    assert result.returncode == 0, result.stderr
+    made = json.loads((store_copy / variant_name(True, (2, 9)) / STAMP).read_text())
+    assert made["pages"] and made["feature_layers"] == [2, 9]
+
+
+def test_the_paged_copy_is_the_default_and_stateful_or_blocks_turn_it_off(int4_dir, monkeypatch):
+    """On by default (``prefill_attention.paged_prefill_attention``); ``SPECCHAT_PREFILL_ATTENTION=stateful`` and
+    ``blocks`` compile the stateful copy; either way a copy prefills where the default path has one."""
     from inference.prefill_attention import SWITCH
 
     monkeypatch.delenv(SWITCH, raising=False)
     default = load_model(int4_dir, "CPU", PrecisionSettings())
-    monkeypatch.setenv(SWITCH, "paged")
-    switched = load_model(int4_dir, "CPU", PrecisionSettings())
     if default.prefill_compiled is None:
         pytest.skip("no prefill copy on this CPU at the default precision")
-    assert not PagedCopy.pages(default.prefill_compiled)
-    assert PagedCopy.pages(switched.prefill_compiled)
+    assert PagedCopy.pages(default.prefill_compiled)
+    for value in ("stateful", "blocks"):
+        monkeypatch.setenv(SWITCH, value)
+        switched = load_model(int4_dir, "CPU", PrecisionSettings())
+        assert switched.prefill_compiled is not None and not PagedCopy.pages(switched.prefill_compiled)
