@@ -111,3 +111,10 @@ WEATHER = {
         },
     },
 }
+
+
+def attention_kinds(compiled) -> set[str]:
+    """The kinds of a compiled graph's nodes that compute attention, as the CPU plugin runs them (fused:
+    ``ScaledDotProductAttention``; decomposed: ``MatMul`` and ``Softmax``)."""
+    kinds = {op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()}
+    return kinds & {"ScaledDotProductAttention", "Softmax", "MatMul"}

@@ -8,7 +8,7 @@ import numpy as np
 import openvino as ov
 import pytest
 import torch
-from helpers import settings
+from helpers import attention_kinds, settings
 from tiny_heads import tiny_head_state, write_tiny_head
 
 from inference.draft_head import DRAFT_HIDDEN, HEAD_CPU_PROPERTIES, HIDDEN_INPUT, load_head
@@ -67,12 +67,6 @@ def test_the_exported_graph_computes_the_trained_head_with_its_kv_cache(tiny_ir,
         features.append(request.get_tensor(DRAFT_HIDDEN).data[0].copy())
     np.testing.assert_allclose(np.concatenate(logits), expected_logits, atol=2e-4)
     np.testing.assert_allclose(np.concatenate(features), g.numpy()[0], atol=2e-4)
-
-
-def attention_kinds(compiled: ov.CompiledModel) -> set[str]:
-    """The kinds of the compiled graph's nodes that compute attention (as the CPU plugin runs them)."""
-    kinds = {op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()}
-    return kinds & {"ScaledDotProductAttention", "Softmax", "MatMul"}
 
 
 def test_a_grouped_head_exports_as_multi_head_attention_that_the_cpu_runs_fused(tiny_ir, tiny_vocab, tmp_path):

@@ -5,7 +5,7 @@ accepted at least as often as measured on prompts it was not trained on."""
 from __future__ import annotations
 
 import pytest
-from helpers import PROMPTS, assert_same_or_near_tie, chat_ids, settings
+from helpers import PROMPTS, assert_same_or_near_tie, attention_kinds, chat_ids, settings
 
 from app.cli.commands import build_parser
 from app.cli.options import decoding_settings, unused_options
@@ -43,7 +43,7 @@ def test_the_default_model_comes_with_its_head_listed_as_its_draft_only(int4_dir
 def test_the_shipped_heads_attention_runs_fused_in_float32(head):
     """The shipped head's attention is one fused ScaledDotProductAttention in the CPU plugin's graph (exported as
     multi-head attention, ``tools/draft_head/export.py``), computed and cached in float32 as it was trained."""
-    kinds = {op.get_rt_info()["layerType"].astype(str) for op in head.compiled.get_runtime_model().get_ops()}
+    kinds = attention_kinds(head.compiled)
     assert "ScaledDotProductAttention" in kinds and "Softmax" not in kinds
     assert str(head.compiled.get_property("KV_CACHE_PRECISION")) == "<Type: 'float32'>"
     assert str(head.compiled.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'float32'>"

@@ -26,10 +26,11 @@ graph has) OpenVINO's CPU plugin (2026.4) decomposes the head's attention into M
 concatenates its cache each step: a head pass took 3.40 ms against 0.84 ms fused, 0.45 against 0.11 of a target
 pass (default model's head, Xeon with AMX, 2 cores, quiet, 200 passes after 300 cached tokens; the same drafts).
 Its price: the head's cache takes ``heads / kv_heads`` times the memory (default model's head: 4.6 KB a token
-instead of 1.5) and its ``k``/``v`` weights as much (+0.4 M int8). ``import_ir`` folds the repeated rows back. The folder gets ``draft_head.json``
-(``inference.draft_head``'s manifest: the draft vocabulary, the target it was trained for, a fused head's
-``feature_layers``, the training run, the SHA-256 of every other file) and a ``config.json`` with the RoPE parameters the rolls need. The manifest's
-``training.rebuild`` lists the shell commands of every stage (data, each training run it continued, this export)
+instead of 1.5) and its ``k``/``v`` weights as much (+0.4 M int8). ``import_ir`` folds the repeated rows back.
+
+The folder gets ``draft_head.json`` (``inference.draft_head``'s manifest: the draft vocabulary, the target it was
+trained for, a fused head's ``feature_layers``, the training run, the SHA-256 of every other file) and a
+``config.json`` with the RoPE parameters the rolls need. The manifest's ``training.rebuild`` lists the shell commands of every stage (data, each training run it continued, this export)
 and ``training.train_shards`` the shards it trained on; paths inside the repository are written relative to its root,
 so keep the data and run folders under ``build/`` (ignored by git) for the commands to run from any checkout.
 """
@@ -92,11 +93,9 @@ def repeat_kv_heads(weight: np.ndarray, groups: int, head_dim: int) -> np.ndarra
     """``weight`` float32 ``[kv_heads * head_dim, hidden]`` (a ``k`` or ``v`` projection) with each head's
     ``head_dim`` rows repeated ``groups`` times in a row: ``[kv_heads * groups * head_dim, hidden]``, KV head ``i``
     becoming heads ``i * groups .. i * groups + groups - 1``, the query heads it serves (``head.DraftHead``'s
-    grouping). ``groups`` 1 returns ``weight`` itself."""
-    if groups == 1:
-        return weight
-    rows = weight.reshape(-1, 1, head_dim, weight.shape[1])
-    return np.broadcast_to(rows, (rows.shape[0], groups, head_dim, weight.shape[1])).reshape(-1, weight.shape[1])
+    grouping)."""
+    heads = weight.reshape(-1, head_dim, weight.shape[1])
+    return np.repeat(heads, groups, axis=0).reshape(-1, weight.shape[1])
 
 
 def build_graph(state: dict, target_vocab: int, int8: bool = True) -> ov.Model:
