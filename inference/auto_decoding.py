@@ -29,13 +29,23 @@ Design rules:
   with the Zen 5's costs (``bench/auto_simulation.py``), Auto then drafted where the head was 9% slower than plain
   steps and decoded plainly where it was 3% faster; charged the whole price, it stayed plain unless the head was
   20% faster; charged a quarter, it is within 2.1% of plain decoding at every acceptance and takes the head's
-  gain where it pays (the rest is the exploration of a drafter whose acceptance drifted back to its prior).
+  gain where it pays (the rest is the exploration of a drafter whose acceptance drifted back to its prior). On the
+  Xeon with AMX, in real replies, a quarter still changed width too often: greedy Auto decoded 6.6% slower than the
+  head at a fixed K = 1 (10 free-chat prompts x 2, side by side), its verification passes 0.8 ms dearer a step;
+  charged half, with the steadier acceptance below, 0.5% slower (``DECAY``'s ACCEPTANCE_MEMORY note).
 * **Acceptance of this conversation.** ``Acceptance`` keeps, per drafter and per draft position j, the decayed
   count of drafts j verified (all drafts before j accepted) and accepted, over a Beta prior (for j > 0 centred on
   position j - 1's estimate, so K can grow as far as the drafts keep being accepted). The counts decay every
   step, whichever drafter ran, so a drafter not chosen for a while drifts back to its prior and is tried again:
   that is the exploration. Prompt lookup keeps two: matches of fewer than ``LONG_MATCH`` tokens, and longer ones
   (the context is copying), so a reply that starts copying switches to lookup at once and back when it stops.
+* **The head is judged during plain steps too.** Drafting to learn whether drafting pays costs a change of pass
+  width each way and the drafts' pass, and a head judged by the drift of its counts alone stayed off for a whole
+  reply after one rejection, at acceptance 0.7 (its prior, 0.6, was below the break-even the costs then implied).
+  The head's catch-up over the positions plain steps emitted runs anyway before it drafts again; run every
+  ``SHADOW_EVERY`` plain steps, its rows score the first draft each of those steps would have made against the token
+  the target chose, and ``sampling.first_draft_acceptance`` turns them into acceptance estimates
+  (``StepPlanner.record_shadow``): evidence without a change of the target's pass width.
 * **A seeded sampled reply plans from preset costs.** Which tokens a seed yields depends on the drafts and on how
   many random draws each step takes, so a seeded reply's choices must not depend on timings: it plans with
   ``PresetCosts`` (pass and drafting costs in one-token passes, constants measured with SpecChat's kernels) and the
@@ -89,14 +99,28 @@ SEEDED_PASS_GROWTH = 0.45
 SEEDED_DRAFT_COST = {"head": 0.2, "model": 0.3, "lookup": 0.01}
 #: Prior acceptance per draft position, and its weight in pseudo-drafts.
 PRIOR_ACCEPTANCE = {"head": 0.6, "model": 0.6, "lookup": 0.3, "lookup_long": 0.8}
-PRIOR_WEIGHT = 2.0
-#: Decay of the acceptance counts per step (about the last 30 steps count).
-DECAY = 0.97
+PRIOR_WEIGHT = 10.0
+#: Weight of a later position's prior, the previous position's rate: a guess that the first second drafts correct
+#: (two rejected second drafts bring K back to 1).
+LATER_PRIOR_WEIGHT = 2.0
+#: Decay of the acceptance counts per step (about the last 100 steps count). ACCEPTANCE_MEMORY: with a head near its
+#: break-even (acceptance ~0.5 against ~0.46 on 2 Xeon cores), counts of the last ~30 steps over a prior of 2 drafts
+#: swung by +-0.1 from step to step: Auto left the head after two rejections and took K = 2 after a lucky run (its
+#: second drafts then accepted less than predicted: 1.76 tokens a K = 2 step against 2.21), paying a change of width
+#: each time. The last ~100 steps over a prior of 10: greedy 6.6% -> 0.5% behind a fixed K = 1, the chat defaults
+#: 0.948x -> 0.975x of plain decoding (10 free-chat prompts x 2, with SWITCH_HORIZON 4 -> 2).
+DECAY = 0.99
 #: Lookup matches at least this long (the n-gram extended backwards) count as copying.
 LONG_MATCH = 8
 #: Steps a change of pass width is expected to last: a step that changes the width is charged this fraction of the
 #: measured price of the change (``PassCosts.switch_cost``; see the module's design rules).
-SWITCH_HORIZON = 4
+SWITCH_HORIZON = 2
+#: Plain steps after which the draft head catches up on them, and its rows there estimate its acceptance
+#: (``StepPlanner.record_shadow``), at most SHADOW_ROWS of them (evenly spread). Every 16 plain steps with every row,
+#: it cost 6.3 ms (the head's 16-position pass 4.4, the estimates at the chat defaults 1.8: warping 16 rows): 3% of
+#: those steps' time on 2 Xeon cores.
+SHADOW_EVERY = 32
+SHADOW_ROWS = 16
 #: Draft positions reached with a lower probability than this are not considered: a draft there adds less than
 #: MIN_REACH expected tokens, while a pass over one more token costs 0.2-0.35 one-token passes (and drafting it
 #: more), so it cannot raise the tokens per second of a step that emits at least one token per pass.
@@ -258,11 +282,19 @@ class PresetCosts:
         return self.draft_cost[drafter] * (1 if drafter == "lookup" else k)
 
 
+def _posterior(accepted: float, verified: float, prior: float, position: int) -> float:
+    """The mean of a Beta posterior: ``accepted`` of ``verified`` (decayed counts) over ``prior`` weighing
+    ``PRIOR_WEIGHT`` drafts at the first position and ``LATER_PRIOR_WEIGHT`` at later ones."""
+    weight = PRIOR_WEIGHT if position == 0 else LATER_PRIOR_WEIGHT
+    return (accepted + weight * prior) / (verified + weight)
+
+
 class Acceptance:
     """Decayed acceptance counts of one drafter in this conversation, per draft position, over a Beta prior.
 
     Args:
-        prior: prior acceptance of every position (weight ``PRIOR_WEIGHT`` drafts).
+        prior: prior acceptance of the first position (weight ``PRIOR_WEIGHT`` drafts; later positions' priors are
+            the previous position's rate, weight ``LATER_PRIOR_WEIGHT``).
     """
 
     def __init__(self, prior: float, age: int = 0) -> None:
@@ -273,11 +305,11 @@ class Acceptance:
 
     def rate(self, position: int) -> float:
         """Estimated probability that draft ``position`` is accepted given that those before it were: its counts
-        over a prior of ``PRIOR_WEIGHT`` drafts at the previous position's rate (the drafter's prior for the first),
-        so a position rarely reached is expected to do as the one before it."""
+        over a prior at the previous position's rate (the drafter's prior for the first), so a position rarely
+        reached is expected to do as the one before it."""
         prior = self._prior
         for j in range(position + 1):
-            prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
+            prior = _posterior(self._accepted[j], self._verified[j], prior, j)
         return prior
 
     def expected_tokens(self, k: int) -> float:
@@ -289,7 +321,7 @@ class Acceptance:
         fewer: the list stops after the first K whose last draft is reached with probability below ``MIN_REACH``."""
         totals, reach, prior = [1.0], 1.0, self._prior
         for j in range(most):
-            prior = (self._accepted[j] + PRIOR_WEIGHT * prior) / (self._verified[j] + PRIOR_WEIGHT)
+            prior = _posterior(self._accepted[j], self._verified[j], prior, j)
             reach *= prior
             totals.append(totals[-1] + reach)
             if reach < MIN_REACH:
@@ -301,6 +333,12 @@ class Acceptance:
         for position in range(min(drafted, accepted + 1)):
             self._verified[position] += 1.0
             self._accepted[position] += position < accepted
+
+    def record_estimates(self, estimates: list[float]) -> None:
+        """First drafts that were not made: each estimate, in [0, 1], the probability that one would have been
+        accepted (``sampling.first_draft_acceptance``), counts as a draft at position 0 accepted that much."""
+        self._verified[0] += float(len(estimates))
+        self._accepted[0] += float(sum(estimates))
 
     def age_to(self, steps: int) -> None:
         """Age the counts to ``steps`` steps (toward the prior by ``DECAY`` per step since the last call): decaying
@@ -451,6 +489,18 @@ class StepPlanner:
         if drafted and self._preset is None:
             self._measured.drafting_of(choice.drafter).record(drafted, draft_s)
         self._measured.acceptance_of(self._acceptance_key(choice.drafter, lookup_match)).record(drafted, accepted)
+
+    @property
+    def judges_head_in_plain_steps(self) -> bool:
+        """Whether the engine should collect the head's acceptance estimates during plain steps
+        (``record_shadow``): the planner chooses, and the head is one of its drafters."""
+        return self.chooses and "head" in self._drafters
+
+    def record_shadow(self, estimates: list[float]) -> None:
+        """The head's first-draft acceptance estimated at positions plain steps emitted (see the module's design
+        rules); nothing when there are none."""
+        if estimates:
+            self._measured.acceptance_of("head").record_estimates(estimates)
 
     @staticmethod
     def _acceptance_key(drafter: str, lookup_match: int) -> str:

@@ -263,6 +263,11 @@ class HeadDrafter:
         self._no_features = (np.zeros((1, 1, len(head.feature_layers), head.hidden_size), dtype=np.float32)
                              if head.feature_layers else None)
 
+    @property
+    def vocab(self) -> np.ndarray:
+        """int64 ``[draft_vocab]``: the target token id of each entry of the head's vocabulary."""
+        return self._vocab
+
     def reset(self) -> None:
         """Forget everything (the target's cache was reset)."""
         self.cache.reset()
@@ -321,6 +326,25 @@ class HeadDrafter:
 
         return draft_tokens(self._full_row(logits), next_row, k, sampling, rng, penalties, self._vocab)
 
+    def first_draft_logits(self, context: list[int], n_ctx: int) -> tuple[int, np.ndarray] | None:
+        """Catch up on the positions whose first draft the context already answers, for Auto's estimate of what
+        drafting would have gained during plain steps (``sampling.first_draft_acceptance``).
+
+        Computes head positions ``[valid, len(context) - 2)`` from the target's hidden states (the catch-up
+        ``propose`` would run anyway; the position before the pending token's is left for it). Position j's row
+        scores the first draft a step with pending token ``context[j + 1]`` would have made, which the target
+        answered with ``context[j + 2]``.
+
+        Returns:
+            ``(start, logits)``: the first position computed and its float32 ``[m, draft_vocab]`` draft-vocabulary
+            logits, row i for position start + i; None when there was nothing to compute.
+        """
+        start = min(self._valid, len(self.cache))
+        found = self._catch_up(context, len(context) - 2, n_ctx, all_rows=True)
+        if found is None:
+            return None
+        return start, found[0]
+
     def _full_row(self, logits: np.ndarray) -> np.ndarray:
         """The head's draft-vocabulary logits as a float32 ``[vocab_size]`` row of the target's vocabulary, -inf
         outside the head's."""
@@ -328,10 +352,13 @@ class HeadDrafter:
         full[self._vocab] = logits
         return full
 
-    def _catch_up(self, context: list[int], upto: int, n_ctx: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def _catch_up(
+        self, context: list[int], upto: int, n_ctx: int, all_rows: bool = False
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """Compute head positions ``[valid, upto)`` from the target's hidden states (and a fused head's layer
-        features) and the tokens after them; return the draft-vocabulary logits and predicted hidden state of
-        position ``upto - 1``, or None when there was nothing to compute."""
+        features) and the tokens after them; return the draft-vocabulary logits of position ``upto - 1`` (of every
+        position computed, ``[m, draft_vocab]``, where ``all_rows``) and its predicted hidden state, or None when
+        there was nothing to compute."""
         common = common_prefix(self.cache.tokens, context[1:], min(self._valid, len(self.cache)))
         self._valid = min(self._valid, common)
         self.cache.truncate(self._valid)
@@ -341,9 +368,9 @@ class HeadDrafter:
         inputs = {HIDDEN_INPUT: self._target.rows(start, upto, HIDDEN_STATES)[None]}
         if self._no_features is not None:
             inputs[LAYER_FEATURES] = self._target.rows(start, upto, LAYER_FEATURES)[None]
-        logits = self.cache.forward(context[start + 1 : upto + 1], n_ctx, last_only=True, inputs=inputs)[-1]
+        logits = self.cache.forward(context[start + 1 : upto + 1], n_ctx, last_only=not all_rows, inputs=inputs)
         self._valid = upto
-        return logits, self.cache.output(DRAFT_HIDDEN)[-1]
+        return (logits if all_rows else logits[-1]), self.cache.output(DRAFT_HIDDEN)[-1]
 
 
 #: Longest match ``PromptLookupDrafter.match_length`` measures (Auto only asks whether it reaches LONG_MATCH).

@@ -33,13 +33,13 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
-from .auto_decoding import PLAIN, Measurements, PresetCosts, StepPlanner, seeded_sampling
+from .auto_decoding import PLAIN, SHADOW_EVERY, SHADOW_ROWS, Measurements, PresetCosts, StepPlanner, seeded_sampling
 from .constraints import GrammarError, GrammarMask
 from .detokenizer import streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
@@ -52,7 +52,7 @@ from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .prefill import MiddleCut, middle_cut, prefill_discards, prefill_pass_size, prefill_work, remaining_seconds
 from .reply_stream import ReplyStream
-from .sampling import accept_drafts, next_token
+from .sampling import accept_drafts, first_draft_acceptance, next_token, next_token_with_probability
 from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, SettingError, check_threads
 
 KV_SLACK = 64
@@ -454,6 +454,7 @@ class Engine:
                 break
             if len(self._cache) + 1 > n_ctx:
                 yield self._roll(n_keep, n_discard, drafters, models, stats)
+                decode.shadow.clear()  # the positions moved
             yield from self._speculative_step(decode)
         last_token_at = time.perf_counter()
         yield from reply.flush()
@@ -490,6 +491,8 @@ class Engine:
         first forbidden one on: the target would reject it).
         """
         step_start = time.perf_counter()
+        if len(decode.shadow) >= SHADOW_EVERY:
+            self._judge_head(decode)
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
         limit = min(n_ctx - len(self._cache) - 1, sampling.max_new_tokens - len(reply.tokens) - 1)
         lookup, offered, match = decode.drafters.get("lookup"), [], 0
@@ -512,7 +515,13 @@ class Engine:
         cached_before = len(self._cache)
         logits = decode.penalties.rows(self._cache.forward([pending] + drafts, n_ctx), drafts)
         verify_end = time.perf_counter()
-        accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
+        if drafts or not decode.planner.judges_head_in_plain_steps:
+            accepted, correction = accept_drafts(logits, drafts, draft_probs, sampling, decode.rng)
+            if choice.drafter == "head":
+                decode.shadow.clear()  # its catch-up passed those positions
+        else:  # a plain step: the head's first draft here would have been judged against this token
+            accepted, (correction, probability) = 0, next_token_with_probability(logits[0], sampling, decode.rng)
+            decode.shadow[cached_before - 1] = (correction, probability)
         self.last_logits = logits[accepted]
         emitted_before = len(reply.tokens)
         deltas = [
@@ -543,6 +552,23 @@ class Engine:
             generated=len(reply.tokens),
             drafter=choice.drafter,
         )
+
+    def _judge_head(self, decode: _Decode) -> None:
+        """Estimate the draft head's first-draft acceptance at the positions plain steps emitted since it last
+        caught up (``decode.shadow``), from the catch-up it would run before drafting again
+        (``HeadDrafter.first_draft_logits``, ``sampling.first_draft_acceptance``), for the planner
+        (``StepPlanner.record_shadow``; see ``auto_decoding``'s design rules)."""
+        head = decode.drafters["head"]
+        found = head.first_draft_logits(self._cache.tokens + [decode.pending], decode.n_ctx)
+        if found is not None:
+            start, logits = found
+            rows = [i for i in range(len(logits)) if start + i in decode.shadow]
+            rows = rows[:: max(1, len(rows) // SHADOW_ROWS)]  # evenly spread: a sampled row's estimate costs ~0.1 ms
+            chosen = [decode.shadow[start + i] for i in rows]
+            estimates = first_draft_acceptance(logits[rows], head.vocab, [token for token, _ in chosen],
+                                               [probability for _, probability in chosen], decode.sampling)
+            decode.planner.record_shadow([float(e) for e in estimates])
+        decode.shadow.clear()
 
     @contextmanager
     def emptied_cache(self) -> Iterator[KVCache]:
@@ -598,3 +624,5 @@ class _Decode:
     stats: GenerationStats  # drafted / accepted accumulate here
     start: float  # time.perf_counter() when generate started (StepStats.elapsed_s counts from it)
     pending: int  # the last chosen token, emitted but not yet in the target cache
+    # plain steps' tokens for judging the head (``Engine._judge_head``): head position -> (token, target's p(token))
+    shadow: dict[int, tuple[int, float]] = field(default_factory=dict)

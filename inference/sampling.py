@@ -110,9 +110,55 @@ def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
 
 def next_token(logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator) -> int:
     """Choose the next token from float32 logits ``[vocab]``: argmax when greedy, else a warped sample."""
+    return next_token_with_probability(logits, settings, rng)[0]
+
+
+def next_token_with_probability(
+    logits: np.ndarray, settings: SamplingSettings, rng: np.random.Generator
+) -> tuple[int, float]:
+    """``next_token`` and the probability p(token) of the warped distribution it was drawn from (1.0 when greedy:
+    the argmax is certain). The same token for the same ``rng`` state as ``next_token``."""
     if settings.greedy:
-        return int(np.argmax(logits))
-    return sample(warp(logits, settings), rng)
+        return int(np.argmax(logits)), 1.0
+    probs = warp(logits, settings)
+    token = sample(probs, rng)
+    return token, float(probs[token])
+
+
+def first_draft_acceptance(
+    draft_logits: np.ndarray,
+    vocab: np.ndarray,
+    tokens: Sequence[int],
+    target_probabilities: Sequence[float],
+    settings: SamplingSettings,
+) -> np.ndarray:
+    """How likely a first draft would have been accepted at positions where the target chose a token without one.
+
+    A draft x ~ q is accepted with probability beta = sum_x min(p(x), q(x)) (Leviathan et al., arXiv 2211.17192,
+    section 3.1, Definition 3.1's alpha per position). Where the target drew y ~ p instead, min(1, q(y) / p(y)) is an
+    unbiased estimate of it: E_{y~p}[min(1, q(y) / p(y))] = sum_y min(p(y), q(y)). Greedy: p and q are the one-hot
+    argmaxes, and the estimate is whether the drafter's argmax is y (exactly what verification would decide).
+    Penalties are not applied to q here (the drafts of a reply with a repetition penalty are drawn from penalized
+    rows): an estimate for choosing, never an input of verification.
+
+    Args:
+        draft_logits: float32 ``[m, len(vocab)]``, the drafter's logits over its vocabulary at m positions.
+        vocab: int ``[len(vocab)]``, the target's token id of each of its entries (a draft head's pruned vocabulary).
+        tokens: the m tokens the target chose there.
+        target_probabilities: the m probabilities p(y) the target's warped distributions gave them (> 0).
+        settings: the reply's sampling settings; warping over ``vocab`` alone is warping the whole row with -inf
+            outside it (top-k, top-p and min-p see the same probabilities).
+
+    Returns:
+        float64 ``[m]`` estimates in [0, 1].
+    """
+    rows = np.atleast_2d(draft_logits)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    if settings.greedy:
+        return (vocab[np.argmax(rows, axis=1)] == tokens).astype(np.float64)
+    matches = vocab[np.newaxis, :] == tokens[:, np.newaxis]  # [m, len(vocab)]: where each token is, if anywhere
+    q = warp(rows, settings)[np.arange(len(tokens)), matches.argmax(axis=1)] * matches.any(axis=1)
+    return np.minimum(1.0, q / np.asarray(target_probabilities, dtype=np.float64))
 
 
 def logprobs(

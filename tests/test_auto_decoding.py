@@ -12,9 +12,12 @@ import pytest
 from inference.auto_decoding import (
     CLIP,
     EMA,
+    LATER_PRIOR_WEIGHT,
     LONG_MATCH,
     PLAIN,
     PLAIN_REFRESH,
+    PRIOR_WEIGHT,
+    SHADOW_EVERY,
     SWITCH_HORIZON,
     WARMUP,
     Acceptance,
@@ -92,12 +95,39 @@ def test_k_grows_while_drafts_are_accepted_and_stays_small_when_the_second_draft
 
 
 def test_a_drafter_that_is_never_accepted_gives_way_to_plain_steps_and_is_tried_again_later():
-    planner = StepPlanner(_measured({1: 30.0}), ("head",))
-    choices = _run(planner, 200, accept=lambda choice: 0)
-    tail = choices[20:]
+    """A draft model (judged only by drafting) is tried again as its counts decay toward its prior; the head, judged
+    during plain steps too (``record_shadow``: the engine's verdicts, all rejections here), stays off."""
+    planner = StepPlanner(_measured({1: 30.0}), ("model",))
+    tail = _run(planner, 200, accept=lambda choice: 0)[20:]
     plain = sum(c.drafter == PLAIN for c in tail)
-    assert plain > 0.85 * len(tail), plain
-    assert any(c.drafter == "head" for c in tail), "the decayed acceptance brings the head back to be measured"
+    assert plain > 0.75 * len(tail), plain
+    assert any(c.drafter == "model" for c in tail), "the decayed acceptance brings the draft model back to be measured"
+    planner = StepPlanner(_measured({1: 30.0}), ("head",))
+    choices = []
+    for _ in range(200 // SHADOW_EVERY):
+        choices += _run(planner, SHADOW_EVERY, accept=lambda choice: 0)
+        planner.record_shadow([0.0] * sum(c.drafter == PLAIN for c in choices[-SHADOW_EVERY:]))
+    assert sum(c.drafter == PLAIN for c in choices[20:]) > 0.95 * len(choices[20:])
+
+
+def test_the_head_judged_during_plain_steps_comes_back_as_soon_as_its_estimates_say_it_pays():
+    """Rejected drafts where verifying costs 1.4 plain passes leave the head's acceptance below the break-even, and
+    its prior (0.6) too, so the counts' drift alone would bring it back rarely; estimates from plain steps bring it
+    back at once, and keep it off when they are poor."""
+    for estimate, expected in ((0.9, "head"), (0.2, PLAIN)):
+        planner = StepPlanner(_measured({1: 30.0, 2: 42.0}), ("head",))
+        choices = _run(planner, 10, accept=lambda choice: 0, draft_ms=6.0, pass_ms=lambda size: 30.0 + 12.0 * (size - 1))
+        assert choices[0].drafter == "head" and choices[-5:] == [Choice(PLAIN, 0)] * 5, choices
+        assert planner.judges_head_in_plain_steps
+        planner.record_shadow([estimate] * SHADOW_EVERY)
+        assert planner.choose(100, 16).drafter == expected
+
+
+def test_only_a_planner_that_chooses_with_a_head_judges_it_in_plain_steps():
+    assert not StepPlanner(Measurements(), ("head",), fixed_k=1).judges_head_in_plain_steps
+    assert not StepPlanner(Measurements(), ("lookup",)).judges_head_in_plain_steps
+    assert not StepPlanner(Measurements(), ()).judges_head_in_plain_steps
+    assert StepPlanner(Measurements(), ("head", "lookup"), preset=PresetCosts()).judges_head_in_plain_steps
 
 
 def test_an_expensive_draft_model_is_not_used_even_when_accepted():
@@ -128,8 +158,10 @@ def test_acceptance_expects_the_tokens_of_leviathan_et_al_with_one_rate_per_posi
     assert acceptance.expected_tokens(3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
     for _ in range(98):
         acceptance.record(drafted=2, accepted=1)  # the first draft always accepted, the second never
-    assert acceptance.rate(0) == pytest.approx(99 / 100)
-    assert acceptance.rate(1) == pytest.approx(2 * 0.99 / 100)  # 0 of 98, over 2 pseudo-drafts at position 0's rate
+    first = (98 + PRIOR_WEIGHT * 0.5) / (98 + PRIOR_WEIGHT)  # 98 of 98 over the prior's pseudo-drafts at 0.5
+    assert acceptance.rate(0) == pytest.approx(first)
+    # 0 of 98, over a few pseudo-drafts at position 0's rate
+    assert acceptance.rate(1) == pytest.approx(LATER_PRIOR_WEIGHT * first / (98 + LATER_PRIOR_WEIGHT))
     assert acceptance.rate(2) == pytest.approx(acceptance.rate(1))  # never reached: as the position before it
 
 
@@ -150,7 +182,7 @@ def test_a_preset_planner_chooses_from_its_own_drafts_alone_whatever_the_steps_c
         planner = StepPlanner(shared, ("head", "lookup"), preset=preset)
         copying = _run(planner, 12, accept=lambda choice: choice.k, lookup_drafts=8, lookup_match=LONG_MATCH,
                        pass_ms=pass_ms)
-        chatting = _run(planner, 30, accept=lambda choice: 0, lookup_drafts=0, pass_ms=pass_ms)
+        chatting = _run(planner, 60, accept=lambda choice: 0, lookup_drafts=0, pass_ms=pass_ms)
         return copying + chatting
 
     costs = [lambda size: 30.0 + 5.0 * (size - 1), lambda size: 400.0 * size, lambda size: 1.0 + (size * 7919) % 13]
@@ -241,15 +273,18 @@ def test_a_pass_after_one_of_another_width_measures_the_price_of_the_change_not_
 @pytest.mark.parametrize("accepted_of", ACCEPTANCES)
 def test_auto_is_never_slower_than_plain_steps_when_changing_width_costs(accepted_of):
     """With the Zen 5's costs (a plain pass 12 ms, 3 ms more a token and 3 ms more after a pass of another width,
-    the head 2.5 ms a draft; bench/auto_simulation.py), Auto's decoding is at least 0.975x plain decoding's speed
-    whatever the head's acceptance, and where the head at its own width is 5% faster or more, Auto takes at least
-    half that gain. Estimates that mixed the passes that changed width into each size's cost gave 0.908x at a third
-    of the drafts accepted (drafting 98% of steps) and no gain at half (0% drafted)."""
-    auto_ms, _ = simulate(accepted_of, plain_ms=12.0, token_ms=3.0, switch_ms=3.0, draft_ms=2.5, steps=500)
-    assert 12.0 / auto_ms >= 0.975, auto_ms
+    the head 2.5 ms a draft; bench/auto_simulation.py, drafts accepted at random, the head judged during plain steps),
+    Auto's decoding is at least 0.97x plain decoding's speed whatever the head's acceptance (what judging the head
+    costs while it does not pay: ~2%), and where the head at its own width is 10% faster or more, Auto takes at least
+    half that gain, for each of three seeds. Estimates that mixed the passes that changed width into each size's cost
+    gave 0.908x at a third of the drafts accepted (drafting 98% of steps) and no gain at half (0% drafted)."""
     head_gain = 12.0 / (17.5 / (1 + accepted_of[0] / accepted_of[1]))
-    if head_gain >= 1.05:
-        assert 12.0 / auto_ms >= 1 + 0.5 * (head_gain - 1), auto_ms
+    for seed in range(3):
+        auto_ms, _ = simulate(accepted_of, plain_ms=12.0, token_ms=3.0, switch_ms=3.0, draft_ms=2.5, steps=500,
+                              seed=seed)
+        assert 12.0 / auto_ms >= 0.97, (seed, auto_ms)
+        if head_gain >= 1.1:
+            assert 12.0 / auto_ms >= 1 + 0.5 * (head_gain - 1), (seed, auto_ms)
 
 
 def test_a_change_of_width_is_charged_a_fraction_of_its_measured_price():

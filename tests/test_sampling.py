@@ -6,7 +6,15 @@ import pytest
 from scipy.stats import chisquare
 
 from inference.penalties import ReplyPenalties, penalize
-from inference.sampling import accept_greedy, accept_sampled, logprobs, warp
+from inference.sampling import (
+    accept_greedy,
+    accept_sampled,
+    first_draft_acceptance,
+    logprobs,
+    next_token,
+    next_token_with_probability,
+    warp,
+)
 from inference.settings import SamplingSettings, SettingError
 
 VOCAB = 8
@@ -201,6 +209,48 @@ def test_warp_allocates_only_its_result():
         tracemalloc.stop()
     assert probs.nbytes == 49152 * 8
     assert peak < probs.nbytes * 1.25, f"peak {peak} bytes for a {probs.nbytes}-byte result"
+
+
+def test_next_token_with_probability_draws_next_token_s_token_with_its_warped_probability():
+    logits = np.random.default_rng(3).standard_normal(500).astype(np.float32) * 3
+    sampled = SamplingSettings(temperature=0.7, top_p=0.9)
+    for seed in range(5):
+        token, probability = next_token_with_probability(logits, sampled, np.random.default_rng(seed))
+        assert token == next_token(logits, sampled, np.random.default_rng(seed))
+        assert probability == warp(logits, sampled)[token] > 0
+    assert next_token_with_probability(logits, SamplingSettings(temperature=0.0), None) == (int(np.argmax(logits)), 1.0)
+
+
+@pytest.mark.parametrize("temperature, top_p", [(0.7, 0.9), (1.0, 1.0)])
+def test_a_first_draft_s_acceptance_estimated_from_the_target_s_tokens_is_unbiased(temperature, top_p):
+    """E_{y~p}[min(1, q(y) / p(y))] = sum min(p, q), the rate at which a draft x ~ q is accepted (Leviathan et al.,
+    arXiv 2211.17192, section 3.1): the mean of 40,000 estimates is within 4 standard errors of it."""
+    rng = np.random.default_rng(7)
+    vocab_size, draws = 60, 40_000
+    target_row = rng.standard_normal(vocab_size).astype(np.float32) * 2
+    draft_vocab = rng.permutation(vocab_size)[:35]  # a pruned vocabulary, not sorted
+    draft_logits = (target_row[draft_vocab] + 0.5 * rng.standard_normal(35)).astype(np.float32)
+    sampled = SamplingSettings(temperature=temperature, top_p=top_p)
+    p = warp(target_row, sampled)
+    full_draft_row = np.full(vocab_size, -np.inf, dtype=np.float32)
+    full_draft_row[draft_vocab] = draft_logits
+    acceptance = np.minimum(p, warp(full_draft_row, sampled)).sum()
+    tokens = rng.choice(vocab_size, size=draws, p=p)
+    estimates = first_draft_acceptance(np.repeat(draft_logits[None], draws, axis=0), draft_vocab, tokens, p[tokens],
+                                       sampled)
+    assert 0.2 < acceptance < 0.9
+    assert abs(estimates.mean() - acceptance) < 4 * estimates.std() / np.sqrt(draws), (estimates.mean(), acceptance)
+    outside_tokens = np.setdiff1d(np.arange(vocab_size), draft_vocab)
+    outside = outside_tokens[np.argmax(p[outside_tokens])]  # a token the target may choose and the drafter never
+    assert p[outside] > 0
+    assert first_draft_acceptance(draft_logits[None], draft_vocab, [outside], [p[outside]], sampled)[0] == 0.0
+
+
+def test_a_greedy_first_draft_s_estimate_is_whether_its_argmax_is_the_target_s_token():
+    draft_vocab = np.array([5, 2, 9, 7])
+    draft_logits = np.array([[0.1, 3.0, 0.2, 0.0], [2.0, 1.0, 0.0, 0.5]], dtype=np.float32)  # argmax 2, then 5
+    greedy = SamplingSettings(temperature=0.0)
+    assert list(first_draft_acceptance(draft_logits, draft_vocab, [2, 9], [1.0, 1.0], greedy)) == [1.0, 0.0]
 
 
 def test_greedy_acceptance():
