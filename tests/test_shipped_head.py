@@ -60,6 +60,37 @@ def test_the_shipped_head_runs_as_few_cpu_nodes(head):
     assert sum(count for kind, count in kinds.items() if kind not in ("Const", "Input", "Output")) <= 49
 
 
+#: A process that loads the shipped head and prints the argmax of a two-token pass.
+TWO_TOKEN_ARGMAX = """
+import numpy as np
+from inference.draft_head import load_head
+from inference.kv_cache import KVCache
+from inference.models.default_head import shipped_head
+head = load_head(shipped_head())
+cache = KVCache(head.compiled, head.rope)
+rows = np.random.default_rng(0).normal(0, 1, (1, 2, head.hidden_size)).astype(np.float32)
+print(cache.forward([1000, 2000], inputs={"hidden_states": rows}).argmax(-1).tolist())
+"""
+
+
+def test_the_shipped_head_runs_where_the_kernels_are_capped_at_avx2():
+    """Under ``ONEDNN_MAX_CPU_ISA=AVX2`` (the stand-in for an AVX2-only CPU) the head's first pass failed on a CPU with
+    AMX (the plugin's dynamic quantization found no kernel: ``draft_head.HEAD_CPU_PROPERTIES_CAPPED``); it runs, and
+    drafts the argmax it drafts uncapped."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    runs = [subprocess.run([sys.executable, "-c", TWO_TOKEN_ARGMAX], env=e, capture_output=True, text=True, cwd=root)
+            for e in (env, {**env, "ONEDNN_MAX_CPU_ISA": "AVX2"})]
+    assert all(run.returncode == 0 for run in runs), runs[1].stderr[-1500:]
+    assert runs[0].stdout == runs[1].stdout
+
+
 def test_the_command_line_drafts_with_the_head_on_the_default_model_only():
     """Without --draft, --mode spec on the default model uses the head (so --draft-device is used, and K is HEAD_K);
     on another model it is prompt lookup."""

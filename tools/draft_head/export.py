@@ -35,9 +35,10 @@ one product of the positions with the frequencies already doubled; the attention
 mask and the new tokens (``_attention_bias``) instead of ``Range``s of the two lengths; the logits as a product
 with the first ``vocab`` embedding rows (``_first_rows``, folded at compile time: +3.7 MiB resident) instead of a
 ``Slice`` of all ``vocab + 1`` products. The default model's head went from 69 to 49 nodes that run (constants,
-inputs and outputs aside); a one-token pass right after a one-token target pass from 1.44-1.48 to 1.36-1.37 ms, its
-nodes' sum from 0.84-0.87 to 0.80-0.81 ms (Xeon with AMX, 2 cores, quiet, medians of 295 passes, the same drafts:
-same argmax on 425 rows).
+inputs and outputs aside); a one-token pass right after a one-token target pass from 1.41-1.43 to 1.31-1.36 ms, its
+nodes' sum from 0.80 to 0.75-0.77 ms (Xeon with AMX, 2 cores, quiet, medians of 295 passes in two runs, the two heads
+in turns), ``HeadDrafter._catch_up`` in greedy decoding from 2.01 to 1.93 ms (median of 1,568 calls, 10 free-chat
+prompts x 2, the same replies and acceptance), with the same drafts (the same argmax on 425 rows).
 
 The folder gets ``draft_head.json`` (``inference.draft_head``'s manifest: the draft vocabulary, the target it was
 trained for, a fused head's ``feature_layers``, the training run, the SHA-256 of every other file) and a
