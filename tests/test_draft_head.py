@@ -4,6 +4,8 @@ exact, and a head refuses a target it was not trained for (the shipped head: ``t
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import openvino as ov
 import pytest
@@ -229,3 +231,43 @@ def test_a_tree_is_predicted_from_hit_rates_and_pass_costs():
     assert speedups[1] == pytest.approx((1 + 0.5) / 1.25 * 0.9)
     assert speedups[2] == pytest.approx((1 + 0.6) / 1.35 * 0.9)
     assert 3 not in speedups  # no measured cost of a 4-token pass
+
+
+def test_the_exported_graph_masks_rolled_back_slots_and_later_tokens(tiny_ir, tiny_vocab, tmp_path):
+    """The attention mask (``export._attention_bias``) against the torch module: 8 tokens cached, the last 3 rolled
+    back (dead slots in the mask), then 4 others in one pass; each of the 4 sees the 5 kept tokens and the new ones up
+    to itself, as the module computing the 9 tokens afresh does."""
+    state = tiny_head_state(tiny_ir["same"], tiny_vocab, seed=3)
+    from tools.draft_head.export import write_head_folder
+
+    write_head_folder(tmp_path, state, tiny_ir["same"], training={}, int8=False)
+    head = load_head(tmp_path)
+    rng = np.random.default_rng(1)
+    hidden = rng.normal(0, 1, (1, 12, 64)).astype(np.float32)
+    tokens = [tiny_vocab[i % len(tiny_vocab)] for i in range(3, 15)]
+    cache = KVCache(head.compiled, head.rope)
+    cache.forward(tokens[:8], inputs={HIDDEN_INPUT: hidden[:, :8]})
+    cache.truncate(5)
+    logits = cache.forward(tokens[8:], inputs={HIDDEN_INPUT: hidden[:, 8:]})
+    assert cache.physical_length == 12 and len(cache) == 9
+    kept = [*range(5), *range(8, 12)]
+    to_draft = draft_index(np.asarray(tiny_vocab), 49152)
+    with torch.no_grad():
+        g, _ = state["module"](torch.from_numpy(hidden[:, kept]), torch.from_numpy(to_draft[np.asarray(tokens)[kept]])[None],
+                               torch.arange(9)[None])
+        expected = state["module"].logits(g).numpy()[0, 5:]
+    np.testing.assert_allclose(logits, expected, atol=2e-4)
+
+
+def test_the_exported_graph_runs_as_few_cpu_nodes(tiny_head_dir):
+    """What the CPU plugin runs of an exported head (``export.py``'s module docstring): RoPE fused into one node each
+    for q and k, an attention mask without ``Range``/``ShapeOf`` of the lengths, and the logits straight from their
+    product, with no ``Slice`` after it."""
+    compiled = load_head(tiny_head_dir).compiled
+    runtime = compiled.get_runtime_model()
+    kinds = Counter(op.get_rt_info()["layerType"].astype(str) for op in runtime.get_ops())
+    assert kinds["RoPE"] == 2 and kinds["Split"] == 0
+    assert kinds["Range"] == kinds["ShapeOf"] == 0
+    index = next(i for i, output in enumerate(compiled.outputs) if "logits" in output.get_names())
+    producer = runtime.get_results()[index].input_value(0).get_node()
+    assert producer.get_rt_info()["layerType"].astype(str) == "FullyConnected"

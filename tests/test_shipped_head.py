@@ -4,6 +4,8 @@ accepted at least as often as measured on prompts it was not trained on."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from helpers import PROMPTS, assert_same_or_near_tie, attention_kinds, chat_ids, settings
 
@@ -47,6 +49,46 @@ def test_the_shipped_heads_attention_runs_fused_in_float32(head):
     assert "ScaledDotProductAttention" in kinds and "Softmax" not in kinds
     assert str(head.compiled.get_property("KV_CACHE_PRECISION")) == "<Type: 'float32'>"
     assert str(head.compiled.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'float32'>"
+
+
+def test_the_shipped_head_runs_as_few_cpu_nodes(head):
+    """The shipped head is exported as ``tools/draft_head/export.py`` writes heads now (fused RoPE, the mask from
+    ``CumSum``s, logits without a ``Slice``): 49 nodes run in the CPU plugin's graph besides constants, inputs and
+    outputs (69 as exported before 2026-12-06), which cut a one-token pass after a target pass by ~0.1 ms."""
+    kinds = Counter(op.get_rt_info()["layerType"].astype(str) for op in head.compiled.get_runtime_model().get_ops())
+    assert kinds["RoPE"] == 2 and kinds["Range"] == 0
+    assert sum(count for kind, count in kinds.items() if kind not in ("Const", "Input", "Output")) <= 49
+
+
+#: A process that loads the shipped head and prints the argmax of a two-token pass.
+TWO_TOKEN_ARGMAX = """
+import numpy as np
+from inference.draft_head import load_head
+from inference.kv_cache import KVCache
+from inference.models.default_head import shipped_head
+head = load_head(shipped_head())
+cache = KVCache(head.compiled, head.rope)
+rows = np.random.default_rng(0).normal(0, 1, (1, 2, head.hidden_size)).astype(np.float32)
+print(cache.forward([1000, 2000], inputs={"hidden_states": rows}).argmax(-1).tolist())
+"""
+
+
+def test_the_shipped_head_runs_where_the_kernels_are_capped_at_avx2():
+    """Under ``ONEDNN_MAX_CPU_ISA=AVX2`` (the stand-in for an AVX2-only CPU) the head's first pass failed on a CPU with
+    AMX (the plugin's dynamic quantization found no kernel: ``draft_head.HEAD_CPU_PROPERTIES_CAPPED``); it runs, and
+    drafts the argmax it drafts uncapped."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("ONEDNN_MAX_CPU_ISA", None)
+    runs = [subprocess.run([sys.executable, "-c", TWO_TOKEN_ARGMAX], env=e, capture_output=True, text=True, cwd=root)
+            for e in (env, {**env, "ONEDNN_MAX_CPU_ISA": "AVX2"})]
+    assert all(run.returncode == 0 for run in runs), runs[1].stderr[-1500:]
+    assert runs[0].stdout == runs[1].stdout
 
 
 def test_the_command_line_drafts_with_the_head_on_the_default_model_only():
