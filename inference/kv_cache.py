@@ -538,6 +538,7 @@ def _empty_states(request: ov.InferRequest) -> None:
     for state, shape in zip(states, shapes):
         if len(shape) == 4 and shape[2]:  # [batch, kv_heads, seq, head_dim] holding slots
             state.state = ov.Tensor(np.zeros((1, shape[1], 0, shape[3]), dtype=np.float32))
+    request.reset_state()  # read back, an emptied variable fails a stride check in the plugin (2026.4); a reset one not
 
 
 def _move_states(source: ov.InferRequest, destination: ov.InferRequest) -> list[np.ndarray]:
