@@ -81,7 +81,8 @@ class Engine:
         self._text_vocabulary = streaming_vocabulary(target)  # replies are detokenized by bytes where it matches
         kept = (HIDDEN_STATES, *((LAYER_FEATURES,) if draft.feature_layers else ())) if head else ()
         self._cache = KVCache(
-            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled, kept_outputs=kept
+            target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled, kept_outputs=kept,
+            prefill_weights=target.prefill_weights,
         )
         self._model_drafter: Drafter | None = None
         if head:

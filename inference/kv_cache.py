@@ -38,10 +38,12 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import openvino as ov
 
+from .file_pages import released_while
 from .rope import RopeParameters, RopeUnsupportedError
 
 # Shortest chunk the fast prefill copy computes: below it the hand-over costs about what it saves.
@@ -65,6 +67,8 @@ class KVCache:
         kept_outputs: names of outputs with one row per fed token (the target's hidden states, which a draft head
             reads, and a fused head's layer features) whose rows are kept for every cached token (``rows``). Names
             the model has no output of are ignored.
+        prefill_weights: the weights file ``prefill_model`` maps, when it is a paged copy (``PagedCopy``'s
+            ``weights``), or None.
     """
 
     def __init__(
@@ -75,9 +79,11 @@ class KVCache:
         window: int | None = None,
         prefill_model: ov.CompiledModel | None = None,
         kept_outputs: Sequence[str] = (),
+        prefill_weights: Path | None = None,
     ):
         self._request = compiled_model.create_infer_request()
-        self._paged = PagedCopy(prefill_model) if prefill_model is not None and PagedCopy.pages(prefill_model) else None
+        paged = prefill_model is not None and PagedCopy.pages(prefill_model)
+        self._paged = PagedCopy(prefill_model, prefill_weights) if paged else None
         if self._paged is not None:
             self._prefill_request = self._paged.request
         else:  # a stateful copy: the default, a sliding-window model's (model.load_model)
@@ -113,12 +119,14 @@ class KVCache:
         return len(self.tokens)
 
     def reset(self) -> None:
-        """Empty the cache."""
-        self._request.reset_state()
+        """Empty the cache; the memory of its states is freed (``_empty_states``)."""
+        _empty_states(self._request)
+        self._held["exact"] = []
         if self._paged is not None:
             self._paged.reset()
         elif self._prefill_request is not None:
-            self._prefill_request.reset_state()
+            _empty_states(self._prefill_request)
+            self._held["copy"] = []
         self._states_in_copy = False
         self.tokens, self._slots = [], []
         self._alive = np.zeros(0, dtype=np.int64)
@@ -253,7 +261,10 @@ class KVCache:
             request.set_tensor("logits_to_keep", ov.Tensor(np.array([1 if last_only else count], dtype=np.int64)))
         for name, value in (inputs or {}).items():
             request.set_tensor(name, ov.Tensor(np.ascontiguousarray(value)))
-        request.infer()
+        if paged:
+            self._paged.run()
+        else:
+            request.infer()
         self._alive = mask[0]
         self.tokens.extend(int(t) for t in token_ids)
         self._slots.extend(range(first_slot, first_slot + count))
@@ -365,12 +376,16 @@ class PagedCopy:
 
     Args:
         compiled: a compiled copy with the paged inputs (``pages``).
+        weights: the weights file ``compiled`` maps (its IR's ``.bin``), whose pages its first pass reads to repack
+            the weights and hands back as it goes (``run``); None: not known (nothing is handed back).
     """
 
     PREFIXES = ("key_cache.", "value_cache.")
 
-    def __init__(self, compiled: ov.CompiledModel):
+    def __init__(self, compiled: ov.CompiledModel, weights: Path | None = None):
         self.request = compiled.create_infer_request()
+        self._weights = weights
+        self._ran = False
         # cache input name -> its element type and the shape of one block [kv_heads, block, head_dim]
         self._inputs = {port.get_any_name(): (port.get_element_type(), [d.get_length() for d in port.get_partial_shape()[1:]])
                         for port in compiled.inputs if port.get_any_name().startswith(self.PREFIXES)}
@@ -427,6 +442,15 @@ class PagedCopy:
         r.set_tensor("max_context_len", ov.Tensor(np.array(first + count, dtype=np.int32)))
         self.length = first + count
 
+    def run(self) -> None:
+        """Run the request on the inputs ``feed`` set. The first run repacks the compiled copy's 4-bit weights
+        (OpenVINO's CPU plugin does it at a dynamic-shape graph's first inference: +92 MiB resident for the default
+        model, bf16 or f32) reading the whole weights file, whose pages are handed back while it runs
+        (``file_pages.released_while``: its peak 73 MiB lower); the runs after it read none of the file."""
+        with released_while(None if self._ran else self._weights):
+            self.request.infer()
+        self._ran = True
+
     def hand_over(self, request: ov.InferRequest) -> list[np.ndarray]:
         """Append the tokens the copy computed (``[start, length)``) to the exact ``request``'s f32 states, one
         variable at a time through one buffer (``_set_state``), each layer's arrays freed once read; then hold none.
@@ -442,8 +466,9 @@ class PagedCopy:
             new = blocks.transpose(1, 0, 2, 3).reshape(1, heads, -1, head_dim)[:, :, self.start : self.length]
             if new.dtype == np.uint16:
                 new = _from_bf16_bits(new)
-            kept = state.state.data[:, :, : self.start]
-            _set_state(state, np.concatenate([kept, new], axis=2) if self.start else new, buffers)
+            if self.start:
+                new = np.concatenate([state.state.data[:, :, : self.start], new], axis=2)
+            _set_state(state, new, buffers)
             kind, block_shape = self._inputs[name]
             self.request.set_tensor(name, ov.Tensor(kind, [1, *block_shape]))
             del blocks, new
@@ -498,6 +523,22 @@ def _copy_states(source: ov.InferRequest, destination: ov.InferRequest, move: bo
         if move and data.ndim == 4:  # [batch, kv_heads, seq, head_dim]: keep no slot
             state.state = ov.Tensor(np.zeros((*data.shape[:2], 0, *data.shape[3:]), dtype=np.float32))
     return buffers
+
+
+def _empty_states(request: ov.InferRequest) -> None:
+    """Reset every state variable of ``request`` and free its memory: each KV variable is set to no slot.
+
+    ``InferRequest.reset_state`` alone keeps the CPU plugin's memory of each variable (2026.4): a reset cache held its
+    last prompt's KV cache resident, so the next long prompt's prefill copy ran on top of it (1,024 tokens of the
+    default model: 47 MB; ``bench/memory_bar.py``'s peak 579 -> 551 MiB, Xeon with AMX, 2026-12-06).
+    """
+    states = request.query_state()
+    shapes = [list(state.state.shape) for state in states]  # read before the reset, which zeroes them
+    request.reset_state()
+    for state, shape in zip(states, shapes):
+        if len(shape) == 4 and shape[2]:  # [batch, kv_heads, seq, head_dim] holding slots
+            state.state = ov.Tensor(np.zeros((1, shape[1], 0, shape[3]), dtype=np.float32))
+    request.reset_state()  # read back, an emptied variable fails a stride check in the plugin (2026.4); a reset one not
 
 
 def _move_states(source: ov.InferRequest, destination: ov.InferRequest) -> list[np.ndarray]:

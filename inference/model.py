@@ -175,6 +175,8 @@ class LoadedModel:
             kept in the model's folder: ``paged_graph``; ``kv_cache.PagedCopy`` runs it; not for a sliding-window
             model, a folder outside the model store, or with ``SPECCHAT_PREFILL_ATTENTION=stateful`` or ``blocks``:
             ``prefill_attention.paged_prefill_attention``).
+        prefill_weights: the weights file a paged ``prefill_compiled`` maps (its graph's ``.bin`` in the model's
+            folder; its first pass hands its pages back as it reads them, ``kv_cache.PagedCopy.run``), else None.
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
@@ -196,6 +198,7 @@ class LoadedModel:
     rope_error: str
     precision: NumericPrecision = field(default_factory=lambda: NumericPrecision("", "", -1))
     prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
+    prefill_weights: Path | None = None
     ir_model: ov.Model | None = field(default=None, repr=False)
     feature_layers: tuple[int, ...] = ()
     decoder_layers: int | None = None
@@ -323,7 +326,7 @@ def load_model(
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
     fast_prefill = precision is not None and precision.wants_fast_prefill(device)
-    prefill_compiled = None
+    prefill_compiled, prefill_weights = None, None
     return_large_blocks()  # freed buffers of megabytes go back to the system (heap.py)
     config = _read_config(folder)
     try:
@@ -358,14 +361,15 @@ def load_model(
                 prefill_compiled = core().compile_model(paged, device, {**copy, **kv_cache})
                 del paged
                 # the pages of its weights file read to compile, before the exact compile
-                release_mapped_file(folder / variant_name(hidden_states, feature_layers) / GRAPH_FILES[1])
+                prefill_weights = folder / variant_name(hidden_states, feature_layers) / GRAPH_FILES[1]
+                release_mapped_file(prefill_weights)
             else:  # the stateful copy; prefill_attention.py's blocks (off by default) are for the f32 one only
                 with attention_in_blocks(model, 0 if fast_prefill else blocked_prefill_attention()):
                     prefill_compiled = core().compile_model(model, device, copy)  # the f32 one kept if the kernels go in
         decoder_layers = decoder_layer_count(model)
         kernels = use_kernels(model, core(), device, properties)
         if not kernels.ours and not fast_prefill:
-            prefill_compiled = None
+            prefill_compiled = prefill_weights = None
         compiled = core().compile_model(model, device, properties)
     except (RuntimeError, OSError) as error:
         hint = properties.get("INFERENCE_PRECISION_HINT")
@@ -388,7 +392,8 @@ def load_model(
     return LoadedModel(
         folder, device, compiled, tokenizer, config, rope, rope_error,
         precision=NumericPrecision.read(compiled, prefill_compiled, kernels.describe()), prefill_compiled=prefill_compiled,
-        ir_model=model, feature_layers=tuple(feature_layers), decoder_layers=decoder_layers, kernels=kernels,
+        prefill_weights=prefill_weights, ir_model=model, feature_layers=tuple(feature_layers),
+        decoder_layers=decoder_layers, kernels=kernels,
     )
 
 

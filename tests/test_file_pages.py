@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from inference.file_pages import release_file_pages
+from inference.file_pages import release_file_pages, released_while
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status and madvise: Linux")
 
@@ -63,3 +64,46 @@ def test_releasing_starts_no_process(tmp_path, monkeypatch):
     assert release_file_pages([np.asarray(mapped)]) > SIZE // 16 - 2 * 4096
     assert release_file_pages([np.asarray(mapped)]) > SIZE // 16 - 2 * 4096  # and again
     assert started == []
+
+
+
+def _resident_bytes_of(path) -> int:
+    """The resident pages of this process's mappings of the file at ``path`` (``/proc/self/smaps``), in bytes."""
+    total, current = 0, ""
+    for line in open("/proc/self/smaps"):
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            current = fields[5] if len(fields) > 5 else ""
+        elif fields[:1] == ["Rss:"] and current == str(path):
+            total += int(fields[1]) * 1024
+    return total
+
+
+def test_pages_read_while_released_never_pile_up_and_read_back_the_same(tmp_path):
+    """``released_while``: a reader that goes through a whole file mapping while releasing the GIL (as the prefill
+    copy's first pass reads its weights file to repack it) holds a chunk or two of it resident, never all of it."""
+    path = tmp_path / "weights.bin"
+    expected = np.random.default_rng(1).integers(0, 256, SIZE, dtype=np.uint8)
+    expected.tofile(path)
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    chunk = SIZE // 16
+
+    def read_all() -> tuple[int, int]:
+        """Read the mapping in 16 chunks, 30 ms apart: the checksum and the most of the file resident meanwhile."""
+        total, most = 0, 0
+        for start in range(0, SIZE, chunk):
+            total += int(mapped[start : start + chunk].sum(dtype=np.uint64))
+            most = max(most, _resident_bytes_of(path))
+            time.sleep(0.03)  # the GIL released, as OpenVINO's infer releases it
+        return total, most
+
+    checksum = int(expected.sum(dtype=np.uint64))
+    with released_while(path, period_s=0.01):
+        total, most = read_all()
+    assert total == checksum and most <= 2 * chunk
+    assert _resident_bytes_of(path) == 0  # released once more at the end
+    total, most = read_all()  # without it every page read stays
+    assert total == checksum and most > 0.9 * SIZE
+    with released_while(None):  # no file: the block runs alone
+        assert _resident_bytes_of(path) > 0.9 * SIZE
+    assert np.array_equal(mapped, expected)

@@ -168,3 +168,4 @@ def test_the_paged_copy_is_the_default_and_stateful_or_blocks_turn_it_off(int4_d
         monkeypatch.setenv(SWITCH, value)
         switched = load_model(int4_dir, "CPU", PrecisionSettings())
         assert switched.prefill_compiled is not None and not PagedCopy.pages(switched.prefill_compiled)
+
