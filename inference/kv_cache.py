@@ -533,12 +533,21 @@ def _empty_states(request: ov.InferRequest) -> None:
     default model: 47 MB; ``bench/memory_bar.py``'s peak 579 -> 551 MiB, Xeon with AMX, 2026-12-06).
     """
     states = request.query_state()
-    shapes = [list(state.state.shape) for state in states]  # read before the reset, which zeroes them
+    shapes = [_slots_shape(state) for state in states]  # read before the reset, which zeroes them
     request.reset_state()
     for state, shape in zip(states, shapes):
-        if len(shape) == 4 and shape[2]:  # [batch, kv_heads, seq, head_dim] holding slots
+        if shape is not None and len(shape) == 4 and shape[2]:  # [batch, kv_heads, seq, head_dim] holding slots
             state.state = ov.Tensor(np.zeros((1, shape[1], 0, shape[3]), dtype=np.float32))
     request.reset_state()  # read back, an emptied variable fails a stride check in the plugin (2026.4); a reset one not
+
+
+def _slots_shape(state: ov.VariableState) -> list[int] | None:
+    """The shape of ``state``'s tensor, or None where the variable was emptied and not reset since (``_move_states``
+    leaves the stateful prefill copy so: reading it fails the plugin's stride check, 2026.4; it holds no slot)."""
+    try:
+        return list(state.state.shape)
+    except RuntimeError:
+        return None
 
 
 def _move_states(source: ov.InferRequest, destination: ov.InferRequest) -> list[np.ndarray]:

@@ -43,6 +43,10 @@ def test_generate_json_one_mode(int4_dir, data_dir):
 
 
 def test_generate_compare_greedy_is_identical(int4_dir, data_dir):
+    """Compare's two greedy replies are the same text, and the speculative side's counts add up. Whether Auto drafts
+    at all in this 9-token reply follows measured times (a step that changes the pass width is charged half the
+    measured price of the change, 17 ms on a loaded 2-core Xeon against 25 ms a pass, and short lookup matches do not
+    pay that), so it is not asserted here: ``test_auto_decoding`` checks the choices on given costs."""
     result = _specchat(
         "generate", "Repeat exactly: the quick brown fox jumps over the lazy dog, the quick brown fox.",
         "--mode", "compare", "--draft", "lookup", "--k", "3", "--json", "--max-new-tokens", "32", data_dir=data_dir,
@@ -56,8 +60,9 @@ def test_generate_compare_greedy_is_identical(int4_dir, data_dir):
     assert ar["acceptance_rate"] is None
     drafted = sum(use["drafted"] for use in spec["drafters"].values())
     accepted = sum(use["accepted"] for use in spec["drafters"].values())
-    assert set(spec["drafters"]) <= {"plain", "lookup"} and 0 < accepted <= drafted
-    assert spec["acceptance_rate"] == accepted / drafted
+    assert set(spec["drafters"]) <= {"plain", "lookup"} and 0 <= accepted <= drafted
+    assert spec["acceptance_rate"] == (accepted / drafted if drafted else None)
+    assert sum(use["steps"] for use in spec["drafters"].values()) <= spec["new_tokens"]
     _assert_speedup_is_the_ratio_of_the_rates(out)
 
 
