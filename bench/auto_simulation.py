@@ -8,7 +8,7 @@ model of the machine instead of measured: a target pass over n tokens costs ``--
 plus ``--switch-ms`` when the pass before it read another number of tokens (OpenVINO re-derives every node's shapes:
 ``bench/pass_shapes.py``), and the head ``--draft-ms`` a draft; each draft is accepted with probability a / b
 (seeded), and during plain steps the head is judged as the engine judges it (``Engine._judge_head``: every
-``SHADOW_EVERY`` plain steps, one verdict per step, at the cost of ``JUDGE_DRAFTS`` drafts). No model runs, so the
+``StepPlanner.shadow_every`` plain steps, one verdict per step, at the cost of ``JUDGE_DRAFTS`` drafts). No model runs, so the
 planner's decisions are seen apart from the noise of real timings. Defaults: the Zen 5's figures
 (``bench/results/epyc-zen5/PASS_SHAPES.md``; the head's draft as the engine's steps measured it, 2-3 ms).
 
@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from inference.auto_decoding import PLAIN, SHADOW_EVERY, Measurements, StepPlanner  # noqa: E402
+from inference.auto_decoding import PLAIN, Measurements, StepPlanner  # noqa: E402
 
 ACCEPTANCES = ((0, 1), (1, 4), (1, 3), (2, 5), (3, 7), (1, 2), (3, 5), (2, 3), (3, 4))
 MS = 1e-3
-#: What judging the head during plain steps costs, in drafts: its catch-up over SHADOW_EVERY positions (one pass of
+#: What judging the head during plain steps costs, in drafts: its catch-up over the positions since (one pass of
 #: ~2-3 single-draft passes' time, measured in the engine) and the estimates.
 JUDGE_DRAFTS = 3
 
@@ -50,8 +50,8 @@ def simulate(accepted_of: tuple[int, int], plain_ms: float, token_ms: float, swi
     previous, total, tokens, drafting, verdicts = 0, 0.0, 0, 0, []
     for step in range(steps):
         judge_ms = 0.0
-        if len(verdicts) >= SHADOW_EVERY:  # as Engine._judge_head, before the step's choice
-            planner.record_shadow(verdicts)
+        if len(verdicts) >= planner.shadow_every:  # as Engine._judge_head, before the step's choice
+            planner.record_shadow(verdicts, 100)
             verdicts, judge_ms = [], JUDGE_DRAFTS * draft_ms
         choice = planner.choose(100, 16)
         accepted = 0

@@ -39,7 +39,7 @@ from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
-from .auto_decoding import PLAIN, SHADOW_EVERY, SHADOW_ROWS, Measurements, PresetCosts, StepPlanner, seeded_sampling
+from .auto_decoding import PLAIN, SHADOW_ROWS, Measurements, PresetCosts, StepPlanner, seeded_sampling
 from .constraints import GrammarError, GrammarMask
 from .detokenizer import streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
@@ -427,9 +427,9 @@ class Engine:
         fixed_k = None if chooses or not drafters else settings.speculative.k
         planned = tuple(drafters) if chooses or len(drafters) < 2 else tuple(drafters)[:1]  # the model or head first
         if chooses and seeded_sampling(settings):  # reproducible: preset costs, this reply's own acceptance
-            planner = StepPlanner(Measurements(), planned, preset=PresetCosts())
+            planner = StepPlanner(Measurements(), planned, preset=PresetCosts(), greedy=sampling.greedy)
         else:
-            planner = StepPlanner(self._measurements, planned, fixed_k)
+            planner = StepPlanner(self._measurements, planned, fixed_k, greedy=sampling.greedy)
         reply = ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
         penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
@@ -492,7 +492,7 @@ class Engine:
         first forbidden one on: the target would reject it).
         """
         step_start = time.perf_counter()
-        if len(decode.shadow) >= SHADOW_EVERY:
+        if len(decode.shadow) >= decode.planner.shadow_every:
             self._judge_head(decode)
         reply, sampling, n_ctx, pending = decode.reply, decode.sampling, decode.n_ctx, decode.pending
         limit = min(n_ctx - len(self._cache) - 1, sampling.max_new_tokens - len(reply.tokens) - 1)
@@ -568,7 +568,7 @@ class Engine:
             chosen = [decode.shadow[start + i] for i in rows]
             estimates = first_draft_acceptance(logits[rows], head.vocab, [token for token, _ in chosen],
                                                [probability for _, probability in chosen], decode.sampling)
-            decode.planner.record_shadow([float(e) for e in estimates])
+            decode.planner.record_shadow([float(e) for e in estimates], len(self._cache))
         decode.shadow.clear()
 
     @contextmanager

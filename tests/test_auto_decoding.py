@@ -12,12 +12,15 @@ import pytest
 from inference.auto_decoding import (
     CLIP,
     EMA,
+    HISTORY_DECAY,
     LATER_PRIOR_WEIGHT,
     LONG_MATCH,
     PLAIN,
     PLAIN_REFRESH,
+    PRIOR_ACCEPTANCE,
     PRIOR_WEIGHT,
     SHADOW_EVERY,
+    SHADOW_EVERY_FAR,
     SWITCH_HORIZON,
     WARMUP,
     Acceptance,
@@ -106,7 +109,7 @@ def test_a_drafter_that_is_never_accepted_gives_way_to_plain_steps_and_is_tried_
     choices = []
     for _ in range(200 // SHADOW_EVERY):
         choices += _run(planner, SHADOW_EVERY, accept=lambda choice: 0)
-        planner.record_shadow([0.0] * sum(c.drafter == PLAIN for c in choices[-SHADOW_EVERY:]))
+        planner.record_shadow([0.0] * sum(c.drafter == PLAIN for c in choices[-SHADOW_EVERY:]), 100)
     assert sum(c.drafter == PLAIN for c in choices[20:]) > 0.95 * len(choices[20:])
 
 
@@ -119,8 +122,63 @@ def test_the_head_judged_during_plain_steps_comes_back_as_soon_as_its_estimates_
         choices = _run(planner, 10, accept=lambda choice: 0, draft_ms=6.0, pass_ms=lambda size: 30.0 + 12.0 * (size - 1))
         assert choices[0].drafter == "head" and choices[-5:] == [Choice(PLAIN, 0)] * 5, choices
         assert planner.judges_head_in_plain_steps
-        planner.record_shadow([estimate] * SHADOW_EVERY)
+        planner.record_shadow([estimate] * SHADOW_EVERY, 100)
         assert planner.choose(100, 16).drafter == expected
+
+
+def test_the_head_is_judged_less_often_while_its_estimates_leave_it_far_from_paying():
+    """Judging costs the head's catch-up pass: after estimates that put its best step below FAR_BELOW of a plain
+    step's rate the engine waits SHADOW_EVERY_FAR plain steps, after estimates near or above the break-even
+    SHADOW_EVERY."""
+    planner = StepPlanner(_measured({1: 30.0, 2: 42.0}), ("head",))
+    _run(planner, 10, accept=lambda choice: 0, draft_ms=6.0, pass_ms=lambda size: 30.0 + 12.0 * (size - 1))
+    assert planner.shadow_every == SHADOW_EVERY
+    planner.record_shadow([0.1] * SHADOW_EVERY, 100)
+    assert planner.shadow_every == SHADOW_EVERY_FAR
+    planner.record_shadow([0.9] * SHADOW_EVERY, 100)
+    assert planner.shadow_every == SHADOW_EVERY
+    # near the break-even (K = 1: 1 + a tokens for 48 ms against 1 for 30, a ~0.6) the judging stays frequent
+    near = StepPlanner(_measured({1: 30.0, 2: 42.0}), ("head",))
+    _run(near, 10, accept=lambda choice: 0, draft_ms=6.0, pass_ms=lambda size: 30.0 + 12.0 * (size - 1))
+    near.record_shadow([0.5] * 200, 100)
+    assert near.shadow_every == SHADOW_EVERY
+
+
+def test_a_new_conversation_starts_from_the_acceptance_of_earlier_ones_of_the_same_kind_of_sampling():
+    """The first-position prior of a new conversation is learned from earlier conversations' counts (each weighing
+    HISTORY_DECAY times the next) over PRIOR_ACCEPTANCE weighing PRIOR_WEIGHT drafts, per kind of sampling."""
+    measurements = _measured({1: 30.0})
+    assert measurements.prior("head", True) == PRIOR_ACCEPTANCE["head"]
+    greedy = StepPlanner(measurements, ("head",), greedy=True)
+    _run(greedy, 40, accept=lambda choice: 0)  # every draft it makes is rejected
+    drafted = measurements.acceptance_of("head", True).first_verified
+    assert drafted >= 2
+    greedy.record_shadow([0.25] * 16, 100)
+    measurements.new_conversation()
+    first = (0.25 * 16 + PRIOR_WEIGHT * PRIOR_ACCEPTANCE["head"]) / (drafted + 16 + PRIOR_WEIGHT)
+    assert measurements.prior("head", True) == pytest.approx(first)
+    assert measurements.prior("head", False) == PRIOR_ACCEPTANCE["head"]  # sampled replies learned nothing yet
+    assert measurements.acceptance_of("head", True).rate(0) == pytest.approx(first)
+    again = StepPlanner(measurements, ("head",), greedy=True)
+    again.record_shadow([1.0] * 10, 100)
+    measurements.new_conversation()
+    second = (HISTORY_DECAY * 0.25 * 16 + 10 + PRIOR_WEIGHT * PRIOR_ACCEPTANCE["head"]) / (
+        HISTORY_DECAY * (drafted + 16) + 10 + PRIOR_WEIGHT)
+    assert measurements.prior("head", True) == pytest.approx(second)
+
+
+def test_a_short_reply_after_conversations_where_the_head_lost_starts_plain():
+    """Where the head's prior alone would have it draft from the first step, earlier conversations in which its
+    drafts were rejected make the next reply start with plain steps; where they were accepted, with the head."""
+    for accepted, expected in ((0, PLAIN), (1, "head")):
+        measurements = _measured({1: 30.0, 2: 42.0})
+        assert StepPlanner(measurements, ("head",)).choose(100, 16).drafter == "head"
+        planner = StepPlanner(measurements, ("head",))
+        _run(planner, 30, accept=lambda choice: min(choice.k, accepted), draft_ms=2.0,
+             pass_ms=lambda size: 30.0 + 12.0 * (size - 1))
+        planner.record_shadow([float(accepted)] * 16, 100)
+        measurements.new_conversation()
+        assert StepPlanner(measurements, ("head",)).choose(100, 16).drafter == expected
 
 
 def test_only_a_planner_that_chooses_with_a_head_judges_it_in_plain_steps():
@@ -294,11 +352,11 @@ def test_a_change_of_width_is_charged_a_fraction_of_its_measured_price():
         measurements.passes.record(2, 100, 23 * MS, switched=True)  # the price of a change: 8 ms
         measurements.drafting_of("head").record(1, 2.2 * MS)
     for step in range(60):  # 2 drafts of 5 accepted
-        measurements.acceptance_of("head").record(1, int(step % 5 < 2))
+        measurements.acceptance_of("head", True).record(1, int(step % 5 < 2))
         measurements.steps += 1
     charge_ms = measurements.passes.switch_cost / SWITCH_HORIZON / MS
     assert charge_ms == pytest.approx(8.0 / SWITCH_HORIZON)
-    tokens = measurements.acceptance_of("head").expected_tokens(1)
+    tokens = measurements.acceptance_of("head", True).expected_tokens(1)
     assert 12.0 < 17.2 / tokens < 12.0 + charge_ms and (17.2 + charge_ms) / tokens > 12.0  # cheaper at its width only
     at_head = StepPlanner(measurements, ("head",))
     at_head.record(Choice("head", 1), 1, 1, 2.2 * MS, 15 * MS, 100)  # the reply's last pass read 2 tokens

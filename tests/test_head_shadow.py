@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import chat_ids, settings
 
-from inference.auto_decoding import PLAIN, SHADOW_EVERY, SHADOW_ROWS, WARMUP, StepPlanner
+from inference.auto_decoding import PLAIN, SHADOW_EVERY, SHADOW_EVERY_FAR, SHADOW_ROWS, WARMUP, StepPlanner
 from inference.draft_head import load_head
 from inference.drafting import HeadDrafter
 from inference.engine import KV_SLACK, Engine
@@ -51,8 +51,8 @@ def test_auto_judges_the_head_every_few_plain_steps_with_what_verification_would
     engine.reset()
     recorded: list[list[float]] = []
     original = StepPlanner.record_shadow
-    monkeypatch.setattr(StepPlanner, "record_shadow", lambda self, estimates: (recorded.append(estimates),
-                                                                            original(self, estimates))[1])
+    monkeypatch.setattr(StepPlanner, "record_shadow", lambda self, estimates, cache_len: (
+        recorded.append(estimates), original(self, estimates, cache_len))[1])
     prompt = chat_ids(target, "Explain how a bicycle stays upright.")
     plain = engine.generate_text(prompt, settings("ar", max_new_tokens=80, n_ctx=N_CTX))
     # a machine where verifying a draft costs 1,000 plain passes: Auto decodes plainly, and judges the head meanwhile
@@ -63,7 +63,8 @@ def test_auto_judges_the_head_every_few_plain_steps_with_what_verification_would
     auto = engine.generate_text(prompt, settings("auto", max_new_tokens=80, n_ctx=N_CTX))
     assert auto.token_ids == plain.token_ids
     assert auto.by_drafter[PLAIN].steps == auto.new_tokens - 1, auto.by_drafter
-    assert len(recorded) == (auto.new_tokens - 2) // SHADOW_EVERY  # before the 17th, 33rd, ... plain step
+    # judged before the 33rd plain step; then, the head far from paying at that price, every SHADOW_EVERY_FAR steps
+    assert len(recorded) == 1 + max(0, auto.new_tokens - 2 - SHADOW_EVERY) // SHADOW_EVERY_FAR
     # each estimate is the greedy verdict on the head's first draft at a plain step: whether it equals the token
     context = prompt + plain.token_ids
     verdicts = [float(_greedy_first_draft(engine, context[: i + 1]) == context[i + 1])
