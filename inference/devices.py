@@ -61,12 +61,15 @@ def base_properties(device: str) -> dict:
     if device == "CPU":
         properties["ENABLE_CPU_PINNING"] = False
         properties["CPU_RUNTIME_CACHE_CAPACITY"] = SHAPE_CACHE_ENTRIES
-        if _capped_below_bf16():
+        if capped_below_bf16():
             properties["INFERENCE_PRECISION_HINT"] = "f32"
     return properties
 
 
-def _capped_below_bf16() -> bool:
+def capped_below_bf16() -> bool:
+    """Whether ``ONEDNN_MAX_CPU_ISA`` caps the CPU plugin's kernels below bf16 compute (e.g. ``AVX2``, as
+    ``tools/slow_cpu.py`` sets it to stand in for an AVX2-only CPU): bf16 is then not native, and kernels the plugin
+    would pick from the CPU's real flags (its dynamic quantization on a CPU with AMX) may find no implementation."""
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ISA_CAPS_WITHOUT_BF16
 
 
@@ -78,7 +81,7 @@ def native_precisions(device: str) -> list[str]:
         capabilities = set(core().get_property(device, "OPTIMIZATION_CAPABILITIES"))
     except RuntimeError:
         return []
-    if is_cpu(device) and _capped_below_bf16():
+    if is_cpu(device) and capped_below_bf16():
         capabilities.discard("BF16")
     return [name for name, capability in _CAPABILITY.items() if capability in capabilities]
 

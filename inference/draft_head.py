@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from .devices import _capped_below_bf16, base_properties, core
+from .devices import base_properties, capped_below_bf16, core
 from .layer_features import LAYER_FEATURES
 from .model import MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
 from .rope import RopeParameters, RopeUnsupportedError
@@ -207,7 +207,7 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
     if damaged:
         raise ModelLoadError(f"the draft head in {folder} is damaged: {', '.join(damaged)}; reinstall it")
     properties = base_properties(device) | (HEAD_CPU_PROPERTIES if device == "CPU" else {})
-    if device == "CPU" and _capped_below_bf16():
+    if device == "CPU" and capped_below_bf16():
         properties |= HEAD_CPU_PROPERTIES_CAPPED
     if num_threads:
         properties["INFERENCE_NUM_THREADS"] = int(num_threads)
