@@ -37,17 +37,24 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import openvino as ov
 
-from .file_pages import released_while
+from .file_pages import RELEASE_PERIOD_S, released_while
 from .rope import RopeParameters, RopeUnsupportedError
 
 # Shortest chunk the fast prefill copy computes: below it the hand-over costs about what it saves.
 FAST_PREFILL_MIN_TOKENS = 64
+# How often the paged copy's first pass hands its weights file's pages back, seconds: it reads the file to repack the
+# weights faster than later passes read their embedding rows; every 10 ms, 13 MiB of it piled up (the first
+# 1,024-token pass peaked at 531 MiB, 518 every 2 ms, the default model, Xeon with AMX, 2026-12-06)
+REPACK_RELEASE_PERIOD_S = 0.002
+# A paged prefill copy's compiled model -> the requests of it that PagedCopy objects hold (PagedCopy.release)
+_REQUESTS: weakref.WeakKeyDictionary[ov.CompiledModel, weakref.WeakSet[ov.InferRequest]] = weakref.WeakKeyDictionary()
 
 
 class KVCache:
@@ -84,10 +91,9 @@ class KVCache:
         self._request = compiled_model.create_infer_request()
         paged = prefill_model is not None and PagedCopy.pages(prefill_model)
         self._paged = PagedCopy(prefill_model, prefill_weights) if paged else None
-        if self._paged is not None:
-            self._prefill_request = self._paged.request
-        else:  # a stateful copy: the default, a sliding-window model's (model.load_model)
-            self._prefill_request = prefill_model.create_infer_request() if prefill_model is not None else None
+        # a stateful copy's request (a sliding-window model's copy, model.load_model); a paged copy holds its own
+        stateful = prefill_model is not None and not paged
+        self._prefill_request = prefill_model.create_infer_request() if stateful else None
         self._rope = rope
         self._slack = slack
         self._window = window
@@ -196,7 +202,6 @@ class KVCache:
         count = len(token_ids)
         upcoming = max(upcoming, count)
         self._make_room(count, n_ctx)
-        request = self._prefill_request
         if not self.prefills_in_copy(upcoming):
             self._take_states_back()
             return self._infer(self._request, token_ids, last_only=True)
@@ -205,11 +210,12 @@ class KVCache:
                 self.compact()  # the paged copy attends to every slot it holds
                 self._paged.load(self._request, self.physical_length, upcoming)
             elif self.physical_length:
-                self._held["copy"] = _move_states(self._request, request)
+                self._held["copy"] = _move_states(self._request, self._prefill_request)
                 self._held["exact"] = []
             else:
-                request.reset_state()
+                self._prefill_request.reset_state()
             self._states_in_copy = True
+        request = self._paged.request if self._paged is not None else self._prefill_request
         logits = self._infer(request, token_ids, last_only=True)
         self.fast_prefilled += count
         return logits
@@ -217,7 +223,7 @@ class KVCache:
     def prefills_in_copy(self, upcoming: int) -> bool:
         """Whether ``prefill`` would compute its next pass with the fast prefill copy, ``upcoming`` prompt tokens
         being left to prefill."""
-        if self._prefill_request is None:
+        if self._paged is None and self._prefill_request is None:
             return False
         return self._states_in_copy or (upcoming >= FAST_PREFILL_MIN_TOKENS and upcoming * 8 >= self.physical_length)
 
@@ -248,7 +254,7 @@ class KVCache:
         start = len(self.tokens)
         first_slot = self.physical_length
         mask = np.concatenate([self._alive, np.ones(count, dtype=np.int64)])[None, :]
-        paged = self._paged is not None and request is self._paged.request
+        paged = self._paged is not None and request is not self._request
         if paged:  # no dead slot in the copy (prefill compacts): slots are positions
             self._paged.feed(token_ids, first_slot)
         else:
@@ -383,7 +389,8 @@ class PagedCopy:
     PREFIXES = ("key_cache.", "value_cache.")
 
     def __init__(self, compiled: ov.CompiledModel, weights: Path | None = None):
-        self.request = compiled.create_infer_request()
+        self._compiled = compiled
+        self._request: ov.InferRequest | None = None
         self._weights = weights
         self._ran = False
         # cache input name -> its element type and the shape of one block [kv_heads, block, head_dim]
@@ -393,15 +400,40 @@ class PagedCopy:
         self._arrays: dict[str, np.ndarray] = {}
         self.start = self.length = 0
 
+    @property
+    def request(self) -> ov.InferRequest:
+        """The copy's infer request, made when first asked for after ``release`` (or at the first pass) with every
+        cache array set as its input."""
+        if self._request is None:
+            self._request = self._compiled.create_infer_request()
+            _REQUESTS.setdefault(self._compiled, weakref.WeakSet()).add(self._request)
+            for name, array in self._arrays.items():
+                self._request.set_tensor(name, ov.Tensor(array, list(array.shape), self._inputs[name][0]))
+        return self._request
+
+    def release(self) -> None:
+        """Drop the request and have the compiled copy free its intermediate memory (``CompiledModel.release_memory``:
+        the buffers of its last pass, which it keeps for the next one; a 1,024-token pass of the default model's bf16
+        copy: 16 MiB, Xeon with AMX, 2026-12-06) once no request of it is left (another ``PagedCopy`` of the same
+        compiled copy may hold one: a request made before ``release_memory`` and run after it corrupted the heap,
+        2026.4; a fresh one did not). The next pass makes a fresh request; the repacked weights are kept (it reads
+        none of the weights file again)."""
+        if self._request is None:
+            return
+        others = _REQUESTS[self._compiled]
+        others.discard(self._request)
+        self._request = None
+        if not others:
+            self._compiled.release_memory()
+
     @staticmethod
     def pages(compiled: ov.CompiledModel) -> bool:
         """Whether ``compiled`` is a paged copy (it reads ``past_lens``), not a stateful one."""
         return any("past_lens" in port.get_names() for port in compiled.inputs)
 
     def reset(self) -> None:
-        """Hold no token; the arrays are freed (the request's inputs are set to one empty block each)."""
-        for name, (kind, block_shape) in self._inputs.items():
-            self.request.set_tensor(name, ov.Tensor(kind, [1, *block_shape]))
+        """Hold no token; the request is dropped (``release``) and the arrays are freed."""
+        self.release()
         self._arrays = {}
         self.start = self.length = 0
 
@@ -443,21 +475,26 @@ class PagedCopy:
         self.length = first + count
 
     def run(self) -> None:
-        """Run the request on the inputs ``feed`` set. The first run repacks the compiled copy's 4-bit weights
-        (OpenVINO's CPU plugin does it at a dynamic-shape graph's first inference: +92 MiB resident for the default
-        model, bf16 or f32) reading the whole weights file, whose pages are handed back while it runs
-        (``file_pages.released_while``: its peak 73 MiB lower); the runs after it read none of the file."""
-        with released_while(None if self._ran else self._weights):
+        """Run the request on the inputs ``feed`` set, handing back the weights file's pages it reads while it runs
+        (``file_pages.released_while``). The first run repacks the compiled copy's 4-bit weights (OpenVINO's CPU
+        plugin does it at a dynamic-shape graph's first inference: +92 MiB resident for the default model, bf16 or
+        f32) reading the whole weights file (its peak 73 MiB lower handed back); each run after it reads the embedding
+        rows of its tokens in place (1,024 tokens of the default model: 29 MiB of the file, Linux mapping pages around
+        each one read; they stayed resident from the second long prompt on, Xeon with AMX, 2026-12-06)."""
+        with released_while(self._weights, REPACK_RELEASE_PERIOD_S if not self._ran else RELEASE_PERIOD_S):
             self.request.infer()
         self._ran = True
 
     def hand_over(self, request: ov.InferRequest) -> list[np.ndarray]:
         """Append the tokens the copy computed (``[start, length)``) to the exact ``request``'s f32 states, one
         variable at a time through one buffer (``_set_state``), each layer's arrays freed once read; then hold none.
+        The copy's request and its last pass's buffers go first (``release``), so that the exact cache grows where
+        they were (``bench/memory_bar.py``'s 1,024-token peak was this hand-over).
 
         Returns:
             the buffers ``request``'s states now reference (``_set_state``), to keep alive until they are set again.
         """
+        self.release()
         buffers: list[np.ndarray] = []
         for state in request.query_state():
             name = self._input_of(state.name)
@@ -469,8 +506,6 @@ class PagedCopy:
             if self.start:
                 new = np.concatenate([state.state.data[:, :, : self.start], new], axis=2)
             _set_state(state, new, buffers)
-            kind, block_shape = self._inputs[name]
-            self.request.set_tensor(name, ov.Tensor(kind, [1, *block_shape]))
             del blocks, new
         self.reset()
         return buffers

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from inference import kv_cache
 from inference.devices import base_properties, core
 from inference.kv_cache import KVCache, PagedCopy, _from_bf16_bits, _to_bf16_bits
 from inference.model import _paged_attention_copy, load_model
@@ -90,6 +91,26 @@ def test_the_paged_copy_matches_the_exact_path_through_passes_cached_tokens_and_
     np.testing.assert_allclose(after, reference, atol=EXACT_NOISE)
     np.testing.assert_allclose(paged.forward([turn[0]]), plain.forward([turn[0]]), atol=EXACT_NOISE)
     assert np.array_equal(paged.layer_keys(7)[:, :, :302], kept)  # the exact states before the copy: untouched
+
+
+def test_a_copy_releases_its_memory_only_when_no_other_cache_holds_a_request_of_it(exact):
+    """Two caches share one compiled copy: the one handing over drops its request but leaves the compiled model's
+    memory (``release_memory``) while the other still holds a request of it (run after a ``release_memory``, a
+    request made before it corrupted the heap, 2026.4); the other's passes and hand-over stay those of the exact path."""
+    model, copy = exact
+    holding, handing = (KVCache(model.compiled, model.rope, prefill_model=copy) for _ in range(2))
+    plain = KVCache(model.compiled, model.rope)
+    rng = np.random.default_rng(3)
+    prompt, other = ([int(t) for t in rng.integers(100, 49_000, n)] for n in (200, 100))
+    first = holding.prefill(prompt[:120], upcoming=200)
+    handing.prefill(other, upcoming=100)
+    handing.forward([other[0]])  # hands over: its request is dropped
+    assert handing._paged._request is None and list(kv_cache._REQUESTS[copy]) == [holding._paged._request]
+    second = holding.prefill(prompt[120:], upcoming=80)
+    np.testing.assert_allclose(first, plain.prefill(prompt[:120], upcoming=200), atol=EXACT_NOISE)
+    np.testing.assert_allclose(second, plain.prefill(prompt[120:], upcoming=80), atol=EXACT_NOISE)
+    np.testing.assert_allclose(holding.forward([prompt[0]]), plain.forward([prompt[0]]), atol=EXACT_NOISE)
+    assert holding._paged._request is None and not kv_cache._REQUESTS[copy]
 
 
 def test_bf16_bits_round_to_nearest_even_and_back_exactly():
