@@ -88,6 +88,13 @@ def test_request_fields_and_the_extension_map_to_engine_settings():
     assert chat(stop=["a", "b"]).settings.sampling.stop_strings == ("a", "b")
 
 
+def test_a_seed_of_minus_one_is_a_random_seed_as_llama_server_reads_it():
+    """llama.cpp's clients send ``seed: -1`` for "random" (the command line's ``--seed -1`` too); it was refused
+    (newcomer trial, 2026-12-06)."""
+    assert chat(seed=-1).settings.sampling.seed is None
+    assert chat(seed=0).settings.sampling.seed == 0
+
+
 def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
     sampling = chat(top_k=5, min_p=0.05, temperature=0.8).settings.sampling
     assert (sampling.top_k, sampling.min_p, sampling.temperature, sampling.top_p) == (5, 0.05, 0.8, 0.9)
@@ -431,6 +438,28 @@ def test_a_closed_gate_answers_the_queued_requests_503_and_lets_the_running_one_
     for response in [*queued, later]:
         assert response.status_code == 503 and response.json()["error"]["code"] == "server_stopped"
     assert worker.spec is not None and not app.state.gate.busy and app.state.gate.waiting == 0
+
+
+def test_a_chat_of_system_messages_alone_is_answered_streamed_or_not(worker):
+    """A chat whose messages are all system (or developer) ones has them as its system prompt and no message: it
+    was a 500 (an IndexError reading the last message for the request log; newcomer trial, 2026-12-06)."""
+    app = create_app(worker, model_id="m", max_queue=1)
+    body = {"messages": [{"role": "system", "content": "Be nice."}, {"role": "developer", "content": "Be brief."}],
+            "max_tokens": 4, "temperature": 0}
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=120) as client:
+            whole = await client.post("/v1/chat/completions", json=body)
+            streamed = await client.post("/v1/chat/completions", json={**body, "stream": True})
+            return whole, streamed
+
+    whole, streamed = run_coroutine(scenario())
+    assert whole.status_code == 200, whole.text
+    assert whole.json()["usage"]["completion_tokens"] == 4 and whole.json()["choices"][0]["message"]["content"]
+    assert streamed.status_code == 200, streamed.text
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == whole.json()["choices"][0]["message"]["content"]
 
 
 def test_an_empty_api_key_is_refused(worker):

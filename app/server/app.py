@@ -225,8 +225,11 @@ def create_app(
             return to_engine(parsed, limits)
 
         engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
-        keep_prompt(request.scope, engine_request.prompt if engine_request.prompt is not None
-                    else engine_request.messages[-1]["content"])
+        if engine_request.prompt is not None:
+            keep_prompt(request.scope, engine_request.prompt)
+        else:  # a chat of system (or developer) messages alone has them as its system prompt and no message
+            keep_prompt(request.scope, engine_request.messages[-1]["content"] or "" if engine_request.messages
+                        else engine_request.system_prompt)
         reply = Reply.new(model_id, chat)
         run = Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
         if not parsed.stream:

@@ -96,7 +96,7 @@ class GenerationFields(Strict):
     top_k: int | None = None  # llama-server's and vLLM's extension (0 or -1 = off)
     min_p: float | None = None  # llama-server's and vLLM's extension
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = None  # -1: a random seed, as llama-server and the command line read it
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None  # vLLM's and OpenVINO Model Server's name for CTRL's penalty
@@ -369,7 +369,7 @@ def generation_settings(
     top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,
-        seed=body.seed,
+        seed=None if body.seed == -1 else body.seed,
         stop_strings=stop,
         **{name: value for name, value in (
             ("temperature", body.temperature),
