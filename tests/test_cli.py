@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -192,6 +193,23 @@ def test_seed_minus_one_is_a_random_seed_as_in_llama_cpp():
 def test_a_malformed_command_line_is_one_line_too(args, line):
     result = subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.splitlines() == [line]  # no 20-line usage block first
+
+
+def test_ctrl_c_during_generate_keeps_what_came_and_exits_130(int4_dir, data_dir):
+    """A newcomer's script could not tell a reply Ctrl+C cut from a whole one: the command exited 0. It keeps what
+    was generated and its statistics ("stop: cancelled"), and exits 130 (128 + SIGINT, as ``serve`` does)."""
+    env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "generate", "Write a long story about a lighthouse keeper.", "--mode", "ar",
+         "--max-new-tokens", "400"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    first = process.stdout.read(1)  # the reply has begun streaming
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert first and "stop: cancelled" in err, err
+    tokens = int(re.search(r"^\[\S+\] (\d+) tokens", err, re.M).group(1))
+    assert 1 <= tokens < 400, err
 
 
 def test_compare_warms_the_engine_up_before_either_measured_run(int4_dir, data_dir, monkeypatch, capsys):

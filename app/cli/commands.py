@@ -29,6 +29,8 @@ SAMPLING = SamplingSettings()  # the defaults
 MULTILINE = '"""'
 
 USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError)
+#: Exit status of a ``generate`` whose reply Ctrl+C cut (128 + SIGINT, as ``serve`` and ``models`` exit).
+INTERRUPTED = 130
 
 
 def _add_engine_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("auto", "ar", "spec", "compare")) -> None:
@@ -358,6 +360,10 @@ def _generate(args: argparse.Namespace) -> int:
             results[mode] = _stream(events, None if args.json else sys.stdout)
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
+        if results[mode].stop_reason == "cancelled":  # Ctrl+C: what came is shown, the status says it was cut
+            if args.json:
+                print(json.dumps({**summary(results[mode]), "precision": precision}))
+            return INTERRUPTED
     if args.mode == "compare":
         ar, spec = results["ar"], results["auto"]
         speedup = spec.decode_tokens_per_s / ar.decode_tokens_per_s if ar.decode_tokens_per_s else 0.0
