@@ -34,11 +34,9 @@ import openvino as ov
 
 from .devices import base_properties, capped_below_bf16, core
 from .layer_features import LAYER_FEATURES
-from .model import MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
+from .model import HEAD_MANIFEST, MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
 from .rope import RopeParameters, RopeUnsupportedError
 
-#: The manifest that makes a folder a draft head.
-HEAD_MANIFEST = "draft_head.json"
 #: Version of a head folder that reads the target's last hidden state only (what versions before fused heads read).
 HEAD_FORMAT = 1
 #: Version of a head folder that also reads decoder-layer outputs (``feature_layers``): a version that reads only

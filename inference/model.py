@@ -38,6 +38,8 @@ from .settings import MIN_N_CTX
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
 #: The tokenizer and detokenizer IRs (graph, weights) that ``openvino_genai.Tokenizer`` reads.
 TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
+#: The manifest that makes a folder a draft head (``draft_head``), which a chat model's folder does not hold.
+HEAD_MANIFEST = "draft_head.json"
 #: What :func:`load_model` needs in a folder (the model IR and both tokenizer graphs).
 REQUIRED_FILES = (*MODEL_FILES, *(name for name in TOKENIZER_FILES if name.endswith(".xml")))
 TOKENIZER_PROBE = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
@@ -312,6 +314,11 @@ def load_model(
     if not folder.is_dir():
         raise ModelLoadError(f"model folder {folder} does not exist; run `specchat models list` to see installed models")
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing and (folder / HEAD_MANIFEST).is_file():
+        raise ModelLoadError(
+            f"{folder} is a draft head, not a chat model: a head only drafts for the model it was trained on (the "
+            "default model drafts with its own by itself). Choose a chat model (`specchat models list`)."
+        )
     if missing:
         raise ModelLoadError(
             f"model folder {folder} is incomplete: missing {', '.join(missing)}. "

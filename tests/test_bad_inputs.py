@@ -11,6 +11,7 @@ from inference.detokenizer import IncrementalDetokenizer
 from inference.engine import Engine
 from inference.events import ContextRolled, PromptOverflow, TextDelta
 from inference.model import ModelLoadError, TokenizerMismatchError, load_model
+from inference.models.default_head import default_head_dir
 from inference.settings import SettingError
 
 
@@ -82,6 +83,14 @@ def test_missing_model_folder_and_missing_file(tmp_path, int4_dir):
     (broken / "openvino_tokenizer.xml").unlink()
     with pytest.raises(ModelLoadError, match="missing openvino_tokenizer.xml"):
         load_model(broken)
+
+
+def test_a_draft_head_given_as_the_chat_model_is_named_a_head():
+    """A newcomer gave the default model's head (``specchat models list`` lists it) as ``--model`` and was told to
+    re-download an incomplete model; it is a head, which drafts only for its target."""
+    with pytest.raises(ModelLoadError, match="is a draft head, not a chat model") as refused:
+        load_model(default_head_dir())
+    assert "Re-import" not in str(refused.value)
 
 
 @pytest.mark.parametrize("name", ["openvino_model.bin", "openvino_model.xml"])
