@@ -195,6 +195,23 @@ def test_a_malformed_command_line_is_one_line_too(args, line):
     assert result.returncode == 2 and result.stderr.splitlines() == [line]  # no 20-line usage block first
 
 
+def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
+    """A newcomer read "K 0" after `--mode spec --draft lookup --k 4`: the last step's K (lookup found nothing to
+    copy there). A fixed mode's line says the largest K drafted; Auto's says K per drafter in its steps only."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=9)
+    for drafted, accepted in ((4, 3), (2, 2), (0, 0)):
+        fixed.count_step("lookup", 4, drafted, accepted, accepted + 1, chosen=False)
+    assert ", acceptance 83% (5/6), K up to 4," in describe(fixed) and "K 0" not in describe(fixed)
+    auto = GenerationStats(mode="auto", drafter="head", new_tokens=4)
+    auto.count_step("head", 2, 2, 1, 2, chosen=True)
+    auto.count_step("plain", 0, 0, 0, 1, chosen=True)
+    line = describe(auto)
+    assert ", acceptance 50% (1/2), steps: head 1 (K up to 2, acceptance 50%), plain 1," in line, line
+
+
 def test_ctrl_c_during_generate_keeps_what_came_and_exits_130(int4_dir, data_dir):
     """A newcomer's script could not tell a reply Ctrl+C cut from a whole one: the command exited 0. It keeps what
     was generated and its statistics ("stop: cancelled"), and exits 130 (128 + SIGINT, as ``serve`` does)."""

@@ -301,7 +301,9 @@ def describe(stats: GenerationStats) -> str:
     mode = stats.mode if stats.drafter is None else f"{stats.mode}/{stats.drafter}"
     line = f"[{mode}] {stats.new_tokens} tokens, TTFT {stats.ttft_ms:.1f} ms, {stats.decode_tokens_per_s:.1f} tokens/s"
     if stats.acceptance_rate is not None:
-        line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted}), K {stats.final_k}"
+        line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted})"
+        if stats.mode != "auto":  # (Auto's K per drafter is in its steps below)
+            line += f", K up to {max(stats.k_steps)}"
     if stats.mode == "auto":
         line += f", steps: {drafter_steps(stats)}"
     elif stats.fallback_tokens:
