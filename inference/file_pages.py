@@ -84,7 +84,7 @@ def released_while(path: Path | None, period_s: float = RELEASE_PERIOD_S) -> Ite
     4-bit weights of a dynamic-shape graph at its first inference, reading all 86 MiB of the default model's
     weights file, which stayed resident on top of the repacked weights (92 MiB) until the pass ended. Released every
     10 ms, the pass peaked 73 MiB lower at the same time (a 16-token first pass of the copy alone, Xeon with AMX:
-    398 -> 325 MiB, 1.37 / 1.40 s); the passes after it read none of the file.
+    398 -> 325 MiB, 1.37 / 1.40 s); the passes after it read only their tokens' embedding rows, in place.
 
     The file's mappings are read once, at the start: the caller keeps them mapped until the block ends (the compiled
     model that maps the file is in use), so no address released is ever anything but that file's.

@@ -416,8 +416,8 @@ class PagedCopy:
         the buffers of its last pass, which it keeps for the next one; a 1,024-token pass of the default model's bf16
         copy: 16 MiB, Xeon with AMX, 2026-12-06) once no request of it is left (another ``PagedCopy`` of the same
         compiled copy may hold one: a request made before ``release_memory`` and run after it corrupted the heap,
-        2026.4; a fresh one did not). The next pass makes a fresh request; the repacked weights are kept (it reads
-        none of the weights file again)."""
+        2026.4; a fresh one did not). The next pass makes a fresh request; the repacked weights are kept (it repacks
+        nothing again)."""
         if self._request is None:
             return
         others = _REQUESTS[self._compiled]

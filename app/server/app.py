@@ -226,10 +226,12 @@ def create_app(
 
         engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
         if engine_request.prompt is not None:
-            keep_prompt(request.scope, engine_request.prompt)
-        else:  # a chat of system (or developer) messages alone has them as its system prompt and no message
-            keep_prompt(request.scope, engine_request.messages[-1]["content"] or "" if engine_request.messages
-                        else engine_request.system_prompt)
+            logged = engine_request.prompt
+        elif engine_request.messages:
+            logged = engine_request.messages[-1]["content"] or ""
+        else:  # a chat of system (or developer) messages alone: they are its system prompt, no message is left
+            logged = engine_request.system_prompt
+        keep_prompt(request.scope, logged)
         reply = Reply.new(model_id, chat)
         run = Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
         if not parsed.stream:
