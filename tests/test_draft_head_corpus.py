@@ -134,3 +134,11 @@ def test_a_rebuild_with_layer_features_stores_them_first_shards_first_and_resume
         np.testing.assert_allclose(ratio / ratio[:1], (ratio / ratio[:1])[:, :1] * np.ones_like(ratio), rtol=2e-2)
     with pytest.raises(SystemExit, match="--layers"):
         _generate(tiny_ir, tmp_path / "data", first_run / "conversations")
+
+
+def test_only_builds_the_named_shards_and_no_others(first_run, tiny_ir, tmp_path, monkeypatch):
+    monkeypatch.setattr(generate.Target, "generate", lambda *a, **k: pytest.fail("nothing should be generated"))
+    _generate(tiny_ir, tmp_path / "data", first_run / "conversations", "--only", "1")
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    assert [s["index"] for s in manifest["shards"]] == [1]
+    assert not generate.shard_path(tmp_path / "data", 0).is_file()

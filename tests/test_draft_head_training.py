@@ -103,6 +103,32 @@ def test_rebuild_commands_name_paths_inside_the_repository_relative_to_its_root(
                        "--held-out-shards 0 16 32 --precision bf16")
 
 
+def test_a_run_from_an_exported_head_is_rebuilt_after_that_head_s_own_stages(tmp_path):
+    """``--init-head`` reads a head folder: its recorded stages come first, its export writing to that folder, so the
+    run that follows finds it; a head without recorded stages cannot be rebuilt and says so."""
+    start = export.REPO / "build" / "draft_head" / "start-head"
+    start_manifest = {"training": {"rebuild": {"commands": [
+        "python -m tools.draft_head.generate --out build/draft_head/data --shards 50",
+        "python -m tools.draft_head.train --data build/draft_head/data --out build/draft_head/runs/a",
+        "python -m tools.draft_head.export --checkpoint build/draft_head/runs/a/head.pt --out shipped/elsewhere"]}}}
+    folder = tmp_path / "start-head"
+    folder.mkdir()
+    (folder / "draft_head.json").write_text(json.dumps(start_manifest))
+    state = {"args": {"data": str(export.REPO / "build" / "draft_head" / "fused"), "init_head": str(start)},
+             "data_manifest": {"command": "python -m tools.draft_head.generate --out build/draft_head/fused --only 0 50"},
+             "started_from": {"head": str(folder)}}
+    commands = export.rebuild_commands(state, export.REPO / "build" / "run" / "head.pt", tmp_path / "out")
+    assert commands[:2] == start_manifest["training"]["rebuild"]["commands"][:2]
+    assert commands[2].endswith(f"--checkpoint build/draft_head/runs/a/head.pt --out {folder}")
+    assert commands[3] == state["data_manifest"]["command"]
+    assert commands[4] == ("python -m tools.draft_head.train --data build/draft_head/fused "
+                           "--init-head build/draft_head/start-head")
+    assert commands[5] == f"python -m tools.draft_head.export --checkpoint build/run/head.pt --out {tmp_path / 'out'}"
+    (folder / "draft_head.json").write_text(json.dumps({"training": {}}))
+    with pytest.raises(ValueError, match="records no rebuild commands"):
+        export.rebuild_commands(state, tmp_path / "head.pt", tmp_path / "out")
+
+
 def test_training_warps_as_the_engine_does_also_where_the_nucleus_is_wider_than_its_first_search():
     logits = np.random.default_rng(0).normal(0, 0.1, (3, 3000)).astype(np.float32)  # nearly flat
     expected = warp(logits, SamplingSettings(temperature=0.7, top_p=0.9))

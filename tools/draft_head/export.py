@@ -322,9 +322,14 @@ def train_command(args: dict[str, str]) -> str:
 
 
 def rebuild_commands(state: dict, checkpoint: Path, out: Path) -> list[str]:
-    """The shell commands that rebuild a head from the committed corpus, in order: the data folder (the data
-    manifest's command), every training run it continued (``started_from``, earliest first), then this one, then
-    the export of ``checkpoint`` to ``out``."""
+    """The shell commands that rebuild a head from the committed corpus, in order: where the earliest run started
+    from an exported head (``--init-head``), that head's own stages (:func:`initial_head_stages`); the data folder
+    (the data manifest's command); every training run it continued (``started_from``, earliest first), then this
+    one; then the export of ``checkpoint`` to ``out``.
+
+    Raises:
+        ValueError: the exported head a run started from records no rebuild commands.
+    """
     runs = [state["args"]]
     earlier = state.get("started_from")
     while earlier and "train_command_args" in earlier:
@@ -333,7 +338,28 @@ def rebuild_commands(state: dict, checkpoint: Path, out: Path) -> list[str]:
     data = shlex.join(repo_relative(word) for word in shlex.split(state["data_manifest"]["command"]))
     export = shlex.join(["python", "-m", "tools.draft_head.export", "--checkpoint", repo_relative(str(checkpoint)),
                          "--out", repo_relative(str(out))])
-    return [data, *(train_command(run) for run in runs), export]
+    return [*initial_head_stages(earlier), data, *(train_command(run) for run in runs), export]
+
+
+def initial_head_stages(started_from: dict | None) -> list[str]:
+    """The stages that rebuild the exported head a training run started from (``started_from["head"]``, the
+    folder ``--init-head`` read): that head's manifest's ``training.rebuild.commands``, its export writing to that
+    folder (relative to the repository root where inside it); none when the run did not start from a head.
+
+    Raises:
+        ValueError: that head's manifest records no rebuild commands.
+    """
+    if not started_from or "head" not in started_from:
+        return []
+    folder = Path(started_from["head"])
+    manifest = json.loads((folder / HEAD_MANIFEST).read_text(encoding="utf-8"))
+    commands = manifest.get("training", {}).get("rebuild", {}).get("commands")
+    if not commands:
+        raise ValueError(f"the head {folder} the run started from records no rebuild commands")
+    *stages, export = commands
+    words = shlex.split(export)
+    words[words.index("--out") + 1] = repo_relative(str(folder))
+    return [*stages, shlex.join(words)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,9 @@ Shards of a data folder made before the corpus are copied into it.
    float16 ``[N, len(layers), hidden]`` (the manifest's ``feature_layers`` names them).
 
 A rebuild that shares 2 cores with other work: ``--threads 1`` (OpenVINO's ``INFERENCE_NUM_THREADS``) under ``nice``;
-``--first`` builds the named shards before the rest (e.g. the held-out shards and those never trained on).
+``--first`` builds the named shards before the rest (e.g. the held-out shards and those never trained on);
+``--only`` builds the named shards and no others (a data folder of some shards, as a training run that started
+before the rest existed read it).
 
 Shards whose index is a multiple of ``HELD_OUT_EVERY`` are the held-out split; training never reads them.
 """
@@ -382,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="OpenVINO inference threads (default: every core)")
     parser.add_argument("--first", type=int, nargs="*", default=[],
                         help="build these shard indices before the others (held-out shards, new data)")
+    parser.add_argument("--only", type=int, nargs="+",
+                        help="build these shard indices and no others (each below --shards)")
     parser.add_argument("--conversations-only", action="store_true",
                         help="only generate the conversations the corpus lacks (twice as many shards an hour); a later "
                              "run with --out computes their hidden states")
@@ -418,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     target = Target(args.model, tuple(args.layers), args.threads)
     bench = BenchmarkFilter()
     order = [i for i in args.first if i < args.shards] + [i for i in range(args.shards) if i not in args.first]
+    if args.only:
+        order = [i for i in order if i in args.only]
     for index in order:
         if index in done:
             continue

@@ -36,8 +36,9 @@ CHECKED = ("greedy_accept_1", "sampled_accept_1")
 
 
 def stages(manifest: dict, out: Path) -> list[list[str]]:
-    """The manifest's rebuild commands as argument lists: ``python`` is this interpreter, and the export (the
-    ``tools.draft_head.export`` stage) writes to ``out``.
+    """The manifest's rebuild commands as argument lists: ``python`` is this interpreter, and the last stage (the
+    export of the head itself; an earlier export writes the head a later training run starts from) writes to
+    ``out``.
 
     Raises:
         ValueError: the manifest records no rebuild commands (a head exported before they were recorded).
@@ -50,9 +51,10 @@ def stages(manifest: dict, out: Path) -> list[list[str]]:
         words = shlex.split(command)
         if words[0] == "python":
             words[0] = sys.executable
-        if "tools.draft_head.export" in words and "--out" in words:
-            words[words.index("--out") + 1] = str(out)
         result.append(words)
+    last = result[-1]
+    if "tools.draft_head.export" in last and "--out" in last:  # an earlier export writes a head a later run starts from
+        last[last.index("--out") + 1] = str(out)
     return result
 
 
