@@ -17,7 +17,7 @@ from inference.layer_features import LAYER_FEATURES, add_layer_features, layer_o
 from inference.model import lm_head, load_model
 from inference.precision import PrecisionSettings
 from inference.settings import SamplingSettings
-from tools.draft_head import import_ir, train
+from tools.draft_head import export, import_ir, train
 from tools.draft_head.export import write_head_folder
 from tools.draft_head.generate import shard_path
 from tools.draft_head.head import DraftHead, HeadConfig
@@ -143,8 +143,9 @@ def fused_data(tiny_ir, tmp_path_factory):
         "command": "tests", "seed": 0, "model": str(tiny_ir["same"]), "model_sha256": "tiny", "versions": {},
         "feature_layers": [0], "shards": entries}))
     head_dir = folder / "start-head"
+    rebuild = {"commands": ["python -m tools.draft_head.export --checkpoint start.pt --out start-head"]}
     write_head_folder(head_dir, tiny_head_state(tiny_ir["same"], list(range(3, 40)), seed=1, scale=0.1),
-                      tiny_ir["same"], training={"note": "test"}, int8=False)
+                      tiny_ir["same"], training={"note": "test", "rebuild": rebuild}, int8=False)
     return folder
 
 
@@ -190,6 +191,13 @@ def test_streamed_training_starts_from_the_head_learns_and_resumes_to_the_same_w
     assert abs(float(whole["head"]["fuse.weight"].abs().max())) > 0  # the fusion moved from zero
     run = json.loads((tmp_path / "whole" / "manifest.json").read_text())
     assert run["checkpoint"] == "head.pt" and run["position"] == whole["position"] and run["train_shards"] == [1, 2]
+    assert export.main(["--checkpoint", str(tmp_path / "whole" / "head.pt"), "--out", str(tmp_path / "head")]) == 0
+    training = json.loads((tmp_path / "head" / "draft_head.json").read_text())["training"]
+    assert (training["epochs"], training["train_reply_tokens"]) == (2, run["train_reply_tokens"])
+    assert training["held_out"]["greedy_accept_1"] == history[-1]["greedy_accept_1"]
+    commands = training["rebuild"]["commands"]
+    assert commands[0] == f"python -m tools.draft_head.export --checkpoint start.pt --out {fused_data / 'start-head'}"
+    assert commands[-2].startswith("python -m tools.draft_head.train ") and len(commands) == 4
 
     # the same run killed in its third group, then resumed: the same weights, bit for bit
     calls = {"n": 0}

@@ -373,13 +373,21 @@ def main(argv: list[str] | None = None) -> int:
     target_dir = args.target or Path(json.loads((data / "manifest.json").read_text())["model"])
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     last = state["history"][-1]
+    # --stream-shards evaluates at the position after each group (the last at epoch == the run's epochs, group 0)
+    # and keeps the reply tokens of its training shards in the run's manifest beside the checkpoint
+    streamed = "reply_tokens_seen" in last
+    if streamed:
+        run = json.loads((args.checkpoint.parent / "manifest.json").read_text(encoding="utf-8"))
+        train_reply_tokens, epochs = run["train_reply_tokens"], last["epoch"]
+    else:
+        train_reply_tokens, epochs = last["train_reply_tokens"], last["epoch"] + 1
     training = {
         "data_command": state["data_manifest"]["command"], "data_seed": state["data_manifest"]["seed"],
         "target_model_sha256": state["data_manifest"]["model_sha256"],
         "rebuild": {"from": "the repository root, with the conversion extra (pip install -e '.[convert]')",
                     "commands": rebuild_commands(state, args.checkpoint.resolve(), args.out.resolve())},
         "train_shards": [int(index) for index in state["train_shards"]],
-        "train_reply_tokens": last["train_reply_tokens"], "epochs": last["epoch"] + 1,
+        "train_reply_tokens": train_reply_tokens, "epochs": epochs,
         "held_out": {k: v for k, v in last.items() if k.startswith(("greedy", "sampled", "positions"))},
         "vocab_coverage": state["coverage"], "versions": state["data_manifest"]["versions"],
         "torch": torch.__version__, "commit": commit, "started_from": state.get("started_from"),
