@@ -1,16 +1,19 @@
 """How the command line takes its input: long prompts from a file or stdin, multi-line chat messages, invalid
 UTF-8, unused or invalid options, Ctrl+C during a long prefill, and a read-only data folder."""
 
+import ast
 import io
 import os
 import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import bound_by_permissions
 
+import app.cli
 from app.cli.commands import build_parser, chat_input, read_message, read_prompt
 from app.cli.options import unused_options
 from inference.prefill import FIRST_PREFILL_PASS, prefill_pass_size
@@ -260,3 +263,16 @@ def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_promp
     unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4,
                                              message_tokens=0, tail_tokens=3362))
     assert unknown.endswith("raise --n-ctx to keep them")
+
+
+def test_the_exit_status_of_ctrl_c_is_one_constant():
+    """``generate``, ``serve`` and ``models`` exit with ``app.cli.INTERRUPTED`` after Ctrl+C: no module of the
+    command line writes 130 itself (``serve`` and ``models`` each did, beside ``commands``' constant)."""
+    assert app.cli.INTERRUPTED == 128 + signal.SIGINT
+    literal = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(Path(app.cli.__file__).parent.glob("*.py")) if path.name != "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value == app.cli.INTERRUPTED
+    ]
+    assert literal == []
