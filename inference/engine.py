@@ -537,7 +537,8 @@ class Engine:
         step_end = time.perf_counter()
         draft_s = draft_end - (step_start if choice.drafter == "lookup" else lookup_end)
         decode.planner.record(choice, len(drafts), accepted, draft_s, step_end - draft_end, cached_before, match)
-        decode.stats.count_step(choice.drafter, choice.k, len(drafts), accepted, emitted, decode.planner.chooses)
+        decode.stats.count_step(choice.drafter, choice.k, len(drafts), accepted, emitted,
+                                bool(decode.planner.drafters))
         yield from deltas
         yield StepStats(
             drafted=len(drafts),

@@ -175,7 +175,9 @@ class GenerationStats:
         tpot_ms: mean time per output token after the first, milliseconds.
         drafted / accepted: draft tokens proposed / accepted; acceptance_rate = accepted / drafted (None in AR).
         discarded_tokens / rolls: tokens dropped by the rolling context, and how many rolls.
-        fallback_tokens: tokens of the plain steps that Auto (or a K it chose) took in a speculative reply.
+        fallback_tokens: tokens of the plain steps of a speculative reply (Auto's or a fixed K's): the steps that
+            drafted nothing (``by_drafter["plain"]``), whether Auto chose K 0, prompt lookup found nothing to copy
+            or a grammar forbade every draft; 0 in autoregressive decoding.
         final_k: draft length of the last step (Auto changes it).
         by_drafter: per drafter (``head``, ``model``, ``lookup``, ``plain``), what it did (``DrafterUse``).
         k_steps: decode steps per K used (0: plain steps).
@@ -214,11 +216,11 @@ class GenerationStats:
         """accepted / drafted, or None when nothing was drafted."""
         return self.accepted / self.drafted if self.drafted else None
 
-    def count_step(self, drafter: str, k: int, drafted: int, accepted: int, emitted: int, chosen: bool) -> None:
+    def count_step(self, drafter: str, k: int, drafted: int, accepted: int, emitted: int, speculative: bool) -> None:
         """Add one decode step: ``drafter`` (a name, or ``plain``) was given K ``k`` and drafted ``drafted`` tokens,
         ``accepted`` of them; ``emitted`` tokens came out. Its drafts count per drafter (a step without drafts counts
-        as ``plain``) and per K drafted; ``chosen``: a planner chose, so a plain step's tokens count in
-        ``fallback_tokens``."""
+        as ``plain``) and per K drafted; ``speculative``: the reply has a drafter, so the tokens of a step without
+        drafts (the ``plain`` steps) count in ``fallback_tokens``."""
         self.drafted += drafted
         self.accepted += accepted
         use = self.by_drafter.setdefault(drafter if drafted else PLAIN, DrafterUse())
@@ -228,7 +230,7 @@ class GenerationStats:
         use.k_max = max(use.k_max, drafted)
         self.k_steps[drafted] = self.k_steps.get(drafted, 0) + 1
         self.final_k = k
-        if chosen and drafter == PLAIN:
+        if speculative and not drafted:
             self.fallback_tokens += emitted
 
     def usage(self) -> dict:

@@ -203,11 +203,11 @@ def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
 
     fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=9)
     for drafted, accepted in ((4, 3), (2, 2), (0, 0)):
-        fixed.count_step("lookup", 4, drafted, accepted, accepted + 1, chosen=False)
+        fixed.count_step("lookup", 4, drafted, accepted, accepted + 1, speculative=True)
     assert ", acceptance 83% (5/6), K up to 4," in describe(fixed) and "K 0" not in describe(fixed)
     auto = GenerationStats(mode="auto", drafter="head", new_tokens=4)
-    auto.count_step("head", 2, 2, 1, 2, chosen=True)
-    auto.count_step("plain", 0, 0, 0, 1, chosen=True)
+    auto.count_step("head", 2, 2, 1, 2, speculative=True)
+    auto.count_step("plain", 0, 0, 0, 1, speculative=True)
     line = describe(auto)
     assert ", acceptance 50% (1/2), steps: head 1 (K up to 2, acceptance 50%), plain 1," in line, line
 
@@ -270,3 +270,22 @@ def test_a_compare_printed_for_people_heads_each_text_on_stdout(int4_dir, data_d
     assert lines[0] == "--- autoregressive" and "--- auto" in lines[1:], lines
     first, second = result.stdout.split("--- auto\n")[0], result.stdout.split("--- auto\n")[1]
     assert first.removeprefix("--- autoregressive\n").strip() and second.strip()  # a text under each heading
+
+
+def test_the_tokens_of_plain_steps_are_counted_in_a_fixed_k_reply_as_in_auto():
+    """A fixed K's steps where prompt lookup found nothing to copy are plain steps (``drafters.plain``): their
+    tokens count in ``fallback_tokens``, which the server reports and the CLI prints as "tokens by plain steps"
+    (they counted only where Auto chose K 0, so a server's spec_lookup reply of 59 plain steps said 0); an
+    autoregressive reply has none."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=7)
+    for drafted, accepted, emitted in ((0, 0, 1), (4, 3, 4), (0, 0, 1), (0, 0, 0)):  # the last step hit EOS
+        fixed.count_step("lookup", 4, drafted, accepted, emitted, speculative=True)
+    assert fixed.fallback_tokens == 2 and fixed.by_drafter["plain"].steps == 3
+    assert ", K up to 4, 2 tokens by plain steps," in describe(fixed)
+    plain = GenerationStats(mode="ar", new_tokens=2)
+    for _ in range(2):
+        plain.count_step("plain", 0, 0, 0, 1, speculative=False)
+    assert plain.fallback_tokens == 0 and "plain steps" not in describe(plain)

@@ -179,9 +179,10 @@ def stats_object(stats: GenerationStats) -> dict:
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
     ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one of most
-    steps), ``final_k``, ``fallback_tokens`` (tokens of the plain steps Auto chose), ``drafters`` (per drafter, and
-    ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"`` plain),
-    ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``).
+    steps), ``final_k``, ``fallback_tokens`` (tokens of the steps that drafted nothing, in Auto or a fixed K: the
+    ``plain`` steps of ``drafters``), ``drafters`` (per drafter, and ``plain``: ``steps``, ``drafted``, ``accepted``,
+    ``k_max``), ``k_steps`` (steps per K, ``"0"`` plain), ``stop_reason`` (``eos``, ``stop_string``,
+    ``max_new_tokens``, ``cancelled``).
     """
     return {
         "ttft_ms": round(stats.ttft_ms, 3),
