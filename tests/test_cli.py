@@ -289,3 +289,27 @@ def test_the_tokens_of_plain_steps_are_counted_in_a_fixed_k_reply_as_in_auto():
     for _ in range(2):
         plain.count_step("plain", 0, 0, 0, 1, speculative=False)
     assert plain.fallback_tokens == 0 and "plain steps" not in describe(plain)
+
+
+def test_autos_label_names_the_drafter_whose_drafts_gave_the_most_tokens():
+    """`[auto/head]` named the drafter of most steps: a head drafting 30 steps for 10 tokens beside prompt lookup
+    copying 40 tokens in 5 steps was named, though lookup gave most. The label (and the server's ``drafter``) names
+    the drafter of most accepted tokens; none when no draft was accepted."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    auto = GenerationStats(mode="auto", new_tokens=86)
+    for step in range(30):
+        accepted = 1 if step < 10 else 0
+        auto.count_step("head", 2, 2, accepted, accepted + 1, speculative=True)
+    for _ in range(5):
+        auto.count_step("lookup", 8, 8, 8, 9, speculative=True)
+    auto.count_step("plain", 0, 0, 0, 1, speculative=True)
+    assert auto.by_drafter["head"].steps == 30 and auto.by_drafter["head"].accepted == 10
+    assert auto.most_accepted_drafter() == "lookup"
+    auto.drafter = auto.most_accepted_drafter()
+    assert describe(auto).startswith("[auto/lookup] 86 tokens")
+    tried = GenerationStats(mode="auto")
+    tried.count_step("lookup", 1, 1, 0, 1, speculative=True)
+    tried.count_step("plain", 0, 0, 0, 1, speculative=True)
+    assert tried.most_accepted_drafter() is None

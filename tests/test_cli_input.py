@@ -180,7 +180,7 @@ def test_chat_sends_a_triple_quoted_paste_as_one_message(int4_dir, data_dir):
     stderr = result.stderr.decode()
     assert result.returncode == 0 and "Traceback" not in stderr, stderr
     # two messages, the paste, then the line with the invalid byte: two statistics lines of Auto, the default
-    # (``[auto/head]``, or ``[auto]`` when every step was plain)
+    # (``[auto/head]``, or ``[auto]`` when no draft was accepted)
     assert stderr.count("[auto") == 2, stderr
 
 

@@ -178,11 +178,11 @@ def stats_object(stats: GenerationStats) -> dict:
     Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token),
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
-    ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one of most
-    steps), ``final_k``, ``fallback_tokens`` (tokens of the steps that drafted nothing, in Auto or a fixed K: the
-    ``plain`` steps of ``drafters``), ``drafters`` (per drafter, and ``plain``: ``steps``, ``drafted``, ``accepted``,
-    ``k_max``), ``k_steps`` (steps per K, ``"0"`` plain), ``stop_reason`` (``eos``, ``stop_string``,
-    ``max_new_tokens``, ``cancelled``).
+    ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
+    accepted drafts gave the most tokens, null when none was accepted), ``final_k``, ``fallback_tokens`` (tokens of
+    the steps that drafted nothing, in Auto or a fixed K: the ``plain`` steps of ``drafters``), ``drafters`` (per
+    drafter, and ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"``
+    plain), ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``).
     """
     return {
         "ttft_ms": round(stats.ttft_ms, 3),
