@@ -83,7 +83,9 @@ class Kernels:
 
 def has_four_bit_weights(model: ov.Model) -> bool:
     """Whether any constant of ``model`` holds 4-bit values (:data:`FOUR_BIT_TYPES`): the weights of a 4-bit model
-    (a look, nothing changed; a walk of the graph's ops, asked only where SpecChat's ops went in nowhere)."""
+    (a look, nothing changed). A walk of the graph's ops that holds the GIL: 17.5 ms for the default model's 8-bit
+    copy, 11.5 ms to the first u4 constant of its 4-bit one (this Xeon, shared), so it is asked only where
+    SpecChat's ops went in nowhere, never on the exact path of a 4-bit model."""
     return any(op.get_type_name() == "Constant" and op.get_output_element_type(0) in FOUR_BIT_TYPES
                for op in model.get_ops())
 
