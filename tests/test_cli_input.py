@@ -119,7 +119,9 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
     "args,unused",
     [
         (["--draft", "/some/draft"], []),  # Auto (the default) drafts with it
-        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--adaptive-k"]),  # the default head runs there
+        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--adaptive-k", "--k"]),  # the default head runs there
+        (["--mode", "compare", "--draft", "lookup", "--k", "3"], ["--k"]),
+        (["--mode", "spec", "--k", "3", "--adaptive-k"], ["--k"]),
         (["--mode", "ar", "--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--draft-device", "--k", "--adaptive-k"]),
         (["--mode", "ar", "--draft", "/some/draft"], ["--draft"]),
         (["--mode", "spec", "--draft", "lookup", "--draft-device", "CPU"], ["--draft-device"]),
@@ -131,6 +133,14 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
 def test_options_the_run_would_ignore_are_named(args, unused):
     notes = unused_options(build_parser().parse_args(["generate", "Hi", *args]))
     assert [note.split()[0] for note in notes] == unused
+
+
+def test_k_with_auto_is_named_unused_by_generate_not_by_serve():
+    """`generate --mode auto --k 4` took --k silently (Auto chooses its own K, as the server's response now says of
+    ``specchat.k``); `serve --mode auto --k 4` uses it: the K of requests that ask a fixed mode."""
+    notes = unused_options(build_parser().parse_args(["generate", "Hi", "--k", "4"]))
+    assert notes == ["--k is unused with --mode auto (Auto chooses K per step, 0 to 16); it is the K of --mode spec"]
+    assert unused_options(build_parser().parse_args(["serve", "--k", "4"])) == []
 
 
 def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_its_prefill(int4_dir, data_dir, tmp_path):
