@@ -91,8 +91,9 @@ def has_four_bit_weights(model: ov.Model) -> bool:
 
 
 def _openvinos(reason: str, model: ov.Model) -> Kernels:
-    """OpenVINO's kernels, SpecChat's not used for ``reason``; for a model without 4-bit weights, that it has none."""
-    return Kernels(False, reason) if has_four_bit_weights(model) else Kernels(False, "no 4-bit weights", four_bit=False)
+    """OpenVINO's kernels, SpecChat's not used for ``reason``; ``four_bit`` says whether the model has 4-bit
+    weights at all."""
+    return Kernels(False, reason, four_bit=has_four_bit_weights(model))
 
 
 def cpu_has_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
