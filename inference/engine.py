@@ -39,7 +39,7 @@ from typing import Generator, Iterator, Sequence
 
 import numpy as np
 
-from .auto_decoding import PLAIN, SHADOW_ROWS, Measurements, PresetCosts, StepPlanner, seeded_sampling
+from .auto_decoding import SHADOW_ROWS, Measurements, PresetCosts, StepPlanner, seeded_sampling
 from .constraints import GrammarError, GrammarMask
 from .detokenizer import streaming_vocabulary
 from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
@@ -464,8 +464,7 @@ class Engine:
             stats.decode_tokens_per_s = (stats.new_tokens - 1) / (last_token_at - first_token_at)
             stats.tpot_ms = 1e3 / stats.decode_tokens_per_s
         if settings.decoding is Decoding.AUTO:
-            drafting = [(use.steps, name) for name, use in stats.by_drafter.items() if name != PLAIN]
-            stats.drafter = max(drafting)[1] if drafting else None
+            stats.drafter = stats.most_accepted_drafter()
         stats.stop_reason = reply.stop_reason
         stats.text = reply.text
         stats.token_ids = list(reply.tokens)
@@ -537,7 +536,8 @@ class Engine:
         step_end = time.perf_counter()
         draft_s = draft_end - (step_start if choice.drafter == "lookup" else lookup_end)
         decode.planner.record(choice, len(drafts), accepted, draft_s, step_end - draft_end, cached_before, match)
-        decode.stats.count_step(choice.drafter, choice.k, len(drafts), accepted, emitted, decode.planner.chooses)
+        decode.stats.count_step(choice.drafter, choice.k, len(drafts), accepted, emitted,
+                                bool(decode.planner.drafters))
         yield from deltas
         yield StepStats(
             drafted=len(drafts),

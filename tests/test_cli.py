@@ -37,10 +37,9 @@ def test_generate_json_one_mode(int4_dir, data_dir):
     drafted = sum(use["drafted"] for use in drafters.values())
     accepted = sum(use["accepted"] for use in drafters.values())
     assert drafted == sum(k * n for k, n in k_steps.items())
-    if drafted:
-        assert out["acceptance_rate"] == accepted / drafted and out["drafter"] in drafters
-    else:
-        assert out["acceptance_rate"] is None and out["drafter"] is None
+    assert out["acceptance_rate"] == (accepted / drafted if drafted else None)
+    ranked = [(use["accepted"], use["steps"], name) for name, use in drafters.items() if name != "plain" and use["accepted"]]
+    assert out["drafter"] == (max(ranked)[2] if ranked else None)  # the drafter of most accepted drafts, if any
 
 
 def test_generate_compare_greedy_is_identical(int4_dir, data_dir):
@@ -203,11 +202,11 @@ def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
 
     fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=9)
     for drafted, accepted in ((4, 3), (2, 2), (0, 0)):
-        fixed.count_step("lookup", 4, drafted, accepted, accepted + 1, chosen=False)
+        fixed.count_step("lookup", 4, drafted, accepted, accepted + 1, speculative=True)
     assert ", acceptance 83% (5/6), K up to 4," in describe(fixed) and "K 0" not in describe(fixed)
     auto = GenerationStats(mode="auto", drafter="head", new_tokens=4)
-    auto.count_step("head", 2, 2, 1, 2, chosen=True)
-    auto.count_step("plain", 0, 0, 0, 1, chosen=True)
+    auto.count_step("head", 2, 2, 1, 2, speculative=True)
+    auto.count_step("plain", 0, 0, 0, 1, speculative=True)
     line = describe(auto)
     assert ", acceptance 50% (1/2), steps: head 1 (K up to 2, acceptance 50%), plain 1," in line, line
 
@@ -270,3 +269,46 @@ def test_a_compare_printed_for_people_heads_each_text_on_stdout(int4_dir, data_d
     assert lines[0] == "--- autoregressive" and "--- auto" in lines[1:], lines
     first, second = result.stdout.split("--- auto\n")[0], result.stdout.split("--- auto\n")[1]
     assert first.removeprefix("--- autoregressive\n").strip() and second.strip()  # a text under each heading
+
+
+def test_the_tokens_of_plain_steps_are_counted_in_a_fixed_k_reply_as_in_auto():
+    """A fixed K's steps where prompt lookup found nothing to copy are plain steps (``drafters.plain``): their
+    tokens count in ``fallback_tokens``, which the server reports and the CLI prints as "tokens by plain steps"
+    (they counted only where Auto chose K 0, so a server's spec_lookup reply of 59 plain steps said 0); an
+    autoregressive reply has none."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=7)
+    for drafted, accepted, emitted in ((0, 0, 1), (4, 3, 4), (0, 0, 1), (0, 0, 0)):  # the last step hit EOS
+        fixed.count_step("lookup", 4, drafted, accepted, emitted, speculative=True)
+    assert fixed.fallback_tokens == 2 and fixed.by_drafter["plain"].steps == 3
+    assert ", K up to 4, 2 tokens by plain steps," in describe(fixed)
+    plain = GenerationStats(mode="ar", new_tokens=2)
+    for _ in range(2):
+        plain.count_step("plain", 0, 0, 0, 1, speculative=False)
+    assert plain.fallback_tokens == 0 and "plain steps" not in describe(plain)
+
+
+def test_autos_label_names_the_drafter_whose_drafts_gave_the_most_tokens():
+    """`[auto/head]` named the drafter of most steps: a head drafting 30 steps for 10 tokens beside prompt lookup
+    copying 40 tokens in 5 steps was named, though lookup gave most. The label (and the server's ``drafter``) names
+    the drafter of most accepted tokens; none when no draft was accepted."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    auto = GenerationStats(mode="auto", new_tokens=86)
+    for step in range(30):
+        accepted = 1 if step < 10 else 0
+        auto.count_step("head", 2, 2, accepted, accepted + 1, speculative=True)
+    for _ in range(5):
+        auto.count_step("lookup", 8, 8, 8, 9, speculative=True)
+    auto.count_step("plain", 0, 0, 0, 1, speculative=True)
+    assert auto.by_drafter["head"].steps == 30 and auto.by_drafter["head"].accepted == 10
+    assert auto.most_accepted_drafter() == "lookup"
+    auto.drafter = auto.most_accepted_drafter()
+    assert describe(auto).startswith("[auto/lookup] 86 tokens")
+    tried = GenerationStats(mode="auto")
+    tried.count_step("lookup", 1, 1, 0, 1, speculative=True)
+    tried.count_step("plain", 0, 0, 0, 1, speculative=True)
+    assert tried.most_accepted_drafter() is None

@@ -1,16 +1,19 @@
 """How the command line takes its input: long prompts from a file or stdin, multi-line chat messages, invalid
 UTF-8, unused or invalid options, Ctrl+C during a long prefill, and a read-only data folder."""
 
+import ast
 import io
 import os
 import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import bound_by_permissions
 
+import app.cli
 from app.cli.commands import build_parser, chat_input, read_message, read_prompt
 from app.cli.options import unused_options
 from inference.prefill import FIRST_PREFILL_PASS, prefill_pass_size
@@ -116,7 +119,9 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
     "args,unused",
     [
         (["--draft", "/some/draft"], []),  # Auto (the default) drafts with it
-        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--adaptive-k"]),  # the default head runs there
+        (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--adaptive-k", "--k"]),  # the default head runs there
+        (["--mode", "compare", "--draft", "lookup", "--k", "3"], ["--k"]),
+        (["--mode", "spec", "--k", "3", "--adaptive-k"], ["--k"]),
         (["--mode", "ar", "--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--draft-device", "--k", "--adaptive-k"]),
         (["--mode", "ar", "--draft", "/some/draft"], ["--draft"]),
         (["--mode", "spec", "--draft", "lookup", "--draft-device", "CPU"], ["--draft-device"]),
@@ -128,6 +133,14 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
 def test_options_the_run_would_ignore_are_named(args, unused):
     notes = unused_options(build_parser().parse_args(["generate", "Hi", *args]))
     assert [note.split()[0] for note in notes] == unused
+
+
+def test_k_with_auto_is_named_unused_by_generate_not_by_serve():
+    """`generate --mode auto --k 4` took --k silently (Auto chooses its own K, as the server's response now says of
+    ``specchat.k``); `serve --mode auto --k 4` uses it: the K of requests that ask a fixed mode."""
+    notes = unused_options(build_parser().parse_args(["generate", "Hi", "--k", "4"]))
+    assert notes == ["--k is unused with --mode auto (Auto chooses K per step, 0 to 16); it is the K of --mode spec"]
+    assert unused_options(build_parser().parse_args(["serve", "--k", "4"])) == []
 
 
 def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_its_prefill(int4_dir, data_dir, tmp_path):
@@ -177,7 +190,7 @@ def test_chat_sends_a_triple_quoted_paste_as_one_message(int4_dir, data_dir):
     stderr = result.stderr.decode()
     assert result.returncode == 0 and "Traceback" not in stderr, stderr
     # two messages, the paste, then the line with the invalid byte: two statistics lines of Auto, the default
-    # (``[auto/head]``, or ``[auto]`` when every step was plain)
+    # (``[auto/head]``, or ``[auto]`` when no draft was accepted)
     assert stderr.count("[auto") == 2, stderr
 
 
@@ -260,3 +273,16 @@ def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_promp
     unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4,
                                              message_tokens=0, tail_tokens=3362))
     assert unknown.endswith("raise --n-ctx to keep them")
+
+
+def test_the_exit_status_of_ctrl_c_is_one_constant():
+    """``generate``, ``serve`` and ``models`` exit with ``app.cli.INTERRUPTED`` after Ctrl+C: no module of the
+    command line writes 130 itself (``serve`` and ``models`` each did, beside ``commands``' constant)."""
+    assert app.cli.INTERRUPTED == 128 + signal.SIGINT
+    literal = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(Path(app.cli.__file__).parent.glob("*.py")) if path.name != "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value == app.cli.INTERRUPTED
+    ]
+    assert literal == []

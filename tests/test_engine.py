@@ -320,7 +320,8 @@ def test_auto_is_greedy_exact_and_reports_every_step_by_drafter_and_k(engine, ta
     assert sum(use.drafted for use in stats.by_drafter.values()) == stats.drafted == sum(s.drafted for s in steps)
     assert sum(use.accepted for use in stats.by_drafter.values()) == stats.accepted == sum(s.accepted for s in steps)
     assert {s.drafter for s in steps} == set(stats.by_drafter)
-    assert stats.fallback_tokens == sum(s.emitted for s in steps if s.drafter == "plain")
+    assert stats.fallback_tokens == sum(s.emitted for s in steps if not s.drafted)
+    assert stats.drafter == stats.most_accepted_drafter() == ("lookup" if stats.accepted else None)
 
 
 def test_auto_takes_plain_steps_when_the_draft_model_costs_as_much_as_the_target(target, draft):

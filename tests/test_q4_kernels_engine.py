@@ -226,11 +226,27 @@ def test_without_bf16_long_prompts_are_prefilled_with_openvinos_kernels(library,
         assert kept.kernels.ours and kept.prefill_compiled is None
 
 
-def test_a_model_without_q4_1_layers_keeps_openvinos_kernels_and_no_copy(library, int8_dir, monkeypatch):
+def test_a_model_without_4_bit_weights_keeps_openvinos_kernels_and_no_copy_and_says_no_4_bit_kernels(
+        library, int8_dir, monkeypatch):
+    """The 8-bit re-encoding (u8 weights) has no 4-bit product: its precision says nothing of 4-bit kernels (it
+    said "4-bit kernels: OpenVINO's (no Q4_1 layers)"), with the library or without."""
     monkeypatch.setattr(PrecisionSettings, "wants_fast_prefill", lambda self, device: False)
-    model = load_model(int8_dir, "CPU", PrecisionSettings())  # the 8-bit re-encoding: u8 weights
-    assert not model.kernels.ours and model.kernels.reason == "no Q4_1 layers" and op_types(model) == {}
-    assert model.prefill_compiled is None and model.precision.describe().endswith("OpenVINO's (no Q4_1 layers)")
+    model = load_model(int8_dir, "CPU", PrecisionSettings())
+    assert not model.kernels.ours and not model.kernels.four_bit and op_types(model) == {}
+    assert model.prefill_compiled is None and model.precision.kernels == ""
+    assert model.precision.describe() == "f32, KV cache f32, no dynamic quantization (exact)"
+    monkeypatch.setenv(q4_kernels.SWITCH, "openvino")
+    assert load_model(int8_dir, "CPU", PrecisionSettings()).precision.describe() == model.precision.describe()
+
+
+def test_only_4_bit_constants_make_4_bit_weights():
+    """``has_four_bit_weights`` on one product whose weights are u4, i4, u8 or f16 constants."""
+    for element_type, four_bit in ((ov.Type.u4, True), (ov.Type.i4, True), (ov.Type.u8, False), (ov.Type.f16, False)):
+        x = ops.parameter([1, 32], ov.Type.f32)
+        weights = ops.convert(ops.constant(np.ones((8, 32)), element_type), ov.Type.f32)
+        model = ov.Model([ops.matmul(x, weights, False, True)], [x])
+        assert q4_kernels.has_four_bit_weights(model) is four_bit, element_type
+        assert q4_kernels._openvinos("not built", model).describe() == ("OpenVINO's (not built)" if four_bit else "")
 
 
 def test_a_cpu_without_f16c_keeps_openvinos_kernels(library, tmp_path, monkeypatch):

@@ -24,12 +24,19 @@ from remote_stub import (
 )
 
 from app.backends.protocol import GenerationRequest
-from app.backends.remote import RemoteBackend, RemoteModel, RemoteTarget, check_base_url, plain_http_warning
+from app.backends.remote import (
+    RemoteBackend,
+    RemoteModel,
+    RemoteTarget,
+    check_base_url,
+    plain_http_warning,
+    specchat_options,
+)
 from app.backends.remote_errors import RemoteError
 from app.backends.remote_io import MAX_ERROR_BYTES, MAX_LINE_BYTES
 from app.backends.remote_stream import reply_limits
 from inference.events import Finished, StepStats, TextDelta
-from inference.settings import Decoding, GenerationSettings, SamplingSettings
+from inference.settings import Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
 REQUEST = GenerationRequest(
     messages=[{"role": "user", "content": "Say hello"}],
@@ -426,3 +433,14 @@ def test_a_model_list_of_another_shape_is_a_remote_error(body):
     with ScriptedServer(lambda method, path: (200, {"Content-Type": "application/json"}, body)) as server:
         with pytest.raises(RemoteError, match="did not answer with a model list: check that the base URL"):
             run_coroutine(RemoteBackend(RemoteTarget(server.url)).list_models())
+
+
+def test_a_specchat_server_gets_only_the_options_its_mode_uses():
+    """Auto and plain decoding get no K (the server would name it unused: Auto chooses its own); a fixed mode its K,
+    or adaptive_k where K is chosen per step."""
+    def sent(decoding, **speculative):
+        return specchat_options(GenerationSettings(decoding=decoding, speculative=SpeculativeSettings(k=5, **speculative)))
+
+    assert sent(Decoding.AUTO) == {"mode": "auto"} and sent(Decoding.AUTOREGRESSIVE) == {"mode": "ar"}
+    assert sent(Decoding.DRAFT_MODEL) == {"mode": "spec_model", "k": 5}
+    assert sent(Decoding.PROMPT_LOOKUP, adaptive=True) == {"mode": "spec_lookup", "adaptive_k": True}

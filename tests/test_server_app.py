@@ -581,3 +581,30 @@ def test_serve_takes_a_max_tokens_cap(monkeypatch):
     assert build_parser().parse_args(["serve", "--max-tokens", "100"]).max_tokens == 100
     with pytest.raises(ValueError, match="--max-tokens must be >= 1, got 0"):
         run_serve(build_parser().parse_args(["serve", "--max-tokens", "0"]))
+
+
+@pytest.mark.parametrize("specchat, unused", [
+    ({"mode": "auto", "k": 4}, {"k"}),
+    ({"k": 4, "adaptive_k": True}, {"k", "adaptive_k"}),  # the server's default decoding here: Auto
+    ({"mode": "ar", "k": 2, "adaptive_k": False}, {"k"}),  # adaptive_k false asks for nothing
+    ({"mode": "spec_lookup", "k": 4, "adaptive_k": True}, {"k"}),  # adaptive_k chooses K per step
+    ({"mode": "spec_lookup", "k": 4}, set()),
+    ({"mode": "auto", "n_ctx": 512}, set()),
+])
+def test_specchat_options_the_decoding_does_not_use_are_named_in_the_response(specchat, unused):
+    """A request's ``specchat.k`` with ``mode`` auto was taken silently (Auto chooses its own K), where the command
+    line notes a flag its mode does not use: the reply's ``specchat.unused`` names each such option and why, in a
+    whole response, the stream's finish chunk and a Responses reply; a request whose options are all used has none.
+    Not a 400: clients send one ``k`` whatever the mode (the window's remote model does)."""
+    app = create_app(ScriptedBackend(), model_id="m", defaults=GenerationSettings(decoding=Decoding.AUTO))
+    whole = call(app, "POST", "/v1/chat/completions", json={**HELLO, "specchat": specchat}).json()["specchat"]
+    assert set(whole.get("unused", {})) == unused and whole["mode"] == "ar"  # (the scripted backend's statistics)
+    if "k" in unused and specchat.get("mode", "auto") == "auto":
+        assert whole["unused"]["k"] == ("Auto chooses K per step (0 to 16): k is the K of mode spec_lookup or "
+                                        "spec_model, send one of them to use it")
+    body = call(app, "POST", "/v1/chat/completions", json={**HELLO, "specchat": specchat, "stream": True}).text
+    chunks = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+    finish = next(chunk for chunk in chunks if chunk["choices"][0]["finish_reason"])
+    assert finish["specchat"].get("unused", {}) == whole.get("unused", {})
+    response = call(app, "POST", "/v1/responses", json={"input": "Hi", "specchat": specchat}).json()
+    assert response["specchat"].get("unused", {}) == whole.get("unused", {})

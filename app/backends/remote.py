@@ -46,6 +46,7 @@ import httpx
 
 from inference.constraints import json_object_grammar
 from inference.events import Event, Finished
+from inference.settings import Decoding, GenerationSettings
 
 from .. import bounded_json
 from ..binding import is_loopback
@@ -254,7 +255,7 @@ class RemoteBackend:
         if settings.output.grammar is not None and settings.output.grammar == json_object_grammar():
             body["response_format"] = {"type": "json_object"}  # the window's "JSON output"
         if self.specchat:
-            body["specchat"] = {"mode": settings.decoding.value, "k": settings.speculative.k}
+            body["specchat"] = specchat_options(settings)
         return body
 
     async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
@@ -367,3 +368,13 @@ def _model_list(body: bytes, url: str) -> list[RemoteModel]:
             "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
         ) from None
     return [RemoteModel(entry["id"], _is_specchat(entry, answer)) for entry in entries]
+
+
+def specchat_options(settings: GenerationSettings) -> dict:
+    """The ``specchat`` extension a SpecChat server gets for ``settings``: the decoding mode, and with a fixed mode its
+    K (or ``adaptive_k``, which chooses K per step), nothing the mode does not use (the server names such options in
+    its response's ``specchat.unused``: Auto chooses its own K)."""
+    options: dict[str, Any] = {"mode": settings.decoding.value}
+    if settings.decoding in (Decoding.PROMPT_LOOKUP, Decoding.DRAFT_MODEL):
+        options.update({"adaptive_k": True} if settings.speculative.adaptive else {"k": settings.speculative.k})
+    return options

@@ -14,6 +14,7 @@ from typing import Callable
 
 from app import __version__
 from app.backends.worker import warm_up
+from app.cli import INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, model_folders
 from inference.chat import ChatSession
 from inference.engine import Engine
@@ -29,8 +30,6 @@ SAMPLING = SamplingSettings()  # the defaults
 MULTILINE = '"""'
 
 USER_ERRORS = (ValueError, ModelLoadError, RopeUnsupportedError, ModelFetchError)
-#: Exit status of a ``generate`` whose reply Ctrl+C cut (128 + SIGINT, as ``serve`` and ``models`` exit).
-INTERRUPTED = 130
 
 
 def _add_engine_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("auto", "ar", "spec", "compare")) -> None:

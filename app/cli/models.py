@@ -16,6 +16,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from app.cli import INTERRUPTED
 from inference.models import store
 from inference.models.errors import OperationCancelled
 from inference.models.progress import ProgressEvent
@@ -88,7 +89,7 @@ def run_models_command(args: argparse.Namespace) -> int | None:
         return handler(args)
     except OperationCancelled as error:
         print(f"\n{error}", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 # --- progress and Ctrl+C ---------------------------------------------------------------------------

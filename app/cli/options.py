@@ -105,6 +105,12 @@ def unused_options(args: argparse.Namespace) -> list[str]:
         notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
     if args.mode == "auto" and args.adaptive_k:
         notes.append("--adaptive-k is unused with --mode auto (Auto always chooses K); it applies to --mode spec")
+    if args.k is not None and getattr(args, "command", None) != "serve":  # serve: the K of requests for a fixed mode
+        if args.mode in ("auto", "compare"):
+            run = "Auto" if args.mode == "auto" else "compare runs plain decoding and Auto, which"
+            notes.append(f"--k is unused with --mode {args.mode} ({run} chooses K per step, 0 to {MAX_K}); it is the K of --mode spec")
+        elif args.mode == "spec" and args.adaptive_k:
+            notes.append("--k is unused with --adaptive-k (K is chosen per step, as Auto chooses it); leave --adaptive-k out for a fixed K")
     if args.bits is not None and args.model is not None:
         notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
     return notes

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
+from app.cli import INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.server.request_common import TOOL_CHOICE_DEFAULTS
 from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
@@ -106,7 +107,7 @@ def run_serve(args: argparse.Namespace) -> int:
             raise KeyboardInterrupt  # stopped by Ctrl+C: uvicorn's re-raised SIGINT may come after the run ended
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     finally:
         sock.close()
     return 0

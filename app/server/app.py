@@ -40,7 +40,7 @@ from .generation import Generation, whole_reply
 from .grammars import GrammarCompiler
 from .middleware import ThisComputerOnly, WithoutTrailingSlash
 from .replies import Reply, sse
-from .request_common import SERVE_N_CTX_ADVICE, TOOL_CHOICE_DEFAULTS, ServerLimits
+from .request_common import SERVE_N_CTX_ADVICE, TOOL_CHOICE_DEFAULTS, ServerLimits, unused_options
 from .request_log import RequestLogMiddleware, keep_prompt, record_of
 from .responses import (
     ResponseBuilder,
@@ -232,7 +232,7 @@ def create_app(
         else:  # a chat of system (or developer) messages alone: they are its system prompt, no message is left
             logged = engine_request.system_prompt
         keep_prompt(request.scope, logged)
-        reply = Reply.new(model_id, chat)
+        reply = Reply.new(model_id, chat, unused_options(parsed.specchat, engine_request.settings))
         run = Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
         if not parsed.stream:
             events = await whole_reply(request, run)

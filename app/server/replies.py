@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
 
@@ -20,17 +20,26 @@ from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
 @dataclass(frozen=True)
 class Reply:
     """Identity of one response: ``id`` (``chatcmpl-...`` or ``cmpl-...``), ``created`` (Unix seconds),
-    ``model`` (the served model's id), ``chat`` (chat completion, else text completion)."""
+    ``model`` (the served model's id), ``chat`` (chat completion, else text completion), ``unused`` (the
+    ``specchat`` options the request gave that its decoding does not use, with why:
+    ``request_common.unused_options``)."""
 
     id: str
     created: int
     model: str
     chat: bool
+    unused: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def new(cls, model: str, chat: bool) -> "Reply":
+    def new(cls, model: str, chat: bool, unused: dict[str, str] | None = None) -> "Reply":
         """A fresh id, created now."""
-        return cls(f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time()), model, chat)
+        return cls(f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time()), model, chat,
+                   unused or {})
+
+    def stats(self, stats: GenerationStats) -> dict:
+        """The response's ``specchat`` field: :func:`stats_object`, with ``unused`` where the request gave options
+        its decoding does not use."""
+        return stats_object(stats, self.unused)
 
     def _head(self, streamed: bool) -> dict:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.chat else "text_completion"
@@ -49,7 +58,7 @@ class Reply:
         else:
             choice = {"index": 0, "text": text}
         choice.update(logprobs=logprobs, finish_reason=finish_reason(stats, bool(calls)))
-        return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": stats_object(stats)}
+        return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": self.stats(stats)}
 
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
               include_usage: bool = False, logprobs: dict | None = None, calls: list[dict] | None = None) -> dict:
@@ -76,7 +85,7 @@ class Reply:
 
     def usage_chunk(self, stats: GenerationStats) -> dict:
         """The last chunk when ``stream_options.include_usage`` is set: no choices, the usage and statistics."""
-        return {**self._head(True), "choices": [], "usage": usage(stats), "specchat": stats_object(stats)}
+        return {**self._head(True), "choices": [], "usage": usage(stats), "specchat": self.stats(stats)}
 
 
 #: The log-probability written for a token of probability 0 (a grammar forbids it): OpenAI's own floor, since JSON
@@ -172,16 +181,19 @@ def usage(stats: GenerationStats) -> dict:
     }
 
 
-def stats_object(stats: GenerationStats) -> dict:
+def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -> dict:
     """The response's ``specchat`` field: the reply's statistics.
 
     Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token),
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
-    ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one of most
-    steps), ``final_k``, ``fallback_tokens`` (tokens of the plain steps Auto chose), ``drafters`` (per drafter, and
-    ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"`` plain),
-    ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``).
+    ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
+    accepted drafts gave the most tokens, null when none was accepted), ``final_k``, ``fallback_tokens`` (tokens of
+    the steps that drafted nothing, in Auto or a fixed K: the ``plain`` steps of ``drafters``), ``drafters`` (per
+    drafter, and ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"``
+    plain), ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``); ``unused``, only where
+    the request gave ``specchat`` options its decoding does not use: ``{option: why}``
+    (``request_common.unused_options``).
     """
     return {
         "ttft_ms": round(stats.ttft_ms, 3),
@@ -199,6 +211,7 @@ def stats_object(stats: GenerationStats) -> dict:
         "fallback_tokens": stats.fallback_tokens,
         **stats.usage(),
         "stop_reason": stats.stop_reason,
+        **({"unused": dict(unused)} if unused else {}),
     }
 
 

@@ -7,7 +7,10 @@ Shapes follow OpenAI's API reference (https://platform.openai.com/docs/api-refer
 ``/completions``). SpecChat adds one documented request field, ``specchat``: ``{"mode": "auto"|"ar"|"spec_model"|
 "spec_lookup", "k", "adaptive_k", "n_ctx", "n_keep", "n_discard"}``, every key optional (``k``: a fixed mode's K;
 Auto chooses its own, in a seeded sampled reply from preset costs and its own drafts, so that the same seed gives
-the same reply; the server's defaults, from ``specchat serve``'s flags, fill the rest).
+the same reply; the server's defaults, from ``specchat serve``'s flags, fill the rest). An option the request's
+decoding does not use (``k`` with Auto, say) is not refused, as clients send one ``k`` whatever the mode (the
+window's remote model does): the response's ``specchat.unused`` names it and why (:func:`unused_options`), as the
+command line notes the flags a mode does not use.
 
 A request's omitted sampling fields take the server's defaults (``defaults.sampling``): the model's recommended
 sampling (its ``generation_config.json`` over ``inference.generation_config.CHAT_DEFAULTS``), or what ``specchat
@@ -35,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from app import bounded_json
 from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
 from inference.settings import (
+    MAX_K,
     ContextSettings,
     Decoding,
     GenerationSettings,
@@ -226,6 +230,28 @@ def refuse_unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
     for name in fields:
         if not asks_for_nothing(getattr(request, name)):
             raise APIError(400, f"{name} is not supported by SpecChat's server: leave it out", param=name, code="unsupported")
+
+
+def unused_options(options: SpecChatOptions | None, settings: GenerationSettings) -> dict[str, str]:
+    """The ``specchat`` options a request gave that its decoding (``settings``, the server's defaults filled in) does
+    not use, each with why: ``k`` with Auto or ``ar``, or with ``adaptive_k``; ``adaptive_k`` true with Auto or
+    ``ar``. Empty when every option given is used (for the response's ``specchat.unused``)."""
+    if options is None:
+        return {}
+    decoding, notes = settings.decoding, {}
+    if decoding is Decoding.AUTOREGRESSIVE:
+        why = "autoregressive decoding (mode ar) drafts nothing: send mode spec_lookup or spec_model to use it"
+        notes = {name: why for name, given in (("k", options.k is not None), ("adaptive_k", options.adaptive_k))
+                 if given}
+    elif decoding is Decoding.AUTO:
+        if options.k is not None:
+            notes["k"] = (f"Auto chooses K per step (0 to {MAX_K}): k is the K of mode spec_lookup or spec_model, "
+                          "send one of them to use it")
+        if options.adaptive_k:
+            notes["adaptive_k"] = "Auto always chooses K per step: adaptive_k applies to mode spec_lookup or spec_model"
+    elif settings.speculative.adaptive and options.k is not None:
+        notes["k"] = "adaptive_k chooses K per step, as Auto does: k is the K of a fixed mode, without adaptive_k"
+    return notes
 
 
 #: How to give ``specchat serve`` a larger n_ctx, for a request that asks more than the server's.

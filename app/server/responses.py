@@ -31,7 +31,7 @@ from inference.events import Event, Finished, GenerationStats, TextDelta, ToolCa
 from .chat_request import ChatCompletionRequest
 from .errors import APIError
 from .replies import arguments_text, new_call_id, stats_object
-from .request_common import SpecChatOptions, Strict
+from .request_common import SpecChatOptions, Strict, unused_options
 
 #: Responses kept for ``previous_response_id``, at most, and the characters of their conversations, all together.
 MAX_KEPT_RESPONSES = 256
@@ -310,6 +310,7 @@ class ResponseBuilder:
     def __init__(self, model: str, body: ResponsesRequest, request: GenerationRequest, conversation: list[dict]):
         self.id = f"resp_{uuid.uuid4().hex}"
         self._model, self._body, self._sampling = model, body, request.settings.sampling
+        self._unused = unused_options(body.specchat, request.settings)
         # the tool choice applied where the request sent none (``--tool-choice-default``); "none" leaves the tools out
         self._tool_choice = body.tool_choice or (request.tools.choice if request.tools else "none" if body.tools else "auto")
         self._created = int(time.time())
@@ -337,7 +338,7 @@ class ResponseBuilder:
             "metadata": {}, "usage": usage(stats) if stats is not None else None,
         }
         if stats is not None:
-            response["specchat"] = stats_object(stats)
+            response["specchat"] = stats_object(stats, self._unused)
         return response
 
     def conversation(self) -> list[dict]:

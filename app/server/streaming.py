@@ -22,7 +22,7 @@ from inference.events import Event, Finished, StepStats, TextDelta, ToolCallDelt
 
 from .errors import APIError, server_stopped
 from .generation import Generation, first_batch
-from .replies import Reply, finish_reason, sse, stats_object, step_object
+from .replies import Reply, finish_reason, sse, step_object
 from .responses import ResponseBuilder, ResponseStore, sse_event
 from .transcript import Transcript
 
@@ -132,7 +132,7 @@ def _chunks(
             chunks += [reply.chunk(None, calls=delta, include_usage=include_usage) for delta in transcript.calls(event)]
         if isinstance(event, Finished):
             chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
-                                      extension=stats_object(event.stats), include_usage=include_usage,
+                                      extension=reply.stats(event.stats), include_usage=include_usage,
                                       logprobs=transcript.pending([])))
         if chunks and steps:
             extension = chunks[-1].setdefault("specchat", {})

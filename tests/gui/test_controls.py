@@ -172,8 +172,8 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     assert (ar["mode"], spec["mode"]) == ("ar", "auto")
     uses = spec["drafters"]
     assert sum(use["steps"] for use in uses.values()) == sum(spec["k_steps"].values()) > 0
-    drafting = [(use["steps"], name) for name, use in uses.items() if name != "plain"]
-    assert spec["drafter"] == (max(drafting)[1] if drafting else None)  # the drafter of most of its drafting steps
+    drafting = [(use["accepted"], use["steps"], name) for name, use in uses.items() if name != "plain" and use["accepted"]]
+    assert spec["drafter"] == (max(drafting)[2] if drafting else None)  # the drafter of most accepted drafts
     assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
     assert ar["text"] and final.content == spec["text"]
     assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
