@@ -13,11 +13,12 @@ import torch
 import torch.nn.functional as F
 from tiny_heads import tiny_head_state, tiny_training_sequences
 
+from inference.draft_head import load_head
 from inference.layer_features import LAYER_FEATURES, add_layer_features, layer_outputs
 from inference.model import lm_head, load_model
 from inference.precision import PrecisionSettings
 from inference.settings import SamplingSettings
-from tools.draft_head import export, import_ir, train
+from tools.draft_head import acceptance_check, export, import_ir, train
 from tools.draft_head.export import write_head_folder
 from tools.draft_head.generate import shard_path
 from tools.draft_head.head import DraftHead, HeadConfig
@@ -252,3 +253,36 @@ def test_the_shipped_head_read_back_computes_what_its_ir_computes():
     assert logits.shape == expected.shape == (count, len(vocab))
     np.testing.assert_allclose(logits, expected, rtol=1e-3, atol=2e-3)
     assert (logits.argmax(-1) == expected.argmax(-1)).all()
+
+
+def test_the_acceptance_check_runs_a_fused_head_as_training_evaluates_it(fused_data, tiny_ir, tmp_path):
+    """``acceptance_check`` feeds a fused head the shard's layer features at its first draft (zeros at the second,
+    as the engine drafts): its figures are ``train.evaluate``'s on the same held-out replies, and its drafts move
+    with the features (the control that shows they are fed)."""
+    table = train.target_table(tiny_ir["same"])
+    # the whole tiny vocabulary: the target's tokens are rarely among a few dozen
+    state = tiny_head_state(tiny_ir["same"], list(range(table.shape[0])), seed=2, feature_layers=(0,))
+    with torch.no_grad():
+        state["module"].fuse.weight.mul_(10)  # the features move the drafts (the control below)
+    state["head"] = state["module"].state_dict()
+    write_head_folder(tmp_path / "head", state, tiny_ir["same"], training={}, int8=False)
+    head = load_head(tmp_path / "head")
+    f32 = ov.Core().compile_model(head.ir_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})  # as torch computes
+    vocab = np.asarray(state["vocab"])
+    evaluated = train.evaluate(state["module"].eval(), train.Shards(fused_data, held_out=True, only=[0]),
+                               torch.from_numpy(vocab), torch.from_numpy(table),
+                               train.draft_index(vocab, table.shape[0]), "cpu")
+    shard = shard_path(fused_data, 0)
+    checked = acceptance_check.check_shard(f32.create_infer_request(), head.vocab, shard, second_every=1, fused=True)
+    assert checked["accept_1"] == pytest.approx(evaluated["greedy_accept_1"], abs=1.01 / checked["positions"])
+    sampled = acceptance_check.sampled_acceptance(f32.create_infer_request(), head.vocab, shard, table, fused=True)
+    app_warp = f"{acceptance_check.DRAFT_WARPS[0][0]}/{acceptance_check.DRAFT_WARPS[0][1]}"
+    assert 0.01 < sampled["accept"][app_warp] < 0.99
+    tolerance = 0.1 / sampled["positions"]  # f32 rounding moves it far less than a position's weight
+    assert sampled["accept"][app_warp] == pytest.approx(evaluated["sampled_accept_1"], abs=tolerance)
+    with np.load(shard) as data:  # the control: the features reach the drafts
+        ids, hidden, layers = (data[name][: data["offsets"][1]] for name in ("tokens", "hidden", "layers"))
+    request = f32.create_infer_request()
+    fed, _ = acceptance_check._head_pass(request, ids, hidden, layers)
+    zeroed, _ = acceptance_check._head_pass(request, ids, hidden, np.zeros_like(layers))
+    assert np.abs(fed - zeroed).max() > 1.0

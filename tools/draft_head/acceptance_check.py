@@ -40,6 +40,7 @@ import openvino as ov
 
 from inference.draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, load_head
 from inference.generation_config import CHAT_DEFAULTS
+from inference.layer_features import LAYER_FEATURES
 from inference.sampling import warp
 from inference.settings import SamplingSettings
 
@@ -57,25 +58,34 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(-1, keepdims=True)
 
 
-def _head_pass(request: ov.InferRequest, ids: np.ndarray, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _head_pass(request: ov.InferRequest, ids: np.ndarray, hidden: np.ndarray,
+               layers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The head over a whole conversation from an empty cache, position ``j`` reading ``h_j`` and ``x_{j+1}``:
     float32 draft logits ``[n - 1, draft_vocab]`` and predicted features ``[n - 1, hidden]`` for ``ids`` ``[n]`` and
-    the target's hidden states ``hidden`` ``[n, hidden]``."""
+    the target's hidden states ``hidden`` ``[n, hidden]``; a fused head also reads the target's layer features
+    ``layers`` ``[n, len(feature_layers), hidden]`` (the data folder's, as ``generate.py --layers`` stored them)."""
     fed = len(ids) - 1
     request.reset_state()
-    request.infer({"input_ids": ids[1:][None].astype(np.int64), HIDDEN_INPUT: hidden[:fed][None].astype(np.float32),
-                   "attention_mask": np.ones((1, fed), np.int64), "position_ids": np.arange(fed)[None],
-                   "beam_idx": np.zeros(1, np.int32), "logits_to_keep": np.array([fed])})
+    inputs = {"input_ids": ids[1:][None].astype(np.int64), HIDDEN_INPUT: hidden[:fed][None].astype(np.float32),
+              "attention_mask": np.ones((1, fed), np.int64), "position_ids": np.arange(fed)[None],
+              "beam_idx": np.zeros(1, np.int32), "logits_to_keep": np.array([fed])}
+    if layers is not None:
+        inputs[LAYER_FEATURES] = layers[:fed][None].astype(np.float32)
+    request.infer(inputs)
     return request.get_tensor("logits").data[0].copy(), request.get_tensor(DRAFT_HIDDEN).data[0].copy()
 
 
-def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second_every: int = SECOND_STEP_EVERY) -> dict:
-    """Acceptance of one head (its infer request, draft vocabulary int64 ``[draft_vocab]``) on one shard's greedy
+def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second_every: int = SECOND_STEP_EVERY,
+                fused: bool = False) -> dict:
+    """Acceptance of one head (its infer request, draft vocabulary int64 ``[draft_vocab]``; ``fused``: it reads the
+    shard's layer features at its first draft, zeros at the second, as the engine drafts) on one shard's greedy
     replies, the second draft tried at every ``second_every``-th position where the first was right: ``positions``,
     ``accept_1``, ``second_samples``, ``accept_2_given_1``, and per-position arrays ``top_probability`` float32 and
     ``right`` bool (the first draft's) for the calibration."""
     data = np.load(shard)
     offsets, tokens, hidden, argmax = data["offsets"], data["tokens"], data["hidden"], data["argmax"]
+    layers = data["layers"] if fused else None
+    no_features = {LAYER_FEATURES: np.zeros((1, 1, layers.shape[1], layers.shape[2]), np.float32)} if fused else {}
     top_probability, right, second = [], [], []
     for i, prompt_length in enumerate(data["prompt_lengths"]):
         if not data["greedy"][i]:
@@ -84,7 +94,7 @@ def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second
         ids, target_top, n = tokens[start:end], argmax[start:end], end - start
         if n - int(prompt_length) < 3:
             continue
-        logits, predicted = _head_pass(request, ids, hidden[start:end])
+        logits, predicted = _head_pass(request, ids, hidden[start:end], None if layers is None else layers[start:end])
         positions = np.arange(int(prompt_length) - 1, n - 2)  # the reply positions train.py scores
         probs = _softmax(logits[positions])
         first = vocab[probs.argmax(-1)]
@@ -99,7 +109,7 @@ def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second
             request.infer({"input_ids": np.array([[first[j - positions[0]]]], np.int64),
                            HIDDEN_INPUT: predicted[j][None, None], "attention_mask": mask,
                            "position_ids": np.array([[j + 1]]), "beam_idx": np.zeros(1, np.int32),
-                           "logits_to_keep": np.array([1])})
+                           "logits_to_keep": np.array([1]), **no_features})
             slots += 1
             second.append(vocab[int(request.get_tensor("logits").data[0, -1].argmax())] == target_top[j + 2])
     top = np.concatenate(top_probability)
@@ -109,10 +119,11 @@ def check_shard(request: ov.InferRequest, vocab: np.ndarray, shard: Path, second
 
 
 def sampled_acceptance(request: ov.InferRequest, vocab: np.ndarray, shard: Path, table: np.ndarray,
-                       warps: tuple[tuple[float, float], ...] = DRAFT_WARPS) -> dict:
+                       warps: tuple[tuple[float, float], ...] = DRAFT_WARPS, fused: bool = False) -> dict:
     """Expected first-draft acceptance on one shard's replies sampled at the chat defaults (see the module
-    docstring) of one head (its infer request, draft vocabulary int64 ``[draft_vocab]``); ``table`` float32
-    ``[target vocab, hidden]`` is the target's LM-head rows (``target.target_table``).
+    docstring) of one head (its infer request, draft vocabulary int64 ``[draft_vocab]``; ``fused`` as for
+    ``check_shard``); ``table`` float32 ``[target vocab, hidden]`` is the target's LM-head rows
+    (``target.target_table``).
 
     Returns:
         ``positions`` scored, ``accept`` ``{"T/top-p": acceptance}`` per draft warp, ``certain``: acceptance of
@@ -120,12 +131,14 @@ def sampled_acceptance(request: ov.InferRequest, vocab: np.ndarray, shard: Path,
     """
     data = np.load(shard)
     offsets, tokens, hidden = data["offsets"], data["tokens"], data["hidden"]
+    layers = data["layers"] if fused else None
     totals, certain, scored = np.zeros(len(warps)), 0.0, 0
     for i, prompt_length in enumerate(data["prompt_lengths"]):
         start, end = int(offsets[i]), int(offsets[i + 1])
         if data["greedy"][i] or end - start - int(prompt_length) < 3:
             continue
-        logits, _ = _head_pass(request, tokens[start:end], hidden[start:end])
+        logits, _ = _head_pass(request, tokens[start:end], hidden[start:end],
+                               None if layers is None else layers[start:end])
         positions = np.arange(int(prompt_length) - 1, end - start - 2)  # the reply positions train.py scores
         target = warp(hidden[start + positions + 1].astype(np.float32) @ table.T, CHAT_DEFAULTS)[:, vocab]
         drafts = logits[positions]
@@ -164,8 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for folder in args.heads:
         head = load_head(folder)  # compiled as the app compiles it
-        per_shard = {index: check_shard(head.compiled.create_infer_request(), head.vocab, shard_path(args.data, index))
-                     for index in shards}
+        fused = bool(head.feature_layers)
+        if fused and list(head.feature_layers) != manifest.get("feature_layers", []):
+            parser.error(f"{folder} reads decoder layers {list(head.feature_layers)}; {args.data} holds "
+                         f"{manifest.get('feature_layers', [])} (generate.py --layers)")
+        per_shard = {index: check_shard(head.compiled.create_infer_request(), head.vocab, shard_path(args.data, index),
+                                        fused=fused) for index in shards}
         top = np.concatenate([r.pop("top_probability") for r in per_shard.values()])
         right = np.concatenate([r.pop("right") for r in per_shard.values()])
         seconds = sum(r["second_samples"] for r in per_shard.values())
@@ -174,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             "accept_2_given_1": sum(r["accept_2_given_1"] * r["second_samples"] for r in per_shard.values()) / max(1, seconds),
             "calibration": calibration(top, right),
             "sampled": _pooled([sampled_acceptance(head.compiled.create_infer_request(), head.vocab,
-                                                   shard_path(args.data, index), table) for index in shards]),
+                                                   shard_path(args.data, index), table, fused=fused)
+                                for index in shards]),
         }
     if args.json:
         print(json.dumps(results, indent=1))
