@@ -398,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--modes must include autoregressive: the speedups are measured against it")
     started = time.time()
     target_dir = ensure_default_model(4)
-    engine = Engine(load_model(target_dir, "CPU", PrecisionSettings()), load_head(default_head_dir()))
+    head = load_head(default_head_dir())
+    engine = Engine(load_model(target_dir, "CPU", PrecisionSettings(), feature_layers=head.feature_layers), head)
     plain = load_model(target_dir, "CPU", PrecisionSettings(), hidden_states=False)
     prompts = read_prompts()[: args.prompts]
     ids = [ChatSession(engine, messages=[{"role": "user", "content": p}]).prompt_ids() for _, p in prompts]

@@ -123,6 +123,20 @@ def target(int4_dir):
     return load_model(int4_dir, "CPU", PrecisionSettings())
 
 
+@pytest.fixture(scope="session")
+def head_target(int4_dir):
+    """The 4-bit default model loaded as the engine loads it for the draft head shipped with it: ``target``'s
+    precision, and the outputs of the decoder layers the head fuses (its manifest's ``feature_layers``), without
+    which the head is refused (``draft_head.check_head_fits``)."""
+    from inference.draft_head import read_head_manifest
+    from inference.model import load_model
+    from inference.models.default_head import default_head_dir
+    from inference.precision import PrecisionSettings
+
+    layers = tuple(read_head_manifest(default_head_dir()).get("feature_layers", ()))
+    return load_model(int4_dir, "CPU", PrecisionSettings(), feature_layers=layers)
+
+
 
 @pytest.fixture(scope="session")
 def draft(int8_dir):

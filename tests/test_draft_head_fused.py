@@ -227,7 +227,8 @@ def test_streamed_training_starts_from_the_head_learns_and_resumes_to_the_same_w
 
 
 def test_the_shipped_head_read_back_computes_what_its_ir_computes():
-    """The head the long run starts from (``fused_run.sh --init-head``): the default model's, as the app runs it."""
+    """The default model's head (a fused head, and what a longer run starts from, ``fused_run.sh --init-head``), as
+    the app runs it: its layer features included."""
     from inference.models.default_head import shipped_head
 
     folder = shipped_head()
@@ -239,16 +240,19 @@ def test_the_shipped_head_read_back_computes_what_its_ir_computes():
     count = 12
     ids = vocab[generator.integers(3, 2000, count)][None]  # tokens of the draft vocabulary
     hidden = generator.standard_normal((1, count, head.config.hidden)).astype(np.float32)
+    layers = generator.standard_normal((1, count, len(read["feature_layers"]), head.config.hidden)).astype(np.float32)
+    assert read["feature_layers"] == [1, 14]
     exact = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
     request = ov.Core().compile_model(folder / "openvino_model.xml", "CPU", exact).create_infer_request()  # (not int8
     # activations: OpenVINO's default quantizes them where the CPU has int8 kernels, e.g. a Xeon, off by up to 0.5)
     request.infer({"input_ids": ids, "hidden_states": hidden, "attention_mask": np.ones((1, count), dtype=np.int64),
                    "position_ids": np.arange(count)[None], "beam_idx": np.zeros(1, dtype=np.int32),
-                   "logits_to_keep": np.asarray([count])})
+                   "logits_to_keep": np.asarray([count]), LAYER_FEATURES: layers})
     expected = request.get_tensor("logits").data[0]
     to_draft = train.draft_index(vocab, int(json.loads((folder / "draft_head.json").read_text())["target"]["vocab_size"]))
     with torch.no_grad():
-        g, _ = head(torch.from_numpy(hidden), torch.from_numpy(to_draft[ids]), torch.arange(count)[None])
+        g, _ = head(torch.from_numpy(hidden), torch.from_numpy(to_draft[ids]), torch.arange(count)[None],
+                    layers=torch.from_numpy(layers))
         logits = head.logits(g)[0].numpy()
     assert logits.shape == expected.shape == (count, len(vocab))
     np.testing.assert_allclose(logits, expected, rtol=1e-3, atol=2e-3)

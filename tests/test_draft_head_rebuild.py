@@ -17,10 +17,13 @@ from tools.draft_head import rebuild
 def test_the_stages_are_the_manifest_s_with_this_python_and_the_export_elsewhere(tmp_path):
     manifest = read_head_manifest(SHIPPED_HEAD)
     stages = rebuild.stages(manifest, tmp_path / "head")
-    assert [words[:3] for words in stages] == [[sys.executable, "-m", f"tools.draft_head.{stage}"]
-                                               for stage in ("generate", "train", "train", "export")]
+    assert [words[:3] for words in stages] == [[sys.executable, "-m", f"tools.draft_head.{stage}"] for stage in
+                                               ("generate", "train", "train", "export", "generate", "train", "export")]
     assert stages[-1][stages[-1].index("--out") + 1] == str(tmp_path / "head")
-    assert stages[1][3:] == manifest["training"]["rebuild"]["commands"][1].split()[3:]
+    # the first export writes the head the fused run starts from: where that run reads it, not to --out
+    recorded = manifest["training"]["rebuild"]["commands"]
+    assert stages[3][3:] == recorded[3].split()[3:] and str(tmp_path) not in stages[3]
+    assert stages[1][3:] == recorded[1].split()[3:]
     with pytest.raises(ValueError, match="records no rebuild commands"):
         rebuild.stages({"training": {}}, tmp_path)
 
@@ -41,7 +44,7 @@ def test_a_dry_run_prints_every_stage_and_runs_none(monkeypatch, capsys):
     monkeypatch.setattr(rebuild.subprocess, "run", lambda *a, **k: pytest.fail("ran a stage"))
     assert rebuild.main(["--dry-run", "--out", "build/x"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 4 and printed[-1].endswith(f"--out {Path('build/x').resolve()}")
+    assert len(printed) == 7 and printed[-1].endswith(f"--out {Path('build/x').resolve()}")
 
 
 def test_a_failed_stage_stops_the_rebuild_with_its_exit_code(monkeypatch, capsys):

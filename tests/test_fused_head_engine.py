@@ -33,11 +33,19 @@ FEATURE_LAYERS = [1, 14]
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 
 
-def _fused_state(fuse_scale: float, layers: list[int] = FEATURE_LAYERS, seed: int = 0) -> dict:
-    """The shipped head (read back from its IR) made a fused head: layer norms near 1 and ``fuse`` weights of
-    standard deviation ``fuse_scale / sqrt(fused x hidden)`` (0: the head it starts from), as ``train.py``
-    checkpoints one."""
+def _unfused_state() -> dict:
+    """The shipped head (read back from its IR; a fused head since 2026-12-06) without its fusion: its layer norms
+    and ``fuse`` weights dropped, a head that reads the final hidden state alone, as ``train.py`` checkpoints one."""
     state = import_ir.head_state(shipped_head())
+    head = {name: weight for name, weight in state["head"].items() if not name.startswith(("layer_norms.", "fuse."))}
+    return {"head": head, "config": {**state["config"], "fused": 0}, "vocab": state["vocab"]}
+
+
+def _fused_state(fuse_scale: float, layers: list[int] = FEATURE_LAYERS, seed: int = 0) -> dict:
+    """The shipped head without its fusion (``_unfused_state``) made a fused head again: layer norms near 1 and
+    ``fuse`` weights of standard deviation ``fuse_scale / sqrt(fused x hidden)`` (0: the head without fusion), as
+    ``train.py`` checkpoints one."""
+    state = _unfused_state()
     config = {**state["config"], "fused": len(layers)}
     hidden = config["hidden"]
     generator = torch.Generator().manual_seed(seed)
@@ -148,11 +156,11 @@ def _differences(vocab: np.ndarray, drafts: list[list[int]], engine: tuple[np.nd
 @pytest.fixture(scope="module")
 def noise(target, int4_dir, conversation, tmp_path_factory) -> float:
     """The largest logit difference between the engine's drafting and torch's for the head without fusion (the
-    shipped head's weights, exported float32): the numerical noise of the head as the app compiles it (the CPU's
-    default precision, bf16 on CPUs with AVX512_BF16) and of the target's features computed by the engine."""
-    state = import_ir.head_state(shipped_head())
+    shipped head's other weights, exported float32): the numerical noise of the head as the app compiles it (the
+    CPU's default precision, bf16 on CPUs with AVX512_BF16) and of the target's features computed by the engine."""
+    state = _unfused_state()
     folder = tmp_path_factory.mktemp("plain") / "head"
-    write_head_folder(folder, state, int4_dir, training={"note": "the shipped head, float32"}, int8=False)
+    write_head_folder(folder, state, int4_dir, training={"note": "the shipped head unfused, float32"}, int8=False)
     hidden, _ = _reference(int4_dir, conversation)
     first, second = _torch_drafts(_torch_head(state), state["vocab"], target.vocab_size, conversation, hidden, None)
     drafts, engine_first, engine_second = _engine_drafts(target, load_head(folder), conversation)
@@ -186,17 +194,18 @@ def test_a_fused_head_drafts_what_torch_computes_over_a_real_conversation(fused_
     assert np.all(~same | second_same | (top2[:, 1] - top2[:, 0] <= 2 * tolerance))
 
 
-def test_a_fused_head_with_its_fusion_at_zero_drafts_as_the_shipped_head(target, fused_target, int4_dir,
-                                                                          conversation, tmp_path):
+def test_a_fused_head_with_its_fusion_at_zero_drafts_as_the_head_without_fusion(target, fused_target, int4_dir,
+                                                                                 conversation, tmp_path):
+    """How a fused run begins: its head, fusion at zero, drafts what the head it starts from drafts."""
     write_head_folder(tmp_path / "zero", _fused_state(fuse_scale=0.0), int4_dir, training={"note": "fuse = 0"})
-    zero = load_head(tmp_path / "zero")  # int8 as shipped: the same int8 rows as the shipped head's
-    shipped = load_head(shipped_head())
-    assert zero.feature_layers == tuple(FEATURE_LAYERS) and shipped.feature_layers == ()
+    write_head_folder(tmp_path / "plain", _unfused_state(), int4_dir, training={"note": "no fusion"})
+    zero, plain = load_head(tmp_path / "zero"), load_head(tmp_path / "plain")  # int8 as shipped: the same int8 rows
+    assert zero.feature_layers == tuple(FEATURE_LAYERS) and plain.feature_layers == ()
     drafts, first, second = _engine_drafts(fused_target, zero, conversation)
-    shipped_drafts, shipped_first, shipped_second = _engine_drafts(target, shipped, conversation)
-    assert drafts == shipped_drafts
-    np.testing.assert_allclose(first, shipped_first, atol=1e-4)
-    np.testing.assert_allclose(second, shipped_second, atol=1e-4)
+    plain_drafts, plain_first, plain_second = _engine_drafts(target, plain, conversation)
+    assert drafts == plain_drafts
+    np.testing.assert_allclose(first, plain_first, atol=1e-4)
+    np.testing.assert_allclose(second, plain_second, atol=1e-4)
 
 
 def test_greedy_replies_with_a_fused_head_are_plain_decodings(fused_target, int4_dir, tmp_path):

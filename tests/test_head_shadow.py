@@ -17,8 +17,8 @@ N_CTX = 512
 
 
 @pytest.fixture(scope="module")
-def engine(target, int4_dir):
-    return Engine(target, load_head(default_head_dir()))
+def engine(head_target):
+    return Engine(head_target, load_head(default_head_dir()))
 
 
 def _greedy_first_draft(engine: Engine, context: list[int]) -> int:

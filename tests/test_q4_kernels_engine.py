@@ -191,7 +191,8 @@ def test_greedy_speculative_equals_autoregressive_with_the_kernels(library, ours
     if drafter == "draft model":
         engine = Engine(ours, draft)
     else:
-        engine = Engine(load_model(int4_dir, "CPU", PrecisionSettings()), load_head(shipped_head()))
+        head = load_head(shipped_head())
+        engine = Engine(load_model(int4_dir, "CPU", PrecisionSettings(), feature_layers=head.feature_layers), head)
     assert engine.target.kernels.ours
     ids = chat_ids(ours, PROMPTS[0])
     engine.reset()

@@ -40,7 +40,7 @@ def _repeated_four_gram(text: str) -> tuple | None:
     return gram if count >= 4 else None
 
 
-def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_coherent_reply(client, target):
+def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_coherent_reply(client, head_target):
     """As ``llm`` sends it: no temperature, top_p or penalty. OpenAI's cloud defaults (temperature 1, top_p 1, no
     penalty) gave gibberish on the default model; its recommended sampling (temperature 0.7, top-p 0.9, repetition
     penalty 1.1) is what the reply is sampled with (the engine's reply with it and the same seed), and the replies
@@ -49,9 +49,9 @@ def test_a_request_without_sampling_fields_gets_the_models_sampling_and_a_cohere
     served = client.chat.completions.create(model="specchat", messages=question, max_tokens=40, seed=7)
     # decoded as the server decodes it: Auto with the default head, whose seeded sampled reply plans from preset
     # costs and its own drafts (auto_decoding.seeded_sampling), so that the same seed gives the same reply
-    settings = GenerationSettings(sampling=replace(recommended_sampling(target.folder), seed=7, max_new_tokens=40),
+    settings = GenerationSettings(sampling=replace(recommended_sampling(head_target.folder), seed=7, max_new_tokens=40),
                                   speculative=SpeculativeSettings(k=HEAD_K))
-    engine = Engine(target, load_head(default_head_dir()))
+    engine = Engine(head_target, load_head(default_head_dir()))
     expected = [e for e in ChatSession(engine, "", question).reply(settings) if hasattr(e, "stats")][-1]
     assert expected.stats.mode == "auto" and set(expected.stats.by_drafter) <= {"head", "lookup", "plain"}
     assert served.choices[0].message.content == expected.stats.text

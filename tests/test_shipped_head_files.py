@@ -113,19 +113,27 @@ def test_a_damaged_package_copy_is_a_clear_error(tmp_path, monkeypatch, damage):
 
 
 def test_the_manifest_says_how_to_rebuild_the_head_from_the_repository():
-    """Every stage is a command runnable from the repository root (no absolute path); the training runs parse with
-    train.py's own command line into the recorded arguments of the two runs; the shards trained on are listed."""
+    """Every stage is a command runnable from the repository root (no absolute path): the unfused head it started
+    from (its data, two runs, its export into the folder the fused run starts from), the fused data and run, the
+    export; the runs parse with train.py's own command line; the shards trained on are listed."""
     training = read_head_manifest(SHIPPED)["training"]
     commands = training["rebuild"]["commands"]
     assert "train_command" not in training
     assert not any(word.startswith("/") for command in commands for word in shlex.split(command))
-    first, second = (train.parser().parse_args(shlex.split(c)[3:]) for c in commands[1:3])
-    recorded = training["started_from"]["train_command_args"]
-    assert (first.epochs, first.lr, first.init) == (int(recorded["epochs"]), float(recorded["lr"]), None)
-    assert second.init == first.out / "head.pt" and (second.epochs, second.lr) == (training["epochs"], 0.001)
-    assert first.held_out_shards == second.held_out_shards == [0, 16, 32] and first.data == second.data
+    stages = [shlex.split(command)[2] for command in commands]
+    assert stages == ["tools.draft_head." + stage for stage in
+                      ("generate", "train", "train", "export", "generate", "train", "export")]
+    first, second, fused = (train.parser().parse_args(shlex.split(commands[i])[3:]) for i in (1, 2, 5))
+    assert (first.epochs, first.lr, first.init) == (2, 0.002, None)
+    assert second.init == first.out / "head.pt" and (second.epochs, second.lr) == (3, 0.001)
+    assert first.held_out_shards == second.held_out_shards == fused.held_out_shards == [0, 16, 32]
     assert commands[0].startswith(f"python -m tools.draft_head.generate --out {first.data} ")
+    start_head = shlex.split(commands[3])[-1]
+    assert commands[3].endswith(f"--checkpoint {second.out / 'head.pt'} --out {start_head}")
+    assert fused.init_head == Path(start_head) and fused.draft_steps == 3 and fused.epochs == training["epochs"]
+    assert commands[4].startswith(f"python -m tools.draft_head.generate --out {fused.data} ")
+    assert "--layers 1 14" in commands[4]
     shipped_folder = SHIPPED.relative_to(SHIPPED.parents[3])  # relative to the repository root
-    assert commands[-1].endswith(f"--checkpoint {second.out / 'head.pt'} --out {shipped_folder}")
-    assert len(training["train_shards"]) == 46 and not any(index % 16 == 0 for index in training["train_shards"])
-
+    assert commands[-1].endswith(f"--checkpoint {fused.out / 'head.pt'} --out {shipped_folder}")
+    assert training["train_shards"] == [index for index in range(50, 83) if index % 16 != 0]
+    assert read_head_manifest(SHIPPED)["feature_layers"] == [1, 14]

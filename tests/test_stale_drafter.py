@@ -17,7 +17,9 @@ N_CTX = 96
 
 @pytest.fixture(scope="module", params=["model", "head"])
 def engine(request, target, draft, int4_dir):
-    return Engine(target, draft if request.param == "model" else load_head(default_head_dir()))
+    if request.param == "model":
+        return Engine(target, draft)
+    return Engine(request.getfixturevalue("head_target"), load_head(default_head_dir()))
 
 
 def _fresh_drafter(engine: Engine):

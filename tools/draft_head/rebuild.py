@@ -4,14 +4,18 @@
 
 Runs the stages the shipped head's manifest records (``training.rebuild.commands`` of
 ``inference/models/data/SmolLM2-135M-Instruct-head/draft_head.json``: the data folder rebuilt from
-``tools/draft_head/conversations``, both training runs, the export) from the repository root with this Python, the
-export writing to ``--out`` instead of over the shipped head. Then it compares the rebuilt head's held-out acceptance
-(``train.py``'s evaluation on the same held-out shards, which the export records) with the manifest's: the greedy and
-the sampled acceptance of the first draft must each reach the shipped value less :data:`TOLERANCE`.
+``tools/draft_head/conversations``, the two runs of the unfused head it started from and that head's export under
+``build/``, the data folder with the target's layer features 1 and 14 for shards 0, 16, 32 and 50-82, the fused run
+from that head, the export) from the repository root with this Python, the last export writing to ``--out`` instead
+of over the shipped head. Then it compares the rebuilt head's held-out acceptance (``train.py``'s evaluation on the
+same held-out shards, which the export records) with the manifest's: the greedy and the sampled acceptance of the
+first draft must each reach the shipped value less :data:`TOLERANCE`.
 
 Needs the conversion extra (torch) and the 4-bit default model (``specchat models fetch-default``); on 2 cores about
-3.5 hours (the hidden states of 50 shards about 1.5 hours, the two runs 45 and 65 minutes). The data folder resumes
-where it stopped; the training runs start over.
+7 hours: the unfused head about 3.5 (the hidden states of 50 shards about 1.5 hours, its two runs 45 and 65
+minutes), the layer features of 36 shards about 2.5 (235-560 s a shard on one thread), the fused run about 1.5
+(2,357 steps, 230-360 s per 150 on one thread on an otherwise idle Xeon). The data folders resume where they
+stopped, and so does the fused run (``--resume``); the unfused runs start over.
 """
 
 from __future__ import annotations
