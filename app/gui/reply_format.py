@@ -221,18 +221,22 @@ def stopped_before_first_token(stats: dict | None, state: str) -> bool:
     return state == "stopped" and stats.get("new_tokens") == 0 and "compare" not in stats
 
 
-def footer_text(stats: dict | None, state: str = "complete") -> str:
+def footer_text(stats: dict | None, state: str = "complete", last: bool = True) -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
-    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill)."""
+    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill).
+
+    ``last``: the reply is the conversation's last message, the only one with a Continue button; the footer of an
+    earlier reply cut at the length limit (or interrupted) does not point to Continue (a newcomer trial read
+    "Continue writes more" above a later message, with no Continue anywhere near)."""
     stats = stats or {}
     if state == "streaming":
-        more = "; Continue writes more" if "compare" not in stats else ""
+        more = "; Continue writes more" if "compare" not in stats and last else ""
         return f"Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept{more})"
     if stopped_before_first_token(stats, state):
         return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
-        prefix = "Length limit reached (Continue writes more) · "
+        prefix = "Length limit reached (Continue writes more) · " if last else "Length limit reached · "
     part = stats
     if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
         prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
