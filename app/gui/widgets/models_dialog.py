@@ -273,7 +273,14 @@ class ModelsDialog(QDialog):
                 item = QTableWidgetItem(text)
                 item.setToolTip(pair.note)
                 self.catalogue_table.setItem(row, column, item)
-        self.catalogue_table.resizeColumnsToContents()
+        # every column as wide as its text but Pair, which takes the room left and wraps its words (a newcomer found
+        # "Sizes (MB)" cut to "Sizes" and "1000 + 90" to "1000" at the table's edge, the licences only by scrolling)
+        header = self.catalogue_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setStretchLastSection(False)
+        self.catalogue_table.setWordWrap(True)
+        header.sectionResized.connect(lambda column, *_: column == 0 and self.catalogue_table.resizeRowsToContents())
         self.catalogue_note = QLabel("Select a pair to see why it fits. Pre-converted OpenVINO models download as they are; "
                                      "the others are converted at the bit-width chosen on the 'Add a model' tab (needs the "
                                      "conversion extra: pip install 'specchat[convert]').")  # fmt: skip
