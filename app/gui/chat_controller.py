@@ -150,7 +150,7 @@ class ChatController(QObject):
         """Show this version of a message (and its latest continuation)."""
         try:
             if self._replies.choose_version(message_id) is not None:
-                self._conversations.reload()
+                self._conversations.reload(version=message_id)
         except sqlite3.Error as error:
             self._conversations.write_failed("the version chosen (the one shown stays)", error)
 

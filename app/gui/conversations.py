@@ -144,11 +144,16 @@ class Conversations(QObject):
         if self._list.current_id() != conversation_id:
             self._list.select(conversation_id)
 
-    def reload(self) -> None:
-        """Show the conversation shown again as the history holds it (after a change of its messages)."""
+    def reload(self, version: int | None = None) -> None:
+        """Show the conversation shown again as the history holds it (after a change of its messages; ``version``:
+        after a switch to this version of a message, kept in view with the switch's focus, ``ChatView.show_version``)."""
         conversation_id = self.current_id
         if conversation_id is not None:
-            self._view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
+            conversation, messages = self.db.conversation(conversation_id), self.db.messages(conversation_id)
+            if version is None:
+                self._view.show_conversation(conversation, messages)
+            else:
+                self._view.show_version(conversation, messages, version)
             self.follow()
 
     def rename(self, conversation_id: int, title: str) -> None:
