@@ -219,7 +219,10 @@ class ChatController(QObject):
     def _run_started(self, mode: str, keep_previous: bool) -> None:
         active = self._replies.active
         self._graph.start_run(
-            mode, keep_previous=keep_previous, conversation_id=active.conversation_id if active else None
+            mode,
+            keep_previous=keep_previous,
+            conversation_id=active.conversation_id if active else None,
+            reply_id=active.recorder.message.id if active else None,
         )
         self.step_rates = StepRates()
 

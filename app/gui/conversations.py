@@ -30,7 +30,7 @@ from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
 from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import choose_file, message_box
-from .widgets.live_graph import LiveGraph
+from .widgets.live_graph import NO_REPLY, LiveGraph
 from .widgets.sampling_group import SamplingGroup
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,8 @@ class Conversations(QObject):
         messages = self.db.messages(self.current_id) if self.current_id is not None else []
         replies = [m for m in messages if m.role == "assistant"]
         last_state = replies[-1].state if replies else "complete"
-        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies], last_state)
+        reply_id = replies[-1].id if replies else NO_REPLY
+        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies], last_state, reply_id)
         self.shown.emit(self.current_id)
 
     def new(self) -> None:
