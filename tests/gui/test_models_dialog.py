@@ -204,6 +204,16 @@ def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialo
     assert drafts == [str(default_store["head"]), str(default_store["target"]), str(default_store["tiny"])]
     assert dialog.target_combo.currentData() == str(default_store["target"])
     assert dialog.draft_combo.currentData() == str(default_store["head"])
+    # a head does not chat: no "yes" under "Chats past context length", and no vocabulary of its own (newcomer trial)
+    endless = {dialog.table.item(row, 0).text(): dialog.table.item(row, 4) for row in range(dialog.table.rowCount())}
+    assert endless["SmolLM2-135M-Instruct-int4"].text() == "yes"
+    assert endless["SmolLM2-135M-Instruct-head"].text() == "—"
+    assert endless["SmolLM2-135M-Instruct-head"].toolTip() == (
+        "Chats past context length: does not apply: a draft head does not chat, it drafts for SmolLM2-135M-Instruct"
+    )
+    head_name = next(dialog.table.item(row, 0) for row in range(dialog.table.rowCount())
+                     if dialog.table.item(row, 0).text() == "SmolLM2-135M-Instruct-head")  # fmt: skip
+    assert head_name.toolTip().endswith("A draft head: it drafts for SmolLM2-135M-Instruct only (with that model's vocabulary)")
 
 
 def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_sources):
