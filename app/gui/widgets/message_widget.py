@@ -314,6 +314,8 @@ class MessageWidget(QFrame):
         the last reply only."""
         self._busy, self._last = busy, last
         self._show_versions()
+        # nothing to copy in a reply stopped before its first token (a newcomer trial's Copy said "Copied" for it)
+        self.copy_button.setVisible(bool(self.message.content))
         if self.message.role == "assistant" and not self._live and not self.message.unreadable:
             stats = {} if stats_problem(self.message.stats or {}) else self.message.stats
             self.footer.setText(footer_text(stats, self.message.state, last))  # (Continue is on the last reply only)
