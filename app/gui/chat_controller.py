@@ -33,6 +33,19 @@ from .widgets.settings_pane import SettingsPane, blocked_summary
 STOPPING = "Stopping…"
 
 
+def stopped_unmeasured(final: Message) -> bool:
+    """Whether a reply was stopped before it measured anything: no token of its own, and for a comparison (whose
+    text is the second run's) no token of either run. A newcomer trial stopped a Compare during its plain run (84
+    tokens) and the graph dropped that run's curve for "stopped before its first token"."""
+    if final.state != "stopped":
+        return False
+    compare = (final.stats or {}).get("compare")
+    if not isinstance(compare, dict):
+        return not final.content
+    runs = [compare.get("ar"), compare.get("spec")]
+    return not any(isinstance(run, dict) and run.get("new_tokens") for run in runs)
+
+
 class ChatController(QObject):
     """The chat's actions and the streaming reply's display (see the module doc).
 
@@ -150,7 +163,7 @@ class ChatController(QObject):
         """Show this version of a message (and its latest continuation)."""
         try:
             if self._replies.choose_version(message_id) is not None:
-                self._conversations.reload()
+                self._conversations.reload(version=message_id)
         except sqlite3.Error as error:
             self._conversations.write_failed("the version chosen (the one shown stays)", error)
 
@@ -219,7 +232,10 @@ class ChatController(QObject):
     def _run_started(self, mode: str, keep_previous: bool) -> None:
         active = self._replies.active
         self._graph.start_run(
-            mode, keep_previous=keep_previous, conversation_id=active.conversation_id if active else None
+            mode,
+            keep_previous=keep_previous,
+            conversation_id=active.conversation_id if active else None,
+            reply_id=active.recorder.message.id if active else None,
         )
         self.step_rates = StepRates()
 
@@ -257,7 +273,7 @@ class ChatController(QObject):
                 widget = view.widget(final.id)
                 if widget is not None:
                     widget.flush()
-        if final is not None and final.state == "stopped" and not final.content:  # nothing measured: no old numbers
+        if final is not None and stopped_unmeasured(final):  # nothing measured: no old numbers
             self._graph.stopped_early(final.conversation_id)
         self._set_generating(False)
         if self._status.currentMessage() == STOPPING:  # the reply has ended: it is no longer stopping

@@ -30,7 +30,7 @@ from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
 from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import choose_file, message_box
-from .widgets.live_graph import LiveGraph
+from .widgets.live_graph import NO_REPLY, LiveGraph
 from .widgets.sampling_group import SamplingGroup
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,8 @@ class Conversations(QObject):
         messages = self.db.messages(self.current_id) if self.current_id is not None else []
         replies = [m for m in messages if m.role == "assistant"]
         last_state = replies[-1].state if replies else "complete"
-        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies], last_state)
+        reply_id = replies[-1].id if replies else NO_REPLY
+        self._graph.show_conversation(self.current_id, [reply.stats for reply in replies], last_state, reply_id)
         self.shown.emit(self.current_id)
 
     def new(self) -> None:
@@ -144,11 +145,16 @@ class Conversations(QObject):
         if self._list.current_id() != conversation_id:
             self._list.select(conversation_id)
 
-    def reload(self) -> None:
-        """Show the conversation shown again as the history holds it (after a change of its messages)."""
+    def reload(self, version: int | None = None) -> None:
+        """Show the conversation shown again as the history holds it (after a change of its messages; ``version``:
+        after a switch to this version of a message, kept in view with the switch's focus, ``ChatView.show_version``)."""
         conversation_id = self.current_id
         if conversation_id is not None:
-            self._view.show_conversation(self.db.conversation(conversation_id), self.db.messages(conversation_id))
+            conversation, messages = self.db.conversation(conversation_id), self.db.messages(conversation_id)
+            if version is None:
+                self._view.show_conversation(conversation, messages)
+            else:
+                self._view.show_version(conversation, messages, version)
             self.follow()
 
     def rename(self, conversation_id: int, title: str) -> None:

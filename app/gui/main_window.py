@@ -56,7 +56,7 @@ from .widgets.code_block import warm_up_in
 from .widgets.composer import Composer
 from .widgets.conversation_list import ConversationList
 from .widgets.dialogs import message_box
-from .widgets.help import show_about, show_shortcuts
+from .widgets.help import SHORTCUT_WORDS, show_about, show_shortcuts
 from .widgets.live_graph import LiveGraph
 from .widgets.model_notice import ModelNotice
 from .widgets.model_picker import ModelPicker
@@ -321,6 +321,7 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.removeAction(self.delete_action)  # Del deletes a chat only in the conversation list
+        self.delete_action.setProperty(SHORTCUT_WORDS, "delete chat (in the chat list)")
         self.conversation_list.list.addAction(self.delete_action)
 
         models_menu = menu.addMenu("&Models")
@@ -333,6 +334,7 @@ class MainWindow(QMainWindow):
         self.refresh_models_action = self._action(
             models_menu, "&Refresh", self.choice.refresh_models, "F5", "Re-read the model store (models added from the command line)",
         )  # fmt: skip
+        self.refresh_models_action.setProperty(SHORTCUT_WORDS, "refresh the list of models")  # ("refresh" alone in F1)
 
         server_menu = menu.addMenu("&Server")
         self.local_server_action = self._action(

@@ -221,18 +221,22 @@ def stopped_before_first_token(stats: dict | None, state: str) -> bool:
     return state == "stopped" and stats.get("new_tokens") == 0 and "compare" not in stats
 
 
-def footer_text(stats: dict | None, state: str = "complete") -> str:
+def footer_text(stats: dict | None, state: str = "complete", last: bool = True) -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
-    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill)."""
+    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill).
+
+    ``last``: the reply is the conversation's last message, the only one with a Continue button; the footer of an
+    earlier reply cut at the length limit (or interrupted) does not point to Continue (a newcomer trial read
+    "Continue writes more" above a later message, with no Continue anywhere near)."""
     stats = stats or {}
     if state == "streaming":
-        more = "; Continue writes more" if "compare" not in stats else ""
+        more = "; Continue writes more" if "compare" not in stats and last else ""
         return f"Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept{more})"
     if stopped_before_first_token(stats, state):
         return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
-        prefix = "Length limit reached (Continue writes more) · "
+        prefix = "Length limit reached (Continue writes more) · " if last else "Length limit reached · "
     part = stats
     if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
         prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
@@ -340,8 +344,10 @@ def compare_summary(compare: dict) -> str:
     """What a comparison {"ar": stats, "spec": stats, "speedup", "identical", "sampled"} measured, e.g.
     ``Speedup 1.42× over plain decoding · speed and identity: texts identical`` (greedy), or ``... · speed only:
     same seed 5, texts differ by design (sampling)``: sampled replies differ even with the same seed, because the
-    two modes draw their random numbers at different points. A comparison Stop cut off (``"stopped"``) claims
-    neither: see :func:`stopped_compare_text`."""
+    two modes draw their random numbers at different points; ``texts identical this time (sampled texts may
+    differ)`` where they came out the same (a seeded Auto run that stayed plain: a newcomer trial read "texts
+    differ" under two identical texts). A comparison Stop cut off (``"stopped"``) claims neither: see
+    :func:`stopped_compare_text`."""
     if compare.get("stopped"):
         return stopped_compare_text(compare)
     if compare.get("speedup") is None:
@@ -350,7 +356,8 @@ def compare_summary(compare: dict) -> str:
     if compare.get("sampled"):
         seed = (compare.get("ar") or {}).get("seed")
         same_seed = "same seed" + (f" {seed}" if isinstance(seed, int) else "")
-        return f"{speedup} · speed only: {same_seed}, texts differ by design (sampling)"
+        texts = SAMPLED_IDENTICAL if compare.get("identical") else "texts differ by design (sampling)"
+        return f"{speedup} · speed only: {same_seed}, {texts}"
     return f"{speedup} · speed and identity: {identity_text(compare)}"
 
 
@@ -373,10 +380,14 @@ def stopped_compare_text(compare: dict) -> str:
     return f"Comparison stopped, so no speedup: plain decoding wrote {tokens(ar)}, {second} {tokens(spec)} before the stop"
 
 
+#: A sampled comparison whose two texts came out the same: true of this one, not a claim of identity.
+SAMPLED_IDENTICAL = "texts identical this time (sampled texts may differ)"
+
+
 def identity_text(compare: dict) -> str:
     """Whether a comparison's texts are identical, and if not, why (see ``inference.exactness``)."""
     if compare.get("identical"):
-        return "texts identical"
+        return SAMPLED_IDENTICAL if compare.get("sampled") else "texts identical"
     if compare.get("sampled"):
         return "texts differ by design (sampling)"
     difference = compare.get("first_difference")

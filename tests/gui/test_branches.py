@@ -8,6 +8,8 @@ import json
 from conftest import FAST
 from gui_helpers import click, send_and_wait
 
+from app.gui.reply_format import metrics_text
+
 
 def _shown(window) -> list[tuple[str, str]]:
     return [(w.message.role, w.message.content) for w in window.chat_view.message_widgets()]
@@ -29,6 +31,17 @@ def test_regenerate_and_edit_keep_every_version_and_the_switch_moves_between_the
     reply = window.chat_view.message_widgets()[-1]
     assert reply.version_label.text() == "1/2" and reply.body.markdown == first.content  # the earlier reply, kept
     assert [m.id for m in window.db.messages(conversation_id)][-1] == first.id  # the branch shown is saved
+    # the live graph speaks of the reply shown, not of the version switched away from (newcomer trial)
+    graph = window.live_graph
+    assert graph.series == [] and graph.summary.text().startswith(f"Last reply: {metrics_text(first.stats)}.")
+    qtbot.waitUntil(reply.next_version.isVisible, timeout=3000)
+    click(qtbot, reply.next_version)
+    qtbot.waitUntil(lambda: window.chat_view.fully_loaded and window.chat_view.message_widgets()[-1].message.id == second.id, timeout=3000)
+    assert [s.reply_id for s in graph.series] == [second.id]  # its runs, drawn again
+    back = window.chat_view.message_widgets()[-1]
+    qtbot.waitUntil(back.previous_version.isVisible, timeout=3000)
+    click(qtbot, back.previous_version)
+    qtbot.waitUntil(lambda: window.chat_view.fully_loaded and window.chat_view.message_widgets()[-1].message.id == first.id, timeout=3000)
 
     # edit and resend the question: a new branch; the first question, with both its replies, stays a version away
     user = window.chat_view.message_widgets()[0]

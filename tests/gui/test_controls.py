@@ -492,7 +492,8 @@ def test_sampling_greedy_toggle_presets_and_a_sampled_compare(qtbot, env):
     assert compare["ar"]["seed"] == compare["spec"]["seed"] is not None  # one seed drawn for both runs
     assert compare["sampled"] is True
     widget = window.chat_view.message_widgets()[-1]
-    assert f"speed only: same seed {compare['ar']['seed']}, texts differ by design" in widget.footer.text()
+    texts = "texts identical this time (sampled texts may differ)" if compare["identical"] else "texts differ by design"
+    assert f"speed only: same seed {compare['ar']['seed']}, {texts}" in widget.footer.text()
     click(qtbot, group.save_button)
     dialog = _dialog(qtbot, window, "presetNameDialog")
     dialog.setTextValue("Warm")

@@ -87,3 +87,26 @@ def test_a_run_stopped_while_its_prompt_rolled_the_context_says_no_context_full(
     graph.finish_run()
     summary = graph.summary_text()
     assert "■ Auto: stopped before its first token" in summary and "context full" not in summary, summary
+
+
+def test_a_compare_stopped_during_its_plain_run_keeps_that_runs_curve(make_window):
+    """A Compare stopped after its plain run wrote tokens, before Auto ran, measured that run: its curve stays and no
+    "stopped before its first token" is said (newcomer trial: the message's text, the second run's, was empty)."""
+    window = make_window(start=False)
+    db, graph = window.db, window.live_graph
+    chat = db.create_conversation("compare")
+    db.add_message(chat, "user", "Write a long essay about mountains.")
+    window.conversations.refresh()
+    window.conversations.open(chat)
+    graph.start_run("ar", conversation_id=chat)
+    graph.add_events(_steps())
+    graph.finish_run()
+    plain = {**MEASURED, "new_tokens": 10, "text": "The majestic peaks"}
+    stats = {"compare": {"ar": plain, "speedup": None, "identical": None, "stopped": True}}
+    stopped = db.add_message(chat, "assistant", "", state="stopped", stats=stats)
+    window.replies.finished.emit(db.message(stopped))
+    assert [s.key for s in graph.series] == ["ar"] and graph.summary.text() != STOPPED_EARLY
+    assert "tokens/s" in graph.summary_text()
+    nothing = db.add_message(chat, "assistant", "", state="stopped", stats={"compare": {"stopped": True}})
+    window.replies.finished.emit(db.message(nothing))  # stopped during the plain run's prefill: nothing measured
+    assert graph.series == [] and graph.summary.text() == STOPPED_EARLY

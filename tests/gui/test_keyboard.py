@@ -143,6 +143,10 @@ def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
     widget_keys = ("Esc in a message's edit box", "Esc in the chat search", "Down in the chat search")
     for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab", *widget_keys):
         assert f"{keys}: " in text
+    # a line whose menu gave its words a context says it (newcomer trial: "F5: refresh", and "Del: delete chat",
+    # which works in the chat list only)
+    assert "\nF5: refresh the list of models\n" in text and "\nDel: delete chat (in the chat list)" in text
+    assert "\nCtrl+N: new chat\n" in text  # the others: their menu text
     find_dialog(window, "shortcuts").close()
 
 

@@ -142,3 +142,19 @@ def test_a_reply_stopped_before_its_first_token_is_not_the_last_measured_one(gra
     summary = graph.summary.text()
     assert summary.startswith("Last reply: 60.0 tokens/s · 30 tokens.") and "TTFT 0 ms" not in summary
     assert "This chat: 2 replies, 60-118 tokens/s" in summary  # the stopped one counts in neither
+
+
+def test_the_runs_of_another_version_of_the_reply_are_not_drawn(graph):
+    """After a version switch the graph speaks of the reply shown: a newcomer trial read 14.6 tokens/s in the graph
+    beside a reply whose footer said 15.5, the runs drawn being those of the version switched away from."""
+    graph.show_conversation(1)
+    graph.start_run("spec", conversation_id=1, reply_id=12)
+    graph.add_events(_steps(2.0, drafted=4))
+    graph.finish_run()
+    earlier = {"mode": "ar", "ttft_ms": 45.0, "tokens_per_s": 15.5, "new_tokens": 200}
+    graph.show_conversation(1, [earlier], reply_id=11)  # version 1 of the reply shown: its stored numbers
+    assert graph.series == [] and _drawn_points(graph) == 0
+    assert graph.summary.text().startswith("Last reply: TTFT 45 ms · 15.5 tokens/s · 200 tokens.")
+    graph.show_conversation(1, [{"mode": "spec", "tokens_per_s": 20.0, "new_tokens": 20}], reply_id=12)  # back
+    assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
+    assert "acceptance rate 50%" in graph.summary_text()

@@ -204,6 +204,16 @@ def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialo
     assert drafts == [str(default_store["head"]), str(default_store["target"]), str(default_store["tiny"])]
     assert dialog.target_combo.currentData() == str(default_store["target"])
     assert dialog.draft_combo.currentData() == str(default_store["head"])
+    # a head does not chat: no "yes" under "Chats past context length", and no vocabulary of its own (newcomer trial)
+    endless = {dialog.table.item(row, 0).text(): dialog.table.item(row, 4) for row in range(dialog.table.rowCount())}
+    assert endless["SmolLM2-135M-Instruct-int4"].text() == "yes"
+    assert endless["SmolLM2-135M-Instruct-head"].text() == "—"
+    assert endless["SmolLM2-135M-Instruct-head"].toolTip() == (
+        "Chats past context length: does not apply: a draft head does not chat, it drafts for SmolLM2-135M-Instruct"
+    )
+    head_name = next(dialog.table.item(row, 0) for row in range(dialog.table.rowCount())
+                     if dialog.table.item(row, 0).text() == "SmolLM2-135M-Instruct-head")  # fmt: skip
+    assert head_name.toolTip().endswith("A draft head: it drafts for SmolLM2-135M-Instruct only (with that model's vocabulary)")
 
 
 def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_sources):
@@ -264,3 +274,30 @@ def test_failure_is_shown_not_raised(qtbot, dialog, tmp_path):
     qtbot.waitUntil(lambda: not dialog.busy(), timeout=30_000)
     assert "failed" in dialog.status.text() and "not a GGUF file" in dialog.status.text()
     assert Path(fake).exists() and _names(dialog) == []
+
+
+def test_the_recommended_pairs_fit_the_dialog_with_nothing_cut(qtbot, dialog):
+    """At the dialog's own size every column of the catalogue is in view and whole (a newcomer saw "Sizes (MB)" cut
+    to "Sizes", "1000 + 90" to "1000", and the Licence column only by scrolling sideways); the pair's title wraps."""
+    from PySide6.QtCore import QRect, Qt
+
+    dialog.tabs.setCurrentIndex(dialog.tabs.indexOf(dialog.catalogue_table.parentWidget()))
+    table = dialog.catalogue_table
+    qtbot.waitUntil(lambda: table.isVisible() and table.viewport().width() > 0, timeout=5000)
+    qtbot.wait(50)  # (the header's sections are laid out)
+    assert dialog.size().toTuple() == (1100, 560)
+    header = table.horizontalHeader()
+    assert header.length() <= table.viewport().width() and table.horizontalScrollBar().maximum() == 0
+    metrics = table.fontMetrics()
+    padding = 2 * table.style().pixelMetric(table.style().PixelMetric.PM_FocusFrameHMargin) + 2
+    for column in range(table.columnCount()):
+        width = table.columnWidth(column)
+        assert header.sectionViewportPosition(column) + width <= table.viewport().width()
+        for row in range(table.rowCount()):
+            text = table.item(row, column).text()
+            if column == 0:  # wrapped: the row is tall enough for every line
+                needed = metrics.boundingRect(QRect(0, 0, width - padding, 10_000), Qt.TextWordWrap, text).height()
+                assert table.rowHeight(row) >= needed, (text, table.rowHeight(row), needed)
+            else:
+                assert metrics.horizontalAdvance(text) + padding <= width, (text, width)
+    assert table.item(0, 3).text() == "1000 + 90" and table.horizontalHeaderItem(3).text() == "Sizes (MB)"

@@ -152,9 +152,13 @@ def test_the_compare_summary_says_what_it_compares():
     assert compare_summary(greedy) == (
         "Speedup 1.42× over plain decoding · speed and identity: texts identical"
     )
-    sampled = {**greedy, "sampled": True}  # identical by chance or not: with sampling only the speed is compared
+    sampled = {**greedy, "identical": False, "sampled": True}  # with sampling only the speed is compared
     assert compare_summary(sampled) == (
         "Speedup 1.42× over plain decoding · speed only: same seed 5, texts differ by design (sampling)"
+    )
+    # two identical sampled texts (a seeded Auto run that stayed plain) are not said to differ (newcomer trial)
+    assert compare_summary({**sampled, "identical": True}) == (
+        "Speedup 1.42× over plain decoding · speed only: same seed 5, texts identical this time (sampled texts may differ)"
     )
     differ = {**greedy, "identical": False, "first_difference": {"token": 9, "top2_gap": 0.01, "noise_bound": 0.1,
                                                                   "near_tie": True}}

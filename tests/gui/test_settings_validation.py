@@ -293,6 +293,12 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.max_new_tokens.setValue(64)
     pane.seed.setText("abc")
     assert "Seed must be a whole number at least 0 and below 2^63" in _shown_error(pane, "seed")
+    pane.seed.setText("-5")  # the error says how to get a random seed (newcomer trial)
+    assert _shown_error(pane, "seed") == (
+        "Seed must be a whole number at least 0 and below 2^63, or empty or -1 for a random seed; you typed -5"
+    )
+    pane.seed.setText("-1")  # a random seed, as llama.cpp, LM Studio, the command line and the server read it
+    assert "seed" not in pane.errors() and pane.current().value("seed") is None
     pane.seed.setText("123")
     pane.top_k.setValue(50)
     pane.adaptive_k.setChecked(True)

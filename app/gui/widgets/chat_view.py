@@ -62,6 +62,9 @@ class ChatView(QWidget):
         self._older: list[Message] = []
         self._population = 0
         self._anchor: tuple[MessageWidget, int] | None = None  # a bubble kept at its place on screen, and where
+        #: After a version switch (show_version): the version shown, where its bubble goes on screen, and which of
+        #: its switch's buttons takes the keyboard focus back (None: the focus was elsewhere), until it is added.
+        self._switched: tuple[int, int, str | None] | None = None
         self._highlight = True
         self._busy = False
         self._follow = True
@@ -191,12 +194,42 @@ class ChatView(QWidget):
         self._population += 1
         self._follow = True
         self._anchor = None
+        self._switched = None
         self._widgets.clear()
         self._retire_content()
         self.empty_label.setVisible(not messages)
         self._update_earlier_button()
         population = self._population
         QTimer.singleShot(0, self, lambda: self._populate(population))  # the swap above was this turn's work
+
+    def show_version(self, conversation: Conversation, messages: list[Message], shown_id: int) -> None:
+        """Show the conversation again after a version switch (``messages``: its chosen branch, which holds
+        ``shown_id``, the version now chosen): that version's bubble keeps the place on screen of the bubble whose
+        switch was pressed, and a switch button that had the keyboard focus has it again, on the new bubble (the
+        same button, or the other one where it is now disabled at the first or the last version).
+
+        A newcomer pressed › with the keyboard and the focus jumped to "New chat" at the top of the window (the
+        pressed button was destroyed with its bubble); and the view jumped to the bottom of the chat, away from the
+        message switched."""
+        switched = next((w for w in self.message_widgets() if shown_id in w.message.versions), None)
+        switch = None
+        offset = 0
+        if switched is not None:
+            from PySide6.QtWidgets import QApplication
+
+            focused = QApplication.focusWidget()
+            if switched.version_switch is not None and focused is not None:
+                switch = {switched.previous_version: "previous", switched.next_version: "next"}.get(focused)
+            offset = self._content_y(switched) - self.scroll_area.verticalScrollBar().value()
+        self.show_conversation(conversation, messages)
+        older = [message.id for message in self._older]
+        if shown_id in older:  # (a message of an earlier page: shown with a page before it and all after it)
+            cut = max(0, older.index(shown_id) - PAGE_SIZE)
+            self._pending, self._older = self._older[cut:] + self._pending, self._older[:cut]
+            self._update_earlier_button()
+        if switched is not None and any(message.id == shown_id for message in self._pending):
+            self._switched = (shown_id, offset, switch)
+            self._follow = False
 
     @property
     def fully_loaded(self) -> bool:
@@ -234,12 +267,29 @@ class ChatView(QWidget):
             return  # another conversation was opened meanwhile
         start = time.perf_counter()
         while self._pending and (time.perf_counter() - start < POPULATE_SLICE_S):
-            self._add_widget(self._pending.pop(), top=True)
+            widget = self._add_widget(self._pending.pop(), top=True)
+            if self._switched is not None and widget.message.id == self._switched[0]:
+                self._anchor = (widget, self._switched[1])  # (show_version: kept where the switched bubble was)
         self._refresh_actions()
+        if self._switched is not None and self._anchor is not None:
+            self._focus_switch(self._anchor[0], self._switched[2])
+            self._switched = None
         if self._pending:
             QTimer.singleShot(0, self, lambda: self._populate(population))  # (none once the view is deleted)
-        elif self._follow:
+        elif self._follow and self._anchor is None:
             self.scroll_to_bottom()
+
+    @staticmethod
+    def _focus_switch(widget: MessageWidget, button: str | None) -> None:
+        """Give the keyboard focus to ``widget``'s ``"previous"`` or ``"next"`` version button, the other one where
+        that one is disabled (None: the focus stays where it is)."""
+        if button is None or widget.version_switch is None:
+            return
+        buttons = [widget.previous_version, widget.next_version]
+        for candidate in buttons if button == "previous" else buttons[::-1]:
+            if candidate.isEnabled():
+                candidate.setFocus(Qt.FocusReason.TabFocusReason)
+                return
 
     def _new_page(self) -> tuple[QWidget, QVBoxLayout]:
         """A fresh page for the bubbles of one conversation, to sit in the scroll area's widget."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFormLayout, QToolButton, QWidget
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import QFormLayout, QScrollArea, QToolButton, QWidget
 
 
 class Fold:
@@ -19,6 +19,7 @@ class Fold:
         self.button.setAutoRaise(True)
         self.button.setCheckable(True)
         self.button.toggled.connect(self.show)
+        self.button.clicked.connect(lambda checked: checked and QTimer.singleShot(0, self.button, self.scroll_into_view))
         self.box = QWidget()
         self.box.setVisible(False)
         self.form = QFormLayout(self.box)
@@ -36,3 +37,19 @@ class Fold:
         self.button.setChecked(shown)
         self.button.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
         self.box.setVisible(shown)
+
+    def scroll_into_view(self) -> None:
+        """Scroll the scroll area around the fold (the settings pane) so that the unfolded form is in view, as much
+        of it as fits below its button, which stays in view (a click on a fold at the bottom of a 1366x768 window
+        showed one row of the form and hid the rest below the pane's edge, newcomer trial)."""
+        area = self.button.parentWidget()
+        while area is not None and not isinstance(area, QScrollArea):
+            area = area.parentWidget()
+        if area is None or area.widget() is None or not self.box.isVisible():
+            return
+        bar = area.verticalScrollBar()
+        top = self.button.mapTo(area.widget(), QPoint(0, 0)).y()
+        bottom = self.box.mapTo(area.widget(), QPoint(0, self.box.height())).y()
+        height = area.viewport().height()
+        if bottom > bar.value() + height:  # (a form already in view is left where it is)
+            bar.setValue(min(top, bottom - height))

@@ -22,14 +22,20 @@ WIDGET_KEYS = (
 )
 
 
+#: The dynamic property of an action whose line in the shortcuts' list says more than its menu text, which its menu
+#: gives a context to ("Refresh" under Models; Del works in the chat list only).
+SHORTCUT_WORDS = "shortcutWords"
+
+
 def shortcut_lines(actions: list[QAction]) -> list[str]:
-    """``key: what it does`` for the widget keys, then for each action with a shortcut (its menu text without ``&``
-    and ``…``)."""
+    """``key: what it does`` for the widget keys, then for each action with a shortcut (its :data:`SHORTCUT_WORDS`
+    property, else its menu text without ``&`` and ``…``, in lower case)."""
     lines = [f"{key}: {what}" for key, what in WIDGET_KEYS]
     for action in actions:
         keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
         if keys:
-            lines.append(f"{keys}: {action.text().replace('&', '').rstrip('…').lower()}")
+            words = action.property(SHORTCUT_WORDS) or action.text().replace("&", "").rstrip("…").lower()
+            lines.append(f"{keys}: {words}")
     return lines
 
 

@@ -314,6 +314,11 @@ class MessageWidget(QFrame):
         the last reply only."""
         self._busy, self._last = busy, last
         self._show_versions()
+        # nothing to copy in a reply stopped before its first token (a newcomer trial's Copy said "Copied" for it)
+        self.copy_button.setVisible(bool(self.message.content))
+        if self.message.role == "assistant" and not self._live and not self.message.unreadable:
+            stats = {} if stats_problem(self.message.stats or {}) else self.message.stats
+            self.footer.setText(footer_text(stats, self.message.state, last))  # (Continue is on the last reply only)
         if self.message.role == "user":
             self.edit_button.setEnabled(not busy and not self.editing)
         can_regenerate = self.message.role == "assistant" and last and not self._live
@@ -432,8 +437,6 @@ class MessageWidget(QFrame):
                 if "compare" in stats and stats["compare"].get("speedup") is None:
                     live = live or "Comparing…"
                 self.footer.setText(live or "Generating…")
-            else:
-                self.footer.setText(footer_text(stats, message.state))
             self.footer.setVisible(True)
         else:
             self.footer.setVisible(False)

@@ -273,7 +273,14 @@ class ModelsDialog(QDialog):
                 item = QTableWidgetItem(text)
                 item.setToolTip(pair.note)
                 self.catalogue_table.setItem(row, column, item)
-        self.catalogue_table.resizeColumnsToContents()
+        # every column as wide as its text but Pair, which takes the room left and wraps its words (a newcomer found
+        # "Sizes (MB)" cut to "Sizes" and "1000 + 90" to "1000" at the table's edge, the licences only by scrolling)
+        header = self.catalogue_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setStretchLastSection(False)
+        self.catalogue_table.setWordWrap(True)
+        header.sectionResized.connect(lambda column, *_: column == 0 and self.catalogue_table.resizeRowsToContents())
         self.catalogue_note = QLabel("Select a pair to see why it fits. Pre-converted OpenVINO models download as they are; "
                                      "the others are converted at the bit-width chosen on the 'Add a model' tab (needs the "
                                      "conversion extra: pip install 'specchat[convert]').")  # fmt: skip
@@ -303,19 +310,24 @@ class ModelsDialog(QDialog):
                 manifest.use_label,
                 manifest.bits_label,
                 manifest.size_label,
-                manifest.rope_label,  # whether the rolling context can shift its keys (RoPE): chats of any length
+                # whether the rolling context can shift its keys (RoPE): chats of any length; a draft head does not
+                # chat (a newcomer trial read "yes" on the head's row)
+                "—" if manifest.is_draft_head else manifest.rope_label,
                 manifest.source or "?",
                 manifest.created[:19].replace("T", " ") or "?",
             )
-            tip = (
-                f"{labels[str(manifest.path)]}\nVocabulary (tokenizer) {manifest.tokenizer_label}: models with the same "
-                "one can draft for each other"
+            tip = labels[str(manifest.path)] + (
+                f"\nA draft head: it drafts for {manifest.head_for or '?'} only (with that model's vocabulary)"
+                if manifest.is_draft_head
+                else f"\nVocabulary (tokenizer) {manifest.tokenizer_label}: models with the same one can draft for each other"
             )
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, str(manifest.path))
                 endless = f"{PAST_CONTEXT}: " + (
-                    manifest.rope_note or "no: a chat longer than the context length (n_ctx) stops"
+                    f"does not apply: a draft head does not chat, it drafts for {manifest.head_for or '?'}"
+                    if manifest.is_draft_head
+                    else manifest.rope_note or "no: a chat longer than the context length (n_ctx) stops"
                     if manifest.rope_supported is False
                     else "yes: the chat keeps going, the oldest tokens forgotten as it grows (the context rolls: the "
                     "model's position encoding, RoPE, can be shifted)"

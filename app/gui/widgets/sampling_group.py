@@ -175,7 +175,7 @@ class SamplingGroup(QGroupBox):
         )
         self.seed = QLineEdit()
         self.seed.setPlaceholderText("random")
-        self._row(more, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty = random")
+        self._row(more, "seed", "Seed", self.seed, "Same seed and settings give the same reply; empty or -1 = random")
         self.stop_strings = QPlainTextEdit()
         self.stop_strings.setPlaceholderText("one per line")
         self.stop_strings.setTabChangesFocus(True)

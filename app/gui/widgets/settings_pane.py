@@ -100,7 +100,10 @@ NEVER_FASTER_TIP = (
     "as much as the step it should save. Drafting with it is never faster than plain decoding; a smaller model, a "
     "draft head or prompt lookup can be"
 )
-SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty for a random seed"
+SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty or -1 for a random seed"
+#: The seed typed for a random one besides an empty field, as llama.cpp, LM Studio, ``specchat generate --seed`` and
+#: the server read it (a newcomer typed -1 and was told "Seed must be at least 0", not how to get a random seed).
+RANDOM_SEED = -1
 
 
 class SettingsPane(QScrollArea):
@@ -545,9 +548,12 @@ class SettingsPane(QScrollArea):
         if not text:
             return None, None
         try:
-            return int(text), None
+            seed = int(text)
         except ValueError:
             return None, SEED_ERROR
+        if seed == RANDOM_SEED:
+            return None, None
+        return seed, None if 0 <= seed < 2**63 else f"{SEED_ERROR}, got {seed}"
 
     def current(self) -> AppSettings:
         """The settings as shown (possibly invalid: see :meth:`errors`)."""
