@@ -158,3 +158,25 @@ def test_the_runs_of_another_version_of_the_reply_are_not_drawn(graph):
     graph.show_conversation(1, [{"mode": "spec", "tokens_per_s": 20.0, "new_tokens": 20}], reply_id=12)  # back
     assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
     assert "acceptance rate 50%" in graph.summary_text()
+
+
+def test_the_rate_counts_the_first_step_after_the_prompt_as_the_footer_does():
+    """The first token comes with the prompt's last pass; the first decode step after a long prompt also hands the
+    fast prefill's states over (here 1 s): the curve shows that step, and its tokens over its time are the footer's
+    rate (``GenerationStats.decode_tokens_per_s``: tokens after the first over the time since it), not the faster
+    rate of the steps after it alone."""
+    from app.gui.widgets.live_graph import Series
+    from inference.events import PromptProgress
+
+    series = Series("ar", "Plain")
+    prompt_end = 2.0
+    series.add(PromptProgress(done=6000, total=6000, elapsed_s=prompt_end))
+    steps = [replace(step, elapsed_s=prompt_end + 1.0 + step.elapsed_s, generated=step.generated + 1)
+             for step in _steps(2.0, count=40)]  # 1 s for the first step, then 40 steps in 2 s
+    for step in steps:
+        series.add(step)
+    assert series.rate[0] == (steps[0].elapsed_s, pytest.approx(1 / (steps[0].elapsed_s - prompt_end)))
+    footer_rate = (steps[-1].generated - 1) / (steps[-1].elapsed_s - prompt_end)
+    mean_rate = (series.steps[-1][1] - series.steps[0][1]) / (series.steps[-1][0] - series.steps[0][0])
+    assert mean_rate == pytest.approx(footer_rate)
+    assert series.steps[0] == (prompt_end, 1)

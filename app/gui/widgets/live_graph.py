@@ -24,7 +24,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QTextDocument
 from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from inference.events import ContextRolled, Finished, StepStats
+from inference.events import ContextRolled, Finished, PromptProgress, StepStats
 
 from .. import theme
 from ..reply_format import MODE_NAMES, compare_summary, metrics_text, times_text
@@ -101,6 +101,10 @@ class Series:
             self.cache_len, self.n_ctx = event.cache_len, event.n_ctx
             if event.n_ctx:  # (0: unknown, a remote server's context)
                 self.fill.append((t, 100.0 * event.cache_len / event.n_ctx))
+        elif isinstance(event, PromptProgress) and event.total and event.done == event.total and not self.steps:
+            # the prompt's last pass gives the first token: the first step's time counts, as in the footer's rate
+            # (after a long prompt it holds the fast prefill's hand-over to the exact cache, 0.1-1 s)
+            self.steps.append((event.elapsed_s, 1))
         elif isinstance(event, Finished) and event.stats.decode_tokens_per_s > 0:
             self.reply_rate = event.stats.decode_tokens_per_s
         elif isinstance(event, ContextRolled):
