@@ -39,6 +39,13 @@ def test_the_graph_takes_the_height_a_taller_window_gives(qtbot, make_window):
     assert large >= small + 150, (small, large)  # (the window is 180 px taller: all of it the graph's)
     assert empty_under_settings(window) <= 10, window.right_splitter.sizes()
     assert window.settings_pane.verticalScrollBar().maximum() == 0  # the settings still read whole
+    splitter, fold = window.right_splitter, window.settings_pane.advanced
+    graph = splitter.sizes()[0]
+    fold.show(True)  # the settings' content grows: they take back the graph's extra height
+    qtbot.waitUntil(lambda: splitter.sizes()[0] < graph - 100, timeout=3000)
+    assert splitter.sizes()[0] >= window.live_graph.minimumSizeHint().height()
+    fold.show(False)
+    qtbot.waitUntil(lambda: splitter.sizes()[0] == graph, timeout=3000)
     assert settled(qtbot, window, (1440, 900)) == small  # and back
 
 
