@@ -50,7 +50,8 @@ from .reply_controller import ActiveReply, ReplyController
 from .server_control import ServerControl
 from .settings_store import AppSettings, SettingsStore
 from .side_panel_fold import SidePanelFold
-from .side_panel_width import SidePanelWidth
+from .side_panel_height import SidePanelHeight
+from .side_panel_width import PANEL_PX, SidePanelWidth
 from .widgets.chat_view import ChatView
 from .widgets.code_block import warm_up_in
 from .widgets.composer import Composer
@@ -142,9 +143,14 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._restore_ui_state()
         pane = self.settings_pane
+        restored = self._restored_layout  # (a saved layout's panel width and graph height stand as minimums)
         self.side_panel_width = SidePanelWidth(
-            self.splitter, self.right_splitter, [pane.bits, pane.decoding, pane.draft_model], follow=self._fit_right_column
+            self.splitter, self.right_splitter, [pane.bits, pane.decoding, pane.draft_model],
+            floor=max(PANEL_PX, self.splitter.sizes()[2]) if restored else PANEL_PX,
         )  # large screens
+        self.side_panel_height = SidePanelHeight(
+            self.right_splitter, self.live_graph, pane, floor=self.right_splitter.sizes()[0] if restored else None
+        )  # tall screens
         self.apply_theme()
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._desktop_scheme_changed)  # (bound: dropped with it)
         self.choice.refresh_models()
@@ -216,14 +222,12 @@ class MainWindow(QMainWindow):
 
         self.settings_pane = SettingsPane(settings, self.devices, store=self.store)
         self.live_graph = LiveGraph()
-        # The graph keeps its size when the window is resized (the settings list takes the difference): redrawing
-        # the plots at a new size costs ~30 ms, which made resizing stutter.
         self.right_splitter = QSplitter(Qt.Orientation.Vertical)
         self.right_splitter.addWidget(self.live_graph)
         self.right_splitter.addWidget(self.settings_pane)
         self.right_splitter.setStretchFactor(0, 0)
         self.right_splitter.setStretchFactor(1, 1)
-        self.right_splitter.setSizes([430, 470])  # fitted to the screen when first shown (showEvent)
+        self.right_splitter.setSizes([430, 470])  # split to the settings' content when shown (SidePanelHeight)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.conversation_list)
@@ -371,27 +375,18 @@ class MainWindow(QMainWindow):
 
     def _restore_ui_state(self) -> None:
         ui = self.store.ui_state
-        self._fit_right_column = not isinstance(ui.get("right_splitter"), str)
+        self._restored_layout = False  # (whether the side panel's saved splits were restored)
         restored = restore_geometry(self, ui.get("window"))  # (else Qt's blob, saved by an earlier version)
         for key, widget in (("geometry", self), ("splitter", self.splitter), ("right_splitter", self.right_splitter)):
             value = ui.get(key)
             if isinstance(value, str) and not (key == "geometry" and restored):
                 try:
                     data = QByteArray.fromBase64(value.encode("ascii"))
-                    widget.restoreGeometry(data) if key == "geometry" else widget.restoreState(data)
+                    done = widget.restoreGeometry(data) if key == "geometry" else widget.restoreState(data)
                 except (ValueError, TypeError):
-                    pass
+                    done = False
+                self._restored_layout |= key == "right_splitter" and done
         fit_to_screen(self)  # saved on a larger screen, or on one no longer attached
-
-    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
-        """On the first show without a saved layout, give the settings the height of their content where the
-        screen allows it (no scroll bar on a 1366x768 screen) and the graph the rest, up to 430 px."""
-        super().showEvent(event)
-        column = sum(self.right_splitter.sizes())
-        if self._fit_right_column and column > 0:  # (0 while the side panel is hidden)
-            self._fit_right_column = False
-            graph = min(430, max(self.live_graph.minimumSizeHint().height(), column - self.settings_pane.content_height()))
-            self.right_splitter.setSizes([graph, column - graph])
 
     def _ui_state(self) -> dict:
         return {

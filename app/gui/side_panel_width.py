@@ -1,12 +1,14 @@
 """The side panel (live graph and settings) takes the room a large screen gives: at 1920x1080 it stayed 410 px wide
-beside a 1200 px chat, and the Decoding and Drafter boxes showed "Auto (fastest measured: draf…".
+beside a 1200 px chat, and the Decoding and Drafter boxes showed "Auto (fastest measured: draf…"; restored from a
+layout saved at 1366x768, it stayed so at 1920x1080.
 
 Rules:
-- The panel is as wide as its cut combo boxes need to show their current text whole, never narrower than
-  ``PANEL_PX`` (its graph's buttons and legend) and never leaving the chat column less than ``CHAT_KEEPS_PX``: at
-  1366x768 it keeps its 410 px, at 1920x1080 the boxes read whole.
+- The panel is as wide as its cut combo boxes need to show their current text whole, never narrower than its
+  floor (``PANEL_PX``, its graph's buttons and legend; with a saved layout, the width restored: it stands as a
+  minimum) and never leaving the chat column less than ``CHAT_KEEPS_PX``: at 1366x768 it keeps its 410 px, at
+  1920x1080 the boxes read whole.
 - It follows the window's width and the boxes' texts (a model list read later, another decoding chosen) until the
-  user drags the splitter's handle, or from the start where a saved layout was restored: the user's width stands.
+  user drags the splitter's handle: from then on the user's width stands.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ class SidePanelWidth(QObject):
         splitter: the window's horizontal splitter (conversation list, chat, panel); its resizes are watched.
         panel: the side panel, its last widget.
         combos: the panel's combo boxes whose current text should read whole.
-        follow: False where a saved layout was restored (the panel keeps the user's width).
+        floor: the panel's least width, pixels (``PANEL_PX``, or the width a saved layout restored).
     """
 
-    def __init__(self, splitter: QSplitter, panel: QWidget, combos: list[ElidedComboBox], follow: bool = True):
+    def __init__(self, splitter: QSplitter, panel: QWidget, combos: list[ElidedComboBox], floor: int = PANEL_PX):
         super().__init__(splitter)
         self._splitter, self._panel, self._combos = splitter, panel, combos
-        self.following = follow
+        self.floor = floor
+        self.following = True
         splitter.splitterMoved.connect(self._dragged)
         splitter.installEventFilter(self)
         for combo in combos:
@@ -64,7 +67,7 @@ class SidePanelWidth(QObject):
             return
         total = sum(sizes)
         room = total - sizes[0] - CHAT_KEEPS_PX
-        width = max(PANEL_PX, min(self.wanted_width(), room))
+        width = max(self.floor, min(self.wanted_width(), room))
         if width > max(PANEL_PX, sizes[2]) or sizes[2] > width:  # wider, or back from wider (the splitter's own
             splitter.setSizes([sizes[0], total - sizes[0] - width, width])  # sizes stand below PANEL_PX: a new window)
 

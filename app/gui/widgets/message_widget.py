@@ -10,8 +10,8 @@ not what SpecChat writes (``message_fields.stats_problem``) are drawn as none.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QKeyEvent
+from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -37,6 +37,9 @@ RENDER_INTERVAL_MS = 60  # a streaming reply re-renders its Markdown at most thi
 # whole 197 KB paste costs a warm window ~93 MB, collapsed ~25 MB (measured offscreen at 1366x768, 2026-12-05).
 LONG_MESSAGE_CHARS = 6_000
 SHOWN_OF_LONG_MESSAGE = 2_000
+#: Lines the editor of a user message shows at least; it grows with its text up to ``EDIT_MAX_PX`` pixels, then scrolls.
+EDIT_MIN_LINES = 2
+EDIT_MAX_PX = 320
 #: Continue's tooltip, for a reply stopped at the length limit (False) or interrupted by a crash (True).
 CONTINUE_TIPS = {
     False: "Write more of this reply: it stopped at the longest reply allowed (max new tokens)",
@@ -68,7 +71,8 @@ class _Column(QWidget):
 
 class _EditBox(QPlainTextEdit):
     """The editor of a user message: Tab moves on to Cancel and Save, Esc cancels the edit (while a reply streams
-    the window's Stop takes Esc first).
+    the window's Stop takes Esc first). It is as tall as its text, wrapped at its width (``EDIT_MIN_LINES`` lines at
+    least, ``EDIT_MAX_PX`` pixels at most): a one-line message's editor stood 190 px tall (newcomer trial).
 
     Signals:
         cancelled(): Esc was pressed.
@@ -79,6 +83,27 @@ class _EditBox(QPlainTextEdit):
     def __init__(self):
         super().__init__()
         self.setTabChangesFocus(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)  # (its height: sizeHint's)
+        self.textChanged.connect(self.updateGeometry)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """The base class's width; the height, pixels, of the text wrapped at the viewport's width, within bounds."""
+        hint = super().sizeHint()
+        metrics, margin = self.fontMetrics(), round(self.document().documentMargin())
+        width = max(1, self.viewport().width() - 2 * margin)
+        text = self.toPlainText() or " "
+        wrapped = metrics.boundingRect(QRect(0, 0, width, 1 << 20), Qt.TextFlag.TextWordWrap, text).height()
+        margins = self.contentsMargins() + self.viewportMargins()
+        frame = 2 * self.frameWidth() + margins.top() + margins.bottom()
+        text_px = max(wrapped, EDIT_MIN_LINES * metrics.lineSpacing())
+        least = self.minimumSizeHint().height()  # (Qt's: room for a vertical scroll bar, about four lines)
+        return QSize(hint.width(), max(least, min(EDIT_MAX_PX, text_px + 2 * margin + frame)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        """A new width wraps the text anew: its height follows."""
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         """Esc cancels; the other keys edit."""
@@ -180,8 +205,6 @@ class MessageWidget(QFrame):
         self.editor = _EditBox()
         self.editor.cancelled.connect(self._cancel_edit_by_key)
         self.editor.setAccessibleName("Edit your message")
-        self.editor.setMinimumHeight(60)
-        self.editor.setMaximumHeight(200)
         self.edit_bar = QWidget()
         edit_bar = QHBoxLayout(self.edit_bar)
         edit_bar.setContentsMargins(0, 0, 0, 0)
