@@ -180,3 +180,22 @@ def test_the_rate_counts_the_first_step_after_the_prompt_as_the_footer_does():
     mean_rate = (series.steps[-1][1] - series.steps[0][1]) / (series.steps[-1][0] - series.steps[0][0])
     assert mean_rate == pytest.approx(footer_rate)
     assert series.steps[0] == (prompt_end, 1)
+
+
+def test_the_legend_names_the_speculative_colour_after_the_run_drawn_in_it(graph):
+    """Auto (the default) and a fixed speculative decoding draw in one colour: the legend says which is drawn (a
+    newcomer's Compare of plain against "Speculative, draft model" showed a legend saying Auto)."""
+    assert graph.legend_names() == {"ar": "Plain", "spec": "Auto"}  # nothing drawn: the default's name
+    graph.show_conversation(1)
+    graph.start_run("ar", conversation_id=1)
+    graph.add_events(_steps(1.0))
+    graph.start_run("spec", keep_previous=True, conversation_id=1)
+    graph.add_events(_steps(1.0, drafted=2))
+    graph.finish_run()
+    graph.refresh()
+    assert graph.legend_names()["spec"] == "Speculative" and "Speculative" in graph.legend.text()
+    graph.start_run("auto", conversation_id=1)
+    graph.add_events(_steps(1.0, drafted=2))
+    graph.finish_run()
+    graph.refresh()
+    assert graph.legend_names()["spec"] == "Auto" and "Speculative" not in graph.legend.text()

@@ -35,8 +35,9 @@ RATE_WINDOW_S = 0.5  # tokens/s is measured over the last half second
 MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
 X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
 KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
-#: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour.
-LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}  # (the tooltip says a fixed speculative decoding draws in Auto's)
+#: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour,
+#: named after the run drawn in it (``LiveGraph.legend_names``; Auto while none is).
+LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
 #: The summary when the last reply was stopped before its first token: it measured nothing, and an earlier reply's
 #: numbers would read as this one's.
@@ -194,7 +195,7 @@ class LiveGraph(QWidget):
         self.legend.setObjectName("graphLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setToolTip(
-            "Colours of the curves: plain decoding; Auto (a fixed speculative decoding too); a dashed line: the "
+            "Colours of the curves: plain decoding; Auto, or the fixed speculative decoding drawn; a dashed line: the "
             "context was full and its earlier tokens were dropped"
         )
         selector.addWidget(self.legend)
@@ -275,10 +276,7 @@ class LiveGraph(QWidget):
         for key, curves in self._curves.items():
             for curve in curves:
                 curve.setPen(pg.mkPen(current.series(key), width=2))
-        self.legend.setText(
-            " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
-                     for key, name in LEGEND_NAMES.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
-        )  # fmt: skip
+        self._show_legend()
         for plot, line in self._roll_lines:  # drawn again in the new colours
             plot.removeItem(line)
         self._roll_lines = []
@@ -408,6 +406,19 @@ class LiveGraph(QWidget):
 
     # --- drawing ----------------------------------------------------------------------------------
 
+    def legend_names(self) -> dict[str, str]:
+        """Each colour's name: Plain, and the speculative colour named after the run drawn in it ("Auto", or
+        "Speculative" for a fixed speculative decoding), "Auto" while no such run is drawn."""
+        drafting = next((MODE_NAMES.get(s.key, s.label) for s in self.series if s.key != "ar"), LEGEND_NAMES["spec"])
+        return {"ar": LEGEND_NAMES["ar"], "spec": drafting}
+
+    def _show_legend(self) -> None:
+        current = theme.current()
+        self.legend.setText(
+            " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
+                     for key, name in self.legend_names().items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
+        )  # fmt: skip
+
     def refresh(self) -> None:
         """Redraw the curves from the collected points (called by the timer)."""
         if self._running:
@@ -415,6 +426,7 @@ class LiveGraph(QWidget):
         if not self._dirty:
             return
         self._dirty = False
+        self._show_legend()
         x_max = max((s.rate[-1][0] for s in self.series if s.rate), default=0.0)
         x_max = max(x_max, max((s.fill[-1][0] for s in self.series if s.fill), default=0.0))
         streaming = self._running and any(s is self._live for s in self.series)
