@@ -113,27 +113,35 @@ def test_a_damaged_package_copy_is_a_clear_error(tmp_path, monkeypatch, damage):
 
 
 def test_the_manifest_says_how_to_rebuild_the_head_from_the_repository():
-    """Every stage is a command runnable from the repository root (no absolute path): the unfused head it started
-    from (its data, two runs, its export into the folder the fused run starts from), the fused data and run, the
-    export; the runs parse with train.py's own command line; the shards trained on are listed."""
-    training = read_head_manifest(SHIPPED)["training"]
-    commands = training["rebuild"]["commands"]
+    """Every stage is a command runnable from the repository root (no absolute path), and the stages form a chain:
+    each training run reads a data folder an earlier stage made and starts from nothing, an earlier run's checkpoint
+    (``--init``) or a head an earlier export wrote (``--init-head``); the last stage exports the last run into the
+    shipped folder. The runs parse with train.py's own command line, hold out shards 0, 16 and 32 and the last one
+    ran the manifest's epochs; the shards trained on are listed, none of them held out."""
+    manifest = read_head_manifest(SHIPPED)
+    training = manifest["training"]
+    commands = [shlex.split(command) for command in training["rebuild"]["commands"]]
     assert "train_command" not in training
-    assert not any(word.startswith("/") for command in commands for word in shlex.split(command))
-    stages = [shlex.split(command)[2] for command in commands]
-    assert stages == ["tools.draft_head." + stage for stage in
-                      ("generate", "train", "train", "export", "generate", "train", "export")]
-    first, second, fused = (train.parser().parse_args(shlex.split(commands[i])[3:]) for i in (1, 2, 5))
-    assert (first.epochs, first.lr, first.init) == (2, 0.002, None)
-    assert second.init == first.out / "head.pt" and (second.epochs, second.lr) == (3, 0.001)
-    assert first.held_out_shards == second.held_out_shards == fused.held_out_shards == [0, 16, 32]
-    assert commands[0].startswith(f"python -m tools.draft_head.generate --out {first.data} ")
-    start_head = shlex.split(commands[3])[-1]
-    assert commands[3].endswith(f"--checkpoint {second.out / 'head.pt'} --out {start_head}")
-    assert fused.init_head == Path(start_head) and fused.draft_steps == 3 and fused.epochs == training["epochs"]
-    assert commands[4].startswith(f"python -m tools.draft_head.generate --out {fused.data} ")
-    assert "--layers 1 14" in commands[4]
+    assert not any(word.startswith("/") for words in commands for word in words)
+    data_folders, checkpoints, heads, runs = set(), set(), set(), []
+    for words in commands:
+        stage, options = words[2].removeprefix("tools.draft_head."), words[3:]
+        value = {options[i]: options[i + 1] for i in range(len(options) - 1) if options[i].startswith("--")}
+        if stage == "generate":
+            data_folders.add(Path(value["--out"]))
+        elif stage == "train":
+            run = train.parser().parse_args(options)
+            assert run.data in data_folders and run.held_out_shards == [0, 16, 32]
+            assert run.init is None or run.init in checkpoints, run.init
+            assert run.init_head is None or run.init_head in heads, run.init_head
+            checkpoints.add(run.out / "head.pt")
+            runs.append(run)
+        else:
+            assert stage == "export" and Path(value["--checkpoint"]) in checkpoints
+            heads.add(Path(value["--out"]))
     shipped_folder = SHIPPED.relative_to(SHIPPED.parents[3])  # relative to the repository root
-    assert commands[-1].endswith(f"--checkpoint {fused.out / 'head.pt'} --out {shipped_folder}")
-    assert training["train_shards"] == [index for index in range(50, 83) if index % 16 != 0]
-    assert read_head_manifest(SHIPPED)["feature_layers"] == [1, 14]
+    assert commands[-1][2] == "tools.draft_head.export" and Path(commands[-1][-1]) == shipped_folder
+    assert Path(commands[-1][commands[-1].index("--checkpoint") + 1]) == runs[-1].out / "head.pt"
+    assert runs[-1].epochs == training["epochs"] and runs[-1].draft_steps == 3
+    assert training["train_shards"] and not any(index % 16 == 0 for index in training["train_shards"])
+    assert manifest["feature_layers"] == [1, 14]
