@@ -193,7 +193,13 @@ def test_the_legend_names_the_speculative_colour_after_the_run_drawn_in_it(graph
     graph.add_events(_steps(1.0, drafted=2))
     graph.finish_run()
     graph.refresh()
-    assert graph.legend_names()["spec"] == "Speculative" and "Speculative" in graph.legend.text()
+    assert graph.legend_names()["spec"] == "Speculative"
+    graph.resize(700, 320)  # a wide side panel (1920 px window): the name whole
+    graph.layout().activate()
+    assert "Speculative" in graph.legend.text() and graph.legend.width() >= graph.legend.sizeHint().width()
+    graph.resize(390, 320)  # the side panel of a 1366-1440 px window: shortened, the legend whole (it was cut)
+    graph.layout().activate()
+    assert "Spec." in graph.legend.text() and graph.legend.width() >= graph.legend.sizeHint().width()
     graph.start_run("auto", conversation_id=1)
     graph.add_events(_steps(1.0, drafted=2))
     graph.finish_run()

@@ -195,8 +195,9 @@ class LiveGraph(QWidget):
         self.legend.setObjectName("graphLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setToolTip(
-            "Colours of the curves: plain decoding; Auto, or the fixed speculative decoding drawn; a dashed line: the "
-            "context was full and its earlier tokens were dropped"
+            "Colours of the curves: plain decoding; Auto, or the fixed speculative decoding drawn (Speculative, "
+            "shortened to Spec. where the row is narrow); a dashed line: the context was full and its earlier tokens "
+            "were dropped"
         )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
@@ -413,11 +414,24 @@ class LiveGraph(QWidget):
         return {"ar": LEGEND_NAMES["ar"], "spec": drafting}
 
     def _show_legend(self) -> None:
+        """The legend, in the room the plot buttons leave it: "Speculative" shortened to "Spec." where the whole
+        word would be cut (its tooltip says the names whole)."""
         current = theme.current()
-        self.legend.setText(
-            " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
-                     for key, name in self.legend_names().items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
-        )  # fmt: skip
+        names = self.legend_names()
+        buttons = sum(button.sizeHint().width() + 4 for button in self.plot_buttons.values())
+        room = self.width() - 12 - buttons  # (the layout's margins and spacing)
+        for short in (False, True):
+            shown = {key: "Spec." if short and name == "Speculative" else name for key, name in names.items()}
+            self.legend.setText(
+                " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
+                         for key, name in shown.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
+            )  # fmt: skip
+            if not self.isVisible() or self.legend.sizeHint().width() <= room:
+                break
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._show_legend()
 
     def refresh(self) -> None:
         """Redraw the curves from the collected points (called by the timer)."""
