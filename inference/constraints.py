@@ -183,10 +183,15 @@ class GrammarMask:
         return next((i for i, token in enumerate(tokens) if int(token) in self._eos), len(tokens))
 
     def _follow(self, tokens: Sequence[int], start: int = 0) -> int:
-        """Bring the matcher to the longest prefix of ``tokens`` it accepts; returns its length."""
+        """Bring the matcher to the longest prefix of ``tokens`` it accepts; returns its length. ``start``: the first
+        tokens are known to be accepted, so the matcher's path is compared from there when it holds them; it may
+        hold drafts the target rejected instead (it followed the last verification's drafts), and is then compared
+        from the beginning."""
         tokens = [int(t) for t in tokens]
         consumed = self._consumed
         common = min(start, len(consumed))
+        if consumed[:common] != tokens[:common]:  # (a C-speed comparison: 26 us for 2,000 tokens)
+            common = 0
         limit = min(len(consumed), len(tokens))
         while common < limit and consumed[common] == tokens[common]:
             common += 1

@@ -205,3 +205,19 @@ def test_prompt_log_probabilities_score_each_prompt_token_with_its_alternatives(
     after = prompt_logprobs(engine, ids + [first.token_id], context, top=0)
     assert after[-1][0].logprob == pytest.approx(first.logprob.logprob, abs=1e-3) and after[-1][1] == ()
     assert prompt_logprobs(engine, ids[:1], context, top=2) == []
+
+
+def test_drafts_are_judged_after_the_reply_as_it_is_not_after_drafts_the_target_rejected(target):
+    """After a verification pass the matcher follows the reply plus the drafts it scored. Where the target took
+    another token than a draft, the next drafts must be judged after the reply as it is: ``allowed_drafts`` asks
+    with the reply's length as known-accepted, and took the rejected draft still in the matcher's path for part of
+    the reply, allowing drafts the grammar forbids, whose verification row then raised GrammarError (a structured
+    output request answered 400 "the grammar forbids the reply's token ...", when Auto drafted with prompt lookup,
+    which asks nothing of the grammar before that call)."""
+    mask = GrammarMask(target, json_schema_grammar({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    before = target.encode('{"a": 1')
+    rejected = target.encode("2}")
+    assert mask.allowed_prefix(before + rejected, len(before)) == len(before) + len(rejected)  # followed
+    reply = before + target.encode("}")  # the target took "}" where the first draft said "2"
+    assert mask.allowed_prefix(reply + rejected, len(reply)) == len(reply)  # '{"a": 1}' is complete: no digit
+    assert not mask.allowed(reply)[rejected[0]]
