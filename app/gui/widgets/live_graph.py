@@ -299,6 +299,7 @@ class LiveGraph(QWidget):
     def clear(self) -> None:
         """Draw nothing (the runs kept for each conversation stay)."""
         self.series = []
+        self._show_legend()
         for curves in self._curves.values():
             for curve in curves:
                 curve.setData([], [])
@@ -333,6 +334,7 @@ class LiveGraph(QWidget):
         measured = [stats for stats in replies or [] if _measured(stats)]
         if runs:
             self.series = list(runs)
+            self._show_legend()
             self._dirty = True
             self.refresh()
         elif replies and last_state == "stopped" and not _measured(replies[-1]):
@@ -368,6 +370,7 @@ class LiveGraph(QWidget):
             if not keep_previous:
                 self.clear()
             self.series = list(runs)
+            self._show_legend()
             self._dirty = True
         self._running = True
         if not self._timer.isActive():
@@ -440,7 +443,6 @@ class LiveGraph(QWidget):
         if not self._dirty:
             return
         self._dirty = False
-        self._show_legend()
         x_max = max((s.rate[-1][0] for s in self.series if s.rate), default=0.0)
         x_max = max(x_max, max((s.fill[-1][0] for s in self.series if s.fill), default=0.0))
         streaming = self._running and any(s is self._live for s in self.series)
