@@ -54,8 +54,7 @@ from inference.draft_head import load_head  # noqa: E402
 from inference.engine import Engine  # noqa: E402
 from inference.events import Finished, StepStats  # noqa: E402
 from inference.kv_cache import KVCache  # noqa: E402
-from inference.layer_features import LAYER_FEATURES  # noqa: E402
-from inference.model import HIDDEN_STATES, LoadedModel, load_model  # noqa: E402
+from inference.model import LoadedModel, load_model  # noqa: E402
 from inference.models.default_head import default_head_dir  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
@@ -127,9 +126,7 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     another width (OpenVINO re-derives the graph's shapes: ``bench/pass_shapes.py``): half of a one-token and a
     two-token pass taken in turns, less both taken at their own width."""
     target, head = engine.target, engine.draft
-    fused = bool(head.feature_layers)  # a fused head also reads the layer features the target keeps
-    cache = KVCache(target.compiled, target.rope, kept_outputs=(HIDDEN_STATES, LAYER_FEATURES) if fused else
-                    (HIDDEN_STATES,))
+    cache = KVCache(target.compiled, target.rope, kept_outputs=head.target_outputs)
     cache.forward(prompt_ids)
     length = len(cache)
     plain_cache = KVCache(plain.compiled, plain.rope)
@@ -151,16 +148,10 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     one, two = pass_over(cache, 1), pass_over(cache, 2)
     alternating = _median_ms(lambda: (one(), two()))
     costs["switch"] = max(0.0, (alternating - costs["target_1"] - costs["target_2"]) / 2)
-    def head_inputs(start: int, end: int) -> dict:
-        inputs = {"hidden_states": cache.rows(start, end)[None]}
-        if fused:
-            inputs[LAYER_FEATURES] = cache.rows(start, end, LAYER_FEATURES)[None]
-        return inputs
-
     head_cache = KVCache(head.compiled, head.rope)
-    head_cache.forward(prompt_ids[1:], inputs=head_inputs(0, length - 1), last_only=True)
+    head_cache.forward(prompt_ids[1:], inputs=head.inputs_from_target(cache, 0, length - 1), last_only=True)
     head_length = len(head_cache)
-    row = head_inputs(length - 1, length)
+    row = head.inputs_from_target(cache, length - 1, length)
 
     def head_step():
         head_cache.forward(prompt_ids[-1:], inputs=row, last_only=True)

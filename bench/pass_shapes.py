@@ -43,10 +43,9 @@ from fc_profile import _node_totals, counted_cache  # noqa: E402
 from provenance import run_stamp, write_result  # noqa: E402
 
 from inference.devices import base_properties, core  # noqa: E402
-from inference.draft_head import HIDDEN_INPUT, load_head  # noqa: E402
+from inference.draft_head import load_head  # noqa: E402
 from inference.fusion import fuse_shared_input_products  # noqa: E402
 from inference.kv_cache import KVCache  # noqa: E402
-from inference.layer_features import LAYER_FEATURES  # noqa: E402
 from inference.model import HIDDEN_STATES, _compute_only_last_logits, _expose_hidden_states, load_model  # noqa: E402
 from inference.models.default_head import default_head_dir  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
@@ -95,8 +94,8 @@ def measure(passes: int, widths: list[int], head: bool = True) -> dict:
     loaded = load_head(default_head_dir()) if head else None
     layers = loaded.feature_layers if loaded else ()  # a fused head reads these layers' outputs: the target keeps them
     target_model = load_model(ensure_default_model(4), "CPU", PrecisionSettings(), feature_layers=layers)
-    kept = (HIDDEN_STATES, LAYER_FEATURES) if layers else (HIDDEN_STATES,)
-    target_cache = KVCache(target_model.compiled, target_model.rope, kept_outputs=kept)
+    target_cache = KVCache(target_model.compiled, target_model.rope,
+                           kept_outputs=loaded.target_outputs if loaded else (HIDDEN_STATES,))
     target_cache.forward(PROMPT)
     target = Passes(target_cache)
     rows = []
@@ -106,16 +105,9 @@ def measure(passes: int, widths: list[int], head: bool = True) -> dict:
         rows.append({"width": width, "same_ms": same, "alternating_ms": width_after, "one_token_alternating_ms": one_after})
     result = {"target": rows, "kernels": target_model.kernels.describe(), "precision": target_model.precision.describe()}
     if loaded:
-        def head_inputs(start: int, end: int) -> dict:
-            """The head's inputs at positions [start, end): the target's hidden states, and layer features if fused."""
-            inputs = {HIDDEN_INPUT: target_cache.rows(start, end)[None]}
-            if layers:
-                inputs[LAYER_FEATURES] = target_cache.rows(start, end, LAYER_FEATURES)[None]
-            return inputs
-
         head_cache = KVCache(loaded.compiled, loaded.rope)
-        head_cache.forward(PROMPT[1:], inputs=head_inputs(0, len(PROMPT) - 1))
-        draft = Passes(head_cache, head_inputs(len(PROMPT) - 2, len(PROMPT) - 1))
+        head_cache.forward(PROMPT[1:], inputs=loaded.inputs_from_target(target_cache, 0, len(PROMPT) - 1))
+        draft = Passes(head_cache, loaded.inputs_from_target(target_cache, len(PROMPT) - 2, len(PROMPT) - 1))
         target_then_head = medians([(target, 1), (draft, 1)], passes)
         result.update(head_alone_ms=medians([(draft, 1)], passes)[0], head_after_target_ms=target_then_head[1],
                       target_before_head_ms=target_then_head[0])

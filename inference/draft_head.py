@@ -33,8 +33,17 @@ import numpy as np
 import openvino as ov
 
 from .devices import base_properties, capped_below_bf16, core
+from .kv_cache import KVCache
 from .layer_features import LAYER_FEATURES
-from .model import HEAD_MANIFEST, MODEL_FILES, LoadedModel, ModelLoadError, TokenizerMismatchError, openvino_message
+from .model import (
+    HEAD_MANIFEST,
+    HIDDEN_STATES,
+    MODEL_FILES,
+    LoadedModel,
+    ModelLoadError,
+    TokenizerMismatchError,
+    openvino_message,
+)
 from .rope import RopeParameters, RopeUnsupportedError
 
 #: Version of a head folder that reads the target's last hidden state only (what versions before fused heads read).
@@ -94,6 +103,34 @@ class LoadedHead:
         """The target's decoder layers whose outputs a fused head reads (its ``layer_features`` input); () for a
         head that reads the final hidden state only."""
         return tuple(self.manifest.get("feature_layers", ()))
+
+    @property
+    def target_outputs(self) -> tuple[str, ...]:
+        """The target's per-token outputs it reads, which the target's KV cache must keep (``KVCache``'s
+        ``kept_outputs``): the last hidden state, and a fused head's layer features."""
+        return (HIDDEN_STATES, LAYER_FEATURES) if self.feature_layers else (HIDDEN_STATES,)
+
+    def inputs_from_target(self, target_cache: KVCache, start: int, end: int) -> dict[str, np.ndarray]:
+        """Its inputs at positions ``[start, end)`` besides the tokens: the target's hidden states there (float32
+        ``[1, end - start, hidden]``) and a fused head's layer features (``[1, end - start, layers, hidden]``), read
+        from ``target_cache``, which kept ``target_outputs``.
+
+        Raises:
+            ValueError: the cache does not keep those outputs, or the range is not cached (``KVCache.rows``).
+        """
+        inputs = {HIDDEN_INPUT: target_cache.rows(start, end, HIDDEN_STATES)[None]}
+        if self.feature_layers:
+            inputs[LAYER_FEATURES] = target_cache.rows(start, end, LAYER_FEATURES)[None]
+        return inputs
+
+    def further_draft_inputs(self, hidden: np.ndarray) -> dict[str, np.ndarray]:
+        """Its inputs besides the token at a draft after the first: its own predicted hidden state ``hidden``
+        (float32 ``[hidden]``, the last ``draft_hidden`` row) and, for a fused head, zero layer features (float32
+        ``[1, 1, layers, hidden]``), as it was trained (EAGLE-3's later drafting steps have no target features)."""
+        inputs = {HIDDEN_INPUT: hidden[None, None]}
+        if self.feature_layers:
+            inputs[LAYER_FEATURES] = np.zeros((1, 1, len(self.feature_layers), self.hidden_size), dtype=np.float32)
+        return inputs
 
     @property
     def target_name(self) -> str:

@@ -33,10 +33,9 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from .draft_head import DRAFT_HIDDEN, HIDDEN_INPUT, LoadedHead
+from .draft_head import DRAFT_HIDDEN, LoadedHead
 from .kv_cache import KVCache
-from .layer_features import LAYER_FEATURES
-from .model import HIDDEN_STATES, LoadedModel
+from .model import LoadedModel
 from .penalties import ReplyPenalties
 from .sampling import sample, warp
 from .settings import SamplingSettings
@@ -258,10 +257,8 @@ class HeadDrafter:
         self._target = target_cache
         self._vocab = head.vocab
         self._vocab_size = vocab_size
+        self._head = head
         self._valid = 0  # head positions computed from the target's hidden states (none from drafts)
-        # a fused head's layer-feature input of a further draft: float32 [1, 1, layers, hidden] zeros; None unfused
-        self._no_features = (np.zeros((1, 1, len(head.feature_layers), head.hidden_size), dtype=np.float32)
-                             if head.feature_layers else None)
 
     @property
     def vocab(self) -> np.ndarray:
@@ -317,10 +314,7 @@ class HeadDrafter:
 
         def next_row(token: int) -> np.ndarray:
             nonlocal hidden
-            inputs = {HIDDEN_INPUT: hidden[None, None]}
-            if self._no_features is not None:
-                inputs[LAYER_FEATURES] = self._no_features
-            logits = self.cache.forward([token], n_ctx, inputs=inputs)[-1]
+            logits = self.cache.forward([token], n_ctx, inputs=self._head.further_draft_inputs(hidden))[-1]
             hidden = self.cache.output(DRAFT_HIDDEN)[-1]
             return self._full_row(logits)
 
@@ -365,9 +359,7 @@ class HeadDrafter:
         start = self._valid
         if start >= upto:
             return None
-        inputs = {HIDDEN_INPUT: self._target.rows(start, upto, HIDDEN_STATES)[None]}
-        if self._no_features is not None:
-            inputs[LAYER_FEATURES] = self._target.rows(start, upto, LAYER_FEATURES)[None]
+        inputs = self._head.inputs_from_target(self._target, start, upto)
         logits = self.cache.forward(context[start + 1 : upto + 1], n_ctx, last_only=not all_rows, inputs=inputs)
         self._valid = upto
         return (logits if all_rows else logits[-1]), self.cache.output(DRAFT_HIDDEN)[-1]

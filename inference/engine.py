@@ -46,8 +46,7 @@ from .draft_head import LoadedHead, check_head_fits, is_head_folder, load_head
 from .drafting import Drafter, HeadDrafter, ModelDrafter, PromptLookupDrafter, common_prefix
 from .events import ContextRolled, Event, Finished, GenerationStats, PromptOverflow, PromptProgress, StepStats
 from .kv_cache import KVCache
-from .layer_features import LAYER_FEATURES
-from .model import HIDDEN_STATES, LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
+from .model import LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
 from .prefill import MiddleCut, middle_cut, prefill_discards, prefill_pass_size, prefill_work, remaining_seconds
@@ -79,7 +78,7 @@ class Engine:
         self.target = target
         self.draft = draft
         self._text_vocabulary = streaming_vocabulary(target)  # replies are detokenized by bytes where it matches
-        kept = (HIDDEN_STATES, *((LAYER_FEATURES,) if draft.feature_layers else ())) if head else ()
+        kept = draft.target_outputs if head else ()
         self._cache = KVCache(
             target.compiled, target.rope, KV_SLACK, target.sliding_window, target.prefill_compiled, kept_outputs=kept,
             prefill_weights=target.prefill_weights,
