@@ -120,6 +120,11 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     """Milliseconds of a target pass over 1..max_tokens tokens and of a one-token head pass, after the prompt is
     cached (medians of 40, the first quarter dropped), and each as a share of the one-token target pass.
 
+    ``head_1`` is a head pass right after a two-token target pass, as a step's first draft runs (the target's
+    weights have just gone through the caches: 1.9 ms a pass in a K = 1 reply's profile against 0.7 ms for head
+    passes back to back, Xeon with AMX, 2026-12-06); ``head_next`` one right after another head pass, as a step's
+    further drafts run.
+
     ``plain`` is the target compiled without the hidden-state output a head reads: ``target_1_plain`` is its
     one-token pass, measured in turns with ``target_1`` (medians of 5 rounds of 20 each: what exposing the hidden
     states costs a decode step). ``switch`` is what a pass costs beyond its own width's when the pass before it had
@@ -151,14 +156,22 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
     head_cache = KVCache(head.compiled, head.rope)
     head_cache.forward(prompt_ids[1:], inputs=head.inputs_from_target(cache, 0, length - 1), last_only=True)
     head_length = len(head_cache)
-    row = head.inputs_from_target(cache, length - 1, length)
+    row = {name: value.copy() for name, value in head.inputs_from_target(cache, length - 1, length).items()}
 
     def head_step():
         head_cache.forward(prompt_ids[-1:], inputs=row, last_only=True)
         head_cache.output("draft_hidden")
         head_cache.truncate(head_length)
 
-    costs["head_1"] = _median_ms(head_step)
+    def head_after_target_ms() -> float:
+        two()
+        started = time.perf_counter()
+        head_step()
+        return (time.perf_counter() - started) * 1e3
+
+    after_target = [head_after_target_ms() for _ in range(40)]
+    costs["head_1"] = statistics.median(after_target[len(after_target) // 4 :])
+    costs["head_next"] = _median_ms(head_step)
     base = costs["target_1"]
     return {"ms": costs, "ratio": {name: value / base for name, value in costs.items()}}
 
@@ -200,11 +213,18 @@ def tokens_per_pass(acceptance: float, k: int) -> float:
     return sum(acceptance**i for i in range(k + 1))
 
 
+def head_cost(k: int, ratios: dict) -> float:
+    """What drafting ``k`` tokens with the head costs a step, in one-token target passes: its first pass right after
+    the target's (``head_1``), the others right after its own (``head_next``; ``head_1`` in results measured before
+    the two were told apart)."""
+    return ratios["head_1"] + (k - 1) * ratios.get("head_next", ratios["head_1"]) if k > 0 else 0.0
+
+
 def acceptance_needed(speedup: float, k: int, ratios: dict, efficiency: float) -> float | None:
     """The per-draft acceptance rate at which a head drafting K tokens per step reaches ``speedup``: tokens per pass
-    over the cost of a step (a target pass over K + 1 tokens and K head passes, ``ratios`` in one-token target
-    passes) times ``efficiency`` (measured / predicted speedup). None when even acceptance 1 falls short."""
-    cost = ratios[f"target_{k + 1}"] + k * ratios["head_1"]
+    over the cost of a step (a target pass over K + 1 tokens and K head passes, ``head_cost``; ``ratios`` in one-token
+    target passes) times ``efficiency`` (measured / predicted speedup). None when even acceptance 1 falls short."""
+    cost = ratios[f"target_{k + 1}"] + head_cost(k, ratios)
     wanted = speedup * cost / efficiency
     if tokens_per_pass(1.0, k) < wanted:
         return None
@@ -250,7 +270,7 @@ def what_reaches_the_bars(table: dict, ratios: dict, curve: list[dict], shipped:
 
 def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None:
     """Tokens per target pass over the mean cost of a step (a target pass over 1 + drafted tokens, plus one head
-    pass per draft when the head drafts, plus ``ratios["switch"]`` where the pass's width differs from the reply's
+    pass per draft when the head drafts (``head_cost``), plus ``ratios["switch"]`` where the pass's width differs from the reply's
     previous pass), in one-token target passes."""
     emitted = cost = 0.0
     for run in runs:
@@ -260,7 +280,7 @@ def predicted_speedup(runs: list[Run], ratios: dict, head: bool) -> float | None
             verify = ratios.get(f"target_{1 + drafted}")
             if verify is None:
                 return None
-            cost += verify + (drafted * ratios["head_1"] if head else 0.0)
+            cost += verify + (head_cost(drafted, ratios) if head else 0.0)
             cost += ratios["switch"] if 1 + drafted != previous_width else 0.0
             previous_width = 1 + drafted
     return emitted / cost if cost else None

@@ -27,6 +27,10 @@ def test_acceptance_needed_solves_for_the_bar():
     a = acceptance_needed(1.5, 2, three, 1.0)
     assert 1 + a + a * a == pytest.approx(1.5 * 1.4)
     assert acceptance_needed(2.5, 1, costly, 1.0) is None  # two tokens per pass at best
+    # the first head pass of a step follows the target's (its weights cold), the second follows the head's own
+    split = {"target_3": 1.2, "head_1": 0.15, "head_next": 0.05}
+    a = acceptance_needed(1.5, 2, split, 1.0)
+    assert 1 + a + a * a == pytest.approx(1.5 * 1.4)
 
 
 def test_training_tokens_extend_the_segment_between_the_last_two_runs_from_scratch():
