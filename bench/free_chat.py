@@ -117,8 +117,9 @@ def _median_ms(function, repeats: int = 40) -> float:
 
 
 def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_tokens: int = 4) -> dict:
-    """Milliseconds of a target pass over 1..max_tokens tokens and of a one-token head pass, after the prompt is
-    cached (medians of 40, the first quarter dropped), and each as a share of the one-token target pass.
+    """Milliseconds of a target pass over 1..max_tokens tokens and of one-token head passes (``head_1``,
+    ``head_next``), after the prompt is cached (medians of 40, the first quarter dropped), and each as a share of the
+    one-token target pass.
 
     ``head_1`` is a head pass right after a two-token target pass, as a step's first draft runs (the target's
     weights have just gone through the caches: 1.9 ms a pass in a K = 1 reply's profile against 0.7 ms for head

@@ -1,7 +1,7 @@
 """How often a draft head's first draft is the target's next token in the free-chat benchmark's own replies: the
 held-out acceptance of the replies whose speed ``bench/free_chat.py`` measures.
 
-    .venv/bin/python bench/head_on_free_chat.py                          # the shipped head, 54 prompts (~7 minutes)
+    .venv/bin/python bench/head_on_free_chat.py                          # the shipped head, 54 prompts (~2 minutes)
     .venv/bin/python bench/head_on_free_chat.py --heads OLD_HEAD NEW_HEAD --prompts 12
 
 The held-out figures of training (``tools/draft_head/train.py``'s evaluation, ``tools/draft_head/acceptance_check``)
@@ -108,12 +108,17 @@ def markdown(results: dict) -> str:
     lines += ["| head | positions | first draft | " + " | ".join(kinds) + " | "
               + " | ".join(f"reply tokens {b}" for b in buckets) + " |",
               "| --- | --- | --- | " + " | ".join("---" for _ in kinds + buckets) + " |"]
+    def figure(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
     for name, head in heads.items():
-        lines.append(f"| {name} | {head['positions']:,} | **{head['acceptance']:.3f}** | "
-                     + " | ".join(f"{head['by_kind'][k]['acceptance']:.3f}" for k in kinds) + " | "
-                     + " | ".join(f"{head['by_position'][b]['acceptance']:.3f}" for b in buckets) + " |")
+        lines.append(f"| {name} | {head['positions']:,} | **{figure(head['acceptance'])}** | "
+                     + " | ".join(figure(head["by_kind"][k]["acceptance"]) for k in kinds) + " | "
+                     + " | ".join(figure(head["by_position"].get(b, {}).get("acceptance")) for b in buckets) + " |")
     if len(heads) == 2:
         first, second = (np.asarray(h["per_prompt"], dtype=float) for h in heads.values())
+        scored = ~(np.isnan(first) | np.isnan(second))  # a reply of one token has no position to score
+        first, second = first[scored], second[scored]
         lines += ["", f"The second head against the first, prompt by prompt: better on {(second > first).sum()}, "
                   f"worse on {(second < first).sum()}, equal on {(second == first).sum()}."]
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -112,8 +113,9 @@ class LoadedHead:
 
     def inputs_from_target(self, target_cache: KVCache, start: int, end: int) -> dict[str, np.ndarray]:
         """Its inputs at positions ``[start, end)`` besides the tokens: the target's hidden states there (float32
-        ``[1, end - start, hidden]``) and a fused head's layer features (``[1, end - start, layers, hidden]``), read
-        from ``target_cache``, which kept ``target_outputs``.
+        ``[1, end - start, hidden]``) and a fused head's layer features (float32 ``[1, end - start, layers,
+        hidden]``), read from ``target_cache``, which kept ``target_outputs``. Views of the cache's rows, valid until
+        its next pass (``KVCache.rows``): copy them to keep them longer.
 
         Raises:
             ValueError: the cache does not keep those outputs, or the range is not cached (``KVCache.rows``).
@@ -129,8 +131,15 @@ class LoadedHead:
         ``[1, 1, layers, hidden]``), as it was trained (EAGLE-3's later drafting steps have no target features)."""
         inputs = {HIDDEN_INPUT: hidden[None, None]}
         if self.feature_layers:
-            inputs[LAYER_FEATURES] = np.zeros((1, 1, len(self.feature_layers), self.hidden_size), dtype=np.float32)
+            inputs[LAYER_FEATURES] = self._no_features
         return inputs
+
+    @cached_property
+    def _no_features(self) -> np.ndarray:
+        """float32 ``[1, 1, layers, hidden]`` zeros: a fused head's layer features at a further draft (read only)."""
+        zeros = np.zeros((1, 1, len(self.feature_layers), self.hidden_size), dtype=np.float32)
+        zeros.flags.writeable = False
+        return zeros
 
     @property
     def target_name(self) -> str:

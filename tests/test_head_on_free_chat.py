@@ -10,7 +10,7 @@ from helpers import chat_ids, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from head_on_free_chat import first_draft_hits, greedy_reply, summarize  # noqa: E402
+from head_on_free_chat import first_draft_hits, greedy_reply, markdown, summarize  # noqa: E402
 
 from inference.draft_head import load_head  # noqa: E402
 from inference.engine import Engine  # noqa: E402
@@ -57,3 +57,12 @@ def test_the_summary_pools_by_kind_and_by_reply_position():
     assert summary["by_position"]["1-31"] == {"acceptance": pytest.approx(2 / 34), "positions": 34}
     assert summary["by_position"]["32-127"] == {"acceptance": 0.0, "positions": 9}
     assert summary["per_prompt"] == [0.667, 0.0]
+
+
+def test_the_report_shows_a_dash_where_a_reply_left_nothing_to_score():
+    scored, empty = summarize([np.array([True, False])], ["story"]), summarize([np.zeros(0, dtype=bool)], ["story"])
+    assert empty["acceptance"] is None and empty["per_prompt"] == [None]
+    report = markdown({"machine": "test", "command": "python bench/head_on_free_chat.py", "commit": "0", "finished": "now",
+                       "minutes": 0.1, "prompts": 1, "max_new_tokens": 1, "heads": {"a": scored, "b": empty}})
+    assert "| b | 0 | **—** | — |" in report and "| a | 2 | **0.500** | 0.500 |" in report
+    assert "better on 0, worse on 0, equal on 0" in report  # the unscored prompt is left out of the comparison
