@@ -13,7 +13,8 @@ window: a seed would fix its drafter and K). Modes: autoregressive, prompt looku
 K = 1 and 2, and Auto (head, lookup or plain, K chosen per step); each repetition runs every mode on a prompt back to back (rotating
 which goes first) from an empty cache, so all modes share the machine's state. ``plain again`` is plain decoding
 measured as a mode against itself: its slowest prompt and count below ``NEVER_SLOWER`` are what the benchmark's noise
-alone gives (quiet Xeon with AMX, 54 x 3: 1 prompt below 0.97x greedy, 3 at the chat defaults, slowest 0.955x).
+alone gives (quiet Xeon with AMX, 54 x 3, two runs: 1-2 prompts below 0.97x greedy, 2-3 at the chat defaults,
+the slowest at 0.955-0.97x; ``results/xeon-amx/noise``).
 
 Per sampling x mode (medians over repetitions): decode tokens/s over all prompts (sum of tokens after the first
 over the sum of decode times), speedup over autoregressive decoding of the same repetition, acceptance rate, mean
