@@ -111,9 +111,13 @@ def settings_for(mode: str, sampling: str, seed: int, max_new_tokens: int) -> Ge
     )
 
 
-def _median_ms(function, repeats: int = 40) -> float:
+def _median_ms(function, repeats: int = 40, setup=None) -> float:
+    """Median milliseconds of ``function`` over ``repeats`` calls, the first quarter dropped; ``setup``, when given,
+    runs untimed before each call."""
     times = []
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         start = time.perf_counter()
         function()
         times.append((time.perf_counter() - start) * 1e3)
@@ -168,14 +172,7 @@ def pass_costs(engine: Engine, plain: LoadedModel, prompt_ids: list[int], max_to
         head_cache.output("draft_hidden")
         head_cache.truncate(head_length)
 
-    def head_after_target_ms() -> float:
-        two()
-        started = time.perf_counter()
-        head_step()
-        return (time.perf_counter() - started) * 1e3
-
-    after_target = [head_after_target_ms() for _ in range(40)]
-    costs["head_1"] = statistics.median(after_target[len(after_target) // 4 :])
+    costs["head_1"] = _median_ms(head_step, setup=two)
     costs["head_next"] = _median_ms(head_step)
     base = costs["target_1"]
     return {"ms": costs, "ratio": {name: value / base for name, value in costs.items()}}

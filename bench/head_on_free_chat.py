@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from free_chat import read_prompts  # noqa: E402
+from free_chat import read_prompts, run_one, settings_for  # noqa: E402
 from provenance import run_stamp, write_result  # noqa: E402
 
 from inference.chat import ChatSession  # noqa: E402
@@ -45,7 +45,6 @@ from inference.model import LoadedModel, load_model  # noqa: E402
 from inference.models.default_head import default_head_dir  # noqa: E402
 from inference.models.default_model import ensure_default_model  # noqa: E402
 from inference.precision import PrecisionSettings  # noqa: E402
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings  # noqa: E402
 
 N_CTX = 4096
 #: Reply positions reported apart: [start, end) in reply tokens (the first is never drafted).
@@ -54,12 +53,8 @@ POSITION_BUCKETS = ((1, 32), (32, 128), (128, 1 << 30))
 
 def greedy_reply(engine: Engine, prompt_ids: list[int], max_tokens: int) -> list[int]:
     """The target's greedy reply to ``prompt_ids`` (token ids, EOS included where it ended), decoded plainly from an
-    empty cache."""
-    engine.reset()
-    settings = GenerationSettings(decoding=Decoding.AUTOREGRESSIVE,
-                                  sampling=SamplingSettings(temperature=0.0, max_new_tokens=max_tokens),
-                                  context=ContextSettings(n_ctx=N_CTX))
-    return list(engine.generate_text(prompt_ids, settings).token_ids)
+    empty cache, as ``free_chat.py``'s autoregressive greedy mode decodes it."""
+    return list(run_one(engine, prompt_ids, settings_for("autoregressive", "greedy", 0, max_tokens)).tokens)
 
 
 def first_draft_hits(head: LoadedHead, target: LoadedModel, prompt_ids: list[int], reply: list[int]) -> np.ndarray:

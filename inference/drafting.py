@@ -255,15 +255,14 @@ class HeadDrafter:
     def __init__(self, head: LoadedHead, target_cache: KVCache, vocab_size: int, slack: int = 64):
         self.cache = KVCache(head.compiled, head.rope, slack)
         self._target = target_cache
-        self._vocab = head.vocab
-        self._vocab_size = vocab_size
         self._head = head
+        self._vocab_size = vocab_size
         self._valid = 0  # head positions computed from the target's hidden states (none from drafts)
 
     @property
     def vocab(self) -> np.ndarray:
         """int64 ``[draft_vocab]``: the target token id of each entry of the head's vocabulary."""
-        return self._vocab
+        return self._head.vocab
 
     def reset(self) -> None:
         """Forget everything (the target's cache was reset)."""
@@ -318,7 +317,7 @@ class HeadDrafter:
             hidden = self.cache.output(DRAFT_HIDDEN)[-1]
             return self._full_row(logits)
 
-        return draft_tokens(self._full_row(logits), next_row, k, sampling, rng, penalties, self._vocab)
+        return draft_tokens(self._full_row(logits), next_row, k, sampling, rng, penalties, self._head.vocab)
 
     def first_draft_logits(self, context: list[int], n_ctx: int) -> tuple[int, np.ndarray] | None:
         """Catch up on the positions whose first draft the context already answers, for Auto's estimate of what
@@ -343,7 +342,7 @@ class HeadDrafter:
         """The head's draft-vocabulary logits as a float32 ``[vocab_size]`` row of the target's vocabulary, -inf
         outside the head's."""
         full = np.full(self._vocab_size, -np.inf, dtype=np.float32)
-        full[self._vocab] = logits
+        full[self._head.vocab] = logits
         return full
 
     def _catch_up(
