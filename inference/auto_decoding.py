@@ -267,18 +267,21 @@ class DraftCosts:
     def record(self, k: int, seconds: float) -> None:
         self._times.setdefault(k, RunningTime()).add(seconds)
 
-    def predict(self, k: int, one_pass: float) -> float:
-        """Predicted seconds to draft ``k`` tokens: measured (settled), else scaled from the nearest settled K, else the
-        prior (``PRIOR_DRAFT_COST`` one-token passes of ``one_pass`` seconds)."""
+    def predict_upto(self, most: int, one_pass: float) -> list[float]:
+        """Predicted seconds to draft 1 .. ``most`` tokens (item ``k - 1``), in one scan of the estimates: a K
+        measured (settled) is its estimate; another is scaled from the nearest settled K (per draft for a drafter
+        that runs a model, the same for lookup), else the prior (``PRIOR_DRAFT_COST`` one-token passes of
+        ``one_pass`` seconds)."""
         per_draft = self._kind != "lookup"
-        measured = self._times.get(k)
-        if measured is not None and measured.settled:
-            return measured.seconds
-        settled = [m for m, time in self._times.items() if time.settled]
-        if settled:
-            near = min(settled, key=lambda m: (abs(m - k), m))
-            return self._times[near].seconds * (k / near if per_draft else 1.0)
-        return PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1)
+        settled = sorted((m, time.seconds) for m, time in self._times.items() if time.settled)
+        predicted = []
+        for k in range(1, most + 1):
+            if not settled:
+                predicted.append(PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1))
+                continue
+            near, seconds = min(settled, key=lambda item: (abs(item[0] - k), item[0]))
+            predicted.append(seconds * (k / near if per_draft else 1.0))
+        return predicted
 
 
 @dataclass(frozen=True)
@@ -380,6 +383,11 @@ class Choice:
 
     drafter: str
     k: int
+
+
+#: A plain step, and each drafter's choice of K by K (item 0 unused): made once, since a step rates them all.
+_PLAIN_STEP = Choice(PLAIN, 0)
+_CHOICES = {drafter: [Choice(drafter, k) for k in range(MAX_K + 1)] for drafter in PRIOR_DRAFT_COST}
 
 
 @dataclass
@@ -505,12 +513,14 @@ class StepPlanner:
             change = self._measured.passes.switch_cost / SWITCH_HORIZON if self._last_size is not None else 0.0
             pass_s = [seconds + (change if size != self._last_size else 0.0) for size, seconds in enumerate(pass_s, 1)]
         one = pass_s[0]
-        rates = {Choice(PLAIN, 0): 1.0 / one}
+        rates = {_PLAIN_STEP: 1.0 / one}
         for drafter, tokens in tokens_of.items():
-            measured = self._measured.drafting_of(drafter) if self._preset is None else None
-            for k in range(1, len(tokens)):
-                draft_s = self._preset.drafting(drafter, k) if measured is None else measured.predict(k, one)
-                rates[Choice(drafter, k)] = tokens[k] / (draft_s + pass_s[k])
+            most = len(tokens) - 1
+            draft_s = (self._measured.drafting_of(drafter).predict_upto(most, one) if self._preset is None
+                       else [self._preset.drafting(drafter, k) for k in range(1, most + 1)])
+            choices = _CHOICES[drafter]
+            for k in range(1, most + 1):
+                rates[choices[k]] = tokens[k] / (draft_s[k - 1] + pass_s[k])
         return rates
 
     def may_draft(self, cache_len: int, limit: int) -> bool:
@@ -558,7 +568,7 @@ class StepPlanner:
             return
         rates = self._rates(cache_len, MAX_K, 0, 0)
         head = max(rate for choice, rate in rates.items() if choice.drafter == "head")
-        far = head < FAR_BELOW * rates[Choice(PLAIN, 0)]
+        far = head < FAR_BELOW * rates[_PLAIN_STEP]
         self.shadow_every = SHADOW_EVERY_FAR if far else SHADOW_EVERY
 
     def _acceptance(self, key: str) -> Acceptance:
