@@ -84,12 +84,13 @@ def compiled(loaded, *weights, op: str = "Q4MatMul") -> ov.CompiledModel:
 
 def f32_bound(x: np.ndarray, codes: np.ndarray, d: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
     """The f32 rounding bound of the f32 ops (``inference/kernels/block_f32.hpp``), ``[rows, N]``, for ``codes``
-    ``[N, G, 32]``, ``d`` and ``m`` ``[N, G]``. Q4_1 (``m`` given), the block-sum form: every term ``d q x`` and
-    ``m x`` goes through at most G + 10 roundings, so (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1)
-    ``|y - sum_k w_k x_k| <= gamma_{G+10} sum_b sum_j (|d_b q_j x_j| + |m_b x_j|)``, ``gamma_n = n u / (1 - n u)``,
+    ``[N, G, 32]``, ``d`` and ``m`` ``[N, G]``. Q4_1 (``m`` given): every term ``d q x`` and ``m x`` goes through at
+    most G + 10 roundings in the 8-lane tiles and 2G + 5 in the 16-lane ones (a chain of two fused multiply-adds a
+    block), so (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1) ``|y - sum_k w_k x_k| <= gamma_n
+    sum_b sum_j (|d_b q_j x_j| + |m_b x_j|)`` with n the larger of the two, ``gamma_n = n u / (1 - n u)``,
     ``u = 2^-24``. Q8_0 (signed codes, no ``m``): the exact weights ``d s`` in 8 lanes of K / 8 fused multiply-adds,
     then 3 additions: ``gamma_{K/8+3} sum_k |w_k x_k|``."""
-    n = d.shape[1] + 10 if m is not None else d.shape[1] * 4 + 3
+    n = max(d.shape[1] + 10, 2 * d.shape[1] + 5) if m is not None else d.shape[1] * 4 + 3
     gamma = n * 2.0**-24 / (1 - n * 2.0**-24)
     magnitude = np.abs(d.astype(np.float64))[..., None] * np.abs(codes)
     if m is not None:

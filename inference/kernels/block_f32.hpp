@@ -189,14 +189,27 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
 // only where wide_tiles() says so). The same weight layouts and the same kind of fixed order per row, with other lanes
 // (so other roundings than the 8-lane tiles, and the same bound: fewer roundings per term):
 //   Q4_1: the 16 bytes of a block widened to 16 lanes hold codes [0..7, 16..23] in their low nibbles and [8..15,
-//         24..31] in their high ones; the tiles read x permuted the same way (prepare_rows), so per block
-//         S = hi * x_hi + (lo * x_lo) (16 lanes: a product, then a fused multiply-add), A = fma(d_b, S, A); M as the
-//         8-lane tile's; y = reduce16(A) + hsum8(M).
+//         24..31] in their high ones; the tiles read x permuted the same way (prepare_rows). Per block and output the
+//         16 products d_b q (q = 0..15; exact in f32: an 11-bit significand times a 4-bit integer) form a table, and
+//         one permute each (_mm512_permutexvar_ps reads only an index's low 4 bits) turns the low and the high nibbles
+//         into their weights d_b q_j; per row one chain of fused multiply-adds over the blocks in order,
+//         A = fma(d q_hi, x_hi, fma(d q_lo, x_lo, A)); M as the 8-lane tile's; y = reduce16(A) + hsum8(M). Each term
+//         d_b q_j x_j goes through at most 2G + 5 roundings (the 8-lane tiles': G + 10).
+//         Why: the work of a block that does not depend on x (widen, shift, table, permutes) is done once for all the
+//         tile's rows, and each row then costs two fused multiply-adds per 32 weights, where the block-sum form
+//         (S_b = hi x_hi + lo x_lo, then A = fma(d_b, S_b, A)) cost three: a pass over several tokens is bound by
+//         that per-row arithmetic (a one-token pass by reading the weights). A one-row tile computes 8 outputs
+//         (Tiles16::SINGLE_ROW_OUTPUTS) to keep enough chains in flight. Measured on an AMD EPYC Zen 4 (2 threads,
+//         quiet, against the block-sum tiles, alternating runs): the step's Q4_1 products 0.89-0.94x at 2 tokens,
+//         0.86-0.94x at 5 (q4_bench.cpp --fused --activations f32, medians of 6 runs of 40 steps); in the engine a
+//         2-token pass 11.30 -> 10.61 ms (1.29 -> 1.22 one-token passes), the one-token pass 8.97 -> 8.85 ms
+//         (bench/pass_shapes.py, medians of 6 runs each); with 4 outputs a one-row tile the one-token pass was ~5%
+//         slower (8.61 -> 9.06 ms), and two chains a row (A_lo, A_hi) ran out of registers (0.94-0.95x at 2 tokens).
 //   Q8_0: w = d s formed 16 codes at a time (exact), A = fma(w, x, A) over k in increasing order; y = reduce16(A).
 // reduce16 is _mm512_reduce_add_ps (a fixed tree). A row still never mixes with another, so a many-token pass computes
 // each row bit for bit as a one-token pass does. Measured in the whole step's products (bench/q4_kernel/q4_bench.cpp
 // --fused --activations f32, 2 threads, cold weights, Xeon with AMX, 3 runs each): 1.22x the 8-lane tiles' speed at
-// 1 token, 1.26x at 2 (3.9 / 5.1 ms against 4.7 / 6.4).
+// 1 token, 1.26x at 2 (3.9 / 5.1 ms against 4.7 / 6.4), with the block-sum Q4_1 tiles.
 #define SPECCHAT_WIDE __attribute__((target("avx512f")))
 
 // Whether the f32 products run the 16-lane tiles: where the CPU has AVX-512F, unless ONEDNN_MAX_CPU_ISA caps
@@ -235,7 +248,7 @@ SPECCHAT_WIDE inline void f32_tile16(const Q41HalfWeights& w, const float* x, co
     __m256 offsets[R][C];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps(), offsets[r][c] = _mm256_setzero_ps();
-    const __m512i nibble = _mm512_set1_epi32(0x0F);
+    const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
         const int64_t count = std::min<int64_t>(8, blocks - b0);
         alignas(32) float d[C][8];
@@ -246,13 +259,12 @@ SPECCHAT_WIDE inline void f32_tile16(const Q41HalfWeights& w, const float* x, co
                     _mm_prefetch(static_cast<const char*>(block_address(w, n + c + PREFETCH_COLUMNS, b)), _MM_HINT_T0);
                 const __m512i both = _mm512_cvtepu8_epi32(
                     _mm_loadu_si128(static_cast<const __m128i*>(block_address(w, n + c, b))));
-                const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(both, nibble));
-                const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(both, 4));
-                const __m512 scale = _mm512_set1_ps(d[c][b - b0]);
+                const __m512 table = _mm512_mul_ps(_mm512_set1_ps(d[c][b - b0]), codes);  // d q, q = 0..15: exact
+                const __m512 lo = _mm512_permutexvar_ps(both, table);
+                const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(both, 4), table);
                 for (int r = 0; r < R; ++r) {
                     const float* xr = x + (r0 + r) * w.k + b * Q_BLOCK;
-                    const __m512 s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(xr)));
-                    acc[r][c] = _mm512_fmadd_ps(scale, s, acc[r][c]);
+                    acc[r][c] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xr + 16), _mm512_fmadd_ps(lo, _mm512_loadu_ps(xr), acc[r][c]));
                 }
             }
     }
@@ -289,11 +301,15 @@ SPECCHAT_WIDE inline void f32_tile16(const Q80Weights& w, const float* x, const 
 
 // The tiles of f32_product, 8 or 16 lanes (Tiles::run<R, C>).
 struct Tiles8 {
+    static constexpr int SINGLE_ROW_OUTPUTS = 4;  // outputs a one-row tile computes (16 registers: no room for more)
     template <int R, int C, class Weights>
     static void run(const Weights& w, const float* x, const float* sums, float* y, int64_t y_stride, int64_t r0,
                     int64_t n, int64_t end) { f32_tile<R, C>(w, x, sums, y, y_stride, r0, n, end); }
 };
 struct Tiles16 {
+    // a one-row Q4_1 tile chains two fused multiply-adds a block in each output's accumulator: 8 outputs keep 16
+    // in flight, enough to hide their latency (4 outputs left a one-token pass ~5% slower than the block-sum tiles)
+    static constexpr int SINGLE_ROW_OUTPUTS = 8;
     template <int R, int C, class Weights>
     SPECCHAT_WIDE static void run(const Weights& w, const float* x, const float* sums, float* y, int64_t y_stride,
                                   int64_t r0, int64_t n, int64_t end) { f32_tile16<R, C>(w, x, sums, y, y_stride, r0, n, end); }
@@ -304,12 +320,18 @@ inline void f32_rows(const Weights& w, const float* x, const float* sums, int64_
                      int64_t n0, int64_t n1) {
     for (int64_t r0 = 0; r0 < rows;) {
         const int64_t left = rows - r0;
+        if (left == 1) {
+            constexpr int wide = Tiles::SINGLE_ROW_OUTPUTS;
+            int64_t n = n0;
+            for (; n + wide <= n1; n += wide) Tiles::template run<1, wide>(w, x, sums, y, y_stride, r0, n, n1);
+            for (; n < n1; n += F32_OUTPUT_GROUP) Tiles::template run<1, F32_OUTPUT_GROUP>(w, x, sums, y, y_stride, r0, n, n1);
+            break;
+        }
         for (int64_t n = n0; n < n1; n += F32_OUTPUT_GROUP) {
             if (left == 5) Tiles::template run<5, 2>(w, x, sums, y, y_stride, r0, n, n1), Tiles::template run<5, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
             else if (left >= 4) Tiles::template run<4, 2>(w, x, sums, y, y_stride, r0, n, n1), Tiles::template run<4, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
             else if (left == 3) Tiles::template run<3, 2>(w, x, sums, y, y_stride, r0, n, n1), Tiles::template run<3, 2>(w, x, sums, y, y_stride, r0, n + 2, n1);
-            else if (left == 2) Tiles::template run<2, 4>(w, x, sums, y, y_stride, r0, n, n1);
-            else Tiles::template run<1, 4>(w, x, sums, y, y_stride, r0, n, n1);
+            else Tiles::template run<2, 4>(w, x, sums, y, y_stride, r0, n, n1);
         }
         r0 += left == 5 ? 5 : std::min<int64_t>(left, 4);
     }
@@ -320,7 +342,8 @@ inline void f32_rows(const Weights& w, const float* x, const float* sums, int64_
 // K] as it is, sums nullptr. The 16-lane tiles where wide_tiles(), else the 8-lane ones. Rows go in tiles of up to 4,
 // or 5 when 5 are left (each tile reads and unpacks its weights once: 5 rows as 4 + 1 unpacked them twice, and a
 // 5-token pass, prompt lookup's verification at K = 4, cost 3.0-3.3 one-token products against 2.6 as one tile:
-// bench/q4_kernel/q4_bench.cpp, 2 threads, Xeon with AMX), outputs in groups of 4.
+// bench/q4_kernel/q4_bench.cpp, 2 threads, Xeon with AMX), outputs in groups of 4 (a single row: of
+// Tiles::SINGLE_ROW_OUTPUTS while that many are left).
 template <class Weights>
 void f32_product(const Weights& w, const float* x, const float* sums, int64_t rows, float* y, int64_t y_stride,
                  int64_t n0, int64_t n1) {
