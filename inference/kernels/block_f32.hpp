@@ -200,8 +200,9 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
 //         (S_b = hi x_hi + lo x_lo, then A = fma(d_b, S_b, A)) cost three: a pass over several tokens is bound by
 //         that per-row arithmetic (a one-token pass by reading the weights). A one-row tile computes 8 outputs
 //         (Tiles16::SINGLE_ROW_OUTPUTS) to keep enough chains in flight. Measured on an AMD EPYC Zen 4 (2 threads,
-//         quiet, against the block-sum tiles, alternating runs): the step's Q4_1 products 0.89-0.94x at 2 tokens,
-//         0.86-0.94x at 5 (q4_bench.cpp --fused --activations f32, medians of 6 runs of 40 steps); in the engine a
+//         quiet, against the block-sum tiles, alternating runs): the step's Q4_1 products 0.94-0.99x at 2 tokens,
+//         0.89-0.98x at 5, 1.02-1.05x at 1 (q4_bench.cpp --fused --activations f32, medians of 6 runs of 40 steps;
+//         bench/results/epyc-zen4/tiles16/); in the engine a
 //         2-token pass 11.30 -> 10.61 ms (1.29 -> 1.22 one-token passes), the one-token pass 8.97 -> 8.85 ms
 //         (bench/pass_shapes.py, medians of 6 runs each); with 4 outputs a one-row tile the one-token pass was ~5%
 //         slower (8.61 -> 9.06 ms), and two chains a row (A_lo, A_hi) ran out of registers (0.94-0.95x at 2 tokens).
