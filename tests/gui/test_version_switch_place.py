@@ -44,6 +44,9 @@ def test_the_keyboard_switch_keeps_the_message_in_place_and_the_focus_on_the_swi
     qtbot.waitUntil(lambda: view.fully_loaded and view.widget(second) is not None, timeout=5000)
     reply = view.widget(second)
     bar = view.scroll_area.verticalScrollBar()
+    # the bubbles get their sizes from later layout events: once (a fresh clone's suite, 2 busy cores) the content
+    # below the reply was still short when it was placed (value 217, maximum 395), so wait for it first
+    qtbot.waitUntil(lambda: bar.maximum() - (view._content_y(reply) - 100) > 200, timeout=5000)
     bar.setValue(max(0, view._content_y(reply) - 100))  # the reply 100 px below the top of the view
     qtbot.waitUntil(lambda: view._content_y(reply) - bar.value() == 100, timeout=3000)
     assert bar.value() < bar.maximum() - 200  # (far from the bottom: a jump there would show)
