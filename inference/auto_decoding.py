@@ -274,11 +274,10 @@ class DraftCosts:
         ``one_pass`` seconds)."""
         per_draft = self._kind != "lookup"
         settled = sorted((m, time.seconds) for m, time in self._times.items() if time.settled)
+        if not settled:
+            return [PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1) for k in range(1, most + 1)]
         predicted = []
         for k in range(1, most + 1):
-            if not settled:
-                predicted.append(PRIOR_DRAFT_COST[self._kind] * one_pass * (k if per_draft else 1))
-                continue
             near, seconds = min(settled, key=lambda item: (abs(item[0] - k), item[0]))
             predicted.append(seconds * (k / near if per_draft else 1.0))
         return predicted

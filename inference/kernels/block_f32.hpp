@@ -187,7 +187,7 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
 
 // The 16-lane tiles, for CPUs with AVX-512 (compiled for it by the target attribute, whatever the build's flags; run
 // only where wide_tiles() says so). The same weight layouts and the same kind of fixed order per row, with other lanes
-// (so other roundings than the 8-lane tiles, and the same bound: fewer roundings per term):
+// (so other roundings than the 8-lane tiles: fewer per term for Q8_0, more for Q4_1, whose bound below is 2G + 5):
 //   Q4_1: the 16 bytes of a block widened to 16 lanes hold codes [0..7, 16..23] in their low nibbles and [8..15,
 //         24..31] in their high ones; the tiles read x permuted the same way (prepare_rows). Per block and output the
 //         16 products d_b q (q = 0..15; exact in f32: an 11-bit significand times a 4-bit integer) form a table, and
@@ -202,8 +202,8 @@ inline void f32_tile(const Weights& w, const float* x, const float* sums, float*
 //         (Tiles16::SINGLE_ROW_OUTPUTS) to keep enough chains in flight. Measured on an AMD EPYC Zen 4 (2 threads,
 //         quiet, against the block-sum tiles, alternating runs): the step's Q4_1 products 0.94-0.99x at 2 tokens,
 //         0.89-0.98x at 5, 1.02-1.05x at 1 (q4_bench.cpp --fused --activations f32, medians of 6 runs of 40 steps;
-//         bench/results/epyc-zen4/tiles16/); in the engine a
-//         2-token pass 11.30 -> 10.61 ms (1.29 -> 1.22 one-token passes), the one-token pass 8.97 -> 8.85 ms
+//         bench/results/epyc-zen4/tiles16/); in the engine a 2-token pass 11.30 -> 10.61 ms (1.29 -> 1.22 one-token
+//         passes), the one-token pass 8.97 -> 8.85 ms
 //         (bench/pass_shapes.py, medians of 6 runs each); with 4 outputs a one-row tile the one-token pass was ~5%
 //         slower (8.61 -> 9.06 ms), and two chains a row (A_lo, A_hi) ran out of registers (0.94-0.95x at 2 tokens).
 //   Q8_0: w = d s formed 16 codes at a time (exact), A = fma(w, x, A) over k in increasing order; y = reduce16(A).
