@@ -18,7 +18,8 @@ the slowest at 0.955-0.97x; ``results/xeon-amx/noise``).
 
 Per sampling x mode (medians over repetitions): decode tokens/s over all prompts (sum of tokens after the first
 over the sum of decode times), speedup over autoregressive decoding of the same repetition, acceptance rate, mean
-tokens emitted per target pass, and the speedup predicted from the measured acceptance and the cost ratios of the
+tokens emitted per target pass, the share of steps that drafted nothing (plain steps: Auto's choice, or no draft
+offered), and the speedup predicted from the measured acceptance and the cost ratios of the
 passes (``pass_costs``: a target pass over n tokens, a head pass and the price of a change of pass width, in units
 of a one-token target pass, measured at the start of every repetition, medians): predicted = tokens per pass / mean
 cost of a step; measured / predicted is the speculative
@@ -310,6 +311,7 @@ def summarize(runs: dict, ratios: dict, modes: list[str], reps: int, samplings: 
                 "speedup": statistics.median(p[1] for p in per_rep),
                 "acceptance": accepted / drafted if drafted else None,
                 "tokens_per_pass": emitted / passes if passes else None,
+                "plain_steps": sum(drafted == 0 for r in pooled for drafted, _ in r.steps) / passes if passes else None,
                 "mean_reply_tokens": statistics.mean(len(r.tokens) for r in pooled),
             }
             if mode != "autoregressive":
@@ -369,8 +371,8 @@ def markdown(results: dict) -> str:
         "prompts fall under the bar Auto must meet.",
         "",
         "| sampling | mode | tokens/s | speedup | slowest prompt | below " f"{NEVER_SLOWER}x"
-        " | acceptance | tokens per pass | predicted | efficiency | identical |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        " | acceptance | tokens per pass | plain steps | predicted | efficiency | identical |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
     def fmt(value, pattern):
@@ -383,7 +385,7 @@ def markdown(results: dict) -> str:
             f"{fmt(row.get('slowest_prompt'), '{:.2f}x')} | "
             f"{fmt(row.get('prompts_below'), '{}')}{'/' + str(row['prompts_measured']) if 'prompts_measured' in row else ''} | "
             f"{fmt(row['acceptance'], '{:.2f}')} | {fmt(row['tokens_per_pass'], '{:.2f}')} | "
-            f"{fmt(row.get('predicted'), '{:.2f}x')} | {fmt(row.get('efficiency'), '{:.2f}')} | {row.get('identical', '—')} |"
+            f"{fmt(row.get('plain_steps'), '{:.0%}')} | {fmt(row.get('predicted'), '{:.2f}x')} | {fmt(row.get('efficiency'), '{:.2f}')} | {row.get('identical', '—')} |"
         )
     if results.get("bars"):
         lines += [

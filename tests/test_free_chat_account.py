@@ -103,3 +103,20 @@ def test_the_predicted_speedup_charges_a_change_of_pass_width_where_a_reply_make
     assert predicted_speedup([mixed], ratios, head=True) == pytest.approx(6 / (2 * 1.3 + 2 * 1.0 + 4 * 0.25))
     plain = Run([0] * 4, 3, 1.0, 0, 0, steps=[(0, 1)] * 3)
     assert predicted_speedup([plain], ratios, head=False) == pytest.approx(1.0)
+
+
+def test_the_table_counts_the_share_of_steps_that_drafted_nothing():
+    """Auto's plain steps are what showed it stuck plain on a drifting machine (auto_decoding's design rules): the
+    table carries their share of each mode's steps, pooled over prompts and repetitions."""
+    from free_chat import Run, markdown, summarize
+
+    plain = Run([0] * 5, 4, 1.0, 0, 0, steps=[(0, 1)] * 4)
+    auto = Run([0] * 5, 4, 0.8, 2, 1, steps=[(1, 2), (0, 1), (1, 1)])  # 3 steps, one of them plain
+    runs = {("greedy", "autoregressive", 0): [plain, plain], ("greedy", "auto", 0): [auto, plain]}
+    table = summarize(runs, {}, ["autoregressive", "auto"], 1, ["greedy"])
+    assert table["greedy | autoregressive"]["plain_steps"] == pytest.approx(1.0)
+    assert table["greedy | auto"]["plain_steps"] == pytest.approx(5 / 7)  # 1 of auto's 3 steps, plain's 4 of 4
+    report = markdown({"machine": "m", "command": "c", "commit": "x", "finished": "f", "minutes": 1, "prompts": 2,
+                       "reps": 1, "max_new_tokens": 8, "pass_costs": {"ms": {"target_1": 10.0, "target_1_plain": 9.0},
+                                                                      "ratio": {}}, "table": table})
+    assert "| 71% |" in report
