@@ -311,7 +311,7 @@ def summarize(runs: dict, ratios: dict, modes: list[str], reps: int, samplings: 
                 "speedup": statistics.median(p[1] for p in per_rep),
                 "acceptance": accepted / drafted if drafted else None,
                 "tokens_per_pass": emitted / passes if passes else None,
-                "plain_steps": sum(drafted == 0 for r in pooled for drafted, _ in r.steps) / passes if passes else None,
+                "plain_steps": sum(drafts == 0 for r in pooled for drafts, _ in r.steps) / passes if passes else None,
                 "mean_reply_tokens": statistics.mean(len(r.tokens) for r in pooled),
             }
             if mode != "autoregressive":

@@ -106,8 +106,9 @@ def test_the_predicted_speedup_charges_a_change_of_pass_width_where_a_reply_make
 
 
 def test_the_table_counts_the_share_of_steps_that_drafted_nothing():
-    """Auto's plain steps are what showed it stuck plain on a drifting machine (auto_decoding's design rules): the
-    table carries their share of each mode's steps, pooled over prompts and repetitions."""
+    """Auto's plain steps are what showed it stuck plain for whole replies on a VM whose speed drifted (its
+    seconds-based cost of a wider pass measured while the VM was slow, its plain cost later while fast): the table
+    carries their share of each mode's steps, pooled over prompts and repetitions."""
     from free_chat import Run, markdown, summarize
 
     plain = Run([0] * 5, 4, 1.0, 0, 0, steps=[(0, 1)] * 4)
