@@ -1,8 +1,9 @@
 """Run the real application window in this process, send one long message, and report the reply as it grows.
 
 Used by test_kill_restart.py, which kills this process mid-reply. Prints ``READY`` once the model is loaded,
-then ``<time.monotonic()> <characters of the reply so far>`` after each streamed batch, and ``FINISHED`` if the
-reply ends before the kill.
+then ``<time.monotonic()> <characters of the reply so far>`` after each streamed batch, ``SAVING <characters>``
+just before each write of the reply to the database (before, so that a kill cannot fall between the write and its
+report), and ``FINISHED`` if the reply ends before the kill.
 
 Usage: python kill_driver.py HISTORY SETTINGS PROMPT
 """
@@ -24,6 +25,15 @@ def main() -> int:
 
     from app.gui.application import create_application, create_main_window
     from app.gui.gc_policy import collect_on_gui_thread
+    from app.gui.reply_recorder import ReplyRecorder
+
+    save = ReplyRecorder.save
+
+    def announced_save(recorder: ReplyRecorder) -> bool:
+        print(f"SAVING {len(recorder.text)}", flush=True)
+        return save(recorder)
+
+    ReplyRecorder.save = announced_save
 
     history, settings, prompt = sys.argv[1], sys.argv[2], sys.argv[3]
     app = create_application()
