@@ -19,7 +19,7 @@
    (REST) add to the head? Both scored teacher-forced on the held-out greedy replies (``datastore_check.py``).
 
 5. ``tools/draft_head/fused_run.sh DATA``: the fused head's long run (EAGLE-3's low/mid-layer features and a
-   training-time test over three drafting steps, continued from the shipped head on every shard, streamed,
+   training-time test over three drafting steps, continued from the shipped head on shards 1-49, streamed,
    resumable; ``generate.py --layers``, ``train.py --stream-shards --init-head``, ``import_ir.py``); ``python -m
    tools.draft_head.fused_cost --model MODEL`` measures what the extra target outputs cost a one-token pass.
 
