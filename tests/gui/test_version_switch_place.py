@@ -68,3 +68,37 @@ def test_the_keyboard_switch_keeps_the_message_in_place_and_the_focus_on_the_swi
     back = view.widget(second)
     assert back.version_label.text() == "2/2" and QApplication.focusWidget() is back.previous_version
     assert view._content_y(back) - bar.value() == 100
+
+
+def test_a_message_sent_after_a_switch_is_followed_to_the_bottom(qtbot, make_window, tmp_path):
+    """After ‹ or › the view holds the switched reply in place; the next message sent and its reply are followed
+    to the bottom (a newcomer's streamed below the view, its footer and Continue out of sight)."""
+    history = tmp_path / "history.sqlite3"
+    chat, first, second = _chat_with_a_switched_reply(history)
+    window = make_window(FAST, history=history, start=False)
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded, timeout=5000)
+    view.show_earlier()
+    qtbot.waitUntil(lambda: view.fully_loaded and view.widget(second) is not None, timeout=5000)
+    bar = view.scroll_area.verticalScrollBar()
+    reply = view.widget(second)
+    qtbot.waitUntil(lambda: bar.maximum() - (view._content_y(reply) - 100) > 200, timeout=5000)
+    bar.setValue(max(0, view._content_y(reply) - 100))  # (as the test above: the reply near the top)
+    qtbot.waitUntil(lambda: view._content_y(reply) - bar.value() == 100, timeout=3000)
+    reply.previous_version.click()
+    qtbot.waitUntil(lambda: view.fully_loaded and view.widget(first) is not None, timeout=5000)
+    qtbot.wait(50)
+    assert view._content_y(view.widget(first)) - bar.value() == 100  # held where the switched reply was
+
+    db = HistoryDB(history)
+    sent = db.messages(db.add_message(chat, "user", "A new question?\n\n" + "Its long details. " * 200) and chat)[-1]
+    view.append_message(sent)
+    reply = db.messages(db.add_message(chat, "assistant", "") and chat)[-1]
+    widget = view.append_message(reply, live=True)
+    for length in range(1, 6):  # the reply grows as it streams
+        reply.content = "A streamed paragraph of the answer.\n\n" * (20 * length)
+        view.update_message(reply, live=True)
+        qtbot.wait(20)
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum() and view._content_y(widget) + widget.height() > bar.value(),
+                    timeout=3000)
+    db.close()

@@ -382,7 +382,12 @@ class ChatView(QWidget):
         return [widget for index, widget in sorted(shown, key=lambda pair: pair[0]) if index >= 0]
 
     def append_message(self, message: Message, live: bool = False) -> MessageWidget:
-        """Add a message at the bottom."""
+        """Add a message at the bottom (one just sent, or a reply starting) and follow the bottom again: a place
+        held on screen (a version switch's, a page shown above) lets go (a newcomer's next message and its reply,
+        sent after a switch, streamed below the view)."""
+        self._anchor = None
+        self._switched = None
+        self._follow = True
         widget = self._add_widget(message)
         if live:
             widget.set_message(message, live=True)
