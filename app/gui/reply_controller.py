@@ -298,12 +298,15 @@ class ReplyController(QObject):
                 await asyncio.wait([active.task])
 
     def close(self) -> None:
-        """The window closes: save the streaming reply as stopped; nothing more is shown or emitted for it."""
+        """The window closes: save the streaming reply as it stands, left ``streaming`` as a crash leaves it, so
+        that it opens again as interrupted, with Continue; nothing more is shown or emitted for it. (Saved as
+        stopped, with no statistics yet, a newcomer's reply quit mid-way showed "Stopped" with no numbers and a
+        graph that said it was stopped before its first token.)"""
         if self.active is not None:
             active, self.active = self.active, None
             active.closed = True
             active.cancel.set()
-            active.recorder.finish("stopped")
+            active.recorder.save()
         self.retry_unsaved()
 
     # --- generating -------------------------------------------------------------------------------

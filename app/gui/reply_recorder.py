@@ -254,6 +254,8 @@ class ReplyRecorder:
         stats = self._stats_for_storage()
         stats.pop("live", None)
         stats.pop("prefill", None)
+        if self.state == "streaming" and not self.compare:
+            stats.update(self._tokens_so_far())
         self._last_save = self._clock()
         try:
             self.db.update_message(
@@ -267,6 +269,17 @@ class ReplyRecorder:
         self._dirty = False
         self.save_error = None
         return True
+
+    def _tokens_so_far(self) -> dict:
+        """The reply's tokens while it streams, as ``_finished`` would count them (``new_tokens``, and for a
+        continuation ``earlier_tokens`` and ``continued``), so that Continue after a crash counts the tokens written
+        before it (a newcomer's said "200 tokens in all" for 71 + 200)."""
+        generated = self.last_step.generated if self.last_step is not None else 0
+        if self._resumed is None:
+            return {"new_tokens": generated}
+        earlier = int(self._resumed.get("new_tokens") or 0)
+        return {"new_tokens": earlier + generated, "earlier_tokens": earlier,
+                "continued": int(self._resumed.get("continued") or 0) + 1}
 
     def finish(self, state: str, error: str | None = None) -> Message:
         """The reply ended (``complete``, ``stopped`` or ``error``): save it one last time and return it (even when

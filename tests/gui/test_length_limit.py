@@ -8,6 +8,7 @@ from gui_helpers import click, send_and_wait
 
 from app.gui.reply_format import stopped_at_limit
 from app.gui.sampling_presets import BUILTIN_PRESETS
+from app.gui.widgets.live_graph import INTERRUPTED
 
 
 def test_a_reply_cut_by_the_length_limit_says_so_and_continue_writes_more(qtbot, make_window):
@@ -82,3 +83,31 @@ def test_a_reply_interrupted_by_a_crash_offers_continue(qtbot, make_window):
     assert continued.id == cut and continued.state == "complete" and continued.stats["continued"] == 1
     assert continued.content.startswith("Once upon a time, a brave knight") and len(continued.content) > 40
     assert db.message(cut).content == continued.content
+
+
+def test_a_reply_quit_mid_way_opens_again_interrupted_and_continue_counts_every_token(qtbot, make_window, tmp_path):
+    """Newcomer trial: quitting (Ctrl+Q) during a reply saved it as "Stopped" with no statistics, and the graph then
+    said it was stopped before its first token; a reply a crash interrupted, continued, said "200 tokens in all"
+    for 71 + 200. The reply quit mid-way now opens again as a crash leaves it (interrupted, Continue), counted."""
+    history = tmp_path / "quit.sqlite3"
+    window = make_window(FAST.with_values(max_new_tokens=400), history=history)
+    window.composer.set_text("Write a long story about a brave knight.")
+    window.composer.submit()
+    qtbot.waitUntil(lambda: window.active is not None and window.active.recorder.last_step is not None
+                    and window.active.recorder.last_step.generated >= 12, timeout=120_000)
+    recorder = window.active.recorder
+    window.close()  # as Ctrl+Q does
+    written = recorder.last_step.generated
+    saved = window.db.message(recorder.message_id)
+    assert saved.state == "streaming" and saved.content == recorder.text and saved.stats["new_tokens"] == written
+
+    again = make_window(FAST, history=history)  # a reply of 24 tokens more
+    widget = again.chat_view.widget(saved.id)
+    assert widget.footer.text().startswith("Interrupted: SpecChat closed while this reply was being generated")
+    assert again.live_graph.summary.text().startswith(INTERRUPTED)
+    with qtbot.waitSignal(again.generation_finished, timeout=120_000) as done:
+        click(qtbot, widget.continue_button)
+    continued = done.args[0]
+    assert continued.content.startswith(saved.content) and continued.stats["earlier_tokens"] == written
+    assert continued.stats["new_tokens"] == written + 24 and continued.stats["continued"] == 1
+    assert f"Continued once: {written + 24} tokens in all" in again.chat_view.widget(saved.id).footer.text()

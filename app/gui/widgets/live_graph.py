@@ -42,6 +42,9 @@ PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context f
 #: The summary when the last reply was stopped before its first token: it measured nothing, and an earlier reply's
 #: numbers would read as this one's.
 STOPPED_EARLY = "Last reply: stopped before its first token (nothing to measure)."
+#: The summary when the last reply was interrupted (SpecChat closed or crashed while it streamed): it measured nothing
+#: to show, and an earlier reply's numbers must not stand for it.
+INTERRUPTED = "Last reply: interrupted when SpecChat closed (nothing measured)."
 #: ``show_conversation``'s ``reply_id`` for a conversation shown without a reply (message ids start at 1).
 NO_REPLY = 0
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
@@ -320,7 +323,8 @@ class LiveGraph(QWidget):
         """Follow the conversation now on screen: draw its last reply of this session, or, for a reply of an
         earlier session, say what it measured, and how fast the chat's replies were (``replies``: the stored
         statistics of its replies, oldest first; ``last_state``: the last one's ``Message.state``, where
-        ``stopped`` with no speed measured says :data:`STOPPED_EARLY` instead of an earlier reply's numbers).
+        ``stopped`` with no speed measured says :data:`STOPPED_EARLY` instead of an earlier reply's numbers, and
+        ``streaming`` while no reply runs, :data:`INTERRUPTED`).
 
         ``reply_id``: the message of the last reply shown (:data:`NO_REPLY`: none). The runs of this session are
         drawn only when they belong to it: after a version switch shows another reply, the graph says that reply's
@@ -339,6 +343,8 @@ class LiveGraph(QWidget):
             self.refresh()
         elif replies and last_state == "stopped" and not _measured(replies[-1]):
             self.summary.setText(STOPPED_EARLY + chat_summary(measured))
+        elif replies and last_state == "streaming" and not self._running and not _measured(replies[-1]):
+            self.summary.setText(INTERRUPTED + chat_summary(measured))
         elif measured:
             last = measured[-1]
             compare = last.get("compare")
