@@ -99,6 +99,7 @@ def test_typing_is_possible_while_a_reply_streams_and_send_is_refused(qtbot, env
         assert "A reply is being generated" in window.composer.error_text
     assert window.composer.text() == "next question"  # kept for later
     assert window.composer.send_button.isEnabled() and not window.composer.stop_button.isEnabled()
+    assert window.composer.error_text == ""  # the notice went with the reply (a newcomer's stayed beside Send)
     window.composer.clear()
 
 

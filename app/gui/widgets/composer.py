@@ -150,7 +150,7 @@ class Composer(QFrame):
 
     def _check(self) -> bool:
         if self._generating:
-            self.show_error("A reply is being generated: wait for it, or press Stop (Esc).")
+            self.show_error("A reply is being generated: wait for it, or press Stop (Esc).", kind="busy")
             return False
         if self._blocked:
             self.show_blocked(self._blocked)
@@ -161,8 +161,11 @@ class Composer(QFrame):
         return True
 
     def set_generating(self, generating: bool) -> None:
-        """While a reply streams, Send and Compare are off and Stop is on; typing stays possible."""
+        """While a reply streams, Send and Compare are off and Stop is on; typing stays possible. Once it ends, the
+        notice that a reply is being generated is withdrawn (newcomer trial: it stayed beside an enabled Send)."""
         self._generating = generating
+        if not generating and self.error_label.property("kind") == "busy":
+            self.clear_error()
         self._update_buttons()
 
     def set_blocked(self, reason: str | None) -> None:
@@ -180,10 +183,11 @@ class Composer(QFrame):
         self.show_error(text)
         self.error_label.setProperty("kind", "blocked")
 
-    def show_error(self, text: str) -> None:
-        """Show a message above the text box (cleared when the user types or sends again)."""
+    def show_error(self, text: str, kind: str = "error") -> None:
+        """Show a message above the text box (cleared when the user types or sends again; ``kind`` "busy", that a
+        reply is being generated, also when it ends)."""
         self.error_label.setText(text)
-        self.error_label.setProperty("kind", "error")
+        self.error_label.setProperty("kind", kind)
         self.error_label.setVisible(True)
 
     def chat_changed(self) -> None:
