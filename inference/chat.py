@@ -156,7 +156,7 @@ class ChatSession:
                 yield from reader.deltas()
                 continue
             if reader is not None and isinstance(event, Finished):
-                rest, calls = reader.finish()
+                rest, calls = reader.finish(cut=event.stats.stop_reason != "eos")
                 if rest:
                     yield TextDelta(text=rest, token_id=-1, from_draft=False)
                 if calls:

@@ -56,6 +56,10 @@ class ToolUse:
         return [tool["function"]["name"] for tool in self.tools]
 
 
+#: The arguments' schema of a function that declares no parameters.
+NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
 @dataclass(frozen=True)
 class ToolCallFormat:
     """How a model family writes tool calls.
@@ -99,7 +103,9 @@ class ToolCallFormat:
         return lark_grammar(f"start: TEXT? calls | TEXT\ncalls: {calls}\nTEXT: /(?s:.+)/ & ~/(?s:.*{opener}.*)/")
 
     def _call_schema(self, function: dict) -> dict:
-        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        # a function without parameters (omitted or {}) takes none, as OpenAI defines it: an object of no keys (an
+        # open one let the default model copy the instructions' {"<argument>": "<value>"})
+        parameters = function.get("parameters") or NO_PARAMETERS
         return {
             "type": "object",
             "properties": {"name": {"const": function["name"]}, self.arguments_key: parameters},
@@ -366,14 +372,32 @@ class ToolCallReader:
         self._held = self._held[len(out):]
         return out
 
-    def finish(self) -> tuple[str, list[ToolCall]]:
-        """``(text not shown yet, calls)`` at the end of the reply."""
+    def finish(self, cut: bool = False) -> tuple[str, list[ToolCall]]:
+        """``(text not shown yet, calls)`` at the end of the reply. ``cut``: the reply ended before the model did
+        (length limit, stop string, Stop): calls part that does not read as calls whole is then the calls written
+        whole before the cut, the unfinished one dropped, never shown as text (a newcomer's tool call cut by
+        max_tokens came back as the format's raw JSON in ``content``, and streamed as content after its calls)."""
         if self._calls is None:
             return self._held, []
         calls = self._format.parse(self._calls)
+        if calls is None and cut:
+            return self._held, self._whole_calls()
         if calls is None:
             return self._held + self._calls, []
         written = written_calls(self._calls, self._format.arguments_key)
         if [(name, whole) for name, _, whole in written] == [(call.name, True) for call in calls]:
             calls = [replace(call, arguments_json=text) for call, (_, text, _) in zip(calls, written)]
         return self._held, calls
+
+    def _whole_calls(self) -> list[ToolCall]:
+        """The calls of a cut calls part whose arguments were written whole, in order, up to the first that was not."""
+        calls = []
+        for name, text, whole in written_calls(self._calls, self._format.arguments_key):
+            try:
+                arguments = json.loads(text) if whole else None
+            except ValueError:
+                arguments = None
+            if not isinstance(arguments, dict):
+                break
+            calls.append(ToolCall(name, arguments, arguments_json=text))
+        return calls

@@ -18,7 +18,7 @@ from inference.events import TextDelta, ToolCall, ToolCalls
 from inference.model import load_model
 from inference.precision import PrecisionSettings
 from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
-from inference.tools import HERMES, LLAMA3, MISTRAL, ToolCallReader, ToolUse, tool_call_format
+from inference.tools import GENERIC, HERMES, LLAMA3, MISTRAL, ToolCallReader, ToolUse, tool_call_format
 
 TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
     "type": "object", "properties": {"utc": {"type": "boolean"}}, "required": ["utc"], "additionalProperties": False}}}
@@ -100,6 +100,38 @@ def test_forced_calls_follow_the_functions_schemas_in_every_mode(tool_engine, ch
         assert len(sampled) == 1 and _valid(sampled[0])
 
 
+def test_a_cut_reply_keeps_the_calls_written_whole_and_never_shows_the_cut_one_as_text():
+    """A reply cut (max_tokens) inside its second call: the first call is kept, the second dropped; not cut, such a
+    text is no calls and stays text (a newcomer's cut call came back as the format's raw JSON in ``content``)."""
+    weather = '{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}'
+    hermes = f'<tool_call>\n{weather}\n</tool_call>\n<tool_call>\n{{"name": "get_time", "arguments": {{"ut'
+    generic = f'{{"tool_calls": [{weather}, {{"name": "get_'
+    for form, text in ((HERMES, hermes), (GENERIC, generic)):
+        reader = ToolCallReader(form)
+        assert reader.push(text) == ""
+        assert reader.finish(cut=True) == ("", [ToolCall("get_weather", {"city": "Paris", "days": 2})]), form.name
+        whole = ToolCallReader(form)
+        whole.push(text)
+        assert whole.finish() == (text, [])
+    first_cut = ToolCallReader(HERMES)
+    first_cut.push('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par')
+    assert first_cut.finish(cut=True) == ("", [])
+
+
+@pytest.mark.parametrize("parameters", [None, {}])
+def test_a_function_without_parameters_is_called_with_none(tool_engine, parameters):
+    """OpenAI: "Omitting parameters defines a function with an empty parameter list". A newcomer's such function was
+    called with {"<argument>": "<value1234567890"} (the open object the schema was let the model copy the
+    instructions' example); sampled replies of the tiny random model write only {}."""
+    function = {"name": "now", "description": "The current time."}
+    if parameters is not None:
+        function["parameters"] = parameters
+    use = ToolUse(({"type": "function", "function": function},), "now", parallel=False)
+    for seed in range(8):
+        calls, _, stats = _reply(tool_engine, use, temperature=1.0, seed=seed)
+        assert [(call.name, call.arguments) for call in calls] == [("now", {})], stats.text
+
+
 def test_auto_lets_the_model_write_text_or_valid_calls(tool_engine):
     use = ToolUse((WEATHER, TIME), "auto")
     for seed in range(4):
@@ -170,6 +202,18 @@ def test_the_server_returns_tool_calls_streamed_or_not_and_takes_results_back(to
     none = tool_client.chat.completions.create(model="tiny", messages=follow, tools=[WEATHER], tool_choice="none",
                                                max_tokens=5, temperature=0)
     assert none.choices[0].message.tool_calls is None and none.choices[0].finish_reason == "length"
+
+
+def test_a_tool_call_cut_by_max_tokens_is_not_returned_as_text(tool_client):
+    """Newcomer trial: a call cut by max_tokens came back as the tool format's raw JSON in ``content`` (and, streamed,
+    as content after the calls): the calls written whole come back, the cut one does not, finish_reason length."""
+    request = dict(model="tiny", messages=ASK, tools=[WEATHER, TIME], tool_choice="required", temperature=0,
+                   max_tokens=8)
+    reply = tool_client.chat.completions.create(**request).choices[0]
+    assert reply.finish_reason == "length" and not reply.message.content and not reply.message.tool_calls
+    chunks = list(tool_client.chat.completions.create(**request, stream=True))
+    assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].choices[0].finish_reason == "length"
 
 
 @pytest.mark.parametrize("fields, param", [

@@ -134,11 +134,11 @@ def completion_logprobs(tokens: list[tuple[bytes, float | None, tuple[TokenLogpr
 
 
 def finish_reason(stats: GenerationStats, called: bool = False) -> str:
-    """OpenAI's finish_reason: ``tool_calls`` when the reply ``called`` tools, ``length`` when max_tokens ended it,
-    else ``stop``."""
-    if called:
-        return "tool_calls"
-    return "length" if stats.stop_reason == "max_new_tokens" else "stop"
+    """OpenAI's finish_reason: ``length`` when max_tokens ended the reply (its calls too: those written whole are
+    returned, the one cut is not), else ``tool_calls`` when it ``called`` tools, else ``stop``."""
+    if stats.stop_reason == "max_new_tokens":
+        return "length"
+    return "tool_calls" if called else "stop"
 
 
 def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
