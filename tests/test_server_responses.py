@@ -126,6 +126,16 @@ def test_a_call_streams_as_a_function_call_item_and_is_kept_for_the_next_turn():
     ]
 
 
+def test_a_call_cut_by_max_output_tokens_is_an_incomplete_item_and_not_kept_as_a_call():
+    stats = GenerationStats(mode="ar", new_tokens=6, prompt_tokens=20, stop_reason="max_new_tokens")
+    backend = Scripted([ToolCallDelta(0, "get_weather", '{"city": "Ro')], [Finished(stats)])
+    app = create_app(backend, model_id="m")
+    body = post(app, {"input": "Weather in Rome?", "tools": [WEATHER], "max_output_tokens": 6}).json()
+    assert body["status"] == "incomplete" and body["output"][0]["status"] == "incomplete"
+    assert post(app, {"previous_response_id": body["id"], "input": "And in Oslo?"}).status_code == 200
+    assert backend.requests[1].messages[1] == {"role": "assistant", "content": ""}  # no call the reply did not finish
+
+
 def test_a_tool_choice_left_out_is_echoed_as_the_servers_default_made_it():
     """Under ``--tool-choice-default call-then-answer`` the question gets "required" and the call's result "none"
     (the engine then gets no tools), and the Response says so; a default server says "auto"."""
@@ -170,6 +180,7 @@ def test_text_with_instructions_and_an_engine_reply():
     assert body["object"] == "response" and body["status"] == "incomplete"
     assert body["incomplete_details"] == {"reason": "max_output_tokens"} and body["temperature"] == 0
     assert body["output"][0]["content"][0] == {"type": "output_text", "text": "Bonjour", "annotations": [], "logprobs": []}
+    assert body["output"][0]["status"] == "incomplete"  # the message cut (a newcomer's said completed)
     assert backend.requests[0].system_prompt == "Answer in French."
     assert backend.requests[0].messages == [{"role": "user", "content": "Hello"}]
     refused = post(create_app(backend, model_id="m"), {"input": "Again", "previous_response_id": body["id"]})

@@ -319,6 +319,7 @@ class ResponseBuilder:
         self.output: list[dict] = []  # the output items, as opened
         self._message: dict | None = None  # the message item, once text came
         self._calls: list[dict] = []  # the function_call items, in the reply's order
+        self._whole_calls = 0  # how many of them the reply wrote whole (its ToolCalls)
         self.stats: GenerationStats | None = None
 
     def response(self) -> dict:
@@ -344,11 +345,12 @@ class ResponseBuilder:
     def conversation(self) -> list[dict]:
         """The conversation with this response's reply (chat messages; for :class:`ResponseStore`)."""
         text = self._message["content"][0]["text"] if self._message else ""
-        reply = {"role": "assistant", "content": text or (None if self._calls else "")}
-        if self._calls:
+        calls = self._calls[: self._whole_calls]  # (not one that max_output_tokens cut)
+        reply = {"role": "assistant", "content": text or (None if calls else "")}
+        if calls:
             reply["tool_calls"] = [{"id": call["call_id"], "type": "function",
                                     "function": {"name": call["name"], "arguments": call["arguments"]}}
-                                   for call in self._calls]
+                                   for call in calls]
         return [*self._conversation, reply]
 
     def opening(self) -> list[dict]:
@@ -370,6 +372,7 @@ class ResponseBuilder:
                 if event.arguments:
                     events += self._arguments(event.index, event.arguments)
             elif isinstance(event, ToolCalls):
+                self._whole_calls = len(event.calls)
                 for index, call in enumerate(event.calls):
                     if index >= len(self._calls):
                         events += self._open_call(call.name)
@@ -423,9 +426,13 @@ class ResponseBuilder:
                             output_index=self.output.index(call), delta=text)]
 
     def _close(self) -> list[dict]:
+        """Every item's done events; the item max_output_tokens cut (the last, unless a call written whole) is
+        ``incomplete``, as OpenAI marks it, the others ``completed``."""
         events = []
+        cut = self.stats.stop_reason == "max_new_tokens"
         for output_index, item in enumerate(self.output):
-            item["status"] = "completed"
+            whole_call = any(item is call for call in self._calls[: self._whole_calls])
+            item["status"] = "incomplete" if cut and item is self.output[-1] and not whole_call else "completed"
             if item is self._message:
                 part = item["content"][0]
                 events += [
