@@ -228,6 +228,22 @@ def test_ctrl_c_during_generate_keeps_what_came_and_exits_130(int4_dir, data_dir
     assert 1 <= tokens < 400, err
 
 
+def test_ctrl_c_while_the_model_loads_prints_no_traceback_and_exits_130(monkeypatch, capsys):
+    """Newcomer trial: Ctrl+C during `generate`'s or `chat`'s model load printed a KeyboardInterrupt traceback (from
+    compile_model); `serve` said "stopped". Every command now does."""
+    import argparse
+
+    import app.cli.commands as commands
+
+    def loading(args):
+        raise KeyboardInterrupt
+
+    for command in ("generate", "chat"):
+        monkeypatch.setattr(commands, f"_{command}", loading)
+        assert commands.run_command(argparse.Namespace(command=command)) == 130
+        assert capsys.readouterr().err == "stopped\n"
+
+
 def test_compare_warms_the_engine_up_before_either_measured_run(int4_dir, data_dir, monkeypatch, capsys):
     """Found by a newcomer: without it the autoregressive run, which goes first, paid OpenVINO's one-time work
     (TTFT 310 against 38 ms) and `--mode compare --draft lookup` reported 2.8x with no draft accepted."""

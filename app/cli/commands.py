@@ -468,11 +468,15 @@ def run_command(args: argparse.Namespace) -> int:
     """Run the subcommand ``args.command`` (``generate``, ``chat``, ``serve`` or ``models``); returns the exit status.
 
     Errors a user can fix (bad settings, a model that cannot be fetched or loaded, a data folder that cannot be
-    written) print one line and give 2.
+    written) print one line and give 2; Ctrl+C where no command handles it (a model loading) prints "stopped" and
+    gives 130.
     """
     handlers = {"generate": _generate, "chat": _chat, "serve": _serve, "models": _models}
     try:
         return handlers[args.command](args)
+    except KeyboardInterrupt:  # Ctrl+C before a reply began (while the model loads): no traceback, the shell's 130
+        print("stopped", file=sys.stderr)
+        return 130
     except SettingError as error:
         print(f"error: {flag_error(error)}", file=sys.stderr)
         return 2
