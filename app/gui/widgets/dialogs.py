@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressBar, QProgressDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressBar, QProgressDialog, QPushButton, QWidget
 
 from inference.models.progress import ProgressEvent
 
@@ -96,7 +96,8 @@ class ModelProgressDialog(QProgressDialog):
     """Progress of fetching and converting the default model (first start, or a new bit-width), with Cancel.
 
     Steps show as a busy bar with their line; the download as a determinate bar with its percentage and bytes.
-    Cancel (the button, Escape or closing the dialog) emits ``canceled``.
+    Cancel (the button, Escape or closing the dialog) emits ``canceled``; Enter does not (the focus is on Cancel while
+    the window's message box looks ready for typing).
     """
 
     def __init__(self, parent: QWidget, title: str):
@@ -107,7 +108,9 @@ class ModelProgressDialog(QProgressDialog):
         self.bar = QProgressBar(self)
         self.setBar(self.bar)  # updated directly: QProgressDialog.setValue runs a nested event loop when modal
         self.bar.setRange(0, 0)  # indeterminate
-        self.setCancelButtonText("Cancel")
+        cancel = QPushButton("Cancel", self)
+        cancel.setAutoDefault(False)  # Enter, the send key, must not cancel: a newcomer typing a message did
+        self.setCancelButton(cancel)
         self.setMinimumDuration(0)
         self.setMinimumWidth(520)
         self.setAutoClose(False)
