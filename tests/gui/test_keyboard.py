@@ -6,7 +6,7 @@ from __future__ import annotations
 from conftest import FAST
 from gui_helpers import activate, click, find_dialog, send_and_wait
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAccessible
+from PySide6.QtGui import QAccessible, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSpinBox,
@@ -128,6 +128,20 @@ def test_tab_leaves_the_edit_and_resend_box(qtbot, make_window):
     assert QApplication.focusWidget() is message.cancel_edit_button
     qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is message.resend_button
+
+
+def test_ctrl_enter_saves_an_edit_and_enter_adds_a_line(qtbot, make_window):
+    """Newcomer trial: no key saved an edit (Enter adds a line, Ctrl+Enter did nothing)."""
+    window = make_window(FAST, start=False)
+    _chat_with_one_message(window)
+    message = _edit_first_message(qtbot, window)
+    message.editor.moveCursor(QTextCursor.MoveOperation.End)
+    qtbot.keyClick(message.editor, Qt.Key.Key_Return)
+    qtbot.keyClicks(message.editor, "How are you?")
+    assert message.editor.toPlainText() == "Hello there\nHow are you?" and message.editing
+    with qtbot.waitSignal(message.edit_submitted, timeout=3000) as submitted:
+        qtbot.keyClick(message.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert submitted.args == [message.message.id, "Hello there\nHow are you?"]
 
 
 def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):

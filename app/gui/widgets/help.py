@@ -16,6 +16,7 @@ WIDGET_KEYS = (
     ("Tab / Shift+Tab", "move to the next / previous control (also out of the message box)"),
     ("Ctrl+Tab", "insert a tab character in the message"),
     ("Space", "press the focused button"),
+    ("Ctrl+Enter in a message's edit box", "save and resend the message (Enter adds a line)"),
     ("Esc in a message's edit box", "cancel the edit (while a reply streams, Esc stops it)"),
     ("Esc in the chat search", "clear the search"),
     ("Down in the chat search", "go to the results, opening the first one"),

@@ -70,15 +70,17 @@ class _Column(QWidget):
 
 
 class _EditBox(QPlainTextEdit):
-    """The editor of a user message: Tab moves on to Cancel and Save, Esc cancels the edit (while a reply streams
-    the window's Stop takes Esc first). It is as tall as its text, wrapped at its width (``EDIT_MIN_LINES`` lines at
+    """The editor of a user message: Enter adds a line, Ctrl+Enter saves and resends, Tab moves on to Cancel and
+    Save, Esc cancels the edit (while a reply streams the window's Stop takes Esc first). It is as tall as its text, wrapped at its width (``EDIT_MIN_LINES`` lines at
     least, ``EDIT_MAX_PX`` pixels at most): a one-line message's editor stood 190 px tall (newcomer trial).
 
     Signals:
         cancelled(): Esc was pressed.
+        submitted(): Ctrl+Enter was pressed (a newcomer found no key that saved an edit).
     """
 
     cancelled = Signal()
+    submitted = Signal()
 
     def __init__(self):
         super().__init__()
@@ -106,9 +108,12 @@ class _EditBox(QPlainTextEdit):
             self.updateGeometry()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
-        """Esc cancels; the other keys edit."""
+        """Esc cancels, Ctrl+Enter submits; the other keys edit."""
         if event.key() == Qt.Key.Key_Escape and event.modifiers() == Qt.KeyboardModifier.NoModifier:
             self.cancelled.emit()
+        elif event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
+                event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier == Qt.KeyboardModifier.ControlModifier:
+            self.submitted.emit()
         else:
             super().keyPressEvent(event)
 
@@ -204,6 +209,7 @@ class MessageWidget(QFrame):
             return
         self.editor = _EditBox()
         self.editor.cancelled.connect(self._cancel_edit_by_key)
+        self.editor.submitted.connect(lambda: self.resend_button.isEnabled() and self._submit_edit())
         self.editor.setAccessibleName("Edit your message")
         self.edit_bar = QWidget()
         edit_bar = QHBoxLayout(self.edit_bar)
