@@ -76,6 +76,7 @@ class ReplyRecorder:
             {"ar": {}, "spec": {}, "spec_mode": compare_mode, "speedup": None, "identical": None} if compare else {}
         )
         self.last_step: StepStats | None = None
+        self._first_step: StepStats | None = None  # the run's first decode step: the live rate counts from it
         self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
         self.progress: PromptProgress | None = None  # how much of the prompt the run has read, until its first token
         self.rolls = 0
@@ -106,7 +107,7 @@ class ReplyRecorder:
         self.phase = run
         self.mode = mode or run
         self._phase_extra = extra
-        self.last_step = None
+        self.last_step = self._first_step = None
         self.overflow = None
         self.progress = None
         if self.compare:
@@ -134,6 +135,7 @@ class ReplyRecorder:
                 self._dirty = True
             elif isinstance(event, StepStats):
                 self.last_step = event
+                self._first_step = self._first_step or event
             elif isinstance(event, ContextRolled):
                 self.rolls += 1
             elif isinstance(event, PromptOverflow):
@@ -201,8 +203,12 @@ class ReplyRecorder:
                 alone = self.progress is not None and not self.compare
                 text = skipped[0].upper() + skipped[1:] if alone else f"{text} · {skipped}"
             return text
-        rate = step.generated / step.elapsed_s if step.elapsed_s > 0 else 0.0
-        parts = [f"{step.generated} tokens", f"{rate:.1f} tokens/s"]
+        # the decode rate since the first step, as the finished reply's footer counts it (from the start of the
+        # reply, a 40 s prompt read made it "0.5 tokens/s" beside a graph at 5.4: newcomer trial)
+        first = self._first_step
+        parts = [f"{step.generated} token{'s' if step.generated != 1 else ''}"]
+        if first is not None and step.elapsed_s > first.elapsed_s:
+            parts.append(f"{(step.generated - first.generated) / (step.elapsed_s - first.elapsed_s):.1f} tokens/s")
         if self.phase == "spec" and step.drafted:
             parts.append(f"K {step.k}")
         prefix = f"{MODE_NAMES.get(self.mode, '')}: " if self.compare else "Generating · "

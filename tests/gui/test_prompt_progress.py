@@ -13,7 +13,7 @@ from gui_helpers import click
 from app.gui.history_db import HistoryDB
 from app.gui.reply_format import reading_text
 from app.gui.reply_recorder import ReplyRecorder
-from inference.events import PromptOverflow, PromptProgress, TextDelta
+from inference.events import PromptOverflow, PromptProgress, StepStats, TextDelta
 
 GENESIS = Path(__file__).resolve().parents[2] / "bench" / "data" / "kjv_genesis.txt"
 WORDS = re.compile(r"Reading your message: ([\d,]+) of ([\d,]+) tokens( \(\+[\d,]+ in memory already\))? · .+ so far(, about .+ left)?$")
@@ -79,4 +79,22 @@ def test_the_recorder_hands_the_reading_on_until_the_first_token_and_never_saves
     assert "prefill" not in db.message(message.id).stats
     recorder.add([TextDelta("Hi", 1, False)])
     assert "prefill" not in recorder.snapshot().stats
+    db.close()
+
+
+def test_the_live_rate_counts_from_the_first_step_not_from_the_prompts_reading(tmp_path):
+    """Newcomer trial: after a 100 KB paste read for 40 s the footer said "20 tokens · 0.5 tokens/s" beside a graph at
+    5.4: the rate is the decode rate since the first step, as the finished reply's footer counts it."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    message = db.message(db.add_message(db.create_conversation("t"), "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message)
+
+    def step(generated: int, elapsed_s: float) -> StepStats:
+        return StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=100.0, step_ms=100.0, k=0,
+                         cache_len=4000 + generated, n_ctx=4096, elapsed_s=elapsed_s, generated=generated)
+
+    recorder.add([TextDelta("A", 1, False), step(1, 40.0)])
+    assert recorder.live_text() == "Generating · 1 token"  # (one step: no rate yet)
+    recorder.add([TextDelta(" reply", 2, False), step(20, 43.5)])
+    assert recorder.live_text() == "Generating · 20 tokens · 5.4 tokens/s"  # 19 tokens in 3.5 s
     db.close()
