@@ -193,16 +193,20 @@ class Conversations(QObject):
         if answer != QMessageBox.StandardButton.Yes:
             return False
         await self._replies.stop_in(conversation_id)
+        order = [c.id for c in self.db.conversations()]
         try:
             self.db.delete_conversation(conversation_id)
         except sqlite3.Error as error:
             self.write_failed(f"the deletion of “{conversation.title}” (it was kept)", error)
             return False
         if self.current_id == conversation_id:
-            remaining = self.db.conversations()
-            if remaining:
+            remaining = [c.id for c in self.db.conversations()]
+            if remaining:  # its neighbour in the list: the one below, or above for the last (newcomer trial: the top)
+                place = order.index(conversation_id) if conversation_id in order else 0
+                below = [i for i in order[place + 1:] if i in remaining]
+                above = [i for i in order[:place] if i in remaining]
                 self._view.show_conversation(None, [])
-                self.open(remaining[0].id)
+                self.open((below or above[::-1] or remaining)[0])
             else:
                 self.new()
         self.refresh()

@@ -126,3 +126,37 @@ def test_a_refused_history_write_is_said_in_the_composer_and_the_status_bar(part
     parts.conversations.write_failed("the new title", sqlite3.OperationalError("database or disk is full"))
     assert parts.composer.error_text.startswith("Could not save the new title: ")
     assert parts.said == [parts.composer.error_text]
+
+
+def test_deleting_the_chat_shown_opens_its_neighbour_in_the_list(qtbot, parts, monkeypatch, qasync_loop):
+    """Newcomer trial: deleting the last chat of the list opened the top one; the one below opens, or the one above
+    for the last."""
+    import asyncio
+
+    from PySide6.QtWidgets import QMessageBox
+
+    import app.gui.conversations as module
+
+    async def yes(*_args, **_kwargs):
+        return QMessageBox.StandardButton.Yes
+
+    async def nothing_streams(_conversation_id):
+        return None
+
+    monkeypatch.setattr(module, "message_box", yes)
+    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    for name in ("One", "Two", "Three", "Four"):
+        add_chat(parts.db, name, f"{name}?", f"{name}.")
+    parts.conversations.refresh()
+    order = [c.id for c in parts.db.conversations()]  # as the list shows them
+
+    def delete(conversation_id: int) -> None:
+        parts.conversations.open(conversation_id)
+        task = asyncio.ensure_future(parts.conversations.delete(conversation_id))
+        qtbot.waitUntil(task.done, timeout=5000)
+        assert task.result()
+
+    delete(order[1])
+    assert parts.conversations.current_id == order[2]  # the one below
+    delete(order[3])
+    assert parts.conversations.current_id == order[2]  # the last: the one above
