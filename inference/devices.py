@@ -41,6 +41,20 @@ def available_devices() -> list[str]:
     return [*core().available_devices, "AUTO"]
 
 
+def unavailable_device(device: str) -> str | None:
+    """Why OpenVINO cannot run on ``device`` here (a sentence that says what to do), or None when it can: a plain
+    device name (``GPU``, ``GPU.1``, ``NPU``) that OpenVINO does not find. ``AUTO`` and composite names
+    (``HETERO:GPU,CPU``) are left to OpenVINO. (A newcomer's ``--device GPU`` on a machine without OpenCL failed
+    while the draft head loaded, with "reinstall it".)"""
+    if ":" in device or device.split(".")[0] in ("AUTO", "MULTI", "HETERO", "BATCH"):
+        return None
+    found = core().available_devices
+    if any(name.split(".")[0] == device.split(".")[0] for name in found):  # (GPU for GPU.0, an index OpenVINO judges)
+        return None
+    return (f"device {device} is not available here: OpenVINO finds {', '.join(found) or 'none'} (a GPU or NPU needs "
+            "its driver installed: for an Intel GPU, the compute runtime with OpenCL); choose one of those")
+
+
 def is_cpu(device: str) -> bool:
     """True for ``CPU`` (the only device whose precisions SpecChat chooses itself)."""
     return device.split(".")[0] == "CPU"

@@ -217,6 +217,20 @@ def test_an_invalid_thread_count_is_a_setting_error(int4_dir, data_dir, args, me
     assert "corrupt" not in stderr
 
 
+def test_a_device_openvino_does_not_find_is_said_before_any_model_loads(int4_dir, data_dir):
+    """Newcomer trial: `--device GPU` on a machine without OpenCL failed while the draft head loaded, saying
+    "reinstall it". A device OpenVINO does not find is named, with the devices it finds."""
+    from inference.devices import core
+
+    missing = next(name for name in ("NPU", "GPU", "GPU.7") if name.split(".")[0] not in core().available_devices)
+    for flag in ("--device", "--draft-device"):
+        result = _specchat("generate", "Hi", flag, missing, "--max-new-tokens", "2", data_dir=data_dir)
+        stderr = result.stderr.decode()
+        assert result.returncode == 2 and "Traceback" not in stderr, stderr
+        assert f"error: {flag}: device {missing} is not available here: OpenVINO finds CPU" in stderr, stderr
+        assert "reinstall" not in stderr
+
+
 def test_unused_options_are_said_on_stderr(int4_dir, data_dir):
     result = _specchat("generate", "Hi", "--mode", "ar", "--draft", "/nowhere/draft", "--max-new-tokens", "2", data_dir=data_dir)
     stderr = result.stderr.decode()

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from app.backends.worker import ModelSpec
-from inference.devices import available_devices
+from inference.devices import available_devices, unavailable_device
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.models import default_model, store
 from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
@@ -142,10 +142,15 @@ def model_folders(args: argparse.Namespace) -> ModelSpec:
     stderr), devices, precision and threads; notes on unused options are printed first.
 
     Raises:
-        ModelFetchError / ValueError: a model that cannot be found or fetched (the message says what to do).
+        ModelFetchError / ValueError: a model that cannot be found or fetched, a device OpenVINO does not find here
+            (the message says what to do).
     """
     for note in unused_options(args):
         print(f"note: {note}", file=sys.stderr)
+    for flag, device in (("--device", args.device), ("--draft-device", args.draft_device)):
+        problem = device and unavailable_device(device)
+        if problem:
+            raise ValueError(f"{flag}: {problem}")
     target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
     draft = _draft_name(args)
     draft = store.find_model(draft) if draft else None
