@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         "/text).",
     )
     _add_engine_options(chat, modes=("auto", "ar", "spec"))  # a comparison runs one message twice: generate only
-    models = commands.add_parser("models", parents=folders, help="manage models: list, import, download, convert, remove, pair, catalogue")
+    models = commands.add_parser("models", parents=folders, help="manage models: fetch-default, list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
     from app.cli.models import add_models_subcommands
 

@@ -1,4 +1,4 @@
-"""``specchat models ...``: list, import, download, convert, remove, pair, catalogue (no Qt imported here).
+"""``specchat models ...``: fetch-default, list, import, download, convert, remove, pair, catalogue (no Qt imported here).
 
 Wired into :mod:`app.cli.commands` by :func:`add_models_subcommands` (parsers) and :func:`run_models_command` (dispatch).
 Long operations print progress on stderr; Ctrl+C cancels them cleanly (nothing is left in the store) and
