@@ -14,8 +14,13 @@ import pytest
 from helpers import run_coroutine
 from server_process import ServerProcess
 
+from app.backends.protocol import GenerationRequest
 from app.server import create_app
-from inference.events import Finished, GenerationStats, TextDelta
+from app.server.gate import GenerationGate
+from app.server.generation import Generation
+from app.server.request_log import RequestRecord
+from inference.events import Finished, GenerationStats, StepStats, TextDelta
+from inference.settings import GenerationSettings
 
 SECRET = "my secret question"
 ASK = {"messages": [{"role": "user", "content": SECRET}], "max_tokens": 4}
@@ -170,3 +175,33 @@ def test_a_request_refused_before_any_route_is_logged_too(caplog_requests):
     assert run_coroutine(run()).status_code == 403
     [line] = lines(caplog_requests)
     assert (line["route"], line["status"], line["tokens_in"], line["queued"]) == ("/v1/chat/completions", "403", "-", "0")
+
+
+class Endless:
+    """A backend whose reply streams a token a batch until it is stopped (a client that left mid-stream)."""
+
+    async def generate(self, request, cancel):
+        generated = 0
+        while not cancel.is_set():
+            generated += 1
+            yield [TextDelta("x", generated, False),
+                   StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=1.0, step_ms=1.0, k=0,
+                             cache_len=5 + generated, n_ctx=512, elapsed_s=0.01 * generated, generated=generated)]
+
+
+def test_a_stream_its_client_left_is_logged_as_499_with_the_tokens_it_sent():
+    """Newcomer trial: a stream the client cancelled after ~3 s was logged `200 in=- out=- ttft_ms=-`, as if nothing
+    had been generated (a whole reply left the same way is logged 499). It reads 499 and the tokens sent."""
+    async def scenario(backend, batches: int) -> RequestRecord:
+        record = RequestRecord("POST", "/v1/chat/completions", "127.0.0.1:1", 0.0, status=200)
+        run = Generation(backend, GenerationGate(0), GenerationRequest([], "", GenerationSettings()), "", record)
+        await run.start()
+        for _ in range(batches - 1):
+            await run.next()
+        await run.close()  # as the stream does however it ends
+        return record
+
+    left = run_coroutine(scenario(Endless(), 7))
+    assert (left.status, left.tokens_out) == (499, 7)
+    whole = run_coroutine(scenario(Held(), 1))
+    assert (whole.status, whole.tokens_in, whole.tokens_out) == (200, 5, 1)  # a reply that ended is what it was

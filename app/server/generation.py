@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 
 from app.backends.protocol import GenerationRequest, ReplySource
-from inference.events import Event, Finished
+from inference.events import Event, Finished, StepStats
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
@@ -43,6 +43,8 @@ class Generation:
         self._batches: AsyncIterator[list[Event]] | None = None
         self._holding = False
         self._record = record
+        self._ended = False  # the reply's Finished came, or an error ended it
+        self._generated = 0  # reply tokens so far (its last decode step's count)
 
     def queued(self) -> int:
         """The queue position this request would wait at now (1 = next; 0: it would not wait).
@@ -89,10 +91,23 @@ class Generation:
     async def next(self) -> list[Event]:
         """The next batch (``StopAsyncIteration`` after the last)."""
         try:
+            return await self._next()
+        except StopAsyncIteration:
+            raise
+        except Exception:
+            self._ended = True  # an error ended the reply (as an APIError); a client gone cancels, which is not one
+            raise
+
+    async def _next(self) -> list[Event]:
+        """:meth:`next`'s batch, the engine's errors made ``APIError`` (400, 500) and its tokens counted."""
+        try:
             batch = await self._batches.__anext__()
+            self._generated = next((e.generated for e in reversed(batch) if isinstance(e, StepStats)), self._generated)
             finished = next((event for event in batch if isinstance(event, Finished)), None)
-            if finished is not None and self._record is not None:
-                self._record.generated(finished.stats)
+            if finished is not None:
+                self._ended = True
+                if self._record is not None:
+                    self._record.generated(finished.stats)
             return batch
         except StopAsyncIteration:
             raise
@@ -115,8 +130,11 @@ class Generation:
         return events
 
     async def close(self) -> None:
-        """Stop the generation if it still runs and give the turn back (idempotent)."""
+        """Stop the generation if it still runs and give the turn back (idempotent). A reply stopped before its end
+        (its client gone mid-stream) is logged as 499 with the tokens it had sent (a newcomer's read 200 with none)."""
         if self._batches is not None:
+            if not self._ended and self._record is not None:
+                self._record.status, self._record.tokens_out = 499, self._generated
             batches, self._batches = self._batches, None
             self.cancel.set()
             await batches.aclose()
