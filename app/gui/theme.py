@@ -56,7 +56,8 @@ class Theme:
         name: ``light`` or ``dark``; dark: a dark background with light text.
         window / panel / base / header: backgrounds of the window, the conversation list, bubbles and fields, the
             chat's title bar; text / muted: text on them (muted: footers, hints); border: lines between areas.
-        accent / on_accent: the Send button and selections, and text on it; accent_off: Send while disabled.
+        accent / on_accent: the Send button and selections, and text on it; accent_off / on_accent_off: Send while
+            disabled, and its text (of low contrast on purpose: a disabled Send must not look enabled).
         user_bubble / user_border: a user message's bubble; selected / on_selected: the chosen conversation;
         hover: a conversation under the mouse.
         code / code_border: code blocks and inline code; quote: a block quote's bar; table_border: table rules.
@@ -81,6 +82,7 @@ class Theme:
     accent: str
     on_accent: str
     accent_off: str
+    on_accent_off: str
     user_bubble: str
     user_border: str
     selected: str
@@ -132,7 +134,8 @@ class Theme:
 LIGHT = Theme(
     name="light", dark=False,
     window="#f6f7f9", panel="#eef0f3", base="#ffffff", header="#ffffff", text="#1b1f24", muted="#57606a",
-    border="#d6dae0", accent="#1f6feb", on_accent="#ffffff", accent_off="#9db8e8", user_bubble="#e7f0ff",
+    border="#d6dae0", accent="#1f6feb", on_accent="#ffffff", accent_off="#9db8e8", on_accent_off="#ffffff",
+    user_bubble="#e7f0ff",
     user_border="#cfe0ff", selected="#d6e4ff", on_selected="#111418", hover="#e2e6eb", code="#f1f3f5",
     code_border="#d8dde3", quote="#c4cad2", table_border="#c4cad2", draft="#c8f2d0", notice="#fff8e1",
     on_notice="#5c4400", notice_border="#f0d58a", error="#b42318", invalid="#fff5f5", invalid_border="#d92d20",
@@ -142,7 +145,8 @@ LIGHT = Theme(
 DARK = Theme(
     name="dark", dark=True,
     window="#1e1f22", panel="#18191c", base="#2b2d31", header="#232428", text="#e6e7e9", muted="#a9afb8",
-    border="#3a3d44", accent="#2f6fdf", on_accent="#ffffff", accent_off="#2b3d5c", user_bubble="#233149",
+    border="#3a3d44", accent="#2f6fdf", on_accent="#ffffff", accent_off="#2b3d5c", on_accent_off="#7a8496",
+    user_bubble="#233149",
     user_border="#33486e", selected="#2f4a7a", on_selected="#f0f3f8", hover="#2c2f35", code="#1b1d21",
     code_border="#3a3d44", quote="#596170", table_border="#4a4f58", draft="#1d4a2a", notice="#3a3116",
     on_notice="#f3e3a6", notice_border="#6b5a22", error="#ff8a80", invalid="#3b1f22", invalid_border="#ff6b6b",
@@ -330,7 +334,7 @@ QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 #composerError {{ color: {t.error}; }}
 #fieldError {{ color: {t.error}; font-size: 11px; }}
 #sendButton {{ background: {t.accent}; color: {t.on_accent}; border: none; border-radius: 5px; padding: 6px 14px; font-weight: 600; }}
-#sendButton:disabled {{ background: {t.accent_off}; }}
+#sendButton:disabled {{ background: {t.accent_off}; color: {t.on_accent_off}; }}
 #sendButton:focus {{ border: 2px solid {t.text}; padding: 4px 12px; }}
 *[invalid="true"] {{ border: 1px solid {t.invalid_border}; border-radius: 3px; background: {t.invalid}; }}
 #graphSummary {{ color: {t.graph_text}; font-size: 11px; }}

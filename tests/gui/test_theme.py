@@ -222,3 +222,21 @@ def test_a_focused_button_keeps_room_for_its_whole_label(qtbot, make_window, cho
         if contents.width() < button.fontMetrics().horizontalAdvance(button.text().replace("&", "")):
             short.append((button.text(), contents.width(), button.fontMetrics().horizontalAdvance(button.text())))
     assert not short, short
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_a_disabled_send_looks_disabled(qtbot, make_window, choice):
+    """Newcomer trial: in the dark theme the disabled Send kept its bright white bold text. Its text is the
+    colour of the theme's on_accent_off, of less contrast with its background than the enabled button's."""
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    send = window.composer.send_button
+    window.composer.set_generating(False)
+    window.composer.set_text("Hello")
+    qtbot.waitUntil(send.isEnabled, timeout=3000)
+    enabled = text_contrast(send)
+    window.composer.set_generating(True)
+    assert not send.isEnabled()
+    qtbot.wait(20)
+    disabled = text_contrast(send)
+    assert disabled < 0.7 * enabled, (choice, enabled, disabled)
