@@ -193,7 +193,7 @@ class Conversations(QObject):
         if answer != QMessageBox.StandardButton.Yes:
             return False
         await self._replies.stop_in(conversation_id)
-        order = [c.id for c in self.db.conversations()]
+        order = [c.id for c in self.db.conversations(self._list.search.text())]  # as the list shows them
         try:
             self.db.delete_conversation(conversation_id)
         except sqlite3.Error as error:
@@ -206,7 +206,7 @@ class Conversations(QObject):
                 below = [i for i in order[place + 1:] if i in remaining]
                 above = [i for i in order[:place] if i in remaining]
                 self._view.show_conversation(None, [])
-                self.open((below or above[::-1] or remaining)[0])
+                self.open((below or above[::-1] or remaining)[0])  # (the list searched empty: the newest chat)
             else:
                 self.new()
         self.refresh()

@@ -160,3 +160,11 @@ def test_deleting_the_chat_shown_opens_its_neighbour_in_the_list(qtbot, parts, m
     assert parts.conversations.current_id == order[2]  # the one below
     delete(order[3])
     assert parts.conversations.current_id == order[2]  # the last: the one above
+
+    for name in ("Red", "Blue", "Green"):  # newest first: Green, Blue, Red
+        add_chat(parts.db, name, f"{name}?", f"{name}.")
+    parts.conversation_list.search.setText("re")  # the list shows Green and Red, not Blue between them
+    parts.conversations.refresh()
+    green, red = [c.id for c in parts.db.conversations("re")]
+    delete(green)
+    assert parts.conversations.current_id == red  # its neighbour in the list searched, not Blue below it in the store
