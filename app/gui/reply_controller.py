@@ -299,14 +299,18 @@ class ReplyController(QObject):
 
     def close(self) -> None:
         """The window closes: save the streaming reply as it stands, left ``streaming`` as a crash leaves it, so
-        that it opens again as interrupted, with Continue; nothing more is shown or emitted for it. (Saved as
-        stopped, with no statistics yet, a newcomer's reply quit mid-way showed "Stopped" with no numbers and a
-        graph that said it was stopped before its first token.)"""
+        that it opens again as interrupted, with Continue; one with no text yet (its prompt still read) as stopped
+        before its first token, as Stop leaves it. Nothing more is shown or emitted for it. (Saved as stopped, with
+        no statistics yet, a newcomer's reply quit mid-way showed "Stopped" with no numbers and a graph that said
+        it was stopped before its first token.)"""
         if self.active is not None:
             active, self.active = self.active, None
             active.closed = True
             active.cancel.set()
-            active.recorder.save()
+            if active.recorder.has_text:
+                active.recorder.save()
+            else:
+                active.recorder.finish_before_first_token()
         self.retry_unsaved()
 
     # --- generating -------------------------------------------------------------------------------

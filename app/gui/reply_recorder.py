@@ -287,6 +287,13 @@ class ReplyRecorder:
         return {"new_tokens": earlier + generated, "earlier_tokens": earlier,
                 "continued": int(self._resumed.get("continued") or 0) + 1}
 
+    def finish_before_first_token(self) -> Message:
+        """The reply ended before its first token without its engine's last word (the window closed while the
+        prompt was read): save it stopped with no tokens, as Stop during the prompt leaves it, and return it."""
+        if not self.compare:
+            self.stats = {**self.stats, "new_tokens": 0}
+        return self.finish("stopped")
+
     def finish(self, state: str, error: str | None = None) -> Message:
         """The reply ended (``complete``, ``stopped`` or ``error``): save it one last time and return it (even when
         that save failed: see ``save_error``)."""

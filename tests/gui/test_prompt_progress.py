@@ -11,7 +11,7 @@ from conftest import FAST
 from gui_helpers import click
 
 from app.gui.history_db import HistoryDB
-from app.gui.reply_format import reading_text
+from app.gui.reply_format import STOPPED_BEFORE_FIRST_TOKEN, footer_text, reading_text
 from app.gui.reply_recorder import ReplyRecorder
 from inference.events import PromptOverflow, PromptProgress, StepStats, TextDelta
 
@@ -97,4 +97,18 @@ def test_the_live_rate_counts_from_the_first_step_not_from_the_prompts_reading(t
     assert recorder.live_text() == "Generating · 1 token"  # (one step: no rate yet)
     recorder.add([TextDelta(" reply", 2, False), step(20, 43.5)])
     assert recorder.live_text() == "Generating · 20 tokens · 5.4 tokens/s"  # 19 tokens in 3.5 s
+    db.close()
+
+
+def test_a_reply_the_window_closed_on_while_its_prompt_was_read_is_stopped_before_its_first_token(tmp_path):
+    """Review: quitting during the prompt's reading left an empty "Interrupted" reply whose Continue wrote a fresh one
+    as "Continued once"; it is stored as Stop during the prompt leaves it."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    message = db.message(db.add_message(db.create_conversation("t"), "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message)
+    recorder.add([PromptProgress(done=1024, total=2954, elapsed_s=3.1, remaining_s=20.0)])
+    recorder.finish_before_first_token()
+    saved = db.message(message.id)
+    assert (saved.state, saved.content, saved.stats["new_tokens"]) == ("stopped", "", 0)
+    assert footer_text(saved.stats, saved.state) == STOPPED_BEFORE_FIRST_TOKEN
     db.close()
