@@ -221,6 +221,7 @@ class ChatController(QObject):
     def _started(self, reply: Message) -> None:
         view = self._view
         if view.widget(reply.id) is not None:  # a reply continued in place
+            view.follow_bottom()
             view.update_message(reply, live=True)
         elif view.conversation_id == reply.conversation_id:
             view.append_message(reply, live=True)

@@ -102,3 +102,34 @@ def test_a_message_sent_after_a_switch_is_followed_to_the_bottom(qtbot, make_win
     qtbot.waitUntil(lambda: bar.value() == bar.maximum() and view._content_y(widget) + widget.height() > bar.value(),
                     timeout=3000)
     db.close()
+
+
+def test_a_reply_continued_after_a_switch_is_followed_to_the_bottom(qtbot, make_window, tmp_path):
+    """Review: Continue writes into the last reply in place (no bubble appended), so after ‹ or › the view still held
+    the switched reply and the continued text grew below it."""
+    history = tmp_path / "history.sqlite3"
+    chat, first, second = _chat_with_a_switched_reply(history)
+    window = make_window(FAST, history=history, start=False)
+    view = window.chat_view
+    qtbot.waitUntil(lambda: view.fully_loaded, timeout=5000)
+    view.show_earlier()
+    qtbot.waitUntil(lambda: view.fully_loaded and view.widget(second) is not None, timeout=5000)
+    bar = view.scroll_area.verticalScrollBar()
+    reply = view.widget(second)
+    qtbot.waitUntil(lambda: bar.maximum() - (view._content_y(reply) - 100) > 200, timeout=5000)
+    bar.setValue(max(0, view._content_y(reply) - 100))
+    qtbot.waitUntil(lambda: view._content_y(reply) - bar.value() == 100, timeout=3000)
+    reply.previous_version.click()
+    qtbot.waitUntil(lambda: view.fully_loaded and view.widget(first) is not None, timeout=5000)
+    qtbot.wait(50)
+    assert view._content_y(view.widget(first)) - bar.value() == 100  # held where the switched reply was
+
+    last = view.message_widgets()[-1].message  # the chat's last reply, continued in place
+    window.replies.started.emit(last)
+    for length in range(1, 6):
+        last.content += "\n\nMore of the continued answer." * (10 * length)
+        view.update_message(last, live=True)
+        qtbot.wait(20)
+    widget = view.widget(last.id)
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum() and view._content_y(widget) + widget.height() > bar.value(),
+                    timeout=3000)

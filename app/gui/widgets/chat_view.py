@@ -381,13 +381,18 @@ class ChatView(QWidget):
         shown = [(self._list.indexOf(widget), widget) for widget in self._widgets.values()]
         return [widget for index, widget in sorted(shown, key=lambda pair: pair[0]) if index >= 0]
 
-    def append_message(self, message: Message, live: bool = False) -> MessageWidget:
-        """Add a message at the bottom (one just sent, or a reply starting) and follow the bottom again: a place
-        held on screen (a version switch's, a page shown above) lets go (a newcomer's next message and its reply,
-        sent after a switch, streamed below the view)."""
+    def follow_bottom(self) -> None:
+        """Follow the bottom of the chat from now on (a reply starts or is continued): a place held on screen (a
+        version switch's, a page shown above) lets go (a newcomer's next message and its reply, sent after a
+        switch, streamed below the view)."""
         self._anchor = None
         self._switched = None
         self._follow = True
+
+    def append_message(self, message: Message, live: bool = False) -> MessageWidget:
+        """Add a message at the bottom (one just sent, or a reply starting), following the bottom again
+        (:meth:`follow_bottom`)."""
+        self.follow_bottom()
         widget = self._add_widget(message)
         if live:
             widget.set_message(message, live=True)
