@@ -222,13 +222,17 @@ def test_a_device_openvino_does_not_find_is_said_before_any_model_loads(int4_dir
     "reinstall it". A device OpenVINO does not find is named, with the devices it finds."""
     from inference.devices import core
 
-    missing = next(name for name in ("NPU", "GPU", "GPU.7") if name.split(".")[0] not in core().available_devices)
+    found = {name.split(".")[0] for name in core().available_devices}  # (GPU.0 and GPU.1 on a machine with two)
+    missing = next(name for name in ("NPU", "GPU", "FPGA") if name not in found)
     for flag in ("--device", "--draft-device"):
         result = _specchat("generate", "Hi", flag, missing, "--max-new-tokens", "2", data_dir=data_dir)
         stderr = result.stderr.decode()
         assert result.returncode == 2 and "Traceback" not in stderr, stderr
         assert f"error: {flag}: device {missing} is not available here: OpenVINO finds CPU" in stderr, stderr
         assert "reinstall" not in stderr
+    unused = _specchat("generate", "Hi", "--mode", "ar", "--draft-device", missing, "--max-new-tokens", "2",
+                       data_dir=data_dir)
+    assert unused.returncode == 0 and b"note: --draft-device is unused" in unused.stderr, unused.stderr  # a note only
 
 
 def test_unused_options_are_said_on_stderr(int4_dir, data_dir):

@@ -145,9 +145,11 @@ def model_folders(args: argparse.Namespace) -> ModelSpec:
         ModelFetchError / ValueError: a model that cannot be found or fetched, a device OpenVINO does not find here
             (the message says what to do).
     """
-    for note in unused_options(args):
+    notes = unused_options(args)
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    for flag, device in (("--device", args.device), ("--draft-device", args.draft_device)):
+    draft_device_used = not any(note.startswith("--draft-device is unused") for note in notes)
+    for flag, device in (("--device", args.device), ("--draft-device", args.draft_device if draft_device_used else None)):
         problem = device and unavailable_device(device)
         if problem:
             raise ValueError(f"{flag}: {problem}")
