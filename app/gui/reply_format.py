@@ -147,6 +147,11 @@ def times_text(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
 
 
+def tokens_text(count: int) -> str:
+    """``1 token``, ``24 tokens``, ``1,024 tokens``."""
+    return f"{count:,} token{'' if count == 1 else 's'}"
+
+
 def dropped_text(discarded: int, rolls: int) -> str:
     """What the rolling context did, in words (newcomer trial: "(1 roll)" was jargon): ``context full: 512 earlier
     tokens dropped once``, ``context full 3 times: 1,536 earlier tokens dropped``; without a count of rolls (a prompt
@@ -171,7 +176,7 @@ def metrics_text(stats: dict) -> str:
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
         parts.append(dropped_text(stats["discarded_tokens"], stats.get("rolls", 0)))
     if "new_tokens" in stats:
-        parts.append(f"{stats['new_tokens']} tokens")
+        parts.append(tokens_text(stats["new_tokens"]))
     return " · ".join(parts)
 
 
@@ -261,7 +266,7 @@ def continued_text(stats: dict) -> str:
     footer of a continued reply spoke of the last continuation only)."""
     words = f"Continued {times_text(int(stats.get('continued') or 0))}"
     total = stats.get("new_tokens")
-    return words + (f": {total:,} tokens in all" if isinstance(total, int) and not isinstance(total, bool) else "")
+    return words + (f": {tokens_text(total)} in all" if isinstance(total, int) and not isinstance(total, bool) else "")
 
 
 def last_part(stats: dict) -> dict:
@@ -316,7 +321,7 @@ def _decoding_in_words(stats: dict) -> list[str]:
     if stats.get("acceptance_rate") is not None:
         parts.append(f"{stats['acceptance_rate']:.0%} of drafted tokens accepted")
     if stats.get("new_tokens"):
-        speed = f"{stats['new_tokens']} tokens"
+        speed = tokens_text(stats["new_tokens"])
         if "tokens_per_s" in stats:
             speed += f" at {stats['tokens_per_s']:.1f} tokens/s"
         if "ttft_ms" in stats:
@@ -368,8 +373,7 @@ def stopped_compare_text(compare: dict) -> str:
 
     def tokens(run: dict) -> str:
         count = run.get("new_tokens")
-        count = count if isinstance(count, int) and not isinstance(count, bool) else 0
-        return f"{count} token{'s' if count != 1 else ''}"
+        return tokens_text(count if isinstance(count, int) and not isinstance(count, bool) else 0)
 
     ar, spec = compare.get("ar") or {}, compare.get("spec") or {}
     if not ar:

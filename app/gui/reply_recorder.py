@@ -21,7 +21,7 @@ from inference.events import ContextRolled, Finished, PromptOverflow, PromptProg
 
 from .history_db import HistoryDB
 from .history_rows import Message
-from .reply_format import MODE_NAMES, progress_dict, stats_dict
+from .reply_format import MODE_NAMES, progress_dict, stats_dict, tokens_text
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class ReplyRecorder:
         # the decode rate since the first step, as the finished reply's footer counts it (from the start of the
         # reply, a 40 s prompt read made it "0.5 tokens/s" beside a graph at 5.4: newcomer trial)
         first = self._first_step
-        parts = [f"{step.generated} token{'s' if step.generated != 1 else ''}"]
+        parts = [tokens_text(step.generated)]
         if first is not None and step.elapsed_s > first.elapsed_s:
             parts.append(f"{(step.generated - first.generated) / (step.elapsed_s - first.elapsed_s):.1f} tokens/s")
         if self.phase == "spec" and step.drafted:

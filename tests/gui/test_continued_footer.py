@@ -26,3 +26,10 @@ def test_a_reply_continued_by_an_earlier_version_gives_only_its_total():
     assert "new_tokens" not in last_part(older)
     assert footer_text(older).endswith("last part: Plain decoding · TTFT 850 ms · 40.0 tokens/s")
     assert footer_text({"continued": 1, "error": "gone"}, "error") == "Failed · Continued once: gone"
+
+
+def test_token_counts_say_one_token_and_group_thousands():
+    """Review: "Continued once: 1 tokens in all" and a footer's "1 tokens"."""
+    assert continued_text({"continued": 1, "new_tokens": 1}) == "Continued once: 1 token in all"
+    assert continued_text({"continued": 2, "new_tokens": 1024}) == "Continued twice: 1,024 tokens in all"
+    assert footer_text({"mode": "ar", "new_tokens": 1}).endswith(" · 1 token")
