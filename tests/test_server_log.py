@@ -203,5 +203,20 @@ def test_a_stream_its_client_left_is_logged_as_499_with_the_tokens_it_sent():
 
     left = run_coroutine(scenario(Endless(), 7))
     assert (left.status, left.tokens_out) == (499, 7)
+
+    async def waiting() -> RequestRecord:  # a client gone while its stream waited in the queue (review)
+        gate = GenerationGate(1)
+        await gate.acquire()  # another reply generates
+        record = RequestRecord("POST", "/v1/chat/completions", "127.0.0.1:2", 0.0, status=200)
+        run = Generation(Held(), gate, GenerationRequest([], "", GenerationSettings()), "", record)
+        task = asyncio.ensure_future(run.start())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await run.close()
+        return record
+
+    queued = run_coroutine(waiting())
+    assert (queued.status, queued.tokens_out) == (499, None)
     whole = run_coroutine(scenario(Held(), 1))
     assert (whole.status, whole.tokens_in, whole.tokens_out) == (200, 5, 1)  # a reply that ended is what it was

@@ -79,8 +79,10 @@ class Generation:
         try:
             await self._gate.acquire()
         except QueueFull as full:
+            self._ended = True
             raise self._queue_full(full.retry_after_s) from None
         except GateClosed:
+            self._ended = True
             raise server_stopped() from None
         self._holding = True
         if self._record is not None:
@@ -131,10 +133,13 @@ class Generation:
 
     async def close(self) -> None:
         """Stop the generation if it still runs and give the turn back (idempotent). A reply stopped before its end
-        (its client gone mid-stream) is logged as 499 with the tokens it had sent (a newcomer's read 200 with none)."""
+        without an error (its client gone while it waited or streamed) is logged as 499, with the tokens it had
+        sent (a newcomer's read 200 with none)."""
+        if not self._ended and self._record is not None:
+            self._record.status = 499
+            if self._batches is not None:
+                self._record.tokens_out = self._generated
         if self._batches is not None:
-            if not self._ended and self._record is not None:
-                self._record.status, self._record.tokens_out = 499, self._generated
             batches, self._batches = self._batches, None
             self.cancel.set()
             await batches.aclose()
