@@ -8,12 +8,14 @@
 # DATA (the argument) must hold model-int4/ (the target the corpus was made with, SHA-256 in its manifest) and
 # shipped-head/ (the head the run starts from: a copy of inference/models/data/SmolLM2-135M-Instruct-head).
 # 1. Rebuild DATA/data from the committed corpus with the outputs of decoder layers 1 and 14 (EAGLE-3's low and mid
-#    features beside the final hidden state): held-out shards 0, 16, 32, then 1-49 and no others (the shipped head's
-#    fused runs trained on 50-101; 1-49 only the unfused head it started from: the shards it has not learnt from as
-#    a fused head); ~3.5 MB of features per 1,000 tokens, ~12 GB for these 52 shards, 6-8 minutes a shard on one
-#    thread of a quiet Zen 4 (the whole corpus would take twice as long to reach a first training step).
+#    features beside the final hidden state): held-out shards 0, 16, 32, then the training shards among 1-49 and no
+#    others (the shipped head's fused runs trained on those among 50-101; 1-49 only the unfused head it started
+#    from: the shards it has not learnt from as a fused head; 48 is held out and not evaluated, so not built):
+#    ~3.5 MB of features per 1,000 tokens, ~12 GB for these 49 shards, 6-8 minutes a shard on one thread of a quiet
+#    Zen 4 (the whole corpus would take twice as long to reach a first training step).
 # 2. Train the fused head from the shipped one (train.py: its fusion starts at zero, so it begins as the shipped head)
-#    on shards 1-49, streamed a few shards at a time, with the training-time test over 3 draft steps.
+#    on the 46 training shards among 1-49, streamed a few shards at a time, with the training-time test over 3 draft
+#    steps. DATA/data must hold no other training shards (train.py trains on every one its manifest lists).
 set -euo pipefail
 DATA=$(realpath "${1:?usage: fused_run.sh DATA_DIR}")
 cd "$(dirname "$0")/../.."
@@ -23,7 +25,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 PYTHON=${PYTHON:-.venv/bin/python}
 echo "$(date -Is) fused_run.sh: commit $(git rev-parse --short HEAD), pid $$"
 "$PYTHON" -m tools.draft_head.generate --out "$DATA/data" --model "$DATA/model-int4" --shards 102 --layers 1 14 \
-    --threads 1 --only 0 16 32 $(seq 1 49)
+    --threads 1 --only 0 16 32 $(seq 1 47) 49
 echo "$(date -Is) data folder complete; training"
 "$PYTHON" -m tools.draft_head.train --data "$DATA/data" --out "$DATA/runs/fused" --init-head "$DATA/shipped-head" \
     --epochs 2 --lr 0.001 --draft-steps 3 --stream-shards 4 --threads 1 --held-out-shards 0 16 32 --resume
