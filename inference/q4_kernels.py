@@ -182,9 +182,15 @@ def _release_weights(found, mappings: list[tuple[int, int]] | None) -> None:
 
 
 def _zero_point(found) -> np.ndarray:
-    """The zero points of a compressed MatMul's weights as f32 ``[N, G]``."""
+    """The zero points of a compressed MatMul's weights as f32 ``[N, G]``; u4 ones (openvino-genai's IR of a
+    Q4_1 GGUF) are stored two a byte, the first in the low nibble (an imported Q4_1 GGUF failed to load: "cannot
+    reshape array of size 8640 into shape (960,18)")."""
     node = found.zero_point.input_value(0).get_node() if found.zero_point.get_type_name() == "Convert" else found.zero_point
-    return np.asarray(node.get_data(), dtype=np.float32).reshape(found.codes.get_output_shape(0)[:2])
+    n, groups = found.codes.get_output_shape(0)[:2]
+    data = np.asarray(node.get_data())
+    if node.get_output_element_type(0) == ov.Type.u4:
+        data = np.stack([data & 15, data >> 4], axis=-1).reshape(-1)[: n * groups]
+    return data.astype(np.float32).reshape(n, groups)
 
 
 def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.ndarray, ...], keep: list) -> ov.Node:

@@ -281,3 +281,28 @@ def test_the_8_lane_tiles_hold_too_where_the_16_lane_ones_run(loaded, kernel_lib
     run = subprocess.run([sys.executable, "-m", "pytest", str(Path(__file__)), "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
                           "-k", "(f32 or layer) and not lane"], env=capped, capture_output=True, text=True, cwd=root)
     assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-2000:]
+
+
+def test_u4_zero_points_are_read_two_a_byte():
+    """Newcomer trial: a Q4_1 GGUF imported through openvino-genai (its IR keeps the zero points as u4, two a byte)
+    failed to load: "cannot reshape array of size 8640 into shape (960,18)". The weights read back are the IR's."""
+    from inference.fusion import compressed_product
+    from inference.q4_kernels import _q4_1
+
+    rng = np.random.default_rng(0)
+    n, groups = 8, 3
+    codes = rng.integers(0, 16, (n, groups, 32))
+    zeros = rng.integers(0, 16, (n, groups, 1))
+    scale = (rng.random((n, groups, 1)) + 0.5).astype(np.float16)
+
+    def u4(values: np.ndarray) -> ov.Node:
+        return ov.op.Constant(ov.Type.u4, ov.Shape(list(values.shape)), values.reshape(-1).tolist())
+
+    x = ops.parameter([1, groups * 32], ov.Type.f32)
+    decompressed = ops.multiply(ops.subtract(ops.convert(u4(codes), ov.Type.f16), ops.convert(u4(zeros), ov.Type.f16)),
+                                ops.constant(scale))
+    weights = ops.convert(ops.reshape(decompressed, ops.constant(np.array([n, groups * 32])), False), ov.Type.f32)
+    matmul = ops.matmul(x, weights, transpose_a=False, transpose_b=True)
+    read_codes, read_scale, read_zeros = _q4_1(compressed_product(matmul.output(0).get_node()))
+    assert np.array_equal(read_codes, codes) and np.array_equal(read_scale, scale.reshape(n, groups))
+    assert np.array_equal(read_zeros.astype(np.float32), zeros.reshape(n, groups).astype(np.float32))
