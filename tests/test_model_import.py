@@ -127,6 +127,18 @@ def test_gguf_that_is_not_a_gguf_is_refused(store, tmp_path):
     assert model_store.list_models() == [] and _no_partials()
 
 
+def test_a_gguf_cut_short_is_refused_before_openvino_genai_reads_it(sources, store, tmp_path):
+    """Newcomer trial: the default GGUF cut at 50 MB passed the header checks and openvino-genai's reader crashed the
+    process (SIGSEGV), the window with it. Its tensors' data is checked against the file's size first."""
+    cut = tmp_path / "cut short.gguf"
+    with open(sources["gguf"], "rb") as whole:
+        cut.write_bytes(whole.read(50_000_000))
+    with pytest.raises(ModelImportError, match=r"cut short\.gguf is cut short: tensor '[^']+' ends at byte [\d,]+, past "
+                       r"the end of the file \(50,000,000 bytes\); download it again"):
+        import_model(cut)
+    assert model_store.list_models() == [] and _no_partials()
+
+
 def test_gguf_without_an_architecture_is_said_damaged(store, tmp_path):
     """A header with no tensors and no metadata (``printf 'GGUF\\x03\\x00\\x00\\x00'`` and 200 zero bytes)."""
     empty = tmp_path / "x.gguf"

@@ -81,14 +81,15 @@ class _Corrupt(Exception):
     """What is wrong with a header, in words (turned into a ModelImportError that names the file)."""
 
 
-def read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
+def read_gguf_header(path: Path, check_data: bool = False) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
     """Read a little-endian GGUF (v2/v3) header: scalar metadata, array lengths and tensor infos.
 
     ``gguf.GGUFReader`` parses every element of the token and merge arrays (about 4 s for SmolLM2's
     49,152 tokens); this skips arrays, taking a few milliseconds. Nothing in the file is trusted: every count and
     length is checked against the bytes left before it is used (a damaged count can neither allocate nor loop
     beyond the file's size), value types must be GGUF's, arrays nest at most :data:`MAX_GGUF_ARRAY_DEPTH` deep and
-    tensors have at most :data:`MAX_GGUF_DIMS` dimensions.
+    tensors have at most :data:`MAX_GGUF_DIMS` dimensions. With ``check_data``, every tensor's data must also end
+    within the file (a file cut short), as converting it needs.
 
     Returns:
         ``(scalars, array_lengths, tensors)``: scalar keys to values (str, int, float, bool; floats may be
@@ -96,20 +97,20 @@ def read_gguf_header(path: Path) -> tuple[dict[str, Any], dict[str, int], list[T
         file order (``dims`` in GGUF order, innermost first; ``ggml_type`` a ``gguf.GGMLQuantizationType`` value).
 
     Raises:
-        ModelImportError: not a GGUF file of version 2 or 3, or a truncated or corrupt header (the message names
-            the file and what is wrong).
+        ModelImportError: not a GGUF file of version 2 or 3, a truncated or corrupt header, or (``check_data``) a
+            tensor's data past the end of the file (the message names the file and what is wrong).
     """
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as fh:
-            return _read_header(fh, size, path)
+            return _read_header(fh, size, path, check_data)
     except OSError as error:
         raise ModelImportError(f"cannot read {path}: {error}") from error
     except _Corrupt as error:
         raise ModelImportError(f"{path.name} is not a valid GGUF file: its header is truncated or corrupt ({error})") from None
 
 
-def _read_header(fh, size: int, path: Path) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
+def _read_header(fh, size: int, path: Path, check_data: bool) -> tuple[dict[str, Any], dict[str, int], list[TensorInfo]]:
     """The parse of :func:`read_gguf_header` (raises _Corrupt, or ModelImportError for a file that is no GGUF)."""
 
     def left() -> int:
@@ -172,7 +173,7 @@ def _read_header(fh, size: int, path: Path) -> tuple[dict[str, Any], dict[str, i
             array_lengths[name] = skip_array(name, 1)
         else:
             scalars[name] = unpack(_GGUF_SCALARS[kind])
-    tensors = []
+    tensors, offsets = [], []
     for _ in range(n_tensors):
         name = read_string("a tensor's name")
         n_dims = unpack("I")
@@ -180,9 +181,31 @@ def _read_header(fh, size: int, path: Path) -> tuple[dict[str, Any], dict[str, i
             raise _Corrupt(f"tensor {name!r} claims {n_dims} dimensions (at most {MAX_GGUF_DIMS})")
         dims = tuple(unpack("Q") for _ in range(n_dims))
         ggml_type = unpack("I")
-        unpack("Q")  # its offset in the data section
+        offsets.append(unpack("Q"))  # its offset in the data section
         tensors.append((name, dims, ggml_type))
+    if check_data:
+        _check_tensor_data(tensors, offsets, scalars.get("general.alignment", 32), fh.tell(), size, path)
     return scalars, array_lengths, tensors
+
+
+def _check_tensor_data(tensors: list[TensorInfo], offsets: list[int], alignment: Any, header_end: int, size: int,
+                       path: Path) -> None:
+    """Raise ModelImportError when a tensor's data would end past the file's ``size`` bytes (a file cut short:
+    openvino-genai's reader crashed the process on one, a newcomer's window with it; _Corrupt for a bad alignment). The data section starts at the header's end
+    rounded up to ``alignment`` (``general.alignment``, 32 by default); a tensor's bytes are its elements over its
+    type's block size times the block's bytes (types gguf-py does not know are not checked)."""
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0:
+        raise _Corrupt(f"general.alignment is {alignment!r}, not a positive integer")
+    data_start = -(-header_end // alignment) * alignment
+    for (name, dims, ggml_type), offset in zip(tensors, offsets):
+        try:
+            block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+        except (ValueError, KeyError):
+            continue
+        end = data_start + offset + math.prod(dims) // block * block_bytes
+        if end > size:
+            raise ModelImportError(f"{path.name} is cut short: tensor {name!r} ends at byte {end:,}, past the end of the "
+                                   f"file ({size:,} bytes); download it again")
 
 
 def gguf_architecture(scalars: Mapping[str, Any], path: Path) -> str:
@@ -293,10 +316,14 @@ def export_ir(gguf_path: Path) -> None:
     Takes about 3-10 s for SmolLM2-135M on 2 CPU cores.
 
     Raises:
+        ModelImportError: a tensor's data ends past the end of the file (checked first: openvino-genai's reader
+            crashed the process on such a file, a newcomer's window with it).
         RuntimeError, IndexError: openvino-genai cannot build the GGUF (openvino also reports write failures,
             e.g. a full disk, as RuntimeError).
     """
     import openvino_genai  # deferred: a heavy import, not needed to list models
+
+    read_gguf_header(gguf_path, check_data=True)
 
     pipeline = openvino_genai.LLMPipeline(str(gguf_path), "CPU", enable_save_ov_model=True)
     del pipeline
