@@ -189,3 +189,33 @@ def test_a_disk_that_fills_up_while_installing_leaves_no_half_model(data, ov_rep
     assert _store_is_clean()
     kept = list(model_store.downloads_dir().rglob(BIN))
     assert len(kept) == 1 and kept[0].read_bytes() == (ov_repo / BIN).read_bytes(), "the verified download is kept"
+
+
+@pytest.mark.parametrize("answer", [b'{"object": "list", "data": []}', b"[1, 2]", b'{"id": 3, "siblings": 7}'])
+def test_json_that_is_no_repository_metadata_is_one_clear_refusal(data, answer):
+    """Newcomer trial: `models download` against a server that answers JSON of another kind (an OpenAI server, a
+    list) printed huggingface_hub's traceback (KeyError: 'id'; 'list' object has no attribute 'get')."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ModelImportError, match="is not a repository's metadata|did not say which commit") as refused:
+            inspect_repo(GGUF_REPO, endpoint=f"http://127.0.0.1:{server.server_address[1]}")
+        assert "\n" not in str(refused.value)  # one line
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert model_store.list_models() == [] and _store_is_clean()

@@ -147,6 +147,11 @@ def inspect_repo(repo_id: str, revision: str = "main", *, endpoint: str | None =
         raise ModelImportError(f"the hub at {base} refused the request for {repo_id}: {_first_line(error)}") from error
     except (OSError, ValueError) as error:
         raise ModelImportError(_unreachable(base, error)) from error
+    except (KeyError, AttributeError, TypeError) as error:  # JSON that is no repository's metadata (newcomer trial)
+        raise ModelImportError(
+            f"the hub at {base} answered with something that is not a repository's metadata ({type(error).__name__}: "
+            f"{error}); check HF_ENDPOINT or --endpoint: it may not be a Hugging Face hub"
+        ) from error
     except Exception as error:  # httpx transport errors
         if type(error).__module__.startswith("httpx"):
             raise ModelImportError(_unreachable(base, error)) from error
