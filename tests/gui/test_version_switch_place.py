@@ -70,10 +70,9 @@ def test_the_keyboard_switch_keeps_the_message_in_place_and_the_focus_on_the_swi
     assert view._content_y(back) - bar.value() == 100
 
 
-def test_a_message_sent_after_a_switch_is_followed_to_the_bottom(qtbot, make_window, tmp_path):
-    """After ‹ or › the view holds the switched reply in place; the next message sent and its reply are followed
-    to the bottom (a newcomer's streamed below the view, its footer and Continue out of sight)."""
-    history = tmp_path / "history.sqlite3"
+def _switched_and_held(qtbot, make_window, history):
+    """A window on :func:`_chat_with_a_switched_reply`'s chat, its switched reply 100 px below the top of the view,
+    switched to its first version with the ‹ button, which the view holds there; returns ``(window, chat)``."""
     chat, first, second = _chat_with_a_switched_reply(history)
     window = make_window(FAST, history=history, start=False)
     view = window.chat_view
@@ -89,7 +88,15 @@ def test_a_message_sent_after_a_switch_is_followed_to_the_bottom(qtbot, make_win
     qtbot.waitUntil(lambda: view.fully_loaded and view.widget(first) is not None, timeout=5000)
     qtbot.wait(50)
     assert view._content_y(view.widget(first)) - bar.value() == 100  # held where the switched reply was
+    return window, chat
 
+
+def test_a_message_sent_after_a_switch_is_followed_to_the_bottom(qtbot, make_window, tmp_path):
+    """After ‹ or › the view holds the switched reply in place; the next message sent and its reply are followed
+    to the bottom (a newcomer's streamed below the view, its footer and Continue out of sight)."""
+    history = tmp_path / "history.sqlite3"
+    window, chat = _switched_and_held(qtbot, make_window, history)
+    view, bar = window.chat_view, window.chat_view.scroll_area.verticalScrollBar()
     db = HistoryDB(history)
     sent = db.messages(db.add_message(chat, "user", "A new question?\n\n" + "Its long details. " * 200) and chat)[-1]
     view.append_message(sent)
@@ -107,23 +114,8 @@ def test_a_message_sent_after_a_switch_is_followed_to_the_bottom(qtbot, make_win
 def test_a_reply_continued_after_a_switch_is_followed_to_the_bottom(qtbot, make_window, tmp_path):
     """Review: Continue writes into the last reply in place (no bubble appended), so after ‹ or › the view still held
     the switched reply and the continued text grew below it."""
-    history = tmp_path / "history.sqlite3"
-    chat, first, second = _chat_with_a_switched_reply(history)
-    window = make_window(FAST, history=history, start=False)
-    view = window.chat_view
-    qtbot.waitUntil(lambda: view.fully_loaded, timeout=5000)
-    view.show_earlier()
-    qtbot.waitUntil(lambda: view.fully_loaded and view.widget(second) is not None, timeout=5000)
-    bar = view.scroll_area.verticalScrollBar()
-    reply = view.widget(second)
-    qtbot.waitUntil(lambda: bar.maximum() - (view._content_y(reply) - 100) > 200, timeout=5000)
-    bar.setValue(max(0, view._content_y(reply) - 100))
-    qtbot.waitUntil(lambda: view._content_y(reply) - bar.value() == 100, timeout=3000)
-    reply.previous_version.click()
-    qtbot.waitUntil(lambda: view.fully_loaded and view.widget(first) is not None, timeout=5000)
-    qtbot.wait(50)
-    assert view._content_y(view.widget(first)) - bar.value() == 100  # held where the switched reply was
-
+    window, _ = _switched_and_held(qtbot, make_window, tmp_path / "history.sqlite3")
+    view, bar = window.chat_view, window.chat_view.scroll_area.verticalScrollBar()
     last = view.message_widgets()[-1].message  # the chat's last reply, continued in place
     window.replies.started.emit(last)
     for length in range(1, 6):
