@@ -202,11 +202,14 @@ def test_json_that_is_no_repository_metadata_is_one_clear_refusal(data, answer):
             pass
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
+            # the repository's metadata only: huggingface_hub also fetches {endpoint}/api/agent-harnesses and keeps
+            # what it got for a day in HF_HOME, so an answer there would reach every later hub call
+            body = answer if self.path.startswith("/api/models/") else b"{}"
+            self.send_response(200 if body is answer else 404)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(answer)
+            self.wfile.write(body)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
