@@ -476,7 +476,7 @@ def run_command(args: argparse.Namespace) -> int:
         return handlers[args.command](args)
     except KeyboardInterrupt:  # Ctrl+C before a reply began (while the model loads): no traceback, the shell's 130
         print("stopped", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except SettingError as error:
         print(f"error: {flag_error(error)}", file=sys.stderr)
         return 2
