@@ -222,3 +222,23 @@ def test_json_that_is_no_repository_metadata_is_one_clear_refusal(data, answer):
         server.shutdown()
         server.server_close()
     assert model_store.list_models() == [] and _store_is_clean()
+
+
+def test_a_download_asks_the_hub_nothing_but_the_repository(data, gguf_repo, tmp_path):
+    """With huggingface_hub's telemetry on, a metadata request first fetched {endpoint}/api/agent-harnesses and kept
+    the answer in HF_HOME for a day (a JSON list there broke every later download: a fresh clone's suite lost 26
+    hub tests to it). SpecChat turns the telemetry off: in a fresh process, only the repository is asked for."""
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "HF_HUB_DISABLE_TELEMETRY"}
+    env["HF_HOME"] = str(tmp_path / "hf-home")
+    with HubServer({GGUF_REPO: gguf_repo}) as hub:
+        env["HF_ENDPOINT"] = hub.url  # (huggingface_hub asks its own endpoint setting for the registry)
+        script = f"from inference.models.hub import inspect_repo; print(inspect_repo({GGUF_REPO!r}).revision)"
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                                cwd=Path(__file__).resolve().parents[1])
+        assert result.returncode == 0, result.stderr
+        assert [path for _, path, _ in hub.requests if not path.startswith(f"/api/models/{GGUF_REPO}")] == []
+    assert not (tmp_path / "hf-home" / ".agent_harnesses.json").exists()

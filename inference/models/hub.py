@@ -32,6 +32,11 @@ discards a partial file when a download is interrupted. So:
   nor delete each other's folder; the second waits, then finds the files verified and installs them.
 
 The endpoint is the ``endpoint`` argument, else ``$HF_ENDPOINT``, else https://huggingface.co.
+
+huggingface_hub's telemetry is off (``HF_HUB_DISABLE_TELEMETRY``, unless the environment sets it): a local app
+sends nothing about itself, and with it on, huggingface_hub fetched ``{endpoint}/api/agent-harnesses`` from
+whatever endpoint was given and kept the answer in HF_HOME for a day, so one wrong endpoint that answered a JSON
+list there broke every download of the next 24 hours (``'list' object has no attribute 'get'``).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from .errors import ModelImportError, OperationCancelled
 from .locking import exclusive_lock
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 from .store import name_from, require_space
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # read when huggingface_hub is first imported (module docstring)
 
 _CHUNK = 1 << 20
 #: A full git commit id, the only revision a download pins.
