@@ -189,8 +189,14 @@ def _zero_point(found) -> np.ndarray:
     n, groups = found.codes.get_output_shape(0)[:2]
     data = np.asarray(node.get_data())
     if node.get_output_element_type(0) == ov.Type.u4:
-        data = np.stack([data & 15, data >> 4], axis=-1).reshape(-1)[: n * groups]
+        data = _nibbles(data)[: n * groups]
     return data.astype(np.float32).reshape(n, groups)
+
+
+def _nibbles(packed: np.ndarray) -> np.ndarray:
+    """u4 values as an IR stores them, two a byte (the first in the low nibble), one a byte: u8, the last axis
+    twice as long."""
+    return np.stack([packed & 15, packed >> 4], axis=-1).reshape(*packed.shape[:-1], -1)
 
 
 def product_node(factory: NodeFactory, op: str, x: ov.Output, weights: tuple[np.ndarray, ...], keep: list) -> ov.Node:
@@ -231,9 +237,7 @@ def _q4_1(found) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     zero_point = _zero_point(found)
     if np.any(zero_point.astype(np.float16).astype(np.float32) != zero_point):
         return None
-    raw = np.asarray(found.codes.get_data()).reshape(n, groups, 16)  # two codes a byte, the first in the low nibble
-    codes = np.empty((n, groups, 32), np.uint8)
-    codes[..., 0::2], codes[..., 1::2] = raw & 15, raw >> 4
+    codes = _nibbles(np.asarray(found.codes.get_data()).reshape(n, groups, 16))
     return codes, scale, zero_point.astype(np.float16)
 
 
