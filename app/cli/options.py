@@ -145,16 +145,14 @@ def model_folders(args: argparse.Namespace) -> ModelSpec:
         ModelFetchError / ValueError: a model that cannot be found or fetched, a device OpenVINO does not find here
             (the message says what to do).
     """
-    notes = unused_options(args)
-    for note in notes:
+    for note in unused_options(args):
         print(f"note: {note}", file=sys.stderr)
-    draft_device_used = not any(note.startswith("--draft-device is unused") for note in notes)
-    for flag, device in (("--device", args.device), ("--draft-device", args.draft_device if draft_device_used else None)):
+    draft = _draft_name(args)
+    for flag, device in (("--device", args.device), ("--draft-device", args.draft_device if draft else None)):
         problem = device and unavailable_device(device)
         if problem:
             raise ValueError(f"{flag}: {problem}")
     target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
-    draft = _draft_name(args)
     draft = store.find_model(draft) if draft else None
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return ModelSpec(target, args.device, draft, args.draft_device or args.device, precision, args.threads)
