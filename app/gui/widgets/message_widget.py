@@ -71,8 +71,9 @@ class _Column(QWidget):
 
 class _EditBox(QPlainTextEdit):
     """The editor of a user message: Enter adds a line, Ctrl+Enter saves and resends, Tab moves on to Cancel and
-    Save, Esc cancels the edit (while a reply streams the window's Stop takes Esc first). It is as tall as its text, wrapped at its width (``EDIT_MIN_LINES`` lines at
-    least, ``EDIT_MAX_PX`` pixels at most): a one-line message's editor stood 190 px tall (newcomer trial).
+    Save, Esc cancels the edit (while a reply streams the window's Stop takes Esc first). It is as tall as its text,
+    wrapped at its width (``EDIT_MIN_LINES`` lines at least, ``EDIT_MAX_PX`` pixels at most): a one-line message's
+    editor stood 190 px tall (newcomer trial).
 
     Signals:
         cancelled(): Esc was pressed.
@@ -209,7 +210,6 @@ class MessageWidget(QFrame):
             return
         self.editor = _EditBox()
         self.editor.cancelled.connect(self._cancel_edit_by_key)
-        self.editor.submitted.connect(lambda: self.resend_button.isEnabled() and self._submit_edit())
         self.editor.setAccessibleName("Edit your message")
         self.edit_bar = QWidget()
         edit_bar = QHBoxLayout(self.edit_bar)
@@ -220,6 +220,7 @@ class MessageWidget(QFrame):
         self.resend_button = QPushButton("Save && resend")
         self.resend_button.setDefault(True)
         self.resend_button.clicked.connect(self._submit_edit)
+        self.editor.submitted.connect(self.resend_button.click)  # (a disabled button ignores it: a reply streams)
         edit_bar.addWidget(self.cancel_edit_button)
         edit_bar.addWidget(self.resend_button)
         index = self._layout.indexOf(self.footer)
