@@ -191,9 +191,10 @@ def _read_header(fh, size: int, path: Path, check_data: bool) -> tuple[dict[str,
 def _check_tensor_data(tensors: list[TensorInfo], offsets: list[int], alignment: Any, header_end: int, size: int,
                        path: Path) -> None:
     """Raise ModelImportError when a tensor's data would end past the file's ``size`` bytes (a file cut short:
-    openvino-genai's reader crashed the process on one, a newcomer's window with it; _Corrupt for a bad alignment). The data section starts at the header's end
-    rounded up to ``alignment`` (``general.alignment``, 32 by default); a tensor's bytes are its elements over its
-    type's block size times the block's bytes (types gguf-py does not know are not checked)."""
+    openvino-genai's reader crashed the process on one, a newcomer's window with it; _Corrupt for a bad alignment).
+    The data section starts at the header's end rounded up to ``alignment`` (``general.alignment``, 32 by default);
+    a tensor's bytes are its elements over its type's block size times the block's bytes (types gguf-py does not
+    know are not checked)."""
     if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0:
         raise _Corrupt(f"general.alignment is {alignment!r}, not a positive integer")
     data_start = -(-header_end // alignment) * alignment
