@@ -17,16 +17,21 @@ after 100, 1,185 after 200, 1,279 after 300, 1,301 after 400; in one process wit
 ONEDNN_PRIMITIVE_CACHE_CAPACITY 0, Auto stayed at 688-693 MB from request 50 to 100). The flatness is therefore
 measured between requests 250-300 and 350-400 (a leak of 0.7 MB a request still fails it).
 
-Then two rounds of 8 concurrent clients x 25 requests. The first round costs memory once (RSS after it over the
+Then three rounds of 8 concurrent clients x 25 requests. The first round costs memory once (RSS after it over the
 sequential plateau, measured: +2% on the Xeon, 481 -> 491 MB, then flat over 400 more sequential requests; +2.5%
 there under ``ONEDNN_MAX_CPU_ISA=AVX2``; +10% on a CI machine, 563 -> 622 MB). Not pinned down: the thread count is
 unchanged and the shape caches are bounded; eight requests alive at once (bodies, connections, streams) interleave
-their allocations with the engine's, which a heap does not give back. It is bounded by ``CONCURRENCY_ONCE``. A leak on the concurrent path shows in the second
-round, which must stay within 5% of the first (0.15 MB a request fails it)."""
+their allocations with the engine's, which a heap does not give back. It is bounded by ``CONCURRENCY_ONCE``. On a
+loaded machine that one-time cost does not all land in the first round: in a full ``make test`` on the AMD EPYC Zen 4
+the second round grew 8% (576 -> 622 MB), and with two busy processes beside the server the rounds went 521, 547,
+548, 550, 548, 562 MB (+5%, +0.2%, +0.3%, -0.3%, +2.6%; 2026-12-07). A leak grows every round by the same amount; a
+one-time cost grows one round and leaves the next flat. So of the two growths between consecutive rounds, the
+smaller must stay within 5% (0.15 MB a request, 30 MB a round, fails it)."""
 
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 from statistics import mean
 
 import openai
@@ -39,6 +44,8 @@ SEQUENTIAL = 400
 #: Requests after which the shape caches are full (see above): the baseline of the flatness check starts there.
 SHAPES_SEEN = 250
 CLIENTS, PER_CLIENT = 8, 25
+#: Rounds of concurrent clients: a leak grows each of them, a one-time cost one (see above).
+CONCURRENT_ROUNDS = 3
 #: Bound on the one-time growth of the first concurrent round over the sequential plateau (see above).
 CONCURRENCY_ONCE = 1.2
 
@@ -88,15 +95,14 @@ def test_sequential_and_concurrent_load(data_dir, int4_dir):
         assert server.status("Threads") == threads
 
         after_rounds = []
-        for round_index in range(2):
+        for round_index in range(CONCURRENT_ROUNDS):
             replies, errors = concurrent_round(server.url, first_number=1000 * (round_index + 1))
             assert errors == []
             assert len(replies) == CLIENTS * PER_CLIENT and all(replies)
             assert server.status("Threads") == threads
             after_rounds.append(server.status("VmRSS"))
-        first_round, second_round = after_rounds
-        assert first_round <= CONCURRENCY_ONCE * last, (
-            f"resident memory grew to {first_round} kB in the first concurrent round (from {last:.0f})")
-        assert second_round <= 1.05 * first_round, (
-            f"resident memory grew from {first_round} to {second_round} kB in the second concurrent round")
+        assert after_rounds[0] <= CONCURRENCY_ONCE * last, (
+            f"resident memory grew to {after_rounds[0]} kB in the first concurrent round (from {last:.0f})")
+        growths = [after / before for before, after in pairwise(after_rounds)]
+        assert min(growths) <= 1.05, f"resident memory grew in every concurrent round: {after_rounds} kB"
         assert server.stop() in (0, 130)
