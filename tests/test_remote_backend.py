@@ -286,14 +286,25 @@ def test_a_v3_base_url_is_used_as_given(stub):
 
 def test_a_base_url_is_checked_and_taken_as_given():
     assert check_base_url(" http://host:8000/v3/ ") == "http://host:8000/v3"
-    with pytest.raises(
-        RemoteError, match=r"^localhost:8000 is not a server address: enter one like http://HOST:8000/v1"
-    ):
-        check_base_url("localhost:8000")
+    with pytest.raises(RemoteError, match=r"^not a url is not a server address: enter one like http://HOST:8000/v1"):
+        check_base_url("not a url")
+    with pytest.raises(RemoteError, match=r"^ftp://host/v1 is not a server address"):
+        check_base_url("ftp://host/v1")
     for broken in ("http://[::1:8000/v1", "http://host:80a/v1"):  # urllib raises ValueError for these
         with pytest.raises(RemoteError, match="is not a server address"):
             check_base_url(broken)
         assert plain_http_warning(broken, "key") is None
+
+
+def test_a_base_url_without_a_scheme_is_taken_as_http(stub):
+    """LM Studio and Jan take ``localhost:1234/v1``; it was refused as "not a server address"."""
+    assert check_base_url(" localhost:8080/v1/ ") == "http://localhost:8080/v1"
+    bare = stub.url("ok").removeprefix("http://")  # 127.0.0.1:PORT/ok/v1
+    backend = RemoteBackend(RemoteTarget(bare, MODEL))
+    assert run_coroutine(backend.list_models()) == [RemoteModel(MODEL, False)]
+    events, error, _ = collect(backend)
+    assert error is None and text_of(events) == REPLY
+    assert "sent unencrypted to gpu-box" in plain_http_warning("gpu-box:8000/v1", "sk-1")  # http: the key is warned of
 
 
 def test_a_base_url_with_a_password_is_refused_without_repeating_it():

@@ -5,8 +5,8 @@ it: ``remote_stream`` (chunks read into events, timed here), ``remote_io`` (canc
 ``remote_errors`` (:class:`~app.backends.remote_errors.RemoteError` and its messages).
 
 Rules:
-- The base URL is taken as given (``http://host:8000/v1``; OpenVINO Model Server's ends in ``/v3``): the routes
-  ``/models`` and ``/chat/completions`` are appended to it.
+- The base URL is taken as given (``http://host:8000/v1``; OpenVINO Model Server's ends in ``/v3``; one without a
+  scheme, ``localhost:8080/v1``, as ``http://``): the routes ``/models`` and ``/chat/completions`` are appended to it.
 - Replies stream (server-sent events, ``stream_options.include_usage``); every streamed delta becomes a
   :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
   :class:`~inference.events.StepStats` timed on this side, so that the live graph shows client-side tokens/s. The
@@ -108,22 +108,30 @@ class RemoteModel:
     specchat: bool = False
 
 
+def with_scheme(url: str) -> str:
+    """``url`` stripped, with ``http://`` before it when it names no scheme (``localhost:8080/v1``, as LM Studio
+    and Jan take it)."""
+    url = url.strip()
+    return url if "://" in url or not url else f"http://{url}"
+
+
 def check_base_url(url: str) -> str:
-    """``url`` stripped, if it is an ``http(s)://host...`` URL without a user name or password.
+    """``url`` stripped (``http://`` put before it when it names no scheme: :func:`with_scheme`), if it is an
+    ``http(s)://host...`` URL without a user name or password.
 
     Raises:
         RemoteError: it is not (the message says what a base URL looks like), or it holds ``user:password@``
             (which would be shown in reply footers and kept in the settings file; the message does not repeat it).
     """
-    url = url.strip().rstrip("/")
+    given, url = url.strip().rstrip("/"), with_scheme(url).rstrip("/")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError:  # e.g. an unclosed "[" of an IPv6 address
         parts = urlsplit("")
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in parts.netloc):
         raise RemoteError(
-            f"{url or 'the base URL'} is not a server address: enter one like http://HOST:8000/v1 "
+            f"{given or 'the base URL'} is not a server address: enter one like http://HOST:8000/v1 "
             "(OpenVINO Model Server: http://HOST:8000/v3)"
         )
     if "@" in parts.netloc:
@@ -138,14 +146,14 @@ def check_base_url(url: str) -> str:
 
 def plain_http_warning(url: str, api_key: str) -> str | None:
     """Why sending ``api_key`` to ``url`` is risky: over plain http to another computer, anyone on the network path
-    can read it. None when there is no key, the URL is https, or the host is this computer (loopback)."""
+    can read it. None when there is no key, the URL is https, or the host is this computer (loopback); None too for
+    what :func:`check_base_url` refuses (nothing is sent)."""
     try:
-        parts = urlsplit(url.strip())
-        host = parts.hostname
-        parts.port  # noqa: B018 - a port that is not a number raises only when read
-    except ValueError:  # not a URL: nothing is sent
+        parts = urlsplit(check_base_url(url))
+    except RemoteError:
         return None
-    if not api_key or parts.scheme != "http" or not host or is_loopback(host):
+    host = parts.hostname
+    if not api_key or parts.scheme != "http" or is_loopback(host):
         return None
     return (
         f"The API key is sent unencrypted to {host} (http://): anyone on the network path can read it. "

@@ -289,6 +289,11 @@ def test_a_key_goes_only_to_the_server_it_was_entered_for(qtbot, make_window, st
     dialog.url.setText(third)
     dialog.url.editingFinished.emit()  # (the field loses focus)
     assert dialog.api_key.text() == "key-of-the-third"
+    dialog.url.setText(other.removeprefix("http://"))  # no scheme: http://, another server than the third's
+    dialog.url.editingFinished.emit()
+    assert dialog.api_key.text() == "typed-for-the-other"
+    dialog.url.setText(third)
+    dialog.url.editingFinished.emit()
     dialog.url.setText(first)
     fetch(qtbot, dialog)
     assert dialog.api_key.text() == API_KEY and not dialog.error.isVisible()

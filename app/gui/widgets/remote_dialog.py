@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...backends.remote import RemoteBackend, RemoteTarget, check_base_url, plain_http_warning
+from ...backends.remote import RemoteBackend, RemoteTarget, check_base_url, plain_http_warning, with_scheme
 from ...backends.remote_errors import RemoteError
 
 #: Seconds Fetch models waits for a silent server (a reply may take longer: READ_TIMEOUT_S).
@@ -271,9 +271,10 @@ class RemoteServerDialog(QDialog):
 
 
 def _server_of(url: str) -> str:
-    """``scheme://host:port`` of a base URL (the port its scheme's default when not given), "" when it names none."""
+    """``scheme://host:port`` of a base URL (``http`` when it names no scheme, as :func:`check_base_url` takes it; the
+    port its scheme's default when not given), "" when it names none."""
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(with_scheme(url))
         port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     except ValueError:  # a port that is not a number, an unclosed "["
         return ""
