@@ -307,6 +307,26 @@ def test_a_base_url_without_a_scheme_is_taken_as_http(stub):
     assert "sent unencrypted to gpu-box" in plain_http_warning("gpu-box:8000/v1", "sk-1")  # http: the key is warned of
 
 
+def test_the_query_of_a_base_url_is_kept_on_every_request():
+    """Azure's base URLs carry ``?api-version=...``; the routes were appended after the query."""
+    asked = []
+
+    def script(method, path):
+        asked.append(path)
+        if path == "/v1/models?api-version=2024-02-01":
+            return 200, {"Content-Type": "application/json"}, json.dumps({"data": [{"id": MODEL}]}).encode()
+        if path == "/v1/chat/completions?api-version=2024-02-01":
+            return 200, {"Content-Type": "text/event-stream"}, events_of(delta("Hi", "stop"))
+        return 404, {"Content-Type": "text/plain"}, b"no such route"
+
+    with ScriptedServer(script) as server:
+        backend = RemoteBackend(RemoteTarget(server.url + "/?api-version=2024-02-01", MODEL))
+        assert run_coroutine(backend.list_models()) == [RemoteModel(MODEL, False)]
+        events, error, _ = collect(backend, request=SMALL)
+    assert error is None and text_of(events) == "Hi"
+    assert asked == ["/v1/models?api-version=2024-02-01", "/v1/chat/completions?api-version=2024-02-01"]
+
+
 def test_a_base_url_with_a_password_is_refused_without_repeating_it():
     with pytest.raises(RemoteError) as refused:
         check_base_url("http://alice:s3cret@gpu-box:8000/v1")

@@ -6,7 +6,8 @@ it: ``remote_stream`` (chunks read into events, timed here), ``remote_io`` (canc
 
 Rules:
 - The base URL is taken as given (``http://host:8000/v1``; OpenVINO Model Server's ends in ``/v3``; one without a
-  scheme, ``localhost:8080/v1``, as ``http://``): the routes ``/models`` and ``/chat/completions`` are appended to it.
+  scheme, ``localhost:8080/v1``, as ``http://``): the routes ``/models`` and ``/chat/completions`` are appended to
+  its path, and its query (``?api-version=...``, as Azure's) is kept on every request (:func:`route_url`).
 - Replies stream (server-sent events, ``stream_options.include_usage``); every streamed delta becomes a
   :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
   :class:`~inference.events.StepStats` timed on this side, so that the live graph shows client-side tokens/s. The
@@ -71,7 +72,8 @@ class RemoteTarget:
     """Where remote replies come from.
 
     Attributes:
-        base_url: the API's base, e.g. ``http://host:8000/v1`` (taken as given; a trailing ``/`` is dropped).
+        base_url: the API's base, e.g. ``http://host:8000/v1`` (taken as given; a trailing ``/`` is dropped; a
+            query is kept on every request).
         model: the model id, one of those ``GET {base_url}/models`` lists.
         api_key: sent as ``Authorization: Bearer`` ("" = none).
     """
@@ -116,16 +118,16 @@ def with_scheme(url: str) -> str:
 
 
 def check_base_url(url: str) -> str:
-    """``url`` stripped (``http://`` put before it when it names no scheme: :func:`with_scheme`), if it is an
-    ``http(s)://host...`` URL without a user name or password.
+    """``url`` stripped, its path without a trailing ``/`` (``http://`` put before it when it names no scheme:
+    :func:`with_scheme`), if it is an ``http(s)://host...`` URL without a user name or password.
 
     Raises:
         RemoteError: it is not (the message says what a base URL looks like), or it holds ``user:password@``
             (which would be shown in reply footers and kept in the settings file; the message does not repeat it).
     """
-    given, url = url.strip().rstrip("/"), with_scheme(url).rstrip("/")
+    given = url.strip().rstrip("/")
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(with_scheme(url))
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError:  # e.g. an unclosed "[" of an IPv6 address
         parts = urlsplit("")
@@ -141,7 +143,19 @@ def check_base_url(url: str) -> str:
             f"{shown}; put the server's key in the API key field (sent as a Bearer token, never kept in the settings "
             "file)"
         )
-    return url
+    return parts._replace(path=parts.path.rstrip("/")).geturl()
+
+
+def route_url(base_url: str, route: str) -> str:
+    """The URL of an API ``route`` (``models``, ``chat/completions``) under ``base_url`` (checked by
+    :func:`check_base_url`): the route appended to its path, its query kept (``http://host/v1?api-version=1`` ->
+    ``http://host/v1/models?api-version=1``).
+
+    Raises:
+        RemoteError: ``base_url`` is refused by :func:`check_base_url`.
+    """
+    parts = urlsplit(check_base_url(base_url))
+    return parts._replace(path=f"{parts.path}/{route}").geturl()
 
 
 def plain_http_warning(url: str, api_key: str) -> str | None:
@@ -207,7 +221,7 @@ class RemoteBackend:
         Raises:
             RemoteError: the server cannot be reached, refuses the key, or answers something else than a model list.
         """
-        url = check_base_url(self.target.base_url) + "/models"
+        url = route_url(self.target.base_url, "models")
         cancel = cancel or threading.Event()
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
@@ -277,7 +291,7 @@ class RemoteBackend:
                 mid-reply or stays silent for ``read_timeout_s``; raised after a ``Finished`` event when text had
                 arrived (stop reason ``interrupted``).
         """
-        url = check_base_url(self.target.base_url) + "/chat/completions"
+        url = route_url(self.target.base_url, "chat/completions")
         clock = ReplyClock()
         extension: dict = {}
         usage: dict = {}
