@@ -456,14 +456,37 @@ def test_json_of_another_shape_than_openais_is_a_remote_error_keeping_the_partia
 @pytest.mark.parametrize("body", [
     b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     b'{"data": {"id": "m"}}',
-    b'{"data": [{"id": {"name": "m"}}]}',
-    b'{"data": ["m"]}',
     b'["m"]',
 ])
 def test_a_model_list_of_another_shape_is_a_remote_error(body):
     with ScriptedServer(lambda method, path: (200, {"Content-Type": "application/json"}, body)) as server:
         with pytest.raises(RemoteError, match="did not answer with a model list: check that the base URL"):
             run_coroutine(RemoteBackend(RemoteTarget(server.url)).list_models())
+
+
+def test_odd_entries_of_a_model_list_are_skipped_and_said_only_when_none_is_left():
+    """One entry without a string id refused the whole list (a newcomer trial)."""
+    odd = [{"object": "model"}, {"id": 5}, {"id": {"name": "m"}}, {"id": ""}, None, "m"]
+    bodies = {"/v1/models": {"data": [{"id": "a"}, *odd, {"id": "b", "owned_by": "specchat"}]},
+              "/odd/v1/models": {"data": odd}, "/none/v1/models": {"data": []}}
+
+    def script(method, path):
+        if path in bodies:
+            return 200, {"Content-Type": "application/json"}, json.dumps(bodies[path]).encode()
+        return 404, {"Content-Type": "text/plain"}, b"no such route"
+
+    with ScriptedServer(script) as server:
+        backend = RemoteBackend(RemoteTarget(server.url))
+        assert run_coroutine(backend.list_models()) == [RemoteModel("a", False), RemoteModel("b", True)]
+        assert backend.specchat is True
+        odd_url = server.url.replace("/v1", "/odd/v1")
+        with pytest.raises(RemoteError) as refused:
+            run_coroutine(RemoteBackend(RemoteTarget(odd_url)).list_models())
+        assert str(refused.value) == (
+            f"{odd_url}/models listed 6 entries, none with a model id to ask for: check that the base URL is the API's "
+            "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
+        )
+        assert run_coroutine(RemoteBackend(RemoteTarget(server.url.replace("/v1", "/none/v1"))).list_models()) == []
 
 
 def test_a_specchat_server_gets_only_the_options_its_mode_uses():

@@ -373,23 +373,25 @@ def _is_specchat(entry: Any, body: Any) -> bool:
 
 
 def _model_list(body: bytes, url: str) -> list[RemoteModel]:
-    """The models of a ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``).
+    """The models of a ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``); an entry without a model id (not
+    an object, no ``id``, one that is not text or is empty) is skipped.
 
     Raises:
-        RemoteError: the answer is not such a list.
+        RemoteError: the answer is not such a list, or every entry of it was skipped (the message says how many).
     """
+    advice = "check that the base URL is the API's (it usually ends in /v1; OpenVINO Model Server's in /v3)"
     try:
         answer = bounded_json.loads(body, MAX_JSON_DEPTH)
         entries = answer["data"]
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
-                                                    for e in entries):
+        if not isinstance(entries, list):
             raise TypeError
     except (ValueError, KeyError, TypeError):
-        raise RemoteError(
-            f"{url} did not answer with a model list: check that the base URL is the API's "
-            "(it usually ends in /v1; OpenVINO Model Server's in /v3)"
-        ) from None
-    return [RemoteModel(entry["id"], _is_specchat(entry, answer)) for entry in entries]
+        raise RemoteError(f"{url} did not answer with a model list: {advice}") from None
+    models = [RemoteModel(e["id"], _is_specchat(e, answer)) for e in entries
+              if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]]  # fmt: skip
+    if entries and not models:
+        raise RemoteError(f"{url} listed {len(entries)} entries, none with a model id to ask for: {advice}")
+    return models
 
 
 def specchat_options(settings: GenerationSettings) -> dict:
