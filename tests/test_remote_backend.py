@@ -384,6 +384,44 @@ def test_events_are_split_at_cr_and_lf_only_so_raw_unicode_line_separators_arriv
     assert finished(events).stop_reason == "eos"
 
 
+def json_answer(answer: dict) -> ScriptedServer:
+    """A server whose chat completions answer the streamed request with ``answer`` as a plain JSON body."""
+    def script(method, path):
+        if path == "/v1/chat/completions":
+            return 200, {"Content-Type": "application/json; charset=utf-8"}, json.dumps(answer).encode()
+        return 404, {"Content-Type": "text/plain"}, b"no such route"
+    return ScriptedServer(script)
+
+
+def test_a_whole_completion_answered_to_a_streamed_request_is_the_reply():
+    """llama-server and some proxies answer ``stream: true`` with one chat.completion in JSON; that was "the server
+    closed the stream"."""
+    completion = {"object": "chat.completion", "model": "served-model",
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello whole"},
+                               "finish_reason": "length"}],
+                  "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
+    with json_answer(completion) as server:
+        backend = RemoteBackend(RemoteTarget(server.url, MODEL))
+        events, error, _ = collect(backend, request=SMALL)
+    assert error is None and text_of(events) == "Hello whole"
+    stats = finished(events)
+    assert (stats.stop_reason, stats.new_tokens, stats.prompt_tokens) == ("max_new_tokens", 3, 7)
+    assert backend.answered_by == "served-model"
+
+
+def test_a_json_error_answered_to_a_streamed_request_is_said():
+    with json_answer({"error": {"message": "the context is too long", "type": "invalid_request_error"}}) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert events == []
+    assert str(error) == "The server stopped the reply with an error: the context is too long"
+    with json_answer({"detail": "nothing here"}) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert events == [] and str(error) == (
+        f"{server.url}/chat/completions answered with JSON that is not a chat completion "
+        "('{\"detail\": \"nothing here\"}'): check the base URL"
+    )
+
+
 def endless(piece: bytes, total: int, sent: list[int]):
     """``piece`` again and again up to ``total`` bytes, counting in ``sent`` what was handed to the socket."""
     while sent[0] < total:

@@ -8,7 +8,9 @@ Rules:
 - The base URL is taken as given (``http://host:8000/v1``; OpenVINO Model Server's ends in ``/v3``; one without a
   scheme, ``localhost:8080/v1``, as ``http://``): the routes ``/models`` and ``/chat/completions`` are appended to
   its path, and its query (``?api-version=...``, as Azure's) is kept on every request (:func:`route_url`).
-- Replies stream (server-sent events, ``stream_options.include_usage``); every streamed delta becomes a
+- Replies stream (server-sent events, ``stream_options.include_usage``); a server that answers with a whole
+  ``chat.completion`` (or an error object) in JSON instead, as llama-server and some proxies may, is read as a
+  stream of one event (:func:`~app.backends.remote_stream.whole_reply`). Every streamed delta becomes a
   :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
   :class:`~inference.events.StepStats` timed on this side, so that the live graph shows client-side tokens/s. The
   final :class:`~inference.events.Finished` carries TTFT and decode tokens/s measured here, token counts from
@@ -54,7 +56,7 @@ from ..binding import is_loopback
 from .protocol import GenerationRequest
 from .remote_errors import CUT_TEXT, MAX_JSON_DEPTH, RemoteError, error_text, status_error, transport_error
 from .remote_io import Cancelled, error_body, event_lines, or_cancel, read_body
-from .remote_stream import ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long
+from .remote_stream import ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long, whole_reply
 
 #: Seconds to wait for the TCP (and TLS) connection.
 CONNECT_TIMEOUT_S = 10.0
@@ -63,7 +65,7 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 120.0
 #: OpenAI finish reasons -> the engine's stop reasons.
 _FINISH_REASONS = {"stop": "eos", "length": "max_new_tokens"}
-#: Largest ``GET /models`` answer, bytes.
+#: Largest ``GET /models`` answer, and largest whole JSON reply to a streamed request, bytes.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
@@ -310,7 +312,10 @@ class RemoteBackend:
                         raise status_error(response.status_code, text, response.headers, self.target.host,
                                             self.target.model, url)
                     max_events, max_chars = reply_limits(request.settings.sampling.max_new_tokens)
-                    lines = event_lines(response.aiter_bytes(), url)
+                    if _media_type(response) == "application/json":  # a whole reply, not a stream
+                        lines = whole_reply(response, MAX_BODY_BYTES, cancel, url)
+                    else:
+                        lines = event_lines(response.aiter_bytes(), url)
                     events = 0
                     while True:
                         try:
@@ -364,6 +369,11 @@ class RemoteBackend:
         if not isinstance(stop_reason, str) or not stop_reason:
             stop_reason = _FINISH_REASONS.get(finish_reason or "", "eos")
         yield [Finished(clock.stats(request, extension, usage, stop_reason))]
+
+
+def _media_type(response: httpx.Response) -> str:
+    """The media type of ``response``'s Content-Type, lower case, without parameters (``application/json``)."""
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
 def _is_specchat(entry: Any, body: Any) -> bool:

@@ -1,6 +1,7 @@
 """A streamed reply's chunks read into the engine's events: each ``data:`` event's JSON checked against OpenAI's
 chunk shape (:func:`parse_chunk`, :func:`chunk_choices`), its deltas timed on this side (:class:`ReplyClock`), and the
-bounds a reply may not pass (:func:`reply_limits`).
+bounds a reply may not pass (:func:`reply_limits`); a whole JSON answer to a streamed request read as a one-event
+stream (:func:`whole_reply`).
 
 Rules:
 - Every delta becomes a :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
@@ -14,8 +15,12 @@ Rules:
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any
+
+import httpx
 
 from inference.events import Event, GenerationStats, StepStats, TextDelta
 from inference.settings import Decoding
@@ -23,6 +28,7 @@ from inference.settings import Decoding
 from .. import bounded_json
 from .protocol import GenerationRequest
 from .remote_errors import MAX_JSON_DEPTH, RemoteError
+from .remote_io import read_body
 
 #: Events (``data:`` lines) and characters a reply may hold beyond its ``max_new_tokens``: see :func:`reply_limits`.
 EVENT_MARGIN = 64
@@ -60,8 +66,26 @@ def parse_chunk(data: str, url: str) -> dict:
     return chunk
 
 
+async def whole_reply(response: httpx.Response, limit: int, cancel: threading.Event, url: str) -> AsyncIterator[str]:
+    """The lines of a stream standing for a whole answer in JSON to a streamed request (a ``chat.completion``, as
+    llama-server and some proxies send, or an error object): its body as one ``data:`` event, then ``[DONE]``; its
+    choices' ``message`` is read as their ``delta`` (:func:`chunk_choices`).
+
+    Raises:
+        RemoteError: the body passes ``limit`` bytes, or is not a JSON object with ``choices`` or ``error``.
+        Cancelled: ``cancel`` was set.
+    """
+    body = (await read_body(response, limit, cancel, f"{url} sent a reply")).decode("utf-8", "replace")
+    answer = parse_chunk(body, url)
+    if "choices" not in answer and "error" not in answer:
+        raise RemoteError(f"{url} answered with JSON that is not a chat completion ({body[:60]!r}): check the base URL")
+    yield f"data: {body}"
+    yield "data: [DONE]"
+
+
 def chunk_choices(chunk: dict, url: str) -> list[tuple[str, str | None]]:
-    """``(content, finish_reason)`` of each choice of a stream chunk ("" for no content).
+    """``(content, finish_reason)`` of each choice of a stream chunk ("" for no content); a choice with a
+    ``message`` and no ``delta`` (a whole completion's: :func:`whole_reply`) is read from its message.
 
     Raises:
         RemoteError: ``choices``, a choice, its ``delta``, ``content`` or ``finish_reason``, or the chunk's ``usage``
@@ -82,7 +106,7 @@ def chunk_choices(chunk: dict, url: str) -> list[tuple[str, str | None]]:
     for choice in choices:
         if not isinstance(choice, dict):
             raise wrong("choice is not an object")
-        delta = choice.get("delta")
+        delta = choice.get("delta") if "delta" in choice else choice.get("message")
         if delta is not None and not isinstance(delta, dict):
             raise wrong("delta is not an object")
         content = (delta or {}).get("content")
