@@ -377,8 +377,8 @@ class ReplyController(QObject):
                         async for events in source.generate(request, active.cancel):
                             if active.closed:
                                 return
-                            if remote is not None:
-                                recorder.extra["model"] = source.describe_answer()  # the server's word for it
+                            if remote is not None:  # the server's word for it, in the footer too
+                                recorder.extra["model"] = recorder.extra["target_label"] = source.describe_answer()
                             recorder.add(events)
                             self._check_saved(recorder)
                             self.events.emit(events)

@@ -165,6 +165,20 @@ def test_the_model_row_and_notice_follow_where_replies_come_from(qtbot, make_win
     assert notice.isVisible() and notice.text.text().endswith("(remote), a server no longer chosen.")
 
 
+def test_the_footer_names_the_model_the_server_says_answered(qtbot, make_window, stub, no_user_keyring):
+    """llama-server answers any model name with the one it serves: the footer named the model asked for."""
+    from remote_stub import SERVED_MODEL
+
+    window = make_window(wait_model=False)
+    choose_remote(window, stub.url("any-name"))
+    final = send_and_wait(qtbot, window, "Who are you?")
+    host = stub.url("ok").split("/")[2]
+    assert (final.content, final.state) == (REPLY, "complete")
+    assert final.stats["target_model"] == f"{MODEL} on {host} (remote)"  # what the conversation asks for next time
+    footer = footer_text(final.stats, final.state)
+    assert footer.endswith(f"{len(REPLY_PIECES)} tokens · {SERVED_MODEL} on {host} (remote)")
+
+
 @pytest.mark.serial  # a wall-time bound
 def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
