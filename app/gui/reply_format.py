@@ -10,6 +10,9 @@ from inference.events import GenerationStats, PromptProgress
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup", "plain": "plain"}
 STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
+#: The stop reason of a remote reply whose stream was cut (``app.backends.remote``: the connection closed, a
+#: time-out, a chunk of another shape, more than max_tokens).
+REMOTE_CUT = "interrupted"
 
 
 def duration_text(seconds: float) -> str:
@@ -228,7 +231,8 @@ def stopped_before_first_token(stats: dict | None, state: str) -> bool:
 
 def footer_text(stats: dict | None, state: str = "complete", last: bool = True) -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
-    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill).
+    model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill; ``Stream cut``
+    instead of the state and mode for a remote reply whose stream was cut, its error after the server's model).
 
     ``last``: the reply is the conversation's last message, the only one with a Continue button; the footer of an
     earlier reply cut at the length limit (or interrupted) does not point to Continue (a newcomer trial read
@@ -255,7 +259,10 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
         return prefix + compare_summary(compare) + model
     if not stats.get("mode"):
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
-    line = f"{prefix}{mode_text(part)} · {metrics_text(part)}{model}"
+    if stats.get("stop_reason") == REMOTE_CUT:  # no local decoding mode: the label names the server and its model
+        line = f"Stream cut · {metrics_text(part)}{model}"
+    else:
+        line = f"{prefix}{mode_text(part)} · {metrics_text(part)}{model}"
     if stats.get("error"):
         line += f" · {stats['error']}"
     return line

@@ -205,13 +205,15 @@ def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_w
     assert window.composer.error_text == f"The reply stopped with an error: {cut}"
     saved = window.db.messages(final.conversation_id)[-1]
     assert (saved.content, saved.state, saved.stats["stop_reason"]) == (PARTIAL, "stopped", "interrupted")
-    assert footer_text(saved.stats, saved.state).startswith("Stopped · ")
+    host = stub.url("ok").split("/")[2]
+    footer = footer_text(saved.stats, saved.state)  # no local mode ("Plain decoding") beside a remote reply
+    assert footer.startswith("Stream cut · TTFT ") and "decoding" not in footer
+    assert footer.endswith(f" · {CUT_AFTER} tokens · {MODEL} on {host} (remote) · {cut}")
 
     # refused before any text: the user message stays saved, no empty reply is left
     choose_remote(window, stub.url("busy"))
     conversation = final.conversation_id
     assert send_and_wait(qtbot, window, "Again?") is None
-    host = stub.url("ok").split("/")[2]
     assert window.composer.error_text == (
         f"Could not generate a reply: {host} is busy (429: too many requests) (the server said: queue full): retry in 7 s"
         " (your message is kept: press Send to try again)"
