@@ -284,6 +284,23 @@ def test_a_failed_fetch_from_another_server_drops_the_models_listed_from_the_fir
     assert dialog.models.currentText() == "typed-by-hand"
 
 
+def test_a_failed_fetch_from_another_path_of_the_same_server_drops_the_models_listed(
+    qtbot, make_window, stub, no_user_keyring
+):
+    """Only the server (scheme, host, port) was compared: a base URL whose path alone changed kept the first URL's
+    model list after Fetch models failed on it."""
+    window = make_window(wait_model=False)
+    dialog = RemoteServerDialog(window, window.tasks.spawn, stub.url("ok"), "", "", lambda url: "")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    fetch(qtbot, dialog)
+    assert [dialog.models.itemText(i) for i in range(dialog.models.count())] == [MODEL]
+    dialog.url.setText(stub.url("ok").replace("/ok/v1", "/other/v1"))  # the same server: it has no such route
+    fetch(qtbot, dialog)
+    assert "has no model list at" in dialog.error.text()
+    assert dialog.models.count() == 0 and dialog.models.currentText() == ""
+
+
 def test_a_key_goes_only_to_the_server_it_was_entered_for(qtbot, make_window, stub, no_user_keyring):
     """The dialog opens with the key of the chosen server; changing the base URL to another server (another port
     here) empties the key, or shows the one stored for that server, so the first key is never sent there; going

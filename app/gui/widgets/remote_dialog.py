@@ -197,7 +197,7 @@ class RemoteServerDialog(QDialog):
         except RemoteError as error:
             if not self._closed.is_set():
                 self._say(str(error))
-                if _server_of(self.url.text()) != _server_of(self._listed_from):
+                if _base_of(self.url.text()) != _base_of(self._listed_from):  # (its path or query too)
                     self._forget_listed_models()
             return False
         finally:
@@ -234,8 +234,8 @@ class RemoteServerDialog(QDialog):
         return RemoteChoice(url, model, self.api_key.text().strip(), self.specchat)
 
     def _forget_listed_models(self) -> None:
-        """The Model box lists another server's models than the URL names now: they go (a name typed by hand,
-        which is none of them, stays)."""
+        """The Model box lists the models of another base URL than the one entered now (another server, or only
+        another path or query): they go (a name typed by hand, which is none of them, stays)."""
         typed = self.models.currentText()
         listed = [self.models.itemText(index) for index in range(self.models.count())]
         self.models.clear()
@@ -268,6 +268,14 @@ class RemoteServerDialog(QDialog):
                 self.buttons.setEnabled(True)
         if reached and not self._closed.is_set():
             self.accept()
+
+
+def _base_of(url: str) -> str:
+    """A base URL as :func:`check_base_url` takes it, "" for one it refuses."""
+    try:
+        return check_base_url(url)
+    except RemoteError:
+        return ""
 
 
 def _server_of(url: str) -> str:
