@@ -214,6 +214,25 @@ def test_bad_names_are_refused(sources, store):
             import_ir_folder(sources["same"], bad)
 
 
+def test_the_default_models_names_are_refused_to_imports(sources, store, capsys):
+    """An import named like the default model or its head would be rebuilt over at the next start: refused, with
+    --replace too; the default head still installs under its name."""
+    from app.main import main
+    from inference.models.default_head import DEFAULT_HEAD_NAME, ensure_default_head
+
+    for name in ("SmolLM2-135M-Instruct-int4", "SmolLM2-135M-Instruct-fp16", DEFAULT_HEAD_NAME, "smollm2-135m-instruct-INT8"):
+        assert main(["models", "import", str(sources["same"]), "--name", name, "--replace"]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"error: {name!r} is the name of SpecChat's own SmolLM2-135M-Instruct (the default model or its draft "
+            "head), which SpecChat rebuilds over anything else of that name; choose another name (--name)"
+        )
+    assert model_store.list_models() == [] and _no_partials()
+    assert import_ir_folder(sources["same"], "SmolLM2-135M-Instruct-int4-mine").name == "SmolLM2-135M-Instruct-int4-mine"
+    head = ensure_default_head()
+    assert head == model_store.models_dir() / DEFAULT_HEAD_NAME
+    assert model_store.read_manifest(head).kind == "draft-head"
+
+
 def test_a_draft_head_pairs_with_its_own_model_only(sources, store, int4_dir, int8_dir):
     """The shipped head has no tokenizer of its own: the pair check reads what it was made for (its manifest)."""
     from inference.models.default_head import DEFAULT_HEAD_NAME

@@ -29,8 +29,9 @@ from .progress import ProgressCallback
 
 logger = logging.getLogger(__name__)
 
-#: Name of the shipped head, in the package and in the store.
-DEFAULT_HEAD_NAME = "SmolLM2-135M-Instruct-head"
+#: Name of the shipped head, in the package and in the store (which only this module installs:
+#: :func:`inference.models.store.reserved_name`).
+DEFAULT_HEAD_NAME = store.DEFAULT_HEAD_NAME
 #: Where the package keeps it.
 SHIPPED_HEAD = Path(__file__).resolve().parent / "data" / DEFAULT_HEAD_NAME
 HEAD_FILES = (*MODEL_FILES, "config.json", HEAD_MANIFEST)

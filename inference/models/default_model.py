@@ -48,7 +48,8 @@ from .source_wheel import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+#: (The store's name, which only this module's build may take: :func:`inference.models.store.reserved_name`.)
+DEFAULT_MODEL_NAME = store.DEFAULT_MODEL_NAME
 
 #: Peak disk use of a build in bytes, the final folder included (work files about 0.2, 0.4 and 0.7 GB besides
 #: the final 90, 140 and 270 MB); the cached wheel comes on top when it must be downloaded.

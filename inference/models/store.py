@@ -68,6 +68,13 @@ BUILDING_LOCK_NAME = ".specchat-building.lock"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 
+#: SpecChat's own models: the default model (``<DEFAULT_MODEL_NAME>-int4``, ``-int8``, ``-fp16``), built by
+#: :mod:`inference.models.default_model`, and its draft head, installed by :mod:`inference.models.default_head`. Both
+#: rebuild a folder of their name whose manifest is not theirs, so :func:`build_model` refuses these names
+#: (:func:`reserved_name`).
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+DEFAULT_HEAD_NAME = f"{DEFAULT_MODEL_NAME}-head"
+
 
 # --- folders --------------------------------------------------------------------------------------
 
@@ -130,6 +137,14 @@ def check_name(name: str) -> str:
             f"invalid model name {name!r}: use 1-100 letters, digits, '.', '_', '+' or '-', starting with a letter or digit"
         )
     return name
+
+
+def reserved_name(name: str) -> bool:
+    """Whether ``name`` is the store name of one of SpecChat's own models (the default model at a bit-width of
+    :data:`BITS_SUFFIX`, or its draft head), compared case-insensitively (on Windows and macOS the folders are
+    the same)."""
+    own = {f"{DEFAULT_MODEL_NAME}-{suffix}" for suffix in BITS_SUFFIX.values()} | {DEFAULT_HEAD_NAME}
+    return name.casefold() in {n.casefold() for n in own}
 
 
 def name_from(text: str) -> str:
@@ -394,11 +409,17 @@ def build_model(
             returning them once the folder is filled.
 
     Raises:
-        ModelImportError: a model of that name exists (and ``replace`` is false), or the finished folder is
-            not a loadable model (the message names the missing or unreadable file).
+        ModelImportError: a model of that name exists (and ``replace`` is false); the name is one of SpecChat's own
+            models (:func:`reserved_name`), which the next start would rebuild over the import, ``replace`` or not;
+            or the finished folder is not a loadable model (the message names the missing or unreadable file).
         ValueError: invalid name.
     """
     check_name(name)
+    if reserved_name(name):
+        raise ModelImportError(
+            f"{name!r} is the name of SpecChat's own {DEFAULT_MODEL_NAME} (the default model or its draft head), which "
+            "SpecChat rebuilds over anything else of that name; choose another name (--name)"
+        )
     say = reporter(progress)
 
     def on_wait(message: str) -> None:
