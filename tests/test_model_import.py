@@ -214,6 +214,30 @@ def test_bad_names_are_refused(sources, store):
             import_ir_folder(sources["same"], bad)
 
 
+def test_non_ascii_file_names_make_readable_model_names(sources, store, tmp_path):
+    """Letters of any script stay (composed: macOS hands file names decomposed); path separators and characters
+    Windows refuses in file names become '-'."""
+    import unicodedata
+
+    from inference.models.store import name_from
+
+    assert name_from("Modèle-été.gguf") == "Modèle-été"
+    assert name_from(unicodedata.normalize("NFD", "/Users/me/Modèle été.gguf")) == "Modèle-été"
+    assert name_from("/tmp/通义千问-小模型.Q4_0.gguf") == "通义千问-小模型.Q4_0"
+    assert name_from('C:\\models\\a:b*c?"<d>|e.gguf') == "a-b-c-d-e"
+    assert name_from("模" * 120) == "模" * 66  # 198 bytes in UTF-8: a file system takes 255 a name
+    for name in ("Modèle-été", "通义千问-小模型"):
+        source = tmp_path / name
+        shutil.copytree(sources["same"], source)
+        folder = import_model(source)
+        assert folder == model_store.models_dir() / name and folder.is_dir()
+        assert model_store.read_manifest(folder).name == name
+        assert find_model(name) == folder
+    assert [m["name"] for m in model_store.list_models()] == ["Modèle-été", "通义千问-小模型"]
+    remove_model("通义千问-小模型")
+    assert [m["name"] for m in model_store.list_models()] == ["Modèle-été"] and _no_partials()
+
+
 def test_the_default_models_names_are_refused_to_imports(sources, store, capsys):
     """An import named like the default model or its head would be rebuilt over at the next start: refused, with
     --replace too; the default head still installs under its name."""

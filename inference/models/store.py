@@ -36,13 +36,14 @@ import contextlib
 import datetime
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import replace as replace_fields
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,12 @@ STORE_LOCK_NAME = ".lock"
 #: Lock file a running builder holds inside its staging folder (removed before the folder is installed).
 BUILDING_LOCK_NAME = ".specchat-building.lock"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
+#: Longest model name, in characters and in UTF-8 bytes (a staging folder's name adds 18 bytes; ext4 and most
+#: file systems take 255 bytes a name, NTFS 255 UTF-16 units).
+MAX_NAME_CHARS = 100
+MAX_NAME_BYTES = 200
+#: Punctuation a model name may hold besides letters and digits (of any script).
+NAME_PUNCTUATION = "._+-"
 
 #: SpecChat's own models: the default model (``<DEFAULT_MODEL_NAME>-int4``, ``-int8``, ``-fp16``), built by
 #: :mod:`inference.models.default_model`, and its draft head, installed by :mod:`inference.models.default_head`. Both
@@ -125,16 +131,35 @@ def check_bits(bits: int) -> int:
 # --- names ----------------------------------------------------------------------------------------
 
 
+def _name_character(character: str) -> bool:
+    """Whether a model name may hold ``character``: a letter, digit or combining mark of any script (``é``, ``模``,
+    the vowel signs of Devanagari), or one of :data:`NAME_PUNCTUATION`; never a path separator, a character that
+    Windows refuses in file names (``<>:"|?*``), white space or a control character."""
+    return character in NAME_PUNCTUATION or unicodedata.category(character)[0] in "LNM"
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` can name a model (see :func:`check_name`)."""
+    return (
+        0 < len(name) <= MAX_NAME_CHARS
+        and len(name.encode("utf-8")) <= MAX_NAME_BYTES
+        and unicodedata.category(name[0])[0] in "LN"
+        and all(_name_character(c) for c in name)
+    )
+
+
 def check_name(name: str) -> str:
     """Validate a model name (a folder name under :func:`models_dir`); returns it.
 
     Raises:
-        ValueError: empty, longer than 100 characters, or with characters other than letters, digits,
-            ``.``, ``_``, ``+`` and ``-`` (and not starting with one of the punctuation characters).
+        ValueError: empty, longer than 100 characters or 200 bytes in UTF-8, or with characters other than
+            letters, digits and combining marks (of any script), ``.``, ``_``, ``+`` and ``-`` (or not starting
+            with a letter or digit).
     """
-    if not _NAME_RE.match(name or ""):
+    if not valid_name(name or ""):
         raise ValueError(
-            f"invalid model name {name!r}: use 1-100 letters, digits, '.', '_', '+' or '-', starting with a letter or digit"
+            f"invalid model name {name!r}: use 1-100 letters, digits, '.', '_', '+' or '-' (at most 200 bytes in "
+            "UTF-8), starting with a letter or digit"
         )
     return name
 
@@ -148,12 +173,20 @@ def reserved_name(name: str) -> bool:
 
 
 def name_from(text: str) -> str:
-    """A valid model name derived from a path, file name or repository id (``org/Model-7B`` -> ``Model-7B``)."""
+    """A valid model name derived from a path, file name or repository id (``org/Model-7B`` -> ``Model-7B``,
+    ``Modèle été.gguf`` -> ``Modèle-été``): letters of any script kept, composed (NFC: macOS gives file names
+    decomposed), each run of other characters (white space, ``:``, ``*``...) made one ``-``, what precedes the
+    first letter or digit dropped, cut to fit :func:`check_name`; ``model`` when nothing is left."""
     base = text.rstrip("/\\").replace("\\", "/").split("/")[-1]
     if base.lower().endswith(".gguf"):
         base = base[: -len(".gguf")]
-    base = re.sub(r"[^A-Za-z0-9._+-]+", "-", base).strip(".-_+") or "model"
-    return base[:100]
+    base = unicodedata.normalize("NFC", base)
+    base = "".join("".join(run) if kept else "-" for kept, run in groupby(base, _name_character))
+    start = next((i for i, c in enumerate(base) if unicodedata.category(c)[0] in "LN"), len(base))
+    base = base[start : start + MAX_NAME_CHARS]
+    while len(base.encode("utf-8")) > MAX_NAME_BYTES:
+        base = base[:-1]
+    return base.rstrip(NAME_PUNCTUATION) or "model"
 
 
 def model_path(name: str) -> Path:
@@ -281,7 +314,7 @@ def find_model(name_or_path: str | Path) -> Path:
         raise ModelImportError(
             f"model folder {candidate} does not exist; give a model folder or an installed model's name (see `specchat models list`)"
         )
-    if _NAME_RE.match(text) and (models_dir() / text).is_dir():
+    if valid_name(text) and (models_dir() / text).is_dir():
         return models_dir() / text
     if candidate.is_dir():
         return candidate
