@@ -37,11 +37,13 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QWidget
 
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.models.default_model import default_model_dir
+from inference.models.errors import ModelImportError
 from inference.models.progress import ProgressEvent
 from inference.models.store import (
     SUPPORTED_BITS,
     ModelManifest,
     compatible_drafts,
+    find_model,
     installed_models,
     readable_name,
     target_models,
@@ -361,12 +363,29 @@ class ModelChoice(QObject):
         from .widgets.models_dialog import ModelsDialog
 
         if self.models_dialog is None:
-            self.models_dialog = ModelsDialog(self._parent)
+            self.models_dialog = ModelsDialog(self._parent, in_use=self.models_in_use)
             self.models_dialog.models_changed.connect(self.refresh_models)
             self.models_dialog.pair_installed.connect(self.select_pair)
         self.models_dialog.show()
         self.models_dialog.raise_()
         self.models_dialog.activateWindow()
+
+    def models_in_use(self) -> dict[str, str]:
+        """The folders (resolved) of the models chosen or loaded now, with what they are: ``"the model in use"`` (the
+        target; none while a remote server answers) or ``"the draft in use"`` (the Models dialog's confirmation
+        of their removal says it)."""
+        settings, spec = self.settings, self._models.worker.spec
+        targets = [] if settings.use_remote else [spec.target_dir] if spec is not None else []
+        drafts = [spec.draft_dir] if spec is not None and spec.draft_dir is not None else []
+        if not settings.use_remote:
+            try:
+                targets.append(find_model(settings.target_model) if settings.target_model else default_model_dir(settings.bits))
+            except ModelImportError:
+                pass  # no longer installed
+        if settings.uses_draft_model:
+            drafts.append(Path(settings.draft_model))
+        in_use = {str(Path(folder).resolve()): "the draft in use" for folder in drafts}
+        return in_use | {str(Path(folder).resolve()): "the model in use" for folder in targets}
 
     def select_pair(self, target: str, draft: str) -> None:
         """Chat with this target and draft (folders in the store): speculative decoding with the draft model."""

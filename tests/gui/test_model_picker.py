@@ -272,6 +272,46 @@ def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_wi
     dialog.close()
 
 
+def _removal_question(qtbot, dialog, name: str) -> str:
+    """The text of the Models dialog's confirmation of removing ``name`` (the box is left open)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    names = [dialog.table.item(row, 0).text() for row in range(dialog.table.rowCount())]
+    dialog.table.selectRow(names.index(name))
+    dialog.remove_button.click()
+    qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is not None, timeout=5_000)
+    return dialog.findChild(QMessageBox, "confirm-remove").text()
+
+
+def test_removing_the_model_in_use_says_so_before(qtbot, make_window, tiny_store):
+    from PySide6.QtWidgets import QMessageBox
+
+    settings = TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b"))
+    window = make_window(settings)
+    window.choice.show_models()
+    dialog = window.choice.models_dialog
+    assert _removal_question(qtbot, dialog, "tiny-same") == (
+        f"tiny-same is the model in use. Remove it?\n\nThis deletes {tiny_store / 'tiny-same'} and its files; the "
+        "window then chats with the default model, SmolLM2-135M-Instruct."
+    )
+    box = dialog.findChild(QMessageBox, "confirm-remove")
+    assert box.defaultButton() is box.button(QMessageBox.Cancel)
+    box.button(QMessageBox.Cancel).click()
+    qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is None, timeout=5_000)
+    assert (tiny_store / "tiny-same").is_dir()
+    assert _removal_question(qtbot, dialog, "tiny-same-b") == (
+        f"tiny-same-b is the draft in use. Remove it?\n\nThis deletes {tiny_store / 'tiny-same-b'} and its files; "
+        "replies then go without it."
+    )
+    dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Cancel).click()
+    qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is None, timeout=5_000)
+    assert _removal_question(qtbot, dialog, "tiny-other") == (
+        f"Remove tiny-other?\n\nThis deletes {tiny_store / 'tiny-other'} and its files."
+    )  # not in use: as before
+    dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Cancel).click()
+    dialog.close()
+
+
 def test_a_chosen_model_that_is_no_longer_installed_is_said_at_the_picker(qtbot, make_window, tiny_store):
     window = make_window(TINY.with_values(target_model="removed-meanwhile"), wait_model=False)
     qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)

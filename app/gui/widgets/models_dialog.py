@@ -1,6 +1,7 @@
 """The Models dialog: installed models, adding one (import, download, convert), removing, pairing, catalogue.
 
-``ModelsDialog(parent=None)`` is self-contained; it emits ``models_changed`` after a model was added or removed,
+``ModelsDialog(parent=None, in_use=None)`` is self-contained (``in_use`` says which models the window uses, so that
+removing one says so); it emits ``models_changed`` after a model was added or removed,
 and ``pair_installed`` when "Download this pair" has installed a recommended pair (the window selects it). Models
 are named by their store names (folder names: unique, and the names ``specchat`` commands take) and readable
 labels (``inference.models.store.model_labels``), so the 4- and 8-bit copies of a model read differently.
@@ -133,8 +134,14 @@ class ModelsDialog(QDialog):
     models_changed = Signal()
     pair_installed = Signal(str, str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, in_use: Callable[[], dict[str, str]] | None = None) -> None:
+        """Args:
+            parent: the window.
+            in_use: returns the folders of the models the window uses now (resolved paths), each with what it is
+                there (``"the model in use"``, ``"the draft in use"``); the confirmation of their removal says it.
+        """
         super().__init__(parent)
+        self._in_use = in_use or dict
         self.setWindowTitle("Models")
         self.resize(1100, 560)  # (room for the Source column in a 1366x768 window)
         self.job: Operation | None = None
@@ -360,13 +367,23 @@ class ModelsDialog(QDialog):
         return self.table.item(rows[0].row(), 0).data(Qt.UserRole)
 
     def ask_remove(self) -> None:
-        """Ask for confirmation (a window-modal message box, not a nested event loop), then remove."""
+        """Ask for confirmation (a window-modal message box, not a nested event loop), then remove; the box says when
+        the window uses the model (``in_use``) and what follows its removal."""
         path = self.selected_path()
         if path is None:
             self._set_status("Select a model to remove.")
             return
-        box = QMessageBox(QMessageBox.Warning, "Remove model", f"Remove {Path(path).name}?\n\nThis deletes {path} and its files.",
-                          QMessageBox.Yes | QMessageBox.Cancel, self)  # fmt: skip
+        name = Path(path).name
+        text = f"Remove {name}?\n\nThis deletes {path} and its files."
+        role = self._in_use().get(str(Path(path).resolve()))
+        if role is not None:
+            then = (
+                "SpecChat prepares it again when it next loads it" if store.reserved_name(name)
+                else f"the window then chats with the default model, {store.DEFAULT_MODEL_NAME}"
+                if role == "the model in use" else "replies then go without it"
+            )  # fmt: skip
+            text = f"{name} is {role}. Remove it?\n\nThis deletes {path} and its files; {then}."
+        box = QMessageBox(QMessageBox.Warning, "Remove model", text, QMessageBox.Yes | QMessageBox.Cancel, self)
         box.setDefaultButton(QMessageBox.Cancel)
         box.setObjectName("confirm-remove")
         box.finished.connect(lambda result: self._remove_confirmed(path) if result == QMessageBox.Yes else None)
