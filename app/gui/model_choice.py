@@ -21,6 +21,9 @@ Rules:
   answered with another model says so (naming that model and its bit-width, with a Switch button); a draft model
   measured slower than plain decoding in the conversation shown says so while that draft is chosen. A notice the
   user dismissed stays dismissed while it is about the same thing (the same conversation shown; the same pair).
+- A target model no longer installed (removed in the Models dialog, or from the command line before this start) is
+  not waited for: the window chooses the default model instead (at the bit-width of the settings) and a notice names
+  the model gone (:func:`gone_target`), until another target is chosen.
 - An error said in the composer about the previous target (a remote server that refused the connection) is cleared
   when the target changes.
 """
@@ -89,6 +92,19 @@ def draft_choices(target: ModelManifest | None, installed: list[ModelManifest]) 
     return useful + [m for m in compatible if m not in useful], str(smallest.path) if smallest is not None else ""
 
 
+def gone_target(settings: AppSettings) -> str:
+    """The target model ``settings`` choose when it is no longer installed (neither an installed model's name nor a
+    folder, :func:`inference.models.store.find_model`), else ""; "" too for the default model and while a remote
+    server is the target."""
+    if not settings.target_model or settings.use_remote:
+        return ""
+    try:
+        find_model(settings.target_model)
+    except ModelImportError:
+        return settings.target_model
+    return ""
+
+
 def never_faster(target: ModelManifest | None, draft: ModelManifest) -> bool:
     """Whether ``draft`` is the target's own model (the same ``name``, not a draft head) at as many bits as the
     target or more (newcomer trial: the default model's 8-bit copy was offered to draft for its 4-bit copy): the
@@ -135,6 +151,8 @@ class ModelChoice(QObject):
 
     Attributes:
         settings: the settings the window runs with now.
+        missing_target: the target model chosen that is no longer installed, while the default model stands in for it
+            (its notice shows); "" otherwise.
         unreachable: remote base URLs that did not answer, with why (the picker marks them).
         dismissed: ``(kind, about)`` of notices the user dismissed.
 
@@ -169,7 +187,10 @@ class ModelChoice(QObject):
         self._picker, self._pane, self._notice, self._composer = model_picker, settings_pane, model_notice, composer
         self._view, self._label, self._busy, self._parent = chat_view, model_label, busy_bar, parent
         self.say = say
-        self.settings = settings
+        self.missing_target = gone_target(settings)  # the window starts with the default model instead
+        self.settings = replace(settings, target_model="") if self.missing_target else settings
+        if self.missing_target:
+            settings_pane.set_settings(self.settings)
         self.unreachable: dict[str, str] = {}
         self.dismissed: set[tuple[str, str]] = set()
         self._slow_drafts: dict[int, tuple[DraftSpeedEvidence, tuple[str, str]]] = {}  # per conversation
@@ -232,6 +253,7 @@ class ModelChoice(QObject):
                 # one message: while a reply runs, the loader's state says "The model will reload after this reply"
                 self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
+            self.missing_target = ""  # another target chosen: the notice about the one gone is over
             self.refresh_models()
             self._composer.clear_error()  # what the previous target said is no longer true
             self._picker.flag(None)
@@ -316,7 +338,12 @@ class ModelChoice(QObject):
 
     def refresh_models(self) -> None:
         """Re-read the model store: the picker lists every installed model but draft heads (a head only drafts),
-        the draft list those with the target's tokenizer (a draft-model decoding whose draft no longer fits gets the preselected one)."""
+        the draft list those with the target's tokenizer (a draft-model decoding whose draft no longer fits gets the preselected one).
+        A target no longer installed is replaced by the default model (:func:`gone_target`)."""
+        gone = gone_target(self.settings)
+        if gone:
+            self.apply(replace(self.settings, target_model=""))
+            self.missing_target = gone
         models = _installed_models()
         settings = self.settings
         picker = self._picker
@@ -503,7 +530,7 @@ class ModelChoice(QObject):
 
     def refresh_notices(self) -> None:
         """Show the notice the current state calls for (the conversation shown, the settings, the store), or none."""
-        notice = self._conversation_notice() or self._slow_draft_notice()
+        notice = self._missing_target_notice() or self._conversation_notice() or self._slow_draft_notice()
         if notice is None or notice[:2] in self.dismissed:
             self._notice.dismiss()
         else:
@@ -519,6 +546,15 @@ class ModelChoice(QObject):
         """Another conversation is shown: its notices are computed afresh (one dismissed earlier may show again)."""
         self.dismissed = {(kind, about) for kind, about in self.dismissed if kind != "conversation"}
         self.refresh_notices()
+
+    def _missing_target_notice(self):
+        """Said while the window chats with the default model because the target chosen is no longer installed
+        (:attr:`missing_target`), naming both."""
+        if not self.missing_target:
+            return None
+        default = " · ".join(self._picker.label("", self.settings.bits).split(" · ")[:2])  # name and bit-width
+        text = f"{Path(self.missing_target).name} is no longer installed: chatting with the default model, {default}, instead."
+        return "missing_target", self.missing_target, text, "", None
 
     def _conversation_notice(self):
         """Said when the conversation shown was last answered with another model than the one chosen. It names that

@@ -283,7 +283,7 @@ def _removal_question(qtbot, dialog, name: str) -> str:
     return dialog.findChild(QMessageBox, "confirm-remove").text()
 
 
-def test_removing_the_model_in_use_says_so_before(qtbot, make_window, tiny_store):
+def test_removing_the_model_in_use_says_so_before(qtbot, make_window, tiny_store, with_the_default_model):
     from PySide6.QtWidgets import QMessageBox
 
     settings = TINY.with_values(decoding=Decoding.DRAFT_MODEL, draft_model=str(tiny_store / "tiny-same-b"))
@@ -309,19 +309,43 @@ def test_removing_the_model_in_use_says_so_before(qtbot, make_window, tiny_store
         f"Remove tiny-other?\n\nThis deletes {tiny_store / 'tiny-other'} and its files."
     )  # not in use: as before
     dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Cancel).click()
+    qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is None, timeout=5_000)
+
+    # Removed: the window chats with the default model, and says why.
+    _removal_question(qtbot, dialog, "tiny-same")
+    with qtbot.waitSignal(dialog.models_changed, timeout=30_000):
+        dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Yes).click()
+    assert not (tiny_store / "tiny-same").exists() and window.settings.target_model == ""
+    qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
+    assert _loaded_target(window) == "SmolLM2-135M-Instruct-int4"
+    assert window.model_notice.text.text() == (
+        "tiny-same is no longer installed: chatting with the default model, SmolLM2-135M-Instruct · 4-bit, instead."
+    )
     dialog.close()
 
 
-def test_a_chosen_model_that_is_no_longer_installed_is_said_at_the_picker(qtbot, make_window, tiny_store):
-    window = make_window(TINY.with_values(target_model="removed-meanwhile"), wait_model=False)
-    qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
-    error = window.model_picker.error
-    assert error.isVisible() and "no installed model or folder named 'removed-meanwhile'" in error.text()
-    assert "choose another model in the model picker" in error.text()
-    assert window.model_picker.combo.currentText() == "removed-meanwhile (not installed)"
-    _pick(window, "tiny-same")
+@pytest.fixture
+def with_the_default_model(tiny_store, int4_dir):
+    """``tiny_store`` with the default model's 4-bit copy and its draft head (linked): what a start falls back to."""
+    from inference.models.default_head import DEFAULT_HEAD_NAME
+
+    for folder in (int4_dir, int4_dir.parent / DEFAULT_HEAD_NAME):
+        (tiny_store / folder.name).symlink_to(folder, target_is_directory=True)
+    return tiny_store
+
+
+def test_a_start_whose_model_is_no_longer_installed_chats_with_the_default_model(qtbot, make_window, with_the_default_model):
+    window = make_window(TINY.with_values(target_model="removed-meanwhile"))
+    assert window.settings.target_model == "" and _loaded_target(window) == "SmolLM2-135M-Instruct-int4"
+    assert window.model_picker.combo.currentText().startswith("SmolLM2-135M-Instruct · 4-bit")
+    assert not window.model_picker.error.isVisible()
+    notice = window.model_notice
+    assert notice.isVisible() and notice.text.text() == (
+        "removed-meanwhile is no longer installed: chatting with the default model, SmolLM2-135M-Instruct · 4-bit, instead."
+    )
+    _pick(window, "tiny-same")  # another target chosen: the notice is over
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
-    assert not error.isVisible() and _loaded_target(window) == "tiny-same"
+    assert _loaded_target(window) == "tiny-same" and not notice.isVisible()
 
 
 def test_before_the_default_model_is_built_its_other_copies_can_draft_for_it(
