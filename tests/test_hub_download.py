@@ -173,3 +173,18 @@ def test_gguf_repository_downloads_one_file_and_imports_it(tiny_ir, tmp_path, mo
     assert manifest["kind"] == "hub-download" and manifest["source"].startswith("hf:test-org/smol-gguf@")
     assert manifest["bits"] == 4 and manifest["rope_supported"] is True
     assert not list(folder.glob("*.gguf"))
+
+
+def test_a_download_that_would_take_the_built_in_models_name_is_named_hub(ov_repo, tmp_path, monkeypatch):
+    """The default model's own checkpoint (HuggingFaceTB/SmolLM2-135M-Instruct, the catalogue's draft of SmolLM2
+    1.7B) converted at 4 bits would be named SmolLM2-135M-Instruct-int4, the built-in model's name, which the store
+    refuses to build over: unnamed downloads of it take ``-hub`` after the repository's name; others keep theirs."""
+    assert hub_download.download_name("SmolLM2-135M-Instruct", "-int4") == "SmolLM2-135M-Instruct-hub-int4"
+    assert hub_download.download_name("SmolLM2-135M-Instruct", "-int8") == "SmolLM2-135M-Instruct-hub-int8"
+    assert hub_download.download_name("SmolLM2-1.7B-Instruct", "-int4") == "SmolLM2-1.7B-Instruct-int4"
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    with HubServer({"OpenVINO/SmolLM2-135M-Instruct-head": ov_repo}) as server:
+        folder = install_from_hub("OpenVINO/SmolLM2-135M-Instruct-head", endpoint=server.url)
+    assert folder.name == "SmolLM2-135M-Instruct-head-hub"
+    assert model_store.read_manifest(folder).to_json()["repo_id"] == "OpenVINO/SmolLM2-135M-Instruct-head"

@@ -412,6 +412,16 @@ def _hash_file(path: Path, digest) -> str:
     return digest.hexdigest()
 
 
+def download_name(base_name: str, suffix: str = "") -> str:
+    """The store name a download takes unless named: ``base_name`` + ``suffix`` (``-int4`` for a 4-bit conversion),
+    or ``base_name-hub`` + ``suffix`` where the first is one of SpecChat's own models' names
+    (:func:`~inference.models.store.reserved_name`): the default model's own checkpoint,
+    ``HuggingFaceTB/SmolLM2-135M-Instruct``, converted at 4 bits would otherwise be named as the built-in model,
+    which the store refuses to build over."""
+    name = f"{base_name}{suffix}"
+    return f"{base_name}-hub{suffix}" if store.reserved_name(name) else name
+
+
 def install_from_hub(
     repo_id: str,
     *,
@@ -431,7 +441,8 @@ def install_from_hub(
         repo_id: ``org/name``.
         bits: for a transformers checkpoint, 4, 8 or 16 (default 4); pre-converted OpenVINO and GGUF
             repositories keep their own bit-width (a differing request is reported, not applied).
-        name: model name (default: the repository's name, plus ``-int4``... for conversions).
+        name: model name (default: the repository's name, plus ``-int4``... for conversions; ``-hub`` after the
+            repository's name where that default is one of SpecChat's own models' names (:func:`download_name`)).
         revision: branch, tag or commit.
         gguf_file: which ``.gguf`` file of a GGUF repository (needed when it has several).
         endpoint: the hub's address (default ``$HF_ENDPOINT`` or huggingface.co).
@@ -472,19 +483,19 @@ def install_from_hub(
             check_cancel(cancel)
             if repo.kind == "transformers":
                 folder = convert.convert_checkpoint(
-                    stage, bits, name or f"{base_name}-{store.BITS_SUFFIX[bits]}",
+                    stage, bits, name or download_name(base_name, f"-{store.BITS_SUFFIX[bits]}"),
                     source=source, replace=replace, progress=say, cancel=cancel,
                     extra_manifest={"kind": "hub-convert", **provenance},
                 )  # fmt: skip
             elif repo.kind == "gguf":
                 folder = importing.import_gguf(
-                    local_path(stage, files[0].path), name or name_from(files[0].path), replace=replace, progress=say, cancel=cancel,
+                    local_path(stage, files[0].path), name or download_name(name_from(files[0].path)), replace=replace, progress=say, cancel=cancel,
                     source=source, extra_manifest={"kind": "hub-download", **provenance},
                 )  # fmt: skip
             else:
                 _, needs_tokenizer = importing.check_ir_folder(stage, f"create the tokenizer IRs that {repo_id} lacks")
                 folder = importing.install_ir_files(
-                    [local_path(stage, f.path) for f in files], name or base_name, source, "hub-download", needs_tokenizer=needs_tokenizer,
+                    [local_path(stage, f.path) for f in files], name or download_name(base_name), source, "hub-download", needs_tokenizer=needs_tokenizer,
                     replace=replace, progress=say, cancel=cancel, extra=provenance,
                 )  # fmt: skip
         except OperationCancelled:
