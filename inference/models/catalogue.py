@@ -17,13 +17,17 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class CatalogueModel:
-    """One model of a pair: repository id, approximate size in MB once installed, licence, pre-converted or not."""
+    """One model of a pair: repository id, approximate size in MB once installed, licence, pre-converted or not;
+    ``built_in``: the default model itself (the repository it was trained as), which a pair takes from the store's
+    own copy at the chosen bit-width (``default_model.ensure_default_model``) instead of downloading and converting
+    it (its converted copy would take the built-in model's name, which the store keeps for it)."""
 
     repo_id: str
     size_mb: int
     licence: str
     openvino: bool
     gated: bool = False
+    built_in: bool = False
 
     @property
     def name(self) -> str:
@@ -51,7 +55,7 @@ PAIRS: tuple[CataloguePair, ...] = (
     CataloguePair(
         "SmolLM2 1.7B with SmolLM2 135M (the built-in model) as draft",
         CatalogueModel("HuggingFaceTB/SmolLM2-1.7B-Instruct", 1000, "Apache-2.0", openvino=False),
-        CatalogueModel("HuggingFaceTB/SmolLM2-135M-Instruct", 90, "Apache-2.0", openvino=False),
+        CatalogueModel("HuggingFaceTB/SmolLM2-135M-Instruct", 90, "Apache-2.0", openvino=False, built_in=True),
         49152,
         "Same tokenizer as the default model; the 135M draft is about 12x smaller than the target.",
     ),

@@ -272,6 +272,40 @@ def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_wi
     dialog.close()
 
 
+
+def test_a_pair_whose_draft_is_the_built_in_model_uses_its_copy(qtbot, make_window, tiny_store, tiny_ir, monkeypatch):
+    """The catalogue's SmolLM2 1.7B pair drafts with the default model itself: "Download this pair" takes the
+    store's own copy at the chosen bit-width (``ensure_default_model``) instead of downloading and converting the
+    135M checkpoint (whose converted copy would take the built-in model's name, which the store refuses)."""
+    from inference.models import default_model
+
+    built = []
+
+    def ensure_default_model(bits, **_):
+        built.append(bits)
+        return tiny_store / "tiny-same"  # stands for the built-in copy: the window pairs whatever folder it gets
+
+    monkeypatch.setattr(default_model, "ensure_default_model", ensure_default_model)
+    window = make_window(TINY)
+    pair = CataloguePair(
+        "Tiny pair", CatalogueModel("test-org/tiny-target-ov", 6, "Apache-2.0", openvino=True),
+        CatalogueModel("test-org/built-in", 90, "Apache-2.0", openvino=False, built_in=True), 49152, "one tokenizer",
+    )  # fmt: skip
+    with HubServer({"test-org/tiny-target-ov": tiny_ir["same"]}) as hub:  # serves no draft: a download would fail
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window.choice.show_models()
+        dialog = window.choice.models_dialog
+        dialog.catalogue[0] = pair
+        dialog.tabs.setCurrentIndex(2)
+        dialog.catalogue_table.selectRow(0)
+        with qtbot.waitSignal(dialog.pair_installed, timeout=120_000):
+            dialog.download_pair_button.click()
+    assert built == [int(dialog.bits_combo.currentData())]
+    assert "test-org/built-in is the built-in model: its 4-bit copy is used" in dialog.catalogue_log.toPlainText()
+    assert window.settings.target_model == "tiny-target-ov"
+    assert window.settings.draft_model == str(tiny_store / "tiny-same")
+    dialog.close()
+
 def _removal_question(qtbot, dialog, name: str) -> str:
     """The text of the Models dialog's confirmation of removing ``name`` (the box is left open)."""
     from PySide6.QtWidgets import QMessageBox

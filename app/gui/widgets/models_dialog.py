@@ -501,6 +501,12 @@ class ModelsDialog(QDialog):
         from inference.models.hub import install_from_hub
 
         def install(model, report, cancel) -> Path:
+            if model.built_in:
+                from inference.models.default_model import ensure_default_model
+
+                report(ProgressEvent(f"{model.repo_id} is the built-in model: its {bits}-bit copy is used"))
+                return ensure_default_model(bits, progress=lambda line: report(ProgressEvent(line)), cancel=cancel,
+                                            download_progress=report)
             wanted = None if model.openvino else bits
             for manifest in store.installed_models():  # a model of the pair installed before is used as it is
                 if manifest.details.get("repo_id") == model.repo_id and (wanted is None or manifest.bits == wanted):
