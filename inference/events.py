@@ -164,10 +164,11 @@ class GenerationStats:
     """Summary of one reply.
 
     Attributes:
-        mode: ``auto``, ``ar`` or ``spec``; drafter: ``model``, ``head`` (a draft head), ``lookup`` or None; for
-            Auto the drafter whose accepted drafts gave the most tokens (:meth:`most_accepted_drafter`; None when
-            no draft was accepted), not the one of most steps: a head drafting 30 steps for 10 tokens beside prompt
-            lookup copying 40 in 5 steps was named, though lookup did most of the speeding up.
+        mode: ``auto``, ``ar`` or ``spec`` (``remote`` from a remote server that does not say how it decoded:
+            ``app.backends.remote_stream.REMOTE_MODE``); drafter: ``model``, ``head`` (a draft head), ``lookup`` or
+            None; for Auto the drafter whose accepted drafts gave the most tokens (:meth:`most_accepted_drafter`;
+            None when no draft was accepted), not the one of most steps: a head drafting 30 steps for 10 tokens beside
+            prompt lookup copying 40 in 5 steps was named, though lookup did most of the speeding up.
         prompt_tokens: tokens of the whole rendered prompt; reused_tokens: those the KV cache already held
             (the cached prefix of earlier turns); prefilled_tokens: those actually computed (neither reused nor cut
             from the middle of a prompt longer than n_ctx before its prefill).

@@ -102,7 +102,7 @@ def test_a_reply_streams_with_client_side_timing_and_the_servers_usage(stub):
     assert all(b.elapsed_s > a.elapsed_s for a, b in zip(steps, steps[1:]))
     assert {(s.cache_len, s.n_ctx) for s in steps} == {(0, 0)}  # the server's context is unknown here
     stats = finished(events)
-    assert (stats.mode, stats.stop_reason, stats.text) == ("ar", "eos", REPLY)
+    assert (stats.mode, stats.stop_reason, stats.text) == ("remote", "eos", REPLY)
     assert (stats.new_tokens, stats.prompt_tokens, stats.drafted, stats.acceptance_rate) == (
         len(REPLY_PIECES),
         21,

@@ -8,7 +8,8 @@ Rules:
   :class:`~inference.events.StepStats` timed here, so that the live graph shows client-side tokens/s; a SpecChat
   server's ``specchat`` extension adds its drafting (``steps``, or running ``drafted`` / ``accepted`` totals).
 - The final :class:`~inference.events.GenerationStats` carries TTFT and decode tokens/s measured here, token
-  counts from ``usage`` when the server sends it, and a SpecChat server's own statistics.
+  counts from ``usage`` when the server sends it, and a SpecChat server's own statistics; its mode is the one a
+  SpecChat server reports, else :data:`REMOTE_MODE` (llama-server, vLLM, Ollama... do not say how they decoded).
 - JSON of another shape than OpenAI's is a :class:`~app.backends.remote_errors.RemoteError`, never a TypeError; a
   field of the wrong type in an extension is read as absent.
 """
@@ -33,6 +34,9 @@ from .remote_io import read_body
 #: Events (``data:`` lines) and characters a reply may hold beyond its ``max_new_tokens``: see :func:`reply_limits`.
 EVENT_MARGIN = 64
 CHARS_PER_TOKEN = 64
+#: The ``GenerationStats.mode`` of a reply whose server did not say how it decoded (no ``specchat`` extension's
+#: ``mode``): not ``ar``, a local mode the footer would name ("Plain decoding") though nothing here chose it.
+REMOTE_MODE = "remote"
 
 
 def reply_limits(max_new_tokens: int) -> tuple[int, int]:
@@ -176,9 +180,10 @@ class ReplyClock:
 
     def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
         """The reply's statistics: timing measured here, token counts from ``usage`` (else those counted here), and
-        a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls)."""
+        a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls); mode
+        :data:`REMOTE_MODE` where the extension names none."""
         decoding = request.settings.decoding
-        mode = str(extension.get("mode") or "ar")
+        mode = str(extension.get("mode") or REMOTE_MODE)
         if mode in {d.value for d in Decoding}:  # the extension may name the request's mode value
             mode = Decoding(mode).mode
         new_tokens = _int(usage.get("completion_tokens"), self.generated)

@@ -44,6 +44,7 @@ from ..backends.protocol import GenerationRequest, ReplySource
 from ..backends.remote import READ_TIMEOUT_S, RemoteBackend
 from ..backends.remote_errors import RemoteError
 from ..backends.remote_keys import load_api_key
+from ..backends.remote_stream import REMOTE_MODE
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet
 from .history_db import HistoryDB, write_error_text
@@ -97,8 +98,9 @@ class ReplyController(QObject):
         started(Message): a reply started (its empty, streaming row).
         updated(Message, text): the reply as it stands (``stats["live"]`` says what happens now) and its text so
             far (the autoregressive run's during a comparison's first run).
-        run_started(mode, keep_previous): one run of the reply begins (``ar`` or ``spec``; a comparison's second
-            run keeps the first one's graph); events(list[Event]): a batch of its engine events; run_finished().
+        run_started(mode, keep_previous): one run of the reply begins (``ar`` or ``spec``; ``REMOTE_MODE`` on a
+            server not SpecChat's; a comparison's second run keeps the first one's graph); events(list[Event]): a
+            batch of its engine events; run_finished().
         failed(message_id, error, setting): nothing was generated; the reply's row was deleted. ``setting`` is
             the flat name of the setting the error concerns (``SettingError.field``; "" if none).
         finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
@@ -360,9 +362,11 @@ class ReplyController(QObject):
                     drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head and not remote else decoding.drafter
                     # Auto's statistics say which drafters it used and at what K (its own "drafter", "drafters")
                     fixed = decoding.speculative and decoding is not Decoding.AUTO
-                    phase_extra = {"drafter": drafter, "k": k} if fixed else {}
+                    # a server not SpecChat's is sent no decoding: it neither drafts with K nor says how it decoded
+                    chosen_here = remote is None or remote.specchat
+                    phase_extra = {"drafter": drafter, "k": k} if fixed and chosen_here else {}
                     recorder.begin_phase("spec" if decoding.speculative else "ar", decoding.mode, **phase_extra)
-                    self.run_started.emit(decoding.mode, index > 0)
+                    self.run_started.emit(decoding.mode if chosen_here else REMOTE_MODE, index > 0)
                     generation = settings.generation_settings(decoding, seed=seed)
                     if conversation is not None and conversation.json_output:  # replies are JSON objects
                         generation = replace(generation, output=replace(generation.output, grammar=json_object_grammar()))

@@ -6,6 +6,8 @@ import math
 
 from inference.events import GenerationStats, PromptProgress
 
+from ..backends.remote_stream import REMOTE_MODE
+
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup", "plain": "plain"}
@@ -232,7 +234,8 @@ def stopped_before_first_token(stats: dict | None, state: str) -> bool:
 def footer_text(stats: dict | None, state: str = "complete", last: bool = True) -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
     model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill; ``Stream cut``
-    instead of the state and mode for a remote reply whose stream was cut, its error after the server's model).
+    instead of the state and mode for a remote reply whose stream was cut, its error after the server's model; no
+    mode for a remote server that did not say how it decoded, ``REMOTE_MODE``: the label names the server).
 
     ``last``: the reply is the conversation's last message, the only one with a Continue button; the footer of an
     earlier reply cut at the length limit (or interrupted) does not point to Continue (a newcomer trial read
@@ -261,6 +264,8 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
     if stats.get("stop_reason") == REMOTE_CUT:  # no local decoding mode: the label names the server and its model
         line = f"Stream cut · {metrics_text(part)}{model}"
+    elif stats.get("mode") == REMOTE_MODE:
+        line = f"{prefix}{metrics_text(part)}{model}"
     else:
         line = f"{prefix}{mode_text(part)} · {metrics_text(part)}{model}"
     if stats.get("error"):

@@ -5,6 +5,7 @@ replies kept, Stop during a silent stream, Compare only on a SpecChat server, an
 from __future__ import annotations
 
 import json
+import re
 import stat
 import time
 from dataclasses import replace
@@ -83,7 +84,10 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
     assert (final.content, final.state) == (REPLY, "complete")
     assert final.stats["target_model"] == label and final.stats["model"] == label
     assert final.stats["new_tokens"] == len(REPLY_PIECES) and final.stats["tokens_per_s"] > 0
-    assert footer_text(final.stats, final.state).endswith(f"{len(REPLY_PIECES)} tokens · {label}")
+    # the server did not say how it decoded: the footer names no local mode ("Plain decoding", "Auto"), the model does
+    assert final.stats["mode"] == "remote" and final.stats["drafter"] is None
+    assert re.fullmatch(rf"TTFT \S+ m?s · \d+\.\d tokens/s · {len(REPLY_PIECES)} tokens · {re.escape(label)}",
+                        footer_text(final.stats, final.state))  # fmt: skip
     assert stub.requests[-1][2] == f"Bearer {API_KEY}"
     saved = window.db.messages(final.conversation_id)
     assert [(m.role, m.content, m.state) for m in saved] == [
@@ -93,6 +97,8 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
     assert window.chat_view.widget(final.id).message.content == REPLY
     series = window.live_graph.series[-1]
     assert len(series.steps) == len(REPLY_PIECES) and series.rate and series.rate[-1][1] > 0  # client-side tokens/s
+    assert re.fullmatch(r"■ Remote server: \d+\.\d tokens/s", window.live_graph.summary_text())  # nor in the panel
+    assert window.live_graph.legend_names() == {"remote": "Remote server"}
 
     # back to the local model: the notice offers the remote server again; the local model answers, and the footer
     # names it

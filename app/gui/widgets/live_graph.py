@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, 
 
 from inference.events import ContextRolled, Finished, PromptProgress, StepStats
 
+from ...backends.remote_stream import REMOTE_MODE
 from .. import theme
 from ..reply_format import MODE_NAMES, compare_summary, metrics_text, times_text
 from .wrapped_label import WrappedLabel
@@ -38,6 +39,9 @@ KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to r
 #: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour,
 #: named after the run drawn in it (``LiveGraph.legend_names``; Auto while none is).
 LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}
+#: What the summary and the legend call the run of a remote server that does not say how it decoded
+#: (``REMOTE_MODE``; drawn in the speculative colour): not a decoding mode of this computer's.
+REMOTE_RUN = "Remote server"
 PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context fill live."
 #: The summary when the last reply was stopped before its first token: it measured nothing, and an earlier reply's
 #: numbers would read as this one's.
@@ -363,9 +367,10 @@ class LiveGraph(QWidget):
         reply_id: int | None = None,
     ) -> Series:
         """Start recording a run of a reply (the message ``reply_id``, if known) in ``conversation_id`` (``key``
-        ``ar`` or ``spec`` picks the colour); it replaces that conversation's earlier runs unless kept, and is drawn
+        ``ar`` or ``spec`` picks the colour and, without ``label``, the run's name; ``REMOTE_MODE`` names it
+        :data:`REMOTE_RUN`); it replaces that conversation's earlier runs unless kept, and is drawn
         while that conversation, and that reply in it, is shown."""
-        series = Series(key, label or MODE_NAMES.get(key, key), reply_id=reply_id)
+        series = Series(key, label or {**MODE_NAMES, REMOTE_MODE: REMOTE_RUN}.get(key, key), reply_id=reply_id)
         previous = self._runs.pop(conversation_id, [])  # re-inserted last: the most recent conversation
         runs = [s for s in previous if keep_previous and s.key != key] + [series]
         self._runs[conversation_id] = runs
@@ -418,7 +423,10 @@ class LiveGraph(QWidget):
 
     def legend_names(self) -> dict[str, str]:
         """Each colour's name: Plain, and the speculative colour named after the run drawn in it ("Auto", or
-        "Speculative" for a fixed speculative decoding), "Auto" while no such run is drawn."""
+        "Speculative" for a fixed speculative decoding), "Auto" while no such run is drawn; only :data:`REMOTE_RUN`
+        while a remote server's run is drawn (nothing is drawn in the plain colour)."""
+        if any(s.key == REMOTE_MODE for s in self.series):
+            return {REMOTE_MODE: REMOTE_RUN}
         drafting = next((MODE_NAMES.get(s.key, s.label) for s in self.series if s.key != "ar"), LEGEND_NAMES["spec"])
         return {"ar": LEGEND_NAMES["ar"], "spec": drafting}
 
