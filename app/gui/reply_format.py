@@ -296,12 +296,16 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
     """The line under an assistant message in a Markdown export: how the reply ended, how it was decoded, how fast,
     and the model that wrote it, in plain words and without the window's hints (``Continue writes more``) and
     abbreviations, e.g. ``Cut off at the length limit · Plain decoding · 24 tokens at 63.1 tokens/s, the first
-    after 42 ms · model qwen2.5-0.5b``."""
+    after 42 ms · model qwen2.5-0.5b``. A remote reply with no decoding mode of its own (its stream cut, or a server
+    that did not say how it decoded: ``REMOTE_MODE``) reads as its footer in the window, :func:`footer_text` (it said
+    ``Stopped · Plain decoding``, a local mode, under a cut stream the window calls ``Stream cut``)."""
     stats = stats or {}
     if state == "streaming":
         return "Interrupted: SpecChat closed while this reply was being generated"
     if stopped_before_first_token(stats, state):
         return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
+    if "compare" not in stats and (stats.get("stop_reason") == REMOTE_CUT or stats.get("mode") == REMOTE_MODE):
+        return footer_text(stats, state, last=False)  # (last=False: no "Continue writes more", a window's hint)
     parts = []
     if stopped_at_limit(stats, state):
         parts.append("Cut off at the length limit")

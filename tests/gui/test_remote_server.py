@@ -17,6 +17,7 @@ from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteSt
 
 from app.backends.remote_errors import RemoteError
 from app.backends.remote_keys import keys_file
+from app.gui.history_transfer import export_markdown
 from app.gui.reply_format import footer_text
 from app.gui.widgets.model_picker import REMOTE_DIALOG_KEY, REMOTE_KEY
 from app.gui.widgets.remote_dialog import RemoteServerDialog
@@ -95,6 +96,8 @@ def test_a_remote_server_chosen_in_the_dialog_answers_into_the_chat_and_history(
         ("assistant", REPLY, "complete"),
     ]
     assert window.chat_view.widget(final.id).message.content == REPLY
+    markdown = export_markdown(window.db, final.conversation_id)  # exported as the window shows it, no mode either
+    assert markdown.endswith(f"## Assistant\n\n{REPLY}\n\n*{footer_text(final.stats, final.state)}*\n")
     series = window.live_graph.series[-1]
     assert len(series.steps) == len(REPLY_PIECES) and series.rate and series.rate[-1][1] > 0  # client-side tokens/s
     assert re.fullmatch(r"■ Remote server: \d+\.\d tokens/s", window.live_graph.summary_text())  # nor in the panel
@@ -215,6 +218,8 @@ def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_w
     footer = footer_text(saved.stats, saved.state)  # no local mode ("Plain decoding") beside a remote reply
     assert footer.startswith("Stream cut · TTFT ") and "decoding" not in footer
     assert footer.endswith(f" · {CUT_AFTER} tokens · {MODEL} on {host} (remote) · {cut}")
+    markdown = export_markdown(window.db, final.conversation_id)  # the export says what the window says
+    assert markdown.endswith(f"## Assistant\n\n{PARTIAL}\n\n*{footer}*\n") and "Plain decoding" not in markdown
 
     # refused before any text: the user message stays saved, no empty reply is left
     choose_remote(window, stub.url("busy"))
