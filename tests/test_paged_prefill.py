@@ -19,7 +19,7 @@ import pytest
 
 from inference import kv_cache
 from inference.devices import base_properties, core
-from inference.kv_cache import KVCache, PagedCopy, _from_bf16_bits, _to_bf16_bits
+from inference.kv_cache import KVCache, PagedCopy, _rows_from_blocks, _to_bf16_bits
 from inference.model import _paged_attention_copy, load_model
 from inference.paged_graph import GRAPH_FILES, INTERNAL_FLAG, STAMP, STORE_MARK, paged_graph, variant_name
 from inference.precision import PAGED_PREFILL_KV_CACHE, PrecisionSettings
@@ -113,13 +113,39 @@ def test_a_copy_releases_its_memory_only_when_no_other_cache_holds_a_request_of_
     assert holding._paged._request is None and not kv_cache._REQUESTS[copy]
 
 
+def _widened(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns ``[n]`` widened to float32 as a hand-over does (one block of one head)."""
+    rows = np.empty((1, len(bits), 1), dtype=np.float32)
+    _rows_from_blocks(bits.reshape(1, 1, -1, 1), rows, 0, len(bits))
+    return rows.ravel()
+
+
 def test_bf16_bits_round_to_nearest_even_and_back_exactly():
     values = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e-5, 0.0], dtype=np.float32)
     bits = _to_bf16_bits(values)
     # 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: to the even one (1); 1 + 3 * 2^-8: up to 1 + 2^-6
-    np.testing.assert_array_equal(_from_bf16_bits(bits)[:4], np.array([1.0, 1.0, 1.015625, -2.5], dtype=np.float32))
-    assert abs(_from_bf16_bits(bits)[4] - 3.0e-5) < 3.0e-5 / 128 and _from_bf16_bits(bits)[5] == 0.0
-    assert np.array_equal(_to_bf16_bits(_from_bf16_bits(bits)), bits)
+    np.testing.assert_array_equal(_widened(bits)[:4], np.array([1.0, 1.0, 1.015625, -2.5], dtype=np.float32))
+    assert abs(_widened(bits)[4] - 3.0e-5) < 3.0e-5 / 128 and _widened(bits)[5] == 0.0
+    assert np.array_equal(_to_bf16_bits(_widened(bits)), bits)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint16])
+@pytest.mark.parametrize("start, stop", [(0, 96), (0, 70), (32, 96), (40, 96), (40, 70), (33, 60), (5, 9), (64, 65)])
+def test_rows_come_out_of_the_blocks_in_token_order(dtype, start, stop):
+    """A hand-over reads tokens [start, stop) of the block layout ([n_blocks, heads, block, head_dim]; token t in
+    block t // block, row t % block) into [heads, tokens, head_dim] rows: whole blocks, a partial block at either
+    end, or a piece of one block; bf16 bit patterns widened exactly. Nothing outside [start, stop) is written."""
+    blocks_count, heads, size, head_dim = 3, 2, 32, 4
+    rng = np.random.default_rng(0)
+    blocks = rng.integers(0, 2**15, (blocks_count, heads, size, head_dim)).astype(dtype)
+    if dtype == np.float32:
+        blocks = rng.standard_normal(blocks.shape).astype(np.float32)
+    by_token = blocks.transpose(1, 0, 2, 3).reshape(heads, blocks_count * size, head_dim)
+    expected = (by_token.astype(np.uint32) << 16).view(np.float32) if dtype == np.uint16 else by_token
+    rows = np.full((heads, stop + 3, head_dim), 7.0, dtype=np.float32)
+    _rows_from_blocks(blocks, rows, start, stop)
+    np.testing.assert_array_equal(rows[:, start:stop], expected[:, start:stop])
+    assert (rows[:, :start] == 7.0).all() and (rows[:, stop:] == 7.0).all()
 
 
 def test_the_stored_graph_prefills_as_the_transformation_made_it_bit_for_bit(exact, int4_dir):
