@@ -244,15 +244,8 @@ def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_wi
         "Tiny pair", CatalogueModel("test-org/tiny-target-ov", 6, "Apache-2.0", openvino=True),
         CatalogueModel("test-org/tiny-draft-ov", 6, "Apache-2.0", openvino=True), 49152, "two tiny models, one tokenizer",
     )  # fmt: skip
-    with HubServer({"test-org/tiny-target-ov": tiny_ir["same"], "test-org/tiny-draft-ov": tiny_ir["same"]}) as hub:
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        window.choice.show_models()
-        dialog = window.choice.models_dialog
-        dialog.catalogue[0] = pair
-        dialog.tabs.setCurrentIndex(2)
-        dialog.catalogue_table.selectRow(0)
-        with qtbot.waitSignal(dialog.pair_installed, timeout=120_000):
-            dialog.download_pair_button.click()
+    repos = {"test-org/tiny-target-ov": tiny_ir["same"], "test-org/tiny-draft-ov": tiny_ir["same"]}
+    dialog = _download_pair(qtbot, window, pair, repos, monkeypatch)
     assert window.settings.target_model == "tiny-target-ov"
     assert window.settings.draft_model == str(tiny_store / "tiny-draft-ov")
     assert window.settings.generation.decoding == Decoding.DRAFT_MODEL
@@ -271,6 +264,20 @@ def test_download_this_pair_ends_with_the_pair_selected_and_ready(qtbot, make_wi
     assert window.settings.target_model == "tiny-target-ov"
     dialog.close()
 
+
+def _download_pair(qtbot, window, pair: CataloguePair, repos: dict, monkeypatch):
+    """Click the Models dialog's "Download this pair" on ``pair`` (put first in its catalogue) with a hub on
+    127.0.0.1 serving ``repos`` (repository id -> folder), and wait until the pair is installed; the dialog."""
+    with HubServer(repos) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        window.choice.show_models()
+        dialog = window.choice.models_dialog
+        dialog.catalogue[0] = pair
+        dialog.tabs.setCurrentIndex(2)
+        dialog.catalogue_table.selectRow(0)
+        with qtbot.waitSignal(dialog.pair_installed, timeout=120_000):
+            dialog.download_pair_button.click()
+    return dialog
 
 
 def test_a_pair_whose_draft_is_the_built_in_model_uses_its_copy(qtbot, make_window, tiny_store, tiny_ir, monkeypatch):
@@ -291,20 +298,13 @@ def test_a_pair_whose_draft_is_the_built_in_model_uses_its_copy(qtbot, make_wind
         "Tiny pair", CatalogueModel("test-org/tiny-target-ov", 6, "Apache-2.0", openvino=True),
         CatalogueModel("test-org/built-in", 90, "Apache-2.0", openvino=False, built_in=True), 49152, "one tokenizer",
     )  # fmt: skip
-    with HubServer({"test-org/tiny-target-ov": tiny_ir["same"]}) as hub:  # serves no draft: a download would fail
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        window.choice.show_models()
-        dialog = window.choice.models_dialog
-        dialog.catalogue[0] = pair
-        dialog.tabs.setCurrentIndex(2)
-        dialog.catalogue_table.selectRow(0)
-        with qtbot.waitSignal(dialog.pair_installed, timeout=120_000):
-            dialog.download_pair_button.click()
+    dialog = _download_pair(qtbot, window, pair, {"test-org/tiny-target-ov": tiny_ir["same"]}, monkeypatch)  # no draft
     assert built == [int(dialog.bits_combo.currentData())]
     assert "test-org/built-in is the built-in model: its 4-bit copy is used" in dialog.catalogue_log.toPlainText()
     assert window.settings.target_model == "tiny-target-ov"
     assert window.settings.draft_model == str(tiny_store / "tiny-same")
     dialog.close()
+
 
 def _removal_question(qtbot, dialog, name: str) -> str:
     """The text of the Models dialog's confirmation of removing ``name`` (the box is left open)."""
