@@ -13,7 +13,8 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
 - ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing);
-- ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does).
+- ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does);
+- ``length``: as ``ok``, its finish reason ``length`` (the reply stopped at ``max_tokens``).
 
 ``stub.requests`` records ``(path, JSON body or None, Authorization header)``.
 """
@@ -39,7 +40,7 @@ SPECCHAT_STATS = {
 }  # fmt: skip
 #: What the ``specchat`` extension says instead when the request asked for autoregressive decoding.
 AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
-BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent", "any-name")
+BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent", "any-name", "length")
 
 
 class RemoteStub:
@@ -138,7 +139,8 @@ class RemoteStub:
                     stub._closing.wait(60)
                     self.close_connection = True
                     return
-                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                finish = "length" if behaviour == "length" else "stop"
+                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
                 last = {
                     "choices": [],
                     "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces),

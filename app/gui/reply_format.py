@@ -208,7 +208,7 @@ def answered_with_label(stats: dict | None) -> str:
 
 def stopped_at_limit(stats: dict | None, state: str = "complete") -> bool:
     """True for a reply that ended because it reached the longest reply allowed (max new tokens), which Continue
-    can write more of (a comparison cannot be continued)."""
+    can write more of where this computer wrote it (:func:`can_continue`; a comparison cannot be continued)."""
     stats = stats or {}
     return state == "complete" and stats.get("stop_reason") == "max_new_tokens" and "compare" not in stats
 
@@ -219,10 +219,20 @@ def interrupted(stats: dict | None, state: str) -> bool:
     return state == "streaming" and "compare" not in (stats or {})
 
 
+def remote_reply(stats: dict | None) -> bool:
+    """True for a reply a remote server wrote: its ``model`` (``RemoteTarget.describe``) ends in `` (remote)``, a
+    local reply's in its device (``… on CPU``)."""
+    return _recorded(stats, "model").endswith(" (remote)")
+
+
 def can_continue(stats: dict | None, state: str) -> bool:
     """True for a reply Continue can write more of: one stopped at the length limit, or interrupted by a crash
-    (newcomer trial: an interrupted reply had no Continue)."""
-    return stopped_at_limit(stats, state) or interrupted(stats, state)
+    (newcomer trial: an interrupted reply had no Continue), written by a model on this computer. A remote server's
+    is not: OpenAI's chat API has no way to ask for more of a reply, and servers take a conversation ending with the
+    partial reply each their own way (vLLM without its ``continue_final_message`` field, and SpecChat's own server,
+    answer it with a new reply), so the window could not tell a continuation from a second reply run into the
+    first (its footer says to raise the longest reply and Regenerate instead)."""
+    return (stopped_at_limit(stats, state) or interrupted(stats, state)) and not remote_reply(stats)
 
 
 def stopped_before_first_token(stats: dict | None, state: str) -> bool:
@@ -239,16 +249,18 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
 
     ``last``: the reply is the conversation's last message, the only one with a Continue button; the footer of an
     earlier reply cut at the length limit (or interrupted) does not point to Continue (a newcomer trial read
-    "Continue writes more" above a later message, with no Continue anywhere near)."""
+    "Continue writes more" above a later message, with no Continue anywhere near), nor does a remote reply's, which
+    has none (:func:`can_continue`): one cut at the length limit says to raise Longest reply and Regenerate."""
     stats = stats or {}
     if state == "streaming":
-        more = "; Continue writes more" if "compare" not in stats and last else ""
+        more = "; Continue writes more" if last and can_continue(stats, state) else ""
         return f"Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept{more})"
     if stopped_before_first_token(stats, state):
         return _with_error(STOPPED_BEFORE_FIRST_TOKEN, stats)
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
-        prefix = "Length limit reached (Continue writes more) · " if last else "Length limit reached · "
+        hint = "raise Longest reply, then Regenerate" if remote_reply(stats) else "Continue writes more"
+        prefix = f"Length limit reached ({hint}) · " if last else "Length limit reached · "
     part = stats
     if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
         prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")

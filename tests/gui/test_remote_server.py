@@ -18,7 +18,7 @@ from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteSt
 from app.backends.remote_errors import RemoteError
 from app.backends.remote_keys import keys_file
 from app.gui.history_transfer import export_markdown
-from app.gui.reply_format import footer_text
+from app.gui.reply_format import can_continue, footer_text
 from app.gui.widgets.model_picker import REMOTE_DIALOG_KEY, REMOTE_KEY
 from app.gui.widgets.remote_dialog import RemoteServerDialog
 
@@ -238,6 +238,28 @@ def test_remote_errors_are_said_and_a_cut_reply_is_kept_as_stopped(qtbot, make_w
     assert after[-1] == ("user", "Again?") and after[-2] != ("user", "Again?")  # ...without saving it twice
     assert sum(1 for widget in window.chat_view.message_widgets() if widget.message.content == "Again?") == 1
     window.composer.clear()
+
+
+def test_a_remote_reply_cut_at_the_length_limit_offers_regenerate_not_a_continue_it_cannot_keep(
+    qtbot, make_window, stub, no_user_keyring
+):
+    """A remote reply that stopped at max_tokens (finish reason "length") said "Continue writes more" and showed
+    Continue, which then refused: servers do not all continue a partial reply (vLLM and SpecChat's own server answer
+    it with a new one), so a remote reply has no Continue and its footer says what works."""
+    window = make_window()
+    choose_remote(window, stub.url("length"))
+    final = send_and_wait(qtbot, window, "Tell me a long story")
+    assert (final.content, final.state, final.stats["stop_reason"]) == (REPLY, "complete", "max_new_tokens")
+    widget = window.chat_view.widget(final.id)
+    host = stub.url("ok").split("/")[2]
+    assert widget.footer.text().startswith("Length limit reached (raise Longest reply, then Regenerate) · TTFT ")
+    assert widget.footer.text().endswith(f" · {len(REPLY_PIECES)} tokens · {MODEL} on {host} (remote)")
+    assert not widget.continue_button.isVisibleTo(widget) and widget.regenerate_button.isVisibleTo(widget)
+    interrupted = {**final.stats, "stop_reason": None}  # as a crash leaves a remote reply: no Continue either
+    assert not can_continue(interrupted, "streaming") and can_continue({"model": "x on CPU"}, "streaming")
+    assert footer_text(interrupted, "streaming") == (
+        "Interrupted: SpecChat closed while this reply was being generated (the text up to then was kept)"
+    )
 
 
 @pytest.mark.serial  # a wall-time bound
