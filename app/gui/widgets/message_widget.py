@@ -345,7 +345,7 @@ class MessageWidget(QFrame):
         self._busy, self._last = busy, last
         self._show_versions()
         # nothing to copy in a reply stopped before its first token (a newcomer trial's Copy said "Copied" for it)
-        self.copy_button.setVisible(bool(self.message.content))
+        self.copy_button.setVisible(bool(self.text()))
         if self.message.role == "assistant" and not self._live and not self.message.unreadable:
             stats = {} if stats_problem(self.message.stats or {}) else self.message.stats
             self.footer.setText(footer_text(stats, self.message.state, last))  # (Continue is on the last reply only)
@@ -369,12 +369,17 @@ class MessageWidget(QFrame):
         return "compare" in (self.message.stats or {})
 
     def text(self) -> str:
-        """The message's Markdown text."""
-        return self.message.content
+        """The message's Markdown text, which Copy copies: a comparison's is its second run's (the right column), or
+        the plain run's where the second wrote nothing (a Compare stopped during its plain run: a newcomer trial's
+        had no Copy, its plain column full of text); "" for a message with none."""
+        stats = self.message.stats or {}
+        if self.message.content or "compare" not in stats or stats_problem(stats):
+            return self.message.content
+        return (stats["compare"].get("ar") or {}).get("text", "")
 
     def copy_text(self) -> None:
-        """Copy the message text to the clipboard; its Copy button says "Copied" for a moment."""
-        QGuiApplication.clipboard().setText(self.message.content)
+        """Copy the message text (:meth:`text`) to the clipboard; its Copy button says "Copied" for a moment."""
+        QGuiApplication.clipboard().setText(self.text())
         self._copied.flash()
 
     # --- editing ----------------------------------------------------------------------------------
