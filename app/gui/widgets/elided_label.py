@@ -11,10 +11,15 @@ class ElidedLabel(QLabel):
 
     A plain QLabel's minimum width is its text's width, so a long title or statistics line would widen its
     column (and squeeze the others); a word-wrapped one costs a second layout pass (height for width).
+
+    Its text starts at its left edge (indent 0): a QLabel whose style sheet gives it padding has a frame width, and
+    Qt then indents its text by half an "x" (4 px), which pushed the last word of a comparison's column heading,
+    fitted to the label's width, past its right edge (newcomer trial: "…19 steps at" cut).
     """
 
     def __init__(self, text: str = "", parent=None):
         super().__init__(parent)
+        self.setIndent(0)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self._full = ""
         if text:
