@@ -148,7 +148,8 @@ class ChatController(QObject):
             self._reset()
 
     def continue_reply(self, message_id: int) -> None:
-        """Write more of a reply that stopped at its length limit (the reason is said when it cannot be)."""
+        """Write more of a reply that stopped at its length limit, was interrupted or was stopped
+        (``reply_format.can_continue``; the reason is said when it cannot be)."""
         try:
             refusal = self._replies.continue_reply(message_id)
         except sqlite3.Error as error:

@@ -221,14 +221,14 @@ class ReplyController(QObject):
         return message.conversation_id
 
     def continue_reply(self, message_id: int) -> str | None:
-        """Write more of a reply that stopped at its length limit or was interrupted by a crash
-        (``reply_format.can_continue``), into the same message; returns why it cannot be continued, or None when it
+        """Write more of a reply that stopped at its length limit, was interrupted by a crash or was stopped by the
+        user (``reply_format.can_continue``), into the same message; returns why it cannot be continued, or None when it
         started."""
         if self.active is not None:
             return "A reply is being generated: wait for it, or press Stop (Esc)."
         message = self.db.message(message_id)
         if message is None or not can_continue(message.stats, message.state):
-            return "Only a reply that stopped at its length limit or was interrupted can be continued."
+            return "Only a reply that stopped at its length limit, was interrupted or was stopped can be continued."
         settings = self._settings()
         if settings.use_remote:
             return "Continue works with the models on this computer: an OpenAI-compatible server cannot continue a reply."

@@ -219,6 +219,16 @@ def interrupted(stats: dict | None, state: str) -> bool:
     return state == "streaming" and "compare" not in (stats or {})
 
 
+def stopped_by_user(stats: dict | None, state: str) -> bool:
+    """True for a reply the user stopped (Esc, Stop) after it wrote tokens, which Continue can write more of from
+    the text kept, as LM Studio and Jan offer (newcomer trial: a stopped reply offered only Regenerate); not one
+    stopped before its first token (nothing to continue) nor a comparison (it cannot be continued)."""
+    stats = stats or {}
+    written = stats.get("new_tokens")
+    wrote = isinstance(written, int) and not isinstance(written, bool) and written > 0
+    return state == "stopped" and wrote and "compare" not in stats
+
+
 def remote_reply(stats: dict | None) -> bool:
     """True for a reply a remote server wrote: its ``model`` (``RemoteTarget.describe``) ends in `` (remote)``, a
     local reply's in its device (``… on CPU``)."""
@@ -226,13 +236,15 @@ def remote_reply(stats: dict | None) -> bool:
 
 
 def can_continue(stats: dict | None, state: str) -> bool:
-    """True for a reply Continue can write more of: one stopped at the length limit, or interrupted by a crash
-    (newcomer trial: an interrupted reply had no Continue), written by a model on this computer. A remote server's
-    is not: OpenAI's chat API has no way to ask for more of a reply, and servers take a conversation ending with the
-    partial reply each their own way (vLLM without its ``continue_final_message`` field, and SpecChat's own server,
-    answer it with a new reply), so the window could not tell a continuation from a second reply run into the
-    first (its footer says to raise the longest reply and Regenerate instead)."""
-    return (stopped_at_limit(stats, state) or interrupted(stats, state)) and not remote_reply(stats)
+    """True for a reply Continue can write more of: one stopped at the length limit, interrupted by a crash
+    (newcomer trial: an interrupted reply had no Continue) or stopped by the user (:func:`stopped_by_user`), written
+    by a model on this computer. A remote server's is not: OpenAI's chat API has no way to ask for more of a reply,
+    and servers take a conversation ending with the partial reply each their own way (vLLM without its
+    ``continue_final_message`` field, and SpecChat's own server, answer it with a new reply), so the window could
+    not tell a continuation from a second reply run into the first (its footer says to raise the longest reply and
+    Regenerate instead)."""
+    resumable = stopped_at_limit(stats, state) or interrupted(stats, state) or stopped_by_user(stats, state)
+    return resumable and not remote_reply(stats)
 
 
 def stopped_before_first_token(stats: dict | None, state: str) -> bool:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from ..history_rows import Message
 from ..message_fields import spans_problem, stats_problem
-from ..reply_format import MODE_NAMES, can_continue, footer_text, interrupted, metrics_text, second_run_name
+from ..reply_format import MODE_NAMES, can_continue, footer_text, metrics_text, second_run_name
 from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
@@ -40,10 +40,12 @@ SHOWN_OF_LONG_MESSAGE = 2_000
 #: Lines the editor of a user message shows at least; it grows with its text up to ``EDIT_MAX_PX`` pixels, then scrolls.
 EDIT_MIN_LINES = 2
 EDIT_MAX_PX = 320
-#: Continue's tooltip, for a reply stopped at the length limit (False) or interrupted by a crash (True).
+#: Continue's tooltip by the reply's state: stopped at the length limit (``complete``), interrupted by a crash
+#: (``streaming``), stopped by the user (``stopped``).
 CONTINUE_TIPS = {
-    False: "Write more of this reply: it stopped at the longest reply allowed (max new tokens)",
-    True: "Write more of this reply: SpecChat closed while it was being generated",
+    "complete": "Write more of this reply: it stopped at the longest reply allowed (max new tokens)",
+    "streaming": "Write more of this reply: SpecChat closed while it was being generated",
+    "stopped": "Write more of this reply: it was stopped (Continue goes on from the text kept)",
 }
 
 
@@ -125,7 +127,8 @@ class MessageWidget(QFrame):
     Signals:
         edit_submitted(message_id, text): the user edited their message and wants it resent (as a new version).
         regenerate_requested(message_id): the user wants a new version of this reply.
-        continue_requested(message_id): the user wants more of this reply, which stopped at its length limit.
+        continue_requested(message_id): the user wants more of this reply, which stopped at its length limit, was
+            interrupted or was stopped (``reply_format.can_continue``).
         version_chosen(message_id): the user chose another version of this message (``Message.versions``) with
             the "‹ 2/3 ›" switch in its header.
     """
@@ -250,7 +253,7 @@ class MessageWidget(QFrame):
 
     @property
     def continue_button(self) -> QPushButton:
-        """Continue (the last reply, when it stopped at its length limit)."""
+        """Continue (the last reply, when Continue can write more of it: ``reply_format.can_continue``)."""
         if self._continue_button is None:
             self._continue_button = QPushButton("Continue")
             self._continue_button.setObjectName("continueButton")
@@ -356,7 +359,7 @@ class MessageWidget(QFrame):
         if continues or self._continue_button is not None:
             self.continue_button.setVisible(continues)
             self.continue_button.setEnabled(not busy)
-            self.continue_button.setToolTip(CONTINUE_TIPS[interrupted(self.message.stats, self.message.state)])
+            self.continue_button.setToolTip(CONTINUE_TIPS.get(self.message.state, ""))
         if can_regenerate or self._regenerate_button is not None:
             self.regenerate_button.setVisible(can_regenerate)
             self.regenerate_button.setEnabled(not busy)
