@@ -18,7 +18,7 @@ def test_the_footer_says_the_context_was_full_and_how_often():
 
 def test_the_graph_summary_says_the_context_was_full(qtbot):
     from app.gui.application import create_application
-    from app.gui.widgets.live_graph import LiveGraph
+    from app.gui.widgets.live_graph import CONTEXT_FULL_MARK, LiveGraph
     from inference.events import ContextRolled, StepStats
 
     create_application()
@@ -32,4 +32,7 @@ def test_the_graph_summary_says_the_context_was_full(qtbot):
     graph.finish_run()
     summary = graph.summary_text()
     assert summary.endswith("context full once: earlier tokens dropped") and "roll" not in summary
-    assert "roll" not in graph.legend.text() and "full" in graph.legend.text()
+    # the dashed lines' legend: their mark before the words (the button row's legend said "┆ full", jargon: room
+    # for words was only in the summary)
+    assert f"{CONTEXT_FULL_MARK}</span>&nbsp;context full once: earlier tokens dropped" in graph.summary_html()
+    assert "roll" not in graph.legend.text() and "full" not in graph.legend.text()

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from conftest import FAST
 
 from app.gui.widgets.live_graph import MIN_X_RANGE_S, PLACEHOLDER, LiveGraph
 from inference.events import Finished, GenerationStats, StepStats
+from inference.settings import Decoding
 
 
 def _steps(seconds: float, count: int = 20, drafted: int = 0):
@@ -205,3 +207,21 @@ def test_the_legend_names_the_speculative_colour_after_the_run_drawn_in_it(graph
     graph.finish_run()
     graph.refresh()
     assert graph.legend_names()["spec"] == "Auto" and "Speculative" not in graph.legend.text()
+
+
+def test_the_legend_names_the_decoding_chosen_while_nothing_is_drawn(make_window):
+    """Newcomer trial: with "Speculative, prompt lookup" chosen, the legend said "Plain — Auto ┆ full" while no reply
+    ran and after a reply stopped before its first token (only a run drawn named its colour "Spec."); "full" was
+    explained only in the tooltip."""
+    window = make_window(FAST.with_values(decoding=Decoding.PROMPT_LOOKUP), start=False)
+    graph, pane = window.live_graph, window.settings_pane
+    assert graph.legend_names() == {"ar": "Plain", "spec": "Speculative"}
+    assert "Auto" not in graph.legend.text() and "full" not in graph.legend.text()  # (the summary says it: see
+    # test_context_full_words)
+    graph.start_run("spec", conversation_id=None)  # (no conversation on screen yet)
+    graph.stopped_early(None)
+    assert graph.legend_names()["spec"] == "Speculative"
+    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.AUTO.value))
+    assert graph.legend_names()["spec"] == "Auto"
+    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.AUTOREGRESSIVE.value))
+    assert graph.legend_names()["spec"] == "Auto"  # (a Compare of plain decoding runs Auto against it)

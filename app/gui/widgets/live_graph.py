@@ -37,8 +37,12 @@ MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
 X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
 KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
 #: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour,
-#: named after the run drawn in it (``LiveGraph.legend_names``; Auto while none is).
+#: named after the run drawn in it (``LiveGraph.legend_names``; while none is, after the decoding chosen:
+#: ``LiveGraph.name_chosen``, Auto until it is called).
 LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}
+#: The summary's mark before its words on the context being full: the dashed lines drawn where that happened (the
+#: legend's row had no room for words: "┆ full" read as jargon).
+CONTEXT_FULL_MARK = "┆"
 #: What the summary and the legend call the run of a remote server that does not say how it decoded
 #: (``REMOTE_MODE``; drawn in the speculative colour): not a decoding mode of this computer's.
 REMOTE_RUN = "Remote server"
@@ -168,6 +172,7 @@ class LiveGraph(QWidget):
         self._shown: int | None = None  # the conversation on screen
         self._live: Series | None = None  # the run receiving events
         self._live_conversation: int | None = None
+        self._chosen = LEGEND_NAMES["spec"]  # the speculative colour's name while no run is drawn in it
         self._running = False
         self._dirty = False
         self._roll_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -203,8 +208,7 @@ class LiveGraph(QWidget):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setToolTip(
             "Colours of the curves: plain decoding; Auto, or the fixed speculative decoding drawn (Speculative, "
-            "shortened to Spec. where the row is narrow); a dashed line: the context was full and its earlier tokens "
-            "were dropped"
+            "shortened to Spec. where the row is narrow), or the one chosen while none is drawn"
         )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
@@ -421,13 +425,21 @@ class LiveGraph(QWidget):
 
     # --- drawing ----------------------------------------------------------------------------------
 
+    def name_chosen(self, name: str) -> None:
+        """Name the speculative colour, while no run is drawn in it, after the speculative decoding chosen: ``name``
+        is ``"Auto"`` or ``"Speculative"`` (``reply_format.MODE_NAMES``; the one a Compare runs where plain decoding
+        is chosen). A newcomer trial read "Auto" while idle with "Speculative, prompt lookup" chosen."""
+        self._chosen = name
+        self._show_legend()
+
     def legend_names(self) -> dict[str, str]:
         """Each colour's name: Plain, and the speculative colour named after the run drawn in it ("Auto", or
-        "Speculative" for a fixed speculative decoding), "Auto" while no such run is drawn; only :data:`REMOTE_RUN`
-        while a remote server's run is drawn (nothing is drawn in the plain colour)."""
+        "Speculative" for a fixed speculative decoding), after the decoding chosen (:meth:`name_chosen`) while no
+        such run is drawn; only :data:`REMOTE_RUN` while a remote server's run is drawn (nothing is drawn in the
+        plain colour)."""
         if any(s.key == REMOTE_MODE for s in self.series):
             return {REMOTE_MODE: REMOTE_RUN}
-        drafting = next((MODE_NAMES.get(s.key, s.label) for s in self.series if s.key != "ar"), LEGEND_NAMES["spec"])
+        drafting = next((MODE_NAMES.get(s.key, s.label) for s in self.series if s.key != "ar"), self._chosen)
         return {"ar": LEGEND_NAMES["ar"], "spec": drafting}
 
     def _show_legend(self) -> None:
@@ -441,7 +453,7 @@ class LiveGraph(QWidget):
             shown = {key: "Spec." if short and name == "Speculative" else name for key, name in names.items()}
             self.legend.setText(
                 " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
-                         for key, name in shown.items()) + f' <span style="color:{current.graph_text}">┆</span>&nbsp;full'
+                         for key, name in shown.items())
             )  # fmt: skip
             if not self.isVisible() or self.legend.sizeHint().width() <= room:
                 break
@@ -497,10 +509,15 @@ class LiveGraph(QWidget):
         return self._summary(lambda series, text: text)
 
     def summary_html(self) -> str:
-        """The summary line with each run's name in its curve's colour (the legend)."""
-        return self._summary(lambda series, text: f'<span style="color:{theme.current().series(series.key)}; font-weight:600">{text}</span>')
+        """The summary line with each run's name in its curve's colour (the legend), and its words on the context
+        being full after :data:`CONTEXT_FULL_MARK`, the dashed lines' legend."""
+        current = theme.current()
+        return self._summary(
+            lambda series, text: f'<span style="color:{current.series(series.key)}; font-weight:600">{text}</span>',
+            f'<span style="color:{current.graph_text}; font-weight:700">{CONTEXT_FULL_MARK}</span>&nbsp;',
+        )
 
-    def _summary(self, name) -> str:
+    def _summary(self, name, full_mark: str = "") -> str:
         if not self.series:
             return ""
         parts = []
@@ -518,7 +535,7 @@ class LiveGraph(QWidget):
         # (a run stopped while its prompt was read may have rolled: its words are not said of a run that never decoded)
         rolls = sum(len(s.rolls) for s in self.series if s.steps)
         if rolls:
-            parts.append(f"context full {times_text(rolls)}: earlier tokens dropped")
+            parts.append(f"{full_mark}context full {times_text(rolls)}: earlier tokens dropped")
         return " · ".join(parts)
 
 
