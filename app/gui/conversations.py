@@ -34,6 +34,8 @@ from .widgets.live_graph import NO_REPLY, LiveGraph
 from .widgets.sampling_group import SamplingGroup
 
 logger = logging.getLogger(__name__)
+#: The Delete chat confirmation's button that deletes (named after its action, not "Yes"; Cancel is the default).
+DELETE_LABEL = "&Delete"
 
 
 def export_start_folder(last_export_folder: str) -> str:
@@ -189,6 +191,7 @@ class Conversations(QObject):
             QMessageBox.StandardButton.Cancel,
             informative="This cannot be undone. Export it first if you want to keep a copy.",
             object_name="confirmDelete",
+            labels={QMessageBox.StandardButton.Yes: DELETE_LABEL},
         )
         if answer != QMessageBox.StandardButton.Yes:
             return False

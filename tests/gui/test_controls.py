@@ -257,7 +257,7 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     assert window.db.conversation(first).title == "Renamed chat"  # an empty title is refused
     assert window.windowTitle() == "Renamed chat — SpecChat"
     assert listing.item_for(first).text() == "Renamed chat"
-    # delete asks first: Cancel keeps it, Yes deletes it
+    # delete asks first: Cancel keeps it, Delete deletes it
     listing.select(second)
     click(qtbot, listing.delete_button)
     _answer(qtbot, window, "confirmDelete", QMessageBox.StandardButton.Cancel)
@@ -265,7 +265,7 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     click(qtbot, listing.delete_button)
     box = _dialog(qtbot, window, "confirmDelete")
     assert "Tell me about bananas." in box.text() and "cannot be undone" in box.informativeText()
-    click(qtbot, box.button(QMessageBox.StandardButton.Yes))
+    click(qtbot, next(button for button in box.buttons() if button.text() == "&Delete"))
     qtbot.waitUntil(lambda: window.db.conversation(second) is None, timeout=5000)
     assert window.chat_view.conversation_id == first and listing.ids() == [first]
     # the Delete action (Del key in the list), answered with Cancel

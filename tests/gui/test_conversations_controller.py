@@ -168,3 +168,29 @@ def test_deleting_the_chat_shown_opens_its_neighbour_in_the_list(qtbot, parts, m
     green, red = [c.id for c in parts.db.conversations("re")]
     delete(green)
     assert parts.conversations.current_id == red  # its neighbour in the list searched, not Blue below it in the store
+
+
+def test_the_delete_confirmation_names_its_action_and_defaults_to_cancel(qtbot, parts, monkeypatch, qasync_loop):
+    """Desktop guidelines: a confirmation's button says what it does ("Delete"), not "Yes" (newcomer trial)."""
+    import asyncio
+
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    async def nothing_streams(_conversation_id):
+        return None
+
+    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    conversation_id = add_chat(parts.db, "Bananas", "Tell me about bananas.", "Yellow.")
+    parts.conversations.refresh()
+    task = asyncio.ensure_future(parts.conversations.delete(conversation_id))
+
+    def box() -> QMessageBox | None:
+        return next((w for w in QApplication.topLevelWidgets() if w.objectName() == "confirmDelete" and w.isVisible()), None)
+
+    qtbot.waitUntil(lambda: box() is not None, timeout=5000)
+    buttons = {button.text(): button for button in box().buttons()}
+    assert sorted(buttons) == ["&Delete", "Cancel"]  # (it said Yes)
+    assert box().defaultButton() is buttons["Cancel"]
+    buttons["&Delete"].click()
+    qtbot.waitUntil(task.done, timeout=5000)
+    assert task.result() is True and parts.db.conversation(conversation_id) is None

@@ -348,7 +348,7 @@ def test_removing_the_model_in_use_says_so_before(qtbot, make_window, tiny_store
     # Removed: the window chats with the default model, and says why.
     _removal_question(qtbot, dialog, "tiny-same")
     with qtbot.waitSignal(dialog.models_changed, timeout=30_000):
-        dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Yes).click()
+        next(b for b in dialog.findChild(QMessageBox, "confirm-remove").buttons() if b.text() == "&Remove").click()
     assert not (tiny_store / "tiny-same").exists() and window.settings.target_model == ""
     qtbot.waitUntil(lambda: window.models.is_ready_for(window.settings), timeout=60_000)
     assert _loaded_target(window) == "SmolLM2-135M-Instruct-int4"

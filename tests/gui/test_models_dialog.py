@@ -56,6 +56,11 @@ class _Heartbeat:
         self.timer.stop()
 
 
+def _button(box: QMessageBox, text: str):
+    """The button of ``box`` that reads ``text`` (e.g. "&Remove")."""
+    return next(button for button in box.buttons() if button.text() == text)
+
+
 def _names(dialog: ModelsDialog) -> list[str]:
     return [dialog.table.item(row, 0).text() for row in range(dialog.table.rowCount())]
 
@@ -137,12 +142,14 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     qtbot.waitUntil(lambda: dialog.job is None, timeout=5_000)
     assert dialog.log.toPlainText() == add_log  # the Add tab's log shows its own lines only (not "Checking the pair: done")
 
-    # Remove with confirmation: Cancel keeps it, Yes removes it.
+    # Remove with confirmation: Cancel (the default) keeps it, Remove removes it.
     row = _names(dialog).index("tiny-other")
     dialog.table.selectRow(row)
     dialog.remove_button.click()
     box = dialog.findChild(QMessageBox, "confirm-remove")
     assert box is not None and box.isVisible()
+    assert sorted(button.text() for button in box.buttons()) == ["&Remove", "Cancel"]  # (it said Yes)
+    assert box.defaultButton() is box.button(QMessageBox.Cancel)
     box.button(QMessageBox.Cancel).click()
     qtbot.wait(50)
     assert "tiny-other" in _names(dialog)
@@ -150,7 +157,7 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     dialog.remove_button.click()
     qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is not None, timeout=5_000)
     with qtbot.waitSignal(dialog.models_changed, timeout=30_000):
-        dialog.findChild(QMessageBox, "confirm-remove").button(QMessageBox.Yes).click()
+        _button(dialog.findChild(QMessageBox, "confirm-remove"), "&Remove").click()
     assert _names(dialog) == ["tiny-same"]
     assert not (model_store.models_dir() / "tiny-other").exists()
 

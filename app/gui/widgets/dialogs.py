@@ -24,9 +24,16 @@ async def message_box(
     default: QMessageBox.StandardButton = QMessageBox.StandardButton.NoButton,
     informative: str = "",
     object_name: str = "",
+    labels: dict[QMessageBox.StandardButton, str] | None = None,
 ) -> QMessageBox.StandardButton:
-    """Show a message box and return the button the user chose (Escape gives the escape button)."""
+    """Show a message box and return the button the user chose (Escape gives the escape button).
+
+    ``labels``: words in place of Qt's on some of ``buttons``, e.g. ``{Yes: "&Delete"}``: a confirmation's button
+    named after its action, as desktop guidelines ask; the answer is still the standard button.
+    """
     box = QMessageBox(icon, title, text, buttons, parent)
+    for button, label in (labels or {}).items():
+        box.button(button).setText(label)
     box.setObjectName(object_name or "messageBox")
     box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     if informative:

@@ -65,6 +65,8 @@ PAST_CONTEXT_TIP = (
 )
 SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
+#: The Remove confirmation's button that removes (named after its action, not "Yes"; Cancel is the default).
+REMOVE_LABEL = "&Remove"
 
 
 #: Shortest time between two progress updates that only change a byte count (at most ~20 a second).
@@ -384,6 +386,7 @@ class ModelsDialog(QDialog):
             )  # fmt: skip
             text = f"{name} is {role}. Remove it?\n\nThis deletes {path} and its files; {then}."
         box = QMessageBox(QMessageBox.Warning, "Remove model", text, QMessageBox.Yes | QMessageBox.Cancel, self)
+        box.button(QMessageBox.Yes).setText(REMOVE_LABEL)
         box.setDefaultButton(QMessageBox.Cancel)
         box.setObjectName("confirm-remove")
         box.finished.connect(lambda result: self._remove_confirmed(path) if result == QMessageBox.Yes else None)
