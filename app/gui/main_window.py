@@ -113,7 +113,7 @@ class MainWindow(QMainWindow):
         files_notice = "\n\n".join(filter(None, [store.notice, unused if store.warnings else "", check_keys_file()]))
         self._notices = [("chat history", history_notice, "historyNotice"), ("settings", files_notice, "settingsNotice")]
         self.models = ModelLoader(
-            worker, self.tasks, lambda: self.settings, lambda what, details: self.choice.ask_retry(what, details),
+            worker, self.tasks, lambda: self.settings, lambda *asked, **how: self.choice.ask_retry(*asked, **how),
             parent=self,
         )  # (the settings and the retry dialog are the model choice's, built with the widgets below)
         self.replies = ReplyController(db, worker, self.models, self.tasks, lambda: self.settings, parent=self)

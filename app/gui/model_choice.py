@@ -319,8 +319,24 @@ class ModelChoice(QObject):
             self.progress_dialog.deleteLater()
             self.progress_dialog = None
 
-    async def ask_retry(self, what: str, details: str) -> bool:
-        """The dialog after a failure to fetch or load the model; True if the user chose Retry."""
+    async def ask_retry(self, what: str, details: str, cancelled: bool = False) -> bool:
+        """The dialog after a failure to fetch or load the model (``what`` it could not do, ``details`` why), or after
+        the user cancelled the first fetch (``cancelled``: ``what`` was cancelled, e.g. "the download"); True if the
+        user chose to try again."""
+        if cancelled:
+            answer = await message_box(
+                self._parent,
+                QMessageBox.Icon.Information,
+                "SpecChat: no model",
+                f"{what[:1].upper()}{what[1:]} was cancelled.",
+                QMessageBox.StandardButton.Retry | QMessageBox.StandardButton.Close,
+                QMessageBox.StandardButton.Close,
+                informative="SpecChat needs its default model to chat. Prepare it now, or send a message later: "
+                "that prepares it too. Your chats are safe meanwhile.",
+                object_name="modelCancelled",
+                labels={QMessageBox.StandardButton.Retry: "&Prepare now"},
+            )
+            return answer == QMessageBox.StandardButton.Retry
         answer = await message_box(
             self._parent,
             QMessageBox.Icon.Critical,

