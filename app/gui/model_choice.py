@@ -11,8 +11,9 @@ Rules:
   :func:`draft_choices`: choosing "Speculative, draft model" without a draft takes it, so no error shows first.
   A draft head (trained for one model) is preselected for its model whatever the decoding, so that Compare on
   autoregressive decoding measures it (``AppSettings.compare_decoding``), and dropped when another target is chosen.
-- K follows the drafter (:func:`k_for_the_drafter`): HEAD_K when drafting starts with a head, the general default
-  when it stops; a K the user sets afterwards stays.
+- K follows the drafter (:func:`k_for_the_drafter`): HEAD_K when the box's K starts drafting with a head (draft-model
+  decoding; Auto chooses its own K), the general default when it stops; a K the user sets afterwards stays. Under
+  a decoding that chooses K each step (Auto, Adaptive) no note says why K changed: the box's line says Auto's.
 - A remote OpenAI-compatible server is a target too (``AppSettings.use_remote``): the window asks it for its models
   in the background; one that does not answer is marked in the picker ("not reachable") until it answers again, and
   Compare is off (the button says why) unless the server is SpecChat's, which offers both modes.
@@ -127,9 +128,9 @@ def compare_words(settings: AppSettings) -> str:
 
 
 def k_for_the_drafter(previous: AppSettings, settings: AppSettings) -> AppSettings:
-    """``settings`` with K following a change of drafter: HEAD_K (``inference.draft_head``) when speculative
-    decoding (the chosen one or a Compare's) starts drafting with a draft head, the general default K when it stops;
-    unchanged otherwise, so a K the user set for the drafter in use stays."""
+    """``settings`` with K following a change of drafter: HEAD_K (``inference.draft_head``) when the box's K starts
+    drafting with a draft head (``AppSettings.drafts_with_head``: draft-model decoding, not Auto), the general
+    default K when it stops; unchanged otherwise, so a K the user set for the drafter in use stays."""
     if settings.drafts_with_head == previous.drafts_with_head:
         return settings
     return settings.with_values(k=HEAD_K if settings.drafts_with_head else SpeculativeSettings().k)
@@ -235,9 +236,13 @@ class ModelChoice(QObject):
     def _note_k(self, asked: AppSettings) -> None:
         """Say under K why it is not the K of ``asked`` (``k_for_the_drafter`` changed it with the drafter). A K out
         of range came from the settings file (the pane emits no invalid K): the note says so, not "was -5" (newcomer
-        trial: K -5 in the file showed "Set to 1 for the draft head (was -5)")."""
+        trial: K -5 in the file showed "Set to 1 for the draft head (was -5)"). Under a decoding that chooses K each
+        step (Auto, Adaptive) the box's K is not used: no note, and an earlier one goes, so its line says so."""
         k, asked_k = self.settings.value("k"), asked.value("k")
-        if k != asked_k:
+        generation = self.settings.generation
+        if k != asked_k and (generation.decoding == Decoding.AUTO or generation.speculative.adaptive):
+            self._pane.note_k("")
+        elif k != asked_k:
             drafter = "the draft head" if self.settings.drafts_with_head else "this drafter"
             if 1 <= asked_k <= MAX_K:
                 self._pane.note_k(f"Set to {k} for {drafter} (was {asked_k}).")

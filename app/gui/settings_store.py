@@ -151,9 +151,11 @@ class AppSettings:
 
     @property
     def drafts_with_head(self) -> bool:
-        """True when speculative decoding (the chosen one, or a Compare's) drafts with a draft head: draft-model
-        decoding or Auto (whose seeded sampled replies draft K tokens a step with it)."""
-        return self.compare_decoding in (Decoding.DRAFT_MODEL, Decoding.AUTO) and self.draft_is_a_head
+        """True when the K box's K drafts with a draft head: draft-model decoding (its Compare's too) with a head
+        chosen. Auto, also a Compare's on plain decoding, chooses its K each step, even a seeded reply's
+        (``inference.auto_decoding.seeded_sampling``), so it does not use the box (newcomer trial: under Auto the
+        head's K overwrote the box and its "Auto picks K" line)."""
+        return self.compare_decoding == Decoding.DRAFT_MODEL and self.draft_is_a_head
 
     @property
     def draft_is_a_head(self) -> bool:

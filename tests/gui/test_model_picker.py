@@ -120,10 +120,10 @@ def test_the_default_models_draft_head_is_a_draft_never_a_target(qtbot, make_win
 
 def test_a_head_chosen_for_another_model_is_dropped_and_compare_drafts_by_prompt_lookup(qtbot, make_window, tiny_store):
     """A draft head drafts for the model it was trained for only: with another target, the window drops it (Compare
-    on plain decoding then drafts by prompt lookup) and K goes back to the general default."""
+    on plain decoding then drafts by prompt lookup)."""
     from inference.draft_head import HEAD_K
     from inference.models.default_head import ensure_default_head
-    from inference.settings import Decoding, SpeculativeSettings
+    from inference.settings import Decoding
 
     head = ensure_default_head()
     if head is None:
@@ -132,7 +132,7 @@ def test_a_head_chosen_for_another_model_is_dropped_and_compare_drafts_by_prompt
     # Compare runs Auto, which without a draft model drafts by prompt lookup, and loads none
     assert window.settings.draft_model == "" and window.settings.compare_decoding == Decoding.AUTO
     assert not window.settings.uses_draft_model
-    assert window.settings.value("k") == SpeculativeSettings().k
+    assert window.settings.value("k") == HEAD_K  # Compare's Auto chooses its own K: the box's K drafted with no head
     assert window.worker.spec.draft_dir is None
 
 
