@@ -168,7 +168,9 @@ class ChatController(QObject):
             self._composer.show_error(refusal)
 
     def choose_version(self, message_id: int) -> None:
-        """Show this version of a message (and its latest continuation)."""
+        """Show this version of a message (and its latest continuation); a hint about the box ("Type a message
+        first.") goes with the user's turn to something else."""
+        self._composer.withdraw_hint()
         try:
             if self._replies.choose_version(message_id) is not None:
                 self._conversations.reload(version=message_id)

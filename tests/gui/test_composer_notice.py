@@ -33,3 +33,33 @@ def test_the_settings_notice_above_the_message_box_moves_no_part_of_the_chat(qtb
     window.settings_pane.n_ctx.setValue(4096)
     qtbot.wait(100)
     assert composer.error_text == "" and geometry() == before
+
+
+def test_type_a_message_first_goes_with_a_version_switch_and_after_a_few_seconds(qtbot, make_window, tmp_path):
+    """Newcomer trial: Enter on an empty box said "Type a message first.", which stayed after a click on a message's
+    version switch (and whatever else the user did next but type)."""
+    from PySide6.QtCore import Qt
+
+    from app.gui.history_db import HistoryDB
+    from app.gui.widgets.composer import HINT_MS
+
+    history = tmp_path / "history.sqlite3"
+    db = HistoryDB(history)
+    chat = db.create_conversation("Two versions")
+    db.add_message(chat, "user", "Hi?")
+    first = db.add_message(chat, "assistant", "Hello, first version.")
+    second = db.add_message(chat, "assistant", "Hello, second version.", replaces=first)
+    db.close()
+    window = make_window(FAST, history=history, start=False)
+    view, composer = window.chat_view, window.composer
+    qtbot.waitUntil(lambda: view.conversation_id == chat and view.widget(second) is not None, timeout=5000)
+    composer.edit.setFocus()
+    qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert composer.error_text == "Type a message first."
+    qtbot.mouseClick(view.widget(second).previous_version, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.widget(first) is not None, timeout=5000)
+    assert view.widget(first).version_label.text() == "1/2" and composer.error_text == ""
+    qtbot.keyClick(composer.edit, Qt.Key.Key_Return)  # left alone, the hint goes after HINT_MS
+    qtbot.wait(HINT_MS // 2)
+    assert composer.error_text == "Type a message first."
+    qtbot.waitUntil(lambda: composer.error_text == "", timeout=HINT_MS)

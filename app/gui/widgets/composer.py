@@ -4,11 +4,15 @@ for a notice, kept while none shows."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from .setting_row import FieldError
+
+#: How long a hint about a send the box refused ("Type a message first.") stays, in milliseconds, unless the user
+#: types, shows another chat or another version of a message first (newcomer trial: it stayed on after that).
+HINT_MS = 4000
 
 
 class ComposerEdit(QPlainTextEdit):
@@ -65,6 +69,9 @@ class Composer(QFrame):
         self._generating = False
         self._blocked: str | None = None
         self._compare_off: str | None = None
+        self._hint_timer = QTimer(self)
+        self._hint_timer.setSingleShot(True)
+        self._hint_timer.timeout.connect(self.withdraw_hint)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 8, 16, 10)
         layout.setSpacing(6)
@@ -156,7 +163,7 @@ class Composer(QFrame):
             self.show_blocked(self._blocked)
             return False
         if not self.text().strip():
-            self.show_error("Type a message first.")
+            self.show_error("Type a message first.", kind="hint")
             return False
         return True
 
@@ -185,15 +192,26 @@ class Composer(QFrame):
 
     def show_error(self, text: str, kind: str = "error") -> None:
         """Show a message above the text box (cleared when the user types or sends again; ``kind`` "busy", that a
-        reply is being generated, also when it ends)."""
+        reply is being generated, also when it ends; "hint", that the box was empty, also after ``HINT_MS`` or
+        another chat or version shown: :meth:`withdraw_hint`)."""
         self.error_label.setText(text)
         self.error_label.setProperty("kind", kind)
         self.error_label.setVisible(True)
+        if kind == "hint":
+            self._hint_timer.start(HINT_MS)
+        else:
+            self._hint_timer.stop()
+
+    def withdraw_hint(self) -> None:
+        """Withdraw a hint ("Type a message first.") if one is shown: ``HINT_MS`` passed, or the user did something
+        else (another version of a message shown); other messages stay."""
+        if self.error_label.property("kind") == "hint":
+            self.clear_error()
 
     def chat_changed(self) -> None:
         """Another chat is shown: a message about the last one's send ("Type a message first.", a failed send) no
         longer applies and is withdrawn (newcomer trial: it stayed); why the settings block Send stays."""
-        if self.error_label.property("kind") == "error":
+        if self.error_label.property("kind") in ("error", "hint"):
             self.clear_error()
 
     def clear_error(self) -> None:
@@ -201,6 +219,7 @@ class Composer(QFrame):
         self.error_label.setText("")
         self.error_label.setProperty("kind", None)
         self.error_label.setVisible(False)
+        self._hint_timer.stop()
 
     @property
     def error_text(self) -> str:
