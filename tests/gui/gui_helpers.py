@@ -122,3 +122,12 @@ def drawn_axis_labels(axis) -> list[tuple]:
     finally:
         painter.end()
     return [(rect, text) for rect, _flags, text in texts]
+
+
+def reset_to_defaults(pane) -> None:
+    """Press the settings pane's "Reset to defaults" and answer its question with Reset."""
+    from PySide6.QtWidgets import QMessageBox
+
+    pane.reset_button.click()
+    (box,) = [box for box in pane.findChildren(QMessageBox, "confirmReset") if box.isVisible()]
+    box.button(QMessageBox.StandardButton.Reset).click()

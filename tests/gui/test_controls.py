@@ -387,6 +387,7 @@ def test_settings_changes_reload_in_the_background_and_apply_to_the_next_reply(q
     assert (stored.value("decoding"), stored.draft_model, stored.value("k"), stored.bits) == ("spec_model", str(int8_dir), general_k, 4)
     # Reset to defaults
     click(qtbot, pane.reset_button)
+    _answer(qtbot, window, "confirmReset", QMessageBox.StandardButton.Reset)
     # the defaults, with the drafter the window preselects (the head); Auto chooses its own K: the box's default stays
     assert replace(pane.current(), highlight_draft=True) == replace(AppSettings(), draft_model=str(default_head_dir()))
     pane.max_new_tokens.setValue(24)

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 from conftest import FAST
-from gui_helpers import click, send_and_wait
+from gui_helpers import click, reset_to_defaults, send_and_wait
 from PySide6.QtGui import QGuiApplication
 
 from app.binding import lan_address, listen
@@ -331,7 +331,7 @@ def test_an_invalid_setting_from_the_file_never_reaches_the_server_and_its_words
     assert too_long.status_code == 400
     message = too_long.json()["error"]["message"]
     assert "--" not in message and "Context length" in message, message
-    window.settings_pane.reset_button.click()
+    reset_to_defaults(window.settings_pane)
     assert window.settings_pane.errors() == {}
     assert window.server_control.served_model().defaults.context == window.settings.generation.context
     assert in_thread(qtbot, lambda: post({})).status_code == 200

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import field_geometry
+from gui_helpers import reset_to_defaults
 
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.setting_words import short_label
@@ -343,7 +344,7 @@ def test_pane_shows_stored_invalid_settings_flagged(qtbot):
     qtbot.addWidget(pane)
     assert set(pane.errors()) == {"k", "target_device"}
     assert pane.k.value() == 40 and pane.target_device.currentText() == "GPU.9"
-    pane.reset_button.click()
+    reset_to_defaults(pane)
     assert pane.errors() == {} and pane.current() == AppSettings()
 
 
@@ -433,7 +434,7 @@ def test_a_stored_value_a_field_cannot_hold_is_said_as_the_file_holds_it(qtbot, 
     box.setValue(1)
     box.setValue(shown)  # the user chose what the field shows: that is what is checked now
     assert pane.errors()[name].endswith(f"; you typed {shown}")
-    pane.reset_button.click()
+    reset_to_defaults(pane)
     assert pane.errors() == {}
 
 

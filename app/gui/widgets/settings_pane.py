@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
@@ -223,7 +224,7 @@ class SettingsPane(QScrollArea):
         # "Reset to defaults" on the fold's line: the room of a line of its own pays for the line kept free for an
         # error under each field (setting_row), so the pane still fits a 1366x768 screen
         self.reset_button = QPushButton("Reset to defaults")
-        self.reset_button.clicked.connect(lambda: self.set_settings(self.defaults()))
+        self.reset_button.clicked.connect(self.confirm_reset)
         fold_line = QHBoxLayout()
         fold_line.addWidget(self.advanced.button)
         fold_line.addStretch(1)
@@ -528,6 +529,31 @@ class SettingsPane(QScrollArea):
         :data:`K_HELP`."""
         chooses = self.decoding.currentData() == Decoding.AUTO.value or self.adaptive_k.isChecked()
         self._k_row.help.setText(self._k_note or (K_AUTO_HELP if chooses else K_HELP))
+
+    def confirm_reset(self) -> QMessageBox:
+        """"Reset to defaults": ask first, in a window-modal box (as Delete chat does) whose default button, and
+        Escape's, is Cancel; its Reset button shows :meth:`defaults`, which the pane emits as an edit. Returns the box
+        (open; it deletes itself once answered). A newcomer lost every sampling setting to one click, with no
+        question and no undo."""
+        box = QMessageBox(
+            QMessageBox.Icon.Question, "Reset to defaults", "Reset every setting in this panel to its default?",
+            QMessageBox.StandardButton.Reset | QMessageBox.StandardButton.Cancel, self,
+        )  # fmt: skip
+        box.setObjectName("confirmReset")
+        box.setInformativeText("Decoding, sampling, lengths, devices and precision go back to their defaults. This "
+                               "cannot be undone.")  # fmt: skip
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setEscapeButton(QMessageBox.StandardButton.Cancel)
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def answered(_result: int) -> None:
+            if box.clickedButton() is box.button(QMessageBox.StandardButton.Reset):
+                self.set_settings(self.defaults())
+
+        box.finished.connect(answered)
+        box.open()
+        return box
 
     def defaults(self) -> AppSettings:
         """What "Reset to defaults" shows: ``AppSettings``' defaults with the drafter this pane preselects (the
