@@ -75,9 +75,11 @@ class Composer(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(16, 8, 16, 10)
         layout.setSpacing(6)
-        # one line, kept while hidden: a notice appearing never moves the chat (a wrapped one pushed it up two
-        # lines); a longer one ends with "…", whole in its tooltip (the settings pane marks each field flagged)
+        # one line, kept while hidden: a one-line notice appearing never moves the chat; a longer one is wrapped onto
+        # the lines it needs, whole (newcomer trial: cut with "…" even at 1920 px, "Fix the settings first: … you
+        # typed 999999 (and 1 more field, …"), and the chat gives up those lines while it shows
         self.error_label = FieldError()
+        self.error_label.grows = True
         self.error_label.setObjectName("composerError")
         self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         policy = self.error_label.sizePolicy()
@@ -216,7 +218,7 @@ class Composer(QFrame):
 
     def clear_error(self) -> None:
         """Hide the message above the text box."""
-        self.error_label.setText("")
+        self.error_label.setText("")  # (back to one line)
         self.error_label.setProperty("kind", None)
         self.error_label.setVisible(False)
         self._hint_timer.stop()

@@ -63,6 +63,7 @@ class FieldError(QLabel):
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # never widens the form
         self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.lines = 1
+        self.grows = False  # True: as many lines as the message needs (``lines`` follows it), never cut
         self._whole = ""
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
@@ -98,18 +99,20 @@ class FieldError(QLabel):
     def _fit(self) -> None:
         self.ensurePolished()  # (the style sheet sets the font)
         metrics = self.fontMetrics()
-        self.setFixedHeight(self.lines * metrics.lineSpacing())
         width = max(self.width(), 1)
         layout = QTextLayout(self._whole, self.font())
         layout.beginLayout()
         starts = []
-        while len(starts) <= self.lines:
+        while self.grows or len(starts) <= self.lines:
             line = layout.createLine()
             if not line.isValid():
                 break
             line.setLineWidth(width)
             starts.append(line.textStart())
         layout.endLayout()
+        if self.grows:
+            self.lines = max(1, len(starts))
+        self.setFixedHeight(self.lines * metrics.lineSpacing())
         shown = [self._whole[a:b].rstrip() for a, b in zip(starts, starts[1:] + [len(self._whole)])][: self.lines]
         if len(starts) > self.lines:  # more lines than the slot holds: the last one shown is cut with "…"
             rest = self._whole[starts[self.lines - 1]:]
