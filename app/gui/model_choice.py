@@ -328,32 +328,21 @@ class ModelChoice(QObject):
         """The dialog after a failure to fetch or load the model (``what`` it could not do, ``details`` why), or after
         the user cancelled the first fetch (``cancelled``: ``what`` was cancelled, e.g. "the download"); True if the
         user chose to try again."""
-        if cancelled:
-            answer = await message_box(
-                self._parent,
-                QMessageBox.Icon.Information,
-                "SpecChat: no model",
-                f"{what[:1].upper()}{what[1:]} was cancelled.",
-                QMessageBox.StandardButton.Retry | QMessageBox.StandardButton.Close,
-                QMessageBox.StandardButton.Close,
-                informative="SpecChat needs its default model to chat. Prepare it now, or send a message later: "
-                "that prepares it too. Your chats are safe meanwhile.",
-                object_name="modelCancelled",
-                labels={QMessageBox.StandardButton.Retry: "&Prepare now"},
-            )
-            return answer == QMessageBox.StandardButton.Retry
-        answer = await message_box(
-            self._parent,
-            QMessageBox.Icon.Critical,
-            "SpecChat: no model",
-            f"SpecChat could not {what}.",
-            QMessageBox.StandardButton.Retry | QMessageBox.StandardButton.Close,
-            QMessageBox.StandardButton.Retry,
-            informative=f"{details}\n\nYour chats are safe: you can read and export them without a model. "
-            "Fix the problem, then choose Retry (or change the model settings).",
-            object_name="modelError",
-        )
-        return answer == QMessageBox.StandardButton.Retry
+        buttons = QMessageBox.StandardButton
+        if cancelled:  # the user's choice, not a failure: said as such, nothing to fix
+            icon, default, name = QMessageBox.Icon.Information, buttons.Close, "modelCancelled"
+            text = f"{what[:1].upper()}{what[1:]} was cancelled."
+            informative = ("SpecChat needs its default model to chat. Prepare it now, or send a message later: that "
+                           "prepares it too. Your chats are safe meanwhile.")
+        else:
+            icon, default, name = QMessageBox.Icon.Critical, buttons.Retry, "modelError"
+            text = f"SpecChat could not {what}."
+            informative = (f"{details}\n\nYour chats are safe: you can read and export them without a model. Fix the "
+                           "problem, then choose Retry (or change the model settings).")
+        answer = await message_box(self._parent, icon, "SpecChat: no model", text, buttons.Retry | buttons.Close,
+                                   default, informative=informative, object_name=name,
+                                   labels={buttons.Retry: "&Prepare now"} if cancelled else None)
+        return answer == buttons.Retry
 
     # --- the store --------------------------------------------------------------------------------
 
