@@ -184,7 +184,8 @@ class GenerationStats:
         final_k: draft length of the last step (Auto changes it).
         by_drafter: per drafter (``head``, ``model``, ``lookup``, ``plain``), what it did (``DrafterUse``).
         k_steps: decode steps per K used (0: plain steps).
-        stop_reason: ``eos``, ``stop_string``, ``max_new_tokens`` or ``cancelled``.
+        stop_reason: ``eos``, ``stop_string``, ``max_new_tokens`` or ``cancelled`` (``interrupted``: a remote
+            server's stream cut, ``app.backends.remote_stream.REMOTE_CUT``).
         text: the reply text; token_ids: the generated ids.
         precision: the target's numeric precision (``NumericPrecision.describe()``), e.g.
             ``f32, KV cache f32, no dynamic quantization (exact)``.

@@ -56,7 +56,7 @@ from ..binding import is_loopback
 from .protocol import GenerationRequest
 from .remote_errors import CUT_TEXT, MAX_JSON_DEPTH, RemoteError, error_text, status_error, transport_error
 from .remote_io import Cancelled, error_body, event_lines, or_cancel, read_body
-from .remote_stream import ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long, whole_reply
+from .remote_stream import REMOTE_CUT, ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long, whole_reply
 
 #: Seconds to wait for the TCP (and TLS) connection.
 CONNECT_TIMEOUT_S = 10.0
@@ -358,12 +358,12 @@ class RemoteBackend:
                 error = transport_error(error, self.target.host, url, self.read_timeout_s,
                                         partial=clock.generated > 0)
             if clock.generated:
-                yield [Finished(clock.stats(request, extension, usage, "interrupted"))]
+                yield [Finished(clock.stats(request, extension, usage, REMOTE_CUT))]
             raise error from None
         if not done and finish_reason is None:  # the body ended cleanly, but not the reply
             cut = RemoteError(CUT_TEXT)
             if clock.generated:
-                yield [Finished(clock.stats(request, extension, usage, "interrupted"))]
+                yield [Finished(clock.stats(request, extension, usage, REMOTE_CUT))]
             raise cut
         stop_reason = extension.get("stop_reason")  # a SpecChat server's own (stop_string, eos...)
         if not isinstance(stop_reason, str) or not stop_reason:

@@ -37,6 +37,9 @@ CHARS_PER_TOKEN = 64
 #: The ``GenerationStats.mode`` of a reply whose server did not say how it decoded (no ``specchat`` extension's
 #: ``mode``): not ``ar``, a local mode the footer would name ("Plain decoding") though nothing here chose it.
 REMOTE_MODE = "remote"
+#: The stop reason of a remote reply whose stream was cut (the connection closed, a time-out, a chunk of another
+#: shape, more than its max_tokens allow): kept as far as it came, said "Stream cut" under it.
+REMOTE_CUT = "interrupted"
 
 
 def reply_limits(max_new_tokens: int) -> tuple[int, int]:

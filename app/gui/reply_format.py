@@ -6,15 +6,12 @@ import math
 
 from inference.events import GenerationStats, PromptProgress
 
-from ..backends.remote_stream import REMOTE_MODE
+from ..backends.remote_stream import REMOTE_CUT, REMOTE_MODE
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup", "plain": "plain"}
 STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
-#: The stop reason of a remote reply whose stream was cut (``app.backends.remote``: the connection closed, a
-#: time-out, a chunk of another shape, more than max_tokens).
-REMOTE_CUT = "interrupted"
 
 
 def duration_text(seconds: float) -> str:
