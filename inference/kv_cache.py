@@ -496,8 +496,9 @@ class PagedCopy:
         where they were (``bench/memory_bar.py``'s 1,024-token peak was this hand-over). Each variable's new rows are
         read from the blocks straight into the buffer the state is set from (``_rows_from_blocks``: one pass, bf16
         widened on the way), not through a transposed copy, a widened one and a copy into the buffer: 1,024 tokens
-        of the default model handed over in 35 instead of 85 ms with the bf16 copy, 33 instead of 64 ms with the f32
-        one (AMD EPYC Zen 4, quiet, 2026-12-07; ~25 ms of it OpenVINO's own copy of the states set).
+        of the default model handed over in 39-41 instead of 76-104 ms with the bf16 copy (AMD EPYC Zen 4, quiet, 3-4
+        runs each, 2026-12-07; ~25 ms of it OpenVINO's own copy of the states set; with the f32 copy, capped at AVX2,
+        44-68 against 62-66 ms in a noisier run).
 
         Returns:
             the buffers ``request``'s states now reference (``_state_buffer``), to keep alive until they are set again.
@@ -616,8 +617,8 @@ def _move_states(source: ov.InferRequest, destination: ov.InferRequest) -> list[
 
 
 def _state_buffer(buffers: list[np.ndarray], shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
-    """An array of ``shape`` and ``dtype`` (float32: the exact request's states) over the last of ``buffers``, which is grown (a larger one appended) to fit: what
-    a state is set from (``ov.Tensor(..., shared_memory=True)``).
+    """An array of ``shape`` and ``dtype`` (float32: the exact request's states) over the last of ``buffers``, which
+    is grown (a larger one appended) to fit: what a state is set from (``ov.Tensor(..., shared_memory=True)``).
 
     OpenVINO's CPU plugin copies a state set into its own memory and also keeps the tensor it was given until the
     variable is set again ("to extend the lifetime", ``VariableStateKVcache::set_state_impl``, 2026.4). A tensor
