@@ -367,12 +367,36 @@ def _decoding_in_words(stats: dict) -> list[str]:
     return parts
 
 
+def stayed_plain(compare: dict) -> bool:
+    """Whether a comparison's second run was Auto and drafted at no step: both runs then decoded plainly, and their
+    speed ratio is timing noise, not a speedup (a newcomer's first Compare, sampled at the chat defaults where the
+    head's drafts do not pay, read "Speedup 0.91×" as Auto being slower)."""
+    spec = compare.get("spec") or {}
+    drafters = spec.get("drafters")
+    if spec.get("mode") != "auto" or not isinstance(drafters, dict) or not drafters:
+        return False
+    return all(name == "plain" or not (isinstance(use, dict) and use.get("drafted")) for name, use in drafters.items())
+
+
+#: What a comparison whose Auto run stayed plain measured (``stayed_plain``), before the ratio of the two runs.
+STAYED_PLAIN = "No speedup: Auto decoded plainly, drafts would not pay at these settings"
+
+
 def _compare_in_words(compare: dict) -> str:
-    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``."""
+    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``; where Auto
+    stayed plain, ``No speedup: Auto decoded plainly, ... (the two plain runs' speeds 0.97:1, timing noise), ...``."""
     second = _second_decoding(compare)
     if compare.get("speedup") is None:
         return f"Comparison of {second} and plain decoding incomplete"
+    if stayed_plain(compare):
+        return f"{STAYED_PLAIN} ({_noise_ratio(compare)}), {identity_text(compare)}"
     return f"{second[0].upper()}{second[1:]} {compare['speedup']:.2f} times as fast as plain decoding, {identity_text(compare)}"
+
+
+def _noise_ratio(compare: dict) -> str:
+    """The speed ratio of two runs that both decoded plainly, said as noise: ``the two plain runs' speeds 0.97:1,
+    timing noise``."""
+    return f"the two plain runs' speeds {compare['speedup']:.2f}:1, timing noise"
 
 
 def _with_error(line: str, stats: dict) -> str:
@@ -388,13 +412,17 @@ def compare_summary(compare: dict) -> str:
     same seed 5, texts differ by design (sampling)``: sampled replies differ even with the same seed, because the
     two modes draw their random numbers at different points; ``texts identical this time (sampled texts may
     differ)`` where they came out the same (a seeded Auto run that stayed plain: a newcomer trial read "texts
-    differ" under two identical texts). A comparison Stop cut off (``"stopped"``) claims neither: see
-    :func:`stopped_compare_text`."""
+    differ" under two identical texts). An Auto run that drafted at no step claims no speedup (``STAYED_PLAIN``,
+    its ratio said as timing noise: :func:`stayed_plain`). A comparison Stop cut off (``"stopped"``) claims
+    neither: see :func:`stopped_compare_text`."""
     if compare.get("stopped"):
         return stopped_compare_text(compare)
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
+    if stayed_plain(compare):
+        speedup = f"{STAYED_PLAIN} ({_noise_ratio(compare)})"
+    else:
+        speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
     if compare.get("sampled"):
         seed = (compare.get("ar") or {}).get("seed")
         same_seed = "same seed" + (f" {seed}" if isinstance(seed, int) else "")

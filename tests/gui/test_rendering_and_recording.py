@@ -292,6 +292,45 @@ def test_a_compare_against_auto_is_called_auto_from_its_start_to_its_export(tmp_
     db.close()
 
 
+def test_a_compare_whose_auto_run_stayed_plain_claims_no_speedup(tmp_path):
+    """A newcomer's first Compare (sampled at the chat defaults, where the head's drafts do not pay) ran Auto without
+    a single draft and read "Speedup 0.91×": two plain runs, whose ratio is timing noise, shown as Auto being
+    slower. Such a comparison says that Auto decoded plainly and claims no speedup, in the window and in the
+    export; one whose Auto run drafted at a single step still reports its speedup."""
+    from dataclasses import replace
+
+    from app.gui.reply_format import compare_summary, export_footer_text
+
+    def compare(drafted_steps: int) -> dict:
+        db = HistoryDB(tmp_path / f"h{drafted_steps}.sqlite3")
+        c = db.create_conversation("t")
+        message = db.message(db.add_message(c, "assistant", "", state="streaming"))
+        recorder = ReplyRecorder(db, message, compare=True, extra={"seed": 5}, compare_mode="auto")
+        recorder.begin_phase("ar")
+        recorder.add([TextDelta("One two", 1, False), Finished(_stats("ar", "One two", [1, 2, 3, 4], 40.0))])
+        recorder.begin_phase("spec", "auto")
+        auto = replace(_stats("spec", "One two", [1, 2, 3, 4], 36.4), mode="auto", drafter=None)
+        for step in range(4):
+            drafted = 2 if step < drafted_steps else 0
+            auto.count_step("head", 2, drafted, 0, 1, speculative=True)
+        recorder.add([TextDelta("One two", 1, False), Finished(auto)])
+        stats = recorder.finish("complete").stats
+        db.close()
+        return stats
+
+    plain = compare(drafted_steps=0)
+    assert compare_summary(plain["compare"]).startswith(
+        "No speedup: Auto decoded plainly, drafts would not pay at these settings (the two plain runs' speeds "
+        "0.91:1, timing noise) · speed and identity: texts identical"
+    )
+    assert "Speedup" not in footer_text(plain, "complete")
+    assert "times as fast" not in export_footer_text(plain, "complete")
+    assert "No speedup: Auto decoded plainly" in export_footer_text(plain, "complete")
+    drafted = compare(drafted_steps=1)
+    assert compare_summary(drafted["compare"]).startswith("Speedup 0.91× over plain decoding")
+    assert "Auto decoding 0.91 times as fast as plain decoding" in export_footer_text(drafted, "complete")
+
+
 @pytest.mark.parametrize(
     "difference,sampled,expected",
     [
