@@ -2,11 +2,11 @@
 remote server dialog.
 
     python tools/screenshot.py [--scene compare|chat|picker|settings|haiku|remote] [--output specchat.png]
-                               [--size 1366x768] [--prompt TEXT] [--decoding spec_lookup|spec_model]
+                               [--size 1366x768] [--prompt TEXT] [--decoding auto|spec_lookup|spec_model]
                                [--draft window|8-bit]
                                [--model NAME] [--switch-to NAME] [--n-ctx N] [--theme light|dark|system]
 
-``compare`` (the default) runs one autoregressive vs speculative comparison; ``chat`` sends the prompt as a message
+``compare`` (the default) runs one comparison, plain decoding against Auto (or the ``--decoding`` chosen); ``chat`` sends the prompt as a message
 and waits for the reply; ``picker`` opens the model picker's list. ``--model`` chats with an installed model (a
 name of ``specchat models list``) instead of the default model. ``settings`` shows the window without generating
 anything (the settings pane as a 1366x768 laptop screen shows it); ``haiku`` shows a stored conversation whose user
@@ -48,9 +48,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size", default="1440x900", help="screen size WIDTHxHEIGHT (the window fits it)")
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
-    parser.add_argument("--decoding", choices=("spec_lookup", "spec_model"), default="spec_model",
-                        help="speculative side of the comparison (default: a draft model, the window's own: the draft "
-                             "head on the default model, as a new user's Compare)")  # fmt: skip
+    parser.add_argument("--decoding", choices=("auto", "spec_lookup", "spec_model"), default="auto",
+                        help="second side of the comparison (default: Auto, a new user's decoding and Compare; "
+                             "spec_model: the window's draft model, the draft head on the default model)")  # fmt: skip
     parser.add_argument("--draft", choices=("window", "8-bit"), default="window",
                         help="spec_model's draft: the window's own choice (the draft head on the default model) "
                              "or the 8-bit default model")  # fmt: skip
