@@ -6,8 +6,8 @@ Rules:
 - The user message is saved before generation starts, and the reply's row is created (empty, ``streaming``)
   before the first token and kept up to date by a :class:`~app.gui.reply_recorder.ReplyRecorder`, so a crash
   loses at most half a second of it.
-- A comparison generates the reply twice with the same seed, autoregressive then speculative (prompt lookup
-  unless a draft model is loaded), each from an empty KV cache, and says why greedy texts differ.
+- A comparison generates the reply twice with the user's seed (unseeded if none: see ``start_reply``), plain then
+  Auto (or the speculative decoding chosen), each from an empty KV cache, and says why greedy texts differ.
 - The controller owns the data (history rows, the recorder, the worker's stream); the window owns the widgets
   and follows the signals.
 - With a remote target (``AppSettings.use_remote``) replies stream from that server through
@@ -268,8 +268,12 @@ class ReplyController(QObject):
         ``replaces``: a reply this one is a new version of)."""
         settings = self._settings()
         seed = settings.generation.sampling.seed
-        if compare and seed is None:
-            seed = random.randrange(2**31)  # both runs use the same seed
+        # A local comparison's runs take the user's seed, or none, as a chat reply does: a seeded sampled Auto reply
+        # plans from preset costs (inference.auto_decoding), so a seed drawn here showed another Auto than the chat's
+        # (plain throughout at the chat defaults, where the chat's measured costs draft). A remote server's two runs
+        # are the same request: one drawn seed makes them write the same text, so their speeds compare like for like.
+        if compare and seed is None and settings.use_remote:
+            seed = random.randrange(2**31)
         if settings.use_remote:
             extra = {"model": settings.remote_target().describe(), "seed": seed}
         else:

@@ -409,7 +409,8 @@ def _with_error(line: str, stats: dict) -> str:
 def compare_summary(compare: dict) -> str:
     """What a comparison {"ar": stats, "spec": stats, "speedup", "identical", "sampled"} measured, e.g.
     ``Speedup 1.42× over plain decoding · speed and identity: texts identical`` (greedy), or ``... · speed only:
-    same seed 5, texts differ by design (sampling)``: sampled replies differ even with the same seed, because the
+    same seed 5, texts differ by design (sampling)`` (no seed named where the user set none and the runs were
+    unseeded, as chat replies are): sampled replies differ even with the same seed, because the
     two modes draw their random numbers at different points; ``texts identical this time (sampled texts may
     differ)`` where they came out the same (a seeded Auto run that stayed plain: a newcomer trial read "texts
     differ" under two identical texts). An Auto run that drafted at no step claims no speedup (``STAYED_PLAIN``,
@@ -425,9 +426,9 @@ def compare_summary(compare: dict) -> str:
         speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
     if compare.get("sampled"):
         seed = (compare.get("ar") or {}).get("seed")
-        same_seed = "same seed" + (f" {seed}" if isinstance(seed, int) else "")
+        same_seed = f"same seed {seed}, " if isinstance(seed, int) and not isinstance(seed, bool) else ""
         texts = SAMPLED_IDENTICAL if compare.get("identical") else "texts differ by design (sampling)"
-        return f"{speedup} · speed only: {same_seed}, {texts}"
+        return f"{speedup} · speed only: {same_seed}{texts}"
     return f"{speedup} · speed and identity: {identity_text(compare)}"
 
 

@@ -175,7 +175,7 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     assert sum(use["steps"] for use in uses.values()) == sum(spec["k_steps"].values()) > 0
     drafting = [(use["accepted"], use["steps"], name) for name, use in uses.items() if name != "plain" and use["accepted"]]
     assert spec["drafter"] == (max(drafting)[2] if drafting else None)  # the drafter of most accepted drafts
-    assert ar["seed"] == spec["seed"] is not None  # same seed for both runs
+    assert ar["seed"] is None and spec["seed"] is None  # the user set no seed: unseeded, as a chat reply
     assert ar["text"] and final.content == spec["text"]
     assert compare["speedup"] == round(spec["tokens_per_s"] / ar["tokens_per_s"], 3)
     assert compare["identical"] is True  # greedy at the exact default precision
@@ -491,11 +491,19 @@ def test_sampling_greedy_toggle_presets_and_a_sampled_compare(qtbot, env):
     window.composer.set_text("Name three colours.")
     final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
     compare = final.stats["compare"]
-    assert compare["ar"]["seed"] == compare["spec"]["seed"] is not None  # one seed drawn for both runs
+    # no seed drawn: a seeded sampled Auto run plans from preset costs, not as the chat's unseeded Auto replies do
+    assert compare["ar"]["seed"] is None and compare["spec"]["seed"] is None
     assert compare["sampled"] is True
     widget = window.chat_view.message_widgets()[-1]
     texts = "texts identical this time (sampled texts may differ)" if compare["identical"] else "texts differ by design"
-    assert f"speed only: same seed {compare['ar']['seed']}, {texts}" in widget.footer.text()
+    assert f"speed only: {texts}" in widget.footer.text() and "seed" not in widget.footer.text()
+    group.seed.setText("11")  # a seed of the user's: both runs take it, and the footer names it
+    window.composer.set_text("Name three colours.")
+    final = _reply(qtbot, window, lambda: click(qtbot, window.composer.compare_button))
+    compare = final.stats["compare"]
+    assert compare["ar"]["seed"] == compare["spec"]["seed"] == 11
+    assert "speed only: same seed 11, " in window.chat_view.message_widgets()[-1].footer.text()
+    group.seed.setText("")
     click(qtbot, group.save_button)
     dialog = _dialog(qtbot, window, "presetNameDialog")
     dialog.setTextValue("Warm")

@@ -156,6 +156,8 @@ def test_the_compare_summary_says_what_it_compares():
     assert compare_summary(sampled) == (
         "Speedup 1.42× over plain decoding · speed only: same seed 5, texts differ by design (sampling)"
     )
+    unseeded = {**sampled, "ar": {"seed": None}}  # the user set no seed: none is named
+    assert compare_summary(unseeded) == "Speedup 1.42× over plain decoding · speed only: texts differ by design (sampling)"
     # two identical sampled texts (a seeded Auto run that stayed plain) are not said to differ (newcomer trial)
     assert compare_summary({**sampled, "identical": True}) == (
         "Speedup 1.42× over plain decoding · speed only: same seed 5, texts identical this time (sampled texts may differ)"
