@@ -270,8 +270,9 @@ class ReplyController(QObject):
         seed = settings.generation.sampling.seed
         # A local comparison's runs take the user's seed, or none, as a chat reply does: a seeded sampled Auto reply
         # plans from preset costs (inference.auto_decoding), so a seed drawn here showed another Auto than the chat's
-        # (plain throughout at the chat defaults, where the chat's measured costs draft). A remote server's two runs
-        # are the same request: one drawn seed makes them write the same text, so their speeds compare like for like.
+        # (plain throughout at the chat defaults, where the chat's measured costs draft). A remote server's runs
+        # share one drawn seed: a server not SpecChat's gets the same request twice, which the seed makes write the
+        # same text, so their speeds compare like for like.
         if compare and seed is None and settings.use_remote:
             seed = random.randrange(2**31)
         if settings.use_remote:
