@@ -50,7 +50,7 @@ from ..background import TaskSet
 from .history_db import HistoryDB, write_error_text
 from .history_rows import ROOT, Message
 from .model_loader import ModelLoader
-from .reply_format import can_continue
+from .reply_format import answered_with_label, can_continue
 from .reply_recorder import ReplyRecorder
 from .settings_store import AppSettings
 
@@ -231,7 +231,13 @@ class ReplyController(QObject):
             return "Only a reply that stopped at its length limit, was interrupted or was stopped can be continued."
         settings = self._settings()
         if settings.use_remote:
-            return "Continue works with the models on this computer: an OpenAI-compatible server cannot continue a reply."
+            label = answered_with_label(message.stats)
+            writer = f"the local model {label}" if label else "a model on this computer"
+            return (
+                f"This reply was written by {writer}: choose a model on "
+                "this computer in the model picker (Ctrl+L) to continue it (a remote server cannot continue a reply; "
+                "Regenerate asks it for a new one)."
+            )
         conversation = self.db.conversation(message.conversation_id)
         if conversation is not None and conversation.json_output:  # its grammar would start a second object
             return (

@@ -375,3 +375,34 @@ def test_a_key_goes_only_to_the_server_it_was_entered_for(qtbot, make_window, st
     dialog.url.setText("http://alice:s3cret@192.0.2.7:8000/v1")
     with pytest.raises(RemoteError, match="holds a user name or password"):
         dialog.choice()
+
+
+def test_continue_of_a_local_reply_under_a_remote_server_says_which_model_wrote_it_and_what_to_do(
+    qtbot, make_window, stub, tmp_path, no_user_keyring
+):
+    """A local model's reply cut at the length limit keeps its Continue; with a remote server chosen, Continue was
+    refused with "Continue works with the models on this computer…", which did not say what to do (newcomer trial):
+    the refusal names the local model that wrote the reply and says to choose a local model to continue it."""
+    from app.gui.history_db import HistoryDB
+
+    history = tmp_path / "history.sqlite3"
+    db = HistoryDB(history)
+    chat = db.create_conversation("Stories")
+    db.add_message(chat, "user", "Tell me a story.")
+    stats = {"mode": "ar", "ttft_ms": 40.0, "tokens_per_s": 50.0, "new_tokens": 24, "stop_reason": "max_new_tokens",
+             "model": "SmolLM2-135M-Instruct-int4 on CPU", "target_label": "SmolLM2-135M-Instruct · 4-bit"}
+    cut = db.add_message(chat, "assistant", "Once upon a time", stats=stats)
+    db.close()
+    window = make_window(history=history, start=False)
+    qtbot.waitUntil(lambda: window.chat_view.fully_loaded and window.chat_view.widget(cut) is not None, timeout=5000)
+    choose_remote(window, stub.url("ok"))
+    widget = window.chat_view.widget(cut)
+    assert widget.continue_button.isVisibleTo(widget)
+    widget.continue_button.click()
+    assert window.active is None and window.db.message(cut).content == "Once upon a time"  # nothing was written
+    assert window.composer.error_text == (
+        "This reply was written by the local model SmolLM2-135M-Instruct · 4-bit: choose a model on this computer in "
+        "the model picker (Ctrl+L) to continue it (a remote server cannot continue a reply; Regenerate asks it for a "
+        "new one)."
+    )
+
