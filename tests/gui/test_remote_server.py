@@ -406,3 +406,11 @@ def test_continue_of_a_local_reply_under_a_remote_server_says_which_model_wrote_
         "new one)."
     )
 
+
+def test_the_longest_reply_tip_is_true_with_a_remote_server_too(qtbot, make_window, stub, no_user_keyring):
+    """Its tooltip said "Continue writes more" also with a remote server chosen, whose replies have no Continue."""
+    window = make_window(start=False)
+    choose_remote(window, stub.url("ok"))
+    tip = window.settings_pane.sampling.max_new_tokens.toolTip()
+    assert "Continue writes more of a reply from a model on this computer" in tip
+    assert "a remote server's: raise this, then Regenerate" in tip

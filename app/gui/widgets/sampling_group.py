@@ -144,7 +144,8 @@ class SamplingGroup(QGroupBox):
         self.max_new_tokens.setSingleStep(64)
         self._row(
             form, "max_new_tokens", "Longest reply (tokens)", self.max_new_tokens,
-            "Max new tokens: a reply stops at this many tokens (about 3/4 of a word each); Continue writes more",
+            "Max new tokens: a reply stops at this many tokens (about 3/4 of a word each); Continue writes more of "
+            "a reply from a model on this computer (a remote server's: raise this, then Regenerate)",
         )  # fmt: skip
 
         # Folded by default, so that the pane fits a 1366x768 screen; a flagged field unfolds them (SettingsPane).
