@@ -66,7 +66,7 @@ class RemoteStub:
                 pass
 
             def _route(self) -> tuple[str, str]:
-                parts = self.path.strip("/").split("/", 2)
+                parts = self.path.partition("?")[0].strip("/").split("/", 2)  # (a base URL's query is kept)
                 if len(parts) != 3 or parts[0] not in BEHAVIOURS or parts[1] not in ("v1", "v3"):
                     return "", ""
                 return parts[0], parts[2]

@@ -536,3 +536,35 @@ def test_a_specchat_server_gets_only_the_options_its_mode_uses():
     assert sent(Decoding.AUTO) == {"mode": "auto"} and sent(Decoding.AUTOREGRESSIVE) == {"mode": "ar"}
     assert sent(Decoding.DRAFT_MODEL) == {"mode": "spec_model", "k": 5}
     assert sent(Decoding.PROMPT_LOOKUP, adaptive=True) == {"mode": "spec_lookup", "adaptive_k": True}
+
+
+def test_the_secrets_of_a_base_url_are_never_in_what_is_said_but_are_sent():
+    """A base URL may carry its credentials in its query (``?api_key=``, ``?key=``, ``?token=``): errors quoted the
+    URL whole, so the secret showed in the status bar, reply footers and exports."""
+    from app.backends.remote_errors import shown_url
+
+    assert shown_url("https://gpu-box/v1?api-version=2024-02-01&api_key=SECRET&token=T0K&Key=K") == (
+        "https://gpu-box/v1?api-version=2024-02-01&api_key=***&token=***&Key=***"
+    )
+    assert shown_url("http://alice:s3cret@gpu-box:8000/v1") == "http://alice:***@gpu-box:8000/v1"
+    assert shown_url("http://gpu-box:8000/v1") == "http://gpu-box:8000/v1"
+    asked = []
+
+    def script(method, path):
+        asked.append(path)
+        if path.startswith("/v1/chat/completions"):
+            return 200, {"Content-Type": "text/event-stream"}, [b"data: not json\n\n"]
+        return 404, {"Content-Type": "text/plain"}, b"no such route"
+
+    with ScriptedServer(script) as server:
+        backend = RemoteBackend(RemoteTarget(server.url + "?key=SECRET", MODEL))
+        with pytest.raises(RemoteError) as listing:
+            run_coroutine(backend.list_models())
+        _, error, _ = collect(backend, request=SMALL)
+    assert asked == ["/v1/models?key=SECRET", "/v1/chat/completions?key=SECRET"]  # the requests carry it
+    assert "has no model list at" in str(listing.value) and "?key=***" in str(listing.value)
+    assert "not an OpenAI stream" in str(error) and "?key=***" in str(error)
+    assert "SECRET" not in str(listing.value) + str(error)
+    with pytest.raises(RemoteError) as refused:
+        check_base_url("ftp://gpu-box/v1?token=SECRET")
+    assert "SECRET" not in str(refused.value) and "token=***" in str(refused.value)

@@ -31,7 +31,9 @@ Rules:
   JSON of another shape than OpenAI's (or nested deeper than :data:`~app.backends.remote_errors.MAX_JSON_DEPTH`) is
   a RemoteError, never a TypeError.
 - Credentials stay out of what is shown and stored: a base URL with ``user:password@`` is refused
-  (:func:`check_base_url`), and :func:`plain_http_warning` says when a key would cross the network unencrypted.
+  (:func:`check_base_url`), a URL a message quotes shows the secret values of its query (``?api_key=``, ``?key=``,
+  ``?token=``...) as ``***`` (:func:`~app.backends.remote_errors.shown_url`; the requests carry them), and
+  :func:`plain_http_warning` says when a key would cross the network unencrypted.
 
 Sources: the OpenAI API reference (chat completions, streaming, ``stream_options``; ``GET /models``); OpenVINO Model
 Server's OpenAI API (``/v3/chat/completions``).
@@ -54,7 +56,15 @@ from inference.settings import Decoding, GenerationSettings
 from .. import bounded_json
 from ..binding import is_loopback
 from .protocol import GenerationRequest
-from .remote_errors import CUT_TEXT, MAX_JSON_DEPTH, RemoteError, error_text, status_error, transport_error
+from .remote_errors import (
+    CUT_TEXT,
+    MAX_JSON_DEPTH,
+    RemoteError,
+    error_text,
+    shown_url,
+    status_error,
+    transport_error,
+)
 from .remote_io import Cancelled, error_body, event_lines, or_cancel, read_body
 from .remote_stream import REMOTE_CUT, ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long, whole_reply
 
@@ -127,7 +137,7 @@ def check_base_url(url: str) -> str:
         RemoteError: it is not (the message says what a base URL looks like), or it holds ``user:password@``
             (which would be shown in reply footers and kept in the settings file; the message does not repeat it).
     """
-    given = url.strip().rstrip("/")
+    given = shown_url(url.strip().rstrip("/"))
     try:
         parts = urlsplit(with_scheme(url))
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -224,6 +234,7 @@ class RemoteBackend:
             RemoteError: the server cannot be reached, refuses the key, or answers something else than a model list.
         """
         url = route_url(self.target.base_url, "models")
+        shown = shown_url(url)  # (what messages quote)
         cancel = cancel or threading.Event()
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
@@ -234,10 +245,10 @@ class RemoteBackend:
                         text = await error_body(response, cancel)
                         raise status_error(response.status_code, text, response.headers, self.target.host,
                                             self.target.model, url, listing=True)
-                    body = await read_body(response, MAX_BODY_BYTES, cancel, f"{url} sent a model list")
+                    body = await read_body(response, MAX_BODY_BYTES, cancel, f"{shown} sent a model list")
                 finally:
                     await response.aclose()
-                models = _model_list(body, url)
+                models = _model_list(body, shown)
         except httpx.HTTPError as error:
             raise transport_error(error, self.target.host, url, self.read_timeout_s, partial=False,
                                   listing=True) from None
@@ -294,6 +305,7 @@ class RemoteBackend:
                 arrived (stop reason ``interrupted``).
         """
         url = route_url(self.target.base_url, "chat/completions")
+        shown = shown_url(url)  # (what messages quote)
         clock = ReplyClock()
         extension: dict = {}
         usage: dict = {}
@@ -313,9 +325,9 @@ class RemoteBackend:
                                             self.target.model, url)
                     max_events, max_chars = reply_limits(request.settings.sampling.max_new_tokens)
                     if _media_type(response) == "application/json":  # a whole reply, not a stream
-                        lines = whole_reply(response, MAX_BODY_BYTES, cancel, url)
+                        lines = whole_reply(response, MAX_BODY_BYTES, cancel, shown)
                     else:
-                        lines = event_lines(response.aiter_bytes(), url)
+                        lines = event_lines(response.aiter_bytes(), shown)
                     events = 0
                     while True:
                         try:
@@ -331,14 +343,14 @@ class RemoteBackend:
                         events += 1
                         if events > max_events or len(clock.text) > max_chars:
                             raise RemoteError(too_long(request.settings.sampling.max_new_tokens))
-                        chunk = parse_chunk(data, url)
+                        chunk = parse_chunk(data, shown)
                         if isinstance(chunk.get("model"), str) and chunk["model"]:
                             self.answered_by = chunk["model"]
                         if isinstance(chunk.get("error"), dict | str):
                             raise RemoteError(
                                 f"The server stopped the reply with an error: {error_text(chunk['error'])}"
                             )
-                        choices = chunk_choices(chunk, url)  # checks the types of the choices and usage
+                        choices = chunk_choices(chunk, shown)  # checks the types of the choices and usage
                         usage = chunk.get("usage") or usage
                         chunk_extension = chunk.get("specchat") if isinstance(chunk.get("specchat"), dict) else {}
                         extension = {**extension, **chunk_extension}

@@ -8,7 +8,9 @@ Rules:
   dialog's own fields.
 - What the server said is quoted from its error body (``error.message`` or ``detail``), at most 200 characters;
   the body is JSON nested at most :data:`MAX_JSON_DEPTH` deep, or plain text.
-- A message names the server by ``host:port`` only, never a ``user:password@`` of its URL.
+- A message names the server by ``host:port`` only, never a ``user:password@`` of its URL; a URL it quotes, and
+  what the server said, show the URL's secrets (its password, the values of ``?api_key=``, ``?key=``, ``?token=``...)
+  as ``***`` (:func:`shown_url`, :func:`without_secrets`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from .. import bounded_json
 #: Deepest nesting of lists and objects in a JSON answer (an OpenAI chunk nests 4 deep): error bodies, stream
 #: chunks and model lists.
 MAX_JSON_DEPTH = 32
+#: Words that make a query parameter's value a secret when its name holds one (``api_key``, ``key``, ``token``,
+#: ``access_token``, ``sig``...); ``api-version`` and the like are shown.
+SECRET_QUERY_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "sig", "credential")
+#: What a secret is shown as.
+HIDDEN = "***"
 #: A reply's stream that ended before the reply did.
 CUT_TEXT = "The server closed the stream before the reply ended (the partial reply was kept): Regenerate to try again"
 
@@ -41,6 +48,58 @@ class RemoteError(RuntimeError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+def _secret_parameter(name: str) -> bool:
+    return any(word in name.lower() for word in SECRET_QUERY_WORDS)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets ``url`` carries: the user name and password before ``@`` (a user name alone is often a token)
+    and the values of query parameters whose names hold a word of :data:`SECRET_QUERY_WORDS` (none of text that is
+    no URL)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    user_info = parts.netloc.rpartition("@")[0]
+    user, _, password = user_info.partition(":")
+    secrets = [password or user] if user_info else []
+    for parameter in parts.query.split("&"):
+        name, _, value = parameter.partition("=")
+        if value and _secret_parameter(name):
+            secrets.append(value)
+    return [secret for secret in secrets if secret]
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown: its password (or a user name alone) and its secret query values
+    (:func:`url_secrets`) replaced by :data:`HIDDEN`, the rest as given (of text that is no URL, e.g. an unclosed
+    ``[``, all of the query)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        base, question, _ = url.partition("?")
+        return base + (f"?{HIDDEN}" if question else "")
+    netloc = parts.netloc
+    if "@" in netloc:
+        user_info, _, host = netloc.rpartition("@")
+        user, colon, _ = user_info.partition(":")
+        netloc = f"{user}:{HIDDEN}@{host}" if colon else f"{HIDDEN}@{host}"
+    query = "&".join(
+        f"{name}={HIDDEN}" if value and _secret_parameter(name) else parameter
+        for parameter in parts.query.split("&")
+        for name, _, value in [parameter.partition("=")]
+    )
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def without_secrets(text: str, url: str) -> str:
+    """``text`` with every secret of ``url`` (:func:`url_secrets`) in it replaced by :data:`HIDDEN` (what a server
+    says may quote the URL it was asked)."""
+    for secret in sorted(url_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, HIDDEN)
+    return text
 
 
 def error_text(error: Any) -> str:
@@ -91,7 +150,7 @@ def status_error(
         message = f"{host} failed ({status}){said}: retry, or check the server's log"
     else:
         message = f"{host} refused the request ({status}){said}"
-    return RemoteError(message, status)
+    return RemoteError(without_secrets(message, url), status)
 
 
 def transport_error(
@@ -99,7 +158,13 @@ def transport_error(
 ) -> RemoteError:
     """The RemoteError of a connection, TLS, time-out or stream failure of a request to ``url`` on ``host``
     (``RemoteTarget.host``; ``partial``: text had arrived; ``listing``: of ``GET /models``, from the remote server
-    dialog)."""
+    dialog), the secrets of ``url`` hidden (:func:`without_secrets`)."""
+    return RemoteError(without_secrets(str(_transport_error(error, host, url, read_timeout_s, partial, listing)), url))
+
+
+def _transport_error(
+    error: httpx.HTTPError, host: str, url: str, read_timeout_s: float, partial: bool, listing: bool
+) -> RemoteError:
     kept = " (the partial reply was kept)" if partial else ""
     causes = _causes(error)
     if isinstance(error, httpx.ReadTimeout):

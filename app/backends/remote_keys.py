@@ -2,8 +2,9 @@
 one, else in a file only the user can read; never in ``settings.json``.
 
 Rules:
-- Keys are stored per base URL (service :data:`KEYRING_SERVICE`, user name the base URL); the key the window's
-  local server asks of its clients under the name :data:`LOCAL_SERVER`.
+- Keys are stored per base URL (service :data:`KEYRING_SERVICE`, user name the base URL as shown, its secrets
+  ``***``); the key the window's local server asks of its clients under the name :data:`LOCAL_SERVER`; a base URL
+  with secrets in its query (``?key=...``) under :data:`SECRET_URL_PREFIX` and the URL shown.
 - A keyring is usable when ``keyring``'s chosen backend has a priority above 0 (the ``fail`` backend of a machine
   without Secret Service, KWallet or the macOS/Windows store has 0) and accepts the write.
 - Otherwise the key goes to ``remote_keys.json`` in the config folder (``$SPECCHAT_CONFIG_DIR`` overrides it), created
@@ -35,6 +36,8 @@ logger = logging.getLogger(__name__)
 KEYRING_SERVICE = "specchat-remote-server"
 KEYS_FILE = "remote_keys.json"
 LOCAL_SERVER = "local-server"  # the name the window's local server keeps its key under (never a base URL)
+#: Before a shown base URL (``...?key=***``), the name the base URL with its secrets is kept under.
+SECRET_URL_PREFIX = "base-url-with-secrets "
 
 
 def keys_file() -> Path:
@@ -73,6 +76,17 @@ def save_api_key(base_url: str, key: str) -> str:
             logger.warning("the keyring refused the API key (%s); using %s", error, keys_file())
     _write_file_key(base_url, key)
     return str(keys_file())
+
+
+def save_secret_url(shown: str, base_url: str) -> str:
+    """Keep ``base_url``, whose secrets (``?key=...``) ``shown`` hides, where keys are kept, so that the settings
+    file holds only ``shown``; returns where it went (as :func:`save_api_key`, which raises the same)."""
+    return save_api_key(SECRET_URL_PREFIX + shown, base_url)
+
+
+def load_secret_url(shown: str) -> str:
+    """The base URL with secrets kept for ``shown`` by :func:`save_secret_url`, else ``shown`` itself."""
+    return load_api_key(SECRET_URL_PREFIX + shown) or shown
 
 
 def load_api_key(base_url: str) -> str:

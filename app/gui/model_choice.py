@@ -55,7 +55,8 @@ from inference.models.store import (
 from inference.settings import MAX_K, Decoding, SpeculativeSettings
 
 from ..backends.remote_errors import RemoteError
-from ..backends.remote_keys import load_api_key, save_api_key
+from ..backends.remote_errors import shown_url
+from ..backends.remote_keys import load_api_key, save_api_key, save_secret_url
 from ..backends.worker import ModelInfo
 from ..background import TaskSet
 from .draft_speed import DraftSpeedEvidence, draft_speed_ratio
@@ -464,24 +465,30 @@ class ModelChoice(QObject):
         url = settings.remote_target().root
 
         def stored_key(url: str) -> str:  # the key entered this session for that server, else the one stored
-            return replies.remote_keys.get(url, load_api_key(url) if url else "")
+            shown = shown_url(url)
+            return replies.remote_keys.get(shown, load_api_key(shown) if shown else "")
 
+        secret_url = replies.secret_url(settings.remote_url) if settings.remote_url else ""
         choice = await ask_remote_server(
-            self._parent, self._tasks.spawn, settings.remote_url, settings.remote_model, stored_key(url), stored_key
+            self._parent, self._tasks.spawn, secret_url, settings.remote_model, stored_key(url), stored_key
         )
         if choice is None:
             self._picker.select(self.settings.target_model, self.settings.bits)
             return False
-        replies.remote_keys[choice.base_url] = choice.api_key
+        shown = shown_url(choice.base_url)  # what the settings file keeps; the secrets go where the key goes
+        replies.remote_keys[shown] = choice.api_key
+        replies.remote_urls[shown] = choice.base_url
         unsaved = ""
         try:
-            save_api_key(choice.base_url, choice.api_key)
+            save_api_key(shown, choice.api_key)
+            if shown != choice.base_url:
+                save_secret_url(shown, choice.base_url)
         except OSError as error:
             unsaved = f"Could not store the API key ({error}): it is used this session only. "
         if choice.specchat is not None:
-            replies.remote_specchat[choice.base_url] = choice.specchat
-        self.unreachable.pop(choice.base_url, None)  # it just answered
-        self.apply(replace(settings, remote_url=choice.base_url, remote_model=choice.model, use_remote=True))
+            replies.remote_specchat[shown] = choice.specchat
+        self.unreachable.pop(shown, None)  # it just answered
+        self.apply(replace(settings, remote_url=shown, remote_model=choice.model, use_remote=True))
         self.refresh_models()
         self.update_compare()
         if choice.specchat is None:
@@ -496,7 +503,7 @@ class ModelChoice(QObject):
         if not settings.remote_model:
             return
         backend = self._replies.remote_backend(replace(settings, use_remote=True))
-        root = backend.target.root
+        root = settings.remote_target().root  # (the URL shown: the backend's holds its secrets)
         try:
             await backend.list_models()
         except RemoteError as error:

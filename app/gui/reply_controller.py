@@ -43,7 +43,7 @@ from inference.settings import Decoding, SettingError
 from ..backends.protocol import GenerationRequest, ReplySource
 from ..backends.remote import READ_TIMEOUT_S, RemoteBackend
 from ..backends.remote_errors import RemoteError
-from ..backends.remote_keys import load_api_key
+from ..backends.remote_keys import load_api_key, load_secret_url
 from ..backends.remote_stream import REMOTE_MODE
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet
@@ -114,6 +114,8 @@ class ReplyController(QObject):
         remote_read_timeout_s: how long a remote server may stay silent before its reply is given up.
         remote_keys: API keys entered this session, per base URL (used before ``app.backends.remote_keys``' stored ones, so
             that a key the keyring or the file refused still works until SpecChat quits).
+        remote_urls: base URLs with secrets in their query entered this session, per base URL as shown (the
+            settings' ``remote_url``, its secrets ``***``), used before those ``app.backends.remote_keys`` keeps.
     """
 
     started = Signal(object)
@@ -145,6 +147,7 @@ class ReplyController(QObject):
         self.unsaved: list[ReplyRecorder] = []
         self.remote_specchat: dict[str, bool] = {}
         self.remote_keys: dict[str, str] = {}
+        self.remote_urls: dict[str, str] = {}
         self.remote_read_timeout_s = READ_TIMEOUT_S
         self._reported_save_error: str | None = None
 
@@ -335,8 +338,14 @@ class ReplyController(QObject):
             return None
         url = settings.remote_target().root
         target = settings.remote_target(self.remote_keys[url] if url in self.remote_keys else load_api_key(url))
-        specchat = self.remote_specchat.get(target.root, False)
+        target = replace(target, base_url=self.secret_url(url))
+        specchat = self.remote_specchat.get(url, False)
         return RemoteBackend(target, read_timeout_s=self.remote_read_timeout_s, specchat=specchat)
+
+    def secret_url(self, shown: str) -> str:
+        """The base URL requests go to for the base URL ``shown`` (``AppSettings.remote_url``, its secrets ``***``):
+        the one entered this session (:attr:`remote_urls`), else the one ``app.backends.remote_keys`` keeps."""
+        return self.remote_urls[shown] if shown in self.remote_urls else load_secret_url(shown)
 
     def _history(self, conversation_id: int, exclude: int) -> list[dict]:
         """Messages to send to the model: everything before the new reply, minus empty and unreadable ones."""

@@ -414,3 +414,32 @@ def test_the_longest_reply_tip_is_true_with_a_remote_server_too(qtbot, make_wind
     tip = window.settings_pane.sampling.max_new_tokens.toolTip()
     assert "Continue writes more of a reply from a model on this computer" in tip
     assert "a remote server's: raise this, then Regenerate" in tip
+
+
+def test_a_secret_in_the_base_url_is_sent_but_never_shown_nor_written_to_settings(
+    qtbot, make_window, stub, no_user_keyring
+):
+    """A base URL with ``?key=SECRET`` was shown and kept as given (settings.json, errors in the status bar, footers
+    and exports): its secret is shown as ``***`` and kept where the API key is, the requests still carry it."""
+    window = make_window(wait_model=False)
+    dialog = open_dialog(qtbot, window)
+    dialog.url.setText(stub.url("ok").replace("/ok/", "/nowhere/") + "?key=SECRET")
+    fetch(qtbot, dialog)
+    assert "has no model list at" in dialog.error.text() and "SECRET" not in dialog.error.text()
+    dialog.url.setText(stub.url("ok") + "?key=SECRET")
+    fetch(qtbot, dialog)
+    assert not dialog.error.isVisible()
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: window.settings.use_remote, timeout=5000)
+    assert window.settings.remote_url == stub.url("ok") + "?key=***"
+    final = send_and_wait(qtbot, window, "Say hello")
+    assert final.content == REPLY and stub.requests[-1][0] == "/ok/v1/chat/completions?key=SECRET"
+    assert "SECRET" not in json.dumps(final.stats) + export_markdown(window.db, final.conversation_id)
+    qtbot.waitUntil(lambda: window.store.path.exists(), timeout=5000)
+    assert "SECRET" not in window.store.path.read_text() and "SECRET" in keys_file().read_text()
+    window.close()
+
+    again = make_window(settings=None, wait_model=False)  # the next start sends the secret again
+    assert again.settings.remote_url == stub.url("ok") + "?key=***"
+    assert send_and_wait(qtbot, again, "Say hello again").content == REPLY
+    assert stub.requests[-1][0] == "/ok/v1/chat/completions?key=SECRET"
