@@ -108,7 +108,7 @@ def _take(args: argparse.Namespace) -> int:
         draft = str(ensure_default_model(8, progress=lambda line: print(line, file=sys.stderr)))
     remote = {"remote_url": REMOTE_URL, "remote_model": REMOTE_MODEL} if args.scene == "remote" else {}
     settings = AppSettings(target_model=args.model, **remote).with_values(
-        decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens, seed=7,
+        decoding=args.decoding, draft_model=draft, max_new_tokens=args.max_new_tokens,
         precision=args.precision, kv_cache_precision=args.kv_cache_precision, theme=args.theme,
         **({"n_ctx": args.n_ctx} if args.n_ctx else {}),
     )  # fmt: skip
