@@ -56,15 +56,7 @@ from inference.settings import Decoding, GenerationSettings
 from .. import bounded_json
 from ..binding import is_loopback
 from .protocol import GenerationRequest
-from .remote_errors import (
-    CUT_TEXT,
-    MAX_JSON_DEPTH,
-    RemoteError,
-    error_text,
-    shown_url,
-    status_error,
-    transport_error,
-)
+from .remote_errors import CUT_TEXT, MAX_JSON_DEPTH, RemoteError, error_text, shown_url, status_error, transport_error
 from .remote_io import Cancelled, error_body, event_lines, or_cancel, read_body
 from .remote_stream import REMOTE_CUT, ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long, whole_reply
 

@@ -54,8 +54,7 @@ from inference.models.store import (
 )
 from inference.settings import MAX_K, Decoding, SpeculativeSettings
 
-from ..backends.remote_errors import RemoteError
-from ..backends.remote_errors import shown_url
+from ..backends.remote_errors import RemoteError, shown_url
 from ..backends.remote_keys import load_api_key, save_api_key, save_secret_url
 from ..backends.worker import ModelInfo
 from ..background import TaskSet
