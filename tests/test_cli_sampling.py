@@ -24,3 +24,13 @@ def test_the_command_line_defaults_to_greedy_without_penalties():
 def test_an_out_of_range_penalty_names_the_setting():
     with pytest.raises(SettingError, match=r"presence_penalty must be in \[-2, 2\]"):
         _settings(build_parser().parse_args(["generate", "hi", "--presence-penalty", "3"]), "ar")
+
+
+@pytest.mark.parametrize("command", [["generate", "hi"], ["chat"]])
+def test_min_p_reaches_the_sampling_settings_as_specchat_serve_s_does(command):
+    """``specchat serve`` took --min-p and ``generate``/``chat`` refused it (newcomer trial): all three take it."""
+    sampling = _settings(build_parser().parse_args([*command, "--temperature", "0.7", "--min-p", "0.05"]), "ar").sampling
+    assert sampling.min_p == 0.05
+    assert _settings(build_parser().parse_args(command), "ar").sampling.min_p == 0.0
+    with pytest.raises(SettingError, match=r"min_p must be in \[0, 1\]"):
+        _settings(build_parser().parse_args([*command, "--min-p", "1.5"]), "ar")

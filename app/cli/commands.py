@@ -41,6 +41,8 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=SAMPLING.temperature, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
     parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
+    parser.add_argument("--min-p", type=float, default=SAMPLING.min_p,
+                        help="drop tokens less likely than this times the likeliest, in [0, 1] (0 = disabled)")
     parser.add_argument("--seed", type=_seed, default=SAMPLING.seed, help="same seed, same reply; -1 = random (as llama.cpp)")
     parser.add_argument(
         "--max-new-tokens", "--max-tokens", type=int, default=SAMPLING.max_new_tokens,
@@ -234,6 +236,7 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
             temperature=args.temperature,
             top_k=args.top_k,
             top_p=args.top_p,
+            min_p=args.min_p,
             seed=args.seed,
             max_new_tokens=args.max_new_tokens,
             stop_strings=tuple(args.stop),
