@@ -203,8 +203,8 @@ def test_a_chat_whose_preset_was_deleted_falls_back_to_the_model_default_after_a
 def test_a_preset_that_cannot_be_saved_says_why_without_moving_a_field(make_pane, qtbot, tmp_path):
     """Saving a preset failed (the settings file could not be written): its message line pushed every field below
     the preset down, as an invalid value's error once did (test_settings_validation's
-    test_an_error_appearing_under_a_field_moves_no_field). It takes half of the preset's row, cut to one line (a
-    line of its own kept free pushed the pane past a 1366x768 window: test_small_screen)."""
+    test_an_error_appearing_under_a_field_moves_no_field_unless_it_needs_more_lines). It takes half of the preset's
+    row, cut to one line (a line of its own kept free pushed the pane past a 1366x768 window: test_small_screen)."""
     pane, store, _ = make_pane()
     pane.resize(400, 760)
     pane.show()

@@ -438,11 +438,14 @@ def test_a_stored_value_a_field_cannot_hold_is_said_as_the_file_holds_it(qtbot, 
     assert pane.errors() == {}
 
 
+@pytest.mark.parametrize("width", [1000, 400])
 @pytest.mark.parametrize("field,value", [("n_keep", 512), ("n_ctx", 5), ("top_p", 0.0), ("k", 17)])
-def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
+def test_an_error_appearing_under_a_field_moves_no_field_unless_it_needs_more_lines(qtbot, field, value, width):
     """A newcomer typed an invalid n_keep: its error line pushed the fields below it down ~15 px, and a click aimed
     at the next field landed on another. The error takes its slot's room (the explanation's lines, or the line kept
-    free under a field without one); a longer message ends with "…" and is whole in its tooltip."""
+    free under a field without one): one that fits there moves nothing. A longer one (a narrow pane) is wrapped
+    whole (it was cut with "…", unreadable: test_field_errors_whole) and moves only the fields below it, by its extra
+    lines."""
     from PySide6.QtWidgets import QLabel
 
     from app.gui.application import create_application
@@ -450,7 +453,7 @@ def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
     create_application()
     pane = SettingsPane(AppSettings().with_values(n_ctx=512, decoding="spec_lookup"), ["CPU"])
     qtbot.addWidget(pane)
-    pane.resize(400, 760)
+    pane.resize(width, 760)
     pane.show()
     pane.advanced.button.click()
     pane.sampling.more.show()
@@ -461,14 +464,19 @@ def test_an_error_appearing_under_a_field_moves_no_field(qtbot, field, value):
 
     before = geometry()
     assert field in before and len(before) >= 15
+    error = pane.error_labels[field]
+    room = error.height()  # the slot's lines
     original = getattr(pane, field).value()
     getattr(pane, field).setValue(value)
     qtbot.wait(50)
-    assert {name: rect for name, rect in geometry().items() if rect != before[name]} == {}
-    error = pane.error_labels[field]
     assert error.isVisibleTo(pane) and error.text() and error.text() == error.toolTip()
     shown = error.shown_text()
-    assert shown == error.text() or (shown.endswith("…") and error.text().startswith(shown[:-1].replace("\n", " ")[:20]))
+    assert "…" not in shown and shown.replace("\n", " ") == error.text()  # whole, every word in order
+    extra = error.height() - room
+    assert (extra == 0) == (width == 1000) and extra % error.fontMetrics().lineSpacing() == 0
+    top = before[field].bottom()
+    moved = {name: rect.top() - before[name].top() for name, rect in geometry().items() if rect != before[name]}
+    assert moved == {name: extra for name, rect in before.items() if rect.top() > top and extra}
     explanation = [label for label in error.parentWidget().findChildren(QLabel, "settingHelp")]
     assert not any(label.isVisibleTo(pane) for label in explanation)  # the error is said in the explanation's place
     getattr(pane, field).setValue(original)

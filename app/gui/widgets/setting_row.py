@@ -2,18 +2,19 @@
 input, and under it one slot the width of the whole form (so that a message never wraps to a lone word) holding its
 one-line explanation or, while the value is invalid, its error in the explanation's place.
 
-The slot's height never changes when an error appears or goes: a newcomer typed an invalid n_keep, the error line
-pushed every field below it down ~15 px, and a click aimed at the next field landed on another. An error takes the
-lines the explanation takes (one line where a setting has none: that line is kept free), as Material's text fields
-put their error in place of their helper text; a longer message ends with "…", whole in ``text()``, its tooltip and
-the message box's summary of the first error."""
+An error that fits the slot moves nothing: a newcomer typed an invalid n_keep, the error line pushed every field below
+it down ~15 px, and a click aimed at the next field landed on another. An error takes the lines the explanation takes
+(one line where a setting has none: that line is kept free), as Material's text fields put their error in place of
+their helper text. A longer message is wrapped onto the lines it needs, whole, and only then moves the fields below by
+its extra lines (a later trial: cut with "…" at 1366x768, "Context length must be between 16 and 8192; you typ…",
+the error could not be read)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QTextLayout
+from PySide6.QtGui import QTextLayout, QTextOption
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QComboBox,
@@ -50,9 +51,10 @@ class SettingRow:
 
 
 class FieldError(QLabel):
-    """A setting's error, in at most as many lines as its slot under the field holds (see the module doc): the
-    message is wrapped at word boundaries to the label's width and its last line shown ends with "…" when the
-    message needs more; :meth:`text` and the tooltip hold the whole message.
+    """A message wrapped at word boundaries (a word wider than the label anywhere) to the label's width, as tall as
+    its slot holds (``lines``): with ``grows`` (a setting's error, the notice above the message box) taller when the
+    message needs more lines, else its last line shown ends with "…" then; :meth:`text` and the tooltip hold the
+    whole message.
     """
 
     def __init__(self, replaces: QLabel | None = None) -> None:
@@ -62,8 +64,8 @@ class FieldError(QLabel):
         self.setObjectName("fieldError")
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # never widens the form
         self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.lines = 1
-        self.grows = False  # True: as many lines as the message needs (``lines`` follows it), never cut
+        self.lines = 1  # the slot's room: the lines it takes at least, and at most unless it grows
+        self.grows = False  # True: as many lines as the message needs past ``lines``, never cut
         self._whole = ""
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
@@ -77,7 +79,7 @@ class FieldError(QLabel):
         return self._whole
 
     def shown_text(self) -> str:
-        """The message as shown: its lines, the last one ending with "…" when the message needs more."""
+        """The message as shown: its lines (the last one ending with "…" when it needs more and cannot grow)."""
         return super().text()
 
     def setVisible(self, visible: bool) -> None:  # noqa: N802 - Qt override
@@ -101,6 +103,9 @@ class FieldError(QLabel):
         metrics = self.fontMetrics()
         width = max(self.width(), 1)
         layout = QTextLayout(self._whole, self.font())
+        option = QTextOption()
+        option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)  # (a 30-digit seed typed)
+        layout.setTextOption(option)
         layout.beginLayout()
         starts = []
         while self.grows or len(starts) <= self.lines:
@@ -110,12 +115,11 @@ class FieldError(QLabel):
             line.setLineWidth(width)
             starts.append(line.textStart())
         layout.endLayout()
-        if self.grows:
-            self.lines = max(1, len(starts))
-        self.setFixedHeight(self.lines * metrics.lineSpacing())
-        shown = [self._whole[a:b].rstrip() for a, b in zip(starts, starts[1:] + [len(self._whole)])][: self.lines]
-        if len(starts) > self.lines:  # more lines than the slot holds: the last one shown is cut with "…"
-            rest = self._whole[starts[self.lines - 1]:]
+        lines = max(self.lines, len(starts)) if self.grows else self.lines
+        self.setFixedHeight(lines * metrics.lineSpacing())
+        shown = [self._whole[a:b].rstrip() for a, b in zip(starts, starts[1:] + [len(self._whole)])][:lines]
+        if len(starts) > lines:  # more lines than the slot holds: the last one shown is cut with "…"
+            rest = self._whole[starts[lines - 1]:]
             shown[-1] = metrics.elidedText(rest, Qt.TextElideMode.ElideRight, width)
         super().setText("\n".join(shown))
 
@@ -151,7 +155,7 @@ def add_setting(
 class _NoteSlot(QWidget):
     """The slot under a field: its explanation (if any) and its error in one grid cell, the explanation hidden while
     the error shows; both keep their room while hidden, so the slot is as tall as the explanation (one line without
-    one) whatever is shown."""
+    one) whatever is shown, and taller only while an error needs more lines."""
 
     def __init__(self, help_text: str) -> None:
         super().__init__()
@@ -165,9 +169,11 @@ class _NoteSlot(QWidget):
             _keep_room_when_hidden(self.help)
             grid.addWidget(self.help, 0, 0)
         self.error = FieldError(self.help)
+        self.error.grows = True  # a message longer than the slot is wrapped whole (see the module doc)
         self.error.setVisible(False)
         _keep_room_when_hidden(self.error)
         grid.addWidget(self.error, 0, 0)
+
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         """The error holds as many lines as the explanation takes at the new width."""
         super().resizeEvent(event)
