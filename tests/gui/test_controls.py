@@ -1,13 +1,15 @@
 """Every control of the window, used the way a user would (clicks, keys), on the default model.
 
-The tests share one window and run in order; the last one checks that every button of the window was clicked
-and every menu action triggered at least once.
+Each test has a window of its own, on a history of its own holding the chats it starts from (``make_env``), so
+that it runs alone as in file order (a test run alone read a chat an earlier one had written). When every test of
+the file has run, the module's teardown checks that every button a window shows at the end (on a chat, as it quits)
+was clicked and every menu action triggered at least once by one of them (``used``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -29,26 +31,108 @@ from inference.settings import SpeculativeSettings
 TIMEOUT = 120_000
 
 
+@dataclass(frozen=True)
+class Chat:
+    """A chat a test starts from: its title, system prompt and messages ((role, content) pairs)."""
+
+    title: str
+    messages: tuple[tuple[str, str], ...]
+    system_prompt: str = ""
+
+
+class Used:
+    """The controls clicked and the actions triggered in the file's windows (``ControlTracker``'s names, the same
+    for a control of any window), with the tests that ran, and the controls a window shows at the end (on a chat,
+    when it quits: test_quit_closes_the_window)."""
+
+    def __init__(self) -> None:
+        self.controls: set[str] = set()
+        self.clicked: set[str] = set()
+        self.actions: set[str] = set()
+        self.triggered: set[str] = set()
+        self.tests: set[str] = set()
+
+    def add(self, test: str, tracker: ControlTracker) -> None:
+        """Record what ``test`` used of ``tracker``'s window, and the actions it has."""
+        self.clicked |= tracker.clicked
+        self.actions |= {action.text() for action in tracker.actions()}
+        self.triggered |= tracker.triggered
+        self.tests.add(test)
+
+
 @pytest.fixture(scope="module")
-def env(qapp, qasync_loop, shared_worker, tmp_path_factory):
-    """One window for the whole module, with its tracker."""
-    from pytestqt.qtbot import QtBot
+def used(request):
+    """What the file's tests used; once every one of them has run, every button of the window at the end was
+    clicked and every menu action triggered by one of them."""
+    record = Used()
+    yield record
+    tests = {name for name in dir(request.module) if name.startswith("test_")}
+    if record.tests >= tests:
+        assert record.controls - record.clicked == set(), "buttons never clicked by these tests"
+        assert record.actions - record.triggered == set(), "menu actions never triggered by these tests"
 
+
+@pytest.fixture
+def make_env(request, qtbot, qasync_loop, shared_worker, tmp_path, used):
+    """Factory: a window of the test's own, its model ready, on a fresh history holding ``chats`` (the last one
+    shown); returns the window, its tracker and its folder (settings.json: ``FAST``). What the test used of the
+    window goes to ``used``."""
     from app.gui.application import create_main_window
+    from app.gui.history_db import HistoryDB
 
-    folder = tmp_path_factory.mktemp("controls")
-    SettingsStore(folder / "settings.json").save(FAST)
-    window = create_main_window(folder / "history.sqlite3", folder / "settings.json", worker=shared_worker)
-    window.show()
-    window.activateWindow()
-    tracker = ControlTracker(window)
-    qtbot = QtBot(None)
-    window.start()
-    qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
-    yield {"window": window, "tracker": tracker, "folder": folder}
-    tracker.remove()
-    window.close()
-    window.db.close()
+    made = []
+
+    def make(*chats: Chat) -> dict:
+        folder = tmp_path / f"controls{len(made)}"
+        folder.mkdir()
+        SettingsStore(folder / "settings.json").save(FAST)
+        db = HistoryDB(folder / "history.sqlite3")
+        ids = []
+        for chat in chats:
+            ids.append(db.create_conversation(chat.title, system_prompt=chat.system_prompt))
+            for role, content in chat.messages:
+                db.add_message(ids[-1], role, content)
+        db.close()
+        window = create_main_window(folder / "history.sqlite3", folder / "settings.json", worker=shared_worker)
+        window.show()
+        window.activateWindow()
+        made.append((window, ControlTracker(window)))
+        window.start()
+        qtbot.waitUntil(lambda: window.model_state == "ready", timeout=TIMEOUT)
+        if ids:
+            window.conversations.open(ids[-1])
+            view = window.chat_view
+            qtbot.waitUntil(lambda: view.conversation_id == ids[-1] and view.fully_loaded, timeout=5000)
+        return {"window": window, "tracker": made[-1][1], "folder": folder}
+
+    yield make
+    for window, tracker in made:
+        used.add(request.node.name, tracker)
+        tracker.remove()
+        window.close()
+        window.db.close()
+
+
+@pytest.fixture
+def env(make_env):
+    """A window of the test's own on an empty history (``make_env``)."""
+    return make_env()
+
+
+#: A chat of two exchanges, the second to be edited and answered again.
+TWO_EXCHANGES = Chat("First line", (
+    ("user", "First line\nsecond line: say hello"), ("assistant", "Hello!"),
+    ("user", "Count from one to twenty."), ("assistant", "One, two, three, four, five."),
+))  # fmt: skip
+#: A chat longer than the 8 messages a chat opens on.
+LONG_CHAT = Chat("Long chat", tuple(
+    pair for n in range(6) for pair in (("user", f"Question {n}?"), ("assistant", f"Answer {n}."))
+))  # fmt: skip
+#: A renamed chat with a system prompt, as exported.
+PIRATE_CHAT = Chat(
+    "Renamed chat", (("user", "Who are you?"), ("assistant", "A pirate, arr.")),
+    system_prompt="You are a pirate. Always answer in one sentence.",
+)  # fmt: skip
 
 
 def _reply(qtbot, window, action):
@@ -103,8 +187,8 @@ def test_typing_is_possible_while_a_reply_streams_and_send_is_refused(qtbot, env
     window.composer.clear()
 
 
-def test_message_copy_edit_cancel_resend_and_regenerate(qtbot, env):
-    window = env["window"]
+def test_message_copy_edit_cancel_resend_and_regenerate(qtbot, make_env):
+    window = make_env(TWO_EXCHANGES)["window"]
     conversation = window.chat_view.conversation_id
     user, reply = window.chat_view.message_widgets()[-2:]
     click(qtbot, user.copy_button)
@@ -202,8 +286,8 @@ def test_compare_runs_both_modes_side_by_side(qtbot, env):
     assert "compare" in again.stats
 
 
-def test_conversation_list_new_search_select_rename_delete(qtbot, env):
-    window = env["window"]
+def test_conversation_list_new_search_select_rename_delete(qtbot, make_env):
+    window = make_env(LONG_CHAT)["window"]
     listing = window.conversation_list
     first = window.chat_view.conversation_id
     click(qtbot, listing.new_button)
@@ -274,7 +358,8 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, env):
     assert window.db.conversation(first) is not None
 
 
-def test_header_highlight_system_prompt_and_json_output(qtbot, env):
+def test_header_highlight_system_prompt_and_json_output(qtbot, make_env):
+    env = make_env(Chat("A chat", (("user", "Hello."), ("assistant", "Hello! How can I help?"))))
     window = env["window"]
     view = window.chat_view
     click(qtbot, view.highlight_box)
@@ -307,8 +392,8 @@ def test_header_highlight_system_prompt_and_json_output(qtbot, env):
     assert window.right_splitter.isVisible()
 
 
-def test_export_markdown_json_and_import(qtbot, env, tmp_path):
-    window = env["window"]
+def test_export_markdown_json_and_import(qtbot, make_env, tmp_path):
+    window = make_env(PIRATE_CHAT)["window"]
     conversation = window.chat_view.conversation_id
     for action, suffix in ((window.export_markdown_action, ".md"), (window.export_json_action, ".json")):
         action.trigger()
@@ -542,13 +627,14 @@ def test_the_graph_buttons_show_one_plot_each(qtbot, env):
         assert [k for k, b in graph.plot_buttons.items() if b.isChecked()] == [key]
 
 
-def test_every_control_was_used_and_quit_closes(qtbot, env):
+def test_quit_closes_the_window(qtbot, make_env, used):
+    """The window quits on a chat; the buttons it shows then are those every test of the file together must have
+    clicked (the ``used`` fixture's teardown)."""
+    env = make_env(TWO_EXCHANGES)
     window = env["window"]
-    tracker = env["tracker"]
     window.quit_action.trigger()
     assert not window.isVisible()
-    assert tracker.unclicked() == set(), "buttons never clicked by these tests"
-    assert tracker.untriggered() == set(), "menu actions never triggered by these tests"
+    used.controls = env["tracker"].controls()
 
 
 def test_a_send_notice_goes_when_another_chat_is_shown(qtbot, env):
