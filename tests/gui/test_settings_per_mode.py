@@ -78,12 +78,38 @@ def test_the_line_under_decoding_explains_the_decoding_chosen(pane_and_composer)
     for decoding in (Decoding.AUTOREGRESSIVE, Decoding.PROMPT_LOOKUP, Decoding.AUTOREGRESSIVE, Decoding.DRAFT_MODEL):
         pane.decoding.setCurrentIndex(pane.decoding.findData(decoding.value))
         lines[decoding] = pane._decoding_row.help.text()
-    assert lines[Decoding.AUTOREGRESSIVE] == DECODING_HELP[False] == "Plain: one token per step, at the model's own pace."
-    assert lines[Decoding.PROMPT_LOOKUP] == lines[Decoding.DRAFT_MODEL] == DECODING_HELP[True]
+    plain = DECODING_HELP[Decoding.AUTOREGRESSIVE]
+    assert lines[Decoding.AUTOREGRESSIVE] == plain == "Plain: one token per step, at the model's own pace."
+    assert lines[Decoding.PROMPT_LOOKUP] == lines[Decoding.DRAFT_MODEL] == DECODING_HELP[Decoding.PROMPT_LOOKUP]
     pane.set_settings(AppSettings().with_values(decoding=Decoding.PROMPT_LOOKUP))
-    assert pane._decoding_row.help.text() == DECODING_HELP[True]
+    assert pane._decoding_row.help.text() == DECODING_HELP[Decoding.PROMPT_LOOKUP]
     pane.set_settings(AppSettings())
-    assert pane._decoding_row.help.text() == DECODING_HELP[AppSettings().generation.decoding.speculative]
+    assert pane._decoding_row.help.text() == DECODING_HELP[AppSettings().generation.decoding]
     opened_on_lookup = SettingsPane(AppSettings().with_values(decoding=Decoding.PROMPT_LOOKUP), ["CPU"])
-    assert opened_on_lookup._decoding_row.help.text() == DECODING_HELP[True]  # (it said Plain's line)
+    assert opened_on_lookup._decoding_row.help.text() == DECODING_HELP[Decoding.PROMPT_LOOKUP]  # (it said Plain's line)
     opened_on_lookup.deleteLater()
+
+
+def test_the_decoding_line_and_tooltip_are_true_under_auto_plain_and_speculative(pane_and_composer):
+    """Under Auto, the default, the line said "Speculative: guess ahead, check in one step": Auto takes a plain step
+    (K 0, nothing guessed) wherever guessing does not pay. Every decoding keeps the quality (greedy: plain decoding's
+    text; sampled: replies as likely as plain decoding's, not the same text), but the same greedy text only at an
+    exact precision (at a fast one drafting may change a reply by rounding, as the precision in use says): the
+    tooltip said "greedy: the same text" whatever the precision, and nothing of Auto."""
+    from inference.settings import Decoding
+
+    pane, _ = pane_and_composer
+    shown = {}
+    for decoding in Decoding:
+        pane.decoding.setCurrentIndex(pane.decoding.findData(decoding.value))
+        shown[decoding] = pane._decoding_row.help.text()
+    assert shown == {
+        Decoding.AUTO: "Auto: guesses ahead only when that pays off; same quality.",
+        Decoding.AUTOREGRESSIVE: "Plain: one token per step, at the model's own pace.",
+        Decoding.DRAFT_MODEL: "Speculative: guess ahead, check in one step; same quality.",
+        Decoding.PROMPT_LOOKUP: "Speculative: guess ahead, check in one step; same quality.",
+    }
+    tip = pane.decoding.toolTip()
+    assert "Auto, the default," in tip and "a plain step" in tip
+    assert "greedy at an exact precision: the same text" in tip and "greedy: the same text" not in tip
+    assert "sampled: replies as likely as plain decoding's" in tip

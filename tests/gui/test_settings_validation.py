@@ -408,7 +408,7 @@ def test_the_decoding_help_line_is_true_with_sampling_too(pane):
     pane, _emitted, _summaries = pane
     pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.PROMPT_LOOKUP.value))
     shown = pane._decoding_row.help.text()
-    assert shown == DECODING_HELP[True] and "same text" not in shown
+    assert shown == DECODING_HELP[Decoding.PROMPT_LOOKUP] and "same text" not in shown
     assert "sampled" in pane.decoding.toolTip()
 
 

@@ -78,11 +78,25 @@ PRECISIONS = {
 }
 KV_PRECISIONS = {"auto": "Auto", "f32": "f32", "f16": "f16", "u8": "u8 (smallest)"}
 #: Fields folded under "Advanced".
-#: The line under Decoding, for plain (False) and speculative (True) decoding.
+#: The line under Decoding, for each decoding. Auto's is its own: it takes a plain step (K 0) wherever guessing does
+#: not pay, so "Speculative: guess ahead, check in one step" misstated it. "Same quality": greedy, plain decoding's
+#: text (at an exact precision); sampled, replies as likely as plain decoding's, not the same text.
+_SPECULATIVE_HELP = "Speculative: guess ahead, check in one step; same quality."
 DECODING_HELP = {
-    False: "Plain: one token per step, at the model's own pace.",
-    True: "Speculative: guess ahead, check in one step; same quality.",
+    Decoding.AUTO: "Auto: guesses ahead only when that pays off; same quality.",
+    Decoding.AUTOREGRESSIVE: "Plain: one token per step, at the model's own pace.",
+    Decoding.DRAFT_MODEL: _SPECULATIVE_HELP,
+    Decoding.PROMPT_LOOKUP: _SPECULATIVE_HELP,
 }
+#: Decoding's tooltip: "the same text" holds for greedy replies at an exact precision only (at a fast one drafting
+#: may change a reply by rounding: ``precision_in_words``).
+DECODING_TIP = (
+    "Plain decoding writes one token per step. Speculative decoding lets a drafter guess the next tokens and checks "
+    "them all in one step of the model: sooner when the guesses are good, and the same quality (greedy at an exact "
+    "precision: the same text; sampled: replies as likely as plain decoding's, not the same text). Auto, the default, "
+    "chooses each step between guessing (with the drafter below, or prompt lookup) and a plain step, whichever pays "
+    "off"
+)
 ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard")
 #: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
 LOOKUP_DRAFT = "<prompt lookup>"
@@ -157,13 +171,8 @@ class SettingsPane(QScrollArea):
         self.decoding = ElidedComboBox()
         for decoding in Decoding:
             self.decoding.addItem(decoding.label, decoding.value)
-        self._decoding_row = self._row(
-            model, "decoding", "Decoding", self.decoding,
-            "Plain decoding writes one token per step. Speculative decoding lets a drafter guess the next tokens and "
-            "checks them all in one step of the model: sooner when the guesses are good, and the same quality (greedy: "
-            "the same text; sampled: replies as likely as plain decoding's)",
-            DECODING_HELP[Decoding(self.decoding.currentData()).speculative],
-        )  # fmt: skip
+        shown = DECODING_HELP[Decoding(self.decoding.currentData())]
+        self._decoding_row = self._row(model, "decoding", "Decoding", self.decoding, DECODING_TIP, shown)
         self.draft_model = ElidedComboBox()
         self._model_draft = ""  # the draft model chosen ("" = none), kept while prompt lookup is shown
         self._preselected = ""  # the draft taken when draft-model decoding is chosen without one (set_models)
@@ -455,7 +464,7 @@ class SettingsPane(QScrollArea):
 
     def _explain_decoding(self) -> None:
         """The line under Decoding says what the decoding shown does."""
-        self._decoding_row.help.setText(DECODING_HELP[Decoding(self.decoding.currentData()).speculative])
+        self._decoding_row.help.setText(DECODING_HELP[Decoding(self.decoding.currentData())])
 
     def _decoding_chosen(self, _index: int) -> None:
         self._explain_decoding()
