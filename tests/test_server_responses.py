@@ -126,14 +126,37 @@ def test_a_call_streams_as_a_function_call_item_and_is_kept_for_the_next_turn():
     ]
 
 
-def test_a_call_cut_by_max_output_tokens_is_an_incomplete_item_and_not_kept_as_a_call():
+def test_a_call_cut_by_max_output_tokens_is_left_out_of_the_output_and_not_kept_as_a_call():
     stats = GenerationStats(mode="ar", new_tokens=6, prompt_tokens=20, stop_reason="max_new_tokens")
     backend = Scripted([ToolCallDelta(0, "get_weather", '{"city": "Ro')], [Finished(stats)])
     app = create_app(backend, model_id="m")
     body = post(app, {"input": "Weather in Rome?", "tools": [WEATHER], "max_output_tokens": 6}).json()
-    assert body["status"] == "incomplete" and body["output"][0]["status"] == "incomplete"
+    assert body["status"] == "incomplete" and body["output"] == []
     assert post(app, {"previous_response_id": body["id"], "input": "And in Oslo?"}).status_code == 200
     assert backend.requests[1].messages[1] == {"role": "assistant", "content": ""}  # no call the reply did not finish
+
+
+def test_a_call_cut_after_a_whole_one_leaves_the_whole_one_alone_in_the_output():
+    """Newcomer trial: ``tool_choice`` "required" and ``max_output_tokens`` 40 gave a whole function_call and a cut
+    one, ``{"arguments": "{\\"city\\": \\"C", "status": "incomplete"}``, which an agent loop's ``json.loads``
+    fails on. The output holds the calls written whole, as a chat completion's ``tool_calls`` do, and says why it
+    is incomplete; streamed, the cut call's events went out as it was written, and the final response leaves it out."""
+    stats = GenerationStats(mode="ar", new_tokens=40, prompt_tokens=20, stop_reason="max_new_tokens")
+    whole = EngineCall("get_weather", {"city": "Rome"}, '{"city": "Rome"}')
+    batches = ([ToolCallDelta(0, "get_weather", '{"city": "Rome"}'), ToolCallDelta(1, "get_weather", '{"city": "C')],
+               [ToolCalls((whole,)), Finished(stats)])
+    request = {"input": "Weather in Rome?", "tools": [WEATHER], "tool_choice": "required", "max_output_tokens": 40,
+               "temperature": 0}
+    body = post(create_app(Scripted(*batches), model_id="m"), request).json()
+    streamed = post(create_app(Scripted(*batches), model_id="m"), {**request, "stream": True})
+    events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert events[-1]["type"] == "response.incomplete"
+    for response in (body, events[-1]["response"]):
+        assert response["status"] == "incomplete" and response["incomplete_details"] == {"reason": "max_output_tokens"}
+        assert [(item["type"], json.loads(item["arguments"]), item["status"]) for item in response["output"]] == [
+            ("function_call", {"city": "Rome"}, "completed")]
+    cut = [event["item"] for event in events if event["type"] == "response.output_item.done"][-1]
+    assert (cut["arguments"], cut["status"]) == ('{"city": "C', "incomplete")
 
 
 def test_a_tool_choice_left_out_is_echoed_as_the_servers_default_made_it():

@@ -324,7 +324,9 @@ class ResponseBuilder:
 
     def response(self) -> dict:
         """The Response object as it stands: ``in_progress`` until the reply finished, then ``completed`` (or
-        ``incomplete`` with ``incomplete_details.reason`` ``max_output_tokens``), with its usage."""
+        ``incomplete`` with ``incomplete_details.reason`` ``max_output_tokens``), with its usage. Its ``output`` holds
+        the calls the reply wrote whole (its ``ToolCalls``, as a chat completion's ``tool_calls``), never one that
+        max_output_tokens cut: an agent reads every function_call's arguments as JSON."""
         body, stats = self._body, self.stats
         status = "in_progress" if stats is None else (
             "incomplete" if stats.stop_reason == "max_new_tokens" else "completed")
@@ -332,7 +334,7 @@ class ResponseBuilder:
             "id": self.id, "object": "response", "created_at": self._created, "status": status, "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
             "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "model": self._model,
-            "output": self.output if stats is not None else [], "parallel_tool_calls": body.parallel_tool_calls is not False,
+            "output": [item for item in self.output if not self._cut_call(item)] if stats is not None else [], "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id, "temperature": self._sampling.temperature,
             "top_p": self._sampling.top_p, "tool_choice": self._tool_choice, "tools": body.tools or [],
             "text": {"format": (body.text or {}).get("format") or {"type": "text"}}, "store": body.store,
@@ -424,6 +426,10 @@ class ResponseBuilder:
         call["arguments"] += text
         return [self._event("response.function_call_arguments.delta", item_id=call["id"],
                             output_index=self.output.index(call), delta=text)]
+
+    def _cut_call(self, item: dict) -> bool:
+        """``item`` is a function_call the reply did not write whole (streamed as it was written, then cut)."""
+        return any(item is call for call in self._calls[self._whole_calls :])
 
     def _close(self) -> list[dict]:
         """Every item's done events; the item max_output_tokens cut (the last, unless a call written whole) is
