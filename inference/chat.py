@@ -159,7 +159,7 @@ class ChatSession:
                 rest, calls = reader.finish(cut=event.stats.stop_reason != "eos")
                 if rest:
                     yield TextDelta(text=rest, token_id=-1, from_draft=False)
-                if calls:
+                if calls is not None:
                     yield ToolCalls(tuple(calls))
             if isinstance(event, Finished):
                 self.messages.append({"role": "assistant", "content": event.stats.text})

@@ -292,8 +292,9 @@ class ToolCallDelta:
 
 @dataclass(frozen=True)
 class ToolCalls:
-    """The tool calls a reply made (``inference.tools``), yielded just before ``Finished`` by a chat given tools;
-    the text of the calls was not yielded as ``TextDelta``."""
+    """The tool calls a reply made (``inference.tools``), yielded just before ``Finished`` by a chat given tools
+    whose reply wrote calls; the text of the calls was not yielded as ``TextDelta``. ``calls`` is empty when the
+    reply was cut in its first call (its text was a call's start, not text)."""
 
     calls: tuple[ToolCall, ...]
 

@@ -372,18 +372,20 @@ class ToolCallReader:
         self._held = self._held[len(out):]
         return out
 
-    def finish(self, cut: bool = False) -> tuple[str, list[ToolCall]]:
-        """``(text not shown yet, calls)`` at the end of the reply. ``cut``: the reply ended before the model did
-        (length limit, stop string, Stop): calls part that does not read as calls whole is then the calls written
-        whole before the cut, the unfinished one dropped, never shown as text (a newcomer's tool call cut by
-        max_tokens came back as the format's raw JSON in ``content``, and streamed as content after its calls)."""
+    def finish(self, cut: bool = False) -> tuple[str, list[ToolCall] | None]:
+        """``(text not shown yet, calls)`` at the end of the reply; calls None when the reply wrote none (it is
+        text). ``cut``: the reply ended before the model did (length limit, stop string, Stop): calls part that does
+        not read as calls whole is then the calls written whole before the cut, the unfinished one dropped, never
+        shown as text (a newcomer's tool call cut by max_tokens came back as the format's raw JSON in ``content``,
+        and streamed as content after its calls); an empty list when it was cut in the first, so that a front end
+        knows the reply's hidden text was a call, not text (a newcomer's read ``"content": ""``)."""
         if self._calls is None:
-            return self._held, []
+            return self._held, None
         calls = self._format.parse(self._calls)
         if calls is None and cut:
             return self._held, self._whole_calls()
         if calls is None:
-            return self._held + self._calls, []
+            return self._held + self._calls, None
         written = written_calls(self._calls, self._format.arguments_key)
         if [(name, whole) for name, _, whole in written] == [(call.name, True) for call in calls]:
             calls = [replace(call, arguments_json=text) for call, (_, text, _) in zip(calls, written)]

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import openai
 import pytest
-from helpers import WEATHER
+from helpers import WEATHER, run_coroutine
 
-from inference.events import ToolCall, ToolCallDelta
+from app.server import create_app
+from inference.events import Finished, GenerationStats, TextDelta, ToolCall, ToolCallDelta, ToolCalls
 from inference.tools import (
     GENERIC,
     HERMES,
@@ -66,10 +68,10 @@ def test_the_generic_reader_reads_one_call_a_list_or_text():
                  '{"name": "get_weather", "arguments": {"city": "Rome", "days": 2}}]}')
     assert several.finish() == ("", [ToolCall("get_time", {"utc": True}), ToolCall("get_weather", {"city": "Rome", "days": 2})])
     text = ToolCallReader(GENERIC)
-    assert text.push("It is sunny {mostly}.") == "It is sunny {mostly}." and text.finish() == ("", [])
+    assert text.push("It is sunny {mostly}.") == "It is sunny {mostly}." and text.finish() == ("", None)
     other = ToolCallReader(GENERIC)
     other.push('{"response": "hello"}')
-    assert other.finish() == ('{"response": "hello"}', []), "JSON that holds no calls is text"
+    assert other.finish() == ('{"response": "hello"}', None), "JSON that holds no calls is text"
 
 
 def test_calls_stream_as_they_are_written():
@@ -93,6 +95,33 @@ def test_calls_stream_as_they_are_written():
     assert hermes.deltas() == [ToolCallDelta(0, "get_time", '{"utc": ')]
     hermes.push('true}}\n</tool_call>')
     assert hermes.deltas() == [ToolCallDelta(0, None, "true}")]
+
+
+class CutAtEight:
+    """A backend without a model whose reply is ``events`` cut by max_tokens 8."""
+
+    def __init__(self, *events):
+        self.events = events
+
+    async def generate(self, request, cancel):
+        yield [*self.events, Finished(GenerationStats(mode="ar", prompt_tokens=30, new_tokens=8,
+                                                      stop_reason="max_new_tokens"))]
+
+
+def test_a_reply_cut_in_its_first_call_has_content_null_and_cut_text_is_its_content():
+    """Newcomer trial: cut by max_tokens 8 in a call it had begun, a reply read ``"content": ""``. With no text it
+    is null (OpenAI's shape for a message without text), as for a reply of calls; cut text is the content."""
+    def choice(*events) -> dict:
+        async def send():
+            transport = httpx.ASGITransport(app=create_app(CutAtEight(*events), model_id="m"))
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+                return await http.post("/v1/chat/completions", json={"messages": ASK, "tools": [WEATHER], "max_tokens": 8})
+        return run_coroutine(send()).json()["choices"][0]
+
+    cut_call = choice(TextDelta("", 1, False), ToolCallDelta(0, "get_weather", '{"city": "C'), ToolCalls(()))
+    assert (cut_call["message"], cut_call["finish_reason"]) == ({"role": "assistant", "content": None}, "length")
+    cut_text = choice(TextDelta("It is sunny", 1, False))
+    assert (cut_text["message"], cut_text["finish_reason"]) == ({"role": "assistant", "content": "It is sunny"}, "length")
 
 
 def test_the_generic_conversation_describes_the_tools_and_writes_calls_and_results_as_json():
@@ -154,6 +183,19 @@ def test_a_two_step_round_trip_calls_a_tool_then_answers_from_its_result(client)
     without_result = _ask(client, messages=follow[:2] + [{"role": "user", "content": "Thanks."}], max_tokens=60,
                           tool_choice="none")
     assert without_result.usage.prompt_tokens < answer.usage.prompt_tokens
+
+
+def test_a_reply_to_a_tool_result_cut_at_eight_tokens_is_never_empty_text(client):
+    """Newcomer trial: after a ``tool`` result, max_tokens 8 at temperature 0 answered ``"content": ""`` and no
+    tool_calls: the model had begun another call, cut. The content is null then, or the text the model wrote."""
+    follow = ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 24 degrees, for the three days."},
+    ]
+    choice = _ask(client, messages=follow, max_tokens=8).choices[0]
+    assert choice.finish_reason == "length" and choice.message.tool_calls is None
+    assert choice.message.content is None or choice.message.content.strip(), choice.message
 
 
 @pytest.mark.parametrize("extra", [{}, SPEC], ids=["ar", "spec_lookup"])

@@ -47,12 +47,12 @@ def test_the_reader_streams_text_and_reads_calls_whole():
     assert reader.finish() == ("", [ToolCall("get_weather", {"city": "Rome", "days": 2})])
     broken = ToolCallReader(HERMES)
     assert broken.push("<tool_call>\n{\"name\": 3}") == ""
-    assert broken.finish() == ("<tool_call>\n{\"name\": 3}", []), "what does not read as calls is text"
+    assert broken.finish() == ("<tool_call>\n{\"name\": 3}", None), "what does not read as calls is text"
     llama = ToolCallReader(LLAMA3)
     assert llama.push(' {"name": "get_time", "parameters": {"utc": true}}') == ""
     assert llama.finish() == ("", [ToolCall("get_time", {"utc": True})])
     text = ToolCallReader(LLAMA3)
-    assert text.push("Hello {world}") == "Hello {world}" and text.finish() == ("", [])
+    assert text.push("Hello {world}") == "Hello {world}" and text.finish() == ("", None)
     mistral = ToolCallReader(MISTRAL)
     assert mistral.push('[TOOL_CALLS][{"name": "get_time", "arguments": {"utc": false}}]') == ""
     assert mistral.finish() == ("", [ToolCall("get_time", {"utc": False})])
@@ -112,10 +112,24 @@ def test_a_cut_reply_keeps_the_calls_written_whole_and_never_shows_the_cut_one_a
         assert reader.finish(cut=True) == ("", [ToolCall("get_weather", {"city": "Paris", "days": 2})]), form.name
         whole = ToolCallReader(form)
         whole.push(text)
-        assert whole.finish() == (text, [])
+        assert whole.finish() == (text, None)
     first_cut = ToolCallReader(HERMES)
     first_cut.push('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par')
     assert first_cut.finish(cut=True) == ("", [])
+
+
+def test_a_reply_cut_in_its_first_call_is_calls_and_cut_text_is_text():
+    """Newcomer trial: a chat cut by max_tokens 8 answered content "" with no tool_calls, whether the model had
+    begun a call or written text. The reader says which: calls (an empty list: none written whole) for a call's
+    start, None (no calls) for text, which it returns."""
+    for form, start in ((GENERIC, '{"tool_call": {"name": "get_weather", "arguments": {"city": "C'),
+                        (HERMES, '<tool_call>\n{"name": "get_we')):
+        reader = ToolCallReader(form)
+        reader.push(start)
+        assert reader.finish(cut=True) == ("", []), form.name
+        text = ToolCallReader(form)
+        shown = text.push("It is sunny in Rome")
+        assert (shown, text.finish(cut=True)) == ("It is sunny in Rome", ("", None)), form.name
 
 
 @pytest.mark.parametrize("parameters", [None, {}])

@@ -243,7 +243,7 @@ def create_app(
             parts = [transcript.take(event) for event in events]
             text = "".join(part for part, _ in parts)
             logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
-            calls = next((event.calls for event in events if isinstance(event, ToolCalls)), ())
+            calls = next((event.calls for event in events if isinstance(event, ToolCalls)), None)
             return JSONResponse(reply.response(stats, text, logprobs, calls))
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
 

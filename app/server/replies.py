@@ -46,12 +46,13 @@ class Reply:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "system_fingerprint": None}
 
     def response(self, stats: GenerationStats, text: str, logprobs: dict | None = None,
-                 calls: tuple[ToolCall, ...] = ()) -> dict:
+                 calls: tuple[ToolCall, ...] | None = None) -> dict:
         """The non-streamed response of a finished reply: its ``text`` (the content; a completion's, echo
         included), ``logprobs`` (:func:`chat_logprobs` or :func:`completion_logprobs`; None when not asked) and
-        tool ``calls`` (content null when they are all the reply says)."""
+        tool ``calls`` (None: the reply wrote none; empty: it was cut in its first). Content is null when the calls
+        are all the reply says, a cut one included (OpenAI's shape for a message without text)."""
         if self.chat:
-            message = {"role": "assistant", "content": text or (None if calls else text)}
+            message = {"role": "assistant", "content": text or (None if calls is not None else text)}
             if calls:
                 message["tool_calls"] = tool_calls(calls)
             choice = {"index": 0, "message": message}

@@ -58,7 +58,7 @@ class Transcript:
                 self._streamed[event.index][1] += event.arguments
                 deltas.append(arguments_fragment(event.index, event.arguments))
             return deltas
-        self.called = True
+        self.called = bool(event.calls)
         deltas = []
         for index, call in enumerate(event.calls):
             whole = arguments_text(call)
