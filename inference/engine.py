@@ -342,7 +342,8 @@ class Engine:
         start = time.perf_counter() if start is None else start
         logits = None
         done, passes = 0, []  # (seconds, prefill_work) of each pass: the time estimate's rate
-        yield PromptProgress(done=0, total=len(tokens), elapsed_s=time.perf_counter() - start)
+        yield PromptProgress(done=0, total=len(tokens), prompt_tokens=stats.prompt_tokens,
+                             elapsed_s=time.perf_counter() - start)
         while done < len(tokens):
             if cancel is not None and cancel.is_set():
                 return None
@@ -360,7 +361,8 @@ class Engine:
             cached, now = len(self._cache), time.perf_counter()
             passes.append((now - pass_start, prefill_work(cached - len(chunk), cached)))
             remaining = remaining_seconds(passes, prefill_work(cached, min(n_ctx, cached + len(tokens) - done)))
-            yield PromptProgress(done=done, total=len(tokens), elapsed_s=now - start, remaining_s=remaining)
+            yield PromptProgress(done=done, total=len(tokens), prompt_tokens=stats.prompt_tokens, elapsed_s=now - start,
+                                 remaining_s=remaining)
         return logits
 
     def _generate(
@@ -588,7 +590,7 @@ class Engine:
         Raises:
             RopeUnsupportedError: the prompt needs a roll the target cannot take.
         """
-        stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode)
+        stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode, prompt_tokens=len(prompt_ids))
         prefill = self._prefill(prompt_ids, n_ctx, n_keep, n_discard, {}, [self.target], stats)
         try:
             while True:

@@ -128,6 +128,8 @@ class PromptProgress:
     Attributes:
         done: prompt tokens read so far (0 in the first event); total: tokens the prefill reads in all, those the
             KV cache did not hold already, after the middle of a prompt longer than n_ctx was cut (``PromptOverflow``).
+        prompt_tokens: tokens of the whole prompt (``GenerationStats.prompt_tokens``, known before the reply ends:
+            a server logs them for a reply its client left).
         elapsed_s: seconds since generation started.
         remaining_s: estimated seconds until the prefill ends, from the passes so far, with each token costing more
             the more tokens are cached before it; None before the first pass ends.
@@ -135,6 +137,7 @@ class PromptProgress:
 
     done: int
     total: int
+    prompt_tokens: int
     elapsed_s: float
     remaining_s: float | None = None
 

@@ -19,7 +19,7 @@ from app.server import create_app
 from app.server.gate import GenerationGate
 from app.server.generation import Generation
 from app.server.request_log import RequestRecord
-from inference.events import Finished, GenerationStats, StepStats, TextDelta
+from inference.events import Finished, GenerationStats, PromptProgress, StepStats, TextDelta
 from inference.settings import GenerationSettings
 
 SECRET = "my secret question"
@@ -220,3 +220,33 @@ def test_a_stream_its_client_left_is_logged_as_499_with_the_tokens_it_sent():
     assert (queued.status, queued.tokens_out) == (499, None)
     whole = run_coroutine(scenario(Held(), 1))
     assert (whole.status, whole.tokens_in, whole.tokens_out) == (200, 5, 1)  # a reply that ended is what it was
+
+
+class ReadThenEndless(Endless):
+    """:class:`Endless` after the prefill of a prompt of 38 tokens, 30 of them read (8 were cached)."""
+
+    async def generate(self, request, cancel):
+        yield [PromptProgress(done=0, total=30, prompt_tokens=38, elapsed_s=0.0),
+               PromptProgress(done=30, total=30, prompt_tokens=38, elapsed_s=0.05)]
+        async for batch in super().generate(request, cancel):
+            yield batch
+
+
+def test_a_stream_its_client_left_is_logged_with_its_prompt_tokens_and_ttft():
+    """Newcomer trial: a stream closed after 5 chunks was logged ``499 in=- out=3 ... ttft_ms=-`` though its prompt
+    was read and 3 tokens went out: the prompt's tokens and TTFT are logged whenever they exist."""
+    async def scenario(batches: int) -> RequestRecord:
+        record = RequestRecord("POST", "/v1/chat/completions", "127.0.0.1:1", 0.0, status=200)
+        run = Generation(ReadThenEndless(), GenerationGate(0), GenerationRequest([], "", GenerationSettings()), "",
+                         record)
+        await run.start()
+        for _ in range(batches - 1):
+            await run.next()
+        await run.close()
+        return record
+
+    left = run_coroutine(scenario(4))
+    assert (left.status, left.tokens_in, left.tokens_out) == (499, 38, 3)
+    assert left.ttft_ms is not None and left.ttft_ms >= 0
+    prefilled = run_coroutine(scenario(1))  # left before its first token: no TTFT to log
+    assert (prefilled.status, prefilled.tokens_in, prefilled.ttft_ms) == (499, 38, None)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 
 from app.backends.protocol import GenerationRequest, ReplySource
-from inference.events import Event, Finished, StepStats
+from inference.events import Event, Finished, PromptProgress, StepStats, TextDelta
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
@@ -108,8 +108,8 @@ class Generation:
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None:
                 self._ended = True
-                if self._record is not None:
-                    self._record.generated(finished.stats)
+            if self._record is not None:
+                self._log(batch, finished)
             return batch
         except StopAsyncIteration:
             raise
@@ -123,6 +123,17 @@ class Generation:
         except Exception as error:
             logger.error("generation failed", exc_info=error)
             raise internal_error("the generation failed") from None
+
+    def _log(self, batch: list[Event], finished: Finished | None) -> None:
+        """Put what ``batch`` says in the request's log line as soon as it is known (a reply its client leaves
+        never finishes): the prompt's tokens, the first token's arrival, a finished reply's statistics."""
+        progress = next((event for event in batch if isinstance(event, PromptProgress)), None)
+        if progress is not None:
+            self._record.reading(progress.prompt_tokens)
+        if self._record.ttft_ms is None and any(isinstance(event, TextDelta) for event in batch):
+            self._record.first_token()
+        if finished is not None:
+            self._record.generated(finished.stats)
 
     async def to_end(self) -> list[Event]:
         """Generate the whole reply; its events, ``Finished`` last."""

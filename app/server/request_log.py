@@ -52,6 +52,15 @@ class RequestRecord:
         """The request's turn came (its generation starts now)."""
         self.wait_ms = (time.monotonic() - self.started) * 1000
 
+    def reading(self, prompt_tokens: int) -> None:
+        """The prompt, of ``prompt_tokens`` tokens, is being read (logged even if the reply never ends)."""
+        self.tokens_in = prompt_tokens
+
+    def first_token(self) -> None:
+        """The reply's first token came: its TTFT from the turn as the server saw it, logged for a reply cut before
+        its end (a finished reply's engine-measured TTFT replaces it, :meth:`generated`)."""
+        self.ttft_ms = (time.monotonic() - self.started) * 1000 - (self.wait_ms or 0.0)
+
     def generated(self, stats: GenerationStats) -> None:
         """Take a finished reply's tokens and TTFT."""
         self.tokens_in, self.tokens_out, self.ttft_ms = stats.prompt_tokens, stats.new_tokens, stats.ttft_ms

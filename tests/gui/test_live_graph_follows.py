@@ -172,7 +172,7 @@ def test_the_rate_counts_the_first_step_after_the_prompt_as_the_footer_does():
 
     series = Series("ar", "Plain")
     prompt_end = 2.0
-    series.add(PromptProgress(done=6000, total=6000, elapsed_s=prompt_end))
+    series.add(PromptProgress(done=6000, total=6000, prompt_tokens=6000, elapsed_s=prompt_end))
     steps = [replace(step, elapsed_s=prompt_end + 1.0 + step.elapsed_s, generated=step.generated + 1)
              for step in _steps(2.0, count=40)]  # 1 s for the first step, then 40 steps in 2 s
     for step in steps:

@@ -71,7 +71,7 @@ def test_the_recorder_hands_the_reading_on_until_the_first_token_and_never_saves
     recorder = ReplyRecorder(db, message, save_interval_s=0)
     recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046, head_tokens=4, message_tokens=0,
                                  tail_tokens=2950),
-                  PromptProgress(done=1024, total=2954, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
+                  PromptProgress(done=1024, total=2954, prompt_tokens=5000, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
     stats = recorder.snapshot().stats
     assert stats["prefill"] == {"done": 1024, "total": 2954, "elapsed_s": 3.1, "remaining_s": 20.0}
     assert stats["live"].startswith("The conversation is 5,000 tokens, more than the context length (4,096)")
@@ -106,7 +106,7 @@ def test_a_reply_the_window_closed_on_while_its_prompt_was_read_is_stopped_befor
     db = HistoryDB(tmp_path / "h.sqlite3")
     message = db.message(db.add_message(db.create_conversation("t"), "assistant", "", state="streaming"))
     recorder = ReplyRecorder(db, message)
-    recorder.add([PromptProgress(done=1024, total=2954, elapsed_s=3.1, remaining_s=20.0)])
+    recorder.add([PromptProgress(done=1024, total=2954, prompt_tokens=2954, elapsed_s=3.1, remaining_s=20.0)])
     recorder.finish_before_first_token()
     saved = db.message(message.id)
     assert (saved.state, saved.content, saved.stats["new_tokens"]) == ("stopped", "", 0)

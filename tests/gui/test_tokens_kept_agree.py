@@ -20,7 +20,7 @@ def test_the_reading_says_the_kept_tokens_already_in_memory(tmp_path):
     db, recorder = _recorder(tmp_path)
     recorder.add([PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4, message_tokens=0,
                                  tail_tokens=3362),
-                  PromptProgress(done=1024, total=3362, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
+                  PromptProgress(done=1024, total=3362, prompt_tokens=9504, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
     stats = recorder.snapshot().stats
     assert "9,504 tokens" in stats["live"] and "skips 6,138" in stats["live"]  # 3,366 kept
     assert stats["prefill"]["in_memory"] == 4
@@ -35,13 +35,13 @@ def test_nothing_is_added_where_every_kept_token_is_read(tmp_path):
     db, recorder = _recorder(tmp_path)
     recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046, head_tokens=4, message_tokens=0,
                                  tail_tokens=2950),
-                  PromptProgress(done=0, total=2954, elapsed_s=0.2)])  # fmt: skip
+                  PromptProgress(done=0, total=2954, prompt_tokens=5000, elapsed_s=0.2)])  # fmt: skip
     assert "in_memory" not in recorder.snapshot().stats["prefill"]
     assert reading_text(recorder.snapshot().stats["prefill"]) == "Reading your message: 0 of 2,954 tokens · 200 ms so far"
     db.close()
     db, recorder = _recorder(tmp_path / "rolled")  # a prompt rolled through: it reads more than it keeps
     recorder.add([PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=2046, head_tokens=4, message_tokens=0,
                                  tail_tokens=2950),
-                  PromptProgress(done=0, total=5000, elapsed_s=0.2)])  # fmt: skip
+                  PromptProgress(done=0, total=5000, prompt_tokens=5000, elapsed_s=0.2)])  # fmt: skip
     assert "in_memory" not in recorder.snapshot().stats["prefill"]
     db.close()
