@@ -27,7 +27,7 @@ ASK = {"messages": [{"role": "user", "content": SECRET}], "max_tokens": 4}
 LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<method>[A-Z]+) (?P<route>\S+) (?P<status>\d+) in=(?P<tokens_in>\S+) "
     r"out=(?P<tokens_out>\S+) wait_ms=(?P<wait>\S+) ttft_ms=(?P<ttft>\S+) total_ms=(?P<total>\d+) "
-    r"client=(?P<client>\S+) queued=(?P<queued>\d+)(?: prompt=(?P<prompt>.*))?$"
+    r"client=(?P<client>\S+) queued=(?P<queued>\d+)(?: cut=(?P<cut>\S+))?(?: prompt=(?P<prompt>.*))?$"
 )
 
 
@@ -250,3 +250,43 @@ def test_a_stream_its_client_left_is_logged_with_its_prompt_tokens_and_ttft():
     assert left.ttft_ms is not None and left.ttft_ms >= 0
     prefilled = run_coroutine(scenario(1))  # left before its first token: no TTFT to log
     assert (prefilled.status, prefilled.tokens_in, prefilled.ttft_ms) == (499, 38, None)
+
+
+class StoppedAfterOneToken:
+    """A backend whose reply the server's stop cuts after one token (the engine ends it as cancelled)."""
+
+    async def generate(self, request, cancel):
+        yield [TextDelta("Hi", 1, False)]
+        yield [Finished(GenerationStats(mode="ar", prompt_tokens=5, new_tokens=1, ttft_ms=12.0, stop_reason="cancelled"))]
+
+
+def test_streams_the_server_cut_say_so_in_their_lines(caplog_requests):
+    """Newcomer trial: streams cut by Ctrl+C were logged ``200 in=38 out=93`` as complete replies, and a queued
+    stream that never got a token ``200 in=- out=- ... queued=2``. Their 200 went out before the cut, so the line
+    says ``cut=server_stopped``; what the clients receive is unchanged (an error event, no [DONE])."""
+    (cut,) = send(create_app(StoppedAfterOneToken(), model_id="m"), ("POST", "/v1/chat/completions",
+                                                                      {**ASK, "stream": True}))
+    backend = Held()
+    app = create_app(backend, model_id="m")
+
+    async def stopping_while_one_waits():
+        backend.release = asyncio.Event()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            running = asyncio.ensure_future(client.post("/v1/chat/completions", json=ASK))
+            while not app.state.gate.busy:
+                await asyncio.sleep(0.01)
+            waiting = asyncio.ensure_future(client.post("/v1/responses", json={"input": "Hi", "stream": True}))
+            while app.state.gate.waiting < 1:
+                await asyncio.sleep(0.01)
+            app.state.gate.close()  # as the server does when it stops
+            backend.release.set()
+            return await running, await waiting
+
+    whole, queued = run_coroutine(stopping_while_one_waits())
+    for response in (cut, queued):
+        assert response.status_code == 200 and "server_stopped" in response.text and "[DONE]" not in response.text
+    logged = {line["route"]: line for line in lines(caplog_requests) if line["status"] == "200"}
+    assert logged["/v1/responses"]["cut"] == "server_stopped" and logged["/v1/responses"]["queued"] == "1"
+    chat = [line for line in lines(caplog_requests) if line["route"] == "/v1/chat/completions"]
+    assert [(line["status"], line["tokens_out"], line["cut"]) for line in chat] == [
+        ("200", "1", "server_stopped"), ("200", "1", None)]

@@ -135,6 +135,12 @@ class Generation:
         if finished is not None:
             self._record.generated(finished.stats)
 
+    def cut_by(self, error: APIError) -> None:
+        """``error`` ended the reply's stream in place of its ending (its 200 already sent): the log line says why,
+        ``cut=<its code>``."""
+        if self._record is not None:
+            self._record.cut = error.code or error.type
+
     async def to_end(self) -> list[Event]:
         """Generate the whole reply; its events, ``Finished`` last."""
         events = await self.start()

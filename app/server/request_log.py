@@ -2,7 +2,8 @@
 
 Each line holds the time (UTC), method, route, status, prompt tokens in and reply tokens out, the wait for its turn,
 time to first token (from its turn), total time, the client's address and the queue position a request waited at
-(or would have: a 429's); the prompt's text only when asked (``specchat serve --log-prompts``), as prompts are the
+(or would have: a 429's); why a stream whose 200 went out was cut (``cut=server_stopped``: its status cannot say
+it); the prompt's text only when asked (``specchat serve --log-prompts``), as prompts are the
 users' own. A ``GET /health`` answered 200 writes no line (monitors poll it every few seconds). :class:`RequestLogMiddleware` (ASGI) times each
 request and takes its status; a generation route adds its tokens, TTFT and queue position to the request's
 :class:`RequestRecord` (:func:`record_of`). Lines go to the ``app.server.requests`` logger at INFO: the process's
@@ -34,7 +35,9 @@ class RequestRecord:
     """What one request's log line says. ``status`` 0 until the response starts; ``tokens_in``, ``tokens_out``,
     ``ttft_ms`` None for requests that generate nothing; ``wait_ms`` the time from its arrival to its turn (body
     read, schemas compiled, queue), None without one; ``queued_at`` the queue position it waited at (1 = next), 0 when
-    it never waited; ``prompt`` its text, kept only with ``--log-prompts``. Times from ``time.monotonic`` (s)."""
+    it never waited; ``cut`` the code of the error event that ended a stream in place of its ending (the server
+    stopping, an engine error), None when none did; ``prompt`` its text, kept only with ``--log-prompts``. Times
+    from ``time.monotonic`` (s)."""
 
     method: str
     route: str
@@ -46,6 +49,7 @@ class RequestRecord:
     ttft_ms: float | None = None
     wait_ms: float | None = None
     queued_at: int = 0
+    cut: str | None = None
     prompt: str | None = None
 
     def turn(self) -> None:
@@ -68,7 +72,7 @@ class RequestRecord:
     def line(self, now: float) -> str:
         """The log line at monotonic time ``now``: ``2026-12-05T04:40:00.123Z POST /v1/chat/completions 200 in=12
         out=30 wait_ms=3 ttft_ms=45 total_ms=820 client=127.0.0.1:5000 queued=0`` (``-`` for what a request did not
-        have; and ``prompt="..."``, JSON-quoted, with ``--log-prompts``)."""
+        have; ``cut=server_stopped`` for a stream cut; and ``prompt="..."``, JSON-quoted, with ``--log-prompts``)."""
         stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
         def number(value: float | None) -> str:
@@ -77,6 +81,8 @@ class RequestRecord:
         fields = [stamp, self.method, self.route, str(self.status), f"in={number(self.tokens_in)}",
                   f"out={number(self.tokens_out)}", f"wait_ms={number(self.wait_ms)}", f"ttft_ms={number(self.ttft_ms)}",
                   f"total_ms={round((now - self.started) * 1000)}", f"client={self.client}", f"queued={self.queued_at}"]
+        if self.cut is not None:
+            fields.append(f"cut={self.cut}")
         if self.prompt is not None:
             text = self.prompt if len(self.prompt) <= MAX_PROMPT_CHARS else self.prompt[:MAX_PROMPT_CHARS] + "…"
             fields.append(f"prompt={json.dumps(text, ensure_ascii=False)}")

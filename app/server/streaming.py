@@ -7,7 +7,8 @@ Rules:
 - A streamed reply that must wait starts at once with its queue position (``: queued, position 2``, a comment line
   clients skip); a refusal that comes with its turn is an error event.
 - A reply cut by an engine error or by the server stopping ends with an error event in place of its ending (the
-  finish chunk and ``[DONE]``, or ``response.completed``), so that no client takes it for whole.
+  finish chunk and ``[DONE]``, or ``response.completed``), so that no client takes it for whole; its log line says
+  why (``cut=server_stopped``), its 200 having gone out.
 - The turn is given back however the stream ends: finished, client gone, never started.
 """
 
@@ -60,6 +61,7 @@ async def _after_queue(
     try:
         first = await run.start()
     except APIError as error:
+        run.cut_by(error)
         yield error_event(error)
         return
     async for part in rest(first):
@@ -108,6 +110,7 @@ async def _event_stream(
         if ending_bytes:
             yield ending_bytes
     except APIError as error:
+        run.cut_by(error)
         yield error_event(error)
 
 
