@@ -91,6 +91,18 @@ def test_log_prompts_writes_the_last_message(caplog_requests):
         f'"{SECRET}"', '"Once\\nupon"', f'"{SECRET} again"']
 
 
+async def one_running_one_waiting(client: httpx.AsyncClient, app, route: str, body: dict):
+    """Send a chat request that generates (a ``Held`` backend holds it), then ``body`` to ``route``, which waits
+    behind it; returns both as futures once the second is queued."""
+    running = asyncio.ensure_future(client.post("/v1/chat/completions", json=ASK))
+    while not app.state.gate.busy:
+        await asyncio.sleep(0.01)
+    waiting = asyncio.ensure_future(client.post(route, json=body))
+    while app.state.gate.waiting < 1:
+        await asyncio.sleep(0.01)
+    return running, waiting
+
+
 def test_a_waiting_stream_says_its_position_first_and_a_429_says_where_it_would_wait(caplog_requests):
     backend = Held()
     app = create_app(backend, model_id="m", max_queue=1)
@@ -98,12 +110,7 @@ def test_a_waiting_stream_says_its_position_first_and_a_429_says_where_it_would_
     async def scenario():
         backend.release = asyncio.Event()
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
-            running = asyncio.ensure_future(client.post("/v1/chat/completions", json=ASK))
-            while not app.state.gate.busy:
-                await asyncio.sleep(0.01)
-            waiting = asyncio.ensure_future(client.post("/v1/chat/completions", json={**ASK, "stream": True}))
-            while app.state.gate.waiting < 1:
-                await asyncio.sleep(0.01)
+            running, waiting = await one_running_one_waiting(client, app, "/v1/chat/completions", {**ASK, "stream": True})
             refused = await client.post("/v1/responses", json={"input": "Hi", "stream": True})
             backend.release.set()
             return await running, await waiting, refused
@@ -272,12 +279,7 @@ def test_streams_the_server_cut_say_so_in_their_lines(caplog_requests):
     async def stopping_while_one_waits():
         backend.release = asyncio.Event()
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
-            running = asyncio.ensure_future(client.post("/v1/chat/completions", json=ASK))
-            while not app.state.gate.busy:
-                await asyncio.sleep(0.01)
-            waiting = asyncio.ensure_future(client.post("/v1/responses", json={"input": "Hi", "stream": True}))
-            while app.state.gate.waiting < 1:
-                await asyncio.sleep(0.01)
+            running, waiting = await one_running_one_waiting(client, app, "/v1/responses", {"input": "Hi", "stream": True})
             app.state.gate.close()  # as the server does when it stops
             backend.release.set()
             return await running, await waiting
