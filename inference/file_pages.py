@@ -80,7 +80,7 @@ def released_while(path: Path | None, period_s: float = RELEASE_PERIOD_S) -> Ite
     ``period_s`` seconds (a thread; ``madvise`` needs no GIL), and once more at its end: for a call that reads a
     weights file once to repack it and releases the GIL meanwhile, so that its pages never pile up.
 
-    The prefill copy's first pass (``kv_cache.PagedCopy.run``) is such a call: OpenVINO's CPU plugin repacks the
+    The prefill copy's first pass (``paged_copy.PagedCopy.run``) is such a call: OpenVINO's CPU plugin repacks the
     4-bit weights of a dynamic-shape graph at its first inference, reading all 86 MiB of the default model's
     weights file, which stayed resident on top of the repacked weights (92 MiB) until the pass ended. Released every
     10 ms, the pass peaked 73 MiB lower at the same time (a 16-token first pass of the copy alone, Xeon with AMX:

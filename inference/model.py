@@ -174,11 +174,11 @@ class LoadedModel:
             runs SpecChat's kernels, the same f32 graph with OpenVINO's (theirs prefill 1,024 tokens ~1.5x faster;
             ours decode 1.2-1.35x faster: ``bench/kernel_speed.py``). Compiled from the stateful graph, or with
             where it can, with OpenVINO's paged attention (``_paged_attention_copy``, made by a child process and
-            kept in the model's folder: ``paged_graph``; ``kv_cache.PagedCopy`` runs it; not for a sliding-window
+            kept in the model's folder: ``paged_graph``; ``paged_copy.PagedCopy`` runs it; not for a sliding-window
             model, a folder outside the model store, or with ``SPECCHAT_PREFILL_ATTENTION=stateful`` or ``blocks``:
             ``prefill_attention.paged_prefill_attention``).
         prefill_weights: the weights file a paged ``prefill_compiled`` maps (its graph's ``.bin`` in the model's
-            folder; its first pass hands its pages back as it reads them, ``kv_cache.PagedCopy.run``), else None.
+            folder; its first pass hands its pages back as it reads them, ``paged_copy.PagedCopy.run``), else None.
         feature_layers: the decoder layers whose outputs it was compiled to give a fused draft head
             (``layer_features.LAYER_FEATURES``), () without that output.
         decoder_layers: the IR's decoder layer count (``layer_features.decoder_layer_count``, read before SpecChat's
@@ -453,7 +453,7 @@ def lm_head(model: ov.Model) -> ov.Node | None:
 def _paged_attention_copy(folder: Path, hidden_states: bool, feature_layers: Sequence[int]) -> ov.Model | None:
     """The graph of ``folder`` with the outputs and inputs ``load_model`` gives the exact one (``HIDDEN_STATES`` when
     ``hidden_states``, ``feature_layers``' outputs, ``logits_to_keep``) and OpenVINO's paged attention instead of its
-    stateful attention (``paged_attention_transformation``, what openvino-genai runs; ``kv_cache.PagedCopy`` feeds
+    stateful attention (``paged_attention_transformation``, what openvino-genai runs; ``paged_copy.PagedCopy`` feeds
     it and hands its cache over), or None when the transformation finds no attention to page. It holds Python's GIL
     for the whole transformation (179 ms, default model, 2 Xeon cores), so a load does not call it: the model store's
     child process does (``inference.models.paged_graphs``), and the load reads the IR it wrote (``paged_graph``).

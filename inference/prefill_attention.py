@@ -21,7 +21,7 @@ Design rules:
   values are read from the KV cache's ``Concat`` as they are stored.
 - Only the prefill copy, only in f32: the exact decode model keeps its fused attention (its numerics are the exact
   path's), and the bf16 copy's fused kernel (``KT_ONEDNN``) is fast already.
-- The KV cache stays the model's state variables, so the hand-over (``kv_cache._move_states``) is unchanged.
+- The KV cache stays the model's state variables, so the hand-over (``kv_states._move_states``) is unchanged.
 - Off by default (the default prefill copy pages its attention instead, :func:`paged_prefill_attention`):
   ``SPECCHAT_PREFILL_ATTENTION=blocks`` in the environment turns it on. It trades memory for time to first token
   (against the stateful copy): on 2 Xeon cores capped at AVX2 (``bench/memory_bar.py``, back to back, in

@@ -1,4 +1,4 @@
-"""The prefill copy with OpenVINO's paged attention (``model._paged_attention_copy``, ``kv_cache.PagedCopy``): its
+"""The prefill copy with OpenVINO's paged attention (``model._paged_attention_copy``, ``paged_copy.PagedCopy``): its
 logits and the cache it hands over are the exact path's within f32 summation order, over several passes, after
 cached tokens and after a rollback left dead slots; the exact states of tokens cached before it are kept bit for bit.
 The graph a load compiles is the one the model store's child wrote (``inference.paged_graph``): the same logits and
@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference import kv_cache
+from inference import paged_copy
 from inference.devices import base_properties, core
-from inference.kv_cache import KVCache, PagedCopy, _rows_from_blocks, _to_bf16_bits
+from inference.kv_cache import KVCache
 from inference.model import _paged_attention_copy, load_model
+from inference.paged_copy import PagedCopy, _rows_from_blocks, _to_bf16_bits
 from inference.paged_graph import GRAPH_FILES, INTERNAL_FLAG, STAMP, STORE_MARK, paged_graph, variant_name
 from inference.precision import PAGED_PREFILL_KV_CACHE, PrecisionSettings
 
@@ -105,12 +106,12 @@ def test_a_copy_releases_its_memory_only_when_no_other_cache_holds_a_request_of_
     first = holding.prefill(prompt[:120], upcoming=200)
     handing.prefill(other, upcoming=100)
     handing.forward([other[0]])  # hands over: its request is dropped
-    assert handing._paged._request is None and list(kv_cache._REQUESTS[copy]) == [holding._paged._request]
+    assert handing._paged._request is None and list(paged_copy._REQUESTS[copy]) == [holding._paged._request]
     second = holding.prefill(prompt[120:], upcoming=80)
     np.testing.assert_allclose(first, plain.prefill(prompt[:120], upcoming=200), atol=EXACT_NOISE)
     np.testing.assert_allclose(second, plain.prefill(prompt[120:], upcoming=80), atol=EXACT_NOISE)
     np.testing.assert_allclose(holding.forward([prompt[0]]), plain.forward([prompt[0]]), atol=EXACT_NOISE)
-    assert holding._paged._request is None and not kv_cache._REQUESTS[copy]
+    assert holding._paged._request is None and not paged_copy._REQUESTS[copy]
 
 
 def _widened(bits: np.ndarray) -> np.ndarray:

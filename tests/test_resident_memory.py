@@ -1,7 +1,7 @@
 """Resident memory of the engine (issue 33: peak RSS at most openvino-genai's): freed large blocks go back to the
 system (``inference/heap.py``), a loaded model holds no pages of its weights file it read to compile
 (``file_pages.release_mapped_file``) nor, after its first pass, of the prefill copy's (``PagedCopy.run``), and the
-fast prefill's KV hand-over never holds the cache twice (``kv_cache._move_states``). Linux only (``/proc``)."""
+fast prefill's KV hand-over never holds the cache twice (``kv_states._move_states``). Linux only (``/proc``)."""
 
 import subprocess
 import sys
@@ -123,7 +123,8 @@ def test_the_copys_first_pass_hands_back_the_weights_file_it_reads(int4_dir):
         import numpy as np
         sys.path.insert(0, "tests")
         from test_resident_memory import _file_resident
-        from inference.kv_cache import KVCache, PagedCopy
+        from inference.kv_cache import KVCache
+        from inference.paged_copy import PagedCopy
         from inference.model import load_model
         from inference.precision import PrecisionSettings
         model = load_model(Path({str(int4_dir)!r}), "CPU", PrecisionSettings())
@@ -197,7 +198,8 @@ def test_the_copys_pass_buffers_go_before_the_hand_over_and_its_passes_hand_back
         import numpy as np
         sys.path.insert(0, "tests")
         from test_resident_memory import _file_resident, _status
-        from inference.kv_cache import KVCache, PagedCopy
+        from inference.kv_cache import KVCache
+        from inference.paged_copy import PagedCopy
         from inference.model import load_model
         from inference.precision import PrecisionSettings
         model = load_model(Path({str(int4_dir)!r}), "CPU", PrecisionSettings())
