@@ -167,7 +167,7 @@ def test_the_rate_counts_the_first_step_after_the_prompt_as_the_footer_does():
     fast prefill's states over (here 1 s): the curve shows that step, and its tokens over its time are the footer's
     rate (``GenerationStats.decode_tokens_per_s``: tokens after the first over the time since it), not the faster
     rate of the steps after it alone."""
-    from app.gui.widgets.live_graph import Series
+    from app.gui.widgets.live_series import Series
     from inference.events import PromptProgress
 
     series = Series("ar", "Plain")
