@@ -1,5 +1,11 @@
 """The decoding engine: prefill, autoregressive and speculative decode, rolling context, streaming events.
 
+Why one module of ~630 lines: it is one class, :class:`Engine` (about 550 of them), the decode loop: a reply's
+prefix reuse, prefill, steps (``_speculative_step``), rolls and events all read and write the same caches, drafters
+and per-reply state (``_Decode``), in an order that keeps both modes' caches alike. What has a job of its own is
+already beside it (``prefill``, ``reply_stream``, ``scoring``, ``exactness``, ``auto_decoding``, ``drafting``);
+splitting the loop further would scatter one cache's bookkeeping over modules.
+
 One ``Engine`` owns the target model's KV cache (and the draft model's). ``generate`` takes the token ids of
 the whole conversation, reuses the longest cached prefix (a follow-up turn only prefills its new tokens),
 and yields ``events`` while it decodes.

@@ -1,6 +1,11 @@
 """Which model answers, and what the window says about it: the settings the window runs with, the model picker,
 remote servers, the draft list, the model's state in the status bar, and the notices above the chat.
 
+Why one module of ~630 lines: it is one controller, :class:`ModelChoice` (about 490 of them), the one owner of the
+settings (see the rules below): the picker, the draft list, remote targets, the status and the notices are all
+recomputed from the same settings, store and conversation shown whenever one of them changes, so splitting it would
+split that one owner. The module functions above it (~60 lines) are the rules it decides by, each in one place.
+
 Rules:
 - One owner of the settings: :attr:`ModelChoice.settings`. The settings pane's edits (:meth:`ModelChoice.edited`)
   and choices made elsewhere (the picker, a notice's button, the Models dialog: :meth:`ModelChoice.apply`) go

@@ -1,5 +1,10 @@
 """The Models dialog: installed models, adding one (import, download, convert), removing, pairing, catalogue.
 
+Why one module of ~630 lines: it is one dialog, :class:`ModelsDialog` (about 500 of them), whose three tabs share
+one operation slot (at most one runs: ``_start``/``_finish``, the progress bar, the status line, Cancel, the
+buttons it disables) and refresh one table of installed models; a tab in a module of its own would reach back into
+the dialog for all of them. ``Operation`` and ``ProgressThrottle`` are that slot's state and progress callback.
+
 ``ModelsDialog(parent=None, in_use=None)`` is self-contained (``in_use`` says which models the window uses, so that
 removing one says so); it emits ``models_changed`` after a model was added or removed,
 and ``pair_installed`` when "Download this pair" has installed a recommended pair (the window selects it). Models
