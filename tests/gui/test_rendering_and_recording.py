@@ -328,7 +328,7 @@ def test_a_compare_whose_auto_run_stayed_plain_claims_no_speedup(tmp_path):
     assert "No speedup: Auto decoded plainly" in export_footer_text(plain, "complete")
     drafted = compare(drafted_steps=1)
     assert compare_summary(drafted["compare"]).startswith("Speedup 0.91× over plain decoding")
-    assert "Auto decoding 0.91 times as fast as plain decoding" in export_footer_text(drafted, "complete")
+    assert "Auto decoding (draft head) 0.91 times as fast as plain decoding" in export_footer_text(drafted, "complete")
 
 
 @pytest.mark.parametrize(

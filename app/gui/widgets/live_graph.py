@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, 
 
 from ...backends.remote_stream import REMOTE_MODE
 from .. import theme
-from ..reply_format import MODE_NAMES, compare_summary, metrics_text, times_text
+from ..reply_format import MODE_NAMES, auto_drafters, compare_summary, metrics_text, times_text
 from .live_series import Series, nice_ceiling
 from .wrapped_label import WrappedLabel
 
@@ -451,7 +451,10 @@ class LiveGraph(QWidget):
             rate = series.latest_rate
             streaming = self._running and series is self._live
             waiting = ": …" if streaming else ": stopped before its first token"  # (a run that ended with no step)
-            text = name(series, f"■ {series.label}") + (f": {rate:.1f} tokens/s" if rate is not None else waiting)
+            label = series.label
+            if label == MODE_NAMES["auto"] and (drafters := auto_drafters(series.drafter_steps)):
+                label += f" ({drafters})"  # what Auto drafted with, so far
+            text = name(series, f"■ {label}") + (f": {rate:.1f} tokens/s" if rate is not None else waiting)
             if series.drafted:
                 text += f", acceptance rate {100.0 * series.accepted / series.drafted:.0f}%"
             parts.append(text)

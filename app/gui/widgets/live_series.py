@@ -26,6 +26,7 @@ class Series:
     rolls: list[float] = field(default_factory=list)  # elapsed_s of each roll
     drafted: int = 0
     accepted: int = 0
+    drafter_steps: dict[str, int] = field(default_factory=dict)  # steps per drafter (``plain``: without drafts)
     cache_len: int = 0
     reply_id: int | None = None  # the message of the reply it belongs to (None: not known)
     n_ctx: int = 0
@@ -46,6 +47,9 @@ class Series:
                 self.rate.append((t, (event.generated - g0) / (t - t0)))
             self.drafted += event.drafted
             self.accepted += event.accepted
+            if event.drafter:  # ("": not said, a remote server's step)
+                drafter = event.drafter if event.drafted else "plain"
+                self.drafter_steps[drafter] = self.drafter_steps.get(drafter, 0) + 1
             if self.drafted:
                 self.acceptance.append((t, 100.0 * self.accepted / self.drafted))
             self.cache_len, self.n_ctx = event.cache_len, event.n_ctx

@@ -1,0 +1,52 @@
+"""What Auto drafted with is named where its numbers are: the live graph's summary and a comparison's footer and
+export (newcomer trial: "Auto: 27.0 tokens/s, acceptance rate 61%" blended the draft head's and prompt lookup's
+drafts, and "Speedup 1.16× over plain decoding" said nothing of them; only the Compare column's heading did)."""
+
+from __future__ import annotations
+
+from app.gui.reply_format import auto_drafters, compare_summary, export_footer_text
+from inference.events import StepStats
+
+
+def _step(i: int, drafter: str, drafted: int) -> StepStats:
+    return StepStats(drafted=drafted, accepted=drafted // 2, emitted=drafted // 2 + 1, draft_ms=0.1, verify_ms=9.0,
+                     step_ms=10.0, k=drafted, cache_len=40 + i, n_ctx=512, elapsed_s=0.1 * (i + 1), generated=i + 1,
+                     drafter=drafter)  # fmt: skip
+
+
+def test_auto_drafters_names_the_drafter_of_most_steps():
+    assert auto_drafters({"head": 32, "lookup": 2, "plain": 1}) == "mostly draft head"
+    assert auto_drafters({"lookup": 9, "head": 3}) == "mostly prompt lookup"
+    assert auto_drafters({"head": 5, "plain": 20}) == "draft head"  # one drafter: no "mostly"
+    assert auto_drafters({"plain": 13}) == "plain"
+    assert auto_drafters({}) == ""  # nothing known: nothing said
+
+
+def test_the_live_summary_names_what_auto_drafted_with(make_window):
+    graph = make_window(start=False).live_graph
+    graph.show_conversation(7)
+    graph.start_run("ar", conversation_id=7)
+    graph.add_events([_step(i, "plain", 0) for i in range(6)])
+    graph.finish_run()
+    graph.start_run("auto", keep_previous=True, conversation_id=7)
+    graph.add_events([_step(0, "plain", 0)])
+    assert "■ Auto (plain): " in graph.summary_text()  # so far
+    graph.add_events([_step(i, "head", 2) for i in range(1, 6)] + [_step(6, "lookup", 4)])
+    summary = graph.summary_text()
+    assert "■ Plain decoding: " in summary and "■ Auto (mostly draft head): " in summary, summary
+    graph.finish_run()
+    assert "■ Auto (mostly draft head): " in graph.summary_text()
+
+
+def test_a_comparison_s_footer_and_export_name_what_auto_drafted_with():
+    spec = {"mode": "auto", "tokens_per_s": 27.0,
+            "drafters": {"head": {"steps": 32, "drafted": 32, "accepted": 14, "k_max": 1},
+                         "lookup": {"steps": 2, "drafted": 20, "accepted": 20, "k_max": 10},
+                         "plain": {"steps": 1, "drafted": 0, "accepted": 0, "k_max": 0}}}  # fmt: skip
+    compare = {"ar": {"mode": "ar", "tokens_per_s": 23.2}, "spec": spec, "speedup": 1.16, "identical": False,
+               "sampled": True}
+    assert compare_summary(compare) == (
+        "Speedup 1.16× over plain decoding with Auto (mostly draft head) · speed only: texts differ by design (sampling)"
+    )
+    stats = {**spec, "compare": compare, "new_tokens": 35}
+    assert "Auto decoding (mostly draft head) 1.16 times as fast as plain decoding" in export_footer_text(stats)
