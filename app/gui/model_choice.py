@@ -227,8 +227,11 @@ class ModelChoice(QObject):
             self._note_k(edited)
         self._applied(previous)
 
-    def apply(self, settings: AppSettings) -> None:
-        """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog)."""
+    def apply(self, settings: AppSettings, announce: bool = True) -> None:
+        """Apply settings chosen outside the settings pane (the picker, a notice, the Models dialog); ``announce``
+        False: chosen by the window itself (the draft head preselected for a model), no word of new settings in the
+        status bar (a newcomer's first start read "The model will be loaded with the new settings" with nothing
+        changed)."""
         previous = self.settings
         asked, settings = settings, k_for_the_drafter(previous, settings)
         if settings == previous:
@@ -236,7 +239,7 @@ class ModelChoice(QObject):
         self.settings = settings
         self._pane.set_settings(settings)  # the pane shows them (and emits them back, unchanged)
         self._note_k(asked)
-        self._applied(previous)
+        self._applied(previous, announce)
 
     def _note_k(self, asked: AppSettings) -> None:
         """Say under K why it is not the K of ``asked`` (``k_for_the_drafter`` changed it with the drafter). A K out
@@ -254,12 +257,12 @@ class ModelChoice(QObject):
             else:
                 self._pane.note_k(f"Set to {k} for {drafter}: the settings file's K, {asked_k}, is out of range (1 to {MAX_K}).")
 
-    def _applied(self, previous: AppSettings) -> None:
+    def _applied(self, previous: AppSettings, announce: bool = True) -> None:
         settings = self.settings
         self._save_timer.start(SETTINGS_SAVE_DELAY_MS)
         if settings.model_key() != previous.model_key():
             self._models.load_later(settings)
-            if not self._models.is_ready_for(settings) and not self._models.waits_for_reply:
+            if announce and not self._models.is_ready_for(settings) and not self._models.waits_for_reply:
                 # one message: while a reply runs, the loader's state says "The model will reload after this reply"
                 self.say("The model will be loaded with the new settings, in the background", 3000)  # (also the first load)
         if (settings.target_name, settings.target_device) != (previous.target_name, previous.target_device):
@@ -376,9 +379,10 @@ class ModelChoice(QObject):
             wanted = settings.generation.decoding == Decoding.DRAFT_MODEL or head_preselected
             beside = not settings.draft_model or Path(settings.draft_model).parent == Path(preselected).parent
             if preselected and wanted and beside:
-                self.apply(replace(settings, draft_model=preselected))
+                self.apply(replace(settings, draft_model=preselected), announce=False)
             elif settings.draft_is_a_head and settings.generation.decoding != Decoding.DRAFT_MODEL:
-                self.apply(replace(settings, draft_model=""))  # another model's head: Compare drafts by prompt lookup
+                # another model's head: Compare drafts by prompt lookup
+                self.apply(replace(settings, draft_model=""), announce=False)
         self.refresh_notices()
 
     def _target_manifest(self, models: list[ModelManifest]) -> ModelManifest | None:

@@ -93,8 +93,24 @@ def test_the_first_load_is_announced_as_a_load_not_a_reload(qtbot, make_window):
     "The model will be reloaded in the background" during the very first load)."""
     window = make_window(FAST, start=False)
     assert window.model_state != "ready"  # nothing loaded yet in this window
-    window.settings_pane.n_ctx.setValue(1024)
+    window.statusBar().clearMessage()
+    bits = window.settings_pane.bits  # (the weights' bit-width loads another model; the context length loads none)
+    bits.setCurrentIndex(bits.findData(8 if window.settings.bits != 8 else 4))
     qtbot.waitUntil(lambda: window.statusBar().currentMessage() != "", timeout=3000)
     message = window.statusBar().currentMessage()
     assert message == "The model will be loaded with the new settings, in the background"
     assert "reload" not in message
+
+
+def test_a_first_start_that_preselects_the_draft_head_says_nothing_of_new_settings(qtbot, make_window):
+    """A newcomer's first start (no settings file) read "The model will be loaded with the new settings, in the
+    background" with nothing changed: the window preselects the default model's draft head itself, which is no
+    user's new setting. The status bar may say the model is loading, not that settings changed."""
+    said = []
+    window = make_window(None, start=False)
+    said.append(window.statusBar().currentMessage())  # (the preselection runs as the window is built)
+    window.statusBar().messageChanged.connect(said.append)
+    window.start()
+    qtbot.waitUntil(lambda: window.model_state in ("ready", "error"), timeout=120_000)
+    assert window.settings.draft_is_a_head  # the head was preselected, as on a first start
+    assert [text for text in said if "new settings" in text] == []
