@@ -70,7 +70,7 @@ def test_every_setting_error_reads_whole_at_1366x768(qtbot, make_window):
                "and you gave 6")  # fmt: skip
     pane.flag("stop_strings", refusal, blocking=False)  # said under its field, as a refusal of the engine is
     qtbot.wait(100)
-    assert "(too many digits) and holds 999999999" in pane.error_labels["n_ctx"].text()
+    assert "more digits than the field holds (it holds 999999999)" in pane.error_labels["n_ctx"].text()
     assert pane.error_labels["k"].text().endswith("(only speculative decoding and Compare use it)")
     for name in (*numbers, "temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
                  "seed", "stop_strings"):  # fmt: skip

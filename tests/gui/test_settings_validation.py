@@ -4,6 +4,7 @@ settings persist."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -527,7 +528,7 @@ def test_longest_reply_and_top_k_are_bounded_and_digits_refused_are_said(pane, q
     _type_into(qtbot, pane.n_ctx, "99999999999")
     assert pane.n_ctx.value() == 999_999_999
     assert _shown_error(pane, "n_ctx") == (
-        "Context length must be between 16 and 8192; the field refused 9999999999 (too many digits) and holds 999999999"
+        "Context length must be between 16 and 8192; you typed more digits than the field holds (it holds 999999999)"
     )
     _type_into(qtbot, pane.n_ctx, "4096")
     assert _shown_error(pane, "n_ctx") == "" and summaries[-1] == ""
@@ -548,3 +549,25 @@ def test_an_invalid_value_from_the_settings_file_is_not_said_as_typed(qtbot):
     )
     _type_into(qtbot, pane.sampling.max_new_tokens, "99999998")
     assert _shown_error(pane, "max_new_tokens").endswith("; you typed 99999998")
+
+
+@pytest.mark.parametrize("field,typed", [("n_ctx", "123456789012"), ("max_new_tokens", "987654321098")])
+def test_digits_refused_are_never_quoted_as_a_number_the_user_did_not_type(pane, qtbot, field, typed):
+    """Newcomer trial: 123456789012 typed into Context length, then Tab, read "the field refused 12345678902 (too
+    many digits) and holds 1234567890": the digits kept and only the last one refused, a number never typed. The
+    error says the field holds fewer digits than were typed, and what it holds, not a number of its own making."""
+    from PySide6.QtCore import Qt
+
+    pane, _emitted, summaries = pane
+    box = pane.fields[field]
+    _type_into(qtbot, box, typed)
+    qtbot.keyClick(box, Qt.Key.Key_Tab)
+    held = str(box.value())
+    assert typed.startswith(held) and len(held) < len(typed)
+    shown = _shown_error(pane, field)
+    assert shown.endswith(f"; you typed more digits than the field holds (it holds {held})"), shown
+    assert " must be between " in shown and summaries[-1] == f"Fix the settings first: {shown}"
+    numbers = re.findall(r"\d{5,}", shown.rpartition(";")[2])
+    assert numbers == [held]  # no other long number: none the user did not type
+    _type_into(qtbot, box, "512")
+    assert _shown_error(pane, field) == ""

@@ -2,8 +2,10 @@
 
 A ``QSpinBox`` ignores a digit that would take its value past its maximum, without a word: a newcomer typed
 99999999999 into Context length and read "you typed 999999999" (the last two digits dropped). :class:`NumberBox`
-keeps what it refused (:attr:`NumberBox.refused`) until its value next changes, so that the field's error can say
-it ("the field holds 999999999: it refused 9999999999, too many digits").
+remembers that it refused one (:attr:`NumberBox.refused`) until its value next changes, so that the field's error can
+say it ("you typed more digits than the field holds (it holds 999999999)"). It keeps no refused number: each refusal
+is one keystroke on the digits kept, so the last one ("12345678902" for 123456789012 typed) is a number the user never
+typed (a later trial read it).
 """
 
 from __future__ import annotations
@@ -14,21 +16,20 @@ from PySide6.QtWidgets import QSpinBox
 
 
 class NumberBox(QSpinBox):
-    """A ``QSpinBox`` that records the text of a keystroke it refused for a number past its range.
+    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range.
 
     Signals:
         refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
 
     Attributes:
-        refused: the number (digits, maybe a leading "-") the last refused keystroke would have made, "" when the value
-            changed since (or none was refused).
+        refused: True when a keystroke of digits was refused since the value last changed (or none was refused).
     """
 
     refused_changed = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.refused = ""
+        self.refused = False
         self.valueChanged.connect(self._forget)
 
     def validate(self, text: str, pos: int) -> object:
@@ -36,12 +37,12 @@ class NumberBox(QSpinBox):
         result = super().validate(text, pos)
         state = result[0] if isinstance(result, tuple) else result
         number = text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip().replace(self.locale().groupSeparator(), "")
-        if state == QValidator.State.Invalid and number.lstrip("-").isdigit() and number != self.refused:
-            self.refused = number
+        if state == QValidator.State.Invalid and number.lstrip("-").isdigit() and not self.refused:
+            self.refused = True
             self.refused_changed.emit()
         return result
 
     def _forget(self, _value: int) -> None:
         if self.refused:
-            self.refused = ""
+            self.refused = False
             self.refused_changed.emit()

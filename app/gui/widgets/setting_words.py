@@ -40,7 +40,7 @@ def short_label(label: str) -> str:
     return _LABEL_TERM.sub("", label)
 
 
-def in_words(message: str, labels: dict[str, str], said: str = "you typed") -> str:
+def in_words(message: str, labels: dict[str, str], said: str = "you typed {}") -> str:
     """``message`` (an engine ``SettingError`` message) in words a person reads.
 
     Args:
@@ -50,8 +50,9 @@ def in_words(message: str, labels: dict[str, str], said: str = "you typed") -> s
             first; a term without an underscore ("seed", "k") only where it starts the message. A message about K
             names it "K (draft tokens per step)" in the engine: the label replaces it too. The engine's "-1" and
             "'auto'" choices are said as the fields show them: auto.
-        said: the words before the value checked: "you typed" (600 was typed into the field), "the settings file
-            holds" (the user typed nothing), "the field refused 99999 (too many digits) and holds"...
+        said: how the value checked is said, "{}" standing for it: "you typed {}" (600 was typed into the field),
+            "the settings file holds {}" (the user typed nothing), "you typed more digits than the field holds (it
+            holds {})"...
 
     Returns:
         e.g. "Forgotten at once must be auto or between 1 and 507 (Always kept plus Forgotten at once must stay
@@ -61,7 +62,7 @@ def in_words(message: str, labels: dict[str, str], said: str = "you typed") -> s
     text = text.replace(" must be 'auto' or ", " must be auto or ").replace(" must be -1 or ", " must be auto or ")
     for pattern, words in _INTERVALS:
         text = pattern.sub(words, text)
-    text = _GOT.sub(lambda match: f"; {said} {match.group(1)}", text)
+    text = _GOT.sub(lambda match: "; " + said.replace("{}", match.group(1)), text)
     for term in sorted(labels, key=len, reverse=True):
         label = short_label(labels[term])
         if text.startswith(f"{term} "):

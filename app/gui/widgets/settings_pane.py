@@ -651,11 +651,11 @@ class SettingsPane(QScrollArea):
         between 16 and 8192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
         box = self.fields.get(name)
         if isinstance(box, NumberBox) and box.refused:  # (a newcomer's 99999999999 read "you typed 999999999")
-            said = f"the field refused {box.refused} (too many digits) and holds"
+            said = "you typed more digits than the field holds (it holds {})"
         elif name in self._not_shown or name in self._from_file:  # (the user typed nothing: "you typed" misled)
-            said = "the settings file holds"
+            said = "the settings file holds {}"
         else:
-            said = "you typed"
+            said = "you typed {}"
         return in_words(message, self._plain_names, said)
 
     def _validate(self, emit: bool) -> None:
