@@ -285,7 +285,7 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     pane.n_ctx.setValue(2048)
 
     pane.top_p.setValue(0.0)
-    assert "Likely words only (top-p) must be above 0 and at most 1; you typed 0.0" == _shown_error(pane, "top_p")
+    assert "Likely words only (top-p) must be above 0 and at most 1; you typed 0" == _shown_error(pane, "top_p")
     pane.top_p.setValue(0.9)
     pane.temperature.setValue(5)
     assert "Randomness (temperature) must be between 0 and 2" in _shown_error(pane, "temperature")
@@ -571,3 +571,17 @@ def test_digits_refused_are_never_quoted_as_a_number_the_user_did_not_type(pane,
     assert numbers == [held]  # no other long number: none the user did not type
     _type_into(qtbot, box, "512")
     assert _shown_error(pane, field) == ""
+
+
+def test_a_decimal_field_quotes_the_number_as_typed(pane, qtbot):
+    """Newcomer trial: with Greedy ticked, 0 typed into top-p read "you typed 0.0" (the engine's float): the error
+    quotes the number as the user typed it."""
+    from PySide6.QtCore import Qt
+
+    pane, _emitted, _summaries = pane
+    pane.sampling.greedy.setChecked(True)
+    _type_into(qtbot, pane.top_p, "0")
+    qtbot.keyClick(pane.top_p, Qt.Key.Key_Tab)
+    assert _shown_error(pane, "top_p").endswith("; you typed 0"), _shown_error(pane, "top_p")
+    _type_into(qtbot, pane.temperature, "50")
+    assert _shown_error(pane, "temperature").endswith("; you typed 50")

@@ -40,7 +40,7 @@ def short_label(label: str) -> str:
     return _LABEL_TERM.sub("", label)
 
 
-def in_words(message: str, labels: dict[str, str], said: str = "you typed {}") -> str:
+def in_words(message: str, labels: dict[str, str], said: str = "you typed {}", typed: str | None = None) -> str:
     """``message`` (an engine ``SettingError`` message) in words a person reads.
 
     Args:
@@ -53,6 +53,8 @@ def in_words(message: str, labels: dict[str, str], said: str = "you typed {}") -
         said: how the value checked is said, "{}" standing for it: "you typed {}" (600 was typed into the field),
             "the settings file holds {}" (the user typed nothing), "you typed more digits than the field holds (it
             holds {})"...
+        typed: the value to say in place of the engine's, as the user typed it ("0" typed into top-p, where the
+            engine writes 0.0); None: the engine's.
 
     Returns:
         e.g. "Forgotten at once must be auto or between 1 and 507 (Always kept plus Forgotten at once must stay
@@ -62,7 +64,7 @@ def in_words(message: str, labels: dict[str, str], said: str = "you typed {}") -
     text = text.replace(" must be 'auto' or ", " must be auto or ").replace(" must be -1 or ", " must be auto or ")
     for pattern, words in _INTERVALS:
         text = pattern.sub(words, text)
-    text = _GOT.sub(lambda match: "; " + said.replace("{}", match.group(1)), text)
+    text = _GOT.sub(lambda match: "; " + said.replace("{}", match.group(1) if typed is None else typed), text)
     for term in sorted(labels, key=len, reverse=True):
         label = short_label(labels[term])
         if text.startswith(f"{term} "):

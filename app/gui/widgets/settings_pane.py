@@ -27,6 +27,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -656,7 +657,9 @@ class SettingsPane(QScrollArea):
             said = "the settings file holds {}"
         else:
             said = "you typed {}"
-        return in_words(message, self._plain_names, said)
+        # a decimal field's number as typed ("0" for top-p, which the engine writes 0.0)
+        typed = f"{box.value():g}" if isinstance(box, QDoubleSpinBox) and said == "you typed {}" else None
+        return in_words(message, self._plain_names, said, typed)
 
     def _validate(self, emit: bool) -> None:
         settings = self.current()
