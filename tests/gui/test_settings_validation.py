@@ -258,7 +258,7 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     assert emitted == [] and summaries[-1] == "Fix the settings first: Draft tokens per step (K) must be between 1 and 16; you typed 17"
     pane.n_ctx.setValue(5)  # a second field flagged: the summary says the first and counts the others
     assert summaries[-1] == (
-        "Fix the settings first: Context length must be between 16 and 8192; you typed 5 (and 1 more field, marked in red)"
+        "Fix the settings first: Context length must be between 16 and 8,192; you typed 5 (and 1 more field, marked in red)"
     )  # (in the words of the field's label, as under the field)
     pane.n_ctx.setValue(4096)
     assert summaries[-1].endswith("you typed 17")
@@ -281,7 +281,7 @@ def test_pane_flags_invalid_values_in_place_and_emits_only_valid_settings(pane):
     assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].generation.context.n_keep == "auto"
 
     pane.n_ctx.setValue(10000)
-    assert "Context length must be between 16 and 8192; you typed 10000" == _shown_error(pane, "n_ctx")
+    assert "Context length must be between 16 and 8,192; you typed 10000" == _shown_error(pane, "n_ctx")
     pane.n_ctx.setValue(2048)
 
     pane.top_p.setValue(0.0)
@@ -393,7 +393,7 @@ def test_a_number_typed_past_its_range_is_kept_and_the_range_said_in_plain_words
     _type_into(qtbot, pane.n_ctx, "12345678")
     assert pane.n_ctx.value() == 12_345_678
     error = _shown_error(pane, "n_ctx")
-    assert error == "Context length must be between 16 and 8192; you typed 12345678", error
+    assert error == "Context length must be between 16 and 8,192; you typed 12345678", error
     _type_into(qtbot, pane.n_ctx, "4096")
     _type_into(qtbot, pane.k, "4")
     assert _shown_error(pane, "n_ctx") == _shown_error(pane, "k") == ""
@@ -514,21 +514,21 @@ def test_longest_reply_and_top_k_are_bounded_and_digits_refused_are_said(pane, q
     99999999999 typed into Context length read "you typed 999999999" (the field had dropped two digits)."""
     pane, _emitted, summaries = pane
     _type_into(qtbot, pane.sampling.max_new_tokens, "999999999")
-    assert _shown_error(pane, "max_new_tokens") == "Longest reply (tokens) must be between 1 and 131072; you typed 999999999"
+    assert _shown_error(pane, "max_new_tokens") == "Longest reply (tokens) must be between 1 and 131,072; you typed 999999999"
     assert summaries[-1].startswith("Fix the settings first: Longest reply (tokens)")
     _type_into(qtbot, pane.sampling.max_new_tokens, "131072")
     assert _shown_error(pane, "max_new_tokens") == ""
     pane.sampling.more.show()
     _type_into(qtbot, pane.sampling.top_k, "999999999")
     assert _shown_error(pane, "top_k") == (
-        "Candidates (top-k) must be between 0 and 262144 (0 = off; so is a k of the vocabulary's size or more); "
+        "Candidates (top-k) must be between 0 and 262,144 (0 = off; so is a k of the vocabulary's size or more); "
         "you typed 999999999"
     )
     _type_into(qtbot, pane.sampling.top_k, "40")
     _type_into(qtbot, pane.n_ctx, "99999999999")
     assert pane.n_ctx.value() == 999_999_999
     assert _shown_error(pane, "n_ctx") == (
-        "Context length must be between 16 and 8192; you typed more digits than the field holds (it holds 999999999)"
+        "Context length must be between 16 and 8,192; you typed more digits than the field holds (it holds 999999999)"
     )
     _type_into(qtbot, pane.n_ctx, "4096")
     assert _shown_error(pane, "n_ctx") == "" and summaries[-1] == ""
@@ -545,7 +545,7 @@ def test_an_invalid_value_from_the_settings_file_is_not_said_as_typed(qtbot):
     pane.show()
     assert pane.sampling.max_new_tokens.value() == 99_999_999
     assert _shown_error(pane, "max_new_tokens") == (
-        "Longest reply (tokens) must be between 1 and 131072; the settings file holds 99999999"
+        "Longest reply (tokens) must be between 1 and 131,072; the settings file holds 99999999"
     )
     _type_into(qtbot, pane.sampling.max_new_tokens, "99999998")
     assert _shown_error(pane, "max_new_tokens").endswith("; you typed 99999998")
@@ -585,3 +585,20 @@ def test_a_decimal_field_quotes_the_number_as_typed(pane, qtbot):
     assert _shown_error(pane, "top_p").endswith("; you typed 0"), _shown_error(pane, "top_p")
     _type_into(qtbot, pane.temperature, "50")
     assert _shown_error(pane, "temperature").endswith("; you typed 50")
+
+
+def test_the_seed_error_says_what_was_typed_and_ranges_have_thousands_separators(pane, qtbot):
+    """Newcomer trial: the Seed error alone said nothing of what was typed, and ranges read "8192" and "262144"
+    where the window writes "4,096" elsewhere."""
+    pane, _emitted, _summaries = pane
+    pane.sampling.more.show()
+    pane.seed.setText("abc")
+    assert _shown_error(pane, "seed") == (
+        "Seed must be a whole number at least 0 and below 2^63, or empty or -1 for a random seed; you typed 'abc'"
+    )
+    pane.seed.setText(" -5 ")
+    assert _shown_error(pane, "seed").endswith("random seed; you typed -5")
+    pane.n_ctx.setValue(9000)
+    assert _shown_error(pane, "n_ctx") == "Context length must be between 16 and 8,192; you typed 9000"
+    pane.top_k.setValue(999_999)
+    assert _shown_error(pane, "top_k").startswith("Candidates (top-k) must be between 0 and 262,144 (0 = off")

@@ -2,8 +2,9 @@
 
 The engine's ``SettingError`` messages are written for the command line and the server: ranges in interval notation
 and settings by their field terms ("n_ctx must be in [16, 8192], got 99999"). The window says the same with the
-fields' on-screen labels and ranges in words ("Context length must be between 16 and 8192; you typed 99999"):
-:func:`in_words`.
+fields' on-screen labels and ranges in words, their whole numbers with thousands separators as the window writes
+numbers elsewhere ("Context length must be between 16 and 8,192; you typed 99999"): :func:`in_words`. The value
+checked is said as typed, without separators.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import re
 #: A number as the engine's messages write one (``-2``, ``0.5``, ``2^63``, ``1e-05``).
 _NUMBER = r"-?[\d.]+(?:e-?\d+)?(?:\^\d+)?"
 
-#: Interval notation -> words: ``[a, b]``, ``(a, b]``, ``[a, b)``, ``(a, b)`` (with an optional "in " before them).
+#: Interval notation -> words: ``[a, b]``, ``(a, b]``, ``[a, b)``, ``(a, b)`` (with an optional "in " before them),
+#: "{}" standing for each bound in turn.
 _INTERVALS = (
-    (re.compile(rf"(?:in )?\[({_NUMBER}), ({_NUMBER})\]"), r"between \1 and \2"),
-    (re.compile(rf"(?:in )?\(({_NUMBER}), ({_NUMBER})\]"), r"above \1 and at most \2"),
-    (re.compile(rf"(?:in )?\[({_NUMBER}), ({_NUMBER})\)"), r"at least \1 and below \2"),
-    (re.compile(rf"(?:in )?\(({_NUMBER}), ({_NUMBER})\)"), r"between \1 and \2, neither included"),
-    (re.compile(rf">= ({_NUMBER})"), r"at least \1"),
-    (re.compile(rf"<= ({_NUMBER})"), r"at most \1"),
+    (re.compile(rf"(?:in )?\[({_NUMBER}), ({_NUMBER})\]"), "between {} and {}"),
+    (re.compile(rf"(?:in )?\(({_NUMBER}), ({_NUMBER})\]"), "above {} and at most {}"),
+    (re.compile(rf"(?:in )?\[({_NUMBER}), ({_NUMBER})\)"), "at least {} and below {}"),
+    (re.compile(rf"(?:in )?\(({_NUMBER}), ({_NUMBER})\)"), "between {} and {}, neither included"),
+    (re.compile(rf">= ({_NUMBER})"), "at least {}"),
+    (re.compile(rf"<= ({_NUMBER})"), "at most {}"),
 )
 
 #: The value the engine checked, at the message's end or before a note: "..., got 99" / "...; got 99".
@@ -32,6 +34,12 @@ _SUM_BELOW = re.compile(r"\(([^()+<]+) \+ ([^()+<]+) < ([^()+<]+)\)")
 #: A label's trailing field term in parentheses ("Context length (n_ctx)" -> "Context length"); a term is one word
 #: with an underscore (the terms of the command line and settings file).
 _LABEL_TERM = re.compile(r"\s*\(\w*_\w*\)$")
+
+
+def _grouped(number: str) -> str:
+    """A whole number of a range with thousands separators, as the window writes numbers ("8192" -> "8,192"); any
+    other number ("0.5", "2^63") as it is."""
+    return f"{int(number):,}" if number.lstrip("-").isdigit() else number
 
 
 def short_label(label: str) -> str:
@@ -63,7 +71,7 @@ def in_words(message: str, labels: dict[str, str], said: str = "you typed {}", t
     text = message.replace("K (draft tokens per step)", "k", 1) if message.startswith("K (draft tokens per step)") else message
     text = text.replace(" must be 'auto' or ", " must be auto or ").replace(" must be -1 or ", " must be auto or ")
     for pattern, words in _INTERVALS:
-        text = pattern.sub(words, text)
+        text = pattern.sub(lambda match, words=words: words.format(*map(_grouped, match.groups())), text)
     text = _GOT.sub(lambda match: "; " + said.replace("{}", match.group(1) if typed is None else typed), text)
     for term in sorted(labels, key=len, reverse=True):
         label = short_label(labels[term])

@@ -588,10 +588,10 @@ class SettingsPane(QScrollArea):
         try:
             seed = int(text)
         except ValueError:
-            return None, SEED_ERROR
+            return None, f"{SEED_ERROR}, got '{text}'"  # (quoted: what is not a number may hold spaces)
         if seed == RANDOM_SEED:
             return None, None
-        return seed, None if 0 <= seed < 2**63 else f"{SEED_ERROR}, got {seed}"
+        return seed, None if 0 <= seed < 2**63 else f"{SEED_ERROR}, got {text}"
 
     def current(self) -> AppSettings:
         """The settings as shown (possibly invalid: see :meth:`errors`)."""
@@ -649,7 +649,7 @@ class SettingsPane(QScrollArea):
 
     def in_words(self, name: str, message: str) -> str:
         """``message`` about field ``name`` in words, its fields named by their labels ("Context length must be
-        between 16 and 8192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
+        between 16 and 8,192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
         box = self.fields.get(name)
         if isinstance(box, NumberBox) and box.refused:  # (a newcomer's 99999999999 read "you typed 999999999")
             said = "you typed more digits than the field holds (it holds {})"
