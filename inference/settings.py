@@ -256,9 +256,10 @@ class SpeculativeSettings:
     adaptive: bool = False
     lookup_max_ngram: int = 3
 
-    def validate(self) -> None:
-        """Raise SettingError naming the first setting outside its range."""
-        if not 1 <= self.k <= MAX_K:
+    def validate(self, k: bool = True) -> None:
+        """Raise SettingError naming the first setting outside its range; ``k``: check K too (False where the
+        decoding chooses K per step and leaves it unused)."""
+        if k and not 1 <= self.k <= MAX_K:
             raise SettingError("k", f"K (draft tokens per step) must be in [1, {MAX_K}], got {self.k}")
         if not 1 <= self.lookup_max_ngram <= MAX_LOOKUP_NGRAM:
             raise SettingError(
@@ -299,7 +300,7 @@ class GenerationSettings:
         decoding: Auto (the default), autoregressive, or speculative with a draft model or with prompt lookup (a
             ``Decoding`` or its value; ``validate`` refuses anything else).
         sampling / context / speculative / output: see their classes (``speculative`` is validated only when the
-            decoding is speculative: an autoregressive reply does not use it).
+            decoding is speculative, its K only when the decoding drafts a fixed K: :attr:`uses_fixed_k`).
     """
 
     decoding: Decoding = Decoding.AUTO
@@ -321,7 +322,14 @@ class GenerationSettings:
         self.output.validate()
         self.context.validate(max_position_embeddings)
         if self.decoding.speculative:
-            self.speculative.validate()
+            self.speculative.validate(k=self.uses_fixed_k)
+
+    @property
+    def uses_fixed_k(self) -> bool:
+        """True when the decoding drafts ``speculative.k`` tokens a step: prompt lookup or a draft model without
+        ``adaptive``. Auto and Adaptive choose K per step (0 to ``MAX_K``), even in a seeded reply, and leave it
+        unused, as autoregressive decoding does."""
+        return self.decoding in (Decoding.DRAFT_MODEL, Decoding.PROMPT_LOOKUP) and not self.speculative.adaptive
 
     def with_decoding(self, decoding: Decoding) -> "GenerationSettings":
         """A copy with another decoding choice."""

@@ -260,12 +260,12 @@ class AppSettings:
         (n_keep is checked against n_ctx, n_discard against both).
 
         Args:
-            speculative: also check what only speculative decoding uses (K); None: when
-                the chosen decoding is speculative (a Compare runs speculative decoding in every mode: pass True).
+            speculative: also check what only the speculative decodings that draft a fixed K use (K); None: when
+                the chosen decoding does (``GenerationSettings.uses_fixed_k``: not Auto, Adaptive or plain).
         """
         generation = self.generation
         if speculative is None:
-            speculative = generation.decoding.speculative
+            speculative = generation.uses_fixed_k
         errors: dict[str, str] = {}
         errors.update(_setting_errors(generation.sampling, lambda sampling: sampling.validate()))
         sampling = generation.sampling  # the window's bounds, beyond the engine's lower ones (newcomer trial)

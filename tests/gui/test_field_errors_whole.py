@@ -7,6 +7,7 @@ from __future__ import annotations
 from conftest import FAST
 from PySide6.QtCore import QPoint, QRect, Qt
 
+from app.gui.widgets.settings_pane import K_UNUSED_NOTE
 from inference.settings import Decoding
 
 #: More digits than a number field holds: its error says the digits it refused besides the range, its longest.
@@ -71,7 +72,7 @@ def test_every_setting_error_reads_whole_at_1366x768(qtbot, make_window):
     pane.flag("stop_strings", refusal, blocking=False)  # said under its field, as a refusal of the engine is
     qtbot.wait(100)
     assert "more digits than the field holds (it holds 999999999)" in pane.error_labels["n_ctx"].text()
-    assert pane.error_labels["k"].text().endswith("(only speculative decoding and Compare use it)")
+    assert pane.error_labels["k"].text().endswith(f"({K_UNUSED_NOTE})")
     for name in (*numbers, "temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
                  "seed", "stop_strings"):  # fmt: skip
         _assert_whole(pane, name)

@@ -1,4 +1,5 @@
-"""Only what the chosen decoding uses blocks Send: an invalid K does not block autoregressive replies."""
+"""Only what a run uses blocks it: an invalid K blocks only the decodings that draft a fixed K (not Auto, Adaptive
+or Plain, nor a Compare under Plain, which runs Auto)."""
 
 from __future__ import annotations
 
@@ -24,48 +25,58 @@ def pane_and_composer(qtbot):
     return pane, composer
 
 
-def test_an_invalid_k_blocks_only_speculative_decoding(pane_and_composer):
+def test_an_invalid_k_blocks_only_what_uses_the_box(pane_and_composer):
+    """Newcomer trial: under Auto (the default) 99 typed into K greyed out Send and Compare, although Auto picks its
+    own K. The box is used only by the decodings that draft a fixed K (prompt lookup, a draft model, without
+    Adaptive): an invalid K blocks those, and is flagged without blocking anything else (Compare under Plain runs
+    Auto, which does not use it either)."""
     pane, composer = pane_and_composer
     emitted = []
     pane.settings_changed.connect(emitted.append)
-    pane.decoding.setCurrentIndex(pane.decoding.findData("ar"))
-    pane.k.setValue(0)
-    assert pane.errors() == {} and composer.send_button.isEnabled()
-    assert emitted[-1].value("k") == 0  # autoregressive settings are valid, so they are saved
     label = pane.error_labels["k"]
-    assert label.isVisibleTo(pane) and "Draft tokens per step (K) must be between 1 and 16" in label.text()
-    assert "only speculative decoding and Compare use it" in label.text()
-    assert set(pane.errors(compare=True)) == {"k"}  # a Compare runs speculative decoding: refused
+    for decoding in ("auto", "ar"):
+        pane.decoding.setCurrentIndex(pane.decoding.findData(decoding))
+        pane.k.setValue(99)
+        assert pane.errors() == {} and pane.errors(compare=True) == {} and composer.send_button.isEnabled()
+        assert composer.compare_button.isEnabled() and emitted[-1].value("k") == 99  # valid settings: saved
+        assert label.isVisibleTo(pane) and label.text() == (
+            "Draft tokens per step (K) must be between 1 and 16; you typed 99 (only the speculative decodings with "
+            "a fixed K use this box; Auto picks its own K each step, 0 for a plain step up to 16)"
+        )
+        pane.k.setValue(4)
     pane.decoding.setCurrentIndex(pane.decoding.findData("spec_lookup"))
+    pane.k.setValue(0)
     assert set(pane.errors()) == {"k"} and not composer.send_button.isEnabled()
     composer.set_text("Hi")
     composer.submit()
     assert composer.error_text.startswith("Fix the settings first: Draft tokens per step (K) must be between 1 and 16")
+    pane.adaptive_k.setChecked(True)  # Adaptive picks K as Auto does
+    assert pane.errors(compare=True) == {} and composer.send_button.isEnabled()
+    pane.adaptive_k.setChecked(False)
     pane.k.setValue(4)
     assert pane.errors(compare=True) == {} and composer.send_button.isEnabled()
 
 
-def test_field_errors_and_the_engine_check_only_what_the_decoding_uses():
+def test_field_errors_and_the_engine_check_k_only_where_the_decoding_drafts_a_fixed_k():
     ar = AppSettings().with_values(decoding="ar", k=0)
-    assert ar.field_errors(8192, ["CPU"]) == {}
+    assert ar.field_errors(8192, ["CPU"]) == {} and ar.with_values(decoding="auto").field_errors(8192, ["CPU"]) == {}
     assert set(ar.field_errors(8192, ["CPU"], speculative=True)) == {"k"}
     assert set(ar.with_values(decoding="spec_lookup").field_errors(8192, ["CPU"])) == {"k"}
-    GenerationSettings(decoding="ar", speculative=SpeculativeSettings(k=0)).validate(8192)  # autoregressive: K unused
-    for decoding in ("auto", "spec_lookup"):  # Auto drafts K tokens a step in a seeded sampled reply
-        with pytest.raises(SettingError) as error:
-            GenerationSettings(decoding=decoding, speculative=SpeculativeSettings(k=0)).validate(8192)
-        assert error.value.field == "k"
+    assert ar.with_values(decoding="spec_lookup", adaptive_k=True).field_errors(8192, ["CPU"]) == {}
+    for decoding, adaptive in (("ar", False), ("auto", False), ("spec_lookup", True)):  # K unused: chosen per step
+        GenerationSettings(decoding=decoding, speculative=SpeculativeSettings(k=0, adaptive=adaptive)).validate(8192)
+    with pytest.raises(SettingError) as error:
+        GenerationSettings(decoding="spec_lookup", speculative=SpeculativeSettings(k=0)).validate(8192)
+    assert error.value.field == "k"
 
 
-def test_the_window_sends_with_an_unused_invalid_k_but_refuses_to_compare(make_window):
+def test_the_window_sends_and_compares_with_an_unused_invalid_k(make_window):
     from inference.models.default_head import default_head_dir
 
     # (the head already chosen: choosing it would set K to the head's)
     window = make_window(AppSettings().with_values(decoding="ar", k=0, draft_model=str(default_head_dir())), start=False)
-    window.composer.set_text("Hi")
-    assert window.chat.send("Hi", compare=True) is None
-    assert "Draft tokens per step (K) must be between 1 and 16" in window.composer.error_text
-    assert window.composer.send_button.isEnabled()  # a plain autoregressive Send is not blocked
+    assert window.composer.send_button.isEnabled() and window.composer.compare_button.isEnabled()
+    assert window.settings_pane.errors(compare=True) == {}  # Compare under Plain runs Auto: K unused
 
 
 def test_the_line_under_decoding_explains_the_decoding_chosen(pane_and_composer):

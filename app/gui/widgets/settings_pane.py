@@ -12,8 +12,9 @@ numbers, and the precision and draft-device fields, which few change, are folded
 
 Every edit is checked at once with the engine's validation (``AppSettings.field_errors``); an invalid value is
 flagged next to its field with the allowed range, and the settings stay invalid (sending is blocked) until it is
-fixed, so bad settings never reach the engine. Only what the chosen decoding uses blocks Send: an invalid K in
-autoregressive mode is flagged and blocks Compare only. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
+fixed, so bad settings never reach the engine. Only what a run uses blocks it: K is used only by the decodings that
+draft a fixed K (``GenerationSettings.uses_fixed_k``): an invalid K blocks Send under those only, and Compare only
+where its speculative run is one of them; under Auto, Adaptive or Plain it is flagged without blocking. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
 """
 
 from __future__ import annotations
@@ -617,7 +618,7 @@ class SettingsPane(QScrollArea):
 
     def errors(self, compare: bool = False) -> dict[str, str]:
         """Current errors by field name (empty when valid): of what the chosen decoding uses, and with ``compare``
-        of what a Compare uses too (it runs speculative decoding whatever the mode, so K must be valid); each
+        of what a Compare uses too (K, where its speculative run drafts a fixed K); each
         message names its field as the pane labels it and says its range in words ("Context length must be between…")."""
         errors = {**self._compare_errors, **self._errors} if compare else self._errors
         return {name: self.in_words(name, message) for name, message in errors.items()}
@@ -672,10 +673,13 @@ class SettingsPane(QScrollArea):
             errors.pop("general", None)
         errors.update(self._external_errors)
         self._errors = errors
-        # what the chosen decoding does not use (K in autoregressive mode) is flagged without blocking Send
+        # K where the chosen decoding does not use it (Auto, Adaptive, plain) is flagged without blocking Send, and
+        # blocks Compare only where Compare's run drafts a fixed K (under Plain it runs Auto: it does not)
         unused = checked.field_errors(self._max_position_embeddings, self._devices, speculative=True)
-        self._compare_errors = {name: message for name, message in unused.items() if name not in errors}
-        notes = {name: f"{text} (only speculative decoding and Compare use it)" for name, text in self._compare_errors.items()}
+        unused = {name: message for name, message in unused.items() if name not in errors}
+        compare_uses_k = checked.generation_settings(checked.compare_decoding).uses_fixed_k
+        self._compare_errors = unused if compare_uses_k else {}
+        notes = {name: f"{text} ({K_UNUSED_NOTE})" for name, text in unused.items()}
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             if message and name in self._not_shown:
@@ -718,6 +722,12 @@ class SettingsPane(QScrollArea):
 K_HELP = "More pays off when the guesses are often right."
 #: The explanation under K while Auto or Adaptive chooses K each step (a reply's footer then says "K up to 3").
 K_AUTO_HELP = f"Auto picks K each step (0 to {MAX_K}), not this box."
+#: Said after an invalid K where it blocks nothing: why the box's range (1 to MAX_K) differs from Auto's (0 to MAX_K,
+#: :data:`K_AUTO_HELP`), which a newcomer read as a contradiction.
+K_UNUSED_NOTE = (
+    f"only the speculative decodings with a fixed K use this box; Auto picks its own K each step, 0 for a plain step "
+    f"up to {MAX_K}"
+)
 
 #: Numeric types in plain words, the type's own name beside them (as the settings' labels keep their field terms).
 _TYPE_WORDS = {"f32": "full (f32)", "bf16": "half (bf16)", "f16": "half (f16)", "u8": "8-bit (u8)", "i8": "8-bit (i8)", "u4": "4-bit (u4)"}
