@@ -10,6 +10,11 @@ also go to stderr, where there is one, as before.
 
 The window and the command line write separate files because a file rotated by one process while another
 writes it cannot be renamed on Windows; a rotation that fails for that reason is retried at the next record.
+
+A log file holds what a user may not want others to read (the server's prompts with ``--log-prompts``, errors
+quoting a reply), so it is created readable by its owner only. HTTP clients' request lines stay out of it
+(:data:`QUIET_LOGGERS`): httpx logged every request's URL at INFO, a remote server's ``?key=`` secret included,
+which the window shows and stores only as ``***`` (a newcomer trial found it in ``window.log``, mode 644).
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ MAX_BYTES = 1_000_000
 #: Rotated files kept next to the current one (``window.log.1`` ... ``window.log.3``).
 BACKUP_COUNT = 3
 FILE_FORMAT = "%(asctime)s %(process)d %(threadName)s %(levelname)s %(name)s: %(message)s"
+#: Loggers whose INFO records are left out (WARNING and up kept): httpx and httpcore log each request's URL, whose
+#: query may hold a secret, and the hub downloads' every request.
+QUIET_LOGGERS = ("httpx", "httpcore")
+#: Permissions of a log file when it is created: its owner's only.
+FILE_MODE = 0o600
 #: What each kind of process printed on stderr before there was a log file (kept as it was).
 STDERR_FORMATS = {"window": "%(levelname)s %(name)s: %(message)s", "cli": "%(message)s"}
 
@@ -63,6 +73,12 @@ class _RotatingLog(logging.handlers.RotatingFileHandler):
     """A rotating log file; :mod:`faulthandler` writes into it too when ``crashes``, also after each rotation."""
 
     crashes = False
+
+    def _open(self):
+        """Open the file as the handler does, created with :data:`FILE_MODE` (an existing one is made so too)."""
+        stream = super()._open()
+        os.chmod(self.baseFilename, FILE_MODE)
+        return stream
 
     def doRollover(self) -> None:  # noqa: N802 - logging's name
         try:
@@ -100,6 +116,8 @@ def setup_logging(kind: str) -> Path | None:
         root.removeHandler(handler)
         handler.close()
     root.setLevel(logging.INFO)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     console = _Stderr()
     console.setLevel(logging.WARNING)
     console.setFormatter(logging.Formatter(STDERR_FORMATS[kind]))

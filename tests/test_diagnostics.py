@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -70,6 +71,30 @@ def test_log_file_rotates_and_keeps_three_old_files(tmp_path: Path) -> None:
     assert all(path.stat().st_size <= 1_000_000 for path in logs.iterdir())
     current = (logs / "cli.log").read_text(encoding="utf-8")
     assert "line 04999" in current and current.rstrip().endswith("WARNING test: the last line")
+
+
+def test_the_log_is_its_owner_s_and_holds_no_request_url(tmp_path: Path) -> None:
+    """A newcomer trial found a remote server's ``?key=SECRET123`` in ``window.log`` (mode 644): httpx logs every
+    request's URL at INFO. The log file is created readable by its owner only, and keeps no request line."""
+    result = _run_python(
+        """
+        import logging
+        import httpx
+        from app.logging_setup import setup_logging
+        print(setup_logging("window"))
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": []}))
+        with httpx.Client(transport=transport) as client:
+            client.get("http://127.0.0.1:8765/v1/models?key=SECRET123")
+        logging.getLogger("test").info("after the request")
+        """,
+        _child_env(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    log = tmp_path / "data" / "logs" / "window.log"
+    text = log.read_text(encoding="utf-8")
+    assert "after the request" in text  # (INFO records are written)
+    assert "SECRET123" not in text and "HTTP Request" not in text
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
 def test_a_crash_leaves_its_traceback_in_the_log_also_after_a_rotation(tmp_path: Path) -> None:
