@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, QStandardPaths, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from .history_db import HistoryDB, write_error_text
+from .history_rows import Conversation
 from .history_transfer import export_json, export_markdown, import_json, read_export
 from .reply_controller import ReplyController
 from .settings_store import SettingsStore
@@ -186,7 +187,7 @@ class Conversations(QObject):
             self._parent,
             QMessageBox.Icon.Question,
             "Delete chat",
-            f"Delete “{conversation.title}” and its {conversation.message_count} messages?",
+            f"Delete “{conversation.title}” and its {self._counted(conversation)}?",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
             QMessageBox.StandardButton.Cancel,
             informative="This cannot be undone. Export it first if you want to keep a copy.",
@@ -215,6 +216,16 @@ class Conversations(QObject):
         self.refresh()
         self.say(f"Deleted “{conversation.title}”", 5000)
         return True
+
+    def _counted(self, conversation: Conversation) -> str:
+        """The messages a chat shows, then the earlier versions it keeps (Edit, Regenerate): ``2 messages (and 3
+        earlier versions)``, ``1 message`` (newcomer trial: a chat showing 2 messages asked "… and its 5 messages?")."""
+        shown = len(self.db.messages(conversation.id))
+        earlier = conversation.message_count - shown
+        words = f"{shown} message{'' if shown == 1 else 's'}"
+        if earlier > 0:
+            words += f" (and {earlier} earlier version{'' if earlier == 1 else 's'})"
+        return words
 
     def json_output_changed(self, conversation_id: int, on: bool) -> None:
         """Save a conversation's "JSON output" choice (-1: no conversation yet; the choice goes with its first

@@ -194,3 +194,34 @@ def test_the_delete_confirmation_names_its_action_and_defaults_to_cancel(qtbot, 
     buttons["&Delete"].click()
     qtbot.waitUntil(task.done, timeout=5000)
     assert task.result() is True and parts.db.conversation(conversation_id) is None
+
+
+def test_the_delete_confirmation_counts_the_messages_shown_and_the_earlier_versions_apart(
+    qtbot, parts, monkeypatch, qasync_loop
+):
+    """Newcomer trial: a chat showing 2 messages asked "… and its 5 messages?", counting the versions Regenerate
+    kept; the question counts what the chat shows, then the earlier versions."""
+    import asyncio
+
+    from PySide6.QtWidgets import QApplication
+
+    async def nothing_streams(_conversation_id):
+        return None
+
+    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    conversation_id = add_chat(parts.db, "What is the capital of Italy?", "What is the capital of Italy?", "Rome.")
+    answer = parts.db.messages(conversation_id)[-1].id
+    for text in ("Rome!", "It is Rome.", "Rome, of course."):  # three regenerations: 5 messages stored, 2 shown
+        answer = parts.db.add_message(conversation_id, "assistant", text, replaces=answer)
+    assert parts.db.conversation(conversation_id).message_count == 5 and len(parts.db.messages(conversation_id)) == 2
+    parts.conversations.refresh()
+    task = asyncio.ensure_future(parts.conversations.delete(conversation_id))
+
+    def box():
+        return next((w for w in QApplication.topLevelWidgets() if w.objectName() == "confirmDelete" and w.isVisible()), None)
+
+    qtbot.waitUntil(lambda: box() is not None, timeout=5000)
+    assert box().text() == "Delete “What is the capital of Italy?” and its 2 messages (and 3 earlier versions)?"
+    next(button for button in box().buttons() if button.text() == "Cancel").click()
+    qtbot.waitUntil(task.done, timeout=5000)
+    assert task.result() is False
