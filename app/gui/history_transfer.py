@@ -22,7 +22,7 @@ from ..bounded_json import depth_exceeds
 from .history_db import HistoryDB
 from .history_rows import ROLES, STATES, is_time
 from .message_fields import spans_problem, stats_problem
-from .reply_format import MODE_NAMES, export_footer_text, second_run_name
+from .reply_format import MODE_NAMES, export_footer_text, export_run_text, second_run_name
 
 EXPORT_FORMAT = "specchat-conversation"
 EXPORT_VERSION = 1
@@ -62,8 +62,9 @@ def export_json(db: HistoryDB, conversation_id: int) -> dict[str, Any]:
 
 
 def export_markdown(db: HistoryDB, conversation_id: int) -> str:
-    """A conversation as a Markdown document (title, system prompt, then each message under a heading; a
-    comparison's two replies each under a heading of its decoding, plain decoding first, as the window's columns)."""
+    """A conversation as a Markdown document (title, system prompt, then each message under a heading, a reply's
+    line under it; a comparison's two replies each under a heading of its decoding, plain decoding first, as the
+    window's columns, each followed by its run's line, then the comparison's)."""
     conversation = db.conversation(conversation_id)
     if conversation is None:
         raise ValueError(f"no conversation with id {conversation_id}")
@@ -76,11 +77,15 @@ def export_markdown(db: HistoryDB, conversation_id: int) -> str:
         if message.unreadable:
             lines += [f"*(unreadable message: {message.unreadable})*", ""]
         elif isinstance(compare, dict) and not stats_problem(message.stats):
-            # a comparison: both replies, as the window shows them side by side (newcomer trial: only the second
-            # run's text was written, the plain decoding's was lost)
-            plain = (compare.get("ar") or {}).get("text", "")
-            lines += [f"### {MODE_NAMES['ar']}", "", _closed(plain) or "*(no text)*", "",
-                      f"### {second_run_name(compare)}", "", _closed(message.content) or "*(no text)*", ""]
+            # a comparison: both replies, each with its line, as the window shows them side by side (newcomer
+            # trials: only the second run's text was written, then neither run's numbers nor a cut at the limit)
+            ar = compare.get("ar") or {}
+            runs = ((MODE_NAMES["ar"], ar.get("text", ""), ar),
+                    (second_run_name(compare), message.content, compare.get("spec") or {}))  # fmt: skip
+            for name, text, run in runs:
+                lines += [f"### {name}", "", _closed(text) or "*(no text)*", ""]
+                if run_line := export_run_text(run):
+                    lines += [f"*{run_line}*", ""]
         else:
             lines += [_closed(message.content), ""]
         footer = export_footer_text(message.stats, message.state) if message.role == "assistant" else ""

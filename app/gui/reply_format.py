@@ -209,6 +209,18 @@ def metrics_text(stats: dict) -> str:
     return " · ".join(parts)
 
 
+#: What a Compare column's line starts with for a run cut at the length limit (a single reply's footer says it so).
+LENGTH_LIMIT_REACHED = "Length limit reached"
+
+
+def run_metrics_text(run: dict) -> str:
+    """The line under a Compare column: :func:`metrics_text` of its run, after ``Length limit reached · `` where
+    the run stopped there (a comparison cannot be continued, so no hint follows; a newcomer trial saw it only in
+    the JSON export)."""
+    ended = f"{LENGTH_LIMIT_REACHED} · " if run.get("stop_reason") == "max_new_tokens" else ""
+    return ended + metrics_text(run)
+
+
 def _recorded(stats: dict | None, key: str) -> str:
     """``stats[key]`` of a reply, or of a comparison's runs (the speculative one first), as text; "" where absent."""
     stats = stats or {}
@@ -296,7 +308,7 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
     prefix = {"stopped": "Stopped · ", "error": "Failed · "}.get(state, "")
     if stopped_at_limit(stats, state):
         hint = "raise Longest reply, then Regenerate" if remote_reply(stats) else "Continue writes more"
-        prefix = f"Length limit reached ({hint}) · " if last else "Length limit reached · "
+        prefix = f"{LENGTH_LIMIT_REACHED} ({hint}) · " if last else f"{LENGTH_LIMIT_REACHED} · "
     part = stats
     if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
         prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
@@ -370,6 +382,15 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
     if label := answered_with_label(stats):
         parts.append(f"model {label}")
     return _with_error(" · ".join(parts), stats)
+
+
+def export_run_text(run: dict) -> str:
+    """The line under one run of a comparison in a Markdown export (its heading names the decoding): how it ended
+    where it was cut at the length limit, then its acceptance and speed in the words of :func:`export_footer_text`,
+    e.g. ``Cut off at the length limit · 56 tokens at 46.6 tokens/s, the first after 274 ms``; "" for a run that did
+    not finish (a comparison stopped before it)."""
+    parts = ["Cut off at the length limit"] if run.get("stop_reason") == "max_new_tokens" else []
+    return " · ".join(parts + _decoding_in_words(run)[1:])
 
 
 def _decoding_in_words(stats: dict) -> list[str]:

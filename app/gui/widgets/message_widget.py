@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from ..history_rows import Message
 from ..message_fields import spans_problem, stats_problem
-from ..reply_format import MODE_NAMES, can_continue, footer_text, metrics_text, second_run_name
+from ..reply_format import MODE_NAMES, can_continue, footer_text, run_metrics_text, second_run_name
 from .copy_feedback import CopiedFeedback
 from .elided_label import PartsLabel
 from .markdown_view import MarkdownView
@@ -455,10 +455,10 @@ class MessageWidget(QFrame):
             ar = compare.get("ar") or {}
             spec = compare.get("spec") or {}
             self.ar_column.view.set_markdown(ar.get("text", ""))
-            self.ar_column.metrics.setText(metrics_text(ar) if "tokens_per_s" in ar else ar.get("live", ""))
+            self.ar_column.metrics.setText(run_metrics_text(ar) if "tokens_per_s" in ar else ar.get("live", ""))
             self.spec_column.title.setText(second_run_name(compare))
             self.spec_column.view.set_markdown(message.content, spans, self._highlight)
-            self.spec_column.metrics.setText(metrics_text(spec) if "tokens_per_s" in spec else spec.get("live", ""))
+            self.spec_column.metrics.setText(run_metrics_text(spec) if "tokens_per_s" in spec else spec.get("live", ""))
         else:
             if self.compare_box is not None:
                 self.compare_box.setVisible(False)
