@@ -23,6 +23,7 @@ from .history_db import HistoryDB
 from .history_rows import ROLES, STATES, is_time
 from .message_fields import spans_problem, stats_problem
 from .reply_format import MODE_NAMES, export_footer_text, export_run_text, second_run_name
+from .widgets.markdown_view import LINE_SEPARATOR, hard_line_breaks
 
 EXPORT_FORMAT = "specchat-conversation"
 EXPORT_VERSION = 1
@@ -62,8 +63,8 @@ def export_json(db: HistoryDB, conversation_id: int) -> dict[str, Any]:
 
 
 def export_markdown(db: HistoryDB, conversation_id: int) -> str:
-    """A conversation as a Markdown document (title, system prompt, then each message under a heading, a reply's
-    line under it; a comparison's two replies each under a heading of its decoding, plain decoding first, as the
+    """A conversation as a Markdown document (title, system prompt, then each message under a heading, its line
+    breaks as the window shows them, a reply's line under it; a comparison's two replies each under a heading of its decoding, plain decoding first, as the
     window's columns, each followed by its run's line, then the comparison's)."""
     conversation = db.conversation(conversation_id)
     if conversation is None:
@@ -83,15 +84,30 @@ def export_markdown(db: HistoryDB, conversation_id: int) -> str:
             runs = ((MODE_NAMES["ar"], ar.get("text", ""), ar),
                     (second_run_name(compare), message.content, compare.get("spec") or {}))  # fmt: skip
             for name, text, run in runs:
-                lines += [f"### {name}", "", _closed(text) or "*(no text)*", ""]
+                lines += [f"### {name}", "", _closed(_as_shown(text)) or "*(no text)*", ""]
                 if run_line := export_run_text(run):
                     lines += [f"*{run_line}*", ""]
         else:
-            lines += [_closed(message.content), ""]
+            lines += [_closed(_as_shown(message.content)), ""]
         footer = export_footer_text(message.stats, message.state) if message.role == "assistant" else ""
         if footer:
             lines += [f"*{footer}*", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _as_shown(text: str) -> str:
+    """``text`` with each single newline the window shows as a line break (:func:`hard_line_breaks`: in a paragraph,
+    not in code nor before a list item or heading) written as a Markdown hard break, a trailing backslash (two spaces
+    after a line that ends in a backslash, which would escape it), so that a viewer does not join the lines into one
+    paragraph as a newcomer trial's did."""
+    shown = hard_line_breaks(text)
+    pieces, start = [], 0
+    for newline in re.finditer("\n", text):
+        if shown[newline.start()] == LINE_SEPARATOR:
+            line = text[start : newline.start()]
+            pieces.append(line + ("  \n" if line.endswith("\\") else "\\\n"))
+            start = newline.end()
+    return "".join(pieces) + text[start:]
 
 
 def _closed(text: str) -> str:

@@ -531,7 +531,7 @@ def test_a_comparison_exports_both_replies_labelled(tmp_path):
     assert markdown == (
         "# Compared\n\n"
         "## User\n\nSay hi\n\n"
-        "## Assistant\n\n### Plain decoding\n\nHi from plain ```py\nx\n\n"
+        "## Assistant\n\n### Plain decoding\n\nHi from plain ```py\\\nx\n\n"
         "*Cut off at the length limit · 56 tokens at 46.6 tokens/s, the first after 274 ms*\n\n"
         "### Auto\n\nHi from Auto\n\n"
         "*35 tokens at 46.7 tokens/s, the first after 285 ms*\n\n"
@@ -541,4 +541,21 @@ def test_a_comparison_exports_both_replies_labelled(tmp_path):
     assert (exported["content"], exported["stats"]["compare"]["ar"]["text"]) == ("Hi from Auto", "Hi from plain ```py\nx")
     copy = import_json(db, json.loads(json.dumps(export_json(db, c))))
     assert export_markdown(db, copy) == markdown.replace("# Compared", "# Compared (imported)", 1)
+    db.close()
+
+
+def test_the_markdown_export_keeps_the_line_breaks_the_window_shows(tmp_path):
+    """Newcomer trial: a reply the window showed as three lines was written with single newlines, which Markdown
+    viewers join into one paragraph; each line break the window shows is a hard break in the file (a trailing
+    backslash; two spaces after a line that ends in one), and code, lists and headings are written as they are."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    c = db.create_conversation("Breaks", "")
+    db.add_message(c, "user", "Count\nplease")
+    reply = ("One-to-five: 1\nTwo-one: 2\nThree: 3\n\n```\ncode a\ncode b\n```\n- x\n- y\n# Heading\ntext\n"
+             "C:\\dir\\\nnext")  # fmt: skip
+    db.add_message(c, "assistant", reply, stats={"mode": "ar", "new_tokens": 3})
+    markdown = export_markdown(db, c)
+    assert "## User\n\nCount\\\nplease\n\n" in markdown  # (the window shows a user message as typed, lines kept)
+    assert ("One-to-five: 1\\\nTwo-one: 2\\\nThree: 3\n\n```\ncode a\ncode b\n```\n- x\n- y\n# Heading\ntext\\\n"
+            "C:\\dir\\  \nnext\n\n") in markdown  # fmt: skip
     db.close()
