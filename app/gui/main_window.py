@@ -345,6 +345,10 @@ class MainWindow(QMainWindow):
             server_menu, "&Local server…", self.server_control.show_dialog,
             tip="Serve the loaded model to other programs (OpenAI API)",
         )  # fmt: skip
+        self.remote_server_action = self._action(
+            server_menu, "&Remote server…", lambda: self.tasks.spawn(self.choice.remote_dialog()),
+            tip="Chat with a model on an OpenAI-compatible server (as the model picker's last entry)",
+        )  # fmt: skip
 
         view_menu = menu.addMenu("&View")
         self.highlight_action = self._action(

@@ -443,3 +443,19 @@ def test_a_secret_in_the_base_url_is_sent_but_never_shown_nor_written_to_setting
     assert again.settings.remote_url == stub.url("ok") + "?key=***"
     assert send_and_wait(qtbot, again, "Say hello again").content == REPLY
     assert stub.requests[-1][0] == "/ok/v1/chat/completions?key=SECRET"
+
+
+def test_server_remote_server_opens_the_dialog_the_picker_opens(qtbot, make_window):
+    """Newcomer trial: the Server menu held only "Local server…", a remote server was reachable only through the
+    model picker's last entry; Server > Remote server… opens that entry's dialog, and Cancel keeps the local model."""
+    from PySide6.QtWidgets import QMenu
+
+    window = make_window(start=False)
+    server_menu = next(m for m in window.menuBar().findChildren(QMenu) if m.title() == "&Server")
+    assert [a.text() for a in server_menu.actions()] == ["&Local server…", "&Remote server…"]
+    window.remote_server_action.trigger()
+    qtbot.waitUntil(lambda: any(d.isVisible() for d in window.findChildren(RemoteServerDialog)), timeout=5000)
+    dialog = next(d for d in window.findChildren(RemoteServerDialog) if d.isVisible())
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    assert not window.settings.use_remote
