@@ -69,3 +69,21 @@ def test_invalid_presets_in_the_file_are_dropped_with_a_warning(tmp_path):
     assert store.load() == AppSettings()
     assert list(store.presets) == ["ok"] and store.presets["ok"]["temperature"] == 1.0
     assert len(store.warnings) == 3  # stop_strings, "bad", "worse"
+
+
+def test_a_conversation_remembers_values_edited_by_hand_and_a_bad_entry_is_nothing(tmp_path):
+    path = tmp_path / "settings.json"
+    store = SettingsStore(path)
+    store.save(AppSettings())
+    custom = {**BUILTIN_PRESETS["Balanced"], "temperature": 0.55}
+    store.set_conversation_preset(3, custom, write=False)  # a hand edit: written with the settings' next save
+    assert store.conversation_preset(3) == custom
+    assert "conversation_presets" not in json.loads(path.read_text())["ui"]
+    store.save_ui_state(AppSettings(), {})
+    data = json.loads(path.read_text())
+    data["ui"]["conversation_presets"].update({"4": {"temperature": "hot"}, "5": 7, "6": "Precise"})
+    path.write_text(json.dumps(data))  # an older file's entries are names; a broken entry is none
+    reloaded = SettingsStore(path)
+    reloaded.load()
+    assert reloaded.conversation_preset(3) == custom and reloaded.conversation_preset(6) == "Precise"
+    assert reloaded.conversation_preset(4) is None and reloaded.conversation_preset(5) is None

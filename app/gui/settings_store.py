@@ -79,7 +79,8 @@ GENERATION_KEYS: dict[str, tuple[str, str]] = {
     "frequency_penalty": ("sampling", "frequency_penalty"),
     "stop_strings": ("sampling", "stop_strings"),
 }
-#: UI-state key of the preset chosen per conversation: ``{str(conversation_id): preset name}``.
+#: UI-state key of the preset chosen per conversation: ``{str(conversation_id): preset name, or the values edited by
+#: hand (Custom) over PRESET_KEYS}``.
 CONVERSATION_PRESETS = "conversation_presets"
 #: UI-state key of the folder the last export was written to.
 EXPORT_FOLDER = "export_folder"
@@ -397,6 +398,16 @@ def _without_credentials(url: str) -> str | None:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else None
 
 
+def _preset_from_json(values: Any) -> dict[str, Any] | None:
+    """A complete preset from a settings file's JSON (``preset_values``: missing keys take neutral values), or None
+    where it is not an object of numbers for ``PRESET_KEYS``."""
+    valid = isinstance(values, dict) and all(
+        isinstance(values.get(key), _TYPES[key]) and not isinstance(values.get(key), bool)
+        for key in PRESET_KEYS if key in values
+    )
+    return preset_values({key: float(v) if key in _FLOATS else v for key, v in values.items()}) if valid else None
+
+
 def _preset_of_a_file_without_presets(values: dict[str, Any]) -> str:
     """The preset of settings saved before presets existed: ``MODEL_DEFAULT`` where the sampling values are that
     version's untouched defaults (greedy, no top-p or top-k), else "" (custom), so that what a user chose stays."""
@@ -542,7 +553,7 @@ class SettingsStore:
 
     def delete_preset(self, name: str) -> None:
         """Remove a user preset and write the file. The conversations that had chosen it fall back to
-        ``MODEL_DEFAULT`` (a conversation remembers a preset's name, not its values; one with no preset would show
+        ``MODEL_DEFAULT`` (a conversation remembers a preset by its name; one with nothing remembered would show
         whatever the chat shown before it had)."""
         self._presets.pop(name, None)
         chosen = self._ui.get(CONVERSATION_PRESETS)
@@ -552,30 +563,34 @@ class SettingsStore:
             }
         self.save(self._settings)
 
-    def conversation_preset(self, conversation_id: int) -> str | None:
-        """The preset last chosen in a conversation, or None."""
+    def conversation_preset(self, conversation_id: int) -> str | dict[str, Any] | None:
+        """What a conversation remembers of its sampling: the name of the preset last chosen in it, or the values
+        last edited by hand in it (Custom, complete over ``PRESET_KEYS``), or None (nothing, or an entry that is
+        neither)."""
         chosen = self._ui.get(CONVERSATION_PRESETS)
-        name = chosen.get(str(conversation_id)) if isinstance(chosen, dict) else None
-        return name if isinstance(name, str) else None
+        entry = chosen.get(str(conversation_id)) if isinstance(chosen, dict) else None
+        return entry if isinstance(entry, str) else _preset_from_json(entry)
 
-    def set_conversation_preset(self, conversation_id: int, name: str) -> None:
-        """Remember the preset chosen in a conversation (UI state) and write the file."""
+    def set_conversation_preset(self, conversation_id: int, preset: str | dict[str, Any], write: bool = True) -> None:
+        """Remember the sampling of a conversation (UI state): a preset's name, or the values edited by hand
+        (``PRESET_KEYS``); then write the file, or with ``write`` False leave it to the next save (a hand edit: an
+        arrow held on a spin box edits many times a second, and the window saves the settings shortly after each
+        edit, and at quit)."""
         chosen = self._ui.get(CONVERSATION_PRESETS)
-        self._ui[CONVERSATION_PRESETS] = {**(chosen if isinstance(chosen, dict) else {}), str(conversation_id): name}
-        self.save(self._settings)
+        entry = preset if isinstance(preset, str) else preset_values(preset)
+        self._ui[CONVERSATION_PRESETS] = {**(chosen if isinstance(chosen, dict) else {}), str(conversation_id): entry}
+        if write:
+            self.save(self._settings)
 
     def _load_presets(self, raw: Any) -> dict[str, dict[str, Any]]:
         """Presets from the file: entries that are not a name with numbers for ``PRESET_KEYS`` are dropped (warned)."""
         presets: dict[str, dict[str, Any]] = {}
         for name, values in (raw if isinstance(raw, dict) else {}).items():
-            valid = isinstance(values, dict) and all(
-                isinstance(values.get(key), _TYPES[key]) and not isinstance(values.get(key), bool)
-                for key in PRESET_KEYS if key in values
-            )
-            if not valid or not name.strip():
+            preset = _preset_from_json(values)
+            if preset is None or not name.strip():
                 self.warnings.append(f"sampling preset {name!r} is invalid; it was dropped")
                 continue
-            presets[name] = preset_values({key: float(v) if key in _FLOATS else v for key, v in values.items()})
+            presets[name] = preset
         return presets
 
     @property

@@ -200,6 +200,55 @@ def test_a_chat_whose_preset_was_deleted_falls_back_to_the_model_default_after_a
     assert "Mine" not in [group.preset.itemText(i) for i in range(group.preset.count())]
 
 
+def test_a_chat_keeps_its_values_edited_by_hand_across_chat_switches_and_a_restart(qtbot, make_window):
+    """A newcomer trial (as an LM Studio/Jan user, where each chat keeps its parameters) set chat A's temperature to
+    0.55 by hand, clicked chat B (Model default, 0.70) and back: chat A showed Model default / 0.70, the 0.55 lost
+    without a word. A chat remembers its Custom values as it remembers a preset's name."""
+    window = make_window(FAST, start=False)
+    db = window.db
+    chat_a, chat_b = db.create_conversation("Chat A"), db.create_conversation("Chat B")
+    db.add_message(chat_a, "user", "Hello")
+    db.add_message(chat_b, "user", "Hi")
+    window.conversations.refresh()
+    group = window.settings_pane.sampling
+    window.conversations.open(chat_b)
+    group.choose_preset(MODEL_DEFAULT)
+    window.conversations.open(chat_a)
+    group.choose_preset("Balanced")
+    group.temperature.setValue(0.55)
+    assert group.preset.currentText() == "Custom" and window.settings.value("temperature") == 0.55
+    window.conversations.open(chat_b)
+    assert group.preset.currentText() == MODEL_DEFAULT and window.settings.value("temperature") == 0.7
+    window.conversations.open(chat_a)
+    assert group.preset.currentText() == "Custom" and window.settings.sampling_preset == ""
+    assert window.settings.value("temperature") == 0.55 and window.settings.value("repetition_penalty") == 1.1
+    window.close()
+
+    again = make_window(None, start=False)
+    group = again.settings_pane.sampling
+    again.conversations.open(chat_b)
+    assert group.preset.currentText() == MODEL_DEFAULT and again.settings.value("temperature") == 0.7
+    again.conversations.open(chat_a)
+    assert group.preset.currentText() == "Custom" and again.settings.value("temperature") == 0.55
+    assert again.settings.value("repetition_penalty") == 1.1
+
+
+def test_values_edited_by_hand_in_a_new_chat_are_kept_once_the_chat_is_saved(make_pane):
+    pane, _, _ = make_pane()
+    group = pane.sampling
+    group.set_conversation(None)
+    group.choose_preset("Creative")
+    group.top_p.setValue(0.8)
+    group.adopt_conversation(7)
+    group.set_conversation(None)
+    group.choose_preset("Precise")
+    again, _, _ = make_pane()
+    again.sampling.set_conversation(7)
+    current = again.current()
+    assert current.sampling_preset == "" and again.sampling.preset.currentText() == "Custom"
+    assert (current.value("temperature"), current.value("top_p")) == (1.0, 0.8)
+
+
 def test_a_preset_that_cannot_be_saved_says_why_without_moving_a_field(make_pane, qtbot, tmp_path):
     """Saving a preset failed (the settings file could not be written): its message line pushed every field below
     the preset down, as an invalid value's error once did (test_settings_validation's

@@ -3,8 +3,8 @@ stop strings and reply length.
 
 A preset (``app.gui.sampling_presets``) fills the values it holds; editing one of them by hand makes the preset
 "Custom". ``MODEL_DEFAULT`` follows the loaded model (``set_model_defaults``). With a settings store, the user's
-presets are saved there (Save as..., Delete) and each conversation remembers the preset last chosen in it
-(``set_conversation``). The group does not validate: the settings pane does, for every field by its flat name
+presets are saved there (Save as..., Delete) and each conversation remembers the preset last chosen in it, or the
+values last edited by hand in it (``set_conversation``). The group does not validate: the settings pane does, for every field by its flat name
 (``fields``, ``error_labels``).
 """
 
@@ -56,7 +56,7 @@ class SamplingGroup(QGroupBox):
     """The "Sampling" group box.
 
     Args:
-        store: where user presets and each conversation's preset persist; None keeps only the shipped presets.
+        store: where user presets and each conversation's preset (or Custom values) persist; None keeps only the shipped presets.
 
     Signals:
         edited(): a value or the preset changed (the pane re-reads :meth:`values`).
@@ -269,17 +269,32 @@ class SamplingGroup(QGroupBox):
             self.choose_preset(MODEL_DEFAULT, remember=False)
 
     def set_conversation(self, conversation_id: int | None) -> None:
-        """The conversation on screen: its remembered preset (if any, and still existing) is chosen."""
+        """The conversation on screen: its remembered preset (if any, and still existing) is chosen, or its values
+        edited by hand are shown, as Custom."""
         self._conversation = conversation_id
-        name = self._store.conversation_preset(conversation_id) if self._store and conversation_id is not None else None
-        if name is not None and name in self._presets() and name != self._preset:
-            self.choose_preset(name, remember=False)
+        chosen = self._store.conversation_preset(conversation_id) if self._store and conversation_id is not None else None
+        if isinstance(chosen, dict) and (self._preset or not self._shows(chosen)):
+            self._loading = True
+            try:
+                self._preset, self._left_preset = "", ""
+                self._set_values(chosen)
+            finally:
+                self._loading = False
+            self._fill_presets()
+            self.edited.emit()
+        elif isinstance(chosen, str) and chosen in self._presets() and chosen != self._preset:
+            self.choose_preset(chosen, remember=False)
 
     def adopt_conversation(self, conversation_id: int) -> None:
-        """A new chat was just saved as ``conversation_id``: it keeps the preset chosen while it had no id yet."""
+        """A new chat was just saved as ``conversation_id``: it keeps the preset chosen, or the values edited by
+        hand, while it had no id yet."""
         self._conversation = conversation_id
-        if self._preset and self._store is not None:
-            self._persist(lambda: self._store.set_conversation_preset(conversation_id, self._preset))
+        if self._store is not None:
+            self._persist(lambda: self._store.set_conversation_preset(conversation_id, self._remembered()))
+
+    def _remembered(self) -> str | dict[str, Any]:
+        """What the conversation on screen remembers: the preset's name, or the values shown when edited by hand."""
+        return self._preset or {name: self.values()[name] for name in PRESET_KEYS}
 
     def choose_preset(self, name: str, remember: bool = True) -> None:
         """Show a preset's values (an unknown name, or "", changes nothing); with ``remember``, the conversation
@@ -376,9 +391,11 @@ class SamplingGroup(QGroupBox):
             self._fill_presets()
         elif self._left_preset in self._presets() and self._shows(self._presets()[self._left_preset]):
             # back to the values of the preset edited away from (Greedy ticked and unticked): it is chosen again
-            # (newcomer trial: the preset stayed "Custom"); the conversation's remembered choice did not change
+            # (newcomer trial: the preset stayed "Custom"), and the conversation remembers it again
             self._preset = self._left_preset
             self._fill_presets()
+        if self._store is not None and self._conversation is not None:  # saved with the settings the edit changes
+            self._store.set_conversation_preset(self._conversation, self._remembered(), write=False)
         self.edited.emit()
 
     def _shows(self, preset: dict[str, Any]) -> bool:
