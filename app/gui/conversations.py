@@ -1,5 +1,5 @@
-"""The conversations of the window: the list on the left, which one is shown, new, open, rename, delete, search,
-the system prompt, export and import.
+"""The conversations of the window: the list on the left, which one is shown (at start: the one shown when the window
+last closed), new, open, rename, delete, search, the system prompt, export and import.
 
 Rules:
 - The history database is the truth: the list and the chat view show what it holds (:meth:`Conversations.refresh`
@@ -111,7 +111,11 @@ class Conversations(QObject):
         self.say(text, 15000)
 
     def follow(self) -> None:
-        """The conversation shown changed: the window's title, the live graph and the notices follow."""
+        """The conversation shown changed: the window's title, the live graph and the notices follow, and the
+        settings remember it (opened again at the next start, :meth:`show_first`; not the ids of a history kept in
+        memory, which the next start has not)."""
+        if not self.db.in_memory:
+            self._store.set_open_conversation(self.current_id)
         conversation = self._view.conversation
         self.title_changed.emit(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
         messages = self.db.messages(self.current_id) if self.current_id is not None else []
@@ -120,6 +124,17 @@ class Conversations(QObject):
         reply_id = replies[-1].id if replies else NO_REPLY
         self._graph.show_conversation(self.current_id, [reply.stats for reply in replies], last_state, reply_id)
         self.shown.emit(self.current_id)
+
+    def show_first(self) -> None:
+        """Show the conversation at start: the one shown when the window last closed while the history has it, else
+        the newest, else a new chat."""
+        last = self._store.open_conversation
+        if last is not None and self.db.conversation(last) is not None:
+            self.open(last)
+        elif conversations := self.db.conversations():
+            self.open(conversations[0].id)
+        else:
+            self.new()
 
     def new(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""

@@ -155,11 +155,7 @@ class MainWindow(QMainWindow):
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._desktop_scheme_changed)  # (bound: dropped with it)
         self.choice.refresh_models()
         self.conversations.refresh()
-        conversations = self.db.conversations()
-        if conversations:
-            self.conversations.open(conversations[0].id)
-        else:
-            self.conversations.new()
+        self.conversations.show_first()
 
     @property
     def generation_started(self) -> SignalInstance:

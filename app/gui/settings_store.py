@@ -84,8 +84,10 @@ GENERATION_KEYS: dict[str, tuple[str, str]] = {
 CONVERSATION_PRESETS = "conversation_presets"
 #: UI-state key of the folder the last export was written to.
 EXPORT_FOLDER = "export_folder"
+#: UI-state key of the conversation shown last (its id; null: a new chat), opened again at the next start.
+OPEN_CONVERSATION = "open_conversation"
 #: UI-state keys the store keeps itself: the window's own state (:meth:`SettingsStore.save_ui_state`) leaves them.
-_STORE_UI_KEYS = (CONVERSATION_PRESETS, EXPORT_FOLDER)
+_STORE_UI_KEYS = (CONVERSATION_PRESETS, EXPORT_FOLDER, OPEN_CONVERSATION)
 
 
 def config_dir() -> Path:
@@ -625,6 +627,17 @@ class SettingsStore:
         """Remember the folder an export was written to (UI state) and write the file."""
         self._ui[EXPORT_FOLDER] = folder
         self.save(self._settings)
+
+    @property
+    def open_conversation(self) -> int | None:
+        """The conversation shown when the window last closed (None: a new chat, or none remembered)."""
+        shown = self._ui.get(OPEN_CONVERSATION)
+        return shown if isinstance(shown, int) and not isinstance(shown, bool) else None
+
+    def set_open_conversation(self, conversation_id: int | None) -> None:
+        """Remember the conversation shown (UI state), written with the next save (the settings' after an edit, the
+        window's state at quit): not a write of the file per chat opened."""
+        self._ui[OPEN_CONVERSATION] = conversation_id
 
     @property
     def held(self) -> str | None:

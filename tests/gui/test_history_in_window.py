@@ -94,7 +94,10 @@ def test_an_in_memory_history_shows_a_banner_and_asks_before_quitting(qtbot, mak
     window = _in_memory_window(make_window, tmp_path)
     assert window.db.in_memory
     assert window.history_banner.isVisible() and "lost when you quit" in window.history_banner.text()
-    window.db.add_message(window.db.create_conversation("kept in memory"), "user", "hello")
+    chat = window.db.create_conversation("kept in memory")
+    window.db.add_message(chat, "user", "hello")
+    window.conversations.open(chat)  # its id means nothing to the next start's history: not remembered
+    assert window.chat_view.conversation_id == chat and window.store.open_conversation is None
     asked = _answer(monkeypatch, QMessageBox.StandardButton.Cancel)
     window.request_quit()
     qtbot.waitUntil(lambda: asked != [], timeout=5000)

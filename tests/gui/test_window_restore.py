@@ -37,3 +37,28 @@ def test_a_saved_place_is_kept_on_screen_and_a_useless_one_is_not_taken(qtbot, m
     window.resize(700, 560)
     for bad in (None, "AdnQywAD", {"x": 1, "y": 2, "width": "wide", "height": 3}, {"x": True, "y": 0, "width": 800, "height": 600}):
         assert not restore_geometry(window, bad) and window.size() == QSize(700, 560)
+
+
+def test_a_restarted_window_opens_the_chat_open_at_quit_while_it_exists(qtbot, make_window):
+    """A newcomer trial quit with an older chat open and the window came back on the newest one: it opens the chat
+    that was open when it closed, and the newest where that one was deleted since (or a new chat was shown)."""
+    window = make_window(FAST, start=False)
+    db = window.db
+    older, newest = db.create_conversation("Older"), db.create_conversation("Newest")
+    db.add_message(older, "user", "Hello")
+    db.add_message(newest, "user", "Hi")
+    window.conversations.refresh()
+    window.conversations.open(older)
+    window.close()
+
+    again = make_window(None, start=False)
+    assert again.chat_view.conversation_id == older and again.conversation_list.current_id() == older
+    again.conversations.new()
+    again.close()
+    assert make_window(None, start=False).chat_view.conversation_id == newest  # a new chat at quit: the newest
+
+    third = make_window(None, start=False)
+    third.conversations.open(older)
+    third.close()
+    third.db.delete_conversation(older)  # deleted since (elsewhere)
+    assert make_window(None, start=False).chat_view.conversation_id == newest
