@@ -11,6 +11,17 @@ def send_and_wait(qtbot, window, text: str, compare: bool = False, timeout_ms: i
     return blocker.args[0]
 
 
+def two_chats(window, first: str, second: str) -> tuple[int, int]:
+    """Two saved chats of one user message each (``first`` created first, so ``second`` is the newest), listed in
+    ``window``; returns their ids."""
+    db = window.db
+    ids = db.create_conversation(first), db.create_conversation(second)
+    db.add_message(ids[0], "user", "Hello")
+    db.add_message(ids[1], "user", "Hi")
+    window.conversations.refresh()
+    return ids
+
+
 def find_dialog(window, object_name: str):
     """The open, visible dialog (message box) with this object name, or None."""
     from PySide6.QtWidgets import QDialog

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import FAST, field_geometry
+from gui_helpers import two_chats
 
 from app.gui.sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, model_default
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -171,11 +172,7 @@ def test_a_chat_whose_preset_was_deleted_falls_back_to_the_model_default_after_a
     """A newcomer trial deleted the preset of chat 1, restarted, and chat 1 showed chat 2's "Precise": a chat
     remembers a preset's name only, so one whose preset is gone falls back to "Model default"."""
     window = make_window(FAST, start=False)
-    db = window.db
-    first, second = db.create_conversation("Chat one"), db.create_conversation("Chat two")
-    db.add_message(first, "user", "Hello")
-    db.add_message(second, "user", "Hi")
-    window.conversations.refresh()
+    first, second = two_chats(window, "Chat one", "Chat two")
     group = window.settings_pane.sampling
     window.conversations.open(first)
     group.temperature.setValue(0.3)
@@ -206,11 +203,7 @@ def test_a_chat_keeps_its_values_edited_by_hand_across_chat_switches_and_a_resta
     0.55 by hand, clicked chat B (Model default, 0.70) and back: chat A showed Model default / 0.70, the 0.55 lost
     without a word. A chat remembers its Custom values as it remembers a preset's name."""
     window = make_window(FAST, start=False)
-    db = window.db
-    chat_a, chat_b = db.create_conversation("Chat A"), db.create_conversation("Chat B")
-    db.add_message(chat_a, "user", "Hello")
-    db.add_message(chat_b, "user", "Hi")
-    window.conversations.refresh()
+    chat_a, chat_b = two_chats(window, "Chat A", "Chat B")
     group = window.settings_pane.sampling
     window.conversations.open(chat_b)
     group.choose_preset(MODEL_DEFAULT)

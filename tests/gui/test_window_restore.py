@@ -5,6 +5,7 @@ assumes a title bar it cannot measure there); a saved size too small to use, or 
 from __future__ import annotations
 
 from conftest import FAST
+from gui_helpers import two_chats
 from PySide6.QtCore import QSize
 
 from app.gui.window_geometry import MIN_RESTORED, default_size, restore_geometry, saved_geometry
@@ -43,11 +44,7 @@ def test_a_restarted_window_opens_the_chat_open_at_quit_while_it_exists(qtbot, m
     """A newcomer trial quit with an older chat open and the window came back on the newest one: it opens the chat
     that was open when it closed, and the newest where that one was deleted since (or a new chat was shown)."""
     window = make_window(FAST, start=False)
-    db = window.db
-    older, newest = db.create_conversation("Older"), db.create_conversation("Newest")
-    db.add_message(older, "user", "Hello")
-    db.add_message(newest, "user", "Hi")
-    window.conversations.refresh()
+    older, newest = two_chats(window, "Older", "Newest")
     window.conversations.open(older)
     window.close()
 
