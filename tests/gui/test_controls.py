@@ -523,6 +523,21 @@ def test_local_server_dialog_opens_stopped(qtbot, env):
     dialog.close()
 
 
+def test_remote_server_dialog_opens_and_cancels(qtbot, env):
+    """Server > Remote server… (what it does is tested in test_remote_server.py): Cancel leaves the local model."""
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    from app.gui.widgets.remote_dialog import RemoteServerDialog
+
+    window = env["window"]
+    window.remote_server_action.trigger()
+    qtbot.waitUntil(lambda: any(d.isVisible() for d in window.findChildren(RemoteServerDialog)), timeout=5000)
+    dialog = next(d for d in window.findChildren(RemoteServerDialog) if d.isVisible())
+    click(qtbot, dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel))
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    assert not window.settings.use_remote
+
+
 def test_the_precision_fields_fold_away_and_unfold(qtbot, env):
     pane = env["window"].settings_pane
     pane.advanced.show(False)
