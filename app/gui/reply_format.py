@@ -118,15 +118,17 @@ def second_run_name(compare: dict) -> str:
     return MODE_NAMES.get(compare.get("spec_mode"), MODE_NAMES["spec"])
 
 
-def auto_drafters(steps_by_drafter: dict[str, int]) -> str:
-    """What Auto drafted with, in a few words, from its steps per drafter (``plain`` for steps without drafts):
-    ``draft head``, ``mostly prompt lookup`` (the drafter of most steps, of several), ``plain`` (no drafts); ""
-    when nothing is known (a newcomer trial read "Auto: 27.0 tokens/s, acceptance rate 61%" with two drafters blended
-    and none named outside the Compare column's heading)."""
+def auto_drafters(steps_by_drafter: dict[str, int], accepted_by_drafter: dict[str, int] | None = None) -> str:
+    """What Auto drafted with, in a few words, from its steps per drafter (``plain`` for steps without drafts) and
+    the drafts each had accepted: ``draft head``, ``mostly prompt lookup`` (of several, the one whose accepted drafts
+    gave most tokens, more steps first among equals), ``plain`` (no drafts); "" when nothing is known (a newcomer
+    trial read "Auto: 27.0 tokens/s, acceptance rate 61%" with two drafters blended and none named outside the
+    Compare column's heading)."""
     drafting = {name: steps for name, steps in steps_by_drafter.items() if name != "plain" and steps > 0}
     if not drafting:
         return "plain" if steps_by_drafter else ""
-    most = max(drafting, key=lambda name: (drafting[name], name))
+    accepted = accepted_by_drafter or {}
+    most = max(drafting, key=lambda name: (accepted.get(name, 0), drafting[name], name))
     return ("mostly " if len(drafting) > 1 else "") + DRAFTER_NAMES.get(most, most)
 
 
@@ -135,12 +137,15 @@ def _auto_drafters_of(stats: dict) -> str:
     drafters = stats.get("drafters")
     if not isinstance(drafters, dict):
         return ""
-    steps = {}
+    steps: dict[str, int] = {}
+    accepted: dict[str, int] = {}
     for name, use in drafters.items():
         if isinstance(use, dict) and isinstance(use.get("steps"), int):
             key = name if use.get("drafted") else "plain"  # (a drafter's steps that drafted nothing were plain)
             steps[key] = steps.get(key, 0) + use["steps"]
-    return auto_drafters(steps)
+            if isinstance(use.get("accepted"), int):
+                accepted[key] = accepted.get(key, 0) + use["accepted"]
+    return auto_drafters(steps, accepted)
 
 
 def _second_decoding(compare: dict) -> str:
@@ -201,7 +206,7 @@ def metrics_text(stats: dict) -> str:
     if stats.get("acceptance_rate") is not None:
         parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
     elif stats.get("mode") == "spec":
-        parts.append("acceptance n/a")
+        parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
         parts.append(dropped_text(stats["discarded_tokens"], stats.get("rolls", 0)))
     if "new_tokens" in stats:
@@ -415,29 +420,33 @@ def _decoding_in_words(stats: dict) -> list[str]:
     return parts
 
 
-def stayed_plain(compare: dict) -> bool:
-    """Whether a comparison's second run was Auto and drafted at no step: both runs then decoded plainly, and their
-    speed ratio is timing noise, not a speedup (a newcomer's first Compare, sampled at the chat defaults where the
-    head's drafts do not pay, read "Speedup 0.91×" as Auto being slower)."""
+def no_drafts(compare: dict) -> str:
+    """Where a comparison's second run drafted at no step, what it did instead, as the words that replace a
+    speedup: both runs then decoded plainly, and their speed ratio is timing noise (a newcomer's first Compare,
+    sampled at the chat defaults where the head's drafts do not pay, read "Speedup 0.91×" as Auto being slower; a
+    prompt lookup Compare on a text with nothing to copy read "Speedup 1.11×" above "acceptance n/a"). ""
+    where it drafted, or its statistics do not say (a remote server's, a comparison stored before)."""
     spec = compare.get("spec") or {}
-    drafters = spec.get("drafters")
-    if spec.get("mode") != "auto" or not isinstance(drafters, dict) or not drafters:
-        return False
-    return all(name == "plain" or not (isinstance(use, dict) and use.get("drafted")) for name, use in drafters.items())
-
-
-#: What a comparison whose Auto run stayed plain measured (``stayed_plain``), before the ratio of the two runs.
-STAYED_PLAIN = "No speedup: Auto decoded plainly, drafts would not pay at these settings"
+    if spec.get("mode") == "auto":
+        drafters = spec.get("drafters")
+        if isinstance(drafters, dict) and drafters and all(
+            name == "plain" or not (isinstance(use, dict) and use.get("drafted")) for name, use in drafters.items()
+        ):
+            return "No speedup: Auto decoded plainly, drafts would not pay at these settings"
+    elif spec.get("mode") == "spec" and spec.get("drafted") == 0 and spec.get("drafter") in DRAFTER_NAMES:
+        return f"No speedup: {DRAFTER_NAMES[spec['drafter']]} drafted nothing, so both runs decoded plainly"
+    return ""
 
 
 def _compare_in_words(compare: dict) -> str:
-    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``; where Auto
-    stayed plain, ``No speedup: Auto decoded plainly, ... (the two plain runs' speeds 0.97:1, timing noise), ...``."""
+    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``; where the
+    second run drafted nothing, ``No speedup: Auto decoded plainly, ... (the two plain runs' speeds 0.97:1, timing
+    noise), ...`` (:func:`no_drafts`)."""
     second = _second_decoding(compare)
     if compare.get("speedup") is None:
         return f"Comparison of {second} and plain decoding incomplete"
-    if stayed_plain(compare):
-        return f"{STAYED_PLAIN} ({_noise_ratio(compare)}), {identity_text(compare)}"
+    if words := no_drafts(compare):
+        return f"{words} ({_noise_ratio(compare)}), {identity_text(compare)}"
     return f"{second[0].upper()}{second[1:]} {compare['speedup']:.2f} times as fast as plain decoding, {identity_text(compare)}"
 
 
@@ -461,15 +470,15 @@ def compare_summary(compare: dict) -> str:
     unseeded, as chat replies are): sampled replies differ even with the same seed, because the
     two modes draw their random numbers at different points; ``texts identical this time (sampled texts may
     differ)`` where they came out the same (a seeded Auto run that stayed plain: a newcomer trial read "texts
-    differ" under two identical texts). An Auto run that drafted at no step claims no speedup (``STAYED_PLAIN``,
-    its ratio said as timing noise: :func:`stayed_plain`). A comparison Stop cut off (``"stopped"``) claims
+    differ" under two identical texts). A second run that drafted at no step claims no speedup, its ratio said as
+    timing noise (:func:`no_drafts`). A comparison Stop cut off (``"stopped"``) claims
     neither: see :func:`stopped_compare_text`."""
     if compare.get("stopped"):
         return stopped_compare_text(compare)
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    if stayed_plain(compare):
-        speedup = f"{STAYED_PLAIN} ({_noise_ratio(compare)})"
+    if words := no_drafts(compare):
+        speedup = f"{words} ({_noise_ratio(compare)})"
     else:
         speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
         spec = compare.get("spec") or {}

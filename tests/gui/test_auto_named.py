@@ -14,9 +14,11 @@ def _step(i: int, drafter: str, drafted: int) -> StepStats:
                      drafter=drafter)  # fmt: skip
 
 
-def test_auto_drafters_names_the_drafter_of_most_steps():
-    assert auto_drafters({"head": 32, "lookup": 2, "plain": 1}) == "mostly draft head"
-    assert auto_drafters({"lookup": 9, "head": 3}) == "mostly prompt lookup"
+def test_auto_drafters_names_the_drafter_whose_drafts_gave_most_tokens():
+    assert auto_drafters({"head": 32, "lookup": 2, "plain": 1}, {"head": 14, "lookup": 20}) == "mostly prompt lookup"
+    # a later trial read "mostly draft head" for 4 head steps (4 accepted) beside 2 lookup steps (7 accepted)
+    assert auto_drafters({"head": 4, "lookup": 2}, {"head": 4, "lookup": 7}) == "mostly prompt lookup"
+    assert auto_drafters({"lookup": 9, "head": 3}) == "mostly prompt lookup"  # (no counts: the most steps)
     assert auto_drafters({"head": 5, "plain": 20}) == "draft head"  # one drafter: no "mostly"
     assert auto_drafters({"plain": 13}) == "plain"
     assert auto_drafters({}) == ""  # nothing known: nothing said
@@ -32,10 +34,11 @@ def test_the_live_summary_names_what_auto_drafted_with(make_window):
     graph.add_events([_step(0, "plain", 0)])
     assert "■ Auto (plain): " in graph.summary_text()  # so far
     graph.add_events([_step(i, "head", 2) for i in range(1, 6)] + [_step(6, "lookup", 4)])
-    summary = graph.summary_text()
+    summary = graph.summary_text()  # head: 5 accepted drafts of 10, lookup: 2 of 4
     assert "■ Plain decoding: " in summary and "■ Auto (mostly draft head): " in summary, summary
+    graph.add_events([_step(i, "lookup", 8) for i in range(7, 9)])  # lookup: 2 + 8 accepted
     graph.finish_run()
-    assert "■ Auto (mostly draft head): " in graph.summary_text()
+    assert "■ Auto (mostly prompt lookup): " in graph.summary_text()
 
 
 def test_a_comparison_s_footer_and_export_name_what_auto_drafted_with():
@@ -46,7 +49,27 @@ def test_a_comparison_s_footer_and_export_name_what_auto_drafted_with():
     compare = {"ar": {"mode": "ar", "tokens_per_s": 23.2}, "spec": spec, "speedup": 1.16, "identical": False,
                "sampled": True}
     assert compare_summary(compare) == (
-        "Speedup 1.16× over plain decoding with Auto (mostly draft head) · speed only: texts differ by design (sampling)"
-    )
+        "Speedup 1.16× over plain decoding with Auto (mostly prompt lookup) · speed only: texts differ by design "
+        "(sampling)"
+    )  # (the head's 14 accepted drafts against lookup's 20)
     stats = {**spec, "compare": compare, "new_tokens": 35}
-    assert "Auto decoding (mostly draft head) 1.16 times as fast as plain decoding" in export_footer_text(stats)
+    assert "Auto decoding (mostly prompt lookup) 1.16 times as fast as plain decoding" in export_footer_text(stats)
+
+
+def test_a_fixed_speculative_run_that_drafted_nothing_claims_no_speedup():
+    """A later trial's prompt lookup Compare on a text with nothing to copy: "acceptance n/a" under the run, and
+    "Speedup 1.11× over plain decoding" under both: two plain runs. It says so, as for Auto."""
+    from app.gui.reply_format import footer_text, metrics_text
+
+    lookup = {"mode": "spec", "drafter": "lookup", "k": 4, "tokens_per_s": 49.4, "drafted": 0, "accepted": 0,
+              "acceptance_rate": None, "new_tokens": 18, "ttft_ms": 210.0}  # fmt: skip
+    compare = {"ar": {"mode": "ar", "tokens_per_s": 44.5}, "spec": lookup, "speedup": 1.11, "identical": True}
+    assert compare_summary(compare) == (
+        "No speedup: prompt lookup drafted nothing, so both runs decoded plainly (the two plain runs' speeds 1.11:1, "
+        "timing noise) · speed and identity: texts identical"
+    )
+    assert "times as fast" not in export_footer_text({**lookup, "compare": compare})
+    assert metrics_text(lookup) == "TTFT 210 ms · 49.4 tokens/s · nothing drafted · 18 tokens"
+    drafted = {**compare, "spec": {**lookup, "drafted": 5, "accepted": 3, "acceptance_rate": 0.6}}
+    assert compare_summary(drafted).startswith("Speedup 1.11× over plain decoding")
+    assert "Speedup" in footer_text({**lookup, "compare": drafted})

@@ -452,7 +452,7 @@ class LiveGraph(QWidget):
             streaming = self._running and series is self._live
             waiting = ": …" if streaming else ": stopped before its first token"  # (a run that ended with no step)
             label = series.label
-            if label == MODE_NAMES["auto"] and (drafters := auto_drafters(series.drafter_steps)):
+            if label == MODE_NAMES["auto"] and (drafters := auto_drafters(series.drafter_steps, series.drafter_accepted)):
                 label += f" ({drafters})"  # what Auto drafted with, so far
             text = name(series, f"■ {label}") + (f": {rate:.1f} tokens/s" if rate is not None else waiting)
             if series.drafted:

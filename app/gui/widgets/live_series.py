@@ -27,6 +27,7 @@ class Series:
     drafted: int = 0
     accepted: int = 0
     drafter_steps: dict[str, int] = field(default_factory=dict)  # steps per drafter (``plain``: without drafts)
+    drafter_accepted: dict[str, int] = field(default_factory=dict)  # accepted drafts per drafter
     cache_len: int = 0
     reply_id: int | None = None  # the message of the reply it belongs to (None: not known)
     n_ctx: int = 0
@@ -50,6 +51,7 @@ class Series:
             if event.drafter:  # ("": not said, a remote server's step)
                 drafter = event.drafter if event.drafted else "plain"
                 self.drafter_steps[drafter] = self.drafter_steps.get(drafter, 0) + 1
+                self.drafter_accepted[drafter] = self.drafter_accepted.get(drafter, 0) + event.accepted
             if self.drafted:
                 self.acceptance.append((t, 100.0 * self.accepted / self.drafted))
             self.cache_len, self.n_ctx = event.cache_len, event.n_ctx
