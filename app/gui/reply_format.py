@@ -196,15 +196,19 @@ def dropped_text(discarded: int, rolls: int) -> str:
 
 
 def metrics_text(stats: dict) -> str:
-    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens``, and where the context was full, ``· context full
-    5 times: 120 earlier tokens dropped`` (:func:`dropped_text`) before the token count."""
+    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens`` (``acceptance 44% overall`` where several drafters
+    drafted), and where the context was full, ``· context full 5 times: 120 earlier tokens dropped``
+    (:func:`dropped_text`) before the token count."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
     if "tokens_per_s" in stats:
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:
-        parts.append(f"acceptance {stats['acceptance_rate']:.0%}")
+        drafters = stats.get("drafters") if isinstance(stats.get("drafters"), dict) else {}
+        several = sum(1 for use in drafters.values() if isinstance(use, dict) and use.get("drafted")) > 1
+        # (Auto's heading gives each drafter's share: this one is of all its drafts, a later trial read two figures)
+        parts.append(f"acceptance {stats['acceptance_rate']:.0%}" + (" overall" if several else ""))
     elif stats.get("mode") == "spec":
         parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)

@@ -73,3 +73,17 @@ def test_a_fixed_speculative_run_that_drafted_nothing_claims_no_speedup():
     drafted = {**compare, "spec": {**lookup, "drafted": 5, "accepted": 3, "acceptance_rate": 0.6}}
     assert compare_summary(drafted).startswith("Speedup 1.11× over plain decoding")
     assert "Speedup" in footer_text({**lookup, "compare": drafted})
+
+
+def test_the_acceptance_of_several_drafters_says_it_is_overall():
+    """A later trial read "45% accepted" (the draft head's, in the Compare heading) and "acceptance 44%" (all of
+    Auto's drafts, in the footer) as two figures of one thing."""
+    from app.gui.reply_format import metrics_text
+
+    head = {"steps": 31, "drafted": 40, "accepted": 18}
+    drafters = {"head": head, "lookup": {"steps": 1, "drafted": 1, "accepted": 0},
+                "plain": {"steps": 2, "drafted": 0, "accepted": 0}}  # fmt: skip
+    both = {"mode": "auto", "acceptance_rate": 0.44, "drafters": drafters}
+    assert metrics_text(both) == "acceptance 44% overall"
+    head_only = {**both, "drafters": {"head": head}}
+    assert metrics_text(head_only) == "acceptance 44%"
