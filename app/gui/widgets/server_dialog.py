@@ -5,7 +5,8 @@ copy and a status line.
 state: the switch shows whether it serves, the port, key and network choice are editable only while it does not,
 the URL (with its Copy button) is there while it serves, and the status line says what happens or went wrong.
 ``settings_changed(ServerSettings)`` is emitted when the port or the network choice changes (the window saves it;
-whether the server runs, and the key it was started with, are the window's to keep). Not modal.
+whether the server runs, and the key it was started with, are the window's to keep). Not modal; its Close button
+(as Esc) only hides it: a server that serves goes on serving.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
+    QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -35,7 +37,8 @@ class LocalServerDialog(QDialog):
     """The local server's controls.
 
     Attributes:
-        switch, port, api_key, allow_other_computers, url, copy_button, status: its widgets.
+        switch, port, api_key, allow_other_computers, url, copy_button, status, buttons: its widgets (``buttons``
+        holds Close).
 
     Signals:
         settings_changed(ServerSettings): the port or the network choice changed.
@@ -76,6 +79,8 @@ class LocalServerDialog(QDialog):
         self.status = QLabel()
         self.status.setObjectName("serverStatus")
         self.status.setWordWrap(True)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.buttons.rejected.connect(self.reject)
 
         form = QFormLayout()
         form.addRow("Port", self.port)
@@ -86,6 +91,7 @@ class LocalServerDialog(QDialog):
         layout.addWidget(self.switch)
         layout.addLayout(form)
         layout.addWidget(self.status)
+        layout.addWidget(self.buttons)
 
         self.switch.toggled.connect(self._switched)
         self.port.valueChanged.connect(lambda port: self._keep(port=port))

@@ -1,0 +1,45 @@
+"""The Server menu's dialogs at a newcomer's first look: the Local server dialog closes with a Close button that
+leaves the server as it was, and the Remote server dialog's Base URL hint is read whole at its default width."""
+
+from __future__ import annotations
+
+from gui_helpers import click
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QDialogButtonBox
+
+from app.gui.server_settings import ServerSettings
+from app.gui.widgets.server_dialog import LocalServerDialog
+
+
+class ServingServer(QObject):
+    """A local server that serves, recording every start or stop asked of it."""
+
+    state_changed = Signal(str, str)
+
+    def __init__(self):
+        super().__init__()
+        self.state = "serving"
+        self.text = "Serving the loaded model at http://127.0.0.1:8000/v1 (this computer only)"
+        self.url = "http://127.0.0.1:8000/v1"
+        self.asked: list[str] = []
+
+    def start(self, port: int, api_key: str = "", allow_other_computers: bool = False) -> None:
+        """Record a start."""
+        self.asked.append("start")
+
+    def stop(self) -> None:
+        """Record a stop."""
+        self.asked.append("stop")
+
+
+def test_close_hides_the_local_server_dialog_and_leaves_the_server_serving(qtbot):
+    server = ServingServer()
+    dialog = LocalServerDialog(server, ServerSettings())
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    close = dialog.buttons.button(QDialogButtonBox.StandardButton.Close)
+    click(qtbot, close)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    assert server.asked == [] and server.state == "serving"
+    assert dialog.switch.isChecked()
