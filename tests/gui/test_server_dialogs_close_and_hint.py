@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from gui_helpers import click
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtWidgets import QDialogButtonBox, QLabel, QWidget
 
 from app.gui.server_settings import ServerSettings
+from app.gui.widgets.remote_dialog import RemoteServerDialog
 from app.gui.widgets.server_dialog import LocalServerDialog
 
 
@@ -43,3 +44,24 @@ def test_close_hides_the_local_server_dialog_and_leaves_the_server_serving(qtbot
     qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
     assert server.asked == [] and server.state == "serving"
     assert dialog.switch.isChecked()
+
+
+def test_the_remote_base_url_hint_is_read_whole_at_the_dialogs_default_size(qtbot):
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    dialog = RemoteServerDialog(parent, spawn=lambda coroutine: None)
+    dialog.resize(dialog.sizeHint())
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    field = dialog.url
+    room = field.contentsRect().width() - field.textMargins().left() - field.textMargins().right() - 4  # Qt's side margins
+    assert field.fontMetrics().horizontalAdvance(field.placeholderText()) <= room, field.placeholderText()
+    notes = [
+        label
+        for label in dialog.findChildren(QLabel)
+        if label.isVisible() and "OpenVINO Model Server" in label.text() and "http://HOST:8000/v3" in label.text()
+    ]
+    assert len(notes) == 1, [label.text() for label in dialog.findChildren(QLabel)]
+    note = notes[0]
+    assert note.fontMetrics().horizontalAdvance(note.text()) <= note.contentsRect().width()
+    assert "/v3" not in field.placeholderText()

@@ -62,9 +62,10 @@ class RemoteServerDialog(QDialog):
         changed to another server.
 
     Attributes:
-        url, api_key: the line edits; models: the editable model combo box; fetch_button; error: the message line
-        (object name ``remoteError``); warning: the line that warns about the key (object name ``remoteWarning``);
-        specchat: what the last fetch found.
+        url, api_key: the line edits; url_note: the line under the URL that gives OpenVINO Model Server's (object
+        name ``hint``); models: the editable model combo box; fetch_button; error: the message line (object name
+        ``remoteError``); warning: the line that warns about the key (object name ``remoteWarning``); specchat: what
+        the last fetch found.
     """
 
     def __init__(
@@ -86,7 +87,9 @@ class RemoteServerDialog(QDialog):
         self._reached: tuple[str, str] | None = None  # (base URL, key) of the last server that listed its models
         self._listed_from = url  # the server whose models the Model box lists (the saved model's at first)
         self.url = QLineEdit(url)
-        self.url.setPlaceholderText("http://HOST:8000/v1  (OpenVINO Model Server: http://HOST:8000/v3)")
+        self.url.setPlaceholderText("http://HOST:8000/v1")
+        self.url_note = QLabel("OpenVINO Model Server: http://HOST:8000/v3")  # under the field: a longer hint was cut
+        self.url_note.setObjectName("hint")
         self.api_key = QLineEdit(api_key)
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
         self.api_key.setPlaceholderText("none")
@@ -110,6 +113,7 @@ class RemoteServerDialog(QDialog):
         row.addWidget(self.fetch_button)
         form = QFormLayout()
         form.addRow("Base &URL", self.url)
+        form.addRow("", self.url_note)
         form.addRow("API &key", self.api_key)
         model_label = QLabel("&Model")
         model_label.setBuddy(self.models)  # (a row of a layout gets no buddy: the label showed "&Model")
