@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -688,9 +688,7 @@ class SettingsPane(QScrollArea):
             label.setVisible(bool(message))
             widget = self.fields.get(name)
             if widget is not None:
-                widget.setProperty("invalid", bool(message))
-                widget.style().unpolish(widget)
-                widget.style().polish(widget)
+                mark_invalid(widget, bool(message))
         if any(name in errors or name in self._advisories for name in ADVANCED_FIELDS):
             self.advanced.show()  # a flagged field is never hidden
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
@@ -722,6 +720,22 @@ class SettingsPane(QScrollArea):
 K_HELP = "More pays off when the guesses are often right."
 #: The explanation under K while Auto or Adaptive chooses K each step (a reply's footer then says "K up to 3").
 K_AUTO_HELP = f"Auto picks K each step (0 to {MAX_K}), not this box."
+def mark_invalid(widget: QWidget, invalid: bool) -> None:
+    """Set a field's ``invalid`` property (the theme's style sheet draws such a field in the error colours) and
+    polish it again where it changes. An unmarked field is also told that its style changed, so that it lays itself
+    out in the theme's style again: a number field marked at start (an invalid value from settings.json) kept the
+    layout of the marked style once fixed, its text box over its frame ("48" by the arrows, with no frame nor
+    background). A field marked keeps its layout: its error moves no field (test_settings_validation)."""
+    if bool(widget.property("invalid")) == invalid:
+        return
+    widget.setProperty("invalid", invalid)
+    widget.style().unpolish(widget)
+    widget.style().polish(widget)
+    if not invalid:
+        QCoreApplication.sendEvent(widget, QEvent(QEvent.Type.StyleChange))
+        widget.updateGeometry()
+
+
 #: Said after an invalid K where it blocks nothing: why the box's range (1 to MAX_K) differs from Auto's (0 to MAX_K,
 #: :data:`K_AUTO_HELP`), which a newcomer read as a contradiction.
 K_UNUSED_NOTE = (
