@@ -205,8 +205,7 @@ def metrics_text(stats: dict) -> str:
     if "tokens_per_s" in stats:
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:
-        drafters = stats.get("drafters") if isinstance(stats.get("drafters"), dict) else {}
-        several = sum(1 for use in drafters.values() if isinstance(use, dict) and use.get("drafted")) > 1
+        several = _auto_drafters_of(stats).startswith("mostly ")  # (several drafters drafted)
         # (Auto's heading gives each drafter's share: this one is of all its drafts, a later trial read two figures)
         parts.append(f"acceptance {stats['acceptance_rate']:.0%}" + (" overall" if several else ""))
     elif stats.get("mode") == "spec":
@@ -432,10 +431,7 @@ def no_drafts(compare: dict) -> str:
     where it drafted, or its statistics do not say (a remote server's, a comparison stored before)."""
     spec = compare.get("spec") or {}
     if spec.get("mode") == "auto":
-        drafters = spec.get("drafters")
-        if isinstance(drafters, dict) and drafters and all(
-            name == "plain" or not (isinstance(use, dict) and use.get("drafted")) for name, use in drafters.items()
-        ):
+        if _auto_drafters_of(spec) == "plain":
             return "No speedup: Auto decoded plainly, drafts would not pay at these settings"
     elif spec.get("mode") == "spec" and spec.get("drafted") == 0 and spec.get("drafter") in DRAFTER_NAMES:
         return f"No speedup: {DRAFTER_NAMES[spec['drafter']]} drafted nothing, so both runs decoded plainly"
