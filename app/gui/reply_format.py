@@ -477,19 +477,30 @@ def compare_summary(compare: dict) -> str:
         return stopped_compare_text(compare)
     if compare.get("speedup") is None:
         return "Comparison incomplete"
-    if words := no_drafts(compare):
-        speedup = f"{words} ({_noise_ratio(compare)})"
-    else:
-        speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
-        spec = compare.get("spec") or {}
-        if spec.get("mode") == "auto" and (words := _auto_drafters_of(spec)):
-            speedup += f" with Auto ({words})"
+    speedup = f"{words} ({_noise_ratio(compare)})" if (words := no_drafts(compare)) else compare_headline(compare)
     if compare.get("sampled"):
         seed = (compare.get("ar") or {}).get("seed")
         same_seed = f"same seed {seed}, " if isinstance(seed, int) and not isinstance(seed, bool) else ""
         texts = SAMPLED_IDENTICAL if compare.get("identical") else "texts differ by design (sampling)"
         return f"{speedup} · speed only: {same_seed}{texts}"
     return f"{speedup} · speed and identity: {identity_text(compare)}"
+
+
+def compare_headline(compare: dict) -> str:
+    """A comparison's speedup alone, in fewest words: ``Speedup 1.42× over plain decoding with Auto (mostly draft
+    head)``, ``No speedup: Auto decoded plainly`` (:func:`no_drafts`' first words), ``Comparison stopped, so no speedup`` or
+    ``Comparison incomplete`` (where the graph has no room for :func:`compare_summary`)."""
+    if compare.get("stopped"):
+        return "Comparison stopped, so no speedup"
+    if compare.get("speedup") is None:
+        return "Comparison incomplete"
+    if words := no_drafts(compare):
+        return words.split(",")[0]
+    speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
+    spec = compare.get("spec") or {}
+    if spec.get("mode") == "auto" and (words := _auto_drafters_of(spec)):
+        speedup += f" with Auto ({words})"
+    return speedup
 
 
 def stopped_compare_text(compare: dict) -> str:

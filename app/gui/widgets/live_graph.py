@@ -13,21 +13,20 @@ steps while the reply streams and ends fitted to its length.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections import OrderedDict
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QTextDocument
+from PySide6.QtGui import QColor, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from ...backends.remote_stream import REMOTE_MODE
 from .. import theme
-from ..reply_format import MODE_NAMES, auto_drafters, compare_summary, metrics_text, times_text
+from ..reply_format import MODE_NAMES, auto_drafters, compare_headline, compare_summary, metrics_text, times_text
+from .graph_summary import SummaryLabel
 from .live_series import Series, nice_ceiling
-from .wrapped_label import WrappedLabel
 
 REFRESH_MS = 200  # 5 updates a second
 MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
@@ -50,6 +49,8 @@ STOPPED_EARLY = "Last reply: stopped before its first token (nothing to measure)
 #: The summary when the last reply was interrupted (SpecChat closed or crashed while it streamed): it measured nothing
 #: to show, and an earlier reply's numbers must not stand for it.
 INTERRUPTED = "Last reply: interrupted when SpecChat closed (nothing measured)."
+#: After a reply of an earlier session's numbers, why its plots are empty.
+NOT_DRAWN = " Its plots are drawn only while a reply is generated."
 #: ``show_conversation``'s ``reply_id`` for a conversation shown without a reply (message ids start at 1).
 NO_REPLY = 0
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
@@ -276,15 +277,18 @@ class LiveGraph(QWidget):
             self._dirty = True
             self.refresh()
         elif replies and last_state == "stopped" and not _measured(replies[-1]):
-            self.summary.setText(STOPPED_EARLY + chat_summary(measured))
+            self.summary.set_texts([STOPPED_EARLY + chat_summary(measured), STOPPED_EARLY])
         elif replies and last_state == "streaming" and not self._running and not _measured(replies[-1]):
-            self.summary.setText(INTERRUPTED + chat_summary(measured))
+            self.summary.set_texts([INTERRUPTED + chat_summary(measured), INTERRUPTED])
         elif measured:
             last = measured[-1]
             compare = last.get("compare")
             text = f"Last reply: {compare_summary(compare) if compare else metrics_text(last)}."
             chat = chat_summary(measured)  # (two lines hold one of them with the last reply, not both)
-            self.summary.setText(text + (chat or " Its plots are drawn only while a reply is generated."))
+            texts = [text + (chat or NOT_DRAWN), text]
+            if compare:  # (the speedup alone: the reply's footer says the rest)
+                texts.append(f"Last reply: {compare_headline(compare)}.")
+            self.summary.set_texts(texts)
         else:
             self.summary.setText(PLACEHOLDER)
 
@@ -422,7 +426,7 @@ class LiveGraph(QWidget):
                 plot.addItem(line)
                 self._roll_lines.append((plot, line))
         if self.series:  # else the summary says why nothing is drawn
-            self.summary.setText(self.summary_html())
+            self.summary.set_texts([self.summary_html(), self.summary_html(with_fill=False)])
 
     @property
     def x_range(self) -> tuple[float, float]:
@@ -434,16 +438,18 @@ class LiveGraph(QWidget):
         """One line: latest tokens/s per run, acceptance rate, context fill and rolls (plain text)."""
         return self._summary(lambda series, text: text)
 
-    def summary_html(self) -> str:
+    def summary_html(self, with_fill: bool = True) -> str:
         """The summary line with each run's name in its curve's colour (the legend), and its words on the context
-        being full after :data:`CONTEXT_FULL_MARK`, the dashed lines' legend."""
+        being full after :data:`CONTEXT_FULL_MARK`, the dashed lines' legend; ``with_fill`` False leaves out the
+        context's fill (its plot shows it), for a summary that would not fit two lines."""
         current = theme.current()
         return self._summary(
             lambda series, text: f'<span style="color:{current.series(series.key)}; font-weight:600">{text}</span>',
             f'<span style="color:{current.graph_text}; font-weight:700">{CONTEXT_FULL_MARK}</span>&nbsp;',
+            with_fill,
         )
 
-    def _summary(self, name, full_mark: str = "") -> str:
+    def _summary(self, name, full_mark: str = "", with_fill: bool = True) -> str:
         if not self.series:
             return ""
         parts = []
@@ -459,50 +465,13 @@ class LiveGraph(QWidget):
                 text += f", acceptance rate {100.0 * series.accepted / series.drafted:.0f}%"
             parts.append(text)
         last = self.series[-1]
-        if last.n_ctx:
+        if last.n_ctx and with_fill:
             parts.append(f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
         # (a run stopped while its prompt was read may have rolled: its words are not said of a run that never decoded)
         rolls = sum(len(s.rolls) for s in self.series if s.steps)
         if rolls:
             parts.append(f"{full_mark}context full {times_text(rolls)}: earlier tokens dropped")
         return " · ".join(parts)
-
-
-class SummaryLabel(WrappedLabel):
-    """The graph's word-wrapped summary, as tall as its lines and never less than two: its height changes only when
-    its number of lines does (a third line was cut in half at 1366 px), since re-laying out the plot below costs
-    ~10 ms and the summary changes with every token.
-    """
-
-    MIN_LINES = 2
-
-    def __init__(self, text: str = "", parent: QWidget | None = None):
-        super().__init__("", parent)
-        self.setTextFormat(Qt.TextFormat.RichText)
-        self.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.setText(text)
-
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
-        """Show ``text`` and fit the height to its lines (nothing to do when it is unchanged)."""
-        if text != self.text():
-            super().setText(text)
-
-    def needed_height(self) -> int:
-        """The height the text takes at the label's width, in pixels (QLabel.heightForWidth would answer at least
-        the fixed height set before)."""
-        document = QTextDocument()
-        document.setDocumentMargin(0)
-        document.setDefaultFont(self.font())
-        document.setHtml(self.text())
-        document.setTextWidth(self.contentsRect().width())
-        margins = self.contentsMargins()
-        return math.ceil(document.size().height()) + margins.top() + margins.bottom()
-
-    def _fit_height(self) -> None:
-        least = self.MIN_LINES * self.fontMetrics().lineSpacing() + 4
-        height = max(self.needed_height() + 2, least) if self.width() > 0 else least
-        if height != self.height():
-            self.setFixedHeight(height)
 
 
 class SecondsAxis(pg.AxisItem):
