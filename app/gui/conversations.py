@@ -97,7 +97,7 @@ class Conversations(QObject):
     def refresh(self) -> None:
         """Show the conversations matching the search box, the one shown selected."""
         listing = self._list
-        listing.set_conversations(self.db.conversations(listing.search.text()), self.current_id)
+        listing.set_conversations(self.db.conversations(listing.search.text()), self.current_id, self._counted)
 
     def write_failed(self, what: str, error: sqlite3.Error) -> None:
         """Say that the history refused to save ``what`` (in the composer, and in the status bar while it is
@@ -234,7 +234,8 @@ class Conversations(QObject):
 
     def _counted(self, conversation: Conversation) -> str:
         """The messages a chat shows, then the earlier versions it keeps (Edit, Regenerate): ``2 messages (and 3
-        earlier versions)``, ``1 message`` (newcomer trial: a chat showing 2 messages asked "… and its 5 messages?")."""
+        earlier versions)``, ``1 message`` (newcomer trial: a chat showing 2 messages asked "… and its 5 messages?");
+        in the delete confirmation and the chat list's tooltips."""
         shown = len(self.db.messages(conversation.id))
         earlier = conversation.message_count - shown
         words = f"{shown} message{'' if shown == 1 else 's'}"

@@ -225,3 +225,25 @@ def test_the_delete_confirmation_counts_the_messages_shown_and_the_earlier_versi
     next(button for button in box().buttons() if button.text() == "Cancel").click()
     qtbot.waitUntil(task.done, timeout=5000)
     assert task.result() is False
+
+
+def test_the_list_tooltip_counts_the_messages_shown_and_the_earlier_versions_apart(parts):
+    """The chat list's tooltip said "5 messages" of a chat showing 2, counting the versions Regenerate kept; it
+    counts what the chat shows, then the earlier versions, as the delete confirmation does."""
+    import time
+
+    regenerated = add_chat(parts.db, "Italy", "What is the capital of Italy?", "Rome.")
+    answer = parts.db.messages(regenerated)[-1].id
+    for text in ("Rome!", "It is Rome.", "Rome, of course."):  # three regenerations: 5 messages stored, 2 shown
+        answer = parts.db.add_message(regenerated, "assistant", text, replaces=answer)
+    plain = add_chat(parts.db, "Colours", "Name three colours.", "Red, green and blue.")
+    parts.conversations.refresh()
+
+    def tooltip(conversation_id: int) -> str:
+        return parts.conversation_list.item_for(conversation_id).toolTip()
+
+    def at(conversation_id: int) -> str:
+        return time.strftime("%H:%M", time.localtime(parts.db.conversation(conversation_id).updated_at))
+
+    assert tooltip(regenerated) == f"Italy\n2 messages (and 3 earlier versions) · {at(regenerated)}"
+    assert tooltip(plain) == f"Colours\n2 messages · {at(plain)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
@@ -32,6 +33,23 @@ def _when(timestamp: float) -> str:
     if then.tm_year == now.tm_year:
         return time.strftime("%d %b", then)
     return time.strftime("%d %b %Y", then)
+
+
+class _ChatItem(QListWidgetItem):
+    """A chat in the list. Its tooltip (the title, the messages the chat shows and the earlier versions it keeps, when
+    it last changed) is worded when Qt asks for it: counting what a chat shows reads its messages, which a list of
+    hundreds of long chats would read on every refresh."""
+
+    def __init__(self, conversation: Conversation, counted: Callable[[Conversation], str]):
+        super().__init__(conversation.title)
+        self._conversation, self._counted = conversation, counted
+
+    def data(self, role: int):
+        """The item's data; the tooltip worded now."""
+        if role == Qt.ItemDataRole.ToolTipRole:
+            conversation = self._conversation
+            return f"{conversation.title}\n{self._counted(conversation)} · {_when(conversation.updated_at)}"
+        return super().data(role)
 
 
 class _SearchBox(QLineEdit):
@@ -124,20 +142,20 @@ class ConversationList(QWidget):
         self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.search.text()))
         self._update_buttons()
 
-    def set_conversations(self, conversations: list[Conversation], current_id: int | None) -> None:
-        """Fill the list, selecting ``current_id`` if present (without emitting ``selected``)."""
+    def set_conversations(
+        self, conversations: list[Conversation], current_id: int | None, counted: Callable[[Conversation], str]
+    ) -> None:
+        """Fill the list, selecting ``current_id`` if present (without emitting ``selected``). ``counted`` words a
+        chat's messages for its tooltip: those it shows, then the earlier versions it keeps (``2 messages (and 3
+        earlier versions)``)."""
         self._filling = True
         try:
             self.list.clear()
             self._titles = {}
             for conversation in conversations:
-                item = QListWidgetItem(conversation.title)
+                item = _ChatItem(conversation, counted)
                 item.setData(ID_ROLE, conversation.id)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-                count = conversation.message_count
-                item.setToolTip(
-                    f"{conversation.title}\n{count} message{'s' if count != 1 else ''} · {_when(conversation.updated_at)}"
-                )
                 self._titles[conversation.id] = conversation.title
                 self.list.addItem(item)
                 if conversation.id == current_id:
