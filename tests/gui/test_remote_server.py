@@ -445,6 +445,37 @@ def test_a_secret_in_the_base_url_is_sent_but_never_shown_nor_written_to_setting
     assert stub.requests[-1][0] == "/ok/v1/chat/completions?key=SECRET"
 
 
+def test_the_dialog_reopened_shows_the_base_url_secret_as_stars_and_still_sends_it(
+    qtbot, make_window, stub, no_user_keyring
+):
+    """Reopened, the dialog showed the base URL's ``?key=SECRET`` in clear in its Base URL field: it shows
+    ``?key=***``, and the field left so sends the secret still; a URL typed over it is the one used and kept."""
+    window = make_window(wait_model=False)
+    dialog = open_dialog(qtbot, window)
+    dialog.url.setText(stub.url("ok") + "?key=SECRET")
+    fetch(qtbot, dialog)
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: window.settings.use_remote, timeout=5000)
+
+    dialog = open_dialog(qtbot, window)
+    assert dialog.url.text() == stub.url("ok") + "?key=***"
+    fetch(qtbot, dialog)
+    assert not dialog.error.isVisible() and stub.requests[-1][0] == "/ok/v1/models?key=SECRET"
+    assert dialog.choice().base_url == stub.url("ok") + "?key=SECRET"
+    dialog.url.setText(stub.url("ok") + "?key=NEW")
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: not any(d.isVisible() for d in window.findChildren(RemoteServerDialog)), timeout=5000)
+    assert stub.requests[-1][0] == "/ok/v1/models?key=NEW"  # (OK checked the server first)
+    assert window.settings.remote_url == stub.url("ok") + "?key=***"
+    assert send_and_wait(qtbot, window, "Say hello").content == REPLY
+    assert stub.requests[-1][0] == "/ok/v1/chat/completions?key=NEW"
+
+    dialog = open_dialog(qtbot, window)
+    assert dialog.url.text() == stub.url("ok") + "?key=***"
+    assert dialog.choice().base_url == stub.url("ok") + "?key=NEW"
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
+
+
 def test_server_remote_server_opens_the_dialog_the_picker_opens(qtbot, make_window):
     """Newcomer trial: the Server menu held only "Local server…", a remote server was reachable only through the
     model picker's last entry; Server > Remote server… opens that entry's dialog, and Cancel keeps the local model."""

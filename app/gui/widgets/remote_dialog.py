@@ -6,6 +6,9 @@ The API key belongs to the server it was entered or stored for: when the base UR
 server it was not meant for; going back to the first server brings its key back. A key that would cross the network
 unencrypted (plain http to another computer) is warned about under the fields.
 
+A base URL's secrets (``?key=...``: :func:`~app.backends.remote_errors.shown_url`) are shown as ``***`` when the
+dialog opens; the base URL it opened with is the one used while the field shows it so, a URL typed over it replaces it.
+
 Opened window-modal and awaited (:func:`ask_remote_server`), as ``widgets.dialogs`` does it: no nested event loop.
 """
 
@@ -32,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...backends.remote import RemoteBackend, RemoteTarget, check_base_url, plain_http_warning, with_scheme
-from ...backends.remote_errors import RemoteError
+from ...backends.remote_errors import RemoteError, shown_url
 
 #: Seconds Fetch models waits for a silent server (a reply may take longer: READ_TIMEOUT_S).
 FETCH_TIMEOUT_S = 15.0
@@ -57,9 +60,9 @@ class RemoteServerDialog(QDialog):
     """Base URL, API key, model; OK is refused (with a message) until the URL and a model are given.
 
     Args:
-        spawn: runs a coroutine (the window's ``TaskSet.spawn``); url / model / api_key: shown at first (``api_key``
-        is the key of ``url``); stored_key: the key stored for a base URL ("" when none), asked when the URL is
-        changed to another server.
+        spawn: runs a coroutine (the window's ``TaskSet.spawn``); url / model / api_key: shown at first (``url``
+        with its secrets as ``***``, used while the field shows it so; ``api_key`` is the key of ``url``);
+        stored_key: the key stored for a base URL ("" when none), asked when the URL is changed to another server.
 
     Attributes:
         url, api_key: the line edits; url_note: the line under the URL that gives OpenVINO Model Server's (object
@@ -86,7 +89,8 @@ class RemoteServerDialog(QDialog):
         self.specchat: bool | None = None
         self._reached: tuple[str, str] | None = None  # (base URL, key) of the last server that listed its models
         self._listed_from = url  # the server whose models the Model box lists (the saved model's at first)
-        self.url = QLineEdit(url)
+        self._opened_url = url
+        self.url = QLineEdit(shown_url(url))
         self.url.setPlaceholderText("http://HOST:8000/v1")
         self.url_note = QLabel("OpenVINO Model Server: http://HOST:8000/v3")  # under the field: a longer hint was cut
         self.url_note.setObjectName("hint")
@@ -137,6 +141,12 @@ class RemoteServerDialog(QDialog):
         layout.addWidget(self.buttons)
         self._warn()
 
+    def _entered_url(self) -> str:
+        """The base URL the field stands for: the one the dialog opened with while the field shows it (its secrets
+        as ``***``), else the text typed."""
+        text = self.url.text()
+        return self._opened_url if text == shown_url(self._opened_url) else text
+
     def _say(self, text: str | None) -> None:
         self.error.setText(text or "")
         self.error.setVisible(bool(text))
@@ -160,7 +170,7 @@ class RemoteServerDialog(QDialog):
             key = self._keys.get(server)
             if key is None:
                 try:
-                    key = self._stored_key(check_base_url(self.url.text()))
+                    key = self._stored_key(check_base_url(self._entered_url()))
                 except RemoteError:  # (a URL with a password: said when it is used)
                     key = ""
             self._syncing = True
@@ -192,7 +202,7 @@ class RemoteServerDialog(QDialog):
         self._say(None)
         self._busy(True)
         try:
-            url = check_base_url(self.url.text())
+            url = check_base_url(self._entered_url())
             self._sync_key()
             key = self.api_key.text().strip()
             backend = RemoteBackend(RemoteTarget(url, "", key), connect_timeout_s=FETCH_TIMEOUT_S,
@@ -201,7 +211,7 @@ class RemoteServerDialog(QDialog):
         except RemoteError as error:
             if not self._closed.is_set():
                 self._say(str(error))
-                if _base_of(self.url.text()) != _base_of(self._listed_from):  # (its path or query too)
+                if _base_of(self._entered_url()) != _base_of(self._listed_from):  # (its path or query too)
                     self._forget_listed_models()
             return False
         finally:
@@ -230,7 +240,7 @@ class RemoteServerDialog(QDialog):
             RemoteError: the base URL is not an http(s) URL.
             ValueError: no model is chosen.
         """
-        url = check_base_url(self.url.text())
+        url = check_base_url(self._entered_url())
         self._sync_key()
         model = self.models.currentText().strip()
         if not model:
