@@ -110,8 +110,12 @@ def test_a_reply_streams_with_client_side_timing_and_the_servers_usage(stub):
         None,
     )
     assert 0 < stats.ttft_ms < 5000
-    # the stub sleeps 10 ms after each piece: 8 intervals after the first token take at least 80 ms
-    assert 0 < stats.decode_tokens_per_s <= (len(REPLY_PIECES) - 1) / 0.08
+    # the decode rate counts the tokens after the first over the time from the first to the last, as received
+    span = steps[-1].elapsed_s - steps[0].elapsed_s
+    assert stats.decode_tokens_per_s == pytest.approx((len(REPLY_PIECES) - 1) / span, rel=1e-9)
+    # the stub sleeps 10 ms after each piece, 80 ms from the first to the last; the first may be read up to 20 ms
+    # late on a busy machine (the bound without that margin failed once at 100.5, the last pieces read on time)
+    assert 0 < stats.decode_tokens_per_s <= (len(REPLY_PIECES) - 1) / 0.06
     path, body, auth = stub.requests[-1]
     assert path == "/ok/v1/chat/completions" and auth is None
     assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello"}]
