@@ -14,7 +14,8 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
 - ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing);
 - ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does);
-- ``length``: as ``ok``, its finish reason ``length`` (the reply stopped at ``max_tokens``).
+- ``length``: as ``ok``, its finish reason ``length`` (the reply stopped at ``max_tokens``);
+- ``empty``: as ``ok``, its model list empty (a server with no model loaded).
 
 ``stub.requests`` records ``(path, JSON body or None, Authorization header)``.
 """
@@ -40,7 +41,7 @@ SPECCHAT_STATS = {
 }  # fmt: skip
 #: What the ``specchat`` extension says instead when the request asked for autoregressive decoding.
 AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
-BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent", "any-name", "length")
+BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent", "any-name", "length", "empty")
 
 
 class RemoteStub:
@@ -105,7 +106,7 @@ class RemoteStub:
                 entry = {"id": MODEL, "object": "model", "owned_by": "stub"}
                 if behaviour == "specchat":
                     entry = {**entry, "owned_by": "specchat", "specchat": {"modes": ["ar", "spec_lookup"]}}
-                self._json(200, {"object": "list", "data": [entry]})
+                self._json(200, {"object": "list", "data": [] if behaviour == "empty" else [entry]})
 
             def do_POST(self) -> None:  # noqa: N802
                 behaviour, route = self._route()

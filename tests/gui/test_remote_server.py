@@ -476,6 +476,19 @@ def test_the_dialog_reopened_shows_the_base_url_secret_as_stars_and_still_sends_
     dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
 
 
+def test_a_server_listing_no_models_is_named_without_the_base_urls_secret(qtbot, make_window, stub, no_user_keyring):
+    """Fetch models on a server with no model loaded said "http://…/v1?key=SECRET lists no models": the secret shows
+    as ``***`` there too."""
+    window = make_window(wait_model=False)
+    dialog = open_dialog(qtbot, window)
+    dialog.url.setText(stub.url("empty") + "?key=SECRET")
+    dialog.fetch_button.click()
+    qtbot.waitUntil(dialog.error.isVisible, timeout=5000)
+    assert dialog.error.text().startswith(stub.url("empty") + "?key=*** lists no models: load one on the server")
+    assert "SECRET" not in dialog.error.text() and stub.requests[-1][0] == "/empty/v1/models?key=SECRET"
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
+
+
 def test_server_remote_server_opens_the_dialog_the_picker_opens(qtbot, make_window):
     """Newcomer trial: the Server menu held only "Local server…", a remote server was reachable only through the
     model picker's last entry; Server > Remote server… opens that entry's dialog, and Cancel keeps the local model."""

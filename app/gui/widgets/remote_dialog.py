@@ -224,7 +224,7 @@ class RemoteServerDialog(QDialog):
         if not list_them:
             return True  # (a server may list no models and still answer a name typed by hand)
         if not models:
-            self._say(f"{url} lists no models: load one on the server, then Fetch models again")
+            self._say(f"{shown_url(url)} lists no models: load one on the server, then Fetch models again")
             return False
         typed = self.models.currentText()
         self.models.clear()
