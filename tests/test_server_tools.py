@@ -259,3 +259,21 @@ def test_unknown_named_tools_and_invalid_tools_are_400s(client, fields, param):
     with pytest.raises(openai.BadRequestError) as error:
         _ask(client, max_tokens=2, **fields)
     assert error.value.body["param"] == param
+
+
+def test_streamed_calls_send_what_the_stream_lacks_and_know_the_cut_call():
+    """Both streaming endpoints (chat completions' Transcript, the Responses API's ResponseBuilder) decide through
+    StreamedCalls which calls were written whole: here the second was cut, and the first's arguments were streamed
+    in part."""
+    from app.server.replies import StreamedCalls
+
+    calls = StreamedCalls()
+    assert calls.deltas(ToolCallDelta(0, "get_weather", '{"city": "Pa')) == [ToolCallDelta(0, "get_weather", '{"city": "Pa')]
+    calls.deltas(ToolCallDelta(1, "get_time", '{"zone'))  # cut here by max_tokens
+    whole = ToolCalls((ToolCall("get_weather", {"city": "Paris"}, arguments_json='{"city": "Paris"}'),))
+    assert calls.deltas(whole) == [ToolCallDelta(0, None, 'ris"}')]
+    assert (calls.is_whole(0), calls.is_whole(1), calls.arguments) == (True, False, ['{"city": "Paris"}', '{"zone'])
+
+    unstreamed = StreamedCalls()  # calls read at the end only (arguments written as a JSON string)
+    assert unstreamed.deltas(ToolCalls((ToolCall("f", {"a": 1}),))) == [ToolCallDelta(0, "f", '{"a": 1}')]
+    assert unstreamed.is_whole(0) and not StreamedCalls().is_whole(0)

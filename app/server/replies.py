@@ -10,11 +10,14 @@ ended there).
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
 
-from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall
+from inference.events import GenerationStats, StepStats, TokenLogprob, ToolCall, ToolCallDelta, ToolCalls
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,50 @@ def arguments_text(call: ToolCall) -> str:
     """A call's ``function.arguments``: its arguments' JSON text as the model wrote it (what a stream sent), else
     as ``json.dumps`` writes them."""
     return call.arguments_json if call.arguments_json is not None else json.dumps(call.arguments, ensure_ascii=False)
+
+
+class StreamedCalls:
+    """A reply's tool calls as a stream sends them, for both streaming endpoints (chat completions, the Responses
+    API): the arguments text each call opened has so far, and which of them the reply wrote whole.
+
+    The calls are streamed as they are written (``ToolCallDelta``); the reply's ``ToolCalls`` then says which were
+    written whole: the first :attr:`whole` of them. A call after those was cut (by the length limit, a stop string)
+    or did not read as a call: an endpoint never returns it as a call, whatever it streamed of it.
+    """
+
+    def __init__(self) -> None:
+        self.arguments: list[str] = []  # per call opened, in the reply's order: its arguments text so far
+        self.whole = 0
+
+    def deltas(self, event: ToolCallDelta | ToolCalls) -> list[ToolCallDelta]:
+        """What the stream sends for a call event, as deltas (a ``name`` opens call ``index``): a delta as it
+        came; for the reply's whole calls, what was not sent yet: a call not streamed (opened with all its
+        arguments), the rest of a call's arguments. A call whose whole arguments do not extend what was sent (not
+        expected: deltas and calls are read from one text) sends nothing more, and its arguments become the whole
+        text."""
+        if isinstance(event, ToolCallDelta):
+            if event.name is not None:
+                self.arguments.append("")
+            self.arguments[event.index] += event.arguments
+            return [event]
+        self.whole = len(event.calls)
+        deltas = []
+        for index, call in enumerate(event.calls):
+            whole = arguments_text(call)
+            if index >= len(self.arguments):
+                self.arguments.append("")
+                deltas.append(ToolCallDelta(index, call.name, whole))
+            elif whole.startswith(self.arguments[index]):
+                if len(whole) > len(self.arguments[index]):
+                    deltas.append(ToolCallDelta(index, None, whole[len(self.arguments[index]):]))
+            else:
+                logger.warning("tool call %d streamed arguments %r, read as %r", index, self.arguments[index], whole)
+            self.arguments[index] = whole
+        return deltas
+
+    def is_whole(self, index: int) -> bool:
+        """Call ``index`` (in the reply's order) was written whole: a client may read it as a call."""
+        return index < self.whole
 
 
 def call_opening(index: int, call_id: str, name: str) -> list[dict]:

@@ -30,7 +30,7 @@ from inference.events import Event, Finished, GenerationStats, TextDelta, ToolCa
 
 from .chat_request import ChatCompletionRequest
 from .errors import APIError
-from .replies import arguments_text, new_call_id, stats_object
+from .replies import StreamedCalls, new_call_id, stats_object
 from .request_common import SpecChatOptions, Strict, unused_options
 
 #: Responses kept for ``previous_response_id``, at most, and the characters of their conversations, all together.
@@ -319,7 +319,7 @@ class ResponseBuilder:
         self.output: list[dict] = []  # the output items, as opened
         self._message: dict | None = None  # the message item, once text came
         self._calls: list[dict] = []  # the function_call items, in the reply's order
-        self._whole_calls = 0  # how many of them the reply wrote whole (its ToolCalls)
+        self._streamed = StreamedCalls()  # their arguments, and which the reply wrote whole
         self.stats: GenerationStats | None = None
 
     def response(self) -> dict:
@@ -347,7 +347,7 @@ class ResponseBuilder:
     def conversation(self) -> list[dict]:
         """The conversation with this response's reply (chat messages; for :class:`ResponseStore`)."""
         text = self._message["content"][0]["text"] if self._message else ""
-        calls = self._calls[: self._whole_calls]  # (not one that max_output_tokens cut)
+        calls = [call for index, call in enumerate(self._calls) if self._streamed.is_whole(index)]  # (none cut)
         reply = {"role": "assistant", "content": text or (None if calls else "")}
         if calls:
             reply["tool_calls"] = [{"id": call["call_id"], "type": "function",
@@ -368,21 +368,14 @@ class ResponseBuilder:
         for event in batch:
             if isinstance(event, TextDelta) and event.text:
                 events += self._text(event.text)
-            elif isinstance(event, ToolCallDelta):
-                if event.name is not None:
-                    events += self._open_call(event.name)
-                if event.arguments:
-                    events += self._arguments(event.index, event.arguments)
-            elif isinstance(event, ToolCalls):
-                self._whole_calls = len(event.calls)
-                for index, call in enumerate(event.calls):
-                    if index >= len(self._calls):
-                        events += self._open_call(call.name)
-                    whole, sent = arguments_text(call), self._calls[index]["arguments"]
-                    if whole.startswith(sent) and len(whole) > len(sent):
-                        events += self._arguments(index, whole[len(sent):])
-                    elif not whole.startswith(sent):  # not expected: deltas and calls are read from one text
-                        self._calls[index]["arguments"] = whole
+            elif isinstance(event, (ToolCallDelta, ToolCalls)):
+                for delta in self._streamed.deltas(event):
+                    if delta.name is not None:
+                        events += self._open_call(delta.name)
+                    if delta.arguments:
+                        events += self._arguments(delta.index, delta.arguments)
+                for call, arguments in zip(self._calls, self._streamed.arguments):
+                    call["arguments"] = arguments
             elif isinstance(event, Finished):
                 self.stats = event.stats
                 events += self._close()
@@ -423,13 +416,12 @@ class ResponseBuilder:
 
     def _arguments(self, index: int, text: str) -> list[dict]:
         call = self._calls[index]
-        call["arguments"] += text
         return [self._event("response.function_call_arguments.delta", item_id=call["id"],
                             output_index=self.output.index(call), delta=text)]
 
     def _cut_call(self, item: dict) -> bool:
         """``item`` is a function_call the reply did not write whole (streamed as it was written, then cut)."""
-        return any(item is call for call in self._calls[self._whole_calls :])
+        return any(item is call and not self._streamed.is_whole(index) for index, call in enumerate(self._calls))
 
     def _close(self) -> list[dict]:
         """Every item's done events; the item max_output_tokens cut (the last, unless a call written whole) is
@@ -437,7 +429,7 @@ class ResponseBuilder:
         events = []
         cut = self.stats.stop_reason == "max_new_tokens"
         for output_index, item in enumerate(self.output):
-            whole_call = any(item is call for call in self._calls[: self._whole_calls])
+            whole_call = any(item is call and self._streamed.is_whole(index) for index, call in enumerate(self._calls))
             item["status"] = "incomplete" if cut and item is self.output[-1] and not whole_call else "completed"
             if item is self._message:
                 part = item["content"][0]

@@ -9,22 +9,18 @@ Rules:
 
 from __future__ import annotations
 
-import logging
-
 from app.backends.protocol import GenerationRequest
 from inference.events import Event, PromptScored, TextDelta, ToolCallDelta, ToolCalls
 
 from .replies import (
     Reply,
+    StreamedCalls,
     arguments_fragment,
-    arguments_text,
     call_opening,
     chat_logprobs,
     completion_logprobs,
     new_call_id,
 )
-
-logger = logging.getLogger(__name__)
 
 
 class Transcript:
@@ -42,36 +38,24 @@ class Transcript:
         self._offset = 0  # characters of the completion's text so far (its text_offset)
         self._waiting: list = []
         self.called = False  # the reply called tools (its finish_reason is tool_calls)
-        self._streamed: list[list[str]] = []  # per call streamed: its id and the arguments text sent
+        self._calls = StreamedCalls()
+        self._ids: list[str] = []  # per call opened: its id
 
     def calls(self, event: ToolCallDelta | ToolCalls) -> list[list[dict]]:
         """The ``delta.tool_calls`` of the chunks that carry a call event, in OpenAI's streamed shape: a call opens
         with its index, id, type and name (:func:`call_opening`), then its arguments come in fragments as they are
         written. The reply's whole calls (``ToolCalls``) add what the stream did not send yet: the rest of a call's
-        arguments, or a call not streamed at all."""
-        if isinstance(event, ToolCallDelta):
-            deltas = []
-            if event.name is not None:
-                self._streamed.append([new_call_id(), ""])
-                deltas.append(call_opening(event.index, self._streamed[-1][0], event.name))
-            if event.arguments:
-                self._streamed[event.index][1] += event.arguments
-                deltas.append(arguments_fragment(event.index, event.arguments))
-            return deltas
-        self.called = bool(event.calls)
-        deltas = []
-        for index, call in enumerate(event.calls):
-            whole = arguments_text(call)
-            if index >= len(self._streamed):
-                self._streamed.append([new_call_id(), ""])
-                deltas.append(call_opening(index, self._streamed[index][0], call.name))
-            sent = self._streamed[index][1]
-            if whole.startswith(sent) and len(whole) > len(sent):
-                deltas.append(arguments_fragment(index, whole[len(sent):]))
-                self._streamed[index][1] = whole
-            elif not whole.startswith(sent):  # not expected: deltas and calls are read from one text
-                logger.warning("tool call %d streamed arguments %r, read as %r", index, sent, whole)
-        return deltas
+        arguments, or a call not streamed at all (:class:`StreamedCalls`)."""
+        chunks = []
+        for delta in self._calls.deltas(event):
+            if delta.name is not None:
+                self._ids.append(new_call_id())
+                chunks.append(call_opening(delta.index, self._ids[delta.index], delta.name))
+            if delta.arguments:
+                chunks.append(arguments_fragment(delta.index, delta.arguments))
+        if isinstance(event, ToolCalls):
+            self.called = self._calls.is_whole(0)
+        return chunks
 
     def take(self, event: Event) -> tuple[str, list]:
         """The text an event adds (the echoed prompt before the first one) and its tokens' log-probability entries:
