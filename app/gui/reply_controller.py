@@ -384,10 +384,12 @@ class ReplyController(QObject):
                     fixed = decoding.speculative and decoding is not Decoding.AUTO
                     # a server not SpecChat's is sent no decoding: it neither drafts with K nor says how it decoded
                     chosen_here = remote is None or remote.specchat
-                    phase_extra = {"drafter": drafter, "k": k} if fixed and chosen_here else {}
+                    generation = settings.generation_settings(decoding, seed=seed)
+                    # the K the run drafts, where it drafts the box's (Adaptive, a remote Compare's too, picks its own)
+                    drafted_k = {"k": k} if generation.uses_fixed_k else {}
+                    phase_extra = {"drafter": drafter, **drafted_k} if fixed and chosen_here else {}
                     recorder.begin_phase("spec" if decoding.speculative else "ar", decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode if chosen_here else REMOTE_MODE, index > 0)
-                    generation = settings.generation_settings(decoding, seed=seed)
                     if conversation is not None and conversation.json_output:  # replies are JSON objects
                         generation = replace(generation, output=replace(generation.output, grammar=json_object_grammar()))
                     request = GenerationRequest(

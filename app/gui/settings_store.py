@@ -233,8 +233,13 @@ class AppSettings:
         return replace(self, generation=generation, **own)
 
     def generation_settings(self, decoding: Decoding | None = None, seed: int | None = None) -> GenerationSettings:
-        """The engine settings for the next reply: ``generation``, with ``decoding`` and ``seed`` overriding its own."""
+        """The engine settings for the next reply: ``generation``, with ``decoding`` and ``seed`` overriding its own.
+        A ``decoding`` that drafts a fixed K where the chosen one does not (a remote Compare's prompt lookup under
+        Plain or Auto) picks its K each step (Adaptive), as the local Compare's Auto does: the box's K, unchecked
+        under the chosen decoding, is never sent (a K of 99 made a SpecChat server refuse the Compare's run)."""
         generation = self.generation if decoding is None else replace(self.generation, decoding=decoding)
+        if generation.uses_fixed_k and not self.generation.uses_fixed_k:
+            generation = replace(generation, speculative=replace(generation.speculative, adaptive=True))
         if seed is not None:
             generation = replace(generation, sampling=replace(generation.sampling, seed=seed))
         return generation

@@ -289,6 +289,9 @@ def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, s
     assert compare["identical"] is True and compare["speedup"] is not None
     modes = [body["specchat"]["mode"] for _, body, _ in stub.requests[-2:]]
     assert modes == ["ar", "spec_lookup"]
+    # under Auto the box's K is unchecked: the Compare's prompt lookup picks its own K, never the box's
+    assert window.settings.generation.decoding.value == "auto" and stub.requests[-1][1]["specchat"]["adaptive_k"] is True
+    assert "k" not in stub.requests[-1][1]["specchat"] and "k" not in compare["spec"]
     assert final.draft_spans  # the SpecChat server's from_draft pieces are highlighted
 
 

@@ -124,3 +124,19 @@ def test_the_decoding_line_and_tooltip_are_true_under_auto_plain_and_speculative
     assert "Auto, the default," in tip and "a plain step" in tip
     assert "greedy at an exact precision: the same text" in tip and "greedy: the same text" not in tip
     assert "sampled: replies as likely as plain decoding's" in tip
+
+
+def test_a_remote_compare_under_plain_or_auto_never_sends_the_unchecked_k():
+    """On a remote SpecChat server a Compare under Plain or Auto runs prompt lookup, and sent the box's K, which those
+    decodings leave unchecked: a K of 99 made the server refuse the Compare's second run. That run picks its K each
+    step (Adaptive), as the local Compare's Auto does; prompt lookup chosen in the window still sends its K."""
+    from app.backends.remote import specchat_options
+    from inference.settings import Decoding
+
+    for decoding in (Decoding.AUTOREGRESSIVE, Decoding.AUTO):
+        remote = AppSettings().with_values(decoding=decoding, k=99, use_remote=True)
+        run = remote.generation_settings(remote.compare_decoding)
+        assert specchat_options(run) == {"mode": "spec_lookup", "adaptive_k": True}
+        run.validate(8192)  # (it raised for k 99 before it was Adaptive)
+    lookup = AppSettings().with_values(decoding=Decoding.PROMPT_LOOKUP, k=6, use_remote=True)
+    assert specchat_options(lookup.generation_settings(lookup.compare_decoding)) == {"mode": "spec_lookup", "k": 6}
