@@ -301,6 +301,17 @@ class Engine:
         stats.discarded_tokens += dropped
         return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
 
+    def _rolling_keeps(self, message: tuple[int, int] | None, reused: int, discarded: int, n_keep: int) -> bool:
+        """Whether rolling a prompt through (its first ``reused`` tokens cached, ``discarded`` to go in its prefill's
+        rolls, ``prefill.prefill_discards``) keeps its last message's turn whole: rolling keeps the first n_keep
+        tokens and the prompt's end, so a long message after a long cached turn lost its start, the instruction
+        (newcomer trial: two 20 KB pastes in one chat at n_ctx 4,096, the second summarized as if never asked). A
+        prompt without turns (``message`` None or ``(0, 0)``) keeps rolling through, as before."""
+        if not message or message[1] == 0:
+            return True
+        skipped = discarded + reused - len(self._cache)  # (with the tokens earlier rolls dropped)
+        return n_keep + skipped <= message[0]  # (kept: the first n_keep, then all from n_keep + skipped on)
+
     def _cut_the_middle(
         self,
         prompt_ids: list[int],
@@ -403,8 +414,8 @@ class Engine:
         if discarded and not roll_long_prompt:
             cut = middle_cut(len(prompt_ids), n_ctx, n_keep, system_prompt_tokens, message or (0, 0),
                              sampling.max_new_tokens)
-            if cut is not None and cut.spans[-1][0] < reused:  # its end reaches into the cache: roll through it instead
-                cut = None
+            if cut is not None and cut.spans[-1][0] < reused and self._rolling_keeps(message, reused, discarded, n_keep):
+                cut = None  # its end reaches into the cache, and rolling through keeps the last message: no re-prefill
         if cut is not None:
             yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=cut.skipped,
                                  head_tokens=cut.head_tokens, message_tokens=cut.message_tokens,

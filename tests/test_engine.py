@@ -233,6 +233,41 @@ def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32
     assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx}, "a later turn's cut", 1)
 
 
+def test_a_second_long_paste_whose_cut_reaches_into_the_cache_keeps_its_instruction(f32_engine, target):
+    """Newcomer trial: a 20 KB paste that fitted n_ctx = 4,096, then another in the same chat (6,686 tokens in all).
+    The cut's end reached into the cached first paste, so the prompt rolled through instead, two rolls of n_discard
+    (half of n_ctx) that dropped the new message's start with its instruction ("keeps the first 4 tokens and the last
+    2,590"), and the reply ignored it. Rolling through is kept for what keeps the last message whole (a long chat of
+    short turns); here the cut is made: n_keep, then the new message's turn with its instruction, then the end,
+    greedy decoding equal to a fresh run on exactly those tokens up to a near-tie."""
+    from pathlib import Path
+
+    engine, n_ctx, instruction = f32_engine, 256, "Summarize this text in two sentences:"
+    genesis = (Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt").read_text(encoding="utf-8")
+    engine.reset()
+    session = ChatSession(engine)
+    list(session.send(f"{instruction}\n\n{genesis[:700]}", settings("ar", max_new_tokens=8, n_ctx=n_ctx)))
+    assert session.messages[-1]["role"] == "assistant" and len(engine._cache) < n_ctx  # the first paste fitted
+    session.messages.append({"role": "user", "content": f"{instruction}\n\n{genesis[1000:1700]}"})
+    ids = session.prompt_ids()
+    turn_start, text_start = session.last_message(ids)
+    assert n_ctx < len(ids) < n_ctx + turn_start and len(ids) - turn_start < n_ctx - 16  # the message fits n_ctx
+    events = list(session.reply(settings("ar", max_new_tokens=16, n_ctx=n_ctx)))
+    overflow, stats = next(e for e in events if isinstance(e, PromptOverflow)), events[-1].stats
+    assert overflow.head_tokens + overflow.message_tokens + overflow.tail_tokens + overflow.discarded_tokens == len(ids)
+    kept_from = len(ids) - overflow.tail_tokens - overflow.message_tokens
+    assert overflow.head_tokens == 4 and kept_from <= turn_start  # n_keep, then the whole last message
+    instruction_ids = target.encode(instruction)
+    assert ids[text_start : text_start + len(instruction_ids)] == instruction_ids
+    kept = ids[:4] + ids[kept_from:]
+    cached = engine._cache.tokens
+    assert cached[: len(kept)] == kept and cached[len(kept) :] == stats.token_ids[:-1]
+    assert stats.discarded_tokens == overflow.discarded_tokens == len(ids) - len(kept)
+    engine.reset()
+    reference = engine.generate_text(kept, settings("ar", max_new_tokens=16, n_ctx=n_ctx))
+    assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx}, "a cut into the cache", 1)
+
+
 def test_follow_up_turn_prefills_only_its_new_tokens_and_matches_a_fresh_run(f32_engine):
     """Without the fast prefill: where the CPU has bf16, a prompt of 64+ tokens prefilled in one piece is computed
     in bf16, the same tokens prefilled turn by turn are not, and a near-tie may then go either way."""
