@@ -153,11 +153,49 @@ def test_ok_checks_the_server_and_stays_open_when_it_does_not_answer(qtbot, make
     dialog.api_key.setText("wrong")
     ok.click()
     qtbot.waitUntil(lambda: "refused the API key" in dialog.error.text() and ok.isEnabled(), timeout=10_000)
-    assert dialog.error.text().endswith("enter the right key in the API key field") and dialog.isVisible()
+    assert dialog.error.text().startswith("OK's check failed, so nothing was chosen: ") and dialog.isVisible()
+    assert dialog.error.text().endswith("enter the right key in the API key field. Then press OK again, or Cancel to "
+                                        "keep the model you have now")  # fmt: skip
     dialog.api_key.setText(API_KEY)
     ok.click()  # the server answers with this key: chosen, the model typed by hand kept
     qtbot.waitUntil(lambda: window.settings.use_remote, timeout=10_000)
     assert (window.settings.remote_url, window.settings.remote_model) == (stub.url("auth"), MODEL)
+
+
+def test_ok_says_it_is_checking_then_that_its_check_failed_and_what_to_do(qtbot, make_window, stub, no_user_keyring):
+    """Newcomer trial: base URL http://127.0.0.1:9/v1?key=abc, Fetch models, model "foo", OK: the dialog stayed open
+    showing the very message Fetch models had shown, nothing said OK was tried and refused. While OK checks, the
+    dialog says "Checking HOST…" with OK off (Cancel still stops it); a failed check says it was OK's and what to do."""
+    from app.binding import listen
+
+    window = make_window(wait_model=False)
+    dialog = open_dialog(qtbot, window)
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    cancel = dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel)
+    with listen("127.0.0.1", 0) as sock:
+        port = sock.getsockname()[1]  # freed below: the connection is refused
+    dialog.url.setText(f"http://127.0.0.1:{port}/v1?key=abc")
+    fetch(qtbot, dialog)
+    fetched = dialog.error.text()
+    assert fetched == f"127.0.0.1:{port} refused the connection: check that the server is running and the port is right"
+    dialog.models.setEditText("foo")
+    ok.click()
+    qtbot.waitUntil(lambda: dialog.error.text() != fetched and ok.isEnabled(), timeout=10_000)
+    assert dialog.error.text() == (
+        f"OK's check failed, so nothing was chosen: 127.0.0.1:{port} refused the connection: check that the server is "
+        "running and the port is right. Then press OK again, or Cancel to keep the model you have now"
+    )
+    assert dialog.isVisible() and not window.settings.use_remote and "abc" not in dialog.error.text()
+
+    # a server that does not answer yet: the check is shown, OK is off, Cancel stops it
+    dialog.url.setText(stub.url("silent") + "?key=abc")
+    host = stub.url("ok").split("/")[2]
+    ok.click()
+    qtbot.waitUntil(lambda: dialog.error.text() == f"Checking {host}…", timeout=5000)
+    assert dialog.error.isVisible() and not ok.isEnabled() and cancel.isEnabled()
+    cancel.click()
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    assert not window.settings.use_remote
 
 
 def test_the_model_row_and_notice_follow_where_replies_come_from(qtbot, make_window, stub, no_user_keyring):

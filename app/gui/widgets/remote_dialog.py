@@ -195,14 +195,16 @@ class RemoteServerDialog(QDialog):
 
     async def fetch_models(self, list_them: bool = True) -> bool:
         """Ask the server for its models and list them in the combo box (the one typed stays chosen if listed;
-        ``list_them`` False: only check that the server answers and takes the key); False on an error, which is
-        shown in the dialog."""
+        ``list_them`` False, OK's check: only check that the server answers and takes the key, saying "Checking
+        HOST…" meanwhile); False on an error, which is shown in the dialog (after OK's check, as its failure)."""
         if self._closed.is_set():  # closed before this coroutine began
             return False
         self._say(None)
         self._busy(True)
         try:
             url = check_base_url(self._entered_url())
+            if not list_them:
+                self._say(f"Checking {RemoteTarget(url, '', '').host}…")
             self._sync_key()
             key = self.api_key.text().strip()
             backend = RemoteBackend(RemoteTarget(url, "", key), connect_timeout_s=FETCH_TIMEOUT_S,
@@ -210,7 +212,7 @@ class RemoteServerDialog(QDialog):
             models = await backend.list_models(self._closed)
         except RemoteError as error:
             if not self._closed.is_set():
-                self._say(str(error))
+                self._say(str(error) if list_them else _ok_check_failed(error))
                 if _base_of(self._entered_url()) != _base_of(self._listed_from):  # (its path or query too)
                     self._forget_listed_models()
             return False
@@ -274,14 +276,23 @@ class RemoteServerDialog(QDialog):
         self._spawn(self._check_then_accept())
 
     async def _check_then_accept(self) -> None:
-        self.buttons.setEnabled(False)
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setEnabled(False)  # (Cancel stays: it stops the check)
         try:
             reached = await self.fetch_models(list_them=False)
         finally:
             if not self._closed.is_set():
-                self.buttons.setEnabled(True)
+                ok.setEnabled(True)
         if reached and not self._closed.is_set():
             self.accept()
+
+
+def _ok_check_failed(error: RemoteError) -> str:
+    """OK's check of the server failed: said as OK's (Fetch models says the same error alone), with what to do."""
+    return (
+        f"OK's check failed, so nothing was chosen: {str(error).rstrip('.')}. Then press OK again, or Cancel to keep "
+        "the model you have now"
+    )
 
 
 def _base_of(url: str) -> str:
