@@ -69,3 +69,27 @@ def test_type_a_message_first_goes_with_a_version_switch_and_after_a_few_seconds
     qtbot.wait(HINT_MS // 2)
     assert composer.error_text == "Type a message first."
     qtbot.waitUntil(lambda: composer.error_text == "", timeout=HINT_MS)
+
+
+def test_compare_on_an_empty_box_says_what_to_do_as_send_does(qtbot, make_window):
+    """Newcomer trial: Compare with an empty message box did nothing, the button just took the focus (its tooltip
+    says "Run this message with plain decoding, then with Auto…"): it showed Send's "Type a message first.", the
+    same words an Enter had left there, so nothing changed. Compare says what to do in its own words, in the notice
+    Send uses, withdrawn as Send's is."""
+    from PySide6.QtCore import Qt
+
+    window = make_window(FAST, start=False)
+    composer = window.composer
+    composer.edit.setFocus()
+    qtbot.keyClick(composer.edit, Qt.Key.Key_Return)
+    assert composer.error_text == "Type a message first."
+    qtbot.mouseClick(composer.compare_button, Qt.MouseButton.LeftButton)
+    assert composer.error_label.isVisible()
+    assert composer.error_text == "Type a message first, then Compare runs it twice."
+    assert window.active is None and window.db.conversations() == []
+    qtbot.mouseClick(composer.send_button, Qt.MouseButton.LeftButton)  # Send's own words stay as they were
+    assert composer.error_text == "Type a message first."
+    window.compare_action.trigger()  # Chat > Compare (Ctrl+Shift+Enter) says it too
+    assert composer.error_text == "Type a message first, then Compare runs it twice."
+    qtbot.keyClicks(composer.edit, "Hi")  # typing withdraws it
+    assert composer.error_text == ""

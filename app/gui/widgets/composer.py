@@ -141,7 +141,7 @@ class Composer(QFrame):
         """Send the text as a comparison if allowed."""
         if self._compare_off:
             self.show_error(self._compare_off)
-        elif self._check():
+        elif self._check(empty="Type a message first, then Compare runs it twice."):
             self.compare_requested.emit(self.text())
 
     def set_compare_unavailable(self, reason: str | None) -> None:
@@ -157,7 +157,8 @@ class Composer(QFrame):
         if not self._compare_off:
             self.compare_button.setToolTip(self._compare_tip)
 
-    def _check(self) -> bool:
+    def _check(self, empty: str = "Type a message first.") -> bool:
+        """Whether the text may be sent now; if not, why is shown in place (``empty``: the hint for an empty box)."""
         if self._generating:
             self.show_error("A reply is being generated: wait for it, or press Stop (Esc).", kind="busy")
             return False
@@ -165,7 +166,7 @@ class Composer(QFrame):
             self.show_blocked(self._blocked)
             return False
         if not self.text().strip():
-            self.show_error("Type a message first.", kind="hint")
+            self.show_error(empty, kind="hint")
             return False
         return True
 
@@ -205,8 +206,8 @@ class Composer(QFrame):
             self._hint_timer.stop()
 
     def withdraw_hint(self) -> None:
-        """Withdraw a hint ("Type a message first.") if one is shown: ``HINT_MS`` passed, or the user did something
-        else (another version of a message shown); other messages stay."""
+        """Withdraw a hint ("Type a message first.", or Compare's own) if one is shown: ``HINT_MS`` passed, or the
+        user did something else (another version of a message shown); other messages stay."""
         if self.error_label.property("kind") == "hint":
             self.clear_error()
 
