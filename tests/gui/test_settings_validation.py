@@ -402,6 +402,35 @@ def test_a_number_typed_past_its_range_is_kept_and_the_range_said_in_plain_words
     assert _shown_error(pane, "temperature").endswith("; you typed 50")
 
 
+def test_auto_can_be_typed_where_an_error_says_a_field_may_be_auto(pane, qtbot):
+    """Newcomer trial: 5000 typed into Always kept said "Always kept must be auto or between 0 and 4,095 (below
+    Context length); you typed 5000", but the field refused "auto" typed (only the arrows below 0 reached "auto
+    (system prompt)"). A field with such a value takes its first word typed (any case), or its whole text."""
+    from PySide6.QtCore import Qt
+
+    pane, emitted, _summaries = pane
+    _type_into(qtbot, pane.n_keep, "5000")
+    assert _shown_error(pane, "n_keep") == (
+        "Always kept must be auto or between 0 and 4,095 (below Context length); you typed 5000"
+    )
+    _type_into(qtbot, pane.n_keep, "aut")  # on the way: kept as typed, nothing refused
+    assert pane.n_keep.lineEdit().text() == "aut" and not pane.n_keep.refused
+    qtbot.keyClicks(pane.n_keep, "o")
+    assert pane.n_keep.value() == -1 and _shown_error(pane, "n_keep") == ""
+    qtbot.keyClick(pane.n_keep, Qt.Key.Key_Return)
+    assert pane.n_keep.text() == "auto (system prompt)" and emitted[-1].generation.context.n_keep == "auto"
+    _type_into(qtbot, pane.n_discard, "Auto")
+    assert pane.n_discard.value() == -1 and emitted[-1].generation.context.n_discard == -1  # (auto: -1)
+    _type_into(qtbot, pane.top_k, "off")  # Top-k's is "off"
+    assert pane.top_k.value() == pane.top_k.minimum() and pane.top_k.text() == "off"
+    _type_into(qtbot, pane.n_keep, "Auto (System prompt)")  # its whole text, as shown
+    assert pane.n_keep.lineEdit().text() == "Auto (System prompt)" and pane.n_keep.value() == -1
+    _type_into(qtbot, pane.n_keep, "autox")  # no other word
+    assert pane.n_keep.lineEdit().text() == "auto"
+    _type_into(qtbot, pane.k, "a")  # a field with no such value takes no letters
+    assert pane.k.lineEdit().text() == ""
+
+
 def test_the_decoding_help_line_is_true_with_sampling_too(pane):
     """ "same text" holds for greedy replies only: sampled ones are as likely as plain decoding's, not the same."""
     from app.gui.widgets.settings_pane import DECODING_HELP

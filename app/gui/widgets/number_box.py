@@ -6,6 +6,10 @@ remembers that it refused one (:attr:`NumberBox.refused`) until its value next c
 say it ("you typed more digits than the field holds (it holds 999999999)"). It keeps no refused number: each refusal
 is one keystroke on the digits kept, so the last one ("12345678902" for 123456789012 typed) is a number the user never
 typed (a later trial read it).
+
+A field whose minimum stands for a word (its special value text: "auto (system prompt)", "off") takes that word typed:
+its first word in any case, or its whole text. A ``QSpinBox`` refused every letter, so that an error saying "must be
+auto or between 0 and 4,095" asked for what could not be typed (a newcomer's trial); the arrows alone reached it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from PySide6.QtWidgets import QSpinBox
 
 
 class NumberBox(QSpinBox):
-    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range.
+    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range, and takes its special
+    value's word typed ("auto", "off").
 
     Signals:
         refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
@@ -33,14 +38,33 @@ class NumberBox(QSpinBox):
         self.valueChanged.connect(self._forget)
 
     def validate(self, text: str, pos: int) -> object:
-        """As ``QSpinBox.validate``; a text of digits it finds invalid (too large or too small) is recorded."""
+        """As ``QSpinBox.validate``, and the special value's names (:meth:`_special_names`) taken as typed, letter
+        by letter; a text of digits it finds invalid (too large or too small) is recorded."""
+        typed = self._typed(text).lower()
+        if typed and any(name.startswith(typed) for name in self._special_names()):
+            complete = typed in self._special_names()
+            return QValidator.State.Acceptable if complete else QValidator.State.Intermediate, text, pos
         result = super().validate(text, pos)
         state = result[0] if isinstance(result, tuple) else result
-        number = text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip().replace(self.locale().groupSeparator(), "")
+        number = self._typed(text).replace(self.locale().groupSeparator(), "")
         if state == QValidator.State.Invalid and number.lstrip("-").isdigit() and not self.refused:
             self.refused = True
             self.refused_changed.emit()
         return result
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt override
+        """As ``QSpinBox.valueFromText``; a name of the special value typed stands for the minimum."""
+        if self._typed(text).lower() in self._special_names():
+            return self.minimum()
+        return super().valueFromText(text)
+
+    def _special_names(self) -> tuple[str, ...]:
+        """The special value text and its first word, lower case ("auto (system prompt)", "auto"); none without."""
+        special = self.specialValueText().strip().lower()
+        return (special, special.split()[0]) if special else ()
+
+    def _typed(self, text: str) -> str:
+        return text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip()
 
     def _forget(self, _value: int) -> None:
         if self.refused:
