@@ -39,11 +39,11 @@ logger = logging.getLogger(__name__)
 DELETE_LABEL = "&Delete"
 
 
-def export_start_folder(last_export_folder: str) -> str:
-    """The folder the Export dialog opens in: the one the last export went to while it exists, else the user's
-    Documents folder if there is one, else the home folder."""
+def transfer_start_folder(last_folder: str) -> str:
+    """The folder the Export and Import dialogs open in: the one the last export went to or import came from while
+    it exists, else the user's Documents folder if there is one, else the home folder."""
     documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
-    for folder in (last_export_folder, documents):
+    for folder in (last_folder, documents):
         if folder and Path(folder).is_dir():
             return folder
     return QStandardPaths.writableLocation(QStandardPaths.StandardLocation.HomeLocation)
@@ -53,7 +53,7 @@ class Conversations(QObject):
     """Keeps the conversation list, the chat view and the history in step (see the module doc).
 
     Args:
-        db: the chat history; store: the settings file (where the last export went).
+        db: the chat history; store: the settings file (where the last export or import was).
         replies: the reply controller (a reply streaming into a chat opened is shown; deleting a chat stops its
             reply first).
         conversation_list, chat_view, composer, live_graph, sampling: the widgets it drives (``sampling``: the
@@ -308,11 +308,10 @@ class Conversations(QObject):
             return
         suffix = ".md" if fmt == "md" else ".json"
         name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip() or "chat"
-        store = self._store
         path = await choose_file(
             self._parent, "Export conversation", save=True,
             name_filter="Markdown (*.md)" if fmt == "md" else "JSON (*.json)", suggested=name + suffix,
-            start_dir=export_start_folder(store.export_folder),
+            start_dir=transfer_start_folder(self._store.transfer_folder),
         )  # fmt: skip
         if not path:
             return
@@ -324,16 +323,17 @@ class Conversations(QObject):
             await message_box(self._parent, QMessageBox.Icon.Warning, "Export failed", f"Could not write {path}.", informative=str(error))
             return
         self.say(f"Exported to {written}", 5000)
-        try:
-            store.set_export_folder(str(written.parent))
-        except OSError as error:  # the export itself is done: only where the next one opens is lost
-            logger.warning("could not save the export folder in the settings: %s", error)
+        self._remember_folder(written.parent)
 
     async def import_dialog(self) -> None:
-        """Ask for a JSON export, then import it."""
-        path = await choose_file(self._parent, "Import conversation", name_filter="SpecChat JSON export (*.json)")
+        """Ask for a JSON export (the dialog opens where the last export or import was), then import it."""
+        path = await choose_file(
+            self._parent, "Import conversation", name_filter="SpecChat JSON export (*.json)",
+            start_dir=transfer_start_folder(self._store.transfer_folder),
+        )  # fmt: skip
         if not path:
             return
+        self._remember_folder(Path(path).parent)  # (a file that fails to import: the next try starts beside it)
         try:
             self.import_file(path)
         except sqlite3.Error as error:
@@ -346,3 +346,10 @@ class Conversations(QObject):
             )  # fmt: skip
             return
         self.say(f"Imported {path}", 5000)
+
+    def _remember_folder(self, folder: Path) -> None:
+        """The next Export or Import opens in ``folder`` (kept in the settings' UI state)."""
+        try:
+            self._store.set_transfer_folder(str(folder))
+        except OSError as error:  # only where the next dialog opens is lost, never the export or the import
+            logger.warning("could not save the export and import folder in the settings: %s", error)

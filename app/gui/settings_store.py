@@ -82,12 +82,13 @@ GENERATION_KEYS: dict[str, tuple[str, str]] = {
 #: UI-state key of the preset chosen per conversation: ``{str(conversation_id): preset name, or the values edited by
 #: hand (Custom) over PRESET_KEYS}``.
 CONVERSATION_PRESETS = "conversation_presets"
-#: UI-state key of the folder the last export was written to.
-EXPORT_FOLDER = "export_folder"
+#: UI-state key of the folder the last export was written to or the last import read from (named when only Export
+#: kept one: the settings files written since hold it so).
+TRANSFER_FOLDER = "export_folder"
 #: UI-state key of the conversation shown last (its id; null: a new chat), opened again at the next start.
 OPEN_CONVERSATION = "open_conversation"
 #: UI-state keys the store keeps itself: the window's own state (:meth:`SettingsStore.save_ui_state`) leaves them.
-_STORE_UI_KEYS = (CONVERSATION_PRESETS, EXPORT_FOLDER, OPEN_CONVERSATION)
+_STORE_UI_KEYS = (CONVERSATION_PRESETS, TRANSFER_FOLDER, OPEN_CONVERSATION)
 
 
 def config_dir() -> Path:
@@ -616,21 +617,21 @@ class SettingsStore:
         return dict(self._ui)
 
     def save_ui_state(self, settings: AppSettings, ui: dict[str, Any]) -> None:
-        """Store the window state together with the settings (the conversations' presets and the export folder are
-        kept)."""
+        """Store the window state together with the settings (the conversations' presets and the export and import
+        folder are kept)."""
         kept = {key: self._ui[key] for key in _STORE_UI_KEYS if key in self._ui}
         self._ui = {**kept, **ui}
         self.save(settings)
 
     @property
-    def export_folder(self) -> str:
-        """The folder the last export was written to ("" before the first)."""
-        folder = self._ui.get(EXPORT_FOLDER)
+    def transfer_folder(self) -> str:
+        """The folder the last export was written to or the last import read from ("" before the first)."""
+        folder = self._ui.get(TRANSFER_FOLDER)
         return folder if isinstance(folder, str) else ""
 
-    def set_export_folder(self, folder: str) -> None:
-        """Remember the folder an export was written to (UI state) and write the file."""
-        self._ui[EXPORT_FOLDER] = folder
+    def set_transfer_folder(self, folder: str) -> None:
+        """Remember the folder an export was written to or an import read from (UI state) and write the file."""
+        self._ui[TRANSFER_FOLDER] = folder
         self.save(self._settings)
 
     @property
