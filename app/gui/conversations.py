@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 from .history_db import HistoryDB, write_error_text
 from .history_rows import Conversation
-from .history_transfer import export_json, export_markdown, import_json, read_export
+from .history_transfer import export_file_stem, export_json, export_markdown, import_json, read_export
 from .reply_controller import ReplyController
 from .settings_store import SettingsStore
 from .widgets.chat_view import ChatView
@@ -307,7 +307,7 @@ class Conversations(QObject):
             self.say("This chat is empty: there is nothing to export yet", 5000)
             return
         suffix = ".md" if fmt == "md" else ".json"
-        name = "".join(c if c.isalnum() or c in " -_" else "_" for c in conversation.title).strip() or "chat"
+        name = export_file_stem(conversation.title)
         path = await choose_file(
             self._parent, "Export conversation", save=True,
             name_filter="Markdown (*.md)" if fmt == "md" else "JSON (*.json)", suggested=name + suffix,

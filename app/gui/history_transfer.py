@@ -35,6 +35,14 @@ MAX_IMPORT_DEPTH = 16
 MAX_TIME = 253402300799
 
 
+def export_file_stem(title: str) -> str:
+    """A file name, without its extension, that an export of a conversation titled ``title`` suggests: each
+    character other than a letter, digit, space, "-" or "_" reads "_", and those at either end are dropped (newcomer
+    trial: "Give me three tips for better sleep." was suggested as "...sleep_.md"); "chat" when nothing is left."""
+    name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title)
+    return name.strip(" _") or "chat"
+
+
 def export_json(db: HistoryDB, conversation_id: int) -> dict[str, Any]:
     """A conversation as a JSON-serialisable dict (``format: specchat-conversation``, version 1), as the app reads
     it: an unreadable message's ``content`` is null, statistics or spans it cannot use are ``{}`` / ``[]``."""

@@ -247,3 +247,31 @@ def test_the_list_tooltip_counts_the_messages_shown_and_the_earlier_versions_apa
 
     assert tooltip(regenerated) == f"Italy\n2 messages (and 3 earlier versions) · {at(regenerated)}"
     assert tooltip(plain) == f"Colours\n2 messages · {at(plain)}"
+
+
+def test_the_export_suggests_the_title_without_trailing_punctuation(qtbot, parts, monkeypatch, qasync_loop):
+    """Newcomer trial: the Markdown export suggested "Give me three tips for better sleep_.md" (the title's last
+    "." read "_"); trailing punctuation is dropped, other unsafe characters are still replaced."""
+    import asyncio
+
+    import app.gui.conversations as module
+
+    suggested = []
+
+    async def cancelled(*_args, **kwargs):
+        suggested.append(kwargs["suggested"])
+        return ""
+
+    monkeypatch.setattr(module, "choose_file", cancelled)
+    for title in ("Give me three tips for better sleep.", "Why is the sky blue?", "a/b: c*d", "¿Qué? (imported)", "?!"):
+        parts.conversations.open(add_chat(parts.db, title, "Hi", "Hello."))
+        for fmt in ("md", "json"):
+            task = asyncio.ensure_future(parts.conversations.export_dialog(fmt))
+            qtbot.waitUntil(task.done, timeout=5000)
+    assert suggested == [
+        "Give me three tips for better sleep.md", "Give me three tips for better sleep.json",
+        "Why is the sky blue.md", "Why is the sky blue.json",
+        "a_b_ c_d.md", "a_b_ c_d.json",
+        "Qué_ _imported.md", "Qué_ _imported.json",
+        "chat.md", "chat.json",
+    ]  # fmt: skip
