@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from .history_db import HistoryDB, write_error_text
 from .history_rows import Conversation
 from .history_transfer import export_file_stem, export_json, export_markdown, import_json, read_export
-from .reply_controller import ReplyController
+from .reply_controller import ReplyController, first_line, title_from
 from .settings_store import SettingsStore
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
@@ -97,7 +97,7 @@ class Conversations(QObject):
     def refresh(self) -> None:
         """Show the conversations matching the search box, the one shown selected."""
         listing = self._list
-        listing.set_conversations(self.db.conversations(listing.search.text()), self.current_id, self._counted)
+        listing.set_conversations(self.db.conversations(listing.search.text()), self.current_id, self._described)
 
     def write_failed(self, what: str, error: sqlite3.Error) -> None:
         """Say that the history refused to save ``what`` (in the composer, and in the status bar while it is
@@ -232,11 +232,21 @@ class Conversations(QObject):
         self.say(f"Deleted “{conversation.title}”", 5000)
         return True
 
-    def _counted(self, conversation: Conversation) -> str:
-        """The messages a chat shows, then the earlier versions it keeps (Edit, Regenerate): ``2 messages (and 3
-        earlier versions)``, ``1 message`` (newcomer trial: a chat showing 2 messages asked "… and its 5 messages?");
-        in the delete confirmation and the chat list's tooltips."""
-        shown = len(self.db.messages(conversation.id))
+    def _described(self, conversation: Conversation) -> str:
+        """A chat in the list's tooltip: its title, or the whole first line of its first message when the title was
+        cut from it (newcomer trial: the tooltip repeated "Repeat the following text exactly, word for wor…"), then
+        ``_counted``."""
+        messages = self.db.messages(conversation.id)
+        heading = conversation.title
+        if messages and title_from(messages[0].content) == heading:  # titled after it, not renamed
+            heading = first_line(messages[0].content)
+        return f"{heading}\n{self._counted(conversation, len(messages))}"
+
+    def _counted(self, conversation: Conversation, shown: int | None = None) -> str:
+        """The messages a chat shows (``shown``, when they were read already), then the earlier versions it keeps
+        (Edit, Regenerate): ``2 messages (and 3 earlier versions)``, ``1 message`` (newcomer trial: a chat showing 2
+        messages asked "… and its 5 messages?"); in the delete confirmation and the chat list's tooltips."""
+        shown = len(self.db.messages(conversation.id)) if shown is None else shown
         earlier = conversation.message_count - shown
         words = f"{shown} message{'' if shown == 1 else 's'}"
         if earlier > 0:

@@ -275,3 +275,32 @@ def test_the_export_suggests_the_title_without_trailing_punctuation(qtbot, parts
         "Qué_ _imported.md", "Qué_ _imported.json",
         "chat.md", "chat.json",
     ]  # fmt: skip
+
+
+def test_a_long_first_line_titles_the_chat_up_to_a_word_and_the_tooltip_shows_it_whole(parts):
+    """Newcomer trial: three chats read "Repeat the following text exactly, word for wor…", the "…" part of the
+    title (Rename showed it), and the tooltip repeated the cut title. The title stops at a word, without "…" (the
+    list elides it on screen), and the tooltip shows the whole first line."""
+    import time
+
+    from app.gui.reply_controller import title_from
+
+    line = "Repeat the following text exactly, word for word, and keep its line breaks as they are"
+    question = f"{line}\nThe quick brown fox."
+    title = title_from(question)
+    assert title == "Repeat the following text exactly, word for word, and keep"
+    assert title_from("Short question?\nmore") == "Short question?"
+    assert title_from("x" * 100) == "x" * 60  # one word longer than a title: cut, still without "…"
+    long_chat = add_chat(parts.db, title, question, "Sure.")
+    renamed = add_chat(parts.db, "Fox", question, "Sure.")  # renamed by the user: its own title only
+    parts.conversations.refresh()
+
+    def tooltip(conversation_id: int) -> str:
+        return parts.conversation_list.item_for(conversation_id).toolTip()
+
+    def at(conversation_id: int) -> str:
+        return time.strftime("%H:%M", time.localtime(parts.db.conversation(conversation_id).updated_at))
+
+    assert parts.conversation_list.item_for(long_chat).text() == title  # what Rename edits
+    assert tooltip(long_chat) == f"{line}\n2 messages · {at(long_chat)}"
+    assert tooltip(renamed) == f"Fox\n2 messages · {at(renamed)}"

@@ -36,19 +36,19 @@ def _when(timestamp: float) -> str:
 
 
 class _ChatItem(QListWidgetItem):
-    """A chat in the list. Its tooltip (the title, the messages the chat shows and the earlier versions it keeps, when
-    it last changed) is worded when Qt asks for it: counting what a chat shows reads its messages, which a list of
-    hundreds of long chats would read on every refresh."""
+    """A chat in the list. Its tooltip (the chat described: its title or the whole line it was cut from, the messages
+    it shows and the earlier versions it keeps; then when it last changed) is worded when Qt asks for it: describing
+    a chat reads its messages, which a list of hundreds of long chats would read on every refresh."""
 
-    def __init__(self, conversation: Conversation, counted: Callable[[Conversation], str]):
+    def __init__(self, conversation: Conversation, described: Callable[[Conversation], str]):
         super().__init__(conversation.title)
-        self._conversation, self._counted = conversation, counted
+        self._conversation, self._described = conversation, described
 
     def data(self, role: int):
         """The item's data; the tooltip worded now."""
         if role == Qt.ItemDataRole.ToolTipRole:
             conversation = self._conversation
-            return f"{conversation.title}\n{self._counted(conversation)} · {_when(conversation.updated_at)}"
+            return f"{self._described(conversation)} · {_when(conversation.updated_at)}"
         return super().data(role)
 
 
@@ -143,17 +143,18 @@ class ConversationList(QWidget):
         self._update_buttons()
 
     def set_conversations(
-        self, conversations: list[Conversation], current_id: int | None, counted: Callable[[Conversation], str]
+        self, conversations: list[Conversation], current_id: int | None, described: Callable[[Conversation], str]
     ) -> None:
-        """Fill the list, selecting ``current_id`` if present (without emitting ``selected``). ``counted`` words a
-        chat's messages for its tooltip: those it shows, then the earlier versions it keeps (``2 messages (and 3
-        earlier versions)``)."""
+        """Fill the list, selecting ``current_id`` if present (without emitting ``selected``). ``described`` words a
+        chat for its tooltip, before the time it last changed: its title (or the whole first line of its first
+        message, when the title was cut from it), then the messages it shows and the earlier versions it keeps
+        (``2 messages (and 3 earlier versions)``)."""
         self._filling = True
         try:
             self.list.clear()
             self._titles = {}
             for conversation in conversations:
-                item = _ChatItem(conversation, counted)
+                item = _ChatItem(conversation, described)
                 item.setData(ID_ROLE, conversation.id)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self._titles[conversation.id] = conversation.title
