@@ -308,3 +308,32 @@ def test_the_recommended_pairs_fit_the_dialog_with_nothing_cut(qtbot, dialog):
             else:
                 assert metrics.horizontalAdvance(text) + padding <= width, (text, width)
     assert table.item(0, 3).text() == "1000 + 90" and table.horizontalHeaderItem(3).text() == "Sizes (MB)"
+
+
+def test_each_tab_shows_its_own_status_message(qtbot, dialog, monkeypatch):
+    """Newcomer trial: "Checking the pair: done" stayed shown on the "Add a model" and "Recommended pairs" tabs,
+    "Select a pair first." on "Add a model". A message belongs to the tab it was said on: the status line shows each
+    tab's own when that tab is chosen."""
+    from types import SimpleNamespace
+
+    from inference.models import inspect
+
+    monkeypatch.setattr(inspect, "check_pair", lambda target, draft: SimpleNamespace(vocab_size=49152))
+    dialog.target_combo.addItem("target", "/models/target")
+    dialog.draft_combo.addItem("draft", "/models/draft")
+    assert dialog.tabs.currentIndex() == 0  # Installed
+    dialog.pair_button.click()
+    qtbot.waitUntil(lambda: dialog.job is None, timeout=10_000)
+    assert dialog.status.text() == "Checking the pair: done"
+    dialog.tabs.setCurrentIndex(1)  # Add a model
+    assert dialog.status.text() == ""
+    dialog.tabs.setCurrentIndex(2)  # Recommended pairs
+    assert dialog.status.text() == ""
+    dialog.download_pair_button.click()  # no pair selected
+    assert dialog.status.text() == "Select a pair first."
+    dialog.tabs.setCurrentIndex(1)
+    assert dialog.status.text() == ""
+    dialog.tabs.setCurrentIndex(0)
+    assert dialog.status.text() == "Checking the pair: done"
+    dialog.tabs.setCurrentIndex(2)
+    assert dialog.status.text() == "Select a pair first."

@@ -1,6 +1,6 @@
 """The Models dialog: installed models, adding one (import, download, convert), removing, pairing, catalogue.
 
-Why one module of ~630 lines: it is one dialog, :class:`ModelsDialog` (about 500 of them), whose three tabs share
+Why one module of ~650 lines: it is one dialog, :class:`ModelsDialog` (about 500 of them), whose three tabs share
 one operation slot (at most one runs: ``_start``/``_finish``, the progress bar, the status line, Cancel, the
 buttons it disables) and refresh one table of installed models; a tab in a module of its own would reach back into
 the dialog for all of them. ``Operation`` and ``ProgressThrottle`` are that slot's state and progress callback.
@@ -83,13 +83,15 @@ class Operation:
     """The operation running (at most one).
 
     Attributes:
-        title: what it does ("Adding org/name"); log: the log of the tab that started it, which gets its progress
-        lines and outcome (None: the status line only; a pair check on the Installed tab once left "Checking the
-        pair: done" in the Add tab's log); cancel: set to make it stop (it cleans up and reports cancelled);
-        task: the coroutine on the GUI loop that awaits it.
+        title: what it does ("Adding org/name"); tab: the page of the tab that started it, whose status message
+        its progress and outcome are; log: that tab's log, which gets its progress lines and outcome (None: the
+        status line only; a pair check on the Installed tab once left "Checking the pair: done" in the Add tab's
+        log); cancel: set to make it stop (it cleans up and reports cancelled); task: the coroutine on the GUI loop
+        that awaits it.
     """
 
     title: str
+    tab: QWidget
     log: QPlainTextEdit | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task | None = None
@@ -155,10 +157,16 @@ class ModelsDialog(QDialog):
         self._executor = DaemonThreadExecutor("models-dialog")
         self._manifests: list[store.ModelManifest] = []
 
+        #: Each tab's last status message, by its page (newcomer trial: "Checking the pair: done" stayed shown on
+        #: the other tabs); the status line shows the chosen tab's, or the running operation's progress.
+        self._said: dict[QWidget, str] = {}
         self.tabs = QTabWidget()
-        self.tabs.addTab(self._installed_tab(), "Installed")
-        self.tabs.addTab(self._add_tab(), "Add a model")
-        self.tabs.addTab(self._catalogue_tab(), "Recommended pairs")
+        self.installed_page = self._installed_tab()
+        self.add_page = self._add_tab()
+        self.catalogue_page = self._catalogue_tab()
+        self.tabs.addTab(self.installed_page, "Installed")
+        self.tabs.addTab(self.add_page, "Add a model")
+        self.tabs.addTab(self.catalogue_page, "Recommended pairs")
 
         self.status = QLabel("")
         self.status.setWordWrap(True)
@@ -181,6 +189,7 @@ class ModelsDialog(QDialog):
         layout.addLayout(progress_row)
         layout.addWidget(self.status)
         layout.addWidget(buttons)
+        self.tabs.currentChanged.connect(self._show_tab_status)
         self.refresh()
 
     # --- tabs ----------------------------------------------------------------------------------------
@@ -378,7 +387,7 @@ class ModelsDialog(QDialog):
         the window uses the model (``in_use``) and what follows its removal."""
         path = self.selected_path()
         if path is None:
-            self._set_status("Select a model to remove.")
+            self._set_status("Select a model to remove.", self.installed_page)
             return
         name = Path(path).name
         text = f"Remove {name}?\n\nThis deletes {path} and its files."
@@ -401,7 +410,8 @@ class ModelsDialog(QDialog):
     def _remove_confirmed(self, path: str) -> None:
         from inference.models.store import remove_model
 
-        self._start(f"Removing {Path(path).name}", lambda report, cancel: remove_model(path, report), changes_models=True)
+        self._start(f"Removing {Path(path).name}", self.installed_page,
+                    lambda report, cancel: remove_model(path, report), changes_models=True)  # fmt: skip
 
     def check_pair(self) -> None:
         target, draft = self.target_combo.currentData(), self.draft_combo.currentData()
@@ -411,7 +421,7 @@ class ModelsDialog(QDialog):
         from inference.models.inspect import check_pair
 
         self.pair_result.setText("Checking…")
-        self._start("Checking the pair", lambda report, cancel: check_pair(target, draft),
+        self._start("Checking the pair", self.installed_page, lambda report, cancel: check_pair(target, draft),
                     on_success=lambda info: self._pair_ok(info, draft), on_failure=self._pair_refused)  # fmt: skip
 
     def _pair_ok(self, info, draft: str) -> None:
@@ -464,7 +474,8 @@ class ModelsDialog(QDialog):
         text = self.source_edit.text().strip()
         kind, problem = self._source_kind()
         if not kind:
-            self._set_status(problem or "Nothing to add: enter an existing path or an organisation/name repository id.")
+            self._set_status(problem or "Nothing to add: enter an existing path or an organisation/name repository id.",
+                             self.add_page)  # fmt: skip
             return
         name = self.name_edit.text().strip() or None
         bits = int(self.bits_combo.currentData())
@@ -482,7 +493,7 @@ class ModelsDialog(QDialog):
 
         else:
             work = self._download_work(text, bits, name, replace)
-        self._start(f"Adding {text}", work, changes_models=True, log=self.log)
+        self._start(f"Adding {text}", self.add_page, work, changes_models=True, log=self.log)
 
     @staticmethod
     def _download_work(repo_id: str, bits: int, name: str | None, replace: bool):
@@ -502,7 +513,7 @@ class ModelsDialog(QDialog):
     def download_pair(self) -> None:
         rows = self.catalogue_table.selectionModel().selectedRows()
         if not rows:
-            self._set_status("Select a pair first.")
+            self._set_status("Select a pair first.", self.catalogue_page)
             return
         pair = self.catalogue[rows[0].row()]
         bits = int(self.bits_combo.currentData())
@@ -531,13 +542,13 @@ class ModelsDialog(QDialog):
             return target, draft
 
         self.catalogue_log.clear()
-        self._start(f"Downloading {pair.title}", work, changes_models=True, on_success=self._pair_downloaded,
-                    log=self.catalogue_log)
+        self._start(f"Downloading {pair.title}", self.catalogue_page, work, changes_models=True,
+                    on_success=self._pair_downloaded, log=self.catalogue_log)  # fmt: skip
 
     def _pair_downloaded(self, folders: tuple[Path, Path]) -> None:
         target, draft = folders
         self._set_status(f"{target.name} and {draft.name} are installed and selected in the window: ready to chat "
-                         "(speculative decoding with the draft model).")  # fmt: skip
+                         "(speculative decoding with the draft model).", self.catalogue_page)  # fmt: skip
         self.pair_installed.emit(str(target), str(draft))
 
     # --- jobs ------------------------------------------------------------------------------------
@@ -546,20 +557,21 @@ class ModelsDialog(QDialog):
         """True while an operation runs."""
         return self.job is not None
 
-    def _start(self, title: str, work, *, changes_models: bool = False, on_success=None, on_failure=None,
-               log: QPlainTextEdit | None = None) -> None:
+    def _start(self, title: str, tab: QWidget, work, *, changes_models: bool = False, on_success=None,
+               on_failure=None, log: QPlainTextEdit | None = None) -> None:
         """Run ``work(report, cancel)`` off the GUI thread (see the module doc); one operation at a time. Its
-        progress and outcome go to the status line and to ``log``, the starting tab's own log (None: none)."""
-        if self.job is not None:
-            self._set_status("Another operation is running; wait for it or cancel it.")
+        progress and outcome go to the status line as the message of ``tab``, the page of the tab starting it, and
+        to ``log``, that tab's own log (None: none)."""
+        if self.job is not None:  # said until the operation's next progress, kept by no tab
+            self.status.setText("Another operation is running; wait for it or cancel it.")
             return
-        job = Operation(title, log)
+        job = Operation(title, tab, log)
         self.job = job
         self.progress_bar.setVisible(True)
         self.progress_bar.setRange(0, 0)  # busy until the first fraction arrives
         self.cancel_button.setVisible(True)
         self.cancel_button.setEnabled(True)
-        self._set_status(f"{title}…")
+        self._set_status(f"{title}…", tab)
         self._update_buttons()
         job.task = asyncio.ensure_future(self._run(job, work, changes_models, on_success, on_failure))
 
@@ -584,7 +596,7 @@ class ModelsDialog(QDialog):
             self.progress_bar.setValue(int(fraction * 1000))
         else:
             self.progress_bar.setRange(0, 0)
-        self._set_status(message)
+        self._set_status(message, job.tab)
         if job.log is not None and message != job.log.document().lastBlock().text():
             job.log.appendPlainText(message)
 
@@ -595,7 +607,7 @@ class ModelsDialog(QDialog):
         self.progress_bar.setVisible(False)
         self.cancel_button.setEnabled(False)
         self.cancel_button.setVisible(False)
-        self._set_status(message)
+        self._set_status(message, job.tab)
         if job.log is not None:
             job.log.appendPlainText(message)
         if changes_models:
@@ -611,7 +623,7 @@ class ModelsDialog(QDialog):
         if self.job is not None:
             self.job.cancel.set()
             self.cancel_button.setEnabled(False)
-            self._set_status("Cancelling…")
+            self._set_status("Cancelling…", self.job.tab)
 
     def _update_buttons(self) -> None:
         idle = self.job is None
@@ -621,8 +633,17 @@ class ModelsDialog(QDialog):
         if hasattr(self, "add_button"):
             self.add_button.setEnabled(idle and bool(self._source_kind()[0]))
 
-    def _set_status(self, text: str) -> None:
+    def _set_status(self, text: str, tab: QWidget) -> None:
+        """Say ``text`` in the status line now, as the message of ``tab`` (a tab's page), which the line shows again
+        whenever that tab is chosen."""
+        self._said[tab] = text
         self.status.setText(text)
+
+    def _show_tab_status(self) -> None:
+        """The status line of the tab just chosen: the running operation's progress (the progress bar and Cancel
+        are the operation's, on every tab), else the tab's own last message ("" for none)."""
+        tab = self.job.tab if self.job is not None else self.tabs.currentWidget()
+        self.status.setText(self._said.get(tab, ""))
 
     def reject(self) -> None:
         """Closing the dialog cancels a running operation (it cleans up in its thread)."""
