@@ -24,7 +24,6 @@ from .history_db import HistoryDB
 from .history_rows import Message
 from .model_choice import ModelChoice
 from .reply_controller import ReplyController
-from .reply_format import MODE_NAMES
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
 from .widgets.live_graph import LiveGraph
@@ -96,12 +95,6 @@ class ChatController(QObject):
         replies.finished.connect(self._finished)
         replies.save_failed.connect(conversations.history_error)
         replies.saved_again.connect(self._saved_again)
-        self._name_chosen()
-        choice.compare_named.connect(lambda _words: self._name_chosen())  # (the speculative decoding chosen changed)
-
-    def _name_chosen(self) -> None:
-        """The graph's legend names the speculative decoding chosen (a Compare's, where plain decoding is)."""
-        self._graph.name_chosen(MODE_NAMES[self._choice.settings.compare_decoding.mode])
 
     # --- requests ---------------------------------------------------------------------------------
 

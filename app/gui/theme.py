@@ -338,6 +338,7 @@ QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 #sendButton:focus {{ border: 2px solid {t.text}; padding: 4px 12px; }}
 *[invalid="true"] {{ border: 1px solid {t.invalid_border}; border-radius: 3px; background: {t.invalid}; }}
 #graphSummary {{ color: {t.graph_text}; font-size: 11px; }}
+#graphNoPlot {{ color: {t.muted}; }}
 QGroupBox {{ font-weight: 600; border: 1px solid {t.border}; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: {t.base}; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color: {t.text}; }}
 #advancedToggle {{ color: {t.text}; padding: 0; }}

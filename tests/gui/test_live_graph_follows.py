@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import FAST
+from PySide6.QtCore import Qt
 
 from app.gui.widgets.live_graph import MIN_X_RANGE_S, PLACEHOLDER, LiveGraph
 from inference.events import Finished, GenerationStats, StepStats
@@ -187,7 +188,7 @@ def test_the_rate_counts_the_first_step_after_the_prompt_as_the_footer_does():
 def test_the_legend_names_the_speculative_colour_after_the_run_drawn_in_it(graph):
     """Auto (the default) and a fixed speculative decoding draw in one colour: the legend says which is drawn (a
     newcomer's Compare of plain against "Speculative, draft model" showed a legend saying Auto)."""
-    assert graph.legend_names() == {"ar": "Plain", "spec": "Auto"}  # nothing drawn: the default's name
+    assert graph.legend_names() == {} and not graph.legend.isVisible()  # nothing drawn: no legend
     graph.show_conversation(1)
     graph.start_run("ar", conversation_id=1)
     graph.add_events(_steps(1.0))
@@ -206,22 +207,56 @@ def test_the_legend_names_the_speculative_colour_after_the_run_drawn_in_it(graph
     graph.add_events(_steps(1.0, drafted=2))
     graph.finish_run()
     graph.refresh()
-    assert graph.legend_names()["spec"] == "Auto" and "Speculative" not in graph.legend.text()
+    assert graph.legend_names() == {"spec": "Auto"} and "Speculative" not in graph.legend.text()
 
 
-def test_the_legend_names_the_decoding_chosen_while_nothing_is_drawn(make_window):
-    """Newcomer trial: with "Speculative, prompt lookup" chosen, the legend said "Plain — Auto ┆ full" while no reply
-    ran and after a reply stopped before its first token (only a run drawn named its colour "Spec."); "full" was
-    explained only in the tooltip."""
+def test_no_legend_is_shown_while_nothing_is_drawn(make_window):
+    """Newcomer trials: with "Speculative, prompt lookup" chosen, the legend said "Plain — Auto ┆ full" while no reply
+    ran and after a reply stopped before its first token; later, under Auto, "Plain — Speculative" over empty axes.
+    While nothing is drawn there is no legend, whatever the decoding chosen ("full" is said by the summary: see
+    test_context_full_words)."""
     window = make_window(FAST.with_values(decoding=Decoding.PROMPT_LOOKUP), start=False)
     graph, pane = window.live_graph, window.settings_pane
-    assert graph.legend_names() == {"ar": "Plain", "spec": "Speculative"}
-    assert "Auto" not in graph.legend.text() and "full" not in graph.legend.text()  # (the summary says it: see
-    # test_context_full_words)
+    assert graph.legend_names() == {} and not graph.legend.isVisible()
     graph.start_run("spec", conversation_id=None)  # (no conversation on screen yet)
+    assert graph.legend_names() == {"spec": "Speculative"} and "full" not in graph.legend.text()
     graph.stopped_early(None)
-    assert graph.legend_names()["spec"] == "Speculative"
-    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.AUTO.value))
-    assert graph.legend_names()["spec"] == "Auto"
-    pane.decoding.setCurrentIndex(pane.decoding.findData(Decoding.AUTOREGRESSIVE.value))
-    assert graph.legend_names()["spec"] == "Auto"  # (a Compare of plain decoding runs Auto against it)
+    assert graph.legend_names() == {} and not graph.legend.isVisible()
+    for decoding in (Decoding.AUTO, Decoding.AUTOREGRESSIVE):
+        pane.decoding.setCurrentIndex(pane.decoding.findData(decoding.value))
+        assert graph.legend_names() == {} and not graph.legend.isVisible()
+
+
+def test_a_reply_with_no_points_shows_a_note_in_place_of_empty_axes(graph, qtbot):
+    """Newcomer trial: after a restart, on every chat and after switching back to an older version of a message, the
+    plot showed empty axes (0-10 tokens/s, 0.1-0.4 s) and the legend "Plain — Speculative" under "Last reply: TTFT
+    22 ms · 18.8 tokens/s … 290 tokens". Where nothing is drawn a centred note says why, without axes or legend;
+    the plot comes back when a reply starts, its legend naming the runs drawn (Auto, the default: not
+    "Speculative")."""
+    assert not graph.canvas.isVisible() and not graph.legend.isVisible()  # nothing sent yet
+
+    from app.gui.widgets.live_graph import NO_PLOT, NO_PLOT_YET
+
+    def plotted() -> bool:
+        return graph.canvas.isVisible() and graph.legend.isVisible() and not graph.no_plot.isVisible()
+
+    assert graph.no_plot.isVisible() and graph.no_plot.text() == NO_PLOT_YET
+    earlier = {"mode": "auto", "ttft_ms": 22.0, "tokens_per_s": 18.8, "new_tokens": 290}
+    graph.show_conversation(1, [earlier], reply_id=11)  # a reply of an earlier session: its numbers only
+    assert graph.summary.text().startswith("Last reply: TTFT 22 ms · 18.8 tokens/s")
+    assert not graph.canvas.isVisible() and not graph.legend.isVisible()
+    assert graph.no_plot.isVisible() and graph.no_plot.text() == NO_PLOT
+    assert graph.no_plot.alignment() == Qt.AlignmentFlag.AlignCenter
+    qtbot.waitUntil(lambda: graph.no_plot.geometry() == graph.canvas_frame.rect(), timeout=3000)  # the plot's area
+
+    graph.start_run("auto", conversation_id=1, reply_id=12)  # Regenerate: the plot comes back as it starts
+    assert plotted()
+    graph.add_events(_steps(1.0, drafted=2))
+    graph.finish_run()
+    assert plotted() and graph.legend_names() == {"spec": "Auto"} and "Speculative" not in graph.legend.text()
+    graph.show_conversation(1, [earlier], reply_id=11)  # back to the older version
+    assert not plotted() and graph.no_plot.text() == NO_PLOT
+    graph.show_conversation(1, [earlier, {"mode": "auto", "tokens_per_s": 20.0, "new_tokens": 20}], reply_id=12)
+    assert plotted() and _drawn_points(graph) == 19
+    graph.show_conversation(2)  # a new chat
+    assert not plotted() and graph.no_plot.text() == NO_PLOT_YET

@@ -10,6 +10,7 @@ from gui_helpers import drawn_axis_labels
 from app.gui import theme
 from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.live_graph import PLOTS
+from inference.events import StepStats
 
 #: The smallest plot area (pixels, between the axes) per window size: room for a curve to be read, and for the
 #: y-axis's three or more values.
@@ -27,6 +28,12 @@ def test_each_plot_has_room_values_and_units(qtbot, qasync_loop, shared_worker, 
     window.show()
     qtbot.waitExposed(window)
     graph = window.live_graph
+    steps = [StepStats(drafted=4, accepted=2, emitted=3, draft_ms=0.1, verify_ms=9.0, step_ms=10.0, k=4, cache_len=40 + i,
+                       n_ctx=512, elapsed_s=0.05 * (i + 1), generated=i + 1) for i in range(20)]  # fmt: skip
+    for key in ("ar", "auto"):  # a Compare under Auto (the default): the plots are shown once a run is drawn
+        graph.start_run(key, keep_previous=True, conversation_id=None)  # (no conversation on screen)
+        graph.add_events(steps)
+    graph.finish_run()
     try:
         qtbot.waitUntil(lambda: graph.canvas.size() == graph.canvas_frame.size() and graph.canvas.height() > 0, timeout=3000)
         heights = {}

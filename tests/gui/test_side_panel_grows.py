@@ -17,8 +17,12 @@ def plot_height(window) -> int:
 
 
 def settled(qtbot, window, size: tuple[int, int]) -> int:
-    """Resize ``window`` to ``size``, wait for the graph's canvas to fill its frame again; its plot height."""
+    """Resize ``window`` to ``size``, wait for the graph's canvas to fill its frame again; its plot height (a run is
+    drawn first where none is: the plot is shown only then)."""
     graph = window.live_graph
+    if not graph.series:
+        graph.start_run("auto", conversation_id=None)  # (no conversation on screen)
+        graph.finish_run()
     window.resize(*size)
     qtbot.waitUntil(lambda: window.size().toTuple() == size, timeout=3000)
     qtbot.wait(50)

@@ -18,6 +18,8 @@ PANEL_WIDTH = 400
 def test_the_unit_is_drawn_inside_the_axis(qtbot, seconds):
     graph = LiveGraph()
     qtbot.addWidget(graph)
+    graph.start_run("auto")  # a run drawn (its plot is shown only then), its axis set below
+    graph.finish_run()
     graph.resize(PANEL_WIDTH, 300)
     graph.show()
     qtbot.waitExposed(graph)

@@ -7,8 +7,10 @@ Its y-axis has values and units; plain and speculative runs are drawn in their o
 
 The graph follows the conversation on screen: it draws the last reply generated in that conversation during this
 session (its points are kept in memory, for the last ``KEPT_CONVERSATIONS`` conversations), and for a reply of an
-earlier session, whose points were not stored, only its summary. The time axis fits the reply: it grows in small
-steps while the reply streams and ends fitted to its length.
+earlier session, whose points were not stored, only its summary. Where it draws nothing, the plot area says why
+(:data:`NO_PLOT`, :data:`NO_PLOT_YET`) in place of axes and a legend (a newcomer trial read empty axes of made-up
+ranges, 0-10 tokens/s over 0.1-0.4 s, under a restarted chat's numbers). The time axis fits the reply: it grows in
+small steps while the reply streams and ends fitted to its length.
 """
 
 from __future__ import annotations
@@ -32,10 +34,9 @@ REFRESH_MS = 200  # 5 updates a second
 MIN_X_RANGE_S = 0.5  # the shortest time axis, in seconds
 X_MARGIN = 0.03  # a finished reply's axis ends this fraction past its last point
 KEPT_CONVERSATIONS = 16  # conversations whose last reply's points are kept to redraw
-#: The legend's names of the runs' colours: Auto, the default, and a fixed speculative decoding share one colour,
-#: named after the run drawn in it (``LiveGraph.legend_names``; while none is, after the decoding chosen:
-#: ``LiveGraph.name_chosen``, Auto until it is called).
-LEGEND_NAMES = {"ar": "Plain", "spec": "Auto"}
+#: The legend's name of the plain colour. Auto, the default, and a fixed speculative decoding share the other,
+#: named after the run drawn in it (``LiveGraph.legend_names``).
+PLAIN_LEGEND = "Plain"
 #: The summary's mark before its words on the context being full: the dashed lines drawn where that happened (the
 #: legend's row had no room for words: "┆ full" read as jargon).
 CONTEXT_FULL_MARK = "┆"
@@ -49,8 +50,11 @@ STOPPED_EARLY = "Last reply: stopped before its first token (nothing to measure)
 #: The summary when the last reply was interrupted (SpecChat closed or crashed while it streamed): it measured nothing
 #: to show, and an earlier reply's numbers must not stand for it.
 INTERRUPTED = "Last reply: interrupted when SpecChat closed (nothing measured)."
-#: After a reply of an earlier session's numbers, why its plots are empty.
-NOT_DRAWN = " Its plots are drawn only while a reply is generated."
+#: The plot area while the reply shown has no points to draw: one of an earlier session (its points are not stored),
+#: another version of the reply drawn, one stopped before its first token.
+NO_PLOT = "No plot for this reply: plots are drawn while a reply is generated."
+#: The plot area while the conversation shown has no reply.
+NO_PLOT_YET = "Plots are drawn here while a reply is generated."
 #: ``show_conversation``'s ``reply_id`` for a conversation shown without a reply (message ids start at 1).
 NO_REPLY = 0
 AXIS_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)  # a streaming reply's axis grows through these x 10^n
@@ -99,7 +103,6 @@ class LiveGraph(QWidget):
         self._shown: int | None = None  # the conversation on screen
         self._live: Series | None = None  # the run receiving events
         self._live_conversation: int | None = None
-        self._chosen = LEGEND_NAMES["spec"]  # the speculative colour's name while no run is drawn in it
         self._running = False
         self._dirty = False
         self._roll_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -134,8 +137,8 @@ class LiveGraph(QWidget):
         self.legend.setObjectName("graphLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setToolTip(
-            "Colours of the curves: plain decoding; Auto, or the fixed speculative decoding drawn (Speculative, "
-            "shortened to Spec. where the row is narrow), or the one chosen while none is drawn"
+            "Colours of the curves drawn: plain decoding; Auto, or a fixed speculative decoding (Speculative, "
+            "shortened to Spec. where the row is narrow)"
         )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
@@ -145,6 +148,10 @@ class LiveGraph(QWidget):
         self.canvas_frame.setMinimumHeight(CANVAS_MIN_HEIGHT)
         self.canvas = pg.GraphicsLayoutWidget(self.canvas_frame)
         self.canvas.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # nothing to do with the keyboard: the summary says it
+        self.no_plot = QLabel(NO_PLOT_YET, self.canvas_frame)  # (given the frame's area with the canvas)
+        self.no_plot.setObjectName("graphNoPlot")
+        self.no_plot.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.no_plot.setWordWrap(True)
         layout.addWidget(self.canvas_frame, 1)
         self.plots = {key: self._plot(unit, tip) for key, (_text, unit, tip) in PLOTS.items()}
         self.rate_plot, self.acceptance_plot, self.fill_plot = self.plots["rate"], self.plots["acceptance"], self.plots["fill"]
@@ -156,6 +163,7 @@ class LiveGraph(QWidget):
         self._set_rate_max(10.0)
         self._curves = {key: tuple(plot.plot([], []) for plot in self._plots) for key in MODE_NAMES}
         self.show_plot("rate")
+        self._show_drawn()
         self.restyle()
 
         self._timer = QTimer(self)
@@ -235,9 +243,10 @@ class LiveGraph(QWidget):
     # --- runs -------------------------------------------------------------------------------------
 
     def clear(self) -> None:
-        """Draw nothing (the runs kept for each conversation stay)."""
+        """Draw nothing (the runs kept for each conversation stay): the plot area says :data:`NO_PLOT_YET`."""
         self.series = []
-        self._show_legend()
+        self.no_plot.setText(NO_PLOT_YET)
+        self._show_drawn()
         for curves in self._curves.values():
             for curve in curves:
                 curve.setData([], [])
@@ -271,9 +280,11 @@ class LiveGraph(QWidget):
         if runs and reply_id is not None and runs[-1].reply_id not in (None, reply_id):
             runs = None  # (another version's: kept, drawn again once that version is shown)
         measured = [stats for stats in replies or [] if _measured(stats)]
+        if replies:
+            self.no_plot.setText(NO_PLOT)
         if runs:
             self.series = list(runs)
-            self._show_legend()
+            self._show_drawn()
             self._dirty = True
             self.refresh()
         elif replies and last_state == "stopped" and not _measured(replies[-1]):
@@ -285,7 +296,7 @@ class LiveGraph(QWidget):
             compare = last.get("compare")
             text = f"Last reply: {compare_summary(compare) if compare else metrics_text(last)}."
             chat = chat_summary(measured)  # (two lines hold one of them with the last reply, not both)
-            texts = [text + (chat or NOT_DRAWN), text]
+            texts = [text + chat, text]
             if compare:  # (the speedup alone: the reply's footer says the rest)
                 texts.append(f"Last reply: {compare_headline(compare)}.")
             self.summary.set_texts(texts)
@@ -315,7 +326,7 @@ class LiveGraph(QWidget):
             if not keep_previous:
                 self.clear()
             self.series = list(runs)
-            self._show_legend()
+            self._show_drawn()
             self._dirty = True
         self._running = True
         if not self._timer.isActive():
@@ -346,6 +357,7 @@ class LiveGraph(QWidget):
             self._live = None
         if conversation_id == self._shown:
             self.clear()
+            self.no_plot.setText(NO_PLOT)
             self.summary.setText(STOPPED_EARLY)
 
     @property
@@ -355,22 +367,24 @@ class LiveGraph(QWidget):
 
     # --- drawing ----------------------------------------------------------------------------------
 
-    def name_chosen(self, name: str) -> None:
-        """Name the speculative colour, while no run is drawn in it, after the speculative decoding chosen: ``name``
-        is ``"Auto"`` or ``"Speculative"`` (``reply_format.MODE_NAMES``; the one a Compare runs where plain decoding
-        is chosen). A newcomer trial read "Auto" while idle with "Speculative, prompt lookup" chosen."""
-        self._chosen = name
-        self._show_legend()
-
     def legend_names(self) -> dict[str, str]:
-        """Each colour's name: Plain, and the speculative colour named after the run drawn in it ("Auto", or
-        "Speculative" for a fixed speculative decoding), after the decoding chosen (:meth:`name_chosen`) while no
-        such run is drawn; only :data:`REMOTE_RUN` while a remote server's run is drawn (nothing is drawn in the
-        plain colour)."""
+        """The name of each colour drawn in: Plain, and the speculative colour named after the run drawn in it
+        ("Auto", or "Speculative" for a fixed speculative decoding); only :data:`REMOTE_RUN` while a remote
+        server's run is drawn; none while nothing is (the legend is hidden: a newcomer trial read "Plain —
+        Speculative" over empty axes under Auto)."""
         if any(s.key == REMOTE_MODE for s in self.series):
             return {REMOTE_MODE: REMOTE_RUN}
-        drafting = next((MODE_NAMES.get(s.key, s.label) for s in self.series if s.key != "ar"), self._chosen)
-        return {"ar": LEGEND_NAMES["ar"], "spec": drafting}
+        names = {"ar": PLAIN_LEGEND} if any(s.key == "ar" for s in self.series) else {}
+        drafting = next((MODE_NAMES.get(s.key, s.label) for s in self.series if s.key != "ar"), None)
+        return names | ({"spec": drafting} if drafting else {})
+
+    def _show_drawn(self) -> None:
+        """The plots and their legend while runs are drawn; else, in the plot area, the note set in ``no_plot``."""
+        drawn = bool(self.series)
+        self.canvas.setVisible(drawn)
+        self.legend.setVisible(drawn)
+        self.no_plot.setVisible(not drawn)
+        self._show_legend()
 
     def _show_legend(self) -> None:
         """The legend, in the room the plot buttons leave it: "Speculative" shortened to "Spec." where the whole
