@@ -295,7 +295,7 @@ class LiveGraph(QWidget):
             last = measured[-1]
             compare = last.get("compare")
             text = f"Last reply: {compare_summary(compare) if compare else metrics_text(last)}."
-            chat = chat_summary(measured)  # (two lines hold one of them with the last reply, not both)
+            chat = chat_summary(measured)
             texts = [text + chat, text]
             if compare:  # (the speedup alone: the reply's footer says the rest)
                 texts.append(f"Last reply: {compare_headline(compare)}.")
