@@ -123,11 +123,16 @@ def auto_drafters(steps_by_drafter: dict[str, int], accepted_by_drafter: dict[st
     the drafts each had accepted: ``draft head``, ``mostly prompt lookup`` (of several, the one whose accepted drafts
     gave most tokens, more steps first among equals), ``plain`` (no drafts); "" when nothing is known (a newcomer
     trial read "Auto: 27.0 tokens/s, acceptance rate 61%" with two drafters blended and none named outside the
-    Compare column's heading)."""
-    drafting = {name: steps for name, steps in steps_by_drafter.items() if name != "plain" and steps > 0}
+    Compare column's heading). A drafter none of whose drafts was accepted gained nothing and is not named (a later
+    trial read "Auto (prompt lookup): 50.6 tokens/s, acceptance rate 0%" for 65 plain steps and one lookup step
+    with 0% accepted); one whose accepted drafts are not counted is."""
+    accepted = accepted_by_drafter or {}
+    drafting = {
+        name: steps for name, steps in steps_by_drafter.items()
+        if name != "plain" and steps > 0 and accepted.get(name) != 0
+    }  # fmt: skip
     if not drafting:
         return "plain" if steps_by_drafter else ""
-    accepted = accepted_by_drafter or {}
     most = max(drafting, key=lambda name: (accepted.get(name, 0), drafting[name], name))
     return ("mostly " if len(drafting) > 1 else "") + DRAFTER_NAMES.get(most, most)
 
@@ -157,6 +162,16 @@ def _second_decoding(compare: dict) -> str:
         return f"Auto decoding ({words})" if words else "Auto decoding"
     drafter = DRAFTER_NAMES.get(spec.get("drafter"), "")
     return f"speculative decoding ({drafter})" if drafter else "speculative decoding"
+
+
+def _drafting(stats: dict) -> list[str]:
+    """The drafters of a reply's stored statistics (their ``drafters``) that drafted at some step, those Auto's
+    heading gives a share of accepted drafts (:func:`auto_steps`)."""
+    drafters = stats.get("drafters")
+    if not isinstance(drafters, dict):
+        return []
+    return [name for name, use in drafters.items() if isinstance(use, dict) and isinstance(use.get("drafted"), int)
+            and use["drafted"] > 0]  # fmt: skip
 
 
 def auto_steps(stats: dict) -> str:
@@ -205,7 +220,7 @@ def metrics_text(stats: dict) -> str:
     if "tokens_per_s" in stats:
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:
-        several = _auto_drafters_of(stats).startswith("mostly ")  # (several drafters drafted)
+        several = len(_drafting(stats)) > 1
         # (Auto's heading gives each drafter's share: this one is of all its drafts, a later trial read two figures)
         parts.append(f"acceptance {stats['acceptance_rate']:.0%}" + (" overall" if several else ""))
     elif stats.get("mode") == "spec":

@@ -87,3 +87,32 @@ def test_the_acceptance_of_several_drafters_says_it_is_overall():
     assert metrics_text(both) == "acceptance 44% overall"
     head_only = {**both, "drafters": {"head": head}}
     assert metrics_text(head_only) == "acceptance 44%"
+
+
+def test_a_drafter_with_no_accepted_draft_is_not_what_auto_used(make_window):
+    """A newcomer's graph said "Auto (prompt lookup): 50.6 tokens/s, acceptance rate 0%" for a reply whose footer
+    said "plain 65 steps; prompt lookup 1 step at K up to 4, 0% accepted": a drafter that gained nothing is not
+    what Auto used, in the live summary, the footer's comparison, its export and the Compare heading alike."""
+    from app.gui.reply_format import _auto_drafters_of, compare_headline, mode_text, no_drafts
+
+    assert auto_drafters({"plain": 65, "lookup": 1}, {"plain": 0, "lookup": 0}) == "plain"
+    # of two drafters, the one with no accepted draft does not make the other "mostly" used
+    assert auto_drafters({"head": 30, "lookup": 1, "plain": 5}, {"head": 12, "lookup": 0}) == "draft head"
+    spec = {"mode": "auto", "tokens_per_s": 50.6, "acceptance_rate": 0.0, "new_tokens": 66,
+            "drafters": {"plain": {"steps": 65, "drafted": 0, "accepted": 0, "k_max": 0},
+                         "lookup": {"steps": 1, "drafted": 4, "accepted": 0, "k_max": 4}}}  # fmt: skip
+    assert _auto_drafters_of(spec) == "plain"
+    assert mode_text(spec).startswith("Auto (plain 65 steps; prompt lookup 1 step at K up to 4")  # the footer keeps it
+    compare = {"ar": {"mode": "ar", "tokens_per_s": 49.0}, "spec": spec, "speedup": 1.03, "identical": True}
+    assert no_drafts(compare) == "No speedup: Auto decoded plainly, drafts would not pay at these settings"
+    assert compare_headline(compare) == "No speedup: Auto decoded plainly"
+    assert "No speedup: Auto decoded plainly" in export_footer_text({**spec, "compare": compare})
+    graph = make_window(start=False).live_graph
+    graph.show_conversation(3)
+    graph.start_run("auto", conversation_id=3)
+    graph.add_events([_step(i, "plain", 0) for i in range(5)])
+    graph.add_events([StepStats(drafted=4, accepted=0, emitted=1, draft_ms=0.1, verify_ms=9.0, step_ms=10.0, k=4,
+                                cache_len=50, n_ctx=512, elapsed_s=0.7, generated=7, drafter="lookup")])  # fmt: skip
+    graph.finish_run()
+    summary = graph.summary_text()
+    assert "■ Auto (plain): " in summary and "acceptance rate 0%" in summary, summary

@@ -296,7 +296,7 @@ def test_a_compare_whose_auto_run_stayed_plain_claims_no_speedup(tmp_path):
     """A newcomer's first Compare (sampled at the chat defaults, where the head's drafts do not pay) ran Auto without
     a single draft and read "Speedup 0.91×": two plain runs, whose ratio is timing noise, shown as Auto being
     slower. Such a comparison says that Auto decoded plainly and claims no speedup, in the window and in the
-    export; one whose Auto run drafted at a single step still reports its speedup."""
+    export; one whose Auto run drafted at a single step, one of its drafts accepted, still reports its speed."""
     from dataclasses import replace
 
     from app.gui.reply_format import compare_summary, export_footer_text
@@ -312,7 +312,7 @@ def test_a_compare_whose_auto_run_stayed_plain_claims_no_speedup(tmp_path):
         auto = replace(_stats("spec", "One two", [1, 2, 3, 4], 36.4), mode="auto", drafter=None)
         for step in range(4):
             drafted = 2 if step < drafted_steps else 0
-            auto.count_step("head", 2, drafted, 0, 1, speculative=True)
+            auto.count_step("head", 2, drafted, drafted // 2, 1 + drafted // 2, speculative=True)  # (one accepted)
         recorder.add([TextDelta("One two", 1, False), Finished(auto)])
         stats = recorder.finish("complete").stats
         db.close()
