@@ -12,6 +12,11 @@ from ..backends.remote_stream import REMOTE_CUT, REMOTE_MODE
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup", "plain": "plain"}
 STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
+#: The speed ratios, as shown (two decimals), that a Compare calls about the same speed as plain decoding: two
+#: plain runs of one prompt differ this much by timing alone (the ratio :func:`no_drafts` calls timing noise read
+#: 0.97 and 1.11), so one pair of runs cannot tell 1.03× from 1.00× (a newcomer read "Speedup 1.03× over plain
+#: decoding" at 12% acceptance, and "Speedup 1.00×" at 0%).
+TIMING_NOISE = (0.97, 1.03)
 
 
 def duration_text(seconds: float) -> str:
@@ -454,15 +459,28 @@ def no_drafts(compare: dict) -> str:
 
 
 def _compare_in_words(compare: dict) -> str:
-    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``; where the
-    second run drafted nothing, ``No speedup: Auto decoded plainly, ... (the two plain runs' speeds 0.97:1, timing
-    noise), ...`` (:func:`no_drafts`)."""
+    """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``, ``... about
+    as fast as plain decoding (1.02 times, within timing noise), ...`` (:data:`TIMING_NOISE`) or ``... slower than
+    plain decoding (0.91 times as fast), ...``; where the second run drafted nothing, ``No speedup: Auto decoded
+    plainly, ... (the two plain runs' speeds 0.97:1, timing noise), ...`` (:func:`no_drafts`)."""
     second = _second_decoding(compare)
     if compare.get("speedup") is None:
         return f"Comparison of {second} and plain decoding incomplete"
     if words := no_drafts(compare):
         return f"{words} ({_noise_ratio(compare)}), {identity_text(compare)}"
-    return f"{second[0].upper()}{second[1:]} {compare['speedup']:.2f} times as fast as plain decoding, {identity_text(compare)}"
+    ratio = compare["speedup"]
+    if _within_noise(ratio):
+        speed = f"about as fast as plain decoding ({ratio:.2f} times, within timing noise)"
+    elif ratio < TIMING_NOISE[0]:
+        speed = f"slower than plain decoding ({ratio:.2f} times as fast)"
+    else:
+        speed = f"{ratio:.2f} times as fast as plain decoding"
+    return f"{second[0].upper()}{second[1:]} {speed}, {identity_text(compare)}"
+
+
+def _within_noise(ratio: float) -> bool:
+    """Whether a speed ratio, as shown (two decimals), lies within :data:`TIMING_NOISE`."""
+    return TIMING_NOISE[0] <= round(ratio, 2) <= TIMING_NOISE[1]
 
 
 def _noise_ratio(compare: dict) -> str:
@@ -485,7 +503,9 @@ def compare_summary(compare: dict) -> str:
     unseeded, as chat replies are): sampled replies differ even with the same seed, because the
     two modes draw their random numbers at different points; ``texts identical this time (sampled texts may
     differ)`` where they came out the same (a seeded Auto run that stayed plain: a newcomer trial read "texts
-    differ" under two identical texts). A second run that drafted at no step claims no speedup, its ratio said as
+    differ" under two identical texts). A ratio within :data:`TIMING_NOISE` reads ``About the same speed as plain
+    decoding (1.02×, within timing noise)``, one below it ``Slower than plain decoding (0.91×)``
+    (:func:`compare_headline`). A second run that drafted at no step claims no speedup, its ratio said as
     timing noise (:func:`no_drafts`). A comparison Stop cut off (``"stopped"``) claims
     neither: see :func:`stopped_compare_text`."""
     if compare.get("stopped"):
@@ -503,15 +523,23 @@ def compare_summary(compare: dict) -> str:
 
 def compare_headline(compare: dict) -> str:
     """A comparison's speedup alone, in fewest words: ``Speedup 1.42× over plain decoding with Auto (mostly draft
-    head)``, ``No speedup: Auto decoded plainly`` (:func:`no_drafts`' first words), ``Comparison stopped, so no speedup`` or
-    ``Comparison incomplete`` (where the graph has no room for :func:`compare_summary`)."""
+    head)``, ``About the same speed as plain decoding (1.02×, within timing noise)`` (:data:`TIMING_NOISE`),
+    ``Slower than plain decoding (0.91×)``, ``No speedup: Auto decoded plainly`` (:func:`no_drafts`' first words),
+    ``Comparison stopped, so no speedup`` or ``Comparison incomplete`` (where the graph has no room for
+    :func:`compare_summary`)."""
     if compare.get("stopped"):
         return "Comparison stopped, so no speedup"
     if compare.get("speedup") is None:
         return "Comparison incomplete"
     if words := no_drafts(compare):
         return words.split(",")[0]
-    speedup = f"Speedup {compare['speedup']:.2f}× over plain decoding"
+    ratio = compare["speedup"]
+    if _within_noise(ratio):
+        speedup = f"About the same speed as plain decoding ({ratio:.2f}×, within timing noise)"
+    elif ratio < TIMING_NOISE[0]:
+        speedup = f"Slower than plain decoding ({ratio:.2f}×)"
+    else:
+        speedup = f"Speedup {ratio:.2f}× over plain decoding"
     spec = compare.get("spec") or {}
     if spec.get("mode") == "auto" and (words := _auto_drafters_of(spec)):
         speedup += f" with Auto ({words})"

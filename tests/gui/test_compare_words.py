@@ -29,3 +29,45 @@ def test_f1_and_the_compare_button_follow_the_decoding_chosen(make_window):
     window.choice.apply(window.settings.with_values(decoding="spec_lookup"))
     assert f1_line() == "Ctrl+Shift+Return: compare plain vs speculative decoding (prompt lookup)"
     assert "then with speculative decoding (prompt lookup)," in window.composer.compare_button.toolTip()
+
+
+def test_a_speed_ratio_within_timing_noise_is_not_called_a_speedup(make_window):
+    """A newcomer read "Speedup 1.03× over plain decoding" at 12% acceptance and "Speedup 1.00× over plain decoding"
+    at "acceptance 0%", while other Compares called such ratios timing noise: one pair of runs cannot tell 1.03×
+    from 1.00×. Within the noise the footer, the export and the graph say about the same speed; below it, slower."""
+    from app.gui.reply_format import TIMING_NOISE, compare_headline, compare_summary, export_footer_text
+
+    assert TIMING_NOISE == (0.97, 1.03)
+    lookup = {"mode": "spec", "drafter": "lookup", "k": 4, "tokens_per_s": 46.0, "drafted": 25, "accepted": 3,
+              "acceptance_rate": 0.12, "new_tokens": 40}  # fmt: skip
+    ar = {"mode": "ar", "tokens_per_s": 44.7}
+
+    def compare(speedup: float) -> dict:
+        return {"ar": ar, "spec": lookup, "speedup": speedup, "identical": True, "sampled": False}
+
+    same = "About the same speed as plain decoding (1.03×, within timing noise)"
+    assert compare_summary(compare(1.03)) == f"{same} · speed and identity: texts identical"
+    assert compare_headline(compare(1.034)) == same  # (the ratio as shown decides)
+    assert compare_headline(compare(0.97)) == "About the same speed as plain decoding (0.97×, within timing noise)"
+    assert compare_headline(compare(0.96)) == "Slower than plain decoding (0.96×)"
+    assert compare_headline(compare(1.04)) == "Speedup 1.04× over plain decoding"
+    stats = {**lookup, "compare": compare(1.0)}
+    assert "Speculative decoding (prompt lookup) about as fast as plain decoding (1.00 times, within timing noise), " \
+           "texts identical" in export_footer_text(stats)  # fmt: skip
+    assert "Speculative decoding (prompt lookup) slower than plain decoding (0.91 times as fast), texts identical" \
+           in export_footer_text({**lookup, "compare": compare(0.91)})  # fmt: skip
+    head = {"mode": "auto", "tokens_per_s": 45.0, "acceptance_rate": 0.3,
+            "drafters": {"head": {"steps": 10, "drafted": 20, "accepted": 6, "k_max": 2}}}  # fmt: skip
+    assert compare_headline({**compare(1.0), "spec": head}) == (
+        "About the same speed as plain decoding (1.00×, within timing noise) with Auto (draft head)"
+    )
+    window = make_window(FAST, start=False)
+    chat = window.db.create_conversation("Compared")
+    window.db.add_message(chat, "user", "Hi")
+    window.db.add_message(chat, "assistant", "Hello", stats={**lookup, "compare": compare(1.03)})
+    window.conversations.open(chat)
+    graph = window.live_graph
+    assert graph.summary.text().startswith(f"Last reply: {same}") or graph.summary.toolTip().startswith(
+        f"Last reply: {same}"
+    ), (graph.summary.text(), graph.summary.toolTip())
+    assert "Speedup" not in graph.summary.text() + graph.summary.toolTip()

@@ -327,8 +327,8 @@ def test_a_compare_whose_auto_run_stayed_plain_claims_no_speedup(tmp_path):
     assert "times as fast" not in export_footer_text(plain, "complete")
     assert "No speedup: Auto decoded plainly" in export_footer_text(plain, "complete")
     drafted = compare(drafted_steps=1)
-    assert compare_summary(drafted["compare"]).startswith("Speedup 0.91× over plain decoding")
-    assert "Auto decoding (draft head) 0.91 times as fast as plain decoding" in export_footer_text(drafted, "complete")
+    assert compare_summary(drafted["compare"]).startswith("Slower than plain decoding (0.91×) with Auto (draft head)")
+    assert "Auto decoding (draft head) slower than plain decoding (0.91 times as fast)" in export_footer_text(drafted, "complete")
 
 
 @pytest.mark.parametrize(
