@@ -1,4 +1,9 @@
-"""Reply statistics as stored with a message (a JSON dict) and as shown in its footer, and durations in words."""
+"""Reply statistics as stored with a message (a JSON dict) and as shown in its footer, and durations in words.
+
+Why one module of ~606 lines: its one job is the words a reply's statistics are said in, which the footer, a
+Compare's columns, the live graph's summary and the export share (what Auto used, timing noise, acceptance), so
+that they agree; split, one vocabulary would be spread over modules that call one another.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from ..backends.remote_stream import REMOTE_CUT, REMOTE_MODE
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
 DRAFTER_NAMES = {"model": "draft model", "head": "draft head", "lookup": "prompt lookup", "plain": "plain"}
 STOPPED_BEFORE_FIRST_TOKEN = "Stopped before the first token"
+NBSP = "\u00a0"  # a space no line breaks at
 #: The speed ratios, as shown (two decimals), that a Compare calls about the same speed as plain decoding: two
 #: plain runs of one prompt differ this much by timing alone (the ratio :func:`no_drafts` calls timing noise read
 #: 0.97 and 1.11), so one pair of runs cannot tell 1.03× from 1.00× (a newcomer read "Speedup 1.03× over plain
@@ -180,18 +186,24 @@ def _drafting(stats: dict) -> list[str]:
 
 
 def auto_steps(stats: dict) -> str:
-    """What Auto did, most steps first: ``draft head 33 steps at K up to 2, 50% accepted; plain 1 step``; "" when the
+    """What Auto did, most steps first: ``draft head 33 steps at K up to 2; plain 1 step``, each drafter's share of
+    accepted drafts where several drafted (``draft head 30 steps at K up to 2, 32% accepted; prompt lookup 4 steps
+    at K up to 4, 50% accepted; plain 1 step``: one drafter's share is the reply's acceptance, which
+    :func:`metrics_text` says; a newcomer read "40% accepted; plain 1 step) · … acceptance 40%"); "" when the
     statistics do not say (a reply stored before Auto, or by a remote server)."""
     drafters = stats.get("drafters")
     if not isinstance(drafters, dict):
         return ""
+    shares = len(_drafting(stats)) > 1
     parts = []
     uses = [(name, use) for name, use in drafters.items() if isinstance(use, dict) and isinstance(use.get("steps"), int)]
     for name, use in sorted(uses, key=lambda item: -item[1]["steps"]):
         part = f"{DRAFTER_NAMES.get(name, name)} {use['steps']} step{'s' if use['steps'] != 1 else ''}"
         drafted, accepted = use.get("drafted"), use.get("accepted")
-        if isinstance(drafted, int) and drafted and isinstance(accepted, int):
-            part += f" at K up to {use.get('k_max')}, {accepted / drafted:.0%} accepted"
+        if isinstance(drafted, int) and drafted > 0:
+            part += f" at K up to {use.get('k_max')}"
+            if shares and isinstance(accepted, int):
+                part += f", {accepted / drafted:.0%} accepted"
         parts.append(part)
     return "; ".join(parts)
 
@@ -215,19 +227,23 @@ def dropped_text(discarded: int, rolls: int) -> str:
     return f"context full: {discarded:,} earlier tokens dropped" + (" once" if rolls == 1 else "")
 
 
-def metrics_text(stats: dict) -> str:
-    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens`` (``acceptance 44% overall`` where several drafters
-    drafted), and where the context was full, ``· context full 5 times: 120 earlier tokens dropped``
-    (:func:`dropped_text`) before the token count."""
+def metrics_text(stats: dict, part: bool = False) -> str:
+    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens`` (``all drafts: 44% accepted`` where several
+    drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``all drafts of this part: …`` where
+    ``part``: the statistics are a continued reply's last part, :func:`last_part`, whose "acceptance 34% overall" a
+    newcomer could not tell from the whole reply's), and where the context was full, ``· context full 5 times: 120
+    earlier tokens dropped`` (:func:`dropped_text`) before the token count."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
     if "tokens_per_s" in stats:
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:
-        several = len(_drafting(stats)) > 1
-        # (Auto's heading gives each drafter's share: this one is of all its drafts, a later trial read two figures)
-        parts.append(f"acceptance {stats['acceptance_rate']:.0%}" + (" overall" if several else ""))
+        rate = f"{stats['acceptance_rate']:.0%}"
+        if len(_drafting(stats)) > 1:  # (the heading gives each drafter's share: a later trial read two figures)
+            parts.append(f"all drafts{' of this part' if part else ''}: {rate} accepted")
+        else:
+            parts.append(f"acceptance {rate}")
     elif stats.get("mode") == "spec":
         parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
     if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
@@ -342,7 +358,9 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
         prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
         part = last_part(stats)
     label = answered_with_label(stats)
-    model = f" · {label}" if label else ""
+    # (the label's own " · ", as in "SmolLM2-135M-Instruct · 4-bit", is no place for the footer's line break: a
+    # newcomer read "4-bit" alone on the next line; PartsLabel breaks between parts joined by " · ")
+    model = f" · {label.replace(' · ', NBSP + '·' + NBSP)}" if label else ""
     if "compare" in stats:
         compare = stats["compare"]
         if state == "stopped":  # (a comparison stored by an older version may hold a speedup of its cut-off runs)
@@ -350,12 +368,13 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
         return prefix + compare_summary(compare) + model
     if not stats.get("mode"):
         return prefix.rstrip(" ·") + (f": {stats['error']}" if stats.get("error") else "")
+    metrics = metrics_text(part, part=part is not stats)
     if stats.get("stop_reason") == REMOTE_CUT:  # no local decoding mode: the label names the server and its model
-        line = f"Stream cut · {metrics_text(part)}{model}"
+        line = f"Stream cut · {metrics}{model}"
     elif stats.get("mode") == REMOTE_MODE:
-        line = f"{prefix}{metrics_text(part)}{model}"
+        line = f"{prefix}{metrics}{model}"
     else:
-        line = f"{prefix}{mode_text(part)} · {metrics_text(part)}{model}"
+        line = f"{prefix}{mode_text(part)} · {metrics}{model}"
     if stats.get("error"):
         line += f" · {stats['error']}"
     return line
@@ -432,7 +451,8 @@ def _decoding_in_words(stats: dict) -> list[str]:
     else:
         parts = [MODE_NAMES.get(stats.get("mode"), str(stats.get("mode")))]
     if stats.get("acceptance_rate") is not None:
-        parts.append(f"{stats['acceptance_rate']:.0%} of drafted tokens accepted")
+        drafted = "all drafted" if len(_drafting(stats)) > 1 else "drafted"  # (each drafter's share: auto_steps)
+        parts.append(f"{stats['acceptance_rate']:.0%} of {drafted} tokens accepted")
     if stats.get("new_tokens"):
         speed = tokens_text(stats["new_tokens"])
         if "tokens_per_s" in stats:

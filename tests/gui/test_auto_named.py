@@ -75,7 +75,7 @@ def test_a_fixed_speculative_run_that_drafted_nothing_claims_no_speedup():
     assert "Speedup" in footer_text({**lookup, "compare": drafted})
 
 
-def test_the_acceptance_of_several_drafters_says_it_is_overall():
+def test_the_acceptance_of_several_drafters_says_it_is_of_all_drafts():
     """A later trial read "45% accepted" (the draft head's, in the Compare heading) and "acceptance 44%" (all of
     Auto's drafts, in the footer) as two figures of one thing."""
     from app.gui.reply_format import metrics_text
@@ -84,9 +84,50 @@ def test_the_acceptance_of_several_drafters_says_it_is_overall():
     drafters = {"head": head, "lookup": {"steps": 1, "drafted": 1, "accepted": 0},
                 "plain": {"steps": 2, "drafted": 0, "accepted": 0}}  # fmt: skip
     both = {"mode": "auto", "acceptance_rate": 0.44, "drafters": drafters}
-    assert metrics_text(both) == "acceptance 44% overall"
+    assert metrics_text(both) == "all drafts: 44% accepted"
     head_only = {**both, "drafters": {"head": head}}
     assert metrics_text(head_only) == "acceptance 44%"
+
+
+def test_a_footer_says_each_acceptance_once_and_keeps_the_model_s_name_with_its_bits(qtbot):
+    """A newcomer's footer read "40% accepted; plain 1 step) · … acceptance 40%" (one figure twice); after Continue,
+    "last part: … 32% accepted; … 50% accepted … acceptance 34% overall" (overall: the reply, or the part?); and a
+    wrapped footer read "SmolLM2-135M-Instruct" then "4-bit" on the next line with no "·"."""
+    from app.gui.reply_format import footer_text
+    from app.gui.widgets.elided_label import PartsLabel
+
+    head = {"steps": 33, "drafted": 40, "accepted": 16, "k_max": 2}
+    plain = {"steps": 1, "drafted": 0, "accepted": 0, "k_max": 0}
+    one = {"mode": "auto", "ttft_ms": 42.0, "tokens_per_s": 63.1, "acceptance_rate": 0.4, "new_tokens": 32,
+           "drafters": {"head": head, "plain": plain}}  # fmt: skip
+    assert footer_text(one) == (
+        "Auto (draft head 33 steps at K up to 2; plain 1 step) · TTFT 42 ms · 63.1 tokens/s · acceptance 40% · 32 tokens"
+    )
+    assert "Auto decoding (draft head 33 steps at K up to 2; plain 1 step) · 40% of drafted tokens accepted" in (
+        export_footer_text(one)
+    )
+    lookup = {"steps": 4, "drafted": 8, "accepted": 4, "k_max": 4}
+    several = {**one, "acceptance_rate": 0.34, "drafters": {"head": {**head, "accepted": 13}, "lookup": lookup, "plain": plain}}
+    assert footer_text(several) == (
+        "Auto (draft head 33 steps at K up to 2, 32% accepted; prompt lookup 4 steps at K up to 4, 50% accepted; "
+        "plain 1 step) · TTFT 42 ms · 63.1 tokens/s · all drafts: 34% accepted · 32 tokens"
+    )
+    assert "34% of all drafted tokens accepted" in export_footer_text(several)
+    continued = {**several, "continued": 1, "new_tokens": 1024, "earlier_tokens": 992}
+    footer = footer_text(continued, "complete", last=False)
+    assert footer.startswith("Continued once: 1,024 tokens in all · last part: Auto (draft head 33 steps")
+    assert footer.endswith(" · all drafts of this part: 34% accepted · 32 tokens") and "overall" not in footer
+    label = PartsLabel()
+    qtbot.addWidget(label)
+    named = {"mode": "ar", "ttft_ms": 40.0, "tokens_per_s": 60.0, "new_tokens": 8,
+             "target_label": "SmolLM2-135M-Instruct · 4-bit"}  # fmt: skip
+    text = footer_text(named)
+    assert text.replace("\u00a0", " ") == "Plain decoding · TTFT 40 ms · 60.0 tokens/s · 8 tokens · SmolLM2-135M-Instruct · 4-bit"
+    # wide enough for all but " · 4-bit": the model's name goes to the next line with its bits
+    label.resize(label.fontMetrics().horizontalAdvance(text.replace("\u00a0", " ").removesuffix(" · 4-bit")) + 4, 20)
+    label.setText(text)
+    lines = label.lines()
+    assert len(lines) == 2 and lines[1].replace("\u00a0", " ") == "SmolLM2-135M-Instruct · 4-bit", lines
 
 
 def test_a_drafter_with_no_accepted_draft_is_not_what_auto_used(make_window):

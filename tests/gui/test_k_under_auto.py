@@ -37,7 +37,7 @@ def test_under_auto_k_says_it_is_chosen_each_step_as_the_footers_say(pane):
     assert "K themselves each step" in pane.k.toolTip() and '"K up to 3"' in pane.k.toolTip()
     # the footer's words are the largest K Auto chose, within the range the line gives
     footer = auto_steps({"drafters": {"head": {"steps": 33, "drafted": 40, "accepted": 20, "k_max": 2}}})
-    assert footer == "draft head 33 steps at K up to 2, 50% accepted"
+    assert footer == "draft head 33 steps at K up to 2"  # (one drafter: its acceptance is the reply's, said after)
     _choose(pane, "spec_lookup")  # a fixed K: the box's K is the one used
     assert help_line.text() == K_HELP
     pane.adaptive_k.setChecked(True)  # Adaptive chooses as Auto does

@@ -145,7 +145,7 @@ def test_each_conversation_remembers_its_model_and_switching_to_one_answered_by_
     with qtbot.waitSignal(window.generation_finished, timeout=60_000) as finished:
         window.composer.send_button.click()
     reply = finished.args[0]
-    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same · 16-bit")  # (the picker's name)
+    assert reply.stats["target_model"] == "tiny-same" and footer_text(reply.stats).endswith(" · tiny-same\u00a0·\u00a016-bit")  # (the picker's name)
     first = reply.conversation_id
     assert not window.model_notice.isVisible()
 
@@ -447,7 +447,7 @@ def test_the_status_bar_names_the_model_as_the_picker_does(qtbot, make_window):
     assert window.model_label.toolTip().startswith(f"{name} on CPU, draft SmolLM2-135M-Instruct-head · ")
     final = send_and_wait(qtbot, window, "Say hi.")  # a reply's footer names it so too
     footer = window.chat_view.widget(final.id).footer.text()
-    assert footer.endswith(f" · {name}") and "int4" not in footer, footer
+    assert footer.endswith(" · " + name.replace(" · ", "\u00a0·\u00a0")) and "int4" not in footer, footer  # (kept on one line)
     assert final.stats["target_model"] == "SmolLM2-135M-Instruct-int4"  # (the store name, which finds the model)
 
 
@@ -456,4 +456,4 @@ def test_a_footer_names_the_model_by_its_label_else_by_its_store_name():
              "new_tokens": 8, "target_model": "SmolLM2-135M-Instruct-int4"}  # fmt: skip
     assert footer_text(stats).endswith(" · SmolLM2-135M-Instruct-int4")  # a reply recorded before labels were
     labelled = {**stats, "target_label": "SmolLM2-135M-Instruct · 4-bit"}
-    assert footer_text(labelled).endswith(" · SmolLM2-135M-Instruct · 4-bit") and "int4" not in footer_text(labelled)
+    assert footer_text(labelled).endswith(" · SmolLM2-135M-Instruct\u00a0·\u00a04-bit") and "int4" not in footer_text(labelled)
