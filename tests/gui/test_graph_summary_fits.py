@@ -72,3 +72,33 @@ def test_the_fullest_text_that_fits_is_shown_again_at_a_new_width(qtbot):
     assert summary.toolTip() == ""
     summary.set_texts([full + " " + full + " " + full])  # one text: shown whatever its lines, none cut
     assert summary.text().endswith("the end.") and summary.height() >= summary.needed_height()
+
+
+def test_the_context_s_numbers_wrap_as_one_group(make_window):
+    """A newcomer's summary broke "context 73 / 4,096 (2%)" and "context 2,804 / 4,096" across its two lines: the
+    group's spaces do not break (rich text and plain), so at any width the group is on one line."""
+    from PySide6.QtGui import QTextDocument
+
+    from inference.events import StepStats
+
+    graph = make_window(start=False).live_graph
+    graph.show_conversation(5)
+    graph.start_run("ar", conversation_id=5)
+    graph.add_events([StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=9.0, step_ms=10.0, k=0,
+                                cache_len=2800 + i, n_ctx=4096, elapsed_s=0.1 * (i + 1), generated=i + 1,
+                                drafter="plain") for i in range(5)])  # fmt: skip
+    graph.finish_run()
+    group = "context 2,804 / 4,096 (68%)"
+    assert group.replace(" ", "\u00a0") in graph.summary_text()
+    document = QTextDocument()
+    document.setDocumentMargin(0)
+    document.setDefaultFont(graph.summary.font())
+    document.setHtml(graph.summary_html())
+    start = document.firstBlock().text().replace("\u00a0", " ").index(group)
+    widest = graph.summary.fontMetrics().horizontalAdvance(group)
+    for width in range(widest + 8, 3 * widest, 3):  # (each width the group fits, at every place it may fall)
+        document.setTextWidth(width)
+        document.size()  # (laid out)
+        layout = document.firstBlock().layout()
+        lines = [(layout.lineAt(i).textStart(), layout.lineAt(i).textLength()) for i in range(layout.lineCount())]
+        assert lines and any(first <= start and start + len(group) <= first + length for first, length in lines), width

@@ -450,7 +450,7 @@ class LiveGraph(QWidget):
 
     def summary_text(self) -> str:
         """One line: latest tokens/s per run, acceptance rate, context fill and rolls (plain text)."""
-        return self._summary(lambda series, text: text)
+        return self._summary(lambda series, text: text, space="\u00a0")
 
     def summary_html(self, with_fill: bool = True) -> str:
         """The summary line with each run's name in its curve's colour (the legend), and its words on the context
@@ -461,9 +461,13 @@ class LiveGraph(QWidget):
             lambda series, text: f'<span style="color:{current.series(series.key)}; font-weight:600">{text}</span>',
             f'<span style="color:{current.graph_text}; font-weight:700">{CONTEXT_FULL_MARK}</span>&nbsp;',
             with_fill,
+            "&nbsp;",
         )
 
-    def _summary(self, name, full_mark: str = "", with_fill: bool = True) -> str:
+    def _summary(self, name, full_mark: str = "", with_fill: bool = True, space: str = " ") -> str:
+        """The summary's words, each run's name through ``name``; ``space`` joins the words of a group of numbers
+        that must wrap whole (a newcomer read "context 73 / 4,096 (2%)" broken across the two lines): a
+        non-breaking space, ``&nbsp;`` in rich text."""
         if not self.series:
             return ""
         parts = []
@@ -480,7 +484,8 @@ class LiveGraph(QWidget):
             parts.append(text)
         last = self.series[-1]
         if last.n_ctx and with_fill:
-            parts.append(f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)")
+            fill = f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)"
+            parts.append(fill.replace(" ", space))
         # (a run stopped while its prompt was read may have rolled: its words are not said of a run that never decoded)
         rolls = sum(len(s.rolls) for s in self.series if s.steps)
         if rolls:
