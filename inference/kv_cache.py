@@ -24,7 +24,7 @@ with the cache (measured on the default model, 2 cores: replacing all 60 states 
   cached token (1,024 tokens: 233 ms against 2.5 s saved, Xeon with AMX). A prompt prefilled in several passes
   (the engine keeps each pass short so that Stop answers quickly) stays in the copy from pass to pass: the
   states are moved in before its first pass and back only when this request needs them (the next decode pass,
-  a roll, a compaction), not twice per pass. A move empties each variable of the side it leaves as soon as it is
+  a roll, a compaction, a rollback), not twice per pass. A move empties each variable of the side it leaves as soon as it is
   read, so the cache is resident once (``kv_states._copy_states``).
 * **The copy pages its attention** where it can (``model._paged_attention_copy``): compiled through OpenVINO's
   ``paged_attention_transformation``, as openvino-genai runs its models, it has no state but a block-layout cache
@@ -289,9 +289,13 @@ class KVCache:
         kept[start:end] = rows
 
     def truncate(self, length: int) -> None:
-        """Roll back to the first ``length`` logical tokens by masking the rest (no state is rewritten)."""
+        """Roll back to the first ``length`` logical tokens by masking the rest (no state is rewritten). States left
+        in the prefill copy (a prompt answered with no decode pass after it) are taken back first: the paged copy has
+        no attention mask, and a prefill going on in it read the masked tokens (a newcomer's one-token reply to a
+        long prompt turned every later reply to garbage)."""
         if length >= len(self.tokens):
             return
+        self._take_states_back()
         self._alive[self._slots[length:]] = 0
         del self.tokens[length:]
         del self._slots[length:]

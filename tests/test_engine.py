@@ -268,6 +268,23 @@ def test_a_second_long_paste_whose_cut_reaches_into_the_cache_keeps_its_instruct
     assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx}, "a cut into the cache", 1)
 
 
+def test_a_one_token_reply_to_a_long_prompt_leaves_the_next_reply_as_a_fresh_run_s(engine, target):
+    """Newcomer trial (server, max_tokens 1 after a 257-token prompt, then "Hi"): the first token came from the
+    prefill's logits with no decode pass after it, so the states stayed in the fast prefill copy, and the next
+    request's prefill read the old prompt's masked tokens there ("Thetaipelekos:"). Greedy "Hi" after it is a fresh
+    run's reply (where this CPU has no fast prefill copy, both are the exact path's)."""
+    long_prompt = chat_ids(target, "Summarise this. " + " ".join(PROMPTS) * 3)
+    hi = chat_ids(target, "Hi")
+    assert len(long_prompt) > 200
+    engine.reset()
+    one = engine.generate_text(long_prompt, settings("ar", max_new_tokens=1))
+    assert len(one.token_ids) == 1
+    after = engine.generate_text(hi, settings("ar", max_new_tokens=12))
+    engine.reset()
+    fresh = engine.generate_text(hi, settings("ar", max_new_tokens=12))
+    assert after.token_ids == fresh.token_ids and after.fast_prefilled_tokens == fresh.fast_prefilled_tokens == 0
+
+
 def test_follow_up_turn_prefills_only_its_new_tokens_and_matches_a_fresh_run(f32_engine):
     """Without the fast prefill: where the CPU has bf16, a prompt of 64+ tokens prefilled in one piece is computed
     in bf16, the same tokens prefilled turn by turn are not, and a near-tie may then go either way."""

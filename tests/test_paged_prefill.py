@@ -94,6 +94,29 @@ def test_the_paged_copy_matches_the_exact_path_through_passes_cached_tokens_and_
     assert np.array_equal(paged.layer_keys(7)[:, :, :302], kept)  # the exact states before the copy: untouched
 
 
+@pytest.mark.parametrize("continuation", [10, 120])
+def test_a_rollback_right_after_a_prefill_in_the_copy_is_read_as_the_exact_path_reads_it(exact, continuation):
+    """Newcomer trial: a 257-token prompt answered in one token (max_tokens 1) left the states in the prefill copy,
+    with no decode pass to take them back; the next request's prefix reuse masked the old prompt's tokens, and its
+    prefill went on in the copy, which has no attention mask: "Hi" was answered "Thetaipelekos:" (the old prompt
+    read on), then every reply was garbage. A rollback takes the states back first; the next prompt's passes
+    then read what the exact path reads (a short one on the exact path, as any short prompt; a long one in the
+    copy after the dead slots are squeezed out)."""
+    model, copy = exact
+    paged = KVCache(model.compiled, model.rope, prefill_model=copy, kept_outputs=["last_hidden_state"])
+    plain = KVCache(model.compiled, model.rope, kept_outputs=["last_hidden_state"])
+    rng = np.random.default_rng(1)
+    prompt = [int(t) for t in rng.integers(100, 49_000, 257)]
+    for cache in (paged, plain):
+        cache.prefill(prompt, upcoming=257)  # a one-token reply: its token comes from these logits, never fed
+        cache.truncate(20)  # the next request shares the first 20 tokens
+    turn = [int(t) for t in rng.integers(100, 49_000, continuation)]
+    after, reference = (cache.prefill(turn, upcoming=continuation) for cache in (paged, plain))
+    np.testing.assert_allclose(after, reference, atol=EXACT_NOISE)
+    assert paged.fast_prefilled == 257 + (continuation if continuation >= 64 else 0)
+    np.testing.assert_allclose(paged.forward([turn[0]]), plain.forward([turn[0]]), atol=EXACT_NOISE)
+
+
 def test_a_copy_releases_its_memory_only_when_no_other_cache_holds_a_request_of_it(exact):
     """Two caches share one compiled copy: the one handing over drops its request but leaves the compiled model's
     memory (``release_memory``) while the other still holds a request of it (run after a ``release_memory``, a
