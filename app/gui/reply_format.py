@@ -488,19 +488,21 @@ def _compare_in_words(compare: dict) -> str:
         return f"Comparison of {second} and plain decoding incomplete"
     if words := no_drafts(compare):
         return f"{words} ({_noise_ratio(compare)}), {identity_text(compare)}"
-    ratio = compare["speedup"]
-    if _within_noise(ratio):
-        speed = f"about as fast as plain decoding ({ratio:.2f} times, within timing noise)"
-    elif ratio < TIMING_NOISE[0]:
-        speed = f"slower than plain decoding ({ratio:.2f} times as fast)"
-    else:
-        speed = f"{ratio:.2f} times as fast as plain decoding"
+    speed = _speed_words(compare["speedup"], "about as fast as plain decoding ({:.2f} times, within timing noise)",
+                         "slower than plain decoding ({:.2f} times as fast)", "{:.2f} times as fast as plain decoding")
     return f"{second[0].upper()}{second[1:]} {speed}, {identity_text(compare)}"
 
 
 def _within_noise(ratio: float) -> bool:
     """Whether a speed ratio, as shown (two decimals), lies within :data:`TIMING_NOISE`."""
     return TIMING_NOISE[0] <= round(ratio, 2) <= TIMING_NOISE[1]
+
+
+def _speed_words(ratio: float, within_noise: str, slower: str, faster: str) -> str:
+    """The one of three templates (each formatted with ``ratio``) that says a speed ratio: within
+    :data:`TIMING_NOISE` (:func:`_within_noise`), below it, or above it."""
+    template = within_noise if _within_noise(ratio) else slower if ratio < TIMING_NOISE[0] else faster
+    return template.format(ratio)
 
 
 def _noise_ratio(compare: dict) -> str:
@@ -553,13 +555,8 @@ def compare_headline(compare: dict) -> str:
         return "Comparison incomplete"
     if words := no_drafts(compare):
         return words.split(",")[0]
-    ratio = compare["speedup"]
-    if _within_noise(ratio):
-        speedup = f"About the same speed as plain decoding ({ratio:.2f}×, within timing noise)"
-    elif ratio < TIMING_NOISE[0]:
-        speedup = f"Slower than plain decoding ({ratio:.2f}×)"
-    else:
-        speedup = f"Speedup {ratio:.2f}× over plain decoding"
+    speedup = _speed_words(compare["speedup"], "About the same speed as plain decoding ({:.2f}×, within timing noise)",
+                           "Slower than plain decoding ({:.2f}×)", "Speedup {:.2f}× over plain decoding")
     spec = compare.get("spec") or {}
     if spec.get("mode") == "auto" and (words := _auto_drafters_of(spec)):
         speedup += f" with Auto ({words})"

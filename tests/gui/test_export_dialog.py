@@ -19,11 +19,9 @@ def _open_export_dialog(qtbot, window, action):
     return find_dialog(window, "fileDialog")
 
 
-def _folder(dialog) -> Path:
-    return Path(dialog.directory().absolutePath())
-
-
-def test_the_export_dialog_opens_in_the_last_export_folder_else_documents_else_home(qtbot, make_window, tmp_path, monkeypatch):
+def _window_with_a_chat(make_window, tmp_path, monkeypatch):
+    """A window on a history of one chat, ``HOME`` an empty folder (no Documents yet), started from ``tmp_path``:
+    ``(home, history, window)``."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -34,6 +32,15 @@ def test_the_export_dialog_opens_in_the_last_export_folder_else_documents_else_h
     db.close()
     window = make_window(FAST, history=history, start=False)
     monkeypatch.chdir(tmp_path)  # the folder the app was started from is never where the dialog opens
+    return home, history, window
+
+
+def _folder(dialog) -> Path:
+    return Path(dialog.directory().absolutePath())
+
+
+def test_the_export_dialog_opens_in_the_last_export_folder_else_documents_else_home(qtbot, make_window, tmp_path, monkeypatch):
+    home, history, window = _window_with_a_chat(make_window, tmp_path, monkeypatch)
 
     dialog = _open_export_dialog(qtbot, window, window.export_markdown_action)
     assert _folder(dialog) == home  # no Documents folder
@@ -69,16 +76,8 @@ def test_import_opens_in_the_folder_of_the_last_export_or_import_and_export_foll
     """Newcomer trial: File > Import (Ctrl+O) opened its file dialog in the folder the app was started from, not the
     folder of the last export or import. Import opens where Export does (the last folder either used, else
     Documents, else home), and a file imported makes its folder the next one for both, kept in the settings."""
-    home = tmp_path / "home"
-    (home / "Documents").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # no user-dirs.dirs: Documents is ~/Documents
-    history = tmp_path / "history.sqlite3"
-    db = HistoryDB(history)
-    db.add_message(db.create_conversation("Exported chat"), "user", "Hello")
-    db.close()
-    window = make_window(FAST, history=history, start=False)
-    monkeypatch.chdir(tmp_path)  # the folder the app was started from is never where the dialog opens
+    home, history, window = _window_with_a_chat(make_window, tmp_path, monkeypatch)
+    (home / "Documents").mkdir()
 
     dialog = _open_export_dialog(qtbot, window, window.import_action)
     assert _folder(dialog) == home / "Documents"  # nothing exported nor imported yet
