@@ -103,7 +103,7 @@ class SamplingSettings:
         top_k: keep the k most likely tokens; 0 disables. Range >= 0.
         top_p: nucleus sampling, keep the smallest set of tokens whose probability mass >= top_p. Range (0, 1].
         seed: seed of the random generator; the same seed and settings give the same reply. None = random.
-            Range [0, 2^63).
+            Range [0, 2^63). Every front end reads -1 as None (as llama.cpp does), so the range's message offers it.
         max_new_tokens: stop after this many generated tokens. Range >= 1.
         stop_strings: generation stops before the first occurrence of any of these strings (none empty).
         ignore_eos: keep generating past end-of-sequence tokens (benchmarks that need exact lengths).
@@ -159,7 +159,7 @@ class SamplingSettings:
         if self.max_new_tokens < 1:
             raise SettingError("max_new_tokens", f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.seed is not None and not 0 <= self.seed < 2**63:
-            raise SettingError("seed", f"seed must be in [0, 2^63), got {self.seed}")
+            raise SettingError("seed", f"seed must be -1 (random) or in [0, 2^63), got {self.seed}")
         if any(not s for s in self.stop_strings):
             raise SettingError("stop_strings", "stop_strings must not contain an empty string")
         if not 0.0 < self.repetition_penalty <= MAX_REPETITION_PENALTY:

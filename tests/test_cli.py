@@ -11,6 +11,7 @@ import pytest
 
 from inference.devices import device_computes
 from inference.models.default_model import default_model_dir
+from inference.settings import SettingError
 
 
 def _specchat(*args, data_dir, timeout=300):
@@ -182,6 +183,16 @@ def test_seed_minus_one_is_a_random_seed_as_in_llama_cpp():
     assert _settings(build_parser().parse_args(["generate", "hi", "--seed", "7"]), "ar").sampling.seed == 7
     result = subprocess.run([sys.executable, "-m", "app", "generate", "hi", "--seed", "x"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "argument --seed: must be an integer (-1 = random), got 'x'" in result.stderr
+
+
+def test_a_seed_out_of_range_is_told_that_minus_one_is_random():
+    """Newcomer trial: a huge --seed was answered "--seed must be in [0, 2^63), got ...", leaving out the -1 taken as
+    a random seed."""
+    from app.cli.commands import _settings, build_parser, flag_error
+
+    with pytest.raises(SettingError) as refused:
+        _settings(build_parser().parse_args(["generate", "hi", "--seed", str(2**63)]), "ar")
+    assert flag_error(refused.value) == f"--seed must be -1 (random) or in [0, 2^63), got {2**63}"
 
 
 @pytest.mark.parametrize("args, line", [

@@ -95,6 +95,16 @@ def test_a_seed_of_minus_one_is_a_random_seed_as_llama_server_reads_it():
     assert chat(seed=0).settings.sampling.seed == 0
 
 
+def test_a_seed_out_of_range_is_told_that_minus_one_is_random():
+    """Newcomer trial: ``seed: -2`` was answered "seed must be in [0, 2^63), got -2", leaving out the -1 taken as a
+    random seed."""
+    for seed in (-2, 2**63):
+        with pytest.raises(APIError) as refused:
+            chat(seed=seed)
+        assert (refused.value.param, refused.value.code, refused.value.message) == \
+            ("seed", "invalid_value", f"seed must be -1 (random) or in [0, 2^63), got {seed}")
+
+
 def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
     sampling = chat(top_k=5, min_p=0.05, temperature=0.8).settings.sampling
     assert (sampling.top_k, sampling.min_p, sampling.temperature, sampling.top_p) == (5, 0.05, 0.8, 0.9)
