@@ -355,6 +355,49 @@ def test_type_errors_name_the_json_field_and_what_to_send(fields, param, code, m
     assert (refused.value.status, error["param"], error["code"], error["message"]) == (400, param, code, message)
 
 
+def completion(**fields):
+    """The engine request of a text completion with ``fields``."""
+    return completion_request(parse(CompletionRequest, json.dumps({"prompt": "x", **fields}).encode()), ServerLimits(DEFAULTS))
+
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("endpoint, fields, param, code", [
+    (chat, {"n": 2}, "n", "invalid_value"),
+    (chat, {"messages": []}, "messages", "invalid_value"),
+    (chat, {"messages": [{"role": "robot", "content": "Hi"}]}, "messages[0].role", "invalid_value"),
+    (chat, {"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter"),
+    (chat, {"messages": [{"role": "user", "content": "Hi", "tool_calls": [{"id": "1"}]}]}, "messages[0].tool_calls",
+     "invalid_value"),
+    (chat, {"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]}]},
+     "messages[0].tool_calls[0]", "invalid_value"),
+    (chat, {"top_logprobs": 2}, "top_logprobs", "invalid_value"),
+    (chat, {"response_format": "json"}, "response_format", "invalid_type"),
+    (chat, {"response_format": {}}, "response_format", "missing_required_parameter"),
+    (chat, {"response_format": {"type": "xml"}}, "response_format.type", "invalid_value"),
+    (chat, {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format.json_schema",
+     "missing_required_parameter"),
+    (chat, {"tools": {"get_weather": {}}}, "tools", "invalid_type"),
+    (chat, {"tools": [5]}, "tools[0]", "invalid_type"),
+    (chat, {"tools": [{"type": "retrieval"}]}, "tools[0]", "invalid_value"),
+    (chat, {"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name",
+     "invalid_value"),
+    (chat, {"tools": [WEATHER_TOOL], "parallel_tool_calls": "yes"}, "parallel_tool_calls", "invalid_type"),
+    (completion, {"best_of": 2}, "best_of", "invalid_value"),
+    (completion, {"prompt": ""}, "prompt", "invalid_value"),
+    (completion, {"prompt": ["a", "b"]}, "prompt", "invalid_value"),
+])  # fmt: skip
+def test_every_refusal_has_a_code(endpoint, fields, param, code):
+    """Newcomer trial: `n: 2`, `messages: []`, `role: "robot"`, `response_format.type: "xml"`, `json_schema` without
+    `schema`, `tools` not a list, a bad tool name, `best_of` and an empty prompt were answered with `code` null,
+    where similar refusals said `invalid_value` or `invalid_type` (OpenAI's API gives each a code)."""
+    with pytest.raises(APIError) as refused:
+        endpoint(**fields)
+    error = refused.value.body()["error"]
+    assert (refused.value.status, error["type"], error["param"], error["code"]) == (400, "invalid_request_error", param, code)
+
+
 @pytest.mark.parametrize("part", [{"type": "text"}, {"type": "text", "text": None}])
 def test_a_text_part_without_its_text_is_named(part):
     with pytest.raises(APIError) as refused:

@@ -44,18 +44,22 @@ def test_input_items_become_chat_messages():
     ]
 
 
-@pytest.mark.parametrize("value, param", [
-    ([], "input"),
-    ([{"role": "critic", "content": "x"}], "input[0].role"),
-    ([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}], "input[0].content[0].type"),
-    ([{"role": "user", "content": [{"type": "input_text"}]}], "input[0].content[0].text"),
-    ([{"type": "function_call_output", "output": "x"}], "input[0].call_id"),
-    ([{"type": "web_search_call"}], "input[0].type"),
+@pytest.mark.parametrize("value, param, code", [
+    ([], "input", "invalid_value"),
+    ([5], "input[0]", "invalid_type"),
+    ([{"role": "critic", "content": "x"}], "input[0].role", "invalid_value"),
+    ([{"role": "user"}], "input[0].content", "invalid_type"),
+    ([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}], "input[0].content[0].type", "unsupported"),
+    ([{"role": "user", "content": [{"type": "input_text"}]}], "input[0].content[0].text", "missing_required_parameter"),
+    ([{"type": "function_call", "name": "f"}], "input[0]", "invalid_value"),
+    ([{"type": "function_call_output", "output": "x"}], "input[0].call_id", "missing_required_parameter"),
+    ([{"type": "web_search_call"}], "input[0].type", "unsupported"),
 ])
-def test_bad_input_items_are_named(value, param):
+def test_bad_input_items_are_named(value, param, code):
+    """Each with its code (newcomer trial: some refusals had `code` null)."""
     with pytest.raises(APIError) as refused:
         input_messages(value)
-    assert refused.value.status == 400 and refused.value.param == param
+    assert (refused.value.status, refused.value.param, refused.value.code) == (400, param, code)
     assert param.rsplit(".", 1)[0] in refused.value.message
 
 

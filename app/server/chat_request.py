@@ -64,7 +64,8 @@ def _message_text(message: Message, index: int) -> str:
     refused."""
     content = message.content
     if content is None:
-        raise APIError(400, f"messages[{index}].content is missing: give the message's text", param=f"messages[{index}].content")
+        raise APIError(400, f"messages[{index}].content is missing: give the message's text", param=f"messages[{index}].content",
+                       code="missing_required_parameter")
     if isinstance(content, str):
         return content
     texts = []
@@ -101,7 +102,7 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     check_bounds(body.response_format, body.tools)
     refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
     if not body.messages:
-        raise APIError(400, "messages is empty: send at least one message", param="messages")
+        raise APIError(400, "messages is empty: send at least one message", param="messages", code="invalid_value")
     system, messages = [], []
     for index, message in enumerate(body.messages):
         if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
@@ -110,11 +111,12 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
                 f"messages[{index}].role is {message.role!r}: SpecChat's server takes system, developer, user, "
                 "assistant and tool messages",
                 param=f"messages[{index}].role",
+                code="invalid_value",
             )
         calls = getattr(message, "tool_calls", None)
         if calls and message.role != "assistant":
             raise APIError(400, f"messages[{index}].tool_calls: only assistant messages make tool calls",
-                           param=f"messages[{index}].tool_calls")
+                           param=f"messages[{index}].tool_calls", code="invalid_value")
         text = "" if calls and message.content is None else _message_text(message, index)
         if message.role in SYSTEM_ROLES and not messages:
             system.append(text)
@@ -128,7 +130,7 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     if body.top_logprobs and not body.logprobs:
-        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs", code="invalid_value")
     top = (body.top_logprobs or 0) if body.logprobs else None
     output = OutputSettings(grammar=response_format_grammar(body.response_format, limits.schema_grammar), logprobs=top)
     settings = generation_settings(body, asked, max_param, limits, output, "top_logprobs")
@@ -175,7 +177,7 @@ def tool_use(
             ``tool_choice`` that is none of its values (the message lists them) or names no given tool.
     """
     if parallel is not None and not isinstance(parallel, bool):
-        raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls")
+        raise APIError(400, "parallel_tool_calls must be true or false", param="parallel_tool_calls", code="invalid_type")
     named = _named_function(choice)
     if choice not in (None, "none", "auto", "required") and named is None:
         raise APIError(400, f'tool_choice is {json_value(choice)}: use "none", "auto", "required" or {{"type": '
@@ -187,15 +189,16 @@ def tool_use(
                            "call, or leave tool_choice out", param="tool_choice", code="invalid_value")
         return None
     if not isinstance(tools, list):
-        raise APIError(400, "tools must be a list of functions", param="tools")
+        raise APIError(400, "tools must be a list of functions", param="tools", code="invalid_type")
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
             raise APIError(400, f'tools[{index}] must be {{"type": "function", "function": {{"name", "description", '
-                           '"parameters"}}', param=f"tools[{index}]")
+                           '"parameters"}}', param=f"tools[{index}]",
+                           code="invalid_value" if isinstance(tool, dict) else "invalid_type")
         if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
             raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
-                           param=f"tools[{index}].function.name")
+                           param=f"tools[{index}].function.name", code="invalid_value")
         parameters = function.get("parameters")
         if parameters is not None:
             param = f"tools[{index}].function.parameters"
@@ -237,7 +240,8 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
             arguments = None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
             raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
-                           '"arguments": a JSON object as a string}}', param=f"{param}[{index}]")
+                           '"arguments": a JSON object as a string}}', param=f"{param}[{index}]",
+                           code="invalid_value")
         parsed.append({"id": call.get("id", ""), "type": "function",
                        "function": {"name": function["name"], "arguments": arguments}})
     return parsed

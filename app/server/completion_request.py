@@ -40,14 +40,15 @@ def completion_request(body: CompletionRequest, limits: ServerLimits) -> Generat
     check_bounds(body.response_format, None)
     refuse_unsupported(body, ("logit_bias", "suffix"))
     if body.best_of not in (None, 1):
-        raise APIError(400, "best_of must be 1 (SpecChat generates one reply)", param="best_of")
+        raise APIError(400, "best_of must be 1 (SpecChat generates one reply)", param="best_of", code="invalid_value")
     prompt = body.prompt
     if isinstance(prompt, list):
         if len(prompt) != 1:
-            raise APIError(400, f"prompt holds {len(prompt)} prompts: send one (a string)", param="prompt")
+            raise APIError(400, f"prompt holds {len(prompt)} prompts: send one (a string)", param="prompt",
+                           code="invalid_value")
         prompt = prompt[0]
     if not prompt:
-        raise APIError(400, "prompt is empty: send the text to continue", param="prompt")
+        raise APIError(400, "prompt is empty: send the text to continue", param="prompt", code="invalid_value")
     output = OutputSettings(grammar=response_format_grammar(body.response_format, limits.schema_grammar), logprobs=body.logprobs)
     settings = generation_settings(body, body.max_tokens, "max_tokens", limits, output, "logprobs")
     return GenerationRequest(messages=[], system_prompt="", settings=settings, prompt=prompt, echo=body.echo)

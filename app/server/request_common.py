@@ -303,8 +303,9 @@ def response_format_grammar(value: Any, schema_grammar: Callable[[Any], str] = j
     if value is None:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        missing = isinstance(value, dict) and "type" not in value
         raise APIError(400, "response_format must be an object with a type: text, json_object or json_schema",
-                       param="response_format")
+                       param="response_format", code="missing_required_parameter" if missing else "invalid_type")
     kind = value["type"]
     if kind == "text":
         return None
@@ -316,11 +317,12 @@ def response_format_grammar(value: Any, schema_grammar: Callable[[Any], str] = j
         spec = value.get("json_schema")
         if not isinstance(spec, dict) or "schema" not in spec:
             raise APIError(400, 'response_format.json_schema must be an object with a "schema" (a JSON schema)',
-                           param="response_format.json_schema")
+                           param="response_format.json_schema",
+                           code="missing_required_parameter" if isinstance(spec, dict) else "invalid_type")
         schema, param = spec["schema"], "response_format.json_schema.schema"
     else:
         raise APIError(400, f"response_format.type is {kind!r}: use text, json_object or json_schema",
-                       param="response_format.type")
+                       param="response_format.type", code="invalid_value")
     try:
         return schema_grammar(schema)
     except GrammarError as error:
@@ -371,7 +373,8 @@ def generation_settings(
     """
     defaults, max_context, max_tokens = limits.defaults, limits.max_context, limits.max_tokens
     if body.n not in (None, 1):
-        raise APIError(400, f"n must be 1 (SpecChat generates one choice per request), got {body.n}", param="n")
+        raise APIError(400, f"n must be 1 (SpecChat generates one choice per request), got {body.n}", param="n",
+                       code="invalid_value")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     if len(stop) > MAX_STOP_STRINGS:
         raise APIError(400, f"stop holds {len(stop)} strings: send at most {MAX_STOP_STRINGS}", param="stop",

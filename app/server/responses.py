@@ -115,13 +115,14 @@ def input_messages(value: str | list[Any]) -> list[dict]:
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     if not value:
-        raise APIError(400, "input is empty: send a string or at least one message", param="input")
+        raise APIError(400, "input is empty: send a string or at least one message", param="input",
+                       code="invalid_value")
     messages: list[dict] = []
     for index, item in enumerate(value):
         at = f"input[{index}]"
         if not isinstance(item, dict):
             raise APIError(400, f'{at} must be an object: a message ({{"role", "content"}}), a function_call or a '
-                           "function_call_output", param=at)
+                           "function_call_output", param=at, code="invalid_type")
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
@@ -133,7 +134,7 @@ def input_messages(value: str | list[Any]) -> list[dict]:
             name, arguments = item.get("name"), item.get("arguments")
             if not all(isinstance(field, str) for field in (name, arguments, item.get("call_id"))):
                 raise APIError(400, f'{at} must be {{"type": "function_call", "call_id", "name", "arguments": a JSON '
-                               "object as a string}", param=at)
+                               "object as a string}", param=at, code="invalid_value")
             call = {"id": item["call_id"], "type": "function", "function": {"name": name, "arguments": arguments}}
             if messages and messages[-1]["role"] == "assistant":
                 messages[-1].setdefault("tool_calls", []).append(call)
@@ -161,7 +162,7 @@ def _text(content: Any, param: str) -> str:
         return content
     if not isinstance(content, list):
         raise APIError(400, f"{param} is missing or not text: send a string or a list of input_text parts",
-                       param=param)
+                       param=param, code="invalid_type")
     texts = []
     for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
@@ -185,7 +186,7 @@ def _tools(tools: Any) -> list[dict] | None:
     if tools is None:
         return None
     if not isinstance(tools, list):
-        raise APIError(400, "tools must be a list of function tools", param="tools")
+        raise APIError(400, "tools must be a list of function tools", param="tools", code="invalid_type")
     converted = []
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type") != "function":
@@ -223,7 +224,7 @@ def _response_format(text: Any) -> dict | None:
         return None
     if not isinstance(text, dict) or not isinstance(text["format"], dict):
         raise APIError(400, 'text must be {"format": {"type": "text" | "json_object" | "json_schema", ...}}',
-                       param="text.format")
+                       param="text.format", code="invalid_type")
     spec = text["format"]
     if spec.get("type") != "json_schema":
         return spec
@@ -274,7 +275,8 @@ def chat_completion(body: ResponsesRequest, conversation: list[dict]) -> ChatCom
     try:
         return ChatCompletionRequest.model_validate({key: value for key, value in fields.items() if value is not None})
     except ValueError as error:  # not expected: every field was checked above
-        raise APIError(400, f"the request cannot be read as a conversation: {error}", param="input") from None
+        raise APIError(400, f"the request cannot be read as a conversation: {error}", param="input",
+                       code="invalid_value") from None
 
 
 def renamed_errors(mapping):
