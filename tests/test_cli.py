@@ -222,6 +222,18 @@ def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
     assert ", acceptance 50% (1/2), steps: head 1 (K up to 2, acceptance 50%), plain 1," in line, line
 
 
+def test_the_statistics_line_of_a_one_token_reply_has_no_speed():
+    """A newcomer read "[auto] 1 tokens, … 0.0 tokens/s, steps: none": one token has no decode interval to measure a
+    speed over. Two tokens have one."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    one = describe(GenerationStats(mode="auto", new_tokens=1, ttft_ms=41.0))
+    assert one.startswith("[auto] 1 token, TTFT 41.0 ms, steps: none,") and "tokens/s" not in one, one
+    two = describe(GenerationStats(mode="ar", new_tokens=2, ttft_ms=41.0, decode_tokens_per_s=20.0))
+    assert two.startswith("[ar] 2 tokens, TTFT 41.0 ms, 20.0 tokens/s, prefilled"), two
+
+
 def test_ctrl_c_during_generate_keeps_what_came_and_exits_130(int4_dir, data_dir):
     """A newcomer's script could not tell a reply Ctrl+C cut from a whole one: the command exited 0. It keeps what
     was generated and its statistics ("stop: cancelled"), and exits 130 (128 + SIGINT, as ``serve`` does)."""
@@ -235,7 +247,7 @@ def test_ctrl_c_during_generate_keeps_what_came_and_exits_130(int4_dir, data_dir
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
     assert first and "stop: cancelled" in err, err
-    tokens = int(re.search(r"^\[\S+\] (\d+) tokens", err, re.M).group(1))
+    tokens = int(re.search(r"^\[\S+\] (\d+) tokens?", err, re.M).group(1))
     assert 1 <= tokens < 400, err
 
 

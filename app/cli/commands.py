@@ -299,9 +299,12 @@ def overflow_notice(event: PromptOverflow) -> str:
 
 
 def describe(stats: GenerationStats) -> str:
-    """One line of statistics for humans."""
+    """One line of statistics for humans; the decode speed only where there is one (two tokens or more: a one-token
+    reply has no interval between tokens to measure it over)."""
     mode = stats.mode if stats.drafter is None else f"{stats.mode}/{stats.drafter}"
-    line = f"[{mode}] {stats.new_tokens} tokens, TTFT {stats.ttft_ms:.1f} ms, {stats.decode_tokens_per_s:.1f} tokens/s"
+    line = f"[{mode}] {stats.new_tokens} token{'' if stats.new_tokens == 1 else 's'}, TTFT {stats.ttft_ms:.1f} ms"
+    if stats.new_tokens > 1:
+        line += f", {stats.decode_tokens_per_s:.1f} tokens/s"
     if stats.acceptance_rate is not None:
         line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted})"
         if stats.mode != "auto":  # (Auto's K per drafter is in its steps below)
