@@ -128,11 +128,27 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
         (["--model", "/some/model", "--mode", "spec", "--draft-device", "CPU"], ["--draft-device"]),
         (["--model", "/some/model", "--bits", "8"], ["--bits"]),
         (["--mode", "spec", "--draft", "/some/draft", "--k", "3", "--draft-device", "CPU"], []),
+        (["--top-k", "0", "--top-p", "0.5"], ["--top-p"]),  # greedy (temperature 0, the default): no sampling
+        (["--temperature", "0", "--seed", "5"], ["--seed"]),
+        (["--seed", "5", "--min-p", "0.1", "--top-k", "40"], ["--top-k", "--min-p", "--seed"]),
+        (["--mode", "ar", "--k", "3", "--top-p", "0.9"], ["--k", "--top-p"]),
+        (["--temperature", "0.8", "--top-p", "0.5", "--top-k", "40", "--min-p", "0.1", "--seed", "5"], []),
+        (["--seed", "-1", "--repeat-penalty", "1.1", "--presence-penalty", "0.5"], []),  # penalties change the argmax
     ],
 )
 def test_options_the_run_would_ignore_are_named(args, unused):
     notes = unused_options(build_parser().parse_args(["generate", "Hi", *args]))
     assert [note.split()[0] for note in notes] == unused
+
+
+def test_sampling_options_under_greedy_decoding_are_named_unused_by_generate_and_chat_not_by_serve():
+    """Newcomer trial: `generate "Hi" --top-k 0 --top-p 0.5` and `--temperature 0 --seed 5` ran greedy with no note.
+    `serve --temperature 0 --top-p 0.5` uses --top-p: the default of requests that send a temperature above 0."""
+    note = ("--top-p is unused with greedy decoding (temperature 0 takes the likeliest token at each step); give "
+            "--temperature above 0 to sample")
+    for command in (["generate", "Hi"], ["chat"]):
+        assert unused_options(build_parser().parse_args([*command, "--top-p", "0.5"])) == [note]
+    assert unused_options(build_parser().parse_args(["serve", "--temperature", "0", "--top-p", "0.5"])) == []
 
 
 def test_k_with_auto_is_named_unused_by_generate_not_by_serve():

@@ -14,10 +14,21 @@ from inference.models import default_model, store
 from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
 from inference.models.errors import ModelImportError
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
-from inference.settings import MAX_K, ContextSettings, Decoding, GenerationSettings, SpeculativeSettings, check_threads
+from inference.settings import (
+    MAX_K,
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SpeculativeSettings,
+    check_threads,
+)
 
-CONTEXT, SPECULATIVE = ContextSettings(), SpeculativeSettings()  # the defaults
+CONTEXT, SPECULATIVE, SAMPLING = ContextSettings(), SpeculativeSettings(), SamplingSettings()  # the defaults
 DEFAULT_BITS = 4
+#: The sampling options greedy decoding does not use, by flag: their ``SamplingSettings`` fields. (The penalties
+#: change the logits greedy decoding takes the likeliest of, so they are used.)
+SAMPLING_ONLY = {"--top-p": "top_p", "--top-k": "top_k", "--min-p": "min_p", "--seed": "seed"}
 
 
 def _n_keep(value: str) -> int | str:
@@ -113,6 +124,14 @@ def unused_options(args: argparse.Namespace) -> list[str]:
             notes.append("--k is unused with --adaptive-k (K is chosen per step, as Auto chooses it); leave --adaptive-k out for a fixed K")
     if args.bits is not None and args.model is not None:
         notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
+    # serve: --temperature is only the default of requests, which may send their own and sample
+    if getattr(args, "command", None) != "serve" and SamplingSettings(temperature=args.temperature).greedy:
+        notes += [
+            f"{flag} is unused with greedy decoding (temperature 0 takes the likeliest token at each step); give "
+            "--temperature above 0 to sample"
+            for flag, name in SAMPLING_ONLY.items()
+            if getattr(args, name) != getattr(SAMPLING, name)
+        ]
     return notes
 
 
