@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The fused draft head's long run on a shared 2-core machine (issue 34, item 3), resumable: rerun the same command
-# after any interruption and each stage continues where it stopped (generate.py skips finished shards, train.py
+# after any interruption. Its head ships since 2026-12-07 (the shipped manifest's last three stages): the shipped
+# head has now read every training shard of the corpus, so a next run needs new shards or another recipe.
+#
+# Each stage continues where it stopped (generate.py skips finished shards, train.py
 # --resume continues from the run's checkpoint). One thread, lowest priority; a second copy exits at once (lock).
 #
 #   nohup nice -n 19 tools/draft_head/fused_run.sh /root/specchat-draft-data >> /root/specchat-draft-data/run.log 2>&1 &
