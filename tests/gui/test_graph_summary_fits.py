@@ -76,9 +76,8 @@ def test_the_fullest_text_that_fits_is_shown_again_at_a_new_width(qtbot):
 
 def test_the_context_s_numbers_wrap_as_one_group(make_window):
     """A newcomer's summary broke "context 73 / 4,096 (2%)" and "context 2,804 / 4,096" across its two lines: the
-    group's spaces do not break (rich text and plain), so at any width the group is on one line."""
-    from PySide6.QtGui import QTextDocument
-
+    group's spaces do not break (rich text and plain), so at any width the group is on one line; likewise a rate and
+    its unit (the README's screenshot broke "65.6 tokens/" from its "s")."""
     from inference.events import StepStats
 
     graph = make_window(start=False).live_graph
@@ -90,15 +89,28 @@ def test_the_context_s_numbers_wrap_as_one_group(make_window):
     graph.finish_run()
     group = "context 2,804 / 4,096 (68%)"
     assert group.replace(" ", "\u00a0") in graph.summary_text()
+    _assert_wraps_whole(graph, group)
+    rate = next(word for word in graph.summary_text().split(": ")[1:] if "tokens/s" in word).split(" tokens/s")[0]
+    _assert_wraps_whole(graph, f"{rate} tokens/s")  # (the screenshot broke "65.6 tokens/" from its "s")
+
+
+def _assert_wraps_whole(graph, group: str) -> None:
+    """At every width that holds ``group``, the summary's rich text lays it out on one line (its spaces may be
+    non-breaking, a slash followed by a word joiner)."""
+    import re
+
+    from PySide6.QtGui import QTextDocument
+
     document = QTextDocument()
     document.setDocumentMargin(0)
     document.setDefaultFont(graph.summary.font())
     document.setHtml(graph.summary_html())
-    start = document.firstBlock().text().replace("\u00a0", " ").index(group)
+    pattern = re.escape(group).replace("\\ ", "[ \u00a0]").replace("/", "/\u2060?")
+    start, end = re.search(pattern, document.firstBlock().text()).span()
     widest = graph.summary.fontMetrics().horizontalAdvance(group)
     for width in range(widest + 8, 3 * widest, 3):  # (each width the group fits, at every place it may fall)
         document.setTextWidth(width)
         document.size()  # (laid out)
         layout = document.firstBlock().layout()
         lines = [(layout.lineAt(i).textStart(), layout.lineAt(i).textLength()) for i in range(layout.lineCount())]
-        assert lines and any(first <= start and start + len(group) <= first + length for first, length in lines), width
+        assert lines and any(first <= start and end <= first + length for first, length in lines), (group, width)

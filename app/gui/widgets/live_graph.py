@@ -462,7 +462,8 @@ class LiveGraph(QWidget):
             f'<span style="color:{current.graph_text}; font-weight:700">{CONTEXT_FULL_MARK}</span>&nbsp;',
             with_fill,
             "&nbsp;",
-        )
+        ).replace(" tokens/s", "&nbsp;tokens/\u2060s")  # a rate and its unit on one line (the README's screenshot
+        # broke "65.6 tokens/" from its "s" at the slash; U+2060, the word joiner, forbids that break)
 
     def _summary(self, name, full_mark: str = "", with_fill: bool = True, space: str = " ") -> str:
         """The summary's words, each run's name through ``name``; ``space`` joins the words of a group of numbers
