@@ -77,6 +77,8 @@ def test_a_reply_interrupted_by_a_crash_offers_continue(qtbot, make_window):
         "writes more)"
     )
     assert widget.continue_button.isVisibleTo(widget) and "closed" in widget.continue_button.toolTip()
+    # (disabled while the window is busy: in a fresh clone's suite on a loaded machine it was, at this line, once)
+    qtbot.waitUntil(lambda: widget.continue_button.isVisible() and widget.continue_button.isEnabled(), timeout=60_000)
     with qtbot.waitSignal(window.generation_finished, timeout=120_000) as done:
         click(qtbot, widget.continue_button)
     continued = done.args[0]
