@@ -55,7 +55,15 @@ from .kv_cache import KVCache
 from .model import LoadedModel, check_can_roll, check_same_tokenizer, check_window, load_model
 from .penalties import ReplyPenalties
 from .precision import PrecisionSettings
-from .prefill import MiddleCut, middle_cut, prefill_discards, prefill_pass_size, prefill_work, remaining_seconds
+from .prefill import (
+    MiddleCut,
+    middle_cut,
+    prefill_discards,
+    prefill_pass_size,
+    prefill_work,
+    prefill_work_left,
+    remaining_seconds,
+)
 from .reply_stream import ReplyStream
 from .sampling import accept_drafts, first_draft_acceptance, next_token, next_token_with_probability
 from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, SettingError, check_threads
@@ -377,7 +385,7 @@ class Engine:
             done += len(chunk)
             cached, now = len(self._cache), time.perf_counter()
             passes.append((now - pass_start, prefill_work(cached - len(chunk), cached)))
-            remaining = remaining_seconds(passes, prefill_work(cached, min(n_ctx, cached + len(tokens) - done)))
+            remaining = remaining_seconds(passes, prefill_work_left(cached, len(tokens) - done, n_ctx, n_keep, n_discard))
             yield PromptProgress(done=done, total=len(tokens), prompt_tokens=stats.prompt_tokens, elapsed_s=now - start,
                                  remaining_s=remaining)
         return logits

@@ -126,6 +126,24 @@ def prefill_work(first: int, last: int) -> float:
     return (last - first) * (1 + (first + last) / (2 * PREFILL_DEPTH_SCALE))
 
 
+def prefill_work_left(cached: int, tokens: int, n_ctx: int, n_keep: int, n_discard: int) -> float:
+    """The :func:`prefill_work` of feeding ``tokens`` more prompt tokens after ``cached`` ones, rolling as
+    ``Engine._prefill`` does (a full cache drops the n_discard after the first n_keep, as ``prefill_discards``
+    counts, and the reading goes on from there). Counting only up to n_ctx made a rolling prompt's time estimate
+    short by every pass after its first roll."""
+    per_roll = min(n_discard, n_ctx - n_keep)
+    work = 0.0
+    while tokens > 0:
+        if cached >= n_ctx:
+            if per_roll <= 0:
+                break
+            cached -= per_roll
+        chunk = min(tokens, n_ctx - cached)
+        work += prefill_work(cached, cached + chunk)
+        cached, tokens = cached + chunk, tokens - chunk
+    return work
+
+
 #: Passes the reading progress's time estimate takes its rate from: the latest ones (about a second each), so that
 #: the estimate follows a machine whose load changes while the prompt is read.
 RATE_PASSES = 5

@@ -8,7 +8,7 @@ from helpers import chat_ids, settings
 
 from inference.engine import Engine
 from inference.events import Finished, PromptOverflow, PromptProgress, TextDelta
-from inference.prefill import RATE_PASSES, prefill_pass_size, prefill_work, remaining_seconds
+from inference.prefill import RATE_PASSES, prefill_pass_size, prefill_work, prefill_work_left, remaining_seconds
 
 GENESIS = Path(__file__).parent.parent / "bench" / "data" / "kjv_genesis.txt"
 
@@ -42,6 +42,31 @@ def test_progress_counts_the_tokens_kept_after_the_cut_of_a_prompt_longer_than_n
     kept = len(ids) - overflow.discarded_tokens
     assert stats.prefilled_tokens == kept < 1024
     assert {p.total for p in progress} == {kept} and progress[-1].done == kept
+
+
+def test_a_prompt_rolled_through_is_estimated_with_the_passes_after_its_rolls(target):
+    """A prompt read through rolls (``roll_long_prompt``; n_ctx 1,024, ~3,000 tokens) is read in passes after each
+    roll too: the estimate after the first pass counts them (it counted only up to n_ctx, ~a third of the work)."""
+    ids = chat_ids(target, GENESIS.read_text(encoding="utf-8")[:12_000])
+    context = settings("ar", max_new_tokens=2, n_ctx=1024, n_keep=4, n_discard=512)
+    engine, passes = Engine(target), []
+    prefill = engine._cache.prefill
+
+    def recorded(chunk, n_ctx=None, upcoming=0):
+        passes.append((len(engine._cache), len(chunk)))  # (cached before the pass, its tokens), after any roll
+        return prefill(chunk, n_ctx, upcoming)
+
+    engine._cache.prefill = recorded
+    events = list(engine.generate(ids, context, roll_long_prompt=True))
+    progress, stats = _progress(events), events[-1].stats
+    assert stats.rolls >= 3 and sum(count for _, count in passes) == len(ids)
+    works = [prefill_work(cached, cached + count) for cached, count in passes]
+    for index, (cached, count) in enumerate(passes):  # what is left after each pass: the work of the passes after it
+        left = prefill_work_left(cached + count, len(ids) - sum(c for _, c in passes[: index + 1]), 1024, 4, 512)
+        assert abs(left - sum(works[index + 1 :])) < 1e-6 * sum(works)
+    first_pass_s = progress[1].elapsed_s - progress[0].elapsed_s
+    estimate = first_pass_s * sum(works[1:]) / works[0]  # remaining_seconds after one pass: that pass's rate
+    assert abs(progress[1].remaining_s - estimate) < 0.2 * estimate
 
 
 def test_stop_between_passes_ends_the_prefill_with_the_passes_read(target):
