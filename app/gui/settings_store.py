@@ -58,6 +58,10 @@ MAX_REPLY_TOKENS = 131_072
 #: The largest top-k the window takes: 262,144, the largest vocabulary of common models (Gemma 3's); a top-k of the
 #: vocabulary's size or more keeps every token, as 0 does (``inference.sampling``).
 MAX_TOP_K = 262_144
+#: The seed typed or written for a random one (besides an empty seed box or null), as llama.cpp, LM Studio,
+#: ``specchat generate --seed`` and the server read it (a newcomer typed -1 and was told "Seed must be at least 0";
+#: a settings file with it was refused): the seed box and :meth:`SettingsStore.load` take it as None.
+RANDOM_SEED = -1
 #: Deepest nesting a settings file may have (it nests 4 deep: the UI state's per-conversation presets).
 MAX_SETTINGS_DEPTH = 32
 #: Flat name of each generation setting -> where it lives in GenerationSettings: (part, attribute); part "" is
@@ -508,6 +512,8 @@ class SettingsStore:
             del values["n_keep"]
         if "decoding" in values:
             values["decoding"] = Decoding(values["decoding"])
+        if values.get("seed") == RANDOM_SEED:  # as the seed box, the command line and the server read it
+            values["seed"] = None
         cleaned = _without_credentials(values.get("remote_url", ""))
         if cleaned is not None:  # written before such URLs were refused
             values["remote_url"] = cleaned

@@ -150,6 +150,19 @@ def test_store_survives_a_bad_file(tmp_path):
     assert len(store.warnings) == 3 and any("k has an invalid value 'seven'" in w for w in store.warnings)
 
 
+def test_a_seed_of_minus_one_in_the_file_loads_as_a_random_seed(tmp_path):
+    """A hand-edited ``"seed": -1`` is the random seed, as the seed box, the command line and the server read it (the
+    window said the setting was invalid, while its message offered -1); other seeds stay as written."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 1, "settings": {"seed": -1, "temperature": 0.5}}))
+    store = SettingsStore(path)
+    loaded = store.load()
+    assert loaded.value("seed") is None and loaded.value("temperature") == 0.5
+    assert store.warnings == [] and loaded.field_errors(max_position_embeddings=8192, devices=["CPU"]) == {}
+    path.write_text(json.dumps({"version": 1, "settings": {"seed": 42}}))
+    assert store.load().value("seed") == 42
+
+
 WITH_PRESETS = {"version": 1, "settings": {"k": 7}, "presets": {"Mine": {"temperature": 0.3, "top_p": 0.8}}}
 
 

@@ -46,7 +46,7 @@ from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
 from inference.settings import MAX_K, MIN_N_CTX, Decoding, SpeculativeSettings
 
-from ..settings_store import GENERATION_KEYS, AppSettings, SettingsStore
+from ..settings_store import GENERATION_KEYS, RANDOM_SEED, AppSettings, SettingsStore
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
@@ -120,9 +120,6 @@ NEVER_FASTER_TIP = (
     "draft head or prompt lookup can be"
 )
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty or -1 for a random seed"
-#: The seed typed for a random one besides an empty field, as llama.cpp, LM Studio, ``specchat generate --seed`` and
-#: the server read it (a newcomer typed -1 and was told "Seed must be at least 0", not how to get a random seed).
-RANDOM_SEED = -1
 
 
 class SettingsPane(QScrollArea):
