@@ -22,10 +22,11 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QStandardPaths, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from .chat_titles import first_line, title_from
 from .history_db import HistoryDB, write_error_text
 from .history_rows import Conversation
 from .history_transfer import export_file_stem, export_json, export_markdown, import_json, read_export
-from .reply_controller import ReplyController, first_line, title_from
+from .reply_controller import ReplyController
 from .settings_store import SettingsStore
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .history_rows import ROLES, ROOT, STATES, Branches, Conversation, Message, conversation_from_row, decode_text
-from .history_schema import MIGRATIONS, SCHEMA_VERSION
+from .history_schema import MIGRATIONS, SCHEMA_VERSION, SQL_FUNCTIONS
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +152,8 @@ class HistoryDB:
             # WAL + NORMAL: a commit survives a crash of the process (not necessarily a power cut) and costs no fsync.
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute("PRAGMA foreign_keys = ON")
+            for name, function in SQL_FUNCTIONS.items():
+                self._db.create_function(name, 1, function, deterministic=True)
             self._migrate(version)
         except sqlite3.Error as error:
             self._db.close()

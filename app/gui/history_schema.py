@@ -2,10 +2,43 @@
 
 ``PRAGMA user_version`` holds a database's schema version; ``history_db.HistoryDB`` applies the missing steps when it
 opens one, each step in one transaction with its version bump. A step is never changed once released: a new column
-or index is a new step at the end.
+or index is a new step at the end. A step may call the SQL functions of :data:`SQL_FUNCTIONS`, which ``HistoryDB``
+registers on its connection before it migrates.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from .chat_titles import title_before_2026_12_07, title_from
+
+
+def _of_text(rule: Callable[[str], str]) -> Callable[[bytes | None], str | None]:
+    """``rule`` as an SQL function of a column's bytes (``CAST(column AS BLOB)``: text that is not UTF-8 would make
+    SQLite's call fail, and the migration with it): None where they are no UTF-8 text."""
+
+    def of_bytes(raw: bytes | None) -> str | None:
+        try:
+            return rule(raw.decode("utf-8")) if isinstance(raw, bytes) else None
+        except UnicodeDecodeError:
+            return None
+
+    return of_bytes
+
+
+#: SQL functions the migrations call, by name: each takes a column as bytes (``CAST(column AS BLOB)``).
+SQL_FUNCTIONS: dict[str, Callable[[bytes | None], str | None]] = {
+    "chat_title": _of_text(title_from),
+    "chat_title_before_2026_12_07": _of_text(title_before_2026_12_07),
+}
+#: The newest first user message a chat's title is the old rule's title of (``chat_titles``): a first message of a
+#: branch (parent ROOT, 0) or, in rows written before branches (parent NULL), the chat's first row; NULL if none.
+_TITLED_AFTER = """(SELECT CAST(content AS BLOB) FROM messages
+    WHERE conversation_id = conversations.id AND role = 'user'
+        AND (parent_id = 0 OR (parent_id IS NULL AND position = (
+            SELECT MIN(position) FROM messages AS first WHERE first.conversation_id = conversations.id)))
+        AND chat_title_before_2026_12_07(CAST(content AS BLOB)) = conversations.title
+    ORDER BY id DESC LIMIT 1)"""
 
 #: MIGRATIONS[i] brings a database from schema version i to i + 1 (``PRAGMA user_version``); each runs in one
 #: transaction together with the version bump, so a crash mid-migration leaves the previous version intact.
@@ -46,5 +79,9 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ),
     # 5: the version of each message's continuation chosen last (NULL: none chosen, its newest is shown)
     ("ALTER TABLE messages ADD COLUMN chosen_id INTEGER",),
+    # 6: titles cut by the rule before 2026-12-07 ("…" at 48 characters) get today's rule's title, so that editing
+    # the first message retitles the chat again; a title the user chose is no first message's title and stays
+    (f"UPDATE conversations SET title = chat_title({_TITLED_AFTER}) "
+     f"WHERE substr(title, -1) = '…' AND {_TITLED_AFTER} IS NOT NULL",),  # fmt: skip
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

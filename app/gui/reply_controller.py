@@ -47,6 +47,7 @@ from ..backends.remote_keys import load_api_key, load_secret_url
 from ..backends.remote_stream import REMOTE_MODE
 from ..backends.worker import InferenceWorker
 from ..background import TaskSet
+from .chat_titles import title_from
 from .history_db import HistoryDB, write_error_text
 from .history_rows import ROOT, Message
 from .model_loader import ModelLoader
@@ -56,27 +57,8 @@ from .settings_store import AppSettings
 
 logger = logging.getLogger(__name__)
 
-#: Longest title a first message gives its chat, cut at a word (the list elides what its width cannot show).
-TITLE_LENGTH = 60
 #: Errors of one reply that are shown in place (the conversation stays as it was saved).
 GENERATION_ERRORS = (ValueError, RuntimeError, RopeUnsupportedError, ModelLoadError)
-
-
-def first_line(text: str) -> str:
-    """The first line of ``text`` that is not blank, stripped ("New chat" when there is none)."""
-    return next((line.strip() for line in text.splitlines() if line.strip()), "New chat")
-
-
-def title_from(text: str) -> str:
-    """A conversation title from the first user message: its first line, cut before the first word that would take
-    it past TITLE_LENGTH characters (a longer single word is cut at TITLE_LENGTH), with no "…" added: newcomer
-    trial, chats read "Repeat the following text exactly, word for wor…" and Rename showed the "…"."""
-    line = first_line(text)
-    if len(line) <= TITLE_LENGTH:
-        return line
-    head = line[: TITLE_LENGTH + 1]  # a word ending at TITLE_LENGTH is kept whole
-    space = max(head.rfind(" "), head.rfind("\t"))
-    return head[:space].rstrip(" \t,;:") or line[:TITLE_LENGTH]
 
 
 @dataclass

@@ -283,7 +283,7 @@ def test_a_long_first_line_titles_the_chat_up_to_a_word_and_the_tooltip_shows_it
     list elides it on screen), and the tooltip shows the whole first line."""
     import time
 
-    from app.gui.reply_controller import title_from
+    from app.gui.chat_titles import title_from
 
     line = "Repeat the following text exactly, word for word, and keep its line breaks as they are"
     question = f"{line}\nThe quick brown fox."

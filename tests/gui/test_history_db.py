@@ -20,7 +20,7 @@ from app.gui.history_transfer import export_json, export_markdown, import_json
 def test_new_database_is_wal_and_current(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     assert db.journal_mode == "wal"
-    assert db.schema_version == SCHEMA_VERSION == 5
+    assert db.schema_version == SCHEMA_VERSION == 6
     db.close()
 
 
@@ -428,7 +428,7 @@ def test_a_version_3_history_keeps_its_json_output_chats_when_it_gets_branches(t
     raw.commit()
     raw.close()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 5
+    assert db.schema_version == SCHEMA_VERSION == 6
     assert db.conversation(1).json_output is True
     assert [(m.role, m.content) for m in db.messages(1)][-2:] == [("user", "Tell a joke"), ("assistant", "No.")]
 
@@ -438,7 +438,7 @@ def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
     _version_2_history(path)
     raw_before = sqlite3.connect(path).execute("SELECT id, position, role, content FROM messages").fetchall()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 5
+    assert db.schema_version == SCHEMA_VERSION == 6
     messages = db.messages(1)
     assert [(m.role, m.content) for m in messages] == [("user", "Hi"), ("assistant", "Hello!"), ("user", "Tell a joke"),
                                                        ("assistant", "No.")]  # fmt: skip
@@ -559,4 +559,59 @@ def test_the_markdown_export_keeps_the_line_breaks_the_window_shows(tmp_path):
     assert "## User\n\nCount\\\nplease\n\n" in markdown  # (the window shows a user message as typed, lines kept)
     assert ("One-to-five: 1\\\nTwo-one: 2\\\nThree: 3\n\n```\ncode a\ncode b\n```\n- x\n- y\n# Heading\ntext\\\n"
             "C:\\dir\\  \nnext\n\n") in markdown  # fmt: skip
+    db.close()
+
+
+def test_titles_cut_by_the_old_rule_are_titled_by_the_new_one_and_renamed_titles_stay(tmp_path):
+    """Chats stored before 2026-12-07 kept titles cut at 47 characters with a trailing "…" (the old rule); the
+    window compares a title with the rule's title of the first message (is it renamed?), so editing their first
+    message no longer retitled them. The migration gives the new rule's title (up to a word within 60 characters, no
+    "…") to each title that is the old rule's title of a first user message; a title the user chose stays."""
+    from app.gui.chat_titles import title_from
+
+    long_line = "Repeat the following text exactly, word for word, and keep its line breaks as they are"
+    edited_line = "Summarize this article about the history of the printing press in Europe"
+    path = tmp_path / "v5.sqlite3"
+    raw = sqlite3.connect(path)
+    for step in MIGRATIONS[:5]:
+        for statement in step:
+            raw.execute(statement)
+    chats = [  # (id, title as stored, its messages: (id, parent_id, role, content))
+        (1, "Repeat the following text exactly, word for wor…", [(1, 0, "user", f"{long_line}\nThe quick brown fox."),
+                                                                (2, 1, "assistant", "Sure.")]),
+        (2, "My fox chat", [(3, 0, "user", long_line), (4, 3, "assistant", "Sure.")]),
+        (3, "Hi", [(5, 0, "user", "Hi"), (6, 5, "assistant", "Hello!")]),
+        (4, "Repeat this…", [(7, 0, "user", long_line)]),  # renamed by the user, "…" and all
+        (5, "Summarize this article about the history of the…", [(8, 0, "user", long_line),  # first message edited
+                                                                 (9, 0, "user", edited_line)]),
+        (6, "Repeat the following text exactly, word for wor…", [(10, 0, "user", b"\xff\xfe not text")]),
+    ]  # fmt: skip
+    for conversation_id, title, messages in chats:
+        raw.execute("INSERT INTO conversations (id, title, created_at, updated_at) VALUES (?, ?, 1.0, 2.0)",
+                    (conversation_id, title))  # fmt: skip
+        for position, (message_id, parent, role, content) in enumerate(messages):
+            raw.execute(
+                "INSERT INTO messages (id, conversation_id, position, role, content, created_at, parent_id) VALUES "
+                "(?, ?, ?, ?, ?, 1.0, ?)", (message_id, conversation_id, position, role, content, parent),
+            )  # fmt: skip
+    raw.execute("INSERT INTO conversations (id, title, created_at, updated_at) VALUES (7, ?, 1.0, 2.0)", (chats[0][1],))
+    raw.execute("INSERT INTO messages (conversation_id, position, role, content, created_at, parent_id) VALUES "
+                "(7, 0, 'user', CAST(x'fffe41' AS TEXT), 1.0, 0)")  # text that is not UTF-8  # fmt: skip
+    raw.execute("PRAGMA user_version = 5")
+    raw.commit()
+    raw.close()
+    db = HistoryDB(path)
+    assert db.schema_version == SCHEMA_VERSION
+    titles = {conversation.id: conversation.title for conversation in db.conversations()}
+    assert titles == {
+        1: "Repeat the following text exactly, word for word, and keep",
+        2: "My fox chat",
+        3: "Hi",
+        4: "Repeat this…",
+        5: "Summarize this article about the history of the printing",
+        6: "Repeat the following text exactly, word for wor…",  # its first message is no text: left as it was
+        7: "Repeat the following text exactly, word for wor…",
+    }
+    # what the window compares before retitling a chat whose first message is edited
+    assert titles[1] == title_from(db.messages(1)[0].content)
     db.close()

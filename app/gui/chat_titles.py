@@ -1,0 +1,38 @@
+"""A chat's title from its first message, by today's rule and by the rule of the histories stored before 2026-12-07.
+
+The window titles a new chat after the first line of its first message (:func:`title_from`), and tells a title the
+user chose from one it gave by comparing it with that message's :func:`title_from`: a chat titled after its first
+message is retitled when that message is edited. Histories stored before 2026-12-07 hold titles cut by the old rule
+(:func:`title_before_2026_12_07`); the history's migration 6 (``history_schema``) gives them today's.
+"""
+
+from __future__ import annotations
+
+#: Longest title a first message gives its chat, cut at a word (the list elides what its width cannot show).
+TITLE_LENGTH = 60
+#: Longest title of the old rule, its last character a "…" when the line was cut.
+OLD_TITLE_LENGTH = 48
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` that is not blank, stripped ("New chat" when there is none)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "New chat")
+
+
+def title_from(text: str) -> str:
+    """A conversation title from the first user message: its first line, cut before the first word that would take
+    it past TITLE_LENGTH characters (a longer single word is cut at TITLE_LENGTH), with no "…" added: newcomer
+    trial, chats read "Repeat the following text exactly, word for wor…" and Rename showed the "…"."""
+    line = first_line(text)
+    if len(line) <= TITLE_LENGTH:
+        return line
+    head = line[: TITLE_LENGTH + 1]  # a word ending at TITLE_LENGTH is kept whole
+    space = max(head.rfind(" "), head.rfind("\t"))
+    return head[:space].rstrip(" \t,;:") or line[:TITLE_LENGTH]
+
+
+def title_before_2026_12_07(text: str) -> str:
+    """The title the window gave a first message before 2026-12-07: its first line, cut to OLD_TITLE_LENGTH
+    characters with the last one a "…" (mid-word: "Repeat the following text exactly, word for wor…")."""
+    line = first_line(text)
+    return line if len(line) <= OLD_TITLE_LENGTH else line[: OLD_TITLE_LENGTH - 1].rstrip() + "…"
