@@ -124,3 +124,41 @@ def test_the_models_dialog_ends_a_long_source_with_an_ellipsis_inside_the_table(
         if other != column:
             assert _shown_cell_text(table, 0, other) == table.item(0, other).text()
     dialog.close()
+
+
+def test_the_models_dialog_says_what_long_chats_do_in_words_and_its_headers_fit_at_1366x768(qtbot, qasync_loop, make_window, int4_dir, monkeypatch):
+    """A newcomer read "Chats past context length: yes" as jargon: the column reads "Long chats", its cells "keep
+    going (rolling window)" or "stop at the limit" (LM Studio's words for what a chat past the context does); opened
+    from the window at 1366x768, every header and cell shows whole, nothing past the table's edge."""
+    from app.gui.widgets import models_dialog
+    from inference.models import store
+
+    rolling = store.read_manifest(int4_dir)
+    stopping = replace(rolling, path=rolling.path.with_name("no-rope-model"), rope_supported=False, rope_note="")
+    monkeypatch.setattr(store, "installed_models", lambda: [rolling, stopping])
+    window = make_window(FAST, start=False)
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
+    dialog = models_dialog.ModelsDialog(window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    qtbot.wait(50)
+    table = dialog.table
+    header = table.horizontalHeader()
+    column = models_dialog.ENDLESS_COLUMN
+    assert table.horizontalHeaderItem(column).text() == "Long chats"
+    assert [table.item(row, column).text() for row in range(2)] == ["keep going (rolling window)", "stop at the limit"]
+    assert table.item(0, column).toolTip().startswith("Long chats keep going: past the context length (n_ctx)")
+    assert table.item(1, column).toolTip() == (
+        "Long chats stop at the limit: a chat longer than the context length (n_ctx) stops"
+    )
+    assert table.horizontalScrollBar().maximum() == 0
+    assert header.sectionViewportPosition(column) + header.sectionSize(column) <= table.viewport().width()
+    for other in range(header.count()):
+        text = table.horizontalHeaderItem(other).text()
+        assert header.fontMetrics().horizontalAdvance(text) < header.sectionSize(other), (text, header.sectionSize(other))
+        if other != models_dialog.SOURCE_COLUMN:
+            for row in range(2):
+                assert _shown_cell_text(table, row, other) == table.item(row, other).text()
+    dialog.close()

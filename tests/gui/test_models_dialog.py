@@ -125,9 +125,9 @@ def test_import_remove_and_pair_check(qtbot, dialog, tiny_sources):
     assert "Import" in dialog.log.toPlainText() or "ready" in dialog.log.toPlainText()
     # plain words: no RoPE or tokenizer-hash column; the vocabulary that pairs models is in each row's tooltip
     headers = [dialog.table.horizontalHeaderItem(c).text() for c in range(dialog.table.columnCount())]
-    assert headers == ["Name", "Use", "Bits", "Size", "Chats past context length", "Source", "Added"]
-    assert dialog.table.item(0, 4).text() == "yes"
-    assert dialog.table.item(0, 4).toolTip().startswith("Chats past context length: yes: the chat keeps going")
+    assert headers == ["Name", "Use", "Bits", "Size", "Long chats", "Source", "Added"]
+    assert dialog.table.item(0, 4).text() == "keep going (rolling window)"
+    assert dialog.table.item(0, 4).toolTip().startswith("Long chats keep going: past the context length (n_ctx)")
     assert dialog.table.horizontalHeaderItem(4).toolTip().startswith("Whether a chat longer than the context length")
     assert "Vocabulary (tokenizer)" in dialog.table.item(0, 0).toolTip()
 
@@ -211,12 +211,12 @@ def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialo
     assert drafts == [str(default_store["head"]), str(default_store["target"]), str(default_store["tiny"])]
     assert dialog.target_combo.currentData() == str(default_store["target"])
     assert dialog.draft_combo.currentData() == str(default_store["head"])
-    # a head does not chat: no "yes" under "Chats past context length", and no vocabulary of its own (newcomer trial)
+    # a head does not chat: no "keep going" under "Long chats", and no vocabulary of its own (newcomer trial)
     endless = {dialog.table.item(row, 0).text(): dialog.table.item(row, 4) for row in range(dialog.table.rowCount())}
-    assert endless["SmolLM2-135M-Instruct-int4"].text() == "yes"
+    assert endless["SmolLM2-135M-Instruct-int4"].text() == "keep going (rolling window)"
     assert endless["SmolLM2-135M-Instruct-head"].text() == "—"
     assert endless["SmolLM2-135M-Instruct-head"].toolTip() == (
-        "Chats past context length: does not apply: a draft head does not chat, it drafts for SmolLM2-135M-Instruct"
+        "Long chats: does not apply: a draft head does not chat, it drafts for SmolLM2-135M-Instruct"
     )
     head_name = next(dialog.table.item(row, 0) for row in range(dialog.table.rowCount())
                      if dialog.table.item(row, 0).text() == "SmolLM2-135M-Instruct-head")  # fmt: skip

@@ -58,15 +58,18 @@ from inference.models.progress import ProgressEvent
 from ...background import DaemonThreadExecutor, run_in, threadsafe
 from .elided_combo import ElidedComboBox
 
-#: "Chats past context length": whether a chat longer than the context length keeps going (a newcomer could not
-#: tell what the earlier "Endless chats" meant).
-PAST_CONTEXT = "Chats past context length"
+#: "Long chats": whether a chat longer than the context length keeps going (a newcomer could not tell what the
+#: earlier "Endless chats" meant, nor "Chats past context length: yes").
+PAST_CONTEXT = "Long chats"
+#: What a long chat does with a model, by ``ModelManifest.rope_supported``, in the words of LM Studio's context
+#: overflow choices (a rolling window, stop at the limit); "?" where the model was not checked.
+LONG_CHATS = {True: "keep going (rolling window)", False: "stop at the limit", None: "?"}
 INSTALLED_COLUMNS = ("Name", "Use", "Bits", "Size", PAST_CONTEXT, "Source", "Added")
 #: The column that says whether the rolling context can shift a model's keys (it has its own tooltip).
 ENDLESS_COLUMN = INSTALLED_COLUMNS.index(PAST_CONTEXT)
 PAST_CONTEXT_TIP = (
-    "Whether a chat longer than the context length (n_ctx) keeps going: the context rolls, forgetting the oldest "
-    "tokens (after the first ones) as the chat grows, instead of the reply stopping"
+    "Whether a chat longer than the context length (n_ctx) keeps going: a rolling window forgets the oldest "
+    "tokens (after the first ones) as the chat grows, instead of the reply stopping at the limit"
 )
 SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
@@ -335,7 +338,7 @@ class ModelsDialog(QDialog):
                 manifest.size_label,
                 # whether the rolling context can shift its keys (RoPE): chats of any length; a draft head does not
                 # chat (a newcomer trial read "yes" on the head's row)
-                "—" if manifest.is_draft_head else manifest.rope_label,
+                "—" if manifest.is_draft_head else LONG_CHATS[manifest.rope_supported],
                 manifest.source or "?",
                 manifest.created[:19].replace("T", " ") or "?",
             )
@@ -347,13 +350,15 @@ class ModelsDialog(QDialog):
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setData(Qt.UserRole, str(manifest.path))
-                endless = f"{PAST_CONTEXT}: " + (
-                    f"does not apply: a draft head does not chat, it drafts for {manifest.head_for or '?'}"
+                endless = (
+                    f"{PAST_CONTEXT}: does not apply: a draft head does not chat, it drafts for {manifest.head_for or '?'}"
                     if manifest.is_draft_head
-                    else manifest.rope_note or "no: a chat longer than the context length (n_ctx) stops"
+                    else f"{PAST_CONTEXT} {LONG_CHATS[False]}: "
+                    + (manifest.rope_note or "a chat longer than the context length (n_ctx) stops")
                     if manifest.rope_supported is False
-                    else "yes: the chat keeps going, the oldest tokens forgotten as it grows (the context rolls: the "
-                    "model's position encoding, RoPE, can be shifted)"
+                    else f"{PAST_CONTEXT} keep going: past the context length (n_ctx) the oldest tokens (after the "
+                    "first ones) are forgotten as the chat grows, a rolling window (the model's position encoding, "
+                    "RoPE, can be shifted)"
                 )
                 if column == ENDLESS_COLUMN:
                     item.setToolTip(endless)
