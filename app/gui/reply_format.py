@@ -227,12 +227,22 @@ def dropped_text(discarded: int, rolls: int) -> str:
     return f"context full: {discarded:,} earlier tokens dropped" + (" once" if rolls == 1 else "")
 
 
+def cut_text(first: int, last: int, prompt_tokens: int) -> str:
+    """A prompt longer than the context length cut to fit before the reply (``PromptOverflow``), in words: ``conversation
+    cut to fit the context length: the model read 48 of its 1,124 tokens (the first 30 and the last 18)``."""
+    return (f"conversation cut to fit the context length: the model read {first + last:,} of its {prompt_tokens:,} "
+            f"tokens (the first {first:,} and the last {last:,})")
+
+
 def metrics_text(stats: dict, part: bool = False) -> str:
     """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens`` (``all drafts: 44% accepted`` where several
     drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``all drafts of this part: …`` where
     ``part``: the statistics are a continued reply's last part, :func:`last_part`, whose "acceptance 34% overall" a
     newcomer could not tell from the whole reply's), and where the context was full, ``· context full 5 times: 120
-    earlier tokens dropped`` (:func:`dropped_text`) before the token count."""
+    earlier tokens dropped`` (:func:`dropped_text`) before the token count. A prompt cut to fit the context length
+    (``prompt_kept_first``, ``ReplyRecorder``) is said as such (:func:`cut_text`; newcomer trial: at n_ctx 64 a long
+    prompt read only "context full 16 times: 640 earlier tokens dropped"), the context full then only for what the
+    reply's own rolls dropped."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
@@ -246,8 +256,13 @@ def metrics_text(stats: dict, part: bool = False) -> str:
             parts.append(f"acceptance {rate}")
     elif stats.get("mode") == "spec":
         parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
-    if stats.get("discarded_tokens"):  # (none dropped: nothing to say)
-        parts.append(dropped_text(stats["discarded_tokens"], stats.get("rolls", 0)))
+    dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0
+    first, last = stats.get("prompt_kept_first"), stats.get("prompt_kept_last")
+    if first is not None and last is not None:
+        parts.append(cut_text(first, last, stats.get("prompt_tokens") or first + last))
+        dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
+    if dropped:  # (none dropped: nothing to say)
+        parts.append(dropped_text(dropped, rolls))
     if "new_tokens" in stats:
         parts.append(tokens_text(stats["new_tokens"]))
     return " · ".join(parts)

@@ -80,6 +80,8 @@ class ReplyRecorder:
         self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
         self.progress: PromptProgress | None = None  # how much of the prompt the run has read, until its first token
         self.rolls = 0
+        self._reply_rolls: list[int] = []  # tokens each roll after the run's first token dropped (not the prompt's)
+        self._replying = False  # the run's first token came: its rolls since are the reply's, not the prompt's
         self.saves = 0
         self._last_save = clock()
         self._dirty = False
@@ -110,6 +112,8 @@ class ReplyRecorder:
         self.last_step = self._first_step = None
         self.overflow = None
         self.progress = None
+        self._reply_rolls = []
+        self._replying = False
         if self.compare:
             self.compare_data[run] = {"mode": mode or run, **extra, "text": ""}
 
@@ -118,6 +122,7 @@ class ReplyRecorder:
         for event in events:
             if isinstance(event, (TextDelta, StepStats)):
                 self.progress = None  # the prompt is read: the reply has begun
+                self._replying = True
             if isinstance(event, TextDelta):
                 if not event.text:
                     continue
@@ -138,6 +143,8 @@ class ReplyRecorder:
                 self._first_step = self._first_step or event
             elif isinstance(event, ContextRolled):
                 self.rolls += 1
+                if self._replying:
+                    self._reply_rolls.append(event.discarded_tokens)
             elif isinstance(event, PromptOverflow):
                 self.overflow = event
             elif isinstance(event, PromptProgress):
@@ -149,6 +156,11 @@ class ReplyRecorder:
 
     def _finished(self, event: Finished) -> None:
         stats = stats_dict(event.stats, **self.extra, **self._phase_extra)
+        if self.overflow is not None:  # the prompt was cut to fit: what the model read, and the reply's own rolls
+            overflow = self.overflow
+            stats["prompt_kept_first"] = overflow.head_tokens + overflow.message_tokens
+            stats["prompt_kept_last"] = overflow.tail_tokens
+            stats["reply_rolls"], stats["reply_discarded_tokens"] = len(self._reply_rolls), sum(self._reply_rolls)
         if self._resumed is not None:  # the whole reply's tokens (those before this part too), one more continuation
             stats["earlier_tokens"] = int(self._resumed.get("new_tokens") or 0)
             stats["new_tokens"] += stats["earlier_tokens"]

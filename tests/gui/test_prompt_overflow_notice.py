@@ -51,3 +51,48 @@ def test_a_conversation_longer_than_the_model_allows_is_not_told_to_raise_the_co
 def test_the_footer_writes_dropped_tokens_with_thousands_separators():
     footer = metrics_text({"discarded_tokens": 6138, "rolls": 1, "new_tokens": 12})
     assert "context full: 6,138 earlier tokens dropped once" in footer
+
+
+def _finished_footer(tmp_path, events, **stats) -> str:
+    """The footer of a reply recorded from ``events`` then a ``Finished`` with ``stats``."""
+    from app.gui.reply_format import footer_text
+    from inference.events import Finished, GenerationStats
+
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    conversation = db.create_conversation("t")
+    recorder = ReplyRecorder(db, db.message(db.add_message(conversation, "assistant", "", state="streaming")))
+    recorder.add([*events, Finished(GenerationStats(mode="ar", stop_reason="eos", **stats))])
+    recorder.finish("complete")
+    footer = footer_text(db.message(recorder.message_id).stats)
+    db.close()
+    return footer
+
+
+def test_the_footer_says_the_conversation_was_cut_to_fit_and_how_much_the_model_read(tmp_path):
+    """A reply at n_ctx 64 to a longer prompt said only "context full twice: 1,136 earlier tokens dropped", not that
+    the prompt itself was cut to fit: the footer says so with what was kept (the engine's cut of a 1,124-token chat:
+    the first 30 and the last 18), and the context full only for the tokens the reply's own rolls dropped."""
+    from inference.events import ContextRolled
+
+    step = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=49, n_ctx=64,
+                     elapsed_s=0.1, generated=1)  # fmt: skip
+    cut = PromptOverflow(prompt_tokens=1124, n_ctx=64, discarded_tokens=1076, head_tokens=24, message_tokens=6,
+                         tail_tokens=18, max_n_ctx=8192)  # fmt: skip
+    rolled = ContextRolled(discarded_tokens=30, n_keep=4, cache_len=34)
+    footer = _finished_footer(tmp_path / "cut", [cut, TextDelta("A", 1, False), step, rolled, rolled],
+                              prompt_tokens=1124, new_tokens=60, rolls=2, discarded_tokens=1136)  # fmt: skip
+    assert (
+        " · conversation cut to fit the context length: the model read 48 of its 1,124 tokens (the first 30 and the "
+        "last 18) · context full twice: 60 earlier tokens dropped · 60 tokens"
+    ) in footer
+    # rolled through (its rolls before the first token): the cut alone, no context full of the reply's
+    through = PromptOverflow(prompt_tokens=700, n_ctx=64, discarded_tokens=640, head_tokens=4, message_tokens=0,
+                             tail_tokens=56)  # fmt: skip
+    prefill_rolls = [ContextRolled(discarded_tokens=40, n_keep=4, cache_len=24)] * 16
+    footer = _finished_footer(tmp_path / "through", [through, *prefill_rolls, TextDelta("A", 1, False), step],
+                              prompt_tokens=700, new_tokens=3, rolls=16, discarded_tokens=640)  # fmt: skip
+    assert footer.endswith(
+        " · conversation cut to fit the context length: the model read 60 of its 700 tokens (the first 4 and the last "
+        "56) · 3 tokens"
+    ), footer
+    assert "context full" not in footer
