@@ -94,6 +94,22 @@ def test_the_context_s_numbers_wrap_as_one_group(make_window):
     _assert_wraps_whole(graph, f"{rate} tokens/s")  # (the screenshot broke "65.6 tokens/" from its "s")
 
 
+def test_the_acceptance_rate_wraps_as_one_group(make_window):
+    """Beside the rate and the context's numbers, "acceptance rate 29%" could break across the summary's two lines:
+    its spaces do not break either."""
+    from inference.events import StepStats
+
+    graph = make_window(start=False).live_graph
+    graph.show_conversation(5)
+    graph.start_run("spec", conversation_id=5)
+    graph.add_events([StepStats(drafted=7, accepted=2, emitted=3, draft_ms=1.0, verify_ms=9.0, step_ms=10.0, k=7,
+                                cache_len=100 + 3 * i, n_ctx=4096, elapsed_s=0.1 * (i + 1), generated=3 * (i + 1),
+                                drafter="lookup") for i in range(5)])  # fmt: skip
+    graph.finish_run()
+    assert "acceptance rate 29%" in graph.summary_text()
+    _assert_wraps_whole(graph, "acceptance rate 29%")
+
+
 def _assert_wraps_whole(graph, group: str) -> None:
     """At every width that holds ``group``, the summary's rich text lays it out on one line (its spaces may be
     non-breaking, a slash followed by a word joiner)."""

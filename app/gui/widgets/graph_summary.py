@@ -7,17 +7,30 @@ Rules:
 - At 1366x768 the side panel has no height to spare: a third line is taken from the settings below it. So it is
   given its texts fullest first and shows the fullest that fits two lines at its width, with the whole first one
   in its tooltip; at a new width it picks again.
+- In the drawn runs' summary a number and its words wrap whole (:func:`whole_groups`): a rate and its unit ("65.6
+  tokens/s": the README's screenshot broke "65.6 tokens/" from its "s" at the slash) and an acceptance rate
+  ("acceptance rate 29%"); the graph joins the context's numbers so itself.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QWidget
 
 from .wrapped_label import WrappedLabel
+
+#: Groups of a number and its words that the summary keeps on one line (see the module doc).
+_GROUPS = re.compile(r"\d[\d,.]* tokens/s|acceptance rate \d+%")
+
+
+def whole_groups(html: str) -> str:
+    """``html`` with each number and its words (``_GROUPS``) made to wrap whole: their spaces non-breaking, a word
+    joiner (U+2060) after a slash, where Qt would break a line."""
+    return _GROUPS.sub(lambda match: match.group().replace(" ", "&nbsp;").replace("/", "/\u2060"), html)
 
 
 class SummaryLabel(WrappedLabel):

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, 
 from ...backends.remote_stream import REMOTE_MODE
 from .. import theme
 from ..reply_format import MODE_NAMES, auto_drafters, compare_headline, compare_summary, metrics_text, times_text
-from .graph_summary import SummaryLabel
+from .graph_summary import SummaryLabel, whole_groups
 from .live_series import Series, nice_ceiling
 
 REFRESH_MS = 200  # 5 updates a second
@@ -457,13 +457,12 @@ class LiveGraph(QWidget):
         being full after :data:`CONTEXT_FULL_MARK`, the dashed lines' legend; ``with_fill`` False leaves out the
         context's fill (its plot shows it), for a summary that would not fit two lines."""
         current = theme.current()
-        return self._summary(
+        return whole_groups(self._summary(
             lambda series, text: f'<span style="color:{current.series(series.key)}; font-weight:600">{text}</span>',
             f'<span style="color:{current.graph_text}; font-weight:700">{CONTEXT_FULL_MARK}</span>&nbsp;',
             with_fill,
             "&nbsp;",
-        ).replace(" tokens/s", "&nbsp;tokens/\u2060s")  # a rate and its unit on one line (the README's screenshot
-        # broke "65.6 tokens/" from its "s" at the slash; U+2060, the word joiner, forbids that break)
+        ))  # (a rate and its unit, an acceptance rate... on one line: the README's screenshot broke "65.6 tokens/")
 
     def _summary(self, name, full_mark: str = "", with_fill: bool = True, space: str = " ") -> str:
         """The summary's words, each run's name through ``name``; ``space`` joins the words of a group of numbers
