@@ -299,6 +299,25 @@ def test_compare_warms_the_engine_up_before_either_measured_run(int4_dir, data_d
     assert identical == "True" and ar_tokens == spec_tokens >= 1, printed.err  # greedy at the exact precision
 
 
+def test_a_one_token_compare_claims_no_speedup(int4_dir, data_dir, monkeypatch, capsys):
+    """A trial's `generate --mode compare --max-tokens 1` printed "speedup 0.00x": a 1-token reply has no decode
+    speed, so there is no ratio to give. The line says why, and the JSON's speedup is null."""
+    import app.cli.commands as commands
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    for extra in ((), ("--json",)):
+        args = commands.build_parser().parse_args(["generate", "Hi", "--mode", "compare", "--max-tokens", "1", *extra])
+        assert commands.run_command(args) == 0
+        printed = capsys.readouterr()
+        if extra:
+            out = json.loads(printed.out)
+            assert out["autoregressive"]["new_tokens"] == out["speculative"]["new_tokens"] == 1, out
+            assert out["speedup"] is None and out["identical"] is True, out
+        else:
+            assert printed.err.splitlines()[-1] == ("no speedup to compare: plain decoding wrote 1 token and Auto 1 "
+                                                    "token, and a decode speed needs 2 or more, identical: True"), printed.err
+
+
 def test_a_compare_printed_for_people_heads_each_text_on_stdout(int4_dir, data_dir):
     """A newcomer piped `generate --mode compare` and got both replies back to back: the headings that separate them
     went to stderr only."""

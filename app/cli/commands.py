@@ -302,7 +302,7 @@ def describe(stats: GenerationStats) -> str:
     """One line of statistics for humans; the decode speed only where there is one (two tokens or more: a one-token
     reply has no interval between tokens to measure it over)."""
     mode = stats.mode if stats.drafter is None else f"{stats.mode}/{stats.drafter}"
-    line = f"[{mode}] {stats.new_tokens} token{'' if stats.new_tokens == 1 else 's'}, TTFT {stats.ttft_ms:.1f} ms"
+    line = f"[{mode}] {_tokens(stats.new_tokens)}, TTFT {stats.ttft_ms:.1f} ms"
     if stats.new_tokens > 1:
         line += f", {stats.decode_tokens_per_s:.1f} tokens/s"
     if stats.acceptance_rate is not None:
@@ -373,20 +373,20 @@ def _generate(args: argparse.Namespace) -> int:
             return INTERRUPTED
     if args.mode == "compare":
         ar, spec = results["ar"], results["auto"]
-        speedup = spec.decode_tokens_per_s / ar.decode_tokens_per_s if ar.decode_tokens_per_s else 0.0
+        speedup = compare_speedup(ar, spec)
         identical = ar.token_ids == spec.token_ids
         difference = _explain_difference(engine, args.system, prompt, settings["ar"], ar, spec)
         if args.json:
             print(json.dumps({
                 "autoregressive": summary(ar),
                 "speculative": summary(spec),
-                "speedup": round(speedup, 3),
+                "speedup": None if speedup is None else round(speedup, 3),
                 "identical": identical,
                 "first_difference": difference.as_dict() if difference else None,
                 "precision": precision,
             }))
         else:
-            print(f"speedup {speedup:.2f}x, identical: {identical}", file=sys.stderr)
+            print(f"{speedup_text(ar, spec, speedup)}, identical: {identical}", file=sys.stderr)
             if difference:
                 print(difference.describe(), file=sys.stderr)
             elif not identical:
@@ -394,6 +394,28 @@ def _generate(args: argparse.Namespace) -> int:
     elif args.json:
         print(json.dumps({**summary(results[args.mode]), "precision": precision}))
     return 0
+
+
+def compare_speedup(ar: GenerationStats, spec: GenerationStats) -> float | None:
+    """Auto's decode rate over plain decoding's; None where either run wrote under two tokens (one token has no
+    interval between tokens to measure a decode speed over, :func:`describe`)."""
+    if min(ar.new_tokens, spec.new_tokens) < 2 or not ar.decode_tokens_per_s:
+        return None
+    return spec.decode_tokens_per_s / ar.decode_tokens_per_s
+
+
+def speedup_text(ar: GenerationStats, spec: GenerationStats, speedup: float | None) -> str:
+    """``speedup 1.42x``, or where there is none to compare (:func:`compare_speedup`), why: ``no speedup to
+    compare: plain decoding wrote 1 token and Auto 1 token, and a decode speed needs 2 or more``."""
+    if speedup is not None:
+        return f"speedup {speedup:.2f}x"
+    return (f"no speedup to compare: plain decoding wrote {_tokens(ar.new_tokens)} and Auto {_tokens(spec.new_tokens)}, "
+            "and a decode speed needs 2 or more")
+
+
+def _tokens(count: int) -> str:
+    """``1 token``, ``24 tokens``."""
+    return f"{count} token{'' if count == 1 else 's'}"
 
 
 def _explain_difference(
