@@ -94,6 +94,13 @@ _DECODING_LABELS = {
 }
 
 
+#: The ``SamplingSettings`` fields greedy decoding does not use, which the command line and the server name where they
+#: are given with temperature 0 (the penalties change the logits greedy decoding takes the likeliest of: they are used).
+GREEDY_UNUSED = ("top_p", "top_k", "min_p", "seed")
+#: Why greedy decoding does not use them.
+GREEDY_WHY = "temperature 0 takes the likeliest token at each step"
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
     """How the next token is chosen from the logits.

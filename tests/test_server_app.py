@@ -661,3 +661,26 @@ def test_specchat_options_the_decoding_does_not_use_are_named_in_the_response(sp
     assert finish["specchat"].get("unused", {}) == whole.get("unused", {})
     response = call(app, "POST", "/v1/responses", json={"input": "Hi", "specchat": specchat}).json()
     assert response["specchat"].get("unused", {}) == whole.get("unused", {})
+
+
+def test_sampling_fields_greedy_decoding_does_not_use_are_named_as_the_command_line_names_them():
+    """The command line notes `--top-p` with greedy decoding; a request with temperature 0 and ``top_p`` was taken
+    silently. Its ``specchat.unused`` names each of ``GREEDY_UNUSED`` the request sent, beside a ``specchat`` option
+    its mode does not use, with the command line's reason; temperature 0 from the server's default counts too. A
+    sampled reply, and the penalties (which change the logits greedy decoding takes the likeliest of), have none."""
+    from inference.settings import GREEDY_UNUSED
+
+    assert GREEDY_UNUSED == ("top_p", "top_k", "min_p", "seed")
+    why = ("greedy decoding (temperature 0 takes the likeliest token at each step) does not sample: send temperature "
+           "above 0 to use it")
+    app = create_app(ScriptedBackend(), model_id="m", defaults=GenerationSettings(decoding=Decoding.AUTO))
+    sampling = {"top_p": 0.5, "top_k": -1, "min_p": 0.1, "seed": 5, "presence_penalty": 0.5, "repeat_penalty": 1.1}
+    greedy = {**HELLO, **sampling, "temperature": 0, "specchat": {"k": 4}}
+    whole = call(app, "POST", "/v1/chat/completions", json=greedy).json()["specchat"]
+    assert whole["unused"] == {"top_p": why, "top_k": why, "min_p": why, "seed": why, "k": whole["unused"]["k"]}, whole
+    text = call(app, "POST", "/v1/completions", json={"prompt": "x", "top_p": 0.5}).json()["specchat"]  # the default: greedy
+    assert text["unused"] == {"top_p": why}, text
+    response = call(app, "POST", "/v1/responses", json={"input": "Hi", "top_p": 0.5, "temperature": 0}).json()
+    assert response["specchat"]["unused"] == {"top_p": why}, response
+    sampled = call(app, "POST", "/v1/chat/completions", json={**HELLO, **sampling, "temperature": 0.7}).json()
+    assert "unused" not in sampled["specchat"], sampled

@@ -15,6 +15,8 @@ from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
 from inference.models.errors import ModelImportError
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.settings import (
+    GREEDY_UNUSED,
+    GREEDY_WHY,
     MAX_K,
     ContextSettings,
     Decoding,
@@ -26,9 +28,8 @@ from inference.settings import (
 
 CONTEXT, SPECULATIVE, SAMPLING = ContextSettings(), SpeculativeSettings(), SamplingSettings()  # the defaults
 DEFAULT_BITS = 4
-#: The sampling options greedy decoding does not use, by flag: their ``SamplingSettings`` fields. (The penalties
-#: change the logits greedy decoding takes the likeliest of, so they are used.)
-SAMPLING_ONLY = {"--top-p": "top_p", "--top-k": "top_k", "--min-p": "min_p", "--seed": "seed"}
+#: The sampling options greedy decoding does not use (``GREEDY_UNUSED``), by flag: their ``SamplingSettings`` fields.
+SAMPLING_ONLY = {f"--{name.replace('_', '-')}": name for name in GREEDY_UNUSED}
 
 
 def _n_keep(value: str) -> int | str:
@@ -127,8 +128,7 @@ def unused_options(args: argparse.Namespace) -> list[str]:
     # serve: --temperature is only the default of requests, which may send their own and sample
     if getattr(args, "command", None) != "serve" and SamplingSettings(temperature=args.temperature).greedy:
         notes += [
-            f"{flag} is unused with greedy decoding (temperature 0 takes the likeliest token at each step); give "
-            "--temperature above 0 to sample"
+            f"{flag} is unused with greedy decoding ({GREEDY_WHY}); give --temperature above 0 to sample"
             for flag, name in SAMPLING_ONLY.items()
             if getattr(args, name) != getattr(SAMPLING, name)
         ]

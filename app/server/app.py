@@ -232,7 +232,7 @@ def create_app(
         else:  # a chat of system (or developer) messages alone: they are its system prompt, no message is left
             logged = engine_request.system_prompt
         keep_prompt(request.scope, logged)
-        reply = Reply.new(model_id, chat, unused_options(parsed.specchat, engine_request.settings))
+        reply = Reply.new(model_id, chat, unused_options(parsed, engine_request.settings))
         run = Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
         if not parsed.stream:
             events = await whole_reply(request, run)

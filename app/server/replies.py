@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 class Reply:
     """Identity of one response: ``id`` (``chatcmpl-...`` or ``cmpl-...``), ``created`` (Unix seconds),
     ``model`` (the served model's id), ``chat`` (chat completion, else text completion), ``unused`` (the
-    ``specchat`` options the request gave that its decoding does not use, with why:
+    options the request gave that its decoding does not use, ``specchat`` or sampling ones, with why:
     ``request_common.unused_options``)."""
 
     id: str
@@ -240,7 +240,8 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
     the steps that drafted nothing, in Auto or a fixed K: the ``plain`` steps of ``drafters``), ``drafters`` (per
     drafter, and ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"``
     plain), ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``); ``unused``, only where
-    the request gave ``specchat`` options its decoding does not use: ``{option: why}``
+    the request gave options its decoding does not use (``specchat`` ones, or sampling ones with greedy decoding):
+    ``{option: why}``
     (``request_common.unused_options``).
     """
     return {

@@ -10,7 +10,8 @@ Auto chooses its own, in a seeded sampled reply from preset costs and its own dr
 the same reply; the server's defaults, from ``specchat serve``'s flags, fill the rest). An option the request's
 decoding does not use (``k`` with Auto, say) is not refused, as clients send one ``k`` whatever the mode (the
 window's remote model does): the response's ``specchat.unused`` names it and why (:func:`unused_options`), as the
-command line notes the flags a mode does not use.
+command line notes the flags a mode does not use; so are the sampling fields greedy decoding does not use (``top_p``
+with temperature 0, say).
 
 A request's omitted sampling fields take the server's defaults (``defaults.sampling``): the model's recommended
 sampling (its ``generation_config.json`` over ``inference.generation_config.CHAT_DEFAULTS``), or what ``specchat
@@ -38,6 +39,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from app import bounded_json
 from inference.constraints import GrammarError, json_object_grammar, json_schema_grammar
 from inference.settings import (
+    GREEDY_UNUSED,
+    GREEDY_WHY,
     MAX_K,
     ContextSettings,
     Decoding,
@@ -232,17 +235,24 @@ def refuse_unsupported(request: BaseModel, fields: tuple[str, ...]) -> None:
             raise APIError(400, f"{name} is not supported by SpecChat's server: leave it out", param=name, code="unsupported")
 
 
-def unused_options(options: SpecChatOptions | None, settings: GenerationSettings) -> dict[str, str]:
-    """The ``specchat`` options a request gave that its decoding (``settings``, the server's defaults filled in) does
-    not use, each with why: ``k`` with Auto or ``ar``, or with ``adaptive_k``; ``adaptive_k`` true with Auto or
+def unused_options(body: BaseModel, settings: GenerationSettings) -> dict[str, str]:
+    """The options a request ``body`` gave that its decoding (``settings``, the server's defaults filled in) does not
+    use, each with why: the sampling fields of ``GREEDY_UNUSED`` (``top_p``, ``top_k``, ``min_p``, ``seed``, those
+    the body's endpoint takes) with greedy decoding (temperature 0, the request's or the server's default); of its
+    ``specchat`` options, ``k`` with Auto or ``ar``, or with ``adaptive_k``, and ``adaptive_k`` true with Auto or
     ``ar``. Empty when every option given is used (for the response's ``specchat.unused``)."""
+    notes = {}
+    if settings.sampling.greedy:
+        why = f"greedy decoding ({GREEDY_WHY}) does not sample: send temperature above 0 to use it"
+        notes = {name: why for name in GREEDY_UNUSED if getattr(body, name, None) is not None}
+    options = body.specchat
     if options is None:
-        return {}
-    decoding, notes = settings.decoding, {}
+        return notes
+    decoding = settings.decoding
     if decoding is Decoding.AUTOREGRESSIVE:
         why = "autoregressive decoding (mode ar) drafts nothing: send mode spec_lookup or spec_model to use it"
-        notes = {name: why for name, given in (("k", options.k is not None), ("adaptive_k", options.adaptive_k))
-                 if given}
+        notes |= {name: why for name, given in (("k", options.k is not None), ("adaptive_k", options.adaptive_k))
+                  if given}
     elif decoding is Decoding.AUTO:
         if options.k is not None:
             notes["k"] = (f"Auto chooses K per step (0 to {MAX_K}): k is the K of mode spec_lookup or spec_model, "

@@ -312,7 +312,7 @@ class ResponseBuilder:
     def __init__(self, model: str, body: ResponsesRequest, request: GenerationRequest, conversation: list[dict]):
         self.id = f"resp_{uuid.uuid4().hex}"
         self._model, self._body, self._sampling = model, body, request.settings.sampling
-        self._unused = unused_options(body.specchat, request.settings)
+        self._unused = unused_options(body, request.settings)
         # the tool choice applied where the request sent none (``--tool-choice-default``); "none" leaves the tools out
         self._tool_choice = body.tool_choice or (request.tools.choice if request.tools else "none" if body.tools else "auto")
         self._created = int(time.time())
