@@ -604,6 +604,30 @@ def test_a_trailing_slash_reaches_the_same_endpoint():
     assert call(app, "GET", "/v1/nowhere/").json()["error"]["type"] == "not_found_error"
 
 
+@pytest.mark.parametrize("status, kind, code", [
+    (413, "invalid_request_error", "request_too_large"),  # as the server's own 413 names it
+    (415, "invalid_request_error", "unsupported_media_type"),
+    (418, "invalid_request_error", "i_m_a_teapot"),
+    (429, "rate_limit_error", "too_many_requests"),
+    (503, "server_error", "service_unavailable"),
+    (599, "server_error", "http_599"),  # a status HTTP does not name
+])
+def test_a_framework_error_has_a_code_as_every_refusal_of_the_servers_own(status, kind, code):
+    """Every 400 of the server has a code, but a framework's HTTPException other than 404 or 405 (a 413, a 415) was
+    answered with ``code`` null and, for a 5xx, ``type`` invalid_request_error: the status names both."""
+    from starlette.exceptions import HTTPException
+
+    app = create_app(ScriptedBackend(), model_id="m")
+
+    @app.get("/v1/raises")
+    async def raises():
+        raise HTTPException(status, "what the framework said")
+
+    answer = call(app, "GET", "/v1/raises")
+    assert answer.status_code == status
+    assert answer.json() == {"error": {"message": "what the framework said", "type": kind, "param": None, "code": code}}
+
+
 def test_a_key_from_an_env_file_is_stripped_and_then_matches(monkeypatch):
     monkeypatch.setenv("SPECCHAT_API_KEY", " s3cret\r\n")
     key = api_key_of(argparse.Namespace(api_key=None))

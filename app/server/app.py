@@ -34,7 +34,7 @@ from inference.settings import GenerationSettings
 from .bodies import BodyReader
 from .chat_request import ChatCompletionRequest, chat_request
 from .completion_request import CompletionRequest, completion_request
-from .errors import APIError, internal_error
+from .errors import APIError, framework_error, internal_error
 from .gate import GenerationGate
 from .generation import Generation, whole_reply
 from .grammars import GrammarCompiler
@@ -164,7 +164,7 @@ def create_app(
                 code="unknown_route" if error.status_code == 404 else "method_not_allowed",
             )
             return JSONResponse(refusal.body(), status_code=error.status_code, headers=error.headers)
-        refusal = APIError(error.status_code, str(error.detail))
+        refusal = framework_error(error.status_code, str(error.detail))
         return JSONResponse(refusal.body(), status_code=error.status_code, headers=error.headers)
 
     @app.exception_handler(Exception)

@@ -1,9 +1,12 @@
 """OpenAI's error JSON (:class:`APIError`) and the refusals every endpoint words alike: an engine setting out of
 range named as the request names it (:func:`setting_error`), a draft model this server does not run, an internal
 error that says nothing of its cause (:func:`internal_error`), a reply cut by the server stopping
-(:func:`server_stopped`)."""
+(:func:`server_stopped`), an error the web framework raised (:func:`framework_error`)."""
 
 from __future__ import annotations
+
+import re
+from http import HTTPStatus
 
 from inference.settings import SettingError
 
@@ -18,6 +21,12 @@ _PARAMS = {
     "n_discard": "specchat.n_discard",
     "grammar": "response_format",  # tools' schemas are refused with the request; one failing later is the format's
 }
+
+
+#: OpenAI's error types of the statuses that have their own (other 4xx: ``invalid_request_error``; 5xx: ``server_error``).
+_HTTP_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+#: Codes of statuses the server's own refusals already name (a 413 of the framework's reads as the server's).
+_HTTP_CODES = {413: "request_too_large"}
 
 
 class APIError(Exception):
@@ -83,3 +92,16 @@ def server_stopped() -> APIError:
         type="server_error",
         code="server_stopped",
     )
+
+
+def framework_error(status: int, detail: str) -> APIError:
+    """An HTTP error the web framework raised (a Starlette ``HTTPException``: 415, 413, ...) in OpenAI's JSON, with a
+    code as every refusal of the server's own has: ``request_too_large`` for a 413 (as the server's own 413 of a body
+    too large), else the status's name in snake case (``unsupported_media_type``; ``http_599`` for a status HTTP
+    does not name); its type by status (``server_error`` for a 5xx)."""
+    try:
+        name = re.sub(r"\W+", "_", HTTPStatus(status).phrase.lower()).strip("_")
+    except ValueError:
+        name = f"http_{status}"
+    kind = _HTTP_TYPES.get(status) or ("server_error" if status >= 500 else "invalid_request_error")
+    return APIError(status, detail, type=kind, code=_HTTP_CODES.get(status, name))
