@@ -1,5 +1,6 @@
 """The remote backend against SpecChat's own server, ``specchat serve`` in a subprocess on 127.0.0.1 with the default
-model: it is recognised as SpecChat's, both modes answer with their statistics, and a wrong key is said."""
+model: it is recognised as SpecChat's, each mode answers with its statistics (Auto's drafters among them), and a
+wrong key is said."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_the_backend_talks_to_specchat_serve_in_both_modes(server):
     models = run_coroutine(backend.list_models())
     assert models and backend.specchat is True
     backend = RemoteBackend(RemoteTarget(server, models[0].id, KEY), specchat=True)
-    for decoding, mode in ((Decoding.AUTOREGRESSIVE, "ar"), (Decoding.PROMPT_LOOKUP, "spec")):
+    for decoding, mode in ((Decoding.AUTOREGRESSIVE, "ar"), (Decoding.PROMPT_LOOKUP, "spec"), (Decoding.AUTO, "auto")):
         events = reply(backend, decoding)
         stats = events[-1].stats
         assert isinstance(events[-1], Finished) and stats.mode == mode
@@ -53,6 +54,10 @@ def test_the_backend_talks_to_specchat_serve_in_both_modes(server):
         assert stats.ttft_ms > 0 and stats.prompt_tokens > 0
         drafted = sum(e.drafted for e in events if isinstance(e, StepStats))
         assert drafted == stats.drafted and stats.accepted <= stats.drafted  # the acceptance curve sums to the totals
+        if mode == "auto":  # what each drafter did, read from the server's statistics (the footer names them)
+            assert stats.by_drafter and sum(use.steps for use in stats.by_drafter.values()) <= stats.new_tokens
+            assert sum(use.drafted for use in stats.by_drafter.values()) == stats.drafted
+            assert sum(stats.k_steps.values()) == sum(use.steps for use in stats.by_drafter.values())
         if mode == "ar":
             assert stats.drafted == 0 and not any(e.from_draft for e in events if isinstance(e, TextDelta))
 

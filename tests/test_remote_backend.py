@@ -572,3 +572,35 @@ def test_the_secrets_of_a_base_url_are_never_in_what_is_said_but_are_sent():
     with pytest.raises(RemoteError) as refused:
         check_base_url("ftp://gpu-box/v1?token=SECRET")
     assert "SECRET" not in str(refused.value) and "token=***" in str(refused.value)
+
+
+def test_a_specchat_servers_drafter_statistics_name_autos_drafters_in_the_footer_as_a_local_replys():
+    """A remote Auto reply from ``specchat serve`` read the server's mode and drafter but not its ``drafters``: the
+    footer said "Auto decoding" where the local reply's says what Auto drafted with. The server's statistics, read
+    back through JSON, give the footer the local reply's words; names and counts a server should not send are read
+    as absent."""
+    from app.backends.remote_stream import ReplyClock
+    from app.gui.reply_format import footer_text, mode_text, stats_dict
+    from app.server.replies import stats_object
+    from inference.events import DrafterUse, GenerationStats
+
+    local = GenerationStats(
+        mode="auto", drafter="lookup", new_tokens=46, drafted=76, accepted=30, fallback_tokens=1, final_k=2,
+        by_drafter={"head": DrafterUse(30, 60, 20, 2), "lookup": DrafterUse(4, 16, 10, 4), "plain": DrafterUse(1)},
+        k_steps={0: 1, 1: 10, 2: 20, 4: 4},
+    )  # fmt: skip
+    extension = json.loads(json.dumps(stats_object(local)))
+    clock = ReplyClock()
+    clock.delta("Hi")
+    remote = clock.stats(REQUEST, extension, {"completion_tokens": 46}, "eos")
+    assert (remote.by_drafter, remote.k_steps) == (local.by_drafter, local.k_steps)
+    assert (remote.fallback_tokens, remote.final_k) == (1, 2)
+    words = mode_text(stats_dict(local))
+    assert words == ("Auto (draft head 30 steps at K up to 2, 33% accepted; prompt lookup 4 steps at K up to 4, "
+                     "62% accepted; plain 1 step)"), words
+    assert mode_text(stats_dict(remote)) == words and words in footer_text(stats_dict(remote))
+    odd = {**extension, "drafters": {"head": {"steps": "30", "drafted": -4}, "<b>server</b>": {"steps": 3}, "plain": 7},
+           "k_steps": {"2": 20, "99": 1, "x": 2, "1": -3, "²": 1}}
+    hostile = ReplyClock().stats(REQUEST, odd, {}, "eos")
+    assert (hostile.by_drafter, hostile.k_steps) == ({"head": DrafterUse()}, {2: 20})
+    assert ReplyClock().stats(REQUEST, {**extension, "drafters": [1], "k_steps": "2"}, {}, "eos").by_drafter == {}

@@ -15,7 +15,8 @@ Rules:
   :class:`~inference.events.StepStats` timed on this side, so that the live graph shows client-side tokens/s. The
   final :class:`~inference.events.Finished` carries TTFT and decode tokens/s measured here, token counts from
   ``usage`` when the server sends it, and, from a SpecChat server, its ``specchat`` extension (drafted, accepted,
-  discarded tokens, rolls, mode), so that the acceptance graph works too.
+  discarded tokens, rolls, mode, what each drafter did), so that the acceptance graph works too, and the footer names
+  the drafters of a remote Auto reply.
 - From SpecChat's server, a ``specchat`` object in a content chunk says ``from_draft`` (its delta came from accepted
   drafts: the draft highlighting) and lists the decode ``steps`` that ended there (each a StepStats with its drafted
   and accepted tokens: the acceptance curve).

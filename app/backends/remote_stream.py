@@ -8,8 +8,10 @@ Rules:
   :class:`~inference.events.StepStats` timed here, so that the live graph shows client-side tokens/s; a SpecChat
   server's ``specchat`` extension adds its drafting (``steps``, or running ``drafted`` / ``accepted`` totals).
 - The final :class:`~inference.events.GenerationStats` carries TTFT and decode tokens/s measured here, token
-  counts from ``usage`` when the server sends it, and a SpecChat server's own statistics; its mode is the one a
-  SpecChat server reports, else :data:`REMOTE_MODE` (llama-server, vLLM, Ollama... do not say how they decoded).
+  counts from ``usage`` when the server sends it, and a SpecChat server's own statistics, what each drafter did
+  among them (``drafters``, ``k_steps``), so that a remote Auto reply's footer names its drafters as a local one's
+  does; its mode is the one a SpecChat server reports, else :data:`REMOTE_MODE` (llama-server, vLLM, Ollama... do
+  not say how they decoded).
 - JSON of another shape than OpenAI's is a :class:`~app.backends.remote_errors.RemoteError`, never a TypeError; a
   field of the wrong type in an extension is read as absent.
 """
@@ -23,8 +25,9 @@ from typing import Any
 
 import httpx
 
-from inference.events import Event, GenerationStats, StepStats, TextDelta
-from inference.settings import Decoding
+from inference.auto_decoding import PLAIN
+from inference.events import DrafterUse, Event, GenerationStats, StepStats, TextDelta
+from inference.settings import MAX_K, Decoding
 
 from .. import bounded_json
 from .protocol import GenerationRequest
@@ -37,6 +40,9 @@ CHARS_PER_TOKEN = 64
 #: The ``GenerationStats.mode`` of a reply whose server did not say how it decoded (no ``specchat`` extension's
 #: ``mode``): not ``ar``, a local mode the footer would name ("Plain decoding") though nothing here chose it.
 REMOTE_MODE = "remote"
+#: The drafters a SpecChat server's ``drafters`` statistics may name (``GenerationStats.by_drafter``'s keys): another
+#: name is read as absent, so that no word of a server's reaches a footer unchecked.
+DRAFTER_KEYS = ("head", "model", "lookup", PLAIN)
 #: The stop reason of a remote reply whose stream was cut (the connection closed, a time-out, a chunk of another
 #: shape, more than its max_tokens allow): kept as far as it came, said "Stream cut" under it.
 REMOTE_CUT = "interrupted"
@@ -183,8 +189,8 @@ class ReplyClock:
 
     def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
         """The reply's statistics: timing measured here, token counts from ``usage`` (else those counted here), and
-        a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls); mode
-        :data:`REMOTE_MODE` where the extension names none."""
+        a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls, what each drafter
+        did: :func:`_by_drafter`, :func:`_k_steps`); mode :data:`REMOTE_MODE` where the extension names none."""
         decoding = request.settings.decoding
         mode = str(extension.get("mode") or REMOTE_MODE)
         if mode in {d.value for d in Decoding}:  # the extension may name the request's mode value
@@ -206,6 +212,10 @@ class ReplyClock:
             accepted=_int(extension.get("accepted"), 0),
             discarded_tokens=_int(extension.get("discarded_tokens"), 0),
             rolls=_int(extension.get("rolls"), 0),
+            fallback_tokens=_int(extension.get("fallback_tokens"), 0),
+            final_k=_int(extension.get("final_k"), 0),
+            by_drafter=_by_drafter(extension.get("drafters")),
+            k_steps=_k_steps(extension.get("k_steps")),
             stop_reason=stop_reason,
             text=self.text,
         )
@@ -221,3 +231,21 @@ def _dict(value: Any) -> dict:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _by_drafter(value: Any) -> dict[str, DrafterUse]:
+    """A SpecChat server's ``drafters`` (``{name: {"steps", "drafted", "accepted", "k_max"}}``, as
+    ``GenerationStats.usage`` writes them) read back: names of :data:`DRAFTER_KEYS` only, a count that is not a
+    whole number of at least 0 read as 0."""
+    return {
+        name: DrafterUse(**{key: max(_int(use.get(key), 0), 0) for key in ("steps", "drafted", "accepted", "k_max")})
+        for name, use in _dict(value).items()
+        if name in DRAFTER_KEYS and isinstance(use, dict)
+    }
+
+
+def _k_steps(value: Any) -> dict[int, int]:
+    """A SpecChat server's ``k_steps`` (``{"K": steps}``, K 0 to ``MAX_K``) read back; other keys, and counts that
+    are not whole numbers above 0, are left out."""
+    ks = {str(k): k for k in range(MAX_K + 1)}
+    return {ks[key]: count for key, count in _dict(value).items() if key in ks and _int(count, 0) > 0}
