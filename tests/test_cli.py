@@ -370,3 +370,20 @@ def test_autos_label_names_the_drafter_whose_drafts_gave_the_most_tokens():
     tried.count_step("lookup", 1, 1, 0, 1, speculative=True)
     tried.count_step("plain", 0, 0, 0, 1, speculative=True)
     assert tried.most_accepted_drafter() is None
+
+
+@pytest.mark.parametrize("args", [["generate", "Why is the sky blue?", "--max-new-tokens", "8"], ["models", "list"]])
+def test_output_whose_reader_left_is_no_data_folder_error(int4_dir, data_dir, args):
+    """Newcomer trial: `specchat generate ... | head -c 600` ended with "error: Broken pipe: choose another folder
+    with --data-dir" and status 2, as if the data folder were at fault. A reader that leaves (head, less quit early)
+    now ends the command quietly with 141, as a shell reports a command that SIGPIPE ended."""
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has left before the first byte
+    env = {**os.environ, "SPECCHAT_DATA_DIR": str(data_dir)}
+    try:
+        result = subprocess.run([sys.executable, "-m", "app", *args], stdout=writer, stderr=subprocess.PIPE,
+                                text=True, env=env, timeout=300)
+    finally:
+        os.close(writer)
+    assert result.returncode == 141, result.stderr
+    assert "data-dir" not in result.stderr and "Broken pipe" not in result.stderr and "Traceback" not in result.stderr

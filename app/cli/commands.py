@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -14,7 +15,7 @@ from typing import Callable
 
 from app import __version__
 from app.backends.worker import warm_up
-from app.cli import INTERRUPTED
+from app.cli import BROKEN_PIPE, INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, model_folders
 from inference.chat import ChatSession
 from inference.engine import Engine
@@ -492,12 +493,19 @@ def flag_error(error: SettingError) -> str:
     return error.renamed(_FLAGS.get(error.field, "--" + error.field.replace("_", "-")))
 
 
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's flush at exit does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the subcommand ``args.command`` (``generate``, ``chat``, ``serve`` or ``models``); returns the exit status.
 
     Errors a user can fix (bad settings, a model that cannot be fetched or loaded, a data folder that cannot be
     written) print one line and give 2; Ctrl+C where no command handles it (a model loading) prints "stopped" and
-    gives 130.
+    gives 130; stdout's reader leaving (``| head``) ends the command quietly with 141.
     """
     handlers = {"generate": _generate, "chat": _chat, "serve": _serve, "models": _models}
     try:
@@ -511,6 +519,9 @@ def run_command(args: argparse.Namespace) -> int:
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout left: nothing is wrong here, and nobody reads what would follow
+        _drop_stdout()
+        return BROKEN_PIPE
     except OSError as error:  # a data folder that cannot be created or written, a full disk...
         where = f" ({error.filename})" if error.filename else ""
         print(f"error: {error.strerror or error}{where}: choose another folder with --data-dir", file=sys.stderr)
