@@ -87,6 +87,19 @@ def test_streamed_chat_reply_and_usage_chunk(client, engine):
     assert usage.model_extra["specchat"]["mode"] == "auto"
 
 
+def test_a_one_token_reply_has_no_rate_rather_than_zero(client):
+    """Newcomer trial: a reply of one token (``max_tokens`` 1) said ``specchat.tokens_per_s`` 0.0, as if decoding
+    had stalled; the rate is measured between the first and the last token, so one token has none: null, as the
+    command line's statistics line leaves the rate out. A longer reply keeps its rate."""
+    one = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=1)
+    assert one.usage.completion_tokens == 1 and one.model_extra["specchat"]["tokens_per_s"] is None
+    stream = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=1, stream=True)
+    finish = [c for c in stream if c.choices and c.choices[0].finish_reason]
+    assert finish[0].model_extra["specchat"]["tokens_per_s"] is None
+    several = client.chat.completions.create(model="any", messages=QUESTION, temperature=0, max_tokens=8)
+    assert several.usage.completion_tokens > 1 and several.model_extra["specchat"]["tokens_per_s"] > 0
+
+
 def test_text_completion_continues_the_raw_prompt(client, engine):
     prompt = "The days of the week are Monday, Tuesday,"
     plain = {"repetition_penalty": 1.0}  # the model's recommended 1.1 would apply otherwise

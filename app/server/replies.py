@@ -232,7 +232,8 @@ def usage(stats: GenerationStats) -> dict:
 def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -> dict:
     """The response's ``specchat`` field: the reply's statistics.
 
-    Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token),
+    Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token; null for a
+    reply of fewer than two tokens, which has no rate),
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
     ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
@@ -246,7 +247,7 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
     """
     return {
         "ttft_ms": round(stats.ttft_ms, 3),
-        "tokens_per_s": round(stats.decode_tokens_per_s, 3),
+        "tokens_per_s": round(stats.decode_tokens_per_s, 3) if stats.decode_tokens_per_s > 0 else None,
         "acceptance_rate": stats.acceptance_rate,
         "drafted": stats.drafted,
         "accepted": stats.accepted,
