@@ -708,3 +708,16 @@ def test_sampling_fields_greedy_decoding_does_not_use_are_named_as_the_command_l
     assert response["specchat"]["unused"] == {"top_p": why}, response
     sampled = call(app, "POST", "/v1/chat/completions", json={**HELLO, **sampling, "temperature": 0.7}).json()
     assert "unused" not in sampled["specchat"], sampled
+
+
+def test_health_answers_as_llama_server_users_check_it():
+    """Newcomer trial: a llama-server user's health check got a 404 on ``GET /v1/health`` (llama-server serves it
+    beside ``/health``) and a 405 on ``HEAD /health`` (``wget --spider`` and ``curl -I`` in container health
+    checks). Both answer 200 now, without a key as ``/health`` does; the 404's list of routes names them."""
+    app = create_app(ScriptedBackend(), model_id="m", api_key="s3cret")
+    assert call(app, "GET", "/v1/health").json() == {"status": "ok", "busy": False, "waiting": 0}
+    for path in ("/health", "/v1/health"):
+        head = call(app, "HEAD", path)
+        assert (head.status_code, head.content) == (200, b""), path
+    assert "GET /v1/health" in call(app, "GET", "/nowhere").json()["error"]["message"]
+    assert call(app, "GET", "/v1/models").status_code == 401  # the rest still needs the key

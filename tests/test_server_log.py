@@ -70,9 +70,11 @@ def test_a_line_per_request_with_its_fields_and_no_prompt(caplog_requests):
     chat, streamed, missing, health = send(app, ("POST", "/v1/chat/completions", ASK),
                                            ("POST", "/v1/chat/completions", {**ASK, "stream": True}),
                                            ("GET", "/v1/nothing", None), ("GET", "/health", None))
+    checks = send(app, ("HEAD", "/health", None), ("GET", "/v1/health", None), ("HEAD", "/v1/health", None))
     assert (chat.status_code, streamed.status_code, missing.status_code, health.status_code) == (200, 200, 404, 200)
+    assert [check.status_code for check in checks] == [200, 200, 200]
     logged = lines(caplog_requests)
-    assert len(logged) == 3, "a health check that answered 200 writes no line"
+    assert len(logged) == 3, "a health check that answered 200 (GET or HEAD, /health or /v1/health) writes no line"
     for line in logged[:2]:
         assert (line["method"], line["route"], line["status"]) == ("POST", "/v1/chat/completions", "200")
         assert (line["tokens_in"], line["tokens_out"], line["ttft"], line["queued"]) == ("5", "1", "12", "0")

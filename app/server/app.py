@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: The routes served, as an unknown route's 404 lists them.
 ROUTES = ("POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models, GET /v1/models/{model}, "
-          "GET /health")
+          "GET /health, GET /v1/health")
 #: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
 SERVE_DRAFT_ADVICE = (
     "restart `specchat serve` with `--mode spec --draft NAME`, NAME an installed draft model or draft head with the "
@@ -188,9 +188,11 @@ def create_app(
     def model_object() -> dict:
         return {"id": model_id, "object": "model", "created": created, "owned_by": "specchat"}
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    @app.api_route("/v1/health", methods=["GET", "HEAD"])  # llama-server serves both paths
     async def health() -> dict:
-        """No key needed: ``status`` ok, ``busy`` (a reply is generating), ``waiting`` (requests queued)."""
+        """No key needed: ``status`` ok, ``busy`` (a reply is generating), ``waiting`` (requests queued); HEAD
+        (``wget --spider``, ``curl -I``) gets the status line alone."""
         return {"status": "ok", "busy": gate.busy, "waiting": gate.waiting}
 
     @app.get("/v1/models")

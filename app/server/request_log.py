@@ -4,11 +4,11 @@ Each line holds the time (UTC), method, route, status, prompt tokens in and repl
 time to first token (from its turn), total time, the client's address and the queue position a request waited at
 (or would have: a 429's); why a stream whose 200 went out was cut (``cut=server_stopped``: its status cannot say
 it); the prompt's text only when asked (``specchat serve --log-prompts``), as prompts are the
-users' own. A ``GET /health`` answered 200 writes no line (monitors poll it every few seconds). :class:`RequestLogMiddleware` (ASGI) times each
-request and takes its status; a generation route adds its tokens, TTFT and queue position to the request's
-:class:`RequestRecord` (:func:`record_of`). Lines go to the ``app.server.requests`` logger at INFO: the process's
-log file in the log folder (``app.logging_setup``), and stderr where ``specchat serve`` adds it
-(:func:`log_to_stderr`).
+users' own. A health check answered 200 (``GET`` or ``HEAD``, ``/health`` or ``/v1/health``) writes no line
+(monitors poll it every few seconds). :class:`RequestLogMiddleware` (ASGI) times each request and takes its status;
+a generation route adds its tokens, TTFT and queue position to the request's :class:`RequestRecord`
+(:func:`record_of`). Lines go to the ``app.server.requests`` logger at INFO: the process's log file in the log folder
+(``app.logging_setup``), and stderr where ``specchat serve`` adds it (:func:`log_to_stderr`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from inference.events import GenerationStats
 logger = logging.getLogger("app.server.requests")
 #: Where a request's record travels in its ASGI scope.
 SCOPE_KEY = "specchat.request_log"
+#: The health check's paths (``app.create_app`` serves both, as llama-server does); a 200 there is not logged.
+HEALTH_ROUTES = ("/health", "/v1/health")
 #: Most characters of a prompt written into a line (``--log-prompts``); longer ones are cut with "…".
 MAX_PROMPT_CHARS = 2000
 
@@ -120,7 +122,7 @@ class RequestLogMiddleware:
             record.status = record.status or 500  # an unexpected error: Starlette's outer handler answers 500
             raise
         finally:
-            if (record.method, record.route, record.status) != ("GET", "/health", 200):
+            if not (record.status == 200 and record.method in ("GET", "HEAD") and record.route in HEALTH_ROUTES):
                 logger.info("%s", record.line(time.monotonic()))
 
 
