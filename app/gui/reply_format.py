@@ -433,12 +433,18 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
         parts.append("Cut off at the length limit")
     elif state in ("stopped", "error"):
         parts.append("Stopped" if state == "stopped" else "Failed")
-    if stats.get("continued"):
-        parts.append(f"continued {stats['continued']} time{'s' if stats['continued'] != 1 else ''}")
     if "compare" in stats and (state == "stopped" or stats["compare"].get("stopped")):
         parts.append(stopped_compare_text(stats["compare"]))
     elif "compare" in stats:
         parts.append(_compare_in_words(stats["compare"]))
+    elif stats.get("continued"):  # the totals, then the last part's numbers, as the window's footer (a trial's export
+        # gave the last Continue's speed and TTFT to the whole reply: "16 tokens at 30.6 tokens/s, the first after 35
+        # ms", its first token 119 ms in)
+        words = continued_text(stats)
+        parts.append(words[0].lower() + words[1:])
+        if stats.get("mode"):
+            decoding = _decoding_in_words(last_part(stats))
+            parts += [f"last part: {decoding[0]}", *decoding[1:]]
     elif stats.get("mode"):
         parts += _decoding_in_words(stats)
     if label := answered_with_label(stats):
@@ -468,10 +474,11 @@ def _decoding_in_words(stats: dict) -> list[str]:
     if stats.get("acceptance_rate") is not None:
         drafted = "all drafted" if len(_drafting(stats)) > 1 else "drafted"  # (each drafter's share: auto_steps)
         parts.append(f"{stats['acceptance_rate']:.0%} of {drafted} tokens accepted")
-    if stats.get("new_tokens"):
-        speed = tokens_text(stats["new_tokens"])
-        if "tokens_per_s" in stats:
-            speed += f" at {stats['tokens_per_s']:.1f} tokens/s"
+    if stats.get("new_tokens") or ("new_tokens" not in stats and "tokens_per_s" in stats):  # (the second: a
+        # continued reply's last part without a count of its own, :func:`last_part`)
+        rate = f"{stats['tokens_per_s']:.1f} tokens/s" if "tokens_per_s" in stats else ""
+        count = tokens_text(stats["new_tokens"]) if stats.get("new_tokens") else ""
+        speed = f"{count} at {rate}" if count and rate else count or rate
         if "ttft_ms" in stats:
             speed += f", the first after {duration_text(stats['ttft_ms'] / 1000)}"
         parts.append(speed)

@@ -3,7 +3,7 @@ of the last part (newcomer trial: the footer read as if the reply were the conti
 
 from __future__ import annotations
 
-from app.gui.reply_format import continued_text, footer_text, last_part
+from app.gui.reply_format import continued_text, export_footer_text, footer_text, last_part
 
 CONTINUED = {"mode": "ar", "ttft_ms": 850.0, "tokens_per_s": 40.0, "new_tokens": 1024, "earlier_tokens": 512,
              "continued": 1, "stop_reason": "max_new_tokens"}  # fmt: skip
@@ -33,3 +33,17 @@ def test_token_counts_say_one_token_and_group_thousands():
     assert continued_text({"continued": 1, "new_tokens": 1}) == "Continued once: 1 token in all"
     assert continued_text({"continued": 2, "new_tokens": 1024}) == "Continued twice: 1,024 tokens in all"
     assert footer_text({"mode": "ar", "new_tokens": 1}).endswith(" · 1 token")
+
+
+def test_the_markdown_export_of_a_continued_reply_gives_the_totals_then_the_last_part():
+    """Trial: a reply continued once (8 + 8 tokens) was exported as "16 tokens at 30.6 tokens/s, the first after
+    35 ms": the last part's speed and TTFT given to the whole reply, whose first token came after 119 ms."""
+    assert export_footer_text(CONTINUED) == (
+        "Cut off at the length limit · continued once: 1,024 tokens in all · last part: Plain decoding · "
+        "512 tokens at 40.0 tokens/s, the first after 850 ms"
+    )
+    older = {key: value for key, value in CONTINUED.items() if key != "earlier_tokens"}  # (no count of its own)
+    assert export_footer_text(older) == (
+        "Cut off at the length limit · continued once: 1,024 tokens in all · last part: Plain decoding · "
+        "40.0 tokens/s, the first after 850 ms"
+    )
