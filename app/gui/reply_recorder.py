@@ -20,7 +20,7 @@ from typing import Callable
 from inference.events import ContextRolled, Finished, PromptOverflow, PromptProgress, StepStats, TextDelta
 
 from .history_db import HistoryDB
-from .history_rows import Message
+from .history_rows import ROOT, Message
 from .reply_format import MODE_NAMES, progress_dict, stats_dict, tokens_text
 
 logger = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ class ReplyRecorder:
         self.last_step: StepStats | None = None
         self._first_step: StepStats | None = None  # the run's first decode step: the live rate counts from it
         self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
+        self._earlier_turns = True  # the chat has turns before the message answered (a new chat could leave them out)
         self.progress: PromptProgress | None = None  # how much of the prompt the run has read, until its first token
         self.rolls = 0
         self._reply_rolls: list[int] = []  # tokens each roll after the run's first token dropped (not the prompt's)
@@ -147,6 +148,7 @@ class ReplyRecorder:
                     self._reply_rolls.append(event.discarded_tokens)
             elif isinstance(event, PromptOverflow):
                 self.overflow = event
+                self._earlier_turns = self._follows_earlier_turns()
             elif isinstance(event, PromptProgress):
                 self.progress = event
             elif isinstance(event, Finished):
@@ -205,9 +207,9 @@ class ReplyRecorder:
                 overflow = self.overflow
                 if overflow.max_n_ctx is None or overflow.prompt_tokens < overflow.max_n_ctx:
                     advice = "raise Context length in the settings to keep them"
-                else:  # no setting keeps them all
-                    advice = (f"this model reads at most {overflow.max_n_ctx:,} tokens: shorten the message or start "
-                              "a new chat to keep it whole")
+                else:  # no setting keeps them all (nor a new chat, for a chat's first message: a trial's paste)
+                    advice = (f"this model reads at most {overflow.max_n_ctx:,} tokens: shorten the message"
+                              f"{' or start a new chat' if self._earlier_turns else ''} to keep it whole")
                 skipped = (
                     f"the conversation is {overflow.prompt_tokens:,} tokens, more than the context length "
                     f"({overflow.n_ctx:,}): the model {kept_words(overflow)} ({advice})"
@@ -241,6 +243,15 @@ class ReplyRecorder:
         if self.state == "streaming" and self.phase in ("ar", "spec"):
             compare[self.phase]["live"] = self.live_text()
         return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {}), **prefill}
+
+    def _follows_earlier_turns(self) -> bool:
+        """Whether the message this reply answers has turns before it on its branch (True where the history does not
+        say: a reply without a user message before it, a row older than branches)."""
+        try:
+            asked = self.db.message(self.message.parent_id) if self.message.parent_id else None
+        except sqlite3.Error:  # (the advice is not worth a failed read)
+            return True
+        return asked is None or asked.role != "user" or asked.parent_id != ROOT
 
     def _kept_in_memory(self) -> int:
         """Tokens of the prompt kept after a context-length cut (``PromptOverflow``) that the prefill does not read,

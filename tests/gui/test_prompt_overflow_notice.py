@@ -96,3 +96,27 @@ def test_the_footer_says_the_conversation_was_cut_to_fit_and_how_much_the_model_
         "56) · 3 tokens"
     ), footer
     assert "context full" not in footer
+
+
+def test_a_first_message_longer_than_the_model_allows_is_not_told_to_start_a_new_chat(tmp_path):
+    """Trial: a 50 KB paste sent as a new chat's first message (9,816 tokens, the model reads 8,192) was told
+    "shorten the message or start a new chat to keep it whole": it was a new chat, with nothing before it to leave
+    out. A message after earlier turns keeps that advice."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    lives = []
+    for turns in (0, 1):
+        conversation = db.create_conversation("t")
+        for _ in range(turns):
+            db.add_message(conversation, "user", "Hi")
+            db.add_message(conversation, "assistant", "Hello!")
+        db.add_message(conversation, "user", "Summarize this text in two sentences: ...")
+        message = db.message(db.add_message(conversation, "assistant", "", state="streaming"))
+        recorder = ReplyRecorder(db, message)
+        recorder.add([PromptOverflow(prompt_tokens=9816, n_ctx=4096, discarded_tokens=6020, head_tokens=24,
+                                     message_tokens=256, tail_tokens=3516, max_n_ctx=8192)])
+        lives.append(recorder.snapshot().stats["live"])
+    assert lives[0].endswith("(this model reads at most 8,192 tokens: shorten the message to keep it whole)")
+    assert lives[1].endswith(
+        "(this model reads at most 8,192 tokens: shorten the message or start a new chat to keep it whole)"
+    )
+    db.close()
