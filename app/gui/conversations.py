@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, Signal
+from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from .chat_titles import first_line, title_from
@@ -89,6 +90,8 @@ class Conversations(QObject):
         self._graph, self._sampling = live_graph, sampling
         self.say = say
         self._parent = parent
+        # what is typed and not sent is kept with the window's state (a trial's Ctrl+Q lost it without a word)
+        composer.edit.textChanged.connect(lambda: store.set_unsent_message(composer.text()))
 
     @property
     def current_id(self) -> int | None:
@@ -128,7 +131,7 @@ class Conversations(QObject):
 
     def show_first(self) -> None:
         """Show the conversation at start: the one shown when the window last closed while the history has it, else
-        the newest, else a new chat."""
+        the newest, else a new chat; with the message typed and not sent then in the message box."""
         last = self._store.open_conversation
         if last is not None and self.db.conversation(last) is not None:
             self.open(last)
@@ -136,6 +139,9 @@ class Conversations(QObject):
             self.open(conversations[0].id)
         else:
             self.new()
+        if unsent := self._store.unsent_message:
+            self._composer.set_text(unsent)
+            self._composer.edit.moveCursor(QTextCursor.MoveOperation.End)  # (typing goes on where it stopped)
 
     def new(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""

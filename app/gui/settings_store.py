@@ -91,8 +91,10 @@ CONVERSATION_PRESETS = "conversation_presets"
 TRANSFER_FOLDER = "export_folder"
 #: UI-state key of the conversation shown last (its id; null: a new chat), opened again at the next start.
 OPEN_CONVERSATION = "open_conversation"
+#: UI-state key of the text typed in the message box and not sent, in the box again at the next start.
+UNSENT_MESSAGE = "unsent_message"
 #: UI-state keys the store keeps itself: the window's own state (:meth:`SettingsStore.save_ui_state`) leaves them.
-_STORE_UI_KEYS = (CONVERSATION_PRESETS, TRANSFER_FOLDER, OPEN_CONVERSATION)
+_STORE_UI_KEYS = (CONVERSATION_PRESETS, TRANSFER_FOLDER, OPEN_CONVERSATION, UNSENT_MESSAGE)
 
 
 def config_dir() -> Path:
@@ -650,6 +652,19 @@ class SettingsStore:
         """Remember the conversation shown (UI state), written with the next save (the settings' after an edit, the
         window's state at quit): not a write of the file per chat opened."""
         self._ui[OPEN_CONVERSATION] = conversation_id
+
+    @property
+    def unsent_message(self) -> str:
+        """The text typed in the message box and not sent when the window last closed ("" if none)."""
+        text = self._ui.get(UNSENT_MESSAGE)
+        return text if isinstance(text, str) else ""
+
+    def set_unsent_message(self, text: str) -> None:
+        """Remember the message box's text (UI state), written with the next save, as the conversation shown is."""
+        if text:
+            self._ui[UNSENT_MESSAGE] = text
+        else:
+            self._ui.pop(UNSENT_MESSAGE, None)
 
     @property
     def held(self) -> str | None:

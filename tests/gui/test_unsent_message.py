@@ -1,0 +1,29 @@
+"""A message typed but not sent is still in the message box after SpecChat is closed and started again (trial: "draft
+text" typed, then Ctrl+Q, and the next start showed an empty box: the text was gone without a word)."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_a_message_typed_but_not_sent_is_in_the_box_again_after_a_restart(make_window, tmp_path):
+    window = make_window(start=False)
+    window.composer.set_text("half a question 🐉 龍\nsecond line")
+    window.close()
+    saved = json.loads((tmp_path / "config" / "settings.json").read_text(encoding="utf-8"))
+    assert saved["ui"]["unsent_message"] == "half a question 🐉 龍\nsecond line"
+    again = make_window(settings=None, start=False)
+    assert again.composer.text() == "half a question 🐉 龍\nsecond line"
+    again.composer.clear()  # (sending empties the box: nothing comes back)
+    again.close()
+    third = make_window(settings=None, start=False)
+    assert third.composer.text() == ""
+    assert third.store.unsent_message == ""
+
+
+def test_the_restored_message_is_typed_on_at_its_end(make_window):
+    window = make_window(start=False)
+    window.composer.set_text("Summarize this:")
+    window.close()
+    again = make_window(settings=None, start=False)
+    assert again.composer.edit.textCursor().position() == len("Summarize this:")
