@@ -65,8 +65,12 @@ def test_a_fixed_speculative_run_that_drafted_nothing_claims_no_speedup():
               "acceptance_rate": None, "new_tokens": 18, "ttft_ms": 210.0}  # fmt: skip
     compare = {"ar": {"mode": "ar", "tokens_per_s": 44.5}, "spec": lookup, "speedup": 1.11, "identical": True}
     assert compare_summary(compare) == (
-        "No speedup: prompt lookup drafted nothing, so both runs decoded plainly (the two plain runs' speeds 1.11:1, "
-        "timing noise) · speed and identity: texts identical"
+        "No speedup: prompt lookup drafted nothing, so both runs decoded plainly (the two plain runs' speeds 1.11:1: "
+        "the machine's load, not the decoding) · speed and identity: texts identical"
+    )
+    # a trial's loaded machine: "2.00:1, timing noise" read as untrue; a ratio far from 1 says what made it too
+    assert "(the two plain runs' speeds 2.00:1: the machine's load, not the decoding)" in compare_summary(
+        {**compare, "speedup": 2.0}
     )
     assert "times as fast" not in export_footer_text({**lookup, "compare": compare})
     assert metrics_text(lookup) == "TTFT 210 ms · 49.4 tokens/s · nothing drafted · 18 tokens"

@@ -321,7 +321,7 @@ def test_a_compare_whose_auto_run_stayed_plain_claims_no_speedup(tmp_path):
     plain = compare(drafted_steps=0)
     assert compare_summary(plain["compare"]).startswith(
         "No speedup: Auto decoded plainly, drafts would not pay at these settings (the two plain runs' speeds "
-        "0.91:1, timing noise) · speed and identity: texts identical"
+        "0.91:1: the machine's load, not the decoding) · speed and identity: texts identical"
     )
     assert "Speedup" not in footer_text(plain, "complete")
     assert "times as fast" not in export_footer_text(plain, "complete")
