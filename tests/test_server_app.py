@@ -177,6 +177,23 @@ def test_a_completion_is_the_raw_prompt():
     assert request.prompt == "Once upon" and request.messages == [] and request.settings.sampling.max_new_tokens == 3
 
 
+def test_max_tokens_0_with_echo_asks_for_the_prompt_alone():
+    """lm-eval's loglikelihood requests (``local-completions``) send ``max_tokens`` 0 with ``echo`` and ``logprobs``,
+    as OpenAI's legacy completions took them to score a prompt without generating: they were refused ("max_tokens
+    must be >= 1"). Without ``echo``, 0 asks for nothing and is refused, saying why."""
+    request = completion(max_tokens=0, echo=True, logprobs=1)
+    assert (request.prompt, request.echo, request.echo_only, request.settings.output.logprobs) == ("x", True, True, 1)
+    assert not completion(max_tokens=1, echo=True).echo_only
+    with pytest.raises(APIError) as refused:
+        completion(max_tokens=0)
+    assert (refused.value.status, refused.value.param, refused.value.code) == (400, "max_tokens", "invalid_value")
+    assert refused.value.message == ("max_tokens is 0, which generates nothing: send 1 or more, or 0 with echo: true "
+                                     "to have the prompt alone back (with logprobs, its tokens' log-probabilities)")
+    with pytest.raises(APIError) as refused:
+        completion(max_tokens=-1, echo=True)
+    assert refused.value.message == "max_tokens must be >= 1, got -1"
+
+
 @pytest.mark.parametrize("fields, param", [
     ({"max_completion_tokens": 0, "max_tokens": 5}, "max_completion_tokens"),
     ({"messages": [{"role": "assistant", "content": None}]}, "messages[0].content"),

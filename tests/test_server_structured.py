@@ -172,3 +172,30 @@ def test_completion_log_probabilities_with_echo(client):
     assert plain.choices[0].logprobs.tokens == logprobs.tokens[prompt_tokens:]
     assert all(math.isclose(a, b, abs_tol=1e-3) for a, b in
                zip(plain.choices[0].logprobs.token_logprobs, logprobs.token_logprobs[prompt_tokens:]))
+
+
+def test_a_prompt_is_scored_without_generating_with_max_tokens_0(client):
+    """lm-eval's loglikelihood requests (``local-completions``) send ``max_tokens`` 0 with ``echo`` and ``logprobs``,
+    which OpenAI's legacy completions took to score a prompt alone: they were refused ("max_tokens must be >= 1").
+    The prompt comes back with its tokens' log-probabilities (those a reply after it would echo), nothing generated,
+    finish_reason length; streamed the same."""
+    prompt = "The capital of France is"
+    scored = client.completions.create(model="specchat", prompt=prompt, max_tokens=0, echo=True, logprobs=1)
+    choice = scored.choices[0]
+    assert (choice.text, choice.finish_reason) == (prompt, "length")
+    assert (scored.usage.completion_tokens, scored.usage.total_tokens) == (0, scored.usage.prompt_tokens)
+    logprobs = choice.logprobs
+    assert len(logprobs.tokens) == scored.usage.prompt_tokens > 1 and "".join(logprobs.tokens) == prompt
+    assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None
+    assert all(len(top) == 1 for top in logprobs.top_logprobs[1:])
+    replied = client.completions.create(model="specchat", prompt=prompt, temperature=0, max_tokens=1, echo=True,
+                                        logprobs=1).choices[0].logprobs
+    assert logprobs.tokens == replied.tokens[:-1]
+    assert logprobs.token_logprobs[1:] == pytest.approx(replied.token_logprobs[1:-1], abs=1e-4)
+    assert logprobs.top_logprobs == replied.top_logprobs[:-1]
+    chunks = list(client.completions.create(model="specchat", prompt=prompt, max_tokens=0, echo=True, logprobs=1,
+                                            stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == prompt and chunks[-1].choices[0].finish_reason == "length"
+    assert [t for c in chunks if c.choices[0].logprobs for t in c.choices[0].logprobs.tokens] == logprobs.tokens
+    bare = client.completions.create(model="specchat", prompt=prompt, max_tokens=0, echo=True)
+    assert (bare.choices[0].text, bare.choices[0].logprobs, bare.usage.completion_tokens) == (prompt, None, 0)

@@ -38,6 +38,9 @@ class GenerationRequest:
         echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
             event before the reply's; it costs a pass over the prompt and empties the KV cache): a prompt of more
             than :data:`MAX_SCORED_PROMPT_TOKENS` tokens is then refused (``SettingError`` on ``prompt``).
+        echo_only: with ``echo``, generate nothing (an OpenAI completion's ``max_tokens`` 0): the events are the
+            ``PromptScored`` one (when log-probabilities are asked) and a ``Finished`` whose stats count the prompt's
+            tokens, no new ones, stop reason ``max_new_tokens`` (``settings.sampling.max_new_tokens`` is unused).
         tools: the tools the reply may call (``inference.tools``; its calls come as a ``ToolCalls`` event), or None.
     """
 
@@ -48,6 +51,7 @@ class GenerationRequest:
     prompt: str | None = None
     continue_text: str = ""
     echo: bool = False
+    echo_only: bool = False
     tools: ToolUse | None = None
 
 

@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Callable
 from inference.chat import ChatSession
 from inference.draft_head import LoadedHead, is_head_folder, load_head
 from inference.engine import Engine
-from inference.events import Event, PromptProgress, PromptScored
+from inference.events import Event, Finished, GenerationStats, PromptProgress, PromptScored
 from inference.exactness import FirstDifference
 from inference.model import LoadedModel, load_model
 from inference.models.default_head import repair_default_head
@@ -266,7 +266,12 @@ class InferenceWorker:
                     scored = prompt_logprobs(self._engine, ids, request.settings.context, top, cancel=cancel)
                     if not cancel.is_set():  # cancelled: the reply below ends at once, as cancelled
                         put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
-                events = self._engine.generate(ids, request.settings, 0, cancel)
+                if request.echo_only:
+                    stop = "cancelled" if cancel.is_set() else "max_new_tokens"
+                    events = iter([Finished(GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode, prompt_tokens=len(ids),
+                                                            stop_reason=stop))])
+                else:
+                    events = self._engine.generate(ids, request.settings, 0, cancel)
             elif request.continue_text:
                 session = ChatSession(self._engine, request.system_prompt, request.messages)
                 events = session.continue_reply(request.continue_text, request.settings, cancel)
