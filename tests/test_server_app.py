@@ -177,6 +177,34 @@ def test_a_completion_is_the_raw_prompt():
     assert request.prompt == "Once upon" and request.messages == [] and request.settings.sampling.max_new_tokens == 3
 
 
+def test_a_completions_prompt_may_be_token_ids():
+    """lm-eval (``local-completions``) sends token ids by default, a list of them per prompt, as llama-server and vLLM
+    take them: they were answered 400 "send a string". A list of ints is one prompt, and a list of one such list (or
+    of one string) too; several prompts are refused, as SpecChat generates one reply per request."""
+    assert completion(prompt=[1, 2, 3]).prompt == (1, 2, 3)
+    assert completion(prompt=[[5, 6]], max_tokens=0, echo=True, logprobs=0).prompt == (5, 6)
+    for prompt, message in (
+        ([[1], [2]], "prompt holds 2 prompts: send one (a string, or a list of token ids); SpecChat generates one "
+                     "reply per request"),
+        (["a", "b"], "prompt holds 2 prompts: send one (a string, or a list of token ids); SpecChat generates one "
+                     "reply per request"),
+        ([[]], "prompt is empty: send the text to continue, or its token ids"),
+        ([3, -1], "prompt holds the token id -1 at index 1, which no token has: token ids are 0 or more"),
+        ([[3, -7]], "prompt[0] holds the token id -7 at index 1, which no token has: token ids are 0 or more"),
+    ):
+        with pytest.raises(APIError) as refused:
+            completion(prompt=prompt)
+        assert (refused.value.status, refused.value.message, refused.value.code) == (400, message, "invalid_value")
+    with pytest.raises(APIError) as refused:
+        completion(prompt=[1, 2], echo=True)
+    assert refused.value.param == "echo" and refused.value.message == (
+        "echo of a prompt of token ids needs logprobs (its text comes from its scored tokens): send logprobs (0 or "
+        "more), or the prompt as text")
+    with pytest.raises(APIError) as refused:
+        completion(prompt=[1, "a"])
+    assert (refused.value.status, refused.value.param) == (400, "prompt[1]")
+
+
 def test_max_tokens_0_with_echo_asks_for_the_prompt_alone():
     """lm-eval's loglikelihood requests (``local-completions``) send ``max_tokens`` 0 with ``echo`` and ``logprobs``,
     as OpenAI's legacy completions took them to score a prompt without generating: they were refused ("max_tokens

@@ -88,9 +88,10 @@ def test_a_line_per_request_with_its_fields_and_no_prompt(caplog_requests):
 def test_log_prompts_writes_the_last_message(caplog_requests):
     app = create_app(Held(), model_id="m", log_prompts=True)
     send(app, ("POST", "/v1/chat/completions", ASK), ("POST", "/v1/completions", {"prompt": "Once\nupon", "max_tokens": 2}),
-         ("POST", "/v1/responses", {"input": SECRET + " again"}))
+         ("POST", "/v1/responses", {"input": SECRET + " again"}),
+         ("POST", "/v1/completions", {"prompt": list(range(1, 1001)), "max_tokens": 2}))  # token ids: their count
     assert [line["prompt"] for line in lines(caplog_requests)] == [
-        f'"{SECRET}"', '"Once\\nupon"', f'"{SECRET} again"']
+        f'"{SECRET}"', '"Once\\nupon"', f'"{SECRET} again"', '"(1000 token ids)"']
 
 
 async def one_running_one_waiting(client: httpx.AsyncClient, app, route: str, body: dict):

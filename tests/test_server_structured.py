@@ -199,3 +199,32 @@ def test_a_prompt_is_scored_without_generating_with_max_tokens_0(client):
     assert [t for c in chunks if c.choices[0].logprobs for t in c.choices[0].logprobs.tokens] == logprobs.tokens
     bare = client.completions.create(model="specchat", prompt=prompt, max_tokens=0, echo=True)
     assert (bare.choices[0].text, bare.choices[0].logprobs, bare.usage.completion_tokens) == (prompt, None, 0)
+
+
+def test_a_prompt_of_token_ids_is_read_as_its_text(client, int4_dir):
+    """lm-eval (``local-completions``) sends token ids by default, as llama-server and vLLM take them: they were
+    answered 400 "send a string". The ids' reply and scores are the text's; an id past the vocabulary is a 400 that
+    names it."""
+    from inference.model import shared_tokenizer
+
+    prompt = "The capital of France is"
+    ids = [int(t) for t in shared_tokenizer(int4_dir).encode(prompt, add_special_tokens=False).input_ids.data[0]]
+    as_text = client.completions.create(model="specchat", prompt=prompt, temperature=0, max_tokens=4)
+    as_ids = client.completions.create(model="specchat", prompt=ids, temperature=0, max_tokens=4)
+    assert as_ids.choices[0].text == as_text.choices[0].text
+    assert (as_ids.usage.prompt_tokens, as_ids.usage.completion_tokens) == (len(ids), 4)
+    assert as_ids.usage.prompt_tokens_details.cached_tokens == len(ids) - 1  # the text's prompt, kept in the cache
+    text_scored = client.completions.create(model="specchat", prompt=prompt, max_tokens=0, echo=True, logprobs=2)
+    ids_scored = client.completions.create(model="specchat", prompt=[ids], max_tokens=0, echo=True, logprobs=2)
+    assert ids_scored.choices[0].text == prompt
+    assert ids_scored.choices[0].logprobs.tokens == text_scored.choices[0].logprobs.tokens
+    assert ids_scored.choices[0].logprobs.token_logprobs == text_scored.choices[0].logprobs.token_logprobs
+    streamed = list(client.completions.create(model="specchat", prompt=ids, max_tokens=1, echo=True, logprobs=1,
+                                              temperature=0, stream=True))
+    assert "".join(c.choices[0].text for c in streamed).startswith(prompt)
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="specchat", prompt=[ids[0], 10**6], max_tokens=1, stream=stream)
+        assert refused.value.body["param"] == "prompt"
+        assert refused.value.body["message"] == ("prompt holds the token id 1000000 at index 1, which is not in "
+                                                 "the model's vocabulary: its ids are 0 to 49151")

@@ -30,8 +30,9 @@ class GenerationRequest:
         settings: engine settings, the decoding choice included (already validated by the settings pane; the
             engine checks them again).
         fresh_cache: drop the KV cache first (comparisons prefill both modes from scratch for a fair TTFT).
-        prompt: raw text to continue without the chat template (a server's ``/v1/completions``); when given,
-            ``messages`` and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
+        prompt: raw text to continue without the chat template (a server's ``/v1/completions``), or its token ids
+            (an id past the model's vocabulary is refused: ``SettingError`` on ``prompt``); when given, ``messages``
+            and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
         continue_text: the start of the assistant's reply to continue ("" = a new reply): a reply that stopped at
             its length limit, continued by the window's Continue (``ChatSession.continue_reply``; the events carry
             the new text only).
@@ -48,7 +49,7 @@ class GenerationRequest:
     system_prompt: str
     settings: GenerationSettings
     fresh_cache: bool = False
-    prompt: str | None = None
+    prompt: str | tuple[int, ...] | None = None
     continue_text: str = ""
     echo: bool = False
     echo_only: bool = False

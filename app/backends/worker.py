@@ -256,7 +256,7 @@ class InferenceWorker:
             if request.fresh_cache:
                 self._engine.reset()
             if request.prompt is not None:
-                ids = self._engine.target.encode(request.prompt)
+                ids = prompt_ids(request.prompt, self._engine.target)
                 top = request.settings.output.logprobs
                 if request.echo and top is not None and ids:
                     if len(ids) > MAX_SCORED_PROMPT_TOKENS:
@@ -326,6 +326,22 @@ class InferenceWorker:
         if wait:
             self._engine = None
             self._cache.models.clear()
+
+
+def prompt_ids(prompt: str | tuple[int, ...], model: LoadedModel) -> list[int]:
+    """The token ids of a request's raw ``prompt`` (its text encoded, or the ids it gives) for ``model``.
+
+    Raises:
+        SettingError: on ``prompt``, an id past the model's vocabulary (the message names it and the ids there are).
+    """
+    if isinstance(prompt, str):
+        return model.encode(prompt)
+    size = model.vocab_size
+    for index, token in enumerate(prompt):
+        if not 0 <= token < size:
+            raise SettingError("prompt", f"prompt holds the token id {token} at index {index}, which is not in the "
+                               f"model's vocabulary: its ids are 0 to {size - 1}")
+    return list(prompt)
 
 
 def give_back_free_memory() -> bool:

@@ -227,7 +227,9 @@ def create_app(
             return to_engine(parsed, limits)
 
         engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
-        if engine_request.prompt is not None:
+        if isinstance(engine_request.prompt, tuple):
+            logged = f"({len(engine_request.prompt)} token ids)"
+        elif engine_request.prompt is not None:
             logged = engine_request.prompt
         elif engine_request.messages:
             logged = engine_request.messages[-1]["content"] or ""

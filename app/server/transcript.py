@@ -4,7 +4,8 @@ whole response or its stream's chunks; and its tool calls in OpenAI's streamed s
 Rules:
 - A token's log-probability goes with the chunk that carries its text: a token whose text is not out yet (part of a
   character, held back by a stop string) keeps it until one does.
-- A text completion's ``echo`` puts the prompt first, with its tokens' log-probabilities when asked.
+- A text completion's ``echo`` puts the prompt first, with its tokens' log-probabilities when asked; a prompt of
+  token ids is echoed as its scored tokens' text (its ``echo`` comes with ``logprobs``).
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ class Transcript:
     """The text and log-probabilities a reply's events add up to, for its response or its stream.
 
     A text completion's ``echo`` puts the prompt first (with its tokens' log-probabilities from ``PromptScored``
-    when asked). A token whose text is not out yet (part of a character, held back by a stop string) keeps its
-    log-probability until a chunk carries text (:meth:`pending`).
+    when asked; a prompt of token ids as the text of ``PromptScored``'s tokens). A token whose text is not out yet
+    (part of a character, held back by a stop string) keeps its log-probability until a chunk carries text
+    (:meth:`pending`).
     """
 
     def __init__(self, reply: Reply, request: GenerationRequest):
         self._chat = reply.chat
         self.logprobs = request.settings.output.logprobs is not None
-        self._echo = request.prompt if request.echo and not reply.chat else None
+        echoed = request.echo and not reply.chat
+        self._echo = request.prompt if echoed and isinstance(request.prompt, str) else None
+        self._echo_scored = echoed and isinstance(request.prompt, tuple)  # a prompt of token ids: its scored tokens
         self._offset = 0  # characters of the completion's text so far (its text_offset)
         self._waiting: list = []
         self.called = False  # the reply called tools (its finish_reason is tool_calls)
@@ -65,6 +69,8 @@ class Transcript:
             text, self._echo = self._echo, None
         if isinstance(event, PromptScored) and not self._chat:
             entries = [(event.first, None, None)] + [(t.piece, t.logprob, top) for t, top in event.tokens]
+            if self._echo_scored:
+                text += b"".join(piece for piece, _, _ in entries).decode("utf-8", "replace")
         elif isinstance(event, TextDelta):
             text += event.text
             if event.logprob is not None:
