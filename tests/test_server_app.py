@@ -7,11 +7,13 @@ import argparse
 import asyncio
 import json
 import logging
+import threading
 
 import httpx
 import pytest
 from helpers import run_coroutine
 
+from app.backends.protocol import GenerationRequest
 from app.backends.worker import InferenceWorker, ModelSpec
 from app.cli.serve import api_key_of
 from app.server import create_app
@@ -312,6 +314,27 @@ def test_call_then_answer_requires_a_call_until_a_result_follows_the_last_user_m
     assert _choice_under("call-then-answer", answered, tool_choice="required") == "required"
     with pytest.raises(ValueError, match="the default tool_choice is 'always': use one of auto, call-then-answer"):
         create_app(object(), model_id="m", tool_choice_default="always")
+
+
+COLOUR = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "The colour is"}]
+
+
+def test_a_final_assistant_message_is_continued():
+    """Assistant prefill, as llama-server does it: a conversation ending with an assistant message started a new
+    assistant turn; its text is now the start of the reply, continued (the window's Continue)."""
+    request = chat(messages=[{"role": "system", "content": "Be brief."}, *COLOUR])
+    assert (request.system_prompt, request.messages, request.continue_text) == ("Be brief.", COLOUR[:1], "The colour is")
+    assert chat(messages=[*COLOUR, {"role": "user", "content": "Another?"}]).continue_text == ""
+    called = {"role": "assistant", "content": None,
+              "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    assert chat(messages=[COLOUR[0], called]).continue_text == ""  # a call is no text to continue
+    with pytest.raises(APIError) as refused:
+        chat(messages=COLOUR, tools=[WEATHER_TOOL])
+    assert (refused.value.status, refused.value.param, refused.value.code) == (400, "tools", "invalid_value")
+    assert refused.value.message == (
+        "messages end with an assistant message, whose text SpecChat continues (assistant prefill), and a continued "
+        "reply cannot call tools: leave tools out (or send tool_choice none), or end messages with a user message")
+    assert chat(messages=COLOUR, tools=[WEATHER_TOOL], tool_choice="none").continue_text == "The colour is"
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -766,3 +789,31 @@ def test_health_answers_as_llama_server_users_check_it():
         assert (head.status_code, head.content) == (200, b""), path
     assert "GET /v1/health" in call(app, "GET", "/nowhere").json()["error"]["message"]
     assert call(app, "GET", "/v1/models").status_code == 401  # the rest still needs the key
+
+
+def test_the_server_continues_a_final_assistant_message_as_the_windows_continue_does(worker):
+    """The reply's content is the continuation alone, the one the window's Continue writes, streamed or not; not the
+    new turn the server wrote before."""
+    app = create_app(worker, model_id="m")
+    body = {"messages": COLOUR, "max_tokens": 8, "temperature": 0}
+    settings = GenerationSettings(decoding=Decoding.AUTOREGRESSIVE, sampling=SamplingSettings(temperature=0,
+                                                                                              max_new_tokens=8))
+
+    async def scenario():
+        async def text_of(request):
+            events = [e for batch in [b async for b in worker.generate(request, threading.Event())] for e in batch]
+            return events[-1].stats.text
+        continued = await text_of(GenerationRequest(COLOUR[:1], "", settings, continue_text="The colour is"))
+        new_turn = await text_of(GenerationRequest(COLOUR[:1], "", settings))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=120) as client:
+            whole = await client.post("/v1/chat/completions", json=body)
+            streamed = await client.post("/v1/chat/completions", json={**body, "stream": True})
+        return continued, new_turn, whole, streamed
+
+    continued, new_turn, whole, streamed = run_coroutine(scenario())
+    assert whole.status_code == 200, whole.text
+    content = whole.json()["choices"][0]["message"]["content"]
+    assert content == continued and content != new_turn[:len(content)]
+    assert whole.json()["usage"]["completion_tokens"] == 8
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == content

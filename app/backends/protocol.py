@@ -34,7 +34,8 @@ class GenerationRequest:
             (an id past the model's vocabulary is refused: ``SettingError`` on ``prompt``); when given, ``messages``
             and ``system_prompt`` are unused. Its cached prefix is reused as a conversation's is.
         continue_text: the start of the assistant's reply to continue ("" = a new reply): a reply that stopped at
-            its length limit, continued by the window's Continue (``ChatSession.continue_reply``; the events carry
+            its length limit, continued by the window's Continue, or a chat request's final assistant message (the
+            server's assistant prefill) (``ChatSession.continue_reply``, without tools; the events carry
             the new text only).
         echo: with ``prompt`` and ``settings.output.logprobs``, score the prompt's tokens first (a ``PromptScored``
             event before the reply's; it costs a pass over the prompt and empties the KV cache): a prompt of more

@@ -1,6 +1,7 @@
 """``POST /v1/chat/completions``'s request: its model (:class:`ChatCompletionRequest`) and its mapping to an engine
-request (:func:`chat_request`): messages and their text, tools (``tool_choice``, parallel calls, earlier calls and
-their results), on the fields every completion shares (``request_common``)."""
+request (:func:`chat_request`): messages and their text (a final assistant message continued), tools
+(``tool_choice``, parallel calls, earlier calls and their results), on the fields every completion shares
+(``request_common``)."""
 
 from __future__ import annotations
 
@@ -92,12 +93,14 @@ def _message_text(message: Message, index: int) -> str:
 def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
     the others the conversation, in order (assistant tool calls and ``tool`` results included), within what the
-    server sets (``limits``).
+    server sets (``limits``). A final assistant message (text, no tool calls) is continued (assistant prefill, as
+    llama-server does it; the window's Continue): its text is the request's ``continue_text``, and the reply is the
+    continuation alone.
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
-            calls, more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, ``n`` other than 1, a
-            setting out of range.
+            calls, more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, tools with a final
+            assistant message to continue, ``n`` other than 1, a setting out of range.
     """
     check_bounds(body.response_format, body.tools)
     refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
@@ -137,8 +140,16 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     choice = body.tool_choice
     if choice is None and body.tools:
         choice = omitted_tool_choice(limits.tool_choice_default, messages)
-    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings,
-                             tools=tool_use(body.tools, choice, body.parallel_tool_calls, limits.schema_grammar))
+    tools = tool_use(body.tools, choice, body.parallel_tool_calls, limits.schema_grammar)
+    prefill = ""
+    if messages and messages[-1]["role"] == "assistant" and "tool_calls" not in messages[-1]:
+        prefill = messages.pop()["content"]
+        if tools is not None:
+            raise APIError(400, "messages end with an assistant message, whose text SpecChat continues (assistant "
+                           "prefill), and a continued reply cannot call tools: leave tools out (or send tool_choice "
+                           "none), or end messages with a user message", param="tools", code="invalid_value")
+    return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings, tools=tools,
+                             continue_text=prefill)
 
 
 def omitted_tool_choice(default: str, messages: list[dict]) -> str:
