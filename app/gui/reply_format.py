@@ -500,12 +500,31 @@ def no_drafts(compare: dict) -> str:
     return ""
 
 
+def too_few_tokens(compare: dict) -> str:
+    """Where a finished comparison's run wrote under two tokens (Longest reply 1), why it has no speedup, in the
+    command line's words (``app.cli.commands.speedup_text``): ``No speedup to compare: plain decoding wrote 1 token
+    and Auto 1 token, and a decode speed needs 2 or more`` (one token has no interval between tokens to measure a
+    speed over; a newcomer's one-token Compare read "Comparison incomplete"). "" otherwise, and for a comparison
+    stopped or not finished (a run's token count not stored)."""
+    counts = [(compare.get(run) or {}).get("new_tokens") for run in ("ar", "spec")]
+    if compare.get("stopped") or not all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+        return ""
+    if min(counts) >= 2:
+        return ""
+    second = MODE_NAMES["auto"] if (compare.get("spec") or {}).get("mode") == "auto" else _second_decoding(compare)
+    return (f"No speedup to compare: plain decoding wrote {tokens_text(counts[0])} and {second} "
+            f"{tokens_text(counts[1])}, and a decode speed needs 2 or more")
+
+
 def _compare_in_words(compare: dict) -> str:
     """A comparison's result: ``Auto decoding 1.42 times as fast as plain decoding, texts identical``, ``... about
     as fast as plain decoding (1.02 times, within timing noise), ...`` (:data:`TIMING_NOISE`) or ``... slower than
     plain decoding (0.91 times as fast), ...``; where the second run drafted nothing, ``No speedup: Auto decoded
-    plainly, ... (the two plain runs' speeds 0.97:1: the machine's load, not the decoding), ...`` (:func:`no_drafts`)."""
+    plainly, ... (the two plain runs' speeds 0.97:1: the machine's load, not the decoding), ...`` (:func:`no_drafts`); where a run wrote
+    one token, ``No speedup to compare: ..., texts identical`` (:func:`too_few_tokens`)."""
     second = _second_decoding(compare)
+    if words := too_few_tokens(compare):
+        return f"{words}, {identity_text(compare)}"
     if compare.get("speedup") is None:
         return f"Comparison of {second} and plain decoding incomplete"
     if words := no_drafts(compare):
@@ -551,13 +570,19 @@ def compare_summary(compare: dict) -> str:
     differ" under two identical texts). A ratio within :data:`TIMING_NOISE` reads ``About the same speed as plain
     decoding (1.02×, within timing noise)``, one below it ``Slower than plain decoding (0.91×)``
     (:func:`compare_headline`). A second run that drafted at no step claims no speedup, its ratio said as
-    timing noise (:func:`no_drafts`). A comparison Stop cut off (``"stopped"``) claims
-    neither: see :func:`stopped_compare_text`."""
+    timing noise (:func:`no_drafts`); one where a run wrote a single token has none to compare
+    (:func:`too_few_tokens`). A comparison Stop cut off (``"stopped"``) claims neither: see
+    :func:`stopped_compare_text`."""
     if compare.get("stopped"):
         return stopped_compare_text(compare)
-    if compare.get("speedup") is None:
+    if not (few := too_few_tokens(compare)) and compare.get("speedup") is None:
         return "Comparison incomplete"
-    speedup = f"{words} ({_noise_ratio(compare)})" if (words := no_drafts(compare)) else compare_headline(compare)
+    if few:
+        speedup = few
+    elif words := no_drafts(compare):
+        speedup = f"{words} ({_noise_ratio(compare)})"
+    else:
+        speedup = compare_headline(compare)
     if compare.get("sampled"):
         seed = (compare.get("ar") or {}).get("seed")
         same_seed = f"same seed {seed}, " if isinstance(seed, int) and not isinstance(seed, bool) else ""
@@ -570,10 +595,13 @@ def compare_headline(compare: dict) -> str:
     """A comparison's speedup alone, in fewest words: ``Speedup 1.42× over plain decoding with Auto (mostly draft
     head)``, ``About the same speed as plain decoding (1.02×, within timing noise)`` (:data:`TIMING_NOISE`),
     ``Slower than plain decoding (0.91×)``, ``No speedup: Auto decoded plainly`` (:func:`no_drafts`' first words),
+    ``No speedup to compare: plain decoding wrote 1 token and Auto 1 token`` (:func:`too_few_tokens`' first words),
     ``Comparison stopped, so no speedup`` or ``Comparison incomplete`` (where the graph has no room for
     :func:`compare_summary`)."""
     if compare.get("stopped"):
         return "Comparison stopped, so no speedup"
+    if words := too_few_tokens(compare):
+        return words.split(",")[0]
     if compare.get("speedup") is None:
         return "Comparison incomplete"
     if words := no_drafts(compare):

@@ -180,7 +180,8 @@ class ReplyRecorder:
         elif not self.compare_data.get("stopped"):
             self.spec_token_ids = list(event.stats.token_ids)
             ar = self.compare_data["ar"]
-            if ar.get("tokens_per_s"):
+            # a speed needs two tokens (one has no interval between tokens to measure it over: it stores 0 tokens/s)
+            if min(ar.get("new_tokens") or 0, stats["new_tokens"]) >= 2 and ar.get("tokens_per_s"):
                 self.compare_data["speedup"] = round(stats["tokens_per_s"] / ar["tokens_per_s"], 3)
             if self.ar_token_ids or self.spec_token_ids:
                 self.compare_data["identical"] = self.ar_token_ids == self.spec_token_ids

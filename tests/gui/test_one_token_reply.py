@@ -1,0 +1,55 @@
+"""A reply of one token has no decode speed (a speed needs an interval between two tokens): the window says so as
+the command line does (``specchat generate``'s "1 token" with no speed, and its compare's "no speedup to compare")."""
+
+from __future__ import annotations
+
+from conftest import FAST
+from gui_helpers import click
+
+
+def test_a_one_token_compare_says_there_is_no_speedup_to_compare(qtbot, make_window):
+    """Compare with Longest reply 1 finished, yet its footer said "Comparison incomplete": plain decoding's one token
+    stored 0 tokens/s, so the recorder set no speedup. The footer and its export say why there is none."""
+    from app.gui.reply_format import export_footer_text
+
+    window = make_window(FAST.with_values(max_new_tokens=1))
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        window.composer.set_text("Say hi.")
+        click(qtbot, window.composer.compare_button)
+    stats = finished.args[0].stats
+    compare = stats["compare"]
+    assert compare["ar"]["new_tokens"] == compare["spec"]["new_tokens"] == 1 and compare["spec"]["mode"] == "auto"
+    assert compare["speedup"] is None and compare["identical"] is True  # greedy, exact precision
+    words = "No speedup to compare: plain decoding wrote 1 token and Auto 1 token, and a decode speed needs 2 or more"
+    footer = window.chat_view.message_widgets()[-1].footer.text()
+    assert footer.startswith(f"{words} · speed and identity: texts identical"), footer
+    assert "incomplete" not in footer
+    assert f"{words}, texts identical" in export_footer_text(stats, "complete")
+
+
+def test_a_compare_whose_second_run_wrote_one_token_claims_no_speedup(tmp_path):
+    """Plain decoding wrote 4 tokens, the second run 1 (its texts differ): the second run's 0 tokens/s made a
+    speedup of 0.00×, "Slower than plain decoding (0.00×)". One token has no speed to compare."""
+    from app.gui.history_db import HistoryDB
+    from app.gui.reply_format import compare_headline, footer_text
+    from app.gui.reply_recorder import ReplyRecorder
+    from inference.events import Finished, GenerationStats, TextDelta
+
+    def run(mode: str, text: str, ids: list[int], rate: float) -> GenerationStats:
+        return GenerationStats(mode=mode, drafter="lookup" if mode == "spec" else None, new_tokens=len(ids),
+                               ttft_ms=12.0, decode_tokens_per_s=rate, stop_reason="eos", text=text, token_ids=ids)
+
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    message = db.message(db.add_message(db.create_conversation("t"), "assistant", "", state="streaming"))
+    recorder = ReplyRecorder(db, message, compare=True)
+    recorder.begin_phase("ar")
+    recorder.add([TextDelta("One two", 1, False), Finished(run("ar", "One two", [1, 2, 3, 4], 40.0))])
+    recorder.begin_phase("spec", drafter="lookup", k=4)
+    recorder.add([TextDelta("One", 1, False), Finished(run("spec", "One", [1], 0.0))])
+    stats = recorder.finish("complete").stats
+    db.close()
+    assert stats["compare"]["speedup"] is None and stats["compare"]["identical"] is False
+    words = ("No speedup to compare: plain decoding wrote 4 tokens and speculative decoding (prompt lookup) 1 token, "
+             "and a decode speed needs 2 or more")
+    assert footer_text(stats, "complete").startswith(f"{words} · speed and identity: texts differ"), footer_text(stats)
+    assert compare_headline(stats["compare"]) == words.split(",")[0]
