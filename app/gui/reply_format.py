@@ -234,6 +234,14 @@ def cut_text(first: int, last: int, prompt_tokens: int) -> str:
             f"tokens (the first {first:,} and the last {last:,})")
 
 
+def has_speed(stats: dict) -> bool:
+    """Whether a reply's (or a run's) stored statistics measured a decode speed, their ``tokens_per_s``: it needs
+    two tokens or more (a one-token reply has no interval between tokens to measure it over, and stores 0 tokens/s;
+    the command line prints "1 token" and no speed); a reply whose token count is not stored keeps its speed."""
+    count = stats.get("new_tokens")
+    return "tokens_per_s" in stats and not (isinstance(count, int) and count < 2)
+
+
 def metrics_text(stats: dict, part: bool = False) -> str:
     """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens`` (``all drafts: 44% accepted`` where several
     drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``all drafts of this part: …`` where
@@ -242,11 +250,11 @@ def metrics_text(stats: dict, part: bool = False) -> str:
     earlier tokens dropped`` (:func:`dropped_text`) before the token count. A prompt cut to fit the context length
     (``prompt_kept_first``, ``ReplyRecorder``) is said as such (:func:`cut_text`; newcomer trial: at n_ctx 64 a long
     prompt read only "context full 16 times: 640 earlier tokens dropped"), the context full then only for what the
-    reply's own rolls dropped."""
+    reply's own rolls dropped. A reply of one token has no speed (:func:`has_speed`)."""
     parts = []
     if "ttft_ms" in stats:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
-    if "tokens_per_s" in stats:
+    if has_speed(stats):
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:
         rate = f"{stats['acceptance_rate']:.0%}"
@@ -463,7 +471,8 @@ def export_run_text(run: dict) -> str:
 
 def _decoding_in_words(stats: dict) -> list[str]:
     """How a reply was decoded and how fast: ``Speculative decoding (prompt lookup)``, ``52% of drafted tokens
-    accepted``, ``30 tokens at 63.2 tokens/s, the first after 41 ms``."""
+    accepted``, ``30 tokens at 63.2 tokens/s, the first after 41 ms`` (``1 token, the first after 41 ms``:
+    :func:`has_speed`)."""
     if stats.get("mode") == "spec":
         drafter = DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")
         parts = [f"Speculative decoding ({drafter})"]
@@ -476,7 +485,7 @@ def _decoding_in_words(stats: dict) -> list[str]:
         parts.append(f"{stats['acceptance_rate']:.0%} of {drafted} tokens accepted")
     if stats.get("new_tokens") or ("new_tokens" not in stats and "tokens_per_s" in stats):  # (the second: a
         # continued reply's last part without a count of its own, :func:`last_part`)
-        rate = f"{stats['tokens_per_s']:.1f} tokens/s" if "tokens_per_s" in stats else ""
+        rate = f"{stats['tokens_per_s']:.1f} tokens/s" if has_speed(stats) else ""
         count = tokens_text(stats["new_tokens"]) if stats.get("new_tokens") else ""
         speed = f"{count} at {rate}" if count and rate else count or rate
         if "ttft_ms" in stats:

@@ -53,3 +53,32 @@ def test_a_compare_whose_second_run_wrote_one_token_claims_no_speedup(tmp_path):
              "and a decode speed needs 2 or more")
     assert footer_text(stats, "complete").startswith(f"{words} · speed and identity: texts differ"), footer_text(stats)
     assert compare_headline(stats["compare"]) == words.split(",")[0]
+
+
+def test_a_one_token_reply_shows_no_speed(qtbot, make_window):
+    """A reply of Longest reply 1 read "Auto · TTFT 40 ms · 0.0 tokens/s · 1 token": one token has no speed, and the
+    command line prints "1 token" without one. Nor do the footer, a Compare column's line, the export, or the
+    chat's range of speeds (which read "0-63 tokens/s")."""
+    from app.gui.reply_format import export_footer_text, export_run_text
+    from app.gui.widgets.live_graph import chat_summary
+
+    window = make_window(FAST.with_values(max_new_tokens=1))
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        window.chat.send("Say hi.")
+    stats = finished.args[0].stats
+    assert stats["new_tokens"] == 1 and stats["tokens_per_s"] == 0.0  # (stored as the engine measured it)
+    footer = window.chat_view.message_widgets()[-1].footer.text()
+    assert footer.startswith("Length limit reached (Continue writes more) · Auto · TTFT ") and " · 1 token · " in footer
+    assert "tokens/s" not in footer, footer
+    export = export_footer_text(stats, "complete")
+    assert "1 token, the first after " in export and "tokens/s" not in export, export
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        window.composer.set_text("Say hi.")
+        click(qtbot, window.composer.compare_button)
+    compare = finished.args[0].stats["compare"]
+    widget = window.chat_view.message_widgets()[-1]
+    for column, run in ((widget.ar_column, compare["ar"]), (widget.spec_column, compare["spec"])):
+        assert "1 token" in column.metrics.text() and "tokens/s" not in column.metrics.text(), column.metrics.text()
+        assert "tokens/s" not in export_run_text(run)
+    many = {"mode": "ar", "tokens_per_s": 63.0, "new_tokens": 24}
+    assert chat_summary([stats, many, {**many, "tokens_per_s": 41.0}]) == " This chat: 2 replies, 41-63 tokens/s (median 52)."

@@ -26,7 +26,15 @@ from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, 
 
 from ...backends.remote_stream import REMOTE_MODE
 from .. import theme
-from ..reply_format import MODE_NAMES, auto_drafters, compare_headline, compare_summary, metrics_text, times_text
+from ..reply_format import (
+    MODE_NAMES,
+    auto_drafters,
+    compare_headline,
+    compare_summary,
+    has_speed,
+    metrics_text,
+    times_text,
+)
 from .graph_summary import SummaryLabel, whole_groups
 from .live_series import Series, nice_ceiling
 
@@ -552,13 +560,14 @@ class _SettlingFrame(QWidget):
 
 def chat_summary(replies: list[dict]) -> str:
     """`` This chat: 5 replies, 41-63 tokens/s (median 58).`` for the stored statistics of a chat's replies (a
-    comparison counts with its speculative run), "" for fewer than two."""
+    comparison counts with its speculative run; a reply of one token has no speed, :func:`has_speed`), "" for fewer
+    than two."""
     rates = sorted(
         float(run["tokens_per_s"])
         for stats in replies
         if _measured(stats)
         for run in [(stats.get("compare") or {}).get("spec") or {} if "compare" in stats else stats]
-        if isinstance(run.get("tokens_per_s"), (int, float))
+        if has_speed(run) and isinstance(run.get("tokens_per_s"), (int, float))
     )
     if len(rates) < 2:
         return ""
