@@ -318,6 +318,20 @@ def test_a_one_token_compare_claims_no_speedup(int4_dir, data_dir, monkeypatch, 
                                                     "token, and a decode speed needs 2 or more, identical: True"), printed.err
 
 
+def test_the_json_of_a_one_token_reply_has_no_speed(int4_dir, data_dir, monkeypatch, capsys):
+    """`generate --json --max-tokens 1` gave "tokens_per_s": 0.0, where the statistics line prints "1 token" and no
+    speed (one token has no interval between tokens to measure it over): null, as a one-token compare's speedup."""
+    import app.cli.commands as commands
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    for mode in ("auto", "compare"):
+        args = commands.build_parser().parse_args(["generate", "Hi", "--mode", mode, "--max-tokens", "1", "--json"])
+        assert commands.run_command(args) == 0
+        out = json.loads(capsys.readouterr().out)
+        for run in [out] if mode == "auto" else [out["autoregressive"], out["speculative"]]:
+            assert run["new_tokens"] == 1 and run["tokens_per_s"] is None and run["ttft_ms"] > 0, run
+
+
 def test_a_compare_printed_for_people_heads_each_text_on_stdout(int4_dir, data_dir):
     """A newcomer piped `generate --mode compare` and got both replies back to back: the headings that separate them
     went to stderr only."""

@@ -333,7 +333,8 @@ def drafter_steps(stats: GenerationStats) -> str:
 
 
 def summary(stats: GenerationStats) -> dict:
-    """The JSON object of one mode."""
+    """The JSON object of one mode; its ``tokens_per_s`` null for a reply of one token, which has no decode speed
+    (:func:`describe`)."""
     return {
         "mode": stats.mode,
         "drafter": stats.drafter,
@@ -341,7 +342,7 @@ def summary(stats: GenerationStats) -> dict:
         "text": stats.text,
         "new_tokens": stats.new_tokens,
         "ttft_ms": round(stats.ttft_ms, 3),
-        "tokens_per_s": round(stats.decode_tokens_per_s, 3),
+        "tokens_per_s": round(stats.decode_tokens_per_s, 3) if stats.new_tokens > 1 else None,
         "acceptance_rate": stats.acceptance_rate,
         "discarded_tokens": stats.discarded_tokens,
         "fast_prefilled_tokens": stats.fast_prefilled_tokens,
