@@ -82,3 +82,20 @@ def test_a_one_token_reply_shows_no_speed(qtbot, make_window):
         assert "tokens/s" not in export_run_text(run)
     many = {"mode": "ar", "tokens_per_s": 63.0, "new_tokens": 24}
     assert chat_summary([stats, many, {**many, "tokens_per_s": 41.0}]) == " This chat: 2 replies, 41-63 tokens/s (median 52)."
+
+
+def test_the_graph_says_a_one_token_run_wrote_its_token(qtbot, make_window):
+    """After a one-token reply the graph's summary read "■ Auto: stopped before its first token", of a reply that
+    finished with its token: it took no decode step, and its speed of 0 tokens/s was left out as none. It says
+    "1 token", and no speed; a Compare says it of both runs."""
+    window = make_window(FAST.with_values(max_new_tokens=1))
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000):
+        window.chat.send("Say hi.")
+    graph = window.live_graph
+    assert graph.summary_text().startswith("■ Auto: 1 token"), graph.summary_text()
+    assert "stopped" not in graph.summary_text() and "tokens/s" not in graph.summary_text()
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000):
+        window.composer.set_text("Say hi.")
+        click(qtbot, window.composer.compare_button)
+    summary = graph.summary_text()
+    assert summary.startswith("■ Plain decoding: 1 token · ■ Auto: 1 token"), summary

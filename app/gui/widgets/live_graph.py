@@ -34,6 +34,7 @@ from ..reply_format import (
     has_speed,
     metrics_text,
     times_text,
+    tokens_text,
 )
 from .graph_summary import SummaryLabel, whole_groups
 from .live_series import Series, nice_ceiling
@@ -482,7 +483,12 @@ class LiveGraph(QWidget):
         for series in self.series:
             rate = series.latest_rate
             streaming = self._running and series is self._live
-            waiting = ": …" if streaming else ": stopped before its first token"  # (a run that ended with no step)
+            if streaming:
+                waiting = ": …"
+            elif series.reply_tokens:  # a run that ended with no step and its token: one has no speed
+                waiting = f": {tokens_text(series.reply_tokens)}"
+            else:
+                waiting = ": stopped before its first token"
             label = series.label
             if label == MODE_NAMES["auto"] and (drafters := auto_drafters(series.drafter_steps, series.drafter_accepted)):
                 label += f" ({drafters})"  # what Auto drafted with, so far

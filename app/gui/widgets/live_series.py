@@ -32,6 +32,7 @@ class Series:
     reply_id: int | None = None  # the message of the reply it belongs to (None: not known)
     n_ctx: int = 0
     reply_rate: float | None = None  # the finished reply's decode tokens/s (GenerationStats.decode_tokens_per_s)
+    reply_tokens: int = 0  # the finished reply's tokens (one has no decode step, nor a speed: 0 tokens/s)
     _window_start: int = 0
 
     def add(self, event) -> None:
@@ -61,8 +62,10 @@ class Series:
             # the prompt's last pass gives the first token: the first step's time counts, as in the footer's rate
             # (after a long prompt it holds the fast prefill's hand-over to the exact cache, 0.1-1 s)
             self.steps.append((event.elapsed_s, 1))
-        elif isinstance(event, Finished) and event.stats.decode_tokens_per_s > 0:
-            self.reply_rate = event.stats.decode_tokens_per_s
+        elif isinstance(event, Finished):
+            self.reply_tokens = event.stats.new_tokens
+            if event.stats.decode_tokens_per_s > 0:
+                self.reply_rate = event.stats.decode_tokens_per_s
         elif isinstance(event, ContextRolled):
             t = self.steps[-1][0] if self.steps else 0.0
             self.rolls.append(t)
