@@ -22,7 +22,7 @@ from app.server.completion_request import CompletionRequest, completion_request
 from app.server.errors import APIError
 from app.server.request_common import ServerLimits, parse
 from inference.constraints import json_object_grammar, json_schema_grammar
-from inference.events import Finished, GenerationStats, TextDelta
+from inference.events import Finished, GenerationStats, TextDelta, TokenLogprob
 from inference.rope import RopeUnsupportedError
 from inference.settings import (
     ContextSettings,
@@ -589,17 +589,20 @@ def test_an_empty_api_key_is_refused(worker):
 
 
 class ScriptedBackend:
-    """A generation backend without a model: records each request, then raises ``failure`` or replies "Hi"."""
+    """A generation backend without a model: records each request, then raises ``failure`` or replies ``events``
+    (default: "Hi") in one batch."""
 
-    def __init__(self, failure: Exception | None = None):
+    def __init__(self, failure: Exception | None = None, events: list | None = None):
         self.failure = failure
         self.requests = []
+        self.events = events or [TextDelta("Hi", 1, False),
+                                 Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", text="Hi"))]
 
     async def generate(self, request, cancel):
         self.requests.append(request)
         if self.failure is not None:
             raise self.failure
-        yield [TextDelta("Hi", 1, False), Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", text="Hi"))]
+        yield list(self.events)
 
 
 def call(app, method: str, path: str, **kwargs) -> httpx.Response:
@@ -817,3 +820,20 @@ def test_the_server_continues_a_final_assistant_message_as_the_windows_continue_
     assert whole.json()["usage"]["completion_tokens"] == 8
     chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == content
+
+
+def test_a_streamed_chunk_without_tokens_has_null_logprobs():
+    """Newcomer trial: with ``logprobs`` and ``stream``, the finish chunk carried ``"logprobs": {"content": []}``;
+    OpenAI sends ``"logprobs": null`` on a chunk without tokens, and the content chunk keeps its token's."""
+    token = TokenLogprob(1, b"Hi", -0.25)
+    events = [TextDelta("Hi", 1, False, token),
+              Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", text="Hi"))]
+    app = create_app(ScriptedBackend(events=events), model_id="m")
+    body = call(app, "POST", "/v1/chat/completions", json={**HELLO, "logprobs": True, "stream": True}).text
+    chunks = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+    choices = [chunk["choices"][0] for chunk in chunks]
+    assert [choice["delta"].get("content") for choice in choices] == ["", "Hi", None]
+    assert [choice["logprobs"] for choice in choices] == [
+        None, {"content": [{"token": "Hi", "logprob": -0.25, "bytes": [72, 105], "top_logprobs": []}], "refusal": None},
+        None]
+    assert choices[-1]["finish_reason"] == "stop"

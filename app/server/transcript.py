@@ -83,8 +83,9 @@ class Transcript:
         self._waiting += entries
 
     def pending(self, entries: list) -> dict | None:
-        """The log-probabilities of a chunk: those waiting and ``entries`` (None when not asked for)."""
-        if not self.logprobs:
+        """The log-probabilities of a chunk: those waiting and ``entries`` (None when not asked for, or when there
+        are none: OpenAI's ``"logprobs": null`` on a chunk without tokens, the finish chunk's as a rule)."""
+        if not self.logprobs or not (self._waiting or entries):
             return None
         entries, self._waiting = self._waiting + entries, []
         return self._format(entries)
