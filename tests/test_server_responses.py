@@ -198,6 +198,19 @@ def test_refusals_name_the_responses_field(body, status, param):
         assert "resp_unknown" in error["message"] and error["code"] == "previous_response_not_found"
 
 
+def test_an_empty_input_is_refused_as_an_empty_prompt_is():
+    """Newcomer trial: ``{"input": ""}`` generated a reply where ``/v1/completions`` refuses ``"prompt": ""`` (400);
+    both are refused now, before any generation, as an empty list of input items is."""
+    backend = Scripted()
+    for body in ({"input": ""}, {"input": "", "stream": True}):
+        response = post(create_app(backend, model_id="m"), body)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == {
+            "message": "input is empty: send the user's message as a string, or at least one message",
+            "type": "invalid_request_error", "param": "input", "code": "invalid_value"}
+    assert backend.requests == []
+
+
 def test_text_with_instructions_and_an_engine_reply():
     stats = GenerationStats(mode="ar", new_tokens=2, prompt_tokens=7, stop_reason="max_new_tokens")
     backend = Scripted([TextDelta("Bon", 1, False), TextDelta("jour", 2, False), Finished(stats)])

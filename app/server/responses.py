@@ -109,14 +109,15 @@ def input_messages(value: str | list[Any]) -> list[dict]:
     assistant message before them (or make one), ``function_call_output`` items become ``tool`` messages.
 
     Raises:
-        APIError: 400 naming the item at fault (``input[2].content[0].type``): an empty list, an unknown item type or
-            role, content that is not text, a call or output without its ``call_id``.
+        APIError: 400 naming the item at fault (``input[2].content[0].type``): an empty string or list (as
+            ``/v1/completions`` refuses an empty prompt), an unknown item type or role, content that is not text, a
+            call or output without its ``call_id``.
     """
+    if not value:
+        raise APIError(400, "input is empty: send the user's message as a string, or at least one message",
+                       param="input", code="invalid_value")
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
-    if not value:
-        raise APIError(400, "input is empty: send a string or at least one message", param="input",
-                       code="invalid_value")
     messages: list[dict] = []
     for index, item in enumerate(value):
         at = f"input[{index}]"
