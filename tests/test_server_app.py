@@ -337,6 +337,35 @@ def test_a_final_assistant_message_is_continued():
     assert chat(messages=COLOUR, tools=[WEATHER_TOOL], tool_choice="none").continue_text == "The colour is"
 
 
+_CALLED = [{"role": "user", "content": "What time is it?"}, {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}]
+
+
+@pytest.mark.parametrize("result, code, message", [
+    ({"role": "tool", "content": "12:00"}, "missing_required_parameter",
+     "messages[2].tool_call_id is missing: give the id of the assistant's tool call this result answers (the calls before it: call_1)"),
+    ({"role": "tool", "content": "12:00", "tool_call_id": 1}, "invalid_type",
+     "messages[2].tool_call_id must be a string: the id of the assistant's tool call this result answers (the calls before it: call_1)"),
+    ({"role": "tool", "content": "12:00", "tool_call_id": "call_9"}, "invalid_value",
+     "messages[2].tool_call_id 'call_9' matches no tool call of an earlier assistant message: give the id of the "
+     "call this result answers (the calls before it: call_1)"),
+])
+def test_a_tool_result_must_name_an_earlier_call(result, code, message):
+    """Newcomer trial: a ``tool`` message without ``tool_call_id``, or with one no assistant tool call had, was
+    taken (its result then named no tool in the generic format); OpenAI refuses both with a 400, as now."""
+    with pytest.raises(APIError) as refused:
+        chat(messages=[*_CALLED, result])
+    error = refused.value.body()["error"]
+    assert (refused.value.status, error["param"], error["code"], error["message"]) == \
+        (400, "messages[2].tool_call_id", code, message)
+    answered = chat(messages=[*_CALLED, {**result, "tool_call_id": "call_1"}]).messages
+    assert answered[-1] == {"role": "tool", "content": "12:00", "tool_call_id": "call_1"}
+    with pytest.raises(APIError, match=r"messages\[0\].tool_call_id 'call_1' matches no tool call of an earlier "
+                                       r"assistant message: give the id of the call this result answers \(no "
+                                       r"assistant message before it made one\)"):
+        chat(messages=[{"role": "tool", "content": "12:00", "tool_call_id": "call_1"}, *_CALLED])
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"tools": [{"type": "retrieval"}]},
      'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),

@@ -99,14 +99,16 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
-            calls, more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, tools with a final
-            assistant message to continue, ``n`` other than 1, a setting out of range.
+            calls, a tool result whose ``tool_call_id`` names no earlier call, more than :data:`MAX_TOOLS` tools or
+            :data:`MAX_SCHEMA_BYTES` of schemas, tools with a final assistant message to continue, ``n`` other than 1, a
+            setting out of range.
     """
     check_bounds(body.response_format, body.tools)
     refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
     if not body.messages:
         raise APIError(400, "messages is empty: send at least one message", param="messages", code="invalid_value")
     system, messages = [], []
+    call_ids: list[str] = []  # the ids of the assistant messages' tool calls so far
     for index, message in enumerate(body.messages):
         if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
             raise APIError(
@@ -127,8 +129,9 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
         entry = {"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text}
         if calls:
             entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
-        if message.role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
-            entry["tool_call_id"] = message.tool_call_id
+            call_ids += [call["id"] for call in entry["tool_calls"]]
+        if message.role == "tool":
+            entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), call_ids, index)
         messages.append(entry)
     asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
@@ -233,6 +236,27 @@ def _named_function(choice: Any) -> str | None:
     function = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
     name = function.get("name") if isinstance(function, dict) else None
     return name if isinstance(name, str) else None
+
+
+def _answered_call(call_id: Any, call_ids: list[str], index: int) -> str:
+    """The ``tool_call_id`` of tool message ``index``: the id of a call an earlier assistant message made
+    (``call_ids``), as OpenAI requires.
+
+    Raises:
+        APIError: 400 naming ``messages[index].tool_call_id``: missing, not a string, or no earlier call's id.
+    """
+    param = f"messages[{index}].tool_call_id"
+    made = f"the calls before it: {', '.join(call_ids)}" if call_ids else "no assistant message before it made one"
+    if call_id is None:
+        raise APIError(400, f"{param} is missing: give the id of the assistant's tool call this result answers "
+                       f"({made})", param=param, code="missing_required_parameter")
+    if not isinstance(call_id, str):
+        raise APIError(400, f"{param} must be a string: the id of the assistant's tool call this result answers "
+                       f"({made})", param=param, code="invalid_type")
+    if call_id not in call_ids:
+        raise APIError(400, f"{param} {call_id!r} matches no tool call of an earlier assistant message: give the id "
+                       f"of the call this result answers ({made})", param=param, code="invalid_value")
+    return call_id
 
 
 def _tool_calls(calls: Any, param: str) -> list[dict]:
