@@ -130,6 +130,35 @@ def test_a_call_streams_as_a_function_call_item_and_is_kept_for_the_next_turn():
     ]
 
 
+def test_a_function_call_output_must_answer_a_call_of_the_previous_response_or_the_input():
+    """Newcomer trial: with ``previous_response_id``, a ``function_call_output`` whose ``call_id`` no call had was
+    taken; OpenAI answers 400 "No tool call found for function call output with call_id ...", as now."""
+    stats = GenerationStats(mode="ar", new_tokens=9, prompt_tokens=20, stop_reason="eos")
+    backend = Scripted([ToolCalls((EngineCall("get_weather", {"city": "Rome"}, '{"city": "Rome"}'),)), Finished(stats)])
+    app = create_app(backend, model_id="m")
+    called = post(app, {"input": "Weather in Rome?", "tools": [WEATHER]}).json()
+    call_id = called["output"][0]["call_id"]
+    own_call = {"type": "function_call", "call_id": "call_mine", "name": "get_weather", "arguments": "{}"}
+    for body, at in [
+        ({"previous_response_id": called["id"], "input": [
+            {"type": "message", "role": "user", "content": "Here:"},
+            {"type": "function_call_output", "call_id": "call_nope", "output": "sunny"}]}, "input[1]"),
+        ({"input": [{"type": "function_call_output", "call_id": "call_mine", "output": "sunny"}, own_call]}, "input[0]"),
+    ]:
+        refused = post(app, body)
+        error = refused.json()["error"]
+        assert (refused.status_code, error["param"], error["code"]) == (400, f"{at}.call_id", "invalid_value"), error
+        wrong = body["input"][int(at[6])]["call_id"]
+        assert error["message"] == (
+            f"No tool call found for function call output with call_id {wrong!r}: {at}.call_id must be the call_id of "
+            "a function_call before it in input, or in the response previous_response_id names")
+    for body in ({"previous_response_id": called["id"], "input": [
+                     {"type": "function_call_output", "call_id": call_id, "output": "sunny"}]},
+                 {"input": [own_call, {"type": "function_call_output", "call_id": "call_mine", "output": "sunny"}]}):
+        assert post(app, body).status_code == 200
+    assert len(backend.requests) == 3
+
+
 def test_a_call_cut_by_max_output_tokens_is_left_out_of_the_output_and_not_kept_as_a_call():
     stats = GenerationStats(mode="ar", new_tokens=6, prompt_tokens=20, stop_reason="max_new_tokens")
     backend = Scripted([ToolCallDelta(0, "get_weather", '{"city": "Ro')], [Finished(stats)])

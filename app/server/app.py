@@ -270,7 +270,7 @@ def create_app(
         body = await _read_body(request, max_body_bytes)
         parsed = await bodies.parse(ResponsesRequest, body)
         kept = kept_responses.get(parsed.previous_response_id) if parsed.previous_response_id else []
-        conversation = kept + input_messages(parsed.input)
+        conversation = kept + input_messages(parsed.input, kept)
 
         def mapped() -> GenerationRequest:
             chat = chat_completion(parsed, conversation)

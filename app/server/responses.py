@@ -23,6 +23,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from app.backends.protocol import GenerationRequest
@@ -104,14 +105,17 @@ class ResponseStore:
             self._chars -= dropped
 
 
-def input_messages(value: str | list[Any]) -> list[dict]:
+def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list[dict]:
     """A request's ``input`` as chat messages: a string is one user message; ``function_call`` items join the
     assistant message before them (or make one), ``function_call_output`` items become ``tool`` messages.
+    ``earlier``: the kept conversation the input continues (``previous_response_id``'s), whose calls an output may
+    answer.
 
     Raises:
         APIError: 400 naming the item at fault (``input[2].content[0].type``): an empty string or list (as
             ``/v1/completions`` refuses an empty prompt), an unknown item type or role, content that is not text, a
-            call or output without its ``call_id``.
+            call or output without its ``call_id``, an output whose ``call_id`` no call before it had (in OpenAI's
+            words: "No tool call found for function call output with call_id ...").
     """
     if not value:
         raise APIError(400, "input is empty: send the user's message as a string, or at least one message",
@@ -119,6 +123,7 @@ def input_messages(value: str | list[Any]) -> list[dict]:
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     messages: list[dict] = []
+    call_ids = {call["id"] for message in earlier for call in message.get("tool_calls") or ()}
     for index, item in enumerate(value):
         at = f"input[{index}]"
         if not isinstance(item, dict):
@@ -137,6 +142,7 @@ def input_messages(value: str | list[Any]) -> list[dict]:
                 raise APIError(400, f'{at} must be {{"type": "function_call", "call_id", "name", "arguments": a JSON '
                                "object as a string}", param=at, code="invalid_value")
             call = {"id": item["call_id"], "type": "function", "function": {"name": name, "arguments": arguments}}
+            call_ids.add(item["call_id"])
             if messages and messages[-1]["role"] == "assistant":
                 messages[-1].setdefault("tool_calls", []).append(call)
             else:
@@ -145,6 +151,10 @@ def input_messages(value: str | list[Any]) -> list[dict]:
             if not isinstance(item.get("call_id"), str):
                 raise APIError(400, f"{at}.call_id is missing: give the call_id of the function_call it answers",
                                param=f"{at}.call_id", code="missing_required_parameter")
+            if item["call_id"] not in call_ids:
+                raise APIError(400, f"No tool call found for function call output with call_id {item['call_id']!r}: "
+                               f"{at}.call_id must be the call_id of a function_call before it in input, or in the "
+                               "response previous_response_id names", param=f"{at}.call_id", code="invalid_value")
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
                              "content": _text(item.get("output"), f"{at}.output")})
         else:
