@@ -6,6 +6,7 @@ instructions, json_schema output, a function tool round trip, ``previous_respons
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import openai
@@ -15,7 +16,7 @@ from helpers import run_coroutine
 
 from app.server import create_app
 from app.server.errors import APIError
-from app.server.responses import ResponseStore, input_messages
+from app.server.responses import MAX_UNSTORED_IDS, ResponseStore, input_messages
 from inference.events import Finished, GenerationStats, TextDelta, ToolCallDelta, ToolCalls
 from inference.events import ToolCall as EngineCall
 
@@ -254,6 +255,29 @@ def test_text_with_instructions_and_an_engine_reply():
     assert backend.requests[0].messages == [{"role": "user", "content": "Hello"}]
     refused = post(create_app(backend, model_id="m"), {"input": "Again", "previous_response_id": body["id"]})
     assert refused.status_code == 400, "store false keeps nothing"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_response_not_stored_is_named_as_such_when_continued(stream):
+    """Newcomer trial: naming a response created with ``store: false`` as ``previous_response_id`` was answered
+    "is not kept by this server (it keeps the last 256 responses ...)", as if it had been dropped."""
+    backend = Scripted([TextDelta("Hi", 1, False), Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos"))])
+    app = create_app(backend, model_id="m")
+    created = post(app, {"input": "Hello", "store": False, "stream": stream})
+    response_id = re.search(r'"id":"(resp_\w+)"', created.text.replace(" ", "")).group(1)
+    error = post(app, {"input": "Again", "previous_response_id": response_id}).json()["error"]
+    assert error == {
+        "message": f"previous_response_id {response_id!r} was created with store false, so this server did not keep "
+                   "it: send the whole conversation in input instead, or create responses with store true (the "
+                   "default) to continue them",
+        "type": "invalid_request_error", "param": "previous_response_id", "code": "previous_response_not_found"}
+    assert "is not kept by this server" in post(app, {"input": "x", "previous_response_id": "resp_0"}).text
+    store = ResponseStore()
+    for index in range(MAX_UNSTORED_IDS + 1):  # a bounded memory: the oldest id is forgotten
+        store.not_stored(f"resp_{index}")
+    for response_id, words in (("resp_0", "is not kept by this server"), ("resp_1", "was created with store false")):
+        with pytest.raises(APIError, match=words):
+            store.get(response_id)
 
 
 # --- through the openai client on the default model ----------------------------------------------------------------

@@ -279,6 +279,8 @@ def create_app(
         engine_request = await engine_request_of(mapped, parsed, ("text", "tools"), len(body))
         keep_prompt(request.scope, conversation[-1]["content"] or "")
         builder = ResponseBuilder(model_id, parsed, engine_request, conversation)
+        if not parsed.store:
+            kept_responses.not_stored(builder.id)
         run = Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
         if not parsed.stream:
             events = await whole_reply(request, run)

@@ -37,6 +37,8 @@ from .request_common import SpecChatOptions, Strict, unused_options
 #: Responses kept for ``previous_response_id``, at most, and the characters of their conversations, all together.
 MAX_KEPT_RESPONSES = 256
 MAX_KEPT_CHARS = 32 * 1024 * 1024
+#: Ids of responses created with ``store`` false remembered, at most (to say why one is not kept).
+MAX_UNSTORED_IDS = 1024
 #: Roles an input message may have.
 INPUT_ROLES = ("user", "assistant", "system", "developer")
 #: Content part types read as text.
@@ -67,12 +69,15 @@ class ResponseStore:
     """The conversations of recent responses, by response id, for ``previous_response_id``: at most
     ``max_responses`` of at most ``max_chars`` characters together (as compact JSON), the least recently used
     dropped first. A conversation is a list of chat messages (``{"role", "content", "tool_calls"?,
-    "tool_call_id"?}``), the response's reply last, without its ``instructions``."""
+    "tool_call_id"?}``), the response's reply last, without its ``instructions``. The ids of the last
+    :data:`MAX_UNSTORED_IDS` responses created with ``store`` false are remembered (:meth:`not_stored`), so that
+    naming one says why it is not kept."""
 
     def __init__(self, max_responses: int = MAX_KEPT_RESPONSES, max_chars: int = MAX_KEPT_CHARS):
         self.max_responses, self.max_chars = max_responses, max_chars
         self._kept: OrderedDict[str, tuple[list[dict], int]] = OrderedDict()
         self._chars = 0
+        self._unstored: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -81,8 +86,15 @@ class ResponseStore:
         """The conversation up to and with response ``response_id``'s reply.
 
         Raises:
-            APIError: 400 ``previous_response_not_found``: the id was never kept, or was dropped.
+            APIError: 400 ``previous_response_not_found``: the id was never kept, or was dropped, or its response
+                was created with ``store`` false (the message says so).
         """
+        if response_id in self._unstored:
+            raise APIError(
+                400, f"previous_response_id {response_id!r} was created with store false, so this server did not keep "
+                "it: send the whole conversation in input instead, or create responses with store true (the default) "
+                "to continue them", param="previous_response_id", code="previous_response_not_found",
+            )  # fmt: skip
         if response_id not in self._kept:
             raise APIError(
                 400, f"previous_response_id {response_id!r} is not kept by this server (it keeps the last "
@@ -91,6 +103,13 @@ class ResponseStore:
             )  # fmt: skip
         self._kept.move_to_end(response_id)
         return list(self._kept[response_id][0])
+
+    def not_stored(self, response_id: str) -> None:
+        """Remember that response ``response_id`` was created with ``store`` false (the last
+        :data:`MAX_UNSTORED_IDS` such ids)."""
+        self._unstored[response_id] = None
+        if len(self._unstored) > MAX_UNSTORED_IDS:
+            self._unstored.popitem(last=False)
 
     def put(self, response_id: str, conversation: list[dict]) -> None:
         """Keep ``conversation`` under ``response_id``, dropping the least recently used past the bounds (a
