@@ -587,6 +587,10 @@ def test_a_closed_gate_answers_the_queued_requests_503_and_lets_the_running_one_
     assert running.status_code == 200 and running.json()["usage"]["completion_tokens"] == 24  # not cut by close
     for response in [*queued, later]:
         assert response.status_code == 503 and response.json()["error"]["code"] == "server_stopped"
+        # their replies never began (newcomer trial: they were told "the server stopped before the reply ended")
+        assert response.json()["error"]["message"] == (
+            "the server stopped before this request's turn came (it is shutting down): nothing was generated; send "
+            "the request again once the server runs")
     assert worker.spec is not None and not app.state.gate.busy and app.state.gate.waiting == 0
 
 

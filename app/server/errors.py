@@ -1,7 +1,7 @@
 """OpenAI's error JSON (:class:`APIError`) and the refusals every endpoint words alike: an engine setting out of
 range named as the request names it (:func:`setting_error`), a draft model this server does not run, an internal
-error that says nothing of its cause (:func:`internal_error`), a reply cut by the server stopping
-(:func:`server_stopped`), an error the web framework raised (:func:`framework_error`)."""
+error that says nothing of its cause (:func:`internal_error`), a reply cut, or a request left waiting, by the
+server stopping (:func:`server_stopped`), an error the web framework raised (:func:`framework_error`)."""
 
 from __future__ import annotations
 
@@ -82,16 +82,14 @@ def internal_error(what: str) -> APIError:
                     type="server_error", code="internal_error")
 
 
-def server_stopped() -> APIError:
+def server_stopped(began: bool = True) -> APIError:
     """A reply the server cut because it is stopping (Ctrl+C, SIGTERM, the window closing): a 503, or in a stream
-    an ``{"error": ...}`` event in place of the finish chunk and ``[DONE]``, so that no client takes it for whole."""
-    return APIError(
-        503,
-        "the server stopped before the reply ended (it is shutting down): the reply is incomplete; send the request "
-        "again once the server runs",
-        type="server_error",
-        code="server_stopped",
-    )
+    an ``{"error": ...}`` event in place of the finish chunk and ``[DONE]``, so that no client takes it for whole.
+    ``began`` False: the request still waited for its turn, so nothing was generated (the message says so)."""
+    what = ("the reply ended (it is shutting down): the reply is incomplete" if began else
+            "this request's turn came (it is shutting down): nothing was generated")
+    return APIError(503, f"the server stopped before {what}; send the request again once the server runs",
+                    type="server_error", code="server_stopped")
 
 
 def framework_error(status: int, detail: str) -> APIError:

@@ -83,7 +83,7 @@ class Generation:
             raise self._queue_full(full.retry_after_s) from None
         except GateClosed:
             self._ended = True
-            raise server_stopped() from None
+            raise server_stopped(began=False) from None
         self._holding = True
         if self._record is not None:
             self._record.turn()
