@@ -114,6 +114,19 @@ def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
     assert completion_request(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), ServerLimits(DEFAULTS)).settings.sampling.min_p == 0.1
 
 
+def test_a_top_k_below_minus_one_is_told_that_minus_one_is_off_too():
+    """Newcomer trial: ``top_k: -5`` was answered "top_k must be >= 0 (0 = disabled)", though -1 is taken as off
+    (README); the command line, which takes no -1, keeps the engine's words."""
+    with pytest.raises(APIError) as refused:
+        chat(top_k=-5)
+    assert (refused.value.param, refused.value.code, refused.value.message) == \
+        ("top_k", "invalid_value", "top_k must be >= 0 (0 or -1 = disabled), got -5")
+    with pytest.raises(APIError, match="top_k must be >= 0 \\(0 or -1 = disabled\\), got -5"):
+        completion_request(parse(CompletionRequest, b'{"prompt": "x", "top_k": -5}'), ServerLimits(DEFAULTS))
+    with pytest.raises(SettingError, match="top_k must be >= 0 \\(0 = disabled\\), got -1"):
+        SamplingSettings(top_k=-1).validate()
+
+
 def test_response_format_constrains_the_reply_with_a_grammar():
     assert chat(response_format={"type": "json_object"}).settings.output.grammar == json_object_grammar()
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}

@@ -379,7 +379,8 @@ def generation_settings(
 
     Raises:
         APIError: 400 naming the field: ``n`` other than 1, more than :data:`MAX_STOP_STRINGS` stop strings or one
-            longer than :data:`MAX_STOP_CHARS`, ``specchat.n_ctx`` above the server's, a setting out of range.
+            longer than :data:`MAX_STOP_CHARS`, ``specchat.n_ctx`` above the server's, a setting out of range (a
+            ``top_k`` below -1 told that -1 is off too).
     """
     defaults, max_context, max_tokens = limits.defaults, limits.max_context, limits.max_tokens
     if body.n not in (None, 1):
@@ -405,6 +406,9 @@ def generation_settings(
         asked_tokens = defaults.sampling.max_new_tokens
     if max_tokens is not None:
         asked_tokens = min(asked_tokens, max_tokens)
+    if body.top_k is not None and body.top_k < -1:  # the engine's words would leave out the -1 taken as off
+        raise APIError(400, f"top_k must be >= 0 (0 or -1 = disabled), got {body.top_k}", param="top_k",
+                       code="invalid_value")
     top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
     sampling = replace(
         defaults.sampling,
