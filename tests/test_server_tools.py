@@ -124,6 +124,32 @@ def test_a_reply_cut_in_its_first_call_has_content_null_and_cut_text_is_its_cont
     assert (cut_text["message"], cut_text["finish_reason"]) == ({"role": "assistant", "content": "It is sunny"}, "length")
 
 
+def test_only_streamed_tool_calls_carry_an_index():
+    """Newcomer trial: a non-streamed reply's ``message.tool_calls[i]`` carried an ``index``, which OpenAI's
+    non-streamed shape lacks (only a stream's deltas have it, to say which call a fragment extends)."""
+    calls = ToolCalls((ToolCall("get_weather", {"city": "Paris"}, '{"city": "Paris"}'), ToolCall("get_time", {}, "{}")))
+
+    class Calling:
+        async def generate(self, request, cancel):
+            yield [calls, Finished(GenerationStats(mode="ar", prompt_tokens=30, new_tokens=12, stop_reason="eos"))]
+
+    def post(stream: bool) -> httpx.Response:
+        async def send():
+            transport = httpx.ASGITransport(app=create_app(Calling(), model_id="m"))
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+                return await http.post("/v1/chat/completions", json={"messages": ASK, "tools": [WEATHER, TIME],
+                                                                      "stream": stream})
+        return run_coroutine(send())
+
+    whole = post(False).json()["choices"][0]["message"]["tool_calls"]
+    assert [sorted(call) for call in whole] == [["function", "id", "type"]] * 2
+    assert [call["function"] for call in whole] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                                                    {"name": "get_time", "arguments": "{}"}]
+    chunks = [json.loads(line[6:]) for line in post(True).text.splitlines() if line.startswith("data: {")]
+    deltas = [call for chunk in chunks for call in chunk["choices"][0]["delta"].get("tool_calls", [])]
+    assert [delta["index"] for delta in deltas] == [0, 0, 1, 1]
+
+
 def test_the_generic_conversation_describes_the_tools_and_writes_calls_and_results_as_json():
     messages = ASK + [
         {"role": "assistant", "content": "", "tool_calls": [
@@ -169,7 +195,7 @@ def test_a_two_step_round_trip_calls_a_tool_then_answers_from_its_result(client)
     assert call.type == "function" and call.id.startswith("call_") and call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "Paris", "days": 3}
     follow = ASK + [
-        {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude={"index"})]},
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
         {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 24 degrees, for the three days."},
     ]
     # the answer with tool_choice "none": left to choose ("auto"), the default model calls get_time twice more at

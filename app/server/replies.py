@@ -146,10 +146,11 @@ def finish_reason(stats: GenerationStats, called: bool = False) -> str:
 
 
 def tool_calls(calls: tuple[ToolCall, ...]) -> list[dict]:
-    """OpenAI's ``tool_calls``: ``[{"index", "id", "type": "function", "function": {"name", "arguments": a JSON
-    string}}]``, each with a fresh id."""
-    return [{"index": index, "id": new_call_id(), "type": "function",
-             "function": {"name": call.name, "arguments": arguments_text(call)}} for index, call in enumerate(calls)]
+    """A non-streamed message's ``tool_calls`` in OpenAI's shape: ``[{"id", "type": "function", "function":
+    {"name", "arguments": a JSON string}}]``, each with a fresh id (no ``index``: only a stream's deltas have one,
+    :func:`call_opening`)."""
+    return [{"id": new_call_id(), "type": "function", "function": {"name": call.name, "arguments": arguments_text(call)}}
+            for call in calls]
 
 
 def new_call_id() -> str:
