@@ -92,6 +92,47 @@ def test_chat_help_bye_and_an_unknown_command_are_not_sent(int4_dir, data_dir):
     assert stderr.count("[auto] ") == 1  # only "//exit" was sent (as "/exit"); /bye quit before "never read"
 
 
+def test_chat_says_reset_cleared_and_how_to_quit_after_ctrl_c_at_the_prompt(monkeypatch, capsys):
+    """Newcomer trial: ``/reset`` said nothing (ollama says "Cleared session context"), and Ctrl+C at the prompt left
+    the chat with only ``^C`` on the screen. Ctrl+C at a terminal's prompt now drops the line typed and says how to
+    quit (as ollama); the chat goes on. Piped input still ends at Ctrl+C (nothing else could stop it)."""
+    import app.cli.commands as commands
+
+    class Session:
+        def __init__(self, engine, system):
+            self.messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    def typed(*lines):
+        def read_line(prompt):
+            line = next(lines_left)
+            if isinstance(line, type) and issubclass(line, BaseException):
+                raise line
+            return line
+        lines_left = iter(lines)
+        return read_line
+
+    sessions = []
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
+    monkeypatch.setattr(commands, "_engine", lambda args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    monkeypatch.setattr(commands.sys, "stdin", Terminal())
+    monkeypatch.setattr(commands, "input", typed(KeyboardInterrupt, "/reset", EOFError), raising=False)
+    args = build_parser().parse_args(["chat"])
+    assert commands._chat(args) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[1:] == ["", "Ctrl+C stops a reply: to quit, type /bye (or /exit) or press Ctrl+D",
+                       "Cleared the conversation.", ""], err
+    assert sessions[0].messages == []
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO())  # piped
+    monkeypatch.setattr(commands, "_read_piped_line", typed(KeyboardInterrupt, "never read"))
+    assert commands._chat(args) == 0
+    assert capsys.readouterr().err.splitlines()[1:] == [""]
+
+
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
     parser = build_parser()
     assert read_prompt(parser.parse_args(["generate", "Hi"])) == "Hi"

@@ -201,6 +201,10 @@ CHAT_COMMANDS = {
 }
 
 
+#: What ``specchat chat`` says of Ctrl+C at its prompt, which does not quit.
+CTRL_C_AT_PROMPT = "Ctrl+C stops a reply: to quit, type /bye (or /exit) or press Ctrl+D"
+
+
 def chat_help() -> str:
     """The commands of ``specchat chat``, one line, for ``/help`` and an unknown command."""
     listed = "; ".join(f"{name} {what}" for name, what in CHAT_COMMANDS.items())
@@ -440,11 +444,18 @@ def _chat(args: argparse.Namespace) -> int:
         "/reset clears the conversation, /exit or /bye quits, Ctrl+C stops a reply.",
         file=sys.stderr,
     )
-    read_line = input if sys.stdin.isatty() else _read_piped_line
+    terminal = sys.stdin.isatty()
+    read_line = input if terminal else _read_piped_line
     while True:
         try:
             text = read_message(read_line)
-        except (EOFError, KeyboardInterrupt):
+        except KeyboardInterrupt:  # at a terminal's prompt: the line typed is dropped and the chat goes on (ollama's)
+            print(file=sys.stderr)
+            if not terminal:
+                return 0
+            print(CTRL_C_AT_PROMPT, file=sys.stderr)
+            continue
+        except EOFError:
             print(file=sys.stderr)
             return 0
         kind, text = chat_input(text)
@@ -460,6 +471,7 @@ def _chat(args: argparse.Namespace) -> int:
                 print(chat_help(), file=sys.stderr)
             else:  # /reset
                 session.messages.clear()
+                print("Cleared the conversation.", file=sys.stderr)
             continue
         cancel = threading.Event()
         try:
