@@ -199,6 +199,11 @@ def test_a_seed_out_of_range_is_told_that_minus_one_is_random():
     (["serve", "--port", "abc"], "specchat serve: error: argument --port: invalid int value: 'abc' (see specchat serve --help)"),
     (["generate", "--bits", "3", "Hi"], "specchat generate: error: argument --bits: invalid choice: 3 (choose from 4, 8, 16) "
                                          "(see specchat generate --help)"),
+    # newcomer trial: an extra argument was sent to "specchat --help", which does not list the subcommand's options
+    (["chat", "extra-arg"], "specchat chat: error: unrecognized arguments: extra-arg (see specchat chat --help)"),
+    (["models", "list", "x", "--nope"], "specchat models list: error: unrecognized arguments: x --nope (see specchat "
+                                        "models list --help)"),
+    (["--nope"], "specchat: error: unrecognized arguments: --nope (see specchat --help)"),
 ])  # fmt: skip
 def test_a_malformed_command_line_is_one_line_too(args, line):
     result = subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=60)

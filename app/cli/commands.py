@@ -125,6 +125,23 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but arguments left over are refused by the subcommand given (``specchat chat: error:
+        unrecognized arguments: x (see specchat chat --help)``), whose help lists its arguments, not by this parser
+        (argparse's), whose help does not."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The parser of the deepest subcommand ``parsed`` names (``models list``'s), else this one."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
+                chosen = action.choices[getattr(parsed, action.dest)]
+                return chosen._chosen(parsed) if isinstance(chosen, _Parser) else chosen
+        return self
+
 
 def read_prompt(args: argparse.Namespace) -> str:
     """The message of ``specchat generate``: its argument, or the text of ``-f FILE`` (``-``: stdin).
