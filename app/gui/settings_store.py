@@ -1,6 +1,6 @@
 """The application's settings: what the settings pane edits, how they are checked, and where they persist.
 
-Why one module of ~600 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
+Why one module of ~680 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
 :class:`SettingsStore` (reading, repairing and writing the file, ~215) are the two halves of one file format: a
 setting added touches both, and the functions between them translate one into the other.
 
