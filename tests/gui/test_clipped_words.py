@@ -86,6 +86,21 @@ def _shown_cell_text(table, row: int, column: int) -> str:
     return option.fontMetrics.elidedText(option.text, option.textElideMode, text_rect.width() - 2 * margin)
 
 
+def _models_dialog_at_1366x768(qtbot, make_window):
+    """The Models dialog opened over a window of 1366x768 (the models it lists: ``store.installed_models``)."""
+    from app.gui.widgets import models_dialog
+
+    window = make_window(FAST, start=False)
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
+    dialog = models_dialog.ModelsDialog(window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    qtbot.wait(50)
+    return dialog
+
+
 @pytest.mark.parametrize("source", [
     "shipped with SpecChat (trained by tools/draft_head on its committed conversations, 2 epochs)",
     "hf:HuggingFaceTB/SmolLM2-135M-Instruct@12fd25f77366fa6b3b4b768ec3050bf629380bac",  # one word: wrapping cannot cut it
@@ -99,14 +114,7 @@ def test_the_models_dialog_ends_a_long_source_with_an_ellipsis_inside_the_table(
 
     manifest = replace(store.read_manifest(int4_dir), source=source)
     monkeypatch.setattr(store, "installed_models", lambda: [manifest])
-    window = make_window(FAST, start=False)
-    window.resize(1366, 768)
-    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
-    dialog = models_dialog.ModelsDialog(window)
-    qtbot.addWidget(dialog)
-    dialog.show()
-    qtbot.waitExposed(dialog)
-    qtbot.wait(50)
+    dialog = _models_dialog_at_1366x768(qtbot, make_window)
     assert dialog.width() <= 1366 and dialog.height() <= 768
     table = dialog.table
     header = table.horizontalHeader()
@@ -136,14 +144,7 @@ def test_the_models_dialog_says_what_long_chats_do_in_words_and_its_headers_fit_
     rolling = store.read_manifest(int4_dir)
     stopping = replace(rolling, path=rolling.path.with_name("no-rope-model"), rope_supported=False, rope_note="")
     monkeypatch.setattr(store, "installed_models", lambda: [rolling, stopping])
-    window = make_window(FAST, start=False)
-    window.resize(1366, 768)
-    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
-    dialog = models_dialog.ModelsDialog(window)
-    qtbot.addWidget(dialog)
-    dialog.show()
-    qtbot.waitExposed(dialog)
-    qtbot.wait(50)
+    dialog = _models_dialog_at_1366x768(qtbot, make_window)
     table = dialog.table
     header = table.horizontalHeader()
     column = models_dialog.ENDLESS_COLUMN
