@@ -211,12 +211,14 @@ class ReplyRecorder:
                 else:  # no setting keeps them all (nor a new chat, for a chat's first message: a trial's paste)
                     advice = (f"this model reads at most {overflow.max_n_ctx:,} tokens: shorten the message"
                               f"{' or start a new chat' if self._earlier_turns else ''} to keep it whole")
+                # a sentence of its own, capitalised: the footer puts each part after " · " on a line of its own
+                # where it wraps (a trial read "Generating…" then "the conversation is 9,816 tokens…")
                 skipped = (
-                    f"the conversation is {overflow.prompt_tokens:,} tokens, more than the context length "
+                    f"The conversation is {overflow.prompt_tokens:,} tokens, more than the context length "
                     f"({overflow.n_ctx:,}): the model {kept_words(overflow)} ({advice})"
                 )
                 alone = self.progress is not None and not self.compare
-                text = skipped[0].upper() + skipped[1:] if alone else f"{text} · {skipped}"
+                text = skipped if alone else f"{text} · {skipped}"
             return text
         # the decode rate since the first step, as the finished reply's footer counts it (from the start of the
         # reply, a 40 s prompt read made it "0.5 tokens/s" beside a graph at 5.4: newcomer trial)

@@ -8,6 +8,8 @@ from inference.events import PromptOverflow, StepStats, TextDelta
 
 
 def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_starts(tmp_path):
+    """The note is a sentence of its own, capitalised: the footer shows each part joined by " · " on a line of its
+    own where it wraps (a newcomer read "Generating…" then "the conversation is 9,816 tokens…" in lower case)."""
     db = HistoryDB(tmp_path / "h.sqlite3")
     conversation = db.create_conversation("t")
     message = db.message(db.add_message(conversation, "assistant", "", state="streaming"))
@@ -17,7 +19,7 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
                                  message_tokens=256, tail_tokens=3304)])  # (the engine's cut of the trial's paste)
     live = recorder.snapshot().stats["live"]
     assert live == (
-        "Generating… · the conversation is 8,778 tokens, more than the context length (4,096): the model keeps the "
+        "Generating… · The conversation is 8,778 tokens, more than the context length (4,096): the model keeps the "
         "first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the middle "
         "(raise Context length in the settings to keep them)"
     )  # (280 + 3,304 + 5,194 = 8,778)
@@ -41,7 +43,7 @@ def test_a_conversation_longer_than_the_model_allows_is_not_told_to_raise_the_co
         lives.append(recorder.snapshot().stats["live"])
     assert lives[0].endswith("(raise Context length in the settings to keep them)")
     assert lives[1] == (
-        "Generating… · the conversation is 9,504 tokens, more than the context length (4,096): the model keeps the "
+        "Generating… · The conversation is 9,504 tokens, more than the context length (4,096): the model keeps the "
         "first 4 tokens and the last 3,362, and skips 6,138 in the middle (this model reads at most 8,192 tokens: "
         "shorten the message or start a new chat to keep it whole)"
     )
