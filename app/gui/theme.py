@@ -342,7 +342,7 @@ QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 QGroupBox {{ font-weight: 600; border: 1px solid {t.border}; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: {t.base}; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color: {t.text}; }}
 #advancedToggle {{ color: {t.text}; padding: 0; }}
-#settingsPane {{ background: {t.window}; border: 2px solid transparent; }}
+#settingsPane {{ background: {t.window}; border: none; }}
 #settingsPane > QWidget > QWidget {{ background: {t.window}; }}
 #modelNotice, #historyBanner {{ background: {t.notice}; border-bottom: 1px solid {t.notice_border}; }}
 #modelNotice QLabel, #historyBanner {{ color: {t.on_notice}; }}
@@ -356,7 +356,7 @@ QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
 QPushButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; background: {t.base}; color: {t.text}; padding: 3px 5px; }}
 #composerEdit:focus, #conversations:focus {{ border: 2px solid {t.focus}; }}
 #messagesArea {{ border: 2px solid transparent; }}
-#settingsPane:focus, #messagesArea:focus {{ border: 2px solid {t.focus}; }}
+#messagesArea:focus {{ border: 2px solid {t.focus}; }}
 QComboBox:focus, QAbstractSpinBox:focus, QLineEdit:focus {{ border: 2px solid {t.focus}; border-radius: 3px; }}
 /* a check box's ring is a border it always has, transparent until it has the focus: a border on focus only took
    its room from the text and cut the "d" of "Greedy: likeliest word" */

@@ -94,9 +94,21 @@ def test_the_focused_control_shows_a_ring(qtbot, make_window):
     for widget in (
         window.composer.send_button, window.chat_view.system_button, window.composer.compare_button,
         window.model_picker.combo, pane.fields["decoding"], pane.fields["n_ctx"], pane.fields["temperature"],
-        window.chat_view.json_box, window.chat_view.scroll_area, pane,
-    ):  # fmt: skip  (the last two: the Tab stops after System prompt and after Compare, without a ring until now)
+        window.chat_view.json_box, window.chat_view.scroll_area,
+    ):  # fmt: skip  (the last: the Tab stop after System prompt, without a ring until now)
         assert _ring(qtbot, window, widget) > 2 * widget.width(), f"{type(widget).__name__} {widget.accessibleName()!r}"  # a line, not a speck
+
+
+def test_the_settings_pane_takes_no_tab_stop_of_its_own(qtbot, make_window):
+    """Newcomer trial: Tab from Compare outlined the whole settings pane, a stop with nothing to do (its scroll bar
+    follows the focused field anyway); Tab goes from control to control inside it."""
+    window = make_window(FAST, start=False)
+    activate(qtbot, window)
+    pane = window.settings_pane
+    reached = _tab_through(qtbot, window)
+    assert pane not in reached and pane.viewport() not in reached and pane.widget() not in reached
+    assert pane.focusPolicy() == Qt.FocusPolicy.NoFocus
+    assert {pane.fields[name] for name in ("decoding", "n_ctx", "temperature", "max_new_tokens")} <= set(reached)
 
 
 def _edit_first_message(qtbot, window):

@@ -142,6 +142,9 @@ class SettingsPane(QScrollArea):
         self.setAccessibleName("Settings")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # no Tab stop of its own (a trial's Tab outlined the whole pane, a stop with nothing to do): Tab goes from
+        # field to field, and the pane scrolls to the one focused
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self._devices = list(devices) or ["CPU"]
         self._max_position_embeddings: int | None = None
         self._external_errors: dict[str, str] = {}
