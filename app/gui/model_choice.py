@@ -202,6 +202,7 @@ class ModelChoice(QObject):
         self._slow_drafts: dict[int, tuple[DraftSpeedEvidence, tuple[str, str]]] = {}  # per conversation
         self.progress_dialog: ModelProgressDialog | None = None
         self.models_dialog = None
+        self._state = ("", model_label.text())  # the model loader's last state and its line (show_state)
         self._save_timer = QTimer(self)
         self._save_timer.setSingleShot(True)
         self._save_timer.timeout.connect(self.save)
@@ -271,6 +272,8 @@ class ModelChoice(QObject):
             self._composer.clear_error()  # what the previous target said is no longer true
             self._picker.flag(None)
         remote_changed = settings.use_remote != previous.use_remote or settings.remote_url != previous.remote_url
+        if remote_changed or settings.remote_model != previous.remote_model:
+            self._show_model()
         if remote_changed or compare_words(settings) != compare_words(previous):
             self.update_compare()
         self.refresh_notices()
@@ -286,10 +289,23 @@ class ModelChoice(QObject):
     # --- the model's state ------------------------------------------------------------------------
 
     def show_state(self, state: str, text: str) -> None:
-        """Show the model loader's state: a short line in the status bar, the details in its tooltip."""
+        """Show the model loader's state: a short line in the status bar, the details in its tooltip; while a remote
+        server is chosen, the line names it as the picker does (:meth:`_show_model`)."""
+        self._state = (state, text)
+        self._show_model()
+
+    def _show_model(self) -> None:
+        """The status bar's model: the remote server chosen (``MODEL on HOST (remote)``, as the picker names it: a
+        trial read the local model's "SmolLM2-135M-Instruct · 4-bit · exact" there while the server answered), else
+        the local model loader's state (:meth:`show_state`)."""
+        state, text = self._state
         self._busy.setVisible(state == "loading")
         info = self._models.info
-        if state == "ready" and info is not None:
+        if self.settings.use_remote and self.settings.remote_model:
+            remote = self.settings.remote_target().describe()
+            self._label.setText(remote)
+            self._label.setToolTip(f"Replies come from {remote}\n\nThe model on this computer: {text}")
+        elif state == "ready" and info is not None:
             kind = "exact" if info.precision.exact else "fast"
             self._label.setText(f"{readable_name(info.spec.target_dir)} · {kind}")  # (the picker's name for it)
             self._label.setToolTip(

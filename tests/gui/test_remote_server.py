@@ -212,6 +212,22 @@ def test_the_model_row_and_notice_follow_where_replies_come_from(qtbot, make_win
     assert notice.isVisible() and notice.text.text().endswith("(remote), a server no longer chosen.")
 
 
+def test_the_status_bar_names_the_remote_server_while_it_answers(qtbot, make_window, stub, no_user_keyring):
+    """Newcomer trial: with a remote server chosen, the status bar still read "SmolLM2-135M-Instruct · 4-bit ·
+    exact", the local model, beside a picker naming the server: it names what the picker names while the server is
+    chosen, the local model's load finishing meanwhile included, and the local model again once it is chosen."""
+    window = make_window(wait_model=False)
+    choose_remote(window, stub.url("ok"))
+    host = stub.url("ok").split("/")[2]
+    remote = f"{MODEL} on {host} (remote)"
+    assert window.model_label.text() == window.model_picker.combo.currentText() == remote
+    qtbot.waitUntil(lambda: window.model_state in ("ready", "error"), timeout=120_000)
+    assert window.model_state == "ready" and window.model_label.text() == remote  # (the local load said nothing)
+    assert window.model_label.toolTip().startswith(f"Replies come from {remote}")
+    window.choice.apply(replace(window.settings, use_remote=False))
+    assert window.model_label.text().endswith(" · exact") and "(remote)" not in window.model_label.text()
+
+
 def test_the_footer_names_the_model_the_server_says_answered(qtbot, make_window, stub, no_user_keyring):
     """llama-server answers any model name with the one it serves: the footer named the model asked for."""
     from remote_stub import SERVED_MODEL
