@@ -373,15 +373,17 @@ class ReplyController(QObject):
                     if active.cancel.is_set():
                         break
                     k = settings.generation.speculative.k
-                    drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head and not remote else decoding.drafter
+                    drafter = "head" if decoding == Decoding.DRAFT_MODEL and settings.draft_is_a_head else decoding.drafter
                     # Auto's statistics say which drafters it used and at what K (its own "drafter", "drafters")
                     fixed = decoding.speculative and decoding is not Decoding.AUTO
                     # a server not SpecChat's is sent no decoding: it neither drafts with K nor says how it decoded
                     chosen_here = remote is None or remote.specchat
                     generation = settings.generation_settings(decoding, seed=seed)
-                    # the K the run drafts, where it drafts the box's (Adaptive, a remote Compare's too, picks its own)
+                    # the K the run drafts, where it drafts the box's (Adaptive, a remote Compare's too, picks its own);
+                    # a remote run's drafter and K are the server's to report (a trial's footer read this window's
+                    # "K 4" under a SpecChat server's reply, which the server never reported)
                     drafted_k = {"k": k} if generation.uses_fixed_k else {}
-                    phase_extra = {"drafter": drafter, **drafted_k} if fixed and chosen_here else {}
+                    phase_extra = {"drafter": drafter, **drafted_k} if fixed and remote is None else {}
                     recorder.begin_phase("spec" if decoding.speculative else "ar", decoding.mode, **phase_extra)
                     self.run_started.emit(decoding.mode if chosen_here else REMOTE_MODE, index > 0)
                     if conversation is not None and conversation.json_output:  # replies are JSON objects

@@ -242,6 +242,25 @@ def test_the_footer_names_the_model_the_server_says_answered(qtbot, make_window,
     assert footer.endswith(f"{len(REPLY_PIECES)} tokens · {SERVED_MODEL} on {host} (remote)")
 
 
+def test_a_specchat_servers_reply_footer_says_only_what_the_server_reported(qtbot, make_window, stub, no_user_keyring):
+    """Newcomer trial: a reply of a remote `specchat serve` read "Speculative (prompt lookup, K 4)", the K of this
+    window's settings box, which the server never reported: the footer says the mode and drafter the server
+    reported, and no K of this computer's."""
+    from conftest import FAST
+    from remote_stub import SPECCHAT_STATS
+
+    window = make_window(FAST.with_values(decoding="spec_lookup", k=6), wait_model=False)
+    choose_remote(window, stub.url("specchat"))
+    window.choice.choose_remote()  # asks the server for its models: it is SpecChat's
+    qtbot.waitUntil(lambda: any(window.replies.remote_specchat.values()), timeout=10_000)
+    final = send_and_wait(qtbot, window, "Which mode?")
+    assert stub.requests[-1][1]["specchat"] == {"mode": "spec_lookup", "k": 6}  # what the window asked for
+    assert (final.stats["mode"], final.stats["drafter"]) == ("spec", SPECCHAT_STATS["drafter"])
+    assert "k" not in final.stats
+    footer = footer_text(final.stats, final.state)
+    assert footer.startswith("Speculative (prompt lookup) · ") and "K 6" not in footer, footer
+
+
 @pytest.mark.serial  # a wall-time bound
 def test_closing_the_dialog_during_a_fetch_stops_it(qtbot, make_window, stub, no_user_keyring):
     window = make_window()
