@@ -615,6 +615,39 @@ def test_digits_refused_are_never_quoted_as_a_number_the_user_did_not_type(pane,
     assert _shown_error(pane, field) == ""
 
 
+def test_an_emptied_number_field_says_so_and_leaving_it_puts_back_its_last_valid_value(pane, qtbot):
+    """Newcomer trial: 5 typed into Context length, then the field cleared, still read "you typed 5", and Tab put
+    5 back, an invalid value, where 4096 was the last valid one. An empty field says it is empty; leaving it (Tab,
+    Return) puts back the last valid value; a number typed out of range stays with its error, as in every field."""
+    from PySide6.QtCore import Qt
+
+    pane, emitted, summaries = pane
+    _type_into(qtbot, pane.n_ctx, "5")
+    assert _shown_error(pane, "n_ctx") == "Context length must be between 16 and 8,192; you typed 5"
+    _type_into(qtbot, pane.n_ctx, "")
+    shown = _shown_error(pane, "n_ctx")
+    assert shown == "Context length is empty: type a number, or leave the field to put back 4096", shown
+    assert summaries[-1] == f"Fix the settings first: {shown}"
+    qtbot.keyClick(pane.n_ctx, Qt.Key.Key_Tab)
+    assert (pane.n_ctx.text(), pane.n_ctx.value(), _shown_error(pane, "n_ctx")) == ("4096", 4096, "")
+    assert summaries[-1] == "" and pane.errors() == {} and pane.current().value("n_ctx") == 4096
+    _type_into(qtbot, pane.n_ctx, "5")  # typed out of range and left: kept with its error
+    qtbot.keyClick(pane.n_ctx, Qt.Key.Key_Tab)
+    assert pane.n_ctx.text() == "5" and _shown_error(pane, "n_ctx").endswith("; you typed 5")
+    _type_into(qtbot, pane.n_ctx, "2048")
+    _type_into(qtbot, pane.sampling.max_new_tokens, "")  # Return leaves it too
+    assert _shown_error(pane, "max_new_tokens").startswith("Longest reply (tokens) is empty: ")
+    qtbot.keyClick(pane.sampling.max_new_tokens, Qt.Key.Key_Return)
+    assert pane.sampling.max_new_tokens.value() == AppSettings().value("max_new_tokens")
+    assert _shown_error(pane, "max_new_tokens") == "" and emitted[-1].generation.context.n_ctx == 2048
+    pane.advanced.show()
+    _type_into(qtbot, pane.n_keep, "auto")
+    _type_into(qtbot, pane.n_keep, "")  # a field whose last valid value is its word
+    assert _shown_error(pane, "n_keep").endswith("leave the field to put back auto (system prompt)")
+    qtbot.keyClick(pane.n_keep, Qt.Key.Key_Tab)
+    assert pane.n_keep.text() == "auto (system prompt)" and _shown_error(pane, "n_keep") == ""
+
+
 def test_a_decimal_field_quotes_the_number_as_typed(pane, qtbot):
     """Newcomer trial: with Greedy ticked, 0 typed into top-p read "you typed 0.0" (the engine's float): the error
     quotes the number as the user typed it."""

@@ -10,6 +10,10 @@ typed (a later trial read it).
 A field whose minimum stands for a word (its special value text: "auto (system prompt)", "off") takes that word typed:
 its first word in any case, or its whole text. A ``QSpinBox`` refused every letter, so that an error saying "must be
 auto or between 0 and 4,095" asked for what could not be typed (a newcomer's trial); the arrows alone reached it.
+
+A field emptied holds no number: :attr:`NumberBox.empty` says so (its error then says the field is empty: a trial's
+cleared Context length still read "you typed 5"), and leaving it (Tab, Return) puts back :attr:`NumberBox.fallback`,
+the last valid value its form gave it, not the last value it held (which put the trial's invalid 5 back).
 """
 
 from __future__ import annotations
@@ -25,17 +29,46 @@ class NumberBox(QSpinBox):
 
     Signals:
         refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
+        empty_changed(): :attr:`empty` changed.
 
     Attributes:
         refused: True when a keystroke of digits was refused since the value last changed (or none was refused).
+        fallback: the value an emptied field takes back when left (the form sets its last valid value); None: the
+            value it holds.
     """
 
     refused_changed = Signal()
+    empty_changed = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.refused = False
+        self.fallback: int | None = None
+        self._empty = False
+        # the box sets its text with the line edit's signals blocked (a value put back): checked on its own signals
+        # too, before any other slot of valueChanged (the form's) reads it
+        self.valueChanged.connect(self._check_empty)
+        self.editingFinished.connect(self._check_empty)
+        self.lineEdit().textChanged.connect(self._check_empty)  # (the box's own textChanged skips an empty text)
         self.valueChanged.connect(self._forget)
+
+    @property
+    def empty(self) -> bool:
+        """True while the field holds no text of a number (it was cleared)."""
+        return self._empty
+
+    def restored_text(self) -> str:
+        """What leaving the field shows while it is empty: :attr:`fallback` (else the value held) as the field shows
+        it, its special value's word for the minimum ("auto (system prompt)")."""
+        value = self.value() if self.fallback is None else self.fallback
+        if value == self.minimum() and self.specialValueText():
+            return self.specialValueText()
+        return self.prefix() + self.textFromValue(value) + self.suffix()
+
+    def fixup(self, text: str) -> str:
+        """An empty text becomes :meth:`restored_text` (Tab, Return and a click elsewhere interpret it); any other
+        as ``QSpinBox.fixup``."""
+        return self.restored_text() if not self._typed(text) else super().fixup(text)
 
     def validate(self, text: str, pos: int) -> object:
         """As ``QSpinBox.validate``, and the special value's names (:meth:`_special_names`) taken as typed, letter
@@ -65,6 +98,17 @@ class NumberBox(QSpinBox):
 
     def _typed(self, text: str) -> str:
         return text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """As ``QSpinBox.showEvent``, which shows the value again (an emptied field folded away holds it then)."""
+        super().showEvent(event)
+        self._check_empty()
+
+    def _check_empty(self, *_args) -> None:
+        empty = not self._typed(self.lineEdit().text())
+        if empty != self._empty:
+            self._empty = empty
+            self.empty_changed.emit()
 
     def _forget(self, _value: int) -> None:
         if self.refused:

@@ -330,6 +330,7 @@ class SettingsPane(QScrollArea):
         for widget in self.fields.values():
             if isinstance(widget, NumberBox):  # its error says the digits it refused (set_settings: none yet)
                 widget.refused_changed.connect(lambda: self._validate(emit=False))
+                widget.empty_changed.connect(lambda: self._validate(emit=False))  # (its value is not what it shows)
         guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -672,6 +673,12 @@ class SettingsPane(QScrollArea):
             errors["seed"] = seed_error
             errors.pop("general", None)
         errors.update(self._external_errors)
+        boxes = {name: box for name, box in self.fields.items() if isinstance(box, NumberBox)}
+        for name, box in boxes.items():
+            # what it shows, not the value it held before it was cleared; one out of sight (folded) shows its value
+            # again when it is shown (NumberBox.showEvent): nothing to flag, nor to unfold for
+            if box.empty and box.isVisibleTo(self):
+                errors[name] = f"{name} is empty: type a number, or leave the field to put back {box.restored_text()}"
         self._errors = errors
         # K where the chosen decoding does not use it (Auto, Adaptive, plain) is flagged without blocking Send, and
         # blocks Compare only where Compare's run drafts a fixed K (under Plain it runs Auto: it does not)
@@ -680,9 +687,12 @@ class SettingsPane(QScrollArea):
         compare_uses_k = checked.generation_settings(checked.compare_decoding).uses_fixed_k
         self._compare_errors = unused if compare_uses_k else {}
         notes = {name: f"{text} ({K_UNUSED_NOTE})" for name, text in unused.items()}
+        for name, box in boxes.items():  # what an emptied field puts back when left: its last valid value
+            if not box.empty and not any(name in flagged for flagged in (errors, notes, self._advisories)):
+                box.fallback = box.value()
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
-            if message and name in self._not_shown:
+            if message and name in self._not_shown and not (name in boxes and boxes[name].empty):
                 message += f" (the field shows {self._not_shown[name][1]})"
             label.setText(self.in_words(name, message))
             label.setVisible(bool(message))
