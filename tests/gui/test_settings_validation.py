@@ -648,6 +648,22 @@ def test_an_emptied_number_field_says_so_and_leaving_it_puts_back_its_last_valid
     assert pane.n_keep.text() == "auto (system prompt)" and _shown_error(pane, "n_keep") == ""
 
 
+def test_an_emptied_decimal_field_says_so_and_leaving_it_puts_back_its_last_valid_value(pane, qtbot):
+    """As a whole-number field (above): a cleared Randomness field read "you typed 5" after 5 was typed, and Tab
+    put 5.00 back."""
+    from PySide6.QtCore import Qt
+
+    pane, _emitted, _summaries = pane
+    last_valid = pane.temperature.textFromValue(AppSettings().value("temperature"))
+    _type_into(qtbot, pane.temperature, "5")
+    assert _shown_error(pane, "temperature").endswith("; you typed 5")
+    _type_into(qtbot, pane.temperature, "")
+    shown = _shown_error(pane, "temperature")
+    assert shown == f"Randomness (temperature) is empty: type a number, or leave the field to put back {last_valid}"
+    qtbot.keyClick(pane.temperature, Qt.Key.Key_Tab)
+    assert (pane.temperature.text(), _shown_error(pane, "temperature"), pane.errors()) == (last_valid, "", {})
+
+
 def test_a_decimal_field_quotes_the_number_as_typed(pane, qtbot):
     """Newcomer trial: with Greedy ticked, 0 typed into top-p read "you typed 0.0" (the engine's float): the error
     quotes the number as the user typed it."""

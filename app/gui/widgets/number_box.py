@@ -1,4 +1,5 @@
-"""A whole-number field that says when it refused a keystroke for holding too many digits.
+"""Number fields: a whole-number field that says when it refused a keystroke for holding too many digits, and fields
+that say when they are empty.
 
 A ``QSpinBox`` ignores a digit that would take its value past its maximum, without a word: a newcomer typed
 99999999999 into Context length and read "you typed 999999999" (the last two digits dropped). :class:`NumberBox`
@@ -11,46 +12,38 @@ A field whose minimum stands for a word (its special value text: "auto (system p
 its first word in any case, or its whole text. A ``QSpinBox`` refused every letter, so that an error saying "must be
 auto or between 0 and 4,095" asked for what could not be typed (a newcomer's trial); the arrows alone reached it.
 
-A field emptied holds no number: :attr:`NumberBox.empty` says so (its error then says the field is empty: a trial's
-cleared Context length still read "you typed 5"), and leaving it (Tab, Return) puts back :attr:`NumberBox.fallback`,
-the last valid value its form gave it, not the last value it held (which put the trial's invalid 5 back).
+A field emptied holds no number: :attr:`EmptyAware.empty` says so (its error then says the field is empty: a trial's
+cleared Context length still read "you typed 5"), and leaving it (Tab, Return) puts back :attr:`EmptyAware.fallback`,
+the last valid value its form gave it, not the last value it held (which put the trial's invalid 5 back); so do the
+decimal fields, :class:`DecimalBox`.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import QSpinBox
+from PySide6.QtWidgets import QDoubleSpinBox, QSpinBox
 
 
-class NumberBox(QSpinBox):
-    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range, and takes its special
-    value's word typed ("auto", "off").
-
-    Signals:
-        refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
-        empty_changed(): :attr:`empty` changed.
+class EmptyAware:
+    """What the number fields share, mixed into a ``QSpinBox`` or ``QDoubleSpinBox`` subclass that defines an
+    ``empty_changed`` signal and calls :meth:`_watch_empty` once built: an empty text told (:attr:`empty`), and put
+    back to :attr:`fallback` when the field is left.
 
     Attributes:
-        refused: True when a keystroke of digits was refused since the value last changed (or none was refused).
         fallback: the value an emptied field takes back when left (the form sets its last valid value); None: the
             value it holds.
     """
 
-    refused_changed = Signal()
-    empty_changed = Signal()
+    fallback: float | None = None
+    _empty = False
 
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.refused = False
-        self.fallback: int | None = None
-        self._empty = False
+    def _watch_empty(self) -> None:
         # the box sets its text with the line edit's signals blocked (a value put back): checked on its own signals
         # too, before any other slot of valueChanged (the form's) reads it
         self.valueChanged.connect(self._check_empty)
         self.editingFinished.connect(self._check_empty)
         self.lineEdit().textChanged.connect(self._check_empty)  # (the box's own textChanged skips an empty text)
-        self.valueChanged.connect(self._forget)
 
     @property
     def empty(self) -> bool:
@@ -67,8 +60,59 @@ class NumberBox(QSpinBox):
 
     def fixup(self, text: str) -> str:
         """An empty text becomes :meth:`restored_text` (Tab, Return and a click elsewhere interpret it); any other
-        as ``QSpinBox.fixup``."""
+        as the spin box's own ``fixup``."""
         return self.restored_text() if not self._typed(text) else super().fixup(text)
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """As the spin box's ``showEvent``, which shows the value again (an emptied field folded away holds it then)."""
+        super().showEvent(event)
+        self._check_empty()
+
+    def _typed(self, text: str) -> str:
+        return text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip()
+
+    def _check_empty(self, *_args) -> None:
+        empty = not self._typed(self.lineEdit().text())
+        if empty != self._empty:
+            self._empty = empty
+            self.empty_changed.emit()
+
+
+class DecimalBox(EmptyAware, QDoubleSpinBox):
+    """A ``QDoubleSpinBox`` that says when it is empty and puts back its last valid value when left so
+    (:class:`EmptyAware`).
+
+    Signals:
+        empty_changed(): :attr:`empty` changed.
+    """
+
+    empty_changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._watch_empty()
+
+
+class NumberBox(EmptyAware, QSpinBox):
+    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range, takes its special
+    value's word typed ("auto", "off"), and says when it is empty (:class:`EmptyAware`).
+
+    Signals:
+        refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
+        empty_changed(): :attr:`empty` changed.
+
+    Attributes:
+        refused: True when a keystroke of digits was refused since the value last changed (or none was refused).
+    """
+
+    refused_changed = Signal()
+    empty_changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.refused = False
+        self._watch_empty()
+        self.valueChanged.connect(self._forget)
 
     def validate(self, text: str, pos: int) -> object:
         """As ``QSpinBox.validate``, and the special value's names (:meth:`_special_names`) taken as typed, letter
@@ -95,20 +139,6 @@ class NumberBox(QSpinBox):
         """The special value text and its first word, lower case ("auto (system prompt)", "auto"); none without."""
         special = self.specialValueText().strip().lower()
         return (special, special.split()[0]) if special else ()
-
-    def _typed(self, text: str) -> str:
-        return text.removeprefix(self.prefix()).removesuffix(self.suffix()).strip()
-
-    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
-        """As ``QSpinBox.showEvent``, which shows the value again (an emptied field folded away holds it then)."""
-        super().showEvent(event)
-        self._check_empty()
-
-    def _check_empty(self, *_args) -> None:
-        empty = not self._typed(self.lineEdit().text())
-        if empty != self._empty:
-            self._empty = empty
-            self.empty_changed.emit()
 
     def _forget(self, _value: int) -> None:
         if self.refused:

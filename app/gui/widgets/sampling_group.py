@@ -17,7 +17,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -35,7 +34,7 @@ from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, mode
 from ..settings_store import AppSettings, SettingsStore
 from .elided_combo import ElidedComboBox
 from .fold import Fold
-from .number_box import NumberBox
+from .number_box import DecimalBox, NumberBox
 from .setting_row import FieldError, add_setting
 
 #: Upper end of the token-count spin boxes: the largest they hold (a number typed past a setting's range is kept
@@ -197,8 +196,8 @@ class SamplingGroup(QGroupBox):
     # --- building ---------------------------------------------------------------------------------
 
     def _double(self, form: QFormLayout, name: str, label: str, maximum: float, step: float, tip: str,
-                minimum: float = 0.0, help_text: str = "") -> QDoubleSpinBox:
-        box = QDoubleSpinBox()
+                minimum: float = 0.0, help_text: str = "") -> DecimalBox:
+        box = DecimalBox()
         box.setRange(minimum, maximum)  # past the valid range: a value out of it is flagged, not clamped
         box.setDecimals(2)
         box.setSingleStep(step)

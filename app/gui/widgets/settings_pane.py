@@ -50,7 +50,7 @@ from ..settings_store import GENERATION_KEYS, RANDOM_SEED, AppSettings, Settings
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
-from .number_box import NumberBox
+from .number_box import EmptyAware, NumberBox
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
 from .setting_words import in_words
@@ -330,7 +330,8 @@ class SettingsPane(QScrollArea):
         for widget in self.fields.values():
             if isinstance(widget, NumberBox):  # its error says the digits it refused (set_settings: none yet)
                 widget.refused_changed.connect(lambda: self._validate(emit=False))
-                widget.empty_changed.connect(lambda: self._validate(emit=False))  # (its value is not what it shows)
+            if isinstance(widget, EmptyAware):  # (emptied, its value is not what it shows)
+                widget.empty_changed.connect(lambda: self._validate(emit=False))
         guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -673,10 +674,10 @@ class SettingsPane(QScrollArea):
             errors["seed"] = seed_error
             errors.pop("general", None)
         errors.update(self._external_errors)
-        boxes = {name: box for name, box in self.fields.items() if isinstance(box, NumberBox)}
+        boxes = {name: box for name, box in self.fields.items() if isinstance(box, EmptyAware)}
         for name, box in boxes.items():
             # what it shows, not the value it held before it was cleared; one out of sight (folded) shows its value
-            # again when it is shown (NumberBox.showEvent): nothing to flag, nor to unfold for
+            # again when it is shown (EmptyAware.showEvent): nothing to flag, nor to unfold for
             if box.empty and box.isVisibleTo(self):
                 errors[name] = f"{name} is empty: type a number, or leave the field to put back {box.restored_text()}"
         self._errors = errors
