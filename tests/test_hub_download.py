@@ -188,3 +188,16 @@ def test_a_download_that_would_take_the_built_in_models_name_is_named_hub(ov_rep
         folder = install_from_hub("OpenVINO/SmolLM2-135M-Instruct-head", endpoint=server.url)
     assert folder.name == "SmolLM2-135M-Instruct-head-hub"
     assert model_store.read_manifest(folder).to_json()["repo_id"] == "OpenVINO/SmolLM2-135M-Instruct-head"
+
+
+def test_a_name_already_installed_is_refused_before_downloading(hub):
+    """Newcomer trial: downloading a repository whose model name was taken (downloaded before, or imported under
+    that name) fetched every file first and only then said "already installed", a wasted download of gigabytes for
+    a real model. The name is checked once the repository is looked up, before any file is requested."""
+    (model_store.models_dir() / "tiny-ov").mkdir(parents=True)
+    with pytest.raises(ModelImportError, match=r"a model named 'tiny-ov' is already installed"):
+        install_from_hub(REPO, endpoint=hub.url)
+    assert _resolves(hub) == []
+    with pytest.raises(ModelImportError, match=r"SpecChat's own SmolLM2-135M-Instruct"):
+        install_from_hub(REPO, endpoint=hub.url, name="SmolLM2-135M-Instruct-int8")
+    assert _resolves(hub) == []

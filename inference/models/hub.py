@@ -476,6 +476,12 @@ def install_from_hub(
         extra_space = params_bytes + params_bytes * bits // 16
     elif bits is not None:
         say(ProgressEvent(f"{repo_id} is a pre-converted {repo.kind} repository: it is installed at its own bit-width, not {bits}", stage="check"))
+    if name is None:
+        name = download_name(
+            name_from(files[0].path) if repo.kind == "gguf" else base_name,
+            f"-{store.BITS_SUFFIX[bits]}" if repo.kind == "transformers" else "",
+        )  # fmt: skip
+    store.check_free_name(name, replace)  # before downloading what could not be installed under it
     lock = download_lock(stage)
     with exclusive_lock(lock, lambda message: say(ProgressEvent(f"Waiting for another download of {repo_id}...", stage="wait"))):
         try:
@@ -483,19 +489,19 @@ def install_from_hub(
             check_cancel(cancel)
             if repo.kind == "transformers":
                 folder = convert.convert_checkpoint(
-                    stage, bits, name or download_name(base_name, f"-{store.BITS_SUFFIX[bits]}"),
+                    stage, bits, name,
                     source=source, replace=replace, progress=say, cancel=cancel,
                     extra_manifest={"kind": "hub-convert", **provenance},
                 )  # fmt: skip
             elif repo.kind == "gguf":
                 folder = importing.import_gguf(
-                    local_path(stage, files[0].path), name or download_name(name_from(files[0].path)), replace=replace, progress=say, cancel=cancel,
+                    local_path(stage, files[0].path), name, replace=replace, progress=say, cancel=cancel,
                     source=source, extra_manifest={"kind": "hub-download", **provenance},
                 )  # fmt: skip
             else:
                 _, needs_tokenizer = importing.check_ir_folder(stage, f"create the tokenizer IRs that {repo_id} lacks")
                 folder = importing.install_ir_files(
-                    [local_path(stage, f.path) for f in files], name or download_name(base_name), source, "hub-download", needs_tokenizer=needs_tokenizer,
+                    [local_path(stage, f.path) for f in files], name, source, "hub-download", needs_tokenizer=needs_tokenizer,
                     replace=replace, progress=say, cancel=cancel, extra=provenance,
                 )  # fmt: skip
         except OperationCancelled:

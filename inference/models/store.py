@@ -172,6 +172,29 @@ def reserved_name(name: str) -> bool:
     return name.casefold() in {n.casefold() for n in own}
 
 
+def check_free_name(name: str, replace: bool = False) -> None:
+    """Check that a new model may take ``name``: a valid name (:func:`check_name`), none of SpecChat's own
+    (:func:`reserved_name`), and no installed model's unless ``replace``. Called before any work that installs a
+    model (a download among them), and again under the store lock.
+
+    Raises:
+        ModelImportError: the name is SpecChat's own, or taken (and ``replace`` is false).
+        ValueError: invalid name.
+    """
+    check_name(name)
+    if reserved_name(name):
+        raise ModelImportError(
+            f"{name!r} is the name of SpecChat's own {DEFAULT_MODEL_NAME} (the default model or its draft head), which "
+            "SpecChat rebuilds over anything else of that name; choose another name (--name)"
+        )
+    final = models_dir() / name
+    if (final.exists() or final.is_symlink()) and not replace:
+        raise ModelImportError(
+            f"a model named {name!r} is already installed ({final}); choose another name (--name) or "
+            "replace it (--replace), or remove it first with `specchat models remove`"
+        )
+
+
 def name_from(text: str) -> str:
     """A valid model name derived from a path, file name or repository id (``org/Model-7B`` -> ``Model-7B``,
     ``Modèle été.gguf`` -> ``Modèle-été``): letters of any script kept, composed (NFC: macOS gives file names
@@ -447,12 +470,7 @@ def build_model(
             or the finished folder is not a loadable model (the message names the missing or unreadable file).
         ValueError: invalid name.
     """
-    check_name(name)
-    if reserved_name(name):
-        raise ModelImportError(
-            f"{name!r} is the name of SpecChat's own {DEFAULT_MODEL_NAME} (the default model or its draft head), which "
-            "SpecChat rebuilds over anything else of that name; choose another name (--name)"
-        )
+    check_free_name(name, replace)
     say = reporter(progress)
 
     def on_wait(message: str) -> None:
@@ -462,11 +480,7 @@ def build_model(
     with contextlib.ExitStack() as live:
         with store_lock(on_wait) as root:
             remove_stale_builds(lambda message: say(ProgressEvent(message, stage="check")))
-            if (final.exists() or final.is_symlink()) and not replace:
-                raise ModelImportError(
-                    f"a model named {name!r} is already installed ({final}); choose another name (--name) or "
-                    "replace it (--replace), or remove it first with `specchat models remove`"
-                )
+            check_free_name(name, replace)
             work = new_staging_folder(root, name)
             live.enter_context(building(work))  # before the store lock is released: no clean-up sees it unclaimed
         try:
