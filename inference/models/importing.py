@@ -305,11 +305,27 @@ def import_gguf(
     require_space(store.models_dir(), 2 * size, f"importing {path.name}")
     extra = {"bits": info["bits"], "gguf_file_type": info["file_type"], "gguf_tensor_types": info["tensor_types"], **(extra_manifest or {})}
     with build_model(name, source or f"gguf:{path}", "gguf-import", replace=replace, progress=say, extra=extra) as build:
-        _convert_gguf_into(path, build, info["config"], say, cancel)
+        _convert_gguf_into(path, build, info["config"], info["tensor_types"], say, cancel)
     return build.final
 
 
-def _convert_gguf_into(path: Path, build: ModelBuild, config: dict, say: ProgressCallback, cancel: threading.Event | None) -> None:
+def _make_q4_1_exact(gguf_path: Path, folder: Path, say: ProgressCallback) -> None:
+    """Give the IR openvino-genai built from ``gguf_path`` each Q4_1 block's exact offset in place of its rounded
+    4-bit zero point (:func:`inference.models.q4_1.write_exact_q41_ir`, as the default model's 4-bit IR has); an IR
+    it cannot match is kept as openvino-genai built it, which is said."""
+    from .errors import ModelFetchError
+    from .q4_1 import write_exact_q41_ir
+
+    say(ProgressEvent("Copying the GGUF's exact 4-bit weights into the model...", stage="convert"))
+    try:
+        write_exact_q41_ir(gguf_path, folder)
+    except ModelFetchError as error:
+        say(ProgressEvent(f"Kept openvino-genai's rounded Q4_1 offsets ({error})", stage="convert"))
+
+
+def _convert_gguf_into(
+    path: Path, build: ModelBuild, config: dict, tensor_types: Mapping[str, int], say: ProgressCallback, cancel: threading.Event | None
+) -> None:
     gguf_copy = build.folder / path.name
     copy_files([path], build.folder, say, cancel)
     check_cancel(cancel)
@@ -323,6 +339,8 @@ def _convert_gguf_into(path: Path, build: ModelBuild, config: dict, say: Progres
             f"openvino-genai could not convert {path.name}: {detail}. GGUF files of architectures "
             f"{', '.join(GGUF_ARCHITECTURES)} with weights in {', '.join(SUPPORTED_GGUF_TYPES)} work."
         ) from error
+    if "Q4_1" in tensor_types:
+        _make_q4_1_exact(gguf_copy, build.folder, say)
     os.unlink(gguf_copy)
     missing = missing_files(build.folder, REQUIRED_FILES)
     if missing:
