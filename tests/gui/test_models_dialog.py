@@ -197,6 +197,16 @@ def test_pair_check_accepts_the_draft_head_for_its_own_model_only(qtbot, dialog,
     )
 
 
+def test_a_pair_checks_outcome_is_said_once(qtbot, dialog, default_store):
+    """Newcomer trial: a refused pair was said twice, "✘ Refused: ..." under the pair and "Checking the pair failed:
+    ..." (the same reason) in the status line below, as if the check had broken. The line under the pair says the
+    refusal; the status line says nothing of it."""
+    dialog.refresh()
+    assert _check_pair(qtbot, dialog, default_store["tiny"], default_store["head"]).startswith("✘ Refused: ")
+    qtbot.waitUntil(lambda: dialog.job is None, timeout=5_000)
+    assert dialog.status.text() == ""
+
+
 def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialog, default_store):
     dialog.refresh()
     rows = {dialog.table.item(row, 0).text(): dialog.table.item(row, 1).text() for row in range(dialog.table.rowCount())}

@@ -438,6 +438,7 @@ class ModelsDialog(QDialog):
 
     def _pair_refused(self, message: str) -> None:
         self.pair_result.setText(f"✘ Refused: {message}")
+        self._set_status("", self.installed_page)  # not again as "Checking the pair failed: ..."
 
     # --- adding ------------------------------------------------------------------------------------
 
