@@ -101,6 +101,17 @@ GREEDY_UNUSED = ("top_p", "top_k", "min_p", "seed")
 GREEDY_WHY = "temperature 0 takes the likeliest token at each step"
 
 
+def top_k_given(top_k: int) -> int:
+    """A top-k as the server and the command line take it: -1 is off too (0), as llama-server and vLLM write it.
+
+    Raises:
+        SettingError: below -1, in words that name both ("top_k must be >= 0 (0 or -1 = disabled), got -5").
+    """
+    if top_k < -1:
+        raise SettingError("top_k", f"top_k must be >= 0 (0 or -1 = disabled), got {top_k}")
+    return 0 if top_k == -1 else top_k
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
     """How the next token is chosen from the logits.

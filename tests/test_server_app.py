@@ -116,7 +116,7 @@ def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
 
 def test_a_top_k_below_minus_one_is_told_that_minus_one_is_off_too():
     """Newcomer trial: ``top_k: -5`` was answered "top_k must be >= 0 (0 = disabled)", though -1 is taken as off
-    (README); the command line, which takes no -1, keeps the engine's words."""
+    (README); the engine, which takes no -1, keeps its words (the command line takes -1 as the server does)."""
     with pytest.raises(APIError) as refused:
         chat(top_k=-5)
     assert (refused.value.param, refused.value.code, refused.value.message) == \

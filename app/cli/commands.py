@@ -24,7 +24,7 @@ from inference.model import ModelLoadError
 from inference.models.default_head import repair_default_head
 from inference.models.errors import ModelFetchError
 from inference.rope import RopeUnsupportedError
-from inference.settings import GenerationSettings, SamplingSettings, SettingError
+from inference.settings import GenerationSettings, SamplingSettings, SettingError, top_k_given
 
 SAMPLING = SamplingSettings()  # the defaults
 #: Starts and ends a message of several lines in ``specchat chat`` (as in ollama's terminal chat).
@@ -41,7 +41,7 @@ def _add_engine_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] 
 def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=SAMPLING.temperature, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=SAMPLING.top_p)
-    parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 = disabled")
+    parser.add_argument("--top-k", type=int, default=SAMPLING.top_k, help="0 or -1 = disabled")
     parser.add_argument("--min-p", type=float, default=SAMPLING.min_p,
                         help="drop tokens less likely than this times the likeliest, in [0, 1] (0 = disabled)")
     parser.add_argument("--seed", type=_seed, default=SAMPLING.seed, help="same seed, same reply; -1 = random (as llama.cpp)")
@@ -256,7 +256,7 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
         decoding_settings(args, mode),
         sampling=SamplingSettings(
             temperature=args.temperature,
-            top_k=args.top_k,
+            top_k=top_k_given(args.top_k),
             top_p=args.top_p,
             min_p=args.min_p,
             seed=args.seed,

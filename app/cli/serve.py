@@ -24,7 +24,7 @@ from app.cli import INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.server.request_common import TOOL_CHOICE_DEFAULTS
 from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
-from inference.settings import SamplingSettings, SettingError
+from inference.settings import SamplingSettings, SettingError, top_k_given
 
 #: Seconds Ctrl+C waits for open connections to close after their replies are cancelled.
 SHUTDOWN_TIMEOUT_S = 5
@@ -33,7 +33,7 @@ SHUTDOWN_TIMEOUT_S = 5
 SAMPLING_FLAGS = (
     ("--temperature", float, "0 = greedy"),
     ("--top-p", float, "nucleus sampling, (0, 1]"),
-    ("--top-k", int, "0 = off"),
+    ("--top-k", int, "0 or -1 = off"),
     ("--min-p", float, "0 = off"),
     ("--repeat-penalty", float, "repetition penalty over the last --repeat-last-n tokens, prompt included (1 = off)"),
     ("--repeat-last-n", int, "tokens the repetition penalty looks back at (64)"),
@@ -115,7 +115,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def sampling_flags(args: argparse.Namespace) -> dict:
     """The sampling flags given, by ``SamplingSettings`` field name (they go over the model's recommended sampling,
-    ``recommended_sampling``), checked.
+    ``recommended_sampling``), checked; a ``--top-k`` of -1 is 0 (off), as a request's ``top_k`` is.
 
     Raises:
         ValueError: a flag out of range (the message names the flag).
@@ -127,6 +127,8 @@ def sampling_flags(args: argparse.Namespace) -> dict:
         if value is not None:
             given["repetition_penalty" if name == "repeat_penalty" else name] = value
     try:
+        if "top_k" in given:
+            given["top_k"] = top_k_given(given["top_k"])
         replace(SamplingSettings(), **given).validate()
     except SettingError as error:
         flag = "--repeat-penalty" if error.field == "repetition_penalty" else "--" + error.field.replace("_", "-")

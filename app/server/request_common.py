@@ -48,6 +48,7 @@ from inference.settings import (
     OutputSettings,
     SettingError,
     SpeculativeSettings,
+    top_k_given,
 )
 
 from .errors import APIError, setting_error
@@ -406,10 +407,10 @@ def generation_settings(
         asked_tokens = defaults.sampling.max_new_tokens
     if max_tokens is not None:
         asked_tokens = min(asked_tokens, max_tokens)
-    if body.top_k is not None and body.top_k < -1:  # the engine's words would leave out the -1 taken as off
-        raise APIError(400, f"top_k must be >= 0 (0 or -1 = disabled), got {body.top_k}", param="top_k",
-                       code="invalid_value")
-    top_k = 0 if body.top_k == -1 else body.top_k  # llama-server and vLLM write "off" as -1 too
+    try:
+        top_k = None if body.top_k is None else top_k_given(body.top_k)
+    except SettingError as error:
+        raise setting_error(error) from None
     sampling = replace(
         defaults.sampling,
         seed=None if body.seed == -1 else body.seed,

@@ -436,6 +436,10 @@ def test_auto_can_be_typed_where_an_error_says_a_field_may_be_auto(pane, qtbot):
     assert pane.n_discard.value() == -1 and emitted[-1].generation.context.n_discard == -1  # (auto: -1)
     _type_into(qtbot, pane.top_k, "off")  # Top-k's is "off"
     assert pane.top_k.value() == pane.top_k.minimum() and pane.top_k.text() == "off"
+    pane.top_k.setValue(40)
+    _type_into(qtbot, pane.top_k, "-1")  # off too, as the command line and the server take it (it became top-k 1)
+    qtbot.keyClick(pane.top_k, Qt.Key.Key_Return)
+    assert pane.top_k.value() == 0 and pane.top_k.text() == "off" and emitted[-1].generation.sampling.top_k == 0
     _type_into(qtbot, pane.n_keep, "Auto (System prompt)")  # its whole text, as shown
     assert pane.n_keep.lineEdit().text() == "Auto (System prompt)" and pane.n_keep.value() == -1
     _type_into(qtbot, pane.n_keep, "autox")  # no other word

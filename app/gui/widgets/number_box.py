@@ -16,6 +16,9 @@ A field emptied holds no number: :attr:`EmptyAware.empty` says so (its error the
 cleared Context length still read "you typed 5"), and leaving it (Tab, Return) puts back :attr:`EmptyAware.fallback`,
 the last valid value its form gave it, not the last value it held (which put the trial's invalid 5 back); so do the
 decimal fields, :class:`DecimalBox`.
+
+A field may name a number that stands for its minimum too (:attr:`NumberBox.minimum_alias`: top-k's -1, off as the
+command line and the server take it, which the box turned into a top-k of 1 with its "-" refused).
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class NumberBox(EmptyAware, QSpinBox):
 
     Attributes:
         refused: True when a keystroke of digits was refused since the value last changed (or none was refused).
+        minimum_alias: a text typed that stands for the minimum as its special value's word does ("-1"), or "".
     """
 
     refused_changed = Signal()
@@ -111,6 +115,7 @@ class NumberBox(EmptyAware, QSpinBox):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.refused = False
+        self.minimum_alias = ""
         self._watch_empty()
         self.valueChanged.connect(self._forget)
 
@@ -130,15 +135,18 @@ class NumberBox(EmptyAware, QSpinBox):
         return result
 
     def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt override
-        """As ``QSpinBox.valueFromText``; a name of the special value typed stands for the minimum."""
+        """As ``QSpinBox.valueFromText``; a name of the special value (or the minimum's alias) typed stands for the
+        minimum."""
         if self._typed(text).lower() in self._special_names():
             return self.minimum()
         return super().valueFromText(text)
 
     def _special_names(self) -> tuple[str, ...]:
-        """The special value text and its first word, lower case ("auto (system prompt)", "auto"); none without."""
+        """The special value text and its first word, lower case ("auto (system prompt)", "auto"), and the
+        :attr:`minimum_alias`; none without either."""
         special = self.specialValueText().strip().lower()
-        return (special, special.split()[0]) if special else ()
+        alias = (self.minimum_alias,) if self.minimum_alias else ()
+        return ((special, special.split()[0]) if special else ()) + alias
 
     def _forget(self, _value: int) -> None:
         if self.refused:

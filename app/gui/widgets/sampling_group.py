@@ -157,7 +157,8 @@ class SamplingGroup(QGroupBox):
         self.top_k = NumberBox()
         self.top_k.setRange(0, BIG)
         self.top_k.setSpecialValueText("off")
-        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 = off, as is a k of the vocabulary's size or more")
+        self.top_k.minimum_alias = "-1"  # off, as the command line and the server take it
+        self._row(more, "top_k", "Candidates (top-k)", self.top_k, "Top-k: only the k most likely tokens; 0 (or -1) = off, as is a k of the vocabulary's size or more")
         self.repetition_penalty = self._double(
             more, "repetition_penalty", "Repetition penalty", 10 * MAX_REPETITION_PENALTY, 0.05,
             "Makes words already used less likely: tokens seen in the last 64 tokens (prompt included); 1 = off, 1.1 is common",
