@@ -350,6 +350,24 @@ def test_a_final_assistant_message_is_continued():
     assert chat(messages=COLOUR, tools=[WEATHER_TOOL], tool_choice="none").continue_text == "The colour is"
 
 
+@pytest.mark.parametrize("response_format", [
+    {"type": "json_object"},
+    {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}},
+])
+def test_a_final_assistant_message_with_a_response_format_is_refused(response_format):
+    """The grammar constrains a reply from its first token, so the continuation of a prefill such as ``{"name": ``
+    would have been forced to start a new JSON value: a 400, as with tools; ``{"type": "text"}`` asks for none."""
+    prefill = [COLOUR[0], {"role": "assistant", "content": '{"name": '}]
+    with pytest.raises(APIError) as refused:
+        chat(messages=prefill, response_format=response_format)
+    assert (refused.value.status, refused.value.param, refused.value.code) == (400, "response_format", "invalid_value")
+    assert refused.value.message == (
+        "messages end with an assistant message, whose text SpecChat continues (assistant prefill), and "
+        "response_format constrains a reply from its first token, not a continuation: leave response_format out "
+        "(or send type text), or end messages with a user message")
+    assert chat(messages=prefill, response_format={"type": "text"}).continue_text == '{"name": '
+
+
 _CALLED = [{"role": "user", "content": "What time is it?"}, {"role": "assistant", "content": None, "tool_calls": [
     {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}]
 

@@ -217,6 +217,8 @@ def test_a_tool_choice_left_out_is_echoed_as_the_servers_default_made_it():
     ({"input": "Hi", "tools": [{**WEATHER, "name": "bad name"}]}, 400, "tools[0].name"),
     ({"input": "Hi", "tool_choice": {"type": "function", "name": "nope"}, "tools": [WEATHER]}, 400, "tool_choice"),
     ({"input": 5}, 400, "input"),
+    ({"input": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": '{"a": '}],
+      "text": {"format": {"type": "json_object"}}}, 400, "text.format"),  # a prefill the grammar would start over
 ])
 def test_refusals_name_the_responses_field(body, status, param):
     response = post(create_app(Scripted(), model_id="m"), body)

@@ -100,8 +100,8 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
             calls, a tool result whose ``tool_call_id`` names no earlier call, more than :data:`MAX_TOOLS` tools or
-            :data:`MAX_SCHEMA_BYTES` of schemas, tools with a final assistant message to continue, ``n`` other than 1, a
-            setting out of range.
+            :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON ``response_format`` with a final assistant message to
+            continue, ``n`` other than 1, a setting out of range.
     """
     check_bounds(body.response_format, body.tools)
     refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
@@ -151,6 +151,11 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
             raise APIError(400, "messages end with an assistant message, whose text SpecChat continues (assistant "
                            "prefill), and a continued reply cannot call tools: leave tools out (or send tool_choice "
                            "none), or end messages with a user message", param="tools", code="invalid_value")
+        if output.grammar is not None:  # its mask would start the JSON again where the prefill left it
+            raise APIError(400, "messages end with an assistant message, whose text SpecChat continues (assistant "
+                           "prefill), and response_format constrains a reply from its first token, not a "
+                           "continuation: leave response_format out (or send type text), or end messages with a user "
+                           "message", param="response_format", code="invalid_value")
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings, tools=tools,
                              continue_text=prefill)
 
