@@ -350,3 +350,23 @@ def test_the_clients_stream_helper_accumulates_streamed_calls_and_text(client):
         deltas = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
         final = stream.get_final_response()
     assert deltas and final.output_text == deltas
+
+
+def test_a_continued_assistant_item_is_kept_as_one_message_with_its_continuation():
+    """Trial: an input ending with an assistant item is continued (assistant prefill), but the kept conversation
+    held the prefill and the continuation as two assistant messages, so a later turn with previous_response_id
+    rendered two assistant turns. It holds one now: the follow-up's request is the one sent whole by hand."""
+    stats = GenerationStats(mode="ar", new_tokens=1, prompt_tokens=9, stop_reason="eos")
+    backend = Scripted([TextDelta(" blue.", 1, False), Finished(stats)])
+    app = create_app(backend, model_id="m")
+    prefill = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "The colour is"}]
+    first = post(app, {"input": prefill, "instructions": "Be brief."}).json()
+    assert backend.requests[0].continue_text == "The colour is"
+    assert first["output"][0]["content"][0]["text"] == " blue."  # the continuation alone, as a chat's reply
+    post(app, {"previous_response_id": first["id"], "input": "Another?", "instructions": "Be brief."})
+    whole = [prefill[0], {"role": "assistant", "content": "The colour is blue."}, {"role": "user", "content": "Another?"}]
+    post(app, {"input": whole, "instructions": "Be brief."})
+    followed, by_hand = backend.requests[1], backend.requests[2]
+    assert followed.messages == by_hand.messages == whole
+    assert (followed.system_prompt, followed.continue_text) == (by_hand.system_prompt, by_hand.continue_text) == \
+        ("Be brief.", "")

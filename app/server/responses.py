@@ -377,8 +377,13 @@ class ResponseBuilder:
         return response
 
     def conversation(self) -> list[dict]:
-        """The conversation with this response's reply (chat messages; for :class:`ResponseStore`)."""
+        """The conversation with this response's reply (chat messages; for :class:`ResponseStore`). A reply that
+        continued the input's final assistant message (assistant prefill, ``chat_request``) is kept in it, as one
+        message: a later turn renders it as the one assistant turn it is."""
         text = self._message["content"][0]["text"] if self._message else ""
+        last = self._conversation[-1]
+        if last["role"] == "assistant" and "tool_calls" not in last:  # continued: a continuation makes no calls
+            return [*self._conversation[:-1], {**last, "content": last["content"] + text}]
         calls = [call for index, call in enumerate(self._calls) if self._streamed.is_whole(index)]  # (none cut)
         reply = {"role": "assistant", "content": text or (None if calls else "")}
         if calls:
