@@ -129,8 +129,45 @@ def test_chat_says_reset_cleared_and_how_to_quit_after_ctrl_c_at_the_prompt(monk
     assert sessions[0].messages == []
     monkeypatch.setattr(commands.sys, "stdin", io.StringIO())  # piped
     monkeypatch.setattr(commands, "_read_piped_line", typed(KeyboardInterrupt, "never read"))
-    assert commands._chat(args) == 0
+    assert commands._chat(args) == app.cli.INTERRUPTED  # (it gave 0, where generate's Ctrl+C gives 130)
     assert capsys.readouterr().err.splitlines()[1:] == [""]
+
+
+def test_ctrl_c_during_a_piped_chats_reply_keeps_what_came_and_exits_130(monkeypatch, capsys):
+    """Trial: `specchat chat` with piped input stopped by Ctrl+C exited 0, where `generate` gives 130. Ctrl+C during
+    a reply to piped input ends the chat as it ends generate: the reply so far and its statistics, then 130 (it
+    went on to the next line, or to the end of input its writer, stopped by the same Ctrl+C, left: status 0). At a
+    terminal the chat goes on after the cancelled reply."""
+    import app.cli.commands as commands
+    from inference.events import Finished, GenerationStats, TextDelta
+
+    class Session:
+        def __init__(self, engine, system):
+            self.messages, self.sent = [], []
+
+        def send(self, text, settings, cancel):
+            self.sent.append(text)
+            yield TextDelta("Once", 1, False)
+            yield Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="cancelled", token_ids=[1]))
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    sessions = []
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
+    monkeypatch.setattr(commands, "_engine", lambda args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("Tell a story.\nnever read\n"))  # piped
+    args = build_parser().parse_args(["chat"])
+    assert commands._chat(args) == app.cli.INTERRUPTED
+    captured = capsys.readouterr()
+    assert captured.out == "Once\n" and "stop: cancelled" in captured.err
+    assert sessions[0].sent == ["Tell a story."]
+    lines = iter(["Tell a story.", "/bye"])
+    monkeypatch.setattr(commands.sys, "stdin", Terminal())
+    monkeypatch.setattr(commands, "input", lambda prompt: next(lines), raising=False)
+    assert commands._chat(args) == 0 and sessions[1].sent == ["Tell a story."]
 
 
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):

@@ -468,8 +468,8 @@ def _chat(args: argparse.Namespace) -> int:
             text = read_message(read_line)
         except KeyboardInterrupt:  # at a terminal's prompt: the line typed is dropped and the chat goes on (ollama's)
             print(file=sys.stderr)
-            if not terminal:
-                return 0
+            if not terminal:  # piped input: nothing else could stop it; generate's status for Ctrl+C
+                return INTERRUPTED
             print(CTRL_C_AT_PROMPT, file=sys.stderr)
             continue
         except EOFError:
@@ -500,6 +500,8 @@ def _chat(args: argparse.Namespace) -> int:
         print(describe(stats), file=sys.stderr)
         if stats.stop_reason == "cancelled" and not stats.token_ids:
             print("stopped before the reply began: the message was not kept", file=sys.stderr)
+        if stats.stop_reason == "cancelled" and not terminal:  # Ctrl+C ends piped input's chat, as it ends generate
+            return INTERRUPTED
 
 
 def _serve(args: argparse.Namespace) -> int:
