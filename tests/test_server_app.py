@@ -345,8 +345,8 @@ def test_a_final_assistant_message_is_continued():
         chat(messages=COLOUR, tools=[WEATHER_TOOL])
     assert (refused.value.status, refused.value.param, refused.value.code) == (400, "tools", "invalid_value")
     assert refused.value.message == (
-        "messages end with an assistant message, whose text SpecChat continues (assistant prefill), and a continued "
-        "reply cannot call tools: leave tools out (or send tool_choice none), or end messages with a user message")
+        "the last message is an assistant message, whose text SpecChat continues (assistant prefill), and a continued "
+        "reply cannot call tools: leave tools out (or send tool_choice none), or send a user message last")
     assert chat(messages=COLOUR, tools=[WEATHER_TOOL], tool_choice="none").continue_text == "The colour is"
 
 
@@ -362,9 +362,9 @@ def test_a_final_assistant_message_with_a_response_format_is_refused(response_fo
         chat(messages=prefill, response_format=response_format)
     assert (refused.value.status, refused.value.param, refused.value.code) == (400, "response_format", "invalid_value")
     assert refused.value.message == (
-        "messages end with an assistant message, whose text SpecChat continues (assistant prefill), and "
+        "the last message is an assistant message, whose text SpecChat continues (assistant prefill), and "
         "response_format constrains a reply from its first token, not a continuation: leave response_format out "
-        "(or send type text), or end messages with a user message")
+        "(or send type text), or send a user message last")
     assert chat(messages=prefill, response_format={"type": "text"}).continue_text == '{"name": '
 
 

@@ -228,6 +228,9 @@ def test_refusals_name_the_responses_field(body, status, param):
     assert "messages" not in error["message"] and "max_completion_tokens" not in error["message"]
     if param == "previous_response_id":
         assert "resp_unknown" in error["message"] and error["code"] == "previous_response_not_found"
+    if "assistant prefill" in error["message"]:  # the chat's words, read as the Responses request's ("input end with")
+        assert error["message"].startswith("the last message is an assistant message") and error["message"].endswith(
+            "or send a user message last"), error["message"]
 
 
 def test_an_empty_input_is_refused_as_an_empty_prompt_is():

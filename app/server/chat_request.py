@@ -148,14 +148,14 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     if messages and messages[-1]["role"] == "assistant" and "tool_calls" not in messages[-1]:
         prefill = messages.pop()["content"]
         if tools is not None:
-            raise APIError(400, "messages end with an assistant message, whose text SpecChat continues (assistant "
+            raise APIError(400, "the last message is an assistant message, whose text SpecChat continues (assistant "
                            "prefill), and a continued reply cannot call tools: leave tools out (or send tool_choice "
-                           "none), or end messages with a user message", param="tools", code="invalid_value")
+                           "none), or send a user message last", param="tools", code="invalid_value")
         if output.grammar is not None:  # its mask would start the JSON again where the prefill left it
-            raise APIError(400, "messages end with an assistant message, whose text SpecChat continues (assistant "
+            raise APIError(400, "the last message is an assistant message, whose text SpecChat continues (assistant "
                            "prefill), and response_format constrains a reply from its first token, not a "
-                           "continuation: leave response_format out (or send type text), or end messages with a user "
-                           "message", param="response_format", code="invalid_value")
+                           "continuation: leave response_format out (or send type text), or send a user message last",
+                           param="response_format", code="invalid_value")
     return GenerationRequest(messages=messages, system_prompt="\n\n".join(system), settings=settings, tools=tools,
                              continue_text=prefill)
 
