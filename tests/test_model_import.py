@@ -141,13 +141,18 @@ def test_gguf_that_is_not_a_gguf_is_refused(store, tmp_path):
 
 def test_a_gguf_cut_short_is_refused_before_openvino_genai_reads_it(sources, store, tmp_path):
     """Newcomer trial: the default GGUF cut at 50 MB passed the header checks and openvino-genai's reader crashed the
-    process (SIGSEGV), the window with it. Its tensors' data is checked against the file's size first."""
+    process (SIGSEGV), the window with it. Its tensors' data is checked against the file's size first.
+    A later trial: the check ran only once the file was copied into the build folder, just before openvino-genai;
+    it now runs with the other checks, before anything is copied, and the message says the file is incomplete."""
     cut = tmp_path / "cut short.gguf"
     with open(sources["gguf"], "rb") as whole:
         cut.write_bytes(whole.read(50_000_000))
-    with pytest.raises(ModelImportError, match=r"cut short\.gguf is cut short: tensor '[^']+' ends at byte [\d,]+, past "
-                       r"the end of the file \(50,000,000 bytes\); download it again"):
-        import_model(cut)
+    events: list[ProgressEvent] = []
+    with pytest.raises(ModelImportError, match=r"^cut short\.gguf is incomplete: tensor '[^']+' ends at byte [\d,]+, "
+                       r"past the end of the file \(50,000,000 bytes\): it was cut short \(an interrupted download or "
+                       r"copy\); download it again$"):
+        import_model(cut, progress=events.append)
+    assert [e.stage for e in events] == ["check"]  # nothing was copied
     assert model_store.list_models() == [] and _no_partials()
 
 

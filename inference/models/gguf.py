@@ -205,8 +205,9 @@ def _check_tensor_data(tensors: list[TensorInfo], offsets: list[int], alignment:
             continue
         end = data_start + offset + math.prod(dims) // block * block_bytes
         if end > size:
-            raise ModelImportError(f"{path.name} is cut short: tensor {name!r} ends at byte {end:,}, past the end of the "
-                                   f"file ({size:,} bytes); download it again")
+            raise ModelImportError(f"{path.name} is incomplete: tensor {name!r} ends at byte {end:,}, past the end of the "
+                                   f"file ({size:,} bytes): it was cut short (an interrupted download or copy); download "
+                                   "it again")
 
 
 def gguf_architecture(scalars: Mapping[str, Any], path: Path) -> str:

@@ -290,14 +290,15 @@ def import_gguf(
         The installed model folder.
 
     Raises:
-        ModelImportError: not a GGUF, unsupported architecture or tensor type, openvino-genai failed, not
-            enough disk space, or the name is taken.
+        ModelImportError: not a GGUF, a file cut short (said before anything is copied), unsupported architecture
+            or tensor type, openvino-genai failed, not enough disk space, or the name is taken.
         OperationCancelled: ``cancel`` was set.
     """
     path = Path(path).expanduser().resolve()
     say = reporter(progress)
     say(ProgressEvent(f"Checking {path.name}...", stage="check"))
     info = inspect_gguf(path)
+    read_gguf_header(path, check_data=True)  # a file cut short is refused before it is copied
     name = name_from(path.name) if name is None else name
     size = path.stat().st_size
     store.models_dir().mkdir(parents=True, exist_ok=True)
