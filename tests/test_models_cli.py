@@ -86,6 +86,19 @@ def test_import_of_a_path_that_does_not_exist_says_so(store, tmp_path, capsys):
     assert capsys.readouterr().err == f"error: no such file or folder: {missing}\n"
 
 
+def test_a_name_with_spaces_is_refused_with_the_name_it_would_take(tiny, store, capsys):
+    """Newcomer trial: ``--name "draft two"`` was refused with only the rules, while a file named "draft two.gguf"
+    becomes "draft-two": the refusal suggests that name."""
+    assert main(["models", "import", str(tiny["same"]), "--name", "draft two"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: invalid model name 'draft two': use 1-100 letters, digits, '.', '_', '+' or '-' (at most 200 bytes "
+        "in UTF-8), starting with a letter or digit; for example 'draft-two'"
+    )
+    assert main(["models", "import", str(tiny["same"]), "--name", "../..."]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("starting with a letter or digit")  # nothing left to suggest
+    assert model_store.list_models() == []
+
+
 def test_bad_inputs_exit_2(store, tmp_path, capsys):
     fake = tmp_path / "x.gguf"
     fake.write_text("nope")

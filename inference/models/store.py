@@ -154,12 +154,14 @@ def check_name(name: str) -> str:
     Raises:
         ValueError: empty, longer than 100 characters or 200 bytes in UTF-8, or with characters other than
             letters, digits and combining marks (of any script), ``.``, ``_``, ``+`` and ``-`` (or not starting
-            with a letter or digit).
+            with a letter or digit); the message suggests the name made of it as :func:`name_from` makes file
+            names (``draft two`` -> ``draft-two``), where one is left.
     """
     if not valid_name(name or ""):
+        suggestion = _fitting_name(name or "")
         raise ValueError(
             f"invalid model name {name!r}: use 1-100 letters, digits, '.', '_', '+' or '-' (at most 200 bytes in "
-            "UTF-8), starting with a letter or digit"
+            "UTF-8), starting with a letter or digit" + (f"; for example {suggestion!r}" if suggestion else "")
         )
     return name
 
@@ -203,13 +205,19 @@ def name_from(text: str) -> str:
     base = text.rstrip("/\\").replace("\\", "/").split("/")[-1]
     if base.lower().endswith(".gguf"):
         base = base[: -len(".gguf")]
+    return _fitting_name(base) or "model"
+
+
+def _fitting_name(base: str) -> str:
+    """``base`` made a valid name as :func:`name_from` says (composed, runs of other characters one ``-``, cut to
+    fit); empty when no letter or digit is left."""
     base = unicodedata.normalize("NFC", base)
     base = "".join("".join(run) if kept else "-" for kept, run in groupby(base, _name_character))
     start = next((i for i, c in enumerate(base) if unicodedata.category(c)[0] in "LN"), len(base))
     base = base[start : start + MAX_NAME_CHARS]
     while len(base.encode("utf-8")) > MAX_NAME_BYTES:
         base = base[:-1]
-    return base.rstrip(NAME_PUNCTUATION) or "model"
+    return base.rstrip(NAME_PUNCTUATION)
 
 
 def model_path(name: str) -> Path:
