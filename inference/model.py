@@ -549,17 +549,17 @@ def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
         TokenizerMismatchError: with the first difference found.
     """
     checks = [
-        ("vocabulary size", target.vocab_size, draft.vocab_size),
-        ("BOS token id", target.tokenizer.get_bos_token_id(), draft.tokenizer.get_bos_token_id()),
-        ("EOS token id", target.tokenizer.get_eos_token_id(), draft.tokenizer.get_eos_token_id()),
-        ("token ids of a probe text", target.encode(TOKENIZER_PROBE), draft.encode(TOKENIZER_PROBE)),
-        ("text of the vocabulary", target.tokenizer_fingerprint, draft.tokenizer_fingerprint),
+        ("the vocabulary size differs", target.vocab_size, draft.vocab_size),
+        ("the BOS token id differs", target.tokenizer.get_bos_token_id(), draft.tokenizer.get_bos_token_id()),
+        ("the EOS token id differs", target.tokenizer.get_eos_token_id(), draft.tokenizer.get_eos_token_id()),
+        ("the token ids of a probe text differ", target.encode(TOKENIZER_PROBE), draft.encode(TOKENIZER_PROBE)),
+        ("the text of the vocabulary differs", target.tokenizer_fingerprint, draft.tokenizer_fingerprint),
     ]
     for what, ours, theirs in checks:
         if ours != theirs:
             raise TokenizerMismatchError(
                 f"the draft model {draft.folder.name} has another tokenizer than the target {target.folder.name} "
-                f"({what} differs): choose a draft from the same model family, or use prompt lookup"
+                f"({what}): choose a draft from the same model family, or use prompt lookup"
             )
 
 

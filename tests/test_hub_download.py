@@ -72,6 +72,9 @@ def test_full_download(hub, ov_repo):
     assert not (folder / "README.md").exists()
     fractions = [e.fraction for e in events if e.stage == "download" and e.fraction is not None]
     assert fractions[-1] == 1.0 and fractions == sorted(fractions)
+    assert f"Downloaded and verified {len(hub_download.select_files(inspect_repo(REPO, endpoint=hub.url)))} files" in [
+        e.message for e in events
+    ]
     assert not (model_store.data_dir() / "downloads" / "hub").exists() or not any((model_store.data_dir() / "downloads" / "hub").iterdir())
     assert _store_is_clean()
     from inference.model import load_model
@@ -167,7 +170,9 @@ def test_gguf_repository_downloads_one_file_and_imports_it(tiny_ir, tmp_path, mo
     (repo / "README.md").write_text("# SmolLM2 GGUF\n")
     with HubServer({"test-org/smol-gguf": repo}) as hub:
         assert inspect_repo("test-org/smol-gguf", endpoint=hub.url).kind == "gguf"
-        folder = install_from_hub("test-org/smol-gguf", endpoint=hub.url)
+        events: list[ProgressEvent] = []
+        folder = install_from_hub("test-org/smol-gguf", endpoint=hub.url, progress=events.append)
+    assert "Downloaded and verified 1 file" in [e.message for e in events]  # trial: "1 files"
     manifest = model_store.read_manifest(folder).to_json()
     assert folder.name == "SmolLM2-135M-Instruct.Q4_1"
     assert manifest["kind"] == "hub-download" and manifest["source"].startswith("hf:test-org/smol-gguf@")

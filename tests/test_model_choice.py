@@ -67,7 +67,7 @@ def test_find_model_takes_store_names_and_unique_manifest_names(default_copies):
     assert model_store.find_model("Other-1B") == default_copies / "other"
     with pytest.raises(ModelImportError, match="several installed models are named 'SmolLM2-135M-Instruct'.*-int4, "):
         model_store.find_model("SmolLM2-135M-Instruct")
-    with pytest.raises(ModelImportError, match="no installed model or folder named 'nope'.*SmolLM2-135M-Instruct-int4"):
+    with pytest.raises(ModelImportError, match="no installed model named 'nope'.*SmolLM2-135M-Instruct-int4"):
         model_store.find_model("nope")
     with pytest.raises(ModelImportError, match="model folder /no/such/folder does not exist"):
         model_store.find_model("/no/such/folder")
@@ -98,7 +98,7 @@ def test_generate_takes_installed_model_names_for_the_target_and_the_draft(tiny_
     assert main(["generate", "Hi", "--model", "tiny-target", "--mode", "spec", "--draft", "lookup", *common]) == 0
     assert json.loads(capsys.readouterr().out)["mode"] == "spec"
     assert main(["generate", "Hi", "--model", "no-such-model", *common]) == 2
-    assert "no installed model or folder named 'no-such-model'" in capsys.readouterr().err
+    assert "no installed model named 'no-such-model'" in capsys.readouterr().err
     assert main(["generate", "Hi", "--model", "tiny-target", "--mode", "spec", "--draft", "tiny-other", *common]) == 2
     assert "tokenizer" in capsys.readouterr().err
 

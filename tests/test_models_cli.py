@@ -49,8 +49,10 @@ def test_import_list_pair_remove(tiny, store, capsys):
     assert main(["models", "import", str(tiny["same"]), "--name", "a"]) == 2
     assert "already installed" in capsys.readouterr().err
     assert main(["models", "remove", "b", "--yes"]) == 0
+    capsys.readouterr()
     assert main(["models", "remove", "b", "--yes"]) == 2
-    assert "no installed model" in capsys.readouterr().err
+    # trial: "no installed model or folder named ..." for a plain name
+    assert capsys.readouterr().err == "error: no installed model named 'b' (installed: a, c); see `specchat models list`\n"
     assert [m["name"] for m in model_store.list_models()] == ["a", "c"]
 
 

@@ -314,7 +314,7 @@ def download_files(
         done = base + file.size
         say(ProgressEvent(f"Verifying {file.path}...", done, total, "verify"))
         _verify(repo, file, dest)
-    say(ProgressEvent(f"Downloaded and verified {len(files)} files", total, total, "download"))
+    say(ProgressEvent(f"Downloaded and verified {len(files)} file{'' if len(files) == 1 else 's'}", total, total, "download"))
 
 
 def _present_bytes(dest: Path, file: HubFile) -> int:

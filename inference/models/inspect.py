@@ -300,7 +300,7 @@ def check_pair(target: Path | str, draft: Path | str) -> TokenizerInfo:
         The shared tokenizer's :class:`TokenizerInfo`.
 
     Raises:
-        PairMismatchError: with the first difference, e.g. ``vocabulary size differs (49152 vs 32000)``.
+        PairMismatchError: with the first difference, e.g. ``the vocabulary size differs (49152 vs 32000)``.
         ModelImportError: a folder has no readable IR or tokenizer.
     """
     target, draft = Path(target), Path(draft)
@@ -315,18 +315,18 @@ def check_pair(target: Path | str, draft: Path | str) -> TokenizerInfo:
         return check_head_pair(target, draft)
     ours, theirs = tokenizer_info(target), tokenizer_info(draft)
     checks = [
-        ("vocabulary size", ours.vocab_size, theirs.vocab_size),
-        ("BOS token id", ours.bos_token_id, theirs.bos_token_id),
-        ("EOS token id", ours.eos_token_id, theirs.eos_token_id),
-        ("PAD token id", ours.pad_token_id, theirs.pad_token_id),
-        ("token ids of a probe text", ours.probe_ids, theirs.probe_ids),
-        ("text of the vocabulary", ours.fingerprint, theirs.fingerprint),
+        ("the vocabulary size differs", ours.vocab_size, theirs.vocab_size),
+        ("the BOS token id differs", ours.bos_token_id, theirs.bos_token_id),
+        ("the EOS token id differs", ours.eos_token_id, theirs.eos_token_id),
+        ("the PAD token id differs", ours.pad_token_id, theirs.pad_token_id),
+        ("the token ids of a probe text differ", ours.probe_ids, theirs.probe_ids),
+        ("the text of the vocabulary differs", ours.fingerprint, theirs.fingerprint),
     ]
     for what, mine, other in checks:
         if mine != other:
-            detail = f" ({mine} vs {other})" if what != "text of the vocabulary" and len(str(mine)) < 80 else ""
+            detail = f" ({mine} vs {other})" if "vocabulary differs" not in what and len(str(mine)) < 80 else ""
             raise PairMismatchError(
-                f"{draft.name} cannot draft for {target.name}: their tokenizers differ ({what} differs{detail}). "
+                f"{draft.name} cannot draft for {target.name}: their tokenizers differ ({what}{detail}). "
                 "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup."
             )
     return ours

@@ -357,7 +357,7 @@ def find_model(name_or_path: str | Path) -> Path:
         choices = ", ".join(m.store_name for m in named)
         raise ModelImportError(f"several installed models are named {text!r}: use one of {choices} (see `specchat models list`)")
     names = ", ".join(m.store_name for m in installed) or "none"
-    raise ModelImportError(f"no installed model or folder named {text!r} (installed: {names}); see `specchat models list`")
+    raise ModelImportError(f"no installed model named {text!r} (installed: {names}); see `specchat models list`")
 
 
 def folder_size(folder: Path) -> int:
