@@ -122,10 +122,29 @@ def test_folder_with_a_missing_file_is_refused(sources, store, tmp_path):
     shutil.copytree(sources["same"], truncated)
     data = (truncated / "openvino_model.bin").read_bytes()
     (truncated / "openvino_model.bin").write_bytes(data[: len(data) // 3])
-    with pytest.raises(ModelImportError, match="truncated or corrupt"):
+    with pytest.raises(ModelImportError, match="damaged or incomplete"):
         import_model(truncated)
     with pytest.raises(ModelImportError, match=f"^no such file or folder: {tmp_path / 'nowhere'}$"):
         import_model(tmp_path / "nowhere")
+    assert model_store.list_models() == [] and _no_partials()
+
+
+def test_a_damaged_ir_is_refused_without_openvinos_source_locations(sources, store, tmp_path, caplog):
+    """Newcomer trial: a corrupt openvino_model.bin gave "OpenVINO cannot read ... (Exception from
+    src/inference/src/cpp/core.cpp:84:)". The message says OpenVINO's own reason and what to do; the whole of
+    OpenVINO's text goes to the log."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(sources["same"], damaged)
+    (damaged / "openvino_model.bin").write_bytes(b"not the weights\n" * 64)
+    with caplog.at_level("WARNING", logger="inference.models.inspect"), pytest.raises(ModelImportError) as caught:
+        import_model(damaged)
+    assert str(caught.value) == (
+        f"OpenVINO cannot read the model in {damaged} (Incorrect weights in bin file!): its openvino_model.xml or "
+        "openvino_model.bin is damaged or incomplete. Copy or download the model again, then import it again."
+    )
+    assert "src/" not in str(caught.value)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "core.cpp" in logged and "Incorrect weights in bin file!" in logged
     assert model_store.list_models() == [] and _no_partials()
 
 

@@ -16,6 +16,7 @@ Two folder layouts are recognised (both hold ``openvino_model.xml``/``.bin``):
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -31,12 +32,15 @@ from ..model import (
     ModelLoadError,
     TokenizerMismatchError,
     lm_head,
+    openvino_message,
     sliding_window_of,
     special_token_ids,
     tokenizer_fingerprint,
 )
 from .errors import ModelImportError
 from .manifest import read_manifest
+
+logger = logging.getLogger(__name__)
 
 #: The Hugging Face style config of a model folder (architecture, RoPE parameters, special tokens...).
 CONFIG_NAME = "config.json"
@@ -120,7 +124,8 @@ def read_ir(folder: Path | str):
     """Read (not compile) ``openvino_model.xml``; returns the ``ov.Model``.
 
     Raises:
-        ModelImportError: the XML or the weights file is unreadable or truncated.
+        ModelImportError: the XML or the weights file is unreadable or truncated (the message gives OpenVINO's
+            reason without its source locations, which the log keeps, and what to do).
     """
     import openvino as ov
 
@@ -130,10 +135,10 @@ def read_ir(folder: Path | str):
     try:
         model = core().read_model(path)
     except RuntimeError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        logger.warning("OpenVINO cannot read %s: %s", path, str(error).strip())
         raise ModelImportError(
-            f"OpenVINO cannot read {path} ({first}); the file or openvino_model.bin is truncated or corrupt: "
-            "copy or download it again."
+            f"OpenVINO cannot read the model in {path.parent} ({openvino_message(error)}): its {MODEL_FILES[0]} or "
+            f"{MODEL_FILES[1]} is damaged or incomplete. Copy or download the model again, then import it again."
         ) from error
     names = {name for port in model.outputs for name in port.get_names()}
     if "logits" not in names:
