@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hub_server import HubServer
@@ -62,6 +63,8 @@ def test_download_from_a_local_hub(tiny, store, capsys):
     out = capsys.readouterr()
     assert out.out.strip() == str(model_store.models_dir() / "tiny")
     assert "Downloaded and verified" in out.err
+    # the share done, as the Models dialog's status line shows it too (bytes / 2**20 are MiB)
+    assert re.search(r"^Downloading \S+\.\.\. \d+\.\d% \(\d+\.\d / \d+\.\d MiB\)$", out.err, re.MULTILINE)
     assert model_store.read_manifest(model_store.models_dir() / "tiny").source.startswith("hf:test-org/tiny@")
 
 

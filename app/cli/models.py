@@ -112,23 +112,15 @@ class _Printer:
             self._end_line()
             self.last_message = event.message
             self.last_time = now
-            self.stream.write(event.message + self._suffix(event) + "\n")
+            self.stream.write(" ".join(filter(None, (event.message, event.amount))) + "\n")
         elif fraction is not None and (now - self.last_time > 0.5 or fraction >= 1.0):
             self.last_time = now
             if self.tty:
-                self.stream.write("\r  " + self._suffix(event).strip())
+                self.stream.write("\r  " + event.amount)
                 self.pending = True
             else:
-                self.stream.write("  " + self._suffix(event).strip() + "\n")
+                self.stream.write("  " + event.amount + "\n")
         self.stream.flush()
-
-    @staticmethod
-    def _suffix(event: ProgressEvent) -> str:
-        if event.fraction is None:
-            return ""
-        if event.stage in ("download", "copy", "verify") and event.total:
-            return f" {event.fraction:6.1%} ({event.done / 2**20:.1f} / {event.total / 2**20:.1f} MB)"
-        return f" [{event.done}/{event.total}]"
 
     def _end_line(self) -> None:
         if self.pending:

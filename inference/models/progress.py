@@ -39,6 +39,17 @@ class ProgressEvent:
             return None
         return max(0.0, min(1.0, self.done / self.total))
 
+    @property
+    def amount(self) -> str:
+        """How much is done, as the CLI and the Models dialog show it after :attr:`message`: ``"45.0% (1.2 / 2.7
+        MiB)"`` for bytes (stages "download", "copy", "verify"), ``"[3/10]"`` for other counts, ``""`` when unknown."""
+        fraction = self.fraction
+        if fraction is None:
+            return ""
+        if self.stage in ("download", "copy", "verify"):
+            return f"{fraction:.1%} ({self.done / 2**20:.1f} / {self.total / 2**20:.1f} MiB)"
+        return f"[{self.done}/{self.total}]"
+
 
 ProgressCallback = Callable[[ProgressEvent], None]
 

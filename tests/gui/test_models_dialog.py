@@ -252,6 +252,8 @@ def test_download_shows_progress_and_cancel_leaves_nothing(qtbot, dialog, tiny_s
         dialog.add_button.click()
         qtbot.waitUntil(lambda: dialog.progress_bar.maximum() == 1000 and dialog.progress_bar.value() > 0, timeout=30_000)
         fractions.append(dialog.progress_bar.value())
+        # trial: the window said "Downloading ..." and "Copying ..." without the share done the command line prints
+        assert re.fullmatch(r"(Downloading|Verifying) \S+\.\.\. \d+\.\d% \(\d+\.\d / \d+\.\d MiB\)", dialog.status.text())
         assert dialog.cancel_button.isEnabled()
         dialog.cancel_button.click()
         qtbot.waitUntil(lambda: not dialog.busy(), timeout=30_000)

@@ -109,29 +109,30 @@ def _log_view() -> QPlainTextEdit:
 
 
 class ProgressThrottle:
-    """The progress callback handed to a store operation: passes ``(message, fraction)`` on, at most every
+    """The progress callback handed to a store operation: passes ``(message, fraction, amount)`` on, at most every
     PROGRESS_INTERVAL_S for repeats of the same message (byte counts), always for a new message or completion.
 
     Args:
-        deliver: called with ``(message, fraction in [0, 1] or -1 when unknown)``; may be called from any thread
-            (give it a :func:`~app.background.threadsafe` callback).
+        deliver: called with ``(message, fraction in [0, 1] or -1 when unknown, amount)`` (``amount``: the event's
+            :attr:`~inference.models.progress.ProgressEvent.amount`, e.g. "45.0% (1.2 / 2.7 MiB)", or ""); may be
+            called from any thread (give it a :func:`~app.background.threadsafe` callback).
         clock: monotonic clock in seconds.
     """
 
-    def __init__(self, deliver: Callable[[str, float], None], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, deliver: Callable[[str, float, str], None], clock: Callable[[], float] = time.monotonic) -> None:
         self._deliver = deliver
         self._clock = clock
         self._last_emit = 0.0
         self._last_message = ""
 
     def __call__(self, event) -> None:
-        """Report an ``inference.models.progress`` event (``.message``, ``.fraction`` or None)."""
+        """Report an ``inference.models.progress`` event (``.message``, ``.fraction`` or None, ``.amount``)."""
         now = self._clock()
         fraction = event.fraction if event.fraction is not None else -1.0
         if event.message == self._last_message and now - self._last_emit < PROGRESS_INTERVAL_S and fraction < 1.0:
             return
         self._last_emit, self._last_message = now, event.message
-        self._deliver(event.message, fraction)
+        self._deliver(event.message, fraction, event.amount)
 
 
 class ModelsDialog(QDialog):
@@ -596,13 +597,13 @@ class ModelsDialog(QDialog):
         else:
             self._finish(job, f"{title}: done", changes_models, on_success, result)
 
-    def _on_progress(self, job: Operation, message: str, fraction: float) -> None:
+    def _on_progress(self, job: Operation, message: str, fraction: float, amount: str) -> None:
         if fraction >= 0:
             self.progress_bar.setRange(0, 1000)
             self.progress_bar.setValue(int(fraction * 1000))
         else:
             self.progress_bar.setRange(0, 0)
-        self._set_status(message, job.tab)
+        self._set_status(f"{message} {amount}" if amount else message, job.tab)  # the log: a line a step
         if job.log is not None and message != job.log.document().lastBlock().text():
             job.log.appendPlainText(message)
 
