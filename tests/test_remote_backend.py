@@ -592,7 +592,7 @@ def test_a_specchat_servers_drafter_statistics_name_autos_drafters_in_the_footer
     extension = json.loads(json.dumps(stats_object(local)))
     clock = ReplyClock()
     clock.delta("Hi")
-    remote = clock.stats(REQUEST, extension, {"completion_tokens": 46}, "eos")
+    remote = clock.stats(extension, {"completion_tokens": 46}, "eos")
     assert (remote.by_drafter, remote.k_steps) == (local.by_drafter, local.k_steps)
     assert (remote.fallback_tokens, remote.final_k) == (1, 2)
     words = mode_text(stats_dict(local))
@@ -601,6 +601,25 @@ def test_a_specchat_servers_drafter_statistics_name_autos_drafters_in_the_footer
     assert mode_text(stats_dict(remote)) == words and words in footer_text(stats_dict(remote))
     odd = {**extension, "drafters": {"head": {"steps": "30", "drafted": -4}, "<b>server</b>": {"steps": 3}, "plain": 7},
            "k_steps": {"2": 20, "99": 1, "x": 2, "1": -3, "²": 1}}
-    hostile = ReplyClock().stats(REQUEST, odd, {}, "eos")
+    hostile = ReplyClock().stats(odd, {}, "eos")
     assert (hostile.by_drafter, hostile.k_steps) == ({"head": DrafterUse()}, {2: 20})
-    assert ReplyClock().stats(REQUEST, {**extension, "drafters": [1], "k_steps": "2"}, {}, "eos").by_drafter == {}
+    assert ReplyClock().stats({**extension, "drafters": [1], "k_steps": "2"}, {}, "eos").by_drafter == {}
+
+
+def test_a_specchat_servers_spec_reply_without_a_drafter_is_named_no_drafter_of_this_computers():
+    """A SpecChat server's statistics that say mode spec and name no drafter were given the drafter this window asked
+    for (the request's prompt lookup), a word of this computer's the server never reported: the drafter is left out,
+    and the footer says only "Speculative"."""
+    from app.backends.remote_stream import ReplyClock
+    from app.gui.reply_format import export_footer_text, footer_text, mode_text, stats_dict
+
+    assert REQUEST.settings.decoding is Decoding.PROMPT_LOOKUP  # what the window asked for
+    clock = ReplyClock()
+    clock.delta("Hi")
+    stats = clock.stats({"mode": "spec", "drafter": None, "drafted": 4, "accepted": 2}, {}, "eos")
+    assert (stats.mode, stats.drafter) == ("spec", None)
+    assert mode_text(stats_dict(stats)) == "Speculative"
+    assert footer_text(stats_dict(stats)).startswith("Speculative · ")
+    assert export_footer_text(stats_dict(stats)).startswith("Speculative decoding · ")
+    named = clock.stats({"mode": "spec", "drafter": "head"}, {}, "eos")
+    assert named.drafter == "head" and mode_text(stats_dict(named)) == "Speculative (draft head)"

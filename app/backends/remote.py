@@ -356,24 +356,24 @@ class RemoteBackend:
                 finally:
                     await response.aclose()
         except Cancelled:
-            yield [Finished(clock.stats(request, extension, usage, "cancelled"))]
+            yield [Finished(clock.stats(extension, usage, "cancelled"))]
             return
         except (httpx.HTTPError, RemoteError) as error:
             if isinstance(error, httpx.HTTPError):
                 error = transport_error(error, self.target.host, url, self.read_timeout_s,
                                         partial=clock.generated > 0)
             if clock.generated:
-                yield [Finished(clock.stats(request, extension, usage, REMOTE_CUT))]
+                yield [Finished(clock.stats(extension, usage, REMOTE_CUT))]
             raise error from None
         if not done and finish_reason is None:  # the body ended cleanly, but not the reply
             cut = RemoteError(CUT_TEXT)
             if clock.generated:
-                yield [Finished(clock.stats(request, extension, usage, REMOTE_CUT))]
+                yield [Finished(clock.stats(extension, usage, REMOTE_CUT))]
             raise cut
         stop_reason = extension.get("stop_reason")  # a SpecChat server's own (stop_string, eos...)
         if not isinstance(stop_reason, str) or not stop_reason:
             stop_reason = _FINISH_REASONS.get(finish_reason or "", "eos")
-        yield [Finished(clock.stats(request, extension, usage, stop_reason))]
+        yield [Finished(clock.stats(extension, usage, stop_reason))]
 
 
 def _media_type(response: httpx.Response) -> str:

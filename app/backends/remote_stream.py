@@ -30,7 +30,6 @@ from inference.events import DrafterUse, Event, GenerationStats, StepStats, Text
 from inference.settings import MAX_K, Decoding
 
 from .. import bounded_json
-from .protocol import GenerationRequest
 from .remote_errors import MAX_JSON_DEPTH, RemoteError
 from .remote_io import read_body
 
@@ -187,11 +186,11 @@ class ReplyClock:
             self.accepted += accepted
         return events
 
-    def stats(self, request: GenerationRequest, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
+    def stats(self, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
         """The reply's statistics: timing measured here, token counts from ``usage`` (else those counted here), and
         a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls, what each drafter
-        did: :func:`_by_drafter`, :func:`_k_steps`); mode :data:`REMOTE_MODE` where the extension names none."""
-        decoding = request.settings.decoding
+        did: :func:`_by_drafter`, :func:`_k_steps`); mode :data:`REMOTE_MODE` where the extension names none, and no
+        drafter where it names none (not the one the request asked for: the footer says what the server reported)."""
         mode = str(extension.get("mode") or REMOTE_MODE)
         if mode in {d.value for d in Decoding}:  # the extension may name the request's mode value
             mode = Decoding(mode).mode
@@ -200,7 +199,7 @@ class ReplyClock:
         rate = (new_tokens - 1) / span if new_tokens > 1 and span > 0 else 0.0
         return GenerationStats(
             mode=mode,
-            drafter=_str(extension.get("drafter")) or (decoding.drafter if mode == "spec" else None),
+            drafter=_str(extension.get("drafter")),
             prompt_tokens=_int(usage.get("prompt_tokens"), 0),
             reused_tokens=_int(_dict(usage.get("prompt_tokens_details")).get("cached_tokens"), 0),
             prefilled_tokens=_int(extension.get("prefilled_tokens"), _int(usage.get("prompt_tokens"), 0)),

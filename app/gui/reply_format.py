@@ -107,13 +107,14 @@ def stats_dict(stats: GenerationStats, **extra) -> dict:
 
 
 def mode_text(stats: dict) -> str:
-    """``Plain decoding``, or ``Speculative (prompt lookup, K 4)``."""
+    """``Plain decoding``, or ``Speculative (prompt lookup, K 4)``; ``Speculative`` alone for a remote reply whose
+    server named no drafter and no K."""
     mode = MODE_NAMES.get(stats.get("mode"), stats.get("mode") or "?")
     if stats.get("mode") == "spec":
-        parts = [DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")]
+        parts = [DRAFTER_NAMES.get(stats["drafter"], stats["drafter"])] if stats.get("drafter") else []
         if stats.get("k"):
             parts.append(f"K {stats['k']}")
-        mode += f" ({', '.join(parts)})"
+        mode += f" ({', '.join(parts)})" if parts else ""
     elif stats.get("mode") == "auto" and auto_steps(stats):
         mode += f" ({auto_steps(stats)})"
     return mode
@@ -473,9 +474,9 @@ def _decoding_in_words(stats: dict) -> list[str]:
     """How a reply was decoded and how fast: ``Speculative decoding (prompt lookup)``, ``52% of drafted tokens
     accepted``, ``30 tokens at 63.2 tokens/s, the first after 41 ms`` (``1 token, the first after 41 ms``:
     :func:`has_speed`)."""
-    if stats.get("mode") == "spec":
-        drafter = DRAFTER_NAMES.get(stats.get("drafter"), stats.get("drafter") or "?")
-        parts = [f"Speculative decoding ({drafter})"]
+    if stats.get("mode") == "spec":  # a remote server may name no drafter: "Speculative decoding" alone
+        drafter = stats.get("drafter")
+        parts = [f"Speculative decoding ({DRAFTER_NAMES.get(drafter, drafter)})" if drafter else "Speculative decoding"]
     elif stats.get("mode") == "auto":
         parts = ["Auto decoding" + (f" ({auto_steps(stats)})" if auto_steps(stats) else "")]
     else:
