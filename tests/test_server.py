@@ -422,7 +422,7 @@ def test_an_n_ctx_past_the_models_length_is_refused_at_start(data_dir, int4_dir)
 
 
 def test_bad_completion_requests_and_an_oversized_body(server):
-    for body, param in [({"prompt": ""}, "prompt"), ({"prompt": ["a", "b"]}, "prompt"), ({"prompt": "a", "suffix": "b"}, "suffix"),
+    for body, param in [({"prompt": ""}, "prompt"), ({"prompt": ["a", ""]}, "prompt[1]"), ({"prompt": "a", "suffix": "b"}, "suffix"),
                         ({"prompt": 3}, "prompt"), ({}, "prompt"), ({"prompt": "a", "logprobs": 21}, "logprobs")]:
         response = httpx.post(f"{server.url}/completions", json=body, timeout=60)
         assert response.status_code == 400 and response.json()["error"]["param"] == param, response.text

@@ -18,11 +18,11 @@ from app.backends.worker import InferenceWorker, ModelSpec
 from app.cli.serve import api_key_of
 from app.server import create_app
 from app.server.chat_request import ChatCompletionRequest, chat_request
-from app.server.completion_request import CompletionRequest, completion_request
+from app.server.completion_request import MAX_PROMPTS, CompletionRequest, completion_requests
 from app.server.errors import APIError
 from app.server.request_common import ServerLimits, parse
 from inference.constraints import json_object_grammar, json_schema_grammar
-from inference.events import Finished, GenerationStats, TextDelta, TokenLogprob
+from inference.events import Finished, GenerationStats, StepStats, TextDelta, TokenLogprob
 from inference.rope import RopeUnsupportedError
 from inference.settings import (
     ContextSettings,
@@ -111,7 +111,7 @@ def test_top_k_and_min_p_are_read_as_llama_server_and_vllm_send_them():
     sampling = chat(top_k=5, min_p=0.05, temperature=0.8).settings.sampling
     assert (sampling.top_k, sampling.min_p, sampling.temperature, sampling.top_p) == (5, 0.05, 0.8, 0.9)
     assert chat(top_k=-1).settings.sampling.top_k == 0, "-1 means off, as in vLLM"
-    assert completion_request(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), ServerLimits(DEFAULTS)).settings.sampling.min_p == 0.1
+    assert completion_requests(parse(CompletionRequest, b'{"prompt": "x", "min_p": 0.1}'), ServerLimits(DEFAULTS))[0].settings.sampling.min_p == 0.1
 
 
 def test_a_top_k_below_minus_one_is_told_that_minus_one_is_off_too():
@@ -122,7 +122,7 @@ def test_a_top_k_below_minus_one_is_told_that_minus_one_is_off_too():
     assert (refused.value.param, refused.value.code, refused.value.message) == \
         ("top_k", "invalid_value", "top_k must be >= 0 (0 or -1 = disabled), got -5")
     with pytest.raises(APIError, match="top_k must be >= 0 \\(0 or -1 = disabled\\), got -5"):
-        completion_request(parse(CompletionRequest, b'{"prompt": "x", "top_k": -5}'), ServerLimits(DEFAULTS))
+        completion_requests(parse(CompletionRequest, b'{"prompt": "x", "top_k": -5}'), ServerLimits(DEFAULTS))[0]
     with pytest.raises(SettingError, match="top_k must be >= 0 \\(0 = disabled\\), got -1"):
         SamplingSettings(top_k=-1).validate()
 
@@ -141,7 +141,7 @@ def test_a_completion_takes_response_format_as_a_chat_does():
     """``/v1/completions`` constrains the continuation with the same grammar (it was ignored, found by a newcomer)."""
     def completion(response_format):
         body = json.dumps({"prompt": "x", "response_format": response_format}).encode()
-        return completion_request(parse(CompletionRequest, body), ServerLimits(DEFAULTS))
+        return completion_requests(parse(CompletionRequest, body), ServerLimits(DEFAULTS))[0]
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     wrapped = {"type": "json_schema", "json_schema": {"name": "thing", "schema": schema}}
@@ -158,7 +158,7 @@ def test_log_probabilities_are_asked_as_openai_asks_them():
     assert chat(logprobs=True).settings.output.logprobs == 0
     assert chat(logprobs=True, top_logprobs=20).settings.output.logprobs == 20
     assert chat(logprobs=False, top_logprobs=0).settings.output.logprobs is None
-    completion = completion_request(parse(CompletionRequest, b'{"prompt": "x", "logprobs": 2, "echo": true}'), ServerLimits(DEFAULTS))
+    completion = completion_requests(parse(CompletionRequest, b'{"prompt": "x", "logprobs": 2, "echo": true}'), ServerLimits(DEFAULTS))[0]
     assert completion.settings.output.logprobs == 2 and completion.echo
 
 
@@ -188,22 +188,19 @@ def test_serve_sampling_flags_go_over_the_models_recommended_sampling(tmp_path):
 
 
 def test_a_completion_is_the_raw_prompt():
-    request = completion_request(parse(CompletionRequest, b'{"prompt": ["Once upon"], "max_tokens": 3}'), ServerLimits(DEFAULTS))
+    request = completion_requests(parse(CompletionRequest, b'{"prompt": ["Once upon"], "max_tokens": 3}'), ServerLimits(DEFAULTS))[0]
     assert request.prompt == "Once upon" and request.messages == [] and request.settings.sampling.max_new_tokens == 3
 
 
 def test_a_completions_prompt_may_be_token_ids():
     """lm-eval (``local-completions``) sends token ids by default, a list of them per prompt, as llama-server and vLLM
     take them: they were answered 400 "send a string". A list of ints is one prompt, and a list of one such list (or
-    of one string) too; several prompts are refused, as SpecChat generates one reply per request."""
+    of one string) too (several: ``test_several_prompts_are_bounded_and_each_checked``)."""
     assert completion(prompt=[1, 2, 3]).prompt == (1, 2, 3)
     assert completion(prompt=[[5, 6]], max_tokens=0, echo=True, logprobs=0).prompt == (5, 6)
     for prompt, message in (
-        ([[1], [2]], "prompt holds 2 prompts: send one (a string, or a list of token ids); SpecChat generates one "
-                     "reply per request"),
-        (["a", "b"], "prompt holds 2 prompts: send one (a string, or a list of token ids); SpecChat generates one "
-                     "reply per request"),
-        ([[]], "prompt is empty: send the text to continue, or its token ids"),
+        ([], "prompt is empty: send the text to continue, or its token ids"),
+        ([[]], "prompt[0] is empty: send the text to continue, or its token ids"),
         ([3, -1], "prompt holds the token id -1 at index 1, which no token has: token ids are 0 or more"),
         ([[3, -7]], "prompt[0] holds the token id -7 at index 1, which no token has: token ids are 0 or more"),
     ):
@@ -431,7 +428,7 @@ def test_the_servers_caps_bound_what_a_request_may_cost():
     assert chat(cap=300).settings.sampling.max_new_tokens == 300  # left out: the default (512), capped
     assert chat(cap=300, max_tokens=7).settings.sampling.max_new_tokens == 7
     prompt = parse(CompletionRequest, b'{"prompt": "Once", "max_tokens": 100000}')
-    assert completion_request(prompt, ServerLimits(DEFAULTS, max_tokens=64)).settings.sampling.max_new_tokens == 64
+    assert completion_requests(prompt, ServerLimits(DEFAULTS, max_tokens=64))[0].settings.sampling.max_new_tokens == 64
     assert chat(specchat={"n_ctx": 1024}).settings.context.n_ctx == 1024
     with pytest.raises(APIError) as refused:
         chat(specchat={"n_ctx": 2048})  # the model could (8192), the server's --n-ctx (1024) says no
@@ -485,7 +482,7 @@ def test_type_errors_name_the_json_field_and_what_to_send(fields, param, code, m
 
 def completion(**fields):
     """The engine request of a text completion with ``fields``."""
-    return completion_request(parse(CompletionRequest, json.dumps({"prompt": "x", **fields}).encode()), ServerLimits(DEFAULTS))
+    return completion_requests(parse(CompletionRequest, json.dumps({"prompt": "x", **fields}).encode()), ServerLimits(DEFAULTS))[0]
 
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
@@ -514,7 +511,7 @@ WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "paramet
     (chat, {"tools": [WEATHER_TOOL], "parallel_tool_calls": "yes"}, "parallel_tool_calls", "invalid_type"),
     (completion, {"best_of": 2}, "best_of", "invalid_value"),
     (completion, {"prompt": ""}, "prompt", "invalid_value"),
-    (completion, {"prompt": ["a", "b"]}, "prompt", "invalid_value"),
+    (completion, {"prompt": [[1]] * (MAX_PROMPTS + 1)}, "prompt", "invalid_value"),
 ])  # fmt: skip
 def test_every_refusal_has_a_code(endpoint, fields, param, code):
     """Newcomer trial: `n: 2`, `messages: []`, `role: "robot"`, `response_format.type: "xml"`, `json_schema` without
@@ -901,3 +898,142 @@ def test_a_streamed_chunk_without_tokens_has_null_logprobs():
         None, {"content": [{"token": "Hi", "logprob": -0.25, "bytes": [72, 105], "top_logprobs": []}], "refusal": None},
         None]
     assert choices[-1]["finish_reason"] == "stop"
+
+
+SEVERAL = GenerationStats(mode="ar", prompt_tokens=3, reused_tokens=1, new_tokens=1, stop_reason="eos", text="Hi")
+
+
+def test_several_prompts_get_a_choice_each_in_order_streamed_or_not():
+    """lm-eval with ``batch_size`` > 1 sends several prompts in one request, which was refused ("send one"): each
+    prompt gets its own choice (``index`` its place), echo and finish_reason, one after another; the usage is their
+    sum; each choice has its own statistics. Streamed: each prompt's chunks carry its index, one prompt after
+    another, the usage chunk and one ``[DONE]`` after the last."""
+    backend = ScriptedBackend(events=[TextDelta("Hi", 1, False), Finished(SEVERAL)])
+    app = create_app(backend, model_id="m")
+    body = {"prompt": ["Once", "Twice", "Thrice"], "max_tokens": 1, "echo": True}
+    whole = call(app, "POST", "/v1/completions", json=body)
+    assert whole.status_code == 200, whole.text
+    reply = whole.json()
+    assert [(c["index"], c["text"], c["finish_reason"]) for c in reply["choices"]] == [
+        (0, "OnceHi", "stop"), (1, "TwiceHi", "stop"), (2, "ThriceHi", "stop")]
+    assert reply["usage"] == {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12,
+                              "prompt_tokens_details": {"cached_tokens": 3}}
+    assert [c["specchat"]["stop_reason"] for c in reply["choices"]] == ["eos"] * 3 and "specchat" not in reply
+    assert [request.prompt for request in backend.requests] == ["Once", "Twice", "Thrice"]
+    streamed = call(app, "POST", "/v1/completions",
+                    json={**body, "stream": True, "stream_options": {"include_usage": True}})
+    assert streamed.status_code == 200, streamed.text
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and events.count("[DONE]") == 1
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert [(c["choices"][0]["index"], c["choices"][0]["text"], c["choices"][0]["finish_reason"])
+            for c in chunks[:-1]] == [(0, "OnceHi", None), (0, "", "stop"), (1, "TwiceHi", None), (1, "", "stop"),
+                                      (2, "ThriceHi", None), (2, "", "stop")]
+    assert [c["specchat"]["stop_reason"] for c in chunks[:-1] if c["choices"][0]["finish_reason"]] == ["eos"] * 3
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == reply["usage"]
+    assert len({chunk["id"] for chunk in chunks}) == 1
+    one = call(app, "POST", "/v1/completions", json={**body, "prompt": ["Once"]}).json()  # one prompt: as before
+    assert [c["index"] for c in one["choices"]] == [0] and one["specchat"]["stop_reason"] == "eos"
+    assert "specchat" not in one["choices"][0]
+
+
+def test_several_prompts_are_bounded_and_each_checked():
+    requests = completion_requests(parse(CompletionRequest, json.dumps(
+        {"prompt": [[1, 2], [3, 4]], "max_tokens": 1, "echo": True, "logprobs": 1}).encode()), ServerLimits(DEFAULTS))
+    assert [r.prompt for r in requests] == [(1, 2), (3, 4)] and all(r.echo and r.settings.output.logprobs == 1
+                                                                   for r in requests)
+    assert [r.prompt for r in completions(prompt=["a", "b"])] == ["a", "b"]
+    assert len(completions(prompt=[[1]] * MAX_PROMPTS)) == MAX_PROMPTS
+    for prompt, param, message in (
+        ([[1]] * (MAX_PROMPTS + 1), "prompt", f"prompt holds {MAX_PROMPTS + 1} prompts: send at most {MAX_PROMPTS} "
+         "per request (SpecChat's limit), or split them over several requests"),
+        ([[1], []], "prompt[1]", "prompt[1] is empty: send the text to continue, or its token ids"),
+        (["a", ""], "prompt[1]", "prompt[1] is empty: send the text to continue, or its token ids"),
+        ([[1], [2, -1]], "prompt[1]", "prompt[1] holds the token id -1 at index 1, which no token has: token ids are 0 "
+         "or more"),
+    ):
+        with pytest.raises(APIError) as refused:
+            completions(prompt=prompt)
+        assert (refused.value.status, refused.value.param, refused.value.message) == (400, param, message)
+    with pytest.raises(APIError) as refused:
+        completions(prompt=["a", [1]])
+    assert (refused.value.status, refused.value.param) == (400, "prompt[1]")
+    with pytest.raises(APIError) as refused:
+        completions(prompt=[[1], [2]], echo=True)
+    assert refused.value.param == "echo"
+
+
+def completions(**fields):
+    """The engine requests of a text completion with ``fields``."""
+    return completion_requests(parse(CompletionRequest, json.dumps({"prompt": "x", **fields}).encode()),
+                               ServerLimits(DEFAULTS))
+
+
+def test_a_request_of_several_prompts_lets_the_waiting_requests_go_between_them():
+    """Each prompt takes its own turn at the queue, behind the requests that came meanwhile, so that 64 prompts do
+    not hold every other client back; a full queue does not refuse the request's next prompt (it was let in)."""
+    order = []
+
+    class Waits:
+        async def generate(self, request, cancel):
+            order.append(request.prompt or "chat")
+            while request.prompt == "a0" and app.state.gate.waiting < 1:  # another request comes meanwhile
+                await asyncio.sleep(0.01)
+            yield [TextDelta("Hi", 1, False), Finished(SEVERAL)]
+
+    app = create_app(Waits(), model_id="m", max_queue=1)
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            several = asyncio.ensure_future(client.post("/v1/completions", json={"prompt": ["a0", "a1", "a2"]}))
+            while not order and not several.done():
+                await asyncio.sleep(0.01)
+            other = await client.post("/v1/chat/completions", json=HELLO)
+            return await several, other
+
+    several, other = run_coroutine(scenario())
+    assert (several.status_code, other.status_code) == (200, 200), several.text
+    assert [c["text"] for c in several.json()["choices"]] == ["Hi"] * 3
+    assert order == ["a0", "chat", "a1", "a2"]
+
+
+def test_a_client_that_leaves_a_stream_of_several_prompts_cancels_the_rest():
+    """The client leaves during the first prompt's reply: it is cancelled and the other prompts never start."""
+    cancels = []
+
+    class Endless:
+        async def generate(self, request, cancel):
+            cancels.append((request.prompt, cancel))
+            while not cancel.is_set():
+                yield [TextDelta("Hi", 1, False), StepStats(0, 0, 1, 0.0, 0.0, 0.0, 0, 0, 0, 0.0, 1)]
+                await asyncio.sleep(0.01)
+
+    app = create_app(Endless(), model_id="m")
+    body = json.dumps({"prompt": ["a", "b", "c"], "max_tokens": 100, "stream": True}).encode()
+
+    async def scenario():
+        left, read, sent = asyncio.Event(), [], []
+
+        async def receive():
+            if not read:
+                read.append(True)
+                return {"type": "http.request", "body": body, "more_body": False}
+            await left.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+            if b"data:" in message.get("body", b""):
+                left.set()
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/v1/completions", "raw_path": b"/v1/completions", "query_string": b"",
+                 "root_path": "", "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80),
+                 "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]}
+        await asyncio.wait_for(app(scope, receive, send), 30)
+        return sent
+
+    sent = run_coroutine(scenario())
+    assert sent[0]["status"] == 200 and b"[DONE]" not in b"".join(m.get("body", b"") for m in sent)
+    assert [prompt for prompt, _ in cancels] == ["a"] and cancels[0][1].is_set()
+    assert not app.state.gate.busy

@@ -295,3 +295,12 @@ def test_streams_the_server_cut_say_so_in_their_lines(caplog_requests):
     chat = [line for line in lines(caplog_requests) if line["route"] == "/v1/chat/completions"]
     assert [(line["status"], line["tokens_out"], line["cut"]) for line in chat] == [
         ("200", "1", "server_stopped"), ("200", "1", None)]
+
+
+def test_a_completion_of_several_prompts_logs_one_line_with_their_tokens_summed(caplog_requests):
+    response, = send(create_app(Held(), model_id="m", log_prompts=True),
+                     ("POST", "/v1/completions", {"prompt": ["a", "b", "c"], "max_tokens": 1}))
+    assert response.status_code == 200 and len(response.json()["choices"]) == 3
+    line, = lines(caplog_requests)
+    assert (line["status"], line["tokens_in"], line["tokens_out"], line["ttft"]) == ("200", "15", "3", "12")
+    assert line["prompt"] == '"a (and 2 more prompts)"'

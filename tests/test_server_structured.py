@@ -228,3 +228,40 @@ def test_a_prompt_of_token_ids_is_read_as_its_text(client, int4_dir):
         assert refused.value.body["param"] == "prompt"
         assert refused.value.body["message"] == ("prompt holds the token id 1000000 at index 1, which is not in "
                                                  "the model's vocabulary: its ids are 0 to 49151")
+
+
+def test_several_prompts_in_one_request_get_a_choice_each_as_lm_eval_sends_them(client, int4_dir):
+    """lm-eval with ``batch_size`` > 1 sends several prompts in one request (lists of token ids, or strings), which
+    was a 400 ("send one"): each gets the choice a request of its own gets (its index its place; echo, logprobs and
+    finish_reason its own), the usage is their sum, and streamed, each prompt's chunks carry its index."""
+    from inference.model import shared_tokenizer
+
+    prompts = ["The capital of France is", "One, two, three,"]
+    tokenizer = shared_tokenizer(int4_dir)
+    ids = [[int(t) for t in tokenizer.encode(p, add_special_tokens=False).input_ids.data[0]] for p in prompts]
+    alone = [client.completions.create(model="specchat", prompt=one, max_tokens=1, echo=True, logprobs=1,
+                                       temperature=0) for one in ids]
+    batched = client.completions.create(model="specchat", prompt=ids, max_tokens=1, echo=True, logprobs=1,
+                                        temperature=0)
+    assert [choice.index for choice in batched.choices] == [0, 1]
+    for choice, one in zip(batched.choices, alone):
+        assert (choice.text, choice.finish_reason) == (one.choices[0].text, one.choices[0].finish_reason)
+        assert choice.logprobs.tokens == one.choices[0].logprobs.tokens
+        assert choice.logprobs.token_logprobs[1:] == pytest.approx(one.choices[0].logprobs.token_logprobs[1:], abs=1e-3)
+    assert batched.choices[0].text.startswith(prompts[0]) and batched.choices[1].text.startswith(prompts[1])
+    assert (batched.usage.prompt_tokens, batched.usage.completion_tokens) == (len(ids[0]) + len(ids[1]), 2)
+    texts = client.completions.create(model="specchat", prompt=prompts, max_tokens=4, temperature=0)
+    assert [c.text for c in texts.choices] == [
+        client.completions.create(model="specchat", prompt=p, max_tokens=4, temperature=0).choices[0].text
+        for p in prompts]
+    chunks = list(client.completions.create(model="specchat", prompt=prompts, max_tokens=4, temperature=0,
+                                            stream=True, stream_options={"include_usage": True}))
+    streamed = ["".join(c.choices[0].text for c in chunks if c.choices and c.choices[0].index == i) for i in (0, 1)]
+    assert streamed == [c.text for c in texts.choices]
+    indices = [c.choices[0].index for c in chunks if c.choices]
+    assert indices == sorted(indices)  # one prompt after another
+    assert chunks[-1].usage.completion_tokens == texts.usage.completion_tokens
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="specchat", prompt=[ids[0], [ids[0][0], 10**6]], max_tokens=1)
+    assert refused.value.body["param"] == "prompt[1]"
+    assert refused.value.body["message"].startswith("prompt[1] holds the token id 1000000 at index 1")

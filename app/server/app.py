@@ -22,18 +22,19 @@ import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.backends.protocol import GenerationRequest, ReplySource
-from inference.events import Event, ToolCalls
+from inference.events import Event, Finished, ToolCalls
 from inference.settings import GenerationSettings
 
 from .bodies import BodyReader
 from .chat_request import ChatCompletionRequest, chat_request
-from .completion_request import CompletionRequest, completion_request
+from .completion_request import CompletionRequest, completion_requests
 from .errors import APIError, framework_error, internal_error
 from .gate import GenerationGate
 from .generation import Generation, whole_reply
@@ -55,6 +56,8 @@ from .streaming import completion_stream, response_stream, streamed
 from .transcript import Transcript
 
 logger = logging.getLogger(__name__)
+#: What a route's body maps to: its engine request, or a completion's (one per prompt).
+Mapped = TypeVar("Mapped", GenerationRequest, list[GenerationRequest])
 
 #: Largest request body accepted (413 beyond): 4 MiB, about a million tokens of text.
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -208,8 +211,8 @@ def create_app(
                            type="not_found_error", param="model", code="model_not_found")
         return model_object()
 
-    async def engine_request_of(mapped: Callable[[], GenerationRequest], parsed, schema_fields: tuple[str, ...],
-                                size: int) -> GenerationRequest:
+    async def engine_request_of(mapped: Callable[[], Mapped], parsed, schema_fields: tuple[str, ...],
+                                size: int) -> Mapped:
         """``mapped()``: in the compile thread, time-bounded, when the fields of ``parsed`` that hold JSON schemas
         (of ``schema_fields``) are given; else at once, a large body's (``size`` bytes) in the body thread."""
         fields = [name for name in schema_fields if getattr(parsed, name, None)]
@@ -221,12 +224,12 @@ def create_app(
         authorize(request)
         body = await _read_body(request, max_body_bytes)
         parsed = await bodies.parse(ChatCompletionRequest if chat else CompletionRequest, body)
-        to_engine = chat_request if chat else completion_request
 
-        def mapped() -> GenerationRequest:
-            return to_engine(parsed, limits)
+        def mapped() -> list[GenerationRequest]:  # a text completion's: one per prompt
+            return [chat_request(parsed, limits)] if chat else completion_requests(parsed, limits)
 
-        engine_request = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
+        engine_requests = await engine_request_of(mapped, parsed, ("response_format", "tools"), len(body))
+        engine_request = engine_requests[0]
         if isinstance(engine_request.prompt, tuple):
             logged = f"({len(engine_request.prompt)} token ids)"
         elif engine_request.prompt is not None:
@@ -235,24 +238,24 @@ def create_app(
             logged = engine_request.messages[-1]["content"] or ""
         else:  # a chat of system (or developer) messages alone: they are its system prompt, no message is left
             logged = engine_request.system_prompt
+        if len(engine_requests) > 1:
+            logged += f" (and {len(engine_requests) - 1} more prompts)"
         keep_prompt(request.scope, logged)
         reply = Reply.new(model_id, chat, unused_options(parsed, engine_request.settings))
-        run = Generation(backend, gate, engine_request, draft_advice, record_of(request.scope))
+        run = Generation(backend, gate, engine_requests, draft_advice, record_of(request.scope))
         if not parsed.stream:
             events = await whole_reply(request, run)
             if events is None:
                 return Response(status_code=499)  # the client left: nobody reads this
-            stats = events[-1].stats
-            transcript = Transcript(reply, engine_request)
-            parts = [transcript.take(event) for event in events]
-            text = "".join(part for part, _ in parts)
-            logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
-            calls = next((event.calls for event in events if isinstance(event, ToolCalls)), None)
-            return JSONResponse(reply.response(stats, text, logprobs, calls))
+            replies = [_answer(reply, one, its) for one, its in zip(engine_requests, _per_reply(events))]
+            if len(replies) > 1:
+                return JSONResponse(reply.several([(stats, text, logprobs) for stats, text, logprobs, _ in replies]))
+            return JSONResponse(reply.response(*replies[0]))
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
 
         def chunks_after(first: list[Event]) -> AsyncIterator[bytes]:
-            return completion_stream(reply, run, first, include_usage, Transcript(reply, engine_request))
+            transcripts = [Transcript(reply, one) for one in engine_requests]
+            return completion_stream(reply, run, first, include_usage, transcripts)
 
         return await streamed(request, run, chunks_after, lambda error: sse(error.body()))
 
@@ -300,6 +303,28 @@ def create_app(
     app.state.grammars = grammars
     app.state.responses = kept_responses
     return app
+
+
+def _per_reply(events: list[Event]) -> list[list[Event]]:
+    """The events of each reply of ``events`` (those of a completion's prompts, one after another), each list ending
+    with its reply's ``Finished``."""
+    replies: list[list[Event]] = [[]]
+    for event in events:
+        replies[-1].append(event)
+        if isinstance(event, Finished):
+            replies.append([])
+    return replies[:-1]
+
+
+def _answer(reply: Reply, request: GenerationRequest, events: list[Event]):
+    """One finished reply's ``(stats, text, logprobs, calls)``, for :meth:`Reply.response` (``request``: its engine
+    request; ``logprobs`` None when not asked, ``calls`` None when it wrote none)."""
+    transcript = Transcript(reply, request)
+    parts = [transcript.take(event) for event in events]
+    text = "".join(part for part, _ in parts)
+    logprobs = transcript.merged([entries for _, entries in parts]) if transcript.logprobs else None
+    calls = next((event.calls for event in events if isinstance(event, ToolCalls)), None)
+    return events[-1].stats, text, logprobs, calls
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

@@ -58,10 +58,13 @@ class APIError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
-def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_param: str = "logprobs") -> APIError:
+def setting_error(error: SettingError, max_param: str = "max_tokens", logprobs_param: str = "logprobs",
+                  prompt_param: str = "prompt") -> APIError:
     """A ``SettingError`` as a 400 naming the request field (``max_tokens``, ``stop``, ``specchat.n_ctx``...), in
-    the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."."""
-    param = {"max_new_tokens": max_param, "logprobs": logprobs_param}.get(error.field) or _PARAMS.get(error.field, error.field)
+    the message too: "max_tokens must be >= 1, got 0", not the engine's "max_new_tokens must be ..."; the prompt as
+    ``prompt_param`` (``prompt[2]``, one of a completion's several prompts)."""
+    names = {"max_new_tokens": max_param, "logprobs": logprobs_param, "prompt": prompt_param}
+    param = names.get(error.field) or _PARAMS.get(error.field, error.field)
     return APIError(400, error.renamed(param), param=param, code="invalid_value")
 
 

@@ -60,16 +60,18 @@ class GenerationGate:
         """True when a request arriving now would be refused (:class:`QueueFull`)."""
         return self._lock.locked() and self._waiting >= self.max_waiting
 
-    async def acquire(self) -> None:
-        """Wait for this request's turn (cancelling the wait leaves the queue).
+    async def acquire(self, again: bool = False) -> None:
+        """Wait for this request's turn (cancelling the wait leaves the queue). ``again``: a request that had a turn
+        asks for its next one (a completion's next prompt), at the back of the queue like a newcomer, but never
+        refused for a full queue: it was let in, and leaving it unanswered half-way would waste its first turns.
 
         Raises:
-            QueueFull: ``max_waiting`` requests already wait.
+            QueueFull: ``max_waiting`` requests already wait (not ``again``).
             GateClosed: the gate was closed (before this call, or while it waited).
         """
         if self._closed:
             raise GateClosed()
-        if self.full():
+        if self.full() and not again:
             raise QueueFull(self.retry_after_s())
         self._waiting += 1
         try:

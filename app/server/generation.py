@@ -4,6 +4,8 @@ the client disconnects (:func:`whole_reply`, :func:`first_batch`).
 
 Rules:
 - The turn is held from :meth:`Generation.start` until :meth:`Generation.close`, which every path calls (idempotent).
+- A completion of several prompts generates them one after another, each in a turn of its own
+  (:meth:`Generation.next_prompt`): the requests that came meanwhile get theirs between two prompts.
 - A client that disconnects, while waiting or generating, sets the ``cancel`` event the engine polls between tokens.
 - What the engine refuses is a 400 that says what to change; any other failure is a 500 that says only that it
   happened (:func:`~app.server.errors.internal_error`), its details in the server's log.
@@ -32,13 +34,16 @@ logger = logging.getLogger(__name__)
 
 class Generation:
     """One request's turn at the gate and its stream of event batches; engine errors become ``APIError``
-    (``draft_advice``: see ``create_app``). ``record``: the request's log line, which gets its queue position,
-    tokens and TTFT."""
+    (``draft_advice``: see ``create_app``). ``request``: its engine request, or a completion's, one per prompt,
+    generated one after another (``index``: the prompt generating). ``record``: the request's log line, which gets
+    its queue position, tokens and TTFT."""
 
-    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest, draft_advice: str,
-                 record: RequestRecord | None = None):
+    def __init__(self, backend: ReplySource, gate: GenerationGate, request: GenerationRequest | list[GenerationRequest],
+                 draft_advice: str, record: RequestRecord | None = None):
         self.cancel = threading.Event()
-        self._backend, self._gate, self._request = backend, gate, request
+        self._backend, self._gate = backend, gate
+        self._requests = request if isinstance(request, list) else [request]
+        self.index = 0
         self._draft_advice = draft_advice
         self._batches: AsyncIterator[list[Event]] | None = None
         self._holding = False
@@ -74,21 +79,43 @@ class Generation:
             APIError: 429 (the queue is full), 503 (the server is stopping), 400 (the engine refused a setting, or a
                 prompt the model cannot roll), 500 (anything else, logged).
         """
-        if self._record is not None:
+        if self._record is not None and not self.index:
             self._record.queued_at = self._gate.position()
         try:
-            await self._gate.acquire()
+            await self._gate.acquire(again=self.index > 0)
         except QueueFull as full:
             self._ended = True
             raise self._queue_full(full.retry_after_s) from None
         except GateClosed:
             self._ended = True
-            raise server_stopped(began=False) from None
+            raise server_stopped(began=self.index > 0) from None  # a later prompt's: the earlier ones were generated
         self._holding = True
         if self._record is not None:
             self._record.turn()
-        self._batches = self._backend.generate(self._request, self.cancel)
+        self._batches = self._backend.generate(self._requests[self.index], self.cancel)
         return await self.next()
+
+    @property
+    def more(self) -> bool:
+        """Prompts are left after the one generating (:meth:`next_prompt`)."""
+        return self.index + 1 < len(self._requests)
+
+    async def next_prompt(self) -> list[Event]:
+        """Once a prompt's reply finished, with :attr:`more` prompts left: give the turn back and start the next
+        prompt's in a turn of its own, waiting behind the requests that came meanwhile (a full queue does not refuse
+        it); its first batch.
+
+        Raises:
+            APIError: as :meth:`start`.
+        """
+        batches, self._batches = self._batches, None
+        async for _ in batches:  # its end: closing it sooner would cancel the request (the backend's cancel is set)
+            pass
+        self._holding = False
+        self._gate.release()
+        self.index += 1
+        self._ended, self._generated = False, 0
+        return await self.start()
 
     async def next(self) -> list[Event]:
         """The next batch (``StopAsyncIteration`` after the last)."""
@@ -114,9 +141,10 @@ class Generation:
         except StopAsyncIteration:
             raise
         except SettingError as error:
-            if error.field == "decoding" and self._request.settings.decoding is Decoding.DRAFT_MODEL:
+            if error.field == "decoding" and self._requests[self.index].settings.decoding is Decoding.DRAFT_MODEL:
                 raise no_draft_model(self._draft_advice) from None  # the engine has no draft model
-            raise setting_error(error) from None
+            prompt = f"prompt[{self.index}]" if len(self._requests) > 1 else "prompt"
+            raise setting_error(error, prompt_param=prompt) from None
         except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
             raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
                            param="messages", code="context_length_exceeded") from None
@@ -142,11 +170,15 @@ class Generation:
             self._record.cut = error.code or error.type
 
     async def to_end(self) -> list[Event]:
-        """Generate the whole reply; its events, ``Finished`` last."""
+        """Generate the whole reply, each prompt's of a completion of several; their events, each reply's ending
+        with its ``Finished`` (a reply the server cut, stopping, is the last)."""
         events = await self.start()
-        while not isinstance(events[-1], Finished):
-            events += await self.next()
-        return events
+        while True:
+            while not isinstance(events[-1], Finished):
+                events += await self.next()
+            if not self.more or events[-1].stats.stop_reason == "cancelled":
+                return events
+            events += await self.next_prompt()
 
     async def close(self) -> None:
         """Stop the generation if it still runs and give the turn back (idempotent). A reply stopped before its end
@@ -155,7 +187,7 @@ class Generation:
         if not self._ended and self._record is not None:
             self._record.status = 499
             if self._batches is not None:
-                self._record.tokens_out = self._generated
+                self._record.stopped_at(self._generated)
         if self._batches is not None:
             batches, self._batches = self._batches, None
             self.cancel.set()

@@ -3,7 +3,8 @@ stream's chunks (:class:`Reply`), log-probabilities, tool calls (whole and strea
 
 SpecChat adds one documented response field, ``specchat``: the reply's statistics (:func:`stats_object`), in a
 non-streamed response and in the stream's chunk that carries ``finish_reason`` (and in the usage chunk, when asked
-for). Streamed content chunks carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that
+for); a text completion of several prompts has one choice per prompt, each with its own ``specchat`` (in the
+response's choice, or in the stream's chunk that ends it), and their usage summed. Streamed content chunks carry ``specchat.from_draft`` (per token) and ``specchat.steps`` (the decode steps that
 ended there).
 """
 
@@ -64,21 +65,31 @@ class Reply:
         choice.update(logprobs=logprobs, finish_reason=finish_reason(stats, bool(calls)))
         return {**self._head(False), "choices": [choice], "usage": usage(stats), "specchat": self.stats(stats)}
 
+    def several(self, replies: list[tuple[GenerationStats, str, dict | None]]) -> dict:
+        """The non-streamed response of a text completion of several prompts, from each prompt's finished reply
+        ``(stats, text, logprobs)`` in order: a choice each (``index`` its prompt's place, its own ``specchat``
+        statistics), the usage summed."""
+        choices = [{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason(stats),
+                    "specchat": self.stats(stats)} for index, (stats, text, logprobs) in enumerate(replies)]
+        return {**self._head(False), "choices": choices, "usage": usage(*(stats for stats, _, _ in replies))}
+
     def chunk(self, text: str | None, *, role: bool = False, finish: str | None = None, extension: dict | None = None,
-              include_usage: bool = False, logprobs: dict | None = None, calls: list[dict] | None = None) -> dict:
-        """One stream chunk: ``text`` as the delta (None: no content), ``role`` announces the assistant (first
-        chunk), ``finish`` its finish_reason; ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens;
-        ``calls`` its ``delta.tool_calls`` (:func:`call_opening`, :func:`arguments_fragment`). With ``include_usage`` the chunk carries
-        ``"usage": null`` (OpenAI's shape when the client asked for a usage chunk)."""
+              include_usage: bool = False, logprobs: dict | None = None, calls: list[dict] | None = None,
+              index: int = 0) -> dict:
+        """One stream chunk of choice ``index`` (a text completion's prompt; 0 otherwise): ``text`` as the delta
+        (None: no content), ``role`` announces the assistant (first chunk), ``finish`` its finish_reason;
+        ``extension`` its ``specchat`` field; ``logprobs`` those of its tokens; ``calls`` its ``delta.tool_calls``
+        (:func:`call_opening`, :func:`arguments_fragment`). With ``include_usage`` the chunk carries ``"usage": null``
+        (OpenAI's shape when the client asked for a usage chunk)."""
         if self.chat:
             delta = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
             if calls:
                 delta["tool_calls"] = calls
-            choice = {"index": 0, "delta": delta}
+            choice = {"index": index, "delta": delta}
         else:
-            choice = {"index": 0, "text": text or ""}
+            choice = {"index": index, "text": text or ""}
         choice.update(logprobs=logprobs, finish_reason=finish)
         chunk = {**self._head(True), "choices": [choice]}
         if include_usage:
@@ -87,9 +98,12 @@ class Reply:
             chunk["specchat"] = extension
         return chunk
 
-    def usage_chunk(self, stats: GenerationStats) -> dict:
-        """The last chunk when ``stream_options.include_usage`` is set: no choices, the usage and statistics."""
-        return {**self._head(True), "choices": [], "usage": usage(stats), "specchat": self.stats(stats)}
+    def usage_chunk(self, *stats: GenerationStats) -> dict:
+        """The last chunk when ``stream_options.include_usage`` is set: no choices, the usage and statistics of the
+        reply (``stats``), or the usage summed over a text completion's several prompts (each one's statistics came
+        with its finish chunk)."""
+        extension = {"specchat": self.stats(stats[0])} if len(stats) == 1 else {}
+        return {**self._head(True), "choices": [], "usage": usage(*stats), **extension}
 
 
 #: The log-probability written for a token of probability 0 (a grammar forbids it): OpenAI's own floor, since JSON
@@ -219,14 +233,16 @@ def arguments_fragment(index: int, text: str) -> list[dict]:
     return [{"index": index, "function": {"arguments": text}}]
 
 
-def usage(stats: GenerationStats) -> dict:
-    """OpenAI's usage object; ``prompt_tokens_details.cached_tokens`` counts the prompt tokens the KV cache
-    already held (not prefilled again)."""
+def usage(*stats: GenerationStats) -> dict:
+    """OpenAI's usage object of a reply's ``stats``, or summed over several (a text completion's prompts);
+    ``prompt_tokens_details.cached_tokens`` counts the prompt tokens the KV cache already held (not prefilled
+    again)."""
+    prompt_tokens, new_tokens = sum(s.prompt_tokens for s in stats), sum(s.new_tokens for s in stats)
     return {
-        "prompt_tokens": stats.prompt_tokens,
-        "completion_tokens": stats.new_tokens,
-        "total_tokens": stats.prompt_tokens + stats.new_tokens,
-        "prompt_tokens_details": {"cached_tokens": stats.reused_tokens},
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": new_tokens,
+        "total_tokens": prompt_tokens + new_tokens,
+        "prompt_tokens_details": {"cached_tokens": sum(s.reused_tokens for s in stats)},
     }
 
 

@@ -39,7 +39,9 @@ class RequestRecord:
     read, schemas compiled, queue), None without one; ``queued_at`` the queue position it waited at (1 = next), 0 when
     it never waited; ``cut`` the code of the error event that ended a stream in place of its ending (the server
     stopping, an engine error), None when none did; ``prompt`` its text, kept only with ``--log-prompts``. Times
-    from ``time.monotonic`` (s)."""
+    from ``time.monotonic`` (s). A completion of several prompts has one line: its tokens summed over its prompts
+    (``done_in``, ``done_out``: those of the prompts whose replies finished), its wait and TTFT those of its first
+    turn and reply."""
 
     method: str
     route: str
@@ -53,14 +55,17 @@ class RequestRecord:
     queued_at: int = 0
     cut: str | None = None
     prompt: str | None = None
+    done_in: int = 0
+    done_out: int = 0
 
     def turn(self) -> None:
-        """The request's turn came (its generation starts now)."""
-        self.wait_ms = (time.monotonic() - self.started) * 1000
+        """The request's turn came (its generation starts now); a later prompt's turn leaves the wait as it was."""
+        if self.wait_ms is None:
+            self.wait_ms = (time.monotonic() - self.started) * 1000
 
     def reading(self, prompt_tokens: int) -> None:
         """The prompt, of ``prompt_tokens`` tokens, is being read (logged even if the reply never ends)."""
-        self.tokens_in = prompt_tokens
+        self.tokens_in = self.done_in + prompt_tokens
 
     def first_token(self) -> None:
         """The reply's first token came: its TTFT from the turn as the server saw it, logged for a reply cut before
@@ -68,8 +73,15 @@ class RequestRecord:
         self.ttft_ms = (time.monotonic() - self.started) * 1000 - (self.wait_ms or 0.0)
 
     def generated(self, stats: GenerationStats) -> None:
-        """Take a finished reply's tokens and TTFT."""
-        self.tokens_in, self.tokens_out, self.ttft_ms = stats.prompt_tokens, stats.new_tokens, stats.ttft_ms
+        """Take a finished reply's tokens, and its TTFT if it is the request's first reply."""
+        if not (self.done_in or self.done_out):
+            self.ttft_ms = stats.ttft_ms
+        self.tokens_in, self.tokens_out = self.done_in + stats.prompt_tokens, self.done_out + stats.new_tokens
+        self.done_in, self.done_out = self.tokens_in, self.tokens_out
+
+    def stopped_at(self, generated: int) -> None:
+        """The reply in progress stopped (its client left) after ``generated`` tokens."""
+        self.tokens_out = self.done_out + generated
 
     def line(self, now: float) -> str:
         """The log line at monotonic time ``now``: ``2026-12-05T04:40:00.123Z POST /v1/chat/completions 200 in=12

@@ -10,6 +10,8 @@ Rules:
   finish chunk and ``[DONE]``, or ``response.completed``), so that no client takes it for whole; its log line says
   why (``cut=server_stopped``), its 200 having gone out.
 - The turn is given back however the stream ends: finished, client gone, never started.
+- A text completion of several prompts streams them one after another, each prompt's chunks with its choice index,
+  then the usage chunk (their usage summed) and one ``[DONE]``; a client gone cancels the prompts left.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
-from inference.events import Event, Finished, StepStats, TextDelta, ToolCallDelta, ToolCalls
+from inference.events import Event, Finished, GenerationStats, StepStats, TextDelta, ToolCallDelta, ToolCalls
 
 from .errors import APIError, server_stopped
 from .generation import Generation, first_batch
@@ -69,15 +71,23 @@ async def _after_queue(
 
 
 def completion_stream(
-    reply: Reply, run: Generation, first: list[Event], include_usage: bool, transcript: Transcript
+    reply: Reply, run: Generation, first: list[Event], include_usage: bool, transcripts: list[Transcript]
 ) -> AsyncIterator[bytes]:
     """The server-sent events of a streamed chat or text completion (:func:`_event_stream`): a role chunk, one
     chunk per token (``specchat.from_draft``; the decode steps that ended with it in ``specchat.steps``), the finish
-    chunk with the statistics, the usage chunk if asked, ``[DONE]``; an error as an ``{"error": ...}`` event."""
+    chunk with the statistics, the usage chunk if asked, ``[DONE]``; an error as an ``{"error": ...}`` event.
+    ``transcripts``: one per prompt of ``run`` (a text completion's several prompts: the chunks of each carry its
+    index, and the usage chunk after the last sums theirs)."""
     steps: list[dict] = []
+    finished: list[GenerationStats] = []
 
     def render(batch: list[Event]) -> bytes:
-        return b"".join(sse(data) for data in _chunks(reply, batch, include_usage, steps, transcript))
+        chunks = _chunks(reply, batch, include_usage, steps, transcripts[run.index], run.index)
+        ended = [event.stats for event in batch if isinstance(event, Finished)]
+        finished.extend(ended)
+        if include_usage and ended and not run.more:  # the last prompt's reply finished
+            chunks.append(reply.usage_chunk(*finished))
+        return b"".join(sse(data) for data in chunks)
 
     opening = sse(reply.chunk("", role=True, include_usage=include_usage)) if reply.chat else b""
     return _event_stream(run, first, opening, render, lambda error: sse(error.body()), lambda: sse("[DONE]"))
@@ -88,7 +98,8 @@ async def _event_stream(
     error_event: Callable[[APIError], bytes], ending: Callable[[], bytes],
 ) -> AsyncIterator[bytes]:
     """A streamed reply's bytes, one write per batch of events: ``opening`` with the first batch, ``render(batch)``
-    for each batch from ``first`` on (``run`` gives the rest), ``ending()`` once the reply finished. An engine error
+    for each batch from ``first`` on (``run`` gives the rest, each of its prompts' in turn), ``ending()`` once the
+    reply (the last prompt's) finished. An engine error
     mid-stream, or the server stopping (:func:`server_stopped`: the batch's content is still sent), is sent as
     ``error_event(error)`` in place of the ending, so that no client takes the cut reply for whole."""
     batch = first
@@ -100,8 +111,11 @@ async def _event_stream(
                 raise server_stopped()
             yield opening + render(batch)
             opening = b""
-            if finished is not None:
+            if finished is not None and not run.more:
                 break
+            if finished is not None:
+                batch = await run.next_prompt()
+                continue
             try:
                 batch = await run.next()
             except StopAsyncIteration:
@@ -115,11 +129,12 @@ async def _event_stream(
 
 
 def _chunks(
-    reply: Reply, batch: list[Event], include_usage: bool, steps: list[dict], transcript: Transcript
+    reply: Reply, batch: list[Event], include_usage: bool, steps: list[dict], transcript: Transcript, index: int
 ) -> list[dict]:
-    """The chunks of one batch of events. A decode step's statistics join the batch's last chunk, or wait in
-    ``steps`` for the next chunk when the batch made none (so that no chunk carries only statistics). A token's
-    log-probability goes with the chunk that carries its text (or the next one, or the finish chunk)."""
+    """The chunks of one batch of events, of choice ``index``. A decode step's statistics join the batch's last
+    chunk, or wait in ``steps`` for the next chunk when the batch made none (so that no chunk carries only
+    statistics). A token's log-probability goes with the chunk that carries its text (or the next one, or the finish
+    chunk)."""
     chunks: list[dict] = []
     for event in batch:
         text, entries = transcript.take(event)
@@ -128,7 +143,7 @@ def _chunks(
         if text:
             extension = {"from_draft": event.from_draft} if isinstance(event, TextDelta) else None
             chunks.append(reply.chunk(text, extension=extension, include_usage=include_usage,
-                                      logprobs=transcript.pending(entries)))
+                                      logprobs=transcript.pending(entries), index=index))
         else:
             transcript.hold(entries)
         if isinstance(event, (ToolCallDelta, ToolCalls)):
@@ -136,13 +151,11 @@ def _chunks(
         if isinstance(event, Finished):
             chunks.append(reply.chunk(None, finish=finish_reason(event.stats, transcript.called),
                                       extension=reply.stats(event.stats), include_usage=include_usage,
-                                      logprobs=transcript.pending([])))
+                                      logprobs=transcript.pending([]), index=index))
         if chunks and steps:
             extension = chunks[-1].setdefault("specchat", {})
             extension["steps"] = extension.get("steps", []) + steps
             steps.clear()
-    if include_usage and any(isinstance(event, Finished) for event in batch):
-        chunks.append(reply.usage_chunk(next(e for e in batch if isinstance(e, Finished)).stats))
     return chunks
 
 
