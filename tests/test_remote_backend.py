@@ -623,3 +623,10 @@ def test_a_specchat_servers_spec_reply_without_a_drafter_is_named_no_drafter_of_
     assert export_footer_text(stats_dict(stats)).startswith("Speculative decoding · ")
     named = clock.stats({"mode": "spec", "drafter": "head"}, {}, "eos")
     assert named.drafter == "head" and mode_text(stats_dict(named)) == "Speculative (draft head)"
+    # a word of the server's that is no mode or drafter of SpecChat's never reaches a footer (helper's finding: a
+    # drafter "<b>x</b>" read "Speculative (<b>x</b>)")
+    odd = clock.stats({"mode": "<b>x</b>", "drafter": "<b>x</b>"}, {}, "eos")
+    assert (odd.mode, odd.drafter) == ("remote", None)
+    unknown = clock.stats({"mode": "spec", "drafter": "oracle"}, {}, "eos")
+    assert (unknown.mode, unknown.drafter) == ("spec", None)
+    assert "oracle" not in footer_text(stats_dict(unknown)) and "<b>" not in footer_text(stats_dict(odd))

@@ -189,17 +189,21 @@ class ReplyClock:
     def stats(self, extension: dict, usage: dict, stop_reason: str) -> GenerationStats:
         """The reply's statistics: timing measured here, token counts from ``usage`` (else those counted here), and
         a SpecChat server's ``extension`` (its mode, drafter, drafted and accepted tokens, rolls, what each drafter
-        did: :func:`_by_drafter`, :func:`_k_steps`); mode :data:`REMOTE_MODE` where the extension names none, and no
-        drafter where it names none (not the one the request asked for: the footer says what the server reported)."""
-        mode = str(extension.get("mode") or REMOTE_MODE)
+        did: :func:`_by_drafter`, :func:`_k_steps`); mode :data:`REMOTE_MODE` where the extension names none of
+        SpecChat's modes, and no drafter where it names none of :data:`DRAFTER_KEYS` (not the one the request asked for:
+        the footer says what the server reported, and no word of a server's reaches it unchecked)."""
+        mode = extension.get("mode")
         if mode in {d.value for d in Decoding}:  # the extension may name the request's mode value
             mode = Decoding(mode).mode
+        if mode not in {d.mode for d in Decoding}:  # no word of a server's reaches a footer unchecked
+            mode = REMOTE_MODE
+        drafter = extension.get("drafter")
         new_tokens = _int(usage.get("completion_tokens"), self.generated)
         span = (self.last - self.first) if self.first is not None else 0.0
         rate = (new_tokens - 1) / span if new_tokens > 1 and span > 0 else 0.0
         return GenerationStats(
             mode=mode,
-            drafter=_str(extension.get("drafter")),
+            drafter=drafter if drafter in DRAFTER_KEYS and drafter != PLAIN else None,
             prompt_tokens=_int(usage.get("prompt_tokens"), 0),
             reused_tokens=_int(_dict(usage.get("prompt_tokens_details")).get("cached_tokens"), 0),
             prefilled_tokens=_int(extension.get("prefilled_tokens"), _int(usage.get("prompt_tokens"), 0)),
@@ -226,10 +230,6 @@ def _int(value: Any, default: int) -> int:
 
 def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _by_drafter(value: Any) -> dict[str, DrafterUse]:
