@@ -4,10 +4,23 @@ Every module of :mod:`inference.models` raises these; keeping them apart lets an
 without importing each other. The hierarchy: :class:`ModelFetchError` (the default model cannot be fetched or
 built) > :class:`ModelImportError` (a model cannot be imported, downloaded or converted) >
 :class:`OperationCancelled` (the user stopped it), so a caller that catches the first catches all three.
-Messages say what went wrong and what to do; callers show them as they are.
+Messages say what went wrong and what to do; callers show them as they are. Where what to do names a command-line
+option or command, the error is made by :func:`advised`: it keeps the reason and a key of the advice, so that the
+window says the same reason and the advice in its own words (its fields and tabs).
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
+#: What to do after a refusal, in the command line's words, by advice key (:func:`advised`).
+CLI_ADVICE = {
+    "name-taken": "choose another name (--name) or replace it (--replace), or remove it first with `specchat models remove`",
+    "name-reserved": "choose another name (--name)",
+    "other-family": "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup.",
+}
 
 
 class ModelFetchError(RuntimeError):
@@ -20,3 +33,13 @@ class ModelImportError(ModelFetchError):
 
 class OperationCancelled(ModelImportError):
     """The user cancelled a download, import or conversion; nothing was left in the store."""
+
+
+def advised(kind: type[E], reason: str, advice: str, between: str = "; ") -> E:
+    """An error of class ``kind`` whose message is ``reason``, ``between``, then what to do as the command line says
+    it (``CLI_ADVICE[advice]``). The error keeps ``reason``, ``advice`` and ``between`` as attributes, so that another
+    front end says the same reason and words the advice its own way (the window:
+    :func:`app.gui.widgets.models_dialog.window_words`)."""
+    error = kind(f"{reason}{between}{CLI_ADVICE[advice]}")
+    error.reason, error.advice, error.between = reason, advice, between
+    return error

@@ -37,7 +37,7 @@ from ..model import (
     special_token_ids,
     tokenizer_fingerprint,
 )
-from .errors import ModelImportError
+from .errors import ModelImportError, advised
 from .manifest import read_manifest
 
 logger = logging.getLogger(__name__)
@@ -330,9 +330,11 @@ def check_pair(target: Path | str, draft: Path | str) -> TokenizerInfo:
     for what, mine, other in checks:
         if mine != other:
             detail = f" ({mine} vs {other})" if "vocabulary differs" not in what and len(str(mine)) < 80 else ""
-            raise PairMismatchError(
-                f"{draft.name} cannot draft for {target.name}: their tokenizers differ ({what}{detail}). "
-                "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup."
+            raise advised(
+                PairMismatchError,
+                f"{draft.name} cannot draft for {target.name}: their tokenizers differ ({what}{detail}).",
+                "other-family",
+                between=" ",
             )
     return ours
 

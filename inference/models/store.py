@@ -49,7 +49,7 @@ from typing import Any
 
 import platformdirs
 
-from .errors import ModelImportError
+from .errors import ModelImportError, advised
 from .locking import exclusive_lock, held_by_another
 from .manifest import MANIFEST_NAME, ModelManifest, read_manifest, write_json
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
@@ -185,16 +185,15 @@ def check_free_name(name: str, replace: bool = False) -> None:
     """
     check_name(name)
     if reserved_name(name):
-        raise ModelImportError(
+        raise advised(
+            ModelImportError,
             f"{name!r} is the name of SpecChat's own {DEFAULT_MODEL_NAME} (the default model or its draft head), which "
-            "SpecChat rebuilds over anything else of that name; choose another name (--name)"
+            "SpecChat rebuilds over anything else of that name",
+            "name-reserved",
         )
     final = models_dir() / name
     if (final.exists() or final.is_symlink()) and not replace:
-        raise ModelImportError(
-            f"a model named {name!r} is already installed ({final}); choose another name (--name) or "
-            "replace it (--replace), or remove it first with `specchat models remove`"
-        )
+        raise advised(ModelImportError, f"a model named {name!r} is already installed ({final})", "name-taken")
 
 
 def name_from(text: str) -> str:

@@ -349,3 +349,39 @@ def test_each_tab_shows_its_own_status_message(qtbot, dialog, monkeypatch):
     assert dialog.status.text() == "Checking the pair: done"
     dialog.tabs.setCurrentIndex(2)
     assert dialog.status.text() == "Select a pair first."
+
+
+def test_refusals_say_the_dialogs_own_fields_not_command_line_options(qtbot, dialog, tiny_sources):
+    """Newcomer trial: adding a model under a taken name said "choose another name (--name) or replace it (--replace),
+    or remove it first with `specchat models remove`", and a refused pair "see `specchat models catalogue`", words of
+    the command line in a window that has a Name field, an "If installed" box and a Recommended pairs tab. The window
+    says the store's same reason, then what to do in its own words."""
+    for source, name in ((tiny_sources["same"], "tiny-same"), (tiny_sources["other"], "tiny-other")):
+        dialog.source_edit.setText(str(source))
+        dialog.name_edit.setText(name)
+        with qtbot.waitSignal(dialog.models_changed, timeout=60_000):
+            dialog.add_button.click()
+    dialog.source_edit.setText(str(tiny_sources["other"]))
+    dialog.name_edit.setText("tiny-same")
+    dialog.add_button.click()
+    qtbot.waitUntil(lambda: not dialog.busy(), timeout=30_000)
+    taken = (
+        f"Adding {tiny_sources['other']} failed: a model named 'tiny-same' is already installed "
+        f"({model_store.models_dir() / 'tiny-same'}); type another name in the Name field, or choose \"Replace a model "
+        "of the same name\" under If installed, or remove that model first on the Installed tab"
+    )
+    assert dialog.status.text() == taken
+    assert dialog.log.toPlainText().splitlines()[-1] == taken
+
+    root = model_store.models_dir()
+    dialog.tabs.setCurrentIndex(0)
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(root / "tiny-same")))
+    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findData(str(root / "tiny-other")))
+    dialog.pair_button.click()
+    qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
+    assert dialog.pair_result.text() == (
+        "✘ Refused: tiny-other cannot draft for tiny-same: their tokenizers differ (token ids of a probe text "
+        "differs). Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup."
+    )
+    for text in (dialog.status.text(), dialog.pair_result.text(), dialog.log.toPlainText()):
+        assert "--" not in text and "`" not in text

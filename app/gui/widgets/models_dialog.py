@@ -77,6 +77,25 @@ CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
 REMOVE_LABEL = "&Remove"
 
 
+#: What to do after a refusal, in the window's words, by the advice key of the store's error
+#: (:func:`inference.models.errors.advised`; the command line says ``CLI_ADVICE``'s, which name its options).
+WINDOW_ADVICE = {
+    "name-taken": 'type another name in the Name field, or choose "Replace a model of the same name" under If installed, '
+    "or remove that model first on the Installed tab",
+    "name-reserved": "type another name in the Name field",
+    "other-family": "Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup.",
+}
+
+
+def window_words(error: BaseException) -> str:
+    """What the dialog says of ``error``: the store's reason then :data:`WINDOW_ADVICE` where the error was made with
+    an advice key (:func:`inference.models.errors.advised`), else its message (its class name where it has none)."""
+    advice = WINDOW_ADVICE.get(getattr(error, "advice", None))
+    if advice is not None:
+        return f"{error.reason}{error.between}{advice}"
+    return str(error) or type(error).__name__
+
+
 #: Shortest time between two progress updates that only change a byte count (at most ~20 a second).
 PROGRESS_INTERVAL_S = 0.05
 
@@ -592,7 +611,7 @@ class ModelsDialog(QDialog):
         except OperationCancelled:
             self._finish(job, f"{title}: cancelled; nothing was added", changes_models, None, None, failed=True)
         except Exception as error:  # shown to the user; the message says what to do
-            message = f"{error}" if str(error) else type(error).__name__
+            message = window_words(error)
             self._finish(job, f"{title} failed: {message}", changes_models, on_failure, message, failed=True)
         else:
             self._finish(job, f"{title}: done", changes_models, on_success, result)
