@@ -4,8 +4,11 @@ above the message box is, and the side panel keeps its width."""
 
 from __future__ import annotations
 
+import shutil
+
 from conftest import FAST
 from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QTextLayout, QTextOption
 
 from app.gui.widgets.settings_pane import K_UNUSED_NOTE
 from inference.settings import Decoding
@@ -80,3 +83,58 @@ def test_every_setting_error_reads_whole_at_1366x768(qtbot, make_window):
     assert pane.widget().minimumSizeHint().width() <= pane.viewport().width()
     help_lines = pane.error_labels["n_ctx"].parentWidget().help
     assert help_lines is not None and not help_lines.isVisibleTo(pane)  # the error is said in its place
+
+
+def _line_count(label, text: str, width: int) -> int:
+    """How many lines ``text`` takes in ``label``'s font at ``width``, wrapped as a FieldError wraps it."""
+    layout = QTextLayout(text, label.font())
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+    layout.setTextOption(option)
+    layout.beginLayout()
+    count = 0
+    while (line := layout.createLine()).isValid():
+        line.setLineWidth(width)
+        count += 1
+    layout.endLayout()
+    return count
+
+
+def test_a_drafter_refused_while_a_model_is_loaded_reads_whole(qtbot, make_window, tiny_ir, tmp_path, monkeypatch):
+    """Newcomer trial: Other folder… then a folder holding a model of another vocabulary, while the default model was
+    loaded: the refusal under the Drafter box ended at "or use prompt", "lookup" missing. It wrapped onto one line
+    more once the side panel's scroll bar (which its own lines brought) narrowed it, and the label grew, but its slot
+    stayed as tall as before, cutting the last line. The drafter's name here is one that makes the message need that
+    one line more."""
+    from app.gui.widgets import settings_pane
+    from app.gui.widgets.settings_pane import BROWSE_DRAFT
+
+    folders = []
+
+    async def chosen(*_args, **_kwargs):
+        return str(folders[0])
+
+    monkeypatch.setattr(settings_pane, "choose_file", chosen)
+    window = make_window(FAST.with_values(decoding=Decoding.AUTO.value))
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.width() == 1366, timeout=3000)
+    qtbot.wait(100)
+    pane = window.settings_pane
+    error = pane.error_labels["draft_model"]
+    assert not pane.verticalScrollBar().isVisible()
+    wide, narrow = error.width(), error.width() - pane.verticalScrollBar().sizeHint().width()
+
+    def refusal(name: str) -> str:
+        return (f"The draft model {name} has another tokenizer than the target {window.worker.spec.target_dir.name} "
+                "(token ids of a probe text differs): choose a draft from the same model family, or use prompt lookup")
+
+    name = next(f"tiny-other{'x' * n}" for n in range(40)
+                if _line_count(error, refusal(f"tiny-other{'x' * n}"), wide) < _line_count(error, refusal(f"tiny-other{'x' * n}"), narrow))  # fmt: skip
+    folders.append(shutil.copytree(tiny_ir["other"], tmp_path / name))
+    pane.draft_model.setCurrentIndex(pane.draft_model.findData(BROWSE_DRAFT))
+    qtbot.waitUntil(lambda: window.model_state == "error" and error.text() != "", timeout=60_000)
+    qtbot.wait(200)  # (layouts settle in posted events)
+    assert error.text() == refusal(name)
+    assert pane.verticalScrollBar().isVisible() and error.width() == narrow
+    _assert_whole(pane, "draft_model")
+    assert error.shown_text().split()[-4:] == ["or", "use", "prompt", "lookup"]

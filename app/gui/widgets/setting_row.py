@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QTextLayout, QTextOption
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
@@ -173,6 +173,16 @@ class _NoteSlot(QWidget):
         self.error.setVisible(False)
         _keep_room_when_hidden(self.error)
         grid.addWidget(self.error, 0, 0)
+
+    def event(self, event: QEvent) -> bool:
+        """Once its grid has taken a new height of the error, tell the form that the slot's height changed, after the
+        events pending: an error that wrapped onto one line more at a new width (a newcomer's drafter refusal, once the
+        scroll bar its own lines brought narrowed the side panel) grew, but the form, laying the pane out for that
+        width, kept the slot as tall as before, its last line cut ("or use prompt", "lookup" missing)."""
+        handled = super().event(event)
+        if event.type() == QEvent.Type.LayoutRequest and self.height() != self.heightForWidth(self.width()):
+            QTimer.singleShot(0, self, self.updateGeometry)  # (told at once, the form kept the old height)
+        return handled
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         """The error holds as many lines as the explanation takes at the new width."""
