@@ -337,6 +337,8 @@ QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 #sendButton:disabled {{ background: {t.accent_off}; color: {t.on_accent_off}; }}
 #sendButton:focus {{ border: 2px solid {t.text}; padding: 4px 12px; }}
 *[invalid="true"] {{ border: 1px solid {t.invalid_border}; border-radius: 3px; background: {t.invalid}; }}
+/* the list of an invalid combo box draws its chosen entry as every list does (it drew a blank pink row) */
+QComboBox[invalid="true"] {{ selection-background-color: {t.accent}; selection-color: {t.on_accent}; }}
 #graphSummary {{ color: {t.graph_text}; font-size: 11px; }}
 #graphNoPlot {{ color: {t.muted}; }}
 QGroupBox {{ font-weight: 600; border: 1px solid {t.border}; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: {t.base}; }}

@@ -119,6 +119,8 @@ NEVER_FASTER_TIP = (
     "as much as the step it should save. Drafting with it is never faster than plain decoding; a smaller model, a "
     "draft head or prompt lookup can be"
 )
+#: The item data role in which a draft list entry marked refused keeps its own text and tooltip (``_mark_refused_draft``).
+_UNMARKED_ROLE = Qt.ItemDataRole.UserRole + 1
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty or -1 for a random seed"
 
 
@@ -424,9 +426,30 @@ class SettingsPane(QScrollArea):
     def _show_draft_tip(self) -> None:
         """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it), and why it
         is never faster when it is marked so."""
-        marked = self.draft_model.currentData(3) == NEVER_FASTER_TIP  # Qt.ToolTipRole
+        marked = NEVER_FASTER_TIP in (self.draft_model.currentData(3) or "")  # Qt.ToolTipRole (a refused one's too)
         why = f"{NEVER_FASTER_TIP}.\n\n" if marked else ""
         self.draft_model.setToolTip(f"{self.draft_model.currentText()}\n\n{why}{DRAFT_TIP}")
+
+    def _mark_refused_draft(self, why: str) -> None:
+        """The draft model chosen reads in the draft list as its name with ``why`` it is refused ("" while it is
+        not): a newcomer who opened the list with an invalid drafter saw its entry as a blank row. Any other entry
+        marked before reads as its own name again."""
+        combo = self.draft_model
+        current = combo.currentIndex()
+        refused = bool(why) and combo.currentData() not in ("", LOOKUP_DRAFT, BROWSE_DRAFT)
+        for index in range(combo.count()):
+            unmarked = combo.itemData(index, _UNMARKED_ROLE)
+            if unmarked is not None and not (refused and index == current):
+                combo.setItemText(index, unmarked[0])
+                combo.setItemData(index, unmarked[1], 3)  # Qt.ToolTipRole
+                combo.setItemData(index, None, _UNMARKED_ROLE)
+        if refused:
+            unmarked = combo.itemData(current, _UNMARKED_ROLE) or (combo.itemText(current), combo.itemData(current, 3))
+            combo.setItemData(current, unmarked, _UNMARKED_ROLE)
+            name = Path(combo.currentData()).name
+            said = why.removeprefix(f"The draft model {name} ")
+            combo.setItemText(current, f"{unmarked[0]} ✘ refused: {said}")
+            combo.setItemData(current, "\n\n".join(filter(None, (f"{name} is refused: {said}", unmarked[1]))), 3)
 
     def _select_draft(self, path: str) -> None:
         """Show the draft model ``path`` ("" = none) in the draft list and remember it as the model draft."""
@@ -705,6 +728,7 @@ class SettingsPane(QScrollArea):
         if any(name in errors or name in self._advisories for name in MORE_FIELDS):
             self.sampling.more.show()
         self._explain_k()
+        self._mark_refused_draft(self.error_labels["draft_model"].text())
         uses_draft = settings.uses_draft_model
         self.draft_device.setEnabled(uses_draft)
         self._show_draft_tip()
