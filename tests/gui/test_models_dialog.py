@@ -218,9 +218,9 @@ def test_the_draft_head_is_listed_as_a_draft_and_never_offered_as_a_target(dialo
     targets = [dialog.target_combo.itemData(i) for i in range(dialog.target_combo.count())]
     drafts = [dialog.draft_combo.itemData(i) for i in range(dialog.draft_combo.count())]
     assert targets == [str(default_store["target"]), str(default_store["tiny"])]
-    assert drafts == [str(default_store["head"]), str(default_store["target"]), str(default_store["tiny"])]
+    assert drafts == [str(default_store["head"]), str(default_store["tiny"])]  # (never the target itself)
     assert dialog.target_combo.currentData() == str(default_store["target"])
-    assert dialog.draft_combo.currentData() == str(default_store["head"])
+    assert dialog.draft_combo.currentData() == str(default_store["tiny"])  # (the smallest that fits, as the window's)
     # a head does not chat: no "keep going" under "Long chats", and no vocabulary of its own (newcomer trial)
     endless = {dialog.table.item(row, 0).text(): dialog.table.item(row, 4) for row in range(dialog.table.rowCount())}
     assert endless["SmolLM2-135M-Instruct-int4"].text() == "keep going (rolling window)"
@@ -333,6 +333,7 @@ def test_each_tab_shows_its_own_status_message(qtbot, dialog, monkeypatch):
     monkeypatch.setattr(inspect, "check_pair", lambda target, draft: SimpleNamespace(vocab_size=49152))
     dialog.target_combo.addItem("target", "/models/target")
     dialog.draft_combo.addItem("draft", "/models/draft")
+    dialog.draft_combo.setCurrentIndex(0)  # (with its placeholder, "none fits", a list does not take its first entry)
     assert dialog.tabs.currentIndex() == 0  # Installed
     dialog.pair_button.click()
     qtbot.waitUntil(lambda: dialog.job is None, timeout=10_000)
@@ -385,3 +386,38 @@ def test_refusals_say_the_dialogs_own_fields_not_command_line_options(qtbot, dia
     )
     for text in (dialog.status.text(), dialog.pair_result.text(), dialog.log.toPlainText()):
         assert "--" not in text and "`" not in text
+
+
+def _drafts(dialog: ModelsDialog) -> list[str]:
+    return [Path(dialog.draft_combo.itemData(i)).name for i in range(dialog.draft_combo.count())]
+
+
+def test_the_draft_preselected_fits_the_target_and_the_target_is_not_its_own_draft(qtbot, dialog, default_store, tiny_sources):
+    """Newcomer trial: with an imported model as the Target, the pair check preselected as its Draft the shipped
+    draft head, which drafts for the default model only and is always refused for it, and the Draft list offered the
+    target itself. The Draft list is every other model (a pair may be checked whatever it is); the draft preselected
+    is one that fits the target (the same vocabulary, a head only for its own model), none where none does."""
+    from inference.models.importing import import_ir_folder
+
+    import_ir_folder(tiny_sources["other"], "tiny-other")  # another vocabulary: fits none of the others
+    dialog.refresh()
+    target, head, tiny = (default_store[key].name for key in ("target", "head", "tiny"))
+    assert Path(dialog.target_combo.currentData()).name == target
+    assert _drafts(dialog) == [head, "tiny-other", tiny]
+    assert Path(dialog.draft_combo.currentData()).name == tiny  # (smaller than the head: the window's choice too)
+
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(default_store["tiny"])))  # an imported model
+    assert _drafts(dialog) == [head, target, "tiny-other"]
+    assert Path(dialog.draft_combo.currentData()).name == target  # the same vocabulary; not the head made for it
+    assert _check_pair(qtbot, dialog, default_store["tiny"], default_store["target"]).startswith("✔ ")
+
+    dialog.target_combo.setCurrentIndex(dialog.target_combo.findData(str(model_store.models_dir() / "tiny-other")))
+    assert _drafts(dialog) == [head, target, tiny]
+    assert dialog.draft_combo.currentIndex() == -1 and dialog.draft_combo.placeholderText() == "(none fits: choose one to check)"
+    dialog.pair_button.click()
+    assert dialog.pair_result.text() == "Choose a draft to check." and dialog.job is None
+
+    dialog.draft_combo.setCurrentIndex(dialog.draft_combo.findData(str(default_store["tiny"])))  # the user's choice stays
+    dialog.draft_combo.activated.emit(dialog.draft_combo.currentIndex())
+    dialog.refresh()
+    assert Path(dialog.draft_combo.currentData()).name == tiny

@@ -244,7 +244,11 @@ class ModelsDialog(QDialog):
         row.addWidget(self.remove_button)
 
         self.target_combo = ElidedComboBox()
+        self.target_combo.currentIndexChanged.connect(lambda _index: self._list_drafts())
         self.draft_combo = ElidedComboBox()
+        self.draft_combo.setPlaceholderText("(none fits: choose one to check)")
+        self._user_draft: str | None = None  # the draft the user chose in the list (kept while listed)
+        self.draft_combo.activated.connect(lambda _index: setattr(self, "_user_draft", self.draft_combo.currentData()))
         self.pair_button = QPushButton("Check pair")
         self.pair_button.clicked.connect(self.check_pair)
         self.pair_result = QLabel("Choose a target and a draft: they must share a tokenizer.")
@@ -385,21 +389,36 @@ class ModelsDialog(QDialog):
                 else:
                     item.setToolTip(f"Source: {text}\n{tip}" if column == SOURCE_COLUMN else tip)
                 self.table.setItem(row, column, item)
-        targets = store.target_models(self._manifests)  # a draft head drafts only: it is never a target
-        for combo, manifests in ((self.target_combo, targets), (self.draft_combo, self._manifests)):
-            current = combo.currentData()
-            combo.clear()
-            for manifest in manifests:
-                combo.addItem(labels[str(manifest.path)], str(manifest.path))
-            index = combo.findData(current)
-            if index >= 0:
-                combo.setCurrentIndex(index)
-        target = self.target_combo.currentData()
-        if self.draft_combo.currentData() == target:
-            others = [i for i in range(self.draft_combo.count()) if self.draft_combo.itemData(i) != target]
-            if others:
-                self.draft_combo.setCurrentIndex(others[0])
+        current = self.target_combo.currentData()
+        blocked = self.target_combo.blockSignals(True)  # (the drafts are listed once, below)
+        self.target_combo.clear()
+        for manifest in store.target_models(self._manifests):  # a draft head drafts only: it is never a target
+            self.target_combo.addItem(labels[str(manifest.path)], str(manifest.path))
+        self.target_combo.setCurrentIndex(max(self.target_combo.findData(current), 0))
+        self.target_combo.blockSignals(blocked)
+        self._list_drafts()
         self._update_buttons()
+
+    def _list_drafts(self) -> None:
+        """The Draft list for the target chosen: every other installed model (any pair may be checked), the draft
+        the user chose kept, else the one that fits the target the window's Drafter list would preselect
+        (``app.gui.model_choice.draft_choices``: the same vocabulary, a draft head only for its own model, the
+        smallest), else none. A newcomer found the shipped draft head, which an imported target
+        always refuses, preselected, and the target offered as its own draft."""
+        from ..model_choice import draft_choices
+
+        target = self.target_combo.currentData()
+        by_path = {str(manifest.path): manifest for manifest in self._manifests}
+        labels = store.model_labels(self._manifests)
+        current = self.draft_combo.currentData()
+        self.draft_combo.clear()
+        for path in by_path:
+            if path != target:
+                self.draft_combo.addItem(labels[path], path)
+        fitting, preselected = draft_choices(by_path.get(target), self._manifests)
+        kept = current in {str(m.path) for m in fitting} | ({self._user_draft} - {None, target})
+        chosen = current if kept else preselected
+        self.draft_combo.setCurrentIndex(self.draft_combo.findData(chosen) if chosen else -1)
 
     def selected_path(self) -> str | None:
         rows = self.table.selectionModel().selectedRows()
@@ -440,8 +459,11 @@ class ModelsDialog(QDialog):
 
     def check_pair(self) -> None:
         target, draft = self.target_combo.currentData(), self.draft_combo.currentData()
-        if not target or not draft:
+        if not target or self.draft_combo.count() == 0:
             self.pair_result.setText("Install at least two models to check a pair.")
+            return
+        if not draft:
+            self.pair_result.setText("Choose a draft to check.")
             return
         from inference.models.inspect import check_pair
 
