@@ -52,12 +52,13 @@ from .settings_store import AppSettings
 MODEL_RELOAD_DELAY_MS = 400
 
 
-def spec_in_words(spec: ModelSpec) -> str:
+def spec_in_words(spec: ModelSpec, name: Callable[[Path], str] = readable_name) -> str:
     """The models of ``spec`` by the names the model picker gives them (``ModelSpec.describe`` names their folders):
-    ``"SmolLM2-135M-Instruct · 4-bit on CPU, draft SmolLM2-135M-Instruct-head · 8-bit on CPU"``."""
-    text = f"{readable_name(spec.target_dir)} on {spec.target_device}"
+    ``"SmolLM2-135M-Instruct · 4-bit on CPU, draft SmolLM2-135M-Instruct-head · 8-bit on CPU"``; ``name`` names a
+    folder (``ModelLoader.name_of``: as read when it was loaded)."""
+    text = f"{name(spec.target_dir)} on {spec.target_device}"
     if spec.draft_dir is not None:
-        text += f", draft {readable_name(spec.draft_dir)} on {spec.draft_device}"
+        text += f", draft {name(spec.draft_dir)} on {spec.draft_device}"
     return text
 
 
@@ -124,6 +125,17 @@ class ModelLoader(QObject):
         self._reload_timer = QTimer(self)
         self._reload_timer.setSingleShot(True)
         self._reload_timer.timeout.connect(self.load)
+        self._names: dict[Path, str] = {}  # the picker's name of each folder named, as last read (name_of)
+
+    def name_of(self, folder: Path) -> str:
+        """The model picker's name of the model in ``folder`` (``readable_name``: ``Modèle-été-135M · 4-bit``); for a
+        folder removed since it was named (a load names its models), the name read then: a model removed from the
+        store while loaded still writes replies, and their footer read "Modèle-été-135M", the bit-width gone with its
+        manifest."""
+        folder = Path(folder)
+        if folder.is_dir():
+            self._names[folder] = readable_name(folder)
+        return self._names.get(folder, folder.name)
 
     # --- requests ---------------------------------------------------------------------------------
 
@@ -206,7 +218,7 @@ class ModelLoader(QObject):
         if self._wanted_key == self._loaded_key and self.info is not None and self.state != "ready":
             # back to the models still loaded (e.g. after a refused draft): nothing to load
             self.error = None
-            self._set_state("ready", f"{spec_in_words(self.info.spec)} · {self.info.precision.describe()}")
+            self._set_state("ready", f"{spec_in_words(self.info.spec, self.name_of)} · {self.info.precision.describe()}")
         self._settled.set()
 
     async def _load_models(self, settings: AppSettings) -> bool:
@@ -235,7 +247,7 @@ class ModelLoader(QObject):
             draft_device=settings.draft_device,
             precision=settings.precision_settings(),
         )
-        self._set_state("loading", f"Loading {spec_in_words(spec)}…")
+        self._set_state("loading", f"Loading {spec_in_words(spec, self.name_of)}…")
         try:
             info = await self.worker.load(spec)
         except TokenizerMismatchError as error:
@@ -253,7 +265,7 @@ class ModelLoader(QObject):
         freeze_startup_objects()
         self.loaded.emit(info)
         seconds = f" (loaded in {duration_text(info.load_seconds + info.warm_up_seconds)})" if info.load_seconds else ""
-        self._set_state("ready", f"{spec_in_words(spec)} · {info.precision.describe()}{seconds}")
+        self._set_state("ready", f"{spec_in_words(spec, self.name_of)} · {info.precision.describe()}{seconds}")
         self.ready.emit(spec.describe())
         return True
 
@@ -288,7 +300,7 @@ class ModelLoader(QObject):
     def _refused(self, field: str, message: str) -> bool:
         self.setting_refused.emit(field, message)
         self.error = message
-        loaded = f"; still using {spec_in_words(self.worker.spec)}" if self.worker.spec else ""
+        loaded = f"; still using {spec_in_words(self.worker.spec, self.name_of)}" if self.worker.spec else ""
         self._set_state("error", f"Model not changed: see the settings{loaded}")
         self.failed.emit(message)
         return False

@@ -256,8 +256,11 @@ class ReplyController(QObject):
             return settings.target_name
         try:
             return readable_name(find_model(settings.target_name))
-        except ModelImportError:  # (removed meanwhile: the reply fails to load it and says so)
-            return settings.target_name
+        except ModelImportError:  # removed meanwhile: still loaded, it writes the reply, named as when it was loaded
+            spec = self.worker.spec
+            if spec is not None and spec.target_dir.name == settings.target_name:
+                return self.models.name_of(spec.target_dir)
+            return settings.target_name  # (not loaded: the reply fails to load it and says so)
 
     def choose_version(self, message_id: int) -> int | None:
         """Show this version of a message and its latest continuation; returns its conversation id, or None when
