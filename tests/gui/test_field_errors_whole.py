@@ -126,7 +126,7 @@ def test_a_drafter_refused_while_a_model_is_loaded_reads_whole(qtbot, make_windo
 
     def refusal(name: str) -> str:
         return (f"The draft model {name} has another tokenizer than the target {window.worker.spec.target_dir.name} "
-                "(token ids of a probe text differs): choose a draft from the same model family, or use prompt lookup")
+                "(the token ids of a probe text differ): choose a draft from the same model family, or use prompt lookup")
 
     name = next(f"tiny-other{'x' * n}" for n in range(40)
                 if _line_count(error, refusal(f"tiny-other{'x' * n}"), wide) < _line_count(error, refusal(f"tiny-other{'x' * n}"), narrow))  # fmt: skip

@@ -381,8 +381,8 @@ def test_refusals_say_the_dialogs_own_fields_not_command_line_options(qtbot, dia
     dialog.pair_button.click()
     qtbot.waitUntil(lambda: dialog.pair_result.text().startswith(("✔", "✘")), timeout=30_000)
     assert dialog.pair_result.text() == (
-        "✘ Refused: tiny-other cannot draft for tiny-same: their tokenizers differ (token ids of a probe text "
-        "differs). Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup."
+        "✘ Refused: tiny-other cannot draft for tiny-same: their tokenizers differ (the token ids of a probe text "
+        "differ). Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup."
     )
     for text in (dialog.status.text(), dialog.pair_result.text(), dialog.log.toPlainText()):
         assert "--" not in text and "`" not in text
