@@ -597,8 +597,9 @@ def compare_summary(compare: dict) -> str:
         seed = (compare.get("ar") or {}).get("seed")
         same_seed = f"same seed {seed}, " if isinstance(seed, int) and not isinstance(seed, bool) else ""
         texts = SAMPLED_IDENTICAL if compare.get("identical") else "texts differ by design (sampling)"
-        return f"{speedup} · speed only: {same_seed}{texts}"
-    return f"{speedup} · speed and identity: {identity_text(compare)}"
+        return f"{speedup} · {'' if few else 'speed only: '}{same_seed}{texts}"
+    # (a comparison of one-token runs measured no speed: "speed and identity" read as a claim it just declined)
+    return f"{speedup} · {'' if few else 'speed and identity: '}{identity_text(compare)}"
 
 
 def compare_headline(compare: dict) -> str:

@@ -22,8 +22,8 @@ def test_a_one_token_compare_says_there_is_no_speedup_to_compare(qtbot, make_win
     assert compare["speedup"] is None and compare["identical"] is True  # greedy, exact precision
     words = "No speedup to compare: plain decoding wrote 1 token and Auto 1 token, and a decode speed needs 2 or more"
     footer = window.chat_view.message_widgets()[-1].footer.text()
-    assert footer.startswith(f"{words} · speed and identity: texts identical"), footer
-    assert "incomplete" not in footer
+    assert footer.startswith(f"{words} · texts identical"), footer  # (a trial: "no speedup … · speed and identity")
+    assert "incomplete" not in footer and "speed and identity" not in footer
     assert f"{words}, texts identical" in export_footer_text(stats, "complete")
 
 
@@ -31,7 +31,7 @@ def test_a_compare_whose_second_run_wrote_one_token_claims_no_speedup(tmp_path):
     """Plain decoding wrote 4 tokens, the second run 1 (its texts differ): the second run's 0 tokens/s made a
     speedup of 0.00×, "Slower than plain decoding (0.00×)". One token has no speed to compare."""
     from app.gui.history_db import HistoryDB
-    from app.gui.reply_format import compare_headline, footer_text
+    from app.gui.reply_format import SAMPLED_IDENTICAL, compare_headline, compare_summary, footer_text
     from app.gui.reply_recorder import ReplyRecorder
     from inference.events import Finished, GenerationStats, TextDelta
 
@@ -51,7 +51,9 @@ def test_a_compare_whose_second_run_wrote_one_token_claims_no_speedup(tmp_path):
     assert stats["compare"]["speedup"] is None and stats["compare"]["identical"] is False
     words = ("No speedup to compare: plain decoding wrote 4 tokens and speculative decoding (prompt lookup) 1 token, "
              "and a decode speed needs 2 or more")
-    assert footer_text(stats, "complete").startswith(f"{words} · speed and identity: texts differ"), footer_text(stats)
+    assert footer_text(stats, "complete").startswith(f"{words} · texts differ"), footer_text(stats)
+    sampled = {**stats["compare"], "sampled": True, "identical": True}
+    assert compare_summary(sampled) == f"{words} · {SAMPLED_IDENTICAL}"  # not "· speed only: …"
     assert compare_headline(stats["compare"]) == words.split(",")[0]
 
 
