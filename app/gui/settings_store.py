@@ -288,7 +288,7 @@ class AppSettings:
             errors["max_new_tokens"] = f"max_new_tokens must be in [1, {MAX_REPLY_TOKENS}], got {sampling.max_new_tokens}"
         if "top_k" not in errors and sampling.top_k > MAX_TOP_K:
             errors["top_k"] = (
-                f"top_k must be in [0, {MAX_TOP_K}] (0 = off; so is a k of the vocabulary's size or more), "
+                f"top_k must be in [0, {MAX_TOP_K}] (0 or -1 = off; so is a k of the vocabulary's size or more), "
                 f"got {sampling.top_k}"
             )
         errors.update(_setting_errors(generation.context, lambda c: c.validate(max_position_embeddings), every=False))

@@ -567,7 +567,7 @@ def test_longest_reply_and_top_k_are_bounded_and_digits_refused_are_said(pane, q
     pane.sampling.more.show()
     _type_into(qtbot, pane.sampling.top_k, "999999999")
     assert _shown_error(pane, "top_k") == (
-        "Candidates (top-k) must be between 0 and 262,144 (0 = off; so is a k of the vocabulary's size or more); "
+        "Candidates (top-k) must be between 0 and 262,144 (0 or -1 = off; so is a k of the vocabulary's size or more); "
         "you typed 999999999"
     )
     _type_into(qtbot, pane.sampling.top_k, "40")
@@ -696,4 +696,4 @@ def test_the_seed_error_says_what_was_typed_and_ranges_have_thousands_separators
     pane.n_ctx.setValue(9000)
     assert _shown_error(pane, "n_ctx") == "Context length must be between 16 and 8,192; you typed 9000"
     pane.top_k.setValue(999_999)
-    assert _shown_error(pane, "top_k").startswith("Candidates (top-k) must be between 0 and 262,144 (0 = off")
+    assert _shown_error(pane, "top_k").startswith("Candidates (top-k) must be between 0 and 262,144 (0 or -1 = off")
