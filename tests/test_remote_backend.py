@@ -294,6 +294,9 @@ def test_a_base_url_is_checked_and_taken_as_given():
         check_base_url("not a url")
     with pytest.raises(RemoteError, match=r"^ftp://host/v1 is not a server address"):
         check_base_url("ftp://host/v1")
+    for empty in ("", "  "):  # a trial's OK on an empty field read "the base URL is not a server address: …"
+        with pytest.raises(RemoteError, match=r"^The base URL is empty: enter one like http://HOST:8000/v1 "):
+            check_base_url(empty)
     for broken in ("http://[::1:8000/v1", "http://host:80a/v1"):  # urllib raises ValueError for these
         with pytest.raises(RemoteError, match="is not a server address"):
             check_base_url(broken)

@@ -137,10 +137,8 @@ def check_base_url(url: str) -> str:
     except ValueError:  # e.g. an unclosed "[" of an IPv6 address
         parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in parts.netloc):
-        raise RemoteError(
-            f"{given or 'the base URL'} is not a server address: enter one like http://HOST:8000/v1 "
-            "(OpenVINO Model Server: http://HOST:8000/v3)"
-        )
+        what = f"{given} is not a server address" if given else "The base URL is empty"
+        raise RemoteError(f"{what}: enter one like http://HOST:8000/v1 (OpenVINO Model Server: http://HOST:8000/v3)")
     if "@" in parts.netloc:
         shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
         raise RemoteError(
