@@ -90,14 +90,21 @@ def test_the_graph_says_a_one_token_run_wrote_its_token(qtbot, make_window):
     """After a one-token reply the graph's summary read "■ Auto: stopped before its first token", of a reply that
     finished with its token: it took no decode step, and its speed of 0 tokens/s was left out as none. It says
     "1 token", and no speed; a Compare says it of both runs."""
+    from app.gui.widgets.live_graph import ONE_TOKEN
+
     window = make_window(FAST.with_values(max_new_tokens=1))
     with qtbot.waitSignal(window.generation_finished, timeout=120_000):
         window.chat.send("Say hi.")
     graph = window.live_graph
     assert graph.summary_text().startswith("■ Auto: 1 token"), graph.summary_text()
     assert "stopped" not in graph.summary_text() and "tokens/s" not in graph.summary_text()
+    # the plot area says why nothing is drawn, in place of empty axes (0-10 tokens/s over 0.1-0.4 s, no point)
+    assert graph.no_plot.isVisibleTo(graph) and not graph.canvas.isVisibleTo(graph)
+    assert graph.no_plot.text() == ONE_TOKEN == "One token: no speed to plot (a speed needs two tokens or more)."
     with qtbot.waitSignal(window.generation_finished, timeout=120_000):
         window.composer.set_text("Say hi.")
         click(qtbot, window.composer.compare_button)
     summary = graph.summary_text()
     assert summary.startswith("■ Plain decoding: 1 token · ■ Auto: 1 token"), summary
+    assert graph.no_plot.isVisibleTo(graph) and graph.no_plot.text() == ONE_TOKEN
+    assert not graph.canvas.isVisibleTo(graph) and not graph.legend.isVisibleTo(graph)

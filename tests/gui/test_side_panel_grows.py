@@ -18,10 +18,14 @@ def plot_height(window) -> int:
 
 def settled(qtbot, window, size: tuple[int, int]) -> int:
     """Resize ``window`` to ``size``, wait for the graph's canvas to fill its frame again; its plot height (a run is
-    drawn first where none is: the plot is shown only then)."""
+    drawn first where none is: the plot is shown only then, and only for a run with points)."""
+    from inference.events import StepStats
+
     graph = window.live_graph
     if not graph.series:
         graph.start_run("auto", conversation_id=None)  # (no conversation on screen)
+        graph.add_events([StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=9.0, step_ms=10.0, k=0,
+                                    cache_len=40, n_ctx=512, elapsed_s=0.1, generated=2)])  # fmt: skip
         graph.finish_run()
     window.resize(*size)
     qtbot.waitUntil(lambda: window.size().toTuple() == size, timeout=3000)

@@ -62,6 +62,8 @@ INTERRUPTED = "Last reply: interrupted when SpecChat closed (nothing measured)."
 #: The plot area while the reply shown has no points to draw: one of an earlier session (its points are not stored),
 #: another version of the reply drawn, one stopped before its first token.
 NO_PLOT = "No plot for this reply: plots are drawn while a reply is generated."
+#: The plot area after a reply of one token (of each run, in a Compare): it took no decode step, so no point was drawn.
+ONE_TOKEN = "One token: no speed to plot (a speed needs two tokens or more)."
 #: The plot area while the conversation shown has no reply.
 NO_PLOT_YET = "Plots are drawn here while a reply is generated."
 #: ``show_conversation``'s ``reply_id`` for a conversation shown without a reply (message ids start at 1).
@@ -355,6 +357,7 @@ class LiveGraph(QWidget):
         self._running = False
         self._dirty = True
         self.refresh()
+        self._show_drawn()
         self._timer.stop()
 
     def stopped_early(self, conversation_id: int | None) -> None:
@@ -388,8 +391,13 @@ class LiveGraph(QWidget):
         return names | ({"spec": drafting} if drafting else {})
 
     def _show_drawn(self) -> None:
-        """The plots and their legend while runs are drawn; else, in the plot area, the note set in ``no_plot``."""
-        drawn = bool(self.series)
+        """The plots and their legend while runs are drawn; else, in the plot area, the note set in ``no_plot``, or
+        :data:`ONE_TOKEN` where the runs drawn ended with no point to draw (they read as empty axes, 0-10 tokens/s
+        over 0.1-0.4 s, after a reply of Longest reply 1)."""
+        live = self._running and any(s is self._live for s in self.series)
+        drawn = bool(self.series) and (live or any(s.rate or s.acceptance or s.fill for s in self.series))
+        if self.series and not drawn:
+            self.no_plot.setText(ONE_TOKEN if all(s.reply_tokens <= 1 for s in self.series) else NO_PLOT)
         self.canvas.setVisible(drawn)
         self.legend.setVisible(drawn)
         self.no_plot.setVisible(not drawn)
