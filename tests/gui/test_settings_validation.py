@@ -619,6 +619,21 @@ def test_digits_refused_are_never_quoted_as_a_number_the_user_did_not_type(pane,
     assert _shown_error(pane, field) == ""
 
 
+@pytest.mark.parametrize("field,typed,held", [("temperature", "99999999", "999"), ("top_p", "9999999999999", "999")])
+def test_digits_a_decimal_field_refused_are_said(pane, qtbot, field, typed, held):
+    """Trial: 99999999 typed into Randomness showed "999" and the error "you typed 999" (top-p the same with
+    9999999999999): the field had dropped the digits past its 999.99 without a word. As in a whole-number field, the
+    error says it held fewer digits than were typed, and what it holds."""
+    pane, _emitted, summaries = pane
+    box = pane.fields[field]
+    _type_into(qtbot, box, typed)
+    shown = _shown_error(pane, field)
+    assert box.text() == held and shown.endswith(f"; you typed more digits than the field holds (it holds {held})"), shown
+    assert " must be " in shown and summaries[-1] == f"Fix the settings first: {shown}"
+    _type_into(qtbot, box, "0.5")
+    assert not box.refused and _shown_error(pane, field) == ""
+
+
 def test_an_emptied_number_field_says_so_and_leaving_it_puts_back_its_last_valid_value(pane, qtbot):
     """Newcomer trial: 5 typed into Context length, then the field cleared, still read "you typed 5", and Tab put
     5 back, an invalid value, where 4096 was the last valid one. An empty field says it is empty; leaving it (Tab,

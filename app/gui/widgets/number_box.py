@@ -4,7 +4,8 @@ that say when they are empty.
 A ``QSpinBox`` ignores a digit that would take its value past its maximum, without a word: a newcomer typed
 99999999999 into Context length and read "you typed 999999999" (the last two digits dropped). :class:`NumberBox`
 remembers that it refused one (:attr:`NumberBox.refused`) until its value next changes, so that the field's error can
-say it ("you typed more digits than the field holds (it holds 999999999)"). It keeps no refused number: each refusal
+say it ("you typed more digits than the field holds (it holds 999999999)"); so does a decimal field, :class:`DecimalBox`
+(99999999 typed into Randomness read "you typed 999"). It keeps no refused number: each refusal
 is one keystroke on the digits kept, so the last one ("12345678902" for 123456789012 typed) is a number the user never
 typed (a later trial read it).
 
@@ -81,31 +82,70 @@ class EmptyAware:
             self.empty_changed.emit()
 
 
-class DecimalBox(EmptyAware, QDoubleSpinBox):
-    """A ``QDoubleSpinBox`` that says when it is empty and puts back its last valid value when left so
-    (:class:`EmptyAware`).
+class RefusalAware:
+    """What the number fields share, mixed into a spin box subclass that defines a ``refused_changed`` signal and
+    calls :meth:`_watch_refusals` once built: a keystroke of a number refused (too large or too small) recorded in
+    :attr:`refused` until the value next changes.
+
+    Attributes:
+        refused: True when a keystroke of a number was refused since the value last changed (or none was refused).
+    """
+
+    refused = False
+
+    def _watch_refusals(self) -> None:
+        self.valueChanged.connect(self._forget)
+
+    def _note_refusal(self, result, text: str) -> None:
+        """Record that ``validate`` answered ``result`` for ``text``: a refusal when it is invalid and a number."""
+        state = result[0] if isinstance(result, tuple) else result
+        number = self._typed(text).replace(self.locale().groupSeparator(), "").lstrip("-")
+        if isinstance(self, QDoubleSpinBox):  # (its decimal point, once)
+            number = number.replace(self.locale().decimalPoint(), "", 1)
+        if state == QValidator.State.Invalid and number.isdigit() and not self.refused:
+            self.refused = True
+            self.refused_changed.emit()
+
+    def _forget(self, _value) -> None:
+        if self.refused:
+            self.refused = False
+            self.refused_changed.emit()
+
+
+class DecimalBox(RefusalAware, EmptyAware, QDoubleSpinBox):
+    """A ``QDoubleSpinBox`` that records that it refused a keystroke for a number past its range (:class:`RefusalAware`:
+    99999999 typed into Randomness kept "999" without a word), says when it is empty and puts back its last valid
+    value when left so (:class:`EmptyAware`).
 
     Signals:
+        refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
         empty_changed(): :attr:`empty` changed.
     """
 
+    refused_changed = Signal()
     empty_changed = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._watch_empty()
+        self._watch_refusals()
+
+    def validate(self, text: str, pos: int) -> object:
+        """As ``QDoubleSpinBox.validate``; a number it finds invalid (too large or too small) is recorded."""
+        result = super().validate(text, pos)
+        self._note_refusal(result, text)
+        return result
 
 
-class NumberBox(EmptyAware, QSpinBox):
-    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range, takes its special
-    value's word typed ("auto", "off"), and says when it is empty (:class:`EmptyAware`).
+class NumberBox(RefusalAware, EmptyAware, QSpinBox):
+    """A ``QSpinBox`` that records that it refused a keystroke for a number past its range (:class:`RefusalAware`),
+    takes its special value's word typed ("auto", "off"), and says when it is empty (:class:`EmptyAware`).
 
     Signals:
         refused_changed(): :attr:`refused` changed (a refusal, or the value changed after one).
         empty_changed(): :attr:`empty` changed.
 
     Attributes:
-        refused: True when a keystroke of digits was refused since the value last changed (or none was refused).
         minimum_alias: a text typed that stands for the minimum as its special value's word does ("-1"), or "".
     """
 
@@ -114,10 +154,9 @@ class NumberBox(EmptyAware, QSpinBox):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.refused = False
         self.minimum_alias = ""
         self._watch_empty()
-        self.valueChanged.connect(self._forget)
+        self._watch_refusals()
 
     def validate(self, text: str, pos: int) -> object:
         """As ``QSpinBox.validate``, and the special value's names (:meth:`_special_names`) taken as typed, letter
@@ -127,11 +166,7 @@ class NumberBox(EmptyAware, QSpinBox):
             complete = typed in self._special_names()
             return QValidator.State.Acceptable if complete else QValidator.State.Intermediate, text, pos
         result = super().validate(text, pos)
-        state = result[0] if isinstance(result, tuple) else result
-        number = self._typed(text).replace(self.locale().groupSeparator(), "")
-        if state == QValidator.State.Invalid and number.lstrip("-").isdigit() and not self.refused:
-            self.refused = True
-            self.refused_changed.emit()
+        self._note_refusal(result, text)
         return result
 
     def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt override
@@ -147,8 +182,3 @@ class NumberBox(EmptyAware, QSpinBox):
         special = self.specialValueText().strip().lower()
         alias = (self.minimum_alias,) if self.minimum_alias else ()
         return ((special, special.split()[0]) if special else ()) + alias
-
-    def _forget(self, _value: int) -> None:
-        if self.refused:
-            self.refused = False
-            self.refused_changed.emit()

@@ -50,7 +50,7 @@ from ..settings_store import GENERATION_KEYS, RANDOM_SEED, AppSettings, Settings
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
-from .number_box import EmptyAware, NumberBox
+from .number_box import EmptyAware, NumberBox, RefusalAware
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
 from .setting_words import in_words
@@ -330,7 +330,7 @@ class SettingsPane(QScrollArea):
         self.adaptive_k.toggled.connect(self._edited)
         self.sampling.edited.connect(self._edited)
         for widget in self.fields.values():
-            if isinstance(widget, NumberBox):  # its error says the digits it refused (set_settings: none yet)
+            if isinstance(widget, RefusalAware):  # its error says the digits it refused (set_settings: none yet)
                 widget.refused_changed.connect(lambda: self._validate(emit=False))
             if isinstance(widget, EmptyAware):  # (emptied, its value is not what it shows)
                 widget.empty_changed.connect(lambda: self._validate(emit=False))
@@ -677,14 +677,14 @@ class SettingsPane(QScrollArea):
         """``message`` about field ``name`` in words, its fields named by their labels ("Context length must be
         between 16 and 8,192; you typed 99999", not "n_ctx must be in [16, 8192], got 99999"): ``setting_words``."""
         box = self.fields.get(name)
-        if isinstance(box, NumberBox) and box.refused:  # (a newcomer's 99999999999 read "you typed 999999999")
+        if isinstance(box, RefusalAware) and box.refused:  # (a newcomer's 99999999999 read "you typed 999999999")
             said = "you typed more digits than the field holds (it holds {})"
         elif name in self._not_shown or name in self._from_file:  # (the user typed nothing: "you typed" misled)
             said = "the settings file holds {}"
         else:
             said = "you typed {}"
-        # a decimal field's number as typed ("0" for top-p, which the engine writes 0.0)
-        typed = f"{box.value():g}" if isinstance(box, QDoubleSpinBox) and said == "you typed {}" else None
+        # a decimal field's number as typed or held ("0" for top-p, which the engine writes 0.0)
+        typed = f"{box.value():g}" if isinstance(box, QDoubleSpinBox) and not said.startswith("the settings") else None
         return in_words(message, self._plain_names, said, typed)
 
     def _validate(self, emit: bool) -> None:
