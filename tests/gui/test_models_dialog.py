@@ -319,7 +319,27 @@ def test_the_recommended_pairs_fit_the_dialog_with_nothing_cut(qtbot, dialog):
                 assert table.rowHeight(row) >= needed, (text, table.rowHeight(row), needed)
             else:
                 assert metrics.horizontalAdvance(text) + padding <= width, (text, width)
-    assert table.item(0, 3).text() == "1000 + 90" and table.horizontalHeaderItem(3).text() == "Sizes (MB)"
+    assert table.item(0, 3).text() == "954 + 86" and table.horizontalHeaderItem(3).text() == "Sizes (MiB)"
+
+
+def test_recommended_pairs_say_mib_and_download_waits_for_a_pair(qtbot, dialog):
+    """Trial: the Recommended pairs tab said "Sizes (MB)" where the app says MiB everywhere else, and "Download this
+    pair" was enabled with no pair selected, a click doing nothing to be seen. The sizes are said in MiB (the
+    catalogue's estimates in MB, converted: 1000 MB is 954 MiB) and the button waits for a pair."""
+    from inference.models.catalogue import pairs
+
+    dialog.tabs.setCurrentIndex(dialog.tabs.indexOf(dialog.catalogue_table.parentWidget()))
+    table = dialog.catalogue_table
+    assert table.horizontalHeaderItem(3).text() == "Sizes (MiB)"
+    for row, pair in enumerate(pairs()):
+        mib = [round(model.size_mb * 10**6 / 2**20) for model in (pair.target, pair.draft)]
+        assert table.item(row, 3).text() == f"{mib[0]} + {mib[1]}"
+    assert table.item(0, 3).text() == "954 + 86"
+    assert not table.selectionModel().selectedRows() and not dialog.download_pair_button.isEnabled()
+    table.selectRow(1)
+    assert dialog.download_pair_button.isEnabled()
+    table.clearSelection()
+    assert not dialog.download_pair_button.isEnabled()
 
 
 def test_each_tab_shows_its_own_status_message(qtbot, dialog, monkeypatch):
@@ -342,7 +362,7 @@ def test_each_tab_shows_its_own_status_message(qtbot, dialog, monkeypatch):
     assert dialog.status.text() == ""
     dialog.tabs.setCurrentIndex(2)  # Recommended pairs
     assert dialog.status.text() == ""
-    dialog.download_pair_button.click()  # no pair selected
+    dialog.download_pair()  # no pair selected (its button waits for one)
     assert dialog.status.text() == "Select a pair first."
     dialog.tabs.setCurrentIndex(1)
     assert dialog.status.text() == ""

@@ -72,7 +72,7 @@ PAST_CONTEXT_TIP = (
     "tokens (after the first ones) as the chat grows, instead of the reply stopping at the limit"
 )
 SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
-CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MB)", "Licence")
+CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MiB)", "Licence")
 #: The Remove confirmation's button that removes (named after its action, not "Yes"; Cancel is the default).
 REMOVE_LABEL = "&Remove"
 
@@ -318,7 +318,7 @@ class ModelsDialog(QDialog):
         self.catalogue_table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         for row, pair in enumerate(self.catalogue):
             licence = pair.target.licence if pair.target.licence == pair.draft.licence else f"{pair.target.licence} / {pair.draft.licence}"
-            cells = (pair.title, pair.target.repo_id, pair.draft.repo_id, f"{pair.target.size_mb} + {pair.draft.size_mb}", licence)
+            cells = (pair.title, pair.target.repo_id, pair.draft.repo_id, f"{_mib(pair.target.size_mb)} + {_mib(pair.draft.size_mb)}", licence)
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(pair.note)
@@ -338,6 +338,7 @@ class ModelsDialog(QDialog):
         self.catalogue_table.itemSelectionChanged.connect(self._show_pair_note)
         self.download_pair_button = QPushButton("Download this pair")
         self.download_pair_button.clicked.connect(self.download_pair)
+        self.catalogue_table.itemSelectionChanged.connect(self._update_buttons)  # (it waits for a pair selected)
         self.catalogue_log = _log_view()  # a pair's download: each model's progress, "installed already", the check
         self.catalogue_log.setMaximumHeight(6 * self.catalogue_log.fontMetrics().lineSpacing())
         layout = QVBoxLayout(page)
@@ -675,11 +676,13 @@ class ModelsDialog(QDialog):
 
     def _update_buttons(self) -> None:
         idle = self.job is None
-        for attribute in ("remove_button", "pair_button", "refresh_button", "download_pair_button"):
+        for attribute in ("remove_button", "pair_button", "refresh_button"):
             if hasattr(self, attribute):  # the tabs are being built
                 getattr(self, attribute).setEnabled(idle)
         if hasattr(self, "add_button"):
             self.add_button.setEnabled(idle and bool(self._source_kind()[0]))
+        if hasattr(self, "download_pair_button"):  # enabled with no pair selected, a click did nothing to be seen
+            self.download_pair_button.setEnabled(idle and self.catalogue_table.selectionModel().hasSelection())
 
     def _set_status(self, text: str, tab: QWidget) -> None:
         """Say ``text`` in the status line now, as the message of ``tab`` (a tab's page), which the line shows again
@@ -698,3 +701,8 @@ class ModelsDialog(QDialog):
         if self.job is not None:
             self.job.cancel.set()
         super().reject()
+
+
+def _mib(size_mb: int) -> int:
+    """A catalogue size (``CatalogueModel.size_mb``, an estimate in MB) in MiB, as the app says sizes elsewhere."""
+    return round(size_mb * 10**6 / 2**20)
