@@ -333,13 +333,13 @@ class LiveGraph(QWidget):
         while len(self._runs) > KEPT_CONVERSATIONS:
             self._runs.popitem(last=False)
         self._live, self._live_conversation = series, conversation_id
+        self._running = True  # (before the plot is shown: a run being drawn shows the plot, points or not yet)
         if conversation_id == self._shown:
             if not keep_previous:
                 self.clear()
             self.series = list(runs)
             self._show_drawn()
             self._dirty = True
-        self._running = True
         if not self._timer.isActive():
             self._timer.start()
         return series
