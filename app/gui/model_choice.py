@@ -13,7 +13,7 @@ Rules:
   setting changed, and recomputes everything that depends on them.
 - The picker chooses the target (``target_model``, and ``bits`` for the default model's copies); the draft list offers
   the installed models with the target's tokenizer, and which draft is preselected is decided in one place,
-  :func:`draft_choices`: choosing "Speculative, draft model" without a draft takes it, so no error shows first.
+  :func:`~app.gui.draft_choices.draft_choices`: choosing "Speculative, draft model" without a draft takes it, so no error shows first.
   A draft head (trained for one model) is preselected for its model whatever the decoding, so that Compare on
   autoregressive decoding measures it (``AppSettings.compare_decoding``), and dropped when another target is chosen.
 - K follows the drafter (:func:`k_for_the_drafter`): HEAD_K when the box's K starts drafting with a head (draft-model
@@ -51,7 +51,6 @@ from inference.models.progress import ProgressEvent
 from inference.models.store import (
     SUPPORTED_BITS,
     ModelManifest,
-    compatible_drafts,
     find_model,
     installed_models,
     readable_name,
@@ -63,6 +62,7 @@ from ..backends.remote_errors import RemoteError, shown_url
 from ..backends.remote_keys import load_api_key, save_api_key, save_secret_url
 from ..backends.worker import ModelInfo
 from ..background import TaskSet
+from .draft_choices import draft_choices, never_faster
 from .draft_speed import DraftSpeedEvidence, draft_speed_ratio
 from .history_db import HistoryDB
 from .model_loader import ModelLoader
@@ -82,22 +82,6 @@ logger = logging.getLogger(__name__)
 SETTINGS_SAVE_DELAY_MS = 300
 
 
-def draft_choices(target: ModelManifest | None, installed: list[ModelManifest]) -> tuple[list[ModelManifest], str]:
-    """The drafts offered for ``target`` and the one preselected: the only place that decides either.
-
-    Returns:
-        ``(compatible, preselected)``: the installed models with the target's tokenizer
-        (``inference.models.store.compatible_drafts``), those that can never be faster (:func:`never_faster`) last,
-        and the folder of the one taken when the user chooses draft-model decoding without a draft: the smallest
-        compatible model on disk (the draft's cost is what speculative decoding must win back) that is not one of
-        those, "" when there is none.
-    """
-    compatible = compatible_drafts(target, installed)
-    useful = [manifest for manifest in compatible if not never_faster(target, manifest)]
-    smallest = min(useful, key=lambda manifest: manifest.size_bytes or float("inf"), default=None)
-    return useful + [m for m in compatible if m not in useful], str(smallest.path) if smallest is not None else ""
-
-
 def gone_target(settings: AppSettings) -> str:
     """The target model ``settings`` choose when it is no longer installed (neither an installed model's name nor a
     folder, :func:`inference.models.store.find_model`), else ""; "" too for the default model and while a remote
@@ -109,16 +93,6 @@ def gone_target(settings: AppSettings) -> str:
     except ModelImportError:
         return settings.target_model
     return ""
-
-
-def never_faster(target: ModelManifest | None, draft: ModelManifest) -> bool:
-    """Whether ``draft`` is the target's own model (the same ``name``, not a draft head) at as many bits as the
-    target or more (newcomer trial: the default model's 8-bit copy was offered to draft for its 4-bit copy): the
-    same weights, no smaller, so each drafted token costs about a target's pass and drafting never beats plain
-    decoding. False when either bit-width is unknown."""
-    if target is None or draft.is_draft_head or draft.name != target.name:
-        return False
-    return draft.bits is not None and target.bits is not None and draft.bits >= target.bits
 
 
 def compare_words(settings: AppSettings) -> str:

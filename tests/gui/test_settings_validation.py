@@ -363,7 +363,7 @@ def test_pane_shows_stored_invalid_settings_flagged(qtbot):
 
 
 def test_choosing_draft_model_decoding_takes_the_preselected_draft_without_an_error_first(pane, tmp_path):
-    from app.gui.model_choice import draft_choices
+    from app.gui.draft_choices import draft_choices
 
     pane, emitted, summaries = pane
     target = ModelManifest(name="Target", bits=4, tokenizer_fingerprint="a" * 64, path=tmp_path / "target")

@@ -403,10 +403,10 @@ class ModelsDialog(QDialog):
     def _list_drafts(self) -> None:
         """The Draft list for the target chosen: every other installed model (any pair may be checked), the draft
         the user chose kept, else the one that fits the target the window's Drafter list would preselect
-        (``app.gui.model_choice.draft_choices``: the same vocabulary, a draft head only for its own model, the
+        (``app.gui.draft_choices.draft_choices``: the same vocabulary, a draft head only for its own model, the
         smallest), else none. A newcomer found the shipped draft head, which an imported target
         always refuses, preselected, and the target offered as its own draft."""
-        from ..model_choice import draft_choices
+        from ..draft_choices import draft_choices
 
         target = self.target_combo.currentData()
         by_path = {str(manifest.path): manifest for manifest in self._manifests}

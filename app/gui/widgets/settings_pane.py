@@ -112,7 +112,7 @@ DRAFT_TIP = (
     "What guesses the next tokens: a small model with the same vocabulary as the chosen model (its tokenizer), or "
     "prompt lookup (text repeated from the chat). \"Other folder…\" picks a model folder outside the store"
 )
-#: How the draft list marks the target's own model at as many bits or more (``app.gui.model_choice.never_faster``).
+#: How the draft list marks the target's own model at as many bits or more (``app.gui.draft_choices.never_faster``).
 NEVER_FASTER_MARK = "(not faster: the chosen model itself)"
 NEVER_FASTER_TIP = (
     "The chosen model itself, with as many bits or more: the same weights, no smaller, so each guess costs about "
@@ -385,9 +385,9 @@ class SettingsPane(QScrollArea):
 
     def set_models(self, models: list[ModelManifest], preselected: str = "", never_faster: set[str] | None = None) -> None:
         """Offer these installed models as draft models (the window passes those whose tokenizer matches the
-        target's, and the folder of the one to preselect: ``app.gui.model_choice.draft_choices``), by distinct
+        target's, and the folder of the one to preselect: ``app.gui.draft_choices.draft_choices``), by distinct
         readable names. Choosing draft-model decoding while no draft is chosen takes ``preselected``. The folders in
-        ``never_faster`` (the target's own model at as many bits or more: ``app.gui.model_choice.never_faster``)
+        ``never_faster`` (the target's own model at as many bits or more: ``app.gui.draft_choices.never_faster``)
         are marked as such, in their entry and its tooltip.
 
         The draft chosen stays chosen if it is offered, or if it is a folder outside the model store (chosen
