@@ -3,6 +3,7 @@ resumed, cancelled, corrupted, and refused for lack of disk space."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -86,8 +87,9 @@ def test_interrupted_download_resumes(hub, ov_repo):
     size = (ov_repo / BIN).stat().st_size
     cut = size // 3
     hub.cut[BIN] = cut
-    with pytest.raises(ModelImportError, match="interrupted.*run the same download again to resume"):
+    with pytest.raises(ModelImportError, match="interrupted.*run the same download again to resume") as caught:
         install_from_hub(REPO, endpoint=hub.url)
+    assert f"{cut / 2**20:.1f} MiB of it are kept" in str(caught.value), "binary units say MiB, as the progress does"
     assert not (model_store.models_dir() / "tiny-ov").exists() and _store_is_clean()
     parts = list((model_store.data_dir() / "downloads" / "hub").rglob(f"{BIN}.part"))
     assert len(parts) == 1 and parts[0].stat().st_size == cut
@@ -98,7 +100,10 @@ def test_interrupted_download_resumes(hub, ov_repo):
     resumed = _resolves(hub, BIN)[first_round:]
     assert [r[2] for r in resumed if r[0] == "GET"] == [f"bytes={cut}-"]
     assert hub.bytes_sent[BIN] == size, "only the missing bytes were fetched again"
-    assert any("Resuming" in e.message for e in events)
+    resuming = [e for e in events if e.message.startswith("Resuming")]
+    assert [e.message for e in resuming] == [
+        f"Resuming: {e.done / 2**20:.1f} MiB of {e.total / 2**20:.1f} MiB already downloaded" for e in resuming
+    ] and len(resuming) == 1 and resuming[0].done >= cut, "binary units say MiB, as the progress does"
     assert (folder / BIN).read_bytes() == (ov_repo / BIN).read_bytes()
     assert not parts[0].exists()
 
@@ -135,8 +140,11 @@ def test_corrupted_file_is_refused(hub):
 
 def test_full_disk_is_refused_before_starting(hub, monkeypatch):
     monkeypatch.setenv("SPECCHAT_DISK_QUOTA_BYTES", str(1_000_000))
-    with pytest.raises(ModelImportError, match="not enough disk space.*SPECCHAT_DATA_DIR"):
+    with pytest.raises(ModelImportError, match="not enough disk space.*SPECCHAT_DATA_DIR") as caught:
         install_from_hub(REPO, endpoint=hub.url)
+    message = str(caught.value)
+    assert re.search(rf"downloading {REPO} \(\d+ MiB\).*needs about \d+ MiB, and only 1 MiB is free", message), message
+    assert " MB" not in message and " GB" not in message, message
     assert _resolves(hub) == [], "no file was requested"
     assert model_store.list_models() == [] and _store_is_clean()
 

@@ -296,10 +296,10 @@ def download_files(
     total = sum(f.size for f in files)
     have = {f.path: _present_bytes(dest, f) for f in files}
     remaining = total - sum(have.values())
-    require_space(dest, remaining + extra_space, f"downloading {repo.repo_id} ({total / 2**20:.0f} MB)")
+    require_space(dest, remaining + extra_space, f"downloading {repo.repo_id} ({total / 2**20:.0f} MiB)")
     done = sum(have.values())
     if done:
-        say(ProgressEvent(f"Resuming: {done / 2**20:.1f} MB of {total / 2**20:.1f} MB already downloaded", done, total, "download"))
+        say(ProgressEvent(f"Resuming: {done / 2**20:.1f} MiB of {total / 2**20:.1f} MiB already downloaded", done, total, "download"))
     for file in files:
         check_cancel(cancel)
         final = local_path(dest, file.path)
@@ -372,11 +372,11 @@ def _fetch(repo: HubRepo, file: HubFile, dest: Path, token: str | None, report, 
     except Exception as error:
         kept = part.stat().st_size if part.is_file() else 0
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            raise ModelImportError(_disk_full(dest, f"downloading {file.path}, {kept / 2**20:.1f} MB of it kept", error)) from error
+            raise ModelImportError(_disk_full(dest, f"downloading {file.path}, {kept / 2**20:.1f} MiB of it kept", error)) from error
         if type(error).__module__.startswith(("httpx", "huggingface_hub")) or isinstance(error, OSError):
             raise ModelImportError(
                 f"downloading {file.path} from {repo.repo_id} was interrupted ({_first_line(error)}). "
-                f"{kept / 2**20:.1f} MB of it are kept: run the same download again to resume."
+                f"{kept / 2**20:.1f} MiB of it are kept: run the same download again to resume."
             ) from error
         raise
     os.replace(part, final)

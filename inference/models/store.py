@@ -584,7 +584,7 @@ def available_bytes(folder: Path) -> int:
 
 
 def require_space(folder: Path, needed: int, what: str) -> None:
-    """Refuse to start when fewer than ``needed`` bytes (plus 5% and 50 MB of headroom) are free under ``folder``.
+    """Refuse to start when fewer than ``needed`` bytes (plus 5% and 50 MiB of headroom) are free under ``folder``.
 
     Raises:
         ModelImportError: with both numbers and what to do.
@@ -593,11 +593,11 @@ def require_space(folder: Path, needed: int, what: str) -> None:
     free = available_bytes(folder)
     if free < needed + margin:
         raise ModelImportError(
-            f"not enough disk space for {what}: it needs about {_gb_or_mb(needed + margin)}, and only {_gb_or_mb(free)} is "
+            f"not enough disk space for {what}: it needs about {_gib_or_mib(needed + margin)}, and only {_gib_or_mib(free)} is "
             f"free under {folder}. Free some space (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a "
             "folder on a larger disk, then try again."
         )
 
 
-def _gb_or_mb(n: int) -> str:
-    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+def _gib_or_mib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
