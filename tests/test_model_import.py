@@ -332,3 +332,29 @@ def test_a_draft_head_that_does_not_fit_a_model_of_its_name_is_refused(sources, 
         f"{DEFAULT_HEAD_NAME} cannot draft for impostor: the draft head was made for SmolLM2-135M-Instruct, and "
         "impostor does not fit it (hidden size "
     )
+
+
+def test_a_gguf_found_cut_short_when_converted_is_said_so_not_wrapped(sources, store, tmp_path, monkeypatch):
+    """openvino-genai's conversion checks the copied file's data first and refuses with a ModelImportError; the
+    conversion caught every RuntimeError (a ModelImportError is one) and wrapped it again: "openvino-genai could not
+    convert x.gguf: x.gguf is incomplete: ...". The refusal now reaches the user as written. Here the copy is cut
+    short after the source's own check passed (as a copy onto a disk that fails would)."""
+    from inference.models import importing
+
+    path = tmp_path / "whole.gguf"
+    shutil.copyfile(sources["gguf"], path)
+    real_copy = importing.copy_files
+
+    def copy_then_cut(files, folder, *args, **kwargs):
+        real_copy(files, folder, *args, **kwargs)
+        with open(Path(folder) / path.name, "r+b") as copy:
+            copy.truncate(50_000_000)
+
+    monkeypatch.setattr(importing, "copy_files", copy_then_cut)
+    with pytest.raises(ModelImportError) as caught:
+        import_gguf(path)
+    message = str(caught.value)
+    assert re.fullmatch(r"whole\.gguf is incomplete: tensor '[^']+' ends at byte [\d,]+, past the end of the file "
+                        r"\(50,000,000 bytes\): it was cut short \(an interrupted download or copy\); download it again",
+                        message), message
+    assert model_store.list_models() == [] and _no_partials()

@@ -333,6 +333,8 @@ def _convert_gguf_into(
     say(ProgressEvent(f"Converting {path.name} to OpenVINO IR (openvino-genai)...", stage="convert"))
     try:
         export_ir(gguf_copy)
+    except ModelImportError:  # export_ir's own refusal (the copy's data checked): already said for the user
+        raise
     except (RuntimeError, IndexError) as error:
         first = str(error).strip().splitlines()
         detail = next((line for line in reversed(first) if line.strip()), type(error).__name__) if first else type(error).__name__
