@@ -358,3 +358,28 @@ def test_a_gguf_found_cut_short_when_converted_is_said_so_not_wrapped(sources, s
                         r"\(50,000,000 bytes\): it was cut short \(an interrupted download or copy\); download it again",
                         message), message
     assert model_store.list_models() == [] and _no_partials()
+
+
+def test_a_bad_or_taken_name_is_refused_before_the_source_is_read(sources, store, capsys, monkeypatch):
+    """`specchat models import some.gguf --name "a b"` refused the name only once the source was checked (an IR
+    folder's IR read, seconds; a GGUF's header and data): the name is checked first, and nothing is read."""
+    from app.main import main
+    from inference.models import importing
+
+    read: list[str] = []
+    real_check_ir, real_inspect_gguf = importing.check_ir_folder, importing.inspect_gguf
+    monkeypatch.setattr(importing, "check_ir_folder", lambda *a, **k: read.append("ir") or real_check_ir(*a, **k))
+    monkeypatch.setattr(importing, "inspect_gguf", lambda *a, **k: read.append("gguf") or real_inspect_gguf(*a, **k))
+    for source in (sources["same"], sources["gguf"]):
+        assert main(["models", "import", str(source), "--name", "a b"]) == 2
+        err = capsys.readouterr().err
+        assert err.strip().splitlines()[-1].startswith("error: invalid model name 'a b': use 1-100 letters"), err
+        assert "Checking" not in err, err
+    assert read == [] and model_store.list_models() == [] and _no_partials()
+    assert import_ir_folder(sources["same"], "taken").name == "taken"
+    read.clear()
+    for source in (sources["same"], sources["gguf"]):
+        assert main(["models", "import", str(source), "--name", "taken"]) == 2
+        err = capsys.readouterr().err
+        assert "a model named 'taken' is already installed" in err and "Checking" not in err, err
+    assert read == [] and [m["name"] for m in model_store.list_models()] == ["taken"]

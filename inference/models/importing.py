@@ -129,6 +129,8 @@ def import_ir_folder(
         OperationCancelled: ``cancel`` was set.
     """
     folder = Path(folder).expanduser().resolve()
+    name = name_from(folder.name) if name is None else name
+    store.check_free_name(name, replace)  # before the IR is read (seconds)
     say = reporter(progress)
     say(ProgressEvent(f"Checking {folder}...", stage="check"))
     layout, needs_tokenizer = check_ir_folder(folder, "create the tokenizer IRs (openvino_tokenizer.xml) this folder lacks")
@@ -136,7 +138,6 @@ def import_ir_folder(
         p for p in sorted(folder.iterdir())
         if p.is_file() and not p.name.startswith(".") and p.name != store.MANIFEST_NAME and p.suffix.lower() != ".gguf"
     ]  # fmt: skip
-    name = name_from(folder.name) if name is None else name
     store.models_dir().mkdir(parents=True, exist_ok=True)
     require_space(store.models_dir(), sum(p.stat().st_size for p in files), f"importing {folder.name}")
     return install_ir_files(
@@ -295,11 +296,12 @@ def import_gguf(
         OperationCancelled: ``cancel`` was set.
     """
     path = Path(path).expanduser().resolve()
+    name = name_from(path.name) if name is None else name
+    store.check_free_name(name, replace)  # before the file is read
     say = reporter(progress)
     say(ProgressEvent(f"Checking {path.name}...", stage="check"))
     info = inspect_gguf(path)
     read_gguf_header(path, check_data=True)  # a file cut short is refused before it is copied
-    name = name_from(path.name) if name is None else name
     size = path.stat().st_size
     store.models_dir().mkdir(parents=True, exist_ok=True)
     # The GGUF copy, the IR (about the GGUF's size) and the tokenizer IRs coexist for a moment.
