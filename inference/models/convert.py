@@ -42,7 +42,7 @@ from pathlib import Path
 
 from ..model import MODEL_FILES, REQUIRED_FILES
 from . import store
-from .errors import ModelImportError, OperationCancelled
+from .errors import ModelImportError, OperationCancelled, advised
 from .inspect import CONFIG_NAME, HF_TOKENIZER_FILES, missing_files
 from .progress import ProgressEvent, check_cancel, reporter
 
@@ -88,11 +88,12 @@ def require_conversion_extra(purpose: str = "convert a transformers checkpoint")
     """Raise :class:`ConversionExtraMissing` (saying how to install it) unless the extra is installed."""
     missing = missing_extra_modules()
     if missing and getattr(sys, "frozen", False):  # an installed application bundle cannot load Python packages
-        raise ConversionExtraMissing(
-            f"to {purpose}, SpecChat needs its optional conversion extra, which the installed application does "
-            f"not include. Do it with SpecChat installed from Python (`{CONVERT_EXTRA_INSTALL}`, then "
-            "`specchat models convert ...`) and import the resulting folder here; or choose a pre-converted "
-            "OpenVINO model or a GGUF file, which need no extra."
+        raise advised(
+            ConversionExtraMissing,
+            f"to {purpose}, SpecChat needs its optional conversion extra, which the installed application does not include",
+            "extra-not-bundled",
+            ". ",
+            install=CONVERT_EXTRA_INSTALL,
         )
     if missing:
         raise ConversionExtraMissing(

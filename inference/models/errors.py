@@ -20,6 +20,14 @@ CLI_ADVICE = {
     "name-taken": "choose another name (--name) or replace it (--replace), or remove it first with `specchat models remove`",
     "name-reserved": "choose another name (--name)",
     "other-family": "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup.",
+    "disk-space": "Free some space (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on a larger "
+    "disk, then try again.",
+    "disk-full": "Free some space under {folder} (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder "
+    "on a larger disk, then run the same download again (what was downloaded and verified is kept).",
+    "ir-incomplete": "Export the model again (e.g. `optimum-cli export openvino`), or use `specchat models convert` on the "
+    "original checkpoint.",
+    "extra-not-bundled": "Do it with SpecChat installed from Python (`{install}`, then `specchat models convert ...`) and "
+    "import the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no extra.",
 }
 
 
@@ -35,11 +43,11 @@ class OperationCancelled(ModelImportError):
     """The user cancelled a download, import or conversion; nothing was left in the store."""
 
 
-def advised(kind: type[E], reason: str, advice: str, between: str = "; ") -> E:
+def advised(kind: type[E], reason: str, advice: str, between: str = "; ", **details: str) -> E:
     """An error of class ``kind`` whose message is ``reason``, ``between``, then what to do as the command line says
-    it (``CLI_ADVICE[advice]``). The error keeps ``reason``, ``advice`` and ``between`` as attributes, so that another
-    front end says the same reason and words the advice its own way (the window:
-    :func:`app.gui.widgets.models_dialog.window_words`)."""
-    error = kind(f"{reason}{between}{CLI_ADVICE[advice]}")
-    error.reason, error.advice, error.between = reason, advice, between
+    it (``CLI_ADVICE[advice]``, its ``{fields}`` filled from ``details``, e.g. ``folder=...``). The error keeps
+    ``reason``, ``advice``, ``between`` and ``details`` as attributes, so that another front end says the same reason
+    and words the advice its own way (the window: :func:`app.gui.widgets.models_dialog.window_words`)."""
+    error = kind(f"{reason}{between}{CLI_ADVICE[advice].format(**details)}")
+    error.reason, error.advice, error.between, error.details = reason, advice, between, details
     return error

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
-from .errors import ModelImportError, OperationCancelled
+from .errors import ModelImportError, OperationCancelled, advised
 from .locking import exclusive_lock
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 from .store import name_from, require_space
@@ -372,7 +372,7 @@ def _fetch(repo: HubRepo, file: HubFile, dest: Path, token: str | None, report, 
     except Exception as error:
         kept = part.stat().st_size if part.is_file() else 0
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            raise ModelImportError(_disk_full(dest, f"downloading {file.path}, {kept / 2**20:.1f} MiB of it kept", error)) from error
+            raise _disk_full(dest, f"downloading {file.path}, {kept / 2**20:.1f} MiB of it kept", error) from error
         if type(error).__module__.startswith(("httpx", "huggingface_hub")) or isinstance(error, OSError):
             raise ModelImportError(
                 f"downloading {file.path} from {repo.repo_id} was interrupted ({_first_line(error)}). "
@@ -509,7 +509,7 @@ def install_from_hub(
             raise
         except OSError as error:
             if error.errno == errno.ENOSPC:
-                raise ModelImportError(_disk_full(stage, f"installing {repo_id}", error)) from error
+                raise _disk_full(stage, f"installing {repo_id}", error) from error
             raise
         shutil.rmtree(stage, ignore_errors=True)
     return folder
@@ -526,10 +526,12 @@ def download_lock(stage: Path) -> Path:
     return folder / f"{stage.name}.lock"
 
 
-def _disk_full(where: Path, what: str, error: OSError) -> str:
-    return (
-        f"the disk is full ({what}: {_first_line(error)}); nothing was added to the model store. Free some space "
-        f"under {where.parent} (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on a larger "
-        "disk, then run the same download again (what was downloaded and verified is kept)."
+def _disk_full(where: Path, what: str, error: OSError) -> ModelImportError:
+    return advised(
+        ModelImportError,
+        f"the disk is full ({what}: {_first_line(error)}); nothing was added to the model store",
+        "disk-full",
+        ". ",
+        folder=str(where.parent),
     )
 

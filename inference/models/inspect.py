@@ -100,9 +100,8 @@ def folder_layout(folder: Path | str) -> str:
         raise ModelImportError(f"{folder} is not a folder; pass an OpenVINO IR folder or a .gguf file")
     missing = missing_files(folder, MODEL_FILES)
     if missing:
-        raise ModelImportError(
-            f"{folder} is not a complete OpenVINO IR folder: missing {', '.join(missing)}. Export the model "
-            "again (e.g. `optimum-cli export openvino`), or use `specchat models convert` on the original checkpoint."
+        raise advised(
+            ModelImportError, f"{folder} is not a complete OpenVINO IR folder: missing {', '.join(missing)}", "ir-incomplete", ". "
         )
     absent = missing_files(folder, TOKENIZER_FILES)
     if not absent:

@@ -592,10 +592,12 @@ def require_space(folder: Path, needed: int, what: str) -> None:
     margin = int(needed * 0.05) + 50 * 2**20
     free = available_bytes(folder)
     if free < needed + margin:
-        raise ModelImportError(
+        raise advised(
+            ModelImportError,
             f"not enough disk space for {what}: it needs about {_gib_or_mib(needed + margin)}, and only {_gib_or_mib(free)} is "
-            f"free under {folder}. Free some space (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a "
-            "folder on a larger disk, then try again."
+            f"free under {folder}",
+            "disk-space",
+            ". ",
         )
 
 

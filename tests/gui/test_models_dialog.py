@@ -408,6 +408,74 @@ def test_refusals_say_the_dialogs_own_fields_not_command_line_options(qtbot, dia
         assert "--" not in text and "`" not in text
 
 
+def test_a_disk_space_refusal_says_the_installed_tabs_remove_button(qtbot, dialog, tiny_sources, monkeypatch):
+    """The store's disk-space refusal said "Free some space (e.g. `specchat models remove NAME`)" in the window too,
+    whose Installed tab has a Remove button for that; the command line's words stay as they were."""
+    monkeypatch.setenv("SPECCHAT_DISK_QUOTA_BYTES", str(1_000_000))
+    dialog.source_edit.setText(str(tiny_sources["same"]))
+    dialog.name_edit.setText("tiny-same")
+    dialog.add_button.click()
+    qtbot.waitUntil(lambda: not dialog.busy(), timeout=30_000)
+    status = dialog.status.text()
+    assert re.fullmatch(
+        rf"Adding {re.escape(str(tiny_sources['same']))} failed: not enough disk space for importing tiny-same: it needs "
+        rf"about \d+ MiB, and only \d+ MiB is free under {re.escape(str(model_store.models_dir()))}\. Free some space "
+        r"\(e\.g\. remove a model with the Installed tab's Remove button\) or set SPECCHAT_DATA_DIR to a folder on a "
+        r"larger disk, then try again\.",
+        status,
+    ), status
+    assert dialog.log.toPlainText().splitlines()[-1] == status and _names(dialog) == []
+    with pytest.raises(ModelImportError) as caught:
+        model_store.require_space(model_store.models_dir(), 2**30, "importing x")
+    assert str(caught.value).endswith(
+        ". Free some space (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on a larger disk, "
+        "then try again."
+    )
+
+
+def test_the_stores_other_refusals_say_the_windows_words(tmp_path, monkeypatch):
+    """The hub's full disk, an incomplete IR folder and the conversion extra missing from a bundle said command-line
+    words (`specchat models remove NAME`, `optimum-cli`, `specchat models convert`) in the window; the command line's
+    messages are unchanged."""
+    import errno
+    import sys
+
+    from app.gui.widgets.models_dialog import window_words
+    from inference.models import convert, hub
+    from inference.models.inspect import folder_layout
+
+    full = hub._disk_full(tmp_path / "stage", "installing org/x", OSError(errno.ENOSPC, "No space left on device"))
+    assert str(full) == (
+        "the disk is full (installing org/x: [Errno 28] No space left on device); nothing was added to the model store. "
+        f"Free some space under {tmp_path} (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on "
+        "a larger disk, then run the same download again (what was downloaded and verified is kept)."
+    )
+    assert window_words(full) == (
+        "the disk is full (installing org/x: [Errno 28] No space left on device); nothing was added to the model store. "
+        f"Free some space under {tmp_path} (e.g. remove a model with the Installed tab's Remove button) or set "
+        "SPECCHAT_DATA_DIR to a folder on a larger disk, then add it again (what was downloaded and verified is kept)."
+    )
+    with pytest.raises(ModelImportError) as caught:
+        folder_layout(tmp_path)
+    reason = f"{tmp_path} is not a complete OpenVINO IR folder: missing openvino_model.xml, openvino_model.bin. "
+    assert str(caught.value) == reason + (
+        "Export the model again (e.g. `optimum-cli export openvino`), or use `specchat models convert` on the original "
+        "checkpoint."
+    )
+    assert window_words(caught.value) == reason + (
+        "Export the model again (e.g. with optimum-intel), or enter the original checkpoint's folder as the Source to "
+        "convert it."
+    )
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(convert, "missing_extra_modules", lambda: ["torch"])
+    with pytest.raises(convert.ConversionExtraMissing) as caught:
+        convert.require_conversion_extra()
+    assert "(`pip install 'specchat[convert]'`, then `specchat models convert ...`) and import" in str(caught.value)
+    words = window_words(caught.value)
+    assert "(pip install 'specchat[convert]', then convert it in that SpecChat's Models window) and add" in words
+    assert "`" not in words and "specchat models" not in words
+
+
 def _drafts(dialog: ModelsDialog) -> list[str]:
     return [Path(dialog.draft_combo.itemData(i)).name for i in range(dialog.draft_combo.count())]
 

@@ -84,6 +84,15 @@ WINDOW_ADVICE = {
     "or remove that model first on the Installed tab",
     "name-reserved": "type another name in the Name field",
     "other-family": "Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup.",
+    "disk-space": "Free some space (e.g. remove a model with the Installed tab's Remove button) or set SPECCHAT_DATA_DIR to "
+    "a folder on a larger disk, then try again.",
+    "disk-full": "Free some space under {folder} (e.g. remove a model with the Installed tab's Remove button) or set "
+    "SPECCHAT_DATA_DIR to a folder on a larger disk, then add it again (what was downloaded and verified is kept).",
+    "ir-incomplete": "Export the model again (e.g. with optimum-intel), or enter the original checkpoint's folder as the "
+    "Source to convert it.",
+    "extra-not-bundled": "Do it with SpecChat installed from Python ({install}, then convert it in that SpecChat's Models "
+    "window) and add the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no "
+    "extra.",
 }
 
 
@@ -92,7 +101,7 @@ def window_words(error: BaseException) -> str:
     an advice key (:func:`inference.models.errors.advised`), else its message (its class name where it has none)."""
     advice = WINDOW_ADVICE.get(getattr(error, "advice", None))
     if advice is not None:
-        return f"{error.reason}{error.between}{advice}"
+        return f"{error.reason}{error.between}{advice.format(**error.details)}"
     return str(error) or type(error).__name__
 
 
