@@ -20,6 +20,8 @@ CLI_ADVICE = {
     "name-taken": "choose another name (--name) or replace it (--replace), or remove it first with `specchat models remove`",
     "name-reserved": "choose another name (--name)",
     "other-family": "Choose a draft from the same model family (see `specchat models catalogue`), or use prompt lookup.",
+    "see-list": "(see `specchat models list`)",
+    "list-models": "see `specchat models list`",
     "disk-space": "Free some space (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on a larger "
     "disk, then try again.",
     "disk-full": "Free some space under {folder} (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder "

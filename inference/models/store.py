@@ -335,14 +335,14 @@ def find_model(name_or_path: str | Path) -> Path:
     """
     text = str(name_or_path)
     if not text.strip():
-        raise ModelImportError("no model given: give an installed model's name or a model folder (see `specchat models list`)")
+        raise advised(ModelImportError, "no model given: give an installed model's name or a model folder", "see-list", " ")
     candidate = Path(text).expanduser()
     looks_like_a_path = os.sep in text or "/" in text or text.startswith((".", "~"))
     if candidate.is_dir() and looks_like_a_path:
         return candidate
     if looks_like_a_path:
-        raise ModelImportError(
-            f"model folder {candidate} does not exist; give a model folder or an installed model's name (see `specchat models list`)"
+        raise advised(
+            ModelImportError, f"model folder {candidate} does not exist; give a model folder or an installed model's name", "see-list", " "
         )
     if valid_name(text) and (models_dir() / text).is_dir():
         return models_dir() / text
@@ -354,9 +354,9 @@ def find_model(name_or_path: str | Path) -> Path:
         return named[0].path
     if named:
         choices = ", ".join(m.store_name for m in named)
-        raise ModelImportError(f"several installed models are named {text!r}: use one of {choices} (see `specchat models list`)")
+        raise advised(ModelImportError, f"several installed models are named {text!r}: use one of {choices}", "see-list", " ")
     names = ", ".join(m.store_name for m in installed) or "none"
-    raise ModelImportError(f"no installed model named {text!r} (installed: {names}); see `specchat models list`")
+    raise advised(ModelImportError, f"no installed model named {text!r} (installed: {names})", "list-models")
 
 
 def folder_size(folder: Path) -> int:

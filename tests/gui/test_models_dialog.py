@@ -433,6 +433,28 @@ def test_a_disk_space_refusal_says_the_installed_tabs_remove_button(qtbot, dialo
     )
 
 
+def test_removing_a_model_already_gone_says_the_installed_tab(qtbot, dialog, tiny_sources):
+    """A model removed behind the dialog's back (by the command line) and then removed on the Installed tab said
+    "(see `specchat models list`)"; the window says its Installed tab, the command line its command."""
+    import shutil
+
+    from inference.models.importing import import_ir_folder
+
+    folder = import_ir_folder(tiny_sources["same"], "gone")
+    dialog.refresh()
+    shutil.rmtree(folder)
+    dialog.table.selectRow(_names(dialog).index("gone"))
+    dialog.remove_button.click()
+    qtbot.waitUntil(lambda: dialog.findChild(QMessageBox, "confirm-remove") is not None, timeout=5_000)
+    _button(dialog.findChild(QMessageBox, "confirm-remove"), "&Remove").click()
+    qtbot.waitUntil(lambda: "failed" in dialog.status.text(), timeout=30_000)
+    reason = f"model folder {folder} does not exist; give a model folder or an installed model's name"
+    assert dialog.status.text().endswith(f": {reason} (see the Installed tab)"), dialog.status.text()
+    with pytest.raises(ModelImportError) as caught:
+        model_store.find_model(folder)
+    assert str(caught.value) == f"{reason} (see `specchat models list`)"
+
+
 def test_the_stores_other_refusals_say_the_windows_words(tmp_path, monkeypatch):
     """The hub's full disk, an incomplete IR folder and the conversion extra missing from a bundle said command-line
     words (`specchat models remove NAME`, `optimum-cli`, `specchat models convert`) in the window; the command line's

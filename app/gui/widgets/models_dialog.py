@@ -84,6 +84,8 @@ WINDOW_ADVICE = {
     "or remove that model first on the Installed tab",
     "name-reserved": "type another name in the Name field",
     "other-family": "Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup.",
+    "see-list": "(see the Installed tab)",
+    "list-models": "see the Installed tab",
     "disk-space": "Free some space (e.g. remove a model with the Installed tab's Remove button) or set SPECCHAT_DATA_DIR to "
     "a folder on a larger disk, then try again.",
     "disk-full": "Free some space under {folder} (e.g. remove a model with the Installed tab's Remove button) or set "
