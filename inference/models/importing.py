@@ -22,6 +22,7 @@ from typing import Any
 
 from ..model import MODEL_FILES, REQUIRED_FILES
 from . import store
+from .disk_space import require_space
 from .errors import ModelImportError
 from .gguf import (
     GGML_TYPE_BITS,
@@ -35,7 +36,7 @@ from .gguf import (
 )
 from .inspect import CONFIG_NAME, folder_layout, has_tokenizer_irs, missing_files, read_ir
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
-from .store import ModelBuild, build_model, copy_files, name_from, require_space
+from .store import ModelBuild, build_model, copy_files, name_from
 
 
 def classify_source(text: str) -> str:

@@ -411,6 +411,8 @@ def test_refusals_say_the_dialogs_own_fields_not_command_line_options(qtbot, dia
 def test_a_disk_space_refusal_says_the_installed_tabs_remove_button(qtbot, dialog, tiny_sources, monkeypatch):
     """The store's disk-space refusal said "Free some space (e.g. `specchat models remove NAME`)" in the window too,
     whose Installed tab has a Remove button for that; the command line's words stay as they were."""
+    from inference.models.disk_space import require_space
+
     monkeypatch.setenv("SPECCHAT_DISK_QUOTA_BYTES", str(1_000_000))
     dialog.source_edit.setText(str(tiny_sources["same"]))
     dialog.name_edit.setText("tiny-same")
@@ -426,7 +428,7 @@ def test_a_disk_space_refusal_says_the_installed_tabs_remove_button(qtbot, dialo
     ), status
     assert dialog.log.toPlainText().splitlines()[-1] == status and _names(dialog) == []
     with pytest.raises(ModelImportError) as caught:
-        model_store.require_space(model_store.models_dir(), 2**30, "importing x")
+        require_space(model_store.models_dir(), 2**30, "importing x")
     assert str(caught.value).endswith(
         ". Free some space (e.g. `specchat models remove NAME`) or set SPECCHAT_DATA_DIR to a folder on a larger disk, "
         "then try again."
