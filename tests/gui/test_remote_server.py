@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from conftest import FAST
 from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QDialogButtonBox
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteStub
@@ -246,7 +247,6 @@ def test_a_specchat_servers_reply_footer_says_only_what_the_server_reported(qtbo
     """Newcomer trial: a reply of a remote `specchat serve` read "Speculative (prompt lookup, K 4)", the K of this
     window's settings box, which the server never reported: the footer says the mode and drafter the server
     reported, and no K of this computer's."""
-    from conftest import FAST
     from remote_stub import SPECCHAT_STATS
 
     window = make_window(FAST.with_values(decoding="spec_lookup", k=6), wait_model=False)

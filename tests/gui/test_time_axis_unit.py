@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor
 
 from app.gui import theme
 from app.gui.widgets.live_graph import LiveGraph
+from inference.events import StepStats
 
 #: Width of the graph in a 1366x768 window's side panel (pixels), as the trial's screenshot measured it.
 PANEL_WIDTH = 400
@@ -18,7 +19,9 @@ PANEL_WIDTH = 400
 def test_the_unit_is_drawn_inside_the_axis(qtbot, seconds):
     graph = LiveGraph()
     qtbot.addWidget(graph)
-    graph.start_run("auto")  # a run drawn (its plot is shown only then), its axis set below
+    graph.start_run("auto")  # a run drawn with a point (its plot is shown only then), its axis set below
+    graph.add_events([StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0.0, verify_ms=9.0, step_ms=10.0, k=0,
+                                cache_len=40, n_ctx=512, elapsed_s=0.1, generated=2)])  # fmt: skip
     graph.finish_run()
     graph.resize(PANEL_WIDTH, 300)
     graph.show()
