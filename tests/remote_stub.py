@@ -8,7 +8,8 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``ok``: as above; ``specchat``: as above, its models and last chunk carry the ``specchat`` extension
   (:data:`SPECCHAT_STATS`, or with :data:`AR_STATS` when the request asks for mode ``ar``), and for a speculative
   mode each piece says ``from_draft`` (the odd ones) and pieces 3 and 7 end a decode step of 4 drafts, 3 accepted
-  (as ``specchat serve`` streams);
+  (as ``specchat serve`` streams); ``specchat-unnamed``: as ``specchat``, its statistics naming no mode and no
+  drafter (a server that does not say how it decoded);
 - ``auth``: 401 unless ``Authorization: Bearer`` :data:`API_KEY`;
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
@@ -41,7 +42,9 @@ SPECCHAT_STATS = {
 }  # fmt: skip
 #: What the ``specchat`` extension says instead when the request asked for autoregressive decoding.
 AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
-BEHAVIOURS = ("ok", "specchat", "auth", "busy", "broken", "cut", "silent", "any-name", "length", "empty")
+#: The bases that answer as a SpecChat server does (its models offer modes, its replies carry its statistics).
+SPECCHAT_BASES = ("specchat", "specchat-unnamed")
+BEHAVIOURS = ("ok", *SPECCHAT_BASES, "auth", "busy", "broken", "cut", "silent", "any-name", "length", "empty")
 
 
 class RemoteStub:
@@ -104,7 +107,7 @@ class RemoteStub:
                     stub._closing.wait(60)
                     return
                 entry = {"id": MODEL, "object": "model", "owned_by": "stub"}
-                if behaviour == "specchat":
+                if behaviour in SPECCHAT_BASES:
                     entry = {**entry, "owned_by": "specchat", "specchat": {"modes": ["ar", "spec_lookup"]}}
                 self._json(200, {"object": "list", "data": [] if behaviour == "empty" else [entry]})
 
@@ -125,7 +128,7 @@ class RemoteStub:
                 pieces = REPLY_PIECES[:CUT_AFTER] if behaviour in ("cut", "silent") else REPLY_PIECES
                 for index, piece in enumerate(pieces):
                     chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-                    spec = behaviour == "specchat" and (body.get("specchat") or {}).get("mode", "ar") != "ar"
+                    spec = behaviour in SPECCHAT_BASES and (body.get("specchat") or {}).get("mode", "ar") != "ar"
                     if spec:  # odd pieces "came from accepted drafts"; a step of 4 drafts ends at pieces 3 and 7
                         chunk["specchat"] = {"from_draft": index % 2 == 1}
                         if index in (3, 7):
@@ -147,9 +150,12 @@ class RemoteStub:
                     "usage": {"prompt_tokens": 21, "completion_tokens": len(pieces), "total_tokens": 21 + len(pieces),
                               "prompt_tokens_details": {"cached_tokens": 16}},
                 }
-                if behaviour == "specchat":
+                if behaviour in SPECCHAT_BASES:
                     mode = (body.get("specchat") or {}).get("mode", "ar")
-                    last["specchat"] = SPECCHAT_STATS if mode != "ar" else {**SPECCHAT_STATS, **AR_STATS}
+                    stats = SPECCHAT_STATS if mode != "ar" else {**SPECCHAT_STATS, **AR_STATS}
+                    if behaviour == "specchat-unnamed":
+                        stats = {key: value for key, value in stats.items() if key not in ("mode", "drafter")}
+                    last["specchat"] = stats
                 self._event(last)
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")

@@ -1,6 +1,6 @@
 """Reply statistics as stored with a message (a JSON dict) and as shown in its footer, and durations in words.
 
-Why one module of ~606 lines: its one job is the words a reply's statistics are said in, which the footer, a
+Why one module of ~678 lines: its one job is the words a reply's statistics are said in, which the footer, a
 Compare's columns, the live graph's summary and the export share (what Auto used, timing noise, acceptance), so
 that they agree; split, one vocabulary would be spread over modules that call one another.
 """
@@ -604,7 +604,7 @@ def compare_summary(compare: dict) -> str:
 
 def compare_headline(compare: dict) -> str:
     """A comparison's speedup alone, in fewest words: ``Speedup 1.42× over plain decoding with Auto (mostly draft
-    head)``, ``About the same speed as plain decoding (1.02×, within timing noise)`` (:data:`TIMING_NOISE`),
+    head)`` (what the second run drafted with: :func:`_drafted_with`), ``About the same speed as plain decoding (1.02×, within timing noise)`` (:data:`TIMING_NOISE`),
     ``Slower than plain decoding (0.91×)``, ``No speedup: Auto decoded plainly`` (:func:`no_drafts`' first words),
     ``No speedup to compare: plain decoding wrote 1 token and Auto 1 token`` (:func:`too_few_tokens`' first words),
     ``Comparison stopped, so no speedup`` or ``Comparison incomplete`` (where the graph has no room for
@@ -619,10 +619,19 @@ def compare_headline(compare: dict) -> str:
         return words.split(",")[0]
     speedup = _speed_words(compare["speedup"], "About the same speed as plain decoding ({:.2f}×, within timing noise)",
                            "Slower than plain decoding ({:.2f}×)", "Speedup {:.2f}× over plain decoding")
-    spec = compare.get("spec") or {}
+    return f"{speedup} {drafted_with}" if (drafted_with := _drafted_with(compare.get("spec") or {})) else speedup
+
+
+def _drafted_with(spec: dict) -> str:
+    """What a comparison's second run drafted with, after its speedup: ``with Auto (mostly draft head)``, ``with
+    speculative decoding (prompt lookup)``; for a remote server's run whose statistics name no drafter, ``(drafter
+    not reported by the server)`` (a newcomer's remote Compare read "Speedup 1.95× over plain decoding", naming
+    none, where a local one named its drafter); "" for a local run stored without one."""
     if spec.get("mode") == "auto" and (words := _auto_drafters_of(spec)):
-        speedup += f" with Auto ({words})"
-    return speedup
+        return f"with Auto ({words})"
+    if spec.get("mode") == "spec" and spec.get("drafter") in DRAFTER_NAMES:
+        return f"with speculative decoding ({DRAFTER_NAMES[spec['drafter']]})"
+    return "(drafter not reported by the server)" if remote_reply(spec) else ""
 
 
 def stopped_compare_text(compare: dict) -> str:

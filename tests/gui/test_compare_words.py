@@ -45,12 +45,13 @@ def test_a_speed_ratio_within_timing_noise_is_not_called_a_speedup(make_window):
     def compare(speedup: float) -> dict:
         return {"ar": ar, "spec": lookup, "speedup": speedup, "identical": True, "sampled": False}
 
-    same = "About the same speed as plain decoding (1.03×, within timing noise)"
+    same = "About the same speed as plain decoding (1.03×, within timing noise) with speculative decoding (prompt lookup)"
     assert compare_summary(compare(1.03)) == f"{same} · speed and identity: texts identical"
     assert compare_headline(compare(1.034)) == same  # (the ratio as shown decides)
-    assert compare_headline(compare(0.97)) == "About the same speed as plain decoding (0.97×, within timing noise)"
-    assert compare_headline(compare(0.96)) == "Slower than plain decoding (0.96×)"
-    assert compare_headline(compare(1.04)) == "Speedup 1.04× over plain decoding"
+    lookup_words = "with speculative decoding (prompt lookup)"
+    assert compare_headline(compare(0.97)) == f"About the same speed as plain decoding (0.97×, within timing noise) {lookup_words}"
+    assert compare_headline(compare(0.96)) == f"Slower than plain decoding (0.96×) {lookup_words}"
+    assert compare_headline(compare(1.04)) == f"Speedup 1.04× over plain decoding {lookup_words}"
     stats = {**lookup, "compare": compare(1.0)}
     assert "Speculative decoding (prompt lookup) about as fast as plain decoding (1.00 times, within timing noise), " \
            "texts identical" in export_footer_text(stats)  # fmt: skip

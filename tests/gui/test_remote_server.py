@@ -368,6 +368,31 @@ def test_compare_runs_on_a_specchat_server_with_both_modes(qtbot, make_window, s
     assert final.draft_spans  # the SpecChat server's from_draft pieces are highlighted
 
 
+@pytest.mark.parametrize(("base", "words"), [
+    ("specchat", "with speculative decoding (prompt lookup)"),  # the drafter the server's statistics name
+    ("specchat-unnamed", "(drafter not reported by the server)"),  # a server that does not say
+])
+def test_a_remote_compares_headline_says_what_drafted_as_a_local_one_does(
+    qtbot, make_window, stub, no_user_keyring, base, words
+):
+    """Newcomer trial: a Compare against a remote server read "Speedup 1.95× over plain decoding", naming no
+    drafter, where a local one read "... with Auto (draft head)": the headline names the drafter the server's
+    statistics report, and says so where they report none."""
+    from app.gui.reply_format import compare_headline
+
+    window = make_window(wait_model=False)
+    choose_remote(window, stub.url(base))
+    window.choice.choose_remote()  # asks the server for its models: it is SpecChat's
+    qtbot.waitUntil(lambda: window.composer.compare_button.isEnabled(), timeout=10_000)
+    final = send_and_wait(qtbot, window, "Compare this", compare=True)
+    assert final.state == "complete"
+    compare = final.stats["compare"]
+    # (the stub's timing decides the ratio measured, within timing noise or not: the words after it are the point)
+    assert compare_headline({**compare, "speedup": 1.95}) == f"Speedup 1.95× over plain decoding {words}"
+    assert compare_headline(compare).endswith(f" {words}")  # the ratio measured, said in the same words
+    assert footer_text(final.stats, final.state).startswith(compare_headline(compare))
+
+
 def test_a_failed_fetch_from_another_server_drops_the_models_listed_from_the_first(
     qtbot, make_window, stub, no_user_keyring
 ):
