@@ -244,8 +244,8 @@ def has_speed(stats: dict) -> bool:
 
 
 def metrics_text(stats: dict, part: bool = False) -> str:
-    """``TTFT 42 ms · 63.1 tokens/s · acceptance 52% · 32 tokens`` (``all drafts: 44% accepted`` where several
-    drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``all drafts of this part: …`` where
+    """``TTFT 42 ms · 63.1 tokens/s · drafts: 52% accepted · 32 tokens`` (``all drafts: 44% accepted`` where several
+    drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``drafts of this part: …`` where
     ``part``: the statistics are a continued reply's last part, :func:`last_part`, whose "acceptance 34% overall" a
     newcomer could not tell from the whole reply's), and where the context was full, ``· context full 5 times: 120
     earlier tokens dropped`` (:func:`dropped_text`) before the token count. A prompt cut to fit the context length
@@ -257,12 +257,11 @@ def metrics_text(stats: dict, part: bool = False) -> str:
         parts.append(f"TTFT {duration_text(stats['ttft_ms'] / 1000)}")
     if has_speed(stats):
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
-    if stats.get("acceptance_rate") is not None:
-        rate = f"{stats['acceptance_rate']:.0%}"
-        if len(_drafting(stats)) > 1:  # (the heading gives each drafter's share: a later trial read two figures)
-            parts.append(f"all drafts{' of this part' if part else ''}: {rate} accepted")
-        else:
-            parts.append(f"acceptance {rate}")
+    if stats.get("acceptance_rate") is not None:  # (one wording, local or remote: a trial read "acceptance 17%"
+        # under a remote reply and "all drafts: 31% accepted" under a local one)
+        drafts = "all drafts" if len(_drafting(stats)) > 1 else "drafts"  # (the heading gives each drafter's share:
+        # a later trial read two figures)
+        parts.append(f"{drafts}{' of this part' if part else ''}: {stats['acceptance_rate']:.0%} accepted")
     elif stats.get("mode") == "spec":
         parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
     dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0

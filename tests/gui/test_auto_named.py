@@ -90,7 +90,7 @@ def test_the_acceptance_of_several_drafters_says_it_is_of_all_drafts():
     both = {"mode": "auto", "acceptance_rate": 0.44, "drafters": drafters}
     assert metrics_text(both) == "all drafts: 44% accepted"
     head_only = {**both, "drafters": {"head": head}}
-    assert metrics_text(head_only) == "acceptance 44%"
+    assert metrics_text(head_only) == "drafts: 44% accepted"  # (one drafter: its share is that of all drafts)
 
 
 def test_a_footer_says_each_acceptance_once_and_keeps_the_model_s_name_with_its_bits(qtbot):
@@ -105,7 +105,7 @@ def test_a_footer_says_each_acceptance_once_and_keeps_the_model_s_name_with_its_
     one = {"mode": "auto", "ttft_ms": 42.0, "tokens_per_s": 63.1, "acceptance_rate": 0.4, "new_tokens": 32,
            "drafters": {"head": head, "plain": plain}}  # fmt: skip
     assert footer_text(one) == (
-        "Auto (draft head 33 steps at K up to 2; plain 1 step) · TTFT 42 ms · 63.1 tokens/s · acceptance 40% · 32 tokens"
+        "Auto (draft head 33 steps at K up to 2; plain 1 step) · TTFT 42 ms · 63.1 tokens/s · drafts: 40% accepted · 32 tokens"
     )
     assert "Auto decoding (draft head 33 steps at K up to 2; plain 1 step) · 40% of drafted tokens accepted" in (
         export_footer_text(one)

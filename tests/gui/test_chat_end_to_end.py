@@ -80,7 +80,7 @@ def test_speculative_reply_records_acceptance_and_highlights_drafts(qtbot, make_
     assert stats["mode"] == "spec" and stats["drafter"] == "lookup" and stats["k"] == 4
     assert stats["drafted"] > 0 and stats["acceptance_rate"] == round(stats["accepted"] / stats["drafted"], 4)
     widget = window.chat_view.message_widgets()[-1]
-    assert "Speculative (prompt lookup, K 4)" in widget.footer.text() and "acceptance" in widget.footer.text()
+    assert "Speculative (prompt lookup, K 4)" in widget.footer.text() and f"drafts: {stats['acceptance_rate']:.0%} accepted" in widget.footer.text()
     if stats["accepted"]:
         assert final.draft_spans, "accepted draft tokens must be recorded as spans"
         assert all(0 <= a < b <= len(final.content) for a, b in final.draft_spans)

@@ -259,6 +259,9 @@ def test_a_specchat_servers_reply_footer_says_only_what_the_server_reported(qtbo
     assert "k" not in final.stats
     footer = footer_text(final.stats, final.state)
     assert footer.startswith("Speculative (prompt lookup) · ") and "K 6" not in footer, footer
+    # the share of drafts accepted in a local footer's words (a trial read "acceptance 75%" here, "all drafts: 31%
+    # accepted" under a local reply)
+    assert " · drafts: 75% accepted · " in footer and "acceptance" not in footer, footer
 
 
 @pytest.mark.serial  # a wall-time bound

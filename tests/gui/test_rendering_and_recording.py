@@ -214,7 +214,7 @@ def test_recorder_saves_at_least_every_half_second(tmp_path):
     assert final.stats["acceptance_rate"] == 1.0 and final.stats["tokens_per_s"] == 50.0
     stored = db.message(message.id)
     assert stored.state == "complete" and stored.stats["mode"] == "spec" and "live" not in stored.stats
-    assert footer_text(stored.stats, stored.state).startswith("Speculative (prompt lookup) · TTFT 12 ms · 50.0 tokens/s · acceptance 100%")
+    assert footer_text(stored.stats, stored.state).startswith("Speculative (prompt lookup) · TTFT 12 ms · 50.0 tokens/s · drafts: 100% accepted")
     db.close()
 
 
