@@ -17,6 +17,7 @@ from app import __version__
 from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, model_folders
+from app.counts import tokens_text
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, PromptOverflow, TextDelta
@@ -324,7 +325,7 @@ def describe(stats: GenerationStats) -> str:
     """One line of statistics for humans; the decode speed only where there is one (two tokens or more: a one-token
     reply has no interval between tokens to measure it over)."""
     mode = stats.mode if stats.drafter is None else f"{stats.mode}/{stats.drafter}"
-    line = f"[{mode}] {_tokens(stats.new_tokens)}, TTFT {stats.ttft_ms:.1f} ms"
+    line = f"[{mode}] {tokens_text(stats.new_tokens)}, TTFT {stats.ttft_ms:.1f} ms"
     if stats.new_tokens > 1:
         line += f", {stats.decode_tokens_per_s:.1f} tokens/s"
     if stats.acceptance_rate is not None:
@@ -432,13 +433,8 @@ def speedup_text(ar: GenerationStats, spec: GenerationStats, speedup: float | No
     compare: plain decoding wrote 1 token and Auto 1 token, and a decode speed needs 2 or more``."""
     if speedup is not None:
         return f"speedup {speedup:.2f}x"
-    return (f"no speedup to compare: plain decoding wrote {_tokens(ar.new_tokens)} and Auto {_tokens(spec.new_tokens)}, "
-            "and a decode speed needs 2 or more")
-
-
-def _tokens(count: int) -> str:
-    """``1 token``, ``24 tokens``."""
-    return f"{count} token{'' if count == 1 else 's'}"
+    return (f"no speedup to compare: plain decoding wrote {tokens_text(ar.new_tokens)} and Auto "
+            f"{tokens_text(spec.new_tokens)}, and a decode speed needs 2 or more")
 
 
 def _explain_difference(

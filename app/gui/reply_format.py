@@ -1,6 +1,6 @@
 """Reply statistics as stored with a message (a JSON dict) and as shown in its footer, and durations in words.
 
-Why one module of ~678 lines: its one job is the words a reply's statistics are said in, which the footer, a
+Why one module of ~670 lines: its one job is the words a reply's statistics are said in, which the footer, a
 Compare's columns, the live graph's summary and the export share (what Auto used, timing noise, acceptance), so
 that they agree; split, one vocabulary would be spread over modules that call one another.
 """
@@ -12,6 +12,7 @@ import math
 from inference.events import GenerationStats, PromptProgress
 
 from ..backends.remote_stream import REMOTE_CUT, REMOTE_MODE
+from ..counts import tokens_text
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
@@ -212,11 +213,6 @@ def auto_steps(stats: dict) -> str:
 def times_text(count: int) -> str:
     """``once``, ``twice``, ``3 times``."""
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
-
-
-def tokens_text(count: int) -> str:
-    """``1 token``, ``24 tokens``, ``1,024 tokens``."""
-    return f"{count:,} token{'' if count == 1 else 's'}"
 
 
 def dropped_text(discarded: int, rolls: int) -> str:

@@ -19,9 +19,10 @@ from typing import Callable
 
 from inference.events import ContextRolled, Finished, PromptOverflow, PromptProgress, StepStats, TextDelta
 
+from ..counts import tokens_text
 from .history_db import HistoryDB
 from .history_rows import ROOT, Message
-from .reply_format import MODE_NAMES, progress_dict, stats_dict, tokens_text
+from .reply_format import MODE_NAMES, progress_dict, stats_dict
 
 logger = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QButtonGroup, QGraphicsItem, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from ...backends.remote_stream import REMOTE_MODE
+from ...counts import tokens_text
 from .. import theme
 from ..reply_format import (
     MODE_NAMES,
@@ -34,7 +35,6 @@ from ..reply_format import (
     has_speed,
     metrics_text,
     times_text,
-    tokens_text,
 )
 from .graph_summary import SummaryLabel, whole_groups
 from .live_series import Series, nice_ceiling
