@@ -115,6 +115,28 @@ def test_an_error_of_the_worker_reaches_the_server(worker_loop):
         server.stop()
 
 
+def test_a_prompt_check_runs_on_the_worker_loop_and_its_refusal_reaches_the_caller(worker_loop):
+    """A server's completion of several prompts checks them all first (``check_prompt``): on the worker's loop,
+    as ``generate`` runs, its refusal raised on the caller's."""
+    checked = []
+
+    class Checks:
+        async def check_prompt(self, request):
+            checked.append((request, threading.current_thread().name))
+            if request == "bad":
+                raise ValueError("prompt holds the token id 99 at index 0")
+
+    backend = WorkerOnLoop(Checks(), worker_loop)
+
+    async def check_both():
+        await backend.check_prompt("good")
+        with pytest.raises(ValueError, match="token id 99"):
+            await backend.check_prompt("bad")
+
+    asyncio.run(check_both())
+    assert checked == [("good", "worker-loop"), ("bad", "worker-loop")]
+
+
 @pytest.mark.serial  # a wall-time bound
 def test_a_client_that_disconnects_cancels_the_generation_on_the_worker_loop(worker_loop):
     worker = FakeWorker([["first"], "wait"])

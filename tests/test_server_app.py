@@ -659,6 +659,9 @@ class ScriptedBackend:
         self.events = events or [TextDelta("Hi", 1, False),
                                  Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", text="Hi"))]
 
+    async def check_prompt(self, request):
+        pass
+
     async def generate(self, request, cancel):
         self.requests.append(request)
         if self.failure is not None:
@@ -963,6 +966,42 @@ def test_several_prompts_are_bounded_and_each_checked():
     assert refused.value.param == "echo"
 
 
+class RefusesPrompt(ScriptedBackend):
+    """Replies "Hi" to every prompt but ``bad``, which it refuses as the worker refuses a token id past the
+    vocabulary; records the prompts it generated."""
+
+    async def check_prompt(self, request):
+        if request.prompt == "bad":
+            raise SettingError("prompt", "prompt holds the token id 99 at index 0, which is not in the model's "
+                               "vocabulary: its ids are 0 to 9")
+
+    async def generate(self, request, cancel):
+        await self.check_prompt(request)
+        async for batch in super().generate(request, cancel):
+            yield batch
+
+
+def test_a_prompt_the_model_refuses_is_a_400_before_any_prompt_of_the_request_is_generated():
+    """lm-eval's batch of prompts of which the third is refused (too long to score, a token id past the vocabulary):
+    the two before it were generated, then the request answered 400 and threw their choices away (streamed, they
+    came, then an error event). Every prompt is checked first: a 400 naming ``prompt[2]``, nothing generated, in
+    both modes."""
+    backend = RefusesPrompt(events=[TextDelta("Hi", 1, False), Finished(SEVERAL)])
+    app = create_app(backend, model_id="m")
+    body = {"prompt": ["Once", "Twice", "bad", "Thrice"], "max_tokens": 1, "echo": True}
+    message = ("prompt[2] holds the token id 99 at index 0, which is not in the model's vocabulary: its ids are 0 "
+               "to 9")
+    for stream in (False, True):
+        response = call(app, "POST", "/v1/completions", json={**body, "stream": stream})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == {"message": message, "type": "invalid_request_error", "param": "prompt[2]",
+                                            "code": "invalid_value"}
+        assert backend.requests == []
+    assert call(app, "POST", "/v1/completions", json={**body, "prompt": ["Once", "Twice"]}).status_code == 200
+    assert [request.prompt for request in backend.requests] == ["Once", "Twice"]
+    assert not app.state.gate.busy
+
+
 def completions(**fields):
     """The engine requests of a text completion with ``fields``."""
     return completion_requests(parse(CompletionRequest, json.dumps({"prompt": "x", **fields}).encode()),
@@ -975,6 +1014,9 @@ def test_a_request_of_several_prompts_lets_the_waiting_requests_go_between_them(
     order = []
 
     class Waits:
+        async def check_prompt(self, request):
+            pass
+
         async def generate(self, request, cancel):
             order.append(request.prompt or "chat")
             while request.prompt == "a0" and app.state.gate.waiting < 1:  # another request comes meanwhile
@@ -1002,6 +1044,9 @@ def test_a_client_that_leaves_a_stream_of_several_prompts_cancels_the_rest():
     cancels = []
 
     class Endless:
+        async def check_prompt(self, request):
+            pass
+
         async def generate(self, request, cancel):
             cancels.append((request.prompt, cancel))
             while not cancel.is_set():

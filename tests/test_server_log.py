@@ -38,6 +38,9 @@ class Held:
     def __init__(self):
         self.release: asyncio.Event | None = None
 
+    async def check_prompt(self, request):
+        pass
+
     async def generate(self, request, cancel):
         if self.release is not None:
             await self.release.wait()

@@ -265,3 +265,24 @@ def test_several_prompts_in_one_request_get_a_choice_each_as_lm_eval_sends_them(
         client.completions.create(model="specchat", prompt=[ids[0], [ids[0][0], 10**6]], max_tokens=1)
     assert refused.value.body["param"] == "prompt[1]"
     assert refused.value.body["message"].startswith("prompt[1] holds the token id 1000000 at index 1")
+
+
+def test_a_prompt_of_several_that_the_model_refuses_is_a_400_before_any_is_generated(client):
+    """lm-eval's batch whose second prompt the model refuses (a token id past the vocabulary; with echo and
+    logprobs, more tokens than it scores): unstreamed, the first was generated and thrown away with a 400;
+    streamed, its choice came, then an error event. Every prompt is checked first: a 400 naming ``prompt[1]``
+    before anything is generated, streamed or not."""
+    from app.backends.protocol import MAX_SCORED_PROMPT_TOKENS
+
+    too_long = [1] * (MAX_SCORED_PROMPT_TOKENS + 1)
+    for prompts, message in (
+        ([[1, 2], [3, 10**6]], "prompt[1] holds the token id 1000000 at index 1, which is not in the model's "
+         "vocabulary: its ids are 0 to 49151"),
+        ([[1, 2], too_long], f"prompt[1] has {len(too_long)} tokens: echo with logprobs scores at most "
+         f"{MAX_SCORED_PROMPT_TOKENS}; send a shorter prompt, or leave echo or logprobs out"),
+    ):
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.completions.create(model="specchat", prompt=prompts, max_tokens=0, echo=True, logprobs=1,
+                                          stream=stream)
+            assert (refused.value.body["param"], refused.value.body["message"]) == ("prompt[1]", message)

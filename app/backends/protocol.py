@@ -71,6 +71,16 @@ class ReplySource(Protocol):
         """
         ...
 
+    async def check_prompt(self, request: GenerationRequest) -> None:
+        """Refuse now, without generating, what :meth:`generate` would refuse of ``request``'s raw ``prompt`` (an id
+        past the vocabulary, too many tokens to score): a server's completion of several prompts checks them all
+        before it generates any. A request without a raw prompt passes.
+
+        Raises:
+            ValueError: as :meth:`generate` would for the prompt (``SettingError`` on ``prompt``).
+        """
+        ...
+
     def describe_answer(self) -> str:
         """Who writes (or wrote) the reply, for its footer: ``SmolLM2-135M-Instruct-int4 on CPU`` or
         ``qwen2.5-7b on gpu-box:8000 (remote)``."""

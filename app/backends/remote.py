@@ -284,6 +284,10 @@ class RemoteBackend:
             body["specchat"] = specchat_options(settings)
         return body
 
+    async def check_prompt(self, request: GenerationRequest) -> None:
+        """Nothing to refuse here (``ReplySource.check_prompt``): the server checks what it is sent when it
+        generates it."""
+
     async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
         """Stream the events of one reply, in batches (one per server-sent event), like
         :meth:`InferenceWorker.generate`: set ``cancel`` to stop (the reply ends with a ``Finished`` event whose stop

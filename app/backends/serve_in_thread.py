@@ -68,6 +68,14 @@ class WorkerOnLoop:
         """The worker's models (:meth:`InferenceWorker.describe_answer`)."""
         return self.worker.describe_answer()
 
+    async def check_prompt(self, request: GenerationRequest) -> None:
+        """:meth:`InferenceWorker.check_prompt`, run on ``loop`` (call it on any other loop).
+
+        Raises:
+            ValueError: as :meth:`InferenceWorker.check_prompt`.
+        """
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.worker.check_prompt(request), self.loop))
+
     async def generate(self, request: GenerationRequest, cancel: threading.Event) -> AsyncIterator[list[Event]]:
         """Stream the events of one reply, in batches, as :meth:`InferenceWorker.generate` does (call it on any
         loop but ``loop``; it waits its turn behind the worker's other jobs).

@@ -256,13 +256,9 @@ class InferenceWorker:
             if request.fresh_cache:
                 self._engine.reset()
             if request.prompt is not None:
-                ids = prompt_ids(request.prompt, self._engine.target)
+                ids = checked_prompt(request, self._engine.target)
                 top = request.settings.output.logprobs
                 if request.echo and top is not None and ids:
-                    if len(ids) > MAX_SCORED_PROMPT_TOKENS:
-                        raise SettingError("prompt", f"prompt has {len(ids)} tokens: echo with logprobs scores at most "
-                                           f"{MAX_SCORED_PROMPT_TOKENS}; send a shorter prompt, or leave echo or "
-                                           "logprobs out")
                     scored = prompt_logprobs(self._engine, ids, request.settings.context, top, cancel=cancel)
                     if not cancel.is_set():  # cancelled: the reply below ends at once, as cancelled
                         put(PromptScored(vocabulary(self._engine.target).pieces[ids[0]], tuple(scored)))
@@ -293,6 +289,24 @@ class InferenceWorker:
                     yield events
         finally:
             self._cancels.discard(cancel)
+
+    async def check_prompt(self, request: GenerationRequest) -> None:
+        """Refuse now, in the inference thread, what :meth:`generate` would refuse of ``request``'s raw prompt
+        (:func:`checked_prompt`), without generating; a request without one passes (a completion of several
+        prompts checks them all before it generates the first).
+
+        Raises:
+            SettingError: on ``prompt``, as :func:`checked_prompt`.
+            ValueError: no model is loaded.
+        """
+
+        def job() -> None:
+            if self._engine is None:
+                raise ValueError("no model is loaded: wait for the model to load, or fix the error shown")
+            if request.prompt is not None:
+                checked_prompt(request, self._engine.target)
+
+        await self.run(job)
 
     async def explain_difference(
         self, request: GenerationRequest, reference: list[int], candidate: list[int], k: int | None = None
@@ -342,6 +356,21 @@ def prompt_ids(prompt: str | tuple[int, ...], model: LoadedModel) -> list[int]:
             raise SettingError("prompt", f"prompt holds the token id {token} at index {index}, which is not in the "
                                f"model's vocabulary: its ids are 0 to {size - 1}")
     return list(prompt)
+
+
+def checked_prompt(request: GenerationRequest, model: LoadedModel) -> list[int]:
+    """The token ids of ``request``'s raw prompt for ``model`` (:func:`prompt_ids`), refused where the worker would
+    not generate it: an id past the vocabulary, or, with ``echo`` and log-probabilities, more than
+    :data:`MAX_SCORED_PROMPT_TOKENS` tokens.
+
+    Raises:
+        SettingError: on ``prompt``; the message names what is wrong and what to send.
+    """
+    ids = prompt_ids(request.prompt, model)
+    if request.echo and request.settings.output.logprobs is not None and len(ids) > MAX_SCORED_PROMPT_TOKENS:
+        raise SettingError("prompt", f"prompt has {len(ids)} tokens: echo with logprobs scores at most "
+                           f"{MAX_SCORED_PROMPT_TOKENS}; send a shorter prompt, or leave echo or logprobs out")
+    return ids
 
 
 def give_back_free_memory() -> bool:

@@ -4,8 +4,9 @@ the client disconnects (:func:`whole_reply`, :func:`first_batch`).
 
 Rules:
 - The turn is held from :meth:`Generation.start` until :meth:`Generation.close`, which every path calls (idempotent).
-- A completion of several prompts generates them one after another, each in a turn of its own
-  (:meth:`Generation.next_prompt`): the requests that came meanwhile get theirs between two prompts.
+- A completion of several prompts has the backend check them all first (a prompt it refuses is a 400 before any is
+  generated), then generates them one after another, each in a turn of its own (:meth:`Generation.next_prompt`):
+  the requests that came meanwhile get theirs between two prompts.
 - A client that disconnects, while waiting or generating, sets the ``cancel`` event the engine polls between tokens.
 - What the engine refuses is a 400 that says what to change; any other failure is a 500 that says only that it
   happened (:func:`~app.server.errors.internal_error`), its details in the server's log.
@@ -77,7 +78,8 @@ class Generation:
 
         Raises:
             APIError: 429 (the queue is full), 503 (the server is stopping), 400 (the engine refused a setting, or a
-                prompt the model cannot roll), 500 (anything else, logged).
+                prompt the model cannot roll; of a completion of several prompts, any of them, before the first is
+                generated), 500 (anything else, logged).
         """
         if self._record is not None and not self.index:
             self._record.queued_at = self._gate.position()
@@ -92,8 +94,25 @@ class Generation:
         self._holding = True
         if self._record is not None:
             self._record.turn()
+        if not self.index and self.more:
+            await self._check_prompts()
         self._batches = self._backend.generate(self._requests[self.index], self.cancel)
         return await self.next()
+
+    async def _check_prompts(self) -> None:
+        """Have the backend check every prompt of a completion of several before the first is generated, so that one
+        it refuses (``prompt[2]`` too long to score, a token id past the vocabulary) is a 400 before any work, not
+        after the prompts before it were generated (and, unstreamed, thrown away).
+
+        Raises:
+            APIError: 400 naming the prompt (``prompt[2]``), 500 (anything else, logged).
+        """
+        for index, request in enumerate(self._requests):
+            try:
+                await self._backend.check_prompt(request)
+            except Exception as error:
+                self._ended = True
+                raise self._refusal(error, index) from None
 
     @property
     def more(self) -> bool:
@@ -140,17 +159,22 @@ class Generation:
             return batch
         except StopAsyncIteration:
             raise
-        except SettingError as error:
-            if error.field == "decoding" and self._requests[self.index].settings.decoding is Decoding.DRAFT_MODEL:
-                raise no_draft_model(self._draft_advice) from None  # the engine has no draft model
-            prompt = f"prompt[{self.index}]" if len(self._requests) > 1 else "prompt"
-            raise setting_error(error, prompt_param=prompt) from None
-        except RopeUnsupportedError as error:  # a conversation longer than n_ctx, for a model that cannot roll
-            raise APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
-                           param="messages", code="context_length_exceeded") from None
         except Exception as error:
-            logger.error("generation failed", exc_info=error)
-            raise internal_error("the generation failed") from None
+            raise self._refusal(error, self.index) from None
+
+    def _refusal(self, error: Exception, index: int) -> APIError:
+        """What the backend raised for the prompt at ``index`` as an ``APIError``: what the engine refuses a 400
+        that says what to change, anything else a 500 that says only that it happened (logged)."""
+        if isinstance(error, SettingError):
+            if error.field == "decoding" and self._requests[index].settings.decoding is Decoding.DRAFT_MODEL:
+                return no_draft_model(self._draft_advice)  # the engine has no draft model
+            prompt = f"prompt[{index}]" if len(self._requests) > 1 else "prompt"
+            return setting_error(error, prompt_param=prompt)
+        if isinstance(error, RopeUnsupportedError):  # a conversation longer than n_ctx, for a model that cannot roll
+            return APIError(400, f"{error}; send a shorter conversation, or a larger specchat.n_ctx",
+                            param="messages", code="context_length_exceeded")
+        logger.error("generation failed", exc_info=error)
+        return internal_error("the generation failed")
 
     def _log(self, batch: list[Event], finished: Finished | None) -> None:
         """Put what ``batch`` says in the request's log line as soon as it is known (a reply its client leaves
