@@ -371,12 +371,14 @@ _CALLED = [{"role": "user", "content": "What time is it?"}, {"role": "assistant"
 
 @pytest.mark.parametrize("result, code, message", [
     ({"role": "tool", "content": "12:00"}, "missing_required_parameter",
-     "messages[2].tool_call_id is missing: give the id of the assistant's tool call this result answers (the calls before it: call_1)"),
+     "messages[2].tool_call_id is missing: give the id of the assistant's tool call this result answers (the calls of "
+     "messages[1], the assistant message before it: call_1)"),
     ({"role": "tool", "content": "12:00", "tool_call_id": 1}, "invalid_type",
-     "messages[2].tool_call_id must be a string: the id of the assistant's tool call this result answers (the calls before it: call_1)"),
+     "messages[2].tool_call_id must be a string: the id of the assistant's tool call this result answers (the calls "
+     "of messages[1], the assistant message before it: call_1)"),
     ({"role": "tool", "content": "12:00", "tool_call_id": "call_9"}, "invalid_value",
-     "messages[2].tool_call_id 'call_9' matches no tool call of an earlier assistant message: give the id of the "
-     "call this result answers (the calls before it: call_1)"),
+     "messages[2].tool_call_id 'call_9' is no call of messages[1], the assistant message right before the tool "
+     "messages (its calls: call_1): give the id of the call this result answers"),
 ])
 def test_a_tool_result_must_name_an_earlier_call(result, code, message):
     """Newcomer trial: a ``tool`` message without ``tool_call_id``, or with one no assistant tool call had, was
@@ -388,10 +390,47 @@ def test_a_tool_result_must_name_an_earlier_call(result, code, message):
         (400, "messages[2].tool_call_id", code, message)
     answered = chat(messages=[*_CALLED, {**result, "tool_call_id": "call_1"}]).messages
     assert answered[-1] == {"role": "tool", "content": "12:00", "tool_call_id": "call_1"}
-    with pytest.raises(APIError, match=r"messages\[0\].tool_call_id 'call_1' matches no tool call of an earlier "
-                                       r"assistant message: give the id of the call this result answers \(no "
-                                       r"assistant message before it made one\)"):
+    with pytest.raises(APIError) as refused:
         chat(messages=[{"role": "tool", "content": "12:00", "tool_call_id": "call_1"}, *_CALLED])
+    assert refused.value.message == (
+        "messages[0].tool_call_id 'call_1' answers no call right before it: a tool message comes right after the "
+        "assistant message whose call it answers (or after the other results of its calls): give the id of the call "
+        "this result answers")
+
+
+def _calls(*ids: str) -> dict:
+    """An assistant message calling ``get_time`` once per id of ``ids``."""
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": made, "type": "function", "function": {"name": "get_time", "arguments": "{}"}} for made in ids]}
+
+
+def test_a_tool_result_answers_a_call_of_the_assistant_message_right_before_its_tool_messages():
+    """Newcomer trial: a tool result naming the call of any earlier assistant message was taken, wherever it stood
+    (after a user message, or after a later assistant message's calls); OpenAI takes only the calls of the assistant
+    message right before the run of tool messages. A 400 names the id and where its result belongs; the results of
+    one message's calls in a row, each turn's after its own calls, still pass."""
+    def result(made):
+        return {"role": "tool", "content": "12:00", "tool_call_id": made}
+
+    first = [{"role": "user", "content": "What time is it?"}, _calls("call_1", "call_2")]
+    second = [{"role": "user", "content": "And now?"}, _calls("call_3")]
+    taken = chat(messages=[*first, result("call_2"), result("call_1"), *second, result("call_3")]).messages
+    assert [m.get("tool_call_id") for m in taken] == [None, None, "call_2", "call_1", None, None, "call_3"]
+    for messages, message in (
+        ([*first, result("call_1"), *second, result("call_2")],
+         "messages[5].tool_call_id 'call_2' is no call of messages[4], the assistant message right before the tool "
+         "messages (its calls: call_3); 'call_2' is a call of messages[1]: send its result right after that message, "
+         "with the results of its other calls"),
+        ([*first, {"role": "user", "content": "Well?"}, result("call_1")],
+         "messages[3].tool_call_id 'call_1' answers no call right before it: a tool message comes right after the "
+         "assistant message whose call it answers (or after the other results of its calls); 'call_1' is a call of "
+         "messages[1]: send its result right after that message, with the results of its other calls"),
+    ):
+        with pytest.raises(APIError) as refused:
+            chat(messages=messages)
+        at = len(messages) - 1
+        assert (refused.value.status, refused.value.param, refused.value.code, refused.value.message) == (
+            400, f"messages[{at}].tool_call_id", "invalid_value", message)
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -99,16 +99,18 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
-            calls, a tool result whose ``tool_call_id`` names no earlier call, more than :data:`MAX_TOOLS` tools or
-            :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON ``response_format`` with a final assistant message to
-            continue, ``n`` other than 1, a setting out of range.
+            calls, a tool result whose ``tool_call_id`` names no call of the assistant message right before its run of
+            tool messages, more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON
+            ``response_format`` with a final assistant message to continue, ``n`` other than 1, a setting out of
+            range.
     """
     check_bounds(body.response_format, body.tools)
     refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
     if not body.messages:
         raise APIError(400, "messages is empty: send at least one message", param="messages", code="invalid_value")
     system, messages = [], []
-    call_ids: list[str] = []  # the ids of the assistant messages' tool calls so far
+    callers: dict[str, int] = {}  # each tool call's id so far: the index of the assistant message that made it
+    caller = None  # the index of the assistant message with tool calls that the message at hand follows, if any
     for index, message in enumerate(body.messages):
         if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
             raise APIError(
@@ -129,9 +131,11 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
         entry = {"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text}
         if calls:
             entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
-            call_ids += [call["id"] for call in entry["tool_calls"]]
+            callers.update((call["id"], index) for call in entry["tool_calls"])
         if message.role == "tool":
-            entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), call_ids, index)
+            entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), callers, caller, index)
+        else:
+            caller = index if calls else None
         messages.append(entry)
     asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
@@ -243,24 +247,34 @@ def _named_function(choice: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _answered_call(call_id: Any, call_ids: list[str], index: int) -> str:
-    """The ``tool_call_id`` of tool message ``index``: the id of a call an earlier assistant message made
-    (``call_ids``), as OpenAI requires.
+def _answered_call(call_id: Any, callers: dict[str, int], caller: int | None, index: int) -> str:
+    """The ``tool_call_id`` of tool message ``index``: as OpenAI requires, the id of a call of the assistant message
+    right before the run of tool messages it is in (``caller``, that message's index; None: the message there made
+    no tool call). ``callers``: each earlier call's id, and the index of the message that made it.
 
     Raises:
-        APIError: 400 naming ``messages[index].tool_call_id``: missing, not a string, or no earlier call's id.
+        APIError: 400 naming ``messages[index].tool_call_id``: missing, not a string, or no call of that assistant
+            message's (the message says which calls are, and where a result of an earlier message's call belongs).
     """
     param = f"messages[{index}].tool_call_id"
-    made = f"the calls before it: {', '.join(call_ids)}" if call_ids else "no assistant message before it made one"
+    answerable = [made for made, at in callers.items() if at == caller]
+    made = (f"the calls of messages[{caller}], the assistant message before it: {', '.join(answerable)}"
+            if caller is not None else "no assistant message with tool_calls comes right before its tool messages")
     if call_id is None:
         raise APIError(400, f"{param} is missing: give the id of the assistant's tool call this result answers "
                        f"({made})", param=param, code="missing_required_parameter")
     if not isinstance(call_id, str):
         raise APIError(400, f"{param} must be a string: the id of the assistant's tool call this result answers "
                        f"({made})", param=param, code="invalid_type")
-    if call_id not in call_ids:
-        raise APIError(400, f"{param} {call_id!r} matches no tool call of an earlier assistant message: give the id "
-                       f"of the call this result answers ({made})", param=param, code="invalid_value")
+    if call_id not in answerable:
+        wrong = (f"{param} {call_id!r} is no call of messages[{caller}], the assistant message right before the tool "
+                 f"messages (its calls: {', '.join(answerable)})" if caller is not None else
+                 f"{param} {call_id!r} answers no call right before it: a tool message comes right after the "
+                 "assistant message whose call it answers (or after the other results of its calls)")
+        where = (f"; {call_id!r} is a call of messages[{callers[call_id]}]: send its result right after that message, "
+                 "with the results of its other calls" if call_id in callers else
+                 ": give the id of the call this result answers")
+        raise APIError(400, wrong + where, param=param, code="invalid_value")
     return call_id
 
 
