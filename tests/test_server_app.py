@@ -433,6 +433,26 @@ def test_a_tool_result_answers_a_call_of_the_assistant_message_right_before_its_
             400, f"messages[{at}].tool_call_id", "invalid_value", message)
 
 
+@pytest.mark.parametrize("its_id, code, wrong", [
+    ({}, "missing_required_parameter", "is missing"),
+    ({"id": ""}, "missing_required_parameter", "is missing"),
+    ({"id": 7}, "invalid_type", "must be a string, not the number 7"),
+])
+def test_a_tool_call_without_its_id_is_a_400(its_id, code, wrong):
+    """Newcomer trial: an assistant message's call without ``id`` was taken, stored with the id "" (which a tool
+    result could then answer); OpenAI requires the id: a 400 naming the call's ``id``."""
+    called = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+        {"type": "function", "function": {"name": "get_time", "arguments": "{}"}, **its_id}]}
+    body = {"messages": [{"role": "user", "content": "What time is it?"}, called], "max_tokens": 1}
+    response = call(create_app(ScriptedBackend(), model_id="m"), "POST", "/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "message": f'messages[1].tool_calls[1].id {wrong}: send each call with the id the reply gave it ("call_..."), '
+                   "which its tool message names in tool_call_id, as OpenAI requires",
+        "type": "invalid_request_error", "param": "messages[1].tool_calls[1].id", "code": code}
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"tools": [{"type": "retrieval"}]},
      'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),

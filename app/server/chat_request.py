@@ -282,7 +282,8 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
     """An assistant message's ``tool_calls`` as chat templates render them: arguments parsed from their JSON string.
 
     Raises:
-        APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``.
+        APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``; a call
+            without its id (a non-empty string), on ``param[i].id``.
     """
     parsed = []
     for index, call in enumerate(calls if isinstance(calls, list) else [None]):
@@ -296,6 +297,12 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
             raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
                            '"arguments": a JSON object as a string}}', param=f"{param}[{index}]",
                            code="invalid_value")
-        parsed.append({"id": call.get("id", ""), "type": "function",
-                       "function": {"name": function["name"], "arguments": arguments}})
+        made = call.get("id")
+        if not isinstance(made, str) or not made:
+            missing, at = made in (None, ""), f"{param}[{index}].id"
+            raise APIError(400, f"{at} {'is missing' if missing else f'must be a string, not {json_value(made)}'}: "
+                           'send each call with the id the reply gave it ("call_..."), which its tool message names '
+                           "in tool_call_id, as OpenAI requires", param=at,
+                           code="missing_required_parameter" if missing else "invalid_type")
+        parsed.append({"id": made, "type": "function", "function": {"name": function["name"], "arguments": arguments}})
     return parsed
