@@ -158,6 +158,20 @@ def test_a_function_call_output_must_answer_a_call_of_the_previous_response_or_t
                  {"input": [own_call, {"type": "function_call_output", "call_id": "call_mine", "output": "sunny"}]}):
         assert post(app, body).status_code == 200
     assert len(backend.requests) == 3
+    # a message between a call and its output: a chat completion's tool result must follow its call's message
+    for body in ({"previous_response_id": called["id"], "input": [
+                     {"type": "message", "role": "user", "content": "Here:"},
+                     {"type": "function_call_output", "call_id": call_id, "output": "sunny"}]},
+                 {"input": [own_call, {"type": "message", "role": "user", "content": "Here:"},
+                            {"type": "function_call_output", "call_id": "call_mine", "output": "sunny"}]}):
+        refused = post(app, body)
+        at = f"input[{len(body['input']) - 1}]"
+        assert (refused.status_code, refused.json()["error"]) == (400, {
+            "message": f"{at}.call_id {body['input'][-1]['call_id']!r} answers a function_call that is not right "
+                       "before it: send each function_call_output right after the function_call items of its turn "
+                       "(or after the other outputs of that turn), with no message between",
+            "type": "invalid_request_error", "param": f"{at}.call_id", "code": "invalid_value"})
+    assert len(backend.requests) == 3
 
 
 def test_a_call_cut_by_max_output_tokens_is_left_out_of_the_output_and_not_kept_as_a_call():

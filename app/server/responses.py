@@ -134,7 +134,8 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
         APIError: 400 naming the item at fault (``input[2].content[0].type``): an empty string or list (as
             ``/v1/completions`` refuses an empty prompt), an unknown item type or role, content that is not text, a
             call or output without its ``call_id``, an output whose ``call_id`` no call before it had (in OpenAI's
-            words: "No tool call found for function call output with call_id ...").
+            words: "No tool call found for function call output with call_id ..."), or one whose call is not right
+            before it (a message between them).
     """
     if not value:
         raise APIError(400, "input is empty: send the user's message as a string, or at least one message",
@@ -174,12 +175,26 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
                 raise APIError(400, f"No tool call found for function call output with call_id {item['call_id']!r}: "
                                f"{at}.call_id must be the call_id of a function_call before it in input, or in the "
                                "response previous_response_id names", param=f"{at}.call_id", code="invalid_value")
+            if item["call_id"] not in _calls_before([*earlier, *messages]):
+                raise APIError(400, f"{at}.call_id {item['call_id']!r} answers a function_call that is not right before "
+                               "it: send each function_call_output right after the function_call items of its turn "
+                               "(or after the other outputs of that turn), with no message between",
+                               param=f"{at}.call_id", code="invalid_value")
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
                              "content": _text(item.get("output"), f"{at}.output")})
         else:
             raise APIError(400, f"{at}.type is {json.dumps(kind)}: SpecChat's server takes message, function_call and "
                            "function_call_output items", param=f"{at}.type", code="unsupported")
     return messages
+
+
+def _calls_before(messages: list[dict]) -> set[str]:
+    """The ids of the calls a tool result after ``messages`` may answer: those of the assistant message right before
+    their last run of tool results (as a chat request takes them, ``chat_request``)."""
+    at = len(messages) - 1
+    while at >= 0 and messages[at]["role"] == "tool":
+        at -= 1
+    return {call["id"] for call in messages[at].get("tool_calls") or ()} if at >= 0 else set()
 
 
 def _text(content: Any, param: str) -> str:
