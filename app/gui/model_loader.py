@@ -47,6 +47,7 @@ from ..background import TaskSet
 from .gc_policy import freeze_startup_objects
 from .reply_format import duration_text
 from .settings_store import AppSettings
+from .store_words import MAIN_WINDOW_ADVICE, window_words
 
 #: Pause after the last model-setting edit before reloading (several quick edits load once).
 MODEL_RELOAD_DELAY_MS = 400
@@ -232,7 +233,7 @@ class ModelLoader(QObject):
             try:
                 target_dir = find_model(settings.target_model)
             except ModelImportError as error:
-                return self._refused("target_model", f"{error}; choose another model in the model picker")
+                return self._refused("target_model", window_words(error, MAIN_WINDOW_ADVICE))
         else:
             try:
                 target_dir = await self._fetch_default(settings)
@@ -251,7 +252,7 @@ class ModelLoader(QObject):
         try:
             info = await self.worker.load(spec)
         except TokenizerMismatchError as error:
-            return self._refused("draft_model", str(error))
+            return self._refused("draft_model", window_words(error, MAIN_WINDOW_ADVICE))
         except PrecisionError as error:
             return self._refused("precision", str(error))
         except ValueError as error:
@@ -306,7 +307,7 @@ class ModelLoader(QObject):
         return False
 
     async def _failed(self, error: Exception, fetching: bool) -> bool:
-        self.error = str(error)
+        self.error = words = window_words(error, MAIN_WINDOW_ADVICE)
         known = isinstance(error, (ModelFetchError, ModelLoadError))
         what = "fetch and prepare its default model" if fetching else "load the model"
         cancelled = isinstance(error, OperationCancelled)
@@ -321,8 +322,8 @@ class ModelLoader(QObject):
             again = await self._ask_retry(self._fetch_words, "", cancelled=True)
         else:
             self._set_state("error", f"No model loaded: {'fetching failed' if fetching else 'loading failed'}")
-            self.failed.emit(str(error))
-            again = await self._ask_retry(what, str(error) if known else f"{type(error).__name__}: {error}")
+            self.failed.emit(words)
+            again = await self._ask_retry(what, words if known else f"{type(error).__name__}: {error}")
         if again and not self._closed:
             self._prepare_on_send = False
             return await self._load_models(self._settings())

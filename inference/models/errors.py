@@ -49,7 +49,7 @@ def advised(kind: type[E], reason: str, advice: str, between: str = "; ", **deta
     """An error of class ``kind`` whose message is ``reason``, ``between``, then what to do as the command line says
     it (``CLI_ADVICE[advice]``, its ``{fields}`` filled from ``details``, e.g. ``folder=...``). The error keeps
     ``reason``, ``advice``, ``between`` and ``details`` as attributes, so that another front end says the same reason
-    and words the advice its own way (the window: :func:`app.gui.widgets.models_dialog.window_words`)."""
+    and words the advice its own way (the window: :func:`app.gui.store_words.window_words`)."""
     error = kind(f"{reason}{between}{CLI_ADVICE[advice].format(**details)}")
     error.reason, error.advice, error.between, error.details = reason, advice, between, details
     return error

@@ -464,7 +464,7 @@ def test_the_stores_other_refusals_say_the_windows_words(tmp_path, monkeypatch):
     import errno
     import sys
 
-    from app.gui.widgets.models_dialog import window_words
+    from app.gui.store_words import window_words
     from inference.models import convert, hub
     from inference.models.inspect import folder_layout
 

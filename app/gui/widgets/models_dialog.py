@@ -56,6 +56,7 @@ from inference.models.importing import classify_source, import_model
 from inference.models.progress import ProgressEvent
 
 from ...background import DaemonThreadExecutor, run_in, threadsafe
+from ..store_words import window_words
 from .elided_combo import ElidedComboBox
 
 #: "Long chats": whether a chat longer than the context length keeps going (a newcomer could not tell what the
@@ -75,36 +76,6 @@ SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
 CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MiB)", "Licence")
 #: The Remove confirmation's button that removes (named after its action, not "Yes"; Cancel is the default).
 REMOVE_LABEL = "&Remove"
-
-
-#: What to do after a refusal, in the window's words, by the advice key of the store's error
-#: (:func:`inference.models.errors.advised`; the command line says ``CLI_ADVICE``'s, which name its options).
-WINDOW_ADVICE = {
-    "name-taken": 'type another name in the Name field, or choose "Replace a model of the same name" under If installed, '
-    "or remove that model first on the Installed tab",
-    "name-reserved": "type another name in the Name field",
-    "other-family": "Choose a draft from the same model family (see the Recommended pairs tab), or use prompt lookup.",
-    "see-list": "(see the Installed tab)",
-    "list-models": "see the Installed tab",
-    "disk-space": "Free some space (e.g. remove a model with the Installed tab's Remove button) or set SPECCHAT_DATA_DIR to "
-    "a folder on a larger disk, then try again.",
-    "disk-full": "Free some space under {folder} (e.g. remove a model with the Installed tab's Remove button) or set "
-    "SPECCHAT_DATA_DIR to a folder on a larger disk, then add it again (what was downloaded and verified is kept).",
-    "ir-incomplete": "Export the model again (e.g. with optimum-intel), or enter the original checkpoint's folder as the "
-    "Source to convert it.",
-    "extra-not-bundled": "Do it with SpecChat installed from Python ({install}, then convert it in that SpecChat's Models "
-    "window) and add the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no "
-    "extra.",
-}
-
-
-def window_words(error: BaseException) -> str:
-    """What the dialog says of ``error``: the store's reason then :data:`WINDOW_ADVICE` where the error was made with
-    an advice key (:func:`inference.models.errors.advised`), else its message (its class name where it has none)."""
-    advice = WINDOW_ADVICE.get(getattr(error, "advice", None))
-    if advice is not None:
-        return f"{error.reason}{error.between}{advice.format(**error.details)}"
-    return str(error) or type(error).__name__
 
 
 #: Shortest time between two progress updates that only change a byte count (at most ~20 a second).

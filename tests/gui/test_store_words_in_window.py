@@ -1,0 +1,56 @@
+"""The main window says the model store's refusals in its own words (trial: the model chatting removed with
+``specchat models remove`` while the window was open, then a reload: the picker's note, the status bar and the reply
+that could not start said "see `specchat models list`", advice for a terminal)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+from gui_helpers import send_and_wait
+
+from app.gui.settings_store import AppSettings
+from app.gui.store_words import MAIN_WINDOW_ADVICE, WINDOW_ADVICE, window_words
+from inference.models import store as model_store
+from inference.models.errors import CLI_ADVICE
+from inference.models.importing import import_model
+
+
+def test_a_model_removed_by_the_command_line_is_refused_in_the_windows_words(qtbot, make_window, tiny_ir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    gone = import_model(tiny_ir["same"], "tiny-a")
+    import_model(tiny_ir["same"], "tiny-b")
+    window = make_window(AppSettings(target_model="tiny-a").with_values(max_new_tokens=4, n_ctx=256))
+    failures = []
+    window.model_failed.connect(failures.append)
+    shutil.rmtree(gone)  # `specchat models remove tiny-a` while the window chats with it
+    window.choice.apply(replace(window.settings, precision="f32"))  # a reload: the target is looked up again
+    qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
+    picker = window.model_picker
+    said = "no installed model named 'tiny-a' (installed: tiny-b); choose another model in the model picker"
+    assert picker.error.isVisible() and picker.error.text() == said
+    assert failures == [said]
+    reply = send_and_wait(qtbot, window, "Hello")
+    assert reply is None and window.models.error == said  # the reply could not start: it says why, as the picker
+    assert "specchat" not in window.statusBar().currentMessage()
+
+
+def test_every_advice_has_the_windows_words():
+    """Each advice key the store uses has the dialog's words and the main window's, none naming a command."""
+    for advice in (WINDOW_ADVICE, MAIN_WINDOW_ADVICE):
+        assert advice.keys() == CLI_ADVICE.keys()
+        assert not any("`" in words or "--" in words or "specchat " in words for words in advice.values())
+
+
+def test_the_main_windows_words_for_a_model_not_found(tmp_path, monkeypatch):
+    import pytest
+
+    from inference.models.errors import ModelImportError
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(ModelImportError) as caught:
+        model_store.find_model(tmp_path / "gone")
+    assert window_words(caught.value, MAIN_WINDOW_ADVICE) == (
+        f"model folder {tmp_path / 'gone'} does not exist; give a model folder or an installed model's name "
+        "(choose an installed model in the model picker)"
+    )
