@@ -12,6 +12,7 @@ the logits width must be equal too. That is why Qwen2.5-7B (152,064 logits) is n
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 
@@ -32,6 +33,13 @@ class CatalogueModel:
     @property
     def name(self) -> str:
         return self.repo_id.split("/")[-1]
+
+    @property
+    def size_mib(self) -> int:
+        """``size_mb`` in MiB (2**20 bytes, the store's unit), to two significant digits, so that an estimate reads
+        as one (1000 MB is 954 MiB, said 950: the dialog's "954 + 86" read more precise than the catalogue knows)."""
+        mib = self.size_mb * 10**6 / 2**20
+        return round(round(mib, 1 - math.floor(math.log10(mib))))
 
 
 @dataclass(frozen=True)

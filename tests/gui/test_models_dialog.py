@@ -319,22 +319,29 @@ def test_the_recommended_pairs_fit_the_dialog_with_nothing_cut(qtbot, dialog):
                 assert table.rowHeight(row) >= needed, (text, table.rowHeight(row), needed)
             else:
                 assert metrics.horizontalAdvance(text) + padding <= width, (text, width)
-    assert table.item(0, 3).text() == "954 + 86" and table.horizontalHeaderItem(3).text() == "Sizes (MiB)"
+    assert table.item(3, 3).text() == "3700 + 57 MiB" and table.horizontalHeaderItem(3).text() == "Estimated sizes"
 
 
 def test_recommended_pairs_say_mib_and_download_waits_for_a_pair(qtbot, dialog):
     """Trial: the Recommended pairs tab said "Sizes (MB)" where the app says MiB everywhere else, and "Download this
-    pair" was enabled with no pair selected, a click doing nothing to be seen. The sizes are said in MiB (the
-    catalogue's estimates in MB, converted: 1000 MB is 954 MiB) and the button waits for a pair."""
+    pair" was enabled with no pair selected, a click doing nothing to be seen. The sizes are said in MiB and the
+    button waits for a pair. Trial: the catalogue's round estimates in MB, converted, read "954 + 86" (MiB), more
+    precise than an estimate; the column says they are estimates, to two significant digits (1000 MB is 954 MiB:
+    950)."""
     from inference.models.catalogue import pairs
 
     dialog.tabs.setCurrentIndex(dialog.tabs.indexOf(dialog.catalogue_table.parentWidget()))
     table = dialog.catalogue_table
-    assert table.horizontalHeaderItem(3).text() == "Sizes (MiB)"
-    for row, pair in enumerate(pairs()):
-        mib = [round(model.size_mb * 10**6 / 2**20) for model in (pair.target, pair.draft)]
-        assert table.item(row, 3).text() == f"{mib[0]} + {mib[1]}"
-    assert table.item(0, 3).text() == "954 + 86"
+    assert table.horizontalHeaderItem(3).text() == "Estimated sizes"
+    sizes = [table.item(row, 3).text() for row in range(table.rowCount())]
+    assert sizes == [
+        "950 + 86 MiB",  # SmolLM2: 1000 MB + 90 MB
+        "950 + 380 MiB",
+        "1900 + 760 MiB",
+        "3700 + 57 MiB",
+        "4600 + 160 MiB",
+    ]
+    assert [(pair.target.size_mb, pair.draft.size_mb) for pair in pairs()][0] == (1000, 90)
     assert not table.selectionModel().selectedRows() and not dialog.download_pair_button.isEnabled()
     table.selectRow(1)
     assert dialog.download_pair_button.isEnabled()

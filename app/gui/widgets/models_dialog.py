@@ -73,7 +73,8 @@ PAST_CONTEXT_TIP = (
     "tokens (after the first ones) as the chat grows, instead of the reply stopping at the limit"
 )
 SOURCE_COLUMN = INSTALLED_COLUMNS.index("Source")
-CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Sizes (MiB)", "Licence")
+#: The catalogue's sizes are estimates, and say so ("Estimated sizes": "950 + 86 MiB", ``CatalogueModel.size_mib``).
+CATALOGUE_COLUMNS = ("Pair", "Target", "Draft", "Estimated sizes", "Licence")
 #: The Remove confirmation's button that removes (named after its action, not "Yes"; Cancel is the default).
 REMOVE_LABEL = "&Remove"
 
@@ -300,7 +301,7 @@ class ModelsDialog(QDialog):
         self.catalogue_table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         for row, pair in enumerate(self.catalogue):
             licence = pair.target.licence if pair.target.licence == pair.draft.licence else f"{pair.target.licence} / {pair.draft.licence}"
-            cells = (pair.title, pair.target.repo_id, pair.draft.repo_id, f"{_mib(pair.target.size_mb)} + {_mib(pair.draft.size_mb)}", licence)
+            cells = (pair.title, pair.target.repo_id, pair.draft.repo_id, f"{pair.target.size_mib} + {pair.draft.size_mib} MiB", licence)
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(pair.note)
@@ -684,7 +685,3 @@ class ModelsDialog(QDialog):
             self.job.cancel.set()
         super().reject()
 
-
-def _mib(size_mb: int) -> int:
-    """A catalogue size (``CatalogueModel.size_mb``, an estimate in MB) in MiB, as the app says sizes elsewhere."""
-    return round(size_mb * 10**6 / 2**20)
