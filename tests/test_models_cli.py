@@ -134,6 +134,10 @@ def test_catalogue(capsys):
     assert "specchat models download HuggingFaceTB/SmolLM2-1.7B-Instruct  (the draft is the built-in model" in text
     assert "specchat models download HuggingFaceTB/SmolLM2-135M-Instruct" not in text  # it would take the default's name
     assert "specchat models download Qwen/Qwen2.5-1.5B-Instruct && specchat models download Qwen/Qwen2.5-0.5B-Instruct" in text
+    # its sizes are estimates in MiB, as the store says sizes and as the Models dialog says them (it printed "~1000 MB")
+    assert "  target HuggingFaceTB/SmolLM2-1.7B-Instruct  about 950 MiB, Apache-2.0, convert at --bits\n" in text
+    assert "  draft  HuggingFaceTB/SmolLM2-135M-Instruct  about 86 MiB, Apache-2.0, convert at --bits\n" in text
+    assert " MB" not in text and "~" not in text
 
 
 def test_fetch_default_from_a_registry_that_never_answers_ends_in_one_line(store, tmp_path, monkeypatch, capsys):

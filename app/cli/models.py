@@ -281,7 +281,7 @@ def _catalogue(args: argparse.Namespace) -> int:
         for role, model in (("target", pair.target), ("draft", pair.draft)):
             kind = "OpenVINO IR" if model.openvino else "convert at --bits"
             gated = ", gated" if model.gated else ""
-            print(f"  {role:6} {model.repo_id}  ~{model.size_mb} MB, {model.licence}{gated}, {kind}")
+            print(f"  {role:6} {model.repo_id}  about {model.size_mib} MiB, {model.licence}{gated}, {kind}")
         print(f"  {pair.note}")
         if pair.draft.built_in:
             print(f"  specchat models download {pair.target.repo_id}  (the draft is the built-in model: "

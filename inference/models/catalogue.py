@@ -3,7 +3,7 @@
 Each entry names exact Hugging Face repository ids. A pre-converted OpenVINO repository (``OpenVINO/...``) is
 downloaded as it is; a transformers repository is converted at the bit-width the user picks (4 by default), which
 needs the conversion extra. Sizes are approximate download sizes in MB (for transformers repositories: of the 4-bit
-result). Gated repositories (Llama) need the licence accepted on the hub and ``HF_TOKEN`` set.
+result); the window and ``specchat models catalogue`` say them in MiB, as estimates (``CatalogueModel.size_mib``). Gated repositories (Llama) need the licence accepted on the hub and ``HF_TOKEN`` set.
 
 Pairing is still checked on the real files (:func:`inference.models.inspect.check_pair`) once both are installed:
 the logits width must be equal too. That is why Qwen2.5-7B (152,064 logits) is not paired with Qwen2.5-0.5B
