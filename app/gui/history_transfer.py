@@ -27,7 +27,7 @@ from .widgets.markdown_view import LINE_SEPARATOR, hard_line_breaks
 
 EXPORT_FORMAT = "specchat-conversation"
 EXPORT_VERSION = 1
-#: Largest JSON export :func:`read_export` reads (a conversation of 10,000 long messages is about 50 MB).
+#: Largest JSON export :func:`read_export` reads (a conversation of 10,000 long messages is about 50 MiB).
 MAX_IMPORT_BYTES = 50 * 1024 * 1024
 #: Deepest nesting of lists and objects an import accepts (an export nests 5 deep).
 MAX_IMPORT_DEPTH = 16
@@ -198,7 +198,7 @@ def read_export(path: str | Path) -> Any:
     size = path.stat().st_size
     if size > MAX_IMPORT_BYTES:
         raise ValueError(
-            f"{path} is {size / 1e6:.0f} MB; a conversation export is at most {MAX_IMPORT_BYTES // (1024 * 1024)} MB"
+            f"{path} is {size / 2**20:.1f} MiB; a conversation export is at most {MAX_IMPORT_BYTES // 2**20} MiB"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -177,8 +177,13 @@ def test_import_of_a_deep_or_huge_file_is_refused_with_a_reason(tmp_path):
     huge = tmp_path / "huge.json"
     with huge.open("wb") as file:
         file.truncate(MAX_IMPORT_BYTES + 1)
-    with pytest.raises(ValueError, match="at most 50 MB"):
+    with pytest.raises(ValueError, match="at most 50 MiB$"):
         read_export(huge)
+    with huge.open("wb") as file:  # MiB, as the limit is (50 * 2**20 bytes): it said "63 MB ... at most 50 MB"
+        file.truncate(60 * 2**20)
+    with pytest.raises(ValueError) as caught:
+        read_export(huge)
+    assert str(caught.value) == f"{huge} is 60.0 MiB; a conversation export is at most 50 MiB"
 
 
 def test_import_of_a_good_export_keeps_every_field(tmp_path):
