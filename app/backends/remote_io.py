@@ -80,7 +80,7 @@ async def event_lines(chunks: AsyncIterator[bytes], url: str) -> AsyncIterator[s
         size += len(rest)
         if size > MAX_LINE_BYTES:
             raise RemoteError(
-                f"{url} sent a line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB: not an OpenAI stream "
+                f"{url} sent a line longer than {MAX_LINE_BYTES // 2**20} MiB: not an OpenAI stream "
                 "(the partial reply was kept); check the base URL and the server"
             )
         if rest:
@@ -104,7 +104,7 @@ async def read_body(response: httpx.Response, limit: int, cancel: threading.Even
             return b"".join(parts)
         size += len(chunk)
         if size > limit:
-            raise RemoteError(f"{what} larger than {limit // (1024 * 1024)} MB: check the base URL and the server")
+            raise RemoteError(f"{what} larger than {limit // 2**20} MiB: check the base URL and the server")
         parts.append(chunk)
 
 
