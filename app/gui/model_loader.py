@@ -10,7 +10,7 @@ Rules:
 - A reply holds the models it started with (:meth:`ModelLoader.in_use`) for all of its runs: a comparison's two
   runs, and the explanation of where their texts part, use one model; a reload waits (``queued``) until no reply
   holds them and the worker has finished what it runs (a request of the local server, say).
-- A refusal caused by a setting (a target model no longer installed, a draft with another tokenizer, a precision
+- A refusal caused by a setting (a target or draft model no longer installed, a draft with another tokenizer, a precision
   the device lacks, an unknown device) is flagged next to that setting (``setting_refused``) without a dialog,
   and the models loaded stay in use; a failure to fetch or load asks the user (``ask_retry``) whether to try again.
 - The target is the installed model ``settings.target_model`` names (found in the store at once), else the
@@ -229,6 +229,12 @@ class ModelLoader(QObject):
             self._set_state("queued", "The model will reload after this reply")
             await self._unheld.wait()
             await self.worker.run(lambda: None)  # the worker runs one job at a time: after the one it runs
+        if settings.uses_draft_model and not Path(settings.draft_model).is_dir():
+            # (removed from the store meanwhile: the engine would reuse the draft loaded from it, then fail to read
+            # its tokenizer with OpenVINO's "Detokenizer model has not been provided")
+            return self._refused(
+                "draft_model", f"the draft {Path(settings.draft_model).name} is no longer installed: choose another drafter"
+            )
         if settings.target_model:
             try:
                 target_dir = find_model(settings.target_model)

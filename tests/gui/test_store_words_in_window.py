@@ -54,3 +54,26 @@ def test_the_main_windows_words_for_a_model_not_found(tmp_path, monkeypatch):
         f"model folder {tmp_path / 'gone'} does not exist; give a model folder or an installed model's name "
         "(choose an installed model in the model picker)"
     )
+
+
+def test_a_draft_removed_by_the_command_line_is_refused_at_the_drafter(qtbot, make_window, tiny_ir, tmp_path, monkeypatch):
+    """The draft chosen removed from the store, then a reload: the engine reused the draft loaded from the folder,
+    read its tokenizer from the folder gone and failed with OpenVINO's "Check 'm_ireq_queue_detokenizer' failed at
+    .../tokenizer_impl.cpp:740: Detokenizer model has not been provided" (the retry question). It is refused at the
+    Drafter, as a target gone is at the picker, and the models loaded stay in use."""
+    from inference.settings import Decoding
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    import_model(tiny_ir["same"], "tiny-a")
+    draft = import_model(tiny_ir["same"], "tiny-b")
+    settings = AppSettings(target_model="tiny-a", draft_model=str(draft)).with_values(max_new_tokens=4, n_ctx=256)
+    window = make_window(settings.with_values(decoding=Decoding.DRAFT_MODEL))
+    assert window.worker.spec.draft_dir == draft
+    failures = []
+    window.model_failed.connect(failures.append)
+    shutil.rmtree(draft)  # `specchat models remove tiny-b`
+    window.choice.apply(replace(window.settings, precision="f32"))
+    qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
+    said = "the draft tiny-b is no longer installed: choose another drafter"
+    assert failures == [said] and window.settings_pane.errors().get("draft_model") == said[0].upper() + said[1:]
+    assert window.worker.spec.draft_dir == draft and window.worker.spec.target_dir.name == "tiny-a"
