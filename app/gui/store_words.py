@@ -29,6 +29,7 @@ WINDOW_ADVICE = {
     "extra-not-bundled": "Do it with SpecChat installed from Python ({install}, then convert it in that SpecChat's Models "
     "window) and add the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no "
     "extra.",
+    "fetch-default": "try again",
 }
 
 #: The same advice in the main window's words: its model picker, and the Models dialog by its menu.
@@ -48,6 +49,7 @@ MAIN_WINDOW_ADVICE = {
     "extra-not-bundled": "Do it with SpecChat installed from Python ({install}, then convert it in that SpecChat's Models "
     "window) and add the resulting folder in Models > Manage models…; or choose a pre-converted OpenVINO model or a "
     "GGUF file, which need no extra.",
+    "fetch-default": "try again",
 }
 
 
@@ -57,5 +59,5 @@ def window_words(error: BaseException, advice: Mapping[str, str] = WINDOW_ADVICE
     (:func:`inference.models.errors.advised`), else its message (its class name where it has none)."""
     words = advice.get(getattr(error, "advice", None))
     if words is not None:
-        return f"{error.reason}{error.between}{words.format(**error.details)}"
+        return f"{error.reason}{error.between}{words.format(**error.details)}{error.after}"
     return str(error) or type(error).__name__

