@@ -23,7 +23,7 @@ def test_f1_and_the_compare_button_follow_the_decoding_chosen(make_window):
     def f1_line() -> str:
         return next(line for line in shortcut_lines(window.actions()) if "compare" in line)
 
-    assert f1_line() == "Ctrl+Shift+Return: compare plain vs auto decoding"  # (F1 writes actions in lower case)
+    assert f1_line() == "Ctrl+Shift+Return: compare plain vs Auto decoding"  # (F1 lowers only the first letter)
     assert "with plain decoding, then with Auto," in window.composer.compare_button.toolTip()
     assert window.compare_action.statusTip() == "Send the message twice, plain decoding then Auto decoding, and compare"
     window.choice.apply(window.settings.with_values(decoding="spec_lookup"))

@@ -176,6 +176,27 @@ def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
     find_dialog(window, "shortcuts").close()
 
 
+def test_help_keeps_the_capitals_of_format_and_mode_names(qtbot):
+    """Newcomer trial: F1 listed "Ctrl+O: import conversation (json)", "Ctrl+Shift+M: export as markdown" and "compare
+    plain vs auto decoding", as if JSON, Markdown and Auto were ordinary words; only a line's first letter is lowered
+    (and not an acronym's, as "JSON output")."""
+    from PySide6.QtGui import QAction
+
+    from app.gui.widgets.help import shortcut_lines
+
+    names = ("Import conversation (JSON)…", "Export as &Markdown…", "&Compare plain vs Auto decoding", "JSON output")
+    actions = [QAction(name) for name in names]
+    for number, action in enumerate(actions, 1):
+        action.setShortcut(f"Ctrl+{number}")
+    lines = shortcut_lines(actions)[-len(names):]
+    assert lines == [
+        "Ctrl+1: import conversation (JSON)",
+        "Ctrl+2: export as Markdown",
+        "Ctrl+3: compare plain vs Auto decoding",
+        "Ctrl+4: JSON output",
+    ]
+
+
 def test_escape_cancels_a_message_edit_when_no_reply_streams(qtbot, make_window):
     window = make_window(FAST, start=False)
     conversation = _chat_with_one_message(window)

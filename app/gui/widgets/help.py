@@ -30,14 +30,20 @@ SHORTCUT_WORDS = "shortcutWords"
 
 def shortcut_lines(actions: list[QAction]) -> list[str]:
     """``key: what it does`` for the widget keys, then for each action with a shortcut (its :data:`SHORTCUT_WORDS`
-    property, else its menu text without ``&`` and ``…``, in lower case)."""
+    property, else its menu text without ``&`` and ``…``, its first letter in lower case unless it begins an acronym:
+    "import conversation (JSON)", "JSON output")."""
     lines = [f"{key}: {what}" for key, what in WIDGET_KEYS]
     for action in actions:
         keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
         if keys:
-            words = action.property(SHORTCUT_WORDS) or action.text().replace("&", "").rstrip("…").lower()
+            words = action.property(SHORTCUT_WORDS) or _sentence_case(action.text().replace("&", "").rstrip("…"))
             lines.append(f"{keys}: {words}")
     return lines
+
+
+def _sentence_case(text: str) -> str:
+    """``text`` with its first letter lowered, unless the next one is a capital too (an acronym: "JSON")."""
+    return text if text[1:2].isupper() else text[:1].lower() + text[1:]
 
 
 async def show_shortcuts(parent: QWidget, actions: list[QAction]) -> None:
