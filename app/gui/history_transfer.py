@@ -190,8 +190,8 @@ def read_export(path: str | Path) -> Any:
     """Read a JSON export file (as written by File > Export as JSON) for :func:`import_json`.
 
     Raises:
-        ValueError: the file is larger than MAX_IMPORT_BYTES, not UTF-8 text, not JSON, or nested deeper than
-            MAX_IMPORT_DEPTH (the message says which).
+        ValueError: the file is larger than MAX_IMPORT_BYTES, not UTF-8 text, not JSON (empty, Markdown, cut off or
+            otherwise wrong), or nested deeper than MAX_IMPORT_DEPTH (the message says which).
         OSError: the file cannot be read.
     """
     path = Path(path)
@@ -201,16 +201,29 @@ def read_export(path: str | Path) -> Any:
             f"{path} is {size / 2**20:.1f} MiB; a conversation export is at most {MAX_IMPORT_BYTES // 2**20} MiB"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not a text file: {error}") from error
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
+        raise ValueError(f"{path} {_not_json(text, path, error)}") from error
     except RecursionError as error:
         raise ValueError(f"{path} nests lists or objects too deeply to be a conversation export") from error
     if depth_exceeds(data, MAX_IMPORT_DEPTH):
         raise ValueError(f"{path} nests lists or objects more than {MAX_IMPORT_DEPTH} deep: not a conversation export")
     return data
+
+
+def _not_json(text: str, path: Path, error: json.JSONDecodeError) -> str:
+    """What a file whose ``text`` is not JSON is, in words: empty, Markdown (as File > Export as Markdown writes),
+    cut off (the JSON ends before its data does), or else the decoder's ``error``."""
+    if not text.strip():
+        return "is empty"
+    if path.suffix.lower() in (".md", ".markdown") or text.lstrip().startswith("#"):
+        return "is Markdown, not JSON: a Markdown export cannot be imported back"
+    if error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string"):
+        return "is not valid JSON: it ends before its data does (the file was cut off)"
+    return f"is not valid JSON: {error}"
 
 
 def _time_problem(value: Any) -> str | None:

@@ -186,6 +186,36 @@ def test_import_of_a_deep_or_huge_file_is_refused_with_a_reason(tmp_path):
     assert str(caught.value) == f"{huge} is 60.0 MiB; a conversation export is at most 50 MiB"
 
 
+def test_import_of_an_empty_markdown_or_cut_off_file_says_what_it_is(tmp_path):
+    """Newcomer trial: an empty file and SpecChat's own Markdown export were both refused with "is not valid JSON:
+    Expecting value: line 1 column 1 (char 0)", and an export cut off by a copy with "Expecting property name
+    enclosed in double quotes: line 76 column 40 (char 1999)"; each now says in words what the file is."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    conversation = db.create_conversation("Sleep tips")
+    db.add_message(conversation, "user", "Give me a tip")
+    empty = tmp_path / "empty.json"
+    empty.write_text("\n")
+    markdown = tmp_path / "chat.md"
+    markdown.write_text(export_markdown(db, conversation))
+    whole = json.dumps(export_json(db, conversation), indent=2)
+    cut_in_a_field, cut_in_a_text = tmp_path / "cut1.json", tmp_path / "cut2.json"
+    cut_in_a_field.write_text(whole[: whole.index('"content"')])
+    cut_in_a_text.write_text(whole[: whole.index("a tip")])
+    with pytest.raises(ValueError, match=r"empty\.json is empty$"):
+        read_export(empty)
+    with pytest.raises(ValueError, match=r"chat\.md is Markdown, not JSON: a Markdown export cannot be imported back"):
+        read_export(markdown)
+    cut_off = r"is not valid JSON: it ends before its data does \(the file was cut off\)"
+    for cut in (cut_in_a_field, cut_in_a_text):
+        with pytest.raises(ValueError, match=cut_off):
+            read_export(cut)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"messages": [],}')  # whole, but wrong before its end: the decoder's words
+    with pytest.raises(ValueError, match=r"is not valid JSON: Expecting property name enclosed in double quotes"):
+        read_export(wrong)
+    db.close()
+
+
 def test_import_of_a_good_export_keeps_every_field(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     compare = {"compare": {"ar": {**GOOD_STATS, "text": "a"}, "spec": {**GOOD_STATS, "mode": "spec", "text": "b"},
