@@ -96,11 +96,13 @@ def run_models_command(args: argparse.Namespace) -> int | None:
 
 
 class _Printer:
-    """Prints progress events on stderr: each new message on its own line, byte counts at most twice a second."""
+    """Prints progress events on stderr: each new message on its own line, byte counts at most twice a second and
+    only when they moved (a stalled download piped to a log is not a line of the same count every half second)."""
 
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
         self.last_message = ""
+        self.last_amount = ""
         self.last_time = 0.0
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.pending = False
@@ -110,11 +112,11 @@ class _Printer:
         fraction = event.fraction
         if event.message != self.last_message:
             self._end_line()
-            self.last_message = event.message
+            self.last_message, self.last_amount = event.message, event.amount
             self.last_time = now
             self.stream.write(" ".join(filter(None, (event.message, event.amount))) + "\n")
-        elif fraction is not None and (now - self.last_time > 0.5 or fraction >= 1.0):
-            self.last_time = now
+        elif fraction is not None and event.amount != self.last_amount and (now - self.last_time > 0.5 or fraction >= 1.0):
+            self.last_time, self.last_amount = now, event.amount
             if self.tty:
                 self.stream.write("\r  " + event.amount)
                 self.pending = True
