@@ -163,6 +163,21 @@ def test_version_and_the_folder_options_work_before_any_subcommand(tmp_path):
     assert removed.returncode == 2 and "nothing-here" in removed.stderr and "Traceback" not in removed.stderr
 
 
+def test_models_remove_asks_first_and_without_a_terminal_needs_yes(tmp_path):
+    """The README's `specchat models remove NAME` asks first; with no terminal to ask at (a script, a pipe) it
+    refuses and names --yes, the model kept; with --yes it removes it."""
+    (tmp_path / "models" / "probe").mkdir(parents=True)
+    (tmp_path / "models" / "probe" / "specchat_manifest.json").write_text(json.dumps({"name": "probe", "bits": 4}))
+    env = {**os.environ, "SPECCHAT_DATA_DIR": str(tmp_path)}
+    refused = subprocess.run([sys.executable, "-m", "app", "models", "remove", "probe"], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert refused.returncode == 2 and "without confirmation; pass --yes" in refused.stderr
+    assert (tmp_path / "models" / "probe").is_dir()
+    removed = _specchat("models", "remove", "probe", "--yes", data_dir=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert not (tmp_path / "models" / "probe").exists()
+
+
 @pytest.mark.parametrize("args", [["generate", "hi"], ["models", "list"], ["serve"]])
 def test_a_data_folder_that_is_a_file_is_one_line_not_a_traceback(tmp_path, args):
     """Not "no models installed" (models list), nor an OSError deep in a fetch: the folder option is wrong."""
