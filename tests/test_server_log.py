@@ -85,6 +85,7 @@ def test_a_line_per_request_with_its_fields_and_no_prompt(caplog_requests):
         assert line["client"] == "127.0.0.1:123" and line["prompt"] is None  # httpx's ASGI client address
     assert (logged[2]["method"], logged[2]["route"], logged[2]["status"]) == ("GET", "/v1/nothing", "404")
     assert (logged[2]["tokens_in"], logged[2]["tokens_out"], logged[2]["ttft"], logged[2]["wait"]) == ("-",) * 4
+    assert logged[2]["queued"] == "0", "a request that never waited says queued=0, as the README says, not '-'"
     assert SECRET not in caplog_requests.text
 
 
