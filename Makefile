@@ -25,7 +25,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(BIN)/specchat $(ARGS)
 
-# Two phases (the README's Testing section): the tests marked serial (wall-time bounds, GUI stall limits) run alone,
+# Two phases (the README's "Fresh machine: two commands"): the tests marked serial (wall-time bounds, GUI stall limits) run alone,
 # after the others have run on two pytest-xdist workers, one a file, in the order tests/conftest.py gives (long files
 # first: --no-loadscope-reorder, or xdist hands out the files with the most tests first); it fails if either phase fails.
 test: $(VENV)/.installed-test
