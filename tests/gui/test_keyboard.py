@@ -365,3 +365,32 @@ def test_every_tab_stop_of_the_window_shows_a_ring(qtbot, make_window):
     assert greedy.hasFocus() and text_room() == unfocused
     assert unfocused.width() >= greedy.fontMetrics().horizontalAdvance(greedy.text()) and unfocused.right() < greedy.width() - 2
 
+
+
+def test_every_tab_stop_in_the_settings_pane_is_scrolled_into_view_with_a_remote_target(qtbot, make_window):
+    """Newcomer trial: with a remote server as the target (the Weights row hidden), Tab reached a stop with no visible
+    focus: Decoding, entered from the graph's buttons while the pane was scrolled down to Advanced, was focused out of
+    sight. Every control the Tab walk focuses in the pane lies whole in its viewport."""
+    from dataclasses import replace
+
+    from PySide6.QtCore import QPoint, QRect
+
+    window = make_window(FAST, start=False)
+    window.resize(1366, 768)
+    window.choice.apply(replace(window.settings, remote_url="http://127.0.0.1:9/v1", remote_model="m", use_remote=True))
+    pane = window.settings_pane
+    pane.advanced.show()  # (the pane scrolls: the walk leaves it scrolled down)
+    qtbot.waitUntil(lambda: pane.verticalScrollBar().maximum() > 0, timeout=3000)
+    activate(qtbot, window)
+    assert not pane.bits.isVisibleTo(pane)
+    window.composer.edit.setFocus(Qt.FocusReason.TabFocusReason)
+    in_pane, scrolled_back = [], False
+    for _ in range(100):
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        stop = QApplication.focusWidget()
+        if pane.widget().isAncestorOf(stop):
+            where = QRect(stop.mapTo(pane.viewport(), QPoint(0, 0)), stop.size())
+            assert pane.viewport().rect().contains(where), (stop.objectName() or type(stop).__name__, where)
+            scrolled_back |= stop is pane.decoding and pane.n_discard in in_pane  # (entered again, from outside)
+            in_pane.append(stop)
+    assert {pane.decoding, pane.n_keep, pane.n_discard, pane.reset_button} <= set(in_pane) and scrolled_back

@@ -24,8 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -106,6 +107,8 @@ ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_preci
 LOOKUP_DRAFT = "<prompt lookup>"
 #: The draft list's last entry: choose a model folder outside the store.
 BROWSE_DRAFT = "<browse>"
+#: Pixels kept in view above and below a control scrolled into view when it takes the focus.
+FOCUS_MARGIN = 4
 #: The width of K's field (a number field grows to theme.FIELD_WIDTH at most).
 SHORT_FIELD_WIDTH = 64
 DRAFT_TIP = (
@@ -335,6 +338,18 @@ class SettingsPane(QScrollArea):
             if isinstance(widget, EmptyAware):  # (emptied, its value is not what it shows)
                 widget.empty_changed.connect(lambda: self._validate(emit=False))
         guard_wheel(self)  # the wheel scrolls the pane; it changes a field only once the field has focus
+        QApplication.instance().focusChanged.connect(self._follow_focus)  # (bound: dropped with the pane)
+
+    def _follow_focus(self, _old: QWidget | None, now: QWidget | None) -> None:
+        """Scroll a control of the pane that takes the focus into view, whole, however it came: Qt scrolls only on
+        Tab from a control inside the pane, so Tab into it from the window (Decoding, the first stop under a remote
+        server) focused a control scrolled out of sight (a newcomer's Tab walk)."""
+        content = self.widget()
+        if now is None or content is None or not content.isAncestorOf(now):
+            return
+        top = now.mapTo(content, QPoint(0, 0)).y()
+        half = now.height() // 2
+        self.ensureVisible(0, top + half, 0, half + FOCUS_MARGIN)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """Guard the fields added after construction (by the sampling group, say) against the wheel too."""
