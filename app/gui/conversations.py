@@ -90,8 +90,6 @@ class Conversations(QObject):
         self._graph, self._sampling = live_graph, sampling
         self.say = say
         self._parent = parent
-        # what is typed and not sent is kept with the window's state (a trial's Ctrl+Q lost it without a word)
-        composer.edit.textChanged.connect(lambda: store.set_unsent_message(composer.text()))
 
     @property
     def current_id(self) -> int | None:

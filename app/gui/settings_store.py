@@ -660,7 +660,7 @@ class SettingsStore:
         return text if isinstance(text, str) else ""
 
     def set_unsent_message(self, text: str) -> None:
-        """Remember the message box's text (UI state), written with the next save, as the conversation shown is."""
+        """Remember the message box's text (UI state), written with the next save (the window's state at quit)."""
         if text:
             self._ui[UNSENT_MESSAGE] = text
         else:

@@ -27,3 +27,23 @@ def test_the_restored_message_is_typed_on_at_its_end(make_window):
     window.close()
     again = make_window(settings=None, start=False)
     assert again.composer.edit.textCursor().position() == len("Summarize this:")
+
+
+def test_typing_writes_nothing_to_the_saved_state_and_quitting_reads_the_box_once(qtbot, make_window, tmp_path):
+    """Each keystroke in the message box copied its whole text into the window's saved state: the text is read
+    once, when the state is saved at quit."""
+    from PySide6.QtCore import Qt
+
+    from app.gui.settings_store import UNSENT_MESSAGE
+
+    window = make_window(start=False)
+    state_before = window.store.ui_state
+    window.composer.edit.setFocus()
+    qtbot.keyClicks(window.composer.edit, "typed key by key")
+    qtbot.keyClick(window.composer.edit, Qt.Key.Key_Backspace)
+    assert window.composer.text() == "typed key by ke"
+    assert window.store.ui_state == state_before and UNSENT_MESSAGE not in window.store.ui_state
+    window.close()
+    saved = json.loads((tmp_path / "config" / "settings.json").read_text(encoding="utf-8"))
+    assert saved["ui"][UNSENT_MESSAGE] == "typed key by ke"
+    assert make_window(settings=None, start=False).composer.text() == "typed key by ke"
