@@ -683,6 +683,26 @@ def test_an_emptied_decimal_field_says_so_and_leaving_it_puts_back_its_last_vali
     assert (pane.temperature.text(), _shown_error(pane, "temperature"), pane.errors()) == (last_valid, "", {})
 
 
+def test_a_decimal_past_the_fields_two_is_said_without_blocking(pane, qtbot):
+    """Newcomer trial: 0.955 typed into top-p kept 0.95 without a word (the field holds two decimals and refused the
+    third keystroke). The field says so under it, marked, without blocking Send (0.95 is a valid top-p), until its
+    value changes."""
+    from PySide6.QtCore import Qt
+
+    pane, emitted, summaries = pane
+    _type_into(qtbot, pane.top_p, "0.955")
+    shown = _shown_error(pane, "top_p")
+    assert pane.top_p.text() == "0.95" and pane.top_p.property("invalid")
+    assert shown == "Likely words only (top-p) takes at most 2 decimals; you typed more digits than the field holds (it holds 0.95)", shown
+    assert pane.errors() == {} and summaries[-1] == "" and emitted[-1].value("top_p") == 0.95
+    qtbot.keyClick(pane.top_p, Qt.Key.Key_Tab)
+    assert _shown_error(pane, "top_p") == shown  # (still true once the field is left)
+    _type_into(qtbot, pane.top_p, "0.9")
+    assert _shown_error(pane, "top_p") == "" and not pane.top_p.property("invalid")
+    _type_into(qtbot, pane.temperature, "1.234")
+    assert _shown_error(pane, "temperature").endswith("takes at most 2 decimals; you typed more digits than the field holds (it holds 1.23)")
+
+
 def test_a_decimal_field_quotes_the_number_as_typed(pane, qtbot):
     """Newcomer trial: with Greedy ticked, 0 typed into top-p read "you typed 0.0" (the engine's float): the error
     quotes the number as the user typed it."""

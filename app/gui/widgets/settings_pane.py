@@ -14,7 +14,9 @@ Every edit is checked at once with the engine's validation (``AppSettings.field_
 flagged next to its field with the allowed range, and the settings stay invalid (sending is blocked) until it is
 fixed, so bad settings never reach the engine. Only what a run uses blocks it: K is used only by the decodings that
 draft a fixed K (``GenerationSettings.uses_fixed_k``): an invalid K blocks Send under those only, and Compare only
-where its speculative run is one of them; under Auto, Adaptive or Plain it is flagged without blocking. Valid settings are emitted with :attr:`SettingsPane.settings_changed`.
+where its speculative run is one of them; under Auto, Adaptive or Plain it is flagged without blocking. A decimal typed past a decimal field's own (0.955 into
+top-p, which holds 0.95) is said under the field without blocking. Valid settings are emitted with
+:attr:`SettingsPane.settings_changed`.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from ..settings_store import GENERATION_KEYS, RANDOM_SEED, AppSettings, Settings
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
-from .number_box import EmptyAware, NumberBox, RefusalAware
+from .number_box import DecimalBox, EmptyAware, NumberBox, RefusalAware
 from .sampling_group import MORE_FIELDS, SamplingGroup
 from .setting_row import SettingRow, add_setting
 from .setting_words import in_words
@@ -729,6 +731,10 @@ class SettingsPane(QScrollArea):
         for name, box in boxes.items():  # what an emptied field puts back when left: its last valid value
             if not box.empty and not any(name in flagged for flagged in (errors, notes, self._advisories)):
                 box.fallback = box.value()
+        for name, box in boxes.items():  # a decimal past the field's refused (0.955 typed into top-p kept 0.95 without
+            # a word, newcomer trial): said under the field until its value changes, without blocking (0.95 is valid)
+            if isinstance(box, DecimalBox) and box.refused and name not in errors and name not in notes:
+                notes[name] = f"{name} takes at most {box.decimals()} decimals, got {box.value()}"
         for name, label in self.error_labels.items():
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             if message and name in self._not_shown and not (name in boxes and boxes[name].empty):
