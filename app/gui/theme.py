@@ -42,6 +42,12 @@ ICON_PATH = resource_path("specchat.svg")
 
 #: Widest a number field of the settings grows (its special texts, "auto (system prompt)", fit), in pixels.
 FIELD_WIDTH = 170
+#: The form margins of the settings pane's groups (left, top, right, bottom) and the room between them, pixels:
+#: tight enough that an error one line longer than the explanation it replaces (an emptied field's) still fits a
+#: 1366x768 window without a scroll bar (a newcomer's emptied Context length pushed "Reset to defaults" out of view,
+#: cut at the pane's bottom edge).
+GROUP_MARGINS = (8, 4, 8, 2)
+GROUP_SPACING = 1
 #: The entries of View > Theme, in menu order, by ``AppSettings.theme`` value.
 THEME_LABELS = dict(zip(THEME_CHOICES, ("&System (follow the desktop)", "&Light", "&Dark")))
 #: WCAG 2.1 AA: the least contrast ratio of body text against its background.

@@ -293,3 +293,29 @@ def test_the_side_panel_takes_the_room_a_large_screen_gives(qtbot, make_window):
     window.resize(1920, 1080)
     qtbot.wait(50)
     assert window.right_splitter.width() == PANEL_PX + 50  # the user's width stands
+
+
+def test_an_error_a_line_longer_than_its_explanation_leaves_reset_to_defaults_in_view_at_1366x768(qtbot, make_window):
+    """Newcomer trial at 1366x768: Context length emptied (select all, Delete) brought a scroll bar to the settings,
+    and "Reset to defaults" was cut at their bottom edge, above the status bar: the error's second line ("... or leave
+    the field to put back 4096") had pushed it out. An error one line longer than the explanation it replaces (an
+    emptied field's, in either group) leaves the button whole in view, without a scroll bar."""
+    from PySide6.QtCore import Qt
+
+    window = make_window(AppSettings(), start=False)
+    window.resize(1366, 768)
+    qtbot.waitUntil(lambda: window.size() == QSize(1366, 768), timeout=3000)
+    pane = window.settings_pane
+    bar = pane.verticalScrollBar()
+    for name in ("n_ctx", "temperature", "max_new_tokens"):
+        field, error = pane.fields[name], pane.error_labels[name]
+        field.setFocus()
+        field.selectAll()
+        qtbot.keyClick(field, Qt.Key.Key_Delete)
+        qtbot.wait(100)  # (layouts settle in posted events)
+        assert " is empty: " in error.text() and error.height() == 2 * error.fontMetrics().lineSpacing(), name
+        button = pane.reset_button
+        assert pane.viewport().rect().contains(QRect(button.mapTo(pane.viewport(), QPoint(0, 0)), button.size())), name
+        assert bar.maximum() == 0, name
+        qtbot.keyClick(field, Qt.Key.Key_Tab)  # (its last valid value back)
+        qtbot.waitUntil(lambda error=error: not error.isVisible(), timeout=3000)

@@ -32,6 +32,7 @@ from inference.settings import MAX_PRESENCE_FREQUENCY_PENALTY, MAX_REPETITION_PE
 
 from ..sampling_presets import BUILTIN_PRESETS, MODEL_DEFAULT, PRESET_KEYS, model_default
 from ..settings_store import AppSettings, SettingsStore
+from ..theme import GROUP_MARGINS
 from .elided_combo import ElidedComboBox
 from .fold import Fold
 from .number_box import DecimalBox, NumberBox
@@ -81,7 +82,7 @@ class SamplingGroup(QGroupBox):
         form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        form.setContentsMargins(8, 4, 8, 6)  # spacing and margins as the pane's other groups
+        form.setContentsMargins(*GROUP_MARGINS)  # spacing and margins as the pane's other groups
         form.setVerticalSpacing(2)
 
         self.preset = ElidedComboBox()

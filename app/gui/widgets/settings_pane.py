@@ -50,6 +50,7 @@ from inference.precision import NumericPrecision
 from inference.settings import MAX_K, MIN_N_CTX, Decoding, SpeculativeSettings
 
 from ..settings_store import GENERATION_KEYS, RANDOM_SEED, AppSettings, SettingsStore
+from ..theme import GROUP_MARGINS, GROUP_SPACING
 from .dialogs import choose_file
 from .elided_combo import ElidedComboBox
 from .fold import Fold
@@ -171,7 +172,7 @@ class SettingsPane(QScrollArea):
         content = QWidget()
         layout = QVBoxLayout(content)
         layout.setContentsMargins(8, 2, 8, 2)
-        layout.setSpacing(3)
+        layout.setSpacing(GROUP_SPACING)
 
         model = self._group(layout, "Model and decoding")
         self.bits = ElidedComboBox()
@@ -366,7 +367,7 @@ class SettingsPane(QScrollArea):
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        form.setContentsMargins(8, 4, 8, 6)
+        form.setContentsMargins(*GROUP_MARGINS)
         form.setVerticalSpacing(2)
         layout.addWidget(box)
         return form
