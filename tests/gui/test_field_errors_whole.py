@@ -45,6 +45,15 @@ def _assert_whole(pane, name: str) -> None:
     assert [field for field, rect in fields.items() if where.intersects(rect)] == [], name
 
 
+def _is_whole(pane, name: str) -> bool:
+    """``_assert_whole`` as a condition to wait for."""
+    try:
+        _assert_whole(pane, name)
+    except AssertionError:
+        return False
+    return True
+
+
 def test_every_setting_error_reads_whole_at_1366x768(qtbot, make_window):
     window = make_window(FAST.with_values(decoding=Decoding.AUTOREGRESSIVE.value), start=False)
     window.resize(1366, 768)
@@ -73,11 +82,12 @@ def test_every_setting_error_reads_whole_at_1366x768(qtbot, make_window):
     refusal = ("The server refused the stop strings: it takes at most 4 of them, each at most 32 characters long, "
                "and you gave 6")  # fmt: skip
     pane.flag("stop_strings", refusal, blocking=False)  # said under its field, as a refusal of the engine is
-    qtbot.wait(100)
+    flagged = (*numbers, "temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed",
+               "stop_strings")  # fmt: skip
+    qtbot.waitUntil(lambda: all(_is_whole(pane, name) for name in flagged), timeout=5000)  # (posted layouts settle)
     assert "more digits than the field holds (it holds 999999999)" in pane.error_labels["n_ctx"].text()
     assert pane.error_labels["k"].text().endswith(f"({K_UNUSED_NOTE})")
-    for name in (*numbers, "temperature", "top_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
-                 "seed", "stop_strings"):  # fmt: skip
+    for name in flagged:
         _assert_whole(pane, name)
     assert pane.width() == width and pane.widget().width() == inner_width  # the panel is no wider
     assert pane.widget().minimumSizeHint().width() <= pane.viewport().width()
