@@ -335,9 +335,6 @@ def test_a_final_assistant_message_is_continued():
     request = chat(messages=[{"role": "system", "content": "Be brief."}, *COLOUR])
     assert (request.system_prompt, request.messages, request.continue_text) == ("Be brief.", COLOUR[:1], "The colour is")
     assert chat(messages=[*COLOUR, {"role": "user", "content": "Another?"}]).continue_text == ""
-    called = {"role": "assistant", "content": None,
-              "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
-    assert chat(messages=[COLOUR[0], called]).continue_text == ""  # a call is no text to continue
     with pytest.raises(APIError) as refused:
         chat(messages=COLOUR, tools=[WEATHER_TOOL])
     assert (refused.value.status, refused.value.param, refused.value.code) == (400, "tools", "invalid_value")
@@ -451,6 +448,45 @@ def test_a_tool_call_without_its_id_is_a_400(its_id, code, wrong):
         "message": f'messages[1].tool_calls[1].id {wrong}: send each call with the id the reply gave it ("call_..."), '
                    "which its tool message names in tool_call_id, as OpenAI requires",
         "type": "invalid_request_error", "param": "messages[1].tool_calls[1].id", "code": code}
+
+
+def _result(made: str, content: str = "12:00") -> dict:
+    """A tool message answering the call ``made``."""
+    return {"role": "tool", "content": content, "tool_call_id": made}
+
+
+@pytest.mark.parametrize("messages, param, message", [
+    ([{"role": "user", "content": "What time is it?"}, _calls("a", "b"), _result("a"),
+      {"role": "user", "content": "Well?"}], "messages[1].tool_calls",
+     "messages[1].tool_calls: an assistant message with tool_calls must be followed by tool messages responding to "
+     "each tool_call_id, and these had none: b. Send each call's result as a tool message whose tool_call_id is the "
+     "call's id, right after messages[1] with the results of its other calls (before messages[3])"),
+    ([{"role": "user", "content": "What time is it?"}, _calls("a", "b")], "messages[1].tool_calls",
+     "messages[1].tool_calls: an assistant message with tool_calls must be followed by tool messages responding to "
+     "each tool_call_id, and these had none: a, b. Send each call's result as a tool message whose tool_call_id is "
+     "the call's id, right after messages[1] with the results of its other calls (as the request's last messages: a "
+     "request cannot end with calls, since the reply to them reads their results)"),
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What time is it?"}, _calls("a"),
+      {"role": "assistant", "content": "Noon."}, {"role": "user", "content": "And now?"}, _calls("c"), _result("c")],
+     "messages[2].tool_calls",
+     "messages[2].tool_calls: an assistant message with tool_calls must be followed by tool messages responding to "
+     "each tool_call_id, and these had none: a. Send each call's result as a tool message whose tool_call_id is the "
+     "call's id, right after messages[2] with the results of its other calls (before messages[3])"),
+])
+def test_every_call_of_an_assistant_message_needs_its_result(messages, param, message):
+    """Newcomer trial: an assistant message whose calls were not all answered by the tool messages after it (one of
+    two answered, then a user message; none, the calls last) got a 200, the model reading a conversation with a call
+    and no result; OpenAI answers 400 "An assistant message with 'tool_calls' must be followed by tool messages
+    responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: b", as now,
+    naming the calls and where their results go."""
+    backend = ScriptedBackend()
+    response = call(create_app(backend, model_id="m"), "POST", "/v1/chat/completions", json={"messages": messages})
+    assert (response.status_code, response.json()["error"]) == (400, {
+        "message": message, "type": "invalid_request_error", "param": param, "code": "invalid_value"})
+    assert backend.requests == []
+    answered = [{"role": "user", "content": "What time is it?"}, _calls("a", "b"), _result("b"), _result("a"),
+                {"role": "user", "content": "Well?"}]
+    assert [m.get("tool_call_id") for m in chat(messages=answered).messages] == [None, None, "b", "a", None]
 
 
 @pytest.mark.parametrize("fields, message", [

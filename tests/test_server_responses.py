@@ -334,17 +334,23 @@ def test_json_schema_output(client):
 
 def test_a_function_tool_round_trip_and_previous_response_id(client):
     first = client.responses.create(model="any", input="What is the weather in Paris for three days?", tools=[WEATHER],
-                                    tool_choice="required", temperature=0, max_output_tokens=60)
+                                    tool_choice="required", parallel_tool_calls=False, temperature=0,
+                                    max_output_tokens=60)
     calls = [item for item in first.output if item.type == "function_call"]
-    assert calls and calls[0].name == "get_weather" and calls[0].call_id.startswith("call_")
+    assert len(calls) == 1 and calls[0].name == "get_weather" and calls[0].call_id.startswith("call_")
     arguments = json.loads(calls[0].arguments)
     assert arguments["city"] in ("Paris", "Rome", "Oslo") and 1 <= arguments["days"] <= 7
-    second = client.responses.create(model="any", previous_response_id=first.id, tools=[WEATHER], temperature=0,
-                                     max_output_tokens=40, input=[{"type": "function_call_output",
-                                                                   "call_id": calls[0].call_id,
-                                                                   "output": "Sunny, 24 degrees."}])
+    # "none" for the answer: shown its call and the result under "auto", the tiny model calls again
+    result = {"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 24 degrees."}
+    second = client.responses.create(model="any", previous_response_id=first.id, tools=[WEATHER], tool_choice="none",
+                                     temperature=0, max_output_tokens=40, input=[result])
     assert second.output_text and second.previous_response_id == first.id
-    assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens
+    whole = client.responses.create(model="any", tools=[WEATHER], tool_choice="none", temperature=0,
+                                    max_output_tokens=40, input=[
+                                        {"role": "user", "content": "What is the weather in Paris for three days?"},
+                                        {"type": "function_call", "call_id": calls[0].call_id, "name": calls[0].name,
+                                         "arguments": calls[0].arguments}, result])
+    assert (second.usage.input_tokens, second.output_text) == (whole.usage.input_tokens, whole.output_text)
     third = client.responses.create(model="any", previous_response_id=second.id, input="Thanks!", tools=[WEATHER],
                                     temperature=0, max_output_tokens=8)
     assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens

@@ -93,14 +93,15 @@ def _message_text(message: Message, index: int) -> str:
 def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
     the others the conversation, in order (assistant tool calls and ``tool`` results included), within what the
-    server sets (``limits``). A final assistant message (text, no tool calls) is continued (assistant prefill, as
+    server sets (``limits``). A final assistant message (text: calls need their results after them) is continued (assistant prefill, as
     llama-server does it; the window's Continue): its text is the request's ``continue_text``, and the reply is the
     continuation alone.
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
             calls, a tool result whose ``tool_call_id`` names no call of the assistant message right before its run of
-            tool messages, more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON
+            tool messages, an assistant message with a call no tool message after it answers (the last message
+            included), more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON
             ``response_format`` with a final assistant message to continue, ``n`` other than 1, a setting out of
             range.
     """
@@ -111,6 +112,8 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     system, messages = [], []
     callers: dict[str, int] = {}  # each tool call's id so far: the index of the assistant message that made it
     caller = None  # the index of the assistant message with tool calls that the message at hand follows, if any
+    answered: set[str] = set()  # the calls of that message the tool messages after it answered so far
+    unanswered = None  # the refusal of the first assistant message with calls left without a result, if any
     for index, message in enumerate(body.messages):
         if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
             raise APIError(
@@ -134,9 +137,14 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
             callers.update((call["id"], index) for call in entry["tool_calls"])
         if message.role == "tool":
             entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), callers, caller, index)
+            answered.add(entry["tool_call_id"])
         else:
-            caller = index if calls else None
+            unanswered = unanswered or _results_missing(callers, caller, answered, index)
+            caller, answered = (index if calls else None), set()
         messages.append(entry)
+    unanswered = unanswered or _results_missing(callers, caller, answered, None)
+    if unanswered:
+        raise unanswered
     asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     if body.top_logprobs and not body.logprobs:
@@ -149,7 +157,7 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
         choice = omitted_tool_choice(limits.tool_choice_default, messages)
     tools = tool_use(body.tools, choice, body.parallel_tool_calls, limits.schema_grammar)
     prefill = ""
-    if messages and messages[-1]["role"] == "assistant" and "tool_calls" not in messages[-1]:
+    if messages and messages[-1]["role"] == "assistant":  # text: one with calls waits for their results (above)
         prefill = messages.pop()["content"]
         if tools is not None:
             raise APIError(400, "the last message is an assistant message, whose text SpecChat continues (assistant "
@@ -276,6 +284,23 @@ def _answered_call(call_id: Any, callers: dict[str, int], caller: int | None, in
                  ": give the id of the call this result answers")
         raise APIError(400, wrong + where, param=param, code="invalid_value")
     return call_id
+
+
+def _results_missing(callers: dict[str, int], caller: int | None, answered: set[str], after: int | None) -> APIError | None:
+    """The refusal of assistant message ``caller``'s calls that no tool message after it answered (``answered``:
+    those some did), as OpenAI refuses them; None when all were (or ``caller`` is None: no message with calls).
+    ``callers``: each call's id and the index of the message that made it; ``after``: the index of the message
+    after its results (None: the request ends with them)."""
+    missing = [made for made, at in callers.items() if at == caller and made not in answered]
+    if caller is None or not missing:
+        return None
+    where = (f"before messages[{after}]" if after is not None else "as the request's last messages: a request cannot "
+             "end with calls, since the reply to them reads their results")
+    param = f"messages[{caller}].tool_calls"
+    return APIError(400, f"{param}: an assistant message with tool_calls must be followed by tool messages responding "
+                    f"to each tool_call_id, and these had none: {', '.join(missing)}. Send each call's result as a tool "
+                    f"message whose tool_call_id is the call's id, right after messages[{caller}] with the results of "
+                    f"its other calls ({where})", param=param, code="invalid_value")
 
 
 def _tool_calls(calls: Any, param: str) -> list[dict]:
