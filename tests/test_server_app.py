@@ -489,6 +489,30 @@ def test_every_call_of_an_assistant_message_needs_its_result(messages, param, me
     assert [m.get("tool_call_id") for m in chat(messages=answered).messages] == [None, None, "b", "a", None]
 
 
+def _refused_chat(messages: list[dict]) -> tuple[int, dict]:
+    """The status and error of a chat request of ``messages`` to a server without a model, which must not have
+    generated."""
+    backend = ScriptedBackend()
+    response = call(create_app(backend, model_id="m"), "POST", "/v1/chat/completions", json={"messages": messages})
+    assert backend.requests == []
+    return response.status_code, response.json()["error"]
+
+
+ASK = {"role": "user", "content": "What time is it?"}
+
+
+def test_a_call_id_twice_in_one_message_is_a_400():
+    """Newcomer trial: an assistant message whose two calls had the same id got a 200 (which call a result
+    answered was then a guess); OpenAI refuses it, as now: a 400 on the second id, naming the first. The same id
+    in two turns stays fine (each result follows its own message's calls)."""
+    assert _refused_chat([ASK, _calls("a", "b", "a"), _result("a"), _result("b")]) == (400, {
+        "message": "messages[1].tool_calls[2].id 'a' is also the id of messages[1].tool_calls[0]: give each call of a "
+                   "message its own id (the one the reply gave it), which its tool message names in tool_call_id",
+        "type": "invalid_request_error", "param": "messages[1].tool_calls[2].id", "code": "invalid_value"})
+    again = [ASK, _calls("a"), _result("a"), {"role": "user", "content": "And now?"}, _calls("a"), _result("a")]
+    assert [m.get("tool_call_id") for m in chat(messages=again).messages] == [None, None, "a", None, None, "a"]
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"tools": [{"type": "retrieval"}]},
      'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),

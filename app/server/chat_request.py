@@ -308,7 +308,7 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
 
     Raises:
         APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``; a call
-            without its id (a non-empty string), on ``param[i].id``.
+            without its id (a non-empty string), or with the id of an earlier call of the message, on ``param[i].id``.
     """
     parsed = []
     for index, call in enumerate(calls if isinstance(calls, list) else [None]):
@@ -329,5 +329,10 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
                            'send each call with the id the reply gave it ("call_..."), which its tool message names '
                            "in tool_call_id, as OpenAI requires", param=at,
                            code="missing_required_parameter" if missing else "invalid_type")
+        twin = next((at for at, earlier in enumerate(parsed) if earlier["id"] == made), None)
+        if twin is not None:
+            raise APIError(400, f"{param}[{index}].id {made!r} is also the id of {param}[{twin}]: give each call of a "
+                           "message its own id (the one the reply gave it), which its tool message names in "
+                           "tool_call_id", param=f"{param}[{index}].id", code="invalid_value")
         parsed.append({"id": made, "type": "function", "function": {"name": function["name"], "arguments": arguments}})
     return parsed
