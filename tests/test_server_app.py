@@ -513,6 +513,15 @@ def test_a_call_id_twice_in_one_message_is_a_400():
     assert [m.get("tool_call_id") for m in chat(messages=again).messages] == [None, None, "a", None, None, "a"]
 
 
+def test_a_call_answered_twice_is_a_400():
+    """Newcomer trial: two tool messages answering one call got a 200, the model reading two results of one call;
+    OpenAI refuses it, as now: a 400 on the second result, naming the first."""
+    assert _refused_chat([ASK, _calls("a", "b"), _result("a"), _result("b"), _result("a", "13:00")]) == (400, {
+        "message": "messages[4].tool_call_id 'a' answers a call that messages[2] answered already: send one tool "
+                   "message per call of messages[1], with that call's result",
+        "type": "invalid_request_error", "param": "messages[4].tool_call_id", "code": "invalid_value"})
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"tools": [{"type": "retrieval"}]},
      'tools[0] must be {"type": "function", "function": {"name", "description", "parameters"}}'),

@@ -93,17 +93,17 @@ def _message_text(message: Message, index: int) -> str:
 def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> GenerationRequest:
     """The engine request of a chat completion: leading system (or developer) messages become the system prompt,
     the others the conversation, in order (assistant tool calls and ``tool`` results included), within what the
-    server sets (``limits``). A final assistant message (text: calls need their results after them) is continued (assistant prefill, as
-    llama-server does it; the window's Continue): its text is the request's ``continue_text``, and the reply is the
-    continuation alone.
+    server sets (``limits``). A final assistant message (text: calls need their results after them) is continued
+    (assistant prefill, as llama-server does it; the window's Continue): its text is the request's
+    ``continue_text``, and the reply is the continuation alone.
 
     Raises:
         APIError: 400 naming the field: empty messages, an unknown role, non-text content, invalid tools or tool
             calls, a tool result whose ``tool_call_id`` names no call of the assistant message right before its run of
-            tool messages, an assistant message with a call no tool message after it answers (the last message
-            included), more than :data:`MAX_TOOLS` tools or :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON
-            ``response_format`` with a final assistant message to continue, ``n`` other than 1, a setting out of
-            range.
+            tool messages or answers a call a tool message before it answered, an assistant message with a call no
+            tool message after it answers (the last message included), more than :data:`MAX_TOOLS` tools or
+            :data:`MAX_SCHEMA_BYTES` of schemas, tools or a JSON ``response_format`` with a final assistant message
+            to continue, ``n`` other than 1, a setting out of range.
     """
     check_bounds(body.response_format, body.tools)
     refuse_unsupported(body, ("functions", "function_call", "logit_bias"))
@@ -112,7 +112,7 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     system, messages = [], []
     callers: dict[str, int] = {}  # each tool call's id so far: the index of the assistant message that made it
     caller = None  # the index of the assistant message with tool calls that the message at hand follows, if any
-    answered: set[str] = set()  # the calls of that message the tool messages after it answered so far
+    answered: dict[str, int] = {}  # the calls of that message answered so far: the index of the tool message that did
     unanswered = None  # the refusal of the first assistant message with calls left without a result, if any
     for index, message in enumerate(body.messages):
         if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
@@ -136,11 +136,12 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
             entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
             callers.update((call["id"], index) for call in entry["tool_calls"])
         if message.role == "tool":
-            entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), callers, caller, index)
-            answered.add(entry["tool_call_id"])
+            entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), callers, caller, answered,
+                                                   index)
+            answered[entry["tool_call_id"]] = index
         else:
             unanswered = unanswered or _results_missing(callers, caller, answered, index)
-            caller, answered = (index if calls else None), set()
+            caller, answered = (index if calls else None), {}
         messages.append(entry)
     unanswered = unanswered or _results_missing(callers, caller, answered, None)
     if unanswered:
@@ -255,14 +256,18 @@ def _named_function(choice: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _answered_call(call_id: Any, callers: dict[str, int], caller: int | None, index: int) -> str:
+def _answered_call(call_id: Any, callers: dict[str, int], caller: int | None, answered: dict[str, int],
+                   index: int) -> str:
     """The ``tool_call_id`` of tool message ``index``: as OpenAI requires, the id of a call of the assistant message
     right before the run of tool messages it is in (``caller``, that message's index; None: the message there made
-    no tool call). ``callers``: each earlier call's id, and the index of the message that made it.
+    no tool call) that no tool message before it answered (``answered``: each call answered so far in the run, and
+    the index of the message that did). ``callers``: each earlier call's id, and the index of the message that made
+    it.
 
     Raises:
-        APIError: 400 naming ``messages[index].tool_call_id``: missing, not a string, or no call of that assistant
-            message's (the message says which calls are, and where a result of an earlier message's call belongs).
+        APIError: 400 naming ``messages[index].tool_call_id``: missing, not a string, no call of that assistant
+            message's (the message says which calls are, and where a result of an earlier message's call belongs),
+            or a call answered already.
     """
     param = f"messages[{index}].tool_call_id"
     answerable = [made for made, at in callers.items() if at == caller]
@@ -283,12 +288,17 @@ def _answered_call(call_id: Any, callers: dict[str, int], caller: int | None, in
                  "with the results of its other calls" if call_id in callers else
                  ": give the id of the call this result answers")
         raise APIError(400, wrong + where, param=param, code="invalid_value")
+    if call_id in answered:
+        raise APIError(400, f"{param} {call_id!r} answers a call that messages[{answered[call_id]}] answered already: "
+                       f"send one tool message per call of messages[{caller}], with that call's result", param=param,
+                       code="invalid_value")
     return call_id
 
 
-def _results_missing(callers: dict[str, int], caller: int | None, answered: set[str], after: int | None) -> APIError | None:
+def _results_missing(callers: dict[str, int], caller: int | None, answered: dict[str, int],
+                     after: int | None) -> APIError | None:
     """The refusal of assistant message ``caller``'s calls that no tool message after it answered (``answered``:
-    those some did), as OpenAI refuses them; None when all were (or ``caller`` is None: no message with calls).
+    those one did), as OpenAI refuses them; None when all were (or ``caller`` is None: no message with calls).
     ``callers``: each call's id and the index of the message that made it; ``after``: the index of the message
     after its results (None: the request ends with them)."""
     missing = [made for made, at in callers.items() if at == caller and made not in answered]
@@ -298,9 +308,9 @@ def _results_missing(callers: dict[str, int], caller: int | None, answered: set[
              "end with calls, since the reply to them reads their results")
     param = f"messages[{caller}].tool_calls"
     return APIError(400, f"{param}: an assistant message with tool_calls must be followed by tool messages responding "
-                    f"to each tool_call_id, and these had none: {', '.join(missing)}. Send each call's result as a tool "
-                    f"message whose tool_call_id is the call's id, right after messages[{caller}] with the results of "
-                    f"its other calls ({where})", param=param, code="invalid_value")
+                    f"to each tool_call_id, and these had none: {', '.join(missing)}. Send each call's result as a "
+                    f"tool message whose tool_call_id is the call's id, right after messages[{caller}] with the results "
+                    f"of its other calls ({where})", param=param, code="invalid_value")
 
 
 def _tool_calls(calls: Any, param: str) -> list[dict]:
