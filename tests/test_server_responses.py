@@ -174,6 +174,65 @@ def test_a_function_call_output_must_answer_a_call_of_the_previous_response_or_t
     assert len(backend.requests) == 3
 
 
+def _call(call_id: str) -> dict:
+    """A function_call input item calling ``get_weather`` for Rome."""
+    return {"type": "function_call", "call_id": call_id, "name": "get_weather", "arguments": '{"city": "Rome"}'}
+
+
+def _output(call_id: str) -> dict:
+    """A function_call_output input item answering ``call_id``."""
+    return {"type": "function_call_output", "call_id": call_id, "output": "sunny"}
+
+
+ASK = {"role": "user", "content": "Weather in Rome?"}
+#: What the refusal of calls without outputs asks for.
+SEND_OUTPUTS = "send a function_call_output item for each (its call_id and output) right after the function_call "
+
+
+@pytest.mark.parametrize("items, param, message", [
+    ([ASK, _call("a"), _call("b"), _output("a"), {"role": "user", "content": "Well?"}], "input[2].call_id",
+     "No tool output found for function call b: " + SEND_OUTPUTS + "items of its turn, with no message between"),
+    ([ASK, _call("a"), _call("b")], "input[1].call_id",
+     "No tool output found for function calls a, b: " + SEND_OUTPUTS + "items of their turn, with no message "
+     "between (input cannot end with calls: the response to them reads their outputs)"),
+    ([ASK, _call("a"), _call("b"), _call("a"), _output("a"), _output("b")], "input[3].call_id",
+     "input[3].call_id 'a' is also the call_id of input[1], a function_call of the same turn: give each call its "
+     "own call_id (the one the response gave it)"),
+    ([ASK, _call("a"), _output("a"), _output("a")], "input[3].call_id",
+     "input[3].call_id 'a' has its function_call_output already, input[2]: send one function_call_output per "
+     "function_call"),
+])
+def test_each_function_call_has_one_output_said_in_responses_words(items, param, message):
+    """Newcomer trial: a function_call without its output (one of two answered, then a message; calls last) got a
+    200 before the chat mapping refused it; then, as two outputs of one call or two calls with one call_id, the
+    refusal came in chat words renamed ("input.tool_calls: ... tool input responding to each tool_call_id").
+    OpenAI refuses each ("No tool output found for function call b"); the 400 names the item and says what to
+    send, in Responses' words."""
+    backend = Scripted()
+    refused = post(create_app(backend, model_id="m"), {"input": items})
+    assert (refused.status_code, refused.json()["error"]) == (400, {
+        "message": message, "type": "invalid_request_error", "param": param, "code": "invalid_value"})
+    assert backend.requests == []
+
+
+def test_a_previous_responses_calls_need_their_outputs_first():
+    """Newcomer trial: continuing a response that called a tool with a message instead of the call's output got a
+    200; OpenAI refuses it: "No tool output found for function call ..."."""
+    stats = GenerationStats(mode="ar", new_tokens=9, prompt_tokens=20, stop_reason="eos")
+    backend = Scripted([ToolCalls((EngineCall("get_weather", {"city": "Rome"}, '{"city": "Rome"}'),)), Finished(stats)])
+    app = create_app(backend, model_id="m")
+    called = post(app, {"input": "Weather in Rome?", "tools": [WEATHER]}).json()
+    call_id = called["output"][0]["call_id"]
+    for later in ("Thanks!", [{"role": "user", "content": "Thanks!"}], [_call("c"), _output("c")]):
+        refused = post(app, {"previous_response_id": called["id"], "input": later})
+        assert (refused.status_code, refused.json()["error"]) == (400, {
+            "message": f"No tool output found for function call {call_id}: " + SEND_OUTPUTS + "items of its turn, "
+                       "with no message between (the response previous_response_id names ended with this call, so "
+                       "input starts with its output)",
+            "type": "invalid_request_error", "param": "input", "code": "invalid_value"})
+    assert len(backend.requests) == 1
+
+
 def test_a_call_cut_by_max_output_tokens_is_left_out_of_the_output_and_not_kept_as_a_call():
     stats = GenerationStats(mode="ar", new_tokens=6, prompt_tokens=20, stop_reason="max_new_tokens")
     backend = Scripted([ToolCallDelta(0, "get_weather", '{"city": "Ro')], [Finished(stats)])

@@ -133,18 +133,23 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
     Raises:
         APIError: 400 naming the item at fault (``input[2].content[0].type``): an empty string or list (as
             ``/v1/completions`` refuses an empty prompt), an unknown item type or role, content that is not text, a
-            call or output without its ``call_id``, an output whose ``call_id`` no call before it had (in OpenAI's
-            words: "No tool call found for function call output with call_id ..."), or one whose call is not right
-            before it (a message between them).
+            call or output without its ``call_id``, a call with the ``call_id`` of another call of its turn, an
+            output whose ``call_id`` no call before it had (in OpenAI's words: "No tool call found for function call
+            output with call_id ..."), one whose call is not right before it (a message between them), a second
+            output of a call, or a call without its output (OpenAI's "No tool output found for function call ...",
+            on ``input`` for a call of the previous response).
     """
     if not value:
         raise APIError(400, "input is empty: send the user's message as a string, or at least one message",
                        param="input", code="invalid_value")
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
+    items = [{"role": "user", "content": value}] if isinstance(value, str) else value
     messages: list[dict] = []
     call_ids = {call["id"] for message in earlier for call in message.get("tool_calls") or ()}
-    for index, item in enumerate(value):
+    # the calls of the turn at hand (each call_id: its item's index, None for the previous response's), its outputs
+    turn: dict[str, int | None] = {call["id"]: None for call in (earlier and earlier[-1].get("tool_calls") or ())}
+    outputs: dict[str, int] = {}
+    unanswered = None  # the refusal of the first turn with a call left without its output, if any
+    for index, item in enumerate(items):
         at = f"input[{index}]"
         if not isinstance(item, dict):
             raise APIError(400, f'{at} must be an object: a message ({{"role", "content"}}), a function_call or a '
@@ -155,6 +160,7 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
             if role not in INPUT_ROLES:
                 raise APIError(400, f"{at}.role is {json.dumps(role)}: send user, assistant, system or developer",
                                param=f"{at}.role", code="invalid_value")
+            unanswered, turn, outputs = unanswered or _outputs_missing(turn, outputs, False), {}, {}
             messages.append({"role": role, "content": _text(item.get("content"), f"{at}.content")})
         elif kind == "function_call":
             name, arguments = item.get("name"), item.get("arguments")
@@ -164,9 +170,16 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
             call = {"id": item["call_id"], "type": "function", "function": {"name": name, "arguments": arguments}}
             call_ids.add(item["call_id"])
             if messages and messages[-1]["role"] == "assistant":
+                if item["call_id"] in turn:
+                    raise APIError(400, f"{at}.call_id {item['call_id']!r} is also the call_id of "
+                                   f"input[{turn[item['call_id']]}], a function_call of the same turn: give each call "
+                                   "its own call_id (the one the response gave it)", param=f"{at}.call_id",
+                                   code="invalid_value")
                 messages[-1].setdefault("tool_calls", []).append(call)
             else:
+                unanswered, turn, outputs = unanswered or _outputs_missing(turn, outputs, False), {}, {}
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            turn[item["call_id"]] = index
         elif kind == "function_call_output":
             if not isinstance(item.get("call_id"), str):
                 raise APIError(400, f"{at}.call_id is missing: give the call_id of the function_call it answers",
@@ -175,26 +188,43 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
                 raise APIError(400, f"No tool call found for function call output with call_id {item['call_id']!r}: "
                                f"{at}.call_id must be the call_id of a function_call before it in input, or in the "
                                "response previous_response_id names", param=f"{at}.call_id", code="invalid_value")
-            if item["call_id"] not in _calls_before([*earlier, *messages]):
+            if item["call_id"] not in turn:
                 raise APIError(400, f"{at}.call_id {item['call_id']!r} answers a function_call that is not right before "
                                "it: send each function_call_output right after the function_call items of its turn "
                                "(or after the other outputs of that turn), with no message between",
                                param=f"{at}.call_id", code="invalid_value")
+            if item["call_id"] in outputs:
+                raise APIError(400, f"{at}.call_id {item['call_id']!r} has its function_call_output already, "
+                               f"input[{outputs[item['call_id']]}]: send one function_call_output per function_call",
+                               param=f"{at}.call_id", code="invalid_value")
+            outputs[item["call_id"]] = index
             messages.append({"role": "tool", "tool_call_id": item["call_id"],
                              "content": _text(item.get("output"), f"{at}.output")})
         else:
             raise APIError(400, f"{at}.type is {json.dumps(kind)}: SpecChat's server takes message, function_call and "
                            "function_call_output items", param=f"{at}.type", code="unsupported")
+    unanswered = unanswered or _outputs_missing(turn, outputs, True)
+    if unanswered:
+        raise unanswered
     return messages
 
 
-def _calls_before(messages: list[dict]) -> set[str]:
-    """The ids of the calls a tool result after ``messages`` may answer: those of the assistant message right before
-    their last run of tool results (as a chat request takes them, ``chat_request``)."""
-    at = len(messages) - 1
-    while at >= 0 and messages[at]["role"] == "tool":
-        at -= 1
-    return {call["id"] for call in messages[at].get("tool_calls") or ()} if at >= 0 else set()
+def _outputs_missing(turn: dict[str, int | None], outputs: dict[str, int], last: bool) -> APIError | None:
+    """The refusal of a turn's calls (``turn``: each call_id and its item's index, None for a call of the previous
+    response) that no ``function_call_output`` after them answered (``outputs``: those one did), in OpenAI's words;
+    None when all were. ``last``: the input ends with the turn."""
+    missing = [call_id for call_id in turn if call_id not in outputs]
+    if not missing:
+        return None
+    one = len(missing) == 1
+    first = turn[missing[0]]
+    why = ("the response previous_response_id names ended with " + ("this call, so input starts with its output"
+           if one else "these calls, so input starts with their outputs") if first is None else
+           "input cannot end with calls: the response to them reads their outputs" if last else None)
+    return APIError(400, f"No tool output found for function call{'' if one else 's'} {', '.join(missing)}: send a "
+                    "function_call_output item for each (its call_id and output) right after the function_call items "
+                    f"of {'its' if one else 'their'} turn, with no message between" + (f" ({why})" if why else ""),
+                    param="input" if first is None else f"input[{first}].call_id", code="invalid_value")
 
 
 def _text(content: Any, param: str) -> str:
