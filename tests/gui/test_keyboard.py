@@ -166,7 +166,7 @@ def test_help_lists_every_shortcut_of_the_window(qtbot, make_window):
         keys = action.shortcut().toString()
         if keys:
             assert f"{keys}: " in text, f"{action.text()} ({keys}) is not listed"
-    widget_keys = ("Esc in a message's edit box", "Esc in the chat search", "Down in the chat search")
+    widget_keys = ("Esc in a message's edit box", "Esc in the chat search or its results", "Down in the chat search")
     for keys in ("Enter", "Shift+Enter", "Tab / Shift+Tab", "Ctrl+Tab", *widget_keys):
         assert f"{keys}: " in text
     # a line whose menu gave its words a context says it (newcomer trial: "F5: refresh", and "Del: delete chat",
@@ -225,6 +225,27 @@ def test_escape_clears_the_chat_search_when_no_reply_streams(qtbot, make_window)
     assert listing.search.text() == ""
     qtbot.waitUntil(lambda: sorted(listing.ids()) == sorted([dragons, cats]), timeout=3000)
     assert window.chat_view.conversation_id == cats  # the chat shown is not changed by the search
+
+
+def test_escape_in_the_results_clears_the_search_and_lists_every_chat(qtbot, make_window):
+    """Newcomer trial: Ctrl+F, "apple", Down (into the results), Esc: the list stayed filtered. Esc in the list clears
+    the search while it filters, the focus and the chat chosen staying where they are; with no search it does
+    nothing."""
+    window = make_window(FAST, start=False)
+    listing = window.conversation_list
+    apples = _chat_with_one_message(window, "Apples", "Tell me about an apple")
+    pears = _chat_with_one_message(window, "Pears", "Tell me about pears")
+    activate(qtbot, window)
+    window.search_action.trigger()  # Ctrl+F
+    qtbot.keyClicks(listing.search, "apple")
+    qtbot.keyClick(listing.search, Qt.Key.Key_Down)
+    assert QApplication.focusWidget() is listing.list and listing.ids() == [apples]
+    qtbot.keyClick(listing.list, Qt.Key.Key_Escape)
+    assert listing.search.text() == "" and sorted(listing.ids()) == sorted([apples, pears])  # at once: no debounce
+    assert QApplication.focusWidget() is listing.list and listing.current_id() == apples
+    assert window.chat_view.conversation_id == apples
+    qtbot.keyClick(listing.list, Qt.Key.Key_Escape)  # nothing to clear: nothing changes
+    assert sorted(listing.ids()) == sorted([apples, pears]) and listing.current_id() == apples
 
 
 def test_escape_stops_a_streaming_reply_also_from_the_edit_box_and_the_search_box(qtbot, make_window):

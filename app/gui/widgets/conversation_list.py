@@ -57,21 +57,39 @@ class _SearchBox(QLineEdit):
     results.
 
     Signals:
-        down_pressed(): the Down arrow was pressed.
+        escape_pressed(): Esc was pressed while the box holds text. down_pressed(): the Down arrow was pressed.
     """
 
+    escape_pressed = Signal()
     down_pressed = Signal()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
-        """Esc clears the search (an empty box leaves Esc to its parents), Down emits ``down_pressed``; the other
-        keys edit."""
+        """Esc emits ``escape_pressed`` (an empty box leaves Esc to its parents), Down emits ``down_pressed``; the
+        other keys edit."""
         plain = event.modifiers() == Qt.KeyboardModifier.NoModifier
         if event.key() == Qt.Key.Key_Escape and plain and self.text():
-            self.clear()
+            self.escape_pressed.emit()
         elif event.key() == Qt.Key.Key_Down and plain:
             self.down_pressed.emit()
         else:
             super().keyPressEvent(event)
+
+
+class _ChatListView(QListWidget):
+    """The list of chats: Esc clears the search while it filters the list (newcomer trial: after Down into the
+    results, Esc left the list filtered; while a reply streams the window's Stop takes Esc first).
+
+    Signals:
+        escape_pressed(): Esc was pressed (the list's other keys move and edit as a list's do).
+    """
+
+    escape_pressed = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Esc emits ``escape_pressed``; every key then does what it does in a list."""
+        if event.key() == Qt.Key.Key_Escape and event.modifiers() == Qt.KeyboardModifier.NoModifier:
+            self.escape_pressed.emit()
+        super().keyPressEvent(event)
 
 
 class ConversationList(QWidget):
@@ -110,8 +128,10 @@ class ConversationList(QWidget):
         self.search.setAccessibleName("Search chats")
         self.search.textChanged.connect(lambda _: self._search_timer.start(SEARCH_DEBOUNCE_MS))
         self.search.down_pressed.connect(self._focus_first_result)
+        self.search.escape_pressed.connect(self.clear_search)
         layout.addWidget(self.search)
-        self.list = QListWidget()
+        self.list = _ChatListView()
+        self.list.escape_pressed.connect(self.clear_search)
         self.list.setObjectName("conversations")
         self.list.setAccessibleName("Conversations")
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -196,6 +216,14 @@ class ConversationList(QWidget):
         items = self.list.selectedItems()
         if items:
             self.list.editItem(items[0])
+
+    def clear_search(self) -> None:
+        """Empty the search box and list every chat at once (Esc in the box or in the list); nothing when it is
+        empty."""
+        if self.search.text():
+            self.search.clear()
+            self._search_timer.stop()
+            self.search_changed.emit("")
 
     def _focus_first_result(self) -> None:
         """Down in the search box: search now if the typing is not searched yet, then select the first result

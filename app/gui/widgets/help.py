@@ -18,7 +18,7 @@ WIDGET_KEYS = (
     ("Space", "press the focused button"),
     ("Ctrl+Enter in a message's edit box", "save and resend the message (Enter adds a line)"),
     ("Esc in a message's edit box", "cancel the edit (while a reply streams, Esc stops it)"),
-    ("Esc in the chat search", "clear the search"),
+    ("Esc in the chat search or its results", "clear the search, listing every chat"),
     ("Down in the chat search", "go to the results, opening the first one"),
 )
 
