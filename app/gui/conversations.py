@@ -7,6 +7,8 @@ Rules:
 - A history write the database refuses (``sqlite3.Error``: full disk, locked past the busy timeout) is said in the
   composer and the status bar (what happened, what to do: :meth:`Conversations.write_failed`); what was typed stays
   where it was typed.
+- The settings keep a chat's sampling by its id: a chat deleted has its entries removed, and at start those of chats
+  the history has not are dropped (a history started afresh numbers its chats from 1 again).
 - Export writes the conversation as shown: the version of each message chosen on screen (chat branches,
   ``HistoryDB.messages`` of the chosen path).
 """
@@ -55,7 +57,7 @@ class Conversations(QObject):
     """Keeps the conversation list, the chat view and the history in step (see the module doc).
 
     Args:
-        db: the chat history; store: the settings file (where the last export or import was).
+        db: the chat history; store: the settings file (where the last export or import was; the chats' entries).
         replies: the reply controller (a reply streaming into a chat opened is shown; deleting a chat stops its
             reply first).
         conversation_list, chat_view, composer, live_graph, sampling: the widgets it drives (``sampling``: the
@@ -90,6 +92,9 @@ class Conversations(QObject):
         self._graph, self._sampling = live_graph, sampling
         self.say = say
         self._parent = parent
+        if not db.in_memory:  # (a history kept in memory numbers its chats apart from the file's)
+            existing = {conversation.id for conversation in db.conversations()}
+            store.keep_conversations_only(existing.__contains__)  # (a new chat numbered as an old one starts clean)
 
     @property
     def current_id(self) -> int | None:
@@ -223,6 +228,10 @@ class Conversations(QObject):
         except sqlite3.Error as error:
             self.write_failed(f"the deletion of “{conversation.title}” (it was kept)", error)
             return False
+        try:
+            self._store.forget_conversation(conversation_id)
+        except OSError as error:  # dropped at the next start (its chat is gone from the history)
+            logger.warning("could not remove the deleted chat's entries from the settings: %s", error)
         if self.current_id == conversation_id:
             remaining = [c.id for c in self.db.conversations()]
             if remaining:  # its neighbour in the list: the one below, or above for the last (newcomer trial: the top)

@@ -598,6 +598,25 @@ class SettingsStore:
         if write:
             self.save(self._settings)
 
+    def forget_conversation(self, conversation_id: int) -> None:
+        """Drop what the settings remember of a deleted conversation (its sampling; it as the one shown last) and
+        write the file: a history started afresh numbers its chats from 1 again, and a new chat must not take a
+        deleted one's entries."""
+        self.keep_conversations_only(lambda kept: kept != conversation_id)
+        self.save(self._settings)
+
+    def keep_conversations_only(self, exists: Callable[[int], bool]) -> None:
+        """Drop the entries of conversations for which ``exists`` is False (and those not named by a number), written
+        with the next save: at start, the chats the history no longer has (deleted by an older SpecChat, or a history
+        started afresh)."""
+        chosen = self._ui.get(CONVERSATION_PRESETS)
+        if isinstance(chosen, dict):
+            self._ui[CONVERSATION_PRESETS] = {
+                key: entry for key, entry in chosen.items() if key.isdigit() and key.isascii() and exists(int(key))
+            }
+        if self.open_conversation is not None and not exists(self.open_conversation):
+            self._ui[OPEN_CONVERSATION] = None
+
     def _load_presets(self, raw: Any) -> dict[str, dict[str, Any]]:
         """Presets from the file: entries that are not a name with numbers for ``PRESET_KEYS`` are dropped (warned)."""
         presets: dict[str, dict[str, Any]] = {}

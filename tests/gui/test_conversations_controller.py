@@ -12,7 +12,7 @@ import pytest
 
 from app.gui.conversations import Conversations
 from app.gui.history_db import HistoryDB
-from app.gui.settings_store import SettingsStore
+from app.gui.settings_store import AppSettings, SettingsStore
 from app.gui.widgets.chat_view import ChatView
 from app.gui.widgets.composer import Composer
 from app.gui.widgets.conversation_list import ConversationList
@@ -46,7 +46,7 @@ def parts(qtbot, tmp_path):
     conversations = Conversations(db, store, NoReplyStreaming(), **widgets, say=lambda text, _ms: said.append(text))
     conversations.title_changed.connect(titles.append)
     conversations.shown.connect(shown.append)
-    yield SimpleNamespace(db=db, conversations=conversations, said=said, titles=titles, shown=shown, **widgets)
+    yield SimpleNamespace(db=db, store=store, conversations=conversations, said=said, titles=titles, shown=shown, **widgets)
     db.close()
 
 
@@ -304,3 +304,64 @@ def test_a_long_first_line_titles_the_chat_up_to_a_word_and_the_tooltip_shows_it
     assert parts.conversation_list.item_for(long_chat).text() == title  # what Rename edits
     assert tooltip(long_chat) == f"{line}\n2 messages · {at(long_chat)}"
     assert tooltip(renamed) == f"Fox\n2 messages · {at(renamed)}"
+
+
+def test_deleting_a_chat_forgets_its_sampling_in_the_settings_file(qtbot, parts, monkeypatch, qasync_loop, tmp_path):
+    """Newcomer trial: a deleted chat's ``ui.conversation_presets["10"]`` stayed in settings.json; a history started
+    afresh numbers its chats from 1 again, and a new chat took an old one's sampling. Deleting a chat removes its
+    entries from the file."""
+    import asyncio
+    import json
+
+    from PySide6.QtWidgets import QMessageBox
+
+    import app.gui.conversations as module
+
+    async def yes(*_args, **_kwargs):
+        return QMessageBox.StandardButton.Yes
+
+    async def nothing_streams(_conversation_id):
+        return None
+
+    monkeypatch.setattr(module, "message_box", yes)
+    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    kept, gone = add_chat(parts.db, "Kept", "Hello?", "Hello."), add_chat(parts.db, "Gone", "Bye?", "Bye.")
+    store = parts.store
+    store.set_conversation_preset(kept, "Precise")
+    store.set_conversation_preset(gone, "Creative")
+    parts.conversations.refresh()
+    task = asyncio.ensure_future(parts.conversations.delete(gone))
+    qtbot.waitUntil(task.done, timeout=5000)
+    assert task.result() is True
+    written = json.loads((tmp_path / "settings.json").read_text())
+    assert written["ui"]["conversation_presets"] == {str(kept): "Precise"}
+    assert store.conversation_preset(gone) is None and store.conversation_preset(kept) == "Precise"
+
+
+def test_the_settings_of_chats_the_history_lacks_are_dropped_at_start(qtbot, tmp_path):
+    """Entries of chats the history has not (deleted by an older SpecChat, or a history started afresh) are dropped
+    when the window starts on them, and written so with the next save, so that a new chat numbered as an old one
+    starts with the sampling chosen, not the old chat's; a history kept in memory (the file could not be opened)
+    keeps them all: its numbers are not the file's."""
+    import json
+
+    settings_path = tmp_path / "settings.json"
+    settings_path.write_text(json.dumps({
+        "version": 1, "ui": {"conversation_presets": {"1": "Creative", "2": "Precise", "10": "Creative", "x": "Precise"}},
+    }))  # fmt: skip
+    for history, kept in ((":memory:", {"1", "2", "10", "x"}), (tmp_path / "history.sqlite3", {"2"})):
+        db = HistoryDB(history)
+        for number in range(1, 3):
+            db.create_conversation(f"Chat {number}")
+        db.delete_conversation(1)
+        store = SettingsStore(settings_path)
+        store.load()
+        widgets = [ConversationList(), ChatView(), Composer(), LiveGraph(), SamplingGroup(store)]
+        for widget in widgets:
+            qtbot.addWidget(widget)
+        Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
+        assert set(store.ui_state["conversation_presets"]) == kept
+        assert store.conversation_preset(1) == (None if kept == {"2"} else "Creative")
+        store.save_ui_state(AppSettings(), {})  # (the window's save at quit)
+        assert set(json.loads(settings_path.read_text())["ui"]["conversation_presets"]) == kept
+        db.close()
