@@ -312,11 +312,12 @@ class Conversations(QObject):
         return path
 
     def import_file(self, path: str | Path) -> int:
-        """Add a conversation from a JSON export and show it; returns its id.
+        """Add a conversation from a JSON export, or a plain chat in OpenAI's format, and show it; returns its id.
 
         Raises:
-            ValueError: the file is not a SpecChat conversation export (not JSON, too large or deep, a field of the
-                wrong type: ``history_transfer.read_export``, ``history_transfer.import_json``).
+            ValueError: the file is neither a SpecChat conversation export nor a plain chat of text (not JSON, too
+                large or deep, a field of the wrong type, a tool call or an image: ``history_transfer.read_export``,
+                ``history_transfer.import_json``).
             OSError: the file cannot be read. sqlite3.Error: the history refused the write (nothing was written).
         """
         conversation_id = import_json(self.db, read_export(path))
@@ -350,9 +351,10 @@ class Conversations(QObject):
         self._remember_folder(written.parent)
 
     async def import_dialog(self) -> None:
-        """Ask for a JSON export (the dialog opens where the last export or import was), then import it."""
+        """Ask for a JSON export or a plain chat (the dialog opens where the last export or import was), then import
+        it."""
         path = await choose_file(
-            self._parent, "Import conversation", name_filter="SpecChat JSON export (*.json)",
+            self._parent, "Import conversation", name_filter="JSON conversation (*.json)",
             start_dir=transfer_start_folder(self._store.transfer_folder),
         )  # fmt: skip
         if not path:
@@ -366,7 +368,8 @@ class Conversations(QObject):
         except (OSError, ValueError) as error:
             await message_box(
                 self._parent, QMessageBox.Icon.Warning, "Import failed", f"Could not import {path}.",
-                informative=f"{error}\n\nChoose a file written by File > Export as JSON.", object_name="importError",
+                informative=f"{error}\n\nChoose a file written by File > Export as JSON, or a chat's messages in OpenAI's "
+                "format.", object_name="importError",
             )  # fmt: skip
             return
         self.say(f"Imported {path}", 5000)

@@ -1,4 +1,5 @@
-"""Conversations in and out of the history: JSON export and import (``format: specchat-conversation``), Markdown.
+"""Conversations in and out of the history: JSON export and import (``format: specchat-conversation``), Markdown,
+and the import of a plain chat in OpenAI's format (as Jan, LM Studio and ChatGPT's API write them).
 
 A JSON export holds what the app shows of a conversation (its branch shown, each message's state, statistics and
 draft spans); importing it adds a new conversation with the same content, so export, import and export give the
@@ -7,6 +8,12 @@ same JSON, but for the title where the history already has a chat of that title:
 never shows two identical entries. An import is checked whole before anything is written: a file that is too large, not UTF-8, not JSON,
 nested too deeply or with any field SpecChat would not write gets a ``ValueError`` that names the field, and the
 history is left as it was.
+
+A plain chat is ``{"messages": [...]}`` (no ``"format"``) or a bare list of messages, each ``{"role": "system",
+"user" or "assistant", "content": text or a list of {"type": "text", "text": ...} parts}``: it imports as a new chat
+titled after its first user message, its system messages as the chat's system prompt, its text parts joined by line
+breaks. A chat that holds more than text (tool calls and their results, images, sound, files) is refused whole,
+naming the first message that does: imported without them it would read as something it was not.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bounded_json import depth_exceeds
+from .chat_titles import title_from
 from .history_db import HistoryDB
 from .history_rows import ROLES, STATES, is_time
 from .message_fields import spans_problem, stats_problem
@@ -125,23 +133,90 @@ def _closed(text: str) -> str:
 
 
 def import_json(db: HistoryDB, data: Any) -> int:
-    """Add a conversation exported by :func:`export_json`; return the new conversation's id.
+    """Add a conversation exported by :func:`export_json`, or a plain chat in OpenAI's format (see the module doc);
+    return the new conversation's id.
 
     The whole structure is checked before anything is written. A message whose ``content`` is null (exported
     from an unreadable row) is imported as an unreadable placeholder again (an empty BLOB: the column cannot
     hold NULL), so export, import and export give the same JSON.
 
     Raises:
-        ValueError: the data is not a SpecChat conversation export (the message names the field at fault).
+        ValueError: the data is neither a SpecChat conversation export nor a plain chat of text (the message names
+            the field or the message at fault).
     """
-    messages = _checked_export(data)
-    title = data.get("title")
-    if not isinstance(title, str) or not title.strip():
-        title = "Imported chat"
-    title = imported_title(title.strip(), {conversation.title for conversation in db.conversations()})
-    created = data["created_at"] if data.get("created_at") is not None else time.time()
-    return db.add_imported_conversation(title, data.get("system_prompt", ""), data.get("json_output", False),
-                                        created, messages)
+    plain = data if isinstance(data, list) else data.get("messages") if _is_plain_chat(data) else None
+    if plain is not None:
+        system_prompt, messages = _checked_plain_chat(plain)
+        title = title_from(next((m["content"] for m in messages if m["role"] == "user"), ""))
+        json_output, created = False, time.time()
+    else:
+        messages = _checked_export(data)
+        title = data.get("title") if isinstance(data.get("title"), str) else ""
+        system_prompt, json_output = data.get("system_prompt", ""), data.get("json_output", False)
+        created = data["created_at"] if data.get("created_at") is not None else time.time()
+    title = imported_title(title.strip() or "Imported chat", {conversation.title for conversation in db.conversations()})
+    return db.add_imported_conversation(title, system_prompt, json_output, created, messages)
+
+
+#: Roles of a plain chat whose messages are its system prompt ("developer": OpenAI's newer name for it).
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _is_plain_chat(data: Any) -> bool:
+    """Whether ``data`` is an object holding a plain chat: a "messages" list and no "format" (SpecChat's export, or
+    another program's, says its format)."""
+    return isinstance(data, dict) and "format" not in data and isinstance(data.get("messages"), list)
+
+
+def _checked_plain_chat(messages: list) -> tuple[str, list[dict]]:
+    """The system prompt and the user and assistant messages (role, content) of a plain chat's ``messages``, after
+    checking them all; ValueError names the first message SpecChat cannot keep as it is."""
+    if not messages:
+        raise ValueError("it holds no messages to import")
+    if depth_exceeds(messages, MAX_IMPORT_DEPTH):
+        raise ValueError(f"the chat nests lists or objects more than {MAX_IMPORT_DEPTH} deep")
+    system, kept = [], []
+    for index, message in enumerate(messages, 1):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValueError(f'message {index} needs "role" (system, user or assistant) and "content" (text)')
+        role = message["role"]
+        if role in ("tool", "function") or message.get("tool_calls") or message.get("function_call"):
+            raise ValueError(
+                f"message {index} is a tool call or its result: SpecChat chats hold text only, so the chat was not "
+                "imported"
+            )
+        if role not in (*_SYSTEM_ROLES, *ROLES):
+            raise ValueError(f"message {index} has the role {role!r}: a chat's roles are system, user and assistant")
+        text = _plain_text(message.get("content"), index)
+        if role in _SYSTEM_ROLES:
+            system.append(text)
+        else:
+            kept.append({"role": role, "content": text})
+    if not kept:
+        raise ValueError("it holds no user or assistant message to import")
+    return "\n\n".join(system), kept
+
+
+def _plain_text(content: Any, index: int) -> str:
+    """The text of message ``index``'s ``content`` (text, or text parts joined by line breaks); ValueError for
+    anything else (a part that is not text: an image, a sound, a file)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise ValueError(f'message {index} needs "content": text, or a list of {{"type": "text", "text": ...}} parts')
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif isinstance(kind, str) and kind != "text":
+            raise ValueError(
+                f'message {index} holds a part of type "{kind}", not text: SpecChat chats hold text only, so the chat '
+                "was not imported"
+            )
+        else:
+            raise ValueError(f'message {index}: each part of "content" must be {{"type": "text", "text": ...}}')
+    return "\n".join(texts)
 
 
 #: A title an import was given: its base and the number of the copy ("Notes (imported 2)"; none for the first).
@@ -237,7 +312,10 @@ def _time_problem(value: Any) -> str | None:
 def _checked_export(data: Any) -> list[dict]:
     """The messages of an export after checking every field import_json writes; ValueError names the first wrong one."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-        raise ValueError(f"not a SpecChat conversation export (expected \"format\": \"{EXPORT_FORMAT}\")")
+        raise ValueError(
+            f'not a conversation SpecChat can import: neither its export ("format": "{EXPORT_FORMAT}") nor a chat\'s '
+            'messages ({"messages": [{"role": "user", "content": "..."}, ...]}, or a list of them)'
+        )
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version > EXPORT_VERSION:
         raise ValueError(f"unsupported export version {version!r} (this SpecChat reads version {EXPORT_VERSION})")

@@ -430,7 +430,7 @@ def test_export_markdown_json_and_import(qtbot, make_env, tmp_path):
     dialog = _dialog(qtbot, window, "fileDialog")
     accept_file_dialog(dialog, str(tmp_path / "bad.json"))
     box = _dialog(qtbot, window, "importError")
-    assert "not a SpecChat conversation export" in box.informativeText()
+    assert "not a conversation SpecChat can import" in box.informativeText()
     click(qtbot, box.button(QMessageBox.StandardButton.Ok))
     assert len(window.db.conversations()) == count
 

@@ -365,3 +365,19 @@ def test_the_settings_of_chats_the_history_lacks_are_dropped_at_start(qtbot, tmp
         store.save_ui_state(AppSettings(), {})  # (the window's save at quit)
         assert set(json.loads(settings_path.read_text())["ui"]["conversation_presets"]) == kept
         db.close()
+
+
+def test_a_plain_chat_file_imports_as_a_new_chat_shown(qtbot, parts, tmp_path):
+    """A chat in OpenAI's format, as Jan or LM Studio users have them, imports through the same door as an export."""
+    import json
+
+    path = tmp_path / "jan-thread.json"
+    path.write_text(json.dumps({"messages": [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "Say hello."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Bonjour."}]},
+    ]}))  # fmt: skip
+    imported = parts.conversations.import_file(path)
+    assert parts.chat_view.conversation_id == imported and parts.conversation_list.ids() == [imported]
+    assert shown_texts(qtbot, parts.chat_view) == [("user", "Say hello."), ("assistant", "Bonjour.")]
+    assert (parts.titles[-1], parts.db.conversation(imported).system_prompt) == ("Say hello. — SpecChat", "Answer in French.")

@@ -364,8 +364,9 @@ def test_markdown_export_closes_the_code_block_a_reply_was_cut_off_in_and_drops_
 @pytest.mark.parametrize(
     "data,message",
     [
-        ([], "not a SpecChat conversation export"),
-        ({"format": "other"}, "not a SpecChat conversation export"),
+        ([], "holds no messages"),
+        ({"format": "other"}, "not a conversation SpecChat can import"),
+        ({"hello": 1}, "not a conversation SpecChat can import"),
         ({"format": "specchat-conversation", "version": 7, "messages": []}, "unsupported export version 7"),
         ({"format": "specchat-conversation", "version": 1}, '"messages" list'),
         ({"format": "specchat-conversation", "version": 1, "messages": [{"role": "robot", "content": "x"}]}, "message 1"),
@@ -377,6 +378,55 @@ def test_markdown_export_closes_the_code_block_a_reply_was_cut_off_in_and_drops_
     ],
 )
 def test_import_refuses_bad_data_with_a_reason(tmp_path, data, message):
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    with pytest.raises(ValueError, match=message):
+        import_json(db, data)
+    assert db.conversations() == []
+    db.close()
+
+
+def test_a_plain_chat_in_openai_format_imports_as_a_new_chat(tmp_path):
+    """Newcomer trial: Jan's, LM Studio's and ChatGPT's users have chats as OpenAI's messages, which import refused
+    ("not a SpecChat conversation export"). ``{"messages": [...]}`` or a bare list of them imports: the system
+    message as the chat's system prompt, text parts joined, the title from the first user message."""
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    wrapped = {
+        "model": "llama-3.2-3b", "title": "ignored",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": [{"type": "text", "text": "Name a fruit."}, {"type": "text", "text": "Just one."}]},
+            {"role": "assistant", "content": "Apple.", "id": "msg_1"},
+        ],
+    }  # fmt: skip
+    chat = db.conversation(import_json(db, wrapped))
+    assert (chat.title, chat.system_prompt, chat.json_output) == ("Name a fruit.", "You are terse.", False)
+    assert [(m.role, m.content, m.state) for m in db.messages(chat.id)] == [
+        ("user", "Name a fruit.\nJust one.", "complete"), ("assistant", "Apple.", "complete"),
+    ]  # fmt: skip
+    bare = [{"role": "user", "content": "Name a fruit.\nAny one."}, {"role": "assistant", "content": []}]
+    again = db.conversation(import_json(db, bare))
+    assert (again.title, again.system_prompt) == ("Name a fruit. (imported)", "")  # told apart from the first
+    assert [(m.role, m.content) for m in db.messages(again.id)] == [("user", "Name a fruit.\nAny one."), ("assistant", "")]
+    db.close()
+
+
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        ([{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
+          {"role": "tool", "content": "sunny"}], "message 2 is a tool call or its result"),
+        ([{"role": "tool", "content": "sunny"}], "message 1 is a tool call or its result"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]}]},
+         'message 1 holds a part of type "image_url", not text: SpecChat chats hold text only'),
+        ([{"role": "robot", "content": "beep"}], "message 1 has the role 'robot'"),
+        ([{"role": "user"}], 'message 1 needs "content"'),
+        ([{"role": "user", "content": [{"text": "no type"}]}], 'message 1: each part of "content" must be'),
+        ([{"role": "system", "content": "Only a system prompt."}], "no user or assistant message"),
+        ({"messages": []}, "holds no messages"),
+        (["hello"], 'message 1 needs "role"'),
+    ],
+)
+def test_a_plain_chat_that_is_not_text_is_refused_with_a_reason(tmp_path, data, message):
     db = HistoryDB(tmp_path / "h.sqlite3")
     with pytest.raises(ValueError, match=message):
         import_json(db, data)
