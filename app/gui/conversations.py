@@ -58,8 +58,8 @@ class Conversations(QObject):
 
     Args:
         db: the chat history; store: the settings file (where the last export or import was; the chats' entries).
-        replies: the reply controller (a reply streaming into a chat opened is shown; deleting a chat stops its
-            reply first).
+        replies: the reply controller (a reply streaming into a chat opened is shown, and its chat marked in the
+            list; deleting a chat stops its reply first).
         conversation_list, chat_view, composer, live_graph, sampling: the widgets it drives (``sampling``: the
             settings pane's sampling group, which keeps a conversation's own sampling).
         say: ``say(text, milliseconds)`` shows a line in the status bar.
@@ -92,6 +92,9 @@ class Conversations(QObject):
         self._graph, self._sampling = live_graph, sampling
         self.say = say
         self._parent = parent
+        # the chat a reply streams in is marked in the list, also once left (newcomer trial: nothing showed it)
+        replies.started.connect(lambda reply: conversation_list.set_replying(reply.conversation_id))
+        replies.finished.connect(lambda _final: conversation_list.set_replying(None))
         if not db.in_memory:  # (a history kept in memory numbers its chats apart from the file's)
             existing = {conversation.id for conversation in db.conversations()}
             store.keep_conversations_only(existing.__contains__)  # (a new chat numbered as an old one starts clean)

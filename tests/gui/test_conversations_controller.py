@@ -9,6 +9,7 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
+from PySide6.QtCore import QObject, Qt, Signal
 
 from app.gui.conversations import Conversations
 from app.gui.history_db import HistoryDB
@@ -20,9 +21,11 @@ from app.gui.widgets.live_graph import LiveGraph
 from app.gui.widgets.sampling_group import SamplingGroup
 
 
-class NoReplyStreaming:
-    """The reply controller as ``Conversations`` uses it, while no reply streams."""
+class NoReplyStreaming(QObject):
+    """The reply controller as ``Conversations`` uses it, while no reply streams (its signals emitted by hand)."""
 
+    started = Signal(object)
+    finished = Signal(object)
     active = None
 
     async def stop_in(self, conversation_id: int) -> None:
@@ -381,3 +384,33 @@ def test_a_plain_chat_file_imports_as_a_new_chat_shown(qtbot, parts, tmp_path):
     assert parts.chat_view.conversation_id == imported and parts.conversation_list.ids() == [imported]
     assert shown_texts(qtbot, parts.chat_view) == [("user", "Say hello."), ("assistant", "Bonjour.")]
     assert (parts.titles[-1], parts.db.conversation(imported).system_prompt) == ("Say hello. — SpecChat", "Answer in French.")
+
+
+def test_the_chat_a_reply_streams_in_is_marked_in_the_list_until_it_ends(parts):
+    """Newcomer trial: a reply streaming in a chat left showed nothing in the list. Its entry reads "· replying…" after
+    its title from the reply's start to its end (stopped, failed or complete), through refreshes; renaming it in
+    place edits the title alone."""
+    from app.gui.widgets.conversation_list import REPLYING_SUFFIX
+
+    story, other = add_chat(parts.db, "Story", "Tell one.", "Once."), add_chat(parts.db, "Other", "Hi?", "Hi.")
+    parts.conversations.refresh()
+    listing, replies = parts.conversation_list, parts.conversations._replies
+
+    def shown() -> dict[int, str]:
+        return {cid: listing.item_for(cid).text() for cid in listing.ids()}
+
+    assert shown() == {story: "Story", other: "Other"}
+    replies.started.emit(SimpleNamespace(conversation_id=story))
+    assert shown() == {story: "Story" + REPLYING_SUFFIX, other: "Other"} and REPLYING_SUFFIX == " · replying…"
+    parts.conversations.open(other)  # the chat left
+    parts.conversations.refresh()
+    assert shown() == {story: "Story" + REPLYING_SUFFIX, other: "Other"}
+    item = listing.item_for(story)
+    assert item.data(Qt.ItemDataRole.EditRole) == "Story"  # what an edit in place starts from
+    renamed = []
+    listing.renamed.connect(lambda *args: renamed.append(args))
+    item.setData(Qt.ItemDataRole.EditRole, "Saga")  # (an edit in place ends so)
+    assert renamed == [(story, "Saga")] and item.text() == "Saga" + REPLYING_SUFFIX
+    parts.conversations.rename(story, "Saga")  # (as the window does)
+    replies.finished.emit(None)  # (a stopped or failed reply ends so too)
+    assert shown() == {story: "Saga", other: "Other"}

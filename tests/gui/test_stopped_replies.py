@@ -66,3 +66,22 @@ def test_a_remote_reply_or_one_stopped_before_its_first_token_is_not_continued()
     assert not can_continue({**local, "model": "qwen2.5-7b on gpu-box:8000 (remote)"}, "stopped")
     assert not can_continue({**local, "new_tokens": 0}, "stopped")  # nothing to go on from: Regenerate
     assert not can_continue({"compare": {"ar": local, "stopped": True}}, "stopped")
+
+
+def test_a_reply_streaming_in_a_chat_left_is_marked_in_the_list_until_stopped(qtbot, make_window):
+    """Newcomer trial: a reply streaming in a chat the user left showed nothing in the chat list. Its entry reads
+    "· replying…" after its title while it streams, and its title alone once it is stopped."""
+    from app.gui.widgets.conversation_list import REPLYING_SUFFIX
+
+    window = make_window(FAST.with_values(max_new_tokens=400))
+    listing = window.conversation_list
+    window.composer.set_text("Write a long story about a brave knight.")
+    window.composer.submit()
+    qtbot.waitUntil(lambda: window.active is not None and window.active.recorder.last_step is not None, timeout=120_000)
+    story = window.active.conversation_id
+    title = window.db.conversation(story).title
+    window.new_action.trigger()  # the chat left while its reply streams
+    assert window.chat_view.conversation_id is None and listing.item_for(story).text() == title + REPLYING_SUFFIX
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as done:
+        qtbot.keyClick(window, Qt.Key.Key_Escape)
+    assert done.args[0].state == "stopped" and listing.item_for(story).text() == title

@@ -1,4 +1,5 @@
-"""The conversation list on the left: search by text, new, rename (in place) and delete."""
+"""The conversation list on the left: search by text, new, rename (in place) and delete; the chat a reply streams
+in is marked."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ from ..history_rows import Conversation
 
 SEARCH_DEBOUNCE_MS = 200
 ID_ROLE = Qt.ItemDataRole.UserRole
+#: Item data: True while a reply streams in the chat (its entry then reads its title and :data:`REPLYING_SUFFIX`).
+REPLYING_ROLE = Qt.ItemDataRole.UserRole + 1
+#: What a chat's entry says after its title while a reply streams in it (newcomer trial: a reply streaming in a chat
+#: left showed nothing in the list).
+REPLYING_SUFFIX = " · replying…"
 
 
 def _when(timestamp: float) -> str:
@@ -36,7 +42,8 @@ def _when(timestamp: float) -> str:
 
 
 class _ChatItem(QListWidgetItem):
-    """A chat in the list. Its tooltip (the chat described: its title or the whole line it was cut from, the messages
+    """A chat in the list: its title, followed by :data:`REPLYING_SUFFIX` while a reply streams in it (its title alone
+    when edited in place). Its tooltip (the chat described: its title or the whole line it was cut from, the messages
     it shows and the earlier versions it keeps; then when it last changed) is worded when Qt asks for it: describing
     a chat reads its messages, which a list of hundreds of long chats would read on every refresh."""
 
@@ -45,7 +52,9 @@ class _ChatItem(QListWidgetItem):
         self._conversation, self._described = conversation, described
 
     def data(self, role: int):
-        """The item's data; the tooltip worded now."""
+        """The item's data; the tooltip worded now; the text shown with the suffix of a reply streaming."""
+        if role == Qt.ItemDataRole.DisplayRole and super().data(REPLYING_ROLE):
+            return super().data(role) + REPLYING_SUFFIX
         if role == Qt.ItemDataRole.ToolTipRole:
             conversation = self._conversation
             return f"{self._described(conversation)} · {_when(conversation.updated_at)}"
@@ -114,6 +123,7 @@ class ConversationList(QWidget):
         self.setObjectName("conversationList")
         self._titles: dict[int, str] = {}
         self._filling = False
+        self._replying: int | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
@@ -176,6 +186,7 @@ class ConversationList(QWidget):
             for conversation in conversations:
                 item = _ChatItem(conversation, described)
                 item.setData(ID_ROLE, conversation.id)
+                item.setData(REPLYING_ROLE, conversation.id == self._replying)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self._titles[conversation.id] = conversation.title
                 self.list.addItem(item)
@@ -188,6 +199,17 @@ class ConversationList(QWidget):
         finally:
             self._filling = False
         self._update_buttons()
+
+    def set_replying(self, conversation_id: int | None) -> None:
+        """Mark the entry of the chat a reply streams in (None: no reply streams), through refills of the list."""
+        self._replying = conversation_id
+        self._filling = True
+        try:
+            for i in range(self.list.count()):
+                item = self.list.item(i)
+                item.setData(REPLYING_ROLE, int(item.data(ID_ROLE)) == conversation_id)
+        finally:
+            self._filling = False
 
     def current_id(self) -> int | None:
         """Id of the selected conversation, or None."""
@@ -251,7 +273,7 @@ class ConversationList(QWidget):
         if self._filling:
             return
         conversation_id = int(item.data(ID_ROLE))
-        title = item.text().strip()
+        title = item.data(Qt.ItemDataRole.EditRole).strip()  # (its text shown may end in REPLYING_SUFFIX)
         old = self._titles.get(conversation_id, "")
         if not title:
             self._filling = True
