@@ -1,9 +1,9 @@
 """The settings pane: devices, decoding mode, draft model, K, rolling context, bit-width and sampling.
 
-Why one module of ~750 lines: it is one form, :class:`SettingsPane` (about 590 of them), whose fields, their
+Why one module of ~840 lines: it is one form, :class:`SettingsPane` (about 640 of them), whose fields, their
 in-place errors, what blocks Send or Compare and which edits reload the model all read and write the same
 ``fields``/``error_labels`` and one ``AppSettings``; splitting its sections into modules would scatter that one
-form's state. The ~120 lines above it are its fields' words and choices (labels, help lines, tooltips, the
+form's state. The ~130 lines above it are its fields' words and choices (labels, help lines, tooltips, the
 bit-widths and precisions offered), which the tests read too; the two module functions are the words its errors
 and precisions are shown in elsewhere.
 
