@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import llguidance
 import numpy as np
 
+from .tokenizer_cache import tokenizer_digest
 from .vocabulary import vocabulary
 
 #: How the JSON grammars lay out whitespace: ``{"a": 1, "b": [2, 3]}`` (Python's ``json.dumps``), nothing else. A
@@ -212,8 +213,6 @@ _tokenizers_lock = threading.Lock()
 def grammar_tokenizer(model) -> Any:
     """llguidance's ``LLTokenizer`` of a loaded model, built once per process for each distinct tokenizer (from
     ``vocabulary.vocabulary``: about 0.5 s for 49k tokens the first time)."""
-    from .model import tokenizer_digest
-
     key = tokenizer_digest(model.folder)
     with _tokenizers_lock:
         if key not in _tokenizers:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +29,10 @@ from .prefill_attention import attention_in_blocks, blocked_prefill_attention, p
 from .q4_kernels import Kernels, has_layers, unavailable, use_kernels
 from .rope import RopeParameters, RopeUnsupportedError
 from .settings import MIN_N_CTX
+from .tokenizer_cache import TOKENIZER_FILES, fingerprint_of, shared_tokenizer, tokenizer_digest, tokenizer_fingerprint
 
 #: The model as OpenVINO IR: graph and weights.
 MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
-#: The tokenizer and detokenizer IRs (graph, weights) that ``openvino_genai.Tokenizer`` reads.
-TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_tokenizer.bin", "openvino_detokenizer.xml", "openvino_detokenizer.bin")
 #: The manifest that makes a folder a draft head (``draft_head``), which a chat model's folder does not hold.
 HEAD_MANIFEST = "draft_head.json"
 #: What :func:`load_model` needs in a folder (the model IR and both tokenizer graphs).
@@ -51,79 +46,6 @@ class ModelLoadError(RuntimeError):
 
 class TokenizerMismatchError(ValueError):
     """The draft model's tokenizer differs from the target's, so its tokens cannot be verified."""
-
-
-TOKENIZER_CACHE_SIZE = 8
-_tokenizers: OrderedDict[str, openvino_genai.Tokenizer] = OrderedDict()
-_tokenizers_lock = threading.Lock()
-
-
-def shared_tokenizer(folder: str | Path) -> openvino_genai.Tokenizer:
-    """The ``openvino_genai.Tokenizer`` of a model folder, built once per process for each distinct tokenizer.
-
-    openvino-genai's Tokenizer constructor compiles the tokenizer and detokenizer IRs and holds Python's GIL the
-    whole time (0.15-0.5 s measured on 2 cores; ``ov.Core.compile_model`` releases it, the Tokenizer binding does
-    not), so every Python thread, the GUI's included, stops meanwhile. Tokenizers are therefore cached by the
-    sha256 of their IR files (the 4/8/16-bit variants of a model and a same-family draft share one), least
-    recently used first out beyond TOKENIZER_CACHE_SIZE; the app builds its model's tokenizer before its event
-    loop starts (``app.gui.application``), so later loads find it here.
-
-    Args:
-        folder: a model folder with ``openvino_tokenizer.xml/.bin`` and ``openvino_detokenizer.xml/.bin``.
-
-    Raises:
-        OSError: a tokenizer file cannot be read.
-        RuntimeError: openvino-genai cannot build the tokenizer (corrupt IR).
-    """
-    key = tokenizer_digest(Path(folder))
-    with _tokenizers_lock:
-        if key in _tokenizers:
-            _tokenizers.move_to_end(key)
-            return _tokenizers[key]
-        tokenizer = openvino_genai.Tokenizer(str(folder))
-        _tokenizers[key] = tokenizer
-        while len(_tokenizers) > TOKENIZER_CACHE_SIZE:
-            _tokenizers.popitem(last=False)
-        return tokenizer
-
-
-_fingerprints: dict[tuple[str, int], str] = {}
-
-
-def tokenizer_fingerprint(folder: str | Path, vocab_size: int) -> str:
-    """SHA-256 (hex) of a folder's tokenizer: its vocabulary size, special token ids (BOS, EOS, pad) and the decoded
-    text of every token id. Equal fingerprints mean interchangeable tokens (a draft model's pairing, a draft head's
-    target, ``inference.models.inspect.TokenizerInfo``).
-
-    Decoding the whole vocabulary is one openvino-genai call that holds Python's GIL (50-100 ms for 49k tokens on
-    2 cores), so the result is kept per process for each distinct tokenizer (:func:`tokenizer_digest`) and vocabulary
-    size, like the tokenizer itself; :func:`prepare_tokenizer` computes it before the window's event loop starts.
-
-    Args:
-        folder: a model folder with the tokenizer IRs.
-        vocab_size: width of the model's logits (token ids ``0 .. vocab_size - 1`` are decoded).
-
-    Raises:
-        OSError, RuntimeError: as :func:`shared_tokenizer`.
-    """
-    key = (tokenizer_digest(Path(folder)), int(vocab_size))
-    if key not in _fingerprints:
-        _fingerprints[key] = vocabulary_fingerprint(shared_tokenizer(folder), int(vocab_size))
-    return _fingerprints[key]
-
-
-def vocabulary_fingerprint(tokenizer: openvino_genai.Tokenizer, vocab_size: int) -> str:
-    """The fingerprint of :func:`tokenizer_fingerprint`, computed (uncached; holds the GIL throughout)."""
-    vocabulary = tokenizer.decode(list(range(vocab_size)), skip_special_tokens=False)
-    digest = hashlib.sha256()
-    digest.update(json.dumps({"vocab_size": vocab_size, "special": special_token_ids(tokenizer)}).encode())
-    digest.update(vocabulary.encode("utf-8", errors="surrogatepass"))
-    return digest.hexdigest()
-
-
-def special_token_ids(tokenizer: openvino_genai.Tokenizer) -> tuple[int, int, int]:
-    """The BOS, EOS and pad token ids of a tokenizer (-1 where it has none)."""
-    return int(tokenizer.get_bos_token_id()), int(tokenizer.get_eos_token_id()), int(tokenizer.get_pad_token_id())
 
 
 def prepare_tokenizer(folder: str | Path) -> None:
@@ -142,19 +64,6 @@ def prepare_tokenizer(folder: str | Path) -> None:
         tokenizer_fingerprint(folder, vocab_size)
 
 
-def tokenizer_digest(folder: Path) -> str:
-    """sha256 of a folder's tokenizer IR files, blind to the numbered node names OpenVINO generates on each
-    export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest."""
-    digest = hashlib.sha256()
-    for name in TOKENIZER_FILES:
-        path = folder / name
-        data = path.read_bytes() if path.is_file() else b"<absent>"
-        if name.endswith(".xml"):
-            data = re.sub(rb'name="([^"]*?)_\d+"', rb'name="\1"', data)
-        digest.update(name.encode() + b"\0" + data)
-    return digest.hexdigest()
-
-
 @dataclass
 class LoadedModel:
     """A compiled stateful causal LM with its tokenizer.
@@ -168,6 +77,8 @@ class LoadedModel:
         config: parsed ``config.json`` ({} if absent).
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
         rope_error: why ``rope`` is None (shown when a roll is needed).
+        tokenizer_digest: :func:`tokenizer_digest` of ``folder`` at the load, which keys ``tokenizer`` and its
+            fingerprint in the process-wide caches (the folder may be removed while the model is loaded).
         precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
         prefill_compiled: a faster copy of the model that prefills long prompts, or None
             (``precision.PrecisionSettings.fast_prefill``): bf16 where the CPU computes it, else, where ``compiled``
@@ -198,6 +109,7 @@ class LoadedModel:
     config: dict
     rope: RopeParameters | None
     rope_error: str
+    tokenizer_digest: str
     precision: NumericPrecision = field(default_factory=lambda: NumericPrecision("", "", -1))
     prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
     prefill_weights: Path | None = None
@@ -246,8 +158,9 @@ class LoadedModel:
 
     @property
     def tokenizer_fingerprint(self) -> str:
-        """:func:`tokenizer_fingerprint` of this model's tokenizer over its logits' width."""
-        return tokenizer_fingerprint(self.folder, self.vocab_size)
+        """:func:`tokenizer_fingerprint` of this model's tokenizer over its logits' width, from the tokenizer loaded
+        (never read again from ``folder``, which may have been removed since)."""
+        return fingerprint_of(self.tokenizer_digest, lambda: self.tokenizer, self.vocab_size)
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text`` (a list of int), however long the text.
@@ -342,7 +255,8 @@ def load_model(
         if hidden_states:
             _expose_hidden_states(model)
         _compute_only_last_logits(model)
-        tokenizer = shared_tokenizer(folder)
+        digest = tokenizer_digest(folder)
+        tokenizer = shared_tokenizer(folder, digest)
     except (RuntimeError, OSError) as error:
         raise ModelLoadError(
             f"cannot load the model in {folder} on {device}: {openvino_message(error)}. The files may be truncated or "
@@ -397,7 +311,7 @@ def load_model(
     except RopeUnsupportedError as error:
         rope, rope_error = None, str(error)
     return LoadedModel(
-        folder, device, compiled, tokenizer, config, rope, rope_error,
+        folder, device, compiled, tokenizer, config, rope, rope_error, digest,
         precision=NumericPrecision.read(compiled, prefill_compiled, kernels.describe()), prefill_compiled=prefill_compiled,
         prefill_weights=prefill_weights, ir_model=model, feature_layers=tuple(feature_layers),
         decoder_layers=decoder_layers, kernels=kernels,

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .tokenizer_cache import tokenizer_digest
+
 #: Vocabularies kept per process, by tokenizer digest (the 4/8/16-bit variants of a model share one).
 VOCABULARY_CACHE_SIZE = 4
 
@@ -50,8 +52,6 @@ def vocabulary(model) -> Vocabulary:
     Raises:
         VocabularyError: the detokenizer has an unknown layout.
     """
-    from .model import tokenizer_digest
-
     key = tokenizer_digest(model.folder)
     with _lock:
         if key not in _vocabularies:

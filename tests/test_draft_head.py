@@ -271,3 +271,24 @@ def test_the_exported_graph_runs_as_few_cpu_nodes(tiny_head_dir):
     index = next(i for i, output in enumerate(compiled.outputs) if "logits" in output.get_names())
     producer = runtime.get_results()[index].input_value(0).get_node()
     assert producer.get_rt_info()["layerType"].astype(str) == "FullyConnected"
+
+
+def test_a_model_whose_folder_was_removed_since_loading_keeps_its_tokenizer_fingerprint(tiny_ir, tiny_head_dir,
+                                                                                         tmp_path):
+    """The fingerprint was read again from the model's folder: removed since the load (`specchat models remove`),
+    pairing a head or a draft failed with openvino-genai's "Detokenizer model has not been provided"."""
+    import shutil
+
+    from inference.model import check_same_tokenizer
+    from inference.tokenizer_cache import tokenizer_fingerprint
+
+    loaded = {}
+    for name in ("target", "draft"):
+        shutil.copytree(tiny_ir["same"], tmp_path / name)
+        loaded[name] = load_model(tmp_path / name, "CPU", PrecisionSettings())
+        shutil.rmtree(tmp_path / name)
+    target, draft = loaded["target"], loaded["draft"]
+    assert target.tokenizer_fingerprint == draft.tokenizer_fingerprint == tokenizer_fingerprint(tiny_ir["same"],
+                                                                                              target.vocab_size)
+    check_same_tokenizer(target, draft)
+    assert Engine(target, load_head(tiny_head_dir)).draft.folder == tiny_head_dir

@@ -205,7 +205,7 @@ def test_a_prompt_of_token_ids_is_read_as_its_text(client, int4_dir):
     """lm-eval (``local-completions``) sends token ids by default, as llama-server and vLLM take them: they were
     answered 400 "send a string". The ids' reply and scores are the text's; an id past the vocabulary is a 400 that
     names it."""
-    from inference.model import shared_tokenizer
+    from inference.tokenizer_cache import shared_tokenizer
 
     prompt = "The capital of France is"
     ids = [int(t) for t in shared_tokenizer(int4_dir).encode(prompt, add_special_tokens=False).input_ids.data[0]]
@@ -234,7 +234,7 @@ def test_several_prompts_in_one_request_get_a_choice_each_as_lm_eval_sends_them(
     """lm-eval with ``batch_size`` > 1 sends several prompts in one request (lists of token ids, or strings), which
     was a 400 ("send one"): each gets the choice a request of its own gets (its index its place; echo, logprobs and
     finish_reason its own), the usage is their sum, and streamed, each prompt's chunks carry its index."""
-    from inference.model import shared_tokenizer
+    from inference.tokenizer_cache import shared_tokenizer
 
     prompts = ["The capital of France is", "One, two, three,"]
     tokenizer = shared_tokenizer(int4_dir)

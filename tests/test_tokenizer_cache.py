@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from inference.model import TOKENIZER_FILES, shared_tokenizer
+from inference.tokenizer_cache import TOKENIZER_FILES, shared_tokenizer
 
 
 def _copy_tokenizer(source, dest):

@@ -88,8 +88,8 @@ def build_tokenizers_before_event_loop(settings) -> None:
     starts.
 
     openvino-genai's Tokenizer constructor holds Python's GIL for 0.15-0.5 s (see
-    ``inference.model.shared_tokenizer``), and decoding the vocabulary for the fingerprint that a draft head's check
-    compares another 50-100 ms (``inference.model.tokenizer_fingerprint``); done on the inference thread they would
+    ``inference.tokenizer_cache.shared_tokenizer``), and decoding the vocabulary for the fingerprint that a draft head's check
+    compares another 50-100 ms (``inference.tokenizer_cache.tokenizer_fingerprint``); done on the inference thread they would
     freeze the window for that long. Built here, before the window shows, it only delays the first paint, and the background model load
     finds it in the process-wide cache. Models not installed yet, and tokenizers that fail to build, are left
     to the background load, which reports errors properly.

@@ -26,7 +26,8 @@ import threading
 from pathlib import Path
 
 from ..draft_head import file_sha256
-from ..model import MODEL_FILES, TOKENIZER_FILES
+from ..model import MODEL_FILES
+from ..tokenizer_cache import TOKENIZER_FILES
 from . import store
 from .default_head import ensure_default_head
 from .disk_space import require_space

@@ -27,16 +27,14 @@ from ..draft_head import head_misfits, is_head_folder, read_head_manifest
 from ..layer_features import decoder_layer_count
 from ..model import (
     MODEL_FILES,
-    TOKENIZER_FILES,
     TOKENIZER_PROBE,
     ModelLoadError,
     TokenizerMismatchError,
     lm_head,
     openvino_message,
     sliding_window_of,
-    special_token_ids,
-    tokenizer_fingerprint,
 )
+from ..tokenizer_cache import TOKENIZER_FILES, shared_tokenizer, special_token_ids, tokenizer_fingerprint
 from .errors import ModelImportError, advised
 from .manifest import read_manifest
 
@@ -198,8 +196,6 @@ def tokenizer_info(folder: Path | str, vocab_size: int | None = None) -> Tokeniz
     Raises:
         ModelImportError: the tokenizer IRs are missing or unreadable.
     """
-    from ..model import shared_tokenizer
-
     folder = Path(folder)
     if not has_tokenizer_irs(folder):
         raise ModelImportError(f"{folder} has no tokenizer IRs (openvino_tokenizer.xml, openvino_detokenizer.xml)")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 GIL_HOLDING_ENGINE_CALLS = (
     ("openvino_genai", "Tokenizer"),
     ("openvino", "Model.validate_nodes_and_infer_types"),
-    ("inference.model", "vocabulary_fingerprint"),
+    ("inference.tokenizer_cache", "vocabulary_fingerprint"),
 )
 #: The block the ``blocked`` scenario puts on the GUI thread (seconds).
 BLOCK_S = 0.1
