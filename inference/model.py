@@ -12,6 +12,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import openvino_genai
 
+from .advice import advised
 from .devices import available_devices, base_properties, core
 from .file_pages import release_mapped_file
 from .fusion import fuse_shared_input_products
@@ -37,11 +38,15 @@ MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
 HEAD_MANIFEST = "draft_head.json"
 #: What :func:`load_model` needs in a folder (the model IR and both tokenizer graphs).
 REQUIRED_FILES = (*MODEL_FILES, *(name for name in TOKENIZER_FILES if name.endswith(".xml")))
+#: What to do with a model whose files are missing or unreadable (advice key "reinstall", :mod:`inference.advice`).
+REINSTALL = "Re-import or re-download the model."
 TOKENIZER_PROBE = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
 
 
 class ModelLoadError(RuntimeError):
-    """A model folder is missing, incomplete or unreadable; the message says which file and what to do."""
+    """A model folder is missing, incomplete or unreadable; the message says which file and what to do (in words
+    that name no front end's commands: where it says what to do, it keeps an advice key that a front end words its
+    own way, :func:`inference.advice.advised`)."""
 
 
 class TokenizerMismatchError(ValueError):
@@ -225,18 +230,16 @@ def load_model(
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise ModelLoadError(f"model folder {folder} does not exist; run `specchat models list` to see installed models")
+        raise advised(ModelLoadError, f"model folder {folder} does not exist", "list-models", "choose an installed model")
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing and (folder / HEAD_MANIFEST).is_file():
-        raise ModelLoadError(
-            f"{folder} is a draft head, not a chat model: a head only drafts for the model it was trained on (the "
-            "default model drafts with its own by itself). Choose a chat model (`specchat models list`)."
+        raise advised(
+            ModelLoadError, f"{folder} is a draft head, not a chat model: a head only drafts for the model it was "
+            "trained on (the default model drafts with its own by itself)", "chat-model", "Choose a chat model.", ". ",
         )
     if missing:
-        raise ModelLoadError(
-            f"model folder {folder} is incomplete: missing {', '.join(missing)}. "
-            "Re-import or re-download the model (`specchat models fetch-default` for the default one)."
-        )
+        raise advised(ModelLoadError, f"model folder {folder} is incomplete: missing {', '.join(missing)}", "reinstall",
+                      REINSTALL, ". ")
     devices = available_devices()
     if device not in devices and not device.startswith(("AUTO", "HETERO", "MULTI", "GPU.")):
         raise ValueError(f"device must be one of {', '.join(devices)}, got {device!r}")
@@ -258,9 +261,9 @@ def load_model(
         digest = tokenizer_digest(folder)
         tokenizer = shared_tokenizer(folder, digest)
     except (RuntimeError, OSError) as error:
-        raise ModelLoadError(
-            f"cannot load the model in {folder} on {device}: {openvino_message(error)}. The files may be truncated or "
-            "corrupt: re-import or re-download the model (`specchat models fetch-default` repairs the default one)."
+        raise advised(
+            ModelLoadError, f"cannot load the model in {folder} on {device}: {openvino_message(error)}. The files may "
+            "be truncated or corrupt", "reinstall", REINSTALL, ". ",
         ) from error
     if feature_layers:
         try:

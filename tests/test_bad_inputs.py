@@ -168,3 +168,37 @@ def test_a_thread_count_out_of_range_is_a_setting_error_not_a_corrupt_model(int4
     with pytest.raises(SettingError, match=r"threads must be in \[1, \d+\]") as error:
         Engine.load(int4_dir, num_threads=threads)
     assert error.value.field == "threads"
+
+
+def test_the_engines_load_errors_name_no_front_ends_commands(tmp_path, tiny_ir, monkeypatch, capsys):
+    """The engine's load errors said "run `specchat models list`", "Choose a chat model (`specchat models list`)",
+    "(`specchat models fetch-default` for the default one)", words that reached the window's retry question. The
+    engine says what to do in words of no front end and keeps a key of it; the command line says its commands."""
+    from app.main import main
+    from inference.advice import in_words
+    from inference.models.errors import CLI_ADVICE
+
+    incomplete, truncated = tmp_path / "incomplete", tmp_path / "truncated"
+    for folder in (incomplete, truncated):
+        shutil.copytree(tiny_ir["same"], folder)
+    (incomplete / "openvino_model.bin").unlink()
+    (truncated / "openvino_model.xml").write_text("<net")
+    refusals = {}
+    for folder in (tmp_path / "nowhere", default_head_dir(), incomplete, truncated):
+        with pytest.raises(ModelLoadError) as refused:
+            load_model(folder)
+        assert "specchat" not in str(refused.value)
+        refusals[folder] = refused.value
+    assert str(refusals[incomplete]) == (f"model folder {incomplete} is incomplete: missing openvino_model.bin. "
+                                         "Re-import or re-download the model.")
+    said = {folder: in_words(error, CLI_ADVICE) for folder, error in refusals.items()}
+    assert said[tmp_path / "nowhere"] == f"model folder {tmp_path / 'nowhere'} does not exist; see `specchat models list`"
+    assert said[default_head_dir()].endswith("by itself). Choose a chat model (`specchat models list`).")
+    assert said[incomplete] == (f"model folder {incomplete} is incomplete: missing openvino_model.bin. Re-import or "
+                                "re-download the model (`specchat models fetch-default` repairs the default one).")
+    assert said[truncated].startswith(f"cannot load the model in {truncated} on CPU: ")
+    assert said[truncated].endswith(". The files may be truncated or corrupt. Re-import or re-download the model "
+                                    "(`specchat models fetch-default` repairs the default one).")
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    assert main(["generate", "Hi", "--model", str(incomplete)]) == 2
+    assert capsys.readouterr().err == f"error: {said[incomplete]}\n"

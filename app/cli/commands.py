@@ -18,12 +18,13 @@ from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, model_folders
 from app.counts import tokens_text
+from inference.advice import in_words
 from inference.chat import ChatSession
 from inference.engine import Engine
 from inference.events import Finished, GenerationStats, PromptOverflow, TextDelta
 from inference.model import ModelLoadError
 from inference.models.default_head import repair_default_head
-from inference.models.errors import ModelFetchError
+from inference.models.errors import CLI_ADVICE, ModelFetchError
 from inference.rope import RopeUnsupportedError
 from inference.settings import GenerationSettings, SamplingSettings, SettingError, top_k_given
 
@@ -544,8 +545,8 @@ def run_command(args: argparse.Namespace) -> int:
     except SettingError as error:
         print(f"error: {flag_error(error)}", file=sys.stderr)
         return 2
-    except USER_ERRORS as error:
-        print(f"error: {error}", file=sys.stderr)
+    except USER_ERRORS as error:  # what to do in the command line's words (the engine's name no command)
+        print(f"error: {in_words(error, CLI_ADVICE)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader of stdout left: nothing is wrong here, and nobody reads what would follow
         _drop_stdout()

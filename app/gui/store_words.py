@@ -1,5 +1,5 @@
-"""What the window says of the model store's errors: the store's reason, then what to do in the words of the place
-that shows it, where the command line names its options and commands (:data:`inference.models.errors.CLI_ADVICE`).
+"""What the window says of the model store's and the engine's errors: the reason, then what to do in the words of the
+place that shows it, where the command line names its options and commands (:data:`inference.models.errors.CLI_ADVICE`).
 
 The Models dialog says :data:`WINDOW_ADVICE` (its own fields and tabs); the main window (status bar, the settings'
 notes, the retry question, a reply that could not start) says :data:`MAIN_WINDOW_ADVICE` (its model picker and
@@ -10,6 +10,8 @@ main window said "(see `specchat models list`)", advice for a terminal the user 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from inference.advice import in_words
 
 #: What to do after a refusal, in the Models dialog's words, by the advice key of the store's error
 #: (:func:`inference.models.errors.advised`; the command line says ``CLI_ADVICE``'s, which name its options).
@@ -30,6 +32,8 @@ WINDOW_ADVICE = {
     "window) and add the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no "
     "extra.",
     "fetch-default": "try again",
+    "chat-model": "Choose a chat model (see the Installed tab).",
+    "reinstall": "Re-import or re-download the model on the Add a model tab.",
 }
 
 #: The same advice in the main window's words: its model picker, and the Models dialog by its menu.
@@ -50,14 +54,13 @@ MAIN_WINDOW_ADVICE = {
     "window) and add the resulting folder in Models > Manage models…; or choose a pre-converted OpenVINO model or a "
     "GGUF file, which need no extra.",
     "fetch-default": "try again",
+    "chat-model": "Choose a chat model in the model picker.",
+    "reinstall": "Re-import or re-download the model (Models > Manage models…).",
 }
 
 
 def window_words(error: BaseException, advice: Mapping[str, str] = WINDOW_ADVICE) -> str:
-    """What the window says of ``error``: the store's reason then ``advice``'s words (the Models dialog's by default,
-    :data:`MAIN_WINDOW_ADVICE` for the main window) where the error was made with an advice key
-    (:func:`inference.models.errors.advised`), else its message (its class name where it has none)."""
-    words = advice.get(getattr(error, "advice", None))
-    if words is not None:
-        return f"{error.reason}{error.between}{words.format(**error.details)}{error.after}"
-    return str(error) or type(error).__name__
+    """What the window says of ``error``: the store's or the engine's reason then ``advice``'s words (the Models
+    dialog's by default, :data:`MAIN_WINDOW_ADVICE` for the main window) where the error was made with an advice key
+    (:func:`inference.advice.advised`), else its message (its class name where it has none)."""
+    return in_words(error, advice)

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from .. import advice as advice_words
+
 E = TypeVar("E", bound=BaseException)
 
-#: What to do after a refusal, in the command line's words, by advice key (:func:`advised`).
+#: What to do after a refusal, in the command line's words, by advice key: the store's (:func:`advised`) and the
+#: engine's (:func:`inference.advice.advised`: "chat-model", "reinstall", "list-models"), which the command line
+#: says with :func:`inference.advice.in_words`.
 CLI_ADVICE = {
     "name-taken": "choose another name (--name) or replace it (--replace), or remove it first with `specchat models remove`",
     "name-reserved": "choose another name (--name)",
@@ -31,6 +35,8 @@ CLI_ADVICE = {
     "extra-not-bundled": "Do it with SpecChat installed from Python (`{install}`, then `specchat models convert ...`) and "
     "import the resulting folder here; or choose a pre-converted OpenVINO model or a GGUF file, which need no extra.",
     "fetch-default": "run `specchat models fetch-default`",
+    "chat-model": "Choose a chat model (`specchat models list`).",
+    "reinstall": "Re-import or re-download the model (`specchat models fetch-default` repairs the default one).",
 }
 
 
@@ -51,7 +57,5 @@ def advised(kind: type[E], reason: str, advice: str, between: str = "; ", after:
     it (``CLI_ADVICE[advice]``, its ``{fields}`` filled from ``details``, e.g. ``folder=...``), then ``after`` (the
     end of the sentence, what pip said). The error keeps ``reason``, ``advice``, ``between``, ``after`` and
     ``details`` as attributes, so that another front end says the same reason and words the advice its own way (the
-    window: :func:`app.gui.store_words.window_words`)."""
-    error = kind(f"{reason}{between}{CLI_ADVICE[advice].format(**details)}{after}")
-    error.reason, error.advice, error.between, error.after, error.details = reason, advice, between, after, details
-    return error
+    window: :func:`app.gui.store_words.window_words`; :func:`inference.advice.advised`)."""
+    return advice_words.advised(kind, reason, advice, CLI_ADVICE[advice], between, after, **details)

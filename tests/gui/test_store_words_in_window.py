@@ -77,3 +77,25 @@ def test_a_draft_removed_by_the_command_line_is_refused_at_the_drafter(qtbot, ma
     said = "the draft tiny-b is no longer installed: choose another drafter"
     assert failures == [said] and window.settings_pane.errors().get("draft_model") == said[0].upper() + said[1:]
     assert window.worker.spec.draft_dir == draft and window.worker.spec.target_dir.name == "tiny-a"
+
+
+def test_a_model_folder_left_incomplete_is_refused_in_the_windows_words(qtbot, make_window, tiny_ir, tmp_path,
+                                                                       monkeypatch):
+    """The chosen model's weights deleted, then a reload: the retry question said the engine's "Re-import or
+    re-download the model (`specchat models fetch-default` for the default one)", advice for a terminal."""
+    from gui_helpers import find_dialog
+    from PySide6.QtWidgets import QMessageBox
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    folder = import_model(tiny_ir["same"], "tiny-a")
+    window = make_window(AppSettings(target_model="tiny-a").with_values(max_new_tokens=4, n_ctx=256))
+    (folder / "openvino_model.bin").unlink()
+    window.choice.apply(replace(window.settings, precision="f32"))
+    qtbot.waitUntil(lambda: find_dialog(window, "modelError") is not None, timeout=60_000)
+    box = find_dialog(window, "modelError")
+    said = (f"model folder {folder} is incomplete: missing openvino_model.bin. Re-import or re-download the model "
+            "(Models > Manage models…).")
+    assert window.models.error == said and said in box.informativeText()
+    assert "specchat" not in box.informativeText()
+    box.button(QMessageBox.StandardButton.Close).click()
+    qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
