@@ -15,6 +15,9 @@ from typing import TypeVar
 
 E = TypeVar("E", bound=BaseException)
 
+#: What to do with a model whose files are missing or unreadable, in the engine's words (advice key "reinstall").
+REINSTALL = "Re-import or re-download the model."
+
 
 def advised(kind: type[E], reason: str, advice: str, words: str, between: str = "; ", after: str = "",
             **details: str) -> E:
@@ -24,6 +27,16 @@ def advised(kind: type[E], reason: str, advice: str, words: str, between: str = 
     :func:`in_words` reads."""
     error = kind(f"{reason}{between}{words.format(**details)}{after}")
     error.reason, error.advice, error.between, error.after, error.details = reason, advice, between, after, details
+    return error
+
+
+def restated(kind: type[E], before: str, cause: BaseException) -> E:
+    """An error of class ``kind`` that says ``before`` then what ``cause`` says, keeping ``cause``'s advice key
+    (:func:`advised`) where it has one, e.g. why a model cannot roll, said when a chat needs a roll."""
+    error = kind(f"{before}{cause}")
+    if getattr(cause, "advice", None) is not None:
+        error.reason, error.advice = f"{before}{cause.reason}", cause.advice
+        error.between, error.after, error.details = cause.between, cause.after, cause.details
     return error
 
 

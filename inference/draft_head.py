@@ -81,7 +81,7 @@ class LoadedHead:
         vocab: int64 ``[draft_vocab]``: the target token id of each draft-vocabulary entry.
         manifest: the parsed ``draft_head.json``.
         rope: RoPE parameters for rolling its KV cache, or None (``rope_error`` says why).
-        rope_error: why ``rope`` is None.
+        rope_error: why ``rope`` is None (the error), else None.
         ir_model: the ``ov.Model`` it was compiled from (kept for the reason ``LoadedModel.ir_model`` is).
     """
 
@@ -91,7 +91,7 @@ class LoadedHead:
     vocab: np.ndarray
     manifest: dict
     rope: RopeParameters | None
-    rope_error: str
+    rope_error: RopeUnsupportedError | None
     ir_model: ov.Model | None = field(default=None, repr=False)
 
     @property
@@ -268,9 +268,9 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
                              f"{manifest.get('feature_layers', [])}, and its IR has {'a' if fused else 'no'} "
                              f"{LAYER_FEATURES} input; reinstall it")
     try:
-        rope, rope_error = RopeParameters.from_model_dir(folder), ""
+        rope, rope_error = RopeParameters.from_model_dir(folder), None
     except RopeUnsupportedError as error:
-        rope, rope_error = None, str(error)
+        rope, rope_error = None, error.with_traceback(None)  # kept without the frames of the load
     vocab = np.asarray(manifest["draft_vocab"], dtype=np.int64)
     return LoadedHead(folder, device, compiled, vocab, manifest, rope, rope_error, ir_model=model)
 

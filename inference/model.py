@@ -12,7 +12,7 @@ import openvino as ov
 import openvino.opset13 as ops
 import openvino_genai
 
-from .advice import advised
+from .advice import REINSTALL, advised, restated
 from .devices import available_devices, base_properties, core
 from .file_pages import release_mapped_file
 from .fusion import fuse_shared_input_products
@@ -38,8 +38,6 @@ MODEL_FILES = ("openvino_model.xml", "openvino_model.bin")
 HEAD_MANIFEST = "draft_head.json"
 #: What :func:`load_model` needs in a folder (the model IR and both tokenizer graphs).
 REQUIRED_FILES = (*MODEL_FILES, *(name for name in TOKENIZER_FILES if name.endswith(".xml")))
-#: What to do with a model whose files are missing or unreadable (advice key "reinstall", :mod:`inference.advice`).
-REINSTALL = "Re-import or re-download the model."
 TOKENIZER_PROBE = "Hello, world! Ünïcödé 你好 🙂 def f(x):\n    return x ** 2  # 123"
 
 
@@ -81,7 +79,7 @@ class LoadedModel:
         tokenizer: ``openvino_genai.Tokenizer`` (encode/decode, chat template).
         config: parsed ``config.json`` ({} if absent).
         rope: RoPE parameters for the rolling context, or None if the model has none usable.
-        rope_error: why ``rope`` is None (shown when a roll is needed).
+        rope_error: why ``rope`` is None (the error, said when a roll is needed: ``check_can_roll``), else None.
         tokenizer_digest: :func:`tokenizer_digest` of ``folder`` at the load, which keys ``tokenizer`` and its
             fingerprint in the process-wide caches (the folder may be removed while the model is loaded).
         precision: the numeric precision OpenVINO reports for ``compiled`` (and ``prefill_compiled``).
@@ -113,7 +111,7 @@ class LoadedModel:
     tokenizer: openvino_genai.Tokenizer
     config: dict
     rope: RopeParameters | None
-    rope_error: str
+    rope_error: RopeUnsupportedError | None
     tokenizer_digest: str
     precision: NumericPrecision = field(default_factory=lambda: NumericPrecision("", "", -1))
     prefill_compiled: ov.CompiledModel | None = field(default=None, repr=False)
@@ -310,9 +308,9 @@ def load_model(
     if "logits" not in {name for port in compiled.outputs for name in port.get_names()}:
         raise ModelLoadError(f"{folder}/openvino_model.xml has no 'logits' output: it is not a causal LM export")
     try:
-        rope, rope_error = RopeParameters.from_model_dir(folder), ""
+        rope, rope_error = RopeParameters.from_model_dir(folder), None
     except RopeUnsupportedError as error:
-        rope, rope_error = None, str(error)
+        rope, rope_error = None, error.with_traceback(None)  # kept without the frames of the load
     return LoadedModel(
         folder, device, compiled, tokenizer, config, rope, rope_error, digest,
         precision=NumericPrecision.read(compiled, prefill_compiled, kernels.describe()), prefill_compiled=prefill_compiled,
@@ -503,7 +501,5 @@ def check_can_roll(models: list[LoadedModel]) -> None:
     """
     for model in models:
         if model.rope is None:
-            raise RopeUnsupportedError(
-                f"the conversation needs more than n_ctx tokens, but {model.folder.name} cannot be rolled: "
-                f"{model.rope_error}"
-            )
+            raise restated(RopeUnsupportedError, f"the conversation needs more than n_ctx tokens, but "
+                           f"{model.folder.name} cannot be rolled: ", model.rope_error)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .advice import REINSTALL, advised
+
 SUPPORTED_ROPE_SCALING = ("default", "linear", "llama3")
 
 
@@ -81,10 +83,8 @@ class RopeParameters:
         """Read ``folder/config.json``; raises RopeUnsupportedError if it is missing or describes no RoPE."""
         path = Path(folder) / "config.json"
         if not path.is_file():
-            raise RopeUnsupportedError(
-                f"{path} is missing: RoPE parameters are unknown, so the rolling context cannot shift the KV "
-                "cache. Re-import the model with `specchat models import`."
-            )
+            raise advised(RopeUnsupportedError, f"{path} is missing: RoPE parameters are unknown, so the rolling "
+                          "context cannot shift the KV cache", "reinstall", REINSTALL, ". ")
         return cls.from_config(json.loads(path.read_text(encoding="utf-8")))
 
     def shift_keys(self, keys: np.ndarray, delta: int) -> np.ndarray:

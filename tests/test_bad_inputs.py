@@ -12,6 +12,7 @@ from inference.engine import Engine
 from inference.events import ContextRolled, PromptOverflow, TextDelta
 from inference.model import ModelLoadError, TokenizerMismatchError, load_model
 from inference.models.default_head import default_head_dir
+from inference.rope import RopeUnsupportedError
 from inference.settings import SettingError
 
 
@@ -202,3 +203,20 @@ def test_the_engines_load_errors_name_no_front_ends_commands(tmp_path, tiny_ir, 
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
     assert main(["generate", "Hi", "--model", str(incomplete)]) == 2
     assert capsys.readouterr().err == f"error: {said[incomplete]}\n"
+
+
+def test_a_roll_refused_for_a_model_without_its_config_names_no_front_ends_command(tiny_ir, tmp_path):
+    """"Re-import the model with `specchat models import`" reached the window; the engine keeps the advice's key."""
+    from inference.advice import in_words
+    from inference.models.errors import CLI_ADVICE
+
+    shutil.copytree(tiny_ir["same"], tmp_path / "tiny")
+    (tmp_path / "tiny" / "config.json").unlink()
+    model = load_model(tmp_path / "tiny")
+    with pytest.raises(RopeUnsupportedError) as refused:
+        Engine(model).generate_text(model.encode("the cat sat on the mat " * 30), settings("ar", n_ctx=64))
+    reason = (f"the conversation needs more than n_ctx tokens, but tiny cannot be rolled: {tmp_path / 'tiny'}"
+              "/config.json is missing: RoPE parameters are unknown, so the rolling context cannot shift the KV cache")
+    assert str(refused.value) == f"{reason}. Re-import or re-download the model."
+    assert in_words(refused.value, CLI_ADVICE) == (f"{reason}. Re-import or re-download the model (`specchat models "
+                                                   "fetch-default` repairs the default one).")

@@ -54,6 +54,7 @@ from .model_loader import ModelLoader
 from .reply_format import answered_with_label, can_continue
 from .reply_recorder import ReplyRecorder
 from .settings_store import AppSettings
+from .store_words import MAIN_WINDOW_ADVICE, window_words
 
 logger = logging.getLogger(__name__)
 
@@ -416,8 +417,8 @@ class ReplyController(QObject):
                 state = "stopped"
         except RemoteError as error:  # after text arrived, the partial reply is kept like a stopped one
             state, error_text = ("stopped" if recorder.has_text else "error"), str(error)
-        except GENERATION_ERRORS as error:
-            state, error_text = "error", str(error)
+        except GENERATION_ERRORS as error:  # the engine's advice in the window's words (a model that cannot roll)
+            state, error_text = "error", window_words(error, MAIN_WINDOW_ADVICE)
             setting = error.field if isinstance(error, SettingError) else ""
         except asyncio.CancelledError:
             state = "stopped"

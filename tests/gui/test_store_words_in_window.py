@@ -99,3 +99,19 @@ def test_a_model_folder_left_incomplete_is_refused_in_the_windows_words(qtbot, m
     assert "specchat" not in box.informativeText()
     box.button(QMessageBox.StandardButton.Close).click()
     qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
+
+
+def test_a_chat_that_must_roll_a_model_without_its_config_is_refused_in_the_windows_words(qtbot, make_window, tiny_ir,
+                                                                                        tmp_path, monkeypatch):
+    """A model whose config.json is gone cannot roll its context; a chat longer than the context said "Re-import
+    the model with `specchat models import`", advice for a terminal."""
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    folder = import_model(tiny_ir["same"], "tiny-a")
+    (folder / "config.json").unlink()
+    window = make_window(AppSettings(target_model="tiny-a").with_values(max_new_tokens=200, n_ctx=64))
+    reply = send_and_wait(qtbot, window, "Hello")  # the reply outgrows the context
+    said = (f"the conversation needs more than n_ctx tokens, but tiny-a cannot be rolled: {folder / 'config.json'} "
+            "is missing: RoPE parameters are unknown, so the rolling context cannot shift the KV cache. Re-import or "
+            "re-download the model (Models > Manage models…).")
+    assert reply.state == "error" and reply.stats["error"] == said
+    assert window.composer.error_text == f"The reply stopped with an error: {said}"
