@@ -522,6 +522,15 @@ class StepPlanner:
                 rates[choices[k]] = tokens[k] / (draft_s[k - 1] + pass_s[k])
         return rates
 
+    def cut_by_room(self, choice: Choice, limit: int) -> bool:
+        """Whether the room left (``limit``, as given to ``choose``) may have made ``choice`` smaller than the K it
+        would have been with room enough: a fixed K cut short, or a choice that reached a limit below ``MAX_K``
+        (a plain step at ``limit`` <= 0 included). Such a step's K says what the reply's end left, not what the
+        decoding chose (``GenerationStats.final_k``)."""
+        if self._fixed_k is not None:
+            return choice.k < self._fixed_k
+        return choice.k >= limit and limit < MAX_K
+
     def may_draft(self, cache_len: int, limit: int) -> bool:
         """Whether the next step may draft (False: ``choose`` returns a plain step whatever the drafters offer, so
         the engine asks prompt lookup nothing and the step costs what a plain decode step costs): there is room

@@ -456,6 +456,7 @@ class Engine:
             planner = StepPlanner(Measurements(), planned, preset=PresetCosts(), greedy=sampling.greedy)
         else:
             planner = StepPlanner(self._measurements, planned, fixed_k, greedy=sampling.greedy)
+        stats.final_k = fixed_k or 0  # a fixed K's, even where every step was cut short
         reply = ReplyStream(self.target, sampling, settings.output.logprobs, cancel, self._text_vocabulary)
         penalties = ReplyPenalties(sampling, prompt_ids, reply.tokens, grammar)
         logits = penalties.apply(logits)
@@ -563,7 +564,7 @@ class Engine:
         draft_s = draft_end - (step_start if choice.drafter == "lookup" else lookup_end)
         decode.planner.record(choice, len(drafts), accepted, draft_s, step_end - draft_end, cached_before, match)
         decode.stats.count_step(choice.drafter, choice.k, len(drafts), accepted, emitted,
-                                bool(decode.planner.drafters))
+                                bool(decode.planner.drafters), decode.planner.cut_by_room(choice, limit))
         yield from deltas
         yield StepStats(
             drafted=len(drafts),

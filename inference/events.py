@@ -184,7 +184,9 @@ class GenerationStats:
         fallback_tokens: tokens of the plain steps of a speculative reply (Auto's or a fixed K's): the steps that
             drafted nothing (``by_drafter["plain"]``), whether Auto chose K 0, prompt lookup found nothing to copy
             or a grammar forbade every draft; 0 in autoregressive decoding.
-        final_k: draft length of the last step (Auto changes it).
+        final_k: the K of the last step whose K the room left did not cut (``StepPlanner.cut_by_room``): a fixed
+            K's K, Auto's last choice (0: a plain step), not the smaller K the reply's last tokens (max_new_tokens)
+            or n_ctx left room for; 0 in autoregressive decoding, or where Auto chose nothing uncut.
         by_drafter: per drafter (``head``, ``model``, ``lookup``, ``plain``), what it did (``DrafterUse``).
         k_steps: decode steps per K used (0: plain steps).
         stop_reason: ``eos``, ``stop_string``, ``max_new_tokens`` or ``cancelled`` (``interrupted``: a remote
@@ -223,11 +225,13 @@ class GenerationStats:
         """accepted / drafted, or None when nothing was drafted."""
         return self.accepted / self.drafted if self.drafted else None
 
-    def count_step(self, drafter: str, k: int, drafted: int, accepted: int, emitted: int, speculative: bool) -> None:
+    def count_step(self, drafter: str, k: int, drafted: int, accepted: int, emitted: int, speculative: bool,
+                   cut: bool = False) -> None:
         """Add one decode step: ``drafter`` (a name, or ``plain``) was given K ``k`` and drafted ``drafted`` tokens,
         ``accepted`` of them; ``emitted`` tokens came out. Its drafts count per drafter (a step without drafts counts
         as ``plain``) and per K drafted; ``speculative``: the reply has a drafter, so the tokens of a step without
-        drafts (the ``plain`` steps) count in ``fallback_tokens``."""
+        drafts (the ``plain`` steps) count in ``fallback_tokens``; ``cut``: the room left cut its K, which then
+        leaves ``final_k`` as it was."""
         self.drafted += drafted
         self.accepted += accepted
         use = self.by_drafter.setdefault(drafter if drafted else PLAIN, DrafterUse())
@@ -236,7 +240,8 @@ class GenerationStats:
         use.accepted += accepted
         use.k_max = max(use.k_max, drafted)
         self.k_steps[drafted] = self.k_steps.get(drafted, 0) + 1
-        self.final_k = k
+        if not cut:
+            self.final_k = k
         if speculative and not drafted:
             self.fallback_tokens += emitted
 

@@ -12,6 +12,7 @@ from inference.events import ContextRolled, DrafterUse, Finished, PromptOverflow
 from inference.model import load_model
 from inference.precision import PrecisionSettings
 from inference.scoring import score
+from inference.settings import MAX_K
 
 # Exact arithmetic, and no fast-prefill copy, so that every key below is computed by the same f32 kernels.
 EXACT = PrecisionSettings(inference="f32", kv_cache="f32", dynamic_quantization="off", fast_prefill="off")
@@ -481,3 +482,27 @@ def test_a_dropped_generator_leaves_the_engine_consistent(engine, target):
     events.close()  # e.g. the GUI went away mid-step
     again = engine.generate_text(ids, settings("spec_lookup", max_new_tokens=24))
     assert again.token_ids == reference.token_ids
+
+
+def test_final_k_is_the_k_of_the_last_step_the_room_left_did_not_cut(engine, target):
+    """A fixed K's final_k is that K, and Auto's the K it chose last, even where the reply's last steps had room for
+    fewer drafts (max_new_tokens): a fixed K 4 reported final_k 0 for a reply of 50 tokens (its last step, with room
+    for no draft, was plain) and 4 for another that ended on a full step."""
+    ids = chat_ids(target, PROMPTS[1])  # a story: longer than 50 tokens
+    for max_new_tokens in (50, 2):
+        engine.reset()
+        events = list(engine.generate(ids, settings("spec_lookup", max_new_tokens=max_new_tokens, k=4, temperature=0.0)))
+        stats, last = events[-1].stats, [e for e in events if isinstance(e, StepStats)][-1]
+        assert stats.stop_reason == "max_new_tokens" and last.k < 4  # the room cut the last step's K
+        assert stats.final_k == 4, max_new_tokens
+    engine.reset()
+    events = list(engine.generate(ids, settings("auto", max_new_tokens=50, temperature=0.0)))
+    stats, steps = events[-1].stats, [e for e in events if isinstance(e, StepStats)]
+    assert stats.stop_reason == "max_new_tokens"
+
+    def cut(step: StepStats) -> bool:  # the room (max_new_tokens; n_ctx is far) may have bounded Auto's choice
+        room = 50 - (step.generated - step.emitted) - 1
+        return step.k < MAX_K and step.k >= room
+
+    assert cut(steps[-1])
+    assert stats.final_k == [s.k for s in steps if not cut(s)][-1]

@@ -254,7 +254,8 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (rolling context), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
     ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
-    accepted drafts gave the most tokens, null when none was accepted), ``final_k``, ``fallback_tokens`` (tokens of
+    accepted drafts gave the most tokens, null when none was accepted), ``final_k`` (``GenerationStats.final_k``: a
+    fixed K's K, Auto's last choice uncut by the room left), ``fallback_tokens`` (tokens of
     the steps that drafted nothing, in Auto or a fixed K: the ``plain`` steps of ``drafters``), ``drafters`` (per
     drafter, and ``plain``: ``steps``, ``drafted``, ``accepted``, ``k_max``), ``k_steps`` (steps per K, ``"0"``
     plain), ``stop_reason`` (``eos``, ``stop_string``, ``max_new_tokens``, ``cancelled``); ``unused``, only where
