@@ -87,6 +87,26 @@ def test_streamed_chat_reply_and_usage_chunk(client, engine):
     assert usage.model_extra["specchat"]["mode"] == "auto"
 
 
+def test_streamed_steps_are_every_decode_step_the_end_of_sequence_one_last(server):
+    """The README's curl example (spec_lookup, K 4) streamed: the steps the chunks list are the reply's decode
+    steps, all of them (k_steps counts as many, their tokens are the reply's); the finish chunk lists a step with
+    ``emitted`` 0 (found by a README trial): the last one, whose pass chose the end of sequence, no token of the
+    text, and a real pass, which the README explains."""
+    body = {"messages": [{"role": "user", "content": "Rewrite: the quick brown fox jumps over the lazy dog."}],
+            "temperature": 0, "stream": True, "specchat": {"mode": "spec_lookup", "k": 4}}
+    with httpx.stream("POST", f"{server.url}/chat/completions", json=body, timeout=120) as response:
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    chunks = [event for event in events if event.get("choices")]
+    steps = [step for chunk in chunks for step in chunk.get("specchat", {}).get("steps", [])]
+    finish = chunks[-1]
+    stats = finish["specchat"]
+    assert finish["choices"][0]["finish_reason"] == "stop" and stats["stop_reason"] == "eos"
+    assert len(steps) == sum(stats["k_steps"].values()) and all(step["k"] == 4 for step in steps)
+    assert sum(step["emitted"] for step in steps) + 1 == len([c for c in chunks if c["choices"][0]["delta"].get("content")])
+    assert [i for i, step in enumerate(steps) if step["emitted"] == 0] == [len(steps) - 1]
+    assert finish["specchat"]["steps"][-1]["emitted"] == 0
+
+
 def test_a_one_token_reply_has_no_rate_rather_than_zero(client):
     """Newcomer trial: a reply of one token (``max_tokens`` 1) said ``specchat.tokens_per_s`` 0.0, as if decoding
     had stalled; the rate is measured between the first and the last token, so one token has none: null, as the
