@@ -135,8 +135,7 @@ class LoadedModel:
     @property
     def max_context(self) -> int | None:
         """Upper bound of n_ctx: the trained length, or the sliding window if smaller (None if unknown)."""
-        bounds = [b for b in (self.max_position_embeddings, self.sliding_window) if b]
-        return min(bounds) if bounds else None
+        return max_context_of_config(self.config)
 
     @property
     def eos_token_ids(self) -> set[int]:
@@ -179,6 +178,14 @@ class LoadedModel:
             encoded = self.tokenizer.encode(piece, add_special_tokens=add_special_tokens and index == 0)
             ids.extend(int(t) for t in encoded.input_ids.data[0])
         return ids
+
+
+def max_context_of_config(config: dict) -> int | None:
+    """Upper bound of n_ctx that a ``config.json`` gives: the trained length (``max_position_embeddings``), or the
+    sliding window if smaller; None if it says neither."""
+    trained = config.get("max_position_embeddings")
+    bounds = [b for b in (int(trained) if trained else None, sliding_window_of(config)) if b]
+    return min(bounds) if bounds else None
 
 
 def sliding_window_of(config: dict) -> int | None:

@@ -421,3 +421,25 @@ def test_output_whose_reader_left_is_no_data_folder_error(int4_dir, data_dir, ar
         os.close(writer)
     assert result.returncode == 141, result.stderr
     assert "data-dir" not in result.stderr and "Broken pipe" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["generate", "Hi"], ["chat"], ["serve", "--port", "0"]])
+def test_an_n_ctx_past_the_models_length_is_refused_before_any_model_loads(int4_dir, data_dir, monkeypatch, capsys, command):
+    """A README trial: `specchat serve --n-ctx 100000` printed "loading ..." and only after the model loaded
+    "error: --n-ctx must be in [16, 8192]"; `chat` took the first message before saying it. The model's length is
+    in its config.json: refused before anything loads, the message saying that the bound is this model's."""
+    import app.cli.commands as commands
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    assert commands.run_command(commands.build_parser().parse_args([*command, "--n-ctx", "100000"])) == 2
+    err = capsys.readouterr().err
+    assert "loading" not in err
+    assert err.splitlines()[-1] == (
+        "error: --n-ctx must be in [16, 8192], got 100000: SmolLM2-135M-Instruct-int4 reads at most 8192 tokens")

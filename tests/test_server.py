@@ -438,7 +438,9 @@ def test_an_n_ctx_past_the_models_length_is_refused_at_start(data_dir, int4_dir)
         capture_output=True, text=True, timeout=240,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == "error: --n-ctx must be in [16, 8192], got 100000"
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --n-ctx must be in [16, 8192], got 100000: SmolLM2-135M-Instruct-int4 reads at most 8192 tokens")
+    assert "loading" not in result.stderr  # refused before the model loads
 
 
 def test_bad_completion_requests_and_an_oversized_body(server):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from app.backends.worker import ModelSpec
 from inference.devices import available_devices, unavailable_device
@@ -13,11 +14,13 @@ from inference.draft_head import HEAD_K, is_head_folder
 from inference.models import default_model, store
 from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
 from inference.models.errors import ModelImportError
+from inference.models.inspect import max_context_of
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.settings import (
     GREEDY_UNUSED,
     GREEDY_WHY,
     MAX_K,
+    MIN_N_CTX,
     ContextSettings,
     Decoding,
     GenerationSettings,
@@ -150,6 +153,20 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
     settings.validate()
     check_threads(args.threads)
     return settings
+
+
+def check_n_ctx(settings: GenerationSettings, spec: ModelSpec) -> None:
+    """Refuse an --n-ctx past what the target model reads (its config.json's trained length or sliding window:
+    ``max_context_of``) before any model loads; its fixed range is checked earlier (``decoding_settings``).
+
+    Raises:
+        ValueError: n_ctx is past the model's bound (the message says it is this model's).
+    """
+    bound = max_context_of(spec.target_dir)
+    n_ctx = settings.context.n_ctx
+    if bound is not None and n_ctx > bound:
+        raise ValueError(f"--n-ctx must be in [{MIN_N_CTX}, {bound}], got {n_ctx}: {Path(spec.target_dir).name} reads at "
+                         f"most {bound} tokens")
 
 
 def _progress(message: str) -> None:

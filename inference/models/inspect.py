@@ -31,6 +31,7 @@ from ..model import (
     ModelLoadError,
     TokenizerMismatchError,
     lm_head,
+    max_context_of_config,
     openvino_message,
     sliding_window_of,
 )
@@ -232,6 +233,13 @@ def read_config(folder: Path | str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def max_context_of(folder: Path | str) -> int | None:
+    """``LoadedModel.max_context`` of the model in ``folder`` (the most n_ctx it takes), read from its config.json
+    without loading it, so that a front end refuses a larger n_ctx before the load; None where config.json does
+    not say (or is missing or unreadable: the load says so)."""
+    return max_context_of_config(read_config(folder))
 
 
 def rope_support(folder: Path | str) -> tuple[bool, str]:
