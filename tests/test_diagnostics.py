@@ -92,7 +92,8 @@ def test_the_log_is_its_owner_s_and_holds_no_request_url(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     log = tmp_path / "data" / "logs" / "window.log"
     text = log.read_text(encoding="utf-8")
-    assert "after the request" in text  # (INFO records are written)
+    assert "after the request" in text  # (INFO records are written, as the README says: the start line too)
+    assert "INFO app.logging_setup: SpecChat " in text and " (window) started: Python " in text
     assert "SECRET123" not in text and "HTTP Request" not in text
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
