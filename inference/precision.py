@@ -167,13 +167,14 @@ class NumericPrecision:
 
     def describe(self) -> str:
         """``f32, KV cache f32, no dynamic quantization (exact); prefill bf16; 4-bit kernels: SpecChat's`` and the
-        like."""
+        like: every precision says ``(exact)`` or ``(fast)`` (not exact: the status bar's words), ``bf16, KV cache
+        u8, dynamic quantization 32 (fast)``."""
         parts = [self.inference or "device default", f"KV cache {self.kv_cache or 'device default'}"]
         if self.dynamic_quantization_group_size == 0:
             parts.append("no dynamic quantization")
         elif self.dynamic_quantization_group_size > 0:
             parts.append(f"dynamic quantization {self.dynamic_quantization_group_size}")
-        text = ", ".join(parts) + (" (exact)" if self.exact else "")
+        text = ", ".join(parts) + (" (exact)" if self.exact else " (fast)")
         text += f"; prefill {self.prefill}" if self.prefill else ""
         return text + (f"; 4-bit kernels: {self.kernels}" if self.kernels else "")
 

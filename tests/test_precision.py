@@ -55,6 +55,15 @@ def test_the_default_is_exact_and_read_back_from_openvino(target):
     assert precision.as_dict()["exact"] is True
 
 
+def test_every_precision_says_whether_it_is_exact_or_fast():
+    """A README trial: `--precision bf16` gave a statistics line with no "(exact)" or "(fast)" word, as if it said
+    nothing about exactness; every precision now ends its terms with one (the status bar's words)."""
+    bf16 = NumericPrecision("bf16", "u8", 32, kernels="OpenVINO's (not the exact f32 path)")
+    assert bf16.describe() == "bf16, KV cache u8, dynamic quantization 32 (fast); 4-bit kernels: OpenVINO's (not the exact f32 path)"
+    assert NumericPrecision("", "", -1).describe() == "device default, KV cache device default (fast)"
+    assert NumericPrecision("f32", "f32", 0, prefill="bf16").describe() == "f32, KV cache f32, no dynamic quantization (exact); prefill bf16"
+
+
 def test_device_defaults_are_what_openvino_chooses(int4_dir):
     """Without settings (what a draft model gets) the device decides; on CPUs that is a u8 KV cache."""
     model = load_model(int4_dir, "CPU")
