@@ -11,8 +11,10 @@ and waits for the reply; ``picker`` opens the model picker's list. ``--model`` c
 name of ``specchat models list``) instead of the default model. ``settings`` shows the window without generating
 anything (the settings pane as a 1366x768 laptop screen shows it); ``haiku`` shows a stored conversation whose user
 message and reply have several lines (line breaks as rendered); ``remote`` opens the remote server dialog over the
-window, a key typed for a server on another computer over plain http (its warning shows). None of the last three
-loads a model.
+window, a key typed for a server on another computer over plain http (its warning shows). The window loads its model
+as it opens, so ``settings`` and ``haiku`` wait for it, as a user would see them, the model ready in the status bar
+(they showed "Loading ..." with its busy bar); ``remote`` shows the remote model there and waits for nothing. It
+prints the status bar's text on stderr.
 """
 
 from __future__ import annotations
@@ -125,13 +127,13 @@ def _take(args: argparse.Namespace) -> int:
           f"window {window.size().toTuple()}, model folder {default_model_dir(4)}", file=sys.stderr)  # fmt: skip
 
     async def scene() -> int:
-        if args.scene in ("settings", "haiku"):
-            return 0
         if args.scene == "remote":
             await _open_remote_dialog(window)
             return 0
         window.start()
         await window.wait_for_model()
+        if args.scene in ("settings", "haiku"):
+            return 0
         if args.scene == "picker":
             window.model_picker.open_list()
             await asyncio.sleep(0.8)  # the list opens and paints
@@ -150,6 +152,7 @@ def _take(args: argparse.Namespace) -> int:
         bar = pane.verticalScrollBar()
         print(f"settings pane: viewport {pane.viewport().height()} px, content {pane.widget().sizeHint().height()} px, "
               f"scroll bar {'shown' if bar.isVisible() else 'hidden'} (range {bar.maximum()})", file=sys.stderr)  # fmt: skip
+        print(f"status bar: {window.model_label.text()}", file=sys.stderr)
         if status:
             return status
         screen = window.screen()
