@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -443,3 +444,28 @@ def test_an_n_ctx_past_the_models_length_is_refused_before_any_model_loads(int4_
     assert "loading" not in err
     assert err.splitlines()[-1] == (
         "error: --n-ctx must be in [16, 8192], got 100000: SmolLM2-135M-Instruct-int4 reads at most 8192 tokens")
+
+
+def test_the_default_n_ctx_shrinks_to_a_shorter_models_length_and_a_given_one_is_refused(tmp_path):
+    """A model trained on fewer tokens than the default n_ctx (4096; e.g. 2048) was refused unless --n-ctx was given,
+    for a value the user never chose: the default shrinks to the model's length, as the window's Context length box
+    does, and only a value given past it is refused."""
+    from app.backends.worker import ModelSpec
+    from app.cli.options import CONTEXT, fit_n_ctx
+    from inference.precision import PrecisionSettings
+    from inference.settings import GenerationSettings
+
+    folder = tmp_path / "short-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    spec = ModelSpec(folder, "CPU", None, "CPU", PrecisionSettings(), None)
+    default = GenerationSettings()
+    assert default.context.n_ctx == CONTEXT.n_ctx == 4096
+    assert fit_n_ctx(default, spec, given=False).context.n_ctx == 2048
+    with pytest.raises(ValueError, match=r"--n-ctx must be in \[16, 2048\], got 4096: short-model reads at most 2048"):
+        fit_n_ctx(default, spec, given=True)
+    fitting = replace(default, context=replace(default.context, n_ctx=1024))
+    assert fit_n_ctx(fitting, spec, given=True) is fitting
+    too_many_kept = replace(default, context=replace(default.context, n_keep=3000))
+    with pytest.raises(SettingError, match="n_keep"):
+        fit_n_ctx(too_many_kept, spec, given=False)

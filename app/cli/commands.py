@@ -16,7 +16,7 @@ from typing import Callable
 from app import __version__
 from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
-from app.cli.options import add_model_options, check_n_ctx, decoding_settings, model_folders
+from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, model_folders
 from app.counts import tokens_text
 from inference.advice import in_words
 from inference.chat import ChatSession
@@ -274,10 +274,12 @@ def _settings(args: argparse.Namespace, mode: str) -> GenerationSettings:
     return settings
 
 
-def _engine(args: argparse.Namespace, settings: GenerationSettings) -> Engine:
-    """The engine of the model options, loaded once ``settings`` (its n_ctx) fit the models found."""
+def _engine(args: argparse.Namespace, settings: dict[str, GenerationSettings]) -> Engine:
+    """The engine of the model options, loaded once the settings of each mode fit the models found: their n_ctx
+    fitted in place (``fit_n_ctx``)."""
     models = model_folders(args)
-    check_n_ctx(settings, models)
+    for mode, each in settings.items():
+        settings[mode] = fit_n_ctx(each, models, given=args.n_ctx is not None)
     if models.draft_dir is not None:
         repair_default_head(models.draft_dir)  # the shipped head, damaged, is reinstalled before it is loaded
     return Engine.load(models.target_dir, models.target_device, models.draft_dir, models.draft_device, models.precision,
@@ -378,7 +380,7 @@ def _generate(args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
     modes = ["ar", "auto"] if args.mode == "compare" else [args.mode]
     settings = {mode: _settings(args, mode) for mode in modes}
-    engine = _engine(args, settings[modes[0]])
+    engine = _engine(args, settings)
     cancel = threading.Event()
     results = {}
     precision = engine.target.precision.as_dict()
@@ -451,8 +453,9 @@ def _explain_difference(
 
 
 def _chat(args: argparse.Namespace) -> int:
-    settings = _settings(args, args.mode)
-    session = ChatSession(_engine(args, settings), args.system)
+    by_mode = {args.mode: _settings(args, args.mode)}
+    session = ChatSession(_engine(args, by_mode), args.system)
+    settings = by_mode[args.mode]
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")  # invalid UTF-8 typed or piped in becomes U+FFFD, not a crash
     print(

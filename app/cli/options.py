@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.backends.worker import ModelSpec
@@ -53,7 +54,7 @@ def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = 
     parser.add_argument("--draft", default=None, help=f"with --mode auto, spec or compare: a draft model or head (an installed model's name or a folder), or 'lookup' for prompt-lookup drafting (default: {DEFAULT_HEAD_NAME} for the default model, else lookup)")
     parser.add_argument("--k", type=int, default=None, help=f"draft tokens per step of --mode spec; auto chooses its own (1..{MAX_K}, default {HEAD_K} with a draft head, else {SPECULATIVE.k})")
     parser.add_argument("--adaptive-k", action="store_true", help="with --mode spec: choose K per step as auto does, with the one drafter given")
-    parser.add_argument("--n-ctx", type=int, default=CONTEXT.n_ctx, help="KV-cache size in tokens; older tokens roll out past it")
+    parser.add_argument("--n-ctx", type=int, default=None, help=f"KV-cache size in tokens; older tokens roll out past it (default {CONTEXT.n_ctx}, or the model's trained length where shorter)")
     parser.add_argument("--n-keep", type=_n_keep, default=CONTEXT.n_keep, help="tokens kept at the start (attention sinks), or 'auto' = the system prompt")
     parser.add_argument("--n-discard", type=int, default=CONTEXT.n_discard, help="tokens dropped per roll (-1 = half of n_ctx - n_keep)")
     parser.add_argument("--device", default="CPU", help=f"target device ({', '.join(available_devices())})")
@@ -147,7 +148,8 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
     """
     settings = GenerationSettings(
         decoding=decoding_of(args, mode),
-        context=ContextSettings(n_ctx=args.n_ctx, n_keep=args.n_keep, n_discard=args.n_discard),
+        context=ContextSettings(n_ctx=CONTEXT.n_ctx if args.n_ctx is None else args.n_ctx, n_keep=args.n_keep,
+                                n_discard=args.n_discard),
         speculative=SpeculativeSettings(k=_default_k(args) if args.k is None else args.k, adaptive=args.adaptive_k),
     )
     settings.validate()
@@ -155,18 +157,30 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
     return settings
 
 
-def check_n_ctx(settings: GenerationSettings, spec: ModelSpec) -> None:
-    """Refuse an --n-ctx past what the target model reads (its config.json's trained length or sliding window:
-    ``max_context_of``) before any model loads; its fixed range is checked earlier (``decoding_settings``).
+def fit_n_ctx(settings: GenerationSettings, spec: ModelSpec, given: bool) -> GenerationSettings:
+    """``settings`` with an n_ctx the target model reads (its config.json's trained length or sliding window:
+    ``max_context_of``), decided before any model loads; the fixed range is checked earlier (``decoding_settings``).
+
+    Args:
+        settings: the decoding settings of the command's options.
+        spec: the models found.
+        given: whether --n-ctx was given; if not, the default shrinks to a shorter model's length (as the window's
+            Context length box does), else a value past it is refused.
 
     Raises:
-        ValueError: n_ctx is past the model's bound (the message says it is this model's).
+        ValueError: a given n_ctx past the model's bound (the message says it is this model's).
+        SettingError: --n-keep or --n-discard past the shortened default.
     """
     bound = max_context_of(spec.target_dir)
     n_ctx = settings.context.n_ctx
-    if bound is not None and n_ctx > bound:
-        raise ValueError(f"--n-ctx must be in [{MIN_N_CTX}, {bound}], got {n_ctx}: {Path(spec.target_dir).name} reads at "
-                         f"most {bound} tokens")
+    if bound is None or n_ctx <= bound:
+        return settings
+    if not given:
+        fitted = replace(settings, context=replace(settings.context, n_ctx=bound))
+        fitted.validate()  # (an --n-keep or --n-discard may not fit the shorter context)
+        return fitted
+    raise ValueError(f"--n-ctx must be in [{MIN_N_CTX}, {bound}], got {n_ctx}: {Path(spec.target_dir).name} reads at "
+                     f"most {bound} tokens")
 
 
 def _progress(message: str) -> None:

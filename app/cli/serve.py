@@ -21,7 +21,7 @@ from pathlib import Path
 
 from app.binding import API_KEY_VARIABLE, ListenError, check_binding, listen, url_of
 from app.cli import INTERRUPTED
-from app.cli.options import add_model_options, check_n_ctx, decoding_settings, model_folders
+from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, model_folders
 from app.server.request_common import TOOL_CHOICE_DEFAULTS
 from inference.generation_config import CHAT_DEFAULTS, recommended_sampling
 from inference.settings import SamplingSettings, SettingError, top_k_given
@@ -101,7 +101,7 @@ def run_serve(args: argparse.Namespace) -> int:
     sock = _listen(args.host, args.port)
     try:
         spec = model_folders(args)
-        check_n_ctx(defaults, spec)
+        defaults = fit_n_ctx(defaults, spec, given=args.n_ctx is not None)
         defaults = replace(defaults, sampling=replace(recommended_sampling(spec.target_dir), **given))
         if asyncio.run(_serve(sock, spec, defaults, api_key, args.max_queue, args.max_tokens, args.log_prompts,
                               args.tool_choice_default)):
