@@ -9,6 +9,11 @@ Rules:
   where it was typed.
 - The settings keep a chat's sampling by its id: a chat deleted has its entries removed, and at start those of chats
   the history has not are dropped (a history started afresh numbers its chats from 1 again).
+- What is typed in the message box and not sent is the chat shown's: another chat shown keeps it for this one
+  and shows its own (a new chat: the one typed in a new chat not saved, else empty); sending empties it, deleting
+  the chat drops it. At quit each chat's is kept in the settings (:meth:`Conversations.keep_draft`), and at start the
+  chat shown gets its own back, and the one message an older SpecChat kept for the whole window. A history kept in
+  memory keeps them while the window is open: its numbers are not the file's, which keeps its own.
 - Export writes the conversation as shown: the version of each message chosen on screen (chat branches,
   ``HistoryDB.messages`` of the chosen path).
 """
@@ -22,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, Signal
-from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from .chat_titles import first_line, title_from
@@ -95,9 +99,14 @@ class Conversations(QObject):
         # the chat a reply streams in is marked in the list, also once left (newcomer trial: nothing showed it)
         replies.started.connect(lambda reply: conversation_list.set_replying(reply.conversation_id))
         replies.finished.connect(lambda _final: conversation_list.set_replying(None))
+        # what is typed and not sent in each chat not shown (None: a new chat not saved yet); the chat shown's is
+        # in the message box, read when another is shown and at quit: no work per keystroke
+        self._unsent: dict[int | None, str] = {}
         if not db.in_memory:  # (a history kept in memory numbers its chats apart from the file's)
             existing = {conversation.id for conversation in db.conversations()}
             store.keep_conversations_only(existing.__contains__)  # (a new chat numbered as an old one starts clean)
+            self._unsent = {key: text for key, text in store.unsent_messages.items() if key is None or key in existing}
+            self._keep_unsent()
 
     @property
     def current_id(self) -> int | None:
@@ -137,20 +146,46 @@ class Conversations(QObject):
 
     def show_first(self) -> None:
         """Show the conversation at start: the one shown when the window last closed while the history has it, else
-        the newest, else a new chat; with the message typed and not sent then in the message box."""
+        the newest (a new chat if one was left with a message typed), else a new chat; with the message typed in it
+        and not sent in the message box, and the one an older SpecChat kept for the whole window (then this chat's)."""
         last = self._store.open_conversation
         if last is not None and self.db.conversation(last) is not None:
             self.open(last)
-        elif conversations := self.db.conversations():
+        elif None not in self._unsent and (conversations := self.db.conversations()):
             self.open(conversations[0].id)
         else:
             self.new()
-        if unsent := self._store.unsent_message:
-            self._composer.set_text(unsent)
-            self._composer.edit.moveCursor(QTextCursor.MoveOperation.End)  # (typing goes on where it stopped)
+        if not self.db.in_memory and (older := self._store.take_unsent_message()):
+            own = self._composer.text()
+            self._composer.show_unsent(older if own in ("", older) else f"{own}\n\n{older}")  # (neither is lost)
+
+    def keep_draft(self) -> None:
+        """Keep what is typed in the message box as the chat shown's message not sent, in the settings with the next
+        save (the window's state at quit; not for a history kept in memory)."""
+        if text := self._composer.text():
+            self._unsent[self.current_id] = text
+        self._keep_unsent()
+
+    def _keep_unsent(self) -> None:
+        """Give the chats' messages not sent to the settings (written with the next save), unless the history is
+        kept in memory."""
+        if not self.db.in_memory:
+            self._store.set_unsent_messages(self._unsent)
+
+    def _show_unsent(self, chosen: int | None) -> None:
+        """``chosen`` is to be shown: what is typed in the message box stays with the chat shown, and the box shows
+        what was typed and not sent in ``chosen`` (empty if nothing)."""
+        leaving = self.current_id
+        if chosen == leaving and chosen not in self._unsent:
+            return  # (New chat on a new chat: its text stays)
+        if (text := self._composer.text()) and leaving != chosen:
+            self._unsent[leaving] = text
+        self._composer.show_unsent(self._unsent.pop(chosen, ""))
+        self._keep_unsent()
 
     def new(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""
+        self._show_unsent(None)
         self._view.show_conversation(None, [])
         self.follow()
         self._composer.chat_changed()
@@ -165,6 +200,7 @@ class Conversations(QObject):
             self.refresh()
             return
         if self.current_id != conversation_id:
+            self._show_unsent(conversation_id)
             self._view.show_conversation(conversation, self.db.messages(conversation_id))
             self._sampling.set_conversation(conversation_id)
             self.follow()
@@ -231,11 +267,14 @@ class Conversations(QObject):
         except sqlite3.Error as error:
             self.write_failed(f"the deletion of “{conversation.title}” (it was kept)", error)
             return False
+        self._unsent.pop(conversation_id, None)
+        self._keep_unsent()
         try:
             self._store.forget_conversation(conversation_id)
         except OSError as error:  # dropped at the next start (its chat is gone from the history)
             logger.warning("could not remove the deleted chat's entries from the settings: %s", error)
         if self.current_id == conversation_id:
+            self._composer.clear()  # (what was typed in it goes with it)
             remaining = [c.id for c in self.db.conversations()]
             if remaining:  # its neighbour in the list: the one below, or above for the last (newcomer trial: the top)
                 place = order.index(conversation_id) if conversation_id in order else 0

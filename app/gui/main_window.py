@@ -529,8 +529,8 @@ class MainWindow(QMainWindow):
         self._shut_down = True
         ui_state = self._ui_state()
         # what is typed and not sent is kept with the window's state (a trial's Ctrl+Q lost it without a word), read
-        # once here: not copied on every keystroke
-        self.store.set_unsent_message(self.composer.text())
+        # once here (and when another chat is shown): not copied on every keystroke
+        self.conversations.keep_draft()
         self.hide()  # quitting looks instant even if the worker must finish loading a model first
         self.chat_view.flush_system_prompt()
         self.replies.close()

@@ -1,6 +1,6 @@
 """The application's settings: what the settings pane edits, how they are checked, and where they persist.
 
-Why one module of ~680 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
+Why one module of ~720 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
 :class:`SettingsStore` (reading, repairing and writing the file, ~215) are the two halves of one file format: a
 setting added touches both, and the functions between them translate one into the other.
 
@@ -91,10 +91,22 @@ CONVERSATION_PRESETS = "conversation_presets"
 TRANSFER_FOLDER = "export_folder"
 #: UI-state key of the conversation shown last (its id; null: a new chat), opened again at the next start.
 OPEN_CONVERSATION = "open_conversation"
-#: UI-state key of the text typed in the message box and not sent, in the box again at the next start.
+#: UI-state key of the text typed in the message box and not sent, per chat: ``{str(conversation_id), or
+#: NEW_CHAT_KEY for a new chat not saved yet: the text}``, in the box again when its chat is shown, after a restart too.
+UNSENT_MESSAGES = "unsent_messages"
+#: The key in ``UNSENT_MESSAGES`` of the new chat not saved yet.
+NEW_CHAT_KEY = "new"
+#: UI-state key of the one unsent message an older SpecChat kept for the whole window: read once, into the chat
+#: shown at the next start (:meth:`SettingsStore.take_unsent_message`).
 UNSENT_MESSAGE = "unsent_message"
 #: UI-state keys the store keeps itself: the window's own state (:meth:`SettingsStore.save_ui_state`) leaves them.
-_STORE_UI_KEYS = (CONVERSATION_PRESETS, TRANSFER_FOLDER, OPEN_CONVERSATION, UNSENT_MESSAGE)
+_STORE_UI_KEYS = (CONVERSATION_PRESETS, TRANSFER_FOLDER, OPEN_CONVERSATION, UNSENT_MESSAGES, UNSENT_MESSAGE)
+
+
+def _chat_number(key: str) -> int | None:
+    """The chat a UI-state entry's key names (its id in ASCII digits), or None: not a number, or longer than a
+    history's ids are (``int`` refuses a string of over 4,300 digits)."""
+    return int(key) if key.isdigit() and key.isascii() and len(key) <= 19 else None
 
 
 def config_dir() -> Path:
@@ -673,17 +685,35 @@ class SettingsStore:
         self._ui[OPEN_CONVERSATION] = conversation_id
 
     @property
-    def unsent_message(self) -> str:
-        """The text typed in the message box and not sent when the window last closed ("" if none)."""
-        text = self._ui.get(UNSENT_MESSAGE)
-        return text if isinstance(text, str) else ""
+    def unsent_messages(self) -> dict[int | None, str]:
+        """The text typed in the message box and not sent, per chat (None: a new chat not saved yet), as last given
+        to :meth:`set_unsent_messages`; entries that are not a chat's number (or ``NEW_CHAT_KEY``) with a text are
+        left out."""
+        entries = self._ui.get(UNSENT_MESSAGES)
+        unsent: dict[int | None, str] = {}
+        for key, text in entries.items() if isinstance(entries, dict) else ():
+            if not isinstance(text, str) or not text:
+                continue
+            if key == NEW_CHAT_KEY:
+                unsent[None] = text
+            elif (number := _chat_number(key)) is not None:
+                unsent[number] = text
+        return unsent
 
-    def set_unsent_message(self, text: str) -> None:
-        """Remember the message box's text (UI state), written with the next save (the window's state at quit)."""
-        if text:
-            self._ui[UNSENT_MESSAGE] = text
+    def set_unsent_messages(self, unsent: dict[int | None, str]) -> None:
+        """Remember the text typed and not sent in each chat (UI state; None: a new chat not saved yet; empty texts
+        are left out), written with the next save (the settings' after an edit, the window's state at quit)."""
+        entries = {NEW_CHAT_KEY if key is None else str(key): text for key, text in unsent.items() if text}
+        if entries:
+            self._ui[UNSENT_MESSAGES] = entries
         else:
-            self._ui.pop(UNSENT_MESSAGE, None)
+            self._ui.pop(UNSENT_MESSAGES, None)
+
+    def take_unsent_message(self) -> str:
+        """The one unsent message an older SpecChat kept for the whole window ("" if none), forgotten (with the next
+        save): from then on it is the unsent message of the chat it is shown in."""
+        text = self._ui.pop(UNSENT_MESSAGE, None)
+        return text if isinstance(text, str) else ""
 
     @property
     def held(self) -> str | None:

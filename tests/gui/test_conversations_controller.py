@@ -414,3 +414,49 @@ def test_the_chat_a_reply_streams_in_is_marked_in_the_list_until_it_ends(parts):
     parts.conversations.rename(story, "Saga")  # (as the window does)
     replies.finished.emit(None)  # (a stopped or failed reply ends so too)
     assert shown() == {story: "Saga", other: "Other"}
+
+
+def test_a_history_kept_in_memory_keeps_its_chats_unsent_messages_out_of_the_settings_file(qtbot, parts, tmp_path):
+    """Chats of a history kept in memory (the file could not be opened) keep their unsent messages while the window
+    is open, but their numbers are not the file's: none is written, and those the file holds (the older single one
+    included) are left for the history on disk."""
+    import json
+
+    on_file = {"unsent_messages": {"1": "for the file's chat 1"}, "unsent_message": "old"}
+    parts.store.save_ui_state(AppSettings(), on_file)
+    store = SettingsStore(tmp_path / "settings.json")
+    store.load()
+    assert store.ui_state["unsent_messages"] == {"1": "for the file's chat 1"}  # (kept by the store, not the window)
+    widgets = [ConversationList(), ChatView(), Composer(), LiveGraph(), SamplingGroup(store)]
+    for widget in widgets:
+        qtbot.addWidget(widget)
+    conversations = Conversations(parts.db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
+    composer = widgets[2]
+    first, second = add_chat(parts.db, "One", "1?", "1."), add_chat(parts.db, "Two", "2?", "2.")
+    conversations.refresh()
+    conversations.show_first()
+    assert conversations.current_id == second and composer.text() == ""  # not the file's chat 1's, nor the old one
+    composer.set_text("typed in Two")
+    conversations.open(first)
+    composer.set_text("typed in One")
+    conversations.open(second)
+    assert composer.text() == "typed in Two"
+    conversations.open(first)
+    assert composer.text() == "typed in One"
+    conversations.keep_draft()  # (at quit)
+    store.save_ui_state(AppSettings(), {})
+    written = json.loads((tmp_path / "settings.json").read_text())["ui"]
+    assert written["unsent_messages"] == {"1": "for the file's chat 1"} and written["unsent_message"] == "old"
+
+
+def test_a_chats_unsent_message_shown_again_is_no_typing_that_withdraws_why_the_settings_refuse(parts):
+    """Why the settings refused a send stays when another chat is shown (only what was said of the last chat's send
+    goes), also when that chat's own unsent message fills the box: that is no typing of the user's."""
+    first, second = add_chat(parts.db, "One", "1?", "1."), add_chat(parts.db, "Two", "2?", "2.")
+    parts.conversations.open(first)
+    parts.composer.set_text("typed in One")
+    parts.conversations.open(second)
+    parts.composer.show_blocked("Fix the settings first: Temperature must be at most 2")
+    parts.conversations.open(first)
+    assert parts.composer.text() == "typed in One"
+    assert parts.composer.error_text == "Fix the settings first: Temperature must be at most 2"

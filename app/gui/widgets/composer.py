@@ -4,8 +4,8 @@ for a notice, kept while none shows."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPlainTextEdit, QPushButton, QVBoxLayout
 
 from .setting_row import FieldError
@@ -127,6 +127,13 @@ class Composer(QFrame):
     def set_text(self, text: str) -> None:
         """Replace the text."""
         self.edit.setPlainText(text)
+
+    def show_unsent(self, text: str) -> None:
+        """Show the text a chat shown has typed and not sent, to be typed on at its end: no typing of the user's, so
+        the notice shown stays (:meth:`chat_changed` withdraws what no longer applies)."""
+        with QSignalBlocker(self.edit):
+            self.edit.setPlainText(text)
+        self.edit.moveCursor(QTextCursor.MoveOperation.End)
 
     def clear(self) -> None:
         """Empty the box (after sending)."""
