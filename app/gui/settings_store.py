@@ -624,7 +624,9 @@ class SettingsStore:
         chosen = self._ui.get(CONVERSATION_PRESETS)
         if isinstance(chosen, dict):
             self._ui[CONVERSATION_PRESETS] = {
-                key: entry for key, entry in chosen.items() if key.isdigit() and key.isascii() and exists(int(key))
+                key: entry
+                for key, entry in chosen.items()
+                if (number := _chat_number(key)) is not None and exists(number)
             }
         if self.open_conversation is not None and not exists(self.open_conversation):
             self._ui[OPEN_CONVERSATION] = None

@@ -460,3 +460,24 @@ def test_a_chats_unsent_message_shown_again_is_no_typing_that_withdraws_why_the_
     parts.conversations.open(first)
     assert parts.composer.text() == "typed in One"
     assert parts.composer.error_text == "Fix the settings first: Temperature must be at most 2"
+
+
+def test_a_chat_number_too_long_for_an_int_in_the_settings_is_dropped_at_start(qtbot, tmp_path):
+    """A settings file edited by hand with a chat's entry keyed by 5,000 digits stopped the window at start (Python's
+    ``int`` refuses over 4,300 digits: "Exceeds the limit (4300 digits) for integer string conversion"): the entry is
+    dropped as one of no chat, the others kept."""
+    import json
+
+    settings_path = tmp_path / "settings.json"
+    presets = {"9" * 5000: "Creative", "1": "Precise"}
+    settings_path.write_text(json.dumps({"version": 1, "ui": {"conversation_presets": presets}}))
+    db = HistoryDB(tmp_path / "history.sqlite3")
+    db.create_conversation("Chat 1")
+    store = SettingsStore(settings_path)
+    store.load()
+    widgets = [ConversationList(), ChatView(), Composer(), LiveGraph(), SamplingGroup(store)]
+    for widget in widgets:
+        qtbot.addWidget(widget)
+    Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
+    assert store.ui_state["conversation_presets"] == {"1": "Precise"}
+    db.close()
