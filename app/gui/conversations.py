@@ -8,7 +8,8 @@ Rules:
   composer and the status bar (what happened, what to do: :meth:`Conversations.write_failed`); what was typed stays
   where it was typed.
 - The settings keep a chat's sampling by its id: a chat deleted has its entries removed, and at start those of chats
-  the history has not are dropped (a history started afresh numbers its chats from 1 again).
+  the history has not are dropped (a history started afresh numbers its chats from 1 again). A history kept in
+  memory numbers its chats as the file's: their sampling is kept for the session only, the file's entries untouched.
 - What is typed in the message box and not sent is the chat shown's: another chat shown keeps it for this one
   and shows its own (a new chat: the one typed in a new chat not saved, else empty); sending empties it, deleting
   the chat drops it. At quit each chat's is kept in the settings (:meth:`Conversations.keep_draft`), and at start the
@@ -102,7 +103,9 @@ class Conversations(QObject):
         # what is typed and not sent in each chat not shown (None: a new chat not saved yet); the chat shown's is
         # in the message box, read when another is shown and at quit: no work per keystroke
         self._unsent: dict[int | None, str] = {}
-        if not db.in_memory:  # (a history kept in memory numbers its chats apart from the file's)
+        if db.in_memory:  # (it numbers its chats as the file's: their sampling is kept apart, for the session)
+            store.keep_conversations_in_memory()
+        else:
             existing = {conversation.id for conversation in db.conversations()}
             store.keep_conversations_only(existing.__contains__)  # (a new chat numbered as an old one starts clean)
             self._unsent = {key: text for key, text in store.unsent_messages.items() if key is None or key in existing}

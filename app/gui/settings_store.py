@@ -465,6 +465,9 @@ class SettingsStore:
         self._held: str | None = None  # why the file must not be written (it could not be read), None: it may be
         self._ui: dict[str, Any] = {}
         self._presets: dict[str, dict[str, Any]] = {}
+        # the chats' sampling of a history kept in memory (:meth:`keep_conversations_in_memory`), never written; None:
+        # the chats are the history file's, remembered in the file's ``ui`` section
+        self._in_memory: dict[str, Any] | None = None
         self._server = ServerSettings()
         self._settings = AppSettings()  # the last loaded or saved, written again with presets and UI state
 
@@ -589,31 +592,51 @@ class SettingsStore:
             self._ui[CONVERSATION_PRESETS] = {
                 cid: MODEL_DEFAULT if preset == name else preset for cid, preset in chosen.items()
             }
+        if self._in_memory is not None:
+            self._in_memory = {
+                cid: MODEL_DEFAULT if preset == name else preset for cid, preset in self._in_memory.items()
+            }
         self.save(self._settings)
+
+    def keep_conversations_in_memory(self) -> None:
+        """The history is kept in memory this session (its file could not be opened): its chats are numbered 1, 2, …
+        as the file's are, so what they remember of their sampling is kept apart, for this session only, and never
+        written; the entries of the file's chats stay as they are (and are not shown for these chats)."""
+        self._in_memory = {}
+
+    def _chosen(self) -> dict[str, Any]:
+        """The chats' remembered sampling by id: the in-memory history's, else the file's (``{}`` if none)."""
+        chosen = self._ui.get(CONVERSATION_PRESETS) if self._in_memory is None else self._in_memory
+        return chosen if isinstance(chosen, dict) else {}
 
     def conversation_preset(self, conversation_id: int) -> str | dict[str, Any] | None:
         """What a conversation remembers of its sampling: the name of the preset last chosen in it, or the values
         last edited by hand in it (Custom, complete over ``PRESET_KEYS``), or None (nothing, or an entry that is
         neither)."""
-        chosen = self._ui.get(CONVERSATION_PRESETS)
-        entry = chosen.get(str(conversation_id)) if isinstance(chosen, dict) else None
+        entry = self._chosen().get(str(conversation_id))
         return entry if isinstance(entry, str) else _preset_from_json(entry)
 
     def set_conversation_preset(self, conversation_id: int, preset: str | dict[str, Any], write: bool = True) -> None:
         """Remember the sampling of a conversation (UI state): a preset's name, or the values edited by hand
         (``PRESET_KEYS``); then write the file, or with ``write`` False leave it to the next save (a hand edit: an
         arrow held on a spin box edits many times a second, and the window saves the settings shortly after each
-        edit, and at quit)."""
-        chosen = self._ui.get(CONVERSATION_PRESETS)
+        edit, and at quit). A chat of a history kept in memory keeps it for the session: nothing is written."""
         entry = preset if isinstance(preset, str) else preset_values(preset)
-        self._ui[CONVERSATION_PRESETS] = {**(chosen if isinstance(chosen, dict) else {}), str(conversation_id): entry}
+        if self._in_memory is not None:
+            self._in_memory[str(conversation_id)] = entry
+            return
+        self._ui[CONVERSATION_PRESETS] = {**self._chosen(), str(conversation_id): entry}
         if write:
             self.save(self._settings)
 
     def forget_conversation(self, conversation_id: int) -> None:
         """Drop what the settings remember of a deleted conversation (its sampling; it as the one shown last) and
         write the file: a history started afresh numbers its chats from 1 again, and a new chat must not take a
-        deleted one's entries."""
+        deleted one's entries. A chat of a history kept in memory has its session's entry dropped: the file's
+        entries are not its."""
+        if self._in_memory is not None:
+            self._in_memory.pop(str(conversation_id), None)
+            return
         self.keep_conversations_only(lambda kept: kept != conversation_id)
         self.save(self._settings)
 

@@ -33,8 +33,9 @@ class NoReplyStreaming(QObject):
 
 
 @pytest.fixture
-def parts(qtbot, tmp_path):
-    db = HistoryDB(":memory:")
+def parts(qtbot, tmp_path, request):
+    """The controller and its widgets on an in-memory history, or on a history file with ``indirect`` "file"."""
+    db = HistoryDB(tmp_path / "history.sqlite3" if getattr(request, "param", None) == "file" else ":memory:")
     store = SettingsStore(tmp_path / "settings.json")
     widgets = {
         "conversation_list": ConversationList(),
@@ -309,10 +310,12 @@ def test_a_long_first_line_titles_the_chat_up_to_a_word_and_the_tooltip_shows_it
     assert tooltip(renamed) == f"Fox\n2 messages · {at(renamed)}"
 
 
+@pytest.mark.parametrize("parts", ["file", "memory"], indirect=True)
 def test_deleting_a_chat_forgets_its_sampling_in_the_settings_file(qtbot, parts, monkeypatch, qasync_loop, tmp_path):
     """Newcomer trial: a deleted chat's ``ui.conversation_presets["10"]`` stayed in settings.json; a history started
     afresh numbers its chats from 1 again, and a new chat took an old one's sampling. Deleting a chat removes its
-    entries from the file."""
+    entries from the file; a chat of a history kept in memory, its entries of the session, the file's (its chats
+    numbered the same) left as they were."""
     import asyncio
     import json
 
@@ -330,6 +333,10 @@ def test_deleting_a_chat_forgets_its_sampling_in_the_settings_file(qtbot, parts,
     monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
     kept, gone = add_chat(parts.db, "Kept", "Hello?", "Hello."), add_chat(parts.db, "Gone", "Bye?", "Bye.")
     store = parts.store
+    files_chats = {str(kept): "Balanced", str(gone): "Balanced"}  # the history file's chats of the same numbers
+    if parts.db.in_memory:
+        (tmp_path / "settings.json").write_text(json.dumps({"version": 1, "ui": {"conversation_presets": files_chats}}))
+        store.load()
     store.set_conversation_preset(kept, "Precise")
     store.set_conversation_preset(gone, "Creative")
     parts.conversations.refresh()
@@ -337,7 +344,7 @@ def test_deleting_a_chat_forgets_its_sampling_in_the_settings_file(qtbot, parts,
     qtbot.waitUntil(task.done, timeout=5000)
     assert task.result() is True
     written = json.loads((tmp_path / "settings.json").read_text())
-    assert written["ui"]["conversation_presets"] == {str(kept): "Precise"}
+    assert written["ui"]["conversation_presets"] == (files_chats if parts.db.in_memory else {str(kept): "Precise"})
     assert store.conversation_preset(gone) is None and store.conversation_preset(kept) == "Precise"
 
 
@@ -345,7 +352,7 @@ def test_the_settings_of_chats_the_history_lacks_are_dropped_at_start(qtbot, tmp
     """Entries of chats the history has not (deleted by an older SpecChat, or a history started afresh) are dropped
     when the window starts on them, and written so with the next save, so that a new chat numbered as an old one
     starts with the sampling chosen, not the old chat's; a history kept in memory (the file could not be opened)
-    keeps them all: its numbers are not the file's."""
+    keeps them all and shows none for its chats: its numbers are not the file's."""
     import json
 
     settings_path = tmp_path / "settings.json"
@@ -364,7 +371,8 @@ def test_the_settings_of_chats_the_history_lacks_are_dropped_at_start(qtbot, tmp
             qtbot.addWidget(widget)
         Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
         assert set(store.ui_state["conversation_presets"]) == kept
-        assert store.conversation_preset(1) == (None if kept == {"2"} else "Creative")
+        assert store.conversation_preset(1) is None
+        assert store.conversation_preset(2) == ("Precise" if kept == {"2"} else None)
         store.save_ui_state(AppSettings(), {})  # (the window's save at quit)
         assert set(json.loads(settings_path.read_text())["ui"]["conversation_presets"]) == kept
         db.close()

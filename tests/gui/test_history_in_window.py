@@ -121,3 +121,40 @@ def test_an_in_memory_history_without_chats_quits_at_once_and_a_file_history_has
     file_window.db.add_message(file_window.db.create_conversation("on disk"), "user", "hello")
     file_window.request_quit()
     assert not file_window.isVisible() and asked == []
+
+
+def test_an_in_memory_history_leaves_the_sampling_of_the_file_s_chats_as_it_was(qtbot, make_window, tmp_path, monkeypatch):
+    """Bug: a history kept in memory numbers its chats 1, 2, … as the file's; choosing a preset in its chat 1 wrote
+    ``ui.conversation_presets["1"]`` in settings.json, so the real chat 1 had that preset at the next start. Its chats'
+    sampling is kept for the session only, apart from the file's entries, which stay as they were."""
+    import json
+
+    from app.gui.settings_store import SettingsStore
+
+    settings_path = tmp_path / "config" / "settings.json"
+    SettingsStore(settings_path).save(FAST)
+    data = json.loads(settings_path.read_text())
+    data["ui"]["conversation_presets"] = {"1": "Precise", "2": "Balanced"}  # the file's chats 1 and 2
+    settings_path.write_text(json.dumps(data))
+    history = tmp_path / "history.sqlite3"
+    HistoryDB(history).close()
+    raw = sqlite3.connect(history)
+    raw.execute("PRAGMA user_version = 99")  # written by a newer SpecChat: opened in memory
+    raw.close()
+    window = make_window(None, history=history, start=False)
+    assert window.db.in_memory and window.history_banner.isVisible()
+    chat = window.db.create_conversation("kept in memory")
+    assert chat == 1
+    window.conversations.open(chat)
+    assert window.store.conversation_preset(chat) is None  # not the file's chat 1's
+    window.settings_pane.sampling.choose_preset("Creative")
+    assert window.store.conversation_preset(chat) == "Creative"  # kept for the session
+    window.conversations.new()
+    window.settings_pane.sampling.choose_preset("Precise")  # a new chat not saved: remembered by none
+    window.conversations.open(chat)
+    assert window.settings_pane.sampling.preset.currentData() == "Creative"
+    assert json.loads(settings_path.read_text())["ui"]["conversation_presets"] == {"1": "Precise", "2": "Balanced"}
+    _answer(monkeypatch, QMessageBox.StandardButton.Yes)
+    window.request_quit()
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5000)
+    assert json.loads(settings_path.read_text())["ui"]["conversation_presets"] == {"1": "Precise", "2": "Balanced"}
