@@ -31,7 +31,6 @@ from typing import Any, Sequence
 import llguidance
 import numpy as np
 
-from .tokenizer_cache import tokenizer_digest
 from .vocabulary import vocabulary
 
 #: How the JSON grammars lay out whitespace: ``{"a": 1, "b": [2, 3]}`` (Python's ``json.dumps``), nothing else. A
@@ -211,9 +210,9 @@ _tokenizers_lock = threading.Lock()
 
 
 def grammar_tokenizer(model) -> Any:
-    """llguidance's ``LLTokenizer`` of a loaded model, built once per process for each distinct tokenizer (from
-    ``vocabulary.vocabulary``: about 0.5 s for 49k tokens the first time)."""
-    key = tokenizer_digest(model.folder)
+    """llguidance's ``LLTokenizer`` of a loaded model, built once per process for each distinct tokenizer
+    (``model.tokenizer_digest``, taken at its load; from ``vocabulary.vocabulary``)."""
+    key = model.tokenizer_digest
     with _tokenizers_lock:
         if key not in _tokenizers:
             _tokenizers[key] = _build_tokenizer(model)

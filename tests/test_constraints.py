@@ -221,3 +221,75 @@ def test_drafts_are_judged_after_the_reply_as_it_is_not_after_drafts_the_target_
     reply = before + target.encode("}")  # the target took "}" where the first draft said "2"
     assert mask.allowed_prefix(reply + rejected, len(reply)) == len(reply)  # '{"a": 1}' is complete: no digit
     assert not mask.allowed(reply)[rejected[0]]
+
+
+def test_a_model_whose_folder_was_removed_since_loading_still_replies_in_json(tiny_ir, tmp_path, monkeypatch):
+    """Bug: the vocabulary (structured output, log-probabilities, streaming by bytes) was keyed by the digest of the
+    tokenizer files read again from the model's folder, and built from its detokenizer file: removed since the load
+    (`specchat models remove` while the window or the server kept the model), a JSON-mode reply failed at once with
+    "cannot read the detokenizer of tiny: FrontEnd API failed with GeneralFailure". It is keyed by the digest taken
+    at the load, and built, where it must be, from the tokenizer loaded: the same bytes as its detokenizer file's."""
+    import shutil
+    from collections import OrderedDict
+
+    import inference.constraints as constraints
+    import inference.vocabulary as vocabularies
+    from inference.model import load_model
+    from inference.precision import PrecisionSettings
+
+    shutil.copytree(tiny_ir["same"], tmp_path / "tiny")
+    model = load_model(tmp_path / "tiny", "CPU", PrecisionSettings())
+    expected = token_bytes(model.folder, model.tokenizer, model.vocab_size)  # from its detokenizer file, as it was
+    engine = Engine(model)  # (as the window and the server keep it)
+    shutil.rmtree(tmp_path / "tiny")
+    settings = replace(_settings("ar", json_object_grammar(), max_new_tokens=24), context=ContextSettings(n_ctx=256))
+    assert engine.generate_text(chat_ids(model, OBJECT_PROMPT), settings).text.startswith("{")
+    monkeypatch.setattr(vocabularies, "_vocabularies", OrderedDict())  # built now, from what is in memory
+    monkeypatch.setattr(constraints, "_tokenizers", OrderedDict())
+    words = vocabulary(model)
+    assert [None if i in words.special else piece for i, piece in enumerate(words.pieces)] == expected
+    assert words.pieces[2] == b"<|im_end|>" and words.special == frozenset(range(17))
+    engine.reset()
+    assert engine.generate_text(chat_ids(model, OBJECT_PROMPT), settings).text.startswith("{")
+
+
+def test_a_removed_model_whose_tokenizer_does_not_give_its_bytes_is_refused_with_what_to_do(tiny_ir, tmp_path,
+                                                                                          monkeypatch):
+    """A tokenizer whose vocabulary is not what its detokenizer writes (SentencePiece's "▁" word starts, byte
+    fallback) needs its detokenizer file: with the folder present it is read (the bytes are right), removed since the
+    load the model is refused, with what to do, not with OpenVINO's words."""
+    import shutil
+    from collections import OrderedDict
+
+    import inference.vocabulary as vocabularies
+    from inference.advice import REINSTALL
+    from inference.model import load_model
+    from inference.precision import PrecisionSettings
+    from inference.vocabulary import VocabularyError
+
+    class Metaspace:
+        """The loaded tokenizer, its vocabulary's spaces spelt "▁" as SentencePiece's are."""
+
+        def __init__(self, tokenizer):
+            self._tokenizer = tokenizer
+
+        def get_vocab(self) -> dict:
+            return {piece.replace(b" ", "▁".encode()): i for piece, i in self._tokenizer.get_vocab().items()}
+
+        def __getattr__(self, name):
+            return getattr(self._tokenizer, name)
+
+    shutil.copytree(tiny_ir["same"], tmp_path / "tiny")
+    loaded = load_model(tmp_path / "tiny", "CPU", PrecisionSettings())
+    model = replace(loaded, tokenizer=Metaspace(loaded.tokenizer))
+    monkeypatch.setattr(vocabularies, "_vocabularies", OrderedDict())
+    assert vocabulary(model).pieces[260] == b" the"  # from the detokenizer file
+    monkeypatch.setattr(vocabularies, "_vocabularies", OrderedDict())
+    shutil.rmtree(tmp_path / "tiny")
+    with pytest.raises(VocabularyError) as refused:
+        vocabulary(model)
+    assert str(refused.value) == (
+        f"the files of tiny were removed since it was loaded ({tmp_path / 'tiny'}), and its tokens' bytes, which "
+        f"structured output and log-probabilities need, are read from them; {REINSTALL}"
+    )
+    assert refused.value.advice == "reinstall"
