@@ -62,9 +62,11 @@ class _Column(QWidget):
         self.title.setObjectName("columnTitle")
         self.view = MarkdownView()
         self.view.set_accessible_name(f"{title} reply")
-        self.metrics = QLabel()
+        # broken between its parts, like the bubble's footer: a word-wrapped label's height for the column's width
+        # was not the bubble's, whose height (its size hint) is the label's at a wider width, and at 1093 px wide its
+        # third line was drawn over the reply's last line
+        self.metrics = PartsLabel()
         self.metrics.setObjectName("footer")
-        self.metrics.setWordWrap(True)
         layout.addWidget(self.title)
         layout.addWidget(self.view)
         layout.addWidget(self.metrics)
