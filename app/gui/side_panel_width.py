@@ -7,14 +7,17 @@ Rules:
   floor (``PANEL_PX``, its graph's buttons and legend; with a saved layout, the width restored: it stands as a
   minimum) and never leaving the chat column less than ``CHAT_KEEPS_PX``: at 1366x768 it keeps its 410 px, at
   1920x1080 the boxes read whole.
+- Its settings are never cut at its edge (they have no horizontal scroll bar): the panel is at least as wide as
+  their narrowest layout, before the chat's ``CHAT_KEEPS_PX``; with a larger font (fonts at 144 dpi on a screen not
+  scaled) the form needed 469 px where the panel stayed 410, and its fields were cut at the window's edge.
 - It follows the window's width and the boxes' texts (a model list read later, another decoding chosen) until the
   user drags the splitter's handle: from then on the user's width stands.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
-from PySide6.QtWidgets import QSplitter, QWidget
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtWidgets import QScrollArea, QSplitter, QWidget
 
 from .widgets.elided_combo import ElidedComboBox
 
@@ -59,6 +62,17 @@ class SidePanelWidth(QObject):
         missing = [combo.missing_width() for combo in self._combos if combo.isVisibleTo(self._panel)]
         return self._panel.width() + max(missing, default=0)
 
+    def form_width(self) -> int:
+        """The panel's width, pixels, at which none of its scrolled forms without a horizontal scroll bar (the
+        settings) is cut at the right (its width now if none is)."""
+        missing = [
+            area.widget().minimumSizeHint().width() - area.viewport().width()
+            for area in self._panel.findChildren(QScrollArea)
+            if area.widget() is not None and area.isVisibleTo(self._panel)
+            and area.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+        ]
+        return self._panel.width() + max(missing, default=0)
+
     def fit(self) -> None:
         """Give the panel :meth:`wanted_width` within the rules' bounds (nothing while it is hidden or not followed)."""
         splitter = self._splitter
@@ -67,7 +81,7 @@ class SidePanelWidth(QObject):
             return
         total = sum(sizes)
         room = total - sizes[0] - CHAT_KEEPS_PX
-        width = max(self.floor, min(self.wanted_width(), room))
+        width = max(self.floor, self.form_width(), min(self.wanted_width(), room))
         if width > max(PANEL_PX, sizes[2]) or sizes[2] > width:  # wider, or back from wider (the splitter's own
             splitter.setSizes([sizes[0], total - sizes[0] - width, width])  # sizes stand below PANEL_PX: a new window)
 
