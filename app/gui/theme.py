@@ -308,13 +308,16 @@ def palette(theme: Theme) -> QPalette:
 
 
 def style_sheet(theme: Theme) -> str:
-    """The application style sheet of ``theme``: the window's areas, bubbles, buttons, errors, notices, focus."""
+    """The application style sheet of ``theme``: the window's areas, bubbles, buttons, errors, notices, focus.
+
+    Its font sizes are in points, which follow the font DPI as the application font does (in pixels, the help
+    lines stayed 11 px beside 18 px labels with fonts at 144 dpi); at 96 dpi they are the 11, 13 and 16 px they were."""
     t = theme
     return f"""
 QMainWindow, #chatContent, #chatPage {{ background: {t.window}; }}
 QToolTip {{ background: {t.base}; color: {t.text}; border: 1px solid {t.border}; }}
 #conversationList {{ background: {t.panel}; }}
-#conversations {{ background: {t.panel}; border: none; font-size: 13px; color: {t.text}; }}
+#conversations {{ background: {t.panel}; border: none; font-size: 9.75pt; color: {t.text}; }}
 #conversations::item {{ padding: 7px 6px; border-radius: 6px; margin: 1px 0; }}
 #conversations::item:selected {{ background: {t.selected}; color: {t.on_selected}; }}
 #conversations::item:hover:!selected {{ background: {t.hover}; }}
@@ -326,26 +329,26 @@ QScrollBar::add-line, QScrollBar::sub-line {{ width: 0; height: 0; }}
 QScrollBar::add-page, QScrollBar::sub-page {{ background: none; }}
 #newChatButton {{ padding: 7px; font-weight: 600; }}
 #chatHeader {{ background: {t.header}; border-bottom: 1px solid {t.border}; }}
-#chatTitle {{ font-size: 16px; font-weight: 600; color: {t.text}; }}
+#chatTitle {{ font-size: 12pt; font-weight: 600; color: {t.text}; }}
 #userBubble {{ background: {t.user_bubble}; border: 1px solid {t.user_border}; border-radius: 10px; }}
 #assistantBubble {{ background: {t.base}; border: 1px solid {t.border}; border-radius: 10px; }}
 #roleLabel {{ font-weight: 600; color: {t.text}; }}
 #columnTitle {{ font-weight: 600; color: {t.text}; padding-bottom: 2px; }}
-#footer {{ color: {t.muted}; font-size: 11px; }}
+#footer {{ color: {t.muted}; font-size: 8.25pt; }}
 #separator {{ color: {t.border}; }}
 #emptyLabel {{ color: {t.muted}; padding: 40px; }}
 #hint, #settingHelp {{ color: {t.muted}; }}
-#settingHelp {{ font-size: 11px; }}
+#settingHelp {{ font-size: 8.25pt; }}
 #composer {{ background: {t.header}; border-top: 1px solid {t.border}; }}
 #composerError {{ color: {t.error}; }}
-#fieldError {{ color: {t.error}; font-size: 11px; }}
+#fieldError {{ color: {t.error}; font-size: 8.25pt; }}
 #sendButton {{ background: {t.accent}; color: {t.on_accent}; border: none; border-radius: 5px; padding: 6px 14px; font-weight: 600; }}
 #sendButton:disabled {{ background: {t.accent_off}; color: {t.on_accent_off}; }}
 #sendButton:focus {{ border: 2px solid {t.text}; padding: 4px 12px; }}
 *[invalid="true"] {{ border: 1px solid {t.invalid_border}; border-radius: 3px; background: {t.invalid}; }}
 /* the list of an invalid combo box draws its chosen entry as every list does (it drew a blank pink row) */
 QComboBox[invalid="true"] {{ selection-background-color: {t.accent}; selection-color: {t.on_accent}; }}
-#graphSummary {{ color: {t.graph_text}; font-size: 11px; }}
+#graphSummary {{ color: {t.graph_text}; font-size: 8.25pt; }}
 #graphNoPlot {{ color: {t.muted}; }}
 QGroupBox {{ font-weight: 600; border: 1px solid {t.border}; border-radius: 6px; margin-top: 7px; padding-top: 3px; background: {t.base}; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color: {t.text}; }}
@@ -356,7 +359,7 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 8px; padding: 0 4px; color:
 #modelNotice QLabel, #historyBanner {{ color: {t.on_notice}; }}
 #historyBanner {{ padding: 6px 12px; }}
 #codeBlock {{ background: {t.code}; border: 1px solid {t.code_border}; border-radius: 6px; }}
-#codeLanguage {{ color: {t.muted}; font-size: 11px; }}
+#codeLanguage {{ color: {t.muted}; font-size: 8.25pt; }}
 QToolButton[plotChoice="true"] {{ padding: 2px 6px; border: 1px solid {t.border}; border-radius: 4px; }}
 QToolButton[plotChoice="true"]:checked {{ background: {t.accent}; color: {t.on_accent}; border-color: {t.accent}; }}
 QToolButton:focus {{ border: 2px solid {t.focus}; border-radius: 4px; }}
