@@ -248,24 +248,33 @@ class ChatController(QObject):
             self._view.update_message(reply, live=True)
         self.reply_updated.emit(text)
 
-    def _failed(self, message_id: int, error: str, setting: str) -> None:
+    def _failed(self, conversation_id: int, message_id: int, error: str, setting: str) -> None:
         """A reply that failed before its first token: its empty bubble goes; the message it answered stays saved
-        and, when its chat is shown and the box is empty, goes back into the box, so that Send retries it."""
+        and goes back where Send retries it: into the box when its chat is shown and the box is empty, else as that
+        chat's unsent message (unless one was typed there), the status bar naming the chat."""
         chat_view, composer = self._view, self._composer
-        shown = chat_view.widget(message_id) is not None
         chat_view.remove_message(message_id)
         try:
-            messages = self.db.messages(chat_view.conversation_id) if shown else []
+            messages = self.db.messages(conversation_id)
+            conversation = self.db.conversation(conversation_id)
         except sqlite3.Error:  # (the history said so when it failed; the box stays as it is)
-            messages = []
-        retry = ""
-        if messages and messages[-1].role == "user" and not composer.text():
-            composer.set_text(messages[-1].content)
-            retry = " (your message is kept: press Send to try again)"
+            messages, conversation = [], None
+        message = messages[-1].content if messages and messages[-1].role == "user" else None
         if setting:  # flagged at its field, and said as there: its fields by their labels, ranges in words
             self._pane.flag(setting, error, blocking=False)
             error = self._pane.in_words(setting, error)
-        composer.show_error(f"Could not generate a reply: {error}{retry}")
+        if chat_view.conversation_id == conversation_id:
+            retry = ""
+            if message is not None and not composer.text():
+                composer.set_text(message)
+                retry = " (your message is kept: press Send to try again)"
+            composer.show_error(f"Could not generate a reply: {error}{retry}")
+            return
+        retry = ""
+        if message is not None and self._conversations.put_back(conversation_id, message):
+            retry = " (your message is back in its box: open it and press Send to try again)"
+        title = conversation.title if conversation is not None else "a chat"
+        self._status.showMessage(f"Could not generate the reply in “{title}”: {error}{retry}", 15000)
 
     def _finished(self, final: Message | None) -> None:
         view = self._view

@@ -169,6 +169,15 @@ class Conversations(QObject):
             self._unsent[self.current_id] = text
         self._keep_unsent()
 
+    def put_back(self, conversation_id: int, text: str) -> bool:
+        """A message whose reply failed in a chat not shown becomes that chat's unsent message (in the box when the
+        chat is shown again), unless one was typed there; returns whether it was put back."""
+        if self._unsent.get(conversation_id):
+            return False
+        self._unsent[conversation_id] = text
+        self._keep_unsent()
+        return True
+
     def _keep_unsent(self) -> None:
         """Give the chats' messages not sent to the settings (written with the next save), unless the history is
         kept in memory."""

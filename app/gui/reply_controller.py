@@ -96,8 +96,8 @@ class ReplyController(QObject):
         run_started(mode, keep_previous): one run of the reply begins (``ar`` or ``spec``; ``REMOTE_MODE`` on a
             server not SpecChat's; a comparison's second run keeps the first one's graph); events(list[Event]): a
             batch of its engine events; run_finished().
-        failed(message_id, error, setting): nothing was generated; the reply's row was deleted. ``setting`` is
-            the flat name of the setting the error concerns (``SettingError.field``; "" if none).
+        failed(conversation_id, message_id, error, setting): nothing was generated; the reply's row was deleted.
+            ``setting`` is the flat name of the setting the error concerns (``SettingError.field``; "" if none).
         finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
         save_failed(text): a reply could not be saved (``write_error_text``: what happened, what to do); it is kept
             on screen and saved again later. saved_again(): every reply that had failed to save is now saved.
@@ -118,7 +118,7 @@ class ReplyController(QObject):
     run_started = Signal(str, bool)
     events = Signal(object)
     run_finished = Signal()
-    failed = Signal(int, str, str)
+    failed = Signal(int, int, str, str)
     finished = Signal(object)
     save_failed = Signal(str)
     saved_again = Signal()
@@ -466,7 +466,7 @@ class ReplyController(QObject):
                     self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
                 except sqlite3.Error as delete_error:  # the empty row stays: shown as an empty failed reply
                     logger.warning("could not delete the failed reply %s: %s", recorder.message_id, delete_error)
-                self.failed.emit(recorder.message_id, error or "", setting)
+                self.failed.emit(active.conversation_id, recorder.message_id, error or "", setting)
             else:
                 final = recorder.finish(state, error)
                 if recorder.unsaved:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from conftest import FAST
 from gui_helpers import send_and_wait, two_chats
 
 
@@ -197,3 +198,28 @@ def test_sending_clears_the_chats_unsent_message(qtbot, make_window, tmp_path):
     assert window.composer.text() == ""  # what was sent is no draft
     window.close()
     assert saved_ui(tmp_path)["unsent_messages"] == {str(b): "kept for later"}
+
+
+def test_a_reply_failing_in_a_chat_left_puts_its_message_back_in_that_chat(qtbot, make_window, tmp_path):
+    """A reply that failed before its first token refilled the box of the chat shown only: sent in chat A, chat B
+    opened before the failure, the message went back nowhere and the failure was said in B's box."""
+    # n_keep="auto" pins the whole system prompt, which does not fit in n_ctx: the engine refuses the reply
+    window = make_window(FAST.with_values(n_ctx=64, n_keep="auto"))
+    a, b = two_chats(window, "Chat A", "Chat B")
+    window.db.set_system_prompt(a, "You are a helpful assistant. " * 20)
+    click(window, a)
+    window.composer.set_text("Are you there?")
+    with qtbot.waitSignal(window.generation_finished, timeout=120_000) as finished:
+        window.composer.submit()
+        click(window, b)  # before the first token
+    assert finished.args[0] is None  # no reply
+    assert window.composer.text() == "" and window.composer.error_text == ""  # B's box is B's
+    status = window.statusBar().currentMessage()
+    assert status.startswith("Could not generate the reply in “Chat A”: Always kept 'auto' pins the"), status
+    assert status.endswith(" (your message is back in its box: open it and press Send to try again)"), status
+    click(window, a)
+    assert window.composer.text() == "Are you there?"  # Send retries it
+    assert [(m.role, m.content) for m in window.db.messages(a)][-1] == ("user", "Are you there?")
+    click(window, b)
+    window.close()
+    assert saved_ui(tmp_path)["unsent_messages"] == {str(a): "Are you there?"}
