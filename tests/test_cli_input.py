@@ -170,6 +170,34 @@ def test_ctrl_c_during_a_piped_chats_reply_keeps_what_came_and_exits_130(monkeyp
     assert commands._chat(args) == 0 and sessions[1].sent == ["Tell a story."]
 
 
+def test_a_setting_refused_during_a_chat_is_said_by_its_flags_and_the_chat_goes_on(monkeypatch, capsys):
+    """Trial: `specchat chat --n-ctx 64 --n-keep auto --system "<126 tokens>"` answered each message with "error:
+    n_keep='auto' pins the 126-token system prompt, which leaves no room in n_ctx=64: raise n_ctx, ...", the engine's
+    names where the start-up check says the flags. A setting the engine refuses during a chat is said as at start."""
+    import app.cli.commands as commands
+    from inference.settings import ContextSettings
+
+    class Session:
+        def __init__(self, engine, system):
+            self.messages, self.sent = [], []
+
+        def send(self, text, settings, cancel):
+            self.sent.append(text)
+            ContextSettings(n_ctx=64, n_keep="auto").resolve(126)  # (raises: as the engine does before any token)
+            yield
+
+    sessions = []
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("Hello\nHi again\n"))  # piped
+    assert commands._chat(build_parser().parse_args(["chat"])) == 0
+    said = ("error: --n-keep auto pins the 126-token system prompt, which leaves no room in --n-ctx 64: raise --n-ctx, "
+            "shorten the system prompt, or set --n-keep to a number")
+    assert capsys.readouterr().err.splitlines()[1:] == [said, said, ""]
+    assert sessions[0].sent == ["Hello", "Hi again"]  # the chat went on
+
+
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
     parser = build_parser()
     assert read_prompt(parser.parse_args(["generate", "Hi"])) == "Hi"

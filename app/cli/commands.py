@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
+from functools import cache
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +28,14 @@ from inference.model import ModelLoadError
 from inference.models.default_head import repair_default_head
 from inference.models.errors import CLI_ADVICE, ModelFetchError
 from inference.rope import RopeUnsupportedError
-from inference.settings import GenerationSettings, SamplingSettings, SettingError, top_k_given
+from inference.settings import (
+    ContextSettings,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    SpeculativeSettings,
+    top_k_given,
+)
 
 SAMPLING = SamplingSettings()  # the defaults
 #: Starts and ends a message of several lines in ``specchat chat`` (as in ollama's terminal chat).
@@ -496,6 +505,9 @@ def _chat(args: argparse.Namespace) -> int:
         try:
             with _ctrl_c_cancels(cancel):
                 stats = _stream(session.send(text, settings, cancel), sys.stdout)
+        except SettingError as error:  # (refused by the engine before the reply: said as at start, by its flags)
+            print(f"error: {flag_error(error)}", file=sys.stderr)
+            continue
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             continue
@@ -522,9 +534,28 @@ def _models(args: argparse.Namespace) -> int:
 _FLAGS = {"repetition_penalty": "--repeat-penalty", "stop_strings": "--stop", "decoding": "--mode", "adaptive": "--adaptive-k"}
 
 
+@cache
+def _named() -> re.Pattern:
+    """A setting's name of several words that has a flag, standing in a message, with the value given after ``=``
+    (``n_ctx=64``, ``n_keep='auto'``)."""
+    options = argparse.ArgumentParser(add_help=False)
+    _add_engine_options(options)
+    names = [f.name for part in (SamplingSettings, ContextSettings, SpeculativeSettings) for f in fields(part)
+             if "_" in f.name and _flag(f.name) in options._option_string_actions]
+    alternatives = "|".join(sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w-])({alternatives})(?:=('[^']*'|-?\d+(?:\.\d+)?))?(?![\w-])")
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
 def flag_error(error: SettingError) -> str:
-    """A setting's error as the command line says it, naming the flag (``--n-ctx must be in [16, 8192], got 9``)."""
-    return error.renamed(_FLAGS.get(error.field, "--" + error.field.replace("_", "-")))
+    """A setting's error as the command line says it, naming the flags (``--n-ctx must be in [16, 8192], got 9``;
+    ``--n-keep auto pins the 126-token system prompt, which leaves no room in --n-ctx 64: raise --n-ctx, ...``)."""
+    text = _named().sub(lambda match: _flag(match[1]) + (f" {match[2].strip(chr(39))}" if match[2] else ""), str(error))
+    flag = _flag(error.field)
+    return text if text.startswith(flag + " ") else SettingError(error.field, text).renamed(flag)
 
 
 def _drop_stdout() -> None:
