@@ -158,8 +158,9 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
 
 
 def fit_n_ctx(settings: GenerationSettings, spec: ModelSpec, given: bool) -> GenerationSettings:
-    """``settings`` with an n_ctx the target model reads (its config.json's trained length or sliding window:
-    ``max_context_of``), decided before any model loads; the fixed range is checked earlier (``decoding_settings``).
+    """``settings`` with an n_ctx the target model and the draft model read (each one's config.json's trained length
+    or sliding window: ``max_context_of``; a draft head has none, it follows the target), decided before any model
+    loads; the fixed range is checked earlier (``decoding_settings``).
 
     Args:
         settings: the decoding settings of the command's options.
@@ -168,19 +169,22 @@ def fit_n_ctx(settings: GenerationSettings, spec: ModelSpec, given: bool) -> Gen
             Context length box does), else a value past it is refused.
 
     Raises:
-        ValueError: a given n_ctx past the model's bound (the message says it is this model's).
+        ValueError: a given n_ctx past a model's bound (the message says which model's).
         SettingError: --n-keep or --n-discard past the shortened default.
     """
-    bound = max_context_of(spec.target_dir)
+    bounds = [(max_context_of(spec.target_dir), Path(spec.target_dir).name)]
+    if spec.draft_dir is not None and not is_head_folder(spec.draft_dir):
+        bounds.append((max_context_of(spec.draft_dir), f"the draft model {Path(spec.draft_dir).name}"))
     n_ctx = settings.context.n_ctx
-    if bound is None or n_ctx <= bound:
+    known = [(bound, name) for bound, name in bounds if bound is not None]
+    if not known or n_ctx <= min(bound for bound, _ in known):
         return settings
+    bound, name = min(known, key=lambda known_bound: known_bound[0])  # (the target's where both are as short)
     if not given:
         fitted = replace(settings, context=replace(settings.context, n_ctx=bound))
         fitted.validate()  # (an --n-keep or --n-discard may not fit the shorter context)
         return fitted
-    raise ValueError(f"--n-ctx must be in [{MIN_N_CTX}, {bound}], got {n_ctx}: {Path(spec.target_dir).name} reads at "
-                     f"most {bound} tokens")
+    raise ValueError(f"--n-ctx must be in [{MIN_N_CTX}, {bound}], got {n_ctx}: {name} reads at most {bound} tokens")
 
 
 def _progress(message: str) -> None:
