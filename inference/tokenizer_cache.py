@@ -7,6 +7,7 @@ model keeps its digest (``model.LoadedModel.tokenizer_digest``), so that its fin
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -105,7 +106,17 @@ def special_token_ids(tokenizer: openvino_genai.Tokenizer) -> tuple[int, int, in
 
 def tokenizer_digest(folder: Path) -> str:
     """sha256 of a folder's tokenizer IR files, blind to the numbered node names OpenVINO generates on each
-    export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest."""
+    export (``Parameter_14153``), so re-exports of one tokenizer (e.g. each bit-width of a GGUF) share a digest.
+
+    Raises:
+        FileNotFoundError: the folder is missing or holds none of :data:`TOKENIZER_FILES` (every such folder would
+            share one digest, and openvino-genai builds a Tokenizer that cannot encode from it); ``filename`` is the
+            folder.
+    """
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        said = "the folder holds no tokenizer (openvino_tokenizer.xml/.bin, openvino_detokenizer.xml/.bin)" \
+            if folder.is_dir() else "the folder does not exist"
+        raise FileNotFoundError(errno.ENOENT, said, str(folder))
     digest = hashlib.sha256()
     for name in TOKENIZER_FILES:
         path = folder / name

@@ -57,3 +57,24 @@ def test_unreadable_tokenizer_raises_and_is_not_cached(int4_dir, tmp_path):
         shared_tokenizer(broken)
     with pytest.raises(RuntimeError):  # tried again, not served a half-built entry
         shared_tokenizer(broken)
+
+
+def test_a_folder_without_a_tokenizer_has_no_digest_and_no_tokenizer(int4_dir, tmp_path):
+    """Every missing folder had one digest (that of four absent files), and openvino-genai builds a Tokenizer that
+    cannot encode from a missing folder: the first one built was cached under that digest and served for every
+    other missing folder. A folder that is missing, or holds none of the tokenizer files, is refused by name."""
+    from inference.tokenizer_cache import tokenizer_digest
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder, said in ((tmp_path / "missing1", "the folder does not exist"),
+                         (tmp_path / "missing2", "the folder does not exist"),
+                         (empty, "the folder holds no tokenizer")):
+        with pytest.raises(FileNotFoundError, match=said) as refused:
+            tokenizer_digest(folder)
+        assert refused.value.filename == str(folder)
+        with pytest.raises(OSError):
+            shared_tokenizer(folder)  # (not an empty Tokenizer)
+    # a folder with its tokenizer still gets the digest of its files
+    copy = _copy_tokenizer(int4_dir, tmp_path / "copy")
+    assert tokenizer_digest(copy) == tokenizer_digest(int4_dir)
