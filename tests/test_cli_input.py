@@ -117,7 +117,7 @@ def test_chat_says_reset_cleared_and_how_to_quit_after_ctrl_c_at_the_prompt(monk
 
     sessions = []
     monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
-    monkeypatch.setattr(commands, "_engine", lambda args: None)
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
     monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
     monkeypatch.setattr(commands.sys, "stdin", Terminal())
     monkeypatch.setattr(commands, "input", typed(KeyboardInterrupt, "/reset", EOFError), raising=False)
@@ -156,7 +156,7 @@ def test_ctrl_c_during_a_piped_chats_reply_keeps_what_came_and_exits_130(monkeyp
 
     sessions = []
     monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
-    monkeypatch.setattr(commands, "_engine", lambda args: None)
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
     monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
     monkeypatch.setattr(commands.sys, "stdin", io.StringIO("Tell a story.\nnever read\n"))  # piped
     args = build_parser().parse_args(["chat"])
