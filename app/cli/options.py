@@ -12,10 +12,11 @@ from pathlib import Path
 from app.backends.worker import ModelSpec
 from inference.devices import available_devices, unavailable_device
 from inference.draft_head import HEAD_K, is_head_folder
+from inference.model import sliding_window_of
 from inference.models import default_model, store
 from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
 from inference.models.errors import ModelImportError
-from inference.models.inspect import max_context_of
+from inference.models.inspect import max_context_of, read_config
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.settings import (
     GREEDY_UNUSED,
@@ -158,9 +159,10 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
 
 
 def fit_n_ctx(settings: GenerationSettings, spec: ModelSpec, given: bool) -> GenerationSettings:
-    """``settings`` with an n_ctx the target model and the draft model read (each one's config.json's trained length
-    or sliding window: ``max_context_of``; a draft head has none, it follows the target), decided before any model
-    loads; the fixed range is checked earlier (``decoding_settings``).
+    """``settings`` with an n_ctx the models take, decided before any model loads (the fixed range is checked
+    earlier, ``decoding_settings``): the target's config.json's trained length or sliding window
+    (``max_context_of``), and a draft model's sliding window (its cache must stay inside it, ``model.check_window``;
+    a draft only drafts worse past its trained length, and a draft head has neither: it follows the target).
 
     Args:
         settings: the decoding settings of the command's options.
@@ -174,7 +176,7 @@ def fit_n_ctx(settings: GenerationSettings, spec: ModelSpec, given: bool) -> Gen
     """
     bounds = [(max_context_of(spec.target_dir), Path(spec.target_dir).name)]
     if spec.draft_dir is not None and not is_head_folder(spec.draft_dir):
-        bounds.append((max_context_of(spec.draft_dir), f"the draft model {Path(spec.draft_dir).name}"))
+        bounds.append((sliding_window_of(read_config(spec.draft_dir)), f"the draft model {Path(spec.draft_dir).name}"))
     n_ctx = settings.context.n_ctx
     known = [(bound, name) for bound, name in bounds if bound is not None]
     if not known or n_ctx <= min(bound for bound, _ in known):
