@@ -17,7 +17,7 @@ from conftest import FAST
 from gui_helpers import ControlTracker, accept_file_dialog, activate, click, find_dialog
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFileDialog, QLineEdit, QMessageBox
+from PySide6.QtWidgets import QDialogButtonBox, QFileDialog, QLineEdit, QMessageBox
 
 from app.gui.reply_format import DRAFTER_NAMES, TIMING_NOISE
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -516,7 +516,8 @@ def test_help_dialogs(qtbot, env):
     window.shortcuts_action.trigger()
     box = _dialog(qtbot, window, "shortcuts")
     assert "Shift+Enter: new line" in box.text() and "Esc: stop" in box.text()
-    click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+    click(qtbot, box.buttons.button(QDialogButtonBox.StandardButton.Ok))
+    qtbot.waitUntil(lambda: find_dialog(window, "shortcuts") is None, timeout=5000)
     window.about_action.trigger()
     box = _dialog(qtbot, window, "about")
     assert "OpenVINO" in box.text()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import FAST
-from PySide6.QtCore import QPoint, QRect
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QApplication
 
 
@@ -37,3 +37,46 @@ def test_the_settings_pane_is_whole_with_a_larger_font(qtbot, large_font, make_w
         shown = QRect(field.mapTo(pane.viewport(), QPoint(0, 0)), field.size())
         assert shown.right() <= viewport.right(), (name, shown, viewport)
     assert window.chat_view.width() >= window.chat_view.minimumSizeHint().width()
+
+
+def test_the_shortcuts_dialog_fits_the_screen_with_a_larger_font(qtbot, large_font, make_window):
+    """High-DPI trial at 1366x768 with fonts at 144 dpi: Help > Keyboard shortcuts (F1), a message box of some 30
+    lines, was taller than the screen, its last lines and its OK button below the screen's bottom."""
+    from gui_helpers import find_dialog
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    window = make_window(FAST, start=False)
+    window.show()
+    window.shortcuts_action.trigger()
+    qtbot.waitUntil(lambda: find_dialog(window, "shortcuts") is not None, timeout=3000)
+    dialog = find_dialog(window, "shortcuts")
+    qtbot.wait(50)
+    screen = dialog.screen().availableGeometry()
+    assert dialog.font().pointSizeF() == large_font.pointSizeF()
+    assert screen.contains(dialog.frameGeometry()), (dialog.frameGeometry(), screen)
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    assert ok.isVisible() and screen.contains(QRect(ok.mapToGlobal(QPoint(0, 0)), ok.size()))
+    assert "\nCtrl+N: new chat\n" in dialog.text()  # every line, in a scroll area
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)  # Esc closes it
+    qtbot.waitUntil(lambda: find_dialog(window, "shortcuts") is None, timeout=3000)
+
+
+def test_the_shortcuts_dialog_scrolls_lines_taller_than_the_screen(qtbot, large_font, make_window):
+    """Lines taller than the screen (more shortcuts, a smaller screen): the dialog stays within the screen and
+    scrolls them, its OK button shown."""
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    from app.gui.widgets.help import ShortcutsDialog
+
+    window = make_window(FAST, start=False)
+    window.show()
+    dialog = ShortcutsDialog(window, [f"Ctrl+{n}: shortcut number {n}" for n in range(100)])
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitUntil(dialog.isVisible, timeout=3000)
+    screen = dialog.screen().availableGeometry()
+    assert dialog.label.sizeHint().height() > screen.height()
+    assert screen.contains(dialog.frameGeometry()), (dialog.frameGeometry(), screen)
+    assert dialog.area.verticalScrollBar().maximum() > 0  # the lines scroll
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    assert ok.isVisible() and screen.contains(QRect(ok.mapToGlobal(QPoint(0, 0)), ok.size()))

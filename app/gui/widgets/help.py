@@ -3,8 +3,11 @@ is never out of date), after the keys of the message box and of moving around, w
 
 from __future__ import annotations
 
+import asyncio
+
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFrame, QLabel, QMessageBox, QScrollArea, QVBoxLayout, QWidget
 
 from ... import __version__
 from .dialogs import message_box
@@ -46,12 +49,72 @@ def _sentence_case(text: str) -> str:
     return text if text[1:2].isupper() else text[:1].lower() + text[1:]
 
 
+class ShortcutsDialog(QDialog):
+    """The keyboard shortcuts' lines in a scroll area above an OK button (Esc closes it too), sized to its lines
+    within the screen's available area: with a larger font (fonts at 144 dpi on a 1366x768 screen) the message box
+    it was ran past the screen's bottom, its last lines and its OK button off-screen.
+
+    Attributes:
+        label: the lines, one a line; area: the scroll area holding it; buttons: the OK button's box.
+    """
+
+    def __init__(self, parent: QWidget, lines: list[str]):
+        super().__init__(parent)
+        self.setObjectName("shortcuts")
+        self.setWindowTitle("Keyboard shortcuts")
+        self.label = QLabel("\n".join(lines))
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.area = QScrollArea()
+        self.area.setFrameShape(QFrame.Shape.NoFrame)
+        self.area.setWidgetResizable(True)
+        self.area.setWidget(self.label)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
+        self.buttons.accepted.connect(self.accept)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.area, 1)
+        layout.addWidget(self.buttons)
+        self.resize(self._fitting_size(parent))
+
+    def text(self) -> str:
+        """The shortcuts' lines, one a line."""
+        return self.label.text()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        """Once shown, move the frame into the screen's available area where it reaches past it (Qt places a dialog
+        over its window's centre and keeps it on screen save for one side of the frame)."""
+        super().showEvent(event)
+        screen, frame = self.screen().availableGeometry(), self.frameGeometry()
+        x = max(screen.left(), min(frame.left(), screen.right() + 1 - frame.width()))
+        y = max(screen.top(), min(frame.top(), screen.bottom() + 1 - frame.height()))
+        if (x, y) != (frame.left(), frame.top()):
+            self.move(x, y)
+
+    def _fitting_size(self, parent: QWidget) -> QSize:
+        """The size that shows every line (with room for a vertical scroll bar), no larger than the available area
+        of ``parent``'s screen less the frame its window has (the title bar the dialog will have too)."""
+        margins = self.layout().contentsMargins()
+        lines = self.label.sizeHint()
+        wanted = QSize(
+            lines.width() + self.area.verticalScrollBar().sizeHint().width() + margins.left() + margins.right(),
+            lines.height() + self.layout().spacing() + self.buttons.sizeHint().height() + margins.top() + margins.bottom(),
+        )  # fmt: skip
+        window = parent.window()
+        frame = window.frameGeometry().size() - window.geometry().size()
+        return wanted.boundedTo(parent.screen().availableGeometry().size() - frame)
+
+
 async def show_shortcuts(parent: QWidget, actions: list[QAction]) -> None:
-    """List the keyboard shortcuts in a message box (object name ``shortcuts``)."""
-    await message_box(
-        parent, QMessageBox.Icon.Information, "Keyboard shortcuts", "\n".join(shortcut_lines(actions)),
-        object_name="shortcuts",
-    )  # fmt: skip
+    """List the keyboard shortcuts (:func:`shortcut_lines`) in a :class:`ShortcutsDialog`, window-modal, until it is
+    closed."""
+    dialog = ShortcutsDialog(parent, shortcut_lines(actions))
+    dialog.setWindowModality(Qt.WindowModality.WindowModal)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    closed: asyncio.Future = asyncio.get_running_loop().create_future()
+    dialog.finished.connect(lambda _result: closed.done() or closed.set_result(None))
+    dialog.open()
+    await closed
 
 
 def about_text() -> str:
