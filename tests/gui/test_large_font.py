@@ -80,3 +80,32 @@ def test_the_shortcuts_dialog_scrolls_lines_taller_than_the_screen(qtbot, large_
     assert dialog.area.verticalScrollBar().maximum() > 0  # the lines scroll
     ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
     assert ok.isVisible() and screen.contains(QRect(ok.mapToGlobal(QPoint(0, 0)), ok.size()))
+
+
+def test_the_live_graph_legend_is_whole_with_a_larger_font(qtbot, large_font):
+    """High-DPI trial, fonts at 144 dpi in a 1920x1080 window: the legend read "━ Plain ━ Aut", cut at the panel's
+    edge (the plot buttons and the legend need more than the panel's width at that font). At any width from a
+    1366 px window's panel up, it reads whole: on the buttons' row where it fits, else under it."""
+    from test_live_graph_follows import _steps
+
+    from app.gui.widgets.live_graph import LiveGraph
+
+    graph = LiveGraph()
+    qtbot.addWidget(graph)
+    graph.resize(470, 320)
+    graph.show()
+    graph.show_conversation(1)
+    graph.start_run("ar", conversation_id=1)
+    graph.add_events(_steps(1.0))
+    graph.start_run("auto", keep_previous=True, conversation_id=1)
+    graph.add_events(_steps(1.0, drafted=2))
+    graph.finish_run()
+    graph.refresh()
+    assert graph.legend_names() == {"ar": "Plain", "spec": "Auto"}
+    for width in range(300, 720, 10):
+        graph.resize(width, 320)
+        graph.layout().activate()
+        legend = graph.legend
+        assert "Plain" in legend.text() and "Auto" in legend.text()
+        assert legend.isVisible() and legend.width() >= legend.sizeHint().width(), width  # not cut
+        assert legend.geometry().right() < graph.width(), width  # within the graph

@@ -153,6 +153,10 @@ class LiveGraph(QWidget):
         )
         selector.addWidget(self.legend)
         layout.addLayout(selector)
+        self._selector_row = selector
+        self._legend_row = QHBoxLayout()  # (the legend's, right-aligned, where it would be cut beside the buttons)
+        self._legend_row.addStretch(1)
+        layout.addLayout(self._legend_row)
 
         pg.setConfigOptions(antialias=False)
         self.canvas_frame = _SettlingFrame()
@@ -405,19 +409,26 @@ class LiveGraph(QWidget):
 
     def _show_legend(self) -> None:
         """The legend, in the room the plot buttons leave it: "Speculative" shortened to "Spec." where the whole
-        word would be cut (its tooltip says the names whole)."""
+        word would be cut (its tooltip says the names whole); on a line of its own under the buttons where even so
+        it would be cut (fonts at 144 dpi: "━ Plain ━ Aut"), the whole word again where that line has room for it.
+        Where it goes is left as it is while the graph is hidden (its width is not known)."""
         current = theme.current()
         names = self.legend_names()
         buttons = sum(button.sizeHint().width() + 4 for button in self.plot_buttons.values())
-        room = self.width() - 12 - buttons  # (the layout's margins and spacing)
-        for short in (False, True):
+        room = self.width() - 12  # (the layout's margins, and below, the spacing after each button)
+        for below, short in ((False, False), (False, True), (True, False), (True, True)):
             shown = {key: "Spec." if short and name == "Speculative" else name for key, name in names.items()}
             self.legend.setText(
                 " ".join(f'<span style="color:{current.series(key)}; font-weight:700">━━</span>&nbsp;{name}'
                          for key, name in shown.items())
             )  # fmt: skip
-            if not self.isVisible() or self.legend.sizeHint().width() <= room:
+            if not self.isVisible() or self.legend.sizeHint().width() <= (room if below else room - buttons):
                 break
+        if self.isVisible():
+            row, other = (self._legend_row, self._selector_row) if below else (self._selector_row, self._legend_row)
+            if row.indexOf(self.legend) < 0:
+                other.removeWidget(self.legend)
+                row.addWidget(self.legend)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
