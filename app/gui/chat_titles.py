@@ -8,10 +8,22 @@ message is retitled when that message is edited. Histories stored before 2026-12
 
 from __future__ import annotations
 
+import re
+
 #: Longest title a first message gives its chat, cut at a word (the list elides what its width cannot show).
 TITLE_LENGTH = 60
 #: Longest title of the old rule, its last character a "…" when the line was cut.
 OLD_TITLE_LENGTH = 48
+#: Words a cut title does not end on: English articles, prepositions, conjunctions and possessives, which leave it
+#: hanging ("…count lines in all .py files, in a").
+DANGLING = frozenset(
+    "a an the and or but nor so of in on at to for with from by into onto about as than that which whose if via per"
+    " over under between without within like vs its my your our their his her this these those".split()
+)
+#: Where a title may be cut: before a space, or after a comma-like mark of text written without spaces.
+_BREAK = re.compile(r"(?=\s)|[，、；：。！？]")
+#: What a cut title drops at its end: spaces, and punctuation that says more was to follow.
+_ENDING = re.compile(r"[\s,;:(\[{\-–—/&+'\"“‘«，、；：]+$")
 
 
 def first_line(text: str) -> str:
@@ -22,13 +34,20 @@ def first_line(text: str) -> str:
 def title_from(text: str) -> str:
     """A conversation title from the first user message: its first line, cut before the first word that would take
     it past TITLE_LENGTH characters (a longer single word is cut at TITLE_LENGTH), with no "…" added: newcomer
-    trial, chats read "Repeat the following text exactly, word for wor…" and Rename showed the "…"."""
+    trial, chats read "Repeat the following text exactly, word for wor…" and Rename showed the "…".
+
+    A cut title ends on a word that reads as an end: the English words that leave it hanging (:data:`DANGLING`: "a",
+    "the", "in", "and"...) and the punctuation after its last word are dropped (trial: "…in all .py files, in a").
+    Text without spaces (Chinese, Japanese) is cut after its last comma-like mark within the length, else at
+    TITLE_LENGTH. A line of nothing but such words keeps its plain cut."""
     line = first_line(text)
     if len(line) <= TITLE_LENGTH:
         return line
     head = line[: TITLE_LENGTH + 1]  # a word ending at TITLE_LENGTH is kept whole
-    space = max(head.rfind(" "), head.rfind("\t"))
-    return head[:space].rstrip(" \t,;:") or line[:TITLE_LENGTH]
+    cuts = [_ENDING.sub("", head[: m.end()]) for m in _BREAK.finditer(head) if m.end() <= TITLE_LENGTH]
+    cuts = [cut for cut in cuts if cut]
+    ending = [cut for cut in cuts if cut.split()[-1].lower() not in DANGLING]  # the last word reads as an end
+    return (ending or cuts or [line[:TITLE_LENGTH]])[-1]
 
 
 def title_before_2026_12_07(text: str) -> str:
