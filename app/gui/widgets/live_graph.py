@@ -11,6 +11,10 @@ earlier session, whose points were not stored, only its summary. Where it draws 
 (:data:`NO_PLOT`, :data:`NO_PLOT_YET`) in place of axes and a legend (a newcomer trial read empty axes of made-up
 ranges, 0-10 tokens/s over 0.1-0.4 s, under a restarted chat's numbers). The time axis fits the reply: it grows in
 small steps while the reply streams and ends fitted to its length.
+
+Why one module of ~610 lines: it is one widget, :class:`LiveGraph` (about 440 of them), whose runs, plot selector,
+legend, axes and summary line all read and write the same per-conversation points; the small classes after it are
+its time axis and its plot frame, and the functions the summary's words.
 """
 
 from __future__ import annotations
