@@ -1,9 +1,10 @@
-"""A chat's title from its first message, by today's rule and by the rule of the histories stored before 2026-12-07.
+"""A chat's title from its first message, by today's rule and by the rules of the histories stored before it.
 
 The window titles a new chat after the first line of its first message (:func:`title_from`), and tells a title the
 user chose from one it gave by comparing it with that message's :func:`title_from`: a chat titled after its first
-message is retitled when that message is edited. Histories stored before 2026-12-07 hold titles cut by the old rule
-(:func:`title_before_2026_12_07`); the history's migration 6 (``history_schema``) gives them today's.
+message is retitled when that message is edited. Histories stored before 2026-12-07 hold titles cut by the first
+rule (:func:`title_before_2026_12_07`), the history's migration 6 (``history_schema``) gives them today's; those
+stored on 2026-12-07 may hold titles cut at any word (:func:`title_cut_at_any_word`), given today's by migration 7.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ def title_from(text: str) -> str:
     cuts = [cut for cut in cuts if cut]
     ending = [cut for cut in cuts if cut.split()[-1].lower() not in DANGLING]  # the last word reads as an end
     return (ending or cuts or [line[:TITLE_LENGTH]])[-1]
+
+
+def title_cut_at_any_word(text: str) -> str:
+    """The title the window gave a first message on 2026-12-07: cut before the first word that would take it past
+    TITLE_LENGTH characters, whatever word it then ended on ("…count lines in all .py files, in a")."""
+    line = first_line(text)
+    if len(line) <= TITLE_LENGTH:
+        return line
+    head = line[: TITLE_LENGTH + 1]
+    space = max(head.rfind(" "), head.rfind("\t"))
+    return head[:space].rstrip(" \t,;:") or line[:TITLE_LENGTH]
 
 
 def title_before_2026_12_07(text: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .chat_titles import title_before_2026_12_07, title_from
+from .chat_titles import title_before_2026_12_07, title_cut_at_any_word, title_from
 
 
 def _of_text(rule: Callable[[str], str]) -> Callable[[bytes | None], str | None]:
@@ -30,15 +30,23 @@ def _of_text(rule: Callable[[str], str]) -> Callable[[bytes | None], str | None]
 SQL_FUNCTIONS: dict[str, Callable[[bytes | None], str | None]] = {
     "chat_title": _of_text(title_from),
     "chat_title_before_2026_12_07": _of_text(title_before_2026_12_07),
+    "chat_title_cut_at_any_word": _of_text(title_cut_at_any_word),
 }
-#: The newest first user message a chat's title is the old rule's title of (``chat_titles``): a first message of a
-#: branch (parent ROOT, 0) or, in rows written before branches (parent NULL), the chat's first row; NULL if none.
-_TITLED_AFTER = """(SELECT CAST(content AS BLOB) FROM messages
+
+def _titled_after(rule: str) -> str:
+    """The newest first user message whose title by the SQL function ``rule`` is the chat's title (``chat_titles``):
+    a first message of a branch (parent ROOT, 0) or, in rows written before branches (parent NULL), the chat's first
+    row; NULL if none."""
+    return f"""(SELECT CAST(content AS BLOB) FROM messages
     WHERE conversation_id = conversations.id AND role = 'user'
         AND (parent_id = 0 OR (parent_id IS NULL AND position = (
             SELECT MIN(position) FROM messages AS first WHERE first.conversation_id = conversations.id)))
-        AND chat_title_before_2026_12_07(CAST(content AS BLOB)) = conversations.title
+        AND {rule}(CAST(content AS BLOB)) = conversations.title
     ORDER BY id DESC LIMIT 1)"""
+
+
+_TITLED_AFTER = _titled_after("chat_title_before_2026_12_07")
+_TITLED_AT_ANY_WORD = _titled_after("chat_title_cut_at_any_word")
 
 #: MIGRATIONS[i] brings a database from schema version i to i + 1 (``PRAGMA user_version``); each runs in one
 #: transaction together with the version bump, so a crash mid-migration leaves the previous version intact.
@@ -83,5 +91,9 @@ MIGRATIONS: list[tuple[str, ...]] = [
     # the first message retitles the chat again; a title the user chose is no first message's title and stays
     (f"UPDATE conversations SET title = chat_title({_TITLED_AFTER}) "
      f"WHERE substr(title, -1) = '…' AND {_TITLED_AFTER} IS NOT NULL",),  # fmt: skip
+    # 7: titles cut at any word on 2026-12-07 ("…in all .py files, in a") get today's rule's, which ends on a word
+    # that reads as an end; a title the user chose is no first message's title and stays
+    (f"UPDATE conversations SET title = chat_title({_TITLED_AT_ANY_WORD}) "
+     f"WHERE {_TITLED_AT_ANY_WORD} IS NOT NULL",),  # fmt: skip
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

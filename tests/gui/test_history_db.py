@@ -20,7 +20,7 @@ from app.gui.history_transfer import export_json, export_markdown, import_json
 def test_new_database_is_wal_and_current(tmp_path):
     db = HistoryDB(tmp_path / "h.sqlite3")
     assert db.journal_mode == "wal"
-    assert db.schema_version == SCHEMA_VERSION == 6
+    assert db.schema_version == SCHEMA_VERSION == 7
     db.close()
 
 
@@ -478,7 +478,7 @@ def test_a_version_3_history_keeps_its_json_output_chats_when_it_gets_branches(t
     raw.commit()
     raw.close()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 6
+    assert db.schema_version == SCHEMA_VERSION == 7
     assert db.conversation(1).json_output is True
     assert [(m.role, m.content) for m in db.messages(1)][-2:] == [("user", "Tell a joke"), ("assistant", "No.")]
 
@@ -488,7 +488,7 @@ def test_a_version_2_history_is_migrated_and_its_chats_get_branches(tmp_path):
     _version_2_history(path)
     raw_before = sqlite3.connect(path).execute("SELECT id, position, role, content FROM messages").fetchall()
     db = HistoryDB(path)
-    assert db.schema_version == SCHEMA_VERSION == 6
+    assert db.schema_version == SCHEMA_VERSION == 7
     messages = db.messages(1)
     assert [(m.role, m.content) for m in messages] == [("user", "Hi"), ("assistant", "Hello!"), ("user", "Tell a joke"),
                                                        ("assistant", "No.")]  # fmt: skip
@@ -609,6 +609,39 @@ def test_the_markdown_export_keeps_the_line_breaks_the_window_shows(tmp_path):
     assert "## User\n\nCount\\\nplease\n\n" in markdown  # (the window shows a user message as typed, lines kept)
     assert ("One-to-five: 1\\\nTwo-one: 2\\\nThree: 3\n\n```\ncode a\ncode b\n```\n- x\n- y\n# Heading\ntext\\\n"
             "C:\\dir\\  \nnext\n\n") in markdown  # fmt: skip
+    db.close()
+
+
+def test_titles_cut_at_a_dangling_word_are_titled_again_and_renamed_titles_stay(tmp_path):
+    """Chats stored on 2026-12-07 were titled by a cut at any word ("Show a bash one-liner to count lines in all .py
+    files, in a"); today's rule ends on a word that reads as an end, and the window retitles an edited first message
+    only where its title is today's rule's: migration 7 gives those titles today's; a title the user chose stays."""
+    from app.gui.chat_titles import title_cut_at_any_word, title_from
+    from app.gui.history_schema import MIGRATIONS, SCHEMA_VERSION, SQL_FUNCTIONS
+
+    request = "Show a bash one-liner to count lines in all .py files, in a code block."
+    path = tmp_path / "v6.sqlite3"
+    raw = sqlite3.connect(path)
+    for name, function in SQL_FUNCTIONS.items():  # (migration 6 calls them, on no rows here)
+        raw.create_function(name, 1, function, deterministic=True)
+    for step in MIGRATIONS[:6]:
+        for statement in step:
+            raw.execute(statement)
+    chats = [(1, title_cut_at_any_word(request)), (2, "Counting lines in a"), (3, "Hi")]  # cut; renamed; short
+    for conversation_id, title in chats:
+        raw.execute("INSERT INTO conversations (id, title, created_at, updated_at) VALUES (?, ?, 1.0, 2.0)",
+                    (conversation_id, title))  # fmt: skip
+        raw.execute("INSERT INTO messages (conversation_id, position, role, content, created_at, parent_id) VALUES "
+                    "(?, 0, 'user', ?, 1.0, 0)", (conversation_id, "Hi" if title == "Hi" else request))  # fmt: skip
+    raw.execute("PRAGMA user_version = 6")
+    raw.commit()
+    raw.close()
+    assert chats[0][1] == "Show a bash one-liner to count lines in all .py files, in a"
+    db = HistoryDB(path)
+    assert db.schema_version == SCHEMA_VERSION
+    titles = {conversation.id: conversation.title for conversation in db.conversations()}
+    assert titles == {1: "Show a bash one-liner to count lines in all .py files", 2: "Counting lines in a", 3: "Hi"}
+    assert titles[1] == title_from(request)
     db.close()
 
 
