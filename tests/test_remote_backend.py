@@ -215,6 +215,41 @@ def test_refusals_are_said_with_what_to_do(stub, behaviour, model, status, text)
         assert "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L)" in str(error)
 
 
+# the 404 page of `python3 -m http.server`, as a trial pointed the window at it
+HTML_404 = b"""<!DOCTYPE HTML>
+<html lang="en">
+    <head>
+        <meta charset="utf-8">
+        <title>Error response</title>
+    </head>
+    <body>
+        <h1>Error response</h1>
+        <p>Error code: 404</p>
+        <p>Message: File not found.</p>
+    </body>
+</html>
+"""
+
+
+def test_a_web_page_that_answers_is_said_as_one_not_quoted_as_html():
+    """A newcomer trial pointed the dialog at `python3 -m http.server`: Fetch models quoted its page's markup
+    ("the server said: <!DOCTYPE HTML> <html lang="en"> <head> <meta charset=...") in the dialog."""
+
+    def script(method, path):
+        return 404, {"Content-Type": "text/html;charset=utf-8"}, HTML_404
+
+    with ScriptedServer(script) as server:
+        host = server.url.split("/")[2]
+        with pytest.raises(RemoteError) as listing:
+            run_coroutine(RemoteBackend(RemoteTarget(server.url)).list_models())
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert str(listing.value) == (
+        f"{host} has no model list at {server.url}/models (404) (the server sent a web page, 'Error response', "
+        "not an OpenAI-compatible API's answer): check the base URL (usually …/v1; OpenVINO Model Server: …/v3)"
+    )
+    assert events == [] and "<" not in str(error) and "(the server sent a web page, 'Error response'," in str(error)
+
+
 def test_a_stream_cut_mid_reply_keeps_the_partial_reply_then_says_so(stub):
     events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("cut"), MODEL)))
     assert text_of(events) == PARTIAL

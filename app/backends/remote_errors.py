@@ -7,7 +7,8 @@ Rules:
   retry); a reply's advice names the model picker's Remote server… dialog, a model list's (``listing``) the
   dialog's own fields.
 - What the server said is quoted from its error body (``error.message`` or ``detail``), at most 200 characters;
-  the body is JSON nested at most :data:`MAX_JSON_DEPTH` deep, or plain text.
+  the body is JSON nested at most :data:`MAX_JSON_DEPTH` deep, or plain text; an HTML page is said to be one, with
+  its title, never quoted.
 - A message names the server by ``host:port`` only, never a ``user:password@`` of its URL; a URL it quotes, and
   what the server said, show the URL's secrets (its password, the values of ``?api_key=``, ``?key=``, ``?token=``...)
   as ``***`` (:func:`shown_url`, :func:`without_secrets`).
@@ -16,7 +17,9 @@ Rules:
 from __future__ import annotations
 
 import errno
+import html
 import json
+import re
 import socket
 import ssl
 from typing import Any
@@ -26,6 +29,8 @@ import httpx
 
 from .. import bounded_json
 
+#: The title of an HTML page (:func:`_web_page_title`).
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 #: Deepest nesting of lists and objects in a JSON answer (an OpenAI chunk nests 4 deep): error bodies, stream
 #: chunks and model lists.
 MAX_JSON_DEPTH = 32
@@ -109,6 +114,16 @@ def error_text(error: Any) -> str:
     return str(error)[:200]
 
 
+def _web_page_title(text: str) -> str | None:
+    """The title of an error body that is an HTML page ("" for one without), None for any other body: a web server
+    that is no OpenAI API (``python3 -m http.server``, a router's page) answers with one, whose markup means
+    nothing to a user."""
+    if not text.lstrip()[:16].lower().startswith(("<!doctype html", "<html")):
+        return None
+    title = _TITLE.search(text)
+    return " ".join(html.unescape(title.group(1)).split())[:80] if title else ""
+
+
 def _server_message(text: str) -> str:
     """The ``error.message`` (or ``detail``) of an error body, else its first 200 characters."""
     try:
@@ -126,8 +141,13 @@ def status_error(
     """The RemoteError of an HTTP status other than 200 from ``host`` (``RemoteTarget.host``) for ``model``
     (``text``: the start of the error body; ``listing``: of ``GET /models``, asked from the remote server dialog,
     whose fields the advice then names, instead of a reply's)."""
-    said = _server_message(text)
-    said = f" (the server said: {said})" if said else ""
+    title = _web_page_title(text)
+    if title is not None:
+        named = f", {title!r}," if title else ","
+        said = f" (the server sent a web page{named} not an OpenAI-compatible API's answer)"
+    else:
+        said = _server_message(text)
+        said = f" (the server said: {said})" if said else ""
     if status in (401, 403):
         where = "in the API key field" if listing else "under the model picker's Remote server… (Ctrl+L)"
         message = f"{host} refused the API key ({status}){said}: enter the right key {where}"
