@@ -607,3 +607,23 @@ def test_server_remote_server_opens_the_dialog_the_picker_opens(qtbot, make_wind
     dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
     qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
     assert not window.settings.use_remote
+
+
+def test_a_long_fetch_error_makes_the_dialog_taller_and_squeezes_no_field(qtbot, make_window, stub, no_user_keyring):
+    """A newcomer trial's wrong key, then a web server that is no OpenAI API: the dialog kept its height and its
+    three-line message squeezed the Base URL, API key and Model fields to a few pixels each (their text cut), and
+    the message's last line was cut too."""
+    window = make_window(wait_model=False)
+    dialog = RemoteServerDialog(window, window.tasks.spawn, stub.url("auth"), "", "wrong", lambda url: "")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    fields = (dialog.url, dialog.api_key, dialog.models)
+    heights = [field.height() for field in fields]
+    assert all(height >= field.sizeHint().height() for height, field in zip(heights, fields))
+    fetch(qtbot, dialog)
+    qtbot.waitUntil(lambda: dialog.error.isVisible(), timeout=10_000)
+    assert "refused the API key (401)" in dialog.error.text()
+    qtbot.wait(50)  # the layout settles
+    assert [field.height() for field in fields] == heights
+    assert dialog.error.height() >= dialog.error.heightForWidth(dialog.error.width()) > dialog.fontMetrics().height()

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from ...backends.remote import RemoteBackend, RemoteTarget, check_base_url, plain_http_warning, with_scheme
 from ...backends.remote_errors import RemoteError, shown_url
+from .wrapped_label import WrappedLabel
 
 #: Seconds Fetch models waits for a silent server (a reply may take longer: READ_TIMEOUT_S).
 FETCH_TIMEOUT_S = 15.0
@@ -122,14 +123,13 @@ class RemoteServerDialog(QDialog):
         model_label = QLabel("&Model")
         model_label.setBuddy(self.models)  # (a row of a layout gets no buddy: the label showed "&Model")
         form.addRow(model_label, row)
-        self.error = QLabel()
+        # (a plain wrapped QLabel left the dialog its height: a three-line error squeezed the fields above it)
+        self.error = WrappedLabel()
         self.error.setObjectName("remoteError")
-        self.error.setWordWrap(True)
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error.setVisible(False)
-        self.warning = QLabel()
+        self.warning = WrappedLabel()
         self.warning.setObjectName("remoteWarning")
-        self.warning.setWordWrap(True)
         self.warning.setVisible(False)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self._accept)
