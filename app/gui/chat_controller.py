@@ -26,7 +26,7 @@ from .model_choice import ModelChoice
 from .reply_controller import ReplyController
 from .widgets.chat_view import ChatView
 from .widgets.composer import Composer
-from .widgets.live_graph import LiveGraph
+from .widgets.live_graph import FAILED_EARLY, LiveGraph
 from .widgets.settings_pane import SettingsPane, blocked_summary
 
 #: The status bar's line from Stop until the reply ends.
@@ -249,9 +249,11 @@ class ChatController(QObject):
         self.reply_updated.emit(text)
 
     def _failed(self, conversation_id: int, message_id: int, error: str, setting: str) -> None:
-        """A reply that failed before its first token: its empty bubble goes; the message it answered stays saved
+        """A reply that failed before its first token: its empty bubble goes, and its run in the graph (a trial read
+        "stopped before its first token" and "One token" of a server not reached); the message it answered stays saved
         and goes back where Send retries it: into the box when its chat is shown and the box is empty, else as that
         chat's unsent message (unless one was typed there), the status bar naming the chat."""
+        self._graph.stopped_early(conversation_id, FAILED_EARLY)
         chat_view, composer = self._view, self._composer
         chat_view.remove_message(message_id)
         try:

@@ -627,3 +627,18 @@ def test_a_long_fetch_error_makes_the_dialog_taller_and_squeezes_no_field(qtbot,
     qtbot.wait(50)  # the layout settles
     assert [field.height() for field in fields] == heights
     assert dialog.error.height() >= dialog.error.heightForWidth(dialog.error.width()) > dialog.fontMetrics().height()
+
+
+def test_a_reply_refused_before_its_first_token_leaves_no_run_in_the_graph(qtbot, make_window, stub, no_user_keyring):
+    """A newcomer trial sent to a SpecChat server just killed: the graph said "■ Auto: stopped before its first
+    token" (nothing was stopped) over "One token: no speed to plot" (no token came)."""
+    from app.gui.widgets.live_graph import FAILED_EARLY, NO_PLOT
+
+    window = make_window()
+    graph = window.live_graph
+    choose_remote(window, stub.url("busy"))
+    assert send_and_wait(qtbot, window, "Hello?") is None
+    assert graph.series == [] and graph.summary.text() == FAILED_EARLY
+    assert FAILED_EARLY == "Last reply: failed before its first token (nothing to measure)."
+    assert graph.no_plot.text() == NO_PLOT and "One token" not in graph.no_plot.text()
+    window.composer.clear()

@@ -60,6 +60,9 @@ PLACEHOLDER = "Send a message to see decode speed, acceptance rate and context f
 #: The summary when the last reply was stopped before its first token: it measured nothing, and an earlier reply's
 #: numbers would read as this one's.
 STOPPED_EARLY = "Last reply: stopped before its first token (nothing to measure)."
+#: The summary when the last reply failed before its first token (a server not reached, a setting refused): nothing
+#: was stopped, and nothing measured.
+FAILED_EARLY = "Last reply: failed before its first token (nothing to measure)."
 #: The summary when the last reply was interrupted (SpecChat closed or crashed while it streamed): it measured nothing
 #: to show, and an earlier reply's numbers must not stand for it.
 INTERRUPTED = "Last reply: interrupted when SpecChat closed (nothing measured)."
@@ -368,17 +371,18 @@ class LiveGraph(QWidget):
         self._show_drawn()
         self._timer.stop()
 
-    def stopped_early(self, conversation_id: int | None) -> None:
-        """A reply of ``conversation_id`` was stopped before its first token: its runs are forgotten (they hold
-        nothing, or, when it was stopped before its first run began, the previous reply's points) and, when that
-        conversation is shown, the summary says :data:`STOPPED_EARLY` in place of the numbers of an earlier reply."""
+    def stopped_early(self, conversation_id: int | None, summary: str = STOPPED_EARLY) -> None:
+        """A reply of ``conversation_id`` was stopped (or failed: ``summary`` :data:`FAILED_EARLY`) before its first
+        token: its runs are forgotten (they hold nothing, or, when it ended before its first run began, the previous
+        reply's points) and, when that conversation is shown, the summary says ``summary`` in place of the numbers
+        of an earlier reply."""
         self._runs.pop(conversation_id, None)
         if self._live_conversation == conversation_id:
             self._live = None
         if conversation_id == self._shown:
             self.clear()
             self.no_plot.setText(NO_PLOT)
-            self.summary.setText(STOPPED_EARLY)
+            self.summary.setText(summary)
 
     @property
     def running(self) -> bool:
