@@ -19,7 +19,8 @@ must be used from that loop. A server started from the window therefore runs els
   app built for the model loaded now (its model id, its limits) replaces the previous one without a restart.
 * **Cancellation both ways.** A server task that is cancelled or leaves the stream early (a client that
   disconnects) sets ``cancel`` and cancels the coroutine on the worker's loop; a generation the window cancels
-  (``InferenceWorker.cancel_all``, closing) ends the stream with its ``Finished`` event as usual.
+  (``InferenceWorker.cancel_all``, closing) ends the stream with its ``Finished`` event as usual, and so do the
+  server's own when it is switched off (:meth:`WorkerOnLoop.cancel_all`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ class WorkerOnLoop:
     def __init__(self, worker: InferenceWorker, loop: asyncio.AbstractEventLoop):
         self.worker = worker
         self.loop = loop
+        self._cancels: set[threading.Event] = set()  # the replies generating for this server
+        self._lock = threading.Lock()  # (generate runs on the server's thread, cancel_all on another)
+
+    def cancel_all(self) -> None:
+        """Stop the replies this server generates (it is stopping), the window's own going on: each ends with its
+        ``Finished`` (stop reason ``cancelled``), which the server's app sends as its ``server_stopped`` error
+        (a trial's stream, switched off, was cut mid-chunk instead, once the graceful shutdown ran out)."""
+        with self._lock:
+            cancels = list(self._cancels)
+        for cancel in cancels:
+            cancel.set()
 
     def describe_answer(self) -> str:
         """The worker's models (:meth:`InferenceWorker.describe_answer`)."""
@@ -104,6 +116,8 @@ class WorkerOnLoop:
             else:
                 call_soon(here, queue.put_nowait, _END)
 
+        with self._lock:
+            self._cancels.add(cancel)
         future = asyncio.run_coroutine_threadsafe(pump(), self.loop)
         ended = False
         try:
@@ -117,6 +131,8 @@ class WorkerOnLoop:
                     raise item
                 yield item
         finally:
+            with self._lock:
+                self._cancels.discard(cancel)
             if not ended:  # cancelled, or the consumer left early: stop the work on the worker's loop too
                 cancel.set()
                 future.cancel()

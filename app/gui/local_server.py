@@ -209,12 +209,15 @@ class LocalServer(QObject):
     async def _stop(self, previous: asyncio.Task | None, reason: str = "") -> None:
         if previous is not None and not previous.done():
             await asyncio.wait([previous])  # a start (or stop) in progress finishes first
-        server, self._server, self._app, self._backend = self._server, None, None, None
+        server, backend = self._server, self._backend
+        self._server, self._app, self._backend = None, None, None
         if server is None:
             return
         self._set_state("stopping", "Stopping…")
         if self._gate is not None:
             self._gate.close()  # the requests still queued get a 503 instead of a reply nobody waits for
+        if backend is not None:
+            backend.cancel_all()  # the replies streaming end with server_stopped, not a connection cut mid-chunk
         await run_in(self._control, server.stop)
         self.url, self.port = "", None
         self._set_state("failed" if reason else "stopped", reason or "Stopped")

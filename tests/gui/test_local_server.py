@@ -4,6 +4,8 @@ is said, other computers need a key, the server follows a reload and comes back 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 
 import httpx
@@ -336,3 +338,36 @@ def test_an_invalid_setting_from_the_file_never_reaches_the_server_and_its_words
     assert window.server_control.served_model().defaults.context == window.settings.generation.context
     assert in_thread(qtbot, lambda: post({})).status_code == 200
     switch_off(qtbot, window, dialog)
+
+
+def test_switching_off_mid_stream_ends_the_stream_with_server_stopped(qtbot, window):
+    """Newcomer trial: the switch turned off while `curl -N` streamed a long reply cut the connection mid-chunk
+    (curl: exit 18, the `openai` client: "peer closed connection without sending complete message body"), where
+    `specchat serve` stopped by Ctrl+C ends the stream with its ``server_stopped`` error event, as the README says."""
+    port = free_port()
+    dialog = open_dialog(window, port)
+    switch_on(qtbot, window, dialog)
+    streaming, events = threading.Event(), []
+
+    url = f"http://127.0.0.1:{port}/v1/completions"
+    body = {  # counting on: far longer than the server's graceful shutdown
+        "prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 2000, "stream": True, "temperature": 0,
+        "repetition_penalty": 1.0,
+    }
+
+    def stream() -> None:  # (a connection cut is let through: the assertions read what arrived)
+        with contextlib.suppress(httpx.HTTPError), httpx.stream("POST", url, timeout=60, json=body) as response:
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    events.append(line[5:].strip())
+                    streaming.set()
+
+    reader = threading.Thread(target=stream, daemon=True)
+    reader.start()
+    qtbot.waitUntil(streaming.is_set, timeout=TIMEOUT)
+    switch_off(qtbot, window, dialog)
+    reader.join(timeout=30)
+    assert not reader.is_alive() and "[DONE]" not in events
+    last = json.loads(events[-1])
+    assert last["error"]["code"] == "server_stopped" and "incomplete" in last["error"]["message"]
+
