@@ -14,6 +14,8 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``busy``: 429 with ``Retry-After: 7``; ``broken``: 500 with an OpenAI error body;
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
 - ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing);
+- ``stopping``: the first :data:`CUT_AFTER` pieces, then the error event ``specchat serve`` sends in place of the
+  reply's end when it is stopped (Ctrl+C) mid-reply (``server_stopped``);
 - ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does);
 - ``length``: as ``ok``, its finish reason ``length`` (the reply stopped at ``max_tokens``);
 - ``empty``: as ``ok``, its model list empty (a server with no model loaded).
@@ -28,6 +30,8 @@ import json
 import sys
 import threading
 import time
+
+from app.server.errors import server_stopped
 
 MODEL = "stub-model"
 SERVED_MODEL = "stub-served-model"
@@ -44,7 +48,8 @@ SPECCHAT_STATS = {
 AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
 #: The bases that answer as a SpecChat server does (its models offer modes, its replies carry its statistics).
 SPECCHAT_BASES = ("specchat", "specchat-unnamed")
-BEHAVIOURS = ("ok", *SPECCHAT_BASES, "auth", "busy", "broken", "cut", "silent", "any-name", "length", "empty")
+BEHAVIOURS = ("ok", *SPECCHAT_BASES, "auth", "busy", "broken", "cut", "silent", "stopping", "any-name", "length",
+              "empty")
 
 
 class RemoteStub:
@@ -125,7 +130,7 @@ class RemoteStub:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                pieces = REPLY_PIECES[:CUT_AFTER] if behaviour in ("cut", "silent") else REPLY_PIECES
+                pieces = REPLY_PIECES[:CUT_AFTER] if behaviour in ("cut", "silent", "stopping") else REPLY_PIECES
                 for index, piece in enumerate(pieces):
                     chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                     spec = behaviour in SPECCHAT_BASES and (body.get("specchat") or {}).get("mode", "ar") != "ar"
@@ -139,6 +144,10 @@ class RemoteStub:
                     self.wfile.flush()
                     self.close_connection = True
                     return  # no terminating chunk: the body is incomplete
+                if behaviour == "stopping":
+                    self._event(server_stopped().body())
+                    self._chunk(b"")
+                    return
                 if behaviour == "silent":
                     stub._closing.wait(60)
                     self.close_connection = True

@@ -35,6 +35,7 @@ from app.backends.remote import (
 from app.backends.remote_errors import RemoteError
 from app.backends.remote_io import MAX_ERROR_BYTES, MAX_LINE_BYTES
 from app.backends.remote_stream import reply_limits
+from app.server.errors import server_stopped
 from inference.events import Finished, StepStats, TextDelta
 from inference.settings import Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
 
@@ -456,6 +457,10 @@ def test_a_json_error_answered_to_a_streamed_request_is_said():
         events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
     assert events == []
     assert str(error) == "The server stopped the reply with an error: the context is too long"
+    # a SpecChat server stopping before the reply began: once, in the window's words (not its advice to API clients)
+    with json_answer(server_stopped().body()) as server:
+        events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
+    assert events == [] and str(error) == "The server stopped before the reply began (it is shutting down)"
     with json_answer({"detail": "nothing here"}) as server:
         events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
     assert events == [] and str(error) == (

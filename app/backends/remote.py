@@ -57,7 +57,7 @@ from inference.settings import Decoding, GenerationSettings
 from .. import bounded_json
 from ..binding import is_loopback
 from .protocol import GenerationRequest
-from .remote_errors import CUT_TEXT, MAX_JSON_DEPTH, RemoteError, error_text, shown_url, status_error, transport_error
+from .remote_errors import CUT_TEXT, MAX_JSON_DEPTH, RemoteError, shown_url, status_error, stream_error, transport_error
 from .remote_io import Cancelled, error_body, event_lines, or_cancel, read_body
 from .remote_stream import REMOTE_CUT, ReplyClock, chunk_choices, parse_chunk, reply_limits, too_long, whole_reply
 
@@ -342,9 +342,7 @@ class RemoteBackend:
                         if isinstance(chunk.get("model"), str) and chunk["model"]:
                             self.answered_by = chunk["model"]
                         if isinstance(chunk.get("error"), dict | str):
-                            raise RemoteError(
-                                f"The server stopped the reply with an error: {error_text(chunk['error'])}"
-                            )
+                            raise stream_error(chunk["error"], partial=clock.generated > 0)
                         choices = chunk_choices(chunk, shown)  # checks the types of the choices and usage
                         usage = chunk.get("usage") or usage
                         chunk_extension = chunk.get("specchat") if isinstance(chunk.get("specchat"), dict) else {}

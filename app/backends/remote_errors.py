@@ -41,6 +41,12 @@ SECRET_QUERY_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "au
 HIDDEN = "***"
 #: A reply's stream that ended before the reply did.
 CUT_TEXT = "The server closed the stream before the reply ended (the partial reply was kept): Regenerate to try again"
+#: A reply a SpecChat server cut because it is stopping (its ``server_stopped`` error event), text having come.
+SERVER_STOPPED_TEXT = ("The server stopped before the reply ended (it is shutting down). What came is kept; press "
+                       "Regenerate once the server runs again.")
+#: The messages of a cut reply that say themselves that it stopped, and what to do: the window shows them as they
+#: are, without its "The reply stopped with an error:".
+SAYS_REPLY_STOPPED = (CUT_TEXT, SERVER_STOPPED_TEXT)
 
 
 class RemoteError(RuntimeError):
@@ -112,6 +118,16 @@ def error_text(error: Any) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error.get("detail") or json.dumps(error)[:200])
     return str(error)[:200]
+
+
+def stream_error(error: Any, partial: bool) -> RemoteError:
+    """The RemoteError of an ``{"error": ...}`` event in a reply's stream (``partial``: text had come): a SpecChat
+    server stopping (code ``server_stopped``, whose message advises API clients) in the window's words, once; any
+    other as the server said it."""
+    if isinstance(error, dict) and error.get("code") == "server_stopped":
+        return RemoteError(SERVER_STOPPED_TEXT if partial else
+                           "The server stopped before the reply began (it is shutting down)")
+    return RemoteError(f"The server stopped the reply with an error: {error_text(error)}")
 
 
 def _web_page_title(text: str) -> str | None:

@@ -18,6 +18,7 @@ import sqlite3
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QStatusBar, QWidget
 
+from ..backends.remote_errors import SAYS_REPLY_STOPPED
 from .conversations import Conversations
 from .draft_speed import StepRates
 from .history_db import HistoryDB
@@ -282,7 +283,9 @@ class ChatController(QObject):
         view = self._view
         if final is not None:
             if final.state == "error" or final.stats.get("error"):  # (a remote reply cut mid-way is kept, stopped)
-                self._composer.show_error(f"The reply stopped with an error: {final.stats.get('error')}")
+                error = final.stats.get("error")
+                self._composer.show_error(error if error in SAYS_REPLY_STOPPED else
+                                          f"The reply stopped with an error: {error}")
             if view.conversation_id == final.conversation_id:
                 view.update_message(final)
                 widget = view.widget(final.id)
