@@ -54,11 +54,13 @@ class RemoteError(RuntimeError):
 
     Attributes:
         status: the HTTP status (None for connection, TLS and stream errors).
+        unreachable: no connection to the server could be made (refused, its name not found, no answer to connect).
     """
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, unreachable: bool = False):
         super().__init__(message)
         self.status = status
+        self.unreachable = unreachable
 
 
 def _secret_parameter(name: str) -> bool:
@@ -195,7 +197,8 @@ def transport_error(
     """The RemoteError of a connection, TLS, time-out or stream failure of a request to ``url`` on ``host``
     (``RemoteTarget.host``; ``partial``: text had arrived; ``listing``: of ``GET /models``, from the remote server
     dialog), the secrets of ``url`` hidden (:func:`without_secrets`)."""
-    return RemoteError(without_secrets(str(_transport_error(error, host, url, read_timeout_s, partial, listing)), url))
+    said = _transport_error(error, host, url, read_timeout_s, partial, listing)
+    return RemoteError(without_secrets(str(said), url), unreachable=said.unreachable)
 
 
 def _transport_error(
@@ -210,7 +213,8 @@ def _transport_error(
         )
     if isinstance(error, httpx.TimeoutException):
         return RemoteError(
-            f"{host} did not answer in time ({type(error).__name__}): check the address and the network"
+            f"{host} did not answer in time ({type(error).__name__}): check the address and the network",
+            unreachable=isinstance(error, httpx.ConnectTimeout),
         )
     if any(isinstance(c, ssl.SSLError) for c in causes) or "SSL" in str(error) or "certificate" in str(error).lower():
         return RemoteError(
@@ -224,17 +228,19 @@ def _transport_error(
             for word in ("name or service not known", "nodename nor servname", "name resolution", "getaddrinfo")
         ):
             name = urlsplit(url).hostname or host
-            return RemoteError(f"The server name {name} was not found (DNS lookup failed): check the base URL")
+            return RemoteError(f"The server name {name} was not found (DNS lookup failed): check the base URL",
+                               unreachable=True)
         if (
             any(isinstance(c, ConnectionRefusedError) for c in causes)
             or "refused" in text
             or _errno(causes) == errno.ECONNREFUSED
         ):
             return RemoteError(
-                f"{host} refused the connection: check that the server is running and the port is right"
+                f"{host} refused the connection: check that the server is running and the port is right",
+                unreachable=True,
             )
         return RemoteError(
-            f"Could not connect to {host} ({_first_line(error)}): check the address and the network"
+            f"Could not connect to {host} ({_first_line(error)}): check the address and the network", unreachable=True
         )
     if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError)):
         return RemoteError(

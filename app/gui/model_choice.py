@@ -20,7 +20,8 @@ Rules:
   decoding; Auto chooses its own K), the general default when it stops; a K the user sets afterwards stays. Under
   a decoding that chooses K each step (Auto, Adaptive) no note says why K changed: the box's line says Auto's.
 - A remote OpenAI-compatible server is a target too (``AppSettings.use_remote``): the window asks it for its models
-  in the background; one that does not answer is marked in the picker ("not reachable") until it answers again, and
+  in the background; one that does not answer (or a reply cannot connect to) is marked in the picker ("not
+  reachable") until it answers again (a reply to it included), and
   Compare is off (the button says why) unless the server is SpecChat's, which offers both modes.
 - Notices above the chat are derived from the state, never left over: :meth:`ModelChoice.refresh_notices` computes
   them from the conversation shown, the settings and the store whenever one of them changes. A conversation last
@@ -172,6 +173,7 @@ class ModelChoice(QObject):
         if self.missing_target:
             settings_pane.set_settings(self.settings)
         self.unreachable: dict[str, str] = {}
+        replies.remote_reached.connect(self._remote_reached)
         self.dismissed: set[tuple[str, str]] = set()
         self._slow_drafts: dict[int, tuple[DraftSpeedEvidence, tuple[str, str]]] = {}  # per conversation
         self.progress_dialog: ModelProgressDialog | None = None
@@ -513,6 +515,17 @@ class ModelChoice(QObject):
             self._replies.remote_specchat[root] = backend.specchat
         self.refresh_models()
         self.update_compare()
+
+    def _remote_reached(self, root: str, problem: str) -> None:
+        """A reply reached the remote server at ``root`` (``problem`` "") or could not connect to it: the picker
+        marks it "not reachable" (a trial's reply to a server just killed left it unmarked) or no longer."""
+        if self.unreachable.get(root, "") == problem:
+            return
+        if problem:
+            self.unreachable[root] = problem
+        else:
+            self.unreachable.pop(root, None)
+        self.refresh_models()
 
     def update_compare(self) -> None:
         """Compare is off on a remote server that does not offer both decoding modes (the button says why); its

@@ -99,6 +99,9 @@ class ReplyController(QObject):
         failed(conversation_id, message_id, error, setting): nothing was generated; the reply's row was deleted.
             ``setting`` is the flat name of the setting the error concerns (``SettingError.field``; "" if none).
         finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
+        remote_reached(base_url, problem): a remote reply reached its server (``problem`` "": it answered) or could
+            not connect to it (``problem``: why); ``base_url`` as the settings show it. Not sent when neither is known
+            (stopped before the server answered, a TLS error).
         save_failed(text): a reply could not be saved (``write_error_text``: what happened, what to do); it is kept
             on screen and saved again later. saved_again(): every reply that had failed to save is now saved.
 
@@ -120,6 +123,7 @@ class ReplyController(QObject):
     run_finished = Signal()
     failed = Signal(int, int, str, str)
     finished = Signal(object)
+    remote_reached = Signal(str, str)
     save_failed = Signal(str)
     saved_again = Signal()
 
@@ -363,6 +367,7 @@ class ReplyController(QObject):
             runs = [settings.generation.decoding]
         state, error_text, setting = "complete", None, ""
         remote = self.remote_backend(settings)
+        reached: str | None = None  # for a remote reply: "" the server answered, else why it could not be reached
         source: ReplySource = remote or self.worker
         try:
             if remote is None and not self.models.is_ready_for(settings):
@@ -405,6 +410,7 @@ class ReplyController(QObject):
                                 return
                             if remote is not None:  # the server's word for it, in the footer too
                                 recorder.extra["model"] = recorder.extra["target_label"] = source.describe_answer()
+                                reached = ""
                             recorder.add(events)
                             self._check_saved(recorder)
                             self.events.emit(events)
@@ -417,6 +423,10 @@ class ReplyController(QObject):
                 state = "stopped"
         except RemoteError as error:  # after text arrived, the partial reply is kept like a stopped one
             state, error_text = ("stopped" if recorder.has_text else "error"), str(error)
+            if error.unreachable:
+                reached = str(error)
+            elif error.status is not None:  # the server answered, refusing
+                reached = ""
         except GENERATION_ERRORS as error:  # the engine's advice in the window's words (a model that cannot roll)
             state, error_text = "error", window_words(error, MAIN_WINDOW_ADVICE)
             setting = error.field if isinstance(error, SettingError) else ""
@@ -427,6 +437,8 @@ class ReplyController(QObject):
             state, error_text = "error", f"internal error: {type(error).__name__}: {error}"
         finally:
             if not active.closed:
+                if reached is not None:
+                    self.remote_reached.emit(settings.remote_target().root, reached)
                 self._ended(active, state, error_text, setting)
 
     async def _explain_compare(

@@ -87,6 +87,35 @@ def test_a_server_marked_not_reachable_is_unmarked_once_it_answers(qtbot, make_w
         server.server_close()
 
 
+def test_a_reply_that_cannot_reach_its_server_marks_it_and_one_that_reaches_it_unmarks_it(
+    qtbot, make_window, no_user_keyring
+):
+    """Newcomer trial: a reply to a server just killed failed ("refused the connection"), and the picker still
+    offered the server unmarked (only a check at start or on choosing it marked one). A reply that cannot connect
+    marks it "not reachable", saying why; a reply the server answers takes the mark away."""
+    from remote_stub import MODEL, RemoteStub
+
+    window = make_window(FAST)
+    combo = window.model_picker.combo
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    window.choice.apply(replace(window.settings, remote_url=url, remote_model="m", use_remote=True))
+    assert not combo.itemText(combo.findData("remote:server")).endswith(" · not reachable")
+    assert send_and_wait(qtbot, window, "Hello?") is None
+    remote = combo.findData("remote:server")
+    assert combo.itemText(remote).endswith(" · not reachable")
+    assert "refused the connection" in combo.itemData(remote, 3)  # the tooltip says why
+    window.composer.clear()
+    with RemoteStub() as stub:  # a server marked when it was down (as above), up again: its reply unmarks it
+        window.choice.apply(replace(window.settings, remote_url=stub.url("ok"), remote_model=MODEL))
+        window.choice.unreachable[stub.url("ok")] = "refused the connection"
+        window.choice.refresh_models()
+        assert combo.itemText(combo.findData("remote:server")).endswith(" · not reachable")
+        assert send_and_wait(qtbot, window, "Hello again").state == "complete"
+    remote = combo.findData("remote:server")
+    assert not combo.itemText(remote).endswith(" · not reachable")
+    assert "not reachable" not in (combo.itemData(remote, 3) or "").lower()
+
+
 def test_the_picker_follows_a_copy_of_the_default_model_that_was_built(qtbot, make_window, int8_dir, tmp_path, monkeypatch):
     from inference.models.default_model import default_model_dir
     from inference.models.store import models_dir
