@@ -204,7 +204,8 @@ class LocalServer(QObject):
         self.port = server.port
         self.url = server.url
         where = "this computer and the network" if allow_other_computers else "this computer only"
-        self._set_state("serving", f"Serving the loaded model at {self.url} ({where})")
+        key = "; clients must send the API key as a Bearer token" if api_key else ""  # (the key itself never shown)
+        self._set_state("serving", f"Serving the loaded model at {self.url} ({where}){key}")
 
     async def _stop(self, previous: asyncio.Task | None, reason: str = "") -> None:
         if previous is not None and not previous.done():

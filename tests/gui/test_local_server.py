@@ -163,6 +163,8 @@ def test_other_computers_need_an_api_key_and_then_get_the_network_url(qtbot, win
     dialog.api_key.setText("s3cret")
     switch_on(qtbot, window, dialog)
     assert dialog.url.text() == f"http://{lan_address()}:{port}/v1"
+    assert dialog.status.text() == (f"Serving the loaded model at {dialog.url.text()} (this computer and the network); "
+                                    "clients must send the API key as a Bearer token")
     local = f"http://127.0.0.1:{port}/v1"
     assert httpx.get(f"{local}/models", timeout=10).status_code == 401
     models = httpx.get(f"{local}/models", headers={"Authorization": "Bearer s3cret"}, timeout=10)
@@ -194,6 +196,9 @@ def test_a_server_that_was_on_comes_back_with_the_model_and_its_key(qtbot, make_
     dialog = open_dialog(first, port)
     dialog.api_key.setText("s3cret")
     switch_on(qtbot, first, dialog)
+    # a trial read only "Serving… (this computer only)": that clients need the key is said, the key never
+    assert dialog.status.text() == (f"Serving the loaded model at http://127.0.0.1:{port}/v1 (this computer only); "
+                                    "clients must send the API key as a Bearer token")
     first.close()  # closing stops it; it was on, so it starts again with the next window
     qtbot.waitUntil(lambda: _port_is_free(port), timeout=30_000)
     assert "s3cret" not in (tmp_path / "config" / "settings.json").read_text()  # the key is kept elsewhere
