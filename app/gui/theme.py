@@ -304,6 +304,8 @@ def palette(theme: Theme) -> QPalette:
         result.setColor(role, QColor(colour))
     for role in (roles.WindowText, roles.Text, roles.ButtonText):
         result.setColor(QPalette.ColorGroup.Disabled, role, QColor(theme.graph_axis))
+    # a disabled field is drawn on the panel colour: on the base colour it looked editable (a trial's API key field)
+    result.setColor(QPalette.ColorGroup.Disabled, roles.Base, QColor(theme.panel))
     return result
 
 

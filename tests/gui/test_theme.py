@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 from conftest import FAST
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFormLayout, QLabel
 
 from app.gui import theme
@@ -240,3 +240,28 @@ def test_a_disabled_send_looks_disabled(qtbot, make_window, choice):
     qtbot.wait(20)
     disabled = text_contrast(send)
     assert disabled < 0.7 * enabled, (choice, enabled, disabled)
+
+
+@pytest.mark.parametrize("choice", ["light", "dark"])
+def test_a_disabled_text_field_looks_disabled(qtbot, make_window, choice):
+    """Newcomer trial: the Local server dialog's API key field, disabled while serving, kept the white background
+    of a field one can type in (the port beside it looked the same). A disabled field is drawn on the theme's panel
+    colour, not its base, its text the theme's disabled grey."""
+    window = make_window(FAST, start=False)
+    window.set_theme(choice)
+    window.local_server_action.trigger()
+    field = window.server_control.dialog.api_key
+    field.setText("s3cret")
+    table = theme.current()
+
+    def background() -> str:  # right of the text, inside the frame
+        qtbot.wait(20)
+        image = field.grab().toImage()
+        return image.pixelColor(image.width() - 8, image.height() // 2).name()
+
+    field.setEnabled(True)
+    assert background() == table.base
+    field.setEnabled(False)
+    assert background() == table.panel != table.base, choice
+    assert field.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text).name() == table.graph_axis
+    window.server_control.dialog.close()
