@@ -137,18 +137,8 @@ def test_deleting_the_chat_shown_opens_its_neighbour_in_the_list(qtbot, parts, m
     for the last."""
     import asyncio
 
-    from PySide6.QtWidgets import QMessageBox
 
-    import app.gui.conversations as module
-
-    async def yes(*_args, **_kwargs):
-        return QMessageBox.StandardButton.Yes
-
-    async def nothing_streams(_conversation_id):
-        return None
-
-    monkeypatch.setattr(module, "message_box", yes)
-    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    _deletes_without_asking(monkeypatch, parts)
     for name in ("One", "Two", "Three", "Four"):
         add_chat(parts.db, name, f"{name}?", f"{name}.")
     parts.conversations.refresh()
@@ -180,10 +170,7 @@ def test_the_delete_confirmation_names_its_action_and_defaults_to_cancel(qtbot, 
 
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    async def nothing_streams(_conversation_id):
-        return None
-
-    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    _no_reply_streams(monkeypatch, parts)
     conversation_id = add_chat(parts.db, "Bananas", "Tell me about bananas.", "Yellow.")
     parts.conversations.refresh()
     task = asyncio.ensure_future(parts.conversations.delete(conversation_id))
@@ -209,10 +196,7 @@ def test_the_delete_confirmation_counts_the_messages_shown_and_the_earlier_versi
 
     from PySide6.QtWidgets import QApplication
 
-    async def nothing_streams(_conversation_id):
-        return None
-
-    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    _no_reply_streams(monkeypatch, parts)
     conversation_id = add_chat(parts.db, "What is the capital of Italy?", "What is the capital of Italy?", "Rome.")
     answer = parts.db.messages(conversation_id)[-1].id
     for text in ("Rome!", "It is Rome.", "Rome, of course."):  # three regenerations: 5 messages stored, 2 shown
@@ -319,18 +303,8 @@ def test_deleting_a_chat_forgets_its_sampling_in_the_settings_file(qtbot, parts,
     import asyncio
     import json
 
-    from PySide6.QtWidgets import QMessageBox
 
-    import app.gui.conversations as module
-
-    async def yes(*_args, **_kwargs):
-        return QMessageBox.StandardButton.Yes
-
-    async def nothing_streams(_conversation_id):
-        return None
-
-    monkeypatch.setattr(module, "message_box", yes)
-    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+    _deletes_without_asking(monkeypatch, parts)
     kept, gone = add_chat(parts.db, "Kept", "Hello?", "Hello."), add_chat(parts.db, "Gone", "Bye?", "Bye.")
     store = parts.store
     files_chats = {str(kept): "Balanced", str(gone): "Balanced"}  # the history file's chats of the same numbers
@@ -489,3 +463,25 @@ def test_a_chat_number_too_long_for_an_int_in_the_settings_is_dropped_at_start(q
     Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
     assert store.ui_state["conversation_presets"] == {"1": "Precise"}
     db.close()
+
+
+def _no_reply_streams(monkeypatch, parts) -> None:
+    """No chat has a reply streaming (a delete does not wait to stop one)."""
+
+    async def nothing_streams(_conversation_id):
+        return None
+
+    monkeypatch.setattr(parts.conversations._replies, "stop_in", nothing_streams)
+
+
+def _deletes_without_asking(monkeypatch, parts) -> None:
+    """Every delete's confirmation answers Yes, and no reply streams."""
+    from PySide6.QtWidgets import QMessageBox
+
+    import app.gui.conversations as module
+
+    async def yes(*_args, **_kwargs):
+        return QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(module, "message_box", yes)
+    _no_reply_streams(monkeypatch, parts)

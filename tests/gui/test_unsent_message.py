@@ -108,10 +108,7 @@ def test_the_one_unsent_message_of_an_older_specchat_goes_to_the_chat_shown(make
     a, b = two_chats(window, "A", "B")
     click(window, a)
     window.close()
-    path = tmp_path / "config" / "settings.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["ui"]["unsent_message"] = "written by 0.9"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    _edit_saved_ui(tmp_path, unsent_message="written by 0.9")
     again = make_window(settings=None, start=False)
     assert again.conversations.current_id == a and again.composer.text() == "written by 0.9"
     click(again, b)
@@ -169,18 +166,15 @@ def test_unsent_messages_of_chats_gone_or_not_text_are_dropped_at_start(make_win
     a, b = two_chats(window, "A", "B")
     click(window, b)
     window.close()
-    path = tmp_path / "config" / "settings.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["ui"]["unsent_messages"] = {str(a): "kept", "99": "a chat gone", "x": "no chat", str(b): ["not", "text"], "9" * 5000: "?"}
-    path.write_text(json.dumps(data), encoding="utf-8")
+    _edit_saved_ui(tmp_path, unsent_messages={str(a): "kept", "99": "a chat gone", "x": "no chat",
+                                              str(b): ["not", "text"], "9" * 5000: "?"})
     again = make_window(settings=None, start=False)
     assert again.composer.text() == ""
     click(again, a)
     assert again.composer.text() == "kept"
     again.close()
     assert saved_ui(tmp_path)["unsent_messages"] == {str(a): "kept"}
-    data["ui"]["unsent_messages"] = "not an object"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    _edit_saved_ui(tmp_path, unsent_messages="not an object")
     assert make_window(settings=None, start=False).composer.text() == ""
 
 
@@ -223,3 +217,11 @@ def test_a_reply_failing_in_a_chat_left_puts_its_message_back_in_that_chat(qtbot
     click(window, b)
     window.close()
     assert saved_ui(tmp_path)["unsent_messages"] == {str(a): "Are you there?"}
+
+
+def _edit_saved_ui(tmp_path, **values) -> None:
+    """Write ``values`` into the settings file's ``ui`` section, as a hand edit or an older SpecChat would."""
+    path = tmp_path / "config" / "settings.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["ui"].update(values)
+    path.write_text(json.dumps(data), encoding="utf-8")
