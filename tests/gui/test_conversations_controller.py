@@ -338,12 +338,7 @@ def test_the_settings_of_chats_the_history_lacks_are_dropped_at_start(qtbot, tmp
         for number in range(1, 3):
             db.create_conversation(f"Chat {number}")
         db.delete_conversation(1)
-        store = SettingsStore(settings_path)
-        store.load()
-        widgets = [ConversationList(), ChatView(), Composer(), LiveGraph(), SamplingGroup(store)]
-        for widget in widgets:
-            qtbot.addWidget(widget)
-        Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
+        store = _controller_over(qtbot, db, settings_path)
         assert set(store.ui_state["conversation_presets"]) == kept
         assert store.conversation_preset(1) is None
         assert store.conversation_preset(2) == ("Precise" if kept == {"2"} else None)
@@ -455,12 +450,7 @@ def test_a_chat_number_too_long_for_an_int_in_the_settings_is_dropped_at_start(q
     settings_path.write_text(json.dumps({"version": 1, "ui": {"conversation_presets": presets}}))
     db = HistoryDB(tmp_path / "history.sqlite3")
     db.create_conversation("Chat 1")
-    store = SettingsStore(settings_path)
-    store.load()
-    widgets = [ConversationList(), ChatView(), Composer(), LiveGraph(), SamplingGroup(store)]
-    for widget in widgets:
-        qtbot.addWidget(widget)
-    Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
+    store = _controller_over(qtbot, db, settings_path)
     assert store.ui_state["conversation_presets"] == {"1": "Precise"}
     db.close()
 
@@ -485,3 +475,15 @@ def _deletes_without_asking(monkeypatch, parts) -> None:
 
     monkeypatch.setattr(module, "message_box", yes)
     _no_reply_streams(monkeypatch, parts)
+
+
+def _controller_over(qtbot, db, settings_path):
+    """A ``Conversations`` built over ``db`` and the settings file at ``settings_path`` with its own widgets;
+    returns the settings store it read (what it dropped or kept is there)."""
+    store = SettingsStore(settings_path)
+    store.load()
+    widgets = [ConversationList(), ChatView(), Composer(), LiveGraph(), SamplingGroup(store)]
+    for widget in widgets:
+        qtbot.addWidget(widget)
+    Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
+    return store
