@@ -15,7 +15,8 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
 - ``cut``: the first :data:`CUT_AFTER` pieces, then the connection closes mid-body (no terminating chunk);
 - ``silent``: the first :data:`CUT_AFTER` pieces, then nothing until the server closes (its model list: nothing);
 - ``stopping``: the first :data:`CUT_AFTER` pieces, then the error event ``specchat serve`` sends in place of the
-  reply's end when it is stopped (Ctrl+C) mid-reply (``server_stopped``);
+  reply's end when it is stopped (Ctrl+C) mid-reply (``server_stopped``); ``stopped``: the 503 (``server_stopped``)
+  it answers a request to generate still queued when it is stopped (its model list as ``ok``'s);
 - ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does);
 - ``length``: as ``ok``, its finish reason ``length`` (the reply stopped at ``max_tokens``);
 - ``empty``: as ``ok``, its model list empty (a server with no model loaded).
@@ -48,8 +49,8 @@ SPECCHAT_STATS = {
 AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "acceptance_rate": None}
 #: The bases that answer as a SpecChat server does (its models offer modes, its replies carry its statistics).
 SPECCHAT_BASES = ("specchat", "specchat-unnamed")
-BEHAVIOURS = ("ok", *SPECCHAT_BASES, "auth", "busy", "broken", "cut", "silent", "stopping", "any-name", "length",
-              "empty")
+BEHAVIOURS = ("ok", *SPECCHAT_BASES, "auth", "busy", "broken", "cut", "silent", "stopping", "stopped", "any-name",
+              "length", "empty")
 
 
 class RemoteStub:
@@ -124,6 +125,9 @@ class RemoteStub:
                     return self._json(404, {"error": {"message": f"no route {self.path}"}})
                 if self._refusal(behaviour):
                     return
+                if behaviour == "stopped":  # (its model list is served: the server answers it while it stops)
+                    refusal = server_stopped(began=False)
+                    return self._json(refusal.status, refusal.body())
                 if body.get("model") != MODEL and behaviour != "any-name":
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 self.send_response(200)

@@ -216,6 +216,19 @@ def test_refusals_are_said_with_what_to_do(stub, behaviour, model, status, text)
         assert "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L)" in str(error)
 
 
+
+def test_a_request_a_stopping_specchat_server_answers_with_its_503_is_said_once_in_the_windows_words(stub):
+    """A request `specchat serve` answered with its 503 as it stopped (one that came once its queue had closed) read
+    "127.0.0.1:PORT failed (503) (the server said: the server stopped before this request's turn came (it is
+    shutting down): nothing was generated; send the request again once the server runs): retry, or check the
+    server's log": the stop said twice, with advice for an API client. It reads as the same stop before the first
+    token in a stream does."""
+    events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("stopped"), MODEL)))
+    assert events == [] and error.status == 503 and not error.unreachable
+    assert str(error) == "The server stopped before the reply began (it is shutting down)"
+    assert [model.id for model in run_coroutine(RemoteBackend(RemoteTarget(stub.url("stopped"))).list_models())] == [
+        MODEL]  # (its model list is answered as before)
+
 # the 404 page of `python3 -m http.server`, as a trial pointed the window at it
 HTML_404 = b"""<!DOCTYPE HTML>
 <html lang="en">

@@ -44,6 +44,9 @@ CUT_TEXT = "The server closed the stream before the reply ended (the partial rep
 #: A reply a SpecChat server cut because it is stopping (its ``server_stopped`` error event), text having come.
 SERVER_STOPPED_TEXT = ("The server stopped before the reply ended (it is shutting down). What came is kept; press "
                        "Regenerate once the server runs again.")
+#: A reply a SpecChat server stopping gave no text of: its ``server_stopped`` error event before the first token, or
+#: its 503 to a request still waiting for its turn (the window adds that the message is kept, and what to press).
+SERVER_STOPPED_BEFORE_TEXT = "The server stopped before the reply began (it is shutting down)"
 #: The messages of a cut reply that say themselves that it stopped, and what to do: the window shows them as they
 #: are, without its "The reply stopped with an error:".
 SAYS_REPLY_STOPPED = (CUT_TEXT, SERVER_STOPPED_TEXT)
@@ -127,8 +130,7 @@ def stream_error(error: Any, partial: bool) -> RemoteError:
     server stopping (code ``server_stopped``, whose message advises API clients) in the window's words, once; any
     other as the server said it."""
     if isinstance(error, dict) and error.get("code") == "server_stopped":
-        return RemoteError(SERVER_STOPPED_TEXT if partial else
-                           "The server stopped before the reply began (it is shutting down)")
+        return RemoteError(SERVER_STOPPED_TEXT if partial else SERVER_STOPPED_BEFORE_TEXT)
     return RemoteError(f"The server stopped the reply with an error: {error_text(error)}")
 
 
@@ -153,12 +155,24 @@ def _server_message(text: str) -> str:
     return str(body)[:200]
 
 
+def _server_stopped(text: str) -> bool:
+    """Whether an error body is a SpecChat server's ``server_stopped`` error (OpenAI's JSON, its ``error.code``)."""
+    try:
+        body = bounded_json.loads(text, MAX_JSON_DEPTH)
+    except ValueError:
+        return False
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and error.get("code") == "server_stopped"
+
+
 def status_error(
     status: int, text: str, headers: httpx.Headers, host: str, model: str, url: str, listing: bool = False
 ) -> RemoteError:
     """The RemoteError of an HTTP status other than 200 from ``host`` (``RemoteTarget.host``) for ``model``
     (``text``: the start of the error body; ``listing``: of ``GET /models``, asked from the remote server dialog,
-    whose fields the advice then names, instead of a reply's)."""
+    whose fields the advice then names, instead of a reply's); a SpecChat server's 503 to a reply's request still
+    queued when it stopped (code ``server_stopped``, whose message advises API clients) in the window's words, as
+    :func:`stream_error` says that stop before the first token."""
     title = _web_page_title(text)
     if title is not None:
         named = f", {title!r}," if title else ","
@@ -184,6 +198,8 @@ def status_error(
         after = headers.get("retry-after", "").strip()
         when = f"in {after} s" if after.isdigit() else (f"after {after}" if after else "in a moment")
         message = f"{host} is busy (429: too many requests){said}: retry {when}"
+    elif status == 503 and not listing and _server_stopped(text):  # (its message advises API clients)
+        message = SERVER_STOPPED_BEFORE_TEXT
     elif status >= 500:
         message = f"{host} failed ({status}){said}: retry, or check the server's log"
     else:

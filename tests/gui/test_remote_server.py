@@ -334,6 +334,27 @@ def test_a_reply_cut_by_a_specchat_server_stopping_says_so_once_in_the_windows_w
     assert footer.startswith("Stream cut · TTFT ") and footer.endswith(f" · {said}"), footer
 
 
+def test_a_503_of_a_stopping_specchat_server_says_so_once_and_keeps_the_message(
+    qtbot, make_window, stub, no_user_keyring
+):
+    """A message sent as `specchat serve` stopped (Ctrl+C), answered with its 503 (its queue closed), read "Could
+    not generate a reply: 127.0.0.1:PORT failed (503) (the server said: the server stopped before this request's turn
+    came (it is shutting down): nothing was generated; send the request again once the server runs): retry, or check
+    the server's log": the stop said twice, and advice for an API client. It reads as a stream stopped before its
+    first token does; the message is kept, back in the box."""
+    window = make_window()
+    choose_remote(window, stub.url("stopped"))
+    assert send_and_wait(qtbot, window, "Tell me") is None
+    assert window.composer.error_text == (
+        "Could not generate a reply: The server stopped before the reply began (it is shutting down) (your message "
+        "is kept: press Send to try again)"
+    )
+    assert window.composer.text() == "Tell me"
+    messages = window.db.messages(window.chat_view.conversation_id)
+    assert [(m.role, m.content) for m in messages] == [("user", "Tell me")]
+    window.composer.clear()
+
+
 def test_a_remote_reply_cut_at_the_length_limit_offers_regenerate_not_a_continue_it_cannot_keep(
     qtbot, make_window, stub, no_user_keyring
 ):
