@@ -1210,3 +1210,23 @@ def test_a_client_that_leaves_a_stream_of_several_prompts_cancels_the_rest():
     assert sent[0]["status"] == 200 and b"[DONE]" not in b"".join(m.get("body", b"") for m in sent)
     assert [prompt for prompt, _ in cancels] == ["a"] and cancels[0][1].is_set()
     assert not app.state.gate.busy
+
+
+@pytest.mark.parametrize("new_tokens, says", [(0, "nothing was generated"), (3, "the reply is incomplete")])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_the_stopping_server_cancelled_says_whether_anything_was_generated(new_tokens, says, stream):
+    """A reply cancelled because the server stops (stop_reason "cancelled") said "the server stopped before the reply
+    ended ...: the reply is incomplete" even when it was cancelled before its first token (a streamed request that
+    waited its turn as the server stopped: nothing was generated); it says which."""
+    text = "Hi there" if new_tokens else ""
+    events = ([TextDelta(text, 1, False)] if new_tokens else []) + [
+        Finished(GenerationStats(mode="ar", new_tokens=new_tokens, stop_reason="cancelled", text=text))]
+    app = create_app(ScriptedBackend(events=events), model_id="m")
+    response = call(app, "POST", "/v1/chat/completions", json={**HELLO, "stream": stream})
+    if stream:
+        last = json.loads([line for line in response.text.splitlines() if line.startswith("data:")][-1][5:])
+        error = last["error"]
+    else:
+        assert response.status_code == 503
+        error = response.json()["error"]
+    assert error["code"] == "server_stopped" and says in error["message"], error

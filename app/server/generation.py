@@ -232,7 +232,7 @@ async def whole_reply(request: Request, run: Generation) -> list[Event] | None:
     finally:
         await run.close()
     if events is not None and events[-1].stats.stop_reason == "cancelled":
-        raise server_stopped()
+        raise server_stopped(began=events[-1].stats.new_tokens > 0 or run.index > 0)
     return events
 
 

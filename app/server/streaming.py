@@ -108,7 +108,7 @@ async def _event_stream(
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None and finished.stats.stop_reason == "cancelled":  # the server is stopping
                 yield opening + render([event for event in batch if not isinstance(event, Finished)])
-                raise server_stopped()
+                raise server_stopped(began=finished.stats.new_tokens > 0 or run.index > 0)
             yield opening + render(batch)
             opening = b""
             if finished is not None and not run.more:
