@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QAction, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -136,6 +136,10 @@ class ConversationList(QWidget):
         self.search.setPlaceholderText("Search chats (titles and messages)")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search chats")
+        # the clear button shows only its icon: its action (Qt's name for it) gives its name and tooltip
+        for clear in self.search.findChildren(QAction, "_q_qlineeditclearaction"):
+            clear.setText("Clear search")
+            clear.setToolTip("Clear the search (Esc)")
         self.search.textChanged.connect(lambda _: self._search_timer.start(SEARCH_DEBOUNCE_MS))
         self.search.down_pressed.connect(self._focus_first_result)
         self.search.escape_pressed.connect(self.clear_search)

@@ -67,6 +67,7 @@ class ShortcutsDialog(QDialog):
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.area = QScrollArea()
+        self.area.setAccessibleName("Keyboard shortcuts")
         self.area.setFrameShape(QFrame.Shape.NoFrame)
         self.area.setWidgetResizable(True)
         self.area.setWidget(self.label)

@@ -102,9 +102,10 @@ class Operation:
     task: asyncio.Task | None = None
 
 
-def _log_view() -> QPlainTextEdit:
-    """A tab's read-only log of its operations' progress lines (the last 500)."""
+def _log_view(name: str) -> QPlainTextEdit:
+    """A tab's read-only log of its operations' progress lines (the last 500), ``name`` its accessible name."""
     log = QPlainTextEdit()
+    log.setAccessibleName(name)
     log.setReadOnly(True)
     log.setMaximumBlockCount(500)
     return log
@@ -203,6 +204,7 @@ class ModelsDialog(QDialog):
     def _installed_tab(self) -> QWidget:
         page = QWidget()
         self.table = QTableWidget(0, len(INSTALLED_COLUMNS))
+        self.table.setAccessibleName("Installed models")
         self.table.setHorizontalHeaderLabels(INSTALLED_COLUMNS)
         self.table.horizontalHeaderItem(ENDLESS_COLUMN).setToolTip(PAST_CONTEXT_TIP)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
@@ -237,9 +239,12 @@ class ModelsDialog(QDialog):
         self.pair_result = QLabel("Choose a target and a draft: they must share a tokenizer.")
         self.pair_result.setWordWrap(True)
         pair_row = QHBoxLayout()
-        pair_row.addWidget(QLabel("Target"))
+        target_label, draft_label = QLabel("Target"), QLabel("Draft")
+        target_label.setBuddy(self.target_combo)
+        draft_label.setBuddy(self.draft_combo)
+        pair_row.addWidget(target_label)
         pair_row.addWidget(self.target_combo, 1)
-        pair_row.addWidget(QLabel("Draft"))
+        pair_row.addWidget(draft_label)
         pair_row.addWidget(self.draft_combo, 1)
         pair_row.addWidget(self.pair_button)
 
@@ -274,10 +279,12 @@ class ModelsDialog(QDialog):
         self.add_button.clicked.connect(self.add_model)
         self.add_hint = QLabel("")
         self.add_hint.setWordWrap(True)
-        self.log = _log_view()
+        self.log = _log_view("Log of added models")
 
         form = QFormLayout()
-        form.addRow("Source", source_row)
+        source_label = QLabel("Source")
+        source_label.setBuddy(self.source_edit)  # (a row of a layout gets no buddy)
+        form.addRow(source_label, source_row)
         form.addRow("Name", self.name_edit)
         form.addRow("Bit-width when converting", self.bits_combo)
         form.addRow("If installed", self.replace_box)
@@ -295,6 +302,7 @@ class ModelsDialog(QDialog):
         page = QWidget()
         self.catalogue = pairs()
         self.catalogue_table = QTableWidget(len(self.catalogue), len(CATALOGUE_COLUMNS))
+        self.catalogue_table.setAccessibleName("Recommended pairs")
         self.catalogue_table.setHorizontalHeaderLabels(CATALOGUE_COLUMNS)
         self.catalogue_table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.catalogue_table.setSelectionMode(QAbstractItemView.SingleSelection)
@@ -322,7 +330,8 @@ class ModelsDialog(QDialog):
         self.download_pair_button = QPushButton("Download this pair")
         self.download_pair_button.clicked.connect(self.download_pair)
         self.catalogue_table.itemSelectionChanged.connect(self._update_buttons)  # (it waits for a pair selected)
-        self.catalogue_log = _log_view()  # a pair's download: each model's progress, "installed already", the check
+        # a pair's download: each model's progress, "installed already", the check
+        self.catalogue_log = _log_view("Log of downloaded pairs")
         self.catalogue_log.setMaximumHeight(6 * self.catalogue_log.fontMetrics().lineSpacing())
         layout = QVBoxLayout(page)
         layout.addWidget(self.catalogue_table, 1)

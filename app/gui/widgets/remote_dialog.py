@@ -122,6 +122,7 @@ class RemoteServerDialog(QDialog):
         form.addRow("API &key", self.api_key)
         model_label = QLabel("&Model")
         model_label.setBuddy(self.models)  # (a row of a layout gets no buddy: the label showed "&Model")
+        self.models.lineEdit().setAccessibleName("Model")  # (its text field: a child of its own to a screen reader)
         form.addRow(model_label, row)
         # (a plain wrapped QLabel left the dialog its height: a three-line error squeezed the fields above it)
         self.error = WrappedLabel()
