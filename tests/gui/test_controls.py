@@ -17,7 +17,7 @@ from conftest import FAST
 from gui_helpers import ControlTracker, accept_file_dialog, activate, click, find_dialog
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDialogButtonBox, QFileDialog, QLineEdit, QMessageBox
+from PySide6.QtWidgets import QDialogButtonBox, QFileDialog, QLineEdit, QMessageBox, QToolButton
 
 from app.gui.reply_format import DRAFTER_NAMES, TIMING_NOISE
 from app.gui.settings_store import AppSettings, SettingsStore
@@ -311,7 +311,10 @@ def test_conversation_list_new_search_select_rename_delete(qtbot, make_env):
     # search by text in messages
     qtbot.keyClicks(listing.search, "bananas")
     qtbot.waitUntil(lambda: listing.ids() == [second], timeout=3000)
-    listing.search.clear()
+    clear = next(button for button in listing.search.findChildren(QToolButton)
+                 if button.defaultAction() and button.defaultAction().text() == "Clear search")  # fmt: skip
+    click(qtbot, clear)  # the search box's own clear button
+    assert listing.search.text() == ""
     qtbot.waitUntil(lambda: len(listing.ids()) == 2, timeout=3000)
     activate(qtbot, window)
     window.search_action.trigger()  # Ctrl+F
