@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gui_helpers import click
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAccessible, QGuiApplication
 from PySide6.QtWidgets import QDialogButtonBox, QLabel, QWidget
 
 from app.gui.server_settings import ServerSettings
@@ -65,3 +66,24 @@ def test_the_remote_base_url_hint_is_read_whole_at_the_dialogs_default_size(qtbo
     note = notes[0]
     assert note.fontMetrics().horizontalAdvance(note.text()) <= note.contentsRect().width()
     assert "/v3" not in field.placeholderText()
+
+
+def test_the_local_server_copy_button_says_what_it_copies_and_the_url_stays_whole(qtbot):
+    """A screen reader (and a newcomer) read the button by the Base URL field as just "Copy": it says what it
+    copies, and the wider button leaves a network URL whole at the dialog's default size (well within 1366x768)."""
+    server = ServingServer()
+    server.url = "http://192.168.100.200:65535/v1"  # (allow other computers: the longest URL it shows)
+    dialog = LocalServerDialog(server, ServerSettings())
+    qtbot.addWidget(dialog)
+    dialog.resize(dialog.sizeHint())
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    button = dialog.copy_button
+    assert QAccessible.queryAccessibleInterface(button).text(QAccessible.Text.Name) == "Copy URL"
+    assert button.toolTip() == "Copy the base URL to the clipboard"
+    assert button.width() >= button.sizeHint().width() and dialog.width() <= 1366 and dialog.height() <= 768
+    field = dialog.url
+    room = field.contentsRect().width() - field.textMargins().left() - field.textMargins().right() - 4  # Qt's side margins
+    assert field.text() == server.url and field.fontMetrics().horizontalAdvance(field.text()) <= room
+    click(qtbot, button)
+    assert QGuiApplication.clipboard().text() == server.url

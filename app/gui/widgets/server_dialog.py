@@ -3,7 +3,7 @@ copy and a status line.
 
 ``LocalServerDialog(server, settings, api_key, parent)`` drives a :class:`~app.gui.local_server.LocalServer` and follows its
 state: the switch shows whether it serves, the port, key and network choice are editable only while it does not,
-the URL (with its Copy button) is there while it serves, and the status line says what happens or went wrong.
+the URL (with its Copy URL button) is there while it serves, and the status line says what happens or went wrong.
 ``settings_changed(ServerSettings)`` is emitted when the port or the network choice changes (the window saves it;
 whether the server runs, and the key it was started with, are the window's to keep). Not modal; its Close button
 (as Esc) only hides it: a server that serves goes on serving.
@@ -71,7 +71,8 @@ class LocalServerDialog(QDialog):
         self.url = QLineEdit()
         self.url.setReadOnly(True)
         self.url.setObjectName("serverUrl")
-        self.copy_button = QPushButton("Copy")
+        self.copy_button = QPushButton("Copy URL")
+        self.copy_button.setToolTip("Copy the base URL to the clipboard")
         self.copy_button.clicked.connect(self.copy_url)
         url_row = QHBoxLayout()
         url_row.addWidget(self.url, 1)
