@@ -210,7 +210,7 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_said(stub):
 )
 def test_refusals_are_said_with_what_to_do(stub, behaviour, model, status, text):
     events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url(behaviour), model)))
-    assert events == [] and error.status == status
+    assert events == [] and error.status == status and not error.server_stopped
     assert text in str(error) and "\n" not in str(error)
     if status == 404:
         assert "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L)" in str(error)
@@ -225,6 +225,7 @@ def test_a_request_a_stopping_specchat_server_answers_with_its_503_is_said_once_
     token in a stream does."""
     events, error, _ = collect(RemoteBackend(RemoteTarget(stub.url("stopped"), MODEL)))
     assert events == [] and error.status == 503 and not error.unreachable
+    assert error.server_stopped  # (the window's advice: send once the server runs again)
     assert str(error) == "The server stopped before the reply began (it is shutting down)"
     assert [model.id for model in run_coroutine(RemoteBackend(RemoteTarget(stub.url("stopped"))).list_models())] == [
         MODEL]  # (its model list is answered as before)
@@ -470,10 +471,12 @@ def test_a_json_error_answered_to_a_streamed_request_is_said():
         events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
     assert events == []
     assert str(error) == "The server stopped the reply with an error: the context is too long"
+    assert not error.server_stopped
     # a SpecChat server stopping before the reply began: once, in the window's words (not its advice to API clients)
     with json_answer(server_stopped().body()) as server:
         events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
     assert events == [] and str(error) == "The server stopped before the reply began (it is shutting down)"
+    assert error.server_stopped
     with json_answer({"detail": "nothing here"}) as server:
         events, error, _ = collect(RemoteBackend(RemoteTarget(server.url, MODEL)), request=SMALL)
     assert events == [] and str(error) == (

@@ -45,7 +45,8 @@ CUT_TEXT = "The server closed the stream before the reply ended (the partial rep
 SERVER_STOPPED_TEXT = ("The server stopped before the reply ended (it is shutting down). What came is kept; press "
                        "Regenerate once the server runs again.")
 #: A reply a SpecChat server stopping gave no text of: its ``server_stopped`` error event before the first token, or
-#: its 503 to a request still waiting for its turn (the window adds that the message is kept, and what to press).
+#: its 503 to a request still waiting for its turn (the window adds that the message is kept, and to press Send once
+#: the server runs again: ``RemoteError.server_stopped``).
 SERVER_STOPPED_BEFORE_TEXT = "The server stopped before the reply began (it is shutting down)"
 #: The messages of a cut reply that say themselves that it stopped, and what to do: the window shows them as they
 #: are, without its "The reply stopped with an error:".
@@ -58,12 +59,17 @@ class RemoteError(RuntimeError):
     Attributes:
         status: the HTTP status (None for connection, TLS and stream errors).
         unreachable: no connection to the server could be made (refused, its name not found, no answer to connect).
+        server_stopped: a SpecChat server said it is stopping (``server_stopped``): sending again works once it
+            runs again.
     """
 
-    def __init__(self, message: str, status: int | None = None, unreachable: bool = False):
+    def __init__(
+        self, message: str, status: int | None = None, unreachable: bool = False, server_stopped: bool = False
+    ):
         super().__init__(message)
         self.status = status
         self.unreachable = unreachable
+        self.server_stopped = server_stopped
 
 
 def _secret_parameter(name: str) -> bool:
@@ -130,7 +136,7 @@ def stream_error(error: Any, partial: bool) -> RemoteError:
     server stopping (code ``server_stopped``, whose message advises API clients) in the window's words, once; any
     other as the server said it."""
     if isinstance(error, dict) and error.get("code") == "server_stopped":
-        return RemoteError(SERVER_STOPPED_TEXT if partial else SERVER_STOPPED_BEFORE_TEXT)
+        return RemoteError(SERVER_STOPPED_TEXT if partial else SERVER_STOPPED_BEFORE_TEXT, server_stopped=True)
     return RemoteError(f"The server stopped the reply with an error: {error_text(error)}")
 
 
@@ -199,7 +205,7 @@ def status_error(
         when = f"in {after} s" if after.isdigit() else (f"after {after}" if after else "in a moment")
         message = f"{host} is busy (429: too many requests){said}: retry {when}"
     elif status == 503 and not listing and _server_stopped(text):  # (its message advises API clients)
-        message = SERVER_STOPPED_BEFORE_TEXT
+        return RemoteError(SERVER_STOPPED_BEFORE_TEXT, status, server_stopped=True)
     elif status >= 500:
         message = f"{host} failed ({status}){said}: retry, or check the server's log"
     else:

@@ -249,11 +249,12 @@ class ChatController(QObject):
             self._view.update_message(reply, live=True)
         self.reply_updated.emit(text)
 
-    def _failed(self, conversation_id: int, message_id: int, error: str, setting: str) -> None:
+    def _failed(self, conversation_id: int, message_id: int, error: str, setting: str, server_stopped: bool) -> None:
         """A reply that failed before its first token: its empty bubble goes, and its run in the graph (a trial read
         "stopped before its first token" and "One token" of a server not reached); the message it answered stays saved
         and goes back where Send retries it: into the box when its chat is shown and the box is empty, else as that
-        chat's unsent message (unless one was typed there), the status bar naming the chat."""
+        chat's unsent message (unless one was typed there), the status bar naming the chat. A remote server that
+        stopped (``server_stopped``) answers Send once it runs again, which the advice says."""
         self._graph.stopped_early(conversation_id, FAILED_EARLY)
         chat_view, composer = self._view, self._composer
         chat_view.remove_message(message_id)
@@ -266,16 +267,17 @@ class ChatController(QObject):
         if setting:  # flagged at its field, and said as there: its fields by their labels, ranges in words
             self._pane.flag(setting, error, blocking=False)
             error = self._pane.in_words(setting, error)
+        when = "once the server runs again" if server_stopped else "to try again"
         if chat_view.conversation_id == conversation_id:
             retry = ""
             if message is not None and not composer.text():
                 composer.set_text(message)
-                retry = " (your message is kept: press Send to try again)"
+                retry = f" (your message is kept: press Send {when})"
             composer.show_error(f"Could not generate a reply: {error}{retry}")
             return
         retry = ""
         if message is not None and self._conversations.put_back(conversation_id, message):
-            retry = " (your message is back in its box: open it and press Send to try again)"
+            retry = f" (your message is back in its box: open it and press Send {when})"
         title = conversation.title if conversation is not None else "a chat"
         self._status.showMessage(f"Could not generate the reply in “{title}”: {error}{retry}", 15000)
 

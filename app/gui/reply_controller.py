@@ -96,8 +96,9 @@ class ReplyController(QObject):
         run_started(mode, keep_previous): one run of the reply begins (``ar`` or ``spec``; ``REMOTE_MODE`` on a
             server not SpecChat's; a comparison's second run keeps the first one's graph); events(list[Event]): a
             batch of its engine events; run_finished().
-        failed(conversation_id, message_id, error, setting): nothing was generated; the reply's row was deleted.
-            ``setting`` is the flat name of the setting the error concerns (``SettingError.field``; "" if none).
+        failed(conversation_id, message_id, error, setting, server_stopped): nothing was generated; the reply's row
+            was deleted. ``setting`` is the flat name of the setting the error concerns (``SettingError.field``; ""
+            if none); ``server_stopped``: the remote server said it is stopping (``RemoteError.server_stopped``).
         finished(Message | None): the reply ended (complete, stopped or error); None after ``failed``.
         remote_reached(base_url, problem): a remote reply reached its server (``problem`` "": it answered) or could
             not connect to it (``problem``: why); ``base_url`` as the settings show it. Not sent when neither is known
@@ -121,7 +122,7 @@ class ReplyController(QObject):
     run_started = Signal(str, bool)
     events = Signal(object)
     run_finished = Signal()
-    failed = Signal(int, int, str, str)
+    failed = Signal(int, int, str, str, bool)
     finished = Signal(object)
     remote_reached = Signal(str, str)
     save_failed = Signal(str)
@@ -365,7 +366,7 @@ class ReplyController(QObject):
             runs = [Decoding.AUTOREGRESSIVE, settings.compare_decoding]
         else:
             runs = [settings.generation.decoding]
-        state, error_text, setting = "complete", None, ""
+        state, error_text, setting, server_stopped = "complete", None, "", False
         remote = self.remote_backend(settings)
         reached: str | None = None  # for a remote reply: "" the server answered, else why it could not be reached
         source: ReplySource = remote or self.worker
@@ -423,6 +424,7 @@ class ReplyController(QObject):
                 state = "stopped"
         except RemoteError as error:  # after text arrived, the partial reply is kept like a stopped one
             state, error_text = ("stopped" if recorder.has_text else "error"), str(error)
+            server_stopped = error.server_stopped
             if error.unreachable:
                 reached = str(error)
             elif error.status is not None:  # the server answered, refusing
@@ -439,7 +441,7 @@ class ReplyController(QObject):
             if not active.closed:
                 if reached is not None:
                     self.remote_reached.emit(settings.remote_target().root, reached)
-                self._ended(active, state, error_text, setting)
+                self._ended(active, state, error_text, setting, server_stopped)
 
     async def _explain_compare(
         self, active: ActiveReply, request: GenerationRequest, settings: AppSettings, remote: bool
@@ -468,7 +470,7 @@ class ReplyController(QObject):
             snapshot.stats = {**snapshot.stats, "live": note}
         self.updated.emit(snapshot, recorder.text or recorder.compare_data.get("ar", {}).get("text", ""))
 
-    def _ended(self, active: ActiveReply, state: str, error: str | None, setting: str) -> None:
+    def _ended(self, active: ActiveReply, state: str, error: str | None, setting: str, server_stopped: bool) -> None:
         recorder = active.recorder
         self.active = None
         final = None
@@ -478,7 +480,7 @@ class ReplyController(QObject):
                     self.db.delete_message(recorder.message_id)  # nothing to keep; the user message stays saved
                 except sqlite3.Error as delete_error:  # the empty row stays: shown as an empty failed reply
                     logger.warning("could not delete the failed reply %s: %s", recorder.message_id, delete_error)
-                self.failed.emit(active.conversation_id, recorder.message_id, error or "", setting)
+                self.failed.emit(active.conversation_id, recorder.message_id, error or "", setting, server_stopped)
             else:
                 final = recorder.finish(state, error)
                 if recorder.unsaved:

@@ -16,7 +16,7 @@ from gui_helpers import send_and_wait
 from PySide6.QtWidgets import QDialogButtonBox
 from remote_stub import API_KEY, CUT_AFTER, MODEL, REPLY, REPLY_PIECES, RemoteStub
 
-from app.backends.remote_errors import RemoteError
+from app.backends.remote_errors import SERVER_STOPPED_BEFORE_TEXT, RemoteError
 from app.backends.remote_keys import keys_file
 from app.gui.history_transfer import export_markdown
 from app.gui.reply_format import can_continue, footer_text
@@ -341,18 +341,27 @@ def test_a_503_of_a_stopping_specchat_server_says_so_once_and_keeps_the_message(
     not generate a reply: 127.0.0.1:PORT failed (503) (the server said: the server stopped before this request's turn
     came (it is shutting down): nothing was generated; send the request again once the server runs): retry, or check
     the server's log": the stop said twice, and advice for an API client. It reads as a stream stopped before its
-    first token does; the message is kept, back in the box."""
+    first token does; the message is kept, back in the box, and Send works once the server runs again (the window
+    said "press Send to try again", which fails until then); so in a chat left, the status bar says."""
     window = make_window()
     choose_remote(window, stub.url("stopped"))
     assert send_and_wait(qtbot, window, "Tell me") is None
     assert window.composer.error_text == (
         "Could not generate a reply: The server stopped before the reply began (it is shutting down) (your message "
-        "is kept: press Send to try again)"
+        "is kept: press Send once the server runs again)"
     )
     assert window.composer.text() == "Tell me"
-    messages = window.db.messages(window.chat_view.conversation_id)
+    conversation = window.chat_view.conversation_id
+    messages = window.db.messages(conversation)
     assert [(m.role, m.content) for m in messages] == [("user", "Tell me")]
     window.composer.clear()
+    window.new_action.trigger()  # the chat left before the failure came (as a reply that waited its turn)
+    assert window.chat_view.conversation_id != conversation
+    window.replies.failed.emit(conversation, 0, SERVER_STOPPED_BEFORE_TEXT, "", True)
+    assert window.statusBar().currentMessage() == (
+        f"Could not generate the reply in “Tell me”: {SERVER_STOPPED_BEFORE_TEXT} (your message is back in its box: "
+        "open it and press Send once the server runs again)"
+    )
 
 
 def test_a_remote_reply_cut_at_the_length_limit_offers_regenerate_not_a_continue_it_cannot_keep(
