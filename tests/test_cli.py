@@ -235,12 +235,31 @@ def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
     fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=9)
     for drafted, accepted in ((4, 3), (2, 2), (0, 0)):
         fixed.count_step("lookup", 4, drafted, accepted, accepted + 1, speculative=True)
-    assert ", acceptance 83% (5/6), K up to 4," in describe(fixed) and "K 0" not in describe(fixed)
+    assert ", drafts: 83% accepted (5/6), K up to 4," in describe(fixed) and "K 0" not in describe(fixed)
     auto = GenerationStats(mode="auto", drafter="head", new_tokens=4)
     auto.count_step("head", 2, 2, 1, 2, speculative=True)
     auto.count_step("plain", 0, 0, 0, 1, speculative=True)
     line = describe(auto)
-    assert ", acceptance 50% (1/2), steps: head 1 (K up to 2, acceptance 50%), plain 1," in line, line
+    assert ", drafts: 50% accepted (1/2), steps: head 1 (K up to 2), plain 1," in line, line
+
+
+def test_the_statistics_line_says_the_share_of_drafts_accepted_in_the_windows_words():
+    """The line read "acceptance 75% (6/8)" and per drafter "(K up to 2, acceptance 50%)" where the window's footer
+    reads "drafts: 75% accepted" ("all drafts: ..." where several drafters drafted, each one's share in Auto's
+    steps; one drafter's share is the reply's, said once). ``--json`` keeps its keys."""
+    from app.cli.commands import describe, summary
+    from inference.events import GenerationStats
+
+    auto = GenerationStats(mode="auto", drafter="lookup", new_tokens=12)
+    auto.count_step("head", 2, 2, 1, 2, speculative=True)
+    auto.count_step("lookup", 4, 4, 4, 5, speculative=True)
+    auto.count_step("lookup", 4, 2, 1, 2, speculative=True)
+    auto.count_step("plain", 0, 0, 0, 1, speculative=True)
+    line = describe(auto)
+    assert ", all drafts: 75% accepted (6/8), steps: lookup 2 (K up to 4, 83% accepted), head 1 (K up to 2, " \
+        "50% accepted), plain 1," in line, line
+    assert "acceptance" not in line
+    assert summary(auto)["acceptance_rate"] == 0.75
 
 
 def test_the_statistics_line_of_a_one_token_reply_has_no_speed():

@@ -337,13 +337,15 @@ def overflow_notice(event: PromptOverflow) -> str:
 
 def describe(stats: GenerationStats) -> str:
     """One line of statistics for humans; the decode speed only where there is one (two tokens or more: a one-token
-    reply has no interval between tokens to measure it over)."""
+    reply has no interval between tokens to measure it over). The share of drafts accepted reads as the window's
+    footer says it: ``drafts: 75% accepted (6/8)``, ``all drafts: ...`` where several drafters drafted."""
     mode = stats.mode if stats.drafter is None else f"{stats.mode}/{stats.drafter}"
     line = f"[{mode}] {tokens_text(stats.new_tokens)}, TTFT {stats.ttft_ms:.1f} ms"
     if stats.new_tokens > 1:
         line += f", {stats.decode_tokens_per_s:.1f} tokens/s"
     if stats.acceptance_rate is not None:
-        line += f", acceptance {stats.acceptance_rate:.0%} ({stats.accepted}/{stats.drafted})"
+        drafts = "all drafts" if len(_drafting(stats)) > 1 else "drafts"
+        line += f", {drafts}: {stats.acceptance_rate:.0%} accepted ({stats.accepted}/{stats.drafted})"
         if stats.mode != "auto":  # (Auto's K per drafter is in its steps below)
             line += f", K up to {max(stats.k_steps)}"
     if stats.mode == "auto":
@@ -358,14 +360,23 @@ def describe(stats: GenerationStats) -> str:
 
 
 def drafter_steps(stats: GenerationStats) -> str:
-    """What each drafter did, most steps first: ``head 33 (K up to 2, acceptance 50%), lookup 2 (...), plain 1``."""
+    """What each drafter did, most steps first: ``head 33 (K up to 2, 50% accepted), lookup 2 (...), plain 1``, each
+    one's share of drafts accepted where several drafted (one drafter's share is the reply's, which
+    :func:`describe` says), as the window's Auto heading does."""
+    shares = len(_drafting(stats)) > 1
     parts = []
     for name, use in sorted(stats.by_drafter.items(), key=lambda item: -item[1].steps):
         part = f"{name} {use.steps}"
         if use.drafted:
-            part += f" (K up to {use.k_max}, acceptance {use.acceptance_rate:.0%})"
+            share = f", {use.acceptance_rate:.0%} accepted" if shares else ""
+            part += f" (K up to {use.k_max}{share})"
         parts.append(part)
     return ", ".join(parts) or "none"
+
+
+def _drafting(stats: GenerationStats) -> list[str]:
+    """The drafters that drafted at some step of the reply."""
+    return [name for name, use in stats.by_drafter.items() if use.drafted]
 
 
 def summary(stats: GenerationStats) -> dict:
