@@ -229,7 +229,7 @@ def test_a_malformed_command_line_is_one_line_too(args, line):
 def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
     """A newcomer read "K 0" after `--mode spec --draft lookup --k 4`: the last step's K (lookup found nothing to
     copy there). A fixed mode's line says the largest K drafted; Auto's says K per drafter in its steps only."""
-    from app.cli.commands import describe
+    from app.cli.statistics import describe
     from inference.events import GenerationStats
 
     fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=9)
@@ -247,7 +247,7 @@ def test_the_statistics_line_says_the_share_of_drafts_accepted_in_the_windows_wo
     """The line read "acceptance 75% (6/8)" and per drafter "(K up to 2, acceptance 50%)" where the window's footer
     reads "drafts: 75% accepted" ("all drafts: ..." where several drafters drafted, each one's share in Auto's
     steps; one drafter's share is the reply's, said once). ``--json`` keeps its keys."""
-    from app.cli.commands import describe, summary
+    from app.cli.statistics import describe, summary
     from inference.events import GenerationStats
 
     auto = GenerationStats(mode="auto", drafter="lookup", new_tokens=12)
@@ -265,7 +265,7 @@ def test_the_statistics_line_says_the_share_of_drafts_accepted_in_the_windows_wo
 def test_the_statistics_line_of_a_one_token_reply_has_no_speed():
     """A newcomer read "[auto] 1 tokens, … 0.0 tokens/s, steps: none": one token has no decode interval to measure a
     speed over. Two tokens have one."""
-    from app.cli.commands import describe
+    from app.cli.statistics import describe
     from inference.events import GenerationStats
 
     one = describe(GenerationStats(mode="auto", new_tokens=1, ttft_ms=41.0))
@@ -388,7 +388,7 @@ def test_the_tokens_of_plain_steps_are_counted_in_a_fixed_k_reply_as_in_auto():
     tokens count in ``fallback_tokens``, which the server reports and the CLI prints as "tokens by plain steps"
     (they counted only where Auto chose K 0, so a server's spec_lookup reply of 59 plain steps said 0); an
     autoregressive reply has none."""
-    from app.cli.commands import describe
+    from app.cli.statistics import describe
     from inference.events import GenerationStats
 
     fixed = GenerationStats(mode="spec", drafter="lookup", new_tokens=7)
@@ -406,7 +406,7 @@ def test_autos_label_names_the_drafter_whose_drafts_gave_the_most_tokens():
     """`[auto/head]` named the drafter of most steps: a head drafting 30 steps for 10 tokens beside prompt lookup
     copying 40 tokens in 5 steps was named, though lookup gave most. The label (and the server's ``drafter``) names
     the drafter of most accepted tokens; none when no draft was accepted."""
-    from app.cli.commands import describe
+    from app.cli.statistics import describe
     from inference.events import GenerationStats
 
     auto = GenerationStats(mode="auto", new_tokens=86)

@@ -12,7 +12,7 @@ def test_token_counts_in_words():
 
 
 def test_the_command_line_and_the_window_say_a_token_count_alike():
-    from app.cli.commands import describe, speedup_text
+    from app.cli.statistics import describe, speedup_text
     from app.gui.reply_format import metrics_text
 
     stats = GenerationStats(mode="ar", new_tokens=1024, ttft_ms=41.0, decode_tokens_per_s=20.0)

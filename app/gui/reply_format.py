@@ -507,7 +507,7 @@ def no_drafts(compare: dict) -> str:
 
 def too_few_tokens(compare: dict) -> str:
     """Where a finished comparison's run wrote under two tokens (Longest reply 1), why it has no speedup, in the
-    command line's words (``app.cli.commands.speedup_text``): ``No speedup to compare: plain decoding wrote 1 token
+    command line's words (``app.cli.statistics.speedup_text``): ``No speedup to compare: plain decoding wrote 1 token
     and Auto 1 token, and a decode speed needs 2 or more`` (one token has no interval between tokens to measure a
     speed over; a newcomer's one-token Compare read "Comparison incomplete"). "" otherwise, and for a comparison
     stopped or not finished (a run's token count not stored)."""
