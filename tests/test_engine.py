@@ -506,3 +506,21 @@ def test_final_k_is_the_k_of_the_last_step_the_room_left_did_not_cut(engine, tar
 
     assert cut(steps[-1])
     assert stats.final_k == [s.k for s in steps if not cut(s)][-1]
+
+
+def test_a_turn_after_a_roll_says_what_the_model_no_longer_reads(engine):
+    """Newcomer trial (n_ctx 256, replies of 64 tokens): the third reply rolled the context, 126 tokens dropped;
+    the fourth turn ("What did I ask you first?") fitted into the rolled cache, so nothing rolled during it and its
+    footer said nothing, while the model no longer read the chat's first question. The turn after a roll yields a
+    ``PromptOverflow`` that counts the tokens earlier rolls dropped, and its numbers add up to the prompt's."""
+    engine.reset()
+    session = ChatSession(engine, system_prompt="You are a pirate.")
+    first = list(session.send(PROMPTS[1], settings("ar", max_new_tokens=120, n_ctx=128, n_keep="auto", ignore_eos=True)))
+    dropped = first[-1].stats.discarded_tokens
+    assert dropped > 0 and len(engine._cache) < 128 - 24  # it rolled, and the next short turn fits what is left
+    second = list(session.send("Thanks.", settings("ar", max_new_tokens=4, n_ctx=128, n_keep="auto")))
+    assert not any(isinstance(e, ContextRolled) for e in second)  # nothing rolls during this turn
+    overflow, stats = next(e for e in second if isinstance(e, PromptOverflow)), second[-1].stats
+    assert overflow.discarded_tokens == dropped
+    assert overflow.head_tokens + overflow.message_tokens + overflow.tail_tokens + dropped == stats.prompt_tokens
+    assert overflow.head_tokens + overflow.tail_tokens == stats.reused_tokens - dropped + stats.prefilled_tokens
