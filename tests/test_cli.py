@@ -274,6 +274,18 @@ def test_the_statistics_line_of_a_one_token_reply_has_no_speed():
     assert two.startswith("[ar] 2 tokens, TTFT 41.0 ms, 20.0 tokens/s, prefilled"), two
 
 
+def test_the_statistics_line_counts_one_roll_in_the_singular():
+    """Newcomer trial (``chat --n-ctx 256``, replies of 64 tokens): the third reply's line read "discarded 126
+    (1 rolls)"."""
+    from app.cli.commands import describe
+    from inference.events import GenerationStats
+
+    one = describe(GenerationStats(mode="ar", new_tokens=2, ttft_ms=41.0, discarded_tokens=126, rolls=1))
+    assert ", discarded 126 (1 roll), stop:" in one, one
+    two = describe(GenerationStats(mode="ar", new_tokens=2, ttft_ms=41.0, discarded_tokens=252, rolls=2))
+    assert ", discarded 252 (2 rolls), stop:" in two, two
+
+
 def test_ctrl_c_during_generate_keeps_what_came_and_exits_130(int4_dir, data_dir):
     """A newcomer's script could not tell a reply Ctrl+C cut from a whole one: the command exited 0. It keeps what
     was generated and its statistics ("stop: cancelled"), and exits 130 (128 + SIGINT, as ``serve`` does)."""

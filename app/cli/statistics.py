@@ -27,7 +27,7 @@ def describe(stats: GenerationStats) -> str:
     line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}"
     if stats.fast_prefilled_tokens:
         line += f" ({stats.fast_prefilled_tokens} by the fast prefill)"
-    line += f", discarded {stats.discarded_tokens} ({stats.rolls} rolls), stop: {stats.stop_reason}, precision: {stats.precision}"
+    line += f", discarded {stats.discarded_tokens} ({stats.rolls} roll{'' if stats.rolls == 1 else 's'}), stop: {stats.stop_reason}, precision: {stats.precision}"
     return line
 
 
