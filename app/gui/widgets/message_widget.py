@@ -237,7 +237,9 @@ class MessageWidget(QFrame):
     def edit_button(self) -> QToolButton:
         """Edit (user messages); created on first use, like Regenerate: most bubbles never need them."""
         if self._edit_button is None:
-            self._edit_button = self._tool_button("Edit", "Edit this message and resend it (later messages are replaced)")
+            self._edit_button = self._tool_button(
+                "Edit", "Edit this message and resend it (the later messages stay in its earlier version: ‹ › switches)"
+            )
             self._edit_button.clicked.connect(self.start_editing)
             self._header.addWidget(self._edit_button)
             self._edit_button.setVisible(self.message.role == "user")
