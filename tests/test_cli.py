@@ -277,7 +277,7 @@ def test_the_statistics_line_of_a_one_token_reply_has_no_speed():
 def test_the_statistics_line_counts_one_roll_in_the_singular():
     """Newcomer trial (``chat --n-ctx 256``, replies of 64 tokens): the third reply's line read "discarded 126
     (1 rolls)"."""
-    from app.cli.commands import describe
+    from app.cli.statistics import describe
     from inference.events import GenerationStats
 
     one = describe(GenerationStats(mode="ar", new_tokens=2, ttft_ms=41.0, discarded_tokens=126, rolls=1))
