@@ -135,7 +135,7 @@ def stream_error(error: Any, partial: bool) -> RemoteError:
     """The RemoteError of an ``{"error": ...}`` event in a reply's stream (``partial``: text had come): a SpecChat
     server stopping (code ``server_stopped``, whose message advises API clients) in the window's words, once; any
     other as the server said it."""
-    if isinstance(error, dict) and error.get("code") == "server_stopped":
+    if _is_server_stopped(error):
         return RemoteError(SERVER_STOPPED_TEXT if partial else SERVER_STOPPED_BEFORE_TEXT, server_stopped=True)
     return RemoteError(f"The server stopped the reply with an error: {error_text(error)}")
 
@@ -161,14 +161,19 @@ def _server_message(text: str) -> str:
     return str(body)[:200]
 
 
+def _is_server_stopped(error: Any) -> bool:
+    """Whether an OpenAI error object (a stream's ``{"error": ...}``, an error body's ``error``) is a SpecChat
+    server's ``server_stopped``."""
+    return isinstance(error, dict) and error.get("code") == "server_stopped"
+
+
 def _server_stopped(text: str) -> bool:
     """Whether an error body is a SpecChat server's ``server_stopped`` error (OpenAI's JSON, its ``error.code``)."""
     try:
         body = bounded_json.loads(text, MAX_JSON_DEPTH)
     except ValueError:
         return False
-    error = body.get("error") if isinstance(body, dict) else None
-    return isinstance(error, dict) and error.get("code") == "server_stopped"
+    return _is_server_stopped(body.get("error") if isinstance(body, dict) else None)
 
 
 def status_error(
