@@ -103,13 +103,22 @@ class ChatSession:
         return turn_start, max(turn_start, common_prefix(empty, ids))
 
     def system_prompt_tokens(self) -> int:
-        """Tokens of the rendered system message (what ``n_keep="auto"`` pins), 0 without one."""
+        """Tokens that every rendering of this conversation starts with: its system message, the template's own
+        default one where it has none (SmolLM2's "You are a helpful AI assistant named SmolLM…"), the tools a
+        template renders there, and the first user turn's opening. What ``n_keep="auto"`` pins
+        (``ContextSettings.resolve``) and the cut of a prompt longer than n_ctx keeps (``prefill.middle_cut``); 0 for a
+        template whose rendering starts with the user's text.
+
+        Measured as the prefix that the renderings of two different first messages share (counting only the given
+        system message missed the default one, so that a roll cut through it and left a half template behind).
+        """
         system_prompt = self._rendered()[0]
-        if not system_prompt:
-            return 0
-        tokenizer = self.engine.target.tokenizer
-        system = [{"role": "system", "content": valid_text(system_prompt)}]
-        return len(self.engine.target.encode(tokenizer.apply_chat_template(system, add_generation_prompt=False)))
+        system = [{"role": "system", "content": valid_text(system_prompt)}] if system_prompt else []
+        first, other = (
+            self.engine.target.encode(self._render([*system, {"role": "user", "content": text}], False))
+            for text in ("a", "b")
+        )
+        return common_prefix(first, other)
 
     def send(
         self,

@@ -71,6 +71,17 @@ from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, Set
 KV_SLACK = 64
 
 
+def _after_pinned_header(
+    prompt_ids: list[int], system_prompt_tokens: int, message: tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """The last message's ``(turn_start, text_start)`` for the cut of a prompt longer than n_ctx: its turn starts at
+    its text where the pinned head (``ChatSession.system_prompt_tokens``, which ends with the first user turn's role
+    header) ends with the same header, so that the cut keeps one header before the message's text, not two."""
+    if message is None or not 0 < message[1] - message[0] <= system_prompt_tokens:
+        return message
+    header = prompt_ids[message[0] : message[1]]
+    return (message[1], message[1]) if prompt_ids[system_prompt_tokens - len(header) : system_prompt_tokens] == header else message
+
 class Engine:
     """Generates replies from a target model, optionally speculating with a draft model or prompt lookup.
 
@@ -181,8 +192,9 @@ class Engine:
                 starts. Its longest prefix already in the KV cache is not recomputed.
             settings: validated here; ``settings.decoding`` chooses autoregressive decoding or speculative
                 decoding with the draft model or with prompt lookup.
-            system_prompt_tokens: tokens of the rendered system message, which ``n_keep="auto"`` pins
-                (``ContextSettings.resolve``).
+            system_prompt_tokens: tokens of the rendered system message (``ChatSession.system_prompt_tokens``),
+                which ``n_keep="auto"`` pins (``ContextSettings.resolve``); ``Finished``'s stats say whether a roll
+                or cut dropped some of them (``system_prompt_dropped``).
             roll_long_prompt: feed a prompt longer than n_ctx whole, rolling through it (each roll recomputes
                 nothing but costs the prefill of the tokens it drops: the behaviour ``score`` keeps for perplexity);
                 by default the middle of such a prompt is dropped before the prefill (``_cut_the_middle``): its
@@ -202,7 +214,7 @@ class Engine:
 
         Raises:
             ValueError: empty prompt. SettingError (a ValueError): a setting out of range (its ``field`` names
-                it), draft-model decoding without a draft model, or a system prompt too long for n_keep="auto".
+                it), or draft-model decoding without a draft model.
             SettingError with field ``grammar``: no reply can follow ``settings.output.grammar`` (it does not compile
                 for this model's tokenizer, or admits no value, as a JSON schema whose ``$ref`` requires itself:
                 llguidance then fails at the first token), raised before the first token or, for what llguidance
@@ -288,11 +300,13 @@ class Engine:
 
     def _roll(
         self, n_keep: int, n_discard: int, drafters: dict[str, Drafter], models: list[LoadedModel],
-        stats: GenerationStats,
+        stats: GenerationStats, pinned: int,
     ) -> ContextRolled:
         """Roll the target cache (and the reply's drafters), count it in ``stats``, return the event. The draft
         model or head, when not among ``drafters``, keeps only the n_keep tokens a roll never changes: it did not
-        follow this reply, and would otherwise draft from keys at pre-roll positions in a later reply.
+        follow this reply, and would otherwise draft from keys at pre-roll positions in a later reply. ``pinned``:
+        the system prompt's tokens (``generate``'s ``system_prompt_tokens``); a roll keeping fewer drops some of them
+        (``stats.system_prompt_dropped``).
 
         Raises:
             RopeUnsupportedError: one of ``models`` cannot shift its keys.
@@ -307,6 +321,7 @@ class Engine:
         self._rolled = True
         stats.rolls += 1
         stats.discarded_tokens += dropped
+        stats.system_prompt_dropped |= n_keep < pinned
         return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
 
     def _rolling_keeps(self, message: tuple[int, int] | None, reused: int, discarded: int, n_keep: int) -> bool:
@@ -329,6 +344,7 @@ class Engine:
         drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
+        pinned: int,
     ) -> Generator[ContextRolled, None, list[int]]:
         """Keep only ``cut``'s tokens of a prompt longer than n_ctx (``prefill.middle_cut``), before prefilling it
         (as LM Studio's truncate-middle does), so that its TTFT is that of an n_ctx prompt at most.
@@ -336,13 +352,15 @@ class Engine:
         The cache holds the prompt's first ``reused`` tokens (after ``_reuse_prefix``), in order unless it has rolled
         (then only its first n_keep are in order). It keeps the longest of them that starts the cut's tokens; the
         cached tokens after those are rolled away (one roll, yielded); returns the cut's other tokens, to prefill.
-        ``stats.discarded_tokens`` grows by the tokens this reply drops, the roll's included.
+        ``stats.discarded_tokens`` grows by the tokens this reply drops, the roll's included;
+        ``stats.system_prompt_dropped`` is set where the cut keeps fewer than the ``pinned`` system prompt's tokens.
         """
+        stats.system_prompt_dropped |= cut.spans[0][1] < pinned
         in_order = reused if len(self._cache) == reused else min(n_keep, len(self._cache))
         kept = min(in_order, cut.spans[0][1])
         dropped_before, discarded = reused - len(self._cache), stats.discarded_tokens  # (rolled out by earlier replies)
         if len(self._cache) > kept:
-            yield self._roll(kept, len(self._cache) - kept, drafters, models, stats)
+            yield self._roll(kept, len(self._cache) - kept, drafters, models, stats, pinned)
         self._rolled = True
         stats.discarded_tokens = discarded + cut.skipped - dropped_before  # the roll's tokens the cut keeps count back
         return [token for start, end in cut.spans for token in prompt_ids[max(start, kept) : end]]
@@ -356,11 +374,12 @@ class Engine:
         drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
+        pinned: int,
         cancel: threading.Event | None = None,
         start: float | None = None,
     ) -> Generator[ContextRolled | PromptProgress, None, np.ndarray | None]:
-        """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full, the
-        drafters told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
+        """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full (``pinned``:
+        as ``_roll`` takes it), the drafters told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
         (``start``: the ``time.perf_counter()`` its ``elapsed_s`` counts from; now when None); returns the float32
         ``[vocab]`` logits after the last token, or None when ``cancel`` was set (checked before each pass; the cache
         then holds the passes done)."""
@@ -374,7 +393,7 @@ class Engine:
                 return None
             pass_start = time.perf_counter()  # (a roll before the pass counts in its time, as the drafters' feed after)
             if len(self._cache) >= n_ctx:
-                yield self._roll(n_keep, n_discard, drafters, models, stats)
+                yield self._roll(n_keep, n_discard, drafters, models, stats, pinned)
             upcoming = len(tokens) - done
             size = prefill_pass_size(self._cache.physical_length, self._cache.prefills_in_copy(upcoming))
             chunk = tokens[done : done + min(size, n_ctx - len(self._cache))]
@@ -420,6 +439,7 @@ class Engine:
         discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)
         cut = None
         if discarded and not roll_long_prompt:
+            message = _after_pinned_header(prompt_ids, system_prompt_tokens, message)
             cut = middle_cut(len(prompt_ids), n_ctx, n_keep, system_prompt_tokens, message or (0, 0),
                              sampling.max_new_tokens)
             if cut is not None and cut.spans[-1][0] < reused and self._rolling_keeps(message, reused, discarded, n_keep):
@@ -437,10 +457,12 @@ class Engine:
         fast_before = self._cache.fast_prefilled
         to_prefill = prompt_ids[reused:]
         if cut is not None:
-            to_prefill = yield from self._cut_the_middle(prompt_ids, reused, cut, n_keep, drafters, models, stats)
+            to_prefill = yield from self._cut_the_middle(prompt_ids, reused, cut, n_keep, drafters, models, stats,
+                                                         system_prompt_tokens)
             stats.prefilled_tokens = len(to_prefill)
         seen_before = len(self._seen)
-        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats, cancel, start)
+        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats,
+                                          system_prompt_tokens, cancel, start)
         if cut is not None and logits is not None:
             self._seen[seen_before:] = prompt_ids[reused:]  # all of it, as if rolled through: the next turn reuses it
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
@@ -482,7 +504,7 @@ class Engine:
                 reply.stop_reason = "cancelled"
                 break
             if len(self._cache) + 1 > n_ctx:
-                yield self._roll(n_keep, n_discard, drafters, models, stats)
+                yield self._roll(n_keep, n_discard, drafters, models, stats, system_prompt_tokens)
                 decode.shadow.clear()  # the positions moved
             yield from self._speculative_step(decode)
         last_token_at = time.perf_counter()
@@ -618,7 +640,7 @@ class Engine:
             RopeUnsupportedError: the prompt needs a roll the target cannot take.
         """
         stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode, prompt_tokens=len(prompt_ids))
-        prefill = self._prefill(prompt_ids, n_ctx, n_keep, n_discard, {}, [self.target], stats)
+        prefill = self._prefill(prompt_ids, n_ctx, n_keep, n_discard, {}, [self.target], stats, 0)
         try:
             while True:
                 next(prefill)

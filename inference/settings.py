@@ -29,6 +29,10 @@ MAX_REPETITION_PENALTY = 10.0
 MAX_PRESENCE_FREQUENCY_PENALTY = 2.0
 #: The fewest tokens ``n_keep="auto"`` pins (the attention sinks of StreamingLLM, arXiv 2309.17453, section 3.2).
 AUTO_N_KEEP_MIN = 4
+#: ``n_keep="auto"`` pins the system prompt while it takes at most this share of n_ctx, so that at least as much is
+#: left to the rolling chat (the share a prompt's middle cut keeps for it too, ``prefill.middle_cut``); a longer one
+#: rolls out like the chat, past the ``AUTO_N_KEEP_MIN`` sinks, and the reply's statistics say so.
+AUTO_N_KEEP_MAX_SHARE = 0.5
 #: Largest context accepted when the model states no trained length.
 MAX_N_CTX = 1 << 31
 
@@ -200,14 +204,15 @@ class ContextSettings:
 
     Attributes:
         n_ctx: maximum number of tokens kept in the KV cache. Range [16, model's max_position_embeddings].
-        n_keep: tokens at the start kept forever (the attention sinks), or ``"auto"`` to keep the whole
-            system prompt (at least 4 tokens). Range [0, n_ctx).
+        n_keep: tokens at the start kept forever (the attention sinks), or ``"auto"`` (the default) to keep the
+            whole rendered system prompt while it takes at most half of n_ctx, at least 4 tokens (``resolve``).
+            Range [0, n_ctx).
         n_discard: tokens dropped after the first n_keep when the cache is full; -1 = half of
             ``n_ctx - n_keep``. Range -1 or [1, n_ctx - n_keep).
     """
 
     n_ctx: int = 4096
-    n_keep: int | str = 4
+    n_keep: int | str = "auto"
     n_discard: int = -1
 
     def validate(self, max_position_embeddings: int | None = None) -> None:
@@ -221,23 +226,23 @@ class ContextSettings:
     def resolve(self, system_prompt_tokens: int = 0) -> tuple[int, int]:
         """The numbers a roll uses: ``(n_keep, n_discard)``.
 
-        ``n_keep="auto"`` pins the rendered system prompt, at least ``AUTO_N_KEEP_MIN`` tokens; ``n_discard=-1``
-        drops half of what follows the kept tokens.
+        ``n_keep="auto"`` pins the rendered system prompt (``ChatSession.system_prompt_tokens``: the template's own
+        default system message included), at least ``AUTO_N_KEEP_MIN`` tokens, while it takes at most
+        ``AUTO_N_KEEP_MAX_SHARE`` of n_ctx; a longer one gets the ``AUTO_N_KEEP_MIN`` sinks only, so that a long
+        system prompt (a document to discuss) never makes a reply fail: its rolls then drop it with the chat
+        (``GenerationStats.system_prompt_dropped``). llama.cpp pins nothing by default (``--keep 0``) and LM Studio's
+        "truncate middle" keeps the system prompt. ``n_discard=-1`` drops half of what follows the kept tokens.
 
         Args:
             system_prompt_tokens: tokens of the rendered system message (0 without one).
 
         Raises:
-            SettingError: n_keep leaves no room below n_ctx, or n_discard is outside [1, n_ctx - n_keep).
+            SettingError: a numeric n_keep not below n_ctx, or n_discard outside [1, n_ctx - n_keep).
         """
         if self.n_keep == "auto":
             n_keep = max(AUTO_N_KEEP_MIN, system_prompt_tokens)
-            if n_keep >= self.n_ctx - 1:
-                raise SettingError(
-                    "n_keep",
-                    f"n_keep='auto' pins the {n_keep}-token system prompt, which leaves no room in n_ctx={self.n_ctx}: "
-                    "raise n_ctx, shorten the system prompt, or set n_keep to a number",
-                )
+            if n_keep > self.n_ctx * AUTO_N_KEEP_MAX_SHARE:
+                n_keep = AUTO_N_KEEP_MIN
         elif isinstance(self.n_keep, int) and not isinstance(self.n_keep, bool) and 0 <= self.n_keep < self.n_ctx:
             n_keep = self.n_keep
         else:

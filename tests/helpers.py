@@ -9,7 +9,14 @@ import pytest
 
 from inference.devices import device_computes, native_precisions
 from inference.exactness import first_difference
-from inference.settings import ContextSettings, Decoding, GenerationSettings, SamplingSettings, SpeculativeSettings
+from inference.settings import (
+    ContextSettings,
+    Decoding,
+    GenerationSettings,
+    SamplingSettings,
+    SettingError,
+    SpeculativeSettings,
+)
 
 PROMPTS = [
     "Rewrite this paragraph in simpler words: The committee convened to deliberate on the proposal, "
@@ -44,6 +51,26 @@ def assert_same_or_near_tie(engine, ids, reference, candidate, context: dict, la
     (``exactness.first_difference``). With exact precision that noise is ~1e-4 logits, so any real difference fails."""
     difference = first_difference(engine, ids, reference.token_ids, candidate.token_ids, settings("ar", **context).context, k)
     assert difference is None or difference.near_tie, f"{label}: {difference.describe()}"
+
+
+def engine_refuses_long_system_prompts(monkeypatch) -> None:
+    """Make the engine refuse a reply whose system prompt leaves no room in n_ctx, before its first token, as it did
+    until 2026-12-07 with ``n_keep="auto"`` (now it pins only the sinks there: ``ContextSettings.resolve``): a refusal
+    only the engine can make (it counts the prompt's tokens: ``resolve(system_prompt_tokens)``), which the window's own
+    check (``resolve()`` without them) passes. No setting the window accepts is refused so any more (a grammar found
+    unfollowable mid-reply still is): the front ends' handling of such a refusal is tested with this one."""
+    resolve = ContextSettings.resolve
+
+    def refusing(self, system_prompt_tokens: int = 0):
+        if system_prompt_tokens >= self.n_ctx - 1:
+            raise SettingError(
+                "n_keep",
+                f"n_keep='auto' pins the {system_prompt_tokens}-token system prompt, which leaves no room in "
+                f"n_ctx={self.n_ctx}: raise n_ctx, shorten the system prompt, or set n_keep to a number",
+            )
+        return resolve(self, system_prompt_tokens)
+
+    monkeypatch.setattr(ContextSettings, "resolve", refusing)
 
 
 def require_native(precision: str) -> None:

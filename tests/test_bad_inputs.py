@@ -58,12 +58,6 @@ def test_each_invalid_setting_is_refused_before_any_work(engine, target, bad, na
     assert engine.generate_text(chat_ids(target, "Hi"), settings("ar", max_new_tokens=2)).new_tokens >= 1  # still usable
 
 
-def test_auto_n_keep_with_a_system_prompt_larger_than_n_ctx(engine):
-    session = ChatSession(engine, system_prompt="Be brief. " * 40)
-    with pytest.raises(ValueError, match="n_keep='auto'"):
-        next(session.send("Hi", settings("ar", n_ctx=64, n_keep="auto")))
-
-
 def test_spec_with_a_draft_model_but_none_loaded(engine, target):
     with pytest.raises(ValueError, match="draft model"):
         next(engine.generate(chat_ids(target, "Hi"), settings("spec_model")))

@@ -26,7 +26,7 @@ def test_generate_json_one_mode(int4_dir, data_dir):
     out = json.loads(result.stdout)
     assert set(out) == {
         "mode", "drafter", "drafters", "k_steps", "text", "new_tokens", "ttft_ms", "tokens_per_s", "acceptance_rate",
-        "discarded_tokens", "fast_prefilled_tokens", "precision",
+        "discarded_tokens", "system_prompt_dropped", "fast_prefilled_tokens", "precision",
     }
     assert out["precision"]["exact"] is True and out["precision"]["inference"] == "f32"
     assert out["mode"] == "auto" and "Paris" in out["text"]  # Auto is the default decoding

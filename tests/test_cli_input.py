@@ -173,7 +173,9 @@ def test_ctrl_c_during_a_piped_chats_reply_keeps_what_came_and_exits_130(monkeyp
 def test_a_setting_refused_during_a_chat_is_said_by_its_flags_and_the_chat_goes_on(monkeypatch, capsys):
     """Trial: `specchat chat --n-ctx 64 --n-keep auto --system "<126 tokens>"` answered each message with "error:
     n_keep='auto' pins the 126-token system prompt, which leaves no room in n_ctx=64: raise n_ctx, ...", the engine's
-    names where the start-up check says the flags. A setting the engine refuses during a chat is said as at start."""
+    names where the start-up check says the flags. A setting the engine refuses during a chat (that one no longer
+    is: auto now pins the sinks only, ``ContextSettings.resolve``; a grammar found unfollowable mid-reply still is)
+    is said as at start: here the engine's words for an n_discard past n_ctx."""
     import app.cli.commands as commands
     from inference.settings import ContextSettings
 
@@ -183,7 +185,7 @@ def test_a_setting_refused_during_a_chat_is_said_by_its_flags_and_the_chat_goes_
 
         def send(self, text, settings, cancel):
             self.sent.append(text)
-            ContextSettings(n_ctx=64, n_keep="auto").resolve(126)  # (raises: as the engine does before any token)
+            ContextSettings(n_ctx=64, n_keep=4, n_discard=60).resolve()  # (raises: as the engine does before any token)
             yield
 
     sessions = []
@@ -192,8 +194,7 @@ def test_a_setting_refused_during_a_chat_is_said_by_its_flags_and_the_chat_goes_
     monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
     monkeypatch.setattr(commands.sys, "stdin", io.StringIO("Hello\nHi again\n"))  # piped
     assert commands._chat(build_parser().parse_args(["chat"])) == 0
-    said = ("error: --n-keep auto pins the 126-token system prompt, which leaves no room in --n-ctx 64: raise --n-ctx, "
-            "shorten the system prompt, or set --n-keep to a number")
+    said = "error: --n-discard must be -1 or in [1, 59] (--n-keep + --n-discard < --n-ctx), got 60"
     assert capsys.readouterr().err.splitlines()[1:] == [said, said, ""]
     assert sessions[0].sent == ["Hello", "Hi again"]  # the chat went on
 

@@ -207,9 +207,11 @@ def test_a_long_paste_keeps_the_instruction_at_its_start_and_decodes_exactly(f32
 
 
 def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32_engine, target):
-    """The cut in a chat that has a turn before the paste: the cache keeps its first n_keep tokens (one roll drops
-    the earlier turn), then the paste's role header and first (256 - 16) // 8 = 30 tokens, then the end; greedy
-    decoding equals a fresh run on exactly those tokens, or first differs at a near-tie (the passes differ)."""
+    """The cut in a chat that has a turn before the paste: the cache keeps its pinned head (SmolLM2's default system
+    message and the first user turn's role header: ``ChatSession.system_prompt_tokens``, more than n_keep 4; one roll
+    drops the rest of the earlier turn), then the paste's first (256 - 16) // 8 = 30 tokens after that one header
+    (``engine._after_pinned_header``: not a second one), then the end; greedy decoding equals a fresh run on exactly
+    those tokens, or first differs at a near-tie (the passes differ)."""
     from pathlib import Path
 
     engine, n_ctx, instruction = f32_engine, 256, "Summarize this text in two sentences:"
@@ -221,14 +223,18 @@ def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32
     ids = session.prompt_ids()
     turn_start, text_start = session.last_message(ids)
     assert 20 < turn_start < text_start == turn_start + 3 and len(ids) > 4 * n_ctx
+    system = session.system_prompt_tokens()
+    assert 4 < system < turn_start and ids[system - 3 : system] == ids[turn_start:text_start]  # one role header
     events = list(session.reply(settings("ar", max_new_tokens=16, n_ctx=n_ctx)))
     overflow, stats = events[0], events[-1].stats
-    assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (4 + 3, 30, 240 - 37)
+    tail = 240 - system - 30
+    assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (system, 30, tail)
     assert overflow.discarded_tokens == len(ids) - 240 == stats.discarded_tokens
     rolls = [e for e in events if isinstance(e, ContextRolled)]
-    assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(4, stats.reused_tokens - 4)]  # the first turn goes
-    kept = ids[:4] + ids[turn_start : text_start + 30] + ids[len(ids) - 203 :]
-    assert engine._cache.tokens[:240] == kept and stats.prefilled_tokens == 236
+    assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(system, stats.reused_tokens - system)]  # the first turn goes
+    kept = ids[:system] + ids[text_start : text_start + 30] + ids[len(ids) - tail :]
+    assert engine._cache.tokens[:240] == kept and stats.prefilled_tokens == 240 - system
+    assert not stats.system_prompt_dropped
     engine.reset()
     reference = engine.generate_text(kept, settings("ar", max_new_tokens=16, n_ctx=n_ctx))
     assert_same_or_near_tie(engine, kept, reference, stats, {"n_ctx": n_ctx}, "a later turn's cut", 1)
@@ -257,10 +263,12 @@ def test_a_second_long_paste_whose_cut_reaches_into_the_cache_keeps_its_instruct
     overflow, stats = next(e for e in events if isinstance(e, PromptOverflow)), events[-1].stats
     assert overflow.head_tokens + overflow.message_tokens + overflow.tail_tokens + overflow.discarded_tokens == len(ids)
     kept_from = len(ids) - overflow.tail_tokens - overflow.message_tokens
-    assert overflow.head_tokens == 4 and kept_from <= turn_start  # n_keep, then the whole last message
+    # the pinned head (SmolLM2's default system message, more than n_keep 4), then the whole last message
+    pinned = session.system_prompt_tokens()
+    assert overflow.head_tokens == pinned > 4 and kept_from <= text_start
     instruction_ids = target.encode(instruction)
     assert ids[text_start : text_start + len(instruction_ids)] == instruction_ids
-    kept = ids[:4] + ids[kept_from:]
+    kept = ids[:pinned] + ids[kept_from:]
     cached = engine._cache.tokens
     assert cached[: len(kept)] == kept and cached[len(kept) :] == stats.token_ids[:-1]
     assert stats.discarded_tokens == overflow.discarded_tokens == len(ids) - len(kept)

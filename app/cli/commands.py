@@ -317,7 +317,16 @@ def _stream(events, out) -> GenerationStats:
             stats = event.stats
     if out is not None:
         out.write("\n")
+    if stats is not None and stats.system_prompt_dropped:
+        print(f"note: {SYSTEM_PROMPT_DROPPED}", file=sys.stderr, flush=True)
     return stats
+
+
+#: Said after a reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``).
+SYSTEM_PROMPT_DROPPED = (
+    "the context was full and part of the system prompt was dropped with it, so the model no longer reads all of "
+    "it: raise --n-ctx (--n-keep auto keeps a system prompt of up to half of it) or give --n-keep its length"
+)
 
 
 def overflow_notice(event: PromptOverflow) -> str:

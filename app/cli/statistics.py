@@ -27,7 +27,9 @@ def describe(stats: GenerationStats) -> str:
     line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}"
     if stats.fast_prefilled_tokens:
         line += f" ({stats.fast_prefilled_tokens} by the fast prefill)"
-    line += f", discarded {stats.discarded_tokens} ({stats.rolls} roll{'' if stats.rolls == 1 else 's'}), stop: {stats.stop_reason}, precision: {stats.precision}"
+    line += f", discarded {stats.discarded_tokens} ({stats.rolls} roll{'' if stats.rolls == 1 else 's'}"
+    line += ", part of the system prompt among them)" if stats.system_prompt_dropped else ")"
+    line += f", stop: {stats.stop_reason}, precision: {stats.precision}"
     return line
 
 
@@ -64,6 +66,7 @@ def summary(stats: GenerationStats) -> dict:
         "tokens_per_s": round(stats.decode_tokens_per_s, 3) if stats.new_tokens > 1 else None,
         "acceptance_rate": stats.acceptance_rate,
         "discarded_tokens": stats.discarded_tokens,
+        "system_prompt_dropped": stats.system_prompt_dropped,
         "fast_prefilled_tokens": stats.fast_prefilled_tokens,
     }
 

@@ -22,7 +22,7 @@ OPTIONAL_NUMBER_KEYS = frozenset({
 #: Keys that hold a text or null (``text``, a comparison run's reply, must be a text).
 TEXT_KEYS = frozenset({"mode", "drafter", "stop_reason", "precision", "model", "error", "live"})
 #: Keys that hold true, false or null.
-BOOL_KEYS = frozenset({"identical", "sampled", "stopped"})
+BOOL_KEYS = frozenset({"identical", "sampled", "stopped", "system_prompt_dropped"})
 
 
 def _is_number(value: Any) -> bool:

@@ -98,6 +98,7 @@ def stats_dict(stats: GenerationStats, **extra) -> dict:
         "prefilled_tokens": stats.prefilled_tokens,
         "discarded_tokens": stats.discarded_tokens,
         "rolls": stats.rolls,
+        **({"system_prompt_dropped": True} if stats.system_prompt_dropped else {}),
         "final_k": stats.final_k,
         "fallback_tokens": stats.fallback_tokens,
         **stats.usage(),
@@ -215,6 +216,11 @@ def times_text(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
 
 
+#: A reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``), with
+#: what keeps it: the "Always kept" field's auto keeps a system prompt of up to half the context length.
+SYSTEM_PROMPT_DROPPED = "part of the system prompt dropped: raise the context length, or Always kept, to keep it"
+
+
 def dropped_text(discarded: int, rolls: int) -> str:
     """What the rolling context did, in words (newcomer trial: "(1 roll)" was jargon): ``context full: 512 earlier
     tokens dropped once``, ``context full 3 times: 1,536 earlier tokens dropped``; without a count of rolls (a prompt
@@ -244,7 +250,8 @@ def metrics_text(stats: dict, part: bool = False) -> str:
     drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``drafts of this part: …`` where
     ``part``: the statistics are a continued reply's last part, :func:`last_part`, whose "acceptance 34% overall" a
     newcomer could not tell from the whole reply's), and where the context was full, ``· context full 5 times: 120
-    earlier tokens dropped`` (:func:`dropped_text`) before the token count. A prompt cut to fit the context length
+    earlier tokens dropped`` (:func:`dropped_text`) before the token count, and ``SYSTEM_PROMPT_DROPPED`` where that
+    took some of the system prompt. A prompt cut to fit the context length
     (``prompt_kept_first``, ``ReplyRecorder``) is said as such (:func:`cut_text`; newcomer trial: at n_ctx 64 a long
     prompt read only "context full 16 times: 640 earlier tokens dropped"), the context full then only for what the
     reply's own rolls dropped. A reply of one token has no speed (:func:`has_speed`)."""
@@ -267,6 +274,8 @@ def metrics_text(stats: dict, part: bool = False) -> str:
         dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
     if dropped:  # (none dropped: nothing to say)
         parts.append(dropped_text(dropped, rolls))
+    if stats.get("system_prompt_dropped"):
+        parts.append(SYSTEM_PROMPT_DROPPED)
     if "new_tokens" in stats:
         parts.append(tokens_text(stats["new_tokens"]))
     return " · ".join(parts)

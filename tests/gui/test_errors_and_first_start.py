@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST
 from gui_helpers import click, find_dialog
+from helpers import engine_refuses_long_system_prompts
 from PySide6.QtWidgets import QMessageBox
 
 from inference.models.store import BITS_SUFFIX, DEFAULT_MODEL_NAME, ModelManifest
@@ -22,10 +23,10 @@ def _dialog(qtbot, window, name, timeout=TIMEOUT):
     return find_dialog(window, name)
 
 
-def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_window):
-    # n_keep="auto" pins the whole system prompt: valid on its own, refused by the engine when the prompt
-    # does not fit in n_ctx (only the engine knows the prompt's length in tokens)
-    window = make_window(FAST.with_values(n_ctx=64, n_keep="auto"))
+def test_engine_refusal_is_shown_in_place_and_the_message_kept(qtbot, make_window, monkeypatch):
+    # valid in the window, refused by the engine, which counts the prompt's tokens
+    engine_refuses_long_system_prompts(monkeypatch)
+    window = make_window(FAST.with_values(n_ctx=64))
     assert window.settings_pane.errors() == {}
     click(qtbot, window.chat_view.system_button)
     qtbot.keyClicks(window.chat_view.system_edit, "x")  # the conversation does not exist yet: kept for it

@@ -10,6 +10,7 @@ import json
 
 from conftest import FAST
 from gui_helpers import send_and_wait, two_chats
+from helpers import engine_refuses_long_system_prompts
 
 
 def saved_ui(tmp_path) -> dict:
@@ -194,11 +195,11 @@ def test_sending_clears_the_chats_unsent_message(qtbot, make_window, tmp_path):
     assert saved_ui(tmp_path)["unsent_messages"] == {str(b): "kept for later"}
 
 
-def test_a_reply_failing_in_a_chat_left_puts_its_message_back_in_that_chat(qtbot, make_window, tmp_path):
+def test_a_reply_failing_in_a_chat_left_puts_its_message_back_in_that_chat(qtbot, make_window, tmp_path, monkeypatch):
     """A reply that failed before its first token refilled the box of the chat shown only: sent in chat A, chat B
     opened before the failure, the message went back nowhere and the failure was said in B's box."""
-    # n_keep="auto" pins the whole system prompt, which does not fit in n_ctx: the engine refuses the reply
-    window = make_window(FAST.with_values(n_ctx=64, n_keep="auto"))
+    engine_refuses_long_system_prompts(monkeypatch)  # chat A's does not fit in n_ctx: the engine refuses the reply
+    window = make_window(FAST.with_values(n_ctx=64))
     a, b = two_chats(window, "Chat A", "Chat B")
     window.db.set_system_prompt(a, "You are a helpful assistant. " * 20)
     click(window, a)

@@ -1,0 +1,97 @@
+"""The rolling context keeps the system prompt by default (``n_keep="auto"``): the template's own default system
+message counted, a system prompt over half of n_ctx rolled out with the chat and said so, never an error.
+
+Until 2026-12-07 the default was 4 tokens: the first roll of every chat dropped the rest of the system prompt (and cut
+through SmolLM2's default one, leaving a half template), without a word.
+"""
+
+import pytest
+from helpers import settings
+
+from app.cli.statistics import describe
+from app.gui.message_fields import stats_problem
+from app.gui.reply_format import SYSTEM_PROMPT_DROPPED, metrics_text, stats_dict
+from app.server.replies import stats_object
+from inference.chat import ChatSession
+from inference.engine import Engine
+from inference.events import ContextRolled, Finished
+from inference.settings import AUTO_N_KEEP_MIN, ContextSettings, GenerationSettings
+
+LONG_SYSTEM = "You are a pirate. Answer every question as a pirate would, with pirate words. " * 3
+
+
+@pytest.fixture(scope="module")
+def engine(target):
+    return Engine(target)
+
+
+def test_auto_is_the_default_and_pins_a_system_prompt_of_up_to_half_n_ctx():
+    assert ContextSettings().n_keep == "auto" and GenerationSettings().context.n_keep == "auto"
+    context = ContextSettings(n_ctx=64)
+    assert context.resolve(0) == (AUTO_N_KEEP_MIN, 30)  # no system prompt: the attention sinks
+    assert context.resolve(32) == (32, 16)  # half of n_ctx: pinned
+    assert context.resolve(33) == (AUTO_N_KEEP_MIN, 30)  # more than half: the sinks only, never an error
+    assert context.resolve(500) == (AUTO_N_KEEP_MIN, 30)
+    assert ContextSettings(n_ctx=64, n_keep=10).resolve(33) == (10, 27)  # a number is kept as given
+
+
+def test_system_prompt_tokens_count_the_templates_default_system_message(engine):
+    target = engine.target
+    plain = ChatSession(engine)
+    pinned = plain.system_prompt_tokens()
+    plain.messages = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = plain.prompt_ids()
+    head = target.tokenizer.decode(ids[:pinned], skip_special_tokens=False)
+    # SmolLM2's template writes its own system message where the chat has none: all of it is pinned, and nothing of
+    # the user's text
+    assert "named SmolLM, trained by Hugging Face<|im_end|>" in head and "France" not in head
+    other = ChatSession(engine, messages=[{"role": "user", "content": "Hi"}])
+    assert other.prompt_ids()[:pinned] == ids[:pinned]  # the same start whatever the first message
+    assert other.prompt_ids()[pinned] != ids[pinned]  # and no further: the first message's own token follows
+
+    given = ChatSession(engine, system_prompt="Be brief.", messages=plain.messages)
+    head = target.tokenizer.decode(given.prompt_ids()[: given.system_prompt_tokens()], skip_special_tokens=False)
+    assert "Be brief.<|im_end|>" in head and "SmolLM" not in head and "France" not in head
+
+
+def _long_chat(engine, system_prompt: str, n_keep) -> tuple[ChatSession, Finished, list[int]]:
+    """One reply of 80 tokens at n_ctx 64 (it rolls), greedy; returns the session, its Finished and the prompt."""
+    session = ChatSession(engine, system_prompt=system_prompt)
+    session.messages = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+    prompt = session.prompt_ids()
+    session.messages = []
+    events = list(session.send("Tell me a long story about a lighthouse keeper.",
+                               settings("ar", max_new_tokens=80, n_ctx=64, n_keep=n_keep, ignore_eos=True)))
+    assert any(isinstance(event, ContextRolled) for event in events)
+    return session, events[-1], prompt
+
+
+def test_a_long_chat_keeps_the_default_system_message_through_its_rolls(engine):
+    session, finished, prompt = _long_chat(engine, "", "auto")
+    pinned = session.system_prompt_tokens()
+    assert pinned > AUTO_N_KEEP_MIN and finished.stats.rolls >= 2
+    assert list(engine._cache.tokens)[:pinned] == prompt[:pinned]  # still read after every roll
+    assert not finished.stats.system_prompt_dropped
+    # the negative control: the old default, 4 tokens, dropped the rest at the first roll, and now says so
+    engine.reset()
+    session, finished, prompt = _long_chat(engine, "", 4)
+    assert list(engine._cache.tokens)[:pinned] != prompt[:pinned]
+    assert finished.stats.system_prompt_dropped
+
+
+def test_a_system_prompt_over_half_n_ctx_rolls_out_and_the_reply_says_so(engine):
+    engine.reset()
+    session, finished, prompt = _long_chat(engine, LONG_SYSTEM, "auto")  # (it raised SettingError before)
+    assert session.system_prompt_tokens() > 32
+    assert finished.stats.new_tokens == 80 and finished.stats.system_prompt_dropped
+    assert list(engine._cache.tokens)[:AUTO_N_KEEP_MIN] == prompt[:AUTO_N_KEEP_MIN]  # the sinks stay
+    # said in every front end: the window's footer, the command line's statistics, the server's specchat object
+    stored = stats_dict(finished.stats)
+    assert stored["system_prompt_dropped"] is True and stats_problem(stored) is None
+    assert SYSTEM_PROMPT_DROPPED in metrics_text(stored)
+    assert "part of the system prompt among them)" in describe(finished.stats)
+    assert stats_object(finished.stats)["system_prompt_dropped"] is True
+    engine.reset()
+    _, kept, _ = _long_chat(engine, "Be brief.", "auto")
+    assert "system_prompt_dropped" not in stats_dict(kept.stats) and SYSTEM_PROMPT_DROPPED not in metrics_text(stats_dict(kept.stats))
+    assert "system prompt" not in describe(kept.stats) and stats_object(kept.stats)["system_prompt_dropped"] is False
