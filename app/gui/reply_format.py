@@ -237,6 +237,13 @@ def cut_text(first: int, last: int, prompt_tokens: int) -> str:
             f"tokens (the first {first:,} and the last {last:,})")
 
 
+def accepted_text(rate: float, several: bool = False, part: bool = False) -> str:
+    """The share of drafted tokens accepted, in the footer's words, which the live graph's summary says too (a
+    newcomer read its "acceptance rate 48%" and the footer's "drafts: 48% accepted" as two facts): ``drafts: 48%
+    accepted``, ``all drafts: …`` where ``several`` drafters drafted, ``drafts of this part: …`` where ``part``."""
+    return f"{'all drafts' if several else 'drafts'}{' of this part' if part else ''}: {rate:.0%} accepted"
+
+
 def has_speed(stats: dict) -> bool:
     """Whether a reply's (or a run's) stored statistics measured a decode speed, their ``tokens_per_s``: it needs
     two tokens or more (a one-token reply has no interval between tokens to measure it over, and stores 0 tokens/s;
@@ -262,9 +269,8 @@ def metrics_text(stats: dict, part: bool = False) -> str:
         parts.append(f"{stats['tokens_per_s']:.1f} tokens/s")
     if stats.get("acceptance_rate") is not None:  # (one wording, local or remote: a trial read "acceptance 17%"
         # under a remote reply and "all drafts: 31% accepted" under a local one)
-        drafts = "all drafts" if len(_drafting(stats)) > 1 else "drafts"  # (the heading gives each drafter's share:
-        # a later trial read two figures)
-        parts.append(f"{drafts}{' of this part' if part else ''}: {stats['acceptance_rate']:.0%} accepted")
+        # ("all drafts" where several drafted: the heading gives each drafter's share, a later trial read two figures)
+        parts.append(accepted_text(stats["acceptance_rate"], len(_drafting(stats)) > 1, part))
     elif stats.get("mode") == "spec":
         parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
     dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0

@@ -160,4 +160,4 @@ def test_a_drafter_with_no_accepted_draft_is_not_what_auto_used(make_window):
                                 cache_len=50, n_ctx=512, elapsed_s=0.7, generated=7, drafter="lookup")])  # fmt: skip
     graph.finish_run()
     summary = graph.summary_text()
-    assert "■ Auto (plain): " in summary and "acceptance rate 0%" in summary, summary
+    assert "■ Auto (plain): " in summary and "drafts: 0% accepted" in summary, summary

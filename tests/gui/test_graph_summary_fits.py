@@ -95,8 +95,8 @@ def test_the_context_s_numbers_wrap_as_one_group(make_window):
 
 
 def test_the_acceptance_rate_wraps_as_one_group(make_window):
-    """Beside the rate and the context's numbers, "acceptance rate 29%" could break across the summary's two lines:
-    its spaces do not break either."""
+    """Beside the rate and the context's numbers, "acceptance rate 29%" (now the footer's "drafts: 29% accepted")
+    could break across the summary's two lines: its spaces do not break either."""
     from inference.events import StepStats
 
     graph = make_window(start=False).live_graph
@@ -106,8 +106,8 @@ def test_the_acceptance_rate_wraps_as_one_group(make_window):
                                 cache_len=100 + 3 * i, n_ctx=4096, elapsed_s=0.1 * (i + 1), generated=3 * (i + 1),
                                 drafter="lookup") for i in range(5)])  # fmt: skip
     graph.finish_run()
-    assert "acceptance rate 29%" in graph.summary_text()
-    _assert_wraps_whole(graph, "acceptance rate 29%")
+    assert "drafts: 29% accepted" in graph.summary_text()
+    _assert_wraps_whole(graph, "drafts: 29% accepted")
 
 
 def _assert_wraps_whole(graph, group: str) -> None:

@@ -76,7 +76,7 @@ def test_the_graph_shows_the_last_reply_of_the_conversation_on_screen(graph):
     graph.finish_run()
     graph.show_conversation(1)  # back: conversation 1's reply is drawn again, axis fitted to it
     assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
-    assert 2.0 <= graph.x_range[1] <= 2.1 and "acceptance rate 50%" in graph.summary_text()
+    assert 2.0 <= graph.x_range[1] <= 2.1 and "drafts: 50% accepted" in graph.summary_text()
     graph.show_conversation(2)
     assert [s.key for s in graph.series] == ["ar"] and graph.series[0].steps
 
@@ -160,7 +160,7 @@ def test_the_runs_of_another_version_of_the_reply_are_not_drawn(graph):
     assert graph.summary.text().startswith("Last reply: TTFT 45 ms · 15.5 tokens/s · 200 tokens.")
     graph.show_conversation(1, [{"mode": "spec", "tokens_per_s": 20.0, "new_tokens": 20}], reply_id=12)  # back
     assert [s.key for s in graph.series] == ["spec"] and _drawn_points(graph) == 19
-    assert "acceptance rate 50%" in graph.summary_text()
+    assert "drafts: 50% accepted" in graph.summary_text()
 
 
 def test_the_rate_counts_the_first_step_after_the_prompt_as_the_footer_does():

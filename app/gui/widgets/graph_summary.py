@@ -8,8 +8,8 @@ Rules:
   given its texts fullest first and shows the fullest that fits two lines at its width, with the whole first one
   in its tooltip; at a new width it picks again.
 - In the drawn runs' summary a number and its words wrap whole (:func:`whole_groups`): a rate and its unit ("65.6
-  tokens/s": the README's screenshot broke "65.6 tokens/" from its "s" at the slash) and an acceptance rate
-  ("acceptance rate 29%"); the graph joins the context's numbers so itself.
+  tokens/s": the README's screenshot broke "65.6 tokens/" from its "s" at the slash) and the drafts accepted
+  ("drafts: 29% accepted", the footer's words); the graph joins the context's numbers so itself.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QWidget
 from .wrapped_label import WrappedLabel
 
 #: Groups of a number and its words that the summary keeps on one line (see the module doc).
-_GROUPS = re.compile(r"\d[\d,.]* tokens/s|acceptance rate \d+%")
+_GROUPS = re.compile(r"\d[\d,.]* tokens/s|drafts: \d+% accepted")
 
 
 def whole_groups(html: str) -> str:

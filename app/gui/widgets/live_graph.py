@@ -33,6 +33,7 @@ from ...counts import tokens_text
 from .. import theme
 from ..reply_format import (
     MODE_NAMES,
+    accepted_text,
     auto_drafters,
     compare_headline,
     compare_summary,
@@ -485,7 +486,7 @@ class LiveGraph(QWidget):
         return float(start), float(end)
 
     def summary_text(self) -> str:
-        """One line: latest tokens/s per run, acceptance rate, context fill and rolls (plain text)."""
+        """One line: latest tokens/s per run, its drafts accepted, context fill and rolls (plain text)."""
         return self._summary(lambda series, text: text, space="\u00a0")
 
     def summary_html(self, with_fill: bool = True) -> str:
@@ -498,7 +499,7 @@ class LiveGraph(QWidget):
             f'<span style="color:{current.graph_text}; font-weight:700">{CONTEXT_FULL_MARK}</span>&nbsp;',
             with_fill,
             "&nbsp;",
-        ))  # (a rate and its unit, an acceptance rate... on one line: the README's screenshot broke "65.6 tokens/")
+        ))  # (a rate and its unit, the drafts accepted... on one line: the README's screenshot broke "65.6 tokens/")
 
     def _summary(self, name, full_mark: str = "", with_fill: bool = True, space: str = " ") -> str:
         """The summary's words, each run's name through ``name``; ``space`` joins the words of a group of numbers
@@ -520,8 +521,9 @@ class LiveGraph(QWidget):
             if label == MODE_NAMES["auto"] and (drafters := auto_drafters(series.drafter_steps, series.drafter_accepted)):
                 label += f" ({drafters})"  # what Auto drafted with, so far
             text = name(series, f"■ {label}") + (f": {rate:.1f} tokens/s" if rate is not None else waiting)
-            if series.drafted:
-                text += f", acceptance rate {100.0 * series.accepted / series.drafted:.0f}%"
+            if series.drafted:  # (the footer's words: "all drafts" where several drafters drafted)
+                several = len([drafter for drafter in series.drafter_steps if drafter != "plain"]) > 1
+                text += f", {accepted_text(series.accepted / series.drafted, several)}"
             parts.append(text)
         last = self.series[-1]
         if last.n_ctx and with_fill:
