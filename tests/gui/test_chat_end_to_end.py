@@ -7,7 +7,7 @@ import sqlite3
 from conftest import FAST
 from PySide6.QtCore import Qt
 
-from app.gui.reply_format import dropped_text, times_text
+from app.gui.reply_format import dropped_text
 
 
 def test_reply_streams_into_the_view_and_the_database(qtbot, make_window, tmp_path):
@@ -108,7 +108,8 @@ def test_rolling_context_is_shown_in_the_graph_and_the_footer(qtbot, make_window
     assert max(fill for _, fill in series.fill) > 90  # the cache filled up before each roll
     lines = [item for item in window.live_graph.fill_plot.items if isinstance(item, pg.InfiniteLine)]
     assert len(lines) == stats["rolls"]
-    assert f"context full {times_text(stats['rolls'])}: earlier tokens dropped" in window.live_graph.summary_text()
+    # (the graph in the footer's words, the tokens dropped counted)
+    assert dropped_text(stats["discarded_tokens"], stats["rolls"]) in window.live_graph.summary_text()
 
 
 def test_json_output_makes_the_conversations_replies_json_objects(qtbot, make_window):

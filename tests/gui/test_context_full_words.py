@@ -31,8 +31,8 @@ def test_the_graph_summary_says_the_context_was_full(qtbot):
     graph.add_events([step, ContextRolled(discarded_tokens=24, n_keep=4, cache_len=39), step])
     graph.finish_run()
     summary = graph.summary_text()
-    assert summary.endswith("context full once: earlier tokens dropped") and "roll" not in summary
+    assert summary.endswith("context full: 24 earlier tokens dropped once") and "roll" not in summary
     # the dashed lines' legend: their mark before the words (the button row's legend said "┆ full", jargon: room
     # for words was only in the summary)
-    assert f"{CONTEXT_FULL_MARK}</span>&nbsp;context full once: earlier tokens dropped" in graph.summary_html()
+    assert f"{CONTEXT_FULL_MARK}</span>&nbsp;context full: 24 earlier tokens dropped once" in graph.summary_html()
     assert "roll" not in graph.legend.text() and "full" not in graph.legend.text()

@@ -37,9 +37,9 @@ from ..reply_format import (
     auto_drafters,
     compare_headline,
     compare_summary,
+    dropped_text,
     has_speed,
     metrics_text,
-    times_text,
 )
 from .graph_summary import SummaryLabel, whole_groups
 from .live_series import Series, nice_ceiling
@@ -529,10 +529,8 @@ class LiveGraph(QWidget):
         if last.n_ctx and with_fill:
             fill = f"context {last.cache_len:,} / {last.n_ctx:,} ({100.0 * last.cache_len / last.n_ctx:.0f}%)"
             parts.append(fill.replace(" ", space))
-        # (a run stopped while its prompt was read may have rolled: its words are not said of a run that never decoded)
-        rolls = sum(len(s.rolls) for s in self.series if s.steps)
-        if rolls:
-            parts.append(f"{full_mark}context full {times_text(rolls)}: earlier tokens dropped")
+        if dropped := _dropped_words(self.series):
+            parts.append(f"{full_mark}{dropped}")
         return " · ".join(parts)
 
 
@@ -591,6 +589,19 @@ class _SettlingFrame(QWidget):
             self._settle.start()
         else:
             self.fit_canvas()  # first shown: no earlier size to keep
+
+
+def _dropped_words(runs: list[Series]) -> str:
+    """What the runs' rolls after their first token dropped, in the footer's words (:func:`dropped_text`: "context
+    full 3 times: 1,536 earlier tokens dropped"; a newcomer read the graph's "earlier tokens dropped", no count, as
+    another fact): once where the runs agree (a comparison's runs roll at the same lengths), else each run's, named;
+    "" where none rolled. Rolls while a prompt was read are its cut, which the footer says apart (a run stopped then
+    never decoded: nothing said of it)."""
+    rolled = [run for run in runs if run.reply_rolls]
+    words = {dropped_text(run.reply_dropped, run.reply_rolls) for run in rolled}
+    if len(words) <= 1:
+        return next(iter(words), "")
+    return "; ".join(f"{run.label}: {dropped_text(run.reply_dropped, run.reply_rolls)}" for run in rolled)
 
 
 def chat_summary(replies: list[dict]) -> str:

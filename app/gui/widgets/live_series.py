@@ -24,6 +24,8 @@ class Series:
     acceptance: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, cumulative %)
     fill: list[tuple[float, float]] = field(default_factory=list)  # (elapsed_s, cache_len / n_ctx %)
     rolls: list[float] = field(default_factory=list)  # elapsed_s of each roll
+    reply_rolls: int = 0  # rolls after the run's first token (those while its prompt was read are the prompt's cut)
+    reply_dropped: int = 0  # tokens those rolls dropped (the footer's "context full …: N earlier tokens dropped")
     drafted: int = 0
     accepted: int = 0
     drafter_steps: dict[str, int] = field(default_factory=dict)  # steps per drafter (``plain``: without drafts)
@@ -69,6 +71,9 @@ class Series:
         elif isinstance(event, ContextRolled):
             t = self.steps[-1][0] if self.steps else 0.0
             self.rolls.append(t)
+            if self.steps:  # the reply's own roll, as ``ReplyRecorder`` counts those the footer says
+                self.reply_rolls += 1
+                self.reply_dropped += event.discarded_tokens
             self.cache_len = event.cache_len
             if self.n_ctx:
                 self.fill.append((t, 100.0 * event.cache_len / self.n_ctx))
