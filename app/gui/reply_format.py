@@ -230,11 +230,22 @@ def dropped_text(discarded: int, rolls: int) -> str:
     return f"context full: {discarded:,} earlier tokens dropped" + (" once" if rolls == 1 else "")
 
 
-def cut_text(first: int, last: int, prompt_tokens: int) -> str:
-    """A prompt longer than the context length cut to fit before the reply (``PromptOverflow``), in words: ``conversation
-    cut to fit the context length: the model read 48 of its 1,124 tokens (the first 30 and the last 18)``."""
-    return (f"conversation cut to fit the context length: the model read {first + last:,} of its {prompt_tokens:,} "
-            f"tokens (the first {first:,} and the last {last:,})")
+#: Why a conversation was cut to fit the context length (``stats["prompt_cut"]``, ``ReplyRecorder``), in the words
+#: that start the footer's and the live line's notes: both said "conversation cut to fit the context length", and a
+#: newcomer could not tell whether to shorten the message or start a new chat.
+CUT_CAUSES = {"message": "your message is too long", "earlier_turns": "earlier turns no longer fit"}
+
+
+def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "") -> str:
+    """A prompt longer than the context length cut to fit before the reply (``PromptOverflow``), in words, with why
+    (``cause``, a key of :data:`CUT_CAUSES`): ``your message is too long: the model read 48 of the conversation's
+    1,124 tokens (the first 30 and the last 18)``, ``earlier turns no longer fit: …``; a reply stored before the
+    cause was (``cause`` ""): ``conversation cut to fit the context length: the model read 48 of its 1,124 tokens
+    (…)``."""
+    kept = f"(the first {first:,} and the last {last:,})"
+    if cause in CUT_CAUSES:
+        return f"{CUT_CAUSES[cause]}: the model read {first + last:,} of the conversation's {prompt_tokens:,} tokens {kept}"
+    return f"conversation cut to fit the context length: the model read {first + last:,} of its {prompt_tokens:,} tokens {kept}"
 
 
 def accepted_text(rate: float, several: bool = False, part: bool = False) -> str:
@@ -276,7 +287,7 @@ def metrics_text(stats: dict, part: bool = False) -> str:
     dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0
     first, last = stats.get("prompt_kept_first"), stats.get("prompt_kept_last")
     if first is not None and last is not None:
-        parts.append(cut_text(first, last, stats.get("prompt_tokens") or first + last))
+        parts.append(cut_text(first, last, stats.get("prompt_tokens") or first + last, str(stats.get("prompt_cut", ""))))
         dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
     if dropped:  # (none dropped: nothing to say)
         parts.append(dropped_text(dropped, rolls))

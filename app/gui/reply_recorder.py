@@ -22,7 +22,7 @@ from inference.events import ContextRolled, Finished, PromptOverflow, PromptProg
 from ..counts import tokens_text
 from .history_db import HistoryDB
 from .history_rows import ROOT, Message
-from .reply_format import MODE_NAMES, progress_dict, stats_dict
+from .reply_format import CUT_CAUSES, MODE_NAMES, progress_dict, stats_dict
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +164,7 @@ class ReplyRecorder:
             stats["prompt_kept_first"] = overflow.head_tokens + overflow.message_tokens
             stats["prompt_kept_last"] = overflow.tail_tokens
             stats["reply_rolls"], stats["reply_discarded_tokens"] = len(self._reply_rolls), sum(self._reply_rolls)
+            stats["prompt_cut"] = self._cut_cause()
         if self._resumed is not None:  # the whole reply's tokens (those before this part too), one more continuation
             stats["earlier_tokens"] = int(self._resumed.get("new_tokens") or 0)
             stats["new_tokens"] += stats["earlier_tokens"]
@@ -214,9 +215,11 @@ class ReplyRecorder:
                               f"{' or start a new chat' if self._earlier_turns else ''} to keep it whole")
                 # a sentence of its own, capitalised: the footer puts each part after " · " on a line of its own
                 # where it wraps (a trial read "Generating…" then "the conversation is 9,816 tokens…")
+                # (what made it too long first, in the footer's words: reply_format.CUT_CAUSES)
+                cause = CUT_CAUSES[self._cut_cause()]
                 skipped = (
-                    f"The conversation is {overflow.prompt_tokens:,} tokens, more than the context length "
-                    f"({overflow.n_ctx:,}): the model {kept_words(overflow)} ({advice})"
+                    f"{cause[0].upper()}{cause[1:]}: the conversation is {overflow.prompt_tokens:,} tokens, more than "
+                    f"the context length ({overflow.n_ctx:,}), so the model {kept_words(overflow)} ({advice})"
                 )
                 alone = self.progress is not None and not self.compare
                 text = skipped if alone else f"{text} · {skipped}"
@@ -247,6 +250,15 @@ class ReplyRecorder:
         if self.state == "streaming" and self.phase in ("ar", "spec"):
             compare[self.phase]["live"] = self.live_text()
         return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {}), **prefill}
+
+    def _cut_cause(self) -> str:
+        """Why the prompt was cut to fit (``overflow``), a key of ``reply_format.CUT_CAUSES``: ``message`` where the
+        cut took the start of the message answered (the engine pinned its first tokens: it is longer than the end
+        kept) or the chat has no earlier turn to leave out; ``earlier_turns`` where the message lies whole in what is
+        kept (a chat grown past the context length, or whose earlier replies' rolls dropped its start)."""
+        overflow = self.overflow
+        too_long = overflow is not None and overflow.message_tokens > 0
+        return "message" if too_long or not self._earlier_turns else "earlier_turns"
 
     def _follows_earlier_turns(self) -> bool:
         """Whether the message this reply answers has turns before it on its branch (True where the history does not

@@ -19,8 +19,8 @@ def test_the_live_footer_names_the_discarded_prompt_tokens_until_the_reply_start
                                  message_tokens=256, tail_tokens=3304)])  # (the engine's cut of the trial's paste)
     live = recorder.snapshot().stats["live"]
     assert live == (
-        "Generating… · The conversation is 8,778 tokens, more than the context length (4,096): the model keeps the "
-        "first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the middle "
+        "Generating… · Your message is too long: the conversation is 8,778 tokens, more than the context length "
+        "(4,096), so the model keeps the first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the middle "
         "(raise Context length in the settings to keep them)"
     )  # (280 + 3,304 + 5,194 = 8,778)
     step = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=4000, n_ctx=4096, elapsed_s=1.0, generated=2)
@@ -43,8 +43,8 @@ def test_a_conversation_longer_than_the_model_allows_is_not_told_to_raise_the_co
         lives.append(recorder.snapshot().stats["live"])
     assert lives[0].endswith("(raise Context length in the settings to keep them)")
     assert lives[1] == (
-        "Generating… · The conversation is 9,504 tokens, more than the context length (4,096): the model keeps the "
-        "first 4 tokens and the last 3,362, and skips 6,138 in the middle (this model reads at most 8,192 tokens: "
+        "Generating… · Earlier turns no longer fit: the conversation is 9,504 tokens, more than the context length "
+        "(4,096), so the model keeps the first 4 tokens and the last 3,362, and skips 6,138 in the middle (this model reads at most 8,192 tokens: "
         "shorten the message or start a new chat to keep it whole)"
     )
     db.close()
@@ -84,7 +84,7 @@ def test_the_footer_says_the_conversation_was_cut_to_fit_and_how_much_the_model_
     footer = _finished_footer(tmp_path / "cut", [cut, TextDelta("A", 1, False), step, rolled, rolled],
                               prompt_tokens=1124, new_tokens=60, rolls=2, discarded_tokens=1136)  # fmt: skip
     assert (
-        " · conversation cut to fit the context length: the model read 48 of its 1,124 tokens (the first 30 and the "
+        " · your message is too long: the model read 48 of the conversation's 1,124 tokens (the first 30 and the "
         "last 18) · context full twice: 60 earlier tokens dropped · 60 tokens"
     ) in footer
     # rolled through (its rolls before the first token): the cut alone, no context full of the reply's
@@ -94,7 +94,7 @@ def test_the_footer_says_the_conversation_was_cut_to_fit_and_how_much_the_model_
     footer = _finished_footer(tmp_path / "through", [through, *prefill_rolls, TextDelta("A", 1, False), step],
                               prompt_tokens=700, new_tokens=3, rolls=16, discarded_tokens=640)  # fmt: skip
     assert footer.endswith(
-        " · conversation cut to fit the context length: the model read 60 of its 700 tokens (the first 4 and the last "
+        " · earlier turns no longer fit: the model read 60 of the conversation's 700 tokens (the first 4 and the last "
         "56) · 3 tokens"
     ), footer
     assert "context full" not in footer

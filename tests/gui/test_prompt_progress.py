@@ -74,7 +74,8 @@ def test_the_recorder_hands_the_reading_on_until_the_first_token_and_never_saves
                   PromptProgress(done=1024, total=2954, prompt_tokens=5000, elapsed_s=3.1, remaining_s=20.0)])  # fmt: skip
     stats = recorder.snapshot().stats
     assert stats["prefill"] == {"done": 1024, "total": 2954, "elapsed_s": 3.1, "remaining_s": 20.0}
-    assert stats["live"].startswith("The conversation is 5,000 tokens, more than the context length (4,096)")
+    assert stats["live"].startswith("Earlier turns no longer fit: the conversation is 5,000 tokens, more than the "
+                                    "context length (4,096)")
     recorder.save()
     assert "prefill" not in db.message(message.id).stats
     recorder.add([TextDelta("Hi", 1, False)])

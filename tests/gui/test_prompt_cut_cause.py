@@ -1,0 +1,78 @@
+"""A conversation longer than the context length is said with what made it so: a long message cut before it was
+read, and a chat whose earlier turns no longer fit (earlier rolls had dropped them, or the message fits but not with
+them), both read "conversation cut to fit the context length" in the footer and "The conversation is … tokens" while
+the reply started, and a newcomer could not tell whether to shorten the message or start a new chat."""
+
+from __future__ import annotations
+
+from app.gui.history_db import HistoryDB
+from app.gui.reply_format import footer_text, metrics_text
+from app.gui.reply_recorder import ReplyRecorder
+from inference.events import Finished, GenerationStats, PromptOverflow, StepStats, TextDelta
+
+STEP = StepStats(drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=5, step_ms=5, k=0, cache_len=3600, n_ctx=4096,
+                 elapsed_s=1.0, generated=1)  # fmt: skip
+#: The engine's middle cut of a long paste: its first 256 tokens pinned (``prefill.middle_cut``).
+LONG_MESSAGE = PromptOverflow(prompt_tokens=8778, n_ctx=4096, discarded_tokens=5194, head_tokens=24,
+                              message_tokens=256, tail_tokens=3304, max_n_ctx=32768)  # fmt: skip
+#: A short message after a long chat: it lies whole in the kept end, only earlier turns go.
+LONG_CHAT = PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=1584, head_tokens=4, message_tokens=0,
+                           tail_tokens=3412, max_n_ctx=32768)  # fmt: skip
+
+
+def _recorder(db: HistoryDB, earlier_turns: int) -> ReplyRecorder:
+    conversation = db.create_conversation("t")
+    for _ in range(earlier_turns):
+        db.add_message(conversation, "user", "Hi")
+        db.add_message(conversation, "assistant", "Hello!")
+    db.add_message(conversation, "user", "Summarize this: ...")
+    return ReplyRecorder(db, db.message(db.add_message(conversation, "assistant", "", state="streaming")))
+
+
+def _live_and_footer(tmp_path, overflow: PromptOverflow, earlier_turns: int) -> tuple[str, str]:
+    db = HistoryDB(tmp_path / f"h{earlier_turns}{overflow.message_tokens}.sqlite3")
+    recorder = _recorder(db, earlier_turns)
+    recorder.add([overflow])
+    live = recorder.snapshot().stats["live"]
+    recorder.add([TextDelta("A", 1, False), STEP, Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=1,
+                                                                          prompt_tokens=overflow.prompt_tokens))])
+    recorder.finish("complete")
+    footer = footer_text(db.message(recorder.message_id).stats)
+    db.close()
+    return live, footer
+
+
+def test_a_message_too_long_for_the_context_says_so_while_the_reply_starts_and_in_its_footer(tmp_path):
+    live, footer = _live_and_footer(tmp_path, LONG_MESSAGE, earlier_turns=1)
+    assert live == (
+        "Generating… · Your message is too long: the conversation is 8,778 tokens, more than the context length "
+        "(4,096), so the model keeps the first 280 tokens (your message's first 256 among them) and the last 3,304, "
+        "and skips 5,194 in the middle (raise Context length in the settings to keep them)"
+    )
+    assert " · your message is too long: the model read 3,584 of the conversation's 8,778 tokens (the first 280 " \
+           "and the last 3,304) · " in footer, footer
+    assert "conversation cut" not in footer
+
+
+def test_earlier_turns_that_no_longer_fit_are_said_as_such(tmp_path):
+    live, footer = _live_and_footer(tmp_path, LONG_CHAT, earlier_turns=3)
+    assert live.startswith(
+        "Generating… · Earlier turns no longer fit: the conversation is 5,000 tokens, more than the context length "
+        "(4,096), so the model keeps the first 4 tokens and the last 3,412, and skips 1,584 in the middle"
+    ), live
+    assert " · earlier turns no longer fit: the model read 3,416 of the conversation's 5,000 tokens (the first 4 " \
+           "and the last 3,412) · " in footer, footer
+
+
+def test_a_new_chats_first_message_has_no_earlier_turns_to_blame(tmp_path):
+    """A first message whose start the cut did not pin (a long system prompt took the room) is still the message's
+    length: there is no earlier turn."""
+    live, footer = _live_and_footer(tmp_path, LONG_CHAT, earlier_turns=0)
+    assert live.startswith("Generating… · Your message is too long: the conversation is 5,000 tokens"), live
+    assert "your message is too long: the model read 3,416" in footer, footer
+
+
+def test_a_reply_stored_before_the_cause_was_recorded_keeps_its_words():
+    stats = {"prompt_kept_first": 30, "prompt_kept_last": 18, "prompt_tokens": 1124, "new_tokens": 3}
+    assert metrics_text(stats) == ("conversation cut to fit the context length: the model read 48 of its 1,124 tokens "
+                                   "(the first 30 and the last 18) · 3 tokens")
