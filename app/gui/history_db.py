@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .chat_titles import first_line, title_from
 from .history_rows import ROLES, ROOT, STATES, Branches, Conversation, Message, conversation_from_row, decode_text
 from .history_schema import MIGRATIONS, SCHEMA_VERSION, SQL_FUNCTIONS
 
@@ -48,6 +49,9 @@ logger = logging.getLogger(__name__)
 DB_NAME = "history.sqlite3"
 #: How long a write waits for another connection's lock before failing with "database is locked".
 BUSY_TIMEOUT_MS = 5000
+#: Characters of a first message read to tell whether its chat's title was cut from its first line: the title needs
+#: the line's first ``TITLE_LENGTH`` + 1 (blank lines before it aside).
+TITLE_HEAD_CHARS = 1000
 #: ``PRAGMA quick_check`` lines about one row breaking a constraint (a NULL or CHECK failure, a STRICT type):
 #: the file itself is sound, so it is opened and the row shown as unreadable.
 ROW_PROBLEM = re.compile(r"^(NULL value in \S+|CHECK constraint failed in \S+|non-\w+ value in \S+)$")
@@ -310,7 +314,28 @@ class HistoryDB:
             )
             params = (pattern, pattern)
         query += " ORDER BY c.updated_at DESC, c.id DESC"
-        return [conversation_from_row(row) for row in self._db.execute(query, params)]
+        conversations = [conversation_from_row(row) for row in self._db.execute(query, params)]
+        cut = self._titles_cut()
+        for conversation in conversations:
+            conversation.title_cut = conversation.title in cut.get(conversation.id, ())
+        return conversations
+
+    def _titles_cut(self) -> dict[int, set[str]]:
+        """Per conversation, the titles cut from the first line of a version of its first user message
+        (``chat_titles.title_from`` shorter than that line), which the chat list ends in "…": the title is stored
+        without it (Rename showed it). Only each message's start is read (a paste may be megabytes)."""
+        rows = self._db.execute(
+            "SELECT conversation_id, substr(content, 1, ?) AS head FROM messages m WHERE role = 'user' AND"
+            " (parent_id = ? OR (parent_id IS NULL AND position ="
+            " (SELECT MIN(position) FROM messages f WHERE f.conversation_id = m.conversation_id)))",
+            (TITLE_HEAD_CHARS, ROOT),
+        )
+        cut: dict[int, set[str]] = {}
+        for row in rows:
+            head = row["head"]
+            if isinstance(head, str) and (title := title_from(head)) != first_line(head):
+                cut.setdefault(row["conversation_id"], set()).add(title)
+        return cut
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         """Set a conversation's title (stripped; an empty title is refused with ValueError)."""

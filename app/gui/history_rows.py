@@ -52,6 +52,7 @@ class Conversation:
     updated_at: float
     message_count: int = 0
     json_output: bool = False  # replies constrained to a JSON object
+    title_cut: bool = False  # the title is its first message's first line cut short (``HistoryDB.conversations``)
 
 
 @dataclass

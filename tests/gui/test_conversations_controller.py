@@ -289,7 +289,7 @@ def test_a_long_first_line_titles_the_chat_up_to_a_word_and_the_tooltip_shows_it
     def at(conversation_id: int) -> str:
         return time.strftime("%H:%M", time.localtime(parts.db.conversation(conversation_id).updated_at))
 
-    assert parts.conversation_list.item_for(long_chat).text() == title  # what Rename edits
+    assert parts.conversation_list.item_for(long_chat).data(Qt.ItemDataRole.EditRole) == title  # what Rename edits
     assert tooltip(long_chat) == f"{line}\n2 messages · {at(long_chat)}"
     assert tooltip(renamed) == f"Fox\n2 messages · {at(renamed)}"
 
@@ -487,3 +487,29 @@ def _controller_over(qtbot, db, settings_path):
         qtbot.addWidget(widget)
     Conversations(db, store, NoReplyStreaming(), *widgets, say=lambda _text, _ms: None)
     return store
+
+
+def test_a_title_cut_from_a_long_first_line_ends_in_an_ellipsis_in_the_list(parts):
+    """Newcomer trial: "Repeat the following text exactly, word for word, and keep" read as the whole request, its
+    cut unmarked (the stored title has no "…": Rename showed it). The list shows "…" after a title cut from its first
+    message's line, Rename edits the title alone, and a title the user chose or a line that fit shows as it is."""
+    from app.gui.chat_titles import title_from
+
+    question = "Repeat the following text exactly, word for word, and keep its line breaks as they are\nThe fox."
+    title = title_from(question)
+    long_chat = add_chat(parts.db, title, question, "Sure.")
+    renamed = add_chat(parts.db, "Repeat the following", question, "Sure.")  # the user's title, shorter than the line
+    short = add_chat(parts.db, title_from("What is a fox?"), "What is a fox?", "An animal.")
+    parts.conversations.refresh()
+    listing = parts.conversation_list
+    assert listing.item_for(long_chat).text() == f"{title}…"
+    assert listing.item_for(long_chat).data(Qt.ItemDataRole.EditRole) == title  # what Rename edits: no "…"
+    assert listing.item_for(renamed).text() == "Repeat the following"
+    assert listing.item_for(short).text() == "What is a fox?"
+    listing.set_replying(long_chat)
+    assert listing.item_for(long_chat).text() == f"{title}… · replying…"
+    listing.set_replying(None)
+    listing.item_for(long_chat).setData(Qt.ItemDataRole.EditRole, "Fox text")  # renamed in place
+    assert listing.item_for(long_chat).text() == "Fox text"
+    parts.conversations.rename(long_chat, "Fox text")  # (what the window does on the list's ``renamed``)
+    assert listing.item_for(long_chat).text() == "Fox text"

@@ -29,6 +29,9 @@ REPLYING_ROLE = Qt.ItemDataRole.UserRole + 1
 #: What a chat's entry says after its title while a reply streams in it (newcomer trial: a reply streaming in a chat
 #: left showed nothing in the list).
 REPLYING_SUFFIX = " · replying…"
+#: What a chat's entry shows after a title cut from its first message's line (``Conversation.title_cut``): the title
+#: is stored and renamed without it (Rename showed it), and a newcomer read a cut title as the whole request.
+CUT_MARK = "…"
 
 
 def _when(timestamp: float) -> str:
@@ -42,8 +45,8 @@ def _when(timestamp: float) -> str:
 
 
 class _ChatItem(QListWidgetItem):
-    """A chat in the list: its title, followed by :data:`REPLYING_SUFFIX` while a reply streams in it (its title alone
-    when edited in place). Its tooltip (the chat described: its title or the whole line it was cut from, the messages
+    """A chat in the list: its title (with :data:`CUT_MARK` where cut), followed by :data:`REPLYING_SUFFIX` while a
+    reply streams in it (its title alone when edited in place). Its tooltip (the chat described: its title or the whole line it was cut from, the messages
     it shows and the earlier versions it keeps; then when it last changed) is worded when Qt asks for it: describing
     a chat reads its messages, which a list of hundreds of long chats would read on every refresh."""
 
@@ -52,9 +55,13 @@ class _ChatItem(QListWidgetItem):
         self._conversation, self._described = conversation, described
 
     def data(self, role: int):
-        """The item's data; the tooltip worded now; the text shown with the suffix of a reply streaming."""
-        if role == Qt.ItemDataRole.DisplayRole and super().data(REPLYING_ROLE):
-            return super().data(role) + REPLYING_SUFFIX
+        """The item's data; the tooltip worded now; the text shown with :data:`CUT_MARK` after a title cut from its
+        first message's line (not renamed in place since), and the suffix of a reply streaming."""
+        if role == Qt.ItemDataRole.DisplayRole:
+            text = super().data(role)
+            if self._conversation.title_cut and text == self._conversation.title:
+                text += CUT_MARK
+            return text + REPLYING_SUFFIX if super().data(REPLYING_ROLE) else text
         if role == Qt.ItemDataRole.ToolTipRole:
             conversation = self._conversation
             return f"{self._described(conversation)} · {_when(conversation.updated_at)}"
