@@ -12,9 +12,11 @@ Rules:
   memory numbers its chats as the file's: their sampling is kept for the session only, the file's entries untouched.
 - What is typed in the message box and not sent is the chat shown's: another chat shown keeps it for this one
   and shows its own (a new chat: the one typed in a new chat not saved, else empty); sending empties it, deleting
-  the chat drops it. At quit each chat's is kept in the settings (:meth:`Conversations.keep_draft`), and at start the
-  chat shown gets its own back, and the one message an older SpecChat kept for the whole window. A history kept in
-  memory keeps them while the window is open: its numbers are not the file's, which keeps its own.
+  the chat drops it. Each chat's is written to the settings file a second after typing stops (``DRAFT_SAVE_MS``,
+  not per keystroke) and at once when another chat is shown, so a crash or a kill loses at most that second of
+  typing; at quit too (:meth:`Conversations.keep_draft`). At start the chat shown gets its own back, and the one
+  message an older SpecChat kept for the whole window. A history kept in memory keeps them while the window is
+  open: its numbers are not the file's, which keeps its own.
 - Export writes the conversation as shown: the version of each message chosen on screen (chat branches,
   ``HistoryDB.messages`` of the chosen path).
 """
@@ -27,7 +29,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QStandardPaths, Signal
+from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from .chat_titles import first_line, title_from
@@ -46,6 +48,8 @@ from .widgets.sampling_group import SamplingGroup
 logger = logging.getLogger(__name__)
 #: The Delete chat confirmation's button that deletes (named after its action, not "Yes"; Cancel is the default).
 DELETE_LABEL = "&Delete"
+#: How long after the last keystroke what is typed and not sent is written to the settings file.
+DRAFT_SAVE_MS = 1000
 
 
 def transfer_start_folder(last_folder: str) -> str:
@@ -101,14 +105,20 @@ class Conversations(QObject):
         replies.started.connect(lambda reply: conversation_list.set_replying(reply.conversation_id))
         replies.finished.connect(lambda _final: conversation_list.set_replying(None))
         # what is typed and not sent in each chat not shown (None: a new chat not saved yet); the chat shown's is
-        # in the message box, read when another is shown and at quit: no work per keystroke
+        # in the message box, read when another is shown, a second after typing stops, and at quit: a keystroke only
+        # restarts the timer
         self._unsent: dict[int | None, str] = {}
+        self._written: dict[int | None, str] = {}  # what the settings file holds
+        self._draft_timer = QTimer(self, singleShot=True, interval=DRAFT_SAVE_MS)
+        self._draft_timer.timeout.connect(self._keep_unsent)
+        composer.edit.textChanged.connect(self._draft_timer.start)
         if db.in_memory:  # (it numbers its chats as the file's: their sampling is kept apart, for the session)
             store.keep_conversations_in_memory()
         else:
             existing = {conversation.id for conversation in db.conversations()}
             store.keep_conversations_only(existing.__contains__)  # (a new chat numbered as an old one starts clean)
-            self._unsent = {key: text for key, text in store.unsent_messages.items() if key is None or key in existing}
+            self._written = store.unsent_messages
+            self._unsent = {key: text for key, text in self._written.items() if key is None or key in existing}
             self._keep_unsent()
 
     @property
@@ -135,9 +145,10 @@ class Conversations(QObject):
     def follow(self) -> None:
         """The conversation shown changed: the window's title, the live graph and the notices follow, and the
         settings remember it (opened again at the next start, :meth:`show_first`; not the ids of a history kept in
-        memory, which the next start has not)."""
+        memory, which the next start has not), and the messages not sent are written if they changed."""
         if not self.db.in_memory:
             self._store.set_open_conversation(self.current_id)
+        self._keep_unsent()
         conversation = self._view.conversation
         self.title_changed.emit(f"{conversation.title} — SpecChat" if conversation else "SpecChat")
         messages = self.db.messages(self.current_id) if self.current_id is not None else []
@@ -165,9 +176,11 @@ class Conversations(QObject):
     def keep_draft(self) -> None:
         """Keep what is typed in the message box as the chat shown's message not sent, in the settings with the next
         save (the window's state at quit; not for a history kept in memory)."""
+        self._draft_timer.stop()
         if text := self._composer.text():
             self._unsent[self.current_id] = text
-        self._keep_unsent()
+        if not self.db.in_memory:  # (the window's save writes it: one write at quit)
+            self._store.set_unsent_messages(self._unsent)
 
     def put_back(self, conversation_id: int, text: str) -> bool:
         """A message whose reply failed in a chat not shown becomes that chat's unsent message (in the box when the
@@ -179,10 +192,22 @@ class Conversations(QObject):
         return True
 
     def _keep_unsent(self) -> None:
-        """Give the chats' messages not sent to the settings (written with the next save), unless the history is
-        kept in memory."""
-        if not self.db.in_memory:
-            self._store.set_unsent_messages(self._unsent)
+        """Give the chats' messages not sent (the one in the box included) to the settings and write the file if
+        they changed, unless the history is kept in memory."""
+        self._draft_timer.stop()
+        if self.db.in_memory:
+            return
+        unsent = {key: text for key, text in self._unsent.items() if text}
+        if text := self._composer.text():
+            unsent[self.current_id] = text
+        if unsent == self._written:
+            return
+        try:
+            self._store.save_unsent_messages(unsent)
+        except OSError as error:  # (kept in memory: written again with the next save)
+            logger.warning("could not save the messages typed and not sent: %s", error)
+        else:
+            self._written = unsent
 
     def _show_unsent(self, chosen: int | None) -> None:
         """``chosen`` is to be shown: what is typed in the message box stays with the chat shown, and the box shows
@@ -192,8 +217,7 @@ class Conversations(QObject):
             return  # (New chat on a new chat: its text stays)
         if (text := self._composer.text()) and leaving != chosen:
             self._unsent[leaving] = text
-        self._composer.show_unsent(self._unsent.pop(chosen, ""))
-        self._keep_unsent()
+        self._composer.show_unsent(self._unsent.pop(chosen, ""))  # (written once it is shown: :meth:`follow`)
 
     def new(self) -> None:
         """Show an empty new chat (saved when its first message is sent)."""

@@ -734,6 +734,11 @@ class SettingsStore:
         else:
             self._ui.pop(UNSENT_MESSAGES, None)
 
+    def save_unsent_messages(self, unsent: dict[int | None, str]) -> None:
+        """:meth:`set_unsent_messages`, then write the file (with the last settings) at once."""
+        self.set_unsent_messages(unsent)
+        self.save(self._settings)
+
     def take_unsent_message(self) -> str:
         """The one unsent message an older SpecChat kept for the whole window ("" if none), forgotten (with the next
         save): from then on it is the unsent message of the chat it is shown in."""

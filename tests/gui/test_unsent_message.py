@@ -148,9 +148,10 @@ def test_deleting_a_chat_drops_its_unsent_message(qtbot, make_window, tmp_path, 
 
     delete(a)  # not the chat shown: the box keeps C's
     assert window.composer.text() == "draft in C"
-    assert saved_ui(tmp_path).get("unsent_messages", {}) == {str(b): "draft in B"}  # (C's is in the box)
+    assert saved_ui(tmp_path).get("unsent_messages", {}) == {str(b): "draft in B", str(c): "draft in C"}
     delete(c)  # the chat shown: its neighbour opens with its own
     assert window.conversations.current_id == b and window.composer.text() == "draft in B"
+    assert saved_ui(tmp_path)["unsent_messages"] == {str(b): "draft in B"}  # (C's went with it)
     window.conversations.new()
     window.composer.set_text("draft in a new chat")
     click(window, b)
@@ -226,3 +227,42 @@ def _edit_saved_ui(tmp_path, **values) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     data["ui"].update(values)
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_a_message_typed_and_not_sent_is_on_disk_a_second_after_typing_stops(qtbot, make_window, tmp_path):
+    """What was typed reached the settings file only at quit: a crash or kill lost it. It is written once typing
+    has stopped for a second (not per keystroke), and at once when another chat is shown; a window started on that
+    folder while the first one never quit (as a killed one leaves it) shows each chat's own."""
+    from app.gui.conversations import DRAFT_SAVE_MS
+
+    window = make_window(start=False)
+    a, b = two_chats(window, "A", "B")
+    click(window, a)
+    window.composer.edit.setFocus()
+    qtbot.keyClicks(window.composer.edit, "typed in A")
+    assert "unsent_messages" not in saved_ui(tmp_path)  # (not written on each keystroke)
+    qtbot.waitUntil(lambda: saved_ui(tmp_path).get("unsent_messages") == {str(a): "typed in A"}, timeout=3000)
+    qtbot.keyClicks(window.composer.edit, " and on")
+    click(window, b)  # another chat shown: written at once, no wait
+    assert saved_ui(tmp_path)["unsent_messages"] == {str(a): "typed in A and on"}
+    assert saved_ui(tmp_path)["open_conversation"] == b
+    qtbot.keyClicks(window.composer.edit, "B's words")
+    qtbot.wait(DRAFT_SAVE_MS + 500)
+    assert saved_ui(tmp_path)["unsent_messages"] == {str(a): "typed in A and on", str(b): "B's words"}
+    second = make_window(settings=None, start=False)  # the first window never quit
+    assert second.conversations.current_id == b and second.composer.text() == "B's words"
+    click(second, a)
+    assert second.composer.text() == "typed in A and on"
+
+
+def test_a_message_sent_leaves_the_file_once_the_box_is_empty(qtbot, make_window, tmp_path):
+    """Emptying the box (as sending does) drops the chat's entry from the file after the same pause."""
+    from app.gui.conversations import DRAFT_SAVE_MS
+
+    window = make_window(start=False)
+    window.composer.edit.setFocus()
+    qtbot.keyClicks(window.composer.edit, "soon sent")
+    qtbot.waitUntil(lambda: saved_ui(tmp_path).get("unsent_messages") == {"new": "soon sent"}, timeout=3000)
+    window.composer.clear()
+    qtbot.wait(DRAFT_SAVE_MS + 500)
+    assert "unsent_messages" not in saved_ui(tmp_path)
