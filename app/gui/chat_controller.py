@@ -264,8 +264,10 @@ class ChatController(QObject):
         except sqlite3.Error:  # (the history said so when it failed; the box stays as it is)
             messages, conversation = [], None
         message = messages[-1].content if messages and messages[-1].role == "user" else None
-        if setting:  # flagged at its field, and said as there: its fields by their labels, ranges in words
-            self._pane.flag(setting, error, blocking=False)
+        title = conversation.title if conversation is not None else "a chat"
+        if setting:  # flagged at its field, naming the chat (it stays when another is shown), and said as there:
+            # its fields by their labels, ranges in words
+            self._pane.flag(setting, error, blocking=False, chat=conversation.title if conversation else "")
             error = self._pane.in_words(setting, error)
         when = "once the server runs again" if server_stopped else "to try again"
         if chat_view.conversation_id == conversation_id:
@@ -278,7 +280,6 @@ class ChatController(QObject):
         retry = ""
         if message is not None and self._conversations.put_back(conversation_id, message):
             retry = f" (your message is back in its box: open it and press Send {when})"
-        title = conversation.title if conversation is not None else "a chat"
         self._status.showMessage(f"Could not generate the reply in “{title}”: {error}{retry}", 15000)
 
     def _finished(self, final: Message | None) -> None:

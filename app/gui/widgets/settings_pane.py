@@ -157,6 +157,7 @@ class SettingsPane(QScrollArea):
         self._max_position_embeddings: int | None = None
         self._external_errors: dict[str, str] = {}
         self._advisories: dict[str, str] = {}
+        self._advisory_chats: dict[str, str] = {}  # an advisory's field -> the chat whose reply was refused
         self._errors: dict[str, str] = {}
         self._compare_errors: dict[str, str] = {}
         # invalid values given to set_settings that their field cannot hold (n_ctx -5 shows as 0): name -> (the
@@ -667,17 +668,21 @@ class SettingsPane(QScrollArea):
         errors = {**self._compare_errors, **self._errors} if compare else self._errors
         return {name: self.in_words(name, message) for name, message in errors.items()}
 
-    def flag(self, name: str, message: str | None, blocking: bool = True) -> None:
+    def flag(self, name: str, message: str | None, blocking: bool = True, chat: str = "") -> None:
         """Show (or clear, with None) an error found outside the pane next to its field.
 
         Args:
             blocking: the settings stay invalid until an edit (e.g. a draft whose tokenizer differs); otherwise
                 the message is only shown (e.g. the engine refused one reply: it checks again next time).
+            chat: the title of the chat whose reply the engine refused (a message not blocking): the words name it,
+                the settings being the window's and the refusal that chat's (its system prompt, its length).
         """
-        for errors in (self._external_errors, self._advisories):
+        for errors in (self._external_errors, self._advisories, self._advisory_chats):
             errors.pop(name, None)
         if message:
             (self._external_errors if blocking else self._advisories)[name] = message
+            if chat and not blocking:
+                self._advisory_chats[name] = chat
         self._validate(emit=False)
 
     # --- validation -------------------------------------------------------------------------------
@@ -690,6 +695,7 @@ class SettingsPane(QScrollArea):
         self._from_file = {name: value for name, value in self._from_file.items() if current.value(name) == value}
         self._external_errors = {}  # an edit may have fixed what the engine refused
         self._advisories = {}
+        self._advisory_chats = {}
         self._validate(emit=True)
 
     def in_words(self, name: str, message: str) -> str:
@@ -741,7 +747,10 @@ class SettingsPane(QScrollArea):
             message = errors.get(name) or notes.get(name) or self._advisories.get(name, "")
             if message and name in self._not_shown and not (name in boxes and boxes[name].empty):
                 message += f" (the field shows {self._not_shown[name][1]})"
-            label.setText(self.in_words(name, message))
+            words = self.in_words(name, message)
+            if (chat := self._advisory_chats.get(name)) and not (errors.get(name) or notes.get(name)):
+                words = f"The reply in “{chat}” was refused: {words}"
+            label.setText(words)
             label.setVisible(bool(message))
             widget = self.fields.get(name)
             if widget is not None:
