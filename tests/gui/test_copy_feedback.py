@@ -49,3 +49,24 @@ def test_message_and_code_copy_buttons_copy_and_say_copied_for_a_moment(qtbot, m
     qtbot.wait(COPIED_MS // 2)
     click(qtbot, block.copy_button)
     _copied_then_back(qtbot, block.copy_button, "Copy code")
+
+
+def test_the_local_servers_copy_url_button_says_copied_for_a_moment(qtbot):
+    """Server > Local server…'s Copy URL copied without a word: it says "Copied" as the other copy buttons do."""
+    from app.background import TaskSet
+    from app.gui.local_server import LocalServer
+    from app.gui.server_settings import ServerSettings
+    from app.gui.widgets.server_dialog import LocalServerDialog
+
+    errors = []
+    server = LocalServer(None, TaskSet(errors.append))  # (None: never started here)
+    dialog = LocalServerDialog(server, ServerSettings(port=8123))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    server.url = "http://127.0.0.1:8123/v1"
+    server.state_changed.emit("serving", "Serving the loaded model at http://127.0.0.1:8123/v1 (this computer only)")
+    assert dialog.copy_button.isEnabled() and dialog.copy_button.text() == "Copy URL"
+    click(qtbot, dialog.copy_button)
+    assert QGuiApplication.clipboard().text() == "http://127.0.0.1:8123/v1"
+    _copied_then_back(qtbot, dialog.copy_button, "Copy URL")
+    assert errors == []

@@ -3,7 +3,8 @@ copy and a status line.
 
 ``LocalServerDialog(server, settings, api_key, parent)`` drives a :class:`~app.gui.local_server.LocalServer` and follows its
 state: the switch shows whether it serves, the port, key and network choice are editable only while it does not,
-the URL (with its Copy URL button) is there while it serves, and the status line says what happens or went wrong.
+the URL (with its Copy URL button, which says "Copied" for a moment after a copy) is there while it serves, and
+the status line says what happens or went wrong.
 ``settings_changed(ServerSettings)`` is emitted when the port or the network choice changes (the window saves it;
 whether the server runs, and the key it was started with, are the window's to keep). Not modal; its Close button
 (as Esc) only hides it: a server that serves goes on serving.
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from ..local_server import LocalServer
 from ..server_settings import ServerSettings
+from .copy_feedback import CopiedFeedback
 
 
 class LocalServerDialog(QDialog):
@@ -74,6 +76,7 @@ class LocalServerDialog(QDialog):
         self.copy_button = QPushButton("Copy URL")
         self.copy_button.setToolTip("Copy the base URL to the clipboard")
         self.copy_button.clicked.connect(self.copy_url)
+        self._copied = CopiedFeedback(self.copy_button)
         url_row = QHBoxLayout()
         url_row.addWidget(self.url, 1)
         url_row.addWidget(self.copy_button)
@@ -103,8 +106,9 @@ class LocalServerDialog(QDialog):
         self._show_state(server.state, server.text)
 
     def copy_url(self) -> None:
-        """Put the base URL on the clipboard."""
+        """Put the base URL on the clipboard; the Copy URL button says "Copied" for a moment."""
         QGuiApplication.clipboard().setText(self.url.text())
+        self._copied.flash()
 
     def _switched(self, on: bool) -> None:
         if on:
