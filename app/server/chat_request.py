@@ -27,6 +27,7 @@ from .request_common import (
     refuse_unsupported,
     response_format_grammar,
 )
+from .tool_turns import ToolTurns, Turn, TurnWords
 
 #: Roles a message may have; ``developer`` is OpenAI's newer name for ``system``.
 SYSTEM_ROLES = ("system", "developer")
@@ -110,10 +111,7 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
     if not body.messages:
         raise APIError(400, "messages is empty: send at least one message", param="messages", code="invalid_value")
     system, messages = [], []
-    callers: dict[str, int] = {}  # each tool call's id so far: the index of the assistant message that made it
-    caller = None  # the index of the assistant message with tool calls that the message at hand follows, if any
-    answered: dict[str, int] = {}  # the calls of that message answered so far: the index of the tool message that did
-    unanswered = None  # the refusal of the first assistant message with calls left without a result, if any
+    turns = ToolTurns(_ChatWords())
     for index, message in enumerate(body.messages):
         if message.role not in SYSTEM_ROLES + ("user", "assistant", "tool"):
             raise APIError(
@@ -132,20 +130,14 @@ def chat_request(body: ChatCompletionRequest, limits: ServerLimits) -> Generatio
             system.append(text)
             continue
         entry = {"role": "system" if message.role in SYSTEM_ROLES else message.role, "content": text}
-        if calls:
-            entry["tool_calls"] = _tool_calls(calls, f"messages[{index}].tool_calls")
-            callers.update((call["id"], index) for call in entry["tool_calls"])
         if message.role == "tool":
-            entry["tool_call_id"] = _answered_call(getattr(message, "tool_call_id", None), callers, caller, answered,
-                                                   index)
-            answered[entry["tool_call_id"]] = index
+            entry["tool_call_id"] = turns.result(getattr(message, "tool_call_id", None), index)
         else:
-            unanswered = unanswered or _results_missing(callers, caller, answered, index)
-            caller, answered = (index if calls else None), {}
+            turns.open(index)
+        if calls:
+            entry["tool_calls"] = _tool_calls(calls, index, turns)
         messages.append(entry)
-    unanswered = unanswered or _results_missing(callers, caller, answered, None)
-    if unanswered:
-        raise unanswered
+    turns.finish()
     asked = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
     max_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     if body.top_logprobs and not body.logprobs:
@@ -256,72 +248,97 @@ def _named_function(choice: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _answered_call(call_id: Any, callers: dict[str, int], caller: int | None, answered: dict[str, int],
-                   index: int) -> str:
-    """The ``tool_call_id`` of tool message ``index``: as OpenAI requires, the id of a call of the assistant message
-    right before the run of tool messages it is in (``caller``, that message's index; None: the message there made
-    no tool call) that no tool message before it answered (``answered``: each call answered so far in the run, and
-    the index of the message that did). ``callers``: each earlier call's id, and the index of the message that made
-    it.
+class _ChatWords(TurnWords):
+    """The tool-call refusals of a chat completion, naming its messages (``messages[3].tool_call_id``). A call
+    stands at ``(message index, call index)``, a message at its index."""
 
-    Raises:
-        APIError: 400 naming ``messages[index].tool_call_id``: missing, not a string, no call of that assistant
-            message's (the message says which calls are, and where a result of an earlier message's call belongs),
-            or a call answered already.
-    """
-    param = f"messages[{index}].tool_call_id"
-    answerable = [made for made, at in callers.items() if at == caller]
-    made = (f"the calls of messages[{caller}], the assistant message before it: {', '.join(answerable)}"
-            if caller is not None else "no assistant message with tool_calls comes right before its tool messages")
-    if call_id is None:
-        raise APIError(400, f"{param} is missing: give the id of the assistant's tool call this result answers "
-                       f"({made})", param=param, code="missing_required_parameter")
-    if not isinstance(call_id, str):
-        raise APIError(400, f"{param} must be a string: the id of the assistant's tool call this result answers "
-                       f"({made})", param=param, code="invalid_type")
-    if call_id not in answerable:
-        wrong = (f"{param} {call_id!r} is no call of messages[{caller}], the assistant message right before the tool "
-                 f"messages (its calls: {', '.join(answerable)})" if caller is not None else
+    def call_id_missing(self, where: tuple[int, int]) -> APIError:
+        """A call without its id."""
+        return self._call_id(where, "is missing", "missing_required_parameter")
+
+    def call_id_type(self, where: tuple[int, int], value: Any) -> APIError:
+        """A call whose id is not a string."""
+        return self._call_id(where, f"must be a string, not {json_value(value)}", "invalid_type")
+
+    @staticmethod
+    def _call_id(where: tuple[int, int], wrong: str, code: str) -> APIError:
+        at = f"messages[{where[0]}].tool_calls[{where[1]}].id"
+        return APIError(400, f'{at} {wrong}: send each call with the id the reply gave it ("call_..."), which its tool '
+                        "message names in tool_call_id, as OpenAI requires", param=at, code=code)
+
+    def call_twice(self, where: tuple[int, int], call_id: str, twin: tuple[int, int]) -> APIError:
+        """A call with the id of an earlier call of its message."""
+        param = f"messages[{where[0]}].tool_calls"
+        return APIError(400, f"{param}[{where[1]}].id {call_id!r} is also the id of {param}[{twin[1]}]: give each call "
+                        "of a message its own id (the one the reply gave it), which its tool message names in "
+                        "tool_call_id", param=f"{param}[{where[1]}].id", code="invalid_value")
+
+    def result_id_missing(self, where: int, turn: Turn) -> APIError:
+        """A tool message without its tool_call_id."""
+        return APIError(400, f"messages[{where}].tool_call_id is missing: give the id of the assistant's tool call "
+                        f"this result answers ({self._made(turn)})", param=f"messages[{where}].tool_call_id",
+                        code="missing_required_parameter")
+
+    def result_id_type(self, where: int, value: Any, turn: Turn) -> APIError:
+        """A tool message whose tool_call_id is not a string."""
+        return APIError(400, f"messages[{where}].tool_call_id must be a string: the id of the assistant's tool call "
+                        f"this result answers ({self._made(turn)})", param=f"messages[{where}].tool_call_id",
+                        code="invalid_type")
+
+    @staticmethod
+    def _made(turn: Turn) -> str:
+        return (f"the calls of messages[{turn.owner}], the assistant message before it: {', '.join(turn.calls)}"
+                if turn.calls else "no assistant message with tool_calls comes right before its tool messages")
+
+    def result_unknown(self, where: int, call_id: str, turn: Turn) -> APIError:
+        """A tool message answering an id no call had."""
+        return self._not_before(where, call_id, turn, ": give the id of the call this result answers")
+
+    def result_elsewhere(self, where: int, call_id: str, turn: Turn, owner: int) -> APIError:
+        """A tool message answering a call of another assistant message than the one right before it."""
+        return self._not_before(where, call_id, turn, f"; {call_id!r} is a call of messages[{owner}]: send its result "
+                                "right after that message, with the results of its other calls")
+
+    @staticmethod
+    def _not_before(where: int, call_id: str, turn: Turn, then: str) -> APIError:
+        param = f"messages[{where}].tool_call_id"
+        wrong = (f"{param} {call_id!r} is no call of messages[{turn.owner}], the assistant message right before the "
+                 f"tool messages (its calls: {', '.join(turn.calls)})" if turn.calls else
                  f"{param} {call_id!r} answers no call right before it: a tool message comes right after the "
                  "assistant message whose call it answers (or after the other results of its calls)")
-        where = (f"; {call_id!r} is a call of messages[{callers[call_id]}]: send its result right after that message, "
-                 "with the results of its other calls" if call_id in callers else
-                 ": give the id of the call this result answers")
-        raise APIError(400, wrong + where, param=param, code="invalid_value")
-    if call_id in answered:
-        raise APIError(400, f"{param} {call_id!r} answers a call that messages[{answered[call_id]}] answered already: "
-                       f"send one tool message per call of messages[{caller}], with that call's result", param=param,
-                       code="invalid_value")
-    return call_id
+        return APIError(400, wrong + then, param=param, code="invalid_value")
+
+    def result_twice(self, where: int, call_id: str, turn: Turn) -> APIError:
+        """A second tool message answering one call."""
+        param = f"messages[{where}].tool_call_id"
+        return APIError(400, f"{param} {call_id!r} answers a call that messages[{turn.results[call_id]}] answered "
+                        f"already: send one tool message per call of messages[{turn.owner}], with that call's result",
+                        param=param, code="invalid_value")
+
+    def results_missing(self, turn: Turn, missing: list[str], after: int | None) -> APIError:
+        """An assistant message's calls without their tool messages, as OpenAI refuses them."""
+        where = (f"before messages[{after}]" if after is not None else "as the request's last messages: a request "
+                 "cannot end with calls, since the reply to them reads their results")
+        param = f"messages[{turn.owner}].tool_calls"
+        return APIError(400, f"{param}: an assistant message with tool_calls must be followed by tool messages "
+                        f"responding to each tool_call_id, and these had none: {', '.join(missing)}. Send each call's "
+                        f"result as a tool message whose tool_call_id is the call's id, right after "
+                        f"messages[{turn.owner}] with the results of its other calls ({where})", param=param,
+                        code="invalid_value")
 
 
-def _results_missing(callers: dict[str, int], caller: int | None, answered: dict[str, int],
-                     after: int | None) -> APIError | None:
-    """The refusal of assistant message ``caller``'s calls that no tool message after it answered (``answered``:
-    those one did), as OpenAI refuses them; None when all were (or ``caller`` is None: no message with calls).
-    ``callers``: each call's id and the index of the message that made it; ``after``: the index of the message
-    after its results (None: the request ends with them)."""
-    missing = [made for made, at in callers.items() if at == caller and made not in answered]
-    if caller is None or not missing:
-        return None
-    where = (f"before messages[{after}]" if after is not None else "as the request's last messages: a request cannot "
-             "end with calls, since the reply to them reads their results")
-    param = f"messages[{caller}].tool_calls"
-    return APIError(400, f"{param}: an assistant message with tool_calls must be followed by tool messages responding "
-                    f"to each tool_call_id, and these had none: {', '.join(missing)}. Send each call's result as a "
-                    f"tool message whose tool_call_id is the call's id, right after messages[{caller}] with the results "
-                    f"of its other calls ({where})", param=param, code="invalid_value")
-
-
-def _tool_calls(calls: Any, param: str) -> list[dict]:
-    """An assistant message's ``tool_calls`` as chat templates render them: arguments parsed from their JSON string.
+def _tool_calls(calls: Any, index: int, turns: ToolTurns) -> list[dict]:
+    """The ``tool_calls`` of assistant message ``index`` as chat templates render them: arguments parsed from their
+    JSON string; each call's id checked as a call of the turn the message opens (``turns``).
 
     Raises:
         APIError: 400: not a list of ``{"id", "type": "function", "function": {"name", "arguments"}}``; a call
-            without its id (a non-empty string), or with the id of an earlier call of the message, on ``param[i].id``.
+            without its id (a non-empty string), or with the id of an earlier call of the message, on
+            ``messages[index].tool_calls[i].id``.
     """
+    param = f"messages[{index}].tool_calls"
     parsed = []
-    for index, call in enumerate(calls if isinstance(calls, list) else [None]):
+    for position, call in enumerate(calls if isinstance(calls, list) else [None]):
         function = call.get("function") if isinstance(call, dict) else None
         arguments = function.get("arguments") if isinstance(function, dict) else None
         try:
@@ -329,20 +346,9 @@ def _tool_calls(calls: Any, param: str) -> list[dict]:
         except ValueError:
             arguments = None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(arguments, dict):
-            raise APIError(400, f'{param}[{index}] must be {{"id", "type": "function", "function": {{"name", '
-                           '"arguments": a JSON object as a string}}', param=f"{param}[{index}]",
+            raise APIError(400, f'{param}[{position}] must be {{"id", "type": "function", "function": {{"name", '
+                           '"arguments": a JSON object as a string}}', param=f"{param}[{position}]",
                            code="invalid_value")
-        made = call.get("id")
-        if not isinstance(made, str) or not made:
-            missing, at = made in (None, ""), f"{param}[{index}].id"
-            raise APIError(400, f"{at} {'is missing' if missing else f'must be a string, not {json_value(made)}'}: "
-                           'send each call with the id the reply gave it ("call_..."), which its tool message names '
-                           "in tool_call_id, as OpenAI requires", param=at,
-                           code="missing_required_parameter" if missing else "invalid_type")
-        twin = next((at for at, earlier in enumerate(parsed) if earlier["id"] == made), None)
-        if twin is not None:
-            raise APIError(400, f"{param}[{index}].id {made!r} is also the id of {param}[{twin}]: give each call of a "
-                           "message its own id (the one the reply gave it), which its tool message names in "
-                           "tool_call_id", param=f"{param}[{index}].id", code="invalid_value")
+        made = turns.call(call.get("id"), (index, position))
         parsed.append({"id": made, "type": "function", "function": {"name": function["name"], "arguments": arguments}})
     return parsed

@@ -32,7 +32,8 @@ from inference.events import Event, Finished, GenerationStats, TextDelta, ToolCa
 from .chat_request import ChatCompletionRequest
 from .errors import APIError
 from .replies import StreamedCalls, new_call_id, stats_object
-from .request_common import SpecChatOptions, Strict, unused_options
+from .request_common import SpecChatOptions, Strict, json_value, unused_options
+from .tool_turns import ToolTurns, Turn, TurnWords
 
 #: Responses kept for ``previous_response_id``, at most, and the characters of their conversations, all together.
 MAX_KEPT_RESPONSES = 256
@@ -144,11 +145,8 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
                        param="input", code="invalid_value")
     items = [{"role": "user", "content": value}] if isinstance(value, str) else value
     messages: list[dict] = []
-    call_ids = {call["id"] for message in earlier for call in message.get("tool_calls") or ()}
-    # the calls of the turn at hand (each call_id: its item's index, None for the previous response's), its outputs
-    turn: dict[str, int | None] = {call["id"]: None for call in (earlier and earlier[-1].get("tool_calls") or ())}
-    outputs: dict[str, int] = {}
-    unanswered = None  # the refusal of the first turn with a call left without its output, if any
+    turns = ToolTurns(_InputWords(), pending=[call["id"] for call in (earlier and earlier[-1].get("tool_calls") or ())],
+                      known=[call["id"] for message in earlier for call in message.get("tool_calls") or ()])
     for index, item in enumerate(items):
         at = f"input[{index}]"
         if not isinstance(item, dict):
@@ -160,71 +158,92 @@ def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list
             if role not in INPUT_ROLES:
                 raise APIError(400, f"{at}.role is {json.dumps(role)}: send user, assistant, system or developer",
                                param=f"{at}.role", code="invalid_value")
-            unanswered, turn, outputs = unanswered or _outputs_missing(turn, outputs, False), {}, {}
+            turns.open(index)
             messages.append({"role": role, "content": _text(item.get("content"), f"{at}.content")})
         elif kind == "function_call":
             name, arguments = item.get("name"), item.get("arguments")
-            if not all(isinstance(field, str) for field in (name, arguments, item.get("call_id"))):
+            if not all(isinstance(field, str) for field in (name, arguments)):
                 raise APIError(400, f'{at} must be {{"type": "function_call", "call_id", "name", "arguments": a JSON '
                                "object as a string}", param=at, code="invalid_value")
-            call = {"id": item["call_id"], "type": "function", "function": {"name": name, "arguments": arguments}}
-            call_ids.add(item["call_id"])
-            if messages and messages[-1]["role"] == "assistant":
-                if item["call_id"] in turn:
-                    raise APIError(400, f"{at}.call_id {item['call_id']!r} is also the call_id of "
-                                   f"input[{turn[item['call_id']]}], a function_call of the same turn: give each call "
-                                   "its own call_id (the one the response gave it)", param=f"{at}.call_id",
-                                   code="invalid_value")
-                messages[-1].setdefault("tool_calls", []).append(call)
-            else:
-                unanswered, turn, outputs = unanswered or _outputs_missing(turn, outputs, False), {}, {}
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            turn[item["call_id"]] = index
+            if not messages or messages[-1]["role"] != "assistant":
+                turns.open(index)
+                messages.append({"role": "assistant", "content": None})
+            call = {"id": turns.call(item.get("call_id"), index), "type": "function",
+                    "function": {"name": name, "arguments": arguments}}
+            messages[-1].setdefault("tool_calls", []).append(call)
         elif kind == "function_call_output":
-            if not isinstance(item.get("call_id"), str):
-                raise APIError(400, f"{at}.call_id is missing: give the call_id of the function_call it answers",
-                               param=f"{at}.call_id", code="missing_required_parameter")
-            if item["call_id"] not in call_ids:
-                raise APIError(400, f"No tool call found for function call output with call_id {item['call_id']!r}: "
-                               f"{at}.call_id must be the call_id of a function_call before it in input, or in the "
-                               "response previous_response_id names", param=f"{at}.call_id", code="invalid_value")
-            if item["call_id"] not in turn:
-                raise APIError(400, f"{at}.call_id {item['call_id']!r} answers a function_call that is not right before "
-                               "it: send each function_call_output right after the function_call items of its turn "
-                               "(or after the other outputs of that turn), with no message between",
-                               param=f"{at}.call_id", code="invalid_value")
-            if item["call_id"] in outputs:
-                raise APIError(400, f"{at}.call_id {item['call_id']!r} has its function_call_output already, "
-                               f"input[{outputs[item['call_id']]}]: send one function_call_output per function_call",
-                               param=f"{at}.call_id", code="invalid_value")
-            outputs[item["call_id"]] = index
-            messages.append({"role": "tool", "tool_call_id": item["call_id"],
+            messages.append({"role": "tool", "tool_call_id": turns.result(item.get("call_id"), index),
                              "content": _text(item.get("output"), f"{at}.output")})
         else:
             raise APIError(400, f"{at}.type is {json.dumps(kind)}: SpecChat's server takes message, function_call and "
                            "function_call_output items", param=f"{at}.type", code="unsupported")
-    unanswered = unanswered or _outputs_missing(turn, outputs, True)
-    if unanswered:
-        raise unanswered
+    turns.finish()
     return messages
 
 
-def _outputs_missing(turn: dict[str, int | None], outputs: dict[str, int], last: bool) -> APIError | None:
-    """The refusal of a turn's calls (``turn``: each call_id and its item's index, None for a call of the previous
-    response) that no ``function_call_output`` after them answered (``outputs``: those one did), in OpenAI's words;
-    None when all were. ``last``: the input ends with the turn."""
-    missing = [call_id for call_id in turn if call_id not in outputs]
-    if not missing:
-        return None
-    one = len(missing) == 1
-    first = turn[missing[0]]
-    why = ("the response previous_response_id names ended with " + ("this call, so input starts with its output"
-           if one else "these calls, so input starts with their outputs") if first is None else
-           "input cannot end with calls: the response to them reads their outputs" if last else None)
-    return APIError(400, f"No tool output found for function call{'' if one else 's'} {', '.join(missing)}: send a "
-                    "function_call_output item for each (its call_id and output) right after the function_call items "
-                    f"of {'its' if one else 'their'} turn, with no message between" + (f" ({why})" if why else ""),
-                    param="input" if first is None else f"input[{first}].call_id", code="invalid_value")
+class _InputWords(TurnWords):
+    """The tool-call refusals of a Responses request, naming its ``input`` items (``input[2].call_id``), in
+    OpenAI's words where it has them. An item stands at its index; a call of the previous response at None."""
+
+    def call_id_missing(self, where: int) -> APIError:
+        """A function_call without its call_id."""
+        return APIError(400, f"input[{where}].call_id is missing: give each function_call the call_id the response "
+                        "gave it, which its function_call_output names", param=f"input[{where}].call_id",
+                        code="missing_required_parameter")
+
+    def call_id_type(self, where: int, value: Any) -> APIError:
+        """A function_call whose call_id is not a string."""
+        return APIError(400, f"input[{where}].call_id must be a string, not {json_value(value)}: give each "
+                        "function_call the call_id the response gave it", param=f"input[{where}].call_id",
+                        code="invalid_type")
+
+    def call_twice(self, where: int, call_id: str, twin: int) -> APIError:
+        """A function_call with the call_id of another call of its turn."""
+        return APIError(400, f"input[{where}].call_id {call_id!r} is also the call_id of input[{twin}], a "
+                        "function_call of the same turn: give each call its own call_id (the one the response gave "
+                        "it)", param=f"input[{where}].call_id", code="invalid_value")
+
+    def result_id_missing(self, where: int, turn: Turn) -> APIError:
+        """A function_call_output without its call_id."""
+        return APIError(400, f"input[{where}].call_id is missing: give the call_id of the function_call it answers",
+                        param=f"input[{where}].call_id", code="missing_required_parameter")
+
+    def result_id_type(self, where: int, value: Any, turn: Turn) -> APIError:
+        """A function_call_output whose call_id is not a string."""
+        return APIError(400, f"input[{where}].call_id must be a string, not {json_value(value)}: give the call_id of "
+                        "the function_call it answers", param=f"input[{where}].call_id", code="invalid_type")
+
+    def result_unknown(self, where: int, call_id: str, turn: Turn) -> APIError:
+        """An output whose call_id no call before it had (OpenAI's words)."""
+        return APIError(400, f"No tool call found for function call output with call_id {call_id!r}: "
+                        f"input[{where}].call_id must be the call_id of a function_call before it in input, or in the "
+                        "response previous_response_id names", param=f"input[{where}].call_id", code="invalid_value")
+
+    def result_elsewhere(self, where: int, call_id: str, turn: Turn, owner: Any) -> APIError:
+        """An output whose function_call is not right before it."""
+        return APIError(400, f"input[{where}].call_id {call_id!r} answers a function_call that is not right before "
+                        "it: send each function_call_output right after the function_call items of its turn (or after "
+                        "the other outputs of that turn), with no message between", param=f"input[{where}].call_id",
+                        code="invalid_value")
+
+    def result_twice(self, where: int, call_id: str, turn: Turn) -> APIError:
+        """A second output of one call."""
+        return APIError(400, f"input[{where}].call_id {call_id!r} has its function_call_output already, "
+                        f"input[{turn.results[call_id]}]: send one function_call_output per function_call",
+                        param=f"input[{where}].call_id", code="invalid_value")
+
+    def results_missing(self, turn: Turn, missing: list[str], after: int | None) -> APIError:
+        """A turn's calls without their outputs, in OpenAI's words."""
+        one = len(missing) == 1
+        first = turn.calls[missing[0]]
+        why = ("the response previous_response_id names ended with " + ("this call, so input starts with its output"
+               if one else "these calls, so input starts with their outputs") if first is None else
+               "input cannot end with calls: the response to them reads their outputs" if after is None else None)
+        return APIError(400, f"No tool output found for function call{'' if one else 's'} {', '.join(missing)}: send "
+                        "a function_call_output item for each (its call_id and output) right after the function_call "
+                        f"items of {'its' if one else 'their'} turn, with no message between"
+                        + (f" ({why})" if why else ""),
+                        param="input" if first is None else f"input[{first}].call_id", code="invalid_value")
 
 
 def _text(content: Any, param: str) -> str:
