@@ -17,6 +17,9 @@ E = TypeVar("E", bound=BaseException)
 
 #: What to do with a model whose files are missing or unreadable, in the engine's words (advice key "reinstall").
 REINSTALL = "Re-import or re-download the model."
+#: What to do with a draft head whose files are missing (advice key "reinstall-head"): a head is neither imported
+#: nor downloaded; SpecChat installs its own, and a head is optional.
+REINSTALL_HEAD = "Reinstall SpecChat to restore its draft head, or delete the folder {folder} to chat without it."
 
 
 def advised(kind: type[E], reason: str, advice: str, words: str, between: str = "; ", after: str = "",

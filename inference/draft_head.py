@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
+from .advice import REINSTALL_HEAD, advised
 from .devices import base_properties, capped_below_bf16, core
 from .kv_cache import KVCache
 from .layer_features import LAYER_FEATURES
@@ -227,6 +228,22 @@ HEAD_CPU_PROPERTIES = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": 
 HEAD_CPU_PROPERTIES_CAPPED = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
 
 
+def head_rope(folder: str | Path) -> RopeParameters:
+    """The RoPE parameters of the head in ``folder`` (its ``config.json``), which its KV cache rolls with.
+
+    Raises:
+        RopeUnsupportedError: ``config.json`` is missing (the message says to reinstall SpecChat, whose draft head
+            it is, or to delete the folder: advice key "reinstall-head", not a chat model's "reinstall"), or it
+            describes no RoPE the rolling context can shift.
+    """
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise advised(RopeUnsupportedError, f"{folder / 'config.json'} is missing: RoPE parameters are unknown, so the "
+                      "rolling context cannot shift the draft head's KV cache", "reinstall-head", REINSTALL_HEAD, ". ",
+                      folder=str(folder), name=folder.name)
+    return RopeParameters.from_model_dir(folder)
+
+
 def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None = None) -> LoadedHead:
     """Read, check and compile a draft head folder. Its files are checked against the SHA-256s its manifest records
     (:func:`damaged_files`; hashed once per process while they are unchanged).
@@ -268,7 +285,7 @@ def load_head(folder: str | Path, device: str = "CPU", num_threads: int | None =
                              f"{manifest.get('feature_layers', [])}, and its IR has {'a' if fused else 'no'} "
                              f"{LAYER_FEATURES} input; reinstall it")
     try:
-        rope, rope_error = RopeParameters.from_model_dir(folder), None
+        rope, rope_error = head_rope(folder), None
     except RopeUnsupportedError as error:
         rope, rope_error = None, error.with_traceback(None)  # kept without the frames of the load
     vocab = np.asarray(manifest["draft_vocab"], dtype=np.int64)

@@ -292,3 +292,41 @@ def test_a_model_whose_folder_was_removed_since_loading_keeps_its_tokenizer_fing
                                                                                               target.vocab_size)
     check_same_tokenizer(target, draft)
     assert Engine(target, load_head(tiny_head_dir)).draft.folder == tiny_head_dir
+
+
+def test_a_head_without_its_config_says_to_reinstall_specchats_head_or_delete_it(tiny_target, tiny_vocab, tiny_ir,
+                                                                                tmp_path):
+    """A head folder without config.json (its RoPE unknown) drafting past n_ctx was refused with "this model's RoPE
+    parameters are unknown ... raise n_ctx", and its load and its store entry said "Re-import or re-download the
+    model", advice for a chat model: a head is neither imported nor downloaded. It says the head's own words:
+    reinstall SpecChat (whose draft head it is) or delete the folder, each front end in its words."""
+    import json
+
+    from app.gui.store_words import MAIN_WINDOW_ADVICE, WINDOW_ADVICE
+    from inference.advice import in_words
+    from inference.models.errors import CLI_ADVICE
+    from inference.models.inspect import rope_support
+    from inference.rope import RopeUnsupportedError
+
+    folder = write_tiny_head(tiny_ir["same"], tmp_path / "head", tiny_vocab, seed=1)
+    (folder / "config.json").unlink()
+    manifest = json.loads((folder / "draft_head.json").read_text())
+    manifest.get("sha256", {}).pop("config.json", None)  # as a head exported before the manifest recorded hashes
+    (folder / "draft_head.json").write_text(json.dumps(manifest))
+    reason = (f"{folder}/config.json is missing: RoPE parameters are unknown, so the rolling context cannot shift the "
+              "draft head's KV cache")
+    assert rope_support(folder) == (False, f"{reason}. Reinstall SpecChat to restore its draft head, or delete the "
+                                    f"folder {folder} to chat without it.")
+    engine = Engine(tiny_target, load_head(folder))
+    with pytest.raises(RopeUnsupportedError) as refused:
+        engine.generate_text(tiny_target.encode(PROMPT), settings("spec_model", max_new_tokens=80, ignore_eos=True,
+                                                                  n_ctx=40, n_keep=4))
+    said = f"the conversation needs more than n_ctx tokens, but head cannot be rolled: {reason}"
+    assert str(refused.value) == (f"{said}. Reinstall SpecChat to restore its draft head, or delete the folder "
+                                  f"{folder} to chat without it.")
+    assert in_words(refused.value, CLI_ADVICE) == (f"{said}. Reinstall SpecChat to restore its draft head, or delete "
+                                                   f"it (`specchat models remove head`) to chat without it.")
+    assert in_words(refused.value, MAIN_WINDOW_ADVICE) == (f"{said}. Reinstall SpecChat to restore its draft head, or "
+                                                           "remove head in Models > Manage models… to chat without it.")
+    assert in_words(refused.value, WINDOW_ADVICE) == (f"{said}. Reinstall SpecChat to restore its draft head, or "
+                                                      "remove head on the Installed tab to chat without it.")

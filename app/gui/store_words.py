@@ -34,6 +34,8 @@ WINDOW_ADVICE = {
     "fetch-default": "try again",
     "chat-model": "Choose a chat model (see the Installed tab).",
     "reinstall": "Re-import or re-download the model on the Add a model tab.",
+    "reinstall-head": "Reinstall SpecChat to restore its draft head, or remove {name} on the Installed tab to chat "
+    "without it.",
 }
 
 #: The same advice in the main window's words: its model picker, and the Models dialog by its menu.
@@ -56,6 +58,8 @@ MAIN_WINDOW_ADVICE = {
     "fetch-default": "try again",
     "chat-model": "Choose a chat model in the model picker.",
     "reinstall": "Re-import or re-download the model (Models > Manage models…).",
+    "reinstall-head": "Reinstall SpecChat to restore its draft head, or remove {name} in Models > Manage models… to "
+    "chat without it.",
 }
 
 

@@ -37,6 +37,8 @@ CLI_ADVICE = {
     "fetch-default": "run `specchat models fetch-default`",
     "chat-model": "Choose a chat model (`specchat models list`).",
     "reinstall": "Re-import or re-download the model (`specchat models fetch-default` repairs the default one).",
+    "reinstall-head": "Reinstall SpecChat to restore its draft head, or delete it (`specchat models remove {name}`) to "
+    "chat without it.",
 }
 
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..draft_head import head_misfits, is_head_folder, read_head_manifest
+from ..draft_head import head_misfits, head_rope, is_head_folder, read_head_manifest
 from ..layer_features import decoder_layer_count
 from ..model import (
     MODEL_FILES,
@@ -247,12 +247,13 @@ def rope_support(folder: Path | str) -> tuple[bool, str]:
 
     Returns:
         ``(True, "")``, or ``(False, reason)`` with :class:`inference.rope.RopeUnsupportedError`'s message
-        (no config.json, no RoPE, or a length-dependent RoPE scaling).
+        (no config.json, no RoPE, or a length-dependent RoPE scaling; a draft head's own words for a missing
+        config.json, ``draft_head.head_rope``).
     """
     from ..rope import RopeParameters, RopeUnsupportedError
 
     try:
-        RopeParameters.from_model_dir(Path(folder))
+        (head_rope if is_head_folder(folder) else RopeParameters.from_model_dir)(Path(folder))
     except RopeUnsupportedError as error:
         return False, str(error)
     except (OSError, ValueError, KeyError, TypeError) as error:
