@@ -528,8 +528,8 @@ class MainWindow(QMainWindow):
             return
         self._shut_down = True
         ui_state = self._ui_state()
-        # what is typed and not sent is kept with the window's state (a trial's Ctrl+Q lost it without a word), read
-        # once here (and when another chat is shown): not copied on every keystroke
+        # what is typed and not sent is kept with the window's state (a trial's Ctrl+Q lost it without a word): written
+        # a second after typing stops and when another chat is shown (Conversations), and once more here
         self.conversations.keep_draft()
         self.hide()  # quitting looks instant even if the worker must finish loading a model first
         self.chat_view.flush_system_prompt()
