@@ -1,10 +1,11 @@
 """The live graph's summary says a reply's numbers in its footer's words: a newcomer read "acceptance rate 48%" in
-the graph and "drafts: 48% accepted" under the reply as two different facts."""
+the graph and "drafts: 48% accepted" under the reply as two different facts; and it said "context full 3 times:
+earlier tokens dropped" where the footer said how many ("context full 3 times: 1,536 earlier tokens dropped")."""
 
 from __future__ import annotations
 
 from app.gui.reply_format import metrics_text
-from inference.events import StepStats
+from inference.events import ContextRolled, StepStats
 
 
 def _step(i: int, drafted: int = 0, accepted: int = 0, drafter: str = "", cache_len: int = 40) -> StepStats:
@@ -53,3 +54,28 @@ def test_the_accepted_drafts_wrap_as_one_group(qtbot):
     graph.add_events([_step(i, drafted=7, accepted=2, drafter="lookup") for i in range(5)])
     graph.finish_run()
     assert "drafts:&nbsp;29%&nbsp;accepted" in graph.summary_html()
+
+
+def test_the_graph_says_how_many_tokens_the_context_dropped_as_the_footer_does(qtbot):
+    graph = _graph(qtbot)
+    graph.start_run("ar", conversation_id=1)
+    rolled = ContextRolled(discarded_tokens=24, n_keep=4, cache_len=39)
+    graph.add_events([_step(0, cache_len=62), _step(1, cache_len=62), rolled, _step(2, cache_len=38), rolled,
+                      _step(3, cache_len=38), rolled])  # fmt: skip
+    graph.finish_run()
+    footer = metrics_text({"discarded_tokens": 72, "rolls": 3})
+    assert footer == "context full 3 times: 72 earlier tokens dropped"
+    assert graph.summary_text().endswith(" · context full 3 times: 72 earlier tokens dropped"), graph.summary_text()
+
+
+def test_rolls_while_the_prompt_was_read_are_not_the_replys_as_in_the_footer(qtbot):
+    """A prompt longer than the context rolled while it was read: the footer says it was cut, and "context full" only
+    for the reply's own rolls (``ReplyRecorder``); the graph counts those alone too (it said "context full 3 times"
+    beside a footer's "context full: 24 earlier tokens dropped once")."""
+    graph = _graph(qtbot)
+    graph.start_run("ar", conversation_id=1)
+    prefill = ContextRolled(discarded_tokens=40, n_keep=4, cache_len=24)
+    graph.add_events([prefill, prefill, _step(0, cache_len=62), ContextRolled(24, 4, 39), _step(1, cache_len=39)])
+    graph.finish_run()
+    assert graph.summary_text().endswith(" · context full: 24 earlier tokens dropped once"), graph.summary_text()
+    assert len(graph.series[-1].rolls) == 3  # (each still marked by a dashed line)
