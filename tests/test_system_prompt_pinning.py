@@ -5,6 +5,8 @@ Until 2026-12-07 the default was 4 tokens: the first roll of every chat dropped 
 through SmolLM2's default one, leaving a half template), without a word.
 """
 
+import re
+
 import pytest
 from helpers import settings
 
@@ -95,3 +97,37 @@ def test_a_system_prompt_over_half_n_ctx_rolls_out_and_the_reply_says_so(engine)
     _, kept, _ = _long_chat(engine, "Be brief.", "auto")
     assert "system_prompt_dropped" not in stats_dict(kept.stats) and SYSTEM_PROMPT_DROPPED not in metrics_text(stats_dict(kept.stats))
     assert "system prompt" not in describe(kept.stats) and stats_object(kept.stats)["system_prompt_dropped"] is False
+
+
+def test_the_chats_note_on_a_dropped_system_prompt_gives_its_length_and_the_flags_that_keep_it(
+    int4_dir, data_dir, monkeypatch, capsys
+):
+    """A trial's `specchat chat --n-ctx 256 --system <330 tokens>` was told "raise --n-ctx ... or give --n-keep its
+    length": the length was said nowhere, and no --n-keep below n_ctx 256 could hold 330 tokens. The note now says
+    how many tokens the system prompt is and the --n-ctx that keeps it."""
+    import io
+
+    import app.cli.commands as commands
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    monkeypatch.setattr("sys.stdin", io.StringIO("Tell me a long story about a lighthouse keeper.\n/exit\n"))
+    args = commands.build_parser().parse_args(
+        ["chat", "--mode", "ar", "--n-ctx", "64", "--system", LONG_SYSTEM, "--max-new-tokens", "40"]
+    )
+    assert commands.run_command(args) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if "was dropped with it" in line]
+    assert len(notes) == 1, err
+    tokens = int(re.search(r"the system prompt \((\d+) tokens\)", notes[0]).group(1))
+    assert 32 < tokens < 64  # LONG_SYSTEM rendered: over half of n_ctx 64, under n_ctx
+    assert f"--n-ctx {2 * tokens} or more keeps it" in notes[0]
+    assert f"--n-keep {tokens} keeps it at this --n-ctx, leaving {64 - tokens} tokens to the rest" in notes[0]
+    assert "give --n-keep its length" not in notes[0]
+
+
+def test_the_note_does_not_offer_an_n_keep_that_n_ctx_refuses():
+    from app.cli.commands import system_prompt_dropped_notice
+
+    note = system_prompt_dropped_notice(330, 256)
+    assert "the system prompt (330 tokens)" in note and "--n-ctx 660 or more keeps it" in note
+    assert "--n-keep" not in note.split("keeps it", 1)[1].replace("--n-keep auto", "")
