@@ -170,3 +170,27 @@ def test_a_draft_is_called_slow_only_from_several_replies_whose_interval_lies_be
     assert _evidence(*([0.5] * 7 + [1.0] * 3)).slow()  # 7 of 10 replies at half speed: 0.62x (0.48-0.78)
     kept = _evidence(*([0.5] * 10 + [1.0] * 10))  # only the last 10 replies count
     assert kept.ratios == [1.0] * 10 and not kept.slow()
+
+
+def test_a_gguf_file_or_a_checkpoint_folder_given_as_model_says_to_import_or_convert_it_first(
+    default_copies, tmp_path, monkeypatch, capsys
+):
+    """A trial brought a model and gave it to `generate --model` as the README's `--model NAME|PATH` reads: a GGUF file
+    was "no installed model named 'my-tiny.gguf'", and a Hugging Face checkpoint folder "is incomplete: missing
+    openvino_model.xml, ... Re-import or re-download the model (`specchat models fetch-default` repairs the default
+    one)". Each now says what the file or folder is and the one command that makes it usable."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-tiny.gguf").write_bytes(b"GGUF")
+    (tmp_path / "my-ckpt").mkdir()
+    (tmp_path / "my-ckpt" / "config.json").write_text("{}")
+    for given in ("my-tiny.gguf", "./my-tiny.gguf", str(tmp_path / "my-tiny.gguf")):
+        assert main(["generate", "Hi", "--model", given]) == 2
+        err = capsys.readouterr().err
+        assert f"{given} is a GGUF file, not an installed model: import it first (`specchat models import {given}`), " \
+               "then give the name it is installed under" in err, err
+    for given in ("./my-ckpt", str(tmp_path / "my-ckpt")):
+        assert main(["generate", "Hi", "--model", given]) == 2
+        err = capsys.readouterr().err
+        assert f"{given} is a Hugging Face checkpoint, not an OpenVINO model: convert it first (`specchat models " \
+               f"convert {given}`), then give the name it is installed under" in err, err
+        assert "fetch-default" not in err

@@ -36,6 +36,8 @@ WINDOW_ADVICE = {
     "reinstall": "Re-import or re-download the model on the Add a model tab.",
     "reinstall-head": "Reinstall SpecChat to restore its draft head, or remove {name} on the Installed tab to chat "
     "without it.",
+    "import-first": "add it first on the Add a model tab (the file as the Source), then choose it",
+    "convert-first": "convert it first on the Add a model tab (the folder as the Source), then choose it",
 }
 
 #: The same advice in the main window's words: its model picker, and the Models dialog by its menu.
@@ -60,6 +62,10 @@ MAIN_WINDOW_ADVICE = {
     "reinstall": "Re-import or re-download the model (Models > Manage models…).",
     "reinstall-head": "Reinstall SpecChat to restore its draft head, or remove {name} in Models > Manage models… to "
     "chat without it.",
+    "import-first": "add it first in Models > Manage models… (the file as the Source), then choose it in the model "
+    "picker",
+    "convert-first": "convert it first in Models > Manage models… (the folder as the Source), then choose it in the "
+    "model picker",
 }
 
 

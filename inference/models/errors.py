@@ -39,6 +39,8 @@ CLI_ADVICE = {
     "reinstall": "Re-import or re-download the model (`specchat models fetch-default` repairs the default one).",
     "reinstall-head": "Reinstall SpecChat to restore its draft head, or delete it (`specchat models remove {name}`) to "
     "chat without it.",
+    "import-first": "import it first (`specchat models import {path}`), then give the name it is installed under",
+    "convert-first": "convert it first (`specchat models convert {path}`), then give the name it is installed under",
 }
 
 

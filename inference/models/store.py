@@ -36,6 +36,7 @@ import contextlib
 import datetime
 import logging
 import os
+import shlex
 import shutil
 import tempfile
 import threading
@@ -338,6 +339,13 @@ def find_model(name_or_path: str | Path) -> Path:
         raise advised(ModelImportError, "no model given: give an installed model's name or a model folder", "see-list", " ")
     candidate = Path(text).expanduser()
     looks_like_a_path = os.sep in text or "/" in text or text.startswith((".", "~"))
+    if candidate.is_file() and candidate.suffix.lower() == ".gguf":  # (`--model model.gguf`: import makes it one)
+        raise advised(ModelImportError, f"{text} is a GGUF file, not an installed model", "import-first", ": ",
+                      path=shlex.quote(text))
+    if (looks_like_a_path and (candidate / "config.json").is_file() and not (candidate / "openvino_model.xml").exists()
+            and candidate.resolve().parent != models_dir().resolve()):  # a checkpoint to convert, not a broken model
+        raise advised(ModelImportError, f"{text} is a Hugging Face checkpoint, not an OpenVINO model", "convert-first",
+                      ": ", path=shlex.quote(text))
     if candidate.is_dir() and looks_like_a_path:
         return candidate
     if looks_like_a_path:
