@@ -85,6 +85,22 @@ def test_import_of_a_folder_without_a_model_says_so(store, tmp_path, capsys):
     assert "convert" not in err and model_store.list_models() == []
 
 
+def test_import_of_a_checkpoint_folder_says_to_convert_that_folder(store, tmp_path, capsys):
+    """A trial ran `specchat models import my-ckpt` on a Hugging Face checkpoint (the README: such a folder "holds
+    config.json") and was told it "is not a complete OpenVINO IR folder: missing openvino_model.xml, ... Export the
+    model again (e.g. `optimum-cli export openvino`), or use `specchat models convert` on the original checkpoint":
+    it was the original checkpoint. It is now named as one, with the command that converts it."""
+    folder = tmp_path / "my-ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert main(["models", "import", str(folder)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {folder} is a Hugging Face checkpoint, not an OpenVINO IR folder: convert it with `specchat models "
+        f"convert {folder}` (4-bit; --bits 8 or 16 for more), which installs the result\n"
+    )
+    assert model_store.list_models() == []
+
+
 def test_import_of_a_path_that_does_not_exist_says_so(store, tmp_path, capsys):
     missing = tmp_path / "doesnotexist.gguf"
     assert main(["models", "import", str(missing)]) == 2

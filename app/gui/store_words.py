@@ -37,6 +37,7 @@ WINDOW_ADVICE = {
     "reinstall-head": "Reinstall SpecChat to restore its draft head, or remove {name} on the Installed tab to chat "
     "without it.",
     "import-first": "add it first on the Add a model tab (the file as the Source), then choose it",
+    "convert-checkpoint": "convert it: with the folder as the Source, the Add button reads Convert",
     "convert-first": "convert it first on the Add a model tab (the folder as the Source), then choose it",
 }
 
@@ -64,6 +65,7 @@ MAIN_WINDOW_ADVICE = {
     "chat without it.",
     "import-first": "add it first in Models > Manage models… (the file as the Source), then choose it in the model "
     "picker",
+    "convert-checkpoint": "convert it in Models > Manage models… (the folder as the Source)",
     "convert-first": "convert it first in Models > Manage models… (the folder as the Source), then choose it in the "
     "model picker",
 }

@@ -40,6 +40,8 @@ CLI_ADVICE = {
     "reinstall-head": "Reinstall SpecChat to restore its draft head, or delete it (`specchat models remove {name}`) to "
     "chat without it.",
     "import-first": "import it first (`specchat models import {path}`), then give the name it is installed under",
+    "convert-checkpoint": "convert it with `specchat models convert {path}` (4-bit; --bits 8 or 16 for more), which "
+    "installs the result",
     "convert-first": "convert it first (`specchat models convert {path}`), then give the name it is installed under",
 }
 

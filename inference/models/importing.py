@@ -15,6 +15,7 @@ copying is bounded by the disk, and openvino-genai reads a 1 GB GGUF in about 10
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 from ..model import MODEL_FILES, REQUIRED_FILES
 from . import store
 from .disk_space import require_space
-from .errors import ModelImportError
+from .errors import ModelImportError, advised
 from .gguf import (
     GGML_TYPE_BITS,
     GGML_TYPE_NAMES,
@@ -87,13 +88,17 @@ def import_model(
         The installed model folder ``models_dir() / name``.
 
     Raises:
-        ModelImportError: a folder that holds no model (:func:`classify_source`); see :func:`import_gguf` and
+        ModelImportError: a folder that holds no model (:func:`classify_source`), a Hugging Face checkpoint (with the
+            command that converts it: ``convert.convert_checkpoint``); see :func:`import_gguf` and
             :func:`import_ir_folder`.
         OperationCancelled: ``cancel`` was set; nothing was left in the store.
     """
     path = Path(source).expanduser()
     kind = classify_source(str(source))
-    if kind in ("ir", "checkpoint"):  # a checkpoint is refused with how to convert it
+    if kind == "checkpoint":  # refused with the command that converts it (it is the original checkpoint)
+        raise advised(ModelImportError, f"{path} is a Hugging Face checkpoint, not an OpenVINO IR folder",
+                      "convert-checkpoint", ": ", path=shlex.quote(str(path)))
+    if kind == "ir":
         return import_ir_folder(path, name, replace=replace, progress=progress, cancel=cancel)
     if kind == "gguf":
         return import_gguf(path, name, replace=replace, progress=progress, cancel=cancel)
