@@ -233,7 +233,8 @@ def dropped_text(discarded: int, rolls: int) -> str:
 #: Why a conversation was cut to fit the context length (``stats["prompt_cut"]``, ``ReplyRecorder``), in the words
 #: that start the footer's and the live line's notes: both said "conversation cut to fit the context length", and a
 #: newcomer could not tell whether to shorten the message or start a new chat.
-CUT_CAUSES = {"message": "your message is too long", "earlier_turns": "earlier turns no longer fit"}
+CUT_CAUSES = {"message": "your message is too long", "earlier_turns": "earlier turns no longer fit",
+              "system_prompt": "your system prompt is too long"}
 
 
 def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "") -> str:

@@ -80,6 +80,7 @@ class ReplyRecorder:
         self._first_step: StepStats | None = None  # the run's first decode step: the live rate counts from it
         self.overflow: PromptOverflow | None = None  # the run's prompt is longer than n_ctx (said while it prefills)
         self._earlier_turns = True  # the chat has turns before the message answered (a new chat could leave them out)
+        self._long_system_prompt = False  # a first message shorter than the chat's system prompt (``_cut_cause``)
         self.progress: PromptProgress | None = None  # how much of the prompt the run has read, until its first token
         self.rolls = 0
         self._reply_rolls: list[int] = []  # tokens each roll after the run's first token dropped (not the prompt's)
@@ -150,6 +151,7 @@ class ReplyRecorder:
             elif isinstance(event, PromptOverflow):
                 self.overflow = event
                 self._earlier_turns = self._follows_earlier_turns()
+                self._long_system_prompt = not self._earlier_turns and self._system_prompt_outweighs_message()
             elif isinstance(event, PromptProgress):
                 self.progress = event
             elif isinstance(event, Finished):
@@ -255,10 +257,25 @@ class ReplyRecorder:
         """Why the prompt was cut to fit (``overflow``), a key of ``reply_format.CUT_CAUSES``: ``message`` where the
         cut took the start of the message answered (the engine pinned its first tokens: it is longer than the end
         kept) or the chat has no earlier turn to leave out; ``earlier_turns`` where the message lies whole in what is
-        kept (a chat grown past the context length, or whose earlier replies' rolls dropped its start)."""
+        kept (a chat grown past the context length, or whose earlier replies' rolls dropped its start);
+        ``system_prompt`` where a chat's first message was not cut and is shorter than its system prompt (a trial's
+        6-token "Hello, who are you?" under a 330-token system prompt at n_ctx 256 read "your message is too long")."""
         overflow = self.overflow
         too_long = overflow is not None and overflow.message_tokens > 0
+        if not too_long and self._long_system_prompt:
+            return "system_prompt"
         return "message" if too_long or not self._earlier_turns else "earlier_turns"
+
+    def _system_prompt_outweighs_message(self) -> bool:
+        """Whether the conversation's system prompt is longer (in characters) than the message this reply answers
+        (False where the history does not say)."""
+        try:
+            asked = self.db.message(self.message.parent_id) if self.message.parent_id else None
+            conversation = self.db.conversation(self.message.conversation_id)
+        except sqlite3.Error:  # (the advice is not worth a failed read)
+            return False
+        system = (conversation.system_prompt or "") if conversation is not None else ""
+        return asked is not None and asked.role == "user" and len(system) > len(asked.content)
 
     def _follows_earlier_turns(self) -> bool:
         """Whether the message this reply answers has turns before it on its branch (True where the history does not

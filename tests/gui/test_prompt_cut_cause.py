@@ -76,3 +76,36 @@ def test_a_reply_stored_before_the_cause_was_recorded_keeps_its_words():
     stats = {"prompt_kept_first": 30, "prompt_kept_last": 18, "prompt_tokens": 1124, "new_tokens": 3}
     assert metrics_text(stats) == ("conversation cut to fit the context length: the model read 48 of its 1,124 tokens "
                                    "(the first 30 and the last 18) · 3 tokens")
+
+
+def test_a_system_prompt_longer_than_the_context_is_blamed_not_a_short_first_message(tmp_path):
+    """A trial set a 330-token system prompt at n_ctx 256 and sent "Hello, who are you?": the footer said "your message
+    is too long: the model read 216 of the conversation's 343 tokens", for a 6-token message. Where a chat's first
+    message was not cut (the engine pinned none of it) and the system prompt is the longer of the two, the system
+    prompt is named."""
+    overflow = PromptOverflow(prompt_tokens=343, n_ctx=256, discarded_tokens=127, head_tokens=108, message_tokens=0,
+                              tail_tokens=108, max_n_ctx=8192)  # (the engine's cut of the trial's chat)
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    conversation = db.create_conversation("t", system_prompt="Rule: always be polite and answer in French. " * 25)
+    db.add_message(conversation, "user", "Hello, who are you?")
+    recorder = ReplyRecorder(db, db.message(db.add_message(conversation, "assistant", "", state="streaming")))
+    recorder.add([overflow])
+    assert recorder.snapshot().stats["live"] == (
+        "Generating… · Your system prompt is too long: the conversation is 343 tokens, more than the context length "
+        "(256), so the model keeps the first 108 tokens and the last 108, and skips 127 in the middle (raise Context "
+        "length in the settings to keep them)"
+    )
+    recorder.add([TextDelta("A", 1, False), STEP, Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=1,
+                                                                          prompt_tokens=343))])
+    recorder.finish("complete")
+    footer = footer_text(db.message(recorder.message_id).stats)
+    assert " · your system prompt is too long: the model read 216 of the conversation's 343 tokens (the first 108 " \
+           "and the last 108) · " in footer, footer
+    assert "your message" not in footer
+    # a long message after a short system prompt is still the message's length
+    other = db.create_conversation("u", system_prompt="Be brief.")
+    db.add_message(other, "user", "word " * 600)
+    recorder = ReplyRecorder(db, db.message(db.add_message(other, "assistant", "", state="streaming")))
+    recorder.add([overflow])
+    assert recorder.snapshot().stats["live"].startswith("Generating… · Your message is too long: ")
+    db.close()
