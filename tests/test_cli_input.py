@@ -403,12 +403,12 @@ def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_promp
 
     fits = overflow_notice(PromptOverflow(prompt_tokens=6000, n_ctx=4096, discarded_tokens=2000, head_tokens=4, message_tokens=0,
                                           tail_tokens=3996, max_n_ctx=8192))
-    assert fits.endswith("before the reply; raise --n-ctx to keep them")
+    assert fits.endswith("and skips the 2000 in the middle; raise --n-ctx to keep them")
     too_long = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=25, message_tokens=256,
                                               tail_tokens=3085, max_n_ctx=8192))
     assert too_long == (
         "the prompt is 9504 tokens, more than n_ctx 4096: the model keeps its first 281 (the last message's first 256 "
-        "among them) and its last 3085, and discards the 6138 in the middle before the reply; the model reads at most "
+        "among them) and its last 3085, and skips the 6138 in the middle; the model reads at most "
         "8192 tokens, so no --n-ctx keeps them: shorten the prompt"
     )
     unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4,
@@ -427,3 +427,29 @@ def test_the_exit_status_of_ctrl_c_is_one_constant():
         if isinstance(node, ast.Constant) and type(node.value) is int and node.value == app.cli.INTERRUPTED
     ]
     assert literal == []
+
+
+def test_a_long_chats_note_says_what_the_model_skips_not_what_this_reply_discarded(int4_dir, data_dir, monkeypatch,
+                                                                                     capsys):
+    """A trial's long chat at --n-ctx 256 read "note: ... discards the 242 in the middle before the reply" and then,
+    for the same reply, "discarded 0 (0 rolls)": earlier replies' rolls had dropped them, this one dropped nothing.
+    The note now says what the model skips (as the window's line does), and the statistics what this reply
+    discarded."""
+    import io
+
+    import app.cli.commands as commands
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    turns = "".join(f"Write a short paragraph about animal number {i}.\n" for i in range(1, 9))
+    monkeypatch.setattr("sys.stdin", io.StringIO(turns + "/exit\n"))
+    args = commands.build_parser().parse_args(["chat", "--mode", "ar", "--n-ctx", "128", "--max-new-tokens", "30",
+                                               "--system", "Always answer in French."])
+    assert commands.run_command(args) == 0
+    lines = capsys.readouterr().err.splitlines()
+    pairs = []  # (what the note says the model skips, what the reply's statistics say it discarded)
+    for note, line in zip(lines, lines[1:]):
+        if note.startswith("note: the prompt is") and line.startswith("[ar]"):
+            said = re.search(r"and (\w+) the (\d+) in the middle", note)
+            pairs.append((said.group(1), int(said.group(2)), int(re.search(r"discarded (\d+) \(", line).group(1))))
+    assert any(skipped != discarded for _, skipped, discarded in pairs), pairs  # the trial's case happens here
+    assert {verb for verb, _, _ in pairs} == {"skips"}, pairs

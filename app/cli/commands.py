@@ -347,7 +347,9 @@ def system_prompt_dropped_notice(system_tokens: int, n_ctx: int) -> str:
 
 def overflow_notice(event: PromptOverflow) -> str:
     """What a prompt longer than n_ctx loses, said before its prefill starts, with what would keep it: a larger
-    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt."""
+    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt. It says what
+    the model skips, which earlier replies' rolls may have dropped: the statistics line says what this reply discarded
+    (a trial read "discards the 242" then "discarded 0" for the same reply)."""
     if event.max_n_ctx is None or event.prompt_tokens < event.max_n_ctx:
         advice = "raise --n-ctx to keep them"
     else:
@@ -355,8 +357,8 @@ def overflow_notice(event: PromptOverflow) -> str:
     among = f" (the last message's first {event.message_tokens} among them)" if event.message_tokens else ""
     return (
         f"the prompt is {event.prompt_tokens} tokens, more than n_ctx {event.n_ctx}: the model keeps its first "
-        f"{event.head_tokens + event.message_tokens}{among} and its last {event.tail_tokens}, and discards the "
-        f"{event.discarded_tokens} in the middle before the reply; {advice}"
+        f"{event.head_tokens + event.message_tokens}{among} and its last {event.tail_tokens}, and skips the "
+        f"{event.discarded_tokens} in the middle; {advice}"
     )
 
 
