@@ -434,6 +434,7 @@ class Engine:
             prompt_tokens=len(prompt_ids),
             reused_tokens=reused,
             prefilled_tokens=len(prompt_ids) - reused,
+            system_prompt_tokens=system_prompt_tokens,
             precision=self.target.precision.describe(),
         )
         discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)

@@ -181,10 +181,11 @@ class GenerationStats:
         tpot_ms: mean time per output token after the first, milliseconds.
         drafted / accepted: draft tokens proposed / accepted; acceptance_rate = accepted / drafted (None in AR).
         discarded_tokens / rolls: tokens dropped by the rolling context, and how many rolls.
-        system_prompt_dropped: this reply's rolls or its prompt's cut dropped tokens of the system prompt (the
-            rendered head ``ChatSession.system_prompt_tokens`` counts): n_keep was below its length (a number set
-            so, or ``"auto"`` with a system prompt over half of n_ctx, ``ContextSettings.resolve``); the model no
-            longer reads its instructions whole.
+        system_prompt_tokens: the rendered system prompt's tokens (``ChatSession.system_prompt_tokens``: what
+            ``n_keep="auto"`` pins, up to half of n_ctx), 0 without one.
+        system_prompt_dropped: this reply's rolls or its prompt's cut dropped some of those tokens: n_keep was below
+            their count (a number set so, or ``"auto"`` with a system prompt over half of n_ctx,
+            ``ContextSettings.resolve``); the model no longer reads its instructions whole.
         fallback_tokens: tokens of the plain steps of a speculative reply (Auto's or a fixed K's): the steps that
             drafted nothing (``by_drafter["plain"]``), whether Auto chose K 0, prompt lookup found nothing to copy
             or a grammar forbade every draft; 0 in autoregressive decoding.
@@ -214,6 +215,7 @@ class GenerationStats:
     accepted: int = 0
     discarded_tokens: int = 0
     rolls: int = 0
+    system_prompt_tokens: int = 0
     system_prompt_dropped: bool = False
     fallback_tokens: int = 0
     final_k: int = 0

@@ -29,9 +29,9 @@ MAX_REPETITION_PENALTY = 10.0
 MAX_PRESENCE_FREQUENCY_PENALTY = 2.0
 #: The fewest tokens ``n_keep="auto"`` pins (the attention sinks of StreamingLLM, arXiv 2309.17453, section 3.2).
 AUTO_N_KEEP_MIN = 4
-#: ``n_keep="auto"`` pins the system prompt while it takes at most this share of n_ctx, so that at least as much is
-#: left to the rolling chat (the share a prompt's middle cut keeps for it too, ``prefill.middle_cut``); a longer one
-#: rolls out like the chat, past the ``AUTO_N_KEEP_MIN`` sinks, and the reply's statistics say so.
+#: ``n_keep="auto"`` pins at most this share of n_ctx, so that at least as much is left to the rolling chat: a longer
+#: system prompt keeps its start (its first instructions) through every roll, the rest rolls out like the chat, and
+#: the reply's statistics say so.
 AUTO_N_KEEP_MAX_SHARE = 0.5
 #: Largest context accepted when the model states no trained length.
 MAX_N_CTX = 1 << 31
@@ -205,8 +205,7 @@ class ContextSettings:
     Attributes:
         n_ctx: maximum number of tokens kept in the KV cache. Range [16, model's max_position_embeddings].
         n_keep: tokens at the start kept forever (the attention sinks), or ``"auto"`` (the default) to keep the
-            whole rendered system prompt while it takes at most half of n_ctx, at least 4 tokens (``resolve``).
-            Range [0, n_ctx).
+            rendered system prompt, at least 4 tokens and at most half of n_ctx (``resolve``). Range [0, n_ctx).
         n_discard: tokens dropped after the first n_keep when the cache is full; -1 = half of
             ``n_ctx - n_keep``. Range -1 or [1, n_ctx - n_keep).
     """
@@ -227,9 +226,9 @@ class ContextSettings:
         """The numbers a roll uses: ``(n_keep, n_discard)``.
 
         ``n_keep="auto"`` pins the rendered system prompt (``ChatSession.system_prompt_tokens``: the template's own
-        default system message included), at least ``AUTO_N_KEEP_MIN`` tokens, while it takes at most
-        ``AUTO_N_KEEP_MAX_SHARE`` of n_ctx; a longer one gets the ``AUTO_N_KEEP_MIN`` sinks only, so that a long
-        system prompt (a document to discuss) never makes a reply fail: its rolls then drop it with the chat
+        default system message included), at least ``AUTO_N_KEEP_MIN`` tokens and at most ``AUTO_N_KEEP_MAX_SHARE``
+        of n_ctx: a longer system prompt (a document to discuss) keeps its start through every roll, the same part
+        a prompt's middle cut keeps (``prefill.middle_cut``), and never makes a reply fail; its rolls drop the rest
         (``GenerationStats.system_prompt_dropped``). llama.cpp pins nothing by default (``--keep 0``) and LM Studio's
         "truncate middle" keeps the system prompt. ``n_discard=-1`` drops half of what follows the kept tokens.
 
@@ -240,9 +239,7 @@ class ContextSettings:
             SettingError: a numeric n_keep not below n_ctx, or n_discard outside [1, n_ctx - n_keep).
         """
         if self.n_keep == "auto":
-            n_keep = max(AUTO_N_KEEP_MIN, system_prompt_tokens)
-            if n_keep > self.n_ctx * AUTO_N_KEEP_MAX_SHARE:
-                n_keep = AUTO_N_KEEP_MIN
+            n_keep = max(AUTO_N_KEEP_MIN, min(system_prompt_tokens, int(self.n_ctx * AUTO_N_KEEP_MAX_SHARE)))
         elif isinstance(self.n_keep, int) and not isinstance(self.n_keep, bool) and 0 <= self.n_keep < self.n_ctx:
             n_keep = self.n_keep
         else:

@@ -1,5 +1,6 @@
 """The rolling context keeps the system prompt by default (``n_keep="auto"``): the template's own default system
-message counted, a system prompt over half of n_ctx rolled out with the chat and said so, never an error.
+message counted, a system prompt over half of n_ctx kept up to that half (its start) and the rest rolled out with the
+chat and said so, never an error.
 
 Until 2026-12-07 the default was 4 tokens: the first roll of every chat dropped the rest of the system prompt (and cut
 through SmolLM2's default one, leaving a half template), without a word.
@@ -12,7 +13,7 @@ from helpers import settings
 
 from app.cli.statistics import describe
 from app.gui.message_fields import stats_problem
-from app.gui.reply_format import SYSTEM_PROMPT_DROPPED, metrics_text, stats_dict
+from app.gui.reply_format import metrics_text, stats_dict, system_prompt_dropped_text
 from app.server.replies import stats_object
 from inference.chat import ChatSession
 from inference.engine import Engine
@@ -32,8 +33,8 @@ def test_auto_is_the_default_and_pins_a_system_prompt_of_up_to_half_n_ctx():
     context = ContextSettings(n_ctx=64)
     assert context.resolve(0) == (AUTO_N_KEEP_MIN, 30)  # no system prompt: the attention sinks
     assert context.resolve(32) == (32, 16)  # half of n_ctx: pinned
-    assert context.resolve(33) == (AUTO_N_KEEP_MIN, 30)  # more than half: the sinks only, never an error
-    assert context.resolve(500) == (AUTO_N_KEEP_MIN, 30)
+    assert context.resolve(33) == (32, 16)  # more than half: its first half of n_ctx, never an error
+    assert context.resolve(500) == (32, 16)
     assert ContextSettings(n_ctx=64, n_keep=10).resolve(33) == (10, 27)  # a number is kept as given
 
 
@@ -81,21 +82,26 @@ def test_a_long_chat_keeps_the_default_system_message_through_its_rolls(engine):
     assert finished.stats.system_prompt_dropped
 
 
-def test_a_system_prompt_over_half_n_ctx_rolls_out_and_the_reply_says_so(engine):
+def test_a_system_prompt_over_half_n_ctx_keeps_its_start_and_the_reply_says_the_rest_rolled_out(engine):
     engine.reset()
     session, finished, prompt = _long_chat(engine, LONG_SYSTEM, "auto")  # (it raised SettingError before)
-    assert session.system_prompt_tokens() > 32
+    tokens = session.system_prompt_tokens()
+    assert 32 < tokens < 64 and finished.stats.system_prompt_tokens == tokens
     assert finished.stats.new_tokens == 80 and finished.stats.system_prompt_dropped
-    assert list(engine._cache.tokens)[:AUTO_N_KEEP_MIN] == prompt[:AUTO_N_KEEP_MIN]  # the sinks stay
+    cached = list(engine._cache.tokens)
+    assert cached[:32] == prompt[:32] and cached[32:tokens] != prompt[32:tokens]  # its first half of n_ctx stays
     # said in every front end: the window's footer, the command line's statistics, the server's specchat object
     stored = stats_dict(finished.stats)
-    assert stored["system_prompt_dropped"] is True and stats_problem(stored) is None
-    assert SYSTEM_PROMPT_DROPPED in metrics_text(stored)
+    assert stored["system_prompt_dropped"] is True and stored["system_prompt_tokens"] == tokens
+    assert stats_problem(stored) is None
+    words = f"part of the system prompt ({tokens} tokens) dropped: a context length of {2 * tokens} or more keeps it whole"
+    assert system_prompt_dropped_text(tokens) == words and words in metrics_text(stored)
     assert "part of the system prompt among them)" in describe(finished.stats)
     assert stats_object(finished.stats)["system_prompt_dropped"] is True
+    assert stats_object(finished.stats)["system_prompt_tokens"] == tokens
     engine.reset()
     _, kept, _ = _long_chat(engine, "Be brief.", "auto")
-    assert "system_prompt_dropped" not in stats_dict(kept.stats) and SYSTEM_PROMPT_DROPPED not in metrics_text(stats_dict(kept.stats))
+    assert "system_prompt_dropped" not in stats_dict(kept.stats) and "system prompt" not in metrics_text(stats_dict(kept.stats))
     assert "system prompt" not in describe(kept.stats) and stats_object(kept.stats)["system_prompt_dropped"] is False
 
 

@@ -215,6 +215,7 @@ class ReplyClock:
             accepted=_int(extension.get("accepted"), 0),
             discarded_tokens=_int(extension.get("discarded_tokens"), 0),
             rolls=_int(extension.get("rolls"), 0),
+            system_prompt_tokens=_int(extension.get("system_prompt_tokens"), 0),
             system_prompt_dropped=extension.get("system_prompt_dropped") is True,
             fallback_tokens=_int(extension.get("fallback_tokens"), 0),
             final_k=_int(extension.get("final_k"), 0),

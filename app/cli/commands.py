@@ -305,7 +305,7 @@ def _ctrl_c_cancels(cancel: threading.Event):
         signal.signal(signal.SIGINT, previous)
 
 
-def _stream(events, out, session: ChatSession | None = None, n_ctx: int = 0) -> GenerationStats:
+def _stream(events, out, settings: GenerationSettings) -> GenerationStats:
     stats = None
     for event in events:
         if isinstance(event, PromptOverflow):
@@ -318,22 +318,16 @@ def _stream(events, out, session: ChatSession | None = None, n_ctx: int = 0) -> 
     if out is not None:
         out.write("\n")
     if stats is not None and stats.system_prompt_dropped:
-        notice = system_prompt_dropped_notice(session.system_prompt_tokens(), n_ctx) if session else SYSTEM_PROMPT_DROPPED
+        notice = system_prompt_dropped_notice(stats.system_prompt_tokens, settings.context.n_ctx)
         print(f"note: {notice}", file=sys.stderr, flush=True)
     return stats
 
 
-#: Said after a reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``).
-SYSTEM_PROMPT_DROPPED = (
-    "the context was full and part of the system prompt was dropped with it, so the model no longer reads all of "
-    "it: raise --n-ctx (--n-keep auto keeps a system prompt of up to half of it) or give --n-keep its length"
-)
-
-
 def system_prompt_dropped_notice(system_tokens: int, n_ctx: int) -> str:
-    """``SYSTEM_PROMPT_DROPPED`` with the numbers a user needs: the rendered system prompt's length in tokens
-    (``ChatSession.system_prompt_tokens``), the --n-ctx at which --n-keep auto pins it (twice its length), and the
-    --n-keep that pins it at this n_ctx where one below n_ctx can (and what that leaves to the rest of the chat)."""
+    """Said after a reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``),
+    with the numbers a user needs: the rendered system prompt's length in tokens (``system_tokens``,
+    ``GenerationStats.system_prompt_tokens``), the --n-ctx at which --n-keep auto pins it whole (twice its length),
+    and the --n-keep that pins it at this n_ctx where one below n_ctx can (and what that leaves to the rest)."""
     at_this = (
         f", or --n-keep {system_tokens} keeps it at this --n-ctx, leaving {n_ctx - system_tokens} tokens to the rest"
         if system_tokens < n_ctx - 1 else ""
@@ -379,7 +373,7 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"--- {'autoregressive' if mode == 'ar' else 'auto'}", flush=True)
         with _ctrl_c_cancels(cancel):
             events = session.send(prompt, settings[mode], cancel)
-            results[mode] = _stream(events, None if args.json else sys.stdout, session, settings[mode].context.n_ctx)
+            results[mode] = _stream(events, None if args.json else sys.stdout, settings[mode])
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
         if results[mode].stop_reason == "cancelled":  # Ctrl+C: what came is shown, the status says it was cut
@@ -464,7 +458,7 @@ def _chat(args: argparse.Namespace) -> int:
         cancel = threading.Event()
         try:
             with _ctrl_c_cancels(cancel):
-                stats = _stream(session.send(text, settings, cancel), sys.stdout, session, settings.context.n_ctx)
+                stats = _stream(session.send(text, settings, cancel), sys.stdout, settings)
         except SettingError as error:  # (refused by the engine before the reply: said as at start, by its flags)
             print(f"error: {flag_error(error)}", file=sys.stderr)
             continue

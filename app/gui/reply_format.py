@@ -98,7 +98,8 @@ def stats_dict(stats: GenerationStats, **extra) -> dict:
         "prefilled_tokens": stats.prefilled_tokens,
         "discarded_tokens": stats.discarded_tokens,
         "rolls": stats.rolls,
-        **({"system_prompt_dropped": True} if stats.system_prompt_dropped else {}),
+        **({"system_prompt_dropped": True, "system_prompt_tokens": stats.system_prompt_tokens}
+           if stats.system_prompt_dropped else {}),
         "final_k": stats.final_k,
         "fallback_tokens": stats.fallback_tokens,
         **stats.usage(),
@@ -216,9 +217,14 @@ def times_text(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
 
 
-#: A reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``), with
-#: what keeps it: the "Always kept" field's auto keeps a system prompt of up to half the context length.
-SYSTEM_PROMPT_DROPPED = "part of the system prompt dropped: raise the context length, or Always kept, to keep it"
+def system_prompt_dropped_text(tokens: int | None) -> str:
+    """A reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``), with
+    what keeps it whole: "Always kept" at auto pins a system prompt of up to half the context length, so ``part of the
+    system prompt (331 tokens) dropped: a context length of 662 or more keeps it whole``; without its length (a reply
+    stored before it was), ``… dropped: a larger context length keeps it``."""
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        return f"part of the system prompt ({tokens:,} tokens) dropped: a context length of {2 * tokens:,} or more keeps it whole"
+    return "part of the system prompt dropped: a larger context length keeps it"
 
 
 def dropped_text(discarded: int, rolls: int) -> str:
@@ -269,8 +275,8 @@ def metrics_text(stats: dict, part: bool = False) -> str:
     drafters drafted, each one's share in Auto's heading, :func:`auto_steps`; ``drafts of this part: …`` where
     ``part``: the statistics are a continued reply's last part, :func:`last_part`, whose "acceptance 34% overall" a
     newcomer could not tell from the whole reply's), and where the context was full, ``· context full 5 times: 120
-    earlier tokens dropped`` (:func:`dropped_text`) before the token count, and ``SYSTEM_PROMPT_DROPPED`` where that
-    took some of the system prompt. A prompt cut to fit the context length
+    earlier tokens dropped`` (:func:`dropped_text`) before the token count, and :func:`system_prompt_dropped_text`
+    where that took some of the system prompt. A prompt cut to fit the context length
     (``prompt_kept_first``, ``ReplyRecorder``) is said as such (:func:`cut_text`; newcomer trial: at n_ctx 64 a long
     prompt read only "context full 16 times: 640 earlier tokens dropped"), the context full then only for what the
     reply's own rolls dropped. A reply of one token has no speed (:func:`has_speed`)."""
@@ -293,7 +299,7 @@ def metrics_text(stats: dict, part: bool = False) -> str:
     if dropped:  # (none dropped: nothing to say)
         parts.append(dropped_text(dropped, rolls))
     if stats.get("system_prompt_dropped"):
-        parts.append(SYSTEM_PROMPT_DROPPED)
+        parts.append(system_prompt_dropped_text(stats.get("system_prompt_tokens")))
     if "new_tokens" in stats:
         parts.append(tokens_text(stats["new_tokens"]))
     return " · ".join(parts)

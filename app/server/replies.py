@@ -252,8 +252,9 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
     Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token; null for a
     reply of fewer than two tokens, which has no rate),
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
-    and ``rolls`` (rolling context), ``system_prompt_dropped`` (those rolls, or the cut of a prompt longer than n_ctx,
-    dropped part of the system prompt: ``GenerationStats.system_prompt_dropped``), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
+    and ``rolls`` (rolling context), ``system_prompt_tokens`` (the rendered system prompt's, which ``n_keep`` auto
+    pins up to half of n_ctx) and ``system_prompt_dropped`` (those rolls, or the cut of a prompt longer than n_ctx,
+    dropped part of it: ``GenerationStats.system_prompt_dropped``), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
     ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
     accepted drafts gave the most tokens, null when none was accepted), ``final_k`` (``GenerationStats.final_k``: a
     fixed K's K, Auto's last choice uncut by the room left), ``fallback_tokens`` (tokens of
@@ -272,6 +273,7 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
         "accepted": stats.accepted,
         "discarded_tokens": stats.discarded_tokens,
         "rolls": stats.rolls,
+        "system_prompt_tokens": stats.system_prompt_tokens,
         "system_prompt_dropped": stats.system_prompt_dropped,
         "prefilled_tokens": stats.prefilled_tokens,
         "prompt_tokens": stats.prompt_tokens,
