@@ -71,16 +71,15 @@ from .settings import MAX_K, Decoding, GenerationSettings, SamplingSettings, Set
 KV_SLACK = 64
 
 
-def _after_pinned_header(
-    prompt_ids: list[int], system_prompt_tokens: int, message: tuple[int, int] | None
-) -> tuple[int, int] | None:
-    """The last message's ``(turn_start, text_start)`` for the cut of a prompt longer than n_ctx: its turn starts at
-    its text where the pinned head (``ChatSession.system_prompt_tokens``, which ends with the first user turn's role
-    header) ends with the same header, so that the cut keeps one header before the message's text, not two."""
-    if message is None or not 0 < message[1] - message[0] <= system_prompt_tokens:
-        return message
+def _repeats_pinned_header(prompt_ids: list[int], system_prompt_tokens: int, message: tuple[int, int] | None) -> bool:
+    """Whether the last message is a later turn whose role header (``message``: ``(turn_start, text_start)``) is the
+    one the pinned head ends with (``ChatSession.system_prompt_tokens`` ends with the first user turn's): the cut of a
+    prompt longer than n_ctx then keeps one header before the message's text, not two (``prefill.middle_cut``)."""
+    if message is None or message[0] < system_prompt_tokens or not 0 < message[1] - message[0] <= system_prompt_tokens:
+        return False
     header = prompt_ids[message[0] : message[1]]
-    return (message[1], message[1]) if prompt_ids[system_prompt_tokens - len(header) : system_prompt_tokens] == header else message
+    return prompt_ids[system_prompt_tokens - len(header) : system_prompt_tokens] == header
+
 
 class Engine:
     """Generates replies from a target model, optionally speculating with a draft model or prompt lookup.
@@ -440,9 +439,8 @@ class Engine:
         discarded = prefill_discards(len(self._cache), len(prompt_ids) - reused, n_ctx, n_keep, n_discard)
         cut = None
         if discarded and not roll_long_prompt:
-            message = _after_pinned_header(prompt_ids, system_prompt_tokens, message)
             cut = middle_cut(len(prompt_ids), n_ctx, n_keep, system_prompt_tokens, message or (0, 0),
-                             sampling.max_new_tokens)
+                             sampling.max_new_tokens, _repeats_pinned_header(prompt_ids, system_prompt_tokens, message))
             if cut is not None and cut.spans[-1][0] < reused and self._rolling_keeps(message, reused, discarded, n_keep):
                 cut = None  # its end reaches into the cache, and rolling through keeps the last message: no re-prefill
         if cut is not None:

@@ -81,7 +81,13 @@ class MiddleCut:
 
 
 def middle_cut(
-    prompt_tokens: int, n_ctx: int, n_keep: int, system_tokens: int, message: tuple[int, int], max_new_tokens: int
+    prompt_tokens: int,
+    n_ctx: int,
+    n_keep: int,
+    system_tokens: int,
+    message: tuple[int, int],
+    max_new_tokens: int,
+    header_pinned: bool = False,
 ) -> MiddleCut | None:
     """Which tokens of a prompt longer than n_ctx to keep, as LM Studio's "truncate middle" keeps the system prompt
     and the start of the user's message: the prompt's first tokens (n_keep, or the rendered system prompt when
@@ -100,6 +106,9 @@ def middle_cut(
         message: ``(turn_start, text_start)``: prompt indices where the last user message's turn (its role header)
             and its text begin; ``(0, 0)`` for a prompt without turns (its own start is pinned).
         max_new_tokens: the most tokens the reply may generate.
+        header_pinned: the system tokens end with the message's role header (the first user turn's, the same:
+            ``ChatSession.system_prompt_tokens`` counts it): where they are kept whole, the message is kept from its
+            text, so that one header stands before it, not two.
 
     Returns:
         the cut, or None when n_keep leaves no room in what is kept (a prompt then rolls through).
@@ -109,6 +118,8 @@ def middle_cut(
     if front + 1 >= keep:
         return None
     turn_start, text_start = message
+    if header_pinned and front >= system_tokens:
+        turn_start = text_start
     start, end = max(front, turn_start), min(text_start + min(MESSAGE_HEAD_TOKENS, keep // 8), prompt_tokens)
     tail = keep - front - max(0, end - start)
     if end <= start or tail < keep // 4 or prompt_tokens - tail <= end:  # not pinned: only the first and last kept

@@ -210,7 +210,7 @@ def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32
     """The cut in a chat that has a turn before the paste: the cache keeps its pinned head (SmolLM2's default system
     message and the first user turn's role header: ``ChatSession.system_prompt_tokens``, more than n_keep 4; one roll
     drops the rest of the earlier turn), then the paste's first (256 - 16) // 8 = 30 tokens after that one header
-    (``engine._after_pinned_header``: not a second one), then the end; greedy decoding equals a fresh run on exactly
+    (``engine._repeats_pinned_header``: not a second one), then the end; greedy decoding equals a fresh run on exactly
     those tokens, or first differs at a near-tie (the passes differ)."""
     from pathlib import Path
 

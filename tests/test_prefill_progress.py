@@ -120,4 +120,13 @@ def test_the_middle_cut_keeps_the_start_the_last_message_s_start_and_the_end():
     assert middle_cut(1280, 128, 4, 0, (0, 0), 24) == MiddleCut(((0, 13), (1189, 1280)), 4, 9, 91, 1176)
     # a system prompt longer than half of what is kept keeps its first half; n_keep leaving no room: no cut
     assert middle_cut(9000, 4096, 4, 3000, (0, 3030), 1024).spans[0] == (0, 1536)
+    # a pinned head ending with the later turn's role header (ChatSession.system_prompt_tokens counts the first
+    # turn's) is followed by the message's text, not by that header again; not where the head is cut short
+    assert middle_cut(8778, 4096, 4, 27, (3000, 3003), 512, header_pinned=True) == MiddleCut(
+        ((0, 27), (3003, 3259), (5477, 8778)), 27, 256, 3301, 5194
+    )
+    assert middle_cut(8778, 4096, 4, 27, (3000, 3003), 512).spans[1] == (3000, 3259)  # (two headers)
+    assert middle_cut(9000, 4096, 4, 3000, (3400, 3403), 1024, header_pinned=True) == middle_cut(
+        9000, 4096, 4, 3000, (3400, 3403), 1024
+    )
     assert middle_cut(1280, 128, 120, 0, (0, 0), 24) is None
