@@ -235,8 +235,8 @@ def arguments_fragment(index: int, text: str) -> list[dict]:
 
 def usage(*stats: GenerationStats) -> dict:
     """OpenAI's usage object of a reply's ``stats``, or summed over several (a text completion's prompts);
-    ``prompt_tokens_details.cached_tokens`` counts the prompt tokens the KV cache already held (not prefilled
-    again)."""
+    ``prompt_tokens_details.cached_tokens`` counts the prompt tokens read from the KV cache (not prefilled again;
+    ``generation.cache_read`` has cut ``reused_tokens`` to those, leaving out what earlier rolls dropped)."""
     prompt_tokens, new_tokens = sum(s.prompt_tokens for s in stats), sum(s.new_tokens for s in stats)
     return {
         "prompt_tokens": prompt_tokens,
