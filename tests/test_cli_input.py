@@ -60,6 +60,9 @@ def test_read_message_takes_triple_quoted_lines_as_one_message():
         ("  /bye ", ("command", "/bye")),
         ("/reset", ("command", "/reset")),
         ("/help", ("command", "/help")),
+        ("/system", ("command", "/system")),
+        ("  /system  Answer in French. ", ("command", "/system Answer in French.")),
+        ("/systems", ("unknown", "/systems")),
         ("/?", ("unknown", "/?")),
         ("/clear the chat", ("unknown", "/clear")),
         ("//etc/hosts is a file", ("message", "/etc/hosts is a file")),
@@ -197,6 +200,43 @@ def test_a_setting_refused_during_a_chat_is_said_by_its_flags_and_the_chat_goes_
     said = "error: --n-discard must be -1 or in [1, 59] (--n-keep + --n-discard < --n-ctx), got 60"
     assert capsys.readouterr().err.splitlines()[1:] == [said, said, ""]
     assert sessions[0].sent == ["Hello", "Hi again"]  # the chat went on
+
+
+def test_system_sets_the_system_prompt_mid_chat_and_keeps_the_conversation(monkeypatch, capsys):
+    """Trial: ollama's users type ``/set system <text>`` mid-chat; ``specchat chat`` had no such command and /help
+    did not say that --system held for the whole session. ``/system TEXT`` sets the system prompt of the next replies
+    (the conversation so far kept); ``/system`` alone shows the current one."""
+    import app.cli.commands as commands
+    from inference.events import Finished, GenerationStats, TextDelta
+
+    class Session:
+        def __init__(self, engine, system):
+            self.system_prompt, self.messages, self.sent = system, [], []
+
+        def send(self, text, settings, cancel):
+            self.sent.append((self.system_prompt, [m["content"] for m in self.messages], text))
+            self.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+            yield TextDelta("ok", 1, False)
+            yield Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", token_ids=[1]))
+
+    sessions = []
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    typed = "/system\nHello\n/system   Answer in French.\n/system\nHi again\n/help\n"
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO(typed))  # piped
+    assert commands._chat(build_parser().parse_args(["chat", "--system", "Be brief."])) == 0
+    assert sessions[0].sent == [("Be brief.", [], "Hello"), ("Answer in French.", ["Hello", "ok"], "Hi again")]
+    said = capsys.readouterr().err.splitlines()
+    assert said[1] == "System prompt: Be brief."
+    assert said[3] == "System prompt set for the next replies (the conversation so far is kept): Answer in French."
+    assert said[4] == "System prompt: Answer in French."
+    assert "/system TEXT sets the system prompt for the next replies (--system sets the first)" in said[6]
+    assert "/system alone shows it" in said[6]
+    capsys.readouterr()
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("/system\n"))
+    assert commands._chat(build_parser().parse_args(["chat"])) == 0
+    assert capsys.readouterr().err.splitlines()[1] == "No system prompt (the model's chat template may add its own)."
 
 
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):

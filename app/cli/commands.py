@@ -68,7 +68,7 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat-last-n", type=int, default=SAMPLING.repeat_last_n, help="tokens the repetition penalty looks back at")
     parser.add_argument("--presence-penalty", type=float, default=SAMPLING.presence_penalty, help="OpenAI's presence penalty over the reply's tokens, -2..2 (0 = off)")
     parser.add_argument("--frequency-penalty", type=float, default=SAMPLING.frequency_penalty, help="OpenAI's frequency penalty over the reply's tokens, -2..2 (0 = off)")
-    parser.add_argument("--system", default="", help="system prompt")
+    parser.add_argument("--system", default="", help="system prompt (in chat, /system TEXT changes it for the next replies)")
 
 
 def _seed(text: str) -> int | None:
@@ -111,10 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_options(generate)
     chat = commands.add_parser(
         "chat", parents=folders,
-        help=f"multi-turn chat in the terminal (/help, /reset, /exit or /bye; {MULTILINE} starts and ends a multi-line message)",
+        help=f"multi-turn chat in the terminal (/help, /reset, /system, /exit or /bye; {MULTILINE} starts and ends a multi-line message)",
         description=f"Multi-turn chat in the terminal. Each line is a message; a message of several lines (pasted text) "
         f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /help lists the commands, /reset clears the "
-        "conversation, /exit or /bye quits (or Ctrl+D), Ctrl+C stops a reply; another /word is not sent (//text sends "
+        "conversation, /system TEXT changes the system prompt (--system sets the first), /exit or /bye quits (or Ctrl+D), Ctrl+C stops a reply; another /word is not sent (//text sends "
         "/text).",
     )
     _add_engine_options(chat, modes=("auto", "ar", "spec"))  # a comparison runs one message twice: generate only
@@ -224,6 +224,8 @@ def read_message(read_line: Callable[[str], str] = input) -> str:
 CHAT_COMMANDS = {
     "/help": "lists these commands",
     "/reset": "clears the conversation",
+    "/system": "TEXT sets the system prompt for the next replies (--system sets the first) and keeps the "
+    "conversation; /system alone shows it",
     "/exit": "quits (or Ctrl+D)",
     "/bye": "quits, as /exit",
 }
@@ -241,7 +243,7 @@ def chat_help() -> str:
 
 def chat_input(text: str) -> tuple[str, str]:
     """What a message typed in ``specchat chat`` is: ``("command", "/exit")`` (one of :data:`CHAT_COMMANDS`, alone
-    on its line), ``("unknown", "/word")`` (a line that starts with another ``/word``: not sent), or
+    on its line; ``("command", "/system TEXT")`` for /system with its text), ``("unknown", "/word")`` (a line that starts with another ``/word``: not sent), or
     ``("message", text)`` to send (``//text`` sends ``/text``; a message of several lines is always sent), or
     ``("blank", "")`` for nothing but white space (ignored quietly; it answered "error: the message is empty")."""
     stripped = text.strip()
@@ -254,6 +256,8 @@ def chat_input(text: str) -> tuple[str, str]:
     word = stripped.split()[0]
     if stripped in CHAT_COMMANDS:
         return "command", stripped
+    if word == "/system":
+        return "command", f"/system {stripped[len(word):].strip()}"
     return "unknown", word
 
 
@@ -451,6 +455,8 @@ def _chat(args: argparse.Namespace) -> int:
                 return 0
             if text == "/help":
                 print(chat_help(), file=sys.stderr)
+            elif text.startswith("/system"):
+                print(_system_command(session, text[len("/system"):].strip()), file=sys.stderr)
             else:  # /reset
                 session.messages.clear()
                 print("Cleared the conversation.", file=sys.stderr)
@@ -470,6 +476,16 @@ def _chat(args: argparse.Namespace) -> int:
             print("stopped before the reply began: the message was not kept", file=sys.stderr)
         if stats.stop_reason == "cancelled" and not terminal:  # Ctrl+C ends piped input's chat, as it ends generate
             return INTERRUPTED
+
+
+def _system_command(session: ChatSession, text: str) -> str:
+    """``/system TEXT`` in ``specchat chat``: make ``text`` the ``session``'s system prompt (its next replies read it;
+    the messages so far stay), or with no ``text`` name the current one; returns what to say."""
+    if not text:
+        current = session.system_prompt
+        return f"System prompt: {current}" if current else "No system prompt (the model's chat template may add its own)."
+    session.system_prompt = text
+    return f"System prompt set for the next replies (the conversation so far is kept): {text}"
 
 
 def _serve(args: argparse.Namespace) -> int:
