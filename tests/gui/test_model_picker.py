@@ -457,3 +457,41 @@ def test_a_footer_names_the_model_by_its_label_else_by_its_store_name():
     assert footer_text(stats).endswith(" · SmolLM2-135M-Instruct-int4")  # a reply recorded before labels were
     labelled = {**stats, "target_label": "SmolLM2-135M-Instruct · 4-bit"}
     assert footer_text(labelled).endswith(" · SmolLM2-135M-Instruct\u00a0·\u00a04-bit") and "int4" not in footer_text(labelled)
+
+
+def test_auto_names_only_the_drafters_it_can_choose(qtbot, make_window, tiny_store):
+    """Newcomer trial: with an imported model (no draft head) the Decoding list read "Auto (fastest measured: draft
+    head, prompt lookup or plain, per step)" while the draft list said "(none)". Auto's entry names the drafter
+    chosen (a draft model, a draft head) or, with none, prompt lookup and plain steps only."""
+    window = make_window(TINY.with_values(decoding=Decoding.AUTO, draft_model=""))
+    pane = window.settings_pane
+    auto = pane.decoding.findData(Decoding.AUTO.value)
+    assert pane.draft_model.currentText() == "(none)"
+    assert pane.decoding.currentText() == "Auto (fastest measured: prompt lookup or plain, per step)"
+    drafts = pane.draft_model
+    index = drafts.findData(str(tiny_store / "tiny-same-b"))  # a draft model chosen: Auto may draft with it
+    drafts.setCurrentIndex(index)
+    assert window.settings.generation.decoding == Decoding.AUTO
+    assert pane.decoding.itemText(auto) == "Auto (fastest measured: draft model, prompt lookup or plain, per step)"
+    drafts.setCurrentIndex(0)  # back to none
+    assert pane.decoding.itemText(auto) == "Auto (fastest measured: prompt lookup or plain, per step)"
+    _pick(window, "tiny-other")  # no draft with its tokenizer
+    assert drafts.currentText().startswith("(none with this tokenizer")
+    assert pane.decoding.itemText(auto) == "Auto (fastest measured: prompt lookup or plain, per step)"
+
+
+def test_autos_entry_names_a_draft_head_only_when_one_is_chosen(head_folder_for_auto):
+    from app.gui.widgets.settings_pane import auto_label
+
+    assert auto_label(head_folder_for_auto) == "Auto (fastest measured: draft head, prompt lookup or plain, per step)"
+    assert auto_label("") == "Auto (fastest measured: prompt lookup or plain, per step)"
+
+
+@pytest.fixture
+def head_folder_for_auto(tmp_path):
+    from inference.draft_head import HEAD_MANIFEST
+
+    folder = tmp_path / "some-head"
+    folder.mkdir()
+    (folder / HEAD_MANIFEST).write_text("{}")
+    return str(folder)

@@ -1,6 +1,6 @@
 """The settings pane: devices, decoding mode, draft model, K, rolling context, bit-width and sampling.
 
-Why one module of ~840 lines: it is one form, :class:`SettingsPane` (about 640 of them), whose fields, their
+Why one module of ~870 lines: it is one form, :class:`SettingsPane` (about 640 of them), whose fields, their
 in-place errors, what blocks Send or Compare and which edits reload the model all read and write the same
 ``fields``/``error_labels`` and one ``AppSettings``; splitting its sections into modules would scatter that one
 form's state. The ~130 lines above it are its fields' words and choices (labels, help lines, tooltips, the
@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inference.draft_head import HEAD_K
+from inference.draft_head import HEAD_K, is_head_folder
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
@@ -105,6 +105,8 @@ DECODING_TIP = (
     "chooses each step between guessing (with the drafter below, or prompt lookup) and a plain step, whichever pays "
     "off"
 )
+#: Auto's entry in the Decoding list names the drafters it chooses between (``auto_label``).
+_AUTO_LABEL = "Auto (fastest measured: {}prompt lookup or plain, per step)"
 ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard")
 #: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
 LOOKUP_DRAFT = "<prompt lookup>"
@@ -128,6 +130,15 @@ NEVER_FASTER_TIP = (
 #: The item data role in which a draft list entry marked refused keeps its own text and tooltip (``_mark_refused_draft``).
 _UNMARKED_ROLE = Qt.ItemDataRole.UserRole + 1
 SEED_ERROR = "seed must be a whole number in [0, 2^63), or empty or -1 for a random seed"
+
+
+def auto_label(draft: str) -> str:
+    """Auto's entry in the Decoding list for the draft model chosen (a folder, "" = none): it names the drafters Auto
+    chooses between, the draft head or draft model chosen, prompt lookup and a plain step. A newcomer trial with an
+    imported model (no draft head) read "draft head" there beside a draft list saying "(none)"."""
+    if not draft:
+        return _AUTO_LABEL.format("")
+    return _AUTO_LABEL.format("draft head, " if is_head_folder(draft) else "draft model, ")
 
 
 class SettingsPane(QScrollArea):
@@ -442,6 +453,16 @@ class SettingsPane(QScrollArea):
         self._show_draft_tip()
         if current and self._model_draft != current:
             self._edited()
+
+    @property
+    def _model_draft(self) -> str:
+        """The draft model chosen ("" = none), kept while prompt lookup is shown; Auto's entry names it."""
+        return self._draft_path
+
+    @_model_draft.setter
+    def _model_draft(self, path: str) -> None:
+        self._draft_path = path
+        self.decoding.setItemText(self.decoding.findData(Decoding.AUTO.value), auto_label(path))
 
     def _show_draft_tip(self) -> None:
         """The draft list's tooltip starts with the whole name of the entry shown (the box may cut it), and why it
