@@ -182,7 +182,9 @@ def test_gguf_repository_downloads_one_file_and_imports_it(tiny_ir, tmp_path, mo
         folder = install_from_hub("test-org/smol-gguf", endpoint=hub.url, progress=events.append)
     assert "Downloaded and verified 1 file" in [e.message for e in events]  # trial: "1 files"
     manifest = model_store.read_manifest(folder).to_json()
-    assert folder.name == "SmolLM2-135M-Instruct.Q4_1"
+    # named after the repository, as a checkpoint repository's download is, LM Studio lists it and ollama's
+    # hf.co/ORG/NAME names it (a newcomer's --model smol-gguf found nothing: it was named after its file)
+    assert folder.name == "smol-gguf"
     assert manifest["kind"] == "hub-download" and manifest["source"].startswith("hf:test-org/smol-gguf@")
     assert manifest["bits"] == 4 and manifest["rope_supported"] is True
     assert not list(folder.glob("*.gguf"))
@@ -214,3 +216,21 @@ def test_a_name_already_installed_is_refused_before_downloading(hub):
     with pytest.raises(ModelImportError, match=r"SpecChat's own SmolLM2-135M-Instruct"):
         install_from_hub(REPO, endpoint=hub.url, name="SmolLM2-135M-Instruct-int8")
     assert _resolves(hub) == []
+
+
+def test_a_gguf_chosen_among_several_is_named_after_the_repository(tiny_ir, tmp_path, monkeypatch):
+    """Newcomer trial: `models download me/tiny-gguf --file tiny.F16.gguf` installed ``tiny.F16``, so ``--model
+    tiny-gguf`` found no model. The file chosen is named after its repository; a second file of the same repository
+    is refused before any byte is downloaded, with the advice to name it."""
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    repo = tmp_path / "gguf-repo"
+    repo.mkdir()
+    for name in ("tiny.F16.gguf", "tiny.Q8_0.gguf"):
+        (repo / name).symlink_to(tiny_ir["gguf"])
+    with HubServer({"me/tiny-gguf": repo}) as hub:
+        folder = install_from_hub("me/tiny-gguf", endpoint=hub.url, gguf_file="tiny.F16.gguf")
+        assert folder.name == "tiny-gguf" and model_store.find_model("tiny-gguf") == folder
+        with pytest.raises(ModelImportError, match="a model named 'tiny-gguf' is already installed") as caught:
+            install_from_hub("me/tiny-gguf", endpoint=hub.url, gguf_file="tiny.Q8_0.gguf")
+        assert "--name" in str(caught.value)
+    assert [m.store_name for m in model_store.installed_models()] == ["tiny-gguf"]

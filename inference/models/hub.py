@@ -442,8 +442,9 @@ def install_from_hub(
         repo_id: ``org/name``.
         bits: for a transformers checkpoint, 4, 8 or 16 (default 4); pre-converted OpenVINO and GGUF
             repositories keep their own bit-width (a differing request is reported, not applied).
-        name: model name (default: the repository's name, plus ``-int4``... for conversions; ``-hub`` after the
-            repository's name where that default is one of SpecChat's own models' names (:func:`download_name`)).
+        name: model name (default: the repository's name, a GGUF repository's too whichever file is chosen, plus
+            ``-int4``... for conversions; ``-hub`` after the repository's name where that default is one of
+            SpecChat's own models' names (:func:`download_name`)).
         revision: branch, tag or commit.
         gguf_file: which ``.gguf`` file of a GGUF repository (needed when it has several).
         endpoint: the hub's address (default ``$HF_ENDPOINT`` or huggingface.co).
@@ -478,10 +479,9 @@ def install_from_hub(
     elif bits is not None:
         say(ProgressEvent(f"{repo_id} is a pre-converted {repo.kind} repository: it is installed at its own bit-width, not {bits}", stage="check"))
     if name is None:
-        name = download_name(
-            name_from(files[0].path) if repo.kind == "gguf" else base_name,
-            f"-{store.BITS_SUFFIX[bits]}" if repo.kind == "transformers" else "",
-        )  # fmt: skip
+        # a GGUF too takes the repository's name, not its file's: LM Studio lists it so and ollama's hf.co/ORG/NAME
+        # names it so (a newcomer's --model tiny-gguf found nothing: the download was named tiny.F16)
+        name = download_name(base_name, f"-{store.BITS_SUFFIX[bits]}" if repo.kind == "transformers" else "")
     store.check_free_name(name, replace)  # before downloading what could not be installed under it
     lock = download_lock(stage)
     with exclusive_lock(lock, lambda message: say(ProgressEvent(f"Waiting for another download of {repo_id}...", stage="wait"))):
