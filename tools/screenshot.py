@@ -228,12 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     args.output = args.output.resolve()
     if os.environ.get(INSIDE) != "1":
-        return _relaunch_under_xvfb(["--scene", args.scene, "--size", args.size, "--output", str(args.output),
-                                     "--prompt", args.prompt, "--decoding", args.decoding,
-                                     "--max-new-tokens", str(args.max_new_tokens), "--precision", args.precision,
-                                     "--kv-cache-precision", args.kv_cache_precision, "--timeout", str(args.timeout),
-                                     "--model", args.model, "--switch-to", args.switch_to, "--theme", args.theme,
-                                     *(["--n-ctx", str(args.n_ctx)] if args.n_ctx else [])], args.size)  # fmt: skip
+        return _relaunch_under_xvfb([*argv, "--output", str(args.output)], args.size)  # every option, as given
     return _take(args)
 
 

@@ -25,3 +25,24 @@ def test_a_scene_without_a_reply_shows_the_model_ready_not_loading(scene, int4_d
     assert result.returncode == 0, result.stderr
     status = next(line for line in result.stderr.splitlines() if line.startswith("status bar: "))
     assert status == "status bar: SmolLM2-135M-Instruct · 4-bit · exact" and output.stat().st_size > 0
+
+
+def test_every_option_reaches_the_run_under_xvfb(monkeypatch, tmp_path):
+    """A README trial: `--decoding spec_model --draft 8-bit` pictured the draft head, not the 8-bit draft its help
+    names: the relaunch under Xvfb listed the options one by one and left `--draft` out, so the run inside took its
+    default. Every option given now reaches that run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("specchat_screenshot_tool", REPO / "tools" / "screenshot.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    relaunched = []
+    monkeypatch.setattr(tool, "_relaunch_under_xvfb", lambda argv, size: relaunched.append((argv, size)) or 0)
+    monkeypatch.delenv(tool.INSIDE, raising=False)
+    output = tmp_path / "shot.png"
+    assert tool.main(["--scene", "chat", "--decoding", "spec_model", "--draft", "8-bit", "--size", "1366x768",
+                      "--output", str(output)]) == 0
+    (argv, size), = relaunched
+    inside = tool._parse(argv)
+    assert (inside.draft, inside.decoding, inside.scene, inside.size, size) == ("8-bit", "spec_model", "chat", "1366x768", "1366x768")
+    assert inside.output == output.resolve()
