@@ -306,8 +306,9 @@ class SettingsPane(QScrollArea):
         self.n_keep.setSpecialValueText("auto (system prompt)")
         self._row(
             advanced, "n_keep", "Always kept (n_keep)", self.n_keep,
-            "n_keep: tokens at the start of the chat that are never forgotten; auto keeps the system prompt "
-            "while it takes at most half the context length",
+            "n_keep: tokens at the start of the chat that are never forgotten; auto keeps the system prompt, and of "
+            "one longer than half the context length its first half-context-length tokens (the rest rolls out with "
+            "the chat)",
             "Tokens at the start that are never forgotten.",
         )  # fmt: skip
         self.n_discard = NumberBox()
