@@ -72,3 +72,14 @@ def test_a_speed_ratio_within_timing_noise_is_not_called_a_speedup(make_window):
         f"Last reply: {same}"
     ), (graph.summary.text(), graph.summary.toolTip())
     assert "Speedup" not in graph.summary.text() + graph.summary.toolTip()
+
+
+def test_the_empty_chat_says_what_compare_runs(make_window):
+    """A README trial: a new chat said "Compare runs your message with plain decoding, then speculatively", while
+    with the default decoding Compare runs Auto, which decodes plainly where drafting would not pay (and Compare then
+    says "No speedup: Auto decoded plainly")."""
+    window = make_window(start=False)
+    text = window.chat_view.empty_label.text()
+    assert "then speculatively" not in text
+    assert ("<p><b>Compare</b> runs your message with plain decoding, then with Auto (or the speculative decoding you "
+            "chose), and shows both replies side by side with their speeds.</p>") in text

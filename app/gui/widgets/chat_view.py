@@ -127,7 +127,8 @@ class ChatView(QWidget):
         self.empty_label = QLabel(
             "<h3>Start a conversation</h3><p>Type a message below. <b>Enter</b> sends, <b>Shift+Enter</b> adds a "
             "line, <b>Esc</b> stops a reply, <b>Ctrl+N</b> starts a new chat.</p><p><b>Compare</b> runs your message "
-            "with plain decoding, then speculatively, and shows both replies side by side.</p>"
+            "with plain decoding, then with Auto (or the speculative decoding you chose), and shows both replies side "
+            "by side with their speeds.</p>"
         )
         self.empty_label.setObjectName("emptyLabel")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
