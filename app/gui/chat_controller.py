@@ -217,8 +217,9 @@ class ChatController(QObject):
         if self._replies.active is None:
             self._set_generating(False)
 
-    def _set_generating(self, generating: bool) -> None:
-        self._composer.set_generating(generating)
+    def _set_generating(self, generating: bool, conversation_id: int | None = None) -> None:
+        conversation = self.db.conversation(conversation_id) if conversation_id is not None else None
+        self._composer.set_generating(generating, conversation.title if conversation else "")
         self.generating_changed.emit(generating)
         self._view.set_busy(generating)
 
@@ -229,7 +230,7 @@ class ChatController(QObject):
             view.update_message(reply, live=True)
         elif view.conversation_id == reply.conversation_id:
             view.append_message(reply, live=True)
-        self._set_generating(True)
+        self._set_generating(True, reply.conversation_id)
         # the button that started it (Save & resend, Continue...) may be gone: Enter must not reach "+ New chat"
         self._composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
         self.generation_started.emit(reply.conversation_id)

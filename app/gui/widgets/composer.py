@@ -67,6 +67,7 @@ class Composer(QFrame):
         super().__init__(parent)
         self.setObjectName("composer")
         self._generating = False
+        self._replying_in = ""  # the title of the chat whose reply streams (set_generating)
         self._blocked: str | None = None
         self._compare_off: str | None = None
         self._hint_timer = QTimer(self)
@@ -167,7 +168,8 @@ class Composer(QFrame):
     def _check(self, empty: str = "Type a message first.") -> bool:
         """Whether the text may be sent now; if not, why is shown in place (``empty``: the hint for an empty box)."""
         if self._generating:
-            self.show_error("A reply is being generated: wait for it, or press Stop (Esc).", kind="busy")
+            where = f" in “{self._replying_in}”" if self._replying_in else ""
+            self.show_error(f"A reply is being generated{where}: wait for it, or press Stop (Esc).", kind="busy")
             return False
         if self._blocked:
             self.show_blocked(self._blocked)
@@ -177,10 +179,12 @@ class Composer(QFrame):
             return False
         return True
 
-    def set_generating(self, generating: bool) -> None:
+    def set_generating(self, generating: bool, chat: str = "") -> None:
         """While a reply streams, Send and Compare are off and Stop is on; typing stays possible. Once it ends, the
-        notice that a reply is being generated is withdrawn (newcomer trial: it stayed beside an enabled Send)."""
+        notice that a reply is being generated is withdrawn (newcomer trial: it stayed beside an enabled Send).
+        ``chat``: the title of the chat replying, named by that notice (the user may be reading another chat)."""
         self._generating = generating
+        self._replying_in = chat if generating else ""
         if not generating and self.error_label.property("kind") == "busy":
             self.clear_error()
         self._update_buttons()
