@@ -91,7 +91,7 @@ PLOTS = {
     "fill": (
         "Context", "% of context",
         "Context fill: how much of the context length (n_ctx) the chat takes up. A dashed line marks each time the "
-        "context was full and its oldest tokens (after the first ones) were dropped",
+        "context was full and its oldest tokens (after the system prompt: Always kept, under Advanced) were dropped",
     ),
 }  # fmt: skip
 

@@ -242,7 +242,7 @@ class SettingsPane(QScrollArea):
         self._row(
             model, "n_ctx", "Context length (n_ctx)", self.n_ctx,
             f"n_ctx: how many tokens of the chat the model keeps in memory, at least {MIN_N_CTX}; past it, the "
-            "oldest tokens (after the first ones, see Advanced) are forgotten and the chat goes on",
+            "oldest tokens (after the system prompt: Always kept, under Advanced) are forgotten and the chat goes on",
             "How much of the chat the model remembers, in tokens.",
         )  # fmt: skip
 
