@@ -493,3 +493,18 @@ def test_a_long_chats_note_says_what_the_model_skips_not_what_this_reply_discard
             pairs.append((said.group(1), int(said.group(2)), int(re.search(r"discarded (\d+) \(", line).group(1))))
     assert any(skipped != discarded for _, skipped, discarded in pairs), pairs  # the trial's case happens here
     assert {verb for verb, _, _ in pairs} == {"skips"}, pairs
+
+
+def test_the_chats_banner_names_every_command(monkeypatch, capsys):
+    """A trial: the banner printed when `specchat chat` starts listed /help, /reset and /exit only, after /system came;
+    it now names every command of CHAT_COMMANDS."""
+    import app.cli.commands as commands
+
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: None)
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("/exit\n"))  # piped
+    assert commands._chat(build_parser().parse_args(["chat"])) == 0
+    banner = capsys.readouterr().err.splitlines()[0]
+    assert banner.startswith("SpecChat terminal chat.")
+    assert [name for name in commands.CHAT_COMMANDS if name not in banner] == []

@@ -427,7 +427,8 @@ def _chat(args: argparse.Namespace) -> int:
         sys.stdin.reconfigure(errors="replace")  # invalid UTF-8 typed or piped in becomes U+FFFD, not a crash
     print(
         f"SpecChat terminal chat. {MULTILINE} starts and ends a message of several lines; /help lists the commands, "
-        "/reset clears the conversation, /exit or /bye quits, Ctrl+C stops a reply.",
+        "/reset clears the conversation, /system TEXT changes the system prompt, /exit or /bye quits, Ctrl+C stops a "
+        "reply.",
         file=sys.stderr,
     )
     terminal = sys.stdin.isatty()
