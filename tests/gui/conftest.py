@@ -25,6 +25,17 @@ protect_singletons()  # PySide6 6.12.0 drops references to None/True (see app/qt
 FAST = AppSettings().with_values(max_new_tokens=24, sampling_preset="Precise", **BUILTIN_PRESETS["Precise"])  # greedy
 
 
+@pytest.fixture
+def head_folder(tmp_path) -> str:
+    """A folder that reads as a draft head (its manifest file, empty): what the settings take as one, never loaded."""
+    from inference.draft_head import HEAD_MANIFEST
+
+    folder = tmp_path / "some-head"
+    folder.mkdir()
+    (folder / HEAD_MANIFEST).write_text("{}")
+    return str(folder)
+
+
 @pytest.fixture(autouse=True)
 def no_user_keyring(tmp_path, monkeypatch):
     """Keys go to the fallback file in this test's config folder, never to the user's keyring."""

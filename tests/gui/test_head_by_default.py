@@ -13,18 +13,10 @@ from app.gui.model_choice import k_for_the_drafter
 from app.gui.reply_format import DRAFTER_NAMES
 from app.gui.settings_store import AppSettings
 from app.gui.widgets.settings_pane import K_AUTO_HELP, K_HELP
-from inference.draft_head import HEAD_K, HEAD_MANIFEST
+from inference.draft_head import HEAD_K
 from inference.settings import Decoding, SpeculativeSettings
 
 GENERAL_K = SpeculativeSettings().k
-
-
-@pytest.fixture
-def head_folder(tmp_path):
-    folder = tmp_path / "some-head"
-    folder.mkdir()
-    (folder / HEAD_MANIFEST).write_text("{}")
-    return str(folder)
 
 
 def test_compare_on_plain_decoding_drafts_with_a_chosen_head_and_else_by_prompt_lookup(tmp_path, head_folder):

@@ -480,18 +480,8 @@ def test_auto_names_only_the_drafters_it_can_choose(qtbot, make_window, tiny_sto
     assert pane.decoding.itemText(auto) == "Auto (fastest measured: prompt lookup or plain, per step)"
 
 
-def test_autos_entry_names_a_draft_head_only_when_one_is_chosen(head_folder_for_auto):
+def test_autos_entry_names_a_draft_head_only_when_one_is_chosen(head_folder):
     from app.gui.widgets.settings_pane import auto_label
 
-    assert auto_label(head_folder_for_auto) == "Auto (fastest measured: draft head, prompt lookup or plain, per step)"
+    assert auto_label(head_folder) == "Auto (fastest measured: draft head, prompt lookup or plain, per step)"
     assert auto_label("") == "Auto (fastest measured: prompt lookup or plain, per step)"
-
-
-@pytest.fixture
-def head_folder_for_auto(tmp_path):
-    from inference.draft_head import HEAD_MANIFEST
-
-    folder = tmp_path / "some-head"
-    folder.mkdir()
-    (folder / HEAD_MANIFEST).write_text("{}")
-    return str(folder)
