@@ -34,3 +34,25 @@ def test_cached_tokens_stay_within_the_cache_as_the_chat_rolls(client):
         stream_options={"include_usage": True}, extra_body={"specchat": {"n_ctx": N_CTX}}))
     usage = chunks[-1].usage
     assert 0 < usage.prompt_tokens_details.cached_tokens <= N_CTX < usage.prompt_tokens
+
+
+def test_a_prompt_over_n_ctx_says_how_many_of_its_tokens_the_model_did_not_read(client):
+    """After a roll, a turn that fits the rolled cache rolls nothing itself (``discarded_tokens`` 0, ``rolls`` 0),
+    yet its prompt is longer than n_ctx: newcomer trial, 298 prompt tokens at n_ctx 256 with nothing said dropped.
+    ``unread_prompt_tokens`` counts them, earlier rolls' drops included."""
+    messages = [{"role": "system", "content": "You are Bob, a terse assistant. Always sign with -Bob."}]
+    seen = []
+    for question in ["What is 2+2?", "Name a fruit.", "Tell me about Paris in two sentences.",
+                     "What colour is the sky?", "Name three animals.", "What is your name?", "Summarize our chat."]:
+        messages.append({"role": "user", "content": question})
+        reply = client.chat.completions.create(model="any", messages=messages, temperature=0, max_tokens=60,
+                                               extra_body={"specchat": {"n_ctx": N_CTX}})
+        stats, usage = reply.model_extra["specchat"], reply.usage
+        unread = usage.prompt_tokens - usage.prompt_tokens_details.cached_tokens - stats["prefilled_tokens"]
+        assert stats["unread_prompt_tokens"] == unread, (question, stats, usage)
+        if usage.prompt_tokens <= N_CTX and stats["rolls"] == 0 and sum(s["rolls"] for s in seen) == 0:
+            assert unread == 0, (question, stats, usage)  # nothing rolled yet: the whole prompt was read
+        seen.append(stats)
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    over = [s for s in seen if s["prompt_tokens"] > N_CTX and s["rolls"] == 0]
+    assert over and all(s["unread_prompt_tokens"] >= s["prompt_tokens"] - N_CTX for s in over), seen

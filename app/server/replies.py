@@ -252,7 +252,10 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
     Keys: ``ttft_ms`` (prefill + first token, ms), ``tokens_per_s`` (decode rate after the first token; null for a
     reply of fewer than two tokens, which has no rate),
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
-    and ``rolls`` (rolling context), ``system_prompt_tokens`` (the rendered system prompt's, which ``n_keep`` auto
+    and ``rolls`` (what this reply's rolls and cut dropped), ``unread_prompt_tokens`` (the prompt's tokens the model
+    did not read: a cut's, and those earlier replies' rolls dropped from the cache, which a turn that fits the
+    rolled cache does not count in ``discarded_tokens``; ``stats`` has had ``generation.cache_read``, so they are
+    what neither the cache served nor the prefill read), ``system_prompt_tokens`` (the rendered system prompt's, which ``n_keep`` auto
     pins up to half of n_ctx) and ``system_prompt_dropped`` (those rolls, or the cut of a prompt longer than n_ctx,
     dropped part of it: ``GenerationStats.system_prompt_dropped``), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
     ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
@@ -273,6 +276,7 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
         "accepted": stats.accepted,
         "discarded_tokens": stats.discarded_tokens,
         "rolls": stats.rolls,
+        "unread_prompt_tokens": max(0, stats.prompt_tokens - stats.reused_tokens - stats.prefilled_tokens),
         "system_prompt_tokens": stats.system_prompt_tokens,
         "system_prompt_dropped": stats.system_prompt_dropped,
         "prefilled_tokens": stats.prefilled_tokens,
