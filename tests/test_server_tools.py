@@ -304,3 +304,18 @@ def test_streamed_calls_send_what_the_stream_lacks_and_know_the_cut_call():
     unstreamed = StreamedCalls()  # calls read at the end only (arguments written as a JSON string)
     assert unstreamed.deltas(ToolCalls((ToolCall("f", {"a": 1}),))) == [ToolCallDelta(0, "f", '{"a": 1}')]
     assert unstreamed.is_whole(0) and not StreamedCalls().is_whole(0)
+
+
+@pytest.mark.parametrize("parameters", [{"type": "string"}, {"type": "array", "items": {"type": "integer"}},
+                                        {"type": ["string", "null"]}])
+def test_parameters_that_are_not_an_object_schema_are_a_400_as_openai_answers(client, parameters):
+    """Newcomer trial: ``"parameters": {"type": "string"}`` under ``tool_choice`` "required" got no call at all but
+    the text ``{"tool_calls": [{"name": "a", "arguments": "]["}]}`` with finish_reason stop (a call's arguments are a
+    JSON object; OpenAI refuses such a schema)."""
+    tools = [{"type": "function", "function": {"name": "a", "parameters": parameters}}]
+    with pytest.raises(openai.BadRequestError) as error:
+        _ask(client, max_tokens=2, tools=tools, tool_choice="required")
+    body = error.value.body
+    assert (body["param"], body["code"]) == ("tools[0].function.parameters", "invalid_schema")
+    assert body["message"] == ('tools[0].function.parameters must be a JSON schema of "type": "object" (a call\'s '
+                               f'arguments are a JSON object), got "type": {json.dumps(parameters["type"])}')

@@ -197,7 +197,8 @@ def tool_use(
 
     Raises:
         APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
-            parameters that are not a JSON schema SpecChat can enforce, a
+            parameters that are not a JSON schema SpecChat can enforce or not one of an object (as OpenAI refuses
+            them: a call's arguments are an object), a
             ``tool_choice`` that is none of its values (the message lists them) or names no given tool.
     """
     if parallel is not None and not isinstance(parallel, bool):
@@ -230,6 +231,10 @@ def tool_use(
                 schema_grammar(parameters)
             except GrammarError as error:
                 raise APIError(400, f"{param}: {error}", param=param, code="invalid_schema") from None
+            kind = parameters.get("type", "object") if isinstance(parameters, dict) else "object"
+            if kind != "object" and not (isinstance(kind, list) and kind == ["object"]):
+                raise APIError(400, f'{param} must be a JSON schema of "type": "object" (a call\'s arguments are a '
+                               f'JSON object), got "type": {json.dumps(kind)}', param=param, code="invalid_schema")
     if choice == "none":
         return None
     names = [tool["function"]["name"] for tool in tools]
