@@ -319,3 +319,18 @@ def test_parameters_that_are_not_an_object_schema_are_a_400_as_openai_answers(cl
     assert (body["param"], body["code"]) == ("tools[0].function.parameters", "invalid_schema")
     assert body["message"] == ('tools[0].function.parameters must be a JSON schema of "type": "object" (a call\'s '
                                f'arguments are a JSON object), got "type": {json.dumps(parameters["type"])}')
+
+
+def test_two_tools_of_one_name_are_a_400_naming_the_second(client):
+    """Newcomer trial: two tools named "a" (one without parameters, one taking an integer x) were taken, and the
+    call ``tool_choice`` named "a" got arguments ``{"x": 10, "type": "integer"}``, fitting neither: a client runs a
+    function by its name, which must say which one."""
+    tools = [{"type": "function", "function": {"name": "a"}},
+             {"type": "function", "function": {"name": "a", "parameters": {
+                 "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
+    with pytest.raises(openai.BadRequestError) as error:
+        _ask(client, max_tokens=2, tools=tools, tool_choice={"type": "function", "function": {"name": "a"}})
+    body = error.value.body
+    assert (body["param"], body["code"]) == ("tools[1].function.name", "invalid_value")
+    assert body["message"] == ('tools[1].function.name is "a", the name of tools[0] too: give each function its '
+                               'own name (a call names the function it runs)')

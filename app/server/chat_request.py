@@ -198,7 +198,7 @@ def tool_use(
     Raises:
         APIError: 400 naming the field: a tool that is not ``{"type": "function", "function": {"name", ...}}``,
             parameters that are not a JSON schema SpecChat can enforce or not one of an object (as OpenAI refuses
-            them: a call's arguments are an object), a
+            them: a call's arguments are an object), a function named as an earlier one, a
             ``tool_choice`` that is none of its values (the message lists them) or names no given tool.
     """
     if parallel is not None and not isinstance(parallel, bool):
@@ -215,6 +215,7 @@ def tool_use(
         return None
     if not isinstance(tools, list):
         raise APIError(400, "tools must be a list of functions", param="tools", code="invalid_type")
+    first_of: dict[str, int] = {}  # each function's name: the index of its tool
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
@@ -224,6 +225,11 @@ def tool_use(
         if not isinstance(function.get("name"), str) or not _FUNCTION_NAME.fullmatch(function["name"]):
             raise APIError(400, f"tools[{index}].function.name must be 1 to 64 letters, digits, _ or -",
                            param=f"tools[{index}].function.name", code="invalid_value")
+        earlier = first_of.setdefault(function["name"], index)
+        if earlier != index:
+            raise APIError(400, f"tools[{index}].function.name is {json.dumps(function['name'])}, the name of "
+                           f"tools[{earlier}] too: give each function its own name (a call names the function it "
+                           "runs)", param=f"tools[{index}].function.name", code="invalid_value")
         parameters = function.get("parameters")
         if parameters is not None:
             param = f"tools[{index}].function.parameters"
