@@ -1,7 +1,8 @@
 """The Responses API (``POST /v1/responses``): its mapping onto the chat path and its store without a model, then
 through the official ``openai`` client (``client.responses.create``) against ``specchat serve`` on the default
 model: text equal to the chat completion of the same conversation, streamed events that add up to the response,
-instructions, json_schema output, a function tool round trip, ``previous_response_id`` and its 400."""
+instructions, json_schema output, a function tool round trip, ``previous_response_id`` and its 400, a
+stored response retrieved and deleted by its id."""
 
 from __future__ import annotations
 
@@ -79,6 +80,13 @@ def test_the_store_keeps_the_most_recent_responses_within_its_bounds():
     store.put("e", [{"role": "user", "content": "x" * 300}])  # larger than the bound alone: not kept
     with pytest.raises(APIError):
         store.get("e")
+    assert store.delete("d") == {"id": "d", "object": "response.deleted", "deleted": True} and len(store) == 0
+    store.put("f", [{"role": "user", "content": "y" * 120}], {"id": "f"})  # its characters were given back
+    store.put("g", [{"role": "user", "content": "z"}])  # kept for previous_response_id without its object
+    assert store.response("f") == {"id": "f"} and len(store) == 2
+    with pytest.raises(APIError) as unretrievable:
+        store.response("g")
+    assert (unretrievable.value.status, unretrievable.value.code) == (404, "response_not_found")
 
 
 class Scripted:
@@ -416,6 +424,36 @@ def test_a_function_tool_round_trip_and_previous_response_id(client):
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="any", previous_response_id="resp_not_kept", input="Hi")
     assert refused.value.body["param"] == "previous_response_id" and "resp_not_kept" in refused.value.body["message"]
+
+
+def test_a_stored_response_is_retrieved_and_deleted_by_its_id(client):
+    """Trial: ``client.responses.retrieve(id)`` and ``client.responses.delete(id)`` were a 404 ``unknown_route``,
+    though the server keeps the last responses. A stored response is retrieved as created (streamed too), deleted
+    with OpenAI's ``response.deleted`` object, then gone (404 naming it, and no longer a previous_response_id); one
+    created with store false, or never, is a 404 naming its id."""
+    asked = dict(model="any", input="Say hello.", temperature=0, max_output_tokens=6)
+    created = client.responses.create(**asked)
+    assert created.output_text and created.store
+    assert client.responses.retrieve(created.id).model_dump() == created.model_dump()
+    streamed = list(client.responses.create(stream=True, **asked))[-1].response
+    assert client.responses.retrieve(streamed.id).model_dump() == streamed.model_dump()
+    deleted = client.responses.with_raw_response.delete(created.id)
+    assert (deleted.status_code, json.loads(deleted.text)) == (
+        200, {"id": created.id, "object": "response.deleted", "deleted": True})
+    for gone in (lambda: client.responses.retrieve(created.id), lambda: client.responses.delete(created.id)):
+        with pytest.raises(openai.NotFoundError) as missing:
+            gone()
+        assert (missing.value.body["code"], missing.value.body["param"]) == ("response_not_found", "response_id")
+        assert missing.value.body["message"].startswith(f"Response with id {created.id!r} not found")
+    with pytest.raises(openai.BadRequestError, match="is not kept by this server"):
+        client.responses.create(model="any", previous_response_id=created.id, input="Again", max_output_tokens=2)
+    unstored = client.responses.create(store=False, **asked)
+    for response_id, why in ((unstored.id, "was created with store false"), ("resp_never", "is not kept")):
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.responses.retrieve(response_id)
+        assert f"Response with id {response_id!r} not found" in missing.value.body["message"]
+        assert why in missing.value.body["message"]
+    assert client.responses.retrieve(streamed.id).id == streamed.id  # the other one is still kept
 
 
 def test_the_clients_stream_helper_accumulates_streamed_calls_and_text(client):

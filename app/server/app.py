@@ -62,7 +62,8 @@ Mapped = TypeVar("Mapped", GenerationRequest, list[GenerationRequest])
 #: Largest request body accepted (413 beyond): 4 MiB, about a million tokens of text.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: The routes served, as an unknown route's 404 lists them.
-ROUTES = ("POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/models, GET /v1/models/{model}, "
+ROUTES = ("POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/responses/{id}, "
+          "DELETE /v1/responses/{id}, GET /v1/models, GET /v1/models/{model}, "
           "GET /health, GET /v1/health")
 #: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
 SERVE_DRAFT_ADVICE = (
@@ -291,13 +292,26 @@ def create_app(
                 return Response(status_code=499)
             builder.take(events)
             if parsed.store:
-                kept_responses.put(builder.id, builder.conversation())
+                kept_responses.put(builder.id, builder.conversation(), builder.response())
             return JSONResponse(builder.response())
 
         def events_after(first: list[Event]) -> AsyncIterator[bytes]:
             return response_stream(builder, run, first, kept_responses if parsed.store else None)
 
         return await streamed(request, run, events_after, lambda error: sse_event(builder.error(error)))
+
+    @app.get("/v1/responses/{response_id}")
+    async def retrieve_response(request: Request, response_id: str) -> dict:
+        """A stored response as its create call returned it; 404 naming an id not kept."""
+        authorize(request)
+        return kept_responses.response(response_id)
+
+    @app.delete("/v1/responses/{response_id}")
+    async def delete_response(request: Request, response_id: str) -> dict:
+        """Drop a stored response: ``{"id", "object": "response.deleted", "deleted": true}``; 404 naming an id not
+        kept."""
+        authorize(request)
+        return kept_responses.delete(response_id)
 
     app.state.gate = gate
     app.state.grammars = grammars
