@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fused draft head's long run on a shared 2-core machine (issue 34, item 3), resumable: rerun the same command
 # after any interruption. Its head ships since 2026-12-07 (the shipped manifest's last three stages): the shipped
-# head has now read every training shard of 0-101, so a next run needs new shards or another recipe: shards 102-115
+# head has now read every training shard of 0-101, so a next run needs new shards or another recipe: shards 102-124
 # (2026-12-07, `generate --conversations-only`; 112 held out by the corpus's rule) are new, and their layer features
 # are built like those below (`--only 0 16 32 102 ...`).
 #
