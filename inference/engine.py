@@ -299,13 +299,12 @@ class Engine:
 
     def _roll(
         self, n_keep: int, n_discard: int, drafters: dict[str, Drafter], models: list[LoadedModel],
-        stats: GenerationStats, pinned: int,
+        stats: GenerationStats,
     ) -> ContextRolled:
         """Roll the target cache (and the reply's drafters), count it in ``stats``, return the event. The draft
         model or head, when not among ``drafters``, keeps only the n_keep tokens a roll never changes: it did not
-        follow this reply, and would otherwise draft from keys at pre-roll positions in a later reply. ``pinned``:
-        the system prompt's tokens (``generate``'s ``system_prompt_tokens``); a roll keeping fewer drops some of them
-        (``stats.system_prompt_dropped``).
+        follow this reply, and would otherwise draft from keys at pre-roll positions in a later reply. A roll keeping
+        fewer than ``stats.system_prompt_tokens`` drops some of them (``stats.system_prompt_dropped``).
 
         Raises:
             RopeUnsupportedError: one of ``models`` cannot shift its keys.
@@ -320,7 +319,7 @@ class Engine:
         self._rolled = True
         stats.rolls += 1
         stats.discarded_tokens += dropped
-        stats.system_prompt_dropped |= n_keep < pinned
+        stats.system_prompt_dropped |= n_keep < stats.system_prompt_tokens
         return ContextRolled(discarded_tokens=dropped, n_keep=n_keep, cache_len=len(self._cache))
 
     def _rolling_keeps(self, message: tuple[int, int] | None, reused: int, discarded: int, n_keep: int) -> bool:
@@ -343,7 +342,6 @@ class Engine:
         drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
-        pinned: int,
     ) -> Generator[ContextRolled, None, list[int]]:
         """Keep only ``cut``'s tokens of a prompt longer than n_ctx (``prefill.middle_cut``), before prefilling it
         (as LM Studio's truncate-middle does), so that its TTFT is that of an n_ctx prompt at most.
@@ -352,14 +350,14 @@ class Engine:
         (then only its first n_keep are in order). It keeps the longest of them that starts the cut's tokens; the
         cached tokens after those are rolled away (one roll, yielded); returns the cut's other tokens, to prefill.
         ``stats.discarded_tokens`` grows by the tokens this reply drops, the roll's included;
-        ``stats.system_prompt_dropped`` is set where the cut keeps fewer than the ``pinned`` system prompt's tokens.
+        ``stats.system_prompt_dropped`` is set where the cut keeps fewer than ``stats.system_prompt_tokens``.
         """
-        stats.system_prompt_dropped |= cut.spans[0][1] < pinned
+        stats.system_prompt_dropped |= cut.spans[0][1] < stats.system_prompt_tokens
         in_order = reused if len(self._cache) == reused else min(n_keep, len(self._cache))
         kept = min(in_order, cut.spans[0][1])
         dropped_before, discarded = reused - len(self._cache), stats.discarded_tokens  # (rolled out by earlier replies)
         if len(self._cache) > kept:
-            yield self._roll(kept, len(self._cache) - kept, drafters, models, stats, pinned)
+            yield self._roll(kept, len(self._cache) - kept, drafters, models, stats)
         self._rolled = True
         stats.discarded_tokens = discarded + cut.skipped - dropped_before  # the roll's tokens the cut keeps count back
         return [token for start, end in cut.spans for token in prompt_ids[max(start, kept) : end]]
@@ -373,12 +371,11 @@ class Engine:
         drafters: dict[str, Drafter],
         models: list[LoadedModel],
         stats: GenerationStats,
-        pinned: int,
         cancel: threading.Event | None = None,
         start: float | None = None,
     ) -> Generator[ContextRolled | PromptProgress, None, np.ndarray | None]:
-        """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full (``pinned``:
-        as ``_roll`` takes it), the drafters told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
+        """Feed prompt tokens (at least one) in passes of ``prefill_pass_size`` tokens, rolling when full, the
+        drafters told after each pass; yields ContextRolled, and PromptProgress before the first pass and after each
         (``start``: the ``time.perf_counter()`` its ``elapsed_s`` counts from; now when None); returns the float32
         ``[vocab]`` logits after the last token, or None when ``cancel`` was set (checked before each pass; the cache
         then holds the passes done)."""
@@ -392,7 +389,7 @@ class Engine:
                 return None
             pass_start = time.perf_counter()  # (a roll before the pass counts in its time, as the drafters' feed after)
             if len(self._cache) >= n_ctx:
-                yield self._roll(n_keep, n_discard, drafters, models, stats, pinned)
+                yield self._roll(n_keep, n_discard, drafters, models, stats)
             upcoming = len(tokens) - done
             size = prefill_pass_size(self._cache.physical_length, self._cache.prefills_in_copy(upcoming))
             chunk = tokens[done : done + min(size, n_ctx - len(self._cache))]
@@ -456,12 +453,10 @@ class Engine:
         fast_before = self._cache.fast_prefilled
         to_prefill = prompt_ids[reused:]
         if cut is not None:
-            to_prefill = yield from self._cut_the_middle(prompt_ids, reused, cut, n_keep, drafters, models, stats,
-                                                         system_prompt_tokens)
+            to_prefill = yield from self._cut_the_middle(prompt_ids, reused, cut, n_keep, drafters, models, stats)
             stats.prefilled_tokens = len(to_prefill)
         seen_before = len(self._seen)
-        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats,
-                                          system_prompt_tokens, cancel, start)
+        logits = yield from self._prefill(to_prefill, n_ctx, n_keep, n_discard, drafters, models, stats, cancel, start)
         if cut is not None and logits is not None:
             self._seen[seen_before:] = prompt_ids[reused:]  # all of it, as if rolled through: the next turn reuses it
         stats.fast_prefilled_tokens = self._cache.fast_prefilled - fast_before
@@ -503,7 +498,7 @@ class Engine:
                 reply.stop_reason = "cancelled"
                 break
             if len(self._cache) + 1 > n_ctx:
-                yield self._roll(n_keep, n_discard, drafters, models, stats, system_prompt_tokens)
+                yield self._roll(n_keep, n_discard, drafters, models, stats)
                 decode.shadow.clear()  # the positions moved
             yield from self._speculative_step(decode)
         last_token_at = time.perf_counter()
@@ -639,7 +634,7 @@ class Engine:
             RopeUnsupportedError: the prompt needs a roll the target cannot take.
         """
         stats = GenerationStats(mode=Decoding.AUTOREGRESSIVE.mode, prompt_tokens=len(prompt_ids))
-        prefill = self._prefill(prompt_ids, n_ctx, n_keep, n_discard, {}, [self.target], stats, 0)
+        prefill = self._prefill(prompt_ids, n_ctx, n_keep, n_discard, {}, [self.target], stats)
         try:
             while True:
                 next(prefill)
