@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The fused draft head's long run on a shared 2-core machine (issue 34, item 3), resumable: rerun the same command
-# after any interruption. Its head ships since 2026-12-07 (the shipped manifest's last three stages): the shipped
-# head has now read every training shard of 0-101, so a next run needs new shards or another recipe: shards 102-124
-# (2026-12-07, `generate --conversations-only`; 112 held out by the corpus's rule) are new, and their layer features
-# are built like those below (`--only 0 16 32 102 ...`).
+# after any interruption. Its fourth run (from 2026-12-07) continues the shipped head, which has read every training
+# shard of 0-101 (its manifest's last stages), on the shards it has never read: 102-124 (2026-12-07,
+# `generate --conversations-only`; 112 is held out by the corpus's rule and not evaluated, so not built).
 #
 # Each stage continues where it stopped (generate.py skips finished shards, train.py
 # --resume continues from the run's checkpoint). One thread, lowest priority; a second copy exits at once (lock).
@@ -13,14 +12,12 @@
 # DATA (the argument) must hold model-int4/ (the target the corpus was made with, SHA-256 in its manifest) and
 # shipped-head/ (the head the run starts from: a copy of inference/models/data/SmolLM2-135M-Instruct-head).
 # 1. Rebuild DATA/data from the committed corpus with the outputs of decoder layers 1 and 14 (EAGLE-3's low and mid
-#    features beside the final hidden state): held-out shards 0, 16, 32, then the training shards among 1-49 and no
-#    others (the shipped head's fused runs trained on those among 50-101; 1-49 only the unfused head it started
-#    from: the shards it has not learnt from as a fused head; 48 is held out and not evaluated, so not built):
-#    ~3.5 MB of features per 1,000 tokens, ~12 GB for these 49 shards, 6-8 minutes a shard on one thread of a quiet
-#    Zen 4 (the whole corpus would take twice as long to reach a first training step).
-# 2. Train the fused head from the shipped one (train.py: its fusion starts at zero, so it begins as the shipped head)
-#    on the 46 training shards among 1-49, streamed a few shards at a time, with the training-time test over 3 draft
-#    steps. DATA/data must hold no other training shards (train.py trains on every one its manifest lists).
+#    features beside the final hidden state): held-out shards 0, 16, 32, then the 22 training shards among 102-124
+#    and no others: ~3.5 MB of features per 1,000 tokens, ~6 GB for these 25 shards, 6-8 minutes a shard on one
+#    thread of a quiet Zen 4 or Xeon.
+# 2. Train the fused head from the shipped one (train.py: with --init-head it begins as the shipped head) on those
+#    22 training shards, streamed a few shards at a time, with the training-time test over 3 draft steps. DATA/data
+#    must hold no other training shards (train.py trains on every one its manifest lists).
 set -euo pipefail
 DATA=$(realpath "${1:?usage: fused_run.sh DATA_DIR}")
 cd "$(dirname "$0")/../.."
@@ -29,8 +26,8 @@ flock -n 9 || { echo "$(date -Is) another fused_run.sh holds $DATA/run.lock: exi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 PYTHON=${PYTHON:-.venv/bin/python}
 echo "$(date -Is) fused_run.sh: commit $(git rev-parse --short HEAD), pid $$"
-"$PYTHON" -m tools.draft_head.generate --out "$DATA/data" --model "$DATA/model-int4" --shards 102 --layers 1 14 \
-    --threads 1 --only 0 16 32 $(seq 1 47) 49
+"$PYTHON" -m tools.draft_head.generate --out "$DATA/data" --model "$DATA/model-int4" --shards 125 --layers 1 14 \
+    --threads 1 --only 0 16 32 $(seq 102 111) $(seq 113 124)
 echo "$(date -Is) data folder complete; training"
 "$PYTHON" -m tools.draft_head.train --data "$DATA/data" --out "$DATA/runs/fused" --init-head "$DATA/shipped-head" \
     --epochs 2 --lr 0.001 --draft-steps 3 --stream-shards 4 --threads 1 --held-out-shards 0 16 32 --resume
