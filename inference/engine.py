@@ -350,7 +350,8 @@ class Engine:
         (then only its first n_keep are in order). It keeps the longest of them that starts the cut's tokens; the
         cached tokens after those are rolled away (one roll, yielded); returns the cut's other tokens, to prefill.
         ``stats.discarded_tokens`` grows by the tokens this reply drops, the roll's included;
-        ``stats.system_prompt_dropped`` is set where the cut keeps fewer than ``stats.system_prompt_tokens``.
+        ``stats.reused_tokens`` becomes the cached tokens kept; ``stats.system_prompt_dropped`` is set where the cut
+        keeps fewer than ``stats.system_prompt_tokens``.
         """
         stats.system_prompt_dropped |= cut.spans[0][1] < stats.system_prompt_tokens
         in_order = reused if len(self._cache) == reused else min(n_keep, len(self._cache))
@@ -359,6 +360,7 @@ class Engine:
         if len(self._cache) > kept:
             yield self._roll(kept, len(self._cache) - kept, drafters, models, stats)
         self._rolled = True
+        stats.reused_tokens = kept
         stats.discarded_tokens = discarded + cut.skipped - dropped_before  # the roll's tokens the cut keeps count back
         return [token for start, end in cut.spans for token in prompt_ids[max(start, kept) : end]]
 
@@ -428,7 +430,7 @@ class Engine:
             mode=settings.decoding.mode,
             drafter="head" if "head" in drafters and settings.decoding is Decoding.DRAFT_MODEL else settings.decoding.drafter,
             prompt_tokens=len(prompt_ids),
-            reused_tokens=reused,
+            reused_tokens=min(reused, len(self._cache)),  # (after earlier rolls: what they left, not all seen before)
             prefilled_tokens=len(prompt_ids) - reused,
             system_prompt_tokens=system_prompt_tokens,
             precision=self.target.precision.describe(),

@@ -172,9 +172,11 @@ class GenerationStats:
             None; for Auto the drafter whose accepted drafts gave the most tokens (:meth:`most_accepted_drafter`;
             None when no draft was accepted), not the one of most steps: a head drafting 30 steps for 10 tokens beside
             prompt lookup copying 40 in 5 steps was named, though lookup did most of the speeding up.
-        prompt_tokens: tokens of the whole rendered prompt; reused_tokens: those the KV cache already held
-            (the cached prefix of earlier turns); prefilled_tokens: those actually computed (neither reused nor cut
-            from the middle of a prompt longer than n_ctx before its prefill).
+        prompt_tokens: tokens of the whole rendered prompt; reused_tokens: those the reply read from the KV cache
+            (the cached prefix of earlier turns, as OpenAI's ``cached_tokens``: after earlier rolls only what they
+            left in it, of a prompt cut in the middle only the cached tokens the cut keeps); prefilled_tokens: those
+            actually computed (neither reused nor cut from the middle of a prompt longer than n_ctx before its
+            prefill).
         new_tokens: tokens generated.
         ttft_ms: time to first token (prefill + first sample), milliseconds.
         decode_tokens_per_s: (new_tokens - 1) / time from the first to the last token.

@@ -155,19 +155,22 @@ def test_a_long_paste_in_a_second_turn_rolls_the_first_away_and_the_third_turn_r
     paste = _genesis_ids(target, 4 * n_ctx)
     second = first + one.token_ids + paste[1:]  # (the template's first token once)
     fed = _fed_by_prefill(engine)
+    held = len(engine._cache)
     try:
         events = list(engine.generate(second, settings("ar", max_new_tokens=12, n_ctx=n_ctx)))
         two = events[-1].stats
         assert sum(fed) <= n_ctx and two.discarded_tokens > 3 * n_ctx
-        assert two.prefilled_tokens == sum(fed) and two.reused_tokens == len(first) + len(one.token_ids)  # turn 1 held in the cache
+        assert held == len(first) + len(one.token_ids) and two.prefilled_tokens == sum(fed)  # turn 1 held in the cache
+        assert two.reused_tokens == (128 - 12) // 8  # of which the cut keeps the prompt's first tokens
         first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
         rolls = [e.discarded_tokens for e in events[:first_text] if isinstance(e, ContextRolled)]
-        assert rolls == [two.reused_tokens - (128 - 12) // 8]  # turn 1 goes, but for the prompt's first tokens
+        assert rolls == [held - two.reused_tokens]  # turn 1 goes, but for the prompt's first tokens
         third = second + two.token_ids + chat_ids(target, "Thanks.")[1:]
         fed.clear()
+        held = len(engine._cache)
         three = engine.generate_text(third, settings("ar", max_new_tokens=4, n_ctx=n_ctx))
         assert three.prefilled_tokens < 40 and sum(fed) == three.prefilled_tokens  # only the new turn
-        assert three.reused_tokens + three.prefilled_tokens == len(third)  # nothing cut: the rest was cached
+        assert three.reused_tokens == held  # the rest of the cache: nothing cut again (the paste's middle stays out)
     finally:
         del engine._cache.prefill
 
@@ -225,13 +228,15 @@ def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32
     assert 20 < turn_start < text_start == turn_start + 3 and len(ids) > 4 * n_ctx
     system = session.system_prompt_tokens()
     assert 4 < system < turn_start and ids[system - 3 : system] == ids[turn_start:text_start]  # one role header
+    held = len(engine._cache)
     events = list(session.reply(settings("ar", max_new_tokens=16, n_ctx=n_ctx)))
     overflow, stats = events[0], events[-1].stats
     tail = 240 - system - 30
     assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (system, 30, tail)
     assert overflow.discarded_tokens == len(ids) - 240 == stats.discarded_tokens
     rolls = [e for e in events if isinstance(e, ContextRolled)]
-    assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(system, stats.reused_tokens - system)]  # the first turn goes
+    assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(system, held - system)]  # the first turn goes
+    assert stats.reused_tokens == system  # the cached tokens the cut keeps
     kept = ids[:system] + ids[text_start : text_start + 30] + ids[len(ids) - tail :]
     assert engine._cache.tokens[:240] == kept and stats.prefilled_tokens == 240 - system
     assert not stats.system_prompt_dropped
@@ -525,10 +530,28 @@ def test_a_turn_after_a_roll_says_what_the_model_no_longer_reads(engine):
     session = ChatSession(engine, system_prompt="You are a pirate.")
     first = list(session.send(PROMPTS[1], settings("ar", max_new_tokens=120, n_ctx=128, n_keep="auto", ignore_eos=True)))
     dropped = first[-1].stats.discarded_tokens
-    assert dropped > 0 and len(engine._cache) < 128 - 24  # it rolled, and the next short turn fits what is left
+    held = len(engine._cache)
+    assert dropped > 0 and held < 128 - 24  # it rolled, and the next short turn fits what is left
     second = list(session.send("Thanks.", settings("ar", max_new_tokens=4, n_ctx=128, n_keep="auto")))
     assert not any(isinstance(e, ContextRolled) for e in second)  # nothing rolls during this turn
     overflow, stats = next(e for e in second if isinstance(e, PromptOverflow)), second[-1].stats
     assert overflow.discarded_tokens == dropped
     assert overflow.head_tokens + overflow.message_tokens + overflow.tail_tokens + dropped == stats.prompt_tokens
-    assert overflow.head_tokens + overflow.tail_tokens == stats.reused_tokens - dropped + stats.prefilled_tokens
+    assert stats.reused_tokens == held  # read from the cache: not the tokens the roll dropped (OpenAI's cached_tokens)
+    assert overflow.head_tokens + overflow.tail_tokens == stats.reused_tokens + stats.prefilled_tokens
+
+
+def test_a_reply_that_rolls_again_counts_as_reused_what_the_cache_held_at_its_start(engine):
+    """Server trial (n_ctx 256): a turn after a roll, which rolled again itself, said ``cached_tokens`` 119 where
+    240 were read from the cache (the server subtracted the reply's own drops from the engine's count, which included
+    what earlier rolls dropped). ``reused_tokens`` counts what the cache held and kept at the reply's start, however
+    the reply rolls afterwards."""
+    engine.reset()
+    session = ChatSession(engine, system_prompt="You are a pirate.")
+    list(session.send(PROMPTS[1], settings("ar", max_new_tokens=120, n_ctx=128, n_keep="auto", ignore_eos=True)))
+    held = len(engine._cache)
+    events = list(session.send("Tell me more.", settings("ar", max_new_tokens=60, n_ctx=128, n_keep="auto",
+                                                         ignore_eos=True)))
+    stats = events[-1].stats
+    assert held > 0 and stats.rolls >= 1  # its decoding rolled the cache it read
+    assert stats.reused_tokens == held

@@ -18,12 +18,11 @@ import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 from fastapi import Request
 
 from app.backends.protocol import GenerationRequest, ReplySource
-from inference.events import Event, Finished, GenerationStats, PromptOverflow, PromptProgress, StepStats, TextDelta
+from inference.events import Event, Finished, PromptProgress, StepStats, TextDelta
 from inference.rope import RopeUnsupportedError
 from inference.settings import Decoding, SettingError
 
@@ -32,17 +31,6 @@ from .gate import GateClosed, GenerationGate, QueueFull
 from .request_log import RequestRecord
 
 logger = logging.getLogger(__name__)
-
-
-def cache_read(stats: GenerationStats, overflow: PromptOverflow | None) -> GenerationStats:
-    """``stats`` with ``reused_tokens`` cut to the prompt tokens the reply read from the KV cache, as OpenAI's
-    ``cached_tokens`` means them (``replies.usage``). The engine counts the prompt's prefix it has seen, which after
-    earlier rolls includes the tokens they dropped from the cache (newcomer trial: 412 at n_ctx 256); ``overflow``
-    (the reply's ``PromptOverflow``) counts those in the prompt tokens the model does not read, and the rest of the
-    prompt not prefilled is what the cache served. A reply without one read all it reused."""
-    skipped = overflow.discarded_tokens if overflow is not None else 0
-    served = max(0, min(stats.reused_tokens, stats.prompt_tokens - stats.prefilled_tokens - skipped))
-    return stats if served == stats.reused_tokens else replace(stats, reused_tokens=served)
 
 
 class Generation:
@@ -63,7 +51,6 @@ class Generation:
         self._record = record
         self._ended = False  # the reply's Finished came, or an error ended it
         self._generated = 0  # reply tokens so far (its last decode step's count)
-        self._overflow: PromptOverflow | None = None  # the current reply's, if its prompt did not fit in n_ctx
 
     def queued(self) -> int:
         """The queue position this request would wait at now (1 = next; 0: it would not wait).
@@ -164,12 +151,9 @@ class Generation:
         try:
             batch = await self._batches.__anext__()
             self._generated = next((e.generated for e in reversed(batch) if isinstance(e, StepStats)), self._generated)
-            self._overflow = next((e for e in batch if isinstance(e, PromptOverflow)), self._overflow)
             finished = next((event for event in batch if isinstance(event, Finished)), None)
             if finished is not None:
                 self._ended = True
-                finished = replace(finished, stats=cache_read(finished.stats, self._overflow))
-                batch, self._overflow = [finished if isinstance(e, Finished) else e for e in batch], None
             if self._record is not None:
                 self._log(batch, finished)
             return batch

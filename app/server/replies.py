@@ -236,7 +236,7 @@ def arguments_fragment(index: int, text: str) -> list[dict]:
 def usage(*stats: GenerationStats) -> dict:
     """OpenAI's usage object of a reply's ``stats``, or summed over several (a text completion's prompts);
     ``prompt_tokens_details.cached_tokens`` counts the prompt tokens read from the KV cache (not prefilled again;
-    ``generation.cache_read`` has cut ``reused_tokens`` to those, leaving out what earlier rolls dropped)."""
+    ``GenerationStats.reused_tokens``: after earlier rolls only what they left in it)."""
     prompt_tokens, new_tokens = sum(s.prompt_tokens for s in stats), sum(s.new_tokens for s in stats)
     return {
         "prompt_tokens": prompt_tokens,
@@ -254,8 +254,7 @@ def stats_object(stats: GenerationStats, unused: dict[str, str] | None = None) -
     ``acceptance_rate`` (accepted / drafted, null without drafts), ``drafted``, ``accepted``, ``discarded_tokens``
     and ``rolls`` (what this reply's rolls and cut dropped), ``unread_prompt_tokens`` (the prompt's tokens the model
     did not read: a cut's, and those earlier replies' rolls dropped from the cache, which a turn that fits the
-    rolled cache does not count in ``discarded_tokens``; ``stats`` has had ``generation.cache_read``, so they are
-    what neither the cache served nor the prefill read), ``system_prompt_tokens`` (the rendered system prompt's, which ``n_keep`` auto
+    rolled cache does not count in ``discarded_tokens``: what neither the cache served nor the prefill read), ``system_prompt_tokens`` (the rendered system prompt's, which ``n_keep`` auto
     pins up to half of n_ctx) and ``system_prompt_dropped`` (those rolls, or the cut of a prompt longer than n_ctx,
     dropped part of it: ``GenerationStats.system_prompt_dropped``), ``prefilled_tokens`` and ``prompt_tokens`` (computed / whole prompt),
     ``mode`` (``auto``/``ar``/``spec``), ``drafter`` (``head``/``model``/``lookup``/null; for Auto the one whose
