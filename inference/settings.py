@@ -90,8 +90,12 @@ class Decoding(str, enum.Enum):
 #: The values a settings file may store for the decoding choice.
 DECODING_VALUES = frozenset(d.value for d in Decoding)
 
+#: Auto's label with the drafters it chooses between besides prompt lookup and a plain step ("draft head, ", "draft
+#: model, " or "" without one): the window's Decoding list names the ones its draft choice makes available.
+AUTO_LABEL = "Auto (fastest measured: {}prompt lookup or plain, per step)"
+
 _DECODING_LABELS = {
-    Decoding.AUTO: "Auto (fastest measured: draft head, prompt lookup or plain, per step)",
+    Decoding.AUTO: AUTO_LABEL.format("draft head, "),
     Decoding.AUTOREGRESSIVE: "Plain (one token per step)",
     Decoding.DRAFT_MODEL: "Speculative, draft model",
     Decoding.PROMPT_LOOKUP: "Speculative, prompt lookup",

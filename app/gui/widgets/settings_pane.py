@@ -47,7 +47,7 @@ from inference.draft_head import HEAD_K, is_head_folder
 from inference.model import REQUIRED_FILES
 from inference.models.store import ModelManifest, model_labels, models_dir
 from inference.precision import NumericPrecision
-from inference.settings import MAX_K, MIN_N_CTX, Decoding, SpeculativeSettings
+from inference.settings import AUTO_LABEL, MAX_K, MIN_N_CTX, Decoding, SpeculativeSettings
 
 from ..settings_store import GENERATION_KEYS, RANDOM_SEED, AppSettings, SettingsStore
 from ..theme import GROUP_MARGINS, GROUP_SPACING
@@ -105,8 +105,6 @@ DECODING_TIP = (
     "chooses each step between guessing (with the drafter below, or prompt lookup) and a plain step, whichever pays "
     "off"
 )
-#: Auto's entry in the Decoding list names the drafters it chooses between (``auto_label``).
-_AUTO_LABEL = "Auto (fastest measured: {}prompt lookup or plain, per step)"
 ADVANCED_FIELDS = ("target_device", "draft_device", "precision", "kv_cache_precision", "n_keep", "n_discard")
 #: The draft list's entry that means prompt lookup (Decoding.PROMPT_LOOKUP) instead of a draft model.
 LOOKUP_DRAFT = "<prompt lookup>"
@@ -137,8 +135,8 @@ def auto_label(draft: str) -> str:
     chooses between, the draft head or draft model chosen, prompt lookup and a plain step. A newcomer trial with an
     imported model (no draft head) read "draft head" there beside a draft list saying "(none)"."""
     if not draft:
-        return _AUTO_LABEL.format("")
-    return _AUTO_LABEL.format("draft head, " if is_head_folder(draft) else "draft model, ")
+        return AUTO_LABEL.format("")
+    return AUTO_LABEL.format("draft head, " if is_head_folder(draft) else "draft model, ")
 
 
 class SettingsPane(QScrollArea):
