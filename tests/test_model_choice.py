@@ -111,7 +111,7 @@ def test_target_model_setting_persists_and_version_1_files_still_load(tmp_path):
     assert (loaded.target_model, loaded.bits, loaded.value("n_ctx"), store.warnings) == ("", 8, 2048, [])
     assert loaded.target_name == "SmolLM2-135M-Instruct-int8"
     store.save(AppSettings(target_model="tiny-target", bits=8))
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == 2
     chosen = SettingsStore(path).load()
     assert (chosen.target_model, chosen.target_name, chosen.bits) == ("tiny-target", "tiny-target", 8)
     # The bit-width chooses among the default model's copies only.

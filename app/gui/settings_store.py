@@ -1,6 +1,6 @@
 """The application's settings: what the settings pane edits, how they are checked, and where they persist.
 
-Why one module of ~720 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
+Why one module of ~770 lines: :class:`AppSettings` (the fields, their checks and flat names, ~215 lines) and
 :class:`SettingsStore` (reading, repairing and writing the file, ~215) are the two halves of one file format: a
 setting added touches both, and the functions between them translate one into the other.
 
@@ -15,8 +15,11 @@ Rules:
 - Checks are the engine's own validation; each error is reported at the field its ``SettingError`` names, with
   its allowed range, several at once; settings with errors never reach the engine.
 - Settings live in ``settings.json`` in the platformdirs user config folder (``$SPECCHAT_CONFIG_DIR`` overrides
-  it), as one flat object (format version 1 since the first release: settings added later, such as
-  ``target_model``, take their defaults when a file lacks them, and earlier versions ignore them).
+  it), as one flat object. Settings added later, such as ``target_model``, take their defaults when a file lacks
+  them, and earlier versions ignore them: no new format version. A version is added where a stored value's meaning
+  changes; :data:`MIGRATIONS` then brings an older file's values up to date as it is loaded, and the next save
+  writes them with the new version (loading writes nothing). Version 2: n_keep's default became "auto", and a
+  version 1 file's ``"n_keep": 4`` (the old default, written by every save) loads as "auto".
 - The window's local server keeps its own section of the file (``"server"``,
   :class:`app.gui.server_settings.ServerSettings`): it is no setting of the replies, and a file without it loads
   with the server off on port 8000.
@@ -51,7 +54,7 @@ from .server_settings import ServerSettings
 logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "settings.json"
-SETTINGS_VERSION = 1
+SETTINGS_VERSION = 2
 #: The longest reply the window asks (its "Longest reply"): 131,072 tokens, the longest context of common models,
 #: about 40 minutes at 60 tokens/s (a newcomer's 999,999,999 was accepted: months of decoding).
 MAX_REPLY_TOKENS = 131_072
@@ -415,6 +418,18 @@ _FLOATS = ("temperature", "top_p", "repetition_penalty", "presence_penalty", "fr
 _NO_PENALTIES = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
+def _n_keep_auto(stored: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 -> 2: ``"n_keep": 4``, the default every save wrote before "auto" (which keeps the system prompt
+    through the rolls), becomes "auto"; any other value was the user's choice and stays."""
+    n_keep = stored.get("n_keep")
+    return {**stored, "n_keep": "auto"} if type(n_keep) is int and n_keep == 4 else stored
+
+
+#: Format version -> what brings a file's ``settings`` of that version to the next one, applied in turn from the
+#: file's version up to ``SETTINGS_VERSION``.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _n_keep_auto}
+
+
 def _without_credentials(url: str) -> str | None:
     """``url`` without the ``user:password@`` it holds, or None when it holds none (or is no URL)."""
     try:
@@ -445,7 +460,7 @@ class SettingsStore:
     """Reads and writes ``settings.json`` (atomically and durably: a crash or power cut mid-write keeps the previous
     file; a file it could not read is never overwritten, see the module doc).
 
-    The file holds ``{"version": 1, "settings": {...AppSettings.flat()...}, "ui": {...window state...},
+    The file holds ``{"version": 2, "settings": {...AppSettings.flat()...}, "ui": {...window state...},
     "presets": {name: {...PRESET_KEYS...}}, "server": {...ServerSettings...}}`` (the user's sampling presets; the
     shipped ones are not stored).
 
@@ -503,6 +518,8 @@ class SettingsStore:
         self._presets = self._load_presets(raw.get("presets"))
         self._server = ServerSettings.from_json(raw.get("server"), self.warnings)
         stored = raw.get("settings") if isinstance(raw.get("settings"), dict) else {}
+        for older in range(version, SETTINGS_VERSION):
+            stored = MIGRATIONS[older](stored)
         values = {}
         for name in _FLAT_NAMES:
             if name not in stored:

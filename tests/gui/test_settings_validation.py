@@ -97,7 +97,7 @@ def test_store_round_trip_and_atomic_file(tmp_path):
     settings = AppSettings().with_values(bits=8, decoding="spec_lookup", k=7, n_keep="auto", seed=42, temperature=0.5)
     store.save(settings)
     data = json.loads(store.path.read_text())
-    assert data["version"] == 1 and data["settings"]["k"] == 7 and data["settings"]["n_keep"] == "auto"
+    assert data["version"] == 2 and data["settings"]["k"] == 7 and data["settings"]["n_keep"] == "auto"
     assert SettingsStore(store.path).load() == settings
     assert [p.name for p in store.path.parent.iterdir()] == ["settings.json"]  # no temporary file left
 
@@ -116,7 +116,7 @@ VERSION_1_FILE = {
 
 
 def test_store_reads_and_writes_the_version_1_file(tmp_path):
-    """A file of the previous version loads with the same values, and what is saved reads back in that version."""
+    """A file of version 1 loads with the same values, and what is saved holds the same flat keys and values."""
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(VERSION_1_FILE))
     store = SettingsStore(path)
@@ -135,7 +135,42 @@ def test_store_reads_and_writes_the_version_1_file(tmp_path):
     saved = json.loads(path.read_text())
     assert saved["settings"]["target_model"] == ""  # added since (the default model), read as absent by v1 readers
     assert {**saved["settings"], **VERSION_1_FILE["settings"]} == saved["settings"]  # the same flat keys and values
-    assert saved["version"] == 1 and saved["ui"] == VERSION_1_FILE["ui"]
+    assert saved["version"] == 2 and saved["ui"] == VERSION_1_FILE["ui"]
+
+
+#: settings.json as SpecChat wrote it while n_keep's default was 4 (before "auto" kept the system prompt): every
+#: file saved then holds ``"n_keep": 4``, chosen or not.
+OLD_DEFAULT_N_KEEP_FILE = {"version": 1, "settings": {"n_keep": 4, "n_ctx": 2048, "k": 7}, "ui": {"geometry": "AAAA"}}
+
+
+def test_a_version_1_file_with_the_old_default_n_keep_4_loads_as_auto_and_is_migrated_once(tmp_path):
+    """A user who upgraded kept ``"n_keep": 4`` (the old default) and lost the system prompt at the chat's first roll:
+    a version 1 file's 4 loads as "auto"; loading writes nothing, the next save writes it with format version 2, and
+    a 4 chosen after that stays 4."""
+    path = tmp_path / "settings.json"
+    old = json.dumps(OLD_DEFAULT_N_KEEP_FILE)
+    path.write_text(old)
+    store = SettingsStore(path)
+    loaded = store.load()
+    assert (loaded.value("n_keep"), loaded.value("n_ctx"), loaded.value("k"), store.warnings) == ("auto", 2048, 7, [])
+    assert path.read_text() == old  # written back only as the app saves
+    store.save(loaded)
+    saved = json.loads(path.read_text())
+    assert (saved["version"], saved["settings"]["n_keep"], saved["ui"]) == (2, "auto", {"geometry": "AAAA"})
+    store.save(loaded.with_values(n_keep=4))  # chosen in this version: no migration again
+    assert json.loads(path.read_text())["version"] == 2
+    assert SettingsStore(path).load().value("n_keep") == 4
+
+
+@pytest.mark.parametrize("n_keep", [64, 0, 5, "auto"])
+def test_a_version_1_file_keeps_an_n_keep_the_user_chose(tmp_path, n_keep):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({**OLD_DEFAULT_N_KEEP_FILE, "settings": {"n_keep": n_keep, "n_ctx": 2048}}))
+    store = SettingsStore(path)
+    loaded = store.load()
+    assert loaded.value("n_keep") == n_keep and store.warnings == []
+    store.save(loaded)
+    assert json.loads(path.read_text())["settings"]["n_keep"] == n_keep
 
 
 def test_store_survives_a_bad_file(tmp_path):
@@ -189,11 +224,11 @@ def test_a_file_that_cannot_be_read_is_kept_aside_never_overwritten(tmp_path, co
 
 def test_a_file_of_a_newer_version_is_left_untouched(tmp_path):
     path = tmp_path / "settings.json"
-    newer = json.dumps({**WITH_PRESETS, "version": 2})
+    newer = json.dumps({**WITH_PRESETS, "version": 3})
     path.write_text(newer)
     store = SettingsStore(path)
     assert store.load() == AppSettings()
-    assert store.notice.startswith(f"{path} was written by a newer SpecChat (settings format 2; this one reads 1)")
+    assert store.notice.startswith(f"{path} was written by a newer SpecChat (settings format 3; this one reads 2)")
     store.save(AppSettings().with_values(k=3))
     store.save_preset("New", {"temperature": 0.9})
     assert path.read_text() == newer and list(tmp_path.iterdir()) == [path]
