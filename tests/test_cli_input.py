@@ -229,14 +229,52 @@ def test_system_sets_the_system_prompt_mid_chat_and_keeps_the_conversation(monke
     assert sessions[0].sent == [("Be brief.", [], "Hello"), ("Answer in French.", ["Hello", "ok"], "Hi again")]
     said = capsys.readouterr().err.splitlines()
     assert said[1] == "System prompt: Be brief."
-    assert said[3] == "System prompt set for the next replies (the conversation so far is kept): Answer in French."
-    assert said[4] == "System prompt: Answer in French."
-    assert "/system TEXT sets the system prompt for the next replies (--system sets the first)" in said[6]
-    assert "/system alone shows it" in said[6]
+    assert said[4] == "System prompt set for the next replies (the conversation so far is kept): Answer in French."
+    assert said[5] == "System prompt: Answer in French."
+    assert "/system TEXT sets the system prompt for the next replies (--system sets the first)" in said[8]
+    assert "/system alone shows it" in said[8]
     capsys.readouterr()
     monkeypatch.setattr(commands.sys, "stdin", io.StringIO("/system\n"))
     assert commands._chat(build_parser().parse_args(["chat"])) == 0
-    assert capsys.readouterr().err.splitlines()[1] == "No system prompt (the model's chat template may add its own)."
+    assert capsys.readouterr().err.splitlines()[1] == (
+        "No system prompt (the model's chat template may add its own); /system TEXT sets one."
+    )
+
+
+def test_system_clear_removes_the_system_prompt_and_system_alone_says_how(monkeypatch, capsys):
+    """A user who set ``/system TEXT`` (or ``--system``) had no way back to no system prompt: ``/system ""`` set the
+    two quotes as the prompt. ``/system --clear`` (and ``/system ""``) removes it for the next replies, the
+    conversation kept; ``/system`` alone shows the current one and says how to replace or remove it; /help says so."""
+    import app.cli.commands as commands
+    from inference.events import Finished, GenerationStats, TextDelta
+
+    class Session:
+        def __init__(self, engine, system):
+            self.system_prompt, self.messages, self.sent = system, [], []
+
+        def send(self, text, settings, cancel):
+            self.sent.append((self.system_prompt, len(self.messages), text))
+            self.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+            yield TextDelta("ok", 1, False)
+            yield Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", token_ids=[1]))
+
+    sessions = []
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    typed = '/system\n/system --clear\n/system\nHello\n/system Be terse.\n/system ""\nHi\n/help\n'
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO(typed))  # piped
+    assert commands._chat(build_parser().parse_args(["chat", "--system", "Be brief."])) == 0
+    assert sessions[0].sent == [("", 0, "Hello"), ("", 2, "Hi")]
+    said = capsys.readouterr().err.splitlines()
+    assert said[1:4] == [
+        "System prompt: Be brief.",
+        "(/system TEXT replaces it; /system --clear removes it)",
+        "System prompt removed: the next replies have none (the conversation so far is kept).",
+    ]
+    assert said[4] == "No system prompt (the model's chat template may add its own); /system TEXT sets one."
+    assert said[7] == "System prompt removed: the next replies have none (the conversation so far is kept)."
+    assert '/system --clear (or /system "") removes it' in said[9]
 
 
 def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):

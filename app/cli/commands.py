@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"multi-turn chat in the terminal (/help, /reset, /system, /exit or /bye; {MULTILINE} starts and ends a multi-line message)",
         description=f"Multi-turn chat in the terminal. Each line is a message; a message of several lines (pasted text) "
         f"starts with {MULTILINE} and ends with a line ending in {MULTILINE}. /help lists the commands, /reset clears the "
-        "conversation, /system TEXT changes the system prompt (--system sets the first), /exit or /bye quits (or Ctrl+D), Ctrl+C stops a reply; another /word is not sent (//text sends "
+        "conversation, /system TEXT changes the system prompt (--system sets the first; /system --clear removes it), /exit or /bye quits (or Ctrl+D), Ctrl+C stops a reply; another /word is not sent (//text sends "
         "/text).",
     )
     _add_engine_options(chat, modes=("auto", "ar", "spec"))  # a comparison runs one message twice: generate only
@@ -220,12 +220,14 @@ def read_message(read_line: Callable[[str], str] = input) -> str:
         lines.append(line)
 
 
+#: What follows ``/system`` in ``specchat chat`` to remove the system prompt (``/system ""`` does too).
+CLEAR_SYSTEM = "--clear"
 #: The commands of ``specchat chat`` and what each does (``/help`` lists them).
 CHAT_COMMANDS = {
     "/help": "lists these commands",
     "/reset": "clears the conversation",
     "/system": "TEXT sets the system prompt for the next replies (--system sets the first) and keeps the "
-    "conversation; /system alone shows it",
+    f"conversation; /system {CLEAR_SYSTEM} (or /system \"\") removes it; /system alone shows it",
     "/exit": "quits (or Ctrl+D)",
     "/bye": "quits, as /exit",
 }
@@ -481,10 +483,16 @@ def _chat(args: argparse.Namespace) -> int:
 
 def _system_command(session: ChatSession, text: str) -> str:
     """``/system TEXT`` in ``specchat chat``: make ``text`` the ``session``'s system prompt (its next replies read it;
-    the messages so far stay), or with no ``text`` name the current one; returns what to say."""
+    the messages so far stay); ``/system --clear`` (or ``/system ""``) removes it; with no ``text`` name the current
+    one and how to replace or remove it. Returns what to say."""
     if not text:
         current = session.system_prompt
-        return f"System prompt: {current}" if current else "No system prompt (the model's chat template may add its own)."
+        if not current:
+            return "No system prompt (the model's chat template may add its own); /system TEXT sets one."
+        return f"System prompt: {current}\n(/system TEXT replaces it; /system {CLEAR_SYSTEM} removes it)"
+    if text in (CLEAR_SYSTEM, '""', "''"):
+        session.system_prompt = ""
+        return "System prompt removed: the next replies have none (the conversation so far is kept)."
     session.system_prompt = text
     return f"System prompt set for the next replies (the conversation so far is kept): {text}"
 
