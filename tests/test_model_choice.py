@@ -73,6 +73,31 @@ def test_find_model_takes_store_names_and_unique_manifest_names(default_copies):
         model_store.find_model("/no/such/folder")
 
 
+def test_a_name_not_installed_is_answered_with_the_close_names_case_insensitively(default_copies, capsys):
+    """``--model smollm2-135m-instruct-int4`` (the name typed in lower case, or mistyped) said only "no installed
+    model named ..." and the whole list: the message now says which installed names are close (difflib, case
+    ignored), best first, and still how to see them all."""
+    with pytest.raises(ModelImportError) as caught:
+        model_store.find_model("smollm2-135m-instruct-int")
+    assert str(caught.value) == (
+        "no installed model named 'smollm2-135m-instruct-int'; did you mean: SmolLM2-135M-Instruct-int4, "
+        "SmolLM2-135M-Instruct-int8? (installed: SmolLM2-135M-Instruct-int4, SmolLM2-135M-Instruct-int8, other); "
+        "see `specchat models list`"
+    )
+    with pytest.raises(ModelImportError, match=r"did you mean: SmolLM2-135M-Instruct-int8\? \(installed"):
+        model_store.find_model("smollm2-135m-instruct-int8")  # only the case differs: that one alone
+    assert main(["generate", "Hi", "--model", "Othr", "--max-new-tokens", "2"]) == 2
+    said = capsys.readouterr().err
+    assert "no installed model named 'Othr'; did you mean: other? (installed: " in said
+    assert said.rstrip().endswith("see `specchat models list`")
+    with pytest.raises(ModelImportError) as caught:  # nothing close: no suggestion
+        model_store.find_model("llama")
+    assert str(caught.value) == (
+        "no installed model named 'llama' (installed: SmolLM2-135M-Instruct-int4, SmolLM2-135M-Instruct-int8, other); "
+        "see `specchat models list`"
+    )
+
+
 def test_models_list_shows_names_that_models_remove_takes(default_copies, capsys):
     assert main(["models", "list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import difflib
 import logging
 import os
 import shlex
@@ -364,7 +365,24 @@ def find_model(name_or_path: str | Path) -> Path:
         choices = ", ".join(m.store_name for m in named)
         raise advised(ModelImportError, f"several installed models are named {text!r}: use one of {choices}", "see-list", " ")
     names = ", ".join(m.store_name for m in installed) or "none"
-    raise advised(ModelImportError, f"no installed model named {text!r} (installed: {names})", "list-models")
+    close = close_names(text, [m.store_name for m in installed])
+    suggested = f"; did you mean: {', '.join(close)}?" if close else ""
+    raise advised(ModelImportError, f"no installed model named {text!r}{suggested} (installed: {names})", "list-models")
+
+
+def close_names(name: str, names: list[str], most: int = 3) -> list[str]:
+    """Those of ``names`` close to ``name`` (``difflib.get_close_matches``, case ignored), closest first, at most
+    ``most``: the installed models a mistyped or miscased ``--model`` probably meant; only those equal but for case
+    where some are."""
+    by_lower: dict[str, list[str]] = {}
+    for each in names:
+        by_lower.setdefault(each.lower(), []).append(each)
+    if name.lower() in by_lower:
+        return by_lower[name.lower()][:most]
+    lowered = list(by_lower)
+    matches = difflib.get_close_matches(name.lower(), lowered, n=most)
+    matches.sort(key=lambda match: (-difflib.SequenceMatcher(None, name.lower(), match).ratio(), lowered.index(match)))
+    return [each for match in matches for each in by_lower[match]][:most]
 
 
 def folder_size(folder: Path) -> int:

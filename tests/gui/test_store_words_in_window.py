@@ -27,7 +27,10 @@ def test_a_model_removed_by_the_command_line_is_refused_in_the_windows_words(qtb
     window.choice.apply(replace(window.settings, precision="f32"))  # a reload: the target is looked up again
     qtbot.waitUntil(lambda: window.model_state == "error", timeout=60_000)
     picker = window.model_picker
-    said = "no installed model named 'tiny-a' (installed: tiny-b); choose another model in the model picker"
+    said = (
+        "no installed model named 'tiny-a'; did you mean: tiny-b? (installed: tiny-b); choose another model in the "
+        "model picker"
+    )
     assert picker.error.isVisible() and picker.error.text() == said
     assert failures == [said]
     reply = send_and_wait(qtbot, window, "Hello")
