@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,12 +43,24 @@ REMOTE_URL = "http://192.0.2.7:8000/v1"
 REMOTE_MODEL = "qwen2.5-7b-instruct"
 
 
+def _size(text: str) -> str:
+    """``--size``: ``WIDTHxHEIGHT`` in pixels, each at least 1 (returned as given, for the relaunch under Xvfb).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    if re.fullmatch(r"[1-9][0-9]{0,4}x[1-9][0-9]{0,4}", text) is None:
+        raise argparse.ArgumentTypeError(f"must be WIDTHxHEIGHT (e.g. 1920x1080), got {text!r}")
+    return text
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scene", choices=("compare", "chat", "picker", "settings", "haiku", "remote"), default="compare",
                         help="what to show: a comparison, a reply, the model picker open, the settings, a haiku chat, "
                              "the remote server dialog")  # fmt: skip
-    parser.add_argument("--size", default="1440x900", help="screen size WIDTHxHEIGHT (the window fits it)")
+    parser.add_argument("--size", type=_size, default="1440x900",
+                        help="screen and window size WIDTHxHEIGHT, the picture's size too")  # fmt: skip
     parser.add_argument("--output", type=Path, default=Path("specchat-screenshot.png"), help="PNG to write")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="message to compare")
     parser.add_argument("--decoding", choices=("auto", "spec_lookup", "spec_model"), default="auto",
@@ -122,6 +135,7 @@ def _take(args: argparse.Namespace) -> int:
     asyncio.set_event_loop(loop)
     window = create_main_window(workdir / "history.sqlite3", workdir / "settings.json")
     window.move(0, 0)
+    window.resize(*map(int, args.size.split("x")))  # its default is 1440x900 at most, whatever the screen's size
     window.show()
     print(f"platform {QGuiApplication.platformName()}, screen {window.screen().availableGeometry().size().toTuple()}, "
           f"window {window.size().toTuple()}, model folder {default_model_dir(4)}", file=sys.stderr)  # fmt: skip
@@ -155,9 +169,10 @@ def _take(args: argparse.Namespace) -> int:
         print(f"status bar: {window.model_label.text()}", file=sys.stderr)
         if status:
             return status
-        screen = window.screen()
-        picture = screen.grabWindow(0, 0, 0, window.frameGeometry().width(), window.frameGeometry().height())
-        if picture.isNull():
+        screen = window.screen()  # (the screen's pixels: a popup over the window, the picker's list, shows too)
+        area = window.geometry()
+        picture = screen.grabWindow(0, area.x(), area.y(), area.width(), area.height())
+        if picture.isNull() or picture.size() != window.size():  # (no such screen: offscreen, a smaller one)
             picture = window.grab()
         args.output.parent.mkdir(parents=True, exist_ok=True)
         if not picture.save(str(args.output), "PNG"):
