@@ -902,6 +902,28 @@ def test_a_key_from_an_env_file_is_stripped_and_then_matches(monkeypatch):
         create_app(ScriptedBackend(), model_id="m", api_key="s3cret\n")
 
 
+def test_the_key_is_taken_from_x_api_key_too_as_llama_server_takes_it():
+    """Trial: ``X-Api-Key: KEY`` (llama-server's other header, the one Anthropic-style clients send) got a 401 from a
+    keyed server. Either header passes with the key; a wrong key in either (or a right one beside a wrong one) is the
+    same 401, which names both headers."""
+    backend = ScriptedBackend()
+    app = create_app(backend, model_id="m", api_key="s3cret")
+    for headers in ({"X-Api-Key": "s3cret"}, {"x-api-key": "s3cret"}, {"Authorization": "Bearer s3cret"},
+                    {"Authorization": "Bearer s3cret", "X-Api-Key": "s3cret"}):
+        assert call(app, "GET", "/v1/models", headers=headers).status_code == 200, headers
+    assert call(app, "POST", "/v1/chat/completions", json=HELLO, headers={"X-Api-Key": "s3cret"}).status_code == 200
+    assert len(backend.requests) == 1
+    refusal = {"error": {"message": "missing or wrong API key: send the server's key as 'Authorization: Bearer KEY' "
+                                    "or 'X-Api-Key: KEY'",
+                         "type": "authentication_error", "param": None, "code": "invalid_api_key"}}
+    for headers in ({}, {"X-Api-Key": "other"}, {"X-Api-Key": ""},
+                    {"Authorization": "Bearer other"}, {"Authorization": "Bearer s3cret", "X-Api-Key": "other"},
+                    {"Authorization": "Bearer other", "X-Api-Key": "s3cret"}):
+        refused = call(app, "POST", "/v1/chat/completions", json=HELLO, headers=headers)
+        assert (refused.status_code, refused.json()) == (401, refusal), headers
+    assert len(backend.requests) == 1
+
+
 def test_max_tokens_is_capped_by_the_server_before_the_engine_sees_it():
     backend = ScriptedBackend()
     capped = create_app(backend, model_id="m", max_tokens=50)

@@ -52,7 +52,7 @@ def add_serve_parser(commands, folders: list[argparse.ArgumentParser]) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; any other needs --api-key)")
     serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 = a free port, printed)")
-    serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
+    serve.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY') on every endpoint but /health (default: ${API_KEY_VARIABLE}, else none)")
     serve.add_argument("--max-queue", type=int, default=8, help="requests that may wait while one generates; more get 429 (default 8)")
     serve.add_argument("--max-tokens", type=int, default=None, help="the most new tokens one reply may generate; a request asking more gets this many (default: --n-ctx)")
     serve.add_argument("--tool-choice-default", choices=TOOL_CHOICE_DEFAULTS, default="auto",

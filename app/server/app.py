@@ -96,8 +96,9 @@ def create_app(
             ``generate(request, cancel)`` method).
         model_id: the model's name in ``/v1/models`` and in responses. A request may name any model (clients often
             send a fixed name): this one answers, and the response's ``model`` says so, as llama-server does.
-        api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` (compared
-            in constant time; a key with spaces or line breaks around it is refused, as no client could send it).
+        api_key: when given, every endpoint but ``/health`` requires ``Authorization: Bearer <api_key>`` or
+            ``X-Api-Key: <api_key>`` (llama-server takes both; both right, when both are sent; compared in constant
+            time; a key with spaces or line breaks around it is refused, as no client could send it).
             None = no key: then the server is this computer's only (it listens on loopback), and it answers only
             requests that name this computer in ``Host`` and come from no web page (no ``Origin``, or a loopback
             one); others get a 403. A web page on another origin could otherwise start
@@ -177,14 +178,20 @@ def create_app(
         return JSONResponse(internal_error("the server failed").body(), status_code=500)
 
     def authorize(request: Request) -> None:
+        """Pass a request that sends the key as ``Authorization: Bearer KEY`` or ``X-Api-Key: KEY`` (llama-server
+        takes both), every key it sends being the server's; else a 401."""
         if api_key is None:
             return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+        sent = []
+        if "authorization" in request.headers:
+            scheme, _, token = request.headers["authorization"].partition(" ")
+            sent.append(token.strip() if scheme.lower() == "bearer" else None)
+        if request.headers.get("x-api-key"):
+            sent.append(request.headers["x-api-key"].strip())
+        if not sent or not all(key is not None and hmac.compare_digest(key.encode(), api_key.encode()) for key in sent):
             raise APIError(
                 401,
-                "missing or wrong API key: send the server's key as 'Authorization: Bearer KEY'",
+                "missing or wrong API key: send the server's key as 'Authorization: Bearer KEY' or 'X-Api-Key: KEY'",
                 type="authentication_error",
                 code="invalid_api_key",
             )
