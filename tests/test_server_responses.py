@@ -17,7 +17,8 @@ from helpers import run_coroutine
 
 from app.server import create_app
 from app.server.errors import APIError
-from app.server.responses import MAX_UNSTORED_IDS, ResponseStore, input_messages
+from app.server.response_store import MAX_UNSTORED_IDS, ResponseStore
+from app.server.responses import input_messages
 from inference.events import Finished, GenerationStats, TextDelta, ToolCallDelta, ToolCalls
 from inference.events import ToolCall as EngineCall
 

@@ -43,15 +43,8 @@ from .middleware import ThisComputerOnly, WithoutTrailingSlash
 from .replies import Reply, sse
 from .request_common import SERVE_N_CTX_ADVICE, TOOL_CHOICE_DEFAULTS, ServerLimits, unused_options
 from .request_log import RequestLogMiddleware, keep_prompt, record_of
-from .responses import (
-    ResponseBuilder,
-    ResponsesRequest,
-    ResponseStore,
-    chat_completion,
-    input_messages,
-    renamed_errors,
-    sse_event,
-)
+from .response_store import ResponseStore
+from .responses import ResponseBuilder, ResponsesRequest, chat_completion, input_messages, renamed_errors, sse_event
 from .streaming import completion_stream, response_stream, streamed
 from .transcript import Transcript
 

@@ -11,11 +11,7 @@ with text or ``input_text``/``output_text`` parts; ``function_call`` and ``funct
 ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``usage``, and SpecChat's ``specchat`` field
 both ways as in a chat completion.
 
-``previous_response_id`` continues a conversation the server still keeps: :class:`ResponseStore` holds the
-conversations of the most recent responses (``store`` left true) in memory for the server's lifetime, bounded in
-number and in characters, least recently used dropped first; an id it does not hold is a 400 naming it. It keeps
-each response object too, as created, for ``GET /v1/responses/{id}`` (:meth:`ResponseStore.response`), and
-``DELETE /v1/responses/{id}`` drops one (:meth:`ResponseStore.delete`); an id it does not hold is then a 404.
+``previous_response_id`` continues a conversation the server still keeps (``response_store``).
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ import json
 import re
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,11 +32,6 @@ from .replies import StreamedCalls, new_call_id, stats_object
 from .request_common import SpecChatOptions, Strict, json_value, unused_options
 from .tool_turns import ToolTurns, Turn, TurnWords
 
-#: Responses kept for ``previous_response_id``, at most, and the characters of their conversations, all together.
-MAX_KEPT_RESPONSES = 256
-MAX_KEPT_CHARS = 32 * 1024 * 1024
-#: Ids of responses created with ``store`` false remembered, at most (to say why one is not kept).
-MAX_UNSTORED_IDS = 1024
 #: Roles an input message may have.
 INPUT_ROLES = ("user", "assistant", "system", "developer")
 #: Content part types read as text.
@@ -66,97 +56,6 @@ class ResponsesRequest(Strict):
     store: bool = True
     user: str | None = None
     specchat: SpecChatOptions | None = None
-
-
-class ResponseStore:
-    """The conversations of recent responses, by response id, for ``previous_response_id``, with their Response
-    objects as created (``GET /v1/responses/{id}``): at most ``max_responses`` of at most ``max_chars`` characters
-    together (both as compact JSON), the least recently used dropped first. A conversation is a list of chat messages (``{"role", "content", "tool_calls"?,
-    "tool_call_id"?}``), the response's reply last, without its ``instructions``. The ids of the last
-    :data:`MAX_UNSTORED_IDS` responses created with ``store`` false are remembered (:meth:`not_stored`), so that
-    naming one says why it is not kept."""
-
-    def __init__(self, max_responses: int = MAX_KEPT_RESPONSES, max_chars: int = MAX_KEPT_CHARS):
-        self.max_responses, self.max_chars = max_responses, max_chars
-        self._kept: OrderedDict[str, tuple[list[dict], dict | None, int]] = OrderedDict()
-        self._chars = 0
-        self._unstored: OrderedDict[str, None] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    def get(self, response_id: str) -> list[dict]:
-        """The conversation up to and with response ``response_id``'s reply.
-
-        Raises:
-            APIError: 400 ``previous_response_not_found``: the id was never kept, or was dropped, or its response
-                was created with ``store`` false (the message says so).
-        """
-        if response_id in self._unstored:
-            raise APIError(
-                400, f"previous_response_id {response_id!r} was created with store false, so this server did not keep "
-                "it: send the whole conversation in input instead, or create responses with store true (the default) "
-                "to continue them", param="previous_response_id", code="previous_response_not_found",
-            )  # fmt: skip
-        if response_id not in self._kept:
-            raise APIError(
-                400, f"previous_response_id {response_id!r} is not kept by this server (it keeps the last "
-                f"{self.max_responses} responses stored since it started, in memory): send the whole conversation in "
-                "input instead", param="previous_response_id", code="previous_response_not_found",
-            )  # fmt: skip
-        self._kept.move_to_end(response_id)
-        return list(self._kept[response_id][0])
-
-    def response(self, response_id: str) -> dict:
-        """Response ``response_id``'s object, as its create call returned it (``GET /v1/responses/{id}``).
-
-        Raises:
-            APIError: 404 ``response_not_found`` naming the id (and why: never kept, dropped, deleted, or created
-                with ``store`` false).
-        """
-        kept = self._kept.get(response_id)
-        if kept is None or kept[1] is None:
-            raise self._not_found(response_id)
-        self._kept.move_to_end(response_id)
-        return kept[1]
-
-    def delete(self, response_id: str) -> dict:
-        """Drop response ``response_id`` (``DELETE /v1/responses/{id}``): OpenAI's ``response.deleted`` object.
-
-        Raises:
-            APIError: 404 ``response_not_found`` naming the id, as :meth:`response`.
-        """
-        if response_id not in self._kept:
-            raise self._not_found(response_id)
-        self._chars -= self._kept.pop(response_id)[2]
-        return {"id": response_id, "object": "response.deleted", "deleted": True}
-
-    def _not_found(self, response_id: str) -> APIError:
-        why = ("it was created with store false, so this server did not keep it" if response_id in self._unstored else
-               f"it is not kept by this server (it keeps the last {self.max_responses} responses stored since it "
-               "started, in memory, until deleted)")
-        return APIError(404, f"Response with id {response_id!r} not found: {why}", type="not_found_error",
-                        param="response_id", code="response_not_found")
-
-    def not_stored(self, response_id: str) -> None:
-        """Remember that response ``response_id`` was created with ``store`` false (the last
-        :data:`MAX_UNSTORED_IDS` such ids)."""
-        self._unstored[response_id] = None
-        if len(self._unstored) > MAX_UNSTORED_IDS:
-            self._unstored.popitem(last=False)
-
-    def put(self, response_id: str, conversation: list[dict], response: dict | None = None) -> None:
-        """Keep ``conversation`` and ``response`` (the Response object as created; None: not retrievable) under
-        ``response_id``, dropping the least recently used past the bounds (one larger than ``max_chars`` alone is
-        not kept)."""
-        size = sum(len(json.dumps(value, separators=(",", ":"))) for value in (conversation, response) if value)
-        if size > self.max_chars:
-            return
-        self._kept[response_id] = (conversation, response, size)
-        self._chars += size
-        while len(self._kept) > self.max_responses or self._chars > self.max_chars:
-            _, (_, _, dropped) = self._kept.popitem(last=False)
-            self._chars -= dropped
 
 
 def input_messages(value: str | list[Any], earlier: Sequence[dict] = ()) -> list[dict]:
@@ -434,7 +333,7 @@ class ResponseBuilder:
         model: the served model's id; body: the request; request: its engine request (the sampling and the tool
             choice it got: a ``tool_choice`` left out is echoed as the server's default made it);
         conversation: the kept conversation and this request's input (chat messages), which the reply extends for
-            :class:`ResponseStore`.
+            :class:`~app.server.response_store.ResponseStore`.
     """
 
     def __init__(self, model: str, body: ResponsesRequest, request: GenerationRequest, conversation: list[dict]):
@@ -475,7 +374,7 @@ class ResponseBuilder:
         return response
 
     def conversation(self) -> list[dict]:
-        """The conversation with this response's reply (chat messages; for :class:`ResponseStore`). A reply that
+        """The conversation with this response's reply (chat messages; for :class:`~app.server.response_store.ResponseStore`). A reply that
         continued the input's final assistant message (assistant prefill, ``chat_request``) is kept in it, as one
         message: a later turn renders it as the one assistant turn it is."""
         text = self._message["content"][0]["text"] if self._message else ""

@@ -26,7 +26,8 @@ from inference.events import Event, Finished, GenerationStats, StepStats, TextDe
 from .errors import APIError, server_stopped
 from .generation import Generation, first_batch
 from .replies import Reply, finish_reason, sse, step_object
-from .responses import ResponseBuilder, ResponseStore, sse_event
+from .response_store import ResponseStore
+from .responses import ResponseBuilder, sse_event
 from .transcript import Transcript
 
 
