@@ -367,6 +367,77 @@ def test_a_response_not_stored_is_named_as_such_when_continued(stream):
             store.get(response_id)
 
 
+def get(app, path: str, **params) -> httpx.Response:
+    """``GET path`` of ``app`` in-process, with query ``params``."""
+    async def send():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            return await client.get(path, params=params)
+    return run_coroutine(send())
+
+
+def test_a_stored_responses_input_items_are_listed_as_openai_lists_them():
+    """Trial: ``client.responses.input_items.list(id)`` (``GET /v1/responses/{id}/input_items``) was a 404
+    ``unknown_route``. It lists the items of the response's ``input`` as OpenAI's item objects (each with an id,
+    text as ``input_text`` parts, an assistant's as ``output_text``), newest first unless ``order`` is asc, pages of
+    ``limit`` after the item ``after`` names; an unknown id, or a bad parameter, is an error naming it."""
+    from openai.types.responses import ResponseItem
+    from pydantic import TypeAdapter
+
+    stats = GenerationStats(mode="ar", new_tokens=1, prompt_tokens=30, stop_reason="eos")
+    app = create_app(Scripted([TextDelta("Sunny.", 1, False), Finished(stats)]), model_id="m")
+    items = [{"role": "developer", "content": "Be brief."},
+             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather "},
+                                                               {"type": "input_text", "text": "in Rome?"}]},
+             {"role": "assistant", "content": "Let me look.", "id": "msg_mine"},
+             _call("call_1"), _output("call_1")]
+    created = post(app, {"input": items, "instructions": "Answer in English."}).json()
+    listed = get(app, f"/v1/responses/{created['id']}/input_items").json()
+    data = listed["data"]
+    ids = [item["id"] for item in data]
+    assert listed == {"object": "list", "data": data, "first_id": ids[0], "last_id": ids[-1], "has_more": False}
+    assert [{key: value for key, value in item.items() if key != "id"} for item in reversed(data)] == [
+        {"type": "message", "role": "developer", "status": "completed",
+         "content": [{"type": "input_text", "text": "Be brief."}]},
+        {"type": "message", "role": "user", "status": "completed",
+         "content": [{"type": "input_text", "text": "Weather "}, {"type": "input_text", "text": "in Rome?"}]},
+        {"type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}]},
+        {"type": "function_call", "status": "completed", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city": "Rome"}'},
+        {"type": "function_call_output", "status": "completed", "call_id": "call_1", "output": "sunny"},
+    ]
+    assert ids[2] == "msg_mine" and len(set(ids)) == 5 and ids[0].startswith("fco_") and ids[1].startswith("fc_")
+    assert [type(TypeAdapter(ResponseItem).validate_python(item)).__name__ for item in data] == [
+        "ResponseFunctionToolCallOutputItem", "ResponseFunctionToolCallItem", "ResponseOutputMessage",
+        "ResponseInputMessageItem", "ResponseInputMessageItem"]  # as the openai client reads them
+    path = f"/v1/responses/{created['id']}/input_items"
+    first = get(app, path, order="asc", limit=2).json()
+    assert ([item["id"] for item in first["data"]], first["first_id"], first["last_id"], first["has_more"]) == (
+        ids[::-1][:2], ids[-1], ids[-2], True)
+    rest = get(app, path, order="asc", limit=2, after=first["last_id"]).json()
+    last = get(app, path, order="asc", limit=2, after=rest["last_id"]).json()
+    assert [item["id"] for item in rest["data"] + last["data"]] == ids[::-1][2:]
+    assert (rest["has_more"], last["has_more"]) == (True, False)
+    assert [item["id"] for item in get(app, path, limit=1, after=ids[3]).json()["data"]] == [ids[4]]
+    text_input = post(app, {"input": "Hello"}).json()
+    assert [(item["role"], item["content"]) for item in get(
+        app, f"/v1/responses/{text_input['id']}/input_items").json()["data"]] == [
+            ("user", [{"type": "input_text", "text": "Hello"}])]  # a string is one user message
+    for params, param, words in (({"order": "up"}, "order", "order must be asc or desc, got 'up'"),
+                                 ({"limit": 0}, "limit", "limit must be an integer from 1 to 100, got '0'"),
+                                 ({"limit": "x"}, "limit", "limit must be an integer from 1 to 100, got 'x'"),
+                                 ({"after": "msg_nope"}, "after", "after is 'msg_nope', which is not an input item of response")):
+        refused = get(app, path, **params)
+        error = refused.json()["error"]
+        assert (refused.status_code, error["param"], error["code"]) == (400, param, "invalid_value"), error
+        assert words in error["message"]
+    missing = get(app, "/v1/responses/resp_never/input_items")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "response_not_found")
+    assert missing.json()["error"]["message"].startswith("Response with id 'resp_never' not found")
+    unstored = post(app, {"input": "Hello", "store": False}).json()
+    assert "created with store false" in get(app, f"/v1/responses/{unstored['id']}/input_items").text
+
+
 # --- through the openai client on the default model ----------------------------------------------------------------
 
 
@@ -455,6 +526,22 @@ def test_a_stored_response_is_retrieved_and_deleted_by_its_id(client):
         assert f"Response with id {response_id!r} not found" in missing.value.body["message"]
         assert why in missing.value.body["message"]
     assert client.responses.retrieve(streamed.id).id == streamed.id  # the other one is still kept
+
+
+def test_the_clients_input_items_list_pages_through_a_stored_responses_input(client):
+    """``client.responses.input_items.list`` reads the items of a stored response's input (a 404 before), and its
+    pages follow one another by ``after`` (the client's auto-pagination)."""
+    sent = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
+    created = client.responses.create(model="any", input=sent, temperature=0, max_output_tokens=2)
+    paged = list(client.responses.input_items.list(created.id, limit=1, order="asc"))
+    assert [(item.type, item.role, [part.text for part in item.content]) for item in paged] == [
+        ("message", "developer", ["Be brief."]), ("message", "user", ["Say hello."])]
+    newest_first = client.responses.input_items.list(created.id)
+    assert [item.id for item in newest_first.data] == [item.id for item in reversed(paged)]
+    assert newest_first.has_more is False
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.input_items.list("resp_never")
+    assert missing.value.body["code"] == "response_not_found"
 
 
 def test_the_clients_stream_helper_accumulates_streamed_calls_and_text(client):

@@ -39,6 +39,7 @@ from .errors import APIError, framework_error, internal_error
 from .gate import GenerationGate
 from .generation import Generation, whole_reply
 from .grammars import GrammarCompiler
+from .input_items import DEFAULT_LIMIT, item_page
 from .middleware import ThisComputerOnly, WithoutTrailingSlash
 from .replies import Reply, sse
 from .request_common import SERVE_N_CTX_ADVICE, TOOL_CHOICE_DEFAULTS, ServerLimits, unused_options
@@ -56,7 +57,7 @@ Mapped = TypeVar("Mapped", GenerationRequest, list[GenerationRequest])
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: The routes served, as an unknown route's 404 lists them.
 ROUTES = ("POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET /v1/responses/{id}, "
-          "DELETE /v1/responses/{id}, GET /v1/models, GET /v1/models/{model}, "
+          "GET /v1/responses/{id}/input_items, DELETE /v1/responses/{id}, GET /v1/models, GET /v1/models/{model}, "
           "GET /health, GET /v1/health")
 #: How to run ``specchat serve`` with a draft model, for a request that asks for one when it runs none.
 SERVE_DRAFT_ADVICE = (
@@ -292,7 +293,7 @@ def create_app(
                 return Response(status_code=499)
             builder.take(events)
             if parsed.store:
-                kept_responses.put(builder.id, builder.conversation(), builder.response())
+                kept_responses.put(builder.id, builder.conversation(), builder.response(), builder.inputs)
             return JSONResponse(builder.response())
 
         def events_after(first: list[Event]) -> AsyncIterator[bytes]:
@@ -305,6 +306,14 @@ def create_app(
         """A stored response as its create call returned it; 404 naming an id not kept."""
         authorize(request)
         return kept_responses.response(response_id)
+
+    @app.get("/v1/responses/{response_id}/input_items")
+    async def response_input_items(request: Request, response_id: str, order: str = "desc",
+                                   limit: str = str(DEFAULT_LIMIT), after: str | None = None) -> dict:
+        """A stored response's input items as OpenAI lists them (``input_items``: newest first unless ``order`` is
+        asc, ``limit`` a page, after the item ``after``); 404 naming an id not kept."""
+        authorize(request)
+        return item_page(response_id, kept_responses.input_items(response_id), order, limit, after)
 
     @app.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> dict:

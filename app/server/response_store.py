@@ -2,7 +2,8 @@
 still holds; it holds the conversations of the most recent responses (``store`` left true) in memory for the
 server's lifetime, bounded in number and in characters, least recently used dropped first; an id it does not hold is
 a 400 naming it. It keeps each response object too, as created, for ``GET /v1/responses/{id}``
-(:meth:`ResponseStore.response`), and ``DELETE /v1/responses/{id}`` drops one (:meth:`ResponseStore.delete`); an id
+(:meth:`ResponseStore.response`) with its input items (``GET /v1/responses/{id}/input_items``,
+:meth:`ResponseStore.input_items`), and ``DELETE /v1/responses/{id}`` drops one (:meth:`ResponseStore.delete`); an id
 it does not hold is then a 404.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from typing import NamedTuple
 
 from .errors import APIError
 
@@ -20,17 +22,28 @@ MAX_KEPT_CHARS = 32 * 1024 * 1024
 MAX_UNSTORED_IDS = 1024
 
 
+class _Kept(NamedTuple):
+    """One response kept: its conversation, its Response object (None: not retrievable), its input items, and the
+    characters of all three as compact JSON."""
+
+    conversation: list[dict]
+    response: dict | None
+    inputs: list[dict]
+    size: int
+
+
 class ResponseStore:
     """The conversations of recent responses, by response id, for ``previous_response_id``, with their Response
-    objects as created (``GET /v1/responses/{id}``): at most ``max_responses`` of at most ``max_chars`` characters
-    together (both as compact JSON), the least recently used dropped first. A conversation is a list of chat messages (``{"role", "content", "tool_calls"?,
+    objects as created (``GET /v1/responses/{id}``) and their input items (``GET /v1/responses/{id}/input_items``):
+    at most ``max_responses`` of at most ``max_chars`` characters together (all as compact JSON), the least recently
+    used dropped first. A conversation is a list of chat messages (``{"role", "content", "tool_calls"?,
     "tool_call_id"?}``), the response's reply last, without its ``instructions``. The ids of the last
     :data:`MAX_UNSTORED_IDS` responses created with ``store`` false are remembered (:meth:`not_stored`), so that
     naming one says why it is not kept."""
 
     def __init__(self, max_responses: int = MAX_KEPT_RESPONSES, max_chars: int = MAX_KEPT_CHARS):
         self.max_responses, self.max_chars = max_responses, max_chars
-        self._kept: OrderedDict[str, tuple[list[dict], dict | None, int]] = OrderedDict()
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._chars = 0
         self._unstored: OrderedDict[str, None] = OrderedDict()
 
@@ -57,7 +70,7 @@ class ResponseStore:
                 "input instead", param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
         self._kept.move_to_end(response_id)
-        return list(self._kept[response_id][0])
+        return list(self._kept[response_id].conversation)
 
     def response(self, response_id: str) -> dict:
         """Response ``response_id``'s object, as its create call returned it (``GET /v1/responses/{id}``).
@@ -66,11 +79,24 @@ class ResponseStore:
             APIError: 404 ``response_not_found`` naming the id (and why: never kept, dropped, deleted, or created
                 with ``store`` false).
         """
+        return self._retrievable(response_id).response
+
+    def input_items(self, response_id: str) -> list[dict]:
+        """Response ``response_id``'s input items, in the order its request sent them
+        (``GET /v1/responses/{id}/input_items``).
+
+        Raises:
+            APIError: 404 ``response_not_found`` naming the id, as :meth:`response`.
+        """
+        return list(self._retrievable(response_id).inputs)
+
+    def _retrievable(self, response_id: str) -> _Kept:
+        """Response ``response_id`` kept with its object, now the most recently used; else a 404 naming it."""
         kept = self._kept.get(response_id)
-        if kept is None or kept[1] is None:
+        if kept is None or kept.response is None:
             raise self._not_found(response_id)
         self._kept.move_to_end(response_id)
-        return kept[1]
+        return kept
 
     def delete(self, response_id: str) -> dict:
         """Drop response ``response_id`` (``DELETE /v1/responses/{id}``): OpenAI's ``response.deleted`` object.
@@ -80,7 +106,7 @@ class ResponseStore:
         """
         if response_id not in self._kept:
             raise self._not_found(response_id)
-        self._chars -= self._kept.pop(response_id)[2]
+        self._chars -= self._kept.pop(response_id).size
         return {"id": response_id, "object": "response.deleted", "deleted": True}
 
     def _not_found(self, response_id: str) -> APIError:
@@ -97,15 +123,15 @@ class ResponseStore:
         if len(self._unstored) > MAX_UNSTORED_IDS:
             self._unstored.popitem(last=False)
 
-    def put(self, response_id: str, conversation: list[dict], response: dict | None = None) -> None:
-        """Keep ``conversation`` and ``response`` (the Response object as created; None: not retrievable) under
-        ``response_id``, dropping the least recently used past the bounds (one larger than ``max_chars`` alone is
-        not kept)."""
-        size = sum(len(json.dumps(value, separators=(",", ":"))) for value in (conversation, response) if value)
+    def put(self, response_id: str, conversation: list[dict], response: dict | None = None,
+            inputs: list[dict] = ()) -> None:
+        """Keep ``conversation``, ``response`` (the Response object as created; None: not retrievable) and ``inputs``
+        (its request's input items, ``input_items.input_items``) under ``response_id``, dropping the least recently
+        used past the bounds (one larger than ``max_chars`` alone is not kept)."""
+        size = sum(len(json.dumps(value, separators=(",", ":"))) for value in (conversation, response, inputs) if value)
         if size > self.max_chars:
             return
-        self._kept[response_id] = (conversation, response, size)
+        self._kept[response_id] = _Kept(conversation, response, list(inputs), size)
         self._chars += size
         while len(self._kept) > self.max_responses or self._chars > self.max_chars:
-            _, (_, _, dropped) = self._kept.popitem(last=False)
-            self._chars -= dropped
+            self._chars -= self._kept.popitem(last=False)[1].size

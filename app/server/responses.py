@@ -28,6 +28,7 @@ from inference.events import Event, Finished, GenerationStats, TextDelta, ToolCa
 
 from .chat_request import ChatCompletionRequest
 from .errors import APIError
+from .input_items import input_items
 from .replies import StreamedCalls, new_call_id, stats_object
 from .request_common import SpecChatOptions, Strict, json_value, unused_options
 from .tool_turns import ToolTurns, Turn, TurnWords
@@ -344,6 +345,7 @@ class ResponseBuilder:
         self._tool_choice = body.tool_choice or (request.tools.choice if request.tools else "none" if body.tools else "auto")
         self._created = int(time.time())
         self._conversation = conversation
+        self.inputs = input_items(body.input)  # the request's input as item objects, for ``input_items``
         self._sequence = 0
         self.output: list[dict] = []  # the output items, as opened
         self._message: dict | None = None  # the message item, once text came

@@ -172,7 +172,7 @@ def response_stream(
 
     def ending() -> bytes:
         if kept is not None:
-            kept.put(builder.id, builder.conversation(), builder.response())
+            kept.put(builder.id, builder.conversation(), builder.response(), builder.inputs)
         return b""
 
     opening = b"".join(sse_event(event) for event in builder.opening())
