@@ -438,6 +438,59 @@ def test_a_stored_responses_input_items_are_listed_as_openai_lists_them():
     assert "created with store false" in get(app, f"/v1/responses/{unstored['id']}/input_items").text
 
 
+def _events(text: str) -> list[dict]:
+    """The data of each event of a Responses stream."""
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("batches", [
+    [[TextDelta("Bonjour.", 1, False), Finished(GenerationStats(mode="ar", new_tokens=2, stop_reason="eos"))]],
+    [[TextDelta("Let me look.", 1, False), ToolCalls((EngineCall("get_weather", {"city": "Rome"}, '{"city": "Rome"}'),)),
+      Finished(GenerationStats(mode="ar", new_tokens=9, stop_reason="eos"))]],
+    [[TextDelta("Bon", 1, False)], [TextDelta("jour", 2, False), Finished(
+        GenerationStats(mode="ar", new_tokens=2, stop_reason="max_new_tokens"))]],
+], ids=["text", "text-and-call", "two-deltas-cut"])
+def test_a_stored_response_retrieved_with_stream_true_is_replayed_as_its_events(batches):
+    """Trial: ``GET /v1/responses/{id}?stream=true`` (``client.responses.retrieve(id, stream=True)``) answered the
+    plain JSON object, which the client's stream reader cannot read. It replays the stored response as the events its
+    streaming create sent (OpenAI does so): the same bytes where each item came in one delta, else the same events
+    with each item's text in one delta; ``starting_after`` skips the events up to that sequence number."""
+    app = create_app(Scripted(*batches), model_id="m")
+    request = {"input": "Weather in Rome?", "tools": [WEATHER], "max_output_tokens": 9}
+    streamed = post(app, {**request, "stream": True})
+    response_id = _events(streamed.text)[0]["response"]["id"]
+    replayed = get(app, f"/v1/responses/{response_id}", stream="true")
+    assert (replayed.status_code, replayed.headers["content-type"].split(";")[0]) == (200, "text/event-stream")
+    original, events = _events(streamed.text), _events(replayed.text)
+    if len(batches) == 1:
+        assert replayed.text == streamed.text
+    else:
+        assert [event["type"] for event in events] == [
+            "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+            "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+            "response.output_item.done", "response.incomplete"]
+        assert [event["delta"] for event in events if event["type"].endswith(".delta")] == ["Bonjour"]
+        assert events[:2] == original[:2] and events[-4:-1] == [
+            {**event, "sequence_number": event["sequence_number"] - 1} for event in original[-4:-1]]
+        assert events[-1]["response"] == original[-1]["response"]
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert events[-1]["response"] == get(app, f"/v1/responses/{response_id}").json()
+    assert _events(get(app, f"/v1/responses/{response_id}", stream="true", starting_after=3).text) == events[4:]
+    for stream in ("false", "0"):
+        assert get(app, f"/v1/responses/{response_id}", stream=stream).json() == events[-1]["response"]
+    # a response created without streaming replays alike: its ids are those the create call returned
+    created = post(app, request).json()
+    replayed = _events(get(app, f"/v1/responses/{created['id']}", stream="1").text)
+    assert replayed[-1]["response"] == created and replayed[0]["response"]["id"] == created["id"]
+    assert [event["item"] for event in replayed if event["type"] == "response.output_item.done"] == created["output"]
+    for params, param in (({"stream": "yes please"}, "stream"), ({"stream": "true", "starting_after": "x"},
+                                                                "starting_after")):
+        refused = get(app, f"/v1/responses/{created['id']}", **params)
+        assert (refused.status_code, refused.json()["error"]["param"]) == (400, param), refused.text
+    missing = get(app, "/v1/responses/resp_never", stream="true")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "response_not_found")
+
+
 # --- through the openai client on the default model ----------------------------------------------------------------
 
 
@@ -542,6 +595,21 @@ def test_the_clients_input_items_list_pages_through_a_stored_responses_input(cli
     with pytest.raises(openai.NotFoundError) as missing:
         client.responses.input_items.list("resp_never")
     assert missing.value.body["code"] == "response_not_found"
+
+
+def test_the_client_retrieves_a_stored_response_as_a_stream(client):
+    """``client.responses.retrieve(id, stream=True)`` got the plain JSON object, which its stream reader parsed as no
+    event at all; it reads the replayed events now: the streamed create's, each item's text in one delta."""
+    asked = dict(model="any", input="Say hello.", temperature=0, max_output_tokens=8)
+    created = list(client.responses.create(stream=True, **asked))
+    replayed = list(client.responses.retrieve(created[-1].response.id, stream=True))
+    assert [event.type for event in replayed] == [
+        "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+        "response.output_item.done", created[-1].type]
+    assert replayed[4].delta == created[-1].response.output_text and replayed[4].delta
+    assert replayed[-1].response.model_dump() == created[-1].response.model_dump()
+    assert [event.sequence_number for event in replayed] == list(range(9))
 
 
 def test_the_clients_stream_helper_accumulates_streamed_calls_and_text(client):

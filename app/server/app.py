@@ -44,6 +44,7 @@ from .middleware import ThisComputerOnly, WithoutTrailingSlash
 from .replies import Reply, sse
 from .request_common import SERVE_N_CTX_ADVICE, TOOL_CHOICE_DEFAULTS, ServerLimits, unused_options
 from .request_log import RequestLogMiddleware, keep_prompt, record_of
+from .response_replay import replayed_events, wants_stream
 from .response_store import ResponseStore
 from .responses import ResponseBuilder, ResponsesRequest, chat_completion, input_messages, renamed_errors, sse_event
 from .streaming import completion_stream, response_stream, streamed
@@ -302,10 +303,18 @@ def create_app(
         return await streamed(request, run, events_after, lambda error: sse_event(builder.error(error)))
 
     @app.get("/v1/responses/{response_id}")
-    async def retrieve_response(request: Request, response_id: str) -> dict:
-        """A stored response as its create call returned it; 404 naming an id not kept."""
+    async def retrieve_response(request: Request, response_id: str, stream: str | None = None,
+                                starting_after: str | None = None) -> Response:
+        """A stored response as its create call returned it, or with ``stream`` true as the events its streaming
+        create sent (``response_replay``, after the sequence number ``starting_after``); 404 naming an id not
+        kept."""
         authorize(request)
-        return kept_responses.response(response_id)
+        streams = wants_stream(stream)
+        response = kept_responses.response(response_id)
+        if not streams:
+            return JSONResponse(response)
+        replay = b"".join(sse_event(event) for event in replayed_events(response, starting_after))
+        return Response(replay, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.get("/v1/responses/{response_id}/input_items")
     async def response_input_items(request: Request, response_id: str, order: str = "desc",
