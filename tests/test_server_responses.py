@@ -6,6 +6,7 @@ stored response retrieved and deleted by its id."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -489,6 +490,97 @@ def test_a_stored_response_retrieved_with_stream_true_is_replayed_as_its_events(
         assert (refused.status_code, refused.json()["error"]["param"]) == (400, param), refused.text
     missing = get(app, "/v1/responses/resp_never", stream="true")
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "response_not_found")
+
+
+class Paused:
+    """A backend whose reply sends ``first``, then waits until ``release`` is set (or the request is cancelled)
+    before it sends ``rest``; ``paused`` is set while it waits."""
+
+    def __init__(self, first: list, rest: list):
+        self.first, self.rest = first, rest
+        self.paused, self.release = asyncio.Event(), asyncio.Event()
+
+    async def generate(self, request, cancel):
+        yield self.first
+        self.paused.set()
+        while not (self.release.is_set() or cancel.is_set()):
+            await asyncio.sleep(0.01)
+        yield self.rest
+
+
+async def _open_stream(app, body: dict, leave: asyncio.Event):
+    """``POST /v1/responses`` of ``body`` on ``app`` as a running task, whose bytes arrive in the queue it returns
+    as they are sent (httpx's ASGI transport hands a body over once whole); the client leaves when ``leave`` is
+    set."""
+    sent, received = asyncio.Queue(), []
+
+    async def receive():
+        if not received:
+            received.append(True)
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.body":
+            await sent.put(message.get("body", b""))
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/v1/responses", "raw_path": b"/v1/responses", "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    return asyncio.ensure_future(app(scope, receive, send)), sent
+
+
+def _drained(queue: asyncio.Queue) -> str:
+    """The bytes the queue holds now, as text."""
+    parts = []
+    while not queue.empty():
+        parts.append(queue.get_nowait())
+    return b"".join(parts).decode()
+
+
+def test_a_response_still_streaming_is_retrieved_in_progress_with_what_it_has_so_far():
+    """Trial: ``GET /v1/responses/{id}`` of a response whose stream still ran was a 404 ("not kept by this server")
+    though the client had its id from ``response.created``. OpenAI answers it ``in_progress`` with its output so far,
+    as now; its input items are listed; what needs it whole (a replay, a delete, a continuation) is refused saying it
+    is still generating. Once ended it is the stored response; a stream its client left is not kept."""
+    stats = GenerationStats(mode="ar", new_tokens=2, prompt_tokens=7, stop_reason="eos")
+
+    async def scenario(leaves: bool):
+        backend = Paused([TextDelta("Bon", 1, False)], [TextDelta("jour", 2, False), Finished(stats)])
+        app = create_app(backend, model_id="m")
+        leave = asyncio.Event()
+        stream, sent = await _open_stream(app, {"input": "Hello", "stream": True}, leave)
+        await asyncio.wait_for(backend.paused.wait(), 30)
+        began = _events(_drained(sent))
+        response_id = began[0]["response"]["id"]
+        path = f"/v1/responses/{response_id}"
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            during = [await client.get(path), await client.get(f"{path}/input_items"),
+                      await client.get(path, params={"stream": "true"}), await client.delete(path),
+                      await client.post("/v1/responses", json={"input": "More", "previous_response_id": response_id})]
+            (leave if leaves else backend.release).set()
+            await asyncio.wait_for(stream, 30)
+            after = await client.get(path)
+        return began, during, _events(_drained(sent)), after
+
+    began, (during, items, replay, delete, continued), ended, after = run_coroutine(scenario(leaves=False))
+    assert during.status_code == 200 and during.json() == {**began[0]["response"], "output": [
+        {"type": "message", "id": began[2]["item"]["id"], "status": "in_progress", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Bon", "annotations": [], "logprobs": []}]}]}
+    assert [item["content"] for item in items.json()["data"]] == [[{"type": "input_text", "text": "Hello"}]]
+    for refused, words in ((replay, "is still being generated: retrieve it without stream"),
+                           (delete, "is still being generated: delete it once its stream ended"),
+                           (continued, "is still being generated: continue it once its stream ended")):
+        error = refused.json()["error"]
+        assert (refused.status_code, error["code"]) == (409, "response_in_progress"), refused.text
+        assert error["message"].startswith(f"Response {began[0]['response']['id']!r} {words}"), error["message"]
+    assert ended[-1]["type"] == "response.completed" and after.json() == ended[-1]["response"]
+    assert after.json()["output"][0]["content"][0]["text"] == "Bonjour"
+    _, (during, *_), _, after = run_coroutine(scenario(leaves=True))
+    assert during.json()["status"] == "in_progress"
+    assert (after.status_code, after.json()["error"]["code"]) == (404, "response_not_found")
 
 
 # --- through the openai client on the default model ----------------------------------------------------------------

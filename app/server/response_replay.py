@@ -9,6 +9,7 @@ each item in one delta is replayed byte for byte. ``starting_after`` (a sequence
 from __future__ import annotations
 
 from .errors import APIError
+from .response_store import in_progress
 
 #: Query values read as true and as false (as ``stream`` is sent: the ``openai`` client sends "true").
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
@@ -32,8 +33,12 @@ def replayed_events(response: dict, starting_after: str | None = None) -> list[d
     ``starting_after`` (None: all).
 
     Raises:
-        APIError: 400 naming ``starting_after``: not an integer of at least -1.
+        APIError: 400 naming ``starting_after``: not an integer of at least -1; 409 ``response_in_progress``: the
+            response's stream still runs.
     """
+    if response["status"] == "in_progress":
+        raise in_progress(response["id"], "retrieve it without stream (in_progress, its output so far), or with "
+                          "stream once its stream ended")
     events: list[dict] = []
 
     def event(kind: str, **fields) -> None:

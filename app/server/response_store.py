@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from .errors import APIError
 
@@ -32,6 +32,16 @@ class _Kept(NamedTuple):
     size: int
 
 
+class Streaming(Protocol):
+    """A response whose stream still runs (a ``responses.ResponseBuilder``): the object as it stands, its input
+    items."""
+
+    inputs: list[dict]
+
+    def response(self) -> dict:
+        """The Response object as it stands (``in_progress``, its output so far)."""
+
+
 class ResponseStore:
     """The conversations of recent responses, by response id, for ``previous_response_id``, with their Response
     objects as created (``GET /v1/responses/{id}``) and their input items (``GET /v1/responses/{id}/input_items``):
@@ -39,13 +49,16 @@ class ResponseStore:
     used dropped first. A conversation is a list of chat messages (``{"role", "content", "tool_calls"?,
     "tool_call_id"?}``), the response's reply last, without its ``instructions``. The ids of the last
     :data:`MAX_UNSTORED_IDS` responses created with ``store`` false are remembered (:meth:`not_stored`), so that
-    naming one says why it is not kept."""
+    naming one says why it is not kept. A stored response whose stream still runs is held apart
+    (:meth:`streaming`), retrieved ``in_progress`` with its output so far, as OpenAI answers one; what needs it
+    whole (a continuation, a delete) is a 409 ``response_in_progress``."""
 
     def __init__(self, max_responses: int = MAX_KEPT_RESPONSES, max_chars: int = MAX_KEPT_CHARS):
         self.max_responses, self.max_chars = max_responses, max_chars
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._chars = 0
         self._unstored: OrderedDict[str, None] = OrderedDict()
+        self._streaming: dict[str, Streaming] = {}
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -57,6 +70,8 @@ class ResponseStore:
             APIError: 400 ``previous_response_not_found``: the id was never kept, or was dropped, or its response
                 was created with ``store`` false (the message says so).
         """
+        if response_id in self._streaming:
+            raise in_progress(response_id, "continue it once its stream ended", param="previous_response_id")
         if response_id in self._unstored:
             raise APIError(
                 400, f"previous_response_id {response_id!r} was created with store false, so this server did not keep "
@@ -79,6 +94,8 @@ class ResponseStore:
             APIError: 404 ``response_not_found`` naming the id (and why: never kept, dropped, deleted, or created
                 with ``store`` false).
         """
+        if response_id in self._streaming:
+            return self._streaming[response_id].response()
         return self._retrievable(response_id).response
 
     def input_items(self, response_id: str) -> list[dict]:
@@ -88,6 +105,8 @@ class ResponseStore:
         Raises:
             APIError: 404 ``response_not_found`` naming the id, as :meth:`response`.
         """
+        if response_id in self._streaming:
+            return list(self._streaming[response_id].inputs)
         return list(self._retrievable(response_id).inputs)
 
     def _retrievable(self, response_id: str) -> _Kept:
@@ -104,6 +123,8 @@ class ResponseStore:
         Raises:
             APIError: 404 ``response_not_found`` naming the id, as :meth:`response`.
         """
+        if response_id in self._streaming:
+            raise in_progress(response_id, "delete it once its stream ended")
         if response_id not in self._kept:
             raise self._not_found(response_id)
         self._chars -= self._kept.pop(response_id).size
@@ -115,6 +136,14 @@ class ResponseStore:
                "started, in memory, until deleted)")
         return APIError(404, f"Response with id {response_id!r} not found: {why}", type="not_found_error",
                         param="response_id", code="response_not_found")
+
+    def streaming(self, response_id: str, response: Streaming | None) -> None:
+        """Hold ``response`` (None: drop it) as response ``response_id`` whose stream runs, until its stream ended
+        (kept by then with :meth:`put` if it completed)."""
+        if response is None:
+            self._streaming.pop(response_id, None)
+        else:
+            self._streaming[response_id] = response
 
     def not_stored(self, response_id: str) -> None:
         """Remember that response ``response_id`` was created with ``store`` false (the last
@@ -135,3 +164,10 @@ class ResponseStore:
         self._chars += size
         while len(self._kept) > self.max_responses or self._chars > self.max_chars:
             self._chars -= self._kept.popitem(last=False)[1].size
+
+
+def in_progress(response_id: str, advice: str, param: str | None = None) -> APIError:
+    """A 409 ``response_in_progress``: response ``response_id`` is still being generated, and ``advice`` says when
+    to ask again."""
+    return APIError(409, f"Response {response_id!r} is still being generated: {advice}", param=param,
+                    code="response_in_progress")

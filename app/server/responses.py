@@ -16,6 +16,7 @@ both ways as in a chat completion.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -354,9 +355,9 @@ class ResponseBuilder:
         self.stats: GenerationStats | None = None
 
     def response(self) -> dict:
-        """The Response object as it stands: ``in_progress`` until the reply finished, then ``completed`` (or
-        ``incomplete`` with ``incomplete_details.reason`` ``max_output_tokens``), with its usage. Its ``output`` holds
-        the calls the reply wrote whole (its ``ToolCalls``, as a chat completion's ``tool_calls``), never one that
+        """The Response object as it stands: ``in_progress`` until the reply finished, its ``output`` the items so
+        far as they stand (a copy), then ``completed`` (or ``incomplete`` with ``incomplete_details.reason``
+        ``max_output_tokens``), with its usage. Its finished ``output`` holds the calls the reply wrote whole (its ``ToolCalls``, as a chat completion's ``tool_calls``), never one that
         max_output_tokens cut: an agent reads every function_call's arguments as JSON."""
         body, stats = self._body, self.stats
         status = "in_progress" if stats is None else (
@@ -365,7 +366,8 @@ class ResponseBuilder:
             "id": self.id, "object": "response", "created_at": self._created, "status": status, "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
             "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "model": self._model,
-            "output": [item for item in self.output if not self._cut_call(item)] if stats is not None else [], "parallel_tool_calls": body.parallel_tool_calls is not False,
+            "output": [item for item in self.output if not self._cut_call(item)] if stats is not None else
+            copy.deepcopy(self.output), "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id, "temperature": self._sampling.temperature,
             "top_p": self._sampling.top_p, "tool_choice": self._tool_choice, "tools": body.tools or [],
             "text": {"format": (body.text or {}).get("format") or {"type": "text"}}, "store": body.store,

@@ -10,6 +10,8 @@ Rules:
   finish chunk and ``[DONE]``, or ``response.completed``), so that no client takes it for whole; its log line says
   why (``cut=server_stopped``), its 200 having gone out.
 - The turn is given back however the stream ends: finished, client gone, never started.
+- A stored Responses reply is retrievable ``in_progress`` while it streams (``ResponseStore.streaming``), and
+  dropped from there however its stream ends.
 - A text completion of several prompts streams them one after another, each prompt's chunks with its choice index,
   then the usage chunk (their usage summed) and one ``[DONE]``; a client gone cancels the prompts left.
 """
@@ -176,7 +178,20 @@ def response_stream(
         return b""
 
     opening = b"".join(sse_event(event) for event in builder.opening())
-    return _event_stream(run, first, opening, render, lambda error: sse_event(builder.error(error)), ending)
+    events = _event_stream(run, first, opening, render, lambda error: sse_event(builder.error(error)), ending)
+    return events if kept is None else _held_while_streaming(builder, kept, events)
+
+
+async def _held_while_streaming(builder: ResponseBuilder, kept: ResponseStore, events: AsyncIterator[bytes]
+                                ) -> AsyncIterator[bytes]:
+    """``events``, the response held in ``kept`` as streaming (retrievable ``in_progress``) from its first event
+    until the stream ends however it ends (whole: kept by then; cut, or its client gone: dropped)."""
+    kept.streaming(builder.id, builder)
+    try:
+        async for part in events:
+            yield part
+    finally:
+        kept.streaming(builder.id, None)
 
 
 class _ClosingStream(StreamingResponse):
