@@ -1,6 +1,6 @@
 """The decoding engine: prefill, autoregressive and speculative decode, rolling context, streaming events.
 
-Why one module of ~630 lines: it is one class, :class:`Engine` (about 550 of them), the decode loop: a reply's
+Why one module of ~700 lines: it is one class, :class:`Engine` (about 610 of them), the decode loop: a reply's
 prefix reuse, prefill, steps (``_speculative_step``), rolls and events all read and write the same caches, drafters
 and per-reply state (``_Decode``), in an order that keeps both modes' caches alike. What has a job of its own is
 already beside it (``prefill``, ``reply_stream``, ``scoring``, ``exactness``, ``auto_decoding``, ``drafting``);
@@ -282,20 +282,43 @@ class Engine:
         return drafters
 
     def _reuse_prefix(self, prompt_ids: list[int], n_ctx: int) -> int:
-        """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill."""
+        """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill (counted
+        in ``_seen``: after rolls, more than the cache holds).
+
+        After rolls the cache holds only the start and the end of what it has seen; a prompt that leaves the seen
+        tokens within that end (a regenerated reply, an edited last message) keeps the cache up to there
+        (``_rolled_length``) instead of prefilling the whole conversation again; one that leaves them earlier, or a
+        cache a middle cut made (not a start and an end), starts from an empty cache."""
         seen = self._seen
         # the last prompt token is fed again to get its logits
         common = min(common_prefix(seen, prompt_ids), len(prompt_ids) - 1)
-        if len(self._cache) > n_ctx or (common < len(seen) and self._rolled):
+        length = self._rolled_length(common) if self._rolled and common < len(seen) else common
+        if len(self._cache) > n_ctx or length is None:
             self.reset()
             return 0
         if common < len(seen) // 2:  # not a follow-up turn: another chat, whose acceptance differs
             self._measurements.new_conversation()
-        self._cache.truncate(common)
+        self._cache.truncate(length)
         if self._model_drafter is not None:
-            self._model_drafter.truncate(common)
+            self._model_drafter.truncate(length)
         del seen[common:]
         return common
+
+    def _rolled_length(self, common: int) -> int | None:
+        """The cache length that holds the first ``common`` tokens of ``_seen`` as rolls left them, or None.
+
+        A rolled cache holds a start of ``_seen`` (the tokens the rolls pinned) then its end; ``_seen``'s token
+        ``i`` of that end lies at ``i - (len(_seen) - len(cache))`` in the cache. That holds for the longest start
+        the two share, or else the cache is no start and end of ``_seen`` (a middle cut keeps a piece of the last
+        message between them): None, as where ``common`` ends between the start and the end the cache holds."""
+        cached, seen = self._cache.tokens, self._seen
+        head = common_prefix(cached, seen)
+        if common <= head:  # within the start, which no roll or cut moves
+            return common
+        offset = len(seen) - len(cached)
+        if offset < 0 or cached[head:] != seen[head + offset :] or common < head + offset:
+            return None
+        return common - offset
 
     def _roll(
         self, n_keep: int, n_discard: int, drafters: dict[str, Drafter], models: list[LoadedModel],
