@@ -546,3 +546,28 @@ def test_the_chats_banner_names_every_command(monkeypatch, capsys):
     banner = capsys.readouterr().err.splitlines()[0]
     assert banner.startswith("SpecChat terminal chat.")
     assert [name for name in commands.CHAT_COMMANDS if name not in banner] == []
+
+
+def test_a_reply_the_model_ends_at_once_is_said_in_the_windows_words(capsys):
+    """A long paste at --n-ctx 256 whose reply the model ended at once printed an empty line and "[auto] 0 tokens":
+    the note says so, in the window's words (``app.counts.nothing_generated_text``), with the flag that helps."""
+    import io
+
+    from app.cli.commands import _stream
+    from inference.events import Finished, GenerationStats, PromptOverflow
+    from inference.settings import GenerationSettings
+
+    overflow = PromptOverflow(prompt_tokens=616, n_ctx=256, discarded_tokens=424, head_tokens=24, message_tokens=24,
+                              tail_tokens=144, max_n_ctx=8192)
+    empty = Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=0, prompt_tokens=616))
+    _stream([overflow, empty], io.StringIO(), GenerationSettings())
+    notes = capsys.readouterr().err.splitlines()
+    assert notes[-1] == ("note: The model ended its reply at once (nothing generated): it read only part of a "
+                         "conversation longer than the context length; raise --n-ctx, or send a shorter message"), notes
+    _stream([Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=0, prompt_tokens=16))], io.StringIO(),
+            GenerationSettings())
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "note: The model ended its reply at once (nothing generated): send your message again, or rephrase it")
+    _stream([Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=3, prompt_tokens=16))], io.StringIO(),
+            GenerationSettings())
+    assert "nothing generated" not in capsys.readouterr().err

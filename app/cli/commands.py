@@ -20,6 +20,7 @@ from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, model_folders
 from app.cli.statistics import compare_speedup, describe, speedup_text, summary
+from app.counts import ended_at_once, nothing_generated_text
 from inference.advice import in_words
 from inference.chat import ChatSession
 from inference.engine import Engine
@@ -312,9 +313,12 @@ def _ctrl_c_cancels(cancel: threading.Event):
 
 
 def _stream(events, out, settings: GenerationSettings) -> GenerationStats:
-    stats = None
+    """Write a reply's text to ``out`` as it comes (notes on stderr: a prompt cut to fit, a dropped system prompt, a
+    reply the model ended at once in the window's words, ``app.counts.nothing_generated_text``); returns its stats."""
+    stats = overflow = None
     for event in events:
         if isinstance(event, PromptOverflow):
+            overflow = event
             print(f"note: {overflow_notice(event)}", file=sys.stderr, flush=True)
         elif isinstance(event, TextDelta) and out is not None:
             out.write(event.text)
@@ -325,6 +329,9 @@ def _stream(events, out, settings: GenerationSettings) -> GenerationStats:
         out.write("\n")
     if stats is not None and stats.system_prompt_dropped:
         notice = system_prompt_dropped_notice(stats.system_prompt_tokens, settings.context.n_ctx)
+        print(f"note: {notice}", file=sys.stderr, flush=True)
+    if stats is not None and ended_at_once(stats.new_tokens, stats.stop_reason):
+        notice = nothing_generated_text(overflow is not None, "--n-ctx", "send your message again, or rephrase it")
         print(f"note: {notice}", file=sys.stderr, flush=True)
     return stats
 

@@ -12,7 +12,7 @@ import math
 from inference.events import GenerationStats, PromptProgress
 
 from ..backends.remote_stream import REMOTE_CUT, REMOTE_MODE
-from ..counts import tokens_text
+from ..counts import NOTHING_GENERATED, ended_at_once, nothing_generated_text, tokens_text
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
@@ -385,6 +385,13 @@ def stopped_before_first_token(stats: dict | None, state: str) -> bool:
     return state == "stopped" and stats.get("new_tokens") == 0 and "compare" not in stats
 
 
+def nothing_generated(stats: dict | None, state: str) -> bool:
+    """True for a finished reply the model ended at once, with no token (``app.counts.ended_at_once``); not a
+    comparison, whose footer says what each run wrote."""
+    stats = stats or {}
+    return state == "complete" and "compare" not in stats and ended_at_once(stats.get("new_tokens"), stats.get("stop_reason"))
+
+
 def footer_text(stats: dict | None, state: str = "complete", last: bool = True) -> str:
     """The footer line of an assistant message: mode, TTFT, tokens/s, acceptance rate, discarded tokens, and the
     model that wrote it (only "Stopped before the first token" for a reply stopped during its prefill; ``Stream cut``
@@ -394,7 +401,8 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
     ``last``: the reply is the conversation's last message, the only one with a Continue button; the footer of an
     earlier reply cut at the length limit (or interrupted) does not point to Continue (a newcomer trial read
     "Continue writes more" above a later message, with no Continue anywhere near), nor does a remote reply's, which
-    has none (:func:`can_continue`): one cut at the length limit says to raise Longest reply and Regenerate."""
+    has none (:func:`can_continue`): one cut at the length limit says to raise Longest reply and Regenerate. A reply
+    the model ended at once says so first, with what helps (:func:`nothing_generated`)."""
     stats = stats or {}
     if state == "streaming":
         more = "; Continue writes more" if last and can_continue(stats, state) else ""
@@ -405,6 +413,9 @@ def footer_text(stats: dict | None, state: str = "complete", last: bool = True) 
     if stopped_at_limit(stats, state):
         hint = "raise Longest reply, then Regenerate" if remote_reply(stats) else "Continue writes more"
         prefix = f"{LENGTH_LIMIT_REACHED} ({hint}) · " if last else f"{LENGTH_LIMIT_REACHED} · "
+    elif nothing_generated(stats, state):  # (an empty bubble said nothing but "0 tokens": a trial's long paste)
+        again = "Regenerate, or rephrase your message" if last else "rephrase your message"
+        prefix = nothing_generated_text("prompt_kept_first" in stats, "Context length in the settings", again) + " · "
     part = stats
     if stats.get("continued") and "compare" not in stats:  # (a comparison is never continued)
         prefix += continued_text(stats) + (" · last part: " if stats.get("mode") else " · ")
@@ -468,6 +479,8 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
     parts = []
     if stopped_at_limit(stats, state):
         parts.append("Cut off at the length limit")
+    elif nothing_generated(stats, state):
+        parts.append(NOTHING_GENERATED)
     elif state in ("stopped", "error"):
         parts.append("Stopped" if state == "stopped" else "Failed")
     if "compare" in stats and (state == "stopped" or stats["compare"].get("stopped")):
