@@ -291,18 +291,28 @@ def metrics_text(stats: dict, part: bool = False) -> str:
         parts.append(accepted_text(stats["acceptance_rate"], len(_drafting(stats)) > 1, part))
     elif stats.get("mode") == "spec":
         parts.append("nothing drafted")  # (it read "acceptance n/a": a newcomer could not tell what was missing)
-    dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0
-    first, last = stats.get("prompt_kept_first"), stats.get("prompt_kept_last")
-    if first is not None and last is not None:
-        parts.append(cut_text(first, last, stats.get("prompt_tokens") or first + last, str(stats.get("prompt_cut", ""))))
-        dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
-    if dropped:  # (none dropped: nothing to say)
-        parts.append(dropped_text(dropped, rolls))
-    if stats.get("system_prompt_dropped"):
-        parts.append(system_prompt_dropped_text(stats.get("system_prompt_tokens")))
+    parts += context_notes(stats)
     if "new_tokens" in stats:
         parts.append(tokens_text(stats["new_tokens"]))
     return " · ".join(parts)
+
+
+def context_notes(stats: dict) -> list[str]:
+    """What the context length did to a reply, said by its footer (:func:`metrics_text`) and its export
+    (:func:`export_footer_text`: a trial's export said none of it): the prompt cut to fit (:func:`cut_text`), earlier
+    tokens dropped (:func:`dropped_text`: where the prompt was cut, only those the reply's own rolls dropped), part of
+    the system prompt dropped (:func:`system_prompt_dropped_text`)."""
+    notes = []
+    dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0
+    first, last = stats.get("prompt_kept_first"), stats.get("prompt_kept_last")
+    if first is not None and last is not None:
+        notes.append(cut_text(first, last, stats.get("prompt_tokens") or first + last, str(stats.get("prompt_cut", ""))))
+        dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
+    if dropped:  # (none dropped: nothing to say)
+        notes.append(dropped_text(dropped, rolls))
+    if stats.get("system_prompt_dropped"):
+        notes.append(system_prompt_dropped_text(stats.get("system_prompt_tokens")))
+    return notes
 
 
 #: What a Compare column's line starts with for a run cut at the length limit (a single reply's footer says it so).
@@ -466,7 +476,8 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
     """The line under an assistant message in a Markdown export: how the reply ended, how it was decoded, how fast,
     and the model that wrote it, in plain words and without the window's hints (``Continue writes more``) and
     abbreviations, e.g. ``Cut off at the length limit · Plain decoding · 24 tokens at 63.1 tokens/s, the first
-    after 42 ms · model qwen2.5-0.5b``. A remote reply with no decoding mode of its own (its stream cut, or a server
+    after 42 ms · model qwen2.5-0.5b``, with the footer's notes of what the context length did
+    (:func:`context_notes`). A remote reply with no decoding mode of its own (its stream cut, or a server
     that did not say how it decoded: ``REMOTE_MODE``) reads as its footer in the window, :func:`footer_text` (it said
     ``Stopped · Plain decoding``, a local mode, under a cut stream the window calls ``Stream cut``)."""
     stats = stats or {}
@@ -497,6 +508,8 @@ def export_footer_text(stats: dict | None, state: str = "complete") -> str:
             parts += [f"last part: {decoding[0]}", *decoding[1:]]
     elif stats.get("mode"):
         parts += _decoding_in_words(stats)
+    if "compare" not in stats:  # (a comparison's line, as its footer, says what its runs measured)
+        parts += context_notes(stats)
     if label := answered_with_label(stats):
         parts.append(f"model {label}")
     return _with_error(" · ".join(parts), stats)
