@@ -243,13 +243,19 @@ CUT_CAUSES = {"message": "your message is too long", "earlier_turns": "earlier t
               "system_prompt": "your system prompt is too long"}
 
 
-def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "") -> str:
+def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "", system: int = 0, message: int = 0) -> str:
     """A prompt longer than the context length cut to fit before the reply (``PromptOverflow``), in words, with why
     (``cause``, a key of :data:`CUT_CAUSES`): ``your message is too long: the model read 48 of the conversation's
     1,124 tokens (the first 30 and the last 18)``, ``earlier turns no longer fit: …``; a reply stored before the
     cause was (``cause`` ""): ``conversation cut to fit the context length: the model read 48 of its 1,124 tokens
-    (…)``."""
+    (…)``. Where the first tokens kept, less the ``message``'s first tokens kept after them, are the ``system``
+    prompt's (``GenerationStats.system_prompt_tokens``), they are named so (a trial read "the first 25" as the chat's
+    text): ``(the system prompt's 25 tokens and the last 3,412)``, ``(the system prompt's 24 tokens, your message's
+    first 256 and the last 3,304)``."""
     kept = f"(the first {first:,} and the last {last:,})"
+    if system > 0 and first - message == system:
+        among = f", your message's first {message:,}" if message > 0 else ""
+        kept = f"(the system prompt's {system:,} tokens{among} and the last {last:,})"
     if cause in CUT_CAUSES:
         return f"{CUT_CAUSES[cause]}: the model read {first + last:,} of the conversation's {prompt_tokens:,} tokens {kept}"
     return f"conversation cut to fit the context length: the model read {first + last:,} of its {prompt_tokens:,} tokens {kept}"
@@ -306,7 +312,10 @@ def context_notes(stats: dict) -> list[str]:
     dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0
     first, last = stats.get("prompt_kept_first"), stats.get("prompt_kept_last")
     if first is not None and last is not None:
-        notes.append(cut_text(first, last, stats.get("prompt_tokens") or first + last, str(stats.get("prompt_cut", ""))))
+        head = [stats.get(key) for key in ("system_prompt_tokens", "prompt_kept_message")]
+        head = [value if isinstance(value, int) and not isinstance(value, bool) else 0 for value in head]
+        notes.append(cut_text(first, last, stats.get("prompt_tokens") or first + last, str(stats.get("prompt_cut", "")),
+                              *head))
         dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
     if dropped:  # (none dropped: nothing to say)
         notes.append(dropped_text(dropped, rolls))

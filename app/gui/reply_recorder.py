@@ -165,6 +165,9 @@ class ReplyRecorder:
             overflow = self.overflow
             stats["prompt_kept_first"] = overflow.head_tokens + overflow.message_tokens
             stats["prompt_kept_last"] = overflow.tail_tokens
+            # (what the kept head is: the system prompt, then the message's first tokens; reply_format.cut_text)
+            stats["prompt_kept_message"] = overflow.message_tokens
+            stats["system_prompt_tokens"] = event.stats.system_prompt_tokens
             stats["reply_rolls"], stats["reply_discarded_tokens"] = len(self._reply_rolls), sum(self._reply_rolls)
             stats["prompt_cut"] = self._cut_cause()
         if self._resumed is not None:  # the whole reply's tokens (those before this part too), one more continuation

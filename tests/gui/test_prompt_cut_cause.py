@@ -109,3 +109,42 @@ def test_a_system_prompt_longer_than_the_context_is_blamed_not_a_short_first_mes
     recorder.add([overflow])
     assert recorder.snapshot().stats["live"].startswith("Generating… · Your message is too long: ")
     db.close()
+
+
+def test_the_kept_head_is_named_the_system_prompt_where_it_is_one(tmp_path):
+    """The footer said "(the first 25 and the last 3,412)" where those 25 were the system prompt the cut pins (a
+    trial read it as the first 25 tokens of the chat's text): where the kept head is the system prompt's length
+    (``system_prompt_tokens``, stored with a cut), it is named so, with the message's first tokens kept after it."""
+    overflow = PromptOverflow(prompt_tokens=5000, n_ctx=4096, discarded_tokens=1563, head_tokens=25, message_tokens=0,
+                              tail_tokens=3412, max_n_ctx=32768)  # fmt: skip
+    db = HistoryDB(tmp_path / "h.sqlite3")
+    footers = []
+    for turns, event in ((3, overflow), (0, LONG_MESSAGE)):
+        recorder = _recorder(db, turns)
+        recorder.add([event, TextDelta("A", 1, False), STEP,
+                      Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=1, prompt_tokens=event.prompt_tokens,
+                                               system_prompt_tokens=event.head_tokens))])  # fmt: skip
+        recorder.finish("complete")
+        footers.append(footer_text(db.message(recorder.message_id).stats))
+    assert " · earlier turns no longer fit: the model read 3,437 of the conversation's 5,000 tokens (the system " \
+           "prompt's 25 tokens and the last 3,412) · " in footers[0], footers[0]
+    assert " · your message is too long: the model read 3,584 of the conversation's 8,778 tokens (the system " \
+           "prompt's 24 tokens, your message's first 256 and the last 3,304) · " in footers[1], footers[1]
+    db.close()
+    # a head that is not the system prompt's length (a reply stored before its length was) keeps its words
+    assert metrics_text({"prompt_kept_first": 30, "prompt_kept_last": 18, "prompt_tokens": 1124,
+                         "system_prompt_tokens": 25}).endswith("(the first 30 and the last 18)")
+
+
+def test_a_long_paste_cut_by_the_real_model_names_the_system_prompt(qtbot, make_window):
+    from conftest import FAST
+    from gui_helpers import send_and_wait
+    from test_empty_reply import PASTE
+
+    window = make_window(FAST.with_values(n_ctx=256, max_new_tokens=4))
+    final = send_and_wait(qtbot, window, PASTE)
+    footer = window.chat_view.message_widgets()[-1].footer.text()
+    # SmolLM2's template writes its own system prompt where the chat has none: 24 tokens with the user turn's start
+    assert final.stats["system_prompt_tokens"] == 24, final.stats
+    assert " · your message is too long: the model read 252 of the conversation's 616 tokens (the system prompt's " \
+           "24 tokens, your message's first 31 and the last 197) · " in footer, footer
