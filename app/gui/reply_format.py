@@ -1,6 +1,6 @@
 """Reply statistics as stored with a message (a JSON dict) and as shown in its footer, and durations in words.
 
-Why one module of ~670 lines: its one job is the words a reply's statistics are said in, which the footer, a
+Why one module of ~740 lines: its one job is the words a reply's statistics are said in, which the footer, a
 Compare's columns, the live graph's summary and the export share (what Auto used, timing noise, acceptance), so
 that they agree; split, one vocabulary would be spread over modules that call one another.
 """
