@@ -117,6 +117,7 @@ class Engine:
         self._seen: list[int] = []  # every token fed to the target cache since the last reset, unrolled
         self._lookup: PromptLookupDrafter | None = None  # kept across replies: its n-gram index of _seen grows
         self._rolled = False
+        self._cut = False  # a middle cut made the cache: a piece of a message lies between its start and its end
         self._lock = threading.Lock()
         self.last_logits: np.ndarray | None = None  # float32 [vocab]: logits the last token was chosen from (penalized)
 
@@ -168,7 +169,7 @@ class Engine:
             self._model_drafter.reset()
         self._seen = []
         self._lookup = None
-        self._rolled = False
+        self._rolled = self._cut = False
         self._measurements.new_conversation()
 
     def layer_keys(self, layer: int = 0) -> np.ndarray:
@@ -309,12 +310,16 @@ class Engine:
 
         A rolled cache holds a start of ``_seen`` (the tokens the rolls pinned) then its end; ``_seen``'s token
         ``i`` of that end lies at ``i - (len(_seen) - len(cache))`` in the cache. That holds for the longest start
-        the two share, or else the cache is no start and end of ``_seen`` (a middle cut keeps a piece of the last
-        message between them): None, as where ``common`` ends between the start and the end the cache holds."""
+        the two share, or else the cache is no start and end of ``_seen``: None, as where ``common`` ends between the
+        start and the end the cache holds, and for a cache a middle cut made (``_cut``): it keeps a piece of a message
+        between them, which may read as part of the start, and the turn's ``PromptOverflow`` would count it as
+        dropped (a paste asked again was said to be read as 232 tokens where 252 were)."""
         cached, seen = self._cache.tokens, self._seen
         head = common_prefix(cached, seen)
         if common <= head:  # within the start, which no roll or cut moves
             return common
+        if self._cut:
+            return None
         offset = len(seen) - len(cached)
         if offset < 0 or cached[head:] != seen[head + offset :] or common < head + offset:
             return None
@@ -382,7 +387,7 @@ class Engine:
         dropped_before, discarded = reused - len(self._cache), stats.discarded_tokens  # (rolled out by earlier replies)
         if len(self._cache) > kept:
             yield self._roll(kept, len(self._cache) - kept, drafters, models, stats)
-        self._rolled = True
+        self._rolled = self._cut = True
         stats.reused_tokens = kept
         stats.discarded_tokens = discarded + cut.skipped - dropped_before  # the roll's tokens the cut keeps count back
         return [token for start, end in cut.spans for token in prompt_ids[max(start, kept) : end]]

@@ -82,3 +82,19 @@ def test_an_edit_that_parts_from_the_chat_where_the_rolls_dropped_it_starts_from
     dropped = len(engine._seen) - len(engine._cache)
     stats = list(engine.generate(edited, settings("ar", max_new_tokens=4, **CONTEXT)))[-1].stats
     assert (stats.reused_tokens, stats.prefilled_tokens) == (len(prompt) - 6 - dropped, 6)
+
+
+def test_a_long_paste_asked_again_is_cut_again_and_said_alike(engine):
+    """A cache a middle cut made keeps the message's first tokens between its start and its end, which read as part of
+    the start when the same prompt comes again: reused, the reply was said to have read 232 of 616 tokens ("the
+    system prompt's 24 tokens and the last 208") where the cut had read 252. It is cut again, and said alike."""
+    engine.reset()
+    session = ChatSession(engine)
+    session.messages.append({"role": "user", "content": "Summarize this: " + "The lighthouse keeper counts ships. " * 60})
+    prompt, message = session.prompt_ids(), session.last_message(session.prompt_ids())
+    cut = settings("ar", max_new_tokens=4, n_ctx=256, n_keep="auto")
+    first = list(engine.generate(prompt, cut, system_prompt_tokens=session.system_prompt_tokens(), message=message))
+    again = list(engine.generate(prompt, cut, system_prompt_tokens=session.system_prompt_tokens(), message=message))
+    said = [next(e for e in events if isinstance(e, PromptOverflow)) for events in (first, again)]
+    assert said[0].message_tokens > 0 and said[1] == said[0]
+    assert again[-1].stats.reused_tokens == 0 and again[-1].stats.token_ids == first[-1].stats.token_ids
