@@ -535,3 +535,26 @@ def test_a_draft_models_shorter_window_is_checked_before_loading_and_a_draft_hea
     spec = ModelSpec(target, "CPU", head, "CPU", PrecisionSettings(), None)
     assert fit_n_ctx(default, spec, given=True) is default
     assert fit_n_ctx(default, spec, given=False) is default
+
+
+@pytest.mark.parametrize("k", ["0", "17"])
+@pytest.mark.parametrize("mode", [[], ["--mode", "ar"], ["--mode", "spec", "--adaptive-k"]])
+def test_serve_refuses_a_k_out_of_range_at_start_whatever_its_mode(int4_dir, data_dir, monkeypatch, capsys, k, mode):
+    """A newcomer trial: `specchat serve --k 0` started (Auto, its default mode, chooses its own K), and then every
+    request for `spec_lookup` without a `k` of its own got a 400 blaming the client: "specchat.k: K (draft tokens
+    per step) must be in [1, 16], got 0", a `k` it never sent. serve keeps --k as the K of requests that ask a
+    fixed mode, so it is checked at start, before any model loads, whatever --mode serves by default."""
+    import app.cli.commands as commands
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    assert commands.run_command(commands.build_parser().parse_args(["serve", "--port", "0", "--k", k, *mode])) == 2
+    err = capsys.readouterr().err
+    assert "loading" not in err
+    assert err.splitlines()[-1] == f"error: --k: K (draft tokens per step) must be in [1, 16], got {k}"

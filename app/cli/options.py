@@ -154,6 +154,10 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
         speculative=SpeculativeSettings(k=_default_k(args) if args.k is None else args.k, adaptive=args.adaptive_k),
     )
     settings.validate()
+    if args.k is not None and getattr(args, "command", None) == "serve":
+        # serve keeps --k as the K of requests that ask a fixed mode, whatever its own mode: a K out of range
+        # started the server, and each such request was then refused as if its client had sent it
+        settings.speculative.validate(k=True)
     check_threads(args.threads)
     return settings
 
