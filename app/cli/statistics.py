@@ -81,7 +81,12 @@ def compare_speedup(ar: GenerationStats, spec: GenerationStats) -> float | None:
 
 def speedup_text(ar: GenerationStats, spec: GenerationStats, speedup: float | None) -> str:
     """``speedup 1.42x``, or where there is none to compare (:func:`compare_speedup`), why: ``no speedup to
-    compare: plain decoding wrote 1 token and Auto 1 token, and a decode speed needs 2 or more``."""
+    compare: plain decoding wrote 1 token and Auto 1 token, and a decode speed needs 2 or more``; where Auto drafted
+    at no step, ``no speedup: Auto decoded plainly, ...`` with the ratio as the machine's load."""
+    if speedup is not None and spec.mode == "auto" and not spec.drafted:
+        # (both runs decoded plainly: their ratio is the machine's load, as the window's Compare says it)
+        return (f"no speedup: Auto decoded plainly, drafts would not pay at these settings (the two plain runs' "
+                f"speeds {speedup:.2f}:1: the machine's load, not the decoding)")
     if speedup is not None:
         return f"speedup {speedup:.2f}x"
     return (f"no speedup to compare: plain decoding wrote {tokens_text(ar.new_tokens)} and Auto "
