@@ -300,6 +300,31 @@ def test_read_prompt_from_an_argument_a_file_or_stdin(tmp_path, monkeypatch):
         read_prompt(parser.parse_args(["generate", "-f", str(tmp_path / "missing.txt")]))
 
 
+@pytest.mark.parametrize("given", [[""], ["  \n "], ["-f", "EMPTY"]])
+@pytest.mark.parametrize("mode", ["auto", "compare"])
+def test_an_empty_prompt_is_refused_before_any_model_loads(tmp_path, monkeypatch, capsys, given, mode):
+    """A newcomer's `generate ""` loaded the model for 6 s, then said "the message is empty: type something before
+    sending" (the window's words: there is no sending here), and `--mode compare` printed "--- autoregressive"
+    above it. The command line says it in its own words, before anything loads."""
+    import app.cli.commands as commands
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
+    given = [str(tmp_path / "empty.txt") if part == "EMPTY" else part for part in given]
+    assert commands.run_command(build_parser().parse_args(["generate", *given, "--mode", mode])) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    what = f"the prompt file {given[1]} holds no text" if given[0] == "-f" else "the prompt is empty"
+    assert printed.err.splitlines() == [f"error: {what}: give a message as an argument or with -f FILE"]
+
+
 @pytest.mark.parametrize(
     "args,unused",
     [

@@ -162,7 +162,8 @@ def read_prompt(args: argparse.Namespace) -> str:
     Latin-1 file's bytes became U+FFFD without a word, and the reply answered garbage).
 
     Raises:
-        ValueError: both or neither given, or the file cannot be read or is not UTF-8 (the message names it).
+        ValueError: both or neither given, the file cannot be read or is not UTF-8 (the message names it), or the
+            prompt holds no text.
     """
     if (args.prompt is None) == (args.file is None):
         both = args.prompt is not None
@@ -171,11 +172,11 @@ def read_prompt(args: argparse.Namespace) -> str:
             + (", not both" if both else "")
         )
     if args.file is None:
-        return args.prompt
+        return _not_empty(args.prompt, "the prompt is empty")
     if args.file == "-":
         stdin = getattr(sys.stdin, "buffer", None)
         if stdin is None:  # (a text stream: already decoded)
-            return sys.stdin.read().rstrip("\r\n")
+            return _not_empty(sys.stdin.read().rstrip("\r\n"), "stdin holds no text")
         data, name = stdin.read(), "stdin"
     else:
         try:
@@ -189,7 +190,15 @@ def read_prompt(args: argparse.Namespace) -> str:
             f"{name} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start:,} is not UTF-8): "
             "save it as UTF-8 first, e.g. iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8 for a Latin-1 file"
         ) from None
-    return text.rstrip("\r\n")
+    return _not_empty(text.rstrip("\r\n"), f"{name} holds no text")
+
+
+def _not_empty(prompt: str, what: str) -> str:
+    """``prompt``, refused where it holds no text (before any model loads: a newcomer's empty prompt loaded the
+    model, then was refused in the window's words)."""
+    if not prompt.strip():
+        raise ValueError(f"{what}: give a message as an argument or with -f FILE")
+    return prompt
 
 
 def read_message(read_line: Callable[[str], str] = input) -> str:
