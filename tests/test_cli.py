@@ -438,6 +438,21 @@ def test_the_tokens_of_plain_steps_are_counted_in_a_fixed_k_reply_as_in_auto():
     assert plain.fallback_tokens == 0 and "plain steps" not in describe(plain)
 
 
+def test_one_token_by_plain_steps_is_said_in_the_singular():
+    """A newcomer's `--mode spec --draft <a draft model>` read "K up to 4, 1 tokens by plain steps"."""
+    from app.cli.statistics import describe
+    from inference.events import GenerationStats
+
+    fixed = GenerationStats(mode="spec", drafter="model", new_tokens=8)
+    fixed.count_step("model", 4, 4, 0, 1, speculative=True)
+    fixed.count_step("model", 4, 0, 0, 1, speculative=True)
+    assert fixed.fallback_tokens == 1
+    assert ", K up to 4, 1 token by plain steps, prefilled" in describe(fixed), describe(fixed)
+    for _ in range(1199):
+        fixed.count_step("model", 4, 0, 0, 1, speculative=True)
+    assert ", K up to 4, 1,200 tokens by plain steps, prefilled" in describe(fixed), describe(fixed)
+
+
 def test_autos_label_names_the_drafter_whose_drafts_gave_the_most_tokens():
     """`[auto/head]` named the drafter of most steps: a head drafting 30 steps for 10 tokens beside prompt lookup
     copying 40 tokens in 5 steps was named, though lookup gave most. The label (and the server's ``drafter``) names

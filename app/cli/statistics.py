@@ -23,7 +23,7 @@ def describe(stats: GenerationStats) -> str:
     if stats.mode == "auto":
         line += f", steps: {drafter_steps(stats)}"
     elif stats.fallback_tokens:
-        line += f", {stats.fallback_tokens} tokens by plain steps"
+        line += f", {tokens_text(stats.fallback_tokens)} by plain steps"
     line += f", prefilled {stats.prefilled_tokens}/{stats.prompt_tokens}"
     if stats.fast_prefilled_tokens:
         line += f" ({stats.fast_prefilled_tokens} by the fast prefill)"
