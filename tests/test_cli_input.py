@@ -325,6 +325,26 @@ def test_an_empty_prompt_is_refused_before_any_model_loads(tmp_path, monkeypatch
     assert printed.err.splitlines() == [f"error: {what}: give a message as an argument or with -f FILE"]
 
 
+def test_compare_says_a_cut_prompts_note_once(int4_dir, data_dir, tmp_path, monkeypatch, capsys):
+    """A newcomer's `generate -f long.txt --n-ctx 64 --mode compare` printed "note: the prompt is 2725 tokens, more
+    than n_ctx 64: ..." twice, once per run, the same words about the same prompt (and a dropped system prompt's
+    note likewise): each note is said once, where it first comes."""
+    import app.cli.commands as commands
+
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    prompt = tmp_path / "long.txt"
+    prompt.write_text("Summarize this: " + " ".join(f"item{i} is red." for i in range(60)), encoding="utf-8")
+    for given, n_ctx, tokens, expected in ((["-f", str(prompt)], "64", "4", ["the prompt is "]),
+                                           (["Hi"], "16", "24", ["the prompt is ", "the context was full and part "
+                                                                 "of the system prompt"])):
+        args = build_parser().parse_args(["generate", *given, "--n-ctx", n_ctx, "--mode", "compare", "--draft",
+                                          "lookup", "--max-new-tokens", tokens])
+        assert commands.run_command(args) == 0
+        notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+        assert [note[6:][:len(start)] for note, start in zip(notes, expected)] == expected and len(notes) == len(
+            expected), notes
+
+
 @pytest.mark.parametrize(
     "args,unused",
     [

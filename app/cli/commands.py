@@ -321,14 +321,23 @@ def _ctrl_c_cancels(cancel: threading.Event):
         signal.signal(signal.SIGINT, previous)
 
 
-def _stream(events, out, settings: GenerationSettings) -> GenerationStats:
-    """Write a reply's text to ``out`` as it comes (notes on stderr: a prompt cut to fit, a dropped system prompt, a
-    reply the model ended at once in the window's words, ``app.counts.nothing_generated_text``); returns its stats."""
+def _stream(events, out, settings: GenerationSettings, said: set[str] | None = None) -> GenerationStats:
+    """Stream a reply's text to ``out`` (None: keep it), its notes to stderr (a prompt cut to fit, a dropped system
+    prompt, a reply the model ended at once in the window's words, ``app.counts.nothing_generated_text``); ``said``:
+    the notes already said (a comparison's second run says none of its first's again: a newcomer read the same
+    cut-prompt note twice)."""
+    said = set() if said is None else said
+
+    def note(text: str) -> None:
+        if text not in said:
+            said.add(text)
+            print(f"note: {text}", file=sys.stderr, flush=True)
+
     stats = overflow = None
     for event in events:
         if isinstance(event, PromptOverflow):
             overflow = event
-            print(f"note: {overflow_notice(event)}", file=sys.stderr, flush=True)
+            note(overflow_notice(event))
         elif isinstance(event, TextDelta) and out is not None:
             out.write(event.text)
             out.flush()
@@ -337,11 +346,9 @@ def _stream(events, out, settings: GenerationSettings) -> GenerationStats:
     if out is not None:
         out.write("\n")
     if stats is not None and stats.system_prompt_dropped:
-        notice = system_prompt_dropped_notice(stats.system_prompt_tokens, settings.context.n_ctx)
-        print(f"note: {notice}", file=sys.stderr, flush=True)
+        note(system_prompt_dropped_notice(stats.system_prompt_tokens, settings.context.n_ctx))
     if stats is not None and ended_at_once(stats.new_tokens, stats.stop_reason):
-        notice = nothing_generated_text(overflow is not None, "--n-ctx", "send your message again, or rephrase it")
-        print(f"note: {notice}", file=sys.stderr, flush=True)
+        note(nothing_generated_text(overflow is not None, "--n-ctx", "send your message again, or rephrase it"))
     return stats
 
 
@@ -384,7 +391,7 @@ def _generate(args: argparse.Namespace) -> int:
     settings = {mode: _settings(args, mode) for mode in modes}
     engine = _engine(args, settings)
     cancel = threading.Event()
-    results = {}
+    results, said = {}, set()  # (the notes said: a comparison's second run repeats none)
     precision = engine.target.precision.as_dict()
     if args.mode == "compare":
         warm_up(engine)  # else the run that goes first pays OpenVINO's one-time work and the speedup is inflated
@@ -395,7 +402,7 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"--- {'autoregressive' if mode == 'ar' else 'auto'}", flush=True)
         with _ctrl_c_cancels(cancel):
             events = session.send(prompt, settings[mode], cancel)
-            results[mode] = _stream(events, None if args.json else sys.stdout, settings[mode])
+            results[mode] = _stream(events, None if args.json else sys.stdout, settings[mode], said)
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
         if results[mode].stop_reason == "cancelled":  # Ctrl+C: what came is shown, the status says it was cut
