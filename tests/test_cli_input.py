@@ -345,6 +345,27 @@ def test_compare_says_a_cut_prompts_note_once(int4_dir, data_dir, tmp_path, monk
             expected), notes
 
 
+@pytest.mark.parametrize("command", [["generate", "Hi"], ["serve", "--port", "0"]])
+def test_an_unknown_draft_says_lookup_is_a_choice_too(int4_dir, data_dir, monkeypatch, capsys, command):
+    """A newcomer read "[spec/head]" in the statistics and tried `--draft head`: "no installed model named 'head'
+    (installed: ...)" said nothing of `lookup`, the other thing --draft takes. The refusal names all three."""
+    import app.cli.commands as commands
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
+    assert commands.run_command(build_parser().parse_args([*command, "--mode", "spec", "--draft", "head"])) == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith("error: --draft takes lookup (prompt lookup), an installed model's name or a model "
+                           "folder: no installed model named 'head' (installed: "), line
+    assert "SmolLM2-135M-Instruct-head" in line and line.endswith("see `specchat models list`"), line
+
+
 @pytest.mark.parametrize(
     "args,unused",
     [

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.backends.worker import ModelSpec
+from inference.advice import restated
 from inference.devices import available_devices, unavailable_device
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.model import sliding_window_of
@@ -213,6 +214,20 @@ def model_folders(args: argparse.Namespace) -> ModelSpec:
         if problem:
             raise ValueError(f"{flag}: {problem}")
     target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
-    draft = store.find_model(draft) if draft else None
+    draft = _draft_folder(draft) if draft else None
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return ModelSpec(target, args.device, draft, args.draft_device or args.device, precision, args.threads)
+
+
+def _draft_folder(name: str) -> Path:
+    """The folder of ``--draft NAME|FOLDER``; a refusal says what else --draft takes (a newcomer's `--draft head`,
+    after reading "[spec/head]", was told of installed models only, not of ``lookup``).
+
+    Raises:
+        ModelImportError: no such model (the message says what --draft takes).
+    """
+    try:
+        return store.find_model(name)
+    except ModelImportError as error:
+        raise restated(ModelImportError, "--draft takes lookup (prompt lookup), an installed model's name or a "
+                       "model folder: ", error) from None
