@@ -366,6 +366,25 @@ def test_an_unknown_draft_says_lookup_is_a_choice_too(int4_dir, data_dir, monkey
     assert "SmolLM2-135M-Instruct-head" in line and line.endswith("see `specchat models list`"), line
 
 
+def test_the_default_model_named_by_its_name_or_folder_drafts_with_its_head_as_with_bits(int4_dir, int8_dir, tmp_path):
+    """A newcomer's `generate Hi --bits 8 --mode spec` drafted with the draft head ("[spec/head]"), but `--model
+    SmolLM2-135M-Instruct-int8 --mode spec`, the same model named as `models list` names it, drafted with prompt
+    lookup ("[spec/lookup] ... 7 tokens by plain steps"), and Auto lost the head the same way. The default model
+    named by its name or folder, at any bit-width, drafts with its head as --bits does; another model with lookup."""
+    from app.cli.options import _default_k, draft_choice
+    from inference.draft_head import HEAD_K
+    from inference.models.default_head import DEFAULT_HEAD_NAME
+
+    for given in ([], ["--bits", "8"], ["--model", int4_dir.name], ["--model", int8_dir.name], ["--model", str(int8_dir)]):
+        for mode in ("auto", "spec"):
+            args = build_parser().parse_args(["generate", "Hi", "--mode", mode, *given])
+            assert draft_choice(args) == DEFAULT_HEAD_NAME, (given, mode)
+            assert _default_k(args) == HEAD_K, (given, mode)
+    other = tmp_path / "other-model"  # (not the default model: no head of its own)
+    assert draft_choice(build_parser().parse_args(["generate", "Hi", "--model", str(other)])) == "lookup"
+    assert draft_choice(build_parser().parse_args(["generate", "Hi", "--model", "no-such-model"])) == "lookup"
+
+
 @pytest.mark.parametrize(
     "args,unused",
     [

@@ -15,7 +15,7 @@ from inference.devices import available_devices, unavailable_device
 from inference.draft_head import HEAD_K, is_head_folder
 from inference.model import sliding_window_of
 from inference.models import default_model, store
-from inference.models.default_head import DEFAULT_HEAD_NAME, shipped_head
+from inference.models.default_head import DEFAULT_HEAD_NAME, ensure_default_head, shipped_head
 from inference.models.errors import ModelImportError
 from inference.models.inspect import max_context_of, read_config
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
@@ -72,11 +72,25 @@ def add_model_options(parser: argparse.ArgumentParser, modes: tuple[str, ...] = 
 
 
 def draft_choice(args: argparse.Namespace) -> str:
-    """``--draft`` as given; without it, the default model's draft head when the target is the default model and
-    this build of SpecChat ships one (it is installed with the model), else ``lookup``."""
+    """``--draft`` as given; without it, the default model's draft head when the target is the default model (left
+    out, or named: :func:`_is_the_default_model`) and this build of SpecChat ships one (it is installed with the
+    model), else ``lookup``."""
     if args.draft is not None:
         return args.draft
-    return DEFAULT_HEAD_NAME if args.model is None and shipped_head() is not None else "lookup"
+    return DEFAULT_HEAD_NAME if _is_the_default_model(args.model) and shipped_head() is not None else "lookup"
+
+
+def _is_the_default_model(model: str | None) -> bool:
+    """Whether ``--model`` leaves the default model in place, or names it (by its name or folder, at any
+    bit-width): its draft head drafts for it either way (a newcomer's `--model SmolLM2-135M-Instruct-int8` drafted
+    with lookup where `--bits 8` drafted with the head)."""
+    if model is None:
+        return True
+    try:
+        folder = store.find_model(model).resolve()
+    except ModelImportError:  # said when the models load
+        return False
+    return any(folder == default_model.default_model_dir(bits).resolve() for bits in (4, 8, 16))
 
 
 def decoding_of(args: argparse.Namespace, mode: str) -> Decoding:
@@ -214,6 +228,8 @@ def model_folders(args: argparse.Namespace) -> ModelSpec:
         if problem:
             raise ValueError(f"{flag}: {problem}")
     target = store.find_model(args.model) if args.model else default_model.ensure_default_model(args.bits or DEFAULT_BITS, progress=_progress)
+    if args.model and args.draft is None and draft == DEFAULT_HEAD_NAME:
+        ensure_default_head(_progress)  # (the default model named: its head, installed with it, may have been removed)
     draft = _draft_folder(draft) if draft else None
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return ModelSpec(target, args.device, draft, args.draft_device or args.device, precision, args.threads)
