@@ -128,6 +128,33 @@ def test_generate_takes_installed_model_names_for_the_target_and_the_draft(tiny_
     assert "tokenizer" in capsys.readouterr().err
 
 
+def test_a_draft_head_made_for_another_model_is_refused_in_the_pair_checks_words_before_loading(
+        tiny_ir, store, capsys, monkeypatch):
+    """A newcomer's `generate Hi --model other --draft SmolLM2-135M-Instruct-head` loaded both models, then said
+    "other cannot give the outputs of decoder layers [1, 14] that its draft head reads (decoder layer 1 out of
+    range: ...)", where `models pair` says in plain words that a head drafts only for its own model. The command
+    line now says that, before anything loads, for generate, chat and serve alike."""
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+    from inference.models.default_head import shipped_head
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    assert main(["models", "import", str(tiny_ir["same"]), "--name", "tiny-target"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    head = shipped_head()
+    for command in (["generate", "Hi"], ["chat"], ["serve", "--port", "0"]):
+        assert main([*command, "--model", "tiny-target", "--draft", str(head), "--n-ctx", "256"]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1] == (
+            f"error: {head.name} cannot draft for tiny-target: a draft head made for SmolLM2-135M-Instruct drafts "
+            "only for SmolLM2-135M-Instruct"), err
+        assert "loading" not in err
+
+
 def test_target_model_setting_persists_and_version_1_files_still_load(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 1, "settings": {"bits": 8, "n_ctx": 2048}}))  # a file of an earlier release

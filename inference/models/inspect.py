@@ -359,16 +359,8 @@ def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
         ModelImportError: the target has no readable IR or tokenizer; the head's manifest is unreadable.
     """
     target, head = Path(target), Path(head)
-    try:
-        manifest = read_head_manifest(head)
-    except ModelLoadError as error:
-        raise ModelImportError(str(error)) from error
+    manifest = check_head_made_for(target, head)
     made_for = manifest["target"]["name"]
-    target_name = _manifest_name(target)
-    if target_name is not None and target_name != made_for:
-        raise PairMismatchError(
-            f"{head.name} cannot draft for {target.name}: a draft head made for {made_for} drafts only for {made_for}"
-        )
     model = read_ir(target)
     info = tokenizer_info(target, vocab_size=logits_width(model))
     problems = head_misfits(manifest, hidden_width(model), info.vocab_size, lambda: info.fingerprint,
@@ -379,6 +371,31 @@ def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
             f"{target.name} does not fit it ({'; '.join(problems)})"
         )
     return info
+
+
+def check_head_made_for(target: Path | str, head: Path | str) -> dict:
+    """Refuse a draft head made for another model than ``target`` by its manifests alone (no IR read: cheap enough
+    to check before any model loads, as the command line does).
+
+    Returns:
+        The head's manifest (``draft_head.json``).
+
+    Raises:
+        PairMismatchError: the head names another model than the target's manifest name.
+        ModelImportError: the head's manifest is unreadable.
+    """
+    target, head = Path(target), Path(head)
+    try:
+        manifest = read_head_manifest(head)
+    except ModelLoadError as error:
+        raise ModelImportError(str(error)) from error
+    made_for = manifest["target"]["name"]
+    target_name = _manifest_name(target)
+    if target_name is not None and target_name != made_for:
+        raise PairMismatchError(
+            f"{head.name} cannot draft for {target.name}: a draft head made for {made_for} drafts only for {made_for}"
+        )
+    return manifest
 
 
 def _manifest_name(folder: Path) -> str | None:
