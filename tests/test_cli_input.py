@@ -391,6 +391,7 @@ def test_the_default_model_named_by_its_name_or_folder_drafts_with_its_head_as_w
         (["--draft", "/some/draft"], []),  # Auto (the default) drafts with it
         (["--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--adaptive-k", "--k"]),  # the default head runs there
         (["--mode", "compare", "--draft", "lookup", "--k", "3"], ["--k"]),
+        (["--mode", "compare", "--adaptive-k"], ["--adaptive-k"]),  # compare runs Auto, which chooses K itself
         (["--mode", "spec", "--k", "3", "--adaptive-k"], ["--k"]),
         (["--mode", "ar", "--k", "3", "--adaptive-k", "--draft-device", "CPU"], ["--draft-device", "--k", "--adaptive-k"]),
         (["--mode", "ar", "--draft", "/some/draft"], ["--draft"]),
@@ -419,6 +420,14 @@ def test_sampling_options_under_greedy_decoding_are_named_unused_by_generate_and
     for command in (["generate", "Hi"], ["chat"]):
         assert unused_options(build_parser().parse_args([*command, "--top-p", "0.5"])) == [note]
     assert unused_options(build_parser().parse_args(["serve", "--temperature", "0", "--top-p", "0.5"])) == []
+
+
+def test_adaptive_k_with_compare_is_named_unused_as_with_auto():
+    """`generate --mode compare --adaptive-k` ran plain decoding and Auto, which always chooses K, without a word
+    about --adaptive-k (it was named unused with --mode auto only)."""
+    notes = unused_options(build_parser().parse_args(["generate", "Hi", "--mode", "compare", "--adaptive-k"]))
+    assert notes == ["--adaptive-k is unused with --mode compare (compare runs plain decoding and Auto, which always "
+                     "chooses K); it applies to --mode spec"]
 
 
 def test_k_with_auto_is_named_unused_by_generate_not_by_serve():

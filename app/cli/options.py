@@ -135,8 +135,9 @@ def unused_options(args: argparse.Namespace) -> list[str]:
         ]
     elif args.draft_device is not None and _draft_name(args) is None:
         notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
-    if args.mode == "auto" and args.adaptive_k:
-        notes.append("--adaptive-k is unused with --mode auto (Auto always chooses K); it applies to --mode spec")
+    if args.mode in ("auto", "compare") and args.adaptive_k:
+        run = "Auto" if args.mode == "auto" else "compare runs plain decoding and Auto, which"
+        notes.append(f"--adaptive-k is unused with --mode {args.mode} ({run} always chooses K); it applies to --mode spec")
     if args.k is not None and getattr(args, "command", None) != "serve":  # serve: the K of requests for a fixed mode
         if args.mode in ("auto", "compare"):
             run = "Auto" if args.mode == "auto" else "compare runs plain decoding and Auto, which"
