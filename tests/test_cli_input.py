@@ -422,6 +422,20 @@ def test_sampling_options_under_greedy_decoding_are_named_unused_by_generate_and
     assert unused_options(build_parser().parse_args(["serve", "--temperature", "0", "--top-p", "0.5"])) == []
 
 
+def test_the_help_of_draft_names_only_the_modes_the_command_takes():
+    """`specchat serve --help` and `chat --help` said "--draft: with --mode auto, spec or compare", a mode neither
+    takes (`chat --mode compare`: "invalid choice: 'compare'")."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+
+    def draft_help(command: str) -> str:
+        return next(a.help for a in commands[command]._actions if a.dest == "draft")
+
+    assert draft_help("generate").startswith("with --mode auto, spec or compare: a draft model or head")
+    for command in ("chat", "serve"):
+        assert draft_help(command).startswith("with --mode auto or spec: a draft model or head"), command
+
+
 def test_adaptive_k_with_compare_is_named_unused_as_with_auto():
     """`generate --mode compare --adaptive-k` ran plain decoding and Auto, which always chooses K, without a word
     about --adaptive-k (it was named unused with --mode auto only)."""
