@@ -422,6 +422,28 @@ def test_sampling_options_under_greedy_decoding_are_named_unused_by_generate_and
     assert unused_options(build_parser().parse_args(["serve", "--temperature", "0", "--top-p", "0.5"])) == []
 
 
+@pytest.mark.parametrize("command", [["generate", "Hi"], ["chat"], ["serve", "--port", "0"]])
+@pytest.mark.parametrize("flag", ["--model", "--draft"])
+def test_an_empty_model_or_draft_is_refused_not_taken_for_the_default(tmp_path, monkeypatch, capsys, command, flag):
+    """`generate Hi --model "$MODEL"` with MODEL unset ran the default model without a word, and `--draft ""` ran
+    Auto without its draft head (as llama.cpp refuses `-m ""`, an empty name is refused, before anything loads)."""
+    import app.cli.commands as commands
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    for value in ("", "  "):
+        assert commands.run_command(build_parser().parse_args([*command, flag, value])) == 2
+        what = "an installed model's name or a model folder" + (", or lookup" if flag == "--draft" else "")
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: {flag} is empty: give {what}, or leave {flag} out for the default"]
+
+
 def test_the_help_of_draft_names_only_the_modes_the_command_takes():
     """`specchat serve --help` and `chat --help` said "--draft: with --mode auto, spec or compare", a mode neither
     takes (`chat --mode compare`: "invalid choice: 'compare'")."""

@@ -162,7 +162,12 @@ def decoding_settings(args: argparse.Namespace, mode: str) -> GenerationSettings
 
     Raises:
         SettingError: a setting out of range (the message names it).
+        ValueError: an empty --model or --draft.
     """
+    for flag, value, other in (("--model", args.model, ""), ("--draft", args.draft, ", or lookup")):
+        if value is not None and not value.strip():  # (`--model "$MODEL"` with MODEL unset ran the default silently)
+            raise ValueError(f"{flag} is empty: give an installed model's name or a model folder{other}, or leave "
+                             f"{flag} out for the default")
     settings = GenerationSettings(
         decoding=decoding_of(args, mode),
         context=ContextSettings(n_ctx=CONTEXT.n_ctx if args.n_ctx is None else args.n_ctx, n_keep=args.n_keep,
