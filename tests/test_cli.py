@@ -226,6 +226,26 @@ def test_a_malformed_command_line_is_one_line_too(args, line):
     assert result.returncode == 2 and result.stderr.splitlines() == [line]  # no 20-line usage block first
 
 
+@pytest.mark.parametrize("args, line", [
+    (["generate", "Hi", "--draft-max", "8"], "specchat generate: error: unrecognized arguments: --draft-max 8; "
+                                             "llama.cpp's --draft-max is --k here (see specchat generate --help)"),
+    (["serve", "-md", "SmolLM2-135M-Instruct-int8"], "specchat serve: error: unrecognized arguments: -md "
+     "SmolLM2-135M-Instruct-int8; llama.cpp's -md is --draft here (see specchat serve --help)"),
+    (["chat", "--ctx-size=512"], "specchat chat: error: unrecognized arguments: --ctx-size=512; llama.cpp's "
+                                 "--ctx-size is --n-ctx here (see specchat chat --help)"),
+    (["generate", "Hi", "-c", "512", "-n", "16"], "specchat generate: error: unrecognized arguments: -c 512 -n 16; "
+     "llama.cpp's -c is --n-ctx here, llama.cpp's -n is --max-new-tokens here (see specchat generate --help)"),
+    (["generate", "Hi", "--draft-min", "2"], "specchat generate: error: unrecognized arguments: --draft-min 2; "
+     "llama.cpp's --draft-min has no equivalent here: --mode auto (the default) and --adaptive-k choose K each step "
+     "(see specchat generate --help)"),
+])  # fmt: skip
+def test_llama_cpps_names_of_the_decoding_options_are_answered_with_specchats(args, line):
+    """A llama.cpp user's `generate Hi --draft-max 8`, `-md DRAFT`, `-c 512`, `-n 16` were "unrecognized arguments"
+    and nothing more: the refusal names SpecChat's option for each llama.cpp name it knows."""
+    result = subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.splitlines() == [line]
+
+
 def test_the_statistics_line_says_the_largest_k_drafted_not_the_last_steps():
     """A newcomer read "K 0" after `--mode spec --draft lookup --k 4`: the last step's K (lookup found nothing to
     copy there). A fixed mode's line says the largest K drafted; Auto's says K per drafter in its steps only."""

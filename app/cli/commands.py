@@ -18,7 +18,7 @@ from typing import Callable
 from app import __version__
 from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
-from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, model_folders
+from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, llama_cpp_hint, model_folders
 from app.cli.statistics import compare_speedup, describe, speedup_text, summary
 from app.counts import ended_at_once, nothing_generated_text
 from inference.advice import in_words
@@ -143,7 +143,9 @@ class _Parser(argparse.ArgumentParser):
         (argparse's), whose help does not."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+            chosen = self._chosen(parsed)
+            hint = llama_cpp_hint(extras, chosen._option_string_actions) if "--k" in chosen._option_string_actions else ""
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; {hint}" if hint else ""))
         return parsed
 
     def _chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:

@@ -255,3 +255,31 @@ def _draft_folder(name: str) -> Path:
     except ModelImportError as error:
         raise restated(ModelImportError, "--draft takes lookup (prompt lookup), an installed model's name or a "
                        "model folder: ", error) from None
+
+
+#: llama.cpp's names of options SpecChat has under another name (llama-cli, llama-server, llama-speculative), or
+#: None for one with no equivalent (then :data:`NO_EQUIVALENT` says why).
+LLAMA_CPP_NAMES = {
+    "--draft-max": "--k", "--draft-n": "--k", "-md": "--draft", "--model-draft": "--draft", "-c": "--n-ctx",
+    "--ctx-size": "--n-ctx", "-n": "--max-new-tokens", "--n-predict": "--max-new-tokens", "--keep": "--n-keep",
+    "-t": "--threads", "-s": "--seed", "-m": "--model", "-dev": "--device", "-devd": "--draft-device",
+    "--device-draft": "--draft-device", "--draft-min": None, "--draft-p-min": None,
+}  # fmt: skip
+NO_EQUIVALENT = "--mode auto (the default) and --adaptive-k choose K each step"
+
+
+def llama_cpp_hint(extras: list[str], options: dict) -> str:
+    """For the arguments a command did not recognize, SpecChat's name of each that is a llama.cpp option this
+    command has (``options``: its parser's option strings): ``llama.cpp's --draft-max is --k here``; "" for none
+    (a llama.cpp user's `--draft-max 8` and `-c 512` were "unrecognized arguments" and nothing more)."""
+    hints = []
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if name not in LLAMA_CPP_NAMES or name in options:
+            continue
+        ours = LLAMA_CPP_NAMES[name]
+        if ours is None:
+            hints.append(f"llama.cpp's {name} has no equivalent here: {NO_EQUIVALENT}")
+        elif ours in options:
+            hints.append(f"llama.cpp's {name} is {ours} here")
+    return ", ".join(dict.fromkeys(hints))
