@@ -155,6 +155,32 @@ def test_a_draft_head_made_for_another_model_is_refused_in_the_pair_checks_words
         assert "loading" not in err
 
 
+def test_a_draft_with_another_tokenizer_is_refused_from_the_manifests_before_loading(tiny_ir, store, capsys, monkeypatch):
+    """A newcomer's `generate Hi --mode spec --draft other-tok` loaded both models (6.9 s for the default model; a
+    minute for a large one) before "the draft model other-tok has another tokenizer than the target". The store's
+    manifests hold both tokenizers' fingerprints (`models list` shows them, the window's Drafter list compares them):
+    compared before anything loads, in `models pair`'s words."""
+    from app.backends.worker import InferenceWorker
+    from inference.engine import Engine
+
+    def load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    for source, name in ((tiny_ir["same"], "tiny-target"), (tiny_ir["other"], "tiny-other")):
+        assert main(["models", "import", str(source), "--name", name]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(Engine, "load", load)
+    monkeypatch.setattr(InferenceWorker, "load", load)
+    for command in (["generate", "Hi", "--mode", "spec"], ["chat"], ["serve", "--port", "0"]):
+        assert main([*command, "--model", "tiny-target", "--draft", "tiny-other", "--n-ctx", "256"]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1] == (
+            "error: tiny-other cannot draft for tiny-target: their tokenizers differ (the text of the vocabulary "
+            "differs). Choose a draft from the same model family (see `specchat models catalogue`), or use prompt "
+            "lookup."), err
+        assert "loading" not in err
+
+
 def test_target_model_setting_persists_and_version_1_files_still_load(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 1, "settings": {"bits": 8, "n_ctx": 2048}}))  # a file of an earlier release

@@ -17,7 +17,7 @@ from inference.model import sliding_window_of
 from inference.models import default_model, store
 from inference.models.default_head import DEFAULT_HEAD_NAME, ensure_default_head, shipped_head
 from inference.models.errors import ModelImportError
-from inference.models.inspect import check_head_made_for, max_context_of, read_config
+from inference.models.inspect import check_head_made_for, check_pair_manifests, max_context_of, read_config
 from inference.precision import INFERENCE_PRECISIONS, KV_CACHE_PRECISIONS, SWITCHES, PrecisionSettings
 from inference.settings import (
     GREEDY_UNUSED,
@@ -239,6 +239,8 @@ def model_folders(args: argparse.Namespace) -> ModelSpec:
     draft = _draft_folder(draft) if draft else None
     if draft is not None and is_head_folder(draft):  # (a head made for another model: said as `models pair` says it)
         check_head_made_for(target, draft)
+    elif draft is not None:  # (another tokenizer, from the manifests: said before a minute's load, not after it)
+        check_pair_manifests(target, draft)
     precision = PrecisionSettings(args.precision, args.kv_cache_precision, args.dynamic_quantization, args.fast_prefill)
     return ModelSpec(target, args.device, draft, args.draft_device or args.device, precision, args.threads)
 

@@ -373,6 +373,29 @@ def check_head_pair(target: Path | str, head: Path | str) -> TokenizerInfo:
     return info
 
 
+def check_pair_manifests(target: Path | str, draft: Path | str) -> None:
+    """Refuse a draft whose store manifest's tokenizer fingerprint differs from the target's, as
+    :func:`inference.models.store.compatible_drafts` leaves it out of the window's Drafter list (no tokenizer or IR
+    read: cheap enough to check before any model loads, as the command line does). Nothing is checked where either
+    folder has no manifest or no fingerprint: the load checks the tokenizers then.
+
+    Raises:
+        PairMismatchError: the fingerprints differ (``check_pair``'s words for "the text of the vocabulary differs").
+    """
+    target, draft = Path(target), Path(draft)
+    try:
+        ours, theirs = read_manifest(target).tokenizer_fingerprint, read_manifest(draft).tokenizer_fingerprint
+    except (OSError, ValueError):
+        return
+    if ours and theirs and ours != theirs:
+        raise advised(
+            PairMismatchError,
+            f"{draft.name} cannot draft for {target.name}: their tokenizers differ (the text of the vocabulary differs).",
+            "other-family",
+            between=" ",
+        )
+
+
 def check_head_made_for(target: Path | str, head: Path | str) -> dict:
     """Refuse a draft head made for another model than ``target`` by its manifests alone (no IR read: cheap enough
     to check before any model loads, as the command line does).
