@@ -458,6 +458,17 @@ def test_the_help_of_draft_names_only_the_modes_the_command_takes():
         assert draft_help(command).startswith("with --mode auto or spec: a draft model or head"), command
 
 
+@pytest.mark.parametrize("args", [["--adaptive-k"], ["--mode", "ar", "--k", "3"], ["--mode", "ar", "--adaptive-k"]])
+def test_serve_never_calls_k_or_adaptive_k_unused_they_are_the_default_of_requests(args):
+    """`specchat serve --adaptive-k` printed "note: --adaptive-k is unused with --mode auto", and `serve --mode ar
+    --k 3` "note: --k is unused with --mode ar", yet both are the defaults of every request that asks
+    spec_lookup or spec_model (`specchat.mode`), as --k already is under Auto. serve names neither unused; generate
+    still does."""
+    assert unused_options(build_parser().parse_args(["serve", *args])) == []
+    assert [note.split()[0] for note in unused_options(build_parser().parse_args(["generate", "Hi", *args]))] == [
+        arg for arg in args if arg in ("--k", "--adaptive-k")]
+
+
 def test_adaptive_k_with_compare_is_named_unused_as_with_auto():
     """`generate --mode compare --adaptive-k` ran plain decoding and Auto, which always chooses K, without a word
     about --adaptive-k (it was named unused with --mode auto only)."""

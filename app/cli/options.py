@@ -126,8 +126,11 @@ def _default_k(args: argparse.Namespace) -> int:
 def unused_options(args: argparse.Namespace) -> list[str]:
     """One note per option given that the run will not use (so that nothing is ignored silently)."""
     notes = []
+    serve = getattr(args, "command", None) == "serve"  # (its --k and --adaptive-k: the defaults of requests for a fixed mode)
     if args.mode == "ar":
-        given = [("--draft", args.draft), ("--draft-device", args.draft_device), ("--k", args.k), ("--adaptive-k", args.adaptive_k or None)]
+        given = [("--draft", args.draft), ("--draft-device", args.draft_device)]
+        if not serve:
+            given += [("--k", args.k), ("--adaptive-k", args.adaptive_k or None)]
         notes += [
             f"{option} is unused with --mode ar (autoregressive decoding drafts nothing); add --mode spec to use it"
             for option, value in given
@@ -135,10 +138,10 @@ def unused_options(args: argparse.Namespace) -> list[str]:
         ]
     elif args.draft_device is not None and _draft_name(args) is None:
         notes.append("--draft-device is unused: prompt lookup runs no draft model; give --draft PATH to use one")
-    if args.mode in ("auto", "compare") and args.adaptive_k:
+    if args.mode in ("auto", "compare") and args.adaptive_k and not serve:
         run = "Auto" if args.mode == "auto" else "compare runs plain decoding and Auto, which"
         notes.append(f"--adaptive-k is unused with --mode {args.mode} ({run} always chooses K); it applies to --mode spec")
-    if args.k is not None and getattr(args, "command", None) != "serve":  # serve: the K of requests for a fixed mode
+    if args.k is not None and not serve:
         if args.mode in ("auto", "compare"):
             run = "Auto" if args.mode == "auto" else "compare runs plain decoding and Auto, which"
             notes.append(f"--k is unused with --mode {args.mode} ({run} chooses K per step, 0 to {MAX_K}); it is the K of --mode spec")
