@@ -202,10 +202,9 @@ def test_a_setting_refused_during_a_chat_is_said_by_its_flags_and_the_chat_goes_
     assert sessions[0].sent == ["Hello", "Hi again"]  # the chat went on
 
 
-def test_system_sets_the_system_prompt_mid_chat_and_keeps_the_conversation(monkeypatch, capsys):
-    """Trial: ollama's users type ``/set system <text>`` mid-chat; ``specchat chat`` had no such command and /help
-    did not say that --system held for the whole session. ``/system TEXT`` sets the system prompt of the next replies
-    (the conversation so far kept); ``/system`` alone shows the current one."""
+def _chat_recording_what_is_sent(monkeypatch, typed: str, *options: str) -> list:
+    """Run ``specchat chat OPTIONS`` on piped ``typed`` lines with a session that answers "ok" to each message and
+    records ``(system prompt, earlier message texts, message)`` per message sent; returns the sessions made."""
     import app.cli.commands as commands
     from inference.events import Finished, GenerationStats, TextDelta
 
@@ -223,9 +222,17 @@ def test_system_sets_the_system_prompt_mid_chat_and_keeps_the_conversation(monke
     monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
     monkeypatch.setattr(commands, "_engine", lambda *args: None)
     monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
-    typed = "/system\nHello\n/system   Answer in French.\n/system\nHi again\n/help\n"
     monkeypatch.setattr(commands.sys, "stdin", io.StringIO(typed))  # piped
-    assert commands._chat(build_parser().parse_args(["chat", "--system", "Be brief."])) == 0
+    assert commands._chat(build_parser().parse_args(["chat", *options])) == 0
+    return sessions
+
+
+def test_system_sets_the_system_prompt_mid_chat_and_keeps_the_conversation(monkeypatch, capsys):
+    """Trial: ollama's users type ``/set system <text>`` mid-chat; ``specchat chat`` had no such command and /help
+    did not say that --system held for the whole session. ``/system TEXT`` sets the system prompt of the next replies
+    (the conversation so far kept); ``/system`` alone shows the current one."""
+    typed = "/system\nHello\n/system   Answer in French.\n/system\nHi again\n/help\n"
+    sessions = _chat_recording_what_is_sent(monkeypatch, typed, "--system", "Be brief.")
     assert sessions[0].sent == [("Be brief.", [], "Hello"), ("Answer in French.", ["Hello", "ok"], "Hi again")]
     said = capsys.readouterr().err.splitlines()
     assert said[1] == "System prompt: Be brief."
@@ -234,8 +241,7 @@ def test_system_sets_the_system_prompt_mid_chat_and_keeps_the_conversation(monke
     assert "/system TEXT sets the system prompt for the next replies (--system sets the first)" in said[8]
     assert "/system alone shows it" in said[8]
     capsys.readouterr()
-    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("/system\n"))
-    assert commands._chat(build_parser().parse_args(["chat"])) == 0
+    _chat_recording_what_is_sent(monkeypatch, "/system\n")
     assert capsys.readouterr().err.splitlines()[1] == (
         "No system prompt (the model's chat template may add its own); /system TEXT sets one."
     )
@@ -245,27 +251,9 @@ def test_system_clear_removes_the_system_prompt_and_system_alone_says_how(monkey
     """A user who set ``/system TEXT`` (or ``--system``) had no way back to no system prompt: ``/system ""`` set the
     two quotes as the prompt. ``/system --clear`` (and ``/system ""``) removes it for the next replies, the
     conversation kept; ``/system`` alone shows the current one and says how to replace or remove it; /help says so."""
-    import app.cli.commands as commands
-    from inference.events import Finished, GenerationStats, TextDelta
-
-    class Session:
-        def __init__(self, engine, system):
-            self.system_prompt, self.messages, self.sent = system, [], []
-
-        def send(self, text, settings, cancel):
-            self.sent.append((self.system_prompt, len(self.messages), text))
-            self.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
-            yield TextDelta("ok", 1, False)
-            yield Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", token_ids=[1]))
-
-    sessions = []
-    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
-    monkeypatch.setattr(commands, "_engine", lambda *args: None)
-    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
     typed = '/system\n/system --clear\n/system\nHello\n/system Be terse.\n/system ""\nHi\n/help\n'
-    monkeypatch.setattr(commands.sys, "stdin", io.StringIO(typed))  # piped
-    assert commands._chat(build_parser().parse_args(["chat", "--system", "Be brief."])) == 0
-    assert sessions[0].sent == [("", 0, "Hello"), ("", 2, "Hi")]
+    sessions = _chat_recording_what_is_sent(monkeypatch, typed, "--system", "Be brief.")
+    assert sessions[0].sent == [("", [], "Hello"), ("", ["Hello", "ok"], "Hi")]
     said = capsys.readouterr().err.splitlines()
     assert said[1:4] == [
         "System prompt: Be brief.",
