@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import bound_by_permissions
@@ -489,14 +490,14 @@ def test_a_prompt_file_larger_than_an_argument_is_read_whole_and_ctrl_c_stops_it
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(data_dir), text=True)
     try:
         note = process.stderr.readline()
-        while note and not note.startswith("note: the prompt is"):
+        while note and not note.startswith("note: your message is too long"):
             note = process.stderr.readline()
         process.send_signal(signal.SIGINT)  # during the first prefill pass, or before it starts
         stdout, stderr = process.communicate(timeout=300)  # only a guard against a hang: the bound is below
     finally:
         process.kill()
-    assert "more than n_ctx 4096" in note and "the model reads at most 8192 tokens, so no --n-ctx keeps them" in note
-    assert int(note.split("the prompt is ")[1].split()[0]) > 30_000
+    assert "the model reads at most 8,192 tokens, so no --n-ctx keeps the rest: shorten the prompt" in note, note
+    assert int(re.search(r"of the conversation's ([\d,]+) tokens", note).group(1).replace(",", "")) > 30_000
     assert process.returncode == 130, stderr
     assert "0 tokens" in stderr and "stop: cancelled" in stderr and "Traceback" not in stderr
     # Cancel is checked before each pass: the pass running when the signal came ends, no other starts. One more
@@ -609,18 +610,19 @@ def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_promp
     from inference.events import PromptOverflow
 
     fits = overflow_notice(PromptOverflow(prompt_tokens=6000, n_ctx=4096, discarded_tokens=2000, head_tokens=4, message_tokens=0,
-                                          tail_tokens=3996, max_n_ctx=8192))
-    assert fits.endswith("and skips the 2000 in the middle; raise --n-ctx to keep them")
+                                          tail_tokens=3996, max_n_ctx=8192), 4, "earlier_turns")
+    assert fits == ("earlier turns no longer fit: the model read 4,000 of the conversation's 6,000 tokens (the system "
+                    "prompt's 4 tokens and the last 3,996); raise --n-ctx to keep the rest")
     too_long = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=25, message_tokens=256,
-                                              tail_tokens=3085, max_n_ctx=8192))
+                                              tail_tokens=3085, max_n_ctx=8192), 25, "message")
     assert too_long == (
-        "the prompt is 9504 tokens, more than n_ctx 4096: the model keeps its first 281 (the last message's first 256 "
-        "among them) and its last 3085, and skips the 6138 in the middle; the model reads at most "
-        "8192 tokens, so no --n-ctx keeps them: shorten the prompt"
+        "your message is too long: the model read 3,366 of the conversation's 9,504 tokens (the system prompt's 25 "
+        "tokens, your message's first 256 and the last 3,085); the model reads at most 8,192 tokens, so no --n-ctx "
+        "keeps the rest: shorten the prompt"
     )
     unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4,
                                              message_tokens=0, tail_tokens=3362))
-    assert unknown.endswith("raise --n-ctx to keep them")
+    assert unknown.endswith("(the first 4 and the last 3,362); raise --n-ctx to keep the rest")
 
 
 def test_the_exit_status_of_ctrl_c_is_one_constant():
@@ -640,8 +642,8 @@ def test_a_long_chats_note_says_what_the_model_skips_not_what_this_reply_discard
                                                                                      capsys):
     """A trial's long chat at --n-ctx 256 read "note: ... discards the 242 in the middle before the reply" and then,
     for the same reply, "discarded 0 (0 rolls)": earlier replies' rolls had dropped them, this one dropped nothing.
-    The note now says what the model skips (as the window's line does), and the statistics what this reply
-    discarded."""
+    The note now says what the model reads of the conversation (in the window's footer's words), and the statistics
+    what this reply discarded."""
     import io
 
     import app.cli.commands as commands
@@ -655,11 +657,11 @@ def test_a_long_chats_note_says_what_the_model_skips_not_what_this_reply_discard
     lines = capsys.readouterr().err.splitlines()
     pairs = []  # (what the note says the model skips, what the reply's statistics say it discarded)
     for note, line in zip(lines, lines[1:]):
-        if note.startswith("note: the prompt is") and line.startswith("[ar]"):
-            said = re.search(r"and (\w+) the (\d+) in the middle", note)
-            pairs.append((said.group(1), int(said.group(2)), int(re.search(r"discarded (\d+) \(", line).group(1))))
+        if note.startswith("note: earlier turns no longer fit: the model read ") and line.startswith("[ar]"):
+            read, total = map(int, re.search(r"read (\d+) of the conversation's (\d+) tokens", note).groups())
+            pairs.append((note, total - read, int(re.search(r"discarded (\d+) \(", line).group(1))))
     assert any(skipped != discarded for _, skipped, discarded in pairs), pairs  # the trial's case happens here
-    assert {verb for verb, _, _ in pairs} == {"skips"}, pairs
+    assert all("(the system prompt's " in note for note, _, _ in pairs), pairs  # (--n-keep auto pins it)
 
 
 def test_the_chats_banner_names_every_command(monkeypatch, capsys):
@@ -689,14 +691,69 @@ def test_a_reply_the_model_ends_at_once_is_said_in_the_windows_words(capsys):
     overflow = PromptOverflow(prompt_tokens=616, n_ctx=256, discarded_tokens=424, head_tokens=24, message_tokens=24,
                               tail_tokens=144, max_n_ctx=8192)
     empty = Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=0, prompt_tokens=616))
-    _stream([overflow, empty], io.StringIO(), GenerationSettings())
+    session = SimpleNamespace(system_prompt="", messages=[{"role": "user", "content": "x" * 2000}],
+                              system_prompt_tokens=lambda: 24)
+    _stream([overflow, empty], io.StringIO(), GenerationSettings(), session)
     notes = capsys.readouterr().err.splitlines()
     assert notes[-1] == ("note: The model ended its reply at once (nothing generated): it read only part of a "
                          "conversation longer than the context length; raise --n-ctx, or send a shorter message"), notes
     _stream([Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=0, prompt_tokens=16))], io.StringIO(),
-            GenerationSettings())
+            GenerationSettings(), session)
     assert capsys.readouterr().err.splitlines()[-1] == (
         "note: The model ended its reply at once (nothing generated): send your message again, or rephrase it")
     _stream([Finished(GenerationStats(mode="ar", stop_reason="eos", new_tokens=3, prompt_tokens=16))], io.StringIO(),
-            GenerationSettings())
+            GenerationSettings(), session)
     assert "nothing generated" not in capsys.readouterr().err
+
+
+def test_chat_says_a_prompt_cut_to_fit_in_the_windows_words(monkeypatch, capsys):
+    """Trial: ``specchat generate --n-ctx 256 -f`` a 600-token file said "the model keeps its first 53 (the last
+    message's first 29 among them) and its last 183", where the window's footer says "your message is too long: the
+    model read 236 of the conversation's 705 tokens (the system prompt's 24 tokens, your message's first 29 and the
+    last 183)". The command line now says it in the footer's words (``app.counts.cut_text``), with why: a long
+    message, earlier turns that no longer fit, a system prompt longer than a chat's first message."""
+    import app.cli.commands as commands
+    from inference.events import Finished, GenerationStats, PromptOverflow
+
+    overflows = iter([
+        PromptOverflow(prompt_tokens=705, n_ctx=256, discarded_tokens=469, head_tokens=24, message_tokens=29,
+                       tail_tokens=183, max_n_ctx=8192),
+        PromptOverflow(prompt_tokens=900, n_ctx=256, discarded_tokens=668, head_tokens=24, message_tokens=0,
+                       tail_tokens=208, max_n_ctx=8192),
+        PromptOverflow(prompt_tokens=9000, n_ctx=256, discarded_tokens=8768, head_tokens=30, message_tokens=0,
+                       tail_tokens=202, max_n_ctx=8192),
+    ])
+
+    class Session:
+        def __init__(self, engine, system):
+            self.system_prompt, self.messages = system, []
+
+        def system_prompt_tokens(self):
+            return 24 if len(self.system_prompt) < 100 else 4000
+
+        def send(self, text, settings, cancel):
+            self.messages.append({"role": "user", "content": text})
+            yield next(overflows)
+            self.messages.append({"role": "assistant", "content": "ok"})
+            yield Finished(GenerationStats(mode="ar", new_tokens=1, stop_reason="eos", token_ids=[1]))
+
+    sessions = []
+    monkeypatch.setattr(commands, "ChatSession", lambda *args: sessions.append(Session(*args)) or sessions[-1])
+    monkeypatch.setattr(commands, "_engine", lambda *args: None)
+    monkeypatch.setattr(commands, "_settings", lambda args, mode: None)
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("A long text\nAnd then?\n"))  # piped
+    assert commands._chat(build_parser().parse_args(["chat", "--system", "Be brief."])) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: your message is too long: the model read 236 of the conversation's 705 tokens (the system prompt's 24 "
+        "tokens, your message's first 29 and the last 183); raise --n-ctx to keep the rest",
+        "note: earlier turns no longer fit: the model read 232 of the conversation's 900 tokens (the system prompt's 24 "
+        "tokens and the last 208); raise --n-ctx to keep the rest",
+    ]
+    monkeypatch.setattr(commands.sys, "stdin", io.StringIO("Hi\n"))
+    assert commands._chat(build_parser().parse_args(["chat", "--system", "Answer at length. " * 20])) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert notes[0] == (
+        "note: your system prompt is too long: the model read 232 of the conversation's 9,000 tokens (the first 30 and "
+        "the last 202); the model reads at most 8,192 tokens, so no --n-ctx keeps the rest: shorten the prompt"
+    )

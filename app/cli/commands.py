@@ -20,7 +20,7 @@ from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, llama_cpp_hint, model_folders
 from app.cli.statistics import compare_speedup, describe, speedup_text, summary
-from app.counts import ended_at_once, nothing_generated_text
+from app.counts import cut_cause, cut_text, ended_at_once, nothing_generated_text
 from inference.advice import in_words
 from inference.chat import ChatSession
 from inference.engine import Engine
@@ -323,11 +323,11 @@ def _ctrl_c_cancels(cancel: threading.Event):
         signal.signal(signal.SIGINT, previous)
 
 
-def _stream(events, out, settings: GenerationSettings, said: set[str] | None = None) -> GenerationStats:
-    """Stream a reply's text to ``out`` (None: keep it), its notes to stderr (a prompt cut to fit, a dropped system
-    prompt, a reply the model ended at once in the window's words, ``app.counts.nothing_generated_text``); ``said``:
-    the notes already said (a comparison's second run says none of its first's again: a newcomer read the same
-    cut-prompt note twice)."""
+def _stream(events, out, settings: GenerationSettings, session: ChatSession, said: set[str] | None = None) -> GenerationStats:
+    """Stream a reply's text to ``out`` (None: keep it), its notes to stderr in the window's words (a prompt cut to
+    fit, :func:`overflow_notice` of the ``session`` that sends the events, a dropped system prompt, a reply the model
+    ended at once, ``app.counts.nothing_generated_text``); ``said``: the notes already said (a comparison's second run
+    says none of its first's again: a newcomer read the same cut-prompt note twice); returns its stats."""
     said = set() if said is None else said
 
     def note(text: str) -> None:
@@ -339,7 +339,7 @@ def _stream(events, out, settings: GenerationSettings, said: set[str] | None = N
     for event in events:
         if isinstance(event, PromptOverflow):
             overflow = event
-            note(overflow_notice(event))
+            note(overflow_notice(event, *_cut_of(session, event)))
         elif isinstance(event, TextDelta) and out is not None:
             out.write(event.text)
             out.flush()
@@ -370,21 +370,31 @@ def system_prompt_dropped_notice(system_tokens: int, n_ctx: int) -> str:
     )
 
 
-def overflow_notice(event: PromptOverflow) -> str:
-    """What a prompt longer than n_ctx loses, said before its prefill starts, with what would keep it: a larger
-    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt. It says what
-    the model skips, which earlier replies' rolls may have dropped: the statistics line says what this reply discarded
-    (a trial read "discards the 242" then "discarded 0" for the same reply)."""
+def _cut_of(session: ChatSession, event: PromptOverflow) -> tuple[int, str]:
+    """The rendered system prompt's length in tokens (what the engine was given, ``ChatSession.system_prompt_tokens``)
+    and why the ``session``'s prompt was cut (``app.counts.cut_cause``: its last message, the turns before it, or a
+    system prompt longer than a chat's first message), for :func:`overflow_notice`."""
+    users = [i for i, message in enumerate(session.messages) if message.get("role") == "user"]
+    last = session.messages[users[-1]].get("content") or "" if users else ""
+    earlier = bool(users) and users[-1] > 0
+    return session.system_prompt_tokens(), cut_cause(event.message_tokens, earlier, len(session.system_prompt) > len(last))
+
+
+def overflow_notice(event: PromptOverflow, system_tokens: int = 0, cause: str = "") -> str:
+    """What a prompt longer than n_ctx loses, said before its prefill starts in the window's footer's words
+    (``app.counts.cut_text``: why, with ``cause``, and what the model reads, naming the system prompt of
+    ``system_tokens`` it keeps; a trial read "keeps its first 48 (the last message's first 24 among them)" here and
+    "the system prompt's 24 tokens, your message's first 24" in the window), with what would keep the rest: a larger
+    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt. What the
+    model skips counts what earlier replies' rolls dropped: the statistics line says what this reply discarded (a
+    trial read "discards the 242" then "discarded 0" for the same reply)."""
     if event.max_n_ctx is None or event.prompt_tokens < event.max_n_ctx:
-        advice = "raise --n-ctx to keep them"
+        advice = "raise --n-ctx to keep the rest"
     else:
-        advice = f"the model reads at most {event.max_n_ctx} tokens, so no --n-ctx keeps them: shorten the prompt"
-    among = f" (the last message's first {event.message_tokens} among them)" if event.message_tokens else ""
-    return (
-        f"the prompt is {event.prompt_tokens} tokens, more than n_ctx {event.n_ctx}: the model keeps its first "
-        f"{event.head_tokens + event.message_tokens}{among} and its last {event.tail_tokens}, and skips the "
-        f"{event.discarded_tokens} in the middle; {advice}"
-    )
+        advice = f"the model reads at most {event.max_n_ctx:,} tokens, so no --n-ctx keeps the rest: shorten the prompt"
+    read = cut_text(event.head_tokens + event.message_tokens, event.tail_tokens, event.prompt_tokens, cause,
+                    system_tokens, event.message_tokens)
+    return f"{read}; {advice}"
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -404,7 +414,7 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"--- {'autoregressive' if mode == 'ar' else 'auto'}", flush=True)
         with _ctrl_c_cancels(cancel):
             events = session.send(prompt, settings[mode], cancel)
-            results[mode] = _stream(events, None if args.json else sys.stdout, settings[mode], said)
+            results[mode] = _stream(events, None if args.json else sys.stdout, settings[mode], session, said)
         if not args.json:
             print(describe(results[mode]), file=sys.stderr)
         if results[mode].stop_reason == "cancelled":  # Ctrl+C: what came is shown, the status says it was cut
@@ -492,7 +502,7 @@ def _chat(args: argparse.Namespace) -> int:
         cancel = threading.Event()
         try:
             with _ctrl_c_cancels(cancel):
-                stats = _stream(session.send(text, settings, cancel), sys.stdout, settings)
+                stats = _stream(session.send(text, settings, cancel), sys.stdout, settings, session)
         except SettingError as error:  # (refused by the engine before the reply: said as at start, by its flags)
             print(f"error: {flag_error(error)}", file=sys.stderr)
             continue

@@ -12,7 +12,7 @@ import math
 from inference.events import GenerationStats, PromptProgress
 
 from ..backends.remote_stream import REMOTE_CUT, REMOTE_MODE
-from ..counts import NOTHING_GENERATED, ended_at_once, nothing_generated_text, tokens_text
+from ..counts import NOTHING_GENERATED, cut_text, ended_at_once, nothing_generated_text, tokens_text
 
 #: What the window calls the two modes ("autoregressive" is the field's word; "plain" says it to everyone).
 MODE_NAMES = {"ar": "Plain decoding", "spec": "Speculative", "auto": "Auto"}
@@ -234,31 +234,6 @@ def dropped_text(discarded: int, rolls: int) -> str:
     if rolls > 1:
         return f"context full {times_text(rolls)}: {discarded:,} earlier tokens dropped"
     return f"context full: {discarded:,} earlier tokens dropped" + (" once" if rolls == 1 else "")
-
-
-#: Why a conversation was cut to fit the context length (``stats["prompt_cut"]``, ``ReplyRecorder``), in the words
-#: that start the footer's and the live line's notes: both said "conversation cut to fit the context length", and a
-#: newcomer could not tell whether to shorten the message or start a new chat.
-CUT_CAUSES = {"message": "your message is too long", "earlier_turns": "earlier turns no longer fit",
-              "system_prompt": "your system prompt is too long"}
-
-
-def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "", system: int = 0, message: int = 0) -> str:
-    """A prompt longer than the context length cut to fit before the reply (``PromptOverflow``), in words, with why
-    (``cause``, a key of :data:`CUT_CAUSES`): ``your message is too long: the model read 48 of the conversation's
-    1,124 tokens (the first 30 and the last 18)``, ``earlier turns no longer fit: …``; a reply stored before the
-    cause was (``cause`` ""): ``conversation cut to fit the context length: the model read 48 of its 1,124 tokens
-    (…)``. Where the first tokens kept, less the ``message``'s first tokens kept after them, are the ``system``
-    prompt's (``GenerationStats.system_prompt_tokens``), they are named so (a trial read "the first 25" as the chat's
-    text): ``(the system prompt's 25 tokens and the last 3,412)``, ``(the system prompt's 24 tokens, your message's
-    first 256 and the last 3,304)``."""
-    kept = f"(the first {first:,} and the last {last:,})"
-    if system > 0 and first - message == system:
-        among = f", your message's first {message:,}" if message > 0 else ""
-        kept = f"(the system prompt's {system:,} tokens{among} and the last {last:,})"
-    if cause in CUT_CAUSES:
-        return f"{CUT_CAUSES[cause]}: the model read {first + last:,} of the conversation's {prompt_tokens:,} tokens {kept}"
-    return f"conversation cut to fit the context length: the model read {first + last:,} of its {prompt_tokens:,} tokens {kept}"
 
 
 def accepted_text(rate: float, several: bool = False, part: bool = False) -> str:

@@ -19,10 +19,10 @@ from typing import Callable
 
 from inference.events import ContextRolled, Finished, PromptOverflow, PromptProgress, StepStats, TextDelta
 
-from ..counts import tokens_text
+from ..counts import CUT_CAUSES, cut_cause, tokens_text
 from .history_db import HistoryDB
 from .history_rows import ROOT, Message
-from .reply_format import CUT_CAUSES, MODE_NAMES, progress_dict, stats_dict
+from .reply_format import MODE_NAMES, progress_dict, stats_dict
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class ReplyRecorder:
                               f"{' or start a new chat' if self._earlier_turns else ''} to keep it whole")
                 # a sentence of its own, capitalised: the footer puts each part after " · " on a line of its own
                 # where it wraps (a trial read "Generating…" then "the conversation is 9,816 tokens…")
-                # (what made it too long first, in the footer's words: reply_format.CUT_CAUSES)
+                # (what made it too long first, in the footer's words: counts.CUT_CAUSES)
                 cause = CUT_CAUSES[self._cut_cause()]
                 skipped = (
                     f"{cause[0].upper()}{cause[1:]}: the conversation is {overflow.prompt_tokens:,} tokens, more than "
@@ -257,17 +257,10 @@ class ReplyRecorder:
         return {"compare": compare, **({"error": self.stats["error"]} if "error" in self.stats else {}), **prefill}
 
     def _cut_cause(self) -> str:
-        """Why the prompt was cut to fit (``overflow``), a key of ``reply_format.CUT_CAUSES``: ``message`` where the
-        cut took the start of the message answered (the engine pinned its first tokens: it is longer than the end
-        kept) or the chat has no earlier turn to leave out; ``earlier_turns`` where the message lies whole in what is
-        kept (a chat grown past the context length, or whose earlier replies' rolls dropped its start);
-        ``system_prompt`` where a chat's first message was not cut and is shorter than its system prompt (a trial's
-        6-token "Hello, who are you?" under a 330-token system prompt at n_ctx 256 read "your message is too long")."""
-        overflow = self.overflow
-        too_long = overflow is not None and overflow.message_tokens > 0
-        if not too_long and self._long_system_prompt:
-            return "system_prompt"
-        return "message" if too_long or not self._earlier_turns else "earlier_turns"
+        """Why the prompt was cut to fit (``overflow``), a key of ``counts.CUT_CAUSES``, as the command line says it
+        too (``counts.cut_cause``): the message answered, its turns before it on its branch, its system prompt."""
+        message_tokens = self.overflow.message_tokens if self.overflow is not None else 0
+        return cut_cause(message_tokens, self._earlier_turns, self._long_system_prompt)
 
     def _system_prompt_outweighs_message(self) -> bool:
         """Whether the conversation's system prompt is longer (in characters) than the message this reply answers
