@@ -767,3 +767,24 @@ def test_chat_says_a_prompt_cut_to_fit_in_the_windows_words(monkeypatch, capsys)
         "note: your system prompt is too long: the model read 232 of the conversation's 9,000 tokens (the first 30 and "
         "the last 202); the model reads at most 8,192 tokens, so no --n-ctx keeps the rest: shorten the prompt"
     )
+
+
+def test_a_reply_reading_a_memory_without_all_of_the_system_prompt_says_so(capsys):
+    """A 159-token system prompt at --n-ctx 256 (--n-keep auto pins 128): a reply that read the cache earlier rolls
+    left (the first 128 tokens and the last 66), without a roll of its own, printed no note that the model no longer
+    reads all of the system prompt (the reply whose roll dropped it did), as the window's footer did not."""
+    from app.cli.commands import _stream
+    from inference.events import Finished, GenerationStats, PromptOverflow
+    from inference.settings import ContextSettings, GenerationSettings
+
+    overflow = PromptOverflow(prompt_tokens=322, n_ctx=256, discarded_tokens=128, head_tokens=128, message_tokens=0,
+                              tail_tokens=66, max_n_ctx=8192)
+    done = Finished(GenerationStats(mode="ar", stop_reason="max_new_tokens", new_tokens=60, prompt_tokens=322,
+                                    system_prompt_tokens=159))
+    session = SimpleNamespace(system_prompt="Rules. " * 40, system_prompt_tokens=lambda: 159, messages=[
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "And?"}])
+    _stream([overflow, done], io.StringIO(), GenerationSettings(context=ContextSettings(n_ctx=256)), session)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "note: the context was full and part of the system prompt (159 tokens) was dropped with it, so the model no "
+        "longer reads all of it: --n-ctx 318 or more keeps it (--n-keep auto keeps a system prompt of up to half of "
+        "n_ctx), or --n-keep 159 keeps it at this --n-ctx, leaving 97 tokens to the rest")

@@ -325,9 +325,10 @@ def _ctrl_c_cancels(cancel: threading.Event):
 
 def _stream(events, out, settings: GenerationSettings, session: ChatSession, said: set[str] | None = None) -> GenerationStats:
     """Stream a reply's text to ``out`` (None: keep it), its notes to stderr in the window's words (a prompt cut to
-    fit, :func:`overflow_notice` of the ``session`` that sends the events, a dropped system prompt, a reply the model
-    ended at once, ``app.counts.nothing_generated_text``); ``said``: the notes already said (a comparison's second run
-    says none of its first's again: a newcomer read the same cut-prompt note twice); returns its stats."""
+    fit, :func:`overflow_notice` of the ``session`` that sends the events, a system prompt that this reply or earlier
+    ones dropped part of, a reply the model ended at once, ``app.counts.nothing_generated_text``); ``said``: the notes
+    already said (a comparison's second run says none of its first's again: a newcomer read the same cut-prompt note
+    twice); returns its stats."""
     said = set() if said is None else said
 
     def note(text: str) -> None:
@@ -347,7 +348,9 @@ def _stream(events, out, settings: GenerationSettings, session: ChatSession, sai
             stats = event.stats
     if out is not None:
         out.write("\n")
-    if stats is not None and stats.system_prompt_dropped:
+    # (a cache that earlier rolls left without all of the system prompt: the engine flags only the reply's own)
+    read_part = overflow is not None and 0 < overflow.head_tokens < (stats.system_prompt_tokens if stats else 0)
+    if stats is not None and (stats.system_prompt_dropped or read_part):
         note(system_prompt_dropped_notice(stats.system_prompt_tokens, settings.context.n_ctx))
     if stats is not None and ended_at_once(stats.new_tokens, stats.stop_reason):
         note(nothing_generated_text(overflow is not None, "--n-ctx", "send your message again, or rephrase it"))

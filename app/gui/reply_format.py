@@ -282,19 +282,24 @@ def context_notes(stats: dict) -> list[str]:
     """What the context length did to a reply, said by its footer (:func:`metrics_text`) and its export
     (:func:`export_footer_text`: a trial's export said none of it): the prompt cut to fit (:func:`cut_text`), earlier
     tokens dropped (:func:`dropped_text`: where the prompt was cut, only those the reply's own rolls dropped), part of
-    the system prompt dropped (:func:`system_prompt_dropped_text`)."""
+    the system prompt dropped (:func:`system_prompt_dropped_text`: by the reply's rolls or cut, or by earlier rolls
+    where what it read starts with less than the system prompt)."""
     notes = []
     dropped, rolls = stats.get("discarded_tokens"), stats.get("rolls") or 0
     first, last = stats.get("prompt_kept_first"), stats.get("prompt_kept_last")
+    system_cut = False
     if first is not None and last is not None:
         head = [stats.get(key) for key in ("system_prompt_tokens", "prompt_kept_message")]
         head = [value if isinstance(value, int) and not isinstance(value, bool) else 0 for value in head]
         notes.append(cut_text(first, last, stats.get("prompt_tokens") or first + last, str(stats.get("prompt_cut", "")),
                               *head))
         dropped, rolls = stats.get("reply_discarded_tokens"), stats.get("reply_rolls") or 0
+        # its kept start shorter than the system prompt: a memory that earlier rolls left without all of it (a
+        # regenerated reply said nothing of it, where the reply it replaced had; the engine flags only its own)
+        system_cut = isinstance(first, int) and 0 < first - head[1] < head[0]
     if dropped:  # (none dropped: nothing to say)
         notes.append(dropped_text(dropped, rolls))
-    if stats.get("system_prompt_dropped"):
+    if stats.get("system_prompt_dropped") or system_cut:
         notes.append(system_prompt_dropped_text(stats.get("system_prompt_tokens")))
     return notes
 

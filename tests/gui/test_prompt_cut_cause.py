@@ -167,3 +167,21 @@ def test_a_conversation_within_the_context_length_is_not_said_to_be_more(tmp_pat
     ), live
     assert " · earlier turns were dropped when the context was full: the model read 110 of the conversation's 228 " \
            "tokens (the first 19 and the last 91) · " in footer, footer
+
+
+def test_a_reply_reading_a_memory_without_all_of_the_system_prompt_says_so():
+    """Trial at n_ctx 256 with a 159-token system prompt ("Always kept" auto pins 128): a reply whose prefill rolled
+    said "part of the system prompt (159 tokens) dropped"; the same reply regenerated, reading the memory that roll
+    left (the first 128 tokens and the last 66, no roll of its own), said only "earlier turns no longer fit: … (the
+    first 128 and the last 66)", as if the model still read its whole system prompt."""
+    regenerated = {"new_tokens": 60, "prompt_tokens": 322, "prefilled_tokens": 1, "discarded_tokens": 0, "rolls": 0,
+                   "prompt_kept_first": 128, "prompt_kept_last": 66, "prompt_kept_message": 0,
+                   "system_prompt_tokens": 159, "reply_rolls": 0, "reply_discarded_tokens": 0,
+                   "prompt_cut": "earlier_turns"}  # fmt: skip
+    assert metrics_text(regenerated) == (
+        "earlier turns no longer fit: the model read 194 of the conversation's 322 tokens (the first 128 and the last "
+        "66) · part of the system prompt (159 tokens) dropped: a context length of 318 or more keeps it whole · 60 "
+        "tokens")
+    # the system prompt kept whole (the first 19 tokens are all of it): nothing more to say
+    whole = {**regenerated, "prompt_kept_first": 19, "prompt_kept_last": 175, "system_prompt_tokens": 19}
+    assert "system prompt" not in metrics_text(whole).split(" · ", 1)[1], metrics_text(whole)
