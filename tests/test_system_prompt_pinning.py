@@ -137,3 +137,13 @@ def test_the_note_does_not_offer_an_n_keep_that_n_ctx_refuses():
     note = system_prompt_dropped_notice(330, 256)
     assert "the system prompt (330 tokens)" in note and "--n-ctx 660 or more keeps it" in note
     assert "--n-keep" not in note.split("keeps it", 1)[1].replace("--n-keep auto", "")
+
+
+def test_the_note_blames_n_keep_where_n_ctx_keeps_the_system_prompt_already():
+    """`specchat chat --n-ctx 256 --n-keep 4` with a 19-token system prompt read "--n-ctx 38 or more keeps it": n_ctx
+    was 256 already. Where n_ctx is twice the system prompt or more, only an --n-keep below its length drops it."""
+    from app.cli.commands import system_prompt_dropped_notice
+
+    assert system_prompt_dropped_notice(19, 256) == (
+        "the context was full and part of the system prompt (19 tokens) was dropped with it, so the model no longer "
+        "reads all of it: --n-keep auto (or 19 or more) keeps it")

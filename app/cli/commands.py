@@ -361,16 +361,19 @@ def system_prompt_dropped_notice(system_tokens: int, n_ctx: int) -> str:
     """Said after a reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``),
     with the numbers a user needs: the rendered system prompt's length in tokens (``system_tokens``,
     ``GenerationStats.system_prompt_tokens``), the --n-ctx at which --n-keep auto pins it whole (twice its length),
-    and the --n-keep that pins it at this n_ctx where one below n_ctx can (and what that leaves to the rest)."""
+    and the --n-keep that pins it at this n_ctx where one below n_ctx can (and what that leaves to the rest); where
+    n_ctx is twice its length already, only an --n-keep below its length drops it (a trial read "--n-ctx 38 or more
+    keeps it" at --n-ctx 256 --n-keep 4)."""
+    head = (f"the context was full and part of the system prompt ({system_tokens} tokens) was dropped with it, so the "
+            "model no longer reads all of it: ")
+    if n_ctx >= 2 * system_tokens:
+        return f"{head}--n-keep auto (or {system_tokens} or more) keeps it"
     at_this = (
         f", or --n-keep {system_tokens} keeps it at this --n-ctx, leaving {n_ctx - system_tokens} tokens to the rest"
         if system_tokens < n_ctx - 1 else ""
     )
-    return (
-        f"the context was full and part of the system prompt ({system_tokens} tokens) was dropped with it, so the "
-        f"model no longer reads all of it: --n-ctx {2 * system_tokens} or more keeps it (--n-keep auto keeps a "
-        f"system prompt of up to half of n_ctx){at_this}"
-    )
+    return (f"{head}--n-ctx {2 * system_tokens} or more keeps it (--n-keep auto keeps a system prompt of up to half "
+            f"of n_ctx){at_this}")
 
 
 def _cut_of(session: ChatSession, event: PromptOverflow) -> tuple[int, str]:

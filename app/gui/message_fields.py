@@ -17,7 +17,7 @@ NUMBER_KEYS = frozenset({"ttft_ms", "tokens_per_s"})
 OPTIONAL_NUMBER_KEYS = frozenset({
     "acceptance_rate", "drafted", "accepted", "new_tokens", "prompt_tokens", "prefilled_tokens", "discarded_tokens",
     "rolls", "final_k", "fallback_tokens", "fast_prefilled_tokens", "k", "seed", "speedup", "prompt_kept_first",
-    "prompt_kept_last", "prompt_kept_message", "reply_rolls", "reply_discarded_tokens", "system_prompt_tokens",
+    "prompt_kept_last", "prompt_kept_message", "reply_rolls", "reply_discarded_tokens", "system_prompt_tokens", "n_ctx",
 })  # fmt: skip
 #: Keys that hold a text or null (``text``, a comparison run's reply, must be a text).
 TEXT_KEYS = frozenset({"mode", "drafter", "stop_reason", "precision", "model", "error", "live"})

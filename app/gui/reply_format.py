@@ -217,12 +217,18 @@ def times_text(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
 
 
-def system_prompt_dropped_text(tokens: int | None) -> str:
+def system_prompt_dropped_text(tokens: int | None, n_ctx: int | None = None) -> str:
     """A reply whose rolls or cut dropped part of the system prompt (``GenerationStats.system_prompt_dropped``), with
     what keeps it whole: "Always kept" at auto pins a system prompt of up to half the context length, so ``part of the
-    system prompt (331 tokens) dropped: a context length of 662 or more keeps it whole``; without its length (a reply
-    stored before it was), ``… dropped: a larger context length keeps it``."""
+    system prompt (331 tokens) dropped: a context length of 662 or more keeps it whole``; where the context length
+    (``n_ctx``, stored with such a reply) is that already, only an Always kept below its length drops it (a trial read
+    "a context length of 38 or more keeps it whole" at 256, Always kept 4): ``… dropped: Always kept of 19 or more (or
+    auto) in the settings keeps it whole``; without its length (a reply stored before it was), ``… dropped: a larger
+    context length keeps it``."""
     if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx >= 2 * tokens:
+            return (f"part of the system prompt ({tokens:,} tokens) dropped: Always kept of {tokens:,} or more (or auto) "
+                    "in the settings keeps it whole")
         return f"part of the system prompt ({tokens:,} tokens) dropped: a context length of {2 * tokens:,} or more keeps it whole"
     return "part of the system prompt dropped: a larger context length keeps it"
 
@@ -300,7 +306,7 @@ def context_notes(stats: dict) -> list[str]:
     if dropped:  # (none dropped: nothing to say)
         notes.append(dropped_text(dropped, rolls))
     if stats.get("system_prompt_dropped") or system_cut:
-        notes.append(system_prompt_dropped_text(stats.get("system_prompt_tokens")))
+        notes.append(system_prompt_dropped_text(stats.get("system_prompt_tokens"), stats.get("n_ctx")))
     return notes
 
 

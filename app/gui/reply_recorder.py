@@ -170,6 +170,10 @@ class ReplyRecorder:
             stats["system_prompt_tokens"] = event.stats.system_prompt_tokens
             stats["reply_rolls"], stats["reply_discarded_tokens"] = len(self._reply_rolls), sum(self._reply_rolls)
             stats["prompt_cut"] = self._cut_cause()
+        n_ctx = self.overflow.n_ctx if self.overflow is not None else getattr(self.last_step, "n_ctx", 0)
+        if n_ctx and (stats.get("system_prompt_dropped") or self.overflow is not None):  # (what keeps the system
+            # prompt whole: a larger context length, or Always kept where this one is twice its length already)
+            stats["n_ctx"] = n_ctx
         if self._resumed is not None:  # the whole reply's tokens (those before this part too), one more continuation
             stats["earlier_tokens"] = int(self._resumed.get("new_tokens") or 0)
             stats["new_tokens"] += stats["earlier_tokens"]
