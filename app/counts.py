@@ -33,22 +33,17 @@ def nothing_generated_text(cut: bool, larger_context: str, again: str) -> str:
 #: "conversation cut to fit the context length", and a newcomer could not tell whether to shorten the message or
 #: start a new chat.
 CUT_CAUSES = {"message": "your message is too long", "earlier_turns": "earlier turns no longer fit",
-              "system_prompt": "your system prompt is too long",
-              "dropped_earlier": "earlier turns were dropped when the context was full"}
+              "system_prompt": "your system prompt is too long"}
 
 
-def cut_cause(message_tokens: int, earlier_turns: bool, system_outweighs: bool, fits: bool = False) -> str:
+def cut_cause(message_tokens: int, earlier_turns: bool, system_outweighs: bool) -> str:
     """Why a prompt was cut to fit the context length (``PromptOverflow``), a key of :data:`CUT_CAUSES`: ``message``
     where the cut took the start of the message answered (the engine pinned its first ``message_tokens``: it is
     longer than the end kept) or the chat has no ``earlier_turns`` to leave out; ``earlier_turns`` where the message
     lies whole in what is kept (a chat grown past the context length, or whose earlier replies' rolls dropped its
     start); ``system_prompt`` where a chat's first message was not cut and the system prompt ``outweighs`` it (a
     trial's 6-token "Hello, who are you?" under a 330-token system prompt at n_ctx 256 read "your message is too
-    long"); ``dropped_earlier`` where the conversation ``fits`` in the context length but the model's memory holds
-    it as an earlier reply's rolls left it (a reply regenerated, or its message edited, after its own generation
-    filled the context: a trial's read 110 of 228 tokens at n_ctx 256, and "no longer fit" was untrue)."""
-    if fits and earlier_turns and message_tokens <= 0:
-        return "dropped_earlier"
+    long")."""
     if message_tokens <= 0 and not earlier_turns and system_outweighs:
         return "system_prompt"
     return "message" if message_tokens > 0 or not earlier_turns else "earlier_turns"

@@ -606,7 +606,6 @@ def test_a_read_only_data_folder_is_one_line_not_a_traceback(tmp_path, args):
 
 
 def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_prompt():
-    import app.cli.commands as commands
     from app.cli.commands import overflow_notice
     from inference.events import PromptOverflow
 
@@ -624,15 +623,6 @@ def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_promp
     unknown = overflow_notice(PromptOverflow(prompt_tokens=9504, n_ctx=4096, discarded_tokens=6138, head_tokens=4,
                                              message_tokens=0, tail_tokens=3362))
     assert unknown.endswith("(the first 4 and the last 3,362); raise --n-ctx to keep the rest")
-    # a conversation within n_ctx whose cache an earlier reply's rolls left (a server's client asking again): no
-    # larger --n-ctx brings back what they dropped (n_ctx 1024 read 110 of 228 too)
-    rolled = PromptOverflow(prompt_tokens=228, n_ctx=256, discarded_tokens=118, head_tokens=19, message_tokens=0,
-                            tail_tokens=91, max_n_ctx=8192)
-    session = SimpleNamespace(system_prompt="Be brief.", system_prompt_tokens=lambda: 19, messages=[
-        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "And?"}])
-    assert overflow_notice(rolled, *commands._cut_of(session, rolled)) == (
-        "earlier turns were dropped when the context was full: the model read 110 of the conversation's 228 tokens "
-        "(the system prompt's 19 tokens and the last 91)")
 
 
 def test_the_exit_status_of_ctrl_c_is_one_constant():

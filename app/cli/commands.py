@@ -383,9 +383,7 @@ def _cut_of(session: ChatSession, event: PromptOverflow) -> tuple[int, str]:
     users = [i for i, message in enumerate(session.messages) if message.get("role") == "user"]
     last = session.messages[users[-1]].get("content") or "" if users else ""
     earlier = bool(users) and users[-1] > 0
-    fits = event.prompt_tokens <= event.n_ctx  # (its cache as an earlier reply's rolls left it)
-    outweighs = len(session.system_prompt) > len(last)
-    return session.system_prompt_tokens(), cut_cause(event.message_tokens, earlier, outweighs, fits)
+    return session.system_prompt_tokens(), cut_cause(event.message_tokens, earlier, len(session.system_prompt) > len(last))
 
 
 def overflow_notice(event: PromptOverflow, system_tokens: int = 0, cause: str = "") -> str:
@@ -393,18 +391,15 @@ def overflow_notice(event: PromptOverflow, system_tokens: int = 0, cause: str = 
     (``app.counts.cut_text``: why, with ``cause``, and what the model reads, naming the system prompt of
     ``system_tokens`` it keeps; a trial read "keeps its first 48 (the last message's first 24 among them)" here and
     "the system prompt's 24 tokens, your message's first 24" in the window), with what would keep the rest: a larger
-    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt; none where it
-    fits in n_ctx (its cache as an earlier reply's rolls left it: no --n-ctx brings those back). What the
+    --n-ctx while the prompt fits under the model's limit (``event.max_n_ctx``), else a shorter prompt. What the
     model skips counts what earlier replies' rolls dropped: the statistics line says what this reply discarded (a
     trial read "discards the 242" then "discarded 0" for the same reply)."""
-    read = cut_text(event.head_tokens + event.message_tokens, event.tail_tokens, event.prompt_tokens, cause,
-                    system_tokens, event.message_tokens)
-    if event.prompt_tokens <= event.n_ctx:  # (it fits: no larger --n-ctx brings back what earlier rolls dropped)
-        return read
     if event.max_n_ctx is None or event.prompt_tokens < event.max_n_ctx:
         advice = "raise --n-ctx to keep the rest"
     else:
         advice = f"the model reads at most {event.max_n_ctx:,} tokens, so no --n-ctx keeps the rest: shorten the prompt"
+    read = cut_text(event.head_tokens + event.message_tokens, event.tail_tokens, event.prompt_tokens, cause,
+                    system_tokens, event.message_tokens)
     return f"{read}; {advice}"
 
 

@@ -226,12 +226,10 @@ class ReplyRecorder:
                 # where it wraps (a trial read "Generating…" then "the conversation is 9,816 tokens…")
                 # (what made it too long first, in the footer's words: counts.CUT_CAUSES)
                 cause = CUT_CAUSES[self._cut_cause()]
-                if overflow.prompt_tokens <= overflow.n_ctx:  # (it fits: the model's memory of it rolled, and no
-                    # larger context length brings what the rolls dropped back: n_ctx 1024 read 110 of 228 too)
-                    size = f"within the context length ({overflow.n_ctx:,}), but the model {kept_words(overflow)}"
-                else:
-                    size = f"more than the context length ({overflow.n_ctx:,}), so the model {kept_words(overflow)} ({advice})"
-                skipped = f"{cause[0].upper()}{cause[1:]}: the conversation is {overflow.prompt_tokens:,} tokens, {size}"
+                skipped = (
+                    f"{cause[0].upper()}{cause[1:]}: the conversation is {overflow.prompt_tokens:,} tokens, more than "
+                    f"the context length ({overflow.n_ctx:,}), so the model {kept_words(overflow)} ({advice})"
+                )
                 alone = self.progress is not None and not self.compare
                 text = skipped if alone else f"{text} · {skipped}"
             return text
@@ -266,8 +264,7 @@ class ReplyRecorder:
         """Why the prompt was cut to fit (``overflow``), a key of ``counts.CUT_CAUSES``, as the command line says it
         too (``counts.cut_cause``): the message answered, its turns before it on its branch, its system prompt."""
         message_tokens = self.overflow.message_tokens if self.overflow is not None else 0
-        fits = self.overflow is not None and self.overflow.prompt_tokens <= self.overflow.n_ctx
-        return cut_cause(message_tokens, self._earlier_turns, self._long_system_prompt, fits)
+        return cut_cause(message_tokens, self._earlier_turns, self._long_system_prompt)
 
     def _system_prompt_outweighs_message(self) -> bool:
         """Whether the conversation's system prompt is longer (in characters) than the message this reply answers

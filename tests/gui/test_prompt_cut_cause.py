@@ -150,25 +150,6 @@ def test_a_long_paste_cut_by_the_real_model_names_the_system_prompt(qtbot, make_
            "24 tokens, your message's first 31 and the last 197) · " in footer, footer
 
 
-def test_a_conversation_within_the_context_length_is_not_said_to_be_more(tmp_path):
-    """Trial at n_ctx 256: a reply whose own generation filled the context (its 228-token prompt read whole, then
-    118 tokens dropped), regenerated or its message edited, reuses the model's memory as that roll left it: the model
-    reads 110 of the 228 tokens. The line while it started read "Earlier turns no longer fit: the conversation is 228
-    tokens, more than the context length (256) … (raise Context length in the settings to keep them)" and the footer
-    "earlier turns no longer fit": 228 tokens fit in 256, and a larger context length did not bring them back
-    (n_ctx 1024 read 110 too). Both now say what happened: an earlier context full dropped them."""
-    rolled = PromptOverflow(prompt_tokens=228, n_ctx=256, discarded_tokens=118, head_tokens=19, message_tokens=0,
-                            tail_tokens=91, max_n_ctx=8192)  # fmt: skip
-    live, footer = _live_and_footer(tmp_path, rolled, earlier_turns=3)
-    assert live == (
-        "Generating… · Earlier turns were dropped when the context was full: the conversation is 228 tokens, within "
-        "the context length (256), but the model keeps the first 19 tokens and the last 91, and skips 118 in the "
-        "middle"
-    ), live
-    assert " · earlier turns were dropped when the context was full: the model read 110 of the conversation's 228 " \
-           "tokens (the first 19 and the last 91) · " in footer, footer
-
-
 def test_a_reply_reading_a_memory_without_all_of_the_system_prompt_says_so():
     """Trial at n_ctx 256 with a 159-token system prompt ("Always kept" auto pins 128): a reply whose prefill rolled
     said "part of the system prompt (159 tokens) dropped"; the same reply regenerated, reading the memory that roll
