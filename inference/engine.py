@@ -286,15 +286,18 @@ class Engine:
         """Keep the longest cached prefix of ``prompt_ids``; return how many prompt tokens need no prefill (counted
         in ``_seen``: after rolls, more than the cache holds).
 
-        After rolls the cache holds only the start and the end of what it has seen; a prompt that leaves the seen
-        tokens within that end (a regenerated reply, an edited last message) keeps the cache up to there
-        (``_rolled_length``) instead of prefilling the whole conversation again; one that leaves them earlier, or a
-        cache a middle cut made (not a start and an end), starts from an empty cache."""
+        After rolls the cache holds only the start and the end of what it has seen; a prompt longer than n_ctx that
+        leaves the seen tokens within that end (a regenerated reply, an edited last message) keeps the cache up to
+        there (``_rolled_length``) instead of prefilling the whole conversation again; one that leaves them earlier,
+        or a cache a middle cut made (not a start and an end), starts from an empty cache, as does any prompt that
+        fits in n_ctx: read again whole, it loses nothing (a reply regenerated after its own decoding rolled read
+        110 of its 228 prompt tokens from the rolled cache at n_ctx 256; a context length raised after a roll kept
+        reading what the rolls had left)."""
         seen = self._seen
         # the last prompt token is fed again to get its logits
         common = min(common_prefix(seen, prompt_ids), len(prompt_ids) - 1)
         length = self._rolled_length(common) if self._rolled and common < len(seen) else common
-        if len(self._cache) > n_ctx or length is None:
+        if len(self._cache) > n_ctx or length is None or (self._rolled and len(prompt_ids) <= n_ctx):
             self.reset()
             return 0
         if common < len(seen) // 2:  # not a follow-up turn: another chat, whose acceptance differs

@@ -323,8 +323,8 @@ def test_compare_says_a_cut_prompts_note_once(int4_dir, data_dir, tmp_path, monk
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(data_dir))
     prompt = tmp_path / "long.txt"
     prompt.write_text("Summarize this: " + " ".join(f"item{i} is red." for i in range(60)), encoding="utf-8")
-    for given, n_ctx, tokens, expected in ((["-f", str(prompt)], "64", "4", ["the prompt is "]),
-                                           (["Hi"], "16", "24", ["the prompt is ", "the context was full and part "
+    for given, n_ctx, tokens, expected in ((["-f", str(prompt)], "64", "4", ["your message is too long"]),
+                                           (["Hi"], "16", "24", ["your message is too long", "the context was full and part "
                                                                  "of the system prompt"])):
         args = build_parser().parse_args(["generate", *given, "--n-ctx", n_ctx, "--mode", "compare", "--draft",
                                           "lookup", "--max-new-tokens", tokens])

@@ -41,7 +41,7 @@ def _drafts(drafter, context: list[int], k: int = 6) -> list[int]:
     return drafter.propose(context, k, N_CTX, greedy, np.random.default_rng(0), ReplyPenalties(greedy, context, []))[0]
 
 
-@pytest.mark.parametrize("plain_turn", ["rolls", "regenerates", "rolls, then is asked again"])
+@pytest.mark.parametrize("plain_turn", ["rolls", "regenerates", "rolls, then its reply is cut short"])
 def test_after_a_plain_reply_the_drafter_drafts_from_the_target_tokens_not_its_old_cache(engine, target, plain_turn):
     engine.reset()
     first = chat_ids(target, "Name three colours.")
@@ -52,16 +52,17 @@ def test_after_a_plain_reply_the_drafter_drafts_from_the_target_tokens_not_its_o
         plain = engine.generate_text(prompt, settings("ar", max_new_tokens=60, n_ctx=N_CTX, n_discard=16))
         assert plain.rolls >= 1
         follow_up = prompt + plain.token_ids + chat_ids(target, "Thanks.")[1:]
-        if plain_turn.endswith("asked again"):  # the rolled cache is reused up to the prompt's last token
-            follow_up = prompt
+        if plain_turn.endswith("cut short"):  # a follow-up to the reply's first 20 tokens: the rolled cache is reused
+            follow_up = prompt + plain.token_ids[:20] + chat_ids(target, "Thanks.")[1:]  # up to there (> n_ctx)
     else:  # the first reply regenerated plainly, another way (a system prompt), then a speculative follow-up
         prompt = chat_ids(target, "Name three colours.", system="Answer in French.")
         plain = engine.generate_text(prompt, settings("ar", max_new_tokens=16, n_ctx=N_CTX))
         follow_up = prompt + plain.token_ids + chat_ids(target, "Thanks.")[1:]
     three = engine.generate_text(follow_up, settings("spec_model", max_new_tokens=1, k=2, n_ctx=N_CTX, n_discard=16))
     assert three.new_tokens == 1
-    if plain_turn.endswith("asked again"):
-        assert three.prefilled_tokens == 1 and three.reused_tokens > 0
+    if plain_turn.endswith("cut short"):
+        assert len(follow_up) > N_CTX and three.reused_tokens > 0
+        assert three.prefilled_tokens == len(follow_up) - len(prompt) - 20  # what follows the reply's first 20 tokens
     context = engine._cache.tokens + three.token_ids
     fresh = _fresh_drafter(engine)
     fresh.feed(engine._cache.tokens, N_CTX)
