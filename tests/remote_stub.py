@@ -19,7 +19,10 @@ server-sent events (HTTP/1.1 chunked), then a finish reason, a usage chunk and `
   it answers a request to generate still queued when it is stopped (its model list as ``ok``'s);
 - ``any-name``: any model name is answered, by :data:`SERVED_MODEL`, which each chunk names (as llama-server does);
 - ``length``: as ``ok``, its finish reason ``length`` (the reply stopped at ``max_tokens``);
-- ``empty``: as ``ok``, its model list empty (a server with no model loaded).
+- ``empty``: as ``ok``, its model list empty (a server with no model loaded);
+- ``too-long``: a chat longer than its context, as llama-cpp-python's ``llama_cpp.server`` (0.3.36) answers one: a
+  streamed request gets 200 and an event stream with no event at all, a request without streaming the 400 of
+  :data:`TOO_LONG_BODY`.
 
 ``stub.requests`` records ``(path, JSON body or None, Authorization header)``.
 """
@@ -50,7 +53,17 @@ AR_STATS = {"mode": "ar", "drafter": None, "drafted": 0, "accepted": 0, "accepta
 #: The bases that answer as a SpecChat server does (its models offer modes, its replies carry its statistics).
 SPECCHAT_BASES = ("specchat", "specchat-unnamed")
 BEHAVIOURS = ("ok", *SPECCHAT_BASES, "auth", "busy", "broken", "cut", "silent", "stopping", "stopped", "any-name",
-              "length", "empty")
+              "length", "empty", "too-long")
+#: What ``llama_cpp.server`` (llama-cpp-python 0.3.36, ``--n_ctx 512``) answers a chat of 1734 prompt tokens without
+#: streaming: ``HTTP/1.1 400 Bad Request``, ``content-type: application/json``, this body byte for byte. Streamed, the
+#: same request got ``HTTP/1.1 200 OK``, ``content-type: text/event-stream; charset=utf-8``, ``Transfer-Encoding:
+#: chunked`` and the body ``0\r\n\r\n``: no event (its log: ``ValueError: Requested tokens (1734) exceed context
+#: window of 512``, raised in the stream's generator).
+TOO_LONG_BODY = (
+    b'{"error":{"message":"This model\'s maximum context length is 512 tokens. However, you requested 1742 tokens '
+    b'(1734 in the messages, 8 in the completion). Please reduce the length of the messages or completion.",'
+    b'"type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}'
+)
 
 
 class RemoteStub:
@@ -128,6 +141,8 @@ class RemoteStub:
                 if behaviour == "stopped":  # (its model list is served: the server answers it while it stops)
                     refusal = server_stopped(began=False)
                     return self._json(refusal.status, refusal.body())
+                if behaviour == "too-long":
+                    return self._too_long(body.get("stream") is True)
                 if body.get("model") != MODEL and behaviour != "any-name":
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 self.send_response(200)
@@ -172,6 +187,20 @@ class RemoteStub:
                 self._event(last)
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
+
+            def _too_long(self, streamed: bool) -> None:
+                if not streamed:
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(TOO_LONG_BODY)))
+                    self.end_headers()
+                    self.wfile.write(TOO_LONG_BODY)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self._chunk(b"")  # the body ends at once: no event
 
             def _event(self, chunk: dict) -> None:
                 named = {"model": SERVED_MODEL} if self._route()[0] == "any-name" else {}

@@ -10,7 +10,10 @@ Rules:
   its path, and its query (``?api-version=...``, as Azure's) is kept on every request (:func:`route_url`).
 - Replies stream (server-sent events, ``stream_options.include_usage``); a server that answers with a whole
   ``chat.completion`` (or an error object) in JSON instead, as llama-server and some proxies may, is read as a
-  stream of one event (:func:`~app.backends.remote_stream.whole_reply`). Every streamed delta becomes a
+  stream of one event (:func:`~app.backends.remote_stream.whole_reply`); a stream that ends without any event (the
+  server failed before the reply began, as llama-cpp-python's does for a chat longer than its context) is asked for
+  once more without streaming, so that the server's answer (its error: "maximum context length is 512 tokens...")
+  says why. Every streamed delta becomes a
   :class:`~inference.events.TextDelta` (``token_id`` -1: the API sends text, not ids) and a
   :class:`~inference.events.StepStats` timed on this side, so that the live graph shows client-side tokens/s. The
   final :class:`~inference.events.Finished` carries TTFT and decode tokens/s measured here, token counts from
@@ -248,10 +251,10 @@ class RemoteBackend:
         self.specchat = any(model.specchat for model in models)
         return models
 
-    def request_body(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage; ``response_format``
-        json_object for a reply constrained to a JSON object; the ``specchat`` extension with the decoding mode, K and
-        the rolling context only for a SpecChat server)."""
+    def request_body(self, request: GenerationRequest, stream: bool = True) -> dict[str, Any]:
+        """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage, unless ``stream`` is False;
+        ``response_format`` json_object for a reply constrained to a JSON object; the ``specchat`` extension with the
+        decoding mode, K and the rolling context only for a SpecChat server)."""
         settings = request.settings
         sampling = settings.sampling
         messages = ([{"role": "system", "content": request.system_prompt}] if request.system_prompt else []) + [
@@ -260,12 +263,13 @@ class RemoteBackend:
         body: dict[str, Any] = {
             "model": self.target.model,
             "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": stream,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_new_tokens,
         }
+        if stream:
+            body["stream_options"] = {"include_usage": True}
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         if sampling.stop_strings:
@@ -299,6 +303,21 @@ class RemoteBackend:
                 mid-reply or stays silent for ``read_timeout_s``; raised after a ``Finished`` event when text had
                 arrived (stop reason ``interrupted``).
         """
+        try:
+            async for batch in self._generate(request, cancel, stream=True):
+                yield batch
+        except _NoEvent:  # e.g. llama-cpp-python's answer to a chat longer than its context: its 400 says so unstreamed
+            async for batch in self._generate(request, cancel, stream=False):
+                yield batch
+
+    async def _generate(
+        self, request: GenerationRequest, cancel: threading.Event, stream: bool
+    ) -> AsyncIterator[list[Event]]:
+        """:meth:`generate`'s request, streamed or not (a whole JSON answer is read as a stream of one event).
+
+        Raises:
+            _NoEvent: ``stream`` and the server's event stream ended cleanly without any event (nothing was yielded).
+        """
         url = route_url(self.target.base_url, "chat/completions")
         shown = shown_url(url)  # (what messages quote)
         clock = ReplyClock()
@@ -309,7 +328,7 @@ class RemoteBackend:
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 send = client.send(
-                    client.build_request("POST", url, json=self.request_body(request), headers=self._headers()),
+                    client.build_request("POST", url, json=self.request_body(request, stream), headers=self._headers()),
                     stream=True,
                 )
                 response = await or_cancel(send, cancel)
@@ -366,6 +385,8 @@ class RemoteBackend:
                 yield [Finished(clock.stats(extension, usage, REMOTE_CUT))]
             raise error from None
         if not done and finish_reason is None:  # the body ended cleanly, but not the reply
+            if stream and events == 0:  # nor did it begin: the server failed before its first event
+                raise _NoEvent
             cut = RemoteError(CUT_TEXT)
             if clock.generated:
                 yield [Finished(clock.stats(extension, usage, REMOTE_CUT))]
@@ -374,6 +395,13 @@ class RemoteBackend:
         if not isinstance(stop_reason, str) or not stop_reason:
             stop_reason = _FINISH_REASONS.get(finish_reason or "", "eos")
         yield [Finished(clock.stats(extension, usage, stop_reason))]
+
+
+class _NoEvent(Exception):
+    """A streamed request's answer ended without any event: the server failed before the reply began, and said
+    nothing of why (llama-cpp-python's ``llama_cpp.server`` so answers a chat longer than its context, which it
+    refuses with a 400 saying so when asked without streaming). :meth:`RemoteBackend.generate` asks once more,
+    unstreamed, so that the message is the server's own."""
 
 
 def _media_type(response: httpx.Response) -> str:

@@ -1,0 +1,89 @@
+"""The remote backend against what llama.cpp's servers answer where it differs from OpenAI's API, as the stub
+(tests/remote_stub.py) replays their bytes: a chat longer than the server's context, sampling options only their
+extensions carry, a key asked for but not given."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers import run_coroutine
+from remote_stub import MODEL, RemoteStub
+
+from app.backends.protocol import GenerationRequest
+from app.backends.remote import RemoteBackend, RemoteTarget
+from app.backends.remote_errors import RemoteError
+from inference.events import Finished, TextDelta
+from inference.settings import GenerationSettings, SamplingSettings
+
+REQUEST = GenerationRequest(
+    messages=[{"role": "user", "content": "Tell me about Paris. " * 300}],
+    system_prompt="",
+    settings=GenerationSettings(sampling=SamplingSettings(max_new_tokens=8)),
+)
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with RemoteStub() as server:
+        yield server
+
+
+def collect(backend: RemoteBackend, request: GenerationRequest = REQUEST):
+    """Run one reply; returns (events, the RemoteError raised or None)."""
+    events, error = [], None
+
+    async def run():
+        nonlocal error
+        try:
+            async for batch in backend.generate(request, threading.Event()):
+                events.extend(batch)
+        except RemoteError as raised:
+            error = raised
+
+    run_coroutine(run())
+    return events, error
+
+
+def test_a_chat_longer_than_a_llama_cpp_python_servers_context_is_said_in_its_words_not_as_a_cut_stream(stub):
+    """Newcomer trial: llama_cpp.server --n_ctx 512, a chat of 1734 tokens. Its streamed answer is an empty event
+    stream, which read "The server closed the stream before the reply ended (the partial reply was kept): Regenerate
+    to try again": no reply was kept, and Regenerate fails the same way. An empty stream is asked once more without
+    streaming, whose answer (here the server's 400) says why."""
+    url = stub.url("too-long")
+    host = url.split("/")[2]
+    first = len(stub.requests)
+    events, error = collect(RemoteBackend(RemoteTarget(url, MODEL)))
+    assert events == []
+    assert str(error) == (
+        f"{host} refused the request (400) (the server said: This model's maximum context length is 512 tokens. "
+        "However, you requested 1742 tokens (1734 in the messages, 8 in the completion). Please reduce the length of "
+        "the messages or completion.)"
+    )
+    assert error.status == 400
+    sent = [body for _, body, _ in stub.requests[first:]]
+    assert [body["stream"] for body in sent] == [True, False]
+    assert "stream_options" in sent[0] and "stream_options" not in sent[1]
+    assert sent[0]["messages"] == sent[1]["messages"] and sent[1]["max_tokens"] == 8
+
+
+def test_a_stream_with_no_event_whose_unstreamed_answer_is_a_reply_gives_that_reply():
+    """A server whose stream failed before its first event but whose second try answers: that answer is the reply."""
+    from remote_stub import ScriptedServer
+
+    whole = (b'{"object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant",'
+             b'"content":"Paris."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}')
+    asked = []
+
+    def script(method, path):
+        asked.append(method)
+        if len(asked) == 1:
+            return 200, {"Content-Type": "text/event-stream"}, iter([])
+        return 200, {"Content-Type": "application/json"}, whole
+
+    with ScriptedServer(script) as server:
+        events, error = collect(RemoteBackend(RemoteTarget(server.url, "m")))
+    assert error is None and asked == ["POST", "POST"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Paris."
+    stats = events[-1].stats
+    assert isinstance(events[-1], Finished) and (stats.stop_reason, stats.new_tokens) == ("eos", 2)
