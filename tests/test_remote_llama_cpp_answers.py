@@ -12,7 +12,7 @@ from remote_stub import MODEL, RemoteStub
 
 from app.backends.protocol import GenerationRequest
 from app.backends.remote import RemoteBackend, RemoteTarget
-from app.backends.remote_errors import RemoteError
+from app.backends.remote_errors import CONTEXT_ADVICE, RemoteError
 from inference.events import Finished, TextDelta
 from inference.settings import GenerationSettings, SamplingSettings
 
@@ -56,9 +56,9 @@ def test_a_chat_longer_than_a_llama_cpp_python_servers_context_is_said_in_its_wo
     events, error = collect(RemoteBackend(RemoteTarget(url, MODEL)))
     assert events == []
     assert str(error) == (
-        f"{host} refused the request (400) (the server said: This model's maximum context length is 512 tokens. "
-        "However, you requested 1742 tokens (1734 in the messages, 8 in the completion). Please reduce the length of "
-        "the messages or completion.)"
+        f"{host} cannot fit this chat in its context (400) (the server said: This model's maximum context length is "
+        "512 tokens. However, you requested 1742 tokens (1734 in the messages, 8 in the completion). Please reduce the "
+        f"length of the messages or completion.): {CONTEXT_ADVICE}"
     )
     assert error.status == 400
     sent = [body for _, body, _ in stub.requests[first:]]
@@ -87,3 +87,43 @@ def test_a_stream_with_no_event_whose_unstreamed_answer_is_a_reply_gives_that_re
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Paris."
     stats = events[-1].stats
     assert isinstance(events[-1], Finished) and (stats.stop_reason, stats.new_tokens) == ("eos", 2)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # llama.cpp's llama-server (server-context.cpp), to a streamed request too
+        b'{"error":{"code":400,"message":"request (13392 tokens) exceeds the available context size (8192 tokens), '
+        b'try increasing it","type":"exceed_context_size_error","n_prompt_tokens":13392,"n_ctx":8192}}',
+        # vLLM
+        b'{"object":"error","message":"This model\'s maximum context length is 2048 tokens. However, you requested '
+        b'2100 tokens (2036 in the messages, 64 in the completion). Please reduce the length of the messages or '
+        b'completion.","type":"BadRequestError","param":null,"code":400}',
+    ],
+)
+def test_a_chat_longer_than_the_servers_context_says_what_to_do(body):
+    """The 400 of a prompt over the server's context read "refused the request (400)" and no more: a user did not
+    learn that a new chat, a shorter reply or a larger server context helps."""
+    from remote_stub import ScriptedServer
+
+    with ScriptedServer(lambda method, path: (400, {"Content-Type": "application/json"}, body)) as server:
+        events, error = collect(RemoteBackend(RemoteTarget(server.url, "m")))
+    host = server.url.split("/")[2]
+    assert events == [] and error.status == 400
+    said = str(error)
+    assert said.startswith(f"{host} cannot fit this chat in its context (400) (the server said: ")
+    assert said.endswith(f"): {CONTEXT_ADVICE}")
+    assert CONTEXT_ADVICE == (
+        "start a new chat, or lower Longest reply; or restart the server with a larger context (llama-server -c N, "
+        "vLLM --max-model-len N)"
+    )
+
+
+def test_another_refusal_of_a_request_is_not_said_to_be_about_the_context():
+    from remote_stub import ScriptedServer
+
+    body = b'{"error":{"message":"temperature must be at most 2","type":"invalid_request_error"}}'
+    with ScriptedServer(lambda method, path: (400, {"Content-Type": "application/json"}, body)) as server:
+        _, error = collect(RemoteBackend(RemoteTarget(server.url, "m")))
+    host = server.url.split("/")[2]
+    assert str(error) == f"{host} refused the request (400) (the server said: temperature must be at most 2)"

@@ -48,6 +48,9 @@ SERVER_STOPPED_TEXT = ("The server stopped before the reply ended (it is shuttin
 #: its 503 to a request still waiting for its turn (the window adds that the message is kept, and to press Send once
 #: the server runs again: ``RemoteError.server_stopped``).
 SERVER_STOPPED_BEFORE_TEXT = "The server stopped before the reply began (it is shutting down)"
+#: What to do about a chat the server cannot fit in its context (:func:`status_error`).
+CONTEXT_ADVICE = ("start a new chat, or lower Longest reply; or restart the server with a larger context "
+                  "(llama-server -c N, vLLM --max-model-len N)")
 #: The messages of a cut reply that say themselves that it stopped, and what to do: the window shows them as they
 #: are, without its "The reply stopped with an error:".
 SAYS_REPLY_STOPPED = (CUT_TEXT, SERVER_STOPPED_TEXT)
@@ -161,6 +164,23 @@ def _server_message(text: str) -> str:
     return str(body)[:200]
 
 
+def _context_exceeded(text: str) -> bool:
+    """Whether an error body says the prompt does not fit the server's context: OpenAI's and llama-cpp-python's code
+    ``context_length_exceeded``, llama-server's type ``exceed_context_size_error``, or (vLLM's, which has neither) a
+    message of "maximum context length"."""
+    try:
+        body = bounded_json.loads(text, MAX_JSON_DEPTH)
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    markers = (error.get("code"), error.get("type"))
+    message = error.get("message")
+    return ("context_length_exceeded" in markers or "exceed_context_size_error" in markers
+            or (isinstance(message, str) and "maximum context length" in message))  # fmt: skip
+
+
 def _is_server_stopped(error: Any) -> bool:
     """Whether an OpenAI error object (a stream's ``{"error": ...}``, an error body's ``error``) is a SpecChat
     server's ``server_stopped``."""
@@ -205,6 +225,8 @@ def status_error(
             "choose a model with Fetch models under the model picker's Remote server… (Ctrl+L), and check the base "
             "URL (usually …/v1; OpenVINO Model Server: …/v3)"
         )
+    elif status in (400, 413) and not listing and _context_exceeded(text):
+        message = f"{host} cannot fit this chat in its context ({status}){said}: {CONTEXT_ADVICE}"
     elif status == 429:
         after = headers.get("retry-after", "").strip()
         when = f"in {after} s" if after.isdigit() else (f"after {after}" if after else "in a moment")
