@@ -127,3 +127,23 @@ def test_another_refusal_of_a_request_is_not_said_to_be_about_the_context():
         _, error = collect(RemoteBackend(RemoteTarget(server.url, "m")))
     host = server.url.split("/")[2]
     assert str(error) == f"{host} refused the request (400) (the server said: temperature must be at most 2)"
+
+
+def test_top_k_and_min_p_are_sent_as_llama_server_and_vllm_read_them(stub):
+    """Newcomer trial: Candidates (top-k) 1 at temperature 1.5 against llama_cpp.server gave a different reply each
+    time: top_k was never sent, so the server sampled with its own top_k 40 and min_p 0.05 (asked with "top_k": 1
+    it gave the greedy reply every time). top_k and min_p (extensions llama-server, llama-cpp-python, vLLM,
+    LM Studio and SpecChat's server read) are sent when set; off (0), nothing is sent, as OpenAI's API has neither."""
+    from dataclasses import replace
+
+    def body_for(**sampling) -> dict:
+        settings = replace(REQUEST.settings, sampling=replace(REQUEST.settings.sampling, **sampling))
+        first = len(stub.requests)
+        events, error = collect(RemoteBackend(RemoteTarget(stub.url("ok"), MODEL)), replace(REQUEST, settings=settings))
+        assert error is None and len(stub.requests) == first + 1
+        return stub.requests[-1][1]
+
+    body = body_for(temperature=1.5, top_k=1, min_p=0.1)
+    assert (body["temperature"], body["top_k"], body["min_p"]) == (1.5, 1, 0.1)
+    body = body_for(temperature=1.5)
+    assert "top_k" not in body and "min_p" not in body

@@ -253,8 +253,9 @@ class RemoteBackend:
 
     def request_body(self, request: GenerationRequest, stream: bool = True) -> dict[str, Any]:
         """The JSON of ``POST /chat/completions`` for ``request`` (streaming, with usage, unless ``stream`` is False;
-        ``response_format`` json_object for a reply constrained to a JSON object; the ``specchat`` extension with the
-        decoding mode, K and the rolling context only for a SpecChat server)."""
+        ``top_k``, ``min_p`` and the repetition penalty, extensions of OpenAI's API, only when set; ``response_format``
+        json_object for a reply constrained to a JSON object; the ``specchat`` extension with the decoding mode, K and
+        the rolling context only for a SpecChat server)."""
         settings = request.settings
         sampling = settings.sampling
         messages = ([{"role": "system", "content": request.system_prompt}] if request.system_prompt else []) + [
@@ -270,6 +271,10 @@ class RemoteBackend:
         }
         if stream:
             body["stream_options"] = {"include_usage": True}
+        if sampling.top_k:  # not in OpenAI's API: llama-server, llama-cpp-python, vLLM, LM Studio, SpecChat read them
+            body["top_k"] = sampling.top_k
+        if sampling.min_p:
+            body["min_p"] = sampling.min_p
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         if sampling.stop_strings:
