@@ -191,7 +191,7 @@ def test_the_api_key_is_sent_and_a_wrong_one_is_said(stub):
         "the model picker's Remote server… (Ctrl+L)"
     )
     with pytest.raises(RemoteError) as listing:  # asked from the remote server dialog: its field is named
-        run_coroutine(RemoteBackend(RemoteTarget(stub.url("auth"))).list_models())
+        run_coroutine(RemoteBackend(RemoteTarget(stub.url("auth"), api_key="wrong")).list_models())
     assert str(listing.value).endswith("refused the API key (401) (the server said: Invalid API key): enter the right "
                                        "key in the API key field")
     with pytest.raises(RemoteError) as no_list:  # a base URL without /v1

@@ -147,3 +147,33 @@ def test_top_k_and_min_p_are_sent_as_llama_server_and_vllm_read_them(stub):
     assert (body["temperature"], body["top_k"], body["min_p"]) == (1.5, 1, 0.1)
     body = body_for(temperature=1.5)
     assert "top_k" not in body and "min_p" not in body
+
+
+def test_a_server_that_needs_a_key_none_was_given_for_says_so():
+    """Newcomer trial: llama_cpp.server --api_key KEY, the API key field left empty: Fetch models said "refused the
+    API key (401)", though no key had been sent. Without a key the message says the server needs one."""
+    from remote_stub import ScriptedServer
+
+    # llama_cpp.server 0.3.36 (--api_key), asked without one: HTTP/1.1 401 Unauthorized, content-type:
+    # application/json, this body
+    def script(method, path):
+        return 401, {"Content-Type": "application/json"}, b'{"detail":"Invalid API key"}'
+
+    with ScriptedServer(script) as server:
+        host = server.url.split("/")[2]
+        backend = RemoteBackend(RemoteTarget(server.url, "m"))
+        with pytest.raises(RemoteError) as listing:
+            run_coroutine(backend.list_models())
+        _, error = collect(backend)
+        _, wrong = collect(RemoteBackend(RemoteTarget(server.url, "m", "wrong-key")))
+    assert str(listing.value) == (
+        f"{host} needs an API key (401) (the server said: Invalid API key): enter it in the API key field"
+    )
+    assert str(error) == (
+        f"{host} needs an API key (401) (the server said: Invalid API key): enter it under the model picker's Remote "
+        "server… (Ctrl+L)"
+    )
+    assert str(wrong) == (
+        f"{host} refused the API key (401) (the server said: Invalid API key): enter the right key under the model "
+        "picker's Remote server… (Ctrl+L)"
+    )

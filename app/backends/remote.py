@@ -238,7 +238,7 @@ class RemoteBackend:
                     if response.status_code != 200:
                         text = await error_body(response, cancel)
                         raise status_error(response.status_code, text, response.headers, self.target.host,
-                                            self.target.model, url, listing=True)
+                                            self.target.model, url, listing=True, key_sent=bool(self.target.api_key))
                     body = await read_body(response, MAX_BODY_BYTES, cancel, f"{shown} sent a model list")
                 finally:
                     await response.aclose()
@@ -341,7 +341,7 @@ class RemoteBackend:
                     if response.status_code != 200:
                         text = await error_body(response, cancel)
                         raise status_error(response.status_code, text, response.headers, self.target.host,
-                                            self.target.model, url)
+                                            self.target.model, url, key_sent=bool(self.target.api_key))
                     max_events, max_chars = reply_limits(request.settings.sampling.max_new_tokens)
                     if _media_type(response) == "application/json":  # a whole reply, not a stream
                         lines = whole_reply(response, MAX_BODY_BYTES, cancel, shown)

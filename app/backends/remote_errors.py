@@ -197,11 +197,13 @@ def _server_stopped(text: str) -> bool:
 
 
 def status_error(
-    status: int, text: str, headers: httpx.Headers, host: str, model: str, url: str, listing: bool = False
+    status: int, text: str, headers: httpx.Headers, host: str, model: str, url: str, listing: bool = False,
+    key_sent: bool = True,
 ) -> RemoteError:
     """The RemoteError of an HTTP status other than 200 from ``host`` (``RemoteTarget.host``) for ``model``
     (``text``: the start of the error body; ``listing``: of ``GET /models``, asked from the remote server dialog,
-    whose fields the advice then names, instead of a reply's); a SpecChat server's 503 to a reply's request still
+    whose fields the advice then names, instead of a reply's; ``key_sent``: the request carried an API key, without
+    which a 401 or 403 says the server needs one); a SpecChat server's 503 to a reply's request still
     queued when it stopped (code ``server_stopped``, whose message advises API clients) in the window's words, as
     :func:`stream_error` says that stop before the first token."""
     title = _web_page_title(text)
@@ -213,7 +215,10 @@ def status_error(
         said = f" (the server said: {said})" if said else ""
     if status in (401, 403):
         where = "in the API key field" if listing else "under the model picker's Remote server… (Ctrl+L)"
-        message = f"{host} refused the API key ({status}){said}: enter the right key {where}"
+        if key_sent:
+            message = f"{host} refused the API key ({status}){said}: enter the right key {where}"
+        else:
+            message = f"{host} needs an API key ({status}){said}: enter it {where}"
     elif status == 404 and listing:
         message = (
             f"{host} has no model list at {url} ({status}){said}: check the base URL (usually …/v1; "
