@@ -19,6 +19,7 @@ from app import __version__
 from app.backends.worker import warm_up
 from app.cli import BROKEN_PIPE, INTERRUPTED
 from app.cli.options import add_model_options, decoding_settings, fit_n_ctx, llama_cpp_hint, model_folders
+from app.cli.remote_cli import add_remote_options, connect
 from app.cli.statistics import compare_speedup, describe, speedup_text, summary
 from app.counts import cut_cause, cut_text, ended_at_once, nothing_generated_text
 from inference.advice import in_words
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     _add_engine_options(generate)
+    add_remote_options(generate)
     chat = commands.add_parser(
         "chat", parents=folders,
         help=f"multi-turn chat in the terminal (/help, /reset, /system, /exit or /bye; {MULTILINE} starts and ends a multi-line message)",
@@ -119,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "/text).",
     )
     _add_engine_options(chat, modes=("auto", "ar", "spec"))  # a comparison runs one message twice: generate only
+    add_remote_options(chat)
     models = commands.add_parser("models", parents=folders, help="manage models: fetch-default, list, import, download, convert, remove, pair, catalogue")
     models_commands = models.add_subparsers(dest="models_command", required=True)
     from app.cli.models import add_models_subcommands
@@ -323,12 +326,12 @@ def _ctrl_c_cancels(cancel: threading.Event):
         signal.signal(signal.SIGINT, previous)
 
 
-def _stream(events, out, settings: GenerationSettings, session: ChatSession, said: set[str] | None = None) -> GenerationStats:
+def _stream(events, out, settings: GenerationSettings, session, said: set[str] | None = None) -> GenerationStats:
     """Stream a reply's text to ``out`` (None: keep it), its notes to stderr in the window's words (a prompt cut to
-    fit, :func:`overflow_notice` of the ``session`` that sends the events, a system prompt that this reply or earlier
-    ones dropped part of, a reply the model ended at once, ``app.counts.nothing_generated_text``); ``said``: the notes
-    already said (a comparison's second run says none of its first's again: a newcomer read the same cut-prompt note
-    twice); returns its stats."""
+    fit, :func:`overflow_notice` of the ``session`` that sends the events, a ``ChatSession`` or a remote server's, a
+    system prompt that this reply or earlier ones dropped part of, a reply the model ended at once,
+    ``app.counts.nothing_generated_text``); ``said``: the notes already said (a comparison's second run says none of
+    its first's again: a newcomer read the same cut-prompt note twice); returns its stats."""
     said = set() if said is None else said
 
     def note(text: str) -> None:
@@ -337,17 +340,19 @@ def _stream(events, out, settings: GenerationSettings, session: ChatSession, sai
             print(f"note: {text}", file=sys.stderr, flush=True)
 
     stats = overflow = None
-    for event in events:
-        if isinstance(event, PromptOverflow):
-            overflow = event
-            note(overflow_notice(event, *_cut_of(session, event)))
-        elif isinstance(event, TextDelta) and out is not None:
-            out.write(event.text)
-            out.flush()
-        elif isinstance(event, Finished):
-            stats = event.stats
-    if out is not None:
-        out.write("\n")
+    try:
+        for event in events:
+            if isinstance(event, PromptOverflow):
+                overflow = event
+                note(overflow_notice(event, *_cut_of(session, event)))
+            elif isinstance(event, TextDelta) and out is not None:
+                out.write(event.text)
+                out.flush()
+            elif isinstance(event, Finished):
+                stats = event.stats
+    finally:  # (also before the error of a remote reply cut mid-way)
+        if out is not None:
+            out.write("\n")
     # (a cache that earlier rolls left without all of the system prompt: the engine flags only the reply's own)
     read_part = overflow is not None and 0 < overflow.head_tokens < (stats.system_prompt_tokens if stats else 0)
     if stats is not None and (stats.system_prompt_dropped or read_part):
@@ -405,6 +410,8 @@ def overflow_notice(event: PromptOverflow, system_tokens: int = 0, cause: str = 
 
 def _generate(args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
+    if args.remote:
+        return _generate_remote(args, prompt)
     modes = ["ar", "auto"] if args.mode == "compare" else [args.mode]
     settings = {mode: _settings(args, mode) for mode in modes}
     engine = _engine(args, settings)
@@ -452,6 +459,20 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate_remote(args: argparse.Namespace, prompt: str) -> int:
+    """``generate --remote URL``: one reply of a remote server (``app.cli.remote_cli``), as a local one is shown."""
+    if args.mode == "compare":
+        raise ValueError("--mode compare runs on a model on this computer: leave out --remote")
+    settings = _settings(args, args.mode)
+    session = connect(args)
+    print(session.backend.target.describe(), file=sys.stderr, flush=True)
+    cancel = threading.Event()
+    with _ctrl_c_cancels(cancel):
+        stats = _stream(session.send(prompt, settings, cancel), None if args.json else sys.stdout, settings, session)
+    print(json.dumps(summary(stats)) if args.json else describe(stats), file=sys.stdout if args.json else sys.stderr)
+    return INTERRUPTED if stats.stop_reason == "cancelled" else 0
+
+
 def _explain_difference(
     engine: Engine, system: str, prompt: str, settings: GenerationSettings, ar: GenerationStats, spec: GenerationStats
 ):
@@ -464,7 +485,9 @@ def _explain_difference(
 
 def _chat(args: argparse.Namespace) -> int:
     by_mode = {args.mode: _settings(args, args.mode)}
-    session = ChatSession(_engine(args, by_mode), args.system)
+    session = connect(args) if args.remote else ChatSession(_engine(args, by_mode), args.system)
+    if args.remote:
+        print(session.backend.target.describe(), file=sys.stderr)
     settings = by_mode[args.mode]
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")  # invalid UTF-8 typed or piped in becomes U+FFFD, not a crash

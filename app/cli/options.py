@@ -147,6 +147,9 @@ def unused_options(args: argparse.Namespace) -> list[str]:
             notes.append(f"--k is unused with --mode {args.mode} ({run} chooses K per step, 0 to {MAX_K}); it is the K of --mode spec")
         elif args.mode == "spec" and args.adaptive_k:
             notes.append("--k is unused with --adaptive-k (K is chosen per step, as Auto chooses it); leave --adaptive-k out for a fixed K")
+    if getattr(args, "remote", "") is None:  # (generate and chat)
+        notes += [f"{flag} is unused without --remote" for flag, value
+                  in (("--remote-model", args.remote_model), ("--api-key", args.api_key)) if value is not None]
     if args.bits is not None and args.model is not None:
         notes.append("--bits is unused with --model (it picks the bit-width of the embedded default model)")
     # serve: --temperature is only the default of requests, which may send their own and sample
