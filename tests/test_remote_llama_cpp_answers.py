@@ -177,3 +177,24 @@ def test_a_server_that_needs_a_key_none_was_given_for_says_so():
         f"{host} refused the API key (401) (the server said: Invalid API key): enter the right key under the model "
         "picker's Remote server… (Ctrl+L)"
     )
+
+
+@pytest.mark.parametrize(
+    "model,shown",
+    [
+        ("/tmp/h-rem-work/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"),  # llama_cpp.server
+        ("models/qwen2.5-7b-instruct-q4_k_m.gguf", "qwen2.5-7b-instruct-q4_k_m.gguf"),  # llama-server -m models/...
+        ("C:\\models\\Qwen.GGUF", "Qwen.GGUF"),
+        ("/models/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"),  # vLLM serving a folder
+        ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),  # a Hugging Face id: kept whole
+        ("llama3.2:latest", "llama3.2:latest"),
+    ],
+)
+def test_a_model_served_by_its_file_path_is_named_by_its_file_name(model, shown):
+    """Newcomer trial: llama_cpp.server --model /tmp/h-rem-work/SmolLM2-135M-Instruct.Q4_1.gguf lists that path as
+    its model id, and the picker read "/tmp/h-rem-work/SmolLM2-135M-Instruct.Q4_1.gguf on 127.0.0.1:8088 (remo…",
+    the server cut off; every footer and the status bar repeated the folder."""
+    target = RemoteTarget("http://127.0.0.1:8088/v1", model)
+    assert target.describe() == f"{shown} on 127.0.0.1:8088 (remote)"
+    assert target.is_label(target.describe()) and target.is_label(f"{model} on 127.0.0.1:8088 (remote)")
+    assert not target.is_label(f"{model} on 127.0.0.1:8089 (remote)")

@@ -45,6 +45,7 @@ Server's OpenAI API (``/v3/chat/completions``).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -71,6 +72,8 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 120.0
 #: OpenAI finish reasons -> the engine's stop reasons.
 _FINISH_REASONS = {"stop": "eos", "length": "max_new_tokens"}
+#: A model id that is a file path from a root (``/``, ``~/``, ``./``, ``../``, ``C:\\``, ``C:/``): shown by its file name.
+_FILE_PATH = re.compile(r"^(/|~/|\.{1,2}/|[A-Za-z]:[/\\])")
 #: Largest ``GET /models`` answer, and largest whole JSON reply to a streamed request, bytes.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -101,8 +104,13 @@ class RemoteTarget:
         return urlsplit(self.root).netloc.rpartition("@")[2] or self.root
 
     def describe(self) -> str:
-        """``Qwen2.5-7B on gpu-box:8000 (remote)``."""
-        return f"{self.model} on {self.host} (remote)"
+        """``Qwen2.5-7B on gpu-box:8000 (remote)``: the model as :func:`shown_model` names it."""
+        return f"{shown_model(self.model)} on {self.host} (remote)"
+
+    def is_label(self, label: str) -> bool:
+        """Whether ``label`` names this model on this server: :meth:`describe`'s, or the one replies recorded before
+        a model's file path was shown by its file name (the whole id)."""
+        return label in (self.describe(), f"{self.model} on {self.host} (remote)")
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,16 @@ class RemoteModel:
 
     id: str
     specchat: bool = False
+
+
+def shown_model(model: str) -> str:
+    """The name a model id is shown by: a file path's file name (llama.cpp's servers list their model by the path
+    given to ``-m``, ``/home/me/models/qwen2.5-7b-q4_k_m.gguf``; vLLM a folder's: ``/models/Qwen2.5-7B``), else the id
+    as it is (``Qwen/Qwen2.5-7B-Instruct``, ``llama3.2:latest``). The server is still asked by the whole id."""
+    path = model.strip()
+    if _FILE_PATH.match(path) or (("/" in path or "\\" in path) and path.lower().endswith(".gguf")):
+        return re.split(r"[/\\]", path.rstrip("/\\"))[-1] or model
+    return model
 
 
 def with_scheme(url: str) -> str:

@@ -595,9 +595,11 @@ class ModelChoice(QObject):
         settings = self.settings
         if not last or last == settings.target_name:
             return None
+        if settings.use_remote and settings.remote_target().is_label(last):  # (recorded under the model's whole id)
+            return None
         about = f"{conversation_id}:{last}:{settings.target_name}"
         choice = self.choice_for(last)
-        if choice is None and settings.remote_model and last == settings.remote_target().describe():
+        if choice is None and settings.remote_model and settings.remote_target().is_label(last):
             text = f"This chat was answered by {last}, not the model chosen now."
             return "conversation", about, text, "Switch to it", self.choose_remote
         if choice is None and last.endswith(" (remote)"):  # a server chosen before (the picker keeps one)
