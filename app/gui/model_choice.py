@@ -529,8 +529,11 @@ class ModelChoice(QObject):
 
     def update_compare(self) -> None:
         """Compare is off on a remote server that does not offer both decoding modes (the button says why); its
-        menu item and button say what it runs (:func:`compare_words`)."""
+        menu item and button say what it runs (:func:`compare_words`). The settings pane's fields of this computer's
+        models follow where replies come from (``SettingsPane.show_remote``)."""
         settings = self.settings
+        specchat = self._replies.remote_specchat.get(settings.remote_target().root, False)
+        self._pane.show_remote(specchat if settings.use_remote else None)
         self._composer.set_compare_words(compare_words(settings))
         self.compare_named.emit(compare_words(settings))
         reason = None

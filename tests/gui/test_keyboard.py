@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QPlainTextEdit,
     QTextEdit,
+    QWidget,
 )
 
 from app.gui import theme
@@ -404,6 +405,9 @@ def test_every_tab_stop_in_the_settings_pane_is_scrolled_into_view_with_a_remote
     qtbot.waitUntil(lambda: pane.verticalScrollBar().maximum() > 0, timeout=3000)
     activate(qtbot, window)
     assert not pane.bits.isVisibleTo(pane)
+    # the pane's first stop: Sampling's preset (Decoding and the rolling context are off: a remote server's own)
+    first = pane.findChild(QWidget, "setting_sampling_preset")
+    assert not pane.decoding.isEnabled() and not pane.n_keep.isEnabled()
     window.composer.edit.setFocus(Qt.FocusReason.TabFocusReason)
     in_pane, scrolled_back = [], False
     for _ in range(100):
@@ -412,6 +416,6 @@ def test_every_tab_stop_in_the_settings_pane_is_scrolled_into_view_with_a_remote
         if pane.widget().isAncestorOf(stop):
             where = QRect(stop.mapTo(pane.viewport(), QPoint(0, 0)), stop.size())
             assert pane.viewport().rect().contains(where), (stop.objectName() or type(stop).__name__, where)
-            scrolled_back |= stop is pane.decoding and pane.n_discard in in_pane  # (entered again, from outside)
+            scrolled_back |= stop is first and pane.kv_cache_precision in in_pane  # (entered again, from outside)
             in_pane.append(stop)
-    assert {pane.decoding, pane.n_keep, pane.n_discard, pane.reset_button} <= set(in_pane) and scrolled_back
+    assert {first, pane.kv_cache_precision, pane.reset_button} <= set(in_pane) and scrolled_back

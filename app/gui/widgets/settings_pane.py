@@ -1,6 +1,6 @@
 """The settings pane: devices, decoding mode, draft model, K, rolling context, bit-width and sampling.
 
-Why one module of ~870 lines: it is one form, :class:`SettingsPane` (about 640 of them), whose fields, their
+Why one module of ~900 lines: it is one form, :class:`SettingsPane` (about 640 of them), whose fields, their
 in-place errors, what blocks Send or Compare and which edits reload the model all read and write the same
 ``fields``/``error_labels`` and one ``AppSettings``; splitting its sections into modules would scatter that one
 form's state. The ~130 lines above it are its fields' words and choices (labels, help lines, tooltips, the
@@ -139,6 +139,14 @@ def auto_label(draft: str) -> str:
     return AUTO_LABEL.format("draft head, " if is_head_folder(draft) else "draft model, ")
 
 
+#: The line under Model and decoding while a remote server answers (``SettingsPane.show_remote``), by whether it is
+#: SpecChat's.
+REMOTE_NOTES = {
+    False: "Replies come from a remote server, which decodes with its own settings and context: Sampling applies.",
+    True: "Replies come from SpecChat's server: it takes Decoding and K, and drafts and keeps its context its own way.",
+}
+
+
 class SettingsPane(QScrollArea):
     """Form for :class:`~app.gui.settings_store.AppSettings` with in-place validation.
 
@@ -243,6 +251,12 @@ class SettingsPane(QScrollArea):
             "oldest tokens (after the system prompt: Always kept, under Advanced) are forgotten and the chat goes on",
             "How much of the chat the model remembers, in tokens.",
         )  # fmt: skip
+        self.remote_note = QLabel()  # while a remote server answers: why the fields above are off (show_remote)
+        self.remote_note.setObjectName("remoteNote")
+        self.remote_note.setWordWrap(True)
+        model.addRow(self.remote_note)
+        model.setRowVisible(self.remote_note, False)
+        self._remote: bool | None = None  # None: replies come from this computer; else whether the server is SpecChat's
 
         self.sampling = SamplingGroup(store)
         layout.addWidget(self.sampling)
@@ -543,6 +557,28 @@ class SettingsPane(QScrollArea):
             self.draft_model.blockSignals(blocked)
         self._show_decoding_in_draft_list()
 
+    def show_remote(self, specchat: bool | None) -> None:
+        """Where replies come from: this computer (None: every field on), or a remote server, which gets none of this
+        computer's Drafter and rolling context (Context length, Always kept, Dropped per roll), nor its Decoding and K
+        unless it is SpecChat's (``specchat``): those fields are off (their values kept), and a line under them says
+        why. Devices and precisions stay on: the local model stays loaded meanwhile."""
+        self._remote = specchat
+        self.remote_note.setText("" if specchat is None else REMOTE_NOTES[specchat])
+        self._model_form.setRowVisible(self.remote_note, specchat is not None)
+        self._enable_for_source()
+
+    def _enable_for_source(self) -> None:
+        """The fields of this computer's models on or off as :meth:`show_remote` says (and as the decoding chosen
+        uses them: the Drafter and Adaptive only under a speculative decoding)."""
+        local, specchat = self._remote is None, self._remote is True
+        speculative = Decoding(self.decoding.currentData()).speculative
+        self.decoding.setEnabled(local or specchat)
+        self.k.setEnabled(local or specchat)
+        self.adaptive_k.setEnabled((local or specchat) and speculative)
+        self.draft_model.setEnabled(local and speculative)
+        for field in (self.n_ctx, self.n_keep, self.n_discard):  # the rolling context: this computer's
+            field.setEnabled(local)
+
     def set_precision_in_use(self, precision: NumericPrecision | None) -> None:
         """Show the loaded target's precision as OpenVINO reports it, in plain words (None while none is loaded);
         the tooltip gives OpenVINO's own terms."""
@@ -784,8 +820,7 @@ class SettingsPane(QScrollArea):
         uses_draft = settings.uses_draft_model
         self.draft_device.setEnabled(uses_draft)
         self._show_draft_tip()
-        self.draft_model.setEnabled(settings.generation.decoding.speculative)
-        self.adaptive_k.setEnabled(settings.generation.decoding.speculative)
+        self._enable_for_source()
         summary = blocked_summary(self.errors())
         self.validity_changed.emit(summary)
         if emit and not errors and settings != self._last_emitted:
