@@ -29,6 +29,11 @@ def test_local_decoding_settings_are_off_while_a_remote_server_answers(qtbot, ma
         "Replies come from a remote server, which decodes with its own settings and context: Sampling applies."
     )
     assert window.choice.settings.generation.context.n_ctx == pane.n_ctx.value()  # nothing changed, only off
+    kept = pane.n_ctx.value()
+    pane.n_ctx.setValue(5)  # an invalid value (as from the settings file) blocks Send: its field stays on to fix it
+    assert pane.n_ctx.isEnabled() and "n_ctx" in pane.errors()
+    pane.n_ctx.setValue(kept)
+    assert not pane.n_ctx.isEnabled() and not pane.errors()
 
     window.choice.apply(replace(window.settings, remote_url=stub.url("specchat")))
     window.choice.choose_remote()  # asks the server for its models: it is SpecChat's

@@ -572,12 +572,10 @@ class SettingsPane(QScrollArea):
         uses them: the Drafter and Adaptive only under a speculative decoding)."""
         local, specchat = self._remote is None, self._remote is True
         speculative = Decoding(self.decoding.currentData()).speculative
-        self.decoding.setEnabled(local or specchat)
-        self.k.setEnabled(local or specchat)
-        self.adaptive_k.setEnabled((local or specchat) and speculative)
-        self.draft_model.setEnabled(local and speculative)
-        for field in (self.n_ctx, self.n_keep, self.n_discard):  # the rolling context: this computer's
-            field.setEnabled(local)
+        on = {"decoding": local or specchat, "k": local or specchat, "adaptive_k": (local or specchat) and speculative,
+              "draft_model": local and speculative, "n_ctx": local, "n_keep": local, "n_discard": local}
+        for name, enabled in on.items():  # (a flagged field stays on: it blocks Send until fixed)
+            self.fields[name].setEnabled(enabled or (name in self._errors and name != "draft_model"))
 
     def set_precision_in_use(self, precision: NumericPrecision | None) -> None:
         """Show the loaded target's precision as OpenVINO reports it, in plain words (None while none is loaded);
