@@ -89,6 +89,8 @@ class RemoteServerDialog(QDialog):
         self.finished.connect(lambda _result: self._closed.set())
         self.specchat: bool | None = None
         self._reached: tuple[str, str] | None = None  # (base URL, key) of the last server that listed its models
+        self._listed: list[str] = []  # the models it listed
+        self._unlisted_said: tuple[str, str] | None = None  # (base URL, model) OK said is not listed, once
         self._listed_from = url  # the server whose models the Model box lists (the saved model's at first)
         self._opened_url = url
         self.url = QLineEdit(shown_url(url))
@@ -223,6 +225,7 @@ class RemoteServerDialog(QDialog):
         if self._closed.is_set():
             return False
         self._reached = (url, key)
+        self._listed = [model.id for model in models]
         self.specchat = backend.specchat
         if not list_them:
             return True  # (a server may list no models and still answer a name typed by hand)
@@ -272,9 +275,24 @@ class RemoteServerDialog(QDialog):
             self._say(str(error))
             return
         if self._reached == (choice.base_url, choice.api_key):
-            self.accept()
+            self._accept_listed(choice)
             return
         self._spawn(self._check_then_accept())
+
+    def _accept_listed(self, choice: RemoteChoice) -> None:
+        """Accept ``choice`` (its server reached) unless its model is not among those the server lists and this is
+        the first OK with that name: that is said, with the names listed (llama-server and llama-cpp-python answer
+        any name with the model they serve, so a typo would go unnoticed), and the next OK takes the name."""
+        asked = (choice.base_url, choice.model)
+        if self._listed and choice.model not in self._listed and self._unlisted_said != asked:
+            self._unlisted_said = asked
+            host = RemoteTarget(choice.base_url).host
+            names = ", ".join(self._listed[:8]) + (", …" if len(self._listed) > 8 else "")
+            self._say(f"{host} does not list {choice.model!r} (it lists: {names}): choose one of its models, or press "
+                      "OK again to ask for this name anyway (llama-server and llama-cpp-python answer any name with "
+                      "the model they serve)")  # fmt: skip
+            return
+        self.accept()
 
     async def _check_then_accept(self) -> None:
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -285,7 +303,10 @@ class RemoteServerDialog(QDialog):
             if not self._closed.is_set():
                 ok.setEnabled(True)
         if reached and not self._closed.is_set():
-            self.accept()
+            try:
+                self._accept_listed(self.choice())
+            except (ValueError, RemoteError) as error:  # (edited during the check)
+                self._say(str(error))
 
 
 def _ok_check_failed(error: RemoteError) -> str:
