@@ -198,3 +198,11 @@ def test_a_model_served_by_its_file_path_is_named_by_its_file_name(model, shown)
     assert target.describe() == f"{shown} on 127.0.0.1:8088 (remote)"
     assert target.is_label(target.describe()) and target.is_label(f"{model} on 127.0.0.1:8088 (remote)")
     assert not target.is_label(f"{model} on 127.0.0.1:8089 (remote)")
+
+
+def test_a_base_url_without_a_scheme_names_its_host_alone():
+    """A base URL kept without its scheme (``127.0.0.1:8088/v1``, taken as http:// by every request) was named
+    "127.0.0.1:8088/v1" in the picker and footers, its path with it."""
+    assert RemoteTarget("127.0.0.1:8088/v1", "m").host == "127.0.0.1:8088"
+    assert RemoteTarget("127.0.0.1:8088/v1", "m").describe() == "m on 127.0.0.1:8088 (remote)"
+    assert RemoteTarget("https://user:pw@gpu-box:8000/v1", "m").host == "gpu-box:8000"

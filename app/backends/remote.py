@@ -101,7 +101,7 @@ class RemoteTarget:
     @property
     def host(self) -> str:
         """``host:port`` of the URL (what footers and the picker show), never a ``user:password@`` it holds."""
-        return urlsplit(self.root).netloc.rpartition("@")[2] or self.root
+        return urlsplit(with_scheme(self.root)).netloc.rpartition("@")[2] or self.root
 
     def describe(self) -> str:
         """``Qwen2.5-7B on gpu-box:8000 (remote)``: the model as :func:`shown_model` names it."""
