@@ -121,3 +121,44 @@ def test_a_specchat_server_gets_the_mode_and_its_statistics_are_said(stub, tmp_p
     assert stub.requests[-1][1]["specchat"] == {"mode": "ar"}
     line = result.stderr.splitlines()[-1]  # SpecChat's server says how it decoded: the local line, no precision
     assert line.startswith("[ar] 9 tokens, TTFT ") and line.endswith(", prefilled 5/21, discarded 3 (1 roll), stop: eos")
+
+
+def test_ctrl_c_during_a_remote_reply_keeps_what_came(tmp_path):
+    """A remote reply carries text, not token ids: Ctrl+C after its first words said "stopped before the reply
+    began: the message was not kept", though the words were shown and kept."""
+    import json
+    import signal
+    import threading
+    import time
+
+    from remote_stub import ScriptedServer
+
+    began, release = threading.Event(), threading.Event()
+
+    def pieces():
+        for piece in ("Hello", " there"):
+            chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+        began.set()
+        release.wait(30)  # then silent
+
+    def script(method, path):
+        if method == "GET":
+            return 200, {"Content-Type": "application/json"}, b'{"data": [{"id": "m"}]}'
+        return 200, {"Content-Type": "text/event-stream"}, pieces()
+
+    environment = {**os.environ, "SPECCHAT_DATA_DIR": str(tmp_path / "data"),
+                   "SPECCHAT_CONFIG_DIR": str(tmp_path / "config")}  # fmt: skip
+    with ScriptedServer(script) as server:
+        process = subprocess.Popen([sys.executable, "-m", "app", "chat", "--remote", server.url],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=environment)  # fmt: skip
+        process.stdin.write("Say hello\n")
+        process.stdin.flush()
+        assert began.wait(60)
+        time.sleep(0.5)  # (the pieces reach the chat)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        release.set()
+    assert process.returncode == 130 and out == "Hello there\n", err
+    assert "stop: cancelled" in err.splitlines()[-1] and "not kept" not in err, err

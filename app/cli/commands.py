@@ -539,7 +539,7 @@ def _chat(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             continue
         print(describe(stats), file=sys.stderr)
-        if stats.stop_reason == "cancelled" and not stats.token_ids:
+        if stats.stop_reason == "cancelled" and not (stats.token_ids or stats.text):  # (a remote reply has text only)
             print("stopped before the reply began: the message was not kept", file=sys.stderr)
         if stats.stop_reason == "cancelled" and not terminal:  # Ctrl+C ends piped input's chat, as it ends generate
             return INTERRUPTED
