@@ -606,7 +606,7 @@ def test_a_read_only_data_folder_is_one_line_not_a_traceback(tmp_path, args):
 
 
 def test_the_overflow_note_advises_a_larger_n_ctx_only_where_one_keeps_the_prompt():
-    from app.cli.commands import overflow_notice
+    from app.cli.context_notes import overflow_notice
     from inference.events import PromptOverflow
 
     fits = overflow_notice(PromptOverflow(prompt_tokens=6000, n_ctx=4096, discarded_tokens=2000, head_tokens=4, message_tokens=0,

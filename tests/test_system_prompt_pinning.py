@@ -132,7 +132,7 @@ def test_the_chats_note_on_a_dropped_system_prompt_gives_its_length_and_the_flag
 
 
 def test_the_note_does_not_offer_an_n_keep_that_n_ctx_refuses():
-    from app.cli.commands import system_prompt_dropped_notice
+    from app.cli.context_notes import system_prompt_dropped_notice
 
     note = system_prompt_dropped_notice(330, 256)
     assert "the system prompt (330 tokens)" in note and "--n-ctx 660 or more keeps it" in note
@@ -142,7 +142,7 @@ def test_the_note_does_not_offer_an_n_keep_that_n_ctx_refuses():
 def test_the_note_blames_n_keep_where_n_ctx_keeps_the_system_prompt_already():
     """`specchat chat --n-ctx 256 --n-keep 4` with a 19-token system prompt read "--n-ctx 38 or more keeps it": n_ctx
     was 256 already. Where n_ctx is twice the system prompt or more, only an --n-keep below its length drops it."""
-    from app.cli.commands import system_prompt_dropped_notice
+    from app.cli.context_notes import system_prompt_dropped_notice
 
     assert system_prompt_dropped_notice(19, 256) == (
         "the context was full and part of the system prompt (19 tokens) was dropped with it, so the model no longer "
