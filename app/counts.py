@@ -49,6 +49,17 @@ def cut_cause(message_tokens: int, earlier_turns: bool, system_outweighs: bool) 
     return "message" if message_tokens > 0 or not earlier_turns else "earlier_turns"
 
 
+def kept_parts(first: int, last: int, system: int = 0, message: int = 0) -> str:
+    """The parts of a prompt cut to fit that the model reads, in words: ``the first 30 and the last 18``, or where
+    the ``first`` tokens, less the ``message``'s first tokens kept after them, are the ``system`` prompt's: ``the
+    system prompt's 25 tokens and the last 3,412``, ``the system prompt's 24 tokens, your message's first 256 and
+    the last 3,304`` (:func:`cut_text`, and the window's line while the prompt is read)."""
+    if system > 0 and first - message == system:
+        among = f", your message's first {message:,}" if message > 0 else ""
+        return f"the system prompt's {system:,} tokens{among} and the last {last:,}"
+    return f"the first {first:,} and the last {last:,}"
+
+
 def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "", system: int = 0, message: int = 0) -> str:
     """A prompt longer than the context length cut to fit before the reply (``PromptOverflow``), in words, with why
     (``cause``, a key of :data:`CUT_CAUSES`): ``your message is too long: the model read 48 of the conversation's
@@ -58,10 +69,7 @@ def cut_text(first: int, last: int, prompt_tokens: int, cause: str = "", system:
     prompt's (``GenerationStats.system_prompt_tokens``), they are named so (a trial read "the first 25" as the chat's
     text): ``(the system prompt's 25 tokens and the last 3,412)``, ``(the system prompt's 24 tokens, your message's
     first 256 and the last 3,304)``."""
-    kept = f"(the first {first:,} and the last {last:,})"
-    if system > 0 and first - message == system:
-        among = f", your message's first {message:,}" if message > 0 else ""
-        kept = f"(the system prompt's {system:,} tokens{among} and the last {last:,})"
+    kept = f"({kept_parts(first, last, system, message)})"
     if cause in CUT_CAUSES:
         return f"{CUT_CAUSES[cause]}: the model read {first + last:,} of the conversation's {prompt_tokens:,} tokens {kept}"
     return f"conversation cut to fit the context length: the model read {first + last:,} of its {prompt_tokens:,} tokens {kept}"

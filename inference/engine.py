@@ -476,13 +476,14 @@ class Engine:
         if cut is not None:
             yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=cut.skipped,
                                  head_tokens=cut.head_tokens, message_tokens=cut.message_tokens,
-                                 tail_tokens=cut.tail_tokens, max_n_ctx=self.target.max_context)
+                                 tail_tokens=cut.tail_tokens, max_n_ctx=self.target.max_context,
+                                 system_prompt_tokens=system_prompt_tokens)
         elif discarded or reused > len(self._cache):  # rolled through, now or by an earlier reply: the first n_keep
             # and the last tokens stay (a turn that fits the rolled cache still no longer reads what earlier rolls dropped)
             skipped = discarded + reused - len(self._cache)
             yield PromptOverflow(prompt_tokens=len(prompt_ids), n_ctx=n_ctx, discarded_tokens=skipped,
                                  head_tokens=n_keep, message_tokens=0, tail_tokens=len(prompt_ids) - n_keep - skipped,
-                                 max_n_ctx=self.target.max_context)
+                                 max_n_ctx=self.target.max_context, system_prompt_tokens=system_prompt_tokens)
         fast_before = self._cache.fast_prefilled
         to_prefill = prompt_ids[reused:]
         if cut is not None:

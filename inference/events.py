@@ -109,6 +109,9 @@ class PromptOverflow:
         tail_tokens: the prompt's last tokens kept.
         max_n_ctx: the largest n_ctx the model allows (``LoadedModel.max_context``), None when unknown: a front
             end advises raising n_ctx only while the prompt would fit under it.
+        system_prompt_tokens: the rendered system prompt's tokens (``GenerationStats.system_prompt_tokens``), 0
+            without one: where ``head_tokens`` equals it, the start kept is the system prompt, which a front end
+            names so while the prompt is read (the footer did, the progress line said "the first 24").
     """
 
     prompt_tokens: int
@@ -118,6 +121,7 @@ class PromptOverflow:
     message_tokens: int
     tail_tokens: int
     max_n_ctx: int | None = None
+    system_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -717,19 +717,16 @@ def test_chat_says_a_prompt_cut_to_fit_in_the_windows_words(monkeypatch, capsys)
 
     overflows = iter([
         PromptOverflow(prompt_tokens=705, n_ctx=256, discarded_tokens=469, head_tokens=24, message_tokens=29,
-                       tail_tokens=183, max_n_ctx=8192),
+                       tail_tokens=183, max_n_ctx=8192, system_prompt_tokens=24),
         PromptOverflow(prompt_tokens=900, n_ctx=256, discarded_tokens=668, head_tokens=24, message_tokens=0,
-                       tail_tokens=208, max_n_ctx=8192),
+                       tail_tokens=208, max_n_ctx=8192, system_prompt_tokens=24),
         PromptOverflow(prompt_tokens=9000, n_ctx=256, discarded_tokens=8768, head_tokens=30, message_tokens=0,
-                       tail_tokens=202, max_n_ctx=8192),
+                       tail_tokens=202, max_n_ctx=8192, system_prompt_tokens=4000),
     ])
 
     class Session:
         def __init__(self, engine, system):
             self.system_prompt, self.messages = system, []
-
-        def system_prompt_tokens(self):
-            return 24 if len(self.system_prompt) < 100 else 4000
 
         def send(self, text, settings, cancel):
             self.messages.append({"role": "user", "content": text})

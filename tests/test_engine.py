@@ -233,6 +233,7 @@ def test_a_long_paste_in_a_later_turn_keeps_n_keep_then_that_message_s_start(f32
     overflow, stats = events[0], events[-1].stats
     tail = 240 - system - 30
     assert (overflow.head_tokens, overflow.message_tokens, overflow.tail_tokens) == (system, 30, tail)
+    assert overflow.system_prompt_tokens == system  # (the front ends name the start kept as the system prompt)
     assert overflow.discarded_tokens == len(ids) - 240 == stats.discarded_tokens
     rolls = [e for e in events if isinstance(e, ContextRolled)]
     assert [(r.n_keep, r.discarded_tokens) for r in rolls] == [(system, held - system)]  # the first turn goes
@@ -535,7 +536,7 @@ def test_a_turn_after_a_roll_says_what_the_model_no_longer_reads(engine):
     second = list(session.send("Thanks.", settings("ar", max_new_tokens=4, n_ctx=128, n_keep="auto")))
     assert not any(isinstance(e, ContextRolled) for e in second)  # nothing rolls during this turn
     overflow, stats = next(e for e in second if isinstance(e, PromptOverflow)), second[-1].stats
-    assert overflow.discarded_tokens == dropped
+    assert overflow.discarded_tokens == dropped and overflow.system_prompt_tokens == session.system_prompt_tokens()
     assert overflow.head_tokens + overflow.message_tokens + overflow.tail_tokens + dropped == stats.prompt_tokens
     assert stats.reused_tokens == held  # read from the cache: not the tokens the roll dropped (OpenAI's cached_tokens)
     assert overflow.head_tokens + overflow.tail_tokens == stats.reused_tokens + stats.prefilled_tokens

@@ -28,13 +28,13 @@ def system_prompt_dropped_notice(system_tokens: int, n_ctx: int) -> str:
 
 
 def cut_of(session: ChatSession, event: PromptOverflow) -> tuple[int, str]:
-    """The rendered system prompt's length in tokens (what the engine was given, ``ChatSession.system_prompt_tokens``)
+    """The rendered system prompt's length in tokens (``event.system_prompt_tokens``, what the engine was given)
     and why the ``session``'s prompt was cut (``app.counts.cut_cause``: its last message, the turns before it, or a
     system prompt longer than a chat's first message), for :func:`overflow_notice`."""
     users = [i for i, message in enumerate(session.messages) if message.get("role") == "user"]
     last = session.messages[users[-1]].get("content") or "" if users else ""
     earlier = bool(users) and users[-1] > 0
-    return session.system_prompt_tokens(), cut_cause(event.message_tokens, earlier, len(session.system_prompt) > len(last))
+    return event.system_prompt_tokens, cut_cause(event.message_tokens, earlier, len(session.system_prompt) > len(last))
 
 
 def overflow_notice(event: PromptOverflow, system_tokens: int = 0, cause: str = "") -> str:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from inference.events import ContextRolled, Finished, PromptOverflow, PromptProgress, StepStats, TextDelta
 
-from ..counts import CUT_CAUSES, cut_cause, tokens_text
+from ..counts import CUT_CAUSES, cut_cause, kept_parts, tokens_text
 from .history_db import HistoryDB
 from .history_rows import ROOT, Message
 from .reply_format import MODE_NAMES, progress_dict, stats_dict
@@ -361,10 +361,14 @@ class ReplyRecorder:
 
 
 def kept_words(overflow: PromptOverflow) -> str:
-    """What the model reads of a prompt longer than the context length, in numbers that add up to the prompt's:
-    "keeps the first 280 tokens (your message's first 256 among them) and the last 3,304, and skips 5,194 in the
-    middle"."""
+    """What the model reads of a prompt longer than the context length, in numbers that add up to the prompt's and
+    in the footer's words (``counts.kept_parts``): "keeps the system prompt's 24 tokens, your message's first 256 and
+    the last 3,304, and skips 5,194 in the middle" (a trial read "the first 280 tokens (your message's first 256
+    among them)" here and the system prompt named in the footer)."""
     first = overflow.head_tokens + overflow.message_tokens
+    if overflow.system_prompt_tokens > 0 and overflow.head_tokens == overflow.system_prompt_tokens:
+        kept = kept_parts(first, overflow.tail_tokens, overflow.system_prompt_tokens, overflow.message_tokens)
+        return f"keeps {kept}, and skips {overflow.discarded_tokens:,} in the middle"
     among = f" (your message's first {overflow.message_tokens:,} among them)" if overflow.message_tokens else ""
     return (f"keeps the first {first:,} tokens{among} and the last {overflow.tail_tokens:,}, and skips "
             f"{overflow.discarded_tokens:,} in the middle")

@@ -5,6 +5,10 @@ the reply started, and a newcomer could not tell whether to shorten the message 
 
 from __future__ import annotations
 
+from conftest import FAST
+from gui_helpers import send_and_wait
+from test_empty_reply import PASTE
+
 from app.gui.history_db import HistoryDB
 from app.gui.reply_format import footer_text, metrics_text
 from app.gui.reply_recorder import ReplyRecorder
@@ -52,6 +56,17 @@ def test_a_message_too_long_for_the_context_says_so_while_the_reply_starts_and_i
     assert " · your message is too long: the model read 3,584 of the conversation's 8,778 tokens (the first 280 " \
            "and the last 3,304) · " in footer, footer
     assert "conversation cut" not in footer
+
+
+def test_the_line_while_the_prompt_is_read_names_the_system_prompt_as_the_footer_does(tmp_path):
+    """The footer said "(the system prompt's 24 tokens, your message's first 256 and the last 3,304)" and the line
+    shown while the prompt was read "keeps the first 280 tokens (your message's first 256 among them)": the engine's
+    ``PromptOverflow`` now says the system prompt's length, and both say it alike."""
+    from dataclasses import replace
+
+    live, _ = _live_and_footer(tmp_path, replace(LONG_MESSAGE, system_prompt_tokens=24), earlier_turns=1)
+    assert "so the model keeps the system prompt's 24 tokens, your message's first 256 and the last 3,304, and " \
+           "skips 5,194 in the middle (raise" in live, live
 
 
 def test_earlier_turns_that_no_longer_fit_are_said_as_such(tmp_path):
@@ -137,10 +152,6 @@ def test_the_kept_head_is_named_the_system_prompt_where_it_is_one(tmp_path):
 
 
 def test_a_long_paste_cut_by_the_real_model_names_the_system_prompt(qtbot, make_window):
-    from conftest import FAST
-    from gui_helpers import send_and_wait
-    from test_empty_reply import PASTE
-
     window = make_window(FAST.with_values(n_ctx=256, max_new_tokens=4))
     final = send_and_wait(qtbot, window, PASTE)
     footer = window.chat_view.message_widgets()[-1].footer.text()
