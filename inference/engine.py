@@ -296,8 +296,11 @@ class Engine:
         seen = self._seen
         # the last prompt token is fed again to get its logits
         common = min(common_prefix(seen, prompt_ids), len(prompt_ids) - 1)
+        if len(self._cache) > n_ctx or (self._rolled and len(prompt_ids) <= n_ctx):
+            self.reset()
+            return 0
         length = self._rolled_length(common) if self._rolled and common < len(seen) else common
-        if len(self._cache) > n_ctx or length is None or (self._rolled and len(prompt_ids) <= n_ctx):
+        if length is None:
             self.reset()
             return 0
         if common < len(seen) // 2:  # not a follow-up turn: another chat, whose acceptance differs
